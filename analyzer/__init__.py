@@ -1,0 +1,1 @@
+"""Loading dumps and loose files, the Evidence model, the rule engine and the renderers."""

@@ -1,0 +1,61 @@
+"""Runs every rule over the Evidence and turns their findings into a Diagnosis.
+
+Ranking: a finding that proves progress (not hung) comes first, then by severity, then
+by confidence. The verdict follows from the findings: progress → ``not_hung``; a
+critical or error finding → ``hang``; otherwise ``inconclusive`` with the fallback
+rule's ``unknown`` finding on top.
+"""
+
+from __future__ import annotations
+
+from hangdoc.analyzer.diagnosis import Diagnosis, NotEvaluated
+from hangdoc.analyzer.model import Evidence, Finding, Severity, Verdict
+from hangdoc.rules import all_rules
+from hangdoc.rules.activity import classify_ranks
+from hangdoc.rules.base import Rule, RuleContext
+
+
+def analyze(evidence: Evidence, rules: tuple[type[Rule], ...] | None = None) -> Diagnosis:
+    activities = classify_ranks(evidence)
+    ctx = RuleContext(evidence=evidence, activities=activities)
+    chosen = rules if rules is not None else all_rules()
+    findings: list[Finding] = []
+    not_evaluated: list[NotEvaluated] = []
+    fallbacks: list[type[Rule]] = []
+    for rule_cls in chosen:
+        if rule_cls.fallback:
+            fallbacks.append(rule_cls)
+            continue
+        missing = [need for need in sorted(rule_cls.requires) if not ctx.has(need)]
+        if missing:
+            not_evaluated.append(
+                NotEvaluated(rule_cls.id, "missing " + ", ".join(str(m) for m in missing))
+            )
+            continue
+        findings.extend(rule_cls().check(ctx))
+    findings.sort(key=Finding.sort_key)
+    verdict = _verdict(findings)
+    if verdict is Verdict.INCONCLUSIVE:
+        for rule_cls in fallbacks:
+            findings = [*rule_cls().check(ctx), *findings]
+    expected = evidence.expected_world_size()
+    seen = evidence.seen_ranks()
+    missing_ranks = sorted(set(range(expected)) - set(seen)) if expected else []
+    return Diagnosis(
+        verdict=verdict,
+        findings=findings,
+        evidence=evidence,
+        activities=activities,
+        expected_world_size=expected,
+        seen_ranks=seen,
+        missing_ranks=missing_ranks,
+        not_evaluated=not_evaluated,
+    )
+
+
+def _verdict(findings: list[Finding]) -> Verdict:
+    if findings and findings[0].says_not_hung:
+        return Verdict.NOT_HUNG
+    if any(f.severity in (Severity.CRITICAL, Severity.ERROR) for f in findings):
+        return Verdict.HANG
+    return Verdict.INCONCLUSIVE

@@ -1,0 +1,436 @@
+"""The Evidence model: what hangdoc knows about a job, independent of where it came from.
+
+Parsers turn files into these records; rules read only these records. Nothing here
+does I/O, so a rule test can build an Evidence by hand and a parser test can check
+its records without running a rule.
+
+Conventions that every producer follows:
+
+* ``ThreadStack.frames`` is innermost first (py-spy JSON order); text dumps are
+  normalised to it when parsed.
+* Ranks are global ranks. A process whose rank could not be established keeps
+  ``rank=None``: rules that compare ranks skip it, the report still shows it.
+* Times are POSIX seconds (float) in the collecting host's clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class Category(enum.StrEnum):
+    """The fixed cause vocabulary of DESIGN.md; every finding carries one."""
+
+    RANK_DIVERGENCE = "rank_divergence_collective_vs_noncollective"
+    COLLECTIVE_TYPE_MISMATCH = "collective_type_mismatch"
+    COLLECTIVE_SIZE_OR_DTYPE_MISMATCH = "collective_size_or_dtype_mismatch"
+    RANK_DEAD = "rank_dead_or_crashed"
+    CUDA_OOM = "cuda_oom"
+    NCCL_NETWORK = "nccl_network_or_transport_error"
+    NCCL_INIT = "nccl_init_or_bootstrap_hang"
+    DATALOADER = "dataloader_deadlock_or_worker_hang"
+    UNEVEN_DATA = "uneven_data_drop_last"
+    CHECKPOINT_SAVE = "checkpoint_save_hang"
+    EVAL_SOME_RANKS = "eval_loop_only_some_ranks"
+    IO_STALL = "io_or_filesystem_stall"
+    GPU_HARDWARE = "gpu_hardware_or_driver"
+    PYTHON_DEADLOCK = "python_deadlock_gil_or_lock"
+    P2P_DEADLOCK = "p2p_pipeline_deadlock"
+    NOT_A_HANG = "not_a_hang_slow_or_benign"
+    UNKNOWN = "unknown"
+
+
+class Severity(enum.StrEnum):
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def order(self) -> int:
+        """Sort key: most severe first."""
+        return _SEVERITY_ORDER[self]
+
+
+_SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.ERROR: 1, Severity.WARNING: 2, Severity.INFO: 3}
+
+
+class Verdict(enum.StrEnum):
+    HANG = "hang"
+    NOT_HUNG = "not_hung"
+    INCONCLUSIVE = "inconclusive"
+
+
+class InputKind(enum.StrEnum):
+    """What a file was recognised as, by its content."""
+
+    MANIFEST = "hangdoc_manifest"
+    PROCESS = "hangdoc_process"
+    PYSPY_JSON = "pyspy_json"
+    PYSPY_TEXT = "pyspy_text"
+    FAULTHANDLER = "faulthandler"
+    FLIGHT_RECORDER = "flight_recorder"
+    LOG = "log"
+    ARCHIVE = "archive"
+    UNKNOWN = "unknown"
+    UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One Python (or native) frame. ``line`` is None when the dump had none (line 0)."""
+
+    function: str
+    file: str
+    line: int | None = None
+    native: bool = False
+    locals: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def short_file(self) -> str:
+        return self.file.rsplit("/", 1)[-1]
+
+    @property
+    def function_leaf(self) -> str:
+        """The last part of a qualified name: py-spy prints ``Class.method`` on 3.11+."""
+        return self.function.rsplit(".", 1)[-1]
+
+    def label(self) -> str:
+        where = self.short_file if self.line is None else f"{self.short_file}:{self.line}"
+        return f"{self.function} ({where})"
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadStack:
+    """One thread's stack at one moment. ``frames`` is innermost first."""
+
+    frames: tuple[Frame, ...]
+    os_thread_id: int | None = None
+    thread_id: int | None = None  # pthread id as py-spy JSON and faulthandler give it
+    name: str | None = None
+    active: bool | None = None
+    owns_gil: bool | None = None
+    is_main: bool = False
+    source: str = ""
+
+    def python_frames(self) -> tuple[Frame, ...]:
+        return tuple(f for f in self.frames if not f.native)
+
+    def signature(self) -> tuple[tuple[str, str, int | None], ...]:
+        """Identity of the call path; equal signatures mean 'did not move'."""
+        return tuple((f.function, f.file, f.line) for f in self.frames if not f.native)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildStacks:
+    """Stacks of a subprocess of a rank (a dataloader worker, a compile worker...)."""
+
+    pid: int
+    threads: tuple[ThreadStack, ...]
+    cmdline: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StackSample:
+    """All threads of one rank at one sampling moment."""
+
+    index: int
+    time: float | None
+    threads: tuple[ThreadStack, ...]
+    children: tuple[ChildStacks, ...] = ()
+    source: str = ""
+
+    def main_thread(self) -> ThreadStack | None:
+        for thread in self.threads:
+            if thread.is_main:
+                return thread
+        return self.threads[0] if self.threads else None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadState:
+    """Kernel's view of one thread (/proc/PID/task/TID)."""
+
+    tid: int
+    name: str | None = None
+    state: str | None = None  # R, S, D, Z, T, t, I
+    wchan: str | None = None
+    cpu_ticks: int | None = None  # utime + stime
+    voluntary_ctxt_switches: int | None = None
+    nonvoluntary_ctxt_switches: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcSample:
+    """Kernel's view of one rank's process at one sampling moment."""
+
+    index: int
+    time: float | None
+    alive: bool = True
+    state: str | None = None
+    wchan: str | None = None
+    cpu_ticks: int | None = None
+    threads: tuple[ThreadState, ...] = ()
+    io: tuple[tuple[str, int], ...] = ()  # rchar, wchar, syscr, syscw, read_bytes, write_bytes
+    output_sizes: tuple[tuple[str, int], ...] = ()  # "stdout"/"stderr" -> size of the file fd 1/2 point to
+
+    def io_value(self, key: str) -> int | None:
+        return dict(self.io).get(key)
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveRecord:
+    """One collective as a rank recorded it (flight recorder or logs)."""
+
+    group: str
+    seq_id: int
+    op: str
+    state: str  # scheduled | started | completed | timed_out | unknown
+    input_sizes: tuple[tuple[int, ...], ...] = ()
+    output_sizes: tuple[tuple[int, ...], ...] = ()
+    dtypes: tuple[str, ...] = ()
+    is_p2p: bool = False
+    peer: int | None = None
+    record_id: int | None = None
+    time_created_ns: int | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """A log line that matters (watchdog timeout, NCCL WARN, exit code...)."""
+
+    kind: str
+    text: str
+    source: str
+    line: int | None = None
+    time: float | None = None
+    fields: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuState:
+    index: int | None = None
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    utilization_pct: float | None = None
+    source: str = ""
+
+
+@dataclass(slots=True)
+class ProcessEvidence:
+    """Everything known about one rank's process (or one unattributed process)."""
+
+    rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    local_world_size: int | None = None
+    group_rank: int | None = None
+    cmdline: str | None = None
+    start_time: float | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    stack_samples: list[StackSample] = field(default_factory=list)
+    proc_samples: list[ProcSample] = field(default_factory=list)
+    collectives: list[CollectiveRecord] = field(default_factory=list)
+    log_events: list[LogEvent] = field(default_factory=list)
+    gpu: list[GpuState] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    exited: bool = False  # the process was gone at (some point of) collection
+
+    @property
+    def label(self) -> str:
+        if self.rank is not None:
+            return f"rank {self.rank}"
+        if self.pid is not None:
+            return f"pid {self.pid}" + (f" on {self.host}" if self.host else "")
+        return "unknown process"
+
+    def latest_stacks(self) -> StackSample | None:
+        return self.stack_samples[-1] if self.stack_samples else None
+
+    def primary_source(self) -> str:
+        latest = self.latest_stacks()
+        if latest is not None and latest.source:
+            return latest.source
+        return self.sources[0] if self.sources else ""
+
+
+@dataclass(frozen=True, slots=True)
+class InputFile:
+    """One file the user gave (or that a dump held), what it was, and what went wrong."""
+
+    path: str
+    kind: InputKind
+    ranks: tuple[int, ...] = ()
+    error: str | None = None
+    size: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "kind": self.kind.value,
+            "ranks": list(self.ranks),
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CollectStep:
+    """One collector step as recorded in a dump's manifest."""
+
+    step: str
+    status: str  # ok | failed | timeout | skipped
+    rank: int | None = None
+    pid: int | None = None
+    sample: int | None = None
+    reason: str | None = None
+    host: str | None = None
+    duration_s: float | None = None
+
+
+@dataclass(slots=True)
+class HostInfo:
+    """What one node's dump says about the node itself."""
+
+    host: str
+    manifest: str | None = None
+    pids_requested: tuple[int, ...] = ()
+    local_world_size: int | None = None
+    collected_at: str | None = None
+    sample_times: tuple[float, ...] = ()
+    interval_s: float | None = None
+
+
+@dataclass(slots=True)
+class ProcessGroupInfo:
+    """A process group as a flight recorder or log names it: its id, description, members."""
+
+    name: str
+    desc: str | None = None
+    ranks: tuple[int, ...] = ()  # global ranks; empty when unknown (gloo's dummy pg_config)
+
+
+@dataclass(slots=True)
+class Evidence:
+    """All inputs, merged. Rules read this and nothing else."""
+
+    processes: list[ProcessEvidence] = field(default_factory=list)
+    process_groups: dict[str, ProcessGroupInfo] = field(default_factory=dict)
+    inputs: list[InputFile] = field(default_factory=list)
+    hosts: dict[str, HostInfo] = field(default_factory=dict)
+    collect_steps: list[CollectStep] = field(default_factory=list)
+    job_log_events: list[LogEvent] = field(default_factory=list)  # events with no rank
+    notes: list[str] = field(default_factory=list)
+
+    def ranked(self) -> dict[int, ProcessEvidence]:
+        """Processes with a known rank, by rank (the first one wins on duplicates)."""
+        out: dict[int, ProcessEvidence] = {}
+        for proc in self.processes:
+            if proc.rank is not None and proc.rank not in out:
+                out[proc.rank] = proc
+        return out
+
+    def expected_world_size(self) -> int | None:
+        """The largest WORLD_SIZE any rank reported; None when no rank said."""
+        sizes = [p.world_size for p in self.processes if p.world_size]
+        return max(sizes) if sizes else None
+
+    def seen_ranks(self) -> list[int]:
+        return sorted(self.ranked())
+
+    def iter_threads(self) -> Iterator[tuple[ProcessEvidence, StackSample, ThreadStack]]:
+        for proc in self.processes:
+            for sample in proc.stack_samples:
+                for thread in sample.threads:
+                    yield proc, sample, thread
+
+    def stacks_frame(self) -> pd.DataFrame:
+        """One row per frame of every sample: the cross-rank table of DESIGN.md."""
+        import pandas as pd
+
+        rows: list[tuple[object, ...]] = []
+        for proc, sample, thread in self.iter_threads():
+            for depth, frame in enumerate(thread.frames):
+                rows.append(
+                    (
+                        proc.rank,
+                        proc.host,
+                        proc.pid,
+                        sample.index,
+                        thread.os_thread_id,
+                        thread.name,
+                        depth,
+                        frame.function,
+                        frame.file,
+                        frame.line,
+                    )
+                )
+        columns = [
+            "rank", "host", "pid", "sample", "thread", "thread_name",
+            "depth", "function", "file", "line",
+        ]  # fmt: skip
+        return pd.DataFrame.from_records(rows, columns=columns)
+
+
+def unique_sorted(values: Iterable[int]) -> list[int]:
+    return sorted(set(values))
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRef:
+    """A pointer from a claim back to the file (and line) that supports it."""
+
+    source: str
+    detail: str
+    rank: int | None = None
+    line: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"rank": self.rank, "source": self.source, "detail": self.detail}
+        if self.line is not None:
+            out["line"] = self.line
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One conclusion of one rule. ``confidence`` is 0..1 and orders findings of equal severity."""
+
+    rule: str
+    category: Category
+    severity: Severity
+    title: str
+    explanation: str
+    fix: str
+    culprit_ranks: tuple[int, ...] = ()
+    waiting_ranks: tuple[int, ...] = ()
+    evidence: tuple[EvidenceRef, ...] = ()
+    confidence: float = 0.5
+    # A finding that by itself says the job is not hung (progress seen) sets this.
+    says_not_hung: bool = False
+
+    def sort_key(self) -> tuple[int, int, float, str]:
+        # Not-a-hang conclusions outrank the hang findings they contradict.
+        return (0 if self.says_not_hung else 1, self.severity.order, -self.confidence, self.rule)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "rule": self.rule,
+            "category": self.category.value,
+            "severity": self.severity.value,
+            "title": self.title,
+            "culprit_ranks": list(self.culprit_ranks),
+            "waiting_ranks": list(self.waiting_ranks),
+            "confidence": round(self.confidence, 2),
+            "explanation": self.explanation,
+            "fix": self.fix,
+            "evidence": [e.to_json() for e in self.evidence],
+        }

@@ -1,0 +1,135 @@
+"""The dump directory format, shared by the collectors (writers) and the loader (reader).
+
+This is the one module of ``collectors`` that the analyzer may import. A dump is::
+
+    DIR/
+      manifest.json            # Manifest below; rewritten atomically as collection goes on
+      rank<R>/                 # one folder per rank (pid<PID>/ when the rank is unknown)
+        process.json           # ProcessFile below: /proc facts for every sample
+        pyspy.<i>.json         # raw ``py-spy dump --json`` output of sample i (0-based)
+
+Every file is written to a temporary name and renamed into place, so a collector
+killed half-way leaves a dump that is readable up to its last complete step; the
+manifest's ``complete`` is false until the end.
+
+Bump FORMAT's version when a key changes meaning; adding keys is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+FORMAT = "hangdoc.dump/1"
+MANIFEST_NAME = "manifest.json"
+PROCESS_NAME = "process.json"
+PROCESS_FORMAT = "hangdoc.process/1"
+
+StepStatus = Literal["ok", "failed", "timeout", "skipped"]
+
+
+def rank_dir_name(rank: int | None, pid: int) -> str:
+    """Folder of one rank inside a dump."""
+    return f"rank{rank}" if rank is not None else f"pid{pid}"
+
+
+def pyspy_file_name(sample: int) -> str:
+    return f"pyspy.{sample}.json"
+
+
+class StepRecord(TypedDict):
+    """Outcome of one collector step; failures carry a reason a person can act on."""
+
+    step: str  # discover | proc | pyspy | archive | ...
+    status: StepStatus
+    rank: int | None
+    pid: int | None
+    sample: int | None
+    reason: str | None
+    duration_s: float | None
+    file: NotRequired[str | None]
+
+
+class RankRecord(TypedDict):
+    rank: int | None
+    pid: int
+    local_rank: int | None
+    world_size: int | None
+    local_world_size: int | None
+    group_rank: int | None
+    dir: str
+    how_found: str  # pid | torchrun-agent-child | env-scan
+
+
+class SampleRecord(TypedDict):
+    index: int
+    time: float  # POSIX seconds when the sample started
+
+
+class OptionsRecord(TypedDict):
+    samples: int
+    interval_s: float
+    native: bool
+    subprocesses: bool
+    nonblocking: bool
+    pids_requested: list[int]
+    all: bool
+    step_timeout_s: float
+
+
+class Manifest(TypedDict):
+    format: str
+    hangdoc_version: str
+    host: str
+    started_at: float
+    finished_at: float | None
+    complete: bool
+    options: OptionsRecord
+    samples: list[SampleRecord]
+    ranks: list[RankRecord]
+    steps: list[StepRecord]
+    py_spy: dict[str, str | None]
+    warnings: list[str]
+
+
+class ThreadRecord(TypedDict):
+    tid: int
+    name: str | None
+    state: str | None
+    wchan: str | None
+    cpu_ticks: int | None
+    voluntary_ctxt_switches: int | None
+    nonvoluntary_ctxt_switches: int | None
+
+
+class OutputRecord(TypedDict):
+    path: str
+    size: int
+
+
+class ProcSampleRecord(TypedDict):
+    index: int
+    time: float
+    alive: bool
+    state: str | None
+    wchan: str | None
+    cpu_ticks: int | None
+    threads: list[ThreadRecord]
+    io: dict[str, int]  # rchar, wchar, syscr, syscw, read_bytes, write_bytes
+    output: dict[str, OutputRecord]  # "stdout"/"stderr" when fd 1/2 is a regular file
+    error: NotRequired[str | None]
+
+
+class ProcessFile(TypedDict):
+    format: str
+    pid: int
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    local_world_size: int | None
+    group_rank: int | None
+    host: str
+    cmdline: list[str]
+    start_time: float | None
+    parent_pid: int | None
+    env: dict[str, str]  # allow-listed and redacted
+    samples: list[ProcSampleRecord]

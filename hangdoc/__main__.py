@@ -1,0 +1,3 @@
+from hangdoc.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,247 @@
+"""What each rank is doing, read off its stacks with the frame catalog.
+
+Pure functions over the model. The engine computes one :class:`RankActivity` per rank
+once and hands the table to every rule, and the report shows the same words, so a rule
+and the page never disagree about what a rank was doing.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from hangdoc.analyzer.model import Evidence, Frame, ProcessEvidence, ThreadStack
+from hangdoc.rules.catalog import (
+    LIBRARY_MARKERS,
+    LIBRARY_SHORT_FILES,
+    NAME_HINTS,
+    OP_FAMILIES,
+    SIGNATURES,
+    Signature,
+    Tag,
+)
+
+_WAITING_TAGS = frozenset({Tag.COLLECTIVE, Tag.RENDEZVOUS})
+
+_DESCRIPTIONS: dict[Tag, str] = {
+    Tag.COLLECTIVE: "waiting in a collective",
+    Tag.RENDEZVOUS: "creating a process group / rendezvous",
+    Tag.DATALOADER_FETCH: "waiting for the next batch from the DataLoader",
+    Tag.DATALOADER_TEARDOWN: "shutting down DataLoader workers",
+    Tag.DATALOADER_WORKER: "inside a DataLoader worker",
+    Tag.CHECKPOINT_SAVE: "saving a checkpoint",
+    Tag.CHECKPOINT_LOAD: "loading a checkpoint",
+    Tag.EVAL: "running evaluation",
+    Tag.OPTIMIZER_STEP: "in the optimizer step",
+    Tag.CUDA_SYNC: "waiting for the GPU (CUDA synchronize)",
+    Tag.COMPILE: "compiling (torch.compile)",
+    Tag.NETWORK_IO: "waiting on network I/O",
+    Tag.LOCK_WAIT: "waiting on a lock, event or queue",
+    Tag.SLEEP: "sleeping",
+    Tag.SUBPROCESS_WAIT: "waiting for a subprocess",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveCall:
+    """The collective a thread is in: the wire op and the API the user called."""
+
+    op: str  # innermost matched function, e.g. "all_gather"
+    family: str  # canonical family, e.g. "all_gather" for all_gather_object
+    api: str  # outermost matched call, e.g. "accelerate gather"
+    framework: str
+    frame_index: int  # index in the thread's frames (innermost first)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadActivity:
+    thread: ThreadStack
+    tags: tuple[Tag, ...]  # innermost first, each tag once
+    tag_frames: tuple[tuple[Tag, Frame], ...]  # the frame that gave each tag
+    collective: CollectiveCall | None
+    user_frame: Frame | None  # innermost frame in the user's own code
+
+    @property
+    def primary_tag(self) -> Tag | None:
+        return self.tags[0] if self.tags else None
+
+    def has(self, tag: Tag) -> bool:
+        return tag in self.tags
+
+
+@dataclass(frozen=True, slots=True)
+class RankActivity:
+    """One rank at its latest sample."""
+
+    rank: int
+    process: ProcessEvidence
+    main: ThreadActivity | None
+    threads: tuple[ThreadActivity, ...]
+
+    @property
+    def waiting_call(self) -> CollectiveCall | None:
+        """The collective/rendezvous the rank is blocked in (main thread), if any."""
+        if self.main is not None and self.main.collective is not None:
+            return self.main.collective
+        return None
+
+    @property
+    def in_collective(self) -> bool:
+        return self.waiting_call is not None
+
+    def description(self) -> str:
+        """Plain words: 'saving a checkpoint at save_checkpoint (train.py:30)'."""
+        if self.main is None:
+            return "no Python stack"
+        call = self.main.collective
+        where = self.main.user_frame.label() if self.main.user_frame else None
+        if call is not None:
+            text = f"in {call.op}"
+            if call.api and call.api != call.op:
+                text += f" (via {call.api})"
+        elif self.main.primary_tag is not None:
+            text = _DESCRIPTIONS[self.main.primary_tag]
+        else:
+            text = "running its own code"
+        return f"{text} at {where}" if where else text
+
+
+def is_user_frame(frame: Frame) -> bool:
+    """True for the job's own code: not the standard library, not an installed package."""
+    if frame.native:
+        return False
+    path = frame.file
+    if not path or path.startswith("<"):
+        return False
+    if "/" not in path:
+        return path not in LIBRARY_SHORT_FILES
+    return not any(marker in path for marker in LIBRARY_MARKERS)
+
+
+def _file_matches(path: str, pattern: str) -> bool:
+    if pattern.endswith("/*"):
+        prefix = pattern[:-1]
+        return path.startswith(prefix) or f"/{prefix}" in path
+    if path == pattern or path.endswith("/" + pattern):
+        return True
+    # Text dumps carry only the file name: accept a match on the last component.
+    return "/" not in path and pattern.rsplit("/", 1)[-1] == path
+
+
+@functools.lru_cache(maxsize=65536)
+def _match_signature(function_leaf: str, file: str, native: bool) -> Signature | None:
+    for sig in SIGNATURES:
+        if native:
+            if any(s in function_leaf for s in sig.native_substrings):
+                return sig
+            continue
+        if not sig.files:
+            continue
+        if "*" not in sig.functions and function_leaf not in sig.functions:
+            continue
+        if any(_file_matches(file, pattern) for pattern in sig.files):
+            return sig
+    return None
+
+
+@functools.lru_cache(maxsize=65536)
+def _name_hint(function_leaf: str) -> Tag | None:
+    for tag, pattern in NAME_HINTS:
+        if pattern.search(function_leaf):
+            return tag
+    return None
+
+
+def frame_tag(frame: Frame) -> tuple[Tag, Signature | None] | None:
+    """The activity one frame stands for, if the catalog knows it."""
+    leaf = frame.function if frame.native else frame.function_leaf
+    sig = _match_signature(leaf, frame.file, frame.native)
+    if sig is not None:
+        return sig.tag, sig
+    if is_user_frame(frame):
+        hint = _name_hint(frame.function_leaf)
+        if hint is not None:
+            return hint, None
+    return None
+
+
+def classify_thread(thread: ThreadStack) -> ThreadActivity:
+    tags: list[Tag] = []
+    tag_frames: list[tuple[Tag, Frame]] = []
+    inner_call: tuple[int, Frame, Signature] | None = None
+    outer_call: tuple[int, Frame, Signature] | None = None
+    user_frame: Frame | None = None
+    for index, frame in enumerate(thread.frames):
+        if user_frame is None and is_user_frame(frame):
+            user_frame = frame
+        found = frame_tag(frame)
+        if found is None:
+            continue
+        tag, sig = found
+        if tag not in tags:
+            tags.append(tag)
+            tag_frames.append((tag, frame))
+        if tag in _WAITING_TAGS and sig is not None:
+            if inner_call is None or (inner_call[2].native_substrings and not sig.native_substrings):
+                inner_call = (index, frame, sig)
+            if not sig.native_substrings:
+                outer_call = (index, frame, sig)
+    collective = None
+    if inner_call is not None:
+        index, frame, sig = inner_call
+        op = frame.function_leaf if not frame.native else "wait"
+        api_frame, api_sig = (outer_call[1], outer_call[2]) if outer_call else (frame, sig)
+        api_name = api_frame.function_leaf
+        api = api_name if api_sig.framework == "torch.distributed" else f"{api_sig.framework} {api_name}"
+        collective = CollectiveCall(
+            op=op,
+            family=OP_FAMILIES.get(op, op.lstrip("_")),
+            api=api,
+            framework=api_sig.framework,
+            frame_index=index,
+        )
+    # A process whose only Python frame is a sleep shows nothing more: leave tags empty.
+    return ThreadActivity(
+        thread=thread,
+        tags=tuple(tags),
+        tag_frames=tuple(tag_frames),
+        collective=collective,
+        user_frame=user_frame,
+    )
+
+
+def classify_process(rank: int, process: ProcessEvidence) -> RankActivity | None:
+    sample = process.latest_stacks()
+    if sample is None:
+        return None
+    threads = tuple(classify_thread(t) for t in sample.threads)
+    main: ThreadActivity | None = None
+    for activity in threads:
+        if activity.thread.is_main:
+            main = activity
+            break
+    if main is None and threads:
+        # No thread is marked main (a faulthandler dump without "Current thread"):
+        # prefer the one in a collective, else the first.
+        main = next((a for a in threads if a.collective is not None), threads[0])
+    return RankActivity(rank=rank, process=process, main=main, threads=threads)
+
+
+def classify_ranks(evidence: Evidence) -> dict[int, RankActivity]:
+    out: dict[int, RankActivity] = {}
+    for rank, process in evidence.ranked().items():
+        activity = classify_process(rank, process)
+        if activity is not None:
+            out[rank] = activity
+    return out
+
+
+def group_by_call(activities: Iterable[RankActivity]) -> Mapping[str, list[int]]:
+    """Ranks per collective family they are blocked in (main thread)."""
+    groups: dict[str, list[int]] = {}
+    for activity in activities:
+        call = activity.waiting_call
+        if call is not None:
+            groups.setdefault(call.family, []).append(activity.rank)
+    return groups

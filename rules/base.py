@@ -1,0 +1,121 @@
+"""The rule contract: what a rule declares, what it reads, what it returns.
+
+A rule is a class with a docstring of fixed sections (checked at registration, rendered
+by ``hangdoc explain`` and the report's appendix) and a pure ``check`` that reads a
+:class:`RuleContext` and yields Findings. No I/O, no logging, no parsing in a rule.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import inspect
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hangdoc.analyzer.model import Category, Evidence, Finding, Severity
+from hangdoc.rules.activity import RankActivity
+
+DOC_SECTIONS: tuple[str, ...] = (
+    "What it means",
+    "Why it hangs",
+    "Evidence used",
+    "How to confirm",
+    "How to fix",
+)
+_ID = re.compile(r"^HD\d{3}$")
+
+
+class Need(enum.StrEnum):
+    """Kinds of evidence a rule reads; a rule whose needs are absent is 'not evaluated'."""
+
+    STACKS = "stacks"
+    PROC = "process state (/proc)"
+    SAMPLES = "two or more samples"
+    WORLD_SIZE = "the job's world size"
+    FLIGHT_RECORDER = "flight recorder"
+    LOGS = "logs"
+    GPU = "GPU state"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleContext:
+    evidence: Evidence
+    activities: Mapping[int, RankActivity]
+
+    def has(self, need: Need) -> bool:
+        ev = self.evidence
+        if need is Need.STACKS:
+            return bool(self.activities)
+        if need is Need.PROC:
+            return any(p.proc_samples for p in ev.processes)
+        if need is Need.SAMPLES:
+            return any(
+                len(p.stack_samples) >= 2 or len(p.proc_samples) >= 2 for p in ev.processes
+            )
+        if need is Need.WORLD_SIZE:
+            return ev.expected_world_size() is not None
+        if need is Need.FLIGHT_RECORDER:
+            return any(p.collectives for p in ev.processes)
+        if need is Need.LOGS:
+            return bool(ev.job_log_events) or any(p.log_events for p in ev.processes)
+        return any(p.gpu for p in ev.processes)
+
+
+class Rule(abc.ABC):
+    """Subclass, fill the ClassVars, write the docstring sections, implement ``check``."""
+
+    id: ClassVar[str]
+    name: ClassVar[str]  # kebab-case
+    summary: ClassVar[str]  # one line for listings
+    categories: ClassVar[tuple[Category, ...]]
+    severity: ClassVar[Severity]
+    requires: ClassVar[frozenset[Need]]
+    # Fallback rules run only when no other rule found a cause (HD000).
+    fallback: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        """Yield findings; must be deterministic (sorted ranks, stable order)."""
+
+    @classmethod
+    def docs(cls) -> dict[str, str]:
+        return parse_doc_sections(inspect.getdoc(cls) or "")
+
+    @classmethod
+    def doc_text(cls) -> str:
+        return inspect.getdoc(cls) or ""
+
+
+def parse_doc_sections(doc: str) -> dict[str, str]:
+    """``## Heading`` sections of a rule docstring, plus the title line under ``title``."""
+    sections: dict[str, str] = {}
+    lines = doc.splitlines()
+    sections["title"] = lines[0].strip() if lines else ""
+    current: str | None = None
+    buffer: list[str] = []
+    for line in lines[1:]:
+        if line.startswith("## "):
+            if current is not None:
+                sections[current] = "\n".join(buffer).strip()
+            current = line[3:].strip()
+            buffer = []
+        elif current is not None:
+            buffer.append(line)
+    if current is not None:
+        sections[current] = "\n".join(buffer).strip()
+    return sections
+
+
+def validate_rule(cls: type[Rule]) -> None:
+    """Registration-time checks: a rule without its docs or a well-formed id is a bug."""
+    if not _ID.match(cls.id):
+        raise ValueError(f"{cls.__name__}: rule id {cls.id!r} is not HDnnn")
+    docs = cls.docs()
+    missing = [s for s in DOC_SECTIONS if not docs.get(s)]
+    if missing:
+        raise ValueError(f"{cls.id}: docstring lacks sections {missing}")
+    if not cls.categories:
+        raise ValueError(f"{cls.id}: declares no category")

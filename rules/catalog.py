@@ -1,0 +1,244 @@
+"""Frame signatures: which frames mean "in a collective", "saving a checkpoint", and so on.
+
+Data, not logic: ``activity.py`` applies these. A signature matches a frame when the
+frame's file ends with one of ``files`` (compared on whole path components, so a text
+dump's bare ``distributed_c10d.py`` matches ``torch/distributed/distributed_c10d.py``)
+and its function's last dotted part is in ``functions`` (``*`` = any function of that
+file). Native frames match on ``native_substrings``.
+
+Extend here when a framework adds a wrapper; keep one entry per framework file so the
+report can say which framework the call went through.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+
+class Tag(enum.StrEnum):
+    COLLECTIVE = "collective"
+    RENDEZVOUS = "rendezvous"
+    DATALOADER_FETCH = "dataloader_fetch"
+    DATALOADER_TEARDOWN = "dataloader_teardown"
+    DATALOADER_WORKER = "dataloader_worker"
+    CHECKPOINT_SAVE = "checkpoint_save"
+    CHECKPOINT_LOAD = "checkpoint_load"
+    EVAL = "eval"
+    OPTIMIZER_STEP = "optimizer_step"
+    CUDA_SYNC = "cuda_sync"
+    COMPILE = "compile"
+    NETWORK_IO = "network_io"
+    LOCK_WAIT = "lock_wait"
+    SLEEP = "sleep"
+    SUBPROCESS_WAIT = "subprocess_wait"
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    tag: Tag
+    framework: str
+    files: tuple[str, ...]
+    functions: frozenset[str] = frozenset({"*"})
+    native_substrings: tuple[str, ...] = ()
+
+
+def _f(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+_C10D_COLLECTIVES = _f(
+    "all_reduce", "all_reduce_coalesced", "all_reduce_multigpu",
+    "all_gather", "all_gather_into_tensor", "_all_gather_base", "all_gather_coalesced",
+    "all_gather_object", "all_gather_multigpu",
+    "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "reduce_scatter_multigpu",
+    "broadcast", "broadcast_object_list", "broadcast_multigpu",
+    "barrier", "monitored_barrier",
+    "reduce", "gather", "gather_object", "scatter", "scatter_object_list",
+    "all_to_all", "all_to_all_single",
+    "send", "recv", "isend", "irecv", "batch_isend_irecv", "send_object_list", "recv_object_list",
+)  # fmt: skip
+
+_DS_COLLECTIVES = _f(
+    "all_reduce", "inference_all_reduce", "all_reduce_coalesced", "all_gather",
+    "all_gather_into_tensor", "allgather_fn", "all_gather_coalesced", "reduce_scatter_tensor",
+    "reduce_scatter_fn", "reduce_scatter", "broadcast", "barrier", "monitored_barrier",
+    "all_to_all_single", "all_to_all", "send", "recv", "isend", "irecv", "gather", "scatter",
+    "reduce",
+)  # fmt: skip
+
+SIGNATURES: tuple[Signature, ...] = (
+    # --- collectives -------------------------------------------------------------------
+    Signature(Tag.COLLECTIVE, "torch.distributed", ("torch/distributed/distributed_c10d.py",),
+              _C10D_COLLECTIVES),
+    Signature(Tag.COLLECTIVE, "torch.distributed", (
+        "torch/distributed/_functional_collectives.py",
+        "torch/distributed/_functional_collectives_impl.py",
+    ), _f("wait_tensor", "all_reduce", "all_gather_tensor", "reduce_scatter_tensor",
+          "all_to_all_single", "broadcast", "_wait_tensor", "wait")),
+    Signature(Tag.COLLECTIVE, "torch.nn.parallel (DDP)", ("torch/nn/parallel/distributed.py",),
+              _f("_sync_buffers", "_sync_module_buffers", "_distributed_broadcast_coalesced",
+                 "_default_broadcast_coalesced", "_sync_params_and_buffers")),
+    Signature(Tag.COLLECTIVE, "DeepSpeed", ("deepspeed/comm/comm.py", "deepspeed/comm/torch.py"),
+              _DS_COLLECTIVES),
+    Signature(Tag.COLLECTIVE, "Accelerate", ("accelerate/utils/operations.py",),
+              _f("gather", "gather_object", "broadcast", "broadcast_object_list", "reduce",
+                 "pad_across_processes", "_gpu_gather", "_gpu_gather_one", "_gpu_broadcast")),
+    Signature(Tag.COLLECTIVE, "Accelerate", ("accelerate/state.py", "accelerate/accelerator.py"),
+              _f("wait_for_everyone", "gather", "gather_for_metrics", "reduce",
+                 "pad_across_processes")),
+    Signature(Tag.COLLECTIVE, "Lightning", (
+        "lightning/fabric/utilities/distributed.py",
+        "lightning_fabric/utilities/distributed.py",
+    ), _f("_sync_ddp", "_sync_ddp_if_available", "_all_gather_ddp_if_available",
+          "_gather_all_tensors")),
+    Signature(Tag.COLLECTIVE, "Lightning", (
+        "lightning/fabric/strategies/ddp.py", "lightning/pytorch/strategies/ddp.py",
+        "pytorch_lightning/strategies/ddp.py", "lightning/fabric/strategies/fsdp.py",
+        "lightning/pytorch/strategies/fsdp.py",
+    ), _f("barrier", "all_reduce", "broadcast", "reduce", "all_gather")),
+    Signature(Tag.COLLECTIVE, "torchmetrics", ("torchmetrics/utilities/distributed.py",),
+              _f("gather_all_tensors", "_simple_gather_all_tensors")),
+    Signature(Tag.COLLECTIVE, "Composer", ("composer/utils/dist.py",),
+              _f("all_reduce", "all_gather", "all_gather_object", "barrier", "broadcast",
+                 "broadcast_object_list")),
+    Signature(Tag.COLLECTIVE, "native c10d", (), frozenset(),
+              ("c10d::", "ProcessGroupNCCL", "ProcessGroupGloo", "gloo::", "ncclAllReduce",
+               "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclSend", "ncclRecv")),
+    # --- rendezvous / group creation -------------------------------------------------------
+    Signature(Tag.RENDEZVOUS, "torch.distributed", ("torch/distributed/distributed_c10d.py",),
+              _f("init_process_group", "new_group", "_new_group_with_tag", "_store_based_barrier",
+                 "new_subgroups", "new_subgroups_by_enumeration", "init_device_mesh")),
+    Signature(Tag.RENDEZVOUS, "torch.distributed", (
+        "torch/distributed/rendezvous.py",
+    )),
+    Signature(Tag.RENDEZVOUS, "torch.distributed.elastic", (
+        "torch/distributed/elastic/rendezvous/dynamic_rendezvous.py",
+        "torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py",
+        "torch/distributed/elastic/utils/store.py",
+    )),
+    # --- dataloader ---------------------------------------------------------------------
+    Signature(Tag.DATALOADER_TEARDOWN, "torch.utils.data", ("torch/utils/data/dataloader.py",),
+              _f("_shutdown_workers", "__del__", "_clean_up_worker")),
+    Signature(Tag.DATALOADER_FETCH, "torch.utils.data", ("torch/utils/data/dataloader.py",),
+              _f("__next__", "_next_data", "_get_data", "_try_get_data", "__iter__",
+                 "_get_iterator", "__init__", "_reset", "_try_put_index")),
+    Signature(Tag.DATALOADER_FETCH, "torch.utils.data", ("torch/utils/data/_utils/fetch.py",)),
+    Signature(Tag.DATALOADER_WORKER, "torch.utils.data", ("torch/utils/data/_utils/worker.py",),
+              _f("_worker_loop")),
+    # --- checkpoint save ----------------------------------------------------------------
+    Signature(Tag.CHECKPOINT_SAVE, "torch.save", ("torch/serialization.py",),
+              _f("save", "_save", "_legacy_save", "_open_zipfile_writer", "write_record")),
+    Signature(Tag.CHECKPOINT_SAVE, "torch.distributed.checkpoint", (
+        "torch/distributed/checkpoint/state_dict_saver.py",
+        "torch/distributed/checkpoint/filesystem.py",
+        "torch/distributed/checkpoint/_async_process_executor.py",
+        "torch/distributed/checkpoint/_async_thread_executor.py",
+    ), _f("save", "save_state_dict", "_save_state_dict", "async_save", "write_data",
+          "_write_files_from_queue", "_write_item", "finish", "_execute_save")),
+    Signature(Tag.CHECKPOINT_SAVE, "Transformers", ("transformers/modeling_utils.py",),
+              _f("save_pretrained")),
+    Signature(Tag.CHECKPOINT_SAVE, "Transformers", ("transformers/trainer.py",),
+              _f("_save_checkpoint", "save_model", "_save", "_save_optimizer_and_scheduler",
+                 "_save_rng_state", "_save_tpu")),
+    Signature(Tag.CHECKPOINT_SAVE, "DeepSpeed", ("deepspeed/runtime/engine.py",),
+              _f("save_checkpoint", "_save_checkpoint", "_save_zero_checkpoint",
+                 "save_16bit_model", "_save_moe_checkpoint")),
+    Signature(Tag.CHECKPOINT_SAVE, "DeepSpeed", ("deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py",),
+              _f("save", "commit")),
+    Signature(Tag.CHECKPOINT_SAVE, "Accelerate", ("accelerate/accelerator.py",),
+              _f("save_state", "save_model", "save")),
+    Signature(Tag.CHECKPOINT_SAVE, "Accelerate", ("accelerate/checkpointing.py",),
+              _f("save_accelerator_state", "save_custom_state")),
+    Signature(Tag.CHECKPOINT_SAVE, "safetensors", ("safetensors/torch.py",),
+              _f("save_file", "save_model", "save")),
+    Signature(Tag.CHECKPOINT_SAVE, "Lightning", (
+        "lightning/pytorch/trainer/trainer.py", "pytorch_lightning/trainer/trainer.py",
+        "lightning/fabric/plugins/io/torch_io.py", "lightning/pytorch/callbacks/model_checkpoint.py",
+        "pytorch_lightning/callbacks/model_checkpoint.py",
+    ), _f("save_checkpoint", "_save_checkpoint", "_save_topk_checkpoint", "_save_last_checkpoint")),
+    Signature(Tag.CHECKPOINT_SAVE, "Megatron", ("megatron/checkpointing.py",
+                                                "megatron/training/checkpointing.py"),
+              _f("save_checkpoint")),
+    # --- checkpoint load ----------------------------------------------------------------
+    Signature(Tag.CHECKPOINT_LOAD, "torch.load", ("torch/serialization.py",),
+              _f("load", "_load", "_legacy_load")),
+    # --- evaluation ---------------------------------------------------------------------
+    Signature(Tag.EVAL, "Transformers", ("transformers/trainer.py",),
+              _f("evaluate", "evaluation_loop", "prediction_loop", "predict",
+                 "_maybe_log_save_evaluate")),
+    Signature(Tag.EVAL, "Lightning", (
+        "lightning/pytorch/loops/evaluation_loop.py", "pytorch_lightning/loops/evaluation_loop.py",
+    )),
+    # --- optimizer, CUDA, compile ---------------------------------------------------------
+    Signature(Tag.OPTIMIZER_STEP, "torch.optim", ("torch/optim/optimizer.py",),
+              _f("wrapper", "step", "_use_grad", "_group_tensors_by_device_and_dtype")),
+    Signature(Tag.CUDA_SYNC, "torch.cuda", ("torch/cuda/__init__.py", "torch/cuda/streams.py"),
+              _f("synchronize", "wait_event", "wait_stream", "query")),
+    Signature(Tag.COMPILE, "torch.compile", ("torch/_dynamo/*", "torch/_inductor/*")),
+    # --- waiting on something generic -------------------------------------------------------
+    Signature(Tag.NETWORK_IO, "network", ("socket.py", "ssl.py", "http/client.py",
+                                          "urllib3/connectionpool.py", "requests/sessions.py")),
+    Signature(Tag.LOCK_WAIT, "threading", ("threading.py",),
+              _f("wait", "acquire", "join", "_wait_for_tstate_lock")),
+    Signature(Tag.LOCK_WAIT, "queue", ("queue.py",), _f("get", "put", "join")),
+    Signature(Tag.SUBPROCESS_WAIT, "subprocess", ("subprocess.py",
+                                                 "multiprocessing/popen_fork.py"),
+              _f("wait", "_wait", "communicate", "poll", "run", "call", "check_call",
+                 "check_output")),
+)  # fmt: skip
+
+# User functions whose names say what they do. Matched on the leaf function name of a
+# frame in user code, after the framework signatures above found nothing better.
+NAME_HINTS: tuple[tuple[Tag, re.Pattern[str]], ...] = (
+    (Tag.CHECKPOINT_SAVE, re.compile(
+        r"(?i)(save|write|dump|persist|upload)_?\w*(ckpt|checkpoint|state_?dict|model|weights)"
+        r"|(ckpt|checkpoint)\w*_(save|write)|^(save|write)_?(ckpt|checkpoint)$")),
+    (Tag.EVAL, re.compile(
+        r"(?i)^_?(evaluate|evaluation|eval|validate|validation|val|test)(_\w+)?$"
+        r"|^_?\w+_(eval|evaluate|evaluation|validate|validation)$|^(run|do)_(eval|validation)\w*$")),
+    (Tag.DATALOADER_FETCH, re.compile(r"(?i)^(get|fetch|next|load)_?(batch|data|sample)\w*$")),
+)  # fmt: skip
+
+# Path components that mark library (non-user) code.
+LIBRARY_MARKERS: tuple[str, ...] = ("/site-packages/", "/dist-packages/", "<frozen ", "/lib/python3")
+
+# Short file names of the standard library and torch that a text dump (which has no
+# directory) still lets us recognise as library code.
+LIBRARY_SHORT_FILES: frozenset[str] = frozenset({
+    "threading.py", "queue.py", "socket.py", "selectors.py", "ssl.py", "subprocess.py",
+    "connection.py", "queues.py", "synchronize.py", "popen_fork.py", "process.py",
+    "pool.py", "runpy.py", "distributed_c10d.py", "c10d_logger.py", "dataloader.py",
+    "serialization.py", "fetch.py", "worker.py", "optimizer.py", "module.py",
+    "functional.py", "_tensor.py", "reductions.py", "contextlib.py", "__init__.py",
+    "weakref.py", "tempfile.py", "shutil.py", "os.py", "io.py", "codecs.py", "logging.py",
+    "functools.py", "typing.py", "signal.py", "time.py", "asyncio.py", "events.py",
+    "base_events.py", "futures.py", "thread.py", "_base.py", "util.py", "utils.py",
+})  # fmt: skip
+
+# Canonical families of collective operations: two ranks in the same family are in the
+# same collective on the wire (all_gather_object sends an all_gather first, and so on).
+OP_FAMILIES: dict[str, str] = {
+    "all_reduce": "all_reduce", "all_reduce_coalesced": "all_reduce",
+    "all_reduce_multigpu": "all_reduce", "inference_all_reduce": "all_reduce",
+    "all_gather": "all_gather", "all_gather_into_tensor": "all_gather",
+    "_all_gather_base": "all_gather", "all_gather_coalesced": "all_gather",
+    "all_gather_object": "all_gather", "all_gather_multigpu": "all_gather",
+    "allgather_fn": "all_gather", "all_gather_tensor": "all_gather",
+    "reduce_scatter": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter", "reduce_scatter_multigpu": "reduce_scatter",
+    "reduce_scatter_fn": "reduce_scatter",
+    "broadcast": "broadcast", "broadcast_object_list": "broadcast",
+    "broadcast_multigpu": "broadcast",
+    "barrier": "barrier", "monitored_barrier": "barrier",
+    "reduce": "reduce", "gather": "gather", "gather_object": "gather",
+    "scatter": "scatter", "scatter_object_list": "scatter",
+    "all_to_all": "all_to_all", "all_to_all_single": "all_to_all",
+    "send": "send", "isend": "send", "send_object_list": "send",
+    "recv": "recv", "irecv": "recv", "recv_object_list": "recv",
+    "batch_isend_irecv": "p2p",
+    "init_process_group": "init_process_group", "new_group": "new_group",
+    "_new_group_with_tag": "new_group", "_store_based_barrier": "new_group",
+    "new_subgroups": "new_group", "new_subgroups_by_enumeration": "new_group",
+}  # fmt: skip
