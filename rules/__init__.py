@@ -17,6 +17,7 @@ _MODULES: tuple[str, ...] = (
     "hd002_collective_type_mismatch",
     "hd003_missing_rank",
     "hd004_progress",
+    "hd005_all_in_same_collective",
 )
 
 

@@ -1,0 +1,121 @@
+"""The terminal summary: the verdict and the cause first, then what every rank is doing.
+
+Written for the person on call: the first three lines must answer "which rank, where,
+why"; everything else is detail below them.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from hangdoc.analyzer.diagnosis import Diagnosis
+from hangdoc.analyzer.model import Severity, Verdict
+from hangdoc.analyzer.ranges import format_ranks
+from hangdoc.analyzer.stacktree import equivalence_classes
+from hangdoc.rules.activity import is_user_frame
+
+_VERDICT_STYLE = {
+    Verdict.HANG: "bold red",
+    Verdict.NOT_HUNG: "bold green",
+    Verdict.INCONCLUSIVE: "bold yellow",
+}
+_SEVERITY_STYLE = {
+    Severity.CRITICAL: "red",
+    Severity.ERROR: "red",
+    Severity.WARNING: "yellow",
+    Severity.INFO: "cyan",
+}
+MAX_CLASSES = 8
+MAX_FRAMES = 12
+
+
+def render_terminal(diagnosis: Diagnosis, console: Console) -> None:
+    console.print(_headline(diagnosis))
+    if diagnosis.findings:
+        console.print(_primary_panel(diagnosis))
+    others = diagnosis.findings[1:]
+    if others:
+        table = Table(title="Other findings", show_lines=False, expand=False)
+        table.add_column("rule")
+        table.add_column("severity")
+        table.add_column("category")
+        table.add_column("finding")
+        for finding in others:
+            table.add_row(
+                finding.rule,
+                Text(finding.severity.value, style=_SEVERITY_STYLE[finding.severity]),
+                finding.category.value,
+                Text(finding.title),
+            )
+        console.print(table)
+    _print_classes(diagnosis, console)
+    _print_inputs(diagnosis, console)
+
+
+def _headline(diagnosis: Diagnosis) -> Text:
+    text = Text()
+    text.append(f"verdict: {diagnosis.verdict.value}", style=_VERDICT_STYLE[diagnosis.verdict])
+    expected = diagnosis.expected_world_size
+    seen = format_ranks(diagnosis.seen_ranks) or "none"
+    text.append(f"   ranks seen: {seen}")
+    if expected is not None:
+        text.append(f" of {expected}")
+    if diagnosis.missing_ranks:
+        text.append(f"   missing: {format_ranks(diagnosis.missing_ranks)}", style="red")
+    return text
+
+
+def _primary_panel(diagnosis: Diagnosis) -> Panel:
+    primary = diagnosis.findings[0]
+    body = Text()
+    body.append(primary.title + "\n", style="bold")
+    body.append(f"category: {primary.category.value}   ")
+    if primary.culprit_ranks:
+        body.append(f"culprit: {format_ranks(primary.culprit_ranks)}   ", style="bold red")
+    body.append(f"confidence: {primary.confidence:.0%}   rule: {primary.rule}\n\n")
+    body.append(primary.explanation + "\n\n")
+    body.append("fix: ", style="bold green")
+    body.append(primary.fix)
+    if primary.evidence:
+        body.append("\n\nevidence:\n", style="bold")
+        for ref in primary.evidence[:6]:
+            where = ref.source + (f":{ref.line}" if ref.line else "")
+            body.append(f"  {where}  {ref.detail}\n")
+    return Panel(body, title="primary cause", expand=False)
+
+
+def _print_classes(diagnosis: Diagnosis, console: Console) -> None:
+    classes = equivalence_classes(diagnosis.evidence)
+    if not classes:
+        return
+    console.print(Text("What every rank is doing (main thread, last sample)", style="bold"))
+    for cls in classes[:MAX_CLASSES]:
+        activity = diagnosis.activities.get(cls.ranks[0])
+        what = activity.description() if activity else ""
+        console.print(Text(f"ranks {cls.rank_text} ({len(cls.ranks)}): ", style="bold") + Text(what))
+        lines: list[Text] = []
+        for frame in cls.frames[:MAX_FRAMES]:
+            style = "bold" if is_user_frame(frame) else "dim"
+            lines.append(Text(f"    {frame.label()}", style=style))
+        if len(cls.frames) > MAX_FRAMES:
+            lines.append(Text(f"    … {len(cls.frames) - MAX_FRAMES} more frames", style="dim"))
+        console.print(Group(*lines))
+    if len(classes) > MAX_CLASSES:
+        console.print(f"… {len(classes) - MAX_CLASSES} more stack classes (see the HTML report)")
+
+
+def _print_inputs(diagnosis: Diagnosis, console: Console) -> None:
+    bad = [i for i in diagnosis.evidence.inputs if i.error]
+    if bad:
+        console.print(Text(f"{len(bad)} input problem(s):", style="yellow"))
+        for item in bad[:20]:
+            console.print(f"  {escape(item.path)}: {escape(item.error or '')}")
+    for note in diagnosis.evidence.notes[:10]:
+        console.print(Text(f"note: {note}", style="dim"))
+    if diagnosis.not_evaluated:
+        skipped = ", ".join(f"{n.rule} ({n.reason})" for n in diagnosis.not_evaluated)
+        console.print(Text(f"not evaluated: {skipped}", style="dim"))

@@ -1,0 +1,89 @@
+"""``hangdoc demo``: the whole loop on a real hung job, in one command.
+
+A 4-rank gloo job on CPU hangs for real (the last rank's checkpoint write never
+returns while the others wait in all_gather); hangdoc collects it, kills it, and
+explains it. Without torch or py-spy rights, a dump recorded from the same scenario
+(shipped in the package) is analyzed instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+
+from hangdoc.errors import HangdocError
+
+RECORDED = Path(__file__).with_name("demo_data") / "checkpoint"
+SCENARIO = "checkpoint"
+
+
+def _fresh_dir(base: Path) -> Path:
+    """``base``, or ``base-2``, ``base-3``... whichever does not exist yet."""
+    candidate, n = base, 1
+    while candidate.exists() and any(candidate.iterdir()):
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    candidate.mkdir(parents=True, exist_ok=True)
+    return candidate
+
+
+def live_demo_possible() -> str | None:
+    """None when a live demo can run here, else why not."""
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed (pip install 'hangdoc[torch]')"
+    if shutil.which("py-spy") is None and not (Path(os.sys.executable).parent / "py-spy").exists():
+        return "py-spy is not installed"
+    if os.geteuid() != 0:
+        scope = Path("/proc/sys/kernel/yama/ptrace_scope")
+        if scope.exists() and scope.read_text().strip() not in ("0", ""):
+            return "py-spy needs root or kernel.yama.ptrace_scope=0 to read another process"
+    return None
+
+
+def run_demo(out: Path, *, ranks: int, recorded: bool, console: Console) -> Path:
+    from hangdoc.cli import run_analysis, write_outputs
+
+    target = _fresh_dir(out)
+    why_not = None if not recorded else "--recorded was given"
+    if why_not is None:
+        why_not = live_demo_possible()
+    if why_not is None:
+        dump = _collect_live(target, ranks, console)
+    else:
+        console.print(f"[yellow]analyzing the recorded demo dump: {why_not}[/]")
+        dump = target / "dump"
+        shutil.copytree(RECORDED, dump)
+    diagnosis = run_analysis([dump])
+    html, json_out, md = target / "report.html", target / "findings.json", target / "summary.md"
+    write_outputs(diagnosis, html=html, json_out=json_out, md=md)
+    from hangdoc.analyzer.render.terminal import render_terminal
+
+    render_terminal(diagnosis, console)
+    console.print(f"\ndump:     {dump}\nreport:   {html}\nfindings: {json_out}\nmarkdown: {md}")
+    return target
+
+
+def _collect_live(target: Path, ranks: int, console: Console) -> Path:
+    from hangdoc.collectors.collect import CollectOptions, run_collect
+    from hangdoc.scenarios.launch import launch
+
+    dump = target / "dump"
+    with tempfile.TemporaryDirectory(prefix="hangdoc-demo-job-") as workdir:
+        console.print(
+            f"starting a {ranks}-rank gloo job: rank {ranks - 1} saves a checkpoint that "
+            "never finishes, the others wait in all_gather…"
+        )
+        with launch(SCENARIO, ranks, Path(workdir)) as job:
+            try:
+                job.wait_ready(timeout=180)
+            except (TimeoutError, RuntimeError) as exc:
+                raise HangdocError(f"the demo job did not start: {exc}") from exc
+            console.print(f"job hung (pids {', '.join(map(str, job.rank_pids()))}); collecting…")
+            run_collect(CollectOptions(pids=tuple(job.rank_pids()), out=dump, interval_s=2.0))
+        console.print("job killed; analyzing…")
+    return dump

@@ -1,0 +1,139 @@
+"""Some ranks wait in a collective while others are somewhere else
+
+## What it means
+Every rank of a process group must enter the same collective for any of them to leave
+it. Here some ranks are blocked inside a collective (all_reduce, all_gather, barrier...)
+while one or more ranks are not in any collective at all: they are still doing
+something else — saving a checkpoint, fetching a batch, evaluating, or running code the
+others skipped. Those odd ranks are the culprits; the waiting ranks are victims.
+
+## Why it hangs
+A collective completes only when all members have joined. The waiting ranks block
+until the culprits arrive; if the culprits are stuck (a filesystem that does not answer,
+a dataloader worker that never returns) or never call the collective (a rank-dependent
+branch), the job waits until the process-group timeout (10 to 30 minutes) or forever.
+
+## Evidence used
+The main thread's Python stack of every rank at the last sample (py-spy or
+faulthandler), classified with the frame catalog (rules/catalog.py): collective frames of
+torch.distributed, DeepSpeed, Accelerate, Lightning, Composer; checkpoint, dataloader
+and evaluation frames; the innermost frame of the user's own code. With two or more
+samples, whether any rank moved between them.
+
+## How to confirm
+Look at the culprit's stack in the report: the innermost user frame says where it is.
+Take another `hangdoc collect` a minute later: if the culprit is still at the same place
+it is stuck; if it moved, it is slow (see HD004). For a checkpoint, check the target
+filesystem (`df`, `ls -l` of the file growing, `dmesg` for NFS/Lustre errors).
+
+## How to fix
+Depends on what the culprit is doing; the finding's fix says it. In general make every
+rank issue the same collectives in the same order, and keep long single-rank work
+(saving, evaluation) out of the window in which the others wait, or raise the timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.rules.activity import RankActivity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.causes import cause_of, key_frame_text
+from hangdoc.rules.progress import rank_progress
+from hangdoc.rules.refs import stack_refs
+
+
+def _ops_text(waiting: list[RankActivity]) -> str:
+    ops = sorted({a.waiting_call.op for a in waiting if a.waiting_call is not None})
+    return " / ".join(ops) if ops else "a collective"
+
+
+class RankOutsideCollective(Rule):
+    __doc__ = __doc__
+    id = "HD001"
+    name = "rank-outside-collective"
+    summary = "ranks wait in a collective while other ranks are elsewhere"
+    categories = (
+        Category.CHECKPOINT_SAVE,
+        Category.DATALOADER,
+        Category.EVAL_SOME_RANKS,
+        Category.RANK_DIVERGENCE,
+    )
+    severity = Severity.CRITICAL
+    requires = frozenset({Need.STACKS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        live = [a for a in ctx.activities.values() if not a.process.exited]
+        waiting = sorted((a for a in live if a.in_collective), key=lambda a: a.rank)
+        outside = sorted((a for a in live if not a.in_collective), key=lambda a: a.rank)
+        if not waiting or not outside:
+            return
+        by_category: dict[Category, list[RankActivity]] = {}
+        for activity in outside:
+            by_category.setdefault(cause_of(activity).category, []).append(activity)
+        waiting_ranks = tuple(a.rank for a in waiting)
+        ops = _ops_text(waiting)
+        for category, culprits in sorted(by_category.items(), key=lambda kv: kv[1][0].rank):
+            yield self._finding(ctx, category, culprits, waiting, waiting_ranks, ops)
+
+    def _finding(
+        self,
+        ctx: RuleContext,
+        category: Category,
+        culprits: list[RankActivity],
+        waiting: list[RankActivity],
+        waiting_ranks: tuple[int, ...],
+        ops: str,
+    ) -> Finding:
+        cause = cause_of(culprits[0])
+        culprit_ranks = tuple(a.rank for a in culprits)
+        title = (
+            f"{plural_ranks(culprit_ranks)} {cause.doing.removeprefix('is ')}"
+            if len(culprit_ranks) > 1
+            else f"{plural_ranks(culprit_ranks)} {cause.doing}"
+        )
+        title += f" while {plural_ranks(waiting_ranks)} wait in {ops}"
+        first = culprits[0]
+        where = key_frame_text(first)
+        waiter_where = waiting[0].description()
+        explanation = (
+            f"{plural_ranks(waiting_ranks).capitalize()} are blocked in {ops} "
+            f"(e.g. rank {waiting[0].rank}: {waiter_where}). "
+            f"{plural_ranks(culprit_ranks).capitalize()} never joined it: "
+            f"rank {first.rank} {cause.doing} ({where}). "
+            "A collective finishes only when every rank of the group has entered it, so the "
+            "waiting ranks cannot go on until the culprits arrive."
+        )
+        confidence = 0.8
+        progress = [rank_progress(a.process) for a in culprits + waiting]
+        if all(p.comparable and not p.progressed for p in progress):
+            span = min((p.span_s for p in progress if p.span_s), default=None)
+            confidence = 0.92
+            if span:
+                explanation += f" No rank moved in the {span:.1f} s between samples."
+        elif any(p.progressed for p in progress):
+            confidence = 0.6
+            explanation += " Some ranks moved between samples, so this may be a slow rank."
+        if len(culprits) > len(waiting):
+            confidence -= 0.2
+            explanation += (
+                " More ranks are outside the collective than in it, so this may be a "
+                "snapshot of normal work rather than a hang."
+            )
+        return Finding(
+            rule=self.id,
+            category=category,
+            severity=self.severity,
+            title=title,
+            explanation=explanation,
+            fix=cause.fix,
+            culprit_ranks=culprit_ranks,
+            waiting_ranks=waiting_ranks,
+            evidence=tuple(stack_refs(culprits) + stack_refs(waiting, limit=2)),
+            confidence=round(confidence, 2),
+        )
+
+
+RULE = RankOutsideCollective

@@ -1,0 +1,128 @@
+"""Ranks are blocked in different collectives
+
+## What it means
+All ranks are inside collectives, but not the same one: for example ranks 0-6 wait in
+all_reduce while rank 7 waits in broadcast or barrier. Collectives of one process group
+are matched by their order, so each side waits for a partner that will never come.
+
+## Why it hangs
+The ranks issued their collectives in a different order or a different number of times:
+a collective inside a branch that only some ranks take (rank-0-only evaluation or
+logging that gathers a metric, a save guarded by `if rank == 0` that calls a barrier),
+an extra step on ranks that got more data, or an exception handler that calls a
+collective. Each group of ranks waits in its own op until the timeout.
+
+## Evidence used
+The main thread's stack of every rank at the last sample, classified with the frame
+catalog; the collective op (the innermost torch.distributed frame, normalised to its
+family: all_gather_object counts as all_gather) and the user frame that called it.
+The largest group of ranks is taken as the expected op; the others are the culprits.
+
+## How to confirm
+Compare the user frames that called the collective on each side (shown in the finding
+and the merged stack tree). With the flight recorder enabled (TORCH_FR_BUFFER_SIZE),
+the sequence numbers show which rank issued an extra or a missing collective.
+
+## How to fix
+Make every rank issue the same collectives in the same order. Move rank-dependent work
+out of collectives (compute on rank 0, then broadcast from a call every rank makes),
+run evaluation and metric gathering on every rank, and never call a collective from a
+branch that depends on the rank or on per-rank data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.rules.activity import RankActivity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.catalog import Tag
+from hangdoc.rules.refs import stack_refs
+
+
+class CollectiveTypeMismatch(Rule):
+    __doc__ = __doc__
+    id = "HD002"
+    name = "collective-type-mismatch"
+    summary = "ranks are blocked in different collectives"
+    categories = (Category.COLLECTIVE_TYPE_MISMATCH, Category.EVAL_SOME_RANKS)
+    severity = Severity.CRITICAL
+    requires = frozenset({Need.STACKS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        groups: dict[str, list[RankActivity]] = {}
+        for activity in sorted(ctx.activities.values(), key=lambda a: a.rank):
+            call = activity.waiting_call
+            if call is not None and not activity.process.exited:
+                groups.setdefault(call.family, []).append(activity)
+        if len(groups) < 2:
+            return
+        # The biggest group is what the job expected; ties go to the group with rank 0 side.
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0].rank))
+        expected_family, majority = ordered[0]
+        majority_ranks = tuple(a.rank for a in majority)
+        expected_op = majority[0].waiting_call.op if majority[0].waiting_call else expected_family
+        tie = len(ordered[1][1]) == len(majority)
+        for family, culprits in ordered[1:]:
+            yield self._finding(family, culprits, expected_op, majority, majority_ranks, tie)
+
+    def _finding(
+        self,
+        family: str,
+        culprits: list[RankActivity],
+        expected_op: str,
+        majority: list[RankActivity],
+        majority_ranks: tuple[int, ...],
+        tie: bool,
+    ) -> Finding:
+        culprit_ranks = tuple(a.rank for a in culprits)
+        op = culprits[0].waiting_call.op if culprits[0].waiting_call else family
+        in_eval = all(a.main is not None and a.main.has(Tag.EVAL) for a in culprits)
+        category = Category.EVAL_SOME_RANKS if in_eval else Category.COLLECTIVE_TYPE_MISMATCH
+        title = (
+            f"{plural_ranks(culprit_ranks)} wait in {op} while "
+            f"{plural_ranks(majority_ranks)} wait in {expected_op}"
+        )
+        explanation = (
+            f"{plural_ranks(majority_ranks).capitalize()} are blocked in {expected_op} "
+            f"(e.g. rank {majority[0].rank}: {majority[0].description()}), but "
+            f"{plural_ranks(culprit_ranks)} are blocked in {op} "
+            f"(e.g. rank {culprits[0].rank}: {culprits[0].description()}). "
+            "Collectives are matched in the order each rank issues them, so neither side "
+            "can complete."
+        )
+        if in_eval:
+            explanation += " The odd ranks are inside evaluation code."
+        if tie:
+            explanation += (
+                " Both sides have the same number of ranks, so which side is 'odd' is a guess;"
+                " compare both call sites."
+            )
+        fix = (
+            "Make every rank issue the same collectives in the same order: look at the call "
+            f"site of {op} on {plural_ranks(culprit_ranks)} and the one of {expected_op} on "
+            "the others, and remove the rank- or data-dependent branch between them."
+        )
+        if in_eval:
+            fix = (
+                "Evaluation issues a collective that only some ranks reach: run evaluation "
+                "(and its metric gathering) on every rank, or keep the rank-0-only part free "
+                "of collectives and follow it with a barrier that every rank enters."
+            )
+        return Finding(
+            rule=self.id,
+            category=category,
+            severity=self.severity,
+            title=title,
+            explanation=explanation,
+            fix=fix,
+            culprit_ranks=culprit_ranks,
+            waiting_ranks=majority_ranks,
+            evidence=tuple(stack_refs(culprits) + stack_refs(majority, limit=2)),
+            confidence=0.55 if tie else 0.85,
+        )
+
+
+RULE = CollectiveTypeMismatch

@@ -1,0 +1,105 @@
+"""Did a rank make progress between the first and the last sample?
+
+Two stacks a few seconds apart can look the same in a job that is merely slow, and a
+hung rank can still show a chattering background thread, so several signals are
+weighed (pure functions over the model):
+
+* **stack moved** (strong): the main thread's Python call path differs.
+* **output grew** (strong): the file behind stdout/stderr grew.
+* **I/O moved** (moderate): read/write syscall counters of the process advanced *and*
+  the main thread itself ran (CPU time or voluntary context switches): a metrics or
+  logging thread alone can move the counters of a rank that is stuck.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hangdoc.analyzer.model import ProcessEvidence, ProcSample, ThreadState
+
+_IO_KEYS = ("rchar", "wchar", "syscr", "syscw")
+
+
+@dataclass(frozen=True, slots=True)
+class RankProgress:
+    rank: int | None
+    samples: int
+    span_s: float | None  # seconds between first and last sample
+    stack_moved: bool
+    output_grew: bool
+    io_moved: bool
+    main_thread_ran: bool
+    reasons: tuple[str, ...]
+
+    @property
+    def comparable(self) -> bool:
+        return self.samples >= 2
+
+    @property
+    def progressed(self) -> bool:
+        return self.stack_moved or self.output_grew or (self.io_moved and self.main_thread_ran)
+
+    @property
+    def strong(self) -> bool:
+        return self.stack_moved or self.output_grew
+
+
+def _main_thread_state(sample: ProcSample, pid: int | None) -> ThreadState | None:
+    for thread in sample.threads:
+        if thread.tid == pid:
+            return thread
+    return sample.threads[0] if sample.threads else None
+
+
+def _delta(a: int | None, b: int | None) -> int:
+    if a is None or b is None:
+        return 0
+    return b - a
+
+
+def rank_progress(process: ProcessEvidence) -> RankProgress:
+    reasons: list[str] = []
+    stacks = process.stack_samples
+    procs = [p for p in process.proc_samples if p.alive]
+    samples = max(len(stacks), len(procs))
+    stack_moved = False
+    if len(stacks) >= 2:
+        first, last = stacks[0].main_thread(), stacks[-1].main_thread()
+        if first is not None and last is not None and first.signature() != last.signature():
+            stack_moved = True
+            reasons.append("main-thread stack changed between samples")
+    output_grew = io_moved = main_ran = False
+    span: float | None = None
+    if len(procs) >= 2:
+        first_p, last_p = procs[0], procs[-1]
+        if first_p.time is not None and last_p.time is not None:
+            span = last_p.time - first_p.time
+        sizes_a, sizes_b = dict(first_p.output_sizes), dict(last_p.output_sizes)
+        for stream, size in sizes_b.items():
+            if stream in sizes_a and size > sizes_a[stream]:
+                output_grew = True
+                reasons.append(f"{stream} grew by {size - sizes_a[stream]} bytes")
+        moved = {k: _delta(first_p.io_value(k), last_p.io_value(k)) for k in _IO_KEYS}
+        if any(v > 0 for v in moved.values()):
+            io_moved = True
+        ta = _main_thread_state(first_p, process.pid)
+        tb = _main_thread_state(last_p, process.pid)
+        if ta is not None and tb is not None:
+            cpu = _delta(ta.cpu_ticks, tb.cpu_ticks)
+            switches = _delta(ta.voluntary_ctxt_switches, tb.voluntary_ctxt_switches)
+            main_ran = cpu > 0 or switches > 0
+        if io_moved and main_ran:
+            shown = ", ".join(f"{k}+{v}" for k, v in moved.items() if v > 0)
+            reasons.append(f"read/write syscalls advanced ({shown}) with the main thread running")
+    if len(stacks) >= 2 and stacks[0].time is not None and stacks[-1].time is not None:
+        span = span if span is not None else stacks[-1].time - stacks[0].time
+    return RankProgress(
+        rank=process.rank,
+        samples=samples,
+        span_s=span,
+        stack_moved=stack_moved,
+        output_grew=output_grew,
+        io_moved=io_moved,
+        main_thread_ran=main_ran,
+        reasons=tuple(reasons),
+    )
