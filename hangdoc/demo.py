@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import tempfile
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -36,7 +36,7 @@ def live_demo_possible() -> str | None:
     """None when a live demo can run here, else why not."""
     if importlib.util.find_spec("torch") is None:
         return "torch is not installed (pip install 'hangdoc[torch]')"
-    if shutil.which("py-spy") is None and not (Path(os.sys.executable).parent / "py-spy").exists():
+    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
         return "py-spy is not installed"
     if os.geteuid() != 0:
         scope = Path("/proc/sys/kernel/yama/ptrace_scope")
@@ -69,21 +69,16 @@ def run_demo(out: Path, *, ranks: int, recorded: bool, console: Console) -> Path
 
 
 def _collect_live(target: Path, ranks: int, console: Console) -> Path:
-    from hangdoc.collectors.collect import CollectOptions, run_collect
-    from hangdoc.scenarios.launch import launch
+    from hangdoc.scenarios.capture import capture
 
     dump = target / "dump"
-    with tempfile.TemporaryDirectory(prefix="hangdoc-demo-job-") as workdir:
-        console.print(
-            f"starting a {ranks}-rank gloo job: rank {ranks - 1} saves a checkpoint that "
-            "never finishes, the others wait in all_gather…"
-        )
-        with launch(SCENARIO, ranks, Path(workdir)) as job:
-            try:
-                job.wait_ready(timeout=180)
-            except (TimeoutError, RuntimeError) as exc:
-                raise HangdocError(f"the demo job did not start: {exc}") from exc
-            console.print(f"job hung (pids {', '.join(map(str, job.rank_pids()))}); collecting…")
-            run_collect(CollectOptions(pids=tuple(job.rank_pids()), out=dump, interval_s=2.0))
-        console.print("job killed; analyzing…")
+    console.print(
+        f"starting a {ranks}-rank gloo job: rank {ranks - 1} saves a checkpoint that never "
+        "finishes, the others wait in all_gather; collecting it once every rank is blocked…"
+    )
+    try:
+        pids = capture(SCENARIO, ranks, dump, interval_s=2.0)
+    except (TimeoutError, RuntimeError) as exc:
+        raise HangdocError(f"the demo job did not start: {exc}") from exc
+    console.print(f"collected pids {', '.join(map(str, pids))}; the job was killed. Analyzing…")
     return dump
