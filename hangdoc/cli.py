@@ -122,8 +122,6 @@ def collect(
         f"[bold]{result.out_dir}[/]"
         + (f" and {result.archive_path}" if result.archive_path else "")
     )
-    for warning in manifest["warnings"]:
-        err_console.print(f"[yellow]warning:[/] {warning}")
     if failed:
         err_console.print(f"[yellow]{len(failed)} step(s) failed or were skipped; "
                           "see manifest.json[/]")
@@ -187,7 +185,9 @@ def write_outputs(
     diagnosis: Diagnosis, *, html: Path | None, json_out: Path | None, md: Path | None
 ) -> None:
     if json_out is not None:
-        json_out.write_text(json.dumps(diagnosis.to_json(), indent=2, sort_keys=False) + "\n")
+        json_out.write_text(
+            json.dumps(diagnosis.to_json(), indent=2) + "\n", encoding="utf-8"
+        )
     if html is not None:
         from hangdoc.analyzer.render.html import write_html
 
@@ -195,7 +195,7 @@ def write_outputs(
     if md is not None:
         from hangdoc.analyzer.render.markdown import render_markdown
 
-        md.write_text(render_markdown(diagnosis))
+        md.write_text(render_markdown(diagnosis), encoding="utf-8")
 
 
 @app.command()

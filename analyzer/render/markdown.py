@@ -1,0 +1,201 @@
+"""The Markdown summary for a GitHub or Jira ticket: verdict, culprit, evidence, fix.
+
+Rendered from the same data as the HTML page, and bounded: each section has a fixed
+budget of lines, so the summary stays under ``MAX_LINES`` at 16,384 ranks and a ticket
+stays readable. Text from the dump (paths, function names, log lines) is escaped or put
+in code spans and fences that it cannot close.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from hangdoc import __version__
+from hangdoc.analyzer.diagnosis import Diagnosis
+from hangdoc.analyzer.render.report_common import JsonDict, truncate
+from hangdoc.analyzer.render.report_data import build_report_data
+from hangdoc.rules.base import Rule
+
+MAX_LINES = 60
+MAX_LINE_CHARS = 300
+_CLASSES = 5
+_EVIDENCE = 8
+_OTHER_FINDINGS = 4
+_GROUPS = 3
+_FAILED_INPUTS = 3
+_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~!&])")
+_BACKTICKS = re.compile(r"`+")
+_NEWLINES = re.compile(r"\s*[\r\n\v\f\u2028\u2029]+\s*")
+
+
+def render_markdown(diagnosis: Diagnosis, *, rules: Sequence[type[Rule]] | None = None) -> str:
+    """A short Markdown summary; always fewer than ``MAX_LINES`` lines."""
+    data = build_report_data(diagnosis, rules=rules)
+    lines: list[str] = []
+    lines += _head(data)
+    lines += _classes(data)
+    lines += _evidence(data)
+    lines += _other_findings(data)
+    lines += _collectives(data)
+    lines += _first_failure(data)
+    lines += _inputs(data)
+    lines += ["", f"_hangdoc {__version__}: the HTML report has every rank, stack and log line._"]
+    if len(lines) >= MAX_LINES:  # sections are budgeted; this only guards future edits
+        lines = [*lines[: MAX_LINES - 2], "", "_(summary cut; see the HTML report)_"]
+    return "\n".join(lines) + "\n"
+
+
+def text(value: object, limit: int = MAX_LINE_CHARS) -> str:
+    """Plain text from a dump, made inert: one line, Markdown and HTML characters escaped."""
+    flat = " ".join(str(value).split())
+    return _SPECIAL.sub(r"\\\1", truncate(flat, limit))
+
+
+def code(value: object) -> str:
+    """An inline code span that the value's own backticks cannot close."""
+    flat = truncate(" ".join(str(value).split()), MAX_LINE_CHARS)
+    longest = max((len(run) for run in _BACKTICKS.findall(flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def _block(rows: list[str]) -> list[str]:
+    flat = [truncate(_NEWLINES.sub(" ", r), MAX_LINE_CHARS) for r in rows]
+    longest = max((len(run) for r in flat for run in _BACKTICKS.findall(r)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}text", *flat, fence]
+
+
+def _ranks(rs: JsonDict | None) -> str:
+    if rs is None:
+        return "none"
+    word = "rank" if rs["count"] == 1 else "ranks"
+    return f"{word} {code(rs['ranks'])}" + (f" ({rs['count']})" if rs["count"] > 1 else "")
+
+
+def _head(data: JsonDict) -> list[str]:
+    h = data["headline"]
+    job = data["job"]
+    lines = [f"## hangdoc: {text(h['sentence'])}", ""]
+    if h["rule"] is not None:
+        lines.append(
+            f"**Cause:** {text(h['category_label'])} ({code(h['category'])}) · "
+            f"**Confidence:** {h['confidence_pct']}% ({h['confidence_word']}) · "
+            f"**Rule:** {code(h['rule'])} ({h['severity']})"
+        )
+        if h["culprit"] is not None:
+            doing = "; ".join(text(c["doing"]) for c in h["culprit_doing"])
+            lines.append(f"**Culprit:** {_ranks(h['culprit'])}" + (f" — {doing}" if doing else ""))
+        if h["waiting"] is not None:
+            lines.append(f"**Waiting:** {_ranks(h['waiting'])}")
+        lines.append(f"**Fix:** {text(h['fix'], 4 * MAX_LINE_CHARS)}")
+    seen = f"{job['seen']['count']}" + (
+        f" of {job['expected_world_size']}" if job["expected_world_size"] is not None else ""
+    )
+    facts = [f"**Ranks seen:** {seen}"]
+    if job["missing"] is not None:
+        facts.append(f"**missing:** {_ranks(job['missing'])}")
+    facts.append(f"{job['hosts']} host(s)")
+    if job["collected_at"]:
+        facts.append(f"collected {text(job['collected_at'])}")
+    lines.append(" · ".join(facts))
+    return [line + "  " if i > 1 and line else line for i, line in enumerate(lines)]
+
+
+def _classes(data: JsonDict) -> list[str]:
+    classes = data["stack_classes"]["classes"]
+    if not classes:
+        return []
+    lines = [
+        "",
+        "### What the ranks were doing",
+        "",
+        "| Ranks | # | Doing |",
+        "| --- | ---: | --- |",
+    ]
+    for c in classes[:_CLASSES]:
+        lines.append(f"| {code(c['ranks'])} | {c['count']} | {text(c['doing'])} |")
+    rest = data["stack_classes"]["total"] - min(len(classes), _CLASSES)
+    if rest > 0:
+        lines.append(f"| … | | {rest} more distinct stacks |")
+    return lines
+
+
+def _evidence(data: JsonDict) -> list[str]:
+    if not data["findings"]:
+        return []
+    primary = data["findings"][0]
+    rows = [
+        f"{e['where']}  rank {e['rank'] if e['rank'] is not None else '-'}  {e['detail']}"
+        for e in primary["evidence"][:_EVIDENCE]
+    ]
+    more = len(primary["evidence"]) + primary["more_evidence"] - len(rows)
+    if more > 0:
+        rows.append(f"… {more} more")
+    if not rows:
+        return []
+    return ["", f"### Evidence ({code(primary['rule'])})", "", *_block(rows)]
+
+
+def _other_findings(data: JsonDict) -> list[str]:
+    others = data["findings"][1:]
+    if not others:
+        return []
+    lines = ["", "### Also considered", ""]
+    for f in others[:_OTHER_FINDINGS]:
+        lines.append(
+            f"- {code(f['rule'])} ({f['severity']}, {f['confidence_pct']}%): {text(f['title'])}"
+            f" — ranked lower: {text(f['ranked_lower_because'])}"
+        )
+    if len(others) > _OTHER_FINDINGS:
+        lines.append(f"- … {len(others) - _OTHER_FINDINGS} more findings")
+    return lines
+
+
+def _collectives(data: JsonDict) -> list[str]:
+    groups = data["wavefront"]
+    if not groups:
+        return []
+    lines = ["", "### Collectives", ""]
+    for g in groups[:_GROUPS]:
+        parts = [f"- group {code(g['name'])}"]
+        if g["min_completed"] is not None:
+            span = str(g["min_completed"])
+            if g["max_completed"] != g["min_completed"]:
+                span += f"–{g['max_completed']}"
+            parts.append(f"last completed seq {span}")
+        if g["behind"] is not None:
+            parts.append(f"behind: {_ranks(g['behind'])}")
+        if g["silent"] is not None:
+            parts.append(f"no record from {_ranks(g['silent'])}")
+        lines.append(" · ".join(parts))
+    if len(groups) > _GROUPS:
+        lines.append(f"- … {len(groups) - _GROUPS} more groups")
+    return lines
+
+
+def _first_failure(data: JsonDict) -> list[str]:
+    timeline = data["timeline"]
+    if timeline["first_failure"] is None:
+        return []
+    row = timeline["rows"][timeline["first_failure"]]
+    where = row["sources"][0] if row["sources"] else None
+    at = f"{where['source']}:{where['line']}" if where and where["line"] is not None else ""
+    who = f"ranks {row['rank_set']['ranks']}" if row["rank_set"] else "job"
+    head = f"{row['time'] or 'no time'}  {row['kind']} x{row['count']}  {who}  {at}"
+    return ["", "### First failure in the logs", "", *_block([head, row["text"]])]
+
+
+def _inputs(data: JsonDict) -> list[str]:
+    inputs = data["inputs"]
+    line = f"**Inputs:** {len(inputs['files'])} files"
+    if not inputs["errors"]:
+        return ["", line + ", all read."]
+    failed = [f for f in inputs["files"] if f["error"] is not None][:_FAILED_INPUTS]
+    lines = ["", line + f", {inputs['errors']} not read:"]
+    lines += [f"- {code(f['path'])}: {text(f['error'])}" for f in failed]
+    if inputs["errors"] > len(failed):
+        lines.append(f"- … {inputs['errors'] - len(failed)} more")
+    return lines

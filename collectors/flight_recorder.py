@@ -1,0 +1,367 @@
+"""Flight recorder retrieval for ``hangdoc collect``, one rank at a time.
+
+Sources, in order of preference (FORMATS.md §5, §4), each recorded as a manifest step:
+
+1. ``file``: dumps the job already wrote — ``<prefix><rank>`` with the prefix from the
+   rank's environment (TORCH_FR_DUMP_TEMP_FILE, then its older name
+   TORCH_NCCL_DEBUG_INFO_TEMP_FILE, then torch's defaults), host-prefixed names
+   included. A file older than the process is an earlier run's and is skipped.
+2. ``worker_server``: a live dump from torch's own per-rank worker server (HTTP over
+   the unix socket in TORCH_WORKER_SERVER_SOCKET).
+3. ``hook``: hangdoc's in-process hook (``hangdoc.hook``), which also returns
+   all-thread stacks (faulthandler) and a CUDA memory summary; those are fetched from
+   the hook even when the flight recorder itself came from a file.
+
+Paths are tried as the collector sees them and then through ``/proc/<pid>/root`` (the
+target's own mount namespace: a container's /tmp). Nothing here signals the job; every
+socket has a timeout; nothing raises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hangdoc.collectors.atomic import write_bytes_atomic
+from hangdoc.collectors.dumpformat import StepRecord, StepStatus
+from hangdoc.collectors.extras import ExtraContext, register
+from hangdoc.hook import PROTOCOL, SOCKET_NAME
+
+STEP = "flight_recorder"
+MAX_FILE_BYTES = 512 * 1024 * 1024
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_WORKER_HANDLERS = (("fr_trace_json", "json"), ("dump_nccl_trace_json", "nccl.json"))
+
+
+@dataclass(slots=True)
+class _Run:
+    ctx: ExtraContext
+    deadline: float
+    records: list[StepRecord]
+
+    def remaining(self) -> float:
+        return max(0.1, self.deadline - time.monotonic())
+
+    def step(
+        self,
+        source: str,
+        status: StepStatus,
+        reason: str | None,
+        began: float,
+        file: str | None = None,
+    ) -> None:
+        target = self.ctx.target
+        self.records.append(
+            {
+                "step": f"{STEP}:{source}",
+                "status": status,
+                "rank": target.rank,
+                "pid": target.pid,
+                "sample": None,
+                "reason": reason,
+                "duration_s": round(time.monotonic() - began, 3),
+                "file": file,
+            }
+        )
+
+    def write(self, name: str, data: bytes) -> str:
+        path = self.ctx.rank_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, data)
+        return (
+            str(path.relative_to(self.ctx.dump_dir))
+            if _is_under(path, self.ctx.dump_dir)
+            else str(path)
+        )
+
+
+@register(STEP)
+def collect_flight_recorder(ctx: ExtraContext) -> list[StepRecord]:
+    """Fetch the rank's flight recorder (and the hook's extras); never raises."""
+    run = _Run(ctx=ctx, deadline=time.monotonic() + ctx.timeout_s, records=[])
+    got_fr = False
+    for source, fetch in (("file", _from_files), ("worker_server", _from_worker_server)):
+        began = time.monotonic()
+        if got_fr:
+            run.step(source, "skipped", "flight recorder already retrieved", began)
+            continue
+        try:
+            got_fr = fetch(run)
+        except Exception as exc:  # a collector must never raise
+            run.step(source, "failed", f"{type(exc).__name__}: {exc}", began)
+    began = time.monotonic()
+    try:
+        _from_hook(run, want_fr=not got_fr)
+    except Exception as exc:
+        run.step("hook", "failed", f"{type(exc).__name__}: {exc}", began)
+    return run.records
+
+
+# --- 1. files the job wrote ------------------------------------------------------------
+
+
+def dump_prefixes(env: dict[str, str]) -> list[str]:
+    """Where torch writes FR dumps for this environment, most specific first."""
+    out: list[str] = []
+    for name in ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"):
+        if env.get(name):
+            out.append(env[name])
+    home = env.get("HOME")
+    cache = env.get("XDG_CACHE_HOME") or (f"{home}/.cache" if home else "/tmp/.cache")
+    out.append(f"{cache}/torch/comm_lib_trace_rank_")
+    if home:
+        out.append(f"{home}/.cache/torch/comm_lib_trace_rank_")
+    out.append("/tmp/nccl_trace_rank_")
+    return list(dict.fromkeys(out))
+
+
+def matches_rank(name: str, base: str, rank: int) -> bool:
+    """``<base><rank>``, or ``<base><host>_<rank>`` (a host baked into the name)."""
+    if not name.startswith(base):
+        return False
+    rest = re.sub(r"\.(json|pkl|pickle)$", "", name[len(base) :])
+    if rest == str(rank):
+        return True
+    return rest.endswith(str(rank)) and not rest[: -len(str(rank))][-1:].isdigit() and rest != ""
+
+
+def _candidates(run: _Run) -> list[Path]:
+    target = run.ctx.target
+    env = target.env
+    found: list[Path] = []
+    dynamic = env.get("TORCH_FR_DUMP_DYNAMIC_FILE_NAME") == "1"
+    for prefix in dump_prefixes(env):
+        if os.path.isabs(prefix):
+            roots = ("", f"/proc/{target.pid}/root")
+        else:  # relative to the job's working directory
+            roots = (f"/proc/{target.pid}/cwd/",)
+        base = os.path.basename(prefix)
+        for root in roots:
+            if dynamic and prefix == env.get("TORCH_FR_DUMP_TEMP_FILE"):
+                exact = Path(root + prefix)
+                if exact.is_file():
+                    found.append(exact)
+            directory = (
+                Path(root + os.path.dirname(prefix)) if root or os.path.dirname(prefix) else None
+            )
+            if target.rank is None or directory is None or not directory.is_dir():
+                continue
+            try:
+                names = os.listdir(directory)
+            except OSError:
+                continue
+            found.extend(directory / n for n in names if matches_rank(n, base, target.rank))
+        if found:
+            break  # the first prefix that has files is the one this job uses
+    return found
+
+
+def _from_files(run: _Run) -> bool:
+    began = time.monotonic()
+    candidates = _candidates(run)
+    if not candidates:
+        run.step("file", "skipped", "no flight recorder file at the job's dump prefix", began)
+        return False
+    started = process_start_time(run.ctx.target.pid)
+    fresh: list[tuple[float, Path]] = []
+    for path in candidates:
+        stat = path.stat()
+        if started is not None and stat.st_mtime < started - 1:
+            run.step("file", "skipped", f"{path} predates the process (an earlier run)", began)
+        elif stat.st_size > MAX_FILE_BYTES:
+            run.step("file", "skipped", f"{path} is {stat.st_size} bytes, over the cap", began)
+        else:
+            fresh.append((stat.st_mtime, path))
+    if not fresh:
+        return False
+    _, newest = max(fresh)
+    name = "flight_recorder.file." + _SAFE_NAME.sub("_", newest.name)
+    written = run.write(name, newest.read_bytes())
+    run.step("file", "ok", f"copied {newest}", began, file=written)
+    return True
+
+
+def process_start_time(pid: int) -> float | None:
+    """POSIX start time of ``pid`` from /proc (boot time + start ticks)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+# --- 2. torch's worker server ----------------------------------------------------------
+
+
+def _resolve(path: str, pid: int) -> str | None:
+    for candidate in (path, f"/proc/{pid}/root{path}"):
+        if os.path.exists(candidate):
+            return candidate
+    return None
+
+
+def http_over_unix(path: str, endpoint: str, timeout: float) -> tuple[int, bytes]:
+    """POST ``endpoint`` to an HTTP server on a unix socket; (status, body)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(path)
+        request = f"POST {endpoint} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n"
+        conn.sendall((request + "Connection: close\r\n\r\n").encode())
+        data = _read_all(conn, MAX_FILE_BYTES)
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0].split()
+    status = int(status_line[1]) if len(status_line) > 1 and status_line[1].isdigit() else 0
+    return status, body
+
+
+def _from_worker_server(run: _Run) -> bool:
+    began = time.monotonic()
+    target = run.ctx.target
+    configured = target.env.get("TORCH_WORKER_SERVER_SOCKET")
+    if not configured:
+        run.step("worker_server", "skipped", "the job runs no torch worker server", began)
+        return False
+    path = _resolve(configured, target.pid)
+    if path is None:
+        run.step("worker_server", "failed", f"socket {configured} does not exist", began)
+        return False
+    got = False
+    for handler, suffix in _WORKER_HANDLERS:
+        began = time.monotonic()
+        status, body = http_over_unix(path, f"/handler/{handler}", run.remaining())
+        if status == 200 and body:
+            written = run.write(f"flight_recorder.worker_server.{suffix}", body)
+            run.step("worker_server", "ok", f"{handler} from {configured}", began, file=written)
+            got = True
+        elif handler == _WORKER_HANDLERS[0][0]:
+            reason = f"{handler}: HTTP {status}: {body[:200].decode(errors='replace')}"
+            run.step("worker_server", "failed", reason, began)
+    return got
+
+
+# --- 3. hangdoc's own hook -------------------------------------------------------------
+
+_HOOK_OUTPUT = {
+    "fr_trace.json": "flight_recorder.hook.json",
+    "fr_trace_nccl.json": "flight_recorder.hook.nccl.json",
+    "faulthandler.txt": "faulthandler.hook.txt",
+    "cuda_memory.txt": "cuda_memory.hook.txt",
+    "info.json": "hook_info.json",
+}
+
+
+def hook_socket_candidates(pid: int, env: dict[str, str]) -> list[str]:
+    """The hook's socket as the target names it (its own pid in its pid namespace)."""
+    pids = [pid, *namespace_pids(pid)]
+    directory = env.get("HANGDOC_HOOK_DIR") or "/tmp"
+    out: list[str] = []
+    for each in dict.fromkeys(pids):
+        path = os.path.join(directory, SOCKET_NAME.format(pid=each))
+        resolved = _resolve(path, pid)
+        if resolved:
+            out.append(resolved)
+    return out
+
+
+def namespace_pids(pid: int) -> list[int]:
+    """NSpid from /proc/PID/status: the pid as each nested pid namespace sees it."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return [int(x) for x in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class HookArtifact:
+    name: str
+    data: bytes
+    error: str | None
+
+
+def ask_hook(path: str, want: list[str], timeout: float) -> list[HookArtifact]:
+    """One request to a hangdoc hook; raises OSError/ValueError on a broken exchange."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(path)
+        conn.sendall(json.dumps({"hangdoc": PROTOCOL, "want": want}).encode() + b"\n")
+        reader = conn.makefile("rb")
+        out: list[HookArtifact] = []
+        while True:
+            line = reader.readline(64 * 1024)
+            if not line:
+                raise ValueError("hook closed the connection before the end marker")
+            header = json.loads(line)
+            if header.get("end"):
+                return out
+            size = int(header.get("size", 0))
+            if size < 0 or size > MAX_FILE_BYTES:
+                raise ValueError(f"hook announced {size} bytes")
+            data = reader.read(size)
+            if len(data) != size:
+                raise ValueError("hook reply cut short")
+            out.append(HookArtifact(str(header.get("name")), data, header.get("error")))
+
+
+def _from_hook(run: _Run, *, want_fr: bool) -> None:
+    began = time.monotonic()
+    target = run.ctx.target
+    paths = hook_socket_candidates(target.pid, target.env)
+    if not paths:
+        run.step(
+            "hook",
+            "skipped",
+            "no hangdoc hook in this process (see docs/flight_recorder.md)",
+            began,
+        )
+        return
+    want = ["info", "stacks", "cuda"] + (["fr"] if want_fr else [])
+    try:
+        artifacts = ask_hook(paths[0], want, run.remaining())
+    except (OSError, ValueError) as exc:
+        run.step("hook", "failed", f"{paths[0]}: {type(exc).__name__}: {exc}", began)
+        return
+    for artifact in artifacts:
+        out_name = _HOOK_OUTPUT.get(artifact.name)
+        if out_name is None:
+            continue
+        if artifact.error:
+            run.step("hook", "failed", f"{artifact.name}: {artifact.error}", began)
+            continue
+        written = run.write(out_name, artifact.data)
+        run.step("hook", "ok", f"{artifact.name} from {paths[0]}", began, file=written)
+    if want_fr and not any(a.name.startswith("fr_trace") and not a.error for a in artifacts):
+        run.step(
+            "hook", "failed", "the hook returned no flight recorder (torch not loaded?)", began
+        )
+
+
+def _read_all(conn: socket.socket, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while total < limit:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def _is_under(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True

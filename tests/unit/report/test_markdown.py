@@ -1,0 +1,98 @@
+"""The Markdown ticket summary: short whatever the job's size, and inert text."""
+
+from __future__ import annotations
+
+import re
+
+from hangdoc.analyzer.model import (
+    CollectiveRecord,
+    EvidenceRef,
+    Finding,
+    Frame,
+    Severity,
+    StackSample,
+    ThreadStack,
+)
+from hangdoc.analyzer.render.markdown import MAX_LINES, code, render_markdown, text
+from tests.report_builders import FAKE_RULES, checkpoint_job, empty_job, hostile_job
+
+
+def _outside_code(md: str) -> str:
+    """The Markdown with fenced blocks and code spans removed: what renders as markup."""
+    out: list[str] = []
+    fence: str | None = None
+    for line in md.splitlines():
+        marker = re.match(r"^(`{3,})", line)
+        if fence is None and marker:
+            fence = marker.group(1)
+            continue
+        if fence is not None:
+            if line.strip() == fence:
+                fence = None
+            continue
+        out.append(re.sub(r"(`+).*?\1", "", line))
+    return "\n".join(out)
+
+
+def test_summary_names_verdict_culprit_evidence_and_fix() -> None:
+    md = render_markdown(checkpoint_job(16, saver=2), rules=FAKE_RULES)
+    assert md.startswith("## hangdoc: Hung: rank 2 is writing a checkpoint")
+    assert "**Culprit:** rank `2` — saving a checkpoint" in md
+    assert "**Waiting:** ranks `0-1,3-15` (15)" in md
+    assert "**Fix:** Call the checkpoint save on every rank" in md
+    assert "node0/rank2/pyspy.json:12" in md
+    assert "ranked lower: lower severity (warning vs critical)" in md
+
+
+def test_summary_stays_under_the_line_budget_for_a_huge_messy_job() -> None:
+    # GIVEN 4,096 ranks on 300 distinct stacks, 3 process groups, 40 findings
+    diagnosis = checkpoint_job(4096, saver=3, missing=[7, 4000])
+    for proc in diagnosis.evidence.processes[:300]:
+        assert proc.rank is not None
+        frames = (Frame(f"f{proc.rank}", "/job/t.py", proc.rank), Frame("main", "/job/t.py", 1))
+        thread = ThreadStack(frames=frames, is_main=True)
+        proc.stack_samples = [StackSample(index=0, time=None, threads=(thread,))]
+        proc.collectives += [CollectiveRecord(g, 1, "broadcast", "completed") for g in "123"]
+    base = diagnosis.findings[0]
+    diagnosis.findings += [
+        Finding(f"HD{n:03d}", base.category, Severity.WARNING, f"finding {n}", "e", "f",
+                evidence=tuple(EvidenceRef(f"s{i}", "d", i) for i in range(30)))
+        for n in range(40)
+    ]  # fmt: skip
+    # WHEN summarised
+    md = render_markdown(diagnosis, rules=FAKE_RULES)
+    # THEN it fits a ticket
+    assert len(md.splitlines()) < MAX_LINES
+    assert "more distinct stacks" in md and "more findings" in md and "more groups" in md
+
+
+def test_hostile_text_is_escaped_or_fenced() -> None:
+    md = render_markdown(hostile_job(), rules=FAKE_RULES)
+    rendered = _outside_code(md)
+    # outside code, every markup character from the dump is backslash-escaped
+    assert not re.search(r"(?<!\\)<", rendered)
+    assert "\\<script\\>" in rendered
+    assert len(md.splitlines()) < MAX_LINES
+
+
+def test_code_spans_and_fences_cannot_be_closed_by_their_content() -> None:
+    assert code("a`b") == "``a`b``"
+    assert code("`x`") == "`` `x` ``"
+    diagnosis = checkpoint_job(8)
+    old = diagnosis.findings[0]
+    fence = EvidenceRef("x.log", "```\n# not a heading", 1)
+    diagnosis.findings[0] = Finding(old.rule, old.category, old.severity, old.title,
+                                    old.explanation, old.fix, evidence=(fence,))  # fmt: skip
+    md = render_markdown(diagnosis, rules=FAKE_RULES)
+    assert "````text" in md and "# not a heading" not in _outside_code(md)
+
+
+def test_text_is_one_line_and_bounded() -> None:
+    assert text("a\nb\r\nc") == "a b c"
+    assert len(text("x" * 5000)) == 300
+
+
+def test_empty_diagnosis_still_gives_a_summary() -> None:
+    md = render_markdown(empty_job())
+    assert md.startswith("## hangdoc: Inconclusive")
+    assert "**Inputs:** 0 files, all read." in md
