@@ -49,3 +49,8 @@ def plural_ranks(ranks: Iterable[int]) -> str:
     values = sorted(set(ranks))
     word = "rank" if len(values) == 1 else "ranks"
     return f"{word} {format_ranks(values)}"
+
+
+def verb(ranks: Iterable[int], singular: str, plural: str) -> str:
+    """``is``/``are``, ``waits``/``wait``: agree with the number of ranks."""
+    return singular if len(set(ranks)) == 1 else plural

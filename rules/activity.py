@@ -194,9 +194,15 @@ def classify_thread(thread: ThreadStack) -> ThreadActivity:
         api_frame, api_sig = (outer_call[1], outer_call[2]) if outer_call else (frame, sig)
         api_name = api_frame.function_leaf
         api = api_name if api_sig.framework == "torch.distributed" else f"{api_sig.framework} {api_name}"
+        family = OP_FAMILIES.get(op, op.lstrip("_"))
+        if sig.tag is Tag.RENDEZVOUS:
+            # Store creation, handlers and barriers are steps of one group creation: name
+            # it by the call the user made (init_process_group, new_group).
+            op = api_name
+            family = OP_FAMILIES.get(api_name, "init_process_group")
         collective = CollectiveCall(
             op=op,
-            family=OP_FAMILIES.get(op, op.lstrip("_")),
+            family=family,
             api=api,
             framework=api_sig.framework,
             frame_index=index,

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.rules.activity import RankActivity
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.causes import cause_of, key_frame_text
@@ -94,7 +94,10 @@ class RankOutsideCollective(Rule):
             if len(culprit_ranks) > 1
             else f"{plural_ranks(culprit_ranks)} {cause.doing}"
         )
-        title += f" while {plural_ranks(waiting_ranks)} wait in {ops}"
+        title += (
+            f" while {plural_ranks(waiting_ranks)} "
+            f"{verb(waiting_ranks, 'waits', 'wait')} in {ops}"
+        )
         first = culprits[0]
         where = key_frame_text(first)
         waiter_where = waiting[0].description()

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.rules.activity import RankActivity
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.catalog import Tag
@@ -82,8 +82,8 @@ class CollectiveTypeMismatch(Rule):
         in_eval = all(a.main is not None and a.main.has(Tag.EVAL) for a in culprits)
         category = Category.EVAL_SOME_RANKS if in_eval else Category.COLLECTIVE_TYPE_MISMATCH
         title = (
-            f"{plural_ranks(culprit_ranks)} wait in {op} while "
-            f"{plural_ranks(majority_ranks)} wait in {expected_op}"
+            f"{plural_ranks(culprit_ranks)} {verb(culprit_ranks, 'waits', 'wait')} in {op} while "
+            f"{plural_ranks(majority_ranks)} {verb(majority_ranks, 'waits', 'wait')} in {expected_op}"
         )
         explanation = (
             f"{plural_ranks(majority_ranks).capitalize()} are blocked in {expected_op} "

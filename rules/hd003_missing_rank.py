@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, ProcessEvidence, Severity
-from hangdoc.analyzer.ranges import format_ranks, plural_ranks
+from hangdoc.analyzer.ranges import format_ranks, plural_ranks, verb
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
 
@@ -145,7 +145,12 @@ class MissingRank(Rule):
             category=Category.RANK_DEAD,
             severity=Severity.CRITICAL,
             title=f"{plural_ranks(culprits)} {'is' if len(culprits) == 1 else 'are'} dead"
-            + (f" while {plural_ranks(waiting_ranks)} wait for it" if waiting_ranks else ""),
+            + (
+                f" while {plural_ranks(waiting_ranks)} {verb(waiting_ranks, 'waits', 'wait')} "
+                f"for {verb(culprits, 'it', 'them')}"
+                if waiting_ranks
+                else ""
+            ),
             explanation=" ".join(parts),
             fix=(
                 "Find what killed it: `dmesg -T | grep -iE 'killed process|out of memory'` on "

@@ -57,13 +57,19 @@ class Progress(Rule):
     requires = frozenset({Need.SAMPLES})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        ranked = {r: p for r, p in ctx.evidence.ranked().items() if not p.exited}
+        all_ranked = ctx.evidence.ranked()
+        ranked = {r: p for r, p in all_ranked.items() if not p.exited}
         progress = {r: rank_progress(p) for r, p in ranked.items()}
         comparable = {r: p for r, p in progress.items() if p.comparable}
         moved = sorted(r for r, p in comparable.items() if p.progressed)
         if not moved:
             return
         stuck = sorted(r for r, p in comparable.items() if not p.progressed)
+        if len(ranked) < len(all_ranked) or len(comparable) < len(ranked):
+            # A rank died or could not be sampled twice: movement of the others proves
+            # nothing about the job as a whole.
+            yield self._partial(moved, sorted(set(all_ranked) - set(moved)), comparable)
+            return
         waiting_stuck = [r for r in stuck if r in ctx.activities and ctx.activities[r].in_collective]
         all_moved = not stuck
         busy_while_others_wait = bool(stuck) and len(waiting_stuck) == len(stuck)

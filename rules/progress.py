@@ -8,16 +8,35 @@ weighed (pure functions over the model):
 * **output grew** (strong): the file behind stdout/stderr grew.
 * **I/O moved** (moderate): read/write syscall counters of the process advanced *and*
   the main thread itself ran (CPU time or voluntary context switches): a metrics or
-  logging thread alone can move the counters of a rank that is stuck.
+  logging thread alone can move the counters of a rank that is stuck. It does not count
+  when the main thread sat in the same known wait (a collective, a rendezvous, a lock)
+  at every sample: waits poll (TCPStore, blocking-wait loops), a stuck one too.
 """
+
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import ProcessEvidence, ProcSample, ThreadState
+from hangdoc.analyzer.model import ProcessEvidence, ProcSample, StackSample, ThreadState
+from hangdoc.rules.activity import classify_thread
+from hangdoc.rules.catalog import Tag
 
 _IO_KEYS = ("rchar", "wchar", "syscr", "syscw")
+
+_WAITS = frozenset({Tag.COLLECTIVE, Tag.RENDEZVOUS, Tag.LOCK_WAIT})
+
+
+def _same_known_wait(stacks: list[StackSample]) -> bool:
+    mains = [s.main_thread() for s in stacks]
+    if len(mains) < 2 or any(m is None for m in mains):
+        return False
+    signatures = {m.signature() for m in mains if m is not None}
+    if len(signatures) != 1:
+        return False
+    first = mains[0]
+    assert first is not None
+    return any(tag in _WAITS for tag in classify_thread(first).tags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +54,12 @@ class RankProgress:
     def comparable(self) -> bool:
         return self.samples >= 2
 
+    waiting_in_place: bool = False
+
     @property
     def progressed(self) -> bool:
-        return self.stack_moved or self.output_grew or (self.io_moved and self.main_thread_ran)
+        io_counts = self.io_moved and self.main_thread_ran and not self.waiting_in_place
+        return self.stack_moved or self.output_grew or io_counts
 
     @property
     def strong(self) -> bool:
@@ -88,7 +110,7 @@ def rank_progress(process: ProcessEvidence) -> RankProgress:
             cpu = _delta(ta.cpu_ticks, tb.cpu_ticks)
             switches = _delta(ta.voluntary_ctxt_switches, tb.voluntary_ctxt_switches)
             main_ran = cpu > 0 or switches > 0
-        if io_moved and main_ran:
+        if io_moved and main_ran and not _same_known_wait(stacks):
             shown = ", ".join(f"{k}+{v}" for k, v in moved.items() if v > 0)
             reasons.append(f"read/write syscalls advanced ({shown}) with the main thread running")
     if len(stacks) >= 2 and stacks[0].time is not None and stacks[-1].time is not None:
@@ -102,4 +124,5 @@ def rank_progress(process: ProcessEvidence) -> RankProgress:
         io_moved=io_moved,
         main_thread_ran=main_ran,
         reasons=tuple(reasons),
+        waiting_in_place=_same_known_wait(stacks),
     )

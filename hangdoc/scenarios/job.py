@@ -136,15 +136,27 @@ def scenario_dataloader_teardown() -> None:
 
 
 def scenario_killed() -> None:
-    """The culprit dies (SIGKILL, as from the OOM killer) before the next all_reduce."""
-    init_lazy = os.environ.get("TORCH_GLOO_LAZY_INIT") == "1"
-    if init_lazy:
-        dist.init_process_group("gloo", timeout=PG_TIMEOUT)
-    else:
-        init()
+    """The culprit is killed (SIGKILL, as by the OOM killer while loading data) before it
+    joins the process group; the others wait for it in init_process_group.
+
+    A rank killed after init does not make a durable hang with gloo: the survivors see its
+    sockets close (or, with lazy init, get 'connection refused') and raise within seconds,
+    where NCCL survivors would wait for the timeout. Before init nothing can tell them.
+    """
     if rank() == culprit():
         os.kill(os.getpid(), signal.SIGKILL)
-    ready("all_reduce")
+    # Create the store first (rank 0 does not wait for the others), so that 'ready' is
+    # said just before the call that blocks: the group creation that needs every rank.
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        world(),
+        is_master=rank() == 0,
+        timeout=PG_TIMEOUT,
+        wait_for_workers=False,
+    )
+    ready("init_process_group")
+    dist.init_process_group("gloo", store=store, rank=rank(), world_size=world(), timeout=PG_TIMEOUT)
     dist.all_reduce(torch.ones(4))
 
 

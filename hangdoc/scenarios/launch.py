@@ -200,10 +200,6 @@ def launch(
         "OMP_NUM_THREADS": "1",
         **(extra_env or {}),
     }
-    if scenario == "killed":
-        # Without lazy init gloo connects every pair at init and survivors see the peer's
-        # socket close; lazily connected survivors wait for the dead rank, as NCCL ones do.
-        env.setdefault("TORCH_GLOO_LAZY_INIT", "1")
     # Run a copy of the program as the user's own script (train.py), as in a real job:
     # its frames are user code, wherever hangdoc itself is installed.
     script = workdir / "train.py"

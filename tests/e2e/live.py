@@ -18,6 +18,11 @@ class LiveResult:
     dump: Path
     collect_output: str
     analyze_output: str
+    job_pids: list[int]
+
+    def collected_pids(self) -> set[int]:
+        manifest = json.loads((self.dump / "manifest.json").read_text())
+        return {int(r["pid"]) for r in manifest["ranks"]}
 
 
 def hangdoc(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -56,6 +61,7 @@ def run_live(
             "--interval", str(interval),
         )  # fmt: skip
         logs = job.logs_tail()
+        job_pids = job.rank_pids()
     assert collected.returncode == 0, collected.stdout + collected.stderr + logs
     out_json = tmp_path / "findings.json"
     analyzed = hangdoc(
@@ -67,4 +73,5 @@ def run_live(
         dump=dump,
         collect_output=collected.stdout + collected.stderr,
         analyze_output=analyzed.stdout + analyzed.stderr,
+        job_pids=job_pids,
     )

@@ -62,7 +62,7 @@ def test_type_mismatch_eval_gather_vs_barrier() -> None:
     assert primary.rule == "HD002"
     assert primary.category is Category.EVAL_SOME_RANKS
     assert primary.culprit_ranks == (3,)
-    assert "rank 3 wait in all_gather while ranks 0-2 wait in barrier" == primary.title
+    assert "rank 3 waits in all_gather while ranks 0-2 wait in barrier" == primary.title
 
 
 def test_type_mismatch_plain() -> None:

@@ -1,0 +1,157 @@
+"""A rank died first; the others then timed out waiting for it
+
+## What it means
+One rank's process ended — an uncaught Python exception, a segmentation fault, a
+SIGKILL (most often the kernel's out-of-memory killer or the scheduler), a Ray actor
+death — before any other rank reported a problem. Every rank that later timed out in a
+collective, lost its connection to a peer, or was sent SIGTERM by the launcher was
+waiting for the dead one: those lines are the consequence, this is the cause.
+
+## Why it hangs
+A collective completes only when all members join. Once a member is gone the others
+wait in their next collective until the process-group timeout (10 to 30 minutes), and
+then the watchdog or the launcher tears the whole job down, flooding the logs with
+timeout messages that hide the original failure.
+
+## Evidence used
+Log events of every rank in time order (rules/timeline.py): Python tracebacks, fatal
+signals, `torchrun` exit codes and ChildFailedError entries, TORCHELASTIC error files,
+Slurm/mpirun/DeepSpeed launcher reports, kernel OOM-killer lines. An exception is not a
+cause when its message is itself a consequence (a timeout, an NCCL error, a lost peer,
+SIGTERM). torchrun's "Root Cause (first observed failure)" is *not* trusted: it is only
+the first rank to exit on that node, often a victim. A bare non-zero exit code with no
+reason gives a warning only.
+
+## How to confirm
+Read the culprit's log around the cited line: its traceback or signal is the failure.
+Check that every other rank's first error is later (or is a timeout). For SIGKILL,
+look at `dmesg -T | grep -i -e oom -e killed` on that node and at the scheduler's
+records (time or memory limits).
+
+## How to fix
+Fix the failure on the culprit rank (the exception, or the memory use that got it
+killed). To fail fast instead of hanging, keep `TORCH_NCCL_ASYNC_ERROR_HANDLING`
+enabled (the default), use `torchrun` (it tears down the other ranks when one exits),
+and wrap the entry point with `torch.distributed.elastic.multiprocessing.errors.record`
+so the error file names the exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.hd301_gpu_ecc_or_lost import HARDWARE
+from hangdoc.rules.timeline import (
+    Death,
+    first_deaths,
+    limited_refs,
+    precedes_wave,
+    ranks_text,
+    timeline_of,
+    victims,
+    wave,
+)
+
+_HOW = {
+    "exception": "raised an exception",
+    "signal": "was killed by a signal",
+    "host_oom": "was killed by the kernel OOM killer",
+    "exit": "exited with an error",
+    "actor": "died (Ray actor)",
+    "cuda_error": "hit a CUDA error",
+}
+
+
+class RankDiedFirst(Rule):
+    __doc__ = __doc__
+    id = "HD030"
+    name = "rank-died-first"
+    summary = "a rank crashed or was killed before the others timed out"
+    categories = (Category.RANK_DEAD,)
+    severity = Severity.CRITICAL
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        deaths = [
+            d for d in first_deaths(tl)
+            if d.how != "cuda_oom" and not (d.how == "cuda_error" and HARDWARE.search(d.summary))
+        ]  # fmt: skip
+        if not deaths:
+            return
+        wave_events = wave(tl)
+        leading = [d for d in deaths if precedes_wave(d.placed, wave_events) is not False]
+        if not leading:
+            return  # every failure came after the timeouts: consequences
+        certain = [d for d in leading if d.certain]
+        chosen = certain or leading
+        first = chosen[0]
+        ordered = precedes_wave(first.placed, wave_events)
+        culprits = sorted({d.rank for d in chosen if d.rank is not None})
+        waiting = sorted(victims(tl) - set(culprits))
+        yield self._finding(first, chosen, culprits, waiting, ordered, bool(certain), wave_events)
+
+    def _finding(
+        self,
+        first: Death,
+        chosen: list[Death],
+        culprits: list[int],
+        waiting: list[int],
+        ordered: bool | None,
+        certain: bool,
+        wave_events: list[object],
+    ) -> Finding:
+        who = ranks_text(culprits) if culprits else "a process (rank unknown)"
+        title = f"{who} {_HOW.get(first.how, 'failed')} first: {first.summary}"
+        if waiting:
+            title += f"; {ranks_text(waiting)} then timed out or lost their peer"
+        lines = [
+            f"{who} failed before any timeout: {first.summary}.",
+            "The timeouts and teardown messages of the other ranks are the consequence: "
+            "they were waiting for it in a collective."
+            if wave_events
+            else "No other rank reported a timeout in these logs; the job stopped because "
+            "this rank did.",
+        ]
+        if ordered is None and wave_events:
+            lines.append("The logs carry no times that order this failure against the timeouts; "
+                         "it is taken as the cause because it is not itself a timeout.")  # fmt: skip
+        if first.how == "signal" and "SIGKILL" in first.summary:
+            lines.append("SIGKILL is usually the kernel OOM killer (host memory) or the "
+                         "scheduler (time/memory limit); check dmesg and the scheduler log.")  # fmt: skip
+        if not certain:
+            lines.append("The logs give no reason for the exit: collect the rank's stderr or "
+                         "its TORCHELASTIC_ERROR_FILE (decorate main with @record).")  # fmt: skip
+        severity = Severity.CRITICAL if certain else Severity.WARNING
+        confidence = 0.9 if certain and ordered else 0.75 if certain else 0.4
+        return Finding(
+            rule=self.id,
+            category=Category.RANK_DEAD,
+            severity=severity,
+            title=title,
+            explanation=" ".join(lines),
+            fix=_fix(first),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(waiting),
+            evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
+            confidence=confidence,
+        )
+
+
+def _fix(death: Death) -> str:
+    if death.how == "host_oom" or "SIGKILL" in death.summary:
+        return ("Reduce host memory use on that rank (dataloader workers and prefetch, "
+                "pinned memory, loading whole checkpoints into RAM), or raise the job's memory "
+                "limit; if the scheduler killed it, raise the time limit.")  # fmt: skip
+    if death.how == "signal":
+        return ("A native crash: run the rank with PYTHONFAULTHANDLER=1 and "
+                "TORCH_SHOW_CPP_STACKTRACES=1 to get its stack, and check for mismatched "
+                "CUDA/NCCL/driver versions or a bad extension module.")  # fmt: skip
+    return ("Fix the exception on the culprit rank; wrap the entry point with "
+            "torch.distributed.elastic.multiprocessing.errors.record so torchrun reports it, "
+            "and make every rank fail fast (keep TORCH_NCCL_ASYNC_ERROR_HANDLING enabled).")  # fmt: skip
+
+
+RULE = RankDiedFirst

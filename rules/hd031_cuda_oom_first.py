@@ -1,0 +1,106 @@
+"""A rank ran out of GPU memory; the others then timed out waiting for it
+
+## What it means
+A rank raised `torch.OutOfMemoryError` (or NCCL reported `Cuda failure 'out of
+memory'`) before the other ranks timed out. The rank died or stopped participating,
+so its peers waited in a collective until the watchdog or the launcher killed them.
+
+## Why it hangs
+The out-of-memory rank leaves the training loop (its exception propagates, or an
+`except` swallows it and skips a collective); the others block in their next
+collective for the full process-group timeout.
+
+## Evidence used
+CUDA out-of-memory messages in tracebacks, `torchrun` error files and NCCL WARN lines,
+ordered in time against the timeout wave (rules/timeline.py). An OOM printed *after*
+the timeouts is a consequence of the teardown (gh:NVIDIA/nccl/issues/1284) and is not
+reported.
+
+## How to confirm
+The cited line shows the allocation that failed and how much memory was in use.
+`nvidia-smi` or `torch.cuda.memory_summary()` on that rank at the failing step shows
+the peak; ranks often differ because of uneven batch lengths or rank-0-only work.
+
+## How to fix
+Lower the memory peak on that rank: smaller or length-bucketed batches, activation
+checkpointing, `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` against
+fragmentation, ZeRO/FSDP sharding, no rank-0-only evaluation on the training GPU.
+Never catch an OOM on one rank and continue: the ranks then disagree on collectives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import (
+    first_deaths,
+    limited_refs,
+    precedes_wave,
+    ranks_text,
+    timeline_of,
+    victims,
+    wave,
+)
+
+
+class CudaOomFirst(Rule):
+    __doc__ = __doc__
+    id = "HD031"
+    name = "cuda-oom-first"
+    summary = "a rank ran out of GPU memory before the others timed out"
+    categories = (Category.CUDA_OOM,)
+    severity = Severity.CRITICAL
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        deaths = first_deaths(tl)
+        ooms = [d for d in deaths if d.how == "cuda_oom"]
+        if not ooms:
+            return
+        wave_events = wave(tl)
+        leading = [d for d in ooms if precedes_wave(d.placed, wave_events) is not False]
+        if not leading:
+            return
+        earlier_crash = [
+            d for d in deaths
+            if d.how != "cuda_oom" and d.certain and d.placed.index < leading[0].placed.index
+            and precedes_wave(d.placed, [leading[0].placed]) is True
+        ]  # fmt: skip
+        if earlier_crash:
+            return  # another rank died first: HD030 names it
+        culprits = sorted({d.rank for d in leading if d.rank is not None})
+        waiting = sorted(victims(tl) - set(culprits))
+        who = ranks_text(culprits) if culprits else "a rank (rank unknown)"
+        first = leading[0]
+        title = f"{who} ran out of GPU memory: {first.summary}"
+        if waiting:
+            title += f"; {ranks_text(waiting)} then timed out"
+        ordered = precedes_wave(first.placed, wave_events)
+        explanation = (
+            f"{who} hit CUDA out-of-memory ({first.summary}) before the other ranks reported "
+            "any timeout; the others then waited for it in a collective."
+            if wave_events
+            else f"{who} hit CUDA out-of-memory ({first.summary}); no other failure precedes it."
+        )
+        yield Finding(
+            rule=self.id,
+            category=Category.CUDA_OOM,
+            severity=Severity.CRITICAL,
+            title=title,
+            explanation=explanation,
+            fix=(
+                "Lower the peak GPU memory of that rank (batch size or length bucketing, "
+                "activation checkpointing, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
+                "sharding with FSDP/ZeRO); never catch an OOM on one rank and go on."
+            ),  # fmt: skip
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(waiting),
+            evidence=tuple(limited_refs([d.placed for d in leading], limit=6)),
+            confidence=0.9 if ordered else 0.75,
+        )
+
+
+RULE = CudaOomFirst

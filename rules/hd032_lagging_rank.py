@@ -1,0 +1,266 @@
+"""Some ranks never reached the collective the others timed out in
+
+## What it means
+The watchdog timeout messages of the ranks that waited name the collective they were
+stuck in: its sequence number (`SeqNum`, per process group) and, since torch ≈2.3,
+the last collective each rank *enqueued* and *completed*. A rank whose last enqueued
+sequence number is below the one the others are stuck at never issued that
+collective: it is somewhere else — still computing, blocked in I/O or a dataloader,
+in another branch of the code. Ranks that are known to be part of the job but never
+reported a timeout while the others did are suspected the same way.
+
+## Why it hangs
+Every rank of a process group must issue the same collectives in the same order. The
+ranks that entered collective N wait for the lagging rank to enter it too; if it never
+does, they block until the timeout.
+
+## Evidence used
+`Watchdog caught collective operation timeout: WorkNCCL(SeqNum=…)`, `timed out in
+blocking wait`, `Exception (either an error or timeout) detected by watchdog at work: N,
+last enqueued NCCL work: M, last completed NCCL work: K`, `failure detected by watchdog
+at work sequence id: N PG status: last enqueued work: M, last completed work: K`, dump
+signals, and gloo's `Timed out waiting … for recv/send`, grouped by process group
+(`PG GUID`, else the PG index). A rank that died first is left to HD030.
+
+## How to confirm
+Look at what the lagging rank printed last, and take its stack (py-spy dump) the next
+time the job hangs. A flight recorder dump (`TORCH_FR_BUFFER_SIZE=2000`,
+`TORCH_NCCL_DUMP_ON_TIMEOUT=1`) analysed with `torchfrtrace` names the missing ranks
+of each collective.
+
+## How to fix
+Make every rank issue the same collectives in the same order: no collective inside
+`if rank == 0`, no early `break`/`return`/`continue` that only some ranks take (uneven
+data: `drop_last=True`, `join()` context), no exception swallowed on one rank. If the
+lagging rank is merely slow, raise the process-group timeout.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import (
+    F_LAST_COMPLETED,
+    F_LAST_ENQUEUED,
+    F_NUMEL_IN,
+    F_NUMEL_OUT,
+    F_OP,
+    F_PG,
+    F_PG_DESC,
+    F_SEQ,
+    EventKind,
+    Placed,
+    Timeline,
+    fint,
+    first_deaths,
+    limited_refs,
+    ranks_text,
+    timeline_of,
+)
+
+DEFAULT_PG = "default"  # key of records whose process group is the default one or unknown
+
+
+@dataclass(slots=True)
+class WatchRecord:
+    """What one rank's watchdog said about one process group."""
+
+    rank: int
+    pg: str
+    seq: int | None = None
+    op: str | None = None
+    numel_in: int | None = None
+    numel_out: int | None = None
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+    pg_known: bool = False
+    events: list[Placed] = field(default_factory=list)
+
+
+def _pg_key(p: Placed) -> tuple[str, bool]:
+    pg = p.get(F_PG)
+    if pg is None:
+        return DEFAULT_PG, False
+    if pg == "0" or p.get(F_PG_DESC) == "default_pg":
+        return DEFAULT_PG, True
+    return pg, True
+
+
+def watch_records(tl: Timeline) -> dict[str, dict[int, WatchRecord]]:
+    """Per process group, per rank: the failing collective and the rank's PG status.
+
+    A timeout line without a PG prefix (torch ≥2.4 prints it in the next line) takes the
+    PG of the same rank's status line for the same sequence number."""
+    status_pg: dict[tuple[int, int], tuple[str, bool]] = {}
+    for p in tl.of(EventKind.WATCHDOG_STATUS):
+        seq = fint(p.event, F_SEQ)
+        if p.rank is not None and seq is not None and p.get(F_PG) is not None:
+            status_pg[(p.rank, seq)] = _pg_key(p)
+    out: dict[str, dict[int, WatchRecord]] = {}
+    kinds = (EventKind.COLLECTIVE_TIMEOUT, EventKind.WATCHDOG_STATUS, EventKind.DUMP_SIGNAL)
+    for p in tl.of(*kinds):
+        if p.rank is None:
+            continue
+        seq = fint(p.event, F_SEQ)
+        if p.kind == EventKind.COLLECTIVE_TIMEOUT and p.get("backend") == "gloo":
+            pg, known = "gloo", True
+        elif p.get(F_PG) is None and seq is not None and (p.rank, seq) in status_pg:
+            pg, known = status_pg[(p.rank, seq)]
+        else:
+            pg, known = _pg_key(p)
+        rec = out.setdefault(pg, {}).setdefault(p.rank, WatchRecord(p.rank, pg))
+        rec.pg_known = rec.pg_known or known
+        rec.events.append(p)
+        if (
+            seq is not None
+            and p.kind != EventKind.DUMP_SIGNAL
+            and (rec.seq is None or seq < rec.seq)
+        ):
+            rec.seq = seq
+        if p.kind == EventKind.COLLECTIVE_TIMEOUT:
+            rec.op = rec.op or p.get(F_OP)
+            rec.numel_in = rec.numel_in if rec.numel_in is not None else fint(p.event, F_NUMEL_IN)
+            rec.numel_out = (
+                rec.numel_out if rec.numel_out is not None else fint(p.event, F_NUMEL_OUT)
+            )
+        enq, done = fint(p.event, F_LAST_ENQUEUED), fint(p.event, F_LAST_COMPLETED)
+        if enq is not None:
+            rec.last_enqueued = max(
+                enq, rec.last_enqueued if rec.last_enqueued is not None else enq
+            )
+        if done is not None:
+            rec.last_completed = max(
+                done, rec.last_completed if rec.last_completed is not None else done
+            )
+    return out
+
+
+def stuck_seq(records: dict[int, WatchRecord]) -> int | None:
+    """The sequence number most ranks of a group are stuck at."""
+    seqs = Counter(r.seq for r in records.values() if r.seq is not None)
+    if not seqs:
+        return None
+    return max(seqs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+
+def known_ranks(tl: Timeline) -> set[int]:
+    """Ranks the logs show exist: any event owner, ChildFailedError entries."""
+    ranks = tl.ranks()
+    for p in tl.of(EventKind.CHILD_FAILURE):
+        value = fint(p.event, "rank")
+        if value is not None:
+            ranks.add(value)
+    return ranks
+
+
+class LaggingRank(Rule):
+    __doc__ = __doc__
+    id = "HD032"
+    name = "lagging-rank"
+    summary = "watchdog timeouts show ranks that never issued the stuck collective"
+    categories = (Category.RANK_DIVERGENCE,)
+    severity = Severity.ERROR
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        groups = watch_records(tl)
+        if not groups:
+            return
+        dead = {d.rank for d in first_deaths(tl) if d.rank is not None and d.certain}
+        for pg, records in sorted(groups.items()):
+            finding = self._by_sequence(pg, records, dead)
+            if finding is None and pg in (DEFAULT_PG, "gloo") and not dead:
+                finding = self._silent(pg, records, known_ranks(tl))
+            if finding is not None:
+                yield finding
+
+    def _by_sequence(
+        self, pg: str, records: dict[int, WatchRecord], dead: set[int]
+    ) -> Finding | None:
+        seq = stuck_seq(records)
+        if seq is None:
+            return None
+        lagging: dict[int, str] = {}
+        for rank, rec in records.items():
+            if rank in dead:
+                continue
+            if rec.last_enqueued is not None and rec.last_enqueued < seq:
+                lagging[rank] = f"last enqueued {rec.last_enqueued}"
+            elif rec.seq is not None and rec.seq < seq:
+                lagging[rank] = f"stuck at {rec.seq}"
+        if not lagging or len(lagging) >= len(records):
+            return None
+        waiting = sorted(set(records) - set(lagging))
+        op = Counter(r.op for r in records.values() if r.op and r.seq == seq).most_common(1)
+        what = f"{op[0][0]} #{seq}" if op else f"collective #{seq}"
+        where = "the default process group" if pg == DEFAULT_PG else f"process group {pg}"
+        culprits = sorted(lagging)
+        details = "; ".join(f"rank {r}: {lagging[r]}" for r in culprits[:8])
+        refs = [p for r in culprits for p in records[r].events[:2]] + [
+            p for r in waiting[:3] for p in records[r].events[:1]
+        ]
+        return Finding(
+            rule=self.id,
+            category=Category.RANK_DIVERGENCE,
+            severity=Severity.ERROR,
+            title=f"{ranks_text(culprits)} never issued {what} on {where}; {ranks_text(waiting)} wait in it",
+            explanation=(
+                f"{ranks_text(waiting)} timed out in {what} on {where}, but the watchdog "
+                f"status of {ranks_text(culprits)} shows they had not issued it ({details}). "
+                "They were elsewhere while the others waited."
+            ),
+            fix=_FIX,
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(waiting),
+            evidence=tuple(limited_refs(refs, limit=8)),
+            confidence=0.8,
+        )
+
+    def _silent(self, pg: str, records: dict[int, WatchRecord], known: set[int]) -> Finding | None:
+        timed_out = set(records)
+        silent = sorted(known - timed_out)
+        if not silent or len(silent) > len(timed_out) or len(timed_out) < 1:
+            return None
+        what = "a gloo collective" if pg == "gloo" else "a collective"
+        seq = stuck_seq(records)
+        if seq is not None:
+            ops = Counter(r.op for r in records.values() if r.op and r.seq == seq).most_common(1)
+            what = f"{ops[0][0] if ops else 'collective'} #{seq}"
+        refs = [p for r in sorted(timed_out)[:6] for p in records[r].events[:1]]
+        return Finding(
+            rule=self.id,
+            category=Category.RANK_DIVERGENCE,
+            severity=Severity.ERROR,
+            title=(
+                f"{ranks_text(timed_out)} timed out in {what}; {ranks_text(silent)} never did "
+                "and are the likely laggards"
+            ),  # fmt: skip
+            explanation=(
+                f"{ranks_text(timed_out)} reported a timeout in {what}, while "
+                f"{ranks_text(silent)}, present in the same logs, reported none and did not "
+                "crash: a rank that has not entered a collective cannot time out in it, so they "
+                "are the likely culprits. This is an inference from silence; confirm with their "
+                "stacks or a flight recorder dump."
+            ),
+            fix=_FIX,
+            culprit_ranks=tuple(silent),
+            waiting_ranks=tuple(sorted(timed_out)),
+            evidence=tuple(limited_refs(refs, limit=6)),
+            confidence=0.5,
+        )
+
+
+_FIX = (
+    "Find what the lagging ranks were doing (their last log lines, a py-spy dump next "
+    "time) and make every rank issue the same collectives in the same order: no collective "
+    "under a rank-dependent branch, no early exit from a loop on some ranks (uneven data: "
+    "drop_last=True or the join() context manager). If they are only slow, raise the "
+    "process-group timeout."
+)
+
+RULE = LaggingRank

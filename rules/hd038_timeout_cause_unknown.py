@@ -1,0 +1,121 @@
+"""Collectives timed out, but the logs do not say why
+
+## What it means
+The logs show the symptom — ranks timed out in a collective, the watchdog's heartbeat
+monitor fired, or the store waited for clients — but nothing in them names a cause: no
+rank crashed first, no network error, no mismatch, no lagging rank can be told apart.
+hangdoc does not guess: the verdict stays *inconclusive*, and this finding says what
+timed out and what to collect next time.
+
+## Why it hangs
+Some rank did not reach the collective (it was stuck elsewhere, in Python code, I/O or
+a dataloader), or the collective itself could not complete (network, GPU). The
+timeout messages of the waiting ranks look the same in every case.
+
+## Evidence used
+Collective, heartbeat and store timeouts (with their sequence numbers, operations and
+process groups), and the absence of any cause that the other log rules (HD030-HD037,
+HD039, HD2xx, HD3xx) recognise.
+
+## How to confirm
+Not possible from these logs alone. Reproduce with more evidence (below).
+
+## How to fix
+Collect next time: `hangdoc collect --all` on every node while the job hangs (py-spy
+stacks of all ranks); flight recorder dumps (`TORCH_FR_BUFFER_SIZE=2000`,
+`TORCH_NCCL_DUMP_ON_TIMEOUT=1`); every rank's stderr, not only rank 0's (`torchrun
+--log-dir … --tee 3`); `NCCL_DEBUG=INFO` with `NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log`;
+`TORCH_DISTRIBUTED_DEBUG=DETAIL` on a reproduction; `dmesg -T` and `nvidia-smi` of each
+node.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import F_OP, F_SEQ, EventKind, limited_refs, ranks_text, timeline_of
+
+_COLLECT = (
+    "Collect next time: `hangdoc collect --all` on every node while the job hangs; flight "
+    "recorder dumps (TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1); every rank's "
+    "stderr (torchrun --log-dir … --tee 3); NCCL_DEBUG=INFO with NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log; "
+    "TORCH_DISTRIBUTED_DEBUG=DETAIL on a reproduction; dmesg -T and nvidia-smi of each node."
+)
+
+
+def _causal_rules() -> tuple[type[Rule], ...]:
+    from hangdoc.rules import (
+        hd030_rank_died_first,
+        hd031_cuda_oom_first,
+        hd032_lagging_rank,
+        hd033_timeout_op_mismatch,
+        hd034_timeout_size_mismatch,
+        hd035_detail_mismatch,
+        hd036_frtrace_report,
+        hd037_monitored_barrier,
+        hd039_slow_rank_work,
+        hd200_nccl_transport_error,
+        hd201_nccl_init_incomplete,
+        hd203_nccl_config_mismatch,
+        hd204_nccl_coll_divergence,
+        hd205_nccl_ras_report,
+        hd300_gpu_xid,
+        hd301_gpu_ecc_or_lost,
+    )
+
+    modules = (hd030_rank_died_first, hd031_cuda_oom_first, hd032_lagging_rank,
+               hd033_timeout_op_mismatch, hd034_timeout_size_mismatch, hd035_detail_mismatch,
+               hd036_frtrace_report, hd037_monitored_barrier, hd039_slow_rank_work,
+               hd200_nccl_transport_error, hd201_nccl_init_incomplete, hd203_nccl_config_mismatch,
+               hd204_nccl_coll_divergence, hd205_nccl_ras_report, hd300_gpu_xid, hd301_gpu_ecc_or_lost)  # fmt: skip
+    return tuple(m.RULE for m in modules)
+
+
+class TimeoutCauseUnknown(Rule):
+    __doc__ = __doc__
+    id = "HD038"
+    name = "timeout-cause-unknown"
+    summary = "collectives timed out and the logs do not show why"
+    categories = (Category.UNKNOWN,)
+    severity = Severity.WARNING
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        symptoms = tl.of(
+            EventKind.COLLECTIVE_TIMEOUT, EventKind.HEARTBEAT_TIMEOUT, EventKind.STORE_TIMEOUT
+        )
+        if not symptoms:
+            return
+        for rule in _causal_rules():
+            for finding in rule().check(ctx):
+                if finding.severity in (Severity.CRITICAL, Severity.ERROR):
+                    return
+        ranks = sorted({p.rank for p in symptoms if p.rank is not None})
+        ops = Counter(f"{p.get(F_OP)} #{p.get(F_SEQ)}" for p in symptoms if p.get(F_OP))
+        what = ", ".join(op for op, _ in ops.most_common(3)) or "a collective"
+        heartbeat = any(p.kind == EventKind.HEARTBEAT_TIMEOUT for p in symptoms)
+        extra = (" The watchdog's heartbeat monitor also fired: a CUDA or NCCL call was blocked "
+                 "(a GPU or driver problem, or a thread holding the GIL inside a CUDA call)."
+                 if heartbeat else "")  # fmt: skip
+        yield Finding(
+            rule=self.id,
+            category=Category.UNKNOWN,
+            severity=Severity.WARNING,
+            title=f"{ranks_text(ranks) if ranks else 'ranks'} timed out in {what}; the logs do not show why",
+            explanation=(
+                "The logs show the timeout but no cause: no rank failed first, no network "
+                "or GPU error, no mismatch, and the ranks that timed out cannot be told "
+                "apart from the ones that caused it." + extra
+            ),  # fmt: skip
+            fix=_COLLECT,
+            waiting_ranks=tuple(ranks),
+            evidence=tuple(limited_refs(symptoms, limit=5)),
+            confidence=0.3,
+        )
+
+
+RULE = TimeoutCauseUnknown

@@ -1,0 +1,157 @@
+"""A timeout that followed long single-rank work: slow, not hung
+
+## What it means
+The other ranks timed out early in the job (in one of its first collectives) while one
+rank was still busy with work that only it does and that takes a long time:
+tokenizing or mapping a dataset, loading checkpoint shards, building an index. Its
+progress bar was still advancing when the others gave up. Nothing was stuck; the work
+took longer than the collective timeout.
+
+## Why it hangs
+The waiting ranks sit in a barrier or broadcast (often `main_process_first`, or the
+first all-reduce) until the busy rank joins; when the busy rank takes longer than the
+process-group timeout (10 minutes for NCCL since torch ≈2.2, 30 for gloo), the
+watchdog declares a hang and tears the job down.
+
+## Evidence used
+Progress bars and phase markers (datasets `Map`/`Running tokenizer on dataset`,
+`Loading checkpoint shards`, preprocessing messages; FORMATS.md §7) that are the last
+thing a rank printed and are not finished, on a rank that did not itself time out;
+collective or store timeouts at an early sequence number on the other ranks; and no
+crash, network error or mismatch that would explain the timeout otherwise.
+
+## How to confirm
+The busy rank's progress bar shows its rate and remaining time: compare the time it
+needs with the timeout (`Timeout(ms)` in the watchdog line). Re-run with a longer
+timeout and watch the bar finish.
+
+## How to fix
+Raise the timeout for this phase (`init_process_group(timeout=timedelta(hours=2))`,
+`--ddp_timeout` in HF Trainer, `InitProcessGroupKwargs(timeout=…)` in Accelerate), or
+move the work out of the distributed job: preprocess and cache the dataset offline, use
+more `num_proc`, load shards in parallel on every rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import (
+    F_PHASE,
+    F_SEQ,
+    EventKind,
+    Phase,
+    Placed,
+    Timeline,
+    fint,
+    first_deaths,
+    ranks_text,
+    timeline_of,
+)
+
+_BUSY = frozenset({Phase.PREPROCESS.value, Phase.LOAD.value})
+_EARLY_SEQ = 10
+
+
+def busy_owners(tl: Timeline, timed_out: set[int]) -> dict[int | None, Placed]:
+    """Last phase event per owner, for owners whose last phase is unfinished busy work."""
+    last: dict[int | None, Placed] = {}
+    for p in tl.of(EventKind.PHASE):
+        last[p.rank] = p
+    busy: dict[int | None, Placed] = {}
+    for owner, p in last.items():
+        if owner in timed_out or p.get(F_PHASE) not in _BUSY:
+            continue
+        n, total = _num(p.get("n")), _num(p.get("total"))
+        if n is not None and total is not None and n >= total:
+            continue  # finished
+        busy[owner] = p
+    return busy
+
+
+def _num(value: str | None) -> float | None:
+    if not value:
+        return None
+    scale = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}.get(value[-1], 1.0)
+    try:
+        return float(value.rstrip("kKMG")) * scale
+    except ValueError:
+        return None
+
+
+def _blocking_evidence(tl: Timeline) -> bool:
+    if any(d.certain for d in first_deaths(tl)):
+        return True
+    causes = (EventKind.NCCL_TRANSPORT_ERROR, EventKind.COLLECTIVE_MISMATCH, EventKind.FR_MISMATCH,
+              EventKind.FR_MISSING_RANKS, EventKind.MONITORED_BARRIER, EventKind.GPU_XID,
+              EventKind.RAS_DEAD, EventKind.NCCL_CONFIG_ERROR)  # fmt: skip
+    return bool(tl.of(*causes))
+
+
+class SlowRankWork(Rule):
+    __doc__ = __doc__
+    id = "HD039"
+    name = "slow-rank-work-before-timeout"
+    summary = "a timeout caused by long single-rank work (preprocessing, loading), not a hang"
+    categories = (Category.NOT_A_HANG,)
+    severity = Severity.ERROR
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT, EventKind.STORE_TIMEOUT)
+        if not timeouts:
+            return
+        seqs = [s for p in timeouts if (s := fint(p.event, F_SEQ)) is not None]
+        if seqs and min(seqs) > _EARLY_SEQ:
+            return
+        timed_out = {p.rank for p in timeouts if p.rank is not None}
+        busy = busy_owners(tl, timed_out)
+        if not busy or _blocking_evidence(tl):
+            return
+        culprits = sorted(r for r in busy if r is not None)
+        bar = next(iter(busy.values()))
+        label = bar.get("label") or "its work"
+        progress = (
+            f" ({bar.get('n')}/{bar.get('total')} after {bar.get('elapsed')})"
+            if bar.get("total")
+            else ""
+        )
+        who = (
+            ranks_text(culprits)
+            if culprits
+            else "the process printing the progress bar (usually rank 0)"
+        )
+        timeout_ms = next(
+            (v for p in timeouts if (v := fint(p.event, "timeout_ms")) is not None), None
+        )
+        limit = f"{timeout_ms / 60000:.0f} min" if timeout_ms and timeout_ms >= 60000 else (
+            f"{timeout_ms / 1000:.0f} s" if timeout_ms else "the collective timeout")  # fmt: skip
+        yield Finding(
+            rule=self.id,
+            category=Category.NOT_A_HANG,
+            severity=Severity.ERROR,
+            title=f"not a hang: {who} was still in '{label}'{progress} when {ranks_text(timed_out) if timed_out else 'the others'} timed out",
+            explanation=(
+                f"{who} was busy with '{label}'{progress}, single-rank work that was still "
+                f"progressing, while the other ranks waited in an early collective and hit "
+                f"the timeout ({limit}). Nothing was deadlocked: the work needed more time "
+                "than the timeout allows."
+            ),
+            fix=(
+                "Raise the process-group timeout for this phase (init_process_group("
+                "timeout=timedelta(hours=2)), HF --ddp_timeout, Accelerate "
+                "InitProcessGroupKwargs) or do the work offline and cache it (preprocess the "
+                "dataset once, more num_proc, load shards on every rank in parallel)."
+            ),  # fmt: skip
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(sorted(timed_out)),
+            evidence=(bar.ref(), *(p.ref() for p in timeouts[:3])),
+            confidence=0.7,
+            says_not_hung=True,
+        )
+
+
+RULE = SlowRankWork

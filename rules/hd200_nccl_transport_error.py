@@ -1,0 +1,175 @@
+"""NCCL reported a network or transport failure
+
+## What it means
+NCCL's proxy or bootstrap thread lost a connection: an InfiniBand/RoCE completion
+error (`Got completion from peer … with status=12 … vendor err 129`: retry counter
+exceeded, the link or the remote port went away), a socket closed or reset by the
+remote peer, a connection that could not be made (`socketPollConnect … exceeded error
+retry count`, connection refused/timed out), a failing `ibv_*` call, or a proxy
+operation that failed. Torch then surfaces `ncclRemoteError`/`ncclSystemError`
+(`NCCL error: remote process exited or there was a network error`).
+
+## Why it hangs
+Collectives move data over these connections; when one breaks, the collective on every
+rank of the communicator can no longer complete, and the ranks wait until the
+watchdog times out.
+
+## Evidence used
+NCCL WARN lines (new and old formats, `NET/IB`, `NET/IBext`, `NET/Socket`, proxy) and the
+`Last error:` text that torch prints after an NCCL error, with the peer address. Peer
+IPs are mapped to hosts through the NCCL bootstrap/OOB interface lines and hosts to
+ranks through the NCCL init lines. When a rank crashed before the first transport error
+(HD030/HD031), the lost connections are its consequence and this finding is only a
+warning.
+
+## How to confirm
+On the named host(s): `ibstat`/`ibv_devinfo` (port state, errors), `dmesg -T` for link
+flaps (`mlx5_core … link down`), switch port counters; `ip addr` and `ping` between the
+hosts on the interface NCCL chose. `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET` shows
+which interfaces and devices NCCL uses.
+
+## How to fix
+Replace or reseat the failing link, cable or NIC; drain the node. For configuration
+problems, pin the interfaces (`NCCL_SOCKET_IFNAME`, `NCCL_IB_HCA`), check `NCCL_IB_GID_INDEX`
+for RoCE, and raise `NCCL_IB_TIMEOUT`/`NCCL_IB_RETRY_CNT` only for lossy fabrics.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import (
+    F_ERROR,
+    F_HOST,
+    F_PEER,
+    EventKind,
+    Placed,
+    Timeline,
+    before,
+    first_deaths,
+    limited_refs,
+    ranks_text,
+    timeline_of,
+)
+
+_STATUS = {
+    "12": "IB transport retry counter exceeded (link or remote port down)",
+    "13": "IB receiver-not-ready retry exceeded",
+    "4": "IB local protection error (GPUDirect RDMA / memory registration)",
+    "10": "IB remote access error",
+    "11": "IB remote operation error",
+    "5": "IB work request flushed (follows an earlier error)",
+}
+
+
+def short(host: str) -> str:
+    return host.split(".", 1)[0].lower()
+
+
+def host_maps(tl: Timeline) -> tuple[dict[str, str], dict[str, set[int]]]:
+    """(ip → host, host → ranks) from NCCL interface and init lines of every file."""
+    ip_host: dict[str, str] = {}
+    host_ranks: dict[str, set[int]] = {}
+    for p in tl.events:
+        host = p.get(F_HOST)
+        if host is None or not p.kind.startswith("nccl"):
+            continue
+        ip = p.get("ip")
+        if p.kind == EventKind.NCCL_NETWORK and ip:
+            ip_host.setdefault(ip, short(host))
+        if p.rank is not None:
+            host_ranks.setdefault(short(host), set()).add(p.rank)
+    return ip_host, host_ranks
+
+
+def describe(p: Placed) -> str:
+    error = p.get(F_ERROR) or p.get("last_error_error") or "error"
+    if error.startswith("ib_completion_status_"):
+        status = error.rsplit("_", 1)[1]
+        return _STATUS.get(status, f"IB completion error status {status}")
+    return error.replace("_", " ")
+
+
+class NcclTransportError(Rule):
+    __doc__ = __doc__
+    id = "HD200"
+    name = "nccl-transport-error"
+    summary = "NCCL lost a network connection (IB completion error, socket closed/reset)"
+    categories = (Category.NCCL_NETWORK,)
+    severity = Severity.ERROR
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        errors = tl.of(EventKind.NCCL_TRANSPORT_ERROR)
+        errors += [
+            p
+            for p in tl.of(EventKind.NCCL_ERROR)
+            if p.get("last_error_peer") or p.get("last_error_error")
+        ]
+        if not errors:
+            return
+        primary = [p for p in errors if p.get(F_ERROR) != "ib_completion_status_5"] or errors
+        ip_host, host_ranks = host_maps(tl)
+        peers: Counter[str] = Counter()
+        reporters: dict[str, set[str]] = {}
+        for p in primary:
+            peer = p.get(F_PEER) or p.get("last_error_peer")
+            reporter = short(p.get(F_HOST) or f"rank{p.rank}")
+            if peer:
+                name = ip_host.get(peer, short(peer) if not peer[0].isdigit() else peer)
+                peers[name] += 1
+                reporters.setdefault(name, set()).add(reporter)
+        reporter_hosts = {short(p.get(F_HOST) or f"rank{p.rank}") for p in primary}
+        culprit_hosts: list[str]
+        if len(peers) == 1 or (peers and len(reporters[peers.most_common(1)[0][0]]) >= 2):
+            culprit_hosts = [peers.most_common(1)[0][0]]
+            how = "named as the remote peer by " + ", ".join(sorted(reporters[culprit_hosts[0]]))
+        elif len(reporter_hosts) == 1 and len(peers) >= 2:
+            culprit_hosts = sorted(reporter_hosts)
+            how = f"the only host reporting errors, with {len(peers)} different peers"
+        else:
+            culprit_hosts = sorted(peers) or sorted(reporter_hosts)
+            how = "the peers named in the errors"
+        culprits = sorted({r for h in culprit_hosts for r in host_ranks.get(h, set())})
+        reporters_ranks = sorted({p.rank for p in primary if p.rank is not None} - set(culprits))
+        first = primary[0]
+        crashes = [d for d in first_deaths(tl) if d.certain and before(d.placed, first) is True]
+        kinds = Counter(describe(p) for p in primary).most_common(2)
+        title = f"NCCL network failure ({kinds[0][0]}) involving {', '.join(culprit_hosts[:4]) or 'an unknown peer'}"
+        if culprits:
+            title += f" ({ranks_text(culprits)})"
+        explanation = (
+            f"{len(primary)} NCCL transport error(s): "
+            + "; ".join(f"{k} ×{n}" for k, n in kinds)
+            + f". Suspected: {', '.join(culprit_hosts) or 'unknown'} ({how})."
+        )
+        severity = Severity.ERROR
+        if crashes:
+            severity = Severity.WARNING
+            explanation += (f" Rank {crashes[0].rank} failed before these errors "
+                            f"({crashes[0].summary}); the lost connections are probably its consequence.")  # fmt: skip
+        yield Finding(
+            rule=self.id,
+            category=Category.NCCL_NETWORK,
+            severity=severity,
+            title=title,
+            explanation=explanation,
+            fix=(
+                "Check the links of the named host(s): ibstat/ibv_devinfo, dmesg -T for link "
+                "flaps, switch port counters; drain the node if a port is bad. Pin NCCL to the "
+                "right interfaces (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX for RoCE)."
+            ),  # fmt: skip
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(reporters_ranks),
+            evidence=tuple(limited_refs(primary, limit=6)),
+            confidence=0.8
+            if any("ib_completion" in (p.get(F_ERROR) or "") for p in primary)
+            else 0.6,
+        )
+
+
+RULE = NcclTransportError

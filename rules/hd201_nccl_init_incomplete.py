@@ -1,0 +1,179 @@
+"""NCCL communicator initialisation (or the store rendezvous) never completed
+
+## What it means
+Some ranks logged `ncclCommInitRank … - Init START` for a communicator but never
+`Init COMPLETE`, while others completed it or never started it; or the TCPStore
+rendezvous that precedes it timed out ("Timed out after 900 seconds waiting for
+clients. 7/8 clients joined", "client socket has timed out … while trying to connect to
+(host, port)"). The job is stuck setting up communication, before any training
+collective.
+
+## Why it hangs
+Creating a communicator is itself collective: every member must start it and reach
+every other member's bootstrap socket. A rank that never starts (crashed, stuck in
+model loading, a different number of processes than expected) or that cannot be
+reached (firewall, wrong interface, wrong MASTER_ADDR) keeps all others waiting.
+
+## Evidence used
+NCCL init lines (`comm 0x… rank R nranks N … commId 0x… - Init START|Init COMPLETE`),
+grouped by `commId` (else by size and creation order), and TCPStore / rendezvous
+timeout messages.
+
+## How to confirm
+List which ranks logged Init START and COMPLETE for the communicator; look at the
+logs of the ranks that never started. Check connectivity from every node to
+MASTER_ADDR:MASTER_PORT and between nodes on the interface NCCL uses (`Bootstrap :
+Using …` line).
+
+## How to fix
+Start the same number of processes as the world size everywhere; make every rank reach
+`init_process_group`/the first collective (no rank-0-only setup that takes longer than
+the timeout); open the ports; set `NCCL_SOCKET_IFNAME` to the interface that connects
+the nodes; set MASTER_ADDR to an address every node can reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import (
+    F_ERROR,
+    F_HOST,
+    EventKind,
+    Placed,
+    Timeline,
+    fint,
+    limited_refs,
+    ranks_text,
+    timeline_of,
+    wave,
+)
+
+
+def init_groups(tl: Timeline) -> dict[str, list[Placed]]:
+    """NCCL init events per communicator: commId, else (nranks, creation order)."""
+    groups: dict[str, list[Placed]] = {}
+    order: dict[tuple[str | None, str | None, str], list[str]] = {}
+    for p in tl.of(EventKind.NCCL_INIT):
+        nranks = p.get("nranks") or "?"
+        comm_id = p.get("commId")
+        if comm_id:
+            key = f"commId {comm_id}"
+        else:
+            seen = order.setdefault((p.get(F_HOST), p.get("pid"), nranks), [])
+            comm = p.get("comm") or "?"
+            if comm not in seen:
+                seen.append(comm)
+            key = f"nranks {nranks} #{seen.index(comm)}"
+        groups.setdefault(key, []).append(p)
+    return groups
+
+
+class NcclInitIncomplete(Rule):
+    __doc__ = __doc__
+    id = "HD201"
+    name = "nccl-init-incomplete"
+    summary = "NCCL communicator init or the store rendezvous never completed"
+    categories = (Category.NCCL_INIT,)
+    severity = Severity.ERROR
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        symptoms = bool(wave(tl))
+        groups = init_groups(tl)
+        world = max((fint(p.event, "nranks") or 0 for ev in groups.values() for p in ev), default=0)
+        for key, events in sorted(groups.items()):
+            finding = self._group(key, events, symptoms, world)
+            if finding is not None:
+                yield finding
+        stores = tl.of(EventKind.STORE_TIMEOUT)
+        if stores:
+            yield self._store(stores)
+
+    def _group(self, key: str, events: list[Placed], symptoms: bool, world: int) -> Finding | None:
+        started: dict[int, Placed] = {}
+        completed: set[int] = set()
+        nranks = max((fint(p.event, "nranks") or 0) for p in events)
+        for p in events:
+            comm_rank = fint(p.event, "rank")
+            if comm_rank is None:
+                continue
+            state = p.get("state")
+            if state == "start":
+                started.setdefault(comm_rank, p)
+            elif state in ("complete", "abort", "destroy"):
+                completed.add(comm_rank)
+                started.setdefault(comm_rank, p)
+        stuck = sorted(set(started) - completed)
+        if not stuck:
+            return None
+        never = sorted(set(range(nranks)) - set(started)) if len(started) >= nranks / 2 else []
+        if not completed and not symptoms and not never:
+            return None  # every rank still in init and nothing else: a truncated log, not proof
+        culprits = never or stuck
+        title = f"NCCL communicator init ({key}, {nranks} ranks) never completed on comm {ranks_text(stuck)}"
+        if never:
+            title += f"; comm {ranks_text(never)} never started it"
+        explanation = (
+            f"Init START without Init COMPLETE on comm {ranks_text(stuck)}"
+            + (f" while comm {ranks_text(sorted(completed))} completed it" if completed else "")
+            + (f"; no init line at all from comm {ranks_text(never)}, the ranks everyone waits for."
+               if never else ".")
+            + " Communicator ranks are global ranks for the default process group."
+        )  # fmt: skip
+        return Finding(
+            rule=self.id,
+            category=Category.NCCL_INIT,
+            severity=Severity.ERROR if (completed or symptoms or never) else Severity.WARNING,
+            title=title,
+            explanation=explanation,
+            fix=(
+                "Make every rank reach this communicator's creation (look at the logs of the ranks "
+                "that never started it) and check that all nodes can reach each other on the "
+                "interface NCCL uses (NCCL_SOCKET_IFNAME)."
+            ),  # fmt: skip
+            culprit_ranks=tuple(culprits) if nranks == world else (),
+            waiting_ranks=tuple(sorted(completed)),
+            evidence=tuple(limited_refs([started[r] for r in stuck], limit=6)),
+            confidence=0.75 if never else 0.6,
+        )
+
+    def _store(self, stores: list[Placed]) -> Finding:
+        first = stores[0]
+        error = first.get(F_ERROR) or "rendezvous"
+        if error == "clients_missing":
+            what = (f"the TCPStore waited {first.get('seconds')} s for {first.get('expected')} "
+                    f"clients and only {first.get('joined')} joined")  # fmt: skip
+        elif error == "store_connect":
+            what = (
+                f"ranks could not connect to the store at {first.get('peer')}:{first.get('port')}"
+            )
+        elif error == "store_wait":
+            what = f"a store wait timed out (keys {first.get('keys')})"
+        else:
+            what = "the rendezvous timed out or was closed"
+        waiting = sorted({p.rank for p in stores if p.rank is not None})
+        return Finding(
+            rule=self.id,
+            category=Category.NCCL_INIT,
+            severity=Severity.ERROR,
+            title=f"process-group setup did not complete: {what}",
+            explanation=(
+                f"{what[0].upper()}{what[1:]}. Some processes never started, started "
+                "with a different world size, or cannot reach MASTER_ADDR:MASTER_PORT."
+            ),  # fmt: skip
+            fix=(
+                "Check that every node starts its processes with the same world size and "
+                "MASTER_ADDR/MASTER_PORT, that the port is open from every node, and that no "
+                "rank is stuck before init_process_group."
+            ),  # fmt: skip
+            waiting_ranks=tuple(waiting),
+            evidence=tuple(limited_refs(stores, limit=4)),
+            confidence=0.7,
+        )
+
+
+RULE = NcclInitIncomplete

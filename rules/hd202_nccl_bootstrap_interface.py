@@ -1,0 +1,106 @@
+"""NCCL bootstraps on a loopback or container interface in a multi-node job
+
+## What it means
+NCCL chose `lo` (127.0.0.1), `docker0`, a `veth`/`virbr`/CNI bridge or similar for its
+bootstrap or socket transport (`Bootstrap : Using lo:127.0.0.1<0>`, `NET/Socket : Using
+[0]docker0:172.17.0.1<0>`), while the job spans several hosts. Other nodes cannot reach
+that address.
+
+## Why it hangs
+Communicator creation exchanges the bootstrap addresses of all ranks; connecting to a
+loopback or a host-local bridge address from another node fails or times out, so init
+(or the first collective) never completes.
+
+## Evidence used
+NCCL INFO interface lines (`Bootstrap : Using`, `NET/Socket : Using`, `NET : Using
+interface`, `OOB`), and the number of distinct hosts in the NCCL lines (or a
+communicator larger than the GPUs seen on one host).
+
+## How to confirm
+`ip addr` on each node; the NCCL line names the interface and address each process
+advertised. Try `NCCL_SOCKET_IFNAME=<the real NIC>` and watch init complete.
+
+## How to fix
+Set `NCCL_SOCKET_IFNAME` (and `GLOO_SOCKET_IFNAME`) to the interface that connects the
+nodes (e.g. `eth0`, `ens…`, `bond0`, or exclusions `^lo,docker`), run containers with
+host networking, and make the hostname resolve to a routable address.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import F_HOST, EventKind, fint, limited_refs, timeline_of
+
+_LOCAL_IFACE = re.compile(
+    r"^(?:lo|docker\d*|virbr\d*|veth\w*|cni\d*|flannel[\w.]*|br-\w+|podman\d*)$"
+)
+
+
+class NcclBootstrapInterface(Rule):
+    __doc__ = __doc__
+    id = "HD202"
+    name = "nccl-bootstrap-interface"
+    summary = "NCCL uses a loopback/container interface while the job spans hosts"
+    categories = (Category.NCCL_INIT,)
+    severity = Severity.ERROR
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        nets = [
+            p
+            for p in tl.of(EventKind.NCCL_NETWORK)
+            if p.get("role") in ("bootstrap", "socket", "oob")
+        ]
+        bad = [
+            p
+            for p in nets
+            if _LOCAL_IFACE.match(p.get("iface") or "") or (p.get("ip") or "").startswith("127.")
+        ]
+        if not bad:
+            return
+        hosts = {
+            (p.get(F_HOST) or "").split(".")[0]
+            for p in tl.events
+            if p.kind.startswith("nccl") and p.get(F_HOST)
+        }
+        inits = tl.of(EventKind.NCCL_INIT)
+        nranks = max((fint(p.event, "nranks") or 0 for p in inits), default=0)
+        devices = {(p.get(F_HOST), p.get("cuda_dev")) for p in inits}
+        per_host = max(
+            (sum(1 for h, _ in devices if h == host) for host in {h for h, _ in devices}), default=0
+        )
+        multi = len(hosts) > 1 or (
+            nranks > 0 and per_host > 0 and nranks > per_host and len(hosts) == 1
+        )
+        ifaces = sorted({f"{p.get('iface')}:{p.get('ip')}" for p in bad})
+        culprits = sorted({p.rank for p in bad if p.rank is not None})
+        yield Finding(
+            rule=self.id,
+            category=Category.NCCL_INIT,
+            severity=Severity.ERROR if multi else Severity.WARNING,
+            title=f"NCCL advertises {', '.join(ifaces[:3])}, unreachable from other nodes"
+            + ("" if multi else " (if this job spans nodes)"),
+            explanation=(
+                f"NCCL picked {', '.join(ifaces)} for bootstrap/socket traffic"
+                + (f" in a job across {len(hosts)} hosts" if len(hosts) > 1 else "")
+                + (
+                    f" with {nranks} ranks but {per_host} GPUs per host"
+                    if nranks > per_host > 0
+                    else ""
+                )
+                + ". Other nodes cannot connect to a loopback or container-bridge address, so "
+                "communicator creation stalls."
+            ),
+            fix="Set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the interface that connects the nodes, e.g. NCCL_SOCKET_IFNAME=eth0 or ^lo,docker; use host networking for containers.",
+            culprit_ranks=tuple(culprits),
+            evidence=tuple(limited_refs(bad, limit=4)),
+            confidence=0.75 if multi else 0.4,
+        )
+
+
+RULE = NcclBootstrapInterface

@@ -1,0 +1,115 @@
+"""Processes disagree on the communicator: duplicate GPU, rank count or rank
+
+## What it means
+NCCL found processes that cannot form one communicator: two ranks on the same GPU
+(`Duplicate GPU detected : rank 1 and rank 0 both on CUDA device …`), a bootstrap root
+that received a different number of ranks than announced (`mismatch in rank count`), or
+the init lines show one `commId` created with different `nranks`, or the same rank of a
+`commId` claimed by two processes.
+
+## Why it hangs
+Communicator creation waits for exactly `nranks` distinct members. Extra, missing or
+duplicated members never satisfy it (or fail with an invalid-usage error that other
+ranks only see as a hang).
+
+## Evidence used
+NCCL WARN lines about duplicate GPUs or rank counts, and all NCCL init lines grouped by
+`commId`.
+
+## How to confirm
+Check `CUDA_VISIBLE_DEVICES` and the `LOCAL_RANK` → device mapping of each process
+(`torch.cuda.set_device(local_rank)` before `init_process_group`), and that every
+node launches the same world size.
+
+## How to fix
+Give each process its own GPU (`torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))`,
+`device_id=` in `init_process_group`), launch the same `--nnodes`/`--nproc-per-node`
+everywhere, and do not reuse RANK values across nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import (
+    F_ERROR,
+    F_HOST,
+    EventKind,
+    Placed,
+    fint,
+    limited_refs,
+    ranks_text,
+    timeline_of,
+)
+
+
+class NcclConfigMismatch(Rule):
+    __doc__ = __doc__
+    id = "HD203"
+    name = "nccl-config-mismatch"
+    summary = "duplicate GPU, rank-count or rank disagreement between NCCL processes"
+    categories = (Category.NCCL_INIT,)
+    severity = Severity.ERROR
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        warns = tl.of(EventKind.NCCL_CONFIG_ERROR)
+        if warns:
+            first = warns[0]
+            if first.get(F_ERROR) == "duplicate_gpu":
+                ranks = sorted(
+                    {v for k in ("rank_a", "rank_b") if (v := fint(first.event, k)) is not None}
+                )
+                title = f"two ranks on one GPU: {ranks_text(ranks)} share CUDA device {first.get('device')}"
+            else:
+                ranks = []
+                title = f"NCCL bootstrap saw a different number of ranks ({first.get('count_a')} vs {first.get('count_b')})"
+            yield self._finding(title, warns, ranks)
+        by_comm: dict[str, list[Placed]] = {}
+        for p in tl.of(EventKind.NCCL_INIT):
+            if p.get("commId"):
+                by_comm.setdefault(p.get("commId") or "", []).append(p)
+        for comm_id, events in sorted(by_comm.items()):
+            sizes = {p.get("nranks") for p in events}
+            owners: dict[str, set[tuple[str | None, str | None]]] = {}
+            for p in events:
+                owners.setdefault(p.get("rank") or "?", set()).add((p.get(F_HOST), p.get("pid")))
+            dup = sorted(int(r) for r, who in owners.items() if len(who) > 1 and r.isdigit())
+            if len(sizes) > 1:
+                yield self._finding(
+                    f"communicator {comm_id} created with different sizes: {', '.join(sorted(s or '?' for s in sizes))}",
+                    events,
+                    [],
+                )
+            elif dup:
+                yield self._finding(
+                    f"communicator {comm_id}: comm {ranks_text(dup)} claimed by more than one process",
+                    events,
+                    dup,
+                )
+
+    def _finding(self, title: str, events: list[Placed], ranks: list[int]) -> Finding:
+        return Finding(
+            rule=self.id,
+            category=Category.NCCL_INIT,
+            severity=Severity.ERROR,
+            title=title,
+            explanation=(
+                "NCCL processes disagree on who is in the communicator, so its creation "
+                "cannot complete (or fails on some ranks and hangs the others)."
+            ),  # fmt: skip
+            fix=(
+                "Bind each process to its own GPU (torch.cuda.set_device(LOCAL_RANK) before "
+                "init_process_group), check CUDA_VISIBLE_DEVICES, and launch the same world size "
+                "on every node."
+            ),  # fmt: skip
+            culprit_ranks=tuple(ranks),
+            evidence=tuple(limited_refs(events, limit=4)),
+            confidence=0.8,
+        )
+
+
+RULE = NcclConfigMismatch

@@ -1,0 +1,135 @@
+"""The GPU driver reported a hardware or driver fault (Xid)
+
+## What it means
+The kernel log (`dmesg`, `journalctl -k`) carries `NVRM: Xid (PCI:…): N, …` lines, the
+NVIDIA driver's error reports. Some Xids mean the GPU or its links failed: 48/94/95
+(ECC errors), 63/64 (memory row remapping), 74 and 144-150 (NVLink), 79 ("GPU has fallen
+off the bus"), 119/120 (GSP firmware), 61/62 (micro-controller). Others are usually the
+application's own fault or a consequence (13 graphics exception, 31 memory page fault,
+43 GPU stopped processing, 45 preemptive cleanup).
+
+## Why it hangs
+A GPU that faults stops executing the rank's kernels, including NCCL's: the rank's
+collectives never complete and every peer waits; a GPU that fell off the bus takes the
+whole process (and often the node) down.
+
+## Evidence used
+NVRM Xid lines and "fallen off the bus" / "Unable to determine the device handle"
+messages in any attached text, mapped to ranks through the process id in the Xid line,
+the PCI bus id (NCCL init lines carry `busId`), or the host.
+
+## How to confirm
+`nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` on the node, `nvidia-smi -q | grep
+-i xid`, the node's full `dmesg -T`; run `dcgmi diag -r 3` after draining the node.
+
+## How to fix
+Drain the node and have the GPU reset or replaced (fatal Xids); for row-remapping Xids
+a GPU reset applies the remap. Resume the job from its last checkpoint on healthy
+nodes. Application-class Xids (13, 31, 43) point back at the job's own kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import F_HOST, F_PID, EventKind, Placed, Timeline, limited_refs, ranks_text, timeline_of
+
+XID_FATAL = {
+    "48": "double-bit ECC error", "61": "GPU micro-controller breakpoint", "62": "GPU micro-controller halt",
+    "64": "ECC page retirement / row remapper failure", "74": "NVLink error", "79": "GPU has fallen off the bus",
+    "94": "contained ECC error", "95": "uncontained ECC error", "119": "GSP RPC timeout", "120": "GSP error",
+    "121": "C2C link error", "140": "unrecovered ECC error", "144": "NVLink error", "145": "NVLink error",
+    "146": "NVLink error", "147": "NVLink error", "148": "NVLink error", "149": "NVLink error",
+    "150": "NVLink error", "lost": "GPU lost (driver cannot reach it)",
+}  # fmt: skip
+XID_WARN = {"63": "ECC page retirement / row remapping event", "92": "high single-bit ECC error rate",
+            "109": "context switch timeout"}  # fmt: skip
+XID_APP = {"13": "graphics engine exception (usually the application)", "31": "GPU memory page fault "
+           "(usually an illegal address in the application)", "43": "GPU stopped processing "
+           "(the process was killed or reset)", "45": "preemptive cleanup (follows a killed process)"}  # fmt: skip
+
+
+def pci_key(value: str | None) -> tuple[int, int] | None:
+    """(bus, device) from ``0000:3b:00`` / ``00000000:3B:00.0`` (nvidia-smi, Xid) or
+    NCCL's hex ``busId`` ``3b000``."""
+    if not value:
+        return None
+    text = value.lower()
+    try:
+        if ":" in text:
+            parts = text.split(":")
+            return int(parts[-2], 16), int(parts[-1].split(".")[0], 16)
+        number = int(text, 16)
+    except ValueError:
+        return None
+    return (number >> 12) & 0xFF, (number >> 4) & 0xFF
+
+
+def ranks_for(tl: Timeline, placed: list[Placed]) -> list[int]:
+    """Ranks that used the GPUs / processes / hosts the events name."""
+    pids = {p.get(F_PID) for p in placed if p.get(F_PID)}
+    pcis = {k for p in placed if (k := pci_key(p.get("pci"))) is not None}
+    hosts = {(p.get(F_HOST) or "").split(".")[0] for p in placed if p.get(F_HOST)}
+    by_pid: set[int] = set()
+    by_pci: set[int] = set()
+    by_host: set[int] = set()
+    for p in tl.events:
+        if p.rank is None:
+            continue
+        host = (p.get(F_HOST) or "").split(".")[0]
+        if pids and p.get(F_PID) in pids and p.kind.startswith("nccl"):
+            by_pid.add(p.rank)
+        if p.kind == EventKind.NCCL_INIT and pci_key(p.get("busId")) in pcis and (not hosts or host in hosts):
+            by_pci.add(p.rank)
+        if hosts and host in hosts:
+            by_host.add(p.rank)
+    return sorted(by_pid or by_pci or by_host)
+
+
+class GpuXid(Rule):
+    __doc__ = __doc__
+    id = "HD300"
+    name = "gpu-xid"
+    summary = "the GPU driver logged a hardware/driver Xid"
+    categories = (Category.GPU_HARDWARE,)
+    severity = Severity.CRITICAL
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        xids = tl.of(EventKind.GPU_XID)
+        if not xids:
+            return
+        for table, severity, confidence in ((XID_FATAL, Severity.CRITICAL, 0.85),
+                                            (XID_WARN, Severity.WARNING, 0.5),
+                                            (XID_APP, Severity.INFO, 0.3)):  # fmt: skip
+            chosen = [p for p in xids if p.get("xid") in table]
+            if not chosen:
+                continue
+            codes = sorted({p.get("xid") or "?" for p in chosen})
+            what = "; ".join(f"Xid {c}: {table[c]}" for c in codes)
+            gpus = sorted({p.get("pci") or "?" for p in chosen})
+            ranks = ranks_for(tl, chosen)
+            where = f" on {ranks_text(ranks)}" if ranks else ""
+            yield Finding(
+                rule=self.id,
+                category=Category.GPU_HARDWARE,
+                severity=severity,
+                title=f"GPU fault{where}: {what} (GPU {', '.join(gpus[:3])})",
+                explanation=(f"The NVIDIA driver logged {what} for GPU(s) {', '.join(gpus)}"
+                             + (f", used by {ranks_text(ranks)}" if ranks else "") + "."
+                             + (" These Xids usually reflect the application or a killed process, "
+                                "not the hardware." if table is XID_APP else "")),  # fmt: skip
+                fix=("Drain the node, run nvidia-smi -q -d ECC,ROW_REMAPPER and dcgmi diag, and "
+                     "have the GPU reset or replaced; resume from the last checkpoint on healthy "
+                     "nodes.") if table is not XID_APP else ("Look at the job's own kernels "
+                     "(illegal address, killed process) before suspecting the hardware."),  # fmt: skip
+                culprit_ranks=tuple(ranks),
+                evidence=tuple(limited_refs(chosen, limit=5)),
+                confidence=confidence,
+            )
+
+
+RULE = GpuXid

@@ -1,0 +1,84 @@
+"""A CUDA call reported an ECC/NVLink error or a lost GPU
+
+## What it means
+The job's own log shows the GPU failing, without a kernel log: `CUDA error:
+uncorrectable ECC error encountered`, `uncorrectable NVLink error was detected`, `GPU
+has fallen off the bus`, `cudaErrorECCUncorrectable`, nvidia-smi rows with non-zero
+volatile uncorrected ECC counts, or NCCL's `ncclUnhandledCudaError` with such a
+reason.
+
+## Why it hangs
+The rank whose GPU failed cannot run kernels any more; it crashes or blocks, and its
+peers wait in their next collective until the timeout.
+
+## Evidence used
+CUDA error messages in tracebacks and NCCL WARN lines (`Cuda failure '…'`), NCCL error
+classes surfaced by torch, and the ECC column of nvidia-smi (table or CSV).
+
+## How to confirm
+`nvidia-smi -q -d ECC,ROW_REMAPPER` and `dmesg -T | grep -i xid` on that node.
+
+## How to fix
+Drain the node and have the GPU reset or replaced; resume from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.hd300_gpu_xid import ranks_for
+from hangdoc.rules.timeline import F_ERROR, EventKind, fint, limited_refs, ranks_text, timeline_of
+
+HARDWARE = re.compile(r"ECC|NVLink|fallen off the bus|GPU is lost|GPU lost|hardware", re.IGNORECASE)
+
+
+class GpuEccOrLost(Rule):
+    __doc__ = __doc__
+    id = "HD301"
+    name = "gpu-ecc-or-lost"
+    summary = "CUDA reported an ECC/NVLink error or a lost GPU"
+    categories = (Category.GPU_HARDWARE,)
+    severity = Severity.CRITICAL
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = timeline_of(ctx.evidence)
+        hard = [p for p in tl.of(EventKind.CUDA_ERROR) if HARDWARE.search(p.get(F_ERROR) or "")]
+        hard += [p for p in tl.of(EventKind.NCCL_ERROR) if HARDWARE.search(p.get("last_error") or "")]
+        ecc = [p for p in tl.of(EventKind.GPU_STATUS) if (fint(p.event, "ecc_uncorrected") or 0) > 0]
+        if hard:
+            ranks = sorted({p.rank for p in hard if p.rank is not None})
+            what = sorted({(p.get(F_ERROR) or p.get("last_error") or "")[:80] for p in hard})
+            yield Finding(
+                rule=self.id,
+                category=Category.GPU_HARDWARE,
+                severity=Severity.CRITICAL,
+                title=f"GPU hardware error on {ranks_text(ranks) if ranks else 'a rank'}: {what[0]}",
+                explanation=("CUDA reported a hardware-level failure of the GPU (" + "; ".join(what[:3])
+                             + "): the rank cannot run kernels, so its collectives never complete."),  # fmt: skip
+                fix="Drain the node and have the GPU reset or replaced; resume from the last checkpoint.",
+                culprit_ranks=tuple(ranks),
+                evidence=tuple(limited_refs(hard, limit=5)),
+                confidence=0.85,
+            )
+        elif ecc:
+            gpus = sorted({p.get("index") or p.get("bus_id") or "?" for p in ecc})
+            ranks = ranks_for(tl, [p for p in ecc])
+            yield Finding(
+                rule=self.id,
+                category=Category.GPU_HARDWARE,
+                severity=Severity.WARNING,
+                title=f"nvidia-smi shows uncorrected ECC errors on GPU {', '.join(gpus)}",
+                explanation=("Volatile uncorrected ECC errors were counted on these GPUs since the "
+                             "last driver load; a job on them can fail or hang."),  # fmt: skip
+                fix="Check nvidia-smi -q -d ECC,ROW_REMAPPER; reset or replace the GPU before reuse.",
+                culprit_ranks=tuple(ranks),
+                evidence=tuple(limited_refs(ecc, limit=4)),
+                confidence=0.5,
+            )
+
+
+RULE = GpuEccOrLost
