@@ -23,6 +23,8 @@ from hangdoc.rules.catalog import (
 )
 
 _WAITING_TAGS = frozenset({Tag.COLLECTIVE, Tag.RENDEZVOUS})
+# Tags that say how a thread waits, not what it is doing.
+GENERIC_TAGS = frozenset({Tag.LOCK_WAIT, Tag.NETWORK_IO, Tag.SLEEP, Tag.SUBPROCESS_WAIT})
 
 _DESCRIPTIONS: dict[Tag, str] = {
     Tag.COLLECTIVE: "waiting in a collective",
@@ -91,17 +93,27 @@ class RankActivity:
         return self.waiting_call is not None
 
     def description(self) -> str:
-        """Plain words: 'saving a checkpoint at save_checkpoint (train.py:30)'."""
+        """Plain words: 'saving a checkpoint, waiting on a lock at StuckFile.write (train.py:66)'.
+
+        The most telling activity comes first (checkpoint over the lock it waits on), then
+        the generic wait it is blocked in, then the innermost frame of the user's code.
+        """
         if self.main is None:
             return "no Python stack"
         call = self.main.collective
         where = self.main.user_frame.label() if self.main.user_frame else None
+        domain = [t for t in self.main.tags if t not in GENERIC_TAGS]
+        generic = [t for t in self.main.tags if t in GENERIC_TAGS]
         if call is not None:
             text = f"in {call.op}"
             if call.api and call.api != call.op:
                 text += f" (via {call.api})"
-        elif self.main.primary_tag is not None:
-            text = _DESCRIPTIONS[self.main.primary_tag]
+        elif domain:
+            text = _DESCRIPTIONS[domain[0]]
+            if generic and self.main.tags[0] in GENERIC_TAGS:
+                text += ", " + _DESCRIPTIONS[generic[0]]
+        elif generic:
+            text = _DESCRIPTIONS[generic[0]]
         else:
             text = "running its own code"
         return f"{text} at {where}" if where else text

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Category
-from hangdoc.rules.activity import RankActivity
+from hangdoc.rules.activity import GENERIC_TAGS, RankActivity
 from hangdoc.rules.catalog import Tag
 
 
@@ -100,8 +100,11 @@ def key_frame_text(activity: RankActivity) -> str:
     if main is None:
         return "no Python stack"
     parts: list[str] = []
-    if main.tag_frames:
-        parts.append(main.tag_frames[0][1].label())
+    telling = [f for t, f in main.tag_frames if t not in GENERIC_TAGS] or [
+        f for _, f in main.tag_frames
+    ]
+    if telling:
+        parts.append(telling[0].label())
     if main.user_frame is not None and main.user_frame.label() not in parts:
         parts.append("user code " + main.user_frame.label())
     if not parts and main.thread.frames:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import EvidenceRef
-from hangdoc.analyzer.ranges import format_ranks
+from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.rules.activity import RankActivity
 
 # A finding lists at most this many per-rank pointers; the rest are summarised by range.
@@ -27,7 +27,7 @@ def stack_refs(activities: Iterable[RankActivity], *, limit: int = MAX_REFS) -> 
         refs.append(
             EvidenceRef(
                 source=chosen[limit].process.primary_source(),
-                detail=f"ranks {format_ranks(rest)}: same as above ({len(rest)} more)",
+                detail=f"{plural_ranks(rest)}: the same",
             )
         )
     return refs

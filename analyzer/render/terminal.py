@@ -14,7 +14,7 @@ from rich.text import Text
 
 from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.model import Severity, Verdict
-from hangdoc.analyzer.ranges import format_ranks
+from hangdoc.analyzer.ranges import format_ranks, plural_ranks
 from hangdoc.analyzer.stacktree import equivalence_classes
 from hangdoc.rules.activity import is_user_frame
 
@@ -96,7 +96,8 @@ def _print_classes(diagnosis: Diagnosis, console: Console) -> None:
     for cls in classes[:MAX_CLASSES]:
         activity = diagnosis.activities.get(cls.ranks[0])
         what = activity.description() if activity else ""
-        console.print(Text(f"ranks {cls.rank_text} ({len(cls.ranks)}): ", style="bold") + Text(what))
+        head = f"{plural_ranks(cls.ranks)}" + (f" ({len(cls.ranks)})" if len(cls.ranks) > 1 else "")
+        console.print(Text(head + ": ", style="bold") + Text(what))
         lines: list[Text] = []
         for frame in cls.frames[:MAX_FRAMES]:
             style = "bold" if is_user_frame(frame) else "dim"
@@ -116,6 +117,9 @@ def _print_inputs(diagnosis: Diagnosis, console: Console) -> None:
             console.print(f"  {escape(item.path)}: {escape(item.error or '')}")
     for note in diagnosis.evidence.notes[:10]:
         console.print(Text(f"note: {note}", style="dim"))
-    if diagnosis.not_evaluated:
-        skipped = ", ".join(f"{n.rule} ({n.reason})" for n in diagnosis.not_evaluated)
-        console.print(Text(f"not evaluated: {skipped}", style="dim"))
+    by_reason: dict[str, list[str]] = {}
+    for item in diagnosis.not_evaluated:
+        by_reason.setdefault(item.reason, []).append(item.rule)
+    for reason, rules in sorted(by_reason.items()):
+        console.print(Text(f"not evaluated ({reason}): {len(rules)} rules, {', '.join(rules)}",
+                           style="dim"))
