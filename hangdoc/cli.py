@@ -159,16 +159,34 @@ def analyze(
         Path | None, typer.Option("--json", help="Write findings JSON (hangdoc.findings/1).")
     ] = None,
     md: Annotated[Path | None, typer.Option("--md", help="Write a Markdown summary.")] = None,
+    archive: Annotated[
+        Path | None,
+        typer.Option("--archive", help="Write a .tar.gz with the (redacted) inputs and the "
+                     "report, to attach to a ticket; analyze reads it back."),
+    ] = None,
+    no_redact: Annotated[
+        bool, typer.Option("--no-redact", help="Archive inputs without redaction (loud).")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
 ) -> None:
     """Explain why the job hung: terminal summary, and HTML/JSON/Markdown on request."""
+    if archive is not None and archive.exists():
+        raise UsageError(f"{archive} already exists", help_text="hangdoc never overwrites it.")
     diagnosis = run_analysis(paths)
     write_outputs(diagnosis, html=html, json_out=json_out, md=md)
+    if archive is not None:
+        from hangdoc.analyzer.ticket import write_ticket_archive
+
+        if no_redact:
+            err_console.print("[bold red]--no-redact: inputs are archived as they are.[/]")
+        write_ticket_archive(archive, paths, diagnosis, redact=not no_redact)
     if not quiet:
         from hangdoc.analyzer.render.terminal import render_terminal
 
         render_terminal(diagnosis, console)
-    for label, path in (("HTML report", html), ("findings JSON", json_out), ("Markdown", md)):
+    outputs = (("HTML report", html), ("findings JSON", json_out), ("Markdown", md),
+               ("ticket archive", archive))  # fmt: skip
+    for label, path in outputs:
         if path is not None:
             console.print(f"{label}: {path}")
 

@@ -33,7 +33,7 @@ def _diagnose(name: str) -> dict[str, object]:
 
 @pytest.mark.parametrize("name", CASES)
 def test_recorded_dump_matches_expected(name: str) -> None:
-    expected = json.loads((DUMPS / name / "EXPECTED.json").read_text())
+    expected = json.loads((DUMPS.parent / "expected" / f"{name}.json").read_text())
     doc = _diagnose(name)
     findings = doc["findings"]
     assert isinstance(findings, list)
