@@ -33,7 +33,14 @@ def test_archive_round_trip(tmp_path: Path) -> None:
     # THEN the diagnosis is the same, and the archive holds the report but not the secret
     a, b = _findings(first), _findings(again)
     assert a["verdict"] == b["verdict"] == "hang"
-    assert a["findings"] == b["findings"]
+    keys = ("rule", "category", "title", "culprit_ranks", "waiting_ranks", "explanation")
+
+    def strip(doc: dict[str, object]) -> list[dict[str, object]]:
+        found = doc["findings"]
+        assert isinstance(found, list)
+        return [{k: f[k] for k in keys} for f in found]  # sources differ: inside the archive
+
+    assert strip(a) == strip(b)
     with tarfile.open(archive) as tar:
         names = tar.getnames()
         blobs = [tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()]  # type: ignore[union-attr]
