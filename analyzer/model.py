@@ -166,6 +166,37 @@ class ThreadState:
     nonvoluntary_ctxt_switches: int | None = None
 
 
+# Appended for stacks-and-node causes (issue 7): files a process holds open and its
+# subprocesses, as /proc showed them at one sample. All optional.
+@dataclass(frozen=True, slots=True)
+class OpenFile:
+    """A regular file a process holds open. ``pos`` is the kernel's file offset (it
+    advances as a sequential writer writes, and reading it never touches the file
+    system); ``size`` is left out on network file systems, where a stat can hang."""
+
+    fd: int
+    path: str
+    mode: str | None = None  # "r" | "w" | "rw"
+    pos: int | None = None
+    size: int | None = None
+    mount: str | None = None  # mount point of the file system holding it
+    fstype: str | None = None  # ext4, nfs4, fuse.gcsfuse, lustre...
+
+
+@dataclass(frozen=True, slots=True)
+class ChildProcess:
+    """A subprocess of a rank (a DataLoader worker...) as the kernel saw it."""
+
+    pid: int
+    ppid: int | None = None
+    name: str | None = None  # comm
+    state: str | None = None  # R, S, D, Z, T... of its main thread ("Z" = zombie)
+    wchan: str | None = None
+    cpu_ticks: int | None = None
+    threads_in_d: int = 0  # threads in uninterruptible sleep
+    files: tuple[OpenFile, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class ProcSample:
     """Kernel's view of one rank's process at one sampling moment."""
@@ -178,7 +209,12 @@ class ProcSample:
     cpu_ticks: int | None = None
     threads: tuple[ThreadState, ...] = ()
     io: tuple[tuple[str, int], ...] = ()  # rchar, wchar, syscr, syscw, read_bytes, write_bytes
-    output_sizes: tuple[tuple[str, int], ...] = ()  # "stdout"/"stderr" -> size of the file fd 1/2 point to
+    output_sizes: tuple[
+        tuple[str, int], ...
+    ] = ()  # "stdout"/"stderr" -> size of the file fd 1/2 point to
+    # Appended for issue 7; empty when the dump did not record them.
+    open_files: tuple[OpenFile, ...] = ()
+    children: tuple[ChildProcess, ...] = ()
 
     def io_value(self, key: str) -> int | None:
         return dict(self.io).get(key)
@@ -200,6 +236,12 @@ class CollectiveRecord:
     record_id: int | None = None
     time_created_ns: int | None = None
     source: str = ""
+    # Appended for the flight recorder (issue 3); all optional.
+    group_desc: str | None = None  # the process group's description ("default_pg", "tp")
+    p2p_seq_id: int | None = None
+    output_dtypes: tuple[str, ...] = ()
+    backend: str | None = None  # "nccl", "gloo"... from profiling_name
+    frames: tuple[Frame, ...] = ()  # where the job issued it, innermost first (FR pickles)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +263,8 @@ class GpuState:
     memory_total_mib: float | None = None
     utilization_pct: float | None = None
     source: str = ""
+    # Appended for issue 7: what this rank's own process holds on that GPU.
+    process_memory_mib: float | None = None
 
 
 @dataclass(slots=True)

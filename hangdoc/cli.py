@@ -52,19 +52,22 @@ def _root(
 def collect(
     pid: Annotated[
         list[str] | None,
-        typer.Option("--pid", "-p", help="Rank pid (repeatable or comma list); a torchrun "
-                     "agent's pid expands to its workers."),
+        typer.Option(
+            "--pid",
+            "-p",
+            help="Rank pid (repeatable or comma list); a torchrun "
+            "agent's pid expands to its workers.",
+        ),
     ] = None,
     all_ranks: Annotated[
         bool, typer.Option("--all", help="Every process on this node with RANK/LOCAL_RANK.")
     ] = False,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Dump directory (default hangdoc-<host>-<UTC>).")
+        Path | None,
+        typer.Option("--out", "-o", help="Dump directory (default hangdoc-<host>-<UTC>)."),
     ] = None,
     samples: Annotated[int, typer.Option(min=1, max=100, help="Samples per rank.")] = 2,
-    interval: Annotated[
-        float, typer.Option(min=0.0, help="Seconds between samples.")
-    ] = 3.0,
+    interval: Annotated[float, typer.Option(min=0.0, help="Seconds between samples.")] = 3.0,
     native: Annotated[bool, typer.Option(help="Include native (C/C++) frames.")] = False,
     subprocesses: Annotated[
         bool, typer.Option(help="Also dump subprocesses (dataloader workers).")
@@ -123,8 +126,9 @@ def collect(
         + (f" and {result.archive_path}" if result.archive_path else "")
     )
     if failed:
-        err_console.print(f"[yellow]{len(failed)} step(s) failed or were skipped; "
-                          "see manifest.json[/]")
+        err_console.print(
+            f"[yellow]{len(failed)} step(s) failed or were skipped; see manifest.json[/]"
+        )
     console.print(f"next: hangdoc analyze {result.out_dir} --html report.html")
 
 
@@ -161,24 +165,33 @@ def analyze(
     md: Annotated[Path | None, typer.Option("--md", help="Write a Markdown summary.")] = None,
     archive: Annotated[
         Path | None,
-        typer.Option("--archive", help="Write a .tar.gz with the (redacted) inputs and the "
-                     "report, to attach to a ticket; analyze reads it back."),
+        typer.Option(
+            "--archive",
+            help="Write a .tar.gz with the (redacted) inputs and the "
+            "report, to attach to a ticket; analyze reads it back.",
+        ),
     ] = None,
     no_redact: Annotated[
-        bool, typer.Option("--no-redact", help="Archive inputs without redaction (loud).")
+        bool,
+        typer.Option(
+            "--no-redact", help="Keep secrets in the reports and the archived inputs (loud; avoid)."
+        ),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
 ) -> None:
     """Explain why the job hung: terminal summary, and HTML/JSON/Markdown on request."""
     if archive is not None and archive.exists():
         raise UsageError(f"{archive} already exists", help_text="hangdoc never overwrites it.")
-    diagnosis = run_analysis(paths)
+    if no_redact:
+        err_console.print(
+            "[bold red]--no-redact: secrets in the inputs are shown in the reports and "
+            "archived as they are. Do not attach them to a public ticket.[/]"
+        )
+    diagnosis = run_analysis(paths, redact=not no_redact)
     write_outputs(diagnosis, html=html, json_out=json_out, md=md)
     if archive is not None:
         from hangdoc.analyzer.ticket import write_ticket_archive
 
-        if no_redact:
-            err_console.print("[bold red]--no-redact: inputs are archived as they are.[/]")
         write_ticket_archive(archive, paths, diagnosis, redact=not no_redact)
     if not quiet:
         from hangdoc.analyzer.render.terminal import render_terminal
@@ -191,11 +204,11 @@ def analyze(
             console.print(f"{label}: {path}")
 
 
-def run_analysis(paths: list[Path]) -> Diagnosis:
+def run_analysis(paths: list[Path], *, redact: bool = True) -> Diagnosis:
     from hangdoc.analyzer.engine import analyze as run_rules
     from hangdoc.analyzer.loader import load_paths
 
-    evidence = load_paths(paths)
+    evidence = load_paths(paths, redact=redact)
     return run_rules(evidence)
 
 
@@ -203,9 +216,7 @@ def write_outputs(
     diagnosis: Diagnosis, *, html: Path | None, json_out: Path | None, md: Path | None
 ) -> None:
     if json_out is not None:
-        json_out.write_text(
-            json.dumps(diagnosis.to_json(), indent=2) + "\n", encoding="utf-8"
-        )
+        json_out.write_text(json.dumps(diagnosis.to_json(), indent=2) + "\n", encoding="utf-8")
     if html is not None:
         from hangdoc.analyzer.render.html import write_html
 
@@ -238,9 +249,7 @@ def list_rules() -> None:
 
     table = Table("id", "name", "categories", "summary")
     for rule in all_rules():
-        table.add_row(
-            rule.id, rule.name, ", ".join(c.value for c in rule.categories), rule.summary
-        )
+        table.add_row(rule.id, rule.name, ", ".join(c.value for c in rule.categories), rule.summary)
     console.print(table)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Evidence, Frame, ProcessEvidence, ThreadStack
 from hangdoc.rules.catalog import (
+    IDLE_COLLECTIVE_FRAMES,
     LIBRARY_MARKERS,
     LIBRARY_SHORT_FILES,
     NAME_HINTS,
@@ -24,7 +25,9 @@ from hangdoc.rules.catalog import (
 
 _WAITING_TAGS = frozenset({Tag.COLLECTIVE, Tag.RENDEZVOUS})
 # Tags that say how a thread waits, not what it is doing.
-GENERIC_TAGS = frozenset({Tag.LOCK_WAIT, Tag.NETWORK_IO, Tag.SLEEP, Tag.SUBPROCESS_WAIT})
+GENERIC_TAGS = frozenset(
+    {Tag.LOCK_WAIT, Tag.NETWORK_IO, Tag.SLEEP, Tag.SUBPROCESS_WAIT, Tag.GIL_WAIT}
+)
 
 _DESCRIPTIONS: dict[Tag, str] = {
     Tag.COLLECTIVE: "waiting in a collective",
@@ -42,6 +45,8 @@ _DESCRIPTIONS: dict[Tag, str] = {
     Tag.LOCK_WAIT: "waiting on a lock, event or queue",
     Tag.SLEEP: "sleeping",
     Tag.SUBPROCESS_WAIT: "waiting for a subprocess",
+    Tag.TRAIN_LOOP: "in the training loop",
+    Tag.GIL_WAIT: "waiting for the GIL",
 }
 
 
@@ -195,7 +200,9 @@ def classify_thread(thread: ThreadStack) -> ThreadActivity:
             tags.append(tag)
             tag_frames.append((tag, frame))
         if tag in _WAITING_TAGS and sig is not None:
-            if inner_call is None or (inner_call[2].native_substrings and not sig.native_substrings):
+            if inner_call is None or (
+                inner_call[2].native_substrings and not sig.native_substrings
+            ):
                 inner_call = (index, frame, sig)
             if not sig.native_substrings:
                 outer_call = (index, frame, sig)
@@ -205,7 +212,11 @@ def classify_thread(thread: ThreadStack) -> ThreadActivity:
         op = frame.function_leaf if not frame.native else "wait"
         api_frame, api_sig = (outer_call[1], outer_call[2]) if outer_call else (frame, sig)
         api_name = api_frame.function_leaf
-        api = api_name if api_sig.framework == "torch.distributed" else f"{api_sig.framework} {api_name}"
+        api = (
+            api_name
+            if api_sig.framework == "torch.distributed"
+            else f"{api_sig.framework} {api_name}"
+        )
         family = OP_FAMILIES.get(op, op.lstrip("_"))
         if sig.tag is Tag.RENDEZVOUS:
             # Store creation, handlers and barriers are steps of one group creation: name
@@ -219,6 +230,8 @@ def classify_thread(thread: ThreadStack) -> ThreadActivity:
             framework=api_sig.framework,
             frame_index=index,
         )
+    if collective is None and thread.active is False:
+        collective = _idle_collective(thread)
     # A process whose only Python frame is a sleep shows nothing more: leave tags empty.
     return ThreadActivity(
         thread=thread,
@@ -227,6 +240,25 @@ def classify_thread(thread: ThreadStack) -> ThreadActivity:
         collective=collective,
         user_frame=user_frame,
     )
+
+
+def _idle_collective(thread: ThreadStack) -> CollectiveCall | None:
+    """An idle thread whose innermost Python frame waits for a collective it does not
+    name (catalog.IDLE_COLLECTIVE_FRAMES: DDP's gradient all_reduce inside backward)."""
+    for index, frame in enumerate(thread.frames):
+        if frame.native:
+            continue
+        for file, function, family, api in IDLE_COLLECTIVE_FRAMES:
+            if frame.function_leaf == function and _file_matches(frame.file, file):
+                return CollectiveCall(
+                    op=family,
+                    family=family,
+                    api=api,
+                    framework="torch.nn.parallel (DDP)",
+                    frame_index=index,
+                )
+        return None
+    return None
 
 
 def classify_process(rank: int, process: ProcessEvidence) -> RankActivity | None:

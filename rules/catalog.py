@@ -33,6 +33,9 @@ class Tag(enum.StrEnum):
     LOCK_WAIT = "lock_wait"
     SLEEP = "sleep"
     SUBPROCESS_WAIT = "subprocess_wait"
+    # Added for issue 7.
+    TRAIN_LOOP = "train_loop"
+    GIL_WAIT = "gil_wait"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(Tag.CHECKPOINT_SAVE, "DeepSpeed", ("deepspeed/runtime/engine.py",),
               _f("save_checkpoint", "_save_checkpoint", "_save_zero_checkpoint",
                  "save_16bit_model", "_save_moe_checkpoint")),
-    Signature(Tag.CHECKPOINT_SAVE, "DeepSpeed", ("deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py",),
+    Signature(Tag.CHECKPOINT_SAVE, "DeepSpeed", (
+        "deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py",),
               _f("save", "commit")),
     Signature(Tag.CHECKPOINT_SAVE, "Accelerate", ("accelerate/accelerator.py",),
               _f("save_state", "save_model", "save")),
@@ -155,7 +159,8 @@ SIGNATURES: tuple[Signature, ...] = (
               _f("save_file", "save_model", "save")),
     Signature(Tag.CHECKPOINT_SAVE, "Lightning", (
         "lightning/pytorch/trainer/trainer.py", "pytorch_lightning/trainer/trainer.py",
-        "lightning/fabric/plugins/io/torch_io.py", "lightning/pytorch/callbacks/model_checkpoint.py",
+        "lightning/fabric/plugins/io/torch_io.py",
+        "lightning/pytorch/callbacks/model_checkpoint.py",
         "pytorch_lightning/callbacks/model_checkpoint.py",
     ), _f("save_checkpoint", "_save_checkpoint", "_save_topk_checkpoint", "_save_last_checkpoint")),
     Signature(Tag.CHECKPOINT_SAVE, "Megatron", ("megatron/checkpointing.py",
@@ -202,7 +207,12 @@ NAME_HINTS: tuple[tuple[Tag, re.Pattern[str]], ...] = (
 )  # fmt: skip
 
 # Path components that mark library (non-user) code.
-LIBRARY_MARKERS: tuple[str, ...] = ("/site-packages/", "/dist-packages/", "<frozen ", "/lib/python3")
+LIBRARY_MARKERS: tuple[str, ...] = (
+    "/site-packages/",
+    "/dist-packages/",
+    "<frozen ",
+    "/lib/python3",
+)
 
 # Short file names of the standard library and torch that a text dump (which has no
 # directory) still lets us recognise as library code.
@@ -242,3 +252,98 @@ OP_FAMILIES: dict[str, str] = {
     "_new_group_with_tag": "new_group", "_store_based_barrier": "new_group",
     "new_subgroups": "new_group", "new_subgroups_by_enumeration": "new_group",
 }  # fmt: skip
+
+
+# --- issue 7: causes that live in the stacks and the node ------------------------------
+# Appended signatures (first match wins, so these only add frames nothing above knows).
+SIGNATURES = (
+    *SIGNATURES,
+    # The training step: a rank here is still inside the epoch loop.
+    Signature(Tag.TRAIN_LOOP, "torch.autograd", (
+        "torch/autograd/graph.py", "torch/autograd/__init__.py", "torch/_tensor.py",
+    ), _f("_engine_run_backward", "backward", "run_backward")),
+    Signature(Tag.TRAIN_LOOP, "Transformers", ("transformers/trainer.py",),
+              _f("_inner_training_loop", "training_step", "train")),
+    Signature(Tag.TRAIN_LOOP, "Lightning", (
+        "lightning/pytorch/loops/training_epoch_loop.py", "lightning/pytorch/loops/fit_loop.py",
+        "lightning/pytorch/loops/optimization/automatic.py",
+        "pytorch_lightning/loops/training_epoch_loop.py", "pytorch_lightning/loops/fit_loop.py",
+    )),
+    Signature(Tag.TRAIN_LOOP, "Accelerate", ("accelerate/accelerator.py",), _f("backward")),
+    Signature(Tag.TRAIN_LOOP, "DeepSpeed", ("deepspeed/runtime/engine.py",),
+              _f("backward", "step", "_take_model_step", "allreduce_gradients")),
+    Signature(Tag.TRAIN_LOOP, "DeepSpeed", ("deepspeed/runtime/pipe/engine.py",),
+              _f("train_batch", "_exec_schedule")),
+    # Native frames (py-spy --native) of a thread blocked on a Python lock or the GIL.
+    Signature(Tag.LOCK_WAIT, "CPython", (), frozenset(), (
+        "PyThread_acquire_lock", "lock_PyThread_acquire_lock", "rlock_acquire",
+        "acquire_timed", "_PyMutex_LockTimed", "_PySemaphore_Wait",
+    )),
+    Signature(Tag.GIL_WAIT, "CPython", (), frozenset(), (
+        "take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread", "_PyEval_AcquireLock",
+    )),
+)  # fmt: skip
+
+NAME_HINTS = (
+    *NAME_HINTS,
+    (Tag.TRAIN_LOOP, re.compile(
+        r"(?i)^_?(train|training|fit)(_?(step|one_epoch|epoch|loop|batch|iter|iteration|model))?$"
+        r"|^_?(run_)?train(ing)?_(step|epoch|one_epoch|loop|batch|iteration)\w*$"
+        r"|^(backward_step|optimizer_step|forward_backward\w*)$")),
+)  # fmt: skip
+
+# A thread idle in these frames (innermost Python frame) waits for a collective the
+# frame does not name: DDP's reducer all-reduces gradients from inside backward, so a
+# DDP rank whose peers are missing sits idle in autograd. Only an *idle* thread counts:
+# a backward that computes is active. (file, function, op family, how to call it)
+IDLE_COLLECTIVE_FRAMES: tuple[tuple[str, str, str, str], ...] = (
+    ("torch/autograd/graph.py", "_engine_run_backward", "all_reduce",
+     "DDP backward"),
+    ("torch/autograd/__init__.py", "backward", "all_reduce", "DDP backward"),
+)  # fmt: skip
+
+# User functions that synchronise gradients by hand: their all_reduce is the training
+# step's gradient sync.
+GRADIENT_SYNC_HINT = re.compile(
+    r"(?i)(average|avg|all_?reduce|sync|reduce|mean)_?\w*grad|grad\w*_(average|all_?reduce|sync)"
+)
+
+# Pipeline-parallel helpers whose name says the direction of a point-to-point transfer
+# (Megatron p2p_communication, DeepSpeed pipe engine, hand-written schedules):
+# (pattern on the function leaf, "send" | "recv", "forward" | "backward").
+P2P_DIRECTION_HINTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (re.compile(r"(?i)^_?(exec_)?send_?(forward|activations?|acts?|fwd|outputs?)$"), "send",
+     "forward"),
+    (re.compile(r"(?i)^_?(exec_)?recv_?(forward|activations?|acts?|fwd|inputs?)$"), "recv",
+     "forward"),
+    (re.compile(r"(?i)^_?(exec_)?send_?(backward|grads?|gradients?|bwd)$"), "send", "backward"),
+    (re.compile(r"(?i)^_?(exec_)?recv_?(backward|grads?|gradients?|bwd)$"), "recv", "backward"),
+)  # fmt: skip
+
+# Argument names of torch.distributed.send/recv (and wrappers) that hold the peer.
+P2P_PEER_LOCALS: tuple[str, ...] = ("dst", "src", "peer", "group_dst", "group_src", "dest")
+
+# Kernel wait channels (/proc/PID/task/TID/wchan), by what the thread waits for. Each
+# pattern matches the start of the symbol (leading underscores ignored); the first kind
+# that matches wins. Short prefixes (``ll_`` of Lustre) only match at the start, so
+# ``do_epoll_wait`` is a poll, not Lustre.
+WCHAN_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(r"^_*(?:" + "|".join(prefixes) + ")"))
+    for kind, prefixes in (
+        ("filesystem", (
+            "nfs", "rpc_", "fuse", "request_wait_answer", "folio_wait", "wait_on_page",
+            "lock_page", "folio_lock", "io_schedule", "jbd2", "xfs_", "ext4_", "btrfs_",
+            "ceph", "ll_", "ptlrpc", "cl_sync_io", "osc_", "lov_", "mdc_", "gpfs", "mmfs",
+            "percpu_rwsem", "sb_start_write", "blk_mq", "bit_wait_io", "wait_on_bit",
+            "filemap_", "do_fsync", "vfs_fsync", "writeback", "wb_wait", "cifs", "smb2",
+            "p9_", "v9fs", "beegfs", "wekafs", "lustre", "iomap_dio", "dio_",
+        )),
+        ("futex", ("futex",)),
+        ("pipe", ("pipe_",)),
+        ("socket", ("sk_wait", "inet_", "tcp_", "unix_", "sock_", "skb_")),
+        ("poll", ("ep_poll", "do_epoll_wait", "poll_schedule", "do_select", "do_sys_poll")),
+        ("sleep", ("hrtimer_nanosleep", "do_nanosleep", "clock_nanosleep")),
+        ("child", ("do_wait", "kernel_wait4", "wait_for_vfork")),
+        ("signal", ("sigsuspend", "do_sigtimedwait")),
+    )
+)  # fmt: skip

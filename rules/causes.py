@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from hangdoc.analyzer.model import Category
 from hangdoc.rules.activity import GENERIC_TAGS, RankActivity
 from hangdoc.rules.catalog import Tag
+from hangdoc.rules.iofacts import fs_stall
+from hangdoc.rules.locks import gil_holder, lock_waits
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +86,50 @@ _GENERIC_FIX = (
 )
 
 
+# Appended for issue 7: what the kernel and the other threads of the culprit say beats
+# what its main thread's frames say (a checkpoint write stuck in D state is a storage
+# stall; a main thread in user code sleeping on a futex that another thread of the same
+# rank also waits on is a deadlock).
+_IO_STALL = Cause(
+    Category.IO_STALL,
+    "is stuck in the file system (a thread in D state, its file not growing)",
+    "Restore the storage the culprit writes to (NFS/Lustre server, FUSE daemon, disk; "
+    "`dmesg -T` shows 'not responding' or hung-task reports); write checkpoints to local "
+    "disk and copy them asynchronously.",
+)
+_LOCK = Cause(
+    Category.PYTHON_DEADLOCK,
+    "is blocked on a lock its own threads hold",
+    "Take locks in one order everywhere, never call logging/metrics/callbacks while "
+    "holding a lock, and confirm with `py-spy dump --native --locals`.",
+)
+_GIL = Cause(
+    Category.PYTHON_DEADLOCK,
+    "is starved by a thread that holds the GIL",
+    "Release the GIL around long native work, bound regular expressions, or move the work "
+    "to a subprocess.",
+)
+
+
+def _node_cause(activity: RankActivity) -> Cause | None:
+    process = activity.process
+    if fs_stall(process) is not None:
+        return _IO_STALL
+    if gil_holder(process) is not None:
+        return _GIL
+    waits = lock_waits(process)
+    main = next((w for w in waits if w.track.is_main), None)
+    others = [w for w in waits if not w.track.is_main and w.kind in ("native", "futex")]
+    if main is not None and (others or main.kind == "native"):
+        return _LOCK
+    return None
+
+
 def cause_of(activity: RankActivity) -> Cause:
     """The most specific cause the culprit's main thread shows, innermost frame first."""
+    node = _node_cause(activity)
+    if node is not None:
+        return node
     if activity.main is not None:
         for tag in activity.main.tags:
             cause = _CAUSES.get(tag)

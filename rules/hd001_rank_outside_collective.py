@@ -95,8 +95,7 @@ class RankOutsideCollective(Rule):
             else f"{plural_ranks(culprit_ranks)} {cause.doing}"
         )
         title += (
-            f" while {plural_ranks(waiting_ranks)} "
-            f"{verb(waiting_ranks, 'waits', 'wait')} in {ops}"
+            f" while {plural_ranks(waiting_ranks)} {verb(waiting_ranks, 'waits', 'wait')} in {ops}"
         )
         first = culprits[0]
         where = key_frame_text(first)

@@ -81,9 +81,11 @@ class CollectiveTypeMismatch(Rule):
         op = culprits[0].waiting_call.op if culprits[0].waiting_call else family
         in_eval = all(a.main is not None and a.main.has(Tag.EVAL) for a in culprits)
         category = Category.EVAL_SOME_RANKS if in_eval else Category.COLLECTIVE_TYPE_MISMATCH
+        culprits_wait = verb(culprit_ranks, "waits", "wait")
+        majority_wait = verb(majority_ranks, "waits", "wait")
         title = (
-            f"{plural_ranks(culprit_ranks)} {verb(culprit_ranks, 'waits', 'wait')} in {op} while "
-            f"{plural_ranks(majority_ranks)} {verb(majority_ranks, 'waits', 'wait')} in {expected_op}"
+            f"{plural_ranks(culprit_ranks)} {culprits_wait} in {op} while "
+            f"{plural_ranks(majority_ranks)} {majority_wait} in {expected_op}"
         )
         explanation = (
             f"{plural_ranks(majority_ranks).capitalize()} are blocked in {expected_op} "

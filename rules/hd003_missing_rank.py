@@ -86,9 +86,7 @@ class MissingRank(Rule):
         all_hosts_collected = capacity >= world
         dead = sorted(missing if all_hosts_collected else missing & expected_here)
         not_collected = sorted(missing - set(dead))
-        waiting = [
-            a for a in ctx.activities.values() if a.in_collective and not a.process.exited
-        ]
+        waiting = [a for a in ctx.activities.values() if a.in_collective and not a.process.exited]
         waiting_ranks = tuple(sorted(a.rank for a in waiting))
         culprits = sorted(set(dead) | set(exited))
         if culprits:
@@ -126,11 +124,11 @@ class MissingRank(Rule):
         refs: list[EvidenceRef] = []
         for host, info in sorted(ev.hosts.items()):
             if info.manifest:
+                on_host = [p.rank for p in ev.processes if p.host == host and p.rank is not None]
                 refs.append(
                     EvidenceRef(
                         source=info.manifest,
-                        detail=f"ranks found on {host}: "
-                        f"{format_ranks(p.rank for p in ev.processes if p.host == host and p.rank is not None)}",
+                        detail=f"ranks found on {host}: {format_ranks(on_host)}",
                     )
                 )
         for rank in exited:

@@ -70,7 +70,9 @@ class Progress(Rule):
             # nothing about the job as a whole.
             yield self._partial(moved, sorted(set(all_ranked) - set(moved)), comparable)
             return
-        waiting_stuck = [r for r in stuck if r in ctx.activities and ctx.activities[r].in_collective]
+        waiting_stuck = [
+            r for r in stuck if r in ctx.activities and ctx.activities[r].in_collective
+        ]
         all_moved = not stuck
         busy_while_others_wait = bool(stuck) and len(waiting_stuck) == len(stuck)
         if not (all_moved or busy_while_others_wait):

@@ -13,7 +13,6 @@ weighed (pure functions over the model):
   at every sample: waits poll (TCPStore, blocking-wait loops), a stuck one too.
 """
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass

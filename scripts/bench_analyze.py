@@ -140,7 +140,9 @@ def main() -> int:
     for ranks in sorted(args.ranks):
         with tempfile.TemporaryDirectory(prefix="hangdoc-bench-") as tmp:
             build_dump(Path(tmp), ranks)
-            cmd = [sys.executable, __file__, "--child", tmp] + (["--no-html"] if args.no_html else [])
+            cmd = [sys.executable, __file__, "--child", tmp] + (
+                ["--no-html"] if args.no_html else []
+            )
             done = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 print(f"{ranks:>7} failed: {done.stderr.strip()[-400:]}")

@@ -118,8 +118,9 @@ def _print_inputs(diagnosis: Diagnosis, console: Console) -> None:
     for note in diagnosis.evidence.notes[:10]:
         console.print(Text(f"note: {note}", style="dim"))
     by_reason: dict[str, list[str]] = {}
-    for item in diagnosis.not_evaluated:
-        by_reason.setdefault(item.reason, []).append(item.rule)
+    for skipped in diagnosis.not_evaluated:
+        by_reason.setdefault(skipped.reason, []).append(skipped.rule)
     for reason, rules in sorted(by_reason.items()):
-        console.print(Text(f"not evaluated ({reason}): {len(rules)} rules, {', '.join(rules)}",
-                           style="dim"))
+        console.print(
+            Text(f"not evaluated ({reason}): {len(rules)} rules, {', '.join(rules)}", style="dim")
+        )

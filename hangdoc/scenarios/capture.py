@@ -24,17 +24,17 @@ def capture(
     """
     from hangdoc.collectors.collect import CollectOptions, run_collect
 
-    with tempfile.TemporaryDirectory(prefix=f"hangdoc-{scenario}-") as workdir:
-        with launch(scenario, world_size, Path(workdir), torchrun=torchrun) as job:
-            job.wait_ready(timeout=ready_timeout_s)
-            if torchrun:
-                assert job.agent is not None
-                pids = [job.agent.pid]
-            else:
-                pids = [p.pid for p in job.procs if p.poll() is None]
-            run_collect(
-                CollectOptions(
-                    pids=tuple(pids), out=dump_dir, samples=samples, interval_s=interval_s
-                )
-            )
+    with (
+        tempfile.TemporaryDirectory(prefix=f"hangdoc-{scenario}-") as workdir,
+        launch(scenario, world_size, Path(workdir), torchrun=torchrun) as job,
+    ):
+        job.wait_ready(timeout=ready_timeout_s)
+        if torchrun:
+            assert job.agent is not None
+            pids = [job.agent.pid]
+        else:
+            pids = [p.pid for p in job.procs if p.poll() is None]
+        run_collect(
+            CollectOptions(pids=tuple(pids), out=dump_dir, samples=samples, interval_s=interval_s)
+        )
     return pids

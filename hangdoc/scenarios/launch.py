@@ -7,6 +7,7 @@ workers; stdout/stderr go to files (as under a batch scheduler), which also lets
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -143,20 +144,14 @@ class ScenarioJob:
         for root in roots:
             victims.extend(_children(root))
         for root in roots:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(root, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         for pid in [*victims, *roots]:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         for proc in [*self.procs, *([self.agent] if self.agent else [])]:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
 
     def __enter__(self) -> ScenarioJob:
         return self
@@ -211,9 +206,10 @@ def launch(
             "--nproc-per-node", str(world_size), "--master-addr", "127.0.0.1",
             "--master-port", str(port), *job_cmd,
         ]  # fmt: skip
-        with (job.log_dir / "agent.out").open("wb") as out, (job.log_dir / "agent.err").open(
-            "wb"
-        ) as err:
+        with (
+            (job.log_dir / "agent.out").open("wb") as out,
+            (job.log_dir / "agent.err").open("wb") as err,
+        ):
             job.agent = subprocess.Popen(
                 cmd, env=env, stdout=out, stderr=err, start_new_session=True
             )
@@ -227,9 +223,10 @@ def launch(
             "LOCAL_WORLD_SIZE": str(world_size),
             "GROUP_RANK": "0",
         }
-        with (job.log_dir / f"rank{rank}.out").open("wb") as out, (
-            job.log_dir / f"rank{rank}.err"
-        ).open("wb") as err:
+        with (
+            (job.log_dir / f"rank{rank}.out").open("wb") as out,
+            (job.log_dir / f"rank{rank}.err").open("wb") as err,
+        ):
             job.procs.append(
                 subprocess.Popen(
                     [sys.executable, *job_cmd],

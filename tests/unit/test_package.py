@@ -71,6 +71,12 @@ def test_wheel_contains_only_the_hangdoc_package(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/", 1)[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"hangdoc"}
-    for sub in ("analyzer/engine.py", "collectors/dumpformat.py", "rules/hd001_rank_outside_collective.py",
-                "analyzer/render/templates", "scenarios/job.py", "demo_data/checkpoint/manifest.json"):
+    for sub in (
+        "analyzer/engine.py",
+        "collectors/dumpformat.py",
+        "rules/hd001_rank_outside_collective.py",
+        "analyzer/render/templates",
+        "scenarios/job.py",
+        "demo_data/checkpoint/manifest.json",
+    ):
         assert any(n.startswith(f"hangdoc/{sub}") for n in names), sub

@@ -40,7 +40,8 @@ SAVING = [
     Frame("StuckFile.write", TRAIN, 66),
     Frame("_save", f"{SITE}/torch/serialization.py", 1259),
     Frame("save", f"{SITE}/torch/serialization.py", 1003),
-] + user("save_checkpoint", "main", start=72)
+    *user("save_checkpoint", "main", start=72),
+]
 TEARDOWN = [
     Frame("_PollLikeSelector.select", "/usr/lib/python3.11/selectors.py", 415),
     Frame("Popen.wait", "/usr/lib/python3.11/multiprocessing/popen_fork.py", 40),
@@ -51,12 +52,13 @@ TEARDOWN = [
         1654,
     ),
     Frame("_MultiProcessingDataLoaderIter.__del__", f"{SITE}/torch/utils/data/dataloader.py", 1704),
-] + user("train", "main", start=130)
-EVAL_GATHER = (
-    c10d("all_gather")
-    + [Frame("all_gather_object", C10D, 3513)]
-    + user("evaluate", "main", start=156)
-)
+    *user("train", "main", start=130),
+]
+EVAL_GATHER = [
+    *c10d("all_gather"),
+    Frame("all_gather_object", C10D, 3513),
+    *user("evaluate", "main", start=156),
+]
 SLEEPING_USER = user("compute", "main", start=179)
 
 

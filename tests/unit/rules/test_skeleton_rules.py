@@ -28,7 +28,7 @@ def test_checkpoint_rank_is_culprit_of_all_gather_wait() -> None:
     assert primary.category is Category.CHECKPOINT_SAVE
     assert primary.culprit_ranks == (3,)
     assert primary.waiting_ranks == (0, 1, 2)
-    assert "rank 3 is saving a checkpoint while ranks 0-2 wait in all_gather" == primary.title
+    assert primary.title == "rank 3 is saving a checkpoint while ranks 0-2 wait in all_gather"
     assert "save_checkpoint" in primary.explanation or "StuckFile.write" in primary.explanation
     assert primary.confidence > 0.9
 
@@ -62,7 +62,7 @@ def test_type_mismatch_eval_gather_vs_barrier() -> None:
     assert primary.rule == "HD002"
     assert primary.category is Category.EVAL_SOME_RANKS
     assert primary.culprit_ranks == (3,)
-    assert "rank 3 waits in all_gather while ranks 0-2 wait in barrier" == primary.title
+    assert primary.title == "rank 3 waits in all_gather while ranks 0-2 wait in barrier"
 
 
 def test_type_mismatch_plain() -> None:
@@ -75,7 +75,7 @@ def test_type_mismatch_plain() -> None:
 
 
 def test_same_family_is_not_a_mismatch() -> None:
-    obj_gather = S.c10d("all_gather") + [S.Frame("all_gather_object", S.C10D, 3513)] + S.user("m")
+    obj_gather = [*S.c10d("all_gather"), S.Frame("all_gather_object", S.C10D, 3513), *S.user("m")]
     ev = S.evidence(*(S.process(r, S.IN_ALL_GATHER) for r in range(3)), S.process(3, obj_gather))
     assert all(f.rule != "HD002" for f in analyze(ev).findings)
 
@@ -149,9 +149,7 @@ def test_all_in_same_collective_without_progress_is_unknown_hang() -> None:
     for r in range(4):
         pid = 1000 + r
         samples = [S.proc_sample(0, pid), S.proc_sample(1, pid)]
-        procs.append(
-            S.process(r, S.IN_ALL_REDUCE, S.IN_ALL_REDUCE, proc_samples=samples)
-        )
+        procs.append(S.process(r, S.IN_ALL_REDUCE, S.IN_ALL_REDUCE, proc_samples=samples))
     diag = analyze(S.evidence(*procs))
     assert diag.verdict is Verdict.HANG
     assert diag.findings[0].rule == "HD005"

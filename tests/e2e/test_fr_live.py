@@ -1,0 +1,109 @@
+"""Live: real 4-rank gloo jobs hang as planted (fixtures/fr/scenario.py); ``hangdoc
+collect`` fetches the flight recorder of every rank through the hook (or torch's worker
+server) while they are blocked in a collective; ``hangdoc analyze`` names the culprit.
+
+Readiness is signalled by marker files and the FR itself (no sleeps); every process is
+killed on the way out, whatever happens (``record.launch`` is a context manager).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _record_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fr_record", REPO / "fixtures/fr/record.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+record = _record_module()
+
+
+def _hangdoc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hangdoc", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def _steps(dump: Path, step: str) -> list[dict[str, Any]]:
+    manifest = json.loads((dump / "manifest.json").read_text())
+    return [s for s in manifest["steps"] if s["step"] == step]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("case", sorted(record.EXPECTED))
+def test_collect_gets_fr_from_every_live_rank_and_analyze_names_the_culprit(
+    tmp_path: Path, case: str
+) -> None:
+    dump = tmp_path / "dump"
+    with record.launch(case, log_dir=tmp_path) as job:
+        pids = ",".join(str(p) for _, p in sorted(job.pids.items()))
+        collected = _hangdoc(
+            "collect", "--pid", pids, "--out", str(dump), "--samples", "2", "--interval", "0.5"
+        )
+        live_ranks = sorted(job.pids)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    hook_fr = [
+        s
+        for s in _steps(dump, "flight_recorder:hook")
+        if s["status"] == "ok" and str(s["file"]).endswith("flight_recorder.hook.json")
+    ]
+    assert sorted(s["rank"] for s in hook_fr) == live_ranks
+    out = tmp_path / "findings.json"
+    analyzed = _hangdoc("analyze", str(dump), "--json", str(out))
+    assert analyzed.returncode == 0, analyzed.stdout + analyzed.stderr
+    findings = json.loads(out.read_text())
+    expected = record.EXPECTED[case]
+    primary = findings["findings"][0]
+    assert findings["verdict"] == "hang"
+    assert primary["category"] == expected["category"], findings["findings"]
+    assert primary["culprit_ranks"] == expected["culprit_ranks"], findings["findings"]
+    fr_inputs = [i for i in findings["inputs"] if i["kind"] == "flight_recorder"]
+    assert len(fr_inputs) == len(live_ranks) and all(i["error"] is None for i in fr_inputs)
+
+
+@pytest.mark.e2e
+def test_torch_worker_server_is_preferred_to_the_hook(tmp_path: Path) -> None:
+    sockets = tmp_path / "ws"
+    sockets.mkdir()
+
+    def env(rank: int) -> dict[str, str]:
+        return {"TORCH_WORKER_SERVER_SOCKET": str(sockets / f"rank{rank}.sock")}
+
+    dump = tmp_path / "dump"
+    with record.launch("mismatched_op", rank_env=env) as job:
+        pids = ",".join(str(p) for _, p in sorted(job.pids.items()))
+        collected = _hangdoc("collect", "--pid", pids, "--out", str(dump), "--samples", "1")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    served = [s for s in _steps(dump, "flight_recorder:worker_server") if s["status"] == "ok"]
+    assert sorted(s["rank"] for s in served) == [0, 1, 2, 3]
+    assert sorted(p.parent.name for p in dump.glob("rank*/flight_recorder.worker_server.json")) == [
+        "rank0",
+        "rank1",
+        "rank2",
+        "rank3",
+    ]
+    # the hook still gives its stacks, but not a second copy of the FR
+    assert not list(dump.glob("rank*/flight_recorder.hook.json"))
+    out = tmp_path / "findings.json"
+    assert _hangdoc("analyze", str(dump), "--json", str(out)).returncode == 0
+    primary = json.loads(out.read_text())["findings"][0]
+    assert (primary["category"], primary["culprit_ranks"]) == ("collective_type_mismatch", [2])
