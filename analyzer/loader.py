@@ -12,68 +12,47 @@ on. Only when nothing usable came out of any path does ``load_paths`` raise
 BadInputError, naming each input and why.
 
 Rank attribution for a loose file: what its content says (``[rank3]:`` prefixes,
-``=== Rank 3`` sections) wins; else its name, conservatively (``rank3.txt``,
-``rank_3.log``, ``r3.txt``, a ``rank3/`` folder; a trailing ``-3``/``_3`` only when
-the file holds a single process); else the rank stays unknown and a note says so.
+``=== Rank 3`` sections) wins; else its name (``rank_names``); else the rank stays
+unknown and a note says so.
+
+Hostile input is bounded: text is read through capped readers, one-document formats
+past a size cap are refused, archives nested in archives share one extraction budget.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
-import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from hangdoc.analyzer.archive import ArchiveError, ArchiveLimits, archive_kind, extract_archive
 from hangdoc.analyzer.dump_reader import FileContext, is_dump_dir, read_dump
-from hangdoc.analyzer.ticket import INPUTS as TICKET_INPUTS
-from hangdoc.analyzer.ticket import MARKER as TICKET_MARKER
+from hangdoc.analyzer.hydrate import DEFAULT_BUDGET, SummaryDump, hydrate
+from hangdoc.analyzer.job_merge import JobInfo, host_notes, is_job_manifest, read_job_manifest
+from hangdoc.analyzer.huge_files import bounded_view
 from hangdoc.analyzer.merge import ProcessIndex
-from hangdoc.analyzer.model import Evidence, InputFile, InputKind
+from hangdoc.analyzer.model import Evidence, HostInfo, InputFile, InputKind
 from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, Parser
+from hangdoc.analyzer.parsers.hangdoc_json import load_json_object
+from hangdoc.analyzer.parsers.jsonio import as_dict, get_bool, get_list, get_str
+from hangdoc.analyzer.rank_names import rank_from_name
+from hangdoc.analyzer.redaction import NO_REDACT_NOTE, redact_evidence
+from hangdoc.analyzer.summary_read import SummaryContents, read_summary
+from hangdoc.analyzer.ticket import INPUTS as TICKET_INPUTS
+from hangdoc.analyzer.ticket import MARKER as TICKET_MARKER
+from hangdoc.collectors.jobformat import JOB_MANIFEST_NAME
 from hangdoc.errors import BadInputError
 
 _MAX_ARCHIVE_DEPTH = 3
+# Formats that are one document (a pickle, a JSON tree) have no useful tail: a parser
+# must read them whole, so past this size they are refused instead of loaded into
+# memory. The collector copies flight recorder files up to the same size.
+_WHOLE_DOCUMENT_CAPS: dict[InputKind, int] = {InputKind.FLIGHT_RECORDER: 512 * 1024 * 1024}
 _MAX_REASONS = 25
-
-# File-name rank patterns, applied to the name without its extensions.
-_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,4}$")
-_RANK_WORD = re.compile(r"(?:^|[^A-Za-z])rank[_-]?(\d{1,6})(?![0-9])", re.IGNORECASE)
-_R_TOKEN = re.compile(r"(?:^|[_.-])r(\d{1,6})(?:$|[_.-])")
-_RANK_DIR = re.compile(r"rank[_-]?(\d{1,6})$", re.IGNORECASE)
-_TRAILING = re.compile(r"(?:^|[^0-9])[-_](0|[1-9]\d{0,5})$")
-# A trailing number after these words counts something else than ranks.
-_NOT_RANK_WORDS = re.compile(
-    r"(?:node|host|worker|pod|attempt|gpu|dev|device|local|sample|part|step|epoch|iter|try|"
-    r"v|ver|version|job|run|pid|tid|thread)[-_]\d+$",
-    re.IGNORECASE,
-)
-
-
-def _stem(name: str) -> str:
-    for _ in range(3):
-        m = _EXTENSION.search(name)
-        if m is None or m.start() == 0:
-            break
-        name = name[: m.start()]
-    return name
-
-
-def rank_from_name(path: Path, single_process: bool) -> tuple[int | None, str]:
-    """The rank a file's name (or its folder's) clearly names, and how it was found."""
-    stem = _stem(path.name)
-    if m := _RANK_WORD.search(stem):
-        return int(m.group(1)), f"'rank{m.group(1)}' in its name"
-    if m := _R_TOKEN.search(stem):
-        return int(m.group(1)), f"'r{m.group(1)}' in its name"
-    if m := _RANK_DIR.match(path.parent.name):
-        return int(m.group(1)), f"its folder {path.parent.name}/"
-    if single_process and (m := _TRAILING.search(stem)) and not _NOT_RANK_WORDS.search(stem):
-        return int(m.group(1)), f"the trailing number of its name {path.name!r}"
-    return None, ""
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -99,13 +78,20 @@ def _os_reason(exc: OSError) -> str:
 
 
 class _Loader:
-    def __init__(self, limits: ArchiveLimits | None) -> None:
+    def __init__(self, limits: ArchiveLimits | None, summaries: bool = False) -> None:
         self.limits = limits
+        # Whole-job collection (issue 8): read a dump's summary.json instead of its raw
+        # files when it has one; remember those dumps for hydrate(); job manifests.
+        self.summaries = summaries
+        self.summary_dumps: list[SummaryDump] = []
+        self.jobs: list[JobInfo] = []
         self.evidence = Evidence()
         self.index = ProcessIndex()
         self.seen_files: set[tuple[int, int]] = set()  # (st_dev, st_ino)
         self.seen_dumps: set[str] = set()
         self.archive_depth = 0
+        self.extracted_members = 0  # over every archive extracted so far (nested too)
+        self.extracted_bytes = 0
         self.useful = 0  # files (and dumps) that contributed anything
 
     # --- inputs and notes ------------------------------------------------------------
@@ -143,7 +129,8 @@ class _Loader:
             return
         if (path / TICKET_MARKER).is_file() and (path / TICKET_INPUTS).is_dir():
             # A ticket archive of `analyze --archive`: its report and JSON are outputs,
-            # not evidence; read the inputs it carries.
+            # not evidence; read the inputs it carries, and say what it left out.
+            self._ticket_notes(path / TICKET_MARKER, display)
             self._load_dir(path / TICKET_INPUTS, f"{display}/{TICKET_INPUTS}")
             return
         before = len(self.evidence.inputs)
@@ -153,9 +140,12 @@ class _Loader:
         except OSError as exc:
             self._fail(display, InputKind.UNREADABLE, _os_reason(exc))
             return
+        job_file = self._job_manifest(path / JOB_MANIFEST_NAME, f"{display}/{JOB_MANIFEST_NAME}")
         for entry in entries:
             child, child_display = Path(entry.path), f"{display}/{entry.name}"
             try:
+                if job_file and entry.name == JOB_MANIFEST_NAME:
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     self._load_dir(child, child_display)
                 elif entry.is_symlink() and entry.is_dir():
@@ -170,27 +160,86 @@ class _Loader:
             count = len(self.evidence.inputs) - before
             self._fail(display, InputKind.UNKNOWN, f"no usable file among its {count} entries")
 
-    def _load_dump(self, path: Path, display: str) -> None:
+    def _ticket_notes(self, marker: Path, display: str) -> None:
+        obj, _ = load_json_object(marker)
+        for raw in get_list(obj or {}, "left_out"):
+            item = as_dict(raw) or {}
+            where, why = get_str(item, "path"), get_str(item, "reason")
+            self.evidence.notes.append(
+                f"{display}/{where}: left out of the ticket archive when it was made ({why})"
+            )
+        if obj is not None and get_bool(obj, "redacted") is False:
+            self.evidence.notes.append(
+                f"{display}: this ticket archive was made with --no-redact; its inputs may "
+                "hold secrets"
+            )
+
+    def _job_manifest(self, path: Path, display: str) -> bool:
+        """A whole-job collection's job.json: its failed nodes become notes."""
+        if not path.is_file() or not is_job_manifest(path):
+            return False
+        info, item, notes = read_job_manifest(path, display)
+        self._input(item)
+        self.evidence.notes.extend(notes)
+        if info is not None:
+            self.jobs.append(info)
+        return True
+
+    def _load_summary(self, path: Path, display: str) -> bool:
+        contents, why = read_summary(path, display)
+        if contents is None:
+            if why:
+                self.evidence.notes.append(f"{display}: {why}; its raw files are read instead")
+            return False
+        self._absorb_summary(contents, display)
+        if self.archive_depth == 0:  # files of an extracted archive are gone by hydrate()
+            ranks = tuple(p.rank for p in contents.processes if p.rank is not None)
+            self.summary_dumps.append(SummaryDump(path, display, ranks))
+        return True
+
+    def _absorb_summary(self, contents: SummaryContents, display: str) -> None:
+        self.useful += 1
+        self.evidence.inputs.extend(contents.inputs)
+        self.evidence.notes.extend(contents.notes)
+        self.evidence.collect_steps.extend(contents.steps)
+        self.evidence.job_log_events.extend(contents.job_log_events)
+        if contents.host is not None:
+            self._add_host(contents.host, display)
+        for proc in contents.processes:
+            self.index.add(proc)
+        for group in contents.process_groups:
+            known = self.evidence.process_groups.get(group.name)
+            if known is None:
+                self.evidence.process_groups[group.name] = group
+            else:
+                known.desc = known.desc or group.desc
+                known.ranks = known.ranks or group.ranks
+
+    def _add_host(self, host: HostInfo, display: str) -> None:
+        if host.host in self.evidence.hosts:
+            self.evidence.notes.append(
+                f"{display}: a second dump of host {host.host} (the first was "
+                f"{self.evidence.hosts[host.host].manifest}); both are read"
+            )
+        else:
+            self.evidence.hosts[host.host] = host
+
+    def _load_dump(self, path: Path, display: str, ranks: frozenset[int] | None = None) -> None:
         real = os.path.realpath(path)
         if real in self.seen_dumps:
             self.evidence.notes.append(f"{display}: this dump was given twice; read once")
             return
         self.seen_dumps.add(real)
-        contents = read_dump(path, display)
+        if self.summaries and ranks is None and self._load_summary(path, display):
+            return
+        contents = read_dump(path, display, ranks)
         if contents.processes or contents.host is not None or contents.steps:
             self.useful += 1
         self.evidence.inputs.extend(contents.inputs)
         self.evidence.notes.extend(contents.notes)
         self.evidence.collect_steps.extend(contents.steps)
         if contents.host is not None:
-            host = contents.host
-            if host.host in self.evidence.hosts:
-                self.evidence.notes.append(
-                    f"{display}: a second dump of host {host.host} (the first was "
-                    f"{self.evidence.hosts[host.host].manifest}); both are read"
-                )
-            else:
-                self.evidence.hosts[host.host] = host
+            self._add_host(contents.host, display)
         for proc in contents.processes:
             self.index.add(proc)
         for other in contents.other_files:
@@ -227,20 +276,34 @@ class _Loader:
                 why = "binary data in no format hangdoc reads"
                 self._fail(display, InputKind.UNREADABLE, why, size)
             else:
+                # A loose file the user gave carries the reason in the JSON inputs; a
+                # file a dump holds for people to read (hook_info.json) is no error.
+                unknown = None if context is not None else "not a format hangdoc recognises"
                 self._input(
-                    InputFile(display, InputKind.UNKNOWN, size=size),
+                    InputFile(display, InputKind.UNKNOWN, error=unknown, size=size),
                     f"{display}: not a format hangdoc recognises; ignored",
                 )
             return
         if parser.kind is InputKind.MANIFEST and context is None and is_dump_dir(path.parent):
             self._load_dir(path.parent, display.rsplit("/", 1)[0] if "/" in display else ".")
             return
+        cap = _WHOLE_DOCUMENT_CAPS.get(parser.kind)
+        if cap is not None and size > cap:
+            why = (
+                f"{size} bytes: over the {cap >> 20} MiB that a {parser.kind.value} file "
+                "(one document, read whole) may have; not read"
+            )
+            self._fail(display, parser.kind, why, size)
+            return
         try:
-            parsed = parser.parse(path, display)
+            with bounded_view(path, size) as (readable, note):
+                parsed = parser.parse(readable, display)
         except Exception as exc:  # a parser bug must not stop the analysis
             why = f"could not parse: {type(exc).__name__}: {exc}"
             self._fail(display, parser.kind, why, size)
             return
+        if note:
+            parsed.notes.append(f"{display}: {note}")
         self._absorb(parsed, path, display, context, size)
 
     def _sniff(self, head: bytes, display: str) -> Parser | None:
@@ -314,9 +377,15 @@ class _Loader:
         if self.archive_depth >= _MAX_ARCHIVE_DEPTH:
             self._fail(display, InputKind.ARCHIVE, "archive nested too deep; not extracted")
             return
+        limits = self._remaining_limits()
+        if limits is None:
+            self._fail(display, InputKind.ARCHIVE, "the archives given hold more than the "
+                       "extraction caps allow in all; not extracted")  # fmt: skip
+            return
         self.archive_depth += 1
         try:
-            with extract_archive(path, display, self.limits) as extracted:
+            with extract_archive(path, display, limits) as extracted:
+                self._account(extracted.root)
                 error = extracted.error
                 self._input(InputFile(display, InputKind.ARCHIVE, error=error, size=_size(path)))
                 if error:
@@ -336,11 +405,29 @@ class _Loader:
         finally:
             self.archive_depth -= 1
 
+    def _remaining_limits(self) -> ArchiveLimits | None:
+        """The caps left for the next archive: archives inside archives share one budget,
+        so a nested bomb cannot multiply the caps by its depth."""
+        caps = self.limits or ArchiveLimits()
+        members = caps.max_members - self.extracted_members
+        total = caps.max_total_bytes - self.extracted_bytes
+        if members <= 0 or total <= 0:
+            return None
+        return ArchiveLimits(max_members=members, max_total_bytes=total)
+
+    def _account(self, root: Path) -> None:
+        for folder, dirs, files in os.walk(root):
+            self.extracted_members += len(dirs) + len(files)
+            for name in files:
+                with contextlib.suppress(OSError):
+                    self.extracted_bytes += os.lstat(os.path.join(folder, name)).st_size
+
     # --- result ----------------------------------------------------------------------
     def finish(self) -> Evidence:
         ev = self.evidence
         ev.processes = self.index.finish()
         ev.notes.extend(self.index.notes)
+        ev.notes.extend(host_notes(ev, self.jobs))
         ev.notes = list(dict.fromkeys(ev.notes))
         return ev
 
@@ -372,13 +459,33 @@ def _why_nothing(ev: Evidence, paths: Sequence[Path]) -> str:
     return "nothing usable in the inputs:\n" + "\n".join(shown)
 
 
-def load_paths(paths: Sequence[Path], *, limits: ArchiveLimits | None = None) -> Evidence:
+def load_dump(path: Path, display: str, ranks: frozenset[int] | None = None) -> Evidence:
+    """One dump's raw files (never its summary), only ``ranks``' folders when given; not
+    redacted. The summary writer and hydrate() read dumps through this."""
+    loader = _Loader(None)
+    loader._load_dump(path, display, ranks)
+    return loader.finish()
+
+
+def load_paths(
+    paths: Sequence[Path],
+    *,
+    limits: ArchiveLimits | None = None,
+    redact: bool = True,
+    summaries: bool = True,
+    hydrate_budget: int = DEFAULT_BUDGET,
+) -> Evidence:
     """Load dump directories, directories of files, archives and loose files.
 
     Never raises for a bad file: each becomes an ``Evidence.inputs`` entry with its
-    error. Raises BadInputError only when no path yielded anything usable.
+    error. Raises BadInputError only when no path yielded anything usable. With
+    ``redact`` (the default) secrets are hidden before anything else sees the Evidence
+    (``analyzer.redaction``); without it a note says so in every report. With
+    ``summaries`` (the default) a dump's summary.json is read instead of its raw files,
+    and the raw files of at most ``hydrate_budget`` ranks that stand out are read too
+    (analyzer/hydrate.py).
     """
-    loader = _Loader(limits)
+    loader = _Loader(limits, summaries)
     # Directories first: a dump read before a loose copy of one of its files lets the
     # copy be recognised and skipped (and a dump's rank claims outrank a pasted file's).
     ordered = sorted(paths, key=lambda p: not p.is_dir())
@@ -392,6 +499,11 @@ def load_paths(paths: Sequence[Path], *, limits: ArchiveLimits | None = None) ->
             display = str(path).rstrip("/") or "/"
             loader.load_path(path, display)
         evidence = loader.finish()
+        hydrate(evidence, loader.summary_dumps, load_dump, hydrate_budget)
+        if redact:
+            redact_evidence(evidence)
+        else:
+            evidence.notes.insert(0, NO_REDACT_NOTE)
     finally:
         if gc_was_enabled:
             gc.enable()

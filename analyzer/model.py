@@ -78,6 +78,9 @@ class InputKind(enum.StrEnum):
     FLIGHT_RECORDER = "flight_recorder"
     LOG = "log"
     ARCHIVE = "archive"
+    # Appended for whole-job collection (issue 8): a node summary, a job manifest.
+    SUMMARY = "hangdoc_summary"
+    JOB_MANIFEST = "hangdoc_job"
     UNKNOWN = "unknown"
     UNREADABLE = "unreadable"
 

@@ -21,19 +21,20 @@ from __future__ import annotations
 import functools
 import re
 import socket
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 import hangdoc
-from hangdoc.collectors import extras, procfs, pyspy
+from hangdoc.collectors import extras, node_facts, procfs, pyspy
+from hangdoc.collectors import flight_recorder as _flight_recorder  # noqa: F401  (registers)
+from hangdoc.collectors import gpu as _gpu  # noqa: F401  (registers the GPU state step)
+from hangdoc.collectors import logs as _logs  # noqa: F401  (registers the log copy step)
 from hangdoc.collectors.archive import write_archive
-from hangdoc.collectors.atomic import write_bytes_atomic, write_json_atomic
-from hangdoc.collectors.discovery import DiscoveredRank, discover
+from hangdoc.collectors.bounded import StepTimeout, call_with_timeout
+from hangdoc.collectors.discovery import DiscoveredRank, Discovery, discover
 from hangdoc.collectors.dumpformat import (
     FORMAT,
     MANIFEST_NAME,
@@ -41,17 +42,21 @@ from hangdoc.collectors.dumpformat import (
     PROCESS_NAME,
     Manifest,
     ProcessFile,
+    ProcSampleRecord,
     RankRecord,
     StepRecord,
     StepStatus,
     pyspy_file_name,
     rank_dir_name,
 )
+from hangdoc.collectors.output import DumpWriter, redact_file
 from hangdoc.collectors.redact import allowlist_env, redact_argv, redact_json_bytes, redact_text
 from hangdoc.errors import CollectionError, HangdocError, UsageError
 
-T = TypeVar("T")
-
+NO_REDACT_WARNING = (
+    "collected with --no-redact: environment values, command lines, logs and stacks were "
+    "written as they are, secrets included; do not attach this dump to a public ticket"
+)
 # Dataloader workers per rank dumped at each sample; more is rare and costs seconds.
 MAX_SUBPROCESSES_PER_RANK = 16
 # An extra collector must honour its timeout; past it plus this grace, we move on.
@@ -104,10 +109,6 @@ class _NoProgress:
         pass
 
 
-class StepTimeout(Exception):
-    """A bounded call overran its timeout; the worker thread is abandoned."""
-
-
 def default_out_dir(host: str, when: float) -> Path:
     """``hangdoc-<host>-<UTC YYYYmmddTHHMMSSZ>`` in the current directory."""
     safe_host = re.sub(r"[^A-Za-z0-9._-]", "_", host) or "host"
@@ -119,50 +120,52 @@ def run_collect(opts: CollectOptions, progress: ProgressSink | None = None) -> C
     """Collect a dump of the ranks that ``opts`` names; see the module docstring."""
     _validate(opts)
     started = time.time()
+    began = time.monotonic()
+    timed_out: str | None = None
     try:
-        began = time.monotonic()
         found = call_with_timeout(
             lambda: discover(opts.pids, scan_all=opts.all), opts.step_timeout_s
         )
-        discover_s = time.monotonic() - began
     except StepTimeout:
-        raise CollectionError(
-            f"finding the ranks took longer than {opts.step_timeout_s:g}s",
-            help_text="A process stuck in the kernel (state D) can block reads of /proc; "
-            "name the ranks with --pid to avoid scanning every process.",
-        ) from None
+        timed_out = (
+            f"finding the ranks took longer than {opts.step_timeout_s:g}s (a process stuck "
+            "in the kernel, state D, can block reads of its /proc files)"
+        )
+        if opts.all or not opts.pids:
+            raise CollectionError(
+                timed_out,
+                help_text="Name the ranks with --pid to avoid scanning every process.",
+            ) from None
+        found = _as_given(opts.pids, timed_out)
+    discover_s = time.monotonic() - began
     host = socket.gethostname()
     out_dir = _prepare_out_dir(opts.out or default_out_dir(host, started))
     session = _Session(opts, out_dir, progress or _NoProgress(), host, started)
-    session.step("discover", "ok", duration_s=discover_s)
+    session.step("discover", "timeout" if timed_out else "ok", reason=timed_out,
+                 duration_s=discover_s)  # fmt: skip
     for note in found.notes:
         session.warn(note)
     return session.run(found.ranks)
 
 
-def call_with_timeout(fn: Callable[[], T], timeout_s: float) -> T:
-    """``fn()`` in a daemon thread; :class:`StepTimeout` if it has not returned in time.
-
-    A read of /proc/PID/cmdline can block for as long as the target holds its memory
-    lock (a process stuck on a dead NFS mount); a thread is the only way to give up.
-    """
-    result: list[T] = []
-    error: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            result.append(fn())
-        except BaseException as exc:
-            error.append(exc)
-
-    worker = threading.Thread(target=target, name="hangdoc-step", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        raise StepTimeout
-    if error:
-        raise error[0]
-    return result[0]
+def _as_given(pids: tuple[int, ...], why: str) -> Discovery:
+    """The pids named with --pid, unresolved, when discovery itself hung: each later
+    step is bounded on its own, so a dump of what can be read beats no dump at all."""
+    host = socket.gethostname()
+    ranks = [
+        DiscoveredRank(
+            target=extras.RankTarget(
+                pid=pid, rank=None, local_rank=None, world_size=None, host=host
+            ),
+            how_found="pid",
+            local_world_size=None,
+            group_rank=None,
+            start_ticks=None,
+            note="its environment could not be read in time",
+        )
+        for pid in pids
+    ]
+    return Discovery(ranks=ranks, notes=[f"{why}; collecting the pids as given, ranks unknown"])
 
 
 def _validate(opts: CollectOptions) -> None:
@@ -226,6 +229,9 @@ class _Session:
             timeout_s=opts.step_timeout_s,
         )
         self.manifest = _new_manifest(opts, host, started, self.exe)
+        self.writer = DumpWriter(out_dir)
+        if not opts.redact:
+            self.warn(NO_REDACT_WARNING)
 
     # --- bookkeeping ---------------------------------------------------------------
 
@@ -264,16 +270,50 @@ class _Session:
             self.manifest["warnings"].append(message)
             self.sink.warn(message)
 
-    def save_manifest(self) -> None:
-        write_json_atomic(self.out_dir / MANIFEST_NAME, self.manifest)
+    def save_manifest(self) -> bool:
+        """Rewrite the manifest; False (and a warning, once) when it could not be."""
+        why = self.writer.json(self.out_dir / MANIFEST_NAME, self.manifest, essential=True)
+        if why is not None:
+            self.warn(f"{why}; the manifest on disk is the last one that fit")
+        return why is None
 
     def save_process(self, rank: _Rank) -> None:
-        write_json_atomic(rank.dir / PROCESS_NAME, rank.process)
+        why = self.writer.json(rank.dir / PROCESS_NAME, rank.process)
+        if why is not None:
+            self.step("write", "failed", rank, reason=why)
+
+    def write_sample(self, rank: _Rank, index: int, data: bytes) -> None:
+        """Write a py-spy sample; if it does not fit, the steps that claimed it failed."""
+        name = pyspy_file_name(index)
+        why = self.writer.bytes(rank.dir / name, data)
+        if why is None:
+            return
+        rel = f"{rank.dir.name}/{name}"
+        for record in self.manifest["steps"]:
+            if record.get("file") == rel and record["status"] == "ok":
+                record["status"] = "failed"
+                record["reason"] = f"py-spy succeeded, but {why}"
+                record["file"] = None
+
+    def out_of_space(self, rank: _Rank | None, sample: int | None, *steps: str) -> bool:
+        """Once the output is full, skip the steps that would write (and pause ranks)."""
+        if self.writer.full is None:
+            return False
+        self.warn(f"{self.writer.full}: every step after it was skipped")
+        for step in steps:
+            self.step(step, "skipped", rank, sample, reason=self.writer.full)
+        return True
 
     # --- the flow --------------------------------------------------------------------
 
     def run(self, found: list[DiscoveredRank]) -> CollectResult:
-        self.save_manifest()  # from here on, the folder is a (partial) dump
+        self.writer.reserve()
+        if not self.save_manifest():  # from here on, the folder is a (partial) dump
+            self.writer.release()
+            raise CollectionError(
+                f"cannot write into {self.out_dir}: {self.manifest['warnings'][-1]}",
+                help_text="Free space there, or choose another --out (a larger disk).",
+            )
         ranks = self._open_ranks(found)
         self.save_manifest()
         n_extras = len(extras.EXTRA_COLLECTORS)
@@ -287,9 +327,16 @@ class _Session:
                 time.sleep(wait)
         for rank in ranks:
             self._run_extras(rank)
-        self.manifest["complete"] = True
+        self.manifest["complete"] = self.writer.full is None
         self.manifest["finished_at"] = time.time()
-        self.save_manifest()
+        saved = self.save_manifest()
+        self.writer.release()
+        if not saved or self.writer.full is not None:
+            raise CollectionError(
+                f"the dump in {self.out_dir} is partial: {self.writer.full or 'see above'}",
+                help_text="It can still be analyzed (its manifest says what is missing and "
+                "why); for a complete one, free space or choose another --out.",
+            )
         archive_path = self._archive() if self.opts.archive else None
         return CollectResult(self.out_dir, archive_path, self.manifest)
 
@@ -306,7 +353,8 @@ class _Session:
                     f"(two jobs?); pid {d.target.pid} is stored under pid{d.target.pid}/"
                 )
             dir_name = rank_dir_name(rank_number, d.target.pid)
-            (self.out_dir / dir_name).mkdir(exist_ok=True)
+            if (why := self.writer.mkdir(self.out_dir / dir_name)) is not None:
+                self.warn(why)
             rank = _Rank(d, self.out_dir / dir_name, _new_process_file(d, self.opts.redact))
             self.manifest["ranks"].append(_rank_record(d, dir_name))
             if d.note:
@@ -361,10 +409,16 @@ class _Session:
             self.step("proc", "skipped", rank, index, reason=EXITED)
             self.step("pyspy", "skipped", rank, index, reason=EXITED)
             return None
+        if self.out_of_space(rank, index, "proc", "pyspy"):
+            return None
         began = time.monotonic()
+        nonblocking = self.opts.nonblocking
+        redact = redact_text if self.opts.redact else None
         try:
             proc = call_with_timeout(
-                lambda: procfs.read_sample(rank.pid, index, start_ticks=rank.found.start_ticks),
+                lambda: node_facts.read_sample(
+                    rank.pid, index, start_ticks=rank.found.start_ticks, redact=redact
+                ),
                 self.opts.step_timeout_s,
             )
         except StepTimeout:
@@ -376,10 +430,11 @@ class _Session:
                 self._mark_exited(rank, index, proc.get("error") or EXITED)
                 self.step("pyspy", "skipped", rank, index, reason=EXITED)
                 return None
-        result = self.dump(rank.pid, subprocesses=self.opts.subprocesses)
+            nonblocking = nonblocking or self._nonblocking_for_d_state(rank, proc)
+        result = self.dump(rank.pid, subprocesses=self.opts.subprocesses, nonblocking=nonblocking)
         output = self._record_dump(rank, index, result, "pyspy", rank.pid)
         if output is not None:
-            write_bytes_atomic(rank.dir / pyspy_file_name(index), output)
+            self.write_sample(rank, index, output)
         elif result.failure is pyspy.Failure.EXITED:
             self._mark_exited(rank, index, EXITED)
         return output
@@ -393,6 +448,8 @@ class _Session:
             self.step(step, "ok", rank, index, pid=pid, duration_s=result.duration_s, file=file)
             return redact_json_bytes(result.output) if self.opts.redact else result.output
         reason = result.reason or "py-spy failed"
+        if result.failure is not pyspy.Failure.EXITED:
+            reason += _kernel_state_hint(rank, index)
         if result.remedy:
             self.warn(f"{reason}; {result.remedy}")  # once per distinct cause, not per rank
             reason = f"{reason}; {result.remedy}"
@@ -410,7 +467,12 @@ class _Session:
         py-spy's JSON mode ignores ``--subprocesses``, so each one is dumped on its own
         and merged into the rank's file; every thread record keeps its ``pid``.
         """
-        table = procfs.process_table()
+        try:
+            table = call_with_timeout(procfs.process_table, self.opts.step_timeout_s)
+        except StepTimeout:
+            self.warn(f"listing processes took longer than {self.opts.step_timeout_s:g}s; "
+                      "subprocesses (dataloader workers) not dumped in this sample")  # fmt: skip
+            return
         targets = {r.pid for r in ranks}
         for rank in ranks:
             main = dumps.get(rank.pid)
@@ -425,13 +487,25 @@ class _Session:
                 )
             extra: list[bytes] = []
             for pid in kids[:MAX_SUBPROCESSES_PER_RANK]:
-                result = self.dump(pid, subprocesses=False)
+                blocked = self.opts.nonblocking or node_facts.has_uninterruptible_thread(pid)
+                result = self.dump(pid, subprocesses=False, nonblocking=blocked)
                 output = self._record_dump(rank, index, result, SUBPROCESS_STEP, pid)
                 if output is not None:
                     extra.append(output)
             if extra:
                 merged = pyspy.merge_dumps(main, extra)
-                write_bytes_atomic(rank.dir / pyspy_file_name(index), merged)
+                self.write_sample(rank, index, merged)
+
+    def _nonblocking_for_d_state(self, rank: _Rank, proc: ProcSampleRecord) -> bool:
+        """A thread in D state never stops for ptrace, so a pausing py-spy would wait
+        until its timeout and get nothing: read such a rank without pausing it."""
+        if not node_facts.uninterruptible_in(proc):
+            return False
+        self.warn(
+            f"{rank.label()} has a thread in uninterruptible sleep (D): its stacks are "
+            "read without pausing it (--nonblocking)"
+        )
+        return True
 
     def _mark_exited(self, rank: _Rank, index: int, why: str) -> None:
         if not rank.exited:
@@ -450,6 +524,8 @@ class _Session:
         )
         for name, collector in list(extras.EXTRA_COLLECTORS):
             began = time.monotonic()
+            if self.out_of_space(rank, None, name):
+                continue
             try:
                 records = call_with_timeout(
                     functools.partial(collector, ctx), self.opts.step_timeout_s + EXTRA_GRACE_S
@@ -461,12 +537,27 @@ class _Session:
                 self.step(name, "failed", rank, reason=f"{type(exc).__name__}: {exc}", since=began)
             else:
                 if isinstance(records, list):
-                    self.manifest["steps"].extend(records)
+                    self.manifest["steps"].extend(self._checked(records))
                 else:
                     why = f"returned {type(records).__name__}, not a list of steps"
                     self.step(name, "failed", rank, reason=why, since=began)
             self.save_manifest()
             self.sink.advance(f"{name}: {rank.label()}")
+
+    def _checked(self, records: list[StepRecord]) -> list[StepRecord]:
+        """The last line of redaction: every file an extra collector wrote, and every
+        reason it gave, passes through ``redact`` whatever the collector did itself."""
+        if not self.opts.redact:
+            return records
+        for record in records:
+            if isinstance(record, dict) and record.get("reason"):
+                record["reason"] = redact_text(str(record["reason"]))
+            file = record.get("file") if isinstance(record, dict) else None
+            if record.get("status") == "ok" and isinstance(file, str) and file:
+                path = self.out_dir / file
+                if path.resolve().is_relative_to(self.out_dir.resolve()):
+                    redact_file(path)
+        return records
 
     def _archive(self) -> Path | None:
         """Pack the finished dump; the archive holds the manifest as it was before this step."""
@@ -544,6 +635,19 @@ def _rank_record(d: DiscoveredRank, dir_name: str) -> RankRecord:
         "dir": dir_name,
         "how_found": d.how_found,
     }
+
+
+def _kernel_state_hint(rank: _Rank, index: int) -> str:
+    """Why py-spy may have failed, from the kernel's view of the rank in this sample."""
+    samples = rank.process["samples"]
+    last = samples[-1] if samples and samples[-1]["index"] == index else None
+    if last is None or last["state"] != "D":
+        return ""
+    where = f" in {last['wchan']}" if last["wchan"] else ""
+    return (
+        f" (the process is in state D, uninterruptible{where}: stuck in the kernel, "
+        "where py-spy cannot read it; its /proc facts are in process.json)"
+    )
 
 
 def _proc_timeout(rank: _Rank, opts: CollectOptions) -> str:

@@ -46,6 +46,10 @@ HOW_AGENT_CHILD = "torchrun-agent-child"
 HOW_ENV_SCAN = "env-scan"
 
 
+class _GoneError(CollectionError):
+    """A pid named with --pid has exited (or is a zombie): fatal only if all have."""
+
+
 @dataclass(frozen=True, slots=True)
 class DiscoveredRank:
     """A target plus what the manifest records about how it was found."""
@@ -97,9 +101,28 @@ def discover(pids: Iterable[int] = (), *, scan_all: bool = False) -> Discovery:
     envs = _EnvCache()
     notes: list[str] = []
     found: dict[int, DiscoveredRank] = {}
+    gone: list[CollectionError] = []
     for pid in pids:
-        for rank in _resolve_pid(pid, table, envs, host, notes):
+        try:
+            resolved = _resolve_pid(pid, table, envs, host, notes)
+        except _GoneError as exc:
+            # One rank that exited must not cost the others' dump: said, and skipped.
+            gone.append(exc)
+            notes.append(f"{exc} before collection started; not collected")
+            continue
+        for rank in resolved:
             found.setdefault(rank.target.pid, rank)
+    if gone and not found and not scan_all:
+        raise (
+            gone[0]
+            if len(gone) == 1
+            else CollectionError(
+                "none of the processes exists any more: "
+                + ", ".join(str(p) for p in pids)
+                + " (they have exited)",
+                help_text=gone[0].help_text,
+            )
+        )
     if scan_all:
         for rank in _scan(table, envs, host, notes):
             found.setdefault(rank.target.pid, rank)
@@ -147,7 +170,7 @@ def _resolve_pid(
 ) -> list[DiscoveredRank]:
     st = table.get(pid) or procfs.read_stat(pid)
     if st is None or st.state in ("Z", "X"):
-        raise CollectionError(
+        raise _GoneError(
             f"process {pid} does not exist" + (" (it has exited)" if st is not None else ""),
             help_text=f"Check it with `ps -p {pid} -o pid,stat,cmd`; the rank may have exited. "
             "Use --all to find the ranks that are still running.",

@@ -106,6 +106,31 @@ class OutputRecord(TypedDict):
     size: int
 
 
+class OpenFileRecord(TypedDict):
+    """A regular file a process holds open (issue 7; collectors/node_facts.py)."""
+
+    fd: int
+    path: str
+    mode: str | None  # "r" | "w" | "rw"
+    pos: int | None  # file offset from /proc/PID/fdinfo: never touches the file system
+    size: int | None  # None on network/FUSE file systems, where a stat can hang
+    mount: str | None
+    fstype: str | None
+
+
+class ChildRecord(TypedDict):
+    """A subprocess of a rank (a DataLoader worker...) at one sample (issue 7)."""
+
+    pid: int
+    ppid: int | None
+    name: str | None
+    state: str | None
+    wchan: str | None
+    cpu_ticks: int | None
+    threads_in_d: int
+    files: list[OpenFileRecord]
+
+
 class ProcSampleRecord(TypedDict):
     index: int
     time: float
@@ -117,6 +142,9 @@ class ProcSampleRecord(TypedDict):
     io: dict[str, int]  # rchar, wchar, syscr, syscw, read_bytes, write_bytes
     output: dict[str, OutputRecord]  # "stdout"/"stderr" when fd 1/2 is a regular file
     error: NotRequired[str | None]
+    # Optional (issue 7): open regular files and subprocesses; readers may ignore them.
+    files: NotRequired[list[OpenFileRecord]]
+    children: NotRequired[list[ChildRecord]]
 
 
 class ProcessFile(TypedDict):

@@ -50,3 +50,9 @@ def register(name: str) -> Callable[[ExtraCollector], ExtraCollector]:
         return fn
 
     return wrap
+
+
+# Built-in extra collectors register themselves on import (issue 4: the job's own logs).
+from hangdoc.collectors import logs as _logs  # noqa: E402  (after register: it uses it)
+
+del _logs

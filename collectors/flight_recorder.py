@@ -136,19 +136,20 @@ def _candidates(run: _Run) -> list[Path]:
     found: list[Path] = []
     dynamic = env.get("TORCH_FR_DUMP_DYNAMIC_FILE_NAME") == "1"
     for prefix in dump_prefixes(env):
+        roots: tuple[str, ...]
         if os.path.isabs(prefix):
             roots = ("", f"/proc/{target.pid}/root")
         else:  # relative to the job's working directory
             roots = (f"/proc/{target.pid}/cwd/",)
         base = os.path.basename(prefix)
-        for root in roots:
+        for root in roots:  # the first root where the path exists is the job's view
             if dynamic and prefix == env.get("TORCH_FR_DUMP_TEMP_FILE"):
                 exact = Path(root + prefix)
                 if exact.is_file():
                     found.append(exact)
-            directory = (
-                Path(root + os.path.dirname(prefix)) if root or os.path.dirname(prefix) else None
-            )
+                    break
+            parent = os.path.dirname(prefix)
+            directory = Path(root + parent) if root or parent else None
             if target.rank is None or directory is None or not directory.is_dir():
                 continue
             try:
@@ -156,6 +157,7 @@ def _candidates(run: _Run) -> list[Path]:
             except OSError:
                 continue
             found.extend(directory / n for n in names if matches_rank(n, base, target.rank))
+            break
         if found:
             break  # the first prefix that has files is the one this job uses
     return found
@@ -213,7 +215,7 @@ def http_over_unix(path: str, endpoint: str, timeout: float) -> tuple[int, bytes
     """POST ``endpoint`` to an HTTP server on a unix socket; (status, body)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
-        conn.connect(path)
+        _connect(conn, path, timeout)
         request = f"POST {endpoint} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n"
         conn.sendall((request + "Connection: close\r\n\r\n").encode())
         data = _read_all(conn, MAX_FILE_BYTES)
@@ -294,7 +296,7 @@ def ask_hook(path: str, want: list[str], timeout: float) -> list[HookArtifact]:
     """One request to a hangdoc hook; raises OSError/ValueError on a broken exchange."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
-        conn.connect(path)
+        _connect(conn, path, timeout)
         conn.sendall(json.dumps({"hangdoc": PROTOCOL, "want": want}).encode() + b"\n")
         reader = conn.makefile("rb")
         out: list[HookArtifact] = []
@@ -312,6 +314,19 @@ def ask_hook(path: str, want: list[str], timeout: float) -> list[HookArtifact]:
             if len(data) != size:
                 raise ValueError("hook reply cut short")
             out.append(HookArtifact(str(header.get("name")), data, header.get("error")))
+
+
+def _connect(conn: socket.socket, path: str, timeout: float) -> None:
+    """connect(), retried while the listener's backlog is full (EAGAIN on unix sockets)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.connect(path)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _from_hook(run: _Run, *, want_fr: bool) -> None:
@@ -332,6 +347,7 @@ def _from_hook(run: _Run, *, want_fr: bool) -> None:
     except (OSError, ValueError) as exc:
         run.step("hook", "failed", f"{paths[0]}: {type(exc).__name__}: {exc}", began)
         return
+    artifacts = _fold_stacks(artifacts, run.ctx.rank_dir)
     for artifact in artifacts:
         out_name = _HOOK_OUTPUT.get(artifact.name)
         if out_name is None:
@@ -345,6 +361,32 @@ def _from_hook(run: _Run, *, want_fr: bool) -> None:
         run.step(
             "hook", "failed", "the hook returned no flight recorder (torch not loaded?)", began
         )
+
+
+def _fold_stacks(artifacts: list[HookArtifact], rank_dir: Path) -> list[HookArtifact]:
+    """Keep the hook's stacks out of the analysed samples when py-spy took some.
+
+    The hook's faulthandler text is the rank's stacks when py-spy could not attach (no
+    ptrace permission, a container). Next to py-spy samples it would be one more sample
+    from another tool, at another moment, naming functions differently (no qualified
+    names): a stack that "moved" although the rank did not. So it then goes into
+    hook_info.json (key ``faulthandler``), kept for people, not read as a sample.
+    """
+    if not any(rank_dir.glob("pyspy.*.json")):
+        return artifacts
+    stacks = next((a for a in artifacts if a.name == "faulthandler.txt" and not a.error), None)
+    info = next((a for a in artifacts if a.name == "info.json" and not a.error), None)
+    if stacks is None or info is None:
+        return artifacts
+    try:
+        doc = json.loads(info.data)
+    except ValueError:
+        return artifacts
+    if not isinstance(doc, dict):
+        return artifacts
+    doc["faulthandler"] = stacks.data.decode("utf-8", errors="replace")
+    merged = HookArtifact("info.json", json.dumps(doc, indent=1).encode(), None)
+    return [merged if a is info else a for a in artifacts if a is not stacks]
 
 
 def _read_all(conn: socket.socket, limit: int) -> bytes:

@@ -14,6 +14,7 @@ import contextlib
 import enum
 import json
 import os
+import selectors
 import shutil
 import signal
 import subprocess
@@ -32,6 +33,9 @@ PTRACE_REMEDY = (
     "`--cap-add SYS_PTRACE`"
 )
 STDERR_TAIL_CHARS = 600
+# A py-spy dump of a rank is kilobytes (megabytes with --locals); more is not py-spy.
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+STDERR_KEEP_BYTES = 64 * 1024
 VERSION_TIMEOUT_S = 5.0
 
 # Substrings of py-spy's stderr (lowercased) that name a cause. Checked in this order.
@@ -155,7 +159,11 @@ def dump_stacks(
             None, 0.0, Failure.MISSING, f"cannot run {exe}: {exc.strerror or exc}", INSTALL_REMEDY
         )
     try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
+        stdout, stderr = _communicate_capped(proc, timeout_s)
+    except _OutputTooLarge:
+        _kill_pyspy(proc)
+        reason = f"py-spy printed more than {MAX_OUTPUT_BYTES >> 20} MiB and was stopped"
+        return PySpyResult(None, time.monotonic() - started, Failure.BAD_OUTPUT, reason)
     except subprocess.TimeoutExpired:
         _kill_pyspy(proc)
         duration = time.monotonic() - started
@@ -182,6 +190,42 @@ def dump_stacks(
     )
     remedy = PTRACE_REMEDY if failure is Failure.PTRACE_DENIED else None
     return PySpyResult(None, duration, failure, reason, remedy)
+
+
+class _OutputTooLarge(Exception):
+    """py-spy's stdout passed MAX_OUTPUT_BYTES (a broken or impostor py-spy)."""
+
+
+def _communicate_capped(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[bytes, bytes]:
+    """``proc.communicate(timeout)`` that keeps at most MAX_OUTPUT_BYTES of stdout and the
+    last STDERR_KEEP_BYTES of stderr: a py-spy that floods its pipe must not fill
+    hangdoc's memory before the timeout stops it."""
+    assert proc.stdout is not None and proc.stderr is not None
+    deadline = time.monotonic() + timeout_s
+    out: list[bytes] = []
+    err = bytearray()
+    size = 0
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ, "out")
+        selector.register(proc.stderr, selectors.EVENT_READ, "err")
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout_s)
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                elif key.data == "out":
+                    size += len(chunk)
+                    if size > MAX_OUTPUT_BYTES:
+                        raise _OutputTooLarge
+                    out.append(chunk)
+                else:
+                    err += chunk
+                    del err[:-STDERR_KEEP_BYTES]
+    proc.wait(max(0.0, deadline - time.monotonic()))
+    return b"".join(out), bytes(err)
 
 
 def classify_failure(returncode: int, stderr: str, *, alive: bool) -> tuple[Failure, str]:

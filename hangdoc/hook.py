@@ -110,7 +110,7 @@ def _listen(path: str) -> socket.socket:
     finally:
         os.umask(old_umask)
     os.chmod(path, 0o600)
-    server.listen(4)
+    server.listen(16)
     return server
 
 

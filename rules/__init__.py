@@ -47,6 +47,17 @@ _MODULES: tuple[str, ...] = (
     "hd300_gpu_xid",
     "hd301_gpu_ecc_or_lost",
     "hd302_gpu_p2p_topology",
+    # Causes in the stacks and the node (issue 7).
+    "hd100_dataloader_worker",
+    "hd101_lock_deadlock",
+    "hd102_gil_held",
+    "hd103_io_stall",
+    "hd104_slow_save",
+    "hd105_p2p_deadlock",
+    "hd106_uneven_data",
+    "hd107_save_collective",
+    "hd350_gpu_activity",
+    "hd351_gpu_memory_limit",
 )
 
 

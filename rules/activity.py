@@ -7,6 +7,7 @@ and the page never disagree about what a rank was doing.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -184,6 +185,44 @@ def frame_tag(frame: Frame) -> tuple[Tag, Signature | None] | None:
 
 
 def classify_thread(thread: ThreadStack) -> ThreadActivity:
+    """What one thread is doing. The work depends on the frames only, and thousands of
+    ranks share them (a 16k-rank job waits in one all_gather), so it is done once per
+    distinct (frames, active) and the result re-labelled with this thread, its frame
+    objects included (rules compare frames by identity)."""
+    shape, tag_index, user_index = _classify_shape(thread.frames, thread.active)
+    frames = thread.frames
+    if frames is shape.thread.frames:
+        tag_frames, user_frame = shape.tag_frames, shape.user_frame
+    else:
+        tag_frames = tuple(
+            (tag, frames[i]) for (tag, _), i in zip(shape.tag_frames, tag_index, strict=True)
+        )
+        user_frame = frames[user_index] if user_index is not None else None
+    return ThreadActivity(
+        thread=thread,
+        tags=shape.tags,
+        tag_frames=tag_frames,
+        collective=shape.collective,
+        user_frame=user_frame,
+    )
+
+
+def _position(frames: tuple[Frame, ...], frame: Frame | None) -> int | None:
+    return next((i for i, f in enumerate(frames) if f is frame), None)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _classify_shape(
+    frames: tuple[Frame, ...], active: bool | None
+) -> tuple[ThreadActivity, tuple[int, ...], int | None]:
+    """The classification of a thread with these frames, and the positions of the frames
+    it names (tag frames, user frame) so that an equal tuple can be re-labelled."""
+    shape = _classify_uncached(ThreadStack(frames=frames, active=active))
+    tag_index = tuple(_position(frames, f) or 0 for _, f in shape.tag_frames)
+    return shape, tag_index, _position(frames, shape.user_frame)
+
+
+def _classify_uncached(thread: ThreadStack) -> ThreadActivity:
     tags: list[Tag] = []
     tag_frames: list[tuple[Tag, Frame]] = []
     inner_call: tuple[int, Frame, Signature] | None = None
@@ -230,8 +269,6 @@ def classify_thread(thread: ThreadStack) -> ThreadActivity:
             framework=api_sig.framework,
             frame_index=index,
         )
-    if collective is None and thread.active is False:
-        collective = _idle_collective(thread)
     # A process whose only Python frame is a sleep shows nothing more: leave tags empty.
     return ThreadActivity(
         thread=thread,
@@ -275,6 +312,15 @@ def classify_process(rank: int, process: ProcessEvidence) -> RankActivity | None
         # No thread is marked main (a faulthandler dump without "Current thread"):
         # prefer the one in a collective, else the first.
         main = next((a for a in threads if a.collective is not None), threads[0])
+    if main is not None and main.collective is None and main.thread.active is False:
+        # Idle in backward is DDP's gradient all_reduce — unless another thread holds the
+        # GIL, in which case the main thread may merely be waiting for it.
+        others_hold_gil = any(a.thread.owns_gil for a in threads if a is not main)
+        call = None if others_hold_gil else _idle_collective(main.thread)
+        if call is not None:
+            waiting = dataclasses.replace(main, collective=call)
+            threads = tuple(waiting if a is main else a for a in threads)
+            main = waiting
     return RankActivity(rank=rank, process=process, main=main, threads=threads)
 
 

@@ -52,9 +52,7 @@ class RuleContext:
         if need is Need.PROC:
             return any(p.proc_samples for p in ev.processes)
         if need is Need.SAMPLES:
-            return any(
-                len(p.stack_samples) >= 2 or len(p.proc_samples) >= 2 for p in ev.processes
-            )
+            return any(len(p.stack_samples) >= 2 or len(p.proc_samples) >= 2 for p in ev.processes)
         if need is Need.WORLD_SIZE:
             return ev.expected_world_size() is not None
         if need is Need.FLIGHT_RECORDER:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import operator
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,10 +35,17 @@ from dataclasses import dataclass, field
 from hangdoc.analyzer.model import CollectiveRecord, Evidence, InputKind
 from hangdoc.rules.activity import RankActivity
 
-_REDUCE_SCATTER = frozenset({"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor",
-                             "reduce_scatter_tensor_coalesced"})  # fmt: skip
-_ALL_GATHER = frozenset({"all_gather", "_all_gather_base", "all_gather_into_tensor",
-                         "all_gather_into_tensor_coalesced"})  # fmt: skip
+_REDUCE_SCATTER = frozenset(
+    {
+        "reduce_scatter",
+        "_reduce_scatter_base",
+        "reduce_scatter_tensor",
+        "reduce_scatter_tensor_coalesced",
+    }
+)
+_ALL_GATHER = frozenset(
+    {"all_gather", "_all_gather_base", "all_gather_into_tensor", "all_gather_into_tensor_coalesced"}
+)
 # Ops whose per-rank sizes legitimately differ (vector variants, root-dependent shapes).
 _SIZES_MAY_DIFFER = frozenset({"gather", "scatter", "all_gather_v", "reduce_scatter_v"})
 # all_to_all sizes differ per rank; only the totals must agree (what is sent is received).
@@ -54,8 +62,12 @@ class Kind(enum.StrEnum):
     STALLED = "stalled"
 
 
-Sig = tuple[str, tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], tuple[str, ...],
-            tuple[str, ...]]  # fmt: skip
+_RECORD_ID = operator.attrgetter("record_id")
+_GROUP_KIND = operator.attrgetter("group", "is_p2p")
+
+Sig = tuple[
+    str, tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], tuple[str, ...], tuple[str, ...]
+]
 
 
 def signature(record: CollectiveRecord) -> Sig:
@@ -66,7 +78,7 @@ def signature(record: CollectiveRecord) -> Sig:
 class GroupPos:
     """One rank in one group: its first and last recorded collective, the unfinished ones."""
 
-    first_seq: int
+    first_seq: int | None  # None until asked for (first_seq())
     last: CollectiveRecord
     pending: list[CollectiveRecord] = field(default_factory=list)
 
@@ -134,46 +146,67 @@ def latest_dump(records: list[CollectiveRecord]) -> list[CollectiveRecord]:
     Two dumps of one rank (a file the job wrote and a live dump, or a re-dump) are
     concatenated by the loader; each is in increasing record_id order, so a drop in
     record_id marks the boundary. The dump that reaches the highest record_id is the
-    most recent view of the ring buffer; matching reads that one only.
+    most recent view of the ring buffer; matching reads that one only. A single dump
+    is recognised in O(1): its ids are unique and increasing, so there are no more
+    records than the span of ids.
     """
-    ids = [r.record_id for r in records]
-    if None in ids or all(a < b for a, b in itertools.pairwise(ids)):
+    if not records:
         return records
+    first, last = records[0].record_id, records[-1].record_id
+    if first is None or last is None:
+        return records
+    if first <= last and len(records) <= last - first + 1:
+        ids = list(map(_RECORD_ID, records))
+        if None in ids or all(map(operator.lt, ids, itertools.islice(ids, 1, None))):
+            return records
     segments: list[list[CollectiveRecord]] = [[]]
     previous = -1
-    for record, rid in zip(records, ids, strict=True):
-        if rid is not None and rid <= previous:
+    for record in records:
+        rid = record.record_id if record.record_id is not None else previous + 1
+        if rid <= previous:
             segments.append([])
         segments[-1].append(record)
-        previous = rid if rid is not None else previous
+        previous = rid
     return max(segments, key=lambda seg: (seg[-1].record_id or 0, len(seg)))
 
 
 def scan_rank(rank: int, records: list[CollectiveRecord]) -> RankFR:
-    """One pass over a rank's records (buffer order): positions per group, pending ops."""
+    """A rank's positions per group and its unfinished ops, in C-speed passes.
+
+    ``records`` are in buffer order (increasing record_id, so increasing sequence
+    numbers per group): the last record per (group, kind) is its position; the first
+    sequence number of a group is found only when needed (``first_seq``).
+    """
     records = latest_dump(records)
+    pending = [r for r in records if r.state != "completed"]
+    last = dict(zip(map(_GROUP_KIND, records), records, strict=True))
     groups: dict[str, GroupPos] = {}
+    for (group, is_p2p), rec in last.items():
+        if not is_p2p:
+            groups[group] = GroupPos(None, rec)
     p2p: list[CollectiveRecord] = []
-    stuck: CollectiveRecord | None = None
-    for rec in records:
-        done = rec.state == "completed"
-        if not done and stuck is None:
-            stuck = rec
+    for rec in pending:
         if rec.is_p2p:
-            if not done:
-                p2p.append(rec)
-            continue
-        pos = groups.get(rec.group)
-        if pos is None:
-            pos = groups[rec.group] = GroupPos(rec.seq_id, rec)
-        elif rec.seq_id >= pos.last.seq_id:
-            pos.last = rec
-        if not done:
-            pos.pending.append(rec)
+            p2p.append(rec)
+        else:
+            groups[rec.group].pending.append(rec)
     source = next((r.source for r in reversed(records) if r.source), "")
     first_id = records[0].record_id if records else None
     wrapped = first_id is not None and first_id > 0
+    stuck = pending[0] if pending else None
     return RankFR(rank, source, wrapped, groups, p2p, stuck, records)
+
+
+def first_seq(fr: RankFR, group: str) -> int | None:
+    """The oldest sequence number of ``group`` in a rank's buffer (cached on the position)."""
+    pos = fr.groups.get(group)
+    if pos is None:
+        return None
+    if pos.first_seq is None:
+        pos.first_seq = next(
+            (r.seq_id for r in fr.records if r.group == group and not r.is_p2p), pos.last.seq_id
+        )
+    return pos.first_seq
 
 
 def fr_ranks(evidence: Evidence) -> dict[int, list[CollectiveRecord]]:
@@ -253,15 +286,19 @@ def _missing(
         record = _majority_record([rec for _, rec in waiting_recs])
         if fresh:
             blamed_so_far.update(fresh)
-            problems.append(Problem(Kind.MISSING, view.name, seq, record.op, waiting, fresh,
-                                    record=record))  # fmt: skip
+            problems.append(
+                Problem(Kind.MISSING, view.name, seq, record.op, waiting, fresh, record=record)
+            )
         elif no_dump and not missing:
-            problems.append(Problem(Kind.NO_DUMP, view.name, seq, record.op, waiting, no_dump,
-                                    record=record))  # fmt: skip
+            problems.append(
+                Problem(Kind.NO_DUMP, view.name, seq, record.op, waiting, no_dump, record=record)
+            )
             no_dump = ()
-        elif not missing and seq not in mismatched and len(waiting) == len(view.dumped):
-            problems.append(Problem(Kind.STALLED, view.name, seq, record.op, waiting, (),
-                                    record=record))  # fmt: skip
+        elif not problems and not mismatched and not missing and len(waiting) == len(view.dumped):
+            # nothing wrong that FR can see: say so once, at the oldest op in flight
+            problems.append(
+                Problem(Kind.STALLED, view.name, seq, record.op, waiting, (), record=record)
+            )
     return problems
 
 
@@ -320,15 +357,15 @@ def _mismatch_at(
     for rank, recs in held.items():
         fr = per_rank[rank]
         pos = fr.groups.get(view.name)
-        if fr.wrapped and pos is not None and pos.first_seq == seq:
+        if fr.wrapped and pos is not None and first_seq(fr, view.name) == seq:
             continue  # the oldest seq of a wrapped buffer may be cut (coalesced parts)
         by_rank[rank] = tuple(sorted(recs, key=lambda r: r.record_id or 0))
     if not by_rank:
         return None
     size = len(view.members)
     groups: dict[tuple[Sig, ...], list[int]] = {}
-    for rank, recs in sorted(by_rank.items()):
-        groups.setdefault(tuple(signature(r) for r in recs), []).append(rank)
+    for rank, held_recs in sorted(by_rank.items()):
+        groups.setdefault(tuple(signature(r) for r in held_recs), []).append(rank)
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
     majority_sig, majority = ordered[0]
     variants = [(tuple(ranks), by_rank[ranks[0]][0]) for _, ranks in ordered]
@@ -382,29 +419,64 @@ def _shape_ok(rec: CollectiveRecord, group_size: int) -> bool:
     return True
 
 
+def _blocking_p2p(fr: RankFR) -> list[CollectiveRecord]:
+    """A rank's oldest pending p2p launch: ops batched together share one p2p_seq_id."""
+    if not fr.p2p_pending:
+        return []
+    first = fr.p2p_pending[0]
+    return [
+        o for o in fr.p2p_pending if o.group == first.group and o.p2p_seq_id == first.p2p_seq_id
+    ]
+
+
 def _p2p(per_rank: dict[int, RankFR]) -> list[Problem]:
-    """Earliest pending send/recv per rank whose peer has no matching op pending."""
+    """Per rank, the first op of its oldest pending p2p launch that its peer cannot match.
+
+    Ops on one stream run in order, so only the peer's own oldest launch can be the
+    partner: a recv the peer queued behind its own blocked send does not help (that is
+    how two "send first" ranks deadlock).
+    """
     problems: list[Problem] = []
-    for rank, fr in per_rank.items():
-        if not fr.p2p_pending:
-            continue
-        op = fr.p2p_pending[0]
-        peer = op.peer
-        if peer is None:
-            continue
-        other = per_rank.get(peer)
-        want = "recv" if op.op == "send" else "send"
-        partner = None
-        if other is not None:
-            partner = next((o for o in other.p2p_pending if o.op == want and o.peer == rank
-                            and o.group == op.group), None)  # fmt: skip
-        if partner is None:
-            problems.append(Problem(Kind.P2P, op.group, op.p2p_seq_id, op.op, (rank,), (peer,),
-                                    record=op))  # fmt: skip
-        elif _p2p_bytes(op) != _p2p_bytes(partner):
-            variants = [((rank,), op), ((peer,), partner)]
-            problems.append(Problem(Kind.SIZE, op.group, op.p2p_seq_id, op.op, (rank,), (peer,),
-                                    variants, tie=True, record=op))  # fmt: skip
+    blocking = {rank: _blocking_p2p(fr) for rank, fr in per_rank.items()}
+    for rank, ops in blocking.items():
+        for op in ops:
+            peer = op.peer
+            if peer is None:
+                continue
+            want = "recv" if op.op == "send" else "send"
+            partner = next(
+                (
+                    o
+                    for o in blocking.get(peer, [])
+                    if o.op == want and o.peer == rank and o.group == op.group
+                ),
+                None,
+            )
+            if partner is None:
+                problems.append(
+                    Problem(Kind.P2P, op.group, op.p2p_seq_id, op.op, (rank,), (peer,), record=op)
+                )
+                break
+            if _p2p_bytes(op) != _p2p_bytes(partner):
+                variants: list[tuple[tuple[int, ...], CollectiveRecord]] = [
+                    ((rank,), op),
+                    ((peer,), partner),
+                ]
+                if op.op == "send":  # report each mismatched pair once, from the sender
+                    problems.append(
+                        Problem(
+                            Kind.SIZE,
+                            op.group,
+                            op.p2p_seq_id,
+                            op.op,
+                            (rank,),
+                            (peer,),
+                            variants,
+                            tie=True,
+                            record=op,
+                        )
+                    )
+                break
     return problems
 
 
@@ -413,15 +485,23 @@ def _p2p_bytes(rec: CollectiveRecord) -> int:
     return sum(map(numel, sizes))
 
 
+ProblemKey = tuple[str, int | None, int]  # group, seq, waiting rank for p2p (-1 otherwise)
+
+
+def _key(group: str, seq: int | None, rank: int | None) -> ProblemKey:
+    return (group, seq, -1 if rank is None else rank)
+
+
 def _link(
     problems: list[Problem], per_rank: dict[int, RankFR], activities: Mapping[int, RankActivity]
 ) -> None:
     """Consequence edges (a blamed rank is itself stuck at another problem) and cycles."""
-    at: dict[tuple[str, int | None, bool], Problem] = {}
+    at: dict[ProblemKey, Problem] = {}
     for problem in problems:
-        key = (problem.group, problem.seq, problem.kind is Kind.P2P)
-        if key not in at or problem.kind is not Kind.STALLED:
-            at.setdefault(key, problem)
+        p2p = problem.record is not None and problem.record.is_p2p
+        key = _key(problem.group, problem.seq, problem.waiting[0] if p2p else None)
+        if key not in at or at[key].kind is Kind.STALLED:
+            at[key] = problem
     for problem in problems:
         if problem.kind not in (Kind.MISSING, Kind.P2P):
             continue
@@ -439,8 +519,12 @@ def _link(
             problem.cycle = True
 
 
-def _stuck_problem(rank: int, per_rank: dict[int, RankFR], activities: Mapping[int, RankActivity],
-                   at: dict[tuple[str, int | None, bool], Problem]) -> Problem | None:  # fmt: skip
+def _stuck_problem(
+    rank: int,
+    per_rank: dict[int, RankFR],
+    activities: Mapping[int, RankActivity],
+    at: dict[ProblemKey, Problem],
+) -> Problem | None:
     fr = per_rank.get(rank)
     if fr is None or fr.stuck is None:
         return None
@@ -448,8 +532,9 @@ def _stuck_problem(rank: int, per_rank: dict[int, RankFR], activities: Mapping[i
     if activity is not None and activity.main is not None and not activity.in_collective:
         return None  # its stacks say it is doing something else: FR's pending op is stale
     rec = fr.stuck
-    seq = rec.p2p_seq_id if rec.is_p2p else rec.seq_id
-    return at.get((rec.group, seq, rec.is_p2p))
+    if rec.is_p2p:
+        return at.get(_key(rec.group, rec.p2p_seq_id, rank))
+    return at.get(_key(rec.group, rec.seq_id, None))
 
 
 def _reaches(start: Problem, goal: Problem) -> bool:

@@ -83,7 +83,7 @@ def entry_ref(
 ) -> EvidenceRef:
     """Pointer to one FR entry of one rank."""
     fr = result.ranks.get(rank)
-    source = rec.source or (fr.source if fr else "") or _primary_source(ctx, rank)
+    source = (fr.source if fr else "") or rec.source or _primary_source(ctx, rank)
     where = f"record {rec.record_id}: " if rec.record_id is not None else ""
     seq = f"p2p #{rec.p2p_seq_id}" if rec.is_p2p else f"#{rec.seq_id}"
     detail = (
@@ -105,11 +105,11 @@ def problem_refs(result: MatchResult, ctx: RuleContext, problem: Problem) -> lis
     seen: set[int] = set()
     for ranks, rec in problem.variants:
         for rank in ranks[:2]:
-            refs.append(entry_ref(result, ctx, rank, rec))
+            refs.append(entry_ref(result, ctx, rank, _own_record(result, rank, problem, rec)))
             seen.add(rank)
     if not problem.variants and problem.record is not None:
         for rank in problem.waiting[:2]:
-            refs.append(entry_ref(result, ctx, rank, _own_record(result, rank, problem)))
+            refs.append(entry_ref(result, ctx, rank, _own_record(result, rank, problem, None)))
             seen.add(rank)
     for rank in problem.blamed:
         if rank in seen or len(refs) >= MAX_REFS:
@@ -133,17 +133,21 @@ def problem_refs(result: MatchResult, ctx: RuleContext, problem: Problem) -> lis
     return refs
 
 
-def _own_record(result: MatchResult, rank: int, problem: Problem) -> CollectiveRecord:
+def _own_record(
+    result: MatchResult, rank: int, problem: Problem, fallback: CollectiveRecord | None
+) -> CollectiveRecord:
+    """This rank's own entry at the problem's sequence number (its record id, its file)."""
+    default = fallback or problem.record
+    assert default is not None
     fr = result.ranks.get(rank)
-    assert problem.record is not None
-    if fr is None:
-        return problem.record
+    if fr is None or problem.kind is Kind.P2P:
+        return default
     pos = fr.groups.get(problem.group)
     if pos is not None:
-        for rec in pos.pending:
+        for rec in (*pos.pending, pos.last):
             if rec.seq_id == problem.seq:
                 return rec
-    return problem.record
+    return default
 
 
 def whereabouts(result: MatchResult, ctx: RuleContext, rank: int) -> str:
@@ -230,9 +234,21 @@ def _position(fr: RankFR | None, group: str) -> tuple[int, str, str]:
 
 
 def where_text(problem: Problem, result: MatchResult) -> str:
+    """``all_reduce #8 on default_pg (group 0)``."""
+    return f"{problem.op} {seq_text(problem, result)}"
+
+
+def seq_text(problem: Problem, result: MatchResult) -> str:
+    """``#8 on default_pg (group 0)`` (``p2p #3 on …`` for point-to-point)."""
     view = result.groups.get(problem.group)
-    seq = f" #{problem.seq}" if problem.seq is not None else ""
-    return f"{problem.op}{seq} on {group_text(view, problem.group)}"
+    prefix = "p2p " if problem.kind is Kind.P2P else ""
+    seq = f"{prefix}#{problem.seq} on " if problem.seq is not None else "on "
+    return seq + group_text(view, problem.group)
+
+
+def its(ranks: tuple[int, ...] | list[int], one: str, many: str) -> str:
+    """Agreement with a rank set: ``its(r, "it is", "they are")``."""
+    return one if len(ranks) == 1 else many
 
 
 def consequence_text(problem: Problem, result: MatchResult) -> str:

@@ -44,9 +44,11 @@ from hangdoc.rules.fr_text import (
     consequence_text,
     doings,
     fr_match,
+    its,
     op_text,
     problem_refs,
     root_category,
+    seq_text,
     wavefront,
     where_text,
 )
@@ -84,10 +86,13 @@ class FrMissingRank(Rule):
         blamed, waiting = plural_ranks(problem.blamed), plural_ranks(problem.waiting)
         rec = problem.record
         detail = op_text(rec) if rec is not None else problem.op
+        ranks = problem.blamed
         explanation = (
-            f"{waiting.capitalize()} issued {detail} as collective {where} and wait in it; "
-            f"{blamed} never issued it (their flight recorder stops before it on this "
-            f"group). Where they are instead: {doings(result, ctx, problem.blamed)}."
+            f"{waiting.capitalize()} issued {detail} as collective "
+            f"{seq_text(problem, result)} and wait in it; {blamed} never issued it "
+            f"({its(ranks, 'its flight recorder stops', 'their flight recorders stop')} "
+            f"before it on this group). Where {its(ranks, 'it is', 'they are')} instead: "
+            f"{doings(result, ctx, ranks)}."
         )
         found = blame(result, ctx, problem.blamed)
         if problem.root:
@@ -105,7 +110,8 @@ class FrMissingRank(Rule):
         else:
             category = consequence_category(problem, result, ctx)
             severity, fix, confidence = Severity.WARNING, "Fix the root problem first.", 0.35
-            title = f"{blamed} never issued {where} (a consequence: they are stuck elsewhere)"
+            stuck = its(problem.blamed, "it is", "they are")
+            title = f"{blamed} never issued {where} (a consequence: {stuck} stuck elsewhere)"
             explanation += " " + consequence_text(problem, result)
         lines = wavefront(result, problem.group)
         if lines:

@@ -44,6 +44,7 @@ from hangdoc.rules.fr_text import (
     fr_match,
     op_text,
     problem_refs,
+    seq_text,
     wavefront,
     where_text,
 )
@@ -78,9 +79,10 @@ class FrRankWithoutDump(Rule):
         detail = op_text(problem.record) if problem.record is not None else problem.op
         explanation = (
             f"{waiting.capitalize()} — every member of this group that left a flight "
-            f"recorder dump — issued {detail} as collective {where} and wait in it. "
-            f"{blamed.capitalize()} left no dump: {doings(result, ctx, problem.blamed)}."
+            f"recorder dump — issued {detail} as collective {seq_text(problem, result)} "
+            f"and wait in it. {blamed.capitalize()} left no dump"
         )
+        explanation += f": {doings(result, ctx, tuple(alive))}." if alive else "."
         if alive and not gone:
             found = blame(result, ctx, tuple(alive))
             category, fix = found.category, found.fix or DEAD_FIX

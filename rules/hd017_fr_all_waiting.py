@@ -34,7 +34,14 @@ from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.fr_matching import Kind
-from hangdoc.rules.fr_text import fr_match, op_text, problem_refs, wavefront, where_text
+from hangdoc.rules.fr_text import (
+    fr_match,
+    op_text,
+    problem_refs,
+    seq_text,
+    wavefront,
+    where_text,
+)
 
 
 class FrAllWaiting(Rule):
@@ -48,29 +55,49 @@ class FrAllWaiting(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         result = fr_match(ctx)
-        for problem in result.of_kind(Kind.STALLED):
-            where = where_text(problem, result)
-            detail = op_text(problem.record) if problem.record is not None else problem.op
-            explanation = (
-                f"{plural_ranks(problem.waiting).capitalize()} — every member of the group — "
-                f"issued {detail} as collective {where}, consistently, and it is still in "
-                "flight. The flight recorder shows no divergence: look below the "
-                "application (network, GPU, a slow rank)."
+        stalled = result.of_kind(Kind.STALLED)
+        if not stalled:
+            return
+        # One finding for all of them: at scale thousands of groups can be in this state.
+        first = stalled[0]
+        where = where_text(first, result)
+        detail = op_text(first.record) if first.record is not None else first.op
+        if len(stalled) == 1:
+            title = f"all {len(first.waiting)} members wait in {where}; no divergence"
+            lead = (
+                f"{plural_ranks(first.waiting).capitalize()} — every member of the group — "
+                f"issued {detail} as collective {seq_text(first, result)}, consistently, "
+                "and it is still in flight."
             )
-            lines = wavefront(result, problem.group)
-            if lines:
-                explanation += "\n" + "\n".join(lines)
-            yield Finding(
-                rule=self.id,
-                category=Category.UNKNOWN,
-                severity=self.severity,
-                title=f"all {len(problem.waiting)} members wait in {where}; no divergence",
-                explanation=explanation,
-                fix="Read the NCCL logs and GPU state: the cause is below the application.",
-                waiting_ranks=problem.waiting,
-                evidence=tuple(problem_refs(result, ctx, problem)),
-                confidence=0.3,
+        else:
+            shown = "; ".join(where_text(p, result) for p in stalled[:4])
+            more = f" and {len(stalled) - 4} more" if len(stalled) > 4 else ""
+            title = f"{len(stalled)} groups: every member waits in the same op ({shown}{more})"
+            ranks = sorted({r for p in stalled for r in p.waiting})
+            lead = (
+                f"In {len(stalled)} process groups ({plural_ranks(ranks)}), every member "
+                f"issued the same collective and it is still in flight: {shown}{more}."
             )
+        explanation = (
+            lead + " The flight recorder shows no divergence there: look below the "
+            "application (network, GPU, a slow rank), or at the problems reported above, "
+            "which may hold these ranks' streams."
+        )
+        lines = wavefront(result, first.group)
+        if lines:
+            explanation += "\n" + "\n".join(lines)
+        refs = [ref for p in stalled[:4] for ref in problem_refs(result, ctx, p)]
+        yield Finding(
+            rule=self.id,
+            category=Category.UNKNOWN,
+            severity=self.severity,
+            title=title,
+            explanation=explanation,
+            fix="Read the NCCL logs and GPU state: the cause is below the application.",
+            waiting_ranks=tuple(sorted({r for p in stalled for r in p.waiting})),
+            evidence=tuple(refs[:8]),
+            confidence=0.3,
+        )
 
 
 RULE = FrAllWaiting

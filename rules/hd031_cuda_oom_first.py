@@ -34,8 +34,8 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.hd030_rank_died_first import first_deaths
 from hangdoc.rules.timeline import (
-    first_deaths,
     limited_refs,
     precedes_wave,
     ranks_text,
@@ -65,10 +65,13 @@ class CudaOomFirst(Rule):
         if not leading:
             return
         earlier_crash = [
-            d for d in deaths
-            if d.how != "cuda_oom" and d.certain and d.placed.index < leading[0].placed.index
+            d
+            for d in deaths
+            if d.how != "cuda_oom"
+            and d.certain
+            and d.placed.index < leading[0].placed.index
             and precedes_wave(d.placed, [leading[0].placed]) is True
-        ]  # fmt: skip
+        ]
         if earlier_crash:
             return  # another rank died first: HD030 names it
         culprits = sorted({d.rank for d in leading if d.rank is not None})
@@ -95,7 +98,7 @@ class CudaOomFirst(Rule):
                 "Lower the peak GPU memory of that rank (batch size or length bucketing, "
                 "activation checkpointing, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
                 "sharding with FSDP/ZeRO); never catch an OOM on one rank and go on."
-            ),  # fmt: skip
+            ),
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs([d.placed for d in leading], limit=6)),

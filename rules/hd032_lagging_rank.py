@@ -39,10 +39,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.hd030_rank_died_first import first_deaths
 from hangdoc.rules.timeline import (
     F_LAST_COMPLETED,
     F_LAST_ENQUEUED,
@@ -51,18 +52,43 @@ from hangdoc.rules.timeline import (
     F_OP,
     F_PG,
     F_PG_DESC,
+    F_PHASE,
     F_SEQ,
     EventKind,
+    Phase,
     Placed,
     Timeline,
     fint,
-    first_deaths,
     limited_refs,
     ranks_text,
     timeline_of,
 )
 
 DEFAULT_PG = "default"  # key of records whose process group is the default one or unknown
+
+_PHASE_CAUSE = {
+    Phase.CHECKPOINT_SAVE.value: (Category.CHECKPOINT_SAVE, "was saving a checkpoint"),
+    Phase.EVAL.value: (Category.EVAL_SOME_RANKS, "was running evaluation"),
+}
+_BUSY = frozenset({Phase.PREPROCESS.value, Phase.LOAD.value})
+
+
+def last_activity(tl: Timeline, ranks: list[int]) -> tuple[Category, str, Placed] | str | None:
+    """What the culprits' phase markers say they were doing last: a (category, words,
+    event) when it explains the lag, "busy" for preprocessing/loading (HD039's case),
+    None when the markers say nothing."""
+    wanted = set(ranks)
+    last: Placed | None = None
+    for p in tl.of(EventKind.PHASE):
+        if p.rank in wanted or (p.rank is None and ranks == [0]):
+            last = p
+    if last is None:
+        return None
+    phase = last.get(F_PHASE) or ""
+    if phase in _BUSY:
+        return "busy"
+    cause = _PHASE_CAUSE.get(phase)
+    return (cause[0], cause[1], last) if cause else None
 
 
 @dataclass(slots=True)
@@ -162,7 +188,7 @@ class LaggingRank(Rule):
     id = "HD032"
     name = "lagging-rank"
     summary = "watchdog timeouts show ranks that never issued the stuck collective"
-    categories = (Category.RANK_DIVERGENCE,)
+    categories = (Category.RANK_DIVERGENCE, Category.CHECKPOINT_SAVE, Category.EVAL_SOME_RANKS)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -176,8 +202,22 @@ class LaggingRank(Rule):
             finding = self._by_sequence(pg, records, dead)
             if finding is None and pg in (DEFAULT_PG, "gloo") and not dead:
                 finding = self._silent(pg, records, known_ranks(tl))
-            if finding is not None:
-                yield finding
+            if finding is None:
+                continue
+            doing = last_activity(tl, list(finding.culprit_ranks))
+            if doing == "busy":
+                continue  # long single-rank work: HD039 (not a hang)
+            if isinstance(doing, tuple):
+                category, words, event = doing
+                finding = replace(
+                    finding,
+                    category=category,
+                    title=f"{finding.title}; {ranks_text(finding.culprit_ranks)} {words}",
+                    explanation=f"{finding.explanation} Its last log marker: "
+                    f"{event.event.text[:160]}",
+                    evidence=(*finding.evidence, event.ref()),
+                )
+            yield finding
 
     def _by_sequence(
         self, pg: str, records: dict[int, WatchRecord], dead: set[int]
@@ -208,7 +248,8 @@ class LaggingRank(Rule):
             rule=self.id,
             category=Category.RANK_DIVERGENCE,
             severity=Severity.ERROR,
-            title=f"{ranks_text(culprits)} never issued {what} on {where}; {ranks_text(waiting)} wait in it",
+            title=f"{ranks_text(culprits)} never issued {what} on {where}; {ranks_text(waiting)} "
+            f"wait in it",
             explanation=(
                 f"{ranks_text(waiting)} timed out in {what} on {where}, but the watchdog "
                 f"status of {ranks_text(culprits)} shows they had not issued it ({details}). "
@@ -238,8 +279,8 @@ class LaggingRank(Rule):
             severity=Severity.ERROR,
             title=(
                 f"{ranks_text(timed_out)} timed out in {what}; {ranks_text(silent)} never did "
-                "and are the likely laggards"
-            ),  # fmt: skip
+                "(likely lagging)"
+            ),
             explanation=(
                 f"{ranks_text(timed_out)} reported a timeout in {what}, while "
                 f"{ranks_text(silent)}, present in the same logs, reported none and did not "

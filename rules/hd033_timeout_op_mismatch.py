@@ -89,12 +89,12 @@ class TimeoutOpMismatch(Rule):
                     title=(
                         f"{ranks_text(culprits)} issued {_op(minor_op)} where "
                         f"{ranks_text(major)} issued {_op(major_op)} (SeqNum {seq}, {where})"
-                    ),  # fmt: skip
+                    ),
                     explanation=(
                         f"At collective #{seq} of {where} the ranks disagree on the operation: "
                         + "; ".join(
-                            f"{op}: {ranks_text(r)}"
-                            for (_, op), r in sorted(
+                            f"{_op(value)}: {ranks_text(r)}"
+                            for value, r in sorted(
                                 split_by(same, "op").items(), key=lambda kv: str(kv[0])
                             )
                         )
@@ -105,12 +105,12 @@ class TimeoutOpMismatch(Rule):
                             else " (The process group of these lines is not logged; "
                             "if they belong to different groups this is a coincidence.)"
                         )
-                    ),  # fmt: skip
+                    ),
                     fix=(
                         "Make every rank issue the same collective at this point: find the "
                         "rank-dependent branch around it (run with TORCH_DISTRIBUTED_DEBUG=DETAIL "
                         "to get both call sites)."
-                    ),  # fmt: skip
+                    ),
                     culprit_ranks=tuple(culprits),
                     waiting_ranks=tuple(major),
                     evidence=tuple(limited_refs(refs)),

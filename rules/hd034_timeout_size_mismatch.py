@@ -40,8 +40,9 @@ from hangdoc.rules.hd033_timeout_op_mismatch import minority, split_by
 from hangdoc.rules.timeline import limited_refs, ranks_text, timeline_of
 
 # Sizes may differ across ranks for these without anything being wrong.
-_UNEVEN_OK = frozenset({"ALLTOALL", "ALLTOALL_BASE", "SEND", "RECV", "GATHER", "SCATTER",
-                        "RECVANYSOURCE", "UNKNOWN"})  # fmt: skip
+_UNEVEN_OK = frozenset(
+    {"ALLTOALL", "ALLTOALL_BASE", "SEND", "RECV", "GATHER", "SCATTER", "RECVANYSOURCE", "UNKNOWN"}
+)
 
 
 class TimeoutSizeMismatch(Rule):
@@ -82,7 +83,7 @@ class TimeoutSizeMismatch(Rule):
                     title=(
                         f"{ranks_text(culprits)} passed {_n(minor_v)} elements to {op} #{seq} "
                         f"where {ranks_text(major)} passed {_n(major_v)} ({where})"
-                    ),  # fmt: skip
+                    ),
                     explanation=(
                         f"At {op} #{seq} of {where} the ranks used different tensor sizes: "
                         + "; ".join(
@@ -90,11 +91,11 @@ class TimeoutSizeMismatch(Rule):
                             for v, r in sorted(sizes.items(), key=lambda kv: str(kv[0]))
                         )
                         + ". Every rank must pass the same number of elements to this collective."
-                    ),  # fmt: skip
+                    ),
                     fix=(
                         "Make the tensor shapes identical on every rank at this collective "
                         "(pad to a common size, drop_last=True, identical model construction)."
-                    ),  # fmt: skip
+                    ),
                     culprit_ranks=tuple(culprits),
                     waiting_ranks=tuple(major),
                     evidence=tuple(limited_refs(refs)),

@@ -95,15 +95,19 @@ class DetailMismatch(Rule):
             minor_fp, culprits = dict(ordered[1][0]), sorted(r for _, rs in ordered[1:] for r in rs)
         else:
             minor_fp, culprits = {}, []
-        if len(ordered) > 1 and len(ordered[1][1]) == len(major) and len(ordered) == 2:
-            # A tie (two ranks): the lowest rank is usually the reference; name both sides.
-            culprits = sorted(ordered[1][1])
+        tie = len(ordered) == 2 and len(ordered[1][1]) == len(major)
         differ = [k for k in _KEYS if major_fp.get(k) != minor_fp.get(k) and minor_fp]
         category, what = _category(differ)
         lhs = _describe(minor_fp) if minor_fp else "a different collective"
         rhs = _describe(major_fp)
-        title = (f"collective mismatch ({what}): {ranks_text(culprits)} ran {lhs}, "
-                 f"{ranks_text(major)} ran {rhs}") if culprits else f"collective mismatch: {rhs}"  # fmt: skip
+        title = (
+            (
+                f"collective mismatch ({what}): {ranks_text(culprits)} ran {lhs}, "
+                f"{ranks_text(major)} ran {rhs}"
+            )
+            if culprits
+            else f"collective mismatch: {rhs}"
+        )
         return Finding(
             rule=self.id,
             category=category,
@@ -113,12 +117,18 @@ class DetailMismatch(Rule):
                 "TORCH_DISTRIBUTED_DEBUG=DETAIL compared the collectives of the ranks and they "
                 f"differ in {', '.join(differ) or 'their fingerprint'}. "
                 + (events[0].get("differ") or "")
+                + (
+                    " Each side has as many ranks as the other: either may be the one that "
+                    "deviated."
+                    if tie
+                    else ""
+                )
             ).strip(),
             fix=_fix(category),
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(major),
             evidence=tuple(limited_refs(events, limit=6)),
-            confidence=0.9 if culprits else 0.7,
+            confidence=0.6 if tie else 0.9 if culprits else 0.7,
         )
 
     def _nccl(self, events: list[Placed]) -> Finding:
@@ -163,13 +173,19 @@ def _describe(fp: dict[str, str]) -> str:
 
 def _fix(category: Category) -> str:
     if category is Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH:
-        return ("Make shapes and dtypes identical on every rank at this collective (pad to a "
-                "common size, cast to one dtype, drop_last=True).")  # fmt: skip
+        return (
+            "Make shapes and dtypes identical on every rank at this collective (pad to a "
+            "common size, cast to one dtype, drop_last=True)."
+        )
     if category is Category.RANK_DIVERGENCE:
-        return ("One side issued an extra (or skipped a) collective: find the rank-dependent "
-                "branch or early exit before this call.")  # fmt: skip
-    return ("Make every rank call the same collective here; move rank-specific collectives out "
-            "of the common path.")  # fmt: skip
+        return (
+            "One side issued an extra (or skipped a) collective: find the rank-dependent "
+            "branch or early exit before this call."
+        )
+    return (
+        "Make every rank call the same collective here; move rank-specific collectives out "
+        "of the common path."
+    )
 
 
 RULE = DetailMismatch

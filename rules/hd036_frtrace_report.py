@@ -56,8 +56,11 @@ class FrTraceReport(Rule):
     id = "HD036"
     name = "frtrace-report"
     summary = "the flight recorder analyser named missing or mismatched ranks"
-    categories = (Category.RANK_DIVERGENCE, Category.COLLECTIVE_TYPE_MISMATCH,
-                  Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH)  # fmt: skip
+    categories = (
+        Category.RANK_DIVERGENCE,
+        Category.COLLECTIVE_TYPE_MISMATCH,
+        Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
+    )
     severity = Severity.CRITICAL
     requires = frozenset({Need.LOGS})
 
@@ -76,16 +79,17 @@ class FrTraceReport(Rule):
                 rule=self.id,
                 category=Category.RANK_DIVERGENCE,
                 severity=Severity.CRITICAL if ranks else Severity.ERROR,
-                title=f"{ranks_text(ranks) if ranks else 'some ranks'} never joined {what} #{seq} (group {group})",
+                title=f"{ranks_text(ranks) if ranks else 'some ranks'} never joined {what} #{seq} "
+                f"(group {group})",
                 explanation=(
                     f"The flight recorder analyser found that {ranks_text(ranks) or 'some ranks'} "
                     f"did not join {what} #{seq} of group {group} that the other ranks "
                     f"issued ({len(missing)} such report(s) in the output)."
-                ),  # fmt: skip
+                ),
                 fix=(
                     "Find what the missing ranks were doing instead (their logs and stacks) and "
                     "make every rank issue the same collectives in the same order."
-                ),  # fmt: skip
+                ),
                 culprit_ranks=tuple(ranks),
                 waiting_ranks=tuple(waiting),
                 evidence=tuple(limited_refs(missing, limit=4)),
@@ -99,15 +103,15 @@ class FrTraceReport(Rule):
                 rule=self.id,
                 category=category,
                 severity=Severity.CRITICAL,
-                title=f"flight recorder: {error.lower().replace('_', ' ')} at collective #{p.get(F_SEQ)}"
-                + (f", culprit rank {culprit}" if culprit is not None else ""),
+                title=f"flight recorder: {error.lower().replace('_', ' ')} at collective "
+                f"#{p.get(F_SEQ)}" + (f", culprit rank {culprit}" if culprit is not None else ""),
                 explanation=(
                     "The flight recorder analyser reported: " + (p.get("detail") or p.event.text)
                 ),
                 fix=(
                     "Make the collective identical on every rank (operation, sizes, dtypes) and "
                     "issued in the same order."
-                ),  # fmt: skip
+                ),
                 culprit_ranks=(culprit,) if culprit is not None else (),
                 evidence=(p.ref(),),
                 confidence=0.85,

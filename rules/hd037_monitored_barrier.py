@@ -58,11 +58,11 @@ class MonitoredBarrier(Rule):
             explanation=(
                 f"The monitored barrier reported that {ranks_text(culprits)} did not arrive "
                 "within its timeout while the other ranks did."
-            ),  # fmt: skip
+            ),
             fix=(
                 "Find what the named ranks were doing instead (their last log lines, their "
                 "stacks) and make them reach the barrier; raise its timeout if they are slow."
-            ),  # fmt: skip
+            ),
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),

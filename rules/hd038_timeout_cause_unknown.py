@@ -41,7 +41,8 @@ from hangdoc.rules.timeline import F_OP, F_SEQ, EventKind, limited_refs, ranks_t
 _COLLECT = (
     "Collect next time: `hangdoc collect --all` on every node while the job hangs; flight "
     "recorder dumps (TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1); every rank's "
-    "stderr (torchrun --log-dir … --tee 3); NCCL_DEBUG=INFO with NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log; "
+    "stderr (torchrun --log-dir … --tee 3); NCCL_DEBUG=INFO with "
+    "NCCL_DEBUG_FILE=/logs/nccl.%h.%p.log; "
     "TORCH_DISTRIBUTED_DEBUG=DETAIL on a reproduction; dmesg -T and nvidia-smi of each node."
 )
 
@@ -59,18 +60,35 @@ def _causal_rules() -> tuple[type[Rule], ...]:
         hd039_slow_rank_work,
         hd200_nccl_transport_error,
         hd201_nccl_init_incomplete,
+        hd202_nccl_bootstrap_interface,
         hd203_nccl_config_mismatch,
         hd204_nccl_coll_divergence,
         hd205_nccl_ras_report,
         hd300_gpu_xid,
         hd301_gpu_ecc_or_lost,
+        hd302_gpu_p2p_topology,
     )
 
-    modules = (hd030_rank_died_first, hd031_cuda_oom_first, hd032_lagging_rank,
-               hd033_timeout_op_mismatch, hd034_timeout_size_mismatch, hd035_detail_mismatch,
-               hd036_frtrace_report, hd037_monitored_barrier, hd039_slow_rank_work,
-               hd200_nccl_transport_error, hd201_nccl_init_incomplete, hd203_nccl_config_mismatch,
-               hd204_nccl_coll_divergence, hd205_nccl_ras_report, hd300_gpu_xid, hd301_gpu_ecc_or_lost)  # fmt: skip
+    modules = (
+        hd030_rank_died_first,
+        hd031_cuda_oom_first,
+        hd032_lagging_rank,
+        hd033_timeout_op_mismatch,
+        hd034_timeout_size_mismatch,
+        hd035_detail_mismatch,
+        hd036_frtrace_report,
+        hd037_monitored_barrier,
+        hd039_slow_rank_work,
+        hd200_nccl_transport_error,
+        hd201_nccl_init_incomplete,
+        hd202_nccl_bootstrap_interface,
+        hd203_nccl_config_mismatch,
+        hd204_nccl_coll_divergence,
+        hd205_nccl_ras_report,
+        hd300_gpu_xid,
+        hd301_gpu_ecc_or_lost,
+        hd302_gpu_p2p_topology,
+    )
     return tuple(m.RULE for m in modules)
 
 
@@ -98,19 +116,23 @@ class TimeoutCauseUnknown(Rule):
         ops = Counter(f"{p.get(F_OP)} #{p.get(F_SEQ)}" for p in symptoms if p.get(F_OP))
         what = ", ".join(op for op, _ in ops.most_common(3)) or "a collective"
         heartbeat = any(p.kind == EventKind.HEARTBEAT_TIMEOUT for p in symptoms)
-        extra = (" The watchdog's heartbeat monitor also fired: a CUDA or NCCL call was blocked "
-                 "(a GPU or driver problem, or a thread holding the GIL inside a CUDA call)."
-                 if heartbeat else "")  # fmt: skip
+        extra = (
+            " The watchdog's heartbeat monitor also fired: a CUDA or NCCL call was blocked "
+            "(a GPU or driver problem, or a thread holding the GIL inside a CUDA call)."
+            if heartbeat
+            else ""
+        )
         yield Finding(
             rule=self.id,
             category=Category.UNKNOWN,
             severity=Severity.WARNING,
-            title=f"{ranks_text(ranks) if ranks else 'ranks'} timed out in {what}; the logs do not show why",
+            title=f"{ranks_text(ranks) if ranks else 'ranks'} timed out in {what}; the logs do not "
+            f"show why",
             explanation=(
                 "The logs show the timeout but no cause: no rank failed first, no network "
                 "or GPU error, no mismatch, and the ranks that timed out cannot be told "
                 "apart from the ones that caused it." + extra
-            ),  # fmt: skip
+            ),
             fix=_COLLECT,
             waiting_ranks=tuple(ranks),
             evidence=tuple(limited_refs(symptoms, limit=5)),

@@ -38,6 +38,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.hd030_rank_died_first import first_deaths
 from hangdoc.rules.timeline import (
     F_PHASE,
     F_SEQ,
@@ -46,7 +47,6 @@ from hangdoc.rules.timeline import (
     Placed,
     Timeline,
     fint,
-    first_deaths,
     ranks_text,
     timeline_of,
 )
@@ -84,9 +84,16 @@ def _num(value: str | None) -> float | None:
 def _blocking_evidence(tl: Timeline) -> bool:
     if any(d.certain for d in first_deaths(tl)):
         return True
-    causes = (EventKind.NCCL_TRANSPORT_ERROR, EventKind.COLLECTIVE_MISMATCH, EventKind.FR_MISMATCH,
-              EventKind.FR_MISSING_RANKS, EventKind.MONITORED_BARRIER, EventKind.GPU_XID,
-              EventKind.RAS_DEAD, EventKind.NCCL_CONFIG_ERROR)  # fmt: skip
+    causes = (
+        EventKind.NCCL_TRANSPORT_ERROR,
+        EventKind.COLLECTIVE_MISMATCH,
+        EventKind.FR_MISMATCH,
+        EventKind.FR_MISSING_RANKS,
+        EventKind.MONITORED_BARRIER,
+        EventKind.GPU_XID,
+        EventKind.RAS_DEAD,
+        EventKind.NCCL_CONFIG_ERROR,
+    )
     return bool(tl.of(*causes))
 
 
@@ -127,13 +134,17 @@ class SlowRankWork(Rule):
         timeout_ms = next(
             (v for p in timeouts if (v := fint(p.event, "timeout_ms")) is not None), None
         )
-        limit = f"{timeout_ms / 60000:.0f} min" if timeout_ms and timeout_ms >= 60000 else (
-            f"{timeout_ms / 1000:.0f} s" if timeout_ms else "the collective timeout")  # fmt: skip
+        limit = (
+            f"{timeout_ms / 60000:.0f} min"
+            if timeout_ms and timeout_ms >= 60000
+            else (f"{timeout_ms / 1000:.0f} s" if timeout_ms else "the collective timeout")
+        )
         yield Finding(
             rule=self.id,
             category=Category.NOT_A_HANG,
             severity=Severity.ERROR,
-            title=f"not a hang: {who} was still in '{label}'{progress} when {ranks_text(timed_out) if timed_out else 'the others'} timed out",
+            title=f"not a hang: {who} was still in '{label}'{progress} when "
+            f"{ranks_text(timed_out) if timed_out else 'the others'} timed out",
             explanation=(
                 f"{who} was busy with '{label}'{progress}, single-rank work that was still "
                 f"progressing, while the other ranks waited in an early collective and hit "
@@ -145,7 +156,7 @@ class SlowRankWork(Rule):
                 "timeout=timedelta(hours=2)), HF --ddp_timeout, Accelerate "
                 "InitProcessGroupKwargs) or do the work offline and cache it (preprocess the "
                 "dataset once, more num_proc, load shards on every rank in parallel)."
-            ),  # fmt: skip
+            ),
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(sorted(timed_out)),
             evidence=(bar.ref(), *(p.ref() for p in timeouts[:3])),

@@ -41,6 +41,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.hd030_rank_died_first import first_deaths
 from hangdoc.rules.timeline import (
     F_ERROR,
     F_HOST,
@@ -49,7 +50,6 @@ from hangdoc.rules.timeline import (
     Placed,
     Timeline,
     before,
-    first_deaths,
     limited_refs,
     ranks_text,
     timeline_of,
@@ -98,7 +98,7 @@ class NcclTransportError(Rule):
     id = "HD200"
     name = "nccl-transport-error"
     summary = "NCCL lost a network connection (IB completion error, socket closed/reset)"
-    categories = (Category.NCCL_NETWORK,)
+    categories = (Category.NCCL_NETWORK, Category.NCCL_INIT)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -139,7 +139,8 @@ class NcclTransportError(Rule):
         first = primary[0]
         crashes = [d for d in first_deaths(tl) if d.certain and before(d.placed, first) is True]
         kinds = Counter(describe(p) for p in primary).most_common(2)
-        title = f"NCCL network failure ({kinds[0][0]}) involving {', '.join(culprit_hosts[:4]) or 'an unknown peer'}"
+        involved = ", ".join(culprit_hosts[:4]) or "an unknown peer"
+        title = f"NCCL network failure ({kinds[0][0]}) involving {involved}"
         if culprits:
             title += f" ({ranks_text(culprits)})"
         explanation = (
@@ -148,13 +149,23 @@ class NcclTransportError(Rule):
             + f". Suspected: {', '.join(culprit_hosts) or 'unknown'} ({how})."
         )
         severity = Severity.ERROR
+        category = Category.NCCL_NETWORK
+        if all((p.get(F_ERROR) or "").startswith("connect_") for p in primary):
+            category = Category.NCCL_INIT
+            title = f"NCCL could not connect to its peers ({kinds[0][0]})"
+            explanation += (
+                " Connections that cannot even be set up point at bootstrap/interface "
+                "configuration (NCCL_SOCKET_IFNAME, firewall, MASTER_ADDR) more than at a link."
+            )
         if crashes:
             severity = Severity.WARNING
-            explanation += (f" Rank {crashes[0].rank} failed before these errors "
-                            f"({crashes[0].summary}); the lost connections are probably its consequence.")  # fmt: skip
+            explanation += (
+                f" Rank {crashes[0].rank} failed before these errors "
+                f"({crashes[0].summary}); the lost connections are probably its consequence."
+            )
         yield Finding(
             rule=self.id,
-            category=Category.NCCL_NETWORK,
+            category=category,
             severity=severity,
             title=title,
             explanation=explanation,
@@ -162,7 +173,7 @@ class NcclTransportError(Rule):
                 "Check the links of the named host(s): ibstat/ibv_devinfo, dmesg -T for link "
                 "flaps, switch port counters; drain the node if a port is bad. Pin NCCL to the "
                 "right interfaces (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX for RoCE)."
-            ),  # fmt: skip
+            ),
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters_ranks),
             evidence=tuple(limited_refs(primary, limit=6)),

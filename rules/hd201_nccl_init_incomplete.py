@@ -110,20 +110,28 @@ class NcclInitIncomplete(Rule):
         stuck = sorted(set(started) - completed)
         if not stuck:
             return None
-        never = sorted(set(range(nranks)) - set(started)) if len(started) >= nranks / 2 else []
+        enough = len(started) >= max(2, nranks / 2)  # a one-process log says nothing of the others
+        never = sorted(set(range(nranks)) - set(started)) if enough else []
         if not completed and not symptoms and not never:
             return None  # every rank still in init and nothing else: a truncated log, not proof
         culprits = never or stuck
-        title = f"NCCL communicator init ({key}, {nranks} ranks) never completed on comm {ranks_text(stuck)}"
+        title = (
+            f"NCCL communicator init ({key}, {nranks} ranks) never completed on comm "
+            f"{ranks_text(stuck)}"
+        )
         if never:
             title += f"; comm {ranks_text(never)} never started it"
         explanation = (
             f"Init START without Init COMPLETE on comm {ranks_text(stuck)}"
             + (f" while comm {ranks_text(sorted(completed))} completed it" if completed else "")
-            + (f"; no init line at all from comm {ranks_text(never)}, the ranks everyone waits for."
-               if never else ".")
+            + (
+                f"; no init line at all from comm {ranks_text(never)}, the ranks everyone waits "
+                f"for."
+                if never
+                else "."
+            )
             + " Communicator ranks are global ranks for the default process group."
-        )  # fmt: skip
+        )
         return Finding(
             rule=self.id,
             category=Category.NCCL_INIT,
@@ -134,7 +142,7 @@ class NcclInitIncomplete(Rule):
                 "Make every rank reach this communicator's creation (look at the logs of the ranks "
                 "that never started it) and check that all nodes can reach each other on the "
                 "interface NCCL uses (NCCL_SOCKET_IFNAME)."
-            ),  # fmt: skip
+            ),
             culprit_ranks=tuple(culprits) if nranks == world else (),
             waiting_ranks=tuple(sorted(completed)),
             evidence=tuple(limited_refs([started[r] for r in stuck], limit=6)),
@@ -145,12 +153,17 @@ class NcclInitIncomplete(Rule):
         first = stores[0]
         error = first.get(F_ERROR) or "rendezvous"
         if error == "clients_missing":
-            what = (f"the TCPStore waited {first.get('seconds')} s for {first.get('expected')} "
-                    f"clients and only {first.get('joined')} joined")  # fmt: skip
+            what = (
+                f"the TCPStore waited {first.get('seconds')} s for {first.get('expected')} "
+                f"clients and only {first.get('joined')} joined"
+            )
         elif error == "store_connect":
             what = (
                 f"ranks could not connect to the store at {first.get('peer')}:{first.get('port')}"
             )
+        elif error == "nccl_unique_id":
+            what = (f"ranks waited for the NCCL unique id that rank {first.get('root')} publishes "
+                    f"through the store and got '{first.get('message')}'")  # fmt: skip
         elif error == "store_wait":
             what = f"a store wait timed out (keys {first.get('keys')})"
         else:
@@ -164,16 +177,22 @@ class NcclInitIncomplete(Rule):
             explanation=(
                 f"{what[0].upper()}{what[1:]}. Some processes never started, started "
                 "with a different world size, or cannot reach MASTER_ADDR:MASTER_PORT."
-            ),  # fmt: skip
+            ),
             fix=(
                 "Check that every node starts its processes with the same world size and "
                 "MASTER_ADDR/MASTER_PORT, that the port is open from every node, and that no "
                 "rank is stuck before init_process_group."
-            ),  # fmt: skip
+            ),
+            culprit_ranks=_roots(stores),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(stores, limit=4)),
             confidence=0.7,
         )
+
+
+def _roots(stores: list[Placed]) -> tuple[int, ...]:
+    """The rank that never published the NCCL unique id (it was late, stuck or gone)."""
+    return tuple(sorted({r for p in stores if (r := fint(p.event, "root")) is not None}))
 
 
 RULE = NcclInitIncomplete

@@ -96,7 +96,9 @@ class NcclBootstrapInterface(Rule):
                 + ". Other nodes cannot connect to a loopback or container-bridge address, so "
                 "communicator creation stalls."
             ),
-            fix="Set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the interface that connects the nodes, e.g. NCCL_SOCKET_IFNAME=eth0 or ^lo,docker; use host networking for containers.",
+            fix="Set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the interface that connects "
+            "the nodes, e.g. NCCL_SOCKET_IFNAME=eth0 or ^lo,docker; use host networking for "
+            "containers.",
             culprit_ranks=tuple(culprits),
             evidence=tuple(limited_refs(bad, limit=4)),
             confidence=0.75 if multi else 0.4,

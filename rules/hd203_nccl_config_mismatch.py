@@ -63,10 +63,12 @@ class NcclConfigMismatch(Rule):
                 ranks = sorted(
                     {v for k in ("rank_a", "rank_b") if (v := fint(first.event, k)) is not None}
                 )
-                title = f"two ranks on one GPU: {ranks_text(ranks)} share CUDA device {first.get('device')}"
+                device = first.get("device")
+                title = f"two ranks on one GPU: {ranks_text(ranks)} share CUDA device {device}"
             else:
                 ranks = []
-                title = f"NCCL bootstrap saw a different number of ranks ({first.get('count_a')} vs {first.get('count_b')})"
+                counts = f"{first.get('count_a')} vs {first.get('count_b')}"
+                title = f"NCCL bootstrap saw a different number of ranks ({counts})"
             yield self._finding(title, warns, ranks)
         by_comm: dict[str, list[Placed]] = {}
         for p in tl.of(EventKind.NCCL_INIT):
@@ -80,13 +82,15 @@ class NcclConfigMismatch(Rule):
             dup = sorted(int(r) for r, who in owners.items() if len(who) > 1 and r.isdigit())
             if len(sizes) > 1:
                 yield self._finding(
-                    f"communicator {comm_id} created with different sizes: {', '.join(sorted(s or '?' for s in sizes))}",
+                    f"communicator {comm_id} created with different sizes: "
+                    f"{', '.join(sorted(s or '?' for s in sizes))}",
                     events,
                     [],
                 )
             elif dup:
                 yield self._finding(
-                    f"communicator {comm_id}: comm {ranks_text(dup)} claimed by more than one process",
+                    f"communicator {comm_id}: comm {ranks_text(dup)} claimed by more than one "
+                    f"process",
                     events,
                     dup,
                 )
@@ -100,12 +104,12 @@ class NcclConfigMismatch(Rule):
             explanation=(
                 "NCCL processes disagree on who is in the communicator, so its creation "
                 "cannot complete (or fails on some ranks and hangs the others)."
-            ),  # fmt: skip
+            ),
             fix=(
                 "Bind each process to its own GPU (torch.cuda.set_device(LOCAL_RANK) before "
                 "init_process_group), check CUDA_VISIBLE_DEVICES, and launch the same world size "
                 "on every node."
-            ),  # fmt: skip
+            ),
             culprit_ranks=tuple(ranks),
             evidence=tuple(limited_refs(events, limit=4)),
             confidence=0.8,

@@ -33,10 +33,28 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import F_HOST, EventKind, Placed, fint, limited_refs, ranks_text, timeline_of
+from hangdoc.rules.timeline import (
+    F_HOST,
+    EventKind,
+    Placed,
+    fint,
+    limited_refs,
+    ranks_text,
+    timeline_of,
+)
 
-_DTYPES = {"0": "int8", "1": "uint8", "2": "int32", "3": "uint32", "4": "int64", "5": "uint64",
-           "6": "float16", "7": "float32", "8": "float64", "9": "bfloat16"}  # fmt: skip
+_DTYPES = {
+    "0": "int8",
+    "1": "uint8",
+    "2": "int32",
+    "3": "uint32",
+    "4": "int64",
+    "5": "uint64",
+    "6": "float16",
+    "7": "float32",
+    "8": "float64",
+    "9": "bfloat16",
+}
 _SIZED = frozenset({"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter"})
 
 
@@ -45,8 +63,11 @@ class NcclCollDivergence(Rule):
     id = "HD204"
     name = "nccl-coll-divergence"
     summary = "NCCL COLL lines: ranks stopped at a lower opCount or launched different ops"
-    categories = (Category.RANK_DIVERGENCE, Category.COLLECTIVE_TYPE_MISMATCH,
-                  Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH)  # fmt: skip
+    categories = (
+        Category.RANK_DIVERGENCE,
+        Category.COLLECTIVE_TYPE_MISMATCH,
+        Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
+    )
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -61,7 +82,9 @@ class NcclCollDivergence(Rule):
             comm_info[key] = (p.get("commId") or f"nranks {p.get('nranks')}", fint(p.event, "rank"))
         groups: dict[str, dict[int, Placed]] = {}
         for p in colls:
-            ident, comm_rank = comm_info.get((p.get(F_HOST), p.get("pid"), p.get("comm")), (None, None))
+            ident, comm_rank = comm_info.get(
+                (p.get(F_HOST), p.get("pid"), p.get("comm")), (None, None)
+            )
             if ident is None:
                 ident = f"nranks {p.get('nranks') or '?'}"
             member = comm_rank if comm_rank is not None else p.rank
@@ -83,10 +106,15 @@ class NcclCollDivergence(Rule):
             if behind and len(behind) < len(members):
                 ahead = sorted(set(members) - set(behind))
                 return self._finding(
-                    Category.RANK_DIVERGENCE, Severity.ERROR,
+                    Category.RANK_DIVERGENCE,
+                    Severity.ERROR,
                     f"comm {ranks_text(behind)} stopped launching NCCL collectives at opCount "
-                    f"{min(counts[r] for r in behind)} while comm {ranks_text(ahead)} reached {top} ({ident})",
-                    behind, ahead, members)  # fmt: skip
+                    f"{min(counts[r] for r in behind)} while comm {ranks_text(ahead)} reached "
+                    f"{top} ({ident})",
+                    behind,
+                    ahead,
+                    members,
+                )
         at_top = {r: p for r, p in members.items() if counts[r] == top}
         for field, category, what in (
             ("op", Category.COLLECTIVE_TYPE_MISMATCH, "operation"),
@@ -98,29 +126,46 @@ class NcclCollDivergence(Rule):
             values: dict[str, list[int]] = {}
             for r, p in at_top.items():
                 values.setdefault(_show(field, p.get(field)), []).append(r)
-            if len(values) > 1 and len({p.get("op") for p in at_top.values()}) <= (1 if field != "op" else 99):
+            if len(values) > 1 and len({p.get("op") for p in at_top.values()}) <= (
+                1 if field != "op" else 99
+            ):
                 ordered = sorted(values.items(), key=lambda kv: (-len(kv[1]), kv[0]))
                 culprits = sorted(r for _, rs in ordered[1:] for r in rs)
                 major = sorted(ordered[0][1])
                 return self._finding(
-                    category, Severity.CRITICAL,
+                    category,
+                    Severity.CRITICAL,
                     f"NCCL {what} differs at opCount {top} ({ident}): "
                     + "; ".join(f"{v}: comm {ranks_text(rs)}" for v, rs in ordered),
-                    culprits, major, members)  # fmt: skip
+                    culprits,
+                    major,
+                    members,
+                )
         return None
 
-    def _finding(self, category: Category, severity: Severity, title: str, culprits: list[int],
-                 waiting: list[int], members: dict[int, Placed]) -> Finding:  # fmt: skip
+    def _finding(
+        self,
+        category: Category,
+        severity: Severity,
+        title: str,
+        culprits: list[int],
+        waiting: list[int],
+        members: dict[int, Placed],
+    ) -> Finding:
         refs = [members[r] for r in culprits[:4]] + [members[r] for r in waiting[:2]]
         return Finding(
             rule=self.id,
             category=category,
             severity=severity,
             title=title,
-            explanation=("The last COLL line of each rank of this communicator disagrees; "
-                         "communicator ranks equal global ranks for the default process group."),  # fmt: skip
-            fix=("Make every rank launch the same collectives, in the same order, with the same "
-                 "sizes and dtypes; find what the diverging ranks were doing."),  # fmt: skip
+            explanation=(
+                "The last COLL line of each rank of this communicator disagrees; "
+                "communicator ranks equal global ranks for the default process group."
+            ),
+            fix=(
+                "Make every rank launch the same collectives, in the same order, with the same "
+                "sizes and dtypes; find what the diverging ranks were doing."
+            ),
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(refs, limit=6)),

@@ -35,7 +35,16 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import F_ERROR, F_OP, F_PEER, EventKind, Placed, limited_refs, ranks_text, timeline_of
+from hangdoc.rules.timeline import (
+    F_ERROR,
+    F_OP,
+    F_PEER,
+    EventKind,
+    Placed,
+    limited_refs,
+    ranks_text,
+    timeline_of,
+)
 
 
 def _groups(p: Placed) -> list[tuple[int, int, list[int]]]:
@@ -44,7 +53,9 @@ def _groups(p: Placed) -> list[tuple[int, int, list[int]]]:
     for part in (p.get("groups") or "").split(";"):
         bits = part.split(":")
         if len(bits) == 3 and bits[0].isdigit() and bits[1].isdigit():
-            out.append((int(bits[0]), int(bits[1]), [int(r) for r in bits[2].split("/") if r.isdigit()]))
+            out.append(
+                (int(bits[0]), int(bits[1]), [int(r) for r in bits[2].split("/") if r.isdigit()])
+            )
     return out
 
 
@@ -65,14 +76,24 @@ class NcclRasReport(Rule):
                 yield finding
         dead = tl.of(EventKind.RAS_DEAD)
         if dead:
-            who = sorted({x for p in dead for x in ((p.get("processes") or p.get(F_PEER) or "").split(";")) if x and not x.startswith("count=")})
+            who = sorted(
+                {
+                    x
+                    for p in dead
+                    for x in ((p.get("processes") or p.get(F_PEER) or "").split(";"))
+                    if x and not x.startswith("count=")
+                }
+            )
             yield Finding(
                 rule=self.id,
                 category=Category.RANK_DEAD,
                 severity=Severity.ERROR,
-                title=f"NCCL RAS considers {len(who) or 'some'} process(es) dead: {', '.join(who[:4])}",
-                explanation=("The RAS network lost contact with these processes (host:pid:GPU or peer "
-                             "address): they crashed, were killed, or their node went down."),  # fmt: skip
+                title=f"NCCL RAS considers {len(who) or 'some'} process(es) dead: "
+                f"{', '.join(who[:4])}",
+                explanation=(
+                    "The RAS network lost contact with these processes (host:pid:GPU or peer "
+                    "address): they crashed, were killed, or their node went down."
+                ),
                 fix="Look at the named node's logs and dmesg (OOM killer, segfault, node failure).",
                 evidence=tuple(limited_refs(dead, limit=4)),
                 confidence=0.7,
@@ -85,11 +106,14 @@ class NcclRasReport(Rule):
                 category=Category.UNKNOWN,
                 severity=Severity.INFO,
                 title="NCCL RAS saw every communicator OK while torch timed out",
-                explanation=("RAS reported all ranks alive and at the same operation counts, so no "
-                             "rank is dead or behind inside NCCL. The rank that blocks the job is alive "
-                             "and outside NCCL (Python code, I/O, a dataloader) or the hang is in a "
-                             "process group RAS does not see."),  # fmt: skip
-                fix="Take py-spy stacks of all ranks (hangdoc collect) to find the rank outside the collective.",
+                explanation=(
+                    "RAS reported all ranks alive and at the same operation counts, so no "
+                    "rank is dead or behind inside NCCL. The rank that blocks the job is alive "
+                    "and outside NCCL (Python code, I/O, a dataloader) or the hang is in a "
+                    "process group RAS does not see."
+                ),
+                fix="Take py-spy stacks of all ranks (hangdoc collect) to find the rank outside "
+                "the collective.",
                 evidence=tuple(limited_refs([*reports[:2], *timeouts[:2]])),
                 confidence=0.5,
             )
@@ -100,8 +124,16 @@ class NcclRasReport(Rule):
             status = p.get("status_ranks") or ""
             if not status:
                 return None
-            ranks = sorted({int(x.split(":")[0]) for x in status.split(";") if x and x.split(":")[0].isdigit()})
-            return self._finding(p, f"NCCL RAS: communicator ranks in a different state: {ranks_text(ranks)}", ranks, [], 0.5)
+            ranks = sorted(
+                {int(x.split(":")[0]) for x in status.split(";") if x and x.split(":")[0].isdigit()}
+            )
+            return self._finding(
+                p,
+                f"NCCL RAS: communicator ranks in a different state: {ranks_text(ranks)}",
+                ranks,
+                [],
+                0.5,
+            )
         low = min(g[0] for g in groups)
         lagging = [g for g in groups if g[0] == low]
         ahead = [g for g in groups if g[0] != low]
@@ -110,24 +142,33 @@ class NcclRasReport(Rule):
         lag_count = sum(g[1] for g in lagging)
         ahead_ranks = sorted(r for g in ahead for r in g[2])
         if lag_ranks:
-            title = (f"NCCL RAS: {ranks_text(lag_ranks)} launched {op} only up to operation {low}; "
-                     f"{sum(g[1] for g in ahead)} rank(s) went further")  # fmt: skip
+            title = (
+                f"NCCL RAS: {ranks_text(lag_ranks)} launched {op} only up to operation {low}; "
+                f"{sum(g[1] for g in ahead)} rank(s) went further"
+            )
             return self._finding(p, title, lag_ranks, ahead_ranks, 0.8)
-        title = (f"NCCL RAS: {lag_count} ranks launched {op} up to operation {low} while "
-                 f"{ranks_text(ahead_ranks)} launched further")  # fmt: skip
+        title = (
+            f"NCCL RAS: {lag_count} ranks launched {op} up to operation {low} while "
+            f"{ranks_text(ahead_ranks)} launched further"
+        )
         return self._finding(p, title, [], ahead_ranks, 0.6)
 
-    def _finding(self, p: Placed, title: str, culprits: list[int], waiting: list[int], confidence: float) -> Finding:
+    def _finding(
+        self, p: Placed, title: str, culprits: list[int], waiting: list[int], confidence: float
+    ) -> Finding:
         return Finding(
             rule=self.id,
             category=Category.RANK_DIVERGENCE,
             severity=Severity.ERROR,
             title=title,
-            explanation=("RAS compared the operation counts of every rank of the communicator. The "
-                         "ranks with the lower count have not launched the operation the others "
-                         "wait in; when they are not listed, they are the majority and the listed "
-                         "ranks are ahead (they issued one collective more)."),  # fmt: skip
-            fix="Take the stacks of the lagging ranks and make every rank launch the same collectives.",
+            explanation=(
+                "RAS compared the operation counts of every rank of the communicator. The "
+                "ranks with the lower count have not launched the operation the others "
+                "wait in; when they are not listed, they are the majority and the listed "
+                "ranks are ahead (they issued one collective more)."
+            ),
+            fix="Take the stacks of the lagging ranks and make every rank launch the same "
+            "collectives.",
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=(p.ref(),),

@@ -34,21 +34,50 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import F_HOST, F_PID, EventKind, Placed, Timeline, limited_refs, ranks_text, timeline_of
+from hangdoc.rules.timeline import (
+    F_HOST,
+    F_PID,
+    EventKind,
+    Placed,
+    Timeline,
+    limited_refs,
+    ranks_text,
+    timeline_of,
+)
 
 XID_FATAL = {
-    "48": "double-bit ECC error", "61": "GPU micro-controller breakpoint", "62": "GPU micro-controller halt",
-    "64": "ECC page retirement / row remapper failure", "74": "NVLink error", "79": "GPU has fallen off the bus",
-    "94": "contained ECC error", "95": "uncontained ECC error", "119": "GSP RPC timeout", "120": "GSP error",
-    "121": "C2C link error", "140": "unrecovered ECC error", "144": "NVLink error", "145": "NVLink error",
-    "146": "NVLink error", "147": "NVLink error", "148": "NVLink error", "149": "NVLink error",
-    "150": "NVLink error", "lost": "GPU lost (driver cannot reach it)",
-}  # fmt: skip
-XID_WARN = {"63": "ECC page retirement / row remapping event", "92": "high single-bit ECC error rate",
-            "109": "context switch timeout"}  # fmt: skip
-XID_APP = {"13": "graphics engine exception (usually the application)", "31": "GPU memory page fault "
-           "(usually an illegal address in the application)", "43": "GPU stopped processing "
-           "(the process was killed or reset)", "45": "preemptive cleanup (follows a killed process)"}  # fmt: skip
+    "48": "double-bit ECC error",
+    "61": "GPU micro-controller breakpoint",
+    "62": "GPU micro-controller halt",
+    "64": "ECC page retirement / row remapper failure",
+    "74": "NVLink error",
+    "79": "GPU has fallen off the bus",
+    "94": "contained ECC error",
+    "95": "uncontained ECC error",
+    "119": "GSP RPC timeout",
+    "120": "GSP error",
+    "121": "C2C link error",
+    "140": "unrecovered ECC error",
+    "144": "NVLink error",
+    "145": "NVLink error",
+    "146": "NVLink error",
+    "147": "NVLink error",
+    "148": "NVLink error",
+    "149": "NVLink error",
+    "150": "NVLink error",
+    "lost": "GPU lost (driver cannot reach it)",
+}
+XID_WARN = {
+    "63": "ECC page retirement / row remapping event",
+    "92": "high single-bit ECC error rate",
+    "109": "context switch timeout",
+}
+XID_APP = {
+    "13": "graphics engine exception (usually the application)",
+    "31": "GPU memory page fault (usually an illegal address in the application)",
+    "43": "GPU stopped processing (the process was killed or reset)",
+    "45": "preemptive cleanup (follows a killed process)",
+}
 
 
 def pci_key(value: str | None) -> tuple[int, int] | None:
@@ -81,7 +110,11 @@ def ranks_for(tl: Timeline, placed: list[Placed]) -> list[int]:
         host = (p.get(F_HOST) or "").split(".")[0]
         if pids and p.get(F_PID) in pids and p.kind.startswith("nccl"):
             by_pid.add(p.rank)
-        if p.kind == EventKind.NCCL_INIT and pci_key(p.get("busId")) in pcis and (not hosts or host in hosts):
+        if (
+            p.kind == EventKind.NCCL_INIT
+            and pci_key(p.get("busId")) in pcis
+            and (not hosts or host in hosts)
+        ):
             by_pci.add(p.rank)
         if hosts and host in hosts:
             by_host.add(p.rank)
@@ -102,9 +135,11 @@ class GpuXid(Rule):
         xids = tl.of(EventKind.GPU_XID)
         if not xids:
             return
-        for table, severity, confidence in ((XID_FATAL, Severity.CRITICAL, 0.85),
-                                            (XID_WARN, Severity.WARNING, 0.5),
-                                            (XID_APP, Severity.INFO, 0.3)):  # fmt: skip
+        for table, severity, confidence in (
+            (XID_FATAL, Severity.CRITICAL, 0.85),
+            (XID_WARN, Severity.WARNING, 0.5),
+            (XID_APP, Severity.INFO, 0.3),
+        ):
             chosen = [p for p in xids if p.get("xid") in table]
             if not chosen:
                 continue
@@ -118,14 +153,27 @@ class GpuXid(Rule):
                 category=Category.GPU_HARDWARE,
                 severity=severity,
                 title=f"GPU fault{where}: {what} (GPU {', '.join(gpus[:3])})",
-                explanation=(f"The NVIDIA driver logged {what} for GPU(s) {', '.join(gpus)}"
-                             + (f", used by {ranks_text(ranks)}" if ranks else "") + "."
-                             + (" These Xids usually reflect the application or a killed process, "
-                                "not the hardware." if table is XID_APP else "")),  # fmt: skip
-                fix=("Drain the node, run nvidia-smi -q -d ECC,ROW_REMAPPER and dcgmi diag, and "
-                     "have the GPU reset or replaced; resume from the last checkpoint on healthy "
-                     "nodes.") if table is not XID_APP else ("Look at the job's own kernels "
-                     "(illegal address, killed process) before suspecting the hardware."),  # fmt: skip
+                explanation=(
+                    f"The NVIDIA driver logged {what} for GPU(s) {', '.join(gpus)}"
+                    + (f", used by {ranks_text(ranks)}" if ranks else "")
+                    + "."
+                    + (
+                        " These Xids usually reflect the application or a killed process, "
+                        "not the hardware."
+                        if table is XID_APP
+                        else ""
+                    )
+                ),
+                fix=(
+                    "Drain the node, run nvidia-smi -q -d ECC,ROW_REMAPPER and dcgmi diag, and "
+                    "have the GPU reset or replaced; resume from the last checkpoint on healthy "
+                    "nodes."
+                )
+                if table is not XID_APP
+                else (
+                    "Look at the job's own kernels "
+                    "(illegal address, killed process) before suspecting the hardware."
+                ),
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(limited_refs(chosen, limit=5)),
                 confidence=confidence,

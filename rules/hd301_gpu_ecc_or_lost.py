@@ -30,9 +30,27 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.hd300_gpu_xid import ranks_for
-from hangdoc.rules.timeline import F_ERROR, EventKind, fint, limited_refs, ranks_text, timeline_of
+from hangdoc.rules.timeline import (
+    F_ERROR,
+    F_MESSAGE,
+    EventKind,
+    fint,
+    limited_refs,
+    ranks_text,
+    timeline_of,
+)
 
-HARDWARE = re.compile(r"ECC|NVLink|fallen off the bus|GPU is lost|GPU lost|hardware", re.IGNORECASE)
+HARDWARE = re.compile(
+    r"uncorrectable ECC|ECC error|ECCUncorrectable|uncorrectable NVLink|NVLink error|fallen off "
+    r"the bus|"
+    r"GPU is lost|GPU lost|cudaErrorECC"
+)
+_TEXT_KINDS = (
+    EventKind.EXCEPTION,
+    EventKind.ERROR_FILE,
+    EventKind.CHILD_FAILURE,
+    EventKind.CUDA_ERROR,
+)
 
 
 class GpuEccOrLost(Rule):
@@ -46,20 +64,38 @@ class GpuEccOrLost(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = timeline_of(ctx.evidence)
-        hard = [p for p in tl.of(EventKind.CUDA_ERROR) if HARDWARE.search(p.get(F_ERROR) or "")]
-        hard += [p for p in tl.of(EventKind.NCCL_ERROR) if HARDWARE.search(p.get("last_error") or "")]
-        ecc = [p for p in tl.of(EventKind.GPU_STATUS) if (fint(p.event, "ecc_uncorrected") or 0) > 0]
+        hard = [
+            p
+            for p in tl.of(*_TEXT_KINDS)
+            if HARDWARE.search(p.get(F_ERROR) or "") or HARDWARE.search(p.get(F_MESSAGE) or "")
+        ]
+        hard += [
+            p for p in tl.of(EventKind.NCCL_ERROR) if HARDWARE.search(p.get("last_error") or "")
+        ]
+        ecc = [
+            p for p in tl.of(EventKind.GPU_STATUS) if (fint(p.event, "ecc_uncorrected") or 0) > 0
+        ]
         if hard:
             ranks = sorted({p.rank for p in hard if p.rank is not None})
-            what = sorted({(p.get(F_ERROR) or p.get("last_error") or "")[:80] for p in hard})
+            what = sorted(
+                {
+                    (p.get(F_ERROR) or p.get(F_MESSAGE) or p.get("last_error") or "")[:80]
+                    for p in hard
+                }
+            )
             yield Finding(
                 rule=self.id,
                 category=Category.GPU_HARDWARE,
                 severity=Severity.CRITICAL,
-                title=f"GPU hardware error on {ranks_text(ranks) if ranks else 'a rank'}: {what[0]}",
-                explanation=("CUDA reported a hardware-level failure of the GPU (" + "; ".join(what[:3])
-                             + "): the rank cannot run kernels, so its collectives never complete."),  # fmt: skip
-                fix="Drain the node and have the GPU reset or replaced; resume from the last checkpoint.",
+                title=f"GPU hardware error on {ranks_text(ranks) if ranks else 'a rank'}: "
+                f"{what[0]}",
+                explanation=(
+                    "CUDA reported a hardware-level failure of the GPU ("
+                    + "; ".join(what[:3])
+                    + "): the rank cannot run kernels, so its collectives never complete."
+                ),
+                fix="Drain the node and have the GPU reset or replaced; resume from the last "
+                "checkpoint.",
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(limited_refs(hard, limit=5)),
                 confidence=0.85,
@@ -72,9 +108,12 @@ class GpuEccOrLost(Rule):
                 category=Category.GPU_HARDWARE,
                 severity=Severity.WARNING,
                 title=f"nvidia-smi shows uncorrected ECC errors on GPU {', '.join(gpus)}",
-                explanation=("Volatile uncorrected ECC errors were counted on these GPUs since the "
-                             "last driver load; a job on them can fail or hang."),  # fmt: skip
-                fix="Check nvidia-smi -q -d ECC,ROW_REMAPPER; reset or replace the GPU before reuse.",
+                explanation=(
+                    "Volatile uncorrected ECC errors were counted on these GPUs since the "
+                    "last driver load; a job on them can fail or hang."
+                ),
+                fix="Check nvidia-smi -q -d ECC,ROW_REMAPPER; reset or replace the GPU before "
+                "reuse.",
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(limited_refs(ecc, limit=4)),
                 confidence=0.5,

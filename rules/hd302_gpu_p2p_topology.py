@@ -49,7 +49,11 @@ class GpuP2pTopology(Rule):
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = timeline_of(ctx.evidence)
         topo = tl.of(EventKind.GPU_TOPOLOGY)
-        pcie = [p for p in topo if (fint(p.event, "pcie_pairs") or 0) > 0 and (fint(p.event, "nvlink_pairs") or 0) == 0]
+        pcie = [
+            p
+            for p in topo
+            if (fint(p.event, "pcie_pairs") or 0) > 0 and (fint(p.event, "nvlink_pairs") or 0) == 0
+        ]
         blocked = [p for p in topo if (fint(p.event, "p2p_unsupported_pairs") or 0) > 0]
         if not pcie and not blocked:
             return
@@ -57,8 +61,14 @@ class GpuP2pTopology(Rule):
         timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT)
         early = [p for p in timeouts if (fint(p.event, F_SEQ) or 99) <= 2]
         init_stuck = [p for p in tl.of(EventKind.NCCL_INIT) if p.get("state") == "start"]
-        completed = {(p.get("host"), p.get("pid"), p.get("comm")) for p in tl.of(EventKind.NCCL_INIT) if p.get("state") == "complete"}
-        init_stuck = [p for p in init_stuck if (p.get("host"), p.get("pid"), p.get("comm")) not in completed]
+        completed = {
+            (p.get("host"), p.get("pid"), p.get("comm"))
+            for p in tl.of(EventKind.NCCL_INIT)
+            if p.get("state") == "complete"
+        }
+        init_stuck = [
+            p for p in init_stuck if (p.get("host"), p.get("pid"), p.get("comm")) not in completed
+        ]
         hang_early = bool(early or init_stuck or tl.of(EventKind.HEARTBEAT_TIMEOUT))
         if not hang_early:
             return
@@ -69,13 +79,19 @@ class GpuP2pTopology(Rule):
             category=Category.GPU_HARDWARE,
             severity=severity,
             title="GPUs talk P2P over PCIe (no NVLink) and the job hangs at its first collectives",
-            explanation=(f"The topology shows PCIe-only GPU pairs ({links})"
-                         + (", NCCL uses P2P channels" if p2p else "")
-                         + " and the hang happens in communicator setup or the first collectives: "
-                         "the classic signature of PCIe ACS / IOMMU breaking GPU peer-to-peer."),  # fmt: skip
-            fix=("Confirm with NCCL_P2P_DISABLE=1; then disable ACS/IOMMU in the BIOS (or "
-                 "iommu=pt), or keep NCCL_P2P_DISABLE=1 / NCCL_P2P_LEVEL=NVL."),  # fmt: skip
-            evidence=tuple(limited_refs([*(pcie or blocked)[:1], *p2p[:2], *(early or init_stuck)[:2]])),
+            explanation=(
+                f"The topology shows PCIe-only GPU pairs ({links})"
+                + (", NCCL uses P2P channels" if p2p else "")
+                + " and the hang happens in communicator setup or the first collectives: "
+                "the classic signature of PCIe ACS / IOMMU breaking GPU peer-to-peer."
+            ),
+            fix=(
+                "Confirm with NCCL_P2P_DISABLE=1; then disable ACS/IOMMU in the BIOS (or "
+                "iommu=pt), or keep NCCL_P2P_DISABLE=1 / NCCL_P2P_LEVEL=NVL."
+            ),
+            evidence=tuple(
+                limited_refs([*(pcie or blocked)[:1], *p2p[:2], *(early or init_stuck)[:2]])
+            ),
             confidence=0.6 if severity is Severity.ERROR else 0.35,
         )
 

@@ -13,11 +13,12 @@ and keeping the list here (rules may not import parsers) leaves one definition.
 
 from __future__ import annotations
 
+import calendar
 import enum
 import functools
-import re
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hangdoc.analyzer.model import Evidence, EvidenceRef, LogEvent
 from hangdoc.analyzer.ranges import format_ranks
@@ -190,14 +191,19 @@ class Timeline:
         by_source: dict[str, list[tuple[int | None, LogEvent]]] = {}
         for rank, event in pairs:
             by_source.setdefault(event.source, []).append((rank, event))
+        year = _job_year(pairs)
         staged: list[
             tuple[tuple[int, float, str, int], int | None, LogEvent, float | None, str | None]
         ] = []
         for source, items in by_source.items():
             items.sort(key=lambda p: p[1].line if p[1].line is not None else 0)
-            for rank, event, when, clock in _propagate(items):
-                key = (0 if when is not None else 1, when if when is not None else 0.0, source,
-                       event.line or 0)  # fmt: skip
+            for rank, event, when, clock in _propagate(items, year):
+                key = (
+                    0 if when is not None else 1,
+                    when if when is not None else 0.0,
+                    source,
+                    event.line or 0,
+                )
                 staged.append((key, rank, event, when, clock))
         staged.sort(key=lambda s: s[0])
         self.events: list[Placed] = [
@@ -214,36 +220,70 @@ class Timeline:
         return {p.rank for p in self.events if p.rank is not None}
 
 
+def _job_year(pairs: list[tuple[int | None, LogEvent]]) -> int | None:
+    """The year of the job's fully dated stamps (ISO, ChildFailedError, Python logging)."""
+    for _, event in pairs:
+        if event.time is not None and fget(event, F_CLOCK) == "local":
+            return time.gmtime(event.time).tm_year
+    return None
+
+
+def _with_year(when: float, year: int) -> float:
+    """A year-less stamp moved to the job's year (glog lines next to ISO-stamped files)."""
+    t = time.gmtime(when)
+    if t.tm_year == year:
+        return when
+    try:
+        base = calendar.timegm((year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return when
+    return base + (when - int(when))
+
+
 def _propagate(
-    items: list[tuple[int | None, LogEvent]],
+    items: list[tuple[int | None, LogEvent]], year: int | None
 ) -> list[tuple[int | None, LogEvent, float | None, str | None]]:
     out: list[tuple[int | None, LogEvent, float | None, str | None]] = []
     last: tuple[float, str] | None = None
     for rank, event in items:
         clock = fget(event, F_CLOCK)
+        if event.time is not None and clock == "local?" and year is not None:
+            event = replace(
+                event, time=_with_year(event.time, year), fields=_with_clock(event, "local")
+            )
+            clock = "local"
         if event.time is not None and clock is not None:
             # Never step back within a file: line order is the truth there, and stamps
             # of different precision (ChildFailedError has whole seconds) would reorder.
-            when = event.time if last is None or last[1] != clock else max(event.time, last[0])
-            last = (when, clock)
-            out.append((rank, event, when, clock))
+            own = event.time if last is None or last[1] != clock else max(event.time, last[0])
+            last = (own, clock)
+            out.append((rank, event, own, clock))
         else:
             out.append((rank, event, last[0] if last else None, last[1] if last else None))
     following: tuple[float, str] | None = None
     for i in range(len(out) - 1, -1, -1):
-        rank, event, when, clock = out[i]
-        if event.time is not None and clock is not None:
-            following = (event.time, clock)
-        elif when is None and following is not None:
+        rank, event, known, clock = out[i]
+        if event.time is not None and known is not None and clock is not None:
+            following = (known, clock)
+        elif known is None and following is not None:
             out[i] = (rank, event, following[0], following[1])
     return out
 
 
+def _with_clock(event: LogEvent, clock: str) -> tuple[tuple[str, str], ...]:
+    return tuple((k, clock if k == F_CLOCK else v) for k, v in event.fields)
+
+
 def before(a: Placed, b: Placed) -> bool | None:
     """True when ``a`` certainly happened before ``b``; None when the logs cannot tell."""
-    if a.event.source == b.event.source and a.event.line is not None and b.event.line is not None:
-        if a.event.line != b.event.line:
-            return a.event.line < b.event.line
+    same_file = a.event.source == b.event.source
+    if (
+        same_file
+        and a.event.line is not None
+        and b.event.line is not None
+        and a.event.line != b.event.line
+    ):
+        return a.event.line < b.event.line
     if a.when is None or b.when is None or a.clock != b.clock:
         return None
     tolerance = 0.0 if a.event.source == b.event.source else SKEW_S
@@ -257,137 +297,33 @@ def before(a: Placed, b: Placed) -> bool | None:
 # ---------------------------------------------------------------------------------------
 # Causes and consequences
 
-# Messages that a rank prints *because another rank failed* (or because the job was
-# torn down): never the cause of a hang by themselves.
-CONSEQUENCE_TEXT = re.compile(
-    r"timed out|timeout|watchdog|DistBackendError|NCCL error|nccl\w*Error|remote process exiting|"
-    r"Connection closed by peer|Connection reset by peer|Read error|pair closure|monitoredBarrier|"
-    r"aborted|Signal 15|SIGTERM|KeyboardInterrupt|Detected mismatch between collectives|"
-    r"DistStoreError|DistNetworkError|Rendezvous|Broken pipe|Socket Timeout|ChildFailedError|"
-    r"NCCL communicator|ProcessGroup\w* is|heartbeat|collective operation|SignalException|"
-    r"got signal: 15|Terminated",
-    re.IGNORECASE,
-)
-CONSEQUENCE_KINDS = frozenset(k.value for k in (
-    EventKind.COLLECTIVE_TIMEOUT, EventKind.WATCHDOG_STATUS, EventKind.WATCHDOG_TEARDOWN,
-    EventKind.HEARTBEAT_TIMEOUT, EventKind.DUMP_SIGNAL, EventKind.CONNECTION_LOST,
-    EventKind.AGENT_TERMINATING, EventKind.NCCL_ERROR, EventKind.STORE_TIMEOUT,
-    EventKind.MONITORED_BARRIER, EventKind.COLLECTIVE_MISMATCH,
-))  # fmt: skip
-_CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"})
-
-
-def is_wave(p: Placed) -> bool:
-    """Part of the wave of timeouts/teardown that follows a failure."""
-    return p.kind in CONSEQUENCE_KINDS
-
-
-@dataclass(frozen=True, slots=True)
-class Death:
-    """The first thing that ended (or broke) one rank, if it was not a consequence."""
-
-    rank: int | None
-    how: str  # exception | cuda_oom | cuda_error | signal | host_oom | exit | actor
-    summary: str
-    placed: Placed
-    certain: bool  # False for a bare exit code with no reason
-
-
-def _exception_is_consequence(exc_type: str, message: str) -> bool:
-    return bool(CONSEQUENCE_TEXT.search(exc_type) or CONSEQUENCE_TEXT.search(message))
-
-
-def death_of(p: Placed) -> Death | None:
-    """The event as a cause candidate, or None when it is a consequence or context."""
-    kind = p.kind
-    exc_type, message = p.get(F_EXC_TYPE) or "", p.get(F_MESSAGE) or ""
-    signal = p.get(F_SIGNAL)
-    if kind == EventKind.CUDA_OOM:
-        return Death(p.rank, "cuda_oom", "CUDA out of memory" + _tried(p), p, True)
-    if kind in (EventKind.EXCEPTION.value, EventKind.ERROR_FILE.value):
-        if not exc_type and not message:
-            return None
-        if "OutOfMemoryError" in exc_type or "out of memory" in message:
-            return Death(p.rank, "cuda_oom", f"{exc_type}: {message}"[:200], p, True)
-        if _exception_is_consequence(exc_type, message):
-            return None
-        return Death(p.rank, "exception", f"{exc_type}: {message}".strip(": ")[:200], p, True)
-    if kind == EventKind.CUDA_ERROR:
-        return Death(p.rank, "cuda_error", f"CUDA error: {p.get(F_ERROR)}", p, True)
-    if kind == EventKind.FATAL_SIGNAL and signal in _CAUSE_SIGNALS:
-        if signal == "SIGABRT" and CONSEQUENCE_TEXT.search(p.get(F_EXC_TYPE) or "DistBackendError"):
-            return (
-                None  # "terminate called after throwing c10::DistBackendError": watchdog teardown
-            )
-        return Death(p.rank, "signal", f"killed by {signal}", p, True)
-    if kind == EventKind.HOST_OOM_KILL:
-        return Death(p.rank, "host_oom", "killed by the kernel OOM killer (host memory)", p, True)
-    if kind == EventKind.ACTOR_DIED:
-        return Death(p.rank, "actor", "Ray actor died", p, True)
-    if kind in (EventKind.WORKER_FAILED.value, EventKind.CHILD_FAILURE.value):
-        code = fint(p.event, F_EXIT_CODE)
-        if exc_type or message:
-            if "OutOfMemoryError" in exc_type or "out of memory" in message:
-                return Death(p.rank, "cuda_oom", f"{exc_type}: {message}"[:200], p, True)
-            if _exception_is_consequence(exc_type, message):
-                return None
-            return Death(p.rank, "exception", f"{exc_type}: {message}".strip(": ")[:200], p, True)
-        if signal in _CAUSE_SIGNALS:
-            return Death(p.rank, "signal", f"killed by {signal} (exit code {code})", p, True)
-        if code is not None and code > 0:
-            return Death(p.rank, "exit", f"exited with code {code}", p, False)
-    return None
-
-
-def _tried(p: Placed) -> str:
-    tried = p.get("tried")
-    return f" (tried to allocate {tried})" if tried else ""
-
-
-def first_deaths(tl: Timeline) -> list[Death]:
-    """Per rank (and for unattributed events), the earliest cause-like event, unless that
-    rank already showed a consequence (a timeout, a lost peer) before it, or an agent
-    SIGTERM/SIGKILL made it. Ordered by the job's order."""
-    wave_seen: set[int | None] = set()
-    terminated_pids = {p.get(F_PID) for p in tl.of(EventKind.AGENT_TERMINATING)}
-    found: dict[int | None, Death] = {}
-    unranked: list[Death] = []
-    for p in tl.events:
-        if is_wave(p) and p.kind != EventKind.AGENT_TERMINATING:
-            if p.rank is not None:
-                wave_seen.add(p.rank)
-            continue
-        death = death_of(p)
-        if death is None:
-            continue
-        if death.how in ("signal", "exit") and p.get(F_PID) in terminated_pids:
-            continue  # the launcher killed a survivor
-        if p.rank is None:
-            unranked.append(death)
-        elif p.rank not in found and p.rank not in wave_seen:
-            found[p.rank] = death
-        elif p.rank in found and not found[p.rank].certain and death.certain:
-            found[p.rank] = death
-    return sorted([*found.values(), *unranked], key=lambda d: d.placed.index)
-
 
 def wave(tl: Timeline) -> list[Placed]:
     """The timeout wave a failure is ordered against: collective, heartbeat, store
     timeouts. Lost connections are left out: a peer's death causes them at once, so
     they say nothing about which came first."""
     return tl.of(
-        EventKind.COLLECTIVE_TIMEOUT, EventKind.HEARTBEAT_TIMEOUT, EventKind.STORE_TIMEOUT,
+        EventKind.COLLECTIVE_TIMEOUT,
+        EventKind.HEARTBEAT_TIMEOUT,
+        EventKind.STORE_TIMEOUT,
         EventKind.WATCHDOG_STATUS,
-    )  # fmt: skip
+    )
 
 
 def victims(tl: Timeline) -> set[int]:
     """Ranks that reported waiting or being cut off (timeouts, lost peers, teardown)."""
-    kinds = {k.value for k in (
-        EventKind.COLLECTIVE_TIMEOUT, EventKind.HEARTBEAT_TIMEOUT, EventKind.STORE_TIMEOUT,
-        EventKind.WATCHDOG_STATUS, EventKind.CONNECTION_LOST, EventKind.WATCHDOG_TEARDOWN,
-        EventKind.NCCL_ERROR,
-    )}  # fmt: skip
+    kinds = {
+        k.value
+        for k in (
+            EventKind.COLLECTIVE_TIMEOUT,
+            EventKind.HEARTBEAT_TIMEOUT,
+            EventKind.STORE_TIMEOUT,
+            EventKind.WATCHDOG_STATUS,
+            EventKind.CONNECTION_LOST,
+            EventKind.WATCHDOG_TEARDOWN,
+            EventKind.NCCL_ERROR,
+        )
+    }
     return {p.rank for p in tl.events if p.kind in kinds and p.rank is not None}
 
 
@@ -414,8 +350,12 @@ def limited_refs(items: Iterable[Placed], limit: int = 8) -> list[EvidenceRef]:
     if len(chosen) > limit:
         rest = sorted({p.rank for p in chosen[limit:] if p.rank is not None})
         more = f" ({ranks_text(rest)})" if rest else ""
-        refs.append(EvidenceRef(source=chosen[limit].event.source,
-                                detail=f"{len(chosen) - limit} more similar lines{more}"))  # fmt: skip
+        refs.append(
+            EvidenceRef(
+                source=chosen[limit].event.source,
+                detail=f"{len(chosen) - limit} more similar lines{more}",
+            )
+        )
     return refs
 
 

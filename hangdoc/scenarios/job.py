@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import io
 import os
+import queue
 import random
+import re
 import signal
 import sys
 import threading
@@ -17,10 +19,11 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import torch
 import torch.distributed as dist
+from torch.distributed import TCPStore  # type: ignore[attr-defined]
 from torch.utils.data import DataLoader, Dataset
 
 # Long enough that every hang outlasts collection; short enough that a leaked job ends.
@@ -69,12 +72,12 @@ class StuckFile(io.RawIOBase):
 
 def save_checkpoint(model: torch.nn.Module, step: int) -> None:
     state = {"step": step, "model": model.state_dict()}
-    torch.save(state, StuckFile())
+    torch.save(state, cast(IO[bytes], StuckFile()))
 
 
 def train_step(model: torch.nn.Module) -> torch.Tensor:
-    loss = model(torch.randn(8, 16)).sum()
-    loss.backward()
+    loss: torch.Tensor = model(torch.randn(8, 16)).sum()
+    loss.backward()  # type: ignore[no-untyped-call]
     return loss
 
 
@@ -147,7 +150,7 @@ def scenario_killed() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     # Create the store first (rank 0 does not wait for the others), so that 'ready' is
     # said just before the call that blocks: the group creation that needs every rank.
-    store = dist.TCPStore(
+    store = TCPStore(
         os.environ["MASTER_ADDR"],
         int(os.environ["MASTER_PORT"]),
         world(),
@@ -198,6 +201,23 @@ def scenario_slow() -> None:
             ready("training")
 
 
+def scenario_secrets() -> None:
+    """A checkpoint hang in a job that leaks credentials, for the redaction tests.
+
+    Every environment value whose name starts with TORCH_PLANT_ is printed to stdout and
+    stderr (as a careless debug print does) and carried in a thread's name (py-spy dumps
+    it), and it sits in the environment hangdoc collects (TORCH_* is allow-listed).
+    """
+    planted = sorted(v for k, v in os.environ.items() if k.startswith("TORCH_PLANT_"))
+    for value in planted:
+        print(f"config: {value}", flush=True)
+        print(f"debug: {value}", file=sys.stderr, flush=True)
+    for index, value in enumerate(planted):
+        name = f"uploader-{index} {value}"
+        threading.Thread(target=_FOREVER.wait, name=name, daemon=True).start()
+    scenario_checkpoint("barrier")
+
+
 SCENARIOS: dict[str, Callable[[], None]] = {
     "checkpoint": lambda: scenario_checkpoint("all_gather"),
     "checkpoint-barrier": lambda: scenario_checkpoint("barrier"),
@@ -205,7 +225,399 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "killed": scenario_killed,
     "eval-mismatch": scenario_eval_mismatch,
     "slow": scenario_slow,
+    "secrets": scenario_secrets,
 }
+
+
+# --- Causes that live in the stacks and the node (issue 7) -----------------------------
+# Each scenario writes its ready marker just before the call that blocks on that rank.
+
+
+class ForkLockDataset(Dataset[torch.Tensor]):
+    """Items are read under a cache lock. The DataLoader forked its workers while a
+    cache-warming thread held that lock: each worker inherits it locked, with no thread
+    left to release it."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        ready("worker blocked on a lock inherited through fork")
+        with self.lock:
+            return torch.full((4,), float(index))
+
+
+def scenario_dataloader_worker() -> None:
+    """The culprit waits for its first batch; its workers deadlock on a fork-inherited lock."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    if rank() == culprit():
+        cache_lock = threading.Lock()
+        held = threading.Event()
+
+        def warm_cache() -> None:
+            with cache_lock:
+                held.set()
+                time.sleep(2.0)
+
+        threading.Thread(target=warm_cache, name="cache-warmer", daemon=True).start()
+        held.wait()
+        loader = DataLoader(ForkLockDataset(cache_lock), batch_size=2, num_workers=2)
+        next(iter(loader))
+    else:
+        ready("all_reduce")
+    train_step(model)
+    dist.all_reduce(torch.ones(4))
+
+
+class MetricsLogger:
+    """Aggregates metrics under one lock and writes them under another; a background
+    flusher takes the two in the opposite order (the events make the race certain)."""
+
+    def __init__(self) -> None:
+        self.metrics_lock = threading.Lock()
+        self.writer_lock = threading.Lock()
+        self.values: list[float] = []
+        self.flusher_writing = threading.Event()
+        self.main_logging = threading.Event()
+        threading.Thread(target=self.flush_forever, name="metrics-flusher", daemon=True).start()
+
+    def flush_forever(self) -> None:
+        with self.writer_lock:
+            self.flusher_writing.set()
+            self.main_logging.wait()
+            with self.metrics_lock:
+                self.values.clear()
+
+    def log(self, value: float) -> None:
+        with self.metrics_lock:
+            self.values.append(value)
+            self.main_logging.set()
+            self.flusher_writing.wait()
+            ready("lock deadlock")
+            with self.writer_lock:
+                print(self.values)
+
+
+def scenario_lock_deadlock() -> None:
+    """The culprit's main thread and its metrics flusher deadlock on two locks."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    loss = train_step(model)
+    if rank() == culprit():
+        MetricsLogger().log(float(loss))
+    else:
+        ready("all_reduce")
+    dist.all_reduce(torch.ones(4))
+
+
+class LogScrubber:
+    """Redacts log lines in a background thread with a regular expression that backtracks
+    catastrophically on some lines: ``re`` holds the GIL for the whole match."""
+
+    PATTERN = re.compile(r"^(\w+\s?)*$")
+
+    def __init__(self) -> None:
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self.scrub_forever, name="log-scrubber", daemon=True).start()
+
+    def scrub_forever(self) -> None:
+        while True:
+            line = self.lines.get()
+            self.PATTERN.match(line)
+
+
+def scenario_gil_held() -> None:
+    """The culprit's log scrubber holds the GIL forever; its main thread starves."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    if rank() == culprit():
+        scrubber = LogScrubber()
+        ready("gil held")
+        scrubber.lines.put("token " * 4 + "x" * 40 + "!")
+        for _ in range(1000):
+            train_step(model)
+    else:
+        ready("all_reduce")
+    train_step(model)
+    dist.all_reduce(torch.ones(4))
+
+
+def save_checkpoint_to(handle: Any, model: torch.nn.Module) -> None:
+    torch.save(model.state_dict(), handle)
+
+
+def scenario_io_stall() -> None:
+    """The culprit writes its checkpoint to storage that stops answering (D state)."""
+    from hangdoc.scenarios.storage import freeze, mount_stuck_storage
+
+    init()
+    model = torch.nn.Linear(1024, 1024)
+    if rank() == culprit():
+        mount = mount_stuck_storage(PG_TIMEOUT.total_seconds())
+        handle = (mount / "model.pt").open("wb")
+        handle.write(b"\0" * 65536)
+        handle.flush()
+        freeze(mount)
+        ready("checkpoint write")
+        save_checkpoint_to(handle, model)
+    else:
+        ready("barrier")
+    dist.barrier()
+
+
+class ThrottledFile(io.RawIOBase):
+    """A checkpoint target that accepts about 256 KiB/s (an object-store upload)."""
+
+    def __init__(self, path: Path, rate: float = 256 * 1024) -> None:
+        self.file = path.open("wb")
+        self.rate = rate
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        for start in range(0, len(view), 16384):
+            chunk = view[start : start + 16384]
+            self.file.write(chunk)
+            self.file.flush()
+            time.sleep(len(chunk) / self.rate)
+        return len(view)
+
+
+def scenario_slow_save() -> None:
+    """The culprit saves a checkpoint slowly but steadily: slow, not hung."""
+    init()
+    model = torch.nn.Linear(2048, 2048)
+    if rank() == culprit():
+        target = Path(os.environ["HANGDOC_READY_DIR"]).parent / "model.pt"
+        slow_target: Any = ThrottledFile(target)
+        ready("slow save")
+        torch.save(model.state_dict(), slow_target)
+    else:
+        ready("barrier")
+    dist.barrier()
+
+
+def send_forward(tensor: torch.Tensor) -> None:
+    dist.send(tensor, rank() + 1)
+
+
+def recv_forward(tensor: torch.Tensor) -> None:
+    dist.recv(tensor, rank() - 1)
+
+
+def send_backward(tensor: torch.Tensor) -> None:
+    dist.send(tensor, rank() - 1)
+
+
+def recv_backward(tensor: torch.Tensor) -> None:
+    dist.recv(tensor, rank() + 1)
+
+
+def pipeline_step(microbatches: int, last_one_f_one_b: bool) -> float:
+    """One pipeline step, rank = stage. All-forward-then-all-backward, except that the last
+    stage may run 1F1B (sends each gradient back as soon as it has it)."""
+    act = torch.ones(4096)
+    first, last = rank() == 0, rank() == world() - 1
+    if last and last_one_f_one_b:
+        for _ in range(microbatches):
+            recv_forward(act)
+            send_backward(act * 0.5)
+        return float(act.mean())
+    for _ in range(microbatches):
+        if not first:
+            recv_forward(act)
+        if not last:
+            send_forward(act)
+    for _ in range(microbatches):
+        if not last:
+            recv_backward(act)
+        if not first:
+            send_backward(act)
+    return float(act.mean()) if last else -1.0
+
+
+def scenario_p2p_deadlock() -> None:
+    """Stages disagree on the schedule: the last runs 1F1B, the others GPipe. Stage 2 sends
+    activations to 3 while 3 sends gradients to 2: a send/send cycle."""
+    init()
+    ready("pipeline step")
+    pipeline_step(4, last_one_f_one_b=True)
+
+
+def scenario_pipeline_healthy() -> None:
+    """Story (d): a healthy pipeline. Non-last stages print loss -1.0 (only the last stage
+    computes the loss) and memory grows in the first step only (activation stash)."""
+    init()
+    stash: list[torch.Tensor] = []
+    step = 0
+    while True:
+        if not stash:
+            stash.extend(torch.zeros(1 << 18) for _ in range(8))
+        loss = pipeline_step(4, last_one_f_one_b=False)
+        step += 1
+        print(f"stage {rank()} step {step} loss {loss:.3f} stash {len(stash)}", flush=True)
+        time.sleep(0.15)
+        if step == 3:
+            ready("pipeline training")
+
+
+def batches_of_rank(total: int, batch_size: int) -> list[torch.Tensor]:
+    """This rank's batches. The culprit's shard lost samples to a per-rank filter, and no
+    DistributedSampler(drop_last=True) evens the counts out."""
+    mine = total // world() - (batch_size if rank() == culprit() else 0)
+    return [torch.randn(batch_size, 16) for _ in range(mine // batch_size)]
+
+
+def train_one_epoch(model: torch.nn.Module, batches: list[torch.Tensor]) -> None:
+    for step, batch in enumerate(batches):
+        loss: torch.Tensor = model(batch).sum()
+        if step == 3:
+            ready("gradient all_reduce")
+        loss.backward()  # type: ignore[no-untyped-call]
+
+
+def scenario_uneven_ddp() -> None:
+    """DDP: the culprit has fewer batches, finishes the epoch and waits in the end-of-epoch
+    barrier while the others wait in DDP's gradient all_reduce."""
+    init()
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+    train_one_epoch(model, batches_of_rank(64, 4))
+    ready("end-of-epoch barrier")
+    dist.barrier()
+
+
+def evaluate_shard(model: torch.nn.Module, n_batches: int) -> None:
+    """Evaluation that gathers every batch's predictions from all ranks."""
+    with torch.no_grad():
+        for batch_idx in range(n_batches):
+            preds = model(torch.randn(4, 16))
+            gathered = [torch.zeros_like(preds) for _ in range(world())]
+            if batch_idx == 3:
+                ready("eval gather")
+            dist.all_gather(gathered, preds)
+
+
+def scenario_uneven_after_eval() -> None:
+    """Story (a): training stalls right after evaluation. The validation set is split
+    without padding: the culprit gets one batch more and still gathers predictions while
+    the others are back in training, in DDP's gradient all_reduce."""
+    init()
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+    for _ in range(2):  # DDP rebuilds its buckets (a broadcast) in the second step
+        model(torch.randn(4, 16)).sum().backward()
+    evaluate_shard(model, 3 + (1 if rank() == culprit() else 0))
+    loss: torch.Tensor = model(torch.randn(4, 16)).sum()
+    ready("gradient all_reduce")
+    loss.backward()  # type: ignore[no-untyped-call]
+
+
+def gather_batch(batch: Any) -> Any:
+    """Gather a (possibly nested) tuple of tensors from every rank, like accelerate's."""
+    if isinstance(batch, tuple | list):
+        return type(batch)(gather_batch(item) for item in batch)
+    parts = [torch.zeros_like(batch) for _ in range(world())]
+    dist.all_gather(parts, batch)
+    return torch.cat(parts)
+
+
+def evaluate_and_log(model: torch.nn.Module) -> None:
+    with torch.no_grad():
+        for batch_idx in range(3):
+            inputs, labels = torch.randn(4, 16), torch.arange(4)
+            model(inputs)
+            if rank() == culprit() and batch_idx == 1:
+                ready("gather of an (inputs, labels) batch")
+                gather_batch((inputs, labels))
+
+
+def scenario_eval_gather_tuple() -> None:
+    """Story (b): only the main process gathers an (inputs, labels) batch during
+    evaluation, to log samples; the others finish evaluation and wait in a barrier."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    evaluate_and_log(model)
+    if rank() != culprit():
+        ready("barrier")
+    dist.barrier()
+
+
+def consolidate_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """ZeRO-3-style: every rank holds a shard of each parameter; gather the full ones."""
+    full: dict[str, torch.Tensor] = {}
+    for name, shard in model.state_dict().items():
+        parts = [torch.zeros_like(shard) for _ in range(world())]
+        dist.all_gather(parts, shard)
+        full[name] = torch.cat(parts)
+    return full
+
+
+def save_final_model(model: torch.nn.Module, path: Path) -> None:
+    torch.save(consolidate_state_dict(model), path)
+
+
+def scenario_final_save() -> None:
+    """Story (c): the final model save hangs on one rank: only it saves, and the save
+    gathers the sharded weights; the others wait in the final barrier."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        ready("final save")
+        save_final_model(model, Path(os.environ["HANGDOC_READY_DIR"]).parent / "final.pt")
+    else:
+        ready("final barrier")
+    dist.barrier()
+
+
+def average_gradients(model: torch.nn.Module) -> None:
+    for param in model.parameters():
+        if param.grad is not None:
+            dist.all_reduce(param.grad)
+            param.grad /= world()
+
+
+def scenario_steps_per_epoch() -> None:
+    """Story (e): the culprit computes steps per epoch without the world size, so it runs
+    4x the steps: it waits in the gradient all_reduce of step 4 while the others finished
+    the epoch and wait in the end-of-epoch barrier."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    dataset_len, batch_size = 64, 4
+    if rank() == culprit():
+        steps_per_epoch = dataset_len // batch_size
+    else:
+        steps_per_epoch = dataset_len // (batch_size * world())
+    for step in range(steps_per_epoch):
+        train_step(model)
+        if step == steps_per_epoch // world():
+            ready("gradient all_reduce")
+        average_gradients(model)
+    ready("end-of-epoch barrier")
+    dist.barrier()
+
+
+SCENARIOS.update(
+    {
+        "dataloader-worker": scenario_dataloader_worker,
+        "lock-deadlock": scenario_lock_deadlock,
+        "gil-held": scenario_gil_held,
+        "io-stall": scenario_io_stall,
+        "slow-save": scenario_slow_save,
+        "p2p-deadlock": scenario_p2p_deadlock,
+        "pipeline-healthy": scenario_pipeline_healthy,
+        "uneven-ddp": scenario_uneven_ddp,
+        "uneven-after-eval": scenario_uneven_after_eval,
+        "eval-gather-tuple": scenario_eval_gather_tuple,
+        "final-save": scenario_final_save,
+        "steps-per-epoch": scenario_steps_per_epoch,
+    }
+)
 
 
 def main(argv: list[str]) -> int:

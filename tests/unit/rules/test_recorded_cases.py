@@ -25,6 +25,22 @@ RULE_CASES: dict[str, tuple[list[str], list[str]]] = {
     "HD003": (["killed"], ["checkpoint", "eval-mismatch", "slow"]),
     "HD004": (["slow"], ["checkpoint", "killed", "dataloader-teardown"]),
 }
+# Causes in the stacks and the node (issue 7).
+RULE_CASES.update({
+    "HD100": (["dataloader-worker", "dataloader-teardown"],
+              ["checkpoint", "lock-deadlock", "io-stall", "slow"]),
+    "HD101": (["lock-deadlock"], ["gil-held", "dataloader-worker", "checkpoint", "io-stall"]),
+    "HD102": (["gil-held"], ["lock-deadlock", "slow", "pipeline-healthy", "slow-save"]),
+    "HD103": (["io-stall"], ["checkpoint", "slow-save", "lock-deadlock", "dataloader-worker"]),
+    "HD104": (["slow-save"], ["io-stall", "checkpoint", "gil-held", "pipeline-healthy"]),
+    "HD105": (["p2p-deadlock", "p2p-deadlock-locals"],
+              ["pipeline-healthy", "slow", "uneven-ddp"]),
+    "HD106": (["uneven-ddp", "uneven-after-eval", "steps-per-epoch", "steps-per-epoch-locals"],
+              ["eval-gather-tuple", "eval-mismatch", "final-save", "gil-held", "slow"]),
+    "HD107": (["final-save"], ["eval-gather-tuple", "checkpoint", "uneven-ddp", "eval-mismatch"]),
+    "HD002": (["eval-mismatch", "eval-gather-tuple"], ["checkpoint", "killed", "slow"]),
+    "HD004": (["slow", "pipeline-healthy"], ["checkpoint", "killed", "dataloader-teardown"]),
+})  # fmt: skip
 
 
 def _diagnose(name: str) -> dict[str, object]:

@@ -1,0 +1,154 @@
+"""Read thousands of flight recorder files fast: one rank per file, reduced where it is read.
+
+At 16,384 ranks the unpickling alone costs minutes of CPU, so the files are spread
+over worker processes. A worker reduces each rank (``Reducer``: history records are
+interned, only the frontier keeps its details) and sends back, per rank, an array of
+row numbers into its own table of records plus the rows it added since its last reply
+(new interned records, and the rank's few frontier records); the parent rebuilds each
+rank's record list from those with one C-level map. That keeps the traffic at a few
+bytes per entry and the parent's memory at one pointer per entry.
+
+``read_flight_recorders`` yields ParsedFiles in input order, exactly what
+``FlightRecorderParser.parse`` returns for each file, so a loader can use either.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hangdoc.analyzer.model import CollectiveRecord, InputKind, ProcessEvidence, ProcessGroupInfo
+from hangdoc.analyzer.parsers.base import ParsedFile
+from hangdoc.analyzer.parsers.flight_recorder import FlightRecorderParser
+
+_CHUNK = 8
+
+
+@dataclass(slots=True)
+class _Reply:
+    """One parsed file as it crosses the process boundary."""
+
+    display: str
+    worker: int
+    epoch: int
+    rank: int | None
+    error: str | None
+    notes: list[str]
+    groups: list[ProcessGroupInfo]
+    ids: bytes  # array('i') of row numbers in the worker's table
+    new_rows: list[CollectiveRecord]  # rows added since its last reply (frontier ones too)
+    sources: list[str] = field(default_factory=list)
+
+
+class _WorkerState:
+    """A worker's parser and its numbering of the interned records it has sent."""
+
+    def __init__(self) -> None:
+        self.parser = FlightRecorderParser()
+        self.numbers: dict[int, int] = {}  # id(record) -> row number
+        self.rows: list[CollectiveRecord] = []
+        self.sent = 0
+        self.epoch = 0
+        self.table_size = 0
+
+    def reply(self, path: str, display: str) -> _Reply:
+        table = self.parser.reducer.table
+        before = len(table)
+        parsed = self.parser.parse(Path(path), display)
+        if len(table) < before or len(table) < self.table_size:  # the reducer reset its table
+            self.numbers.clear()
+            self.rows.clear()
+            self.sent = 0
+            self.epoch += 1
+        self.table_size = len(table)
+        proc = parsed.processes[0] if parsed.processes else None
+        ids = array("i")
+        if proc is not None:
+            numbers, rows = self.numbers, self.rows
+            for record in proc.collectives:
+                number = numbers.get(id(record))
+                if number is None:
+                    number = len(rows)
+                    rows.append(record)
+                    if not record.source:  # interned: other ranks will send it again
+                        numbers[id(record)] = number
+                ids.append(number)
+        new_rows = self.rows[self.sent :]
+        self.sent = len(self.rows)
+        return _Reply(
+            display=display,
+            worker=os.getpid(),
+            epoch=self.epoch,
+            rank=proc.rank if proc is not None else None,
+            error=parsed.error,
+            notes=parsed.notes,
+            groups=parsed.process_groups,
+            ids=ids.tobytes(),
+            new_rows=new_rows,
+            sources=proc.sources if proc is not None else [],
+        )
+
+
+_STATE: _WorkerState | None = None
+
+
+def _work(chunk: list[tuple[str, str]]) -> list[_Reply]:
+    global _STATE
+    if _STATE is None:
+        _STATE = _WorkerState()
+    return [_STATE.reply(path, display) for path, display in chunk]
+
+
+class _Tables:
+    """The parent's copy of each worker's rows, by worker pid and epoch."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple[int, list[CollectiveRecord]]] = {}
+
+    def records(self, reply: _Reply) -> list[CollectiveRecord]:
+        epoch, rows = self.rows.get(reply.worker, (reply.epoch, []))
+        if epoch != reply.epoch:
+            rows = []
+        rows.extend(reply.new_rows)
+        self.rows[reply.worker] = (reply.epoch, rows)
+        numbers = array("i")
+        numbers.frombytes(reply.ids)
+        return list(map(rows.__getitem__, numbers))
+
+
+def _to_parsed(reply: _Reply, tables: _Tables) -> ParsedFile:
+    parsed = ParsedFile(kind=InputKind.FLIGHT_RECORDER, error=reply.error, notes=reply.notes)
+    parsed.process_groups = reply.groups
+    if reply.error is None:
+        records = tables.records(reply)
+        parsed.processes.append(
+            ProcessEvidence(rank=reply.rank, collectives=records, sources=reply.sources)
+        )
+    return parsed
+
+
+def read_flight_recorders(
+    files: Sequence[tuple[Path, str]], *, jobs: int | None = None
+) -> Iterator[ParsedFile]:
+    """Parse FR files (path, display name), in order; ``jobs`` worker processes (1: none)."""
+    jobs = jobs if jobs is not None else min(len(files) // 64 + 1, os.cpu_count() or 1)
+    if jobs <= 1 or len(files) < 2:
+        parser = FlightRecorderParser()
+        for path, display in files:
+            yield parser.parse(path, display)
+        return
+    chunks = [[(str(p), d) for p, d in files[i : i + _CHUNK]] for i in range(0, len(files), _CHUNK)]
+    # fork is cheapest and needs no importable __main__; with other threads running a
+    # fork could inherit a held lock, so then start clean workers from a fork server.
+    method = "fork" if threading.active_count() == 1 else "forkserver"
+    context = multiprocessing.get_context(method)
+    tables = _Tables()
+    with context.Pool(jobs) as pool:
+        for replies in pool.imap(_work, chunks):
+            for reply in replies:
+                yield _to_parsed(reply, tables)

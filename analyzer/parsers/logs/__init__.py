@@ -1,0 +1,13 @@
+"""Logs of hung jobs, recognised line by line (FORMATS.md §1-3, §5-8).
+
+``LogParser`` is the entry point registered in ``hangdoc.analyzer.parsers.PARSERS``;
+the family modules (``nccl``, ``torch_pg``, ``elastic``, ``process``, ``gpu``,
+``reports``, ``phases``) each recognise one source of lines, ``scanner`` follows
+multi-line records, and ``attribution`` decides which rank each event belongs to.
+"""
+
+from __future__ import annotations
+
+from hangdoc.analyzer.parsers.logs.parser import LogParser, recognise_line
+
+__all__ = ["LogParser", "recognise_line"]

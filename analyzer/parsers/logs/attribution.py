@@ -1,0 +1,154 @@
+"""Which global rank each event belongs to (FORMATS.md §8.8).
+
+Evidence, strongest first:
+
+1. a ``[rankN]:`` (or mpirun ``[1,N]<stdout>``) prefix on the line — global rank;
+2. a rank the content names globally (ChildFailedError ``rank :``, Slurm task, DeepSpeed
+   ``[Rank N]``, Lightning ``GLOBAL_RANK``);
+3. NCCL host:pid mapped through the process's init line of the *largest* communicator
+   (the default group, whose comm ranks are global ranks), or a pid named with a rank
+   elsewhere in the file (ChildFailedError ``exitcode : -9 (pid: 812)``);
+4. torchrun's ``[defaultN]:`` local rank, mapped to a global rank where lines carry both
+   prefixes, else taken as the global rank when nothing shows more than one node;
+5. the watchdog's ``[Rank N]`` when its process group is the default one (group ranks
+   of other groups are not global);
+6. for a file whose lines name no rank at all, the file name (``rank3.log``,
+   ``worker-3.txt``, ``attempt_0/3/stderr.log``).
+
+Anything else stays unattributed (a job-level event) rather than guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from hangdoc.analyzer.parsers.logs.scanner import RawEvent
+from hangdoc.rules.timeline import F_GROUP_RANK, F_PG, F_PG_DESC, EventKind
+
+# Reports about the whole job: their ranks live in their fields, not in a prefix.
+JOB_LEVEL = frozenset(
+    {
+        EventKind.RAS_REPORT,
+        EventKind.RAS_MISMATCH,
+        EventKind.RAS_DEAD,
+        EventKind.RAS_INCOMPLETE,
+        EventKind.RAS_ERROR,
+        EventKind.FR_MISSING_RANKS,
+        EventKind.FR_MISMATCH,
+        EventKind.GPU_TOPOLOGY,
+        EventKind.GPU_STATUS,
+        EventKind.NCCL_VERSION,
+        EventKind.AGENT_SIGNAL,
+        EventKind.GPU_XID,
+        EventKind.HOST_OOM_KILL,
+    }
+)
+_FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_\-.]?(\d{1,6})(?:[^\d]|$)", re.IGNORECASE)
+_FILE_TAIL = re.compile(r"[-_.](\d{1,4})(?:\.[A-Za-z]{1,5})*$")
+_ATTEMPT_DIR = re.compile(r"attempt_\d+/(\d+)/(?:stderr\.log|stdout\.log|error\.json)$")
+_DEFAULT_PGS = frozenset({"0", "default_pg"})
+
+
+@dataclass(slots=True)
+class RankMaps:
+    """Identity facts collected over the whole file, used to attribute every event."""
+
+    hostpid_rank: dict[tuple[str, int], int] = field(default_factory=dict)
+    pid_rank: dict[int, int] = field(default_factory=dict)
+    local_to_global: dict[int, int] = field(default_factory=dict)
+    local_is_global: bool = False
+    world_size: int | None = None
+
+
+def build_maps(
+    events: list[RawEvent],
+    prefix_hostpid: dict[tuple[str, int], set[int]],
+    pid_rank: dict[int, int],
+    local_to_global: dict[int, set[int]],
+) -> RankMaps:
+    maps = RankMaps(pid_rank=dict(pid_rank))
+    inits = [
+        e
+        for e in events
+        if e.kind is EventKind.NCCL_INIT and e.host is not None and e.pid is not None
+    ]
+    nranks = [int(e.fields.get("nranks", "0")) for e in inits]
+    largest = max(nranks, default=0)
+    maps.world_size = largest or None
+    for event, size in zip(inits, nranks, strict=True):
+        if size == largest and event.host is not None and event.pid is not None:
+            maps.hostpid_rank.setdefault((event.host, event.pid), int(event.fields["rank"]))
+    for key, ranks in prefix_hostpid.items():
+        if len(ranks) == 1:
+            maps.hostpid_rank[key] = next(iter(ranks))
+    for local, ranks in local_to_global.items():
+        if len(ranks) == 1:
+            maps.local_to_global[local] = next(iter(ranks))
+    for event in events:
+        if event.kind is EventKind.CHILD_FAILURE and event.content_rank is not None:
+            local_text = event.fields.get("local_rank")
+            if local_text is not None and local_text.isdigit():
+                maps.local_to_global.setdefault(int(local_text), event.content_rank)
+        if event.kind is EventKind.PHASE and event.fields.get("world_size"):
+            maps.world_size = max(maps.world_size or 0, int(event.fields["world_size"]))
+    hosts = {h for h, _ in maps.hostpid_rank} | {
+        e.fields.get("host") for e in events if e.kind is EventKind.CHILD_FAILURE
+    }
+    hosts.discard(None)
+    mismatched = any(local != glob for local, glob in maps.local_to_global.items())
+    maps.local_is_global = not mismatched and len(hosts) <= 1
+    return maps
+
+
+def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, str]:
+    """The event's global rank and how it was found ("" when unknown)."""
+    if event.kind in JOB_LEVEL:
+        return None, ""
+    if event.prefix_rank is not None:
+        return event.prefix_rank, "prefix"
+    if event.content_rank is not None:
+        return event.content_rank, "content"
+    if event.host is not None and event.pid is not None:
+        rank = maps.hostpid_rank.get((event.host, event.pid))
+        if rank is not None:
+            return rank, "nccl_init"
+    if event.pid is not None and event.pid in maps.pid_rank:
+        return maps.pid_rank[event.pid], "pid"
+    pid_field = event.fields.get("pid")
+    if (
+        event.kind in (EventKind.WORKER_FAILED, EventKind.AGENT_TERMINATING)
+        and pid_field
+        and pid_field.isdigit()
+    ):
+        rank = maps.pid_rank.get(int(pid_field))
+        if rank is not None:
+            return rank, "pid"
+    if event.local_rank is not None:
+        if event.local_rank in maps.local_to_global:
+            return maps.local_to_global[event.local_rank], "local_rank"
+        if maps.local_is_global:
+            return event.local_rank, "local_rank_single_node"
+    group_rank = event.fields.get(F_GROUP_RANK)
+    if group_rank is not None and event.host is None:
+        pg = event.fields.get(F_PG)
+        if pg is None or pg in _DEFAULT_PGS or event.fields.get(F_PG_DESC) == "default_pg":
+            return int(group_rank), "group_rank"
+    return None, ""
+
+
+def rank_from_path(display_path: str) -> tuple[int | None, int | None]:
+    """(global rank, local rank) a file's name or folder suggests, if any."""
+    path = display_path.replace("\\", "/")
+    attempt = _ATTEMPT_DIR.search(path)
+    if attempt is not None:
+        return None, int(attempt.group(1))
+    parts = path.split("/")[-3:]
+    for part in reversed(parts):
+        m = _FILE_RANK.search(part)
+        if m is not None:
+            return int(m.group(1)), None
+    tail = _FILE_TAIL.search(parts[-1])
+    if tail is not None:
+        return int(tail.group(1)), None
+    return None, None

@@ -1,0 +1,327 @@
+"""NCCL_DEBUG output (FORMATS.md §1): INFO/WARN/TRACE lines, COLL lines, init, RAS.
+
+Every NCCL line starts ``<host>:<pid>:<tid> [<cudaDev>]``; old releases drop the word
+``NCCL`` before INFO/WARN, new ones put a ``[time] `` before WARN lines (peeled by
+prefix.py). Ranks are *communicator* ranks: only the init lines tie a host:pid to a
+rank, which the scanner uses to attribute every other line of that process.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangdoc.analyzer.parsers.logs.hit import Hit, put
+from hangdoc.rules.timeline import (
+    F_ERROR,
+    F_HOST,
+    F_MESSAGE,
+    F_PEER,
+    F_PEER_RANK,
+    EventKind,
+)
+
+_HEADER = re.compile(
+    r"(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?(?P<rest>.*)"
+)
+_INFO = re.compile(r"(?:NCCL )?INFO (?P<msg>.*)")
+_WARN = re.compile(r"(?P<where>[\w./\-]+:\d+)(?: \((?P<func>\w+)\))? (?:NCCL )?WARN (?P<msg>.*)")
+_TRACE = re.compile(r"\d+(?:\.\d+)? [\w:~]+:\d+ NCCL TRACE (?P<msg>.*)")
+_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda([\d.]+))?")
+_INIT = re.compile(
+    r"(?:(?P<api>ncclCommInit\w*|ncclCommSplit|ncclCommShrink)\s+)?comm (?P<comm>0x[0-9a-f]+) "
+    r"rank (?P<rank>\d+) nranks (?P<nranks>\d+)(?P<rest>.*)"
+)
+_INIT_TAIL = {
+    "cudaDev": re.compile(r"cudaDev (\d+)"),
+    "nvmlDev": re.compile(r"nvmlDev (\d+)"),
+    "busId": re.compile(r"busId ([0-9a-fA-F]+)"),
+    "commId": re.compile(r"commId (0x[0-9a-f]+)"),
+}
+_INIT_STATE = re.compile(r"- (Init START|Init COMPLETE|Abort COMPLETE|Destroy COMPLETE)")
+_INIT_TIMINGS = re.compile(r"Init timings(?: - \w+)?: rank (\d+) nranks (\d+)")
+_BOOTSTRAP = re.compile(r"Bootstrap ?: Using (\w[\w.\-]*):([0-9A-Fa-f.:%\w]+?)<\d+>")
+_NET_IFACE = re.compile(
+    r"NET(?:/Socket)? : Using (?:interface )?\[?\d*\]?(\w[\w.\-]*):([0-9A-Fa-f.:%\w]+?)<\d+>"
+)
+_OOB = re.compile(r"OOB (\w[\w.\-]*):([0-9A-Fa-f.:%\w]+?)<\d+>")
+_USING_NETWORK = re.compile(r"Using network (\w+)")
+_NO_IB = re.compile(r"NET/IB : No device found")
+_VIA = re.compile(r" via ((?:P2P|SHM|NET|CollNet|NVLS)/[\w/]+|direct shared memory)")
+_SERVICE_CLOSED = re.compile(r"\[Service thread\] Connection closed by localRank (\d+)")
+_COLL = re.compile(
+    r"(?P<op>AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|Gather|Scatter"
+    r"|AllGatherV|ReduceScatterV|AlltoAllV?): opCount (?P<opcount>[0-9a-fA-F]+) sendbuff \S+ "
+    r"recvbuff \S+ count (?P<count>\d+) datatype (?P<dtype>\d+) op (?P<redop>\d+) "
+    r"root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-f]+)(?: \[nranks=(?P<nranks>\d+)\])?"
+)
+_RAS_DEAD_PEER = re.compile(r"RAS declaring peer (\S+?)(?:<\d+>)? as DEAD")
+# WARN families.
+_IB_COMPLETION = re.compile(
+    r"Got completion from peer (?P<peer>\S+?)<(?P<port>\d+)> with "
+    r"(?:status=(?P<status>\d+)|error (?P<err>\d+)).*?vendor err (?P<vendor>\d+)"
+    r"(?: \((?P<dir>Send|Recv)\))?"
+)
+_IB_COMPLETION_OLD = re.compile(
+    r"Got completion with error (\d+), opcode \d+, len \d+, vendor err (\d+)"
+)
+_SOCKET_CLOSED = re.compile(r"Connection closed by remote peer (\S+?)<(\d+)>")
+_SOCKET_CLOSED_BARE = re.compile(r"Connection closed by remote peer")
+_RECV_FAILED = re.compile(r"Call to (?:recv|send) (?:from|to) (\S+?)<(\d+)> failed ?: ?(.*)")
+_CONNECT = re.compile(
+    r"(?:socketPollConnect|Call to connect|connect to|socketStartConnect|socketFinalizeConnect)"
+    r".*?(?:(\S+?)<(\d+)>)?.*?(exceeded error retry count.*|timeout.*|failed.*|Connection "
+    r"refused.*)",
+    re.IGNORECASE,
+)
+_IBV = re.compile(r"(?:Call to )?(ibv_\w+|mlx5\w*) failed(?: with error)? ?(.*)")
+_IB_ASYNC = re.compile(r"NET/IB : Got async event ?: ?(.*)")
+_PROXY = re.compile(
+    r"(?:Proxy Call to rank (?P<rank>\d+) failed|\[Proxy Service \d+\] Failed to execute operation "
+    r"(?P<op>\w+) from rank (?P<rank2>\d+)|Error encountered progressing operation=(?P<op2>\w+)"
+    r"|Socket recv failed while polling)"
+)
+_CUDA_FAILURE = re.compile(r"Cuda failure '?(?P<what>[^']*)'?")
+_DUPLICATE_GPU = re.compile(
+    r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA device (\w+)"
+)
+_RANK_COUNT = re.compile(r"(?:mismatch in rank count|rank count mismatch)[^\d]*(\d+)\D+(\d+)")
+_MISMATCHED_COLL = re.compile(r"Mismatched collective detected.*?around rank (\d+)")
+_BENIGN_WARN = re.compile(
+    r"Failed to open libibverbs|NET/Plugin|Could not find real path|No plugin found|"
+    r"Failed to find|libnccl-net|Ignoring|NCCL_\w+ set by environment",
+)
+
+
+def _header(text: str) -> re.Match[str] | None:
+    if ":" not in text[:80] or "[" not in text:
+        return None
+    return _HEADER.match(text)
+
+
+def match_version(text: str) -> Hit | None:
+    if "NCCL version" not in text:
+        return None
+    m = _VERSION.search(text)
+    if m is None:
+        return None
+    fields: dict[str, str] = {"version": m.group(1)}
+    put(fields, "cuda", m.group(2))
+    return Hit(EventKind.NCCL_VERSION, fields, key=("version", m.group(1)))
+
+
+def match_nccl(text: str) -> Hit | None:
+    """Recognise one NCCL line (prefixes already peeled)."""
+    m = _header(text)
+    if m is None:
+        return match_version(text) if text.startswith("NCCL version") else None
+    host, pid, rest = m.group("host"), int(m.group("pid")), m.group("rest")
+    dev = m.group("dev")
+    if (w := _WARN.match(rest)) is not None:
+        hit = _warn(w.group("msg"), w.group("where"), w.group("func"))
+    elif (i := _INFO.match(rest)) is not None:
+        hit = _info(i.group("msg"))
+    elif (t := _TRACE.match(rest)) is not None:
+        hit = _info(t.group("msg"))
+    else:
+        return None
+    if hit is None:
+        return None
+    hit.host, hit.pid = host, pid
+    if dev is not None:
+        hit.fields.setdefault("cuda_dev", dev)
+    hit.fields[F_HOST] = host
+    hit.fields["pid"] = str(pid)
+    return hit
+
+
+def _info(msg: str) -> Hit | None:
+    head = msg[:40]
+    if "comm 0x" in msg and " nranks " in msg and "rank " in msg:
+        m = _INIT.search(msg)
+        if m is not None:
+            return _init(m)
+    if head.startswith("Init timings") and (t := _INIT_TIMINGS.match(msg)):
+        fields = {"state": "complete", "rank": t.group(1), "nranks": t.group(2)}
+        return Hit(EventKind.NCCL_INIT, fields, key=("timings", t.group(1), t.group(2)))
+    if " via " in msg:
+        v = _VIA.search(msg)
+        if v is not None:
+            parts = v.group(1).split("/")
+            via = "SHM/direct" if parts[0].startswith("direct") else "/".join(parts[:2])
+            return Hit(EventKind.NCCL_TRANSPORT, {"via": via})
+    if head.startswith(
+        (
+            "AllReduce",
+            "AllGather",
+            "ReduceScatter",
+            "Broadcast",
+            "Reduce",
+            "Send",
+            "Recv",
+            "AllToAll",
+            "AlltoAll",
+            "Gather",
+            "Scatter",
+        )
+    ):
+        c = _COLL.match(msg)
+        if c is not None:
+            fields = {
+                "op": c.group("op"),
+                "opcount": str(int(c.group("opcount"), 16)),
+                "count": c.group("count"),
+                "datatype": c.group("dtype"),
+                "redop": c.group("redop"),
+                "root": c.group("root"),
+                "comm": c.group("comm"),
+            }
+            put(fields, "nranks", c.group("nranks"))
+            return Hit(EventKind.NCCL_COLL, fields)
+    if "Bootstrap" in head and (b := _BOOTSTRAP.search(msg)):
+        return Hit(
+            EventKind.NCCL_NETWORK,
+            {"role": "bootstrap", "iface": b.group(1), "ip": b.group(2)},
+            key=("bootstrap", b.group(1)),
+        )
+    if head.startswith("NET"):
+        if _NO_IB.search(msg):
+            return Hit(EventKind.NCCL_NETWORK, {"role": "ib", "iface": "none"}, key=("noib",))
+        if (o := _OOB.search(msg)) is not None:
+            return Hit(
+                EventKind.NCCL_NETWORK,
+                {"role": "oob", "iface": o.group(1), "ip": o.group(2)},
+                key=("oob", o.group(1)),
+            )
+        if (n := _NET_IFACE.search(msg)) is not None:
+            return Hit(
+                EventKind.NCCL_NETWORK,
+                {"role": "socket", "iface": n.group(1), "ip": n.group(2)},
+                key=("socket", n.group(1)),
+            )
+    if head.startswith("Using network") and (u := _USING_NETWORK.match(msg)):
+        return Hit(
+            EventKind.NCCL_NETWORK,
+            {"role": "network", "network": u.group(1)},
+            key=("network", u.group(1)),
+        )
+    if "Service thread" in msg and (s := _SERVICE_CLOSED.search(msg)):
+        return Hit(
+            EventKind.CONNECTION_LOST,
+            {"backend": "nccl", "peer_local_rank": s.group(1)},
+            key=("svc", s.group(1)),
+        )
+    if "RAS" in head and (r := _RAS_DEAD_PEER.search(msg)):
+        return Hit(
+            EventKind.RAS_DEAD,
+            {F_PEER: r.group(1), "source": "ras_info"},
+            key=("rasdead", r.group(1)),
+        )
+    if "NCCL version" in msg:
+        return match_version(msg)
+    return None
+
+
+def _init(m: re.Match[str]) -> Hit:
+    rest = m.group("rest")
+    state = _INIT_STATE.search(rest)
+    fields = {"comm": m.group("comm"), "rank": m.group("rank"), "nranks": m.group("nranks")}
+    for key, pattern in _INIT_TAIL.items():
+        found = pattern.search(rest)
+        if found is not None:
+            fields[key] = found.group(1)
+    put(fields, "api", m.group("api"))
+    word = state.group(1).split()[0].lower() if state else "start"
+    if state is not None and state.group(1) == "Init COMPLETE":
+        word = "complete"
+    elif state is not None and state.group(1) == "Init START":
+        word = "start"
+    elif state is None and m.group("api") is None and "cudaDev" in rest and "nvmlDev" in rest:
+        word = "start"  # ≤2.11 "comm … rank … nranks … cudaDev … nvmlDev … - Init COMPLETE" variant
+    fields["state"] = word
+    return Hit(EventKind.NCCL_INIT, fields, key=("init", fields["comm"], word))
+
+
+def _warn(msg: str, where: str, func: str | None) -> Hit | None:
+    fields: dict[str, str] = {"where": where}
+    put(fields, "func", func)
+    fields[F_MESSAGE] = msg.strip()
+    if (c := _IB_COMPLETION.search(msg)) is not None:
+        status = c.group("status") or c.group("err")
+        fields.update(
+            {
+                F_PEER: c.group("peer"),
+                "port": c.group("port"),
+                F_ERROR: f"ib_completion_status_{status}",
+                "vendor_err": c.group("vendor"),
+            }
+        )
+        put(fields, "direction", c.group("dir"))
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("ib", c.group("peer"), status))
+    if (c2 := _IB_COMPLETION_OLD.search(msg)) is not None:
+        fields.update({F_ERROR: f"ib_completion_status_{c2.group(1)}", "vendor_err": c2.group(2)})
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("ib", None, c2.group(1)))
+    if (s := _SOCKET_CLOSED.search(msg)) is not None:
+        fields.update({F_PEER: s.group(1), "port": s.group(2), F_ERROR: "socket_closed_by_peer"})
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("closed", s.group(1)))
+    if _SOCKET_CLOSED_BARE.search(msg):
+        fields[F_ERROR] = "socket_closed_by_peer"
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("closed", None))
+    if (r := _RECV_FAILED.search(msg)) is not None:
+        reason = r.group(3).strip()
+        fields.update({F_PEER: r.group(1), "port": r.group(2), F_ERROR: _reason_word(reason)})
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("recv", r.group(1), reason))
+    if (d := _DUPLICATE_GPU.search(msg)) is not None:
+        fields.update(
+            {
+                F_ERROR: "duplicate_gpu",
+                "rank_a": d.group(1),
+                "rank_b": d.group(2),
+                "device": d.group(3),
+            }
+        )
+        return Hit(EventKind.NCCL_CONFIG_ERROR, fields, key=("dup", d.group(1), d.group(2)))
+    if (n := _RANK_COUNT.search(msg)) is not None:
+        fields.update(
+            {F_ERROR: "rank_count_mismatch", "count_a": n.group(1), "count_b": n.group(2)}
+        )
+        return Hit(EventKind.NCCL_CONFIG_ERROR, fields, key=("rankcount",))
+    if (mc := _MISMATCHED_COLL.search(msg)) is not None:
+        fields.update({F_ERROR: "mismatched_collective", F_PEER_RANK: mc.group(1)})
+        return Hit(EventKind.COLLECTIVE_MISMATCH, fields, key=("ncclmismatch", mc.group(1)))
+    if (cu := _CUDA_FAILURE.search(msg)) is not None:
+        what = cu.group("what").strip()
+        fields[F_ERROR] = what
+        kind = EventKind.CUDA_OOM if "out of memory" in what else EventKind.CUDA_ERROR
+        fields["source"] = "nccl"
+        return Hit(kind, fields, key=("cuda", what))
+    if _IBV.search(msg) is not None or _IB_ASYNC.search(msg) is not None:
+        fields[F_ERROR] = "ib_verbs"
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("ibv", msg[:60]))
+    if (p := _PROXY.search(msg)) is not None:
+        fields[F_ERROR] = "proxy"
+        put(fields, F_PEER_RANK, p.group("rank") or p.group("rank2"))
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("proxy", msg[:60]))
+    if (cn := _CONNECT.search(msg)) is not None:
+        put(fields, F_PEER, cn.group(1))
+        fields[F_ERROR] = "connect_" + _reason_word(cn.group(3))
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("connect", cn.group(1)))
+    if _BENIGN_WARN.search(msg):
+        return None
+    return Hit(EventKind.NCCL_WARN, fields, key=("warn", msg[:80]))
+
+
+def _reason_word(reason: str) -> str:
+    low = reason.lower()
+    for needle, word in (
+        ("reset by peer", "connection_reset"),
+        ("broken pipe", "broken_pipe"),
+        ("refused", "connection_refused"),
+        ("retry count", "retry_exceeded"),
+        ("timed out", "timeout"),
+        ("timeout", "timeout"),
+        ("no route", "no_route"),
+        ("unreachable", "unreachable"),
+    ):
+        if needle in low:
+            return word
+    return "failed"

@@ -1,0 +1,325 @@
+"""The log parser: any text file holding recognised log lines, in any mix.
+
+Registered last in ``PARSERS`` (after the stack-dump parsers): its sniff accepts any
+text in which one line is recognised, plus torchelastic error.json files. Large files
+are read head + tail (the head holds the NCCL init lines that map processes to ranks,
+the tail holds the hang), never whole.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from hangdoc.analyzer.model import GpuState, InputKind, LogEvent, ProcessEvidence
+from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes
+from hangdoc.analyzer.parsers.logs.attribution import build_maps, rank_from_path, resolve_rank
+from hangdoc.analyzer.parsers.logs.elastic import error_json_stamp, parse_error_json
+from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TopoBlock
+from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.prefix import peel_line
+from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
+from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
+from hangdoc.analyzer.parsers.logs.timefmt import resolve_stamps
+from hangdoc.rules.timeline import F_CLOCK, F_RANK_FROM, EventKind
+
+_JSON_START = re.compile(r'\s*(?:\{\s*(?:"|\}|$)|\[\s*(?:[{\["\]]|$))')
+HEAD_BYTES = 4 * 1024 * 1024
+TAIL_BYTES = 28 * 1024 * 1024
+_COUNT_LIMIT = 2 * 1024 * 1024 * 1024  # count skipped lines (for line numbers) up to this size
+_SNIFF_WORDS = (
+    "error",
+    "warn",
+    "exception",
+    "traceback",
+    "timeout",
+    "timed out",
+    "nccl",
+    "rank",
+    "cuda",
+    "epoch",
+    "loss",
+    "killed",
+    "fault",
+)
+
+
+def recognise_line(text: str) -> Hit | None:
+    """One line on its own (no multi-line context): used by sniff and by tests."""
+    tag = peel_line(text)
+    t = tag.text
+    if not t.strip():
+        return None
+    return match_any(t, [])
+
+
+def _starts_block(line: str) -> bool:
+    """Reports whose first line alone is recognisable (CSV header, topo matrix, RAS, fr_trace)."""
+    return bool(
+        CsvBlock.header(line)
+        or TopoBlock.header(line)
+        or RasBlock.start(line)
+        or FrTraceBlock.start(line)
+    )
+
+
+def _looks_textual(head: bytes) -> bool:
+    if not head or (b"\x00" in head[:4096] and not head.startswith((b"\xff\xfe", b"\xfe\xff"))):
+        return False
+    sample = head[:4096]
+    printable = sum(1 for b in sample if b >= 32 or b in (9, 10, 13, 27))
+    return printable >= 0.95 * len(sample)
+
+
+def _is_error_json(text: str) -> bool:
+    stripped = text.lstrip()
+    return (
+        stripped.startswith("{")
+        and '"message"' in stripped[:2000]
+        and ("extraInfo" in stripped or "py_callstack" in stripped or '"timestamp"' in stripped)
+    )
+
+
+class LogParser:
+    """Any log text: NCCL, watchdog, torchrun, RAS, nvidia-smi, dmesg, fr_trace, phases."""
+
+    kind = InputKind.LOG
+
+    def sniff(self, head: bytes) -> bool:
+        if not _looks_textual(head):
+            return False
+        text = decode_bytes(head[:SNIFF_BYTES])
+        if _is_error_json(text):
+            return True
+        if _JSON_START.match(text):
+            return False  # other JSON formats (flight recorder, py-spy) are not logs
+        lines = text.splitlines()
+        if len(head) >= SNIFF_BYTES and len(lines) > 1:
+            lines = lines[:-1]  # the last line may be cut
+        for line in lines[:3000]:
+            if recognise_line(line) is not None:
+                return True
+            if "ChildFailedError" in line or "NVIDIA-SMI" in line or _starts_block(line):
+                return True
+        if len(head) < SNIFF_BYTES:
+            return False  # the whole file was seen and nothing in it is a log line we know
+        low = text.lower()  # a big file: what matters may be in its tail
+        return any(word in low for word in _SNIFF_WORDS)
+
+    def parse(self, path: Path, display_path: str) -> ParsedFile:
+        try:
+            return self._parse(path, display_path)
+        except OSError as exc:
+            return ParsedFile(kind=InputKind.LOG, error=f"cannot read: {exc}")
+
+    def _parse(self, path: Path, display_path: str) -> ParsedFile:
+        size = path.stat().st_size
+        notes: list[str] = []
+        if size < 16 * 1024 * 1024:
+            with path.open("rb") as handle:
+                head = handle.read(4096)
+            if _is_error_json(decode_bytes(head)):
+                hit = parse_error_json(decode_bytes(path.read_bytes()))
+                if hit is not None:
+                    return _error_file_result(hit, display_path)
+        scanner = Scanner()
+        for lineno, line in _iter_lines(path, size, notes):
+            scanner.feed(lineno, line)
+        events = scanner.finish()
+        if scanner.dropped:
+            notes.append(f"{display_path}: {scanner.dropped} repetitive log events not kept")
+        assumed_year = time.gmtime(path.stat().st_mtime).tm_year
+        return _assemble(scanner, events, display_path, assumed_year, notes)
+
+
+def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, str]]:
+    """(line number, text) for the whole file, or its head and tail when it is large."""
+    with path.open("rb") as handle:
+        first = handle.read(2)
+        handle.seek(0)
+        if first in (b"\xff\xfe", b"\xfe\xff"):
+            data = handle.read(HEAD_BYTES + TAIL_BYTES)
+            for number, line in enumerate(decode_bytes(data).splitlines(), start=1):
+                yield number, line
+            return
+        if size <= HEAD_BYTES + TAIL_BYTES:
+            for number, raw in enumerate(handle, start=1):
+                yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            return
+        number = 0
+        consumed = 0
+        for number, raw in enumerate(handle, start=1):
+            consumed += len(raw)
+            yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if consumed >= HEAD_BYTES:
+                break
+        tail_start = size - TAIL_BYTES
+        skipped_lines: int | None = 0
+        if tail_start - consumed <= _COUNT_LIMIT:
+            remaining = tail_start - consumed
+            while remaining > 0:
+                chunk = handle.read(min(remaining, 8 * 1024 * 1024))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+                skipped_lines = (skipped_lines or 0) + chunk.count(b"\n")
+        else:
+            skipped_lines = None
+        handle.seek(tail_start)
+        partial = handle.readline()
+        notes.append(
+            f"{path.name}: {size / 1e6:.0f} MB log; read the first {HEAD_BYTES >> 20} MiB and the "
+            f"last {TAIL_BYTES >> 20} MiB only"
+        )
+        if skipped_lines is None:
+            number = 10**9  # line numbers in the tail are unknown; keep them ordered
+        else:
+            number += skipped_lines + (1 if partial else 0)
+        for raw in handle:
+            number += 1
+            yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def _error_file_result(hit: Hit, display_path: str) -> ParsedFile:
+    rank, _local = rank_from_path(display_path)
+    stamp = error_json_stamp(hit)
+    fields = dict(hit.fields)
+    if stamp is not None and stamp.epoch is not None:
+        fields[F_CLOCK] = "epoch"
+    event = LogEvent(
+        kind=hit.kind.value,
+        text=(hit.text or "")[:500],
+        source=display_path,
+        line=1,
+        time=stamp.epoch if stamp is not None else None,
+        fields=tuple(sorted(fields.items())),
+    )
+    if rank is None:
+        return ParsedFile(kind=InputKind.LOG, job_log_events=[event])
+    proc = ProcessEvidence(rank=rank, log_events=[event], sources=[display_path])
+    return ParsedFile(kind=InputKind.LOG, processes=[proc])
+
+
+def _assemble(
+    scanner: Scanner, events: list[RawEvent], display_path: str, year: int, notes: list[str]
+) -> ParsedFile:
+    maps = build_maps(events, scanner.hostpid_rank, scanner.pid_rank, scanner.local_to_global)
+    resolved = resolve_stamps([e.stamp for e in events], year)
+    ranks: list[tuple[int | None, str]] = [resolve_rank(e, maps) for e in events]
+    attributed = any(r is not None for r, _ in ranks)
+    hostpids = {(e.host, e.pid) for e in events if e.pid is not None}
+    locals_seen = {e.local_rank for e in events if e.local_rank is not None}
+    file_rank, file_local = rank_from_path(display_path)
+    if file_local is not None and file_rank is None:
+        file_rank = maps.local_to_global.get(
+            file_local, file_local if maps.local_is_global else None
+        )
+    use_file = not attributed and not locals_seen and len(hostpids) <= 1 and file_rank is not None
+    if use_file and any(e.pid == file_rank for e in events):
+        use_file = False
+    processes: dict[int, ProcessEvidence] = {}
+    job: list[LogEvent] = []
+    for event, (rank, how), when in zip(events, ranks, resolved, strict=True):
+        if rank is None and use_file and event.kind.value not in _JOB_KINDS:
+            rank, how = file_rank, "file_name"
+        fields = dict(event.fields)
+        if event.repeats:
+            fields["repeats"] = str(event.repeats)
+        if when.clock is not None:
+            fields[F_CLOCK] = when.clock
+        if how:
+            fields[F_RANK_FROM] = how
+        if event.host is not None:
+            fields.setdefault("host", event.host)
+        if event.pid is not None:
+            fields.setdefault("pid", str(event.pid))
+        if event.local_rank is not None:
+            fields.setdefault("local_rank", str(event.local_rank))
+        log_event = LogEvent(
+            event.kind.value,
+            event.text,
+            display_path,
+            event.line,
+            when.time,
+            tuple(sorted(fields.items())),
+        )
+        if rank is None:
+            job.append(log_event)
+            continue
+        proc = processes.get(rank)
+        if proc is None:
+            proc = processes[rank] = ProcessEvidence(
+                rank=rank, sources=[display_path], world_size=maps.world_size
+            )
+        proc.log_events.append(log_event)
+        if proc.host is None and event.host is not None and how in ("nccl_init", "prefix"):
+            proc.host, proc.pid = event.host, event.pid
+        if proc.local_rank is None and event.local_rank is not None and how != "group_rank":
+            proc.local_rank = event.local_rank
+    _attach_gpus(processes, job, maps.pid_rank, display_path)
+    if not events:
+        notes.append(f"{display_path}: no recognised log lines")
+    return ParsedFile(
+        kind=InputKind.LOG,
+        processes=[processes[r] for r in sorted(processes)],
+        job_log_events=job,
+        notes=notes,
+    )
+
+
+_JOB_KINDS = frozenset(
+    k.value
+    for k in (
+        EventKind.RAS_REPORT,
+        EventKind.RAS_MISMATCH,
+        EventKind.RAS_DEAD,
+        EventKind.RAS_INCOMPLETE,
+        EventKind.RAS_ERROR,
+        EventKind.FR_MISSING_RANKS,
+        EventKind.FR_MISMATCH,
+        EventKind.GPU_TOPOLOGY,
+        EventKind.GPU_STATUS,
+        EventKind.AGENT_SIGNAL,
+    )
+)
+
+
+def _attach_gpus(
+    processes: dict[int, ProcessEvidence],
+    job: list[LogEvent],
+    pid_rank: dict[int, int],
+    source: str,
+) -> None:
+    """nvidia-smi rows whose pid is a known rank's process become that rank's GpuState."""
+    pid_to_rank = dict(pid_rank)
+    for rank, proc in processes.items():
+        if proc.pid is not None:
+            pid_to_rank.setdefault(proc.pid, rank)
+    rows = [e for e in job if e.kind == EventKind.GPU_STATUS.value]
+    by_index = {f.get("index"): f for f in (dict(e.fields) for e in rows) if f.get("row") == "gpu"}
+    for event in rows:
+        f = dict(event.fields)
+        if f.get("row") != "process" or not f.get("pid", "").isdigit():
+            continue
+        owner = pid_to_rank.get(int(f["pid"]))
+        if owner is None or owner not in processes:
+            continue
+        gpu = by_index.get(f.get("index"), {})
+        processes[owner].gpu.append(
+            GpuState(
+                index=int(f["index"]) if f.get("index", "").isdigit() else None,
+                memory_used_mib=_float(gpu.get("memory_used_mib") or f.get("memory_used_mib")),
+                memory_total_mib=_float(gpu.get("memory_total_mib")),
+                utilization_pct=_float(gpu.get("utilization_pct")),
+                source=source,
+            )
+        )
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

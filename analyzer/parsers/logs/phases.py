@@ -1,0 +1,147 @@
+"""Framework phase markers and progress bars (FORMATS.md §7).
+
+A timeout is often not a hang: one rank tokenizes a dataset or loads shards for longer
+than the collective timeout while the others wait. These lines tell what each rank was
+doing last. Most framework lines are printed by rank 0 only, so silence on rank k
+proves nothing; markers that name their rank (DeepSpeed ``[Rank 3]``, Lightning
+``GLOBAL_RANK: 3``) carry it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangdoc.analyzer.parsers.logs.hit import Hit, put
+from hangdoc.rules.timeline import F_COUNT, F_PHASE, EventKind, Phase
+
+_BAR = re.compile(
+    r"(?P<label>[^|\r\n]{0,80}?):?\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>[\d.]+[kKMG]?)"
+    r"/(?P<total>[\d.]+[kKMG]?)"
+    r"\s*\[(?P<elapsed>[\d:]+)<(?P<remain>[\d:?]+)"
+)
+_LABELS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
+    (
+        Phase.PREPROCESS,
+        re.compile(
+            r"token|Map\b|map\b|Filter|filter|Preprocess|preprocess|Grouping|Packing|packing|"
+            r"Generating|"
+            r"Download|download|Convert|Extract|Resolving|Formatting|Shuffl|Concatenat|Processing|"
+            r"Encoding|"
+            r"Computing|Sampling|Building|Indexing",
+            re.IGNORECASE,
+        ),
+    ),
+    (Phase.LOAD, re.compile(r"Loading|loading|Fetching", re.IGNORECASE)),
+    (Phase.EVAL, re.compile(r"[Ee]val|[Vv]alid|Test|test|Predict|predict|Generat")),
+    (Phase.TRAIN, re.compile(r"Epoch|epoch|Train|train|Iteration|Step|step|^\s*$")),
+)
+_MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
+    (
+        Phase.CHECKPOINT_SAVE,
+        re.compile(
+            r"is (?:about to be saved|begin to save)!|Saving model checkpoint|saving checkpoint at "
+            r"iteration|"
+            r"Saving current state to|Saving the checkpoint|\[Torch\] Saving|saving model to '|"
+            r"Saving checkpoint"
+        ),
+    ),
+    (
+        Phase.CHECKPOINT_SAVED,
+        re.compile(
+            r"successfully saved checkpoint|Model weights saved in|\[Torch\] Saved|is ready now!|"
+            r"Finished saving|Saved checkpoint|Checkpoint saved"
+        ),
+    ),
+    (
+        Phase.PREPROCESS,
+        re.compile(
+            r"Running tokenizer on dataset|Tokenizing|[Pp]reprocessing (?:dataset|data)|Grouping "
+            r"texts|"
+            r"Packing dataset|Building (?:dataset|index)|Creating (?:dataset|index)"
+        ),
+    ),
+    (
+        Phase.LOAD,
+        re.compile(
+            r"Loading checkpoint shards|[Ll]oading (?:model|weights|checkpoint) (?:from|shards)"
+        ),
+    ),
+    (
+        Phase.EVAL,
+        re.compile(
+            r"\*{5} Running Evaluation \*{5}|Validation DataLoader \d+:|\[Eval batch=|Running "
+            r"evaluation"
+        ),
+    ),
+    (
+        Phase.TRAIN,
+        re.compile(
+            r"\*{5} Running training \*{5}|\{'loss': |^\s*iteration\s+\d+/\s*\d+ \||step=\d+, "
+            r"skipped=\d+|"
+            r"^\[batch=\d+/\d+\]|\bstep:\s+\d+\s+loss:"
+        ),
+    ),
+)
+_INIT = re.compile(
+    r"Initializing distributed: GLOBAL_RANK: (?P<rank>\d+), MEMBER: \d+/(?P<world>\d+)"
+    r"|Process rank: (?P<rank2>\d+), device: \S+, n_gpu: \d+, distributed training: True"
+)
+_DS_RANK = re.compile(r"\[[\w.]+\.py:\d+:\w+\] \[Rank (\d+)\] ")
+_KEYS = (
+    "%|",
+    "ving",
+    "aved",
+    "Running",
+    "Tokeniz",
+    "Loading",
+    "loading",
+    "Validation",
+    "Eval",
+    "loss",
+    "iteration",
+    "step",
+    "batch",
+    "GLOBAL_RANK",
+    "Process rank",
+    "ready",
+    "Grouping",
+    "Packing",
+    "reprocessing",
+    "Building",
+    "Creating",
+    "Finished",
+)
+
+
+def match_phase(text: str) -> Hit | None:
+    if not any(k in text for k in _KEYS):
+        return None
+    content_rank: int | None = None
+    if (d := _DS_RANK.search(text)) is not None:
+        content_rank = int(d.group(1))
+    if (i := _INIT.search(text)) is not None:
+        rank = int(i.group("rank") or i.group("rank2"))
+        fields = {F_PHASE: Phase.INIT.value, "label": "distributed init"}
+        put(fields, "world_size", i.group("world"))
+        return Hit(EventKind.PHASE, fields, rank=rank, key=("phase", "init"))
+    if "%|" in text and (b := _BAR.search(text)) is not None:
+        label = b.group("label").strip().strip("'\"")[-60:]
+        phase = next((p for p, pat in _LABELS if pat.search(label)), Phase.TRAIN)
+        fields = {
+            F_PHASE: phase.value,
+            "label": label or "progress",
+            "n": b.group("n"),
+            "total": b.group("total"),
+            "pct": b.group("pct"),
+            "elapsed": b.group("elapsed"),
+        }
+        return Hit(EventKind.PHASE, fields, rank=content_rank, key=("bar", label))
+    for phase, pattern in _MARKERS:
+        m = pattern.search(text)
+        if m is not None:
+            fields = {F_PHASE: phase.value, "label": m.group(0).strip()[:60]}
+            fields[F_COUNT] = "1"
+            return Hit(
+                EventKind.PHASE, fields, rank=content_rank, key=("marker", phase.value, text[:80])
+            )
+    return None

@@ -1,0 +1,155 @@
+"""Peel every layer that wraps a log line, keeping what each layer said.
+
+Launcher tags (``[default3]:``, ``[rank3]:``, mpirun, Ray, Determined...) are the job of
+the shared :mod:`hangdoc.analyzer.parsers.prefixes`; this module adds the layers that
+only logs carry and whose content matters here: time stamps (Kubernetes ISO, syslog,
+``dmesg -T``, Python logging), glog/c10 headers (``[E709 17:05:38.16 ProcessGroupNCCL.cpp:632]``,
+``E0325 20:57:27.62 2606 torch/…/api.py:869]``), and old Python logging
+(``ERROR:torch.distributed.elastic…:``). The layers stack in any order, so both kinds
+are peeled alternately until neither matches (FORMATS.md §8.1).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hangdoc.analyzer.parsers.logs.timefmt import (
+    MONTHS,
+    Stamp,
+    dated_stamp,
+    glog_stamp,
+    seconds_of_day,
+)
+from hangdoc.analyzer.parsers.prefixes import clean_line, peel
+
+
+@dataclass(slots=True)
+class LineTag:
+    """A line without its prefixes, and who/when/what level they said it was."""
+
+    text: str
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    stamp: Stamp | None = None
+    level: str | None = None  # I/W/E/F (glog) or the Python level name's initial
+    origin: str | None = None  # "ProcessGroupNCCL.cpp:632", a logger name
+    tagged: bool = False  # a launcher prefix was present (used for hard-wrap rejoin)
+
+
+_ISO = re.compile(
+    r"\[?(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2}(?:[.,]\d+)?)"
+    r"(?:Z|[+-]\d{2}:?\d{2})?\]?(?: *(?:\||-) *| +)"
+)
+_SYSLOG = re.compile(
+    r"([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)? (\S+) "
+    r"([\w.\-/]+?)(?:\[\d+\])?: "
+)
+_DMESG_T = re.compile(
+    r"\[(?:[A-Z][a-z]{2} )?([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\] ?"
+)
+_DMESG = re.compile(r"\[ *\d+\.\d+\] ?")
+_GLOG = re.compile(
+    r"\[?([IWEF])(\d{3,4}) (\d{2}):(\d{2}):(\d{2}(?:\.\d+)?) +(?:\d+ +)?([\w./\-]+:\d+)\] ?"
+)
+_C10_NO_TIME = re.compile(r"\[([IWEF]) ([\w./\-]+:\d+)\] ?")
+_PYLOG_OLD = re.compile(r"(ERROR|WARNING|INFO|DEBUG|CRITICAL):((?:torch|deepspeed)[\w.]*):")
+_TORCH_LOGGER = re.compile(r"((?:torch|deepspeed)[\w.]*): \[(ERROR|WARNING|INFO|DEBUG|CRITICAL)\] ")
+_NEMO = re.compile(r"\[NeMo ([IWEDC]) (\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) [^\]]*\] ?")
+_DETERMINED_RANK = re.compile(r"\[rank=(\d+)\] ?")
+# A launcher's own tag before torchrun/torch prefixes ("B-nemo-ft3/0 [default1]:[rank1]:",
+# pdsh "node7: [rank3]:"): peeled only when a rank prefix follows it.
+_LEADING_TAG = re.compile(
+    r"(?![\w.]*(?:Error|Exception|Warning|Exit):? )[^\s\[][^\s]{0,63} "
+    r"(?=\[(?:rank|default|[A-Za-z_]+)\d+\]:)"
+)
+_MPI_RANK_TAG = re.compile(r"\[1,(\d+)\]<(?:stdout|stderr)>: ?")
+_MAX_ROUNDS = 10
+
+
+def _own_layer(text: str, tag: LineTag) -> int:
+    """Length of one log-specific layer at the start of ``text`` (0 if none); fills tag."""
+    first = text[0]
+    if first == "[":
+        if m := _DMESG_T.match(text):
+            tag.stamp = Stamp(
+                seconds_of_day(m.group(3), m.group(4), m.group(5)),
+                MONTHS.get(m.group(1)),
+                int(m.group(2)),
+                int(m.group(6)),
+            )
+            return m.end()
+        if m := _DMESG.match(text):
+            return m.end()
+        if m := _NEMO.match(text):
+            tag.level = m.group(1)
+            tag.stamp = dated_stamp(m.group(2), m.group(3), m.group(4), ":".join(m.group(5, 6, 7)))
+            return m.end()
+        if m := _DETERMINED_RANK.match(text):
+            tag.rank = int(m.group(1))
+            return m.end()
+    if m := _GLOG.match(text):
+        tag.level, tag.origin = m.group(1), m.group(6)
+        tag.stamp = glog_stamp(m.group(2), ":".join(m.group(3, 4, 5)))
+        return m.end()
+    if first == "[" and (m := _C10_NO_TIME.match(text)):
+        tag.level, tag.origin = m.group(1), m.group(2)
+        return m.end()
+    if (first.isdigit() or first == "[") and (m := _ISO.match(text)):
+        tag.stamp = dated_stamp(m.group(1), m.group(2), m.group(3), ":".join(m.group(4, 5, 6)))
+        return m.end()
+    if first.isupper():
+        if m := _PYLOG_OLD.match(text):
+            tag.level, tag.origin = m.group(1)[0], m.group(2)
+            return m.end()
+        if m := _SYSLOG.match(text):
+            month = MONTHS.get(m.group(1))
+            if month is not None:
+                tag.stamp = Stamp(
+                    seconds_of_day(m.group(3), m.group(4), m.group(5)), month, int(m.group(2))
+                )
+                tag.host = tag.host or m.group(6)
+                return m.end()
+    if first in "td" and (m := _TORCH_LOGGER.match(text)):
+        tag.level, tag.origin = m.group(2)[0], m.group(1)
+        return m.end()
+    return 0
+
+
+def peel_line(raw: str) -> LineTag:
+    """Clean (ANSI, CR) and peel one physical line."""
+    text = clean_line(raw.rstrip("\n"))
+    tag = LineTag(text)
+    for _ in range(_MAX_ROUNDS):
+        if not text:
+            break
+        if text[0] in " \t":
+            break
+        consumed = _own_layer(text, tag)
+        if consumed:
+            text = text[consumed:]
+            continue
+        if not tag.tagged and (m := _LEADING_TAG.match(text)):
+            text = text[m.end() :]
+            continue
+        if m := _MPI_RANK_TAG.match(text):
+            tag.rank, tag.tagged = int(m.group(1)), True
+            text = text[m.end() :]
+            continue
+        peeled = peel(text)
+        if peeled.text == text:
+            break
+        tag.tagged = True
+        if peeled.rank is not None:
+            tag.rank = peeled.rank
+        if peeled.local_rank is not None:
+            tag.local_rank = peeled.local_rank
+        if peeled.host is not None:
+            tag.host = peeled.host
+        if peeled.pid is not None:
+            tag.pid = peeled.pid
+        text = peeled.text
+    tag.text = text
+    return tag

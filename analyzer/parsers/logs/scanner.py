@@ -1,0 +1,392 @@
+"""The line loop: peel, rejoin, follow multi-line records, recognise, collect.
+
+One pass, constant work per line, memory bounded by what is kept: only recognised
+lines become events, repeats are counted instead of stored, COLL lines and progress
+bars keep their first/last state. Multi-line records (FORMATS.md §8.4) are followed
+per *stream* (the rank a prefix names) for tracebacks, and globally for the reports
+that no launcher prefixes (ChildFailedError, RAS, fr_trace, nvidia-smi).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
+from hangdoc.analyzer.parsers.logs.elastic import ChildFailedBlock, match_agent
+from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, match_xid
+from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.phases import match_phase
+from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
+from hangdoc.analyzer.parsers.logs.process import match_exception_line, match_process
+from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
+from hangdoc.analyzer.parsers.logs.timefmt import Stamp
+from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
+from hangdoc.rules.timeline import F_EXC_TYPE, F_GROUP_RANK, F_MESSAGE, F_PEER, EventKind
+
+# Where a second record starts inside one physical line (interleaved consoles, tqdm).
+_SPLICE = re.compile(
+    r"(?<=[^\s:])(?=\[rank\d+\]:|\[default\d+\]:|\[[IWEF]\d{3,4} \d\d:\d\d:\d\d"
+    r"|\[[IWEF] ProcessGroup\w*\.cpp:|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+\.py:\d+\])"
+)
+_NCCL_HEAD = re.compile(r"[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] ")
+_STACK_FRAME = re.compile(r"^#\d+ \S+ from \S+:\d+")
+_TRACEBACK = "Traceback (most recent call last)"
+# What an NCCL "Last error:" line can be besides context for the NCCL error before it.
+_LAST_ERROR_KINDS = frozenset(
+    {
+        EventKind.NCCL_TRANSPORT_ERROR,
+        EventKind.NCCL_CONFIG_ERROR,
+        EventKind.CUDA_OOM,
+        EventKind.CUDA_ERROR,
+    }
+)
+_MAX_PER_KIND = 400
+_MAX_JOIN = 4
+_WRAP_LEN = 100
+
+Block = ChildFailedBlock | RasBlock | FrTraceBlock | TableBlock | CsvBlock | TopoBlock
+Owner = tuple[int | None, int | None, int | None, str | None, int | None, str | None]
+
+
+@dataclass(slots=True)
+class RawEvent:
+    kind: EventKind
+    text: str
+    line: int
+    stamp: Stamp | None
+    fields: dict[str, str]
+    prefix_rank: int | None
+    content_rank: int | None
+    local_rank: int | None
+    host: str | None
+    pid: int | None
+    repeats: int = 0
+
+
+@dataclass(slots=True)
+class _Traceback:
+    start: int
+    last_frame: str = ""
+
+
+@dataclass(slots=True)
+class Scanner:
+    events: list[RawEvent] = field(default_factory=list)
+    local_to_global: dict[int, set[int]] = field(default_factory=dict)
+    hostpid_rank: dict[tuple[str, int], set[int]] = field(default_factory=dict)
+    pid_rank: dict[int, int] = field(default_factory=dict)
+    dropped: int = 0
+    _seen: dict[tuple[object, ...], RawEvent] = field(default_factory=dict)
+    _per_kind: dict[tuple[Owner, EventKind], int] = field(default_factory=dict)
+    _aggregate: dict[tuple[object, ...], RawEvent] = field(default_factory=dict)
+    _block: Block | None = None
+    _block_line: int = 0
+    _tracebacks: dict[tuple[int | None, int | None], _Traceback] = field(default_factory=dict)
+    _last_error_for: RawEvent | None = None
+    _last_nccl_error: RawEvent | None = None
+    _stack_event: RawEvent | None = None
+    _nvrm_pci: list[str] = field(default_factory=list)
+    _pending: tuple[LineTag, int, int] | None = None
+    _prev_len: int = 0
+    _prev_tag: LineTag | None = None
+
+    # ---- input ------------------------------------------------------------------
+    def feed(self, lineno: int, raw: str) -> None:
+        pieces = _SPLICE.split(raw) if "[" in raw and len(raw) > 20 else [raw]
+        for piece in pieces:
+            self._physical(lineno, piece, len(raw))
+
+    def finish(self) -> list[RawEvent]:
+        if self._pending is not None:
+            tag, lineno, _ = self._pending
+            self._pending = None
+            self._logical(tag, lineno)
+        self._close_block()
+        self.events.sort(key=lambda e: e.line)
+        return self.events
+
+    # ---- physical lines: identity inheritance and hard-wrap rejoin ----------------
+    def _physical(self, lineno: int, raw: str, raw_len: int) -> None:
+        tag = peel_line(raw)
+        text = tag.text
+        headerless = not tag.tagged and not _NCCL_HEAD.match(text) and tag.level is None
+        prev = self._prev_tag
+        wrapped = self._prev_len >= _WRAP_LEN or text[:1] in " \t"
+        if headerless and prev is not None and prev.tagged and wrapped and text.strip():
+            tag.rank, tag.local_rank = prev.rank, prev.local_rank  # wrapped continuation
+            tag.host, tag.pid, tag.tagged = prev.host, prev.pid, True
+        self._prev_len, self._prev_tag = raw_len, tag
+        if self._pending is not None:
+            ptag, pline, joins = self._pending
+            if headerless and text.strip():
+                ptag.text = ptag.text.rstrip() + text
+                if _balanced(ptag.text) or joins + 1 >= _MAX_JOIN:
+                    self._pending = None
+                    self._logical(ptag, pline)
+                else:
+                    self._pending = (ptag, pline, joins + 1)
+                return
+            self._pending = None
+            self._logical(ptag, pline)
+        if not _balanced(text):
+            self._pending = (tag, lineno, 0)
+            return
+        self._logical(tag, lineno)
+
+    # ---- logical lines ------------------------------------------------------------
+    def _logical(self, tag: LineTag, lineno: int) -> None:
+        text = tag.text
+        if tag.rank is not None and tag.local_rank is not None:
+            self.local_to_global.setdefault(tag.local_rank, set()).add(tag.rank)
+        if self._block is not None:
+            if isinstance(self._block, ChildFailedBlock):
+                self._block.last_line = lineno
+            if self._block.feed(text):
+                return
+            self._close_block()
+        if not text.strip() or text.startswith("# "):
+            return  # blank, or a comment line (fixture headers, shell echo of a command)
+        stream = (tag.rank, tag.local_rank)
+        tb = self._tracebacks.get(stream)
+        if tb is not None and self._traceback_line(tb, tag, lineno, stream):
+            return
+        if self._continuation(tag, lineno):
+            return
+        if self._start_block(tag, lineno):
+            return
+        if text.startswith(_TRACEBACK):
+            self._tracebacks[stream] = _Traceback(lineno)
+            return
+        if tag.rank is not None and (exc := match_exception_line(text)) is not None:
+            # torch ≥2.3 prefixes only uncaught exceptions' lines with [rankN]: — a bare
+            # "[rank3]: ValueError: …" is the end of a traceback pasted without its frames.
+            fields = {F_EXC_TYPE: exc[0], F_MESSAGE: exc[1][:400]}
+            self._emit(
+                Hit(EventKind.EXCEPTION, fields, key=("exc", exc[0], exc[1][:120])), tag, lineno
+            )
+        self._recognise(tag, lineno)
+
+    def _traceback_line(
+        self, tb: _Traceback, tag: LineTag, lineno: int, stream: tuple[int | None, int | None]
+    ) -> bool:
+        text = tag.text
+        if text[:1] in " \t" or text.startswith(("During handling", "The above exception")):
+            if text.lstrip().startswith("File "):
+                tb.last_frame = text.strip()
+            return True
+        del self._tracebacks[stream]
+        exc = match_exception_line(text)
+        if exc is None or exc[0].endswith("ChildFailedError"):
+            return False
+        fields = {F_EXC_TYPE: exc[0], F_MESSAGE: exc[1][:400]}
+        if tb.last_frame:
+            fields["where"] = tb.last_frame[:200]
+        self._emit(Hit(EventKind.EXCEPTION, fields, key=("exc", exc[0], exc[1][:120])), tag, lineno)
+        self._recognise(tag, lineno)
+        return True
+
+    def _continuation(self, tag: LineTag, lineno: int) -> bool:
+        text = tag.text
+        if self._stack_event is not None and _STACK_FRAME.match(text):
+            frames = self._stack_event.fields.get("frames", "")
+            if frames.count("\n") < 20:
+                self._stack_event.fields["frames"] = (frames + "\n" + text.strip()).strip()
+            return True
+        self._stack_event = None
+        if text.strip() == "Last error:":
+            self._last_error_for = self._last_nccl_error
+            return True
+        target = self._last_error_for
+        if target is not None:
+            self._last_error_for = None
+            if text.strip():
+                target.fields["last_error"] = text.strip()[:300]
+                nccl_hit = nccl_lines.match_nccl(text) or nccl_lines.match_nccl(
+                    "x:0:0 [0] a.cc:1 NCCL WARN " + text
+                )
+                if nccl_hit is not None and nccl_hit.kind is EventKind.NCCL_TRANSPORT_ERROR:
+                    for key in (F_PEER, "error"):
+                        if key in nccl_hit.fields:
+                            target.fields["last_error_" + key] = nccl_hit.fields[key]
+                if nccl_hit is not None and nccl_hit.kind in _LAST_ERROR_KINDS:
+                    for key in ("host", "pid", "cuda_dev", "where"):
+                        nccl_hit.fields.pop(key, None)
+                    nccl_hit.host = nccl_hit.pid = None
+                    nccl_hit.fields["source"] = "last_error"
+                    self._emit(nccl_hit, tag, lineno)
+                return True
+        return False
+
+    def _start_block(self, tag: LineTag, lineno: int) -> bool:
+        text = tag.text
+        block: Block | None = None
+        if "ChildFailedError" in text and text.rstrip().endswith(
+            ("ChildFailedError:", "ChildFailedError")
+        ):
+            block = ChildFailedBlock()
+        elif text[:1] in "JCG#" and (ras := RasBlock.start(text)) is not None:
+            block = ras
+        elif text[:1] in "NCI" and (fr := FrTraceBlock.start(text)) is not None:
+            block = fr
+        elif "NVIDIA-SMI" in text and "Driver Version" in text:
+            block = TableBlock()
+        elif text[:1] in " \t" and (topo := TopoBlock.header(text)) is not None:
+            block = topo
+        elif ", " in text and (csv := CsvBlock.header(text)) is not None:
+            block = csv
+        if block is None:
+            return False
+        self._block, self._block_line = block, lineno
+        return True
+
+    def _close_block(self) -> None:
+        block, line = self._block, self._block_line
+        self._block = None
+        if block is None:
+            return
+        none = LineTag("")
+        if isinstance(block, ChildFailedBlock):
+            for hit, stamp, entry_line in block.finish():
+                none.stamp = stamp
+                self._emit(hit, none, entry_line or line)
+                if hit.rank is not None and "pid" in hit.fields:
+                    self.pid_rank[int(hit.fields["pid"])] = hit.rank
+                none = LineTag("")
+        elif isinstance(block, (RasBlock, TableBlock, CsvBlock)):
+            for hit in block.finish() if isinstance(block, RasBlock) else block.hits:
+                self._emit(hit, none, line)
+        else:
+            done = block.finish()
+            if done is not None:
+                self._emit(done, none, line)
+
+    # ---- single lines ---------------------------------------------------------------
+    def _recognise(self, tag: LineTag, lineno: int) -> None:
+        text = tag.text
+        if "Stack trace of the failed collective:" in text:
+            # ≥2.6: the frames follow unprefixed as "#0 all_reduce from file:line"
+            self._stack_event = self._emit(
+                Hit(EventKind.FAILED_COLLECTIVE_STACK, {}, key=("stack", lineno)), tag, lineno
+            )
+            return
+        hit = match_any(text, self._nvrm_pci)
+        if hit is None:
+            return
+        event = self._emit(hit, tag, lineno)
+        if hit.kind is EventKind.NCCL_ERROR and event is not None:
+            self._last_nccl_error = event
+            if "Last error:" in text:
+                tail = text.split("Last error:", 1)[1].strip()
+                if tail:
+                    event.fields["last_error"] = tail[:300]
+                else:
+                    self._last_error_for = event
+
+    def _emit(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
+        host = hit.host or tag.host
+        pid = hit.pid if hit.pid is not None else tag.pid
+        if (
+            tag.rank is not None
+            and host is not None
+            and pid is not None
+            and hit.kind.value.startswith("nccl")
+        ):
+            self.hostpid_rank.setdefault((host, pid), set()).add(tag.rank)
+        group = hit.fields.get(F_GROUP_RANK) if tag.rank is None and hit.rank is None else None
+        owner: Owner = (tag.rank, hit.rank, tag.local_rank, host, pid, group)
+        if hit.key is not None:
+            seen = self._seen.get((owner, hit.kind, hit.key))
+            if seen is not None:
+                seen.repeats += 1
+                return seen
+        agg_key = _aggregate_key(hit, owner)
+        if agg_key is not None:
+            return self._aggregate_event(agg_key, hit, tag, lineno, owner)
+        count = self._per_kind.get((owner, hit.kind), 0)
+        if count >= _MAX_PER_KIND:
+            self.dropped += 1
+            return None
+        self._per_kind[(owner, hit.kind)] = count + 1
+        event = RawEvent(
+            hit.kind,
+            (hit.text or tag.text).strip()[:500],
+            lineno,
+            tag.stamp,
+            hit.fields,
+            tag.rank,
+            hit.rank,
+            tag.local_rank,
+            host,
+            pid,
+        )
+        self.events.append(event)
+        if hit.key is not None:
+            self._seen[(owner, hit.kind, hit.key)] = event
+        return event
+
+    def _aggregate_event(
+        self, key: tuple[object, ...], hit: Hit, tag: LineTag, lineno: int, owner: Owner
+    ) -> RawEvent:
+        """COLL lines: keep the last per communicator; transports: union per process;
+        progress bars: keep the first and the latest state."""
+        current = self._aggregate.get(key)
+        text = (hit.text or tag.text).strip()[:500]
+        if current is None:
+            event = RawEvent(hit.kind, text, lineno, tag.stamp, hit.fields, *owner[:5])
+            event.fields["n_lines"] = "1"
+            self.events.append(event)
+            self._aggregate[key] = event
+            if hit.kind is EventKind.PHASE:
+                self._aggregate[(*key, "first")] = event
+            return event
+        n = int(current.fields.get("n_lines", "1")) + 1
+        if hit.kind is EventKind.NCCL_TRANSPORT:
+            vias = set(current.fields["via"].split(",")) | {hit.fields["via"]}
+            current.fields["via"] = ",".join(sorted(vias))
+            current.fields["n_lines"] = str(n)
+            return current
+        if hit.kind is EventKind.PHASE and self._aggregate.get((*key, "first")) is current:
+            event = RawEvent(hit.kind, text, lineno, tag.stamp, hit.fields, *owner[:5])
+            self.events.append(event)
+            self._aggregate[key] = event
+            current = event
+        current.text, current.line, current.fields = text, lineno, hit.fields
+        current.stamp = tag.stamp or current.stamp
+        current.fields["n_lines"] = str(n)
+        return current
+
+
+def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
+    """Every single-line recogniser, most specific first (NCCL lines by their header)."""
+    if _NCCL_HEAD.match(text) or text.startswith("NCCL version"):
+        hit = nccl_lines.match_nccl(text)
+        if hit is not None:
+            return hit
+    return (
+        match_torch(text)
+        or match_agent(text)
+        or match_xid(text, nvrm_pci)
+        or match_process(text)
+        or match_phase(text)
+    )
+
+
+def _aggregate_key(hit: Hit, owner: Owner) -> tuple[object, ...] | None:
+    if hit.kind is EventKind.NCCL_COLL:
+        return ("coll", owner, hit.fields.get("comm"))
+    if hit.kind is EventKind.NCCL_TRANSPORT:
+        return ("via", owner)
+    if hit.kind is EventKind.PHASE and hit.key is not None and hit.key[0] == "bar":
+        return ("bar", owner, hit.key[1])
+    return None
+
+
+def _balanced(text: str) -> bool:
+    """False for a record cut inside ``WorkNCCL(…)`` / ``CollectiveFingerPrint(…)``."""
+    if "(" not in text or ("Work" not in text and "FingerPrint" not in text):
+        return True
+    start = text.find("WorkNCCL(")
+    if start < 0:
+        start = text.find("FingerPrint(")
+    return start < 0 or text.count("(", start) <= text.count(")", start)

@@ -1,0 +1,371 @@
+"""torch.distributed messages (FORMATS.md §2): ProcessGroupNCCL watchdog and heartbeat
+across torch 1.13 → 2.13, NCCL errors surfaced in Python, TORCH_DISTRIBUTED_DEBUG=DETAIL
+fingerprint mismatches, monitored barriers, store/rendezvous timeouts, gloo errors.
+
+Messages are matched on their stable cores (``Watchdog caught collective operation
+timeout``, ``WorkNCCL(``, ``last enqueued``) with ``search``, never on whole lines: the
+header and process-group prefix changed shape in almost every release, and interleaved
+consoles splice lines together.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangdoc.analyzer.parsers.logs.hit import Hit, put
+from hangdoc.rules.timeline import (
+    F_BACKEND,
+    F_ERROR,
+    F_GROUP_RANK,
+    F_LAST_COMPLETED,
+    F_LAST_ENQUEUED,
+    F_MESSAGE,
+    F_NUMEL_IN,
+    F_NUMEL_OUT,
+    F_OP,
+    F_PEER,
+    F_PEER_RANK,
+    F_PG,
+    F_PG_DESC,
+    F_RAN_MS,
+    F_RANKS,
+    F_SEQ,
+    F_TIMEOUT_MS,
+    EventKind,
+)
+
+_PG_PREFIX = re.compile(
+    r"\[PG ID (?P<id>\d+) PG GUID (?P<guid>[^\s(\]]+)(?:\((?P<desc>[^)]*)\))? Rank (?P<rank>\d+)\]"
+    r"|\[PG (?P<id2>\d+)(?: \((?P<desc2>[^)]*)\))? Rank (?P<rank2>\d+)\]"
+    r"|\[Rank (?P<rank3>\d+)\]"
+)
+_WORK_KV = re.compile(r"(\w+(?:\(ms\))?)=([^,)\s]+)")
+_WORK = re.compile(r"Work\w*\(")
+_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout")
+_RAN_FOR = re.compile(r"ran for (\d+) milliseconds")
+_BLOCKING = re.compile(r"Work (?:Work\w*\(.*?\)|\S+) timed out in blocking wait")
+_STATUS_OLD = re.compile(
+    r"(?:Exception \(either an error or timeout\) detected by watchdog at work|Timeout at NCCL "
+    r"work)"
+    r": (?P<seq>-?\d+), last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: "
+    r"(?P<done>-?\d+)"
+)
+_STATUS_NEW = re.compile(
+    r"failure detected by watchdog at work sequence id: (?P<seq>-?\d+) PG status: "
+    r"last enqueued work: (?P<enq>-?\d+), last completed work: (?P<done>-?\d+)"
+)
+_DUMP_RECEIVED = re.compile(
+    r"Received a dump signal due to a collective timeout from (?:this local rank|\s*rank "
+    r"(?P<from>\d+))"
+    r"(?:.*?Last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+))?"
+)
+_DUMP_OTHER = re.compile(
+    r"First PG on this rank to signal dumping|Observed flight recorder dump signal from another "
+    r"rank"
+)
+_HEARTBEAT = re.compile(r"Heartbeat monitor timed out|watchdog got stuck for (?P<secs>\d+) seconds")
+_TEARDOWN = re.compile(
+    r"Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking"
+    r"|watchdog thread terminated with exception|Terminating the process after attempting to dump"
+    r"|ProcessGroupNCCL preparing to dump debug info"
+)
+_ASYNC = re.compile(r"raised the following async exception: (?:NCCL error: )?(?P<what>.*)")
+_NCCL_ERROR_IN = re.compile(
+    r"NCCL error in: (?P<where>[\w./\-]+:\d+), (?P<what>.*?)(?:, NCCL version (?P<ver>[\d.]+\S*))?$"
+)
+_NCCL_CLASS = re.compile(
+    r"\b(?P<cls>ncclSystemError|ncclInternalError|ncclRemoteError|ncclUnhandledCudaError|"
+    r"ncclInvalidUsage|ncclInvalidArgument|ncclInProgress|ncclTimeout)\b:? ?(?P<what>.*)"
+)
+_DETAIL = re.compile(r"Detected mismatch between collectives on ranks")
+_FP_SPLIT = re.compile(r",?\s*but Rank (\d+) is running collective:\s*")
+_FP_SELF = re.compile(r"Rank (\d+) is running (?:inconsistent )?collective:\s*")
+_FP_KEYS = {
+    "seq": re.compile(r"SequenceNumber=(\d+)"),
+    "op": re.compile(r"OpType=([A-Z_]+)"),
+    "shape": re.compile(r"TensorShape=(\[[^\]]*\])"),
+    "dtype": re.compile(r"TensorDtypes=(\w+)"),
+    "device": re.compile(r"device=(\w+)"),
+}
+_DIFFER = re.compile(r"Collectives differ in the following aspects:\s*(.*)")
+_MONITORED = re.compile(
+    r"Ranks? (?P<ranks>\d+(?:\s*,\s*\d+)*) failed to pass monitoredBarrier in (?P<ms>\d+) ms"
+    r"|Rank (?P<self>\d+) timed out in monitoredBarrier"
+)
+_STORE_CLIENTS = re.compile(
+    r"Timed out after (?P<secs>\d+) seconds waiting for clients\. (?P<joined>\d+)/(?P<total>\d+) "
+    r"clients joined"
+)
+_STORE_WAIT = re.compile(r"wait timeout after (?P<ms>\d+)ms, keys: (?P<keys>.*)")
+_STORE_CONNECT = re.compile(
+    r"client socket has timed out after (?P<ms>\d+)m?s while trying to connect to "
+    r"\((?P<addr>[^,)]+), (?P<port>\d+)\)"
+)
+_UNIQUE_ID = re.compile(
+    r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from "
+    r"\[(?P<root>\d+)\] via c10d key-value store by key '(?P<key>[^']*)', "
+    r"but store->get\('[^']*'\) got (?:error|exception): (?P<why>.*)"
+)
+_RENDEZVOUS = re.compile(
+    r"RendezvousTimeoutError|Rendezvous timed out|RendezvousClosedError|DistStoreError: "
+    r"(?P<store>.*)"
+)
+_GLOO_TIMEOUT = re.compile(
+    r"Timed out waiting (?P<ms>\d+)ms for (?P<dir>recv|send) operation to complete"
+)
+_GLOO_CLOSED = re.compile(
+    r"(?:Connection closed by peer|Read error|Write error) \[(?P<peer>[^\]]+)\]:(?P<port>\d+)"
+    r"(?P<rest>.*)"
+)
+_GLOO_APP_TIMEOUT = re.compile(r"Application timeout caused pair closure")
+_KEYWORDS = (
+    "Watchdog",
+    "watchdog",
+    "WorkNCCL",
+    "Work",
+    "NCCL",
+    "nccl",
+    "dump",
+    "Heartbeat",
+    "mismatch",
+    "monitoredBarrier",
+    "Timed out",
+    "timed out",
+    "timeout",
+    "Rendezvous",
+    "DistStoreError",
+    "Connection closed",
+    "Read error",
+    "Write error",
+    "pair closure",
+)
+
+
+def _pg_fields(text: str, fields: dict[str, str]) -> None:
+    """Read the last process-group prefix of a line into fields (pg, desc, group rank)."""
+    for m in _PG_PREFIX.finditer(text[:200]):
+        if m.group("guid") is not None:
+            fields[F_PG] = m.group("guid")
+            fields["pg_id"] = m.group("id")
+            put(fields, F_PG_DESC, m.group("desc"))
+            fields[F_GROUP_RANK] = m.group("rank")
+        elif m.group("id2") is not None:
+            fields.setdefault(F_PG, m.group("id2"))
+            fields["pg_id"] = m.group("id2")
+            put(fields, F_PG_DESC, m.group("desc2"))
+            fields[F_GROUP_RANK] = m.group("rank2")
+        else:
+            fields.setdefault(F_GROUP_RANK, m.group("rank3"))
+
+
+def work_fields(text: str, fields: dict[str, str]) -> None:
+    """Generic ``k=v`` parsing of ``WorkNCCL(SeqNum=…, OpType=…, …)`` (fields optional)."""
+    m = _WORK.search(text)
+    if m is None:
+        return
+    names = {
+        "SeqNum": F_SEQ,
+        "OpType": F_OP,
+        "NumelIn": F_NUMEL_IN,
+        "NumelOut": F_NUMEL_OUT,
+        "Timeout(ms)": F_TIMEOUT_MS,
+    }
+    body = text[m.end() : m.end() + 400]
+    for key, value in _WORK_KV.findall(body):
+        if key in names:
+            fields.setdefault(names[key], value)
+
+
+def match_torch(text: str) -> Hit | None:
+    """Recognise one torch.distributed message (prefixes already peeled)."""
+    if not any(k in text for k in _KEYWORDS):
+        return None
+    fields: dict[str, str] = {}
+    if _WATCHDOG.search(text):
+        _pg_fields(text, fields)
+        work_fields(text, fields)
+        ran = _RAN_FOR.search(text)
+        put(fields, F_RAN_MS, ran.group(1) if ran else None)
+        fields[F_BACKEND] = "nccl"
+        fields["source"] = "watchdog"
+        return Hit(
+            EventKind.COLLECTIVE_TIMEOUT,
+            fields,
+            key=("timeout", fields.get(F_PG), fields.get(F_SEQ)),
+        )
+    if (m := _STATUS_NEW.search(text) or _STATUS_OLD.search(text)) is not None:
+        _pg_fields(text, fields)
+        fields.update(
+            {
+                F_SEQ: m.group("seq"),
+                F_LAST_ENQUEUED: m.group("enq"),
+                F_LAST_COMPLETED: m.group("done"),
+            }
+        )
+        return Hit(
+            EventKind.WATCHDOG_STATUS, fields, key=("status", fields.get(F_PG), m.group("seq"))
+        )
+    if _BLOCKING.search(text):
+        _pg_fields(text, fields)
+        work_fields(text, fields)
+        fields.update({F_BACKEND: "nccl", "source": "blocking_wait"})
+        return Hit(
+            EventKind.COLLECTIVE_TIMEOUT,
+            fields,
+            key=("timeout", fields.get(F_PG), fields.get(F_SEQ)),
+        )
+    if (d := _DUMP_RECEIVED.search(text)) is not None:
+        _pg_fields(text, fields)
+        put(fields, F_PEER_RANK, d.group("from"))
+        fields["from"] = "peer" if d.group("from") else "self"
+        put(fields, F_LAST_ENQUEUED, d.group("enq"))
+        put(fields, F_LAST_COMPLETED, d.group("done"))
+        return Hit(EventKind.DUMP_SIGNAL, fields, key=("dump", fields.get(F_PG)))
+    if _DUMP_OTHER.search(text):
+        _pg_fields(text, fields)
+        fields["from"] = "self" if text.find("First PG") >= 0 else "peer"
+        return Hit(EventKind.DUMP_SIGNAL, fields, key=("dump", fields.get(F_PG), fields["from"]))
+    if (h := _HEARTBEAT.search(text)) is not None:
+        _pg_fields(text, fields)
+        put(fields, "seconds", h.group("secs"))
+        return Hit(EventKind.HEARTBEAT_TIMEOUT, fields, key=("heartbeat", fields.get(F_PG)))
+    if (a := _ASYNC.search(text)) is not None:
+        _pg_fields(text, fields)
+        work_fields(text, fields)
+        return _nccl_error(a.group("what"), fields)
+    if (e := _NCCL_ERROR_IN.search(text)) is not None:
+        fields["where"] = e.group("where")
+        put(fields, "nccl_version", e.group("ver"))
+        return _nccl_error(e.group("what"), fields)
+    if (c := _NCCL_CLASS.search(text)) is not None and ("nccl" in text[: c.start() + 4]):
+        fields["class"] = c.group("cls")
+        return _nccl_error(c.group("cls") + " " + c.group("what"), fields)
+    if _TEARDOWN.search(text):
+        _pg_fields(text, fields)
+        work_fields(text, fields)
+        return Hit(EventKind.WATCHDOG_TEARDOWN, fields, key=("teardown", text[:60]))
+    if _DETAIL.search(text):
+        return _detail(text)
+    if (mb := _MONITORED.search(text)) is not None:
+        ranks = mb.group("ranks") or mb.group("self") or ""
+        fields[F_RANKS] = ",".join(r.strip() for r in ranks.split(","))
+        put(fields, F_TIMEOUT_MS, mb.group("ms"))
+        fields["reporter"] = "self" if mb.group("self") else "rank0"
+        return Hit(EventKind.MONITORED_BARRIER, fields, key=("mb", fields[F_RANKS]))
+    store = _store(text)
+    if store is not None:
+        return store
+    if (g := _GLOO_TIMEOUT.search(text)) is not None:
+        fields.update(
+            {
+                F_BACKEND: "gloo",
+                F_TIMEOUT_MS: g.group("ms"),
+                "direction": g.group("dir"),
+                "source": "gloo",
+            }
+        )
+        return Hit(EventKind.COLLECTIVE_TIMEOUT, fields, key=("gloo_timeout", g.group("dir")))
+    if (
+        (gc := _GLOO_CLOSED.search(text)) is not None and "gloo" in text
+    ) or _GLOO_APP_TIMEOUT.search(text):
+        if gc is not None:
+            fields.update({F_PEER: gc.group("peer"), "port": gc.group("port")})
+            fields[F_ERROR] = (
+                "connection_reset" if "reset" in gc.group("rest") else "connection_closed"
+            )
+        else:
+            fields[F_ERROR] = "app_timeout_pair_closure"
+        fields[F_BACKEND] = "gloo"
+        return Hit(EventKind.CONNECTION_LOST, fields, key=("gloo_closed", fields.get(F_PEER)))
+    return None
+
+
+def _nccl_error(what: str, fields: dict[str, str]) -> Hit:
+    low = what.lower()
+    cls = fields.get("class")
+    if cls is None:
+        for needle, name in (
+            ("remote", "ncclRemoteError"),
+            ("system error", "ncclSystemError"),
+            ("cuda error", "ncclUnhandledCudaError"),
+            ("internal error", "ncclInternalError"),
+            ("invalid usage", "ncclInvalidUsage"),
+            ("invalid argument", "ncclInvalidArgument"),
+            ("timeout", "ncclTimeout"),
+        ):
+            if needle in low:
+                cls = name
+                break
+    put(fields, "class", cls)
+    fields[F_MESSAGE] = what.strip()[:300]
+    return Hit(EventKind.NCCL_ERROR, fields, key=("ncclerr", cls, fields.get(F_SEQ)))
+
+
+def _fingerprint(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, pattern in _FP_KEYS.items():
+        m = pattern.search(text)
+        if m is not None:
+            out[key] = m.group(1)
+    return out
+
+
+def _detail(text: str) -> Hit:
+    fields: dict[str, str] = {"source": "detail"}
+    parts = _FP_SPLIT.split(text, maxsplit=1)
+    first = _FP_SELF.search(parts[0])
+    if first is not None:
+        fields["rank_a"] = first.group(1)
+        for key, value in _fingerprint(parts[0][first.end() :]).items():
+            fields[f"{key}_a"] = value
+    if len(parts) == 3:
+        fields["rank_b"] = parts[1]
+        second = parts[2].split("Collectives differ", 1)[0]
+        fp = _fingerprint(second)
+        if not fp and (bare := re.match(r"\s*([A-Z_]+)", second)):
+            fp = {"op": bare.group(1)}
+        for key, value in fp.items():
+            fields[f"{key}_b"] = value
+    differ = _DIFFER.search(text)
+    put(fields, "differ", differ.group(1).strip()[:200] if differ else None)
+    return Hit(
+        EventKind.COLLECTIVE_MISMATCH,
+        fields,
+        key=("detail", fields.get("rank_a"), fields.get("rank_b"), fields.get("seq_a")),
+    )
+
+
+def _store(text: str) -> Hit | None:
+    fields: dict[str, str] = {}
+    if (m := _UNIQUE_ID.search(text)) is not None:
+        fields.update({F_ERROR: "nccl_unique_id", "root": m.group("root"), "keys": m.group("key")})
+        fields.update({F_MESSAGE: m.group("why").strip()[:200], F_GROUP_RANK: m.group("rank")})
+        return Hit(EventKind.STORE_TIMEOUT, fields, key=("store", "uid", m.group("key")))
+    if (m := _STORE_CLIENTS.search(text)) is not None:
+        fields.update(
+            {
+                "joined": m.group("joined"),
+                "expected": m.group("total"),
+                "seconds": m.group("secs"),
+                F_ERROR: "clients_missing",
+            }
+        )
+    elif (m := _STORE_WAIT.search(text)) is not None:
+        fields.update(
+            {"keys": m.group("keys")[:200], F_TIMEOUT_MS: m.group("ms"), F_ERROR: "store_wait"}
+        )
+    elif (m := _STORE_CONNECT.search(text)) is not None:
+        fields.update(
+            {
+                F_PEER: m.group("addr"),
+                "port": m.group("port"),
+                F_TIMEOUT_MS: m.group("ms"),
+                F_ERROR: "store_connect",
+            }
+        )
+    elif (m := _RENDEZVOUS.search(text)) is not None:
+        fields[F_ERROR] = "rendezvous"
+        put(fields, F_MESSAGE, m.group("store"))
+    else:
+        return None
+    return Hit(EventKind.STORE_TIMEOUT, fields, key=("store", fields[F_ERROR]))

@@ -1,0 +1,249 @@
+"""Undo what launchers and terminals do to a dump's lines (FORMATS.md §8.1-8.3).
+
+A stack dump rarely arrives as the tool printed it: torchrun tees it with
+``[default3]:``, the in-process excepthook adds ``[rank3]:``, Kubernetes and
+collectors stamp times, mpirun and pdsh add their own tags, a TTY adds ANSI colours
+and CRLF, and several ranks share one console so their lines interleave. Parsers
+match *after* this module has peeled those layers off, and use the rank, host and
+pid the prefixes carried to attribute what they parse.
+
+``split_streams`` regroups interleaved lines by the process that wrote them, so a
+console holding eight ranks' py-spy dumps parses as eight dumps.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from hangdoc.analyzer.parsers.base import decode_bytes
+
+# ESC-introduced CSI/OSC sequences, and the bare "[36m" that survives a copy-paste.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]")
+_BARE_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+
+
+@dataclass(frozen=True, slots=True)
+class Tagged:
+    """One line with its launcher prefixes removed, and what they said."""
+
+    text: str
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+
+
+def clean_line(line: str) -> str:
+    """Drop ANSI colour codes and carriage returns; a tqdm-style redraw keeps its last
+    non-empty segment, as a terminal would have shown it."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if "[" in line and "m" in line:
+        line = _BARE_SGR.sub("", line)
+    if "\r" in line:
+        segments = [s for s in line.split("\r") if s.strip()]
+        line = segments[-1] if segments else ""
+    return line
+
+
+def clean_lines(text: str) -> list[str]:
+    """Split text into cleaned lines (CRLF, lone CR, ANSI handled)."""
+    return [clean_line(line) for line in text.split("\n")]
+
+
+# Each pattern is anchored at the start of what is left of the line. They are tried
+# repeatedly because launchers stack: "[default1]:[rank1]:[E… ProcessGroupNCCL…]".
+_K8S_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2}) ")
+_COLLECTOR_TIME = re.compile(r"\d{2}:\d{2}:\d{2}\.\d{3,9} ")
+_MPIRUN = re.compile(
+    r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4})?"
+    r"\[(\d+),(\d+)\]<(?:stdout|stderr|stddiag)>: ?"
+)
+_NUMERIC_TAG = re.compile(r"\[\d+\] ")
+_RAY = re.compile(r"\([\w.:-]+ pid=(\d+)(?:, ip=([0-9A-Fa-f.:]+))?\) ")
+_DETERMINED = re.compile(r"\[[^\]\n]{1,64}\] [0-9a-f]{8} \|\| ")
+_STREAM_NAME = re.compile(r"(?:stderr|stdout): ")
+_RANK = re.compile(r"\[rank(\d+)\]: ?")
+_ROLE = re.compile(r"\[([A-Za-z_][A-Za-z_-]*?)(\d+)\]: ?")
+_SILENT = (_K8S_TIME, _COLLECTOR_TIME, _DETERMINED, _NUMERIC_TAG, _STREAM_NAME)
+# Cheap pre-check: does the line start with something a prefix could start with?
+_MAYBE_PREFIX = re.compile(r"[\[(0-9A-Zs]")
+
+_MAX_LAYERS = 8
+
+
+def peel(line: str) -> Tagged:
+    """Remove stacked launcher prefixes from one cleaned line; keep what they told."""
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    text = line
+    for _ in range(_MAX_LAYERS):
+        if not text or not _MAYBE_PREFIX.match(text):
+            break
+        if m := _RANK.match(text):
+            rank = int(m.group(1))
+        elif m := _ROLE.match(text):
+            local_rank = int(m.group(2))
+        elif m := _MPIRUN.match(text):
+            rank = int(m.group(2))
+        elif m := _RAY.match(text):
+            pid = int(m.group(1))
+            host = m.group(2) or host
+        else:
+            # Prefixes that say nothing about who wrote the line: times, tags.
+            m = next((m for p in _SILENT if (m := p.match(text))), None)
+            if m is None:
+                break
+        text = text[m.end() :]
+    return Tagged(text, rank, local_rank, host, pid)
+
+
+# pdsh/clush: "<host>: <line>". Too ambiguous to peel line by line ("Error: x" looks
+# the same), so it is only peeled when most lines of a file carry it.
+_PDSH = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]{0,62}): ")
+_PDSH_SAMPLE_LINES = 400
+_PDSH_MIN_SHARE = 0.6
+_NOT_HOSTS = frozenset({"Error", "Locals", "Arguments", "Warning", "Note", "Traceback"})
+
+
+def detect_pdsh_hosts(lines: Iterable[str]) -> frozenset[str]:
+    """Host tags when the text looks like pdsh/clush output, else an empty set."""
+    seen = 0
+    hits: dict[str, int] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        seen += 1
+        m = _PDSH.match(line)
+        if m and m.group(1) not in _NOT_HOSTS:
+            hits[m.group(1)] = hits.get(m.group(1), 0) + 1
+        if seen >= _PDSH_SAMPLE_LINES:
+            break
+    if not seen or sum(hits.values()) < _PDSH_MIN_SHARE * seen:
+        return frozenset()
+    if len(hits) > max(8, seen // 4):  # many distinct "hosts": ordinary "key: value" text
+        return frozenset()
+    return frozenset(hits)
+
+
+StreamKey = tuple[str | None, int | None, int | None, int | None]
+
+
+@dataclass(slots=True)
+class Stream:
+    """The lines one process wrote, as (1-based line number, text without prefixes)."""
+
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    lines: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def tagged(self) -> bool:
+        """True when a prefix said who wrote these lines."""
+        return any(v is not None for v in (self.rank, self.local_rank, self.host, self.pid))
+
+
+def _key(tag: Tagged) -> StreamKey:
+    # torchrun's "[default3]:" is on every line, "[rank3]:" only on some: key on the
+    # local rank when there is one so both kinds of line land in one stream.
+    if tag.local_rank is not None:
+        return (tag.host, tag.pid, tag.local_rank, None)
+    return (tag.host, tag.pid, None, tag.rank)
+
+
+def split_streams(text: str) -> list[Stream]:
+    """Clean and peel every line, then group lines by the process their prefix names.
+
+    A line without any prefix continues the previous line's stream when it is blank or
+    indented (the continuation of a multi-line record whose first line carried the
+    prefix, §8.4); otherwise it belongs to the untagged stream.
+    """
+    lines = clean_lines(text)
+    pdsh = detect_pdsh_hosts(lines)
+    streams: dict[StreamKey, Stream] = {}
+    untagged: StreamKey = (None, None, None, None)
+    previous: StreamKey = untagged
+    for number, raw in enumerate(lines, start=1):
+        host: str | None = None
+        line = raw
+        if pdsh and (m := _PDSH.match(line)) and m.group(1) in pdsh:
+            host = m.group(1)
+            line = line[m.end() :]
+        tag = peel(line)
+        if host is not None and tag.host is None:
+            tag = Tagged(tag.text, tag.rank, tag.local_rank, host, tag.pid)
+        key = _key(tag)
+        if key == untagged and (not tag.text.strip() or tag.text[:1] in " \t"):
+            key = previous
+        stream = streams.get(key)
+        if stream is None:
+            stream = streams[key] = Stream(tag.rank, tag.local_rank, tag.host, tag.pid)
+        elif stream.rank is None and tag.rank is not None:
+            stream.rank = tag.rank
+        stream.lines.append((number, tag.text))
+        previous = key
+    return [s for s in streams.values() if any(t.strip() for _, t in s.lines)]
+
+
+# torch.distributed.debug periodic files (FORMATS.md §4): "=== Rank <i>: <addr> ===".
+_SECTION = re.compile(r"=== Rank (\d+)(?::\s*(.*?))?\s*===\s*$")
+
+
+@dataclass(slots=True)
+class Section:
+    """A part of a stream: one rank's section of a torch.distributed.debug file, or
+    the whole stream when it has no sections (rank None)."""
+
+    rank: int | None
+    address: str | None
+    lines: list[tuple[int, str]]
+
+
+def split_sections(lines: list[tuple[int, str]]) -> list[Section]:
+    """Cut a stream at ``=== Rank <i>: <addr> ===`` headers."""
+    sections: list[Section] = [Section(None, None, [])]
+    for number, text in lines:
+        m = _SECTION.match(text)
+        if m:
+            sections.append(Section(int(m.group(1)), m.group(2) or None, []))
+        else:
+            sections[-1].lines.append((number, text))
+    return [s for s in sections if s.rank is not None or any(t.strip() for _, t in s.lines)]
+
+
+# Sniffers look at the first lines only; cleaning a whole 64 KiB head for each of them
+# would dominate the cost of loading thousands of files.
+_HEAD_TEXT_BYTES = 16 * 1024
+
+
+def head_lines(head: bytes, limit: int = 200) -> list[str]:
+    """The first cleaned, peeled, non-blank lines of a file head, for sniffers."""
+    raw_lines = decode_bytes(head[:_HEAD_TEXT_BYTES]).split("\n", limit * 2)[: limit * 2]
+    lines = [clean_line(line) for line in raw_lines]
+    pdsh = detect_pdsh_hosts(lines)
+    out: list[str] = []
+    for raw in lines:
+        line = raw
+        if pdsh and (m := _PDSH.match(line)) and m.group(1) in pdsh:
+            line = line[m.end() :]
+        text = peel(line).text
+        if text.strip():
+            out.append(text)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def sniff_lines(head: bytes, count: int) -> list[str]:
+    """The first ``count`` meaningful lines of a head: torch.debug section headers and
+    their "Error: …" lines (unreachable ranks) do not use up a sniffer's window."""
+    out = [
+        line for line in head_lines(head) if not (_SECTION.match(line) or line.startswith("Error:"))
+    ]
+    return out[:count]

@@ -1,0 +1,132 @@
+"""Hide secrets in a loaded Evidence, once, before any rule or renderer sees it.
+
+Dumps written by ``hangdoc collect`` are redacted already, but ``analyze`` also reads
+loose files from tickets (a pasted log with an ``HF_TOKEN=…`` line, a py-spy
+``--locals`` dump, a dump collected with ``--no-redact``). Every report — HTML,
+Markdown, findings JSON, the terminal summary, the ticket archive's copy of the
+report — is rendered from the Evidence and the findings that rules build from it, so
+redacting the Evidence right after loading is the one choke point that covers them
+all, including renderers written later. The patterns are
+``hangdoc.collectors.redact``'s: one definition of what a secret looks like.
+
+What is redacted: environment values, command lines, thread names, frame locals (by
+the variable's name, and by the value's shape), log event text and fields, notes,
+input errors and paths, collector step reasons. What is not: function names, file
+paths of frames and collective metadata — code identifiers, not credentials, and the
+bulk of a 16,384-rank Evidence (millions of frames) that rules match on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hangdoc.analyzer.model import (
+    ChildStacks,
+    Evidence,
+    Frame,
+    InputFile,
+    LogEvent,
+    ProcessEvidence,
+    StackSample,
+    ThreadStack,
+)
+from hangdoc.collectors.redact import (
+    REDACTED,
+    is_secret_name,
+    redact_cmdline,
+    redact_env,
+    redact_text,
+)
+
+# Said in every report made with redaction off, so the reader knows what they hold.
+NO_REDACT_NOTE = (
+    "redaction is OFF (--no-redact): this analysis shows environment values, command "
+    "lines and log lines as they are, secrets included; do not attach it to a public ticket"
+)
+
+
+def redact_evidence(evidence: Evidence) -> Evidence:
+    """Redact ``evidence`` in place (and return it); idempotent."""
+    for proc in evidence.processes:
+        _redact_process(proc)
+    evidence.job_log_events = [_event(e) for e in evidence.job_log_events]
+    evidence.notes = [redact_text(n) for n in evidence.notes]
+    evidence.inputs = [_input(i) for i in evidence.inputs]
+    evidence.collect_steps = [
+        dataclasses.replace(s, reason=redact_text(s.reason)) if s.reason else s
+        for s in evidence.collect_steps
+    ]
+    return evidence
+
+
+def _redact_process(proc: ProcessEvidence) -> None:
+    if proc.env:
+        proc.env = redact_env(proc.env)
+    if proc.cmdline:
+        proc.cmdline = redact_cmdline(proc.cmdline)
+    proc.stack_samples = [_sample(s) for s in proc.stack_samples]
+    proc.log_events = [_event(e) for e in proc.log_events]
+
+
+def _sample(sample: StackSample) -> StackSample:
+    threads = _threads(sample.threads)
+    children = tuple(_child(c) for c in sample.children)
+    unchanged = threads is sample.threads and all(
+        a is b for a, b in zip(children, sample.children, strict=True)
+    )
+    return sample if unchanged else dataclasses.replace(sample, threads=threads, children=children)
+
+
+def _child(child: ChildStacks) -> ChildStacks:
+    threads = _threads(child.threads)
+    cmdline = redact_cmdline(child.cmdline) if child.cmdline else child.cmdline
+    if threads is child.threads and cmdline == child.cmdline:
+        return child
+    return dataclasses.replace(child, threads=threads, cmdline=cmdline)
+
+
+def _threads(threads: tuple[ThreadStack, ...]) -> tuple[ThreadStack, ...]:
+    out = tuple(_thread(t) for t in threads)
+    return threads if all(a is b for a, b in zip(out, threads, strict=True)) else out
+
+
+def _thread(thread: ThreadStack) -> ThreadStack:
+    name = redact_text(thread.name) if thread.name else thread.name
+    frames = thread.frames
+    if any(f.locals for f in frames):
+        frames = tuple(_frame(f) for f in frames)
+    if name == thread.name and frames is thread.frames:
+        return thread
+    return dataclasses.replace(thread, name=name, frames=frames)
+
+
+def _frame(frame: Frame) -> Frame:
+    if not frame.locals:
+        return frame
+    values = tuple((name, _local_value(name, value)) for name, value in frame.locals)
+    return frame if values == frame.locals else dataclasses.replace(frame, locals=values)
+
+
+def _local_value(name: str, value: str) -> str:
+    """A ``--locals`` value: hidden whole when its variable's name looks secret."""
+    if value and is_secret_name(name):
+        return REDACTED
+    return redact_text(value)
+
+
+def _event(event: LogEvent) -> LogEvent:
+    text = redact_text(event.text)
+    fields = tuple(
+        (k, REDACTED if v and is_secret_name(k) else redact_text(v)) for k, v in event.fields
+    )
+    if text == event.text and fields == event.fields:
+        return event
+    return dataclasses.replace(event, text=text, fields=fields)
+
+
+def _input(item: InputFile) -> InputFile:
+    path = redact_text(item.path)
+    error = redact_text(item.error) if item.error else item.error
+    if path == item.path and error == item.error:
+        return item
+    return dataclasses.replace(item, path=path, error=error)

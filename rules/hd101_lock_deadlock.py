@@ -1,0 +1,162 @@
+"""Threads of one rank wait on locks held by each other
+
+## What it means
+Inside one rank, the main thread and another Python thread (a logging, metrics,
+checkpoint or data thread) are both blocked acquiring a lock, and neither moves: each
+holds a lock the other wants (a lock-order, or "ABBA", deadlock). A variant: the main
+thread waits on a lock that no running thread will release (a non-reentrant lock
+acquired twice, a lock inherited through ``fork`` in a locked state).
+
+## Why it hangs
+A Python lock has no timeout unless one is given: the two threads wait for each other
+forever. The rank never reaches its next collective, so every other rank waits there
+until the process-group timeout.
+
+## Evidence used
+py-spy stacks of every thread at each sample (idle flag, innermost frames), the kernel's
+state and wait channel of the same threads (/proc: a ``futex`` wait is a blocked lock),
+py-spy ``--native`` frames (``PyThread_acquire_lock_timed``) and ``--locals`` (lock
+objects in scope) when the dump has them. It stays silent when a thread holds the GIL
+throughout (HD102 explains that case).
+
+## How to confirm
+`py-spy dump --native --locals --pid PID` on the culprit: both threads sit in
+``PyThread_acquire_lock_timed`` under the ``with`` lines the finding names. Read the two
+code paths: each takes the same two locks in the opposite order.
+
+## How to fix
+Take locks in one global order everywhere, or hold one lock at a time (copy the data
+under the lock, then call out); never call logging, metrics or user callbacks while
+holding a lock they may need; use ``lock.acquire(timeout=...)`` in background threads so
+a deadlock raises instead of hanging; do not ``fork`` (DataLoader workers) while another
+thread holds a lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.rules.activity import RankActivity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.culprit import HD001_STUCK, proc_source, span_text, victims, victims_text
+from hangdoc.rules.locks import LockWait, lock_waits
+from hangdoc.rules.refs import stack_refs
+
+_HOW = {
+    "native": "blocked acquiring a lock (PyThread_acquire_lock in its native frames)",
+    "futex": "idle at the same line at every sample, sleeping on a futex (a Python lock)",
+    "threading": "waiting in threading/queue code",
+}
+
+
+class LockDeadlock(Rule):
+    __doc__ = __doc__
+    id = "HD101"
+    name = "lock-deadlock"
+    summary = "threads of one rank wait on locks held by each other"
+    categories = (Category.PYTHON_DEADLOCK,)
+    severity = Severity.CRITICAL
+    requires = frozenset({Need.STACKS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        for rank, activity in sorted(ctx.activities.items()):
+            if activity.process.exited or activity.in_collective:
+                continue
+            waits = lock_waits(activity.process)
+            strong = [w for w in waits if w.kind in ("native", "futex")]
+            main = next((w for w in waits if w.track.is_main), None)
+            if main is None:
+                continue
+            others = [w for w in strong if not w.track.is_main]
+            # Alone, only a native lock frame proves a lock: an idle futex wait in user
+            # code can also be a C++ wait (work.wait() of an async collective).
+            if others or main.kind == "native":
+                yield self._finding(ctx, rank, activity, main, others)
+
+    def _finding(
+        self,
+        ctx: RuleContext,
+        rank: int,
+        activity: RankActivity,
+        main: LockWait,
+        others: list[LockWait],
+    ) -> Finding:
+        waiting = victims(ctx, [rank])
+        proc = activity.process
+        span = span_text(ctx, [rank])
+        if others:
+            other = others[0]
+            title = (
+                f"rank {rank} is deadlocked: its main thread and thread {other.track.label} "
+                f"wait on locks held by each other{victims_text(ctx, waiting)}"
+            )
+            explanation = (
+                f"On rank {rank} the main thread waits at {main.where()} "
+                f"({_HOW[main.kind]}) and thread {other.track.label} waits at "
+                f"{other.where()} ({_HOW[other.kind]}); neither moved{span}. Each holds a "
+                "lock the other needs, so neither can go on"
+            )
+        else:
+            title = (
+                f"rank {rank}'s main thread waits on a lock no thread releases"
+                f"{victims_text(ctx, waiting)}"
+            )
+            explanation = (
+                f"On rank {rank} the main thread waits at {main.where()} ({_HOW[main.kind]}) "
+                f"and did not move{span}, and no other thread is running. The lock is held "
+                "by this same thread (a non-reentrant Lock taken twice), by a thread that "
+                "ended, or was inherited locked through fork"
+            )
+        shared = main.lock_addresses() & set().union(*(o.lock_addresses() for o in others))
+        if shared:
+            explanation += (
+                f"; both threads have the lock object(s) {', '.join(sorted(shared))} in scope"
+            )
+        explanation += f". Rank {rank} never reaches its next collective" + (
+            f", so {plural_ranks(waiting)} wait for it." if waiting else "."
+        )
+        kinds = {main.kind, *(o.kind for o in others)}
+        confidence = 0.97 if "native" in kinds else HD001_STUCK + 0.03
+        if not others:
+            confidence -= 0.02
+        refs = [
+            EvidenceRef(
+                source=proc.primary_source(),
+                detail=f"rank {rank} thread {w.track.label}: waits at {w.where()} ({_HOW[w.kind]})",
+                rank=rank,
+            )
+            for w in [main, *others]
+        ]
+        wchans = sorted({c for w in [main, *others] for c in w.track.wchans()})
+        if wchans:
+            refs.append(
+                EvidenceRef(
+                    source=proc_source(proc),
+                    detail=f"rank {rank}: kernel wait channels {', '.join(wchans)}",
+                    rank=rank,
+                )
+            )
+        refs.extend(stack_refs([ctx.activities[r] for r in waiting], limit=2))
+        return Finding(
+            rule=self.id,
+            category=Category.PYTHON_DEADLOCK,
+            severity=self.severity,
+            title=title,
+            explanation=explanation,
+            fix=(
+                "Take the locks in one order everywhere (or hold one at a time: copy under "
+                "the lock, then call out); never call logging, metrics or callbacks while "
+                "holding a lock they may take; give background threads "
+                "lock.acquire(timeout=...) so a deadlock raises. Confirm with "
+                f"`py-spy dump --native --locals --pid {proc.pid or 'PID'}`."
+            ),
+            culprit_ranks=(rank,),
+            waiting_ranks=waiting,
+            evidence=tuple(refs),
+            confidence=round(confidence, 2),
+        )
+
+
+RULE = LockDeadlock

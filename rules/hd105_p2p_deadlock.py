@@ -1,0 +1,184 @@
+"""Pipeline ranks wait on each other in send/recv
+
+## What it means
+Ranks are blocked in point-to-point transfers (``send``/``recv``, pipeline helpers such
+as ``send_forward``/``recv_backward``) that can never complete: two stages both send to
+each other (or both receive), so each waits for a ``recv`` the other never posts — a
+cycle — or a chain of stages waits on a rank that is not in any transfer at all. Nothing
+moved between samples. A pipeline whose stages sit in different ops but keep moving is
+healthy, and this rule stays silent on it (HD004 says "not hung").
+
+## Why it hangs
+A blocking send finishes only when the peer posts the matching receive. When the
+schedules of two stages disagree (one runs 1F1B, the other all-forward-then-backward;
+an extra or missing microbatch; a warm-up count computed differently) each stage blocks
+in its own transfer forever, and every stage before or after it blocks behind it.
+
+## Evidence used
+The main thread's stack of every rank at each sample: the c10d ``send``/``recv`` frame,
+its ``dst``/``src`` arguments when py-spy ran with ``--locals``, otherwise the direction
+named by the pipeline helper that called it together with the rank order (an
+assumption the finding states); whether any rank moved between samples.
+
+## How to confirm
+`py-spy dump --locals --pid PID` on the named ranks: the ``dst``/``src`` of each blocked
+``send``/``recv`` point at each other. Log the schedule (microbatch, op, peer) of each
+stage for one step and compare neighbours.
+
+## How to fix
+Make neighbouring stages run the same schedule (same number of warm-up microbatches,
+same order of forward/backward transfers). Use ``batch_isend_irecv`` (or
+``send_forward_recv_backward``-style combined ops) where two stages exchange in both
+directions at once, so neither blocks on its send; use the framework's schedule
+(torch.distributed.pipelining, Megatron, DeepSpeed) rather than hand-written ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.ranges import plural_ranks, verb
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.culprit import nobody_moved, span_text
+from hangdoc.rules.p2p_stacks import P2PDeadlock, P2POp, find_deadlock, p2p_op
+from hangdoc.rules.refs import stack_refs
+
+_ASSUMED = (
+    " Peers were inferred from the direction of the pipeline helpers and the rank order "
+    "(consecutive ranks as consecutive stages); collect with py-spy --locals to confirm."
+)
+
+
+class P2PPipelineDeadlock(Rule):
+    __doc__ = __doc__
+    id = "HD105"
+    name = "p2p-pipeline-deadlock"
+    summary = "ranks wait on each other in send/recv (a cycle, or a chain to a rank elsewhere)"
+    categories = (Category.P2P_DEADLOCK,)
+    severity = Severity.CRITICAL
+    requires = frozenset({Need.STACKS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        live = {r: a for r, a in ctx.activities.items() if not a.process.exited}
+        world = ctx.evidence.expected_world_size()
+        ops = {r: op for r, a in live.items() if (op := p2p_op(a, world)) is not None}
+        if not ops:
+            return
+        moved = nobody_moved(ctx, live)
+        if moved is False:
+            return  # a pipeline that moves is a pipeline at work
+        found = find_deadlock(ops, set(live))
+        if found is not None:
+            yield self._finding(ctx, found, stuck=moved is True)
+        elif len(ops) == len(live) and len(ops) >= 2:
+            yield self._all_blocked(ctx, ops, stuck=moved is True)
+
+    def _finding(self, ctx: RuleContext, found: P2PDeadlock, *, stuck: bool) -> Finding:
+        culprits = found.culprits
+        ops = found.ops
+        waiting = tuple(sorted(set(ops) - set(culprits)))
+        span = span_text(ctx, ops)
+        if found.cycle:
+            members = "; ".join(f"rank {r}: {ops[r].text()}" for r in found.cycle)
+            kinds = {ops[r].kind for r in found.cycle}
+            kind = next(iter(kinds))
+            shape = f"{kind}/{kind} cycle" if len(kinds) == 1 else "wait cycle"
+            title = (
+                f"{plural_ranks(culprits)} wait on each other in point-to-point transfers ({shape})"
+            )
+            explanation = (
+                f"{members}. Each waits for a transfer the other never posts (a blocking "
+                "send completes only when the peer posts the matching recv), so neither can "
+                "go on."
+            )
+        else:
+            end = found.chain_end
+            assert end is not None
+            chain = " → ".join(f"rank {r}" for r in [*found.chain, end])
+            title = (
+                f"{plural_ranks(found.chain)} {verb(found.chain, 'waits', 'wait')} in "
+                f"send/recv on rank {end}, which is elsewhere"
+            )
+            explanation = (
+                f"The waits form a chain {chain}: "
+                + "; ".join(f"rank {r}: {ops[r].text()}" for r in found.chain)
+                + f". Rank {end} is not in any transfer ({ctx.activities[end].description()}),"
+                " so the chain cannot move until it posts the transfer its neighbour waits for."
+            )
+        if waiting:
+            explanation += (
+                f" {plural_ranks(waiting).capitalize()} wait behind them: "
+                + "; ".join(f"rank {r}: {ops[r].text()}" for r in waiting[:4])
+                + "."
+            )
+        explanation += f" Nothing moved{span}." if stuck else " Only one sample was taken."
+        if found.assumed:
+            explanation += _ASSUMED
+        confidence = 0.95 if stuck else 0.8
+        if found.assumed:
+            confidence -= 0.02
+        return Finding(
+            rule=self.id,
+            category=Category.P2P_DEADLOCK,
+            severity=self.severity if stuck else Severity.ERROR,
+            title=title,
+            explanation=explanation,
+            fix=(
+                "Make neighbouring pipeline stages run the same schedule (same warm-up "
+                "microbatches, same order of forward and backward transfers). Where two "
+                "stages exchange in both directions, use batch_isend_irecv or a combined "
+                "send/recv so that neither blocks on its send."
+            ),
+            culprit_ranks=culprits,
+            waiting_ranks=waiting,
+            evidence=tuple(self._refs(ctx, ops, culprits)),
+            confidence=round(confidence, 2),
+        )
+
+    def _all_blocked(self, ctx: RuleContext, ops: Mapping[int, P2POp], *, stuck: bool) -> Finding:
+        ranks = tuple(sorted(ops))
+        return Finding(
+            rule=self.id,
+            category=Category.P2P_DEADLOCK,
+            severity=Severity.ERROR,
+            title=f"{plural_ranks(ranks)} are all blocked in send/recv; the peers are unknown",
+            explanation=(
+                "; ".join(f"rank {r}: {ops[r].text()}" for r in ranks[:6])
+                + ". Every collected rank waits in a point-to-point transfer"
+                + (" and nothing moved" if stuck else "")
+                + ", which is a pipeline deadlock, but the stacks do not say which peer "
+                "each waits for, so the culprit is unknown."
+            ),
+            fix=(
+                "Collect again with py-spy --locals (the dst/src of each send/recv), or log "
+                "each stage's schedule, and look for two stages that send (or receive) to "
+                "each other at the same time."
+            ),
+            culprit_ranks=(),
+            waiting_ranks=ranks,
+            evidence=tuple(self._refs(ctx, ops, ())),
+            confidence=0.6 if stuck else 0.45,
+        )
+
+    @staticmethod
+    def _refs(
+        ctx: RuleContext, ops: Mapping[int, P2POp], culprits: tuple[int, ...]
+    ) -> list[EvidenceRef]:
+        ordered = [*culprits, *(r for r in sorted(ops) if r not in culprits)]
+        refs = [
+            EvidenceRef(
+                source=ctx.activities[r].process.primary_source(),
+                detail=f"rank {r}: {ops[r].text()}"
+                + (" (peer inferred)" if ops[r].assumed else ""),
+                rank=r,
+            )
+            for r in ordered[:8]
+            if r in ops
+        ]
+        others = [ctx.activities[r] for r in culprits if r not in ops]
+        refs.extend(stack_refs(others, limit=2))
+        return refs
+
+
+RULE = P2PPipelineDeadlock

@@ -1,0 +1,157 @@
+"""Ranks ran out of batches at different steps
+
+## What it means
+Some ranks are still inside a training step, blocked in its gradient all-reduce (DDP's
+reducer inside ``backward``, a hand-written ``average_gradients``, FSDP's
+reduce-scatter), while the others have already left the epoch loop and wait in a
+different collective: evaluation, an end-of-epoch barrier, a save, the next epoch. The
+ranks did not run the same number of steps: one got fewer (or more) batches, or computed
+the number of steps per epoch differently.
+
+## Why it hangs
+Every training step issues the same gradient collectives on every rank. A rank with
+fewer batches leaves the loop early and issues the next collective of the program
+instead; the ranks still training wait for a gradient all-reduce it will never join,
+and it waits for a collective they have not reached. Common causes: a sampler that
+does not split the data evenly (no ``DistributedSampler``, ``drop_last=False`` with an
+iterable dataset, per-rank filtering or bucketing), and a steps-per-epoch computed
+without the world size on one rank.
+
+## Evidence used
+The main thread's stack of every rank: the collective each is blocked in, whether it is
+called from a training step (catalog: autograd ``backward``, trainer and loop frames,
+gradient-sync helpers) or from somewhere past the loop; integer counters in the user
+frames' locals (``step``, ``batch_idx``, ``steps_per_epoch``...) when the dump has
+``--locals``; whether anything moved between samples. The smaller group is named as the
+odd one.
+
+## How to confirm
+Print ``len(dataloader)`` (and the steps per epoch) on every rank at the start of the
+epoch: they differ. `py-spy dump --locals` on one rank of each group shows the step
+counters.
+
+## How to fix
+Give every rank the same number of steps: ``DistributedSampler(..., drop_last=True)``
+for training and evaluation, compute steps per epoch from the per-rank length
+(``len(dataset) // (batch_size * world_size)``) identically everywhere, or let DDP
+handle uneven inputs with its ``join()`` context manager
+(``torch.distributed.algorithms.Join``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.ranges import format_ranks, plural_ranks, verb
+from hangdoc.rules.activity import RankActivity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.culprit import nobody_moved, span_text
+from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.training import counter_differences, in_gradient_sync, past_the_loop
+
+_FIX = (
+    "Give every rank the same number of steps: DistributedSampler(..., drop_last=True) for "
+    "training and evaluation, steps per epoch computed from the per-rank length "
+    "(len(dataset) // (batch_size * world_size)) identically on every rank, or DDP's "
+    "uneven-input handling (with model.join(): ... / torch.distributed.algorithms.Join)."
+)
+
+
+class UnevenData(Rule):
+    __doc__ = __doc__
+    id = "HD106"
+    name = "uneven-data"
+    summary = "some ranks wait in a step's gradient all-reduce, others left the epoch loop"
+    categories = (Category.UNEVEN_DATA,)
+    severity = Severity.CRITICAL
+    requires = frozenset({Need.STACKS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        live = sorted(
+            (a for a in ctx.activities.values() if not a.process.exited), key=lambda a: a.rank
+        )
+        if len(live) < 2 or not all(a.in_collective for a in live):
+            return  # a rank outside any collective is HD001's (its activity says why)
+        training = [a for a in live if in_gradient_sync(a)]
+        left = [a for a in live if not in_gradient_sync(a)]
+        if not training or not left:
+            return
+        moved = nobody_moved(ctx, (a.rank for a in live))
+        if moved is False:
+            return
+        yield self._finding(ctx, training, left, stuck=moved is True)
+
+    def _finding(
+        self,
+        ctx: RuleContext,
+        training: list[RankActivity],
+        left: list[RankActivity],
+        *,
+        stuck: bool,
+    ) -> Finding:
+        t_ranks = tuple(a.rank for a in training)
+        l_ranks = tuple(a.rank for a in left)
+        odd_left = len(left) <= len(training)
+        tie = len(left) == len(training)
+        sync_op = training[0].waiting_call.op if training[0].waiting_call else "all_reduce"
+        past = past_the_loop(left[0])
+        if odd_left:
+            culprits, waiting = l_ranks, t_ranks
+            title = (
+                f"ranks ran different numbers of batches: {plural_ranks(l_ranks)} "
+                f"{verb(l_ranks, 'is', 'are')} {past} while {plural_ranks(t_ranks)} "
+                f"{verb(t_ranks, 'waits', 'wait')} in the gradient {sync_op} of a training step"
+            )
+        else:
+            culprits, waiting = t_ranks, l_ranks
+            title = (
+                f"ranks ran different numbers of steps: {plural_ranks(t_ranks)} "
+                f"{verb(t_ranks, 'is', 'are')} still in a training step (gradient {sync_op}) "
+                f"while {plural_ranks(l_ranks)} left the epoch loop ({past})"
+            )
+        explanation = (
+            f"{plural_ranks(t_ranks).capitalize()} {verb(t_ranks, 'is', 'are')} blocked in "
+            f"a training step's gradient {sync_op} (e.g. rank {training[0].rank}: "
+            f"{training[0].description()}), while {plural_ranks(l_ranks)} "
+            f"{verb(l_ranks, 'is', 'are')} elsewhere in the program (e.g. rank {left[0].rank}: "
+            f"{left[0].description()}). The two groups are at different points of the epoch: "
+            "the ranks did not get the same number of batches (a sampler that does not split "
+            "the data evenly, per-rank filtering, an evaluation set split without padding) or "
+            "did not compute the same number of steps, and each group now waits for a "
+            f"collective the other will not issue. The smaller group ({plural_ranks(culprits)}) "
+            "is the odd one."
+        )
+        diffs = counter_differences(training, left)
+        if diffs:
+            shown = "; ".join(
+                f"{name}: " + ", ".join(f"rank {r}={v}" for r, v in sorted(vals.items()))
+                for name, vals in diffs[:3]
+            )
+            explanation += f" Loop counters in the stacks' locals differ: {shown}."
+        if tie:
+            explanation += (
+                " Both groups have the same size, so which one is odd is a guess: compare "
+                f"ranks {format_ranks(t_ranks)} with {format_ranks(l_ranks)}."
+            )
+        explanation += (
+            f" Nothing moved{span_text(ctx, t_ranks + l_ranks)}." if stuck else " One sample only."
+        )
+        confidence = (0.9 if stuck else 0.75) - (0.2 if tie else 0.0) + (0.04 if diffs else 0.0)
+        culprit_acts = [a for a in training + left if a.rank in culprits]
+        others = [a for a in training + left if a.rank not in culprits]
+        return Finding(
+            rule=self.id,
+            category=Category.UNEVEN_DATA,
+            severity=self.severity if stuck else Severity.ERROR,
+            title=title,
+            explanation=explanation,
+            fix=_FIX,
+            culprit_ranks=culprits,
+            waiting_ranks=waiting,
+            evidence=tuple(stack_refs(culprit_acts, limit=4) + stack_refs(others, limit=2)),
+            confidence=round(confidence, 2),
+        )
+
+
+RULE = UnevenData

@@ -1,0 +1,136 @@
+"""Python-level waits inside one rank: threads blocked on locks, and a GIL that is never
+released. Pure functions over the model, shared by HD101 and HD102.
+
+A blocked ``lock.acquire()`` (``with lock:``) is a C call, so py-spy's default output
+shows only the line of the ``with``. Three signs, strongest first, say a thread waits on
+a lock rather than computing there:
+
+* ``native``: py-spy --native shows ``PyThread_acquire_lock_timed`` (or the RLock,
+  mutex or semaphore equivalent) under the frame;
+* ``futex``: py-spy says the thread is idle, its innermost Python frame is user code
+  that the catalog does not know, it never moved between samples, and the kernel shows
+  it sleeping on a futex at every sample (Python locks are futexes);
+* ``threading``: the innermost frame is threading/queue code (``Condition.wait``,
+  ``Thread.join``, ``Queue.get``): a wait on another thread, though not always a lock.
+
+A thread that waits for the GIL looks like the futex case, so lock waits are only
+claimed when no thread holds the GIL throughout (that case is :func:`gil_holder`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hangdoc.analyzer.model import Frame, ProcessEvidence
+from hangdoc.rules.activity import classify_thread, frame_tag
+from hangdoc.rules.catalog import Tag
+from hangdoc.rules.kernel import ThreadTrack, thread_tracks
+
+_LOCK_REPR = re.compile(r"(?i)\b(_thread\.)?(r?lock|condition|semaphore|boundedsemaphore)\b")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+
+
+@dataclass(frozen=True, slots=True)
+class LockWait:
+    track: ThreadTrack
+    kind: str  # native | futex | threading
+    frame: Frame | None  # where it waits: innermost user frame, else innermost Python frame
+    lock_locals: tuple[tuple[str, str], ...]  # (name, repr) of lock-like locals in scope
+
+    def where(self) -> str:
+        return self.frame.label() if self.frame is not None else "an unknown frame"
+
+    def lock_addresses(self) -> set[str]:
+        return {m.group(0) for _, r in self.lock_locals for m in _ADDRESS.finditer(r)}
+
+
+@dataclass(frozen=True, slots=True)
+class GilHolder:
+    holder: ThreadTrack
+    starved: tuple[ThreadTrack, ...]  # idle threads that did not move (the main one first)
+    spinning: bool  # the holder used CPU between samples (or ran at the last one)
+    samples: int
+
+
+def _lock_locals(track: ThreadTrack) -> tuple[tuple[str, str], ...]:
+    latest = track.latest
+    if latest is None:
+        return ()
+    found: list[tuple[str, str]] = []
+    for frame in latest.frames:
+        found.extend((name, rep) for name, rep in frame.locals if _LOCK_REPR.search(rep))
+    return tuple(dict.fromkeys(found))
+
+
+def _native_lock(track: ThreadTrack) -> bool:
+    latest = track.latest
+    if latest is None:
+        return False
+    activity = classify_thread(latest)
+    return any(t is Tag.LOCK_WAIT and f.native for t, f in activity.tag_frames)
+
+
+def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
+    """How ``track`` waits on a lock, if it does at every sample; see the module doc."""
+    latest = track.latest
+    if latest is None or len(track.stacks) < samples:
+        return None
+    if samples >= 2 and not track.unmoved():
+        return None
+    activity = classify_thread(latest)
+    frame = track.user_frame() or track.innermost_python()
+    if activity.collective is not None:
+        return None
+    if _native_lock(track):
+        return LockWait(track, "native", frame, _lock_locals(track))
+    innermost = track.innermost_python()
+    inner_tag = activity.tags[0] if activity.tags else None
+    if inner_tag is Tag.LOCK_WAIT and innermost is not None and not innermost.native:
+        return LockWait(track, "threading", frame, _lock_locals(track))
+    untagged_user = (
+        innermost is not None and innermost is track.user_frame() and frame_tag(innermost) is None
+    )
+    futex = bool(track.states) and track.wait_kinds() == {"futex"}
+    if untagged_user and futex and track.always_idle() and samples >= 2:
+        return LockWait(track, "futex", frame, _lock_locals(track))
+    return None
+
+
+def gil_holder(process: ProcessEvidence) -> GilHolder | None:
+    """A thread (not the main one) that holds the GIL at every sample at the same Python
+    stack, while the main thread sits idle and unmoved: the others starve."""
+    samples = len(process.stack_samples)
+    if samples < 2:
+        return None
+    tracks = thread_tracks(process)
+    holders = [
+        t
+        for t in tracks
+        if len(t.stacks) == samples and t.always_owns_gil() and t.unmoved() and not t.is_main
+    ]
+    if not holders:
+        return None
+    holder = holders[0]
+    starved = [
+        t
+        for t in tracks
+        if t is not holder and len(t.stacks) == samples and t.always_idle() and t.unmoved()
+    ]
+    if not any(t.is_main for t in starved):
+        return None
+    delta = holder.cpu_delta()
+    spinning = (delta is not None and delta > 0) or (
+        bool(holder.states) and holder.states[-1].state == "R"
+    )
+    return GilHolder(holder, tuple(starved), spinning, samples)
+
+
+def lock_waits(process: ProcessEvidence) -> list[LockWait]:
+    """Threads of ``process`` waiting on locks at every sample (none if a GIL holder
+    explains the waits)."""
+    if gil_holder(process) is not None:
+        return []
+    samples = len(process.stack_samples)
+    waits = [lock_wait(t, samples=samples) for t in thread_tracks(process)]
+    return [w for w in waits if w is not None]

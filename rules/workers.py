@@ -1,0 +1,168 @@
+"""DataLoader worker subprocesses of a rank, joined from their stacks and /proc facts.
+
+The collector dumps each rank's Python subprocesses with py-spy (``StackSample.children``)
+and records their kernel state at every sample (``ProcSample.children``). A worker is
+matched on its pid across both. What a worker is doing decides whether it blocks its
+rank:
+
+* ``idle`` — waiting in ``_worker_loop`` for the next index: healthy;
+* ``blocked`` — inside the dataset's fetch (``__getitem__``/``__iter__``) at the same
+  frame at every sample;
+* ``uninterruptible`` — the kernel shows it in D state (stuck I/O);
+* ``zombie``/``stopped``/``exited`` — dead but not reaped, stopped by a signal, or gone
+  between samples;
+* ``busy`` — inside fetch but moving, or seen once: not (yet) evidence of a hang.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hangdoc.analyzer.model import ChildProcess, Frame, OpenFile, ProcessEvidence, ThreadStack
+from hangdoc.rules.activity import classify_thread, is_user_frame
+from hangdoc.rules.catalog import Tag
+from hangdoc.rules.kernel import wchan_kind
+
+BLOCKING = ("uninterruptible", "blocked", "zombie", "stopped")
+_WORKER_ID = re.compile(r"^\d+$")
+_WAIT_WORDS = {
+    "futex": "waiting on a lock",
+    "filesystem": "waiting on file-system I/O",
+    "pipe": "waiting on a pipe",
+    "socket": "waiting on a socket",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    pid: int
+    stacks: tuple[ThreadStack, ...]  # the worker's own main thread, per sample dumped
+    facts: tuple[ChildProcess, ...]  # /proc view, per sample recorded
+    last_seen_sample: int | None  # index of the last proc sample that listed it
+    samples: int  # proc samples of the rank
+
+    @property
+    def latest_facts(self) -> ChildProcess | None:
+        return self.facts[-1] if self.facts else None
+
+    @property
+    def is_dataloader(self) -> bool:
+        return any(classify_thread(s).has(Tag.DATALOADER_WORKER) for s in self.stacks)
+
+    def worker_id(self) -> str | None:
+        for stack in self.stacks[-1:]:
+            for frame in stack.frames:
+                if frame.function_leaf == "_worker_loop":
+                    value = dict(frame.locals).get("worker_id")
+                    if value is not None and _WORKER_ID.match(value):
+                        return value
+        return None
+
+    def in_fetch(self) -> bool:
+        """Inside the dataset's code (fetch/__getitem__), not waiting for an index."""
+        if not self.stacks:
+            return False
+        activity = classify_thread(self.stacks[-1])
+        return activity.has(Tag.DATALOADER_FETCH) or activity.user_frame is not None
+
+    def frame(self) -> Frame | None:
+        """Where it is: the innermost user frame, else the innermost Python frame."""
+        if not self.stacks:
+            return None
+        frames = self.stacks[-1].frames
+        return next((f for f in frames if is_user_frame(f)), None) or next(
+            (f for f in frames if not f.native), None
+        )
+
+    def status(self) -> str:
+        facts = self.latest_facts
+        seen = self.last_seen_sample
+        if self.samples >= 2 and seen is not None and seen < self.samples - 1:
+            return "exited"
+        if facts is not None:
+            if facts.state in ("Z", "X"):
+                return "zombie"
+            if facts.state in ("T", "t"):
+                return "stopped"
+            if all(f.state == "D" or f.threads_in_d for f in self.facts):
+                return "uninterruptible"
+        if self.in_fetch():
+            moved = len({s.signature() for s in self.stacks}) > 1
+            return "blocked" if len(self.stacks) >= 2 and not moved else "busy"
+        return "idle" if self.stacks else "unknown"
+
+    def kernel_text(self) -> str:
+        facts = self.latest_facts
+        if facts is None:
+            return ""
+        text = f"state {facts.state or '?'}"
+        if facts.wchan:
+            text += f" in {facts.wchan}"
+            kind = wchan_kind(facts.wchan)
+            if kind in _WAIT_WORDS:
+                text += f", {_WAIT_WORDS[kind]}"
+        return text
+
+    def files_read(self) -> list[OpenFile]:
+        facts = self.latest_facts
+        if facts is None:
+            return []
+        return [f for f in facts.files if f.fd > 2]
+
+    def describe(self) -> str:
+        """'worker 0 (pid 23556)'."""
+        wid = self.worker_id()
+        return f"worker {wid} (pid {self.pid})" if wid is not None else f"worker pid {self.pid}"
+
+
+def _worker_thread(threads: tuple[ThreadStack, ...]) -> ThreadStack | None:
+    for thread in threads:
+        if classify_thread(thread).has(Tag.DATALOADER_WORKER):
+            return thread
+    return next((t for t in threads if t.is_main), threads[0] if threads else None)
+
+
+def workers_of(process: ProcessEvidence) -> list[WorkerView]:
+    """Every subprocess seen in the rank's stacks or /proc facts, by pid."""
+    stacks: dict[int, list[ThreadStack]] = {}
+    for sample in process.stack_samples:
+        for child in sample.children:
+            thread = _worker_thread(child.threads)
+            if thread is not None:
+                stacks.setdefault(child.pid, []).append(thread)
+    facts: dict[int, list[ChildProcess]] = {}
+    last_seen: dict[int, int] = {}
+    for position, proc_sample in enumerate(process.proc_samples):
+        for fact in proc_sample.children:
+            facts.setdefault(fact.pid, []).append(fact)
+            last_seen[fact.pid] = position
+    samples = len(process.proc_samples)
+    pids = sorted(set(stacks) | set(facts))
+    return [
+        WorkerView(
+            pid=pid,
+            stacks=tuple(stacks.get(pid, ())),
+            facts=tuple(facts.get(pid, ())),
+            last_seen_sample=last_seen.get(pid),
+            samples=samples,
+        )
+        for pid in pids
+    ]
+
+
+def dataloader_workers(process: ProcessEvidence) -> list[WorkerView]:
+    """Subprocesses that are DataLoader workers (a ``_worker_loop`` frame), plus those
+    without stacks when the rank has no other kind of child to confuse them with."""
+    views = workers_of(process)
+    known = [w for w in views if w.is_dataloader]
+    unknown = [w for w in views if not w.stacks]
+    others = [w for w in views if w.stacks and not w.is_dataloader]
+    return known + (unknown if not others else [])
+
+
+def blocking_workers(process: ProcessEvidence) -> list[WorkerView]:
+    """The workers that keep the rank waiting, most telling first."""
+    order = {status: i for i, status in enumerate(BLOCKING)}
+    found = [w for w in dataloader_workers(process) if w.status() in order]
+    return sorted(found, key=lambda w: (order[w.status()], w.pid))

@@ -1,0 +1,291 @@
+"""Flight recorder analysis at scale: hangdoc vs torch's fr_trace vs the unpickle floor.
+
+    python scripts/bench_fr.py --ranks 256 1024 4096 --entries 2000
+    python scripts/bench_fr.py --ranks 1024 --entries 500 1000 2000 --fr-trace-up-to 1024
+
+For each size (N ranks × E entries) it writes N dumps in torch's exact pickle format
+(``fr_synth.Job``: tensor- and data-parallel groups, ring buffers that wrapped at
+different points, three planted problems) once into --workdir, then times, each in a
+fresh process on the same --jobs cores:
+
+* floor: unpickling every file and dropping it (the least any Python reader pays);
+* hangdoc: ``read_flight_recorders`` (restricted unpickling, reduction per rank in
+  --jobs workers) + matching + the FR rules; it checks the three planted culprits are
+  the three root findings, so a fast wrong answer cannot pass;
+* fr_trace: ``torchfrtrace DIR`` (torch's analyzer), up to --fr-trace-up-to ranks and
+  --fr-trace-timeout seconds.
+
+Time is wall-clock; memory is the peak RSS of the main process plus --jobs times the
+largest worker's (an upper bound of the sum). This machine is shared: every number is
+the best of --repeat runs. Results go to stdout as a Markdown table and to --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import pickle
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from fr_synth import Job  # noqa: E402
+
+
+def _write_chunk(args: tuple[int, int, str, int, int]) -> None:
+    ranks, entries, directory, start, stop = args
+    Job(ranks=ranks, entries=entries).write(Path(directory), range(start, stop))
+
+
+def generate(ranks: int, entries: int, workdir: Path, jobs: int) -> Path:
+    directory = workdir / f"n{ranks}_e{entries}"
+    done = directory / ".complete"
+    if done.exists():
+        return directory
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    step = max(1, ranks // (jobs * 8))
+    chunks = [
+        (ranks, entries, str(directory), s, min(s + step, ranks)) for s in range(0, ranks, step)
+    ]
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        pool.map(_write_chunk, chunks)
+    done.write_text(json.dumps({"ranks": ranks, "entries": entries}))
+    return directory
+
+
+def _files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.name.startswith("comm_lib_trace_rank_"))
+
+
+def _unpickle(path: str) -> int:
+    with open(path, "rb") as handle:
+        doc = pickle.load(handle)
+    return len(doc["entries"])
+
+
+def _peaks(jobs: int) -> dict[str, float]:
+    main = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {
+        "main_mb": round(main, 1),
+        "worker_mb": round(worker, 1),
+        "peak_mb": round(main + jobs * worker, 1),
+    }
+
+
+def measure_floor(directory: Path, jobs: int) -> dict[str, Any]:
+    files = [str(p) for p in _files(directory)]
+    began = time.perf_counter()
+    with multiprocessing.get_context("forkserver").Pool(jobs) as pool:
+        total = sum(pool.imap(_unpickle, files, chunksize=8))
+    wall = time.perf_counter() - began
+    return {"seconds": round(wall, 2), "entries": total, **_peaks(jobs)}
+
+
+def measure_hangdoc(directory: Path, jobs: int, ranks: int, entries: int) -> dict[str, Any]:
+    from hangdoc.analyzer.engine import analyze
+    from hangdoc.analyzer.fr_bulk import read_flight_recorders
+    from hangdoc.analyzer.model import Evidence, InputFile, InputKind
+    from hangdoc.rules import all_rules
+
+    files = [(p, p.name) for p in _files(directory)]
+    began = time.perf_counter()
+    evidence = Evidence()
+    for (path, _), parsed in zip(files, read_flight_recorders(files, jobs=jobs), strict=True):
+        ranks_here = tuple(p.rank for p in parsed.processes if p.rank is not None)
+        evidence.inputs.append(
+            InputFile(str(path), InputKind.FLIGHT_RECORDER, ranks_here, parsed.error)
+        )
+        for proc in parsed.processes:
+            proc.world_size = ranks
+            evidence.processes.append(proc)
+        for group in parsed.process_groups:
+            evidence.process_groups.setdefault(group.name, group)
+    parsed_at = time.perf_counter()
+    rules = tuple(r for r in all_rules() if "HD010" <= r.id <= "HD029")
+    diagnosis = analyze(evidence, rules=rules)
+    done = time.perf_counter()
+    job = Job(ranks=ranks, entries=entries)
+    expected = {
+        ("HD010", job.expected()["skip"]),
+        ("HD012", job.expected()["size"]),
+        ("HD011", job.expected()["type"]),
+    }
+    top = {(f.rule, f.culprit_ranks) for f in diagnosis.findings[:3]}
+    return {
+        "seconds": round(done - began, 2),
+        "parse_s": round(parsed_at - began, 2),
+        "match_s": round(done - parsed_at, 2),
+        "correct": top == expected,
+        "findings": [(f.rule, f.severity.value, list(f.culprit_ranks)) for f in diagnosis.findings],
+        **_peaks(jobs),
+    }
+
+
+def measure_fr_trace(directory: Path, timeout: float) -> dict[str, Any]:
+    exe = shutil.which("torchfrtrace") or str(Path(sys.executable).parent / "torchfrtrace")
+    began = time.perf_counter()
+    proc = subprocess.Popen(
+        [exe, str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = began + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            wall = time.perf_counter() - began
+            return {
+                "seconds": round(wall, 2),
+                "peak_mb": round(usage.ru_maxrss / 1024, 1),
+                "exit": os.waitstatus_to_exitcode(status),
+            }
+        if time.perf_counter() > deadline:
+            proc.kill()
+            _, _, usage = os.wait4(proc.pid, 0)
+            return {
+                "seconds": None,
+                "timeout_s": timeout,
+                "peak_mb": round(usage.ru_maxrss / 1024, 1),
+            }
+        time.sleep(0.2)
+
+
+def _in_fresh_process(
+    kind: str, directory: Path, args: argparse.Namespace, ranks: int, entries: int
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--measure",
+        kind,
+        str(directory),
+        "--jobs",
+        str(args.jobs),
+        "--ranks",
+        str(ranks),
+        "--entries",
+        str(entries),
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _row(
+    ranks: int,
+    entries: int,
+    floor: dict[str, Any],
+    ours: dict[str, Any],
+    theirs: dict[str, Any] | None,
+) -> str:
+    """One Markdown table row."""
+    gb = ours["peak_mb"] / 1024
+    cells = [
+        str(ranks),
+        str(entries),
+        str(floor["seconds"]),
+        f"{ours['seconds']} ({ours['parse_s']}+{ours['match_s']})",
+        f"{ours['seconds'] / floor['seconds']:.2f}",
+        f"{gb:.2f}",
+        "yes" if ours["correct"] else "NO",
+    ]
+    if theirs is None:
+        cells += ["not run", "–", "–"]
+    elif theirs.get("seconds") is None:
+        limit = theirs["timeout_s"]
+        cells += [
+            f"> {limit:.0f} (killed)",
+            f"≥ {theirs['peak_mb'] / 1024:.2f}",
+            f"≥ {limit / ours['seconds']:.0f}×",
+        ]
+    else:
+        cells += [
+            str(theirs["seconds"]),
+            f"{theirs['peak_mb'] / 1024:.2f}",
+            f"{theirs['seconds'] / ours['seconds']:.1f}×",
+        ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return min(runs, key=lambda r: r["seconds"] if r.get("seconds") is not None else 1e18)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--ranks", type=int, nargs="+", default=[256, 1024])
+    parser.add_argument("--entries", type=int, nargs="+", default=[2000])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/hangdoc-fr-bench"))
+    parser.add_argument("--fr-trace-up-to", type=int, default=1024)
+    parser.add_argument("--fr-trace-timeout", type=float, default=600.0)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the generated dumps")
+    parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("directory", nargs="?", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:  # child mode: one measurement, JSON on the last line
+        if args.measure == "floor":
+            result = measure_floor(args.directory, args.jobs)
+        else:
+            result = measure_hangdoc(args.directory, args.jobs, args.ranks[0], args.entries[0])
+        print(json.dumps(result))
+        return 0
+    rows: list[dict[str, Any]] = []
+    print(
+        "| ranks | entries | floor s | hangdoc s (parse+match) | hangdoc/floor | hangdoc GB "
+        "| correct | fr_trace s | fr_trace GB | fr_trace/hangdoc |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for ranks in args.ranks:
+        for entries in args.entries:
+            began = time.perf_counter()
+            directory = generate(ranks, entries, args.workdir, args.jobs)
+            gen_s = time.perf_counter() - began
+            floor = _best(
+                [
+                    _in_fresh_process("floor", directory, args, ranks, entries)
+                    for _ in range(args.repeat)
+                ]
+            )
+            ours = _best(
+                [
+                    _in_fresh_process("hangdoc", directory, args, ranks, entries)
+                    for _ in range(args.repeat)
+                ]
+            )
+            theirs: dict[str, Any] | None = None
+            if ranks <= args.fr_trace_up_to:
+                theirs = measure_fr_trace(directory, args.fr_trace_timeout)
+            row = {
+                "ranks": ranks,
+                "entries": entries,
+                "generate_s": round(gen_s, 1),
+                "floor": floor,
+                "hangdoc": ours,
+                "fr_trace": theirs,
+            }
+            rows.append(row)
+            print(_row(ranks, entries, floor, ours, theirs), flush=True)
+            if not args.keep:
+                shutil.rmtree(directory, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0 if all(r["hangdoc"]["correct"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

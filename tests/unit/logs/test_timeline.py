@@ -1,0 +1,133 @@
+"""Ordering and cause/consequence classification (rules/timeline.py)."""
+
+from __future__ import annotations
+
+from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence
+from hangdoc.rules.hd030_rank_died_first import death_of, first_deaths
+from hangdoc.rules.timeline import EventKind, Timeline, before, precedes_wave, timeline_of, wave
+
+
+def ev(
+    kind: EventKind, source: str, line: int, time: float | None = None, **fields: str
+) -> LogEvent:
+    items = dict(fields)
+    if time is not None:
+        items.setdefault("clock", "local")
+    return LogEvent(
+        kind.value, f"{kind.value} line {line}", source, line, time, tuple(sorted(items.items()))
+    )
+
+
+def evidence(*ranked: tuple[int, LogEvent], job: tuple[LogEvent, ...] = ()) -> Evidence:
+    procs: dict[int, ProcessEvidence] = {}
+    for rank, event in ranked:
+        procs.setdefault(rank, ProcessEvidence(rank=rank)).log_events.append(event)
+    return Evidence(processes=list(procs.values()), job_log_events=list(job))
+
+
+def test_same_file_follows_line_order_even_against_coarse_stamps() -> None:
+    a = ev(EventKind.EXCEPTION, "f", 10, None, exc_type="ValueError", message="x")
+    b = ev(EventKind.COLLECTIVE_TIMEOUT, "f", 20, 100.5)
+    c = ev(EventKind.CHILD_FAILURE, "f", 30, 100.0, exitcode="1")  # whole seconds: earlier stamp
+    tl = Timeline(evidence((1, a), (0, b), (1, c)))
+    order = [p.event.line for p in tl.events]
+    assert order == [10, 20, 30]
+    pa, pb = tl.events[0], tl.events[1]
+    assert before(pa, pb) is True and before(pb, pa) is False
+
+
+def test_files_are_ordered_by_time_only_on_the_same_clock() -> None:
+    a = ev(EventKind.CUDA_OOM, "rank2.log", 5, 1000.0)
+    b = ev(EventKind.COLLECTIVE_TIMEOUT, "rank0.log", 1, 1600.0)
+    c = LogEvent(
+        EventKind.COLLECTIVE_TIMEOUT.value, "t", "other.log", 1, 1000.0, (("clock", "epoch"),)
+    )
+    tl = Timeline(evidence((2, a), (0, b), (1, c)))
+    pa = next(p for p in tl.events if p.event is a)
+    pb = next(p for p in tl.events if p.event is b)
+    pc = next(p for p in tl.events if p.event is c)
+    assert before(pa, pb) is True
+    assert before(pa, pc) is None  # local vs epoch clocks: not comparable
+    close = ev(EventKind.COLLECTIVE_TIMEOUT, "rank1.log", 1, 1001.0)
+    tl2 = Timeline(evidence((2, a), (1, close)))
+    assert before(tl2.events[0], tl2.events[1]) is None  # within host clock skew
+
+
+def test_untimed_lines_borrow_the_time_of_their_file() -> None:
+    a = ev(EventKind.EXCEPTION, "f", 1, None, exc_type="KeyError", message="k")
+    b = ev(EventKind.AGENT_TERMINATING, "f", 2, 50.0, pid="1")
+    tl = Timeline(evidence((0, a), job=(b,)))
+    assert tl.events[0].when == 50.0
+
+
+def test_consequences_are_not_causes() -> None:
+    tl = Timeline(Evidence())
+    cases = {
+        (
+            EventKind.EXCEPTION,
+            "RuntimeError",
+            "[gloo/unbound_buffer.cc:78] Timed out waiting 4000ms",
+        ): False,
+        (EventKind.EXCEPTION, "torch.distributed.DistBackendError", "NCCL error in: x"): False,
+        (EventKind.EXCEPTION, "RuntimeError", "Connection closed by peer [10.0.0.1]:5"): False,
+        (EventKind.EXCEPTION, "ValueError", "bad batch"): True,
+        (EventKind.EXCEPTION, "KeyboardInterrupt", ""): False,
+    }
+    for (kind, exc, msg), is_cause in cases.items():
+        placed = Timeline(evidence((0, ev(kind, "f", 1, exc_type=exc, message=msg)))).events[0]
+        assert (death_of(placed) is not None) is is_cause, (exc, msg)
+    del tl
+    sigterm = Timeline(
+        evidence((0, ev(EventKind.CHILD_FAILURE, "f", 1, exitcode="-15", signal="SIGTERM")))
+    )
+    assert death_of(sigterm.events[0]) is None
+    sigkill = Timeline(
+        evidence((0, ev(EventKind.CHILD_FAILURE, "f", 1, exitcode="-9", signal="SIGKILL")))
+    )
+    death = death_of(sigkill.events[0])
+    assert death is not None and death.how == "signal" and death.certain
+    bare = Timeline(evidence((0, ev(EventKind.WORKER_FAILED, "f", 1, exitcode="1"))))
+    death = death_of(bare.events[0])
+    assert death is not None and not death.certain
+
+
+def test_first_deaths_skip_ranks_that_timed_out_first_and_agent_kills() -> None:
+    events = evidence(
+        (0, ev(EventKind.COLLECTIVE_TIMEOUT, "f", 1, 10.0)),
+        (
+            0,
+            ev(
+                EventKind.EXCEPTION,
+                "f",
+                2,
+                None,
+                exc_type="ValueError",
+                message="after the timeout",
+            ),
+        ),
+        (1, ev(EventKind.CHILD_FAILURE, "f", 3, 11.0, exitcode="-9", signal="SIGKILL", pid="77")),
+        (2, ev(EventKind.CHILD_FAILURE, "f", 4, 11.0, exitcode="-9", signal="SIGKILL", pid="78")),
+        job=(ev(EventKind.AGENT_TERMINATING, "f", 0, 9.0, pid="78", signal="SIGTERM"),),
+    )
+    deaths = first_deaths(Timeline(events))
+    assert [d.rank for d in deaths] == [1]
+
+
+def test_precedes_wave() -> None:
+    tl = Timeline(evidence(
+        (2, ev(EventKind.CUDA_OOM, "a", 1, 5.0)),
+        (0, ev(EventKind.COLLECTIVE_TIMEOUT, "b", 1, 600.0)),
+        (1, ev(EventKind.CUDA_OOM, "c", 1, 900.0)),
+    ))  # fmt: skip
+    w = wave(tl)
+    early = next(p for p in tl.events if p.rank == 2)
+    late = next(p for p in tl.events if p.rank == 1)
+    assert precedes_wave(early, w) is True
+    assert precedes_wave(late, w) is False
+
+
+def test_timeline_is_cached_per_evidence() -> None:
+    e = evidence((0, ev(EventKind.CUDA_OOM, "a", 1)))
+    assert timeline_of(e) is timeline_of(e)
+    e.processes[0].log_events.append(ev(EventKind.CUDA_OOM, "a", 2))
+    assert len(timeline_of(e).events) == 2
