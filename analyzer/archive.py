@@ -15,6 +15,7 @@ The temporary directory is removed when the ``extract_archive`` context ends.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import lzma
@@ -131,12 +132,19 @@ def _write(root: Path, rel: PurePosixPath, source: _Readable, size_cap: int) -> 
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(dest, flags, 0o600)
     written = 0
-    with os.fdopen(fd, "wb") as out:
-        while chunk := source.read(_CHUNK):
-            written += len(chunk)
-            if written > size_cap:
-                raise _Oversize(f"{rel} holds more than {size_cap} bytes")
-            out.write(chunk)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while chunk := source.read(_CHUNK):
+                written += len(chunk)
+                if written > size_cap:
+                    raise _Oversize(f"{rel} holds more than {size_cap} bytes")
+                out.write(chunk)
+    except BaseException:
+        # A member cut off (a lying size, a bad CRC) must not stay behind as a file of
+        # its own: it would be read as an empty or torn input next to its refusal.
+        with contextlib.suppress(OSError):
+            dest.unlink()
+        raise
     return written
 
 

@@ -8,14 +8,30 @@ rule's ``unknown`` finding on top.
 
 from __future__ import annotations
 
+import gc
+
 from hangdoc.analyzer.diagnosis import Diagnosis, NotEvaluated
 from hangdoc.analyzer.model import Evidence, Finding, Severity, Verdict
 from hangdoc.rules import all_rules
 from hangdoc.rules.activity import classify_ranks
 from hangdoc.rules.base import Rule, RuleContext
+from hangdoc.rules.progress import progress_cache
 
 
 def analyze(evidence: Evidence, rules: tuple[type[Rule], ...] | None = None) -> Diagnosis:
+    # Rules build many small acyclic objects (one per rank and rule at 16k ranks); the
+    # cyclic collector would rescan the whole Evidence again and again for nothing.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with progress_cache():
+            return _analyze(evidence, rules)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _analyze(evidence: Evidence, rules: tuple[type[Rule], ...] | None) -> Diagnosis:
     activities = classify_ranks(evidence)
     ctx = RuleContext(evidence=evidence, activities=activities)
     chosen = rules if rules is not None else all_rules()

@@ -14,19 +14,25 @@ bytes per entry and the parent's memory at one pointer per entry.
 
 from __future__ import annotations
 
+import gc
+import itertools
 import multiprocessing
+import operator
 import os
 import threading
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import cast
 
 from hangdoc.analyzer.model import CollectiveRecord, InputKind, ProcessEvidence, ProcessGroupInfo
 from hangdoc.analyzer.parsers.base import ParsedFile
 from hangdoc.analyzer.parsers.flight_recorder import FlightRecorderParser
 
 _CHUNK = 8
+_WORKER_CAP = 100_000  # interned records a worker keeps before it starts afresh
+_FIELDS = operator.attrgetter(*(f.name for f in fields(CollectiveRecord)))
 
 
 @dataclass(slots=True)
@@ -41,7 +47,7 @@ class _Reply:
     notes: list[str]
     groups: list[ProcessGroupInfo]
     ids: bytes  # array('i') of row numbers in the worker's table
-    new_rows: list[CollectiveRecord]  # rows added since its last reply (frontier ones too)
+    new_rows: list[tuple[object, ...]]  # rows added since its last reply, as field tuples
     sources: list[str] = field(default_factory=list)
 
 
@@ -54,31 +60,42 @@ class _WorkerState:
         self.rows: list[CollectiveRecord] = []
         self.sent = 0
         self.epoch = 0
-        self.table_size = 0
+        self.groups: set[tuple[str, str | None, tuple[int, ...]]] = set()
 
     def reply(self, path: str, display: str) -> _Reply:
-        table = self.parser.reducer.table
-        before = len(table)
-        parsed = self.parser.parse(Path(path), display)
-        if len(table) < before or len(table) < self.table_size:  # the reducer reset its table
+        reducer = self.parser.reducer
+        if len(reducer.fast) + len(reducer.table) > _WORKER_CAP:
+            # Records of groups whose ranks are done (tp groups) are never met again:
+            # forget them all, so a worker's memory stays bounded at any scale. Records
+            # that ranks still share (dp, default group) are re-created once per epoch.
+            reducer.reset()
             self.numbers.clear()
             self.rows.clear()
             self.sent = 0
             self.epoch += 1
-        self.table_size = len(table)
+        parsed = self.parser.parse(Path(path), display)
         proc = parsed.processes[0] if parsed.processes else None
         ids = array("i")
         if proc is not None:
-            numbers, rows = self.numbers, self.rows
-            for record in proc.collectives:
-                number = numbers.get(id(record))
-                if number is None:
-                    number = len(rows)
-                    rows.append(record)
-                    if not record.source:  # interned: other ranks will send it again
-                        numbers[id(record)] = number
-                ids.append(number)
-        new_rows = self.rows[self.sent :]
+            records = proc.collectives
+            found: list[int | None] = list(map(self.numbers.get, map(id, records)))  # None = new
+            if None in found:
+                rows, numbers = self.rows, self.numbers
+                for index, number in enumerate(found):
+                    if number is None:
+                        record = records[index]
+                        row = found[index] = len(rows)
+                        rows.append(record)
+                        if not record.source:  # interned: other ranks will send it again
+                            numbers[id(record)] = row
+            ids = array("i", cast(list[int], found))
+        # Field tuples, not the dataclasses: unpickling a dataclass goes through Python-level
+        # __setstate__, a tuple does not (this halved the cost of the transfer).
+        new_rows = list(map(_FIELDS, self.rows[self.sent :]))
+        # A group's info (its member list: 16,384 ranks for the default group) is sent
+        # once per worker, not with every rank.
+        groups = [g for g in parsed.process_groups if (g.name, g.desc, g.ranks) not in self.groups]
+        self.groups.update((g.name, g.desc, g.ranks) for g in groups)
         self.sent = len(self.rows)
         return _Reply(
             display=display,
@@ -87,7 +104,7 @@ class _WorkerState:
             rank=proc.rank if proc is not None else None,
             error=parsed.error,
             notes=parsed.notes,
-            groups=parsed.process_groups,
+            groups=groups,
             ids=ids.tobytes(),
             new_rows=new_rows,
             sources=proc.sources if proc is not None else [],
@@ -101,6 +118,7 @@ def _work(chunk: list[tuple[str, str]]) -> list[_Reply]:
     global _STATE
     if _STATE is None:
         _STATE = _WorkerState()
+        gc.disable()  # a worker only reads FR data, which has no cycles (see no_gc)
     return [_STATE.reply(path, display) for path, display in chunk]
 
 
@@ -114,7 +132,7 @@ class _Tables:
         epoch, rows = self.rows.get(reply.worker, (reply.epoch, []))
         if epoch != reply.epoch:
             rows = []
-        rows.extend(reply.new_rows)
+        rows.extend(itertools.starmap(CollectiveRecord, reply.new_rows))
         self.rows[reply.worker] = (reply.epoch, rows)
         numbers = array("i")
         numbers.frombytes(reply.ids)
@@ -148,7 +166,13 @@ def read_flight_recorders(
     method = "fork" if threading.active_count() == 1 else "forkserver"
     context = multiprocessing.get_context(method)
     tables = _Tables()
-    with context.Pool(jobs) as pool:
-        for replies in pool.imap(_work, chunks):
-            for reply in replies:
-                yield _to_parsed(reply, tables)
+    enabled = gc.isenabled()
+    gc.disable()  # millions of records arrive; collections would walk them all (no_gc)
+    try:
+        with context.Pool(jobs) as pool:
+            for replies in pool.imap(_work, chunks):
+                for reply in replies:
+                    yield _to_parsed(reply, tables)
+    finally:
+        if enabled:
+            gc.enable()

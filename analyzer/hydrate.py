@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hangdoc.analyzer.model import Evidence, ProcessEvidence
-from hangdoc.analyzer.ranges import format_ranks
+from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.collectors.dumpformat import rank_dir_name
 
 DEFAULT_BUDGET = 16
 # Reads one dump restricted to some ranks (the loader's load_dump).
@@ -53,7 +54,9 @@ def _fr_key(proc: ProcessEvidence) -> object:
     return pending or None
 
 
-def _minority_classes(procs: dict[int, ProcessEvidence], key: Callable[[ProcessEvidence], object]) -> list[list[int]]:
+def _minority_classes(
+    procs: dict[int, ProcessEvidence], key: Callable[[ProcessEvidence], object]
+) -> list[list[int]]:
     classes: dict[object, list[int]] = {}
     for rank, proc in procs.items():
         classes.setdefault(key(proc), []).append(rank)
@@ -107,7 +110,15 @@ def hydrate(
     index = {id(p): i for i, p in enumerate(evidence.processes)}
     ranked = evidence.ranked()
     replaced: list[int] = []
-    for dump, ranks in sorted(by_dump.items(), key=lambda kv: kv[0].display):
+    for dump, wanted in sorted(by_dump.items(), key=lambda kv: kv[0].display):
+        ranks = [r for r in wanted if (dump.path / rank_dir_name(r, 0)).is_dir()]
+        if len(ranks) < len(wanted):  # a summary-only transfer left them on the node
+            evidence.notes.append(
+                f"{dump.display}: the raw files of {plural_ranks(sorted(set(wanted) - set(ranks)))}"
+                " are not here (a summary-only collection?); the summary is used"
+            )
+        if not ranks:
+            continue
         raw = load(dump.path, dump.display, frozenset(ranks))
         raw_ranked = raw.ranked()
         for rank in ranks:
@@ -126,7 +137,7 @@ def hydrate(
         reasons = Counter(chosen[r] for r in replaced)
         why = ", ".join(f"{n} because {reason}" for reason, n in sorted(reasons.items()))
         evidence.notes.append(
-            f"read from node summaries; the raw files of {format_ranks(sorted(replaced))} were "
+            f"read from node summaries; the raw files of {plural_ranks(sorted(replaced))} were "
             f"opened as well ({why})"
         )
     return sorted(replaced)

@@ -82,13 +82,27 @@ def read_job_manifest(path: Path, display: str) -> tuple[JobInfo | None, InputFi
         more = len(info.failed) - len(shown)
         notes.append(
             f"{display}: {len(info.failed)} node(s) of {info.launcher} job {info.job_id} "
-            f"were not fully collected: {listed}" + (f"; and {more} more" if more else "")
+            f"were not fully collected: {listed}"
+            + (f"; and {more} more" if more else "")
             + ". Ranks of those nodes may be missing because collection failed, not because "
             "they died."
         )
     if obj.get("complete") is False:
         notes.append(f"{display}: the whole-job collection did not finish; what arrived is used")
     return info, InputFile(display, InputKind.JOB_MANIFEST), notes
+
+
+def absorb_job_manifest(
+    evidence: Evidence, path: Path, display: str
+) -> tuple[bool, JobInfo | None]:
+    """(whether ``path`` is a job manifest, what it says); its input entry and notes are
+    added to ``evidence``."""
+    if not path.is_file() or not is_job_manifest(path):
+        return False, None
+    info, item, notes = read_job_manifest(path, display)
+    evidence.inputs.append(item)
+    evidence.notes.extend(notes)
+    return True, info
 
 
 def host_notes(evidence: Evidence, jobs: list[JobInfo] | None = None) -> list[str]:

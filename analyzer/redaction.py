@@ -23,7 +23,6 @@ import dataclasses
 from hangdoc.analyzer.model import (
     ChildStacks,
     Evidence,
-    Frame,
     InputFile,
     LogEvent,
     ProcessEvidence,
@@ -46,9 +45,14 @@ NO_REDACT_NOTE = (
 
 
 def redact_evidence(evidence: Evidence) -> Evidence:
-    """Redact ``evidence`` in place (and return it); idempotent."""
+    """Redact ``evidence`` in place (and return it); idempotent.
+
+    Cost matters at 16,384 ranks: the same thread names and stacks repeat on every rank,
+    so a thread's redacted form is computed once per distinct (name, frames).
+    """
+    memo = _Memo()
     for proc in evidence.processes:
-        _redact_process(proc)
+        _redact_process(proc, memo)
     evidence.job_log_events = [_event(e) for e in evidence.job_log_events]
     evidence.notes = [redact_text(n) for n in evidence.notes]
     evidence.inputs = [_input(i) for i in evidence.inputs]
@@ -59,56 +63,62 @@ def redact_evidence(evidence: Evidence) -> Evidence:
     return evidence
 
 
-def _redact_process(proc: ProcessEvidence) -> None:
+class _Memo:
+    """Redacted thread names already seen: the same few repeat on every rank."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def name(self, name: str) -> str:
+        cleaned = self.names.get(name)
+        if cleaned is None:
+            cleaned = self.names[name] = redact_text(name)
+        return cleaned
+
+
+def _redact_process(proc: ProcessEvidence, memo: _Memo) -> None:
     if proc.env:
         proc.env = redact_env(proc.env)
     if proc.cmdline:
         proc.cmdline = redact_cmdline(proc.cmdline)
-    proc.stack_samples = [_sample(s) for s in proc.stack_samples]
+    proc.stack_samples = [_sample(s, memo) for s in proc.stack_samples]
     proc.log_events = [_event(e) for e in proc.log_events]
 
 
-def _sample(sample: StackSample) -> StackSample:
-    threads = _threads(sample.threads)
-    children = tuple(_child(c) for c in sample.children)
+def _sample(sample: StackSample, memo: _Memo) -> StackSample:
+    threads = _threads(sample.threads, memo)
+    children = tuple(_child(c, memo) for c in sample.children)
     unchanged = threads is sample.threads and all(
         a is b for a, b in zip(children, sample.children, strict=True)
     )
     return sample if unchanged else dataclasses.replace(sample, threads=threads, children=children)
 
 
-def _child(child: ChildStacks) -> ChildStacks:
-    threads = _threads(child.threads)
+def _child(child: ChildStacks, memo: _Memo) -> ChildStacks:
+    threads = _threads(child.threads, memo)
     cmdline = redact_cmdline(child.cmdline) if child.cmdline else child.cmdline
     if threads is child.threads and cmdline == child.cmdline:
         return child
     return dataclasses.replace(child, threads=threads, cmdline=cmdline)
 
 
-def _threads(threads: tuple[ThreadStack, ...]) -> tuple[ThreadStack, ...]:
-    out = tuple(_thread(t) for t in threads)
+def _threads(threads: tuple[ThreadStack, ...], memo: _Memo) -> tuple[ThreadStack, ...]:
+    out = tuple(_thread(t, memo) for t in threads)
     return threads if all(a is b for a, b in zip(out, threads, strict=True)) else out
 
 
-def _thread(thread: ThreadStack) -> ThreadStack:
-    name = redact_text(thread.name) if thread.name else thread.name
-    frames = thread.frames
-    if any(f.locals for f in frames):
-        frames = tuple(_frame(f) for f in frames)
-    if name == thread.name and frames is thread.frames:
-        return thread
-    return dataclasses.replace(thread, name=name, frames=frames)
+def _thread(thread: ThreadStack, memo: _Memo) -> ThreadStack:
+    name = memo.name(thread.name) if thread.name else thread.name
+    return thread if name == thread.name else dataclasses.replace(thread, name=name)
 
 
-def _frame(frame: Frame) -> Frame:
-    if not frame.locals:
-        return frame
-    values = tuple((name, _local_value(name, value)) for name, value in frame.locals)
-    return frame if values == frame.locals else dataclasses.replace(frame, locals=values)
+def redact_local(name: str, value: str) -> str:
+    """A py-spy ``--locals`` value: hidden whole when its variable's name looks secret.
 
-
-def _local_value(name: str, value: str) -> str:
-    """A ``--locals`` value: hidden whole when its variable's name looks secret."""
+    Called by the py-spy parsers as they build each frame (the only producers of
+    locals), so frames never need a second walk here; rules read locals (a lock's repr,
+    a worker id), reports never show them.
+    """
     if value and is_secret_name(name):
         return REDACTED
     return redact_text(value)

@@ -21,6 +21,7 @@ recorder state per group, log highlights) make a summary worth reading by itself
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 import typing
@@ -79,6 +80,7 @@ _SPECIAL_FIELDS = frozenset(
 )  # fmt: skip
 
 
+@functools.cache
 def _extra_fields() -> list[tuple[str, object]]:
     hints = typing.get_type_hints(ProcessEvidence)
     return [
@@ -172,8 +174,7 @@ class _Writer:
             },
         }
         extra: dict[str, object] = {
-            name: encoder(hint)(getattr(proc, name), self.frames)
-            for name, hint in _extra_fields()
+            name: encoder(hint)(getattr(proc, name), self.frames) for name, hint in _extra_fields()
         }
         absent = sorted(k for k in base_env if k not in proc.env)
         if absent:

@@ -136,7 +136,7 @@ def decoder(tp: object) -> Decoder:
 def _optional_inner(tp: object) -> object | None:
     """``X | None`` → X; anything else → None."""
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        args: list[object] = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:
             return args[0]
     return None
@@ -221,6 +221,8 @@ def _build_decoder(tp: object) -> Decoder:
                 return lambda value, _ctx: tuple(value)
             return lambda value, ctx: tuple([elem(v, ctx) for v in value])
         parts = [decoder(a) for a in args]
+        if all(d is _ident for d in parts):
+            return lambda value, _ctx: tuple(value)
         return lambda value, ctx: tuple(d(v, ctx) for d, v in zip(parts, value, strict=True))
     if origin is list:
         elem = decoder(args[0]) if args else _ident
@@ -244,21 +246,28 @@ def _path_decoder(tp: object, base: Decoder) -> Decoder:
 
 
 def _dataclass_decoder(cls: type) -> Decoder:
+    """A decoder written for ``cls`` (as attrs and dataclasses write their __init__): one
+    keyword argument per field, a field absent from the JSON gets its default."""
     hints = typing.get_type_hints(cls)
-    fields: dict[str, Decoder] = {}
-    for f in dataclasses.fields(cls):
+    namespace: dict[str, object] = {"cls": cls}
+    args: list[str] = []
+    for number, f in enumerate(dataclasses.fields(cls)):
         dec = decoder(hints[f.name])
         if f.name in _PATH_FIELDS:
             dec = _path_decoder(hints[f.name], dec)
-        fields[f.name] = dec
-    plain = {name for name, dec in fields.items() if dec is _ident}
-
-    def decode(value: Any, ctx: DecodeContext) -> Any:
-        kwargs = {
-            name: (item if name in plain else fields[name](item, ctx))
-            for name, item in value.items()
-            if name in fields
-        }
-        return cls(**kwargs)
-
+        key = repr(f.name)
+        value = f"v[{key}]"
+        if dec is not _ident:
+            namespace[f"dec{number}"] = dec
+            value = f"dec{number}(v[{key}], ctx)"
+        if f.default is not dataclasses.MISSING:
+            namespace[f"default{number}"] = f.default
+            value = f"{value} if {key} in v else default{number}"
+        elif f.default_factory is not dataclasses.MISSING:
+            namespace[f"factory{number}"] = f.default_factory
+            value = f"{value} if {key} in v else factory{number}()"
+        args.append(f"{f.name}={value}")
+    source = "def decode(v, ctx):\n    return cls(" + ", ".join(args) + ")\n"
+    exec(source, namespace)  # the text is built from field names only, never from input
+    decode: Decoder = namespace["decode"]  # type: ignore[assignment]
     return decode

@@ -13,8 +13,11 @@ per-thread work is done once per shape, not once per rank.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from hangdoc.analyzer.model import (
     ChildStacks,
     CollectiveRecord,
     CollectStep,
+    Evidence,
     Frame,
     GpuState,
     HostInfo,
@@ -35,6 +39,7 @@ from hangdoc.analyzer.model import (
     StackSample,
     ThreadStack,
 )
+from hangdoc.analyzer.redaction import redact_evidence
 from hangdoc.analyzer.summary_codec import DecodeContext, decode_frames, decoder
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
 from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_FORMAT_PREFIX, SUMMARY_NAME
@@ -185,7 +190,9 @@ _EVENT = decoder(LogEvent)
 _GPU = decoder(GpuState)
 
 
-def _process(rec: dict[str, Any], shapes: _Shapes, env: dict[str, str], ctx: DecodeContext) -> ProcessEvidence:
+def _process(
+    rec: dict[str, Any], shapes: _Shapes, env: dict[str, str], ctx: DecodeContext
+) -> ProcessEvidence:
     extra: dict[str, Any] = rec.get("extra") or {}
     rank_env = {**env, **rec.get("env", {})}
     for key in extra.get("env_absent", ()):
@@ -215,9 +222,8 @@ def _process(rec: dict[str, Any], shapes: _Shapes, env: dict[str, str], ctx: Dec
     return proc
 
 
+@functools.cache
 def _extra_decoder(name: str) -> Any:
-    import typing
-
     return decoder(typing.get_type_hints(ProcessEvidence)[name])
 
 
@@ -232,9 +238,60 @@ def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
     out.process_groups = [decoder(ProcessGroupInfo)(g, ctx) for g in obj.get("process_groups", ())]
     out.job_log_events = [_EVENT(e, ctx) for e in obj.get("job_log_events", ())]
     out.inputs = [decoder(InputFile)(i, ctx) for i in obj.get("inputs", ())]
-    out.inputs.insert(0, InputFile(f"{display}/{SUMMARY_NAME}", InputKind.SUMMARY))
+    ranks = tuple(sorted({p.rank for p in out.processes if p.rank is not None}))
+    out.inputs.insert(0, InputFile(f"{display}/{SUMMARY_NAME}", InputKind.SUMMARY, ranks))
     out.steps = [decoder(CollectStep)(s, ctx) for s in obj.get("steps", ())]
     out.notes = [ctx.relocate_text(n) for n in obj.get("notes", ())]
     counts = obj.get("counts") or {}
     out.raw_files_not_opened = int(counts.get("inputs_not_listed", 0))
     return out
+
+
+def absorb_summary(
+    evidence: Evidence,
+    contents: SummaryContents,
+    display: str,
+    add: Callable[[ProcessEvidence], object],
+) -> None:
+    """Merge one node's summary into ``evidence`` as the loader merges a read dump;
+    ``add`` takes each process (the loader's ProcessIndex.add)."""
+    evidence.inputs.extend(contents.inputs)
+    evidence.notes.extend(contents.notes)
+    evidence.collect_steps.extend(contents.steps)
+    evidence.job_log_events.extend(contents.job_log_events)
+    host = contents.host
+    if host is not None:
+        if host.host in evidence.hosts:
+            evidence.notes.append(
+                f"{display}: a second dump of host {host.host} (the first was "
+                f"{evidence.hosts[host.host].manifest}); both are read"
+            )
+        else:
+            evidence.hosts[host.host] = host
+    for proc in contents.processes:
+        add(proc)
+    for group in contents.process_groups:
+        known = evidence.process_groups.get(group.name)
+        if known is None:
+            evidence.process_groups[group.name] = group
+        else:
+            known.desc = known.desc or group.desc
+            known.ranks = known.ranks or group.ranks
+
+
+def redact_except_summaries(evidence: Evidence, from_summaries: dict[int, str]) -> None:
+    """``redact_evidence``, skipping the processes read from summaries: the node redacted
+    them when it wrote the summary (write_node_summary), and at 16k ranks doing it again
+    costs a second. ``from_summaries`` maps id(process) → its dump's display; a process
+    that also took data from another file (its sources leave that dump) is redacted."""
+    trusted: set[int] = set()
+    for proc in evidence.processes:
+        display = from_summaries.get(id(proc))
+        if display is not None and all(s.startswith(display + "/") for s in proc.sources):
+            trusted.add(id(proc))
+    everything = evidence.processes
+    evidence.processes = [p for p in everything if id(p) not in trusted]
+    try:
+        redact_evidence(evidence)  # in place: the untrusted ones are redacted where they are
+    finally:
+        evidence.processes = everything

@@ -153,7 +153,9 @@ def log_highlights(processes: list[ProcessEvidence], job: list[LogEvent]) -> lis
         when = (event.time if event.time is not None else float("inf"), order)
         if when < firsts[event.kind]:
             firsts[event.kind] = when
-            entry.update(first_time=event.time, first_text=event.text[:300], source=event.source)
+            entry["first_time"] = event.time
+            entry["first_text"] = event.text[:300]
+            entry["source"] = event.source
     ordered = sorted(kinds.values(), key=lambda h: (-h["count"], h["kind"]))
     for entry in ordered:
         entry["ranks"].sort()

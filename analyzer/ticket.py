@@ -114,10 +114,11 @@ class _Copier:
             return
         try:
             doc = safe_loads(src.read_bytes())
-        except Exception as exc:  # refused (names code), truncated, or not a pickle
+            data = pickle.dumps(redact_json_value(doc), protocol=4)
+        except Exception as exc:  # refused (names code), truncated, nested too deep...
             self._skip(dest, f"pickle not copied: {type(exc).__name__}: {exc}")
             return
-        dest.write_bytes(pickle.dumps(redact_json_value(doc), protocol=4))
+        dest.write_bytes(data)
 
 
 def _looks_text(head: bytes) -> bool:

@@ -23,6 +23,7 @@ import re
 import socket
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -79,6 +80,14 @@ class CollectOptions:
     archive: bool = False
     redact: bool = True
     extra_paths: tuple[Path, ...] = ()
+    # Whole-job collection (issue 8): only ranks whose environment has these values (a
+    # node shared by several jobs: SLURM_JOB_ID=<the job>).
+    match_env: tuple[tuple[str, str], ...] = ()
+
+
+# Runs on the finished dump before it is archived (the CLI writes the node summary);
+# returns None, or why it failed (recorded as a failed "summary" step, never raised).
+Finalizer = Callable[[Path], str | None]
 
 
 class ProgressSink(Protocol):
@@ -116,7 +125,9 @@ def default_out_dir(host: str, when: float) -> Path:
     return Path.cwd() / f"hangdoc-{safe_host}-{stamp}"
 
 
-def run_collect(opts: CollectOptions, progress: ProgressSink | None = None) -> CollectResult:
+def run_collect(
+    opts: CollectOptions, progress: ProgressSink | None = None, finalize: Finalizer | None = None
+) -> CollectResult:
     """Collect a dump of the ranks that ``opts`` names; see the module docstring."""
     _validate(opts)
     started = time.time()
@@ -141,11 +152,28 @@ def run_collect(opts: CollectOptions, progress: ProgressSink | None = None) -> C
     host = socket.gethostname()
     out_dir = _prepare_out_dir(opts.out or default_out_dir(host, started))
     session = _Session(opts, out_dir, progress or _NoProgress(), host, started)
+    session.finalize = finalize
     session.step("discover", "timeout" if timed_out else "ok", reason=timed_out,
                  duration_s=discover_s)  # fmt: skip
     for note in found.notes:
         session.warn(note)
-    return session.run(found.ranks)
+    return session.run(_matching(found.ranks, opts.match_env, session))
+
+
+def _matching(
+    found: list[DiscoveredRank], match_env: tuple[tuple[str, str], ...], session: _Session
+) -> list[DiscoveredRank]:
+    """The ranks whose environment has every ``match_env`` value; the rest is said."""
+    if not match_env:
+        return found
+    kept = [d for d in found if all(d.target.env.get(k) == v for k, v in match_env)]
+    if len(kept) < len(found):
+        wanted = ", ".join(f"{k}={v}" for k, v in match_env)
+        session.warn(
+            f"{len(found) - len(kept)} rank process(es) on this node belong to another job "
+            f"(not {wanted}); left out"
+        )
+    return kept
 
 
 def _as_given(pids: tuple[int, ...], why: str) -> Discovery:
@@ -230,6 +258,7 @@ class _Session:
         )
         self.manifest = _new_manifest(opts, host, started, self.exe)
         self.writer = DumpWriter(out_dir)
+        self.finalize: Finalizer | None = None
         if not opts.redact:
             self.warn(NO_REDACT_WARNING)
 
@@ -337,6 +366,8 @@ class _Session:
                 help_text="It can still be analyzed (its manifest says what is missing and "
                 "why); for a complete one, free space or choose another --out.",
             )
+        if self.finalize is not None:
+            self._finalize(self.finalize)
         archive_path = self._archive() if self.opts.archive else None
         return CollectResult(self.out_dir, archive_path, self.manifest)
 
@@ -558,6 +589,18 @@ class _Session:
                 if path.resolve().is_relative_to(self.out_dir.resolve()):
                     redact_file(path)
         return records
+
+    def _finalize(self, finalize: Finalizer) -> None:
+        """Run the finalizer (the node summary) on the complete dump; never raises."""
+        began = time.monotonic()
+        try:
+            why = finalize(self.out_dir)
+        except Exception as exc:  # a summary bug must not cost the dump
+            why = f"{type(exc).__name__}: {exc}"
+        self.step("summary", "ok" if why is None else "failed", reason=why, since=began)
+        if why is not None:
+            self.warn(f"could not write the node summary: {why}")
+        self.save_manifest()
 
     def _archive(self) -> Path | None:
         """Pack the finished dump; the archive holds the manifest as it was before this step."""

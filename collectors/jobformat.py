@@ -44,6 +44,8 @@ ThreadRef = list[int | str | None]
 
 NodeStatus = Literal["ok", "partial", "failed", "timeout"]
 Transfer = Literal["shared", "stream", "summary"]
+# What a whole-job collection was asked for: auto lets each node pick shared or stream.
+TransferMode = Literal["auto", "shared", "stream", "summary"]
 
 
 class ThreadShape(TypedDict):

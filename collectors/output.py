@@ -92,8 +92,7 @@ class DumpWriter:
             why = f"cannot write {self._rel(path)}: {exc.strerror or exc}"
             if exc.errno in OUT_OF_SPACE and self.full is None:
                 self.full = (
-                    f"the output file system is full ({exc.strerror or exc}; at "
-                    f"{self._rel(path)})"
+                    f"the output file system is full ({exc.strerror or exc}; at {self._rel(path)})"
                 )
             return why
         return None

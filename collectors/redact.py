@@ -4,6 +4,15 @@ Every collector and renderer that writes an environment variable, a command line
 log excerpt passes it through here first, so that a dump attached to a ticket never
 carries a token. The rules lean towards redacting too much: a hidden ``SESSION_ID`` costs
 nothing in a hang diagnosis, a leaked ``HF_TOKEN`` costs a credential rotation.
+
+Three ways a secret is recognised: by its name (``HF_TOKEN=…``, ``--password X``, a JSON
+key, a py-spy local), by its shape (provider token formats, PEM keys, JWTs), and by its
+place (credentials in URLs, ``Authorization`` headers, signed-URL ``sig=``). Users:
+collect (environment, command lines, py-spy JSON, copied logs, and a last pass over
+whatever extra collectors wrote), the analyzer (``analyzer/redaction.py`` redacts the
+loaded Evidence, so every report is), and the ticket archive. Text is scanned only where
+a pattern's trigger literal occurs: 20 MB of log costs ~0.5 s, not ~8 s.
+tests/reliability/ holds the property tests (see RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -412,11 +421,12 @@ def redact_json_bytes(data: bytes) -> bytes:
     """
     try:
         parsed = json.loads(data)
-    except ValueError:  # not JSON after all: redact it as text rather than pass it through
+        cleaned = redact_json_value(parsed)
+    except (ValueError, RecursionError):  # not JSON after all (or nested past the
+        # recursion limit): redact it as text rather than pass it through
         text = data.decode("utf-8", "replace")
         cleaned_text = redact_text(text)
         return data if cleaned_text == text else cleaned_text.encode("utf-8")
-    cleaned = redact_json_value(parsed)
     if cleaned is parsed:
         return data
     return (json.dumps(cleaned, indent=2) + "\n").encode("utf-8")

@@ -85,21 +85,67 @@ def collect(
     no_redact: Annotated[
         bool, typer.Option("--no-redact", help="Keep secrets in the dump (loud; avoid).")
     ] = False,
+    slurm_job: Annotated[
+        str | None,
+        typer.Option(
+            "--slurm-job",
+            help="Collect every node of this running Slurm job "
+            "(srun --overlap in its allocation), into --out.",
+        ),
+    ] = None,
+    transfer: Annotated[
+        str,
+        typer.Option(
+            help="With --slurm-job: auto (shared if the nodes see --out, else "
+            "stream), shared, stream (dumps come back through srun), summary "
+            "(only node summaries come back)."
+        ),
+    ] = "auto",
+    node_timeout: Annotated[
+        float, typer.Option(min=5.0, help="With --slurm-job: seconds a node may take.")
+    ] = 300.0,
+    remote_hangdoc: Annotated[
+        str | None,
+        typer.Option(
+            help="With --slurm-job: the hangdoc command on the nodes (default: "
+            "this Python's `-m hangdoc`)."
+        ),
+    ] = None,
 ) -> None:
-    """Collect stacks and process state from the ranks of a stuck job on this node."""
+    """Collect stacks and process state of a stuck job's ranks: this node's, or every node's."""
     from rich.progress import Progress
 
     from hangdoc.collectors.collect import CollectOptions, run_collect
     from hangdoc.collectors.discovery import parse_pid_args
 
-    pids = tuple(parse_pid_args(pid or []))
-    if not pids and not all_ranks:
-        raise UsageError("say which processes to collect", help_text="Use --pid PID or --all.")
     if no_redact:
         err_console.print(
             "[bold red]--no-redact: secrets in the environment and logs will be written "
             "into the dump as they are. Do not attach it to a public ticket.[/]"
         )
+    if slurm_job is not None:
+        from hangdoc.jobcli import run_job_collect
+
+        raise typer.Exit(
+            run_job_collect(
+                job_id=slurm_job,
+                out=out,
+                transfer=transfer,
+                node_timeout=node_timeout,
+                remote_hangdoc=remote_hangdoc,
+                samples=samples,
+                interval=interval,
+                timeout=timeout,
+                native=native,
+                subprocesses=subprocesses,
+                nonblocking=nonblocking,
+                redact=not no_redact,
+                console=console,
+            )
+        )
+    pids = tuple(parse_pid_args(pid or []))
+    if not pids and not all_ranks:
+        raise UsageError("say which processes to collect", help_text="Use --pid PID or --all.")
     options = CollectOptions(
         pids=pids,
         all=all_ranks,
@@ -116,7 +162,9 @@ def collect(
     )
     with Progress(console=err_console, transient=True) as progress:
         sink = _ProgressSink(progress)
-        result = run_collect(options, sink)
+        from hangdoc.jobcli import write_summary  # the node summary, read first by analyze
+
+        result = run_collect(options, sink, write_summary)
     manifest = result.manifest
     ranks = [r["rank"] for r in manifest["ranks"]]
     failed = [s for s in manifest["steps"] if s["status"] != "ok"]
@@ -178,6 +226,13 @@ def analyze(
         ),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
+    no_summaries: Annotated[
+        bool,
+        typer.Option(
+            "--no-summaries",
+            help="Read every raw file, even where a node summary (summary.json) would do.",
+        ),
+    ] = False,
 ) -> None:
     """Explain why the job hung: terminal summary, and HTML/JSON/Markdown on request."""
     if archive is not None and archive.exists():
@@ -187,7 +242,7 @@ def analyze(
             "[bold red]--no-redact: secrets in the inputs are shown in the reports and "
             "archived as they are. Do not attach them to a public ticket.[/]"
         )
-    diagnosis = run_analysis(paths, redact=not no_redact)
+    diagnosis = run_analysis(paths, redact=not no_redact, summaries=not no_summaries)
     write_outputs(diagnosis, html=html, json_out=json_out, md=md)
     if archive is not None:
         from hangdoc.analyzer.ticket import write_ticket_archive
@@ -204,11 +259,11 @@ def analyze(
             console.print(f"{label}: {path}")
 
 
-def run_analysis(paths: list[Path], *, redact: bool = True) -> Diagnosis:
+def run_analysis(paths: list[Path], *, redact: bool = True, summaries: bool = True) -> Diagnosis:
     from hangdoc.analyzer.engine import analyze as run_rules
     from hangdoc.analyzer.loader import load_paths
 
-    evidence = load_paths(paths, redact=redact)
+    evidence = load_paths(paths, redact=redact, summaries=summaries)
     return run_rules(evidence)
 
 
@@ -216,7 +271,11 @@ def write_outputs(
     diagnosis: Diagnosis, *, html: Path | None, json_out: Path | None, md: Path | None
 ) -> None:
     if json_out is not None:
-        json_out.write_text(json.dumps(diagnosis.to_json(), indent=2) + "\n", encoding="utf-8")
+        from hangdoc.analyzer.redaction import NO_REDACT_NOTE
+
+        doc = diagnosis.to_json()
+        doc["redacted"] = NO_REDACT_NOTE not in diagnosis.evidence.notes  # an added key
+        json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     if html is not None:
         from hangdoc.analyzer.render.html import write_html
 
@@ -270,6 +329,16 @@ def demo(
     from hangdoc.demo import run_demo
 
     run_demo(out, ranks=ranks, recorded=recorded, console=console)
+
+
+def _register_node_collect() -> None:
+    """The launcher's per-node entry point (hangdoc/jobcli.py), hidden from --help."""
+    from hangdoc.jobcli import node_collect
+
+    app.command(name="node-collect", hidden=True)(node_collect)
+
+
+_register_node_collect()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,6 +55,7 @@ ARTIFACTS = ("fr", "stacks", "cuda", "info", "fr_pickle")
 DEFAULT_WANT = ("fr", "stacks", "cuda", "info")  # fr_pickle (with call stacks) on request
 _REQUEST_LIMIT = 64 * 1024
 _REQUEST_TIMEOUT_S = 10.0
+_SEND_TIMEOUT_S = 60.0
 _PTH_NAME = "hangdoc-hook.pth"
 _PTH_LINE = "import hangdoc.hook; hangdoc.hook.autostart()\n"
 
@@ -159,7 +160,7 @@ def _handle(conn: socket.socket) -> None:
         request = {}
     want = request.get("want") if isinstance(request, dict) else None
     wanted = [w for w in want if w in ARTIFACTS] if isinstance(want, list) else list(DEFAULT_WANT)
-    conn.settimeout(None)
+    conn.settimeout(_SEND_TIMEOUT_S)  # a client that stops reading cannot hold the hook
     for name, payload, error, seconds in _artifacts(wanted):
         header = {"name": name, "size": len(payload), "error": error, "seconds": seconds}
         conn.sendall(json.dumps(header).encode() + b"\n" + payload)

@@ -279,6 +279,21 @@ def _classify_uncached(thread: ThreadStack) -> ThreadActivity:
     )
 
 
+def _sleeping(thread: ThreadStack, process: ProcessEvidence) -> bool:
+    """py-spy called the thread idle, or (its idle flag being a heuristic) the thread
+    used next to no CPU time between the last two samples."""
+    if thread.active is False:
+        return True
+    states = [
+        t
+        for sample in process.proc_samples[-2:]
+        for t in sample.threads
+        if t.tid == thread.os_thread_id
+    ]
+    ticks = [t.cpu_ticks for t in states if t.cpu_ticks is not None]
+    return len(ticks) == 2 and ticks[1] - ticks[0] <= 2
+
+
 def _idle_collective(thread: ThreadStack) -> CollectiveCall | None:
     """An idle thread whose innermost Python frame waits for a collective it does not
     name (catalog.IDLE_COLLECTIVE_FRAMES: DDP's gradient all_reduce inside backward)."""
@@ -312,7 +327,7 @@ def classify_process(rank: int, process: ProcessEvidence) -> RankActivity | None
         # No thread is marked main (a faulthandler dump without "Current thread"):
         # prefer the one in a collective, else the first.
         main = next((a for a in threads if a.collective is not None), threads[0])
-    if main is not None and main.collective is None and main.thread.active is False:
+    if main is not None and main.collective is None and _sleeping(main.thread, process):
         # Idle in backward is DDP's gradient all_reduce — unless another thread holds the
         # GIL, in which case the main thread may merely be waiting for it.
         others_hold_gil = any(a.thread.owns_gil for a in threads if a is not main)

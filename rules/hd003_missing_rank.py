@@ -105,11 +105,14 @@ class MissingRank(Rule):
     ) -> Finding:
         ev = ctx.evidence
         hosts = sorted({p.host for p in ev.processes if p.host})
+        where = ", ".join(hosts) if 0 < len(hosts) <= 3 else f"the {len(hosts)} collected nodes"
+        if not hosts:
+            where = "the collected node"
         parts: list[str] = []
         if dead:
             parts.append(
                 f"The job has WORLD_SIZE={world}, but no process of {plural_ranks(dead)} "
-                f"exists on {', '.join(hosts) or 'the collected node'}, where its other "
+                f"exists on {where}, where its other "
                 "local ranks run."
             )
         if exited:

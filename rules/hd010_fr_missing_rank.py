@@ -84,12 +84,13 @@ class FrMissingRank(Rule):
     def _finding(self, problem: Problem, result: MatchResult, ctx: RuleContext) -> Finding:
         where = where_text(problem, result)
         blamed, waiting = plural_ranks(problem.blamed), plural_ranks(problem.waiting)
+        wait = its(problem.waiting, "waits", "wait")
         rec = problem.record
         detail = op_text(rec) if rec is not None else problem.op
         ranks = problem.blamed
         explanation = (
             f"{waiting.capitalize()} issued {detail} as collective "
-            f"{seq_text(problem, result)} and wait in it; {blamed} never issued it "
+            f"{seq_text(problem, result)} and {wait} in it; {blamed} never issued it "
             f"({its(ranks, 'its flight recorder stops', 'their flight recorders stop')} "
             f"before it on this group). Where {its(ranks, 'it is', 'they are')} instead: "
             f"{doings(result, ctx, ranks)}."
@@ -98,10 +99,10 @@ class FrMissingRank(Rule):
         if problem.root:
             category = root_category(problem, result, ctx)
             severity, fix = Severity.CRITICAL, found.fix or GENERIC_FIX
-            title = f"{blamed} never issued {where} that {waiting} wait in"
+            title = f"{blamed} never issued {where} that {waiting} {wait} in"
             if found.known:
                 them = "it" if len(problem.blamed) == 1 else "them"
-                title = f"{blamed} {found.doing}; {waiting} wait in {where} without {them}"
+                title = f"{blamed} {found.doing}; {waiting} {wait} in {where} without {them}"
             stuck_elsewhere = any(
                 result.ranks.get(r) is not None and result.ranks[r].stuck is not None
                 for r in problem.blamed

@@ -42,6 +42,7 @@ from hangdoc.rules.fr_text import (
     doings,
     expected_on_collected_host,
     fr_match,
+    its,
     op_text,
     problem_refs,
     seq_text,
@@ -72,6 +73,7 @@ class FrRankWithoutDump(Rule):
     def _finding(self, problem: Problem, result: MatchResult, ctx: RuleContext) -> Finding:
         where = where_text(problem, result)
         blamed, waiting = plural_ranks(problem.blamed), plural_ranks(problem.waiting)
+        wait = its(problem.waiting, "waits", "wait")
         procs = ctx.evidence.ranked()
         alive = [r for r in problem.blamed if r in procs and not procs[r].exited]
         gone = [r for r in problem.blamed if r not in procs or procs[r].exited]
@@ -80,13 +82,13 @@ class FrRankWithoutDump(Rule):
         explanation = (
             f"{waiting.capitalize()} — every member of this group that left a flight "
             f"recorder dump — issued {detail} as collective {seq_text(problem, result)} "
-            f"and wait in it. {blamed.capitalize()} left no dump"
+            f"and {wait} in it. {blamed.capitalize()} left no dump"
         )
         explanation += f": {doings(result, ctx, tuple(alive))}." if alive else "."
         if alive and not gone:
             found = blame(result, ctx, tuple(alive))
             category, fix = found.category, found.fix or DEAD_FIX
-            title = f"{waiting} wait in {where}; {blamed} left no flight recorder dump"
+            title = f"{waiting} {wait} in {where}; {blamed} left no flight recorder dump"
             confidence, severity = 0.75, Severity.ERROR
         else:
             category, fix = Category.RANK_DEAD, DEAD_FIX
@@ -95,7 +97,7 @@ class FrRankWithoutDump(Rule):
             if exited or on_host:
                 confidence, severity = (0.9 if exited else 0.85), Severity.CRITICAL
                 them = "it" if len(gone) == 1 else "them"
-                title = f"{blamed} died; {waiting} wait for {them} in {where}"
+                title = f"{blamed} died; {waiting} {wait} for {them} in {where}"
                 if on_host:
                     host = next(h for h in hosts.values() if h is not None)
                     explanation += (
@@ -105,7 +107,7 @@ class FrRankWithoutDump(Rule):
                     )
             else:
                 confidence, severity = 0.6, Severity.ERROR
-                title = f"{waiting} wait in {where} for {blamed}, of which nothing was collected"
+                title = f"{waiting} {wait} in {where} for {blamed}, of which nothing was collected"
                 explanation += (
                     " Nothing at all was collected from them: they died, or run on a node "
                     "that was not collected (collect there to tell)."

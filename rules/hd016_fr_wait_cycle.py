@@ -36,7 +36,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.fr_matching import Kind, Problem
-from hangdoc.rules.fr_text import fr_match, problem_refs, where_text
+from hangdoc.rules.fr_text import fr_match, its, problem_refs, where_text
 
 
 def _reach(start: Problem) -> list[Problem]:
@@ -78,8 +78,8 @@ class FrWaitCycle(Rule):
             p2p = any(p.kind is Kind.P2P for p in loop)
             ranks = sorted({r for p in loop for r in (*p.waiting, *p.blamed)})
             steps = [
-                f"{plural_ranks(p.waiting)} wait in {where_text(p, result)} for "
-                + plural_ranks(p.blamed)
+                f"{plural_ranks(p.waiting)} {its(p.waiting, 'waits', 'wait')} in "
+                f"{where_text(p, result)} for " + plural_ranks(p.blamed)
                 for p in loop
             ]
             refs = [ref for p in loop for ref in problem_refs(result, ctx, p)]

@@ -82,7 +82,7 @@ class IoStall(Rule):
         doing = "saving a checkpoint" if saving else "writing"
         title = (
             f"rank {rank} is stuck in the file system"
-            + (f" {doing} {files[0].path}" if files else "")
+            + (f" {doing} {files[0].path.rsplit('/', 1)[-1]}" if files else "")
             + f" ({'D state' if stall.uninterruptible else 'file-system wait'}"
             + (f", {wchans[0]}" if wchans else "")
             + ")"
@@ -99,7 +99,11 @@ class IoStall(Rule):
         )
         if files:
             explanation += " " + "; ".join(f.progress_text() for f in files[:3]) + "."
-            explanation += f" The write goes to {target}, whose storage does not answer."
+            latest = files[0].latest
+            if latest.mount and latest.fstype:
+                explanation += (
+                    f" It lives on {latest.mount} ({latest.fstype}), whose storage does not answer."
+                )
         elif not has_file_facts(proc):
             explanation += (
                 " The dump has no open-file facts (an older collector), so the file is unknown."

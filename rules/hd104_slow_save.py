@@ -91,7 +91,7 @@ class SlowSave(Rule):
         files = writers[first]
         title = (
             f"{plural_ranks(ranks)} {verb(ranks, 'is', 'are')} still writing {what} "
-            f"({files[0].progress_text()})"
+            f"({files[0].short_progress()})"
             + (
                 f" while {plural_ranks(waiting)} {verb(waiting, 'waits', 'wait')}: slow, not hung"
                 if waiting

@@ -50,6 +50,14 @@ class FileTrack:
         mount = f" on {f.mount} ({f.fstype})" if f.mount and f.fstype else ""
         return f"{self.path}{mount}"
 
+    def short_progress(self) -> str:
+        """For titles: 'model.pt grew by 768.0 KiB in 3.0 s'."""
+        grew, span = self.growth(), self.span_s()
+        name = self.path.rsplit("/", 1)[-1]
+        if grew is None or grew <= 0:
+            return f"{name} did not grow"
+        return f"{name} grew by {_human(grew)}{_over(span)}"
+
     def progress_text(self) -> str:
         grew, span = self.growth(), self.span_s()
         if grew is None:

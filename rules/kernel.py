@@ -28,6 +28,11 @@ def wchan_kind(wchan: str | None) -> str | None:
     return None
 
 
+# CPU ticks (10 ms) a sleeping thread may still use between samples: waking up to check a
+# timeout or to ask for the GIL costs a little.
+MAX_SLEEPING_TICKS = 2
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadTrack:
     """One thread of one process, at every sample it was seen in."""
@@ -53,6 +58,16 @@ class ThreadTrack:
 
     def always_idle(self) -> bool:
         return bool(self.stacks) and all(s.active is False for s in self.stacks)
+
+    def asleep(self) -> bool:
+        """Not running: py-spy called it idle at every sample, or it used next to no CPU
+        time between the first and last sample. py-spy's idle flag is a heuristic, and the
+        state letter is a snapshot: a thread waiting for the GIL wakes every 5 ms to ask
+        for it, so it can read as active, or as running (R), and still never run."""
+        if self.always_idle():
+            return True
+        delta = self.cpu_delta()
+        return delta is not None and delta <= MAX_SLEEPING_TICKS
 
     def always_owns_gil(self) -> bool:
         return bool(self.stacks) and all(s.owns_gil is True for s in self.stacks)

@@ -92,7 +92,7 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
         innermost is not None and innermost is track.user_frame() and frame_tag(innermost) is None
     )
     futex = bool(track.states) and track.wait_kinds() == {"futex"}
-    if untagged_user and futex and track.always_idle() and samples >= 2:
+    if untagged_user and futex and track.asleep() and samples >= 2:
         return LockWait(track, "futex", frame, _lock_locals(track))
     return None
 
@@ -115,7 +115,7 @@ def gil_holder(process: ProcessEvidence) -> GilHolder | None:
     starved = [
         t
         for t in tracks
-        if t is not holder and len(t.stacks) == samples and t.always_idle() and t.unmoved()
+        if t is not holder and len(t.stacks) == samples and t.asleep() and t.unmoved()
     ]
     if not any(t.is_main for t in starved):
         return None

@@ -87,43 +87,49 @@ class JitPickler:
             self.out += b"\x8a\x08" + _PACK_q(n)
 
     def push(self, value: object, shared: bool = False) -> None:
-        if value is None:
+        kind = type(value)
+        if kind is str:
+            self.string(value)  # type: ignore[arg-type]
+        elif kind is int:
+            self.integer(value)  # type: ignore[arg-type]
+        elif value is None:
             self.out += b"N"
         elif value is True:
             self.out += b"\x88"
         elif value is False:
             self.out += b"\x89"
-        elif isinstance(value, int):
-            self.integer(value)
-        elif isinstance(value, float):
+        elif kind is float:
             self.out += b"G" + _PACK_d(value)
-        elif isinstance(value, str):
-            self.string(value)
-        elif isinstance(value, dict):
-            if shared:
-                known = self.shared.get(id(value))
-                if known is not None:
-                    self.get(known)
-                    return
-            self.out += b"}("
-            for k, v in value.items():
-                self.push(k)
-                self.push(v)
-            self.out += b"u"
-            if shared:
-                self.shared[id(value)] = self.put()
-                self.keep.append(value)
-        elif isinstance(value, list):
+        elif kind is dict:
+            self.dict(value, shared)  # type: ignore[arg-type]
+        elif kind is list:
             self.out += b"]("
-            for item in value:
-                self.push(item, id(item) in self.repeated)
+            repeated, push = self.repeated, self.push
+            for item in value:  # type: ignore[attr-defined]
+                push(item, id(item) in repeated)
             self.out += b"e"
-        elif isinstance(value, tuple):
-            for item in value:
+        elif kind is tuple:
+            for item in value:  # type: ignore[attr-defined]
                 self.push(item)
-            self.out += {0: b")", 1: b"\x85", 2: b"\x86", 3: b"\x87"}.get(len(value), b"t")
+            self.out += {0: b")", 1: b"\x85", 2: b"\x86", 3: b"\x87"}.get(len(value), b"t")  # type: ignore[arg-type]
         else:
-            raise TypeError(f"torch's FR pickler never writes {type(value).__name__}")
+            raise TypeError(f"torch's FR pickler never writes {kind.__name__}")
+
+    def dict(self, value: dict[str, object], shared: bool) -> None:
+        if shared:
+            known = self.shared.get(id(value))
+            if known is not None:
+                self.get(known)
+                return
+        self.out += b"}("
+        string, push = self.string, self.push
+        for k, v in value.items():
+            string(k)  # FR dicts have string keys
+            push(v)
+        self.out += b"u"
+        if shared:
+            self.shared[id(value)] = self.put()
+            self.keep.append(value)
 
 
 def _repeated_frames(doc: object) -> set[int]:
@@ -150,11 +156,36 @@ _TORCH = "/opt/venv/lib/python3.11/site-packages/torch/distributed"
 _FRAMES = [
     ("all_reduce", f"{_TORCH}/distributed_c10d.py", 3245),
     ("wrapper", f"{_TORCH}/c10d_logger.py", 83),
+    ("_reduce_bucket", f"{_TORCH}/algorithms/ddp_comm_hooks/default_hooks.py", 22),
+    ("_hook", f"{_TORCH}/../nn/parallel/distributed.py", 1498),
+    ("_call_impl", "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", 1762),
+    (
+        "_wrapped_call_impl",
+        "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py",
+        1751,
+    ),
+    ("forward", "/srv/job/model/transformer.py", 412),
+    ("_call_impl", "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", 1762),
+    (
+        "_wrapped_call_impl",
+        "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py",
+        1751,
+    ),
+    ("forward", "/srv/job/model/block.py", 97),
+    ("checkpoint", "/opt/venv/lib/python3.11/site-packages/torch/utils/checkpoint.py", 496),
+    ("backward", "/opt/venv/lib/python3.11/site-packages/torch/autograd/__init__.py", 353),
+    ("backward", "/opt/venv/lib/python3.11/site-packages/torch/_tensor.py", 648),
+    ("scale_and_backward", "/srv/job/trainer/amp.py", 61),
     ("reduce_grads", "/srv/job/trainer/ddp.py", 212),
     ("train_step", "/srv/job/trainer/loop.py", 88),
     ("run_epoch", "/srv/job/trainer/loop.py", 141),
     ("fit", "/srv/job/trainer/loop.py", 33),
     ("main", "/srv/job/train.py", 57),
+    (
+        "wrapper",
+        "/opt/venv/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py",
+        355,
+    ),
     ("<module>", "/srv/job/train.py", 80),
 ]
 _STEP_OPS = (
@@ -179,7 +210,7 @@ class Job:
     ranks: int
     entries: int = 2000
     steps_before: int = 0  # steps that scrolled out of the ring buffer already
-    frames: int = 8
+    frames: int = len(_FRAMES)  # a DDP gradient hook's stack is about this deep
     planted: list[Planted] = field(default_factory=list)
 
     def __post_init__(self) -> None:

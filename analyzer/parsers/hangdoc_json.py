@@ -15,6 +15,7 @@ from hangdoc.analyzer.model import InputKind, ProcessEvidence, ProcSample, Threa
 from hangdoc.analyzer.parsers import node_facts
 from hangdoc.analyzer.parsers.base import ParsedFile, decode_bytes, read_text_capped
 from hangdoc.analyzer.parsers.jsonio import (
+    NESTING_LIMIT_TEXT,
     as_dict,
     get_bool,
     get_dict,
@@ -120,6 +121,8 @@ def load_json_object(path: Path) -> tuple[dict[str, object] | None, str | None]:
     except json.JSONDecodeError as exc:
         what = "truncated JSON" if is_truncation(exc, text) else "invalid JSON"
         return None, f"{what} at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    except RecursionError:  # hostile input: thousands of nested brackets
+        return None, f"invalid JSON: nested deeper than {NESTING_LIMIT_TEXT}"
     obj = as_dict(value)
     if obj is None:
         return None, f"expected a JSON object, found {type(value).__name__}"

@@ -25,6 +25,9 @@ class Documents:
 
 
 _DECODER = json.JSONDecoder()
+# json's C decoder recurses once per nesting level and raises RecursionError (not a
+# JSONDecodeError) near the interpreter's recursion limit.
+NESTING_LIMIT_TEXT = "the interpreter's recursion limit (about 1,000 levels)"
 
 
 def is_truncation(exc: json.JSONDecodeError, text: str) -> bool:
@@ -51,7 +54,7 @@ def _salvage_list(text: str, start: int) -> tuple[list[object], int]:
             return items, pos
         try:
             value, pos = _DECODER.raw_decode(text, pos)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return items, pos
         items.append(value)
 
@@ -73,6 +76,11 @@ def decode_documents(text: str, *, salvage: bool = True) -> Documents:
             break
         try:
             value, pos = _DECODER.raw_decode(text, pos)
+        except RecursionError:  # hostile input: thousands of nested brackets
+            docs.error = f"invalid JSON at {_position(text, pos)}: nested deeper than " + (
+                NESTING_LIMIT_TEXT
+            )
+            break
         except json.JSONDecodeError as exc:
             what = "truncated JSON" if is_truncation(exc, text) else "invalid JSON"
             if salvage and text[pos] == "[":

@@ -35,6 +35,7 @@ from hangdoc.analyzer.parsers.jsonio import (
     get_str,
 )
 from hangdoc.analyzer.parsers.prefixes import split_streams
+from hangdoc.analyzer.redaction import redact_local
 
 # A native frame's "file" is a shared object or a C source (``libc.so.6``,
 # ``Modules/timemodule.c``); Python frames have a .py/.pyx file or a pseudo-file such as
@@ -89,12 +90,9 @@ def frame_from_json(raw: object) -> Frame | None:
     for item in local_items:
         if isinstance(item, dict):
             local_name, local_repr = item.get("name"), item.get("repr")
-            pairs.append(
-                (
-                    local_name if isinstance(local_name, str) else "?",
-                    local_repr if isinstance(local_repr, str) else "?",
-                )
-            )
+            local = local_name if isinstance(local_name, str) else "?"
+            value = local_repr if isinstance(local_repr, str) else "?"
+            pairs.append((local, redact_local(local, value)))
     return replace(frame, locals=tuple(pairs))
 
 

@@ -38,6 +38,7 @@ from hangdoc.analyzer.parsers.prefixes import (
     split_streams,
 )
 from hangdoc.analyzer.parsers.pyspy_json import is_main_thread, is_native
+from hangdoc.analyzer.redaction import redact_local
 
 _PROCESS = re.compile(r"Process (\d+):\s?(.*)$")
 _PARENT = re.compile(r"Parent Process (\d+):\s?(.*)$")
@@ -166,7 +167,8 @@ def parse_dump_lines(lines: list[tuple[int, str]], source: str, notes: list[str]
             continue
         if thread.in_locals and thread.frame_indent is not None and indent > thread.frame_indent:
             name, _, value = stripped.partition(": ")
-            thread.locals.append((name.rstrip(":"), value))
+            name = name.rstrip(":")
+            thread.locals.append((name, redact_local(name, value)))
             continue
         frame = _frame(stripped)
         if frame is not None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from hangdoc import __version__
 from hangdoc.analyzer.diagnosis import Diagnosis
+from hangdoc.analyzer.redaction import NO_REDACT_NOTE
 from hangdoc.analyzer.render.report_common import JsonDict, truncate
 from hangdoc.analyzer.render.report_data import build_report_data
 from hangdoc.rules.base import Rule
@@ -79,6 +80,8 @@ def _head(data: JsonDict) -> list[str]:
     h = data["headline"]
     job = data["job"]
     lines = [f"## hangdoc: {text(h['sentence'])}", ""]
+    if NO_REDACT_NOTE in data["notes"]:  # a summary pasted into a ticket must say so
+        lines += [f"> **Warning:** {text(NO_REDACT_NOTE)}", ""]
     if h["rule"] is not None:
         lines.append(
             f"**Cause:** {text(h['category_label'])} ({code(h['category'])}) · "

@@ -77,7 +77,7 @@ def format_time(seconds: float | None) -> str | None:
     """POSIX seconds as UTC ISO text: fixed zone, so the same input renders the same."""
     if seconds is None:
         return None
-    moment = _dt.datetime.fromtimestamp(seconds, tz=_dt.timezone.utc)
+    moment = _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

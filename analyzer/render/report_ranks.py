@@ -19,6 +19,7 @@ from hangdoc.analyzer.render.report_common import (
     format_time,
     truncate,
 )
+from hangdoc.collectors.redact import is_secret_name, redact_text
 from hangdoc.rules.activity import RankActivity
 
 MAX_RANK_GROUPS = 200
@@ -30,7 +31,6 @@ MAX_EVENT_SOURCES = 5
 # Keys that differ between ranks by construction; showing them hides the differences
 # that matter (a different NCCL_* or CUDA setting on one node).
 _PER_RANK_KEY = re.compile(r"(^|_)RANK$|^HOSTNAME$|^HOST$")
-_SECRET_KEY = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY", re.I)
 _FAILURE_WORDS = ("error", "fail", "timeout", "timed_out", "exit", "oom", "crash", "exception",
                   "signal", "abort", "fatal", "warn")  # fmt: skip
 _DIGITS = re.compile(r"\d+")
@@ -187,11 +187,15 @@ def env_differences(evidence: Evidence, sets: RankSets) -> JsonDict:
             per_rank.append(key)
             continue
         ordered = sorted(values.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
-        secret = bool(_SECRET_KEY.search(key))
+        # Evidence from load_paths is redacted already; an Evidence built another way
+        # (the API, a test) is masked here by the same rules.
+        secret = is_secret_name(key)
         shown = [
             {
                 **sets.fields(members),
-                "value": None if value is None else ("‹redacted›" if secret else value),
+                "value": None
+                if value is None
+                else ("‹redacted›" if secret else redact_text(value)),
             }
             for value, members in ordered[:MAX_ENV_VALUES]
         ]

@@ -11,6 +11,7 @@ flips, repetition, and compression.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,22 @@ def seeds_of(kind: InputKind) -> list[Seed]:
 
 def _lines(data: bytes) -> list[bytes]:
     return data.split(b"\n")
+
+
+class Variant:
+    """A hostile file; its repr names how it was made, not its (megabytes of) bytes.
+
+    Not a dataclass: Hypothesis prints dataclasses field by field, megabytes included.
+    """
+
+    __slots__ = ("data", "how")
+
+    def __init__(self, data: bytes, how: str) -> None:
+        self.data, self.how = data, how
+
+    def __repr__(self) -> str:
+        digest = hashlib.sha256(self.data).hexdigest()[:12]
+        return f"Variant({self.how!r}, {len(self.data)} bytes, sha256 {digest}…)"
 
 
 @st.composite

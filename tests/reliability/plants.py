@@ -17,7 +17,7 @@ import random
 import string
 import tarfile
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +42,7 @@ def plants(seed: int = 0) -> list[Plant]:
     hexd = "0123456789abcdef"
     pem_body = "MIIEow" + _word(r, 40)
     jwt_sig = _word(r, 30)
-    out = [
+    out: list[tuple[str, str, Callable[[], str]]] = [
         ("hf-token", "hf_{}", lambda: _word(r, 34)),
         ("hf-org-token", "api_org_{}", lambda: _word(r, 34)),
         ("github-classic", "ghp_{}", lambda: _word(r, 36)),

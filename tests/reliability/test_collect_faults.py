@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -176,46 +175,45 @@ def pyspy_exe() -> Path:
     return exe
 
 
-def _block_reads_of(monkeypatch: pytest.MonkeyPatch, pid: int, names: tuple[str, ...]) -> None:
-    """Reads of /proc/PID/<name> block until the test ends, as under a held memory lock."""
-    release = threading.Event()
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    """Set at teardown: frees the reads a test made block (their threads were abandoned)."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def _block_reads_of(
+    monkeypatch: pytest.MonkeyPatch, pid: int, names: tuple[str, ...], release: threading.Event
+) -> None:
+    """Reads of /proc/PID/<name> block until ``release``, as under a held memory lock."""
     real = procfs._read_bytes
+    real_environ = procfs.read_environ
 
     def blocking(path: Path) -> bytes | None:
         if path.parent.name == str(pid) and path.name in names:
             release.wait(60)
         return real(path)
 
-    monkeypatch.setattr(procfs, "_read_bytes", blocking)
-    real_environ = procfs.read_environ
-
     def blocking_environ(p: int) -> dict[str, str]:
         if p == pid and "environ" in names:
             release.wait(60)
         return real_environ(p)
 
+    monkeypatch.setattr(procfs, "_read_bytes", blocking)
     monkeypatch.setattr(procfs, "read_environ", blocking_environ)
-    monkeypatch.setattr(sys.modules[__name__], "_RELEASE", release, raising=False)
-
-
-@pytest.fixture(autouse=True)
-def _release_blocked_reads() -> Iterator[None]:
-    yield
-    release = globals().get("_RELEASE")
-    if isinstance(release, threading.Event):
-        release.set()
 
 
 def test_proc_reads_that_block_are_bounded(
-    spawn: Spawn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spawn: Spawn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, release: threading.Event
 ) -> None:
     # GIVEN a target whose /proc wchan reads block (every sample) and whose cmdline and
     # environ reads block (discovery, static facts)
     target = spawn(0)
-    _block_reads_of(monkeypatch, target.pid, ("wchan", "cmdline", "environ"))
+    _block_reads_of(monkeypatch, target.pid, ("wchan", "cmdline", "environ"), release)
     began = time.monotonic()
     opts = CollectOptions(pids=(target.pid,), out=tmp_path / "d", samples=2, interval_s=0,
-                          step_timeout_s=1.5)  # fmt: skip
+                          step_timeout_s=1)  # fmt: skip
     # WHEN collected
     result = run_collect(opts)
     count("faults: injected", 1)

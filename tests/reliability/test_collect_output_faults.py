@@ -13,13 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from hangdoc.analyzer.loader import load_paths
-from hangdoc.collectors import output
+from hangdoc.collectors import atomic, output
 from hangdoc.collectors.collect import CollectOptions, run_collect
 from hangdoc.errors import CollectionError
 from tests.reliability.conftest import Spawn
@@ -69,7 +69,7 @@ def test_no_space_for_a_sample_file(
     spawn: Spawn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN a disk that fills up when the second sample's stacks are written
-    real = output.write_bytes_atomic
+    real = atomic.write_bytes_atomic
 
     def fill_up(path: Path, data: bytes) -> None:
         if path.name == "pyspy.1.json":
@@ -94,10 +94,13 @@ def test_no_space_for_a_sample_file(
     assert_undisturbed(target)
 
 
-def _hangdoc(args: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "hangdoc", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            **kwargs)  # type: ignore[call-overload]  # fmt: skip
+def _hangdoc(
+    args: list[str], preexec_fn: Callable[[], None] | None = None
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hangdoc", *args], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, preexec_fn=preexec_fn,
+    )  # fmt: skip
 
 
 def test_a_file_size_limit_on_the_collector(spawn: Spawn, tmp_path: Path) -> None:

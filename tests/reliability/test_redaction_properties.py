@@ -22,7 +22,7 @@ from hangdoc.collectors.redact import (
     redact_json_value,
     redact_text,
 )
-from tests.reliability.plants import plants
+from tests.reliability.plants import Plant, plants
 from tests.reliability.stats import EXAMPLES, count
 
 PLANTS = plants(seed=7)
@@ -76,9 +76,8 @@ def _reference(text: str) -> str:
     crlf=st.booleans(),
 )
 def test_a_planted_secret_never_survives_in_text(
-    plant: object, prefix: str, suffix: str, before: list[str], after: list[str], crlf: bool
+    plant: Plant, prefix: str, suffix: str, before: list[str], after: list[str], crlf: bool
 ) -> None:
-    assert hasattr(plant, "secret") and hasattr(plant, "text")
     end = "\r\n" if crlf else "\n"
     text = end.join([*before, prefix + plant.text + suffix, *after])
     out = redact_text(text)
@@ -135,9 +134,8 @@ def test_pyspy_locals_are_hidden_by_the_variables_name(name: str, value: str, cu
     depth=st.integers(min_value=0, max_value=4),
 )
 def test_json_documents_hide_secrets_by_key_by_shape_and_in_argv(
-    name: str, value: str, plant: object, depth: int
+    name: str, value: str, plant: Plant, depth: int
 ) -> None:
-    assert hasattr(plant, "secret") and hasattr(plant, "text")
     doc: object = {
         "env": {name.upper(): value, "NCCL_DEBUG": "INFO"},
         "argv": ["python", "train.py", f"--{name.replace('_', '-')}", value],
@@ -153,8 +151,7 @@ def test_json_documents_hide_secrets_by_key_by_shape_and_in_argv(
 
 @SETTINGS
 @given(name=st.sampled_from(SECRET_NAMES), value=SHAPELESS, plant=st.sampled_from(PLANTS))
-def test_environments_and_command_lines(name: str, value: str, plant: object) -> None:
-    assert hasattr(plant, "secret") and hasattr(plant, "text")
+def test_environments_and_command_lines(name: str, value: str, plant: Plant) -> None:
     env = redact_env({name.upper(): value, "NOTE": plant.text, "RANK": "3"})
     argv = redact_argv(["python", f"--{name}", value, f"--{name}={value}", plant.text])
     count("redaction: environments and argv")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hangdoc.cli import main
+from tests.reliability.conftest import Spawn
 from tests.reliability.plants import archive_bytes, leaks, plants
 from tests.reliability.stats import count
 
@@ -119,6 +120,7 @@ def test_no_output_of_analyze_carries_a_planted_secret(
     out = _analyze(tmp_path, capsys)
     # THEN the inputs were read (this is no empty pass) ...
     doc = json.loads(out["json"].read_text())
+    assert doc["redacted"] is True
     kinds = {i["kind"] for i in doc["inputs"]}
     assert {"log", "pyspy_text", "pyspy_json", "hangdoc_process", "archive"} <= kinds
     html = out["html"].read_text()
@@ -140,6 +142,8 @@ def test_no_redact_is_loud_and_does_what_it_says(
     assert "--no-redact" in out["stderr"].read_text()
     assert "redaction is OFF" in out["html"].read_text()
     assert "redaction is OFF" in out["terminal"].read_text()
+    assert "redaction is OFF" in out["md"].read_text()
+    assert json.loads(out["json"].read_text())["redacted"] is False
     with tarfile.open(out["archive"]) as tar:
         marker = next(m for m in tar.getmembers() if m.name.endswith("hangdoc-ticket.json"))
         handle = tar.extractfile(marker)
@@ -179,20 +183,26 @@ def test_ticket_archive_leaves_out_what_it_cannot_redact(tmp_path: Path) -> None
     assert main(["analyze", str(archive), "-q", "--json", str(again)]) == 0
 
 
-def test_collect_no_redact_is_recorded_in_the_manifest(spawn: object, tmp_path: Path) -> None:
-    from hangdoc.collectors.collect import NO_REDACT_WARNING, CollectOptions, run_collect
+def test_collect_no_redact_is_loud_and_recorded_in_the_manifest(
+    spawn: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hangdoc.collectors.collect import NO_REDACT_WARNING
 
-    assert callable(spawn)
+    # GIVEN a rank with a token in its environment, collected with --no-redact
     target = spawn(0, env={"TORCH_HUB_TOKEN": BY_NAME["HF_TOKEN"]})
-    opts = CollectOptions(pids=(target.pid,), out=tmp_path / "d", samples=1, interval_s=0,
-                          redact=False)  # fmt: skip
-    result = run_collect(opts)
-    assert NO_REDACT_WARNING in result.manifest["warnings"]
-    process = json.loads((result.out_dir / "rank0" / "process.json").read_text())
+    dump = tmp_path / "d"
+    code = main(["collect", "--pid", str(target.pid), "--out", str(dump), "--samples", "1",
+                 "--interval", "0", "--no-redact"])  # fmt: skip
+    # THEN the command says so on stderr, the manifest records it, the value is kept
+    assert code == 0
+    assert "--no-redact" in capsys.readouterr().err
+    manifest = json.loads((dump / "manifest.json").read_text())
+    assert NO_REDACT_WARNING in manifest["warnings"]
+    process = json.loads((dump / "rank0" / "process.json").read_text())
     assert process["env"]["TORCH_HUB_TOKEN"] == BY_NAME["HF_TOKEN"]
-    # the analysis of that dump shows the collector's warning, and still redacts
+    # AND the analysis of that dump shows the collector's warning, and still redacts
     report = tmp_path / "r.json"
-    assert main(["analyze", str(result.out_dir), "-q", "--html", str(tmp_path / "r.html"),
+    assert main(["analyze", str(dump), "-q", "--html", str(tmp_path / "r.html"),
                  "--json", str(report)]) == 0  # fmt: skip
     html = (tmp_path / "r.html").read_text()
     assert "--no-redact" in html

@@ -66,7 +66,9 @@ def test_native_lock_frames_prove_it_in_one_sample() -> None:
 def test_main_thread_alone_on_a_futex_is_not_called_a_deadlock() -> None:
     # An idle main thread in user code on a futex may be in work.wait() of an async op.
     pid = 1003
-    sample = C.Sample([C.T(MAIN_LOG, pid), C.T(FLUSHER, 2001, "t", state="S", wchan="do_epoll_wait")])
+    sample = C.Sample(
+        [C.T(MAIN_LOG, pid), C.T(FLUSHER, 2001, "t", state="S", wchan="do_epoll_wait")]
+    )
     diag = analyze(C.evidence(*C.victims(), C.rank(3, sample, sample)))
     assert all(f.rule != "HD101" for f in diag.findings)
 

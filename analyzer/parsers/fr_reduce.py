@@ -1,0 +1,331 @@
+"""Reducing one rank's flight recorder entries to records, as it is read.
+
+At 16,384 ranks × 2,000 entries the entries themselves would need 50+ GB, so each
+file's entries become :class:`CollectiveRecord` rows at once and the dicts are dropped.
+History far from the rank's frontier is *interned*: one record object shared by every
+rank that recorded the same op at the same sequence number and record id (SPMD ranks
+mostly do), so a rank's history costs one pointer per entry. Entries at the frontier
+(the last of each group, and every unfinished one) keep their creation time, call stack
+and file name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+from hangdoc.analyzer.model import CollectiveRecord, Frame
+
+# Backends whose work never leaves "scheduled": completion shows only as ``retired``.
+_RETIRE_ONLY_BACKENDS = frozenset({"gloo"})
+_P2P_OPS = frozenset({"send", "recv"})
+# The fields of an entry of torch ≥ 2.3, fetched in one C call by the reducer's fast path.
+_FAST = itemgetter(
+    "process_group", "collective_seq_id", "p2p_seq_id", "profiling_name", "record_id", "state",
+    "retired", "is_p2p", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes",
+)  # fmt: skip
+_P2P_META = re.compile(r"^(\d+)\s*(->|<-)\s*(\d+)$")
+# Past this many distinct interned records the table is reset (memory bound, not a limit
+# on correctness: a reset only costs sharing).
+_INTERN_CAP = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class OpName:
+    """``profiling_name`` split: ``nccl:send 0->1`` → backend nccl, op send, peers."""
+
+    backend: str | None
+    op: str
+    src: int | None = None  # group-local ranks, for p2p
+    dst: int | None = None
+
+
+def split_profiling_name(name: str) -> OpName:
+    backend, sep, rest = name.partition(":")
+    if not sep:
+        backend, rest = "", name
+    parts = rest.strip().split(" ", 1)
+    op = parts[0]
+    src = dst = None
+    if len(parts) == 2:
+        match = _P2P_META.match(parts[1].strip())
+        if match:
+            a, arrow, b = int(match[1]), match[2], int(match[3])
+            src, dst = (a, b) if arrow == "->" else (b, a)
+    return OpName(backend or None, op, src, dst)
+
+
+def parse_rank_list(text: object) -> tuple[int, ...]:
+    """pg_config ``ranks``: a STRING ``"[0, 1, 2]"`` in pickles, maybe a list in JSON."""
+    if isinstance(text, list | tuple):
+        return tuple(int(r) for r in text if isinstance(r, int))
+    if not isinstance(text, str):
+        return ()
+    body = text.strip().strip("[]").strip()
+    if not body:
+        return ()
+    return tuple(int(part) for part in body.split(","))
+
+
+@dataclass(slots=True)
+class Reducer:
+    """Turns one rank's FR entries into records, sharing identical history records.
+
+    One instance serves many files (a worker process keeps one); ``table`` is the
+    intern table. Not thread-safe; it need not be.
+    """
+
+    table: dict[tuple[object, ...], CollectiveRecord] = field(default_factory=dict)
+    fast: dict[tuple[object, ...], list[tuple[CollectiveRecord, Any, Any, Any, Any]]] = field(
+        default_factory=dict
+    )
+    names: dict[str, OpName] = field(default_factory=dict)
+    rank_lists: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    shared: dict[Any, Any] = field(default_factory=dict)  # shapes and dtypes, interned
+
+    def reset(self) -> None:
+        """Forget every interned record (bounds memory; later ranks create new ones)."""
+        self.table.clear()
+        self.fast.clear()
+        self.shared.clear()
+
+    def op_name(self, profiling_name: str) -> OpName:
+        found = self.names.get(profiling_name)
+        if found is None:
+            found = self.names[profiling_name] = split_profiling_name(profiling_name)
+        return found
+
+    def members(self, text: object) -> tuple[int, ...]:
+        if not isinstance(text, str):
+            return parse_rank_list(text)
+        found = self.rank_lists.get(text)
+        if found is None:
+            if len(self.rank_lists) > 10_000:
+                self.rank_lists.clear()
+            found = self.rank_lists[text] = parse_rank_list(text)
+        return found
+
+    def reduce(
+        self, entries: list[Any], members: dict[str, tuple[int, ...]], source: str
+    ) -> tuple[list[CollectiveRecord], int]:
+        """Records in buffer order and the number of malformed entries skipped.
+
+        The hot loop of a 16,384-rank analysis (32 M entries), so it is tuned: one
+        C-level itemgetter per entry, a key of the entry's scalars, and the size and
+        dtype lists compared (C-level list equality) with those of the record already
+        interned under that key; only a miss, a p2p op or an entry of another shape
+        (older versions, JSON) takes the tolerant path, ``_history``.
+        """
+        if len(self.table) + len(self.fast) > _INTERN_CAP:
+            self.reset()
+        table, fast, fast_get, lists = self.table, self.fast, self.fast.get, self.shared
+        out: list[CollectiveRecord] = []
+        append = out.append
+        keep: list[int] = []
+        last: dict[str, int] = {}
+        bad = index = 0
+        kept: list[Any] = []
+        for entry in entries:
+            try:
+                pg, seq, p2p, name, rid, state, retired, is_p2p, ins, outs, idt, odt = _FAST(entry)
+                if pg.__class__ is list:  # JSON
+                    pg = tuple(pg)
+                key = (pg, seq, p2p, name, rid, state, retired, is_p2p)
+                candidates = None if is_p2p else fast_get(key)
+            except (KeyError, TypeError):
+                key, candidates = None, None
+            record = None
+            if candidates is not None:
+                for cand in candidates:
+                    if cand[1] == ins and cand[2] == outs and cand[3] == idt and cand[4] == odt:
+                        record = cand[0]
+                        break
+            if record is None:
+                fast_key = key is not None and not is_p2p
+                try:  # the fast index is the intern table of fast-path entries
+                    record = self._history(entry, members, None if fast_key else table)
+                except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+                    if not bad:
+                        kept = entries[:index]  # from now on, track the entries kept
+                    bad += 1
+                    continue
+                if fast_key and key is not None:
+                    # keep one raw list per distinct shape, not one per record
+                    candidate = (
+                        record,
+                        lists.setdefault(("in", record.input_sizes), ins),
+                        lists.setdefault(("out", record.output_sizes), outs),
+                        lists.setdefault(("dt", record.dtypes), idt),
+                        lists.setdefault(("odt", record.output_dtypes), odt),
+                    )
+                    fast.setdefault(key, []).append(candidate)
+            append(record)
+            if bad:
+                kept.append(entry)
+            last[record.group] = index
+            if record.state != "completed":
+                keep.append(index)
+            index += 1
+        raw = kept if bad else entries
+        for i in sorted({*keep, *last.values()}):
+            out[i] = _with_details(out[i], raw[i], source)
+        return out, bad
+
+    def _history(
+        self,
+        e: dict[str, Any],
+        members: dict[str, tuple[int, ...]],
+        table: dict[tuple[object, ...], CollectiveRecord] | None,
+    ) -> CollectiveRecord:
+        """The interned record of one entry (the hot loop: ~1 µs, no frames touched).
+
+        The entry comes from untrusted data: anything malformed raises one of the
+        errors ``reduce`` counts, never anything else.
+        """
+        profiling_name = e["profiling_name"]
+        name = self.op_name(profiling_name)
+        pg = e.get("process_group")
+        if isinstance(pg, list | tuple) and len(pg) >= 2:
+            group, desc = str(pg[0]), str(pg[1])
+        else:  # before process_group existed: pg_id only
+            group, desc = str(e.get("pg_id", "?")), None
+        seq = e.get("collective_seq_id", e.get("seq_id"))
+        p2p_seq = e.get("p2p_seq_id")
+        is_p2p = e.get("is_p2p")
+        if is_p2p is None:
+            is_p2p = name.op in _P2P_OPS
+        peer = None
+        if is_p2p and name.src is not None and name.dst is not None:
+            local = name.dst if name.op == "send" else name.src
+            group_ranks = members.get(group)
+            if group_ranks:
+                peer = group_ranks[local] if 0 <= local < len(group_ranks) else None
+            elif desc == "default_pg" or group == "0":
+                peer = local
+        in_sizes: tuple[tuple[int, ...], ...] = tuple(map(tuple, e.get("input_sizes") or ()))
+        out_sizes: tuple[tuple[int, ...], ...] = tuple(map(tuple, e.get("output_sizes") or ()))
+        in_dtypes: tuple[str, ...] = tuple(e.get("input_dtypes") or ())
+        out_dtypes: tuple[str, ...] = tuple(e.get("output_dtypes") or ())
+        raw_state, retired, record_id = e.get("state"), e.get("retired"), e.get("record_id")
+        key = (
+            group,
+            desc,
+            seq,
+            p2p_seq,
+            profiling_name,
+            record_id,
+            in_sizes,
+            out_sizes,
+            in_dtypes,
+            out_dtypes,
+            raw_state,
+            retired,
+            is_p2p,
+            peer,
+        )
+        found = table.get(key) if table is not None else None
+        if found is not None:
+            return found
+        if not isinstance(seq, int):
+            raise ValueError("no sequence number")
+        # Millions of distinct records share a handful of shapes: share the tuples too.
+        shared = self.shared
+        seq = shared.setdefault(seq, seq)  # ints past 256 are objects: share them too
+        if isinstance(record_id, int):
+            record_id = shared.setdefault(record_id, record_id)
+        in_sizes = shared.setdefault(in_sizes, in_sizes)
+        out_sizes = shared.setdefault(out_sizes, out_sizes)
+        in_dtypes = shared.setdefault(in_dtypes, in_dtypes)
+        out_dtypes = shared.setdefault(out_dtypes, out_dtypes)
+        record = CollectiveRecord(
+            group=group,
+            seq_id=seq,
+            op=name.op,
+            state=normalize_state(raw_state, retired, name.backend),
+            input_sizes=in_sizes,
+            output_sizes=out_sizes,
+            dtypes=in_dtypes,
+            is_p2p=bool(is_p2p),
+            peer=peer,
+            record_id=_int_or_none(record_id),
+            group_desc=desc,
+            p2p_seq_id=_int_or_none(p2p_seq),
+            output_dtypes=out_dtypes,
+            backend=name.backend,
+        )
+        if table is not None:
+            table[key] = record
+        return record
+
+
+def normalize_state(raw: object, retired: object, backend: str | None) -> str:
+    """FR state → completed | started | scheduled | timed_out | unknown.
+
+    gloo never leaves ``scheduled``: there ``retired`` means finished. Elsewhere a
+    retired entry that is not ``completed`` was retired by the watchdog on an error or
+    timeout (FORMATS §5).
+    """
+    if raw == "completed":
+        return "completed"
+    if retired is True:
+        return "completed" if backend in _RETIRE_ONLY_BACKENDS else "timed_out"
+    if raw in ("scheduled", "started"):
+        return str(raw)
+    return "unknown"
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _with_details(
+    record: CollectiveRecord, entry: dict[str, object], source: str
+) -> CollectiveRecord:
+    created = entry.get("time_created_ns")
+    return CollectiveRecord(
+        group=record.group,
+        seq_id=record.seq_id,
+        op=record.op,
+        state=record.state,
+        input_sizes=record.input_sizes,
+        output_sizes=record.output_sizes,
+        dtypes=record.dtypes,
+        is_p2p=record.is_p2p,
+        peer=record.peer,
+        record_id=record.record_id,
+        time_created_ns=_int_or_none(created),
+        source=source,
+        group_desc=record.group_desc,
+        p2p_seq_id=record.p2p_seq_id,
+        output_dtypes=record.output_dtypes,
+        backend=record.backend,
+        frames=_frames(entry.get("frames")),
+    )
+
+
+_FRAME_CACHE: dict[tuple[str, str, int | None], Frame] = {}
+
+
+def _frames(raw: object) -> tuple[Frame, ...]:
+    """FR ``frames`` → Frame objects, shared: every rank's frontier repeats the same few."""
+    if not isinstance(raw, list):
+        return ()
+    out: list[Frame] = []
+    cache = _FRAME_CACHE
+    if len(cache) > 100_000:
+        cache.clear()
+    for item in raw:
+        if isinstance(item, dict):
+            line = item.get("line")
+            key = (
+                str(item.get("name", "?")),
+                str(item.get("filename", "")),
+                line if isinstance(line, int) and line > 0 else None,
+            )
+            frame = cache.get(key)
+            if frame is None:
+                frame = cache[key] = Frame(function=key[0], file=key[1], line=key[2])
+            out.append(frame)
+    return tuple(out)

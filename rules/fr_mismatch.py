@@ -1,0 +1,176 @@
+"""Flight recorder matching, part 2: ranks that recorded different things at one seq.
+
+Per process group and sequence number, the signatures (op, sizes, dtypes) the members
+recorded are compared; the majority is taken as intended (a tie is reported as such).
+Also the size rules that need no other rank: all_gather outputs its input times the
+group size, reduce_scatter the reverse; all_to_all totals must add up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hangdoc.analyzer.model import CollectiveRecord
+from hangdoc.rules.fr_model import GroupView, Kind, Problem, RankFR, Sig, first_seq, signature
+
+_REDUCE_SCATTER = frozenset(
+    {
+        "reduce_scatter",
+        "_reduce_scatter_base",
+        "reduce_scatter_tensor",
+        "reduce_scatter_tensor_coalesced",
+    }
+)
+_ALL_GATHER = frozenset(
+    {"all_gather", "_all_gather_base", "all_gather_into_tensor", "all_gather_into_tensor_coalesced"}
+)
+# Ops whose per-rank sizes legitimately differ (vector variants, root-dependent shapes).
+_SIZES_MAY_DIFFER = frozenset({"gather", "scatter", "all_gather_v", "reduce_scatter_v"})
+# all_to_all sizes differ per rank; only the totals must agree (what is sent is received).
+_ALL_TO_ALL = frozenset({"all_to_all", "all_to_all_single", "alltoall", "alltoall_base"})
+
+
+def _new_records(per_rank: dict[int, RankFR]) -> Iterator[tuple[int, list[CollectiveRecord]]]:
+    """Per rank, the records no earlier rank held, found with C-level set operations.
+
+    Interned history records are shared, so after the first rank of a group only its
+    frontier records (unique per rank, known from the scan) are new: the per-record
+    Python pass runs only where a rank brings records nobody had before.
+    """
+    seen: set[int] = set()
+    for rank, fr in per_rank.items():
+        frontier = [*fr.p2p_pending]
+        for pos in fr.groups.values():
+            frontier.extend(pos.pending)
+            frontier.append(pos.last)
+        new = set(map(id, fr.records))
+        new -= seen
+        new.difference_update(map(id, frontier))
+        found = [r for r in fr.records if id(r) in new] if new else []
+        seen |= new
+        yield rank, found + frontier
+
+
+def mismatches(groups: dict[str, GroupView], per_rank: dict[int, RankFR]) -> list[Problem]:
+    """Sequence numbers where members recorded different ops, sizes or dtypes.
+
+    Each distinct record is looked at once (``_new_records``). A group's table of
+    signatures per sequence number is dropped as soon as its last member was read, so
+    memory follows the groups in flight, not the job (16,384 ranks make 2,048 tp groups).
+    Only for the suspects does a last C-level pass find which ranks hold which record.
+    """
+    remaining = {name: len(view.positions) for name, view in groups.items()}
+    tables: dict[str, dict[int, Sig | None]] = {}  # seq -> its one signature; None: several
+    suspects: set[tuple[str, int]] = set()
+    for rank, records in _new_records(per_rank):
+        for rec in records:
+            if rec.is_p2p:
+                continue
+            sig = signature(rec)
+            table = tables.setdefault(rec.group, {})
+            known = table.get(rec.seq_id, sig)
+            if known != sig:
+                suspects.add((rec.group, rec.seq_id))
+            table[rec.seq_id] = known
+            view = groups.get(rec.group)
+            if view is not None and not _shape_ok(rec, len(view.members)):
+                suspects.add((rec.group, rec.seq_id))
+        for name in per_rank[rank].groups:
+            remaining[name] = remaining.get(name, 1) - 1
+            if remaining[name] <= 0:
+                tables.pop(name, None)
+    if not suspects:
+        return []
+    held: dict[tuple[str, int], dict[int, list[CollectiveRecord]]] = {}
+    by_group: dict[str, set[int]] = {}
+    for group, seq in suspects:
+        by_group.setdefault(group, set()).add(seq)
+    for group, seqs in by_group.items():
+        oldest = min(seqs)
+        view = groups.get(group)
+        for rank in view.positions if view is not None else ():
+            # newest first: suspects sit near the frontier, so this stops early
+            for rec in reversed(per_rank[rank].records):
+                if rec.group != group or rec.is_p2p:
+                    continue
+                if rec.seq_id < oldest:
+                    break
+                if rec.seq_id in seqs:
+                    held.setdefault((group, rec.seq_id), {}).setdefault(rank, []).append(rec)
+    problems: list[Problem] = []
+    for key in sorted(held):
+        view = groups.get(key[0])
+        if view is not None:
+            problem = _mismatch_at(view, per_rank, key[1], held[key])
+            if problem is not None:
+                problems.append(problem)
+    return problems
+
+
+def _mismatch_at(
+    view: GroupView, per_rank: dict[int, RankFR], seq: int, held: dict[int, list[CollectiveRecord]]
+) -> Problem | None:
+    by_rank: dict[int, tuple[CollectiveRecord, ...]] = {}
+    for rank, recs in held.items():
+        fr = per_rank[rank]
+        pos = fr.groups.get(view.name)
+        if fr.wrapped and pos is not None and first_seq(fr, view.name) == seq:
+            continue  # the oldest seq of a wrapped buffer may be cut (coalesced parts)
+        by_rank[rank] = tuple(sorted(recs, key=lambda r: r.record_id or 0))
+    if not by_rank:
+        return None
+    size = len(view.members)
+    groups: dict[tuple[Sig, ...], list[int]] = {}
+    for rank, held_recs in sorted(by_rank.items()):
+        groups.setdefault(tuple(signature(r) for r in held_recs), []).append(rank)
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    majority_sig, majority = ordered[0]
+    variants = [(tuple(ranks), by_rank[ranks[0]][0]) for _, ranks in ordered]
+    rec = by_rank[majority[0]][0]
+    if len(ordered) == 1:  # all agree: only the shape rule can be broken
+        if all(_shape_ok(r, size) for r in by_rank[majority[0]]):
+            return None
+        return Problem(Kind.SIZE, view.name, seq, rec.op, (), tuple(majority), variants, record=rec)
+    kind = _difference(majority_sig, ordered[1][0])
+    if kind is Kind.SIZE and len({r[0].op for r in by_rank.values()}) == 1:
+        if rec.op in _SIZES_MAY_DIFFER:
+            return None
+        if rec.op in _ALL_TO_ALL:
+            sent = sum(numel(s) for rs in by_rank.values() for r in rs for s in r.input_sizes)
+            got = sum(numel(s) for rs in by_rank.values() for r in rs for s in r.output_sizes)
+            if sent == got:
+                return None
+            ranks = tuple(sorted(by_rank))
+            return Problem(kind, view.name, seq, rec.op, (), ranks, variants, True, rec)
+    tie = len(ordered[1][1]) == len(majority)
+    blamed = (
+        tuple(sorted(by_rank)) if tie else tuple(sorted(r for _, rs in ordered[1:] for r in rs))
+    )
+    return Problem(kind, view.name, seq, rec.op, tuple(majority), blamed, variants, tie, rec)
+
+
+def _difference(a: tuple[Sig, ...], b: tuple[Sig, ...]) -> Kind:
+    if len(a) != len(b) or any(x[0] != y[0] for x, y in zip(a, b, strict=False)):
+        return Kind.TYPE
+    if any(x[1:3] != y[1:3] for x, y in zip(a, b, strict=True)):
+        return Kind.SIZE
+    return Kind.DTYPE
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    out = 1
+    for dim in shape:
+        out *= dim
+    return out
+
+
+def _shape_ok(rec: CollectiveRecord, group_size: int) -> bool:
+    """all_gather: out numel = in numel × group size; reduce_scatter: the reverse."""
+    if not rec.input_sizes or not rec.output_sizes or group_size <= 0:
+        return True
+    n_in, n_out = sum(map(numel, rec.input_sizes)), sum(map(numel, rec.output_sizes))
+    if rec.op in _ALL_GATHER:
+        return n_out == n_in * group_size
+    if rec.op in _REDUCE_SCATTER:
+        return n_in == n_out * group_size
+    return True

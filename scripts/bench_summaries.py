@@ -1,0 +1,126 @@
+"""Analysis time and memory of a whole job read from node summaries (a benchmark, not a test).
+
+    python scripts/bench_summaries.py                        # 2,048 nodes x 8 ranks
+    python scripts/bench_summaries.py --nodes 256 2048 --raw # also the raw files, to compare
+    python scripts/bench_summaries.py --tree /tmp/job16k     # build once, reuse the tree
+
+It builds the tree a whole-job collection leaves (one dump per node in the real dump
+format, scripts/bench_analyze.py's synthetic ranks: all wait in all_gather but the last,
+which is in torch.save), writes each node's ``summary.json`` with the same
+``write_node_summary`` the node runs after collecting, then analyzes the tree in a fresh
+process: ``load → rules → JSON`` (and HTML unless --no-html), wall time per phase and
+peak RSS. ``--raw`` analyzes the same tree from its raw files (summaries ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_analyze import build_dump
+
+RANKS_PER_NODE = 8
+
+
+def _summarize(dump: Path) -> int:
+    from hangdoc.analyzer.summary import write_node_summary
+
+    return write_node_summary(dump).stat().st_size
+
+
+def build_tree(root: Path, nodes: int) -> tuple[float, int]:
+    """Dumps and summaries of ``nodes`` nodes; (seconds summarising, summary bytes)."""
+    if (root / "node00000").is_dir():
+        dumps = sorted(p for p in root.iterdir() if p.is_dir())
+        if len(dumps) == nodes and all((d / "summary.json").is_file() for d in dumps):
+            return 0.0, sum((d / "summary.json").stat().st_size for d in dumps)
+        raise SystemExit(f"{root} holds another tree; remove it or pick another --tree")
+    dumps = build_dump(root, nodes * RANKS_PER_NODE, RANKS_PER_NODE)
+    began = time.perf_counter()
+    with multiprocessing.Pool() as pool:
+        sizes = pool.map(_summarize, dumps, chunksize=16)
+    return time.perf_counter() - began, sum(sizes)
+
+
+def _measure(root: Path, html: bool, raw: bool) -> dict[str, float]:
+    """Runs in the child: one analysis, phase by phase."""
+    from hangdoc.analyzer.engine import analyze
+    from hangdoc.analyzer.loader import load_paths
+
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    evidence = load_paths([root], summaries=not raw)
+    t1 = time.perf_counter()
+    diagnosis = analyze(evidence)
+    t2 = time.perf_counter()
+    json.dumps(diagnosis.to_json())
+    t3 = time.perf_counter()
+    if html:
+        from hangdoc.analyzer.render.html import render_html
+
+        render_html(diagnosis)
+    t4 = time.perf_counter()
+    ranks = len(evidence.ranked())
+    assert diagnosis.findings[0].culprit_ranks == (ranks - 1,), diagnosis.findings[0]
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # CPU seconds too: on a shared 2-core machine wall time also measures the neighbours.
+    return {"ranks": ranks, "load_s": t1 - t0, "rules_s": t2 - t1, "json_s": t3 - t2,
+            "html_s": t4 - t3, "total_s": t4 - t0, "cpu_s": time.process_time() - cpu0,
+            "peak_mb": peak_mb}  # fmt: skip
+
+
+def _child(root: Path, html: bool, raw: bool) -> dict[str, float] | str:
+    cmd = [sys.executable, __file__, "--child", str(root)]
+    cmd += (["--no-html"] if not html else []) + (["--raw"] if raw else [])
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return done.stderr.strip()[-400:]
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="*", default=[2048])
+    parser.add_argument("--tree", type=Path, help="where to build (and reuse) the tree")
+    parser.add_argument("--raw", action="store_true", help="also analyze the raw files")
+    parser.add_argument("--no-html", action="store_true")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_measure(args.child, not args.no_html, args.raw)))
+        return 0
+    import tempfile
+
+    print(f"{'nodes':>6} {'ranks':>6} {'input':>8} {'load s':>7} {'rules s':>7} {'json s':>7} "
+          f"{'html s':>7} {'total s':>8} {'cpu s':>6} {'peak MB':>8}")  # fmt: skip
+    for nodes in sorted(args.nodes):
+        with tempfile.TemporaryDirectory(prefix="hangdoc-bench-") as tmp:
+            root = args.tree if args.tree is not None and len(args.nodes) == 1 else Path(tmp)
+            summarize_s, size = build_tree(root, nodes)
+            if summarize_s:
+                print(f"# {nodes} node summaries written in {summarize_s:.1f} s "
+                      f"({size / nodes / 1024:.1f} KiB each)", flush=True)  # fmt: skip
+            for raw in [False, True] if args.raw else [False]:
+                r = _child(root, not args.no_html, raw)
+                label = "raw" if raw else "summary"
+                if isinstance(r, str):
+                    print(f"{nodes:>6} {label} failed: {r}")
+                    continue
+                print(f"{nodes:>6} {int(r['ranks']):>6} {label:>8} {r['load_s']:7.2f} "
+                      f"{r['rules_s']:7.2f} {r['json_s']:7.2f} {r['html_s']:7.2f} "
+                      f"{r['total_s']:8.2f} {r['cpu_s']:6.2f} {r['peak_mb']:8.0f}",
+                      flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
