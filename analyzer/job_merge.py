@@ -53,11 +53,18 @@ def is_job_manifest(path: Path) -> bool:
     return f'"{JOB_FORMAT_PREFIX}'.encode() in head
 
 
+# job.json lists nodes: a few hundred bytes each, megabytes for the largest jobs.
+MAX_JOB_MANIFEST_BYTES = 64 * 1024 * 1024
+
+
 def read_job_manifest(path: Path, display: str) -> tuple[JobInfo | None, InputFile, list[str]]:
     """(job info, the input entry, notes) of a ``job.json``; never raises."""
     try:
+        size = path.stat().st_size
+        if size > MAX_JOB_MANIFEST_BYTES:
+            raise ValueError(f"{size} bytes, over the {MAX_JOB_MANIFEST_BYTES} cap")
         obj = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         why = f"unreadable job manifest ({type(exc).__name__}: {exc})"
         return None, InputFile(display, InputKind.JOB_MANIFEST, error=why), [f"{display}: {why}"]
     if not isinstance(obj, dict) or not isinstance(obj.get("nodes"), list):

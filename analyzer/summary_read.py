@@ -102,6 +102,10 @@ def has_summary(dump_dir: Path) -> bool:
     return (dump_dir / SUMMARY_NAME).is_file()
 
 
+# A node's summary is kilobytes (12.5 KiB for 8 ranks); one past this is not ours.
+MAX_SUMMARY_BYTES = 64 * 1024 * 1024
+
+
 def read_summary(dump_dir: Path, display: str) -> tuple[SummaryContents | None, str | None]:
     """(contents, None) for a usable summary; (None, why) for one that must not be used;
     (None, None) when the dump has none."""
@@ -109,8 +113,11 @@ def read_summary(dump_dir: Path, display: str) -> tuple[SummaryContents | None, 
     if not path.is_file():
         return None, None
     try:
+        size = path.stat().st_size
+        if size > MAX_SUMMARY_BYTES:
+            return None, f"{SUMMARY_NAME} is {size} bytes, over the {MAX_SUMMARY_BYTES} cap"
         obj = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return None, f"{SUMMARY_NAME} is unreadable ({type(exc).__name__}: {exc})"
     if not isinstance(obj, dict):
         return None, f"{SUMMARY_NAME} is not a JSON object"

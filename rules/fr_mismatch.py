@@ -25,6 +25,7 @@ _ALL_GATHER = frozenset(
     {"all_gather", "_all_gather_base", "all_gather_into_tensor", "all_gather_into_tensor_coalesced"}
 )
 # Ops whose per-rank sizes legitimately differ (vector variants, root-dependent shapes).
+_SHAPE_RULED = _ALL_GATHER | _REDUCE_SCATTER
 _SIZES_MAY_DIFFER = frozenset({"gather", "scatter", "all_gather_v", "reduce_scatter_v"})
 # all_to_all sizes differ per rank; only the totals must agree (what is sent is received).
 _ALL_TO_ALL = frozenset({"all_to_all", "all_to_all_single", "alltoall", "alltoall_base"})
@@ -43,10 +44,13 @@ def _new_records(per_rank: dict[int, RankFR]) -> Iterator[tuple[int, list[Collec
         for pos in fr.groups.values():
             frontier.extend(pos.pending)
             frontier.append(pos.last)
+        seen.update(map(id, frontier))
+        if seen.issuperset(map(id, fr.records)):  # the common case: nothing new
+            yield rank, frontier
+            continue
         new = set(map(id, fr.records))
         new -= seen
-        new.difference_update(map(id, frontier))
-        found = [r for r in fr.records if id(r) in new] if new else []
+        found = [r for r in fr.records if id(r) in new]
         seen |= new
         yield rank, found + frontier
 
@@ -166,7 +170,9 @@ def numel(shape: tuple[int, ...]) -> int:
 
 def _shape_ok(rec: CollectiveRecord, group_size: int) -> bool:
     """all_gather: out numel = in numel × group size; reduce_scatter: the reverse."""
-    if not rec.input_sizes or not rec.output_sizes or group_size <= 0:
+    if rec.op not in _SHAPE_RULED or not rec.input_sizes or not rec.output_sizes:
+        return True
+    if group_size <= 0:
         return True
     n_in, n_out = sum(map(numel, rec.input_sizes)), sum(map(numel, rec.output_sizes))
     if rec.op in _ALL_GATHER:

@@ -11,6 +11,7 @@ and file name.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -21,11 +22,18 @@ from hangdoc.analyzer.model import CollectiveRecord, Frame
 # Backends whose work never leaves "scheduled": completion shows only as ``retired``.
 _RETIRE_ONLY_BACKENDS = frozenset({"gloo"})
 _P2P_OPS = frozenset({"send", "recv"})
-# The fields of an entry of torch ≥ 2.3, fetched in one C call by the reducer's fast path.
+# The fields of an entry of torch ≥ 2.3, fetched in one C call by the reducer's fast path:
+# the scalars (the intern key) and the size/dtype lists (compared, not hashed).
 _FAST = itemgetter(
     "process_group", "collective_seq_id", "p2p_seq_id", "profiling_name", "record_id", "state",
     "retired", "is_p2p", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes",
 )  # fmt: skip
+_KEY = itemgetter(0, 1, 2, 3, 4, 5, 6, 7)
+_SHAPES = itemgetter(8, 9, 10, 11)
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+_GROUP = operator.attrgetter("group")
+_NO_CANDIDATE = (None, None)
 _P2P_META = re.compile(r"^(\d+)\s*(->|<-)\s*(\d+)$")
 # Past this many distinct interned records the table is reset (memory bound, not a limit
 # on correctness: a reset only costs sharing).
@@ -78,7 +86,8 @@ class Reducer:
     """
 
     table: dict[tuple[object, ...], CollectiveRecord] = field(default_factory=dict)
-    fast: dict[tuple[object, ...], list[tuple[CollectiveRecord, Any, Any, Any, Any]]] = field(
+    # scalar key -> [(record, (input_sizes, output_sizes, input_dtypes, output_dtypes))]
+    fast: dict[tuple[object, ...], list[tuple[CollectiveRecord, tuple[Any, ...]]]] = field(
         default_factory=dict
     )
     names: dict[str, OpName] = field(default_factory=dict)
@@ -112,66 +121,101 @@ class Reducer:
     ) -> tuple[list[CollectiveRecord], int]:
         """Records in buffer order and the number of malformed entries skipped.
 
-        The hot loop of a 16,384-rank analysis (32 M entries), so it is tuned: one
-        C-level itemgetter per entry, a key of the entry's scalars, and the size and
-        dtype lists compared (C-level list equality) with those of the record already
-        interned under that key; only a miss, a p2p op or an entry of another shape
-        (older versions, JSON) takes the tolerant path, ``_history``.
+        The hot loop of a 16,384-rank analysis (32 M entries), so the common case runs
+        in C-level passes over the whole buffer: one itemgetter per entry, a key of its
+        scalars looked up in the intern index, and its size/dtype lists compared (list
+        equality) with those of the record interned under that key. Python code runs
+        only for the entries that miss (new ops, p2p); any surprise (a missing key,
+        JSON's lists, a malformed entry) sends the whole buffer down the tolerant path.
         """
         if len(self.table) + len(self.fast) > _INTERN_CAP:
             self.reset()
-        table, fast, fast_get, lists = self.table, self.fast, self.fast.get, self.shared
+        try:
+            out = self._reduce_fast(entries, members)
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+            out = None
+        if out is None:
+            return self._reduce_each(entries, members, source)
+        return self._frontier(out, entries, source), 0
+
+    def _reduce_fast(
+        self, entries: list[Any], members: dict[str, tuple[int, ...]]
+    ) -> list[CollectiveRecord]:
+        rows = list(map(_FAST, entries))
+        keys = list(map(_KEY, rows))
+        shapes = list(map(_SHAPES, rows))
+        firsts = [c[0] if c else _NO_CANDIDATE for c in map(self.fast.get, keys)]
+        out: list[CollectiveRecord] = list(map(_FIRST, firsts))
+        same = list(map(operator.eq, map(_SECOND, firsts), shapes))
+        if all(same):
+            return out
+        for index in [i for i, ok in enumerate(same) if not ok]:
+            out[index] = self._intern(entries[index], keys[index], shapes[index], members)
+        return out
+
+    def _intern(
+        self,
+        entry: dict[str, Any],
+        key: tuple[object, ...],
+        shapes: tuple[Any, ...],
+        members: dict[str, tuple[int, ...]],
+    ) -> CollectiveRecord:
+        """The record of an entry the fast index did not have (raises on malformed input)."""
+        for candidate in self.fast.get(key, ()):
+            if candidate[1] == shapes:
+                return candidate[0]
+        is_p2p = key[7]
+        record = self._history(entry, members, self.table if is_p2p else None)
+        if not is_p2p:  # p2p records depend on pg_config (peer ranks): never fast-interned
+            lists = self.shared  # one raw list per distinct shape, not one per record
+            canonical = (
+                lists.setdefault(("in", record.input_sizes), shapes[0]),
+                lists.setdefault(("out", record.output_sizes), shapes[1]),
+                lists.setdefault(("dt", record.dtypes), shapes[2]),
+                lists.setdefault(("odt", record.output_dtypes), shapes[3]),
+            )
+            self.fast.setdefault(key, []).append((record, canonical))
+        return record
+
+    def _frontier(
+        self, out: list[CollectiveRecord], raw: list[Any], source: str
+    ) -> list[CollectiveRecord]:
+        """Give the last record of each group and every unfinished one its details."""
+        keep = {i for i, r in enumerate(out) if r.state != "completed"}
+        keep.update(dict(zip(map(_GROUP, out), range(len(out)), strict=True)).values())
+        for i in sorted(keep):
+            out[i] = _with_details(out[i], raw[i], source)
+        return out
+
+    def _reduce_each(
+        self, entries: list[Any], members: dict[str, tuple[int, ...]], source: str
+    ) -> tuple[list[CollectiveRecord], int]:
+        """Entry by entry, tolerant: older versions, JSON, malformed entries (skipped)."""
         out: list[CollectiveRecord] = []
-        append = out.append
-        keep: list[int] = []
-        last: dict[str, int] = {}
-        bad = index = 0
         kept: list[Any] = []
+        bad = 0
         for entry in entries:
-            try:
-                pg, seq, p2p, name, rid, state, retired, is_p2p, ins, outs, idt, odt = _FAST(entry)
-                if pg.__class__ is list:  # JSON
-                    pg = tuple(pg)
-                key = (pg, seq, p2p, name, rid, state, retired, is_p2p)
-                candidates = None if is_p2p else fast_get(key)
-            except (KeyError, TypeError):
-                key, candidates = None, None
             record = None
-            if candidates is not None:
-                for cand in candidates:
-                    if cand[1] == ins and cand[2] == outs and cand[3] == idt and cand[4] == odt:
-                        record = cand[0]
-                        break
+            try:
+                row = _FAST(entry)
+                key = _KEY(row)
+                if key[0].__class__ is list:  # JSON: process_group is a list
+                    key = (tuple(key[0]), *key[1:])
+                record = self._intern(entry, key, _SHAPES(row), members)
+            except (KeyError, TypeError):
+                pass  # not the current shape: the full tolerant parse below
+            except (AttributeError, ValueError, IndexError):
+                bad += 1
+                continue
             if record is None:
-                fast_key = key is not None and not is_p2p
-                try:  # the fast index is the intern table of fast-path entries
-                    record = self._history(entry, members, None if fast_key else table)
+                try:
+                    record = self._history(entry, members, self.table)
                 except (AttributeError, KeyError, TypeError, ValueError, IndexError):
-                    if not bad:
-                        kept = entries[:index]  # from now on, track the entries kept
                     bad += 1
                     continue
-                if fast_key and key is not None:
-                    # keep one raw list per distinct shape, not one per record
-                    candidate = (
-                        record,
-                        lists.setdefault(("in", record.input_sizes), ins),
-                        lists.setdefault(("out", record.output_sizes), outs),
-                        lists.setdefault(("dt", record.dtypes), idt),
-                        lists.setdefault(("odt", record.output_dtypes), odt),
-                    )
-                    fast.setdefault(key, []).append(candidate)
-            append(record)
-            if bad:
-                kept.append(entry)
-            last[record.group] = index
-            if record.state != "completed":
-                keep.append(index)
-            index += 1
-        raw = kept if bad else entries
-        for i in sorted({*keep, *last.values()}):
-            out[i] = _with_details(out[i], raw[i], source)
-        return out, bad
+            out.append(record)
+            kept.append(entry)
+        return self._frontier(out, kept, source), bad
 
     def _history(
         self,

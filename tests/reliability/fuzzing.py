@@ -1,11 +1,11 @@
 """Hostile variants of real inputs, for the parser fuzz tests.
 
-Seeds are the recorded fixtures (``fixtures/``) and the parser samples
-(``tests/unit/parsers/samples``), each labelled with the format the loader recognises it
-as. A variant is a seed put through one or more mutations of the kinds tickets and dying
-processes produce: truncation, emptiness, binary noise, re-encoding (Latin-1, UTF-16),
-CRLF line ends, ANSI colour codes, megabyte lines, NUL bytes, interleaved ranks, byte
-flips, repetition, and compression.
+Seeds are the recorded fixtures (``fixtures/``), the parser samples
+(``tests/unit/parsers/samples``) and, when present, the shared samples, each labelled
+with the format the loader recognises it as. A variant is a seed put through one or
+more mutations of the kinds tickets and dying processes produce: truncation, emptiness,
+binary noise, re-encoding (Latin-1, UTF-16), CRLF line ends, ANSI colour codes,
+megabyte lines, NUL bytes, interleaved ranks, byte flips, repetition, and compression.
 """
 
 from __future__ import annotations
@@ -23,7 +23,17 @@ from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
-SEED_DIRS = (ROOT / "fixtures", ROOT / "tests" / "unit" / "parsers" / "samples")
+# The shared samples (real torch/py-spy/faulthandler output) join when this checkout
+# sits where they are (/work/shared/samples); the repository's own copies always do.
+SEED_DIRS = tuple(
+    d
+    for d in (
+        ROOT / "fixtures",
+        ROOT / "tests" / "unit" / "parsers" / "samples",
+        ROOT.parent / "shared" / "samples",
+    )
+    if d.is_dir()
+)
 MAX_SEED_BYTES = 512 * 1024
 
 

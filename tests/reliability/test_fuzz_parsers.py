@@ -44,7 +44,7 @@ def _variant(draw: st.DrawFn, seeds: list[Seed]) -> Variant:
     seed = draw(st.sampled_from(seeds))
     partner = draw(st.sampled_from(SEEDS))
     data, how = draw(mutate(seed.data, partner.data))
-    return Variant(data, f"{seed.path.relative_to(ROOT)}: {how}")
+    return Variant(data, f"{seed.path.relative_to(ROOT.parent)}: {how}")
 
 
 @st.composite

@@ -209,12 +209,6 @@ def test_collect_no_redact_is_loud_and_recorded_in_the_manifest(
     assert BY_NAME["HF_TOKEN"] not in html
 
 
-@pytest.mark.xfail(
-    reason="log sniffer (analyzer/parsers/logs/parser.py::LogParser.sniff) refuses UTF-16 "
-    "text (NUL bytes), so a UTF-16 log (PowerShell `>` redirect, some Windows tools) is "
-    "'not a format hangdoc recognises'. Owner: log parsers.",
-    strict=True,
-)
 def test_log_sniffer_recognises_a_utf16_log() -> None:
     from hangdoc.analyzer.parsers.logs import LogParser
 

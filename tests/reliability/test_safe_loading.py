@@ -199,13 +199,6 @@ LOG_PARSER_PROBE = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(
-    reason="log parser (analyzer/parsers/logs/parser.py::_iter_lines) iterates lines "
-    "without a length cap: a 10 GB file whose head line has no newline is read whole "
-    "(MemoryError here, OOM-kill unbounded). The loader's bounded_view shields "
-    "load_paths; this pins the parser itself. Owner: log parsers.",
-    strict=True,
-)
 def test_log_parser_alone_reads_a_10gb_line_by_its_ends(tmp_path: Path) -> None:
     seed = (ROOT / SPARSE_SEEDS["log"]).read_bytes()
     path = sparse_file(tmp_path / "big.log", seed)

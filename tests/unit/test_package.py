@@ -80,3 +80,12 @@ def test_wheel_contains_only_the_hangdoc_package(tmp_path: Path) -> None:
         "demo_data/checkpoint/manifest.json",
     ):
         assert any(n.startswith(f"hangdoc/{sub}") for n in names), sub
+
+
+def test_rules_doc_is_fresh() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "rules_doc.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr

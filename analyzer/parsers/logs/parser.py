@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from hangdoc.analyzer.model import GpuState, InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes
@@ -66,11 +67,35 @@ def _starts_block(line: str) -> bool:
 
 
 def _looks_textual(head: bytes) -> bool:
-    if not head or (b"\x00" in head[:4096] and not head.startswith((b"\xff\xfe", b"\xfe\xff"))):
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        # UTF-16 with a BOM (Windows tools, some pastes): judge the decoded characters.
+        chars = decode_bytes(head[:8192])
+        printable = sum(1 for c in chars if c >= " " or c in "\t\n\r\x1b")
+        return bool(chars) and printable >= 0.95 * len(chars)
+    if not head or b"\x00" in head[:4096]:
         return False
     sample = head[:4096]
     printable = sum(1 for b in sample if b >= 32 or b in (9, 10, 13, 27))
     return printable >= 0.95 * len(sample)
+
+
+# A longer line is cut here and the rest of it skipped: a 10 GB file with no newline must
+# not be read into one string. No log line that matters is longer than this.
+MAX_LINE_BYTES = 1024 * 1024
+
+
+def _capped_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """Like iterating a binary file, but never holds more than MAX_LINE_BYTES of a line."""
+    while True:
+        raw = handle.readline(MAX_LINE_BYTES)
+        if not raw:
+            return
+        if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while True:  # skip the rest of the overlong line
+                rest = handle.readline(MAX_LINE_BYTES)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield raw
 
 
 def _is_error_json(text: str) -> bool:
@@ -145,13 +170,13 @@ def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, 
                 yield number, line
             return
         if size <= HEAD_BYTES + TAIL_BYTES:
-            for number, raw in enumerate(handle, start=1):
+            for number, raw in enumerate(_capped_lines(handle), start=1):
                 yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
             return
         number = 0
         consumed = 0
-        for number, raw in enumerate(handle, start=1):
-            consumed += len(raw)
+        for number, raw in enumerate(_capped_lines(handle), start=1):
+            consumed = handle.tell()
             yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
             if consumed >= HEAD_BYTES:
                 break
@@ -168,7 +193,7 @@ def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, 
         else:
             skipped_lines = None
         handle.seek(tail_start)
-        partial = handle.readline()
+        partial = next(_capped_lines(handle), b"")
         notes.append(
             f"{path.name}: {size / 1e6:.0f} MB log; read the first {HEAD_BYTES >> 20} MiB and the "
             f"last {TAIL_BYTES >> 20} MiB only"
@@ -177,7 +202,7 @@ def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, 
             number = 10**9  # line numbers in the tail are unknown; keep them ordered
         else:
             number += skipped_lines + (1 if partial else 0)
-        for raw in handle:
+        for raw in _capped_lines(handle):
             number += 1
             yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
 
