@@ -159,7 +159,9 @@ def scenario_killed() -> None:
         wait_for_workers=False,
     )
     ready("init_process_group")
-    dist.init_process_group("gloo", store=store, rank=rank(), world_size=world(), timeout=PG_TIMEOUT)
+    dist.init_process_group(
+        "gloo", store=store, rank=rank(), world_size=world(), timeout=PG_TIMEOUT
+    )
     dist.all_reduce(torch.ones(4))
 
 

@@ -11,8 +11,6 @@ import shutil
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from hangdoc.analyzer.loader import load_paths
 from hangdoc.analyzer.summary import write_node_summary
 from hangdoc.cli import main
