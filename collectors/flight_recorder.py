@@ -269,6 +269,11 @@ def _from_hook(run: _Run, *, want_fr: bool) -> None:
     want = ["info", "stacks", "cuda"] + (["fr"] if want_fr else [])
     try:
         artifacts = ask_hook(paths[0], want, run.remaining())
+    except ConnectionRefusedError:
+        # A socket file nobody listens on: left by an earlier, killed process that had
+        # this pid (SIGKILL skips the hook's cleanup). This process runs no hook.
+        run.step("hook", "skipped", f"stale hook socket {paths[0]} (nobody listens)", began)
+        return
     except (OSError, ValueError) as exc:
         run.step("hook", "failed", f"{paths[0]}: {type(exc).__name__}: {exc}", began)
         return

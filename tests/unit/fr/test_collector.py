@@ -167,3 +167,15 @@ def test_collector_never_raises(tmp_path: Path) -> None:
     began = time.monotonic()
     records = collect_flight_recorder(ctx)
     assert records and time.monotonic() - began < 5
+
+
+def test_stale_hook_socket_is_skipped_not_failed(tmp_path: Path) -> None:
+    # a socket file left by a killed process that had this pid: nobody listens
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(tmp_path / f"hangdoc-hook-{os.getpid()}.sock"))
+    stale.close()
+    env = {"HANGDOC_HOOK_DIR": str(tmp_path), "HOME": str(tmp_path / "home")}
+    records = collect_flight_recorder(_ctx(tmp_path, env))
+    hook = [r for r in records if r["step"] == "flight_recorder:hook"]
+    assert [r["status"] for r in hook] == ["skipped"]
+    assert "stale" in str(hook[0]["reason"])
