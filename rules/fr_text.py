@@ -335,20 +335,48 @@ def mismatch_finding(
                 "is taken as intended."
             )
     explanation += issued_at(problem)
+    return problem_finding(
+        rule_id,
+        problem,
+        result,
+        ctx,
+        category=category,
+        severity=Severity.CRITICAL,
+        title=title,
+        explanation=explanation,
+        fix=fix,
+        confidence=0.7 if problem.tie else confidence,
+    )
+
+
+def problem_finding(
+    rule_id: str,
+    problem: Problem,
+    result: MatchResult,
+    ctx: RuleContext,
+    *,
+    category: Category,
+    severity: Severity,
+    title: str,
+    explanation: str,
+    fix: str,
+    confidence: float,
+) -> Finding:
+    """A finding about one matching problem: its wavefront appended, its entries as evidence."""
     lines = wavefront(result, problem.group)
     if lines:
         explanation += "\n" + "\n".join(lines)
     return Finding(
         rule=rule_id,
         category=category,
-        severity=Severity.CRITICAL,
+        severity=severity,
         title=title,
         explanation=explanation,
         fix=fix,
         culprit_ranks=problem.blamed,
         waiting_ranks=problem.waiting,
         evidence=tuple(problem_refs(result, ctx, problem)),
-        confidence=0.7 if problem.tie else confidence,
+        confidence=confidence,
     )
 
 

@@ -46,10 +46,9 @@ from hangdoc.rules.fr_text import (
     fr_match,
     its,
     op_text,
-    problem_refs,
+    problem_finding,
     root_category,
     seq_text,
-    wavefront,
     where_text,
 )
 
@@ -114,19 +113,16 @@ class FrMissingRank(Rule):
             stuck = its(problem.blamed, "it is", "they are")
             title = f"{blamed} never issued {where} (a consequence: {stuck} stuck elsewhere)"
             explanation += " " + consequence_text(problem, result)
-        lines = wavefront(result, problem.group)
-        if lines:
-            explanation += "\n" + "\n".join(lines)
-        return Finding(
-            rule=self.id,
+        return problem_finding(
+            self.id,
+            problem,
+            result,
+            ctx,
             category=category,
             severity=severity,
             title=title,
             explanation=explanation,
             fix=fix,
-            culprit_ranks=problem.blamed,
-            waiting_ranks=problem.waiting,
-            evidence=tuple(problem_refs(result, ctx, problem)),
             confidence=confidence,
         )
 

@@ -44,9 +44,8 @@ from hangdoc.rules.fr_text import (
     fr_match,
     its,
     op_text,
-    problem_refs,
+    problem_finding,
     seq_text,
-    wavefront,
     where_text,
 )
 
@@ -112,19 +111,16 @@ class FrRankWithoutDump(Rule):
                     " Nothing at all was collected from them: they died, or run on a node "
                     "that was not collected (collect there to tell)."
                 )
-        lines = wavefront(result, problem.group)
-        if lines:
-            explanation += "\n" + "\n".join(lines)
-        return Finding(
-            rule=self.id,
+        return problem_finding(
+            self.id,
+            problem,
+            result,
+            ctx,
             category=category,
             severity=severity,
             title=title,
             explanation=explanation,
             fix=fix,
-            culprit_ranks=problem.blamed,
-            waiting_ranks=problem.waiting,
-            evidence=tuple(problem_refs(result, ctx, problem)),
             confidence=confidence,
         )
 
