@@ -47,49 +47,17 @@ _COLLECT = (
 )
 
 
-def _causal_rules() -> tuple[type[Rule], ...]:
-    from hangdoc.rules import (
-        hd030_rank_died_first,
-        hd031_cuda_oom_first,
-        hd032_lagging_rank,
-        hd033_timeout_op_mismatch,
-        hd034_timeout_size_mismatch,
-        hd035_detail_mismatch,
-        hd036_frtrace_report,
-        hd037_monitored_barrier,
-        hd039_slow_rank_work,
-        hd200_nccl_transport_error,
-        hd201_nccl_init_incomplete,
-        hd202_nccl_bootstrap_interface,
-        hd203_nccl_config_mismatch,
-        hd204_nccl_coll_divergence,
-        hd205_nccl_ras_report,
-        hd300_gpu_xid,
-        hd301_gpu_ecc_or_lost,
-        hd302_gpu_p2p_topology,
-    )
+# The log rules whose findings explain a timeout; HD038 speaks only when none of them did.
+_CAUSAL_IDS = frozenset({
+    "HD030", "HD031", "HD032", "HD033", "HD034", "HD035", "HD036", "HD037", "HD039",
+    "HD200", "HD201", "HD202", "HD203", "HD204", "HD205", "HD300", "HD301", "HD302",
+})  # fmt: skip
 
-    modules = (
-        hd030_rank_died_first,
-        hd031_cuda_oom_first,
-        hd032_lagging_rank,
-        hd033_timeout_op_mismatch,
-        hd034_timeout_size_mismatch,
-        hd035_detail_mismatch,
-        hd036_frtrace_report,
-        hd037_monitored_barrier,
-        hd039_slow_rank_work,
-        hd200_nccl_transport_error,
-        hd201_nccl_init_incomplete,
-        hd202_nccl_bootstrap_interface,
-        hd203_nccl_config_mismatch,
-        hd204_nccl_coll_divergence,
-        hd205_nccl_ras_report,
-        hd300_gpu_xid,
-        hd301_gpu_ecc_or_lost,
-        hd302_gpu_p2p_topology,
-    )
-    return tuple(m.RULE for m in modules)
+
+def _causal_rules() -> tuple[type[Rule], ...]:
+    from hangdoc.rules import all_rules
+
+    return tuple(r for r in all_rules() if r.id in _CAUSAL_IDS)
 
 
 class TimeoutCauseUnknown(Rule):
