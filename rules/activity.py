@@ -348,6 +348,11 @@ def classify_ranks(evidence: Evidence) -> dict[int, RankActivity]:
     return out
 
 
+def live_activities(activities: Mapping[int, RankActivity]) -> list[RankActivity]:
+    """Ranks whose process was alive at collection, by rank: what cross-rank rules compare."""
+    return sorted((a for a in activities.values() if not a.process.exited), key=lambda a: a.rank)
+
+
 def group_by_call(activities: Iterable[RankActivity]) -> Mapping[str, list[int]]:
     """Ranks per collective family they are blocked in (main thread)."""
     groups: dict[str, list[int]] = {}

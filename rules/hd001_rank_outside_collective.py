@@ -38,7 +38,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.rules.activity import RankActivity
+from hangdoc.rules.activity import RankActivity, live_activities
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.causes import cause_of, key_frame_text
 from hangdoc.rules.progress import rank_progress
@@ -65,9 +65,9 @@ class RankOutsideCollective(Rule):
     requires = frozenset({Need.STACKS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        live = [a for a in ctx.activities.values() if not a.process.exited]
-        waiting = sorted((a for a in live if a.in_collective), key=lambda a: a.rank)
-        outside = sorted((a for a in live if not a.in_collective), key=lambda a: a.rank)
+        live = live_activities(ctx.activities)
+        waiting = [a for a in live if a.in_collective]
+        outside = [a for a in live if not a.in_collective]
         if not waiting or not outside:
             return
         by_category: dict[Category, list[RankActivity]] = {}

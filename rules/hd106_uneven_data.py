@@ -44,7 +44,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks, verb
-from hangdoc.rules.activity import RankActivity
+from hangdoc.rules.activity import RankActivity, live_activities
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved, span_text
 from hangdoc.rules.refs import stack_refs
@@ -68,9 +68,7 @@ class UnevenData(Rule):
     requires = frozenset({Need.STACKS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        live = sorted(
-            (a for a in ctx.activities.values() if not a.process.exited), key=lambda a: a.rank
-        )
+        live = live_activities(ctx.activities)
         if len(live) < 2 or not all(a.in_collective for a in live):
             return  # a rank outside any collective is HD001's (its activity says why)
         training = [a for a in live if in_gradient_sync(a)]

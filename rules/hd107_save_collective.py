@@ -36,7 +36,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Frame, Severity
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.rules.activity import RankActivity
+from hangdoc.rules.activity import RankActivity, live_activities
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.catalog import Tag
 from hangdoc.rules.culprit import nobody_moved, span_text
@@ -67,9 +67,7 @@ class SaveCollective(Rule):
     requires = frozenset({Need.STACKS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        live = sorted(
-            (a for a in ctx.activities.values() if not a.process.exited), key=lambda a: a.rank
-        )
+        live = live_activities(ctx.activities)
         if len(live) < 2 or not all(a.in_collective for a in live):
             return
         savers = [a for a in live if save_frame(a) is not None]
