@@ -80,7 +80,7 @@ def read_document(path: Path) -> object:
     with path.open("rb", buffering=min(max(size + 1, 1 << 16), 1 << 26)) as raw:
         handle = cast(io.BufferedReader, raw)
         if handle.peek(1)[:1] == b"\x80":
-            return safe_load(handle)
+            return safe_load(handle, size)
         return json.loads(handle.read().decode("utf-8", errors="replace"))
 
 

@@ -28,10 +28,6 @@ from tests.reliability.stats import EXAMPLES, count
 
 # A parser must finish a hostile file of a few megabytes in well under this.
 PARSE_BUDGET_S = 20.0
-# Known slower, until fixed: a corrupt pickle can name a huge memo index, and the C
-# unpickler allocates 8 bytes per index first (test_safe_loading.py's xfail
-# test_a_tiny_pickle_cannot_make_the_unpickler_allocate_gigabytes).
-KNOWN_SLOW_S = {InputKind.FLIGHT_RECORDER: 120.0}
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -58,7 +54,7 @@ def check_parser(parser: Parser, path: Path) -> ParsedFile:
     parsed = parser.parse(path, f"fuzz/{path.name}")
     assert isinstance(parsed, ParsedFile)
     assert parsed.kind is parser.kind
-    assert time.monotonic() - began < KNOWN_SLOW_S.get(parser.kind, PARSE_BUDGET_S)
+    assert time.monotonic() - began < PARSE_BUDGET_S
     return parsed
 
 

@@ -221,19 +221,62 @@ MEMO_BOMB_PROBE = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(
-    reason="analyzer/safe_unpickle.py: the C unpickler sizes its memo from the index a "
-    "PUT opcode names, so a 10-byte pickle (LONG_BINPUT 2**28) allocates 2 GiB and takes "
-    "seconds; found by the fuzzer (a spliced flight recorder pickle: 14-26 s). A "
-    "pre-scan that refuses memo indices larger than the file would stop it. Owner: "
-    "flight recorder.",
-    strict=True,
-)
 def test_a_tiny_pickle_cannot_make_the_unpickler_allocate_gigabytes() -> None:
     done = subprocess.run([sys.executable, "-c", MEMO_BOMB_PROBE], capture_output=True,
                           text=True, timeout=120, cwd=ROOT, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split()[-1]) < 500  # MB of peak memory for ten bytes of input
+    assert "OversizedPickleError" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        pytest.param(b"\x80\x02K\x01p268435456\n.", id="PUT-text-index"),
+        pytest.param(b"\x80\x02K\x01r" + (1 << 30).to_bytes(4, "little") + b".", id="LONG_BINPUT"),
+        pytest.param(
+            b"\x80\x03B" + (1 << 31).to_bytes(4, "little") + b"xx.", id="BINBYTES-claims-2GiB"
+        ),
+        pytest.param(
+            b"\x80\x02X" + (0xFFFFFFF0).to_bytes(4, "little") + b"ab.", id="BINUNICODE-claims-4GiB"
+        ),
+    ],
+)
+def test_size_claims_in_a_pickle_are_refused_and_the_limit_restored(
+    bomb: bytes, tmp_path: Path
+) -> None:
+    import resource
+
+    from hangdoc.analyzer.parsers.flight_recorder import read_document
+    from hangdoc.analyzer.safe_unpickle import OversizedPickleError, describe_load_error, safe_loads
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with pytest.raises(OversizedPickleError) as refused:
+        safe_loads(bomb)
+    assert "Nothing in it was executed" in describe_load_error(refused.value)
+    path = tmp_path / "comm_lib_trace_rank_0"
+    path.write_bytes(bomb)
+    with pytest.raises(OversizedPickleError):
+        read_document(path)
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+
+
+def test_the_ceiling_keeps_a_tighter_limit_the_user_set() -> None:
+    import resource
+
+    from hangdoc.analyzer.safe_unpickle import memory_ceiling
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    tight = 64 << 30 if hard == resource.RLIM_INFINITY else hard
+    resource.setrlimit(resource.RLIMIT_AS, (tight, hard))
+    try:
+        with memory_ceiling(1 << 60):
+            assert resource.getrlimit(resource.RLIMIT_AS) == (tight, hard)
+        with memory_ceiling(1 << 20):
+            assert resource.getrlimit(resource.RLIMIT_AS)[0] < tight
+        assert resource.getrlimit(resource.RLIMIT_AS) == (tight, hard)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 # --- malicious pickles ------------------------------------------------------------------
