@@ -15,24 +15,25 @@ bytes per entry and the parent's memory at one pointer per entry.
 from __future__ import annotations
 
 import gc
-import itertools
 import multiprocessing
 import operator
 import os
 import threading
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+from itertools import compress, repeat, starmap
 from pathlib import Path
 from typing import cast
 
 from hangdoc.analyzer.model import CollectiveRecord, InputKind, ProcessEvidence, ProcessGroupInfo
 from hangdoc.analyzer.parsers.base import ParsedFile
 from hangdoc.analyzer.parsers.flight_recorder import FlightRecorderParser
+from hangdoc.analyzer.record_build import FIELD_NAMES, record_from_fields
 
 _CHUNK = 8
 _WORKER_CAP = 100_000  # interned records a worker keeps before it starts afresh
-_FIELDS = operator.attrgetter(*(f.name for f in fields(CollectiveRecord)))
+_FIELDS = operator.attrgetter(*FIELD_NAMES)
 
 
 @dataclass(slots=True)
@@ -73,7 +74,7 @@ class _WorkerState:
             self.rows.clear()
             self.sent = 0
             self.epoch += 1
-        parsed = self.parser.parse(Path(path), display)
+        parsed = _parse_one(self.parser, Path(path), display)
         proc = parsed.processes[0] if parsed.processes else None
         ids = array("i")
         if proc is not None:
@@ -81,13 +82,13 @@ class _WorkerState:
             found: list[int | None] = list(map(self.numbers.get, map(id, records)))  # None = new
             if None in found:
                 rows, numbers = self.rows, self.numbers
-                for index, number in enumerate(found):
-                    if number is None:
-                        record = records[index]
-                        row = found[index] = len(rows)
-                        rows.append(record)
-                        if not record.source:  # interned: other ranks will send it again
-                            numbers[id(record)] = row
+                new = compress(range(len(found)), map(operator.is_, found, repeat(None)))
+                for index in new:
+                    record = records[index]
+                    row = found[index] = len(rows)
+                    rows.append(record)
+                    if not record.source:  # interned: other ranks will send it again
+                        numbers[id(record)] = row
             ids = array("i", cast(list[int], found))
         # Field tuples, not the dataclasses: unpickling a dataclass goes through Python-level
         # __setstate__, a tuple does not (this halved the cost of the transfer).
@@ -108,6 +109,16 @@ class _WorkerState:
             ids=ids.tobytes(),
             new_rows=new_rows,
             sources=proc.sources if proc is not None else [],
+        )
+
+
+def _parse_one(parser: FlightRecorderParser, path: Path, display: str) -> ParsedFile:
+    """The parser's result, or its failure as the file's error (a bug must not stop a batch)."""
+    try:
+        return parser.parse(path, display)
+    except Exception as exc:
+        return ParsedFile(
+            kind=InputKind.FLIGHT_RECORDER, error=f"could not parse: {type(exc).__name__}: {exc}"
         )
 
 
@@ -132,7 +143,7 @@ class _Tables:
         epoch, rows = self.rows.get(reply.worker, (reply.epoch, []))
         if epoch != reply.epoch:
             rows = []
-        rows.extend(itertools.starmap(CollectiveRecord, reply.new_rows))
+        rows.extend(starmap(record_from_fields, reply.new_rows))
         self.rows[reply.worker] = (reply.epoch, rows)
         numbers = array("i")
         numbers.frombytes(reply.ids)
@@ -158,7 +169,7 @@ def read_flight_recorders(
     if jobs <= 1 or len(files) < 2:
         parser = FlightRecorderParser()
         for path, display in files:
-            yield parser.parse(path, display)
+            yield _parse_one(parser, path, display)
         return
     chunks = [[(str(p), d) for p, d in files[i : i + _CHUNK]] for i in range(0, len(files), _CHUNK)]
     # fork is cheapest and needs no importable __main__; with other threads running a

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from hangdoc.analyzer.archive import ArchiveError, ArchiveLimits, archive_kind, extract_archive
 from hangdoc.analyzer.dump_reader import FileContext, is_dump_dir, read_dump
+from hangdoc.analyzer.fr_bulk import read_flight_recorders
 from hangdoc.analyzer.huge_files import bounded_view
 from hangdoc.analyzer.hydrate import DEFAULT_BUDGET, SummaryDump, hydrate
 from hangdoc.analyzer.job_merge import JobInfo, absorb_job_manifest, host_notes
@@ -37,6 +38,7 @@ from hangdoc.analyzer.merge import ProcessIndex
 from hangdoc.analyzer.model import Evidence, InputFile, InputKind
 from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, Parser
+from hangdoc.analyzer.parsers.flight_recorder import rank_from_path
 from hangdoc.analyzer.parsers.hangdoc_json import load_json_object
 from hangdoc.analyzer.parsers.jsonio import as_dict, get_bool, get_list, get_str
 from hangdoc.analyzer.rank_names import rank_from_name
@@ -98,6 +100,9 @@ class _Loader:
         self.extracted_members = 0  # over every archive extracted so far (nested too)
         self.extracted_bytes = 0
         self.useful = 0  # files (and dumps) that contributed anything
+        # Flight recorder files are parsed together at the end (of the load, or of the
+        # archive they came from): thousands of them are spread over worker processes.
+        self.pending_fr: list[tuple[Path, str, FileContext | None, int]] = []
 
     # --- inputs and notes ------------------------------------------------------------
     def _input(self, item: InputFile, note: str | None = None) -> None:
@@ -286,6 +291,9 @@ class _Loader:
             )
             self._fail(display, parser.kind, why, size)
             return
+        if parser.kind is InputKind.FLIGHT_RECORDER:
+            self.pending_fr.append((path, display, context, size))
+            return
         try:
             with bounded_view(path, size) as (readable, note):
                 parsed = parser.parse(readable, display)
@@ -296,6 +304,38 @@ class _Loader:
         if note:
             parsed.notes.append(f"{display}: {note}")
         self._absorb(parsed, path, display, context, size)
+
+    def _flush_flight_recorders(self) -> None:
+        """Parse the flight recorder files met so far, in rank order, in parallel if many.
+
+        Rank order keeps a tensor-parallel group's files in one worker's batch, where
+        they share their interned records. A failure of the worker pool itself falls
+        back to parsing file by file; a failing file is an input with its reason.
+        """
+        pending = sorted(self.pending_fr, key=lambda item: (_rank_key(item[0]), item[1]))
+        self.pending_fr = []
+        if not pending:
+            return
+        files = [(path, display) for path, display, _, _ in pending]
+        done = 0
+        try:
+            for parsed in read_flight_recorders(files):
+                path, display, context, size = pending[done]
+                done += 1
+                self._absorb(parsed, path, display, context, size)
+        except Exception as exc:  # the pool, not a file: go on without it
+            self.evidence.notes.append(
+                f"flight recorder workers failed ({type(exc).__name__}: {exc}); the "
+                f"remaining {len(pending) - done} files were read one by one"
+            )
+            for path, display, context, size in pending[done:]:
+                try:
+                    parsed = next(read_flight_recorders([(path, display)], jobs=1))
+                except Exception as err:  # a parser bug must not stop the analysis
+                    why = f"could not parse: {type(err).__name__}: {err}"
+                    self._fail(display, InputKind.FLIGHT_RECORDER, why, size)
+                    continue
+                self._absorb(parsed, path, display, context, size)
 
     def _sniff(self, head: bytes, display: str) -> Parser | None:
         for parser in PARSERS:
@@ -389,6 +429,7 @@ class _Loader:
                         self._load_file(child, f"{inner}/{child.name}", None)
                 else:
                     self._load_dir(extracted.root, inner)
+                self._flush_flight_recorders()  # before the extracted files are removed
         except ArchiveError as exc:
             self._input(InputFile(display, InputKind.ARCHIVE, error=str(exc)), str(exc))
         except OSError as exc:
@@ -415,12 +456,18 @@ class _Loader:
 
     # --- result ----------------------------------------------------------------------
     def finish(self) -> Evidence:
+        self._flush_flight_recorders()
         ev = self.evidence
         ev.processes = self.index.finish()
         ev.notes.extend(self.index.notes)
         ev.notes.extend(host_notes(ev, self.jobs))
         ev.notes = list(dict.fromkeys(ev.notes))
         return ev
+
+
+def _rank_key(path: Path) -> int:
+    rank = rank_from_path(path)
+    return rank if rank is not None else 1 << 62
 
 
 def _size(path: Path) -> int | None:

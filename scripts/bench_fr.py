@@ -65,7 +65,9 @@ def generate(ranks: int, entries: int, workdir: Path, jobs: int) -> Path:
 
 
 def _files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.iterdir() if p.name.startswith("comm_lib_trace_rank_"))
+    """In rank order, as ``hangdoc analyze`` reads them (a tp group's files together)."""
+    found = [p for p in directory.iterdir() if p.name.startswith("comm_lib_trace_rank_")]
+    return sorted(found, key=lambda p: int(p.name.rsplit("_", 1)[1]))
 
 
 def _unpickle(path: str) -> int:

@@ -14,25 +14,27 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
 from hangdoc.analyzer.model import CollectiveRecord, Frame
+from hangdoc.analyzer.record_build import with_group
 
 # Backends whose work never leaves "scheduled": completion shows only as ``retired``.
 _RETIRE_ONLY_BACKENDS = frozenset({"gloo"})
 _P2P_OPS = frozenset({"send", "recv"})
-# The fields of an entry of torch ≥ 2.3, fetched in one C call by the reducer's fast path:
+# The fields of an entry of torch ≥ 2.3, fetched in C calls by the reducer's fast path:
 # the scalars (the intern key) and the size/dtype lists (compared, not hashed).
-_FAST = itemgetter(
+_KEY = itemgetter(
     "process_group", "collective_seq_id", "p2p_seq_id", "profiling_name", "record_id", "state",
-    "retired", "is_p2p", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes",
+    "retired", "is_p2p",
 )  # fmt: skip
-_KEY = itemgetter(0, 1, 2, 3, 4, 5, 6, 7)
-_SHAPES = itemgetter(8, 9, 10, 11)
+_SHAPES = itemgetter("input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 _GROUP = operator.attrgetter("group")
+_STATE = operator.attrgetter("state")
 _NO_CANDIDATE = (None, None)
 _P2P_META = re.compile(r"^(\d+)\s*(->|<-)\s*(\d+)$")
 # Past this many distinct interned records the table is reset (memory bound, not a limit
@@ -86,8 +88,17 @@ class Reducer:
     """
 
     table: dict[tuple[object, ...], CollectiveRecord] = field(default_factory=dict)
-    # scalar key -> [(record, (input_sizes, output_sizes, input_dtypes, output_dtypes))]
-    fast: dict[tuple[object, ...], list[tuple[CollectiveRecord, tuple[Any, ...]]]] = field(
+    # scalar key -> (record, (input_sizes, output_sizes, input_dtypes, output_dtypes)): the
+    # first record interned under the key; ``more`` holds the others (other shapes).
+    fast: dict[tuple[object, ...], tuple[CollectiveRecord, tuple[Any, ...]]] = field(
+        default_factory=dict
+    )
+    more: dict[tuple[object, ...], list[tuple[CollectiveRecord, tuple[Any, ...]]]] = field(
+        default_factory=dict
+    )
+    # The same, keyed without the group's name: an op of a sibling group (tensor-parallel
+    # groups differ only in name) is copied from it instead of built from its entry.
+    siblings: dict[tuple[object, ...], list[tuple[CollectiveRecord, tuple[Any, ...]]]] = field(
         default_factory=dict
     )
     names: dict[str, OpName] = field(default_factory=dict)
@@ -98,6 +109,8 @@ class Reducer:
         """Forget every interned record (bounds memory; later ranks create new ones)."""
         self.table.clear()
         self.fast.clear()
+        self.more.clear()
+        self.siblings.clear()
         self.shared.clear()
 
     def op_name(self, profiling_name: str) -> OpName:
@@ -141,32 +154,45 @@ class Reducer:
     def _reduce_fast(
         self, entries: list[Any], members: dict[str, tuple[int, ...]]
     ) -> list[CollectiveRecord]:
-        rows = list(map(_FAST, entries))
-        keys = list(map(_KEY, rows))
-        shapes = list(map(_SHAPES, rows))
-        firsts = [c[0] if c else _NO_CANDIDATE for c in map(self.fast.get, keys)]
+        keys = list(map(_KEY, entries))
+        shapes = list(map(_SHAPES, entries))
+        firsts = list(map(self.fast.get, keys, repeat(_NO_CANDIDATE)))
         out: list[CollectiveRecord] = list(map(_FIRST, firsts))
         same = list(map(operator.eq, map(_SECOND, firsts), shapes))
         if all(same):
             return out
-        for index in [i for i, ok in enumerate(same) if not ok]:
+        for index in compress(range(len(same)), map(operator.not_, same)):
             out[index] = self._intern(entries[index], keys[index], shapes[index], members)
         return out
 
     def _intern(
         self,
         entry: dict[str, Any],
-        key: tuple[object, ...],
+        key: tuple[Any, ...],
         shapes: tuple[Any, ...],
         members: dict[str, tuple[int, ...]],
     ) -> CollectiveRecord:
         """The record of an entry the fast index did not have (raises on malformed input)."""
-        for candidate in self.fast.get(key, ()):
-            if candidate[1] == shapes:
-                return candidate[0]
+        first = self.fast.get(key)
+        if first is not None:
+            if first[1] == shapes:
+                return first[0]
+            for candidate in self.more.get(key, ()):
+                if candidate[1] == shapes:
+                    return candidate[0]
         is_p2p = key[7]
-        record = self._history(entry, members, self.table if is_p2p else None)
-        if not is_p2p:  # p2p records depend on pg_config (peer ranks): never fast-interned
+        if is_p2p:  # p2p records depend on pg_config (peer ranks): never fast-interned
+            return self._history(entry, members, self.table)
+        pg = key[0]
+        sibling_key = (pg[1], *key[1:]) if pg.__class__ is tuple and len(pg) == 2 else None
+        record = None
+        if sibling_key is not None:
+            for template, canonical in self.siblings.get(sibling_key, ()):
+                if canonical == shapes:  # canonical: the shared lists, not this entry's
+                    record = with_group(template, str(pg[0]))
+                    break
+        if record is None:
+            record = self._history(entry, members, None)
             lists = self.shared  # one raw list per distinct shape, not one per record
             canonical = (
                 lists.setdefault(("in", record.input_sizes), shapes[0]),
@@ -174,14 +200,26 @@ class Reducer:
                 lists.setdefault(("dt", record.dtypes), shapes[2]),
                 lists.setdefault(("odt", record.output_dtypes), shapes[3]),
             )
-            self.fast.setdefault(key, []).append((record, canonical))
+            if sibling_key is not None:
+                self.siblings.setdefault(sibling_key, []).append((record, canonical))
+        if first is None:
+            self.fast[key] = (record, canonical)
+        else:
+            self.more.setdefault(key, []).append((record, canonical))
         return record
 
     def _frontier(
         self, out: list[CollectiveRecord], raw: list[Any], source: str
     ) -> list[CollectiveRecord]:
         """Give the last record of each group and every unfinished one its details."""
-        keep = {i for i, r in enumerate(out) if r.state != "completed"}
+        states = list(map(_STATE, out))
+        unfinished = len(states) - states.count("completed")
+        keep: set[int] = set()
+        for i in range(len(states) - 1, -1, -1):  # unfinished ops are mostly the newest
+            if len(keep) == unfinished:
+                break
+            if states[i] != "completed":
+                keep.add(i)
         keep.update(dict(zip(map(_GROUP, out), range(len(out)), strict=True)).values())
         for i in sorted(keep):
             out[i] = _with_details(out[i], raw[i], source)
@@ -197,11 +235,10 @@ class Reducer:
         for entry in entries:
             record = None
             try:
-                row = _FAST(entry)
-                key = _KEY(row)
+                key = _KEY(entry)
                 if key[0].__class__ is list:  # JSON: process_group is a list
                     key = (tuple(key[0]), *key[1:])
-                record = self._intern(entry, key, _SHAPES(row), members)
+                record = self._intern(entry, key, _SHAPES(entry), members)
             except (KeyError, TypeError):
                 pass  # not the current shape: the full tolerant parse below
             except (AttributeError, ValueError, IndexError):

@@ -7,16 +7,21 @@ every entry the record_id. ``evidence`` runs the dumps through the real parser.
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from hangdoc.analyzer.model import Evidence, InputFile, InputKind, ProcessEvidence
 from hangdoc.analyzer.parsers.flight_recorder import Reducer, document_to_parsed
 from hangdoc.rules.activity import classify_ranks
 from hangdoc.rules.fr_matching import MatchResult, match
+
+REPO = Path(__file__).resolve().parents[3]
 
 Entry = dict[str, Any]
 FRAMES = [
@@ -142,3 +147,16 @@ def write_pickles(directory: Path, docs: Mapping[int, object], prefix: str = "tr
     for rank, doc in docs.items():
         (directory / f"{prefix}{rank}").write_bytes(pickle.dumps(doc))
     return directory
+
+
+def load_synth() -> ModuleType:
+    """``scripts/fr_synth.py`` (the benchmark's generator of FR dumps), imported by path."""
+    name = "fr_synth"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "fr_synth.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

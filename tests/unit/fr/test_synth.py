@@ -3,10 +3,7 @@ gives the same answer with and without worker processes."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -15,21 +12,13 @@ from hangdoc.analyzer.fr_bulk import read_flight_recorders
 from hangdoc.analyzer.model import Evidence, Finding
 from hangdoc.analyzer.safe_unpickle import safe_load
 from hangdoc.rules import all_rules
+from tests.unit.fr.frdata import load_synth
 
 REPO = Path(__file__).resolve().parents[3]
 REAL_DUMPS = sorted((REPO / "fixtures" / "fr").glob("*/pickle/comm_lib_trace_rank_*"))
 
 
-def _synth() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fr_synth", REPO / "scripts" / "fr_synth.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-synth = _synth()
+synth = load_synth()
 
 
 @pytest.mark.parametrize("path", REAL_DUMPS, ids=lambda p: f"{p.parent.parent.name}-{p.name[-1]}")

@@ -1,0 +1,94 @@
+"""``hangdoc analyze`` reads many flight recorder files through the worker pool, in rank
+order, and gets the same Evidence as reading them one by one."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from hangdoc.analyzer import fr_bulk, loader
+from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.model import Evidence, InputKind
+from tests.unit.fr.frdata import load_synth
+
+Job = load_synth().Job
+
+RANKS = 72  # over the 64 files past which the loader starts workers
+
+
+@pytest.fixture(scope="module")
+def fr_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("fr")
+    Job(ranks=RANKS, entries=60).write(folder)
+    return folder
+
+
+def _by_rank(ev: Evidence) -> dict[int | None, list[object]]:
+    return {p.rank: list(p.collectives) for p in ev.processes}
+
+
+def test_many_files_go_through_workers_and_match_the_serial_read(
+    fr_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int | None] = []
+    real = fr_bulk.read_flight_recorders
+
+    def spy(files: list[tuple[Path, str]], *, jobs: int | None = None):  # type: ignore[no-untyped-def]
+        calls.append(jobs)
+        return real(files, jobs=jobs)
+
+    monkeypatch.setattr(loader, "read_flight_recorders", spy)
+    parallel = load_paths([fr_dir])
+    assert calls == [None]  # the loader let read_flight_recorders pick its workers
+    monkeypatch.setattr(loader, "read_flight_recorders", lambda f, jobs=None: real(f, jobs=1))
+    serial = load_paths([fr_dir])
+    assert _by_rank(parallel) == _by_rank(serial)
+    assert sorted(r for r in _by_rank(parallel) if r is not None) == list(range(RANKS))
+    fr_inputs = [i for i in parallel.inputs if i.kind is InputKind.FLIGHT_RECORDER]
+    assert [i.ranks for i in fr_inputs] == [(r,) for r in range(RANKS)]  # rank order
+    assert all(i.error is None for i in fr_inputs)
+
+
+def test_a_failing_pool_falls_back_to_one_by_one(
+    fr_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = fr_bulk.read_flight_recorders
+
+    def broken(files: list[tuple[Path, str]], *, jobs: int | None = None):  # type: ignore[no-untyped-def]
+        if jobs == 1:
+            yield from real(files, jobs=1)
+            return
+        yield from real(files[:5], jobs=1)
+        raise OSError("worker died")
+
+    monkeypatch.setattr(loader, "read_flight_recorders", broken)
+    ev = load_paths([fr_dir])
+    assert sorted(r for r in _by_rank(ev) if r is not None) == list(range(RANKS))
+    assert any("flight recorder workers failed" in n and "67 files" in n for n in ev.notes)
+
+
+def test_flight_recorders_in_an_archive_are_read_before_it_is_cleaned_up(
+    fr_dir: Path, tmp_path: Path
+) -> None:
+    archive = tmp_path / "fr.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(fr_dir, arcname="fr")
+    ev = load_paths([archive])
+    assert sorted(r for r in _by_rank(ev) if r is not None) == list(range(RANKS))
+    assert all(i.error is None for i in ev.inputs if i.kind is InputKind.FLIGHT_RECORDER)
+
+
+def test_a_bad_file_among_many_is_an_input_with_its_reason(fr_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for path in sorted(fr_dir.iterdir())[:70]:
+        (folder / path.name).write_bytes(path.read_bytes())
+    good = (folder / "comm_lib_trace_rank_0").read_bytes()
+    (folder / "comm_lib_trace_rank_999").write_bytes(good[: len(good) // 2])  # truncated
+    ev = load_paths([folder])
+    bad = [i for i in ev.inputs if i.path.endswith("rank_999")]
+    assert len(bad) == 1 and bad[0].kind is InputKind.FLIGHT_RECORDER
+    assert bad[0].error and "truncated" in bad[0].error
+    assert len([p for p in ev.processes if p.collectives]) == 70
