@@ -22,14 +22,14 @@ import threading
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat, starmap
+from itertools import compress, repeat
 from pathlib import Path
 from typing import cast
 
 from hangdoc.analyzer.model import CollectiveRecord, InputKind, ProcessEvidence, ProcessGroupInfo
 from hangdoc.analyzer.parsers.base import ParsedFile
 from hangdoc.analyzer.parsers.flight_recorder import FlightRecorderParser
-from hangdoc.analyzer.record_build import FIELD_NAMES, record_from_fields
+from hangdoc.analyzer.record_build import FIELD_NAMES, record_from_fields, with_group
 
 _CHUNK = 8
 _WORKER_CAP = 100_000  # interned records a worker keeps before it starts afresh
@@ -57,6 +57,7 @@ class _WorkerState:
 
     def __init__(self) -> None:
         self.parser = FlightRecorderParser()
+        self.parser.reducer.track_copies = True
         self.numbers: dict[int, int] = {}  # id(record) -> row number
         self.rows: list[CollectiveRecord] = []
         self.sent = 0
@@ -90,9 +91,7 @@ class _WorkerState:
                     if not record.source:  # interned: other ranks will send it again
                         numbers[id(record)] = row
             ids = array("i", cast(list[int], found))
-        # Field tuples, not the dataclasses: unpickling a dataclass goes through Python-level
-        # __setstate__, a tuple does not (this halved the cost of the transfer).
-        new_rows = list(map(_FIELDS, self.rows[self.sent :]))
+        new_rows = self._new_rows()
         # A group's info (its member list: 16,384 ranks for the default group) is sent
         # once per worker, not with every rank.
         groups = [g for g in parsed.process_groups if (g.name, g.desc, g.ranks) not in self.groups]
@@ -110,6 +109,23 @@ class _WorkerState:
             new_rows=new_rows,
             sources=proc.sources if proc is not None else [],
         )
+
+    def _new_rows(self) -> list[tuple[object, ...]]:
+        """The rows added since the last reply, each as compact as the parent can take it.
+
+        A copy of a sibling group's record already sent is ``(its row, group)``: the
+        parent rebuilds it from that row, so the copies share its ints and tuples (about
+        a quarter of a record's memory at 16,384 ranks) and cross as two values. Any
+        other row is its field tuple, not the dataclass: unpickling a dataclass goes
+        through Python-level ``__setstate__``, a tuple does not.
+        """
+        copied, numbers = self.parser.reducer.copied_from, self.numbers
+        out: list[tuple[object, ...]] = []
+        for record in self.rows[self.sent :]:
+            template = copied.get(id(record))
+            row = numbers.get(id(template)) if template is not None else None
+            out.append((row, record.group) if row is not None else _FIELDS(record))
+        return out
 
 
 def _parse_one(parser: FlightRecorderParser, path: Path, display: str) -> ParsedFile:
@@ -143,7 +159,11 @@ class _Tables:
         epoch, rows = self.rows.get(reply.worker, (reply.epoch, []))
         if epoch != reply.epoch:
             rows = []
-        rows.extend(starmap(record_from_fields, reply.new_rows))
+        for row in reply.new_rows:
+            if len(row) == 2:  # (row of the sibling record it copies, its group)
+                rows.append(with_group(rows[cast(int, row[0])], cast(str, row[1])))
+            else:
+                rows.append(record_from_fields(*row))  # type: ignore[arg-type]
         self.rows[reply.worker] = (reply.epoch, rows)
         numbers = array("i")
         numbers.frombytes(reply.ids)

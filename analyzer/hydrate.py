@@ -131,7 +131,8 @@ def hydrate(
                 continue
             evidence.processes[index[id(ranked[rank])]] = fresh
             replaced.append(rank)
-        evidence.inputs.extend(raw.inputs)
+        listed = {item.path for item in evidence.inputs}  # FR files the summary read already
+        evidence.inputs.extend(item for item in raw.inputs if item.path not in listed)
         evidence.notes.extend(n for n in raw.notes if n not in evidence.notes)
     if replaced:
         reasons = Counter(chosen[r] for r in replaced)

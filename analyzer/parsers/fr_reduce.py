@@ -104,6 +104,10 @@ class Reducer:
     names: dict[str, OpName] = field(default_factory=dict)
     rank_lists: dict[str, tuple[int, ...]] = field(default_factory=dict)
     shared: dict[Any, Any] = field(default_factory=dict)  # shapes and dtypes, interned
+    # With ``track_copies``: id(copy) -> the sibling record it was copied from, so a worker
+    # can send "row N in group G" instead of the copy's fields (fr_bulk).
+    track_copies: bool = False
+    copied_from: dict[int, CollectiveRecord] = field(default_factory=dict)
 
     def reset(self) -> None:
         """Forget every interned record (bounds memory; later ranks create new ones)."""
@@ -112,6 +116,7 @@ class Reducer:
         self.more.clear()
         self.siblings.clear()
         self.shared.clear()
+        self.copied_from.clear()
 
     def op_name(self, profiling_name: str) -> OpName:
         found = self.names.get(profiling_name)
@@ -190,6 +195,8 @@ class Reducer:
             for template, canonical in self.siblings.get(sibling_key, ()):
                 if canonical == shapes:  # canonical: the shared lists, not this entry's
                     record = with_group(template, str(pg[0]))
+                    if self.track_copies:
+                        self.copied_from[id(record)] = template
                     break
         if record is None:
             record = self._history(entry, members, None)

@@ -92,3 +92,23 @@ def test_a_bad_file_among_many_is_an_input_with_its_reason(fr_dir: Path, tmp_pat
     assert len(bad) == 1 and bad[0].kind is InputKind.FLIGHT_RECORDER
     assert bad[0].error and "truncated" in bad[0].error
     assert len([p for p in ev.processes if p.collectives]) == 70
+
+
+def test_workers_that_start_afresh_mid_run_send_the_same_records(
+    fr_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tiny cap makes each worker drop its tables every few files (the 16,384-rank case):
+    sibling copies sent as (row, group) must still resolve to the right records."""
+    monkeypatch.setattr(fr_bulk, "_WORKER_CAP", 150)  # inherited by the forked workers
+    files = sorted(((p, p.name) for p in fr_dir.iterdir()), key=lambda f: f[1])
+    serial = [p.processes[0].collectives for p in fr_bulk.read_flight_recorders(files, jobs=1)]
+    parallel = [p.processes[0].collectives for p in fr_bulk.read_flight_recorders(files, jobs=2)]
+    assert parallel == serial
+
+
+def test_sibling_copies_cross_as_row_and_group(fr_dir: Path) -> None:
+    state = fr_bulk._WorkerState()
+    files = sorted(fr_dir.iterdir(), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+    replies = [state.reply(str(p), p.name) for p in files[:16]]
+    compact = [row for reply in replies for row in reply.new_rows if len(row) == 2]
+    assert len(compact) > 20  # tp group 2 (ranks 8-15) copied tp group 1's records

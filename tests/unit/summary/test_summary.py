@@ -86,6 +86,16 @@ def test_summary_keeps_flight_recorder_state_per_group(tmp_path: Path) -> None:
     assert any(s["pending"] for g in groups.values() for s in g["states"])
 
 
+def test_hydrated_ranks_list_each_input_once(tmp_path: Path) -> None:
+    """A rank read from its raw files as well as the summary: its files are listed once."""
+    copy = _copy(FIXTURES / "fr" / "mismatched_op" / "dump", tmp_path)
+    write_node_summary(copy)
+    ev = load_paths([copy])
+    assert any("were opened as well" in n for n in ev.notes)  # hydration did happen
+    paths = [item.path for item in ev.inputs]
+    assert len(paths) == len(set(paths)), sorted(p for p in paths if paths.count(p) > 1)
+
+
 def _record(seq: int, state: str, group: str = "0", rid: int | None = None) -> CollectiveRecord:
     return CollectiveRecord(group=group, seq_id=seq, op="all_reduce", state=state,
                             record_id=seq if rid is None else rid)  # fmt: skip
