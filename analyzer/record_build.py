@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields
+from operator import attrgetter
 from typing import Any
 
 from hangdoc.analyzer.model import CollectiveRecord, Frame
@@ -28,6 +29,7 @@ FIELD_NAMES = (
 if tuple(f.name for f in fields(CollectiveRecord)) != FIELD_NAMES:  # pragma: no cover
     raise ImportError("analyzer/record_build.py lists other fields than CollectiveRecord has")
 
+_ALL_BUT_GROUP = attrgetter(*FIELD_NAMES[1:])
 _slots: Mapping[str, Any] = CollectiveRecord.__dict__
 _new = object.__new__
 _group = _slots["group"].__set__
@@ -92,22 +94,4 @@ def record_from_fields(
 
 def with_group(template: CollectiveRecord, group: str) -> CollectiveRecord:
     """A copy of ``template`` in another group (a sibling tensor-parallel group's op)."""
-    record: CollectiveRecord = _new(CollectiveRecord)
-    _group(record, group)
-    _seq_id(record, template.seq_id)
-    _op(record, template.op)
-    _state(record, template.state)
-    _input_sizes(record, template.input_sizes)
-    _output_sizes(record, template.output_sizes)
-    _dtypes(record, template.dtypes)
-    _is_p2p(record, template.is_p2p)
-    _peer(record, template.peer)
-    _record_id(record, template.record_id)
-    _time_created_ns(record, template.time_created_ns)
-    _source(record, template.source)
-    _group_desc(record, template.group_desc)
-    _p2p_seq_id(record, template.p2p_seq_id)
-    _output_dtypes(record, template.output_dtypes)
-    _backend(record, template.backend)
-    _frames(record, template.frames)
-    return record
+    return record_from_fields(group, *_ALL_BUT_GROUP(template))
