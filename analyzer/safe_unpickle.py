@@ -128,10 +128,17 @@ def safe_load(handle: IO[bytes], size: int | None = None) -> object:
     """
     if size is None:
         size = _file_size(handle)
+    with memory_guard(size):
+        return _PlainDataUnpickler(handle).load()
+
+
+@contextmanager
+def memory_guard(size: int | None) -> Iterator[None]:
+    """The ceiling for reading a pickle of ``size`` bytes; past it, OversizedPickleError."""
     room = _ROOM_UNKNOWN_SIZE if size is None else _ROOM_FIXED + _ROOM_PER_BYTE * size
     try:
         with memory_ceiling(room):
-            return _PlainDataUnpickler(handle).load()
+            yield
     except MemoryError:
         raise OversizedPickleError(
             f"refused: reading this pickle would take more than {room >> 20} MiB of memory"
@@ -139,6 +146,21 @@ def safe_load(handle: IO[bytes], size: int | None = None) -> object:
             + "; a flight recorder dump never does (a crafted or corrupt size or memo "
             "index, e.g. LONG_BINPUT 2**28). Nothing in it was executed."
         ) from None
+
+
+def load_with_memo(stream: bytes, memo: object = None) -> tuple[object, object]:
+    """Unpickle a piece of a larger pickle, given the memo so far; the memo after it.
+
+    For ``fr_scan``, which hands the unpickler the parts of a dump it does not read
+    itself. ``memo`` is what an earlier call returned (the unpickler's memo proxy: a
+    dict assigned to ``Unpickler.memo`` is silently dropped by CPython ≤ 3.13);
+    ``memo.copy()`` gives it as a dict. Same refusals as :func:`safe_load`; the caller
+    holds the memory guard.
+    """
+    unpickler = _PlainDataUnpickler(io.BufferedReader(io.BytesIO(stream), len(stream) + 1))
+    if memo is not None:
+        unpickler.memo = memo  # type: ignore[assignment]
+    return unpickler.load(), unpickler.memo
 
 
 def safe_loads(data: bytes) -> object:

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import io
 import json
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import cast
 
 from hangdoc.analyzer.model import (
     CollectiveRecord,
@@ -37,7 +35,8 @@ from hangdoc.analyzer.parsers.fr_reduce import (
     parse_rank_list,
     split_profiling_name,
 )
-from hangdoc.analyzer.safe_unpickle import describe_load_error, safe_load
+from hangdoc.analyzer.parsers.fr_scan import ScannedDump, ScanRefused, scan
+from hangdoc.analyzer.safe_unpickle import describe_load_error, memory_guard, safe_loads
 
 __all__ = [
     "FlightRecorderParser",
@@ -55,6 +54,8 @@ __all__ = [
 
 _PICKLE_MARKERS = (b"profiling_name", b"pg_config", b"collective_seq_id", b"record_id")
 _JSON_MARKERS = (b'"profiling_name"', b'"pg_config"', b'"collective_seq_id"')
+# Below this a dump is read whole: the scanner's set-up would cost more than it saves.
+_SCAN_FROM_BYTES = 16_384
 _RANK_DIR = re.compile(r"^rank(\d+)$")
 _RANK_SUFFIX = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?$")
 
@@ -70,25 +71,29 @@ def rank_from_path(path: Path) -> int | None:
 
 
 def read_document(path: Path) -> object:
-    """The decoded FR dump: restricted unpickling or JSON. Raises on unreadable input.
+    """The decoded FR dump: restricted unpickling or JSON. Raises on unreadable input."""
+    return decode_document(path.read_bytes())
 
-    The file is opened with a buffer as large as the file (up to 64 MiB): the C
-    unpickler prefetches through ``peek``, which a default 8 KiB buffer caps, and that
-    alone made unpickling three times slower than ``pickle.loads``.
-    """
-    size = path.stat().st_size
-    with path.open("rb", buffering=min(max(size + 1, 1 << 16), 1 << 26)) as raw:
-        handle = cast(io.BufferedReader, raw)
-        if handle.peek(1)[:1] == b"\x80":
-            return safe_load(handle, size)
-        return json.loads(handle.read().decode("utf-8", errors="replace"))
+
+def decode_document(data: bytes) -> object:
+    """:func:`read_document` of bytes already read."""
+    if data[:1] == b"\x80":
+        return safe_loads(data)
+    return json.loads(data.decode("utf-8", errors="replace"))
 
 
 def document_to_parsed(doc: object, rank: int | None, display: str, reducer: Reducer) -> ParsedFile:
-    """One decoded dump → records on one rank, its process groups, notes."""
+    """One decoded dump → records on one rank, its process groups, notes.
+
+    A ScannedDump (``fr_scan``) raises where its bytes surprise the reducer; the caller
+    then decodes the file whole and calls this again with the document.
+    """
     parsed = ParsedFile(kind=InputKind.FLIGHT_RECORDER)
-    if isinstance(doc, list):  # the early form: a bare list of entries
+    if isinstance(doc, ScannedDump):
         entries: object = doc
+        version, pg_config = str(doc.root.get("version", "?")), doc.root.get("pg_config")
+    elif isinstance(doc, list):  # the early form: a bare list of entries
+        entries = doc
         version, pg_config = "early (bare list)", None
     elif isinstance(doc, dict):
         entries = doc.get("entries", [])
@@ -96,7 +101,7 @@ def document_to_parsed(doc: object, rank: int | None, display: str, reducer: Red
     else:
         parsed.error = f"not a flight recorder dump: top level is {type(doc).__name__}"
         return parsed
-    if not isinstance(entries, list):
+    if not isinstance(entries, list | ScannedDump):
         parsed.error = "flight recorder dump: 'entries' is not a list"
         return parsed
     members: dict[str, tuple[int, ...]] = {}
@@ -116,7 +121,10 @@ def document_to_parsed(doc: object, rank: int | None, display: str, reducer: Red
             parsed.process_groups.append(
                 ProcessGroupInfo(name=name, desc=str(desc) if desc else None, ranks=ranks)
             )
-    records, bad = reducer.reduce(entries, members, display)
+    if isinstance(entries, ScannedDump):
+        records, bad = reducer.reduce_scanned(entries, members, display)
+    else:
+        records, bad = reducer.reduce(entries, members, display)
     known = set(members)
     for record in records:
         if record.group not in known:
@@ -154,16 +162,38 @@ class FlightRecorderParser:
         )
 
     def parse(self, path: Path, display_path: str) -> ParsedFile:
+        rank = rank_from_path(path)
         with no_gc():
             try:
-                doc = read_document(path)
-            except (OSError, ValueError, EOFError, MemoryError, RecursionError) as exc:
+                data = path.read_bytes()
+            except OSError as exc:
                 return ParsedFile(kind=InputKind.FLIGHT_RECORDER, error=_describe(exc))
+            parsed = self._parse_scanned(data, rank, display_path)
+            if parsed is not None:
+                return parsed
+            try:
+                doc = decode_document(data)
             except Exception as exc:  # the C unpickler raises many kinds on corrupt input
                 return ParsedFile(kind=InputKind.FLIGHT_RECORDER, error=_describe(exc))
-            parsed = document_to_parsed(doc, rank_from_path(path), display_path, self.reducer)
+            parsed = document_to_parsed(doc, rank, display_path, self.reducer)
             del doc  # freed before the collector runs again, so it never walks it
         return parsed
+
+    def _parse_scanned(self, data: bytes, rank: int | None, display: str) -> ParsedFile | None:
+        """The file through ``fr_scan`` (torch's own pickles), or None to decode it whole.
+
+        Whatever goes wrong here, the whole decode is the reference: it reports the
+        file's real error, or reads what the scanner would not.
+        """
+        if data[:4] != b"\x80\x02}(" or len(data) < _SCAN_FROM_BYTES:
+            return None
+        try:
+            with memory_guard(len(data)):
+                return document_to_parsed(scan(data), rank, display, self.reducer)
+        except ScanRefused:
+            return None
+        except Exception:  # corrupt input the scanner met first: the whole decode reports it
+            return None
 
 
 @contextlib.contextmanager

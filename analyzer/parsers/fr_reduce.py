@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import operator
 import re
+from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
 from hangdoc.analyzer.model import CollectiveRecord, Frame
+from hangdoc.analyzer.parsers.fr_scan import Run, ScannedDump
 from hangdoc.analyzer.record_build import with_group
 
 # Backends whose work never leaves "scheduled": completion shows only as ``retired``.
@@ -108,10 +111,13 @@ class Reducer:
     # can send "row N in group G" instead of the copy's fields (fr_bulk).
     track_copies: bool = False
     copied_from: dict[int, CollectiveRecord] = field(default_factory=dict)
+    # fr_scan's byte keys (an entry's fields as its pickle wrote them) -> interned record.
+    by_bytes: dict[bytes, CollectiveRecord] = field(default_factory=dict)
 
     def reset(self) -> None:
         """Forget every interned record (bounds memory; later ranks create new ones)."""
         self.table.clear()
+        self.by_bytes.clear()
         self.fast.clear()
         self.more.clear()
         self.siblings.clear()
@@ -153,8 +159,51 @@ class Reducer:
         except (AttributeError, KeyError, TypeError, ValueError, IndexError):
             out = None
         if out is None:
-            return self._reduce_each(entries, members, source)
-        return self._frontier(out, entries, source), 0
+            out, entries, bad = self._reduce_each(entries, members)
+            return self._frontier(out, entries.__getitem__, source), bad
+        return self._frontier(out, entries.__getitem__, source), 0
+
+    def reduce_scanned(
+        self, dump: ScannedDump, members: dict[str, tuple[int, ...]], source: str
+    ) -> tuple[list[CollectiveRecord], int]:
+        """``reduce`` for a dump ``fr_scan`` read: the same records, from its byte keys.
+
+        Raises what ``reduce`` would have caught (a malformed entry, or ScanRefused):
+        the caller then reads the file whole and reduces that.
+        """
+        if len(self.table) + len(self.fast) > _INTERN_CAP:
+            self.reset()
+        out: list[CollectiveRecord] = []
+        offsets: list[int] = []  # where each piece's records start in ``out``
+        for piece in dump.pieces:
+            offsets.append(len(out))
+            if isinstance(piece, Run):
+                out.extend(self._reduce_run(piece, members))
+            else:
+                out.extend(self._reduce_fast(piece, members))
+
+        def entry_at(index: int) -> Any:
+            at = bisect_right(offsets, index) - 1
+            piece = dump.pieces[at]
+            if isinstance(piece, Run):
+                return piece.entry(index - offsets[at])
+            return piece[index - offsets[at]]
+
+        return self._frontier(out, entry_at, source), 0
+
+    def _reduce_run(self, run: Run, members: dict[str, tuple[int, ...]]) -> list[CollectiveRecord]:
+        keys = run.byte_keys()
+        by_bytes = self.by_bytes
+        out: list[CollectiveRecord] = list(map(by_bytes.get, keys))  # type: ignore[arg-type]  # None: missing
+        missing = list(compress(range(len(out)), map(operator.not_, out)))
+        if not missing:
+            return out
+        for index, entry in zip(missing, run.entries(missing), strict=True):
+            record = self._intern(entry, _KEY(entry), _SHAPES(entry), members)
+            out[index] = record
+            if not record.is_p2p:  # p2p records depend on pg_config: see _intern
+                by_bytes[keys[index]] = record
+        return out
 
     def _reduce_fast(
         self, entries: list[Any], members: dict[str, tuple[int, ...]]
@@ -216,7 +265,7 @@ class Reducer:
         return record
 
     def _frontier(
-        self, out: list[CollectiveRecord], raw: list[Any], source: str
+        self, out: list[CollectiveRecord], entry_at: Callable[[int], Any], source: str
     ) -> list[CollectiveRecord]:
         """Give the last record of each group and every unfinished one its details."""
         states = list(map(_STATE, out))
@@ -229,12 +278,12 @@ class Reducer:
                 keep.add(i)
         keep.update(dict(zip(map(_GROUP, out), range(len(out)), strict=True)).values())
         for i in sorted(keep):
-            out[i] = _with_details(out[i], raw[i], source)
+            out[i] = _with_details(out[i], entry_at(i), source)
         return out
 
     def _reduce_each(
-        self, entries: list[Any], members: dict[str, tuple[int, ...]], source: str
-    ) -> tuple[list[CollectiveRecord], int]:
+        self, entries: list[Any], members: dict[str, tuple[int, ...]]
+    ) -> tuple[list[CollectiveRecord], list[Any], int]:
         """Entry by entry, tolerant: older versions, JSON, malformed entries (skipped)."""
         out: list[CollectiveRecord] = []
         kept: list[Any] = []
@@ -259,7 +308,7 @@ class Reducer:
                     continue
             out.append(record)
             kept.append(entry)
-        return self._frontier(out, kept, source), bad
+        return out, kept, bad
 
     def _history(
         self,
