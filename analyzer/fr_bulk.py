@@ -66,7 +66,7 @@ class _WorkerState:
 
     def reply(self, path: str, display: str) -> _Reply:
         reducer = self.parser.reducer
-        if len(reducer.fast) + len(reducer.table) > _WORKER_CAP:
+        if reducer.size() > _WORKER_CAP:
             # Records of groups whose ranks are done (tp groups) are never met again:
             # forget them all, so a worker's memory stays bounded at any scale. Records
             # that ranks still share (dp, default group) are re-created once per epoch.

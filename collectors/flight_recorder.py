@@ -8,7 +8,9 @@ Sources, in order of preference (FORMATS.md §5, §4), each recorded as a manife
    included. A file older than the process is an earlier run's and is skipped.
 2. ``worker_server``: a live dump from torch's own per-rank worker server (HTTP over
    the unix socket in TORCH_WORKER_SERVER_SOCKET).
-3. ``hook``: hangdoc's in-process hook (``hangdoc.hook``), which also returns
+3. ``debug_server``: the same server as ``torch.distributed.debug`` runs it, on a TCP
+   port the rank wrote into the job's store (``torch_debug``).
+4. ``hook``: hangdoc's in-process hook (``hangdoc.hook``), which also returns
    all-thread stacks (faulthandler) and a CUDA memory summary; those are fetched from
    the hook even when the flight recorder itself came from a file.
 
@@ -23,6 +25,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,9 +36,11 @@ from hangdoc.collectors.hook_client import (
     HookArtifact,
     ask_hook,
     hook_socket_candidates,
+    http_over_tcp,
     http_over_unix,
     resolve,
 )
+from hangdoc.collectors.torch_debug import DebugServerUnavailable, find_worker_server
 
 __all__ = [
     "HookArtifact",
@@ -99,7 +104,12 @@ def collect_flight_recorder(ctx: ExtraContext) -> list[StepRecord]:
     """Fetch the rank's flight recorder (and the hook's extras); never raises."""
     run = _Run(ctx=ctx, deadline=time.monotonic() + ctx.timeout_s, records=[])
     got_fr = False
-    for source, fetch in (("file", _from_files), ("worker_server", _from_worker_server)):
+    sources = (
+        ("file", _from_files),
+        ("worker_server", _from_worker_server),
+        ("debug_server", _from_debug_server),
+    )
+    for source, fetch in sources:
         began = time.monotonic()
         if got_fr:
             run.step(source, "skipped", "flight recorder already retrieved", began)
@@ -229,17 +239,59 @@ def _from_worker_server(run: _Run) -> bool:
     if path is None:
         run.step("worker_server", "failed", f"socket {configured} does not exist", began)
         return False
+    return _ask_worker_server(
+        run,
+        "worker_server",
+        configured,
+        lambda endpoint: http_over_unix(path, endpoint, run.remaining()),
+    )
+
+
+def _from_debug_server(run: _Run) -> bool:
+    """The worker server ``torch.distributed.debug.start_debug_server()`` runs (TCP)."""
+    began = time.monotonic()
+    try:
+        address = find_worker_server(run.ctx.target.env, min(run.remaining(), 3.0))
+    except DebugServerUnavailable as why:
+        run.step("debug_server", "skipped" if why.skipped else "failed", str(why), began)
+        return False
+
+    def post(endpoint: str) -> tuple[int, bytes]:
+        # the address the rank wrote (its host name), then this node's loopback: the
+        # server listens on every interface, and hangdoc runs on the rank's node
+        last: OSError | None = None
+        for host in dict.fromkeys((address.host, "127.0.0.1", "::1")):
+            try:
+                return http_over_tcp(host, address.port, endpoint, run.remaining())
+            except OSError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    return _ask_worker_server(run, "debug_server", address.url, post)
+
+
+def _ask_worker_server(
+    run: _Run, source: str, where: str, post: Callable[[str], tuple[int, bytes]]
+) -> bool:
+    """Fetch the FR handlers from a torch worker server; each answer a step."""
     got = False
     for handler, suffix in _WORKER_HANDLERS:
         began = time.monotonic()
-        status, body = http_over_unix(path, f"/handler/{handler}", run.remaining())
+        try:
+            status, body = post(f"/handler/{handler}")
+        except OSError as exc:
+            run.step(
+                source, "failed", f"{handler} from {where}: {type(exc).__name__}: {exc}", began
+            )
+            return got
         if status == 200 and body:
-            written = run.write(f"flight_recorder.worker_server.{suffix}", body)
-            run.step("worker_server", "ok", f"{handler} from {configured}", began, file=written)
+            written = run.write(f"flight_recorder.{source}.{suffix}", body)
+            run.step(source, "ok", f"{handler} from {where}", began, file=written)
             got = True
         elif handler == _WORKER_HANDLERS[0][0]:
             reason = f"{handler}: HTTP {status}: {body[:200].decode(errors='replace')}"
-            run.step("worker_server", "failed", reason, began)
+            run.step(source, "failed", reason, began)
     return got
 
 

@@ -1,4 +1,5 @@
-"""Talking to a live rank: hangdoc's hook and torch's worker server, over unix sockets.
+"""Talking to a live rank: hangdoc's hook and torch's worker server, over unix sockets
+(and the worker server of ``torch.distributed.debug``, over TCP).
 
 Both answer on a unix socket the target process created, named as the target sees its
 own filesystem and pid: paths are tried as given and through ``/proc/<pid>/root`` (a
@@ -33,9 +34,21 @@ def http_over_unix(path: str, endpoint: str, timeout: float) -> tuple[int, bytes
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
         _connect(conn, path, timeout)
-        request = f"POST {endpoint} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n"
-        conn.sendall((request + "Connection: close\r\n\r\n").encode())
-        data = _read_all(conn, MAX_REPLY_BYTES)
+        return _post(conn, endpoint)
+
+
+def http_over_tcp(host: str, port: int, endpoint: str, timeout: float) -> tuple[int, bytes]:
+    """POST ``endpoint`` to torch's worker server on a TCP port; (status, body)."""
+    with socket.create_connection((host, port), timeout=timeout) as conn:
+        conn.settimeout(timeout)
+        return _post(conn, endpoint)
+
+
+def _post(conn: socket.socket, endpoint: str) -> tuple[int, bytes]:
+    """torch's _WorkerServer protocol: POST /handler/<name>, no body, the reply to EOF."""
+    request = f"POST {endpoint} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n"
+    conn.sendall((request + "Connection: close\r\n\r\n").encode())
+    data = _read_all(conn, MAX_REPLY_BYTES)
     head, _, body = data.partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split()
     status = int(status_line[1]) if len(status_line) > 1 and status_line[1].isdigit() else 0

@@ -9,6 +9,7 @@ group size, reduce_scatter the reverse; all_to_all totals must add up.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import compress
 
 from hangdoc.analyzer.model import CollectiveRecord
 from hangdoc.rules.fr_model import GroupView, Kind, Problem, RankFR, Sig, first_seq, signature
@@ -48,9 +49,10 @@ def _new_records(per_rank: dict[int, RankFR]) -> Iterator[tuple[int, list[Collec
         if seen.issuperset(map(id, fr.records)):  # the common case: nothing new
             yield rank, frontier
             continue
-        new = set(map(id, fr.records))
+        ids = list(map(id, fr.records))
+        new = set(ids)
         new -= seen
-        found = [r for r in fr.records if id(r) in new]
+        found = list(compress(fr.records, map(new.__contains__, ids)))
         seen |= new
         yield rank, found + frontier
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import operator
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -56,6 +57,7 @@ _PICKLE_MARKERS = (b"profiling_name", b"pg_config", b"collective_seq_id", b"reco
 _JSON_MARKERS = (b'"profiling_name"', b'"pg_config"', b'"collective_seq_id"')
 # Below this a dump is read whole: the scanner's set-up would cost more than it saves.
 _SCAN_FROM_BYTES = 16_384
+_GROUP = operator.attrgetter("group")
 _RANK_DIR = re.compile(r"^rank(\d+)$")
 _RANK_SUFFIX = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?$")
 
@@ -125,13 +127,13 @@ def document_to_parsed(doc: object, rank: int | None, display: str, reducer: Red
         records, bad = reducer.reduce_scanned(entries, members, display)
     else:
         records, bad = reducer.reduce(entries, members, display)
-    known = set(members)
-    for record in records:
-        if record.group not in known:
-            known.add(record.group)
-            parsed.process_groups.append(
-                ProcessGroupInfo(name=record.group, desc=record.group_desc)
-            )
+    # groups pg_config does not list, in order of first use, with their first record's
+    # description (C-level passes: this runs once per rank over every record)
+    first_use = dict(zip(map(_GROUP, reversed(records)), reversed(records), strict=True))
+    for name in dict.fromkeys(map(_GROUP, records)):
+        if name not in members:
+            desc = first_use[name].group_desc
+            parsed.process_groups.append(ProcessGroupInfo(name=name, desc=desc))
     if bad:
         parsed.notes.append(f"{display}: skipped {bad} malformed flight recorder entries")
     if rank is None:

@@ -113,11 +113,17 @@ class Reducer:
     copied_from: dict[int, CollectiveRecord] = field(default_factory=dict)
     # fr_scan's byte keys (an entry's fields as its pickle wrote them) -> interned record.
     by_bytes: dict[bytes, CollectiveRecord] = field(default_factory=dict)
+    by_sibling: dict[bytes, CollectiveRecord] = field(default_factory=dict)  # Run.sibling
+
+    def size(self) -> int:
+        """How many interned records the tables hold (what bounds their memory)."""
+        return len(self.table) + len(self.fast) + len(self.by_bytes)
 
     def reset(self) -> None:
         """Forget every interned record (bounds memory; later ranks create new ones)."""
         self.table.clear()
         self.by_bytes.clear()
+        self.by_sibling.clear()
         self.fast.clear()
         self.more.clear()
         self.siblings.clear()
@@ -152,7 +158,7 @@ class Reducer:
         only for the entries that miss (new ops, p2p); any surprise (a missing key,
         JSON's lists, a malformed entry) sends the whole buffer down the tolerant path.
         """
-        if len(self.table) + len(self.fast) > _INTERN_CAP:
+        if self.size() > _INTERN_CAP:
             self.reset()
         try:
             out = self._reduce_fast(entries, members)
@@ -171,7 +177,7 @@ class Reducer:
         Raises what ``reduce`` would have caught (a malformed entry, or ScanRefused):
         the caller then reads the file whole and reduces that.
         """
-        if len(self.table) + len(self.fast) > _INTERN_CAP:
+        if self.size() > _INTERN_CAP:
             self.reset()
         out: list[CollectiveRecord] = []
         offsets: list[int] = []  # where each piece's records start in ``out``
@@ -198,11 +204,24 @@ class Reducer:
         missing = list(compress(range(len(out)), map(operator.not_, out)))
         if not missing:
             return out
-        for index, entry in zip(missing, run.entries(missing), strict=True):
-            record = self._intern(entry, _KEY(entry), _SHAPES(entry), members)
-            out[index] = record
+        unknown: list[int] = []
+        siblings = self.by_sibling
+        for index in missing:
+            found = run.sibling(index)
+            template = siblings.get(found[0]) if found is not None else None
+            if template is None:
+                unknown.append(index)
+                continue
+            record = out[index] = by_bytes[keys[index]] = with_group(template, found[1])  # type: ignore[index]
+            if self.track_copies:
+                self.copied_from[id(record)] = template
+        for index, entry in zip(unknown, run.entries(unknown), strict=True):
+            record = out[index] = self._intern(entry, _KEY(entry), _SHAPES(entry), members)
             if not record.is_p2p:  # p2p records depend on pg_config: see _intern
                 by_bytes[keys[index]] = record
+                found = run.sibling(index)
+                if found is not None and record.group == found[1]:
+                    siblings.setdefault(found[0], record)
         return out
 
     def _reduce_fast(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Any
@@ -69,7 +69,9 @@ _VALUES: dict[str, bytes] = {
     "sizes": rb"\]\((?:\]\(" + _INT + rb"*+e)*+e",
     "refs": rb"\]\(" + _REF + rb"*+e",
     "bool": rb"[\x88\x89]",
-    "scalar": rb"(?:N|\x88|\x89|G.{8}|" + _INT + rb"|" + _REF + rb")",
+    # an unknown key: a value the matching never reads, so never a memo reference (a
+    # reference to nothing would go unnoticed; the whole read would refuse the file)
+    "scalar": rb"(?:N|\x88|\x89|G.{8}|" + _INT + rb")",
 }
 _KINDS = {
     "record_id": "int", "pg_id": "int", "collective_seq_id": "int", "p2p_seq_id": "int",
@@ -311,6 +313,7 @@ class Run:
     columns: list[list[bytes]]  # per capture group, per entry
     heads: list[bytes]  # per entry, its bytes before the match (its frames, frames first)
     own_frames: dict[int, list[Any]] = field(default_factory=dict)  # read by the unpickler
+    _shapes: dict[bytes, Shape] = field(default_factory=dict)  # per distinct span
 
     def byte_keys(self) -> list[bytes]:
         """Per entry, one bytes object that is equal across files for equal entries.
@@ -321,14 +324,36 @@ class Run:
         groups, columns = self.layout.groups, self.columns
         spans = [c for g, c in zip(groups, columns, strict=True) if g.kind == "shape"]
         distinct = list(set().union(*spans))
-        ids = dict(zip(distinct, map(_shape_id, self._load_spans(distinct)), strict=True))
+        self._shapes = dict(zip(distinct, map(_shape_of, self._load_spans(distinct)), strict=True))
+        full = {raw: shape.full for raw, shape in self._shapes.items()}
         parts: list[Any] = [repeat(self.layout.kind_id)]
         for group, column in zip(groups, columns, strict=True):
             if group.kind == "own":
                 parts.append(column)
             elif group.kind == "shape":
-                parts.append(map(ids.__getitem__, column))
+                parts.append(map(full.__getitem__, column))
         return list(map(b"".join, zip(*parts, strict=False)))  # kind_id repeats forever
+
+    def sibling(self, index: int) -> tuple[bytes, str] | None:
+        """The entry's key with its group's name left out, and that name.
+
+        Tensor-parallel groups differ only in name: an op of one is the same op of a
+        sibling group, renamed (``fr_reduce``). None for an entry whose process group
+        is not a (name, description) pair.
+        """
+        parts = [self.layout.kind_id]
+        name = None
+        for group, column in zip(self.layout.groups, self.columns, strict=True):
+            if group.kind == "own":
+                parts.append(column[index])
+            elif group.kind == "shape":
+                shape = self._shapes[column[index]]
+                if shape.group_name is None:
+                    parts.append(shape.full)
+                else:
+                    parts.append(shape.sibling)
+                    name = shape.group_name
+        return (b"".join(parts), name) if name is not None else None
 
     def _load_spans(self, spans: Sequence[bytes]) -> list[dict[str, Any]]:
         body = b"".join(b"}(" + span + b"u" for span in spans)
@@ -339,15 +364,14 @@ class Run:
 
     def entries(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """The entries at ``indices`` without frames and times (in one load)."""
-        groups, columns = self.layout.groups, self.columns
-        spans = [
-            b"".join(
-                group.ref + column[index] if group.ref else column[index]
-                for group, column in zip(groups, columns, strict=True)
-            )
-            for index in indices
-        ]
-        return self._load_spans(spans)
+        pieces: list[Iterable[bytes]] = []
+        for group, column in zip(self.layout.groups, self.columns, strict=True):
+            picked = map(column.__getitem__, indices)
+            if group.kind == "own":
+                pieces.append(map(group.ref.__add__, picked))
+            elif group.kind == "shape":
+                pieces.append(picked)
+        return self._load_spans(list(map(b"".join, zip(*pieces, strict=True))))
 
     def entry(self, index: int) -> dict[str, Any]:
         """What a frontier record keeps of its entry: frames and creation time."""
@@ -366,8 +390,23 @@ class Run:
         return out
 
 
-def _shape_id(span: dict[str, Any]) -> bytes:
-    return _new_id(_SHAPE_IDS, tuple((k, _freeze(span[k])) for k in KEY_FIELDS if k in span), 4)
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a span of an entry's repeating fields means, as ids valid in this process."""
+
+    full: bytes
+    sibling: bytes  # the same without the group's name (when it has a process_group)
+    group_name: str | None
+
+
+def _shape_of(span: dict[str, Any]) -> Shape:
+    fields = tuple((k, _freeze(span[k])) for k in KEY_FIELDS if k in span)
+    full = _new_id(_SHAPE_IDS, fields, 4)
+    group = span.get("process_group")
+    if group.__class__ is not tuple or len(group) != 2 or group[0].__class__ is not str:
+        return Shape(full, full, None)
+    unnamed = tuple((k, group[1]) if k == "process_group" else (k, v) for k, v in fields)
+    return Shape(full, _new_id(_SHAPE_IDS, ("unnamed", *unnamed), 4), group[0])
 
 
 @dataclass(slots=True)
@@ -455,6 +494,9 @@ def _run(
     stop: int,
     own_frames: dict[int, list[Any]],
 ) -> Run:
-    return Run(
-        layout, memo, strings, [c[start:stop] for c in columns], heads[start:stop], own_frames
-    )
+    heads = heads[start:stop]
+    if layout.gap is not None:  # a frames reference to nothing: the whole read refuses it
+        skip = len(layout.frames_prefix)
+        for head in set(heads[1:] if own_frames else heads):  # own_frames: the first only
+            _memo_values(strings, head, skip, len(head))
+    return Run(layout, memo, strings, [c[start:stop] for c in columns], heads, own_frames)

@@ -108,3 +108,42 @@ def test_torch_worker_server_is_preferred_to_the_hook(tmp_path: Path) -> None:
     assert _hangdoc("analyze", str(dump), "--json", str(out)).returncode == 0
     primary = json.loads(out.read_text())["findings"][0]
     assert (primary["category"], primary["culprit_ranks"]) == ("collective_type_mismatch", [2])
+
+
+@pytest.mark.e2e
+def test_torch_debug_server_is_found_through_the_jobs_store(tmp_path: Path) -> None:
+    """``torch.distributed.debug.start_debug_server()``: per-rank worker servers on TCP
+    ports the ranks wrote into the job's store; collect asks the store, then each rank."""
+    frontend = str(record.free_port())
+
+    def env(rank: int) -> dict[str, str]:
+        return {"HANGDOC_SCENARIO_DEBUG_SERVER": frontend}
+
+    dump = tmp_path / "dump"
+    with record.launch("mismatched_op", rank_env=env, log_dir=tmp_path) as job:
+        pids = ",".join(str(p) for _, p in sorted(job.pids.items()))
+        collected = _hangdoc("collect", "--pid", pids, "--out", str(dump), "--samples", "1")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    served = [s for s in _steps(dump, "flight_recorder:debug_server") if s["status"] == "ok"]
+    assert sorted(s["rank"] for s in served) == [0, 1, 2, 3], _steps(
+        dump, "flight_recorder:debug_server"
+    )
+    assert all(s["reason"].startswith("fr_trace_json from http://") for s in served)
+    assert not list(dump.glob("rank*/flight_recorder.hook.json"))
+    out = tmp_path / "findings.json"
+    assert _hangdoc("analyze", str(dump), "--json", str(out)).returncode == 0
+    primary = json.loads(out.read_text())["findings"][0]
+    assert (primary["category"], primary["culprit_ranks"]) == ("collective_type_mismatch", [2])
+
+
+@pytest.mark.e2e
+def test_a_job_without_debug_server_is_skipped_quickly(tmp_path: Path) -> None:
+    dump = tmp_path / "dump"
+    with record.launch("mismatched_op") as job:
+        pids = ",".join(str(p) for _, p in sorted(job.pids.items()))
+        collected = _hangdoc("collect", "--pid", pids, "--out", str(dump), "--samples", "1")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    steps = _steps(dump, "flight_recorder:debug_server")
+    assert {s["status"] for s in steps} == {"skipped"}
+    assert all(s["reason"] == "the job runs no torch.distributed.debug server" for s in steps)
+    assert max(s["duration_s"] for s in steps) < 10

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,6 +86,7 @@ def test_fresh_file_is_copied_and_stale_one_skipped(tmp_path: Path) -> None:
         ("flight_recorder:file", "skipped"),  # the stale one
         ("flight_recorder:file", "ok"),
         ("flight_recorder:worker_server", "skipped"),  # FR already retrieved
+        ("flight_recorder:debug_server", "skipped"),
         ("flight_recorder:hook", "skipped"),  # no hook in this process
     ]
     assert (ctx.rank_dir / "flight_recorder.file.trace_3").read_bytes() == FR_JSON
@@ -92,11 +94,16 @@ def test_fresh_file_is_copied_and_stale_one_skipped(tmp_path: Path) -> None:
 
 
 class _FakeWorkerServer:
-    """torch's _WorkerServer protocol: POST /handler/<name> over HTTP on a unix socket."""
+    """torch's _WorkerServer protocol: POST /handler/<name> over HTTP on a unix socket
+    (TORCH_WORKER_SERVER_SOCKET) or on a TCP port (torch.distributed.debug)."""
 
-    def __init__(self, path: Path) -> None:
-        self.server = socket.socket(socket.AF_UNIX)
-        self.server.bind(str(path))
+    def __init__(self, path: Path | None) -> None:
+        if path is None:
+            self.server = socket.socket(socket.AF_INET)
+            self.server.bind(("127.0.0.1", 0))
+        else:
+            self.server = socket.socket(socket.AF_UNIX)
+            self.server.bind(str(path))
         self.server.listen(4)
         self.requests: list[str] = []
         threading.Thread(target=self.serve, daemon=True).start()
@@ -147,6 +154,65 @@ def test_missing_worker_socket_is_a_recorded_failure(tmp_path: Path) -> None:
     records = collect_flight_recorder(_ctx(tmp_path, env))
     failed = [r for r in records if r["status"] == "failed"]
     assert failed and "does not exist" in str(failed[0]["reason"])
+
+
+@pytest.fixture
+def job_store() -> Iterator[Any]:
+    """A real TCPStore, as torchrun's rank 0 hosts it."""
+    from torch._C._distributed_c10d import TCPStore
+
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    yield store
+
+
+def _store_env(tmp_path: Path, port: int) -> dict[str, str]:
+    return {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "RANK": "3",
+        "HOME": str(tmp_path / "home"),
+        "HANGDOC_HOOK_DIR": str(tmp_path / "none"),
+    }
+
+
+def test_debug_server_address_comes_from_the_jobs_store(tmp_path: Path, job_store: Any) -> None:
+    server = _FakeWorkerServer(None)
+    port = server.server.getsockname()[1]
+    job_store.set("debug_server/rank3", f"http://{socket.gethostname()}:{port}")
+    ctx = _ctx(tmp_path, _store_env(tmp_path, job_store.port))
+    records = collect_flight_recorder(ctx)
+    assert ("flight_recorder:debug_server", "ok") in _steps(records)
+    assert (ctx.rank_dir / "flight_recorder.debug_server.json").read_bytes() == FR_JSON
+    assert server.requests[0] == "POST /handler/fr_trace_json HTTP/1.1"
+    server.server.close()
+
+
+def test_no_debug_server_in_the_store_is_skipped(tmp_path: Path, job_store: Any) -> None:
+    job_store.set("debug_server/rank0", "http://elsewhere:1")  # another rank's, not ours
+    records = collect_flight_recorder(_ctx(tmp_path, _store_env(tmp_path, job_store.port)))
+    step = next(r for r in records if r["step"] == "flight_recorder:debug_server")
+    assert (step["status"], step["reason"]) == (
+        "skipped",
+        "the job runs no torch.distributed.debug server",
+    )
+
+
+def test_unreachable_store_is_a_failure_and_bounded(tmp_path: Path) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there
+    began = time.monotonic()
+    records = collect_flight_recorder(_ctx(tmp_path, _store_env(tmp_path, port)))
+    step = next(r for r in records if r["step"] == "flight_recorder:debug_server")
+    assert step["status"] == "failed" and f"127.0.0.1:{port}" in str(step["reason"])
+    assert time.monotonic() - began < 15
+
+
+def test_a_job_without_a_store_is_not_asked(tmp_path: Path) -> None:
+    records = collect_flight_recorder(_ctx(tmp_path, {"HOME": str(tmp_path)}))
+    step = next(r for r in records if r["step"] == "flight_recorder:debug_server")
+    assert step["status"] == "skipped" and "MASTER_ADDR" in str(step["reason"])
 
 
 def test_hook_stacks_fold_into_info_when_pyspy_took_samples(tmp_path: Path) -> None:
