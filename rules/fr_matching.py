@@ -72,7 +72,7 @@ __all__ = [
 _RECORD_ID = operator.attrgetter("record_id")
 _STATE = operator.attrgetter("state")
 _NOT_COMPLETED = "completed".__ne__
-_GROUP_KIND = operator.attrgetter("group", "is_p2p")
+_GROUP = operator.attrgetter("group")
 
 
 def is_done(record: CollectiveRecord) -> bool:
@@ -117,11 +117,17 @@ def scan_rank(rank: int, records: list[CollectiveRecord]) -> RankFR:
     records = latest_dump(records)
     # C-level passes: at 16,384 ranks this touches 32 M (shared) records
     pending = list(compress(records, map(_NOT_COMPLETED, map(_STATE, records))))
-    last = dict(zip(map(_GROUP_KIND, records), records, strict=True))
+    # the last record per group (keyed by the name alone: no tuple per record); where
+    # that is a send/recv, the group's last collective is looked for backwards
+    last = dict(zip(map(_GROUP, records), records, strict=True))
     groups: dict[str, GroupPos] = {}
-    for (group, is_p2p), rec in last.items():
-        if not is_p2p:
-            groups[group] = GroupPos(None, rec)
+    for group, rec in last.items():
+        if rec.is_p2p:
+            found = next((r for r in reversed(records) if r.group == group and not r.is_p2p), None)
+            if found is None:
+                continue
+            rec = found
+        groups[group] = GroupPos(None, rec)
     p2p: list[CollectiveRecord] = []
     for rec in pending:
         if rec.is_p2p:

@@ -6,7 +6,9 @@ nothing in it runs). Both forms become :class:`CollectiveRecord` rows on the ran
 
 Each file is reduced as it is read and its dicts dropped (``fr_reduce``: history
 records interned and shared between ranks, only the frontier keeps its details).
-Many files at once: ``hangdoc.analyzer.fr_bulk`` (worker processes).
+torch's own pickles are read by ``fr_scan`` first, which reads history entries off the
+bytes instead of unpickling them, and steps aside (the file is then decoded whole)
+wherever it is not sure. Many files at once: ``hangdoc.analyzer.fr_bulk`` (workers).
 
 Rank: FR files do not say which rank wrote them; the name does (``<prefix><rank>``,
 ``rank<R>/`` folders of a hangdoc dump), exactly as torch's own analyzer reads them.

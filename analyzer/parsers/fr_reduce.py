@@ -7,6 +7,9 @@ rank that recorded the same op at the same sequence number and record id (SPMD r
 mostly do), so a rank's history costs one pointer per entry. Entries at the frontier
 (the last of each group, and every unfinished one) keep their creation time, call stack
 and file name.
+
+``reduce`` takes decoded entries; ``reduce_scanned`` takes what ``fr_scan`` read, and
+interns by its byte keys the same records ``reduce`` would build.
 """
 
 from __future__ import annotations

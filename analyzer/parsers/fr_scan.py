@@ -99,7 +99,6 @@ _CAPTURE = {
     "state": "shape", "retired": "shape", "is_p2p": "shape",
     "pg_id": "any", "thread_name": "any", "thread_id": "any", "timeout_ms": "any",
 }  # fmt: skip
-_GROUPS_OF = operator.methodcaller("groups")
 _ENTRIES_KEY = b"X\x07\x00\x00\x00entries"
 
 
@@ -115,8 +114,9 @@ def _ref_bytes(memo_id: int) -> bytes:
 class Group:
     """One capture group of a layout's entry expression."""
 
-    kind: str  # own | shape | time
-    ref: bytes  # the key's memo reference (own, time): to rebuild the entry
+    kind: str  # own | shape | time | frames
+    key: str  # the entry's key (own, time, frames); "" for a span of several
+    ref: bytes  # the key's memo reference (own, time, frames): to rebuild the entry
 
 
 @dataclass(slots=True)
@@ -178,10 +178,10 @@ def _build_layout(refs: tuple[tuple[str, bytes], ...]) -> Layout:
             parts[-1] = parts[-1][:-1] + piece + b")"  # extend the open span
         elif capture == "shape":
             parts.append(b"(" + piece + b")")
-            groups.append(Group("shape", b""))
+            groups.append(Group("shape", "", b""))
         elif capture in ("own", "time", "frames"):
             parts.append(re.escape(ref) + b"(" + _VALUES[kind] + b")")
-            groups.append(Group(capture, ref))
+            groups.append(Group(capture, key, ref))
         else:
             parts.append(piece)
         open_span = capture == "shape"
@@ -190,7 +190,9 @@ def _build_layout(refs: tuple[tuple[str, bytes], ...]) -> Layout:
     if frames_first:
         frames_ref = re.escape(refs[0][1])
         gap = re.compile(rb"\}\(" + frames_ref + rb"\]\(" + _REF + rb"*+", re.DOTALL)
-    kinds = tuple(f"{g.kind}:{g.ref!r}" if g.kind != "shape" else "shape" for g in groups)
+    # what a byte key is made of, in order: never the memo references (they differ
+    # between files whose keys are the same), or equal entries would not share records
+    kinds = tuple(g.key or g.kind for g in groups if g.kind in ("own", "shape"))
     return Layout(
         entry=re.compile(b"".join(parts), re.DOTALL),
         gap=gap,

@@ -262,3 +262,23 @@ def test_records_without_fr_files_are_still_matched() -> None:
         proc = add_process(ev, rank)
         proc.collectives = [CollectiveRecord("0", 1, "all_reduce", "scheduled", record_id=0)]
     assert _kinds(matched(ev)) == [(Kind.STALLED, "0", 1, ())]
+
+
+def test_a_groups_position_is_its_last_collective_even_after_sends() -> None:
+    """scan_rank keys its last-record pass by group name alone; where the group's last
+    record is a send/recv, the position is the group's last collective before it."""
+    from hangdoc.analyzer.parsers.flight_recorder import Reducer, document_to_parsed
+    from hangdoc.rules.fr_matching import scan_rank
+
+    rank = Rank().ops(3, group="1", desc="pp").send(1, src=0, group="1").recv(1, dst=0, group="1")
+    doc = rank.dump(pg_config({"1": ("pp", [0, 1])}))
+    records = document_to_parsed(doc, 0, "r0", Reducer()).processes[0].collectives
+    position = scan_rank(0, records).groups["1"]
+    assert (position.last.op, position.last.seq_id, position.last.is_p2p) == (
+        "all_reduce",
+        3,
+        False,
+    )
+    only_p2p = Rank().send(1, src=0, group="2").dump(pg_config({"2": ("pp", [0, 1])}))
+    p2p_records = document_to_parsed(only_p2p, 0, "r0", Reducer()).processes[0].collectives
+    assert "2" not in scan_rank(0, p2p_records).groups

@@ -249,3 +249,24 @@ def test_json_and_python_pickles_are_not_scanned() -> None:
     ):
         with pytest.raises(ScanRefused):
             scan(data)
+
+
+def test_files_whose_keys_have_other_memo_ids_still_share_records() -> None:
+    """Key memo ids depend on how many strings came first (the first entry's stack):
+    the byte keys must not, or equal history would not be shared across such files."""
+    doc = _job_doc(entries=300)
+    other = copy.deepcopy(doc)
+    other["entries"][0]["frames"] = [
+        {"name": f"extra_{i}", "filename": f"/job/extra_{i}.py", "line": i} for i in range(5)
+    ] + other["entries"][0]["frames"]
+    first, second = synth.jit_dumps(doc), synth.jit_dumps(other)
+    dump_a, dump_b = scan(first), scan(second)
+    run_a = next(p for p in dump_a.pieces if isinstance(p, Run))
+    run_b = next(p for p in dump_b.pieces if isinstance(p, Run))
+    assert run_a.layout is not run_b.layout  # the key references differ
+    shared = Reducer()
+    a = document_to_parsed(dump_a, 3, "a", shared).processes[0].collectives
+    created = len(shared.by_bytes)
+    b = document_to_parsed(dump_b, 3, "b", shared).processes[0].collectives
+    assert len(shared.by_bytes) == created  # nothing new: every history record found
+    assert a[150] is b[150]
