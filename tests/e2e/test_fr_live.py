@@ -12,6 +12,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -81,33 +82,39 @@ def test_collect_gets_fr_from_every_live_rank_and_analyze_names_the_culprit(
     assert sorted({r for i in fr_inputs for r in i["ranks"]}) == live_ranks
 
 
-@pytest.mark.e2e
-def test_torch_worker_server_is_preferred_to_the_hook(tmp_path: Path) -> None:
-    sockets = tmp_path / "ws"
-    sockets.mkdir()
-
-    def env(rank: int) -> dict[str, str]:
-        return {"TORCH_WORKER_SERVER_SOCKET": str(sockets / f"rank{rank}.sock")}
-
+def _collect_mismatched_op(
+    tmp_path: Path, env: Callable[[int], dict[str, str]] | None = None
+) -> Path:
+    """Collect the hung mismatched_op job once (one sample); the dump's folder."""
     dump = tmp_path / "dump"
-    with record.launch("mismatched_op", rank_env=env) as job:
+    with record.launch("mismatched_op", rank_env=env, log_dir=tmp_path) as job:
         pids = ",".join(str(p) for _, p in sorted(job.pids.items()))
         collected = _hangdoc("collect", "--pid", pids, "--out", str(dump), "--samples", "1")
     assert collected.returncode == 0, collected.stdout + collected.stderr
-    served = [s for s in _steps(dump, "flight_recorder:worker_server") if s["status"] == "ok"]
-    assert sorted(s["rank"] for s in served) == [0, 1, 2, 3]
-    assert sorted(p.parent.name for p in dump.glob("rank*/flight_recorder.worker_server.json")) == [
-        "rank0",
-        "rank1",
-        "rank2",
-        "rank3",
-    ]
-    # the hook still gives its stacks, but not a second copy of the FR
-    assert not list(dump.glob("rank*/flight_recorder.hook.json"))
+    return dump
+
+
+def _assert_rank_2_mismatched(tmp_path: Path, dump: Path) -> None:
     out = tmp_path / "findings.json"
     assert _hangdoc("analyze", str(dump), "--json", str(out)).returncode == 0
     primary = json.loads(out.read_text())["findings"][0]
     assert (primary["category"], primary["culprit_ranks"]) == ("collective_type_mismatch", [2])
+
+
+@pytest.mark.e2e
+def test_torch_worker_server_is_preferred_to_the_hook(tmp_path: Path) -> None:
+    sockets = tmp_path / "ws"
+    sockets.mkdir()
+    dump = _collect_mismatched_op(
+        tmp_path, lambda rank: {"TORCH_WORKER_SERVER_SOCKET": str(sockets / f"rank{rank}.sock")}
+    )
+    served = [s for s in _steps(dump, "flight_recorder:worker_server") if s["status"] == "ok"]
+    assert sorted(s["rank"] for s in served) == [0, 1, 2, 3]
+    written = sorted(p.parent.name for p in dump.glob("rank*/flight_recorder.worker_server.json"))
+    assert written == ["rank0", "rank1", "rank2", "rank3"]
+    # the hook still gives its stacks, but not a second copy of the FR
+    assert not list(dump.glob("rank*/flight_recorder.hook.json"))
+    _assert_rank_2_mismatched(tmp_path, dump)
 
 
 @pytest.mark.e2e
@@ -115,35 +122,20 @@ def test_torch_debug_server_is_found_through_the_jobs_store(tmp_path: Path) -> N
     """``torch.distributed.debug.start_debug_server()``: per-rank worker servers on TCP
     ports the ranks wrote into the job's store; collect asks the store, then each rank."""
     frontend = str(record.free_port())
-
-    def env(rank: int) -> dict[str, str]:
-        return {"HANGDOC_SCENARIO_DEBUG_SERVER": frontend}
-
-    dump = tmp_path / "dump"
-    with record.launch("mismatched_op", rank_env=env, log_dir=tmp_path) as job:
-        pids = ",".join(str(p) for _, p in sorted(job.pids.items()))
-        collected = _hangdoc("collect", "--pid", pids, "--out", str(dump), "--samples", "1")
-    assert collected.returncode == 0, collected.stdout + collected.stderr
-    served = [s for s in _steps(dump, "flight_recorder:debug_server") if s["status"] == "ok"]
-    assert sorted(s["rank"] for s in served) == [0, 1, 2, 3], _steps(
-        dump, "flight_recorder:debug_server"
+    dump = _collect_mismatched_op(
+        tmp_path, lambda rank: {"HANGDOC_SCENARIO_DEBUG_SERVER": frontend}
     )
+    steps = _steps(dump, "flight_recorder:debug_server")
+    served = [s for s in steps if s["status"] == "ok"]
+    assert sorted(s["rank"] for s in served) == [0, 1, 2, 3], steps
     assert all(s["reason"].startswith("fr_trace_json from http://") for s in served)
     assert not list(dump.glob("rank*/flight_recorder.hook.json"))
-    out = tmp_path / "findings.json"
-    assert _hangdoc("analyze", str(dump), "--json", str(out)).returncode == 0
-    primary = json.loads(out.read_text())["findings"][0]
-    assert (primary["category"], primary["culprit_ranks"]) == ("collective_type_mismatch", [2])
+    _assert_rank_2_mismatched(tmp_path, dump)
 
 
 @pytest.mark.e2e
 def test_a_job_without_debug_server_is_skipped_quickly(tmp_path: Path) -> None:
-    dump = tmp_path / "dump"
-    with record.launch("mismatched_op") as job:
-        pids = ",".join(str(p) for _, p in sorted(job.pids.items()))
-        collected = _hangdoc("collect", "--pid", pids, "--out", str(dump), "--samples", "1")
-    assert collected.returncode == 0, collected.stdout + collected.stderr
-    steps = _steps(dump, "flight_recorder:debug_server")
+    steps = _steps(_collect_mismatched_op(tmp_path), "flight_recorder:debug_server")
     assert {s["status"] for s in steps} == {"skipped"}
     assert all(s["reason"] == "the job runs no torch.distributed.debug server" for s in steps)
     assert max(s["duration_s"] for s in steps) < 10
