@@ -144,9 +144,9 @@ def _new_id(table: dict[Any, bytes], key: object, width: int) -> bytes:
     return found
 
 
-def _layout(first: dict[Any, Any], strings: dict[int, object]) -> Layout:
+def _layout(first: dict[Any, Any], memo_dict: dict[int, object]) -> Layout:
     ids: dict[str, int] = {}
-    for memo_id, value in strings.items():
+    for memo_id, value in memo_dict.items():
         if value.__class__ is str:
             ids.setdefault(value, memo_id)
     keys = list(first)
@@ -311,7 +311,7 @@ class Run:
 
     layout: Layout
     memo: object  # the unpickler's memo at the run (see load_with_memo)
-    strings: dict[int, object]  # the same, as a dict
+    memo_dict: dict[int, object]  # the same, as a dict (memo id -> object)
     columns: list[list[bytes]]  # per capture group, per entry
     heads: list[bytes]  # per entry, its bytes before the match (its frames, frames first)
     own_frames: dict[int, list[Any]] = field(default_factory=dict)  # read by the unpickler
@@ -381,14 +381,16 @@ class Run:
         frames = self.own_frames.get(index)
         if frames is None and self.layout.gap is not None:
             head = self.heads[index]
-            frames = _memo_values(self.strings, head, len(self.layout.frames_prefix), len(head))
+            frames = _memo_values(self.memo_dict, head, len(self.layout.frames_prefix), len(head))
         if frames is not None:
             out["frames"] = frames
         for group, column in zip(self.layout.groups, self.columns, strict=True):
             if group.kind == "time":
                 out["time_created_ns"], _ = load_with_memo(b"\x80\x02" + column[index] + b".")
             elif group.kind == "frames":
-                out["frames"] = _memo_values(self.strings, column[index], 2, len(column[index]) - 1)
+                out["frames"] = _memo_values(
+                    self.memo_dict, column[index], 2, len(column[index]) - 1
+                )
         return out
 
 
@@ -437,8 +439,8 @@ def _scan(data: bytes) -> ScannedDump:
         raise ScanRefused("root is not a dict with entries")
     if len(first) != 1 or not isinstance(first[0], dict):
         raise ScanRefused("first entry is not a dict")
-    strings = _memo_dict(memo)
-    layout = _layout(first[0], strings)
+    memo_dict = _memo_dict(memo)
+    layout = _layout(first[0], memo_dict)
     # split: [bytes before match 1, its groups..., bytes before match 2, ..., the rest]
     parts = layout.entry.split(data[first_end:])
     width = len(layout.groups) + 1
@@ -459,9 +461,11 @@ def _scan(data: bytes) -> ScannedDump:
             continue
         _walk(gap, 0, len(gap))
         if index > run_from:
-            pieces.append(_run(layout, memo, strings, columns, heads, run_from, index, own_frames))
+            pieces.append(
+                _run(layout, memo, memo_dict, columns, heads, run_from, index, own_frames)
+            )
         whole, memo = load_with_memo(b"\x80\x02](" + gap + (b"eue." if layout.gap else b"e."), memo)
-        strings = _memo_dict(memo)
+        memo_dict = _memo_dict(memo)
         if not isinstance(whole, list):
             raise ScanRefused("entries between matches did not unpickle as a list")
         own_frames = {}
@@ -473,7 +477,7 @@ def _scan(data: bytes) -> ScannedDump:
         if whole:
             pieces.append(whole)
         run_from = index
-    pieces.append(_run(layout, memo, strings, columns, heads, run_from, count, own_frames))
+    pieces.append(_run(layout, memo, memo_dict, columns, heads, run_from, count, own_frames))
     tail = heads[count]
     tail_end = _walk_past_stop(tail)
     rest, _ = load_with_memo(b"\x80\x02}(" + _ENTRIES_KEY + b"](" + tail[:tail_end], memo)
@@ -489,7 +493,7 @@ def _scan(data: bytes) -> ScannedDump:
 def _run(
     layout: Layout,
     memo: object,
-    strings: dict[int, object],
+    memo_dict: dict[int, object],
     columns: list[list[bytes]],
     heads: list[bytes],
     start: int,
@@ -500,5 +504,5 @@ def _run(
     if layout.gap is not None:  # a frames reference to nothing: the whole read refuses it
         skip = len(layout.frames_prefix)
         for head in set(heads[1:] if own_frames else heads):  # own_frames: the first only
-            _memo_values(strings, head, skip, len(head))
-    return Run(layout, memo, strings, [c[start:stop] for c in columns], heads, own_frames)
+            _memo_values(memo_dict, head, skip, len(head))
+    return Run(layout, memo, memo_dict, [c[start:stop] for c in columns], heads, own_frames)
