@@ -38,7 +38,7 @@ from hangdoc.analyzer.parsers.fr_reduce import (
     parse_rank_list,
     split_profiling_name,
 )
-from hangdoc.analyzer.parsers.fr_scan import ScannedDump, ScanRefused, scan
+from hangdoc.analyzer.parsers.fr_scan import ScannedDump, scan
 from hangdoc.analyzer.safe_unpickle import describe_load_error, memory_guard, safe_loads
 
 __all__ = [
@@ -194,9 +194,7 @@ class FlightRecorderParser:
         try:
             with memory_guard(len(data)):
                 return document_to_parsed(scan(data), rank, display, self.reducer)
-        except ScanRefused:
-            return None
-        except Exception:  # corrupt input the scanner met first: the whole decode reports it
+        except Exception:  # ScanRefused, or corrupt input: the whole decode reports it
             return None
 
 

@@ -116,7 +116,7 @@ class Reducer:
     copied_from: dict[int, CollectiveRecord] = field(default_factory=dict)
     # fr_scan's byte keys (an entry's fields as its pickle wrote them) -> interned record.
     by_bytes: dict[bytes, CollectiveRecord] = field(default_factory=dict)
-    by_sibling: dict[bytes, CollectiveRecord] = field(default_factory=dict)  # Run.sibling
+    by_sibling: dict[bytes, CollectiveRecord] = field(default_factory=dict)  # Run.siblings
 
     def size(self) -> int:
         """How many interned records the tables hold (what bounds their memory)."""
@@ -208,10 +208,11 @@ class Reducer:
         if not missing:
             return out
         unknown: list[int] = []
-        siblings = self.by_sibling
+        templates = self.by_sibling
+        siblings = dict(zip(missing, run.siblings(missing), strict=True))
         for index in missing:
-            found = run.sibling(index)
-            template = siblings.get(found[0]) if found is not None else None
+            found = siblings[index]
+            template = templates.get(found[0]) if found is not None else None
             if template is None:
                 unknown.append(index)
                 continue
@@ -222,9 +223,9 @@ class Reducer:
             record = out[index] = self._intern(entry, _KEY(entry), _SHAPES(entry), members)
             if not record.is_p2p:  # p2p records depend on pg_config: see _intern
                 by_bytes[keys[index]] = record
-                found = run.sibling(index)
+                found = siblings[index]
                 if found is not None and record.group == found[1]:
-                    siblings.setdefault(found[0], record)
+                    templates.setdefault(found[0], record)
         return out
 
     def _reduce_fast(

@@ -327,35 +327,37 @@ class Run:
         spans = [c for g, c in zip(groups, columns, strict=True) if g.kind == "shape"]
         distinct = list(set().union(*spans))
         self._shapes = dict(zip(distinct, map(_shape_of, self._load_spans(distinct)), strict=True))
-        full = {raw: shape.full for raw, shape in self._shapes.items()}
-        parts: list[Any] = [repeat(self.layout.kind_id)]
-        for group, column in zip(groups, columns, strict=True):
-            if group.kind == "own":
-                parts.append(column)
-            elif group.kind == "shape":
-                parts.append(map(full.__getitem__, column))
-        return list(map(b"".join, zip(*parts, strict=False)))  # kind_id repeats forever
+        return self._joined(None, {raw: shape.full for raw, shape in self._shapes.items()})
 
-    def sibling(self, index: int) -> tuple[bytes, str] | None:
-        """The entry's key with its group's name left out, and that name.
+    def siblings(self, indices: Sequence[int]) -> list[tuple[bytes, str] | None]:
+        """Per entry at ``indices``: its key with its group's name left out, and that name.
 
         Tensor-parallel groups differ only in name: an op of one is the same op of a
         sibling group, renamed (``fr_reduce``). None for an entry whose process group
-        is not a (name, description) pair.
+        is not a (name, description) pair. Call after :meth:`byte_keys`.
         """
-        parts = [self.layout.kind_id]
-        name = None
+        shapes = self._shapes
+        keys = self._joined(indices, {raw: shape.sibling for raw, shape in shapes.items()})
+        names: list[str | None] = [None] * len(indices)
         for group, column in zip(self.layout.groups, self.columns, strict=True):
+            if group.kind == "shape":
+                for at, index in enumerate(indices):
+                    name = shapes[column[index]].group_name
+                    if name is not None:
+                        names[at] = name
+        pairs = zip(keys, names, strict=True)
+        return [(key, name) if name is not None else None for key, name in pairs]
+
+    def _joined(self, indices: Sequence[int] | None, ids: dict[bytes, bytes]) -> list[bytes]:
+        """Keys of the entries at ``indices`` (None: all), spans replaced through ``ids``."""
+        parts: list[Any] = [repeat(self.layout.kind_id)]
+        for group, column in zip(self.layout.groups, self.columns, strict=True):
+            picked = column if indices is None else list(map(column.__getitem__, indices))
             if group.kind == "own":
-                parts.append(column[index])
+                parts.append(picked)
             elif group.kind == "shape":
-                shape = self._shapes[column[index]]
-                if shape.group_name is None:
-                    parts.append(shape.full)
-                else:
-                    parts.append(shape.sibling)
-                    name = shape.group_name
-        return (b"".join(parts), name) if name is not None else None
+                parts.append(map(ids.__getitem__, picked))
+        return list(map(b"".join, zip(*parts, strict=False)))  # kind_id repeats forever
 
     def _load_spans(self, spans: Sequence[bytes]) -> list[dict[str, Any]]:
         body = b"".join(b"}(" + span + b"u" for span in spans)
