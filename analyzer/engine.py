@@ -48,7 +48,16 @@ def _analyze(evidence: Evidence, rules: tuple[type[Rule], ...] | None) -> Diagno
                 NotEvaluated(rule_cls.id, "missing " + ", ".join(str(m) for m in missing))
             )
             continue
-        findings.extend(rule_cls().check(ctx))
+        try:
+            findings.extend(rule_cls().check(ctx))
+        except Exception as exc:  # one rule's bug must not cost the user the others
+            not_evaluated.append(
+                NotEvaluated(rule_cls.id, f"failed ({type(exc).__name__}: {exc}); a bug")
+            )
+            evidence.notes.append(
+                f"rule {rule_cls.id} failed on these inputs ({type(exc).__name__}: {exc}); "
+                "the other rules ran. Please report it with the inputs."
+            )
     findings.sort(key=Finding.sort_key)
     verdict = _verdict(findings)
     if verdict is Verdict.INCONCLUSIVE:

@@ -8,8 +8,10 @@ whose ``sniff`` accepts its head), never by its name.
 
 A bad input never stops the analysis: a missing path, an empty, binary, truncated or
 unreadable file becomes an InputFile with an error (and a note), and loading goes
-on. Only when nothing usable came out of any path does ``load_paths`` raise
-BadInputError, naming each input and why.
+on. No text is refused: text that no format claims is read by the log parser, the most
+general one. When nothing usable came out of any path, ``load_paths`` still returns the
+Evidence, with a first note naming each input and why: the analysis is then
+inconclusive, and every output the user asked for is still written.
 
 Rank attribution for a loose file: what its content says (``[rank3]:`` prefixes,
 ``=== Rank 3`` sections) wins; else its name (``rank_names``); else the rank stays
@@ -35,11 +37,13 @@ from hangdoc.analyzer.huge_files import bounded_view
 from hangdoc.analyzer.hydrate import DEFAULT_BUDGET, SummaryDump, hydrate
 from hangdoc.analyzer.job_merge import JobInfo, absorb_job_manifest, host_notes
 from hangdoc.analyzer.merge import ProcessIndex
-from hangdoc.analyzer.model import Evidence, InputFile, InputKind
+from hangdoc.analyzer.model import Evidence, InputFile, InputKind, ProcessEvidence
 from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, Parser
 from hangdoc.analyzer.parsers.flight_recorder import rank_from_path
 from hangdoc.analyzer.parsers.hangdoc_json import load_json_object
+from hangdoc.analyzer.parsers.logs import LogParser
+from hangdoc.analyzer.parsers.logs.window import read_line_window
 from hangdoc.analyzer.parsers.jsonio import as_dict, get_bool, get_list, get_str
 from hangdoc.analyzer.rank_names import rank_from_name
 from hangdoc.analyzer.redaction import NO_REDACT_NOTE, redact_evidence
@@ -47,7 +51,6 @@ from hangdoc.analyzer.summary_read import absorb_summary, read_summary
 from hangdoc.analyzer.ticket import INPUTS as TICKET_INPUTS
 from hangdoc.analyzer.ticket import MARKER as TICKET_MARKER
 from hangdoc.collectors.jobformat import JOB_MANIFEST_NAME
-from hangdoc.errors import BadInputError
 
 _MAX_ARCHIVE_DEPTH = 3
 # Formats that are one document (a pickle, a JSON tree) have no useful tail: a parser
@@ -55,10 +58,19 @@ _MAX_ARCHIVE_DEPTH = 3
 # memory. The collector copies flight recorder files up to the same size.
 _WHOLE_DOCUMENT_CAPS: dict[InputKind, int] = {InputKind.FLIGHT_RECORDER: 512 * 1024 * 1024}
 _MAX_REASONS = 25
+NOTHING_FOUND = "read as text; no stacks, log events or ranks that hangdoc knows were found in it"
+WHAT_TO_PASS = (
+    "Pass a dump directory written by `hangdoc collect`, its .tar.gz, or files such as "
+    "`py-spy dump` output, faulthandler tracebacks, flight recorder dumps or rank logs."
+)
 SUMMARIES_REDACTED_NOTE = (
     "node summaries are redacted when the node writes them; --no-summaries reads the raw "
     "files instead"
 )
+
+
+# The parser of last resort for text no sniffer claimed: the log parser reads any text.
+_TEXT_FALLBACK: Parser = LogParser()
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -143,7 +155,10 @@ class _Loader:
             self._ticket_notes(path / TICKET_MARKER, display)
             self._load_dir(path / TICKET_INPUTS, f"{display}/{TICKET_INPUTS}")
             return
-        before = len(self.evidence.inputs)
+        # Flight recorder files wait in pending_fr until a flush (they are parsed together):
+        # they count as entries here, or a folder of them would be called empty.
+        before = len(self.evidence.inputs) + len(self.pending_fr)
+        pending_before = len(self.pending_fr)
         useful_before = self.useful
         try:
             entries = sorted(os.scandir(path), key=lambda e: e.name)
@@ -164,10 +179,11 @@ class _Loader:
                     self._load_file(child, child_display, None)
             except OSError as exc:
                 self._fail(child_display, InputKind.UNREADABLE, _os_reason(exc))
-        if len(self.evidence.inputs) == before:
+        if len(self.evidence.inputs) + len(self.pending_fr) == before:
             self._fail(display, InputKind.UNKNOWN, "empty directory")
-        elif self.useful == useful_before:
-            count = len(self.evidence.inputs) - before
+        elif self.useful == useful_before and len(self.pending_fr) == pending_before:
+            # (with flight recorder files pending, usefulness is known only after the flush)
+            count = len(self.evidence.inputs) + len(self.pending_fr) - before
             self._fail(display, InputKind.UNKNOWN, f"no usable file among its {count} entries")
 
     def _ticket_notes(self, marker: Path, display: str) -> None:
@@ -255,6 +271,11 @@ class _Loader:
         self.seen_files.add(key)
         size = st.st_size
         if size == 0:
+            if context is not None:
+                # A file a dump holds (a rank's stdout or stderr log that nothing was
+                # written to) is empty by nature: listed, but no problem and no note.
+                self._input(InputFile(display, InputKind.UNKNOWN, size=0))
+                return
             self._fail(display, InputKind.UNREADABLE, "empty file", 0)
             return
         try:
@@ -271,15 +292,11 @@ class _Loader:
             if _looks_binary(head):
                 why = "binary data in no format hangdoc reads"
                 self._fail(display, InputKind.UNREADABLE, why, size)
-            else:
-                # A loose file the user gave carries the reason in the JSON inputs; a
-                # file a dump holds for people to read (hook_info.json) is no error.
-                unknown = None if context is not None else "not a format hangdoc recognises"
-                self._input(
-                    InputFile(display, InputKind.UNKNOWN, error=unknown, size=size),
-                    f"{display}: not a format hangdoc recognises; ignored",
-                )
-            return
+                return
+            # No text is refused: a paste in a format no parser claims is still read as
+            # text by the most general parser, which keeps what it can (ranks, events, a
+            # rank's own lines). A file of a dump that holds nothing is no error.
+            parser = _TEXT_FALLBACK
         if parser.kind is InputKind.MANIFEST and context is None and is_dump_dir(path.parent):
             self._load_dir(path.parent, display.rsplit("/", 1)[0] if "/" in display else ".")
             return
@@ -385,11 +402,17 @@ class _Loader:
         size: int,
     ) -> None:
         self._attribute(parsed, path, display, context)
-        if parsed.processes or parsed.job_log_events or parsed.process_groups:
+        if parsed.kind is InputKind.LOG:
+            self._keep_lines(parsed, path, display, context)
+        contributed = bool(parsed.processes or parsed.job_log_events or parsed.process_groups)
+        if contributed:
             self.useful += 1
         ranks = tuple(sorted({p.rank for p in parsed.processes if p.rank is not None}))
-        note = f"{display}: {parsed.error}" if parsed.error else None
-        self._input(InputFile(display, parsed.kind, ranks, parsed.error, size), note)
+        error = parsed.error
+        if error is None and not contributed and context is None:
+            error = NOTHING_FOUND  # read whole, and nothing in it is evidence hangdoc knows
+        note = f"{display}: {error}" if error else None
+        self._input(InputFile(display, parsed.kind, ranks, error, size), note)
         for frag in parsed.processes:
             if not frag.sources:
                 frag.sources.append(display)
@@ -403,6 +426,30 @@ class _Loader:
                 known.desc = known.desc or group.desc
                 known.ranks = known.ranks or group.ranks
         self.evidence.notes.extend(parsed.notes)
+
+    def _keep_lines(
+        self, parsed: ParsedFile, path: Path, display: str, context: FileContext | None
+    ) -> None:
+        """The log's head and tail lines per rank, for comparing the ranks' logs."""
+        default_rank = context.rank if context is not None else None
+        ranks = {p.rank for p in parsed.processes if p.rank is not None}
+        if default_rank is None and len(ranks) == 1:
+            default_rank = next(iter(ranks))  # a one-rank file: its lines are that rank's
+        if default_rank is None and not ranks:
+            default_rank, _ = rank_from_name(path, single_process=True)  # last resort
+        try:
+            windows = read_line_window(path, display, default_rank)
+        except OSError:
+            return  # the parser already read it; an error now is a race, not a new fact
+        by_rank = {p.rank: p for p in parsed.processes if p.rank is not None}
+        for rank, lines in windows.items():
+            proc = by_rank.get(rank)
+            if proc is None:
+                proc = by_rank[rank] = ProcessEvidence(rank=rank, sources=[display])
+                if context is not None:
+                    proc.host, proc.pid = context.host, context.pid
+                parsed.processes.append(proc)
+            proc.log_lines.extend(lines)
 
     def _load_archive(self, path: Path, display: str) -> None:
         if self.archive_depth >= _MAX_ARCHIVE_DEPTH:
@@ -516,7 +563,7 @@ def load_paths(
     """Load dump directories, directories of files, archives and loose files.
 
     Never raises for a bad file: each becomes an ``Evidence.inputs`` entry with its
-    error. Raises BadInputError only when no path yielded anything usable. With
+    error; when no path yielded anything usable, a first note says why. With
     ``redact`` (the default) secrets are hidden before anything else sees the Evidence
     (``analyzer.redaction``); without it a note says so in every report. With
     ``summaries`` (the default) a dump's summary.json is read instead of its raw files,
@@ -550,12 +597,7 @@ def load_paths(
         if gc_was_enabled:
             gc.enable()
     if not _usable(evidence):
-        raise BadInputError(
-            _why_nothing(evidence, paths),
-            help_text=(
-                "Pass a dump directory written by `hangdoc collect`, its .tar.gz, or files "
-                "such as `py-spy dump` output, faulthandler tracebacks, flight recorder "
-                "dumps or rank logs."
-            ),
-        )
+        # Not an error: every requested output is still written, with verdict
+        # inconclusive and each input's reason; this note heads the list.
+        evidence.notes.insert(0, _why_nothing(evidence, paths) + "\n" + WHAT_TO_PASS)
     return evidence

@@ -149,6 +149,7 @@ class ProcessIndex:
         target.proc_samples.extend(frag.proc_samples)
         target.collectives.extend(frag.collectives)
         target.log_events.extend(frag.log_events)
+        target.log_lines.extend(frag.log_lines)
         target.gpu.extend(frag.gpu)
         target.sources.extend(frag.sources)
         target.exited = target.exited or frag.exited

@@ -83,6 +83,8 @@ class InputKind(enum.StrEnum):
     JOB_MANIFEST = "hangdoc_job"
     UNKNOWN = "unknown"
     UNREADABLE = "unreadable"
+    # Appended for pasted stacks: gdb, pstack, pystack, tracebacks, torch C++ stacks, mixes.
+    STACK_TEXT = "stack_text"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,9 @@ class ThreadStack:
     owns_gil: bool | None = None
     is_main: bool = False
     source: str = ""
+    # Appended for pasted stacks (issue: every stack format): the exception this thread
+    # raised ("ValueError: bad shape") when the stack is a traceback, else None.
+    exception: str | None = None
 
     def python_frames(self) -> tuple[Frame, ...]:
         return tuple(f for f in self.frames if not f.native)
@@ -260,6 +265,17 @@ class LogEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class LogLine:
+    """One raw line of a rank's own log, prefixes peeled: what the ranks' logs are
+    compared on (templates, counters, the last thing each rank said). Only a window of
+    each log is kept (its head and tail), never the whole file."""
+
+    text: str
+    source: str
+    line: int  # 0 when unknown (the tail of a large file is not numbered)
+
+
+@dataclass(frozen=True, slots=True)
 class GpuState:
     index: int | None = None
     memory_used_mib: float | None = None
@@ -291,6 +307,8 @@ class ProcessEvidence:
     gpu: list[GpuState] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     exited: bool = False  # the process was gone at (some point of) collection
+    # Appended for issue 15: the head and tail of the rank's own log lines, in order.
+    log_lines: list[LogLine] = field(default_factory=list)
 
     @property
     def label(self) -> str:

@@ -3,12 +3,18 @@ and print. Errors meant for the user are one line plus a remedy, never a traceba
 
 Heavy modules (pandas, jinja2, torch) are imported inside the commands so that
 ``hangdoc --help`` stays instant and never imports torch.
+
+Exit statuses are the ``ExitStatus`` of hangdoc/errors.py (the README lists them): a usage
+error is 2 whether click or a command finds it, and ``analyze`` ends with 0 only when the
+diagnosis names a cause.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,7 +22,8 @@ import typer
 from rich.console import Console
 
 from hangdoc import __version__
-from hangdoc.errors import HangdocError, UsageError
+from hangdoc.cli_exits import FLAG, run_app
+from hangdoc.errors import ExitStatus, UsageError
 
 if TYPE_CHECKING:
     from hangdoc.analyzer.diagnosis import Diagnosis
@@ -27,6 +34,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 console = Console()
 err_console = Console(stderr=True)
@@ -42,7 +50,14 @@ def _version(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_version,
+            is_eager=True,
+            help="Print the version.",
+            metavar=FLAG,
+        ),
     ] = False,
 ) -> None:
     """hangdoc collect (on the stuck node) → hangdoc analyze (anywhere)."""
@@ -57,33 +72,51 @@ def collect(
             "-p",
             help="Rank pid (repeatable or comma list); a torchrun "
             "agent's pid expands to its workers.",
+            metavar="PID",
         ),
     ] = None,
     all_ranks: Annotated[
-        bool, typer.Option("--all", help="Every process on this node with RANK/LOCAL_RANK.")
+        bool,
+        typer.Option(
+            "--all", help="Every process on this node with RANK/LOCAL_RANK.", metavar=FLAG
+        ),
     ] = False,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Dump directory (default hangdoc-<host>-<UTC>)."),
+        typer.Option(
+            "--out", "-o", help="Dump directory (default hangdoc-HOST-UTC).", metavar="DIR"
+        ),
     ] = None,
-    samples: Annotated[int, typer.Option(min=1, max=100, help="Samples per rank.")] = 2,
-    interval: Annotated[float, typer.Option(min=0.0, help="Seconds between samples.")] = 3.0,
-    native: Annotated[bool, typer.Option(help="Include native (C/C++) frames.")] = False,
+    samples: Annotated[
+        int, typer.Option(min=1, max=100, help="Samples per rank.", metavar="N")
+    ] = 2,
+    interval: Annotated[
+        float, typer.Option(min=0.0, help="Seconds between samples.", metavar="SECONDS")
+    ] = 3.0,
+    native: Annotated[
+        bool, typer.Option(help="Include native (C/C++) frames.", metavar=FLAG)
+    ] = False,
     subprocesses: Annotated[
-        bool, typer.Option(help="Also dump subprocesses (dataloader workers).")
+        bool, typer.Option(help="Also dump subprocesses (dataloader workers).", metavar=FLAG)
     ] = True,
     nonblocking: Annotated[
-        bool, typer.Option(help="Do not pause the ranks while reading stacks (less exact).")
+        bool,
+        typer.Option(
+            help="Do not pause the ranks while reading stacks (less exact).", metavar=FLAG
+        ),
     ] = False,
-    archive: Annotated[bool, typer.Option(help="Also write DIR.tar.gz.")] = False,
+    archive: Annotated[bool, typer.Option(help="Also write DIR.tar.gz.", metavar=FLAG)] = False,
     timeout: Annotated[
-        float, typer.Option(min=1.0, help="Time limit of each step, in seconds.")
+        float,
+        typer.Option(min=1.0, help="Time limit of each step, in seconds.", metavar="SECONDS"),
     ] = 20.0,
     log: Annotated[
-        list[Path] | None, typer.Option("--log", help="Extra log file to include (repeatable).")
+        list[Path] | None,
+        typer.Option("--log", help="Extra log file to include (repeatable).", metavar="FILE"),
     ] = None,
     no_redact: Annotated[
-        bool, typer.Option("--no-redact", help="Keep secrets in the dump (loud; avoid).")
+        bool,
+        typer.Option("--no-redact", help="Keep secrets in the dump (loud; avoid).", metavar=FLAG),
     ] = False,
     slurm_job: Annotated[
         str | None,
@@ -91,6 +124,7 @@ def collect(
             "--slurm-job",
             help="Collect every node of this running Slurm job "
             "(srun --overlap in its allocation), into --out.",
+            metavar="JOBID",
         ),
     ] = None,
     transfer: Annotated[
@@ -98,17 +132,20 @@ def collect(
         typer.Option(
             help="With --slurm-job: auto (shared if the nodes see --out, else "
             "stream), shared, stream (dumps come back through srun), summary "
-            "(only node summaries come back)."
+            "(only node summaries come back).",
+            metavar="MODE",
         ),
     ] = "auto",
     node_timeout: Annotated[
-        float, typer.Option(min=5.0, help="With --slurm-job: seconds a node may take.")
+        float,
+        typer.Option(min=5.0, help="With --slurm-job: seconds a node may take.", metavar="SECONDS"),
     ] = 300.0,
     remote_hangdoc: Annotated[
         str | None,
         typer.Option(
             help="With --slurm-job: the hangdoc command on the nodes (default: "
-            "this Python's `-m hangdoc`)."
+            "this Python's `-m hangdoc`).",
+            metavar="COMMAND",
         ),
     ] = None,
 ) -> None:
@@ -204,90 +241,129 @@ class _ProgressSink:
 @app.command()
 def analyze(
     paths: Annotated[
-        list[Path], typer.Argument(help="Dump dirs, .tar.gz archives, or loose files.")
+        list[Path],
+        typer.Argument(
+            help="Dump dirs, .tar.gz archives, or loose files; - reads a paste from stdin.",
+            metavar="PATH",
+            show_default=False,
+        ),
     ],
-    html: Annotated[Path | None, typer.Option("--html", help="Write the HTML report here.")] = None,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Write findings JSON (hangdoc.findings/1).")
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write the HTML report here (- for stdout).", metavar="FILE"),
     ] = None,
-    md: Annotated[Path | None, typer.Option("--md", help="Write a Markdown summary.")] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--json", help="Write findings JSON (hangdoc.findings/1; - for stdout).", metavar="FILE"
+        ),
+    ] = None,
+    md: Annotated[
+        Path | None,
+        typer.Option("--md", help="Write a Markdown summary (- for stdout).", metavar="FILE"),
+    ] = None,
     archive: Annotated[
         Path | None,
         typer.Option(
             "--archive",
             help="Write a .tar.gz with the (redacted) inputs and the "
             "report, to attach to a ticket; analyze reads it back.",
+            metavar="FILE",
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", "-f", help="Replace output files that already exist.", metavar=FLAG
+        ),
+    ] = False,
     no_redact: Annotated[
         bool,
         typer.Option(
-            "--no-redact", help="Keep secrets in the reports and the archived inputs (loud; avoid)."
+            "--no-redact",
+            help="Keep secrets in the reports and the archived inputs (loud; avoid).",
+            metavar=FLAG,
         ),
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No terminal summary.", metavar=FLAG)
+    ] = False,
     no_summaries: Annotated[
         bool,
         typer.Option(
             "--no-summaries",
             help="Read every raw file, even where a node summary (summary.json) would do.",
+            metavar=FLAG,
         ),
     ] = False,
 ) -> None:
-    """Explain why the job hung: terminal summary, and HTML/JSON/Markdown on request."""
-    if archive is not None and archive.exists():
-        raise UsageError(f"{archive} already exists", help_text="hangdoc never overwrites it.")
+    """Explain why the job hung: terminal summary, and HTML/JSON/Markdown on request.
+
+    Exit status: 0 a cause was found, 1 inconclusive (nothing usable included), 2 bad
+    usage or an output path it cannot write, 4 an output could not be written.
+    """
+    from hangdoc.cli_streams import progress, stdin_paste
+    from hangdoc.outputs import STDOUT, plan_outputs, write_all
+
+    stdin_count = sum(1 for p in paths if str(p) == STDOUT)
+    if stdin_count > 1:
+        raise UsageError("- (stdin) can be given once")
+    # Every output is checked before any work: a long analysis never ends in "cannot write".
+    plan = plan_outputs(
+        [("html", "--html", html), ("json", "--json", json_out), ("md", "--md", md),
+         ("archive", "--archive", archive)],
+        force=force,
+        inputs=paths,
+    )  # fmt: skip
     if no_redact:
         err_console.print(
             "[bold red]--no-redact: secrets in the inputs are shown in the reports and "
             "archived as they are. Do not attach them to a public ticket.[/]"
         )
-    diagnosis = run_analysis(paths, redact=not no_redact, summaries=not no_summaries)
-    write_outputs(diagnosis, html=html, json_out=json_out, md=md)
-    if archive is not None:
-        from hangdoc.analyzer.ticket import write_ticket_archive
-
-        write_ticket_archive(archive, paths, diagnosis, redact=not no_redact)
+    # With a report on stdout, everything for people goes to stderr.
+    out = err_console if plan.to_stdout else console
+    with contextlib.ExitStack() as stack:
+        if stdin_count:
+            pasted = stack.enter_context(stdin_paste(err_console))
+            paths = [pasted if str(p) == STDOUT else p for p in paths]
+        with progress(err_console, enabled=not quiet):
+            diagnosis = run_analysis(paths, redact=not no_redact, summaries=not no_summaries)
+            result = write_all(plan, diagnosis, inputs=paths, redact=not no_redact)
     if not quiet:
         from hangdoc.analyzer.render.terminal import render_terminal
 
-        render_terminal(diagnosis, console)
-    outputs = (("HTML report", html), ("findings JSON", json_out), ("Markdown", md),
-               ("ticket archive", archive))  # fmt: skip
-    for label, path in outputs:
-        if path is not None:
-            console.print(f"{label}: {path}")
+        render_terminal(diagnosis, out)
+        for written in result.written:
+            if written.path is not None:
+                replaced = " (replaced the old one)" if written.replaces else ""
+                out.print(
+                    f"{written.label}: {written.path}{replaced}", highlight=False, soft_wrap=True
+                )
+    if result.error is not None:
+        raise result.error
+    raise typer.Exit(analysis_status(diagnosis))
+
+
+def analysis_status(diagnosis: Diagnosis) -> int:
+    """0 when the diagnosis names a cause (a hang, or not hung), 1 when inconclusive."""
+    from hangdoc.analyzer.model import Verdict
+
+    if diagnosis.verdict is Verdict.INCONCLUSIVE:
+        return ExitStatus.INCONCLUSIVE
+    return ExitStatus.OK
 
 
 def run_analysis(paths: list[Path], *, redact: bool = True, summaries: bool = True) -> Diagnosis:
-    from hangdoc.analyzer.engine import analyze as run_rules
-    from hangdoc.analyzer.loader import load_paths
+    """Load and diagnose (hangdoc.api.diagnose): one library call, as the demo uses it."""
+    from hangdoc.api import diagnose
 
-    evidence = load_paths(paths, redact=redact, summaries=summaries)
-    return run_rules(evidence)
-
-
-def write_outputs(
-    diagnosis: Diagnosis, *, html: Path | None, json_out: Path | None, md: Path | None
-) -> None:
-    if json_out is not None:
-        from hangdoc.analyzer.redaction import NO_REDACT_NOTE
-
-        doc = diagnosis.to_json()
-        doc["redacted"] = NO_REDACT_NOTE not in diagnosis.evidence.notes  # an added key
-        json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    if html is not None:
-        from hangdoc.analyzer.render.html import write_html
-
-        write_html(diagnosis, html)
-    if md is not None:
-        from hangdoc.analyzer.render.markdown import render_markdown
-
-        md.write_text(render_markdown(diagnosis), encoding="utf-8")
+    return diagnose(paths, redact=redact, summaries=summaries)
 
 
 @app.command()
-def explain(rule: Annotated[str, typer.Argument(help="Rule id (HD001) or name.")]) -> None:
+def explain(
+    rule: Annotated[str, typer.Argument(help="Rule id (HD001) or name.", metavar="RULE")],
+) -> None:
     """Print a rule's documentation: what it means, why it hangs, how to confirm and fix."""
     from rich.markdown import Markdown
 
@@ -299,27 +375,64 @@ def explain(rule: Annotated[str, typer.Argument(help="Rule id (HD001) or name.")
     console.print(Markdown(f"# {found.id} {found.name}\n\n" + found.doc_text()))
 
 
-@app.command(name="rules")
-def list_rules() -> None:
-    """List every rule with its id, categories and summary."""
-    from rich.table import Table
+class RulesFormat(StrEnum):
+    TABLE = "table"
+    PLAIN = "plain"
+    JSON = "json"
 
+
+@app.command(name="rules")
+def list_rules(
+    fmt: Annotated[
+        RulesFormat | None,
+        typer.Option(
+            "--format",
+            help="table (default on a terminal), plain (one tab-separated line per rule, "
+            "the default in a pipe) or json.",
+            metavar="FORMAT",
+            case_sensitive=False,
+        ),
+    ] = None,
+) -> None:
+    """List every rule with its id, categories and summary."""
     from hangdoc.rules import all_rules
 
-    table = Table("id", "name", "categories", "summary")
-    for rule in all_rules():
-        table.add_row(rule.id, rule.name, ", ".join(c.value for c in rule.categories), rule.summary)
-    console.print(table)
+    chosen = fmt or (RulesFormat.TABLE if console.is_terminal else RulesFormat.PLAIN)
+    rows = [
+        (rule.id, rule.name, [c.value for c in rule.categories], rule.summary)
+        for rule in all_rules()
+    ]
+    if chosen is RulesFormat.JSON:
+        doc = [{"id": i, "name": n, "categories": c, "summary": s} for i, n, c, s in rows]
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif chosen is RulesFormat.PLAIN:
+        # Never wrapped or cut: `hangdoc rules | grep lock` must find the whole summary.
+        sys.stdout.writelines(
+            f"{i}\t{n}\t{','.join(c)}\t{' '.join(s.split())}\n" for i, n, c, s in rows
+        )
+    else:
+        from rich.table import Table
+
+        table = Table("id", "name", "categories", "summary")
+        for rule_id, name, cats, summary in rows:
+            table.add_row(rule_id, name, ", ".join(cats), summary)
+        console.print(table)
 
 
 @app.command()
 def demo(
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Where the dump and the report go.")
+        Path,
+        typer.Option("--out", "-o", help="Where the dump and the report go.", metavar="DIR"),
     ] = Path("hangdoc-demo"),
-    ranks: Annotated[int, typer.Option(min=2, max=8, help="Ranks of the live job.")] = 4,
+    ranks: Annotated[
+        int, typer.Option(min=2, max=8, help="Ranks of the live job.", metavar="N")
+    ] = 4,
     recorded: Annotated[
-        bool, typer.Option(help="Analyze the built-in recorded dump instead of a live job.")
+        bool,
+        typer.Option(
+            help="Analyze the built-in recorded dump instead of a live job.", metavar=FLAG
+        ),
     ] = False,
 ) -> None:
     """Hang a real 4-rank gloo job (one rank stuck saving a checkpoint), collect it, explain it.
@@ -342,26 +455,6 @@ _register_node_collect()
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        app(args=argv, standalone_mode=False)
-    except HangdocError as exc:
-        err_console.print(f"[bold red]hangdoc: {exc}[/]")
-        if exc.help_text:
-            err_console.print(exc.help_text)
-        return exc.exit_code
-    except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except typer.Abort:
-        err_console.print("aborted")
-        return 130
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        # click usage errors arrive here in non-standalone mode.
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show(file=sys.stderr)
-            return exc.exit_code
-        raise
-    return 0
+    """Run one command; its exit status (hangdoc/errors.py ``ExitStatus``). A usage error,
+    click's or hangdoc's, is one line and the usage, never a traceback."""
+    return run_app(app, argv, err_console)

@@ -16,19 +16,26 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hangdoc.errors import HangdocError
+from hangdoc.errors import HangdocError, OutputPathError
 
 RECORDED = Path(__file__).with_name("demo_data") / "checkpoint"
 SCENARIO = "checkpoint"
 
 
 def _fresh_dir(base: Path) -> Path:
-    """``base``, or ``base-2``, ``base-3``... whichever does not exist yet."""
+    """``base``, or ``base-2``, ``base-3``... whichever does not exist yet (or is an empty
+    folder): a second demo never overwrites the first one's reports."""
     candidate, n = base, 1
-    while candidate.exists() and any(candidate.iterdir()):
-        n += 1
-        candidate = base.with_name(f"{base.name}-{n}")
-    candidate.mkdir(parents=True, exist_ok=True)
+    try:
+        while candidate.exists() and (not candidate.is_dir() or any(candidate.iterdir())):
+            n += 1
+            candidate = base.with_name(f"{base.name}-{n}")
+        candidate.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputPathError(
+            f"--out {base}: cannot create {candidate} ({(exc.strerror or str(exc)).lower()})",
+            help_text="Choose a folder you can write to, e.g. --out /tmp/hangdoc-demo.",
+        ) from exc
     return candidate
 
 
@@ -46,7 +53,11 @@ def live_demo_possible() -> str | None:
 
 
 def run_demo(out: Path, *, ranks: int, recorded: bool, console: Console) -> Path:
-    from hangdoc.cli import run_analysis, write_outputs
+    """Collect (or copy the recorded dump), analyze, write the three reports into a fresh
+    folder under ``out``, and print the summary; the folder is returned."""
+    from hangdoc.analyzer.render.terminal import render_terminal
+    from hangdoc.api import diagnose
+    from hangdoc.outputs import plan_outputs, write_all
 
     target = _fresh_dir(out)
     why_not = None if not recorded else "--recorded was given"
@@ -58,13 +69,18 @@ def run_demo(out: Path, *, ranks: int, recorded: bool, console: Console) -> Path
         console.print(f"[yellow]analyzing the recorded demo dump: {why_not}[/]")
         dump = target / "dump"
         shutil.copytree(RECORDED, dump)
-    diagnosis = run_analysis([dump])
     html, json_out, md = target / "report.html", target / "findings.json", target / "summary.md"
-    write_outputs(diagnosis, html=html, json_out=json_out, md=md)
-    from hangdoc.analyzer.render.terminal import render_terminal
-
+    # The same checked, atomic writes as `hangdoc analyze` (the folder is fresh: no --force).
+    plan = plan_outputs(
+        [("html", "--html", html), ("json", "--json", json_out), ("md", "--md", md)],
+        force=False,
+    )
+    diagnosis = diagnose([dump])
+    result = write_all(plan, diagnosis, inputs=[dump])
     render_terminal(diagnosis, console)
     console.print(f"\ndump:     {dump}\nreport:   {html}\nfindings: {json_out}\nmarkdown: {md}")
+    if result.error is not None:
+        raise result.error
     return target
 
 

@@ -38,6 +38,7 @@ _MODULES: tuple[str, ...] = (
     "hd037_monitored_barrier",
     "hd038_timeout_cause_unknown",
     "hd039_slow_rank_work",
+    "hd040_uneven_data_counts",
     "hd200_nccl_transport_error",
     "hd201_nccl_init_incomplete",
     "hd202_nccl_bootstrap_interface",
@@ -56,6 +57,8 @@ _MODULES: tuple[str, ...] = (
     "hd105_p2p_deadlock",
     "hd106_uneven_data",
     "hd107_save_collective",
+    # The job's own logs compared across ranks (issue 15).
+    "hd060_logs_diverge",
     "hd350_gpu_activity",
     "hd351_gpu_memory_limit",
 )

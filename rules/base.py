@@ -12,10 +12,11 @@ import enum
 import inspect
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from hangdoc.analyzer.model import Category, Evidence, Finding, Severity
+from hangdoc.analyzer.views.log_compare import LogComparison, compare_logs
 from hangdoc.rules.activity import RankActivity
 
 DOC_SECTIONS: tuple[str, ...] = (
@@ -37,6 +38,7 @@ class Need(enum.StrEnum):
     WORLD_SIZE = "the job's world size"
     FLIGHT_RECORDER = "flight recorder"
     LOGS = "logs"
+    LOG_LINES = "the ranks' own log lines (two or more ranks)"
     GPU = "GPU state"
 
 
@@ -44,6 +46,17 @@ class Need(enum.StrEnum):
 class RuleContext:
     evidence: Evidence
     activities: Mapping[int, RankActivity]
+    # Views computed on first use, once per analysis; the context (and so the cache) goes
+    # with the analysis, so nothing keeps an Evidence alive after it.
+    _views: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def log_comparison(self) -> LogComparison:
+        """The ranks' logs compared line by line (analyzer/views/log_compare.py)."""
+        found = self._views.get("log_comparison")
+        if not isinstance(found, LogComparison):
+            found = self._views["log_comparison"] = compare_logs(self.evidence)
+        return found
 
     def has(self, need: Need) -> bool:
         ev = self.evidence
@@ -57,6 +70,8 @@ class RuleContext:
             return ev.expected_world_size() is not None
         if need is Need.FLIGHT_RECORDER:
             return any(p.collectives for p in ev.processes)
+        if need is Need.LOG_LINES:
+            return sum(1 for p in ev.processes if p.rank is not None and p.log_lines) >= 2
         if need is Need.LOGS:
             return bool(ev.job_log_events) or any(p.log_events for p in ev.processes)
         return any(p.gpu for p in ev.processes)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Category
-from hangdoc.rules.activity import GENERIC_TAGS, RankActivity
+from hangdoc.analyzer.model import Category, Frame
+from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning, Signal, job_meaning
+from hangdoc.rules.activity import GENERIC_TAGS, RankActivity, is_user_frame
 from hangdoc.rules.catalog import Tag
 from hangdoc.rules.iofacts import fs_stall
 from hangdoc.rules.locks import gil_holder, lock_waits
@@ -20,6 +21,9 @@ class Cause:
     category: Category
     doing: str  # "is saving a checkpoint"
     fix: str
+    # When the cause comes from the job's own names (not the catalog): the independent
+    # signals that agree on it (its frames, the files it writes, its last log line).
+    signals: tuple[Signal, ...] = ()
 
 
 _CAUSES: dict[Tag, Cause] = {
@@ -126,7 +130,8 @@ def _node_cause(activity: RankActivity) -> Cause | None:
 
 
 def cause_of(activity: RankActivity) -> Cause:
-    """The most specific cause the culprit's main thread shows, innermost frame first."""
+    """The most specific cause the culprit's main thread shows, innermost frame first;
+    then what the job's own names say; else the generic divergence."""
     node = _node_cause(activity)
     if node is not None:
         return node
@@ -135,7 +140,39 @@ def cause_of(activity: RankActivity) -> Cause:
             cause = _CAUSES.get(tag)
             if cause is not None:
                 return cause
+    own = _own_words_cause(activity)
+    if own is not None:
+        return own
     return Cause(Category.RANK_DIVERGENCE, "is outside any collective", _GENERIC_FIX)
+
+
+# The advice for an activity read off the job's own names is the catalog's for the same
+# activity; a callback gets the generic advice.
+_MEANING_FIX: dict[Meaning, str] = {
+    Meaning.CHECKPOINT: _CAUSES[Tag.CHECKPOINT_SAVE].fix,
+    Meaning.EVAL: _CAUSES[Tag.EVAL].fix,
+    Meaning.METRICS: _CAUSES[Tag.EVAL].fix,
+    Meaning.DATA: _CAUSES[Tag.DATALOADER_FETCH].fix,
+    Meaning.CALLBACK: _GENERIC_FIX,
+}
+
+
+def _own_words_cause(activity: RankActivity) -> Cause | None:
+    """What the job's own frames, files and last log line say the culprit is doing."""
+    frames: list[Frame] = []
+    if activity.main is not None:
+        frames = [f for f in activity.main.thread.frames if is_user_frame(f)]
+    found = job_meaning(frames, activity.process)
+    if found is None:
+        return None
+    meaning, signals = found
+    said = "; ".join(f"{s.kind}: {s.text}" for s in signals)
+    return Cause(
+        CATEGORY_OF[meaning],
+        f"{DOING[meaning]}, by its own names ({said})",
+        _MEANING_FIX[meaning],
+        signals,
+    )
 
 
 def key_frame_text(activity: RankActivity) -> str:

@@ -109,10 +109,14 @@ class RankOutsideCollective(Rule):
             "waiting ranks cannot go on until the culprits arrive."
         )
         confidence = 0.8
+        if cause.signals:
+            # Read off the job's own names, not the catalog: one signal is a guess, each
+            # independent one that agrees (frames, files written, last log line) adds.
+            confidence = min(0.8, 0.5 + 0.15 * len(cause.signals))
         progress = [rank_progress(a.process) for a in culprits + waiting]
         if all(p.comparable and not p.progressed for p in progress):
             span = min((p.span_s for p in progress if p.span_s), default=None)
-            confidence = 0.92
+            confidence = min(0.92, confidence + 0.12)
             if span:
                 explanation += f" No rank moved in the {span:.1f} s between samples."
         elif any(p.progressed for p in progress):

@@ -78,14 +78,17 @@ class DetailMismatch(Rule):
         tl = timeline_of(ctx.evidence)
         events = tl.of(EventKind.COLLECTIVE_MISMATCH)
         detail = [p for p in events if p.get("source") == "detail"]
-        if detail:
-            yield self._detail(detail)
+        found = self._detail(detail) if detail else None
+        if found is not None:
+            yield found
         nccl = [p for p in events if p.get("source") != "detail"]
         if nccl:
             yield self._nccl(nccl)
 
-    def _detail(self, events: list[Placed]) -> Finding:
+    def _detail(self, events: list[Placed]) -> Finding | None:
         prints = _fingerprints(events)
+        if not prints:
+            return None  # mismatch lines with no rank: nothing to compare
         groups: dict[tuple[tuple[str, str], ...], list[int]] = {}
         for rank, fp in prints.items():
             groups.setdefault(tuple(sorted(fp.items())), []).append(rank)

@@ -136,6 +136,15 @@ class UnevenData(Rule):
             f" Nothing moved{span_text(ctx, t_ranks + l_ranks)}." if stuck else " One sample only."
         )
         confidence = (0.9 if stuck else 0.75) - (0.2 if tie else 0.0) + (0.04 if diffs else 0.0)
+        if ctx.log_comparison.progress_agrees:
+            # The ranks' own progress lines end on the same step, as often on every rank:
+            # they ran the same number of batches, and something else split them.
+            confidence -= 0.35
+            explanation += (
+                " But the ranks' logs print the same progress, ending on the same step, on "
+                "every rank: they ran the same number of batches, so another branch (a "
+                "callback, a rank-dependent condition) may have split them."
+            )
         culprit_acts = [a for a in training + left if a.rank in culprits]
         others = [a for a in training + left if a.rank not in culprits]
         return Finding(

@@ -17,7 +17,12 @@ reached (firewall, wrong interface, wrong MASTER_ADDR) keeps all others waiting.
 ## Evidence used
 NCCL init lines (`comm 0x… rank R nranks N … commId 0x… - Init START|Init COMPLETE`),
 grouped by `commId` (else by size and creation order), and TCPStore / rendezvous
-timeout messages.
+timeout messages: clients missing, store waits (`wait timeout after …ms, keys: …`),
+torch < 2.1's store based barrier (`Timed out initializing process group in store based
+barrier on rank: R … (world_size=N, worker_count=M …)`), a store connection that failed
+(`DistNetworkError`, `recvValue failed on SocketImpl(…): Connection reset by peer`,
+`Socket Timeout`) and elastic `RendezvousTimeoutError` / `RendezvousClosedError`. When a
+rank is known to have died first, HD030 names it instead: these are then its echo.
 
 ## How to confirm
 List which ranks logged Init START and COMPLETE for the communicator; look at the
@@ -166,6 +171,15 @@ class NcclInitIncomplete(Rule):
                     f"through the store and got '{first.get('message')}'")  # fmt: skip
         elif error == "store_wait":
             what = f"a store wait timed out (keys {first.get('keys')})"
+        elif error == "store_barrier":
+            what = (
+                f"init_process_group's store barrier timed out after {first.get('timeout')} with "
+                f"{first.get('joined')} of {first.get('expected')} ranks counted"
+            )
+        elif error == "store_connection":
+            what = f"the connection to the TCPStore failed ({first.get('message')})"
+        elif error == "rendezvous_closed":
+            what = "the rendezvous was closed (another agent gave up or the job was stopped)"
         else:
             what = "the rendezvous timed out or was closed"
         waiting = sorted({p.rank for p in stores if p.rank is not None})

@@ -47,6 +47,7 @@ class EventKind(enum.StrEnum):
     NCCL_TRANSPORT_ERROR = "nccl_transport_error"  # IB completion, socket closed/reset
     NCCL_CONFIG_ERROR = "nccl_config_error"  # duplicate GPU, rank count mismatch
     NCCL_WARN = "nccl_warn"  # any other WARN
+    NCCL_RETURN = "nccl_return"  # "file.cc:47 -> 3" chain with no WARN before it
     NCCL_COLL = "nccl_coll"  # last COLL line of one communicator on one process
     RAS_REPORT = "ras_report"  # ncclras status: one per communicator group line
     RAS_MISMATCH = "ras_mismatch"  # ranks at different operation counts
@@ -75,6 +76,7 @@ class EventKind(enum.StrEnum):
     FR_MISMATCH = "fr_mismatch"
     # framework phase markers and progress bars (FORMATS.md §7)
     PHASE = "phase"
+    DATA_COUNT = "data_count"  # a rank's number of batches/steps/samples (len(dataloader)…)
 
 
 class Phase(enum.StrEnum):

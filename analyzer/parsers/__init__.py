@@ -17,11 +17,15 @@ from hangdoc.analyzer.parsers.hangdoc_json import ManifestParser, ProcessFilePar
 from hangdoc.analyzer.parsers.logs import LogParser
 from hangdoc.analyzer.parsers.pyspy_json import PyspyJsonParser
 from hangdoc.analyzer.parsers.pyspy_text import PyspyTextParser
+from hangdoc.analyzer.parsers.stacks import StackTextParser
 
 PARSERS: list[Parser] = [
     ManifestParser(),
     ProcessFileParser(),
     PyspyJsonParser(),
+    # Pasted stacks (gdb, pstack, pystack, tracebacks, C++ stacks, mixes): before the
+    # text dump parsers, whose pure files its sniff leaves to them.
+    StackTextParser(),
     FaulthandlerParser(),
     PyspyTextParser(),
 ]

@@ -19,6 +19,7 @@ import jinja2
 
 from hangdoc import __version__
 from hangdoc.analyzer.diagnosis import Diagnosis
+from hangdoc.analyzer.ranges import LEGEND
 from hangdoc.analyzer.render.report_data import build_report_data
 from hangdoc.rules.base import Rule
 
@@ -80,6 +81,7 @@ def render_html(
             csp=_csp(),
             script_data=script_data,
             version=__version__,
+            rank_legend=LEGEND,
         )
     )
 

@@ -41,7 +41,11 @@ def render_markdown(diagnosis: Diagnosis, *, rules: Sequence[type[Rule]] | None 
     lines += _collectives(data)
     lines += _first_failure(data)
     lines += _inputs(data)
-    lines += ["", f"_hangdoc {__version__}: the HTML report has every rank, stack and log line._"]
+    legend = f" Rank sets: {text(data['legend'])}." if data["legend"] else ""
+    lines += [
+        "",
+        f"_hangdoc {__version__}: the HTML report has every rank, stack and log line.{legend}_",
+    ]
     if len(lines) >= MAX_LINES:  # sections are budgeted; this only guards future edits
         lines = [*lines[: MAX_LINES - 2], "", "_(summary cut; see the HTML report)_"]
     return "\n".join(lines) + "\n"
@@ -158,24 +162,22 @@ def _other_findings(data: JsonDict) -> list[str]:
 
 
 def _collectives(data: JsonDict) -> list[str]:
-    groups = data["wavefront"]
-    if not groups:
+    """The wavefront picture in words: who is behind or odd in which groups, then the
+    count of fully matched groups (the page's text equivalent, budgeted)."""
+    wave = data["pictures"]["wavefront"]
+    if wave is None:
         return []
-    lines = ["", "### Collectives", ""]
-    for g in groups[:_GROUPS]:
-        parts = [f"- group {code(g['name'])}"]
-        if g["min_completed"] is not None:
-            span = str(g["min_completed"])
-            if g["max_completed"] != g["min_completed"]:
-                span += f"–{g['max_completed']}"
-            parts.append(f"last completed seq {span}")
-        if g["behind"] is not None:
-            parts.append(f"behind: {_ranks(g['behind'])}")
-        if g["silent"] is not None:
-            parts.append(f"no record from {_ranks(g['silent'])}")
-        lines.append(" · ".join(parts))
-    if len(groups) > _GROUPS:
-        lines.append(f"- … {len(groups) - _GROUPS} more groups")
+    lines = ["", "### Where each rank stands", ""]
+    # One line per map row (same order); rows where every rank is at the front say
+    # nothing a reader needs here, the count of matched groups below stands for them.
+    odd = [line for row, line in zip(wave["rows"], wave["lines"], strict=True) if row["problem"]]
+    lines += [f"- {text(line)}" for line in odd[:_GROUPS]]
+    rest = len(odd) - _GROUPS + wave["more_rows"]
+    if rest > 0:
+        lines.append(f"- … {rest} more groups in the HTML report")
+    groups = data["groups"]
+    if groups["healthy"]:
+        lines.append(f"- {groups['healthy']} of {groups['total']} process groups fully matched")
     return lines
 
 

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 
 from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.model import Evidence, Finding, Verdict
-from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.ranges import LEGEND, format_ranks, has_stride, plural_ranks
 from hangdoc.analyzer.render.report_common import (
     CATEGORY_LABELS,
     JsonDict,
     RankSets,
     format_time,
 )
+from hangdoc.analyzer.render.report_pictures import event_lanes, icicle, wavefront_map
 from hangdoc.analyzer.render.report_ranks import env_differences, rank_groups, timeline
 from hangdoc.analyzer.render.report_stacks import stack_classes, stack_tree, wavefront
 from hangdoc.rules.base import DOC_SECTIONS, Rule
@@ -52,6 +53,7 @@ def build_report_data(
     ranks, rank_index = rank_groups(
         evidence, diagnosis.activities, diagnosis.missing_ranks, culprits, sets
     )
+    groups = wavefront(evidence, sets)
     data: JsonDict = {
         "schema": REPORT_SCHEMA,
         "verdict": diagnosis.verdict.value,
@@ -59,7 +61,13 @@ def build_report_data(
         "job": _job(diagnosis, sets),
         "stack_tree": stack_tree(evidence, diagnosis.activities, sets),
         "stack_classes": stack_classes(evidence, diagnosis.activities, sets),
-        "wavefront": wavefront(evidence, sets),
+        "wavefront": groups,
+        "groups": _groups_summary(groups),
+        "pictures": {
+            "wavefront": wavefront_map(evidence, culprits, sets),
+            "icicle": icicle(evidence, diagnosis.activities, culprits, sets),
+            "lanes": event_lanes(evidence, sets),
+        },
         "timeline": timeline(evidence, sets),
         "findings": [_finding(f, diagnosis, i, sets) for i, f in enumerate(diagnosis.findings)],
         "not_evaluated": [{"rule": n.rule, "reason": n.reason} for n in diagnosis.not_evaluated],
@@ -71,7 +79,27 @@ def build_report_data(
         "rank_index": rank_index,
     }
     data["rank_sets"] = sets.items
+    # Shown sets are interned with their full text too: one look decides the legend.
+    data["legend"] = LEGEND if any(has_stride(t) for t in sets.items) else None
     return data
+
+
+def _groups_summary(groups: list[JsonDict]) -> JsonDict:
+    """How many groups need reading and which are fully matched, named in one line.
+
+    At 1,024 ranks a job has ~140 groups, all but a few matched; a table per group put
+    the findings 20,000 px down the page. The matched ones are named, not drawn.
+    """
+    healthy = [g["name"] for g in groups if g["healthy"]]
+    numeric = [int(n) for n in healthy if n.isdigit()]
+    names = [format_ranks(numeric, max_parts=40)] if numeric else []
+    names += [n for n in healthy if not n.isdigit()][:20]
+    return {
+        "total": len(groups),
+        "healthy": len(healthy),
+        "healthy_names": ",".join(names) if names else None,
+        "problem": len(groups) - len(healthy),
+    }
 
 
 def _headline(diagnosis: Diagnosis, sets: RankSets) -> JsonDict:

@@ -31,7 +31,7 @@ MAX_EVENT_SOURCES = 5
 # Keys that differ between ranks by construction; showing them hides the differences
 # that matter (a different NCCL_* or CUDA setting on one node).
 _PER_RANK_KEY = re.compile(r"(^|_)RANK$|^HOSTNAME$|^HOST$")
-_FAILURE_WORDS = ("error", "fail", "timeout", "timed_out", "exit", "oom", "crash", "exception",
+FAILURE_WORDS = ("error", "fail", "timeout", "timed_out", "exit", "oom", "crash", "exception",
                   "signal", "abort", "fatal", "warn")  # fmt: skip
 _DIGITS = re.compile(r"\d+")
 
@@ -285,6 +285,6 @@ def _event_row(group: _EventGroup, start: float | None, sets: RankSets) -> JsonD
         "last_time": format_time(group.last_time) if group.count > 1 else None,
         "offset_s": offset,
         "sources": [{"source": s, "line": line} for s, line in group.sources],
-        "failure": any(word in kind for word in _FAILURE_WORDS),
+        "failure": any(word in kind for word in FAILURE_WORDS),
         "first_failure": False,
     }

@@ -7,14 +7,13 @@ why"; everything else is detail below them.
 from __future__ import annotations
 
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.model import Severity, Verdict
-from hangdoc.analyzer.ranges import format_ranks, plural_ranks
+from hangdoc.analyzer.ranges import LEGEND, format_ranks, has_stride, plural_ranks
 from hangdoc.analyzer.stacktree import equivalence_classes
 from hangdoc.rules.activity import is_user_frame
 
@@ -54,6 +53,17 @@ def render_terminal(diagnosis: Diagnosis, console: Console) -> None:
         console.print(table)
     _print_classes(diagnosis, console)
     _print_inputs(diagnosis, console)
+    if _uses_stride(diagnosis):
+        console.print(Text(f"rank sets: {LEGEND}", style="dim"))
+
+
+def _uses_stride(diagnosis: Diagnosis) -> bool:
+    """Whether any rank set printed above is strided: then the legend follows, once."""
+    texts = [format_ranks(diagnosis.seen_ranks), format_ranks(diagnosis.missing_ranks)]
+    for finding in diagnosis.findings:
+        texts += [finding.title, finding.explanation, format_ranks(finding.culprit_ranks)]
+    texts += [format_ranks(c.ranks) for c in equivalence_classes(diagnosis.evidence)[:MAX_CLASSES]]
+    return any(has_stride(t) for t in texts)
 
 
 def _headline(diagnosis: Diagnosis) -> Text:
@@ -110,12 +120,25 @@ def _print_classes(diagnosis: Diagnosis, console: Console) -> None:
 
 
 def _print_inputs(diagnosis: Diagnosis, console: Console) -> None:
+    """Input problems once (the loader also keeps each as a note: those are not repeated),
+    in yellow only when the diagnosis is incomplete (no cause found, or ranks missing);
+    beside a diagnosis that names a cause they are detail, in a neutral colour."""
     bad = [i for i in diagnosis.evidence.inputs if i.error]
+    problems = {f"{i.path}: {i.error}" for i in bad}
     if bad:
-        console.print(Text(f"{len(bad)} input problem(s):", style="yellow"))
+        matters = diagnosis.verdict is Verdict.INCONCLUSIVE or bool(diagnosis.missing_ranks)
+        style = "yellow" if matters else "dim"
+        console.print(Text(f"{len(bad)} input problem(s):", style=style))
         for item in bad[:20]:
-            console.print(f"  {escape(item.path)}: {escape(item.error or '')}")
-    for note in diagnosis.evidence.notes[:10]:
+            console.print(Text(f"  {item.path}: {item.error}", style=style))
+        if len(bad) > 20:
+            console.print(Text(f"  … and {len(bad) - 20} more (see the reports)", style=style))
+    notes = []
+    for note in diagnosis.evidence.notes:
+        lines = [ln for ln in note.splitlines() if ln.strip() not in problems]
+        if lines:
+            notes.append("\n".join(lines))
+    for note in notes[:10]:
         console.print(Text(f"note: {note}", style="dim"))
     by_reason: dict[str, list[str]] = {}
     for skipped in diagnosis.not_evaluated:

@@ -198,7 +198,13 @@ def launch(
     # Run a copy of the program as the user's own script (train.py), as in a real job:
     # its frames are user code, wherever hangdoc itself is installed.
     script = workdir / "train.py"
-    shutil.copyfile(Path(__file__).with_name("job.py"), script)
+    here = Path(__file__).parent
+    if scenario.startswith("own-"):
+        # Scenarios under the job's own names (own_code.py) use job.py's helpers.
+        shutil.copyfile(here / "own_code.py", script)
+        shutil.copyfile(here / "job.py", workdir / "jobkit.py")
+    else:
+        shutil.copyfile(here / "job.py", script)
     job_cmd = [str(script), scenario]
     if torchrun:
         cmd = [

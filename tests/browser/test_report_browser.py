@@ -6,42 +6,34 @@ The browser sees every request the page makes (``Network.requestWillBeSent``), e
 console message and exception, and every CSP violation (``Log.entryAdded``), so the test
 can assert that nothing leaves the file and nothing fails.
 
-``HANGDOC_SAVE_SCREENSHOT=1`` also copies the screenshot to ``docs/report-screenshot.png``.
-``scripts/install_chromium.sh`` installs the browser; without it these tests skip.
+Screenshots (the first screen, each picture) are saved under each test's tmp dir for a
+person to look at; the tests assert on the DOM and SVG, never on pixels. The README's
+screenshot is ``python -m tests.browser.readme_screenshot``; the scale numbers are
+``python -m tests.browser.bench_report``. ``scripts/install_chromium.sh`` installs the
+browser; without it these tests skip.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import fcntl
+import importlib.util
 import json
-import os
-import shutil
-import subprocess
-import threading
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from hangdoc.analyzer.render.html import render_html
+from hangdoc.analyzer.render.report_data import build_report_data
+from tests.browser.chromium import CHROMIUM, Chromium, Page
+from tests.browser.scale_job import grid_job
 from tests.report_builders import FAKE_RULES, checkpoint_job, hostile_job
 
-CHROMIUM = Path(os.environ.get("HANGDOC_CHROMIUM", "/usr/bin/chromium"))
 REPO = Path(__file__).resolve().parents[2]
-TIMEOUT_S = 60.0
-VIEWPORT = {"width": 1280, "height": 900}
-FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-extensions", "--mute-audio", "--hide-scrollbars",
-    # Network blocked: no name resolves and every proxied request goes to a closed port.
-    "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
-    "--remote-debugging-pipe",
-)  # fmt: skip
 
 pytestmark = [
     pytest.mark.browser,
@@ -50,160 +42,6 @@ pytestmark = [
         reason=f"{CHROMIUM} not found: run scripts/install_chromium.sh (Debian's chromium)",
     ),
 ]
-
-
-class Chromium:
-    """A headless Chromium and a minimal DevTools client over its pipe."""
-
-    def __init__(self, profile: Path, log: Path) -> None:
-        to_chrome_r, self._to_chrome = os.pipe()
-        self._from_chrome, from_chrome_w = os.pipe()
-        # Park the child's ends above fd 10 so that dup2 onto 3 and 4 cannot clobber them.
-        high_r = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD_CLOEXEC, 10)
-        high_w = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD_CLOEXEC, 10)
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
-
-        def wire_pipe() -> None:  # runs in the child before exec
-            os.dup2(high_r, 3)
-            os.dup2(high_w, 4)
-
-        with log.open("wb") as stderr:
-            self.proc = subprocess.Popen(
-                [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}"],
-                stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
-                close_fds=False, preexec_fn=wire_pipe,
-            )  # fmt: skip
-        os.close(high_r)
-        os.close(high_w)
-        self._next_id = 0
-        self._replies: dict[int, dict[str, Any]] = {}
-        self.events: list[dict[str, Any]] = []
-        self._cond = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        buffer = b""
-        while True:
-            chunk = os.read(self._from_chrome, 1 << 20)
-            if not chunk:
-                break
-            buffer += chunk
-            *messages, buffer = buffer.split(b"\0")
-            with self._cond:
-                for raw in messages:
-                    message = json.loads(raw)
-                    if "id" in message:
-                        self._replies[message["id"]] = message
-                    else:
-                        self.events.append(message)
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
-
-    def send(
-        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
-    ) -> Any:
-        self._next_id += 1
-        ident = self._next_id
-        message: dict[str, Any] = {"id": ident, "method": method, "params": params or {}}
-        if session is not None:
-            message["sessionId"] = session
-        os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
-        deadline = time.monotonic() + TIMEOUT_S
-        with self._cond:
-            while ident not in self._replies:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._reader.is_alive():
-                    raise TimeoutError(f"no reply to {method}")
-                self._cond.wait(left)
-            reply = self._replies.pop(ident)
-        if "error" in reply:
-            raise RuntimeError(f"{method}: {reply['error']}")
-        return reply.get("result", {})
-
-    def wait_event(self, method: str, session: str, since: int) -> dict[str, Any]:
-        deadline = time.monotonic() + TIMEOUT_S
-        with self._cond:
-            while True:
-                for event in self.events[since:]:
-                    if event.get("method") == method and event.get("sessionId") == session:
-                        return event
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"no {method} event")
-                self._cond.wait(left)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError, RuntimeError, TimeoutError):
-            self.send("Browser.close")
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self._to_chrome)
-
-
-class Page:
-    """One tab with the DevTools domains this test reads turned on."""
-
-    def __init__(self, browser: Chromium) -> None:
-        self.browser = browser
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
-        self.first_event = len(browser.events)
-        for domain in ("Page", "Network", "Runtime", "Log"):
-            self.call(f"{domain}.enable")
-        self.call("Emulation.setDeviceMetricsOverride",
-                  {**VIEWPORT, "deviceScaleFactor": 1, "mobile": False})  # fmt: skip
-
-    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        return self.browser.send(method, params, self.session)
-
-    def load(self, url: str) -> float:
-        """Navigate and wait for the load event; returns seconds it took."""
-        since = len(self.browser.events)
-        start = time.perf_counter()
-        self.call("Page.navigate", {"url": url})
-        self.browser.wait_event("Page.loadEventFired", self.session, since)
-        return time.perf_counter() - start
-
-    def eval(self, expression: str) -> Any:
-        params = {"expression": expression, "returnByValue": True, "awaitPromise": True}
-        result = self.call("Runtime.evaluate", params)
-        assert "exceptionDetails" not in result, result
-        return result["result"].get("value")
-
-    def events(self, method: str) -> list[dict[str, Any]]:
-        return [
-            e["params"]
-            for e in self.browser.events[self.first_event :]
-            if e.get("sessionId") == self.session and e.get("method") == method
-        ]
-
-    def problems(self) -> list[str]:
-        """Console errors, uncaught exceptions and browser log errors (CSP, failed loads)."""
-        out = [
-            " ".join(str(a.get("value", a.get("description", ""))) for a in p["args"])
-            for p in self.events("Runtime.consoleAPICalled")
-            if p["type"] in ("error", "assert")
-        ]
-        out += [p["exceptionDetails"]["text"] for p in self.events("Runtime.exceptionThrown")]
-        out += [
-            p["entry"]["text"]
-            for p in self.events("Log.entryAdded")
-            if p["entry"]["level"] == "error"
-        ]
-        return out
-
-    def screenshot(self, path: Path) -> Path:
-        data = self.call("Page.captureScreenshot", {"format": "png"})["data"]
-        path.write_bytes(base64.b64decode(data))
-        return path
 
 
 @pytest.fixture(scope="module")
@@ -258,10 +96,6 @@ def test_report_of_4096_ranks_loads_offline_without_errors(
     assert state["bottom"] <= state["viewport"] and state["fix_bottom"] <= state["viewport"]
     shot = page.screenshot(tmp_path / "report.png")
     assert shot.stat().st_size > 10_000
-    if os.environ.get("HANGDOC_SAVE_SCREENSHOT") == "1":
-        target = REPO / "docs" / "report-screenshot.png"
-        target.parent.mkdir(exist_ok=True)
-        shutil.copyfile(shot, target)
     (tmp_path / "timings.json").write_text(json.dumps({"render_s": render_s, "load_s": load_s}))
     print(f"\n4096 ranks: python render {render_s:.3f} s, browser load {load_s:.3f} s")
     assert load_s < 10.0
@@ -324,4 +158,137 @@ def test_dark_scheme_and_print_render(browser: Chromium, tmp_path: Path) -> None
     assert light != dark
     pdf = base64.b64decode(page.call("Page.printToPDF", {"printBackground": False})["data"])
     assert pdf.startswith(b"%PDF")
+    assert page.problems() == []
+
+
+# --- answer first, pictures ---------------------------------------------------------------
+
+FIRST_SCREEN_PX = 1000
+
+LAYOUT_JS = """(() => {
+  const top = s => { const e = document.querySelector(s);
+    return e ? Math.round(e.getBoundingClientRect().top + scrollY) : null; };
+  const size = s => [...document.querySelectorAll(s)].map(e => {
+    const r = e.getBoundingClientRect(); return [Math.round(r.width), Math.round(r.height)]; });
+  return {finding: top('#findings .finding'), stacks: top('#stacks'), groups: top('#groups'),
+          height: document.documentElement.scrollHeight, viewport: innerHeight,
+          svgs: size('figure.pic > svg'), tables: document.querySelectorAll('table.wave').length,
+          folded: (document.getElementById('groups-healthy') || {}).innerText || null,
+          mismatch: size('#pic-wavefront rect.c-mismatch'),
+          culprit: size('#pic-wavefront rect.c-culprit'),
+          boxes: size('#pic-icicle g.box rect'), culprit_box: size('#pic-icicle g.culprit rect'),
+          first: size('#pic-lanes rect.first'), marks: size('#pic-lanes rect.ev').length,
+          texts: [...document.querySelectorAll('ul.pic-text')].map(u => u.innerText),
+          labels: [...document.querySelectorAll('figure.pic > svg')].map(
+            s => s.getAttribute('role') + ':' + s.getAttribute('aria-label'))};
+})()"""
+
+
+def _fr_synth() -> ModuleType:
+    """``scripts/fr_synth.py``, imported by path (it is a script, not a package module)."""
+    name = "fr_synth"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "fr_synth.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _shoot_all(page: Page, out: Path, name: str) -> list[Path]:
+    """The page's first screen and each picture as PNGs, for a person to look at."""
+    shots = [page.screenshot(out / f"{name}.png")]
+    for pic in ("#pic-icicle", "#pic-wavefront", "#pic-lanes"):
+        if page.element_box(pic) is not None:
+            shots.append(page.screenshot_element(pic, out / f"{name}-{pic[5:]}.png"))
+    return shots
+
+
+def test_1024_rank_flight_recorder_report_answers_on_the_first_screen(
+    browser: Chromium, tmp_path: Path
+) -> None:
+    # GIVEN the report of 1,024 real-format FR dumps (137 process groups, three planted faults)
+    loader = pytest.importorskip("hangdoc.analyzer.loader")
+    from hangdoc.analyzer.engine import analyze
+
+    dumps = tmp_path / "fr1024"
+    _fr_synth().Job(1024, entries=200).write(dumps)
+    diagnosis = analyze(loader.load_paths([dumps]))
+    page = Page(browser)
+    page.load(_write(tmp_path, "fr1024.html", render_html(diagnosis)))
+    state: dict[str, Any] = page.eval(LAYOUT_JS)
+    _shoot_all(page, tmp_path, "fr1024")
+    # THEN the first finding starts on the first screen (it was ~21,000 px down)
+    assert state["finding"] is not None and state["finding"] < FIRST_SCREEN_PX
+    assert state["finding"] < state["groups"]
+    # AND the 135 matched groups are one line, the two odd ones a table each
+    assert state["folded"].startswith("135 groups fully matched")
+    assert state["tables"] == 2
+    assert state["height"] < 10_000
+    # AND the wavefront shows the type mismatch as a visible cell, the culprit marked
+    assert state["mismatch"] and all(w >= 3 and h >= 10 for w, h in state["mismatch"])
+    assert state["culprit"] and all(w >= 3 for w, _ in state["culprit"])
+    assert any("ranks 680-687 behind by 3" in t for t in state["texts"])
+    assert page.problems() == []
+
+
+def test_pictures_are_drawn_with_labels_and_text_equivalents(
+    browser: Chromium, tmp_path: Path
+) -> None:
+    # GIVEN a 64-rank checkpoint hang with stacks, FR records and logs
+    diagnosis = checkpoint_job(64, saver=5)
+    data = build_report_data(diagnosis, rules=FAKE_RULES)
+    page = Page(browser)
+    page.load(_write(tmp_path, "report.html", render_html(diagnosis, rules=FAKE_RULES)))
+    state: dict[str, Any] = page.eval(LAYOUT_JS)
+    shots = _shoot_all(page, tmp_path, "ck64")
+    # THEN three pictures, each an image with a label, wide and tall enough to read
+    assert len(state["svgs"]) == 3 and all(w >= 600 and h >= 50 for w, h in state["svgs"])
+    assert all(label.startswith("img:") and len(label) > 20 for label in state["labels"])
+    # AND the icicle draws every box, the culprit's branch visible though it is 1 of 64
+    assert len(state["boxes"]) == len(data["pictures"]["icicle"]["boxes"])
+    ((width, height),) = state["culprit_box"]
+    assert width >= 10 and height >= 20
+    # AND the lanes mark the first failure with a line across them
+    ((_, line_height),) = state["first"]
+    assert line_height > 10 * len(data["pictures"]["lanes"]["lanes"])
+    assert state["marks"] == len(data["pictures"]["lanes"]["marks"])
+    # AND each picture has its words under it
+    assert state["texts"][0].startswith("63 ranks (0-4,6-63) end in wrapper")
+    assert all(shot.stat().st_size > 2_000 for shot in shots)
+    assert page.problems() == []
+
+
+def test_16384_ranks_answer_first_stay_small_and_load_in_seconds(
+    browser: Chromium, tmp_path: Path
+) -> None:
+    # GIVEN 16,384 ranks: 2,057 process groups, 16,384 log lines, one odd rank
+    html = render_html(grid_job(16384))
+    page = Page(browser)
+    load_s = page.load(_write(tmp_path, "report16k.html", html))
+    state: dict[str, Any] = page.eval(LAYOUT_JS)
+    page.screenshot(tmp_path / "report16k.png")
+    print(f"\n16384 ranks: {len(html.encode()) / 1e6:.2f} MB, browser load {load_s:.2f} s, "
+          f"first finding at {state['finding']} px of {state['height']}")  # fmt: skip
+    # THEN the first finding is on the first screen, the page small and quick to open
+    assert state["finding"] < FIRST_SCREEN_PX
+    assert len(html.encode()) < 3_000_000
+    assert load_s < 10.0
+    assert state["folded"].startswith("2056 groups fully matched")
+    assert state["mismatch"] and state["mismatch"][0][0] >= 3
+
+    # AND the rank filter understands strided sets
+    def rows_for(query: str) -> list[str]:
+        rows: list[str] = page.eval(f"""(() => {{
+          document.getElementById('hd-rank').value = {json.dumps(query)};
+          document.getElementById('hd-filter').requestSubmit();
+          return [...document.querySelectorAll('#groups tr[data-rset]')]
+            .filter(e => e.offsetParent !== null).map(e => e.cells[1].innerText); }})()""")
+        return rows
+
+    assert rows_for("16379") == ["16379"]
+    assert rows_for("11") == ["3-16371:8"]  # 11 is in 3,11,19,…
+    assert rows_for("12") == []
+    assert rows_for("9-13:2") == ["3-16371:8"]  # a typed stride meets a shown one at 11
     assert page.problems() == []

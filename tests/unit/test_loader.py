@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loader import NOTHING_FOUND, load_paths
 from hangdoc.analyzer.model import Evidence, InputKind
 from hangdoc.analyzer.rank_names import rank_from_name
-from hangdoc.errors import BadInputError
 from tests.builders import RankSpec, main_trace, pyspy_json, write_dump
 
 SAMPLES = Path(__file__).parent / "parsers" / "samples"
@@ -207,16 +206,23 @@ def test_permission_denied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert {i.path: i.error for i in ev.inputs}[str(locked)] == "permission denied"
 
 
-def test_empty_directory_and_nothing_usable_raise(tmp_path: Path) -> None:
+def test_nothing_usable_is_reported_not_raised(tmp_path: Path) -> None:
+    # GIVEN an empty folder, binary junk, a missing path and text in no known format
     (tmp_path / "empty").mkdir()
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"\x00\x01\x02" * 100)
-    with pytest.raises(BadInputError) as info:
-        load_paths([tmp_path / "empty", junk, tmp_path / "nope"])
-    message = str(info.value)
-    assert "empty directory" in message and "junk.bin" in message
-    assert "no such file or directory" in message
-    assert info.value.exit_code == 2 and info.value.help_text
+    prose = tmp_path / "notes.txt"
+    prose.write_text("we restarted the job twice and it still did not work\n")
+    # WHEN loaded THEN nothing is raised: each input has its reason, a first note sums up
+    ev = load_paths([tmp_path / "empty", junk, tmp_path / "nope", prose])
+    reasons = {Path(i.path).name: i.error for i in ev.inputs}
+    assert reasons["empty"] == "empty directory"
+    assert reasons["junk.bin"] == "binary data in no format hangdoc reads"
+    assert reasons["nope"] == "no such file or directory"
+    assert reasons["notes.txt"] == NOTHING_FOUND  # read as text, never refused
+    assert ev.notes[0].startswith("nothing usable in the inputs:")
+    assert "junk.bin" in ev.notes[0] and "hangdoc collect" in ev.notes[0]
+    assert not ev.processes
 
 
 def test_one_usable_path_is_enough(tmp_path: Path) -> None:

@@ -79,6 +79,15 @@ def build_maps(
     for event, size in zip(inits, nranks, strict=True):
         if size == largest and event.host is not None and event.pid is not None:
             maps.hostpid_rank.setdefault((event.host, event.pid), int(event.fields["rank"]))
+    # A pid alone (Ray/vLLM "(RayWorkerWrapper pid=4009)" prefixes carry the pid and an IP,
+    # never the host name NCCL prints): the default communicator's init line of that pid,
+    # when no other host has a process with the same pid and another rank.
+    by_pid: dict[int, set[int]] = {}
+    for (_host, pid), rank in maps.hostpid_rank.items():
+        by_pid.setdefault(pid, set()).add(rank)
+    for pid, ranks in by_pid.items():
+        if len(ranks) == 1:
+            maps.pid_rank.setdefault(pid, next(iter(ranks)))
     for key, ranks in prefix_hostpid.items():
         if len(ranks) == 1:
             maps.hostpid_rank[key] = next(iter(ranks))
@@ -124,11 +133,18 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, str]:
         rank = maps.pid_rank.get(int(pid_field))
         if rank is not None:
             return rank, "pid"
-    if event.local_rank is not None:
-        if event.local_rank in maps.local_to_global:
-            return maps.local_to_global[event.local_rank], "local_rank"
+    local = event.local_rank
+    if local is None and event.kind is EventKind.WORKER_FAILED:
+        # The launcher's report names the worker's local rank (torchrun "local_rank: 3",
+        # DeepSpeed's "--local_rank=3" in the command it reports): the same mapping as a
+        # [default3]: prefix.
+        local_text = event.fields.get("local_rank", "")
+        local = int(local_text) if local_text.isdigit() else None
+    if local is not None:
+        if local in maps.local_to_global:
+            return maps.local_to_global[local], "local_rank"
         if maps.local_is_global:
-            return event.local_rank, "local_rank_single_node"
+            return local, "local_rank_single_node"
     group_rank = event.fields.get(F_GROUP_RANK)
     if group_rank is not None and event.host is None:
         pg = event.fields.get(F_PG)

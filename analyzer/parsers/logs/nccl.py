@@ -29,7 +29,7 @@ _TRACE = re.compile(r"\d+(?:\.\d+)? [\w:~]+:\d+ NCCL TRACE (?P<msg>.*)")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda([\d.]+))?")
 _INIT = re.compile(
     r"(?:(?P<api>ncclCommInit\w*|ncclCommSplit|ncclCommShrink)\s+)?comm (?P<comm>0x[0-9a-f]+) "
-    r"rank (?P<rank>\d+) nranks (?P<nranks>\d+)(?P<rest>.*)"
+    r"rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)(?P<rest>.*)"
 )
 _INIT_TAIL = {
     "cudaDev": re.compile(r"cudaDev (\d+)"),
@@ -54,6 +54,30 @@ _COLL = re.compile(
     r"recvbuff \S+ count (?P<count>\d+) datatype (?P<dtype>\d+) op (?P<redop>\d+) "
     r"root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-f]+)(?: \[nranks=(?P<nranks>\d+)\])?"
 )
+# A failing NCCL call's return code, logged by every caller up the chain
+# ("misc/socket.cc:47 -> 3", "… -> 2 [Proxy Thread]"): the first one names the error.
+# ("misc/socket.cc:47 -> 3", "… -> 2 [Proxy Thread]", "bootstrap.cc:868 -> 6 ncclSocketConnect()").
+_RETURN = re.compile(r"(?P<where>[\w./\-]+:\d+) -> (?P<rc>\d{1,2})(?:\s|$)")
+# ncclResult_t (nccl.h): what a "-> N" means.
+RESULT_NAMES = {
+    "1": "ncclUnhandledCudaError",
+    "2": "ncclSystemError",
+    "3": "ncclInternalError",
+    "4": "ncclInvalidArgument",
+    "5": "ncclInvalidUsage",
+    "6": "ncclRemoteError",
+    "7": "ncclInProgress",
+}
+# A header that a paste cut or mangled: the host, the pid or the device may be missing
+# (":1234:5678 [0] NCCL INFO …", "[0] NCCL WARN …", "NCCL WARN …"). Only what precedes the
+# "NCCL INFO|WARN" word is parsed here, and it must be nothing but those pieces.
+_LOOSE_HEAD = re.compile(
+    r"(?:(?P<host>[A-Za-z0-9][\w.\-]{0,80}?)? ?:?(?P<pid>\d+):(?P<tid>\d+) ?"
+    r"|(?P<host2>[A-Za-z0-9][\w.\-]{0,80}) (?=\[\d+\]))?"
+    r"(?:\[(?P<dev>\d+)\] ?)?(?:(?P<where>[\w./\-]+:\d+)(?: \((?P<func>\w+)\))? ?)?"
+)
+_LOOSE_WORDS = ("NCCL WARN ", "NCCL INFO ")
+_LOOSE_MAX_HEAD = 160
 _RAS_DEAD_PEER = re.compile(r"RAS declaring peer (\S+?)(?:<\d+>)? as DEAD")
 # WARN families.
 _IB_COMPLETION = re.compile(
@@ -131,12 +155,58 @@ def match_nccl(text: str) -> Hit | None:
         hit.fields.setdefault("cuda_dev", dev)
     hit.fields[F_HOST] = host
     hit.fields["pid"] = str(pid)
+    hit.fields["tid"] = m.group("tid")
+    return hit
+
+
+def match_nccl_loose(text: str) -> Hit | None:
+    """An NCCL INFO/WARN line whose ``host:pid:tid [dev]`` header is cut or missing.
+
+    Pastes lose the start of lines (a terminal's width, a selection that began mid-line,
+    a log shipper that keeps only the message): what is left still says ``NCCL WARN``
+    and the message, which are recognised as usual; the pid and device are kept when
+    they survived, the host is unknown unless it did."""
+    for word in _LOOSE_WORDS:
+        pos = text.find(word, 0, _LOOSE_MAX_HEAD + len(word))
+        if pos >= 0:
+            break
+    else:
+        return None
+    head = text[:pos].rstrip()
+    m = _LOOSE_HEAD.fullmatch(head)
+    if m is None:
+        return None
+    msg = text[pos + len(word) :]
+    if word.startswith("NCCL WARN"):
+        hit = _warn(msg, m.group("where") or "", m.group("func"))
+    else:
+        hit = _info(msg)
+    if hit is None:
+        return None
+    if word == "NCCL WARN " and not m.group("where"):
+        hit.fields.pop("where", None)
+    if m.group("pid") is not None:
+        hit.pid = int(m.group("pid"))
+        hit.fields["pid"] = m.group("pid")
+    host = m.group("host") or m.group("host2")
+    if host:
+        hit.host = host
+        hit.fields[F_HOST] = host
+    if m.group("dev") is not None:
+        hit.fields.setdefault("cuda_dev", m.group("dev"))
+    if m.group("tid") is not None:
+        hit.fields["tid"] = m.group("tid")
+    hit.fields["header"] = "partial"
     return hit
 
 
 def _info(msg: str) -> Hit | None:
     head = msg[:40]
-    if "comm 0x" in msg and " nranks " in msg and "rank " in msg:
+    if " -> " in msg and (r := _RETURN.match(msg)) is not None:
+        rc = r.group("rc")
+        fields = {"where": r.group("where"), "rc": rc, F_ERROR: RESULT_NAMES.get(rc, rc)}
+        return Hit(EventKind.NCCL_RETURN, fields, key=("rc", rc))
+    if "comm 0x" in msg and (" nranks " in msg or " nRanks " in msg) and "rank " in msg:
         m = _INIT.search(msg)
         if m is not None:
             return _init(m)
@@ -237,6 +307,10 @@ def _init(m: re.Match[str]) -> Hit:
         word = "start"
     elif state is None and m.group("api") is None and "cudaDev" in rest and "nvmlDev" in rest:
         word = "start"  # ≤2.11 "comm … rank … nranks … cudaDev … nvmlDev … - Init COMPLETE" variant
+    elif state is None and " nNodes " in rest:
+        # ≥2.19 "comm 0x… rank 1 nRanks 2 nNodes 1 localRanks 2 localRank 1 MNNVL 0", logged
+        # mid-init: it ties the process to its rank, and says nothing of init progress.
+        word = "topology"
     fields["state"] = word
     return Hit(EventKind.NCCL_INIT, fields, key=("init", fields["comm"], word))
 

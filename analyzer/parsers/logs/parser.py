@@ -24,6 +24,7 @@ from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
 from hangdoc.analyzer.parsers.logs.timefmt import resolve_stamps
+from hangdoc.analyzer.parsers.stacks import attach_stacks
 from hangdoc.rules.timeline import F_CLOCK, F_RANK_FROM, EventKind
 
 _JSON_START = re.compile(r'\s*(?:\{\s*(?:"|\}|$)|\[\s*(?:[{\["\]]|$))')
@@ -53,7 +54,10 @@ def recognise_line(text: str) -> Hit | None:
     t = tag.text
     if not t.strip():
         return None
-    return match_any(t, [])
+    hit = match_any(t, [])
+    if hit is not None and hit.kind is EventKind.NCCL_RETURN:
+        return None  # a "-> N" line is evidence only in its chain (Scanner._return_code)
+    return hit
 
 
 def _starts_block(line: str) -> bool:
@@ -156,7 +160,8 @@ class LogParser:
         if scanner.dropped:
             notes.append(f"{display_path}: {scanner.dropped} repetitive log events not kept")
         assumed_year = time.gmtime(path.stat().st_mtime).tm_year
-        return _assemble(scanner, events, display_path, assumed_year, notes)
+        parsed = _assemble(scanner, events, display_path, assumed_year, notes)
+        return attach_stacks(parsed, path, display_path)  # stacks inside the log
 
 
 def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, str]]:
@@ -233,6 +238,19 @@ def _assemble(
     maps = build_maps(events, scanner.hostpid_rank, scanner.pid_rank, scanner.local_to_global)
     resolved = resolve_stamps([e.stamp for e in events], year)
     ranks: list[tuple[int | None, str]] = [resolve_rank(e, maps) for e in events]
+    # A launcher's failure report, once attributed, names the worker's pid: other reports
+    # about that pid (torchelastic's "Signal 9 (SIGKILL) received by PID 812") follow it.
+    learned = {
+        int(e.fields["pid"]): rank
+        for e, (rank, _how) in zip(events, ranks, strict=True)
+        if rank is not None
+        and e.kind is EventKind.WORKER_FAILED
+        and e.fields.get("pid", "").isdigit()
+        and int(e.fields["pid"]) not in maps.pid_rank
+    }
+    if learned:
+        maps.pid_rank.update(learned)
+        ranks = [resolve_rank(e, maps) for e in events]
     attributed = any(r is not None for r, _ in ranks)
     hostpids = {(e.host, e.pid) for e in events if e.pid is not None}
     locals_seen = {e.local_rank for e in events if e.local_rank is not None}

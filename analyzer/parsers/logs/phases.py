@@ -83,7 +83,8 @@ _MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
     ),
 )
 _INIT = re.compile(
-    r"Initializing distributed: GLOBAL_RANK: (?P<rank>\d+), MEMBER: \d+/(?P<world>\d+)"
+    r"(?:Initializing distributed|initializing ddp|initializing distributed): GLOBAL_RANK: "
+    r"(?P<rank>\d+), MEMBER: \d+/(?P<world>\d+)"
     r"|Process rank: (?P<rank2>\d+), device: \S+, n_gpu: \d+, distributed training: True"
 )
 _DS_RANK = re.compile(r"\[[\w.]+\.py:\d+:\w+\] \[Rank (\d+)\] ")
@@ -111,6 +112,46 @@ _KEYS = (
     "Creating",
     "Finished",
 )
+
+
+# How much data a rank has, as training scripts print it per rank: "rank 0: 1250 batches",
+# "len(dataloader) = 1250", "Number of batches: 1250", "steps per epoch: 1250". The
+# rank comes from the line's prefix ([rankN]:, srun "N: ") or its start ("rank 3: …"). A
+# count of progress ("after 10 iterations", "step 5 of …") is not a length: the number must
+# be the line's start or follow ":"/"=" or a verb of having ("has 1248 batches").
+_COUNT_WORDS = "batches|steps|samples|iterations|examples|micro-?batches"
+_COUNT = re.compile(
+    r"(?:^|[:=] ?|\b(?:has|have|got|of|with|total) )"
+    r"(?P<n>\d{1,3}(?:,\d{3})+|\d{1,12}) (?P<what>" + _COUNT_WORDS + r")\b"
+    r"|len\((?:self\.)?(?P<obj>\w{0,40}(?:loader|dataset|sampler|batches)\w{0,20})\)\s*[=:]\s*"
+    r"(?P<n2>\d{1,12})"
+    r"|(?:[Nn]umber of |[Nn]um[_ ]|#\s?)(?P<what3>" + _COUNT_WORDS + r"|batch|step|sample)"
+    r"(?: per epoch)?\s*[=:]\s*(?P<n3>\d{1,3}(?:,\d{3})+|\d{1,12})"
+    r"|(?P<what4>steps|batches|iterations) per epoch\s*[=:]?\s*(?P<n4>\d{1,12})"
+)
+_COUNT_KEYS = ("batch", "step", "sample", "iteration", "example", "len(")
+
+
+def match_count(text: str) -> Hit | None:
+    """A per-rank data count (for comparing ranks: uneven data, FORMATS.md §8)."""
+    if len(text) > 400 or not any(k in text for k in _COUNT_KEYS):
+        return None
+    m = _COUNT.search(text)
+    if m is None:
+        return None
+    if m.group("n") is not None:
+        what, value = m.group("what"), m.group("n")
+    elif m.group("n2") is not None:
+        what, value = "len(" + m.group("obj") + ")", m.group("n2")
+    elif m.group("n3") is not None:
+        what, value = m.group("what3"), m.group("n3")
+    else:
+        what, value = m.group("what4") + " per epoch", m.group("n4")
+    what = what.replace("micro-batches", "microbatches").lower()
+    if not what.endswith("s") and "(" not in what and "per epoch" not in what:
+        what += "es" if what.endswith("h") else "s"
+    fields = {"what": what, "value": value.replace(",", "")}
+    return Hit(EventKind.DATA_COUNT, fields, key=("count", what, fields["value"]))
 
 
 def match_phase(text: str) -> Hit | None:

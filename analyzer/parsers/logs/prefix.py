@@ -66,6 +66,11 @@ _LEADING_TAG = re.compile(
     r"(?=\[(?:rank|default|[A-Za-z_]+)\d+\]:)"
 )
 _MPI_RANK_TAG = re.compile(r"\[1,(\d+)\]<(?:stdout|stderr)>: ?")
+# ``srun --label`` (and ``torchrun --tee``-less consoles fed through it): the task id, padded
+# with spaces to the width of the largest one, then ": ". The task id is SLURM_PROCID, the
+# global rank under srun. Only taken as the first layer of a line, never after a stamp or a
+# tag, and never with more than four pad spaces (an indented "  3: x" is a table, not srun).
+_SRUN_LABEL = re.compile(r" {0,4}(\d{1,5}): (?=\S)")
 _MAX_ROUNDS = 10
 
 
@@ -122,9 +127,13 @@ def peel_line(raw: str) -> LineTag:
     """Clean (ANSI, CR) and peel one physical line."""
     text = clean_line(raw.rstrip("\n"))
     tag = LineTag(text)
-    for _ in range(_MAX_ROUNDS):
+    for round_no in range(_MAX_ROUNDS):
         if not text:
             break
+        if round_no == 0 and (m := _SRUN_LABEL.match(text)) is not None:
+            tag.rank, tag.tagged = int(m.group(1)), True
+            text = text[m.end() :]
+            continue
         if text[0] in " \t":
             break
         consumed = _own_layer(text, tag)

@@ -16,6 +16,7 @@ from hangdoc.rules.timeline import (
     F_EXC_TYPE,
     F_EXIT_CODE,
     F_HOST,
+    F_LOCAL_RANK,
     F_MESSAGE,
     F_PID,
     F_SIGNAL,
@@ -71,6 +72,12 @@ _MPIRUN = re.compile(
     r"signal (?P<sig>\d+)(?: \((?P<name>[^)]+)\))?"
 )
 _DS_EXIT = re.compile(r"exits with return code = (?P<code>-?\d+)")
+_DS_LOCAL_RANK = re.compile(r"--local_rank[= ](\d+)")
+# torchelastic's report of a worker killed by a signal ("traceback : Signal 9 (SIGKILL)
+# received by PID 812" in a ChildFailedError table, or alone when only that line is pasted).
+_ELASTIC_SIGNAL = re.compile(
+    r"Signal (?P<num>\d+) \((?P<sig>SIG\w+)\) received by PID (?P<pid>\d+)"
+)
 _DS_PID = re.compile(r"(?:[Pp]rocess|subprocess) (\d+)")
 _DS_KILL = re.compile(r"Killing subprocess (?P<pid>\d+)")
 _RAY_DIED = re.compile(
@@ -99,6 +106,7 @@ _KEYS = (
     "ECC",
     "bus",
     "CANCELLED",
+    "received by PID",
 )
 
 
@@ -188,7 +196,18 @@ def match_process(text: str) -> Hit | None:
         fields.update({F_EXIT_CODE: str(code), "launcher": "deepspeed"})
         put(fields, F_PID, pid.group(1) if pid else None)
         put(fields, F_SIGNAL, signal_name(-code) if code < 0 else None)
-        return Hit(EventKind.WORKER_FAILED, fields, key=("ds", fields.get(F_PID), code))
+        local = _DS_LOCAL_RANK.search(text)
+        put(fields, F_LOCAL_RANK, local.group(1) if local else None)
+        return Hit(
+            EventKind.WORKER_FAILED,
+            fields,
+            key=("ds", fields.get(F_PID), fields.get(F_LOCAL_RANK), code),
+        )
+    if "received by PID" in text and (es := _ELASTIC_SIGNAL.search(text)) is not None:
+        fields.update({F_SIGNAL: es.group("sig"), F_PID: es.group("pid"), "source": "torchelastic"})
+        hit = Hit(EventKind.FATAL_SIGNAL, fields, key=("elastic_signal", es.group("pid")))
+        hit.pid = int(es.group("pid"))  # the worker it is about: a ChildFailedError names its rank
+        return hit
     if (k := _DS_KILL.search(text)) is not None:
         fields.update({F_PID: k.group("pid"), F_SIGNAL: "SIGKILL", "launcher": "deepspeed"})
         return Hit(EventKind.AGENT_TERMINATING, fields, key=("dskill", k.group("pid")))

@@ -16,18 +16,36 @@ from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
 from hangdoc.analyzer.parsers.logs.elastic import ChildFailedBlock, match_agent
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, match_xid
 from hangdoc.analyzer.parsers.logs.hit import Hit
-from hangdoc.analyzer.parsers.logs.phases import match_phase
+from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
 from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
 from hangdoc.analyzer.parsers.logs.process import match_exception_line, match_process
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
-from hangdoc.rules.timeline import F_EXC_TYPE, F_GROUP_RANK, F_MESSAGE, F_PEER, EventKind
+from hangdoc.rules.timeline import F_ERROR, F_EXC_TYPE, F_GROUP_RANK, F_MESSAGE, F_PEER, EventKind
 
 # Where a second record starts inside one physical line (interleaved consoles, tqdm).
 _SPLICE = re.compile(
     r"(?<=[^\s:])(?=\[rank\d+\]:|\[default\d+\]:|\[[IWEF]\d{3,4} \d\d:\d\d:\d\d"
     r"|\[[IWEF] ProcessGroup\w*\.cpp:|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+\.py:\d+\])"
+)
+# The same, where the records are separated by a space only (a console copied from a web
+# page, where the newlines became spaces): only taken when the line itself starts with
+# such a prefix, so a message that mentions "[rank3]:" in its middle is left whole.
+_SPLICE_SPACED = re.compile(r"(?<=\S) (?=\[rank\d+\]:|\[default\d+\]:)")
+_LINE_PREFIXED = re.compile(r"(?:\x1b\[[\d;]*m)*\[(?:rank|default)\d+\]:")
+# tqdm redraws ("\r"-separated) of one or several ranks in one physical line: the rank
+# prefix a segment starts with (torchrun tees the prefix before the first segment only),
+# and the "n/total" of a bar, so that bars of different lengths are all kept.
+_SEGMENT_OWNER = re.compile(r"(?:\x1b\[[\d;]*m)*(\[(?:rank|default)\d+\]:| {0,4}\d{1,5}: )")
+_BAR_TOTAL = re.compile(r"\| *[\d.]+[kMG]?/([\d.]+[kMG]?) ")
+_MAX_SEGMENT_KEYS = 256
+# A rank the content says at the start of a line, after DeepSpeed's logger header:
+# DeepSpeed/Megatron "[Rank 3] …", "[RANK 3] …", "rank 3: …", "rank 3 has …". torch's watchdog writes
+# "[Rank N]" too, but with a *group* rank; its events carry F_GROUP_RANK and keep it.
+_SAID_RANK = re.compile(
+    r"(?:\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\] )?(?:\[[\w.\-]+\.py:\d+:\w+\] )?"
+    r"(?:\[(?:Rank|RANK) (\d{1,6})\]|[Rr]ank (\d{1,6})(?::| (?=has )))"
 )
 _NCCL_HEAD = re.compile(r"[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] ")
 _STACK_FRAME = re.compile(r"^#\d+ \S+ from \S+:\d+")
@@ -46,6 +64,7 @@ _MAX_JOIN = 4
 _WRAP_LEN = 100
 
 Block = ChildFailedBlock | RasBlock | FrTraceBlock | TableBlock | CsvBlock | TopoBlock
+ChainKey = tuple[str | None, int | None, str | None, int | None]  # host, pid, tid, rank
 Owner = tuple[int | None, int | None, int | None, str | None, int | None, str | None]
 
 
@@ -87,15 +106,25 @@ class Scanner:
     _last_nccl_error: RawEvent | None = None
     _stack_event: RawEvent | None = None
     _nvrm_pci: list[str] = field(default_factory=list)
+    # NCCL WARN → "-> N" return-code chains per process: (first WARN, code seen yet).
+    _chains: dict[ChainKey, tuple[RawEvent, bool]] = field(
+        default_factory=dict
+    )
     _pending: tuple[LineTag, int, int] | None = None
     _prev_len: int = 0
     _prev_tag: LineTag | None = None
 
     # ---- input ------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
-        pieces = _SPLICE.split(raw) if "[" in raw and len(raw) > 20 else [raw]
-        for piece in pieces:
-            self._physical(lineno, piece, len(raw))
+        for segment in _segments(raw):
+            if "[" in segment and len(segment) > 20:
+                pieces = _SPLICE.split(segment)
+                if _LINE_PREFIXED.match(segment):
+                    pieces = [p for piece in pieces for p in _SPLICE_SPACED.split(piece)]
+            else:
+                pieces = [segment]
+            for piece in pieces:
+                self._physical(lineno, piece, len(raw))
 
     def finish(self) -> list[RawEvent]:
         if self._pending is not None:
@@ -271,9 +300,28 @@ class Scanner:
             )
             return
         hit = match_any(text, self._nvrm_pci)
+        said = _said_rank(tag)
+        if said is not None:
+            rank, rest = said
+            if hit is None and rest:
+                hit = match_any(rest, self._nvrm_pci)
+                exc = match_exception_line(rest) if hit is None else None
+                if exc is not None:
+                    fields = {F_EXC_TYPE: exc[0], F_MESSAGE: exc[1][:400]}
+                    hit = Hit(EventKind.EXCEPTION, fields, key=("exc", exc[0], exc[1][:120]))
+            if hit is not None and hit.rank is None and F_GROUP_RANK not in hit.fields:
+                hit.rank = rank
         if hit is None:
             return
+        if hit.kind is EventKind.NCCL_RETURN:
+            self._return_code(hit, tag, lineno)
+            return
         event = self._emit(hit, tag, lineno)
+        if event is not None and "where" in hit.fields and F_MESSAGE in hit.fields:
+            chain_key = (event.host, event.pid, hit.fields.get("tid"), tag.rank)  # a WARN
+            chain = self._chains.get(chain_key)
+            if chain is None or chain[1]:
+                self._chains[chain_key] = (event, False)
         if hit.kind is EventKind.NCCL_ERROR and event is not None:
             self._last_nccl_error = event
             if "Last error:" in text:
@@ -282,6 +330,26 @@ class Scanner:
                     event.fields["last_error"] = tail[:300]
                 else:
                     self._last_error_for = event
+
+    def _return_code(self, hit: Hit, tag: LineTag, lineno: int) -> None:
+        """``file.cc:47 -> 3``: NCCL logs the failing call's return code at every level of
+        the call chain after the WARN that says what failed. The first code after a WARN
+        is the error class of that WARN; the rest of the chain only repeats it. A chain
+        with no WARN before it (the WARN was cut from the paste) becomes an event itself."""
+        pid = hit.pid if hit.pid is not None else tag.pid
+        chain_key = (hit.host or tag.host, pid, hit.fields.get("tid"), tag.rank)
+        chain = self._chains.get(chain_key)
+        if chain is not None:
+            if not chain[1]:
+                target = chain[0]
+                target.fields["rc"] = hit.fields["rc"]
+                target.fields["rc_name"] = hit.fields[F_ERROR]
+                target.fields["rc_where"] = hit.fields["where"]
+                self._chains[chain_key] = (target, True)
+            return
+        event = self._emit(hit, tag, lineno)
+        if event is not None:
+            self._chains[chain_key] = (event, True)
 
     def _emit(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
         host = hit.host or tag.host
@@ -357,18 +425,66 @@ class Scanner:
         return current
 
 
+def _said_rank(tag: LineTag) -> tuple[int, str] | None:
+    """(rank, rest of the line) when an unprefixed line starts by naming its global rank.
+
+    Only for lines no launcher prefix attributed, and not for C++ (c10/glog) lines, whose
+    ``[Rank N]`` is the watchdog's group rank."""
+    text = tag.text
+    if tag.rank is not None or text[:1] not in "[Rr" or "ank" not in text[:60].lower():
+        return None
+    if tag.origin is not None and not tag.origin.split(":", 1)[0].endswith(".py"):
+        return None
+    m = _SAID_RANK.match(text)
+    if m is None:
+        return None
+    return int(m.group(1) or m.group(2)), text[m.end() :].lstrip()
+
+
+def _segments(raw: str) -> list[str]:
+    """The parts of a physical line worth reading: the whole line, or for tqdm-style
+    ``\r`` redraws the last redraw of each rank (and of each bar length), in order.
+
+    A terminal shows only the last redraw; ``clean_line`` keeps that one. When several
+    ranks share the console their redraws interleave in one physical line, and each
+    rank's last state is evidence (one rank stuck at 1248/1250 while the others
+    finished): keep the last segment per owning prefix and bar total."""
+    body = raw.rstrip("\r")
+    if "\r" not in body:
+        return [raw]
+    last: dict[tuple[str, str], str] = {}
+    owner = ""
+    for segment in body.split("\r"):
+        if not segment.strip():
+            continue
+        m = _SEGMENT_OWNER.match(segment)
+        if m is not None:
+            owner = m.group(1).strip()
+        elif owner:
+            segment = owner + " " + segment.lstrip()
+        total = _BAR_TOTAL.search(segment)
+        key = (owner, total.group(1) if total is not None else "")
+        if key in last or len(last) < _MAX_SEGMENT_KEYS:
+            last.pop(key, None)
+            last[key] = segment
+    return list(last.values()) or [raw]
+
+
 def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
     """Every single-line recogniser, most specific first (NCCL lines by their header)."""
     if _NCCL_HEAD.match(text) or text.startswith("NCCL version"):
         hit = nccl_lines.match_nccl(text)
         if hit is not None:
             return hit
+    elif "NCCL " in text[:200] and (hit := nccl_lines.match_nccl_loose(text)) is not None:
+        return hit
     return (
         match_torch(text)
         or match_agent(text)
         or match_xid(text, nvrm_pci)
         or match_process(text)
         or match_phase(text)
+        or match_count(text)
     )
 
 

@@ -70,6 +70,12 @@ _TEARDOWN = re.compile(
     r"|ProcessGroupNCCL preparing to dump debug info"
 )
 _ASYNC = re.compile(r"raised the following async exception: (?:NCCL error: )?(?P<what>.*)")
+# NCCLUtils: a communicator aborted by the watchdog (after a timeout or an error on this or
+# another rank); "rank" is the communicator's (group) rank, the reason is the first error.
+_ABORTED = re.compile(
+    r"NCCL communicator was aborted on rank (?P<rank>\d+)\.?"
+    r"(?:\s+Original reason for failure was: (?P<why>.*))?"
+)
 _NCCL_ERROR_IN = re.compile(
     r"NCCL error in: (?P<where>[\w./\-]+:\d+), (?P<what>.*?)(?:, NCCL version (?P<ver>[\d.]+\S*))?$"
 )
@@ -96,10 +102,30 @@ _STORE_CLIENTS = re.compile(
     r"Timed out after (?P<secs>\d+) seconds waiting for clients\. (?P<joined>\d+)/(?P<total>\d+) "
     r"clients joined"
 )
-_STORE_WAIT = re.compile(r"wait timeout after (?P<ms>\d+)ms, keys: (?P<keys>.*)")
+_STORE_WAIT = re.compile(
+    r"wait timeout after (?P<ms>\d+)ms, keys: (?P<keys>.*)"
+    r"|Timeout waiting for key: (?P<key2>\S+) after (?P<ms2>\d+) ms"
+)
 _STORE_CONNECT = re.compile(
-    r"client socket has timed out after (?P<ms>\d+)m?s while trying to connect to "
+    r"client socket has timed out after (?P<n>\d+)(?P<unit>ms|s) while trying to connect to "
     r"\((?P<addr>[^,)]+), (?P<port>\d+)\)"
+)
+# torch < 2.1 init_process_group: every rank increments a store counter and waits for
+# world_size of them; "rank" is the global rank of the waiter, worker_count how many came.
+_STORE_BARRIER = re.compile(
+    r"Timed out initializing process group in store based barrier on rank:? (?P<rank>\d+), "
+    r"for key: (?P<key>\S+) \(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), "
+    r"timeout=(?P<timeout>[\d:]+)\)"
+)
+# The store's TCP connection failed after it was set up: the server side (rank 0's
+# process, or the agent) went away, or the network dropped it. DistNetworkError is the
+# store's own error class (torch ≥ 2.2); older releases raise RuntimeError with the bare
+# socket message, and TCPStore.cpp logs "recvValue failed on SocketImpl(...)".
+_STORE_SOCKET = re.compile(
+    r"(?:DistNetworkError|DistStoreError|(?:recv|send)\w{0,12} failed on SocketImpl\([^)]{0,300}\)"
+    r"|RuntimeError|flag on TCPStore, \(maybe TCPStore server has shut down too early\), with error)"
+    r":? (?P<why>Connection reset by peer|Broken pipe|Connection refused|Socket Timeout"
+    r"|Connection timed out)"
 )
 _UNIQUE_ID = re.compile(
     r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from "
@@ -134,6 +160,12 @@ _KEYWORDS = (
     "timeout",
     "Rendezvous",
     "DistStoreError",
+    "DistNetworkError",
+    "store based barrier",
+    "Socket Timeout",
+    "SocketImpl",
+    "Connection reset by peer",
+    "Timeout waiting for key",
     "Connection closed",
     "Read error",
     "Write error",
@@ -229,6 +261,11 @@ def match_torch(text: str) -> Hit | None:
         _pg_fields(text, fields)
         put(fields, "seconds", h.group("secs"))
         return Hit(EventKind.HEARTBEAT_TIMEOUT, fields, key=("heartbeat", fields.get(F_PG)))
+    if "was aborted" in text and (ab := _ABORTED.search(text)) is not None:
+        _pg_fields(text, fields)
+        fields.update({F_ERROR: "communicator_aborted", F_GROUP_RANK: ab.group("rank")})
+        put(fields, F_MESSAGE, (ab.group("why") or "").strip()[:300])
+        return Hit(EventKind.NCCL_ERROR, fields, key=("aborted", ab.group("rank")))
     if (a := _ASYNC.search(text)) is not None:
         _pg_fields(text, fields)
         work_fields(text, fields)
@@ -350,21 +387,48 @@ def _store(text: str) -> Hit | None:
                 F_ERROR: "clients_missing",
             }
         )
-    elif (m := _STORE_WAIT.search(text)) is not None:
+    elif (m := _STORE_BARRIER.search(text)) is not None:
         fields.update(
-            {"keys": m.group("keys")[:200], F_TIMEOUT_MS: m.group("ms"), F_ERROR: "store_wait"}
+            {
+                "joined": m.group("count"),
+                "expected": m.group("world"),
+                "keys": m.group("key"),
+                "timeout": m.group("timeout"),
+                F_ERROR: "store_barrier",
+            }
+        )
+        return Hit(
+            EventKind.STORE_TIMEOUT,
+            fields,
+            rank=int(m.group("rank")),
+            key=("store", "barrier", m.group("key")),
+        )
+    elif (m := _STORE_WAIT.search(text)) is not None:
+        keys = m.group("keys") or m.group("key2") or ""
+        fields.update(
+            {
+                "keys": keys[:200],
+                F_TIMEOUT_MS: m.group("ms") or m.group("ms2"),
+                F_ERROR: "store_wait",
+            }
         )
     elif (m := _STORE_CONNECT.search(text)) is not None:
+        n = int(m.group("n"))
         fields.update(
             {
                 F_PEER: m.group("addr"),
                 "port": m.group("port"),
-                F_TIMEOUT_MS: m.group("ms"),
+                F_TIMEOUT_MS: str(n * 1000 if m.group("unit") == "s" else n),
                 F_ERROR: "store_connect",
             }
         )
+    elif (m := _STORE_SOCKET.search(text)) is not None:
+        why = m.group("why")
+        fields.update({F_ERROR: "store_connection", F_MESSAGE: why})
+        return Hit(EventKind.STORE_TIMEOUT, fields, key=("store", "socket", why))
     elif (m := _RENDEZVOUS.search(text)) is not None:
-        fields[F_ERROR] = "rendezvous"
+        closed = "RendezvousClosedError" in text
+        fields[F_ERROR] = "rendezvous_closed" if closed else "rendezvous"
         put(fields, F_MESSAGE, m.group("store"))
     else:
         return None

@@ -9,22 +9,41 @@
   var card = document.getElementById("hd-rank-card");
   var timer = null;
 
-  /* "0-3,7" -> [[0,3],[7,7]]; null when the text is not a rank range list. */
+  /* "0-3,7,9-25:8" -> [[0,3,1],[7,7,1],[9,25,8]]; null when the text is not a rank list.
+     Written as analyzer/ranges.py writes them: "a-b:s" is every s-th rank from a to b. */
   function parseRuns(text) {
     var runs = [];
     var parts = text.split(",");
     for (var i = 0; i < parts.length; i++) {
       var part = parts[i].trim();
       if (part === "") { continue; }
-      var m = /^(\d+)\s*(?:-\s*(\d+))?$/.exec(part);
+      var m = /^(\d+)\s*(?:-\s*(\d+)(?:\s*:\s*(\d+))?)?$/.exec(part);
       if (!m) { return null; }
       var lo = parseInt(m[1], 10);
       var hi = m[2] === undefined ? lo : parseInt(m[2], 10);
-      if (hi < lo) { return null; }
-      runs.push([lo, hi]);
+      var step = m[3] === undefined ? 1 : parseInt(m[3], 10);
+      if (hi < lo || step < 1) { return null; }
+      hi = lo + Math.floor((hi - lo) / step) * step;
+      runs.push([lo, hi, step]);
     }
     runs.sort(function (a, b) { return a[0] - b[0]; });
     return runs;
+  }
+
+  /* Whether two runs share a rank: walk the sparser one over the overlap (bounded by
+     the shorter run's count, which is small for a typed query). */
+  function runsMeet(a, b) {
+    var lo = Math.max(a[0], b[0]);
+    var hi = Math.min(a[1], b[1]);
+    if (lo > hi) { return false; }
+    if (a[2] === 1 && b[2] === 1) { return true; }
+    var s = a[2] >= b[2] ? a : b;
+    var o = s === a ? b : a;
+    var v = s[0] + Math.ceil((lo - s[0]) / s[2]) * s[2];
+    for (var n = 0; v <= hi && n < 100000; v += s[2], n++) {
+      if ((v - o[0]) % o[2] === 0) { return true; }
+    }
+    return false;
   }
 
   function setRuns(index) {
@@ -37,10 +56,11 @@
   }
 
   function intersects(a, b) {
-    var i = 0;
-    var j = 0;
-    while (i < a.length && j < b.length) {
-      if (a[i][1] < b[j][0]) { i++; } else if (b[j][1] < a[i][0]) { j++; } else { return true; }
+    for (var i = 0; i < a.length; i++) {
+      for (var j = 0; j < b.length; j++) {
+        if (b[j][0] > a[i][1]) { break; }
+        if (runsMeet(a[i], b[j])) { return true; }
+      }
     }
     return false;
   }
@@ -139,7 +159,7 @@
     closedForPrint = [];
   });
 
-  var hash = /^#ranks?=([0-9,\- ]+)$/.exec(decodeURIComponent(window.location.hash));
+  var hash = /^#ranks?=([0-9,:\- ]+)$/.exec(decodeURIComponent(window.location.hash));
   if (hash) {
     input.value = hash[1];
     apply(hash[1]);

@@ -412,6 +412,17 @@ CASES = [
         ("HD302",),
     ),
     Case("topo-without-hang", (P / "nvidia-smi_topo_pcie.txt",), (), ("HD302",)),
+    # HD040 per-rank data counts disagree
+    Case(
+        "uneven-epoch-bars",
+        (P / "tqdm_uneven_epoch_lengths.log",),
+        (Expect("HD040", "uneven_data_drop_last", Severity.ERROR, (2,)),),
+        (),
+        Verdict.HANG,
+        "uneven_data_drop_last",
+    ),
+    Case("even-epoch-bars", (P / "tqdm_even_epoch_lengths.log",), (), ("HD040",)),
+    Case("bars-of-one-rank-only", (P / "torch-2.5_terminal_wrapped.log",), (), ("HD040",)),
 ]
 
 

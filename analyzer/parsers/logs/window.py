@@ -1,0 +1,79 @@
+"""The head and tail of a log as raw lines per rank: what the ranks' logs are compared on.
+
+The log parser keeps only the lines it recognises (timeouts, errors, NCCL lines). Comparing
+ranks' logs with each other needs the job's own lines too ("epoch 3: 1250 batches",
+"saving checkpoint to …", "running validation"), in order. Only a window is kept: the
+first HEAD_BYTES (world sizes, per-rank counts printed at start) and the last TAIL_BYTES
+(where each rank stopped) of each file, so the cost per rank is bounded whatever the
+log's size, and 1,024 ranks' logs stay within memory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from hangdoc.analyzer.model import LogLine
+from hangdoc.analyzer.parsers.base import decode_bytes
+from hangdoc.analyzer.parsers.logs.prefix import peel_line
+
+HEAD_BYTES = 32 * 1024
+TAIL_BYTES = 160 * 1024
+MAX_LINE_CHARS = 2000
+MAX_LINES_PER_RANK = 3000
+# The prefix torch's excepthook and torchrun's --tee put on nearly every line of a rank's
+# output: peeled here without the general peeler (which tries every known layer, ~40 µs
+# a line), as long as nothing else that needs peeling (a time stamp, a glog header) follows.
+_RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d+)\]: ?(?=[A-Za-z(\"'])")
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[int | None, str]]:
+    """(line number or None when unknown, text) of the file's head and tail."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        if size <= HEAD_BYTES + TAIL_BYTES:
+            text = decode_bytes(handle.read())
+            for number, line in enumerate(text.splitlines(), start=1):
+                yield number, line
+            return
+        head = handle.read(HEAD_BYTES)
+        head = head[: head.rfind(b"\n") + 1]  # whole lines only
+        for number, line in enumerate(decode_bytes(head).splitlines(), start=1):
+            yield number, line
+        handle.seek(size - TAIL_BYTES)
+        tail = handle.read(TAIL_BYTES)
+        tail = tail[tail.find(b"\n") + 1 :]
+        # Numbering the tail would mean reading the middle; its lines are cited by text.
+        for line in decode_bytes(tail).splitlines():
+            yield None, line
+
+
+def read_line_window(
+    path: Path, display: str, default_rank: int | None
+) -> dict[int, list[LogLine]]:
+    """The lines of each rank in the file's head and tail, launcher prefixes peeled.
+
+    A line's rank is the one its prefix names (``[rank3]:``, ``[default3]:``, ``3:``),
+    else ``default_rank`` (the rank whose own file this is), else it is not kept: an
+    unattributed line in a shared console cannot be compared.
+    """
+    out: dict[int, list[LogLine]] = {}
+    said: int | None
+    for number, raw in _raw_lines(path):
+        fast = _RANK_PREFIX.match(raw)
+        if fast is not None and "\x1b" not in raw and "\r" not in raw:
+            text, said = raw[fast.end() :].strip(), int(fast.group(1))
+        else:
+            tag = peel_line(raw[: MAX_LINE_CHARS * 2])
+            text, said = tag.text.strip(), tag.rank
+        if not text:
+            continue
+        rank = said if said is not None else default_rank
+        if rank is None:
+            continue
+        out.setdefault(rank, []).append(LogLine(text[:MAX_LINE_CHARS], display, number or 0))
+    for rank, lines in out.items():
+        if len(lines) > MAX_LINES_PER_RANK:
+            out[rank] = lines[-MAX_LINES_PER_RANK:]
+    return out

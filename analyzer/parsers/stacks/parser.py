@@ -1,0 +1,177 @@
+"""The stack-text parser and the hook the log parser calls.
+
+A file that is mostly stacks (or that the log parser would not take) is claimed here;
+it is then read by the log parser as well, so the tracebacks in it become the same
+``exception`` log events HD030 reads from any log, exactly once, and the stacks are
+added by ``attach_stacks`` (the log parser's one call into this package). A traceback
+is therefore two records that agree: a thread that raised (``ThreadStack.exception``,
+for the stack rules) and a log event (for the timeline), on the same rank.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hangdoc.analyzer.model import InputKind, LogEvent, ProcessEvidence
+from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes, read_text_capped
+from hangdoc.analyzer.parsers.stacks.scan import ScanResult, Span, scan_text
+from hangdoc.analyzer.rank_names import rank_from_name
+
+# Stacks are read from at most this much of a file (its tail when larger): a 10 GB
+# log's stacks that matter are near its end, and the scan keeps every line in memory
+# (about a second per MiB of dense stacks).
+STACK_TEXT_BYTES = 4 * 1024 * 1024
+# Up to this size a stacks file is also read by the log parser (its tracebacks become
+# the log events HD030 reads, its NCCL lines count); a larger one is read for stacks
+# only, and its tracebacks' events are made here, in the same shape.
+_WITH_LOG_PARSER_BYTES = 8 * 1024 * 1024
+# A file whose lines are at least this share stack lines is a stacks file.
+_MOSTLY = 0.5
+_ANY_START = re.compile(
+    r"^(?:.*\]: ?|\d{1,5}: )?\s*(?:Traceback \(most recent call|Thread \d+ \((?:Thread 0x|LWP)|#\d+ |"
+    r"Exception raised from \S+ at|frame #\d+: |\((?:Python|C)\) File \"|Traceback for thread \d+|"
+    r"Process \d+:|"
+    r"(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent call first)",
+    re.MULTILINE,
+)
+_NEW_FORMATS = frozenset({"traceback", "py-bt", "gdb", "pystack", "cpp"})
+_EXCEPTION_KIND = "exception"
+
+
+def extract_stacks(text: str, display: str) -> list[ProcessEvidence]:
+    """Every stack in ``text`` as processes (rank None where nothing says which)."""
+    return scan_text(text, display, []).processes
+
+
+def attach_stacks(
+    parsed: ParsedFile, path: Path, display: str, own_events: bool = False
+) -> ParsedFile:
+    """Add the stacks of the file at ``path`` to what the log parser made of it.
+
+    Exception events the log parser could not attribute move to the rank a marker near
+    their traceback names; a lone process of stacks with no rank takes the one rank the
+    log gave the file, else a rank in the file name. Never raises on odd text."""
+    try:
+        text, truncated = read_text_capped(path, STACK_TEXT_BYTES)
+    except OSError as exc:
+        parsed.notes.append(f"{display}: stacks not read: {exc}")
+        return parsed
+    found = scan_text(text, display, parsed.notes)
+    if truncated and found.processes:
+        parsed.notes.append(f"{display}: stacks read from the last {STACK_TEXT_BYTES >> 20} MiB only")
+    _rank_lone_process(found.processes, parsed, path, display)
+    if own_events:
+        _exception_events(parsed, found, display)
+    _rehome_exceptions(parsed, found.spans, found.processes)
+    parsed.processes.extend(found.processes)
+    return parsed
+
+
+def _exception_events(parsed: ParsedFile, found: ScanResult, display: str) -> None:
+    """The log events the log parser would have made of the tracebacks, for a file it
+    did not read: one per distinct exception and rank (repeats counted, as the log
+    parser does), unattributed here, then moved to their rank like its own."""
+    first: dict[tuple[int | None, str, str], tuple[Span, int]] = {}
+    for span in found.spans:
+        if span.exc_type:
+            key = (span.rank, span.exc_type, (span.message or "")[:120])
+            seen = first.get(key)
+            first[key] = (span, 1) if seen is None else (seen[0], seen[1] + 1)
+    for span, count in first.values():
+        assert span.exc_type is not None
+        fields = [("exc_type", span.exc_type), ("message", (span.message or "")[:400])]
+        if count > 1:
+            fields.append(("repeats", str(count - 1)))
+        text = f"{span.exc_type}: {span.message}" if span.message else span.exc_type
+        event = LogEvent(_EXCEPTION_KIND, text, display, span.last, None, tuple(sorted(fields)))
+        parsed.job_log_events.append(event)
+
+
+def _rank_lone_process(
+    stacks: list[ProcessEvidence], parsed: ParsedFile, path: Path, display: str
+) -> None:
+    if len(stacks) != 1 or stacks[0].rank is not None:
+        return
+    log_ranks = {p.rank for p in parsed.processes if p.rank is not None}
+    if len(log_ranks) == 1:
+        stacks[0].rank = log_ranks.pop()
+        return
+    if log_ranks:
+        return
+    rank, how = rank_from_name(Path(display) if display else path, single_process=True)
+    if rank is not None:
+        stacks[0].rank = rank
+        parsed.notes.append(f"{display}: stacks given to rank {rank}, from {how}")
+
+
+def _rehome_exceptions(
+    parsed: ParsedFile, spans: list[Span], stacks: list[ProcessEvidence]
+) -> None:
+    ranked = [s for s in spans if s.rank is not None]
+    if not ranked or not parsed.job_log_events:
+        return
+    by_rank = {p.rank: p for p in stacks if p.rank is not None}
+    keep: list[LogEvent] = []
+    for event in parsed.job_log_events:
+        span = None
+        if event.kind == _EXCEPTION_KIND and event.line is not None:
+            span = next((s for s in ranked if s.first <= event.line <= s.last + 1), None)
+        if span is None or span.rank not in by_rank:
+            keep.append(event)
+            continue
+        fields = dict(event.fields)
+        fields.setdefault("rank_from", "stack_marker")
+        moved = LogEvent(event.kind, event.text, event.source, event.line, event.time,
+                         tuple(sorted(fields.items())))  # fmt: skip
+        by_rank[span.rank].log_events.append(moved)
+    parsed.job_log_events = keep
+
+
+def _claims(head: bytes) -> bool:
+    text = decode_bytes(head[:SNIFF_BYTES])
+    if not _ANY_START.search(text):
+        return False
+    lines = text.splitlines()
+    if len(head) >= SNIFF_BYTES and len(lines) > 1:
+        lines = lines[:-1]
+    found: ScanResult = scan_text("\n".join(lines), "sniff", [])
+    if not found.blocks:
+        return False
+    kinds = found.kinds
+    meaningful = sum(1 for line in lines if line.strip())
+    if not kinds & _NEW_FORMATS:
+        # py-spy / faulthandler only: theirs, unless several dumps carry rank markers
+        # their parsers do not read ("=== rank 3 ===", "RANK=3" over each dump).
+        return found.marker_ranked > 0 and len(found.processes) >= 2
+    if found.stack_lines >= _MOSTLY * max(1, meaningful):
+        return True
+    from hangdoc.analyzer.parsers.logs import LogParser
+
+    return not LogParser().sniff(head)
+
+
+class StackTextParser:
+    """gdb, pstack, pystack, py-bt, tracebacks and torch C++ stacks, alone or mixed."""
+
+    kind = InputKind.STACK_TEXT
+
+    def sniff(self, head: bytes) -> bool:
+        return _claims(head)
+
+    def parse(self, path: Path, display_path: str) -> ParsedFile:
+        from hangdoc.analyzer.parsers.logs import LogParser
+
+        if path.stat().st_size > _WITH_LOG_PARSER_BYTES:
+            parsed = ParsedFile(kind=InputKind.STACK_TEXT)
+            attach_stacks(parsed, path, display_path, own_events=True)
+            parsed.notes.append(f"{display_path}: large stacks file; its log lines were not read")
+        else:
+            parsed = LogParser().parse(path, display_path)
+            if not any(p.stack_samples for p in parsed.processes):
+                parsed = attach_stacks(parsed, path, display_path)  # the log hook is missing
+        parsed.kind = InputKind.STACK_TEXT
+        parsed.notes = [n for n in parsed.notes if not n.endswith("no recognised log lines")]
+        if not any(p.stack_samples for p in parsed.processes):
+            parsed.error = "no stack found"
+        return parsed

@@ -1,0 +1,179 @@
+"""Python tracebacks (``most recent call last``) and gdb's ``py-bt`` (``most recent
+call first``).
+
+A traceback is the stack of the thread that raised, printed outermost first: it
+becomes one ThreadStack, innermost first, carrying ``"Type: message"``. Chained
+tracebacks ("During handling of the above exception…", "The above exception was the
+direct cause…") are one raise: the last traceback is the stack that ended the thread,
+the earlier ones are kept in its exception text as its causes. A torch error message
+that embeds a C++ stack (``Exception raised from … (most recent call first):``) puts
+those native frames innermost, under the Python frames that called into torch.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangdoc.analyzer.model import Frame, ThreadStack
+from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
+from hangdoc.analyzer.parsers.stacks.native import CPP_START, parse_cpp
+
+TB_START = re.compile(r"Traceback \(most recent call last\):\s*$")
+PYBT_START = re.compile(r"Traceback \(most recent call first\):\s*$")
+# py-bt of old gdb/Python 2 builds prints no header: "#4 file '…/threading.py', in 'wait'".
+PYBT_OLD_START = re.compile(r"#\d+ (?:file '.*', in '.*'|<built-in (?:method|function) \w+|Waiting for)")
+_THREAD_EXC = re.compile(r'Exception in thread (.+?)(?: \(.*\))?:\s*$')
+_FILE = re.compile(r'\s*File "(.*)", line (\d+|\?)(?:, in (.*))?\s*$')
+_OLD_PYBT = re.compile(r"\s*#\d+ file '(.*)', in '(.*)'\s*$")
+_BUILTIN = re.compile(r"\s*<built-in (?:method|function) (\w+)")
+_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
+# "ValueError: msg", "torch.distributed.DistBackendError: msg", "KeyboardInterrupt".
+_EXC_LINE = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::\s?(.*))?$")
+_EXC_WORDS = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Failure", "Timeout")
+_MAX_MESSAGE_LINES = 20
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip(" \t"))
+
+
+def exception_line(text: str) -> tuple[str, str] | None:
+    """``RuntimeError: msg`` → (type, message); None for a line that is no exception."""
+    m = _EXC_LINE.match(text.strip())
+    if m is None:
+        return None
+    exc_type = m.group(1)
+    leaf = exc_type.rsplit(".", 1)[-1]
+    if m.group(2) is None and not leaf.endswith(_EXC_WORDS):
+        return None
+    if not (leaf[:1].isupper() or "." in exc_type):
+        return None
+    return exc_type, (m.group(2) or "").strip()
+
+
+def _one_traceback(lines: Lines, i: int) -> tuple[list[Frame], int]:
+    """Frames (outermost first) after the header at ``i``; returns the index after them.
+
+    Lines indented deeper than the header are frames and their source lines; the first
+    line at the header's indent (the exception line) ends them. An indented paste (a
+    logger's continuation lines) keeps working because indents are relative.
+    """
+    base = _indent(lines[i][1])
+    frames: list[Frame] = []
+    i += 1
+    while i < len(lines):
+        text = lines[i][1]
+        m = _FILE.match(text)
+        if m is not None:
+            line = int(m.group(2)) if m.group(2).isdigit() else None
+            frames.append(Frame(function=m.group(3) or "<module>", file=m.group(1), line=line))
+            i += 1
+            continue
+        if not text.strip():
+            nxt = lines[i + 1][1] if i + 1 < len(lines) else ""
+            if not nxt.strip() or _indent(nxt) <= base:
+                break
+            i += 1
+            continue
+        if _indent(text) > base:
+            i += 1  # source lines, carets, "[Previous line repeated N more times]"
+            continue
+        break
+    return frames, i
+
+
+def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
+    """A (chained) traceback starting at ``lines[i]``."""
+    start = lines[i][0]
+    name: str | None = None
+    if i > 0 and (m := _THREAD_EXC.match(lines[i - 1][1].strip())):
+        name = m.group(1)
+    causes: list[str] = []
+    frames: list[Frame] = []
+    exc: tuple[str, str] | None = None
+    while True:
+        frames, i = _one_traceback(lines, i)
+        exc = None
+        message_lines: list[str] = []
+        if i < len(lines) and (exc := exception_line(lines[i][1])) is not None:
+            i += 1
+            # A message may run on over several lines, up to a blank line or a chain.
+            while i < len(lines) and len(message_lines) < _MAX_MESSAGE_LINES:
+                text = lines[i][1]
+                if not text.strip() or text.strip().startswith(_CHAIN) or TB_START.match(text.strip()):
+                    break
+                if CPP_START.match(text.strip()):
+                    break
+                message_lines.append(text.strip())
+                i += 1
+        j = i
+        while j < len(lines) and not lines[j][1].strip():
+            j += 1
+        if j < len(lines) and lines[j][1].strip().startswith(_CHAIN):
+            k = j + 1
+            while k < len(lines) and not lines[k][1].strip():
+                k += 1
+            if k < len(lines) and TB_START.match(lines[k][1].strip()):
+                if exc is not None:
+                    causes.append(f"{exc[0]}: {exc[1]}".rstrip(": "))
+                i = k
+                continue
+        break
+    native: list[Frame] = []
+    if i < len(lines) and CPP_START.match(lines[i][1].strip()):
+        cpp, i = parse_cpp(lines, i)
+        if cpp is not None and cpp.threads:
+            native = list(cpp.threads[0].frames)
+    if not frames and exc is None:
+        return None, i
+    text = f"{exc[0]}: {exc[1]}".rstrip(": ") if exc else None
+    if text and causes:
+        text += " (while handling " + "; ".join(causes) + ")"
+    thread = ThreadStack(
+        frames=tuple(native) + tuple(reversed(frames)),
+        name=name,
+        is_main=name is None,
+        exception=text,
+    )
+    block = Block(kind="traceback", start=start, threads=[thread], end=lines[i - 1][0])
+    if exc is not None:
+        block.exc_type, block.exc_message = exc
+    return block, i
+
+
+def parse_pybt_frames(lines: Lines, i: int) -> tuple[list[Frame], bool | None, int]:
+    """py-bt frames after its header at ``i`` (already innermost first), whether the
+    thread waits for the GIL, and the index after them."""
+    frames: list[Frame] = []
+    waits_gil: bool | None = None
+    i += 1
+    while i < len(lines):
+        text = lines[i][1]
+        stripped = text.strip()
+        if m := _FILE.match(text):
+            line = int(m.group(2)) if m.group(2).isdigit() else None
+            frames.append(Frame(function=m.group(3) or "?", file=m.group(1), line=line))
+        elif m := _OLD_PYBT.match(text):
+            frames.append(Frame(function=m.group(2), file=m.group(1)))
+        elif m := _BUILTIN.match(text) or re.match(r"\s*#\d+ <built-in (?:method|function) (\w+)", text):
+            frames.append(Frame(function=m.group(1), file="<built-in>", native=True))
+        elif "Waiting for the GIL" in stripped or "Waiting for a lock (e.g. GIL)" in stripped:
+            waits_gil = True
+        elif not stripped or _indent(text) > 0 or stripped.startswith("#"):
+            pass  # source lines, "(unable to read python frame information)", "#N …"
+        else:
+            break
+        i += 1
+    return frames, waits_gil, i
+
+
+def parse_pybt(lines: Lines, i: int) -> tuple[Block | None, int]:
+    """A bare ``py-bt`` (no gdb thread header above it), with or without its header."""
+    start = lines[i][0]
+    frames, waits_gil, i = parse_pybt_frames(lines, i if PYBT_START.match(lines[i][1].strip()) else i - 1)
+    if not frames:
+        return None, i
+    thread = ThreadStack(
+        frames=tuple(frames), is_main=True, owns_gil=False if waits_gil else None
+    )
+    return Block(kind="py-bt", start=start, threads=[thread], dump=True, end=lines[i - 1][0]), i

@@ -1,0 +1,337 @@
+"""Split any text into the processes and threads whose stacks it holds.
+
+Three passes: launcher prefixes split the text into streams (``[rank3]:``,
+``[default3]:``, ``(RayWorker pid=…)``, ``srun --label``'s ``3:``), each stream is cut
+into blocks by the recognisers (first line decides), and blocks are grouped into
+processes by the rank and pid they carry or that a marker near them names. Lines no
+recogniser claims are only read for markers; nothing here raises on odd text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hangdoc.analyzer.model import ChildStacks, ProcessEvidence, StackSample, ThreadStack
+from hangdoc.analyzer.parsers.prefixes import Stream, split_sections, split_streams
+from hangdoc.analyzer.parsers.stacks import markers
+from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines, strip_pager
+from hangdoc.analyzer.parsers.stacks.native import (
+    CPP_FRAME_START,
+    CPP_START,
+    GDB_FRAME,
+    cpp_message,
+    GDB_THREAD,
+    parse_cpp,
+    parse_gdb,
+)
+from hangdoc.analyzer.parsers.stacks.pystack import (
+    PYSTACK_FRAME_START,
+    PYSTACK_START,
+    parse_pystack,
+)
+from hangdoc.analyzer.parsers.stacks.python_tb import (
+    PYBT_OLD_START,
+    PYBT_START,
+    TB_START,
+    parse_pybt,
+    parse_traceback,
+)
+from hangdoc.analyzer.parsers.stacks.segments import (
+    parse_fault_segment,
+    parse_pyspy_segment,
+    starts_faulthandler,
+    starts_pyspy,
+)
+from hangdoc.rules.hd030_rank_died_first import CONSEQUENCE_TEXT
+
+# A file with more blocks than this is cut there (a note says so): past it a stack
+# repeats what the rules have already seen, and each block costs time and memory.
+MAX_BLOCKS = 4000
+# The latest samples kept per process: enough to see progress between them.
+MAX_SAMPLES = 32
+# Cheap test run on every line before the recognisers' own patterns.
+_MAYBE_START = re.compile(
+    r"\s*(?:Traceback |Thread \d|Thread 0x|#\d+ |Exception raised from|Process \d|Current thread|"
+    r"Stack \(|Fatal Python error|Windows fatal|Timeout \(|frame #\d|\((?:Python|C)\) File)"
+)
+
+
+@dataclass(slots=True)
+class Span:
+    """Where a traceback sits and whom it was given to (for the log events of it)."""
+
+    first: int
+    last: int
+    rank: int | None
+    exc_type: str | None = None
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class ScanResult:
+    processes: list[ProcessEvidence] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    blocks: int = 0
+    stack_lines: int = 0  # lines inside blocks, to tell a stacks file from a log
+    kinds: set[str] = field(default_factory=set)
+    marker_ranked: int = 0  # blocks whose rank came from a marker line, not a prefix
+
+
+@dataclass(slots=True)
+class _Sample:
+    threads: list[ThreadStack] = field(default_factory=list)
+    children: list[ChildStacks] = field(default_factory=list)
+    dump_kinds: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Proc:
+    rank: int | None
+    pid: int | None
+    host: str | None
+    local_rank: int | None = None
+    cmdline: str | None = None
+    exited: bool = False
+    samples: list[_Sample] = field(default_factory=list)
+
+    def add(self, block: Block) -> None:
+        """A snapshot starts a new sample unless the current one has no snapshot of
+        this kind yet (``bt`` then ``py-bt`` of one process is one moment); a
+        post-mortem record joins the current sample."""
+        last = self.samples[-1] if self.samples else None
+        if last is None or (block.dump and block.kind in last.dump_kinds):
+            last = _Sample()
+            self.samples.append(last)
+        if block.dump:
+            last.dump_kinds.add(block.kind)
+        last.threads.extend(block.threads)
+        last.children.extend(block.children)
+
+
+def _is_cause(block: Block) -> bool:
+    """An uncaught exception of the main thread that is not a consequence of another
+    rank's failure (the same test as HD030): that process died of it."""
+    if block.kind != "traceback" or not block.threads or not block.threads[0].is_main:
+        return False
+    text = f"{block.exc_type or ''} {block.exc_message or ''}"
+    return bool(block.exc_type) and not CONSEQUENCE_TEXT.search(text)
+
+
+Recogniser = Callable[[Lines, int], "tuple[list[Block], int]"]
+
+
+class _Scanner:
+    """Attributes the blocks of one file to processes."""
+
+    def __init__(self, source: str, notes: list[str], streams: list[Stream]) -> None:
+        # Every line of the file by number, with the rank its prefix named: a marker
+        # "near" a block is near it in the file, even when it sits in another stream
+        # (torch prefixes the watchdog's log line with [rankN]: but not its C++ stack).
+        self.by_number: dict[int, tuple[int | None, str]] = {
+            number: (stream.rank, text) for stream in streams for number, text in stream.lines
+        }
+        self.source = source
+        self.notes = notes
+        self.result = ScanResult()
+        self.capped = False
+        self.procs: list[_Proc] = []
+        self.by_rank: dict[tuple[str | None, int], _Proc] = {}
+        self.by_pid: dict[tuple[str | None, int], _Proc] = {}
+        # The process each stream last added to: a block that names no rank and no pid
+        # continues it (gdb's ``bt`` then ``py-bt`` of the same process).
+        self.current: dict[tuple[str | None, int | None, int | None], _Proc] = {}
+
+    def _recognise(self, lines: Lines, i: int) -> tuple[list[Block], int] | None:
+        text = strip_pager(lines[i][1]).strip()
+        if not _MAYBE_START.match(text):
+            return None
+        single: Callable[[Lines, int], tuple[Block | None, int]] | None = None
+        if TB_START.match(text):
+            single = parse_traceback
+        elif PYBT_START.match(text) or PYBT_OLD_START.match(text):
+            single = parse_pybt
+        elif PYSTACK_START.match(text) or PYSTACK_FRAME_START.match(text):
+            single = parse_pystack
+        elif GDB_THREAD.match(text) or (text.startswith("#0 ") and GDB_FRAME.match(text)):
+            single = parse_gdb
+        elif CPP_START.match(text) or CPP_FRAME_START.match(text):
+            single = parse_cpp
+        elif starts_faulthandler(lines, i):
+            return parse_fault_segment(lines, i, self.source, self.notes)
+        elif starts_pyspy(lines, i):
+            return parse_pyspy_segment(lines, i, self.source, self.notes)
+        if single is None:
+            return None
+        block, j = single(lines, i)
+        return ([block] if block is not None else []), max(j, i + 1)
+
+    def stream(self, stream: Stream) -> None:
+        for section in split_sections(stream.lines):
+            base = section.rank if section.rank is not None else stream.rank
+            self._section(section.lines, stream, base)
+
+    def _section(self, lines: Lines, stream: Stream, base: int | None) -> None:
+        sticky: int | None = None
+        sticky_local: int | None = None
+        pid_hint: int | None = None
+        i = 0
+        while i < len(lines):
+            if self.result.blocks >= MAX_BLOCKS:
+                if not self.capped:
+                    self.capped = True
+                    self.notes.append(
+                        f"{self.source}: more than {MAX_BLOCKS} stacks; the rest were not read"
+                    )
+                return
+            found = self._recognise(lines, i)
+            if found is None or not found[0]:
+                text = lines[i][1]
+                if (r := markers.header_rank(text)) is not None:
+                    sticky, pid_hint = r, None
+                elif (r := markers.header_local_rank(text)) is not None:
+                    sticky_local = r
+                if (p := markers.pid_marker(text)) is not None:
+                    pid_hint = p
+                i = found[1] if found is not None else i + 1
+                continue
+            blocks, j = found
+            rank = base
+            if rank is None:
+                close = self._near_rank(lines[i][0])
+                rank = close if close is not None else sticky
+                self.result.marker_ranked += rank is not None
+            for block in blocks:
+                self._place(block, rank, stream, sticky_local, pid_hint)
+                self.result.stack_lines += max(1, block.end - block.start + 1)
+            pid_hint = None
+            i = j
+
+    def _near_rank(self, number: int) -> int | None:
+        """The rank named just above line ``number``: by the prefix of the line right
+        above it, or by the text of one of the NEAR_LINES non-blank lines above it."""
+        seen = 0
+        for above in range(number - 1, max(0, number - 4 * markers.NEAR_LINES), -1):
+            entry = self.by_number.get(above)
+            if entry is None or not entry[1].strip():
+                continue
+            prefix_rank, text = entry
+            if seen == 0 and prefix_rank is not None:
+                return prefix_rank
+            if (r := markers.any_rank(text)) is not None:
+                return r
+            seen += 1
+            if seen >= markers.NEAR_LINES:
+                break
+        return None
+
+    def _find(self, rank: int | None, pid: int | None, stream: Stream, block: Block) -> _Proc:
+        host = stream.host
+        key = (host, stream.local_rank, stream.pid)
+        proc: _Proc | None = None
+        if rank is not None:
+            proc = self.by_rank.get((host, rank))
+        if proc is None and pid is not None:
+            proc = self.by_pid.get((host, pid))
+            if proc is not None and rank is not None and proc.rank not in (None, rank):
+                proc = None
+        if proc is None and rank is None and pid is None:
+            last = self.current.get(key)
+            fresh = last is None or (
+                block.dump and last.samples and block.kind in last.samples[-1].dump_kinds
+            )
+            if not fresh and last is not None:
+                return last
+        if proc is None:
+            proc = _Proc(rank, pid, host)
+            self.procs.append(proc)
+        if proc.rank is None and rank is not None:
+            proc.rank = rank
+        if proc.pid is None and pid is not None:
+            proc.pid = pid
+        if proc.rank is not None:
+            self.by_rank.setdefault((host, proc.rank), proc)
+        if proc.pid is not None:
+            self.by_pid.setdefault((host, proc.pid), proc)
+        self.current[key] = proc
+        return proc
+
+    def _place(
+        self, block: Block, rank: int | None, stream: Stream, local: int | None, pid_hint: int | None
+    ) -> None:
+        self.result.blocks += 1
+        self.result.kinds.add(block.kind)
+        pid = block.pid or stream.pid or (pid_hint if block.dump else None)
+        proc = self._find(rank, pid, stream, block)
+        proc.local_rank = proc.local_rank if proc.local_rank is not None else (stream.local_rank if stream.local_rank is not None else local)
+        proc.cmdline = proc.cmdline or block.cmdline
+        main_tid = proc.pid
+        threads = []
+        for thread in block.threads:
+            is_main = thread.is_main
+            if block.kind == "pystack" and main_tid is not None:
+                is_main = thread.os_thread_id == main_tid
+            threads.append(dataclasses.replace(thread, source=self.source, is_main=is_main))
+        block.threads = threads
+        if block.kind == "cpp" and not block.exc_message and threads and threads[0].exception:
+            self._cpp_message_above(block)
+        proc.add(block)
+        proc.exited = proc.exited or block.exited or _is_cause(block)
+        if block.kind == "traceback":
+            span = Span(block.start, block.end, proc.rank, block.exc_type, block.exc_message)
+            self.result.spans.append(span)
+
+    def _cpp_message_above(self, block: Block) -> None:
+        """The message over a C++ stack, when it sits in another stream than the stack
+        (a ``[rankN]:``-prefixed watchdog line over unprefixed frames)."""
+        above: Lines = []
+        for number in range(block.start - 12, block.start + 1):
+            entry = self.by_number.get(number)
+            if entry is not None:
+                above.append((number, entry[1]))
+        message, exc_type = cpp_message(above, len(above) - 1)
+        if message:
+            block.exc_type, block.exc_message = exc_type, message
+            block.threads[0] = dataclasses.replace(
+                block.threads[0], exception=f"{exc_type}: {message}"
+            )
+
+    def finish(self) -> ScanResult:
+        for proc in self.procs:
+            if not any(s.threads for s in proc.samples):
+                continue
+            evidence = ProcessEvidence(
+                rank=proc.rank,
+                host=proc.host,
+                pid=proc.pid,
+                local_rank=proc.local_rank,
+                cmdline=proc.cmdline,
+                sources=[self.source],
+                exited=proc.exited,
+            )
+            kept = [s for s in proc.samples if s.threads][-MAX_SAMPLES:]
+            for sample in kept:
+                if not sample.threads:
+                    continue
+                evidence.stack_samples.append(
+                    StackSample(
+                        index=len(evidence.stack_samples),
+                        time=None,
+                        threads=tuple(sample.threads),
+                        children=tuple(sample.children),
+                        source=self.source,
+                    )
+                )
+            self.result.processes.append(evidence)
+        return self.result
+
+
+def scan_text(text: str, source: str, notes: list[str]) -> ScanResult:
+    """Every stack in ``text``, grouped into processes. Never raises on odd text."""
+    streams = split_streams(markers.relabel_srun(text))
+    scanner = _Scanner(source, notes, streams)
+    for stream in streams:
+        scanner.stream(stream)
+    return scanner.finish()

@@ -1,0 +1,321 @@
+"""The ranks' own logs compared with each other, line by line.
+
+Ranks of one job run the same code, so their logs follow the same templates. Where they
+stop following each other is where the hang began:
+
+* the last thing a rank said is an action that never finished ("saving shard 3 …" with
+  no "saved"), while other ranks went on or said something else;
+* the same line carries a different count on some ranks ("1248 batches" against "1250",
+  "bins: 9" against "bins: 10"): different amounts of data, or different tensor sizes;
+* a rank's progress counter stops behind the others' ("step 97" while they print
+  "step 100").
+
+Templates are mined in two steps: numbers and hex are masked by one regular expression
+(so a line's counts stay in hand as parameters), then the distinct masked lines, far
+fewer than the lines, are clustered by drain3 so that lines differing in a word (a host
+name, a file name) share a template. Every divergence cites the lines it rests on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from hangdoc.analyzer.model import Evidence, LogLine
+from hangdoc.analyzer.views.meaning import Meaning, meaning_of, tokens
+
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
+_MAX_PARAMS = 8
+# Words that say a number counts work or sizes data: their counts must agree across ranks.
+_COUNT_WORDS = frozenset({
+    "batch", "batches", "step", "steps", "iteration", "iterations", "iters", "iter",
+    "sample", "samples", "example", "examples", "item", "items", "len", "length",
+    "num", "count", "total", "epoch", "epochs", "records", "rows", "tokens", "sequences",
+})  # fmt: skip
+_SIZE_WORDS = frozenset({
+    "size", "sizes", "shape", "shapes", "numel", "bins", "bin", "dim", "dims", "elements",
+    "classes", "buckets", "width", "vocab",
+})  # fmt: skip
+_START_WORDS = frozenset({
+    "saving", "writing", "starting", "start", "begin", "beginning", "running", "evaluating",
+    "validating", "loading", "uploading", "flushing", "gathering", "computing",
+    "checkpointing", "entering", "calling", "waiting", "syncing", "synchronizing",
+})  # fmt: skip
+_END_WORDS = frozenset({
+    "saved", "written", "wrote", "done", "finished", "finish", "complete", "completed",
+    "end", "ended", "loaded", "uploaded", "flushed", "gathered", "computed", "took",
+    "exiting", "exited", "left", "returned", "success", "succeeded", "ok",
+})  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class CitedLine:
+    rank: int
+    line: LogLine
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """One way some ranks' logs part from the others'."""
+
+    kind: str  # "unfinished" | "counter" | "size" | "behind"
+    ranks: tuple[int, ...]  # the ranks that stand out
+    others: tuple[int, ...]  # the ranks they are compared with
+    meaning: Meaning | None
+    template: str
+    detail: str
+    lines: tuple[CitedLine, ...]
+
+
+@dataclass(slots=True)
+class LogComparison:
+    ranks: tuple[int, ...] = ()
+    templates: int = 0
+    divergences: list[Divergence] = field(default_factory=list)
+    # A progress line every rank repeats ("epoch 1 step 7 …") ends on the same count,
+    # printed as often, on every rank: the ranks ran the same number of steps.
+    progress_agrees: bool = False
+
+
+@dataclass(slots=True)
+class _Templates:
+    """Masked line → template id, one drain3 miner for the whole comparison."""
+
+    ids: dict[str, int] = field(default_factory=dict)
+    texts: dict[int, str] = field(default_factory=dict)
+    miner: object = None
+
+    def of(self, masked: str) -> int:
+        known = self.ids.get(masked)
+        if known is not None:
+            return known
+        cluster = self._cluster(masked)
+        self.ids[masked] = cluster
+        self.texts.setdefault(cluster, masked)
+        return cluster
+
+    def _cluster(self, masked: str) -> int:
+        if self.miner is None:
+            from drain3 import TemplateMiner  # type: ignore[import-untyped]
+            from drain3.template_miner_config import (  # type: ignore[import-untyped]
+                TemplateMinerConfig,
+            )
+
+            config = TemplateMinerConfig()
+            config.profiling_enabled = False
+            config.drain_sim_th = 0.6
+            self.miner = TemplateMiner(config=config)
+        result = self.miner.add_log_message(masked)  # type: ignore[attr-defined]
+        return int(result["cluster_id"])
+
+
+@dataclass(slots=True)
+class _RankLog:
+    rank: int
+    lines: list[LogLine]
+    templates: list[int]
+
+    def last_and_count(self) -> dict[int, tuple[int, int]]:
+        """template → (index of its last line, how many lines), in one pass."""
+        out: dict[int, tuple[int, int]] = {}
+        for index, template in enumerate(self.templates):
+            seen = out.get(template)
+            out[template] = (index, seen[1] + 1 if seen else 1)
+        return out
+
+    def params(self, index: int) -> tuple[str, ...]:
+        """The numbers of one line, read when a check needs them (few lines do)."""
+        return tuple(_NUMBER.findall(self.lines[index].text)[:_MAX_PARAMS])
+
+
+def compare_logs(evidence: Evidence) -> LogComparison:
+    """Compare the log windows of every rank that has log lines."""
+    logs = [(p.rank, p.log_lines) for p in evidence.processes if p.rank is not None and p.log_lines]
+    if len(logs) < 2:
+        return LogComparison(ranks=tuple(r for r, _ in logs))
+    miner = _Templates()
+    ranks: list[_RankLog] = []
+    sub, of = _NUMBER.sub, miner.of
+    for rank, lines in sorted(logs, key=lambda item: item[0]):
+        ranks.append(_RankLog(rank, lines, [of(sub("#", line.text)) for line in lines]))
+    found: list[Divergence] = []
+    found.extend(_unfinished(ranks, miner))
+    found.extend(_counters(ranks, miner))
+    behind, agrees = _behind(ranks, miner)
+    found.extend(behind)
+    return LogComparison(
+        ranks=tuple(r.rank for r in ranks),
+        templates=len(miner.texts),
+        divergences=found,
+        progress_agrees=agrees,
+    )
+
+
+def _words(text: str) -> set[str]:
+    return set(tokens(text))
+
+
+def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
+    """Ranks whose last line starts an action that no later line of theirs finishes,
+    while the other ranks' last lines are something else."""
+    last = {r.rank: r.templates[-1] for r in ranks}
+    odd: dict[int, list[_RankLog]] = {}
+    for r in ranks:
+        words = _words(r.lines[-1].text)
+        if not (words & _START_WORDS or r.lines[-1].text.rstrip().endswith(("...", "…"))):
+            continue
+        if words & _END_WORDS:
+            continue
+        odd.setdefault(r.templates[-1], []).append(r)
+    out = []
+    for template, culprits in odd.items():
+        others = [r for r in ranks if last[r.rank] != template]
+        if not others or len(culprits) > len(others):
+            continue  # everyone (or most) stopped there: not a divergence between ranks
+        text = culprits[0].lines[-1].text
+        out.append(
+            Divergence(
+                kind="unfinished",
+                ranks=tuple(r.rank for r in culprits),
+                others=tuple(r.rank for r in others),
+                meaning=meaning_of(tokens(text)),
+                template=miner.texts[template],
+                detail=f"last said {text!r} and nothing after it",
+                lines=tuple(CitedLine(r.rank, r.lines[-1]) for r in culprits)
+                + tuple(CitedLine(r.rank, r.lines[-1]) for r in others[:2]),
+            )
+        )
+    return out
+
+
+def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
+    """The same line with a count that differs on a minority of ranks: the k-th time each
+    rank prints a template that names a count or a size, its numbers are compared."""
+    by_template: dict[int, dict[int, list[int]]] = {}
+    for r in ranks:
+        for index, template in enumerate(r.templates):
+            by_template.setdefault(template, {}).setdefault(r.rank, []).append(index)
+    out: list[Divergence] = []
+    for template, per_rank in by_template.items():
+        if len(per_rank) < 2 or len(per_rank) < len(ranks) * 0.5:
+            continue
+        text = miner.texts[template]
+        words = _words(text)
+        is_size = bool(words & _SIZE_WORDS)
+        if not (is_size or words & _COUNT_WORDS):
+            continue
+        found = _first_disagreement(ranks, per_rank)
+        if found is None:
+            continue
+        minority, majority, position = found
+        kind = "size" if is_size else "counter"
+        lookup = {r.rank: r for r in ranks}
+        cited = tuple(
+            CitedLine(rank, lookup[rank].lines[per_rank[rank][position]])
+            for rank in (*minority, *majority[:2])
+        )
+        out.append(
+            Divergence(
+                kind=kind,
+                ranks=minority,
+                others=majority,
+                meaning=meaning_of(words),
+                template=text,
+                detail=(
+                    f"{cited[0].line.text!r} on rank {cited[0].rank} against "
+                    f"{cited[-1].line.text!r} on rank {cited[-1].rank}"
+                ),
+                lines=cited,
+            )
+        )
+        if len(out) >= 3:
+            break
+    return out
+
+
+def _first_disagreement(
+    ranks: list[_RankLog], per_rank: dict[int, list[int]]
+) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+    """(ranks with the odd value, ranks with the common value, occurrence) at the first
+    occurrence where a minority of ranks prints other numbers than the rest. Only whole
+    numbers count, and not a number that is each rank's own rank (``rank 3: …``)."""
+    lookup = {r.rank: r for r in ranks}
+    depth = min(len(v) for v in per_rank.values())
+    for position in range(min(depth, 50)):
+        raw = {rank: lookup[rank].params(indices[position]) for rank, indices in per_rank.items()}
+        values = _whole_counts(raw)
+        tally = Counter(values.values())
+        if len(tally) < 2:
+            continue
+        common, common_n = tally.most_common(1)[0]
+        minority = tuple(sorted(r for r, v in values.items() if v != common))
+        if common_n <= len(minority) or not common:
+            return None  # no clear majority: numbers that vary (losses, times), not counts
+        return minority, tuple(sorted(r for r, v in values.items() if v == common)), position
+    return None
+
+
+def _whole_counts(raw: dict[int, tuple[str, ...]]) -> dict[int, tuple[str, ...]]:
+    """Each rank's whole numbers, without the positions that hold the rank's own id on
+    every rank (or a fraction on any)."""
+    width = min(len(v) for v in raw.values())
+    keep = [
+        i
+        for i in range(width)
+        if all(v[i].isdigit() for v in raw.values())
+        and not all(v[i] == str(rank) for rank, v in raw.items())
+    ]
+    return {rank: tuple(v[i] for i in keep) for rank, v in raw.items()}
+
+
+def _behind(ranks: list[_RankLog], miner: _Templates) -> tuple[list[Divergence], bool]:
+    """A progress line every rank repeats ("epoch E step N …"): the ranks whose last
+    (E, N) is behind the others'; and whether such a line ends on the same (E, N), printed
+    as often, on every rank (then they ran the same number of steps)."""
+    stats = {r.rank: r.last_and_count() for r in ranks}
+    lookup = {r.rank: r for r in ranks}
+    shared = set.intersection(*(set(s) for s in stats.values()))
+    best: tuple[int, int, dict[int, tuple[str, ...]]] | None = None  # repeats, template, last
+    agrees = False
+    for template in sorted(shared):
+        if not _words(miner.texts[template]) & _COUNT_WORDS:
+            continue
+        lastval = _whole_counts(
+            {rank: lookup[rank].params(st[template][0]) for rank, st in stats.items()}
+        )
+        if not all(lastval.values()):
+            continue
+        repeats = {st[template][1] for st in stats.values()}
+        fewest, same_last = min(repeats), len(set(lastval.values())) == 1
+        if fewest >= 2 and same_last and len(repeats) == 1:
+            agrees = True
+        if fewest >= 3 and not same_last and (best is None or fewest > best[0]):
+            best = (fewest, template, lastval)
+    if best is None:
+        return [], agrees
+    _, template, lastval = best
+    top = max(lastval.values(), key=_numeric)
+    behind = tuple(sorted(r for r, v in lastval.items() if _numeric(v) < _numeric(top)))
+    ahead = tuple(sorted(r for r, v in lastval.items() if v == top))
+    if not behind or len(behind) > len(ahead):
+        return [], False
+
+    def last_line(rank: int) -> CitedLine:
+        return CitedLine(rank, lookup[rank].lines[stats[rank][template][0]])
+
+    return [
+        Divergence(
+            kind="behind",
+            ranks=behind,
+            others=ahead,
+            meaning=None,
+            template=miner.texts[template],
+            detail=f"last progress {' '.join(lastval[behind[0]])} against {' '.join(top)}",
+            lines=tuple(last_line(rank) for rank in (*behind[:3], ahead[0])),
+        )
+    ], False
+
+
+def _numeric(values: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(int(v) for v in values)

@@ -1,0 +1,273 @@
+"""What the job's own names say it is doing: checkpointing, evaluating, reading data.
+
+The frame catalog knows library frames (torch.save, DeepSpeed's save_checkpoint…); a job
+names its own code its own way (``ShardWriter.persist``, ``run_val_epoch``,
+``MyDataset.__getitem__``), and prints its own log lines ("writing shard 3 to /ckpt …").
+Both are read here the same way: split the name or line into word tokens and look the
+tokens up in one small vocabulary per activity. The vocabulary is about words people use
+for an activity, never about one job's strings.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hangdoc.analyzer.model import Category, Frame, ProcessEvidence
+
+
+class Meaning(enum.StrEnum):
+    CHECKPOINT = "checkpoint"
+    EVAL = "eval"
+    DATA = "data"
+    METRICS = "metrics"
+    CALLBACK = "callback"
+
+
+# Words that alone say the activity; words in _WEAK say it only next to another word of
+# the same activity ("write" is a checkpoint only with "shard", "model", "state"...).
+_STRONG: dict[Meaning, frozenset[str]] = {
+    Meaning.CHECKPOINT: frozenset(
+        {
+            "checkpoint",
+            "checkpointing",
+            "checkpointer",
+            "ckpt",
+            "ckpts",
+            "statedict",
+            "snapshot",
+            "persist",
+            "persisting",
+            "serialize",
+            "serializing",
+            "serialization",
+            "safetensors",
+        }
+    ),
+    Meaning.EVAL: frozenset(
+        {
+            "eval",
+            "evaluate",
+            "evaluating",
+            "evaluation",
+            "evaluator",
+            "validate",
+            "validating",
+            "validation",
+            "validator",
+            "val",
+            "valid",
+        }
+    ),
+    Meaning.DATA: frozenset(
+        {
+            "dataset",
+            "datasets",
+            "dataloader",
+            "getitem",
+            "collate",
+            "collator",
+            "prefetch",
+            "prefetcher",
+            "sampler",
+        }
+    ),
+    Meaning.METRICS: frozenset(
+        {
+            "metric",
+            "metrics",
+            "accuracy",
+            "perplexity",
+            "bleu",
+            "rouge",
+            "auc",
+            "f1",
+        }
+    ),
+    Meaning.CALLBACK: frozenset({"callback", "callbacks", "hook", "hooks"}),
+}
+_WEAK: dict[Meaning, frozenset[str]] = {
+    Meaning.CHECKPOINT: frozenset(
+        {
+            "save",
+            "saving",
+            "saver",
+            "saved",
+            "write",
+            "writing",
+            "writer",
+            "dump",
+            "dumping",
+            "flush",
+            "flushing",
+            "shard",
+            "shards",
+            "state",
+            "weights",
+            "model",
+            "upload",
+            "uploading",
+            "store",
+        }
+    ),
+    Meaning.EVAL: frozenset({"test", "testing", "score", "scoring", "predict", "inference"}),
+    Meaning.DATA: frozenset(
+        {
+            "data",
+            "batch",
+            "batches",
+            "fetch",
+            "fetching",
+            "reader",
+            "read",
+            "reading",
+            "load",
+            "loading",
+            "loader",
+            "sample",
+            "samples",
+            "shuffle",
+            "tokenize",
+            "tokenizer",
+            "records",
+            "iter",
+            "next",
+        }
+    ),
+    Meaning.METRICS: frozenset({"gather", "reduce", "stats", "log", "logging", "report"}),
+    Meaning.CALLBACK: frozenset({"on", "end", "begin", "epoch"}),
+}
+
+CATEGORY_OF: dict[Meaning, Category] = {
+    Meaning.CHECKPOINT: Category.CHECKPOINT_SAVE,
+    Meaning.EVAL: Category.EVAL_SOME_RANKS,
+    Meaning.METRICS: Category.EVAL_SOME_RANKS,
+    Meaning.DATA: Category.DATALOADER,
+    Meaning.CALLBACK: Category.RANK_DIVERGENCE,
+}
+DOING: dict[Meaning, str] = {
+    Meaning.CHECKPOINT: "is saving a checkpoint",
+    Meaning.EVAL: "is running evaluation",
+    Meaning.METRICS: "is computing or gathering metrics",
+    Meaning.DATA: "is reading data",
+    Meaning.CALLBACK: "is running a callback",
+}
+
+# Names of scripts and folders that drive everything (their names say nothing of one step).
+_DRIVER_WORDS = frozenset({"train", "training", "trainer", "main", "run", "launch", "finetune"})
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case word tokens of an identifier, path or log line: ``ShardWriter.persist``
+    → shard, writer, persist; ``run_val_epoch`` → run, val, epoch."""
+    out: list[str] = []
+    for part in _SPLIT.split(text):
+        if not part:
+            continue
+        out.extend(w.lower() for w in _CAMEL.split(part) if w and not w.isdigit())
+    return out
+
+
+def meaning_of(words: Iterable[str], *, strong_only: bool = False) -> Meaning | None:
+    """The activity these tokens name: a strong word, or two weak words of one activity
+    (checkpoint words first: "save model" is a checkpoint, not data)."""
+    seen = set(words)
+    for meaning, strong in _STRONG.items():
+        if seen & strong:
+            return meaning
+    if strong_only:
+        return None
+    for meaning, weak in _WEAK.items():
+        if meaning is Meaning.CALLBACK:
+            continue  # "on", "end" are too common to mean a callback by themselves
+        if len(seen & weak) >= 2:
+            return meaning
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One independent piece of evidence for a meaning, with what it was."""
+
+    meaning: Meaning
+    kind: str  # "frame" | "kernel" | "log"
+    text: str
+
+
+_CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".distcp", ".bin", ".pkl")
+_NETWORK_FS = ("nfs", "fuse", "lustre", "gpfs", "cifs", "smb", "ceph", "beegfs", "wekafs")
+
+
+def frame_signal(frames: Iterable[Frame]) -> Signal | None:
+    """The innermost of the job's own frames whose names (function, class, file, folder)
+    say what it does. ``frames`` are the job's frames only, innermost first: a library's
+    names say what the library does, and the catalog reads those."""
+    for frame in frames:
+        meaning = meaning_of(tokens(frame.function))
+        if meaning is None:
+            # A file or folder name speaks for every function in it, so only a strong
+            # word counts there, and not in a script that also trains ("train_eval.py").
+            folders = frame.file.split("/")[-3:-1]
+            stem = frame.short_file.rsplit(".", 1)[0]
+            words = set(tokens(stem)) | set(tokens(" ".join(folders)))
+            if not words & _DRIVER_WORDS:
+                meaning = meaning_of(words, strong_only=True)
+        if meaning is not None:
+            return Signal(meaning, "frame", frame.label())
+    return None
+
+
+def kernel_signal(process: ProcessEvidence) -> Signal | None:
+    """A file the rank holds open for writing that looks like a checkpoint (its name, its
+    suffix), at the last /proc sample; on a network or FUSE file system it says more."""
+    if not process.proc_samples:
+        return None
+    for item in process.proc_samples[-1].open_files:
+        if item.mode not in ("w", "rw") or item.fd in (1, 2):
+            continue  # stdout and stderr are logs, whatever their folder is called
+        near = "/".join(item.path.split("/")[-2:])  # the file and its folder, not the tree
+        if meaning_of(tokens(near)) is Meaning.CHECKPOINT or near.endswith(_CHECKPOINT_SUFFIXES):
+            where = f" on {item.fstype}" if item.fstype else ""
+            return Signal(Meaning.CHECKPOINT, "kernel", f"writing {item.path}{where}")
+    return None
+
+
+def log_signal(process: ProcessEvidence) -> Signal | None:
+    """What the rank's last log line says it was doing (its own words)."""
+    if not process.log_lines:
+        return None
+    last = process.log_lines[-1]
+    meaning = meaning_of(tokens(last.text))
+    return Signal(meaning, "log", last.text[:200]) if meaning is not None else None
+
+
+def on_network_fs(process: ProcessEvidence) -> bool:
+    """The rank writes a file on a network or FUSE file system (a stall there is common)."""
+    if not process.proc_samples:
+        return False
+    return any(
+        f.mode in ("w", "rw") and f.fstype and f.fstype.startswith(_NETWORK_FS)
+        for f in process.proc_samples[-1].open_files
+    )
+
+
+def job_meaning(
+    user_frames: Iterable[Frame], process: ProcessEvidence
+) -> tuple[Meaning, tuple[Signal, ...]] | None:
+    """The activity the job's own evidence points to, and every independent signal that
+    agrees with it: its frames' names first, then the files it writes, then its last log
+    line. More agreeing signals, more confidence (the caller decides how much)."""
+    signals = [
+        s
+        for s in (frame_signal(user_frames), kernel_signal(process), log_signal(process))
+        if s is not None
+    ]
+    if not signals:
+        return None
+    chosen = signals[0].meaning
+    return chosen, tuple(s for s in signals if s.meaning is chosen)

@@ -1,0 +1,170 @@
+"""The ranks' own logs part ways: one stops on an unfinished action, or prints other counts
+
+## What it means
+The ranks of a job run the same code, so their logs follow the same lines. hangdoc
+compares each rank's log with the others', line template by line template (numbers
+masked, templates mined with drain3), and reports where they part:
+a rank whose last line starts an action that nothing after it finishes ("saving shard
+3 …" with no "saved", "running validation …") while the others went on; a line every rank
+prints with a count that differs on some ranks ("1248 batches" against "1250", "bins: 9"
+against "bins: 10"); a progress counter that stopped behind the others' ("step 97" while
+they print "step 100").
+
+## Why it hangs
+A rank stuck in an action the others do not take (a checkpoint write, an evaluation on
+rank 0 only) is not in the collective they wait in. Different batch counts mean some
+ranks leave the epoch early and wait for collectives the others never issue; a different
+size or count in a tensor that is all-gathered or all-reduced makes the collective
+mismatch, and NCCL or gloo then hangs or fails.
+
+## Evidence used
+The head and tail of every rank's log (stdout/stderr files in a dump, loose rank logs,
+consoles with `[rankN]:` prefixes), compared with each other; the lines are cited.
+No stacks are needed: with stacks, HD001 and the other stack rules say the same more
+surely, and the word the log uses for the action raises their confidence.
+
+## How to confirm
+Read the cited lines: the culprit's last line, and the same line on a rank that went on.
+For counts, print `len(dataloader)` (or the tensor's shape before the collective) on every
+rank. Take py-spy stacks of the culprit (`hangdoc collect`) to see where it is blocked.
+
+## How to fix
+For an unfinished action, make it finish or keep it out of the window in which the others
+wait in a collective (save and evaluate on every rank, or barrier after a rank-0-only
+step). For different counts, give every rank the same number of batches
+(`DistributedSampler(drop_last=True)`, `Join`) or pad the tensor to the same size
+(`torch.bincount(..., minlength=N)`, gather the sizes first with `all_gather_object`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.views.log_compare import Divergence
+from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING
+from hangdoc.rules.activity import live_activities
+from hangdoc.rules.base import Need, Rule, RuleContext
+
+_UNEVEN_FIX = (
+    "Give every rank the same number of batches: DistributedSampler(drop_last=True) or "
+    "a dataset length divisible by the world size, or wrap the loop in "
+    "torch.distributed.algorithms.Join; print len(dataloader) on every rank to confirm."
+)
+_SIZE_FIX = (
+    "Make the tensor the same size on every rank before the collective: pad it, pass "
+    "minlength= to bincount/histc, or exchange the sizes first (all_gather_object) and "
+    "use all_gather with per-rank sizes."
+)
+_UNFINISHED_FIX = (
+    "The culprit's last line starts an action nothing finishes: find why it does not end "
+    "(its stack: hangdoc collect), and keep single-rank work out of the window in which "
+    "the other ranks wait in a collective (run it on every rank, or barrier after it)."
+)
+
+
+class LogsDiverge(Rule):
+    __doc__ = __doc__
+    id = "HD060"
+    name = "logs-diverge"
+    summary = "the ranks' own logs part ways (an unfinished action, counts that differ)"
+    categories = (
+        Category.CHECKPOINT_SAVE,
+        Category.EVAL_SOME_RANKS,
+        Category.DATALOADER,
+        Category.UNEVEN_DATA,
+        Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
+        Category.RANK_DIVERGENCE,
+    )
+    severity = Severity.ERROR
+    requires = frozenset({Need.LOG_LINES})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        for divergence in ctx.log_comparison.divergences:
+            finding = self._finding(divergence)
+            if divergence.kind != "behind" and _stacks_agree(ctx, divergence):
+                # Two independent sources name the same ranks: the stacks say where they
+                # stand apart, the logs say why. The log's cause is the root one.
+                finding = replace(
+                    finding,
+                    severity=Severity.CRITICAL,
+                    confidence=min(0.9, finding.confidence + 0.35),
+                    explanation=finding.explanation
+                    + " The stacks agree: these ranks are blocked elsewhere than the others.",
+                )
+            yield finding
+
+    def _finding(self, d: Divergence) -> Finding:
+        culprits, others = plural_ranks(d.ranks), plural_ranks(d.others)
+        first = d.lines[0].line.text
+        severity = self.severity
+        if d.kind == "unfinished":
+            category = CATEGORY_OF[d.meaning] if d.meaning else Category.RANK_DIVERGENCE
+            doing = DOING[d.meaning].removeprefix("is ") if d.meaning else "did something else"
+            title = f"{culprits} stopped on {first[:80]!r} ({doing}) while {others} went on"
+            why = (
+                f"The last line of {culprits} starts an action that no later line finishes, "
+                f"and {others} printed something else after it. "
+            )
+            fix = _UNFINISHED_FIX
+            confidence = 0.6 if d.meaning else 0.4
+        elif d.kind == "counter":
+            category, fix, confidence = Category.UNEVEN_DATA, _UNEVEN_FIX, 0.6
+            title = f"{culprits} printed other counts than {others} on the same line"
+            why = (
+                "Every rank prints this line, and its counts differ on some ranks: they "
+                "have different amounts of data, so some leave the loop early. "
+            )
+        elif d.kind == "size":
+            category, fix, confidence = Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, _SIZE_FIX, 0.55
+            title = f"{culprits} printed other sizes than {others} on the same line"
+            why = (
+                "Every rank prints this line, and the size in it differs on some ranks: a "
+                "tensor of that size in a collective does not match across ranks. "
+            )
+        else:
+            category, fix, confidence = Category.RANK_DIVERGENCE, _UNFINISHED_FIX, 0.35
+            severity = Severity.WARNING  # where the culprit is, not yet why
+            title = f"the progress of {culprits} stopped behind that of {others}"
+            why = f"The progress line every rank repeats stopped earlier on {culprits}. "
+        explanation = why + f"Template: {d.template!r}; {d.detail}."
+        evidence = tuple(
+            EvidenceRef(
+                source=c.line.source,
+                detail=f"rank {c.rank}: {c.line.text[:300]}",
+                rank=c.rank,
+                line=c.line.line or None,
+            )
+            for c in d.lines
+        )
+        return Finding(
+            rule=self.id,
+            category=category,
+            severity=severity,
+            title=title,
+            explanation=explanation,
+            fix=fix,
+            culprit_ranks=d.ranks,
+            waiting_ranks=d.others,
+            evidence=evidence,
+            confidence=confidence,
+        )
+
+
+def _stacks_agree(ctx: RuleContext, d: Divergence) -> bool:
+    """The stacks set the same ranks apart: they are outside any collective, or in
+    another collective than every other rank, while the other ranks wait in one."""
+    live = {a.rank: a for a in live_activities(ctx.activities)}
+    odd = [live[r] for r in d.ranks if r in live]
+    rest = [a for r, a in live.items() if r not in d.ranks]
+    if not odd or len(odd) != len(d.ranks) or not rest:
+        return False
+    rest_calls = {a.waiting_call.family for a in rest if a.waiting_call is not None}
+    if len(rest_calls) != 1 or any(a.waiting_call is None for a in rest):
+        return False
+    return all(a.waiting_call is None or a.waiting_call.family not in rest_calls for a in odd)
+
+
+RULE = LogsDiverge

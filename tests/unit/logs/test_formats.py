@@ -1,0 +1,285 @@
+"""Where the rank is said, and other line formats, one small console each.
+
+Formats documented by their tools rather than found in a paste: srun's ``--label``
+("Prepend task number to lines of stdout/err", srun(1)), Lightning's
+``initializing ddp: GLOBAL_RANK``, DeepSpeed's ``log_dist`` ``[Rank N]``, tqdm's
+``\\r`` redraws; plus the negatives each recogniser must leave alone.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from hangdoc.analyzer.parsers.base import ParsedFile
+from hangdoc.analyzer.parsers.logs import recognise_line
+from tests.unit.logs.helpers import events, fields, parse
+
+_TIMEOUT = (
+    "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, "
+    "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out."
+)
+
+
+def _console(tmp_path: Path, text: str, name: str = "console.txt") -> ParsedFile:
+    path = tmp_path / name
+    path.write_text(text)
+    return parse(path)
+
+
+def _ranks(parsed: ParsedFile, kind: str) -> list[int | None]:
+    return [r for r, _ in events(parsed, kind)]
+
+
+# ---- rank prefixes and rank statements -------------------------------------------------
+
+
+def test_srun_label_is_the_rank(tmp_path: Path) -> None:
+    parsed = _console(
+        tmp_path,
+        " 3: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+        "12: RuntimeError: CUDA error: an illegal memory access was encountered\n",
+    )
+    assert _ranks(parsed, "cuda_oom") == [3]
+    assert _ranks(parsed, "cuda_error") == [12]
+
+
+def test_indented_numbered_text_is_not_an_srun_label(tmp_path: Path) -> None:
+    parsed = _console(tmp_path, "      3: RuntimeError: CUDA error: an illegal memory access\n")
+    assert _ranks(parsed, "cuda_error") == [None]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[RANK 4] torch.OutOfMemoryError: CUDA out of memory.",
+        "[2024-05-10 10:00:00,123] [ERROR] [engine.py:100:step] [Rank 4] "
+        "RuntimeError: CUDA error: out of memory",
+    ],
+)
+def test_rank_said_at_the_start_of_a_line(tmp_path: Path, line: str) -> None:
+    parsed = _console(tmp_path, line + "\n")
+    assert [r for p in parsed.processes for r in [p.rank]] == [4]
+
+
+def test_watchdog_rank_stays_a_group_rank(tmp_path: Path) -> None:
+    """[Rank N] in a c10d line is the group rank: a non-default group is not attributed."""
+    parsed = _console(
+        tmp_path,
+        "[E ProcessGroupNCCL.cpp:475] [PG 3 Rank 1] " + _TIMEOUT + "\n",
+    )
+    [(rank, event)] = events(parsed, "collective_timeout")
+    assert rank is None and fields(event)["group_rank"] == "1"
+
+
+def test_lightning_ddp_init_names_global_rank_and_world(tmp_path: Path) -> None:
+    parsed = _console(tmp_path, "initializing ddp: GLOBAL_RANK: 6, MEMBER: 7/8\n")
+    [(rank, event)] = events(parsed, "phase")
+    assert rank == 6 and fields(event)["world_size"] == "8"
+
+
+def test_ray_pid_prefix_follows_the_nccl_init_of_that_pid(tmp_path: Path) -> None:
+    parsed = _console(
+        tmp_path,
+        "node1:4009:4009 [0] NCCL INFO comm 0x55 rank 1 nranks 2 cudaDev 0 busId 4000 - Init COMPLETE\n"
+        "\x1b[36m(RayWorkerWrapper pid=4009, ip=10.0.0.2)\x1b[0m RuntimeError: CUDA error: "
+        "an illegal memory access was encountered\n",
+    )
+    [(rank, event)] = events(parsed, "cuda_error")
+    assert rank == 1 and fields(event)["rank_from"] == "pid"
+
+
+def test_records_flattened_with_spaces(tmp_path: Path) -> None:
+    parsed = _console(
+        tmp_path,
+        "[rank0]: RuntimeError: boom [rank1]: torch.OutOfMemoryError: CUDA out of memory.\n",
+    )
+    assert _ranks(parsed, "cuda_oom") == [1]
+    assert sorted(r for r in _ranks(parsed, "exception") if r is not None) == [0, 1]
+
+
+def test_a_message_quoting_a_rank_prefix_is_not_split(tmp_path: Path) -> None:
+    parsed = _console(tmp_path, "RuntimeError: see the log of [rank1]: for details\n")
+    assert _ranks(parsed, "exception") in ([], [None])
+
+
+def test_tqdm_redraws_of_several_ranks_keep_each_ranks_last_state(tmp_path: Path) -> None:
+    line = (
+        "[default0]:Epoch 3:  50%|#    | 625/1250 [01:00<01:00, 10it/s]"
+        "\r[default1]:Epoch 3:  50%|#    | 624/1248 [01:00<01:00, 10it/s]"
+        "\r[default0]:Epoch 3: 100%|#####| 1250/1250 [02:00<00:00, 10it/s]"
+        "\rEpoch 3: 100%|#####| 1250/1250 [02:00<00:00, 10it/s]"
+        "\r[default1]:Epoch 3: 100%|#####| 1248/1248 [02:00<00:00, 10it/s]\n"
+    )
+    parsed = _console(tmp_path, line)
+    totals = {r: fields(e)["n"] + "/" + fields(e)["total"] for r, e in events(parsed, "phase")}
+    assert totals == {0: "1250/1250", 1: "1248/1248"}
+
+
+def test_file_level_counts_feed_the_uneven_data_rule(tmp_path: Path) -> None:
+    parsed = _console(
+        tmp_path,
+        "rank 0: 1250 batches\nrank 1 has 1248 batches\n[rank2]:len(train_loader) = 1250\n"
+        "3: Number of batches: 1,250\n",
+    )
+    counts = {r: (fields(e)["what"], fields(e)["value"]) for r, e in events(parsed, "data_count")}
+    assert counts == {
+        0: ("batches", "1250"),
+        1: ("batches", "1248"),
+        2: ("len(train_loader)", "1250"),
+        3: ("batches", "1250"),
+    }
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[Rank 1] (after 10 iterations) memory (MB) | allocated: 6.29",
+        "Saving checkpoint after 500 steps",
+        "done 20 batches so far",
+    ],
+)
+def test_progress_is_not_a_data_length(line: str) -> None:
+    hit = recognise_line(line)
+    assert hit is None or hit.kind.value != "data_count"
+
+
+# ---- NCCL lines without their header ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("NCCL WARN Cuda failure 'out of memory'", "cuda_oom"),
+        (":1234:5678 [0] NCCL INFO comm 0x55 rank 3 nranks 8 cudaDev 3 busId 4000 - Init COMPLETE", "nccl_init"),
+        (
+            "[1] NCCL INFO AllReduce: opCount 3 sendbuff 0x7f recvbuff 0x7f count 1024 datatype 7 "
+            "op 0 root 0 comm 0x55 [nranks=8] stream 0x1",
+            "nccl_coll",
+        ),
+    ],
+)
+def test_nccl_lines_without_their_header(line: str, kind: str) -> None:
+    hit = recognise_line(line)
+    assert hit is not None and hit.kind.value == kind
+    assert hit.fields["header"] == "partial"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "see NCCL WARN messages above for the cause",  # prose, not a header
+        "export NCCL_DEBUG=INFO NCCL INFO",
+    ],
+)
+def test_prose_mentioning_nccl_is_not_an_nccl_line(line: str) -> None:
+    assert recognise_line(line) is None
+
+
+# ---- store and crash lines --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "error", "extra"),
+    [
+        ("torch.distributed.DistNetworkError: Connection reset by peer", "store_connection", {}),
+        ("torch.distributed.DistStoreError: Socket Timeout", "store_connection", {}),
+        (
+            "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+            "rendezvous_closed",
+            {},
+        ),
+        (
+            "torch.distributed.DistNetworkError: The client socket has timed out after 1800s "
+            "while trying to connect to (10.0.0.1, 29500).",
+            "store_connect",
+            {"timeout_ms": "1800000"},
+        ),
+        (
+            "RuntimeError: Timeout waiting for key: default_pg/0/0 after 1800000 ms",
+            "store_wait",
+            {"keys": "default_pg/0/0"},
+        ),
+    ],
+)
+def test_store_failures(line: str, error: str, extra: dict[str, str]) -> None:
+    hit = recognise_line(line)
+    assert hit is not None and hit.kind.value == "store_timeout"
+    assert hit.fields["error"] == error
+    for key, value in extra.items():
+        assert hit.fields[key] == value
+
+
+def test_elastic_signal_line_follows_the_workers_rank(tmp_path: Path) -> None:
+    parsed = _console(
+        tmp_path,
+        "E0325 20:57:27.620000 2606 site-packages/torch/distributed/elastic/multiprocessing/"
+        "api.py:869] failed (exitcode: -9) local_rank: 5 (pid: 2630) of binary: /usr/bin/python\n"
+        "Signal 9 (SIGKILL) received by PID 2630\n",
+    )
+    assert _ranks(parsed, "worker_failed") == [5]
+    [(rank, signal)] = events(parsed, "fatal_signal")
+    assert rank == 5 and fields(signal)["signal"] == "SIGKILL"
+
+
+# ---- bounded work -----------------------------------------------------------------------
+
+
+def test_pathological_lines_stay_linear(tmp_path: Path) -> None:
+    """1 MB lines built to make a careless regex backtrack: \\r storms, NCCL words,
+    rank prefixes, digits and colons."""
+    lines = [
+        "x\r" * 400_000,
+        "[rank1]:" + "[rank2]: a" * 90_000,
+        ("NCCL INFO " + "1:" * 50) * 5_000,
+        ":" + "1" * 1_000_000,
+        "rank 0: " + "9" * 1_000_000 + " batches",
+        "host" + "1:2 " * 250_000 + "[0] NCCL WARN x",
+    ]
+    path = tmp_path / "evil.log"
+    path.write_text("\n".join(lines) + "\n")
+    start = time.perf_counter()
+    parse(path)
+    assert time.perf_counter() - start < 20
+
+
+def test_a_50_mb_log_is_read_head_and_tail_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big log costs what its head and tail cost, whatever its size: the lines fed to
+    the scanner are bounded by HEAD_BYTES + TAIL_BYTES (made small here so that the test
+    is quick), and the events kept by the per-kind cap."""
+    from hangdoc.analyzer.parsers.logs import parser as log_parser
+    from hangdoc.analyzer.parsers.logs.scanner import Scanner
+
+    monkeypatch.setattr(log_parser, "HEAD_BYTES", 512 * 1024)
+    monkeypatch.setattr(log_parser, "TAIL_BYTES", 1024 * 1024)
+    fed: list[int] = []
+    original = Scanner.feed
+
+    def counting_feed(self: Scanner, lineno: int, raw: str) -> None:
+        fed.append(len(raw) + 1)
+        original(self, lineno, raw)
+
+    monkeypatch.setattr(Scanner, "feed", counting_feed)
+    block = (
+        "[rank3]:[E1125 10:42:03.436955737 ProcessGroupNCCL.cpp:689] [Rank 3] " + _TIMEOUT + "\n"
+        "node1:1234:1290 [3] NCCL INFO misc/socket.cc:546 -> 6\n"
+        " 3: Epoch 3:  50%|#    | 625/1250 [01:00<01:00, 10it/s]\r 3: Epoch 3:  51%|#  | 626/1250\n"
+        "rank 3: 1250 batches\n"
+        "some ordinary line of training output, loss=2.0\n"
+    )
+    path = tmp_path / "big.log"
+    with path.open("w") as handle:
+        for _ in range(50 * 1024 * 1024 // len(block) + 1):
+            handle.write(block)
+    start = time.perf_counter()
+    parsed = parse(path)
+    elapsed = time.perf_counter() - start
+    assert any("read the first" in n for n in parsed.notes)
+    assert sum(fed) <= (512 + 1024) * 1024 + 64 * 1024
+    kept = sum(len(p.log_events) for p in parsed.processes) + len(parsed.job_log_events)
+    assert kept < 2_000
+    assert elapsed < 60, elapsed

@@ -1,0 +1,175 @@
+"""How pasted stacks reach the analysis: which parser claims a file, the log parser's
+one call into the stacks package, traceback events that agree with the stacks, the
+size bounds, and ``hangdoc analyze`` end to end."""
+
+from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from hangdoc.analyzer.model import InputKind
+from hangdoc.analyzer.parsers import PARSERS
+from hangdoc.analyzer.parsers.base import SNIFF_BYTES, Parser
+from hangdoc.analyzer.parsers.logs import LogParser
+from hangdoc.analyzer.parsers.stacks import StackTextParser
+from hangdoc.cli import main
+from tests.unit.parsers.helpers import SAMPLES
+from tests.unit.stacks.helpers import PASTES, paste
+
+
+def _kind(path: Path) -> InputKind | None:
+    head = path.read_bytes()[:SNIFF_BYTES]
+    return next((p.kind for p in PARSERS if p.sniff(head)), None)
+
+
+def _analyze(tmp_path: Path, *files: Path) -> dict[str, object]:
+    out = tmp_path / "findings.json"
+    main(["analyze", *map(str, files), "--json", str(out)])
+    data: dict[str, object] = json.loads(out.read_text())
+    return data
+
+
+def _findings(data: dict[str, object]) -> list[dict[str, object]]:
+    findings = data["findings"]
+    assert isinstance(findings, list)
+    return findings
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gdb/nccl_901_rank0.txt",
+        "gdb/pytorch_4679.txt",
+        "pstack/mod_h2_234.txt",
+        "pybt/voltron_232.txt",
+        "pybt/cylc_1823.txt",
+        "pystack/pystack_readme.txt",
+        "traceback/mtr_99.txt",
+        "cpp/pytorch_131781.txt",
+    ],
+)
+def test_stack_pastes_are_claimed_by_the_stack_parser(name: str) -> None:
+    assert _kind(PASTES / name) is InputKind.STACK_TEXT
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        (SAMPLES / "pyspy" / "dump.txt", InputKind.PYSPY_TEXT),
+        (SAMPLES / "pyspy" / "dump_native.txt", InputKind.PYSPY_TEXT),
+        (SAMPLES / "faulthandler_sigusr1.txt", InputKind.FAULTHANDLER),
+        (SAMPLES / "faulthandler_segv_torch.txt", InputKind.FAULTHANDLER),
+        (SAMPLES / "torch_debug_pyspy_dump.txt", InputKind.PYSPY_TEXT),
+    ],
+)
+def test_pure_pyspy_and_faulthandler_files_stay_with_their_parsers(
+    path: Path, kind: InputKind
+) -> None:
+    assert _kind(path) is kind
+
+
+@pytest.mark.parametrize("parser", [LogParser(), StackTextParser()], ids=["log", "stacks"])
+def test_log_with_a_stack_yields_both_once(tmp_path: Path, parser: Parser) -> None:
+    # GIVEN a rank's stderr: NCCL INFO lines, then a [rank1]: traceback; whichever
+    # parser reads it (the log parser calls into the stacks package)
+    log = tmp_path / "stderr.log"
+    log.write_text(paste("traceback/vllm_10453.txt"))
+    parsed = parser.parse(log, "stderr.log")
+    # THEN rank 1 has the exception once (an event) and the stack that raised it
+    rank1 = [p for p in parsed.processes if p.rank == 1]
+    events = [e for p in rank1 for e in p.log_events if e.kind == "exception"]
+    assert len([e for e in events if "DistBackendError" in e.text]) == 1
+    stacks = [t for p in rank1 for s in p.stack_samples for t in s.threads]
+    assert [t.exception is not None for t in stacks] == [True]
+
+
+def test_watchdog_log_gets_the_cpp_stack_on_its_rank(tmp_path: Path) -> None:
+    log = tmp_path / "r.log"
+    log.write_text(paste("cpp/open_r1_620.txt"))
+    data = _analyze(tmp_path, log)
+    ranks = data["ranks"]
+    assert isinstance(ranks, dict) and ranks["seen"] == [3]
+
+
+def test_traceback_under_a_rank_header_is_one_death_on_that_rank(tmp_path: Path) -> None:
+    # GIVEN a ticket paste: "=== rank 2 ===" over a real traceback, nothing else
+    ticket = tmp_path / "ticket.txt"
+    ticket.write_text("=== rank 2 ===\n" + paste("traceback/mtr_99.txt"))
+    parsed = StackTextParser().parse(ticket, "ticket.txt")
+    # THEN the log parser's exception event moved to rank 2, next to the stack
+    assert not [e for e in parsed.job_log_events if e.kind == "exception"]
+    [proc] = parsed.processes
+    assert proc.rank == 2 and proc.exited
+    [event] = [e for e in proc.log_events if e.kind == "exception"]
+    assert ("rank_from", "stack_marker") in event.fields
+    # AND the analysis names rank 2 once, as the rank that died
+    findings = _findings(_analyze(tmp_path, ticket))
+    assert findings[0]["rule"] == "HD030" and findings[0]["culprit_ranks"] == [2]
+
+
+def test_gdb_paste_end_to_end(tmp_path: Path) -> None:
+    # GIVEN two ranks' real gdb backtraces pasted in one file under rank headers
+    paste_file = tmp_path / "gdb_paste.txt"
+    paste_file.write_text(
+        "=== rank 0 ===\n"
+        + paste("gdb/pytorch_4679.txt")
+        + "\n=== rank 1 ===\n"
+        + paste("gdb/tensorrt_llm_2560.txt")
+    )
+    data = _analyze(tmp_path, paste_file)
+    ranks = data["ranks"]
+    assert isinstance(ranks, dict) and ranks["seen"] == [0, 1]
+    inputs = data["inputs"]
+    assert isinstance(inputs, list)
+    assert [(i["kind"], i["ranks"], i["error"]) for i in inputs] == [("stack_text", [0, 1], None)]
+
+
+def test_pystack_paste_end_to_end_rank_from_file_name(tmp_path: Path) -> None:
+    paste_file = tmp_path / "rank3_pystack.txt"
+    paste_file.write_text(paste("pystack/pystack_readme.txt"))
+    data = _analyze(tmp_path, paste_file)
+    ranks = data["ranks"]
+    assert isinstance(ranks, dict) and ranks["seen"] == [3]
+
+
+def test_pystack_two_ranks_one_in_a_collective(tmp_path: Path) -> None:
+    # rank 0 pasted with pystack, rank 1 with py-spy; rank 1 waits in a collective
+    paste_file = tmp_path / "ticket.txt"
+    paste_file.write_text(
+        "RANK=0\n"
+        + paste("pystack/pystack_readme.txt")
+        + "\nRANK=1\n"
+        + paste("pyspy/accelerate_3104.txt")
+    )
+    data = _analyze(tmp_path, paste_file)
+    ranks = data["ranks"]
+    assert isinstance(ranks, dict) and ranks["seen"] == [0, 1]
+    top = _findings(data)[0]
+    assert top["culprit_ranks"] == [0]  # rank 0 sleeps outside any collective
+
+
+def test_50_mb_paste_is_bounded(tmp_path: Path) -> None:
+    chunk = "=== rank 0 ===\n" + paste("gdb/pytorch_4679.txt") + "\n" + paste("traceback/mtr_99.txt")
+    big = tmp_path / "big.txt"
+    with big.open("w") as handle:
+        for _ in range(50 * 1024 * 1024 // len(chunk) + 1):
+            handle.write(chunk + "\n")
+    assert big.stat().st_size > 50 * 1024 * 1024
+    assert _kind(big) is InputKind.STACK_TEXT
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        parsed = StackTextParser().parse(big, "big.txt")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - started < 60
+    assert peak < 256 * 1024 * 1024
+    [proc] = parsed.processes
+    assert proc.rank == 0 and 1 <= len(proc.stack_samples) <= 32
+    assert len([e for e in proc.log_events if e.kind == "exception"]) == 1
+    assert any("only" in n for n in parsed.notes)

@@ -1,0 +1,176 @@
+"""Pastes as tickets hold them: several formats and ranks in one file, lines of ranks
+interleaved, chained and C++-carrying tracebacks, cut-off and hostile text."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from hangdoc.analyzer.parsers.stacks import extract_stacks
+from tests.unit.parsers.helpers import SAMPLES
+from tests.unit.stacks.helpers import only_process, paste, scan, threads
+
+MTR = paste("traceback/mtr_99.txt")
+VLLM = paste("traceback/vllm_10453.txt")
+
+
+def _unprefixed(text: str, prefix: str) -> str:
+    return "\n".join(line.removeprefix(prefix) for line in text.splitlines())
+
+
+def test_concatenated_formats_each_take_the_marker_above_them() -> None:
+    # GIVEN one file: pystack, py-spy, gdb, a traceback and faulthandler, each under a
+    # different kind of rank marker
+    fault = (SAMPLES / "faulthandler_sigusr1.txt").read_text()
+    text = "\n".join(
+        [
+            "RANK=0",
+            paste("pystack/pystack_readme.txt"),
+            "GLOBAL_RANK: 1",
+            paste("pyspy/accelerate_3104.txt"),
+            "=== rank 2 ===",
+            paste("gdb/pytorch_4679.txt"),
+            "------ Rank 3 ------",
+            MTR,
+            "rank4:",
+            fault,
+        ]
+    )
+    result = scan(text)
+    by_rank = {p.rank: p for p in result.processes}
+    # THEN each stack lands on its own rank, in its own format
+    assert sorted(by_rank) == [0, 1, 2, 3, 4]
+    assert result.kinds == {"pystack", "pyspy", "gdb", "traceback", "faulthandler"}
+    assert threads(by_rank[0])[0].frames[0].function == "third_func"
+    assert threads(by_rank[1])[0].name == "MainThread"
+    assert threads(by_rank[2])[-1].is_main and threads(by_rank[2])[-1].frames[0].native
+    assert threads(by_rank[3])[0].exception is not None
+    assert by_rank[3].exited and not by_rank[2].exited
+    assert any(t.is_main for t in threads(by_rank[4]))
+
+
+def test_marker_far_above_does_not_count() -> None:
+    # a line naming a rank counts only right above a block; a header line holds on
+    text = "rank 7 joined\n" + "unrelated\n" * 10 + MTR
+    assert only_process(text).rank is None
+    assert only_process("Rank 7\n" + "unrelated\n" * 10 + MTR).rank == 7
+
+
+def test_line_naming_two_ranks_names_none() -> None:
+    assert only_process("rank 0 is waiting for rank 3\n" + MTR).rank is None
+
+
+@pytest.mark.parametrize(
+    "prefixes",
+    [
+        ("[rank0]: ", "[rank1]: "),
+        ("[default0]:", "[default1]:"),
+        ("0: ", "1: "),  # srun --label
+    ],
+)
+def test_interleaved_tracebacks_split_by_prefix(prefixes: tuple[str, str]) -> None:
+    # GIVEN two ranks' tracebacks interleaved line by line, as one console shows them
+    a = MTR.splitlines()
+    b = [x for x in _unprefixed(VLLM, "[rank1]: ").splitlines()[8:] if "[rank2]" not in x]
+    lines: list[str] = []
+    for i in range(max(len(a), len(b))):
+        if i < len(a):
+            lines.append(prefixes[0] + a[i])
+        if i < len(b):
+            lines.append(prefixes[1] + b[i])
+    procs = scan("\n".join(lines)).processes
+    # THEN each rank keeps its own traceback and exception
+    excs = {}
+    for proc in procs:
+        [thread] = threads(proc)
+        key = proc.rank if proc.rank is not None else proc.local_rank
+        excs[key] = thread.exception
+    assert excs[0] is not None and excs[0].startswith("ValueError: num_samples")
+    assert excs[1] is not None and excs[1].startswith("torch.distributed.DistBackendError")
+
+
+def test_ray_worker_prefix_gives_the_pid() -> None:
+    text = "\n".join(f"(RayWorker pid=4242) {line}" for line in MTR.splitlines())
+    proc = only_process(text)
+    assert proc.pid == 4242 and threads(proc)[0].exception is not None
+
+
+def test_chained_traceback_keeps_the_last_stack_and_its_causes() -> None:
+    chained = (
+        MTR
+        + "\n\nDuring handling of the above exception, another exception occurred:\n\n"
+        + _unprefixed(VLLM, "[rank1]: ").split("\n", 8)[8]
+    )
+    [thread] = threads(only_process(chained))
+    assert [f.function for f in thread.frames] == ["all_reduce", "wrapper", "<module>"]
+    assert thread.exception is not None
+    assert thread.exception.startswith("torch.distributed.DistBackendError")
+    assert "(while handling ValueError: num_samples" in thread.exception
+
+
+def test_traceback_message_with_cpp_stack_puts_native_frames_innermost() -> None:
+    python = _unprefixed(VLLM, "[rank1]: ").splitlines()[8:18]
+    cpp = paste("cpp/sglang_1693.txt").splitlines()[7:]
+    [thread] = threads(only_process("\n".join(python + cpp)))
+    functions = [f.function for f in thread.frames]
+    assert functions[0] == "c10::Error::Error"
+    assert functions[3:] == ["all_reduce", "wrapper", "<module>"]
+    assert [f.native for f in thread.frames] == [True] * 3 + [False] * 3
+
+
+def test_gdb_bt_then_py_bt_of_one_process_is_one_sample() -> None:
+    text = paste("gdb/pytorch_4679.txt") + "\n(gdb) py-bt\n" + paste("pybt/voltron_232.txt")
+    proc = only_process(text)
+    assert len(proc.stack_samples) == 1
+    assert len(threads(proc)) == 4
+
+
+def test_two_dumps_of_one_rank_are_two_samples() -> None:
+    text = "=== rank 5 ===\n" + paste("gdb/pytorch_4679.txt") * 2
+    proc = only_process(text)
+    assert proc.rank == 5 and len(proc.stack_samples) == 2
+
+
+def test_pyspy_dumps_under_rank_markers_get_ranks() -> None:
+    dump = (SAMPLES / "pyspy" / "dump.txt").read_text()
+    procs = scan(f"=== rank 0 ===\n{dump}\n=== rank 1 ===\n{dump}").processes
+    assert sorted(p.rank for p in procs if p.rank is not None) == [0, 1]
+
+
+def test_pyspy_native_frames_flagged() -> None:
+    proc = only_process((SAMPLES / "pyspy" / "dump_native.txt").read_text())
+    frames = [f for t in threads(proc) for f in t.frames]
+    assert any(f.native for f in frames) and any(not f.native for f in frames)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gdb/nccl_901_rank0.txt",
+        "pstack/mod_h2_234.txt",
+        "pybt/voltron_232.txt",
+        "pystack/pystack_readme.txt",
+        "cpp/open_r1_620.txt",
+        "traceback/vllm_10453.txt",
+        "pyspy/ray_3187.txt",
+    ],
+)
+def test_every_cut_of_a_paste_parses(name: str) -> None:
+    text = paste(name)
+    for cut in range(0, len(text), max(1, len(text) // 97)):
+        for proc in extract_stacks(text[:cut], "t"):
+            assert all(s.threads for s in proc.stack_samples)
+
+
+def test_garbage_never_raises() -> None:
+    rng = random.Random(7)
+    alphabet = "#0 Thread (LWP) \"File\", line in frame #: Traceback\n\t\x00\x1b[31m\r[rank]:=é"
+    for _ in range(200):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
+        extract_stacks(text, "t")
+    extract_stacks("Traceback (most recent call last):\n" * 500, "t")
+    extract_stacks("Thread 1 (Thread 0x1 (LWP 1)):\n" * 300, "t")
+    extract_stacks("#0 " + "(" * 5000 + ")" * 10, "t")
+    extract_stacks("frame #0: " + "x" * 100000, "t")
+    extract_stacks(bytes(range(256)).decode("latin-1") * 50, "t")

@@ -1,0 +1,75 @@
+"""The ranks' logs compared line by line (analyzer/views/log_compare.py).
+
+Inputs are built by hand: each rank's lines as the job would print them. The recorded
+live scenarios (fixtures/dumps/own-*) test the same view end to end.
+"""
+
+from __future__ import annotations
+
+from hangdoc.analyzer.model import Evidence, LogLine, ProcessEvidence
+from hangdoc.analyzer.views.log_compare import compare_logs
+from hangdoc.analyzer.views.meaning import Meaning
+
+
+def _evidence(logs: dict[int, list[str]]) -> Evidence:
+    return Evidence(
+        processes=[
+            ProcessEvidence(
+                rank=rank,
+                log_lines=[LogLine(t, f"rank{rank}.log", i + 1) for i, t in enumerate(lines)],
+            )
+            for rank, lines in logs.items()
+        ]
+    )
+
+
+def _steps(rank: int, last: int) -> list[str]:
+    return [f"rank {rank}: step {s} loss {1.0 / (s + 1):.4f}" for s in range(last + 1)]
+
+
+def test_a_rank_that_stops_on_an_unfinished_action_is_named() -> None:
+    logs = {r: _steps(r, 20) for r in range(4)}
+    logs[2].append("Saving checkpoint shard 2 to /ckpt/step_20 ...")
+    found = compare_logs(_evidence(logs)).divergences
+    unfinished = [d for d in found if d.kind == "unfinished"]
+    assert [(d.ranks, d.meaning) for d in unfinished] == [((2,), Meaning.CHECKPOINT)]
+    assert unfinished[0].lines[0].line.text.startswith("Saving checkpoint")
+
+
+def test_a_finished_action_or_one_all_ranks_stopped_on_is_no_divergence() -> None:
+    logs = {r: [*_steps(r, 5), "saving checkpoint ...", "checkpoint saved"] for r in range(4)}
+    assert not [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "unfinished"]
+    logs = {r: [*_steps(r, 5), "running validation ..."] for r in range(4)}
+    assert not [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "unfinished"]
+
+
+def test_counts_that_differ_on_a_minority_of_ranks() -> None:
+    logs = {r: [f"rank {r}: dataset has {1248 if r == 5 else 1250} batches"] for r in range(8)}
+    found = compare_logs(_evidence(logs)).divergences
+    assert [(d.kind, d.ranks) for d in found] == [("counter", (5,))]
+
+
+def test_sizes_that_differ_are_a_size_divergence() -> None:
+    logs = {r: [f"[{r}] class histogram: {9 if r == 0 else 10} bins"] for r in range(4)}
+    found = compare_logs(_evidence(logs)).divergences
+    assert [(d.kind, d.ranks) for d in found] == [("size", (0,))]
+
+
+def test_the_rank_number_itself_and_varying_values_are_not_counts() -> None:
+    # each rank prints its own rank and its own loss: nothing to compare there
+    logs = {r: [f"rank {r}: step 3 of 10 samples, loss {0.1 * r:.3f}"] for r in range(4)}
+    assert compare_logs(_evidence(logs)).divergences == []
+
+
+def test_progress_behind_and_progress_that_agrees() -> None:
+    logs = {r: _steps(r, 17 if r == 1 else 20) for r in range(4)}
+    result = compare_logs(_evidence(logs))
+    assert [(d.kind, d.ranks) for d in result.divergences] == [("behind", (1,))]
+    assert not result.progress_agrees
+    same = compare_logs(_evidence({r: _steps(r, 20) for r in range(4)}))
+    assert same.divergences == [] and same.progress_agrees
+
+
+def test_one_rank_or_none_compares_nothing() -> None:
+    assert compare_logs(_evidence({0: _steps(0, 3)})).divergences == []
+    assert compare_logs(Evidence()).divergences == []

@@ -1,0 +1,74 @@
+"""What the job's own names say (analyzer/views/meaning.py): hand-made frames and files."""
+
+from __future__ import annotations
+
+import pytest
+
+from hangdoc.analyzer.model import Frame, LogLine, OpenFile, ProcessEvidence, ProcSample
+from hangdoc.analyzer.views.meaning import (
+    Meaning,
+    frame_signal,
+    job_meaning,
+    kernel_signal,
+    meaning_of,
+    tokens,
+)
+
+
+def test_tokens_split_identifiers_paths_and_lines() -> None:
+    assert tokens("ShardWriter.persist_shard") == ["shard", "writer", "persist", "shard"]
+    assert tokens("run_val_epoch") == ["run", "val", "epoch"]
+    assert tokens("/ckpt/step_100/model.safetensors") == ["ckpt", "step", "model", "safetensors"]
+
+
+@pytest.mark.parametrize(
+    ("name", "meaning"),
+    [
+        ("ShardWriter.persist_shard", Meaning.CHECKPOINT),
+        ("save_model_weights", Meaning.CHECKPOINT),
+        ("run_val_epoch", Meaning.EVAL),
+        ("MetricsReporter.maybe_report", Meaning.METRICS),
+        ("MyDataset.__getitem__", Meaning.DATA),
+        ("fetch_next_batch", Meaning.DATA),
+        ("train_step", None),
+        ("forward", None),
+        ("gather_results", None),  # one weak word is not enough
+    ],
+)
+def test_meaning_of_names(name: str, meaning: Meaning | None) -> None:
+    assert meaning_of(tokens(name)) is meaning
+
+
+def test_frames_of_a_driver_script_do_not_speak_for_every_function() -> None:
+    # "train_eval.py" names both; only a function's own name counts there
+    assert frame_signal([Frame("main", "/job/train_eval.py", 10)]) is None
+    found = frame_signal(
+        [Frame("write", "/job/io.py", 3), Frame("step", "/job/checkpointing.py", 9)]
+    )
+    assert found is not None and found.meaning is Meaning.CHECKPOINT
+
+
+def _process(files: tuple[OpenFile, ...], last_line: str | None = None) -> ProcessEvidence:
+    lines = [LogLine(last_line, "rank3.log", 40)] if last_line else []
+    return ProcessEvidence(
+        rank=3, proc_samples=[ProcSample(0, None, open_files=files)], log_lines=lines
+    )
+
+
+def test_kernel_signal_from_a_checkpoint_file_open_for_writing() -> None:
+    shard = OpenFile(7, "/mnt/nfs/run1/ckpt/shard3.bin", mode="w", fstype="nfs4")
+    stdout = OpenFile(1, "/jobs/checkpoint-run/logs/rank3.out", mode="w")
+    found = kernel_signal(_process((stdout, shard)))
+    assert found is not None and "shard3.bin on nfs4" in found.text
+    assert kernel_signal(_process((stdout,))) is None  # stdout is a log, whatever its folder
+
+
+def test_independent_signals_that_agree_are_counted() -> None:
+    shard = OpenFile(7, "/data/ckpt/step_9/shard3.pt", mode="w")
+    process = _process((shard,), "writing shard 3 to /data/ckpt/step_9 ...")
+    found = job_meaning([Frame("ShardWriter.persist_shard", "/job/train.py", 62)], process)
+    assert found is not None
+    meaning, signals = found
+    assert meaning is Meaning.CHECKPOINT
+    assert [s.kind for s in signals] == ["frame", "kernel", "log"]
+    assert job_meaning([Frame("train_step", "/job/train.py", 5)], ProcessEvidence()) is None
