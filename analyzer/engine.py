@@ -9,6 +9,7 @@ rule's ``unknown`` finding on top.
 from __future__ import annotations
 
 import gc
+from dataclasses import replace
 
 from hangdoc.analyzer.diagnosis import Diagnosis, NotEvaluated
 from hangdoc.analyzer.model import Evidence, Finding, Severity, Verdict
@@ -61,8 +62,9 @@ def _analyze(evidence: Evidence, rules: tuple[type[Rule], ...] | None) -> Diagno
     findings.sort(key=Finding.sort_key)
     verdict = _verdict(findings)
     if verdict is Verdict.INCONCLUSIVE:
+        after = replace(ctx, prior=tuple(findings))  # they weigh what the others found
         for rule_cls in fallbacks:
-            findings = [*rule_cls().check(ctx), *findings]
+            findings = [*rule_cls().check(after), *findings]
     expected = evidence.expected_world_size()
     seen = evidence.seen_ranks()
     missing_ranks = sorted(set(range(expected)) - set(seen)) if expected else []

@@ -7,10 +7,11 @@ so that nobody tunes to its cases.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from hangdoc.analyzer.model import Category
 from hangdoc.casebook import Case
-from hangdoc.casebook_eval import CALIBRATION_TOLERANCE, SplitScore
+from hangdoc.casebook_eval import CALIBRATION_TOLERANCE, SplitScore, evaluate
 
 _SHORT = {
     Category.RANK_DIVERGENCE: "diverge",
@@ -157,3 +158,23 @@ def render_accuracy(cases: list[Case], splits: dict[str, SplitScore], floor: flo
         ]
     out += ["## Train misses", "", *_misses(splits["train"]), ""]
     return "\n".join(out)
+
+
+def run_eval(root: Path, write: Path | None, split: str, floor: float) -> tuple[str, int]:
+    """The `hangdoc eval` command: score the casebook, optionally write docs/accuracy.md.
+
+    Returns the summary to print and the exit status: 1 when a case file is broken or the
+    train split is below ``floor``, else 0.
+    """
+    cases, problems, splits = evaluate(root)
+    if write is not None:
+        write.write_text(render_accuracy(cases, splits, floor), encoding="utf-8")
+    lines = [*problems, *_summary(splits)]
+    chosen = splits[split]
+    if chosen.cases:
+        lines.append(f"{split}: {chosen.accuracy:.0%} category right over {chosen.cases} cases")
+    train = splits["train"]
+    below = train.cases > 0 and train.accuracy < floor
+    if below:
+        lines.append(f"train split below its floor: {train.accuracy:.0%} < {floor:.0%}")
+    return "\n".join(lines), 1 if problems or below else 0

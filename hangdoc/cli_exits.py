@@ -26,9 +26,9 @@ FLAG = ""
 def run_app(app: typer.Typer, argv: list[str] | None, err_console: Console) -> int:
     """Run ``app`` on ``argv``; the exit status (``ExitStatus``), every error printed as
     one line (plus the usage for a usage error) on ``err_console``."""
+    command = typer.main.get_command(app)
+    words_in_help(command)
     try:
-        command = typer.main.get_command(app)
-        words_in_help(command)
         result = command.main(args=argv, standalone_mode=False, prog_name="hangdoc")
     except HangdocError as exc:
         err_console.print(
@@ -49,10 +49,14 @@ def run_app(app: typer.Typer, argv: list[str] | None, err_console: Console) -> i
             return stdout_closed()
         raise exc
     except Exception as exc:
-        code = framework_exit(exc, err_console)
+        code = framework_exit(exc, err_console, _command_named(command, argv))
         if code is None:
             raise  # a bug: it must stay visible
         return code
+    if not (sys.argv[1:] if argv is None else argv):
+        # A bare ``hangdoc`` shows the help; click < 8.2 ends it with 0, newer ones with 2.
+        # It is a usage error (nothing was done): 2 with every click.
+        return ExitStatus.USAGE
     return result if isinstance(result, int) else ExitStatus.OK
 
 
@@ -94,9 +98,18 @@ def _click_modules() -> list[ModuleType]:
     return found
 
 
-def framework_exit(exc: Exception, err_console: Console) -> int | None:
+def _command_named(command: object, argv: list[str] | None) -> str:
+    """``hangdoc analyze`` when argv names a subcommand: some click errors (an option
+    missing its value) carry no context to say which command they belong to."""
+    args = sys.argv[1:] if argv is None else argv
+    first = next((a for a in args if not a.startswith("-")), None)
+    return f"hangdoc {first}" if first in getattr(command, "commands", {}) else "hangdoc"
+
+
+def framework_exit(exc: Exception, err_console: Console, where: str = "hangdoc") -> int | None:
     """The exit status of an exception typer or click raised, after printing it; None for
-    anything else (a bug, which must stay visible)."""
+    anything else (a bug, which must stay visible). ``where`` names the command when the
+    exception does not."""
     if isinstance(exc, typer.Exit):
         return int(exc.exit_code or 0)
     if isinstance(exc, typer.Abort):
@@ -112,17 +125,17 @@ def framework_exit(exc: Exception, err_console: Console) -> int | None:
             return ExitStatus.INTERRUPTED
         usage_cls = getattr(module, "UsageError", None)
         if usage_cls is not None and isinstance(exc, usage_cls):
-            _print_usage_error(exc, err_console)
+            _print_usage_error(exc, err_console, where)
             return ExitStatus.USAGE
         click_cls = getattr(module, "ClickException", None)
         if click_cls is not None and isinstance(exc, click_cls):
             message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-            err_console.print(f"hangdoc: {message}", markup=False, highlight=False)
+            err_console.print(f"{where}: {message}", markup=False, highlight=False, soft_wrap=True)
             return int(getattr(exc, "exit_code", 1))
     return None
 
 
-def _print_usage_error(exc: Exception, err_console: Console) -> None:
+def _print_usage_error(exc: Exception, err_console: Console, where: str) -> None:
     """One line saying what is wrong, then the command's usage and where help is."""
     message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
     if type(exc).__name__ == "NoArgsIsHelpError":
@@ -131,7 +144,7 @@ def _print_usage_error(exc: Exception, err_console: Console) -> None:
             err_console.print(message, markup=False, highlight=False)
         return
     ctx = getattr(exc, "ctx", None)
-    command = getattr(ctx, "command_path", None) or "hangdoc"
+    command = getattr(ctx, "command_path", None) or where
     err_console.print(f"{command}: {message}", markup=False, highlight=False, soft_wrap=True)
     if ctx is not None:
         with contextlib.suppress(Exception):  # the usage line is a courtesy

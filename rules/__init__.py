@@ -1,82 +1,148 @@
-"""The rule registry: one module per rule (``hdNNN_slug.py``), listed in ``_MODULES``.
+"""The rule registry: one module per rule (``hdNNN_slug.py``), one row per rule in ``_MODULES``.
 
-Ids are never reused; a retired rule keeps its module as a stub. The registry
-validates ids and doc sections when it is first built.
+A row names the module and the hangdoc version (and issue) the rule came with. Ids are
+never reused: a rule that is removed keeps its module as a stub, or its id goes to
+``RETIRED`` with the reason, and no new rule may take it (``check_new_id``). The registry
+validates ids and doc sections when it is first built. Every registered rule has its
+cases in ``fixtures/rule_cases/HDnnn.toml`` (tests/unit/rules/test_rule_cases.py).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Iterable, Mapping
 
 from hangdoc.rules.base import Rule, validate_rule
 
-_MODULES: tuple[str, ...] = (
-    "hd000_no_cause",
-    "hd001_rank_outside_collective",
-    "hd002_collective_type_mismatch",
-    "hd003_missing_rank",
-    "hd004_progress",
-    "hd005_all_in_same_collective",
+
+class RuleRow(str):
+    """One registered rule: its module under ``hangdoc.rules``, and ``since``, when it came.
+
+    A row is the module name itself (a ``str``), so ``name in _MODULES`` keeps working.
+    """
+
+    since: str  # "<hangdoc version> (<issue or commit>)"
+
+    def __new__(cls, module: str, since: str) -> RuleRow:
+        row = super().__new__(cls, module)
+        row.since = since
+        return row
+
+    @property
+    def module(self) -> str:
+        return str(self)
+
+
+_SKELETON = "0.1.0 (skeleton)"
+_FR = "0.1.0 (issue 3)"
+_LOGS = "0.1.0 (issue 4)"
+_CAUSES = "0.1.0 (issue 7)"
+
+_MODULES: tuple[RuleRow, ...] = (
+    RuleRow("hd000_no_cause", _SKELETON),
+    RuleRow("hd001_rank_outside_collective", _SKELETON),
+    RuleRow("hd002_collective_type_mismatch", _SKELETON),
+    RuleRow("hd003_missing_rank", _SKELETON),
+    RuleRow("hd004_progress", _SKELETON),
+    RuleRow("hd005_all_in_same_collective", _SKELETON),
     # Flight recorder matching (issue 3).
-    "hd010_fr_missing_rank",
-    "hd011_fr_collective_type_mismatch",
-    "hd012_fr_size_mismatch",
-    "hd013_fr_dtype_mismatch",
-    "hd014_fr_p2p_unmatched",
-    "hd015_fr_rank_without_dump",
-    "hd016_fr_wait_cycle",
-    "hd017_fr_all_waiting",
+    RuleRow("hd010_fr_missing_rank", _FR),
+    RuleRow("hd011_fr_collective_type_mismatch", _FR),
+    RuleRow("hd012_fr_size_mismatch", _FR),
+    RuleRow("hd013_fr_dtype_mismatch", _FR),
+    RuleRow("hd014_fr_p2p_unmatched", _FR),
+    RuleRow("hd015_fr_rank_without_dump", _FR),
+    RuleRow("hd016_fr_wait_cycle", _FR),
+    RuleRow("hd017_fr_all_waiting", _FR),
     # Logs (issue 4).
-    "hd030_rank_died_first",
-    "hd031_cuda_oom_first",
-    "hd032_lagging_rank",
-    "hd033_timeout_op_mismatch",
-    "hd034_timeout_size_mismatch",
-    "hd035_detail_mismatch",
-    "hd036_frtrace_report",
-    "hd037_monitored_barrier",
-    "hd038_timeout_cause_unknown",
-    "hd039_slow_rank_work",
-    "hd040_uneven_data_counts",
-    "hd200_nccl_transport_error",
-    "hd201_nccl_init_incomplete",
-    "hd202_nccl_bootstrap_interface",
-    "hd203_nccl_config_mismatch",
-    "hd204_nccl_coll_divergence",
-    "hd205_nccl_ras_report",
-    "hd300_gpu_xid",
-    "hd301_gpu_ecc_or_lost",
-    "hd302_gpu_p2p_topology",
+    RuleRow("hd030_rank_died_first", _LOGS),
+    RuleRow("hd031_cuda_oom_first", _LOGS),
+    RuleRow("hd032_lagging_rank", _LOGS),
+    RuleRow("hd033_timeout_op_mismatch", _LOGS),
+    RuleRow("hd034_timeout_size_mismatch", _LOGS),
+    RuleRow("hd035_detail_mismatch", _LOGS),
+    RuleRow("hd036_frtrace_report", _LOGS),
+    RuleRow("hd037_monitored_barrier", _LOGS),
+    RuleRow("hd038_timeout_cause_unknown", _LOGS),
+    RuleRow("hd039_slow_rank_work", _LOGS),
+    RuleRow("hd040_uneven_data_counts", _LOGS),
+    RuleRow("hd200_nccl_transport_error", _LOGS),
+    RuleRow("hd201_nccl_init_incomplete", _LOGS),
+    RuleRow("hd202_nccl_bootstrap_interface", _LOGS),
+    RuleRow("hd203_nccl_config_mismatch", _LOGS),
+    RuleRow("hd204_nccl_coll_divergence", _LOGS),
+    RuleRow("hd205_nccl_ras_report", _LOGS),
+    RuleRow("hd300_gpu_xid", _LOGS),
+    RuleRow("hd301_gpu_ecc_or_lost", _LOGS),
+    RuleRow("hd302_gpu_p2p_topology", _LOGS),
     # Causes in the stacks and the node (issue 7).
-    "hd100_dataloader_worker",
-    "hd101_lock_deadlock",
-    "hd102_gil_held",
-    "hd103_io_stall",
-    "hd104_slow_save",
-    "hd105_p2p_deadlock",
-    "hd106_uneven_data",
-    "hd107_save_collective",
+    RuleRow("hd100_dataloader_worker", _CAUSES),
+    RuleRow("hd101_lock_deadlock", _CAUSES),
+    RuleRow("hd102_gil_held", _CAUSES),
+    RuleRow("hd103_io_stall", _CAUSES),
+    RuleRow("hd104_slow_save", _CAUSES),
+    RuleRow("hd105_p2p_deadlock", _CAUSES),
+    RuleRow("hd106_uneven_data", _CAUSES),
+    RuleRow("hd107_save_collective", _CAUSES),
     # The job's own logs compared across ranks (issue 15).
-    "hd060_logs_diverge",
-    "hd350_gpu_activity",
-    "hd351_gpu_memory_limit",
+    RuleRow("hd060_logs_diverge", "0.1.0 (issue 15)"),
+    RuleRow("hd108_lone_stack", "0.1.0 (issue 14)"),
+    RuleRow("hd350_gpu_activity", _CAUSES),
+    RuleRow("hd351_gpu_memory_limit", _CAUSES),
 )
+
+# Ids of rules that were removed, with why and when: never to be given to another rule.
+RETIRED: Mapping[str, str] = {}
+
+
+def module_names() -> tuple[str, ...]:
+    """The registered rule modules, in registry order."""
+    return tuple(str(row) for row in _MODULES)
+
+
+def rule_rows() -> tuple[tuple[type[Rule], RuleRow], ...]:
+    """Each registered rule with its registry row (``since``), sorted by id."""
+    return _registry()
+
+
+def check_ids(rules: Iterable[type[Rule]], retired: Mapping[str, str] = RETIRED) -> None:
+    """A rule id is taken once: never by two rules, never by a rule after its retirement."""
+    seen: set[str] = set()
+    for rule_cls in rules:
+        if rule_cls.id in retired:
+            raise ValueError(f"rule id {rule_cls.id} is retired ({retired[rule_cls.id]})")
+        if rule_cls.id in seen:
+            raise ValueError(f"duplicate rule id {rule_cls.id}")
+        seen.add(rule_cls.id)
+
+
+def check_new_id(rule_id: str) -> None:
+    """Raise unless ``rule_id`` is free for a new rule: not registered, not retired."""
+    wanted = rule_id.strip().upper()
+    if wanted in RETIRED:
+        raise ValueError(f"rule id {wanted} is retired ({RETIRED[wanted]}); pick another")
+    if any(rule.id == wanted for rule in all_rules()):
+        raise ValueError(f"rule id {wanted} is taken; pick another")
+
+
+@functools.cache
+def _registry() -> tuple[tuple[type[Rule], RuleRow], ...]:
+    found: list[tuple[type[Rule], RuleRow]] = []
+    for entry in _MODULES:
+        # A bare module name (no RuleRow) still loads; the registry test asks for its since.
+        row = entry if isinstance(entry, RuleRow) else RuleRow(entry, "")
+        module = importlib.import_module(f"{__name__}.{row.module}")
+        rule_cls: type[Rule] = module.RULE
+        validate_rule(rule_cls)
+        found.append((rule_cls, row))
+    check_ids(rule for rule, _ in found)
+    return tuple(sorted(found, key=lambda item: item[0].id))
 
 
 @functools.cache
 def all_rules() -> tuple[type[Rule], ...]:
-    found: list[type[Rule]] = []
-    seen: set[str] = set()
-    for name in _MODULES:
-        module = importlib.import_module(f"{__name__}.{name}")
-        rule_cls: type[Rule] = module.RULE
-        validate_rule(rule_cls)
-        if rule_cls.id in seen:
-            raise ValueError(f"duplicate rule id {rule_cls.id}")
-        seen.add(rule_cls.id)
-        found.append(rule_cls)
-    return tuple(sorted(found, key=lambda r: r.id))
+    return tuple(rule for rule, _ in _registry())
 
 
 def get_rule(rule_id: str) -> type[Rule] | None:

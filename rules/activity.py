@@ -16,6 +16,7 @@ from hangdoc.analyzer.model import Evidence, Frame, ProcessEvidence, ThreadStack
 from hangdoc.rules.catalog import (
     IDLE_COLLECTIVE_FRAMES,
     LIBRARY_MARKERS,
+    LIBRARY_PACKAGES,
     LIBRARY_SHORT_FILES,
     NAME_HINTS,
     OP_FAMILIES,
@@ -134,6 +135,8 @@ def is_user_frame(frame: Frame) -> bool:
         return False
     if "/" not in path:
         return path not in LIBRARY_SHORT_FILES
+    if not path.startswith("/") and path.split("/", 1)[0] in LIBRARY_PACKAGES:
+        return False  # "torch/distributed/…": a package's file, as text dumps print it
     return not any(marker in path for marker in LIBRARY_MARKERS)
 
 

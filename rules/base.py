@@ -49,6 +49,8 @@ class RuleContext:
     # Views computed on first use, once per analysis; the context (and so the cache) goes
     # with the analysis, so nothing keeps an Evidence alive after it.
     _views: dict[str, object] = field(default_factory=dict)
+    # For rules that run after the others (fallback=True): the findings so far, best first.
+    prior: tuple[Finding, ...] = ()
 
     @property
     def log_comparison(self) -> LogComparison:

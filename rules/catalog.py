@@ -214,6 +214,20 @@ LIBRARY_MARKERS: tuple[str, ...] = (
     "/lib/python3",
 )
 
+# Top-level packages whose files text dumps print by their path inside site-packages
+# (py-spy text: "torch/distributed/distributed_c10d.py"; pystack and tracebacks of
+# relative installs alike): such a relative path is a library frame, not the job's code.
+LIBRARY_PACKAGES: frozenset[str] = frozenset({
+    "torch", "torchvision", "torchaudio", "torchdata", "torchelastic", "functorch",
+    "deepspeed", "transformers", "accelerate", "lightning", "pytorch_lightning",
+    "lightning_fabric", "megatron", "apex", "transformer_engine", "vllm", "sglang", "ray",
+    "trl", "peft", "datasets", "huggingface_hub", "safetensors", "tokenizers", "composer",
+    "fairscale", "mmengine", "mmcv", "mmdet", "detectron2", "horovod", "colossalai", "nemo",
+    "torchtitan", "torchtune", "torchrec", "triton", "numpy", "pandas", "xformers",
+    "flash_attn", "bitsandbytes", "wandb", "tensorboard", "multiprocessing", "concurrent",
+    "asyncio", "importlib", "json", "logging", "email", "http", "urllib", "encodings",
+})  # fmt: skip
+
 # Short file names of the standard library and torch that a text dump (which has no
 # directory) still lets us recognise as library code.
 LIBRARY_SHORT_FILES: frozenset[str] = frozenset({

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.rules.base import Need, Rule, RuleContext
 
 _NEXT_STEPS = {
@@ -58,13 +59,26 @@ class NoCause(Rule):
         fix = "Collect next time: " + "; ".join(_NEXT_STEPS[n] for n in missing) + "."
         if not missing:
             fix = "Collect again later and compare: if nothing moved, look below Python."
+        # A partial answer: the cause is unknown, but a weaker finding may still say
+        # which ranks stand out; say so, and name them, rather than nothing.
+        suspects = next((f for f in ctx.prior if f.culprit_ranks), None)
+        title = "no cause found in the evidence"
+        culprits: tuple[int, ...] = ()
+        if suspects is not None:
+            culprits = suspects.culprit_ranks
+            title += f"; {plural_ranks(culprits)} {verb(culprits, 'stands', 'stand')} out"
+            explanation += (
+                f" What is known: {suspects.title} ({suspects.rule}, "
+                f"{suspects.confidence:.0%}). That says where to look, not yet why."
+            )
         yield Finding(
             rule=self.id,
             category=Category.UNKNOWN,
             severity=Severity.INFO,
-            title="no cause found in the evidence",
+            title=title,
             explanation=explanation,
             fix=fix,
+            culprit_ranks=culprits,
             confidence=0.0,
         )
 

@@ -104,7 +104,21 @@ class NcclTransportError(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = timeline_of(ctx.evidence)
-        errors = tl.of(EventKind.NCCL_TRANSPORT_ERROR)
+        # "Call to connect returned …, retrying" is normal while peers start; it counts
+        # only from processes that never completed an NCCL init afterwards.
+        completed = [
+            (p.get(F_HOST), p.get("pid"), p.index)
+            for p in tl.of(EventKind.NCCL_INIT)
+            if p.get("state") == "complete"
+        ]
+        errors = [
+            p
+            for p in tl.of(EventKind.NCCL_TRANSPORT_ERROR)
+            if not p.get("retrying")
+            or not any(
+                (h, pid) == (p.get(F_HOST), p.get("pid")) and i > p.index for h, pid, i in completed
+            )
+        ]
         errors += [
             p
             for p in tl.of(EventKind.NCCL_ERROR)

@@ -94,7 +94,7 @@ class NcclInitIncomplete(Rule):
             finding = self._group(key, events, symptoms, world)
             if finding is not None:
                 yield finding
-        stores = tl.of(EventKind.STORE_TIMEOUT)
+        stores = _unfinished(tl, tl.of(EventKind.STORE_TIMEOUT))
         if stores:
             yield self._store(stores)
 
@@ -171,6 +171,11 @@ class NcclInitIncomplete(Rule):
                     f"through the store and got '{first.get('message')}'")  # fmt: skip
         elif error == "store_wait":
             what = f"a store wait timed out (keys {first.get('keys')})"
+        elif error == "store_barrier_wait":
+            what = (
+                f"ranks were still waiting in init_process_group's store barrier with "
+                f"{first.get('joined')} of {first.get('expected')} ranks counted when the log ends"
+            )
         elif error == "store_barrier":
             what = (
                 f"init_process_group's store barrier timed out after {first.get('timeout')} with "
@@ -202,6 +207,17 @@ class NcclInitIncomplete(Rule):
             evidence=tuple(limited_refs(stores, limit=4)),
             confidence=0.7,
         )
+
+
+def _unfinished(tl: Timeline, stores: list[Placed]) -> list[Placed]:
+    """Store events minus the barrier waits that a "Completed store-based barrier" for the
+    same key ends: waiting is normal until the last rank arrives."""
+    done = {
+        p.get("keys") for p in tl.of(EventKind.PHASE) if p.get("label") == "store barrier completed"
+    }
+    return [
+        p for p in stores if p.get(F_ERROR) != "store_barrier_wait" or p.get("keys") not in done
+    ]
 
 
 def _roots(stores: list[Placed]) -> tuple[int, ...]:

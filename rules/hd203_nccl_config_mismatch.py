@@ -13,8 +13,9 @@ duplicated members never satisfy it (or fail with an invalid-usage error that ot
 ranks only see as a hang).
 
 ## Evidence used
-NCCL WARN lines about duplicate GPUs or rank counts, and all NCCL init lines grouped by
-`commId`.
+NCCL WARN lines about duplicate GPUs, rank counts or a rank that checked in twice at
+the bootstrap root (`Bootstrap Root : rank 1 of 8 ranks has already checked in`), and all
+NCCL init lines grouped by `commId`.
 
 ## How to confirm
 Check `CUDA_VISIBLE_DEVICES` and the `LOCAL_RANK` → device mapping of each process
@@ -65,6 +66,12 @@ class NcclConfigMismatch(Rule):
                 )
                 device = first.get("device")
                 title = f"two ranks on one GPU: {ranks_text(ranks)} share CUDA device {device}"
+            elif first.get(F_ERROR) == "duplicate_rank":
+                ranks = [r] if (r := fint(first.event, "rank_a")) is not None else []
+                title = (
+                    f"two processes started as comm {ranks_text(ranks)} (NCCL bootstrap root: "
+                    f"already checked in, {first.get('count_a')} ranks expected)"
+                )
             else:
                 ranks = []
                 counts = f"{first.get('count_a')} vs {first.get('count_b')}"

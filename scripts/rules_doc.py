@@ -23,6 +23,11 @@ def render() -> str:
         "prints the same page. Ids: HD00x stacks (skeleton), HD01x flight recorder, HD03x-HD05x",
         "logs, HD1xx stacks and node state, HD2xx NCCL and network, HD3xx GPU.",
         "",
+        "Each rule's cases (inputs on which it must fire, and must not) are data in",
+        "`fixtures/rule_cases/HDnnn.toml` (format: `fixtures/rule_cases/README.md`), run by",
+        "`tests/unit/rules/test_rule_cases.py`. The registry, `rules/__init__.py`, records the",
+        "version each rule came with (`since`) and the retired ids, which are never reused.",
+        "",
         "| rule | name | severity | categories | finds |",
         "|---|---|---|---|---|",
     ]

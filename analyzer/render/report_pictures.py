@@ -101,10 +101,8 @@ def _families(evidence: Evidence, positions: dict[str, dict[int, _Position]]) ->
             rows.append(_Row(label, [n for n, _ in groups], union))
             continue
         for name, members in groups:
-            label = desc if len(groups) == 1 and desc != f"group {name}" else f"group {name}"
-            if len(groups) == 1 and desc != f"group {name}":
-                label = f"{desc} (group {name})"
-            rows.append(_Row(label, [name], set(members)))
+            own = f"group {name}"
+            rows.append(_Row(own if desc == own else f"{desc} ({own})", [name], set(members)))
     return rows
 
 
@@ -178,7 +176,7 @@ def wavefront_map(evidence: Evidence, culprits: Iterable[int], sets: RankSets) -
         "world": world,
         "columns": columns,
         "ranks_per_column": per_bin,
-        "rows": [_map_row(row, per_bin, columns, sets) for row in shown],
+        "rows": [_map_row(row, per_bin, columns) for row in shown],
         "more_rows": len(cut),
         "more_rows_text": ", ".join(r.label for r in cut[:10]) if cut else None,
         "culprit_columns": _runs(sorted({r // per_bin for r in culprit_set if r < world})),
@@ -191,7 +189,8 @@ def _has_problem(row: _Row) -> bool:
     return any(code != _OK for code, _ in row.cells.values())
 
 
-def _map_row(row: _Row, per_bin: int, columns: int, sets: RankSets) -> JsonDict:
+def _map_row(row: _Row, per_bin: int, columns: int) -> JsonDict:
+    """Cells binned into columns (each its worst rank), runs of one class merged into a span."""
     worst: dict[int, tuple[tuple[int, int], str, list[int]]] = {}
     for rank, cell in row.cells.items():
         col = rank // per_bin
@@ -202,33 +201,35 @@ def _map_row(row: _Row, per_bin: int, columns: int, sets: RankSets) -> JsonDict:
         elif sev == entry[0]:
             entry[2].append(rank)
     spans: list[JsonDict] = []
+    raw: list[tuple[list[int], set[int]]] = []  # per span: its worst ranks, their lags
     for col in range(columns):
         entry = worst.get(col)
         if entry is None:
             continue
-        cls = entry[1]
+        (_, lag), cls, ranks = entry
         last = spans[-1] if spans else None
         if last is not None and last["cls"] == cls and last["x"] + last["w"] == col:
             last["w"] += 1
-            last["_ranks"].extend(entry[2])
+            raw[-1][0].extend(ranks)
+            raw[-1][1].add(lag)
         else:
-            spans.append({"x": col, "w": 1, "cls": cls, "_ranks": list(entry[2])})
-    for span in spans:
-        ranks = span.pop("_ranks")
-        cls = span["cls"]
+            spans.append({"x": col, "w": 1, "cls": cls})
+            raw.append((list(ranks), {lag}))
+    for span, (ranks, lags) in zip(spans, raw, strict=True):
         what = {"ok": "at the front", "mismatch": "issued a different collective",
-                "silent": "no record"}.get(cls, "behind")  # fmt: skip
+                "silent": "no record"}.get(span["cls"])  # fmt: skip
+        if what is None:
+            low, high = min(lags), max(lags)
+            what = f"behind by {low}" + (f"–{high}" if high != low else "")
         span["title"] = f"{plural_ranks(ranks)}: {what}"
-    problems = [c for c in row.cells.values() if c[0] != _OK]
     return {
         "label": row.label,
         "groups": len(row.groups),
         "members": len(row.members),
         "front": row.front,
-        "problem": bool(problems),
+        "problem": _has_problem(row),
         "spans": spans,
         "summary": _row_summary(row),
-        "set": sets.fields(row.members),
     }
 
 

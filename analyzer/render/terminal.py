@@ -62,6 +62,7 @@ def _uses_stride(diagnosis: Diagnosis) -> bool:
     texts = [format_ranks(diagnosis.seen_ranks), format_ranks(diagnosis.missing_ranks)]
     for finding in diagnosis.findings:
         texts += [finding.title, finding.explanation, format_ranks(finding.culprit_ranks)]
+        texts.append(format_ranks(finding.waiting_ranks))
     texts += [format_ranks(c.ranks) for c in equivalence_classes(diagnosis.evidence)[:MAX_CLASSES]]
     return any(has_stride(t) for t in texts)
 
@@ -86,7 +87,10 @@ def _primary_panel(diagnosis: Diagnosis) -> Panel:
     body.append(f"category: {primary.category.value}   ")
     if primary.culprit_ranks:
         body.append(f"culprit: {format_ranks(primary.culprit_ranks)}   ", style="bold red")
-    body.append(f"confidence: {primary.confidence:.0%}   rule: {primary.rule}\n\n")
+    body.append(f"confidence: {primary.confidence:.0%}   rule: {primary.rule}\n")
+    if primary.waiting_ranks:  # its own line: 3-1011:8 is short, a ragged set is not
+        body.append(f"waiting: {format_ranks(primary.waiting_ranks)}\n")
+    body.append("\n")
     body.append(primary.explanation + "\n\n")
     body.append("fix: ", style="bold green")
     body.append(primary.fix)

@@ -28,117 +28,42 @@ class Meaning(enum.StrEnum):
 
 # Words that alone say the activity; words in _WEAK say it only next to another word of
 # the same activity ("write" is a checkpoint only with "shard", "model", "state"...).
+# fmt: off
 _STRONG: dict[Meaning, frozenset[str]] = {
-    Meaning.CHECKPOINT: frozenset(
-        {
-            "checkpoint",
-            "checkpointing",
-            "checkpointer",
-            "ckpt",
-            "ckpts",
-            "statedict",
-            "snapshot",
-            "persist",
-            "persisting",
-            "serialize",
-            "serializing",
-            "serialization",
-            "safetensors",
-        }
-    ),
-    Meaning.EVAL: frozenset(
-        {
-            "eval",
-            "evaluate",
-            "evaluating",
-            "evaluation",
-            "evaluator",
-            "validate",
-            "validating",
-            "validation",
-            "validator",
-            "val",
-            "valid",
-        }
-    ),
-    Meaning.DATA: frozenset(
-        {
-            "dataset",
-            "datasets",
-            "dataloader",
-            "getitem",
-            "collate",
-            "collator",
-            "prefetch",
-            "prefetcher",
-            "sampler",
-        }
-    ),
-    Meaning.METRICS: frozenset(
-        {
-            "metric",
-            "metrics",
-            "accuracy",
-            "perplexity",
-            "bleu",
-            "rouge",
-            "auc",
-            "f1",
-        }
-    ),
+    Meaning.CHECKPOINT: frozenset({
+        "checkpoint", "checkpointing", "checkpointer", "ckpt", "ckpts", "statedict",
+        "snapshot", "persist", "persisting", "serialize", "serializing", "serialization",
+        "safetensors",
+    }),
+    Meaning.EVAL: frozenset({
+        "eval", "evaluate", "evaluating", "evaluation", "evaluator", "validate",
+        "validating", "validation", "validator", "val", "valid",
+    }),
+    Meaning.DATA: frozenset({
+        "dataset", "datasets", "dataloader", "getitem", "collate", "collator", "prefetch",
+        "prefetcher", "sampler",
+    }),
+    Meaning.METRICS: frozenset({
+        "metric", "metrics", "accuracy", "perplexity", "bleu", "rouge", "auc", "f1",
+    }),
     Meaning.CALLBACK: frozenset({"callback", "callbacks", "hook", "hooks"}),
 }
 _WEAK: dict[Meaning, frozenset[str]] = {
-    Meaning.CHECKPOINT: frozenset(
-        {
-            "save",
-            "saving",
-            "saver",
-            "saved",
-            "write",
-            "writing",
-            "writer",
-            "dump",
-            "dumping",
-            "flush",
-            "flushing",
-            "shard",
-            "shards",
-            "state",
-            "weights",
-            "model",
-            "upload",
-            "uploading",
-            "store",
-        }
-    ),
+    Meaning.CHECKPOINT: frozenset({
+        "save", "saving", "saver", "saved", "write", "writing", "writer", "dump", "dumping",
+        "flush", "flushing", "shard", "shards", "state", "weights", "model", "upload",
+        "uploading", "store",
+    }),
     Meaning.EVAL: frozenset({"test", "testing", "score", "scoring", "predict", "inference"}),
-    Meaning.DATA: frozenset(
-        {
-            "data",
-            "batch",
-            "batches",
-            "fetch",
-            "fetching",
-            "reader",
-            "read",
-            "reading",
-            "load",
-            "loading",
-            "loader",
-            "sample",
-            "samples",
-            "shuffle",
-            "tokenize",
-            "tokenizer",
-            "records",
-            "iter",
-            "next",
-        }
-    ),
+    Meaning.DATA: frozenset({
+        "data", "batch", "batches", "fetch", "fetching", "reader", "read", "reading", "load",
+        "loading", "loader", "sample", "samples", "shuffle", "tokenize", "tokenizer",
+        "records", "iter", "iterator", "iterators", "next", "prefetched", "buffered",
+    }),
     Meaning.METRICS: frozenset({"gather", "reduce", "stats", "log", "logging", "report"}),
     Meaning.CALLBACK: frozenset({"on", "end", "begin", "epoch"}),
 }
+# fmt: on
 
 CATEGORY_OF: dict[Meaning, Category] = {
     Meaning.CHECKPOINT: Category.CHECKPOINT_SAVE,
@@ -208,15 +133,15 @@ def frame_signal(frames: Iterable[Frame]) -> Signal | None:
     say what it does. ``frames`` are the job's frames only, innermost first: a library's
     names say what the library does, and the catalog reads those."""
     for frame in frames:
-        meaning = meaning_of(tokens(frame.function))
-        if meaning is None:
-            # A file or folder name speaks for every function in it, so only a strong
-            # word counts there, and not in a script that also trains ("train_eval.py").
-            folders = frame.file.split("/")[-3:-1]
-            stem = frame.short_file.rsplit(".", 1)[0]
-            words = set(tokens(stem)) | set(tokens(" ".join(folders)))
-            if not words & _DRIVER_WORDS:
-                meaning = meaning_of(words, strong_only=True)
+        own = tokens(frame.function)
+        meaning = meaning_of(own)
+        stem = set(tokens(frame.short_file.rsplit(".", 1)[0]))
+        if meaning is None and not stem & _DRIVER_WORDS:
+            # A file name speaks for every function in it: a strong word there counts,
+            # and a weak one only with a weak word of the function ("__next__" in
+            # iterators.py), never in a script that also trains ("train_eval.py").
+            folders = set(tokens(" ".join(frame.file.split("/")[-3:-1])))
+            meaning = meaning_of(stem | folders, strong_only=True) or meaning_of(set(own) | stem)
         if meaning is not None:
             return Signal(meaning, "frame", frame.label())
     return None

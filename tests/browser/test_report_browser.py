@@ -276,6 +276,11 @@ def test_16384_ranks_answer_first_stay_small_and_load_in_seconds(
     assert len(html.encode()) < 3_000_000
     assert load_s < 10.0
     assert state["folded"].startswith("2056 groups fully matched")
+    # AND a log row 16,384 ranks share stays a few lines tall (the "Where" column of
+    # file names wrapped every 17 characters: 380 px at 512 ranks)
+    rows = page.eval("[...document.querySelectorAll('#timeline tbody tr')]"
+                     ".map(r => Math.round(r.getBoundingClientRect().height))")  # fmt: skip
+    assert rows and max(rows) < 120, rows
     assert state["mismatch"] and state["mismatch"][0][0] >= 3
 
     # AND the rank filter understands strided sets

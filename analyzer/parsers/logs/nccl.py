@@ -104,7 +104,13 @@ _PROXY = re.compile(
     r"(?P<op>\w+) from rank (?P<rank2>\d+)|Error encountered progressing operation=(?P<op2>\w+)"
     r"|Socket recv failed while polling)"
 )
-_CUDA_FAILURE = re.compile(r"Cuda failure '?(?P<what>[^']*)'?")
+# "Cuda failure 'out of memory'", and ≥2.19 with the error number: "Cuda failure 2 'out of memory'".
+_CUDA_FAILURE = re.compile(r"Cuda failure (?:\d+ )?'?(?P<what>[^']*)'?")
+# bootstrap.cc: two processes started with the same rank (a launcher or RANK mix-up).
+_ROOT_DUPLICATE = re.compile(r"Bootstrap Root : rank (\d+) of (\d+) ranks has already checked in")
+# misc/socket.cc at INFO: a connect that is refused and retried (the peer is not listening
+# yet, or never will be: wrong address, firewall, the peer's process died).
+_CONNECT_RETRY = re.compile(r"Call to connect returned (?P<why>[^,]{1,80}), retrying")
 _DUPLICATE_GPU = re.compile(
     r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA device (\w+)"
 )
@@ -274,6 +280,11 @@ def _info(msg: str) -> Hit | None:
             {"role": "network", "network": u.group(1)},
             key=("network", u.group(1)),
         )
+    if "retrying" in msg and (cr := _CONNECT_RETRY.search(msg)) is not None:
+        why = cr.group("why").strip()
+        fields = {F_ERROR: "connect_" + _reason_word(why), F_MESSAGE: msg.strip()[:200]}
+        fields["retrying"] = "1"
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("connect_retry", why))
     if "Service thread" in msg and (s := _SERVICE_CLOSED.search(msg)):
         return Hit(
             EventKind.CONNECTION_LOST,
@@ -354,6 +365,9 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
             }
         )
         return Hit(EventKind.NCCL_CONFIG_ERROR, fields, key=("dup", d.group(1), d.group(2)))
+    if (rd := _ROOT_DUPLICATE.search(msg)) is not None:
+        fields.update({F_ERROR: "duplicate_rank", "rank_a": rd.group(1), "count_a": rd.group(2)})
+        return Hit(EventKind.NCCL_CONFIG_ERROR, fields, key=("duprank", rd.group(1)))
     if (n := _RANK_COUNT.search(msg)) is not None:
         fields.update(
             {F_ERROR: "rank_count_mismatch", "count_a": n.group(1), "count_b": n.group(2)}

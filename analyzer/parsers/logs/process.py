@@ -72,6 +72,8 @@ _MPIRUN = re.compile(
     r"signal (?P<sig>\d+)(?: \((?P<name>[^)]+)\))?"
 )
 _DS_EXIT = re.compile(r"exits with return code = (?P<code>-?\d+)")
+# horovodrun's gloo launcher: "Process 0 exit with status code 137." (128 + signal number).
+_HOROVOD_EXIT = re.compile(r"^Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)\.?\s*$")
 _DS_LOCAL_RANK = re.compile(r"--local_rank[= ](\d+)")
 # torchelastic's report of a worker killed by a signal ("traceback : Signal 9 (SIGKILL)
 # received by PID 812" in a ChildFailedError table, or alone when only that line is pasted).
@@ -107,6 +109,7 @@ _KEYS = (
     "bus",
     "CANCELLED",
     "received by PID",
+    "exit with status",
 )
 
 
@@ -189,6 +192,16 @@ def match_process(text: str) -> Hit | None:
             fields,
             rank=int(mp.group("rank")),
             key=("mpirun", mp.group("rank")),
+        )
+    if text.startswith("Process ") and (hv := _HOROVOD_EXIT.match(text)) is not None:
+        code = int(hv.group("code"))
+        fields.update({F_EXIT_CODE: str(code), "launcher": "horovod"})
+        put(fields, F_SIGNAL, signal_name(code - 128) if code > 128 else None)
+        return Hit(
+            EventKind.WORKER_FAILED,
+            fields,
+            rank=int(hv.group("rank")),
+            key=("horovod", hv.group("rank"), code),
         )
     if (d := _DS_EXIT.search(text)) is not None:
         code = int(d.group("code"))

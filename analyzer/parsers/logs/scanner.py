@@ -41,8 +41,9 @@ _SEGMENT_OWNER = re.compile(r"(?:\x1b\[[\d;]*m)*(\[(?:rank|default)\d+\]:| {0,4}
 _BAR_TOTAL = re.compile(r"\| *[\d.]+[kMG]?/([\d.]+[kMG]?) ")
 _MAX_SEGMENT_KEYS = 256
 # A rank the content says at the start of a line, after DeepSpeed's logger header:
-# DeepSpeed/Megatron "[Rank 3] …", "[RANK 3] …", "rank 3: …", "rank 3 has …". torch's watchdog writes
-# "[Rank N]" too, but with a *group* rank; its events carry F_GROUP_RANK and keep it.
+# DeepSpeed/Megatron "[Rank 3] …", "[RANK 3] …", "rank 3: …", "rank 3 has …". torch's
+# watchdog writes "[Rank N]" too, but with a *group* rank; its events carry F_GROUP_RANK
+# and keep it.
 _SAID_RANK = re.compile(
     r"(?:\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\] )?(?:\[[\w.\-]+\.py:\d+:\w+\] )?"
     r"(?:\[(?:Rank|RANK) (\d{1,6})\]|[Rr]ank (\d{1,6})(?::| (?=has )))"
@@ -107,9 +108,7 @@ class Scanner:
     _stack_event: RawEvent | None = None
     _nvrm_pci: list[str] = field(default_factory=list)
     # NCCL WARN → "-> N" return-code chains per process: (first WARN, code seen yet).
-    _chains: dict[ChainKey, tuple[RawEvent, bool]] = field(
-        default_factory=dict
-    )
+    _chains: dict[ChainKey, tuple[RawEvent, bool]] = field(default_factory=dict)
     _pending: tuple[LineTag, int, int] | None = None
     _prev_len: int = 0
     _prev_tag: LineTag | None = None
@@ -239,13 +238,27 @@ class Scanner:
                         if key in nccl_hit.fields:
                             target.fields["last_error_" + key] = nccl_hit.fields[key]
                 if nccl_hit is not None and nccl_hit.kind in _LAST_ERROR_KINDS:
-                    for key in ("host", "pid", "cuda_dev", "where"):
+                    for key in ("host", "pid", "tid", "cuda_dev", "where"):
                         nccl_hit.fields.pop(key, None)
                     nccl_hit.host = nccl_hit.pid = None
                     nccl_hit.fields["source"] = "last_error"
-                    self._emit(nccl_hit, tag, lineno)
+                    self._before(self._emit(nccl_hit, tag, lineno), target)
                 return True
         return False
+
+    def _before(self, event: RawEvent | None, record: RawEvent) -> None:
+        """Place an event read from a record's continuation ("Last error:" + "Cuda failure
+        2 'out of memory'") at the record's own line, before it: it is the cause the
+        record reports, and the rules order cause and consequence by line."""
+        if event is None or not self.events or self.events[-1] is not event:
+            return
+        self.events.pop()
+        event.line = record.line
+        for index in range(len(self.events) - 1, -1, -1):
+            if self.events[index] is record:
+                self.events.insert(index, event)
+                return
+        self.events.append(event)
 
     def _start_block(self, tag: LineTag, lineno: int) -> bool:
         text = tag.text

@@ -27,6 +27,7 @@ from hangdoc.rules.timeline import (
     F_PEER_RANK,
     F_PG,
     F_PG_DESC,
+    F_PHASE,
     F_RAN_MS,
     F_RANKS,
     F_SEQ,
@@ -117,13 +118,24 @@ _STORE_BARRIER = re.compile(
     r"for key: (?P<key>\S+) \(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), "
     r"timeout=(?P<timeout>[\d:]+)\)"
 )
+# Logged every 10 s while a rank waits in that barrier, and once when it completes: a log
+# that ends waiting is a barrier that never completed.
+_STORE_BARRIER_WAIT = re.compile(
+    r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+), "
+    r"key: (?P<key>\S+) \(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), "
+    r"timeout=(?P<timeout>[\d:]+)\)"
+)
+_STORE_BARRIER_DONE = re.compile(
+    r"Rank (?P<rank>\d+): Completed store-based barrier for key:(?P<key>\S+) with (?P<n>\d+) nodes"
+)
 # The store's TCP connection failed after it was set up: the server side (rank 0's
 # process, or the agent) went away, or the network dropped it. DistNetworkError is the
 # store's own error class (torch ≥ 2.2); older releases raise RuntimeError with the bare
 # socket message, and TCPStore.cpp logs "recvValue failed on SocketImpl(...)".
 _STORE_SOCKET = re.compile(
     r"(?:DistNetworkError|DistStoreError|(?:recv|send)\w{0,12} failed on SocketImpl\([^)]{0,300}\)"
-    r"|RuntimeError|flag on TCPStore, \(maybe TCPStore server has shut down too early\), with error)"
+    r"|RuntimeError"
+    r"|flag on TCPStore, \(maybe TCPStore server has shut down too early\), with error)"
     r":? (?P<why>Connection reset by peer|Broken pipe|Connection refused|Socket Timeout"
     r"|Connection timed out)"
 )
@@ -162,6 +174,7 @@ _KEYWORDS = (
     "DistStoreError",
     "DistNetworkError",
     "store based barrier",
+    "store-based barrier",
     "Socket Timeout",
     "SocketImpl",
     "Connection reset by peer",
@@ -402,6 +415,27 @@ def _store(text: str) -> Hit | None:
             fields,
             rank=int(m.group("rank")),
             key=("store", "barrier", m.group("key")),
+        )
+    elif "store based barrier" in text and (m := _STORE_BARRIER_WAIT.search(text)) is not None:
+        fields.update(
+            {
+                "joined": m.group("count"),
+                "expected": m.group("world"),
+                "keys": m.group("key"),
+                "timeout": m.group("timeout"),
+                F_ERROR: "store_barrier_wait",
+            }
+        )
+        return Hit(
+            EventKind.STORE_TIMEOUT,
+            fields,
+            rank=int(m.group("rank")),
+            key=("store", "barrier_wait", m.group("key")),
+        )
+    elif "store-based barrier" in text and (m := _STORE_BARRIER_DONE.search(text)) is not None:
+        fields.update({F_PHASE: "init", "label": "store barrier completed", "keys": m.group("key")})
+        return Hit(
+            EventKind.PHASE, fields, rank=int(m.group("rank")), key=("barrier_done", m.group("key"))
         )
     elif (m := _STORE_WAIT.search(text)) is not None:
         keys = m.group("keys") or m.group("key2") or ""

@@ -25,6 +25,12 @@ MAX_LINES_PER_RANK = 3000
 # The prefix torch's excepthook and torchrun's --tee put on nearly every line of a rank's
 # output: peeled here without the general peeler (which tries every known layer, ~40 µs
 # a line), as long as nothing else that needs peeling (a time stamp, a glog header) follows.
+# Lines the libraries print (NCCL, the process-group watchdog, tracebacks, C++ frames):
+# the log parser reads those as events; the comparison is about the job's own lines.
+_LIBRARY_LINE = re.compile(
+    r"NCCL (?:INFO|WARN|ERROR)|ProcessGroup|[Ww]atchdog|^Traceback |^File \"|^frame #\d"
+    r"|^Exception raised from|^torch\.distributed|WorkNCCL|c10d|^\s*\^+\s*$"
+)
 _RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d+)\]: ?(?=[A-Za-z(\"'])")
 
 
@@ -66,8 +72,10 @@ def read_line_window(
             text, said = raw[fast.end() :].strip(), int(fast.group(1))
         else:
             tag = peel_line(raw[: MAX_LINE_CHARS * 2])
+            if tag.level is not None or tag.origin is not None:
+                continue  # a glog/c10/torch logger line: the library's words, not the job's
             text, said = tag.text.strip(), tag.rank
-        if not text:
+        if not text or _LIBRARY_LINE.search(text):
             continue
         rank = said if said is not None else default_rank
         if rank is None:

@@ -16,16 +16,18 @@ NEAR_LINES = 3
 _RANK_ANY = re.compile(
     r"(?<![\w.-])(?:global[_ ]?)?rank(?:\s*[:=#]\s*|\s+|(?=\d))(\d{1,6})(?![\d.])", re.IGNORECASE
 )
-_LOCAL_ANY = re.compile(r"(?<![\w.-])local[_ ]?rank(?:\s*[:=#]\s*|\s+|(?=\d))(\d{1,6})(?!\d)", re.I)
 # A line that is only a marker: punctuation, the word, the number, punctuation.
 _RANK_HEADER = re.compile(
     r"^[\W_]*(?:global[_ ]?)?rank(?:\s*[:=#-]\s*|\s+|(?=\d))(\d{1,6})[\W_]*$", re.IGNORECASE
 )
-_LOCAL_HEADER = re.compile(r"^[\W_]*local[_ ]?rank(?:\s*[:=#-]\s*|\s+|(?=\d))(\d{1,6})[\W_]*$", re.I)
+_LOCAL_HEADER = re.compile(
+    r"^[\W_]*local[_ ]?rank(?:\s*[:=#-]\s*|\s+|(?=\d))(\d{1,6})[\W_]*$", re.I
+)
 # Commands and tool output that name the inspected process.
 _PID = re.compile(
     r"(?:\bpy-spy dump\b.*?(?:--pid|-p)\s*=?\s*|\bpystack remote\s+(?:--\S+\s+)*|\bpstack\s+|"
-    r"\bgdb\b.*?(?:-p|--pid|attach)\s*=?\s*|Attaching to process\s+|Stack dump for \S+\s+)(\d{2,9})\b"
+    r"\bgdb\b.*?(?:-p|--pid|attach)\s*=?\s*|Attaching to process\s+|"
+    r"Stack dump for \S+\s+)(\d{2,9})\b"
 )
 
 
@@ -43,11 +45,6 @@ def header_local_rank(text: str) -> int | None:
 def any_rank(text: str) -> int | None:
     """The rank a line names, when it names exactly one (``rank 0 and rank 3`` names none)."""
     found = {int(m.group(1)) for m in _RANK_ANY.finditer(text)}
-    return found.pop() if len(found) == 1 else None
-
-
-def any_local_rank(text: str) -> int | None:
-    found = {int(m.group(1)) for m in _LOCAL_ANY.finditer(text)}
     return found.pop() if len(found) == 1 else None
 
 

@@ -37,9 +37,7 @@ _NOISE = (
 )
 _STOP = ("Backtrace stopped:",)
 
-CPP_START = re.compile(
-    r"Exception raised from (\S+) at (.*?) \(most recent call first\):\s*$"
-)
+CPP_START = re.compile(r"Exception raised from (\S+) at (.*?) \(most recent call first\):\s*$")
 _CPP_FRAME = re.compile(r"frame #(\d+): (.*)$")
 _CPP_BODY = re.compile(r"(.*?)(?: \+ (0x[0-9a-fA-F]+))? \((0x[0-9a-fA-F]+) in (.*)\)$")
 _THROWN = re.compile(r"terminate called after throwing an instance of '([^']+)'")

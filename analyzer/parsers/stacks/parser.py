@@ -10,11 +10,13 @@ for the stack rules) and a log event (for the timeline), on the same rank.
 
 from __future__ import annotations
 
+import contextvars
 import re
 from pathlib import Path
 
 from hangdoc.analyzer.model import InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes, read_text_capped
+from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.scan import ScanResult, Span, scan_text
 from hangdoc.analyzer.rank_names import rank_from_name
 
@@ -28,14 +30,33 @@ STACK_TEXT_BYTES = 4 * 1024 * 1024
 _WITH_LOG_PARSER_BYTES = 8 * 1024 * 1024
 # A file whose lines are at least this share stack lines is a stacks file.
 _MOSTLY = 0.5
-_ANY_START = re.compile(
-    r"^(?:.*\]: ?|\d{1,5}: )?\s*(?:Traceback \(most recent call|Thread \d+ \((?:Thread 0x|LWP)|#\d+ |"
-    r"Exception raised from \S+ at|frame #\d+: |\((?:Python|C)\) File \"|Traceback for thread \d+|"
-    r"Process \d+:|"
+# First lines of the formats only this package reads, after any launcher prefix.
+_NEW_START = re.compile(
+    r"^(?:.*\]: ?|\d{1,5}: )?\s*(?:Traceback \(most recent call|"
+    r"Thread \d+ \((?:Thread 0x|LWP)|#\d+ |"
+    r"Exception raised from \S+ at|frame #\d+: |\((?:Python|C)\) File \"|Traceback for thread \d+)",
+    re.MULTILINE,
+)
+# py-spy and faulthandler dumps, which their own parsers read unless rank markers the
+# scan understands sit over several of them.
+_DUMP_START = re.compile(
+    r"^(?:.*\]: ?)?(?:Process \d+:|"
     r"(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent call first)",
     re.MULTILINE,
 )
+# Any stack at all, for the log parser's call: most logs hold none, and one C-level
+# search is all they then cost.
+_ANY_STACK = re.compile(
+    f"{_NEW_START.pattern}|{_DUMP_START.pattern}"
+    r"|^(?:.*\]: ?)?\s*(?:Thread (?:0x[0-9a-fA-F]+|\d+) \((?:idle|active|gil)"
+    r"|Stack \(most recent call first\))",
+    re.MULTILINE,
+)
 _NEW_FORMATS = frozenset({"traceback", "py-bt", "gdb", "pystack", "cpp"})
+# Set while this package's parser has the log parser read a stacks file: its stacks
+# then come in full; in a plain log, records of consequences are left out
+# (scan.logged_elsewhere).
+_STACKS_FILE: contextvars.ContextVar[bool] = contextvars.ContextVar("stacks_file", default=False)
 _EXCEPTION_KIND = "exception"
 
 
@@ -52,18 +73,26 @@ def attach_stacks(
     Exception events the log parser could not attribute move to the rank a marker near
     their traceback names; a lone process of stacks with no rank takes the one rank the
     log gave the file, else a rank in the file name. Never raises on odd text."""
+    in_log = not own_events and not _STACKS_FILE.get()
     try:
         text, truncated = read_text_capped(path, STACK_TEXT_BYTES)
-    except OSError as exc:
-        parsed.notes.append(f"{display}: stacks not read: {exc}")
+        if not _ANY_STACK.search(text):
+            return parsed
+        found = scan_text(text, display, parsed.notes, in_log=in_log)
+    except Exception as exc:  # a bug here must not cost the log what the log parser read
+        parsed.notes.append(f"{display}: stacks not read ({type(exc).__name__}: {exc})")
         return parsed
-    found = scan_text(text, display, parsed.notes)
     if truncated and found.processes:
-        parsed.notes.append(f"{display}: stacks read from the last {STACK_TEXT_BYTES >> 20} MiB only")
+        parsed.notes.append(
+            f"{display}: stacks read from the last {STACK_TEXT_BYTES >> 20} MiB only"
+        )
     _rank_lone_process(found.processes, parsed, path, display)
     if own_events:
         _exception_events(parsed, found, display)
-    _rehome_exceptions(parsed, found.spans, found.processes)
+    if not truncated or own_events:
+        # The log parser numbers the lines of the whole file; a tail read here does
+        # not, so its events are matched to tracebacks only when both count alike.
+        _rehome_exceptions(parsed, found.spans, found.processes)
     parsed.processes.extend(found.processes)
     return parsed
 
@@ -129,9 +158,15 @@ def _rehome_exceptions(
 
 
 def _claims(head: bytes) -> bool:
+    """Stacks only this package reads, making up most of the head (or in a text the
+    log parser would refuse); or several dumps under rank markers."""
     text = decode_bytes(head[:SNIFF_BYTES])
-    if not _ANY_START.search(text):
-        return False
+    if not _NEW_START.search(text):
+        # A py-spy/faulthandler file: cheap checks first, as thousands may be sniffed.
+        if len(_DUMP_START.findall(text)) < 2:
+            return False
+        if not any(markers.any_rank(line) is not None for line in text.splitlines()):
+            return False
     lines = text.splitlines()
     if len(head) >= SNIFF_BYTES and len(lines) > 1:
         lines = lines[:-1]
@@ -167,7 +202,11 @@ class StackTextParser:
             attach_stacks(parsed, path, display_path, own_events=True)
             parsed.notes.append(f"{display_path}: large stacks file; its log lines were not read")
         else:
-            parsed = LogParser().parse(path, display_path)
+            token = _STACKS_FILE.set(True)
+            try:
+                parsed = LogParser().parse(path, display_path)
+            finally:
+                _STACKS_FILE.reset(token)
             if not any(p.stack_samples for p in parsed.processes):
                 parsed = attach_stacks(parsed, path, display_path)  # the log hook is missing
         parsed.kind = InputKind.STACK_TEXT

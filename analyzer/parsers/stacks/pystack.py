@@ -18,7 +18,9 @@ PYSTACK_START = re.compile(
     r"Traceback for thread (\d+)(?: \((.*?)\))?((?: \[[^\]]*\])*) \(most recent call last\):\s*$"
 )
 _PY_FRAME = re.compile(r'\(Python\) File "(.*)", line (\d+|\?), in (.*?)\s*$')
-_C_FRAME = re.compile(r'\(C\) File "(.*)", line (\d+|\?), in (.*?)(?: \(inlined\))?(?: \((\S*)\))?\s*$')
+_C_FRAME = re.compile(
+    r'\(C\) File "(.*)", line (\d+|\?), in (.*?)(?: \(inlined\))?(?: \((\S*)\))?\s*$'
+)
 PYSTACK_FRAME_START = re.compile(r'\((?:Python|C)\) File "')
 
 
@@ -53,8 +55,16 @@ def parse_pystack(lines: Lines, i: int) -> tuple[Block | None, int]:
             elif m := _C_FRAME.match(stripped):
                 line = int(m.group(2)) if m.group(2).isdigit() else None
                 file = m.group(1) if m.group(1) not in ("???", "") else (m.group(4) or "??")
-                frames.append(Frame(function=m.group(3).removesuffix(" ()"), file=file, line=line, native=True))
-            elif not stripped or lines[i][1][:1] in " \t" or stripped.startswith(("(", "Arguments", "Locals")):
+                frames.append(
+                    Frame(
+                        function=m.group(3).removesuffix(" ()"), file=file, line=line, native=True
+                    )
+                )
+            elif (
+                not stripped
+                or lines[i][1][:1] in " \t"
+                or stripped.startswith(("(", "Arguments", "Locals"))
+            ):
                 pass  # source lines, locals, "(no Python frames)"
             else:
                 break
@@ -65,7 +75,9 @@ def parse_pystack(lines: Lines, i: int) -> tuple[Block | None, int]:
                 frames=tuple(reversed(frames)),
                 os_thread_id=tid,
                 name=header.group(2) if header else None,
-                owns_gil=True if "Has the GIL" in status else (False if "Waiting for the GIL" in status else None),
+                owns_gil=True
+                if "Has the GIL" in status
+                else (False if "Waiting for the GIL" in status else None),
                 is_main=outer_py is not None and outer_py.function == "<module>",
             )
         )

@@ -21,8 +21,10 @@ from hangdoc.analyzer.parsers.stacks.native import CPP_START, parse_cpp
 TB_START = re.compile(r"Traceback \(most recent call last\):\s*$")
 PYBT_START = re.compile(r"Traceback \(most recent call first\):\s*$")
 # py-bt of old gdb/Python 2 builds prints no header: "#4 file '…/threading.py', in 'wait'".
-PYBT_OLD_START = re.compile(r"#\d+ (?:file '.*', in '.*'|<built-in (?:method|function) \w+|Waiting for)")
-_THREAD_EXC = re.compile(r'Exception in thread (.+?)(?: \(.*\))?:\s*$')
+PYBT_OLD_START = re.compile(
+    r"#\d+ (?:file '.*', in '.*'|<built-in (?:method|function) \w+|Waiting for)"
+)
+_THREAD_EXC = re.compile(r"Exception in thread (.+?)(?: \(.*\))?:\s*$")
 _FILE = re.compile(r'\s*File "(.*)", line (\d+|\?)(?:, in (.*))?\s*$')
 _OLD_PYBT = re.compile(r"\s*#\d+ file '(.*)', in '(.*)'\s*$")
 _BUILTIN = re.compile(r"\s*<built-in (?:method|function) (\w+)")
@@ -49,6 +51,10 @@ def exception_line(text: str) -> tuple[str, str] | None:
     if not (leaf[:1].isupper() or "." in exc_type):
         return None
     return exc_type, (m.group(2) or "").strip()
+
+
+def _exception_text(exc: tuple[str, str]) -> str:
+    return f"{exc[0]}: {exc[1]}" if exc[1] else exc[0]
 
 
 def _one_traceback(lines: Lines, i: int) -> tuple[list[Frame], int]:
@@ -100,7 +106,11 @@ def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
             # A message may run on over several lines, up to a blank line or a chain.
             while i < len(lines) and len(message_lines) < _MAX_MESSAGE_LINES:
                 text = lines[i][1]
-                if not text.strip() or text.strip().startswith(_CHAIN) or TB_START.match(text.strip()):
+                if (
+                    not text.strip()
+                    or text.strip().startswith(_CHAIN)
+                    or TB_START.match(text.strip())
+                ):
                     break
                 if CPP_START.match(text.strip()):
                     break
@@ -115,7 +125,7 @@ def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
                 k += 1
             if k < len(lines) and TB_START.match(lines[k][1].strip()):
                 if exc is not None:
-                    causes.append(f"{exc[0]}: {exc[1]}".rstrip(": "))
+                    causes.append(_exception_text(exc))
                 i = k
                 continue
         break
@@ -124,16 +134,19 @@ def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
         cpp, i = parse_cpp(lines, i)
         if cpp is not None and cpp.threads:
             native = list(cpp.threads[0].frames)
-    if not frames and exc is None:
+    if exc is None:
+        # Python prints the exception right under the innermost frame: without it the
+        # paste was cut, and the frames left would pass an outer call for where the
+        # thread was. Not a stack the rules can trust.
         return None, i
-    text = f"{exc[0]}: {exc[1]}".rstrip(": ") if exc else None
-    if text and causes:
-        text += " (while handling " + "; ".join(causes) + ")"
+    summary = _exception_text(exc) if exc else None
+    if summary and causes:
+        summary += " (while handling " + "; ".join(causes) + ")"
     thread = ThreadStack(
         frames=tuple(native) + tuple(reversed(frames)),
         name=name,
         is_main=name is None,
-        exception=text,
+        exception=summary,
     )
     block = Block(kind="traceback", start=start, threads=[thread], end=lines[i - 1][0])
     if exc is not None:
@@ -155,7 +168,9 @@ def parse_pybt_frames(lines: Lines, i: int) -> tuple[list[Frame], bool | None, i
             frames.append(Frame(function=m.group(3) or "?", file=m.group(1), line=line))
         elif m := _OLD_PYBT.match(text):
             frames.append(Frame(function=m.group(2), file=m.group(1)))
-        elif m := _BUILTIN.match(text) or re.match(r"\s*#\d+ <built-in (?:method|function) (\w+)", text):
+        elif m := _BUILTIN.match(text) or re.match(
+            r"\s*#\d+ <built-in (?:method|function) (\w+)", text
+        ):
             frames.append(Frame(function=m.group(1), file="<built-in>", native=True))
         elif "Waiting for the GIL" in stripped or "Waiting for a lock (e.g. GIL)" in stripped:
             waits_gil = True
@@ -170,10 +185,10 @@ def parse_pybt_frames(lines: Lines, i: int) -> tuple[list[Frame], bool | None, i
 def parse_pybt(lines: Lines, i: int) -> tuple[Block | None, int]:
     """A bare ``py-bt`` (no gdb thread header above it), with or without its header."""
     start = lines[i][0]
-    frames, waits_gil, i = parse_pybt_frames(lines, i if PYBT_START.match(lines[i][1].strip()) else i - 1)
+    frames, waits_gil, i = parse_pybt_frames(
+        lines, i if PYBT_START.match(lines[i][1].strip()) else i - 1
+    )
     if not frames:
         return None, i
-    thread = ThreadStack(
-        frames=tuple(frames), is_main=True, owns_gil=False if waits_gil else None
-    )
+    thread = ThreadStack(frames=tuple(frames), is_main=True, owns_gil=False if waits_gil else None)
     return Block(kind="py-bt", start=start, threads=[thread], dump=True, end=lines[i - 1][0]), i

@@ -22,8 +22,8 @@ from hangdoc.analyzer.parsers.stacks.native import (
     CPP_FRAME_START,
     CPP_START,
     GDB_FRAME,
-    cpp_message,
     GDB_THREAD,
+    cpp_message,
     parse_cpp,
     parse_gdb,
 )
@@ -111,16 +111,29 @@ class _Proc:
         last.children.extend(block.children)
 
 
-def _is_cause(block: Block) -> bool:
+def _died_of(block: Block) -> bool:
     """An uncaught exception of the main thread that is not a consequence of another
-    rank's failure (the same test as HD030): that process died of it."""
+    rank's failure (HD030's own test): that process died of it. ``exited`` is what
+    HD003 reports as a dead rank, so a timeout every rank raises does not set it."""
     if block.kind != "traceback" or not block.threads or not block.threads[0].is_main:
         return False
     text = f"{block.exc_type or ''} {block.exc_message or ''}"
     return bool(block.exc_type) and not CONSEQUENCE_TEXT.search(text)
 
 
-Recogniser = Callable[[Lines, int], "tuple[list[Block], int]"]
+def logged_elsewhere(block: Block) -> bool:
+    """In a log, a record the log parser already turns into an event and that would
+    only add a misleading sample: the watchdog's own C++ stack, and a traceback of a
+    consequence (a timeout, an NCCL error). Kept as a stack, either would be a second
+    sample of its rank next to a py-spy dump from another file, and the progress check
+    (first vs last sample) would read the difference as the rank having moved, and its
+    ``exited`` would hide that rank's live dump from the stack rules. A traceback of a
+    cause is kept: that rank died of it."""
+    if block.kind == "cpp":
+        return True
+    if block.kind != "traceback" or not block.exc_type:
+        return False
+    return bool(CONSEQUENCE_TEXT.search(f"{block.exc_type} {block.exc_message or ''}"))
 
 
 class _Scanner:
@@ -137,6 +150,7 @@ class _Scanner:
         self.notes = notes
         self.result = ScanResult()
         self.capped = False
+        self.in_log = False
         self.procs: list[_Proc] = []
         self.by_rank: dict[tuple[str | None, int], _Proc] = {}
         self.by_pid: dict[tuple[str | None, int], _Proc] = {}
@@ -204,6 +218,8 @@ class _Scanner:
                 rank = close if close is not None else sticky
                 self.result.marker_ranked += rank is not None
             for block in blocks:
+                if self.in_log and logged_elsewhere(block):
+                    continue
                 self._place(block, rank, stream, sticky_local, pid_hint)
                 self.result.stack_lines += max(1, block.end - block.start + 1)
             pid_hint = None
@@ -259,13 +275,22 @@ class _Scanner:
         return proc
 
     def _place(
-        self, block: Block, rank: int | None, stream: Stream, local: int | None, pid_hint: int | None
+        self,
+        block: Block,
+        rank: int | None,
+        stream: Stream,
+        local: int | None,
+        pid_hint: int | None,
     ) -> None:
         self.result.blocks += 1
         self.result.kinds.add(block.kind)
         pid = block.pid or stream.pid or (pid_hint if block.dump else None)
         proc = self._find(rank, pid, stream, block)
-        proc.local_rank = proc.local_rank if proc.local_rank is not None else (stream.local_rank if stream.local_rank is not None else local)
+        proc.local_rank = (
+            proc.local_rank
+            if proc.local_rank is not None
+            else (stream.local_rank if stream.local_rank is not None else local)
+        )
         proc.cmdline = proc.cmdline or block.cmdline
         main_tid = proc.pid
         threads = []
@@ -278,7 +303,7 @@ class _Scanner:
         if block.kind == "cpp" and not block.exc_message and threads and threads[0].exception:
             self._cpp_message_above(block)
         proc.add(block)
-        proc.exited = proc.exited or block.exited or _is_cause(block)
+        proc.exited = proc.exited or block.exited or _died_of(block)
         if block.kind == "traceback":
             span = Span(block.start, block.end, proc.rank, block.exc_type, block.exc_message)
             self.result.spans.append(span)
@@ -328,10 +353,13 @@ class _Scanner:
         return self.result
 
 
-def scan_text(text: str, source: str, notes: list[str]) -> ScanResult:
-    """Every stack in ``text``, grouped into processes. Never raises on odd text."""
+def scan_text(text: str, source: str, notes: list[str], in_log: bool = False) -> ScanResult:
+    """Every stack in ``text``, grouped into processes. ``in_log``: the text is a log,
+    whose post-mortem records of consequences are left out (``logged_elsewhere``).
+    Never raises on odd text."""
     streams = split_streams(markers.relabel_srun(text))
     scanner = _Scanner(source, notes, streams)
+    scanner.in_log = in_log
     for stream in streams:
         scanner.stream(stream)
     return scanner.finish()

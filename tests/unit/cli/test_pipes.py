@@ -119,3 +119,31 @@ def test_closed_pipe_ends_quietly() -> None:
 def test_no_progress_spinner_when_stderr_is_not_a_terminal(hangdoc: Run) -> None:
     done = hangdoc("analyze", DUMP, "--json", "-")
     assert "analyzing…" not in done.stderr and "\x1b[" not in done.stderr
+
+
+def test_progress_spinner_on_a_terminal_for_a_long_analysis(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # GIVEN stderr is a terminal and every analysis counts as long
+    import io
+
+    from rich.console import Console
+
+    import hangdoc.cli as cli
+    import hangdoc.cli_streams as streams
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "err_console", Console(file=screen, force_terminal=True))
+    monkeypatch.setattr(streams, "PROGRESS_AFTER_S", 0.0)
+    real = cli.run_analysis
+
+    def slow(*args: object, **kwargs: object) -> object:
+        import time
+
+        time.sleep(0.5)  # long enough for the spinner to draw
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli, "run_analysis", slow)
+    # WHEN analyzed THEN the spinner was drawn on stderr, and is gone at the end
+    assert cli.main(["analyze", DUMP, "--json", str(tmp_path / "f.json")]) == 0
+    assert "analyzing…" in screen.getvalue()

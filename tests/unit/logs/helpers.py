@@ -25,9 +25,10 @@ LOG_RULE_MODULES = (
     "hd030_rank_died_first", "hd031_cuda_oom_first", "hd032_lagging_rank",
     "hd033_timeout_op_mismatch", "hd034_timeout_size_mismatch", "hd035_detail_mismatch",
     "hd036_frtrace_report", "hd037_monitored_barrier", "hd038_timeout_cause_unknown",
-    "hd039_slow_rank_work", "hd040_uneven_data_counts", "hd200_nccl_transport_error", "hd201_nccl_init_incomplete",
-    "hd202_nccl_bootstrap_interface", "hd203_nccl_config_mismatch", "hd204_nccl_coll_divergence",
-    "hd205_nccl_ras_report", "hd300_gpu_xid", "hd301_gpu_ecc_or_lost", "hd302_gpu_p2p_topology",
+    "hd039_slow_rank_work", "hd040_uneven_data_counts", "hd200_nccl_transport_error",
+    "hd201_nccl_init_incomplete", "hd202_nccl_bootstrap_interface", "hd203_nccl_config_mismatch",
+    "hd204_nccl_coll_divergence", "hd205_nccl_ras_report", "hd300_gpu_xid",
+    "hd301_gpu_ecc_or_lost", "hd302_gpu_p2p_topology",
 )  # fmt: skip
 
 

@@ -83,7 +83,8 @@ def test_lightning_ddp_init_names_global_rank_and_world(tmp_path: Path) -> None:
 def test_ray_pid_prefix_follows_the_nccl_init_of_that_pid(tmp_path: Path) -> None:
     parsed = _console(
         tmp_path,
-        "node1:4009:4009 [0] NCCL INFO comm 0x55 rank 1 nranks 2 cudaDev 0 busId 4000 - Init COMPLETE\n"
+        "node1:4009:4009 [0] NCCL INFO comm 0x55 rank 1 nranks 2 cudaDev 0 busId 4000 - "
+        "Init COMPLETE\n"
         "\x1b[36m(RayWorkerWrapper pid=4009, ip=10.0.0.2)\x1b[0m RuntimeError: CUDA error: "
         "an illegal memory access was encountered\n",
     )
@@ -153,7 +154,11 @@ def test_progress_is_not_a_data_length(line: str) -> None:
     ("line", "kind"),
     [
         ("NCCL WARN Cuda failure 'out of memory'", "cuda_oom"),
-        (":1234:5678 [0] NCCL INFO comm 0x55 rank 3 nranks 8 cudaDev 3 busId 4000 - Init COMPLETE", "nccl_init"),
+        (
+            ":1234:5678 [0] NCCL INFO comm 0x55 rank 3 nranks 8 cudaDev 3 busId 4000 - "
+            "Init COMPLETE",
+            "nccl_init",
+        ),
         (
             "[1] NCCL INFO AllReduce: opCount 3 sendbuff 0x7f recvbuff 0x7f count 1024 datatype 7 "
             "op 0 root 0 comm 0x55 [nranks=8] stream 0x1",

@@ -97,28 +97,59 @@ def test_topology_line_attributes_the_processes_warn() -> None:
 # ---- store, rendezvous, init ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("name", "ranks", "expected"),
-    [
-        ("metaseq-52_store_barrier_timeout.txt", [4330], ("2048", "1792")),
-        ("megatron-deepspeed-338_store_barrier_two_ranks.txt", [5, 7], ("8", "4")),
-    ],
-)
-def test_store_based_barrier_timeout(name: str, ranks: list[int], expected: tuple[str, str]) -> None:
-    parsed = _parse(name)
-    found = events(parsed, "store_timeout")
+_BARRIER_PASTES = [
+    ("metaseq-52_store_barrier_timeout.txt", [4330], ("2048", "1792")),
+    ("megatron-deepspeed-338_store_barrier_two_ranks.txt", [5, 7], ("8", "4")),
+]
+
+
+@pytest.mark.parametrize(("name", "ranks", "expected"), _BARRIER_PASTES)
+def test_store_based_barrier_timeout(
+    name: str, ranks: list[int], expected: tuple[str, str]
+) -> None:
+    found = [
+        (r, fields(e))
+        for r, e in events(_parse(name), "store_timeout")
+        if fields(e)["error"] == "store_barrier"
+    ]
     assert sorted(r for r, _ in found if r is not None) == ranks
-    f = fields(found[0][1])
-    assert f["error"] == "store_barrier" and (f["expected"], f["joined"]) == expected
+    assert (found[0][1]["expected"], found[0][1]["joined"]) == expected
     diagnosis = diagnose(PASTES / name)
     [finding] = findings_of(diagnosis, "HD201")
     assert finding.category.value == "nccl_init_or_bootstrap_hang"
     assert "store barrier" in finding.title
 
 
+def test_store_barrier_waits_without_completion() -> None:
+    """metaseq#52's second paste: ranks 0 and 2 logging "Waiting in store based barrier …
+    (world_size=2, worker_count=3 …)" with no "Completed store-based barrier" after."""
+    waits = [
+        (r, fields(e))
+        for r, e in events(_parse("metaseq-52_store_barrier_timeout.txt"), "store_timeout")
+        if fields(e)["error"] == "store_barrier_wait"
+    ]
+    assert sorted(r for r, _ in waits if r is not None) == [0, 2]
+    assert {f["keys"] for _, f in waits} == {"store_based_barrier_key:1"}
+
+
+def test_a_completed_store_barrier_is_not_a_hang(tmp_path: Path) -> None:
+    """The same wait lines, followed by torch's completion line for that key."""
+    path = tmp_path / "console.txt"
+    lines = (PASTES / "metaseq-52_store_barrier_timeout.txt").read_text().splitlines()[3:]
+    lines += [
+        "2022-05-10 05:38:43 | INFO | torch.distributed.distributed_c10d | Rank 0: Completed "
+        "store-based barrier for key:store_based_barrier_key:1 with 2 nodes."
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    assert not findings_of(diagnose(path), "HD201")
+
+
 @pytest.mark.parametrize(
     ("name", "ranks"),
-    [("sglang-20859_tcpstore_reset.txt", [8, 12]), ("vllm-18492_tcpstore_recvvector_reset.txt", [1])],
+    [
+        ("sglang-20859_tcpstore_reset.txt", [8, 12]),
+        ("vllm-18492_tcpstore_recvvector_reset.txt", [1]),
+    ],
 )
 def test_store_connection_reset(name: str, ranks: list[int]) -> None:
     """TCPStore.cpp "recvValue/recvVector failed on SocketImpl(…): Connection reset by peer"

@@ -99,3 +99,21 @@ def test_empty_diagnosis_still_gives_a_summary() -> None:
     md = render_markdown(empty_job())
     assert md.startswith("## hangdoc: Inconclusive")
     assert "**Inputs:** 0 files, all read." in md
+
+
+def test_strided_sets_and_the_wavefront_in_words() -> None:
+    # GIVEN 1,024 ranks where rank 1019 issued broadcast and its dp group all_reduce
+    from tests.browser.scale_job import grid_job
+
+    md = render_markdown(grid_job(1024))
+    # THEN the waiting ranks are one stride, and the legend explains the form once
+    assert "**Waiting:** ranks `3-1011:8` (127)" in md
+    assert md.count("every 8th rank from 3 to 1019") == 1
+    # AND the wavefront picture's words stand in for it
+    assert "- dp (8 groups): rank 1019 issued a different collective" in md
+    assert "- 136 of 137 process groups fully matched" in md
+    assert len(md.splitlines()) < MAX_LINES
+
+
+def test_no_legend_without_strides() -> None:
+    assert "every 8th rank" not in render_markdown(checkpoint_job(16), rules=FAKE_RULES)

@@ -28,7 +28,7 @@ def test_concatenated_formats_each_take_the_marker_above_them() -> None:
             "RANK=0",
             paste("pystack/pystack_readme.txt"),
             "GLOBAL_RANK: 1",
-            paste("pyspy/accelerate_3104.txt"),
+            (SAMPLES / "pyspy" / "dump.txt").read_text(),
             "=== rank 2 ===",
             paste("gdb/pytorch_4679.txt"),
             "------ Rank 3 ------",
@@ -165,7 +165,7 @@ def test_every_cut_of_a_paste_parses(name: str) -> None:
 
 def test_garbage_never_raises() -> None:
     rng = random.Random(7)
-    alphabet = "#0 Thread (LWP) \"File\", line in frame #: Traceback\n\t\x00\x1b[31m\r[rank]:=é"
+    alphabet = '#0 Thread (LWP) "File", line in frame #: Traceback\n\t\x00\x1b[31m\r[rank]:=é'
     for _ in range(200):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
         extract_stacks(text, "t")
@@ -174,3 +174,31 @@ def test_garbage_never_raises() -> None:
     extract_stacks("#0 " + "(" * 5000 + ")" * 10, "t")
     extract_stacks("frame #0: " + "x" * 100000, "t")
     extract_stacks(bytes(range(256)).decode("latin-1") * 50, "t")
+
+
+def test_traceback_cut_before_its_exception_is_not_a_stack() -> None:
+    # the innermost frames of a cut traceback are missing: its last frame left (here
+    # c10d_logger's wrapper) would pass for where the rank was
+    cut = "\n".join(VLLM.splitlines()[:13])
+    assert scan(cut).processes == []
+    # the same lines with their exception are a stack
+    assert len(scan(VLLM).processes) == 1
+
+
+def test_local_rank_header_is_a_local_rank_only() -> None:
+    proc = only_process("LOCAL_RANK=2\n" + MTR)
+    assert (proc.rank, proc.local_rank) == (None, 2)
+
+
+def test_thread_apply_all_py_bt_gives_python_frames_per_thread() -> None:
+    # "thread apply all py-bt": gdb thread headers (real) over py-bt output (real)
+    headers = [
+        line for line in paste("gdb/pytorch_4679.txt").splitlines() if line.startswith("Thread")
+    ]
+    py_bt = paste("pybt/voltron_232.txt").split("(gdb) py-bt\n", 1)[1]
+    proc = only_process("\n\n".join(f"{header}\n{py_bt}" for header in headers))
+    stacks = threads(proc)
+    assert [t.os_thread_id for t in stacks] == [3514, 3515, 3511]
+    assert [t.is_main for t in stacks] == [False, False, True]
+    for thread in stacks:
+        assert thread.frames[1].function == "wait" and not thread.frames[1].native

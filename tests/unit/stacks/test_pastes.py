@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hangdoc.rules.activity import classify_thread, is_user_frame
 from hangdoc.rules.catalog import Tag
+from tests.unit.parsers.helpers import SAMPLES
 from tests.unit.stacks.helpers import only_process, paste, scan, threads
 
 
@@ -73,6 +74,8 @@ def test_py_bt_python_frames_with_paths() -> None:
     )
     assert get.function == "get"
     assert classify_thread(thread).has(Tag.LOCK_WAIT)
+    # library frames (the standard library, site-packages) are told from job code
+    assert not is_user_frame(wait) and not is_user_frame(thread.frames[3])
 
 
 def test_py_bt_old_format_two_processes() -> None:
@@ -98,6 +101,7 @@ def test_pystack_remote() -> None:
         "<module>",
     ]
     assert thread.frames[0].file == "/test.py" and thread.frames[0].line == 14
+    assert is_user_frame(thread.frames[0])
 
 
 def test_pystack_native_frames_without_header() -> None:
@@ -183,7 +187,7 @@ def test_python_traceback_ranked_collective() -> None:
     assert [f.function for f in thread.frames] == ["all_reduce", "wrapper", "<module>"]
     activity = classify_thread(thread)
     assert activity.collective is not None and activity.collective.op == "all_reduce"
-    # a consequence (NCCL error): the rank is not marked dead by its traceback
+    # a consequence (NCCL error): not marked dead by its traceback (HD003 would say so)
     assert not proc.exited
 
 
@@ -205,10 +209,24 @@ def test_pyspy_dumps_with_stack_dump_headers() -> None:
 
 
 def test_pyspy_text_in_scan_matches_its_parser() -> None:
-    proc = only_process(paste("pyspy/accelerate_3104.txt"))
+    # the project's own recorded py-spy dump reads the same inside the scanner
+    proc = only_process((SAMPLES / "pyspy" / "dump.txt").read_text())
+    assert proc.pid == 9106 and proc.cmdline == "/opt/venv/bin/python sleeper.py"
     stacks = threads(proc)
-    assert stacks[0].name == "MainThread" and stacks[0].is_main
-    gather = stacks[-1]
-    activity = classify_thread(gather)
-    assert activity.collective is not None
-    assert activity.collective.op == "all_gather_into_tensor"
+    assert [t.name for t in stacks] == ["MainThread", "busy", "waiter"]
+    assert [t.is_main for t in stacks] == [True, False, False]
+    assert classify_thread(stacks[0]).has(Tag.CHECKPOINT_SAVE)
+
+
+def test_chained_traceback_under_ray_and_rank_prefixes() -> None:
+    proc = only_process(paste("traceback/ray_47759.txt"))
+    assert (proc.rank, proc.pid) == (1, 43515)  # "[rank1]:" and "(RayTrainWorker pid=…)"
+    [thread] = threads(proc)
+    assert [f.function for f in thread.frames] == [
+        "push_error_to_driver",
+        "ray._raylet.task_execution_handler",
+    ]
+    assert thread.exception == (
+        "AttributeError: 'Worker' object has no attribute 'core_worker' "
+        "(while handling AttributeError: 'Worker' object has no attribute 'core_worker')"
+    )

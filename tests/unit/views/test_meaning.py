@@ -72,3 +72,23 @@ def test_independent_signals_that_agree_are_counted() -> None:
     assert meaning is Meaning.CHECKPOINT
     assert [s.kind for s in signals] == ["frame", "kernel", "log"]
     assert job_meaning([Frame("train_step", "/job/train.py", 5)], ProcessEvidence()) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "user"),
+    [
+        ("torch/distributed/distributed_c10d.py", False),  # py-spy text of site-packages
+        ("deepspeed/runtime/engine.py", False),
+        ("/usr/lib/python3.11/threading.py", False),
+        ("/opt/venv/lib/python3.11/site-packages/torch/serialization.py", False),
+        ("threading.py", False),
+        ("/srv/job/train.py", True),
+        ("train.py", True),
+        ("my_project/checkpointing.py", True),
+        ("/workspace/Megatron-LM/megatron/training/training.py", True),  # a checkout
+    ],
+)
+def test_library_frames_are_told_from_the_jobs_in_every_path_form(path: str, user: bool) -> None:
+    from hangdoc.rules.activity import is_user_frame
+
+    assert is_user_frame(Frame("f", path, 1)) is user

@@ -1,0 +1,116 @@
+"""The only stack in the inputs shows what that process was doing
+
+## What it means
+A ticket often holds the stack of one process only: the rank the reporter could reach with
+py-spy, gdb or pystack, or the faulthandler dump of the rank that timed out. With no other
+rank to compare it with, hangdoc cannot say who waits for whom, but the stack still says
+what this process was doing when it stopped: saving a checkpoint (torch.save, DCP,
+save_pretrained… or the job's own writer), fetching a batch or tearing down DataLoader
+workers, evaluating. That activity is the likely cause; the other ranks are presumably
+waiting for this one in a collective.
+
+## Why it hangs
+A rank that never leaves a save, a data fetch or an evaluation never reaches the next
+collective, and the other ranks wait in it until the timeout. A collective called from
+inside a save or an evaluation on some ranks only (a rank-0-only `save_checkpoint` that
+gathers state) blocks the same way.
+
+## Evidence used
+The main thread's stack of the one process whose stack the inputs hold (any stack format),
+classified with the frame catalog and, where the catalog knows no frame, with what the
+job's own names, open files and last log line say (docs/own_code.md).
+
+## How to confirm
+Take the stacks of every rank (`hangdoc collect --all` on every node, or `py-spy dump` of
+each rank): the others should wait in a collective while this one is still where its stack
+shows. Take a second sample a minute later to see whether it moves.
+
+## How to fix
+As for the activity: see the fix in the finding (a stuck or slow filesystem for a save, a
+dead or blocked worker for the DataLoader, evaluation that runs on some ranks only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.rules.activity import classify_process
+from hangdoc.rules.base import Rule, RuleContext
+from hangdoc.rules.catalog import Tag
+from hangdoc.rules.causes import cause_of, key_frame_text
+from hangdoc.rules.refs import stack_refs
+
+# Activities that name a cause by themselves; a bare collective or a generic wait does not.
+_TELLING = frozenset(
+    {
+        Category.CHECKPOINT_SAVE,
+        Category.DATALOADER,
+        Category.EVAL_SOME_RANKS,
+        Category.IO_STALL,
+        Category.PYTHON_DEADLOCK,
+    }
+)
+
+
+class LoneStack(Rule):
+    __doc__ = __doc__
+    id = "HD108"
+    name = "lone-stack-activity"
+    summary = "the only stack in the inputs shows a save, a data fetch or an evaluation"
+    categories = tuple(sorted(_TELLING))
+    severity = Severity.ERROR
+    requires = frozenset()
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        stacked = [p for p in ctx.evidence.processes if p.stack_samples]
+        if len(stacked) != 1:
+            return  # several processes: the cross-rank stack rules compare them
+        process = stacked[0]
+        activity = classify_process(process.rank if process.rank is not None else -1, process)
+        if activity is None or activity.main is None:
+            return
+        cause = cause_of(activity)
+        if cause.category not in _TELLING:
+            return
+        main = activity.main
+        in_call = main.collective is not None
+        who = process.label if process.rank is not None else "the process"
+        culprits = (process.rank,) if process.rank is not None else ()
+        where = key_frame_text(activity)
+        title = f"{who} {cause.doing}" + (
+            f", waiting in {main.collective.op} inside it" if main.collective else ""
+        )
+        explanation = (
+            f"The inputs hold the stack of one process only ({who}); it "
+            f"{cause.doing.removeprefix('is ')} ({where})"
+            + (
+                f", and is blocked in {main.collective.op} there: a collective that only "
+                "some ranks issue from inside this activity never completes"
+                if main.collective
+                else ""
+            )
+            + ". With no other rank's stack to compare, this activity is the likely cause: "
+            "the other ranks presumably wait for this one in a collective."
+        )
+        if culprits:
+            explanation += f" Collect the other ranks' stacks to confirm ({plural_ranks(culprits)} "
+            explanation += "is the one to compare with)."
+        confidence = 0.6 if not cause.signals else min(0.6, 0.45 + 0.1 * len(cause.signals))
+        if in_call and main.has(Tag.CHECKPOINT_SAVE):
+            confidence += 0.05  # a collective inside a save: the classic rank-0-only save
+        yield Finding(
+            rule=self.id,
+            category=cause.category,
+            severity=self.severity,
+            title=title,
+            explanation=explanation,
+            fix=cause.fix,
+            culprit_ranks=culprits,
+            evidence=tuple(stack_refs([activity])),
+            confidence=round(confidence, 2),
+        )
+
+
+RULE = LoneStack
