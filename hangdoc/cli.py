@@ -444,6 +444,46 @@ def demo(
     run_demo(out, ranks=ranks, recorded=recorded, console=console)
 
 
+@app.command(name="eval")
+def evaluate_casebook(
+    cases: Annotated[
+        Path,
+        typer.Argument(help="The casebook folder (fixtures/cases in a clone).", metavar="DIR"),
+    ] = Path("fixtures/cases"),
+    write: Annotated[
+        Path | None,
+        typer.Option(
+            "--write", help="Write the accuracy tables here (docs/accuracy.md).", metavar="FILE"
+        ),
+    ] = None,
+    split: Annotated[
+        str,
+        typer.Option(
+            help="The split whose accuracy is printed last: train, test, all.", metavar="SPLIT"
+        ),
+    ] = "train",
+    floor: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, max=1.0, help="Fail (status 1) below this train accuracy.", metavar="SHARE"
+        ),
+    ] = None,
+) -> None:
+    """Score hangdoc on a casebook of real reports: accuracy per split, per category,
+    culprits, calibration of the stated confidence (fixtures/cases/README.md)."""
+    from hangdoc.casebook_eval import TRAIN_FLOOR
+    from hangdoc.casebook_report import run_eval
+
+    if split not in ("train", "test", "all"):
+        raise UsageError(f"--split {split!r}", help_text="Choose train, test or all.")
+    if not cases.is_dir():
+        raise UsageError(f"{cases}: not a folder", help_text="Pass the casebook folder.")
+    summary, status = run_eval(cases, write, split, TRAIN_FLOOR if floor is None else floor)
+    sys.stdout.write(summary + "\n")  # Markdown rows: never wrapped
+    if status:
+        raise typer.Exit(status)
+
+
 def _register_node_collect() -> None:
     """The launcher's per-node entry point (hangdoc/jobcli.py), hidden from --help."""
     from hangdoc.jobcli import node_collect

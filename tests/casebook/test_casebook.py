@@ -83,3 +83,19 @@ def test_train_split_stays_above_its_floor() -> None:
     assert splits["all"].refusals == 0, [r.case.case_id for r in splits["all"].results
                                          if r.refused]  # fmt: skip
     assert splits["train"].accuracy >= TRAIN_FLOOR
+
+
+def test_eval_command_writes_the_tables_and_fails_below_the_floor(tmp_path: Path) -> None:
+    from hangdoc.cli import main
+
+    book = tmp_path / "book"
+    book.mkdir()
+    _case(book, "crash", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    _case(book, "wrong", RECORDED / "sigkill.log", "cuda_oom")
+    out = tmp_path / "accuracy.md"
+    assert main(["eval", str(book), "--write", str(out), "--floor", "0.5"]) == 0
+    text = out.read_text()
+    assert "# Accuracy on the casebook" in text and "Train misses" in text
+    # 1 right of 2 in whichever splits they fall: an impossible floor fails the command
+    assert main(["eval", str(book), "--floor", "1.0"]) == 1
+    assert main(["eval", str(book), "--split", "nope"]) == 2

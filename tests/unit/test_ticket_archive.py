@@ -52,6 +52,6 @@ def test_archive_round_trip(tmp_path: Path) -> None:
 def test_archive_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     archive = tmp_path / "ticket.tar.gz"
     archive.write_bytes(b"keep me")
-    assert main(["analyze", str(DUMP), "--archive", str(archive), "-q"]) == 1
+    assert main(["analyze", str(DUMP), "--archive", str(archive), "-q"]) == 2  # bad usage
     assert archive.read_bytes() == b"keep me"
     assert "already exists" in capsys.readouterr().err

@@ -59,6 +59,10 @@ _PYLOG_OLD = re.compile(r"(ERROR|WARNING|INFO|DEBUG|CRITICAL):((?:torch|deepspee
 _TORCH_LOGGER = re.compile(r"((?:torch|deepspeed)[\w.]*): \[(ERROR|WARNING|INFO|DEBUG|CRITICAL)\] ")
 _NEMO = re.compile(r"\[NeMo ([IWEDC]) (\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) [^\]]*\] ?")
 _DETERMINED_RANK = re.compile(r"\[rank=(\d+)\] ?")
+# torchtitan's logger: "[titan] %(asctime)s - %(name)s - %(levelname)s - %(message)s"; the
+# stamp is the ISO layer, then "root - ERROR - " (Python logging's " - "-joined format).
+_TITAN = re.compile(r"\[titan\] ?")
+_PYLOG_DASH = re.compile(r"([\w.]{1,80}) - (ERROR|WARNING|INFO|DEBUG|CRITICAL) - ")
 # A launcher's own tag before torchrun/torch prefixes ("B-nemo-ft3/0 [default1]:[rank1]:",
 # pdsh "node7: [rank3]:"): peeled only when a rank prefix follows it.
 _LEADING_TAG = re.compile(
@@ -95,6 +99,8 @@ def _own_layer(text: str, tag: LineTag) -> int:
         if m := _DETERMINED_RANK.match(text):
             tag.rank = int(m.group(1))
             return m.end()
+        if m := _TITAN.match(text):
+            return m.end()
     if m := _GLOG.match(text):
         tag.level, tag.origin = m.group(1), m.group(6)
         tag.stamp = glog_stamp(m.group(2), ":".join(m.group(3, 4, 5)))
@@ -117,6 +123,9 @@ def _own_layer(text: str, tag: LineTag) -> int:
                 )
                 tag.host = tag.host or m.group(6)
                 return m.end()
+    if tag.stamp is not None and tag.level is None and (m := _PYLOG_DASH.match(text)):
+        tag.level, tag.origin = m.group(2)[0], m.group(1)
+        return m.end()
     if first in "td" and (m := _TORCH_LOGGER.match(text)):
         tag.level, tag.origin = m.group(2)[0], m.group(1)
         return m.end()

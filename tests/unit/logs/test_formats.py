@@ -288,3 +288,25 @@ def test_a_50_mb_log_is_read_head_and_tail_only(
     kept = sum(len(p.log_events) for p in parsed.processes) + len(parsed.job_log_events)
     assert kept < 2_000
     assert elapsed < 60, elapsed
+
+
+def test_coll_lines_with_cut_headers_reach_the_divergence_rule(tmp_path: Path) -> None:
+    """COLL lines whose host:pid:tid was cut, attributed by srun labels: rank 2's last
+    opCount lags, as HD204 compares them."""
+    from tests.unit.logs.helpers import diagnose, findings_of
+
+    lines = []
+    for rank, last in ((0, 0x1C), (1, 0x1C), (2, 0x1A), (3, 0x1C)):
+        for op in range(0x19, last + 1):
+            lines.append(
+                f"{rank}: [{rank}] NCCL INFO AllReduce: opCount {op:x} sendbuff 0x7f5a "
+                f"recvbuff 0x7f5b count 512 datatype 7 op 0 root 0 comm 0x7f0{rank}a0 "
+                "[nranks=4] stream 0x55"
+            )
+    path = tmp_path / "coll.log"
+    path.write_text("\n".join(lines) + "\n")
+    parsed = parse(path)
+    last = {r: fields(e)["opcount"] for r, e in events(parsed, "nccl_coll")}
+    assert last == {0: "28", 1: "28", 2: "26", 3: "28"}
+    [finding] = findings_of(diagnose(path), "HD204")
+    assert finding.culprit_ranks == (2,)
