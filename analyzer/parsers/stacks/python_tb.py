@@ -27,7 +27,7 @@ PYBT_OLD_START = re.compile(
 _THREAD_EXC = re.compile(r"Exception in thread (.+?)(?: \(.*\))?:\s*$")
 _FILE = re.compile(r'\s*File "(.*)", line (\d+|\?)(?:, in (.*))?\s*$')
 _OLD_PYBT = re.compile(r"\s*#\d+ file '(.*)', in '(.*)'\s*$")
-_BUILTIN = re.compile(r"\s*<built-in (?:method|function) (\w+)")
+_BUILTIN = re.compile(r"\s*(?:#\d+ )?<built-in (?:method|function) (\w+)")
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 # "ValueError: msg", "torch.distributed.DistBackendError: msg", "KeyboardInterrupt".
 _EXC_LINE = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::\s?(.*))?$")
@@ -168,9 +168,7 @@ def parse_pybt_frames(lines: Lines, i: int) -> tuple[list[Frame], bool | None, i
             frames.append(Frame(function=m.group(3) or "?", file=m.group(1), line=line))
         elif m := _OLD_PYBT.match(text):
             frames.append(Frame(function=m.group(2), file=m.group(1)))
-        elif m := _BUILTIN.match(text) or re.match(
-            r"\s*#\d+ <built-in (?:method|function) (\w+)", text
-        ):
+        elif m := _BUILTIN.match(text):
             frames.append(Frame(function=m.group(1), file="<built-in>", native=True))
         elif "Waiting for the GIL" in stripped or "Waiting for a lock (e.g. GIL)" in stripped:
             waits_gil = True

@@ -258,3 +258,15 @@ def test_sniffing_a_pyspy_file_does_not_scan_it(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(stacks_parser, "scan_text", broken)
     head = (SAMPLES / "pyspy" / "dump.txt").read_bytes()
     assert not StackTextParser().sniff(head)
+
+
+@pytest.mark.parametrize("parser", [LogParser(), StackTextParser()], ids=["log", "stacks"])
+def test_log_with_nccl_lines_then_a_pyspy_dump_yields_both(tmp_path: Path, parser: Parser) -> None:
+    nccl = "\n".join(paste("traceback/vllm_10453.txt").splitlines()[:8])
+    log = tmp_path / "rank3.log"
+    log.write_text(nccl + "\n" + (SAMPLES / "pyspy" / "dump.txt").read_text())
+    parsed = parser.parse(log, "rank3.log")
+    stacks = [p for p in parsed.processes if p.stack_samples]
+    assert [(p.pid, len(p.stack_samples)) for p in stacks] == [(9106, 1)]
+    events = [e for p in parsed.processes for e in p.log_events] + parsed.job_log_events
+    assert any("NCCL INFO" in e.text for e in events)
