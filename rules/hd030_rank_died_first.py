@@ -114,11 +114,24 @@ def _exception_is_consequence(exc_type: str, message: str) -> bool:
     return bool(CONSEQUENCE_TEXT.search(exc_type) or CONSEQUENCE_TEXT.search(message))
 
 
+def _host_memory(exc_type: str, message: str) -> bool:
+    """Ray's memory monitor kills a task or actor for *host* RAM and says so with an
+    exception named OutOfMemoryError ("Task was killed due to the node running low on
+    memory"): not a GPU OOM."""
+    return "running low on memory" in message or exc_type.startswith("ray.exceptions.")
+
+
 def death_of(p: Placed) -> Death | None:
     """The event as a cause candidate, or None when it is a consequence or context."""
     kind = p.kind
     exc_type, message = p.get(F_EXC_TYPE) or "", p.get(F_MESSAGE) or ""
     signal = p.get(F_SIGNAL)
+    if (
+        kind != EventKind.HOST_OOM_KILL
+        and _host_memory(exc_type, message)
+        and ("OutOfMemoryError" in exc_type or "low on memory" in message)
+    ):
+        return Death(p.rank, "host_oom", "killed for host memory (Ray memory monitor)", p, True)
     if kind == EventKind.CUDA_OOM:
         return Death(p.rank, "cuda_oom", "CUDA out of memory" + _tried(p), p, True)
     if "OutOfMemoryError" in exc_type or "CUDA out of memory" in message:

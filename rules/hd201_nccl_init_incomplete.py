@@ -183,6 +183,8 @@ class NcclInitIncomplete(Rule):
             )
         elif error == "store_connection":
             what = f"the connection to the TCPStore failed ({first.get('message')})"
+        elif error == "rendezvous_connection":
+            what = "the elastic agents could not connect to the c10d rendezvous store"
         elif error == "rendezvous_closed":
             what = "the rendezvous was closed (another agent gave up or the job was stopped)"
         else:

@@ -111,7 +111,11 @@ def rank_progress(process: ProcessEvidence) -> RankProgress:
 
 def _rank_progress(process: ProcessEvidence) -> RankProgress:
     reasons: list[str] = []
-    stacks = process.stack_samples
+    # A traceback is where an exception was raised, not a sample of a live stack: two of
+    # them, or one beside a py-spy dump of the same rank, say nothing about progress.
+    stacks = [
+        s for s in process.stack_samples if not all(t.exception is not None for t in s.threads)
+    ]
     procs = [p for p in process.proc_samples if p.alive]
     samples = max(len(stacks), len(procs))
     stack_moved = False

@@ -28,8 +28,10 @@ EXCEPTION_LINE = re.compile(
     r"(?:\[[^\]]*\])?(?::\s?(?P<msg>.*))?$"
 )
 _OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
+    r"CUDA out of memory|OutOfMemoryError|CUDA [Ee]rror: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
 )
+# Ray's memory monitor (host RAM), whose exception is also named OutOfMemoryError.
+_RAY_HOST_OOM = re.compile(r"killed due to the node running low on memory")
 _OOM_SIZE = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTP]i?B)")
 _OOM_GPU = re.compile(r"\(GPU (\d+);|GPU (\d+) has a total capac")
 _CUDA_ERROR = re.compile(
@@ -144,6 +146,9 @@ def match_process(text: str) -> Hit | None:
     if not any(k in text for k in _KEYS):
         return None
     fields: dict[str, str] = {}
+    if "low on memory" in text and _RAY_HOST_OOM.search(text):
+        fields.update({"name": "ray memory monitor", F_MESSAGE: text.strip()[:300]})
+        return Hit(EventKind.HOST_OOM_KILL, fields, key=("rayhostoom",))
     if _OOM.search(text):
         size = _OOM_SIZE.search(text)
         gpu = _OOM_GPU.search(text)

@@ -145,7 +145,8 @@ _UNIQUE_ID = re.compile(
     r"but store->get\('[^']*'\) got (?:error|exception): (?P<why>.*)"
 )
 _RENDEZVOUS = re.compile(
-    r"RendezvousTimeoutError|Rendezvous timed out|RendezvousClosedError|DistStoreError: "
+    r"RendezvousTimeoutError|Rendezvous timed out|RendezvousClosedError|RendezvousConnectionError"
+    r"|DistStoreError: "
     r"(?P<store>.*)"
 )
 _GLOO_TIMEOUT = re.compile(
@@ -461,8 +462,12 @@ def _store(text: str) -> Hit | None:
         fields.update({F_ERROR: "store_connection", F_MESSAGE: why})
         return Hit(EventKind.STORE_TIMEOUT, fields, key=("store", "socket", why))
     elif (m := _RENDEZVOUS.search(text)) is not None:
-        closed = "RendezvousClosedError" in text
-        fields[F_ERROR] = "rendezvous_closed" if closed else "rendezvous"
+        if "RendezvousClosedError" in text:
+            fields[F_ERROR] = "rendezvous_closed"
+        elif "RendezvousConnectionError" in text:
+            fields[F_ERROR] = "rendezvous_connection"  # the c10d rendezvous store unreachable
+        else:
+            fields[F_ERROR] = "rendezvous"
         put(fields, F_MESSAGE, m.group("store"))
     else:
         return None

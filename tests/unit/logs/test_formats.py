@@ -310,3 +310,75 @@ def test_coll_lines_with_cut_headers_reach_the_divergence_rule(tmp_path: Path) -
     assert last == {0: "28", 1: "28", 2: "26", 3: "28"}
     [finding] = findings_of(diagnose(path), "HD204")
     assert finding.culprit_ranks == (2,)
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "expected"),
+    [
+        (
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+            "memory.",
+            "host_oom_kill",
+            {"name": "ray memory monitor"},
+        ),
+        (
+            "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+            "cuda_oom",
+            {},
+        ),
+        (
+            '    "message": "RendezvousConnectionError: The connection to the C10d store has '
+            'failed. See inner exception for details.",',
+            "store_timeout",
+            {"error": "rendezvous_connection"},
+        ),
+        (
+            "hpc-25-14:18569:18835 [0] bootstrap.cc:131 NCCL WARN Bootstrap Root : rank 1 of 8 "
+            "ranks has already checked in",
+            "nccl_config_error",
+            {"error": "duplicate_rank", "rank_a": "1"},
+        ),
+        (
+            "pytorch-fairseq-worker-0:16:63 [0] NCCL INFO Call to connect returned Connection "
+            "refused, retrying",
+            "nccl_transport_error",
+            {"error": "connect_connection_refused", "retrying": "1"},
+        ),
+        ("Process 0 exit with status code 137.", "worker_failed", {"signal": "SIGKILL"}),
+        (
+            "h:1:2 [0] transport.cc:154 NCCL WARN Cuda failure 2 'out of memory'",
+            "cuda_oom",
+            {"error": "out of memory"},
+        ),
+    ],
+)
+def test_more_failure_lines(line: str, kind: str, expected: dict[str, str]) -> None:
+    hit = recognise_line(line)
+    assert hit is not None and hit.kind.value == kind, hit
+    for key, value in expected.items():
+        assert hit.fields[key] == value
+
+
+def test_connect_retries_before_a_completed_init_are_not_a_failure(tmp_path: Path) -> None:
+    from tests.unit.logs.helpers import diagnose, findings_of
+
+    head = "node0:16:63 [0] NCCL INFO "
+    path = tmp_path / "nccl.log"
+    retry = head + "Call to connect returned Connection refused, retrying\n"
+    done = head + "comm 0x55 rank 0 nranks 2 cudaDev 0 busId 4000 - Init COMPLETE\n"
+    path.write_text(retry * 3 + done)
+    assert not findings_of(diagnose(path), "HD200")
+    path.write_text(retry * 3)
+    [finding] = findings_of(diagnose(path), "HD200")
+    assert finding.category.value == "nccl_init_or_bootstrap_hang"
+
+
+def test_ray_host_memory_kill_is_not_a_gpu_oom(tmp_path: Path) -> None:
+    from tests.unit.logs.helpers import diagnose
+
+    path = tmp_path / "console.txt"
+    path.write_text(
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+    )
+    categories = [f.category.value for f in diagnose(path).findings]
+    assert "cuda_oom" not in categories
