@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from dataclasses import replace
 
+from hangdoc.analyzer.calibration import calibrated
 from hangdoc.analyzer.diagnosis import Diagnosis, NotEvaluated
 from hangdoc.analyzer.model import Evidence, Finding, Severity, Verdict
 from hangdoc.rules import all_rules
@@ -19,20 +20,26 @@ from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.progress import progress_cache
 
 
-def analyze(evidence: Evidence, rules: tuple[type[Rule], ...] | None = None) -> Diagnosis:
+def analyze(
+    evidence: Evidence, rules: tuple[type[Rule], ...] | None = None, *, calibrate: bool = True
+) -> Diagnosis:
+    """Run the rules; with ``calibrate`` (the default) each finding's confidence is the
+    calibrated one (analyzer/calibration.py); without, the rules' own (to measure them)."""
     # Rules build many small acyclic objects (one per rank and rule at 16k ranks); the
     # cyclic collector would rescan the whole Evidence again and again for nothing.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         with progress_cache():
-            return _analyze(evidence, rules)
+            return _analyze(evidence, rules, calibrate)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _analyze(evidence: Evidence, rules: tuple[type[Rule], ...] | None) -> Diagnosis:
+def _analyze(
+    evidence: Evidence, rules: tuple[type[Rule], ...] | None, calibrate: bool
+) -> Diagnosis:
     activities = classify_ranks(evidence)
     ctx = RuleContext(evidence=evidence, activities=activities)
     chosen = rules if rules is not None else all_rules()
@@ -59,6 +66,8 @@ def _analyze(evidence: Evidence, rules: tuple[type[Rule], ...] | None) -> Diagno
                 f"rule {rule_cls.id} failed on these inputs ({type(exc).__name__}: {exc}); "
                 "the other rules ran. Please report it with the inputs."
             )
+    if calibrate:
+        findings = [calibrated(f) for f in findings]
     findings.sort(key=Finding.sort_key)
     verdict = _verdict(findings)
     if verdict is Verdict.INCONCLUSIVE:

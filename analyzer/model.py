@@ -16,12 +16,8 @@ Conventions that every producer follows:
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 class Category(enum.StrEnum):
@@ -359,6 +355,9 @@ class CollectStep:
     reason: str | None = None
     host: str | None = None
     duration_s: float | None = None
+    # The dump's typed "the process had exited" (collectors/dumpformat.py StepRecord);
+    # None when the step does not say (a dump from before the key, another writer).
+    exited: bool | None = None
 
 
 @dataclass(slots=True)
@@ -383,6 +382,14 @@ class ProcessGroupInfo:
     ranks: tuple[int, ...] = ()  # global ranks; empty when unknown (gloo's dummy pg_config)
 
 
+# The first note of an Evidence loaded with redaction off (``Evidence.redacted`` False),
+# so that the reader of any report knows what it holds.
+NO_REDACT_NOTE = (
+    "redaction is OFF (--no-redact): this analysis shows environment values, command "
+    "lines and log lines as they are, secrets included; do not attach it to a public ticket"
+)
+
+
 @dataclass(slots=True)
 class Evidence:
     """All inputs, merged. Rules read this and nothing else."""
@@ -394,6 +401,12 @@ class Evidence:
     collect_steps: list[CollectStep] = field(default_factory=list)
     job_log_events: list[LogEvent] = field(default_factory=list)  # events with no rank
     notes: list[str] = field(default_factory=list)
+    # Appended for issue 15: the job's own log lines that no rank claims (an unprefixed
+    # console), in order, from each log's head and tail: what the job said last.
+    job_log_lines: list[LogLine] = field(default_factory=list)
+    # False when the loader was told not to redact (--no-redact): reports and the findings
+    # JSON say so. The loader also puts NO_REDACT_NOTE first in ``notes``, for people.
+    redacted: bool = True
 
     def ranked(self) -> dict[int, ProcessEvidence]:
         """Processes with a known rank, by rank (the first one wins on duplicates)."""
@@ -416,37 +429,6 @@ class Evidence:
             for sample in proc.stack_samples:
                 for thread in sample.threads:
                     yield proc, sample, thread
-
-    def stacks_frame(self) -> pd.DataFrame:
-        """One row per frame of every sample: the cross-rank table of DESIGN.md."""
-        import pandas as pd
-
-        rows: list[tuple[object, ...]] = []
-        for proc, sample, thread in self.iter_threads():
-            for depth, frame in enumerate(thread.frames):
-                rows.append(
-                    (
-                        proc.rank,
-                        proc.host,
-                        proc.pid,
-                        sample.index,
-                        thread.os_thread_id,
-                        thread.name,
-                        depth,
-                        frame.function,
-                        frame.file,
-                        frame.line,
-                    )
-                )
-        columns = [
-            "rank", "host", "pid", "sample", "thread", "thread_name",
-            "depth", "function", "file", "line",
-        ]  # fmt: skip
-        return pd.DataFrame.from_records(rows, columns=columns)
-
-
-def unique_sorted(values: Iterable[int]) -> list[int]:
-    return sorted(set(values))
 
 
 @dataclass(frozen=True, slots=True)

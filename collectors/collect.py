@@ -276,8 +276,10 @@ class _Session:
         since: float | None = None,
         duration_s: float | None = None,
         file: str | None = None,
+        exited: bool = False,
     ) -> None:
-        """Record a step; ``since`` is the monotonic time it began (or give ``duration_s``)."""
+        """Record a step; ``since`` is the monotonic time it began (or give ``duration_s``);
+        ``exited``: the step did not run, or stopped, because the process had exited."""
         if since is not None:
             duration_s = time.monotonic() - since
         record: StepRecord = {
@@ -288,6 +290,7 @@ class _Session:
             "sample": sample,
             "reason": redact_text(reason) if reason else None,
             "duration_s": round(duration_s, 4) if duration_s is not None else None,
+            "exited": exited,
         }
         if file is not None:
             record["file"] = file
@@ -407,7 +410,7 @@ class _Session:
             expected = rank.found.start_ticks
             if facts is None or (expected is not None and facts.start_ticks != expected):
                 rank.exited = True
-                self.step("proc", "skipped", rank, reason=EXITED)
+                self.step("proc", "skipped", rank, reason=EXITED, exited=True)
                 self.warn(f"{rank.label()} exited before collection started")
                 facts = None
         if facts is not None:
@@ -437,8 +440,8 @@ class _Session:
     def _sample_rank(self, rank: _Rank, index: int) -> bytes | None:
         """/proc facts and py-spy stacks of one rank; the (redacted) py-spy output if any."""
         if rank.exited:
-            self.step("proc", "skipped", rank, index, reason=EXITED)
-            self.step("pyspy", "skipped", rank, index, reason=EXITED)
+            self.step("proc", "skipped", rank, index, reason=EXITED, exited=True)
+            self.step("pyspy", "skipped", rank, index, reason=EXITED, exited=True)
             return None
         if self.out_of_space(rank, index, "proc", "pyspy"):
             return None
@@ -459,7 +462,7 @@ class _Session:
             self.step("proc", "ok", rank, index, since=began)
             if not proc["alive"]:
                 self._mark_exited(rank, index, proc.get("error") or EXITED)
-                self.step("pyspy", "skipped", rank, index, reason=EXITED)
+                self.step("pyspy", "skipped", rank, index, reason=EXITED, exited=True)
                 return None
             nonblocking = nonblocking or self._nonblocking_for_d_state(rank, proc)
         result = self.dump(rank.pid, subprocesses=self.opts.subprocesses, nonblocking=nonblocking)
@@ -489,7 +492,9 @@ class _Session:
         status = result.status
         if step == SUBPROCESS_STEP and result.failure is pyspy.Failure.NOT_PYTHON:
             status = "skipped"  # a helper binary under the rank: nothing to dump
-        self.step(step, status, rank, index, pid=pid, reason=reason, duration_s=result.duration_s)
+        exited = result.failure is pyspy.Failure.EXITED
+        self.step(step, status, rank, index, pid=pid, reason=reason,
+                  duration_s=result.duration_s, exited=exited)  # fmt: skip
         return None
 
     def _sample_subprocesses(self, ranks: list[_Rank], index: int, dumps: dict[int, bytes]) -> None:

@@ -47,6 +47,11 @@ class StepRecord(TypedDict):
     reason: str | None
     duration_s: float | None
     file: NotRequired[str | None]
+    # True when the step did not run, or stopped, because the process (``pid``, else the
+    # rank's) had exited. ``hangdoc collect`` writes it on every step it records; older
+    # dumps and other writers' steps lack it, and readers then fall back to the reason's
+    # wording (analyzer/loading/dump_reader.py: ``_EXITED_REASON``).
+    exited: NotRequired[bool]
 
 
 class RankRecord(TypedDict):

@@ -9,7 +9,7 @@ Three ways a secret is recognised: by its name (``HF_TOKEN=…``, ``--password X
 key, a py-spy local), by its shape (provider token formats, PEM keys, JWTs), and by its
 place (credentials in URLs, ``Authorization`` headers, signed-URL ``sig=``). Users:
 collect (environment, command lines, py-spy JSON, copied logs, and a last pass over
-whatever extra collectors wrote), the analyzer (``analyzer/redaction.py`` redacts the
+whatever extra collectors wrote), the analyzer (``analyzer/loading/redaction.py`` redacts the
 loaded Evidence, so every report is), and the ticket archive. Text is scanned only where
 a pattern's trigger literal occurs: 20 MB of log costs ~0.5 s, not ~8 s.
 tests/reliability/ holds the property tests (see RELIABILITY.md).

@@ -57,7 +57,7 @@ def load(paths: Paths, *, redact: bool = True, summaries: bool = True) -> Eviden
     error, and when nothing was usable the first note says why. ``redact=False`` keeps
     secrets (a note says so); ``summaries=False`` reads raw files over node summaries.
     """
-    from hangdoc.analyzer.loader import load_paths
+    from hangdoc.analyzer.loading.loader import load_paths
 
     return load_paths(_paths(paths), redact=redact, summaries=summaries)
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangdoc.analyzer.loader import NOTHING_FOUND
+from hangdoc.analyzer.loading.loader import NOTHING_FOUND
 from hangdoc.analyzer.model import Category, Verdict
 from hangdoc.casebook import Case, read_casebook
 
@@ -66,15 +66,16 @@ class CaseResult:
         return bool(set(self.culprits) & set(self.case.culprit_ranks or ()))
 
 
-def run_case(case: Case) -> CaseResult:
-    """Analyze one case's artifacts as a user's loose files; never raises."""
+def run_case(case: Case, *, calibrate: bool = True) -> CaseResult:
+    """Analyze one case's artifacts as a user's loose files; never raises. Without
+    ``calibrate`` the rules' own confidences are kept (to measure them)."""
     from hangdoc.analyzer.engine import analyze
-    from hangdoc.analyzer.loader import load_paths
+    from hangdoc.analyzer.loading.loader import load_paths
 
     began = time.perf_counter()
     try:
         evidence = load_paths(case.artifact_paths())
-        diagnosis = analyze(evidence)
+        diagnosis = analyze(evidence, calibrate=calibrate)
     except Exception as exc:  # a crash is a refusal, scored as such
         return CaseResult(
             case, Category.UNKNOWN, 0.0, (), None, "error", time.perf_counter() - began,
@@ -194,17 +195,31 @@ def _share(flags: Iterable[bool]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def score(cases: Sequence[Case]) -> dict[str, SplitScore]:
+def score(cases: Sequence[Case], *, calibrate: bool = True) -> dict[str, SplitScore]:
     """Run every case; scores for ``train``, ``test`` and ``all``."""
     splits = {name: SplitScore(name) for name in ("train", "test", "all")}
     for case in cases:
-        result = run_case(case)
+        result = run_case(case, calibrate=calibrate)
         splits[case.split].results.append(result)
         splits["all"].results.append(result)
     return splits
 
 
-def evaluate(root: Path) -> tuple[list[Case], list[str], dict[str, SplitScore]]:
+def evaluate(
+    root: Path, *, calibrate: bool = True
+) -> tuple[list[Case], list[str], dict[str, SplitScore]]:
     """Read the casebook under ``root`` and score every valid case."""
     cases, problems = read_casebook(root)
-    return cases, problems, score(cases)
+    return cases, problems, score(cases, calibrate=calibrate)
+
+
+def rule_precision(split: SplitScore) -> dict[str, tuple[int, int]]:
+    """Per rule: (cases where it was the primary finding, cases where it was right).
+    Measured on the rules' own confidences; the fallback (no cause) is not a claim."""
+    counts: dict[str, tuple[int, int]] = {}
+    for r in split.results:
+        if r.rule is None or r.predicted is Category.UNKNOWN or r.refused:
+            continue
+        n, right = counts.get(r.rule, (0, 0))
+        counts[r.rule] = (n + 1, right + int(r.correct))
+    return counts

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from hangdoc.analyzer.calibration import write_table
 from hangdoc.analyzer.model import Category
 from hangdoc.casebook import Case
-from hangdoc.casebook_eval import CALIBRATION_TOLERANCE, SplitScore, evaluate
+from hangdoc.casebook_eval import CALIBRATION_TOLERANCE, SplitScore, evaluate, rule_precision
 
 _SHORT = {
     Category.RANK_DIVERGENCE: "diverge",
@@ -160,12 +161,20 @@ def render_accuracy(cases: list[Case], splits: dict[str, SplitScore], floor: flo
     return "\n".join(out)
 
 
-def run_eval(root: Path, write: Path | None, split: str, floor: float) -> tuple[str, int]:
+def run_eval(
+    root: Path, write: Path | None, split: str, floor: float, *, recalibrate: bool = False
+) -> tuple[str, int]:
     """The `hangdoc eval` command: score the casebook, optionally write docs/accuracy.md.
 
-    Returns the summary to print and the exit status: 1 when a case file is broken or the
-    train split is below ``floor``, else 0.
+    With ``recalibrate``, first measure each rule's precision on the train split with the
+    rules' own confidences and write analyzer/calibration.json from it. Returns the
+    summary to print and the exit status: 1 when a case file is broken or the train split
+    is below ``floor``, else 0.
     """
+    if recalibrate:
+        cases, _, raw = evaluate(root, calibrate=False)
+        train = raw["train"]
+        write_table(rule_precision(train), f"train split of {len(train.results)} cases")
     cases, problems, splits = evaluate(root)
     if write is not None:
         write.write_text(render_accuracy(cases, splits, floor), encoding="utf-8")

@@ -462,6 +462,14 @@ def evaluate_casebook(
             help="The split whose accuracy is printed last: train, test, all.", metavar="SPLIT"
         ),
     ] = "train",
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="First measure each rule on the train split and write "
+            "analyzer/calibration.json (the stated confidences follow it).",
+        ),
+    ] = False,
     floor: Annotated[
         float | None,
         typer.Option(
@@ -478,7 +486,9 @@ def evaluate_casebook(
         raise UsageError(f"--split {split!r}", help_text="Choose train, test or all.")
     if not cases.is_dir():
         raise UsageError(f"{cases}: not a folder", help_text="Pass the casebook folder.")
-    summary, status = run_eval(cases, write, split, TRAIN_FLOOR if floor is None else floor)
+    summary, status = run_eval(
+        cases, write, split, TRAIN_FLOOR if floor is None else floor, recalibrate=calibrate
+    )
     sys.stdout.write(summary + "\n")  # Markdown rows: never wrapped
     if status:
         raise typer.Exit(status)

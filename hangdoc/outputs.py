@@ -177,10 +177,8 @@ def _probe(option: str, path: Path, folder: Path) -> None:
 def render(kind: Kind, diagnosis: Diagnosis) -> str:
     """The text of a text output (html, json, md)."""
     if kind == "json":
-        from hangdoc.analyzer.redaction import NO_REDACT_NOTE
-
         doc = diagnosis.to_json()
-        doc["redacted"] = NO_REDACT_NOTE not in diagnosis.evidence.notes  # an added key
+        doc["redacted"] = diagnosis.evidence.redacted  # an added key
         return json.dumps(doc, indent=2) + "\n"
     if kind == "html":
         from hangdoc.analyzer.render.html import render_html
@@ -262,7 +260,7 @@ def _write_text(out: Output, text: str) -> None:
 def _write_archive(dest: Path, inputs: Sequence[Path], diagnosis: Diagnosis, redact: bool) -> None:
     """The ticket archive, built under a temporary folder beside ``dest`` and renamed
     over it (so --force replaces an old archive only once the new one is whole)."""
-    from hangdoc.analyzer.ticket import write_ticket_archive
+    from hangdoc.analyzer.render.ticket import write_ticket_archive
 
     stage = Path(tempfile.mkdtemp(dir=dest.absolute().parent, prefix=".hangdoc-archive-"))
     try:

@@ -47,6 +47,7 @@ from hangdoc.analyzer.views.log_compare import Divergence
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING
 from hangdoc.rules.activity import live_activities
 from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import EventKind
 
 _UNEVEN_FIX = (
     "Give every rank the same number of batches: DistributedSampler(drop_last=True) or "
@@ -82,9 +83,19 @@ class LogsDiverge(Rule):
     requires = frozenset({Need.LOG_LINES})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        # Count lines the log vocabulary knows ("1250 batches", tqdm totals) are HD040's;
+        # the templates catch the counts it does not know, and join them with the stacks.
+        counted = any(
+            e.kind == EventKind.DATA_COUNT.value
+            for p in ctx.evidence.processes
+            for e in p.log_events
+        )
         for divergence in ctx.log_comparison.divergences:
+            agree = divergence.kind != "behind" and _stacks_agree(ctx, divergence)
+            if divergence.kind == "counter" and counted and not agree:
+                continue  # HD040 says the same; joined with the stacks it says more
             finding = self._finding(divergence)
-            if divergence.kind != "behind" and _stacks_agree(ctx, divergence):
+            if agree:
                 # Two independent sources name the same ranks: the stacks say where they
                 # stand apart, the logs say why. The log's cause is the root one.
                 finding = replace(

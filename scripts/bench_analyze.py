@@ -106,7 +106,7 @@ def build_dump(root: Path, ranks: int, ranks_per_host: int = 8) -> list[Path]:
 def _measure(root: Path, html: bool) -> dict[str, float]:
     """Runs in the child: one analysis, phase by phase."""
     from hangdoc.analyzer.engine import analyze
-    from hangdoc.analyzer.loader import load_paths
+    from hangdoc.analyzer.loading.loader import load_paths
 
     t0 = time.perf_counter()
     evidence = load_paths([root])

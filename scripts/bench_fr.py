@@ -101,7 +101,7 @@ def measure_floor(directory: Path, jobs: int) -> dict[str, Any]:
 
 def measure_hangdoc(directory: Path, jobs: int, ranks: int, entries: int) -> dict[str, Any]:
     from hangdoc.analyzer.engine import analyze
-    from hangdoc.analyzer.fr_bulk import read_flight_recorders
+    from hangdoc.analyzer.flight_recorder.bulk import read_flight_recorders
     from hangdoc.analyzer.model import Evidence, InputFile, InputKind
     from hangdoc.rules import all_rules
 

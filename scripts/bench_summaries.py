@@ -31,7 +31,7 @@ RANKS_PER_NODE = 8
 
 
 def _summarize(dump: Path) -> int:
-    from hangdoc.analyzer.summary import write_node_summary
+    from hangdoc.analyzer.summaries.write import write_node_summary
 
     return write_node_summary(dump).stat().st_size
 
@@ -53,7 +53,7 @@ def build_tree(root: Path, nodes: int) -> tuple[float, int]:
 def _measure(root: Path, html: bool, raw: bool) -> dict[str, float]:
     """Runs in the child: one analysis, phase by phase."""
     from hangdoc.analyzer.engine import analyze
-    from hangdoc.analyzer.loader import load_paths
+    from hangdoc.analyzer.loading.loader import load_paths
 
     cpu0 = time.process_time()
     t0 = time.perf_counter()

@@ -28,6 +28,15 @@ from hangdoc.analyzer.model import ThreadStack as Thread
 from hangdoc.analyzer.parsers.base import ParsedFile, read_text_capped
 from hangdoc.analyzer.parsers.prefixes import Stream, sniff_lines, split_sections, split_streams
 
+# faulthandler's names of the fatal signals it reports (Python's faulthandler.c).
+_FATAL_SIGNALS = {
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Bus error": "SIGBUS",
+    "Floating point exception": "SIGFPE",
+    "Illegal instruction": "SIGILL",
+}
+
 _FATAL = re.compile(r"(?:Fatal Python error|Windows fatal exception): (.*)$")
 _TIMEOUT = re.compile(r"Timeout \((\d+:\d\d:\d\d(?:\.\d+)?)\)!$")
 # Python 3.14 may add the thread name in brackets; accept it without requiring it.
@@ -172,7 +181,13 @@ def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list
             if dump.fatal:
                 proc.exited = True  # faulthandler re-raises the signal: the process died
                 text = f"Fatal Python error: {dump.fatal}"
-                proc.log_events.append(LogEvent("fatal_python_error", text, source, dump.line))
+                # The same event the log parser makes of "Segmentation fault" lines, so the
+                # crash rules see a faulthandler crash (rules/timeline.py: fatal_signal).
+                signal = _FATAL_SIGNALS.get(dump.fatal.split(" (")[0].strip())
+                fields = (("signal", signal),) if signal else ()
+                proc.log_events.append(
+                    LogEvent("fatal_signal", text, source, dump.line, fields=fields)
+                )
             if dump.timeout:
                 proc.log_events.append(
                     LogEvent("faulthandler_timeout", dump.timeout, source, dump.line)

@@ -8,7 +8,7 @@ Each file is reduced as it is read and its dicts dropped (``fr_reduce``: history
 records interned and shared between ranks, only the frontier keeps its details).
 torch's own pickles are read by ``fr_scan`` first, which reads history entries off the
 bytes instead of unpickling them, and steps aside (the file is then decoded whole)
-wherever it is not sure. Many files at once: ``hangdoc.analyzer.fr_bulk`` (workers).
+wherever it is not sure. Many files at once: ``hangdoc.analyzer.flight_recorder.bulk`` (workers).
 
 Rank: FR files do not say which rank wrote them; the name does (``<prefix><rank>``,
 ``rank<R>/`` folders of a hangdoc dump), exactly as torch's own analyzer reads them.
@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from hangdoc.analyzer.loading.safe_unpickle import describe_load_error, memory_guard, safe_loads
 from hangdoc.analyzer.model import (
     CollectiveRecord,
     InputKind,
@@ -39,7 +40,6 @@ from hangdoc.analyzer.parsers.fr_reduce import (
     split_profiling_name,
 )
 from hangdoc.analyzer.parsers.fr_scan import ScannedDump, scan
-from hangdoc.analyzer.safe_unpickle import describe_load_error, memory_guard, safe_loads
 
 __all__ = [
     "FlightRecorderParser",

@@ -23,9 +23,9 @@ from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
+from hangdoc.analyzer.flight_recorder.record_build import with_group
 from hangdoc.analyzer.model import CollectiveRecord, Frame
 from hangdoc.analyzer.parsers.fr_scan import Run, ScannedDump
-from hangdoc.analyzer.record_build import with_group
 
 # Backends whose work never leaves "scheduled": completion shows only as ``retired``.
 _RETIRE_ONLY_BACKENDS = frozenset({"gloo"})
@@ -111,7 +111,7 @@ class Reducer:
     rank_lists: dict[str, tuple[int, ...]] = field(default_factory=dict)
     shared: dict[Any, Any] = field(default_factory=dict)  # shapes and dtypes, interned
     # With ``track_copies``: id(copy) -> the sibling record it was copied from, so a worker
-    # can send "row N in group G" instead of the copy's fields (fr_bulk).
+    # can send "row N in group G" instead of the copy's fields (flight_recorder/bulk.py).
     track_copies: bool = False
     copied_from: dict[int, CollectiveRecord] = field(default_factory=dict)
     # fr_scan's byte keys (an entry's fields as its pickle wrote them) -> interned record.

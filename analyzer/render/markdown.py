@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from hangdoc import __version__
 from hangdoc.analyzer.diagnosis import Diagnosis
-from hangdoc.analyzer.redaction import NO_REDACT_NOTE
+from hangdoc.analyzer.model import NO_REDACT_NOTE
 from hangdoc.analyzer.render.report_common import JsonDict, truncate
 from hangdoc.analyzer.render.report_data import build_report_data
 from hangdoc.rules.base import Rule
@@ -34,7 +34,7 @@ def render_markdown(diagnosis: Diagnosis, *, rules: Sequence[type[Rule]] | None 
     """A short Markdown summary; always fewer than ``MAX_LINES`` lines."""
     data = build_report_data(diagnosis, rules=rules)
     lines: list[str] = []
-    lines += _head(data)
+    lines += _head(data, redacted=diagnosis.evidence.redacted)
     lines += _classes(data)
     lines += _evidence(data)
     lines += _other_findings(data)
@@ -80,11 +80,11 @@ def _ranks(rs: JsonDict | None) -> str:
     return f"{word} {code(rs['ranks'])}" + (f" ({rs['count']})" if rs["count"] > 1 else "")
 
 
-def _head(data: JsonDict) -> list[str]:
+def _head(data: JsonDict, *, redacted: bool) -> list[str]:
     h = data["headline"]
     job = data["job"]
     lines = [f"## hangdoc: {text(h['sentence'])}", ""]
-    if NO_REDACT_NOTE in data["notes"]:  # a summary pasted into a ticket must say so
+    if not redacted:  # a summary pasted into a ticket must say so
         lines += [f"> **Warning:** {text(NO_REDACT_NOTE)}", ""]
     if h["rule"] is not None:
         lines.append(

@@ -23,7 +23,7 @@ from hangdoc.analyzer.model import CollectiveRecord, Evidence, Frame
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks
 from hangdoc.analyzer.render.report_common import JsonDict, RankSets, truncate
 from hangdoc.analyzer.render.report_ranks import FAILURE_WORDS
-from hangdoc.analyzer.stacktree import StackNode, merge_stacks
+from hangdoc.analyzer.render.stacktree import StackNode, merge_stacks
 from hangdoc.rules.activity import RankActivity, is_user_frame
 
 MAP_COLUMNS = 256

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import CollectiveRecord, Evidence, Frame
 from hangdoc.analyzer.render.report_common import JsonDict, RankSets, frame_json
-from hangdoc.analyzer.stacktree import StackNode, equivalence_classes, merge_stacks
+from hangdoc.analyzer.render.stacktree import StackNode, equivalence_classes, merge_stacks
 from hangdoc.rules.activity import RankActivity
 
 # Caps keep a pathological job (every rank on its own path) from producing a page

@@ -14,7 +14,7 @@ from rich.text import Text
 from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.model import Severity, Verdict
 from hangdoc.analyzer.ranges import LEGEND, format_ranks, has_stride, plural_ranks
-from hangdoc.analyzer.stacktree import equivalence_classes
+from hangdoc.analyzer.render.stacktree import equivalence_classes
 from hangdoc.rules.activity import is_user_frame
 
 _VERDICT_STYLE = {

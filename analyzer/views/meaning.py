@@ -125,7 +125,6 @@ class Signal:
 
 
 _CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".distcp", ".bin", ".pkl")
-_NETWORK_FS = ("nfs", "fuse", "lustre", "gpfs", "cifs", "smb", "ceph", "beegfs", "wekafs")
 
 
 def frame_signal(frames: Iterable[Frame]) -> Signal | None:
@@ -169,16 +168,6 @@ def log_signal(process: ProcessEvidence) -> Signal | None:
     last = process.log_lines[-1]
     meaning = meaning_of(tokens(last.text))
     return Signal(meaning, "log", last.text[:200]) if meaning is not None else None
-
-
-def on_network_fs(process: ProcessEvidence) -> bool:
-    """The rank writes a file on a network or FUSE file system (a stall there is common)."""
-    if not process.proc_samples:
-        return False
-    return any(
-        f.mode in ("w", "rw") and f.fstype and f.fstype.startswith(_NETWORK_FS)
-        for f in process.proc_samples[-1].open_files
-    )
 
 
 def job_meaning(

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.render.html import render_html
 from tests.browser.chromium import VIEWPORT, Chromium, Page
 

@@ -209,7 +209,7 @@ def test_1024_rank_flight_recorder_report_answers_on_the_first_screen(
     browser: Chromium, tmp_path: Path
 ) -> None:
     # GIVEN the report of 1,024 real-format FR dumps (137 process groups, three planted faults)
-    loader = pytest.importorskip("hangdoc.analyzer.loader")
+    loader = pytest.importorskip("hangdoc.analyzer.loading.loader")
     from hangdoc.analyzer.engine import analyze
 
     dumps = tmp_path / "fr1024"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Evidence
 from hangdoc.collectors import procfs, pyspy
 from hangdoc.collectors.collect import CollectOptions, CollectResult, run_collect

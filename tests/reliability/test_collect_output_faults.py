@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.collectors import atomic, output
 from hangdoc.collectors.collect import CollectOptions, run_collect
 from hangdoc.errors import CollectionError

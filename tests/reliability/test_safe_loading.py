@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import InputKind
 from tests.reliability.stats import count
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = [ROOT / "analyzer", ROOT / "collectors", ROOT / "rules", ROOT / "hangdoc"]
 # The one module allowed to subclass pickle's Unpickler (it refuses every global).
-SAFE_UNPICKLER = ROOT / "analyzer" / "safe_unpickle.py"
+SAFE_UNPICKLER = ROOT / "analyzer" / "loading" / "safe_unpickle.py"
 BANNED_CALLS = {
     "eval", "exec", "compile", "__import__", "execfile", "input",
 }  # fmt: skip
@@ -44,12 +44,12 @@ BANNED_ATTRS = {
 }  # fmt: skip
 # Where a banned name is legitimate, and why. None of these sees input data.
 ALLOWED = {
-    ("analyzer/safe_unpickle.py", "pickle.Unpickler"): "the restricted unpickler itself",
+    ("analyzer/loading/safe_unpickle.py", "pickle.Unpickler"): "the restricted unpickler itself",
     ("hangdoc/hook.py", "runpy.run_path"): "runs the job's own script (`python -m hangdoc.hook`)",
     ("hangdoc/hook.py", "runpy.run_module"): "runs the job's own module",
     ("rules/__init__.py", "importlib.import_module"): "imports its own constant rule list",
     ("collectors/gpu.py", "importlib.import_module"): 'imports the constant "pynvml"',
-    ("analyzer/summary_codec.py", "exec"): "compiles decoders from dataclass field names",
+    ("analyzer/summaries/codec.py", "exec"): "compiles decoders from dataclass field names",
 }
 FIXTURE_DUMP = ROOT / "fixtures" / "dumps" / "checkpoint"
 
@@ -112,7 +112,7 @@ SPARSE_PROBE = textwrap.dedent(
     """
     import json, resource, sys, time
     from pathlib import Path
-    from hangdoc.analyzer.loader import load_paths
+    from hangdoc.analyzer.loading.loader import load_paths
     from hangdoc.errors import BadInputError
     out = {}
     for arg in sys.argv[1:]:
@@ -209,7 +209,7 @@ def test_log_parser_alone_reads_a_10gb_line_by_its_ends(tmp_path: Path) -> None:
 MEMO_BOMB_PROBE = textwrap.dedent(
     """
     import resource, sys
-    from hangdoc.analyzer.safe_unpickle import safe_loads
+    from hangdoc.analyzer.loading.safe_unpickle import safe_loads
     # PROTO 2, BININT1 1, LONG_BINPUT 2**28, STOP: ten bytes
     bomb = b"\\x80\\x02K\\x01r" + (1 << 28).to_bytes(4, "little") + b"."
     try:
@@ -247,8 +247,12 @@ def test_size_claims_in_a_pickle_are_refused_and_the_limit_restored(
 ) -> None:
     import resource
 
+    from hangdoc.analyzer.loading.safe_unpickle import (
+        OversizedPickleError,
+        describe_load_error,
+        safe_loads,
+    )
     from hangdoc.analyzer.parsers.flight_recorder import read_document
-    from hangdoc.analyzer.safe_unpickle import OversizedPickleError, describe_load_error, safe_loads
 
     before = resource.getrlimit(resource.RLIMIT_AS)
     with pytest.raises(OversizedPickleError) as refused:
@@ -264,7 +268,7 @@ def test_size_claims_in_a_pickle_are_refused_and_the_limit_restored(
 def test_the_ceiling_keeps_a_tighter_limit_the_user_set() -> None:
     import resource
 
-    from hangdoc.analyzer.safe_unpickle import memory_ceiling
+    from hangdoc.analyzer.loading.safe_unpickle import memory_ceiling
 
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     tight = 64 << 30 if hard == resource.RLIM_INFINITY else hard

@@ -11,8 +11,8 @@ import shutil
 import textwrap
 from pathlib import Path
 
-from hangdoc.analyzer.loader import load_paths
-from hangdoc.analyzer.summary import write_node_summary
+from hangdoc.analyzer.loading.loader import load_paths
+from hangdoc.analyzer.summaries.write import write_node_summary
 from hangdoc.cli import main
 from tests.reliability.stats import count
 from tests.reliability.test_safe_loading import ROOT, run_bounded, sparse_file
@@ -53,7 +53,7 @@ def test_a_summary_nested_past_the_recursion_limit_does_not_stop_the_analysis(
 
 
 def test_read_summary_reports_deep_nesting_itself(tmp_path: Path) -> None:
-    from hangdoc.analyzer.summary_read import read_summary
+    from hangdoc.analyzer.summaries.read import read_summary
 
     dump, summary = _dump_with_summary(tmp_path)
     summary.write_bytes(b'{"a":' * 100_000)
@@ -65,7 +65,7 @@ HUGE_SUMMARY_PROBE = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from hangdoc.analyzer.summary_read import read_summary
+    from hangdoc.analyzer.summaries.read import read_summary
     print(read_summary(Path(sys.argv[1]), "dump")[1])
     """
 )
@@ -93,7 +93,7 @@ def test_a_job_manifest_nested_past_the_recursion_limit_is_an_input_error(
 
 
 def test_read_job_manifest_reports_deep_nesting_itself(tmp_path: Path) -> None:
-    from hangdoc.analyzer.job_merge import read_job_manifest
+    from hangdoc.analyzer.loading.job_merge import read_job_manifest
 
     path = tmp_path / "job.json"
     path.write_bytes(b'{"format": "hangdoc.job/1", "a":' + b"[" * 100_000)

@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.analyzer.archive import ArchiveError, ArchiveLimits, archive_kind, extract_archive
+from hangdoc.analyzer.loading.archive import (
+    ArchiveError,
+    ArchiveLimits,
+    archive_kind,
+    extract_archive,
+)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes = b"x", **attrs: object) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hangdoc.analyzer.dump_reader import is_dump_dir, read_dump
+from hangdoc.analyzer.loading.dump_reader import is_dump_dir, read_dump
 from hangdoc.analyzer.model import InputKind
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
 from tests.builders import (
@@ -90,6 +90,23 @@ def test_skipped_step_alone_marks_exited(tmp_path: Path) -> None:
     skipped = step_record("proc", "skipped", 0, 1, 0, "process exited")
     got = read_dump(write_dump(tmp_path / "d", "n", [spec], extra_steps=[skipped]), "d")
     assert got.processes[0].exited
+
+
+def test_typed_exited_key_decides_over_the_wording(tmp_path: Path) -> None:
+    # GIVEN steps with the typed "exited" key (hangdoc collect writes it on every step)
+    specs = [
+        RankSpec(rank=r, pid=10 + r, samples=[[main_trace(10 + r)]], write_process=False)
+        for r in range(3)
+    ]
+    said = step_record("pyspy", "skipped", 0, 10, 0, "py-spy could not attach")
+    said["exited"] = True  # an exit in other words than the regex knows
+    denied = step_record("pyspy", "failed", 1, 11, 0, "the process exited the group")
+    denied["exited"] = False  # worded like an exit, typed as not one
+    old = step_record("proc", "skipped", 2, 12, 0, "process exited")  # no key: an older dump
+    got = read_dump(write_dump(tmp_path / "d", "n", specs, extra_steps=[said, denied, old]), "d")
+    # THEN the key decides where it is present, the wording only where it is absent
+    assert [p.exited for p in got.processes] == [True, False, True]
+    assert {s.pid: s.exited for s in got.steps if s.reason} == {10: True, 11: False, 12: None}
 
 
 def test_partial_dump_missing_and_truncated_files(tmp_path: Path) -> None:

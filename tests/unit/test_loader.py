@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.analyzer.loader import NOTHING_FOUND, load_paths
+from hangdoc.analyzer.loading.loader import NOTHING_FOUND, load_paths
+from hangdoc.analyzer.loading.rank_names import rank_from_name
 from hangdoc.analyzer.model import Evidence, InputKind
-from hangdoc.analyzer.rank_names import rank_from_name
 from tests.builders import RankSpec, main_trace, pyspy_json, write_dump
 
 SAMPLES = Path(__file__).parent / "parsers" / "samples"
@@ -269,3 +269,12 @@ def test_rank_from_name(name: str, single: bool, rank: int | None) -> None:
 def test_rank_from_folder_name() -> None:
     assert rank_from_name(Path("/x/rank4/stderr.log"), True)[0] == 4
     assert rank_from_name(Path("/logs/attempt_0/1/stderr.log"), True)[0] is None
+
+
+def test_redacted_flag_is_set_by_the_loader(tmp_path: Path) -> None:
+    # GIVEN one dump, loaded with redaction (the default) and without
+    dump = _node(tmp_path, "node0", range(2))
+    on, off = load_paths([dump]), load_paths([dump], redact=False)
+    # THEN the Evidence says so in a typed field; the note stays, for people
+    assert on.redacted is True and not any("redaction is OFF" in n for n in on.notes)
+    assert off.redacted is False and off.notes[0].startswith("redaction is OFF")

@@ -22,6 +22,7 @@ HEAD_BYTES = 32 * 1024
 TAIL_BYTES = 160 * 1024
 MAX_LINE_CHARS = 2000
 MAX_LINES_PER_RANK = 3000
+UNATTRIBUTED = -1  # the key of lines no rank claims
 # The prefix torch's excepthook and torchrun's --tee put on nearly every line of a rank's
 # output: peeled here without the general peeler (which tries every known layer, ~40 µs
 # a line), as long as nothing else that needs peeling (a time stamp, a glog header) follows.
@@ -61,8 +62,8 @@ def read_line_window(
     """The lines of each rank in the file's head and tail, launcher prefixes peeled.
 
     A line's rank is the one its prefix names (``[rank3]:``, ``[default3]:``, ``3:``),
-    else ``default_rank`` (the rank whose own file this is), else it is not kept: an
-    unattributed line in a shared console cannot be compared.
+    else ``default_rank`` (the rank whose own file this is), else it is kept under
+    ``UNATTRIBUTED``: it cannot be compared across ranks, but says what the job did.
     """
     out: dict[int, list[LogLine]] = {}
     said: int | None
@@ -79,7 +80,7 @@ def read_line_window(
             continue
         rank = said if said is not None else default_rank
         if rank is None:
-            continue
+            rank = UNATTRIBUTED  # kept apart: what the console said, by no known rank
         out.setdefault(rank, []).append(LogLine(text[:MAX_LINE_CHARS], display, number or 0))
     for rank, lines in out.items():
         if len(lines) > MAX_LINES_PER_RANK:

@@ -14,11 +14,11 @@ import contextvars
 import re
 from pathlib import Path
 
+from hangdoc.analyzer.loading.rank_names import rank_from_name
 from hangdoc.analyzer.model import InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes, read_text_capped
 from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.scan import ScanResult, Span, scan_text
-from hangdoc.analyzer.rank_names import rank_from_name
 
 # Stacks are read from at most this much of a file (its tail when larger): a 10 GB
 # log's stacks that matter are near its end, and the scan keeps every line in memory

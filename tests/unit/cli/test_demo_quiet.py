@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.errors import ExitStatus
 from tests.unit.cli.conftest import FIXTURE_DUMP, ROOT, Run
 

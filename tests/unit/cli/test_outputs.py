@@ -193,7 +193,7 @@ def test_a_folder_without_read_permission_is_an_input_problem(
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("hangdoc.analyzer.loader.os.scandir", scandir)
+    monkeypatch.setattr("hangdoc.analyzer.loading.loader.os.scandir", scandir)
     try:
         # WHEN analyzed with the recorded dump beside it
         rc = main(["analyze", DUMP, str(locked), "--json", str(tmp_path / "f.json"), "-q"])

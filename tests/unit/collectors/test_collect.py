@@ -190,6 +190,13 @@ def test_a_rank_that_exits_between_samples(spawn: Spawn, pyspy_exe: Path, tmp_pa
         if s["step"] == "proc" and s["rank"] == 1 and s["sample"] is not None
     ]
     assert r1_proc == [(0, "ok"), (1, "ok"), (2, "skipped")]
+    # and every step says, typed, whether its process had exited (dumpformat StepRecord)
+    exited = {
+        (s["step"], s["sample"]): s.get("exited") for s in manifest["steps"] if s["rank"] == 1
+    }
+    assert exited[("pyspy", 0)] is False and exited[("proc", 0)] is False
+    assert exited[("pyspy", 1)] is True and exited[("pyspy", 2)] is True
+    assert exited[("proc", 2)] is True
     process = json.loads((result.out_dir / "rank1" / "process.json").read_text())
     assert [s["alive"] for s in process["samples"]] == [True, False]
     assert (result.out_dir / "rank1" / "pyspy.0.json").exists()

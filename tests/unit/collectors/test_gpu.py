@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.collectors import gpu
 from hangdoc.collectors.extras import EXTRA_COLLECTORS, ExtraContext, RankTarget
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from hangdoc.analyzer.loader import load_paths
-from hangdoc.analyzer.safe_unpickle import safe_load
+from hangdoc.analyzer.loading.loader import load_paths
+from hangdoc.analyzer.loading.safe_unpickle import safe_load
 from hangdoc.rules.fr_matching import Kind, MatchResult
 from tests.unit.fr.frdata import matched
 

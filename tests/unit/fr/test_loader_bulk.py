@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.analyzer import fr_bulk, loader
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.flight_recorder import bulk as fr_bulk
+from hangdoc.analyzer.loading import loader
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Evidence, InputKind
 from tests.unit.fr.frdata import load_synth
 

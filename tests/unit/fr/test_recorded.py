@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import InputKind
 from hangdoc.rules.fr_matching import Kind
 from tests.unit.fr.frdata import matched

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.merge import ProcessIndex
+from hangdoc.analyzer.loading.merge import ProcessIndex
 from hangdoc.analyzer.model import Evidence, Finding, LogEvent
 from hangdoc.analyzer.parsers.base import ParsedFile
 from hangdoc.analyzer.parsers.logs import LogParser

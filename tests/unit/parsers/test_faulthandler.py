@@ -44,9 +44,10 @@ def test_samples_two_threads_main_last(name: str, fatal: bool, worker_file: str)
     assert [f.function for f in main.frames][-1] == "<module>"
     assert proc.exited is fatal
     kinds = [e.kind for e in proc.log_events]
-    assert ("fatal_python_error" in kinds) is fatal
+    assert ("fatal_signal" in kinds) is fatal
     if fatal:
         assert proc.log_events[0].text == "Fatal Python error: Segmentation fault"
+        assert dict(proc.log_events[0].fields)["signal"] == "SIGSEGV"
 
 
 def test_timeout_dump_has_no_current_thread_last_is_main() -> None:

@@ -193,7 +193,7 @@ def test_4096_ranks_render_quickly_and_stay_small() -> None:
 @pytest.mark.parametrize("name", RECORDED)
 def test_recorded_dumps_render(name: str) -> None:
     # GIVEN a recorded real hang WHEN analyzed and rendered THEN the cause is on the page
-    loader = pytest.importorskip("hangdoc.analyzer.loader")
+    loader = pytest.importorskip("hangdoc.analyzer.loading.loader")
     from hangdoc.analyzer.engine import analyze
 
     diagnosis = analyze(loader.load_paths([DUMPS / name]))

@@ -117,3 +117,15 @@ def test_strided_sets_and_the_wavefront_in_words() -> None:
 
 def test_no_legend_without_strides() -> None:
     assert "every 8th rank" not in render_markdown(checkpoint_job(16), rules=FAKE_RULES)
+
+
+def test_redaction_warning_follows_the_typed_flag_not_the_note() -> None:
+    # GIVEN the same job redacted (the default) and loaded with --no-redact
+    diagnosis = checkpoint_job(4, saver=1)
+    assert diagnosis.evidence.redacted
+    assert "redaction is OFF" not in render_markdown(diagnosis, rules=FAKE_RULES)
+    # WHEN only the typed flag says it is not redacted (no note in the notes)
+    diagnosis.evidence.redacted = False
+    md = render_markdown(diagnosis, rules=FAKE_RULES)
+    # THEN the summary warns anyway, with the note's text for people
+    assert md.splitlines()[2].startswith("> **Warning:** redaction is OFF")

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Category, Severity
 from hangdoc.rules.gpu_state import gpu_views
 from tests.builders import C10D, TRAIN, RankSpec, main_trace, write_dump

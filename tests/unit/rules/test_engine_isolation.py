@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Finding
 from hangdoc.rules import all_rules
 from hangdoc.rules.base import RuleContext

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Category
 
 DUMP = Path(__file__).resolve().parents[3] / "fixtures" / "dumps" / "checkpoint"

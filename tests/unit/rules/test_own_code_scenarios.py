@@ -17,7 +17,7 @@ from types import ModuleType
 import pytest
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 

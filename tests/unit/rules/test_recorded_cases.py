@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 
 DUMPS = Path(__file__).resolve().parents[3] / "fixtures" / "dumps"
 CASES = sorted(p.name for p in DUMPS.iterdir()) if DUMPS.exists() else []

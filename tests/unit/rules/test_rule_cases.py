@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Finding
 from hangdoc.rules import _MODULES, RETIRED, all_rules, check_ids, check_new_id, rule_rows
 from hangdoc.rules.base import Rule

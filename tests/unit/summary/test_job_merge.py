@@ -1,6 +1,6 @@
 """Ranks of many hosts in one Evidence: global rank, host and local rank kept together;
 duplicate and conflicting ranks reported; host clocks noted; failed nodes of a whole-job
-collection explained (analyzer/job_merge.py, analyzer/merge.py)."""
+collection explained (analyzer/loading/job_merge.py, analyzer/loading/merge.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import InputKind
-from hangdoc.analyzer.summary import write_node_summary
+from hangdoc.analyzer.summaries.write import write_node_summary
 from hangdoc.collectors.dumpformat import FORMAT, PROCESS_FORMAT
 from hangdoc.collectors.jobformat import JOB_FORMAT
 

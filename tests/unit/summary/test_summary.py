@@ -13,10 +13,10 @@ import pytest
 
 from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.loader import load_paths
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import CollectiveRecord, InputKind
-from hangdoc.analyzer.summary import write_node_summary
-from hangdoc.analyzer.summary_reduce import FR_COMPLETED_TAIL, fr_window
+from hangdoc.analyzer.summaries.reduce import FR_COMPLETED_TAIL, fr_window
+from hangdoc.analyzer.summaries.write import write_node_summary
 from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_NAME
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -182,9 +182,9 @@ def test_a_summary_only_node_is_analyzed_without_its_raw_files(tmp_path: Path) -
 
 def test_the_codec_round_trips_model_records_and_relocates_paths() -> None:
     from hangdoc.analyzer.model import ChildProcess, Frame, OpenFile, ProcSample, ThreadState
-    from hangdoc.analyzer.summary_codec import DecodeContext, FrameTable, decode_frames
-    from hangdoc.analyzer.summary_codec import decoder as dec
-    from hangdoc.analyzer.summary_codec import encoder as enc
+    from hangdoc.analyzer.summaries.codec import DecodeContext, FrameTable, decode_frames
+    from hangdoc.analyzer.summaries.codec import decoder as dec
+    from hangdoc.analyzer.summaries.codec import encoder as enc
 
     sample = ProcSample(
         index=1, time=12.5, state="D", wchan="nfs_wait", cpu_ticks=7,

@@ -1,0 +1,213 @@
+"""Read thousands of flight recorder files fast: one rank per file, reduced where it is read.
+
+At 16,384 ranks the unpickling alone costs minutes of CPU, so the files are spread
+over worker processes. A worker reduces each rank (``Reducer``: history records are
+interned, only the frontier keeps its details) and sends back, per rank, an array of
+row numbers into its own table of records plus the rows it added since its last reply
+(new interned records, and the rank's few frontier records); the parent rebuilds each
+rank's record list from those with one C-level map. That keeps the traffic at a few
+bytes per entry and the parent's memory at one pointer per entry.
+
+``read_flight_recorders`` yields ParsedFiles in input order, exactly what
+``FlightRecorderParser.parse`` returns for each file, so a loader can use either.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import operator
+import os
+import threading
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import compress, repeat
+from pathlib import Path
+from typing import cast
+
+from hangdoc.analyzer.flight_recorder.record_build import (
+    FIELD_NAMES,
+    record_from_fields,
+    with_group,
+)
+from hangdoc.analyzer.model import CollectiveRecord, InputKind, ProcessEvidence, ProcessGroupInfo
+from hangdoc.analyzer.parsers.base import ParsedFile
+from hangdoc.analyzer.parsers.flight_recorder import FlightRecorderParser
+
+_CHUNK = 8
+_WORKER_CAP = 100_000  # interned records a worker keeps before it starts afresh
+_FIELDS = operator.attrgetter(*FIELD_NAMES)
+
+
+@dataclass(slots=True)
+class _Reply:
+    """One parsed file as it crosses the process boundary."""
+
+    display: str
+    worker: int
+    epoch: int
+    rank: int | None
+    error: str | None
+    notes: list[str]
+    groups: list[ProcessGroupInfo]
+    ids: bytes  # array('i') of row numbers in the worker's table
+    new_rows: list[tuple[object, ...]]  # rows added since its last reply, as field tuples
+    sources: list[str] = field(default_factory=list)
+
+
+class _WorkerState:
+    """A worker's parser and its numbering of the interned records it has sent."""
+
+    def __init__(self) -> None:
+        self.parser = FlightRecorderParser()
+        self.parser.reducer.track_copies = True
+        self.numbers: dict[int, int] = {}  # id(record) -> row number
+        self.rows: list[CollectiveRecord] = []
+        self.sent = 0
+        self.epoch = 0
+        self.groups: set[tuple[str, str | None, tuple[int, ...]]] = set()
+
+    def reply(self, path: str, display: str) -> _Reply:
+        reducer = self.parser.reducer
+        if reducer.size() > _WORKER_CAP:
+            # Records of groups whose ranks are done (tp groups) are never met again:
+            # forget them all, so a worker's memory stays bounded at any scale. Records
+            # that ranks still share (dp, default group) are re-created once per epoch.
+            reducer.reset()
+            self.numbers.clear()
+            self.rows.clear()
+            self.sent = 0
+            self.epoch += 1
+        parsed = _parse_one(self.parser, Path(path), display)
+        proc = parsed.processes[0] if parsed.processes else None
+        ids = array("i")
+        if proc is not None:
+            records = proc.collectives
+            found: list[int | None] = list(map(self.numbers.get, map(id, records)))  # None = new
+            if None in found:
+                rows, numbers = self.rows, self.numbers
+                new = compress(range(len(found)), map(operator.is_, found, repeat(None)))
+                for index in new:
+                    record = records[index]
+                    row = found[index] = len(rows)
+                    rows.append(record)
+                    if not record.source:  # interned: other ranks will send it again
+                        numbers[id(record)] = row
+            ids = array("i", cast(list[int], found))
+        new_rows = self._new_rows()
+        # A group's info (its member list: 16,384 ranks for the default group) is sent
+        # once per worker, not with every rank.
+        groups = [g for g in parsed.process_groups if (g.name, g.desc, g.ranks) not in self.groups]
+        self.groups.update((g.name, g.desc, g.ranks) for g in groups)
+        self.sent = len(self.rows)
+        return _Reply(
+            display=display,
+            worker=os.getpid(),
+            epoch=self.epoch,
+            rank=proc.rank if proc is not None else None,
+            error=parsed.error,
+            notes=parsed.notes,
+            groups=groups,
+            ids=ids.tobytes(),
+            new_rows=new_rows,
+            sources=proc.sources if proc is not None else [],
+        )
+
+    def _new_rows(self) -> list[tuple[object, ...]]:
+        """The rows added since the last reply, each as compact as the parent can take it.
+
+        A copy of a sibling group's record already sent is ``(its row, group)``: the
+        parent rebuilds it from that row, so the copies share its ints and tuples (about
+        a quarter of a record's memory at 16,384 ranks) and cross as two values. Any
+        other row is its field tuple, not the dataclass: unpickling a dataclass goes
+        through Python-level ``__setstate__``, a tuple does not.
+        """
+        copied, numbers = self.parser.reducer.copied_from, self.numbers
+        out: list[tuple[object, ...]] = []
+        for record in self.rows[self.sent :]:
+            template = copied.get(id(record))
+            row = numbers.get(id(template)) if template is not None else None
+            out.append((row, record.group) if row is not None else _FIELDS(record))
+        return out
+
+
+def _parse_one(parser: FlightRecorderParser, path: Path, display: str) -> ParsedFile:
+    """The parser's result, or its failure as the file's error (a bug must not stop a batch)."""
+    try:
+        return parser.parse(path, display)
+    except Exception as exc:
+        return ParsedFile(
+            kind=InputKind.FLIGHT_RECORDER, error=f"could not parse: {type(exc).__name__}: {exc}"
+        )
+
+
+_STATE: _WorkerState | None = None
+
+
+def _work(chunk: list[tuple[str, str]]) -> list[_Reply]:
+    global _STATE
+    if _STATE is None:
+        _STATE = _WorkerState()
+        gc.disable()  # a worker only reads FR data, which has no cycles (see no_gc)
+    return [_STATE.reply(path, display) for path, display in chunk]
+
+
+class _Tables:
+    """The parent's copy of each worker's rows, by worker pid and epoch."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple[int, list[CollectiveRecord]]] = {}
+
+    def records(self, reply: _Reply) -> list[CollectiveRecord]:
+        epoch, rows = self.rows.get(reply.worker, (reply.epoch, []))
+        if epoch != reply.epoch:
+            rows = []
+        for row in reply.new_rows:
+            if len(row) == 2:  # (row of the sibling record it copies, its group)
+                rows.append(with_group(rows[cast(int, row[0])], cast(str, row[1])))
+            else:
+                rows.append(record_from_fields(*row))  # type: ignore[arg-type]
+        self.rows[reply.worker] = (reply.epoch, rows)
+        numbers = array("i")
+        numbers.frombytes(reply.ids)
+        return list(map(rows.__getitem__, numbers))
+
+
+def _to_parsed(reply: _Reply, tables: _Tables) -> ParsedFile:
+    parsed = ParsedFile(kind=InputKind.FLIGHT_RECORDER, error=reply.error, notes=reply.notes)
+    parsed.process_groups = reply.groups
+    if reply.error is None:
+        records = tables.records(reply)
+        parsed.processes.append(
+            ProcessEvidence(rank=reply.rank, collectives=records, sources=reply.sources)
+        )
+    return parsed
+
+
+def read_flight_recorders(
+    files: Sequence[tuple[Path, str]], *, jobs: int | None = None
+) -> Iterator[ParsedFile]:
+    """Parse FR files (path, display name), in order; ``jobs`` worker processes (1: none)."""
+    jobs = jobs if jobs is not None else min(len(files) // 64 + 1, os.cpu_count() or 1)
+    if jobs <= 1 or len(files) < 2:
+        parser = FlightRecorderParser()
+        for path, display in files:
+            yield _parse_one(parser, path, display)
+        return
+    chunks = [[(str(p), d) for p, d in files[i : i + _CHUNK]] for i in range(0, len(files), _CHUNK)]
+    # fork is cheapest and needs no importable __main__; with other threads running a
+    # fork could inherit a held lock, so then start clean workers from a fork server.
+    method = "fork" if threading.active_count() == 1 else "forkserver"
+    context = multiprocessing.get_context(method)
+    tables = _Tables()
+    enabled = gc.isenabled()
+    gc.disable()  # millions of records arrive; collections would walk them all (no_gc)
+    try:
+        with context.Pool(jobs) as pool:
+            for replies in pool.imap(_work, chunks):
+                for reply in replies:
+                    yield _to_parsed(reply, tables)
+    finally:
+        if enabled:
+            gc.enable()

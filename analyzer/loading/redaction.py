@@ -1,0 +1,136 @@
+"""Hide secrets in a loaded Evidence, once, before any rule or renderer sees it.
+
+Dumps written by ``hangdoc collect`` are redacted already, but ``analyze`` also reads
+loose files from tickets (a pasted log with an ``HF_TOKEN=…`` line, a py-spy
+``--locals`` dump, a dump collected with ``--no-redact``). Every report — HTML,
+Markdown, findings JSON, the terminal summary, the ticket archive's copy of the
+report — is rendered from the Evidence and the findings that rules build from it, so
+redacting the Evidence right after loading is the one choke point that covers them
+all, including renderers written later. The patterns are
+``hangdoc.collectors.redact``'s: one definition of what a secret looks like.
+
+What is redacted: environment values, command lines, thread names, frame locals (by
+the variable's name, and by the value's shape), log event text and fields, notes,
+input errors and paths, collector step reasons. What is not: function names, file
+paths of frames and collective metadata — code identifiers, not credentials, and the
+bulk of a 16,384-rank Evidence (millions of frames) that rules match on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hangdoc.analyzer.model import (
+    ChildStacks,
+    Evidence,
+    InputFile,
+    LogEvent,
+    ProcessEvidence,
+    StackSample,
+    ThreadStack,
+)
+from hangdoc.collectors.redact import (
+    REDACTED,
+    is_secret_name,
+    redact_cmdline,
+    redact_env,
+    redact_text,
+)
+
+
+def redact_evidence(evidence: Evidence) -> Evidence:
+    """Redact ``evidence`` in place (and return it); idempotent.
+
+    Cost matters at 16,384 ranks: the same thread names and stacks repeat on every rank,
+    so a thread's redacted form is computed once per distinct (name, frames).
+    """
+    memo = _Memo()
+    for proc in evidence.processes:
+        _redact_process(proc, memo)
+    evidence.job_log_events = [_event(e) for e in evidence.job_log_events]
+    evidence.notes = [redact_text(n) for n in evidence.notes]
+    evidence.inputs = [_input(i) for i in evidence.inputs]
+    evidence.collect_steps = [
+        dataclasses.replace(s, reason=redact_text(s.reason)) if s.reason else s
+        for s in evidence.collect_steps
+    ]
+    return evidence
+
+
+class _Memo:
+    """Redacted thread names already seen: the same few repeat on every rank."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def name(self, name: str) -> str:
+        cleaned = self.names.get(name)
+        if cleaned is None:
+            cleaned = self.names[name] = redact_text(name)
+        return cleaned
+
+
+def _redact_process(proc: ProcessEvidence, memo: _Memo) -> None:
+    if proc.env:
+        proc.env = redact_env(proc.env)
+    if proc.cmdline:
+        proc.cmdline = redact_cmdline(proc.cmdline)
+    proc.stack_samples = [_sample(s, memo) for s in proc.stack_samples]
+    proc.log_events = [_event(e) for e in proc.log_events]
+
+
+def _sample(sample: StackSample, memo: _Memo) -> StackSample:
+    threads = _threads(sample.threads, memo)
+    children = tuple(_child(c, memo) for c in sample.children)
+    unchanged = threads is sample.threads and all(
+        a is b for a, b in zip(children, sample.children, strict=True)
+    )
+    return sample if unchanged else dataclasses.replace(sample, threads=threads, children=children)
+
+
+def _child(child: ChildStacks, memo: _Memo) -> ChildStacks:
+    threads = _threads(child.threads, memo)
+    cmdline = redact_cmdline(child.cmdline) if child.cmdline else child.cmdline
+    if threads is child.threads and cmdline == child.cmdline:
+        return child
+    return dataclasses.replace(child, threads=threads, cmdline=cmdline)
+
+
+def _threads(threads: tuple[ThreadStack, ...], memo: _Memo) -> tuple[ThreadStack, ...]:
+    out = tuple(_thread(t, memo) for t in threads)
+    return threads if all(a is b for a, b in zip(out, threads, strict=True)) else out
+
+
+def _thread(thread: ThreadStack, memo: _Memo) -> ThreadStack:
+    name = memo.name(thread.name) if thread.name else thread.name
+    return thread if name == thread.name else dataclasses.replace(thread, name=name)
+
+
+def redact_local(name: str, value: str) -> str:
+    """A py-spy ``--locals`` value: hidden whole when its variable's name looks secret.
+
+    Called by the py-spy parsers as they build each frame (the only producers of
+    locals), so frames never need a second walk here; rules read locals (a lock's repr,
+    a worker id), reports never show them.
+    """
+    if value and is_secret_name(name):
+        return REDACTED
+    return redact_text(value)
+
+
+def _event(event: LogEvent) -> LogEvent:
+    text = redact_text(event.text)
+    fields = tuple(
+        (k, REDACTED if v and is_secret_name(k) else redact_text(v)) for k, v in event.fields
+    )
+    if text == event.text and fields == event.fields:
+        return event
+    return dataclasses.replace(event, text=text, fields=fields)
+
+
+def _input(item: InputFile) -> InputFile:
+    path = redact_text(item.path)
+    error = redact_text(item.error) if item.error else item.error
+    if path == item.path and error == item.error:
+        return item
+    return dataclasses.replace(item, path=path, error=error)

@@ -1,0 +1,273 @@
+"""Model records ↔ JSON for node summaries, derived from the dataclasses themselves.
+
+Why generic: a summary must carry every field the rules read, and the model grows issue by
+issue (fields are appended, never renamed: model.py's convention). An encoder and a
+decoder built from each dataclass's own field types follow those additions without an
+edit here, so a summary written today keeps up with tomorrow's rules. A field the
+writer did not know is absent in the JSON and gets its default when read.
+
+Why precompiled: decoding the summaries of 16,384 ranks builds about a million records;
+each class gets one closure per field the first time it is seen, so the hot path is a
+dict lookup and a constructor call, not type introspection.
+
+Frames are never written inline: every :class:`Frame` (in stacks and in flight recorder
+records alike) becomes an index into the summary's frame table, so a frame shared by
+thousands of threads is written once and read back as one shared object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from hangdoc.analyzer.model import Frame
+
+# A summary written on the node refers to the dump it sits in by this token; the reader
+# puts the display path of that dump in its place (paths in reports stay clickable).
+DUMP_TOKEN = "@"
+_PATH_FIELDS = frozenset({"source", "sources", "path", "manifest"})
+
+Encoder = Callable[[Any, "FrameTable"], Any]
+Decoder = Callable[[Any, "DecodeContext"], Any]
+
+
+class FrameTable:
+    """The frames of one summary, numbered in first-seen order."""
+
+    def __init__(self) -> None:
+        self.rows: list[list[object]] = []
+        self._index: dict[Frame, int] = {}
+
+    def add(self, frame: Frame) -> int:
+        index = self._index.get(frame)
+        if index is None:
+            index = len(self.rows)
+            self._index[frame] = index
+            row: list[object] = [frame.function, frame.file, frame.line, int(frame.native)]
+            if frame.locals:
+                row.append([list(pair) for pair in frame.locals])
+            self.rows.append(row)
+        return index
+
+    def add_all(self, frames: tuple[Frame, ...]) -> list[int]:
+        return [self.add(f) for f in frames]
+
+
+# Frames decoded from any summary, shared across summaries: 2,048 nodes of one job repeat
+# the same few hundred frames.
+_FRAMES: dict[tuple[object, ...], Frame] = {}
+_FRAMES_MAX = 1 << 20
+
+
+def decode_frames(rows: list[Any]) -> list[Frame]:
+    """The frame table of a summary → Frames (interned across summaries)."""
+    out: list[Frame] = []
+    cache = _FRAMES
+    for row in rows:
+        key = (row[0], row[1], row[2], row[3]) if len(row) == 4 else None
+        frame = cache.get(key) if key is not None else None
+        if frame is None:
+            locals_ = tuple((str(n), str(v)) for n, v in row[4]) if len(row) > 4 else ()
+            frame = Frame(
+                function=str(row[0]),
+                file=str(row[1]),
+                line=row[2] if isinstance(row[2], int) else None,
+                native=bool(row[3]),
+                locals=locals_,
+            )
+            if key is not None:
+                if len(cache) >= _FRAMES_MAX:
+                    cache.clear()
+                cache[key] = frame
+        out.append(frame)
+    return out
+
+
+@dataclasses.dataclass(slots=True)
+class DecodeContext:
+    """What decoding one summary needs besides the JSON: its frames and its display path."""
+
+    frames: list[Frame]
+    display: str
+
+    def relocate(self, path: str) -> str:
+        if path == DUMP_TOKEN:
+            return self.display
+        if path.startswith(DUMP_TOKEN + "/"):
+            return self.display + path[len(DUMP_TOKEN) :]
+        return path
+
+    def relocate_text(self, text: str) -> str:
+        """Notes name files inside the dump anywhere in their text."""
+        return text.replace(DUMP_TOKEN + "/", self.display + "/") if DUMP_TOKEN in text else text
+
+
+_ENCODERS: dict[object, Encoder] = {}
+_DECODERS: dict[object, Decoder] = {}
+_MISSING = object()
+
+
+def _ident(value: Any, _ctx: Any) -> Any:
+    return value
+
+
+def encoder(tp: object) -> Encoder:
+    """The JSON encoder of a type (a model dataclass, a container of them, a scalar)."""
+    found = _ENCODERS.get(tp)
+    if found is None:
+        found = _build_encoder(tp)
+        _ENCODERS[tp] = found
+    return found
+
+
+def decoder(tp: object) -> Decoder:
+    """The inverse of :func:`encoder`; raises (KeyError, TypeError, ValueError) on bad JSON."""
+    found = _DECODERS.get(tp)
+    if found is None:
+        found = _build_decoder(tp)
+        _DECODERS[tp] = found
+    return found
+
+
+def _optional_inner(tp: object) -> object | None:
+    """``X | None`` → X; anything else → None."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args: list[object] = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return None
+
+
+def _container(tp: object) -> tuple[object, tuple[Any, ...]]:
+    return typing.get_origin(tp), typing.get_args(tp)
+
+
+def _build_encoder(tp: object) -> Encoder:
+    if tp is Frame:
+        return lambda value, table: table.add(value)
+    inner = _optional_inner(tp)
+    if inner is not None:
+        enc = encoder(inner)
+        return lambda value, table: None if value is None else enc(value, table)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return lambda value, _table: value.value
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _dataclass_encoder(tp)
+    origin, args = _container(tp)
+    if origin in (tuple, list):
+        elem = encoder(args[0]) if args else _ident
+        if elem is _ident:
+            return lambda value, _table: list(value)
+        return lambda value, table: [elem(v, table) for v in value]
+    if origin is dict:
+        val = encoder(args[1])
+        if val is _ident:
+            return lambda value, _table: dict(value)
+        return lambda value, table: {k: val(v, table) for k, v in value.items()}
+    return _ident
+
+
+def _defaults(cls: type) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+        else:
+            out[f.name] = _MISSING
+    return out
+
+
+def _dataclass_encoder(cls: type) -> Encoder:
+    hints = typing.get_type_hints(cls)
+    defaults = _defaults(cls)
+    fields = [(f.name, encoder(hints[f.name]), defaults[f.name]) for f in dataclasses.fields(cls)]
+
+    def encode(value: Any, table: FrameTable) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for name, enc, default in fields:
+            item = getattr(value, name)
+            if default is _MISSING or item != default:
+                out[name] = enc(item, table)
+        return out
+
+    return encode
+
+
+def _build_decoder(tp: object) -> Decoder:
+    if tp is Frame:
+        return lambda value, ctx: ctx.frames[value]
+    inner = _optional_inner(tp)
+    if inner is not None:
+        dec = decoder(inner)
+        if dec is _ident:
+            return _ident
+        return lambda value, ctx: None if value is None else dec(value, ctx)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        enum_cls = tp
+        return lambda value, _ctx: enum_cls(value)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _dataclass_decoder(tp)
+    origin, args = _container(tp)
+    if origin is tuple:
+        if (len(args) == 2 and args[1] is Ellipsis) or len(args) == 1:
+            elem = decoder(args[0])
+            if elem is _ident:
+                return lambda value, _ctx: tuple(value)
+            return lambda value, ctx: tuple([elem(v, ctx) for v in value])
+        parts = [decoder(a) for a in args]
+        if all(d is _ident for d in parts):
+            return lambda value, _ctx: tuple(value)
+        return lambda value, ctx: tuple(d(v, ctx) for d, v in zip(parts, value, strict=True))
+    if origin is list:
+        elem = decoder(args[0]) if args else _ident
+        if elem is _ident:
+            return lambda value, _ctx: list(value)
+        return lambda value, ctx: [elem(v, ctx) for v in value]
+    if origin is dict:
+        val = decoder(args[1])
+        if val is _ident:
+            return lambda value, _ctx: dict(value)
+        return lambda value, ctx: {k: val(v, ctx) for k, v in value.items()}
+    return _ident
+
+
+def _path_decoder(tp: object, base: Decoder) -> Decoder:
+    if tp is str or _optional_inner(tp) is str:
+        return lambda value, ctx: None if value is None else ctx.relocate(value)
+    if typing.get_origin(tp) is list:
+        return lambda value, ctx: [ctx.relocate(v) for v in value]
+    return base
+
+
+def _dataclass_decoder(cls: type) -> Decoder:
+    """A decoder written for ``cls`` (as attrs and dataclasses write their __init__): one
+    keyword argument per field, a field absent from the JSON gets its default."""
+    hints = typing.get_type_hints(cls)
+    namespace: dict[str, object] = {"cls": cls}
+    args: list[str] = []
+    for number, f in enumerate(dataclasses.fields(cls)):
+        dec = decoder(hints[f.name])
+        if f.name in _PATH_FIELDS:
+            dec = _path_decoder(hints[f.name], dec)
+        key = repr(f.name)
+        value = f"v[{key}]"
+        if dec is not _ident:
+            namespace[f"dec{number}"] = dec
+            value = f"dec{number}(v[{key}], ctx)"
+        if f.default is not dataclasses.MISSING:
+            namespace[f"default{number}"] = f.default
+            value = f"{value} if {key} in v else default{number}"
+        elif f.default_factory is not dataclasses.MISSING:
+            namespace[f"factory{number}"] = f.default_factory
+            value = f"{value} if {key} in v else factory{number}()"
+        args.append(f"{f.name}={value}")
+    source = "def decode(v, ctx):\n    return cls(" + ", ".join(args) + ")\n"
+    exec(source, namespace)  # the text is built from field names only, never from input
+    decode: Decoder = namespace["decode"]  # type: ignore[assignment]
+    return decode

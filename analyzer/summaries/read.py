@@ -1,0 +1,281 @@
+"""Read a node's ``summary.json`` back into model records, in place of its raw files.
+
+A summary is used only when it belongs to the dump beside it: same format family, and
+written after the manifest it summarises was final (its ``finished_at`` is copied into
+the summary). Anything else — no summary, a torn or foreign one, one older than the
+manifest — makes the loader read the raw files, with a note saying why (none when there
+is simply no summary, as in dumps of older collectors).
+
+Decoding is the hot path of analysing thousands of nodes: every thread shape's frames
+become one tuple shared by every rank (and every node) that has it, so the rules'
+per-thread work is done once per shape, not once per rank.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hangdoc.analyzer.model import (
+    ChildStacks,
+    CollectiveRecord,
+    CollectStep,
+    Evidence,
+    Frame,
+    GpuState,
+    HostInfo,
+    InputFile,
+    InputKind,
+    LogEvent,
+    ProcessEvidence,
+    ProcessGroupInfo,
+    ProcSample,
+    StackSample,
+    ThreadStack,
+)
+from hangdoc.analyzer.summaries.codec import DecodeContext, decode_frames, decoder
+from hangdoc.collectors.dumpformat import MANIFEST_NAME
+from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_FORMAT_PREFIX, SUMMARY_NAME
+
+_HEAD_BYTES = 4096
+_FORMAT = re.compile(rb'"format"\s*:\s*"([^"]*)"')
+_FINISHED_AT = re.compile(rb'"finished_at"\s*:\s*(null|-?[0-9.eE+-]+)')
+_COMPLETE = re.compile(rb'"complete"\s*:\s*(true|false)')
+# Frame tuples of thread shapes, shared by every summary read in this process.
+_STACKS: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestHead:
+    """What a dump's manifest says in its first keys (read without parsing it whole: a
+    reader of 2,048 summaries must not parse 2,048 manifests with their step lists)."""
+
+    found: bool
+    format: str | None = None
+    finished_at: float | None = None
+    complete: bool = False
+
+
+def read_manifest_head(dump_dir: Path) -> ManifestHead:
+    try:
+        with (dump_dir / MANIFEST_NAME).open("rb") as handle:
+            head = handle.read(_HEAD_BYTES)
+    except OSError:
+        return ManifestHead(found=False)
+    fmt, done, complete = _FORMAT.search(head), _FINISHED_AT.search(head), _COMPLETE.search(head)
+    finished: float | None = None
+    if done is not None and done.group(1) != b"null":
+        try:
+            finished = float(done.group(1))
+        except ValueError:
+            finished = None
+    return ManifestHead(
+        found=fmt is not None,
+        format=fmt.group(1).decode("utf-8", "replace") if fmt is not None else None,
+        finished_at=finished,
+        complete=complete is not None and complete.group(1) == b"true",
+    )
+
+
+@dataclass(slots=True)
+class SummaryContents:
+    """One node as its summary describes it; the loader merges it like a read dump."""
+
+    host: HostInfo | None
+    processes: list[ProcessEvidence] = field(default_factory=list)
+    process_groups: list[ProcessGroupInfo] = field(default_factory=list)
+    job_log_events: list[LogEvent] = field(default_factory=list)
+    inputs: list[InputFile] = field(default_factory=list)
+    steps: list[CollectStep] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    raw_files_not_opened: int = 0
+
+
+# A node's summary is kilobytes (12.5 KiB for 8 ranks); one past this is not ours.
+MAX_SUMMARY_BYTES = 64 * 1024 * 1024
+
+
+def read_summary(dump_dir: Path, display: str) -> tuple[SummaryContents | None, str | None]:
+    """(contents, None) for a usable summary; (None, why) for one that must not be used;
+    (None, None) when the dump has none."""
+    path = dump_dir / SUMMARY_NAME
+    if not path.is_file():
+        return None, None
+    try:
+        size = path.stat().st_size
+        if size > MAX_SUMMARY_BYTES:
+            return None, f"{SUMMARY_NAME} is {size} bytes, over the {MAX_SUMMARY_BYTES} cap"
+        obj = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as exc:
+        return None, f"{SUMMARY_NAME} is unreadable ({type(exc).__name__}: {exc})"
+    if not isinstance(obj, dict):
+        return None, f"{SUMMARY_NAME} is not a JSON object"
+    fmt = obj.get("format")
+    if not isinstance(fmt, str) or not fmt.startswith(SUMMARY_FORMAT_PREFIX):
+        return None, f"{SUMMARY_NAME} is not a hangdoc summary (format {fmt!r})"
+    if fmt != SUMMARY_FORMAT:
+        return None, f"{SUMMARY_NAME} has format {fmt}; this hangdoc reads {SUMMARY_FORMAT}"
+    head = read_manifest_head(dump_dir)
+    if head.found and head.finished_at != obj.get("manifest_finished_at"):
+        return None, f"{SUMMARY_NAME} does not match {MANIFEST_NAME} (written for another run)"
+    try:
+        return _decode(obj, display), None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        return None, f"{SUMMARY_NAME} is damaged ({type(exc).__name__}: {exc})"
+
+
+class _Shapes:
+    """Thread shapes of one summary, ready to stamp out one ThreadStack per rank."""
+
+    def __init__(self, raw: list[Any], frames: list[Frame]) -> None:
+        self.rows: list[tuple[tuple[Frame, ...], str | None, bool | None, bool | None, bool]] = []
+        for shape in raw:
+            stack = tuple([frames[i] for i in shape["frames"]])
+            stack = _STACKS.setdefault(stack, stack)
+            self.rows.append(
+                (stack, shape.get("name"), shape.get("active"), shape.get("owns_gil"),
+                 bool(shape.get("is_main")))
+            )  # fmt: skip
+
+    def threads(self, refs: list[Any], source: str, ctx: DecodeContext) -> tuple[ThreadStack, ...]:
+        out = []
+        for ref in refs:
+            frames, name, active, owns_gil, is_main = self.rows[ref[0]]
+            out.append(
+                ThreadStack(
+                    frames=frames,
+                    os_thread_id=ref[1],
+                    thread_id=ref[2],
+                    name=name,
+                    active=active,
+                    owns_gil=owns_gil,
+                    is_main=is_main,
+                    source=ctx.relocate(ref[3]) if len(ref) > 3 else source,
+                )
+            )
+        return tuple(out)
+
+
+def _samples(raw: list[Any], shapes: _Shapes, ctx: DecodeContext) -> list[StackSample]:
+    out = []
+    for rec in raw:
+        source = ctx.relocate(rec["source"])
+        children = tuple(
+            ChildStacks(
+                pid=child["pid"],
+                threads=shapes.threads(child["threads"], source, ctx),
+                cmdline=child.get("cmdline"),
+            )
+            for child in rec.get("children", ())
+        )
+        out.append(
+            StackSample(
+                index=rec["index"],
+                time=rec.get("time"),
+                threads=shapes.threads(rec["threads"], source, ctx),
+                children=children,
+                source=source,
+            )
+        )
+    return out
+
+
+_PROC = decoder(ProcSample)
+_COLLECTIVE = decoder(CollectiveRecord)
+_EVENT = decoder(LogEvent)
+_GPU = decoder(GpuState)
+
+
+def _process(
+    rec: dict[str, Any], shapes: _Shapes, env: dict[str, str], ctx: DecodeContext
+) -> ProcessEvidence:
+    extra: dict[str, Any] = rec.get("extra") or {}
+    rank_env = {**env, **rec.get("env", {})}
+    for key in extra.get("env_absent", ()):
+        rank_env.pop(key, None)
+    proc = ProcessEvidence(
+        rank=rec.get("rank"),
+        host=rec.get("host"),
+        pid=rec.get("pid"),
+        local_rank=rec.get("local_rank"),
+        world_size=rec.get("world_size"),
+        local_world_size=rec.get("local_world_size"),
+        group_rank=rec.get("group_rank"),
+        cmdline=rec.get("cmdline"),
+        start_time=rec.get("start_time"),
+        env=rank_env,
+        stack_samples=_samples(rec.get("stacks", []), shapes, ctx),
+        proc_samples=[_PROC(s, ctx) for s in rec.get("proc", ())],
+        collectives=[_COLLECTIVE(c, ctx) for c in rec.get("collectives", ())],
+        log_events=[_EVENT(e, ctx) for e in rec.get("log_events", ())],
+        gpu=[_GPU(g, ctx) for g in rec.get("gpu", ())],
+        sources=[ctx.relocate(s) for s in rec.get("sources", ())],
+        exited=bool(rec.get("exited")),
+    )
+    for name, value in extra.items():
+        if name != "env_absent" and hasattr(proc, name):
+            setattr(proc, name, _extra_decoder(name)(value, ctx))
+    return proc
+
+
+@functools.cache
+def _extra_decoder(name: str) -> Any:
+    return decoder(typing.get_type_hints(ProcessEvidence)[name])
+
+
+def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
+    ctx = DecodeContext(frames=decode_frames(obj["frames"]), display=display)
+    shapes = _Shapes(obj["threads"], ctx.frames)
+    env: dict[str, str] = obj.get("env") or {}
+    raw_host = obj.get("host_info")
+    host = decoder(HostInfo)(raw_host, ctx) if raw_host else None
+    out = SummaryContents(host=host)
+    out.processes = [_process(r, shapes, env, ctx) for r in obj["ranks"]]
+    out.process_groups = [decoder(ProcessGroupInfo)(g, ctx) for g in obj.get("process_groups", ())]
+    out.job_log_events = [_EVENT(e, ctx) for e in obj.get("job_log_events", ())]
+    out.inputs = [decoder(InputFile)(i, ctx) for i in obj.get("inputs", ())]
+    ranks = tuple(sorted({p.rank for p in out.processes if p.rank is not None}))
+    out.inputs.insert(0, InputFile(f"{display}/{SUMMARY_NAME}", InputKind.SUMMARY, ranks))
+    out.steps = [decoder(CollectStep)(s, ctx) for s in obj.get("steps", ())]
+    out.notes = [ctx.relocate_text(n) for n in obj.get("notes", ())]
+    counts = obj.get("counts") or {}
+    out.raw_files_not_opened = int(counts.get("inputs_not_listed", 0))
+    return out
+
+
+def absorb_summary(
+    evidence: Evidence,
+    contents: SummaryContents,
+    display: str,
+    add: Callable[[ProcessEvidence], object],
+) -> None:
+    """Merge one node's summary into ``evidence`` as the loader merges a read dump;
+    ``add`` takes each process (the loader's ProcessIndex.add)."""
+    evidence.inputs.extend(contents.inputs)
+    evidence.notes.extend(contents.notes)
+    evidence.collect_steps.extend(contents.steps)
+    evidence.job_log_events.extend(contents.job_log_events)
+    host = contents.host
+    if host is not None:
+        if host.host in evidence.hosts:
+            evidence.notes.append(
+                f"{display}: a second dump of host {host.host} (the first was "
+                f"{evidence.hosts[host.host].manifest}); both are read"
+            )
+        else:
+            evidence.hosts[host.host] = host
+    for proc in contents.processes:
+        add(proc)
+    for group in contents.process_groups:
+        known = evidence.process_groups.get(group.name)
+        if known is None:
+            evidence.process_groups[group.name] = group
+        else:
+            known.desc = known.desc or group.desc
+            known.ranks = known.ranks or group.ranks

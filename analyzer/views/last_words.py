@@ -1,0 +1,97 @@
+"""What the job said it was doing just before the first timeout.
+
+A ticket's console often ends like this: the job's own line ("Saving checkpoint. This may
+take some time.", "Evaluating the results...", "Getting full model state dict took 114 s")
+and then the watchdog's timeouts. The rank that prints such lines is usually the one the
+others waited for: it was still checkpointing or evaluating. The line's words are read with
+the same vocabulary as the job's frame names (views/meaning.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from hangdoc.analyzer.model import Evidence, LogEvent, LogLine
+from hangdoc.analyzer.views.meaning import Meaning, meaning_of, tokens
+
+_LOOK_BACK = 3  # job lines before the first timeout that may name the activity
+_TELLING = frozenset({Meaning.CHECKPOINT, Meaning.EVAL, Meaning.METRICS, Meaning.DATA})
+
+
+@dataclass(frozen=True, slots=True)
+class LastWords:
+    meaning: Meaning
+    line: LogLine
+    rank: int | None  # the rank that printed it, when a prefix or its file said so
+    failure: LogEvent  # the first timeout after it, in the same file
+
+
+def _failures(evidence: Evidence, kinds: frozenset[str]) -> dict[str, LogEvent]:
+    """The first failure event (by line) of each source file."""
+    first: dict[str, LogEvent] = {}
+    events: Iterable[LogEvent] = [
+        *evidence.job_log_events,
+        *(e for p in evidence.processes for e in p.log_events),
+    ]
+    for event in events:
+        if event.kind not in kinds or not event.line:
+            continue
+        known = first.get(event.source)
+        if known is None or (known.line or 0) > event.line:
+            first[event.source] = event
+    return first
+
+
+def last_words(
+    evidence: Evidence,
+    failure_kinds: frozenset[str],
+    phase_kind: str,
+    phases: Mapping[str, Meaning | None],
+) -> LastWords | None:
+    """The activity the job's last lines before the first failure of a file name.
+
+    Two kinds of line count: the job's own lines (read by their words), and the phase
+    markers the log parser recognised in the frameworks' lines (events of ``phase_kind``
+    whose ``phase`` field ``phases`` maps to an activity, or to None for a marker that
+    ends one: "checkpoint saved" means the save before it is not what they waited for).
+    """
+    for source, failure in sorted(_failures(evidence, failure_kinds).items()):
+        limit = failure.line or 0
+        said: list[tuple[int, int | None, LogLine, Meaning | bool]] = [
+            (line.line, None, line, False)
+            for line in evidence.job_log_lines
+            if line.source == source and 0 < line.line < limit
+        ]
+        for p in evidence.processes:
+            said += [
+                (line.line, p.rank, line, False)
+                for line in p.log_lines
+                if line.source == source and 0 < line.line < limit
+            ]
+            said += [
+                (e.line, p.rank, LogLine(e.text, e.source, e.line), phases[phase] or True)
+                for e in p.log_events
+                if e.kind == phase_kind
+                and e.source == source
+                and e.line
+                and e.line < limit
+                and (phase := dict(e.fields).get("phase", "")) in phases
+            ]
+        said += [
+            (e.line, None, LogLine(e.text, e.source, e.line), phases[phase] or True)
+            for e in evidence.job_log_events
+            if e.kind == phase_kind
+            and e.source == source
+            and e.line
+            and e.line < limit
+            and (phase := dict(e.fields).get("phase", "")) in phases
+        ]
+        said.sort(key=lambda item: item[0])
+        for _, rank, line, known in reversed(said[-_LOOK_BACK:]):
+            if known is True:
+                break  # the activity before it ended
+            meaning = known or meaning_of(tokens(line.text))
+            if meaning in _TELLING:
+                return LastWords(meaning, line, rank, failure)
+    return None
