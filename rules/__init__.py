@@ -89,6 +89,7 @@ _MODULES: tuple[RuleRow, ...] = (
     RuleRow("hd060_logs_diverge", "0.1.0 (issue 15)"),
     RuleRow("hd108_lone_stack", "0.1.0 (issue 14)"),
     RuleRow("hd061_activity_before_timeout", "0.1.0 (issue 15)"),
+    RuleRow("hd109_dataloader_worker_died", "0.1.0 (issue 14)"),
     RuleRow("hd350_gpu_activity", _CAUSES),
     RuleRow("hd351_gpu_memory_limit", _CAUSES),
 )

@@ -139,6 +139,8 @@ def death_of(p: Placed) -> Death | None:
     if kind in (EventKind.EXCEPTION.value, EventKind.ERROR_FILE.value):
         if not exc_type and not message:
             return None
+        if "DataLoader worker" in message or "encountered in worker" in message:
+            return None  # a worker died, not the rank by itself: HD109 says so
         if "OutOfMemoryError" in exc_type or "out of memory" in message:
             return Death(p.rank, "cuda_oom", f"{exc_type}: {message}"[:200], p, True)
         if _exception_is_consequence(exc_type, message):

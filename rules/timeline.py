@@ -61,6 +61,7 @@ class EventKind(enum.StrEnum):
     AGENT_SIGNAL = "agent_signal"  # agent itself got a death signal (scheduler, user)
     ERROR_FILE = "error_file"  # TORCHELASTIC_ERROR_FILE contents
     ACTOR_DIED = "actor_died"  # Ray actor / worker died
+    DATALOADER_WORKER_DIED = "dataloader_worker_died"  # torch's DataLoader worker messages
     # the rank's process
     EXCEPTION = "exception"  # uncaught Python exception (last line of a traceback)
     CUDA_OOM = "cuda_oom"

@@ -141,6 +141,40 @@ def signal_name(code: int) -> str | None:
     return names.get(code)
 
 
+# torch's own messages when a DataLoader worker dies (torch/utils/data/dataloader.py,
+# torch/csrc/DataLoader.cpp): "DataLoader worker (pid 14647) is killed by signal: Killed",
+# "DataLoader worker (pid(s) 1, 2) exited unexpectedly", "ERROR: Unexpected bus error
+# encountered in worker. This might be caused by insufficient shared memory (shm).",
+# "DataLoader timed out after 60 seconds".
+_LOADER_WORKER = re.compile(
+    r"DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]+)\) (?:is killed by signal: "
+    r"(?P<signal>[A-Za-z -]+?)\.?\s*$|exited unexpectedly)"
+    r"|Unexpected (?P<what>segmentation fault|bus error|floating-point exception) encountered "
+    r"in worker"
+    r"|DataLoader timed out after (?P<timeout>\d+) seconds"
+)
+_LOADER_SIGNALS = {"segmentation fault": "SIGSEGV", "bus error": "SIGBUS",
+                   "floating-point exception": "SIGFPE"}  # fmt: skip
+
+
+def match_dataloader_worker(text: str) -> Hit | None:
+    """A DataLoader worker process died or timed out (torch's own wording)."""
+    if "orker" not in text and "DataLoader" not in text:
+        return None
+    m = _LOADER_WORKER.search(text)
+    if m is None:
+        return None
+    fields: dict[str, str] = {F_MESSAGE: text.strip()[:300]}
+    signal = m.group("signal")
+    put(fields, F_SIGNAL, _SIGNALS.get(signal.strip(), signal.strip()) if signal else None)
+    put(fields, F_SIGNAL, _LOADER_SIGNALS.get(m.group("what") or ""))
+    put(fields, "worker_pids", (m.group("pids") or "").replace(" ", "") or None)
+    put(fields, "timeout_s", m.group("timeout"))
+    if "shared memory" in text or m.group("what") == "bus error":
+        fields["shm"] = "1"
+    return Hit(EventKind.DATALOADER_WORKER_DIED, fields, key=("loader", fields.get(F_SIGNAL)))
+
+
 def match_process(text: str) -> Hit | None:
     """CUDA OOM / errors, fatal signals, OOM killer, launcher exit reports, Ray deaths."""
     if not any(k in text for k in _KEYS):

@@ -18,7 +18,11 @@ from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, m
 from hangdoc.analyzer.parsers.logs.hit import Hit
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
 from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
-from hangdoc.analyzer.parsers.logs.process import match_exception_line, match_process
+from hangdoc.analyzer.parsers.logs.process import (
+    match_dataloader_worker,
+    match_exception_line,
+    match_process,
+)
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
@@ -495,6 +499,7 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         match_torch(text)
         or match_agent(text)
         or match_xid(text, nvrm_pci)
+        or match_dataloader_worker(text)
         or match_process(text)
         or match_phase(text)
         or match_count(text)

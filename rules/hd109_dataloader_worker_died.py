@@ -1,0 +1,92 @@
+"""A DataLoader worker process died (killed, segfault, bus error) or timed out
+
+## What it means
+torch printed its own message for a DataLoader worker that died: "DataLoader worker (pid
+N) is killed by signal: Killed", "… exited unexpectedly", "Unexpected segmentation fault /
+bus error encountered in worker", or "DataLoader timed out after N seconds". The rank that
+owned the worker raised (or waits for a batch that never comes), so it never reaches the
+next collective, and the other ranks wait in it until the timeout.
+
+## Why it hangs
+A worker killed by the kernel's OOM killer (signal: Killed) or one that crashes in native
+code takes its batch with it. With the default `timeout=0` the main process may wait for
+it; otherwise it raises and dies while the other ranks block in their next collective.
+
+## Evidence used
+torch's DataLoader messages in the logs (torch/utils/data/dataloader.py and
+torch/csrc/DataLoader.cpp), with the rank a prefix or the file gives; a bus error or the
+words "shared memory" point at /dev/shm.
+
+## How to confirm
+`dmesg -T | grep -i -E 'killed process|oom'` on the node for a Killed worker; `df -h
+/dev/shm` for a bus error (a container's default 64 MB shm is too small for the workers'
+batches); run with `num_workers=0` to see the error in the main process.
+
+## How to fix
+Killed: lower the workers' memory (fewer workers, smaller prefetch_factor, no copy of a
+large dataset per worker), or give the node more memory. Bus error: give the container
+more shared memory (`--shm-size`, `--ipc=host`) or use `file_system` sharing
+(`torch.multiprocessing.set_sharing_strategy('file_system')`). Segfault: find the native
+library that crashes in the worker (decoding, augmentations), and set
+`DataLoader(timeout=...)` so a stuck worker raises instead of hanging the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.timeline import EventKind, timeline_of
+
+
+class DataloaderWorkerDied(Rule):
+    __doc__ = __doc__
+    id = "HD109"
+    name = "dataloader-worker-died"
+    summary = "a DataLoader worker was killed, crashed or timed out (torch's own message)"
+    categories = (Category.DATALOADER,)
+    severity = Severity.CRITICAL
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        events = timeline_of(ctx.evidence).of(EventKind.DATALOADER_WORKER_DIED)
+        if not events:
+            return
+        first = events[0]
+        ranks = tuple(sorted({p.rank for p in events if p.rank is not None}))
+        signal = first.get("signal")
+        how = f"killed by {signal}" if signal else "gone"
+        if first.get("timeout_s"):
+            how = f"timed out after {first.get('timeout_s')} s"
+        who = (
+            f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+            if ranks
+            else "a rank"
+        )
+        shm = " (shared memory: /dev/shm too small)" if first.get("shm") else ""
+        yield Finding(
+            rule=self.id,
+            category=Category.DATALOADER,
+            severity=self.severity,
+            title=f"a DataLoader worker of {who} was {how}{shm}",
+            explanation=(
+                f"torch reported that a DataLoader worker of {who} was {how}{shm}: "
+                f"{(first.get('message') or first.event.text)[:200]!r}. The rank lost its "
+                "batch: it raised or waits, and never reaches the collective the other "
+                "ranks wait in."
+            ),
+            fix=(
+                "Killed: the kernel's OOM killer took the worker; lower the workers' memory "
+                "(fewer workers, smaller prefetch_factor) or add memory. Bus error: more "
+                "/dev/shm (--shm-size, --ipc=host) or set_sharing_strategy('file_system'). "
+                "Segfault: the native code the worker runs (decoding, augmentation). Set "
+                "DataLoader(timeout=...) so a stuck worker raises."
+            ),
+            culprit_ranks=ranks,
+            evidence=tuple(p.ref() for p in events[:3]),
+            confidence=0.8,
+        )
+
+
+RULE = DataloaderWorkerDied
