@@ -78,7 +78,7 @@ def test_bad_case_files_are_named(tmp_path: Path) -> None:
 
 def test_train_split_stays_above_its_floor() -> None:
     # The floor of docs/accuracy.md: CI fails when a change makes the train split worse.
-    cases, problems, splits = evaluate(CASES)
+    _cases, problems, splits = evaluate(CASES)
     assert problems == []
     assert splits["all"].refusals == 0, [r.case.case_id for r in splits["all"].results
                                          if r.refused]  # fmt: skip

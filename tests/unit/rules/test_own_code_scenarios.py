@@ -72,7 +72,7 @@ def test_stacks_alone(name: str, tmp_path: Path) -> None:
 def test_logs_alone(name: str, tmp_path: Path) -> None:
     files = _logs_only(FIXTURES / "dumps" / name, tmp_path / "ticket")
     assert len(files) == 4
-    verdict, category, culprits = _primary(files)
+    _verdict, category, culprits = _primary(files)
     assert category == OWN[name]["logs"]
     if category != "unknown":
         assert culprits == [3]
