@@ -1,54 +1,107 @@
-"""Calibrated confidence: what a rule's "80 %" has meant on real reports.
+"""Calibrated confidence: what hangdoc's "80 %" has meant on real reports.
 
-Each rule states a confidence from its own reasoning. The casebook's train split
-(fixtures/cases, scored by `hangdoc eval`) measures how often each rule, when it was the
-primary finding, named the right category. ``calibration.json`` beside this module holds
-those counts (written by `hangdoc eval --calibrate`, from the train split only); the
-stated confidence is the rule's own, pulled toward its measured precision in proportion to
-how many cases measured it (``PRIOR_CASES`` cases' worth of weight for the rule's own
-estimate). A rule never seen as primary keeps its own confidence.
+Rules state a confidence from their own reasoning. The casebook's train split
+(fixtures/cases, scored by `hangdoc eval`) measures how often an answer of each stated
+confidence named the right category. ``calibration.json`` beside this module holds the
+fitted map from a rule's own confidence to the measured one (written by `hangdoc eval
+--calibrate`, from the train split only): answers are binned by their own confidence, each
+bin's accuracy is pulled toward its mean confidence by ``PRIOR_CASES`` cases' worth of
+weight (few cases, small correction), and the result is made non-decreasing (pool adjacent
+violators). The map is monotone, so calibration never reorders two findings: it changes
+what the number says, not which finding comes first.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from hangdoc.analyzer.model import Finding
 
 TABLE = Path(__file__).with_name("calibration.json")
-PRIOR_CASES = 10
+PRIOR_CASES = 5
+BIN_EDGES: tuple[float, ...] = (0.0, 0.5, 0.65, 0.8, 0.9, 1.0001)
+# Added per unit of own confidence so that a flat stretch of the map keeps the order.
+_TIE_BREAK = 1e-4
 
 
 @functools.cache
-def _table() -> dict[str, tuple[int, int]]:
-    """rule id → (cases where it was primary, cases where its category was right)."""
+def _points() -> tuple[tuple[float, float], ...]:
+    """(own confidence, calibrated) knots, from (0, 0) to (1, 1); empty when no table."""
     try:
         doc = json.loads(TABLE.read_text(encoding="utf-8"))
-        rules = doc["rules"]
-        return {str(k): (int(v["cases"]), int(v["right"])) for k, v in rules.items()}
+        knots = [(float(a), float(b)) for a, b in doc["points"]]
     except (OSError, ValueError, KeyError, TypeError):
-        return {}  # no table (a damaged install): every rule keeps its own confidence
+        return ()  # no table (a damaged install): every rule keeps its own confidence
+    if not knots:
+        return ()
+    return ((0.0, 0.0), *sorted(knots), (1.0, 1.0))
+
+
+def calibrate_value(own: float) -> float:
+    """The calibrated value of one own confidence (piecewise linear between knots)."""
+    points = _points()
+    if not points or own <= 0.0:
+        return own
+    xs = [x for x, _ in points]
+    i = min(max(bisect.bisect_right(xs, own), 1), len(points) - 1)
+    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    value = y0 if x1 <= x0 else y0 + (y1 - y0) * (own - x0) / (x1 - x0)
+    return min(0.99, max(0.01, value + _TIE_BREAK * own))
 
 
 def calibrated(finding: Finding) -> Finding:
-    """The finding with its confidence pulled toward its rule's measured precision."""
-    measured = _table().get(finding.rule)
-    if measured is None or measured[0] == 0 or finding.confidence <= 0.0:
+    """The finding with its calibrated confidence (an abstention's 0 stays 0)."""
+    if finding.confidence <= 0.0 or not _points():
         return finding
-    cases, right = measured
-    value = (right + PRIOR_CASES * finding.confidence) / (cases + PRIOR_CASES)
-    return replace(finding, confidence=round(value, 2))
+    return replace(finding, confidence=calibrate_value(finding.confidence))
 
 
-def write_table(counts: dict[str, tuple[int, int]], source: str) -> None:
+def fit(answers: Iterable[tuple[float, bool]]) -> list[tuple[float, float]]:
+    """Knots from (own confidence, was it right) pairs: binned, shrunk toward the bin's own
+    mean, then pooled so that the map never decreases."""
+    bins: list[list[tuple[float, bool]]] = [[] for _ in BIN_EDGES[:-1]]
+    for own, right in answers:
+        index = min(bisect.bisect_right(BIN_EDGES, own) - 1, len(bins) - 1)
+        bins[max(index, 0)].append((own, right))
+    stats = []  # (mean own, shrunk accuracy, weight)
+    for content in bins:
+        if not content:
+            continue
+        n = len(content)
+        mean = sum(o for o, _ in content) / n
+        accuracy = sum(r for _, r in content) / n
+        stats.append([mean, (n * accuracy + PRIOR_CASES * mean) / (n + PRIOR_CASES), n])
+    return _pooled(stats)
+
+
+def _pooled(stats: Sequence[list[float]]) -> list[tuple[float, float]]:
+    """Pool adjacent violators: merge neighbours until the values never decrease."""
+    blocks: list[list[float]] = []  # [mean own, value, weight, count of bins]
+    for mean, value, weight in stats:
+        blocks.append([mean, value, weight, 1])
+        while len(blocks) > 1 and blocks[-2][1] > blocks[-1][1]:
+            b = blocks.pop()
+            a = blocks[-1]
+            w = a[2] + b[2]
+            a[0] = (a[0] * a[2] + b[0] * b[2]) / w
+            a[1] = (a[1] * a[2] + b[1] * b[2]) / w
+            a[2], a[3] = w, a[3] + b[3]
+    return [(round(m, 3), round(v, 3)) for m, v, _, _ in blocks]
+
+
+def write_table(answers: Sequence[tuple[float, bool]], source: str) -> None:
     doc = {
-        "about": "per rule: cases where it was the primary finding, and where its category "
-        f"was right; {source}. Written by `hangdoc eval --calibrate`.",
+        "about": "knots (own confidence, measured accuracy) of the calibration map, fitted "
+        f"on {len(answers)} answers that named a cause: {source}. Written by "
+        "`hangdoc eval --calibrate`.",
         "prior_cases": PRIOR_CASES,
-        "rules": {rule: {"cases": n, "right": r} for rule, (n, r) in sorted(counts.items())},
+        "bin_edges": list(BIN_EDGES),
+        "points": [list(p) for p in fit(answers)],
     }
     TABLE.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    _table.cache_clear()
+    _points.cache_clear()

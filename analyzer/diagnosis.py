@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.model import Category, Evidence, Finding, Verdict
-from hangdoc.rules.activity import RankActivity
+from hangdoc.analyzer.views.activity import RankActivity
 
 SCHEMA = "hangdoc.findings/1"
 

@@ -14,10 +14,9 @@ from dataclasses import replace
 from hangdoc.analyzer.calibration import calibrated
 from hangdoc.analyzer.diagnosis import Diagnosis, NotEvaluated
 from hangdoc.analyzer.model import Evidence, Finding, Severity, Verdict
+from hangdoc.analyzer.views.activity import classify_ranks, forget_shapes
 from hangdoc.rules import all_rules
-from hangdoc.rules.activity import classify_ranks
 from hangdoc.rules.base import Rule, RuleContext
-from hangdoc.rules.progress import progress_cache
 
 
 def analyze(
@@ -30,9 +29,9 @@ def analyze(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with progress_cache():
-            return _analyze(evidence, rules, calibrate)
+        return _analyze(evidence, rules, calibrate)
     finally:
+        forget_shapes()  # nothing of this Evidence outlives the analysis
         if gc_was_enabled:
             gc.enable()
 
@@ -45,27 +44,18 @@ def _analyze(
     chosen = rules if rules is not None else all_rules()
     findings: list[Finding] = []
     not_evaluated: list[NotEvaluated] = []
-    fallbacks: list[type[Rule]] = []
+    fallbacks = [r for r in chosen if r.fallback]
+    afters = [r for r in chosen if r.after and not r.fallback]
     for rule_cls in chosen:
-        if rule_cls.fallback:
-            fallbacks.append(rule_cls)
-            continue
-        missing = [need for need in sorted(rule_cls.requires) if not ctx.has(need)]
-        if missing:
-            not_evaluated.append(
-                NotEvaluated(rule_cls.id, "missing " + ", ".join(str(m) for m in missing))
-            )
-            continue
-        try:
-            findings.extend(rule_cls().check(ctx))
-        except Exception as exc:  # one rule's bug must not cost the user the others
-            not_evaluated.append(
-                NotEvaluated(rule_cls.id, f"failed ({type(exc).__name__}: {exc}); a bug")
-            )
-            evidence.notes.append(
-                f"rule {rule_cls.id} failed on these inputs ({type(exc).__name__}: {exc}); "
-                "the other rules ran. Please report it with the inputs."
-            )
+        if not (rule_cls.fallback or rule_cls.after):
+            _run(rule_cls, ctx, evidence, not_evaluated, findings)
+    if afters:
+        # After rules weigh what the others found (HD038: did anything explain it?).
+        before = replace(ctx, prior=tuple(sorted(findings, key=Finding.sort_key)))
+        found: list[Finding] = []
+        for rule_cls in afters:
+            _run(rule_cls, before, evidence, not_evaluated, found)
+        findings.extend(found)
     if calibrate:
         findings = [calibrated(f) for f in findings]
     findings.sort(key=Finding.sort_key)
@@ -87,6 +77,32 @@ def _analyze(
         missing_ranks=missing_ranks,
         not_evaluated=not_evaluated,
     )
+
+
+def _run(
+    rule_cls: type[Rule],
+    ctx: RuleContext,
+    evidence: Evidence,
+    not_evaluated: list[NotEvaluated],
+    into: list[Finding],
+) -> None:
+    """One rule's findings, added to ``into``; a missing need or a failure is noted."""
+    missing = [need for need in sorted(rule_cls.requires) if not ctx.has(need)]
+    if missing:
+        not_evaluated.append(
+            NotEvaluated(rule_cls.id, "missing " + ", ".join(str(m) for m in missing))
+        )
+        return
+    try:
+        into.extend(rule_cls().check(ctx))
+    except Exception as exc:  # one rule's bug must not cost the user the others
+        not_evaluated.append(
+            NotEvaluated(rule_cls.id, f"failed ({type(exc).__name__}: {exc}); a bug")
+        )
+        evidence.notes.append(
+            f"rule {rule_cls.id} failed on these inputs ({type(exc).__name__}: {exc}); "
+            "the other rules ran. Please report it with the inputs."
+        )
 
 
 def _verdict(findings: list[Finding]) -> Verdict:

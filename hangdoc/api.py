@@ -108,7 +108,7 @@ def ranks_frame(source: Source) -> pd.DataFrame:
     """One row per process (a rank, or a process whose rank is unknown): where it is,
     what it is doing at its last sample, and whether the primary finding blames it."""
     from hangdoc.analyzer.diagnosis import Diagnosis
-    from hangdoc.rules.activity import classify_ranks
+    from hangdoc.analyzer.views.activity import classify_ranks
 
     evidence = _evidence(source)
     if isinstance(source, Diagnosis):

@@ -213,13 +213,7 @@ def evaluate(
     return cases, problems, score(cases, calibrate=calibrate)
 
 
-def rule_precision(split: SplitScore) -> dict[str, tuple[int, int]]:
-    """Per rule: (cases where it was the primary finding, cases where it was right).
-    Measured on the rules' own confidences; the fallback (no cause) is not a claim."""
-    counts: dict[str, tuple[int, int]] = {}
-    for r in split.results:
-        if r.rule is None or r.predicted is Category.UNKNOWN or r.refused:
-            continue
-        n, right = counts.get(r.rule, (0, 0))
-        counts[r.rule] = (n + 1, right + int(r.correct))
-    return counts
+def calibration_answers(split: SplitScore) -> list[tuple[float, bool]]:
+    """(own confidence, right) of every answer that named a cause: what the calibration
+    map is fitted on. Measured with the rules' own confidences (``calibrate=False``)."""
+    return [(r.confidence, r.correct) for r in split.answered if not r.refused]

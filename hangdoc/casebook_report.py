@@ -12,7 +12,7 @@ from pathlib import Path
 from hangdoc.analyzer.calibration import write_table
 from hangdoc.analyzer.model import Category
 from hangdoc.casebook import Case
-from hangdoc.casebook_eval import CALIBRATION_TOLERANCE, SplitScore, evaluate, rule_precision
+from hangdoc.casebook_eval import CALIBRATION_TOLERANCE, SplitScore, calibration_answers, evaluate
 
 _SHORT = {
     Category.RANK_DIVERGENCE: "diverge",
@@ -166,15 +166,15 @@ def run_eval(
 ) -> tuple[str, int]:
     """The `hangdoc eval` command: score the casebook, optionally write docs/accuracy.md.
 
-    With ``recalibrate``, first measure each rule's precision on the train split with the
-    rules' own confidences and write analyzer/calibration.json from it. Returns the
+    With ``recalibrate``, first score the train split with the rules' own confidences and
+    fit analyzer/calibration.json to it (the map from own to measured confidence). Returns the
     summary to print and the exit status: 1 when a case file is broken or the train split
     is below ``floor``, else 0.
     """
     if recalibrate:
         cases, _, raw = evaluate(root, calibrate=False)
         train = raw["train"]
-        write_table(rule_precision(train), f"train split of {len(train.results)} cases")
+        write_table(calibration_answers(train), f"train split of {len(train.results)} cases")
     cases, problems, splits = evaluate(root)
     if write is not None:
         write.write_text(render_accuracy(cases, splits, floor), encoding="utf-8")

@@ -466,8 +466,8 @@ def evaluate_casebook(
         bool,
         typer.Option(
             "--calibrate",
-            help="First measure each rule on the train split and write "
-            "analyzer/calibration.json (the stated confidences follow it).",
+            help="First fit the confidence calibration to the train split "
+            "(analyzer/calibration.json; the stated confidences follow it).",
         ),
     ] = False,
     floor: Annotated[

@@ -15,9 +15,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hangdoc.analyzer.model import Category, Evidence, Finding, Severity
+from hangdoc.analyzer.model import Category, Evidence, Finding, ProcessEvidence, Severity
+from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.fr_matching import MatchResult, match
 from hangdoc.analyzer.views.log_compare import LogComparison, compare_logs
-from hangdoc.rules.activity import RankActivity
+from hangdoc.analyzer.views.progress import RankProgress, rank_progress
+from hangdoc.analyzer.views.timeline import Timeline
 
 DOC_SECTIONS: tuple[str, ...] = (
     "What it means",
@@ -49,7 +52,8 @@ class RuleContext:
     # Views computed on first use, once per analysis; the context (and so the cache) goes
     # with the analysis, so nothing keeps an Evidence alive after it.
     _views: dict[str, object] = field(default_factory=dict)
-    # For rules that run after the others (fallback=True): the findings so far, best first.
+    # For rules that run after the others (after=True or fallback=True): the findings so
+    # far, best first.
     prior: tuple[Finding, ...] = ()
 
     @property
@@ -59,6 +63,34 @@ class RuleContext:
         if not isinstance(found, LogComparison):
             found = self._views["log_comparison"] = compare_logs(self.evidence)
         return found
+
+    @property
+    def timeline(self) -> Timeline:
+        """Every rank's log events in time order (analyzer/views/timeline.py)."""
+        found = self._views.get("timeline")
+        if not isinstance(found, Timeline):
+            found = self._views["timeline"] = Timeline(self.evidence)
+        return found
+
+    @property
+    def fr_match(self) -> MatchResult:
+        """The flight recorder buffers matched across ranks (analyzer/views/fr_matching.py)."""
+        found = self._views.get("fr_match")
+        if not isinstance(found, MatchResult):
+            found = self._views["fr_match"] = match(self.evidence, self.activities)
+        return found
+
+    def progress(self, process: ProcessEvidence) -> RankProgress:
+        """Whether one process moved between samples (analyzer/views/progress.py); several
+        rules ask for the same ranks, so each is computed once per analysis."""
+        cache = self._views.setdefault("progress", {})
+        assert isinstance(cache, dict)
+        hit = cache.get(id(process))
+        if hit is not None and hit[0] is process:
+            return hit[1]  # type: ignore[no-any-return]
+        result = rank_progress(process)
+        cache[id(process)] = (process, result)  # held by the context: the id stays unique
+        return result
 
     def has(self, need: Need) -> bool:
         ev = self.evidence
@@ -90,6 +122,9 @@ class Rule(abc.ABC):
     requires: ClassVar[frozenset[Need]]
     # Fallback rules run only when no other rule found a cause (HD000).
     fallback: ClassVar[bool] = False
+    # After rules run once the others have, and read their findings in ``ctx.prior``
+    # (HD038); their own findings are calibrated and ranked with the others.
+    after: ClassVar[bool] = False
 
     @abc.abstractmethod
     def check(self, ctx: RuleContext) -> Iterable[Finding]:

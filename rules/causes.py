@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Category, Frame
+from hangdoc.analyzer.views.activity import GENERIC_TAGS, RankActivity, is_user_frame
+from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.iofacts import fs_stall
+from hangdoc.analyzer.views.locks import gil_holder, lock_waits
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning, Signal, job_meaning
-from hangdoc.rules.activity import GENERIC_TAGS, RankActivity, is_user_frame
-from hangdoc.rules.catalog import Tag
-from hangdoc.rules.iofacts import fs_stall
-from hangdoc.rules.locks import gil_holder, lock_waits
 
 
 @dataclass(frozen=True, slots=True)

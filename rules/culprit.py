@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import ProcessEvidence
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.rules.base import RuleContext
-from hangdoc.rules.progress import rank_progress
 
 # Confidence of the skeleton's HD001 when nothing moved; a rule that names the blocking
 # worker, lock, file or peer must rank above it.
@@ -44,7 +43,7 @@ def proc_source(process: ProcessEvidence) -> str:
 def nobody_moved(ctx: RuleContext, ranks: Iterable[int]) -> bool | None:
     """True when every given rank was sampled twice and none moved; None when some rank
     was sampled once (movement unknown); False when one moved."""
-    progress = [rank_progress(ctx.activities[r].process) for r in ranks if r in ctx.activities]
+    progress = [ctx.progress(ctx.activities[r].process) for r in ranks if r in ctx.activities]
     if any(p.progressed for p in progress):
         return False
     if progress and all(p.comparable for p in progress):
@@ -57,6 +56,6 @@ def span_text(ctx: RuleContext, ranks: Iterable[int]) -> str:
     spans = [
         p.span_s
         for r in ranks
-        if r in ctx.activities and (p := rank_progress(ctx.activities[r].process)).span_s
+        if r in ctx.activities and (p := ctx.progress(ctx.activities[r].process)).span_s
     ]
     return f" in the {min(spans):.1f} s between samples" if spans else " between samples"

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Category, CollectiveRecord, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks
+from hangdoc.analyzer.views.fr_matching import GroupView, Kind, MatchResult, Problem, RankFR
 from hangdoc.rules.base import RuleContext
 from hangdoc.rules.causes import cause_of
-from hangdoc.rules.fr_matching import GroupView, Kind, MatchResult, Problem, RankFR, match
 
 MAX_REFS = 6
 MAX_WAVEFRONT_ROWS = 8
@@ -26,29 +26,6 @@ _STATE_WORDS = {
     "timed_out": "timed out/errored",
     "unknown": "state unknown",
 }
-
-
-class _Cache:
-    """The match of the last analysed Evidence: every FR rule reads the same result."""
-
-    key: tuple[int, int, int, int, int] | None = None
-    result: MatchResult | None = None
-    keep: object = None  # holds the evidence so its id cannot be reused while cached
-
-
-def fr_match(ctx: RuleContext) -> MatchResult:
-    ev = ctx.evidence
-    stamp = (
-        id(ev),
-        id(ctx.activities),
-        len(ev.processes),
-        len(ev.inputs),
-        sum(len(p.collectives) for p in ev.processes),
-    )
-    if _Cache.key != stamp or _Cache.result is None:
-        _Cache.result = match(ev, ctx.activities)
-        _Cache.key, _Cache.keep = stamp, (ev, ctx.activities)
-    return _Cache.result
 
 
 def group_text(view: GroupView | None, name: str) -> str:
@@ -253,7 +230,7 @@ def its(ranks: tuple[int, ...] | list[int], one: str, many: str) -> str:
 
 def consequence_text(problem: Problem, result: MatchResult) -> str:
     """' — a consequence of: size_mismatch at all_reduce #8 on default_pg (group 0)'."""
-    from hangdoc.rules.fr_matching import roots_of
+    from hangdoc.analyzer.views.fr_matching import roots_of
 
     roots = roots_of(problem)
     if not roots:
@@ -264,7 +241,7 @@ def consequence_text(problem: Problem, result: MatchResult) -> str:
 
 def issued_at(problem: Problem) -> str:
     """Where each side issued the op, when the dump carries call stacks (FR pickles)."""
-    from hangdoc.rules.activity import is_user_frame
+    from hangdoc.analyzer.views.activity import is_user_frame
 
     variants = problem.variants or ([(problem.waiting, problem.record)] if problem.record else [])
     parts: list[str] = []
@@ -398,7 +375,7 @@ def root_category(problem: Problem, result: MatchResult, ctx: RuleContext) -> Ca
 
 
 def consequence_category(problem: Problem, result: MatchResult, ctx: RuleContext) -> Category:
-    from hangdoc.rules.fr_matching import roots_of
+    from hangdoc.analyzer.views.fr_matching import roots_of
 
     roots = roots_of(problem)
     return root_category(roots[0], result, ctx) if roots else Category.UNKNOWN

@@ -15,7 +15,7 @@ branch), the job waits until the process-group timeout (10 to 30 minutes) or for
 
 ## Evidence used
 The main thread's Python stack of every rank at the last sample (py-spy or
-faulthandler), classified with the frame catalog (rules/catalog.py): collective frames of
+faulthandler), classified with the frame catalog (analyzer/views/catalog.py): collective frames of
 torch.distributed, DeepSpeed, Accelerate, Lightning, Composer; checkpoint, dataloader
 and evaluation frames; the innermost frame of the user's own code. With two or more
 samples, whether any rank moved between them.
@@ -38,10 +38,9 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.rules.activity import RankActivity, live_activities
+from hangdoc.analyzer.views.activity import RankActivity, live_activities
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.causes import cause_of, key_frame_text
-from hangdoc.rules.progress import rank_progress
 from hangdoc.rules.refs import stack_refs
 
 
@@ -113,7 +112,7 @@ class RankOutsideCollective(Rule):
             # Read off the job's own names, not the catalog: one signal is a guess, each
             # independent one that agrees (frames, files written, last log line) adds.
             confidence = min(0.8, 0.5 + 0.15 * len(cause.signals))
-        progress = [rank_progress(a.process) for a in culprits + waiting]
+        progress = [ctx.progress(a.process) for a in culprits + waiting]
         if all(p.comparable and not p.progressed for p in progress):
             span = min((p.span_s for p in progress if p.span_s), default=None)
             confidence = min(0.92, confidence + 0.12)

@@ -36,9 +36,9 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.rules.activity import RankActivity
+from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.catalog import Tag
 from hangdoc.rules.refs import stack_refs
 
 

@@ -33,9 +33,9 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, ProcessEvidence, Severity
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks
-from hangdoc.rules.activity import classify_thread
+from hangdoc.analyzer.views.activity import classify_thread
+from hangdoc.analyzer.views.progress import RankProgress
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.progress import RankProgress, rank_progress
 
 
 def _samples_in_collective(process: ProcessEvidence) -> int:
@@ -59,7 +59,7 @@ class Progress(Rule):
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         all_ranked = ctx.evidence.ranked()
         ranked = {r: p for r, p in all_ranked.items() if not p.exited}
-        progress = {r: rank_progress(p) for r, p in ranked.items()}
+        progress = {r: ctx.progress(p) for r, p in ranked.items()}
         comparable = {r: p for r, p in progress.items() if p.comparable}
         moved = sorted(r for r, p in comparable.items() if p.progressed)
         if not moved:

@@ -32,7 +32,6 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.progress import rank_progress
 from hangdoc.rules.refs import stack_refs
 
 
@@ -54,7 +53,7 @@ class AllInSameCollective(Rule):
             return
         ranks = tuple(sorted(a.rank for a in live))
         op = sorted({a.waiting_call.op for a in live if a.waiting_call})[0]
-        progress = [rank_progress(a.process) for a in live]
+        progress = [ctx.progress(a.process) for a in live]
         if any(p.progressed for p in progress):
             return
         stuck_for_sure = all(p.comparable for p in progress)

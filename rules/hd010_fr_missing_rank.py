@@ -36,14 +36,13 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.views.fr_matching import Kind, MatchResult, Problem
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.fr_matching import Kind, MatchResult, Problem
 from hangdoc.rules.fr_text import (
     blame,
     consequence_category,
     consequence_text,
     doings,
-    fr_match,
     its,
     op_text,
     problem_finding,
@@ -75,7 +74,7 @@ class FrMissingRank(Rule):
     requires = frozenset({Need.FLIGHT_RECORDER})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        result = fr_match(ctx)
+        result = ctx.fr_match
         for problem in result.of_kind(Kind.MISSING):
             if not problem.cycle:
                 yield self._finding(problem, result, ctx)

@@ -35,9 +35,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.fr_matching import Kind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.fr_matching import Kind
-from hangdoc.rules.fr_text import fr_match, mismatch_finding
+from hangdoc.rules.fr_text import mismatch_finding
 
 FIX = (
     "Make the odd ranks issue the same collective as the others at this point: compare "
@@ -56,7 +56,7 @@ class FrCollectiveTypeMismatch(Rule):
     requires = frozenset({Need.FLIGHT_RECORDER})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        result = fr_match(ctx)
+        result = ctx.fr_match
         for problem in result.of_kind(Kind.TYPE):
             yield mismatch_finding(
                 self.id, Category.COLLECTIVE_TYPE_MISMATCH, problem, result, ctx, FIX, 0.95

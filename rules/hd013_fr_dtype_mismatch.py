@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.fr_matching import Kind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.fr_matching import Kind
-from hangdoc.rules.fr_text import fr_match, mismatch_finding
+from hangdoc.rules.fr_text import mismatch_finding
 
 FIX = (
     "Give the collective tensors of the same dtype on every rank: align the precision "
@@ -51,7 +51,7 @@ class FrDtypeMismatch(Rule):
     requires = frozenset({Need.FLIGHT_RECORDER})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        result = fr_match(ctx)
+        result = ctx.fr_match
         for problem in result.of_kind(Kind.DTYPE):
             yield mismatch_finding(
                 self.id, Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, problem, result, ctx, FIX, 0.9

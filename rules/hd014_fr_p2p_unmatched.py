@@ -33,14 +33,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.fr_matching import Kind, MatchResult, Problem
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.fr_matching import Kind, MatchResult, Problem
 from hangdoc.rules.fr_text import (
     blame,
     consequence_category,
     consequence_text,
     doings,
-    fr_match,
     group_text,
     op_text,
     problem_refs,
@@ -64,7 +63,7 @@ class FrP2PUnmatched(Rule):
     requires = frozenset({Need.FLIGHT_RECORDER})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        result = fr_match(ctx)
+        result = ctx.fr_match
         for problem in result.of_kind(Kind.P2P):
             if not problem.cycle:
                 yield self._finding(problem, result, ctx)

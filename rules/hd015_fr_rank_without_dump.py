@@ -35,13 +35,12 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.views.fr_matching import Kind, MatchResult, Problem
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.fr_matching import Kind, MatchResult, Problem
 from hangdoc.rules.fr_text import (
     blame,
     doings,
     expected_on_collected_host,
-    fr_match,
     its,
     op_text,
     problem_finding,
@@ -65,7 +64,7 @@ class FrRankWithoutDump(Rule):
     requires = frozenset({Need.FLIGHT_RECORDER})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        result = fr_match(ctx)
+        result = ctx.fr_match
         for problem in result.of_kind(Kind.NO_DUMP):
             yield self._finding(problem, result, ctx)
 

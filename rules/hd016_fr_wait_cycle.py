@@ -34,9 +34,9 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.views.fr_matching import Kind, Problem
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.fr_matching import Kind, Problem
-from hangdoc.rules.fr_text import fr_match, its, problem_refs, where_text
+from hangdoc.rules.fr_text import its, problem_refs, where_text
 
 
 def _reach(start: Problem) -> list[Problem]:
@@ -73,7 +73,7 @@ class FrWaitCycle(Rule):
     requires = frozenset({Need.FLIGHT_RECORDER})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        result = fr_match(ctx)
+        result = ctx.fr_match
         for loop in cycles(result.problems):
             p2p = any(p.kind is Kind.P2P for p in loop)
             ranks = sorted({r for p in loop for r in (*p.waiting, *p.blamed)})

@@ -32,10 +32,9 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.views.fr_matching import Kind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.fr_matching import Kind
 from hangdoc.rules.fr_text import (
-    fr_match,
     op_text,
     problem_refs,
     seq_text,
@@ -54,7 +53,7 @@ class FrAllWaiting(Rule):
     requires = frozenset({Need.FLIGHT_RECORDER})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        result = fr_match(ctx)
+        result = ctx.fr_match
         stalled = result.of_kind(Kind.STALLED)
         if not stalled:
             return

@@ -12,7 +12,7 @@ collective for the full process-group timeout.
 
 ## Evidence used
 CUDA out-of-memory messages in tracebacks, `torchrun` error files and NCCL WARN lines,
-ordered in time against the timeout wave (rules/timeline.py). An OOM printed *after*
+ordered in time against the timeout wave (analyzer/views/timeline.py). An OOM printed *after*
 the timeouts is a consequence of the teardown (gh:NVIDIA/nccl/issues/1284) and is not
 reported.
 
@@ -33,16 +33,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.deaths import first_deaths
+from hangdoc.analyzer.views.timeline import precedes_wave, victims, wave
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.hd030_rank_died_first import first_deaths
-from hangdoc.rules.timeline import (
-    limited_refs,
-    precedes_wave,
-    ranks_text,
-    timeline_of,
-    victims,
-    wave,
-)
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 
 class CudaOomFirst(Rule):
@@ -55,7 +49,7 @@ class CudaOomFirst(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         deaths = first_deaths(tl)
         ooms = [d for d in deaths if d.how == "cuda_oom"]
         if not ooms:

@@ -34,28 +34,15 @@ from collections import Counter
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.watchdog import (
+    DEFAULT_PG,
+    WatchRecord,
+    minority,
+    split_by,
+    watch_records,
+)
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.hd032_lagging_rank import DEFAULT_PG, WatchRecord, watch_records
-from hangdoc.rules.timeline import limited_refs, ranks_text, timeline_of
-
-
-def split_by(records: dict[int, WatchRecord], key: str) -> dict[object, list[int]]:
-    """Ranks per value of ``key`` among records that carry it, for the common SeqNum."""
-    groups: dict[object, list[int]] = {}
-    for rank, rec in sorted(records.items()):
-        value = getattr(rec, key)
-        if rec.seq is not None and value is not None:
-            groups.setdefault((rec.seq, value), []).append(rank)
-    return groups
-
-
-def minority(groups: dict[object, list[int]]) -> tuple[list[int], list[int], object, object]:
-    """(culprit ranks, majority ranks, culprit value, majority value)."""
-    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), str(kv[0])))
-    major_value, major = ordered[0]
-    culprits = sorted(r for _, ranks in ordered[1:] for r in ranks)
-    minor_value = ordered[1][0] if len(ordered) > 1 else None
-    return culprits, sorted(major), minor_value, major_value
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 
 class TimeoutOpMismatch(Rule):
@@ -68,7 +55,7 @@ class TimeoutOpMismatch(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         for pg, records in sorted(watch_records(tl).items()):
             by_seq: dict[int, dict[int, WatchRecord]] = {}
             for rank, rec in records.items():

@@ -34,10 +34,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.watchdog import (
+    DEFAULT_PG,
+    WatchRecord,
+    minority,
+    split_by,
+    watch_records,
+)
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.hd032_lagging_rank import DEFAULT_PG, WatchRecord, watch_records
-from hangdoc.rules.hd033_timeout_op_mismatch import minority, split_by
-from hangdoc.rules.timeline import limited_refs, ranks_text, timeline_of
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 # Sizes may differ across ranks for these without anything being wrong.
 _UNEVEN_OK = frozenset(
@@ -55,7 +60,7 @@ class TimeoutSizeMismatch(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         for pg, records in sorted(watch_records(tl).items()):
             cells: dict[tuple[int, str], dict[int, WatchRecord]] = {}
             for rank, rec in records.items():

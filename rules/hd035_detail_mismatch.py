@@ -34,16 +34,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.timeline import Placed, fint
+from hangdoc.analyzer.vocabulary import F_PEER_RANK, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import (
-    F_PEER_RANK,
-    EventKind,
-    Placed,
-    fint,
-    limited_refs,
-    ranks_text,
-    timeline_of,
-)
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 _KEYS = ("op", "shape", "dtype", "seq")
 
@@ -75,7 +69,7 @@ class DetailMismatch(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         events = tl.of(EventKind.COLLECTIVE_MISMATCH)
         detail = [p for p in events if p.get("source") == "detail"]
         found = self._detail(detail) if detail else None

@@ -31,17 +31,10 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import parse_ranks
+from hangdoc.analyzer.views.timeline import fint
+from hangdoc.analyzer.vocabulary import F_ERROR, F_RANKS, F_SEQ, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import (
-    F_ERROR,
-    F_RANKS,
-    F_SEQ,
-    EventKind,
-    fint,
-    limited_refs,
-    ranks_text,
-    timeline_of,
-)
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 _ERRORS = {
     "COLLECTIVE_TYPE_MISMATCH": Category.COLLECTIVE_TYPE_MISMATCH,
@@ -65,7 +58,7 @@ class FrTraceReport(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         missing = tl.of(EventKind.FR_MISSING_RANKS)
         if missing:
             first = min(missing, key=lambda p: fint(p.event, F_SEQ) or 0)

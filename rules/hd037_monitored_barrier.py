@@ -30,8 +30,9 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import parse_ranks
+from hangdoc.analyzer.vocabulary import F_RANKS, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import F_RANKS, EventKind, limited_refs, ranks_text, timeline_of
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 
 class MonitoredBarrier(Rule):
@@ -44,7 +45,7 @@ class MonitoredBarrier(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         events = tl.of(EventKind.MONITORED_BARRIER)
         if not events:
             return

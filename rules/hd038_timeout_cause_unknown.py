@@ -35,8 +35,9 @@ from collections import Counter
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.vocabulary import F_OP, F_SEQ, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import F_OP, F_SEQ, EventKind, limited_refs, ranks_text, timeline_of
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 _COLLECT = (
     "Collect next time: `hangdoc collect --all` on every node while the job hangs; flight "
@@ -47,17 +48,12 @@ _COLLECT = (
 )
 
 
-# The log rules whose findings explain a timeout; HD038 speaks only when none of them did.
+# The log rules whose findings explain a timeout; HD038 speaks only when none of them did
+# (it runs after them and reads their findings in ctx.prior).
 _CAUSAL_IDS = frozenset({
     "HD030", "HD031", "HD032", "HD033", "HD034", "HD035", "HD036", "HD037", "HD039",
     "HD200", "HD201", "HD202", "HD203", "HD204", "HD205", "HD300", "HD301", "HD302",
 })  # fmt: skip
-
-
-def _causal_rules() -> tuple[type[Rule], ...]:
-    from hangdoc.rules import all_rules
-
-    return tuple(r for r in all_rules() if r.id in _CAUSAL_IDS)
 
 
 class TimeoutCauseUnknown(Rule):
@@ -68,18 +64,20 @@ class TimeoutCauseUnknown(Rule):
     categories = (Category.UNKNOWN,)
     severity = Severity.WARNING
     requires = frozenset({Need.LOGS})
+    after = True
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         symptoms = tl.of(
             EventKind.COLLECTIVE_TIMEOUT, EventKind.HEARTBEAT_TIMEOUT, EventKind.STORE_TIMEOUT
         )
         if not symptoms:
             return
-        for rule in _causal_rules():
-            for finding in rule().check(ctx):
-                if finding.severity in (Severity.CRITICAL, Severity.ERROR):
-                    return
+        if any(
+            f.rule in _CAUSAL_IDS and f.severity in (Severity.CRITICAL, Severity.ERROR)
+            for f in ctx.prior
+        ):
+            return
         ranks = sorted({p.rank for p in symptoms if p.rank is not None})
         ops = Counter(f"{p.get(F_OP)} #{p.get(F_SEQ)}" for p in symptoms if p.get(F_OP))
         what = ", ".join(op for op, _ in ops.most_common(3)) or "a collective"

@@ -37,19 +37,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.deaths import first_deaths
+from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
+from hangdoc.analyzer.vocabulary import F_PHASE, F_SEQ, EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.hd030_rank_died_first import first_deaths
-from hangdoc.rules.timeline import (
-    F_PHASE,
-    F_SEQ,
-    EventKind,
-    Phase,
-    Placed,
-    Timeline,
-    fint,
-    ranks_text,
-    timeline_of,
-)
+from hangdoc.rules.refs import ranks_text
 
 _BUSY = frozenset({Phase.PREPROCESS.value, Phase.LOAD.value})
 _EARLY_SEQ = 10
@@ -107,7 +99,7 @@ class SlowRankWork(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT, EventKind.STORE_TIMEOUT)
         if not timeouts:
             return

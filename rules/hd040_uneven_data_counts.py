@@ -38,8 +38,10 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import verb
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import F_PHASE, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import F_PHASE, EventKind, Placed, limited_refs, ranks_text, timeline_of
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 _LOOP_PHASES = frozenset({"train", "eval"})
 
@@ -65,7 +67,7 @@ class UnevenDataCounts(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         series: dict[str, dict[int, tuple[float, Placed]]] = {}
         for p in tl.of(EventKind.PHASE):
             if p.rank is None or p.get(F_PHASE) not in _LOOP_PHASES:

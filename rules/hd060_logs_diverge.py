@@ -43,11 +43,11 @@ from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.views.activity import live_activities
 from hangdoc.analyzer.views.log_compare import Divergence
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING
-from hangdoc.rules.activity import live_activities
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import EventKind
 
 _UNEVEN_FIX = (
     "Give every rank the same number of batches: DistributedSampler(drop_last=True) or "
@@ -121,6 +121,18 @@ class LogsDiverge(Rule):
             )
             fix = _UNFINISHED_FIX
             confidence = 0.6 if d.meaning else 0.4
+        elif d.kind == "only_some":
+            category = CATEGORY_OF[d.meaning] if d.meaning else Category.RANK_DIVERGENCE
+            doing = DOING[d.meaning].removeprefix("is ") if d.meaning else "took another path"
+            title = f"only {culprits} printed {first[:80]!r} ({doing}); {others} never did"
+            why = (
+                f"Near the end of their logs {culprits} printed a line {others} never print: "
+                "where the ranks' paths parted. "
+            )
+            fix = _UNFINISHED_FIX
+            confidence = 0.5 if d.meaning else 0.35
+            if d.meaning is None:
+                severity = Severity.WARNING  # where they parted, not yet why
         elif d.kind == "counter":
             category, fix, confidence = Category.UNEVEN_DATA, _UNEVEN_FIX, 0.6
             title = f"{culprits} printed other counts than {others} on the same line"

@@ -39,8 +39,8 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.views.last_words import last_words
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import EventKind, Phase
 
 _FAILURES = frozenset(
     k.value
@@ -51,7 +51,7 @@ _FAILURES = frozenset(
         EventKind.WATCHDOG_TEARDOWN,
     )
 )
-# Framework phase markers the log parser recognises (rules/timeline.py Phase).
+# Framework phase markers the log parser recognises (analyzer/vocabulary.py Phase).
 _PHASES: dict[str, Meaning | None] = {
     Phase.CHECKPOINT_SAVE.value: Meaning.CHECKPOINT,
     Phase.EVAL.value: Meaning.EVAL,

@@ -38,13 +38,13 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
-from hangdoc.rules.activity import RankActivity
+from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.workers import WorkerView, blocking_workers
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.catalog import Tag
 from hangdoc.rules.causes import key_frame_text
 from hangdoc.rules.culprit import HD001_STUCK, proc_source, victims, victims_text
 from hangdoc.rules.refs import stack_refs
-from hangdoc.rules.workers import WorkerView, blocking_workers
 
 _STATUS = {
     "blocked": "is stuck in the dataset's code",

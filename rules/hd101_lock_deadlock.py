@@ -38,10 +38,10 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
-from hangdoc.rules.activity import RankActivity
+from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.locks import LockWait, lock_waits
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import HD001_STUCK, proc_source, span_text, victims, victims_text
-from hangdoc.rules.locks import LockWait, lock_waits
 from hangdoc.rules.refs import stack_refs
 
 _HOW = {

@@ -37,9 +37,9 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.views.locks import GilHolder, gil_holder
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import proc_source, span_text, victims, victims_text
-from hangdoc.rules.locks import GilHolder, gil_holder
 from hangdoc.rules.refs import stack_refs
 
 

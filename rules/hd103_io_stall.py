@@ -40,10 +40,10 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.iofacts import Stall, fs_stall, has_file_facts
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.catalog import Tag
 from hangdoc.rules.culprit import HD001_STUCK, proc_source, span_text, victims, victims_text
-from hangdoc.rules.iofacts import Stall, fs_stall, has_file_facts
 from hangdoc.rules.refs import stack_refs
 
 

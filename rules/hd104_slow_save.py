@@ -35,11 +35,11 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.rules.activity import RankActivity
+from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.iofacts import FileTrack, growing_files
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.catalog import Tag
 from hangdoc.rules.culprit import proc_source, victims
-from hangdoc.rules.iofacts import FileTrack, growing_files
 from hangdoc.rules.refs import stack_refs
 
 _WRITING = re.compile(r"(?i)write|save|upload|dump|flush|copy|persist|serializ")

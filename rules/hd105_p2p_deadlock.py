@@ -39,9 +39,9 @@ from collections.abc import Iterable, Mapping
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks, verb
+from hangdoc.analyzer.views.p2p_stacks import P2PDeadlock, P2POp, find_deadlock, p2p_op
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved, span_text
-from hangdoc.rules.p2p_stacks import P2PDeadlock, P2POp, find_deadlock, p2p_op
 from hangdoc.rules.refs import stack_refs
 
 _ASSUMED = (

@@ -44,11 +44,11 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks, verb
-from hangdoc.rules.activity import RankActivity, live_activities
+from hangdoc.analyzer.views.activity import RankActivity, live_activities
+from hangdoc.analyzer.views.training import counter_differences, in_gradient_sync, past_the_loop
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved, span_text
 from hangdoc.rules.refs import stack_refs
-from hangdoc.rules.training import counter_differences, in_gradient_sync, past_the_loop
 
 _FIX = (
     "Give every rank the same number of steps: DistributedSampler(..., drop_last=True) for "

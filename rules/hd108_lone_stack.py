@@ -36,9 +36,9 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
-from hangdoc.rules.activity import classify_process
+from hangdoc.analyzer.views.activity import classify_process
+from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.rules.base import Rule, RuleContext
-from hangdoc.rules.catalog import Tag
 from hangdoc.rules.causes import cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
 

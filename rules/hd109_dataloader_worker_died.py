@@ -36,8 +36,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import EventKind, timeline_of
 
 
 class DataloaderWorkerDied(Rule):
@@ -50,7 +50,7 @@ class DataloaderWorkerDied(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        events = timeline_of(ctx.evidence).of(EventKind.DATALOADER_WORKER_DIED)
+        events = ctx.timeline.of(EventKind.DATALOADER_WORKER_DIED)
         if not events:
             return
         first = events[0]

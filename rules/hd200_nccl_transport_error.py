@@ -40,20 +40,11 @@ from collections import Counter
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.deaths import first_deaths
+from hangdoc.analyzer.views.timeline import Placed, Timeline, before
+from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, F_PEER, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.hd030_rank_died_first import first_deaths
-from hangdoc.rules.timeline import (
-    F_ERROR,
-    F_HOST,
-    F_PEER,
-    EventKind,
-    Placed,
-    Timeline,
-    before,
-    limited_refs,
-    ranks_text,
-    timeline_of,
-)
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 _STATUS = {
     "12": "IB transport retry counter exceeded (link or remote port down)",
@@ -103,7 +94,7 @@ class NcclTransportError(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         # "Call to connect returned …, retrying" is normal while peers start; it counts
         # only from processes that never completed an NCCL init afterwards.
         completed = [

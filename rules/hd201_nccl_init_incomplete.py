@@ -42,19 +42,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.timeline import Placed, Timeline, fint, wave
+from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import (
-    F_ERROR,
-    F_HOST,
-    EventKind,
-    Placed,
-    Timeline,
-    fint,
-    limited_refs,
-    ranks_text,
-    timeline_of,
-    wave,
-)
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 
 def init_groups(tl: Timeline) -> dict[str, list[Placed]]:
@@ -86,7 +77,7 @@ class NcclInitIncomplete(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         symptoms = bool(wave(tl))
         groups = init_groups(tl)
         world = max((fint(p.event, "nranks") or 0 for ev in groups.values() for p in ev), default=0)

@@ -32,8 +32,10 @@ import re
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.timeline import fint
+from hangdoc.analyzer.vocabulary import F_HOST, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import F_HOST, EventKind, fint, limited_refs, timeline_of
+from hangdoc.rules.refs import limited_refs
 
 _LOCAL_IFACE = re.compile(
     r"^(?:lo|docker\d*|virbr\d*|veth\w*|cni\d*|flannel[\w.]*|br-\w+|podman\d*)$"
@@ -50,7 +52,7 @@ class NcclBootstrapInterface(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         nets = [
             p
             for p in tl.of(EventKind.NCCL_NETWORK)

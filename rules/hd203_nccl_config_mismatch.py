@@ -33,17 +33,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.timeline import Placed, fint
+from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import (
-    F_ERROR,
-    F_HOST,
-    EventKind,
-    Placed,
-    fint,
-    limited_refs,
-    ranks_text,
-    timeline_of,
-)
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 
 class NcclConfigMismatch(Rule):
@@ -56,7 +49,7 @@ class NcclConfigMismatch(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         warns = tl.of(EventKind.NCCL_CONFIG_ERROR)
         if warns:
             first = warns[0]

@@ -32,16 +32,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.timeline import Placed, fint
+from hangdoc.analyzer.vocabulary import F_HOST, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import (
-    F_HOST,
-    EventKind,
-    Placed,
-    fint,
-    limited_refs,
-    ranks_text,
-    timeline_of,
-)
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 _DTYPES = {
     "0": "int8",
@@ -72,7 +66,7 @@ class NcclCollDivergence(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         colls = tl.of(EventKind.NCCL_COLL)
         if not colls:
             return

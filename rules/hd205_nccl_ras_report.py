@@ -34,17 +34,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import F_ERROR, F_OP, F_PEER, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import (
-    F_ERROR,
-    F_OP,
-    F_PEER,
-    EventKind,
-    Placed,
-    limited_refs,
-    ranks_text,
-    timeline_of,
-)
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 
 def _groups(p: Placed) -> list[tuple[int, int, list[int]]]:
@@ -69,7 +62,7 @@ class NcclRasReport(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         for p in tl.of(EventKind.RAS_MISMATCH):
             finding = self._mismatch(p)
             if finding is not None:

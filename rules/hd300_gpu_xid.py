@@ -33,17 +33,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.gpu_faults import ranks_for
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import (
-    F_HOST,
-    F_PID,
-    EventKind,
-    Placed,
-    Timeline,
-    limited_refs,
-    ranks_text,
-    timeline_of,
-)
+from hangdoc.rules.refs import limited_refs, ranks_text
 
 XID_FATAL = {
     "48": "double-bit ECC error",
@@ -80,47 +73,6 @@ XID_APP = {
 }
 
 
-def pci_key(value: str | None) -> tuple[int, int] | None:
-    """(bus, device) from ``0000:3b:00`` / ``00000000:3B:00.0`` (nvidia-smi, Xid) or
-    NCCL's hex ``busId`` ``3b000``."""
-    if not value:
-        return None
-    text = value.lower()
-    try:
-        if ":" in text:
-            parts = text.split(":")
-            return int(parts[-2], 16), int(parts[-1].split(".")[0], 16)
-        number = int(text, 16)
-    except ValueError:
-        return None
-    return (number >> 12) & 0xFF, (number >> 4) & 0xFF
-
-
-def ranks_for(tl: Timeline, placed: list[Placed]) -> list[int]:
-    """Ranks that used the GPUs / processes / hosts the events name."""
-    pids = {p.get(F_PID) for p in placed if p.get(F_PID)}
-    pcis = {k for p in placed if (k := pci_key(p.get("pci"))) is not None}
-    hosts = {(p.get(F_HOST) or "").split(".")[0] for p in placed if p.get(F_HOST)}
-    by_pid: set[int] = set()
-    by_pci: set[int] = set()
-    by_host: set[int] = set()
-    for p in tl.events:
-        if p.rank is None:
-            continue
-        host = (p.get(F_HOST) or "").split(".")[0]
-        if pids and p.get(F_PID) in pids and p.kind.startswith("nccl"):
-            by_pid.add(p.rank)
-        if (
-            p.kind == EventKind.NCCL_INIT
-            and pci_key(p.get("busId")) in pcis
-            and (not hosts or host in hosts)
-        ):
-            by_pci.add(p.rank)
-        if hosts and host in hosts:
-            by_host.add(p.rank)
-    return sorted(by_pid or by_pci or by_host)
-
-
 class GpuXid(Rule):
     __doc__ = __doc__
     id = "HD300"
@@ -131,7 +83,7 @@ class GpuXid(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         xids = tl.of(EventKind.GPU_XID)
         if not xids:
             return

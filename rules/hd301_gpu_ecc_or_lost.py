@@ -24,27 +24,15 @@ Drain the node and have the GPU reset or replaced; resume from the last checkpoi
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.gpu_faults import HARDWARE, ranks_for
+from hangdoc.analyzer.views.timeline import fint
+from hangdoc.analyzer.vocabulary import F_ERROR, F_MESSAGE, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.hd300_gpu_xid import ranks_for
-from hangdoc.rules.timeline import (
-    F_ERROR,
-    F_MESSAGE,
-    EventKind,
-    fint,
-    limited_refs,
-    ranks_text,
-    timeline_of,
-)
+from hangdoc.rules.refs import limited_refs, ranks_text
 
-HARDWARE = re.compile(
-    r"uncorrectable ECC|ECC error|ECCUncorrectable|uncorrectable NVLink|NVLink error|fallen off "
-    r"the bus|"
-    r"GPU is lost|GPU lost|cudaErrorECC"
-)
 _TEXT_KINDS = (
     EventKind.EXCEPTION,
     EventKind.ERROR_FILE,
@@ -63,7 +51,7 @@ class GpuEccOrLost(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         hard = [
             p
             for p in tl.of(*_TEXT_KINDS)

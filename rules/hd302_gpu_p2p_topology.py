@@ -33,8 +33,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.timeline import fint
+from hangdoc.analyzer.vocabulary import F_SEQ, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.timeline import F_SEQ, EventKind, fint, limited_refs, timeline_of
+from hangdoc.rules.refs import limited_refs
 
 
 class GpuP2pTopology(Rule):
@@ -47,7 +49,7 @@ class GpuP2pTopology(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        tl = timeline_of(ctx.evidence)
+        tl = ctx.timeline
         topo = tl.of(EventKind.GPU_TOPOLOGY)
         pcie = [
             p

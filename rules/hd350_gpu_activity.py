@@ -32,8 +32,8 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks, verb
+from hangdoc.analyzer.views.gpu_state import GpuView, gpu_views
 from hangdoc.rules.base import Rule, RuleContext
-from hangdoc.rules.gpu_state import GpuView, gpu_views
 
 IDLE_PCT = 5.0
 BUSY_PCT = 90.0

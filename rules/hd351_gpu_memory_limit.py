@@ -37,8 +37,8 @@ from statistics import median
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks, verb
+from hangdoc.analyzer.views.gpu_state import gpu_views
 from hangdoc.rules.base import Rule, RuleContext
-from hangdoc.rules.gpu_state import gpu_views
 from hangdoc.rules.refs import stack_refs
 
 FULL = 0.97

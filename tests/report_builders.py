@@ -34,7 +34,7 @@ from hangdoc.analyzer.model import (
     ThreadState,
     Verdict,
 )
-from hangdoc.rules.activity import classify_ranks
+from hangdoc.analyzer.views.activity import classify_ranks
 from hangdoc.rules.base import Need, Rule, RuleContext
 
 SITE = "/usr/lib/python3/site-packages"

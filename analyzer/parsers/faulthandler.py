@@ -27,6 +27,7 @@ from hangdoc.analyzer.model import Frame, InputKind, LogEvent, ProcessEvidence, 
 from hangdoc.analyzer.model import ThreadStack as Thread
 from hangdoc.analyzer.parsers.base import ParsedFile, read_text_capped
 from hangdoc.analyzer.parsers.prefixes import Stream, sniff_lines, split_sections, split_streams
+from hangdoc.analyzer.vocabulary import EventKind
 
 # faulthandler's names of the fatal signals it reports (Python's faulthandler.c).
 _FATAL_SIGNALS = {
@@ -182,15 +183,15 @@ def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list
                 proc.exited = True  # faulthandler re-raises the signal: the process died
                 text = f"Fatal Python error: {dump.fatal}"
                 # The same event the log parser makes of "Segmentation fault" lines, so the
-                # crash rules see a faulthandler crash (rules/timeline.py: fatal_signal).
+                # crash rules see a faulthandler crash (analyzer/vocabulary.py: fatal_signal).
                 signal = _FATAL_SIGNALS.get(dump.fatal.split(" (")[0].strip())
                 fields = (("signal", signal),) if signal else ()
                 proc.log_events.append(
-                    LogEvent("fatal_signal", text, source, dump.line, fields=fields)
+                    LogEvent(EventKind.FATAL_SIGNAL.value, text, source, dump.line, fields=fields)
                 )
             if dump.timeout:
                 proc.log_events.append(
-                    LogEvent("faulthandler_timeout", dump.timeout, source, dump.line)
+                    LogEvent(EventKind.FAULTHANDLER_TIMEOUT.value, dump.timeout, source, dump.line)
                 )
             if dump.threads:
                 proc.stack_samples.append(

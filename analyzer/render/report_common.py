@@ -13,7 +13,7 @@ from typing import Any
 
 from hangdoc.analyzer.model import Category, Frame
 from hangdoc.analyzer.ranges import format_ranks
-from hangdoc.rules.activity import is_user_frame
+from hangdoc.analyzer.views.activity import is_user_frame
 
 # JSON-able values: Any because a recursive JSON type makes every consumer cast.
 JsonDict = dict[str, Any]

@@ -24,7 +24,7 @@ from hangdoc.analyzer.ranges import format_ranks, plural_ranks
 from hangdoc.analyzer.render.report_common import JsonDict, RankSets, truncate
 from hangdoc.analyzer.render.report_ranks import FAILURE_WORDS
 from hangdoc.analyzer.render.stacktree import StackNode, merge_stacks
-from hangdoc.rules.activity import RankActivity, is_user_frame
+from hangdoc.analyzer.views.activity import RankActivity, is_user_frame
 
 MAP_COLUMNS = 256
 MAP_MAX_ROWS = 16

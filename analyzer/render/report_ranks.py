@@ -19,8 +19,8 @@ from hangdoc.analyzer.render.report_common import (
     format_time,
     truncate,
 )
+from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.collectors.redact import is_secret_name, redact_text
-from hangdoc.rules.activity import RankActivity
 
 MAX_RANK_GROUPS = 200
 MAX_ENV_KEYS = 100

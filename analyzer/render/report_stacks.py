@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from hangdoc.analyzer.model import CollectiveRecord, Evidence, Frame
 from hangdoc.analyzer.render.report_common import JsonDict, RankSets, frame_json
 from hangdoc.analyzer.render.stacktree import StackNode, equivalence_classes, merge_stacks
-from hangdoc.rules.activity import RankActivity
+from hangdoc.analyzer.views.activity import RankActivity
 
 # Caps keep a pathological job (every rank on its own path) from producing a page
 # nobody can read; what is cut is counted and named by rank range.

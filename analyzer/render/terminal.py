@@ -15,7 +15,7 @@ from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.model import Severity, Verdict
 from hangdoc.analyzer.ranges import LEGEND, format_ranks, has_stride, plural_ranks
 from hangdoc.analyzer.render.stacktree import equivalence_classes
-from hangdoc.rules.activity import is_user_frame
+from hangdoc.analyzer.views.activity import is_user_frame
 
 _VERDICT_STYLE = {
     Verdict.HANG: "bold red",

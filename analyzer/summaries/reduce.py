@@ -11,8 +11,8 @@ import dataclasses
 import json
 
 from hangdoc.analyzer.model import CollectiveRecord, LogEvent, ProcessEvidence, ProcSample
+from hangdoc.analyzer.views.kernel import wchan_kind
 from hangdoc.collectors.jobformat import CollectiveBrief, GroupRankState, GroupState, LogHighlight
-from hangdoc.rules.kernel import wchan_kind
 
 # Completed collectives kept per process group before the unfinished ones: enough to
 # compare what ranks did just before the hang, few enough to stay small.

@@ -53,6 +53,7 @@ from hangdoc.analyzer.summaries.reduce import (
     log_highlights,
     reduce_proc,
 )
+from hangdoc.analyzer.views.activity import classify_process
 from hangdoc.collectors.atomic import write_bytes_atomic
 from hangdoc.collectors.jobformat import (
     SUMMARY_FORMAT,
@@ -64,7 +65,6 @@ from hangdoc.collectors.jobformat import (
     ThreadRef,
     ThreadShape,
 )
-from hangdoc.rules.activity import classify_process
 
 # Inputs the summary carries one by one: rules read flight recorder inputs by kind, and a
 # person wants the loose logs; the hundreds of per-rank stack files are only counted.

@@ -59,7 +59,7 @@ class CitedLine:
 class Divergence:
     """One way some ranks' logs part from the others'."""
 
-    kind: str  # "unfinished" | "counter" | "size" | "behind"
+    kind: str  # "unfinished" | "only_some" | "counter" | "size" | "behind"
     ranks: tuple[int, ...]  # the ranks that stand out
     others: tuple[int, ...]  # the ranks they are compared with
     meaning: Meaning | None
@@ -141,6 +141,7 @@ def compare_logs(evidence: Evidence) -> LogComparison:
         ranks.append(_RankLog(rank, lines, [of(sub("#", line.text)) for line in lines]))
     found: list[Divergence] = []
     found.extend(_unfinished(ranks, miner))
+    found.extend(_only_some(ranks, miner, found))
     found.extend(_counters(ranks, miner))
     behind, agrees = _behind(ranks, miner)
     found.extend(behind)
@@ -187,6 +188,56 @@ def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
             )
         )
     return out
+
+
+_TAIL = 20  # the last lines of a rank, where what it did differently shows
+
+
+def _only_some(
+    ranks: list[_RankLog], miner: _Templates, found: list[Divergence]
+) -> list[Divergence]:
+    """Where the ranks' logs first part: a template that a minority of ranks prints near
+    the end of its log, for the first time there, and that no other rank ever prints
+    ("running validation on rank 0 only"). A template a rank prints all along (rank 0's
+    routine logging) is not new in its tail, so it does not count."""
+    seen_by: dict[int, set[int]] = {}
+    for r in ranks:
+        for template in set(r.templates):
+            seen_by.setdefault(template, set()).add(r.rank)
+    named = {rank for d in found for rank in d.ranks}
+    candidates: dict[int, list[tuple[_RankLog, int]]] = {}
+    for r in ranks:
+        if r.rank in named:
+            continue  # already named by an unfinished action
+        start = max(0, len(r.templates) - _TAIL)
+        earlier = set(r.templates[:start])
+        for index in range(start, len(r.templates)):
+            template = r.templates[index]
+            if template in earlier:
+                continue
+            holders = seen_by[template]
+            if len(holders) * 2 < len(ranks):  # a minority prints it, the rest never do
+                candidates.setdefault(template, []).append((r, index))
+                break  # the first template where this rank parts from the others
+    out = []
+    for template, hits in candidates.items():
+        holders = seen_by[template]
+        if {r.rank for r, _ in hits} != holders:
+            continue  # some holders printed it earlier: not where they parted
+        others = tuple(r.rank for r in ranks if r.rank not in holders)
+        text = hits[0][0].lines[hits[0][1]].text
+        out.append(
+            Divergence(
+                kind="only_some",
+                ranks=tuple(sorted(holders)),
+                others=others,
+                meaning=meaning_of(tokens(text)),
+                template=miner.texts[template],
+                detail=f"only these ranks printed {text!r}, near the end of their logs",
+                lines=tuple(CitedLine(r.rank, r.lines[i]) for r, i in hits[:3]),
+            )
+        )
+    return out[:2]
 
 
 def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent
-from hangdoc.rules.timeline import F_GROUP_RANK, F_PG, F_PG_DESC, EventKind
+from hangdoc.analyzer.vocabulary import F_GROUP_RANK, F_PG, F_PG_DESC, EventKind
 
 # Reports about the whole job: their ranks live in their fields, not in a prefix.
 JOB_LEVEL = frozenset(

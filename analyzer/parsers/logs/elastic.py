@@ -17,7 +17,7 @@ from hangdoc.analyzer.parsers.logs.hit import Hit, put
 from hangdoc.analyzer.parsers.logs.process import match_exception_line, signal_name
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp, dated_stamp, epoch_stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
-from hangdoc.rules.timeline import (
+from hangdoc.analyzer.vocabulary import (
     F_EXC_TYPE,
     F_EXIT_CODE,
     F_HOST,

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.rules.timeline import F_ERROR, F_MESSAGE, F_PID, EventKind
+from hangdoc.analyzer.vocabulary import F_ERROR, F_MESSAGE, F_PID, EventKind
 
 _XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),\s*(?:pid=(?P<pid>'?<?\w+>?'?),"

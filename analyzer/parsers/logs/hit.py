@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hangdoc.rules.timeline import EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 
 
 @dataclass(slots=True)

@@ -11,14 +11,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.rules.timeline import (
-    F_ERROR,
-    F_HOST,
-    F_MESSAGE,
-    F_PEER,
-    F_PEER_RANK,
-    EventKind,
-)
+from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, F_MESSAGE, F_PEER, F_PEER_RANK, EventKind
 
 _HEADER = re.compile(
     r"(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?(?P<rest>.*)"

@@ -25,7 +25,7 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
 from hangdoc.analyzer.parsers.logs.timefmt import resolve_stamps
 from hangdoc.analyzer.parsers.stacks import attach_stacks
-from hangdoc.rules.timeline import F_CLOCK, F_RANK_FROM, EventKind
+from hangdoc.analyzer.vocabulary import F_CLOCK, F_RANK_FROM, EventKind
 
 _JSON_START = re.compile(r'\s*(?:\{\s*(?:"|\}|$)|\[\s*(?:[{\["\]]|$))')
 HEAD_BYTES = 4 * 1024 * 1024

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.rules.timeline import F_COUNT, F_PHASE, EventKind, Phase
+from hangdoc.analyzer.vocabulary import F_COUNT, F_PHASE, EventKind, Phase
 
 _BAR = re.compile(
     r"(?P<label>[^|\r\n]{0,80}?):?\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>[\d.]+[kKMG]?)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.rules.timeline import (
+from hangdoc.analyzer.vocabulary import (
     F_ERROR,
     F_EXC_TYPE,
     F_EXIT_CODE,

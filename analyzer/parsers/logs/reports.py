@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.rules.timeline import F_ERROR, F_OP, F_RANKS, F_SEQ, EventKind
+from hangdoc.analyzer.vocabulary import F_ERROR, F_OP, F_RANKS, F_SEQ, EventKind
 
 _RAS_START = re.compile(r"^(?:Job summary|Communicators\.\.\.|Group\s+Comms\s+Nodes)")
 _RAS_ROW = re.compile(

@@ -26,7 +26,14 @@ from hangdoc.analyzer.parsers.logs.process import (
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
-from hangdoc.rules.timeline import F_ERROR, F_EXC_TYPE, F_GROUP_RANK, F_MESSAGE, F_PEER, EventKind
+from hangdoc.analyzer.vocabulary import (
+    F_ERROR,
+    F_EXC_TYPE,
+    F_GROUP_RANK,
+    F_MESSAGE,
+    F_PEER,
+    EventKind,
+)
 
 # Where a second record starts inside one physical line (interleaved consoles, tqdm).
 _SPLICE = re.compile(

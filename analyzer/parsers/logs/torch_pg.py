@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.rules.timeline import (
+from hangdoc.analyzer.vocabulary import (
     F_BACKEND,
     F_ERROR,
     F_GROUP_RANK,

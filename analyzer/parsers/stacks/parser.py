@@ -19,6 +19,7 @@ from hangdoc.analyzer.model import InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes, read_text_capped
 from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.scan import ScanResult, Span, scan_text
+from hangdoc.analyzer.vocabulary import EventKind
 
 # Stacks are read from at most this much of a file (its tail when larger): a 10 GB
 # log's stacks that matter are near its end, and the scan keeps every line in memory
@@ -57,7 +58,7 @@ _NEW_FORMATS = frozenset({"traceback", "py-bt", "gdb", "pystack", "cpp"})
 # then come in full; in a plain log, records of consequences are left out
 # (scan.logged_elsewhere).
 _STACKS_FILE: contextvars.ContextVar[bool] = contextvars.ContextVar("stacks_file", default=False)
-_EXCEPTION_KIND = "exception"
+_EXCEPTION_KIND = EventKind.EXCEPTION.value
 
 
 def extract_stacks(text: str, display: str) -> list[ProcessEvidence]:

@@ -45,7 +45,7 @@ from hangdoc.analyzer.parsers.stacks.segments import (
     starts_faulthandler,
     starts_pyspy,
 )
-from hangdoc.rules.hd030_rank_died_first import CONSEQUENCE_TEXT
+from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT
 
 # A file with more blocks than this is cut there (a note says so): past it a stack
 # repeats what the rules have already seen, and each block costs time and memory.

@@ -18,8 +18,8 @@ from typing import Any
 
 from hangdoc.analyzer.model import Evidence, InputFile, InputKind, ProcessEvidence
 from hangdoc.analyzer.parsers.flight_recorder import Reducer, document_to_parsed
-from hangdoc.rules.activity import classify_ranks
-from hangdoc.rules.fr_matching import MatchResult, match
+from hangdoc.analyzer.views.activity import classify_ranks
+from hangdoc.analyzer.views.fr_matching import MatchResult, match
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -17,7 +17,7 @@ import pytest
 
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.loading.safe_unpickle import safe_load
-from hangdoc.rules.fr_matching import Kind, MatchResult
+from hangdoc.analyzer.views.fr_matching import Kind, MatchResult
 from tests.unit.fr.frdata import matched
 
 FR = Path(__file__).resolve().parents[3] / "fixtures" / "fr"

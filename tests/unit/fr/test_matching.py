@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 from hangdoc.analyzer.model import CollectiveRecord
-from hangdoc.rules.fr_matching import Kind, MatchResult, latest_dump
+from hangdoc.analyzer.views.fr_matching import Kind, MatchResult, latest_dump
 from tests.unit.fr.frdata import Rank, add_process, evidence, matched, pg_config
 
 WORLD4 = pg_config({"0": ("default_pg", range(4))})
@@ -268,7 +268,7 @@ def test_a_groups_position_is_its_last_collective_even_after_sends() -> None:
     """scan_rank keys its last-record pass by group name alone; where the group's last
     record is a send/recv, the position is the group's last collective before it."""
     from hangdoc.analyzer.parsers.flight_recorder import Reducer, document_to_parsed
-    from hangdoc.rules.fr_matching import scan_rank
+    from hangdoc.analyzer.views.fr_matching import scan_rank
 
     rank = Rank().ops(3, group="1", desc="pp").send(1, src=0, group="1").recv(1, dst=0, group="1")
     doc = rank.dump(pg_config({"1": ("pp", [0, 1])}))

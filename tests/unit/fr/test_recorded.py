@@ -13,7 +13,7 @@ import pytest
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import InputKind
-from hangdoc.rules.fr_matching import Kind
+from hangdoc.analyzer.views.fr_matching import Kind
 from tests.unit.fr.frdata import matched
 
 FR = Path(__file__).resolve().parents[3] / "fixtures" / "fr"

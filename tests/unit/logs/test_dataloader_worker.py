@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.parsers.logs.process import match_dataloader_worker
-from hangdoc.rules.timeline import EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,12 @@
-"""Ordering and cause/consequence classification (rules/timeline.py)."""
+"""Ordering and cause/consequence classification (analyzer/views/timeline.py)."""
 
 from __future__ import annotations
 
 from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence
-from hangdoc.rules.hd030_rank_died_first import death_of, first_deaths
-from hangdoc.rules.timeline import EventKind, Timeline, before, precedes_wave, timeline_of, wave
+from hangdoc.analyzer.views.deaths import death_of, first_deaths
+from hangdoc.analyzer.views.timeline import Timeline, before, precedes_wave, wave
+from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.rules.base import RuleContext
 
 
 def ev(
@@ -126,8 +128,10 @@ def test_precedes_wave() -> None:
     assert precedes_wave(late, w) is False
 
 
-def test_timeline_is_cached_per_evidence() -> None:
+def test_timeline_is_built_once_per_analysis() -> None:
     e = evidence((0, ev(EventKind.CUDA_OOM, "a", 1)))
-    assert timeline_of(e) is timeline_of(e)
+    ctx = RuleContext(evidence=e, activities={})
+    assert ctx.timeline is ctx.timeline
     e.processes[0].log_events.append(ev(EventKind.CUDA_OOM, "a", 2))
-    assert len(timeline_of(e).events) == 2
+    # a new analysis (a new context) sees the new event; nothing outlives the context
+    assert len(RuleContext(evidence=e, activities={}).timeline.events) == 2

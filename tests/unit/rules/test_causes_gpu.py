@@ -10,7 +10,7 @@ from pathlib import Path
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Category, Severity
-from hangdoc.rules.gpu_state import gpu_views
+from hangdoc.analyzer.views.gpu_state import gpu_views
 from tests.builders import C10D, TRAIN, RankSpec, main_trace, write_dump
 
 GPU = Path(__file__).resolve().parents[3] / "fixtures" / "gpu"

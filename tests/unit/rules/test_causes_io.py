@@ -7,7 +7,7 @@ import pytest
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.model import Category, OpenFile, Severity, Verdict
-from hangdoc.rules.kernel import wchan_kind
+from hangdoc.analyzer.views.kernel import wchan_kind
 
 from . import causes_stacks as C
 from . import stacks as S
@@ -37,7 +37,7 @@ def _writer(positions: list[int], *, state: str = "D", wchan: str = "nfs_wait_bi
 
 
 def test_writer_in_d_state_whose_file_does_not_grow_is_an_io_stall() -> None:
-    diag = analyze(_writer([65536, 65536]))
+    diag = analyze(_writer([65536, 65536]), calibrate=False)
     primary = diag.findings[0]
     assert diag.verdict is Verdict.HANG
     assert primary.rule == "HD103"
@@ -55,14 +55,16 @@ def test_writer_in_d_state_whose_file_does_not_grow_is_an_io_stall() -> None:
 
 
 def test_fuse_wait_in_s_state_counts_with_less_confidence() -> None:
-    primary = analyze(_writer([0, 0], state="S", wchan="request_wait_answer")).findings[0]
+    primary = analyze(
+        _writer([0, 0], state="S", wchan="request_wait_answer"), calibrate=False
+    ).findings[0]
     assert primary.rule == "HD103"
     assert "file-system wait" in primary.title
     assert primary.confidence < 0.96
 
 
 def test_one_sample_of_d_state_is_only_an_error_level_guess() -> None:
-    diag = analyze(_writer([0]))
+    diag = analyze(_writer([0]), calibrate=False)
     finding = next(f for f in diag.findings if f.rule == "HD103")
     assert finding.severity is Severity.ERROR
     assert "Only one sample" in finding.explanation
@@ -70,14 +72,14 @@ def test_one_sample_of_d_state_is_only_an_error_level_guess() -> None:
 
 
 def test_without_file_facts_the_file_is_unknown() -> None:
-    primary = analyze(_writer([0, 0], files=False)).findings[0]
+    primary = analyze(_writer([0, 0], files=False), calibrate=False).findings[0]
     assert primary.rule == "HD103"
     assert "no open-file facts" in primary.explanation
 
 
 def test_a_growing_checkpoint_is_a_slow_save_not_a_stall() -> None:
     # GIVEN the same D-state writer, but its file offset advanced between the samples
-    diag = analyze(_writer([65536, 65536 + 768 * 1024]))
+    diag = analyze(_writer([65536, 65536 + 768 * 1024]), calibrate=False)
     primary = diag.findings[0]
     # THEN the job is slow, not hung, and HD103 stays silent
     assert diag.verdict is Verdict.NOT_HUNG
@@ -90,7 +92,9 @@ def test_a_growing_checkpoint_is_a_slow_save_not_a_stall() -> None:
 
 def test_a_growing_file_of_a_rank_that_is_not_saving_proves_nothing() -> None:
     # A background thread's log grows while the main thread is deadlocked elsewhere.
-    diag = analyze(_writer([0, 4096], state="S", wchan="futex_do_wait", frames=LOCKED))
+    diag = analyze(
+        _writer([0, 4096], state="S", wchan="futex_do_wait", frames=LOCKED), calibrate=False
+    )
     assert all(f.rule != "HD104" for f in diag.findings)
 
 

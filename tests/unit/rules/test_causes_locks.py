@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.model import Category, Frame, Verdict
-from hangdoc.rules.activity import classify_ranks
+from hangdoc.analyzer.views.activity import classify_ranks
 
 from . import causes_stacks as C
 

@@ -36,7 +36,7 @@ def _barrier_after_epoch(step: int, steps_per_epoch: int) -> list[C.Frame]:
 
 def test_rank_that_left_the_epoch_is_the_culprit_under_ddp() -> None:
     ev = C.evidence(*C.victims(frames=DDP_BACKWARD), C.waiting(3, END_OF_EPOCH))
-    diag = analyze(ev)
+    diag = analyze(ev, calibrate=False)
     primary = diag.findings[0]
     assert primary.rule == "HD106"
     assert primary.category is Category.UNEVEN_DATA
@@ -55,7 +55,7 @@ def test_rank_with_more_steps_is_the_culprit_and_counters_show_it() -> None:
         *(C.waiting(r, _barrier_after_epoch(3, 4)) for r in range(3)),
         C.waiting(3, _avg_grads(4, 16)),
     )
-    primary = analyze(ev).findings[0]
+    primary = analyze(ev, calibrate=False).findings[0]
     assert primary.rule == "HD106"
     assert primary.culprit_ranks == (3,)
     assert "still in a training step" in primary.title
@@ -64,7 +64,7 @@ def test_rank_with_more_steps_is_the_culprit_and_counters_show_it() -> None:
 
 def test_evaluation_gather_against_a_barrier_is_not_uneven_data() -> None:
     ev = C.evidence(*C.victims(frames=S.IN_BARRIER), C.waiting(3, S.EVAL_GATHER))
-    diag = analyze(ev)
+    diag = analyze(ev, calibrate=False)
     assert all(f.rule != "HD106" for f in diag.findings)
     assert diag.findings[0].category is Category.EVAL_SOME_RANKS
 
@@ -74,7 +74,7 @@ def test_even_split_is_flagged_as_a_guess() -> None:
         C.waiting(0, DDP_BACKWARD), C.waiting(1, DDP_BACKWARD),
         C.waiting(2, END_OF_EPOCH), C.waiting(3, END_OF_EPOCH),
     )  # fmt: skip
-    finding = next(f for f in analyze(ev).findings if f.rule == "HD106")
+    finding = next(f for f in analyze(ev, calibrate=False).findings if f.rule == "HD106")
     assert "guess" in finding.explanation
     assert finding.confidence <= 0.7
 
@@ -84,7 +84,7 @@ def test_one_sample_lowers_severity() -> None:
         *(C.waiting(r, DDP_BACKWARD, samples=1) for r in range(3)),
         C.waiting(3, END_OF_EPOCH, samples=1),
     )
-    finding = next(f for f in analyze(ev).findings if f.rule == "HD106")
+    finding = next(f for f in analyze(ev, calibrate=False).findings if f.rule == "HD106")
     assert finding.severity is Severity.ERROR
 
 
@@ -98,7 +98,7 @@ SAVE_GATHER = [
 
 def test_save_that_gathers_on_one_rank_only() -> None:
     ev = C.evidence(*C.victims(frames=S.IN_BARRIER), C.waiting(3, SAVE_GATHER))
-    diag = analyze(ev)
+    diag = analyze(ev, calibrate=False)
     primary = diag.findings[0]
     assert primary.rule == "HD107"
     assert primary.category is Category.CHECKPOINT_SAVE
@@ -109,4 +109,4 @@ def test_save_that_gathers_on_one_rank_only() -> None:
 
 def test_save_collective_on_every_rank_is_not_flagged() -> None:
     ev = C.evidence(*(C.waiting(r, SAVE_GATHER) for r in range(4)))
-    assert all(f.rule != "HD107" for f in analyze(ev).findings)
+    assert all(f.rule != "HD107" for f in analyze(ev, calibrate=False).findings)

@@ -21,11 +21,11 @@ def _lone(rank: int, tmp_path: Path, dump: Path = DUMP) -> Path:
 
 
 def test_the_saving_rank_alone_is_a_checkpoint_hang(tmp_path: Path) -> None:
-    diagnosis = analyze(load_paths([_lone(3, tmp_path)]))
+    diagnosis = analyze(load_paths([_lone(3, tmp_path)]), calibrate=False)
     primary = diagnosis.primary
     assert primary is not None and primary.rule == "HD108"
     assert primary.category is Category.CHECKPOINT_SAVE and primary.culprit_ranks == (3,)
-    assert 0.5 <= primary.confidence <= 0.65  # one rank's view, nothing to compare with
+    assert 0.5 <= primary.confidence <= 0.65  # its own: one rank's view, nothing to compare
 
 
 def test_a_waiting_rank_alone_or_several_ranks_do_not_fire(tmp_path: Path) -> None:

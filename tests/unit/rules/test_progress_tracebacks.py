@@ -4,7 +4,7 @@ py-spy sample of the same rank it must not read as "the stack moved" (HD004, not
 from __future__ import annotations
 
 from hangdoc.analyzer.model import Frame, ProcessEvidence, StackSample, ThreadStack
-from hangdoc.rules.progress import rank_progress
+from hangdoc.analyzer.views.progress import rank_progress
 
 
 def _sample(index: int, function: str, exception: str | None = None) -> StackSample:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.model import Category, Verdict
-from hangdoc.rules.activity import classify_thread
+from hangdoc.analyzer.views.activity import classify_thread
 
 from . import stacks as S
 

@@ -4,8 +4,8 @@ innermost first, native flags, ranks, exceptions."""
 
 from __future__ import annotations
 
-from hangdoc.rules.activity import classify_thread, is_user_frame
-from hangdoc.rules.catalog import Tag
+from hangdoc.analyzer.views.activity import classify_thread, is_user_frame
+from hangdoc.analyzer.views.catalog import Tag
 from tests.unit.parsers.helpers import SAMPLES
 from tests.unit.stacks.helpers import only_process, paste, scan, threads
 

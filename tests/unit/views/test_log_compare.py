@@ -73,3 +73,22 @@ def test_progress_behind_and_progress_that_agrees() -> None:
 def test_one_rank_or_none_compares_nothing() -> None:
     assert compare_logs(_evidence({0: _steps(0, 3)})).divergences == []
     assert compare_logs(Evidence()).divergences == []
+
+
+def test_a_template_only_a_minority_prints_at_the_end_is_where_they_parted() -> None:
+    logs = {r: _steps(r, 20) for r in range(4)}
+    logs[0] += ["running validation on 200 images", "validation accuracy 0.81 (done)"]
+    logs[1].append("epoch 2 starting")
+    logs[2].append("epoch 2 starting")
+    logs[3].append("epoch 2 starting")
+    found = [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "only_some"]
+    assert [(d.ranks, d.meaning) for d in found] == [((0,), Meaning.EVAL)]
+
+
+def test_routine_logging_of_one_rank_is_not_a_parting() -> None:
+    logs = {r: _steps(r, 30) for r in range(4)}
+    for i in range(0, 31, 5):  # rank 0 logs the learning rate all along, as usual
+        logs[0].insert(i, f"lr schedule: {0.1 / (i + 1):.5f}")
+    logs[0].append("lr schedule: 0.00100")
+    found = [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "only_some"]
+    assert found == []

@@ -89,6 +89,6 @@ def test_independent_signals_that_agree_are_counted() -> None:
     ],
 )
 def test_library_frames_are_told_from_the_jobs_in_every_path_form(path: str, user: bool) -> None:
-    from hangdoc.rules.activity import is_user_frame
+    from hangdoc.analyzer.views.activity import is_user_frame
 
     assert is_user_frame(Frame("f", path, 1)) is user

@@ -15,14 +15,11 @@ weighed (pure functions over the model):
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import ProcessEvidence, ProcSample, StackSample, ThreadState
-from hangdoc.rules.activity import classify_thread
-from hangdoc.rules.catalog import Tag
+from hangdoc.analyzer.views.activity import classify_thread
+from hangdoc.analyzer.views.catalog import Tag
 
 _IO_KEYS = ("rchar", "wchar", "syscr", "syscw")
 
@@ -81,35 +78,7 @@ def _delta(a: int | None, b: int | None) -> int:
     return b - a
 
 
-# rank_progress results of the analysis under way (the engine opens the scope): several
-# rules ask for every rank's progress, and the Evidence does not change while rules run.
-_CACHE: contextvars.ContextVar[dict[int, tuple[ProcessEvidence, RankProgress]] | None]
-_CACHE = contextvars.ContextVar("hangdoc_progress_cache", default=None)
-
-
-@contextlib.contextmanager
-def progress_cache() -> Iterator[None]:
-    """Within this block, rank_progress is computed once per process object."""
-    token = _CACHE.set({})
-    try:
-        yield
-    finally:
-        _CACHE.reset(token)
-
-
 def rank_progress(process: ProcessEvidence) -> RankProgress:
-    cache = _CACHE.get()
-    if cache is None:
-        return _rank_progress(process)
-    hit = cache.get(id(process))
-    if hit is not None and hit[0] is process:
-        return hit[1]
-    result = _rank_progress(process)
-    cache[id(process)] = (process, result)  # the process is held: its id stays unique
-    return result
-
-
-def _rank_progress(process: ProcessEvidence) -> RankProgress:
     reasons: list[str] = []
     # A traceback is where an exception was raised, not a sample of a live stack: two of
     # them, or one beside a py-spy dump of the same rank, say nothing about progress.

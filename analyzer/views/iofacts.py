@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import OpenFile, ProcessEvidence
-from hangdoc.rules.kernel import ThreadTrack, thread_tracks, wchan_kind
+from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks, wchan_kind
 
 _STD_FDS = frozenset({0, 1, 2})
 

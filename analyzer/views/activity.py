@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Evidence, Frame, ProcessEvidence, ThreadStack
-from hangdoc.rules.catalog import (
+from hangdoc.analyzer.views.catalog import (
     IDLE_COLLECTIVE_FRAMES,
     LIBRARY_MARKERS,
     LIBRARY_PACKAGES,
@@ -223,6 +223,13 @@ def _classify_shape(
     shape = _classify_uncached(ThreadStack(frames=frames, active=active))
     tag_index = tuple(_position(frames, f) or 0 for _, f in shape.tag_frames)
     return shape, tag_index, _position(frames, shape.user_frame)
+
+
+def forget_shapes() -> None:
+    """Drop the classified thread shapes: they hold frames (and their ``--locals``) of
+    the last Evidence; the engine calls this when an analysis ends. The catalog lookups
+    (_match_signature, _name_hint) are keyed on names only and stay."""
+    _classify_shape.cache_clear()
 
 
 def _classify_uncached(thread: ThreadStack) -> ThreadActivity:

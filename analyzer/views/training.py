@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Frame
-from hangdoc.rules.activity import RankActivity, is_user_frame
-from hangdoc.rules.catalog import GRADIENT_SYNC_HINT, Tag
+from hangdoc.analyzer.views.activity import RankActivity, is_user_frame
+from hangdoc.analyzer.views.catalog import GRADIENT_SYNC_HINT, Tag
 
 _SYNC_FAMILIES = frozenset({"all_reduce", "reduce_scatter"})
 # Locals that count the loop's progress, by name.

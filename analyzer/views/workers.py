@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import ChildProcess, Frame, OpenFile, ProcessEvidence, ThreadStack
-from hangdoc.rules.activity import classify_thread, is_user_frame
-from hangdoc.rules.catalog import Tag
-from hangdoc.rules.kernel import wchan_kind
+from hangdoc.analyzer.views.activity import classify_thread, is_user_frame
+from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.kernel import wchan_kind
 
 BLOCKING = ("uninterruptible", "blocked", "zombie", "stopped")
 _WORKER_ID = re.compile(r"^\d+$")

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hangdoc.analyzer.model import CollectiveRecord
-from hangdoc.rules.activity import RankActivity
-from hangdoc.rules.fr_mismatch import numel
-from hangdoc.rules.fr_model import Kind, Problem, RankFR
+from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.fr_mismatch import numel
+from hangdoc.analyzer.views.fr_model import Kind, Problem, RankFR
 
 
 def _blocking_p2p(fr: RankFR) -> list[CollectiveRecord]:

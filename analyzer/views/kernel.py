@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Frame, ProcessEvidence, ThreadStack, ThreadState
-from hangdoc.rules.activity import is_user_frame
-from hangdoc.rules.catalog import WCHAN_KINDS
+from hangdoc.analyzer.views.activity import is_user_frame
+from hangdoc.analyzer.views.catalog import WCHAN_KINDS
 
 
 def wchan_kind(wchan: str | None) -> str | None:

@@ -12,7 +12,15 @@ from collections.abc import Iterator
 from itertools import compress, filterfalse
 
 from hangdoc.analyzer.model import CollectiveRecord
-from hangdoc.rules.fr_model import GroupView, Kind, Problem, RankFR, Sig, first_seq, signature
+from hangdoc.analyzer.views.fr_model import (
+    GroupView,
+    Kind,
+    Problem,
+    RankFR,
+    Sig,
+    first_seq,
+    signature,
+)
 
 _REDUCE_SCATTER = frozenset(
     {

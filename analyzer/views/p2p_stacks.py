@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Frame
-from hangdoc.rules.activity import RankActivity, is_user_frame
-from hangdoc.rules.catalog import P2P_DIRECTION_HINTS, P2P_PEER_LOCALS
+from hangdoc.analyzer.views.activity import RankActivity, is_user_frame
+from hangdoc.analyzer.views.catalog import P2P_DIRECTION_HINTS, P2P_PEER_LOCALS
 
 P2P_FAMILIES = frozenset({"send", "recv"})
 

@@ -37,10 +37,10 @@ from collections.abc import Mapping
 from itertools import compress
 
 from hangdoc.analyzer.model import CollectiveRecord, Evidence, InputKind
-from hangdoc.rules.activity import RankActivity
-from hangdoc.rules.fr_links import link, p2p_problems, roots_of
-from hangdoc.rules.fr_mismatch import mismatches
-from hangdoc.rules.fr_model import (
+from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.fr_links import link, p2p_problems, roots_of
+from hangdoc.analyzer.views.fr_mismatch import mismatches
+from hangdoc.analyzer.views.fr_model import (
     GroupPos,
     GroupView,
     Kind,

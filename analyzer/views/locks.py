@@ -23,9 +23,9 @@ import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Frame, ProcessEvidence
-from hangdoc.rules.activity import classify_thread, frame_tag
-from hangdoc.rules.catalog import Tag
-from hangdoc.rules.kernel import ThreadTrack, thread_tracks
+from hangdoc.analyzer.views.activity import classify_thread, frame_tag
+from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks
 
 _LOCK_REPR = re.compile(r"(?i)\b(_thread\.)?(r?lock|condition|semaphore|boundedsemaphore)\b")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")

@@ -1,0 +1,118 @@
+"""The watchdog's view of each rank: the last collective it reported per process group.
+
+The NCCL watchdog (and blocking-wait / gloo timeouts) logs, per rank, the SeqNum and the
+operation that timed out and the last enqueued / completed work. HD032 (a lagging rank),
+HD033 (different operations at one SeqNum) and HD034 (different sizes) compare them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
+from hangdoc.analyzer.vocabulary import (
+    F_LAST_COMPLETED,
+    F_LAST_ENQUEUED,
+    F_NUMEL_IN,
+    F_NUMEL_OUT,
+    F_OP,
+    F_PG,
+    F_PG_DESC,
+    F_SEQ,
+    EventKind,
+)
+
+DEFAULT_PG = "default"  # key of records whose process group is the default one or unknown
+
+
+@dataclass(slots=True)
+class WatchRecord:
+    """What one rank's watchdog said about one process group."""
+
+    rank: int
+    pg: str
+    seq: int | None = None
+    op: str | None = None
+    numel_in: int | None = None
+    numel_out: int | None = None
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+    pg_known: bool = False
+    events: list[Placed] = field(default_factory=list)
+
+
+def _pg_key(p: Placed) -> tuple[str, bool]:
+    pg = p.get(F_PG)
+    if pg is None:
+        return DEFAULT_PG, False
+    if pg == "0" or p.get(F_PG_DESC) == "default_pg":
+        return DEFAULT_PG, True
+    return pg, True
+
+
+def watch_records(tl: Timeline) -> dict[str, dict[int, WatchRecord]]:
+    """Per process group, per rank: the failing collective and the rank's PG status.
+
+    A timeout line without a PG prefix (torch ≥2.4 prints it in the next line) takes the
+    PG of the same rank's status line for the same sequence number."""
+    status_pg: dict[tuple[int, int], tuple[str, bool]] = {}
+    for p in tl.of(EventKind.WATCHDOG_STATUS):
+        seq = fint(p.event, F_SEQ)
+        if p.rank is not None and seq is not None and p.get(F_PG) is not None:
+            status_pg[(p.rank, seq)] = _pg_key(p)
+    out: dict[str, dict[int, WatchRecord]] = {}
+    kinds = (EventKind.COLLECTIVE_TIMEOUT, EventKind.WATCHDOG_STATUS, EventKind.DUMP_SIGNAL)
+    for p in tl.of(*kinds):
+        if p.rank is None:
+            continue
+        seq = fint(p.event, F_SEQ)
+        if p.kind == EventKind.COLLECTIVE_TIMEOUT and p.get("backend") == "gloo":
+            pg, known = "gloo", True
+        elif p.get(F_PG) is None and seq is not None and (p.rank, seq) in status_pg:
+            pg, known = status_pg[(p.rank, seq)]
+        else:
+            pg, known = _pg_key(p)
+        rec = out.setdefault(pg, {}).setdefault(p.rank, WatchRecord(p.rank, pg))
+        rec.pg_known = rec.pg_known or known
+        rec.events.append(p)
+        if (
+            seq is not None
+            and p.kind != EventKind.DUMP_SIGNAL
+            and (rec.seq is None or seq < rec.seq)
+        ):
+            rec.seq = seq
+        if p.kind == EventKind.COLLECTIVE_TIMEOUT:
+            rec.op = rec.op or p.get(F_OP)
+            rec.numel_in = rec.numel_in if rec.numel_in is not None else fint(p.event, F_NUMEL_IN)
+            rec.numel_out = (
+                rec.numel_out if rec.numel_out is not None else fint(p.event, F_NUMEL_OUT)
+            )
+        enq, done = fint(p.event, F_LAST_ENQUEUED), fint(p.event, F_LAST_COMPLETED)
+        if enq is not None:
+            rec.last_enqueued = max(
+                enq, rec.last_enqueued if rec.last_enqueued is not None else enq
+            )
+        if done is not None:
+            rec.last_completed = max(
+                done, rec.last_completed if rec.last_completed is not None else done
+            )
+    return out
+
+
+def split_by(records: dict[int, WatchRecord], key: str) -> dict[object, list[int]]:
+    """Ranks per value of ``key`` among records that carry it, for the common SeqNum."""
+    groups: dict[object, list[int]] = {}
+    for rank, rec in sorted(records.items()):
+        value = getattr(rec, key)
+        if rec.seq is not None and value is not None:
+            groups.setdefault((rec.seq, value), []).append(rank)
+    return groups
+
+
+def minority(groups: dict[object, list[int]]) -> tuple[list[int], list[int], object, object]:
+    """(culprit ranks, majority ranks, culprit value, majority value)."""
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), str(kv[0])))
+    major_value, major = ordered[0]
+    culprits = sorted(r for _, ranks in ordered[1:] for r in ranks)
+    minor_value = ordered[1][0] if len(ordered) > 1 else None
+    return culprits, sorted(major), minor_value, major_value

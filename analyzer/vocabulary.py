@@ -1,0 +1,124 @@
+"""The vocabulary of log events: what a recognised log line is and its field names.
+
+The log parsers write :class:`~hangdoc.analyzer.model.LogEvent` objects with these
+kinds and fields; the views and rules read them. ``LogEvent.kind`` stays a ``str`` (the
+findings JSON and dumps carry the values): producers write ``EventKind.X.value``, readers
+compare with the enum (a ``StrEnum`` equals its value). Imports nothing of hangdoc.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+
+class EventKind(enum.StrEnum):
+    """What a recognised log line (or block) is. Values are stable: they reach JSON."""
+
+    # torch.distributed process groups (FORMATS.md §2)
+    COLLECTIVE_TIMEOUT = "collective_timeout"  # watchdog / blocking wait / gloo timeout
+    WATCHDOG_STATUS = "watchdog_status"  # failed seq, last enqueued / completed
+    WATCHDOG_TEARDOWN = "watchdog_teardown"  # "taking the entire process down", terminate
+    HEARTBEAT_TIMEOUT = "heartbeat_timeout"  # monitor thread: watchdog got stuck
+    DUMP_SIGNAL = "dump_signal"  # flight recorder dump requested (names who timed out)
+    FAILED_COLLECTIVE_STACK = "failed_collective_stack"  # "Stack trace of the failed collective"
+    NCCL_ERROR = "nccl_error"  # NCCL error class surfaced in torch (ncclRemoteError...)
+    COLLECTIVE_MISMATCH = "collective_mismatch"  # TORCH_DISTRIBUTED_DEBUG=DETAIL fingerprint
+    MONITORED_BARRIER = "monitored_barrier_failure"
+    STORE_TIMEOUT = "store_timeout"  # TCPStore / rendezvous waiting for clients
+    CONNECTION_LOST = "connection_lost"  # peer closed / reset (gloo, NCCL service thread)
+    # NCCL (FORMATS.md §1)
+    NCCL_VERSION = "nccl_version"
+    NCCL_INIT = "nccl_init"  # comm init start / complete / abort / destroy
+    NCCL_NETWORK = "nccl_network"  # bootstrap and data interfaces, network plugin
+    NCCL_TRANSPORT = "nccl_transport"  # channels via P2P / SHM / NET (one per process)
+    NCCL_TRANSPORT_ERROR = "nccl_transport_error"  # IB completion, socket closed/reset
+    NCCL_CONFIG_ERROR = "nccl_config_error"  # duplicate GPU, rank count mismatch
+    NCCL_WARN = "nccl_warn"  # any other WARN
+    NCCL_RETURN = "nccl_return"  # "file.cc:47 -> 3" chain with no WARN before it
+    NCCL_COLL = "nccl_coll"  # last COLL line of one communicator on one process
+    RAS_REPORT = "ras_report"  # ncclras status: one per communicator group line
+    RAS_MISMATCH = "ras_mismatch"  # ranks at different operation counts
+    RAS_DEAD = "ras_dead"  # processes considered dead / declared DEAD
+    RAS_INCOMPLETE = "ras_incomplete"  # ranks/processes that did not answer
+    RAS_ERROR = "ras_error"  # init / async errors per communicator
+    # launchers (FORMATS.md §3)
+    WORKER_FAILED = "worker_failed"  # torchrun agent: failed (exitcode: N) local_rank: L
+    CHILD_FAILURE = "child_failure"  # one entry of a ChildFailedError block
+    AGENT_TERMINATING = "agent_terminating"  # agent sends SIGTERM to the survivors
+    AGENT_SIGNAL = "agent_signal"  # agent itself got a death signal (scheduler, user)
+    ERROR_FILE = "error_file"  # TORCHELASTIC_ERROR_FILE contents
+    ACTOR_DIED = "actor_died"  # Ray actor / worker died
+    DATALOADER_WORKER_DIED = "dataloader_worker_died"  # torch's DataLoader worker messages
+    # the rank's process
+    EXCEPTION = "exception"  # uncaught Python exception (last line of a traceback)
+    CUDA_OOM = "cuda_oom"
+    CUDA_ERROR = "cuda_error"  # other CUDA errors (illegal access, ECC, assert)
+    FATAL_SIGNAL = "fatal_signal"  # segfault, abort, bus error, "Killed"
+    HOST_OOM_KILL = "host_oom_kill"  # kernel OOM killer
+    FAULTHANDLER_TIMEOUT = "faulthandler_timeout"  # faulthandler.dump_traceback_later fired
+    # GPU (FORMATS.md §6)
+    GPU_XID = "gpu_xid"
+    GPU_STATUS = "gpu_status"  # one GPU row of nvidia-smi
+    GPU_TOPOLOGY = "gpu_topology"  # nvidia-smi topo -m summary
+    # flight recorder analyser text output (FORMATS.md §5)
+    FR_MISSING_RANKS = "fr_missing_ranks"
+    FR_MISMATCH = "fr_mismatch"
+    # framework phase markers and progress bars (FORMATS.md §7)
+    PHASE = "phase"
+    DATA_COUNT = "data_count"  # a rank's number of batches/steps/samples (len(dataloader)…)
+
+
+class Phase(enum.StrEnum):
+    """Values of the ``phase`` field of PHASE events."""
+
+    PREPROCESS = "preprocess"  # tokenizing, dataset map/filter, packing, downloading
+    LOAD = "load"  # loading model / checkpoint shards
+    TRAIN = "train"  # training steps / progress
+    EVAL = "eval"
+    CHECKPOINT_SAVE = "checkpoint_save"
+    CHECKPOINT_SAVED = "checkpoint_saved"
+    INIT = "init"  # distributed init / rendezvous messages of frameworks
+
+
+# Field names shared by parser and rules (values are always strings).
+F_SEQ = "seq"
+F_OP = "op"
+F_NUMEL_IN = "numel_in"
+F_NUMEL_OUT = "numel_out"
+F_TIMEOUT_MS = "timeout_ms"
+F_RAN_MS = "ran_ms"
+F_PG = "pg"  # process-group identity comparable across ranks (GUID/name, else id)
+F_PG_DESC = "pg_desc"
+F_GROUP_RANK = "group_rank"
+F_LAST_ENQUEUED = "last_enqueued"
+F_LAST_COMPLETED = "last_completed"
+F_BACKEND = "backend"
+F_HOST = "host"
+F_PID = "pid"
+F_PEER = "peer"  # ip or host of the remote side
+F_PEER_RANK = "peer_rank"
+F_ERROR = "error"  # error class / status words
+F_EXIT_CODE = "exitcode"
+F_SIGNAL = "signal"
+F_LOCAL_RANK = "local_rank"
+F_EXC_TYPE = "exc_type"
+F_MESSAGE = "message"
+F_RANKS = "ranks"  # a rank set written as ranges ("0-3,7")
+F_COUNT = "count"
+F_PHASE = "phase"
+F_CLOCK = "clock"
+F_RANK_FROM = "rank_from"  # how the rank was attributed (prefix, content, nccl, file, ...)
+
+
+# Messages that a rank prints *because another rank failed* (or because the job was
+# torn down): never the cause of a hang by themselves.
+CONSEQUENCE_TEXT = re.compile(
+    r"timed out|timeout|watchdog|DistBackendError|NCCL error|nccl\w*Error|remote process exiting|"
+    r"Connection closed by peer|Connection reset by peer|Read error|pair closure|monitoredBarrier|"
+    r"aborted|Signal 15|SIGTERM|KeyboardInterrupt|Detected mismatch between collectives|"
+    r"DistStoreError|DistNetworkError|Rendezvous|Broken pipe|Socket Timeout|ChildFailedError|"
+    r"NCCL communicator|ProcessGroup\w* is|heartbeat|collective operation|SignalException|"
+    r"got signal: 15|Terminated",
+    re.IGNORECASE,
+)
