@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import Category, Evidence, Finding, Verdict
+from hangdoc.analyzer.model import Category, Evidence, Finding, RuleDoc, Verdict
 from hangdoc.analyzer.views.activity import RankActivity
 
 SCHEMA = "hangdoc.findings/1"
@@ -26,6 +26,8 @@ class Diagnosis:
     seen_ranks: list[int]
     missing_ranks: list[int]
     not_evaluated: list[NotEvaluated] = field(default_factory=list)
+    # The docs of the rules that fired, for the report's appendix (renderers import no rule).
+    rule_docs: tuple[RuleDoc, ...] = ()
 
     @property
     def primary(self) -> Finding | None:

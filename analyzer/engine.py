@@ -76,6 +76,7 @@ def _analyze(
         seen_ranks=seen,
         missing_ranks=missing_ranks,
         not_evaluated=not_evaluated,
+        rule_docs=tuple(r.rule_doc() for r in chosen if r.id in {f.rule for f in findings}),
     )
 
 

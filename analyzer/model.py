@@ -481,3 +481,26 @@ class Finding:
             "fix": self.fix,
             "evidence": [e.to_json() for e in self.evidence],
         }
+
+
+# The sections of every rule's documentation: rules/base.py checks that a rule has them,
+# the report's appendix shows them.
+DOC_SECTIONS: tuple[str, ...] = (
+    "What it means",
+    "Why it hangs",
+    "Evidence used",
+    "How to confirm",
+    "How to fix",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleDoc:
+    """One rule's documentation as a report shows it: its docstring, by section."""
+
+    id: str
+    name: str
+    sections: tuple[tuple[str, str], ...]  # ("title", line), then the ## sections
+
+    def get(self, heading: str) -> str:
+        return next((text for h, text in self.sections if h == heading), "")

@@ -15,20 +15,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hangdoc.analyzer.model import Category, Evidence, Finding, ProcessEvidence, Severity
+from hangdoc.analyzer.model import (
+    DOC_SECTIONS,
+    Category,
+    Evidence,
+    Finding,
+    ProcessEvidence,
+    RuleDoc,
+    Severity,
+)
 from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.analyzer.views.fr_matching import MatchResult, match
 from hangdoc.analyzer.views.log_compare import LogComparison, compare_logs
 from hangdoc.analyzer.views.progress import RankProgress, rank_progress
 from hangdoc.analyzer.views.timeline import Timeline
 
-DOC_SECTIONS: tuple[str, ...] = (
-    "What it means",
-    "Why it hangs",
-    "Evidence used",
-    "How to confirm",
-    "How to fix",
-)
 _ID = re.compile(r"^HD\d{3}$")
 
 
@@ -133,6 +134,11 @@ class Rule(abc.ABC):
     @classmethod
     def docs(cls) -> dict[str, str]:
         return parse_doc_sections(inspect.getdoc(cls) or "")
+
+    @classmethod
+    def rule_doc(cls) -> RuleDoc:
+        """The docs as the report's appendix shows them (the renderers import no rule)."""
+        return RuleDoc(cls.id, cls.name, tuple(cls.docs().items()))
 
     @classmethod
     def doc_text(cls) -> str:

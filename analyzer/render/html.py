@@ -20,8 +20,7 @@ import jinja2
 from hangdoc import __version__
 from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.ranges import LEGEND
-from hangdoc.analyzer.render.report_data import build_report_data
-from hangdoc.rules.base import Rule
+from hangdoc.analyzer.render.report_data import Documented, build_report_data
 
 _TEMPLATES = "templates"
 _SCRIPT = "report.js"
@@ -66,7 +65,7 @@ def render_html(
     diagnosis: Diagnosis,
     *,
     title: str | None = None,
-    rules: Sequence[type[Rule]] | None = None,
+    rules: Sequence[Documented] | None = None,
 ) -> str:
     """The report page as one string; the same Diagnosis always gives the same bytes."""
     data = build_report_data(diagnosis, rules=rules)
@@ -91,7 +90,7 @@ def write_html(
     path: str | Path,
     *,
     title: str | None = None,
-    rules: Sequence[type[Rule]] | None = None,
+    rules: Sequence[Documented] | None = None,
 ) -> Path:
     """Render and write the report (UTF-8); returns the path written.
 

@@ -15,8 +15,7 @@ from hangdoc import __version__
 from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.model import NO_REDACT_NOTE
 from hangdoc.analyzer.render.report_common import JsonDict, truncate
-from hangdoc.analyzer.render.report_data import build_report_data
-from hangdoc.rules.base import Rule
+from hangdoc.analyzer.render.report_data import Documented, build_report_data
 
 MAX_LINES = 60
 MAX_LINE_CHARS = 300
@@ -30,7 +29,7 @@ _BACKTICKS = re.compile(r"`+")
 _NEWLINES = re.compile(r"\s*[\r\n\v\f\u2028\u2029]+\s*")
 
 
-def render_markdown(diagnosis: Diagnosis, *, rules: Sequence[type[Rule]] | None = None) -> str:
+def render_markdown(diagnosis: Diagnosis, *, rules: Sequence[Documented] | None = None) -> str:
     """A short Markdown summary; always fewer than ``MAX_LINES`` lines."""
     data = build_report_data(diagnosis, rules=rules)
     lines: list[str] = []

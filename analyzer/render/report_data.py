@@ -9,9 +9,10 @@ for the same Diagnosis: sorted inputs, no clock, no version (the renderers add t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from hangdoc.analyzer.diagnosis import Diagnosis
-from hangdoc.analyzer.model import Evidence, Finding, Verdict
+from hangdoc.analyzer.model import DOC_SECTIONS, Evidence, Finding, RuleDoc, Verdict
 from hangdoc.analyzer.ranges import LEGEND, format_ranks, has_stride, plural_ranks
 from hangdoc.analyzer.render.report_common import (
     CATEGORY_LABELS,
@@ -22,7 +23,6 @@ from hangdoc.analyzer.render.report_common import (
 from hangdoc.analyzer.render.report_pictures import event_lanes, icicle, wavefront_map
 from hangdoc.analyzer.render.report_ranks import env_differences, rank_groups, timeline
 from hangdoc.analyzer.render.report_stacks import stack_classes, stack_tree, wavefront
-from hangdoc.rules.base import DOC_SECTIONS, Rule
 
 REPORT_SCHEMA = "hangdoc.report/1"
 MAX_EVIDENCE_PER_FINDING = 200
@@ -39,13 +39,20 @@ _NO_CAUSE = {
 }
 
 
+class Documented(Protocol):
+    """What supplies a rule's docs: a rule class (``Rule.rule_doc``)."""
+
+    def rule_doc(self) -> RuleDoc: ...
+
+
 def build_report_data(
-    diagnosis: Diagnosis, *, rules: Sequence[type[Rule]] | None = None
+    diagnosis: Diagnosis, *, rules: Sequence[Documented] | None = None
 ) -> JsonDict:
     """Everything the report shows, as plain data.
 
-    ``rules`` supplies the docs for the appendix; by default the registry's rules. Tests
-    pass their own so that goldens do not change whenever a rule's wording does.
+    ``rules`` supplies the docs for the appendix; by default the docs the engine put in
+    the Diagnosis. Tests pass their own so that goldens do not change whenever a rule's
+    wording does.
     """
     sets = RankSets()
     evidence = diagnosis.evidence
@@ -75,7 +82,10 @@ def build_report_data(
         "environment": env_differences(evidence, sets),
         "inputs": _inputs(evidence),
         "notes": list(evidence.notes),
-        "appendix": _appendix(diagnosis.findings, rules),
+        "appendix": _appendix(
+            diagnosis.findings,
+            diagnosis.rule_docs if rules is None else [r.rule_doc() for r in rules],
+        ),
         "rank_index": rank_index,
     }
     data["rank_sets"] = sets.items
@@ -257,19 +267,11 @@ def _inputs(evidence: Evidence) -> JsonDict:
     }
 
 
-def _appendix(findings: Sequence[Finding], rules: Sequence[type[Rule]] | None) -> JsonDict:
+def _appendix(findings: Sequence[Finding], rules: Sequence[RuleDoc]) -> JsonDict:
     """Docs of the rules that fired, so the report explains itself offline."""
     fired = sorted({f.rule for f in findings})
     if not fired:
         return {"rules": [], "unavailable": []}
-    if rules is None:
-        try:
-            from hangdoc.rules import all_rules
-
-            rules = all_rules()
-        except (ImportError, ValueError) as exc:
-            # A broken registry must not cost the reader the rest of the report.
-            return {"rules": [], "unavailable": [f"{r}: {exc}" for r in fired]}
     by_id = {r.id: r for r in rules}
     out: list[JsonDict] = []
     unavailable: list[str] = []
@@ -278,14 +280,13 @@ def _appendix(findings: Sequence[Finding], rules: Sequence[type[Rule]] | None) -
         if rule is None:
             unavailable.append(f"{rule_id}: no such rule in this version of hangdoc")
             continue
-        docs = rule.docs()
         out.append(
             {
                 "rule": rule.id,
                 "name": rule.name,
-                "title": docs.get("title", ""),
+                "title": rule.get("title"),
                 "sections": [
-                    {"heading": h, "paragraphs": _paragraphs(docs.get(h, ""))} for h in DOC_SECTIONS
+                    {"heading": h, "paragraphs": _paragraphs(rule.get(h))} for h in DOC_SECTIONS
                 ],
             }
         )

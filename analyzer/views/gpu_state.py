@@ -18,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence
-
-GPU_STATUS = "gpu_status"
+from hangdoc.analyzer.vocabulary import EventKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +73,9 @@ def _owner(pid: int, event: LogEvent, by_pid: dict[int, list[ProcessEvidence]]) 
 
 
 def _from_events(evidence: Evidence) -> dict[int, list[GpuView]]:
-    events = [e for e in evidence.job_log_events if e.kind == GPU_STATUS]
+    events = [e for e in evidence.job_log_events if e.kind == EventKind.GPU_STATUS]
     for proc in evidence.processes:
-        events.extend(e for e in proc.log_events if e.kind == GPU_STATUS)
+        events.extend(e for e in proc.log_events if e.kind == EventKind.GPU_STATUS)
     gpus: dict[tuple[str, str], dict[str, str]] = {}
     for event in events:
         f = dict(event.fields)

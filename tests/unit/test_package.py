@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from hangdoc.analyzer.model import DOC_SECTIONS
 from hangdoc.cli import main
 from hangdoc.rules import all_rules
-from hangdoc.rules.base import DOC_SECTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from hangdoc.analyzer.model import DOC_SECTIONS
 from hangdoc.rules import _MODULES
-from hangdoc.rules.base import DOC_SECTIONS, Need, Rule, validate_rule
+from hangdoc.rules.base import Need, Rule, validate_rule
 from tests.unit.logs.helpers import LOG_RULE_MODULES, RECORDED, ROOT, log_rules
 
 _ALLOWED = [(30, 59), (200, 299), (300, 349)]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from hangdoc.analyzer.diagnosis import Diagnosis
+from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.model import (
     CollectiveRecord,
     Evidence,
@@ -25,6 +26,7 @@ from hangdoc.analyzer.model import (
 from hangdoc.analyzer.ranges import parse_ranks
 from hangdoc.analyzer.render import report_stacks
 from hangdoc.analyzer.render.report_data import build_report_data
+from hangdoc.rules import get_rule
 from tests.report_builders import (
     FAKE_RULES,
     checkpoint_job,
@@ -239,15 +241,26 @@ def test_appendix_renders_docs_of_fired_rules_and_names_unknown_ones() -> None:
     assert appendix["unavailable"] == ["HD003: no such rule in this version of hangdoc"]
 
 
-def test_appendix_uses_the_registry_by_default() -> None:
-    # GIVEN a finding of a real registered rule
+def test_appendix_reads_the_docs_the_engine_put_in_the_diagnosis() -> None:
+    # GIVEN a finding of a real registered rule, and its docs in the Diagnosis (the
+    # renderers import no rule: the engine hands them the docs of the rules that fired)
     diagnosis = checkpoint_job(8)
     old = diagnosis.findings[0]
     diagnosis.findings = [Finding("HD001", old.category, old.severity, old.title,
                                   old.explanation, old.fix)]  # fmt: skip
+    rule = get_rule("HD001")
+    assert rule is not None
+    diagnosis.rule_docs = (rule.rule_doc(),)
     appendix = build_report_data(diagnosis)["appendix"]
     assert [d["rule"] for d in appendix["rules"]] == ["HD001"]
     assert all(s["paragraphs"] for s in appendix["rules"][0]["sections"])
+
+
+def test_the_engine_hands_over_the_docs_of_the_rules_that_fired() -> None:
+    result = analyze(checkpoint_job(8).evidence)
+    assert result.findings
+    assert {d.id for d in result.rule_docs} == {f.rule for f in result.findings}
+    assert all(d.get("How to fix") for d in result.rule_docs)
 
 
 def test_not_hung_without_findings_says_so() -> None:
