@@ -42,7 +42,7 @@ def _pct(value: float) -> str:
 def _summary(splits: dict[str, SplitScore]) -> list[str]:
     lines = [
         "| split | cases | category right | culprit exact | culprit overlap | "
-        "abstained (unknown) | abstentions right | refusals | s per case |",
+        "abstained (unknown) | abstentions right | refusals | ms per case |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name in ("train", "test", "all"):
@@ -54,7 +54,7 @@ def _summary(splits: dict[str, SplitScore]) -> list[str]:
             f"| {name} | {s.cases} | {_pct(s.accuracy)} ({sum(r.correct for r in s.results)}) | "
             f"{_pct(s.culprit_accuracy)} of {len(s.culprit_cases)} | {_pct(s.culprit_overlap)} | "
             f"{_pct(s.abstention_rate)} | {_pct(s.abstentions_right)} | {s.refusals} | "
-            f"{per_case:.2f} |"
+            f"{per_case * 1000:.0f} |"
         )
     return lines
 

@@ -622,11 +622,13 @@ SCENARIOS.update(
 )
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in SCENARIOS:
-        print(f"usage: train.py {{{','.join(SCENARIOS)}}}", file=sys.stderr)
+def main(argv: list[str], scenarios: dict[str, Callable[[], None]] | None = None) -> int:
+    """Run one scenario by name (own_code.py passes its own table)."""
+    known = SCENARIOS if scenarios is None else scenarios
+    if len(argv) != 1 or argv[0] not in known:
+        print(f"usage: train.py {{{','.join(known)}}}", file=sys.stderr)
         return 2
-    SCENARIOS[argv[0]]()
+    known[argv[0]]()
     return 0
 
 

@@ -21,9 +21,9 @@ import torch
 import torch.distributed as dist
 
 if TYPE_CHECKING:
-    from hangdoc.scenarios.job import culprit, init, rank, ready, train_step, world
+    from hangdoc.scenarios.job import culprit, init, main, rank, ready, train_step, world
 else:  # in the job's folder: the launcher's copy of job.py
-    from jobkit import culprit, init, rank, ready, train_step, world
+    from jobkit import culprit, init, main, rank, ready, train_step, world
 
 _FOREVER = threading.Event()
 
@@ -235,13 +235,5 @@ SCENARIOS: dict[str, Callable[[], None]] = {
 }
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in SCENARIOS:
-        print(f"usage: train.py {{{','.join(SCENARIOS)}}}", file=sys.stderr)
-        return 2
-    SCENARIOS[argv[0]]()
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main(sys.argv[1:], SCENARIOS))
