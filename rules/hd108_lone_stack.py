@@ -39,7 +39,7 @@ from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import classify_process
 from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.rules.base import Rule, RuleContext
-from hangdoc.rules.causes import cause_of, key_frame_text
+from hangdoc.rules.causes import Cause, cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
 
 # Activities that name a cause by themselves; a bare collective or a generic wait does not.
@@ -51,6 +51,15 @@ _TELLING = frozenset(
         Category.IO_STALL,
         Category.PYTHON_DEADLOCK,
     }
+)
+
+
+_GIL_FIX = (
+    "Find the thread that holds the GIL (`py-spy dump --native` marks it, or gdb `thread "
+    "apply all bt`): it waits for a lock or event that the thread taking the GIL holds. "
+    "Release the GIL before blocking in native code (pybind11 gil_scoped_release, "
+    "torch's no-GIL regions), and never take a C++ mutex while holding the GIL in one "
+    "thread and the GIL while holding that mutex in another."
 )
 
 
@@ -73,7 +82,19 @@ class LoneStack(Rule):
             return
         cause = cause_of(activity)
         if cause.category not in _TELLING:
-            return
+            gil = next((t for t in activity.threads if t.has(Tag.GIL_WAIT)), None)
+            if gil is None:
+                return
+            # A native thread blocked taking the GIL (take_gil, PyEval_AcquireThread) in
+            # a process that stopped: the thread holding the GIL waits for something this
+            # one holds, the classic GIL/mutex inversion of C++ callbacks into Python.
+            frame = next((f for t, f in gil.tag_frames if t is Tag.GIL_WAIT), None)
+            cause = Cause(
+                Category.PYTHON_DEADLOCK,
+                "has a thread blocked taking the GIL"
+                + (f" ({frame.function})" if frame is not None else ""),
+                _GIL_FIX,
+            )
         main = activity.main
         in_call = main.collective is not None
         who = process.label if process.rank is not None else "the process"
@@ -98,6 +119,8 @@ class LoneStack(Rule):
             explanation += f" Collect the other ranks' stacks to confirm ({plural_ranks(culprits)} "
             explanation += "is the one to compare with)."
         confidence = 0.6 if not cause.signals else min(0.6, 0.45 + 0.1 * len(cause.signals))
+        if cause.fix is _GIL_FIX:
+            confidence = 0.5  # one sample of a GIL wait: stuck, or caught in passing
         if in_call and main.has(Tag.CHECKPOINT_SAVE):
             confidence += 0.05  # a collective inside a save: the classic rank-0-only save
         yield Finding(
