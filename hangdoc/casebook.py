@@ -7,7 +7,9 @@ source URL, so it cannot drift as cases are added, and nobody picks which case l
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,10 +48,14 @@ class Case:
     thread_cause: str
     decisive: tuple[str, ...]
     artifacts: tuple[Artifact, ...]
+    # The project's own fixtures or tests cite this thread: hangdoc was built against it,
+    # so it cannot measure what hangdoc does on reports it has never seen.
+    seen: bool = False
 
     @property
     def split(self) -> str:
-        return split_of(self.source)
+        """``test`` for the hash-chosen share of threads the project has not seen."""
+        return "train" if self.seen else split_of(self.source)
 
     @property
     def accepted(self) -> frozenset[Category]:
@@ -143,10 +149,39 @@ def decisive_lines_missing(case: Case) -> list[str]:
     return [line for line in case.decisive if not any(line.strip() in t for t in texts)]
 
 
+_GITHUB = re.compile(r"https?://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull)/\d+")
+
+
+def cited_elsewhere(root: Path) -> set[str]:
+    """Threads the project's own fixtures and tests cite, outside the casebook: the repo is
+    the casebook's grandparent (fixtures/cases); elsewhere nothing is known as cited."""
+    repo = root.resolve().parent.parent
+    found: set[str] = set()
+    for folder in (repo / "fixtures", repo / "tests"):
+        if not folder.is_dir():
+            continue
+        for path in folder.rglob("*"):
+            if root.resolve() in path.resolve().parents or not path.is_file():
+                continue
+            if path.suffix not in (".txt", ".log", ".md", ".toml", ".py", ".json", ""):
+                continue
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            found.update(normalise_url(m) for m in _GITHUB.findall(text))
+    return found
+
+
 def read_casebook(root: Path) -> tuple[list[Case], list[str]]:
-    """Every case under ``root`` (sorted by id), and the problems of folders that failed."""
+    """Every case under ``root`` (sorted by id), and the problems of folders that failed.
+
+    A case whose thread the project's own fixtures or tests cite is marked ``seen`` and
+    scored with the train split, whatever its hash says.
+    """
     cases: list[Case] = []
     problems: list[str] = []
+    cited = cited_elsewhere(root)
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         try:
             case = read_case(folder)
@@ -156,6 +191,8 @@ def read_casebook(root: Path) -> tuple[list[Case], list[str]]:
         missing = decisive_lines_missing(case)
         if missing:
             problems.append(f"{folder}: decisive line(s) in no artifact: {missing[0]!r}")
+        if normalise_url(case.source) in cited:
+            case = dataclasses.replace(case, seen=True)
         cases.append(case)
     sources: dict[str, str] = {}
     for case in cases:

@@ -115,7 +115,9 @@ def render_accuracy(cases: list[Case], splits: dict[str, SplitScore], floor: flo
         "Written by `hangdoc eval fixtures/cases --write docs/accuracy.md`; do not edit by hand.",
         f"The casebook: {len(cases)} public reports from {len(projects)} projects "
         "(fixtures/cases/README.md says how a case is kept and labelled; the split is a hash "
-        f"of each thread's URL). CI fails when the train split falls below {_pct(floor)}.",
+        f"of each thread's URL; the {sum(c.seen for c in cases)} cases whose threads the "
+        "project's own fixtures or tests cite were built against, so they count as train). "
+        f"CI fails when the train split falls below {_pct(floor)}.",
         "",
         *_summary(splits),
         "",

@@ -99,3 +99,23 @@ def test_eval_command_writes_the_tables_and_fails_below_the_floor(tmp_path: Path
     # 1 right of 2 in whichever splits they fall: an impossible floor fails the command
     assert main(["eval", str(book), "--floor", "1.0"]) == 1
     assert main(["eval", str(book), "--split", "nope"]) == 2
+
+
+def test_threads_the_project_cites_are_never_test_cases(tmp_path: Path) -> None:
+    # GIVEN a repository whose tests cite one casebook thread, and a casebook of two
+    repo = tmp_path / "repo"
+    book = repo / "fixtures" / "cases"
+    book.mkdir(parents=True)
+    (repo / "tests").mkdir()
+    urls = [f"https://github.com/o/r/issues/{n}" for n in range(200)]
+    cited = next(u for u in urls if split_of(u) == "test")
+    other = next(u for u in urls if u != cited)
+    for name, url in (("cited", cited), ("other", other)):
+        folder = _case(book, name, RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+        text = (folder / "case.toml").read_text()
+        (folder / "case.toml").write_text(text.replace(f"https://example.org/{name}", url))
+    (repo / "tests" / "test_x.py").write_text(f'"""From {cited}."""\n')
+    # WHEN read THEN the cited thread is seen and scored as train, whatever its hash says
+    cases = {c.case_id: c for c in read_casebook(book)[0]}
+    assert cases["cited"].seen and cases["cited"].split == "train"
+    assert not cases["other"].seen
