@@ -386,6 +386,26 @@ def _detail(text: str) -> Hit:
     )
 
 
+def _barrier_hit(m: re.Match[str], fields: dict[str, str], tag: str) -> Hit:
+    """A store-based barrier that timed out or still waits: torch prints both with the
+    same fields; the error tag tells them apart."""
+    fields.update(
+        {
+            "joined": m.group("count"),
+            "expected": m.group("world"),
+            "keys": m.group("key"),
+            "timeout": m.group("timeout"),
+            F_ERROR: tag,
+        }
+    )
+    return Hit(
+        EventKind.STORE_TIMEOUT,
+        fields,
+        rank=int(m.group("rank")),
+        key=("store", tag.removeprefix("store_"), m.group("key")),
+    )
+
+
 def _store(text: str) -> Hit | None:
     fields: dict[str, str] = {}
     if (m := _UNIQUE_ID.search(text)) is not None:
@@ -402,37 +422,9 @@ def _store(text: str) -> Hit | None:
             }
         )
     elif (m := _STORE_BARRIER.search(text)) is not None:
-        fields.update(
-            {
-                "joined": m.group("count"),
-                "expected": m.group("world"),
-                "keys": m.group("key"),
-                "timeout": m.group("timeout"),
-                F_ERROR: "store_barrier",
-            }
-        )
-        return Hit(
-            EventKind.STORE_TIMEOUT,
-            fields,
-            rank=int(m.group("rank")),
-            key=("store", "barrier", m.group("key")),
-        )
+        return _barrier_hit(m, fields, "store_barrier")
     elif "store based barrier" in text and (m := _STORE_BARRIER_WAIT.search(text)) is not None:
-        fields.update(
-            {
-                "joined": m.group("count"),
-                "expected": m.group("world"),
-                "keys": m.group("key"),
-                "timeout": m.group("timeout"),
-                F_ERROR: "store_barrier_wait",
-            }
-        )
-        return Hit(
-            EventKind.STORE_TIMEOUT,
-            fields,
-            rank=int(m.group("rank")),
-            key=("store", "barrier_wait", m.group("key")),
-        )
+        return _barrier_hit(m, fields, "store_barrier_wait")
     elif "store-based barrier" in text and (m := _STORE_BARRIER_DONE.search(text)) is not None:
         fields.update({F_PHASE: "init", "label": "store barrier completed", "keys": m.group("key")})
         return Hit(
