@@ -14,7 +14,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = frozenset(
+API_NAMES = frozenset(
     {
         "collectives_frame",
         "diagnose",
@@ -25,11 +25,11 @@ _API = frozenset(
         "stacks_frame",
     }
 )
-__all__ = ["__version__", *sorted(_API)]
+__all__ = ["__version__", *sorted(API_NAMES)]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _API:
+    if name in API_NAMES:
         # By name, not `from hangdoc import api`: the collectors import this package,
         # and an import the layer contracts (import-linter) can see would tie them to
         # the analyzer. Typed code imports from hangdoc.api directly.
@@ -38,4 +38,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_API})
+    return sorted({*globals(), *API_NAMES})

@@ -22,21 +22,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from hangdoc import API_NAMES
+
 if TYPE_CHECKING:
     import pandas as pd
 
     from hangdoc.analyzer.diagnosis import Diagnosis
     from hangdoc.analyzer.model import Evidence, ThreadStack
 
-__all__ = [
-    "collectives_frame",
-    "diagnose",
-    "findings_frame",
-    "load",
-    "log_events_frame",
-    "ranks_frame",
-    "stacks_frame",
-]
+__all__ = sorted(API_NAMES)  # one list, kept in hangdoc/__init__.py (lazy re-exports)
 
 PathLike: TypeAlias = "str | os.PathLike[str]"
 Paths: TypeAlias = "PathLike | Sequence[PathLike]"

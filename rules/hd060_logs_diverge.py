@@ -111,9 +111,10 @@ class LogsDiverge(Rule):
         culprits, others = plural_ranks(d.ranks), plural_ranks(d.others)
         first = d.lines[0].line.text
         severity = self.severity
+        category = CATEGORY_OF[d.meaning] if d.meaning else Category.RANK_DIVERGENCE
+        unnamed = "did something else" if d.kind == "unfinished" else "took another path"
+        doing = DOING[d.meaning].removeprefix("is ") if d.meaning else unnamed
         if d.kind == "unfinished":
-            category = CATEGORY_OF[d.meaning] if d.meaning else Category.RANK_DIVERGENCE
-            doing = DOING[d.meaning].removeprefix("is ") if d.meaning else "did something else"
             title = f"{culprits} stopped on {first[:80]!r} ({doing}) while {others} went on"
             why = (
                 f"The last line of {culprits} starts an action that no later line finishes, "
@@ -122,8 +123,6 @@ class LogsDiverge(Rule):
             fix = _UNFINISHED_FIX
             confidence = 0.6 if d.meaning else 0.4
         elif d.kind == "only_some":
-            category = CATEGORY_OF[d.meaning] if d.meaning else Category.RANK_DIVERGENCE
-            doing = DOING[d.meaning].removeprefix("is ") if d.meaning else "took another path"
             title = f"only {culprits} printed {first[:80]!r} ({doing}); {others} never did"
             why = (
                 f"Near the end of their logs {culprits} printed a line {others} never print: "

@@ -58,35 +58,25 @@ def last_words(
     """
     for source, failure in sorted(_failures(evidence, failure_kinds).items()):
         limit = failure.line or 0
-        said: list[tuple[int, int | None, LogLine, Meaning | bool]] = [
-            (line.line, None, line, False)
-            for line in evidence.job_log_lines
-            if line.source == source and 0 < line.line < limit
+        owned = [(None, evidence.job_log_lines, evidence.job_log_events)] + [
+            (p.rank, p.log_lines, p.log_events) for p in evidence.processes
         ]
-        for p in evidence.processes:
+        said: list[tuple[int, int | None, LogLine, Meaning | bool]] = []
+        for rank, lines, events in owned:
             said += [
-                (line.line, p.rank, line, False)
-                for line in p.log_lines
+                (line.line, rank, line, False)
+                for line in lines
                 if line.source == source and 0 < line.line < limit
             ]
             said += [
-                (e.line, p.rank, LogLine(e.text, e.source, e.line), phases[phase] or True)
-                for e in p.log_events
+                (e.line, rank, LogLine(e.text, e.source, e.line), phases[phase] or True)
+                for e in events
                 if e.kind == phase_kind
                 and e.source == source
                 and e.line
                 and e.line < limit
                 and (phase := dict(e.fields).get("phase", "")) in phases
             ]
-        said += [
-            (e.line, None, LogLine(e.text, e.source, e.line), phases[phase] or True)
-            for e in evidence.job_log_events
-            if e.kind == phase_kind
-            and e.source == source
-            and e.line
-            and e.line < limit
-            and (phase := dict(e.fields).get("phase", "")) in phases
-        ]
         said.sort(key=lambda item: item[0])
         for _, rank, line, known in reversed(said[-_LOOK_BACK:]):
             if known is True:
