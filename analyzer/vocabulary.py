@@ -24,7 +24,9 @@ class EventKind(enum.StrEnum):
     FAILED_COLLECTIVE_STACK = "failed_collective_stack"  # "Stack trace of the failed collective"
     NCCL_ERROR = "nccl_error"  # NCCL error class surfaced in torch (ncclRemoteError...)
     COLLECTIVE_MISMATCH = "collective_mismatch"  # TORCH_DISTRIBUTED_DEBUG=DETAIL fingerprint
+    COLLECTIVE_ISSUED = "collective_issued"  # DETAIL wrapper: "Running collective: …" (last)
     MONITORED_BARRIER = "monitored_barrier_failure"
+    MISSING_RANKS = "missing_ranks"  # a library named ranks that never submitted an op (Horovod)
     STORE_TIMEOUT = "store_timeout"  # TCPStore / rendezvous waiting for clients
     CONNECTION_LOST = "connection_lost"  # peer closed / reset (gloo, NCCL service thread)
     # NCCL (FORMATS.md §1)
@@ -57,6 +59,10 @@ class EventKind(enum.StrEnum):
     FATAL_SIGNAL = "fatal_signal"  # segfault, abort, bus error, "Killed"
     HOST_OOM_KILL = "host_oom_kill"  # kernel OOM killer
     FAULTHANDLER_TIMEOUT = "faulthandler_timeout"  # faulthandler.dump_traceback_later fired
+    KERNEL_HUNG_TASK = "kernel_hung_task"  # a task in D state and its kernel call trace
+    IO_STALL = "io_stall"  # a D-state process row, a file-system kernel frame, NFS not responding
+    NIC_COUNTER = "nic_counter"  # a non-zero InfiniBand/RoCE port error counter (sysfs, perfquery)
+    NIC_LINK = "nic_link"  # kernel: a NIC's link down/up, cable module event, transmit timeout
     # GPU (FORMATS.md §6)
     GPU_XID = "gpu_xid"
     GPU_STATUS = "gpu_status"  # one GPU row of nvidia-smi
@@ -79,6 +85,7 @@ class Phase(enum.StrEnum):
     CHECKPOINT_SAVE = "checkpoint_save"
     CHECKPOINT_SAVED = "checkpoint_saved"
     INIT = "init"  # distributed init / rendezvous messages of frameworks
+    DATA_EXHAUSTED = "data_exhausted"  # a rank ran out of batches before the others (join)
 
 
 # Field names shared by parser and rules (values are always strings).
@@ -109,6 +116,35 @@ F_COUNT = "count"
 F_PHASE = "phase"
 F_CLOCK = "clock"
 F_RANK_FROM = "rank_from"  # how the rank was attributed (prefix, content, nccl, file, ...)
+
+
+# Storage failures in POSIX strerror words, as Python's OSError ("[Errno 5] Input/output
+# error: '/ckpt/x'") and C libraries print them, and torch.save's writer
+# (caffe2/serialize/inline_container.cc "PytorchStreamWriter failed writing file …"): the
+# file system or the device under it failed, or is full. ENOTCONN counts only with a path
+# after it or a file call before it (a FUSE mount whose daemon died), not on a socket.
+STORAGE_ERROR_TEXT = re.compile(
+    r"\[Errno (?:5|28|30|116|121|122)\]|Input/output error|Stale (?:NFS )?file handle"
+    r"|Remote I/O error|No space left on device|Disk quota exceeded|Read-only file system"
+    r"|Transport endpoint is not connected: '|PytorchStreamWriter failed writing file"
+    # A file syscall failing as c10d's FileStore (and most C++ code) reports it,
+    # std::system_error's "<call>: <strerror>": "flock: Transport endpoint is not connected".
+    r"|\b(?:flock|fcntl|open|read|write|fsync|lseek|ftruncate|stat|mkdir|rename|unlink): "
+    r"Transport endpoint is not connected"
+)
+# Shared memory (/dev/shm) full or too small is not storage: the DataLoader's "unable to write
+# to file </torch_…>: No space left on device" and NCCL's "Error while creating shared memory
+# segment /dev/shm/nccl-…" are a container's --shm-size.
+_SHARED_MEMORY_TEXT = re.compile(r"/dev/shm|shared memory|</torch_|\btorch_shm_", re.IGNORECASE)
+
+
+def storage_error(text: str) -> str | None:
+    """The storage-failure words in ``text`` (STORAGE_ERROR_TEXT), unless it is about
+    shared memory."""
+    m = STORAGE_ERROR_TEXT.search(text)
+    if m is None or _SHARED_MEMORY_TEXT.search(text):
+        return None
+    return m.group(0)
 
 
 # Messages that a rank prints *because another rank failed* (or because the job was

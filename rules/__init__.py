@@ -90,8 +90,15 @@ _MODULES: tuple[RuleRow, ...] = (
     RuleRow("hd108_lone_stack", "0.1.0 (issue 14)"),
     RuleRow("hd061_activity_before_timeout", "0.1.0 (issue 15)"),
     RuleRow("hd109_dataloader_worker_died", "0.1.0 (issue 14)"),
+    RuleRow("hd206_nccl_setup_error", "0.1.0 (issue 14)"),
+    RuleRow("hd110_fs_stall_reported", "0.1.0 (issue 14)"),
+    RuleRow("hd207_stuck_in_group_creation", "0.1.0 (issue 14)"),
+    RuleRow("hd045_timeout_set_too_low", "0.1.0 (issue 14)"),
+    RuleRow("hd046_benign_warning_only", "0.1.0 (issue 14)"),
+    RuleRow("hd048_p2p_wait_evidence", "0.1.0 (issue 14)"),
     RuleRow("hd350_gpu_activity", _CAUSES),
     RuleRow("hd351_gpu_memory_limit", _CAUSES),
+    RuleRow("hd303_gpu_driver_hung_task", "0.1.0 (issue 14)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.

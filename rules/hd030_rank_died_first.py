@@ -18,9 +18,15 @@ Log events of every rank in time order (analyzer/views/timeline.py): Python trac
 signals, `torchrun` exit codes and ChildFailedError entries, TORCHELASTIC error files,
 Slurm/mpirun/DeepSpeed launcher reports, kernel OOM-killer lines. An exception is not a
 cause when its message is itself a consequence (a timeout, an NCCL error, a lost peer,
-SIGTERM). torchrun's "Root Cause (first observed failure)" is *not* trusted: it is only
-the first rank to exit on that node, often a victim. A bare non-zero exit code with no
-reason gives a warning only.
+SIGTERM), and a storage error (EIO, a stale handle, a full disk) is HD110's. torchrun's
+"Root Cause (first observed failure)" is *not* trusted: it is only the first rank to exit
+on that node, often a victim. Also read: torch.multiprocessing's "process N terminated
+with signal SIGKILL / exit code N" (N is the spawn index), mpirun's "The first process to
+do so was: Process name: [[j,1],N] Exit code: C", Ray's "A worker died or was killed while
+executing a task". A bare non-zero exit code with no reason is a low-confidence error when
+it comes before the timeouts (or there are none), else a warning only; a paste that *ends*
+in a bare exception line (its traceback cut) and an abort that names no exception ("Fatal
+Python error: Aborted") are low-confidence errors.
 
 ## How to confirm
 Read the culprit's log around the cited line: its traceback or signal is the failure.
@@ -44,6 +50,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.deaths import Death, first_deaths
 from hangdoc.analyzer.views.gpu_faults import HARDWARE
 from hangdoc.analyzer.views.timeline import Placed, precedes_wave, victims, wave
+from hangdoc.analyzer.vocabulary import F_EXC_TYPE, storage_error
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -69,7 +76,11 @@ class RankDiedFirst(Rule):
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
         deaths = [
-            d for d in first_deaths(tl) if d.how != "cuda_oom" and not HARDWARE.search(d.summary)
+            d
+            for d in first_deaths(tl)
+            if d.how != "cuda_oom"
+            and not HARDWARE.search(d.summary)
+            and not storage_error(d.summary)  # a storage failure: HD110's
         ]
         if not deaths:
             return
@@ -127,6 +138,14 @@ class RankDiedFirst(Rule):
             )
         severity = Severity.CRITICAL if certain else Severity.WARNING
         confidence = 0.9 if certain and ordered else 0.75 if certain else 0.4
+        if certain and _weak(first):
+            # One line that may be the end of the story or an excerpt's cut: a bare
+            # exception line ending the paste, an abort with no exception named.
+            severity, confidence = Severity.ERROR, min(confidence, 0.5)
+        if not certain and culprits and (ordered is True or not wave_events):
+            # A launcher's "exited with code 1" for a named rank, before any timeout (or
+            # with none at all): the rank ended first, though the logs do not say why.
+            severity, confidence = Severity.ERROR, 0.45
         return Finding(
             rule=self.id,
             category=Category.RANK_DEAD,
@@ -139,6 +158,15 @@ class RankDiedFirst(Rule):
             evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
             confidence=confidence,
         )
+
+
+def _weak(death: Death) -> bool:
+    """A death read from one ambiguous line: the paste's last line being an exception
+    with nothing above it (the parser marks it ``bare``), or an abort (SIGABRT, "Fatal
+    Python error: Aborted") that names no exception — the watchdog aborts that way too."""
+    if death.placed.get("bare") == "1":
+        return True
+    return death.how == "signal" and "SIGABRT" in death.summary and not death.placed.get(F_EXC_TYPE)
 
 
 def _fix(death: Death) -> str:

@@ -20,7 +20,10 @@ blocking wait`, `Exception (either an error or timeout) detected by watchdog at 
 last enqueued NCCL work: M, last completed NCCL work: K`, `failure detected by watchdog
 at work sequence id: N PG status: last enqueued work: M, last completed work: K`, dump
 signals, and gloo's `Timed out waiting … for recv/send`, grouped by process group
-(`PG GUID`, else the PG index). A rank that died first is left to HD030.
+(`PG GUID`, else the PG index). A rank that died first is left to HD030. Lines
+without a PG prefix (torch < 2.3) where one rank names several SeqNums come from
+several process groups and are not compared; a rank whose last enqueued work reaches
+the stuck SeqNum issued it and is no laggard.
 
 ## How to confirm
 Look at what the lagging rank printed last, and take its stack (py-spy dump) the next
@@ -86,6 +89,19 @@ def stuck_seq(records: dict[int, WatchRecord]) -> int | None:
     return max(seqs.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
 
+def _mixed_groups(records: dict[int, WatchRecord]) -> bool:
+    """Lines without a PG prefix (torch < 2.3) from several process groups land in one
+    bucket; a rank naming several SeqNums there shows it. SeqNums of different groups
+    (tensor-, data-, pipeline-parallel) are not comparable: 96120 on one group and 64088
+    on another say nothing about a lagging rank."""
+    if any(rec.pg_known for rec in records.values()):
+        return False
+    return any(
+        len({s for p in rec.events if (s := fint(p.event, "seq")) is not None}) > 1
+        for rec in records.values()
+    )
+
+
 def known_ranks(tl: Timeline) -> set[int]:
     """Ranks the logs show exist: any event owner, ChildFailedError entries."""
     ranks = tl.ranks()
@@ -136,7 +152,7 @@ class LaggingRank(Rule):
         self, pg: str, records: dict[int, WatchRecord], dead: set[int]
     ) -> Finding | None:
         seq = stuck_seq(records)
-        if seq is None:
+        if seq is None or _mixed_groups(records):
             return None
         lagging: dict[int, str] = {}
         for rank, rec in records.items():
@@ -144,7 +160,11 @@ class LaggingRank(Rule):
                 continue
             if rec.last_enqueued is not None and rec.last_enqueued < seq:
                 lagging[rank] = f"last enqueued {rec.last_enqueued}"
-            elif rec.seq is not None and rec.seq < seq:
+            elif (
+                rec.seq is not None
+                and rec.seq < seq
+                and not (rec.last_enqueued is not None and rec.last_enqueued >= seq)
+            ):  # a rank that enqueued the stuck collective issued it: it is no laggard
                 lagging[rank] = f"stuck at {rec.seq}"
         if not lagging or len(lagging) >= len(records):
             return None

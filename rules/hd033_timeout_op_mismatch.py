@@ -44,6 +44,10 @@ from hangdoc.analyzer.views.watchdog import (
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
+# Point-to-point OpTypes (c10d opTypeToString): the two ends of one transfer log different
+# operations at the same SeqNum of their group (HD048 reads these timeouts).
+_P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE", "COALESCED"})
+
 
 class TimeoutOpMismatch(Rule):
     __doc__ = __doc__
@@ -65,6 +69,8 @@ class TimeoutOpMismatch(Rule):
                 ops = Counter(rec.op for rec in same.values())
                 if len(ops) < 2:
                     continue
+                if all(str(op).upper() in _P2P_OPS for op in ops):
+                    continue  # a SEND and its peer's RECV share a SeqNum: a pair, not a mismatch
                 culprits, major, minor_op, major_op = minority(split_by(same, "op"))
                 known = all(rec.pg_known for rec in same.values())
                 where = "the default process group" if pg == DEFAULT_PG else f"process group {pg}"

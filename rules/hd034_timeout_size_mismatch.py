@@ -76,7 +76,7 @@ class TimeoutSizeMismatch(Rule):
                 sizes = split_by(same, "numel_in")
                 if len(sizes) < 2:
                     continue
-                culprits, major, minor_v, major_v = minority(sizes)
+                culprits, major, minor_v, major_v = minority(sizes, same)
                 known = all(rec.pg_known for rec in same.values())
                 coalesced = op.endswith("COALESCED")
                 where = "the default process group" if pg == DEFAULT_PG else f"process group {pg}"

@@ -17,7 +17,24 @@ The fingerprints of both sides of every mismatch message. Ranks are grouped by
 fingerprint; the ranks holding the rarer fingerprint are named as culprits. The
 category follows what differs: the operation (collective_type_mismatch), the shapes or
 dtypes (collective_size_or_dtype_mismatch), or only the sequence number (one side
-issued an extra collective: rank divergence).
+issued an extra collective: rank divergence). torch before 1.13 prints one side only
+("Rank N is running inconsistent collective: …", often pretty-printed over several
+lines): several such messages are compared with each other; a single one of a gather
+(ALLGATHER, _ALLGATHER_BASE, GATHER, ALLTOALL), whose shape is the rank's own data, is
+read as a presumed shape mismatch at low confidence.
+
+Without a mismatch message, the last "[Rank N] Running collective:
+CollectiveFingerPrint(…)" line that ProcessGroupWrapper logs per rank before each
+collective: a rank whose last sequence number is behind the others' never issued the
+collective they wait in (rank divergence, low confidence: a log cut in the middle can
+show the same); the same number with a different operation or shape is a mismatch.
+
+NCCL's transport check "message truncated : receiving N bytes instead of M"
+(net_socket.cc) or "collective mismatch error, local size N remote size M" (net_ib.cc):
+the two ends of one transfer disagree on its size (collective_size_or_dtype_mismatch,
+moderate confidence: NCCL adds that differing NCCL_PROTO/NCCL_ALGO do the same). gloo's
+"[enforce fail at …/tcp/pair.cc:N] op.preamble.length <= op.nbytes. N vs M" is the same
+check (lower confidence: different collectives of different widths trip it too).
 
 ## How to confirm
 The message quotes the culprit's fingerprint; its traceback points at the call site.
@@ -35,7 +52,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.timeline import Placed, fint
-from hangdoc.analyzer.vocabulary import F_PEER_RANK, EventKind
+from hangdoc.analyzer.vocabulary import F_ERROR, F_PEER, F_PEER_RANK, F_SEQ, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -75,9 +92,136 @@ class DetailMismatch(Rule):
         found = self._detail(detail) if detail else None
         if found is not None:
             yield found
+        else:
+            issued = self._issued(tl.of(EventKind.COLLECTIVE_ISSUED))
+            if issued is not None:
+                yield issued
         nccl = [p for p in events if p.get("source") != "detail"]
+        sizes = [p for p in nccl if p.get(F_ERROR) == "size_mismatch"]
+        if sizes:
+            yield self._nccl_size(sizes)
+        nccl = [p for p in nccl if p.get(F_ERROR) != "size_mismatch"]
         if nccl:
             yield self._nccl(nccl)
+
+    def _issued(self, events: list[Placed]) -> Finding | None:
+        """ProcessGroupWrapper's "[Rank N] Running collective: CollectiveFingerPrint(…)"
+        lines (analyzer/parsers/logs/pg_wrapper.py), the last one per rank. Each rank logs
+        the line and then waits in a monitored barrier for the whole group, so a rank whose
+        last fingerprint is behind the others' has not issued the collective they wait in.
+        The lines of a log cut in its middle can be behind by chance: low confidence."""
+        last: dict[int, Placed] = {}
+        for p in events:
+            if p.rank is not None and p.get(F_SEQ) is not None:
+                last[p.rank] = p
+        if len(last) < 2:
+            return None
+        seqs = {r: int(p.get(F_SEQ) or 0) for r, p in last.items()}
+        top = max(seqs.values())
+        behind = sorted(r for r, s in seqs.items() if s < top)
+        ahead = sorted(r for r, s in seqs.items() if s == top)
+        evidence = tuple(limited_refs([last[r] for r in sorted(last)], limit=6))
+        if behind:
+            culprits, others = (behind, ahead) if len(behind) <= len(ahead) else (ahead, behind)
+            low = min(seqs[r] for r in behind)
+            return Finding(
+                rule=self.id,
+                category=Category.RANK_DIVERGENCE,
+                severity=Severity.ERROR,
+                title=(
+                    f"{ranks_text(behind)} last ran collective #{low}, {ranks_text(ahead)} "
+                    f"already issued #{top}"
+                ),
+                explanation=(
+                    "TORCH_DISTRIBUTED_DEBUG=DETAIL logs every collective's fingerprint "
+                    "before the ranks meet in it. The last fingerprints differ in their "
+                    f"sequence number: {ranks_text(ahead)} wait in collective #{top}, which "
+                    f"{ranks_text(behind)} never issued (they are elsewhere, or issue a "
+                    "different collective). If the log was cut in its middle, the "
+                    "difference may be only where the cut fell."
+                ),
+                fix=_fix(Category.RANK_DIVERGENCE),
+                culprit_ranks=tuple(culprits),
+                waiting_ranks=tuple(others),
+                evidence=evidence,
+                confidence=0.45 if len(behind) <= len(ahead) else 0.4,
+            )
+        prints = {
+            r: {k: v for k in ("op", "shape", "dtype") if (v := p.get(k)) is not None}
+            for r, p in last.items()
+        }
+        groups: dict[tuple[tuple[str, str], ...], list[int]] = {}
+        for rank, fp in prints.items():
+            groups.setdefault(tuple(sorted(fp.items())), []).append(rank)
+        if len(groups) < 2:
+            return None
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
+        major_fp, minor_fp = dict(ordered[0][0]), dict(ordered[1][0])
+        culprits = sorted(r for _, rs in ordered[1:] for r in rs)
+        differ = [k for k in ("op", "shape", "dtype") if major_fp.get(k) != minor_fp.get(k)]
+        category, what = _category(differ)
+        return Finding(
+            rule=self.id,
+            category=category,
+            severity=Severity.ERROR,
+            title=(
+                f"collective #{top} differs ({what}): {ranks_text(culprits)} ran "
+                f"{_describe(minor_fp)}, {ranks_text(ordered[0][1])} ran {_describe(major_fp)}"
+            ),
+            explanation=(
+                "TORCH_DISTRIBUTED_DEBUG=DETAIL logged the fingerprint of the same collective "
+                f"(#{top}) on every rank, and they differ in {', '.join(differ)}."
+            ),
+            fix=_fix(category),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(sorted(ordered[0][1])),
+            evidence=evidence,
+            confidence=0.55,
+        )
+
+    def _nccl_size(self, events: list[Placed]) -> Finding:
+        """The transport found a message larger than the buffer the receiver posted: NCCL
+        (net_socket.cc "message truncated : receiving N bytes instead of M", net_ib.cc
+        "collective mismatch error, local size N remote size M") or gloo (tcp/pair.cc
+        "op.preamble.length <= op.nbytes. N vs M"): the two ends disagree on the size of
+        one transfer. NCCL names a size mismatch between ranks as the likely cause "if the
+        network is healthy" (moderate confidence); gloo's check also fires when the ranks
+        run different collectives of different widths (lower confidence)."""
+        first = events[0]
+        gloo = all(p.get("source") == "gloo" for p in events)
+        library = "gloo" if gloo else "NCCL"
+        got, want = first.get("bytes_received"), first.get("bytes_expected")
+        peers = sorted({v for p in events if (v := p.get(F_PEER)) is not None})
+        sizes = f" ({got} bytes arrived for a {want}-byte buffer)" if got and want else ""
+        ranks = sorted({p.rank for p in events if p.rank is not None})
+        return Finding(
+            rule=self.id,
+            category=Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
+            severity=Severity.ERROR,
+            title=f"{library} received a message larger than the posted buffer" + sizes,
+            explanation=(
+                "The receiving side of a transfer got more bytes than the buffer it posted"
+                + (f" from peer {', '.join(peers[:3])}" if peers else "")
+                + ": the ranks disagree on the size of the same collective or send/recv "
+                "(a shape that differs between ranks, pipeline stages whose send and recv "
+                "shapes differ)"
+                + (
+                    ", or run different collectives of different widths at this point."
+                    if gloo
+                    else ". NCCL notes that different NCCL_PROTO/NCCL_ALGO settings between "
+                    "ranks can do the same."
+                )
+            ),
+            fix=(
+                "Compare the shapes and dtypes of the collective or send/recv at this point "
+                "on every rank (TORCH_DISTRIBUTED_DEBUG=DETAIL checks them), and make sure "
+                "NCCL_PROTO/NCCL_ALGO are set the same on every node."
+            ),
+            culprit_ranks=(),  # which side got the size wrong is not in the line
+            waiting_ranks=tuple(ranks),
+            evidence=tuple(limited_refs(events, limit=6)),
+            confidence=0.5 if gloo else 0.6,
+        )
 
     def _detail(self, events: list[Placed]) -> Finding | None:
         prints = _fingerprints(events)
@@ -95,6 +239,9 @@ class DetailMismatch(Rule):
         tie = len(ordered) == 2 and len(ordered[1][1]) == len(major)
         differ = [k for k in _KEYS if major_fp.get(k) != minor_fp.get(k) and minor_fp]
         category, what = _category(differ)
+        one_sided = not minor_fp and _gathers(major_fp)
+        if one_sided:
+            category, what = Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, "shape (presumed)"
         lhs = _describe(minor_fp) if minor_fp else "a different collective"
         rhs = _describe(major_fp)
         title = (
@@ -120,12 +267,20 @@ class DetailMismatch(Rule):
                     if tie
                     else ""
                 )
+                + (
+                    " Only the reporting rank's fingerprint is in the paste (torch before 1.13 "
+                    "prints no other side): a gather of per-rank data whose shape differs "
+                    "between ranks is the usual cause, but the other ranks may also run a "
+                    "different operation."
+                    if one_sided
+                    else ""
+                )
             ).strip(),
             fix=_fix(category),
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(major),
             evidence=tuple(limited_refs(events, limit=6)),
-            confidence=0.6 if tie else 0.9 if culprits else 0.7,
+            confidence=0.6 if tie else 0.9 if culprits else 0.45 if one_sided else 0.7,
         )
 
     def _nccl(self, events: list[Placed]) -> Finding:
@@ -155,6 +310,28 @@ def _category(differ: list[str]) -> tuple[Category, str]:
     if "seq" in differ:
         return Category.RANK_DIVERGENCE, "sequence number"
     return Category.COLLECTIVE_TYPE_MISMATCH, "fingerprint"
+
+
+# Collectives that concatenate per-rank tensors: their input shape is the rank's own data
+# (a batch, logits of variable length), so when only the reporting rank's fingerprint is
+# known, the shape is what most often differs. jotr-4 (ALLGATHER [41,…] vs [40,…], old
+# one-sided format), phi3vision-41 (_ALLGATHER_BASE [256] vs [2048]) and the one-sided
+# ALLGATHER of transformers-20366 (train cases).
+_GATHER_OPS = frozenset(
+    {
+        "ALLGATHER",
+        "_ALLGATHER_BASE",
+        "ALLGATHER_COALESCED",
+        "ALLGATHER_INTO_TENSOR_COALESCED",
+        "GATHER",
+        "ALLTOALL",
+        "ALLTOALL_BASE",
+    }
+)
+
+
+def _gathers(fp: dict[str, str]) -> bool:
+    return fp.get("op") in _GATHER_OPS and "shape" in fp
 
 
 def _describe(fp: dict[str, str]) -> str:

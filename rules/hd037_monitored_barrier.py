@@ -10,10 +10,22 @@ monitoredBarrier". Those ranks were somewhere else when the others reached the b
 A plain barrier would have waited for them until the collective timeout; the monitored
 barrier names them instead.
 
+The other ranks only talk to rank 0 in it: when rank 0 does not answer, each of them
+raises "Rank 2 successfully reached monitoredBarrier, but received errors while waiting
+for send/recv from rank 0. Please check rank 0 logs for faulty rank." (ProcessGroupGloo's
+monitoredBarrier; seen in xtuner #944 and CosyVoice #1727). Rank 0 then either had not
+reached the barrier itself (busy, stuck or dead) or was reporting another rank.
+
+Horovod's coordinator does the same for any op: its stall check lists each op some ranks
+submitted and others did not, "HorovodBroadcast_global_step_0 [missing ranks: 1]"
+(horovod/common/operations.cc; horovod issue 1012).
+
 ## Evidence used
-The monitored-barrier failure messages (the rank-0 report names the missing ranks).
-"Rank N successfully reached monitoredBarrier, but received errors…" lines name the
-reporter, not a culprit, and are ignored.
+The monitored-barrier failure messages: the rank-0 report names the missing ranks
+outright; the other ranks' "received errors … from rank 0" names rank 0 as the one to
+look at (weaker: with more than two ranks, rank 0 may have been reporting another one).
+The ranks that print it are reporters, never culprits. Horovod's stall warnings name the
+missing ranks outright.
 
 ## How to confirm
 Look at the last lines the named ranks printed and take their stacks; they are stuck or
@@ -30,6 +42,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import parse_ranks
+from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import F_RANKS, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -39,7 +52,7 @@ class MonitoredBarrier(Rule):
     __doc__ = __doc__
     id = "HD037"
     name = "monitored-barrier-failure"
-    summary = "a monitored barrier named the ranks that did not arrive"
+    summary = "a monitored barrier (or Horovod's stall check) named the ranks that did not arrive"
     categories = (Category.RANK_DIVERGENCE,)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
@@ -48,9 +61,18 @@ class MonitoredBarrier(Rule):
         tl = ctx.timeline
         events = tl.of(EventKind.MONITORED_BARRIER)
         if not events:
+            stalled = tl.of(EventKind.MISSING_RANKS)
+            if stalled:
+                yield self._stalled(stalled)
             return
+        direct = [p for p in events if p.get("reporter") != "peer"]
+        if direct:
+            events = direct  # rank 0's own report names the missing ranks
         culprits = sorted({r for p in events for r in parse_ranks(p.get(F_RANKS) or "")})
         reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
+        if not direct:
+            yield self._from_peers(events, culprits, reporters)
+            return
         yield Finding(
             rule=self.id,
             category=Category.RANK_DIVERGENCE,
@@ -68,6 +90,64 @@ class MonitoredBarrier(Rule):
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
             confidence=0.8,
+        )
+
+    def _from_peers(
+        self, events: list[Placed], culprits: list[int], reporters: list[int]
+    ) -> Finding:
+        """Only the other ranks' side: they heard nothing back from rank 0."""
+        who = ranks_text(culprits)
+        arrived = ranks_text(reporters).capitalize() if reporters else "A rank"
+        return Finding(
+            rule=self.id,
+            category=Category.RANK_DIVERGENCE,
+            severity=Severity.ERROR,
+            title=f"{ranks_text(reporters) if reporters else 'a rank'} reached the monitored "
+            f"barrier but heard nothing back from {who}",
+            explanation=(
+                f"In torch's monitored barrier every rank reports to {who}, which answers "
+                f"once all have arrived. {arrived} "
+                f"arrived and got no answer: {who} had not reached the barrier (still busy "
+                "elsewhere, stuck or dead), or it was reporting another rank that never came."
+            ),
+            fix=(
+                f"Read the log of {who}: what it was doing instead of the barrier (or which "
+                "rank it reported). Make every rank reach the barrier; raise its timeout if "
+                "the work before it is only slow."
+            ),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(reporters),
+            evidence=tuple(limited_refs(events, limit=4)),
+            confidence=0.5,
+        )
+
+    def _stalled(self, events: list[Placed]) -> Finding:
+        """Horovod's stall check: ops some ranks submitted and the named ranks did not."""
+        culprits = sorted({r for p in events for r in parse_ranks(p.get(F_RANKS) or "")})
+        reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
+        ops = sorted({p.get("op") or "?" for p in events})
+        shown = ", ".join(ops[:3]) + (f" and {len(ops) - 3} more" if len(ops) > 3 else "")
+        who = ranks_text(culprits)
+        return Finding(
+            rule=self.id,
+            category=Category.RANK_DIVERGENCE,
+            severity=Severity.ERROR,
+            title=f"{who} never submitted {shown} (Horovod's stall check)",
+            explanation=(
+                f"Horovod's coordinator reported ops that the other ranks submitted and {who} "
+                f"did not, for longer than its stall-check time: {shown}. {who.capitalize()} "
+                "was elsewhere (another op, its own code, stuck, or gone) while the others "
+                "waited for it."
+            ),
+            fix=(
+                f"Take the stack of {who} (py-spy dump) to see where it is; make every rank "
+                "submit the same ops in the same order (the same variables broadcast, the "
+                "same optimizer on every rank)."
+            ),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(reporters),
+            evidence=tuple(limited_refs(events, limit=4)),
+            confidence=0.6,
         )
 
 

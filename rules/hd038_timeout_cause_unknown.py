@@ -78,6 +78,8 @@ class TimeoutCauseUnknown(Rule):
             for f in ctx.prior
         ):
             return
+        if any(f.says_not_hung for f in ctx.prior):
+            return  # another rule explained the timeout as no hang (HD004, HD039, HD045)
         ranks = sorted({p.rank for p in symptoms if p.rank is not None})
         ops = Counter(f"{p.get(F_OP)} #{p.get(F_SEQ)}" for p in symptoms if p.get(F_OP))
         what = ", ".join(op for op, _ in ops.most_common(3)) or "a collective"

@@ -17,8 +17,10 @@ watchdog declares a hang and tears the job down.
 Progress bars and phase markers (datasets `Map`/`Running tokenizer on dataset`,
 `Loading checkpoint shards`, preprocessing messages; FORMATS.md §7) that are the last
 thing a rank printed and are not finished, on a rank that did not itself time out;
-collective or store timeouts at an early sequence number on the other ranks; and no
-crash, network error or mismatch that would explain the timeout otherwise.
+collective or store timeouts at an early sequence number on the other ranks, or later
+ones whose `Timeout(ms)` the bar's elapsed time covers (the rank did that work for the
+whole time the others waited); and no crash, network error or mismatch that would
+explain the timeout otherwise.
 
 ## How to confirm
 The busy rank's progress bar shows its rate and remaining time: compare the time it
@@ -73,6 +75,33 @@ def _num(value: str | None) -> float | None:
         return None
 
 
+def _clock_s(value: str | None) -> int | None:
+    """tqdm's elapsed field ("30:00", "1:02:03") in seconds."""
+    if not value:
+        return None
+    try:
+        parts = [int(x) for x in value.split(":")]
+    except ValueError:
+        return None
+    total = 0
+    for part in parts:
+        total = total * 60 + part
+    return total
+
+
+def _bar_covers_timeout(busy: dict[int | None, Placed], timeouts: list[Placed]) -> bool:
+    """Past the first collectives, a busy bar counts only when it had run for (nearly) the
+    whole collective timeout: tqdm's ``[elapsed<remaining, rate]`` against the watchdog's
+    ``Timeout(ms)=`` (ms-swift 4340: ``Packing … [30:00<62:46:32`` and
+    ``Timeout(ms)=1800000``; xtuner 390: tokenizing past the 30-minute default). The rank
+    did that work for the entire time the others waited."""
+    limits = [ms for p in timeouts if (ms := fint(p.event, "timeout_ms")) is not None]
+    if not limits:
+        return False
+    elapsed = [s for p in busy.values() if (s := _clock_s(p.get("elapsed"))) is not None]
+    return bool(elapsed) and max(elapsed) * 1000 >= 0.9 * min(limits)
+
+
 def _blocking_evidence(tl: Timeline) -> bool:
     if any(d.certain for d in first_deaths(tl)):
         return True
@@ -104,11 +133,11 @@ class SlowRankWork(Rule):
         if not timeouts:
             return
         seqs = [s for p in timeouts if (s := fint(p.event, F_SEQ)) is not None]
-        if seqs and min(seqs) > _EARLY_SEQ:
-            return
         timed_out = {p.rank for p in timeouts if p.rank is not None}
         busy = busy_owners(tl, timed_out)
         if not busy or _blocking_evidence(tl):
+            return
+        if seqs and min(seqs) > _EARLY_SEQ and not _bar_covers_timeout(busy, timeouts):
             return
         culprits = sorted(r for r in busy if r is not None)
         bar = next(iter(busy.values()))

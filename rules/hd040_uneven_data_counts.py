@@ -13,10 +13,18 @@ fewer batches leaves the loop first and issues the next collective of the progra
 hang that ends in a watchdog timeout. Equal counts are a precondition of DDP/FSDP
 training without `join()`.
 
+A trainer may also say it outright: torch's Join ("Rank 3 exhausted all inputs."),
+AllenNLP ("Worker 0 completed its entire epoch (training)." with nothing from the other
+workers), a per-step join check built on a monitored barrier (wenet's "Detected uneven
+workload distribution: …", CosyVoice's "model.join() exit failed, some ranks may have
+exited early: Rank 1 … received errors while waiting for send/recv from rank 0").
+
 ## Evidence used
-Progress-bar events of training and evaluation loops (the largest total each rank showed
-for a bar label) and per-rank count lines (`data_count` events), attributed to ranks by
-their prefixes (`[rankN]:`, `[defaultN]:`, srun `N: `) or by the line (`rank N: …`).
+The trainers' exhaustion and join messages (phase markers `data_exhausted`, monitored
+barrier errors printed inside a join message); progress-bar events of training and
+evaluation loops (the largest total each rank showed for a bar label) and per-rank count
+lines (`data_count` events), attributed to ranks by their prefixes (`[rankN]:`,
+`[defaultN]:`, srun `N: `) or by the line (`rank N: …`).
 Counts compared are only those of the same label or the same word, on at least two
 ranks; the smaller group of ranks is named as the odd one.
 
@@ -37,13 +45,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.ranges import verb
-from hangdoc.analyzer.views.timeline import Placed
-from hangdoc.analyzer.vocabulary import F_PHASE, EventKind
+from hangdoc.analyzer.ranges import parse_ranks, verb
+from hangdoc.analyzer.views.timeline import Placed, Timeline
+from hangdoc.analyzer.vocabulary import F_PHASE, F_RANKS, EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
 _LOOP_PHASES = frozenset({"train", "eval"})
+_EXHAUSTED = Phase.DATA_EXHAUSTED.value
 
 
 def _number(text: str | None) -> float | None:
@@ -67,6 +76,10 @@ class UnevenDataCounts(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        said = self._said(ctx)
+        if said is not None:
+            yield said
+            return
         tl = ctx.timeline
         series: dict[str, dict[int, tuple[float, Placed]]] = {}
         for p in tl.of(EventKind.PHASE):
@@ -131,6 +144,78 @@ class UnevenDataCounts(Rule):
             evidence=tuple(limited_refs(refs, limit=6)),
             confidence=0.45 if tie else 0.6,
         )
+
+    def _said(self, ctx: RuleContext) -> Finding | None:
+        """A trainer's own message that a rank ran out of data (or that its join check
+        failed): the uneven data named outright, and the rank it names."""
+        tl = ctx.timeline
+        markers = [p for p in tl.of(EventKind.PHASE) if p.get(F_PHASE) == _EXHAUSTED]
+        joins = [p for p in tl.of(EventKind.MONITORED_BARRIER) if p.get("context") == "join"]
+        if not markers and not joins:
+            return None
+        named = sorted({p.rank for p in markers if p.rank is not None})
+        seen = set(ctx.evidence.seen_ranks())
+        if named and len(seen) > 1 and seen <= set(named):
+            return None  # every rank said it: an epoch that ended evenly
+        if markers and not joins and not _last_phase(tl, markers[-1]):
+            return None  # training went on after it: not where the job stopped
+        culprits = named or sorted({r for p in joins for r in parse_ranks(p.get(F_RANKS) or "")})
+        waiting = sorted({p.rank for p in joins if p.rank is not None} - set(culprits))
+        labels = [p.get("label") or "" for p in markers]
+        if any(label.startswith("Rank ") or "exhausted" in label for label in labels):
+            confidence, how = 0.7, "torch's Join reported that a rank exhausted its inputs"
+        elif joins or any("uneven" in label for label in labels):
+            confidence, how = (
+                0.6,
+                "the trainer's per-step join check (a monitored barrier) failed: a rank had "
+                "left the training loop, out of data, while the others went on",
+            )
+        else:
+            confidence, how = (
+                0.5,
+                "a rank reported that it finished its epoch, and the job stopped there: the "
+                "other ranks still had batches and wait in a training step's collective",
+            )
+        who = ranks_text(culprits) if culprits else "a rank"
+        refs = list(markers[:3]) + list(joins[:3])
+        quote = refs[0].event.text.strip()[:90]
+        return Finding(
+            rule=self.id,
+            category=Category.UNEVEN_DATA,
+            severity=self.severity,
+            title=f"{who} ran out of data before the other ranks: {quote!r}",
+            explanation=(
+                f"The ranks did not have the same number of batches: {how}. "
+                "A rank that leaves the loop early issues the next collective of the program "
+                "(a barrier, the epoch-end all-reduce) while the others wait in a step's "
+                "gradient all-reduce, and both wait until the timeout."
+                + (
+                    " The join check names the rank it did not hear from; with more than two "
+                    "ranks that rank may instead have reported another one: read its log."
+                    if joins and not named
+                    else ""
+                )
+            ),
+            fix=(
+                "Give every rank the same number of steps: DistributedSampler(..., "
+                "drop_last=True), steps per epoch computed identically on every rank, or "
+                "DDP's uneven-input handling (torch.distributed.algorithms.Join)."
+            ),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(waiting),
+            evidence=tuple(limited_refs(refs, limit=6)),
+            confidence=confidence,
+        )
+
+
+def _last_phase(tl: Timeline, marker: Placed) -> bool:
+    """No training or evaluation progress of the same owner after the marker."""
+    later = [
+        p
+        for p in tl.of(EventKind.PHASE)
+        if p.index > marker.index and p.rank == marker.rank and p.get(F_PHASE) in _LOOP_PHASES
+    ]
+    return not later
 
 
 def _show(value: float) -> str:

@@ -8,6 +8,10 @@ validation"), gathering metrics, reading data. The ranks that timed out were wai
 the rank that was still doing it: a save or an evaluation that takes longer than the
 collective timeout, or that runs on some ranks only.
 
+With no timeout at all, a log whose last lines are an evaluation's (detectron2's
+evaluator: "Inference done 4313/4313", "Total inference time …", then nothing) says the
+job stopped there: weakly, as any log that ends.
+
 ## Why it hangs
 While one rank (often rank 0) writes a checkpoint or evaluates, the others go on to the
 next collective and wait there. If the work takes longer than the process-group timeout,
@@ -15,10 +19,18 @@ or the others never take part in it (a rank-0-only save that gathers state, an e
 that all-reduces on some ranks only), the watchdog tears the job down.
 
 ## Evidence used
-The job's own lines (not NCCL's or torch's) just before the first collective, store or
-heartbeat timeout of a log file, read with the vocabulary of the job's own names
-(docs/own_code.md); the rank that printed them when a prefix says so. Crashes, OOMs and
-network errors, when present, outrank this finding.
+The job's own lines (not NCCL's or torch's) just before the first collective or store
+timeout of a log file, read with the vocabulary of the job's own names
+(docs/own_code.md), and the frameworks' phase markers and progress bars there, including
+a tqdm bar that the timeout message interrupted on the same line (a validation bar named
+by its mAP columns, a dataset-preprocessing bar: then the rank was busy outside any
+collective). A training step's report (a line with a loss) ends the look-back: the job
+was training. The rank is the one that printed the line when a prefix says so, else the
+one rank that did not report the timeout while the others did (views/quiet_ranks.py:
+yolov5 #4409, Ultra-Fast-Lane-Detection-v2 #119). The heartbeat monitor's "watchdog got
+stuck" is not counted: it is the watchdog thread blocked in a CUDA/NCCL call, not ranks
+waiting for a busy peer. Crashes, OOMs and network errors, when present, outrank this
+finding.
 
 ## How to confirm
 Time the save or the evaluation on its own, and compare with the timeout in the watchdog
@@ -37,25 +49,33 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
-from hangdoc.analyzer.views.last_words import last_words
+from hangdoc.analyzer.ranges import format_ranks
+from hangdoc.analyzer.views.last_words import last_words, stopped_during
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning
+from hangdoc.analyzer.views.quiet_ranks import quiet_rank
 from hangdoc.analyzer.vocabulary import EventKind, Phase
-from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.base import Rule, RuleContext
 
+# Not the heartbeat monitor's "watchdog got stuck": that is the watchdog thread itself
+# blocked in a CUDA/NCCL call (ProcessGroupNCCL's HeartbeatMonitor), not ranks waiting in
+# a collective for a peer that is busy elsewhere.
 _FAILURES = frozenset(
     k.value
     for k in (
         EventKind.COLLECTIVE_TIMEOUT,
         EventKind.STORE_TIMEOUT,
-        EventKind.HEARTBEAT_TIMEOUT,
         EventKind.WATCHDOG_TEARDOWN,
     )
 )
+# Events that say nothing went wrong: progress and counts only.
+_QUIET = frozenset({EventKind.PHASE.value, EventKind.DATA_COUNT.value})
 # Framework phase markers the log parser recognises (analyzer/vocabulary.py Phase).
 _PHASES: dict[str, Meaning | None] = {
     Phase.CHECKPOINT_SAVE.value: Meaning.CHECKPOINT,
     Phase.EVAL.value: Meaning.EVAL,
     Phase.CHECKPOINT_SAVED.value: None,
+    # tokenizing, dataset map/filter, packing: single-rank work outside any collective
+    Phase.PREPROCESS.value: Meaning.PREPROCESS,
 }
 _FIX = {
     Meaning.CHECKPOINT: (
@@ -75,6 +95,11 @@ _FIX = {
     ),
 }
 _FIX[Meaning.METRICS] = _FIX[Meaning.EVAL]
+_FIX[Meaning.PREPROCESS] = (
+    "Do the preprocessing on every rank (each its shard), or before the job and cache it; "
+    "or let the other ranks wait in a barrier whose timeout covers it "
+    "(init_process_group(timeout=...), HF --ddp_timeout)."
+)
 
 
 class ActivityBeforeTimeout(Rule):
@@ -86,13 +111,16 @@ class ActivityBeforeTimeout(Rule):
         Category.CHECKPOINT_SAVE,
         Category.EVAL_SOME_RANKS,
         Category.DATALOADER,
+        Category.RANK_DIVERGENCE,
     )
     severity = Severity.ERROR
-    requires = frozenset({Need.LOGS})
+    # The job's own lines are enough (a log that only stops); events are checked inside.
+    requires = frozenset()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         said = last_words(ctx.evidence, _FAILURES, EventKind.PHASE.value, _PHASES)
         if said is None:
+            yield from self._stopped(ctx)
             return
         timed_out = {
             p.rank
@@ -100,6 +128,9 @@ class ActivityBeforeTimeout(Rule):
             if any(e.kind == EventKind.COLLECTIVE_TIMEOUT.value for e in p.log_events)
         }
         rank = said.rank if said.rank not in timed_out else None  # a waiter is no culprit
+        quiet = quiet_rank(ctx.evidence) if said.rank is None else None
+        if quiet is not None:
+            rank = quiet.rank  # the one rank that did not time out was doing it
         who = f"rank {rank}" if rank is not None else "the job"
         doing = DOING[said.meaning].removeprefix("is ")
         text = said.line.text.strip()
@@ -113,6 +144,13 @@ class ActivityBeforeTimeout(Rule):
                 f"({said.line.source}:{said.line.line}): it was {doing}. The ranks that timed "
                 "out were waiting in a collective for the work to end, or for a rank that "
                 "does it alone."
+                + (
+                    f" Every rank but {quiet.rank} reported the timeout "
+                    f"({format_ranks(list(quiet.waiters))}): rank {quiet.rank} was not waiting "
+                    "in the collective, it was still busy."
+                    if quiet is not None
+                    else ""
+                )
             ),
             fix=_FIX[said.meaning],
             culprit_ranks=(rank,) if rank is not None else (),
@@ -125,8 +163,49 @@ class ActivityBeforeTimeout(Rule):
                     said.failure.line,
                 ),
             ),
-            # Weaker without a rank: another rule that names the waiting-for rank wins.
-            confidence=0.55 if rank is not None else 0.45,
+            # Weaker without a rank: another rule that names the waiting-for rank wins;
+            # a rank inferred from who did not time out is between the two (HD032 reads
+            # the same gap in its own way and comes first on a tie).
+            confidence=0.45 if rank is None else (0.5 if quiet is not None else 0.55),
+        )
+
+    def _stopped(self, ctx: RuleContext) -> Iterable[Finding]:
+        """No timeout at all: the log just ends in an evaluation. Only when the
+        inputs hold nothing else (no stack, no event but progress lines) may this speak,
+        and weakly: the job stopped printing there, which is all a log that ends can say."""
+        ev = ctx.evidence
+        if any(p.stack_samples for p in ev.processes):
+            return
+        events = [*ev.job_log_events, *(e for p in ev.processes for e in p.log_events)]
+        if any(e.kind not in _QUIET for e in events):
+            return
+        stop = stopped_during(ev)
+        if stop is None:
+            return
+        last = stop.lines[-1]
+        who = f"rank {stop.rank}" if stop.rank is not None else "the job"
+        doing = DOING[stop.meaning].removeprefix("is ")
+        text = last.text.strip()
+        yield Finding(
+            rule=self.id,
+            category=CATEGORY_OF[stop.meaning],
+            severity=self.severity,  # a cause (weak: see the confidence), not a remark
+            title=f"the log stops while {who} was {doing}: {text[:90]!r}",
+            explanation=(
+                f"The last lines {who} printed ({last.source}:{last.line}) say it was "
+                f"{doing}, and nothing came after them: no error and no timeout. Work that "
+                "one rank does alone at that point (the main process computing metrics, "
+                "writing a checkpoint) is where such a job usually waits; the others wait "
+                "for it in their next collective. A log that ends is weak evidence: take "
+                "the stacks of every rank to confirm."
+            ),
+            fix=_FIX[stop.meaning],
+            culprit_ranks=(stop.rank,) if stop.rank is not None else (),
+            evidence=tuple(
+                EvidenceRef(line.source, line.text.strip()[:300], stop.rank, line.line)
+                for line in stop.lines
+            ),
+            confidence=0.35,
         )
 
 

@@ -16,8 +16,11 @@ until the process-group timeout.
 py-spy stacks of every thread at each sample (idle flag, innermost frames), the kernel's
 state and wait channel of the same threads (/proc: a ``futex`` wait is a blocked lock),
 py-spy ``--native`` frames (``PyThread_acquire_lock_timed``) and ``--locals`` (lock
-objects in scope) when the dump has them. It stays silent when a thread holds the GIL
-throughout (HD102 explains that case).
+objects in scope) when the dump has them; in gdb, pstack or py-spy ``--native`` stacks, a
+C mutex being taken (``pthread_mutex_lock`` → ``__lll_lock_wait``, ``std::mutex::lock``)
+at the innermost native frames (one such sample gives a low confidence: contention can
+be caught in passing). It stays silent when a thread holds the GIL throughout (HD102
+explains that case).
 
 ## How to confirm
 `py-spy dump --native --locals --pid PID` on the culprit: both threads sit in
@@ -49,6 +52,11 @@ _HOW = {
     "futex": "idle at the same line at every sample, sleeping on a futex (a Python lock)",
     "threading": "waiting in threading/queue code",
 }
+_C_MUTEX_HOW = "blocked taking a C mutex (pthread_mutex_lock in its native frames)"
+
+
+def _how(wait: LockWait) -> str:
+    return _C_MUTEX_HOW if wait.c_mutex else _HOW[wait.kind]
 
 
 class LockDeadlock(Rule):
@@ -94,8 +102,8 @@ class LockDeadlock(Rule):
             )
             explanation = (
                 f"On rank {rank} the main thread waits at {main.where()} "
-                f"({_HOW[main.kind]}) and thread {other.track.label} waits at "
-                f"{other.where()} ({_HOW[other.kind]}); neither moved{span}. Each holds a "
+                f"({_how(main)}) and thread {other.track.label} waits at "
+                f"{other.where()} ({_how(other)}); neither moved{span}. Each holds a "
                 "lock the other needs, so neither can go on"
             )
         else:
@@ -104,7 +112,7 @@ class LockDeadlock(Rule):
                 f"{victims_text(ctx, waiting)}"
             )
             explanation = (
-                f"On rank {rank} the main thread waits at {main.where()} ({_HOW[main.kind]}) "
+                f"On rank {rank} the main thread waits at {main.where()} ({_how(main)}) "
                 f"and did not move{span}, and no other thread is running. The lock is held "
                 "by this same thread (a non-reentrant Lock taken twice), by a thread that "
                 "ended, or was inherited locked through fork"
@@ -119,12 +127,17 @@ class LockDeadlock(Rule):
         )
         kinds = {main.kind, *(o.kind for o in others)}
         confidence = 0.97 if "native" in kinds else HD001_STUCK + 0.03
+        python_lock = any(w.kind == "native" and not w.c_mutex for w in [main, *others])
+        if "native" in kinds and not python_lock:
+            # Only C mutexes (pthread_mutex_lock): one sample may be contention caught in
+            # passing; unmoved over samples, still a lock whose holder is not shown.
+            confidence = 0.6 if len(proc.stack_samples) < 2 else 0.8
         if not others:
             confidence -= 0.02
         refs = [
             EvidenceRef(
                 source=proc.primary_source(),
-                detail=f"rank {rank} thread {w.track.label}: waits at {w.where()} ({_HOW[w.kind]})",
+                detail=f"rank {rank} thread {w.track.label}: waits at {w.where()} ({_how(w)})",
                 rank=rank,
             )
             for w in [main, *others]

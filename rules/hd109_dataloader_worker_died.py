@@ -15,7 +15,13 @@ it; otherwise it raises and dies while the other ranks block in their next colle
 ## Evidence used
 torch's DataLoader messages in the logs (torch/utils/data/dataloader.py and
 torch/csrc/DataLoader.cpp), with the rank a prefix or the file gives; a bus error or the
-words "shared memory" point at /dev/shm.
+words "shared memory" point at /dev/shm. torch's shared-memory allocator failing on the
+``/dev/shm/torch_*`` files the workers pass batches through ("unable to write to file
+</torch_…>: No space left on device", "unable to open shared memory object </torch_…>
+… Too many open files"; aten/src/ATen/MapAllocator.cpp) counts too: it is how the
+workers' batches reach the main process (torch.multiprocessing shares tensors that way
+outside DataLoaders too, in other data-loading workers).
+The lines are read wherever they are: in a log, or printed above a faulthandler dump.
 
 ## How to confirm
 `dmesg -T | grep -i -E 'killed process|oom'` on the node for a Killed worker; `df -h
@@ -65,13 +71,20 @@ class DataloaderWorkerDied(Rule):
             else "a rank"
         )
         shm = " (shared memory: /dev/shm too small)" if first.get("shm") else ""
+        shm_error = first.get("shm_error")
+        if shm_error:
+            how = "could not pass its batch through shared memory" + (
+                f" ({shm_error})" if shm_error != "failed" else ""
+            )
+            shm = "" if "Too many open files" in shm_error else shm
+        was = "" if shm_error else "was "
         yield Finding(
             rule=self.id,
             category=Category.DATALOADER,
             severity=self.severity,
-            title=f"a DataLoader worker of {who} was {how}{shm}",
+            title=f"a DataLoader worker of {who} {was}{how}{shm}",
             explanation=(
-                f"torch reported that a DataLoader worker of {who} was {how}{shm}: "
+                f"torch reported that a DataLoader worker of {who} {was}{how}{shm}: "
                 f"{(first.get('message') or first.event.text)[:200]!r}. The rank lost its "
                 "batch: it raised or waits, and never reaches the collective the other "
                 "ranks wait in."
@@ -80,6 +93,8 @@ class DataloaderWorkerDied(Rule):
                 "Killed: the kernel's OOM killer took the worker; lower the workers' memory "
                 "(fewer workers, smaller prefetch_factor) or add memory. Bus error: more "
                 "/dev/shm (--shm-size, --ipc=host) or set_sharing_strategy('file_system'). "
+                "Too many open files: raise the fd limit (ulimit -n) or use the 'file_system' "
+                "sharing strategy. "
                 "Segfault: the native code the worker runs (decoding, augmentation). Set "
                 "DataLoader(timeout=...) so a stuck worker raises."
             ),

@@ -20,7 +20,10 @@ NCCL WARN lines (new and old formats, `NET/IB`, `NET/IBext`, `NET/Socket`, proxy
 IPs are mapped to hosts through the NCCL bootstrap/OOB interface lines and hosts to
 ranks through the NCCL init lines. When a rank crashed before the first transport error
 (HD030/HD031), the lost connections are its consequence and this finding is only a
-warning.
+warning. With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
+(`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
+`perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
+driver loaded.
 
 ## How to confirm
 On the named host(s): `ibstat`/`ibv_devinfo` (port state, errors), `dmesg -T` for link
@@ -116,6 +119,9 @@ class NcclTransportError(Rule):
             if p.get("last_error_peer") or p.get("last_error_error")
         ]
         if not errors:
+            counters = _counters(tl)
+            if counters is not None:
+                yield counters
             return
         primary = [p for p in errors if p.get(F_ERROR) != "ib_completion_status_5"] or errors
         ip_host, host_ranks = host_maps(tl)
@@ -186,6 +192,86 @@ class NcclTransportError(Rule):
             if any("ib_completion" in (p.get(F_ERROR) or "") for p in primary)
             else 0.6,
         )
+
+
+def _counters(tl: Timeline) -> Finding | None:
+    """The NIC's own evidence with no NCCL error to go with it: error counters (weak: they
+    count since the driver loaded) and the kernel's link-down, cable-module and
+    transmit-timeout messages. Worth saying when nothing else names the network."""
+    found = tl.of(EventKind.NIC_COUNTER)
+    links = _link_trouble(tl)
+    if not found and not links:
+        return None
+    transport = [p for p in found if p.get("group") == "transport"]
+    shown = sorted(transport or found, key=lambda p: -int(p.get("value") or 0))
+    where = sorted({f"{p.get('device')}/{p.get('port')}" for p in shown if p.get("device")})
+    listed = ", ".join(f"{p.get('counter')}={p.get('value')}" for p in shown[:4])
+    parts: list[str] = []
+    if links:
+        parts.append(
+            "the kernel reports "
+            + ", ".join(
+                f"{(p.get('event') or '').replace('_', ' ')} on {p.get('iface')}" for p in links[:3]
+            )
+        )
+    if shown:
+        parts.append(
+            "the port "
+            + ("counts transport retries and failed completions" if transport else "error counters")
+            + f": {listed}"
+        )
+    title = "NIC trouble without an NCCL error: " + "; ".join(parts)
+    explanation = (
+        f"{'; '.join(parts)}"
+        + (f" (on {', '.join(where)})" if where else "")
+        + ". "
+        + (
+            "A link that goes down or a transmit queue that times out breaks the connections "
+            "collectives run on. "
+            if links
+            else ""
+        )
+        + (
+            "ACK timeouts, sequence errors and completions with error are retransmissions and "
+            "failed work requests: the fabric drops or delays packets (for RoCE often "
+            "congestion control, PFC or a wrong GID index), and a collective whose retries run "
+            "out stalls or fails. "
+            if transport
+            else ""
+        )
+        + (
+            "The counters count since the driver loaded, so compare two readings taken a "
+            "minute apart before blaming the link."
+            if shown
+            else ""
+        )
+    ).strip()
+    confidence = 0.55 if links else 0.5 if transport else 0.45
+    return Finding(
+        rule=NcclTransportError.id,
+        category=Category.NCCL_NETWORK,
+        severity=Severity.ERROR,
+        title=title[:240],
+        explanation=explanation,
+        fix=(
+            "Read the counters twice during a hang and see which grow; check the port "
+            "(ibstat, ibv_devinfo, ethtool), its cable or transceiver and the switch port; "
+            "for RoCE check PFC/ECN and NCCL_IB_GID_INDEX; drain the node if a port keeps "
+            "erroring."
+        ),
+        evidence=tuple(limited_refs([*links, *shown], limit=6)),
+        confidence=confidence,
+    )
+
+
+def _link_trouble(tl: Timeline) -> list[Placed]:
+    """Kernel NIC events that break connections: a link down (kept even when it came back:
+    a flap drops the connections on it), a cable module error, a transmit timeout."""
+    return [
+        p
+        for p in tl.of(EventKind.NIC_LINK)
+        if p.get("event") in ("link_down", "module_error", "tx_timeout")
+    ]
 
 
 RULE = NcclTransportError

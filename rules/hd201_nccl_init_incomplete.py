@@ -21,8 +21,18 @@ timeout messages: clients missing, store waits (`wait timeout after …ms, keys:
 torch < 2.1's store based barrier (`Timed out initializing process group in store based
 barrier on rank: R … (world_size=N, worker_count=M …)`), a store connection that failed
 (`DistNetworkError`, `recvValue failed on SocketImpl(…): Connection reset by peer`,
-`Socket Timeout`) and elastic `RendezvousTimeoutError` / `RendezvousClosedError`. When a
-rank is known to have died first, HD030 names it instead: these are then its echo.
+`Socket Timeout`), c10d's socket layer giving up (`The client socket has failed to
+connect to any network address of (host, port)`, `connect() timed out`, `The server socket
+has failed to listen on any local network address` / `Address already in use`, a store
+host name that does not resolve: `The network addresses of (host, port) cannot be
+retrieved (gai error: …)`), gloo failing to build its mesh (`connect [addr]:port:
+Connection refused` from `gloo/transport/tcp/pair.cc`) and elastic
+`RendezvousTimeoutError` / `RendezvousClosedError`. When a rank is known to have died
+first, HD030 names it instead: these are then its echo. Last, with low confidence: a log
+whose last words are the framework's distributed-init markers (Lightning `Initializing
+distributed: GLOBAL_RANK: …`, Ray Train `Setting up process group for: …`, DeepSpeed
+`Initializing TorchBackend in DeepSpeed …`, Megatron `> initializing torch distributed`)
+with nothing but NCCL setup lines around them.
 
 ## How to confirm
 List which ranks logged Init START and COMPLETE for the communicator; look at the
@@ -81,13 +91,43 @@ class NcclInitIncomplete(Rule):
         symptoms = bool(wave(tl))
         groups = init_groups(tl)
         world = max((fint(p.event, "nranks") or 0 for ev in groups.values() for p in ev), default=0)
+        found = False
         for key, events in sorted(groups.items()):
             finding = self._group(key, events, symptoms, world)
             if finding is not None:
+                found = True
                 yield finding
         stores = _unfinished(tl, tl.of(EventKind.STORE_TIMEOUT))
         if stores:
             yield self._store(stores)
+        elif not found and (ends := _ends_in_init(tl)):
+            yield self._ends_in_init(ends)
+
+    def _ends_in_init(self, markers: list[Placed]) -> Finding:
+        ranks = sorted({p.rank for p in markers if p.rank is not None})
+        world = max((fint(p.event, "world_size") or 0 for p in markers), default=0)
+        said = f" ({len(ranks)} of {world} ranks announced it)" if world and ranks else ""
+        return Finding(
+            rule=self.id,
+            category=Category.NCCL_INIT,
+            severity=Severity.ERROR,
+            title=f"the logs end while the job sets up distributed communication{said}",
+            explanation=(
+                f"The last thing the job logged is its distributed setup "
+                f"('{markers[-1].event.text.strip()[:120]}'){said}, and nothing after it: no "
+                "NCCL init completion, no training progress, no error. A job that hangs there "
+                "waits for a rank that never joined or cannot be reached. This rests on the "
+                "log's silence alone: a paste cut short looks the same."
+            ),
+            fix=(
+                "Check that every node started its processes with the same world size and "
+                "MASTER_ADDR/MASTER_PORT and can reach them; rerun with NCCL_DEBUG=INFO and "
+                "TORCH_DISTRIBUTED_DEBUG=DETAIL to see which step of the setup waits; try the "
+                "gloo backend to tell a network problem from an NCCL one."
+            ),
+            evidence=tuple(limited_refs(markers, limit=6)),
+            confidence=0.45,
+        )
 
     def _group(self, key: str, events: list[Placed], symptoms: bool, world: int) -> Finding | None:
         started: dict[int, Placed] = {}
@@ -154,8 +194,23 @@ class NcclInitIncomplete(Rule):
                 f"clients and only {first.get('joined')} joined"
             )
         elif error == "store_connect":
+            where = f" at {first.get('peer')}:{first.get('port')}" if first.get("peer") else ""
+            why = f" ({first.get('message')})" if first.get("message") else ""
+            what = f"ranks could not connect to the store{where}{why}"
+        elif error == "store_listen":
             what = (
-                f"ranks could not connect to the store at {first.get('peer')}:{first.get('port')}"
+                "the store server could not listen on its port (another job or a leftover "
+                f"process holds MASTER_PORT?): {first.get('message') or 'address in use'}"
+            )
+        elif error == "store_resolve":
+            what = (
+                f"the store's host {first.get('peer')} could not be resolved "
+                f"({first.get('message')})"
+            )
+        elif error == "gloo_connect":
+            what = (
+                f"gloo could not connect to its peer {first.get('peer')}:{first.get('port')} "
+                f"({first.get('message')}) while building the process group"
             )
         elif error == "nccl_unique_id":
             what = (f"ranks waited for the NCCL unique id that rank {first.get('root')} publishes "
@@ -198,8 +253,40 @@ class NcclInitIncomplete(Rule):
             culprit_ranks=_roots(stores),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(stores, limit=4)),
-            confidence=0.7,
+            # A failed name lookup is retried until the connect timeout: weaker alone.
+            confidence=0.55 if error == "store_resolve" else 0.7,
         )
+
+
+# What a log may hold and still be "in setup": framework init markers and NCCL's own
+# setup INFO lines (version, interfaces, init START, channel set-up).
+_SETUP_KINDS = frozenset(
+    {
+        EventKind.PHASE.value,
+        EventKind.NCCL_VERSION.value,
+        EventKind.NCCL_NETWORK.value,
+        EventKind.NCCL_INIT.value,
+        EventKind.NCCL_TRANSPORT.value,
+    }
+)
+
+
+def _ends_in_init(tl: Timeline) -> list[Placed]:
+    """The framework's distributed-init markers (Lightning "Initializing distributed:
+    GLOBAL_RANK: …", Ray Train "Setting up process group for: …", DeepSpeed "Initializing
+    TorchBackend …", Megatron "> initializing torch distributed"), when they are the last
+    phase the log reached and nothing but NCCL setup lines follows or surrounds them."""
+    markers = [p for p in tl.of(EventKind.PHASE) if p.get("phase") == "init"]
+    if not markers:
+        return []
+    for p in tl.events:
+        if p.kind not in _SETUP_KINDS:
+            return []
+        if p.kind == EventKind.PHASE and p.get("phase") != "init":
+            return []
+        if p.kind == EventKind.NCCL_INIT and p.get("state") == "complete":
+            return []
+    return markers
 
 
 def _unfinished(tl: Timeline, stores: list[Placed]) -> list[Placed]:

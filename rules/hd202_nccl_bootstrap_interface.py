@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.timeline import fint
+from hangdoc.analyzer.views.timeline import Placed, fint
 from hangdoc.analyzer.vocabulary import F_HOST, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs
@@ -58,11 +58,7 @@ class NcclBootstrapInterface(Rule):
             for p in tl.of(EventKind.NCCL_NETWORK)
             if p.get("role") in ("bootstrap", "socket", "oob")
         ]
-        bad = [
-            p
-            for p in nets
-            if _LOCAL_IFACE.match(p.get("iface") or "") or (p.get("ip") or "").startswith("127.")
-        ]
+        bad = [p for p in nets if _local_pairs(p)]
         if not bad:
             return
         hosts = {
@@ -76,10 +72,21 @@ class NcclBootstrapInterface(Rule):
         per_host = max(
             (sum(1 for h, _ in devices if h == host) for host in {h for h, _ in devices}), default=0
         )
-        multi = len(hosts) > 1 or (
-            nranks > 0 and per_host > 0 and nranks > per_host and len(hosts) == 1
+        # Channels "via NET/…" connect ranks on different nodes: within a node NCCL uses
+        # P2P or SHM (unless both are disabled by hand).
+        over_net = any("NET/" in (p.get("via") or "") for p in tl.of(EventKind.NCCL_TRANSPORT))
+        multi = (
+            len(hosts) > 1
+            or (nranks > 0 and per_host > 0 and nranks > per_host and len(hosts) == 1)
+            or over_net
         )
-        ifaces = sorted({f"{p.get('iface')}:{p.get('ip')}" for p in bad})
+        ifaces = sorted({pair for p in bad for pair in _local_pairs(p)})
+        # Only a secondary interface of the socket transport's list is unusable: the
+        # connections NCCL spreads over it fail, the others work.
+        secondary = all(
+            p.get("role") == "socket" and not _is_local(p.get("iface") or "", p.get("ip") or "")
+            for p in bad
+        )
         culprits = sorted({p.rank for p in bad if p.rank is not None})
         yield Finding(
             rule=self.id,
@@ -95,16 +102,41 @@ class NcclBootstrapInterface(Rule):
                     if nranks > per_host > 0
                     else ""
                 )
-                + ". Other nodes cannot connect to a loopback or container-bridge address, so "
-                "communicator creation stalls."
+                + (" whose ranks talk over the network (channels via NET)" if over_net else "")
+                + ". Other nodes cannot connect to a loopback, container-bridge or link-local "
+                "address, so communicator creation stalls"
+                + (
+                    " (the socket transport spreads its connections over every listed "
+                    "interface, this one included)."
+                    if secondary
+                    else "."
+                )
             ),
             fix="Set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the interface that connects "
             "the nodes, e.g. NCCL_SOCKET_IFNAME=eth0 or ^lo,docker; use host networking for "
             "containers.",
             culprit_ranks=tuple(culprits),
             evidence=tuple(limited_refs(bad, limit=4)),
-            confidence=0.75 if multi else 0.4,
+            confidence=(0.6 if secondary else 0.75) if multi else 0.4,
         )
+
+
+def _is_local(iface: str, ip: str) -> bool:
+    """An address other nodes cannot reach: loopback, a container or VM bridge, or an
+    IPv6 link-local address (fe80::, valid on one link only)."""
+    low = ip.lower()
+    return bool(_LOCAL_IFACE.match(iface)) or low.startswith(("127.", "::1", "fe80:"))
+
+
+def _local_pairs(p: Placed) -> list[str]:
+    """The unreachable ``iface:ip`` pairs a bootstrap/socket/OOB line advertises: the
+    bootstrap uses its first interface only, the socket transport all that it lists
+    (NCCL ≤ 2.11 prints them as ``[0]ens5:…<0> [1]veth…:fe80::…<0>``)."""
+    iface, ip = p.get("iface") or "", p.get("ip") or ""
+    pairs = [f"{iface}:{ip}"]
+    if p.get("role") == "socket" and p.get("ifaces"):
+        pairs = (p.get("ifaces") or "").split(",")
+    return [pair for pair in pairs if _is_local(*pair.split(":", 1))]
 
 
 RULE = NcclBootstrapInterface

@@ -16,7 +16,9 @@ whole process (and often the node) down.
 ## Evidence used
 NVRM Xid lines and "fallen off the bus" / "Unable to determine the device handle"
 messages in any attached text, mapped to ranks through the process id in the Xid line,
-the PCI bus id (NCCL init lines carry `busId`), or the host.
+the PCI bus id (NCCL init lines carry `busId`), or the host. A derived Xid that names its
+cause (`45, pid=…, Ch 00000001 caused by previous Xid 149`, the driver's kernel_rc.c)
+counts as the Xid that caused it.
 
 ## How to confirm
 `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` on the node, `nvidia-smi -q | grep
@@ -34,6 +36,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.gpu_faults import ranks_for
+from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -58,6 +61,8 @@ XID_FATAL = {
     "148": "NVLink error",
     "149": "NVLink error",
     "150": "NVLink error",
+    # "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)" (R550+)
+    "154": "GPU recovery action required (reset or reboot)",
     "lost": "GPU lost (driver cannot reach it)",
 }
 XID_WARN = {
@@ -71,6 +76,15 @@ XID_APP = {
     "43": "GPU stopped processing (the process was killed or reset)",
     "45": "preemptive cleanup (follows a killed process)",
 }
+
+
+def _effective(p: Placed) -> str | None:
+    """The Xid an event stands for: a derived Xid 45/43 line that says "caused by previous
+    Xid 149" (the driver's own wording, kernel_rc.c) stands for the Xid that caused it."""
+    cause = p.get("caused_by_xid")
+    if cause is not None and (cause in XID_FATAL or cause in XID_WARN):
+        return cause
+    return p.get("xid")
 
 
 class GpuXid(Rule):
@@ -92,11 +106,14 @@ class GpuXid(Rule):
             (XID_WARN, Severity.WARNING, 0.5),
             (XID_APP, Severity.INFO, 0.3),
         ):
-            chosen = [p for p in xids if p.get("xid") in table]
+            chosen = [p for p in xids if _effective(p) in table]
             if not chosen:
                 continue
-            codes = sorted({p.get("xid") or "?" for p in chosen})
+            codes = sorted({_effective(p) or "?" for p in chosen})
             what = "; ".join(f"Xid {c}: {table[c]}" for c in codes)
+            derived = sorted({p.get("xid") or "?" for p in chosen if p.get("caused_by_xid")})
+            if derived:
+                what += f" (reported by the derived Xid {', '.join(derived)} lines it caused)"
             gpus = sorted({p.get("pci") or "?" for p in chosen})
             ranks = ranks_for(tl, chosen)
             where = f" on {ranks_text(ranks)}" if ranks else ""

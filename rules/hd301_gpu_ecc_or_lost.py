@@ -13,7 +13,8 @@ peers wait in their next collective until the timeout.
 
 ## Evidence used
 CUDA error messages in tracebacks and NCCL WARN lines (`Cuda failure '…'`), NCCL error
-classes surfaced by torch, and the ECC column of nvidia-smi (table or CSV).
+classes surfaced by torch, the watchdog's teardown line when the exception it names is such
+a CUDA error (it names the rank), and the ECC column of nvidia-smi (table or CSV).
 
 ## How to confirm
 `nvidia-smi -q -d ECC,ROW_REMAPPER` and `dmesg -T | grep -i xid` on that node.
@@ -60,6 +61,10 @@ class GpuEccOrLost(Rule):
         hard += [
             p for p in tl.of(EventKind.NCCL_ERROR) if HARDWARE.search(p.get("last_error") or "")
         ]
+        # The watchdog's own teardown names the CUDA error its rank's GPU raised
+        # (ProcessGroupNCCL.cpp: "[Rank 1] NCCL watchdog thread terminated with exception:
+        # CUDA error: uncorrectable ECC error encountered"), and with it the rank.
+        hard += [p for p in tl.of(EventKind.WATCHDOG_TEARDOWN) if HARDWARE.search(p.event.text)]
         ecc = [
             p for p in tl.of(EventKind.GPU_STATUS) if (fint(p.event, "ecc_uncorrected") or 0) > 0
         ]
@@ -67,7 +72,12 @@ class GpuEccOrLost(Rule):
             ranks = sorted({p.rank for p in hard if p.rank is not None})
             what = sorted(
                 {
-                    (p.get(F_ERROR) or p.get(F_MESSAGE) or p.get("last_error") or "")[:80]
+                    (
+                        p.get(F_ERROR)
+                        or p.get(F_MESSAGE)
+                        or p.get("last_error")
+                        or _hardware_words(p.event.text)
+                    )[:80]
                     for p in hard
                 }
             )
@@ -106,6 +116,12 @@ class GpuEccOrLost(Rule):
                 evidence=tuple(limited_refs(ecc, limit=4)),
                 confidence=0.5,
             )
+
+
+def _hardware_words(text: str) -> str:
+    """From the hardware words on: "uncorrectable ECC error encountered"."""
+    m = HARDWARE.search(text)
+    return text if m is None else text[m.start() :]
 
 
 RULE = GpuEccOrLost

@@ -26,6 +26,7 @@ from pathlib import Path
 from hangdoc.analyzer.model import Frame, InputKind, LogEvent, ProcessEvidence, StackSample
 from hangdoc.analyzer.model import ThreadStack as Thread
 from hangdoc.analyzer.parsers.base import ParsedFile, read_text_capped
+from hangdoc.analyzer.parsers.fault_logs import foreign_events
 from hangdoc.analyzer.parsers.prefixes import Stream, sniff_lines, split_sections, split_streams
 from hangdoc.analyzer.vocabulary import EventKind
 
@@ -172,12 +173,20 @@ def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list
     for section in split_sections(stream.lines):
         rank = section.rank if section.rank is not None else stream.rank
         dumps = parse_fault_lines(section.lines, source, notes)
+        # The log lines around the dumps (a torch error printed just before the crash):
+        # analyzer/parsers/fault_logs.py.
+        foreign = foreign_events(section.lines, source)
         if not dumps:
             for number, text in section.lines:
                 if text.startswith("Error:"):
                     notes.append(f"{source}:{number}: rank {rank}: {text.strip()}")
+            if foreign:
+                proc = _process(stream, rank, source)
+                proc.log_events.extend(foreign)
+                out.append(proc)
             continue
         proc = _process(stream, rank, source)
+        proc.log_events.extend(foreign)
         for dump in dumps:
             if dump.fatal:
                 proc.exited = True  # faulthandler re-raises the signal: the process died

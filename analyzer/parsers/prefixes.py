@@ -22,6 +22,7 @@ from hangdoc.analyzer.parsers.base import decode_bytes
 # ESC-introduced CSI/OSC sequences, and the bare "[36m" that survives a copy-paste.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]")
 _BARE_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+_LEADING_SGR = re.compile(r"(?:\x1b)?\[\d{1,3}(?:;\d{1,3})*m")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +39,13 @@ class Tagged:
 def clean_line(line: str) -> str:
     """Drop ANSI colour codes and carriage returns; a tqdm-style redraw keeps its last
     non-empty segment, as a terminal would have shown it."""
+    coloured = line.startswith(("\x1b", "[")) and bool(_LEADING_SGR.match(line))
     if "\x1b" in line:
         line = _ANSI.sub("", line)
     if "[" in line and "m" in line:
         line = _BARE_SGR.sub("", line)
+    if coloured and line.startswith(" ") and not line.startswith("  "):
+        line = line[1:]  # "[0m host:1:2 [0] NCCL INFO …": the space after a colour reset
     if "\r" in line:
         segments = [s for s in line.split("\r") if s.strip()]
         line = segments[-1] if segments else ""

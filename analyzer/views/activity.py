@@ -24,6 +24,7 @@ from hangdoc.analyzer.views.catalog import (
     Signature,
     Tag,
 )
+from hangdoc.analyzer.views.gil_native import waits_for_gil
 
 _WAITING_TAGS = frozenset({Tag.COLLECTIVE, Tag.RENDEZVOUS})
 # Tags that say how a thread waits, not what it is doing.
@@ -180,6 +181,8 @@ def frame_tag(frame: Frame) -> tuple[Tag, Signature | None] | None:
     sig = _match_signature(leaf, frame.file, frame.native)
     if sig is not None:
         return sig.tag, sig
+    if frame.native and frame.locals and waits_for_gil(frame):
+        return Tag.GIL_WAIT, None  # a wait on the GIL's own cond/mutex (gil_native.py)
     if is_user_frame(frame):
         hint = _name_hint(frame.function_leaf)
         if hint is not None:

@@ -200,9 +200,12 @@ NAME_HINTS: tuple[tuple[Tag, re.Pattern[str]], ...] = (
     (Tag.CHECKPOINT_SAVE, re.compile(
         r"(?i)(save|write|dump|persist|upload)_?\w*(ckpt|checkpoint|state_?dict|model|weights)"
         r"|(ckpt|checkpoint)\w*_(save|write)|^(save|write)_?(ckpt|checkpoint)$")),
+    # A name about a checkpoint is never evaluation: DeepSpeed's save_checkpoint runs
+    # _checkpoint_tag_validation (checkpoint words first, as views/meaning.py reads names).
     (Tag.EVAL, re.compile(
-        r"(?i)^_?(evaluate|evaluation|eval|validate|validation|val|test)(_\w+)?$"
-        r"|^_?\w+_(eval|evaluate|evaluation|validate|validation)$|^(run|do)_(eval|validation)\w*$")),
+        r"(?i)^(?!\w*(?:ckpt|checkpoint))(?:"
+        r"_?(evaluate|evaluation|eval|validate|validation|val|test)(_\w+)?$"
+        r"|_?\w+_(eval|evaluate|evaluation|validate|validation)$|(run|do)_(eval|validation)\w*$)")),
     (Tag.DATALOADER_FETCH, re.compile(r"(?i)^(get|fetch|next|load)_?(batch|data|sample)\w*$")),
 )  # fmt: skip
 

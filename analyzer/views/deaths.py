@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hangdoc.analyzer.views.nccl_setup import setup_error_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
 from hangdoc.analyzer.vocabulary import (
     CONSEQUENCE_TEXT,
@@ -62,6 +63,20 @@ def _exception_is_consequence(exc_type: str, message: str) -> bool:
     return bool(CONSEQUENCE_TEXT.search(exc_type) or CONSEQUENCE_TEXT.search(message))
 
 
+def _object_collective_got_nothing(p: Placed, exc_type: str) -> bool:
+    """torch.distributed's object collectives (broadcast_object_list, all_gather_object,
+    gather_object, scatter_object_list) unpickle the bytes the collective delivered in
+    ``distributed_c10d._tensor_to_object``; EOFError ("Ran out of input") or an
+    UnpicklingError there means the collective delivered no data because it was aborted
+    (a watchdog timeout): a consequence, not a death of its own."""
+    where = p.get("where") or ""
+    return (
+        "_tensor_to_object" in where
+        and "distributed_c10d" in where
+        and exc_type.rsplit(".", 1)[-1] in ("EOFError", "UnpicklingError")
+    )
+
+
 def _host_memory(exc_type: str, message: str) -> bool:
     """Ray's memory monitor kills a task or actor for *host* RAM and says so with an
     exception named OutOfMemoryError ("Task was killed due to the node running low on
@@ -91,16 +106,20 @@ def death_of(p: Placed) -> Death | None:
             return None  # a worker died, not the rank by itself: HD109 says so
         if "OutOfMemoryError" in exc_type or "out of memory" in message:
             return Death(p.rank, "cuda_oom", f"{exc_type}: {message}"[:200], p, True)
-        if _exception_is_consequence(exc_type, message):
+        if _exception_is_consequence(exc_type, message) or _object_collective_got_nothing(
+            p, exc_type
+        ):
             return None
         return Death(p.rank, "exception", f"{exc_type}: {message}".strip(": ")[:160], p, True)
     if kind == EventKind.CUDA_ERROR:
         return Death(p.rank, "cuda_error", f"CUDA error: {p.get(F_ERROR)}", p, True)
     if kind == EventKind.FATAL_SIGNAL and signal in _CAUSE_SIGNALS:
-        if signal == "SIGABRT" and CONSEQUENCE_TEXT.search(p.get(F_EXC_TYPE) or "DistBackendError"):
+        if signal == "SIGABRT" and CONSEQUENCE_TEXT.search(p.get(F_EXC_TYPE) or ""):
             return (
                 None  # "terminate called after throwing c10::DistBackendError": watchdog teardown
             )
+        # A bare abort ("Fatal Python error: Aborted") is a death; after a wave of timeouts
+        # it is the watchdog's teardown, which first_deaths leaves out.
         return Death(p.rank, "signal", f"killed by {signal}", p, True)
     if kind == EventKind.HOST_OOM_KILL:
         return Death(p.rank, "host_oom", "killed by the kernel OOM killer (host memory)", p, True)
@@ -141,6 +160,9 @@ def first_deaths(tl: Timeline) -> list[Death]:
     SIGTERM/SIGKILL made it. Ordered by the job's order."""
     wave_seen: set[int | None] = set()
     terminated_pids = {p.get(F_PID) for p in tl.of(EventKind.AGENT_TERMINATING)}
+    # NCCL's "Last error: Cuda failure …" of a communicator-setup error is that error's
+    # detail (views/nccl_setup.py, HD206), not a crash of its own.
+    setup_lines = setup_error_lines(tl)
     found: dict[int | None, Death] = {}
     unranked: list[Death] = []
     any_wave = False
@@ -152,6 +174,8 @@ def first_deaths(tl: Timeline) -> list[Death]:
             continue
         death = death_of(p)
         if death is None:
+            continue
+        if death.how == "cuda_error" and (p.event.source, p.event.line) in setup_lines:
             continue
         if death.how in ("signal", "exit") and p.get(F_PID) in terminated_pids:
             continue  # the launcher killed a survivor

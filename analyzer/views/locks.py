@@ -6,7 +6,17 @@ shows only the line of the ``with``. Three signs, strongest first, say a thread 
 a lock rather than computing there:
 
 * ``native``: py-spy --native shows ``PyThread_acquire_lock_timed`` (or the RLock,
-  mutex or semaphore equivalent) under the frame;
+  mutex or semaphore equivalent) under the frame; or the innermost native frames of a
+  gdb/pstack/py-spy --native stack are a C mutex being taken: glibc's
+  ``pthread_mutex_lock`` → ``__lll_lock_wait`` (nptl/pthread_mutex_lock.c,
+  nptl/lowlevellock.c), libstdc++'s ``std::mutex::lock`` / ``__gthread_mutex_lock``
+  over it (bits/std_mutex.h), glibc's internal ``__lll_lock_wait_private`` (malloc and
+  stdio locks, the classic lock inherited locked through ``fork``). A mutex is held for
+  a short critical section; a thread found inside ``__lll_lock_wait`` of a hung process
+  waits for a holder that does not let go (pytorch issue 58239, train case
+  pytorch-58239-future-mutex-gil-inversion: the main thread in ``std::mutex::lock`` of a
+  Future while the thread that completes it wants the GIL). One such sample is weaker
+  than a Python lock (``LockWait.c_mutex``): contention is caught in passing too;
 * ``futex``: py-spy says the thread is idle, its innermost Python frame is user code
   that the catalog does not know, it never moved between samples, and the kernel shows
   it sleeping on a futex at every sample (Python locks are futexes);
@@ -22,12 +32,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Frame, ProcessEvidence
+from hangdoc.analyzer.model import Frame, ProcessEvidence, ThreadStack
 from hangdoc.analyzer.views.activity import classify_thread, frame_tag
 from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks
 
 _LOCK_REPR = re.compile(r"(?i)\b(_thread\.)?(r?lock|condition|semaphore|boundedsemaphore)\b")
+# Native frames of a thread taking a C mutex (see the module doc), matched on the
+# function names gdb, pstack and py-spy --native print; only the innermost few count.
+_C_MUTEX = re.compile(
+    r"__lll_lock_wait|\bpthread_mutex_(?:timed)?lock\b|_pthread_mutex_(?:timed)?lock\b|"
+    r"__pthread_mutex_lock_full|__gthread_mutex_lock|std::(?:__\w+::)?(?:recursive_|timed_)?mutex::lock|"
+    r"std::unique_lock<[^>]*mutex>::lock|std::lock_guard<[^>]*mutex>::lock_guard"
+)
+_C_MUTEX_DEPTH = 6
+_GPU_LIB = re.compile(r"(?i)libcuda|libcudart|libnccl|\bcu[A-Z]\w+|\bcuda[A-Z]\w+|\bnccl[A-Z]\w+")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
 
@@ -37,6 +56,9 @@ class LockWait:
     kind: str  # native | futex | threading
     frame: Frame | None  # where it waits: innermost user frame, else innermost Python frame
     lock_locals: tuple[tuple[str, str], ...]  # (name, repr) of lock-like locals in scope
+    # The lock is a C mutex (pthread/std::mutex), not a Python lock: seen once, it may be
+    # contention caught in passing.
+    c_mutex: bool = False
 
     def where(self) -> str:
         return self.frame.label() if self.frame is not None else "an unknown frame"
@@ -71,6 +93,23 @@ def _native_lock(track: ThreadTrack) -> bool:
     return any(t is Tag.LOCK_WAIT and f.native for t, f in activity.tag_frames)
 
 
+def c_mutex_frame(thread: ThreadStack) -> Frame | None:
+    """The frame of a C mutex being taken among the thread's innermost native frames.
+
+    Not when the mutex is taken inside the CUDA driver, runtime or NCCL (the callers just
+    above it): their locks are held by a thread that waits for the GPU, so the wait
+    says the GPU or a collective is stuck, not that two threads deadlocked."""
+    for frame in thread.frames[:_C_MUTEX_DEPTH]:
+        if not frame.native:
+            return None  # a Python frame: the mutex, if any, is not where it waits
+        if _C_MUTEX.search(frame.function):
+            callers = thread.frames[: _C_MUTEX_DEPTH + 4]
+            if any(_GPU_LIB.search(f"{f.file} {f.function}") for f in callers):
+                return None
+            return frame
+    return None
+
+
 def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
     """How ``track`` waits on a lock, if it does at every sample; see the module doc."""
     latest = track.latest
@@ -84,6 +123,8 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
         return None
     if _native_lock(track):
         return LockWait(track, "native", frame, _lock_locals(track))
+    if (mutex := c_mutex_frame(latest)) is not None:
+        return LockWait(track, "native", frame or mutex, _lock_locals(track), c_mutex=True)
     innermost = track.innermost_python()
     inner_tag = activity.tags[0] if activity.tags else None
     if inner_tag is Tag.LOCK_WAIT and innermost is not None and not innermost.native:

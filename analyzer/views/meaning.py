@@ -24,6 +24,9 @@ class Meaning(enum.StrEnum):
     DATA = "data"
     METRICS = "metrics"
     CALLBACK = "callback"
+    # Only from the frameworks' phase markers and progress-bar labels (tokenizing, dataset
+    # map/filter, packing), never from a job's own words: no vocabulary below.
+    PREPROCESS = "preprocess"
 
 
 # Words that alone say the activity; words in _WEAK say it only next to another word of
@@ -65,12 +68,19 @@ _WEAK: dict[Meaning, frozenset[str]] = {
 }
 # fmt: on
 
+# "Activation checkpointing" (DeepSpeed's banner, gpt-neox #985), "gradient checkpointing"
+# (torch.utils.checkpoint): trading memory for recomputation in the forward pass.
+_RECOMPUTE = frozenset({"activation", "activations", "gradient", "recompute", "recomputation"})
+
 CATEGORY_OF: dict[Meaning, Category] = {
     Meaning.CHECKPOINT: Category.CHECKPOINT_SAVE,
     Meaning.EVAL: Category.EVAL_SOME_RANKS,
     Meaning.METRICS: Category.EVAL_SOME_RANKS,
     Meaning.DATA: Category.DATALOADER,
     Meaning.CALLBACK: Category.RANK_DIVERGENCE,
+    # A rank busy in non-collective work (a dataset map, packing) while the others wait in
+    # a collective: divergence, the generic category (not a stuck DataLoader).
+    Meaning.PREPROCESS: Category.RANK_DIVERGENCE,
 }
 DOING: dict[Meaning, str] = {
     Meaning.CHECKPOINT: "is saving a checkpoint",
@@ -78,6 +88,7 @@ DOING: dict[Meaning, str] = {
     Meaning.METRICS: "is computing or gathering metrics",
     Meaning.DATA: "is reading data",
     Meaning.CALLBACK: "is running a callback",
+    Meaning.PREPROCESS: "is preprocessing alone (tokenizing, mapping, packing, clustering)",
 }
 
 # Names of scripts and folders that drive everything (their names say nothing of one step).
@@ -103,6 +114,8 @@ def meaning_of(words: Iterable[str], *, strong_only: bool = False) -> Meaning | 
     (checkpoint words first: "save model" is a checkpoint, not data)."""
     seen = set(words)
     for meaning, strong in _STRONG.items():
+        if meaning is Meaning.CHECKPOINT and seen & _RECOMPUTE:
+            continue  # activation/gradient checkpointing: recomputation, not a save
         if seen & strong:
             return meaning
     if strong_only:

@@ -109,9 +109,26 @@ def split_by(records: dict[int, WatchRecord], key: str) -> dict[object, list[int
     return groups
 
 
-def minority(groups: dict[object, list[int]]) -> tuple[list[int], list[int], object, object]:
-    """(culprit ranks, majority ranks, culprit value, majority value)."""
-    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), str(kv[0])))
+def minority(
+    groups: dict[object, list[int]], records: dict[int, WatchRecord] | None = None
+) -> tuple[list[int], list[int], object, object]:
+    """(culprit ranks, majority ranks, culprit value, majority value).
+
+    When the largest groups are equally large (two ranks, one value each), ``records``
+    break the tie by the watchdog's "last enqueued work" (ProcessGroupNCCL.cpp, "PG
+    status: last enqueued work: N, last completed work: M"): ranks that already enqueued
+    work past the failing collective went on with the program, so the group that did not
+    is the one that diverged; without that, the order is arbitrary but stable."""
+
+    def went_on(ranks: list[int]) -> int:
+        if records is None:
+            return 0
+        done = [r.last_enqueued for k in ranks if (r := records.get(k)) is not None]
+        seqs = [r.seq for k in ranks if (r := records.get(k)) is not None and r.seq is not None]
+        known = [d for d in done if d is not None]
+        return 1 if known and seqs and max(known) > max(seqs) else 0
+
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), -went_on(kv[1]), str(kv[0])))
     major_value, major = ordered[0]
     culprits = sorted(r for _, ranks in ordered[1:] for r in ranks)
     minor_value = ordered[1][0] if len(ordered) > 1 else None

@@ -24,9 +24,16 @@ _NVRM_GPU = re.compile(
     r"?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)"
 )
 _FALLEN = re.compile(r"fallen off the bus")
+# nvidia-smi (NVML) for a GPU it cannot reach: "Unable to determine the device handle for
+# GPU 0000:17:00.0: GPU is lost.  Reboot the system to recover this GPU", "…for
+# GPU0000:3B:00.0: Unknown Error" (older drivers write no space).
 _HANDLE = re.compile(
-    r"Unable to determine the device handle for (?:GPU)?(?P<pci>[0-9A-Fa-f:.]+): (?P<why>.*)"
+    r"Unable to determine the device handle for (?:GPU ?)?(?P<pci>[0-9A-Fa-f:.]+): (?P<why>.*)"
 )
+# A derived Xid (45, 43: the driver tore the process's channels down) names the Xid that
+# caused it: " caused by previous Xid %d" (open-gpu-kernel-modules,
+# src/nvidia/src/kernel/gpu/rc/kernel_rc.c). The cause is what the Xid means.
+_CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
 _CSV_COL = re.compile(r"^[a-z][a-z_.]*(?: \[[^\]]+\])?$")
 _GPU_COLS = {
     "index",
@@ -75,6 +82,8 @@ def match_xid(text: str, last_pci: list[str]) -> Hit | None:
         if pid.isdigit():
             fields[F_PID] = pid
         put(fields, "name", (m.group("name") or "").strip() or None)
+        if (cause := _CAUSED_BY.search(m.group("msg"))) is not None:
+            fields["caused_by_xid"] = cause.group(1)
         return Hit(
             EventKind.GPU_XID,
             fields,
@@ -86,6 +95,10 @@ def match_xid(text: str, last_pci: list[str]) -> Hit | None:
         pci = last_pci[0] if last_pci else "unknown"
         fields = {"xid": "79", "pci": pci, F_MESSAGE: "GPU has fallen off the bus"}
         return Hit(EventKind.GPU_XID, fields, key=("xid", pci, "79"))
+    if "NV_ERR_GPU_IS_LOST" in text:  # the driver's status name: "… [NV_ERR_GPU_IS_LOST]"
+        pci = last_pci[0] if last_pci else "unknown"
+        fields = {"xid": "lost", "pci": pci, F_MESSAGE: text.strip()[:200]}
+        return Hit(EventKind.GPU_XID, fields, key=("xid", pci, "lost"))
     if (h := _HANDLE.search(text)) is not None:
         fields = {
             "xid": "lost",

@@ -37,6 +37,12 @@ _NET_IFACE = re.compile(
     r"NET(?:/Socket)? : Using (?:interface )?\[?\d*\]?(\w[\w.\-]*):([0-9A-Fa-f.:%\w]+?)<\d+>"
 )
 _OOB = re.compile(r"OOB (\w[\w.\-]*):([0-9A-Fa-f.:%\w]+?)<\d+>")
+# NCCL ≤ 2.11 lists every interface it found, numbered ("Bootstrap : Using [0]ens5:172.31.0.137<0>
+# [1]veth75fa783:fe80::14ad:64ff:fe64:b31e%veth75fa783<0>"; "NET/Socket : Using [0]… [1]…"):
+# bootstrap.cc bootstrapNetInit and transport/net_socket.cc ncclSocketInit append
+# " [%d]%s:%s" per interface. Bootstrap uses the first one only; the socket transport
+# spreads its connections over all of them.
+_IFACE_ITEM = re.compile(r"(?:\[(\d+)\])?(\w[\w.\-]*):([0-9A-Fa-f.:]+(?:%[\w.\-]+)?)<\d+>")
 _USING_NETWORK = re.compile(r"Using network (\w+)")
 _NO_IB = re.compile(r"NET/IB : No device found")
 _VIA = re.compile(r" via ((?:P2P|SHM|NET|CollNet|NVLS)/[\w/]+|direct shared memory)")
@@ -64,18 +70,25 @@ RESULT_NAMES = {
 # A header that a paste cut or mangled: the host, the pid or the device may be missing
 # (":1234:5678 [0] NCCL INFO …", "[0] NCCL WARN …", "NCCL WARN …"). Only what precedes the
 # "NCCL INFO|WARN" word is parsed here, and it must be nothing but those pieces.
+# Forks of NCCL (Alibaba's ACCL) bracket every piece: "[host][pid:tid][dev][init.cc:1815]".
 _LOOSE_HEAD = re.compile(
     r"(?:(?P<host>[A-Za-z0-9][\w.\-]{0,80}?)? ?:?(?P<pid>\d+):(?P<tid>\d+) ?"
-    r"|(?P<host2>[A-Za-z0-9][\w.\-]{0,80}) (?=\[\d+\]))?"
-    r"(?:\[(?P<dev>\d+)\] ?)?(?:(?P<where>[\w./\-]+:\d+)(?: \((?P<func>\w+)\))? ?)?"
+    r"|(?P<host2>[A-Za-z0-9][\w.\-]{0,80}) (?=\[\d+\])"
+    r"|(?:\[(?P<host3>[A-Za-z0-9][\w.\-]{0,80})\])?\[(?P<pid3>\d+):(?P<tid3>\d+)\])?"
+    r"(?:\[(?P<dev>\d+)\] ?)?(?:\[(?P<where3>[\w./\-]+:\d+)\] ?)?"
+    r"(?:(?P<where>[\w./\-]+:\d+)(?: \((?P<func>\w+)\))? ?)?"
 )
 _LOOSE_WORDS = ("NCCL WARN ", "NCCL INFO ")
 _LOOSE_MAX_HEAD = 160
 _RAS_DEAD_PEER = re.compile(r"RAS declaring peer (\S+?)(?:<\d+>)? as DEAD")
 # WARN families.
+# net_ib.cc: "… with status=12 opcode=129 len=65536 vendor err 129 (Recv)" (≤ 2.2x), and the
+# current "NET/IB: Got completion from peer %s with status=%s(%d) opcode=%s(%d) vendor_err=%u"
+# (status=IBV_WC_RETRY_EXC_ERR(12)).
 _IB_COMPLETION = re.compile(
-    r"Got completion from peer (?P<peer>\S+?)<(?P<port>\d+)> with "
-    r"(?:status=(?P<status>\d+)|error (?P<err>\d+)).*?vendor err (?P<vendor>\d+)"
+    r"Got completion from peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)? with "
+    r"(?:status=(?:\w+\()?(?P<status>\d+)\)?|error (?P<err>\d+))"
+    r".*?vendor[ _]err[ =]?(?P<vendor>\d+)"
     r"(?: \((?P<dir>Send|Recv)\))?"
 )
 _IB_COMPLETION_OLD = re.compile(
@@ -91,7 +104,9 @@ _CONNECT = re.compile(
     re.IGNORECASE,
 )
 _IBV = re.compile(r"(?:Call to )?(ibv_\w+|mlx5\w*) failed(?: with error)? ?(.*)")
-_IB_ASYNC = re.compile(r"NET/IB : Got async event ?: ?(.*)")
+# "NET/IB : Got async event : port error" (≤ 2.2x); "NET/IB : mlx5_0:1 async fatal event: local
+# catastrophic error" and "… async fatal event on QP (…)" (current net_ib common.cc).
+_IB_ASYNC = re.compile(r"NET/IB ?: (?:Got async event ?: ?(.*)|\S+ async fatal event\b(.*))")
 _PROXY = re.compile(
     r"(?:Proxy Call to rank (?P<rank>\d+) failed|\[Proxy Service \d+\] Failed to execute operation "
     r"(?P<op>\w+) from rank (?P<rank2>\d+)|Error encountered progressing operation=(?P<op2>\w+)"
@@ -103,12 +118,28 @@ _CUDA_FAILURE = re.compile(r"Cuda failure (?:\d+ )?'?(?P<what>[^']*)'?")
 _ROOT_DUPLICATE = re.compile(r"Bootstrap Root : rank (\d+) of (\d+) ranks has already checked in")
 # misc/socket.cc at INFO: a connect that is refused and retried (the peer is not listening
 # yet, or never will be: wrong address, firewall, the peer's process died).
-_CONNECT_RETRY = re.compile(r"Call to connect returned (?P<why>[^,]{1,80}), retrying")
+# Current releases (os/linux.cc): "ncclOsSocketStartConnect: connect to 10.0.0.1<41234>
+# returned Connection refused, retrying (3/34) after sleep for 100 msec".
+_CONNECT_RETRY = re.compile(
+    r"(?:Call to connect|connect to \S+) returned (?P<why>[^,]{1,80}), retrying"
+)
 _DUPLICATE_GPU = re.compile(
     r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA device (\w+)"
 )
 _RANK_COUNT = re.compile(r"(?:mismatch in rank count|rank count mismatch)[^\d]*(\d+)\D+(\d+)")
 _MISMATCHED_COLL = re.compile(r"Mismatched collective detected.*?around rank (\d+)")
+# The receive side of a transfer got more bytes than the posted buffer holds: the two
+# ranks disagree on the size of the same collective or send/recv. NCCL's net_socket.cc
+# ``WARN("NET/Socket : peer %s message truncated : receiving %d bytes instead of %d. If you
+# believe your socket network is in a healthy state, there may be a mismatch in collective
+# sizes ...")`` (older releases: no peer, no advice) and net_ib.cc ``WARN("NET/IB : req
+# %d/%d tag %x peer %s collective mismatch error, local size %d remote size %d")``.
+_SIZE_MISMATCH = re.compile(
+    r"(?:peer (?P<peer>\S+?)(?:<\d+>)? )?message truncated : receiving (?P<got>\d+) bytes "
+    r"instead of (?P<want>\d+)"
+    r"|(?:peer (?P<peer2>\S+?)(?:<\d+>)? )?collective mismatch error, local size (?P<local>\d+) "
+    r"remote size (?P<remote>\d+)"
+)
 _BENIGN_WARN = re.compile(
     r"Failed to open libibverbs|NET/Plugin|Could not find real path|No plugin found|"
     r"Failed to find|libnccl-net|Ignoring|NCCL_\w+ set by environment",
@@ -176,25 +207,25 @@ def match_nccl_loose(text: str) -> Hit | None:
     if m is None:
         return None
     msg = text[pos + len(word) :]
-    if word.startswith("NCCL WARN"):
-        hit = _warn(msg, m.group("where") or "", m.group("func"))
-    else:
-        hit = _info(msg)
+    where = m.group("where") or m.group("where3")
+    warn = word.startswith("NCCL WARN")
+    hit = _warn(msg, where or "", m.group("func")) if warn else _info(msg)
     if hit is None:
         return None
-    if word == "NCCL WARN " and not m.group("where"):
+    if word == "NCCL WARN " and not where:
         hit.fields.pop("where", None)
-    if m.group("pid") is not None:
-        hit.pid = int(m.group("pid"))
-        hit.fields["pid"] = m.group("pid")
-    host = m.group("host") or m.group("host2")
+    pid, tid = m.group("pid") or m.group("pid3"), m.group("tid") or m.group("tid3")
+    if pid is not None:
+        hit.pid = int(pid)
+        hit.fields["pid"] = pid
+    host = m.group("host") or m.group("host2") or m.group("host3")
     if host:
         hit.host = host
         hit.fields[F_HOST] = host
     if m.group("dev") is not None:
         hit.fields.setdefault("cuda_dev", m.group("dev"))
-    if m.group("tid") is not None:
-        hit.fields["tid"] = m.group("tid")
+    if tid is not None:
+        hit.fields["tid"] = tid
     hit.fields["header"] = "partial"
     return hit
 
@@ -246,11 +277,11 @@ def _info(msg: str) -> Hit | None:
             }
             put(fields, "nranks", c.group("nranks"))
             return Hit(EventKind.NCCL_COLL, fields)
-    if "Bootstrap" in head and (b := _BOOTSTRAP.search(msg)):
+    if "Bootstrap" in head and (b := _first_iface(msg)) is not None:
         return Hit(
             EventKind.NCCL_NETWORK,
-            {"role": "bootstrap", "iface": b.group(1), "ip": b.group(2)},
-            key=("bootstrap", b.group(1)),
+            _iface_fields("bootstrap", b[0], b[1], msg),
+            key=("bootstrap", b[0]),
         )
     if head.startswith("NET"):
         if _NO_IB.search(msg):
@@ -264,7 +295,7 @@ def _info(msg: str) -> Hit | None:
         if (n := _NET_IFACE.search(msg)) is not None:
             return Hit(
                 EventKind.NCCL_NETWORK,
-                {"role": "socket", "iface": n.group(1), "ip": n.group(2)},
+                _iface_fields("socket", n.group(1), n.group(2), msg),
                 key=("socket", n.group(1)),
             )
     if head.startswith("Using network") and (u := _USING_NETWORK.match(msg)):
@@ -293,6 +324,24 @@ def _info(msg: str) -> Hit | None:
     if "NCCL version" in msg:
         return match_version(msg)
     return None
+
+
+def _first_iface(msg: str) -> tuple[str, str] | None:
+    """(interface, address) of a ``Bootstrap : Using`` line, either format."""
+    if (b := _BOOTSTRAP.search(msg)) is not None:
+        return b.group(1), b.group(2)
+    items = _IFACE_ITEM.findall(msg)
+    return (items[0][1], items[0][2]) if items else None
+
+
+def _iface_fields(role: str, iface: str, ip: str, msg: str) -> dict[str, str]:
+    """role, the first interface and address, and (when NCCL listed several) all of them
+    as ``ifaces`` ("ens5:172.31.0.137,veth75fa783:fe80::…%veth75fa783")."""
+    fields = {"role": role, "iface": iface, "ip": ip}
+    items = _IFACE_ITEM.findall(msg) if "[1]" in msg else []
+    if len(items) > 1:
+        fields["ifaces"] = ",".join(f"{name}:{addr}" for _, name, addr in items)
+    return fields
 
 
 def _init(m: re.Match[str]) -> Hit:
@@ -366,6 +415,12 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
             {F_ERROR: "rank_count_mismatch", "count_a": n.group(1), "count_b": n.group(2)}
         )
         return Hit(EventKind.NCCL_CONFIG_ERROR, fields, key=("rankcount",))
+    if (sz := _SIZE_MISMATCH.search(msg)) is not None:
+        fields[F_ERROR] = "size_mismatch"
+        put(fields, F_PEER, sz.group("peer") or sz.group("peer2"))
+        put(fields, "bytes_received", sz.group("got") or sz.group("local"))
+        put(fields, "bytes_expected", sz.group("want") or sz.group("remote"))
+        return Hit(EventKind.COLLECTIVE_MISMATCH, fields, key=("ncclsize", fields.get(F_PEER)))
     if (mc := _MISMATCHED_COLL.search(msg)) is not None:
         fields.update({F_ERROR: "mismatched_collective", F_PEER_RANK: mc.group(1)})
         return Hit(EventKind.COLLECTIVE_MISMATCH, fields, key=("ncclmismatch", mc.group(1)))

@@ -20,6 +20,7 @@ from hangdoc.analyzer.parsers.logs.attribution import build_maps, rank_from_path
 from hangdoc.analyzer.parsers.logs.elastic import error_json_stamp, parse_error_json
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TopoBlock
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
@@ -67,6 +68,7 @@ def _starts_block(line: str) -> bool:
         or TopoBlock.header(line)
         or RasBlock.start(line)
         or FrTraceBlock.start(line)
+        or HungTaskBlock.start(peel_line(line).text)
     )
 
 

@@ -14,8 +14,12 @@ import re
 from hangdoc.analyzer.parsers.logs.hit import Hit, put
 from hangdoc.analyzer.vocabulary import F_COUNT, F_PHASE, EventKind, Phase
 
+# tqdm's meter (tqdm/std.py format_meter): "{desc}: {pct}%|{bar}| {n}/{total} [{elapsed}<
+# {remaining}, {rate}]". The bar with its pipes may be missing: a custom bar_format
+# ('{l_bar}{bar:10}{r_bar}', yolov5's and ultralytics' validation bars) pasted without
+# its block characters leaves "mAP@.5:.95:  72% 23/32 [01:07<00:25,  2.80s/it]".
 _BAR = re.compile(
-    r"(?P<label>[^|\r\n]{0,80}?):?\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>[\d.]+[kKMG]?)"
+    r"(?P<label>[^|\r\n]{0,80}?):?\s*(?P<pct>\d{1,3})%(?:\|[^|]*\|)?\s*(?P<n>[\d.]+[kKMG]?)"
     r"/(?P<total>[\d.]+[kKMG]?)"
     r"\s*\[(?P<elapsed>[\d:]+)<(?P<remain>[\d:?]+)"
 )
@@ -23,7 +27,8 @@ _LABELS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
     (
         Phase.PREPROCESS,
         re.compile(
-            r"token|Map\b|map\b|Filter|filter|Preprocess|preprocess|Grouping|Packing|packing|"
+            r"token|(?-i:\b[Mm]ap\b)|Filter|filter|Preprocess|preprocess|Grouping|Packing|packing|"
+            r"Creating|"
             r"Generating|"
             r"Download|download|Convert|Extract|Resolving|Formatting|Shuffl|Concatenat|Processing|"
             r"Encoding|"
@@ -32,10 +37,28 @@ _LABELS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
         ),
     ),
     (Phase.LOAD, re.compile(r"Loading|loading|Fetching", re.IGNORECASE)),
-    (Phase.EVAL, re.compile(r"[Ee]val|[Vv]alid|Test|test|Predict|predict|Generat")),
+    # mAP columns: the validation bars of yolov5 (val.py: "Class Images Labels P R mAP@.5")
+    # and ultralytics ("Box(P R mAP50 mAP50-95)"), mmdet's "bbox_mAP".
+    (
+        Phase.EVAL,
+        re.compile(r"[Ee]val|[Vv]alid|Test|test|Predict|predict|Generat|(?<![A-Za-z])mAP"),
+    ),
     (Phase.TRAIN, re.compile(r"Epoch|epoch|Train|train|Iteration|Step|step|^\s*$")),
 )
 _MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
+    # A rank that ran out of data before the others, as the trainers that detect it say:
+    # torch's Join ("Rank 3 exhausted all inputs.", "Detected at least one rank that
+    # exhausted inputs.", torch/distributed/algorithms/join.py and DDP's join hook),
+    # AllenNLP's trainer ("Worker 0 completed its entire epoch (training)." before its
+    # "done" all_reduce), wenet's join check ("Detected uneven workload distribution: …").
+    (
+        Phase.DATA_EXHAUSTED,
+        re.compile(
+            r"Rank (?P<rank>\d+) exhausted all inputs|rank that exhausted inputs|"
+            r"Worker (?P<worker>\d+) completed its entire epoch|"
+            r"Detected uneven workload distribution"
+        ),
+    ),
     (
         Phase.CHECKPOINT_SAVE,
         re.compile(
@@ -57,7 +80,10 @@ _MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
         re.compile(
             r"Running tokenizer on dataset|Tokenizing|[Pp]reprocessing (?:dataset|data)|Grouping "
             r"texts|"
-            r"Packing dataset|Building (?:dataset|index)|Creating (?:dataset|index)"
+            r"Packing dataset|Building (?:dataset|index)|Creating (?:dataset|index)|"
+            # faiss k-means (faiss/Clustering.cpp, verbose): "Clustering 111099511 points in
+            # 128D to 524288 clusters, redo 1 times, 4 iterations" (ColBERT #318 indexing)
+            r"Clustering \d+ points in \d+D to \d+ clusters"
         ),
     ),
     (
@@ -86,10 +112,24 @@ _INIT = re.compile(
     r"(?:Initializing distributed|initializing ddp|initializing distributed): GLOBAL_RANK: "
     r"(?P<rank>\d+), MEMBER: \d+/(?P<world>\d+)"
     r"|Process rank: (?P<rank2>\d+), device: \S+, n_gpu: \d+, distributed training: True"
+    # Ray Train (ray/train/torch/config.py): "Setting up process group for: env:// [rank=0,
+    # world_size=5]"; DeepSpeed (deepspeed/comm/comm.py init_distributed): "Initializing
+    # TorchBackend in DeepSpeed with backend nccl"; Megatron (megatron/training/initialize.py):
+    # "> initializing torch distributed ...".
+    r"|Setting up process group for: \S+ \[rank=(?P<rank3>\d+), world_size=(?P<world3>\d+)\]"
+    r"|Initializing TorchBackend in DeepSpeed with backend \w+|> initializing torch distributed"
 )
 _DS_RANK = re.compile(r"\[[\w.]+\.py:\d+:\w+\] \[Rank (\d+)\] ")
 _KEYS = (
+    "process group for",
+    "TorchBackend",
+    "initializing torch distributed",
+    "exhausted",
+    "entire epoch",
+    "Clustering",
+    "uneven",
     "%|",
+    "% ",
     "ving",
     "aved",
     "Running",
@@ -161,11 +201,12 @@ def match_phase(text: str) -> Hit | None:
     if (d := _DS_RANK.search(text)) is not None:
         content_rank = int(d.group(1))
     if (i := _INIT.search(text)) is not None:
-        rank = int(i.group("rank") or i.group("rank2"))
+        said = i.group("rank") or i.group("rank2") or i.group("rank3")
+        rank = int(said) if said is not None else content_rank
         fields = {F_PHASE: Phase.INIT.value, "label": "distributed init"}
-        put(fields, "world_size", i.group("world"))
+        put(fields, "world_size", i.group("world") or i.group("world3"))
         return Hit(EventKind.PHASE, fields, rank=rank, key=("phase", "init"))
-    if "%|" in text and (b := _BAR.search(text)) is not None:
+    if ("%|" in text or "<" in text) and (b := _BAR.search(text)) is not None:
         label = b.group("label").strip().strip("'\"")[-60:]
         phase = next((p for p, pat in _LABELS if pat.search(label)), Phase.TRAIN)
         fields = {
@@ -180,6 +221,9 @@ def match_phase(text: str) -> Hit | None:
     for phase, pattern in _MARKERS:
         m = pattern.search(text)
         if m is not None:
+            if phase is Phase.DATA_EXHAUSTED and content_rank is None:
+                named = m.group("rank") or m.group("worker")
+                content_rank = int(named) if named else None
             fields = {F_PHASE: phase.value, "label": m.group(0).strip()[:60]}
             fields[F_COUNT] = "1"
             return Hit(

@@ -50,7 +50,8 @@ _SYSLOG = re.compile(
 _DMESG_T = re.compile(
     r"\[(?:[A-Z][a-z]{2} )?([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\] ?"
 )
-_DMESG = re.compile(r"\[ *\d+\.\d+\] ?")
+# dmesg, and ``dmesg -H``/``--reltime`` whose stamps are deltas ("[  +0.000049]").
+_DMESG = re.compile(r"\[ *\+?\d+\.\d+\] ?")
 _GLOG = re.compile(
     r"\[?([IWEF])(\d{3,4}) (\d{2}):(\d{2}):(\d{2}(?:\.\d+)?) +(?:\d+ +)?([\w./\-]+:\d+)\] ?"
 )

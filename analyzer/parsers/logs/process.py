@@ -9,6 +9,7 @@ a bare ``ValueError: …`` in the middle of a training log is often just printed
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, put
 from hangdoc.analyzer.vocabulary import (
@@ -23,8 +24,11 @@ from hangdoc.analyzer.vocabulary import (
     EventKind,
 )
 
+# Ray re-raises a task's exception as a class named after its cause (ray/exceptions.py,
+# RayTaskError.as_instanceof_cause): "ray.exceptions.RayTaskError(RuntimeError): ray::…".
 EXCEPTION_LINE = re.compile(
-    r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout))"
+    r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout)"
+    r"(?:\([\w.]+\))?)"
     r"(?:\[[^\]]*\])?(?::\s?(?P<msg>.*))?$"
 )
 _OOM = re.compile(
@@ -82,10 +86,22 @@ _DS_LOCAL_RANK = re.compile(r"--local_rank[= ](\d+)")
 _ELASTIC_SIGNAL = re.compile(
     r"Signal (?P<num>\d+) \((?P<sig>SIG\w+)\) received by PID (?P<pid>\d+)"
 )
+# torch.multiprocessing.spawn (ProcessContext.join) when a child died without an error on
+# its queue: "process %d terminated with signal %s" / "process %d terminated with exit code
+# %d" (raised as ProcessExitedException, plain Exception before torch 1.8); the number is
+# the spawn index, which mp.spawn passes to the function as its (local) rank.
+_MP_SPAWN = re.compile(
+    r"\b[Pp]rocess (?P<idx>\d+) terminated with (?:signal (?P<sig>SIG[A-Z0-9]+)|exit code "
+    r"(?P<code>-?\d+))"
+)
 _DS_PID = re.compile(r"(?:[Pp]rocess|subprocess) (\d+)")
 _DS_KILL = re.compile(r"Killing subprocess (?P<pid>\d+)")
+# The raylet's own report (src/ray/raylet/node_manager.cc): "A worker died or was killed
+# while executing a task by an unexpected system error. To troubleshoot the problem, check
+# the logs for the dead worker."
 _RAY_DIED = re.compile(
-    r"(?:RayActorError|ActorDiedError|The actor died unexpectedly|actor is dead because)"
+    r"(?:RayActorError|ActorDiedError|The actor died unexpectedly|actor is dead because"
+    r"|A worker died or was killed while executing)"
 )
 _RAY_PID = re.compile(r"\bpid[:=] ?(\d+)")
 _RAY_IP = re.compile(r"\bip[:=] ?([\d.]+)")
@@ -107,11 +123,13 @@ _KEYS = (
     "Killing",
     "actor",
     "Actor",
+    "worker died",
     "ECC",
     "bus",
     "CANCELLED",
     "received by PID",
     "exit with status",
+    "terminated with",
 )
 
 
@@ -155,10 +173,38 @@ _LOADER_WORKER = re.compile(
 )
 _LOADER_SIGNALS = {"segmentation fault": "SIGSEGV", "bus error": "SIGBUS",
                    "floating-point exception": "SIGFPE"}  # fmt: skip
+# torch.multiprocessing's shared-memory files (/dev/shm/torch_<pid>_<n>), through which
+# DataLoader workers pass their batches, failing (aten/src/ATen/MapAllocator.cpp, TH's
+# THAllocator.c before it): "unable to write to file </torch_31_1030151126>: No space left
+# on device (28)" (/dev/shm full; Lightly's docs and the torch forum show it under
+# storage._share_fd_ in a worker), "unable to open shared memory object </torch_…> in
+# read-write mode: Too many open files (24)" (the file_descriptor strategy's fd limit),
+# "unable to mmap N bytes from file </torch_…>: Cannot allocate memory (12)", "unable to
+# resize file </torch_22438_3818345986> to the right size" (pytorch issue 20409); TH
+# appended " at /pytorch/aten/src/TH/THAllocator.c:383".
+_TORCH_SHM = re.compile(
+    r"unable to (?:write to file|open shared memory object|mmap \d+ bytes from file|resize "
+    r"file) </torch_[\w.-]*>(?P<rest>.*)$"
+)
+_SHM_WHY = re.compile(r": (?P<why>[A-Za-z][^(:]*?)(?: \(\d+\))?\s*$")
+
+
+def _match_torch_shm(text: str) -> Hit | None:
+    m = _TORCH_SHM.search(text)
+    if m is None:
+        return None
+    why = _SHM_WHY.search(m.group("rest"))
+    fields = {F_MESSAGE: text.strip()[:300], "shm_error": why.group("why") if why else "failed"}
+    if "Too many open files" not in text:
+        fields["shm"] = "1"
+    return Hit(EventKind.DATALOADER_WORKER_DIED, fields, key=("loader_shm",))
 
 
 def match_dataloader_worker(text: str) -> Hit | None:
-    """A DataLoader worker process died or timed out (torch's own wording)."""
+    """A DataLoader worker process died or timed out (torch's own wording), or the shared
+    memory its batches go through failed."""
+    if "</torch_" in text:
+        return _match_torch_shm(text)
     if "orker" not in text and "DataLoader" not in text:
         return None
     m = _LOADER_WORKER.search(text)
@@ -255,6 +301,15 @@ def match_process(text: str) -> Hit | None:
             fields,
             key=("ds", fields.get(F_PID), fields.get(F_LOCAL_RANK), code),
         )
+    if "terminated with" in text and (sp := _MP_SPAWN.search(text)) is not None:
+        fields.update({F_LOCAL_RANK: sp.group("idx"), "launcher": "torch.multiprocessing"})
+        if sp.group("sig"):
+            fields[F_SIGNAL] = sp.group("sig")
+        else:
+            code = int(sp.group("code"))
+            fields[F_EXIT_CODE] = str(code)
+            put(fields, F_SIGNAL, signal_name(-code) if code < 0 else None)
+        return Hit(EventKind.WORKER_FAILED, fields, key=("mpspawn", sp.group("idx")))
     if "received by PID" in text and (es := _ELASTIC_SIGNAL.search(text)) is not None:
         fields.update({F_SIGNAL: es.group("sig"), F_PID: es.group("pid"), "source": "torchelastic"})
         hit = Hit(EventKind.FATAL_SIGNAL, fields, key=("elastic_signal", es.group("pid")))
@@ -288,3 +343,50 @@ def match_process(text: str) -> Hit | None:
         fields[F_MESSAGE] = text.strip()[:200]
         return Hit(EventKind.ACTOR_DIED, fields, key=("ray", fields.get(F_PID)))
     return None
+
+
+# Open MPI / PRRTE's report of the first process that exited non-zero (help-orterun.txt,
+# prrte help-prun.txt "[prun:non-zero-exit]"):
+#   mpirun detected that one or more processes exited with non-zero status, thus causing
+#   the job to be terminated. The first process to do so was:
+#
+#     Process name: [[28387,1],3]
+#     Exit code:    1
+# The last number of the process name is the MPI rank.
+_MPI_NONZERO = "detected that one or more processes exited with non-zero status"
+_MPI_NAME = re.compile(r"^\s*Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]")
+_MPI_CODE = re.compile(r"^\s*Exit code: +(?P<code>-?\d+)")
+_MPI_BODY = re.compile(r"^\s*(?:the job to be terminated|-{8,}|Process name:|Exit code:)")
+
+
+@dataclass(slots=True)
+class MpiExitBlock:
+    """mpirun's "The first process to do so was" report: that rank and its exit code."""
+
+    fields: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def start(text: str) -> MpiExitBlock | None:
+        return MpiExitBlock() if _MPI_NONZERO in text else None
+
+    def feed(self, text: str) -> bool:
+        if not text.strip():
+            return True
+        if (n := _MPI_NAME.match(text)) is not None:
+            self.fields["rank"] = n.group("rank")
+        elif (c := _MPI_CODE.match(text)) is not None:
+            self.fields[F_EXIT_CODE] = c.group("code")
+        elif not _MPI_BODY.match(text):
+            return False
+        return F_EXIT_CODE not in self.fields
+
+    def finish(self) -> Hit | None:
+        rank = self.fields.get("rank")
+        if rank is None:
+            return None
+        fields = {"launcher": "mpirun"}
+        code = self.fields.get(F_EXIT_CODE)
+        if code is not None:
+            fields[F_EXIT_CODE] = code
+            put(fields, F_SIGNAL, signal_name(int(code) - 128) if int(code) > 128 else None)
+        return Hit(EventKind.WORKER_FAILED, fields, rank=int(rank), key=("mpirun_exit", rank))

@@ -16,14 +16,22 @@ from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
 from hangdoc.analyzer.parsers.logs.elastic import ChildFailedBlock, match_agent
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, match_xid
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.horovod import match_horovod
+from hangdoc.analyzer.parsers.logs.iostate import match_io_state
+from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
+from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
+from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
+from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
 from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
 from hangdoc.analyzer.parsers.logs.process import (
+    MpiExitBlock,
     match_dataloader_worker,
     match_exception_line,
     match_process,
 )
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
+from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
 from hangdoc.analyzer.vocabulary import (
@@ -62,6 +70,8 @@ _SAID_RANK = re.compile(
 _NCCL_HEAD = re.compile(r"[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] ")
 _STACK_FRAME = re.compile(r"^#\d+ \S+ from \S+:\d+")
 _TRACEBACK = "Traceback (most recent call last)"
+# A frame of a Python traceback (traceback.format_list: '  File "%s", line %d, in %s').
+_CUT_FRAME = re.compile(r'^\s+File "[^"]+", line \d+, in \S')
 # What an NCCL "Last error:" line can be besides context for the NCCL error before it.
 _LAST_ERROR_KINDS = frozenset(
     {
@@ -73,9 +83,24 @@ _LAST_ERROR_KINDS = frozenset(
 )
 _MAX_PER_KIND = 400
 _MAX_JOIN = 4
+# A line that starts a record of its own is never the wrapped rest of the one before: two
+# ranks' "RuntimeError: Detected mismatch …" messages, each hard-wrapped, follow each other.
+_RECORD_START = re.compile(r"(?:[A-Za-z_][\w.]*(?:Error|Exception): |Traceback \(most recent)")
+# ProcessGroupWrapper's "Rank N is running (inconsistent) collective:" with the
+# CollectiveFingerPrint(...) pretty-printed on the lines after it.
+_FP_FOLLOWS = re.compile(r"is running (?:inconsistent )?collective:\s*$")
 _WRAP_LEN = 100
 
-Block = ChildFailedBlock | RasBlock | FrTraceBlock | TableBlock | CsvBlock | TopoBlock
+Block = (
+    ChildFailedBlock
+    | RasBlock
+    | FrTraceBlock
+    | TableBlock
+    | CsvBlock
+    | TopoBlock
+    | HungTaskBlock
+    | MpiExitBlock
+)
 ChainKey = tuple[str | None, int | None, str | None, int | None]  # host, pid, tid, rank
 Owner = tuple[int | None, int | None, int | None, str | None, int | None, str | None]
 
@@ -123,6 +148,8 @@ class Scanner:
     _pending: tuple[LineTag, int, int] | None = None
     _prev_len: int = 0
     _prev_tag: LineTag | None = None
+    # The file's last line, when it is an exception line nothing else took (see finish).
+    _tail_exc: tuple[LineTag, int, tuple[str, str]] | None = None
 
     # ---- input ------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
@@ -142,6 +169,14 @@ class Scanner:
             self._pending = None
             self._logical(tag, lineno)
         self._close_block()
+        if self._tail_exc is not None:
+            # A paste that ends with a bare exception line ("FileNotFoundError: [Errno 2]
+            # …", the traceback cut off above it): the line Python prints last when an
+            # uncaught exception ends the process. Weak on its own (field "bare").
+            tag, lineno, (exc_type, message) = self._tail_exc
+            fields = {F_EXC_TYPE: exc_type, F_MESSAGE: message[:400], "bare": "1"}
+            hit = Hit(EventKind.EXCEPTION, fields, key=("exc", exc_type, message[:120]))
+            self._emit(hit, tag, lineno)
         self.events.sort(key=lambda e: e.line)
         return self.events
 
@@ -158,7 +193,7 @@ class Scanner:
         self._prev_len, self._prev_tag = raw_len, tag
         if self._pending is not None:
             ptag, pline, joins = self._pending
-            if headerless and text.strip():
+            if headerless and text.strip() and not _RECORD_START.match(text):
                 ptag.text = ptag.text.rstrip() + text
                 if _balanced(ptag.text) or joins + 1 >= _MAX_JOIN:
                     self._pending = None
@@ -176,6 +211,8 @@ class Scanner:
     # ---- logical lines ------------------------------------------------------------
     def _logical(self, tag: LineTag, lineno: int) -> None:
         text = tag.text
+        if text.strip():
+            self._tail_exc = None
         if tag.rank is not None and tag.local_rank is not None:
             self.local_to_global.setdefault(tag.local_rank, set()).add(tag.rank)
         if self._block is not None:
@@ -197,6 +234,10 @@ class Scanner:
         if text.startswith(_TRACEBACK):
             self._tracebacks[stream] = _Traceback(lineno)
             return
+        if text[:1] in " \t" and _CUT_FRAME.match(text):
+            # A traceback pasted without its header: its frames, then its exception line.
+            self._tracebacks[stream] = _Traceback(lineno, text.strip())
+            return
         if tag.rank is not None and (exc := match_exception_line(text)) is not None:
             # torch ≥2.3 prefixes only uncaught exceptions' lines with [rankN]: — a bare
             # "[rank3]: ValueError: …" is the end of a traceback pasted without its frames.
@@ -204,7 +245,11 @@ class Scanner:
             self._emit(
                 Hit(EventKind.EXCEPTION, fields, key=("exc", exc[0], exc[1][:120])), tag, lineno
             )
+        before = len(self.events)
         self._recognise(tag, lineno)
+        if tag.rank is None and len(self.events) == before:
+            exc_line = match_exception_line(text)
+            self._tail_exc = (tag, lineno, exc_line) if exc_line is not None else None
 
     def _traceback_line(
         self, tb: _Traceback, tag: LineTag, lineno: int, stream: tuple[int | None, int | None]
@@ -288,6 +333,10 @@ class Scanner:
             block = topo
         elif ", " in text and (csv := CsvBlock.header(text)) is not None:
             block = csv
+        elif ("task" in text or " D " in text) and (hung := HungTaskBlock.start(text)):
+            block = hung  # the kernel's report of a task in D state (kernel.py)
+        elif "non-zero status" in text and (mpi := MpiExitBlock.start(text)) is not None:
+            block = mpi  # mpirun's "The first process to do so was" (process.py)
         if block is None:
             return False
         self._block, self._block_line = block, lineno
@@ -341,6 +390,16 @@ class Scanner:
             self._return_code(hit, tag, lineno)
             return
         event = self._emit(hit, tag, lineno)
+        if (
+            event is not None
+            and hit.kind is EventKind.COLLECTIVE_MISMATCH
+            and len(self.events) >= 2
+            and self.events[-2].kind is EventKind.FATAL_SIGNAL
+            and self.events[-2].line == lineno - 1
+        ):
+            # "terminate called after throwing …" then "  what():  <the check that failed>"
+            # (gloo's size check, size_checks.py): the abort is the check's consequence.
+            self._before(event, self.events[-2])
         if event is not None and "where" in hit.fields and F_MESSAGE in hit.fields:
             chain_key = (event.host, event.pid, hit.fields.get("tid"), tag.rank)  # a WARN
             chain = self._chains.get(chain_key)
@@ -503,19 +562,28 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
     elif "NCCL " in text[:200] and (hit := nccl_lines.match_nccl_loose(text)) is not None:
         return hit
     return (
-        match_torch(text)
+        match_size_check(text)
+        or match_torch(text)
         or match_agent(text)
         or match_xid(text, nvrm_pci)
         or match_dataloader_worker(text)
         or match_process(text)
+        or match_pipelining(text)
+        or match_wrapper(text)
         or match_phase(text)
         or match_count(text)
+        or match_io_state(text)
+        or match_nic_counter(text)
+        or match_nic_event(text)
+        or match_horovod(text)
     )
 
 
 def _aggregate_key(hit: Hit, owner: Owner) -> tuple[object, ...] | None:
     if hit.kind is EventKind.NCCL_COLL:
         return ("coll", owner, hit.fields.get("comm"))
+    if hit.kind is EventKind.COLLECTIVE_ISSUED:
+        return ("issued", owner)  # ProcessGroupWrapper: the last fingerprint per rank
     if hit.kind is EventKind.NCCL_TRANSPORT:
         return ("via", owner)
     if hit.kind is EventKind.PHASE and hit.key is not None and hit.key[0] == "bar":
@@ -525,6 +593,8 @@ def _aggregate_key(hit: Hit, owner: Owner) -> tuple[object, ...] | None:
 
 def _balanced(text: str) -> bool:
     """False for a record cut inside ``WorkNCCL(…)`` / ``CollectiveFingerPrint(…)``."""
+    if _FP_FOLLOWS.search(text):
+        return False  # the fingerprint is on the next lines (torch prints it indented)
     if "(" not in text or ("Work" not in text and "FingerPrint" not in text):
         return True
     start = text.find("WorkNCCL(")

@@ -80,6 +80,10 @@ _ABORTED = re.compile(
 _NCCL_ERROR_IN = re.compile(
     r"NCCL error in: (?P<where>[\w./\-]+:\d+), (?P<what>.*?)(?:, NCCL version (?P<ver>[\d.]+\S*))?$"
 )
+# c10d/NCCLUtils.hpp C10D_NCCL_CHECK_TIMEOUT*: a non-blocking NCCL call (communicator
+# init, split, the group end that connects it) still ncclInProgress after
+# TORCH_NCCL_NONBLOCKING_TIMEOUT: "NCCL timeout in: …NCCLUtils.hpp:N[, NCCL operation in progress]".
+_NCCL_TIMEOUT_IN = re.compile(r"NCCL timeout in: (?P<where>[\w./\-]+:\d+)(?:, (?P<what>.*))?")
 _NCCL_CLASS = re.compile(
     r"\b(?P<cls>ncclSystemError|ncclInternalError|ncclRemoteError|ncclUnhandledCudaError|"
     r"ncclInvalidUsage|ncclInvalidArgument|ncclInProgress|ncclTimeout)\b:? ?(?P<what>.*)"
@@ -99,6 +103,19 @@ _MONITORED = re.compile(
     r"Ranks? (?P<ranks>\d+(?:\s*,\s*\d+)*) failed to pass monitoredBarrier in (?P<ms>\d+) ms"
     r"|Rank (?P<self>\d+) timed out in monitoredBarrier"
 )
+# ProcessGroupGloo::monitoredBarrier on a rank other than 0: it sent to rank 0 and never
+# heard back, so it names rank 0 ("Please check rank 0 logs for faulty rank"): rank 0
+# had not reached the barrier, or it reported another rank. The reporter is not a culprit.
+# Seen in xtuner #944 (RuntimeError of rank 2) and CosyVoice #1727 ([rank1]:[E
+# ProcessGroupGloo.cpp:144] …).
+_MONITORED_PEER = re.compile(
+    r"Rank (?P<self>\d+) successfully reached monitoredBarrier, but received errors while "
+    r"waiting for send/recv from rank (?P<root>\d+)"
+)
+# Trainers that use a monitored barrier as a per-step join check print its error inside
+# their own message: wenet's wenet_join "Detected uneven workload distribution: <error>",
+# CosyVoice's "model.join() exit failed, some ranks may have exited early: <error>".
+_JOIN_CONTEXT = re.compile(r"uneven workload|\bjoin\(\)|exited early|exhausted")
 _STORE_CLIENTS = re.compile(
     r"Timed out after (?P<secs>\d+) seconds waiting for clients\. (?P<joined>\d+)/(?P<total>\d+) "
     r"clients joined"
@@ -111,19 +128,50 @@ _STORE_CONNECT = re.compile(
     r"client socket has timed out after (?P<n>\d+)(?P<unit>ms|s) while trying to connect to "
     r"\((?P<addr>[^,)]+), (?P<port>\d+)\)"
 )
+# c10d's socket layer (torch/csrc/distributed/c10d/socket.cpp, SocketConnectOp/SocketListenOp),
+# used by TCPStore and the c10d rendezvous: the errors it throws once it gives up. Its
+# per-address warnings ("failed to connect to [h]:p (errno: 99 …)", "IPv6 network
+# addresses … cannot be retrieved", "No socket on (h, p) is listening yet, will retry") are
+# retried and are normal while the server starts, so they are not read. torch ≤ 1.11
+# (c10d/socket.cpp of that time, tcputils) said "connect() timed out. Original timeout was
+# N ms." and threw a bare "Address already in use".
+_SOCKET_GAVE_UP = re.compile(
+    r"The client socket has failed to connect to any network address of "
+    r"\((?P<addr>[^,)]+), (?P<port>\d+)\)\.?(?P<rest>.*)"
+    r"|The server socket has failed to (?:listen on any local network address|bind to "
+    r"(?P<bind>\S+))(?P<rest2>.*)"
+    r"|connect\(\) timed out\. Original timeout was (?P<ms>\d+) ms"
+    r"|(?:RuntimeError|DistNetworkError|SocketError|DistStoreError): (?:\[[^\]]*\] ?)?"
+    r"(?P<inuse>Address already in use)"
+)
+# The address of the store's host could not be resolved (getaddrinfo failed). The IPv6-only
+# variant is the harmless one (a host without IPv6 addresses), so it is not read.
+_STORE_RESOLVE = re.compile(
+    r"The (?:IPv4 )?network addresses of \((?P<addr>[^,)]+), (?P<port>\d+)\) cannot be "
+    r"retrieved \(gai error: (?P<why>[^)]*)\)"
+)
+# Gloo builds its full mesh of TCP pairs when the process group is created
+# (ProcessGroupGloo: "Gloo connectFullMesh failed with …"; gloo/transport/tcp/pair.cc:
+# "connect [10.1.2.3]:35807: Connection refused"): a peer that is not listening or not
+# reachable on the interface gloo chose (GLOO_SOCKET_IFNAME).
+_GLOO_CONNECT = re.compile(
+    r"(?:Gloo connectFullMesh failed with|gloo/transport/tcp/pair\.cc:\d+\]) ?.*?"
+    r"connect \[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+): (?P<why>Connection refused|Connection "
+    r"timed out|No route to host|Network is unreachable|Connection reset by peer)"
+)
 # torch < 2.1 init_process_group: every rank increments a store counter and waits for
 # world_size of them; "rank" is the global rank of the waiter, worker_count how many came.
 _STORE_BARRIER = re.compile(
     r"Timed out initializing process group in store based barrier on rank:? (?P<rank>\d+), "
     r"for key: (?P<key>\S+) \(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), "
-    r"timeout=(?P<timeout>[\d:]+)\)"
+    r"timeout=(?P<timeout>[\d:.]+)\)"  # str(timedelta): "0:30:00", "0:00:00.001000"
 )
 # Logged every 10 s while a rank waits in that barrier, and once when it completes: a log
 # that ends waiting is a barrier that never completed.
 _STORE_BARRIER_WAIT = re.compile(
     r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+), "
     r"key: (?P<key>\S+) \(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), "
-    r"timeout=(?P<timeout>[\d:]+)\)"
+    r"timeout=(?P<timeout>[\d:.]+)\)"
 )
 _STORE_BARRIER_DONE = re.compile(
     r"Rank (?P<rank>\d+): Completed store-based barrier for key:(?P<key>\S+) with (?P<n>\d+) nodes"
@@ -178,6 +226,12 @@ _KEYWORDS = (
     "store-based barrier",
     "Socket Timeout",
     "SocketImpl",
+    "socket has failed",
+    "connect() timed out",
+    "Address already in use",
+    "network addresses of",
+    "Gloo connectFullMesh",
+    "gloo/transport/tcp/pair",
     "Connection reset by peer",
     "Timeout waiting for key",
     "Connection closed",
@@ -284,6 +338,9 @@ def match_torch(text: str) -> Hit | None:
         _pg_fields(text, fields)
         work_fields(text, fields)
         return _nccl_error(a.group("what"), fields)
+    if "NCCL timeout in" in text and (t := _NCCL_TIMEOUT_IN.search(text)) is not None:
+        fields.update({"where": t.group("where"), "class": "ncclInProgress"})
+        return _nccl_error((t.group("what") or "NCCL operation in progress").strip(), fields)
     if (e := _NCCL_ERROR_IN.search(text)) is not None:
         fields["where"] = e.group("where")
         put(fields, "nccl_version", e.group("ver"))
@@ -303,6 +360,16 @@ def match_torch(text: str) -> Hit | None:
         put(fields, F_TIMEOUT_MS, mb.group("ms"))
         fields["reporter"] = "self" if mb.group("self") else "rank0"
         return Hit(EventKind.MONITORED_BARRIER, fields, key=("mb", fields[F_RANKS]))
+    if (peer := _MONITORED_PEER.search(text)) is not None:
+        fields.update({F_RANKS: peer.group("root"), "reporter": "peer", F_BACKEND: "gloo"})
+        if _JOIN_CONTEXT.search(text[: peer.start()]):
+            fields["context"] = "join"  # a per-step join check: a rank ran out of data
+        return Hit(
+            EventKind.MONITORED_BARRIER,
+            fields,
+            rank=int(peer.group("self")),
+            key=("mb_peer", peer.group("root"), fields.get("context")),
+        )
     store = _store(text)
     if store is not None:
         return store
@@ -449,6 +516,23 @@ def _store(text: str) -> Hit | None:
                 F_ERROR: "store_connect",
             }
         )
+    elif (m := _SOCKET_GAVE_UP.search(text)) is not None:
+        if m.group("addr") or m.group("ms"):
+            put(fields, F_PEER, m.group("addr"))
+            put(fields, "port", m.group("port"))
+            put(fields, F_TIMEOUT_MS, m.group("ms"))
+            fields[F_ERROR] = "store_connect"
+        else:
+            fields[F_ERROR] = "store_listen"  # the port is taken, or no address to listen on
+            put(fields, "bind", m.group("bind"))
+        why = (m.group("rest") or m.group("rest2") or m.group("inuse") or "").strip(" .")
+        put(fields, F_MESSAGE, why[:200] or None)
+    elif (m := _STORE_RESOLVE.search(text)) is not None:
+        fields.update({F_PEER: m.group("addr"), "port": m.group("port"), F_ERROR: "store_resolve"})
+        fields[F_MESSAGE] = m.group("why").strip()[:200]
+    elif (m := _GLOO_CONNECT.search(text)) is not None:
+        fields.update({F_PEER: m.group("addr"), "port": m.group("port"), F_ERROR: "gloo_connect"})
+        fields.update({F_MESSAGE: m.group("why"), F_BACKEND: "gloo"})
     elif (m := _STORE_SOCKET.search(text)) is not None:
         why = m.group("why")
         fields.update({F_ERROR: "store_connection", F_MESSAGE: why})

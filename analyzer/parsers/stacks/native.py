@@ -68,6 +68,11 @@ def _strip_args(text: str) -> str:
     return text
 
 
+# A pointer argument gdb resolved to a symbol: "cond=0x5555558e49e0 <_PyRuntime+384>".
+# Kept as the frame's locals: the object a wait is on (views/gil_native.py).
+_SYMBOL_ARG = re.compile(r"\b(\w+)=(0x[0-9a-fA-F]+ <[\w.$@]+(?:\+\d+)?>)")
+
+
 def gdb_frame(body: str) -> Frame:
     """One ``#N`` line's text after the number."""
     text = body.strip()
@@ -80,7 +85,11 @@ def gdb_frame(body: str) -> Frame:
     if m := _ADDR_IN.match(text):
         text = text[m.end() :]
     function = _strip_args(text) or "??"
-    return Frame(function=function, file=file or library or "??", line=line, native=True)
+    args = text[len(function) :]
+    symbols = tuple(dict.fromkeys(_SYMBOL_ARG.findall(args))) if " <" in args else ()
+    return Frame(
+        function=function, file=file or library or "??", line=line, native=True, locals=symbols
+    )
 
 
 def _frame_lines(lines: Lines, i: int) -> tuple[list[str], int]:

@@ -35,7 +35,8 @@ _MOSTLY = 0.5
 _NEW_START = re.compile(
     r"^(?:.*\]: ?|\d{1,5}: )?\s*(?:Traceback \(most recent call|"
     r"Thread \d+ \((?:Thread 0x|LWP)|#\d+ |"
-    r"Exception raised from \S+ at|frame #\d+: |\((?:Python|C)\) File \"|Traceback for thread \d+)",
+    r"Exception raised from \S+ at|frame #\d+: |\((?:Python|C)\) File \"|Traceback for thread \d+|"
+    r"File \"[^\"\n]+\", line \d+, in )",
     re.MULTILINE,
 )
 # py-spy and faulthandler dumps, which their own parsers read unless rank markers the
@@ -49,11 +50,13 @@ _DUMP_START = re.compile(
 # search is all they then cost.
 _ANY_STACK = re.compile(
     f"{_NEW_START.pattern}|{_DUMP_START.pattern}"
+    # a faulthandler dump pasted without its thread line (parsers/stacks/headless.py)
+    r'|^(?:.*\]: ?)?\s*File "[^"\n]+", line \d+ in \S'
     r"|^(?:.*\]: ?)?\s*(?:Thread (?:0x[0-9a-fA-F]+|\d+) \((?:idle|active|gil)"
     r"|Stack \(most recent call first\))",
     re.MULTILINE,
 )
-_NEW_FORMATS = frozenset({"traceback", "py-bt", "gdb", "pystack", "cpp"})
+_NEW_FORMATS = frozenset({"traceback", "py-bt", "gdb", "pystack", "cpp", "stack-print"})
 # Set while this package's parser has the log parser read a stacks file: its stacks
 # then come in full; in a plain log, records of consequences are left out
 # (scan.logged_elsewhere).

@@ -18,6 +18,8 @@ from hangdoc.analyzer.model import ChildStacks, ProcessEvidence, StackSample, Th
 from hangdoc.analyzer.parsers.prefixes import Stream, split_sections, split_streams
 from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines, strip_pager
+from hangdoc.analyzer.parsers.stacks.headless import FRAME_LINE as HEADLESS_FRAME
+from hangdoc.analyzer.parsers.stacks.headless import parse_headless
 from hangdoc.analyzer.parsers.stacks.native import (
     CPP_FRAME_START,
     CPP_START,
@@ -45,6 +47,7 @@ from hangdoc.analyzer.parsers.stacks.segments import (
     starts_faulthandler,
     starts_pyspy,
 )
+from hangdoc.analyzer.parsers.stacks.stack_print import parse_stack_print, starts_stack_print
 from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT
 
 # A file with more blocks than this is cut there (a note says so): past it a stack
@@ -55,7 +58,7 @@ MAX_SAMPLES = 32
 # Cheap test run on every line before the recognisers' own patterns.
 _MAYBE_START = re.compile(
     r"\s*(?:Traceback |Thread \d|Thread 0x|#\d+ |Exception raised from|Process \d|Current thread|"
-    r"Stack \(|Fatal Python error|Windows fatal|Timeout \(|frame #\d|\((?:Python|C)\) File)"
+    r"Stack \(|Fatal Python error|Windows fatal|Timeout \(|frame #\d|\((?:Python|C)\) File|File \")"
 )
 
 
@@ -177,6 +180,10 @@ class _Scanner:
             return parse_fault_segment(lines, i, self.source, self.notes)
         elif starts_pyspy(lines, i):
             return parse_pyspy_segment(lines, i, self.source, self.notes)
+        elif starts_stack_print(lines, i):
+            single = parse_stack_print  # frames under a thread line (stack_print.py)
+        elif HEADLESS_FRAME.match(text):
+            single = parse_headless  # frames with no header at all (headless.py)
         if single is None:
             return None
         block, j = single(lines, i)

@@ -148,8 +148,12 @@ def test_tqdm_splices_in_a_tee_console() -> None:
 
 def test_repeats_are_counted_not_stored() -> None:
     parsed = parse(RECORDED / "monitored_barrier.log")
-    ((_, event),) = events(parsed, "monitored_barrier_failure")
+    found = events(parsed, "monitored_barrier_failure")
+    ((_, event),) = [(r, e) for r, e in found if fields(e)["reporter"] != "peer"]
     assert fields(event)["repeats"] == "2"
+    # rank 2's side ("… received errors while waiting for send/recv from rank 0"), once
+    ((_, peer),) = [(r, e) for r, e in found if fields(e)["reporter"] == "peer"]
+    assert fields(peer)["ranks"] == "0"
 
 
 def test_ras_report_groups() -> None:

@@ -60,3 +60,19 @@ def test_layer_imports_nothing_above_it(folder: str, forbidden: tuple[str, ...])
 
 def test_vocabulary_imports_only_the_model() -> None:
     assert _imports(ROOT / "analyzer" / "vocabulary.py") <= {"hangdoc.analyzer.model"}
+
+
+def test_independence_contract_lists_every_rule_module() -> None:
+    """A rule module left out of pyproject.toml's independence contract could import
+    another rule without `lint-imports` noticing."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    listed = {
+        module
+        for contract in contracts
+        if contract["type"] == "independence"
+        for module in contract["modules"]
+    }
+    assert {f"hangdoc.rules.{p.stem}" for p in RULE_FILES} <= listed

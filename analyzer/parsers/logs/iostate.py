@@ -1,0 +1,125 @@
+"""Processes stuck in the file system, as pasted from a shell (FORMATS.md §6, §8).
+
+Three kinds of single lines, each documented by the tool that prints it:
+
+* a process listing row in state ``D`` (uninterruptible sleep): ``ps aux`` / ``ps u``
+  (procps: ``USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND``, STAT's first
+  letter is the state), ``top``/``htop`` batch rows (``PID USER PR NI VIRT RES SHR S %CPU
+  %MEM TIME+ COMMAND``), and ``/proc/PID/status``'s ``State:	D (disk sleep)``;
+* one frame of a kernel stack, as ``cat /proc/PID/stack`` prints it (``[<0>]
+  nfs4_wait_clnt_recover+0x67/0x80 [nfsv4]``; ``[<ffffffffc0a1b2c3>]`` on kernels before
+  4.x, which showed addresses) — only frames of file-system and storage waits are kept
+  (NFS/SUNRPC, FUSE, Lustre, Ceph, CIFS, GPFS, BeeGFS, local journaling file systems, the
+  page-cache and block-layer waits). Frames inside the kernel's own hung-task reports are
+  read with their report (parsers/logs/kernel.py);
+* a storage error written by a program (``[Errno 5] Input/output error``, ``Stale file
+  handle``, ``Transport endpoint is not connected``; not in a warning, and exception lines
+  are read as exceptions, where a full or read-only disk counts too);
+* the NFS client's ``nfs: server X not responding, still trying`` / ``timed out``
+  (fs/nfs/client.c, printed by the SUNRPC layer's major-timeout handler) and its ``nfs:
+  server X OK`` when the server answers again; Lustre's ``Connection to X (at 10.0.0.1@o2ib)
+  was lost; in progress operations using this service will wait for recovery to complete``.
+
+Public reports of exactly this: microsoft/DLWorkspace#484 (``ps aux`` row in ``D``, then
+``cat /proc/1054/stack`` in ``nfs4_wait_clnt_recover``), and the NFS server messages in
+countless kernel logs (``nfs: server … not responding, still trying``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangdoc.analyzer.parsers.logs.hit import Hit, put
+from hangdoc.analyzer.vocabulary import F_PID, EventKind, storage_error
+
+# ps aux / ps u: USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND
+_PS_AUX = re.compile(
+    r"^(?P<user>[\w.+\-]{1,32})\s+(?P<pid>\d+)\s+\d+(?:[.,]\d+)?\s+\d+(?:[.,]\d+)?\s+\d+\s+\d+\s+"
+    r"\S+\s+(?P<stat>D[A-Za-z<+]*)\s+\S+\s+\S+\s+(?P<cmd>\S.*)$"
+)
+# top -b / htop: PID USER PR NI VIRT RES SHR S %CPU %MEM TIME+ COMMAND
+_TOP = re.compile(
+    r"^\s*(?P<pid>\d+)\s+[\w.+\-]{1,32}\s+(?:-?\d+|rt)\s+-?\d+\s+[\d.]+[kmgtKMGT]?\s+"
+    r"[\d.]+[kmgtKMGT]?\s+[\d.]+[kmgtKMGT]?\s+(?P<stat>D)\s+[\d.]+\s+[\d.]+\s+\S+\s+(?P<cmd>\S.*)$"
+)
+_PROC_STATE = re.compile(r"^State:\s+D \(disk sleep\)")
+_KFRAME = re.compile(
+    r"^\s*\[<[0-9a-fA-F]+>\]\s+(?:\? )?(?P<fn>[\w.$]+)\+0x[0-9a-f]+/0x[0-9a-f]+"
+    r"(?: \[(?P<mod>\w+)\])?\s*$"
+)
+# Kernel modules and functions of file systems and storage waits.
+_FS_MODULES = frozenset(
+    {
+        "nfs", "nfsv3", "nfsv4", "sunrpc", "fuse", "lustre", "lnet", "ptlrpc", "osc", "mdc",
+        "lov", "llite", "lmv", "ceph", "libceph", "cifs", "smb", "smb3", "xfs", "ext4", "jbd2",
+        "btrfs", "mmfs26", "mmfslinux", "beegfs", "9p", "zfs", "spl", "overlay", "gpfs",
+    }
+)  # fmt: skip
+_FS_FUNCTION = re.compile(
+    r"^(?:nfs\w*|rpc_\w+|__rpc_\w+|fuse_\w+|request_wait_answer|ll_\w+|ptlrpc_\w+|ldlm_\w+"
+    r"|osc_\w+|cl_\w+|ceph_\w+|cifs_\w+|xfs_\w+|ext4_\w+|jbd2_\w+|btrfs_\w+|io_schedule\w*"
+    r"|wait_on_page_bit\w*|folio_wait_bit\w*|__lock_page\w*|__folio_lock\w*|__wait_on_buffer"
+    r"|wait_on_buffer|filemap_fdatawait\w*|filemap_write_and_wait\w*|wait_for_completion_io\w*"
+    r"|do_fsync|vfs_fsync\w*|blk_mq_get_tag|bit_wait_io|rwsem_down_\w+_slowpath)$"
+)
+_NFS_SERVER = re.compile(
+    r"\bnfs: server (?P<server>\S+?) (?P<state>not responding, (?:still trying|timed out)|OK)\b"
+)
+_LUSTRE_LOST = re.compile(
+    r"Connection to (?P<server>\S+) \(at (?P<nid>[^)]+)\) was lost; in progress operations "
+    r"using this service will wait for recovery to complete"
+)
+
+
+_DEVICE_FAILURE = re.compile(
+    r"\[Errno (?:5|116|121)\]|Input/output error|Stale|Remote I/O|Transport endpoint"
+    r"|PytorchStreamWriter"
+)
+_WARNING = re.compile(r"\bwarn(?:ing)?\b|Warning:", re.IGNORECASE)
+
+
+def is_fs_frame(fn: str, module: str | None) -> bool:
+    """A kernel frame that waits on a file system or storage."""
+    return (module is not None and module in _FS_MODULES) or bool(_FS_FUNCTION.match(fn))
+
+
+def match_io_state(text: str) -> Hit | None:
+    """One line of a process listing, a kernel stack or the NFS/Lustre client's log."""
+    first = text[:1]
+    if first in "[ \t" and "+0x" in text and (f := _KFRAME.match(text)) is not None:
+        fn, module = f.group("fn"), f.group("mod")
+        if not is_fs_frame(fn, module):
+            return None
+        fields = {"source": "kernel_stack", "function": fn}
+        put(fields, "module", module)
+        return Hit(EventKind.IO_STALL, fields, key=("kframe", fn))
+    if " D" in text and (p := _PS_AUX.match(text) or _TOP.match(text)) is not None:
+        fields = {"source": "process_state", "state": "D", F_PID: p.group("pid")}
+        fields["command"] = p.group("cmd").strip()[:200]
+        return Hit(EventKind.IO_STALL, fields, key=("dstate", p.group("pid")))
+    if first == "S" and _PROC_STATE.match(text):
+        return Hit(
+            EventKind.IO_STALL, {"source": "process_state", "state": "D"}, key=("dstate", None)
+        )
+    if "nfs: server" in text and (n := _NFS_SERVER.search(text)) is not None:
+        ok = n.group("state") == "OK"
+        fields = {"source": "nfs_server", "server": n.group("server")}
+        fields["state"] = "ok" if ok else "not_responding"
+        return Hit(EventKind.IO_STALL, fields, key=("nfs", n.group("server"), fields["state"]))
+    if "was lost" in text and (lu := _LUSTRE_LOST.search(text)) is not None:
+        fields = {"source": "lustre_server", "server": lu.group("server"), "state": "lost"}
+        return Hit(EventKind.IO_STALL, fields, key=("lustre", lu.group("server")))
+    # Not an exception line (those are read as exceptions; the deaths view tells storage
+    # errors apart with the same words): "Local process 0 encountered an error: [Errno 5]
+    # Input/output error" (Megatron's async checkpoint writer).
+    # Only the failures of the storage itself, and not in a warning: a full or read-only
+    # cache directory is warned about by many libraries and is not what stopped the job.
+    if (
+        ("rror" in text or "file" in text)
+        and (e := storage_error(text)) is not None
+        and _DEVICE_FAILURE.search(e)
+        and not _WARNING.search(text)
+    ):
+        fields = {"source": "io_error", "error": e, "message": text.strip()[:300]}
+        return Hit(EventKind.IO_STALL, fields, key=("ioerr", e))
+    return None

@@ -1,0 +1,135 @@
+"""InfiniBand/RoCE port error counters, as pasted from the node (FORMATS.md §6).
+
+Two documented shapes:
+
+* the kernel's sysfs counters (Documentation/ABI/stable/sysfs-class-infiniband):
+  ``/sys/class/infiniband/<dev>/ports/<port>/counters/<name>`` (the IBA port counters:
+  ``symbol_error``, ``link_downed``, ``port_rcv_errors``, …) and ``…/hw_counters/<name>``
+  (the driver's, for mlx5 documented in NVIDIA's "Understanding mlx5 Linux Counters":
+  ``local_ack_timeout_err``, ``packet_seq_err``, ``out_of_sequence``, ``req_cqe_error``,
+  …), printed one per line with their path by ``grep "" /sys/class/infiniband/*/ports/*/
+  hw_counters/*``
+  (``/sys/class/infiniband/mlx5_0/ports/1/hw_counters/local_ack_timeout_err:91316``);
+* ``perfquery`` (infiniband-diags): ``SymbolErrorCounter:..............0``.
+
+Only error counters are kept, and only when not zero. They count since the driver loaded,
+so a count says the fabric dropped or retried traffic at some time, not that it did during
+the hang: the rules weigh them as weak evidence.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.vocabulary import EventKind
+
+_SYSFS = re.compile(
+    r"/sys/class/infiniband/(?P<dev>[\w.\-]+)/ports/(?P<port>\d+)/(?:hw_)?counters/"
+    r"(?P<name>\w+)\s*[:=]\s*(?P<value>\d+)\s*$"
+)
+_PERFQUERY = re.compile(r"^(?P<name>[A-Z]\w+?):\.{2,}(?P<value>\d+)\s*$")
+# Counters of transport retries and failed work completions (what becomes NCCL's
+# "Got completion … status=12" when the retries run out), and of a bad link.
+TRANSPORT_COUNTERS = frozenset(
+    {
+        "local_ack_timeout_err",
+        "packet_seq_err",
+        "out_of_sequence",
+        "implied_nak_seq_err",
+        "rnr_nak_retry_err",
+        "req_cqe_error",
+        "resp_cqe_error",
+        "req_remote_access_errors",
+        "req_remote_invalid_request",
+        "resp_local_length_error",
+        "resp_remote_access_errors",
+        "req_transport_retries_exceeded",
+        "rx_icrc_encapsulated",
+    }
+)
+LINK_COUNTERS = frozenset(
+    {
+        "symbol_error",
+        "link_error_recovery",
+        "link_downed",
+        "port_rcv_errors",
+        "port_rcv_remote_physical_errors",
+        "local_link_integrity_errors",
+        "excessive_buffer_overrun_errors",
+        "port_xmit_discards",
+    }
+)
+_PERFQUERY_NAMES = {
+    "SymbolErrorCounter": "symbol_error",
+    "LinkErrorRecoveryCounter": "link_error_recovery",
+    "LinkDownedCounter": "link_downed",
+    "PortRcvErrors": "port_rcv_errors",
+    "PortRcvRemotePhysicalErrors": "port_rcv_remote_physical_errors",
+    "LocalLinkIntegrityErrors": "local_link_integrity_errors",
+    "ExcessiveBufferOverrunErrors": "excessive_buffer_overrun_errors",
+    "PortXmitDiscards": "port_xmit_discards",
+}
+
+
+# The kernel's NIC messages (drivers/net/ethernet/mellanox/mlx5/core: "mlx5_core 0000:5e:00.0
+# ens1f0: Link down" / "Link up", the port-module event "Port module event: module 0, Cable
+# unplugged"; net/sched/sch_generic.c's "NETDEV WATCHDOG: ib0 (mlx5_core): transmit queue 3
+# timed out").
+_LINK = re.compile(
+    r"(?P<driver>mlx\d_core|mlx\d_ib|ice|i40e|bnxt_en|igb|ixgbe|ena|efa)\b.{0,60}? "
+    r"(?P<iface>[\w.\-]+): Link (?P<state>down|up)\b"
+)
+_MODULE = re.compile(
+    r"mlx\d_core \S+: Port module event(?:\[error\])?: module (?P<module>\d+), "
+    r"(?P<what>Cable unplugged|Cable plugged|[^,]*(?:error|Error)[^,]*)"
+)
+_TX_TIMEOUT = re.compile(
+    r"NETDEV WATCHDOG: (?P<iface>\S+) \((?P<driver>[\w\-]+)\): transmit queue \d+ timed out"
+)
+
+
+def match_nic_event(text: str) -> Hit | None:
+    """A NIC link change, module event or transmit timeout in the kernel log."""
+    if "Link " in text and (m := _LINK.search(text)) is not None:
+        fields = {"event": "link_" + m.group("state"), "iface": m.group("iface")}
+        fields["driver"] = m.group("driver")
+        return Hit(EventKind.NIC_LINK, fields, key=("link", m.group("iface"), m.group("state")))
+    if "Port module event" in text and (mo := _MODULE.search(text)) is not None:
+        plugged = mo.group("what") == "Cable plugged"
+        fields = {
+            "event": "link_up" if plugged else "module_error",
+            "iface": "module " + mo.group("module"),
+        }
+        fields["detail"] = mo.group("what")
+        return Hit(EventKind.NIC_LINK, fields, key=("module", mo.group("module"), plugged))
+    if "NETDEV WATCHDOG" in text and (t := _TX_TIMEOUT.search(text)) is not None:
+        fields = {"event": "tx_timeout", "iface": t.group("iface"), "driver": t.group("driver")}
+        return Hit(EventKind.NIC_LINK, fields, key=("txtimeout", t.group("iface")))
+    return None
+
+
+def match_nic_counter(text: str) -> Hit | None:
+    """One non-zero error counter line (sysfs path form or perfquery)."""
+    if "/sys/class/infiniband/" in text and (m := _SYSFS.search(text)) is not None:
+        name, value = m.group("name"), int(m.group("value"))
+        dev, port = m.group("dev"), m.group("port")
+    elif text[:1].isupper() and ":.." in text and (m := _PERFQUERY.match(text.strip())):
+        mapped = _PERFQUERY_NAMES.get(m.group("name"))
+        if mapped is None:
+            return None
+        name, value, dev, port = mapped, int(m.group("value")), None, None
+    else:
+        return None
+    if value == 0 or name not in TRANSPORT_COUNTERS | LINK_COUNTERS:
+        return None
+    fields = {
+        "counter": name,
+        "value": str(value),
+        "group": "transport" if name in TRANSPORT_COUNTERS else "link",
+    }
+    if dev is not None:
+        fields["device"] = dev
+    if port is not None:
+        fields["port"] = port
+    return Hit(EventKind.NIC_COUNTER, fields, key=("nic", dev, port, name))

@@ -1,0 +1,53 @@
+"""ProcessGroupWrapper's per-collective log line (TORCH_DISTRIBUTED_DEBUG=DETAIL).
+
+With DETAIL debugging every process group is wrapped (torch/csrc/distributed/c10d/
+ProcessGroupWrapper.cpp). Before each collective, ``runCollectiveChecks`` logs the
+collective's fingerprint and then waits in a gloo monitored barrier for every rank of the
+group::
+
+    LOG(INFO) << "[Rank " << getRank() << "] " << "Running collective: " << finger_print;
+
+    [I ProcessGroupWrapper.cpp:562] [Rank 2] Running collective: CollectiveFingerPrint(
+        SequenceNumber=1276, OpType=ALLREDUCE, TensorShape=[], TensorDtypes=Float, …)
+
+The rank is the group rank. Only the last line of each rank matters (where it stopped),
+so the scanner keeps one event per rank (``_aggregate_key``): a rank whose last
+fingerprint has a lower SequenceNumber than the others' has not issued the collective
+they wait in (rules/hd035_detail_mismatch.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangdoc.analyzer.parsers.logs.hit import Hit, put
+from hangdoc.analyzer.vocabulary import F_GROUP_RANK, F_OP, F_SEQ, EventKind
+
+_RUNNING = re.compile(
+    r"\[Rank (?P<rank>\d+)\] Running collective: CollectiveFingerPrint\((?P<fp>.*)"
+)
+_SEQ = re.compile(r"SequenceNumber=(\d+)")
+_OP = re.compile(r"OpType=([A-Z_]+)")
+_SHAPE = re.compile(r"TensorShape=(\[[^\]]*\])")
+_DTYPE = re.compile(r"TensorDtypes=(\w+)")
+
+
+def _group(pattern: re.Pattern[str], text: str) -> str | None:
+    m = pattern.search(text)
+    return m.group(1) if m is not None else None
+
+
+def match_wrapper(text: str) -> Hit | None:
+    """A "[Rank N] Running collective: CollectiveFingerPrint(…)" line, else None."""
+    if "Running collective: CollectiveFingerPrint(" not in text:
+        return None
+    m = _RUNNING.search(text)
+    if m is None:
+        return None
+    fp = m.group("fp")
+    fields: dict[str, str] = {F_GROUP_RANK: m.group("rank"), "source": "wrapper"}
+    put(fields, F_SEQ, _group(_SEQ, fp))
+    put(fields, F_OP, _group(_OP, fp))
+    put(fields, "shape", _group(_SHAPE, fp))
+    put(fields, "dtype", _group(_DTYPE, fp))
+    return Hit(EventKind.COLLECTIVE_ISSUED, fields)

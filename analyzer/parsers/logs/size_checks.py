@@ -1,0 +1,50 @@
+"""Transport-level size checks that fire when two ranks disagree on a transfer's size.
+
+gloo's TCP transport checks every incoming message against the buffer the receiver
+posted, in ``Pair::prepareRead`` (gloo/transport/tcp/pair.cc)::
+
+    GLOO_ENFORCE_LE(op.preamble.length, op.nbytes, ...)
+
+which surfaces as ``[enforce fail at …/gloo/transport/tcp/pair.cc:446] op.preamble.length
+<= op.nbytes. 16 vs 4`` (newer gloo adds "Received data size doesn't match expected size.
+Is there a distributed collective mismatch in your code?"), in a RuntimeError or in
+``terminate called after throwing an instance of 'gloo::EnforceNotMet' what(): …``. The
+sender's message is larger than the receiver's buffer: the ranks run the same collective
+with different sizes, or different collectives of different widths. Read into a
+COLLECTIVE_MISMATCH event with ``error=size_mismatch`` (as NCCL's "message truncated",
+analyzer/parsers/logs/nccl.py), for rules/hd035_detail_mismatch.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.vocabulary import F_BACKEND, F_ERROR, F_MESSAGE, EventKind
+
+_GLOO_LENGTH = re.compile(
+    r"(?:enforce fail at (?P<where>\S*gloo/transport/\w+/pair\.cc:\d+)\]\s*)?"
+    r"op\.preamble\.length <= op\.nbytes\.\s*(?P<got>\d+) vs (?P<want>\d+)"
+)
+
+
+def match_size_check(text: str) -> Hit | None:
+    """A gloo "op.preamble.length <= op.nbytes. N vs M" enforce failure, else None."""
+    if "op.preamble.length" not in text:
+        return None
+    m = _GLOO_LENGTH.search(text)
+    if m is None:
+        return None
+    fields = {
+        F_ERROR: "size_mismatch",
+        F_BACKEND: "gloo",
+        "bytes_received": m.group("got"),
+        "bytes_expected": m.group("want"),
+        F_MESSAGE: text[m.start() :].strip()[:300],
+        "source": "gloo",
+    }
+    if m.group("where"):
+        fields["gloo_where"] = m.group("where")  # not "where": that starts an NCCL WARN chain
+    return Hit(
+        EventKind.COLLECTIVE_MISMATCH, fields, key=("gloosize", m.group("got"), m.group("want"))
+    )

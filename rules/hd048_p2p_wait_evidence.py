@@ -1,0 +1,318 @@
+"""Ranks are stuck in point-to-point (send/recv) transfers of a pipeline
+
+## What it means
+The evidence shows ranks blocked or timed out in point-to-point transfers rather than in
+collectives: the NCCL watchdog timed out a ``SEND``/``RECV`` work, a pipeline stage's
+last line says it is receiving from the previous stage, or the only stacks at hand stop
+inside a pipeline schedule's send/recv (``torch.distributed.pipelining``,
+``batch_isend_irecv``, a coalesced batch of sends and receives). Without every rank's
+stack hangdoc cannot tell which stage broke the chain, only that the pipeline's
+transfers do not pair up.
+
+## Why it hangs
+A send completes only when the peer posts the matching receive of the same size, and a
+receive only when the peer sends. When two neighbouring stages disagree on the schedule
+(an extra or missing microbatch, a different warm-up count, both sides sending first),
+when one stage never reaches its send (stuck or crashed elsewhere), or when the works a
+batched ``batch_isend_irecv`` returns are not all waited on, every stage after it waits
+in its receive until the watchdog's timeout.
+
+## Evidence used
+* watchdog timeouts (``WorkNCCL(SeqNum=…, OpType=SEND|RECV, …)``, FORMATS.md §2) whose
+  operation is a point-to-point one; a ``COALESCED`` timeout with a NumelIn of -1 (a
+  batch of sends/receives or of collectives) counts only beside a SEND/RECV;
+* ``torch.distributed.pipelining`` shape-inference lines, "Shape inference: stage N
+  receiving from stage M" (analyzer/parsers/logs/pipelining.py) that are a stage's last;
+* stacks (any format, also a lone unranked one or a traceback) whose innermost
+  distributed frame is a send/recv, a pipeline frame (``torch/distributed/pipelining/``,
+  Megatron's ``p2p_communication``, DeepSpeed's ``runtime/pipe/p2p.py``, helpers named
+  ``send_forward``/``recv_backward``/``_exec_recv_grads``…), or a coalesced batch being
+  launched (``_coalescing_manager``, ``ProcessGroupNCCL::endCoalescing`` →
+  ``ncclGroupEnd``) — the last is also how a coalesced collective looks, so it counts as
+  weak evidence. Only when fewer than two ranks' stacks are at hand: with more, HD105
+  pairs the sends and receives itself.
+
+One weak signal gives 0.45 to 0.55; each further kind of signal adds a little (at most
+0.7). Full stacks of every rank, where the peers are known, are HD105's; flight
+recorder dumps are HD014's.
+
+## How to confirm
+Collect the stacks of every stage (``py-spy dump --locals``: the ``dst``/``src`` of
+each send/recv) or the flight recorder (``TORCH_NCCL_TRACE_BUFFER_SIZE``): the
+unmatched send or receive, and the stage that is elsewhere, are then named. Log each
+stage's schedule (microbatch, op, peer) for one step.
+
+## How to fix
+Make neighbouring stages run the same schedule; wait on every work that
+``batch_isend_irecv`` returns; pass input/output shapes to ``PipelineStage`` to skip
+runtime shape inference when a stage may be slow to start; use the framework's
+schedules rather than hand-written send/recv sequences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Frame, ProcessEvidence, Severity
+from hangdoc.analyzer.views.catalog import P2P_DIRECTION_HINTS
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import F_OP, F_PHASE, EventKind, Phase
+from hangdoc.rules.base import Rule, RuleContext
+from hangdoc.rules.refs import limited_refs, ranks_text
+
+# torch's c10d OpType names (ProcessGroup.hpp opTypeToString) of point-to-point works; the
+# watchdog watches p2p works since gh:pytorch/pytorch/pull/109611 ("watchdog is picking up
+# on a timeout for a RECV op" on a pipeline hang there; xdit-284 in the casebook).
+_P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE"})
+_COALESCED = frozenset({"COALESCED", "_COALESCED"})
+# Python functions of torch.distributed that post or wait on transfers (distributed_c10d.py)
+# and the pipeline schedules' p2p helpers (pipelining/schedules.py, stage.py).
+_P2P_FUNCS = frozenset(
+    {
+        "send",
+        "recv",
+        "isend",
+        "irecv",
+        "batch_isend_irecv",
+        "send_object_list",
+        "recv_object_list",
+        "_batch_p2p",
+        "_sorted_batch_p2p",
+        "_wait_batch_p2p",
+        "_shape_inference",
+    }
+)
+_NATIVE_P2P = (
+    "ProcessGroupNCCL::send",
+    "ProcessGroupNCCL::recv",
+    "pointToPoint",
+    "ncclSend",
+    "ncclRecv",
+    "ProcessGroupGloo::send",
+    "ProcessGroupGloo::recv",
+)
+_NATIVE_COALESCE = ("ProcessGroupNCCL::endCoalescing",)
+# Collectives: the innermost one decides that the rank is not in a transfer.
+_COLLECTIVES = frozenset(
+    {
+        "all_reduce",
+        "allreduce",
+        "all_gather",
+        "allgather",
+        "_allgather_base",
+        "_all_gather_base",
+        "all_gather_into_tensor",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "_reduce_scatter_base",
+        "broadcast",
+        "barrier",
+        "monitored_barrier",
+        "alltoall",
+        "alltoall_base",
+        "all_to_all",
+        "all_to_all_single",
+        "reduce",
+        "gather",
+        "scatter",
+        "all_gather_object",
+        "broadcast_object_list",
+    }
+)
+_MAX_DEPTH = 40  # frames looked at from the innermost one
+# Pipeline p2p code of torch.distributed.pipelining (schedules.py, stage.py), Megatron
+# (core/pipeline_parallel/p2p_communication.py) and DeepSpeed (runtime/pipe/p2p.py).
+_PIPELINE_DIRS = (
+    "/distributed/pipelining/",
+    "/pipeline_parallel/p2p_communication",
+    "/runtime/pipe/p2p.py",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _StackHit:
+    process: ProcessEvidence
+    frame: Frame
+    strong: bool  # a send/recv or pipeline frame; False: a coalesced batch only
+
+
+def _leaf(function: str) -> str:
+    return function.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
+
+
+def _is_distributed(frame: Frame) -> bool:
+    path = frame.file.replace("\\", "/")
+    return "torch/distributed/" in path or "c10d::" in frame.function
+
+
+def _classify(frame: Frame) -> bool | None:
+    """True: a send/recv or pipeline frame; False: a coalesced batch (weak); None: a
+    collective (the rank is not in a transfer). Raises LookupError for other frames."""
+    path = frame.file.replace("\\", "/")
+    if frame.native:
+        if any(n in frame.function for n in _NATIVE_P2P):
+            return True
+        if any(n in frame.function for n in _NATIVE_COALESCE):
+            return False
+        if "c10d::" in frame.function and _leaf(frame.function).lower() in _COLLECTIVES:
+            return None
+        raise LookupError
+    if any(d in path for d in _PIPELINE_DIRS):
+        return True
+    if any(pattern.match(_leaf(frame.function)) for pattern, _, _ in P2P_DIRECTION_HINTS):
+        return True  # send_forward, recv_backward, _exec_send_activations …
+    if not _is_distributed(frame):
+        raise LookupError
+    leaf = _leaf(frame.function)
+    if leaf in _P2P_FUNCS:
+        return True
+    if leaf == "_coalescing_manager":
+        return False
+    if leaf in _COLLECTIVES:
+        return None
+    raise LookupError
+
+
+def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
+    if not process.stack_samples:
+        return None
+    threads = process.stack_samples[-1].threads
+    main = next((t for t in threads if t.is_main), threads[0] if threads else None)
+    if main is None:
+        return None
+    for frame in main.frames[:_MAX_DEPTH]:
+        try:
+            kind = _classify(frame)
+        except LookupError:
+            if frame.native or _is_distributed(frame):
+                continue  # libc, NCCL internals, c10d wrappers: look further out
+            return None  # Python code of the job or torch.nn runs inside it: computing
+        if kind is None:
+            return None
+        return _StackHit(process, frame, kind)
+    return None
+
+
+def _stage_waits(ctx: RuleContext) -> list[Placed]:
+    """Each rank's last pipelining shape-inference line, when it is a receive and no
+    training or evaluation progress of that rank follows it."""
+    last: dict[int | None, Placed] = {}
+    progressed: set[int | None] = set()
+    for p in ctx.timeline.of(EventKind.PHASE):
+        if p.get("p2p") is not None:
+            last[p.rank] = p
+            progressed.discard(p.rank)
+        elif p.rank in last and p.get(F_PHASE) in (Phase.TRAIN.value, Phase.EVAL.value):
+            progressed.add(p.rank)
+    return [p for r, p in last.items() if p.get("p2p") == "recv" and r not in progressed]
+
+
+class P2PWaitEvidence(Rule):
+    __doc__ = __doc__
+    id = "HD048"
+    name = "p2p-wait-evidence"
+    summary = "timeouts, pipeline lines or stacks show ranks stuck in send/recv transfers"
+    categories = (Category.P2P_DEADLOCK,)
+    severity = Severity.ERROR
+    requires = frozenset()
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        timeouts = ctx.timeline.of(EventKind.COLLECTIVE_TIMEOUT)
+        p2p = [p for p in timeouts if (p.get(F_OP) or "").upper() in _P2P_OPS]
+        coalesced = [p for p in timeouts if (p.get(F_OP) or "").upper() in _COALESCED]
+        stages = _stage_waits(ctx)
+        stacked = [p for p in ctx.evidence.processes if p.stack_samples]
+        stacks: list[_StackHit] = []
+        if sum(1 for p in stacked if p.rank is not None) < 2:
+            # Stacks of several ranks are HD105's, which pairs their sends and receives.
+            stacks = [h for p in stacked if (h := _stack_hit(p)) is not None]
+        if p2p:
+            p2p = p2p + coalesced
+        signals: list[tuple[float, str]] = []
+        if p2p:
+            signals.append((0.55, "timeouts"))
+        if stages:
+            signals.append((0.5, "stages"))
+        if stacks:
+            signals.append((0.5 if any(h.strong for h in stacks) else 0.45, "stacks"))
+        if not signals:
+            return
+        confidence = min(0.7, max(c for c, _ in signals) + 0.05 * (len(signals) - 1))
+        waiting = sorted(
+            {p.rank for p in [*p2p, *stages] if p.rank is not None}
+            | {h.process.rank for h in stacks if h.process.rank is not None}
+        )
+        parts: list[str] = []
+        refs: list[EvidenceRef] = []
+        if p2p:
+            ops = sorted({(p.get(F_OP) or "?").upper() for p in p2p})
+            who = sorted({p.rank for p in p2p if p.rank is not None})
+            parts.append(
+                f"the watchdog timed out {'/'.join(ops)} work"
+                + (f" on {ranks_text(who)}" if who else "")
+                + " (SEND/RECV are point-to-point transfers; COALESCED is a batch of them)"
+            )
+            refs.extend(limited_refs(p2p, limit=4))
+        if stages:
+            peers = sorted({p.get("peer_stage") or "?" for p in stages})
+            parts.append(
+                "pipeline stages' last lines say they are receiving from stage "
+                + ", ".join(peers)
+                + " (runtime shape inference) and nothing follows"
+            )
+            refs.extend(limited_refs(stages, limit=4))
+        if stacks:
+            where = "; ".join(
+                f"{h.process.label if h.process.rank is not None else 'a process'}: "
+                f"{h.frame.label()}"
+                for h in stacks[:3]
+            )
+            weak = not any(h.strong for h in stacks)
+            parts.append(
+                "the stacks stop in "
+                + ("a coalesced batch being launched" if weak else "a pipeline send/recv")
+                + f" ({where})"
+                + (" — a batch of sends/receives, or of coalesced collectives" if weak else "")
+            )
+            refs.extend(
+                EvidenceRef(
+                    source=h.process.primary_source(),
+                    detail=f"{h.process.label}: {h.frame.label()}",
+                    rank=h.process.rank,
+                )
+                for h in stacks[:4]
+            )
+        title = (
+            f"{ranks_text(waiting)} {'is' if len(waiting) == 1 else 'are'} stuck in "
+            "point-to-point transfers"
+            if waiting
+            else "the pipeline is stuck in point-to-point transfers"
+        )
+        yield Finding(
+            rule=self.id,
+            category=Category.P2P_DEADLOCK,
+            severity=self.severity,
+            title=title,
+            explanation=(
+                "; ".join(parts).capitalize()
+                + ". A send completes only when its peer posts the matching receive (and "
+                "the reverse), so the pipeline's transfers do not pair up: a stage that "
+                "runs a different schedule, one that never reaches its send, or batched "
+                "works that are not all waited on. Which stage broke the chain is not in "
+                "this evidence."
+            ),
+            fix=(
+                "Collect every stage's stack with py-spy --locals (dst/src of each "
+                "send/recv) or the flight recorder to find the unmatched transfer; make "
+                "neighbouring stages run the same schedule and wait on every work "
+                "batch_isend_irecv returns."
+            ),
+            culprit_ranks=(),
+            waiting_ranks=tuple(waiting),
+            evidence=tuple(refs),
+            confidence=round(confidence, 2),
+        )
+
+
+RULE = P2PWaitEvidence

@@ -1,0 +1,243 @@
+"""A process is stuck in the file system (as the kernel or a shell shows it)
+
+## What it means
+Text attached to the ticket shows a process waiting on storage: a `ps`/`top` row in state
+`D` (uninterruptible sleep) together with a kernel stack in a file-system wait (`cat
+/proc/PID/stack`: `nfs4_wait_clnt_recover+0x67/0x80 [nfsv4]`, `request_wait_answer
+[fuse]`, `ptlrpc_…`, `io_schedule`), the kernel's hung-task report of a task blocked in
+file-system code (`INFO: task python:1234 blocked for more than 120 seconds.` with such
+frames), or the NFS/Lustre client saying its server went away (`nfs: server nfs01 not
+responding, still trying`). HD103 says the same from a hangdoc dump's /proc samples.
+
+A rank that failed with a storage error (`OSError: [Errno 5] Input/output error:
+'/ckpt/…'`, `Stale file handle`, `No space left on device`, torch.save's
+`PytorchStreamWriter failed writing file`) is reported here too, as its cause.
+
+## Why it hangs
+A process in `D` state waits in the kernel for the storage to answer and cannot even be
+killed until it does. A rank stuck so never reaches its next collective (the others time
+out in it); a job's start-up script stuck so never starts the job.
+
+## Evidence used
+Process listing rows in `D`, `/proc/PID/status` `State: D (disk sleep)`, kernel stack
+frames of file systems and storage waits (NFS/SUNRPC, FUSE, Lustre, Ceph, CIFS, GPFS,
+BeeGFS, ext4/xfs/jbd2, page-cache and block waits), hung-task reports whose trace is in
+file-system code and not in the NVIDIA driver (HD303's), and NFS `not responding` /
+Lustre `Connection … was lost` lines not followed by the server's `OK`
+(analyzer/parsers/logs/iostate.py, analyzer/parsers/logs/kernel.py); the first death of
+the deaths view whose message is a storage error, or such an error logged on its own
+(`Local process 0 encountered an error: [Errno 5] Input/output error`).
+
+## How to confirm
+On the node: `cat /proc/PID/stack` and `ps -o pid,stat,wchan:32,cmd -p PID` (state `D`,
+a file-system wait channel); `dmesg -T | grep -i -e 'not responding' -e 'blocked for
+more'`; `stat` or `ls` the mount point (it hangs too); `mount | grep MOUNT` (hard NFS
+mounts wait forever).
+
+## How to fix
+Restore the storage (NFS/Lustre server, FUSE daemon, network to it). Keep checkpoints,
+datasets and start-up scripts off a mount that can stall, or use mount options and clients
+with timeouts; raise the process-group timeout only if the storage is merely slow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.deaths import death_of, first_deaths
+from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
+from hangdoc.analyzer.vocabulary import F_PID, EventKind, storage_error
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.refs import limited_refs, ranks_text
+
+# Frames of a hung-task report that wait on a file system (the module, or the function).
+_FS_MODULES = frozenset(
+    {
+        "nfs", "nfsv3", "nfsv4", "sunrpc", "fuse", "lustre", "lnet", "ptlrpc", "osc", "mdc",
+        "lov", "llite", "lmv", "ceph", "libceph", "cifs", "smb", "smb3", "xfs", "ext4", "jbd2",
+        "btrfs", "mmfs26", "mmfslinux", "beegfs", "9p", "zfs", "spl", "gpfs",
+    }
+)  # fmt: skip
+_FS_PREFIXES = (
+    "nfs", "rpc_", "__rpc_", "fuse_", "request_wait_answer", "ptlrpc_", "ldlm_", "ceph_",
+    "cifs_", "xfs_", "ext4_", "jbd2_", "btrfs_", "io_schedule", "wait_on_page_bit",
+    "folio_wait_bit", "__lock_page", "__folio_lock", "wait_on_buffer", "__wait_on_buffer",
+    "filemap_fdatawait", "filemap_write_and_wait", "do_fsync", "vfs_fsync", "path_openat",
+    "vfs_read", "vfs_write", "do_last",
+)  # fmt: skip
+
+
+def _fs_hung_task(p: Placed) -> list[str]:
+    """The file-system frames of a hung-task report outside the NVIDIA driver."""
+    if p.get("driver"):
+        return []
+    frames = [f for f in (p.get("frames") or "").split("\n") if f]
+    found = []
+    for frame in frames:
+        fn, _, module = frame.partition(" [")
+        module = module.rstrip("]")
+        if module in _FS_MODULES or fn.startswith(_FS_PREFIXES):
+            found.append(frame)
+    return found
+
+
+class FsStallReported(Rule):
+    __doc__ = __doc__
+    id = "HD110"
+    name = "fs-stall-reported"
+    summary = "a process shown stuck in the file system (D state, NFS/FUSE/Lustre wait)"
+    categories = (Category.IO_STALL,)
+    severity = Severity.ERROR
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        tl = ctx.timeline
+        failed = _storage_failure(tl)
+        if failed is not None:
+            yield failed
+            return
+        events = tl.of(EventKind.IO_STALL)
+        d_state = [p for p in events if p.get("source") == "process_state"]
+        frames = [p for p in events if p.get("source") == "kernel_stack"]
+        servers = _servers_down(events)
+        hung = [(p, fs) for p in tl.of(EventKind.KERNEL_HUNG_TASK) if (fs := _fs_hung_task(p))]
+        if not (frames or servers or hung):
+            return  # a D state alone is as often a moment of ordinary disk I/O
+        parts: list[str] = []
+        evidence: list[Placed] = []
+        if hung:
+            p, fs = hung[0]
+            name, pid = p.get("name") or "a task", p.get(F_PID)
+            parts.append(
+                f"the kernel reports {name}"
+                + (f" (pid {pid})" if pid else "")
+                + (f" blocked for more than {p.get('blocked_s')} s" if p.get("blocked_s") else "")
+                + f" in {', '.join(fs[:3])}"
+            )
+            evidence.extend(q for q, _ in hung)
+        if d_state:
+            rows = ", ".join(
+                f"pid {p.get(F_PID)} ({(p.get('command') or '')[:60]})"
+                if p.get(F_PID)
+                else "a process"
+                for p in d_state[:3]
+            )
+            parts.append(f"{rows} in uninterruptible sleep (D)")
+            evidence.extend(d_state)
+        if frames:
+            names = [
+                f"{p.get('function')}" + (f" [{p.get('module')}]" if p.get("module") else "")
+                for p in frames
+            ]
+            parts.append(f"a kernel stack waiting in {', '.join(names[:3])}")
+            evidence.extend(frames)
+        if servers:
+            parts.append(
+                "the storage client lost its server "
+                + ", ".join(sorted({p.get("server") or "?" for p in servers}))
+            )
+            evidence.extend(servers)
+        if hung or (d_state and frames):
+            confidence = 0.8  # a process in D state and where it waits, both shown
+        elif servers and (frames or d_state):
+            confidence = 0.7
+        else:
+            confidence = 0.6  # a file-system frame or a server message, no stuck process shown
+        what = "; ".join(parts)
+        yield Finding(
+            rule=self.id,
+            category=Category.IO_STALL,
+            severity=Severity.ERROR,
+            title=f"stuck in the file system: {what}"[:240],
+            explanation=(
+                f"{what[0].upper()}{what[1:]}. A process in D state waits in the kernel for "
+                "the storage to answer and cannot be killed until it does; whatever it was "
+                "doing (a rank's save or load, the job's start-up script) never finishes."
+            ),
+            fix=(
+                "Restore the storage (NFS/Lustre server, FUSE daemon, the network to it); "
+                "`dmesg -T` on the node shows when it went away. Keep checkpoints, data and "
+                "start-up scripts off mounts that can stall, or mount with timeouts."
+            ),
+            evidence=tuple(limited_refs(sorted(evidence, key=lambda p: p.index), limit=6)),
+            confidence=confidence,
+        )
+
+
+def _storage_failure(tl: Timeline) -> Finding | None:
+    """A rank (or the job's writer) that failed with a storage error: the first death whose
+    message is one (HD030 leaves those to this rule), else such a line on its own."""
+    wave_events = wave(tl)
+    deaths = [
+        d
+        for d in first_deaths(tl)
+        if storage_error(d.summary) and precedes_wave(d.placed, wave_events) is not False
+    ]
+    death_lines = {(p.event.source, p.event.line) for p in tl.events if death_of(p) is not None}
+    lines = [
+        p
+        for p in tl.of(EventKind.IO_STALL)
+        if p.get("source") == "io_error" and (p.event.source, p.event.line) not in death_lines
+    ]
+    if not deaths and not lines:
+        return None
+    if deaths:
+        first = deaths[0]
+        culprits = sorted({d.rank for d in deaths if d.rank is not None})
+        ordered = precedes_wave(first.placed, wave_events)
+        who = ranks_text(culprits) if culprits else "a process (rank unknown)"
+        what = first.summary
+        evidence = [d.placed for d in deaths]
+        # The line names the cause outright (the kernel's errno); like a CUDA OOM (HD031).
+        severity, confidence = Severity.CRITICAL, 0.9 if ordered else 0.75
+        if first.placed.get("bare") == "1":
+            severity, confidence = Severity.ERROR, 0.5  # one line that may be a cut paste
+    else:
+        culprits = sorted({p.rank for p in lines if p.rank is not None})
+        who = ranks_text(culprits) if culprits else "the job"
+        what = lines[0].get("message") or lines[0].event.text
+        evidence = lines
+        severity, confidence = Severity.ERROR, 0.6  # a logged error, not a death we saw
+    waiting = sorted(victims(tl) - set(culprits))
+    return Finding(
+        rule=FsStallReported.id,
+        category=Category.IO_STALL,
+        severity=severity,
+        title=f"{who} failed on the file system: {what}"[:240]
+        + (f"; {ranks_text(waiting)} then waited" if waiting else ""),
+        explanation=(
+            f"{who[0].upper()}{who[1:]} got a storage error: {what}. Input/output errors, "
+            "stale handles, a transport endpoint gone and a full or read-only file system "
+            "come from the storage (a network file system, a FUSE daemon, the disk), not "
+            "from the training code; the rank stops, and the others wait for it in their "
+            "next collective."
+        ),
+        fix=(
+            "Check the storage the path lives on (`dmesg -T` on the node for I/O errors or "
+            "'server not responding', `df -h`/quota for space); write checkpoints and "
+            "outputs to a healthy file system, and retry or tolerate transient errors when "
+            "creating directories on shared storage."
+        ),
+        culprit_ranks=tuple(culprits),
+        waiting_ranks=tuple(waiting),
+        evidence=tuple(limited_refs(evidence, limit=6)),
+        confidence=confidence,
+    )
+
+
+def _servers_down(events: list[Placed]) -> list[Placed]:
+    """NFS/Lustre servers reported lost and not reported back (``nfs: server X OK``)."""
+    down: dict[str, Placed] = {}
+    for p in events:
+        if p.get("source") not in ("nfs_server", "lustre_server"):
+            continue
+        server = p.get("server") or "?"
+        if p.get("state") == "ok":
+            down.pop(server, None)
+        else:
+            down.setdefault(server, p)
+    return sorted(down.values(), key=lambda p: p.index)
+
+
+RULE = FsStallReported

@@ -1,0 +1,122 @@
+"""NCCL failed while setting up a communicator
+
+## What it means
+NCCL reported an error from the code that creates or connects a communicator, before any
+collective had run: a WARN line from its setup code (`init.cc`, `bootstrap.cc`,
+`transport.cc`, `graph/…`: `graph/topo.h:230 NCCL WARN Could not find NET with id 0`,
+`Bootstrap : no socket interface found`, `NET/Socket : no interface found`), the error
+chain unwinding through those files (`init.cc:1523 -> 2`), or torch's synchronous
+`NCCL error in: …ProcessGroupNCCL.cpp:1333, unhandled cuda error … Last error: Cuda
+failure 'invalid argument'` raised by `init_process_group`, `new_group` or the first
+collective, which is when torch creates the NCCL communicator, or its `NCCL timeout in:
+…NCCLUtils.hpp:N` when a non-blocking communicator init never finished.
+
+## Why it hangs
+Communicator creation is collective: when one rank fails it, the ranks that did not fail
+wait for it in their own init or first collective until the timeout, and the job stops
+before training starts. The failure is in the environment (network interfaces, topology
+detection, GPU peer access, container IPC limits, the NCCL build), not in the model.
+
+## Evidence used
+NCCL WARN lines by their source file and setup messages, NCCL return-code chains, and
+torch's `NCCL error in: <file>:<line>` messages of class ncclSystemError,
+ncclInternalError, ncclUnhandledCudaError or ncclInvalidUsage (analyzer/views/nccl_setup.py).
+Not used when collectives or training had already been logged before the error, when
+NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memory (HD031).
+
+## How to confirm
+Rerun with `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH` (or `NCCL_DEBUG=WARN` at
+least): the WARN line just before the error names the failing step. Run `nccl-tests`
+(`all_reduce_perf -g <gpus>`) on the same nodes, with the same container, outside the
+training script.
+
+## How to fix
+Follow the WARN: pin the interfaces (`NCCL_SOCKET_IFNAME`, `NCCL_IB_HCA`), give containers
+host networking and enough shared memory (`--ipc=host`, `--shm-size`), try
+`NCCL_P2P_DISABLE=1` / `NCCL_SHM_DISABLE=1` to isolate a peer-access problem, and use an
+NCCL version that knows the machine's topology (upgrading NCCL fixes many topology
+detection errors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.nccl_setup import SetupFailure, setup_failure
+from hangdoc.analyzer.vocabulary import F_MESSAGE
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.refs import limited_refs, ranks_text
+
+
+class NcclSetupError(Rule):
+    __doc__ = __doc__
+    id = "HD206"
+    name = "nccl-setup-error"
+    summary = "NCCL failed while creating or connecting a communicator"
+    categories = (Category.NCCL_INIT,)
+    severity = Severity.ERROR
+    requires = frozenset({Need.LOGS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        failure = setup_failure(ctx.timeline)
+        if failure is not None:
+            yield _finding(self.id, failure)
+
+
+def _finding(rule_id: str, failure: SetupFailure) -> Finding:
+    placed = failure.placed
+    ranks = sorted({p.rank for p in placed if p.rank is not None})
+    first = placed[0]
+    if failure.warns:
+        warn = failure.warns[0]
+        said = f"NCCL WARN {warn.get(F_MESSAGE) or warn.event.text}"
+        site = warn.get("where")
+        what = f"{said[:160]}" + (f" (from {site})" if site else "")
+    else:
+        error = failure.errors[0] if failure.errors else first
+        what = f"{error.get('class') or 'an NCCL error'} at {error.get('where') or 'setup'}" + (
+            f": {error.get('last_error')}" if error.get("last_error") else ""
+        )
+        if error.get("class") == "ncclInProgress":
+            what = (
+                "a non-blocking communicator setup never finished (NCCL timeout in: "
+                f"{error.get('where')})"
+            )
+    kinds = [
+        name
+        for name, items in (
+            ("a setup WARN", failure.warns),
+            ("a return chain through setup code", failure.returns),
+            ("a synchronous NCCL error in torch", failure.errors),
+        )
+        if items
+    ]
+    # One line of one kind is weak (a WARN NCCL may survive, an error whose call site is
+    # only probably setup); two kinds that agree name the failure outright.
+    confidence = 0.7 if len(kinds) >= 2 else 0.6
+    who = f" on {ranks_text(ranks)}" if ranks else ""
+    return Finding(
+        rule=rule_id,
+        category=Category.NCCL_INIT,
+        severity=Severity.ERROR,
+        title=f"NCCL failed while setting up a communicator{who}: {what}",
+        explanation=(
+            f"NCCL reported {', '.join(kinds)} before any collective had run: {what}. "
+            "Communicator creation (init_process_group, new_group or the first collective) "
+            "failed; the ranks that did not fail wait for this one in their own setup."
+        ),
+        fix=(
+            "Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH and read the WARN "
+            "before the error; run nccl-tests on the same nodes and container; pin the "
+            "interfaces (NCCL_SOCKET_IFNAME, NCCL_IB_HCA), give containers host networking, "
+            "--ipc=host and enough shared memory, isolate peer access with NCCL_P2P_DISABLE=1, "
+            "and try a newer NCCL for topology detection errors."
+        ),
+        culprit_ranks=tuple(ranks),
+        evidence=tuple(limited_refs(placed, limit=6)),
+        confidence=confidence,
+    )
+
+
+RULE = NcclSetupError

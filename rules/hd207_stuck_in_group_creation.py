@@ -1,0 +1,173 @@
+"""Every collected rank is still creating its process group
+
+## What it means
+The main thread of every collected rank is inside process-group creation: in
+`init_process_group` / `new_group` (the store-based barrier, `_store_based_barrier`,
+the TCPStore handshake, `torch.distributed.rendezvous`) or in the elastic agent's
+rendezvous (`dynamic_rendezvous.py`, the c10d rendezvous backend). No rank got as far as
+training, and none moved between samples.
+
+## Why it hangs
+Creating a group is collective: it completes only when every member has arrived at the
+store and checked in. A member that never started, started with another world size,
+is still busy before its own `init_process_group` (loading or downloading on one rank
+only), or cannot reach MASTER_ADDR:MASTER_PORT keeps every other member waiting there.
+
+Also: every collected rank waits in the collective a wrapper runs while it is built
+(`DistributedDataParallel.__init__`'s parameter check and broadcast, DeepSpeed's
+`_broadcast_model`, FSDP's module sync): the job's first NCCL collective, inside which NCCL
+creates and connects the communicator (lower confidence: the stacks show where, not why).
+
+## Evidence used
+The main-thread stacks (py-spy, faulthandler, tracebacks) of every collected rank,
+matched against the frames of torch.distributed's group creation and rendezvous
+(analyzer/views/catalog.py, Tag.RENDEZVOUS), and progress between samples. With a known
+world size, ranks that were not collected are named as the ones the others wait for.
+
+## How to confirm
+Collect the ranks that are missing; check the launcher's world size and MASTER_ADDR /
+MASTER_PORT on every node, the port from every node (`nc -zv MASTER_ADDR MASTER_PORT`),
+and what the late ranks do before `init_process_group`.
+
+## How to fix
+Start the same world size everywhere, make MASTER_ADDR reachable from every node, and
+call `init_process_group` before any rank-specific long work (or raise its `timeout`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.refs import stack_refs
+
+
+class StuckInGroupCreation(Rule):
+    __doc__ = __doc__
+    id = "HD207"
+    name = "stuck-in-group-creation"
+    summary = "every collected rank is still in init_process_group / new_group / rendezvous"
+    categories = (Category.NCCL_INIT,)
+    severity = Severity.ERROR
+    requires = frozenset({Need.STACKS})
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]:
+        live = [a for a in ctx.activities.values() if not a.process.exited]
+        if not live:
+            return
+        if not all(a.main is not None and a.main.has(Tag.RENDEZVOUS) for a in live):
+            first = self._first_collective(ctx, live)
+            if first is not None:
+                yield first
+            return
+        progress = [ctx.progress(a.process) for a in live]
+        if any(p.progressed for p in progress):
+            return
+        ranks = tuple(sorted(a.rank for a in live))
+        calls = sorted({a.waiting_call.api for a in live if a.waiting_call is not None})
+        world = ctx.evidence.expected_world_size() or 0
+        missing = sorted(set(range(world)) - set(ctx.evidence.ranked())) if world else []
+        what = calls[0] if calls else "process-group creation"
+        explanation = (
+            f"{plural_ranks(ranks).capitalize()} are all still in {what} "
+            f"(rank {live[0].rank}: {live[0].description()}); no collected rank got further."
+        )
+        if all(p.comparable for p in progress):
+            explanation += " None of them moved between samples."
+        if missing:
+            explanation += (
+                f" {plural_ranks(missing).capitalize()} of WORLD_SIZE={world} were not "
+                "collected: they are the ones the group waits for (not started, crashed, "
+                "late, or unable to reach the store)."
+            )
+        else:
+            explanation += (
+                " A member that never arrived, a different world size, or a store that some "
+                "ranks cannot reach keeps the group from completing."
+            )
+        yield Finding(
+            rule=self.id,
+            category=Category.NCCL_INIT,
+            severity=Severity.ERROR,
+            title=f"every collected rank waits in {what}"
+            + (f"; {plural_ranks(missing)} never arrived" if missing else ""),
+            explanation=explanation,
+            fix=(
+                "Collect or check the missing ranks; start the same world size everywhere, "
+                "make MASTER_ADDR:MASTER_PORT reachable from every node, and call "
+                "init_process_group before rank-specific long work."
+            ),
+            culprit_ranks=tuple(missing),
+            waiting_ranks=ranks,
+            evidence=tuple(stack_refs(live, limit=3)),
+            # The category is what the stacks show; which member is late they do not.
+            confidence=0.65 if missing else 0.55,
+        )
+
+    def _first_collective(self, ctx: RuleContext, live: list[RankActivity]) -> Finding | None:
+        """Every rank in the collective a wrapper runs while it is being built (DDP's
+        parameter check and broadcast, DeepSpeed's model broadcast, FSDP's sync): the job's
+        first NCCL collective, which creates the communicator."""
+        if len(live) < 2 or not all(a.in_collective for a in live):
+            return None
+        builders = [_builder(a) for a in live]
+        if not all(builders) or any(ctx.progress(a.process).progressed for a in live):
+            return None
+        ranks = tuple(sorted(a.rank for a in live))
+        what = sorted({b for b in builders if b})[0]
+        return Finding(
+            rule=self.id,
+            category=Category.NCCL_INIT,
+            severity=Severity.ERROR,
+            title=f"every collected rank is stuck in the first collective, inside {what}",
+            explanation=(
+                f"{plural_ranks(ranks).capitalize()} wait in a collective that {what} runs "
+                f"while it is built (rank {live[0].rank}: {live[0].description()}). It is the "
+                "job's first NCCL collective: NCCL creates and connects the communicator "
+                "inside it, so a hang there is most often communicator setup (interfaces, "
+                "peer-to-peer access between the GPUs, a rank that never got there)."
+            ),
+            fix=(
+                "Rerun with NCCL_DEBUG=INFO and look for the last init line; try "
+                "NCCL_P2P_DISABLE=1 (peer access, IOMMU/ACS) and NCCL_SOCKET_IFNAME; check "
+                "that every rank constructs the wrapper."
+            ),
+            waiting_ranks=ranks,
+            evidence=tuple(stack_refs(live, limit=3)),
+            confidence=0.5,  # the stacks show where, not why
+        )
+
+
+# Wrapper construction that runs the job's first collectives (file suffix, functions).
+_BUILDERS: tuple[tuple[str, frozenset[str], str], ...] = (
+    ("torch/nn/parallel/distributed.py", frozenset({"__init__"}), "DistributedDataParallel()"),
+    (
+        "torch/distributed/utils.py",
+        frozenset({"_verify_param_shape_across_processes", "_sync_module_states"}),
+        "DistributedDataParallel()",
+    ),
+    ("deepspeed/runtime/engine.py", frozenset({"_broadcast_model"}), "deepspeed.initialize()"),
+    (
+        "torch/distributed/fsdp/_init_utils.py",
+        frozenset({"_sync_module_params_and_buffers", "_sync_module_states"}),
+        "FullyShardedDataParallel()",
+    ),
+)
+
+
+def _builder(activity: RankActivity) -> str | None:
+    main = activity.main
+    if main is None:
+        return None
+    for frame in main.thread.frames:
+        for suffix, functions, name in _BUILDERS:
+            if frame.file.endswith(suffix) and frame.function_leaf in functions:
+                return name
+    return None
+
+
+RULE = StuckInGroupCreation

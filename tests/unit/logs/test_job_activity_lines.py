@@ -1,0 +1,93 @@
+"""Lines that say what the job itself was doing (parsers/logs/phases.py, torch_pg.py):
+tqdm bars without their pipes, validation bars named by mAP columns, trainers' messages
+that a rank ran out of data, and the gloo monitored barrier seen from a non-zero rank."""
+
+from __future__ import annotations
+
+from hangdoc.analyzer.parsers.logs.phases import match_phase
+from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
+from hangdoc.analyzer.vocabulary import EventKind, Phase
+
+# yolov5 #4409's validation bar (its bar characters lost in the paste).
+_YOLO = (
+    "               Class     Images     Labels          P          R     mAP@.5 "
+    "mAP@.5:.95:  72% 23/32 [01:07<00:25,  2.80s/it]"
+)
+
+
+def test_a_bar_without_its_pipes_is_still_a_progress_bar_and_map_columns_mean_eval() -> None:
+    hit = match_phase(_YOLO)
+    assert hit is not None and hit.kind is EventKind.PHASE
+    assert hit.fields["phase"] == Phase.EVAL.value
+    assert (hit.fields["n"], hit.fields["total"]) == ("23", "32")
+
+
+def test_datasets_map_is_preprocessing_but_a_map_column_is_not() -> None:
+    hit = match_phase(
+        "Map (num_proc=8):  45%|████▌     | 4500/10000 [00:10<00:12, 450.1 examples/s]"
+    )
+    assert hit is not None and hit.fields["phase"] == Phase.PREPROCESS.value
+    split = match_phase(
+        "Creating dataset split:  96%|█████████▋| 1927287/2000000 [29:56<01:08, 1060.83it/s]"
+    )
+    assert split is not None and split.fields["phase"] == Phase.PREPROCESS.value
+
+
+def test_a_percentage_in_a_sentence_is_no_bar() -> None:
+    assert match_phase("GPU memory 95% used, 3 of 8 devices") is None
+
+
+def test_trainers_say_a_rank_ran_out_of_data() -> None:
+    allennlp = match_phase(
+        "2021-03-02 00:46:12,994 - WARNING - allennlp.training.trainer - Worker 0 completed "
+        "its entire epoch (training)."
+    )
+    assert allennlp is not None and allennlp.fields["phase"] == Phase.DATA_EXHAUSTED.value
+    assert allennlp.rank == 0
+    join = match_phase("RuntimeError: Rank 3 exhausted all inputs.")
+    assert join is not None and join.rank == 3
+    anyone = match_phase(
+        "RuntimeError: Detected at least one rank that exhausted inputs. Throwing across all ranks."
+    )
+    assert anyone is not None and anyone.rank is None
+    assert match_phase("Epoch 3 completed in 40 s") is None
+
+
+def test_the_monitored_barrier_from_a_non_zero_rank_names_rank_0_not_itself() -> None:
+    line = (
+        "Rank 2 successfully reached monitoredBarrier, but received errors while waiting for "
+        "send/recv from rank 0. Please check rank 0 logs for faulty rank."
+    )
+    hit = match_torch("RuntimeError: " + line)
+    assert hit is not None and hit.kind is EventKind.MONITORED_BARRIER
+    assert hit.rank == 2 and hit.fields["ranks"] == "0" and hit.fields["reporter"] == "peer"
+    assert "context" not in hit.fields
+    joined = match_torch(
+        "WARNING Rank 1 model.join() exit failed, some ranks may have exited early: " + line
+    )
+    assert joined is not None and joined.fields["context"] == "join"
+    wenet = match_torch("Detected uneven workload distribution: " + line)
+    assert wenet is not None and wenet.fields["context"] == "join"
+
+
+def test_horovods_stall_check_names_the_ranks_that_did_not_submit() -> None:
+    from hangdoc.analyzer.parsers.logs.horovod import match_horovod
+
+    # horovod #1012 (operations.cc:588), mpirun prefix already peeled
+    hit = match_horovod(
+        "[2019-04-13 13:53:31.851547: W horovod/common/operations.cc:588] "
+        "HorovodBroadcast_global_step_0 [missing ranks: 1]"
+    )
+    assert hit is not None and hit.kind is EventKind.MISSING_RANKS
+    assert hit.fields["ranks"] == "1" and hit.fields["op"] == "HorovodBroadcast_global_step_0"
+    several = match_horovod("HorovodAllreduce_grads_0 [missing ranks: 1, 3]")
+    assert several is not None and several.fields["ranks"] == "1,3"
+    assert match_horovod("no missing ranks here") is None
+
+
+def test_a_faiss_kmeans_is_single_rank_preprocessing() -> None:
+    # ColBERT #318 (faiss/Clustering.cpp, verbose)
+    hit = match_phase(
+        "Clustering 111099511 points in 128D to 524288 clusters, redo 1 times, 4 iterations"
+    )
+    assert hit is not None and hit.fields["phase"] == Phase.PREPROCESS.value

@@ -1,0 +1,202 @@
+# ruff: noqa: E501
+"""Recognisers for pipeline (send/recv) and size-mismatch evidence, on verbatim pastes.
+
+The pastes are casebook artifacts (train split), each the reporter's output verbatim;
+their threads are in the cases' ``case.toml``:
+
+* xdit-284 (https://github.com/xdit-project/xDiT/issues/284): watchdog SEND/COALESCED timeouts
+* torchtitan-1492 (https://github.com/pytorch/torchtitan/issues/1492): pipelining shape-inference lines
+* torchtitan-1681 (https://github.com/pytorch/torchtitan/issues/1681): NCCL "message truncated"
+* jotr-4 (https://github.com/xljh0520/JOTR/issues/4): two hard-wrapped one-sided DETAIL messages
+* transformers-20366 (https://github.com/huggingface/transformers/issues/20366): a pretty-printed fingerprint
+* deepspeed-4890 (https://github.com/deepspeedai/DeepSpeed/issues/4890): ProcessGroupWrapper "Running collective" lines
+
+and fixtures/pastes/logs/prime-diloco-68_gloo_enforce_preamble_length.txt (gloo's size check).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangdoc.analyzer.parsers.logs.nccl import match_nccl
+from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
+from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
+from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
+from hangdoc.analyzer.vocabulary import EventKind
+from tests.unit.logs.helpers import ROOT, diagnose, events, fields, findings_of, parse
+
+CASES = ROOT / "fixtures" / "cases"
+
+
+def _case(case: str, name: str) -> Path:
+    return CASES / case / name
+
+
+def test_pipelining_shape_inference_recv_lines_per_rank() -> None:
+    parsed = parse(_case("torchtitan-1492-pp-shape-inference-hang", "console.txt"))
+    found = events(parsed, EventKind.PHASE.value)
+    recv = {r: fields(e) for r, e in found if r is not None and fields(e).get("p2p") == "recv"}
+    assert sorted(recv) == [4, 5, 6, 7]
+    assert recv[4]["stage"] == "2" and recv[4]["peer_stage"] == "1"
+    assert recv[7]["peer_stage"] == "2"
+
+
+def test_pipelining_send_line_and_non_p2p_lines() -> None:
+    line = "V0731 00:56:28.929000 3080918 torch/distributed/pipelining/stage.py:1380] Shape inference: stage 0 sending to stage 1"
+    hit = match_pipelining(line)
+    assert hit is not None and hit.fields["p2p"] == "send" and hit.fields["peer_stage"] == "1"
+    # the first stage skips its recv: no transfer to wait in
+    assert (
+        match_pipelining(
+            "Shape inference: stage 0 skipping recv, because shape info passed in via `args`"
+        )
+        is None
+    )
+    assert (
+        match_pipelining("Finished pipeline stage init, self.stage_index=3, self.is_first=False")
+        is None
+    )
+
+
+def test_nccl_socket_message_truncated_is_a_size_mismatch() -> None:
+    parsed = parse(_case("torchtitan-1681-pp-message-truncated", "nccl_warn.txt"))
+    (_, event), *_ = events(parsed, EventKind.COLLECTIVE_MISMATCH.value)
+    f = fields(event)
+    assert f["error"] == "size_mismatch"
+    assert (f["bytes_received"], f["bytes_expected"], f["peer"]) == ("8", "4", "10.249.23.66")
+
+
+def test_nccl_ib_collective_mismatch_error_and_other_warns() -> None:
+    # net_ib.cc's WARN format ("req %d/%d tag %x peer %s collective mismatch error, local
+    # size %d remote size %d"); the header as NCCL prints it.
+    ib = "node1:2018:2090 [2] transport/net_ib.cc:788 NCCL WARN NET/IB : req 0/1 tag 7 peer 10.0.0.2<5343> collective mismatch error, local size 4096 remote size 2048"
+    hit = match_nccl(ib)
+    assert hit is not None and hit.kind is EventKind.COLLECTIVE_MISMATCH
+    assert hit.fields["error"] == "size_mismatch" and hit.fields["bytes_received"] == "4096"
+    closed = "node1:2018:2090 [2] misc/socket.cc:49 NCCL WARN NET/Socket : peer 10.0.0.2<5343> connection closed by remote peer"
+    other = match_nccl(closed)
+    assert other is None or other.kind is not EventKind.COLLECTIVE_MISMATCH
+
+
+def test_two_hard_wrapped_detail_messages_stay_two_records() -> None:
+    parsed = parse(_case("jotr-4-collate-drops-samples-allgather-shape", "error.txt"))
+    found = [fields(e) for _, e in events(parsed, EventKind.COLLECTIVE_MISMATCH.value)]
+    shapes = {f["rank_a"]: f["shape_a"] for f in found}
+    assert shapes == {"0": "[41, 256, 8, 8, 8]", "1": "[40, 256, 8, 8, 8]"}
+
+
+def test_pretty_printed_fingerprint_is_joined() -> None:
+    parsed = parse(_case("transformers-20366-evaluate-allgather-mismatch", "traceback.txt"))
+    (_, event), *_ = events(parsed, EventKind.COLLECTIVE_MISMATCH.value)
+    f = fields(event)
+    assert (f["rank_a"], f["op_a"], f["shape_a"]) == ("1", "ALLGATHER", "[1, 279, 44, 72]")
+
+
+def test_one_sided_gather_reads_as_size_mismatch_with_low_confidence() -> None:
+    diagnosis = diagnose(_case("transformers-20366-evaluate-allgather-mismatch", "traceback.txt"))
+    (finding,) = findings_of(diagnosis, "HD035")
+    assert finding.category.value == "collective_size_or_dtype_mismatch"
+    assert "Only the reporting rank's fingerprint" in finding.explanation  # a presumption
+
+
+def test_wrapper_running_collective_lines_keep_the_last_per_rank() -> None:
+    parsed = parse(_case("deepspeed-4890-moe-collective-fingerprint", "console.txt"))
+    last = {r: fields(e)["seq"] for r, e in events(parsed, EventKind.COLLECTIVE_ISSUED.value)}
+    assert last == {0: "1277", 1: "1277", 2: "1276"}
+    diagnosis = diagnose(_case("deepspeed-4890-moe-collective-fingerprint", "console.txt"))
+    (finding,) = findings_of(diagnosis, "HD035")
+    assert finding.culprit_ranks == (2,)
+    assert finding.category.value == "rank_divergence_collective_vs_noncollective"
+
+
+def test_wrapper_lines_in_step_give_no_finding(tmp_path: Path) -> None:
+    text = "".join(
+        f"[I ProcessGroupWrapper.cpp:562] [Rank {r}] Running collective: CollectiveFingerPrint(SequenceNumber=1277, OpType=ALLREDUCE, TensorShape=[], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided (default), requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt)))\n"
+        for r in range(3)
+    )
+    path = tmp_path / "console.txt"
+    path.write_text(text)
+    assert findings_of(diagnose(path), "HD035") == []
+    assert match_wrapper("[Rank 0] Running collective: ALLREDUCE") is None
+
+
+def test_send_and_recv_at_one_seqnum_are_a_pair_not_a_mismatch(tmp_path: Path) -> None:
+    # The watchdog's line (FORMATS.md §2) on the two ends of one transfer of a P2P group.
+    lines = [
+        "[rank0]:[E923 14:05:28.953176853 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=SEND, NumelIn=7208960, NumelOut=7208960, Timeout(ms)=600000) ran for 600003 milliseconds before timing out.",
+        "[rank1]:[E923 14:05:28.953176853 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=RECV, NumelIn=7208960, NumelOut=7208960, Timeout(ms)=600000) ran for 600003 milliseconds before timing out.",
+    ]
+    path = tmp_path / "console.txt"
+    path.write_text("\n".join(lines) + "\n")
+    diagnosis = diagnose(path)
+    assert findings_of(diagnosis, "HD033") == []
+
+
+def test_p2p_frames_are_told_from_collective_frames() -> None:
+    from hangdoc.analyzer.model import Frame
+    from hangdoc.rules.hd048_p2p_wait_evidence import _classify
+
+    c10d = "/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py"
+    assert _classify(Frame("all_reduce", c10d)) is None
+    assert _classify(Frame("recv", c10d)) is True
+    assert _classify(Frame("_coalescing_manager", c10d)) is False
+    assert (
+        _classify(Frame("_step_microbatches", "/x/torch/distributed/pipelining/schedules.py"))
+        is True
+    )
+    assert (
+        _classify(Frame("c10d::ProcessGroupNCCL::endCoalescing", "libtorch_cuda.so", native=True))
+        is False
+    )
+    assert (
+        _classify(Frame("c10d::ProcessGroupNCCL::allreduce", "libtorch_cuda.so", native=True))
+        is None
+    )
+    assert (
+        _classify(Frame("recv_backward", "/x/megatron/core/pipeline_parallel/schedules.py")) is True
+    )
+
+
+def test_a_stage_computing_inside_the_schedule_is_not_in_a_transfer() -> None:
+    from hangdoc.analyzer.model import Frame, ProcessEvidence, StackSample, ThreadStack
+    from hangdoc.rules.hd048_p2p_wait_evidence import _stack_hit
+
+    stage = "/x/torch/distributed/pipelining/stage.py"
+    computing = (
+        Frame("forward", "/x/torch/nn/modules/linear.py", 125),
+        Frame("forward_one_chunk", stage, 600),
+        Frame("_step_microbatches", "/x/torch/distributed/pipelining/schedules.py", 700),
+    )
+    waiting = (Frame("recv", "/x/torch/distributed/distributed_c10d.py", 2000), *computing[1:])
+
+    def process(frames: tuple[Frame, ...]) -> ProcessEvidence:
+        thread = ThreadStack(frames=frames, is_main=True)
+        return ProcessEvidence(rank=1, stack_samples=[StackSample(0, None, (thread,))])
+
+    assert _stack_hit(process(computing)) is None
+    hit = _stack_hit(process(waiting))
+    assert hit is not None and hit.strong and hit.frame.function == "recv"
+
+
+def test_gloo_preamble_length_enforce_is_a_size_mismatch() -> None:
+    # fixtures/pastes/logs/prime-diloco-68_gloo_enforce_preamble_length.txt: verbatim from
+    # https://github.com/PrimeIntellect-ai/prime-diloco/issues/68; the check is gloo's
+    # GLOO_ENFORCE_LE(op.preamble.length, op.nbytes) in tcp/pair.cc (gh:pytorch/gloo/pull/456
+    # words it "Is there a distributed collective mismatch in your code?").
+    paste = (
+        ROOT / "fixtures" / "pastes" / "logs" / "prime-diloco-68_gloo_enforce_preamble_length.txt"
+    )
+    parsed = parse(paste)
+    (_, event), *_ = events(parsed, EventKind.COLLECTIVE_MISMATCH.value)
+    f = fields(event)
+    assert (f["error"], f["bytes_received"], f["bytes_expected"]) == (
+        "size_mismatch",
+        "1046204",
+        "1040256",
+    )
+    (finding,) = findings_of(diagnose(paste), "HD035")
+    assert finding.category.value == "collective_size_or_dtype_mismatch"
+    assert finding.title.startswith("gloo received")
+    # another enforce of the same transport says nothing about sizes
+    other = "  what():  [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:598] buf. Cannot lock pointer to unbound buffer"
+    assert match_size_check(other) is None
