@@ -51,7 +51,10 @@ def calibrate_value(own: float) -> float:
     i = min(max(bisect.bisect_right(xs, own), 1), len(points) - 1)
     (x0, y0), (x1, y1) = points[i - 1], points[i]
     value = y0 if x1 <= x0 else y0 + (y1 - y0) * (own - x0) / (x1 - x0)
-    return min(0.99, max(0.01, value + _TIE_BREAK * own))
+    # Squeezed into [0.01, 0.99] (never certain) rather than clipped: clipping tied every
+    # finding above the top knot; the tie-break keeps the map strictly increasing.
+    squeezed = min(1.0, max(0.0, (1.0 - _TIE_BREAK) * value + _TIE_BREAK * own))
+    return 0.01 + 0.98 * squeezed
 
 
 def calibrated(finding: Finding) -> Finding:

@@ -56,9 +56,12 @@ def _analyze(
         for rule_cls in afters:
             _run(rule_cls, before, evidence, not_evaluated, found)
         findings.extend(found)
+    # Ordered by the rules' own confidences, then calibrated in that order: the map is
+    # monotone but clamps and plateaus can tie two findings, and a tie must not let the
+    # calibration decide which finding comes first.
+    findings.sort(key=Finding.sort_key)
     if calibrate:
         findings = [calibrated(f) for f in findings]
-    findings.sort(key=Finding.sort_key)
     verdict = _verdict(findings)
     if verdict is Verdict.INCONCLUSIVE:
         after = replace(ctx, prior=tuple(findings))  # they weigh what the others found

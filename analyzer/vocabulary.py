@@ -86,6 +86,7 @@ class Phase(enum.StrEnum):
     CHECKPOINT_SAVED = "checkpoint_saved"
     INIT = "init"  # distributed init / rendezvous messages of frameworks
     DATA_EXHAUSTED = "data_exhausted"  # a rank ran out of batches before the others (join)
+    EVAL_DONE = "eval_done"  # an evaluation reported its result (the end of an EVAL phase)
 
 
 # Field names shared by parser and rules (values are always strings).

@@ -116,6 +116,21 @@ class SplitScore:
         return _share(r.correct for r in self.results)
 
     @property
+    def named(self) -> list[CaseResult]:
+        """Cases whose label names a cause: a split of mostly bare timeouts (labelled
+        `unknown`) scores high by abstaining, so these are counted apart."""
+        return [r for r in self.results if r.case.category is not Category.UNKNOWN]
+
+    @property
+    def named_accuracy(self) -> float:
+        return _share(r.correct for r in self.named)
+
+    @property
+    def precision(self) -> float:
+        """Of the answers that name a cause, the share that is right."""
+        return _share(r.correct for r in self.answered)
+
+    @property
     def refusals(self) -> int:
         return sum(r.refused for r in self.results)
 

@@ -41,9 +41,10 @@ def _pct(value: float) -> str:
 
 def _summary(splits: dict[str, SplitScore]) -> list[str]:
     lines = [
-        "| split | cases | category right | culprit exact | culprit overlap | "
-        "abstained (unknown) | abstentions right | refusals | ms per case |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| split | cases | category right | cause named in label: right | answers right | "
+        "culprit exact | culprit overlap | abstained (unknown) | abstentions right | refusals "
+        "| ms per case |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in ("train", "test", "all"):
         s = splits[name]
@@ -52,6 +53,8 @@ def _summary(splits: dict[str, SplitScore]) -> list[str]:
         per_case = s.seconds / s.cases
         lines.append(
             f"| {name} | {s.cases} | {_pct(s.accuracy)} ({sum(r.correct for r in s.results)}) | "
+            f"{_pct(s.named_accuracy)} of {len(s.named)} | "
+            f"{_pct(s.precision)} of {len(s.answered)} | "
             f"{_pct(s.culprit_accuracy)} of {len(s.culprit_cases)} | {_pct(s.culprit_overlap)} | "
             f"{_pct(s.abstention_rate)} | {_pct(s.abstentions_right)} | {s.refusals} | "
             f"{per_case * 1000:.0f} |"
@@ -122,7 +125,10 @@ def render_accuracy(cases: list[Case], splits: dict[str, SplitScore], floor: flo
         *_summary(splits),
         "",
         "Category right: the primary finding's category is the label or an accepted "
-        "alternative (an inconclusive verdict answers `unknown`). Culprit: on cases whose "
+        "alternative (an inconclusive verdict answers `unknown`). Cause named in label: the "
+        "same over the cases whose label is not `unknown` (a casebook of bare timeouts "
+        "scores high by abstaining; this column does not). Answers right: of the answers "
+        "that name a cause, the share that is right. Culprit: on cases whose "
         "label names culprit ranks, exact = the same set, overlap = at least one in common.",
         "",
         "## Labels in the casebook",

@@ -32,6 +32,19 @@ stuck" is not counted: it is the watchdog thread blocked in a CUDA/NCCL call, no
 waiting for a busy peer. Crashes, OOMs and network errors, when present, outrank this
 finding.
 
+Begin and end markers pair up (views/last_words.py ``unfinished``): DeepSpeed's checkpoint
+engines ("[Torch] Checkpoint … is about to be saved!", "[Torch] Saving …" / "[Torch]
+Saved …", "… is ready now!", "zero checkpoint saved"), Megatron's ("saving checkpoint at
+iteration" / "successfully saved checkpoint"), HF Trainer's ("***** Running Evaluation
+*****" / "{'eval_loss': …}"), mmengine's "Epoch(val)" lines, detectron2's "Start inference
+on N batches" / "Evaluation results for …". A save or an evaluation that began and did not
+end before the timeouts, further back than the last lines or in the log of a rank that
+stops in it while the others time out, is named (0.5 with its rank, else 0.4); an
+evaluation that reported its metrics had ended. With no timeout, a log whose last line
+(one stray line allowed) is such a begin, or that someone stopped there (the launcher's
+"Killing subprocess" after a ^C, a KeyboardInterrupt: accelerate #2724), is named weakly
+(0.35).
+
 ## How to confirm
 Time the save or the evaluation on its own, and compare with the timeout in the watchdog
 line (`Timeout(ms)=…`). Take py-spy stacks of every rank the next time it hangs: the rank
@@ -48,9 +61,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, LogEvent, Severity
 from hangdoc.analyzer.ranges import format_ranks
-from hangdoc.analyzer.views.last_words import last_words, stopped_during
+from hangdoc.analyzer.views.last_words import last_words, stopped_during, unfinished
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning
 from hangdoc.analyzer.views.quiet_ranks import quiet_rank
 from hangdoc.analyzer.vocabulary import EventKind, Phase
@@ -67,6 +80,16 @@ _FAILURES = frozenset(
         EventKind.WATCHDOG_TEARDOWN,
     )
 )
+# Someone stopped the job from outside: DeepSpeed's launcher (launch.py sigkill_handler,
+# on SIGINT/SIGTERM: "Killing subprocess N"), torchrun's agent ("Received Signals.SIGINT
+# death signal, shutting down workers"). It ends the log; it says nothing of the cause.
+_STOPS = frozenset({EventKind.AGENT_TERMINATING.value, EventKind.AGENT_SIGNAL.value})
+
+
+def _interrupt(event: LogEvent) -> bool:
+    return event.kind == EventKind.EXCEPTION.value and "KeyboardInterrupt" in event.text
+
+
 # Events that say nothing went wrong: progress and counts only.
 _QUIET = frozenset({EventKind.PHASE.value, EventKind.DATA_COUNT.value})
 # Framework phase markers the log parser recognises (analyzer/vocabulary.py Phase).
@@ -74,6 +97,7 @@ _PHASES: dict[str, Meaning | None] = {
     Phase.CHECKPOINT_SAVE.value: Meaning.CHECKPOINT,
     Phase.EVAL.value: Meaning.EVAL,
     Phase.CHECKPOINT_SAVED.value: None,
+    Phase.EVAL_DONE.value: None,  # the evaluation reported its metrics: it had ended
     # tokenizing, dataset map/filter, packing: single-rank work outside any collective
     Phase.PREPROCESS.value: Meaning.PREPROCESS,
 }
@@ -120,7 +144,7 @@ class ActivityBeforeTimeout(Rule):
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         said = last_words(ctx.evidence, _FAILURES, EventKind.PHASE.value, _PHASES)
         if said is None:
-            yield from self._stopped(ctx)
+            yield from self._open_before_timeout(ctx) or self._stopped(ctx)
             return
         timed_out = {
             p.rank
@@ -169,6 +193,63 @@ class ActivityBeforeTimeout(Rule):
             confidence=0.45 if rank is None else (0.5 if quiet is not None else 0.55),
         )
 
+    def _open_before_timeout(self, ctx: RuleContext) -> list[Finding]:
+        """A save or an evaluation that a framework marker began and no marker ended,
+        before the timeouts: further back than the last lines (other lines came between),
+        or in the log of a rank that reported no timeout and stops in it while the others
+        timed out (rank 0 alone saving while ranks 1-7 wait in their next collective)."""
+        ev = ctx.evidence
+        opens = unfinished(ev, _FAILURES)
+        failing = {u.failure.source for u in opens if u.failure is not None}
+        events = [*ev.job_log_events, *(e for p in ev.processes for e in p.log_events)]
+        if not any(e.kind in _FAILURES for e in events):
+            return []
+        timed_out = {
+            p.rank
+            for p in ev.processes
+            if any(e.kind == EventKind.COLLECTIVE_TIMEOUT.value for e in p.log_events)
+        }
+        # In a file with a failure: begun before it. In a file without one: the log ends in it.
+        usable = [u for u in opens if u.failure is not None or (u.at_end and u.begin.source)]
+        usable = [u for u in usable if u.failure is not None or u.begin.source not in failing]
+        if not usable:
+            return []
+        usable.sort(key=lambda u: (u.rank is None or u.rank in timed_out, u.begin.line))
+        found = usable[0]
+        rank = found.rank if found.rank not in timed_out else None
+        quiet = quiet_rank(ev) if found.rank is None else None
+        if quiet is not None:
+            rank = quiet.rank
+        who = f"rank {rank}" if rank is not None else "the job"
+        doing = DOING[found.meaning].removeprefix("is ")
+        text = found.begin.text.strip()
+        failure = found.failure or next(e for e in events if e.kind in _FAILURES)
+        return [
+            Finding(
+                rule=self.id,
+                category=CATEGORY_OF[found.meaning],
+                severity=self.severity,
+                title=f"{who} began {doing.replace('running ', '')} and never finished it "
+                f"before the timeouts: {text[:80]!r}",
+                explanation=(
+                    f"{who[0].upper() + who[1:]} printed {text[:200]!r} "
+                    f"({found.begin.source}:{found.begin.line}), the framework's line that "
+                    "begins the work, and never the line that ends it (the save's 'Saved' or "
+                    "'ready', the evaluation's metrics, or a training step after it); then the "
+                    "collectives timed out. The ranks that timed out were waiting for it."
+                ),
+                fix=_FIX[found.meaning],
+                culprit_ranks=(rank,) if rank is not None else (),
+                evidence=(
+                    EvidenceRef(found.begin.source, text[:300], rank, found.begin.line),
+                    EvidenceRef(failure.source, failure.text[:300], None, failure.line),
+                ),
+                # A begin without its end is a clear marker, but further from the timeout
+                # than HD061's last lines: a little weaker than them.
+                confidence=0.5 if rank is not None else 0.4,
+            )
+        ]
+
     def _stopped(self, ctx: RuleContext) -> Iterable[Finding]:
         """No timeout at all: the log just ends in an evaluation. Only when the
         inputs hold nothing else (no stack, no event but progress lines) may this speak,
@@ -177,10 +258,16 @@ class ActivityBeforeTimeout(Rule):
         if any(p.stack_samples for p in ev.processes):
             return
         events = [*ev.job_log_events, *(e for p in ev.processes for e in p.log_events)]
-        if any(e.kind not in _QUIET for e in events):
+        loud = [e for e in events if e.kind not in _QUIET]
+        if loud:
+            # Only someone stopping the job from outside (the launcher's signal handler, a
+            # KeyboardInterrupt) may follow, and only a begun save or evaluation speaks then.
+            if all(e.kind in _STOPS or _interrupt(e) for e in loud):
+                yield from self._stopped_in_save(ctx)
             return
         stop = stopped_during(ev)
         if stop is None:
+            yield from self._stopped_in_save(ctx)
             return
         last = stop.lines[-1]
         who = f"rank {stop.rank}" if stop.rank is not None else "the job"
@@ -205,6 +292,36 @@ class ActivityBeforeTimeout(Rule):
                 EvidenceRef(line.source, line.text.strip()[:300], stop.rank, line.line)
                 for line in stop.lines
             ),
+            confidence=0.35,
+        )
+
+    def _stopped_in_save(self, ctx: RuleContext) -> Iterable[Finding]:
+        """The log's last line is a framework's marker that begins a save or an
+        evaluation (DeepSpeed's "[Torch] Saving …/mp_rank_00_model_states.pt..."), and its
+        end never came. Weak, as any log that ends (the caller checked there is nothing
+        else): at most 0.4."""
+        ends = [u for u in unfinished(ctx.evidence, _FAILURES, _STOPS) if u.at_end]
+        if not ends:
+            return
+        ends.sort(key=lambda u: (u.rank is None, u.begin.source, u.begin.line))
+        found = ends[0]
+        who = f"rank {found.rank}" if found.rank is not None else "the job"
+        doing = DOING[found.meaning].removeprefix("is ")
+        text = found.begin.text.strip()
+        yield Finding(
+            rule=self.id,
+            category=CATEGORY_OF[found.meaning],
+            severity=self.severity,
+            title=f"the log stops after {who} began {doing.replace('running ', '')}: {text[:80]!r}",
+            explanation=(
+                f"The last line {who} printed ({found.begin.source}:{found.begin.line}) is the "
+                "framework's line that begins the work, and the line that ends it never came: "
+                "no error and no timeout after it. A log that ends is weak evidence: take the "
+                "stacks of every rank to confirm."
+            ),
+            fix=_FIX[found.meaning],
+            culprit_ranks=(found.rank,) if found.rank is not None else (),
+            evidence=(EvidenceRef(found.begin.source, text[:300], found.rank, found.begin.line),),
             confidence=0.35,
         )
 

@@ -18,9 +18,13 @@ watchdog times out.
 NCCL WARN lines (new and old formats, `NET/IB`, `NET/IBext`, `NET/Socket`, proxy) and the
 `Last error:` text that torch prints after an NCCL error, with the peer address. Peer
 IPs are mapped to hosts through the NCCL bootstrap/OOB interface lines and hosts to
-ranks through the NCCL init lines. When a rank crashed before the first transport error
-(HD030/HD031), the lost connections are its consequence and this finding is only a
-warning. With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
+ranks through the NCCL init lines. Another framework's exception that carries NCCL's
+remote-error string (Horovod's `ncclAllReduce failed: remote process exited or there was
+a network error`, cupy's `NCCL_ERROR_REMOTE_ERROR`), or a system error of a collective
+call, counts at low confidence: it names no peer and a peer that exited looks the same.
+When a rank crashed before the first transport error (HD030/HD031), the lost connections
+are its consequence and this finding is only a warning. With no NCCL error at all,
+non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
 driver loaded.
@@ -45,7 +49,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, before
-from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, F_PEER, EventKind
+from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, F_MESSAGE, F_PEER, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -116,7 +120,7 @@ class NcclTransportError(Rule):
         errors += [
             p
             for p in tl.of(EventKind.NCCL_ERROR)
-            if p.get("last_error_peer") or p.get("last_error_error")
+            if p.get("last_error_peer") or p.get("last_error_error") or _remote_error(p)
         ]
         if not errors:
             counters = _counters(tl)
@@ -168,6 +172,15 @@ class NcclTransportError(Rule):
                 " Connections that cannot even be set up point at bootstrap/interface "
                 "configuration (NCCL_SOCKET_IFNAME, firewall, MASTER_ADDR) more than at a link."
             )
+        if all(_remote_error(p) for p in primary):
+            who = f" on {ranks_text(reporters_ranks)}" if reporters_ranks else ""
+            title = f"NCCL failed in a collective{who}: {first.get('call') or 'an NCCL call'} "
+            title += f"failed with '{first.get(F_MESSAGE)}'"
+            explanation += (
+                " NCCL's remote or system error in a running collective means a connection "
+                "to a peer broke: the peer process exited or the network between them "
+                "failed; the error names neither."
+            )
         if crashes:
             severity = Severity.WARNING
             explanation += (
@@ -190,8 +203,24 @@ class NcclTransportError(Rule):
             evidence=tuple(limited_refs(primary, limit=6)),
             confidence=0.8
             if any("ib_completion" in (p.get(F_ERROR) or "") for p in primary)
+            else 0.5
+            if all(_remote_error(p) for p in primary)
             else 0.6,
         )
+
+
+def _remote_error(p: Placed) -> bool:
+    """Another framework's exception that carries NCCL's ncclRemoteError string
+    ("ncclAllReduce failed: remote process exited or there was a network error" from
+    Horovod's NCCL_CHECK, cupy's NCCL_ERROR_REMOTE_ERROR; parsers/logs/torch_pg.py
+    _FOREIGN_NCCL): NCCL lost a peer's connection. A system error of a collective call
+    (not of communicator creation, which HD206 reads) is most often a socket or verbs
+    call that failed under it. Neither says which peer, nor tells a peer that exited from
+    a broken link, so it is weak alone (see check)."""
+    if not p.get("foreign"):
+        return False
+    cls = p.get("class")
+    return cls == "ncclRemoteError" or (cls == "ncclSystemError" and not p.get("where"))
 
 
 def _counters(tl: Timeline) -> Finding | None:

@@ -21,14 +21,19 @@ timeout messages: clients missing, store waits (`wait timeout after …ms, keys:
 torch < 2.1's store based barrier (`Timed out initializing process group in store based
 barrier on rank: R … (world_size=N, worker_count=M …)`), a store connection that failed
 (`DistNetworkError`, `recvValue failed on SocketImpl(…): Connection reset by peer`,
-`Socket Timeout`), c10d's socket layer giving up (`The client socket has failed to
+`Socket Timeout`, `failed to recv, got 0 bytes`), a store read that got no answer (c10d
+socket.cpp `waitForInput: socket SocketImpl(…, remote=[host]:port) timed out after Nms`),
+c10d's socket layer giving up (`The client socket has failed to
 connect to any network address of (host, port)`, `connect() timed out`, `The server socket
 has failed to listen on any local network address` / `Address already in use`, a store
 host name that does not resolve: `The network addresses of (host, port) cannot be
 retrieved (gai error: …)`), gloo failing to build its mesh (`connect [addr]:port:
 Connection refused` from `gloo/transport/tcp/pair.cc`) and elastic
 `RendezvousTimeoutError` / `RendezvousClosedError`. When a rank is known to have died
-first, HD030 names it instead: these are then its echo. Last, with low confidence: a log
+first, HD030 names it instead: these are then its echo. A store wait, read timeout or
+broken store connection that comes after collectives ran or training logged progress is
+not read here: the store then served something else (an object collective, a barrier),
+and the logs do not show why it timed out. Last, with low confidence: a log
 whose last words are the framework's distributed-init markers (Lightning `Initializing
 distributed: GLOBAL_RANK: …`, Ray Train `Setting up process group for: …`, DeepSpeed
 `Initializing TorchBackend in DeepSpeed …`, Megatron `> initializing torch distributed`)
@@ -52,6 +57,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.views.nccl_setup import first_running
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint, wave
 from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -97,7 +103,7 @@ class NcclInitIncomplete(Rule):
             if finding is not None:
                 found = True
                 yield finding
-        stores = _unfinished(tl, tl.of(EventKind.STORE_TIMEOUT))
+        stores = _before_training(tl, _unfinished(tl, tl.of(EventKind.STORE_TIMEOUT)))
         if stores:
             yield self._store(stores)
         elif not found and (ends := _ends_in_init(tl)):
@@ -227,6 +233,12 @@ class NcclInitIncomplete(Rule):
                 f"init_process_group's store barrier timed out after {first.get('timeout')} with "
                 f"{first.get('joined')} of {first.get('expected')} ranks counted"
             )
+        elif error == "store_read_timeout":
+            where = f" {first.get('peer')}:{first.get('port')}" if first.get("peer") else ""
+            what = (
+                f"a read from the store{where} got no answer within {first.get('timeout_ms')} ms "
+                "(the store exchange of the setup never completed)"
+            )
         elif error == "store_connection":
             what = f"the connection to the TCPStore failed ({first.get('message')})"
         elif error == "rendezvous_connection":
@@ -298,6 +310,21 @@ def _unfinished(tl: Timeline, stores: list[Placed]) -> list[Placed]:
     return [
         p for p in stores if p.get(F_ERROR) != "store_barrier_wait" or p.get("keys") not in done
     ]
+
+
+# Store errors that do not say what the store was used for: during setup they are the
+# rendezvous; once collectives ran or training logged steps, the store serves something
+# else (an object collective, a barrier, a checkpoint's coordination) and its timeout is
+# not an init hang. Barriers of group creation and the NCCL unique-id exchange name the
+# setup themselves and stay.
+_GENERIC_STORE = frozenset({"store_wait", "store_connection", "store_read_timeout"})
+
+
+def _before_training(tl: Timeline, stores: list[Placed]) -> list[Placed]:
+    """The store events, less generic store errors that come after the job already ran
+    collectives or logged training (views/nccl_setup.first_running)."""
+    running_from = first_running(tl)
+    return [p for p in stores if p.get(F_ERROR) not in _GENERIC_STORE or p.index < running_from]
 
 
 def _roots(stores: list[Placed]) -> tuple[int, ...]:

@@ -23,6 +23,12 @@ The main-thread stacks (py-spy, faulthandler, tracebacks) of every collected ran
 matched against the frames of torch.distributed's group creation and rendezvous
 (analyzer/views/catalog.py, Tag.RENDEZVOUS), and progress between samples. With a known
 world size, ranks that were not collected are named as the ones the others wait for.
+Native stacks count too (gdb/pstack `bt`, `py-spy dump --native`): a main thread whose
+innermost torch frame is a store read (`c10d::TCPStore::doGet`/`doWait`/`get`/`wait`,
+`c10d::detail::TCPClient::receiveValue`, `c10d::PrefixStore::get`, from
+torch/csrc/distributed/c10d/TCPStore.cpp and PrefixStore.cpp) is in the rendezvous. A
+single pasted stack of a process of unknown rank in such a frame gives a weak finding
+(0.5), as does one collected rank alone (0.55).
 
 ## How to confirm
 Collect the ranks that are missing; check the launcher's world size and MASTER_ADDR /
@@ -40,9 +46,9 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
-from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.activity import RankActivity, classify_process
 from hangdoc.analyzer.views.catalog import Tag
-from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
 
 
@@ -53,11 +59,16 @@ class StuckInGroupCreation(Rule):
     summary = "every collected rank is still in init_process_group / new_group / rendezvous"
     categories = (Category.NCCL_INIT,)
     severity = Severity.ERROR
-    requires = frozenset({Need.STACKS})
+    # A single pasted stack of a process of unknown rank is read too (_lone): no ranked
+    # stacks is not a reason to skip the rule.
+    requires = frozenset()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         live = [a for a in ctx.activities.values() if not a.process.exited]
         if not live:
+            lone = self._lone(ctx)
+            if lone is not None:
+                yield lone
             return
         if not all(a.main is not None and a.main.has(Tag.RENDEZVOUS) for a in live):
             first = self._first_collective(ctx, live)
@@ -71,7 +82,7 @@ class StuckInGroupCreation(Rule):
         calls = sorted({a.waiting_call.api for a in live if a.waiting_call is not None})
         world = ctx.evidence.expected_world_size() or 0
         missing = sorted(set(range(world)) - set(ctx.evidence.ranked())) if world else []
-        what = calls[0] if calls else "process-group creation"
+        what = _store_read(calls[0]) if calls else "process-group creation"
         explanation = (
             f"{plural_ranks(ranks).capitalize()} are all still in {what} "
             f"(rank {live[0].rank}: {live[0].description()}); no collected rank got further."
@@ -104,8 +115,41 @@ class StuckInGroupCreation(Rule):
             culprit_ranks=tuple(missing),
             waiting_ranks=ranks,
             evidence=tuple(stack_refs(live, limit=3)),
-            # The category is what the stacks show; which member is late they do not.
-            confidence=0.65 if missing else 0.55,
+            # The category is what the stacks show; which member is late they do not. One
+            # stack alone is weak: one process caught in a store read may be passing through.
+            confidence=0.55 if len(live) == 1 else 0.65 if missing else 0.55,
+        )
+
+    def _lone(self, ctx: RuleContext) -> Finding | None:
+        """The one stack the inputs hold, of a process whose rank is unknown (a single
+        pasted gdb ``bt``, pstack or py-spy dump), blocked in the rendezvous or a store
+        read: weak, since one process in a store read may only be passing through."""
+        stacked = [p for p in ctx.evidence.processes if p.stack_samples]
+        if len(stacked) != 1 or stacked[0].exited:
+            return None
+        activity = classify_process(-1, stacked[0])
+        if activity is None or activity.main is None or not activity.main.has(Tag.RENDEZVOUS):
+            return None
+        call = activity.waiting_call
+        what = _store_read(call.api) if call is not None else "process-group creation"
+        return Finding(
+            rule=self.id,
+            category=Category.NCCL_INIT,
+            severity=Severity.ERROR,
+            title=f"the one collected process waits in {what}",
+            explanation=(
+                f"The inputs hold one stack; its main thread is in {what} "
+                f"({activity.description()}): the process is still creating its process "
+                "group, waiting for keys that other members have not written to the store. "
+                "With no other rank's stack, hangdoc cannot say which member is missing."
+            ),
+            fix=(
+                "Collect the stacks of every rank; check that all of them started with the "
+                "same world size and reach MASTER_ADDR:MASTER_PORT, and what the missing "
+                "ones do before init_process_group."
+            ),
+            evidence=tuple(stack_refs([activity], limit=1)),
+            confidence=0.5,
         )
 
     def _first_collective(self, ctx: RuleContext, live: list[RankActivity]) -> Finding | None:
@@ -168,6 +212,13 @@ def _builder(activity: RankActivity) -> str | None:
             if frame.file.endswith(suffix) and frame.function_leaf in functions:
                 return name
     return None
+
+
+def _store_read(api: str) -> str:
+    """A native store frame (catalog "native c10d store") in words; other calls as is."""
+    if api.startswith("native c10d store"):
+        return f"a c10d store read ({api.removeprefix('native c10d store ')})"
+    return api
 
 
 RULE = StuckInGroupCreation

@@ -61,9 +61,25 @@ def clean_lines(text: str) -> list[str]:
 # repeatedly because launchers stack: "[default1]:[rank1]:[E… ProcessGroupNCCL…]".
 _K8S_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2}) ")
 _COLLECTOR_TIME = re.compile(r"\d{2}:\d{2}:\d{2}\.\d{3,9} ")
+# Open MPI's --tag-output "[1,3]<stdout>:"; SageMaker's MPI launcher writes the rank and
+# the host into it: "[1,mpirank:3,algo-1]<stdout>:" (aws-samples/sagemaker-distributed-
+# training-workshop#6).
 _MPIRUN = re.compile(
     r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4})?"
-    r"\[(\d+),(\d+)\]<(?:stdout|stderr|stddiag)>: ?"
+    r"\[(\d+),(?:mpirank:)?(\d+)(?:,([\w.-]{1,64}))?\]<(?:stdout|stderr|stddiag)>: ?"
+)
+# Log shippers' own layers (shared/FORMATS.md §8.1): ``kubectl logs --prefix``
+# ("[pod/%s/%s] ", kubectl's logs.go addPrefixIfNeeded: pod, container), docker compose
+# ("trainer-1  | ", "algo-1-8gd7b_1  | ": service and replica, padded, then "| ";
+# aws/sagemaker-training-toolkit#37 local mode), journald/syslog ("Feb 18 10:28:25 host
+# python[1234]: ", systemd's short format: time, host, identifier[pid]). Peeled silently:
+# the names they carry are a container's or a unit's, and a host or pid here would change
+# how the log parser attributes ranks (parsers/logs/attribution.py) from what it reads
+# without the shipper.
+_KUBECTL = re.compile(r"\[pod/([\w.-]{1,253})/[\w.-]{1,63}\] ")
+_COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4}) +\| ")
+_JOURNALD = re.compile(
+    r"[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? ([\w.-]{1,64}) [\w.@/-]{1,64}\[(\d+)\]: "
 )
 _NUMERIC_TAG = re.compile(r"\[\d+\] ")
 _RAY = re.compile(r"\([\w.:-]+ pid=(\d+)(?:, ip=([0-9A-Fa-f.:]+))?\) ")
@@ -71,9 +87,18 @@ _DETERMINED = re.compile(r"\[[^\]\n]{1,64}\] [0-9a-f]{8} \|\| ")
 _STREAM_NAME = re.compile(r"(?:stderr|stdout): ")
 _RANK = re.compile(r"\[rank(\d+)\]: ?")
 _ROLE = re.compile(r"\[([A-Za-z_][A-Za-z_-]*?)(\d+)\]: ?")
-_SILENT = (_K8S_TIME, _COLLECTOR_TIME, _DETERMINED, _NUMERIC_TAG, _STREAM_NAME)
+_SILENT = (
+    _K8S_TIME,
+    _COLLECTOR_TIME,
+    _DETERMINED,
+    _NUMERIC_TAG,
+    _STREAM_NAME,
+    _KUBECTL,
+    _JOURNALD,
+    _COMPOSE,
+)
 # Cheap pre-check: does the line start with something a prefix could start with?
-_MAYBE_PREFIX = re.compile(r"[\[(0-9A-Zs]")
+_MAYBE_PREFIX = re.compile(r"[\[(0-9A-Za-z]")
 
 _MAX_LAYERS = 8
 
@@ -94,6 +119,7 @@ def peel(line: str) -> Tagged:
             local_rank = int(m.group(2))
         elif m := _MPIRUN.match(text):
             rank = int(m.group(2))
+            host = m.group(3) or host
         elif m := _RAY.match(text):
             pid = int(m.group(1))
             host = m.group(2) or host

@@ -106,6 +106,16 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(Tag.COLLECTIVE, "Composer", ("composer/utils/dist.py",),
               _f("all_reduce", "all_gather", "all_gather_object", "barrier", "broadcast",
                  "broadcast_object_list")),
+    # A native frame blocked on the c10d store (gdb/pstack/py-spy --native): the store's
+    # client calls of torch/csrc/distributed/c10d/TCPStore.cpp (TCPStore::doGet, doWait,
+    # get, wait, check; detail::TCPClient::receiveValue / receiveBits), the PrefixStore
+    # that init_process_group wraps it in (PrefixStore.cpp), and the store barrier of
+    # group creation. Listed before "native c10d" below, which would call them collectives:
+    # a rank whose innermost torch frame is a store read is in the rendezvous.
+    Signature(Tag.RENDEZVOUS, "native c10d store", (), frozenset(),
+              ("c10d::TCPStore::", "c10d::detail::TCPClient::", "c10d::PrefixStore::get",
+               "c10d::PrefixStore::wait", "c10d::PrefixStore::check", "c10d::Store::wait",
+               "c10d::Store::get", "store_based_barrier", "storeBarrier")),
     Signature(Tag.COLLECTIVE, "native c10d", (), frozenset(),
               ("c10d::", "ProcessGroupNCCL", "ProcessGroupGloo", "gloo::", "ncclAllReduce",
                "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclSend", "ncclRecv")),
@@ -120,6 +130,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "torch/distributed/elastic/rendezvous/dynamic_rendezvous.py",
         "torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py",
         "torch/distributed/elastic/utils/store.py",
+        "torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py",
+        "torch/distributed/elastic/rendezvous/etcd_rendezvous.py",
     )),
     # --- dataloader ---------------------------------------------------------------------
     Signature(Tag.DATALOADER_TEARDOWN, "torch.utils.data", ("torch/utils/data/dataloader.py",),

@@ -41,6 +41,15 @@ CONSEQUENCE_KINDS = frozenset(
     )
 )
 _CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"})
+# ProcessGroupNCCL's watchdog rethrows what ended it: "[PG ID 2 PG GUID 3 Rank 4] Process
+# group watchdog thread terminated with exception: CUDA error: an illegal memory access was
+# encountered" (older: "[Rank 1] NCCL watchdog thread terminated with exception: CUDA
+# error: …"). A timeout or a peer's abort ends it with a c10d/NCCL message; a CUDA error is
+# raised by a kernel on this rank's own GPU (torch's CUDA error strings, c10/cuda), so this
+# rank failed first. Seen in torchtitan #810 and kohya #1434 (the ECC form, HD301's).
+_WATCHDOG_CUDA_ERROR = re.compile(
+    r"watchdog thread terminated with exception: CUDA error: (?P<what>[^\n]{1,200})"
+)
 
 
 def is_wave(p: Placed) -> bool:
@@ -59,8 +68,24 @@ class Death:
     certain: bool  # False for a bare exit code with no reason
 
 
+# An NCCL call's error string in another framework's exception (Horovod's NCCL_CHECK in
+# horovod/common/ops/nccl_operations.cc: "<op_name> failed: " + ncclGetErrorString(…);
+# XLA's xla/service/gpu/nccl_utils.cc: "NCCL operation <expr(args)> failed: <string>";
+# NVIDIA/nccl src/init.cc's strings): an NCCL failure that the parser reads as an
+# NCCL_ERROR event (HD206 at communicator creation, HD200 for a remote error), not a crash.
+# cupy's "NcclError: NCCL_ERROR_…" is already a consequence by CONSEQUENCE_TEXT.
+_NCCL_CALL_FAILED = re.compile(
+    r"\bnccl[A-Z]\w*(?:\(.*?\))? failed: (?:(?:unhandled )?(?:cuda|system) error|internal error"
+    r"|invalid argument|invalid usage|remote process exited|NCCL operation in progress)"
+)
+
+
 def _exception_is_consequence(exc_type: str, message: str) -> bool:
-    return bool(CONSEQUENCE_TEXT.search(exc_type) or CONSEQUENCE_TEXT.search(message))
+    return bool(
+        CONSEQUENCE_TEXT.search(exc_type)
+        or CONSEQUENCE_TEXT.search(message)
+        or _NCCL_CALL_FAILED.search(message)
+    )
 
 
 def _object_collective_got_nothing(p: Placed, exc_type: str) -> bool:
@@ -154,6 +179,16 @@ def _tried(p: Placed) -> str:
     return f" (tried to allocate {tried})" if tried else ""
 
 
+def watchdog_cuda_error(p: Placed) -> Death | None:
+    """A watchdog teardown that names a CUDA error of its own rank's GPU, as a death."""
+    if p.kind != EventKind.WATCHDOG_TEARDOWN or p.rank is None:
+        return None
+    m = _WATCHDOG_CUDA_ERROR.search(p.event.text)
+    if m is None or CONSEQUENCE_TEXT.search(m.group("what")):
+        return None
+    return Death(p.rank, "cuda_error", "CUDA error: " + m.group("what").strip(), p, True)
+
+
 def first_deaths(tl: Timeline) -> list[Death]:
     """Per rank (and for unattributed events), the earliest cause-like event, unless that
     rank already showed a consequence (a timeout, a lost peer) before it, or an agent
@@ -167,6 +202,10 @@ def first_deaths(tl: Timeline) -> list[Death]:
     unranked: list[Death] = []
     any_wave = False
     for p in tl.events:
+        if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank not in wave_seen:
+            found.setdefault(p.rank, gpu_fault)
+            wave_seen.add(p.rank)
+            continue
         if is_wave(p) and p.kind != EventKind.AGENT_TERMINATING:
             any_wave = True
             if p.rank is not None:

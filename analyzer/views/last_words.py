@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Evidence, LogEvent, LogLine
 from hangdoc.analyzer.views.meaning import Meaning, meaning_of, tokens
+from hangdoc.analyzer.vocabulary import F_PHASE, EventKind, Phase
 
 _LOOK_BACK = 3  # job lines before the first timeout that may name the activity
 # A line that reports a loss is a training step's progress line, whatever else it names
@@ -145,3 +146,123 @@ def stopped_during(evidence: Evidence) -> Stopped | None:
             if len(meanings) == 1 and (meaning := meanings.pop()) in _STOPPED:
                 return Stopped(meaning, tuple(tail), rank)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Unfinished:
+    """A save or an evaluation that a framework's marker began and no marker ended."""
+
+    meaning: Meaning
+    begin: LogLine  # the last marker of the activity (DeepSpeed's "[Torch] Saving x...")
+    rank: int | None  # the rank that printed it, when a prefix, its file or its text said
+    failure: LogEvent | None  # the first failure after it in the same file, if any
+    at_end: bool  # nothing of its writer's came after it: the log stops there
+
+
+# Begin and end markers come in pairs in the frameworks' own logs (parsers/logs/phases.py
+# cites each): DeepSpeed's checkpoint engines print "[Torch] Checkpoint {tag} is about to be
+# saved!" / "[Torch] Saving {path}..." and then "[Torch] Saved {path}." / "… is ready now!";
+# Megatron "saving checkpoint at iteration" / "successfully saved checkpoint"; HF Trainer
+# "***** Running Evaluation *****" / "{'eval_loss': …}"; mmengine "Epoch(val) [1][50/500]
+# eta" / "Epoch(val) [1][500/500] metrics"; detectron2 "Start inference on N batches" /
+# "Evaluation results for … in csv format". A training marker (a step's report, a training
+# bar) ends either: the job went back to training.
+_BEGINS: dict[str, Meaning] = {
+    Phase.CHECKPOINT_SAVE.value: Meaning.CHECKPOINT,
+    Phase.EVAL.value: Meaning.EVAL,
+}
+_ENDS: dict[str, frozenset[Meaning]] = {
+    Phase.CHECKPOINT_SAVED.value: frozenset({Meaning.CHECKPOINT}),
+    Phase.EVAL_DONE.value: frozenset({Meaning.EVAL}),
+    Phase.TRAIN.value: frozenset({Meaning.CHECKPOINT, Meaning.EVAL}),
+}
+# A begin further back than this many of its writer's lines before the failure (or the end)
+# is too old to say what the rank did at the time: a log can miss an end marker.
+_OPEN_WINDOW = 30
+
+
+# Lines of its writer's that may follow the begin in a log that "stops" there: one stray
+# line of a library (DeepSpeed ZeRO-3's "Invalidate trace cache @ step 0 …" warning).
+_STRAY = 1
+
+
+def _stopped_at(evidence: Evidence, stops: frozenset[str]) -> dict[str, int]:
+    """The first line of each file where someone stopped the job from outside: a launcher
+    that got a signal or kills its workers (DeepSpeed launch.py's sigkill_handler
+    "Killing subprocess N", torchrun's "Received Signals.SIGINT death signal"), a
+    KeyboardInterrupt. What follows is the teardown, not the job's work."""
+    first: dict[str, int] = {}
+    events = [*evidence.job_log_events, *(e for p in evidence.processes for e in p.log_events)]
+    for event in events:
+        if not event.line or not (
+            event.kind in stops
+            or (event.kind == EventKind.EXCEPTION.value and "KeyboardInterrupt" in event.text)
+        ):
+            continue
+        first[event.source] = min(first.get(event.source, event.line), event.line)
+    return first
+
+
+def unfinished(
+    evidence: Evidence, failure_kinds: frozenset[str], stops: frozenset[str] = frozenset()
+) -> list[Unfinished]:
+    """Every writer's (rank's, or the job log's) save or evaluation left open: begun by a
+    framework marker before its file's first failure (or before the end of a file without
+    one, or before the line where someone stopped it: an event of ``stops``), with no end
+    marker, no training marker and no training report (a line with a loss) after it,
+    within the last ``_OPEN_WINDOW`` of its writer's lines. Markers only,
+    never a job's own words: "checkpoint" words also fill activation-checkpointing
+    banners, and a begin needs its end to be read at all."""
+    failures = _failures(evidence, failure_kinds)
+    stopped = _stopped_at(evidence, stops) if stops else {}
+    owned = [(None, evidence.job_log_lines, evidence.job_log_events)] + [
+        (p.rank, p.log_lines, p.log_events) for p in evidence.processes
+    ]
+    # One pass per file over every writer's lines in it: DeepSpeed's "[Rank 0] [Torch]
+    # Checkpoint … is about to be saved!" names its rank, the "[Torch] Saved …" that ends it
+    # does not; a marker of no one's closes what anyone opened, a rank's closes its own.
+    said: dict[str, list[tuple[int, bool, str | None, str, int | None]]] = {}
+    for owner, lines, events in owned:
+        for line in lines:
+            if tokens(line.text):
+                training = bool(_TRAINING.intersection(tokens(line.text)))
+                said.setdefault(line.source, []).append(
+                    (line.line, training, None, line.text, owner)
+                )
+        for e in events:
+            if e.line and e.kind == EventKind.PHASE.value:
+                phase = dict(e.fields).get(F_PHASE)
+                said.setdefault(e.source, []).append((e.line, False, phase, e.text, owner))
+    found: list[Unfinished] = []
+    for source in sorted(said):
+        if not any(item[2] in _BEGINS for item in said[source]):
+            continue
+        failure = failures.get(source)
+        limit = (failure.line or 0) if failure is not None else None
+        items = [s for s in said[source] if limit is None or s[0] <= limit]
+        if limit is None and source in stopped:
+            items = [s for s in items if s[0] < stopped[source]]
+        items.sort(key=lambda item: item[0])
+        opened: dict[int | None, tuple[Meaning, int, str]] = {}
+        after: dict[int | None, set[int]] = {}
+        for number, training, phase, text, owner in items[-_OPEN_WINDOW:]:
+            if phase in _BEGINS:
+                opened[owner], after[owner] = (_BEGINS[phase], number, text), set()
+                continue
+            closes = [
+                who
+                for who, (meaning, _, _) in opened.items()
+                if (owner is None or who is None or who == owner)
+                and (training or (phase is not None and meaning in _ENDS.get(phase, ())))
+            ]
+            for who in closes:
+                del opened[who]
+            for who, (_, begun, _) in opened.items():
+                if number > begun:
+                    after[who].add(number)
+        for owner, (meaning, number, text) in sorted(
+            opened.items(), key=lambda item: (item[0] is None, item[0] or 0)
+        ):
+            at_end = len(after[owner]) <= _STRAY and failure is None
+            found.append(Unfinished(meaning, LogLine(text, source, number), owner, failure, at_end))
+    return found

@@ -123,7 +123,7 @@ def is_setup_warn(p: Placed) -> bool:
     return bool(_SETUP_SITE.search(_file(_where(p))) or _SETUP_WORDS.search(message))
 
 
-def _first_running(tl: Timeline) -> int:
+def first_running(tl: Timeline) -> int:
     """Index of the first event that shows collectives or training running (else the end)."""
     for p in tl.events:
         if p.kind in _RUNNING:
@@ -156,7 +156,7 @@ def setup_failure(tl: Timeline) -> SetupFailure | None:
     a completed run of collectives before the lines make it something else."""
     if _lost_connections(tl):
         return None
-    running_from = _first_running(tl)
+    running_from = first_running(tl)
     warns = tuple(
         p for p in tl.of(EventKind.NCCL_WARN) if p.index < running_from and is_setup_warn(p)
     )
@@ -178,7 +178,7 @@ def setup_error_lines(tl: Timeline) -> frozenset[tuple[str, int | None]]:
     errors = tl.of(EventKind.NCCL_ERROR)
     if not errors or _lost_connections(tl):
         return frozenset()
-    running_from = _first_running(tl)
+    running_from = first_running(tl)
     return frozenset(
         (p.event.source, p.event.line) for p in errors if is_setup_error(p, running_from)
     )

@@ -65,6 +65,12 @@ def test_scorer_counts_category_culprit_and_refusals(tmp_path: Path) -> None:
     assert results["crash"].predicted is Category.RANK_DEAD
     assert not results["wrong"].correct and not results["wrong"].culprit_right
     assert results["binary"].refused and not results["binary"].correct
+    # AND the split counts apart the cases whose label names a cause (2: one right) and
+    # the answers that named one (2: one right), so abstaining on bare timeouts cannot
+    # hide what the readers miss
+    split = score(cases)["all"]
+    assert len(split.named) == 2 and split.named_accuracy == 0.5
+    assert len(split.answered) == 2 and split.precision == 0.5
 
 
 def test_bad_case_files_are_named(tmp_path: Path) -> None:

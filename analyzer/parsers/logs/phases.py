@@ -59,20 +59,37 @@ _MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
             r"Detected uneven workload distribution"
         ),
     ),
+    # An evaluation that reported its result (the end of an EVAL phase): HF Trainer's
+    # metrics ("{'eval_loss': 0.41, 'eval_runtime': …}" from Trainer.log, "***** eval
+    # metrics *****" from trainer_pt_utils.log_metrics); mmengine's
+    # LoggerHook.after_val_epoch (log_processor.get_log_after_epoch: the last iteration,
+    # "Epoch(val) [1][500/500]  accuracy/top1: …", no eta); detectron2's
+    # DefaultTrainer.test ("Evaluation results for {} in csv format:").
+    (
+        Phase.EVAL_DONE,
+        re.compile(
+            r"\{'eval_[\w/]+': |\*{5} eval metrics \*{5}|"
+            r"Epoch\(val\) *\[\d+\]\[ *(\d+)/\1\](?!.*\beta: )|"
+            r"Evaluation results for \S+ in csv format"
+        ),
+    ),
     (
         Phase.CHECKPOINT_SAVE,
         re.compile(
             r"is (?:about to be saved|begin to save)!|Saving model checkpoint|saving checkpoint at "
             r"iteration|"
             r"Saving current state to|Saving the checkpoint|\[Torch\] Saving|saving model to '|"
-            r"Saving checkpoint"
+            r"Saving checkpoint|\[Nebula\] Saving"
         ),
     ),
     (
         Phase.CHECKPOINT_SAVED,
         re.compile(
             r"successfully saved checkpoint|Model weights saved in|\[Torch\] Saved|is ready now!|"
-            r"Finished saving|Saved checkpoint|Checkpoint saved"
+            r"Finished saving|Saved checkpoint|Checkpoint saved|"
+            # DeepSpeed engine._save_zero_checkpoint: "zero checkpoint saved {name}"; the
+            # Nebula engine (nebula_checkpoint_engine.py save): "[Nebula] Saved {name} under tag"
+            r"zero checkpoint saved|\[Nebula\] Saved"
         ),
     ),
     (
@@ -96,7 +113,10 @@ _MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
         Phase.EVAL,
         re.compile(
             r"\*{5} Running Evaluation \*{5}|Validation DataLoader \d+:|\[Eval batch=|Running "
-            r"evaluation"
+            r"evaluation|"
+            # detectron2 evaluation/evaluator.py inference_on_dataset: "Start inference on {}
+            # batches"; mmengine's LoggerHook.after_val_iter: "Epoch(val)  [1][ 50/500]  eta: …"
+            r"Start inference on \d+ (?:batches|images)|Epoch\(val\) *\[\d+\]\[ *\d+/\d+\]"
         ),
     ),
     (
@@ -119,7 +139,9 @@ _INIT = re.compile(
     r"|Setting up process group for: \S+ \[rank=(?P<rank3>\d+), world_size=(?P<world3>\d+)\]"
     r"|Initializing TorchBackend in DeepSpeed with backend \w+|> initializing torch distributed"
 )
-_DS_RANK = re.compile(r"\[[\w.]+\.py:\d+:\w+\] \[Rank (\d+)\] ")
+# DeepSpeed's log_dist "[Rank 0] …", after its logger header or with the header peeled
+# (parsers/logs/prefix.py _DS_LOGGER).
+_DS_RANK = re.compile(r"(?:^|\[[\w.]+\.py:\d+:\w+\] )\[Rank (\d+)\] ")
 _KEYS = (
     "process group for",
     "TorchBackend",
@@ -151,6 +173,11 @@ _KEYS = (
     "Building",
     "Creating",
     "Finished",
+    "eval",
+    "Epoch(val)",
+    "inference",
+    "Evaluation results",
+    "Nebula",
 )
 
 

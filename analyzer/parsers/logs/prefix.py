@@ -41,7 +41,7 @@ class LineTag:
 
 _ISO = re.compile(
     r"\[?(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2}(?:[.,]\d+)?)"
-    r"(?:Z|[+-]\d{2}:?\d{2})?\]?(?: *(?:\||-) *| +)"
+    r"(?P<zone>Z|[+-]\d{2}:?\d{2})?\]?(?P<sep> *(?:\||-) *| +)"
 )
 _SYSLOG = re.compile(
     r"([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)? (\S+) "
@@ -60,6 +60,10 @@ _PYLOG_OLD = re.compile(r"(ERROR|WARNING|INFO|DEBUG|CRITICAL):((?:torch|deepspee
 _TORCH_LOGGER = re.compile(r"((?:torch|deepspeed)[\w.]*): \[(ERROR|WARNING|INFO|DEBUG|CRITICAL)\] ")
 _NEMO = re.compile(r"\[NeMo ([IWEDC]) (\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) [^\]]*\] ?")
 _DETERMINED_RANK = re.compile(r"\[rank=(\d+)\] ?")
+# DeepSpeed's logger (deepspeed/utils/logging.py, LoggerFactory's formatter "[%(asctime)s]
+# [%(levelname)s] [%(filename)s:%(lineno)d:%(funcName)s] %(message)s"): after the stamp,
+# "[INFO] [logging.py:96:log_dist] ". Its words ("logging", "log_dist") are not the message's.
+_DS_LOGGER = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \[([\w.-]+\.py:\d+:\w+)\] ")
 # torchtitan's logger: "[titan] %(asctime)s - %(name)s - %(levelname)s - %(message)s"; the
 # stamp is the ISO layer, then "root - ERROR - " (Python logging's " - "-joined format).
 _TITAN = re.compile(r"\[titan\] ?")
@@ -100,6 +104,9 @@ def _own_layer(text: str, tag: LineTag) -> int:
         if m := _DETERMINED_RANK.match(text):
             tag.rank = int(m.group(1))
             return m.end()
+        if tag.stamp is not None and tag.level is None and (m := _DS_LOGGER.match(text)):
+            tag.level, tag.origin = m.group(1)[0], m.group(2)
+            return m.end()
         if m := _TITAN.match(text):
             return m.end()
     if m := _GLOG.match(text):
@@ -111,6 +118,10 @@ def _own_layer(text: str, tag: LineTag) -> int:
         return m.end()
     if (first.isdigit() or first == "[") and (m := _ISO.match(text)):
         tag.stamp = dated_stamp(m.group(1), m.group(2), m.group(3), ":".join(m.group(4, 5, 6)))
+        if m.group("zone") and not m.group("sep").strip():
+            # A shipper's RFC 3339 stamp (kubectl/docker logs --timestamps, CloudWatch) and
+            # one space: the indentation after it is the line's own ("  File …" of a trace).
+            return m.start("sep") + 1
         return m.end()
     if first.isupper():
         if m := _PYLOG_OLD.match(text):

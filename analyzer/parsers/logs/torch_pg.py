@@ -88,6 +88,39 @@ _NCCL_CLASS = re.compile(
     r"\b(?P<cls>ncclSystemError|ncclInternalError|ncclRemoteError|ncclUnhandledCudaError|"
     r"ncclInvalidUsage|ncclInvalidArgument|ncclInProgress|ncclTimeout)\b:? ?(?P<what>.*)"
 )
+# NCCL's own error strings (ncclGetErrorString, NVIDIA/nccl src/init.cc; older releases
+# said "system error") inside other frameworks' exceptions. Horovod's NCCL_CHECK
+# (horovod/common/ops/nccl_operations.cc) reports "<op_name> failed: <string>"
+# ("ncclCommInitRank failed: unhandled cuda error", raised as TensorFlow's UnknownError or
+# Python's HorovodInternalError); cupy's check_status (cupy_backends/cuda/libs/nccl.pyx)
+# raises "NcclError: NCCL_ERROR_UNHANDLED_CUDA_ERROR: unhandled cuda error" (cupy < 8:
+# cupy.cuda.nccl.NcclError), which Ray collective, vLLM < 0.4 and alpa surface; XLA (JAX)
+# and TensorFlow's NCCL wrappers (xla/service/gpu/nccl_utils.cc ToStatus,
+# tensorflow/core/nccl/nccl_manager.cc TranslateStatus) say "<file>:<line>: NCCL operation
+# <expr> failed: <string>[. Last NCCL warning(error) log entry …]", the expr being the call
+# with its arguments ("ncclCommInitRank(&comm, nranks, id, rank)").
+_NCCL_STRINGS = (
+    r"(?:unhandled )?(?:cuda|system) error|internal error|invalid argument|invalid usage"
+    r"|remote process exited or there was a network error|NCCL operation in progress"
+)
+_FOREIGN_NCCL = re.compile(
+    r"(?P<xla>NCCL operation )?\b(?P<call>nccl[A-Z]\w*)(?:\(.*?\))? failed: "
+    r"(?P<what>(?:" + _NCCL_STRINGS + r").*)"
+    r"|\bNcclError: NCCL_ERROR_(?P<code>[A-Z_]+)(?::\s*(?P<what2>.*))?"
+)
+# ncclResult_t names of cupy's NCCL_ERROR_* codes.
+_NCCL_CODES = {
+    "UNHANDLED_CUDA_ERROR": "ncclUnhandledCudaError",
+    "SYSTEM_ERROR": "ncclSystemError",
+    "INTERNAL_ERROR": "ncclInternalError",
+    "INVALID_ARGUMENT": "ncclInvalidArgument",
+    "INVALID_USAGE": "ncclInvalidUsage",
+    "REMOTE_ERROR": "ncclRemoteError",
+    "IN_PROGRESS": "ncclInProgress",
+    "TIMEOUT": "ncclTimeout",
+}
+# NCCL calls that create a communicator: an error they return is a setup failure.
+_NCCL_INIT_CALLS = re.compile(r"ncclCommInit\w*|ncclCommSplit|ncclGetUniqueId")
 _DETAIL = re.compile(r"Detected mismatch between collectives on ranks")
 _FP_SPLIT = re.compile(r",?\s*but Rank (\d+) is running collective:\s*")
 _FP_SELF = re.compile(r"Rank (\d+) is running (?:inconsistent )?collective:\s*")
@@ -187,6 +220,19 @@ _STORE_SOCKET = re.compile(
     r":? (?P<why>Connection reset by peer|Broken pipe|Connection refused|Socket Timeout"
     r"|Connection timed out)"
 )
+# c10d's socket layer once a connected store socket stops answering
+# (torch/csrc/distributed/c10d/socket.cpp, SocketImpl::waitForInput: "waitForInput: socket
+# {} timed out after {}ms", the socket printed as "SocketImpl(fd=…, addr=[h]:p,
+# remote=[h]:p)"; the "poll for socket … returned 0, likely a timeout" warning before it is
+# not read), and the peer that closed it (c10d/Utils.hpp, tcputil::recvBytes: "failed to
+# recv, got 0 bytes", torch ≥ 2.4 "Failed to recv, got 0 bytes. Connection was likely
+# closed. Did the remote server shutdown or crash?"; TCPStore.cpp logs it as "recvValue
+# failed on SocketImpl(…): …").
+_SOCKET_READ_TIMEOUT = re.compile(
+    r"waitForInput: socket (?:SocketImpl\((?P<sock>[^)]{0,300})\) )?timed out after (?P<ms>\d+) ?ms"
+)
+_RECV_ZERO = re.compile(r"[Ff]ailed to recv, got 0 bytes")
+_REMOTE = re.compile(r"remote=\[?(?P<host>[^\]\s,)]+)\]?:(?P<port>\d+)")
 _UNIQUE_ID = re.compile(
     r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from "
     r"\[(?P<root>\d+)\] via c10d key-value store by key '(?P<key>[^']*)', "
@@ -238,6 +284,7 @@ _KEYWORDS = (
     "Read error",
     "Write error",
     "pair closure",
+    "got 0 bytes",
 )
 
 
@@ -345,6 +392,8 @@ def match_torch(text: str) -> Hit | None:
         fields["where"] = e.group("where")
         put(fields, "nccl_version", e.group("ver"))
         return _nccl_error(e.group("what"), fields)
+    if (f := _FOREIGN_NCCL.search(text)) is not None:
+        return _foreign_nccl(f, fields)
     if (c := _NCCL_CLASS.search(text)) is not None and ("nccl" in text[: c.start() + 4]):
         fields["class"] = c.group("cls")
         return _nccl_error(c.group("cls") + " " + c.group("what"), fields)
@@ -417,6 +466,22 @@ def _nccl_error(what: str, fields: dict[str, str]) -> Hit:
     put(fields, "class", cls)
     fields[F_MESSAGE] = what.strip()[:300]
     return Hit(EventKind.NCCL_ERROR, fields, key=("ncclerr", cls, fields.get(F_SEQ)))
+
+
+def _foreign_nccl(m: re.Match[str], fields: dict[str, str]) -> Hit:
+    """An NCCL error string in another framework's exception (Horovod, XLA, cupy). The call
+    that failed is kept as "where" only when it creates a communicator, so that
+    views/nccl_setup reads it as a setup failure; a collective's error stays unplaced."""
+    call = m.group("call")
+    if call is not None:
+        fields["foreign"] = "xla" if m.group("xla") else "horovod"
+        fields["call"] = call
+        if _NCCL_INIT_CALLS.fullmatch(call):
+            fields["where"] = call
+        return _nccl_error(m.group("what"), fields)
+    fields["foreign"] = "cupy"
+    put(fields, "class", _NCCL_CODES.get(m.group("code")))
+    return _nccl_error(m.group("what2") or m.group("code").replace("_", " ").lower(), fields)
 
 
 def _fingerprint(text: str) -> dict[str, str]:
@@ -533,6 +598,15 @@ def _store(text: str) -> Hit | None:
     elif (m := _GLOO_CONNECT.search(text)) is not None:
         fields.update({F_PEER: m.group("addr"), "port": m.group("port"), F_ERROR: "gloo_connect"})
         fields.update({F_MESSAGE: m.group("why"), F_BACKEND: "gloo"})
+    elif (m := _SOCKET_READ_TIMEOUT.search(text)) is not None:
+        fields.update({F_ERROR: "store_read_timeout", F_TIMEOUT_MS: m.group("ms")})
+        _remote(m.group("sock") or "", fields)
+        key = ("store", "read_timeout", fields.get(F_PEER))
+        return Hit(EventKind.STORE_TIMEOUT, fields, key=key)
+    elif _RECV_ZERO.search(text) and "Rendezvous" not in text:
+        fields.update({F_ERROR: "store_connection", F_MESSAGE: "connection closed by the peer"})
+        _remote(text, fields)
+        return Hit(EventKind.STORE_TIMEOUT, fields, key=("store", "socket", "closed"))
     elif (m := _STORE_SOCKET.search(text)) is not None:
         why = m.group("why")
         fields.update({F_ERROR: "store_connection", F_MESSAGE: why})
@@ -548,3 +622,9 @@ def _store(text: str) -> Hit | None:
     else:
         return None
     return Hit(EventKind.STORE_TIMEOUT, fields, key=("store", fields[F_ERROR]))
+
+
+def _remote(text: str, fields: dict[str, str]) -> None:
+    """The store server's end of a c10d socket ("remote=[host]:port" in SocketImpl(…))."""
+    if (r := _REMOTE.search(text)) is not None:
+        fields.update({F_PEER: r.group("host"), "port": r.group("port")})

@@ -1,0 +1,62 @@
+"""Begin and end markers of saves and evaluations (parsers/logs/phases.py).
+
+Each line is built exactly from the producing library's format string (cited beside it):
+a begin without its end is what HD061 reads as an unfinished save or evaluation
+(views/last_words.py ``unfinished``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hangdoc.analyzer.parsers.logs.phases import match_phase
+from hangdoc.analyzer.vocabulary import F_PHASE, Phase
+
+LINES = (
+    # DeepSpeed engine._save_zero_checkpoint: logger.info('zero checkpoint saved {}')
+    ("zero checkpoint saved /ckpt/global_step10/zero_pp_rank_0_mp_rank_00_optim_states.pt",
+     Phase.CHECKPOINT_SAVED),
+    # DeepSpeed NebulaCheckpointEngine.save: "[Nebula] Saving {name} under tag {tag}..." /
+    # "[Nebula] Saved {name} under tag {tag}."
+    ("[Nebula] Saving pytorch_model.bin under tag checkpoint-20...", Phase.CHECKPOINT_SAVE),
+    ("[Nebula] Saved pytorch_model.bin under tag checkpoint-20.", Phase.CHECKPOINT_SAVED),
+    # HF Trainer.log of evaluate()'s metrics, and trainer_pt_utils.log_metrics
+    ("{'eval_loss': 0.4123, 'eval_runtime': 61.2, 'epoch': 1.0}", Phase.EVAL_DONE),
+    ("***** eval metrics *****", Phase.EVAL_DONE),
+    # a training step's dict is training, not an evaluation's end
+    ("{'loss': 1.7157, 'grad_norm': 0.0, 'learning_rate': 0.0, 'epoch': 0.02}", Phase.TRAIN),
+    # detectron2 inference_on_dataset / DefaultTrainer.test
+    ("Start inference on 625 batches", Phase.EVAL),
+    ("Evaluation results for coco_2017_val in csv format:", Phase.EVAL_DONE),
+    # mmengine LoggerHook: after_val_iter (with eta) and after_val_epoch (the last
+    # iteration, the metrics, no eta)
+    ("Epoch(val)  [1][ 50/500]    eta: 0:00:30  time: 0.1012  data_time: 0.0021", Phase.EVAL),
+    ("Epoch(val) [1][500/500]    accuracy/top1: 76.5000  data_time: 0.0020", Phase.EVAL_DONE),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "phase"), LINES)
+def test_begin_and_end_markers(text: str, phase: Phase) -> None:
+    hit = match_phase(text)
+    assert hit is not None
+    assert dict(hit.fields)[F_PHASE] == phase.value
+
+
+def test_deepspeed_rank_with_its_logger_header_peeled() -> None:
+    # DeepSpeed log_dist's "[Rank 0]", with or without "[INFO] [logging.py:96:log_dist] "
+    for text in (
+        "[Rank 0] [Torch] Checkpoint global_step10 is about to be saved!",
+        "[INFO] [logging.py:96:log_dist] [Rank 0] [Torch] Checkpoint global_step10 is about "
+        "to be saved!",
+    ):
+        hit = match_phase(text)
+        assert hit is not None and hit.rank == 0
+
+
+def test_ordinary_lines_are_no_markers() -> None:
+    for text in ("evaluating the loss function", "Epoch 3: saving nothing", "inference speed"):
+        hit = match_phase(text)
+        assert hit is None or dict(hit.fields)[F_PHASE] not in (
+            Phase.EVAL_DONE.value,
+            Phase.CHECKPOINT_SAVED.value,
+        )
