@@ -201,6 +201,10 @@ def first_deaths(tl: Timeline) -> list[Death]:
     found: dict[int | None, Death] = {}
     unranked: list[Death] = []
     any_wave = False
+    # The NCCL watchdog aborts its own process after a timeout (SIGABRT, exit code -6):
+    # a rank that reports a timeout anywhere in the logs aborted because of it, wherever
+    # the paste puts the launcher's exit line (tickets are pasted out of order).
+    timed_out = {p.rank for p in tl.events if is_wave(p) and p.rank is not None}
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank not in wave_seen:
             found.setdefault(p.rank, gpu_fault)
@@ -220,6 +224,8 @@ def first_deaths(tl: Timeline) -> list[Death]:
             continue  # the launcher killed a survivor
         if any_wave and (p.rank is None or "SIGABRT" in death.summary):
             continue  # an abort after timeouts is the watchdog's teardown; unranked, unprovable
+        if "SIGABRT" in death.summary and p.rank in timed_out:
+            continue
         if p.rank is None:
             unranked.append(death)
         elif (p.rank not in found and p.rank not in wave_seen) or (

@@ -61,10 +61,14 @@ _SETUP_WORDS = re.compile(
     r"|Net : error encountered when getting address info",
     re.IGNORECASE,
 )
-# Setup-file WARNs that do not stop the communicator, or come from its teardown.
+# Setup-file WARNs that do not stop the communicator, or come from its teardown; and the
+# runtime hang warning some NCCL releases print from init.cc ("Your program may be
+# hanging, this may be caused by a collective mismatch around rank N"), which is about
+# collectives already running, not about setting a communicator up.
 _HARMLESS = re.compile(
     r"Cannot initialize CollNet|is being ignored|P2P is disabled between NVLINK|destroy|"
-    r"commReclaim|Legacy IPC cleanup|Unsetting|defaulting to|falling back",
+    r"commReclaim|Legacy IPC cleanup|Unsetting|defaulting to|falling back|"
+    r"may be hanging|collective mismatch",
     re.IGNORECASE,
 )
 # ncclResult_t names (nccl.h) that a failed setup returns; ncclRemoteError is a peer's
