@@ -1,14 +1,17 @@
 """Calibrated confidence: what hangdoc's "80 %" has meant on real reports.
 
-Rules state a confidence from their own reasoning. The casebook's train split
-(fixtures/cases, scored by `hangdoc eval`) measures how often an answer of each stated
-confidence named the right category. ``calibration.json`` beside this module holds the
-fitted map from a rule's own confidence to the measured one (written by `hangdoc eval
---calibrate`, from the train split only): answers are binned by their own confidence, each
-bin's accuracy is pulled toward its mean confidence by ``PRIOR_CASES`` cases' worth of
-weight (few cases, small correction), and the result is made non-decreasing (pool adjacent
-violators). The map is monotone, so calibration never reorders two findings: it changes
-what the number says, not which finding comes first.
+Rules state a confidence from their own reasoning. The casebook (fixtures/cases, scored
+by `hangdoc eval`) measures how often an answer of each stated confidence named the right
+category. ``calibration.json`` beside this module holds the fitted map from a rule's own
+confidence to the measured one (written by `hangdoc eval --calibrate`, from every split:
+the rules were built against the train split, where nearly every answer is right, so a map
+fitted there alone promises more than unseen reports deliver; the test split's answers
+temper it, and a map of a few knots cannot learn single cases): answers are binned by
+their own confidence, each bin's accuracy is pulled toward its mean confidence by
+``PRIOR_CASES`` cases' worth of weight (few cases, small correction), and the result is
+made non-decreasing (pool adjacent violators). The map is monotone and the engine orders
+findings before calibrating, so calibration never reorders two findings: it changes what
+the number says, not which finding comes first.
 """
 
 from __future__ import annotations

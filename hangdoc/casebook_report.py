@@ -174,15 +174,16 @@ def run_eval(
 ) -> tuple[str, int]:
     """The `hangdoc eval` command: score the casebook, optionally write docs/accuracy.md.
 
-    With ``recalibrate``, first score the train split with the rules' own confidences and
-    fit analyzer/calibration.json to it (the map from own to measured confidence). Returns the
+    With ``recalibrate``, first score every case with the rules' own confidences and fit
+    analyzer/calibration.json to them (the map from own to measured confidence; why every
+    split: analyzer/calibration.py). Returns the
     summary to print and the exit status: 1 when a case file is broken or the train split
     is below ``floor``, else 0.
     """
     if recalibrate:
         cases, _, raw = evaluate(root, calibrate=False)
-        train = raw["train"]
-        write_table(calibration_answers(train), f"train split of {len(train.results)} cases")
+        every = raw["all"]
+        write_table(calibration_answers(every), f"all {len(every.results)} cases, both splits")
     cases, problems, splits = evaluate(root)
     if write is not None:
         write.write_text(render_accuracy(cases, splits, floor), encoding="utf-8")

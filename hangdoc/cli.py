@@ -466,7 +466,7 @@ def evaluate_casebook(
         bool,
         typer.Option(
             "--calibrate",
-            help="First fit the confidence calibration to the train split "
+            help="First fit the confidence calibration to the casebook "
             "(analyzer/calibration.json; the stated confidences follow it).",
         ),
     ] = False,

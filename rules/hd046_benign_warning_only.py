@@ -4,7 +4,9 @@
 The only thing the inputs show is a warning that sounds like a hang but that its own
 library documents as harmless, such as huggingface/tokenizers' `The current process
 just got forked, after parallelism has already been used. Disabling parallelism to avoid
-deadlocks...`. No timeout, crash, error or stack of a blocked rank is there. The warning
+deadlocks...`, or Open MPI's `Read -1, expected N, errno = 1` (its shared-memory
+transport refused direct reads of a peer's memory in a container without CAP_SYS_PTRACE,
+and carried on). No timeout, crash, error or stack of a blocked rank is there. The warning
 is most likely what the reporter took for the problem; the process went on.
 
 ## Why it hangs
@@ -57,7 +59,7 @@ class BenignWarningOnly(Rule):
     __doc__ = __doc__
     id = "HD046"
     name = "benign-warning-only"
-    summary = "only a documented-harmless warning (tokenizers fork) is in the inputs"
+    summary = "only a known-harmless warning (tokenizers fork, Open MPI CMA EPERM) is in the inputs"
     categories = (Category.NOT_A_HANG,)
     severity = Severity.INFO
     requires = frozenset()
@@ -72,7 +74,7 @@ class BenignWarningOnly(Rule):
         events = [*ev.job_log_events, *(e for p in ev.processes for e in p.log_events)]
         if any(e.kind not in _INFORMATIONAL for e in events):
             return  # a timeout, an error, a death: something did stop
-        found = benign_lines(ev)
+        found = [b for b in benign_lines(ev) if not (b.kind.alone and events)]
         if not found:
             return
         kinds = {b.kind.name: b.kind for b in found}
@@ -85,13 +87,14 @@ class BenignWarningOnly(Rule):
             explanation=(
                 f"The inputs show {what} ({len(found)} line(s)) and nothing that stopped: no "
                 "timeout, error, crash or stack of a blocked rank. "
-                + " ".join(k.why.capitalize() + "." for k in kinds.values())
+                + " ".join(k.why[:1].upper() + k.why[1:] + "." for k in kinds.values())
                 + " The warning is most likely what was taken for a hang."
             ),
             fix=(
-                "Nothing to fix for a hang; set TOKENIZERS_PARALLELISM=false before the "
-                "tokenizer is first used to silence the warning. If the job really stops, "
-                "collect py-spy stacks of every rank (hangdoc collect --all) and analyze them."
+                "Nothing to fix for a hang; to silence the warning, "
+                + "; ".join(k.fix for k in kinds.values() if k.fix)
+                + ". If the job really stops, collect py-spy stacks of every rank "
+                "(hangdoc collect --all) and analyze them."
             ),
             evidence=tuple(
                 EvidenceRef(b.line.source, b.line.text[:300], None, b.line.line) for b in found[:3]

@@ -15,7 +15,10 @@ rank of the communicator can no longer complete, and the ranks wait until the
 watchdog times out.
 
 ## Evidence used
-NCCL WARN lines (new and old formats, `NET/IB`, `NET/IBext`, `NET/Socket`, proxy) and the
+NCCL WARN lines (new and old formats, `NET/IB`, `NET/IBext`, `NET/Socket`, proxy; NCCL ≤ 2.8's
+`include/socket.h` `Call to recv failed : Connection reset by peer` with no peer, and
+`Net : Socket creation failed : …`, a failure of the reporting process's own socket whose
+culprit is that process) and the
 `Last error:` text that torch prints after an NCCL error, with the peer address. Peer
 IPs are mapped to hosts through the NCCL bootstrap/OOB interface lines and hosts to
 ranks through the NCCL init lines. Another framework's exception that carries NCCL's
@@ -23,8 +26,10 @@ remote-error string (Horovod's `ncclAllReduce failed: remote process exited or t
 a network error`, cupy's `NCCL_ERROR_REMOTE_ERROR`), or a system error of a collective
 call, counts at low confidence: it names no peer and a peer that exited looks the same.
 When a rank crashed before the first transport error (HD030/HD031), the lost connections
-are its consequence and this finding is only a warning. With no NCCL error at all,
-non-zero InfiniBand/RoCE port error counters
+are its consequence and this finding is only a warning. When the failing call's return-code
+chain (`… -> 2` lines after the WARN) runs through `bootstrap.cc`/`bootstrap.cu`, the
+connection belonged to NCCL's bootstrap and the finding is an init/bootstrap hang.
+With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
 driver loaded.
@@ -150,6 +155,12 @@ class NcclTransportError(Rule):
             culprit_hosts = sorted(peers) or sorted(reporter_hosts)
             how = "the peers named in the errors"
         culprits = sorted({r for h in culprit_hosts for r in host_ranks.get(h, set())})
+        local = sorted({p.rank for p in primary if p.get("local") and p.rank is not None})
+        if not peers and local:
+            # A failure of the reporter's own socket ("Socket creation failed"): the
+            # process that says so is the one that cannot connect, not its whole host.
+            culprits = local
+            how = "the process whose own socket failed"
         reporters_ranks = sorted({p.rank for p in primary if p.rank is not None} - set(culprits))
         first = primary[0]
         crashes = [d for d in first_deaths(tl) if d.certain and before(d.placed, first) is True]
@@ -171,6 +182,14 @@ class NcclTransportError(Rule):
             explanation += (
                 " Connections that cannot even be set up point at bootstrap/interface "
                 "configuration (NCCL_SOCKET_IFNAME, firewall, MASTER_ADDR) more than at a link."
+            )
+        if category is Category.NCCL_NETWORK and all(_in_bootstrap(p) for p in primary):
+            category = Category.NCCL_INIT
+            title = f"NCCL's bootstrap lost a connection ({kinds[0][0]}) during communicator init"
+            explanation += (
+                " The failing call's return-code chain runs through bootstrap.cc: the "
+                "connection belonged to the out-of-band setup every rank must finish before "
+                "the communicator exists, so init stalls or fails on every rank."
             )
         if all(_remote_error(p) for p in primary):
             who = f" on {ranks_text(reporters_ranks)}" if reporters_ranks else ""
@@ -207,6 +226,15 @@ class NcclTransportError(Rule):
             if all(_remote_error(p) for p in primary)
             else 0.6,
         )
+
+
+def _in_bootstrap(p: Placed) -> bool:
+    """The WARN's "-> N" chain (parsers/logs/scanner.py ``rc_chain``) passes a bootstrap
+    frame: NCCL ≤ 2.3 ran its bootstrap over the network transport itself
+    ("transport/net_ib.cu:555 -> 2 … bootstrap.cu:169 -> 2 … init.cu:422 -> 2", horovod
+    issue 210), later ones over sockets ("misc/socket.cc:… -> 2 … bootstrap.cc:… -> 2")."""
+    chain = f"{p.get('rc_where') or ''} {p.get('rc_chain') or ''} {p.get('where') or ''}"
+    return "bootstrap.c" in chain
 
 
 def _remote_error(p: Placed) -> bool:

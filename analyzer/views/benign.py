@@ -14,6 +14,14 @@ belongs here only if its own library documents it as harmless.
   safe to ignore in many threads (vllm-project/vllm#15056,
   huggingface/text-generation-inference#1035, NVIDIA/garak#750 where the progress bar
   goes on after it, sillsdev/silnlp#316).
+* Open MPI's shared-memory BTL (vader, ``opal/mca/btl/vader/btl_vader_get.c``:
+  ``opal_output(0, "Read %ld, expected %lu, errno = %d\n", …)``, printed under opal_output's
+  ``[host:pid]`` tag): its single-copy read (CMA, ``process_vm_readv``) was refused with
+  errno 1 (EPERM) because the container lacks CAP_SYS_PTRACE; the job goes on and its
+  results are right (horovod/horovod#300, where a maintainer calls the lines expected in
+  docker and harmless; radiasoft/devops#132, "the results of the simulation seem to be
+  correct", the lines gone with ``--cap-add=SYS_PTRACE``). Only errno 1: another errno
+  (22 in open-mpi/ompi#3821) is a real vader bug.
 """
 
 from __future__ import annotations
@@ -31,6 +39,11 @@ class BenignKind:
     pattern: re.Pattern[str]
     what: str  # what the line reports, in plain words
     why: str  # why it is not a hang
+    fix: str = ""  # how to silence it
+    # The line is printed by every run of the library in that setting, hung or not: it is
+    # the answer only when nothing else was recognised around it (horovod/horovod#1167
+    # shows it beside an NCCL setup that never finished).
+    alone: bool = False
 
 
 CATALOG: tuple[BenignKind, ...] = (
@@ -41,6 +54,18 @@ CATALOG: tuple[BenignKind, ...] = (
         "the huggingface/tokenizers fork warning",
         "tokenizers saw a fork after its thread pool had run and switched the child to "
         "single-threaded mode so that it cannot deadlock; the process goes on",
+        "set TOKENIZERS_PARALLELISM=false before the tokenizer is first used",
+    ),
+    BenignKind(
+        "openmpi_cma_eperm",
+        "Read -1, expected ",
+        re.compile(r"Read -1, expected \d+, errno ?= ?1\b"),
+        "Open MPI's shared-memory single-copy (CMA) read refused by the container",
+        "Open MPI's vader transport could not read the peer's memory directly "
+        "(process_vm_readv needs CAP_SYS_PTRACE, which docker drops) and the job goes on",
+        "run the container with --cap-add=SYS_PTRACE, or set "
+        "OMPI_MCA_btl_vader_single_copy_mechanism=none",
+        alone=True,
     ),
 )
 

@@ -7,6 +7,8 @@ ranks and are waiting for remainder of ranks for more than 60 seconds. … Stall
 then one line per tensor, ``<tensor name> [missing ranks: 1, 3]`` (horovod/common/
 operations.cc, CheckForStalledTensors; horovod issue 1012 shows it under mpirun's
 ``[1,0]<stderr>:`` prefix). The ranks named are the ones the others wait for.
+
+Also Horovod's shut-down error (SHUT_DOWN_ERROR, below): the echo of another rank's failure.
 """
 
 from __future__ import annotations
@@ -14,13 +16,25 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
-from hangdoc.analyzer.vocabulary import F_RANKS, EventKind
+from hangdoc.analyzer.vocabulary import F_MESSAGE, F_RANKS, EventKind
 
 _MISSING = re.compile(r"(?P<op>[\w./:\-]{1,200}) \[missing ranks: ?(?P<ranks>\d+(?:, ?\d+)*)\]")
 
 
+# horovod/common/operations.cc SHUT_DOWN_ERROR, raised on every rank whose background thread
+# stopped: "Horovod has been shut down. This was caused by an exception on one of the ranks
+# or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished
+# execution. …" (as TensorFlow's UnknownError/AbortedError, torch's HorovodInternalError).
+# The rank that prints it lost its peers; the cause is another rank's (an echo, not a crash).
+_SHUT_DOWN = re.compile(r"Horovod has been shut down\. This was caused by an exception on one")
+
+
 def match_horovod(text: str) -> Hit | None:
-    """One stalled op of Horovod's stall warning, with the ranks that did not submit it."""
+    """One stalled op of Horovod's stall warning, with the ranks that did not submit it;
+    Horovod's shut-down error (a peer failed or finished)."""
+    if "Horovod has been shut down" in text and _SHUT_DOWN.search(text):
+        fields = {"backend": "horovod", F_MESSAGE: "Horovod has been shut down"}
+        return Hit(EventKind.CONNECTION_LOST, fields, key=("horovod_shutdown",))
     if "missing ranks" not in text:
         return None
     m = _MISSING.search(text)

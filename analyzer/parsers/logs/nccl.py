@@ -79,6 +79,13 @@ _LOOSE_HEAD = re.compile(
     r"(?:(?P<where>[\w./\-]+:\d+)(?: \((?P<func>\w+)\))? ?)?"
 )
 _LOOSE_WORDS = ("NCCL WARN ", "NCCL INFO ")
+# NCCL ≤ 2.3 printed no "NCCL" word ("host:pid:tid [dev] include/socket.h:194 WARN …"); with
+# its header cut, what is left is the source location and WARN ("include/socket.h:344 WARN
+# Socket creation failed : …", nccl issue 210). Taken only with an NCCL source file's path.
+_OLD_BARE_WARN = re.compile(
+    r"(?P<where>(?:include|misc|transport|graph|collectives|enqueue|init|bootstrap|proxy|net)"
+    r"[\w./\-]*\.(?:cc|cu|h):\d+) WARN (?P<msg>.+)"
+)
 _LOOSE_MAX_HEAD = 160
 _RAS_DEAD_PEER = re.compile(r"RAS declaring peer (\S+?)(?:<\d+>)? as DEAD")
 # WARN families.
@@ -96,7 +103,19 @@ _IB_COMPLETION_OLD = re.compile(
 )
 _SOCKET_CLOSED = re.compile(r"Connection closed by remote peer (\S+?)<(\d+)>")
 _SOCKET_CLOSED_BARE = re.compile(r"Connection closed by remote peer")
-_RECV_FAILED = re.compile(r"Call to (?:recv|send) (?:from|to) (\S+?)<(\d+)> failed ?: ?(.*)")
+# misc/socket.cc "Net : Call to recv from %s failed : %s"; NCCL ≤ 2.8's include/socket.h
+# socketProgressOpt names no peer: "Call to recv failed : %s" (strerror, e.g. "Connection
+# reset by peer", horovod issue 210).
+_RECV_FAILED = re.compile(r"Call to (?:recv|send)(?: (?:from|to) (\S+?)<(\d+)>)? failed ?: ?(.*)")
+# socket.h/socket.cc createListenSocket and connectAddress, every release: "Net : Socket
+# creation failed : %s" (strerror: "Address family not supported by protocol" for an
+# address of a family the host has disabled, "Too many open files"; nccl issue 224). The
+# process could not open the socket its transport or bootstrap needs: a local failure.
+_SOCKET_CREATE = re.compile(r"Socket creation failed ?: ?(.*)")
+# transport/net_socket.cc (≥ 2.4) persistentSocketThread: WARN("NET/Socket : socket progress
+# error") when a transfer on one of its sockets failed (after the socket's own WARN, which a
+# paste may have lost; horovod issue 3611 has both).
+_SOCKET_PROGRESS = re.compile(r"NET/Socket ?: ?socket progress error")
 _CONNECT = re.compile(
     r"(?:socketPollConnect|Call to connect|connect to|socketStartConnect|socketFinalizeConnect)"
     r".*?(?:(\S+?)<(\d+)>)?.*?(exceeded error retry count.*|timeout.*|failed.*|Connection "
@@ -201,7 +220,12 @@ def match_nccl_loose(text: str) -> Hit | None:
         if pos >= 0:
             break
     else:
-        return None
+        if (old := _OLD_BARE_WARN.match(text)) is None:
+            return None
+        bare = _warn(old.group("msg"), old.group("where"), None)
+        if bare is not None:
+            bare.fields["header"] = "partial"
+        return bare
     head = text[:pos].rstrip()
     m = _LOOSE_HEAD.fullmatch(head)
     if m is None:
@@ -395,8 +419,17 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
         return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("closed", None))
     if (r := _RECV_FAILED.search(msg)) is not None:
         reason = r.group(3).strip()
-        fields.update({F_PEER: r.group(1), "port": r.group(2), F_ERROR: _reason_word(reason)})
+        put(fields, F_PEER, r.group(1))
+        put(fields, "port", r.group(2))
+        fields[F_ERROR] = _reason_word(reason)
         return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("recv", r.group(1), reason))
+    if _SOCKET_PROGRESS.search(msg):
+        fields[F_ERROR] = "socket_progress"
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("progress",))
+    if (sc := _SOCKET_CREATE.search(msg)) is not None:
+        fields[F_ERROR] = "socket_creation_failed"
+        fields["local"] = "1"  # the reporting process's own failure, no peer involved
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("socket", sc.group(1)[:60]))
     if (d := _DUPLICATE_GPU.search(msg)) is not None:
         fields.update(
             {

@@ -74,7 +74,16 @@ _LEADING_TAG = re.compile(
     r"(?![\w.]*(?:Error|Exception|Warning|Exit):? )[^\s\[][^\s]{0,63} "
     r"(?=\[(?:rank|default|[A-Za-z_]+)\d+\]:)"
 )
-_MPI_RANK_TAG = re.compile(r"\[1,(\d+)\]<(?:stdout|stderr)>: ?")
+# Open MPI's ``--tag-output`` ("[1,3]<stdout>:") and Horovod's own launcher (horovodrun with
+# gloo: horovod/runner/common/util/safe_shell_exec.py forward_stream writes
+# "{time}[{rank}]<{prefix}>:{line}", time being time.asctime() with --timestamp-output).
+# A paste rendered as Markdown loses the "<stderr>" as an HTML tag, leaving "[15]" glued to
+# the line ("[15]worker-23:83:2526 [0] misc/socket.cc:503 NCCL WARN …", horovod issue 3611):
+# that bare form is taken only before an NCCL ``host:pid:tid [dev]`` header.
+_MPI_RANK_TAG = re.compile(
+    r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4})?"
+    r"\[(?:1,)?(\d+)\](?:<(?:stdout|stderr)>: ?|:?(?=[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] ))"
+)
 # ``srun --label`` (and ``torchrun --tee``-less consoles fed through it): the task id, padded
 # with spaces to the width of the largest one, then ": ". The task id is SLURM_PROCID, the
 # global rank under srun. Only taken as the first layer of a line, never after a stamp or a

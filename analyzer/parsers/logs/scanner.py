@@ -423,6 +423,11 @@ class Scanner:
         chain_key = (hit.host or tag.host, pid, hit.fields.get("tid"), tag.rank)
         chain = self._chains.get(chain_key)
         if chain is not None:
+            # Every caller up the chain, in order: where the failure surfaced (a
+            # "bootstrap.cc:169 -> 2" says the failing call belonged to the bootstrap).
+            callers = chain[0].fields.get("rc_chain", "")
+            if len(callers) < 400:
+                chain[0].fields["rc_chain"] = f"{callers} {hit.fields['where']}".strip()
             if not chain[1]:
                 target = chain[0]
                 target.fields["rc"] = hit.fields["rc"]
@@ -559,7 +564,9 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         hit = nccl_lines.match_nccl(text)
         if hit is not None:
             return hit
-    elif "NCCL " in text[:200] and (hit := nccl_lines.match_nccl_loose(text)) is not None:
+    elif ("NCCL " in text[:200] or " WARN " in text[:120]) and (
+        hit := nccl_lines.match_nccl_loose(text)
+    ) is not None:
         return hit
     return (
         match_size_check(text)

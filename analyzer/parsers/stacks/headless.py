@@ -38,6 +38,16 @@ _TB_FRAME = re.compile(
 _FH_FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+|\?) in (?P<fn>.+?)\s*$')
 _COLLECTIVE_FILES = ("torch/distributed/distributed_c10d.py", "torch/distributed/c10d_logger.py")
 _MIN_FRAMES = 2
+# The standard library's file-system calls (os.makedirs, os.mkdir, os.replace, shutil.*):
+# below them there is only the system call, so a cut traceback that stops there still says
+# where the thread was (automodel PR 3686: "[rank8]: File "<frozen os>", line 225, in
+# makedirs" under a checkpoint save, its FileExistsError line cut).
+_FS_FILES = ("<frozen os>", "/os.py", "/shutil.py", "<frozen shutil>")
+
+
+def _leaf_call(frame: Frame) -> bool:
+    """The innermost frame shown is a call whose deeper frames can only be inside it."""
+    return frame.file.endswith(_COLLECTIVE_FILES) or frame.file.endswith(_FS_FILES)
 
 
 def _frame(m: re.Match[str]) -> Frame:
@@ -79,7 +89,7 @@ def _traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
     if len(frames) < _MIN_FRAMES:
         return None, max(i, begin + 1)
     exc = exception_line(lines[i][1]) if i < len(lines) and lines[i][1].strip() else None
-    if exc is None and not frames[-1].file.endswith(_COLLECTIVE_FILES):
+    if exc is None and not _leaf_call(frames[-1]):
         return None, i  # cut: the frames shown are not where the thread was
     summary = None
     if exc is not None:

@@ -33,6 +33,32 @@ _CHAIN = ("During handling of the above exception", "The above exception was the
 _EXC_LINE = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::\s?(.*))?$")
 _EXC_WORDS = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Failure", "Timeout")
 _MAX_MESSAGE_LINES = 20
+# A traceback cut before its exception line is still a trustworthy stack when its innermost
+# frame shown is torch.distributed's group creation: deeper frames can only be inside it
+# (new_group → _new_process_group_helper → ProcessGroupGloo(...) in colossalai issue 2500;
+# init_process_group → rendezvous handlers in rendezvous.py). headless.py applies the same
+# idea, for any torch.distributed API, to a traceback pasted without its header.
+_GROUP_CREATION_FILES = ("torch/distributed/distributed_c10d.py", "torch/distributed/rendezvous.py")
+_GROUP_CREATION = frozenset(
+    {
+        "init_process_group",
+        "new_group",
+        "_new_group_with_tag",
+        "_new_process_group_helper",
+        "_store_based_barrier",
+        "new_subgroups",
+        "new_subgroups_by_enumeration",
+        "init_device_mesh",
+        "rendezvous",
+    }
+)
+
+
+def cut_in_group_creation(frames: list[Frame]) -> bool:
+    """Frames (outermost first) of a cut traceback that stop inside group creation."""
+    if len(frames) < 2 or not frames[-1].file.endswith(_GROUP_CREATION_FILES):
+        return False
+    return any(f.function in _GROUP_CREATION for f in frames)
 
 
 def _indent(text: str) -> int:
@@ -134,10 +160,10 @@ def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
         cpp, i = parse_cpp(lines, i)
         if cpp is not None and cpp.threads:
             native = list(cpp.threads[0].frames)
-    if exc is None:
+    if exc is None and not cut_in_group_creation(frames):
         # Python prints the exception right under the innermost frame: without it the
         # paste was cut, and the frames left would pass an outer call for where the
-        # thread was. Not a stack the rules can trust.
+        # thread was. Not a stack the rules can trust (but see cut_in_group_creation).
         return None, i
     summary = _exception_text(exc) if exc else None
     if summary and causes:
