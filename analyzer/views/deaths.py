@@ -189,6 +189,19 @@ def watchdog_cuda_error(p: Placed) -> Death | None:
     return Death(p.rank, "cuda_error", "CUDA error: " + m.group("what").strip(), p, True)
 
 
+_WHAT_WINDOW = 12  # lines between an abort and the what() of its exception, interleaved
+
+
+def _reports_mismatch(p: Placed, mismatches: list[tuple[str, int]]) -> bool:
+    """An abort whose exception's what() below it is a collective mismatch."""
+    if "terminate called" not in p.event.text or not p.event.line:
+        return False
+    line = p.event.line
+    return any(
+        source == p.event.source and line <= at <= line + _WHAT_WINDOW for source, at in mismatches
+    )
+
+
 def first_deaths(tl: Timeline) -> list[Death]:
     """Per rank (and for unattributed events), the earliest cause-like event, unless that
     rank already showed a consequence (a timeout, a lost peer) before it, or an agent
@@ -205,6 +218,12 @@ def first_deaths(tl: Timeline) -> list[Death]:
     # a rank that reports a timeout anywhere in the logs aborted because of it, wherever
     # the paste puts the launcher's exit line (tickets are pasted out of order).
     timed_out = {p.rank for p in tl.events if is_wave(p) and p.rank is not None}
+    # libstdc++ prints "terminate called after throwing an instance of 'T'" and then the
+    # exception's "what(): …" line; when ranks abort together their lines interleave and
+    # the what() that names a collective mismatch (gloo's "op.preamble.length <=
+    # op.nbytes", DETAIL's fingerprints) lands a few lines below the abort. That abort is
+    # the mismatch's report, not a crash of its own.
+    mismatches = [(p.event.source, p.event.line or 0) for p in tl.of(EventKind.COLLECTIVE_MISMATCH)]
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank not in wave_seen:
             found.setdefault(p.rank, gpu_fault)
@@ -225,6 +244,8 @@ def first_deaths(tl: Timeline) -> list[Death]:
         if any_wave and (p.rank is None or "SIGABRT" in death.summary):
             continue  # an abort after timeouts is the watchdog's teardown; unranked, unprovable
         if "SIGABRT" in death.summary and p.rank in timed_out:
+            continue
+        if "SIGABRT" in death.summary and _reports_mismatch(p, mismatches):
             continue
         if p.rank is None:
             unranked.append(death)

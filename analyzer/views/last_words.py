@@ -9,6 +9,7 @@ the same vocabulary as the job's frame names (views/meaning.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -20,6 +21,10 @@ _LOOK_BACK = 3  # job lines before the first timeout that may name the activity
 # A line that reports a loss is a training step's progress line, whatever else it names
 # (batch size, data time, iterations): the job was training, not saving or evaluating.
 _TRAINING = frozenset({"loss", "losses"})
+# A configuration dump ("xtuner_dataset_timeout = 1:00:00", "save_steps: 500",
+# "eval_strategy=steps,"): frameworks print their settings at start (mmengine's config,
+# HF TrainingArguments, argparse Namespaces), and a setting's name is not an activity.
+_SETTING = re.compile(r"^\s*[\w.\-]+\s*[=:]\s*\S+\s*$")
 _TELLING = frozenset(
     {Meaning.CHECKPOINT, Meaning.EVAL, Meaning.METRICS, Meaning.DATA, Meaning.PREPROCESS}
 )
@@ -91,6 +96,8 @@ def last_words(
         for _, rank, line, known in reversed(said[-_LOOK_BACK:]):
             if known is True:
                 break  # the activity before it ended
+            if known is False and _SETTING.match(line.text):
+                continue
             words = tokens(line.text)
             if known is False and _TRAINING.intersection(words):
                 # A training step's report ("loss=1.54, batch_size=4, d_time=0.02"): it was

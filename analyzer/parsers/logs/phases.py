@@ -178,6 +178,11 @@ _KEYS = (
     "inference",
     "Evaluation results",
     "Nebula",
+    # DeepSpeed's "Checkpoint {tag} is begin to save!" / "is about to be saved!" (the
+    # CHECKPOINT_SAVE marker) has none of the words above: without these the line never
+    # reached its pattern.
+    "to save",
+    "be saved",
 )
 
 

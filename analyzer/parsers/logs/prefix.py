@@ -43,6 +43,10 @@ _ISO = re.compile(
     r"\[?(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2}(?:[.,]\d+)?)"
     r"(?P<zone>Z|[+-]\d{2}:?\d{2})?\]?(?P<sep> *(?:\||-) *| +)"
 )
+# mmengine's MMFormatter (mmengine/logging/logger.py): "%(asctime)s - %(name)s -
+# %(levelname)s - %(message)s" with datefmt "%m/%d %H:%M:%S", no year ("06/27 08:41:09 -
+# mmengine - INFO - …"): the logs of mmengine, mmdet, mmseg, xtuner and their kin.
+_MMDD = re.compile(r"(\d{2})/(\d{2}) (\d{2}):(\d{2}):(\d{2}(?:[.,]\d+)?)(?P<sep> +- +| +)")
 _SYSLOG = re.compile(
     r"([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)? (\S+) "
     r"([\w.\-/]+?)(?:\[\d+\])?: "
@@ -132,6 +136,11 @@ def _own_layer(text: str, tag: LineTag) -> int:
             # one space: the indentation after it is the line's own ("  File …" of a trace).
             return m.start("sep") + 1
         return m.end()
+    if first.isdigit() and (m := _MMDD.match(text)) is not None:
+        month, day = int(m.group(1)), int(m.group(2))
+        if 1 <= month <= 12 and 1 <= day <= 31:
+            tag.stamp = Stamp(seconds_of_day(m.group(3), m.group(4), m.group(5)), month, day)
+            return m.end()
     if first.isupper():
         if m := _PYLOG_OLD.match(text):
             tag.level, tag.origin = m.group(1)[0], m.group(2)

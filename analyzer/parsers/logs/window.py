@@ -32,6 +32,12 @@ _LIBRARY_LINE = re.compile(
     r"NCCL (?:INFO|WARN|ERROR)|ProcessGroup|[Ww]atchdog|^Traceback |^File \"|^frame #\d"
     r"|^Exception raised from|^torch\.distributed|WorkNCCL|c10d|^\s*\^+\s*$"
 )
+# Whose words a logging line is, by the origin its header names: torch's C++ (glog/c10
+# headers name a source file, "ProcessGroupNCCL.cpp:632") and torch's Python loggers
+# ("torch.distributed.elastic…") are the library's. Any other logger is the job's or its
+# framework's: "2024-02-18 10:28:25,496 - root - INFO - Saving latest checkpoint …" is what
+# the job was doing, and the comparison and HD061 must see it.
+_LIBRARY_ORIGIN = re.compile(r"\.(?:cpp|cc|cu|cuh|c|h|hpp):\d+$|^torch(?:\.|$)")
 _RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d+)\]: ?(?=[A-Za-z(\"'])")
 
 
@@ -73,7 +79,7 @@ def read_line_window(
             text, said = raw[fast.end() :].strip(), int(fast.group(1))
         else:
             tag = peel_line(raw[: MAX_LINE_CHARS * 2])
-            if tag.level is not None or tag.origin is not None:
+            if tag.origin is not None and _LIBRARY_ORIGIN.search(tag.origin):
                 continue  # a glog/c10/torch logger line: the library's words, not the job's
             text, said = tag.text.strip(), tag.rank
         if not text or _LIBRARY_LINE.search(text):

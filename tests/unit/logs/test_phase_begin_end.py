@@ -60,3 +60,17 @@ def test_ordinary_lines_are_no_markers() -> None:
             Phase.EVAL_DONE.value,
             Phase.CHECKPOINT_SAVED.value,
         )
+
+
+def test_deepspeeds_begin_line_alone_is_a_save_marker() -> None:
+    # deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py create(): "[Torch]
+    # Checkpoint {tag} is begin to save!" (older releases) / "is about to be saved!", with
+    # log_dist's "[Rank 0]": the line carries none of the other markers' quick-reject words.
+    from hangdoc.analyzer.parsers.logs.phases import match_phase
+
+    for line in (
+        "[Rank 0] [Torch] Checkpoint pytorch_model is begin to save!",
+        "[Rank 0] [Torch] Checkpoint global_step100 is about to be saved!",
+    ):
+        hit = match_phase(line)
+        assert hit is not None and hit.fields["phase"] == "checkpoint_save" and hit.rank == 0
