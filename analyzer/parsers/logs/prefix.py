@@ -137,9 +137,9 @@ def _own_layer(text: str, tag: LineTag) -> int:
             return m.start("sep") + 1
         return m.end()
     if first.isdigit() and (m := _MMDD.match(text)) is not None:
-        month, day = int(m.group(1)), int(m.group(2))
-        if 1 <= month <= 12 and 1 <= day <= 31:
-            tag.stamp = Stamp(seconds_of_day(m.group(3), m.group(4), m.group(5)), month, day)
+        mm, dd = int(m.group(1)), int(m.group(2))
+        if 1 <= mm <= 12 and 1 <= dd <= 31:
+            tag.stamp = Stamp(seconds_of_day(m.group(3), m.group(4), m.group(5)), mm, dd)
             return m.end()
     if first.isupper():
         if m := _PYLOG_OLD.match(text):
