@@ -14,6 +14,7 @@ Also Horovod's shut-down error (SHUT_DOWN_ERROR, below): the echo of another ran
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
 from hangdoc.analyzer.vocabulary import F_MESSAGE, F_RANKS, EventKind
@@ -44,3 +45,48 @@ def match_horovod(text: str) -> Hit | None:
     fields = {F_RANKS: ranks, "op": m.group("op")[-120:], "library": "horovod"}
     # One event per set of missing ranks: a stall lists every stalled tensor.
     return Hit(EventKind.MISSING_RANKS, fields, key=("missing_ranks", ranks))
+
+
+# Horovod ≥ 0.20's StallInspector (horovod/common/stall_inspector.cc,
+# CheckForStalledTensors): the same warning, then "Stalled ranks:" and one line per rank
+# that has not submitted, "6: [horovod_allreduce.0, horovod_allreduce.1, … ...]" ("6!:"
+# when that rank is past the shut-down time). Under mpirun each line carries
+# "[1,0]<stderr>:"; pasted bare, "6: " looks like an srun label, so the scanner passes the
+# rank it peeled from there.
+_STALLED_HEADER = re.compile(r"(?:Stalled|Missing) ranks:\s*$")
+_STALLED_LINE = re.compile(r"^\s*(?:(?P<rank>\d+)(?P<gone>!?): )?\[(?P<ops>[^\]]*)\]?\s*$")
+
+
+@dataclass(slots=True)
+class HorovodStallBlock:
+    """The "Stalled ranks:" list of Horovod's stall inspector: the ranks the others wait for."""
+
+    ranks: list[int] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def start(text: str) -> HorovodStallBlock | None:
+        return HorovodStallBlock() if _STALLED_HEADER.search(text) else None
+
+    def feed_tagged(self, text: str, peeled_rank: int | None) -> bool:
+        """One line of the list (False ends it). ``peeled_rank``: the rank the prefix
+        peeler took from a bare "6: " at the line's start."""
+        m = _STALLED_LINE.match(text)
+        if m is None:
+            return False
+        rank = m.group("rank")
+        if rank is not None:
+            self.ranks.append(int(rank))
+        elif peeled_rank is not None:
+            self.ranks.append(peeled_rank)
+        else:
+            return False
+        self.ops.append(m.group("ops").split(",")[0].strip())
+        return True
+
+    def finish(self) -> Hit | None:
+        if not self.ranks:
+            return None
+        ranks = ",".join(str(r) for r in sorted(set(self.ranks)))
+        fields = {F_RANKS: ranks, "op": self.ops[0][-120:], "library": "horovod"}
+        return Hit(EventKind.MISSING_RANKS, fields, key=("missing_ranks", ranks))

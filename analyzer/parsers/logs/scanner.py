@@ -16,7 +16,7 @@ from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
 from hangdoc.analyzer.parsers.logs.elastic import ChildFailedBlock, match_agent
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, match_xid
 from hangdoc.analyzer.parsers.logs.hit import Hit
-from hangdoc.analyzer.parsers.logs.horovod import match_horovod
+from hangdoc.analyzer.parsers.logs.horovod import HorovodStallBlock, match_horovod
 from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
@@ -100,6 +100,7 @@ Block = (
     | TopoBlock
     | HungTaskBlock
     | MpiExitBlock
+    | HorovodStallBlock
 )
 ChainKey = tuple[str | None, int | None, str | None, int | None]  # host, pid, tid, rank
 Owner = tuple[int | None, int | None, int | None, str | None, int | None, str | None]
@@ -218,7 +219,10 @@ class Scanner:
         if self._block is not None:
             if isinstance(self._block, ChildFailedBlock):
                 self._block.last_line = lineno
-            if self._block.feed(text):
+            if isinstance(self._block, HorovodStallBlock):
+                if self._block.feed_tagged(text, tag.rank):
+                    return
+            elif self._block.feed(text):
                 return
             self._close_block()
         if not text.strip() or text.startswith("# "):
@@ -337,6 +341,8 @@ class Scanner:
             block = hung  # the kernel's report of a task in D state (kernel.py)
         elif "non-zero status" in text and (mpi := MpiExitBlock.start(text)) is not None:
             block = mpi  # mpirun's "The first process to do so was" (process.py)
+        elif "ranks:" in text and (stall := HorovodStallBlock.start(text)) is not None:
+            block = stall  # Horovod's stall inspector list (horovod.py)
         if block is None:
             return False
         self._block, self._block_line = block, lineno
