@@ -261,9 +261,11 @@ def scenario_dataloader_worker() -> None:
         held = threading.Event()
 
         def warm_cache() -> None:
+            # Held until well after the workers forked: with a short hold a loaded machine
+            # could fork them after the release, and the job then ran on instead of hanging.
             with cache_lock:
                 held.set()
-                time.sleep(2.0)
+                time.sleep(120.0)
 
         threading.Thread(target=warm_cache, name="cache-warmer", daemon=True).start()
         held.wait()
