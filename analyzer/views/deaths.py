@@ -192,13 +192,13 @@ def watchdog_cuda_error(p: Placed) -> Death | None:
 _WHAT_WINDOW = 12  # lines between an abort and the what() of its exception, interleaved
 
 
-def _reports_mismatch(p: Placed, mismatches: list[tuple[str, int]]) -> bool:
-    """An abort whose exception's what() below it is a collective mismatch."""
+def _what_is_explained(p: Placed, explained: list[tuple[str, int]]) -> bool:
+    """An abort whose exception's what() below it is a mismatch or a timeout."""
     if "terminate called" not in p.event.text or not p.event.line:
         return False
     line = p.event.line
     return any(
-        source == p.event.source and line <= at <= line + _WHAT_WINDOW for source, at in mismatches
+        source == p.event.source and line <= at <= line + _WHAT_WINDOW for source, at in explained
     )
 
 
@@ -220,10 +220,16 @@ def first_deaths(tl: Timeline) -> list[Death]:
     timed_out = {p.rank for p in tl.events if is_wave(p) and p.rank is not None}
     # libstdc++ prints "terminate called after throwing an instance of 'T'" and then the
     # exception's "what(): …" line; when ranks abort together their lines interleave and
-    # the what() that names a collective mismatch (gloo's "op.preamble.length <=
-    # op.nbytes", DETAIL's fingerprints) lands a few lines below the abort. That abort is
-    # the mismatch's report, not a crash of its own.
-    mismatches = [(p.event.source, p.event.line or 0) for p in tl.of(EventKind.COLLECTIVE_MISMATCH)]
+    # the what() lands a few lines below the abort. When that what() is a collective
+    # mismatch (gloo's "op.preamble.length <= op.nbytes", DETAIL's fingerprints) or a
+    # timeout (torch < 2.0's watchdog threw std::runtime_error("[Rank 7] Watchdog caught
+    # collective operation timeout …"), which aborted the process), the abort is that
+    # report, not a crash of its own.
+    explained = [
+        (p.event.source, p.event.line or 0)
+        for p in tl.events
+        if p.kind == EventKind.COLLECTIVE_MISMATCH or is_wave(p)
+    ]
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank not in wave_seen:
             found.setdefault(p.rank, gpu_fault)
@@ -245,7 +251,7 @@ def first_deaths(tl: Timeline) -> list[Death]:
             continue  # an abort after timeouts is the watchdog's teardown; unranked, unprovable
         if "SIGABRT" in death.summary and p.rank in timed_out:
             continue
-        if "SIGABRT" in death.summary and _reports_mismatch(p, mismatches):
+        if "SIGABRT" in death.summary and _what_is_explained(p, explained):
             continue
         if p.rank is None:
             unranked.append(death)
