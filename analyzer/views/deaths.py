@@ -191,6 +191,17 @@ def watchdog_cuda_error(p: Placed) -> Death | None:
 
 _WHAT_WINDOW = 12  # lines between an abort and the what() of its exception, interleaved
 
+# An abort (SIGABRT, exit code -6) is the teardown of a failure reported elsewhere, not a
+# crash of its own, when
+# * it comes after the timeouts began (the NCCL watchdog aborts its process after one);
+# * its rank reports a timeout anywhere in the logs, wherever the paste puts the
+#   launcher's exit line (tickets are pasted out of order);
+# * the "what(): …" below its "terminate called after throwing an instance of 'T'" is a
+#   collective mismatch (gloo's "op.preamble.length <= op.nbytes", DETAIL's fingerprints)
+#   or a timeout (torch < 2.0's watchdog threw std::runtime_error("[Rank 7] Watchdog
+#   caught collective operation timeout …")). libstdc++ prints the what() after the
+#   abort line, and when ranks abort together their lines interleave: hence the window.
+
 
 def _what_is_explained(p: Placed, explained: list[tuple[str, int]]) -> bool:
     """An abort whose exception's what() below it is a mismatch or a timeout."""
@@ -214,22 +225,11 @@ def first_deaths(tl: Timeline) -> list[Death]:
     found: dict[int | None, Death] = {}
     unranked: list[Death] = []
     any_wave = False
-    # The NCCL watchdog aborts its own process after a timeout (SIGABRT, exit code -6):
-    # a rank that reports a timeout anywhere in the logs aborted because of it, wherever
-    # the paste puts the launcher's exit line (tickets are pasted out of order).
-    timed_out = {p.rank for p in tl.events if is_wave(p) and p.rank is not None}
-    # libstdc++ prints "terminate called after throwing an instance of 'T'" and then the
-    # exception's "what(): …" line; when ranks abort together their lines interleave and
-    # the what() lands a few lines below the abort. When that what() is a collective
-    # mismatch (gloo's "op.preamble.length <= op.nbytes", DETAIL's fingerprints) or a
-    # timeout (torch < 2.0's watchdog threw std::runtime_error("[Rank 7] Watchdog caught
-    # collective operation timeout …"), which aborted the process), the abort is that
-    # report, not a crash of its own.
-    explained = [
-        (p.event.source, p.event.line or 0)
-        for p in tl.events
-        if p.kind == EventKind.COLLECTIVE_MISMATCH or is_wave(p)
-    ]
+    wave_events = [p for p in tl.events if is_wave(p)]
+    timed_out = {p.rank for p in wave_events if p.rank is not None}
+    # where the failures an abort may be the teardown of were reported (mismatches too:
+    # COLLECTIVE_MISMATCH is a wave kind)
+    explained = [(p.event.source, p.event.line or 0) for p in wave_events]
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank not in wave_seen:
             found.setdefault(p.rank, gpu_fault)
@@ -247,12 +247,12 @@ def first_deaths(tl: Timeline) -> list[Death]:
             continue
         if death.how in ("signal", "exit") and p.get(F_PID) in terminated_pids:
             continue  # the launcher killed a survivor
-        if any_wave and (p.rank is None or "SIGABRT" in death.summary):
-            continue  # an abort after timeouts is the watchdog's teardown; unranked, unprovable
-        if "SIGABRT" in death.summary and p.rank in timed_out:
-            continue
-        if "SIGABRT" in death.summary and _what_is_explained(p, explained):
-            continue
+        if any_wave and p.rank is None:
+            continue  # unranked after timeouts: unprovable
+        if "SIGABRT" in death.summary and (
+            any_wave or p.rank in timed_out or _what_is_explained(p, explained)
+        ):
+            continue  # the teardown of a reported failure (the cases above _WHAT_WINDOW)
         if p.rank is None:
             unranked.append(death)
         elif (p.rank not in found and p.rank not in wave_seen) or (
