@@ -1,0 +1,92 @@
+"""The literal gates in front of the log recognisers' searches (parsers/logs/literals.py).
+
+A gate may only say "no match possible" when the search would find none: checked on
+strings generated to match each gated pattern of the phase and count recognisers
+(hypothesis's ``from_regex``), on hand-written patterns of each construct, and on the
+lines of every recorded log, where the gated search must find what the plain one does.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hangdoc.analyzer.parsers.logs import phases
+from hangdoc.analyzer.parsers.logs.literals import any_admits, gate, required_literals
+
+ROOT = Path(__file__).resolve().parents[3]
+GATED = {
+    "count": phases._COUNT,
+    "init": phases._INIT,
+    "ds_rank": phases._DS_RANK,
+    **{f"marker_{phase.value}": pattern for phase, pattern in phases._MARKERS},
+}
+
+
+@pytest.mark.parametrize("name", sorted(GATED))
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(data=st.data())
+def test_a_gate_admits_every_string_its_pattern_matches(name: str, data: st.DataObject) -> None:
+    pattern = GATED[name]
+    text = data.draw(st.from_regex(pattern))
+    assert pattern.search(text) is not None
+    assert gate(pattern).admits(text), (name, text)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "admitted", "refused"),
+    [
+        (r"Saving (?:model|checkpoint)", "Saving model to x", "saving checkpoint"),
+        (r"is (?:about to be saved|begin to save)!", "x is begin to save!", "is saved"),
+        (r"(?:foo)+bar", "foobar", "barbaz"),
+        (r"(?i)loading weights", "LOADING WEIGHTS from", "loadin weights"),
+        (r"len\((?P<o>\w*(?:loader|dataset))\) = \d+", "len(train_loader) = 5", "len(x) = 5"),
+        (r"\d+ (?:batches|steps)|(?:[Nn]umber of |#)steps", "total 12 steps", "step 12"),
+    ],
+)
+def test_gates_of_each_construct(pattern: str, admitted: str, refused: str) -> None:
+    compiled = re.compile(pattern)
+    assert compiled.search(admitted) is not None
+    assert gate(compiled).admits(admitted)
+    assert compiled.search(refused) is None
+    assert not gate(compiled).admits(refused)
+
+
+@pytest.mark.parametrize("pattern", [r"\d+", r"a*b?", r"x|\d", r"(?:)abc|\w+"])
+def test_a_pattern_that_needs_no_literal_is_not_gated(pattern: str) -> None:
+    compiled = re.compile(pattern)
+    assert required_literals(compiled) is None
+    through, plain = gate(compiled).search("12 abc"), compiled.search("12 abc")
+    assert through is not None and plain is not None and through.span() == plain.span()
+
+
+def test_case_folded_gates_let_non_ascii_lines_through() -> None:
+    # re's IGNORECASE matches the Kelvin sign for "k"; lower-casing does not see it
+    compiled = re.compile(r"(?i)checkpoint")
+    text = "saving CHEC\u212apoint now"
+    assert compiled.search(text) is not None
+    assert gate(compiled).search(text) is not None
+
+
+def test_recorded_logs_read_the_same_through_the_gates() -> None:
+    lines = [
+        line
+        for path in sorted((ROOT / "fixtures").rglob("*"))
+        if path.is_file() and path.suffix in {".log", ".txt", ".out", ".err"}
+        for line in path.read_text(errors="replace").splitlines()
+    ]
+    assert len(lines) > 1000
+    for pattern in GATED.values():
+        gated = gate(pattern)
+        for line in lines:
+            plain = pattern.search(line)
+            through = gated.search(line)
+            assert (plain and plain.span()) == (through and through.span()), line
+    markers = any_admits(tuple(gate(p) for _, p in phases._MARKERS))
+    for line in lines:
+        if any(p.search(line) for _, p in phases._MARKERS):
+            assert markers(line), line
