@@ -19,6 +19,8 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from hangdoc.analyzer.vocabulary import parse_enum
+
 
 class Category(enum.StrEnum):
     """The fixed cause vocabulary of DESIGN.md; every finding carries one."""
@@ -81,6 +83,71 @@ class InputKind(enum.StrEnum):
     UNREADABLE = "unreadable"
     # Appended for pasted stacks: gdb, pstack, pystack, tracebacks, torch C++ stacks, mixes.
     STACK_TEXT = "stack_text"
+
+
+class OpState(enum.StrEnum):
+    """Where a collective was when a rank recorded it (the flight recorder's ``state``,
+    normalised by the parser). Dumps and summaries carry the values."""
+
+    SCHEDULED = "scheduled"
+    STARTED = "started"
+    COMPLETED = "completed"
+    TIMED_OUT = "timed_out"  # retired by the watchdog after an error or a timeout
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, value: object) -> OpState:
+        return parse_enum(cls, value)
+
+
+class ProcState(enum.StrEnum):
+    """A task's state letter as the kernel shows it in /proc/PID/stat (proc(5))."""
+
+    RUNNING = "R"
+    SLEEPING = "S"
+    DISK_SLEEP = "D"  # uninterruptible: waiting in the kernel, usually for I/O
+    ZOMBIE = "Z"
+    STOPPED = "T"
+    TRACED = "t"
+    DEAD = "X"
+    DEAD_OLD = "x"  # Linux 2.6.33 to 3.13
+    WAKEKILL = "K"
+    WAKING = "W"
+    PARKED = "P"
+    IDLE = "I"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, value: object) -> ProcState | None:
+        """None for no value; an unknown letter is UNKNOWN."""
+        return None if value is None else parse_enum(cls, value)
+
+
+class FileMode(enum.StrEnum):
+    """How a process opened a file (its /proc/PID/fdinfo flags)."""
+
+    READ = "r"
+    WRITE = "w"
+    READ_WRITE = "rw"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, value: object) -> FileMode | None:
+        return None if value is None else parse_enum(cls, value)
+
+
+class StepStatus(enum.StrEnum):
+    """How one collector step ended (collectors/dumpformat.py StepRecord)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    SKIPPED = "skipped"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, value: object) -> StepStatus:
+        return parse_enum(cls, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +230,7 @@ class ThreadState:
 
     tid: int
     name: str | None = None
-    state: str | None = None  # R, S, D, Z, T, t, I
+    state: ProcState | None = None
     wchan: str | None = None
     cpu_ticks: int | None = None  # utime + stime
     voluntary_ctxt_switches: int | None = None
@@ -180,7 +247,7 @@ class OpenFile:
 
     fd: int
     path: str
-    mode: str | None = None  # "r" | "w" | "rw"
+    mode: FileMode | None = None
     pos: int | None = None
     size: int | None = None
     mount: str | None = None  # mount point of the file system holding it
@@ -194,7 +261,7 @@ class ChildProcess:
     pid: int
     ppid: int | None = None
     name: str | None = None  # comm
-    state: str | None = None  # R, S, D, Z, T... of its main thread ("Z" = zombie)
+    state: ProcState | None = None  # of its main thread
     wchan: str | None = None
     cpu_ticks: int | None = None
     threads_in_d: int = 0  # threads in uninterruptible sleep
@@ -208,7 +275,7 @@ class ProcSample:
     index: int
     time: float | None
     alive: bool = True
-    state: str | None = None
+    state: ProcState | None = None
     wchan: str | None = None
     cpu_ticks: int | None = None
     threads: tuple[ThreadState, ...] = ()
@@ -231,7 +298,7 @@ class CollectiveRecord:
     group: str
     seq_id: int
     op: str
-    state: str  # scheduled | started | completed | timed_out | unknown
+    state: OpState
     input_sizes: tuple[tuple[int, ...], ...] = ()
     output_sizes: tuple[tuple[int, ...], ...] = ()
     dtypes: tuple[str, ...] = ()
@@ -348,7 +415,7 @@ class CollectStep:
     """One collector step as recorded in a dump's manifest."""
 
     step: str
-    status: str  # ok | failed | timeout | skipped
+    status: StepStatus
     rank: int | None = None
     pid: int | None = None
     sample: int | None = None

@@ -3,13 +3,30 @@
 The log parsers write :class:`~hangdoc.analyzer.model.LogEvent` objects with these
 kinds and fields; the views and rules read them. ``LogEvent.kind`` stays a ``str`` (the
 findings JSON and dumps carry the values): producers write ``EventKind.X.value``, readers
-compare with the enum (a ``StrEnum`` equals its value). Imports nothing of hangdoc.
+compare with the enum (a ``StrEnum`` equals its value). Imports nothing of hangdoc: the
+model imports it.
 """
 
 from __future__ import annotations
 
 import enum
 import re
+from typing import TypeVar
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+
+
+def parse_enum(cls: type[_E], value: object) -> _E:
+    """``value`` as a member of ``cls``, for values read back from a dump, a summary or a
+    JSON file: a value this version does not know (written by a newer hangdoc, damaged,
+    hostile) becomes ``cls.UNKNOWN`` instead of stopping the load."""
+    unknown = cls.__members__["UNKNOWN"]
+    if not isinstance(value, str):
+        return unknown
+    try:
+        return cls(value)
+    except ValueError:
+        return unknown
 
 
 class EventKind(enum.StrEnum):

@@ -12,7 +12,7 @@ from hangdoc.analyzer.model import Category, Frame
 from hangdoc.analyzer.views.activity import GENERIC_TAGS, RankActivity, is_user_frame
 from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.analyzer.views.iofacts import fs_stall
-from hangdoc.analyzer.views.locks import gil_holder, lock_waits
+from hangdoc.analyzer.views.locks import WaitKind, gil_holder, lock_waits
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning, Signal, job_meaning
 
 
@@ -123,8 +123,10 @@ def _node_cause(activity: RankActivity) -> Cause | None:
         return _GIL
     waits = lock_waits(process)
     main = next((w for w in waits if w.track.is_main), None)
-    others = [w for w in waits if not w.track.is_main and w.kind in ("native", "futex")]
-    if main is not None and (others or main.kind == "native"):
+    others = [
+        w for w in waits if not w.track.is_main and w.kind in (WaitKind.NATIVE, WaitKind.FUTEX)
+    ]
+    if main is not None and (others or main.kind == WaitKind.NATIVE):
         return _LOCK
     return None
 

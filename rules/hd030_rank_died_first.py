@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.deaths import Death, first_deaths
+from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths
 from hangdoc.analyzer.views.gpu_faults import HARDWARE
 from hangdoc.analyzer.views.timeline import Placed, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import F_EXC_TYPE, storage_error
@@ -55,12 +55,12 @@ from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
 _HOW = {
-    "exception": "raised an exception",
-    "signal": "was killed by a signal",
-    "host_oom": "was killed by the kernel OOM killer",
-    "exit": "exited with an error",
-    "actor": "died (Ray actor)",
-    "cuda_error": "hit a CUDA error",
+    DeathHow.EXCEPTION: "raised an exception",
+    DeathHow.SIGNAL: "was killed by a signal",
+    DeathHow.HOST_OOM: "was killed by the kernel OOM killer",
+    DeathHow.EXIT: "exited with an error",
+    DeathHow.ACTOR: "died (Ray actor)",
+    DeathHow.CUDA_ERROR: "hit a CUDA error",
 }
 
 
@@ -78,7 +78,7 @@ class RankDiedFirst(Rule):
         deaths = [
             d
             for d in first_deaths(tl)
-            if d.how != "cuda_oom"
+            if d.how != DeathHow.CUDA_OOM
             and not HARDWARE.search(d.summary)
             and not storage_error(d.summary)  # a storage failure: HD110's
         ]
@@ -126,7 +126,7 @@ class RankDiedFirst(Rule):
                 "The logs carry no times that order this failure against the timeouts; "
                 "it is taken as the cause because it is not itself a timeout."
             )
-        if first.how == "signal" and "SIGKILL" in first.summary:
+        if first.how == DeathHow.SIGNAL and "SIGKILL" in first.summary:
             lines.append(
                 "SIGKILL is usually the kernel OOM killer (host memory) or the "
                 "scheduler (time/memory limit); check dmesg and the scheduler log."
@@ -166,17 +166,21 @@ def _weak(death: Death) -> bool:
     Python error: Aborted") that names no exception — the watchdog aborts that way too."""
     if death.placed.get("bare") == "1":
         return True
-    return death.how == "signal" and "SIGABRT" in death.summary and not death.placed.get(F_EXC_TYPE)
+    return (
+        death.how == DeathHow.SIGNAL
+        and "SIGABRT" in death.summary
+        and not death.placed.get(F_EXC_TYPE)
+    )
 
 
 def _fix(death: Death) -> str:
-    if death.how == "host_oom" or "SIGKILL" in death.summary:
+    if death.how == DeathHow.HOST_OOM or "SIGKILL" in death.summary:
         return (
             "Reduce host memory use on that rank (dataloader workers and prefetch, "
             "pinned memory, loading whole checkpoints into RAM), or raise the job's memory "
             "limit; if the scheduler killed it, raise the time limit."
         )
-    if death.how == "signal":
+    if death.how == DeathHow.SIGNAL:
         return (
             "A native crash: run the rank with PYTHONFAULTHANDLER=1 and "
             "TORCH_SHOW_CPP_STACKTRACES=1 to get its stack, and check for mismatched "

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.deaths import first_deaths
+from hangdoc.analyzer.views.deaths import DeathHow, first_deaths
 from hangdoc.analyzer.views.timeline import precedes_wave, victims, wave
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -51,7 +51,7 @@ class CudaOomFirst(Rule):
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
         deaths = first_deaths(tl)
-        ooms = [d for d in deaths if d.how == "cuda_oom"]
+        ooms = [d for d in deaths if d.how == DeathHow.CUDA_OOM]
         if not ooms:
             return
         wave_events = wave(tl)
@@ -61,7 +61,7 @@ class CudaOomFirst(Rule):
         earlier_crash = [
             d
             for d in deaths
-            if d.how != "cuda_oom"
+            if d.how != DeathHow.CUDA_OOM
             and d.certain
             and d.placed.index < leading[0].placed.index
             and precedes_wave(d.placed, [leading[0].placed]) is True

@@ -44,7 +44,7 @@ from dataclasses import replace
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import live_activities
-from hangdoc.analyzer.views.log_compare import Divergence
+from hangdoc.analyzer.views.log_compare import Divergence, DivergenceKind
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -91,8 +91,8 @@ class LogsDiverge(Rule):
             for e in p.log_events
         )
         for divergence in ctx.log_comparison.divergences:
-            agree = divergence.kind != "behind" and _stacks_agree(ctx, divergence)
-            if divergence.kind == "counter" and counted and not agree:
+            agree = divergence.kind != DivergenceKind.BEHIND and _stacks_agree(ctx, divergence)
+            if divergence.kind == DivergenceKind.COUNTER and counted and not agree:
                 continue  # HD040 says the same; joined with the stacks it says more
             finding = self._finding(divergence)
             if agree:
@@ -112,9 +112,11 @@ class LogsDiverge(Rule):
         first = d.lines[0].line.text
         severity = self.severity
         category = CATEGORY_OF[d.meaning] if d.meaning else Category.RANK_DIVERGENCE
-        unnamed = "did something else" if d.kind == "unfinished" else "took another path"
+        unnamed = (
+            "did something else" if d.kind == DivergenceKind.UNFINISHED else "took another path"
+        )
         doing = DOING[d.meaning].removeprefix("is ") if d.meaning else unnamed
-        if d.kind == "unfinished":
+        if d.kind == DivergenceKind.UNFINISHED:
             title = f"{culprits} stopped on {first[:80]!r} ({doing}) while {others} went on"
             why = (
                 f"The last line of {culprits} starts an action that no later line finishes, "
@@ -122,7 +124,7 @@ class LogsDiverge(Rule):
             )
             fix = _UNFINISHED_FIX
             confidence = 0.6 if d.meaning else 0.4
-        elif d.kind == "only_some":
+        elif d.kind == DivergenceKind.ONLY_SOME:
             title = f"only {culprits} printed {first[:80]!r} ({doing}); {others} never did"
             why = (
                 f"Near the end of their logs {culprits} printed a line {others} never print: "
@@ -132,14 +134,14 @@ class LogsDiverge(Rule):
             confidence = 0.5 if d.meaning else 0.35
             if d.meaning is None:
                 severity = Severity.WARNING  # where they parted, not yet why
-        elif d.kind == "counter":
+        elif d.kind == DivergenceKind.COUNTER:
             category, fix, confidence = Category.UNEVEN_DATA, _UNEVEN_FIX, 0.6
             title = f"{culprits} printed other counts than {others} on the same line"
             why = (
                 "Every rank prints this line, and its counts differ on some ranks: they "
                 "have different amounts of data, so some leave the loop early. "
             )
-        elif d.kind == "size":
+        elif d.kind == DivergenceKind.SIZE:
             category, fix, confidence = Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, _SIZE_FIX, 0.55
             title = f"{culprits} printed other sizes than {others} on the same line"
             why = (

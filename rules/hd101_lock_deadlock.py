@@ -42,15 +42,15 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.analyzer.views.locks import LockWait, lock_waits
+from hangdoc.analyzer.views.locks import LockWait, WaitKind, lock_waits
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import HD001_STUCK, proc_source, span_text, victims, victims_text
 from hangdoc.rules.refs import stack_refs
 
 _HOW = {
-    "native": "blocked acquiring a lock (PyThread_acquire_lock in its native frames)",
-    "futex": "idle at the same line at every sample, sleeping on a futex (a Python lock)",
-    "threading": "waiting in threading/queue code",
+    WaitKind.NATIVE: "blocked acquiring a lock (PyThread_acquire_lock in its native frames)",
+    WaitKind.FUTEX: "idle at the same line at every sample, sleeping on a futex (a Python lock)",
+    WaitKind.THREADING: "waiting in threading/queue code",
 }
 _C_MUTEX_HOW = "blocked taking a C mutex (pthread_mutex_lock in its native frames)"
 
@@ -73,14 +73,14 @@ class LockDeadlock(Rule):
             if activity.process.exited or activity.in_collective:
                 continue
             waits = lock_waits(activity.process)
-            strong = [w for w in waits if w.kind in ("native", "futex")]
+            strong = [w for w in waits if w.kind in (WaitKind.NATIVE, WaitKind.FUTEX)]
             main = next((w for w in waits if w.track.is_main), None)
             if main is None:
                 continue
             others = [w for w in strong if not w.track.is_main]
             # Alone, only a native lock frame proves a lock: an idle futex wait in user
             # code can also be a C++ wait (work.wait() of an async collective).
-            if others or main.kind == "native":
+            if others or main.kind == WaitKind.NATIVE:
                 yield self._finding(ctx, rank, activity, main, others)
 
     def _finding(
@@ -127,7 +127,7 @@ class LockDeadlock(Rule):
         )
         kinds = {main.kind, *(o.kind for o in others)}
         confidence = 0.97 if "native" in kinds else HD001_STUCK + 0.03
-        python_lock = any(w.kind == "native" and not w.c_mutex for w in [main, *others])
+        python_lock = any(w.kind == WaitKind.NATIVE and not w.c_mutex for w in [main, *others])
         if "native" in kinds and not python_lock:
             # Only C mutexes (pthread_mutex_lock): one sample may be contention caught in
             # passing; unmoved over samples, still a lock whose holder is not shown.

@@ -25,9 +25,11 @@ from hangdoc.analyzer.model import (
     InputFile,
     InputKind,
     LogEvent,
+    OpState,
     ProcessEvidence,
     ProcessGroupInfo,
     ProcSample,
+    ProcState,
     Severity,
     StackSample,
     ThreadStack,
@@ -95,19 +97,21 @@ def process(
     if completed is not None:
         fr = f"{host}/rank{rank}/flight_recorder.json"
         collectives = [
-            CollectiveRecord("0", seq, "all_reduce", "completed", source=fr)
+            CollectiveRecord("0", seq, "all_reduce", OpState.COMPLETED, source=fr)
             for seq in range(max(1, completed - 2), completed + 1)
         ]
         if pending_op is not None:
-            collectives.append(CollectiveRecord("0", completed + 1, pending_op, "started",
+            collectives.append(CollectiveRecord("0", completed + 1, pending_op, OpState.STARTED,
                                                 source=fr))  # fmt: skip
+    letter = ProcState(state)
     return ProcessEvidence(
         rank=rank, host=host, pid=4000 + rank, local_rank=rank % 8, world_size=world,
         cmdline="python /job/train.py", env=env if env is not None else _env(rank),
         stack_samples=[StackSample(index=0, time=T0 + 10, threads=(main, helper), source=source)],
-        proc_samples=[ProcSample(index=0, time=T0 + 10, state=state, wchan=wchan, threads=(
-            ThreadState(tid=1000 + rank, name="python", state=state, wchan=wchan),
-            ThreadState(tid=2000 + rank, name="pt_watchdog", state="S", wchan="futex_wait_queue"),
+        proc_samples=[ProcSample(index=0, time=T0 + 10, state=letter, wchan=wchan, threads=(
+            ThreadState(tid=1000 + rank, name="python", state=letter, wchan=wchan),
+            ThreadState(tid=2000 + rank, name="pt_watchdog", state=ProcState.SLEEPING,
+                        wchan="futex_wait_queue"),
         ))],
         collectives=collectives,
         gpu=[GpuState(index=rank % 8, memory_used_mib=gpu_mib, memory_total_mib=81_920.0)]

@@ -19,7 +19,7 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import Any
 
-from hangdoc.analyzer.model import CollectiveRecord, Frame
+from hangdoc.analyzer.model import CollectiveRecord, Frame, OpState
 
 FIELD_NAMES = (
     "group", "seq_id", "op", "state", "input_sizes", "output_sizes", "dtypes", "is_p2p",
@@ -57,7 +57,7 @@ def record_from_fields(
     group: str,
     seq_id: int,
     op: str,
-    state: str,
+    state: OpState,
     input_sizes: tuple[tuple[int, ...], ...],
     output_sizes: tuple[tuple[int, ...], ...],
     dtypes: tuple[str, ...],

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hangdoc.analyzer.model import Evidence, ProcessEvidence
+from hangdoc.analyzer.model import Evidence, OpState, ProcessEvidence
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.collectors.dumpformat import rank_dir_name
 
@@ -50,7 +50,9 @@ def _stack_key(proc: ProcessEvidence) -> object:
 
 def _fr_key(proc: ProcessEvidence) -> object:
     """Where a rank stands in its flight recorder: its unfinished ops, per group."""
-    pending = tuple((c.group, c.seq_id, c.op) for c in proc.collectives if c.state != "completed")
+    pending = tuple(
+        (c.group, c.seq_id, c.op) for c in proc.collectives if c.state != OpState.COMPLETED
+    )
     return pending or None
 
 

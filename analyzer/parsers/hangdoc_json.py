@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hangdoc.analyzer.model import InputKind, ProcessEvidence, ProcSample, ThreadState
+from hangdoc.analyzer.model import InputKind, ProcessEvidence, ProcSample, ProcState, ThreadState
 from hangdoc.analyzer.parsers import node_facts
 from hangdoc.analyzer.parsers.base import ParsedFile, decode_bytes, read_text_capped
 from hangdoc.analyzer.parsers.jsonio import (
@@ -39,7 +39,7 @@ def thread_state(raw: object) -> ThreadState | None:
     return ThreadState(
         tid=tid,
         name=get_str(obj, "name"),
-        state=get_str(obj, "state"),
+        state=ProcState.parse(get_str(obj, "state")),
         wchan=get_str(obj, "wchan"),
         cpu_ticks=get_int(obj, "cpu_ticks"),
         voluntary_ctxt_switches=get_int(obj, "voluntary_ctxt_switches"),
@@ -64,7 +64,7 @@ def proc_sample(raw: object, position: int) -> tuple[ProcSample | None, str | No
         index=position if index is None else index,
         time=get_float(obj, "time"),
         alive=True if alive is None else alive,
-        state=get_str(obj, "state"),
+        state=ProcState.parse(get_str(obj, "state")),
         wchan=get_str(obj, "wchan"),
         cpu_ticks=get_int(obj, "cpu_ticks"),
         threads=tuple(t for t in map(thread_state, get_list(obj, "threads")) if t is not None),

@@ -7,7 +7,7 @@ and a malformed entry is dropped rather than guessed at.
 
 from __future__ import annotations
 
-from hangdoc.analyzer.model import ChildProcess, OpenFile
+from hangdoc.analyzer.model import ChildProcess, FileMode, OpenFile, ProcState
 from hangdoc.analyzer.parsers.jsonio import as_dict, get_int, get_list, get_str
 
 # A sample lists at most this many of each; more is a malformed or hostile file.
@@ -24,7 +24,7 @@ def open_file(raw: object) -> OpenFile | None:
     return OpenFile(
         fd=fd,
         path=path,
-        mode=get_str(obj, "mode"),
+        mode=FileMode.parse(get_str(obj, "mode")),
         pos=get_int(obj, "pos"),
         size=get_int(obj, "size"),
         mount=get_str(obj, "mount"),
@@ -46,7 +46,7 @@ def child_process(raw: object) -> ChildProcess | None:
         pid=pid,
         ppid=get_int(obj, "ppid"),
         name=get_str(obj, "name"),
-        state=get_str(obj, "state"),
+        state=ProcState.parse(get_str(obj, "state")),
         wchan=get_str(obj, "wchan"),
         cpu_ticks=get_int(obj, "cpu_ticks"),
         threads_in_d=get_int(obj, "threads_in_d") or 0,

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import CollectiveRecord, Evidence, Frame
+from hangdoc.analyzer.model import CollectiveRecord, Evidence, Frame, OpState
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks
 from hangdoc.analyzer.render.report_common import JsonDict, RankSets, truncate
 from hangdoc.analyzer.render.report_ranks import FAILURE_WORDS
@@ -75,7 +75,7 @@ def _positions(evidence: Evidence) -> dict[str, dict[int, _Position]]:
             if record.seq_id > pos.reached:
                 pos.reached = record.seq_id
                 pos.at = record
-            if record.state == "completed" and record.seq_id > pos.completed:
+            if record.state == OpState.COMPLETED and record.seq_id > pos.completed:
                 pos.completed = record.seq_id
     return out
 

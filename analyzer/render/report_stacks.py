@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import CollectiveRecord, Evidence, Frame
+from hangdoc.analyzer.model import CollectiveRecord, Evidence, Frame, OpState
 from hangdoc.analyzer.render.report_common import JsonDict, RankSets, frame_json
 from hangdoc.analyzer.render.stacktree import StackNode, equivalence_classes, merge_stacks
 from hangdoc.analyzer.views.activity import RankActivity
@@ -143,7 +143,7 @@ def wavefront(evidence: Evidence, sets: RankSets) -> list[JsonDict]:
                 continue
             pos = positions.setdefault(record.group, {}).setdefault(rank, _RankPosition())
             pos.records += 1
-            if record.state == "completed":
+            if record.state == OpState.COMPLETED:
                 if pos.completed is None or record.seq_id > pos.completed:
                     pos.completed = record.seq_id
             elif pos.pending is None or record.seq_id < pos.pending.seq_id:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hangdoc.analyzer.model import Frame
+from hangdoc.analyzer.vocabulary import parse_enum
 
 # A summary written on the node refers to the dump it sits in by this token; the reader
 # puts the display path of that dump in its place (paths in reports stay clickable).
@@ -209,8 +210,7 @@ def _build_decoder(tp: object) -> Decoder:
             return _ident
         return lambda value, ctx: None if value is None else dec(value, ctx)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        enum_cls = tp
-        return lambda value, _ctx: enum_cls(value)
+        return _enum_decoder(tp)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass_decoder(tp)
     origin, args = _container(tp)
@@ -235,6 +235,16 @@ def _build_decoder(tp: object) -> Decoder:
             return lambda value, _ctx: dict(value)
         return lambda value, ctx: {k: val(v, ctx) for k, v in value.items()}
     return _ident
+
+
+def _enum_decoder(enum_cls: type[enum.Enum]) -> Decoder:
+    """An enum's value as its member. The words of the evidence (vocabulary.py, the model's
+    states) have an UNKNOWN member, which a value this version does not know becomes: a
+    summary written by a newer hangdoc, or a damaged one, still loads."""
+    if issubclass(enum_cls, enum.StrEnum) and "UNKNOWN" in enum_cls.__members__:
+        lenient = enum_cls
+        return lambda value, _ctx: parse_enum(lenient, value)
+    return lambda value, _ctx: enum_cls(value)
 
 
 def _path_decoder(tp: object, base: Decoder) -> Decoder:

@@ -10,7 +10,14 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from hangdoc.analyzer.model import CollectiveRecord, LogEvent, ProcessEvidence, ProcSample
+from hangdoc.analyzer.model import (
+    CollectiveRecord,
+    LogEvent,
+    OpState,
+    ProcessEvidence,
+    ProcSample,
+    ProcState,
+)
 from hangdoc.analyzer.views.kernel import wchan_kind
 from hangdoc.collectors.jobformat import CollectiveBrief, GroupRankState, GroupState, LogHighlight
 
@@ -43,7 +50,10 @@ def reduce_proc(proc: ProcessEvidence) -> tuple[list[ProcSample], int]:
     for sample in samples:
         for t in sample.threads:
             every.add(t.tid)
-            if t.state not in ("S", "I") or wchan_kind(t.wchan) == "filesystem":
+            if (
+                t.state not in (ProcState.SLEEPING, ProcState.IDLE)
+                or wchan_kind(t.wchan) == "filesystem"
+            ):
                 keep.add(t.tid)
     if keep >= every:
         return list(samples), 0
@@ -67,10 +77,10 @@ def fr_window(records: list[CollectiveRecord]) -> list[CollectiveRecord]:
     for index, record in enumerate(records):
         by_group.setdefault((record.group, record.is_p2p), []).append(index)
     for indices in by_group.values():
-        completed = [i for i in indices if records[i].state == "completed"]
+        completed = [i for i in indices if records[i].state == OpState.COMPLETED]
         tail = completed[-FR_COMPLETED_TAIL:]
         start = tail[0] if tail else indices[0]
-        pending = [i for i in indices if i >= start and records[i].state != "completed"]
+        pending = [i for i in indices if i >= start and records[i].state != OpState.COMPLETED]
         keep.update(tail)
         keep.update(pending[:FR_PENDING_MAX])
     return [records[i] for i in sorted(keep)]
@@ -108,7 +118,7 @@ def fr_groups(processes: list[ProcessEvidence]) -> list[GroupState]:
             if record.is_p2p:
                 continue
             descs.setdefault(record.group, record.group_desc)
-            if record.state == "completed":
+            if record.state == OpState.COMPLETED:
                 last[record.group] = record
                 pending.pop(record.group, None)
             else:

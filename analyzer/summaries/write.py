@@ -41,6 +41,7 @@ from hangdoc.analyzer.model import (
     ProcessGroupInfo,
     ProcSample,
     StackSample,
+    StepStatus,
     ThreadStack,
 )
 from hangdoc.analyzer.summaries.codec import DUMP_TOKEN, FrameTable, encoder
@@ -223,7 +224,7 @@ def build_node_summary(
     ranks = [writer.rank(p, base_env) for p in processes]
     host = next(iter(evidence.hosts.values()), None)
     kept_inputs = [i for i in evidence.inputs if i.error is not None or i.kind in _KEEP_INPUT_KINDS]
-    bad_steps = [s for s in evidence.collect_steps if s.status != "ok"]
+    bad_steps = [s for s in evidence.collect_steps if s.status != StepStatus.OK]
     job_events = cap_events(evidence.job_log_events, JOB_LOG_EVENTS)
     return {
         "format": SUMMARY_FORMAT,

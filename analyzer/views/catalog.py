@@ -337,16 +337,33 @@ GRADIENT_SYNC_HINT = re.compile(
     r"(?i)(average|avg|all_?reduce|sync|reduce|mean)_?\w*grad|grad\w*_(average|all_?reduce|sync)"
 )
 
+
+class P2PKind(enum.StrEnum):
+    """Which end of a point-to-point transfer a rank is (the c10d call's family)."""
+
+    SEND = "send"
+    RECV = "recv"
+
+
+class PipeDirection(enum.StrEnum):
+    """Which way a pipeline-parallel transfer goes: activations or gradients."""
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+
+
 # Pipeline-parallel helpers whose name says the direction of a point-to-point transfer
 # (Megatron p2p_communication, DeepSpeed pipe engine, hand-written schedules):
-# (pattern on the function leaf, "send" | "recv", "forward" | "backward").
-P2P_DIRECTION_HINTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
-    (re.compile(r"(?i)^_?(exec_)?send_?(forward|activations?|acts?|fwd|outputs?)$"), "send",
-     "forward"),
-    (re.compile(r"(?i)^_?(exec_)?recv_?(forward|activations?|acts?|fwd|inputs?)$"), "recv",
-     "forward"),
-    (re.compile(r"(?i)^_?(exec_)?send_?(backward|grads?|gradients?|bwd)$"), "send", "backward"),
-    (re.compile(r"(?i)^_?(exec_)?recv_?(backward|grads?|gradients?|bwd)$"), "recv", "backward"),
+# (pattern on the function leaf, send or recv, forward or backward).
+P2P_DIRECTION_HINTS: tuple[tuple[re.Pattern[str], P2PKind, PipeDirection], ...] = (
+    (re.compile(r"(?i)^_?(exec_)?send_?(forward|activations?|acts?|fwd|outputs?)$"), P2PKind.SEND,
+     PipeDirection.FORWARD),
+    (re.compile(r"(?i)^_?(exec_)?recv_?(forward|activations?|acts?|fwd|inputs?)$"), P2PKind.RECV,
+     PipeDirection.FORWARD),
+    (re.compile(r"(?i)^_?(exec_)?send_?(backward|grads?|gradients?|bwd)$"), P2PKind.SEND,
+     PipeDirection.BACKWARD),
+    (re.compile(r"(?i)^_?(exec_)?recv_?(backward|grads?|gradients?|bwd)$"), P2PKind.RECV,
+     PipeDirection.BACKWARD),
 )  # fmt: skip
 
 # Argument names of torch.distributed.send/recv (and wrappers) that hold the peer.

@@ -8,6 +8,7 @@ HD200 read it.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 
@@ -57,12 +58,24 @@ def is_wave(p: Placed) -> bool:
     return p.kind in CONSEQUENCE_KINDS
 
 
+class DeathHow(enum.StrEnum):
+    """What ended a rank."""
+
+    EXCEPTION = "exception"
+    CUDA_OOM = "cuda_oom"
+    CUDA_ERROR = "cuda_error"
+    SIGNAL = "signal"
+    HOST_OOM = "host_oom"
+    EXIT = "exit"  # an exit code, no reason given
+    ACTOR = "actor"  # a Ray actor died
+
+
 @dataclass(frozen=True, slots=True)
 class Death:
     """The first thing that ended (or broke) one rank, if it was not a consequence."""
 
     rank: int | None
-    how: str  # exception | cuda_oom | cuda_error | signal | host_oom | exit | actor
+    how: DeathHow
     summary: str
     placed: Placed
     certain: bool  # False for a bare exit code with no reason
@@ -119,25 +132,29 @@ def death_of(p: Placed) -> Death | None:
         and _host_memory(exc_type, message)
         and ("OutOfMemoryError" in exc_type or "low on memory" in message)
     ):
-        return Death(p.rank, "host_oom", "killed for host memory (Ray memory monitor)", p, True)
+        return Death(
+            p.rank, DeathHow.HOST_OOM, "killed for host memory (Ray memory monitor)", p, True
+        )
     if kind == EventKind.CUDA_OOM:
-        return Death(p.rank, "cuda_oom", "CUDA out of memory" + _tried(p), p, True)
+        return Death(p.rank, DeathHow.CUDA_OOM, "CUDA out of memory" + _tried(p), p, True)
     if "OutOfMemoryError" in exc_type or "CUDA out of memory" in message:
-        return Death(p.rank, "cuda_oom", "CUDA out of memory" + _tried(p), p, True)
+        return Death(p.rank, DeathHow.CUDA_OOM, "CUDA out of memory" + _tried(p), p, True)
     if kind in (EventKind.EXCEPTION.value, EventKind.ERROR_FILE.value):
         if not exc_type and not message:
             return None
         if "DataLoader worker" in message or "encountered in worker" in message:
             return None  # a worker died, not the rank by itself: HD109 says so
         if "OutOfMemoryError" in exc_type or "out of memory" in message:
-            return Death(p.rank, "cuda_oom", f"{exc_type}: {message}"[:200], p, True)
+            return Death(p.rank, DeathHow.CUDA_OOM, f"{exc_type}: {message}"[:200], p, True)
         if _exception_is_consequence(exc_type, message) or _object_collective_got_nothing(
             p, exc_type
         ):
             return None
-        return Death(p.rank, "exception", f"{exc_type}: {message}".strip(": ")[:160], p, True)
+        return Death(
+            p.rank, DeathHow.EXCEPTION, f"{exc_type}: {message}".strip(": ")[:160], p, True
+        )
     if kind == EventKind.CUDA_ERROR:
-        return Death(p.rank, "cuda_error", f"CUDA error: {p.get(F_ERROR)}", p, True)
+        return Death(p.rank, DeathHow.CUDA_ERROR, f"CUDA error: {p.get(F_ERROR)}", p, True)
     if kind == EventKind.FATAL_SIGNAL and signal in _CAUSE_SIGNALS:
         if signal == "SIGABRT" and CONSEQUENCE_TEXT.search(p.get(F_EXC_TYPE) or ""):
             return (
@@ -145,27 +162,35 @@ def death_of(p: Placed) -> Death | None:
             )
         # A bare abort ("Fatal Python error: Aborted") is a death; after a wave of timeouts
         # it is the watchdog's teardown, which first_deaths leaves out.
-        return Death(p.rank, "signal", f"killed by {signal}", p, True)
+        return Death(p.rank, DeathHow.SIGNAL, f"killed by {signal}", p, True)
     if kind == EventKind.HOST_OOM_KILL:
-        return Death(p.rank, "host_oom", "killed by the kernel OOM killer (host memory)", p, True)
+        return Death(
+            p.rank, DeathHow.HOST_OOM, "killed by the kernel OOM killer (host memory)", p, True
+        )
     if kind == EventKind.ACTOR_DIED:
-        return Death(p.rank, "actor", "Ray actor died", p, True)
+        return Death(p.rank, DeathHow.ACTOR, "Ray actor died", p, True)
     if kind in (EventKind.WORKER_FAILED.value, EventKind.CHILD_FAILURE.value):
         code = fint(p.event, F_EXIT_CODE)
         if exc_type or message:
             if "OutOfMemoryError" in exc_type or "out of memory" in message:
-                return Death(p.rank, "cuda_oom", f"{exc_type}: {message}"[:200], p, True)
+                return Death(p.rank, DeathHow.CUDA_OOM, f"{exc_type}: {message}"[:200], p, True)
             if _exception_is_consequence(exc_type, message):
                 return None
-            return Death(p.rank, "exception", f"{exc_type}: {message}".strip(": ")[:160], p, True)
+            return Death(
+                p.rank, DeathHow.EXCEPTION, f"{exc_type}: {message}".strip(": ")[:160], p, True
+            )
         if p.get("oom") == "host":
-            return Death(p.rank, "host_oom", "killed for exceeding its memory (OOM)", p, True)
+            return Death(
+                p.rank, DeathHow.HOST_OOM, "killed for exceeding its memory (OOM)", p, True
+            )
         if signal in _CAUSE_SIGNALS:
             shown = f" (exit code {code})" if code is not None else ""
             # A launcher-reported SIGABRT is most often the NCCL watchdog's own teardown.
-            return Death(p.rank, "signal", f"killed by {signal}{shown}", p, signal != "SIGABRT")
+            return Death(
+                p.rank, DeathHow.SIGNAL, f"killed by {signal}{shown}", p, signal != "SIGABRT"
+            )
         if code is not None and code > 0:
-            return Death(p.rank, "exit", f"exited with code {code}", p, False)
+            return Death(p.rank, DeathHow.EXIT, f"exited with code {code}", p, False)
     return None
 
 
@@ -186,7 +211,7 @@ def watchdog_cuda_error(p: Placed) -> Death | None:
     m = _WATCHDOG_CUDA_ERROR.search(p.event.text)
     if m is None or CONSEQUENCE_TEXT.search(m.group("what")):
         return None
-    return Death(p.rank, "cuda_error", "CUDA error: " + m.group("what").strip(), p, True)
+    return Death(p.rank, DeathHow.CUDA_ERROR, "CUDA error: " + m.group("what").strip(), p, True)
 
 
 _WHAT_WINDOW = 12  # lines between an abort and the what() of its exception, interleaved
@@ -243,9 +268,9 @@ def first_deaths(tl: Timeline) -> list[Death]:
         death = death_of(p)
         if death is None:
             continue
-        if death.how == "cuda_error" and (p.event.source, p.event.line) in setup_lines:
+        if death.how == DeathHow.CUDA_ERROR and (p.event.source, p.event.line) in setup_lines:
             continue
-        if death.how in ("signal", "exit") and p.get(F_PID) in terminated_pids:
+        if death.how in (DeathHow.SIGNAL, DeathHow.EXIT) and p.get(F_PID) in terminated_pids:
             continue  # the launcher killed a survivor
         if any_wave and p.rank is None:
             continue  # unranked after timeouts: unprovable

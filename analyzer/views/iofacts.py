@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import OpenFile, ProcessEvidence
+from hangdoc.analyzer.model import OpenFile, ProcessEvidence, ProcState
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks, wchan_kind
 
 _STD_FDS = frozenset({0, 1, 2})
@@ -126,7 +126,10 @@ def fs_stall(process: ProcessEvidence) -> Stall | None:
         t
         for t in thread_tracks(process)
         if len(t.states) == samples
-        and (t.always_in("D") or all(wchan_kind(s.wchan) == "filesystem" for s in t.states))
+        and (
+            t.always_in(ProcState.DISK_SLEEP)
+            or all(wchan_kind(s.wchan) == "filesystem" for s in t.states)
+        )
     ]
     if not stuck:
         return None
@@ -135,7 +138,7 @@ def fs_stall(process: ProcessEvidence) -> Stall | None:
         return None
     return Stall(
         threads=tuple(stuck),
-        uninterruptible=any(t.always_in("D") for t in stuck),
+        uninterruptible=any(t.always_in(ProcState.DISK_SLEEP) for t in stuck),
         files=tuple(files),
         samples=samples,
     )

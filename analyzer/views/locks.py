@@ -29,10 +29,11 @@ claimed when no thread holds the GIL throughout (that case is :func:`gil_holder`
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Frame, ProcessEvidence, ThreadStack
+from hangdoc.analyzer.model import Frame, ProcessEvidence, ProcState, ThreadStack
 from hangdoc.analyzer.views.activity import classify_thread, frame_tag
 from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks
@@ -50,10 +51,18 @@ _GPU_LIB = re.compile(r"(?i)libcuda|libcudart|libnccl|\bcu[A-Z]\w+|\bcuda[A-Z]\w
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
 
+class WaitKind(enum.StrEnum):
+    """How a thread is seen waiting for a lock."""
+
+    NATIVE = "native"  # PyThread_acquire_lock (or a C mutex) in its native frames
+    FUTEX = "futex"  # idle at the same line at every sample, sleeping on a futex
+    THREADING = "threading"  # in threading/queue code
+
+
 @dataclass(frozen=True, slots=True)
 class LockWait:
     track: ThreadTrack
-    kind: str  # native | futex | threading
+    kind: WaitKind
     frame: Frame | None  # where it waits: innermost user frame, else innermost Python frame
     lock_locals: tuple[tuple[str, str], ...]  # (name, repr) of lock-like locals in scope
     # The lock is a C mutex (pthread/std::mutex), not a Python lock: seen once, it may be
@@ -122,19 +131,19 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
     if activity.collective is not None:
         return None
     if _native_lock(track):
-        return LockWait(track, "native", frame, _lock_locals(track))
+        return LockWait(track, WaitKind.NATIVE, frame, _lock_locals(track))
     if (mutex := c_mutex_frame(latest)) is not None:
-        return LockWait(track, "native", frame or mutex, _lock_locals(track), c_mutex=True)
+        return LockWait(track, WaitKind.NATIVE, frame or mutex, _lock_locals(track), c_mutex=True)
     innermost = track.innermost_python()
     inner_tag = activity.tags[0] if activity.tags else None
     if inner_tag is Tag.LOCK_WAIT and innermost is not None and not innermost.native:
-        return LockWait(track, "threading", frame, _lock_locals(track))
+        return LockWait(track, WaitKind.THREADING, frame, _lock_locals(track))
     untagged_user = (
         innermost is not None and innermost is track.user_frame() and frame_tag(innermost) is None
     )
     futex = bool(track.states) and track.wait_kinds() == {"futex"}
     if untagged_user and futex and track.asleep() and samples >= 2:
-        return LockWait(track, "futex", frame, _lock_locals(track))
+        return LockWait(track, WaitKind.FUTEX, frame, _lock_locals(track))
     return None
 
 
@@ -162,7 +171,7 @@ def gil_holder(process: ProcessEvidence) -> GilHolder | None:
         return None
     delta = holder.cpu_delta()
     spinning = (delta is not None and delta > 0) or (
-        bool(holder.states) and holder.states[-1].state == "R"
+        bool(holder.states) and holder.states[-1].state == ProcState.RUNNING
     )
     return GilHolder(holder, tuple(starved), spinning, samples)
 

@@ -128,12 +128,20 @@ def meaning_of(words: Iterable[str], *, strong_only: bool = False) -> Meaning | 
     return None
 
 
+class SignalKind(enum.StrEnum):
+    """Where a piece of evidence for a meaning was read."""
+
+    FRAME = "frame"  # the job's own frame names
+    KERNEL = "kernel"  # a file the process writes (/proc)
+    LOG = "log"  # the job's last log line
+
+
 @dataclass(frozen=True, slots=True)
 class Signal:
     """One independent piece of evidence for a meaning, with what it was."""
 
     meaning: Meaning
-    kind: str  # "frame" | "kernel" | "log"
+    kind: SignalKind
     text: str
 
 
@@ -155,7 +163,7 @@ def frame_signal(frames: Iterable[Frame]) -> Signal | None:
             folders = set(tokens(" ".join(frame.file.split("/")[-3:-1])))
             meaning = meaning_of(stem | folders, strong_only=True) or meaning_of(set(own) | stem)
         if meaning is not None:
-            return Signal(meaning, "frame", frame.label())
+            return Signal(meaning, SignalKind.FRAME, frame.label())
     return None
 
 
@@ -170,7 +178,7 @@ def kernel_signal(process: ProcessEvidence) -> Signal | None:
         near = "/".join(item.path.split("/")[-2:])  # the file and its folder, not the tree
         if meaning_of(tokens(near)) is Meaning.CHECKPOINT or near.endswith(_CHECKPOINT_SUFFIXES):
             where = f" on {item.fstype}" if item.fstype else ""
-            return Signal(Meaning.CHECKPOINT, "kernel", f"writing {item.path}{where}")
+            return Signal(Meaning.CHECKPOINT, SignalKind.KERNEL, f"writing {item.path}{where}")
     return None
 
 
@@ -180,7 +188,7 @@ def log_signal(process: ProcessEvidence) -> Signal | None:
         return None
     last = process.log_lines[-1]
     meaning = meaning_of(tokens(last.text))
-    return Signal(meaning, "log", last.text[:200]) if meaning is not None else None
+    return Signal(meaning, SignalKind.LOG, last.text[:200]) if meaning is not None else None
 
 
 def job_meaning(

@@ -23,6 +23,7 @@ from hangdoc.analyzer.model import (
     Frame,
     HostInfo,
     LogEvent,
+    OpState,
     ProcessGroupInfo,
     Severity,
     Verdict,
@@ -56,11 +57,15 @@ def grid_job(world: int) -> Diagnosis:
         fr = f"{proc.host}/rank{rank}/fr"
         proc.collectives.extend(
             [
-                CollectiveRecord("0", 40, "all_reduce", "completed", source=fr),
-                CollectiveRecord(tp_name, 118, "_all_gather_base", "completed", source=fr),
-                CollectiveRecord(dp_name, 117, "all_reduce", "completed", source=fr),
+                CollectiveRecord("0", 40, "all_reduce", OpState.COMPLETED, source=fr),
+                CollectiveRecord(tp_name, 118, "_all_gather_base", OpState.COMPLETED, source=fr),
+                CollectiveRecord(dp_name, 117, "all_reduce", OpState.COMPLETED, source=fr),
                 CollectiveRecord(
-                    dp_name, 118, odd_op if rank == odd else "all_reduce", "started", source=fr
+                    dp_name,
+                    118,
+                    odd_op if rank == odd else "all_reduce",
+                    OpState.STARTED,
+                    source=fr,
                 ),
             ]
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from hangdoc.analyzer.model import CollectiveRecord, LogEvent
+from hangdoc.analyzer.model import CollectiveRecord, LogEvent, OpState
 from hangdoc.analyzer.render import report_pictures
 from hangdoc.analyzer.render.html import render_html
 from hangdoc.analyzer.render.report_data import build_report_data
@@ -70,7 +70,7 @@ def test_members_without_records_are_silent_cells() -> None:
 def test_no_collectives_no_map() -> None:
     diagnosis = checkpoint_job(4)
     for proc in diagnosis.evidence.processes:
-        proc.collectives = [CollectiveRecord("0", 1, "send", "started", is_p2p=True)]
+        proc.collectives = [CollectiveRecord("0", 1, "send", OpState.STARTED, is_p2p=True)]
     assert build_report_data(diagnosis)["pictures"]["wavefront"] is None
 
 

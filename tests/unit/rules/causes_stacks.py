@@ -16,6 +16,7 @@ from hangdoc.analyzer.model import (
     OpenFile,
     ProcessEvidence,
     ProcSample,
+    ProcState,
     StackSample,
     ThreadStack,
     ThreadState,
@@ -82,10 +83,14 @@ def rank(r: int, *samples: Sample, world: int = 4, pid: int | None = None) -> Pr
             ProcSample(
                 index=i,
                 time=100.0 + 3 * i,
-                state=sample.threads[0].state if sample.threads else "S",
+                state=ProcState(sample.threads[0].state if sample.threads else "S"),
                 threads=tuple(
                     ThreadState(
-                        tid=t.tid, name=t.name, state=t.state, wchan=t.wchan, cpu_ticks=t.cpu
+                        tid=t.tid,
+                        name=t.name,
+                        state=ProcState(t.state) if t.state else None,
+                        wchan=t.wchan,
+                        cpu_ticks=t.cpu,
                     )
                     for t in sample.threads
                 ),

@@ -8,6 +8,7 @@ from hangdoc.analyzer.model import (
     Frame,
     ProcessEvidence,
     ProcSample,
+    ProcState,
     StackSample,
     ThreadStack,
     ThreadState,
@@ -109,7 +110,7 @@ def proc_sample(
     return ProcSample(
         index=index,
         time=100.0 + 3 * index,
-        state="S",
+        state=ProcState.SLEEPING,
         threads=(ThreadState(tid=pid, cpu_ticks=cpu, voluntary_ctxt_switches=switches),),
         io=(("rchar", rchar), ("wchar", rchar), ("syscr", 0), ("syscw", 0)),
         output_sizes=(("stdout", stdout),),

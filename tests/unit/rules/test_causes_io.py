@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.model import Category, OpenFile, Severity, Verdict
+from hangdoc.analyzer.model import Category, FileMode, OpenFile, Severity, Verdict
 from hangdoc.analyzer.views.kernel import wchan_kind
 
 from . import causes_stacks as C
@@ -23,7 +23,7 @@ LOCKED = [C.f("MetricsLogger.log", line=301)]
 
 
 def _ckpt(pos: int) -> OpenFile:
-    return OpenFile(fd=23, path="/mnt/ckpt/model.pt", mode="w", pos=pos, size=pos,
+    return OpenFile(fd=23, path="/mnt/ckpt/model.pt", mode=FileMode.WRITE, pos=pos, size=pos,
                     mount="/mnt/ckpt", fstype="nfs4")  # fmt: skip
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.model import Category, ChildProcess, OpenFile
+from hangdoc.analyzer.model import Category, ChildProcess, FileMode, OpenFile, ProcState
 
 from . import causes_stacks as C
 from . import stacks as S
@@ -50,7 +50,7 @@ def _fact(
     pid: int, state: str, wchan: str | None, *, threads_in_d: int = 0,
     files: tuple[OpenFile, ...] = (),
 ) -> ChildProcess:  # fmt: skip
-    return ChildProcess(pid=pid, ppid=PID, name="python", state=state, wchan=wchan,
+    return ChildProcess(pid=pid, ppid=PID, name="python", state=ProcState(state), wchan=wchan,
                         threads_in_d=threads_in_d, files=files)  # fmt: skip
 
 
@@ -70,8 +70,8 @@ def test_worker_stuck_in_the_dataset_on_a_lock_is_named() -> None:
 
 
 def test_worker_in_d_state_names_the_file_it_reads() -> None:
-    shard = OpenFile(fd=7, path="/mnt/nfs/shard-0042.tar", mode="r", pos=4096, fstype="nfs4",
-                     mount="/mnt/nfs")  # fmt: skip
+    shard = OpenFile(fd=7, path="/mnt/nfs/shard-0042.tar", mode=FileMode.READ, pos=4096,
+                     fstype="nfs4", mount="/mnt/nfs")  # fmt: skip
     facts = [
         _fact(3001, "D", "rpc_wait_bit_killable", threads_in_d=1, files=(shard,)),
         _fact(3002, "S", "futex_do_wait"),

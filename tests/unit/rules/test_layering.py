@@ -58,8 +58,10 @@ def test_layer_imports_nothing_above_it(folder: str, forbidden: tuple[str, ...])
     assert not bad
 
 
-def test_vocabulary_imports_only_the_model() -> None:
-    assert _imports(ROOT / "analyzer" / "vocabulary.py") <= {"hangdoc.analyzer.model"}
+def test_vocabulary_imports_nothing_and_the_model_only_the_vocabulary() -> None:
+    assert not _imports(ROOT / "analyzer" / "vocabulary.py")
+    modules = {name.rsplit(".", 1)[0] for name in _imports(ROOT / "analyzer" / "model.py")}
+    assert modules <= {"hangdoc.analyzer", "hangdoc.analyzer.vocabulary"}
 
 
 def test_independence_contract_lists_every_rule_module() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hangdoc.analyzer.model import Frame, LogLine, OpenFile, ProcessEvidence, ProcSample
+from hangdoc.analyzer.model import FileMode, Frame, LogLine, OpenFile, ProcessEvidence, ProcSample
 from hangdoc.analyzer.views.meaning import (
     Meaning,
     frame_signal,
@@ -56,15 +56,15 @@ def _process(files: tuple[OpenFile, ...], last_line: str | None = None) -> Proce
 
 
 def test_kernel_signal_from_a_checkpoint_file_open_for_writing() -> None:
-    shard = OpenFile(7, "/mnt/nfs/run1/ckpt/shard3.bin", mode="w", fstype="nfs4")
-    stdout = OpenFile(1, "/jobs/checkpoint-run/logs/rank3.out", mode="w")
+    shard = OpenFile(7, "/mnt/nfs/run1/ckpt/shard3.bin", mode=FileMode.WRITE, fstype="nfs4")
+    stdout = OpenFile(1, "/jobs/checkpoint-run/logs/rank3.out", mode=FileMode.WRITE)
     found = kernel_signal(_process((stdout, shard)))
     assert found is not None and "shard3.bin on nfs4" in found.text
     assert kernel_signal(_process((stdout,))) is None  # stdout is a log, whatever its folder
 
 
 def test_independent_signals_that_agree_are_counted() -> None:
-    shard = OpenFile(7, "/data/ckpt/step_9/shard3.pt", mode="w")
+    shard = OpenFile(7, "/data/ckpt/step_9/shard3.pt", mode=FileMode.WRITE)
     process = _process((shard,), "writing shard 3 to /data/ckpt/step_9 ...")
     found = job_meaning([Frame("ShardWriter.persist_shard", "/job/train.py", 62)], process)
     assert found is not None
