@@ -18,8 +18,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from hangdoc.analyzer.vocabulary import parse_enum
+from hangdoc.analyzer.payloads import NO_PAYLOAD, EventPayload
+from hangdoc.analyzer.vocabulary import Clock, EventKind, RankFrom, parse_enum
+
+_P = TypeVar("_P", bound=EventPayload)
 
 
 class Category(enum.StrEnum):
@@ -317,14 +321,33 @@ class CollectiveRecord:
 
 @dataclass(frozen=True, slots=True)
 class LogEvent:
-    """A log line that matters (watchdog timeout, NCCL WARN, exit code...)."""
+    """A log line that matters (watchdog timeout, NCCL WARN, exit code...): its kind, the
+    line itself, where it is, the process it is about, and what the recogniser read from
+    it (``payload``: one typed record per kind, analyzer/payloads.py)."""
 
-    kind: str
+    kind: EventKind
     text: str
     source: str
     line: int | None = None
     time: float | None = None
     fields: tuple[tuple[str, str], ...] = ()
+    payload: EventPayload = NO_PAYLOAD
+    # The process the line is about: the one it names (a launcher's report of a worker,
+    # the OOM killer's victim), else the one that printed it (an NCCL line's header).
+    host: str | None = None
+    pid: int | None = None
+    tid: int | None = None  # the printing thread (NCCL's header)
+    cuda_dev: int | None = None  # the printing process's CUDA device (NCCL's header)
+    local_rank: int | None = None
+    rank_from: RankFrom | None = None  # how the rank that owns the event was found
+    clock: Clock | None = None  # the clock ``time`` is on (None when there is no time)
+    repeats: int = 0  # how many more times the same line came (kept once)
+    folded_lines: int = 0  # lines folded into this one event (COLL lines, progress bars)
+
+    def payload_as(self, cls: type[_P]) -> _P | None:
+        """The payload when it is a ``cls``, else None."""
+        payload = self.payload
+        return payload if isinstance(payload, cls) else None
 
 
 @dataclass(frozen=True, slots=True)

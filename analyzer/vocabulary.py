@@ -90,6 +90,32 @@ class EventKind(enum.StrEnum):
     # framework phase markers and progress bars (FORMATS.md §7)
     PHASE = "phase"
     DATA_COUNT = "data_count"  # a rank's number of batches/steps/samples (len(dataloader)…)
+    # A kind this version does not know, read from a summary a newer hangdoc wrote.
+    UNKNOWN = "unknown"
+
+
+class RankFrom(enum.StrEnum):
+    """How a log event's rank was worked out (parsers/logs/attribution.py, strongest first)."""
+
+    PREFIX = "prefix"  # a [rankN]: (or mpirun [1,N]<stdout>) prefix on the line
+    CONTENT = "content"  # the line names the global rank (ChildFailedError, Slurm task...)
+    NCCL_INIT = "nccl_init"  # NCCL host:pid mapped through the process's init line
+    PID = "pid"  # a pid named with a rank elsewhere in the file
+    LOCAL_RANK = "local_rank"  # torchrun's [defaultN]: mapped to a global rank
+    LOCAL_RANK_SINGLE_NODE = "local_rank_single_node"  # the local rank, on a lone node
+    GROUP_RANK = "group_rank"  # the watchdog's [Rank N] of the default process group
+    FILE_NAME = "file_name"  # the file's name (rank3.log)
+    STACK_MARKER = "stack_marker"  # the rank marker of the stack dump the line is in
+    UNKNOWN = "unknown"
+
+
+class Clock(enum.StrEnum):
+    """Which clock a log event's time is on: rules compare only times of one clock."""
+
+    LOCAL = "local"  # naive wall-clock time read as UTC (consistent within a job)
+    LOCAL_ASSUMED_YEAR = "local?"  # the same, with the year assumed (the file's date)
+    EPOCH = "epoch"  # true POSIX seconds (error.json)
+    UNKNOWN = "unknown"
 
 
 class Phase(enum.StrEnum):
@@ -104,6 +130,7 @@ class Phase(enum.StrEnum):
     INIT = "init"  # distributed init / rendezvous messages of frameworks
     DATA_EXHAUSTED = "data_exhausted"  # a rank ran out of batches before the others (join)
     EVAL_DONE = "eval_done"  # an evaluation reported its result (the end of an EVAL phase)
+    UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 
 # Field names shared by parser and rules (values are always strings).

@@ -29,7 +29,9 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypedDict
 
 SUMMARY_NAME = "summary.json"
-SUMMARY_FORMAT = "hangdoc.summary/1"
+# /2: log events carry a typed payload per kind (analyzer/payloads.py) instead of
+# string pairs; a /1 summary is refused with a note and its dump's raw files are read.
+SUMMARY_FORMAT = "hangdoc.summary/2"
 SUMMARY_FORMAT_PREFIX = "hangdoc.summary/"
 JOB_MANIFEST_NAME = "job.json"
 JOB_FORMAT = "hangdoc.job/1"

@@ -219,12 +219,18 @@ def collectives_frame(source: Source) -> pd.DataFrame:
     return frame.sort_values(["group", "rank", "seq_id"], ignore_index=True)
 
 
-_LOG_COLUMNS = ("rank", "time", "kind", "text", "source", "line", "fields")
+_LOG_COLUMNS = (
+    "rank", "time", "kind", "text", "source", "line", "host", "pid", "local_rank", "fields",
+)  # fmt: skip
 
 
 def log_events_frame(source: Source) -> pd.DataFrame:
     """One row per log line that matters (watchdog timeouts, NCCL warnings, exits),
-    of a rank or of the job (``rank`` missing), in time order where times are known."""
+    of a rank or of the job (``rank`` missing), in time order where times are known.
+    ``fields`` holds what the parser read from the line (the event's typed payload, as
+    plain values by field name: analyzer/payloads.py)."""
+    from hangdoc.analyzer.payloads import payload_fields
+
     evidence = _evidence(source)
     rows = []
     events = [(p.rank, e) for p in evidence.processes for e in p.log_events]
@@ -234,14 +240,17 @@ def log_events_frame(source: Source) -> pd.DataFrame:
             {
                 "rank": rank,
                 "time": event.time,
-                "kind": event.kind,
+                "kind": str(event.kind),
                 "text": event.text,
                 "source": event.source,
                 "line": event.line,
-                "fields": dict(event.fields),
+                "host": event.host,
+                "pid": event.pid,
+                "local_rank": event.local_rank,
+                "fields": {**payload_fields(event.payload), **dict(event.fields)},
             }
         )
-    frame = _frame(rows, _LOG_COLUMNS, ("rank", "line"))
+    frame = _frame(rows, _LOG_COLUMNS, ("rank", "line", "pid", "local_rank"))
     return frame.sort_values(["time", "rank"], na_position="last", kind="stable", ignore_index=True)
 
 

@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.deaths import death_of, first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
-from hangdoc.analyzer.vocabulary import F_PID, EventKind, storage_error
+from hangdoc.analyzer.vocabulary import EventKind, storage_error
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -108,7 +108,7 @@ class FsStallReported(Rule):
         evidence: list[Placed] = []
         if hung:
             p, fs = hung[0]
-            name, pid = p.get("name") or "a task", p.get(F_PID)
+            name, pid = p.get("name") or "a task", p.event.pid
             parts.append(
                 f"the kernel reports {name}"
                 + (f" (pid {pid})" if pid else "")
@@ -118,8 +118,8 @@ class FsStallReported(Rule):
             evidence.extend(q for q, _ in hung)
         if d_state:
             rows = ", ".join(
-                f"pid {p.get(F_PID)} ({(p.get('command') or '')[:60]})"
-                if p.get(F_PID)
+                f"pid {p.event.pid} ({(p.get('command') or '')[:60]})"
+                if p.event.pid is not None
                 else "a process"
                 for p in d_state[:3]
             )

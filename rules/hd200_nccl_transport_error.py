@@ -54,7 +54,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, before
-from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, F_MESSAGE, F_PEER, EventKind
+from hangdoc.analyzer.vocabulary import F_ERROR, F_MESSAGE, F_PEER, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -77,7 +77,7 @@ def host_maps(tl: Timeline) -> tuple[dict[str, str], dict[str, set[int]]]:
     ip_host: dict[str, str] = {}
     host_ranks: dict[str, set[int]] = {}
     for p in tl.events:
-        host = p.get(F_HOST)
+        host = p.event.host
         if host is None or not p.kind.startswith("nccl"):
             continue
         ip = p.get("ip")
@@ -110,7 +110,7 @@ class NcclTransportError(Rule):
         # "Call to connect returned …, retrying" is normal while peers start; it counts
         # only from processes that never completed an NCCL init afterwards.
         completed = [
-            (p.get(F_HOST), p.get("pid"), p.index)
+            (p.event.host, p.event.pid, p.index)
             for p in tl.of(EventKind.NCCL_INIT)
             if p.get("state") == "complete"
         ]
@@ -119,7 +119,7 @@ class NcclTransportError(Rule):
             for p in tl.of(EventKind.NCCL_TRANSPORT_ERROR)
             if not p.get("retrying")
             or not any(
-                (h, pid) == (p.get(F_HOST), p.get("pid")) and i > p.index for h, pid, i in completed
+                (h, pid) == (p.event.host, p.event.pid) and i > p.index for h, pid, i in completed
             )
         ]
         errors += [
@@ -138,12 +138,12 @@ class NcclTransportError(Rule):
         reporters: dict[str, set[str]] = {}
         for p in primary:
             peer = p.get(F_PEER) or p.get("last_error_peer")
-            reporter = short(p.get(F_HOST) or f"rank{p.rank}")
+            reporter = short(p.event.host or f"rank{p.rank}")
             if peer:
                 name = ip_host.get(peer, short(peer) if not peer[0].isdigit() else peer)
                 peers[name] += 1
                 reporters.setdefault(name, set()).add(reporter)
-        reporter_hosts = {short(p.get(F_HOST) or f"rank{p.rank}") for p in primary}
+        reporter_hosts = {short(p.event.host or f"rank{p.rank}") for p in primary}
         culprit_hosts: list[str]
         if len(peers) == 1 or (peers and len(reporters[peers.most_common(1)[0][0]]) >= 2):
             culprit_hosts = [peers.most_common(1)[0][0]]

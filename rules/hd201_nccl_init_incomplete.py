@@ -59,7 +59,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.nccl_setup import first_running
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint, wave
-from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, EventKind
+from hangdoc.analyzer.vocabulary import F_ERROR, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -67,14 +67,14 @@ from hangdoc.rules.refs import limited_refs, ranks_text
 def init_groups(tl: Timeline) -> dict[str, list[Placed]]:
     """NCCL init events per communicator: commId, else (nranks, creation order)."""
     groups: dict[str, list[Placed]] = {}
-    order: dict[tuple[str | None, str | None, str], list[str]] = {}
+    order: dict[tuple[str | None, int | None, str], list[str]] = {}
     for p in tl.of(EventKind.NCCL_INIT):
         nranks = p.get("nranks") or "?"
         comm_id = p.get("commId")
         if comm_id:
             key = f"commId {comm_id}"
         else:
-            seen = order.setdefault((p.get(F_HOST), p.get("pid"), nranks), [])
+            seen = order.setdefault((p.event.host, p.event.pid, nranks), [])
             comm = p.get("comm") or "?"
             if comm not in seen:
                 seen.append(comm)

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.timeline import Placed, fint
-from hangdoc.analyzer.vocabulary import F_HOST, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs
 
@@ -62,13 +62,13 @@ class NcclBootstrapInterface(Rule):
         if not bad:
             return
         hosts = {
-            (p.get(F_HOST) or "").split(".")[0]
+            (p.event.host or "").split(".")[0]
             for p in tl.events
-            if p.kind.startswith("nccl") and p.get(F_HOST)
+            if p.kind.startswith("nccl") and p.event.host
         }
         inits = tl.of(EventKind.NCCL_INIT)
         nranks = max((fint(p.event, "nranks") or 0 for p in inits), default=0)
-        devices = {(p.get(F_HOST), p.get("cuda_dev")) for p in inits}
+        devices = {(p.event.host, p.event.cuda_dev) for p in inits}
         per_host = max(
             (sum(1 for h, _ in devices if h == host) for host in {h for h, _ in devices}), default=0
         )

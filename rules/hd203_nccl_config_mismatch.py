@@ -34,7 +34,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.timeline import Placed, fint
-from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, EventKind
+from hangdoc.analyzer.vocabulary import F_ERROR, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -76,9 +76,9 @@ class NcclConfigMismatch(Rule):
                 by_comm.setdefault(p.get("commId") or "", []).append(p)
         for comm_id, events in sorted(by_comm.items()):
             sizes = {p.get("nranks") for p in events}
-            owners: dict[str, set[tuple[str | None, str | None]]] = {}
+            owners: dict[str, set[tuple[str | None, int | None]]] = {}
             for p in events:
-                owners.setdefault(p.get("rank") or "?", set()).add((p.get(F_HOST), p.get("pid")))
+                owners.setdefault(p.get("rank") or "?", set()).add((p.event.host, p.event.pid))
             dup = sorted(int(r) for r, who in owners.items() if len(who) > 1 and r.isdigit())
             if len(sizes) > 1:
                 yield self._finding(

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.timeline import Placed, fint
-from hangdoc.analyzer.vocabulary import F_HOST, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -70,14 +70,14 @@ class NcclCollDivergence(Rule):
         colls = tl.of(EventKind.NCCL_COLL)
         if not colls:
             return
-        comm_info: dict[tuple[str | None, str | None, str | None], tuple[str, int | None]] = {}
+        comm_info: dict[tuple[str | None, int | None, str | None], tuple[str, int | None]] = {}
         for p in tl.of(EventKind.NCCL_INIT):
-            key = (p.get(F_HOST), p.get("pid"), p.get("comm"))
+            key = (p.event.host, p.event.pid, p.get("comm"))
             comm_info[key] = (p.get("commId") or f"nranks {p.get('nranks')}", fint(p.event, "rank"))
         groups: dict[str, dict[int, Placed]] = {}
         for p in colls:
             ident, comm_rank = comm_info.get(
-                (p.get(F_HOST), p.get("pid"), p.get("comm")), (None, None)
+                (p.event.host, p.event.pid, p.get("comm")), (None, None)
             )
             if ident is None:
                 ident = f"nranks {p.get('nranks') or '?'}"

@@ -64,12 +64,12 @@ class GpuP2pTopology(Rule):
         early = [p for p in timeouts if (fint(p.event, F_SEQ) or 99) <= 2]
         init_stuck = [p for p in tl.of(EventKind.NCCL_INIT) if p.get("state") == "start"]
         completed = {
-            (p.get("host"), p.get("pid"), p.get("comm"))
+            (p.event.host, p.event.pid, p.get("comm"))
             for p in tl.of(EventKind.NCCL_INIT)
             if p.get("state") == "complete"
         }
         init_stuck = [
-            p for p in init_stuck if (p.get("host"), p.get("pid"), p.get("comm")) not in completed
+            p for p in init_stuck if (p.event.host, p.event.pid, p.get("comm")) not in completed
         ]
         hang_early = bool(early or init_stuck or tl.of(EventKind.HEARTBEAT_TIMEOUT))
         if not hang_early:

@@ -36,7 +36,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.gpu_faults import ranks_for
-from hangdoc.analyzer.vocabulary import F_PID, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -56,7 +56,7 @@ class GpuDriverHungTask(Rule):
         if not stuck:
             return
         ranks = ranks_for(tl, stuck)
-        tasks = sorted({f"{p.get('name') or '?'} (pid {p.get(F_PID) or '?'})" for p in stuck})
+        tasks = sorted({f"{p.get('name') or '?'} (pid {p.event.pid or '?'})" for p in stuck})
         modules = sorted({m for p in stuck for m in (p.get("driver") or "").split(",") if m})
         driver_frames = [
             line

@@ -19,6 +19,8 @@ bulk of a 16,384-rank Evidence (millions of frames) that rules match on.
 from __future__ import annotations
 
 import dataclasses
+import enum
+from typing import Any, cast
 
 from hangdoc.analyzer.model import (
     ChildStacks,
@@ -29,6 +31,7 @@ from hangdoc.analyzer.model import (
     StackSample,
     ThreadStack,
 )
+from hangdoc.analyzer.payloads import EventPayload
 from hangdoc.collectors.redact import (
     REDACTED,
     is_secret_name,
@@ -123,9 +126,47 @@ def _event(event: LogEvent) -> LogEvent:
     fields = tuple(
         (k, REDACTED if v and is_secret_name(k) else redact_text(v)) for k, v in event.fields
     )
-    if text == event.text and fields == event.fields:
+    host = redact_text(event.host) if event.host else event.host
+    payload = cast(EventPayload, _record(event.payload))
+    if (
+        text == event.text
+        and fields == event.fields
+        and host == event.host
+        and payload is event.payload
+    ):
         return event
-    return dataclasses.replace(event, text=text, fields=fields)
+    return dataclasses.replace(event, text=text, fields=fields, host=host, payload=payload)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _record(record: Any) -> object:
+    """A payload (or a record nested in one) with its text redacted: every string field,
+    hidden whole when its name looks secret; enums and numbers are not text."""
+    changes: dict[str, object] = {}
+    for name in _field_names(type(record)):
+        value = getattr(record, name)
+        if isinstance(value, enum.Enum) or value is None:
+            continue
+        if isinstance(value, str):
+            new: object = REDACTED if value and is_secret_name(name) else redact_text(value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            new = _record(value)
+        elif isinstance(value, tuple) and value and isinstance(value[0], str):
+            new = tuple(redact_text(v) for v in value)
+        else:
+            continue
+        if new != value:
+            changes[name] = new
+    return dataclasses.replace(record, **changes) if changes else record
 
 
 def _input(item: InputFile) -> InputFile:

@@ -39,6 +39,7 @@ _MAX_LINE = 4000
 def foreign_events(lines: Iterable[tuple[int, str]], source: str) -> list[LogEvent]:
     """Log events of the lines around the dumps in one stream section."""
     from hangdoc.analyzer.parsers.logs import recognise_line  # the logs package imports us
+    from hangdoc.analyzer.parsers.logs.hit import log_event
 
     events: list[LogEvent] = []
     seen: set[tuple[object, ...]] = set()
@@ -53,14 +54,6 @@ def foreign_events(lines: Iterable[tuple[int, str]], source: str) -> list[LogEve
         if key in seen:
             continue
         seen.add(key)
-        events.append(
-            LogEvent(
-                hit.kind.value,
-                (hit.text or text.strip())[:500],
-                source,
-                number,
-                None,
-                tuple(sorted(hit.fields.items())),
-            )
-        )
+        text = (hit.text or text.strip())[:500]
+        events.append(log_event(hit.kind, text, source, number, None, hit.fields, hit.payload))
     return events

@@ -196,11 +196,11 @@ def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list
                 signal = _FATAL_SIGNALS.get(dump.fatal.split(" (")[0].strip())
                 fields = (("signal", signal),) if signal else ()
                 proc.log_events.append(
-                    LogEvent(EventKind.FATAL_SIGNAL.value, text, source, dump.line, fields=fields)
+                    LogEvent(EventKind.FATAL_SIGNAL, text, source, dump.line, fields=fields)
                 )
             if dump.timeout:
                 proc.log_events.append(
-                    LogEvent(EventKind.FAULTHANDLER_TIMEOUT.value, dump.timeout, source, dump.line)
+                    LogEvent(EventKind.FAULTHANDLER_TIMEOUT, dump.timeout, source, dump.line)
                 )
             if dump.threads:
                 proc.stack_samples.append(

@@ -276,7 +276,7 @@ def _event_row(group: _EventGroup, start: float | None, sets: RankSets) -> JsonD
     if event.time is not None and start is not None:
         offset = round(event.time - start, 3)
     return {
-        "kind": event.kind,
+        "kind": str(event.kind),
         "text": truncate(event.text, 2000),
         "count": group.count,
         "rank_set": sets.fields(group.ranks) if group.ranks else None,

@@ -24,7 +24,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from hangdoc.analyzer.model import Frame
+from hangdoc.analyzer.model import Frame, LogEvent
+from hangdoc.analyzer.payloads import EventPayload, payload_class
 from hangdoc.analyzer.vocabulary import parse_enum
 
 # A summary written on the node refers to the dump it sits in by this token; the reader
@@ -150,6 +151,8 @@ def _container(tp: object) -> tuple[object, tuple[Any, ...]]:
 def _build_encoder(tp: object) -> Encoder:
     if tp is Frame:
         return lambda value, table: table.add(value)
+    if tp is EventPayload:  # a LogEvent's payload: each kind's own class
+        return lambda value, table: encoder(type(value))(value, table)
     inner = _optional_inner(tp)
     if inner is not None:
         enc = encoder(inner)
@@ -203,6 +206,8 @@ def _dataclass_encoder(cls: type) -> Encoder:
 def _build_decoder(tp: object) -> Decoder:
     if tp is Frame:
         return lambda value, ctx: ctx.frames[value]
+    if tp is LogEvent:
+        return _event_decoder()
     inner = _optional_inner(tp)
     if inner is not None:
         dec = decoder(inner)
@@ -235,6 +240,57 @@ def _build_decoder(tp: object) -> Decoder:
             return lambda value, _ctx: dict(value)
         return lambda value, ctx: {k: val(v, ctx) for k, v in value.items()}
     return _ident
+
+
+def _event_decoder() -> Decoder:
+    """A LogEvent: its payload is read as its kind's class (an unknown kind's as the base
+    class), and its scalars must have their declared types, or the summary is damaged."""
+    event_fields = _dataclass_decoder(LogEvent)
+    payloads: dict[type, Decoder] = {}
+
+    def decode(value: Any, ctx: DecodeContext) -> LogEvent:
+        event: LogEvent = event_fields(value, ctx)
+        raw = value.get("payload")
+        if not raw:
+            return event
+        cls = payload_class(event.kind)
+        read = payloads.get(cls)
+        if read is None:
+            read = payloads[cls] = _checked(cls, decoder(cls))
+        return dataclasses.replace(event, payload=read(raw, ctx))
+
+    return decode
+
+
+_SCALARS: dict[object, tuple[type, ...]] = {
+    int: (int,),
+    float: (int, float),
+    str: (str,),
+    bool: (bool,),
+}
+
+
+def _checked(cls: type, read: Decoder) -> Decoder:
+    """``read`` followed by a check of the record's scalar fields against their types: a
+    payload field read back as the wrong type would break the rules that compare it."""
+    hints = typing.get_type_hints(cls)
+    checks: list[tuple[str, tuple[type, ...]]] = []
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        inner = _optional_inner(tp)
+        allowed = _SCALARS.get(inner if inner is not None else tp)
+        if allowed is not None:
+            checks.append((f.name, (*allowed, type(None)) if inner is not None else allowed))
+
+    def decode(value: Any, ctx: DecodeContext) -> object:
+        record = read(value, ctx)
+        for name, allowed in checks:
+            item = getattr(record, name)
+            if not isinstance(item, allowed) or (isinstance(item, bool) and bool not in allowed):
+                raise TypeError(f"{cls.__name__}.{name} is {type(item).__name__}")
+        return record
+
+    return decode
 
 
 def _enum_decoder(enum_cls: type[enum.Enum]) -> Decoder:

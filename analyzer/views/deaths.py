@@ -20,7 +20,6 @@ from hangdoc.analyzer.vocabulary import (
     F_EXC_TYPE,
     F_EXIT_CODE,
     F_MESSAGE,
-    F_PID,
     F_SIGNAL,
     EventKind,
 )
@@ -243,7 +242,7 @@ def first_deaths(tl: Timeline) -> list[Death]:
     rank already showed a consequence (a timeout, a lost peer) before it, or an agent
     SIGTERM/SIGKILL made it. Ordered by the job's order."""
     wave_seen: set[int | None] = set()
-    terminated_pids = {p.get(F_PID) for p in tl.of(EventKind.AGENT_TERMINATING)}
+    terminated_pids = {p.event.pid for p in tl.of(EventKind.AGENT_TERMINATING)}
     # NCCL's "Last error: Cuda failure …" of a communicator-setup error is that error's
     # detail (views/nccl_setup.py, HD206), not a crash of its own.
     setup_lines = setup_error_lines(tl)
@@ -270,7 +269,7 @@ def first_deaths(tl: Timeline) -> list[Death]:
             continue
         if death.how == DeathHow.CUDA_ERROR and (p.event.source, p.event.line) in setup_lines:
             continue
-        if death.how in (DeathHow.SIGNAL, DeathHow.EXIT) and p.get(F_PID) in terminated_pids:
+        if death.how in (DeathHow.SIGNAL, DeathHow.EXIT) and p.event.pid in terminated_pids:
             continue  # the launcher killed a survivor
         if any_wave and p.rank is None:
             continue  # unranked after timeouts: unprovable

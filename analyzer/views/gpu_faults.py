@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.vocabulary import F_HOST, F_PID, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 
 # Text of a CUDA/NCCL error that says the GPU itself failed (ECC, NVLink, off the bus).
 HARDWARE = re.compile(
@@ -37,17 +37,17 @@ def pci_key(value: str | None) -> tuple[int, int] | None:
 
 def ranks_for(tl: Timeline, placed: list[Placed]) -> list[int]:
     """Ranks that used the GPUs / processes / hosts the events name."""
-    pids = {p.get(F_PID) for p in placed if p.get(F_PID)}
+    pids = {p.event.pid for p in placed if p.event.pid}
     pcis = {k for p in placed if (k := pci_key(p.get("pci"))) is not None}
-    hosts = {(p.get(F_HOST) or "").split(".")[0] for p in placed if p.get(F_HOST)}
+    hosts = {p.event.host.split(".")[0] for p in placed if p.event.host}
     by_pid: set[int] = set()
     by_pci: set[int] = set()
     by_host: set[int] = set()
     for p in tl.events:
         if p.rank is None:
             continue
-        host = (p.get(F_HOST) or "").split(".")[0]
-        if pids and p.get(F_PID) in pids and p.kind.startswith("nccl"):
+        host = (p.event.host or "").split(".")[0]
+        if pids and p.event.pid in pids and p.kind.startswith("nccl"):
             by_pid.add(p.rank)
         if (
             p.kind == EventKind.NCCL_INIT

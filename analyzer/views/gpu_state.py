@@ -90,10 +90,9 @@ def _from_events(evidence: Evidence) -> dict[int, list[GpuView]]:
     out: dict[int, list[GpuView]] = {}
     for event in events:
         f = dict(event.fields)
-        pid_text = f.get("pid", "")
-        if f.get("row") != "process" or not pid_text.isdigit():
+        if f.get("row") != "process" or event.pid is None:
             continue
-        rank = _owner(int(pid_text), event, by_pid)
+        rank = _owner(event.pid, event, by_pid)
         if rank is None:
             continue
         device = gpus.get((event.source, f"uuid:{f.get('uuid')}")) or gpus.get(

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent
-from hangdoc.analyzer.vocabulary import F_GROUP_RANK, F_PG, F_PG_DESC, EventKind
+from hangdoc.analyzer.vocabulary import F_GROUP_RANK, F_PG, F_PG_DESC, EventKind, RankFrom
 
 # Reports about the whole job: their ranks live in their fields, not in a prefix.
 JOB_LEVEL = frozenset(
@@ -110,20 +110,20 @@ def build_maps(
     return maps
 
 
-def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, str]:
-    """The event's global rank and how it was found ("" when unknown)."""
+def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom | None]:
+    """The event's global rank and how it was found (None when unknown)."""
     if event.kind in JOB_LEVEL:
-        return None, ""
+        return None, None
     if event.prefix_rank is not None:
-        return event.prefix_rank, "prefix"
+        return event.prefix_rank, RankFrom.PREFIX
     if event.content_rank is not None:
-        return event.content_rank, "content"
+        return event.content_rank, RankFrom.CONTENT
     if event.host is not None and event.pid is not None:
         rank = maps.hostpid_rank.get((event.host, event.pid))
         if rank is not None:
-            return rank, "nccl_init"
+            return rank, RankFrom.NCCL_INIT
     if event.pid is not None and event.pid in maps.pid_rank:
-        return maps.pid_rank[event.pid], "pid"
+        return maps.pid_rank[event.pid], RankFrom.PID
     pid_field = event.fields.get("pid")
     if (
         event.kind in (EventKind.WORKER_FAILED, EventKind.AGENT_TERMINATING)
@@ -132,7 +132,7 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, str]:
     ):
         rank = maps.pid_rank.get(int(pid_field))
         if rank is not None:
-            return rank, "pid"
+            return rank, RankFrom.PID
     local = event.local_rank
     if local is None and event.kind is EventKind.WORKER_FAILED:
         # The launcher's report names the worker's local rank (torchrun "local_rank: 3",
@@ -142,15 +142,15 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, str]:
         local = int(local_text) if local_text.isdigit() else None
     if local is not None:
         if local in maps.local_to_global:
-            return maps.local_to_global[local], "local_rank"
+            return maps.local_to_global[local], RankFrom.LOCAL_RANK
         if maps.local_is_global:
-            return local, "local_rank_single_node"
+            return local, RankFrom.LOCAL_RANK_SINGLE_NODE
     group_rank = event.fields.get(F_GROUP_RANK)
     if group_rank is not None and event.host is None:
         pg = event.fields.get(F_PG)
         if pg is None or pg in _DEFAULT_PGS or event.fields.get(F_PG_DESC) == "default_pg":
-            return int(group_rank), "group_rank"
-    return None, ""
+            return int(group_rank), RankFrom.GROUP_RANK
+    return None, None
 
 
 def rank_from_path(display_path: str) -> tuple[int | None, int | None]:

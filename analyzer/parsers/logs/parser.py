@@ -19,14 +19,14 @@ from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes
 from hangdoc.analyzer.parsers.logs.attribution import build_maps, rank_from_path, resolve_rank
 from hangdoc.analyzer.parsers.logs.elastic import error_json_stamp, parse_error_json
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TopoBlock
-from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.hit import Hit, log_event
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
 from hangdoc.analyzer.parsers.logs.timefmt import resolve_stamps
 from hangdoc.analyzer.parsers.stacks import attach_stacks
-from hangdoc.analyzer.vocabulary import F_CLOCK, F_RANK_FROM, EventKind
+from hangdoc.analyzer.vocabulary import Clock, EventKind, RankFrom
 
 _JSON_START = re.compile(r'\s*(?:\{\s*(?:"|\}|$)|\[\s*(?:[{\["\]]|$))')
 HEAD_BYTES = 4 * 1024 * 1024
@@ -217,16 +217,15 @@ def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, 
 def _error_file_result(hit: Hit, display_path: str) -> ParsedFile:
     rank, _local = rank_from_path(display_path)
     stamp = error_json_stamp(hit)
-    fields = dict(hit.fields)
-    if stamp is not None and stamp.epoch is not None:
-        fields[F_CLOCK] = "epoch"
-    event = LogEvent(
-        kind=hit.kind.value,
-        text=(hit.text or "")[:500],
-        source=display_path,
-        line=1,
-        time=stamp.epoch if stamp is not None else None,
-        fields=tuple(sorted(fields.items())),
+    event = log_event(
+        hit.kind,
+        (hit.text or "")[:500],
+        display_path,
+        1,
+        stamp.epoch if stamp is not None else None,
+        hit.fields,
+        hit.payload,
+        clock=Clock.EPOCH if stamp is not None and stamp.epoch is not None else None,
     )
     if rank is None:
         return ParsedFile(kind=InputKind.LOG, job_log_events=[event])
@@ -239,7 +238,7 @@ def _assemble(
 ) -> ParsedFile:
     maps = build_maps(events, scanner.hostpid_rank, scanner.pid_rank, scanner.local_to_global)
     resolved = resolve_stamps([e.stamp for e in events], year)
-    ranks: list[tuple[int | None, str]] = [resolve_rank(e, maps) for e in events]
+    ranks: list[tuple[int | None, RankFrom | None]] = [resolve_rank(e, maps) for e in events]
     # A launcher's failure report, once attributed, names the worker's pid: other reports
     # about that pid (torchelastic's "Signal 9 (SIGKILL) received by PID 812") follow it.
     learned = {
@@ -267,41 +266,35 @@ def _assemble(
     processes: dict[int, ProcessEvidence] = {}
     job: list[LogEvent] = []
     for event, (rank, how), when in zip(events, ranks, resolved, strict=True):
-        if rank is None and use_file and event.kind.value not in _JOB_KINDS:
-            rank, how = file_rank, "file_name"
-        fields = dict(event.fields)
-        if event.repeats:
-            fields["repeats"] = str(event.repeats)
-        if when.clock is not None:
-            fields[F_CLOCK] = when.clock
-        if how:
-            fields[F_RANK_FROM] = how
-        if event.host is not None:
-            fields.setdefault("host", event.host)
-        if event.pid is not None:
-            fields.setdefault("pid", str(event.pid))
-        if event.local_rank is not None:
-            fields.setdefault("local_rank", str(event.local_rank))
-        log_event = LogEvent(
-            event.kind.value,
+        if rank is None and use_file and event.kind not in _JOB_KINDS:
+            rank, how = file_rank, RankFrom.FILE_NAME
+        made = log_event(
+            event.kind,
             event.text,
             display_path,
             event.line,
             when.time,
-            tuple(sorted(fields.items())),
+            event.fields,
+            event.payload,
+            host=event.host,
+            pid=event.pid,
+            local_rank=event.local_rank,
+            rank_from=how,
+            clock=when.clock,
+            repeats=event.repeats,
         )
         if rank is None:
-            job.append(log_event)
+            job.append(made)
             continue
         proc = processes.get(rank)
         if proc is None:
             proc = processes[rank] = ProcessEvidence(
                 rank=rank, sources=[display_path], world_size=maps.world_size
             )
-        proc.log_events.append(log_event)
-        if proc.host is None and event.host is not None and how in ("nccl_init", "prefix"):
+        proc.log_events.append(made)
+        if proc.host is None and event.host is not None and how in _HOST_SAYS:
             proc.host, proc.pid = event.host, event.pid
-        if proc.local_rank is None and event.local_rank is not None and how != "group_rank":
+        if proc.local_rank is None and event.local_rank is not None and how != RankFrom.GROUP_RANK:
             proc.local_rank = event.local_rank
     _attach_gpus(processes, job, maps.pid_rank, display_path)
     if not events:
@@ -314,8 +307,10 @@ def _assemble(
     )
 
 
+# The attributions that also tell the process's host and pid.
+_HOST_SAYS = frozenset({RankFrom.NCCL_INIT, RankFrom.PREFIX})
 _JOB_KINDS = frozenset(
-    k.value
+    k
     for k in (
         EventKind.RAS_REPORT,
         EventKind.RAS_MISMATCH,
@@ -342,13 +337,13 @@ def _attach_gpus(
     for rank, proc in processes.items():
         if proc.pid is not None:
             pid_to_rank.setdefault(proc.pid, rank)
-    rows = [e for e in job if e.kind == EventKind.GPU_STATUS.value]
+    rows = [e for e in job if e.kind == EventKind.GPU_STATUS]
     by_index = {f.get("index"): f for f in (dict(e.fields) for e in rows) if f.get("row") == "gpu"}
     for event in rows:
         f = dict(event.fields)
-        if f.get("row") != "process" or not f.get("pid", "").isdigit():
+        if f.get("row") != "process" or event.pid is None:
             continue
-        owner = pid_to_rank.get(int(f["pid"]))
+        owner = pid_to_rank.get(event.pid)
         if owner is None or owner not in processes:
             continue
         gpu = by_index.get(f.get("index"), {})

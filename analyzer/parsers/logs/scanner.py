@@ -34,6 +34,7 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
+from hangdoc.analyzer.payloads import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.vocabulary import (
     F_ERROR,
     F_EXC_TYPE,
@@ -119,6 +120,7 @@ class RawEvent:
     host: str | None
     pid: int | None
     repeats: int = 0
+    payload: EventPayload = NO_PAYLOAD
 
 
 @dataclass(slots=True)
@@ -481,6 +483,7 @@ class Scanner:
             tag.local_rank,
             host,
             pid,
+            payload=hit.payload,
         )
         self.events.append(event)
         if hit.key is not None:
@@ -495,7 +498,9 @@ class Scanner:
         current = self._aggregate.get(key)
         text = (hit.text or tag.text).strip()[:500]
         if current is None:
-            event = RawEvent(hit.kind, text, lineno, tag.stamp, hit.fields, *owner[:5])
+            event = RawEvent(
+                hit.kind, text, lineno, tag.stamp, hit.fields, *owner[:5], payload=hit.payload
+            )
             event.fields["n_lines"] = "1"
             self.events.append(event)
             self._aggregate[key] = event
@@ -509,11 +514,14 @@ class Scanner:
             current.fields["n_lines"] = str(n)
             return current
         if hit.kind is EventKind.PHASE and self._aggregate.get((*key, "first")) is current:
-            event = RawEvent(hit.kind, text, lineno, tag.stamp, hit.fields, *owner[:5])
+            event = RawEvent(
+                hit.kind, text, lineno, tag.stamp, hit.fields, *owner[:5], payload=hit.payload
+            )
             self.events.append(event)
             self._aggregate[key] = event
             current = event
         current.text, current.line, current.fields = text, lineno, hit.fields
+        current.payload = hit.payload
         current.stamp = tag.stamp or current.stamp
         current.fields["n_lines"] = str(n)
         return current

@@ -11,6 +11,7 @@ for the stack rules) and a log event (for the timeline), on the same rank.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import re
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from hangdoc.analyzer.model import InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes, read_text_capped
 from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.scan import ScanResult, Span, scan_text
-from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.analyzer.vocabulary import EventKind, RankFrom
 
 # Stacks are read from at most this much of a file (its tail when larger): a 10 GB
 # log's stacks that matter are near its end, and the scan keeps every line in memory
@@ -61,7 +62,7 @@ _NEW_FORMATS = frozenset({"traceback", "py-bt", "gdb", "pystack", "cpp", "stack-
 # then come in full; in a plain log, records of consequences are left out
 # (scan.logged_elsewhere).
 _STACKS_FILE: contextvars.ContextVar[bool] = contextvars.ContextVar("stacks_file", default=False)
-_EXCEPTION_KIND = EventKind.EXCEPTION.value
+_EXCEPTION_KIND = EventKind.EXCEPTION
 
 
 def extract_stacks(text: str, display: str) -> list[ProcessEvidence]:
@@ -113,11 +114,9 @@ def _exception_events(parsed: ParsedFile, found: ScanResult, display: str) -> No
             first[key] = (span, 1) if seen is None else (seen[0], seen[1] + 1)
     for span, count in first.values():
         assert span.exc_type is not None
-        fields = [("exc_type", span.exc_type), ("message", (span.message or "")[:400])]
-        if count > 1:
-            fields.append(("repeats", str(count - 1)))
+        fields = (("exc_type", span.exc_type), ("message", (span.message or "")[:400]))
         text = f"{span.exc_type}: {span.message}" if span.message else span.exc_type
-        event = LogEvent(_EXCEPTION_KIND, text, display, span.last, None, tuple(sorted(fields)))
+        event = LogEvent(_EXCEPTION_KIND, text, display, span.last, None, fields, repeats=count - 1)
         parsed.job_log_events.append(event)
 
 
@@ -153,10 +152,9 @@ def _rehome_exceptions(
         if span is None or span.rank not in by_rank:
             keep.append(event)
             continue
-        fields = dict(event.fields)
-        fields.setdefault("rank_from", "stack_marker")
-        moved = LogEvent(event.kind, event.text, event.source, event.line, event.time,
-                         tuple(sorted(fields.items())))  # fmt: skip
+        moved = event
+        if event.rank_from is None:
+            moved = dataclasses.replace(event, rank_from=RankFrom.STACK_MARKER)
         by_rank[span.rank].log_events.append(moved)
     parsed.job_log_events = keep
 

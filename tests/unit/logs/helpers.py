@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -82,5 +83,20 @@ def events(parsed: ParsedFile, kind: str) -> list[tuple[int | None, LogEvent]]:
     return out
 
 
-def fields(event: LogEvent) -> dict[str, str]:
-    return dict(event.fields)
+def fields(event: LogEvent) -> dict[str, object]:
+    """What the parser read from the event's line, by name: the process it is about and
+    its payload's fields (typed values: ints, enums)."""
+    found: dict[str, object] = {
+        name: value
+        for name in ("host", "pid", "tid", "cuda_dev", "local_rank", "rank_from", "clock")
+        if (value := getattr(event, name)) is not None
+    }
+    if event.repeats:
+        found["repeats"] = event.repeats
+    if event.folded_lines:
+        found["folded_lines"] = event.folded_lines
+    found.update(
+        (f.name, getattr(event.payload, f.name)) for f in dataclasses.fields(event.payload)
+    )
+    found.update(event.fields)
+    return {k: v for k, v in found.items() if v is not None}

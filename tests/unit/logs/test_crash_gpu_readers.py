@@ -38,7 +38,7 @@ def test_hung_task_new_format_in_nvidia_module() -> None:
     parsed = parse(PASTES / "nvidia-persistenced-15_hung_task_nvidia_rwlock.txt")
     [(_, hung)] = events(parsed, EventKind.KERNEL_HUNG_TASK.value)
     f = fields(hung)
-    assert (f["name"], f["pid"], f["state"], f["blocked_s"]) == ("gdscheck", "509579", "D", "120")
+    assert (f["name"], f["pid"], f["state"], f["blocked_s"]) == ("gdscheck", 509579, "D", "120")
     assert f["driver"] == "nvidia"
     assert "os_acquire_rwlock_read [nvidia]" in f["frames"].splitlines()
     assert not any("?" in line for line in f["frames"].splitlines())  # unsure frames left out
@@ -49,7 +49,7 @@ def test_hung_task_old_format_in_nvidia_uvm() -> None:
     parsed = parse(PASTES / "conda-9306_hung_task_old_format_nvidia_uvm.txt")
     [(_, hung)] = events(parsed, EventKind.KERNEL_HUNG_TASK.value)
     f = fields(hung)
-    assert (f["name"], f["pid"], f["driver"]) == ("conda", "11003", "nvidia_uvm")
+    assert (f["name"], f["pid"], f["driver"]) == ("conda", 11003, "nvidia_uvm")
     [finding] = _findings(PASTES / "conda-9306_hung_task_old_format_nvidia_uvm.txt")["HD303"]
     assert finding.category.value == "gpu_hardware_or_driver"  # type: ignore[attr-defined]
 
@@ -58,7 +58,7 @@ def test_hung_task_outside_the_gpu_driver_is_not_a_gpu_fault() -> None:
     """gluster-health-report#19: a D-state task in the VFS, no NVIDIA module."""
     path = PASTES / "gluster-health-report-19_hung_task_not_gpu.txt"
     [(_, hung)] = events(parse(path), EventKind.KERNEL_HUNG_TASK.value)
-    assert "driver" not in fields(hung) and fields(hung)["pid"] == "26120"
+    assert "driver" not in fields(hung) and fields(hung)["pid"] == 26120
     assert "HD303" not in _findings(path)
 
 
@@ -66,7 +66,7 @@ def test_hung_task_relative_dmesg_stamps() -> None:
     """returnn#1480: ``dmesg -H`` stamps ("[  +0.000049]") before the task line and frames."""
     path = CASES / "returnn-1480-uvm-ioctl-d-state" / "dmesg.txt"
     [(_, hung)] = events(parse(path), EventKind.KERNEL_HUNG_TASK.value)
-    assert (fields(hung)["pid"], fields(hung)["driver"]) == ("15277", "nvidia_uvm")
+    assert (fields(hung)["pid"], fields(hung)["driver"]) == (15277, "nvidia_uvm")
     assert "HD303" in _findings(path)
 
 
@@ -104,7 +104,7 @@ def test_mp_spawn_child_killed() -> None:
     """Prompt4NR#3: ProcessExitedException "process 0 terminated with signal SIGKILL"."""
     path = PASTES / "prompt4nr-3_mp_spawn_sigkill.txt"
     [(_, failed)] = events(parse(path), EventKind.WORKER_FAILED.value)
-    assert (fields(failed)["signal"], fields(failed)["local_rank"]) == ("SIGKILL", "0")
+    assert (fields(failed)["signal"], fields(failed)["local_rank"]) == ("SIGKILL", 0)
     [finding] = _findings(path)["HD030"]
     assert finding.culprit_ranks == (0,)  # type: ignore[attr-defined]
 

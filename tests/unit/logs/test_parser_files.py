@@ -150,7 +150,7 @@ def test_repeats_are_counted_not_stored() -> None:
     parsed = parse(RECORDED / "monitored_barrier.log")
     found = events(parsed, "monitored_barrier_failure")
     ((_, event),) = [(r, e) for r, e in found if fields(e)["reporter"] != "peer"]
-    assert fields(event)["repeats"] == "2"
+    assert fields(event)["repeats"] == 2
     # rank 2's side ("… received errors while waiting for send/recv from rank 0"), once
     ((_, peer),) = [(r, e) for r, e in found if fields(e)["reporter"] == "peer"]
     assert fields(peer)["ranks"] == "0"
@@ -191,7 +191,7 @@ def test_nvidia_smi_table_csv_topo() -> None:
         "2",
         "71110",
     )
-    assert any(r["row"] == "process" and r["pid"] == "460770" for r in rows)
+    assert any(r["row"] == "process" and r["pid"] == 460770 for r in rows)
     csv = parse(PUBLIC / "nvidia-smi_query.csv")
     rows = [fields(e) for _, e in events(csv, "gpu_status")]
     assert [r.get("utilization_pct") for r in rows] == ["100", "0", None]
@@ -320,7 +320,7 @@ def test_per_kind_cap_bounds_memory(tmp_path: Path) -> None:
 def test_coll_lines_keep_the_last_per_communicator() -> None:
     parsed = parse(PUBLIC / "nccl-2.8_coll_opcount_lag.log")
     colls = {r: fields(e) for r, e in events(parsed, "nccl_coll")}
-    assert colls[0]["opcount"] == str(0x11C) and colls[0]["n_lines"] == "3"
+    assert colls[0]["opcount"] == str(0x11C) and colls[0]["folded_lines"] == 3
     assert colls[3]["opcount"] == str(0x11A)
 
 

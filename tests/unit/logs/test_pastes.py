@@ -46,7 +46,7 @@ def test_mangled_headers_keep_their_pid_and_thread() -> None:
     """nccl#914: "host :22337:22453", "host22337:22400": chains per thread."""
     parsed = _parse("nccl-914_mangled_header_rc_chain.txt")
     [(_, orphan)] = events(parsed, "nccl_return")  # "-> 2" lines with no WARN before them
-    assert (fields(orphan)["error"], fields(orphan)["pid"]) == ("ncclSystemError", "22337")
+    assert (fields(orphan)["error"], fields(orphan)["pid"]) == ("ncclSystemError", 22337)
     warns = {fields(e)["where"]: fields(e) for _, e in events(parsed, "nccl_transport_error")}
     assert "rc" not in warns["proxy.cc:1097"]  # its chain came before it
     assert warns["misc/socket.cc:521"]["rc"] == "6"
@@ -61,7 +61,7 @@ def test_two_warns_on_one_thread_each_get_their_code() -> None:
     assert by_error["socket_closed_by_peer"]["rc_name"] == "ncclRemoteError"
     assert by_error["proxy"]["rc_name"] == "ncclInternalError"
     [(_, orphan)] = events(parsed, "nccl_return")
-    assert (fields(orphan)["tid"], fields(orphan)["rc"]) == ("2200704", "3")
+    assert (fields(orphan)["tid"], fields(orphan)["rc"]) == (2200704, "3")
 
 
 def test_header_without_pid_behind_kubernetes_stamps() -> None:
@@ -69,7 +69,7 @@ def test_header_without_pid_behind_kubernetes_stamps() -> None:
     parsed = _parse("nccl-1920_k8s_no_pid_header.txt")
     [(_, warn)] = events(parsed, "nccl_transport_error")
     f = fields(warn)
-    assert (f["host"], f["cuda_dev"], f["error"]) == ("gpu-server320", "5", "connection_reset")
+    assert (f["host"], f["cuda_dev"], f["error"]) == ("gpu-server320", 5, "connection_reset")
     assert f["rc"] == "6" and warn.time is not None
     assert not events(parsed, "nccl_return")
 
@@ -165,7 +165,7 @@ def test_store_connection_reset(name: str, ranks: list[int]) -> None:
 def test_childfailed_signal_entry() -> None:
     parsed = _parse("cppo-6_childfailed_sigkill.txt")
     [(rank, entry)] = events(parsed, "child_failure")
-    assert rank == 0 and fields(entry)["exitcode"] == "-9" and fields(entry)["pid"] == "14750"
+    assert rank == 0 and fields(entry)["exitcode"] == "-9" and fields(entry)["pid"] == 14750
 
 
 def test_torchrun_failed_line_names_the_local_rank() -> None:
@@ -181,7 +181,7 @@ def test_deepspeed_launcher_exit_names_the_local_rank() -> None:
     parsed = _parse("deepspeed-3232_launcher_exit_local_rank.txt")
     [(rank, failed)] = events(parsed, "worker_failed")
     f = fields(failed)
-    assert rank == 0 and (f["local_rank"], f["exitcode"], f["signal"]) == ("0", "-9", "SIGKILL")
+    assert rank == 0 and (f["local_rank"], f["exitcode"], f["signal"]) == (0, "-9", "SIGKILL")
 
 
 def test_communicator_aborted_with_its_reason() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence
 from hangdoc.analyzer.views.deaths import death_of, first_deaths
 from hangdoc.analyzer.views.timeline import Timeline, before, precedes_wave, wave
-from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.analyzer.vocabulary import Clock, EventKind
 from hangdoc.rules.base import RuleContext
 
 
@@ -13,10 +13,16 @@ def ev(
     kind: EventKind, source: str, line: int, time: float | None = None, **fields: str
 ) -> LogEvent:
     items = dict(fields)
-    if time is not None:
-        items.setdefault("clock", "local")
+    pid = items.pop("pid", None)
     return LogEvent(
-        kind.value, f"{kind.value} line {line}", source, line, time, tuple(sorted(items.items()))
+        kind,
+        f"{kind.value} line {line}",
+        source,
+        line,
+        time,
+        tuple(sorted(items.items())),
+        pid=int(pid) if pid is not None else None,
+        clock=Clock.LOCAL if time is not None else None,
     )
 
 
@@ -41,9 +47,7 @@ def test_same_file_follows_line_order_even_against_coarse_stamps() -> None:
 def test_files_are_ordered_by_time_only_on_the_same_clock() -> None:
     a = ev(EventKind.CUDA_OOM, "rank2.log", 5, 1000.0)
     b = ev(EventKind.COLLECTIVE_TIMEOUT, "rank0.log", 1, 1600.0)
-    c = LogEvent(
-        EventKind.COLLECTIVE_TIMEOUT.value, "t", "other.log", 1, 1000.0, (("clock", "epoch"),)
-    )
+    c = LogEvent(EventKind.COLLECTIVE_TIMEOUT, "t", "other.log", 1, 1000.0, clock=Clock.EPOCH)
     tl = Timeline(evidence((2, a), (0, b), (1, c)))
     pa = next(p for p in tl.events if p.event is a)
     pb = next(p for p in tl.events if p.event is b)

@@ -1,4 +1,4 @@
-"""Node summaries (``summary.json``, hangdoc.summary/1): what they hold, that analysis from
+"""Node summaries (``summary.json``, hangdoc.summary/2): what they hold, that analysis from
 them gives the diagnosis the raw files give on every recorded real hang, and that the
 loader falls back to the raw files whenever a summary cannot be trusted."""
 
@@ -123,7 +123,10 @@ def test_a_stale_summary_is_not_used(tmp_path: Path) -> None:
     assert analyze(evidence).findings[0].culprit_ranks == (3,)
 
 
-@pytest.mark.parametrize("damage", ["{not json", '{"format": "hangdoc.summary/1"}', "[]"])
+@pytest.mark.parametrize(
+    "damage",
+    ["{not json", '{"format": "hangdoc.summary/1"}', '{"format": "hangdoc.summary/2"}', "[]"],
+)
 def test_a_damaged_summary_falls_back_to_the_raw_files(tmp_path: Path, damage: str) -> None:
     copy = _copy(FIXTURES / "dumps" / "checkpoint", tmp_path)
     write_node_summary(copy)
