@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from hangdoc.analyzer.payloads import NO_PAYLOAD, EventPayload
+from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.vocabulary import Clock, EventKind, RankFrom, parse_enum
 
 _P = TypeVar("_P", bound=EventPayload)
@@ -338,6 +338,7 @@ class LogEvent:
     pid: int | None = None
     tid: int | None = None  # the printing thread (NCCL's header)
     cuda_dev: int | None = None  # the printing process's CUDA device (NCCL's header)
+    partial_header: bool = False  # NCCL's host:pid:tid [dev] header was cut or mangled
     local_rank: int | None = None
     rank_from: RankFrom | None = None  # how the rank that owns the event was found
     clock: Clock | None = None  # the clock ``time`` is on (None when there is no time)

@@ -45,22 +45,20 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import Work
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
 from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, watch_records
-from hangdoc.analyzer.vocabulary import (
-    F_PHASE,
-    EventKind,
-    Phase,
-)
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
 _PHASE_CAUSE = {
-    Phase.CHECKPOINT_SAVE.value: (Category.CHECKPOINT_SAVE, "was saving a checkpoint"),
-    Phase.EVAL.value: (Category.EVAL_SOME_RANKS, "was running evaluation"),
+    Phase.CHECKPOINT_SAVE: (Category.CHECKPOINT_SAVE, "was saving a checkpoint"),
+    Phase.EVAL: (Category.EVAL_SOME_RANKS, "was running evaluation"),
 }
-_BUSY = frozenset({Phase.PREPROCESS.value, Phase.LOAD.value})
+_BUSY = frozenset({Phase.PREPROCESS, Phase.LOAD})
 
 
 def last_activity(tl: Timeline, ranks: list[int]) -> tuple[Category, str, Placed] | str | None:
@@ -72,12 +70,12 @@ def last_activity(tl: Timeline, ranks: list[int]) -> tuple[Category, str, Placed
     for p in tl.of(EventKind.PHASE):
         if p.rank in wanted or (p.rank is None and ranks == [0]):
             last = p
-    if last is None:
+    marker = last.event.payload_as(PhaseMarker) if last is not None else None
+    if last is None or marker is None or marker.phase is None:
         return None
-    phase = last.get(F_PHASE) or ""
-    if phase in _BUSY:
+    if marker.phase in _BUSY:
         return "busy"
-    cause = _PHASE_CAUSE.get(phase)
+    cause = _PHASE_CAUSE.get(marker.phase)
     return (cause[0], cause[1], last) if cause else None
 
 
@@ -97,7 +95,8 @@ def _mixed_groups(records: dict[int, WatchRecord]) -> bool:
     if any(rec.pg_known for rec in records.values()):
         return False
     return any(
-        len({s for p in rec.events if (s := fint(p.event, "seq")) is not None}) > 1
+        len({w.seq for p in rec.events if (w := p.event.payload_as(Work)) and w.seq is not None})
+        > 1
         for rec in records.values()
     )
 

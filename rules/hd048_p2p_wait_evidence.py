@@ -55,9 +55,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Frame, ProcessEvidence, Severity
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import Direction, Work
 from hangdoc.analyzer.views.catalog import P2P_DIRECTION_HINTS
 from hangdoc.analyzer.views.timeline import Placed
-from hangdoc.analyzer.vocabulary import F_OP, F_PHASE, EventKind, Phase
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -200,12 +202,24 @@ def _stage_waits(ctx: RuleContext) -> list[Placed]:
     last: dict[int | None, Placed] = {}
     progressed: set[int | None] = set()
     for p in ctx.timeline.of(EventKind.PHASE):
-        if p.get("p2p") is not None:
+        marker = _marker(p)
+        if marker.p2p is not None:
             last[p.rank] = p
             progressed.discard(p.rank)
-        elif p.rank in last and p.get(F_PHASE) in (Phase.TRAIN.value, Phase.EVAL.value):
+        elif p.rank in last and marker.phase in (Phase.TRAIN, Phase.EVAL):
             progressed.add(p.rank)
-    return [p for r, p in last.items() if p.get("p2p") == "recv" and r not in progressed]
+    return [p for r, p in last.items() if _marker(p).p2p == Direction.RECV and r not in progressed]
+
+
+def _marker(p: Placed) -> PhaseMarker:
+    found = p.event.payload_as(PhaseMarker)
+    return found if found is not None else PhaseMarker()
+
+
+def _op(p: Placed) -> str:
+    """The OpType a timeout names, upper-case ("" when none)."""
+    work = p.event.payload_as(Work)
+    return (work.op or "").upper() if work is not None else ""
 
 
 class P2PWaitEvidence(Rule):
@@ -219,8 +233,8 @@ class P2PWaitEvidence(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         timeouts = ctx.timeline.of(EventKind.COLLECTIVE_TIMEOUT)
-        p2p = [p for p in timeouts if (p.get(F_OP) or "").upper() in _P2P_OPS]
-        coalesced = [p for p in timeouts if (p.get(F_OP) or "").upper() in _COALESCED]
+        p2p = [p for p in timeouts if _op(p) in _P2P_OPS]
+        coalesced = [p for p in timeouts if _op(p) in _COALESCED]
         stages = _stage_waits(ctx)
         stacked = [p for p in ctx.evidence.processes if p.stack_samples]
         stacks: list[_StackHit] = []
@@ -246,7 +260,7 @@ class P2PWaitEvidence(Rule):
         parts: list[str] = []
         refs: list[EvidenceRef] = []
         if p2p:
-            ops = sorted({(p.get(F_OP) or "?").upper() for p in p2p})
+            ops = sorted({_op(p) or "?" for p in p2p})
             who = sorted({p.rank for p in p2p if p.rank is not None})
             parts.append(
                 f"the watchdog timed out {'/'.join(ops)} work"
@@ -255,7 +269,9 @@ class P2PWaitEvidence(Rule):
             )
             refs.extend(limited_refs(p2p, limit=4))
         if stages:
-            peers = sorted({p.get("peer_stage") or "?" for p in stages})
+            peers = sorted(
+                {str(s) if (s := _marker(p).peer_stage) is not None else "?" for p in stages}
+            )
             parts.append(
                 "pipeline stages' last lines say they are receiving from stage "
                 + ", ".join(peers)

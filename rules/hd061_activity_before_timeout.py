@@ -62,6 +62,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, LogEvent, Severity
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.ranges import format_ranks
 from hangdoc.analyzer.views.last_words import last_words, stopped_during, unfinished
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning
@@ -73,8 +74,7 @@ from hangdoc.rules.base import Rule, RuleContext
 # blocked in a CUDA/NCCL call (ProcessGroupNCCL's HeartbeatMonitor), not ranks waiting in
 # a collective for a peer that is busy elsewhere.
 _FAILURES = frozenset(
-    k.value
-    for k in (
+    (
         EventKind.COLLECTIVE_TIMEOUT,
         EventKind.STORE_TIMEOUT,
         EventKind.WATCHDOG_TEARDOWN,
@@ -83,23 +83,24 @@ _FAILURES = frozenset(
 # Someone stopped the job from outside: DeepSpeed's launcher (launch.py sigkill_handler,
 # on SIGINT/SIGTERM: "Killing subprocess N"), torchrun's agent ("Received Signals.SIGINT
 # death signal, shutting down workers"). It ends the log; it says nothing of the cause.
-_STOPS = frozenset({EventKind.AGENT_TERMINATING.value, EventKind.AGENT_SIGNAL.value})
+_STOPS = frozenset({EventKind.AGENT_TERMINATING, EventKind.AGENT_SIGNAL})
 
 
 def _interrupt(event: LogEvent) -> bool:
-    return event.kind == EventKind.EXCEPTION.value and "KeyboardInterrupt" in event.text
+    """A KeyboardInterrupt: someone stopped the job (the parser read it: Sign.INTERRUPT)."""
+    return event.kind == EventKind.EXCEPTION and Sign.INTERRUPT in event.payload.signs
 
 
 # Events that say nothing went wrong: progress and counts only.
-_QUIET = frozenset({EventKind.PHASE.value, EventKind.DATA_COUNT.value})
+_QUIET = frozenset({EventKind.PHASE, EventKind.DATA_COUNT})
 # Framework phase markers the log parser recognises (analyzer/vocabulary.py Phase).
-_PHASES: dict[str, Meaning | None] = {
-    Phase.CHECKPOINT_SAVE.value: Meaning.CHECKPOINT,
-    Phase.EVAL.value: Meaning.EVAL,
-    Phase.CHECKPOINT_SAVED.value: None,
-    Phase.EVAL_DONE.value: None,  # the evaluation reported its metrics: it had ended
+_PHASES: dict[Phase, Meaning | None] = {
+    Phase.CHECKPOINT_SAVE: Meaning.CHECKPOINT,
+    Phase.EVAL: Meaning.EVAL,
+    Phase.CHECKPOINT_SAVED: None,
+    Phase.EVAL_DONE: None,  # the evaluation reported its metrics: it had ended
     # tokenizing, dataset map/filter, packing: single-rank work outside any collective
-    Phase.PREPROCESS.value: Meaning.PREPROCESS,
+    Phase.PREPROCESS: Meaning.PREPROCESS,
 }
 _FIX = {
     Meaning.CHECKPOINT: (
@@ -142,14 +143,14 @@ class ActivityBeforeTimeout(Rule):
     requires = frozenset()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        said = last_words(ctx.evidence, _FAILURES, EventKind.PHASE.value, _PHASES)
+        said = last_words(ctx.evidence, _FAILURES, EventKind.PHASE, _PHASES)
         if said is None:
             yield from self._open_before_timeout(ctx) or self._stopped(ctx)
             return
         timed_out = {
             p.rank
             for p in ctx.evidence.processes
-            if any(e.kind == EventKind.COLLECTIVE_TIMEOUT.value for e in p.log_events)
+            if any(e.kind == EventKind.COLLECTIVE_TIMEOUT for e in p.log_events)
         }
         rank = said.rank if said.rank not in timed_out else None  # a waiter is no culprit
         quiet = quiet_rank(ctx.evidence) if said.rank is None else None
@@ -207,7 +208,7 @@ class ActivityBeforeTimeout(Rule):
         timed_out = {
             p.rank
             for p in ev.processes
-            if any(e.kind == EventKind.COLLECTIVE_TIMEOUT.value for e in p.log_events)
+            if any(e.kind == EventKind.COLLECTIVE_TIMEOUT for e in p.log_events)
         }
         # In a file with a failure: begun before it. In a file without one: the log ends in it.
         usable = [u for u in opens if u.failure is not None or (u.at_end and u.begin.source)]

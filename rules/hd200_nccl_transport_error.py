@@ -52,20 +52,31 @@ from collections import Counter
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.payloads.nccl import (
+    LinkError,
+    LinkFailure,
+    NcclError,
+    NcclInit,
+    NcclInitState,
+    NcclNetwork,
+)
+from hangdoc.analyzer.payloads.nccl import NcclTransportError as TransportWarn
+from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, before
-from hangdoc.analyzer.vocabulary import F_ERROR, F_MESSAGE, F_PEER, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
 _STATUS = {
-    "12": "IB transport retry counter exceeded (link or remote port down)",
-    "13": "IB receiver-not-ready retry exceeded",
-    "4": "IB local protection error (GPUDirect RDMA / memory registration)",
-    "10": "IB remote access error",
-    "11": "IB remote operation error",
-    "5": "IB work request flushed (follows an earlier error)",
+    12: "IB transport retry counter exceeded (link or remote port down)",
+    13: "IB receiver-not-ready retry exceeded",
+    4: "IB local protection error (GPUDirect RDMA / memory registration)",
+    10: "IB remote access error",
+    11: "IB remote operation error",
+    5: "IB work request flushed (follows an earlier error)",
 }
+_FLUSHED = 5  # IB work requests flushed after an earlier error: its echo
 
 
 def short(host: str) -> str:
@@ -80,20 +91,45 @@ def host_maps(tl: Timeline) -> tuple[dict[str, str], dict[str, set[int]]]:
         host = p.event.host
         if host is None or not p.kind.startswith("nccl"):
             continue
-        ip = p.get("ip")
-        if p.kind == EventKind.NCCL_NETWORK and ip:
+        network = p.event.payload_as(NcclNetwork)
+        ip = network.ip if network is not None else None
+        if ip:
             ip_host.setdefault(ip, short(host))
         if p.rank is not None:
             host_ranks.setdefault(short(host), set()).add(p.rank)
     return ip_host, host_ranks
 
 
+def _link(p: Placed) -> LinkError | None:
+    """The transport failure an NCCL WARN (or an NCCL error's last error) names."""
+    payload = p.event.payload
+    if isinstance(payload, TransportWarn):
+        return payload.error
+    if isinstance(payload, NcclError):
+        return payload.last_error_link
+    return None
+
+
+def _peer(p: Placed) -> str | None:
+    payload = p.event.payload
+    if isinstance(payload, TransportWarn):
+        return payload.peer
+    if isinstance(payload, NcclError):
+        return payload.last_error_peer
+    return None
+
+
 def describe(p: Placed) -> str:
-    error = p.get(F_ERROR) or p.get("last_error_error") or "error"
-    if error.startswith("ib_completion_status_"):
-        status = error.rsplit("_", 1)[1]
+    error = p.event.payload_as(NcclError)
+    if error is not None and error.aborted:
+        return "communicator aborted"
+    link = _link(p)
+    if link is None:
+        return "error"
+    if link.failure == LinkFailure.IB_COMPLETION and link.ib_status is not None:
+        status = link.ib_status
         return _STATUS.get(status, f"IB completion error status {status}")
-    return error.replace("_", " ")
+    return link.tag.replace("_", " ")
 
 
 class NcclTransportError(Rule):
@@ -112,12 +148,13 @@ class NcclTransportError(Rule):
         completed = [
             (p.event.host, p.event.pid, p.index)
             for p in tl.of(EventKind.NCCL_INIT)
-            if p.get("state") == "complete"
+            if (init := p.event.payload_as(NcclInit)) and init.state == NcclInitState.COMPLETE
         ]
         errors = [
             p
             for p in tl.of(EventKind.NCCL_TRANSPORT_ERROR)
-            if not p.get("retrying")
+            if not (error := p.event.payload_as(TransportWarn))
+            or not error.retrying
             or not any(
                 (h, pid) == (p.event.host, p.event.pid) and i > p.index for h, pid, i in completed
             )
@@ -125,19 +162,20 @@ class NcclTransportError(Rule):
         errors += [
             p
             for p in tl.of(EventKind.NCCL_ERROR)
-            if p.get("last_error_peer") or p.get("last_error_error") or _remote_error(p)
+            if (nccl := p.event.payload_as(NcclError))
+            and (nccl.last_error_peer or nccl.last_error_link or _remote_error(p))
         ]
         if not errors:
             counters = _counters(tl)
             if counters is not None:
                 yield counters
             return
-        primary = [p for p in errors if p.get(F_ERROR) != "ib_completion_status_5"] or errors
+        primary = [p for p in errors if not _flushed(p)] or errors
         ip_host, host_ranks = host_maps(tl)
         peers: Counter[str] = Counter()
         reporters: dict[str, set[str]] = {}
         for p in primary:
-            peer = p.get(F_PEER) or p.get("last_error_peer")
+            peer = _peer(p)
             reporter = short(p.event.host or f"rank{p.rank}")
             if peer:
                 name = ip_host.get(peer, short(peer) if not peer[0].isdigit() else peer)
@@ -155,7 +193,7 @@ class NcclTransportError(Rule):
             culprit_hosts = sorted(peers) or sorted(reporter_hosts)
             how = "the peers named in the errors"
         culprits = sorted({r for h in culprit_hosts for r in host_ranks.get(h, set())})
-        local = sorted({p.rank for p in primary if p.get("local") and p.rank is not None})
+        local = sorted({p.rank for p in primary if _local(p) and p.rank is not None})
         if not peers and local:
             # A failure of the reporter's own socket ("Socket creation failed"): the
             # process that says so is the one that cannot connect, not its whole host.
@@ -176,7 +214,7 @@ class NcclTransportError(Rule):
         )
         severity = Severity.ERROR
         category = Category.NCCL_NETWORK
-        if all((p.get(F_ERROR) or "").startswith("connect_") for p in primary):
+        if all(_connecting(p) for p in primary):
             category = Category.NCCL_INIT
             title = f"NCCL could not connect to its peers ({kinds[0][0]})"
             explanation += (
@@ -193,8 +231,9 @@ class NcclTransportError(Rule):
             )
         if all(_remote_error(p) for p in primary):
             who = f" on {ranks_text(reporters_ranks)}" if reporters_ranks else ""
-            title = f"NCCL failed in a collective{who}: {first.get('call') or 'an NCCL call'} "
-            title += f"failed with '{first.get(F_MESSAGE)}'"
+            said = first.event.payload_as(NcclError) or NcclError()
+            title = f"NCCL failed in a collective{who}: {said.call or 'an NCCL call'} "
+            title += f"failed with '{said.message}'"
             explanation += (
                 " NCCL's remote or system error in a running collective means a connection "
                 "to a peer broke: the peer process exited or the network between them "
@@ -221,20 +260,46 @@ class NcclTransportError(Rule):
             waiting_ranks=tuple(reporters_ranks),
             evidence=tuple(limited_refs(primary, limit=6)),
             confidence=0.8
-            if any("ib_completion" in (p.get(F_ERROR) or "") for p in primary)
+            if any(_ib_completion(p) for p in primary)
             else 0.5
             if all(_remote_error(p) for p in primary)
             else 0.6,
         )
 
 
+def _flushed(p: Placed) -> bool:
+    """An IB work request flushed after an earlier error (status 5): an echo, not a cause
+    (only an NCCL WARN's own failure, as before: not an NCCL error's last error)."""
+    error = p.event.payload_as(TransportWarn)
+    link = error.error if error is not None else None
+    return link is not None and not link.connect and link.ib_status == _FLUSHED
+
+
+def _local(p: Placed) -> bool:
+    error = p.event.payload_as(TransportWarn)
+    return error is not None and error.local
+
+
+def _connecting(p: Placed) -> bool:
+    """A connection that could not even be set up (NCCL WARN's own failure)."""
+    error = p.event.payload_as(TransportWarn)
+    return error is not None and error.error is not None and error.error.connect
+
+
+def _ib_completion(p: Placed) -> bool:
+    error = p.event.payload_as(TransportWarn)
+    link = error.error if error is not None else None
+    return link is not None and link.failure == LinkFailure.IB_COMPLETION
+
+
 def _in_bootstrap(p: Placed) -> bool:
     """The WARN's "-> N" chain (parsers/logs/scanner.py ``rc_chain``) passes a bootstrap
     frame: NCCL ≤ 2.3 ran its bootstrap over the network transport itself
     ("transport/net_ib.cu:555 -> 2 … bootstrap.cu:169 -> 2 … init.cu:422 -> 2", horovod
-    issue 210), later ones over sockets ("misc/socket.cc:… -> 2 … bootstrap.cc:… -> 2")."""
-    chain = f"{p.get('rc_where') or ''} {p.get('rc_chain') or ''} {p.get('where') or ''}"
-    return "bootstrap.c" in chain
+    issue 210), later ones over sockets ("misc/socket.cc:… -> 2 … bootstrap.cc:… -> 2").
+    The parser marks it (parsers/logs/errors.py)."""
+    payload = p.event.payload
+    return isinstance(payload, (TransportWarn, NcclError)) and payload.in_bootstrap
 
 
 def _remote_error(p: Placed) -> bool:
@@ -245,10 +310,11 @@ def _remote_error(p: Placed) -> bool:
     (not of communicator creation, which HD206 reads) is most often a socket or verbs
     call that failed under it. Neither says which peer, nor tells a peer that exited from
     a broken link, so it is weak alone (see check)."""
-    if not p.get("foreign"):
+    error = p.event.payload_as(NcclError)
+    if error is None or error.foreign is None:
         return False
-    cls = p.get("class")
-    return cls == "ncclRemoteError" or (cls == "ncclSystemError" and not p.get("where"))
+    cls = error.error_class
+    return cls == NcclResult.REMOTE_ERROR or (cls == NcclResult.SYSTEM_ERROR and not error.where)
 
 
 def _counters(tl: Timeline) -> Finding | None:

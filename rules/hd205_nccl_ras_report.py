@@ -34,22 +34,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.payloads.nccl import RasComm, RasReport, RasState
 from hangdoc.analyzer.views.timeline import Placed
-from hangdoc.analyzer.vocabulary import F_ERROR, F_OP, F_PEER, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
 
+def _comm(p: Placed) -> RasComm:
+    found = p.event.payload_as(RasComm)
+    return found if found is not None else RasComm()
+
+
 def _groups(p: Placed) -> list[tuple[int, int, list[int]]]:
     """(operation count, number of ranks, listed ranks) from a RAS_MISMATCH event."""
-    out: list[tuple[int, int, list[int]]] = []
-    for part in (p.get("groups") or "").split(";"):
-        bits = part.split(":")
-        if len(bits) == 3 and bits[0].isdigit() and bits[1].isdigit():
-            out.append(
-                (int(bits[0]), int(bits[1]), [int(r) for r in bits[2].split("/") if r.isdigit()])
-            )
-    return out
+    return [(g.opcount, g.count, list(g.ranks)) for g in _comm(p).groups]
 
 
 class NcclRasReport(Rule):
@@ -73,7 +72,7 @@ class NcclRasReport(Rule):
                 {
                     x
                     for p in dead
-                    for x in ((p.get("processes") or p.get(F_PEER) or "").split(";"))
+                    for x in (_comm(p).processes or (_comm(p).peer or "",))
                     if x and not x.startswith("count=")
                 }
             )
@@ -93,7 +92,7 @@ class NcclRasReport(Rule):
             )
         reports = tl.of(EventKind.RAS_REPORT)
         timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT)
-        if reports and timeouts and all(p.get(F_ERROR) == "OK" for p in reports) and not dead:
+        if reports and timeouts and all(_ok(p) for p in reports) and not dead:
             yield Finding(
                 rule=self.id,
                 category=Category.UNKNOWN,
@@ -114,12 +113,10 @@ class NcclRasReport(Rule):
     def _mismatch(self, p: Placed) -> Finding | None:
         groups = _groups(p)
         if len(groups) < 2:
-            status = p.get("status_ranks") or ""
+            status = _comm(p).status_ranks
             if not status:
                 return None
-            ranks = sorted(
-                {int(x.split(":")[0]) for x in status.split(";") if x and x.split(":")[0].isdigit()}
-            )
+            ranks = sorted({s.rank for s in status})
             return self._finding(
                 p,
                 f"NCCL RAS: communicator ranks in a different state: {ranks_text(ranks)}",
@@ -130,7 +127,7 @@ class NcclRasReport(Rule):
         low = min(g[0] for g in groups)
         lagging = [g for g in groups if g[0] == low]
         ahead = [g for g in groups if g[0] != low]
-        op = p.get(F_OP) or "collective"
+        op = _comm(p).op or "collective"
         lag_ranks = sorted(r for g in lagging for r in g[2])
         lag_count = sum(g[1] for g in lagging)
         ahead_ranks = sorted(r for g in ahead for r in g[2])
@@ -167,6 +164,11 @@ class NcclRasReport(Rule):
             evidence=(p.ref(),),
             confidence=confidence,
         )
+
+
+def _ok(p: Placed) -> bool:
+    report = p.event.payload_as(RasReport)
+    return report is not None and report.state == RasState.OK
 
 
 RULE = NcclRasReport

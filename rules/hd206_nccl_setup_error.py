@@ -43,8 +43,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.payloads.nccl import NcclError, NcclWarn
+from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.nccl_setup import SetupFailure, setup_failure
-from hangdoc.analyzer.vocabulary import F_MESSAGE
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -70,19 +71,19 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
     first = placed[0]
     if failure.warns:
         warn = failure.warns[0]
-        said = f"NCCL WARN {warn.get(F_MESSAGE) or warn.event.text}"
-        site = warn.get("where")
+        said_warn = warn.event.payload_as(NcclWarn) or NcclWarn()
+        said = f"NCCL WARN {said_warn.message or warn.event.text}"
+        site = said_warn.where
         what = f"{said[:160]}" + (f" (from {site})" if site else "")
     else:
-        error = failure.errors[0] if failure.errors else first
-        what = f"{error.get('class') or 'an NCCL error'} at {error.get('where') or 'setup'}" + (
-            f": {error.get('last_error')}" if error.get("last_error") else ""
-        )
-        if error.get("class") == "ncclInProgress":
-            what = (
-                "a non-blocking communicator setup never finished (NCCL timeout in: "
-                f"{error.get('where')})"
-            )
+        placed_error = failure.errors[0] if failure.errors else first
+        error = placed_error.event.payload
+        cls = error.error_class if isinstance(error, NcclError) else None
+        last = error.last_error if isinstance(error, NcclError) else None
+        where = error.where if isinstance(error, (NcclError, NcclWarn)) else None
+        what = f"{cls or 'an NCCL error'} at {where or 'setup'}" + (f": {last}" if last else "")
+        if cls == NcclResult.IN_PROGRESS:
+            what = f"a non-blocking communicator setup never finished (NCCL timeout in: {where})"
     kinds = [
         name
         for name, items in (

@@ -33,8 +33,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState, NcclTransport
+from hangdoc.analyzer.payloads.torch_pg import Work
 from hangdoc.analyzer.views.timeline import fint
-from hangdoc.analyzer.vocabulary import F_SEQ, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs
 
@@ -59,17 +61,31 @@ class GpuP2pTopology(Rule):
         blocked = [p for p in topo if (fint(p.event, "p2p_unsupported_pairs") or 0) > 0]
         if not pcie and not blocked:
             return
-        p2p = [p for p in tl.of(EventKind.NCCL_TRANSPORT) if "P2P" in (p.get("via") or "")]
+        p2p = [
+            p
+            for p in tl.of(EventKind.NCCL_TRANSPORT)
+            if (transport := p.event.payload_as(NcclTransport))
+            and any(via.startswith("P2P") for via in transport.via)
+        ]
         timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT)
-        early = [p for p in timeouts if (fint(p.event, F_SEQ) or 99) <= 2]
-        init_stuck = [p for p in tl.of(EventKind.NCCL_INIT) if p.get("state") == "start"]
+        early = [
+            p
+            for p in timeouts
+            if (work := p.event.payload_as(Work)) is not None and (work.seq or 99) <= 2
+        ]
+        inits = [
+            (p, p.event.payload_as(NcclInit) or NcclInit()) for p in tl.of(EventKind.NCCL_INIT)
+        ]
         completed = {
-            (p.event.host, p.event.pid, p.get("comm"))
-            for p in tl.of(EventKind.NCCL_INIT)
-            if p.get("state") == "complete"
+            (p.event.host, p.event.pid, init.comm)
+            for p, init in inits
+            if init.state == NcclInitState.COMPLETE
         }
         init_stuck = [
-            p for p in init_stuck if (p.event.host, p.event.pid, p.get("comm")) not in completed
+            p
+            for p, init in inits
+            if init.state == NcclInitState.START
+            and (p.event.host, p.event.pid, init.comm) not in completed
         ]
         hang_early = bool(early or init_stuck or tl.of(EventKind.HEARTBEAT_TIMEOUT))
         if not hang_early:

@@ -31,7 +31,7 @@ from hangdoc.analyzer.model import (
     StackSample,
     ThreadStack,
 )
-from hangdoc.analyzer.payloads import EventPayload
+from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.collectors.redact import (
     REDACTED,
     is_secret_name,

@@ -39,7 +39,7 @@ _MAX_LINE = 4000
 def foreign_events(lines: Iterable[tuple[int, str]], source: str) -> list[LogEvent]:
     """Log events of the lines around the dumps in one stream section."""
     from hangdoc.analyzer.parsers.logs import recognise_line  # the logs package imports us
-    from hangdoc.analyzer.parsers.logs.hit import log_event
+    from hangdoc.analyzer.parsers.logs.hit import Origin, log_event
 
     events: list[LogEvent] = []
     seen: set[tuple[object, ...]] = set()
@@ -55,5 +55,16 @@ def foreign_events(lines: Iterable[tuple[int, str]], source: str) -> list[LogEve
             continue
         seen.add(key)
         text = (hit.text or text.strip())[:500]
-        events.append(log_event(hit.kind, text, source, number, None, hit.fields, hit.payload))
+        origin = Origin(
+            hit.host,
+            hit.pid,
+            tid=hit.tid,
+            cuda_dev=hit.cuda_dev,
+            named_host=hit.named_host,
+            named_pid=hit.named_pid,
+            named_local_rank=hit.named_local_rank,
+        )
+        events.append(
+            log_event(hit.kind, text, source, number, None, hit.fields, hit.payload, origin=origin)
+        )
     return events

@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hangdoc.analyzer.model import Frame, LogEvent
-from hangdoc.analyzer.payloads import EventPayload, payload_class
+from hangdoc.analyzer.payloads import payload_class
+from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.analyzer.vocabulary import parse_enum
 
 # A summary written on the node refers to the dump it sits in by this token; the reader

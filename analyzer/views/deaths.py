@@ -12,6 +12,7 @@ import enum
 import re
 from dataclasses import dataclass
 
+from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
 from hangdoc.analyzer.views.nccl_setup import setup_error_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
 from hangdoc.analyzer.vocabulary import (
@@ -41,15 +42,6 @@ CONSEQUENCE_KINDS = frozenset(
     )
 )
 _CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"})
-# ProcessGroupNCCL's watchdog rethrows what ended it: "[PG ID 2 PG GUID 3 Rank 4] Process
-# group watchdog thread terminated with exception: CUDA error: an illegal memory access was
-# encountered" (older: "[Rank 1] NCCL watchdog thread terminated with exception: CUDA
-# error: …"). A timeout or a peer's abort ends it with a c10d/NCCL message; a CUDA error is
-# raised by a kernel on this rank's own GPU (torch's CUDA error strings, c10/cuda), so this
-# rank failed first. Seen in torchtitan #810 and kohya #1434 (the ECC form, HD301's).
-_WATCHDOG_CUDA_ERROR = re.compile(
-    r"watchdog thread terminated with exception: CUDA error: (?P<what>[^\n]{1,200})"
-)
 
 
 def is_wave(p: Placed) -> bool:
@@ -205,12 +197,10 @@ def _tried(p: Placed) -> str:
 
 def watchdog_cuda_error(p: Placed) -> Death | None:
     """A watchdog teardown that names a CUDA error of its own rank's GPU, as a death."""
-    if p.kind != EventKind.WATCHDOG_TEARDOWN or p.rank is None:
+    teardown = p.event.payload_as(WatchdogTeardown)
+    if teardown is None or teardown.cuda_error is None or p.rank is None:
         return None
-    m = _WATCHDOG_CUDA_ERROR.search(p.event.text)
-    if m is None or CONSEQUENCE_TEXT.search(m.group("what")):
-        return None
-    return Death(p.rank, DeathHow.CUDA_ERROR, "CUDA error: " + m.group("what").strip(), p, True)
+    return Death(p.rank, DeathHow.CUDA_ERROR, "CUDA error: " + teardown.cuda_error, p, True)
 
 
 _WHAT_WINDOW = 12  # lines between an abort and the what() of its exception, interleaved

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
+from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.vocabulary import EventKind
 
 # Text of a CUDA/NCCL error that says the GPU itself failed (ECC, NVLink, off the bus).
 HARDWARE = re.compile(
@@ -49,11 +49,8 @@ def ranks_for(tl: Timeline, placed: list[Placed]) -> list[int]:
         host = (p.event.host or "").split(".")[0]
         if pids and p.event.pid in pids and p.kind.startswith("nccl"):
             by_pid.add(p.rank)
-        if (
-            p.kind == EventKind.NCCL_INIT
-            and pci_key(p.get("busId")) in pcis
-            and (not hosts or host in hosts)
-        ):
+        init = p.event.payload_as(NcclInit)
+        if init is not None and pci_key(init.bus_id) in pcis and (not hosts or host in hosts):
             by_pci.add(p.rank)
         if hosts and host in hosts:
             by_host.add(p.rank)

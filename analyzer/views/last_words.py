@@ -14,8 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Evidence, LogEvent, LogLine
+from hangdoc.analyzer.payloads.base import Sign
+from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.views.meaning import Meaning, meaning_of, tokens
-from hangdoc.analyzer.vocabulary import F_PHASE, EventKind, Phase
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 
 _LOOK_BACK = 3  # job lines before the first timeout that may name the activity
 # A line that reports a loss is a training step's progress line, whatever else it names
@@ -38,7 +40,7 @@ class LastWords:
     failure: LogEvent  # the first timeout after it, in the same file
 
 
-def _failures(evidence: Evidence, kinds: frozenset[str]) -> dict[str, LogEvent]:
+def _failures(evidence: Evidence, kinds: frozenset[EventKind]) -> dict[str, LogEvent]:
     """The first failure event (by line) of each source file."""
     first: dict[str, LogEvent] = {}
     events: Iterable[LogEvent] = [
@@ -54,11 +56,17 @@ def _failures(evidence: Evidence, kinds: frozenset[str]) -> dict[str, LogEvent]:
     return first
 
 
+def _phase(event: LogEvent) -> Phase | None:
+    """The phase a PHASE event's marker or bar says."""
+    marker = event.payload_as(PhaseMarker)
+    return marker.phase if marker is not None else None
+
+
 def last_words(
     evidence: Evidence,
-    failure_kinds: frozenset[str],
-    phase_kind: str,
-    phases: Mapping[str, Meaning | None],
+    failure_kinds: frozenset[EventKind],
+    phase_kind: EventKind,
+    phases: Mapping[Phase, Meaning | None],
 ) -> LastWords | None:
     """The activity the job's last lines before the first failure of a file name.
 
@@ -81,17 +89,21 @@ def last_words(
                 for line in lines
                 if line.source == source and 0 < line.line < limit
             ]
-            said += [
-                (e.line, rank, LogLine(e.text, e.source, e.line), phases[phase] or True)
-                for e in events
-                if e.kind == phase_kind
-                and e.source == source
-                and e.line
+            for e in events:
+                phase = _phase(e)
                 # A tqdm bar has no newline: the timeout message that interrupts it is
                 # glued to its end, on the same line (yolov5 #4409, DeepSpeed #4247).
-                and e.line <= limit
-                and (phase := dict(e.fields).get("phase", "")) in phases
-            ]
+                if (
+                    e.kind == phase_kind
+                    and e.source == source
+                    and e.line
+                    and e.line <= limit
+                    and phase is not None
+                    and phase in phases
+                ):
+                    said.append(
+                        (e.line, rank, LogLine(e.text, e.source, e.line), phases[phase] or True)
+                    )
         said.sort(key=lambda item: item[0])
         for _, rank, line, known in reversed(said[-_LOOK_BACK:]):
             if known is True:
@@ -174,14 +186,14 @@ class Unfinished:
 # eta" / "Epoch(val) [1][500/500] metrics"; detectron2 "Start inference on N batches" /
 # "Evaluation results for … in csv format". A training marker (a step's report, a training
 # bar) ends either: the job went back to training.
-_BEGINS: dict[str, Meaning] = {
-    Phase.CHECKPOINT_SAVE.value: Meaning.CHECKPOINT,
-    Phase.EVAL.value: Meaning.EVAL,
+_BEGINS: dict[Phase, Meaning] = {
+    Phase.CHECKPOINT_SAVE: Meaning.CHECKPOINT,
+    Phase.EVAL: Meaning.EVAL,
 }
-_ENDS: dict[str, frozenset[Meaning]] = {
-    Phase.CHECKPOINT_SAVED.value: frozenset({Meaning.CHECKPOINT}),
-    Phase.EVAL_DONE.value: frozenset({Meaning.EVAL}),
-    Phase.TRAIN.value: frozenset({Meaning.CHECKPOINT, Meaning.EVAL}),
+_ENDS: dict[Phase, frozenset[Meaning]] = {
+    Phase.CHECKPOINT_SAVED: frozenset({Meaning.CHECKPOINT}),
+    Phase.EVAL_DONE: frozenset({Meaning.EVAL}),
+    Phase.TRAIN: frozenset({Meaning.CHECKPOINT, Meaning.EVAL}),
 }
 # A begin further back than this many of its writer's lines before the failure (or the end)
 # is too old to say what the rank did at the time: a log can miss an end marker.
@@ -193,7 +205,7 @@ _OPEN_WINDOW = 30
 _STRAY = 1
 
 
-def _stopped_at(evidence: Evidence, stops: frozenset[str]) -> dict[str, int]:
+def _stopped_at(evidence: Evidence, stops: frozenset[EventKind]) -> dict[str, int]:
     """The first line of each file where someone stopped the job from outside: a launcher
     that got a signal or kills its workers (DeepSpeed launch.py's sigkill_handler
     "Killing subprocess N", torchrun's "Received Signals.SIGINT death signal"), a
@@ -203,7 +215,7 @@ def _stopped_at(evidence: Evidence, stops: frozenset[str]) -> dict[str, int]:
     for event in events:
         if not event.line or not (
             event.kind in stops
-            or (event.kind == EventKind.EXCEPTION.value and "KeyboardInterrupt" in event.text)
+            or (event.kind == EventKind.EXCEPTION and Sign.INTERRUPT in event.payload.signs)
         ):
             continue
         first[event.source] = min(first.get(event.source, event.line), event.line)
@@ -211,7 +223,9 @@ def _stopped_at(evidence: Evidence, stops: frozenset[str]) -> dict[str, int]:
 
 
 def unfinished(
-    evidence: Evidence, failure_kinds: frozenset[str], stops: frozenset[str] = frozenset()
+    evidence: Evidence,
+    failure_kinds: frozenset[EventKind],
+    stops: frozenset[EventKind] = frozenset(),
 ) -> list[Unfinished]:
     """Every writer's (rank's, or the job log's) save or evaluation left open: begun by a
     framework marker before its file's first failure (or before the end of a file without
@@ -228,7 +242,7 @@ def unfinished(
     # One pass per file over every writer's lines in it: DeepSpeed's "[Rank 0] [Torch]
     # Checkpoint … is about to be saved!" names its rank, the "[Torch] Saved …" that ends it
     # does not; a marker of no one's closes what anyone opened, a rank's closes its own.
-    said: dict[str, list[tuple[int, bool, str | None, str, int | None]]] = {}
+    said: dict[str, list[tuple[int, bool, Phase | None, str, int | None]]] = {}
     for owner, lines, events in owned:
         for line in lines:
             if tokens(line.text):
@@ -237,9 +251,8 @@ def unfinished(
                     (line.line, training, None, line.text, owner)
                 )
         for e in events:
-            if e.line and e.kind == EventKind.PHASE.value:
-                phase = dict(e.fields).get(F_PHASE)
-                said.setdefault(e.source, []).append((e.line, False, phase, e.text, owner))
+            if e.line and e.kind == EventKind.PHASE:
+                said.setdefault(e.source, []).append((e.line, False, _phase(e), e.text, owner))
     found: list[Unfinished] = []
     for source in sorted(said):
         if not any(item[2] in _BEGINS for item in said[source]):

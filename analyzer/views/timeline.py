@@ -12,6 +12,7 @@ The vocabulary of event kinds and field names is in ``analyzer/vocabulary.py``.
 from __future__ import annotations
 
 import calendar
+import enum
 import functools
 import time
 from collections.abc import Iterable
@@ -28,7 +29,21 @@ def _as_dict(fields: tuple[tuple[str, str], ...]) -> dict[str, str]:
 
 def fget(event: LogEvent, key: str) -> str | None:
     """A field of an event (do not mutate what fields_of returns: it is shared)."""
-    return _as_dict(event.fields).get(key)
+    value = _as_dict(event.fields).get(key)
+    return value if value is not None else _payload_text(event.payload, key)
+
+
+def _payload_text(payload: object, key: str) -> str | None:
+    value = getattr(payload, key, None)
+    if value is None or value is False or value == ():
+        return None
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if value is True:
+        return "1"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 def fint(event: LogEvent, key: str) -> int | None:

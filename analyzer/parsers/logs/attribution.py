@@ -24,7 +24,10 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent
-from hangdoc.analyzer.vocabulary import F_GROUP_RANK, F_PG, F_PG_DESC, EventKind, RankFrom
+from hangdoc.analyzer.payloads.nccl import NcclInit
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import InGroup
+from hangdoc.analyzer.vocabulary import EventKind, RankFrom
 
 # Reports about the whole job: their ranks live in their fields, not in a prefix.
 JOB_LEVEL = frozenset(
@@ -69,16 +72,16 @@ def build_maps(
 ) -> RankMaps:
     maps = RankMaps(pid_rank=dict(pid_rank))
     inits = [
-        e
+        (e.host, e.pid, init)
         for e in events
-        if e.kind is EventKind.NCCL_INIT and e.host is not None and e.pid is not None
+        if isinstance(init := e.payload, NcclInit) and e.host is not None and e.pid is not None
     ]
-    nranks = [int(e.fields.get("nranks", "0")) for e in inits]
+    nranks = [init.nranks or 0 for _, _, init in inits]
     largest = max(nranks, default=0)
     maps.world_size = largest or None
-    for event, size in zip(inits, nranks, strict=True):
-        if size == largest and event.host is not None and event.pid is not None:
-            maps.hostpid_rank.setdefault((event.host, event.pid), int(event.fields["rank"]))
+    for (host, pid, init), size in zip(inits, nranks, strict=True):
+        if size == largest and host is not None and pid is not None and init.rank is not None:
+            maps.hostpid_rank.setdefault((host, pid), init.rank)
     # A pid alone (Ray/vLLM "(RayWorkerWrapper pid=4009)" prefixes carry the pid and an IP,
     # never the host name NCCL prints): the default communicator's init line of that pid,
     # when no other host has a process with the same pid and another rank.
@@ -96,13 +99,14 @@ def build_maps(
             maps.local_to_global[local] = next(iter(ranks))
     for event in events:
         if event.kind is EventKind.CHILD_FAILURE and event.content_rank is not None:
-            local_text = event.fields.get("local_rank")
-            if local_text is not None and local_text.isdigit():
-                maps.local_to_global.setdefault(int(local_text), event.content_rank)
-        if event.kind is EventKind.PHASE and event.fields.get("world_size"):
-            maps.world_size = max(maps.world_size or 0, int(event.fields["world_size"]))
+            named_local = event.named_local_rank
+            if named_local is not None and named_local >= 0:
+                maps.local_to_global.setdefault(named_local, event.content_rank)
+        said_world = _world_size(event)
+        if event.kind is EventKind.PHASE and said_world:
+            maps.world_size = max(maps.world_size or 0, said_world)
     hosts = {h for h, _ in maps.hostpid_rank} | {
-        e.fields.get("host") for e in events if e.kind is EventKind.CHILD_FAILURE
+        e.named_host for e in events if e.kind is EventKind.CHILD_FAILURE
     }
     hosts.discard(None)
     mismatched = any(local != glob for local, glob in maps.local_to_global.items())
@@ -124,13 +128,13 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom 
             return rank, RankFrom.NCCL_INIT
     if event.pid is not None and event.pid in maps.pid_rank:
         return maps.pid_rank[event.pid], RankFrom.PID
-    pid_field = event.fields.get("pid")
+    named = event.named_pid
     if (
         event.kind in (EventKind.WORKER_FAILED, EventKind.AGENT_TERMINATING)
-        and pid_field
-        and pid_field.isdigit()
+        and named is not None
+        and named >= 0
     ):
-        rank = maps.pid_rank.get(int(pid_field))
+        rank = maps.pid_rank.get(named)
         if rank is not None:
             return rank, RankFrom.PID
     local = event.local_rank
@@ -138,19 +142,27 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom 
         # The launcher's report names the worker's local rank (torchrun "local_rank: 3",
         # DeepSpeed's "--local_rank=3" in the command it reports): the same mapping as a
         # [default3]: prefix.
-        local_text = event.fields.get("local_rank", "")
-        local = int(local_text) if local_text.isdigit() else None
+        named_local = event.named_local_rank
+        local = named_local if named_local is not None and named_local >= 0 else None
     if local is not None:
         if local in maps.local_to_global:
             return maps.local_to_global[local], RankFrom.LOCAL_RANK
         if maps.local_is_global:
             return local, RankFrom.LOCAL_RANK_SINGLE_NODE
-    group_rank = event.fields.get(F_GROUP_RANK)
-    if group_rank is not None and event.host is None:
-        pg = event.fields.get(F_PG)
-        if pg is None or pg in _DEFAULT_PGS or event.fields.get(F_PG_DESC) == "default_pg":
-            return int(group_rank), RankFrom.GROUP_RANK
+    group = event.payload
+    if isinstance(group, InGroup) and group.group_rank is not None and event.host is None:
+        pg = group.pg
+        if pg is None or pg in _DEFAULT_PGS or group.pg_desc == "default_pg":
+            return group.group_rank, RankFrom.GROUP_RANK
     return None, None
+
+
+def _world_size(event: RawEvent) -> int | None:
+    """The world size a distributed-init line names."""
+    if isinstance(event.payload, PhaseMarker):
+        return event.payload.world_size
+    text = event.fields.get("world_size")
+    return int(text) if text and text.isdigit() else None
 
 
 def rank_from_path(display_path: str) -> tuple[int | None, int | None]:

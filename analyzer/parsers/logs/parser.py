@@ -242,12 +242,12 @@ def _assemble(
     # A launcher's failure report, once attributed, names the worker's pid: other reports
     # about that pid (torchelastic's "Signal 9 (SIGKILL) received by PID 812") follow it.
     learned = {
-        int(e.fields["pid"]): rank
+        e.named_pid: rank
         for e, (rank, _how) in zip(events, ranks, strict=True)
         if rank is not None
         and e.kind is EventKind.WORKER_FAILED
-        and e.fields.get("pid", "").isdigit()
-        and int(e.fields["pid"]) not in maps.pid_rank
+        and e.named_pid is not None
+        and e.named_pid not in maps.pid_rank
     }
     if learned:
         maps.pid_rank.update(learned)
@@ -276,12 +276,11 @@ def _assemble(
             when.time,
             event.fields,
             event.payload,
-            host=event.host,
-            pid=event.pid,
-            local_rank=event.local_rank,
+            origin=event.origin(),
             rank_from=how,
             clock=when.clock,
             repeats=event.repeats,
+            folded_lines=event.folded,
         )
         if rank is None:
             job.append(made)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, put
+from hangdoc.analyzer.payloads.launch import ExceptionRaised
 from hangdoc.analyzer.vocabulary import (
     F_ERROR,
     F_EXC_TYPE,
@@ -131,6 +132,17 @@ _KEYS = (
     "exit with status",
     "terminated with",
 )
+
+
+def exception_hit(
+    exc_type: str, message: str, *, where: str | None = None, bare: bool = False
+) -> Hit:
+    """An uncaught exception: the line that ends a traceback (``where``: its last frame),
+    or a paste's last line with no traceback above it (``bare``)."""
+    payload = ExceptionRaised(
+        exc_type=exc_type, message=message[:400], where=where[:200] if where else None, bare=bare
+    )
+    return Hit(EventKind.EXCEPTION, payload=payload, key=("exc", exc_type, message[:120]))
 
 
 def match_exception_line(text: str) -> tuple[str, str] | None:

@@ -18,8 +18,10 @@ from pathlib import Path
 from hangdoc.analyzer.loading.rank_names import rank_from_name
 from hangdoc.analyzer.model import InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes, read_text_capped
+from hangdoc.analyzer.parsers.logs.errors import finish_payload
 from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.scan import ScanResult, Span, scan_text
+from hangdoc.analyzer.payloads.launch import ExceptionRaised
 from hangdoc.analyzer.vocabulary import EventKind, RankFrom
 
 # Stacks are read from at most this much of a file (its tail when larger): a 10 GB
@@ -114,9 +116,12 @@ def _exception_events(parsed: ParsedFile, found: ScanResult, display: str) -> No
             first[key] = (span, 1) if seen is None else (seen[0], seen[1] + 1)
     for span, count in first.values():
         assert span.exc_type is not None
-        fields = (("exc_type", span.exc_type), ("message", (span.message or "")[:400]))
+        raised = ExceptionRaised(exc_type=span.exc_type, message=(span.message or "")[:400])
         text = f"{span.exc_type}: {span.message}" if span.message else span.exc_type
-        event = LogEvent(_EXCEPTION_KIND, text, display, span.last, None, fields, repeats=count - 1)
+        payload = finish_payload(raised, text)
+        event = LogEvent(
+            _EXCEPTION_KIND, text, display, span.last, None, payload=payload, repeats=count - 1
+        )
         parsed.job_log_events.append(event)
 
 

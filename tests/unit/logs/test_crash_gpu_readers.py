@@ -131,7 +131,7 @@ def test_paste_ending_in_a_bare_exception_line() -> None:
     """pytorch#42107: only the final exception line was pasted; it is a death, weakly."""
     path = CASES / "pytorch-42107-detr-file-deleted-one-rank-dies" / "error.txt"
     [(_, exc)] = events(parse(path), EventKind.EXCEPTION.value)
-    assert fields(exc)["exc_type"] == "FileNotFoundError" and fields(exc)["bare"] == "1"
+    assert fields(exc)["exc_type"] == "FileNotFoundError" and fields(exc)["bare"] is True
     diagnosis = analyze(load_paths([path]), calibrate=False)
     [finding] = [f for f in diagnosis.findings if f.rule == "HD030"]
     assert finding.confidence <= 0.6
