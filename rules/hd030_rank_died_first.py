@@ -47,10 +47,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.payloads.launch import SignalName
 from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths
-from hangdoc.analyzer.views.gpu_faults import HARDWARE
 from hangdoc.analyzer.views.timeline import Placed, precedes_wave, victims, wave
-from hangdoc.analyzer.vocabulary import F_EXC_TYPE, storage_error
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -79,8 +78,8 @@ class RankDiedFirst(Rule):
             d
             for d in first_deaths(tl)
             if d.how != DeathHow.CUDA_OOM
-            and not HARDWARE.search(d.summary)
-            and not storage_error(d.summary)  # a storage failure: HD110's
+            and not d.hardware  # HD301's
+            and not d.storage  # a storage failure: HD110's
         ]
         if not deaths:
             return
@@ -126,7 +125,7 @@ class RankDiedFirst(Rule):
                 "The logs carry no times that order this failure against the timeouts; "
                 "it is taken as the cause because it is not itself a timeout."
             )
-        if first.how == DeathHow.SIGNAL and "SIGKILL" in first.summary:
+        if first.how == DeathHow.SIGNAL and first.signal == SignalName.SIGKILL:
             lines.append(
                 "SIGKILL is usually the kernel OOM killer (host memory) or the "
                 "scheduler (time/memory limit); check dmesg and the scheduler log."
@@ -164,17 +163,13 @@ def _weak(death: Death) -> bool:
     """A death read from one ambiguous line: the paste's last line being an exception
     with nothing above it (the parser marks it ``bare``), or an abort (SIGABRT, "Fatal
     Python error: Aborted") that names no exception — the watchdog aborts that way too."""
-    if death.placed.get("bare") == "1":
+    if death.bare:
         return True
-    return (
-        death.how == DeathHow.SIGNAL
-        and "SIGABRT" in death.summary
-        and not death.placed.get(F_EXC_TYPE)
-    )
+    return death.signal == SignalName.SIGABRT and not death.payload.exc_type
 
 
 def _fix(death: Death) -> str:
-    if death.how == DeathHow.HOST_OOM or "SIGKILL" in death.summary:
+    if death.how == DeathHow.HOST_OOM or death.signal == SignalName.SIGKILL:
         return (
             "Reduce host memory use on that rank (dataloader workers and prefetch, "
             "pinned memory, loading whole checkpoints into RAM), or raise the job's memory "

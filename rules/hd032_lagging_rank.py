@@ -45,10 +45,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.payloads.launch import LauncherReport
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import Work
 from hangdoc.analyzer.views.deaths import first_deaths
-from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
+from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, watch_records
 from hangdoc.analyzer.vocabulary import EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -105,9 +106,9 @@ def known_ranks(tl: Timeline) -> set[int]:
     """Ranks the logs show exist: any event owner, ChildFailedError entries."""
     ranks = tl.ranks()
     for p in tl.of(EventKind.CHILD_FAILURE):
-        value = fint(p.event, "rank")
-        if value is not None:
-            ranks.add(value)
+        report = p.event.payload_as(LauncherReport)
+        if report is not None and report.rank is not None:
+            ranks.add(report.rank)
     return ranks
 
 

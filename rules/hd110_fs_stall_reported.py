@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.views.deaths import death_of, first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
-from hangdoc.analyzer.vocabulary import EventKind, storage_error
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -172,7 +172,7 @@ def _storage_failure(tl: Timeline) -> Finding | None:
     deaths = [
         d
         for d in first_deaths(tl)
-        if storage_error(d.summary) and precedes_wave(d.placed, wave_events) is not False
+        if d.storage and precedes_wave(d.placed, wave_events) is not False
     ]
     death_lines = {(p.event.source, p.event.line) for p in tl.events if death_of(p) is not None}
     lines = [
@@ -191,7 +191,7 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         evidence = [d.placed for d in deaths]
         # The line names the cause outright (the kernel's errno); like a CUDA OOM (HD031).
         severity, confidence = Severity.CRITICAL, 0.9 if ordered else 0.75
-        if first.placed.get("bare") == "1":
+        if first.bare:
             severity, confidence = Severity.ERROR, 0.5  # one line that may be a cut paste
     else:
         culprits = sorted({p.rank for p in lines if p.rank is not None})

@@ -28,15 +28,16 @@ from hangdoc.analyzer.model import ThreadStack as Thread
 from hangdoc.analyzer.parsers.base import ParsedFile, read_text_capped
 from hangdoc.analyzer.parsers.fault_logs import foreign_events
 from hangdoc.analyzer.parsers.prefixes import Stream, sniff_lines, split_sections, split_streams
+from hangdoc.analyzer.payloads.launch import FatalReport, FatalSignal, SignalName
 from hangdoc.analyzer.vocabulary import EventKind
 
 # faulthandler's names of the fatal signals it reports (Python's faulthandler.c).
 _FATAL_SIGNALS = {
-    "Segmentation fault": "SIGSEGV",
-    "Aborted": "SIGABRT",
-    "Bus error": "SIGBUS",
-    "Floating point exception": "SIGFPE",
-    "Illegal instruction": "SIGILL",
+    "Segmentation fault": SignalName.SIGSEGV,
+    "Aborted": SignalName.SIGABRT,
+    "Bus error": SignalName.SIGBUS,
+    "Floating point exception": SignalName.SIGFPE,
+    "Illegal instruction": SignalName.SIGILL,
 }
 
 _FATAL = re.compile(r"(?:Fatal Python error|Windows fatal exception): (.*)$")
@@ -194,9 +195,9 @@ def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list
                 # The same event the log parser makes of "Segmentation fault" lines, so the
                 # crash rules see a faulthandler crash (analyzer/vocabulary.py: fatal_signal).
                 signal = _FATAL_SIGNALS.get(dump.fatal.split(" (")[0].strip())
-                fields = (("signal", signal),) if signal else ()
+                fatal = FatalSignal(signal=signal, reported_by=FatalReport.FAULTHANDLER)
                 proc.log_events.append(
-                    LogEvent(EventKind.FATAL_SIGNAL, text, source, dump.line, fields=fields)
+                    LogEvent(EventKind.FATAL_SIGNAL, text, source, dump.line, payload=fatal)
                 )
             if dump.timeout:
                 proc.log_events.append(

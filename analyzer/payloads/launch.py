@@ -7,6 +7,7 @@ import enum
 from dataclasses import dataclass
 
 from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.vocabulary import parse_enum
 
 
 class SignalName(enum.StrEnum):
@@ -44,6 +45,12 @@ class SignalName(enum.StrEnum):
     SIGPWR = "SIGPWR"
     SIGSYS = "SIGSYS"
     UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, name: str) -> SignalName:
+        """A signal's name as a line printed it ("SIGKILL"); UNKNOWN for one this table
+        does not hold (a real-time signal)."""
+        return parse_enum(cls, name)
 
 
 class Launcher(enum.StrEnum):

@@ -1,22 +1,14 @@
-"""GPU faults in the logs: which ranks a GPU event concerns, and what reads as hardware.
+"""GPU faults in the logs: which ranks a GPU event concerns.
 
 HD300 (Xid) and HD301 (ECC / lost GPU) map driver events to the ranks that used the GPU;
-HD030 leaves hardware failures to HD301.
+HD030 leaves hardware failures to HD301 (what reads as hardware, the parser tells:
+EventPayload.hardware, parsers/logs/errors.py).
 """
 
 from __future__ import annotations
 
-import re
-
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-
-# Text of a CUDA/NCCL error that says the GPU itself failed (ECC, NVLink, off the bus).
-HARDWARE = re.compile(
-    r"uncorrectable ECC|ECC error|ECCUncorrectable|uncorrectable NVLink|NVLink error|fallen off "
-    r"the bus|"
-    r"GPU is lost|GPU lost|cudaErrorECC"
-)
 
 
 def pci_key(value: str | None) -> tuple[int, int] | None:

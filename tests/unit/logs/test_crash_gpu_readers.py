@@ -121,7 +121,7 @@ def test_mpirun_first_process_to_exit() -> None:
     code: 1" names MPI rank 0; a bare exit code is weak evidence (an error, ≤ 0.6)."""
     path = PASTES / "horovod-1421_mpirun_first_process_exit.txt"
     [(rank, failed)] = events(parse(path), EventKind.WORKER_FAILED.value)
-    assert rank == 0 and fields(failed)["exitcode"] == "1"
+    assert rank == 0 and fields(failed)["exit_code"] == 1
     diagnosis = analyze(load_paths([path]), calibrate=False)
     [finding] = [f for f in diagnosis.findings if f.rule == "HD030"]
     assert finding.severity.value == "error" and finding.confidence <= 0.6

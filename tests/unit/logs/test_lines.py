@@ -161,44 +161,44 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
      "reset by peer", "connection_lost", {"failure": "connection_reset"}),
     # --- launchers (§3) ----------------------------------------------------------------
     ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 812917) of binary: "
-     "/usr/bin/python", "worker_failed", {"exitcode": "-9", "local_rank": "3", "pid": "812917", "signal": "SIGKILL"}),
+     "/usr/bin/python", "worker_failed", {"exit_code": -9, "local_rank": 3, "pid": 812917, "signal": "SIGKILL"}),
     ("[2023-10-13 17:40:02,544] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -6) local_rank: 2 "
      "(pid: 4117) of binary: /usr/bin/python3", "worker_failed", {"signal": "SIGABRT"}),
     ("E0325 20:57:27.620000 2606 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
-     "local_rank: 0 (pid: 2607) of binary: /usr/bin/python", "worker_failed", {"exitcode": "1"}),
+     "local_rank: 0 (pid: 2607) of binary: /usr/bin/python", "worker_failed", {"exit_code": 1}),
     ("W1121 19:32:53.990000 8519 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 8569 closing "
-     "signal SIGTERM", "agent_terminating", {"pid": "8569", "signal": "SIGTERM"}),
+     "signal SIGTERM", "agent_terminating", {"pid": 8569, "signal": "SIGTERM"}),
     ("[2024-05-01 10:00:00,000] torch.distributed.elastic.agent.server.api: [INFO] Received 15 death signal, shutting "
      "down workers", "agent_signal", {"signal": "SIGTERM"}),
     ("srun: error: gpu-node-17: task 5: Killed", "worker_failed", {"signal": "SIGKILL", "host": "gpu-node-17"}),
-    ("srun: error: gpu-node-17: task 5: Exited with exit code 1", "worker_failed", {"exitcode": "1"}),
+    ("srun: error: gpu-node-17: task 5: Exited with exit code 1", "worker_failed", {"exit_code": 1}),
     ("slurmstepd: error: *** STEP 831207.0 ON gpu-node-17 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***",
      "agent_signal", {"why": "DUE TO TIME LIMIT"}),
     ("mpirun noticed that process rank 6 with PID 0 on node gpu-node-18 exited on signal 9 (Killed).",
      "worker_failed", {"signal": "SIGKILL", "host": "gpu-node-18"}),
     ("[2024-01-01 10:00:00,123] [ERROR] [launch.py:322:sigkill_handler] ['python', '-u', 'train.py'] exits with return "
-     "code = -9", "worker_failed", {"exitcode": "-9", "signal": "SIGKILL", "launcher": "deepspeed"}),
+     "code = -9", "worker_failed", {"exit_code": -9, "signal": "SIGKILL", "launcher": "deepspeed"}),
     ("[2024-01-01 10:00:00,123] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 4567",
-     "agent_terminating", {"pid": "4567"}),
+     "agent_terminating", {"pid": 4567}),
     # --- how a process dies ------------------------------------------------------------
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.35 GiB. GPU 3 has a total capacity of 63.42 GiB",
-     "cuda_oom", {"tried": "4.35 GiB", "gpu": "3"}),
+     "cuda_oom", {"tried": "4.35 GiB", "gpu": 3}),
     ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; 4.36 GiB already "
-     "allocated)", "cuda_oom", {"gpu": "0", "tried": "20.00 MiB"}),
+     "allocated)", "cuda_oom", {"gpu": 0, "tried": "20.00 MiB"}),
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_error",
      {"error": "an illegal memory access was encountered"}),
     ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "cuda_error",
      {"error": "uncorrectable ECC error encountered"}),
     ("Fatal Python error: Segmentation fault", "fatal_signal", {"signal": "SIGSEGV"}),
     ("*** SIGSEGV (@0x0) received by PID 1234 (TID 0x7f) from PID 0; stack trace: ***", "fatal_signal",
-     {"signal": "SIGSEGV", "pid": "1234"}),
+     {"signal": "SIGSEGV", "pid": 1234}),
     ("terminate called after throwing an instance of 'c10::DistBackendError'", "fatal_signal",
      {"signal": "SIGABRT", "exc_type": "c10::DistBackendError"}),
-    ("bash: line 1: 1234 Killed python train.py", "fatal_signal", {"signal": "SIGKILL", "pid": "1234"}),
+    ("bash: line 1: 1234 Killed python train.py", "fatal_signal", {"signal": "SIGKILL", "pid": 1234}),
     ("[12345.678901] Out of memory: Killed process 4321 (python) total-vm:123456kB, anon-rss:1kB",
-     "host_oom_kill", {"pid": "4321", "name": "python"}),
+     "host_oom_kill", {"pid": 4321, "name": "python"}),
     ("[1.0] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=x,mems_allowed=0,task=pt_main_thread,pid=999,uid=0",
-     "host_oom_kill", {"pid": "999", "name": "pt_main_thread"}),
+     "host_oom_kill", {"pid": 999, "name": "pt_main_thread"}),
     ("ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.", "actor_died", {}),
     # --- GPU (§6) ----------------------------------------------------------------------
     ("[Fri Aug 30 11:43:14 2024] NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, "

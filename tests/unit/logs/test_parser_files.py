@@ -65,10 +65,10 @@ def test_sniff_accepts_a_big_log_whose_head_holds_nothing_known() -> None:
 def test_childfailed_block_entries_and_root_cause() -> None:
     parsed = parse(SAMPLES / "torchrun" / "childfailed_record_tee.txt")
     failures = {rank: fields(e) for rank, e in events(parsed, "child_failure")}
-    assert failures[1]["root_cause"] == "true"
+    assert failures[1]["root_cause"] is True
     assert failures[1]["exc_type"] == "RuntimeError"
     assert failures[1]["message"] == "disk full while saving step 3"
-    assert failures[0]["signal"] == "SIGTERM" and failures[0]["exitcode"] == "-15"
+    assert failures[0]["signal"] == "SIGTERM" and failures[0]["exit_code"] == -15
     assert failures[1]["error_file"].endswith("attempt_0/1/error.json")
     # [default1]:[rank1]: lines map local rank 1 to global rank 1; the agent line finds it by pid
     assert {r for r, _ in events(parsed, "worker_failed")} == {1}

@@ -167,7 +167,7 @@ def test_store_connection_reset(name: str, ranks: list[int]) -> None:
 def test_childfailed_signal_entry() -> None:
     parsed = _parse("cppo-6_childfailed_sigkill.txt")
     [(rank, entry)] = events(parsed, "child_failure")
-    assert rank == 0 and fields(entry)["exitcode"] == "-9" and fields(entry)["pid"] == 14750
+    assert rank == 0 and fields(entry)["exit_code"] == -9 and fields(entry)["pid"] == 14750
 
 
 def test_torchrun_failed_line_names_the_local_rank() -> None:
@@ -183,7 +183,7 @@ def test_deepspeed_launcher_exit_names_the_local_rank() -> None:
     parsed = _parse("deepspeed-3232_launcher_exit_local_rank.txt")
     [(rank, failed)] = events(parsed, "worker_failed")
     f = fields(failed)
-    assert rank == 0 and (f["local_rank"], f["exitcode"], f["signal"]) == (0, "-9", "SIGKILL")
+    assert rank == 0 and (f["local_rank"], f["exit_code"], f["signal"]) == (0, -9, "SIGKILL")
 
 
 def test_communicator_aborted_with_its_reason() -> None:

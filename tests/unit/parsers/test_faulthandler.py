@@ -6,6 +6,7 @@ import pytest
 
 from hangdoc.analyzer.model import InputKind, ProcessEvidence
 from hangdoc.analyzer.parsers.faulthandler import FaulthandlerParser, parse_faulthandler_text
+from hangdoc.analyzer.payloads.launch import FatalSignal, SignalName
 from tests.unit.parsers.helpers import SAMPLES, Writer, parse_sample, sniffed, stack_sniffed
 
 SIGUSR1 = (SAMPLES / "faulthandler_sigusr1.txt").read_text()
@@ -47,7 +48,8 @@ def test_samples_two_threads_main_last(name: str, fatal: bool, worker_file: str)
     assert ("fatal_signal" in kinds) is fatal
     if fatal:
         assert proc.log_events[0].text == "Fatal Python error: Segmentation fault"
-        assert dict(proc.log_events[0].fields)["signal"] == "SIGSEGV"
+        fatal = proc.log_events[0].payload
+        assert isinstance(fatal, FatalSignal) and fatal.signal is SignalName.SIGSEGV
 
 
 def test_timeout_dump_has_no_current_thread_last_is_main() -> None:

@@ -13,6 +13,7 @@ from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Category, ProcessEvidence
 from hangdoc.analyzer.parsers.faulthandler import parse_faulthandler_text
 from hangdoc.analyzer.parsers.stacks.native import gdb_frame
+from hangdoc.analyzer.payloads.launch import LoaderWorkerDied
 from hangdoc.analyzer.views.activity import classify_thread
 from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.analyzer.views.gil_native import waits_for_gil
@@ -79,7 +80,7 @@ def test_torch_worker_message_above_a_faulthandler_dump_becomes_an_event() -> No
     kinds = [e.kind for e in proc.log_events]
     assert EventKind.DATALOADER_WORKER_DIED.value in kinds
     died = next(e for e in proc.log_events if e.kind == EventKind.DATALOADER_WORKER_DIED.value)
-    assert dict(died.fields)["shm"] == "1" and died.line == 1
+    assert isinstance(died.payload, LoaderWorkerDied) and died.payload.shm and died.line == 1
     assert proc.stack_samples  # the dump itself is read as before
 
 
@@ -196,7 +197,8 @@ def test_torch_shared_memory_file_errors_are_dataloader_worker_events() -> None:
         "No space left on device (28)"
     )
     assert full is not None and full.kind is EventKind.DATALOADER_WORKER_DIED
-    assert full.fields["shm_error"] == "No space left on device" and full.fields["shm"] == "1"
+    assert isinstance(full.payload, LoaderWorkerDied) and full.payload.shm
+    assert full.payload.shm_error == "No space left on device"
     old = recognise_line(
         "RuntimeError: unable to write to file </torch_76_3625483894> at "
         "/pytorch/aten/src/TH/THAllocator.c:383"
@@ -206,7 +208,8 @@ def test_torch_shared_memory_file_errors_are_dataloader_worker_events() -> None:
         "RuntimeError: unable to open shared memory object </torch_2193_1318224931> in "
         "read-write mode: Too many open files (24)"
     )
-    assert fds is not None and "shm" not in fds.fields  # the fd limit, not /dev/shm
+    assert fds is not None and isinstance(fds.payload, LoaderWorkerDied)
+    assert not fds.payload.shm  # the fd limit, not /dev/shm
     assert recognise_line("Unable to write to file <out.txt>: Permission denied") is None
 
 
