@@ -52,6 +52,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.payloads.host import CounterGroup, LinkEvent, NicCounter, NicLink
 from hangdoc.analyzer.payloads.nccl import (
     LinkError,
     LinkFailure,
@@ -321,20 +322,26 @@ def _counters(tl: Timeline) -> Finding | None:
     """The NIC's own evidence with no NCCL error to go with it: error counters (weak: they
     count since the driver loaded) and the kernel's link-down, cable-module and
     transmit-timeout messages. Worth saying when nothing else names the network."""
-    found = tl.of(EventKind.NIC_COUNTER)
+    found = [
+        (p, counter)
+        for p in tl.of(EventKind.NIC_COUNTER)
+        if (counter := p.event.payload_as(NicCounter)) is not None
+    ]
     links = _link_trouble(tl)
     if not found and not links:
         return None
-    transport = [p for p in found if p.get("group") == "transport"]
-    shown = sorted(transport or found, key=lambda p: -int(p.get("value") or 0))
-    where = sorted({f"{p.get('device')}/{p.get('port')}" for p in shown if p.get("device")})
-    listed = ", ".join(f"{p.get('counter')}={p.get('value')}" for p in shown[:4])
+    transport = [item for item in found if item[1].group == CounterGroup.TRANSPORT]
+    counted = sorted(transport or found, key=lambda item: -(item[1].value or 0))
+    where = sorted({f"{c.device}/{c.port}" for _, c in counted if c.device})
+    listed = ", ".join(f"{c.counter}={c.value}" for _, c in counted[:4])
+    shown = [p for p, _ in counted]
     parts: list[str] = []
     if links:
         parts.append(
             "the kernel reports "
             + ", ".join(
-                f"{(p.get('event') or '').replace('_', ' ')} on {p.get('iface')}" for p in links[:3]
+                f"{str(link.event or '').replace('_', ' ')} on {link.iface}"
+                for _, link in links[:3]
             )
         )
     if shown:
@@ -382,18 +389,21 @@ def _counters(tl: Timeline) -> Finding | None:
             "for RoCE check PFC/ECN and NCCL_IB_GID_INDEX; drain the node if a port keeps "
             "erroring."
         ),
-        evidence=tuple(limited_refs([*links, *shown], limit=6)),
+        evidence=tuple(limited_refs([*(p for p, _ in links), *shown], limit=6)),
         confidence=confidence,
     )
 
 
-def _link_trouble(tl: Timeline) -> list[Placed]:
+_BREAKS = frozenset({LinkEvent.LINK_DOWN, LinkEvent.MODULE_ERROR, LinkEvent.TX_TIMEOUT})
+
+
+def _link_trouble(tl: Timeline) -> list[tuple[Placed, NicLink]]:
     """Kernel NIC events that break connections: a link down (kept even when it came back:
     a flap drops the connections on it), a cable module error, a transmit timeout."""
     return [
-        p
+        (p, link)
         for p in tl.of(EventKind.NIC_LINK)
-        if p.get("event") in ("link_down", "module_error", "tx_timeout")
+        if (link := p.event.payload_as(NicLink)) is not None and link.event in _BREAKS
     ]
 
 

@@ -28,9 +28,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.payloads.host import GpuStatus
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError
 from hangdoc.analyzer.views.gpu_faults import ranks_for
-from hangdoc.analyzer.views.timeline import Placed, fint
+from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -62,7 +63,9 @@ class GpuEccOrLost(Rule):
         tl = ctx.timeline
         hard = [p for p in tl.of(*_ERROR_KINDS) if p.event.payload.hardware is not None]
         ecc = [
-            p for p in tl.of(EventKind.GPU_STATUS) if (fint(p.event, "ecc_uncorrected") or 0) > 0
+            (p, gpu)
+            for p in tl.of(EventKind.GPU_STATUS)
+            if (gpu := p.event.payload_as(GpuStatus)) is not None and (gpu.ecc_uncorrected or 0) > 0
         ]
         if hard:
             ranks = sorted({p.rank for p in hard if p.rank is not None})
@@ -85,8 +88,10 @@ class GpuEccOrLost(Rule):
                 confidence=0.85,
             )
         elif ecc:
-            gpus = sorted({p.get("index") or p.get("bus_id") or "?" for p in ecc})
-            ranks = ranks_for(tl, [p for p in ecc])
+            gpus = sorted(
+                {str(gpu.index) if gpu.index is not None else gpu.bus_id or "?" for _, gpu in ecc}
+            )
+            ranks = ranks_for(tl, [p for p, _ in ecc])
             yield Finding(
                 rule=self.id,
                 category=Category.GPU_HARDWARE,
@@ -99,7 +104,7 @@ class GpuEccOrLost(Rule):
                 fix="Check nvidia-smi -q -d ECC,ROW_REMAPPER; reset or replace the GPU before "
                 "reuse.",
                 culprit_ranks=tuple(ranks),
-                evidence=tuple(limited_refs(ecc, limit=4)),
+                evidence=tuple(limited_refs([p for p, _ in ecc], limit=4)),
                 confidence=0.5,
             )
 

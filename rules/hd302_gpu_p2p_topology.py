@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.payloads.host import GpuTopology
 from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState, NcclTransport
 from hangdoc.analyzer.payloads.torch_pg import Work
-from hangdoc.analyzer.views.timeline import fint
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs
@@ -52,13 +52,13 @@ class GpuP2pTopology(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        topo = tl.of(EventKind.GPU_TOPOLOGY)
-        pcie = [
-            p
-            for p in topo
-            if (fint(p.event, "pcie_pairs") or 0) > 0 and (fint(p.event, "nvlink_pairs") or 0) == 0
+        topo = [
+            (p, matrix)
+            for p in tl.of(EventKind.GPU_TOPOLOGY)
+            if (matrix := p.event.payload_as(GpuTopology)) is not None
         ]
-        blocked = [p for p in topo if (fint(p.event, "p2p_unsupported_pairs") or 0) > 0]
+        pcie = [(p, m) for p, m in topo if (m.pcie_pairs or 0) > 0 and (m.nvlink_pairs or 0) == 0]
+        blocked = [(p, m) for p, m in topo if (m.p2p_unsupported_pairs or 0) > 0]
         if not pcie and not blocked:
             return
         p2p = [
@@ -91,7 +91,7 @@ class GpuP2pTopology(Rule):
         if not hang_early:
             return
         severity = Severity.ERROR if p2p and pcie else Severity.WARNING
-        links = (pcie or blocked)[0].get("links") or ""
+        links = (pcie or blocked)[0][1].links or ""
         yield Finding(
             rule=self.id,
             category=Category.GPU_HARDWARE,
@@ -108,7 +108,9 @@ class GpuP2pTopology(Rule):
                 "iommu=pt), or keep NCCL_P2P_DISABLE=1 / NCCL_P2P_LEVEL=NVL."
             ),
             evidence=tuple(
-                limited_refs([*(pcie or blocked)[:1], *p2p[:2], *(early or init_stuck)[:2]])
+                limited_refs(
+                    [*(p for p, _ in (pcie or blocked)[:1]), *p2p[:2], *(early or init_stuck)[:2]]
+                )
             ),
             confidence=0.6 if severity is Severity.ERROR else 0.35,
         )

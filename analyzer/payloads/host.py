@@ -14,7 +14,8 @@ class IoSource(enum.StrEnum):
     """Where an IO_STALL was read."""
 
     KERNEL_STACK = "kernel_stack"  # a file-system frame of a kernel stack
-    PROCESS_STATE = "process_state"  # a ps/top row (or /proc status) in D state
+    PROCESS_STATE = "process_state"  # a ps/top row (or /proc status) in D state (the only
+    # state read: a D state alone is as often a moment of ordinary disk I/O)
     NFS_SERVER = "nfs_server"  # "nfs: server X not responding" / "OK"
     LUSTRE_SERVER = "lustre_server"  # Lustre's lost connection
     IO_ERROR = "io_error"  # a storage error outside an exception
@@ -55,12 +56,23 @@ class TopoMatrix(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class KernelFrame:
+    """One frame of a kernel call trace: ``nfs_wait_bit_killable+0x1e/0x90 [nfs]``."""
+
+    function: str
+    module: str | None = None  # None: the kernel's own code
+
+    def __str__(self) -> str:
+        return self.function + (f" [{self.module}]" if self.module else "")
+
+
+@dataclass(frozen=True, slots=True)
 class HungTask(EventPayload):
     """KERNEL_HUNG_TASK: the kernel's report of a task blocked in D state, with its trace."""
 
     name: str | None = None  # the task's comm
     blocked_s: int | None = None
-    frames: tuple[str, ...] = ()  # "nfs_wait_bit_killable [nfs]", innermost first
+    frames: tuple[KernelFrame, ...] = ()  # innermost first, the unreliable ("? ") left out
     modules: tuple[str, ...] = ()  # kernel modules in the trace
     driver: tuple[str, ...] = ()  # NVIDIA driver modules in the trace
 

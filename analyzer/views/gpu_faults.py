@@ -7,6 +7,7 @@ EventPayload.hardware, parsers/logs/errors.py).
 
 from __future__ import annotations
 
+from hangdoc.analyzer.payloads.host import GpuXid
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 
@@ -27,10 +28,15 @@ def pci_key(value: str | None) -> tuple[int, int] | None:
     return (number >> 12) & 0xFF, (number >> 4) & 0xFF
 
 
+def _pci(p: Placed) -> str | None:
+    xid = p.event.payload_as(GpuXid)
+    return xid.pci if xid is not None else None
+
+
 def ranks_for(tl: Timeline, placed: list[Placed]) -> list[int]:
     """Ranks that used the GPUs / processes / hosts the events name."""
     pids = {p.event.pid for p in placed if p.event.pid}
-    pcis = {k for p in placed if (k := pci_key(p.get("pci"))) is not None}
+    pcis = {k for p in placed if (k := pci_key(_pci(p))) is not None}
     hosts = {p.event.host.split(".")[0] for p in placed if p.event.host}
     by_pid: set[int] = set()
     by_pci: set[int] = set()

@@ -26,6 +26,7 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
 from hangdoc.analyzer.parsers.logs.timefmt import resolve_stamps
 from hangdoc.analyzer.parsers.stacks import attach_stacks
+from hangdoc.analyzer.payloads.host import GpuRow, GpuStatus
 from hangdoc.analyzer.vocabulary import Clock, EventKind, RankFrom
 
 _JSON_START = re.compile(r'\s*(?:\{\s*(?:"|\}|$)|\[\s*(?:[{\["\]]|$))')
@@ -336,29 +337,26 @@ def _attach_gpus(
     for rank, proc in processes.items():
         if proc.pid is not None:
             pid_to_rank.setdefault(proc.pid, rank)
-    rows = [e for e in job if e.kind == EventKind.GPU_STATUS]
-    by_index = {f.get("index"): f for f in (dict(e.fields) for e in rows) if f.get("row") == "gpu"}
-    for event in rows:
-        f = dict(event.fields)
-        if f.get("row") != "process" or event.pid is None:
+    rows = [
+        (event, row)
+        for event in job
+        if event.kind == EventKind.GPU_STATUS and (row := event.payload_as(GpuStatus))
+    ]
+    by_index = {row.index: row for _, row in rows if row.row == GpuRow.GPU}
+    for event, row in rows:
+        if row.row != GpuRow.PROCESS or event.pid is None:
             continue
         owner = pid_to_rank.get(event.pid)
         if owner is None or owner not in processes:
             continue
-        gpu = by_index.get(f.get("index"), {})
+        gpu = by_index.get(row.index) or GpuStatus()
+        used = gpu.memory_used_mib if gpu.memory_used_mib is not None else row.memory_used_mib
         processes[owner].gpu.append(
             GpuState(
-                index=int(f["index"]) if f.get("index", "").isdigit() else None,
-                memory_used_mib=_float(gpu.get("memory_used_mib") or f.get("memory_used_mib")),
-                memory_total_mib=_float(gpu.get("memory_total_mib")),
-                utilization_pct=_float(gpu.get("utilization_pct")),
+                index=row.index,
+                memory_used_mib=used,
+                memory_total_mib=gpu.memory_total_mib,
+                utilization_pct=gpu.utilization_pct,
                 source=source,
             )
         )
-
-
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None

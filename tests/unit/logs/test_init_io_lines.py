@@ -72,7 +72,7 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
     (
         "root       1054  0.0  0.0  19040  3560 ?        D    01:35   0:00 bash /pod/scripts/init_user.sh",
         "io_stall",
-        {"source": "process_state", "pid": "1054", "command": "bash /pod/scripts/init_user.sh"},
+        {"source": "process_state", "pid": 1054, "command": "bash /pod/scripts/init_user.sh"},
     ),
     (
         "root         10  0.0  0.0  19040  3936 ?        S    01:35   0:00 bash /pod/scripts/init_user.sh",
@@ -89,16 +89,16 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
     (
         "  4242 alice     20   0   12.3g   2.1g 312340 D   0.0  1.7   5:12.33 python",
         "io_stall",
-        {"pid": "4242"},
+        {"pid": 4242},
     ),
     ("State:\tD (disk sleep)", "io_stall", {"source": "process_state"}),
     # NFS / Lustre clients (fs/nfs, lustre ptlrpc import messages).
     (
         "[Tue Mar  5 10:21:07 2024] nfs: server nfs01 not responding, still trying",
         "io_stall",
-        {"source": "nfs_server", "server": "nfs01", "state": "not_responding"},
+        {"source": "nfs_server", "server": "nfs01", "server_state": "not_responding"},
     ),
-    ("nfs: server nfs01 OK", "io_stall", {"state": "ok"}),
+    ("nfs: server nfs01 OK", "io_stall", {"server_state": "ok"}),
     (
         "Lustre: lustre-OST0003-osc-ffff8: Connection to lustre-OST0003 (at 10.0.0.3@o2ib) was lost; in progress operations using this service will wait for recovery to complete",
         "io_stall",
@@ -116,9 +116,10 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
         "nic_counter",
         {
             "counter": "local_ack_timeout_err",
-            "value": "91316",
+            "value": 91316,
             "group": "transport",
             "device": "mlx5_0",
+            "port": 1,
         },
     ),
     ("/sys/class/infiniband/mlx5_0/ports/1/hw_counters/packet_seq_err:0", None, {}),

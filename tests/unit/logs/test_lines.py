@@ -202,11 +202,11 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
     ("ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.", "actor_died", {}),
     # --- GPU (§6) ----------------------------------------------------------------------
     ("[Fri Aug 30 11:43:14 2024] NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, "
-     "errorString CTX SWITCH TIMEOUT, Info 0x58005", "gpu_xid", {"xid": "109", "pci": "0000:cb:00", "pid": "1797828"}),
-    ("NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error", "gpu_xid", {"xid": "94"}),
-    ("kernel: NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000)", "gpu_xid", {"xid": "149"}),
-    ("NVRM: GPU 0000:cb:00.0: GPU has fallen off the bus.", "gpu_xid", {"xid": "79", "pci": "0000:cb:00.0"}),
-    ("Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error", "gpu_xid", {"xid": "lost"}),
+     "errorString CTX SWITCH TIMEOUT, Info 0x58005", "gpu_xid", {"xid": 109, "pci": "0000:cb:00", "pid": 1797828, "name": "pt_main_thread"}),
+    ("NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error", "gpu_xid", {"xid": 94}),
+    ("kernel: NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000)", "gpu_xid", {"xid": 149}),
+    ("NVRM: GPU 0000:cb:00.0: GPU has fallen off the bus.", "gpu_xid", {"xid": 79, "pci": "0000:cb:00.0"}),
+    ("Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error", "gpu_xid", {"xid": None, "pci": "0000:3b:00.0", "message": "Unknown Error"}),
     # --- phases (§7) -------------------------------------------------------------------
     ("Running tokenizer on dataset:   9%|███▊  | 280000/2969526 [29:55<4:48:08, 155.57 examples/s]",
      "phase", {"phase": "preprocess", "progress.n": 280000, "progress.total": 2969526}),

@@ -186,31 +186,31 @@ def test_fr_trace_outputs_of_three_eras() -> None:
 def test_nvidia_smi_table_csv_topo() -> None:
     table = parse(PUBLIC / "nvidia-smi_table_r550.txt")
     rows = [fields(e) for _, e in events(table, "gpu_status")]
-    gpu1 = next(r for r in rows if r["row"] == "gpu" and r["index"] == "1")
+    gpu1 = next(r for r in rows if r["row"] == "gpu" and r["index"] == 1)
     assert (gpu1["bus_id"], gpu1["ecc_uncorrected"], gpu1["memory_used_mib"]) == (
         "00000000:2a:00.0",
-        "2",
-        "71110",
+        2,
+        71110.0,
     )
     assert any(r["row"] == "process" and r["pid"] == 460770 for r in rows)
     csv = parse(PUBLIC / "nvidia-smi_query.csv")
     rows = [fields(e) for _, e in events(csv, "gpu_status")]
-    assert [r.get("utilization_pct") for r in rows] == ["100", "0", None]
+    assert [r.get("utilization_pct") for r in rows] == [100.0, 0.0, None]
     topo = parse(PUBLIC / "nvidia-smi_topo_pcie.txt")
     ((_, t),) = events(topo, "gpu_topology")
-    assert (fields(t)["pcie_pairs"], fields(t)["nvlink_pairs"]) == ("6", "0")
+    assert (fields(t)["pcie_pairs"], fields(t)["nvlink_pairs"]) == (6, 0)
     nv = parse(PUBLIC / "nvidia-smi_topo_nvlink.txt")
     ((_, t2),) = events(nv, "gpu_topology")
-    assert (fields(t2)["nvlink_pairs"], fields(t2)["pcie_pairs"]) == ("6", "0")
+    assert (fields(t2)["nvlink_pairs"], fields(t2)["pcie_pairs"]) == (6, 0)
 
 
 def test_multi_line_fallen_off_bus_takes_the_pci_of_the_line_before() -> None:
     parsed = parse(PUBLIC / "dmesg_xid_fallen_off_bus.txt")
     xids = [fields(e) for _, e in events(parsed, "gpu_xid")]
     assert {(x["xid"], x["pci"]) for x in xids} >= {
-        ("79", "0000:cb:00"),
-        ("79", "0000:b3:00.0"),
-        ("45", "0000:dc:00"),
+        (79, "0000:cb:00"),
+        (79, "0000:b3:00.0"),
+        (45, "0000:dc:00"),
     }
 
 
