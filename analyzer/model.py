@@ -330,7 +330,6 @@ class LogEvent:
     source: str
     line: int | None = None
     time: float | None = None
-    fields: tuple[tuple[str, str], ...] = ()
     payload: EventPayload = NO_PAYLOAD
     # The process the line is about: the one it names (a launcher's report of a worker,
     # the OOM killer's victim), else the one that printed it (an NCCL line's header).

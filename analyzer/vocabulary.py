@@ -133,36 +133,6 @@ class Phase(enum.StrEnum):
     UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 
-# Field names shared by parser and rules (values are always strings).
-F_SEQ = "seq"
-F_OP = "op"
-F_NUMEL_IN = "numel_in"
-F_NUMEL_OUT = "numel_out"
-F_TIMEOUT_MS = "timeout_ms"
-F_RAN_MS = "ran_ms"
-F_PG = "pg"  # process-group identity comparable across ranks (GUID/name, else id)
-F_PG_DESC = "pg_desc"
-F_GROUP_RANK = "group_rank"
-F_LAST_ENQUEUED = "last_enqueued"
-F_LAST_COMPLETED = "last_completed"
-F_BACKEND = "backend"
-F_HOST = "host"
-F_PID = "pid"
-F_PEER = "peer"  # ip or host of the remote side
-F_PEER_RANK = "peer_rank"
-F_ERROR = "error"  # error class / status words
-F_EXIT_CODE = "exitcode"
-F_SIGNAL = "signal"
-F_LOCAL_RANK = "local_rank"
-F_EXC_TYPE = "exc_type"
-F_MESSAGE = "message"
-F_RANKS = "ranks"  # a rank set written as ranges ("0-3,7")
-F_COUNT = "count"
-F_PHASE = "phase"
-F_CLOCK = "clock"
-F_RANK_FROM = "rank_from"  # how the rank was attributed (prefix, content, nccl, file, ...)
-
-
 # Storage failures in POSIX strerror words, as Python's OSError ("[Errno 5] Input/output
 # error: '/ckpt/x'") and C libraries print them, and torch.save's writer
 # (caffe2/serialize/inline_container.cc "PytorchStreamWriter failed writing file …"): the

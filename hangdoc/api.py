@@ -247,7 +247,7 @@ def log_events_frame(source: Source) -> pd.DataFrame:
                 "host": event.host,
                 "pid": event.pid,
                 "local_rank": event.local_rank,
-                "fields": {**payload_fields(event.payload), **dict(event.fields)},
+                "fields": payload_fields(event.payload),
             }
         )
     frame = _frame(rows, _LOG_COLUMNS, ("rank", "line", "pid", "local_rank"))

@@ -10,7 +10,7 @@ all, including renderers written later. The patterns are
 ``hangdoc.collectors.redact``'s: one definition of what a secret looks like.
 
 What is redacted: environment values, command lines, thread names, frame locals (by
-the variable's name, and by the value's shape), log event text and fields, notes,
+the variable's name, and by the value's shape), log event text and payloads, notes,
 input errors and paths, collector step reasons. What is not: function names, file
 paths of frames and collective metadata — code identifiers, not credentials, and the
 bulk of a 16,384-rank Evidence (millions of frames) that rules match on.
@@ -123,19 +123,11 @@ def redact_local(name: str, value: str) -> str:
 
 def _event(event: LogEvent) -> LogEvent:
     text = redact_text(event.text)
-    fields = tuple(
-        (k, REDACTED if v and is_secret_name(k) else redact_text(v)) for k, v in event.fields
-    )
     host = redact_text(event.host) if event.host else event.host
     payload = cast(EventPayload, _record(event.payload))
-    if (
-        text == event.text
-        and fields == event.fields
-        and host == event.host
-        and payload is event.payload
-    ):
+    if text == event.text and host == event.host and payload is event.payload:
         return event
-    return dataclasses.replace(event, text=text, fields=fields, host=host, payload=payload)
+    return dataclasses.replace(event, text=text, host=host, payload=payload)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

@@ -64,7 +64,5 @@ def foreign_events(lines: Iterable[tuple[int, str]], source: str) -> list[LogEve
             named_pid=hit.named_pid,
             named_local_rank=hit.named_local_rank,
         )
-        events.append(
-            log_event(hit.kind, text, source, number, None, hit.fields, hit.payload, origin=origin)
-        )
+        events.append(log_event(hit.kind, text, source, number, None, hit.payload, origin=origin))
     return events

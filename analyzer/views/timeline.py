@@ -6,59 +6,19 @@ and every other rank then times out in its next collective, is torn down by the
 watchdog, loses its sockets, and is sent SIGTERM by the launcher. Listing all of it
 hides the cause; this module orders the events and classifies them.
 
-The vocabulary of event kinds and field names is in ``analyzer/vocabulary.py``.
+The vocabulary of event kinds is in ``analyzer/vocabulary.py``; what each event's line
+said, typed, is its payload (``analyzer/payloads/``).
 """
 
 from __future__ import annotations
 
 import calendar
-import enum
-import functools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from hangdoc.analyzer.model import Evidence, EvidenceRef, LogEvent
 from hangdoc.analyzer.vocabulary import Clock, EventKind
-
-
-@functools.lru_cache(maxsize=262144)
-def _as_dict(fields: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    return dict(fields)
-
-
-def fget(event: LogEvent, key: str) -> str | None:
-    """A field of an event (do not mutate what fields_of returns: it is shared)."""
-    value = _as_dict(event.fields).get(key)
-    return value if value is not None else _payload_text(event.payload, key)
-
-
-def _payload_text(payload: object, key: str) -> str | None:
-    value = getattr(payload, key, None)
-    if value is None or value is False or value == ():
-        return None
-    if isinstance(value, enum.Enum):
-        return str(value.value)
-    if value is True:
-        return "1"
-    if isinstance(value, tuple):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
-def fint(event: LogEvent, key: str) -> int | None:
-    value = fget(event, key)
-    if value is None:
-        return None
-    try:
-        return int(value, 0) if value.startswith(("0x", "-0x")) else int(value)
-    except ValueError:
-        return None
-
-
-def fields_of(event: LogEvent) -> dict[str, str]:
-    return _as_dict(event.fields)
-
 
 # ---------------------------------------------------------------------------------------
 # Ordering
@@ -77,9 +37,6 @@ class Placed:
     @property
     def kind(self) -> EventKind:
         return self.event.kind
-
-    def get(self, key: str) -> str | None:
-        return fget(self.event, key)
 
     def ref(self, detail: str | None = None) -> EvidenceRef:
         text = detail if detail is not None else self.event.text

@@ -159,10 +159,7 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom 
 
 def _world_size(event: RawEvent) -> int | None:
     """The world size a distributed-init line names."""
-    if isinstance(event.payload, PhaseMarker):
-        return event.payload.world_size
-    text = event.fields.get("world_size")
-    return int(text) if text and text.isdigit() else None
+    return event.payload.world_size if isinstance(event.payload, PhaseMarker) else None
 
 
 def rank_from_path(display_path: str) -> tuple[int | None, int | None]:

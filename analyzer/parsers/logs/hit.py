@@ -3,7 +3,7 @@ the LogEvent it becomes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hangdoc.analyzer.model import LogEvent
 from hangdoc.analyzer.parsers.logs.errors import finish_payload
@@ -22,7 +22,6 @@ class Hit:
     report of a worker, the OOM killer's victim)."""
 
     kind: EventKind
-    fields: dict[str, str] = field(default_factory=dict)
     rank: int | None = None
     host: str | None = None
     pid: int | None = None
@@ -35,12 +34,6 @@ class Hit:
     named_pid: int | None = None
     named_local_rank: int | None = None
     partial_header: bool = False  # NCCL's host:pid:tid [dev] header was cut or mangled
-
-
-def put(fields: dict[str, str], key: str, value: object) -> None:
-    """Set a field when the value is known (fields are strings; None means absent)."""
-    if value is not None and value != "":
-        fields[key] = str(value)
 
 
 def as_int(value: str | None) -> int | None:
@@ -74,7 +67,6 @@ def log_event(
     source: str,
     line: int | None,
     time: float | None,
-    fields: dict[str, str],
     payload: EventPayload = NO_PAYLOAD,
     *,
     origin: Origin | None = None,
@@ -86,31 +78,21 @@ def log_event(
     """The event of a recognised line. The process it is about is the one its words name,
     else the one that printed it (the line's prefix or NCCL header)."""
     who = origin if origin is not None else Origin()
-    rest = dict(fields)
-    named_host = rest.pop("host", None) or who.named_host
-    named_pid = as_int(rest.pop("pid", None))
-    named_pid = named_pid if named_pid is not None else who.named_pid
-    named_local = as_int(rest.pop("local_rank", None))
-    named_local = named_local if named_local is not None else who.named_local_rank
-    tid = as_int(rest.pop("tid", None))
-    cuda_dev = as_int(rest.pop("cuda_dev", None))
-    folded = as_int(rest.pop("n_lines", None)) or folded_lines
     return LogEvent(
         kind,
         text,
         source,
         line,
         time,
-        tuple(sorted(rest.items())),
         finish_payload(payload, text),
-        host=named_host if named_host is not None else who.host,
-        pid=named_pid if named_pid is not None else who.pid,
-        tid=tid if tid is not None else who.tid,
-        cuda_dev=cuda_dev if cuda_dev is not None else who.cuda_dev,
+        host=who.named_host if who.named_host is not None else who.host,
+        pid=who.named_pid if who.named_pid is not None else who.pid,
+        tid=who.tid,
+        cuda_dev=who.cuda_dev,
         partial_header=who.partial_header,
-        local_rank=named_local if named_local is not None else who.local_rank,
+        local_rank=(who.named_local_rank if who.named_local_rank is not None else who.local_rank),
         rank_from=rank_from,
         clock=clock,
         repeats=repeats,
-        folded_lines=folded,
+        folded_lines=folded_lines,
     )

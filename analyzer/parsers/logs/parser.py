@@ -224,7 +224,6 @@ def _error_file_result(hit: Hit, display_path: str) -> ParsedFile:
         display_path,
         1,
         stamp.epoch if stamp is not None else None,
-        hit.fields,
         hit.payload,
         clock=Clock.EPOCH if stamp is not None and stamp.epoch is not None else None,
     )
@@ -275,7 +274,6 @@ def _assemble(
             display_path,
             event.line,
             when.time,
-            event.fields,
             event.payload,
             origin=event.origin(),
             rank_from=how,

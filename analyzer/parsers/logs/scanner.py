@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
 from hangdoc.analyzer.parsers.logs.elastic import ChildFailedBlock, match_agent
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, match_xid
-from hangdoc.analyzer.parsers.logs.hit import Hit, Origin, as_int
+from hangdoc.analyzer.parsers.logs.hit import Hit, Origin
 from hangdoc.analyzer.parsers.logs.horovod import HorovodStallBlock, match_horovod
 from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
@@ -66,8 +66,8 @@ _BAR_TOTAL = re.compile(r"\| *[\d.]+[kMG]?/([\d.]+[kMG]?) ")
 _MAX_SEGMENT_KEYS = 256
 # A rank the content says at the start of a line, after DeepSpeed's logger header:
 # DeepSpeed/Megatron "[Rank 3] …", "[RANK 3] …", "rank 3: …", "rank 3 has …". torch's
-# watchdog writes "[Rank N]" too, but with a *group* rank; its events carry F_GROUP_RANK
-# and keep it.
+# watchdog writes "[Rank N]" too, but with a *group* rank; its payload (InGroup) carries
+# it and keeps it.
 _SAID_RANK = re.compile(
     r"(?:\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\] )?(?:\[[\w.\-]+\.py:\d+:\w+\] )?"
     r"(?:\[(?:Rank|RANK) (\d{1,6})\]|[Rr]ank (\d{1,6})(?::| (?=has )))"
@@ -117,7 +117,6 @@ class RawEvent:
     text: str
     line: int
     stamp: Stamp | None
-    fields: dict[str, str]
     prefix_rank: int | None
     content_rank: int | None
     local_rank: int | None
@@ -479,7 +478,6 @@ class Scanner:
             self._chains[chain_key] = (event, True)
 
     def _emit(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
-        _named_from_fields(hit)
         host = hit.host or tag.host
         pid = hit.pid if hit.pid is not None else tag.pid
         if (
@@ -509,7 +507,6 @@ class Scanner:
             (hit.text or tag.text).strip()[:500],
             lineno,
             tag.stamp,
-            hit.fields,
             tag.rank,
             hit.rank,
             tag.local_rank,
@@ -554,7 +551,7 @@ class Scanner:
             self.events.append(event)
             self._aggregate[key] = event
             current = event
-        current.text, current.line, current.fields = text, lineno, hit.fields
+        current.text, current.line = text, lineno
         current.payload = hit.payload
         current.stamp = tag.stamp or current.stamp
         current.folded = n
@@ -573,16 +570,6 @@ def _starts_chain(hit: Hit) -> bool:
     return isinstance(payload, (NcclWarn, NcclError)) and bool(payload.where and payload.message)
 
 
-def _named_from_fields(hit: Hit) -> None:
-    """The process a line names, from the string fields of a recogniser not yet typed."""
-    if hit.named_host is None and "host" in hit.fields and not hit.kind.startswith("nccl"):
-        hit.named_host = hit.fields.pop("host")
-    if hit.named_pid is None and "pid" in hit.fields and not hit.kind.startswith("nccl"):
-        hit.named_pid = as_int(hit.fields.pop("pid"))
-    if hit.named_local_rank is None and "local_rank" in hit.fields:
-        hit.named_local_rank = as_int(hit.fields.pop("local_rank"))
-
-
 def _raw(hit: Hit, text: str, lineno: int, tag: LineTag, owner: Owner) -> RawEvent:
     """An aggregated event's record: the line's own owner (its prefix, its NCCL header)."""
     return RawEvent(
@@ -590,7 +577,6 @@ def _raw(hit: Hit, text: str, lineno: int, tag: LineTag, owner: Owner) -> RawEve
         text,
         lineno,
         tag.stamp,
-        hit.fields,
         *owner[:5],
         payload=hit.payload,
         tid=hit.tid,

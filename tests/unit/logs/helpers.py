@@ -105,7 +105,6 @@ def fields(item: LogEvent | Hit) -> dict[str, object]:
         found["repeats"] = item.repeats or None
         found["folded_lines"] = item.folded_lines or None
     _flatten(item.payload, "", found)
-    found.update(item.fields if isinstance(item, Hit) else dict(item.fields))
     return {k: v for k, v in found.items() if v is not None}
 
 

@@ -48,7 +48,6 @@ LINE_SHIPPERS = {
     "journald-padded-day": "Feb  8 10:28:25 gpu-node-7 python3.10[1234]: ",
 }
 # A stamp adds the event's clock and time; nothing else may change.
-_TIME_FIELDS = frozenset({"clock"})
 
 
 def _body(name: str) -> str:
@@ -59,9 +58,8 @@ def _body(name: str) -> str:
 def _kept(e: LogEvent) -> tuple[object, ...]:
     """What the parser read from the line: its payload and the process it names (not the
     clock and time a stamp adds)."""
-    fields = tuple(item for item in e.fields if item[0] not in _TIME_FIELDS)
     who = (e.host, e.pid, e.tid, e.cuda_dev, e.local_rank, e.partial_header, e.rank_from)
-    return (e.payload, who, e.repeats, e.folded_lines, fields)
+    return (e.payload, who, e.repeats, e.folded_lines)
 
 
 def _read(path: Path) -> Counter[tuple[int | None, str, tuple[object, ...]]]:
