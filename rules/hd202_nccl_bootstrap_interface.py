@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.payloads.nccl import NcclInit, NcclNetwork, NcclTransport, NetRole
+from hangdoc.analyzer.payloads.nccl import NcclInit, NcclNetwork, NcclTransport, NetRole, Transport
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -77,7 +77,7 @@ class NcclBootstrapInterface(Rule):
         # Channels "via NET/…" connect ranks on different nodes: within a node NCCL uses
         # P2P or SHM (unless both are disabled by hand).
         over_net = any(
-            via.startswith("NET/")
+            via.transport == Transport.NET
             for p in tl.of(EventKind.NCCL_TRANSPORT)
             if (transport := p.event.payload_as(NcclTransport))
             for via in transport.via

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity
 from hangdoc.analyzer.payloads.host import GpuTopology
-from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState, NcclTransport
+from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState, NcclTransport, Transport
 from hangdoc.analyzer.payloads.torch_pg import Work
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -65,7 +65,7 @@ class GpuP2pTopology(Rule):
             p
             for p in tl.of(EventKind.NCCL_TRANSPORT)
             if (transport := p.event.payload_as(NcclTransport))
-            and any(via.startswith("P2P") for via in transport.via)
+            and any(via.transport == Transport.P2P for via in transport.via)
         ]
         timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT)
         early = [

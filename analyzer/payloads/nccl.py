@@ -173,11 +173,33 @@ class NcclNetwork(EventPayload):
     first_unreachable: bool = False
 
 
+class Transport(enum.StrEnum):
+    """NCCL's transports (src/transport/): how a channel reaches its peer."""
+
+    P2P = "P2P"  # GPU to GPU within a node (NVLink or PCIe)
+    SHM = "SHM"  # through host shared memory
+    NET = "NET"  # the network: between nodes (IB, Socket)
+    COLLNET = "CollNet"
+    NVLS = "NVLS"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Via:
+    """One transport a channel uses, as NCCL's "via" names it: NET/IB, P2P/IPC."""
+
+    transport: Transport
+    detail: str | None = None  # "IB", "Socket", "IPC", "CUMEM", "direct"
+
+    def __str__(self) -> str:
+        return str(self.transport) + (f"/{self.detail}" if self.detail else "")
+
+
 @dataclass(frozen=True, slots=True)
 class NcclTransport(EventPayload):
-    """NCCL_TRANSPORT: the transports a process's channels use ("P2P/IPC", "NET/IB")."""
+    """NCCL_TRANSPORT: the transports a process's channels use."""
 
-    via: tuple[str, ...] = ()
+    via: tuple[Via, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import OpenFile, ProcessEvidence, ProcState
+from hangdoc.analyzer.model import FileMode, OpenFile, ProcessEvidence, ProcState
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks, wchan_kind
 
 _STD_FDS = frozenset({0, 1, 2})
@@ -91,7 +91,7 @@ def written_files(process: ProcessEvidence) -> list[FileTrack]:
         if not sample.alive:
             continue
         for f in sample.open_files:
-            if f.fd in _STD_FDS or f.mode not in ("w", "rw"):
+            if f.fd in _STD_FDS or f.mode not in (FileMode.WRITE, FileMode.READ_WRITE):
                 continue
             seen.setdefault((f.fd, f.path), []).append((sample.time, f))
     return [FileTrack(fd, path, tuple(items)) for (fd, path), items in sorted(seen.items())]

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Category, Frame, ProcessEvidence
+from hangdoc.analyzer.model import Category, FileMode, Frame, ProcessEvidence
 
 
 class Meaning(enum.StrEnum):
@@ -173,7 +173,7 @@ def kernel_signal(process: ProcessEvidence) -> Signal | None:
     if not process.proc_samples:
         return None
     for item in process.proc_samples[-1].open_files:
-        if item.mode not in ("w", "rw") or item.fd in (1, 2):
+        if item.mode not in (FileMode.WRITE, FileMode.READ_WRITE) or item.fd in (1, 2):
             continue  # stdout and stderr are logs, whatever their folder is called
         near = "/".join(item.path.split("/")[-2:])  # the file and its folder, not the tree
         if meaning_of(tokens(near)) is Meaning.CHECKPOINT or near.endswith(_CHECKPOINT_SUFFIXES):

@@ -31,9 +31,11 @@ from hangdoc.analyzer.payloads.nccl import (
     NcclWarn,
     NetRole,
     RasComm,
+    Transport,
+    Via,
 )
 from hangdoc.analyzer.payloads.torch_pg import Backend, ConnectionLost, Direction, NcclResult
-from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.analyzer.vocabulary import EventKind, parse_enum
 
 _HEADER = re.compile(
     r"(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?(?P<rest>.*)"
@@ -321,7 +323,10 @@ def _info(msg: str) -> Hit | None:
         v = _VIA.search(msg)
         if v is not None:
             parts = v.group(1).split("/")
-            via = "SHM/direct" if parts[0].startswith("direct") else "/".join(parts[:2])
+            if parts[0].startswith("direct"):  # "direct shared memory"
+                via = Via(Transport.SHM, "direct")
+            else:
+                via = Via(parse_enum(Transport, parts[0]), parts[1] if len(parts) > 1 else None)
             return Hit(EventKind.NCCL_TRANSPORT, payload=NcclTransport(via=(via,)))
     if head.startswith(
         (

@@ -542,7 +542,7 @@ class Scanner:
             return event
         n = current.folded + 1
         if isinstance(current.payload, NcclTransport) and isinstance(hit.payload, NcclTransport):
-            vias = sorted({*current.payload.via, *hit.payload.via})
+            vias = sorted({*current.payload.via, *hit.payload.via}, key=str)
             current.payload = replace(current.payload, via=tuple(vias))
             current.folded = n
             return current

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.parsers.logs import recognise_line
+from hangdoc.analyzer.payloads.nccl import Transport, Via
 from tests.unit.logs.helpers import fields
 
 CASES: list[tuple[str, str, dict[str, object]]] = [
@@ -34,9 +35,9 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
      "nccl_network", {"role": "oob", "iface": "enp220s0np0", "ip": "11.1.128.136"}),
     ("h:1:1 [0] NCCL INFO NET/IB : No device found.", "nccl_network", {"role": "ib", "iface": "none"}),
     ("h:1:1 [0] NCCL INFO Using network IB", "nccl_network", {"network": "IB"}),
-    ("h:1:2 [5] NCCL INFO Channel 03/0 : 5[5] -> 12[4] [send] via NET/IB/3/GDRDMA", "nccl_transport", {"via": ("NET/IB",)}),
-    ("h:1:2 [0] NCCL INFO Channel 00 : 0[1000] -> 1[2000] via P2P/IPC", "nccl_transport", {"via": ("P2P/IPC",)}),
-    ("h:1:2 [0] NCCL INFO Ring 00 : 11[0] -> 12[0] via direct shared memory", "nccl_transport", {"via": ("SHM/direct",)}),
+    ("h:1:2 [5] NCCL INFO Channel 03/0 : 5[5] -> 12[4] [send] via NET/IB/3/GDRDMA", "nccl_transport", {"via": (Via(Transport.NET, "IB"),)}),
+    ("h:1:2 [0] NCCL INFO Channel 00 : 0[1000] -> 1[2000] via P2P/IPC", "nccl_transport", {"via": (Via(Transport.P2P, "IPC"),)}),
+    ("h:1:2 [0] NCCL INFO Ring 00 : 11[0] -> 12[0] via direct shared memory", "nccl_transport", {"via": (Via(Transport.SHM, "direct"),)}),
     ("hopper01:191369:191420 [0] NCCL INFO ReduceScatter: opCount e sendbuff 0x7fdf57c00000 recvbuff 0x7fdf61a00000 "
      "count 2097152 datatype 7 op 0 root 0 comm 0x55e290bd32d0 [nranks=2] stream 0x55e29067e430",
      "nccl_coll", {"op": "ReduceScatter", "opcount": 14, "count": 2097152, "datatype": 7, "nranks": 2}),
