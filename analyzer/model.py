@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
-from hangdoc.analyzer.vocabulary import Clock, EventKind, RankFrom, parse_enum
+from hangdoc.analyzer.vocabulary import BenignWarning, Clock, EventKind, RankFrom, parse_enum
 
 _P = TypeVar("_P", bound=EventPayload)
 
@@ -359,6 +359,7 @@ class LogLine:
     text: str
     source: str
     line: int  # 0 when unknown (the tail of a large file is not numbered)
+    benign: BenignWarning | None = None  # a warning its library calls harmless
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,6 +133,15 @@ class Phase(enum.StrEnum):
     UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 
+class BenignWarning(enum.StrEnum):
+    """A warning its own library documents as harmless, that users take for the hang
+    (parsers/logs/benign.py reads them; LogLine.benign)."""
+
+    TOKENIZERS_FORK = "tokenizers_fork"  # huggingface/tokenizers: parallelism disabled
+    OPENMPI_CMA_EPERM = "openmpi_cma_eperm"  # Open MPI vader's CMA read refused (EPERM)
+    UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
+
+
 # Storage failures in POSIX strerror words, as Python's OSError ("[Errno 5] Input/output
 # error: '/ckpt/x'") and C libraries print them, and torch.save's writer
 # (caffe2/serialize/inline_container.cc "PytorchStreamWriter failed writing file …"): the

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hangdoc.analyzer.model import LogLine
 from hangdoc.analyzer.parsers.base import decode_bytes
+from hangdoc.analyzer.parsers.logs.benign import benign_warning
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 
 HEAD_BYTES = 32 * 1024
@@ -87,7 +88,9 @@ def read_line_window(
         rank = said if said is not None else default_rank
         if rank is None:
             rank = UNATTRIBUTED  # kept apart: what the console said, by no known rank
-        out.setdefault(rank, []).append(LogLine(text[:MAX_LINE_CHARS], display, number or 0))
+        kept = text[:MAX_LINE_CHARS]
+        line = LogLine(kept, display, number or 0, benign_warning(kept))
+        out.setdefault(rank, []).append(line)
     for rank, lines in out.items():
         if len(lines) > MAX_LINES_PER_RANK:
             out[rank] = lines[-MAX_LINES_PER_RANK:]
