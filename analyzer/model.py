@@ -273,6 +273,28 @@ class ChildProcess:
 
 
 @dataclass(frozen=True, slots=True)
+class IoCounters:
+    """/proc/PID/io at one moment (collectors/procfs.py); None: not read (it needs
+    ptrace-read access)."""
+
+    rchar: int | None = None  # bytes read by read(2) and the like, page cache included
+    wchar: int | None = None
+    syscr: int | None = None  # read syscalls
+    syscw: int | None = None
+    read_bytes: int | None = None  # bytes fetched from storage
+    write_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSizes:
+    """The sizes of the regular files a process's stdout and stderr point to (None: not a
+    regular file, or not read)."""
+
+    stdout: int | None = None
+    stderr: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ProcSample:
     """Kernel's view of one rank's process at one sampling moment."""
 
@@ -283,16 +305,11 @@ class ProcSample:
     wchan: str | None = None
     cpu_ticks: int | None = None
     threads: tuple[ThreadState, ...] = ()
-    io: tuple[tuple[str, int], ...] = ()  # rchar, wchar, syscr, syscw, read_bytes, write_bytes
-    output_sizes: tuple[
-        tuple[str, int], ...
-    ] = ()  # "stdout"/"stderr" -> size of the file fd 1/2 point to
+    io: IoCounters = IoCounters()
+    output_sizes: OutputSizes = OutputSizes()
     # Appended for issue 7; empty when the dump did not record them.
     open_files: tuple[OpenFile, ...] = ()
     children: tuple[ChildProcess, ...] = ()
-
-    def io_value(self, key: str) -> int | None:
-        return dict(self.io).get(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -586,12 +603,18 @@ DOC_SECTIONS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
+class DocSection:
+    heading: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class RuleDoc:
     """One rule's documentation as a report shows it: its docstring, by section."""
 
     id: str
     name: str
-    sections: tuple[tuple[str, str], ...]  # ("title", line), then the ## sections
+    sections: tuple[DocSection, ...]  # ("title", line), then the ## sections
 
     def get(self, heading: str) -> str:
-        return next((text for h, text in self.sections if h == heading), "")
+        return next((s.text for s in self.sections if s.heading == heading), "")

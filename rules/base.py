@@ -18,6 +18,7 @@ from typing import ClassVar
 from hangdoc.analyzer.model import (
     DOC_SECTIONS,
     Category,
+    DocSection,
     Evidence,
     Finding,
     ProcessEvidence,
@@ -138,7 +139,7 @@ class Rule(abc.ABC):
     @classmethod
     def rule_doc(cls) -> RuleDoc:
         """The docs as the report's appendix shows them (the renderers import no rule)."""
-        return RuleDoc(cls.id, cls.name, tuple(cls.docs().items()))
+        return RuleDoc(cls.id, cls.name, tuple(DocSection(h, t) for h, t in cls.docs().items()))
 
     @classmethod
     def doc_text(cls) -> str:

@@ -21,8 +21,6 @@ from hangdoc.analyzer.model import ProcessEvidence, ProcSample, StackSample, Thr
 from hangdoc.analyzer.views.activity import classify_thread
 from hangdoc.analyzer.views.catalog import Tag
 
-_IO_KEYS = ("rchar", "wchar", "syscr", "syscw")
-
 _WAITS = frozenset({Tag.COLLECTIVE, Tag.RENDEZVOUS, Tag.LOCK_WAIT})
 
 
@@ -99,12 +97,21 @@ def rank_progress(process: ProcessEvidence) -> RankProgress:
         first_p, last_p = procs[0], procs[-1]
         if first_p.time is not None and last_p.time is not None:
             span = last_p.time - first_p.time
-        sizes_a, sizes_b = dict(first_p.output_sizes), dict(last_p.output_sizes)
-        for stream, size in sizes_b.items():
-            if stream in sizes_a and size > sizes_a[stream]:
+        out_a, out_b = first_p.output_sizes, last_p.output_sizes
+        for stream, before, size in (
+            ("stderr", out_a.stderr, out_b.stderr),
+            ("stdout", out_a.stdout, out_b.stdout),
+        ):
+            if before is not None and size is not None and size > before:
                 output_grew = True
-                reasons.append(f"{stream} grew by {size - sizes_a[stream]} bytes")
-        moved = {k: _delta(first_p.io_value(k), last_p.io_value(k)) for k in _IO_KEYS}
+                reasons.append(f"{stream} grew by {size - before} bytes")
+        io_a, io_b = first_p.io, last_p.io
+        moved = {
+            "rchar": _delta(io_a.rchar, io_b.rchar),
+            "wchar": _delta(io_a.wchar, io_b.wchar),
+            "syscr": _delta(io_a.syscr, io_b.syscr),
+            "syscw": _delta(io_a.syscw, io_b.syscw),
+        }
         if any(v > 0 for v in moved.values()):
             io_moved = True
         ta = _main_thread_state(first_p, process.pid)

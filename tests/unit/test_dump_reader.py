@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from hangdoc.analyzer.loading.dump_reader import is_dump_dir, read_dump
-from hangdoc.analyzer.model import InputKind, ProcState, StepStatus
+from hangdoc.analyzer.model import InputKind, OutputSizes, ProcState, StepStatus
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
 from tests.builders import (
     ALLREDUCE_WAIT,
@@ -62,7 +62,7 @@ def test_reads_host_processes_samples_and_steps(tmp_path: Path) -> None:
     assert ps1.index == 1 and ps1.time == T0 + 5.0
     assert (ps0.index, ps0.time, ps0.alive, ps0.state) == (0, T0, True, "S")
     assert ps0.threads[0].tid == 101 and ps0.threads[0].wchan == "futex_wait_queue"
-    assert ps0.io_value("wchar") == 20 and dict(ps0.output_sizes) == {"stderr": 4096}
+    assert ps0.io.wchar == 20 and ps0.output_sizes == OutputSizes(stderr=4096)
     assert not proc.exited
     assert {s.step for s in got.steps} == {"discover", "pyspy"}
     assert all(s.host == "node1" for s in got.steps)

@@ -12,8 +12,10 @@ from hangdoc.analyzer.model import (
     ChildStacks,
     Evidence,
     Frame,
+    IoCounters,
     LogEvent,
     OpenFile,
+    OutputSizes,
     ProcessEvidence,
     ProcSample,
     ProcState,
@@ -94,8 +96,8 @@ def rank(r: int, *samples: Sample, world: int = 4, pid: int | None = None) -> Pr
                     )
                     for t in sample.threads
                 ),
-                io=(("rchar", 0), ("wchar", 0), ("syscr", 0), ("syscw", 0)),
-                output_sizes=(("stdout", 0),),
+                io=IoCounters(rchar=0, wchar=0, syscr=0, syscw=0),
+                output_sizes=OutputSizes(stdout=0),
                 open_files=tuple(sample.files),
                 children=tuple(sample.children),
             )

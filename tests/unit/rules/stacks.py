@@ -6,6 +6,8 @@ from __future__ import annotations
 from hangdoc.analyzer.model import (
     Evidence,
     Frame,
+    IoCounters,
+    OutputSizes,
     ProcessEvidence,
     ProcSample,
     ProcState,
@@ -112,8 +114,8 @@ def proc_sample(
         time=100.0 + 3 * index,
         state=ProcState.SLEEPING,
         threads=(ThreadState(tid=pid, cpu_ticks=cpu, voluntary_ctxt_switches=switches),),
-        io=(("rchar", rchar), ("wchar", rchar), ("syscr", 0), ("syscw", 0)),
-        output_sizes=(("stdout", stdout),),
+        io=IoCounters(rchar=rchar, wchar=rchar, syscr=0, syscw=0),
+        output_sizes=OutputSizes(stdout=stdout),
     )
 
 

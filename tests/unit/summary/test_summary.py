@@ -184,7 +184,15 @@ def test_a_summary_only_node_is_analyzed_without_its_raw_files(tmp_path: Path) -
 
 
 def test_the_codec_round_trips_model_records_and_relocates_paths() -> None:
-    from hangdoc.analyzer.model import ChildProcess, Frame, OpenFile, ProcSample, ThreadState
+    from hangdoc.analyzer.model import (
+        ChildProcess,
+        Frame,
+        IoCounters,
+        OpenFile,
+        OutputSizes,
+        ProcSample,
+        ThreadState,
+    )
     from hangdoc.analyzer.summaries.codec import DecodeContext, FrameTable, decode_frames
     from hangdoc.analyzer.summaries.codec import decoder as dec
     from hangdoc.analyzer.summaries.codec import encoder as enc
@@ -192,7 +200,7 @@ def test_the_codec_round_trips_model_records_and_relocates_paths() -> None:
     sample = ProcSample(
         index=1, time=12.5, state=ProcState.DISK_SLEEP, wchan="nfs_wait", cpu_ticks=7,
         threads=(ThreadState(tid=5, name="pt_main", state=ProcState.DISK_SLEEP, wchan="rpc_wait"),),
-        io=(("rchar", 10), ("wchar", 3)), output_sizes=(("stdout", 99),),
+        io=IoCounters(rchar=10, wchar=3), output_sizes=OutputSizes(stdout=99),
         open_files=(OpenFile(fd=4, path="/ckpt/x.pt", mode=FileMode.WRITE, pos=1 << 40,
                              fstype="nfs4"),),
         children=(ChildProcess(pid=9, state=ProcState.ZOMBIE, threads_in_d=1),),
