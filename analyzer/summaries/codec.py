@@ -153,7 +153,7 @@ def _build_encoder(tp: object) -> Encoder:
     if tp is Frame:
         return lambda value, table: table.add(value)
     if tp is EventPayload:  # a LogEvent's payload: each kind's own class
-        return lambda value, table: encoder(type(value))(value, table)
+        return _payload_encoder()
     inner = _optional_inner(tp)
     if inner is not None:
         enc = encoder(inner)
@@ -174,6 +174,20 @@ def _build_encoder(tp: object) -> Encoder:
             return lambda value, _table: dict(value)
         return lambda value, table: {k: val(v, table) for k, v in value.items()}
     return _ident
+
+
+def _payload_encoder() -> Encoder:
+    """A payload by its own class's fields (the base class's too: an ACTOR_DIED's)."""
+    by_class: dict[type, Encoder] = {EventPayload: _dataclass_encoder(EventPayload)}
+
+    def encode(value: Any, table: FrameTable) -> object:
+        cls = type(value)
+        found = by_class.get(cls)
+        if found is None:
+            found = by_class[cls] = encoder(cls)
+        return found(value, table)
+
+    return encode
 
 
 def _defaults(cls: type) -> dict[str, object]:
