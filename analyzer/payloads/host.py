@@ -49,6 +49,14 @@ class GpuRow(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+class GpuTable(enum.StrEnum):
+    """The nvidia-smi output a GPU_STATUS row came from."""
+
+    CSV = "nvidia-smi csv"  # --query-gpu / --query-compute-apps --format=csv
+    TABLE = "nvidia-smi table"  # the plain table
+    UNKNOWN = "unknown"
+
+
 class TopoMatrix(enum.StrEnum):
     LINKS = "links"  # nvidia-smi topo -m
     P2P = "p2p"  # nvidia-smi topo -p2p
@@ -126,7 +134,7 @@ class GpuStatus(EventPayload):
     """GPU_STATUS: one row of nvidia-smi (a device, or a process on one)."""
 
     row: GpuRow | None = None
-    table: str | None = None  # the output it came from: "nvidia-smi csv", "nvidia-smi table"
+    table: GpuTable | None = None
     index: int | None = None
     name: str | None = None
     uuid: str | None = None

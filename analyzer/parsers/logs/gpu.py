@@ -12,7 +12,14 @@ import re
 from dataclasses import dataclass, field, replace
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
-from hangdoc.analyzer.payloads.host import GpuRow, GpuStatus, GpuTopology, GpuXid, TopoMatrix
+from hangdoc.analyzer.payloads.host import (
+    GpuRow,
+    GpuStatus,
+    GpuTable,
+    GpuTopology,
+    GpuXid,
+    TopoMatrix,
+)
 from hangdoc.analyzer.vocabulary import EventKind
 
 _XID = re.compile(
@@ -68,8 +75,6 @@ _TOPO_ROW = re.compile(r"^GPU(\d+)\s+(.*)$")
 _LINK = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|OK|NS|CNS|GNS|TNS|DR|U)$")
 
 FALLEN_OFF_THE_BUS = 79  # the Xid the driver logs for "GPU has fallen off the bus"
-CSV = "nvidia-smi csv"  # GpuStatus.table: the query CSV
-TABLE = "nvidia-smi table"  # the plain table
 
 
 def match_xid(text: str, last_pci: list[str]) -> Hit | None:
@@ -152,7 +157,7 @@ class CsvBlock:
         if "pid" in row:
             process = GpuStatus(
                 row=GpuRow.PROCESS,
-                table=CSV,
+                table=GpuTable.CSV,
                 process_name=row.get("process_name") or None,
                 memory_used_mib=_float(row.get("used_gpu_memory")),
                 uuid=row.get("gpu_uuid") or None,
@@ -163,7 +168,7 @@ class CsvBlock:
             return True
         device = GpuStatus(
             row=GpuRow.GPU,
-            table=CSV,
+            table=GpuTable.CSV,
             index=_int(row.get("index")),
             name=row.get("name") or row.get("gpu_name") or None,
             uuid=row.get("uuid") or None,
@@ -203,7 +208,7 @@ class TableBlock:
             if (p := _TABLE_PROC.match(cells[0])) is not None:
                 process = GpuStatus(
                     row=GpuRow.PROCESS,
-                    table=TABLE,
+                    table=GpuTable.TABLE,
                     index=int(p.group("gpu")),
                     process_name=p.group("name"),
                     memory_used_mib=float(p.group("mem")),
@@ -218,7 +223,7 @@ class TableBlock:
         ):
             self.pending = GpuStatus(
                 row=GpuRow.GPU,
-                table=TABLE,
+                table=GpuTable.TABLE,
                 index=int(g.group("idx")),
                 name=g.group("name").strip(),
                 bus_id=b.group("bus").lower(),
