@@ -288,6 +288,12 @@ def analyze(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No terminal summary.", metavar=FLAG)
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Also list the rules that lacked evidence.", metavar=FLAG
+        ),
+    ] = False,
     no_summaries: Annotated[
         bool,
         typer.Option(
@@ -332,7 +338,7 @@ def analyze(
     if not quiet:
         from hangdoc.analyzer.render.terminal import render_terminal
 
-        render_terminal(diagnosis, out)
+        render_terminal(diagnosis, out, verbose=verbose)
         for written in result.written:
             if written.path is not None:
                 replaced = " (replaced the old one)" if written.replaces else ""

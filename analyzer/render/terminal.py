@@ -32,7 +32,9 @@ MAX_CLASSES = 8
 MAX_FRAMES = 12
 
 
-def render_terminal(diagnosis: Diagnosis, console: Console) -> None:
+def render_terminal(diagnosis: Diagnosis, console: Console, *, verbose: bool = False) -> None:
+    """The answer, its evidence and fix first; what was not evaluated is one closing line
+    (``verbose``: every rule by reason), so it never buries the answer's end."""
     console.print(_headline(diagnosis))
     if diagnosis.findings:
         console.print(_primary_panel(diagnosis))
@@ -55,6 +57,7 @@ def render_terminal(diagnosis: Diagnosis, console: Console) -> None:
     _print_inputs(diagnosis, console)
     if _uses_stride(diagnosis):
         console.print(Text(f"rank sets: {LEGEND}", style="dim"))
+    _print_not_evaluated(diagnosis, console, verbose=verbose)
 
 
 def _uses_stride(diagnosis: Diagnosis) -> bool:
@@ -144,9 +147,25 @@ def _print_inputs(diagnosis: Diagnosis, console: Console) -> None:
             notes.append("\n".join(lines))
     for note in notes[:10]:
         console.print(Text(f"note: {note}", style="dim"))
+
+
+def _print_not_evaluated(diagnosis: Diagnosis, console: Console, *, verbose: bool) -> None:
+    """Rules that lacked the evidence they need: a count, or (verbose) each by reason."""
+    skipped = diagnosis.not_evaluated
+    if not skipped:
+        return
+    if not verbose:
+        noun = "rule" if len(skipped) == 1 else "rules"
+        console.print(
+            Text(
+                f"{len(skipped)} {noun} lacked the evidence they need; --verbose lists them",
+                style="dim",
+            )
+        )
+        return
     by_reason: dict[str, list[str]] = {}
-    for skipped in diagnosis.not_evaluated:
-        by_reason.setdefault(skipped.reason, []).append(skipped.rule)
+    for rule in skipped:
+        by_reason.setdefault(rule.reason, []).append(rule.rule)
     for reason, rules in sorted(by_reason.items()):
         console.print(
             Text(f"not evaluated ({reason}): {len(rules)} rules, {', '.join(rules)}", style="dim")

@@ -27,3 +27,24 @@ def test_no_legend_without_strides() -> None:
     out = _render(checkpoint_job(16, saver=2))
     assert "culprit: 2" in out
     assert "every 8th rank" not in out
+
+
+def test_rules_without_evidence_are_one_closing_line() -> None:
+    diagnosis = checkpoint_job(16, saver=2)
+    assert diagnosis.not_evaluated, "the builder's job lacks logs: some rules are skipped"
+    out = _render(diagnosis)
+    last = out.rstrip().splitlines()[-1]
+    count = len(diagnosis.not_evaluated)
+    noun = "rule" if count == 1 else "rules"
+    assert last == f"{count} {noun} lacked the evidence they need; --verbose lists them"
+    assert "not evaluated (" not in out
+
+
+def test_verbose_lists_each_rule_by_reason() -> None:
+    diagnosis = checkpoint_job(16, saver=2)
+    console = Console(record=True, width=200, color_system=None)
+    render_terminal(diagnosis, console, verbose=True)
+    out = console.export_text()
+    assert "lacked the evidence" not in out
+    for skipped in diagnosis.not_evaluated:
+        assert skipped.rule in out
