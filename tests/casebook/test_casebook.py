@@ -78,12 +78,12 @@ def test_scorer_counts_category_culprit_and_refusals(tmp_path: Path) -> None:
 def test_headline_counts_only_the_labels_own_cause_and_the_abstainer_scores_nothing(
     tmp_path: Path,
 ) -> None:
-    # GIVEN a crash labelled with another cause first and the crash as an alternative, a
-    # crash labelled right, and a binary artifact labelled `unknown`
+    # GIVEN two crashes, one labelled with another cause and the crash as an alternative,
+    # one labelled right, and a rank that never joined labelled `unknown`
     alt = 'alternatives = ["rank_dead_or_crashed"]\n'
-    _case(tmp_path, "via-alt", RECORDED / "rank_crash.log", "cuda_oom", alts=alt)
+    _case(tmp_path, "via-alt", RECORDED / "sigkill.log", "cuda_oom", alts=alt)
     _case(tmp_path, "exact", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
-    _case(tmp_path, "abstain", RECORDED / "rank_crash.log", "unknown")
+    _case(tmp_path, "abstain", RECORDED / "missing_rank.log", "unknown")
     cases, problems = read_casebook(tmp_path)
     assert problems == []
     # WHEN scored
@@ -99,6 +99,27 @@ def test_headline_counts_only_the_labels_own_cause_and_the_abstainer_scores_noth
     baseline = split.always_unknown()
     assert baseline.accuracy == 1 / 3 and baseline.named_exact == 0.0
     assert [r.predicted for r in baseline.results] == [Category.UNKNOWN] * 3
+
+
+def test_a_paste_kept_in_two_cases_is_a_problem(tmp_path: Path) -> None:
+    # GIVEN three cases: "repost" holds "first"'s paste with other line breaks and
+    # indentation, "excerpt" holds its last two lines, "other" a different log
+    first = _case(tmp_path, "first", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    lines = (first / "console.log").read_text().splitlines()
+    repost = _case(tmp_path, "repost", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    (repost / "console.log").write_text("\n\n".join("  " + line for line in lines) + "\r\n")
+    excerpt = _case(tmp_path, "excerpt", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    (excerpt / "console.log").write_text("\n".join(lines[-2:]) + "\n")
+    _case(tmp_path, "other", RECORDED / "sigkill.log", "rank_dead_or_crashed")
+    # WHEN read THEN the repost (equal once whitespace is normalised) and the excerpt
+    # (contained) are each named once, with the case they repeat; the other log is not
+    _cases, problems = read_casebook(tmp_path)
+    assert len(problems) == 2, problems
+    assert any("first: console.log is the same paste as repost/console.log" in p
+               or "repost: console.log is the same paste as first/console.log" in p
+               for p in problems)  # fmt: skip
+    assert any("excerpt: console.log is a part of the paste" in p for p in problems)
+    assert not any("other" in p for p in problems)
 
 
 def test_bad_case_files_are_named(tmp_path: Path) -> None:
