@@ -41,7 +41,7 @@ CONFIDENCE_BUCKETS: tuple[tuple[float, float], ...] = (
 CALIBRATION_TOLERANCE = 0.15
 # CI fails when the train split falls below these (docs/accuracy.md); raised as it improves.
 TRAIN_FLOOR = 0.72  # category right
-TRAIN_EXACT_FLOOR = 0.70  # cause named in the label, exact (the headline)
+TRAIN_EXACT_FLOOR = 0.75  # cause named in the label, exact (the headline)
 
 
 @dataclass(frozen=True, slots=True)
