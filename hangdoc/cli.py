@@ -479,13 +479,25 @@ def evaluate_casebook(
     floor: Annotated[
         float | None,
         typer.Option(
-            min=0.0, max=1.0, help="Fail (status 1) below this train accuracy.", metavar="SHARE"
+            min=0.0,
+            max=1.0,
+            help="Fail (status 1) below this train share, category right.",
+            metavar="SHARE",
+        ),
+    ] = None,
+    exact_floor: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Fail (status 1) below this train share, cause named in label, exact.",
+            metavar="SHARE",
         ),
     ] = None,
 ) -> None:
     """Score hangdoc on a casebook of real reports: accuracy per split, per category,
     culprits, calibration of the stated confidence (fixtures/cases/README.md)."""
-    from hangdoc.casebook_eval import TRAIN_FLOOR
+    from hangdoc.casebook_eval import TRAIN_EXACT_FLOOR, TRAIN_FLOOR
     from hangdoc.casebook_report import run_eval
 
     if split not in ("train", "test", "all"):
@@ -493,7 +505,12 @@ def evaluate_casebook(
     if not cases.is_dir():
         raise UsageError(f"{cases}: not a folder", help_text="Pass the casebook folder.")
     summary, status = run_eval(
-        cases, write, split, TRAIN_FLOOR if floor is None else floor, recalibrate=calibrate
+        cases,
+        write,
+        split,
+        TRAIN_FLOOR if floor is None else floor,
+        recalibrate=calibrate,
+        exact_floor=TRAIN_EXACT_FLOOR if exact_floor is None else exact_floor,
     )
     sys.stdout.write(summary + "\n")  # Markdown rows: never wrapped
     if status:
