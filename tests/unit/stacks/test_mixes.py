@@ -122,14 +122,14 @@ def test_traceback_message_with_cpp_stack_puts_native_frames_innermost() -> None
 def test_gdb_bt_then_py_bt_of_one_process_is_one_sample() -> None:
     text = paste("gdb/pytorch_4679.txt") + "\n(gdb) py-bt\n" + paste("pybt/voltron_232.txt")
     proc = only_process(text)
-    assert len(proc.stack_samples) == 1
+    assert len(proc.text_stacks) == 1
     assert len(threads(proc)) == 4
 
 
 def test_two_dumps_of_one_rank_are_two_samples() -> None:
     text = "=== rank 5 ===\n" + paste("gdb/pytorch_4679.txt") * 2
     proc = only_process(text)
-    assert proc.rank == 5 and len(proc.stack_samples) == 2
+    assert proc.rank == 5 and len(proc.text_stacks) == 2
 
 
 def test_pyspy_dumps_under_rank_markers_get_ranks() -> None:
@@ -160,7 +160,7 @@ def test_every_cut_of_a_paste_parses(name: str) -> None:
     text = paste(name)
     for cut in range(0, len(text), max(1, len(text) // 97)):
         for proc in extract_stacks(text[:cut], "t"):
-            assert all(s.threads for s in proc.stack_samples)
+            assert all(s.threads for s in proc.text_stacks)
 
 
 def test_garbage_never_raises() -> None:
