@@ -1,9 +1,10 @@
 """Causes that live in the stacks and the node, each found on a real hung gloo job on CPU:
 DataLoader workers, Python locks and the GIL, stuck and slow storage, pipeline p2p, uneven
 data, evaluation on some ranks, a save that gathers on one rank, a thread that died
-with its traceback in the logs — and a healthy pipeline that must not be called hung. Each test waits for the ranks' ready markers, runs
-``hangdoc collect --pid`` and ``hangdoc analyze --json`` like a user, and checks the
-verdict, the category, the culprit ranks and the rule that named them.
+with its traceback in the logs — and a healthy pipeline that must not be called hung.
+Each test waits for the ranks' ready markers, runs ``hangdoc collect --pid`` and
+``hangdoc analyze --json`` like a user, and checks the verdict, the category, the
+culprit ranks and the rule that named them.
 """
 
 from __future__ import annotations
