@@ -236,11 +236,13 @@ class TextStack:
                 return thread
         return self.threads[0] if self.threads else None
 
-    def label(self) -> str:
-        """Where it was read, for people: "read from text (traceback, x.log:12)"."""
-        where = self.source + (f":{self.line}" if self.line is not None else "")
-        kinds = ", ".join(k.value for k in self.kinds)
-        return f"read from text ({kinds}{', ' if kinds and where else ''}{where})"
+    def label(self, *, short: bool = False) -> str:
+        """What it is, for people: "read from text: traceback, /logs/x.log:12" (``short``:
+        the file's name only)."""
+        source = self.source.rsplit("/", 1)[-1] if short else self.source
+        where = source + (f":{self.line}" if source and self.line is not None else "")
+        parts = [", ".join(k.value for k in self.kinds), where]
+        return "read from text: " + ", ".join(p for p in parts if p)
 
 
 # What a rank was seen doing: a live sample, or where none, a stack read from text.

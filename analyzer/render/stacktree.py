@@ -49,8 +49,8 @@ class StackClass:
 
     ranks: tuple[int, ...]
     frames: tuple[Frame, ...]  # innermost first, like ThreadStack
-    # For a class read from text, where (its first rank's): "read from text (traceback,
-    # rank3.log:12)"; None for live samples.
+    # For a class read from text, where (its first rank's): "read from text: traceback,
+    # rank3.log:12"; None for live samples.
     read_from_text: str | None = None
 
     @property
@@ -100,7 +100,7 @@ def equivalence_classes(evidence: Evidence) -> list[StackClass]:
     for rank, thread, text in _chosen_threads(evidence, all_threads=False):
         frames = thread.python_frames()
         key = (text is not None, *((f.function, f.file, f.line) for f in frames))
-        entry = groups.setdefault(key, ([], frames, text.label() if text else None))
+        entry = groups.setdefault(key, ([], frames, text.label(short=True) if text else None))
         entry[0].append(rank)
     classes = [StackClass(tuple(sorted(r)), frames, label) for r, frames, label in groups.values()]
     return sorted(classes, key=lambda c: (-len(c.ranks), c.ranks[0]))

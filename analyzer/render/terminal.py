@@ -113,7 +113,7 @@ def _print_classes(diagnosis: Diagnosis, console: Console) -> None:
         head = f"{plural_ranks(cls.ranks)}" + (f" ({len(cls.ranks)})" if len(cls.ranks) > 1 else "")
         line = Text(head + ": ", style="bold") + Text(what)
         if cls.read_from_text:
-            line += Text(f" [{cls.read_from_text}, not a live sample]", style="dim")
+            line += Text(f" [{cls.read_from_text}]", style="dim")
         console.print(line)
         lines: list[Text] = []
         for frame in cls.frames[:MAX_FRAMES]:
