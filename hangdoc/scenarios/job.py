@@ -606,9 +606,13 @@ def scenario_steps_per_epoch() -> None:
     dist.barrier()
 
 
+def write_shard(path: Path, batch: torch.Tensor) -> None:
+    path.write_bytes(bytes(batch.contiguous().untyped_storage()))
+
+
 def read_shard(path: Path) -> torch.Tensor:
-    batch: torch.Tensor = torch.load(path)
-    return batch
+    """Raw float32 rows of 16 (no pickle: a scenario reads nothing it could run)."""
+    return torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.float32).view(-1, 16)
 
 
 class ShardPrefetcher:
@@ -669,10 +673,10 @@ def scenario_thread_died() -> None:
     model = torch.nn.Linear(16, 4)
     data = Path(os.environ["HANGDOC_READY_DIR"]).parent / f"data-rank{rank()}"
     data.mkdir(parents=True, exist_ok=True)
-    shards = [data / f"shard-{index:05d}.pt" for index in range(4)]
+    shards = [data / f"shard-{index:05d}.bin" for index in range(4)]
     for index, shard in enumerate(shards):
         if not (rank() == culprit() and index == 1):
-            torch.save(torch.randn(8, 16), shard)
+            write_shard(shard, torch.randn(8, 16))
     prefetcher = ShardPrefetcher(shards)
     detector = StallDetector(2.0, "next batch" if rank() == culprit() else "gradient all_reduce")
     for _ in shards:
