@@ -33,7 +33,10 @@ Conventions that every producer follows:
     gap between them), and progress never reads them (a difference between two texts of
     unknown time says nothing about now: the first may predate the hang);
   - a thread's traceback (``Exception in thread …``) is a stack of that thread, named as
-    the text names it, never the rank's main thread.
+    the text names it and not marked main. Beside a live sample it is evidence about
+    that thread (``views.activity.RankActivity.raised``), never what the rank is doing;
+    only a rank known from nothing but text falls back to the text's first thread, as
+    the readers of pastes always did.
 * Ranks are global ranks. A process whose rank could not be established keeps
   ``rank=None``: rules that compare ranks skip it, the report still shows it.
 * Times are POSIX seconds (float) in the collecting host's clock.
