@@ -8,6 +8,35 @@ Conventions that every producer follows:
 
 * ``ThreadStack.frames`` is innermost first (py-spy JSON order); text dumps are
   normalised to it when parsed.
+* A stack is either a **live sample** or **text**, and the two are different types.
+  A :class:`StackSample` was taken from a running process at a moment (py-spy JSON, a
+  ``hangdoc collect`` dump, a node summary): it has a time (None only for a loose py-spy
+  JSON file, which carries none) and its threads carry the OS thread ids py-spy read.
+  A :class:`TextStack` was read from text (a traceback in a log, a pasted py-spy, gdb,
+  pystack or faulthandler dump, a torch C++ stack): it has no time, only its source and
+  line; a thread's identity (name, ids, main or not) is what the text says and nothing
+  more; a traceback's exception is on the thread it ended (``ThreadStack.exception``).
+  ``ProcessEvidence.stack_samples`` holds live samples only, ``text_stacks`` the rest.
+  How the readers use them:
+
+  - *what a rank is doing* (``ProcessEvidence.latest_stacks``) is its latest live sample;
+    the last text stack stands in where no live sample was taken (a paste) or where the
+    process exited (the text then shows what it died in);
+  - *progress* (views/progress.py) compares live samples only, thread by thread (the same
+    OS thread id), never a live main thread with text: a text has no time, and a
+    traceback in a log is where a thread raised, maybe hours before the hang;
+  - *the thread rules* (locks, GIL, kernel waits: ``ProcessEvidence.stack_series``)
+    follow a thread over the live samples, or over the text stacks where no live sample
+    exists. Two pasted dumps of one rank are therefore two text stacks in the order
+    pasted: the last says what the rank is doing, the thread rules may find a thread at
+    the same place in both (the same stack twice is what stuck looks like, whatever the
+    gap between them), and progress never reads them (a difference between two texts of
+    unknown time says nothing about now: the first may predate the hang);
+  - a thread's traceback (``Exception in thread …``) is a stack of that thread, named as
+    the text names it and not marked main. Beside a live sample it is evidence about
+    that thread (``views.activity.RankActivity.raised``), never what the rank is doing;
+    only a rank known from nothing but text falls back to the text's first thread, as
+    the readers of pastes always did.
 * Ranks are global ranks. A process whose rank could not be established keeps
   ``rank=None``: rules that compare ranks skip it, the report still shows it.
 * Times are POSIX seconds (float) in the collecting host's clock.
@@ -109,7 +138,11 @@ class Frame:
 
 @dataclass(frozen=True, slots=True)
 class ThreadStack:
-    """One thread's stack at one moment. ``frames`` is innermost first."""
+    """One thread's stack at one moment. ``frames`` is innermost first.
+
+    In a live sample the ids are py-spy's; in a stack read from text each field is what
+    the text says, else None (``is_main`` is the text's convention: the thread a bare
+    traceback or a faulthandler dump's oldest entry belongs to)."""
 
     frames: tuple[Frame, ...]
     os_thread_id: int | None = None
@@ -142,7 +175,9 @@ class ChildStacks:
 
 @dataclass(frozen=True, slots=True)
 class StackSample:
-    """All threads of one rank at one sampling moment."""
+    """All threads of one live process at one sampling moment (py-spy JSON, a collect
+    dump, a node summary). ``time`` is None only where the file did not say (a loose
+    py-spy JSON file); the samples of a process are in time order."""
 
     index: int
     time: float | None
@@ -155,6 +190,66 @@ class StackSample:
             if thread.is_main:
                 return thread
         return self.threads[0] if self.threads else None
+
+    def thread(self, like: ThreadStack) -> ThreadStack | None:
+        """The thread of this sample that is ``like`` (the same OS thread, else the same
+        pthread id); None when it is not in this sample or ``like`` has no id."""
+        for thread in self.threads:
+            if like.os_thread_id is not None and thread.os_thread_id == like.os_thread_id:
+                return thread
+            if like.thread_id is not None and thread.thread_id == like.thread_id:
+                return thread
+        return None
+
+
+class StackTextKind(enum.StrEnum):
+    """The kind of text a stack was read from (analyzer/parsers/stacks, pyspy_text,
+    faulthandler)."""
+
+    TRACEBACK = "traceback"  # a Python traceback: where an exception was raised
+    PY_BT = "py-bt"  # gdb's py-bt
+    GDB = "gdb"  # gdb bt / thread apply all bt, pstack, eu-stack
+    PYSTACK = "pystack"
+    CPP = "cpp"  # a torch C++ stack ("Exception raised from …", "frame #N")
+    PYSPY = "pyspy"  # py-spy dump's text output
+    FAULTHANDLER = "faulthandler"
+    STACK_PRINT = "stack-print"  # traceback.print_stack / logging's stack_info
+
+
+@dataclass(frozen=True, slots=True)
+class TextStack:
+    """Stacks of one process read from one stretch of text: a traceback in a log, a pasted
+    dump of its threads, or a dump with the tracebacks printed next to it (gdb's ``bt``
+    then ``py-bt`` of one process is one moment). Not a sample: it has no time, and the
+    text may be from long before the hang. ``line`` is the first line of it in
+    ``source``; ``index`` its place among the process's text stacks, in reading order."""
+
+    index: int
+    threads: tuple[ThreadStack, ...]
+    kinds: tuple[StackTextKind, ...]
+    source: str = ""
+    line: int | None = None
+    children: tuple[ChildStacks, ...] = ()
+
+    def main_thread(self) -> ThreadStack | None:
+        """The thread the text marks as main, else the first one (as for a sample: what
+        the rank is doing, when no live sample says)."""
+        for thread in self.threads:
+            if thread.is_main:
+                return thread
+        return self.threads[0] if self.threads else None
+
+    def label(self, *, short: bool = False) -> str:
+        """What it is, for people: "read from text: traceback, /logs/x.log:12" (``short``:
+        the file's name only)."""
+        source = self.source.rsplit("/", 1)[-1] if short else self.source
+        where = source + (f":{self.line}" if source and self.line is not None else "")
+        parts = [", ".join(k.value for k in self.kinds), where]
+        return "read from text: " + ", ".join(p for p in parts if p)
+
+
+# What a rank was seen doing: a live sample, or where none, a stack read from text.
+Stacks = StackSample | TextStack
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +391,7 @@ class ProcessEvidence:
     cmdline: str | None = None
     start_time: float | None = None
     env: dict[str, str] = field(default_factory=dict)
-    stack_samples: list[StackSample] = field(default_factory=list)
+    stack_samples: list[StackSample] = field(default_factory=list)  # live samples only
     proc_samples: list[ProcSample] = field(default_factory=list)
     collectives: list[CollectiveRecord] = field(default_factory=list)
     log_events: list[LogEvent] = field(default_factory=list)
@@ -305,6 +400,9 @@ class ProcessEvidence:
     exited: bool = False  # the process was gone at (some point of) collection
     # Appended for issue 15: the head and tail of the rank's own log lines, in order.
     log_lines: list[LogLine] = field(default_factory=list)
+    # Appended for issue 20: stacks read from text (logs, pastes), in reading order; see
+    # the module docstring for how they differ from ``stack_samples``.
+    text_stacks: list[TextStack] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -314,8 +412,21 @@ class ProcessEvidence:
             return f"pid {self.pid}" + (f" on {self.host}" if self.host else "")
         return "unknown process"
 
-    def latest_stacks(self) -> StackSample | None:
-        return self.stack_samples[-1] if self.stack_samples else None
+    def latest_stacks(self) -> Stacks | None:
+        """What the process was last seen doing: its latest live sample; the last stack
+        read from text where no live sample exists, or where the process exited (the
+        text then holds what it died in, after the samples)."""
+        if self.stack_samples and not (self.exited and self.text_stacks):
+            return self.stack_samples[-1]
+        return self.text_stacks[-1] if self.text_stacks else None
+
+    def stack_series(self) -> list[StackSample] | list[TextStack]:
+        """The stacks a thread is followed through (locks, GIL, kernel waits): the live
+        samples, or where none was taken, the text stacks in reading order."""
+        return self.stack_samples if self.stack_samples else self.text_stacks
+
+    def has_stacks(self) -> bool:
+        return bool(self.stack_samples or self.text_stacks)
 
     def primary_source(self) -> str:
         latest = self.latest_stacks()

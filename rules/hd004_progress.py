@@ -12,10 +12,12 @@ watching expected. It can still hit the collective timeout if one rank's work ou
 it.
 
 ## Evidence used
-Two or more samples per rank: the main thread's Python call path in each (py-spy),
-and from /proc the size of the files behind fd 1 and 2, the process's rchar/wchar/
-syscr/syscw counters, and the main thread's CPU time and voluntary context switches.
-A chattering background thread alone does not count as progress.
+Two or more live samples per rank: the main thread's Python call path in each (py-spy),
+the same thread at every sample (its OS thread id), and from /proc the size of the files
+behind fd 1 and 2, the process's rchar/wchar/syscr/syscw counters, and the main thread's
+CPU time and voluntary context switches. A chattering background thread alone does not
+count as progress, and neither does a stack read from text (a traceback in a log, a
+stack dump the job printed, a paste): it has no time, and may be from before the hang.
 
 ## How to confirm
 Collect again with more samples and a longer interval (`hangdoc collect --samples 5

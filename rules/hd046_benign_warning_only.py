@@ -67,7 +67,7 @@ class BenignWarningOnly(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         ev = ctx.evidence
-        if ctx.activities or any(p.stack_samples for p in ev.processes):
+        if ctx.activities or any(p.has_stacks() for p in ev.processes):
             return  # a stack says where a rank was: the stack rules judge it
         if any(f.severity in (Severity.CRITICAL, Severity.ERROR) for f in ctx.prior):
             return

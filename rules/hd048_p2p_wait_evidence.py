@@ -175,9 +175,10 @@ def _classify(frame: Frame) -> bool | None:
 
 
 def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
-    if not process.stack_samples:
+    latest = process.latest_stacks()
+    if latest is None:
         return None
-    threads = process.stack_samples[-1].threads
+    threads = latest.threads
     main = next((t for t in threads if t.is_main), threads[0] if threads else None)
     if main is None:
         return None
@@ -222,7 +223,7 @@ class P2PWaitEvidence(Rule):
         p2p = [p for p in timeouts if (p.get(F_OP) or "").upper() in _P2P_OPS]
         coalesced = [p for p in timeouts if (p.get(F_OP) or "").upper() in _COALESCED]
         stages = _stage_waits(ctx)
-        stacked = [p for p in ctx.evidence.processes if p.stack_samples]
+        stacked = [p for p in ctx.evidence.processes if p.has_stacks()]
         stacks: list[_StackHit] = []
         if sum(1 for p in stacked if p.rank is not None) < 2:
             # Stacks of several ranks are HD105's, which pairs their sends and receives.

@@ -255,7 +255,7 @@ class ActivityBeforeTimeout(Rule):
         inputs hold nothing else (no stack, no event but progress lines) may this speak,
         and weakly: the job stopped printing there, which is all a log that ends can say."""
         ev = ctx.evidence
-        if any(p.stack_samples for p in ev.processes):
+        if any(p.has_stacks() for p in ev.processes):
             return
         events = [*ev.job_log_events, *(e for p in ev.processes for e in p.log_events)]
         loud = [e for e in events if e.kind not in _QUIET]

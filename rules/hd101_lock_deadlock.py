@@ -131,7 +131,7 @@ class LockDeadlock(Rule):
         if "native" in kinds and not python_lock:
             # Only C mutexes (pthread_mutex_lock): one sample may be contention caught in
             # passing; unmoved over samples, still a lock whose holder is not shown.
-            confidence = 0.6 if len(proc.stack_samples) < 2 else 0.8
+            confidence = 0.6 if len(proc.stack_series()) < 2 else 0.8
         if not others:
             confidence -= 0.02
         refs = [

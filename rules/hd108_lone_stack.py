@@ -73,7 +73,7 @@ class LoneStack(Rule):
     requires = frozenset()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        stacked = [p for p in ctx.evidence.processes if p.stack_samples]
+        stacked = [p for p in ctx.evidence.processes if p.has_stacks()]
         if len(stacked) != 1:
             return  # several processes: the cross-rank stack rules compare them
         process = stacked[0]

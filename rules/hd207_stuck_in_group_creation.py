@@ -124,7 +124,7 @@ class StuckInGroupCreation(Rule):
         """The one stack the inputs hold, of a process whose rank is unknown (a single
         pasted gdb ``bt``, pstack or py-spy dump), blocked in the rendezvous or a store
         read: weak, since one process in a store read may only be passing through."""
-        stacked = [p for p in ctx.evidence.processes if p.stack_samples]
+        stacked = [p for p in ctx.evidence.processes if p.has_stacks()]
         if len(stacked) != 1 or stacked[0].exited:
             return None
         activity = classify_process(-1, stacked[0])

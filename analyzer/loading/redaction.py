@@ -19,6 +19,7 @@ bulk of a 16,384-rank Evidence (millions of frames) that rules match on.
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeVar
 
 from hangdoc.analyzer.model import (
     ChildStacks,
@@ -27,6 +28,7 @@ from hangdoc.analyzer.model import (
     LogEvent,
     ProcessEvidence,
     StackSample,
+    TextStack,
     ThreadStack,
 )
 from hangdoc.collectors.redact import (
@@ -57,6 +59,9 @@ def redact_evidence(evidence: Evidence) -> Evidence:
     return evidence
 
 
+_S = TypeVar("_S", StackSample, TextStack)
+
+
 class _Memo:
     """Redacted thread names already seen: the same few repeat on every rank."""
 
@@ -76,10 +81,11 @@ def _redact_process(proc: ProcessEvidence, memo: _Memo) -> None:
     if proc.cmdline:
         proc.cmdline = redact_cmdline(proc.cmdline)
     proc.stack_samples = [_sample(s, memo) for s in proc.stack_samples]
+    proc.text_stacks = [_sample(s, memo) for s in proc.text_stacks]
     proc.log_events = [_event(e) for e in proc.log_events]
 
 
-def _sample(sample: StackSample, memo: _Memo) -> StackSample:
+def _sample(sample: _S, memo: _Memo) -> _S:
     threads = _threads(sample.threads, memo)
     children = tuple(_child(c, memo) for c in sample.children)
     unchanged = threads is sample.threads and all(

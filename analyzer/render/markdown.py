@@ -122,7 +122,8 @@ def _classes(data: JsonDict) -> list[str]:
         "| --- | ---: | --- |",
     ]
     for c in classes[:_CLASSES]:
-        lines.append(f"| {code(c['ranks'])} | {c['count']} | {text(c['doing'])} |")
+        doing = c["doing"] + (f" ({c['read_from_text']})" if c.get("read_from_text") else "")
+        lines.append(f"| {code(c['ranks'])} | {c['count']} | {text(doing)} |")
     rest = data["stack_classes"]["total"] - min(len(classes), _CLASSES)
     if rest > 0:
         lines.append(f"| … | | {rest} more distinct stacks |")

@@ -111,6 +111,7 @@ def stack_classes(
                 **sets.fields(cls.ranks),
                 "doing": activity.description() if activity else "no Python stack",
                 "frames": [frame_json(f) for f in reversed(cls.frames)],
+                "read_from_text": cls.read_from_text,
             }
         )
     rest = [r for cls in classes[MAX_CLASSES:] for r in cls.ranks]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import Evidence, Frame, ThreadStack
+from hangdoc.analyzer.model import Evidence, Frame, TextStack, ThreadStack
 from hangdoc.analyzer.ranges import format_ranks
 
 FrameKey = tuple[str, str, int | None]
@@ -44,34 +44,43 @@ class StackNode:
 
 @dataclass(frozen=True, slots=True)
 class StackClass:
-    """Ranks whose chosen thread had exactly the same call path."""
+    """Ranks whose chosen thread had exactly the same call path, all from live samples
+    or all read from text (never one class of both)."""
 
     ranks: tuple[int, ...]
     frames: tuple[Frame, ...]  # innermost first, like ThreadStack
+    # For a class read from text, where (its first rank's): "read from text: traceback,
+    # rank3.log:12"; None for live samples.
+    read_from_text: str | None = None
 
     @property
     def rank_text(self) -> str:
         return format_ranks(self.ranks)
 
 
-def _chosen_threads(evidence: Evidence, all_threads: bool) -> Iterator[tuple[int, ThreadStack]]:
+def _chosen_threads(
+    evidence: Evidence, all_threads: bool
+) -> Iterator[tuple[int, ThreadStack, TextStack | None]]:
+    """Each rank's main thread (or every thread) at its latest stacks, with the text
+    stack it was read from (None for a live sample)."""
     for rank, proc in sorted(evidence.ranked().items()):
         sample = proc.latest_stacks()
         if sample is None:
             continue
+        text = sample if isinstance(sample, TextStack) else None
         if all_threads:
             for thread in sample.threads:
-                yield rank, thread
+                yield rank, thread, text
         else:
             main = sample.main_thread()
             if main is not None:
-                yield rank, main
+                yield rank, main, text
 
 
 def merge_stacks(evidence: Evidence, *, all_threads: bool = False) -> StackNode:
     """The merged tree of every rank's main thread (or every thread) at its latest sample."""
     root = StackNode(function="<all ranks>", file="", line=None)
-    for rank, thread in _chosen_threads(evidence, all_threads):
+    for rank, thread, _text in _chosen_threads(evidence, all_threads):
         root.ranks.add(rank)
         node = root
         for frame in reversed(thread.python_frames()):
@@ -87,11 +96,11 @@ def merge_stacks(evidence: Evidence, *, all_threads: bool = False) -> StackNode:
 
 def equivalence_classes(evidence: Evidence) -> list[StackClass]:
     """Distinct main-thread call paths, the biggest class first."""
-    groups: dict[tuple[FrameKey, ...], tuple[list[int], tuple[Frame, ...]]] = {}
-    for rank, thread in _chosen_threads(evidence, all_threads=False):
+    groups: dict[tuple[object, ...], tuple[list[int], tuple[Frame, ...], str | None]] = {}
+    for rank, thread, text in _chosen_threads(evidence, all_threads=False):
         frames = thread.python_frames()
-        key = tuple((f.function, f.file, f.line) for f in frames)
-        entry = groups.setdefault(key, ([], frames))
+        key = (text is not None, *((f.function, f.file, f.line) for f in frames))
+        entry = groups.setdefault(key, ([], frames, text.label(short=True) if text else None))
         entry[0].append(rank)
-    classes = [StackClass(tuple(sorted(r)), frames) for r, frames in groups.values()]
+    classes = [StackClass(tuple(sorted(r)), frames, label) for r, frames, label in groups.values()]
     return sorted(classes, key=lambda c: (-len(c.ranks), c.ranks[0]))

@@ -114,7 +114,10 @@ def _print_classes(diagnosis: Diagnosis, console: Console) -> None:
         activity = diagnosis.activities.get(cls.ranks[0])
         what = activity.description() if activity else ""
         head = f"{plural_ranks(cls.ranks)}" + (f" ({len(cls.ranks)})" if len(cls.ranks) > 1 else "")
-        console.print(Text(head + ": ", style="bold") + Text(what))
+        line = Text(head + ": ", style="bold") + Text(what)
+        if cls.read_from_text:
+            line += Text(f" [{cls.read_from_text}]", style="dim")
+        console.print(line)
         lines: list[Text] = []
         for frame in cls.frames[:MAX_FRAMES]:
             style = "bold" if is_user_frame(frame) else "dim"

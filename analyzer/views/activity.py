@@ -12,7 +12,14 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Evidence, Frame, ProcessEvidence, ThreadStack
+from hangdoc.analyzer.model import (
+    Evidence,
+    Frame,
+    ProcessEvidence,
+    StackSample,
+    TextStack,
+    ThreadStack,
+)
 from hangdoc.analyzer.views.catalog import (
     IDLE_COLLECTIVE_FRAMES,
     LIBRARY_MARKERS,
@@ -82,12 +89,23 @@ class ThreadActivity:
 
 @dataclass(frozen=True, slots=True)
 class RankActivity:
-    """One rank at its latest sample."""
+    """One rank at its latest stacks (``ProcessEvidence.latest_stacks``: a live sample,
+    or where none, a stack read from text)."""
 
     rank: int
     process: ProcessEvidence
     main: ThreadActivity | None
     threads: tuple[ThreadActivity, ...]
+    # Threads that a traceback read from text says raised (a thread that died of an
+    # uncaught exception, an exception a thread logged), when the activity is a live
+    # sample: evidence about those threads, never the rank's main thread now.
+    raised: tuple[tuple[ThreadStack, TextStack], ...] = ()
+
+    @property
+    def read_from_text(self) -> TextStack | None:
+        """The text stack this activity was read from; None for a live sample."""
+        latest = self.process.latest_stacks()
+        return latest if isinstance(latest, TextStack) else None
 
     @property
     def waiting_call(self) -> CollectiveCall | None:
@@ -349,7 +367,15 @@ def classify_process(rank: int, process: ProcessEvidence) -> RankActivity | None
             waiting = dataclasses.replace(main, collective=call)
             threads = tuple(waiting if a is main else a for a in threads)
             main = waiting
-    return RankActivity(rank=rank, process=process, main=main, threads=threads)
+    raised: tuple[tuple[ThreadStack, TextStack], ...] = ()
+    if isinstance(sample, StackSample):
+        raised = tuple(
+            (thread, text)
+            for text in process.text_stacks
+            for thread in text.threads
+            if thread.exception is not None
+        )
+    return RankActivity(rank=rank, process=process, main=main, threads=threads, raised=raised)
 
 
 def classify_ranks(evidence: Evidence) -> dict[int, RankActivity]:

@@ -141,7 +141,7 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
 def gil_holder(process: ProcessEvidence) -> GilHolder | None:
     """A thread (not the main one) that holds the GIL at every sample at the same Python
     stack, while the main thread sits idle and unmoved: the others starve."""
-    samples = len(process.stack_samples)
+    samples = len(process.stack_series())
     if samples < 2:
         return None
     tracks = thread_tracks(process)
@@ -172,6 +172,6 @@ def lock_waits(process: ProcessEvidence) -> list[LockWait]:
     explains the waits)."""
     if gil_holder(process) is not None:
         return []
-    samples = len(process.stack_samples)
+    samples = len(process.stack_series())
     waits = [lock_wait(t, samples=samples) for t in thread_tracks(process)]
     return [w for w in waits if w is not None]

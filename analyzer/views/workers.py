@@ -126,7 +126,7 @@ def _worker_thread(threads: tuple[ThreadStack, ...]) -> ThreadStack | None:
 def workers_of(process: ProcessEvidence) -> list[WorkerView]:
     """Every subprocess seen in the rank's stacks or /proc facts, by pid."""
     stacks: dict[int, list[ThreadStack]] = {}
-    for sample in process.stack_samples:
+    for sample in process.stack_series():
         for child in sample.children:
             thread = _worker_thread(child.threads)
             if thread is not None:

@@ -606,6 +606,86 @@ def scenario_steps_per_epoch() -> None:
     dist.barrier()
 
 
+def write_shard(path: Path, batch: torch.Tensor) -> None:
+    path.write_bytes(bytes(batch.contiguous().untyped_storage()))
+
+
+def read_shard(path: Path) -> torch.Tensor:
+    """Raw float32 rows of 16 (no pickle: a scenario reads nothing it could run)."""
+    return torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.float32).view(-1, 16)
+
+
+class ShardPrefetcher:
+    """Reads the rank's data shards in a background thread, ahead of the training loop.
+    A shard that cannot be read kills the thread (``threading.excepthook`` prints its
+    traceback to stderr), and nothing puts the next batch: the loop waits for it forever."""
+
+    def __init__(self, shards: list[Path]) -> None:
+        self.batches: queue.Queue[torch.Tensor] = queue.Queue(maxsize=2)
+        self.thread = threading.Thread(
+            target=self.read_ahead, args=(shards,), name="shard-prefetcher", daemon=True
+        )
+        self.thread.start()
+
+    def read_ahead(self, shards: list[Path]) -> None:
+        for shard in shards:
+            self.batches.put(read_shard(shard))
+
+    def next_batch(self) -> torch.Tensor:
+        return self.batches.get()
+
+
+class StallDetector:
+    """The job's own stall detector, as many training loops have one: when no step ended
+    for ``after_s`` it prints every thread's stack to stderr (faulthandler), once. Minutes
+    in a real job; short here, and the scenario's ready marker follows the dump, so that
+    the dump is in the logs before hangdoc collects and no output grows while it does."""
+
+    def __init__(self, after_s: float, tag: str) -> None:
+        self.after_s = after_s
+        self.tag = tag
+        self.steps = 0
+        threading.Thread(target=self.watch, name="stall-detector", daemon=True).start()
+
+    def step_done(self) -> None:
+        self.steps += 1
+
+    def watch(self) -> None:
+        import faulthandler
+
+        seen, since = self.steps, time.monotonic()
+        while True:
+            time.sleep(self.after_s / 4)
+            if self.steps != seen:
+                seen, since = self.steps, time.monotonic()
+            elif time.monotonic() - since >= self.after_s:
+                faulthandler.dump_traceback(all_threads=True)
+                ready(self.tag)
+                return
+
+
+def scenario_thread_died() -> None:
+    """The culprit's shard prefetcher thread dies of a shard that is missing (a copy that
+    failed): its traceback is in the rank's stderr, and the main thread then blocks for
+    the next batch while the others wait in the gradient all_reduce of that step. Every
+    rank's stall detector then prints all its threads' stacks to stderr."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    data = Path(os.environ["HANGDOC_READY_DIR"]).parent / f"data-rank{rank()}"
+    data.mkdir(parents=True, exist_ok=True)
+    shards = [data / f"shard-{index:05d}.bin" for index in range(4)]
+    for index, shard in enumerate(shards):
+        if not (rank() == culprit() and index == 1):
+            write_shard(shard, torch.randn(8, 16))
+    prefetcher = ShardPrefetcher(shards)
+    detector = StallDetector(2.0, "next batch" if rank() == culprit() else "gradient all_reduce")
+    for _ in shards:
+        loss: torch.Tensor = model(prefetcher.next_batch()).sum()
+        loss.backward()  # type: ignore[no-untyped-call]
+        average_gradients(model)
+        detector.step_done()
+
+
 SCENARIOS.update(
     {
         "dataloader-worker": scenario_dataloader_worker,
@@ -620,6 +700,7 @@ SCENARIOS.update(
         "eval-gather-tuple": scenario_eval_gather_tuple,
         "final-save": scenario_final_save,
         "steps-per-epoch": scenario_steps_per_epoch,
+        "thread-died": scenario_thread_died,
     }
 )
 

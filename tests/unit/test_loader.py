@@ -55,8 +55,8 @@ def test_mixed_inputs(tmp_path: Path) -> None:
     assert ev.seen_ranks() == [0, 1, 2, 3, 4, 5]
     ranked = ev.ranked()
     assert ranked[0].host == "node1" and ranked[4].host == "node2"
-    assert ranked[2].pid == 1002 and ranked[2].stack_samples[0].threads[0].is_main
-    assert ranked[3].stack_samples[0].threads[-1].is_main
+    assert ranked[2].pid == 1002 and ranked[2].text_stacks[0].threads[0].is_main
+    assert ranked[3].text_stacks[0].threads[-1].is_main
     assert set(ev.hosts) == {"node1", "node2"}
     assert ev.expected_world_size() == 8
     # every file is an input, with its kind and error
@@ -82,13 +82,13 @@ def test_fragments_of_one_process_merge_in_time_order(tmp_path: Path) -> None:
     paste = tmp_path / "paste.txt"
     paste.write_text(DUMP_TXT.replace("9106", "1000"))
     ev = load_paths([paste, node])
-    # THEN one process: the pasted (untimed) sample after the dump's, re-indexed
+    # THEN one process: the dump's live sample, and the paste as text beside it
     [proc] = ev.processes
     assert proc.rank == 0 and proc.host == "node1"
     assert [(s.index, s.source) for s in proc.stack_samples] == [
         (0, "node1/rank0/pyspy.0.json".replace("node1", str(node))),
-        (1, str(paste)),
     ]
+    assert [(s.index, s.source) for s in proc.text_stacks] == [(0, str(paste))]
 
 
 def test_conflicting_rank_claims_keep_the_first(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_second_folder_with_more_samples_of_known_ranks_is_usable(tmp_path: Path
     (tmp_path / "a" / "rank0.txt").write_text(DUMP_TXT)
     (tmp_path / "b" / "rank0.txt").write_text(DUMP_TXT)
     ev = load_paths([tmp_path / "a", tmp_path / "b"])
-    assert len(ev.processes[0].stack_samples) == 2
+    assert [s.index for s in ev.processes[0].text_stacks] == [0, 1]
     assert all(i.error is None for i in ev.inputs)
 
 
@@ -172,7 +172,7 @@ def test_same_file_twice_is_read_once(tmp_path: Path) -> None:
     path = tmp_path / "rank0.txt"
     path.write_text(DUMP_TXT)
     ev = load_paths([path, path, tmp_path])
-    assert len(ev.processes) == 1 and len(ev.processes[0].stack_samples) == 1
+    assert len(ev.processes) == 1 and len(ev.processes[0].text_stacks) == 1
     node = _node(tmp_path / "d", "node1", range(1))
     for order in ([node, node / "rank0" / "pyspy.0.json"], [node / "rank0" / "pyspy.0.json", node]):
         ev = load_paths(order)

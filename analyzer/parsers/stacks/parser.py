@@ -211,10 +211,10 @@ class StackTextParser:
                 parsed = LogParser().parse(path, display_path)
             finally:
                 _STACKS_FILE.reset(token)
-            if not any(p.stack_samples for p in parsed.processes):
+            if not any(p.text_stacks for p in parsed.processes):
                 parsed = attach_stacks(parsed, path, display_path)  # the log hook is missing
         parsed.kind = InputKind.STACK_TEXT
         parsed.notes = [n for n in parsed.notes if not n.endswith("no recognised log lines")]
-        if not any(p.stack_samples for p in parsed.processes):
+        if not any(p.text_stacks for p in parsed.processes):
             parsed.error = "no stack found"
         return parsed

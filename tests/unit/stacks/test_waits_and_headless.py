@@ -80,7 +80,7 @@ def test_torch_worker_message_above_a_faulthandler_dump_becomes_an_event() -> No
     assert EventKind.DATALOADER_WORKER_DIED.value in kinds
     died = next(e for e in proc.log_events if e.kind == EventKind.DATALOADER_WORKER_DIED.value)
     assert dict(died.fields)["shm"] == "1" and died.line == 1
-    assert proc.stack_samples  # the dump itself is read as before
+    assert proc.text_stacks  # the dump itself is read as before
 
 
 def test_a_prefixed_console_gives_the_worker_message_to_its_rank() -> None:
