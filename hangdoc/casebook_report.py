@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from hangdoc.analyzer.calibration import write_table
 from hangdoc.analyzer.model import Category
+from hangdoc.calibrate import calibrate
 from hangdoc.casebook import Case
-from hangdoc.casebook_eval import CALIBRATION_TOLERANCE, SplitScore, calibration_answers, evaluate
+from hangdoc.casebook_eval import CALIBRATION_TOLERANCE, SplitScore, evaluate
 
 _SHORT = {
     Category.RANK_DIVERGENCE: "diverge",
@@ -170,24 +170,26 @@ def render_accuracy(cases: list[Case], splits: dict[str, SplitScore], floor: flo
 
 
 def run_eval(
-    root: Path, write: Path | None, split: str, floor: float, *, recalibrate: bool = False
+    root: Path,
+    write: Path | None,
+    split: str,
+    floor: float,
+    *,
+    calibrate_to: Path | None = None,
 ) -> tuple[str, int]:
     """The `hangdoc eval` command: score the casebook, optionally write docs/accuracy.md.
 
-    With ``recalibrate``, first score every case with the rules' own confidences and fit
-    analyzer/calibration.json to them (the map from own to measured confidence; why every
-    split: analyzer/calibration.py). Returns the
-    summary to print and the exit status: 1 when a case file is broken or the train split
-    is below ``floor``, else 0.
+    With ``calibrate_to``, first fit the calibration to the casebook's answers (the
+    rules' own strengths, per rule family: hangdoc/calibrate.py, analyzer/calibration.py)
+    and write it there; the scores then use that table. Returns the summary to print and
+    the exit status: 1 when a case file is broken or the train split is below ``floor``,
+    else 0.
     """
-    if recalibrate:
-        cases, _, raw = evaluate(root, calibrate=False)
-        every = raw["all"]
-        write_table(calibration_answers(every), f"all {len(every.results)} cases, both splits")
-    cases, problems, splits = evaluate(root)
+    fitted, said = (None, "") if calibrate_to is None else calibrate(root, calibrate_to)
+    cases, problems, splits = evaluate(root, table=fitted)
     if write is not None:
         write.write_text(render_accuracy(cases, splits, floor), encoding="utf-8")
-    lines = [*problems, *_summary(splits)]
+    lines = [*problems, *([said] if said else []), *_summary(splits)]
     chosen = splits[split]
     if chosen.cases:
         lines.append(f"{split}: {chosen.accuracy:.0%} category right over {chosen.cases} cases")
