@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -194,3 +196,14 @@ def test_eval_calibrate_writes_the_clone_and_leaves_the_package_alone(tmp_path: 
     )
     assert read_table(out) is not None
     assert main(["eval", str(book), "--calibration-out", str(out)]) == 2
+
+
+def test_confidence_doc_is_fresh() -> None:
+    # docs/confidence.md's tables are generated from the strengths, the reasons, the
+    # families and the shipped table: a refit without refreshing them fails here.
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "confidence_doc.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
