@@ -35,7 +35,7 @@ class Shift(enum.Enum):
     MAY_BE_CUT = (-1, "one line that may be where an excerpt was cut")
     GROUP_UNKNOWN = (-1, "the lines do not name their process group: two groups may coincide")
     OTHER_READINGS = (-1, "the same message also comes from harmless or other causes")
-    WEAK_PROGRESS = (-1, "the progress seen is only of the weak kind (CPU time, counters)")
+    WEAK_PROGRESS = (-1, "only I/O counters moved, not the stack or the output")
     PEERS_ASSUMED = (-1, "the peers are inferred from the rank order, not read")
     CONTRADICTED = (-2, "an independent source says otherwise")
 
