@@ -86,6 +86,71 @@ class Severity(enum.StrEnum):
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.ERROR: 1, Severity.WARNING: 2, Severity.INFO: 3}
 
 
+class Strength(enum.IntEnum):
+    """How strong a finding's evidence is, weakest first: what the rule saw, in words.
+
+    A rule states the strength of its evidence, never a number; findings of equal
+    severity are ordered by it, and the calibration (analyzer/calibration.py) turns
+    (rule family, strength) into the probability a report shows. ``meaning`` says what
+    each level is; docs/confidence.md lists them with the named reasons a rule steps
+    between them (rules/strength.py).
+    """
+
+    NONE = 0
+    ABSENCE = 1
+    HINT = 2
+    SIGNAL = 3
+    STATED = 4
+    CORROBORATED = 5
+    CONCLUSIVE = 6
+
+    @property
+    def stated(self) -> float:
+        """The probability this level claims before calibration (the rules' own number)."""
+        return _STATED[self]
+
+    @property
+    def meaning(self) -> str:
+        """What evidence of this strength is."""
+        return _MEANING[self]
+
+    @property
+    def word(self) -> str:
+        """The level as the reports and the findings JSON write it: ``corroborated``."""
+        return self.name.lower()
+
+
+_STATED = {
+    Strength.NONE: 0.0,
+    Strength.ABSENCE: 0.3,
+    Strength.HINT: 0.45,
+    Strength.SIGNAL: 0.6,
+    Strength.STATED: 0.8,
+    Strength.CORROBORATED: 0.9,
+    Strength.CONCLUSIVE: 0.95,
+}
+_MEANING = {
+    Strength.NONE: "no cause at all: an abstention (HD000)",
+    Strength.ABSENCE: "the absence of a signal, or a fact that names no cause: a log that "
+    "stops, ranks that were not collected, timeouts whose cause nothing shows, a wait that "
+    "is the consequence of another finding",
+    Strength.HINT: "one indirect signal: a circumstance that fits the cause and has other "
+    "readings (the job's last lines before a timeout, ranks that stayed silent while the "
+    "others timed out, one line that calls itself harmless)",
+    Strength.SIGNAL: "one direct signal: a fact that points at the cause without stating it "
+    "(a death whose place in the story is not shown, a frame the catalog knows, a lone stack)",
+    Strength.STATED: "the artifact states the cause in so many words: an error message that "
+    "names it (a fatal Xid, a monitored barrier naming ranks, NCCL's own error), a report "
+    "naming the ranks, the stacks of every rank showing it",
+    Strength.CORROBORATED: "two independent signals agree: the cause shown, and another "
+    "source or fact agrees (nothing moved between samples, the logs and the stacks name the "
+    "same ranks, the process is known to have exited)",
+    Strength.CONCLUSIVE: "the mechanism itself is on record: a cycle of waits or of lock "
+    "holders, two ranks' flight recorders contradicting each other at one collective, a "
+    "thread that held the GIL or sat in the file system at every sample",
+}
+
+
 class Verdict(enum.StrEnum):
     HANG = "hang"
     NOT_HUNG = "not_hung"
@@ -560,7 +625,8 @@ class EvidenceRef:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One conclusion of one rule. ``confidence`` is 0..1 and orders findings of equal severity."""
+    """One conclusion of one rule. ``strength`` says how strong its evidence is and orders
+    findings of equal severity; ``confidence`` is the probability a report shows."""
 
     rule: str
     category: Category
@@ -571,13 +637,22 @@ class Finding:
     culprit_ranks: tuple[int, ...] = ()
     waiting_ranks: tuple[int, ...] = ()
     evidence: tuple[EvidenceRef, ...] = ()
-    confidence: float = 0.5
+    strength: Strength = Strength.HINT
     # A finding that by itself says the job is not hung (progress seen) sets this.
     says_not_hung: bool = False
+    # The calibrated probability (analyzer/calibration.py), set by the engine; until
+    # then the strength's own stated one stands.
+    probability: float | None = None
 
-    def sort_key(self) -> tuple[int, int, float, str]:
-        # Not-a-hang conclusions outrank the hang findings they contradict.
-        return (0 if self.says_not_hung else 1, self.severity.order, -self.confidence, self.rule)
+    @property
+    def confidence(self) -> float:
+        """0..1: the calibrated probability when the engine set one, else the stated one."""
+        return self.strength.stated if self.probability is None else self.probability
+
+    def sort_key(self) -> tuple[int, int, int, str]:
+        # Not-a-hang conclusions outrank the hang findings they contradict. The strength
+        # orders, not the calibrated number: calibration never changes the order.
+        return (0 if self.says_not_hung else 1, self.severity.order, -self.strength, self.rule)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -588,6 +663,7 @@ class Finding:
             "culprit_ranks": list(self.culprit_ranks),
             "waiting_ranks": list(self.waiting_ranks),
             "confidence": round(self.confidence, 2),
+            "strength": self.strength.word,
             "explanation": self.explanation,
             "fix": self.fix,
             "evidence": [e.to_json() for e in self.evidence],

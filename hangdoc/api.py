@@ -267,8 +267,8 @@ def log_events_frame(source: Source) -> pd.DataFrame:
 
 
 _FINDING_COLUMNS = (
-    "rule", "category", "severity", "confidence", "primary", "title", "culprit_ranks",
-    "waiting_ranks", "explanation", "fix", "evidence",
+    "rule", "category", "severity", "confidence", "strength", "primary", "title",
+    "culprit_ranks", "waiting_ranks", "explanation", "fix", "evidence",
 )  # fmt: skip
 
 
@@ -281,6 +281,7 @@ def findings_frame(diagnosis: Diagnosis) -> pd.DataFrame:
             "category": f.category.value,
             "severity": f.severity.value,
             "confidence": f.confidence,
+            "strength": f.strength.word,
             "primary": index == 0,
             "title": f.title,
             "culprit_ranks": list(f.culprit_ranks),

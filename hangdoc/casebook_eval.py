@@ -27,8 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hangdoc.analyzer.calibration import CalibrationTable
 from hangdoc.analyzer.loading.loader import NOTHING_FOUND
-from hangdoc.analyzer.model import Category, Verdict
+from hangdoc.analyzer.model import Category, Finding, Verdict
 from hangdoc.casebook import Case, read_casebook
 
 CONFIDENCE_BUCKETS: tuple[tuple[float, float], ...] = (
@@ -55,6 +56,8 @@ class CaseResult:
     seconds: float
     refused: bool
     error: str | None = None
+    # Every finding of the answer, in order (the calibration fit reads their strengths).
+    findings: tuple[Finding, ...] = ()
 
     @property
     def correct(self) -> bool:
@@ -78,16 +81,19 @@ class CaseResult:
         return bool(set(self.culprits) & set(self.case.culprit_ranks or ()))
 
 
-def run_case(case: Case, *, calibrate: bool = True) -> CaseResult:
+def run_case(
+    case: Case, *, calibrate: bool = True, table: CalibrationTable | None = None
+) -> CaseResult:
     """Analyze one case's artifacts as a user's loose files; never raises. Without
-    ``calibrate`` the rules' own confidences are kept (to measure them)."""
+    ``calibrate`` the strengths' stated confidences are kept (to measure them); with
+    ``table``, that calibration rather than the shipped one."""
     from hangdoc.analyzer.engine import analyze
     from hangdoc.analyzer.loading.loader import load_paths
 
     began = time.perf_counter()
     try:
         evidence = load_paths(case.artifact_paths())
-        diagnosis = analyze(evidence, calibrate=calibrate)
+        diagnosis = analyze(evidence, calibrate=calibrate, table=table)
     except Exception as exc:  # a crash is a refusal, scored as such
         return CaseResult(
             case, Category.UNKNOWN, 0.0, (), None, "error", time.perf_counter() - began,
@@ -109,6 +115,7 @@ def run_case(case: Case, *, calibrate: bool = True) -> CaseResult:
         verdict=diagnosis.verdict.value,
         seconds=seconds,
         refused=refused,
+        findings=tuple(diagnosis.findings),
     )
 
 
@@ -242,25 +249,21 @@ def _share(flags: Iterable[bool]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def score(cases: Sequence[Case], *, calibrate: bool = True) -> dict[str, SplitScore]:
+def score(
+    cases: Sequence[Case], *, calibrate: bool = True, table: CalibrationTable | None = None
+) -> dict[str, SplitScore]:
     """Run every case; scores for ``train``, ``test`` and ``all``."""
     splits = {name: SplitScore(name) for name in ("train", "test", "all")}
     for case in cases:
-        result = run_case(case, calibrate=calibrate)
+        result = run_case(case, calibrate=calibrate, table=table)
         splits[case.split].results.append(result)
         splits["all"].results.append(result)
     return splits
 
 
 def evaluate(
-    root: Path, *, calibrate: bool = True
+    root: Path, *, calibrate: bool = True, table: CalibrationTable | None = None
 ) -> tuple[list[Case], list[str], dict[str, SplitScore]]:
     """Read the casebook under ``root`` and score every valid case."""
     cases, problems = read_casebook(root)
-    return cases, problems, score(cases, calibrate=calibrate)
-
-
-def calibration_answers(split: SplitScore) -> list[tuple[float, bool]]:
-    """(own confidence, right) of every answer that named a cause: what the calibration
-    map is fitted on. Measured with the rules' own confidences (``calibrate=False``)."""
-    return [(r.confidence, r.correct) for r in split.answered if not r.refused]
+    return cases, problems, score(cases, calibrate=calibrate, table=table)

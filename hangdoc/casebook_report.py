@@ -9,16 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from hangdoc.analyzer.calibration import write_table
 from hangdoc.analyzer.model import Category
+from hangdoc.calibrate import calibrate
 from hangdoc.casebook import Case
-from hangdoc.casebook_eval import (
-    CALIBRATION_TOLERANCE,
-    TRAIN_EXACT_FLOOR,
-    SplitScore,
-    calibration_answers,
-    evaluate,
-)
+from hangdoc.casebook_eval import CALIBRATION_TOLERANCE, TRAIN_EXACT_FLOOR, SplitScore, evaluate
 
 _SHORT = {
     Category.RANK_DIVERGENCE: "diverge",
@@ -224,27 +218,24 @@ def run_eval(
     split: str,
     floor: float,
     *,
-    recalibrate: bool = False,
+    calibrate_to: Path | None = None,
     exact_floor: float = TRAIN_EXACT_FLOOR,
 ) -> tuple[str, int]:
     """The `hangdoc eval` command: score the casebook, optionally write docs/accuracy.md.
 
-    With ``recalibrate``, first score every case with the rules' own confidences and fit
-    analyzer/calibration.json to them (the map from own to measured confidence; why every
-    split: analyzer/calibration.py). Returns the
-    summary to print and the exit status: 1 when a case file is broken or the train split
-    is below ``exact_floor`` (cause named in label, exact) or ``floor`` (category right),
+    With ``calibrate_to``, first fit the calibration to the casebook's answers (the
+    rules' own strengths, per rule family: hangdoc/calibrate.py, analyzer/calibration.py)
+    and write it there; the scores then use that table. Returns the summary to print and
+    the exit status: 1 when a case file is broken or the train split is below
+    ``exact_floor`` (cause named in label, exact) or ``floor`` (category right),
     else 0.
     """
-    if recalibrate:
-        cases, _, raw = evaluate(root, calibrate=False)
-        every = raw["all"]
-        write_table(calibration_answers(every), f"all {len(every.results)} cases, both splits")
-    cases, problems, splits = evaluate(root)
+    fitted, said = (None, "") if calibrate_to is None else calibrate(root, calibrate_to)
+    cases, problems, splits = evaluate(root, table=fitted)
     if write is not None:
         text = render_accuracy(cases, splits, floor, exact_floor)
         write.write_text(text, encoding="utf-8")
-    lines = [*problems, *_summary(splits)]
+    lines = [*problems, *([said] if said else []), *_summary(splits)]
     chosen = splits[split]
     if chosen.cases:
         lines.append(_headline(chosen))

@@ -472,10 +472,19 @@ def evaluate_casebook(
         bool,
         typer.Option(
             "--calibrate",
-            help="First fit the confidence calibration to the casebook "
-            "(analyzer/calibration.json; the stated confidences follow it).",
+            help="First fit the confidence calibration to the casebook and write it into "
+            "the source tree that holds DIR (its analyzer/calibration.json); the scores "
+            "then follow it.",
         ),
     ] = False,
+    calibration_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration-out",
+            help="With --calibrate: write the fitted table here instead.",
+            metavar="FILE",
+        ),
+    ] = None,
     floor: Annotated[
         float | None,
         typer.Option(
@@ -497,6 +506,7 @@ def evaluate_casebook(
 ) -> None:
     """Score hangdoc on a casebook of real reports: accuracy per split, per category,
     culprits, calibration of the stated confidence (fixtures/cases/README.md)."""
+    from hangdoc.calibrate import target_for
     from hangdoc.casebook_eval import TRAIN_EXACT_FLOOR, TRAIN_FLOOR
     from hangdoc.casebook_report import run_eval
 
@@ -504,12 +514,16 @@ def evaluate_casebook(
         raise UsageError(f"--split {split!r}", help_text="Choose train, test or all.")
     if not cases.is_dir():
         raise UsageError(f"{cases}: not a folder", help_text="Pass the casebook folder.")
+    if calibration_out is not None and not calibrate:
+        raise UsageError("--calibration-out without --calibrate", help_text="Add --calibrate.")
+    # Where the table goes is settled (and refused, for an installed package) first.
+    target = target_for(cases, calibration_out) if calibrate else None
     summary, status = run_eval(
         cases,
         write,
         split,
         TRAIN_FLOOR if floor is None else floor,
-        recalibrate=calibrate,
+        calibrate_to=target,
         exact_floor=TRAIN_EXACT_FLOOR if exact_floor is None else exact_floor,
     )
     sys.stdout.write(summary + "\n")  # Markdown rows: never wrapped

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Category, CollectiveRecord, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import (
+    Category,
+    CollectiveRecord,
+    EvidenceRef,
+    Finding,
+    Severity,
+    Strength,
+)
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks
 from hangdoc.analyzer.views.fr_matching import GroupView, Kind, MatchResult, Problem, RankFR
 from hangdoc.rules.base import RuleContext
 from hangdoc.rules.causes import cause_of
+from hangdoc.rules.strength import Shift, shifted
 
 MAX_REFS = 6
 MAX_WAVEFRONT_ROWS = 8
@@ -270,7 +278,7 @@ def mismatch_finding(
     result: MatchResult,
     ctx: RuleContext,
     fix: str,
-    confidence: float,
+    strength: Strength,
 ) -> Finding:
     """A finding for ranks that recorded different things at one sequence number."""
     view = result.groups.get(problem.group)
@@ -322,7 +330,7 @@ def mismatch_finding(
         title=title,
         explanation=explanation,
         fix=fix,
-        confidence=0.7 if problem.tie else confidence,
+        strength=shifted(strength, Shift.TIE) if problem.tie else strength,
     )
 
 
@@ -337,7 +345,7 @@ def problem_finding(
     title: str,
     explanation: str,
     fix: str,
-    confidence: float,
+    strength: Strength,
 ) -> Finding:
     """A finding about one matching problem: its wavefront appended, its entries as evidence."""
     lines = wavefront(result, problem.group)
@@ -353,7 +361,7 @@ def problem_finding(
         culprit_ranks=problem.blamed,
         waiting_ranks=problem.waiting,
         evidence=tuple(problem_refs(result, ctx, problem)),
-        confidence=confidence,
+        strength=strength,
     )
 
 

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 
 class CollectiveTypeMismatch(Rule):
@@ -123,7 +124,7 @@ class CollectiveTypeMismatch(Rule):
             culprit_ranks=culprit_ranks,
             waiting_ranks=majority_ranks,
             evidence=tuple(stack_refs(culprits) + stack_refs(majority, limit=2)),
-            confidence=0.55 if tie else 0.85,
+            strength=shifted(Strength.STATED, Shift.TIE) if tie else Strength.STATED,
         )
 
 

@@ -44,7 +44,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
 from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, watch_records
@@ -192,7 +192,7 @@ class LaggingRank(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(refs, limit=8)),
-            confidence=0.8,
+            strength=Strength.STATED,  # the watchdog's own status lines say so
         )
 
     def _silent(self, pg: str, records: dict[int, WatchRecord], known: set[int]) -> Finding | None:
@@ -225,7 +225,7 @@ class LaggingRank(Rule):
             culprit_ranks=tuple(silent),
             waiting_ranks=tuple(sorted(timed_out)),
             evidence=tuple(limited_refs(refs, limit=6)),
-            confidence=0.5,
+            strength=Strength.HINT,  # an inference from silence
         )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import parse_ranks
 from hangdoc.analyzer.views.timeline import fint
 from hangdoc.analyzer.vocabulary import F_ERROR, F_RANKS, F_SEQ, EventKind
@@ -86,7 +86,7 @@ class FrTraceReport(Rule):
                 culprit_ranks=tuple(ranks),
                 waiting_ranks=tuple(waiting),
                 evidence=tuple(limited_refs(missing, limit=4)),
-                confidence=0.85,
+                strength=Strength.STATED,  # the analyser names the ranks
             )
         for p in tl.of(EventKind.FR_MISMATCH)[:3]:
             error = p.get(F_ERROR) or "MISMATCH"
@@ -107,7 +107,7 @@ class FrTraceReport(Rule):
                 ),
                 culprit_ranks=(culprit,) if culprit is not None else (),
                 evidence=(p.ref(),),
-                confidence=0.85,
+                strength=Strength.STATED,
             )
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
 from hangdoc.analyzer.vocabulary import F_PHASE, F_SEQ, EventKind, Phase
@@ -181,7 +181,7 @@ class SlowRankWork(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(sorted(timed_out)),
             evidence=(bar.ref(), *(p.ref() for p in timeouts[:3])),
-            confidence=0.7,
+            strength=Strength.SIGNAL,  # work still progressing when the others timed out
             says_not_hung=True,
         )
 

@@ -44,12 +44,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import parse_ranks, verb
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.vocabulary import F_PHASE, F_RANKS, EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 _LOOP_PHASES = frozenset({"train", "eval"})
 _EXHAUSTED = Phase.DATA_EXHAUSTED.value
@@ -142,7 +143,7 @@ class UnevenDataCounts(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(sorted(major)),
             evidence=tuple(limited_refs(refs, limit=6)),
-            confidence=0.45 if tie else 0.6,
+            strength=shifted(Strength.SIGNAL, Shift.TIE) if tie else Strength.SIGNAL,
         )
 
     def _said(self, ctx: RuleContext) -> Finding | None:
@@ -163,16 +164,19 @@ class UnevenDataCounts(Rule):
         waiting = sorted({p.rank for p in joins if p.rank is not None} - set(culprits))
         labels = [p.get("label") or "" for p in markers]
         if any(label.startswith("Rank ") or "exhausted" in label for label in labels):
-            confidence, how = 0.7, "torch's Join reported that a rank exhausted its inputs"
+            strength, how = (
+                Strength.STATED,
+                "torch's Join reported that a rank exhausted its inputs",
+            )
         elif joins or any("uneven" in label for label in labels):
-            confidence, how = (
-                0.6,
+            strength, how = (
+                Strength.SIGNAL,
                 "the trainer's per-step join check (a monitored barrier) failed: a rank had "
                 "left the training loop, out of data, while the others went on",
             )
         else:
-            confidence, how = (
-                0.5,
+            strength, how = (
+                Strength.HINT,
                 "a rank reported that it finished its epoch, and the job stopped there: the "
                 "other ranks still had batches and wait in a training step's collective",
             )
@@ -204,7 +208,7 @@ class UnevenDataCounts(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(refs, limit=6)),
-            confidence=confidence,
+            strength=strength,
         )
 
 

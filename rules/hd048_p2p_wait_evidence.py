@@ -32,9 +32,9 @@ in its receive until the watchdog's timeout.
   weak evidence. Only when fewer than two ranks' stacks are at hand: with more, HD105
   pairs the sends and receives itself.
 
-One weak signal gives 0.45 to 0.55; each further kind of signal adds a little (at most
-0.7). Full stacks of every rank, where the peers are known, are HD105's; flight
-recorder dumps are HD014's.
+Each kind of signal alone is a hint; two or three kinds that agree are one signal
+(docs/confidence.md). Full stacks of every rank, where the peers are known, are HD105's;
+flight recorder dumps are HD014's.
 
 ## How to confirm
 Collect the stacks of every stage (``py-spy dump --locals``: the ``dst``/``src`` of
@@ -54,12 +54,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Frame, ProcessEvidence, Severity
+from hangdoc.analyzer.model import (
+    Category,
+    EvidenceRef,
+    Finding,
+    Frame,
+    ProcessEvidence,
+    Severity,
+    Strength,
+)
 from hangdoc.analyzer.views.catalog import P2P_DIRECTION_HINTS
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import F_OP, F_PHASE, EventKind, Phase
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import agreeing
 
 # torch's c10d OpType names (ProcessGroup.hpp opTypeToString) of point-to-point works; the
 # watchdog watches p2p works since gh:pytorch/pytorch/pull/109611 ("watchdog is picking up
@@ -230,16 +239,11 @@ class P2PWaitEvidence(Rule):
             stacks = [h for p in stacked if (h := _stack_hit(p)) is not None]
         if p2p:
             p2p = p2p + coalesced
-        signals: list[tuple[float, str]] = []
-        if p2p:
-            signals.append((0.55, "timeouts"))
-        if stages:
-            signals.append((0.5, "stages"))
-        if stacks:
-            signals.append((0.5 if any(h.strong for h in stacks) else 0.45, "stacks"))
-        if not signals:
+        kinds = sum(1 for found in (p2p, stages, stacks) if found)
+        if not kinds:
             return
-        confidence = min(0.7, max(c for c, _ in signals) + 0.05 * (len(signals) - 1))
+        # Each kind alone is a hint; each further kind that agrees steps up, to a signal.
+        strength = agreeing(Strength.HINT, kinds, Strength.SIGNAL)
         waiting = sorted(
             {p.rank for p in [*p2p, *stages] if p.rank is not None}
             | {h.process.rank for h in stacks if h.process.rank is not None}
@@ -312,7 +316,7 @@ class P2PWaitEvidence(Rule):
             culprit_ranks=(),
             waiting_ranks=tuple(waiting),
             evidence=tuple(refs),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

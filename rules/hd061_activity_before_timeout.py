@@ -39,11 +39,11 @@ iteration" / "successfully saved checkpoint"), HF Trainer's ("***** Running Eval
 *****" / "{'eval_loss': …}"), mmengine's "Epoch(val)" lines, detectron2's "Start inference
 on N batches" / "Evaluation results for …". A save or an evaluation that began and did not
 end before the timeouts, further back than the last lines or in the log of a rank that
-stops in it while the others time out, is named (0.5 with its rank, else 0.4); an
+stops in it while the others time out, is named (a hint, like the last lines); an
 evaluation that reported its metrics had ended. With no timeout, a log whose last line
 (one stray line allowed) is such a begin, or that someone stopped there (the launcher's
 "Killing subprocess" after a ^C, a KeyboardInterrupt: accelerate #2724), is named weakly
-(0.35).
+(the absence of a signal: docs/confidence.md).
 
 ## How to confirm
 Time the save or the evaluation on its own, and compare with the timeout in the watchdog
@@ -61,7 +61,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, LogEvent, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, LogEvent, Severity, Strength
 from hangdoc.analyzer.ranges import format_ranks
 from hangdoc.analyzer.views.last_words import last_words, stopped_during, unfinished
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning
@@ -187,10 +187,10 @@ class ActivityBeforeTimeout(Rule):
                     said.failure.line,
                 ),
             ),
-            # Weaker without a rank: another rule that names the waiting-for rank wins;
-            # a rank inferred from who did not time out is between the two (HD032 reads
-            # the same gap in its own way and comes first on a tie).
-            confidence=0.45 if rank is None else (0.5 if quiet is not None else 0.55),
+            # The job's last lines before the timeouts: one indirect signal, with or
+            # without a rank (HD032 reads the same gap in its own way and comes first on a
+            # tie).
+            strength=Strength.HINT,
         )
 
     def _open_before_timeout(self, ctx: RuleContext) -> list[Finding]:
@@ -244,9 +244,9 @@ class ActivityBeforeTimeout(Rule):
                     EvidenceRef(found.begin.source, text[:300], rank, found.begin.line),
                     EvidenceRef(failure.source, failure.text[:300], None, failure.line),
                 ),
-                # A begin without its end is a clear marker, but further from the timeout
-                # than HD061's last lines: a little weaker than them.
-                confidence=0.5 if rank is not None else 0.4,
+                # A begin without its end: a clear marker, but further from the timeout
+                # than the last lines; still one indirect signal.
+                strength=Strength.HINT,
             )
         ]
 
@@ -276,7 +276,7 @@ class ActivityBeforeTimeout(Rule):
         yield Finding(
             rule=self.id,
             category=CATEGORY_OF[stop.meaning],
-            severity=self.severity,  # a cause (weak: see the confidence), not a remark
+            severity=self.severity,  # a cause (weak: see the strength), not a remark
             title=f"the log stops while {who} was {doing}: {text[:90]!r}",
             explanation=(
                 f"The last lines {who} printed ({last.source}:{last.line}) say it was "
@@ -292,14 +292,14 @@ class ActivityBeforeTimeout(Rule):
                 EvidenceRef(line.source, line.text.strip()[:300], stop.rank, line.line)
                 for line in stop.lines
             ),
-            confidence=0.35,
+            strength=Strength.ABSENCE,  # a log that ends: the absence of what came next
         )
 
     def _stopped_in_save(self, ctx: RuleContext) -> Iterable[Finding]:
         """The log's last line is a framework's marker that begins a save or an
         evaluation (DeepSpeed's "[Torch] Saving …/mp_rank_00_model_states.pt..."), and its
         end never came. Weak, as any log that ends (the caller checked there is nothing
-        else): at most 0.4."""
+        else): the absence of a signal."""
         ends = [u for u in unfinished(ctx.evidence, _FAILURES, _STOPS) if u.at_end]
         if not ends:
             return
@@ -322,7 +322,7 @@ class ActivityBeforeTimeout(Rule):
             fix=_FIX[found.meaning],
             culprit_ranks=(found.rank,) if found.rank is not None else (),
             evidence=(EvidenceRef(found.begin.source, text[:300], found.rank, found.begin.line),),
-            confidence=0.35,
+            strength=Strength.ABSENCE,  # a log that ends: the absence of what came next
         )
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.analyzer.views.catalog import Tag
@@ -132,7 +132,7 @@ class SlowSave(Rule):
             culprit_ranks=ranks,
             waiting_ranks=waiting,
             evidence=tuple(refs),
-            confidence=0.9,
+            strength=Strength.CORROBORATED,  # outside the collective, and its file grows
             says_not_hung=True,
         )
 

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import classify_process
 from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.causes import Cause, cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, agreeing, shifted
 
 # Activities that name a cause by themselves; a bare collective or a generic wait does not.
 _TELLING = frozenset(
@@ -118,11 +119,16 @@ class LoneStack(Rule):
         if culprits:
             explanation += f" Collect the other ranks' stacks to confirm ({plural_ranks(culprits)} "
             explanation += "is the one to compare with)."
-        confidence = 0.6 if not cause.signals else min(0.6, 0.45 + 0.1 * len(cause.signals))
+        # One process's view, nothing to compare it with: at most one direct signal.
+        strength = Strength.SIGNAL  # frames the catalog knows
+        if cause.signals:  # the job's own names: one is a hint, each that agrees adds
+            strength = agreeing(Strength.HINT, len(cause.signals), Strength.SIGNAL)
         if cause.fix is _GIL_FIX:
-            confidence = 0.5  # one sample of a GIL wait: stuck, or caught in passing
+            # One sample of a GIL wait: stuck, or caught in passing.
+            strength = shifted(Strength.SIGNAL, Shift.ONE_SAMPLE)
         if in_call and main.has(Tag.CHECKPOINT_SAVE):
-            confidence += 0.05  # a collective inside a save: the classic rank-0-only save
+            # A collective inside a save: the classic rank-0-only save.
+            strength = min(shifted(strength, Shift.AGREES), Strength.SIGNAL)
         yield Finding(
             rule=self.id,
             category=cause.category,
@@ -132,7 +138,7 @@ class LoneStack(Rule):
             fix=cause.fix,
             culprit_ranks=culprits,
             evidence=tuple(stack_refs([activity])),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, before
 from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, F_MESSAGE, F_PEER, EventKind
@@ -220,11 +220,13 @@ class NcclTransportError(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters_ranks),
             evidence=tuple(limited_refs(primary, limit=6)),
-            confidence=0.8
+            # NCCL's own error names the transport failure; a remote error names no peer
+            # and a peer that exited looks the same.
+            strength=Strength.STATED
             if any("ib_completion" in (p.get(F_ERROR) or "") for p in primary)
-            else 0.5
+            else Strength.HINT
             if all(_remote_error(p) for p in primary)
-            else 0.6,
+            else Strength.SIGNAL,
         )
 
 
@@ -303,7 +305,6 @@ def _counters(tl: Timeline) -> Finding | None:
             else ""
         )
     ).strip()
-    confidence = 0.55 if links else 0.5 if transport else 0.45
     return Finding(
         rule=NcclTransportError.id,
         category=Category.NCCL_NETWORK,
@@ -317,7 +318,7 @@ def _counters(tl: Timeline) -> Finding | None:
             "erroring."
         ),
         evidence=tuple(limited_refs([*links, *shown], limit=6)),
-        confidence=confidence,
+        strength=Strength.HINT,  # counters count since the driver loaded
     )
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.timeline import Placed, fint
 from hangdoc.analyzer.vocabulary import F_HOST, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -117,7 +117,11 @@ class NcclBootstrapInterface(Rule):
             "containers.",
             culprit_ranks=tuple(culprits),
             evidence=tuple(limited_refs(bad, limit=4)),
-            confidence=(0.6 if secondary else 0.75) if multi else 0.4,
+            # NCCL states the interface; a secondary one only fails some connections, and
+            # a job that may run on one node only makes it a hint.
+            strength=(Strength.SIGNAL if secondary else Strength.STATED)
+            if multi
+            else Strength.HINT,
         )
 
 

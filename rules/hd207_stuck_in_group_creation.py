@@ -28,7 +28,7 @@ innermost torch frame is a store read (`c10d::TCPStore::doGet`/`doWait`/`get`/`w
 `c10d::detail::TCPClient::receiveValue`, `c10d::PrefixStore::get`, from
 torch/csrc/distributed/c10d/TCPStore.cpp and PrefixStore.cpp) is in the rendezvous. A
 single pasted stack of a process of unknown rank in such a frame gives a weak finding
-(0.5), as does one collected rank alone (0.55).
+(a hint), as does one collected rank alone (docs/confidence.md).
 
 ## How to confirm
 Collect the ranks that are missing; check the launcher's world size and MASTER_ADDR /
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity, classify_process
 from hangdoc.analyzer.views.catalog import Tag
@@ -115,9 +115,10 @@ class StuckInGroupCreation(Rule):
             culprit_ranks=tuple(missing),
             waiting_ranks=ranks,
             evidence=tuple(stack_refs(live, limit=3)),
-            # The category is what the stacks show; which member is late they do not. One
-            # stack alone is weak: one process caught in a store read may be passing through.
-            confidence=0.55 if len(live) == 1 else 0.65 if missing else 0.55,
+            # The category is what the stacks show; which member is late they do not, but
+            # for ranks never collected. One stack alone is weak: one process caught in a
+            # store read may be passing through.
+            strength=Strength.SIGNAL if missing and len(live) > 1 else Strength.HINT,
         )
 
     def _lone(self, ctx: RuleContext) -> Finding | None:
@@ -149,7 +150,7 @@ class StuckInGroupCreation(Rule):
                 "ones do before init_process_group."
             ),
             evidence=tuple(stack_refs([activity], limit=1)),
-            confidence=0.5,
+            strength=Strength.HINT,
         )
 
     def _first_collective(self, ctx: RuleContext, live: list[RankActivity]) -> Finding | None:
@@ -182,7 +183,7 @@ class StuckInGroupCreation(Rule):
             ),
             waiting_ranks=ranks,
             evidence=tuple(stack_refs(live, limit=3)),
-            confidence=0.5,  # the stacks show where, not why
+            strength=Strength.HINT,  # the stacks show where, not why
         )
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.gpu_faults import HARDWARE, ranks_for
 from hangdoc.analyzer.views.timeline import fint
 from hangdoc.analyzer.vocabulary import F_ERROR, F_MESSAGE, EventKind
@@ -96,7 +96,7 @@ class GpuEccOrLost(Rule):
                 "checkpoint.",
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(limited_refs(hard, limit=5)),
-                confidence=0.85,
+                strength=Strength.STATED,
             )
         elif ecc:
             gpus = sorted({p.get("index") or p.get("bus_id") or "?" for p in ecc})
@@ -114,7 +114,7 @@ class GpuEccOrLost(Rule):
                 "reuse.",
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(limited_refs(ecc, limit=4)),
-                confidence=0.5,
+                strength=Strength.HINT,  # uncorrected ECC errors count since the last reset
             )
 
 

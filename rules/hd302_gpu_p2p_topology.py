@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.timeline import fint
 from hangdoc.analyzer.vocabulary import F_SEQ, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -94,7 +94,7 @@ class GpuP2pTopology(Rule):
             evidence=tuple(
                 limited_refs([*(pcie or blocked)[:1], *p2p[:2], *(early or init_stuck)[:2]])
             ),
-            confidence=0.6 if severity is Severity.ERROR else 0.35,
+            strength=Strength.SIGNAL if severity is Severity.ERROR else Strength.HINT,
         )
 
 

@@ -151,18 +151,13 @@ def _headline(diagnosis: Diagnosis, sets: RankSets) -> JsonDict:
         "category": primary.category.value,
         "category_label": CATEGORY_LABELS[primary.category],
         "confidence_pct": round(primary.confidence * 100),
-        "confidence_word": _confidence_word(primary.confidence),
+        # The strength of the evidence, in words: what the percentage rests on.
+        "confidence_word": primary.strength.word,
         "culprit": sets.fields(primary.culprit_ranks) if primary.culprit_ranks else None,
         "culprit_doing": culprit_doing,
         "waiting": sets.fields(primary.waiting_ranks) if primary.waiting_ranks else None,
         "fix": primary.fix,
     }
-
-
-def _confidence_word(confidence: float) -> str:
-    if confidence >= 0.8:
-        return "high"
-    return "medium" if confidence >= 0.5 else "low"
 
 
 def _job(diagnosis: Diagnosis, sets: RankSets) -> JsonDict:
@@ -215,6 +210,7 @@ def _finding(finding: Finding, diagnosis: Diagnosis, index: int, sets: RankSets)
         "explanation": finding.explanation,
         "fix": finding.fix,
         "confidence_pct": round(finding.confidence * 100),
+        "strength": finding.strength.word,
         "culprit": sets.fields(finding.culprit_ranks) if finding.culprit_ranks else None,
         "culprit_text": plural_ranks(finding.culprit_ranks) if finding.culprit_ranks else None,
         "waiting": sets.fields(finding.waiting_ranks) if finding.waiting_ranks else None,
@@ -233,14 +229,11 @@ def _ranked_lower(finding: Finding, primary: Finding | None) -> str:
         return "progress was observed, which outweighs a hang finding"
     if finding.severity.order > primary.severity.order:
         return f"lower severity ({finding.severity.value} vs {primary.severity.value})"
-    if finding.confidence < primary.confidence:
-        return (
-            f"lower confidence ({round(finding.confidence * 100)}% "
-            f"vs {round(primary.confidence * 100)}%)"
-        )
+    if finding.strength < primary.strength:
+        return f"weaker evidence ({finding.strength.word} vs {primary.strength.word})"
     if primary.rule == finding.rule:
         return "another instance of the primary rule"
-    return "same severity and confidence as the primary; ordered by rule id"
+    return "same severity and strength of evidence as the primary; ordered by rule id"
 
 
 def _inputs(evidence: Evidence) -> JsonDict:

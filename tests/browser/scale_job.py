@@ -25,6 +25,7 @@ from hangdoc.analyzer.model import (
     LogEvent,
     ProcessGroupInfo,
     Severity,
+    Strength,
     Verdict,
 )
 from tests.report_builders import T0, diagnose, frames, process, waiting_stack
@@ -95,7 +96,7 @@ def grid_job(world: int) -> Diagnosis:
               "all_reduce (#118)",
         explanation="Collectives of one group are matched by issue order.",
         fix="Make every rank issue the same collective at this point.",
-        culprit_ranks=(odd,), waiting_ranks=tuple(dp), confidence=0.95,
+        culprit_ranks=(odd,), waiting_ranks=tuple(dp), strength=Strength.CONCLUSIVE,
         evidence=(EvidenceRef(f"node{odd // 8}/rank{odd}/fr", "broadcast #118", odd),),
     )  # fmt: skip
     return diagnose(evidence, [finding], Verdict.HANG)

@@ -115,6 +115,7 @@ def test_findings_frame_primary_first() -> None:
     first = frame.iloc[0]
     assert first["rule"] == diagnosis.findings[0].rule
     assert first["category"] == "checkpoint_save_hang" and first["culprit_ranks"] == [3]
+    assert first["strength"] == "corroborated"  # the stacks, and nothing moved
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DUMPS.iterdir() if p.is_dir()))

@@ -7,7 +7,7 @@ recorded real dumps are exercised in test_rule_cases.py.
 from __future__ import annotations
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.model import Category, Verdict
+from hangdoc.analyzer.model import Category, Strength, Verdict
 from hangdoc.analyzer.views.activity import classify_thread
 
 from . import stacks as S
@@ -30,7 +30,7 @@ def test_checkpoint_rank_is_culprit_of_all_gather_wait() -> None:
     assert primary.waiting_ranks == (0, 1, 2)
     assert primary.title == "rank 3 is saving a checkpoint while ranks 0-2 wait in all_gather"
     assert "save_checkpoint" in primary.explanation or "StuckFile.write" in primary.explanation
-    assert primary.confidence > 0.9
+    assert primary.strength is Strength.CORROBORATED  # the stacks, and nothing moved
 
 
 def test_dataloader_teardown_category() -> None:
