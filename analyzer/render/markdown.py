@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from hangdoc import __version__
 from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.model import NO_REDACT_NOTE
 from hangdoc.analyzer.render.report_common import JsonDict, truncate
 from hangdoc.analyzer.render.report_data import Documented, build_report_data
+from hangdoc.common.version import __version__
 
 MAX_LINES = 60
 MAX_LINE_CHARS = 300

@@ -27,7 +27,6 @@ import time
 import typing
 from pathlib import Path
 
-import hangdoc
 from hangdoc.analyzer.model import (
     CollectiveRecord,
     CollectStep,
@@ -54,7 +53,6 @@ from hangdoc.analyzer.summaries.reduce import (
     reduce_proc,
 )
 from hangdoc.analyzer.views.activity import classify_process
-from hangdoc.collectors.atomic import write_bytes_atomic
 from hangdoc.collectors.jobformat import (
     SUMMARY_FORMAT,
     SUMMARY_NAME,
@@ -65,6 +63,8 @@ from hangdoc.collectors.jobformat import (
     ThreadRef,
     ThreadShape,
 )
+from hangdoc.common.atomic import write_bytes_atomic
+from hangdoc.common.version import __version__
 
 # Inputs the summary carries one by one: rules read flight recorder inputs by kind, and a
 # person wants the loose logs; the hundreds of per-rank stack files are only counted.
@@ -227,7 +227,7 @@ def build_node_summary(
     job_events = cap_events(evidence.job_log_events, JOB_LOG_EVENTS)
     return {
         "format": SUMMARY_FORMAT,
-        "hangdoc_version": hangdoc.__version__,
+        "hangdoc_version": __version__,
         "host": host.host if host is not None else "?",
         "created_at": time.time(),
         "dump_format": dump_format,

@@ -44,7 +44,7 @@ BANNED_ATTRS = {
 }  # fmt: skip
 # Where a banned name is legitimate, and why. None of these sees input data.
 ALLOWED = {
-    ("analyzer/loading/safe_unpickle.py", "pickle.Unpickler"): "the restricted unpickler itself",
+    ("hangdoc/common/safe_unpickle.py", "pickle.Unpickler"): "the restricted unpickler itself",
     ("hangdoc/hook.py", "runpy.run_path"): "runs the job's own script (`python -m hangdoc.hook`)",
     ("hangdoc/hook.py", "runpy.run_module"): "runs the job's own module",
     ("rules/__init__.py", "importlib.import_module"): "imports its own constant rule list",
@@ -212,7 +212,7 @@ def test_log_parser_alone_reads_a_10gb_line_by_its_ends(tmp_path: Path) -> None:
 MEMO_BOMB_PROBE = textwrap.dedent(
     """
     import resource, sys
-    from hangdoc.analyzer.loading.safe_unpickle import safe_loads
+    from hangdoc.common.safe_unpickle import safe_loads
     # PROTO 2, BININT1 1, LONG_BINPUT 2**28, STOP: ten bytes
     bomb = b"\\x80\\x02K\\x01r" + (1 << 28).to_bytes(4, "little") + b"."
     try:
@@ -250,12 +250,12 @@ def test_size_claims_in_a_pickle_are_refused_and_the_limit_restored(
 ) -> None:
     import resource
 
-    from hangdoc.analyzer.loading.safe_unpickle import (
+    from hangdoc.analyzer.parsers.flight_recorder import read_document
+    from hangdoc.common.safe_unpickle import (
         OversizedPickleError,
         describe_load_error,
         safe_loads,
     )
-    from hangdoc.analyzer.parsers.flight_recorder import read_document
 
     before = resource.getrlimit(resource.RLIMIT_AS)
     with pytest.raises(OversizedPickleError) as refused:
@@ -271,7 +271,7 @@ def test_size_claims_in_a_pickle_are_refused_and_the_limit_restored(
 def test_the_ceiling_keeps_a_tighter_limit_the_user_set() -> None:
     import resource
 
-    from hangdoc.analyzer.loading.safe_unpickle import memory_ceiling
+    from hangdoc.common.safe_unpickle import memory_ceiling
 
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     tight = 64 << 30 if hard == resource.RLIM_INFINITY else hard

@@ -335,6 +335,18 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def redact_local(name: str, value: str) -> str:
+    """A py-spy ``--locals`` value: hidden whole when its variable's name looks secret.
+
+    Called by the py-spy parsers as they build each frame (the only producers of
+    locals), so frames never need a second walk; rules read locals (a lock's repr, a
+    worker id), reports never show them.
+    """
+    if value and is_secret_name(name):
+        return REDACTED
+    return redact_text(value)
+
+
 def allowlist_env(env: Mapping[str, str], *, redact: bool = True) -> dict[str, str]:
     """The diagnosis-relevant part of a rank's environment, sorted by name, redacted.
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hangdoc.collectors.redact import (
+from hangdoc.common.redact import (
     REDACTED,
     allowlist_env,
     is_secret_name,
