@@ -13,14 +13,17 @@ import functools
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 
-from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.ranges import LEGEND
 from hangdoc.analyzer.render.report_data import Documented, build_report_data
 from hangdoc.common.atomic import write_text_atomic
 from hangdoc.common.version import __version__
+
+if TYPE_CHECKING:
+    from hangdoc.analyzer.diagnosis import Diagnosis
 
 _TEMPLATES = "templates"
 _SCRIPT = "report.js"
