@@ -49,7 +49,6 @@ ALLOWED = {
     ("hangdoc/hook.py", "runpy.run_module"): "runs the job's own module",
     ("rules/__init__.py", "importlib.import_module"): "imports its own constant rule list",
     ("collectors/gpu.py", "importlib.import_module"): 'imports the constant "pynvml"',
-    ("hangdoc/__init__.py", "importlib.import_module"): 'imports the constant "hangdoc.api"',
     ("hangdoc/cli_exits.py", "importlib.import_module"): "imports click's exception modules "
     "by constant names (typer._click or click)",
     ("analyzer/summaries/codec.py", "exec"): "compiles decoders from dataclass field names",
