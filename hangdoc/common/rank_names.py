@@ -3,7 +3,7 @@
 One set of rules for every reader (stacks, logs, flight recorder dumps), tried in order:
 
 1. torchrun's worker folders, ``attempt_N/<local rank>/stderr.log``: a *local* rank;
-2. the word rank in the file's name: ``rank3.txt``, ``rank_3.log``, ``stacks-RANK.7``;
+2. the word rank in the file's name: ``rank3.txt``, ``rank_3.log``, ``RANK7.TXT``;
 3. an ``r3`` token in it: ``dump-r5-sample1.txt``;
 4. a folder named ``rank3`` (the file's, or the one above it: ``rank3/fr/dump.pkl``),
    its whole name: a folder that only mentions a rank (``case-rank0-only/``) says nothing;
@@ -29,7 +29,7 @@ class Trailing(enum.Enum):
     """Whether a trailing number in a file's name is its rank: what its writer does."""
 
     NEVER = "never"  # a file that may hold several processes
-    ONE_PROCESS = "one_process"  # a file of one process: stacks-3.txt, worker_log-3
+    ONE_PROCESS = "one_process"  # a file of one process: stacks-3.txt, stderr_3.log
     APPENDED = "appended"  # torch's flight recorder: <TORCH_FR_DUMP_TEMP_FILE><rank>
 
 
@@ -54,7 +54,7 @@ _APPENDED = re.compile(r"(\d{1,6})$")
 # A trailing number after these words counts something else than ranks.
 _NOT_RANK_WORDS = re.compile(
     r"(?:node|host|worker|pod|attempt|gpu|dev|device|local|sample|part|step|epoch|iter|try|"
-    r"v|ver|version|job|run|pid|tid|thread)[-_]?\d+$",
+    r"v|ver|version|job|run|pid|tid|thread)[-_]\d+$",
     re.IGNORECASE,
 )
 
