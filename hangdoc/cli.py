@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from hangdoc import __version__
 from hangdoc.cli_exits import FLAG, run_app
+from hangdoc.common.version import __version__
 from hangdoc.errors import ExitStatus, UsageError
 
 if TYPE_CHECKING:

@@ -42,7 +42,7 @@ def _transfer(value: str) -> TransferMode:
 
 def write_summary(dump_dir: Path) -> str | None:
     """The collectors' finalizer: the node summary, or why it could not be written."""
-    from hangdoc.analyzer.summaries.write import write_node_summary
+    from hangdoc.analyzer.summarize.write import write_node_summary
 
     try:
         write_node_summary(dump_dir)

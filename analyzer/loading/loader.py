@@ -31,18 +31,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hangdoc.analyzer.flight_recorder.bulk import read_flight_recorders
-from hangdoc.analyzer.loading.archive import (
-    ArchiveError,
-    ArchiveLimits,
-    archive_kind,
-    extract_archive,
-)
 from hangdoc.analyzer.loading.dump_reader import FileContext, is_dump_dir, read_dump
 from hangdoc.analyzer.loading.huge_files import bounded_view
 from hangdoc.analyzer.loading.hydrate import DEFAULT_BUDGET, SummaryDump, hydrate
 from hangdoc.analyzer.loading.job_merge import JobInfo, absorb_job_manifest, host_notes
 from hangdoc.analyzer.loading.merge import ProcessIndex
-from hangdoc.analyzer.loading.rank_names import rank_from_name
 from hangdoc.analyzer.loading.redaction import redact_evidence
 from hangdoc.analyzer.loading.ticket_format import INPUTS as TICKET_INPUTS
 from hangdoc.analyzer.loading.ticket_format import MARKER as TICKET_MARKER
@@ -55,13 +48,20 @@ from hangdoc.analyzer.model import (
 )
 from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, Parser
-from hangdoc.analyzer.parsers.flight_recorder import rank_from_path
 from hangdoc.analyzer.parsers.hangdoc_json import load_json_object
 from hangdoc.analyzer.parsers.jsonio import as_dict, get_bool, get_list, get_str
 from hangdoc.analyzer.parsers.logs import LogParser
 from hangdoc.analyzer.parsers.logs.window import UNATTRIBUTED, read_line_window
 from hangdoc.analyzer.summaries.read import absorb_summary, read_summary
 from hangdoc.collectors.jobformat import JOB_MANIFEST_NAME
+from hangdoc.common.archive import (
+    ArchiveError,
+    ArchiveLimits,
+    archive_kind,
+    extract_archive,
+)
+from hangdoc.common.rank_names import Trailing, rank_from_name
+from hangdoc.common.text import looks_binary
 
 _MAX_ARCHIVE_DEPTH = 3
 # Formats that are one document (a pickle, a JSON tree) have no useful tail: a parser
@@ -82,18 +82,6 @@ SUMMARIES_REDACTED_NOTE = (
 
 # The parser of last resort for text no sniffer claimed: the log parser reads any text.
 _TEXT_FALLBACK: Parser = LogParser()
-
-
-def _looks_binary(head: bytes) -> bool:
-    """NUL bytes or mostly undecodable: not text (UTF-16 with a BOM is text)."""
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return False
-    sample = head[:8192]
-    if b"\x00" in sample:
-        return True
-    text = sample.decode("utf-8", errors="replace")
-    bad = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in "\t\r\n\f\b\x1b"))
-    return bad > max(8, len(text) // 10)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -300,7 +288,7 @@ class _Loader:
             return
         parser = self._sniff(head, display)
         if parser is None:
-            if _looks_binary(head):
+            if looks_binary(head):
                 why = "binary data in no format hangdoc reads"
                 self._fail(display, InputKind.UNREADABLE, why, size)
                 return
@@ -392,7 +380,9 @@ class _Loader:
         rankless = [f for f in frags if f.rank is None]
         if not rankless:
             return
-        rank, how = rank_from_name(path, single_process=len(frags) == 1)
+        trailing = Trailing.ONE_PROCESS if len(frags) == 1 else Trailing.NEVER
+        named = rank_from_name(path, trailing)
+        rank, how = named.rank, named.how
         if rank is not None and len(frags) == 1:
             frags[0].rank = rank
             self.evidence.notes.append(f"{display}: rank {rank} taken from {how}")
@@ -448,7 +438,7 @@ class _Loader:
         default_rank = context.rank if context is not None else None
         ranks = {p.rank for p in parsed.processes if p.rank is not None}
         if default_rank is None and len(ranks) <= 1:
-            named, _ = rank_from_name(path, single_process=True)
+            named = rank_from_name(path, Trailing.ONE_PROCESS).rank
             if named is not None and (not ranks or named in ranks):
                 default_rank = named
         try:
@@ -528,7 +518,7 @@ class _Loader:
 
 
 def _rank_key(path: Path) -> int:
-    rank = rank_from_path(path)
+    rank = rank_from_name(path, Trailing.APPENDED).rank
     return rank if rank is not None else 1 << 62
 
 

@@ -7,7 +7,7 @@ Markdown, findings JSON, the terminal summary, the ticket archive's copy of the
 report — is rendered from the Evidence and the findings that rules build from it, so
 redacting the Evidence right after loading is the one choke point that covers them
 all, including renderers written later. The patterns are
-``hangdoc.collectors.redact``'s: one definition of what a secret looks like.
+``hangdoc/common/redact.py``'s: one definition of what a secret looks like.
 
 What is redacted: environment values, command lines, thread names, frame locals (by
 the variable's name, and by the value's shape), log event text and fields, notes,
@@ -31,7 +31,7 @@ from hangdoc.analyzer.model import (
     TextStack,
     ThreadStack,
 )
-from hangdoc.collectors.redact import (
+from hangdoc.common.redact import (
     REDACTED,
     is_secret_name,
     redact_cmdline,
@@ -110,18 +110,6 @@ def _threads(threads: tuple[ThreadStack, ...], memo: _Memo) -> tuple[ThreadStack
 def _thread(thread: ThreadStack, memo: _Memo) -> ThreadStack:
     name = memo.name(thread.name) if thread.name else thread.name
     return thread if name == thread.name else dataclasses.replace(thread, name=name)
-
-
-def redact_local(name: str, value: str) -> str:
-    """A py-spy ``--locals`` value: hidden whole when its variable's name looks secret.
-
-    Called by the py-spy parsers as they build each frame (the only producers of
-    locals), so frames never need a second walk here; rules read locals (a lock's repr,
-    a worker id), reports never show them.
-    """
-    if value and is_secret_name(name):
-        return REDACTED
-    return redact_text(value)
 
 
 def _event(event: LogEvent) -> LogEvent:

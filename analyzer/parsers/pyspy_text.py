@@ -23,7 +23,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangdoc.analyzer.loading.redaction import redact_local
 from hangdoc.analyzer.model import (
     ChildStacks,
     Frame,
@@ -41,6 +40,7 @@ from hangdoc.analyzer.parsers.prefixes import (
     split_streams,
 )
 from hangdoc.analyzer.parsers.pyspy_json import is_main_thread, is_native
+from hangdoc.common.redact import redact_local
 
 _PROCESS = re.compile(r"Process (\d+):\s?(.*)$")
 _PARENT = re.compile(r"Parent Process (\d+):\s?(.*)$")

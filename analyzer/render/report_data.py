@@ -1,9 +1,11 @@
 """The data behind the report: a Diagnosis turned into one plain, JSON-able dict.
 
-The HTML page and the Markdown summary are both rendered from this dict and never from
-the model, so golden tests can assert on what the report says (``build_report_data``)
-without parsing HTML, and the two renderers cannot disagree. The dict is deterministic
-for the same Diagnosis: sorted inputs, no clock, no version (the renderers add those).
+memray's split: this module (with the section builders ``report_pictures``,
+``report_ranks``, ``report_stacks``) reads the Diagnosis and the views; the writers
+(``html`` with its templates, ``markdown``, ``terminal``) render the dict and never the
+model, so golden tests can assert on what the report says (``build_report_data``)
+without parsing HTML, and the renderers cannot disagree. The dict is deterministic for
+the same Diagnosis: sorted inputs, no clock, no version (the writers add those).
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from hangdoc.analyzer.diagnosis import Diagnosis
-from hangdoc.analyzer.model import DOC_SECTIONS, Evidence, Finding, RuleDoc, Verdict
+from hangdoc.analyzer.model import (
+    DOC_SECTIONS,
+    NO_REDACT_NOTE,
+    Evidence,
+    Finding,
+    RuleDoc,
+    Verdict,
+)
 from hangdoc.analyzer.ranges import LEGEND, format_ranks, has_stride, plural_ranks
 from hangdoc.analyzer.render.report_common import (
     CATEGORY_LABELS,
@@ -23,6 +32,7 @@ from hangdoc.analyzer.render.report_common import (
 from hangdoc.analyzer.render.report_pictures import event_lanes, icicle, wavefront_map
 from hangdoc.analyzer.render.report_ranks import env_differences, rank_groups, timeline
 from hangdoc.analyzer.render.report_stacks import stack_classes, stack_tree, wavefront
+from hangdoc.analyzer.views.fr_positions import positions
 
 REPORT_SCHEMA = "hangdoc.report/1"
 MAX_EVIDENCE_PER_FINDING = 200
@@ -60,7 +70,8 @@ def build_report_data(
     ranks, rank_index = rank_groups(
         evidence, diagnosis.activities, diagnosis.missing_ranks, culprits, sets
     )
-    groups = wavefront(evidence, sets)
+    fr = positions(evidence)
+    groups = wavefront(evidence, fr, sets)
     data: JsonDict = {
         "schema": REPORT_SCHEMA,
         "verdict": diagnosis.verdict.value,
@@ -71,7 +82,7 @@ def build_report_data(
         "wavefront": groups,
         "groups": _groups_summary(groups),
         "pictures": {
-            "wavefront": wavefront_map(evidence, culprits, sets),
+            "wavefront": wavefront_map(evidence, fr, culprits, sets),
             "icicle": icicle(evidence, diagnosis.activities, culprits, sets),
             "lanes": event_lanes(evidence, sets),
         },
@@ -82,6 +93,8 @@ def build_report_data(
         "environment": env_differences(evidence, sets),
         "inputs": _inputs(evidence),
         "notes": list(evidence.notes),
+        # said apart from the notes: a summary pasted into a ticket must carry it
+        "redaction_warning": None if evidence.redacted else NO_REDACT_NOTE,
         "appendix": _appendix(
             diagnosis.findings,
             diagnosis.rule_docs if rules is None else [r.rule_doc() for r in rules],

@@ -20,7 +20,7 @@ from hangdoc.analyzer.render.report_common import (
     truncate,
 )
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.collectors.redact import is_secret_name, redact_text
+from hangdoc.common.redact import is_secret_name, redact_text
 
 MAX_RANK_GROUPS = 200
 MAX_ENV_KEYS = 100

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from hangdoc.analyzer.loading.loader import NOTHING_FOUND, load_paths
-from hangdoc.analyzer.loading.rank_names import rank_from_name
 from hangdoc.analyzer.model import Evidence, InputKind
 from tests.builders import RankSpec, main_trace, pyspy_json, write_dump
 
@@ -237,38 +236,6 @@ def test_samples_folder_loads(tmp_path: Path) -> None:
     kinds = [i.kind for i in ev.inputs if i.path.endswith((".txt", ".json", ".raw"))]
     assert InputKind.UNKNOWN not in kinds and InputKind.UNREADABLE not in kinds
     assert len(ev.processes) >= 3
-
-
-@pytest.mark.parametrize(
-    ("name", "single", "rank"),
-    [
-        ("rank3.txt", True, 3),
-        ("rank_3.log", True, 3),
-        ("rank-3", True, 3),
-        ("stacks_rank12.json", False, 12),
-        ("RANK7.TXT", True, 7),
-        ("r3.txt", True, 3),
-        ("dump-r5-sample1.txt", True, 5),
-        ("pyspy-3.json", True, 3),
-        ("stacks_3.txt", True, 3),
-        ("pyspy-3.json", False, None),  # a trailing number only for single-process files
-        ("worker3.txt", True, None),
-        ("job-worker-3.txt", True, None),  # k8s pod index, not a rank
-        ("node_2.txt", True, None),
-        ("stacks_20250101_120000.txt", True, None),  # a timestamp
-        ("pyspy.0.json", True, None),  # a sample index
-        ("ranks.txt", True, None),
-        ("error.json", True, None),
-        ("trace-03.txt", True, None),
-    ],
-)
-def test_rank_from_name(name: str, single: bool, rank: int | None) -> None:
-    assert rank_from_name(Path("/x") / name, single)[0] == rank
-
-
-def test_rank_from_folder_name() -> None:
-    assert rank_from_name(Path("/x/rank4/stderr.log"), True)[0] == 4
-    assert rank_from_name(Path("/logs/attempt_0/1/stderr.log"), True)[0] is None
 
 
 def test_redacted_flag_is_set_by_the_loader(tmp_path: Path) -> None:

@@ -90,3 +90,14 @@ def test_rules_doc_is_fresh() -> None:
         text=True,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_rules_independence_contract_is_fresh() -> None:
+    # pyproject.toml's independence contract lists the registry's rules (a rule added to
+    # rules/__init__.py and not to the contract could import another unnoticed)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "rules_contract.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr

@@ -1,6 +1,6 @@
 """Rank, local rank and pid markers that people and launchers write near a stack.
 
-A wrong rank is worse than an unknown one (loading/rank_names.py), so a marker counts only
+A wrong rank is worse than an unknown one (hangdoc/common/rank_names.py), so a marker counts only
 when it is *near* a block: a header line that says nothing else (``=== rank 3 ===``,
 ``RANK=3``, ``GLOBAL_RANK: 3``, ``========rank0====``) holds until the next header,
 and any other line that names one rank counts for the block right below it (within

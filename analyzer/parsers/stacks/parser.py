@@ -14,12 +14,12 @@ import contextvars
 import re
 from pathlib import Path
 
-from hangdoc.analyzer.loading.rank_names import rank_from_name
 from hangdoc.analyzer.model import InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes, read_text_capped
 from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.scan import ScanResult, Span, scan_text
 from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.common.rank_names import Trailing, rank_from_name
 
 # Stacks are read from at most this much of a file (its tail when larger): a 10 GB
 # log's stacks that matter are near its end, and the scan keeps every line in memory
@@ -132,7 +132,8 @@ def _rank_lone_process(
         return
     if log_ranks:
         return
-    rank, how = rank_from_name(Path(display) if display else path, single_process=True)
+    named = rank_from_name(Path(display) if display else path, Trailing.ONE_PROCESS)
+    rank, how = named.rank, named.how
     if rank is not None:
         stacks[0].rank = rank
         parsed.notes.append(f"{display}: stacks given to rank {rank}, from {how}")

@@ -67,6 +67,22 @@ def test_members_without_records_are_silent_cells() -> None:
     assert "rank 9 left no record" in data["pictures"]["wavefront"]["lines"][0]
 
 
+def test_same_op_and_input_with_another_output_is_a_mismatch() -> None:
+    # GIVEN 4 ranks at all_gather #42, rank 2's with another output size (its world view
+    # differs): the one "same collective?" signature (views/fr_model.signature) compares
+    # op, sizes and dtypes of input and output, as the flight recorder matching does
+    diagnosis = checkpoint_job(4, saver=-1)
+    for proc in diagnosis.evidence.processes:
+        out = ((4096,),) if proc.rank != 2 else ((2048,),)
+        proc.collectives[-1] = CollectiveRecord(
+            "0", 42, "all_gather", "started", input_sizes=((1024,),), output_sizes=out
+        )
+    wave = build_report_data(diagnosis)["pictures"]["wavefront"]
+    # THEN the map marks rank 2 as having issued another collective
+    (row,) = wave["rows"]
+    assert (2, 1, "mismatch") in _spans(row)
+
+
 def test_no_collectives_no_map() -> None:
     diagnosis = checkpoint_job(4)
     for proc in diagnosis.evidence.processes:

@@ -48,3 +48,21 @@ def test_verbose_lists_each_rule_by_reason() -> None:
     assert "lacked the evidence" not in out
     for skipped in diagnosis.not_evaluated:
         assert skipped.rule in out
+
+
+def test_the_terminal_prints_plain_data() -> None:
+    # GIVEN a checkpoint hang WHEN its terminal data is built THEN it is plain JSON, holds
+    # the answer first, and printing it is what render_terminal prints
+    import json
+
+    from hangdoc.analyzer.render.terminal import print_terminal_data
+    from hangdoc.analyzer.render.terminal_data import build_terminal_data
+
+    diagnosis = checkpoint_job(16, saver=2)
+    data = build_terminal_data(diagnosis)
+    assert json.loads(json.dumps(data)) == data
+    assert data["verdict"] == "hang" and data["primary"]["culprit"] == "2"
+    assert data["classes"][0]["ranks"].startswith("ranks 0-1,3-15")
+    console = Console(record=True, width=200, color_system=None)
+    print_terminal_data(data, console)
+    assert console.export_text() == _render(diagnosis)

@@ -1,15 +1,21 @@
-"""Safe extraction of the archives users attach to tickets (.tar.gz, .tgz, .tar, .zip).
+"""Archives: the safe extraction of those users attach to tickets, and the ``.tar.gz``
+hangdoc writes (a dump to attach, a ticket archive).
 
-An archive from a ticket is untrusted. Extraction writes only regular files and
-directories, only under a fresh temporary directory, and refuses: absolute names,
-names with ``..``, links (symbolic or hard), devices and fifos — each refusal is a
-message naming the member, and the rest of the archive is still extracted. A bomb
-(too many members, or more declared bytes than the cap) stops the whole archive with
-an ``ArchiveError`` naming the member where the cap was crossed: sizes are checked
-from the headers before any data of the member is written.
+Reading (.tar.gz, .tgz, .tar, .zip). An archive from a ticket is untrusted. Extraction
+writes only regular files and directories, only under a fresh temporary directory, and
+refuses: absolute names, names with ``..``, links (symbolic or hard), devices and fifos
+— each refusal is a message naming the member, and the rest of the archive is still
+extracted. A bomb (too many members, or more declared bytes than the cap) stops the
+whole archive with an ``ArchiveError`` naming the member where the cap was crossed:
+sizes are checked from the headers before any data of the member is written.
 
 A lone compressed file (``nccl.log.gz``) is decompressed, under the same size cap.
 The temporary directory is removed when the ``extract_archive`` context ends.
+
+Writing. An archive hangdoc writes is reproducible (sorted members, fixed owner, no
+gzip timestamp), so that archiving the same dump twice gives the same bytes, and safe
+to unpack anywhere: every member is a regular file or directory under one top folder,
+with a relative name. It is written atomically and never over an existing file.
 """
 
 from __future__ import annotations
@@ -27,12 +33,16 @@ import tarfile
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from hangdoc.common.atomic import atomic_file
+from hangdoc.errors import CollectionError
+
+ARCHIVE_SUFFIX = ".tar.gz"
 _CHUNK = 1024 * 1024
 
 
@@ -316,3 +326,74 @@ def extract_archive(
         yield out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- writing --------------------------------------------------------------------------
+
+
+def default_archive_path(dump_dir: Path) -> Path:
+    return dump_dir.with_name(dump_dir.name + ARCHIVE_SUFFIX)
+
+
+def write_archive(
+    dump_dir: Path, dest: Path | None = None, *, only: Collection[str] | None = None
+) -> Path:
+    """Write ``<dump_dir>.tar.gz`` (or ``dest``) and return its path.
+
+    Links, devices and the temporary files of an interrupted atomic write are left out:
+    a link could point outside the dump, and a temporary file is not part of it.
+    ``only`` keeps the top folder's files of those names alone (a dump's manifest and
+    summary, when the node sends only those).
+    """
+    dump_dir = dump_dir.resolve()
+    if not dump_dir.is_dir():
+        raise CollectionError(f"cannot archive {dump_dir}: not a directory")
+    dest = (dest or default_archive_path(dump_dir)).resolve()
+    if dest.exists():
+        raise CollectionError(
+            f"archive {dest} already exists",
+            help_text="Remove it, or give another destination; hangdoc never overwrites one.",
+        )
+    members = _members(dump_dir, exclude=dest)
+    if only is not None:
+        top = dump_dir.name
+        wanted = {f"{top}/{name}" for name in only}
+        members = [(p, a) for p, a in members if a == top or (a in wanted and p.is_file())]
+    with (
+        atomic_file(dest) as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for path, arcname in members:
+            _add(tar, path, arcname)
+    return dest
+
+
+def _members(dump_dir: Path, exclude: Path) -> list[tuple[Path, str]]:
+    """Directories and regular files under ``dump_dir``, sorted, with archive names."""
+    top = dump_dir.name
+    found: list[tuple[Path, str]] = [(dump_dir, top)]
+    for root, dirs, files in os.walk(dump_dir, followlinks=False):
+        dirs.sort()
+        root_path = Path(root)
+        rel_root = root_path.relative_to(dump_dir)
+        for name in [*sorted(files), *dirs]:
+            path = root_path / name
+            if path == exclude or (name.startswith(".") and name.endswith(".tmp")):
+                continue
+            mode = path.lstat().st_mode
+            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):  # lstat: a link is neither
+                found.append((path, f"{top}/{(rel_root / name).as_posix()}"))
+    found.sort(key=lambda item: item[1])
+    return found
+
+
+def _add(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
+    info = tar.gettarinfo(str(path), arcname=arcname)
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    if info.isdir():
+        tar.addfile(info)
+        return
+    with path.open("rb") as f:
+        tar.addfile(info, f)

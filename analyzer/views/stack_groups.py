@@ -1,4 +1,6 @@
-"""STAT-style merging of stacks across ranks: one tree, each node with its rank set.
+"""Stack groups: STAT-style merging of stacks across ranks, one tree with each node's rank
+set, and the classes of ranks that share a whole call path. A view, so that the report's
+pictures, its tables and the terminal group ranks the one same way.
 
 Nodes are keyed by (function, file, line), outermost frame at the root, so ranks that
 share a call path share nodes, and the place where they part is where the tree forks.
@@ -12,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.model import Evidence, Frame, TextStack, ThreadStack
-from hangdoc.analyzer.ranges import format_ranks
 
 FrameKey = tuple[str, str, int | None]
 
@@ -52,10 +53,6 @@ class StackClass:
     # For a class read from text, where (its first rank's): "read from text: traceback,
     # rank3.log:12"; None for live samples.
     read_from_text: str | None = None
-
-    @property
-    def rank_text(self) -> str:
-        return format_ranks(self.ranks)
 
 
 def _chosen_threads(

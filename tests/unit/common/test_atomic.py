@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.collectors.atomic import write_bytes_atomic, write_json_atomic
+from hangdoc.common.atomic import write_bytes_atomic, write_json_atomic
 
 
 def test_write_json_atomic_writes_and_replaces(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 The node that collected a dump is idle while the launcher waits for the slowest node, so
 it does the expensive part of loading once, for its own ranks: it reads its dump with
 the parsers ``analyze`` uses and writes what the rules read, reduced
-(analyzer/summaries/reduce.py):
+(analyzer/summarize/reduce.py):
 
 * stacks are deduplicated: each distinct frame and thread shape is written once per node,
   a rank's thread is a [shape, os_thread_id, thread_id] triple, and ranks are grouped
@@ -27,7 +27,8 @@ import time
 import typing
 from pathlib import Path
 
-import hangdoc
+from hangdoc.analyzer.loading.loader import load_dump
+from hangdoc.analyzer.loading.redaction import redact_evidence
 from hangdoc.analyzer.model import (
     CollectiveRecord,
     CollectStep,
@@ -44,7 +45,8 @@ from hangdoc.analyzer.model import (
     ThreadStack,
 )
 from hangdoc.analyzer.summaries.codec import DUMP_TOKEN, FrameTable, encoder
-from hangdoc.analyzer.summaries.reduce import (
+from hangdoc.analyzer.summaries.read import read_manifest_head
+from hangdoc.analyzer.summarize.reduce import (
     JOB_LOG_EVENTS,
     LOG_EVENTS_PER_RANK,
     cap_events,
@@ -54,7 +56,6 @@ from hangdoc.analyzer.summaries.reduce import (
     reduce_proc,
 )
 from hangdoc.analyzer.views.activity import classify_process
-from hangdoc.collectors.atomic import write_bytes_atomic
 from hangdoc.collectors.jobformat import (
     SUMMARY_FORMAT,
     SUMMARY_NAME,
@@ -65,6 +66,8 @@ from hangdoc.collectors.jobformat import (
     ThreadRef,
     ThreadShape,
 )
+from hangdoc.common.atomic import write_bytes_atomic
+from hangdoc.common.version import __version__
 
 # Inputs the summary carries one by one: rules read flight recorder inputs by kind, and a
 # person wants the loose logs; the hundreds of per-rank stack files are only counted.
@@ -227,7 +230,7 @@ def build_node_summary(
     job_events = cap_events(evidence.job_log_events, JOB_LOG_EVENTS)
     return {
         "format": SUMMARY_FORMAT,
-        "hangdoc_version": hangdoc.__version__,
+        "hangdoc_version": __version__,
         "host": host.host if host is not None else "?",
         "created_at": time.time(),
         "dump_format": dump_format,
@@ -262,10 +265,6 @@ def write_node_summary(dump_dir: Path) -> Path:
     """Read the dump at ``dump_dir`` (raw files, redacted as ``analyze`` would) and write
     its ``summary.json`` atomically; returns the summary's path. Raises OSError when the
     file cannot be written and ValueError when the dump cannot be summarised."""
-    from hangdoc.analyzer.loading.loader import load_dump  # the loader reads summaries: no cycle
-    from hangdoc.analyzer.loading.redaction import redact_evidence
-    from hangdoc.analyzer.summaries.read import read_manifest_head
-
     evidence = load_dump(dump_dir, DUMP_TOKEN)
     redact_evidence(evidence)
     head = read_manifest_head(dump_dir)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hangdoc.collectors.redact import (
+from hangdoc.common.redact import (
     REDACTED,
     allowlist_env,
     is_secret_name,
@@ -125,11 +125,26 @@ def test_redact_text_leaves_diagnostics_alone(text: str) -> None:
         ("--hf-token", True),
         ("COOKIE_JAR", True),
         ("SENTRY_DSN", True),
+        ("apiKey", True),  # camelCase words
+        ("HFToken", True),
+        ("X-Amz-Signature", True),
+        ("AZURE_STORAGE_CONNECTION_STRING", True),
+        ("JSESSIONID", True),
+        ("db_passwords", True),  # plural
         ("PWD", False),
         ("OLDPWD", False),
         ("NCCL_IB_HCA", False),
         ("MASTER_ADDR", False),
         ("CUDA_VISIBLE_DEVICES", False),
+        # a word holding a secret word at its start or middle is another word
+        ("KEYBOARD_LAYOUT", False),
+        ("author", False),
+        ("tests_passed", False),
+        ("TOKENIZERS_PARALLELISM", False),
+        # an exception class: what follows it is its message, not a value it holds
+        ("KeyError", False),
+        ("torch.distributed.DistStoreError", False),
+        ("TokenExpiredWarning", False),
     ],
 )
 def test_is_secret_name(name: str, secret: bool) -> None:
@@ -203,3 +218,27 @@ def test_redact_json_bytes_keeps_clean_bytes_and_rewrites_dirty_ones() -> None:
     assert b"x" * 30 not in out
     assert json.loads(out)[0]["thread_name"] == f"hf_{REDACTED}"
     assert redact_json_bytes(b"not json hf_" + b"x" * 30) == f"not json hf_{REDACTED}".encode()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "KeyError: 'model.layers.0.self_attn.q_proj.weight'",
+        "[rank3]: KeyError: 'learning_rate'",
+        "    raise KeyError(key)\nKeyError: 'hf_token'",  # a config entry's name, not a token
+        "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients",
+        "export TOKENIZERS_PARALLELISM=false",
+        "author: alice; tests passed: 12",
+    ],
+)
+def test_a_traceback_line_is_not_taken_for_a_secret(line: str) -> None:
+    # GIVEN a line whose names only happen to hold a secret word (Key in KeyError)
+    # WHEN redacted THEN nothing is hidden: the key a KeyError names is the diagnosis
+    assert redact_text(line) == line
+
+
+def test_secrets_beside_an_exception_line_are_still_hidden() -> None:
+    text = "KeyError: 'step' while DB_PASSWORD=hunter2 and token hf_AbCdEfGhIjKlMnOpQrStUvWx"
+    out = redact_text(text)
+    assert "KeyError: 'step'" in out
+    assert "hunter2" not in out and "AbCdEfGhIjKlMnOpQrStUvWx" not in out

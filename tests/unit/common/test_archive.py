@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.collectors.archive import write_archive
+from hangdoc.common.archive import write_archive
 from hangdoc.errors import CollectionError
 
 

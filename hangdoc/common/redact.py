@@ -5,9 +5,11 @@ log excerpt passes it through here first, so that a dump attached to a ticket ne
 carries a token. The rules lean towards redacting too much: a hidden ``SESSION_ID`` costs
 nothing in a hang diagnosis, a leaked ``HF_TOKEN`` costs a credential rotation.
 
-Three ways a secret is recognised: by its name (``HF_TOKEN=…``, ``--password X``, a JSON
-key, a py-spy local), by its shape (provider token formats, PEM keys, JWTs), and by its
-place (credentials in URLs, ``Authorization`` headers, signed-URL ``sig=``). Users:
+Three ways a secret is recognised, each by what the value is: by the name that holds it
+(``HF_TOKEN=…``, ``--password X``, a JSON key, a py-spy local: the name's words, never a
+word that only contains one, so ``KeyError: 'lr'`` is an exception's message, not a
+key), by its shape (provider token formats, PEM keys, JWTs), and by its place
+(credentials in URLs, ``Authorization`` headers, signed-URL ``sig=``). Users:
 collect (environment, command lines, py-spy JSON, copied logs, and a last pass over
 whatever extra collectors wrote), the analyzer (``analyzer/loading/redaction.py`` redacts the
 loaded Evidence, so every report is), and the ticket archive. Text is scanned only where
@@ -23,29 +25,37 @@ from collections.abc import Callable, Mapping, Sequence
 
 REDACTED = "<redacted>"
 
-# A variable or option whose NAME contains one of these (case-insensitive) has its value
-# hidden, whatever the value looks like. ``KEY`` also catches ``*_KEY_PATH``: a path is
-# harmless, but telling the two apart by name is guesswork, and guessing wrong leaks.
-SECRET_NAME_PARTS: tuple[str, ...] = (
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "PASS",
-    "PWD",
-    "KEY",
-    "CREDENTIAL",
-    "AUTH",
-    "COOKIE",
-    "SESSION",
-    "PRIVATE",
-    "SIGNATURE",
-    "CONNECTION_STRING",
-    "WEBHOOK",
-    "DSN",
+# A variable or option whose NAME has one of these words has its value hidden, whatever
+# the value looks like. A name is read as words (``HF_TOKEN``, ``hfToken``, ``--hf-token``:
+# hf, token); a word counts as itself, plural, or as the end of a word written without
+# separators (``PGPASSWORD``, ``APIKEY``, ``oauth``), never as some other word's start or
+# middle (``keyboard``, ``author``, ``passed``, ``tokenizers``). ``KEY`` also catches
+# ``*_KEY_PATH``: a path is harmless, but telling the two apart by name is guesswork, and
+# guessing wrong leaks.
+SECRET_NAME_WORDS: tuple[str, ...] = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "pass",
+    "pwd",
+    "key",
+    "credential",
+    "auth",
+    "authorization",
+    "cookie",
+    "session",
+    "sessionid",
+    "private",
+    "signature",
+    "webhook",
+    "dsn",
 )
+# Secrets named by two words: AZURE_STORAGE_CONNECTION_STRING, connectionString.
+SECRET_NAME_PHRASES: tuple[tuple[str, ...], ...] = (("connection", "string"),)
 
-# Names that contain a part above but are known to be harmless and useful.
+# Names that hold a word above but are known to be harmless and useful.
 NOT_SECRET_NAMES: frozenset[str] = frozenset({"PWD", "OLDPWD"})
 
 # Kept by allowlist_env: what a hang diagnosis needs from a rank's environment.
@@ -75,14 +85,37 @@ ALLOWED_ENV_NAMES: frozenset[str] = frozenset(
 ALLOWED_ENV_PREFIXES: tuple[str, ...] = ("TORCHELASTIC_", "NCCL_", "TORCH_", "PYTORCH_", "GLOO_")
 
 
+# The words of an identifier: runs of capitals before a capitalised word (HFToken: HF,
+# Token), capitalised or lowercase words, capitals, numbers.
+_NAME_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+# A Python exception or warning class (``KeyError``, ``torch.distributed.DistStoreError``):
+# in "KeyError: 'model.embed'" the text after it is the exception's message, not a value
+# that the name holds, so the class name's words (Key) say nothing about it.
+_EXCEPTION_CLASS = re.compile(
+    r"(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning)"
+)
+_WORD_SET = frozenset(SECRET_NAME_WORDS) | {f"{w}s" for w in SECRET_NAME_WORDS}
+_WORD_ENDS = tuple(sorted(_WORD_SET, key=len, reverse=True))
+
+
 def is_secret_name(name: str) -> bool:
-    """True when a variable or option called ``name`` should have its value hidden."""
-    upper = name.upper().lstrip("-")
-    if upper in NOT_SECRET_NAMES:
+    """True when a variable, option or key called ``name`` should have its value hidden.
+
+    Decided by the name's words, not by a substring: ``HF_TOKEN``, ``apiKey``,
+    ``--db-password``, ``PGPASSWORD`` are secret; ``KeyError`` (an exception class),
+    ``KEYBOARD_LAYOUT``, ``author``, ``TOKENIZERS_PARALLELISM`` are not.
+    """
+    bare = name.lstrip("-")
+    if bare.upper() in NOT_SECRET_NAMES or _EXCEPTION_CLASS.fullmatch(bare):
         return False
-    # Options are spelled with dashes (--hf-token); compare in the env-var spelling.
-    upper = upper.replace("-", "_")
-    return any(part in upper for part in SECRET_NAME_PARTS)
+    words = [w.lower() for w in _NAME_WORDS.findall(bare)]
+    if any(w in _WORD_SET or w.endswith(_WORD_ENDS) for w in words):
+        return True
+    return any(
+        tuple(words[i : i + len(phrase)]) == phrase
+        for phrase in SECRET_NAME_PHRASES
+        for i in range(len(words) - len(phrase) + 1)
+    )
 
 
 # --- value patterns ------------------------------------------------------------------
@@ -211,8 +244,9 @@ _Replacement = Callable[[re.Match[str]], str]
 # triggers (lowercase literals). Checking a literal is C-speed; running twenty regexes
 # over every byte of a 16 MB log is not (measured: 8 s for 20 MB before, 0.3 s after).
 _Rule = tuple[re.Pattern[str], _Replacement, tuple[str, ...]]
+# Every secret name holds one of its words (or a phrase's first word) as a substring.
 _NAME_TRIGGERS: tuple[str, ...] = tuple(
-    sorted({part.lower().split("_")[0] for part in SECRET_NAME_PARTS})
+    sorted({*SECRET_NAME_WORDS, *(phrase[0] for phrase in SECRET_NAME_PHRASES)})
 )
 # Patterns that span lines run over the whole text.
 _MULTILINE_RULES: tuple[_Rule, ...] = (
@@ -333,6 +367,18 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
         name: REDACTED if is_secret_name(name) else redact_text(value)
         for name, value in env.items()
     }
+
+
+def redact_local(name: str, value: str) -> str:
+    """A py-spy ``--locals`` value: hidden whole when its variable's name looks secret.
+
+    Called by the py-spy parsers as they build each frame (the only producers of
+    locals), so frames never need a second walk; rules read locals (a lock's repr, a
+    worker id), reports never show them.
+    """
+    if value and is_secret_name(name):
+        return REDACTED
+    return redact_text(value)
 
 
 def allowlist_env(env: Mapping[str, str], *, redact: bool = True) -> dict[str, str]:

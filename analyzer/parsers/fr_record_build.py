@@ -28,7 +28,7 @@ FIELD_NAMES = (
 )  # fmt: skip
 if tuple(f.name for f in fields(CollectiveRecord)) != FIELD_NAMES:  # pragma: no cover
     raise ImportError(
-        "analyzer/flight_recorder/record_build.py lists other fields than CollectiveRecord has"
+        "analyzer/parsers/fr_record_build.py lists other fields than CollectiveRecord has"
     )
 
 _ALL_BUT_GROUP = attrgetter(*FIELD_NAMES[1:])

@@ -1,12 +1,16 @@
 """``hangdoc analyze --archive``: one .tar.gz to attach to a ticket, that analyze reads back.
 
+Not a renderer: it copies the inputs the way the loader reads them (archives opened,
+pickles read with the restricted unpickler, text decoded like the parsers do) and packs
+them with the reports it is given, in the layout ``loading/ticket_format.py`` names.
+
 Layout::
 
     hangdoc-ticket.json      # marks the archive; lists what is inside, and what was left out
     report.html  findings.json  summary.md
     inputs/<n>-<name>/...    # every input as given: dumps, archives, loose files
 
-Inputs are copied redacted (``collectors.redact``): a dump written by ``hangdoc
+Inputs are copied redacted (``hangdoc/common/redact.py``): a dump written by ``hangdoc
 collect`` is redacted already, but loose files from a ticket are not, and a ticket
 archive is meant for public trackers. So every file is copied in a form whose every
 byte went through redaction, or not at all:
@@ -14,7 +18,7 @@ byte went through redaction, or not at all:
 * text (UTF-8, Latin-1, UTF-16): decoded, redacted (JSON by key and by shape: py-spy
   ``--locals`` values under a secret-looking name), written as UTF-8; past
   ``MAX_TEXT_COPY`` only its tail, where the hang is;
-* archives and compressed files: extracted safely (``analyzer.loading.archive``) into a folder
+* archives and compressed files: extracted safely (``hangdoc/common/archive.py``) into a folder
   of the same name and copied file by file, the same way;
 * flight recorder pickles: read with the restricted unpickler, their strings redacted,
   and pickled again (plain containers only, as before);
@@ -33,24 +37,22 @@ import os
 import pickle
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangdoc import __version__
-from hangdoc.analyzer.diagnosis import Diagnosis
-from hangdoc.analyzer.loading.archive import ArchiveError, archive_kind, extract_archive
-from hangdoc.analyzer.loading.safe_unpickle import safe_loads
 from hangdoc.analyzer.loading.ticket_format import INPUTS, MARKER
 from hangdoc.analyzer.parsers.base import decode_bytes
-from hangdoc.collectors.archive import write_archive
-from hangdoc.collectors.redact import redact_json_bytes, redact_json_value, redact_text
+from hangdoc.common.archive import ArchiveError, archive_kind, extract_archive, write_archive
+from hangdoc.common.redact import redact_json_bytes, redact_json_value, redact_text
+from hangdoc.common.safe_unpickle import safe_loads
+from hangdoc.common.text import HEAD_BYTES, looks_binary
+from hangdoc.common.version import __version__
 
 # Text files larger than this are copied as their tail (the end of a log holds the hang).
 MAX_TEXT_COPY = 64 * 1024 * 1024
 # A pickle is one document: past this it is left out rather than loaded whole.
 MAX_PICKLE_COPY = 512 * 1024 * 1024
-_HEAD = 8192
 
 
 @dataclass
@@ -85,10 +87,10 @@ class _Copier:
             return
         try:
             with src.open("rb") as handle:
-                head = handle.read(_HEAD)
+                head = handle.read(HEAD_BYTES)
             if archive_kind(head) is not None:
                 self._archive(src, dest)
-            elif _looks_text(head):
+            elif not looks_binary(head):
                 dest.write_bytes(_redacted_text(src))
             elif head[:1] == b"\x80":
                 self._pickle(src, dest)
@@ -120,11 +122,6 @@ class _Copier:
         dest.write_bytes(data)
 
 
-def _looks_text(head: bytes) -> bool:
-    """UTF-16 with a BOM, or no NUL byte: text that decode_bytes can read."""
-    return head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\0" not in head
-
-
 def _redacted_text(src: Path) -> bytes:
     """The file (its tail past MAX_TEXT_COPY) decoded, redacted, as UTF-8."""
     size = src.stat().st_size
@@ -147,14 +144,16 @@ def _redacted_text(src: Path) -> bytes:
 def write_ticket_archive(
     dest: Path,
     inputs: Sequence[Path],
-    diagnosis: Diagnosis,
+    reports: Mapping[str, str],
     *,
+    verdict: str,
     redact: bool = True,
 ) -> Path:
-    """Write the archive at ``dest`` (never overwriting) and return its path."""
-    from hangdoc.analyzer.render.html import write_html
-    from hangdoc.analyzer.render.markdown import render_markdown
+    """Write the archive at ``dest`` (never overwriting) and return its path.
 
+    ``reports`` are the rendered outputs to put beside the inputs, by file name
+    (``report.html``, ``findings.json``, ``summary.md``); ``verdict`` goes into the marker.
+    """
     with tempfile.TemporaryDirectory(prefix="hangdoc-ticket-") as tmp:
         stage = Path(tmp) / dest.name.removesuffix(".tar.gz").removesuffix(".tgz")
         stage.mkdir()
@@ -164,11 +163,8 @@ def write_ticket_archive(
             name = f"{index}-{src.resolve().name or 'input'}"
             copier.copy(src, stage / INPUTS / name)
             names.append(name)
-        write_html(diagnosis, stage / "report.html")
-        (stage / "findings.json").write_text(
-            json.dumps(diagnosis.to_json(), indent=2) + "\n", encoding="utf-8"
-        )
-        (stage / "summary.md").write_text(render_markdown(diagnosis), encoding="utf-8")
+        for file_name, text in reports.items():
+            (stage / file_name).write_text(text, encoding="utf-8")
         (stage / MARKER).write_text(
             json.dumps(
                 {
@@ -177,7 +173,7 @@ def write_ticket_archive(
                     "inputs": names,
                     "redacted": redact,
                     "left_out": copier.left_out,
-                    "verdict": diagnosis.verdict.value,
+                    "verdict": verdict,
                 },
                 indent=2,
             )
