@@ -18,7 +18,7 @@ from pathlib import Path
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import StackTextKind, Verdict
-from hangdoc.analyzer.summaries.write import write_node_summary
+from hangdoc.analyzer.summarize.write import write_node_summary
 
 DUMP = Path(__file__).resolve().parents[3] / "fixtures" / "dumps" / "thread-died"
 
