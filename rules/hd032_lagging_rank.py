@@ -45,7 +45,13 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
-from hangdoc.analyzer.views.activity_table import TABLE, Activity, begun_by, phrase
+from hangdoc.analyzer.views.activity_table import (
+    TABLE,
+    Activity,
+    begun_by,
+    phases_beginning,
+    phrase,
+)
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
 from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, watch_records
@@ -59,7 +65,7 @@ from hangdoc.rules.refs import limited_refs, ranks_text
 # What a lagging rank's last phase marker may say it was doing: work that explains the lag
 # (a save, an evaluation), or long single-rank work that is not a hang (HD039's case).
 _LAG_CAUSES = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL})
-_BUSY = frozenset({Activity.PREPROCESS, Activity.CHECKPOINT_LOAD})
+_BUSY = phases_beginning(Activity.PREPROCESS, Activity.CHECKPOINT_LOAD)
 
 
 def last_activity(tl: Timeline, ranks: list[int]) -> tuple[Category, str, Placed] | str | None:
@@ -73,9 +79,10 @@ def last_activity(tl: Timeline, ranks: list[int]) -> tuple[Category, str, Placed
             last = p
     if last is None:
         return None
-    doing = begun_by(last.get(F_PHASE))
-    if doing in _BUSY:
+    phase = last.get(F_PHASE) or ""
+    if phase in _BUSY:
         return "busy"
+    doing = begun_by(phase)
     if doing is None or doing not in _LAG_CAUSES:
         return None
     return (TABLE[doing].category, f"was {phrase(doing)}", last)

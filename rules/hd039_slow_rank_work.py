@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
-from hangdoc.analyzer.views.activity_table import Activity, begun_by
+from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
 from hangdoc.analyzer.vocabulary import F_PHASE, F_SEQ, EventKind
@@ -47,7 +47,7 @@ from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import ranks_text
 
 # Long work one rank does alone (preprocessing, loading), as its phase markers say.
-_BUSY = frozenset({Activity.PREPROCESS, Activity.CHECKPOINT_LOAD})
+_BUSY = phases_beginning(Activity.PREPROCESS, Activity.CHECKPOINT_LOAD)
 _EARLY_SEQ = 10
 
 
@@ -58,7 +58,7 @@ def busy_owners(tl: Timeline, timed_out: set[int]) -> dict[int | None, Placed]:
         last[p.rank] = p
     busy: dict[int | None, Placed] = {}
     for owner, p in last.items():
-        if owner in timed_out or begun_by(p.get(F_PHASE)) not in _BUSY:
+        if owner in timed_out or p.get(F_PHASE) not in _BUSY:
             continue
         n, total = _num(p.get("n")), _num(p.get("total"))
         if n is not None and total is not None and n >= total:

@@ -287,3 +287,9 @@ def begun_by(phase: str | None) -> Activity | None:
         return PHASES[Phase(phase)].begins
     except (ValueError, KeyError):
         return None
+
+
+def phases_beginning(*activities: Activity) -> frozenset[Phase]:
+    """The phase markers that begin one of ``activities`` (a ``phase`` field's value is in
+    it when its marker does: ``Phase`` is a ``StrEnum``)."""
+    return frozenset(p for p, mark in PHASES.items() if mark.begins in activities)
