@@ -20,6 +20,7 @@ from hangdoc.analyzer.model import (
     Strength,
 )
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks
+from hangdoc.analyzer.views.activity_table import TABLE, Activity, phrase
 from hangdoc.analyzer.views.fr_matching import GroupView, Kind, MatchResult, Problem, RankFR
 from hangdoc.rules.base import RuleContext
 from hangdoc.rules.causes import cause_of
@@ -153,7 +154,7 @@ def whereabouts(result: MatchResult, ctx: RuleContext, rank: int) -> str:
             (p.last for p in fr.groups.values()), key=lambda r: r.record_id or 0, default=None
         )
         tail = f" (its last: {last.op} #{last.seq_id}, done)" if last is not None else ""
-        return "outside any collective per its flight recorder" + tail
+        return f"{phrase(Activity.OUTSIDE_COLLECTIVES)} per its flight recorder" + tail
     if proc is None:
         return "no trace of it in the inputs (not collected, or its process is gone)"
     return "no flight recorder dump and no stacks"
@@ -183,7 +184,8 @@ def blame(result: MatchResult, ctx: RuleContext, ranks: tuple[int, ...]) -> Blam
             return Blame(Category.COLLECTIVE_TYPE_MISMATCH, doing, None, True)
         cause = cause_of(activity)
         return Blame(cause.category, cause.doing, cause.fix, True)
-    return Blame(Category.RANK_DIVERGENCE, "is outside any collective", None, False)
+    outside = TABLE[Activity.OUTSIDE_COLLECTIVES]
+    return Blame(outside.category, f"is {outside.phrase}", None, False)
 
 
 def wavefront(result: MatchResult, group: str, *, limit: int = MAX_WAVEFRONT_ROWS) -> list[str]:

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
 from hangdoc.rules.strength import Shift, shifted
@@ -80,7 +80,7 @@ class CollectiveTypeMismatch(Rule):
     ) -> Finding:
         culprit_ranks = tuple(a.rank for a in culprits)
         op = culprits[0].waiting_call.op if culprits[0].waiting_call else family
-        in_eval = all(a.main is not None and a.main.has(Tag.EVAL) for a in culprits)
+        in_eval = all(a.main is not None and a.main.has(Activity.EVAL) for a in culprits)
         category = Category.EVAL_SOME_RANKS if in_eval else Category.COLLECTIVE_TYPE_MISMATCH
         culprits_wait = verb(culprit_ranks, "waits", "wait")
         majority_wait = verb(majority_ranks, "waits", "wait")

@@ -45,22 +45,27 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.views.activity_table import (
+    TABLE,
+    Activity,
+    begun_by,
+    phases_beginning,
+    phrase,
+)
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
 from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, watch_records
 from hangdoc.analyzer.vocabulary import (
     F_PHASE,
     EventKind,
-    Phase,
 )
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
-_PHASE_CAUSE = {
-    Phase.CHECKPOINT_SAVE.value: (Category.CHECKPOINT_SAVE, "was saving a checkpoint"),
-    Phase.EVAL.value: (Category.EVAL_SOME_RANKS, "was running evaluation"),
-}
-_BUSY = frozenset({Phase.PREPROCESS.value, Phase.LOAD.value})
+# What a lagging rank's last phase marker may say it was doing: work that explains the lag
+# (a save, an evaluation), or long single-rank work that is not a hang (HD039's case).
+_LAG_CAUSES = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL})
+_BUSY = phases_beginning(Activity.PREPROCESS, Activity.CHECKPOINT_LOAD)
 
 
 def last_activity(tl: Timeline, ranks: list[int]) -> tuple[Category, str, Placed] | str | None:
@@ -77,8 +82,10 @@ def last_activity(tl: Timeline, ranks: list[int]) -> tuple[Category, str, Placed
     phase = last.get(F_PHASE) or ""
     if phase in _BUSY:
         return "busy"
-    cause = _PHASE_CAUSE.get(phase)
-    return (cause[0], cause[1], last) if cause else None
+    doing = begun_by(phase)
+    if doing is None or doing not in _LAG_CAUSES:
+        return None
+    return (TABLE[doing].category, f"was {phrase(doing)}", last)
 
 
 def stuck_seq(records: dict[int, WatchRecord]) -> int | None:

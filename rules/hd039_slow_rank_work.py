@@ -39,13 +39,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
-from hangdoc.analyzer.vocabulary import F_PHASE, F_SEQ, EventKind, Phase
+from hangdoc.analyzer.vocabulary import F_PHASE, F_SEQ, EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import ranks_text
 
-_BUSY = frozenset({Phase.PREPROCESS.value, Phase.LOAD.value})
+# Long work one rank does alone (preprocessing, loading), as its phase markers say.
+_BUSY = phases_beginning(Activity.PREPROCESS, Activity.CHECKPOINT_LOAD)
 _EARLY_SEQ = 10
 
 

@@ -46,13 +46,15 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import parse_ranks, verb
+from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.vocabulary import F_PHASE, F_RANKS, EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import Shift, shifted
 
-_LOOP_PHASES = frozenset({"train", "eval"})
+# Progress of the epoch loop: training and evaluation bars and markers.
+_LOOP_PHASES = phases_beginning(Activity.TRAIN_LOOP, Activity.EVAL)
 _EXHAUSTED = Phase.DATA_EXHAUSTED.value
 
 

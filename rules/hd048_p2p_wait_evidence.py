@@ -63,9 +63,10 @@ from hangdoc.analyzer.model import (
     Severity,
     Strength,
 )
+from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.catalog import P2P_DIRECTION_HINTS
 from hangdoc.analyzer.views.timeline import Placed
-from hangdoc.analyzer.vocabulary import F_OP, F_PHASE, EventKind, Phase
+from hangdoc.analyzer.vocabulary import F_OP, F_PHASE, EventKind
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import agreeing
@@ -204,6 +205,10 @@ def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
     return None
 
 
+# Training or evaluation went on: bars and markers of the loop.
+_PROGRESS = phases_beginning(Activity.TRAIN_LOOP, Activity.EVAL)
+
+
 def _stage_waits(ctx: RuleContext) -> list[Placed]:
     """Each rank's last pipelining shape-inference line, when it is a receive and no
     training or evaluation progress of that rank follows it."""
@@ -213,7 +218,7 @@ def _stage_waits(ctx: RuleContext) -> list[Placed]:
         if p.get("p2p") is not None:
             last[p.rank] = p
             progressed.discard(p.rank)
-        elif p.rank in last and p.get(F_PHASE) in (Phase.TRAIN.value, Phase.EVAL.value):
+        elif p.rank in last and p.get(F_PHASE) in _PROGRESS:
             progressed.add(p.rank)
     return [p for r, p in last.items() if p.get("p2p") == "recv" and r not in progressed]
 

@@ -44,8 +44,8 @@ from dataclasses import replace
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import live_activities
+from hangdoc.analyzer.views.activity_table import TABLE, phrase
 from hangdoc.analyzer.views.log_compare import Divergence
-from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.strength import Shift, shifted
@@ -112,9 +112,9 @@ class LogsDiverge(Rule):
         culprits, others = plural_ranks(d.ranks), plural_ranks(d.others)
         first = d.lines[0].line.text
         severity = self.severity
-        category = CATEGORY_OF[d.meaning] if d.meaning else Category.RANK_DIVERGENCE
+        category = TABLE[d.meaning].category if d.meaning else Category.RANK_DIVERGENCE
         unnamed = "did something else" if d.kind == "unfinished" else "took another path"
-        doing = DOING[d.meaning].removeprefix("is ") if d.meaning else unnamed
+        doing = phrase(d.meaning) if d.meaning else unnamed
         if d.kind == "unfinished":
             title = f"{culprits} stopped on {first[:80]!r} ({doing}) while {others} went on"
             why = (

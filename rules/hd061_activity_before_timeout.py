@@ -63,10 +63,10 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, LogEvent, Severity, Strength
 from hangdoc.analyzer.ranges import format_ranks
+from hangdoc.analyzer.views.activity_table import PHASES, TABLE, Activity, phrase
 from hangdoc.analyzer.views.last_words import last_words, stopped_during, unfinished
-from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning
 from hangdoc.analyzer.views.quiet_ranks import quiet_rank
-from hangdoc.analyzer.vocabulary import EventKind, Phase
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Rule, RuleContext
 
 # Not the heartbeat monitor's "watchdog got stuck": that is the watchdog thread itself
@@ -92,38 +92,14 @@ def _interrupt(event: LogEvent) -> bool:
 
 # Events that say nothing went wrong: progress and counts only.
 _QUIET = frozenset({EventKind.PHASE.value, EventKind.DATA_COUNT.value})
-# Framework phase markers the log parser recognises (analyzer/vocabulary.py Phase).
-_PHASES: dict[str, Meaning | None] = {
-    Phase.CHECKPOINT_SAVE.value: Meaning.CHECKPOINT,
-    Phase.EVAL.value: Meaning.EVAL,
-    Phase.CHECKPOINT_SAVED.value: None,
-    Phase.EVAL_DONE.value: None,  # the evaluation reported its metrics: it had ended
-    # tokenizing, dataset map/filter, packing: single-rank work outside any collective
-    Phase.PREPROCESS.value: Meaning.PREPROCESS,
+# What the job's last lines may say it was doing: work one rank does while the others
+# wait (the phase markers that begin it count too, and those that end it stop the search).
+_TELLING = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL, Activity.PREPROCESS})
+_PHASES: dict[str, Activity | None] = {
+    phase: mark.begins if mark.begins in _TELLING else None
+    for phase, mark in PHASES.items()
+    if mark.begins in _TELLING or (mark.begins is None and mark.ends & _TELLING)
 }
-_FIX = {
-    Meaning.CHECKPOINT: (
-        "Make the save finish within the timeout on every rank, or save from every rank "
-        "(torch.distributed.checkpoint); a rank-0-only save must not issue collectives, "
-        "and a barrier every rank enters must follow it. Raise the process-group timeout "
-        "if saves are legitimately long."
-    ),
-    Meaning.EVAL: (
-        "Run evaluation on every rank (a DistributedSampler for the evaluation set), or keep "
-        "the rank-0-only part free of collectives and follow it with a barrier; raise the "
-        "process-group timeout if evaluation is legitimately long."
-    ),
-    Meaning.DATA: (
-        "The data step before the timeout is slow or stuck on some rank: check its "
-        "DataLoader workers and storage, and set DataLoader(timeout=...)."
-    ),
-}
-_FIX[Meaning.METRICS] = _FIX[Meaning.EVAL]
-_FIX[Meaning.PREPROCESS] = (
-    "Do the preprocessing on every rank (each its shard), or before the job and cache it; "
-    "or let the other ranks wait in a barrier whose timeout covers it "
-    "(init_process_group(timeout=...), HF --ddp_timeout)."
-)
 
 
 class ActivityBeforeTimeout(Rule):
@@ -156,11 +132,11 @@ class ActivityBeforeTimeout(Rule):
         if quiet is not None:
             rank = quiet.rank  # the one rank that did not time out was doing it
         who = f"rank {rank}" if rank is not None else "the job"
-        doing = DOING[said.meaning].removeprefix("is ")
+        doing = phrase(said.meaning)
         text = said.line.text.strip()
         yield Finding(
             rule=self.id,
-            category=CATEGORY_OF[said.meaning],
+            category=TABLE[said.meaning].category,
             severity=self.severity,
             title=f"the collectives timed out while {who} was {doing}: {text[:90]!r}",
             explanation=(
@@ -176,7 +152,7 @@ class ActivityBeforeTimeout(Rule):
                     else ""
                 )
             ),
-            fix=_FIX[said.meaning],
+            fix=TABLE[said.meaning].after_timeout_fix,
             culprit_ranks=(rank,) if rank is not None else (),
             evidence=(
                 EvidenceRef(said.line.source, text[:300], rank, said.line.line),
@@ -221,13 +197,13 @@ class ActivityBeforeTimeout(Rule):
         if quiet is not None:
             rank = quiet.rank
         who = f"rank {rank}" if rank is not None else "the job"
-        doing = DOING[found.meaning].removeprefix("is ")
+        doing = phrase(found.meaning)
         text = found.begin.text.strip()
         failure = found.failure or next(e for e in events if e.kind in _FAILURES)
         return [
             Finding(
                 rule=self.id,
-                category=CATEGORY_OF[found.meaning],
+                category=TABLE[found.meaning].category,
                 severity=self.severity,
                 title=f"{who} began {doing.replace('running ', '')} and never finished it "
                 f"before the timeouts: {text[:80]!r}",
@@ -238,7 +214,7 @@ class ActivityBeforeTimeout(Rule):
                     "'ready', the evaluation's metrics, or a training step after it); then the "
                     "collectives timed out. The ranks that timed out were waiting for it."
                 ),
-                fix=_FIX[found.meaning],
+                fix=TABLE[found.meaning].after_timeout_fix,
                 culprit_ranks=(rank,) if rank is not None else (),
                 evidence=(
                     EvidenceRef(found.begin.source, text[:300], rank, found.begin.line),
@@ -271,11 +247,11 @@ class ActivityBeforeTimeout(Rule):
             return
         last = stop.lines[-1]
         who = f"rank {stop.rank}" if stop.rank is not None else "the job"
-        doing = DOING[stop.meaning].removeprefix("is ")
+        doing = phrase(stop.meaning)
         text = last.text.strip()
         yield Finding(
             rule=self.id,
-            category=CATEGORY_OF[stop.meaning],
+            category=TABLE[stop.meaning].category,
             severity=self.severity,  # a cause (weak: see the strength), not a remark
             title=f"the log stops while {who} was {doing}: {text[:90]!r}",
             explanation=(
@@ -286,7 +262,7 @@ class ActivityBeforeTimeout(Rule):
                 "for it in their next collective. A log that ends is weak evidence: take "
                 "the stacks of every rank to confirm."
             ),
-            fix=_FIX[stop.meaning],
+            fix=TABLE[stop.meaning].after_timeout_fix,
             culprit_ranks=(stop.rank,) if stop.rank is not None else (),
             evidence=tuple(
                 EvidenceRef(line.source, line.text.strip()[:300], stop.rank, line.line)
@@ -306,11 +282,11 @@ class ActivityBeforeTimeout(Rule):
         ends.sort(key=lambda u: (u.rank is None, u.begin.source, u.begin.line))
         found = ends[0]
         who = f"rank {found.rank}" if found.rank is not None else "the job"
-        doing = DOING[found.meaning].removeprefix("is ")
+        doing = phrase(found.meaning)
         text = found.begin.text.strip()
         yield Finding(
             rule=self.id,
-            category=CATEGORY_OF[found.meaning],
+            category=TABLE[found.meaning].category,
             severity=self.severity,
             title=f"the log stops after {who} began {doing.replace('running ', '')}: {text[:80]!r}",
             explanation=(
@@ -319,7 +295,7 @@ class ActivityBeforeTimeout(Rule):
                 "no error and no timeout after it. A log that ends is weak evidence: take the "
                 "stacks of every rank to confirm."
             ),
-            fix=_FIX[found.meaning],
+            fix=TABLE[found.meaning].after_timeout_fix,
             culprit_ranks=(found.rank,) if found.rank is not None else (),
             evidence=(EvidenceRef(found.begin.source, text[:300], found.rank, found.begin.line),),
             strength=Strength.ABSENCE,  # a log that ends: the absence of what came next

@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity, phrase
 from hangdoc.analyzer.views.workers import WorkerView, blocking_workers
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.causes import key_frame_text
@@ -81,10 +81,9 @@ def _waits_on_loader(activity: RankActivity) -> str | None:
     main = activity.main
     if main is None or activity.in_collective:
         return None
-    if main.has(Tag.DATALOADER_TEARDOWN):
-        return "is shutting down its DataLoader workers"
-    if main.has(Tag.DATALOADER_FETCH):
-        return "waits for its next batch from the DataLoader"
+    for loader in (Activity.DATALOADER_TEARDOWN, Activity.DATALOADER_FETCH):
+        if main.has(loader):
+            return f"is {phrase(loader)}"
     return None
 
 

@@ -40,7 +40,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity, phrase
 from hangdoc.analyzer.views.iofacts import Stall, fs_stall, has_file_facts
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import proc_source, span_text, victims, victims_text
@@ -75,12 +75,12 @@ class IoStall(Rule):
         saving = (
             activity is not None
             and activity.main is not None
-            and activity.main.has(Tag.CHECKPOINT_SAVE)
+            and activity.main.has(Activity.CHECKPOINT_SAVE)
         )
         files = [f for f in stall.files if f.growth() is not None] or list(stall.files)
         target = files[0].where() if files else None
         waiting = victims(ctx, [rank])
-        doing = "saving a checkpoint" if saving else "writing"
+        doing = phrase(Activity.CHECKPOINT_SAVE) if saving else "writing"
         title = (
             f"rank {rank} is stuck in the file system"
             + (f" {doing} {files[0].path.rsplit('/', 1)[-1]}" if files else "")
@@ -95,7 +95,7 @@ class IoStall(Rule):
             + (f" in {', '.join(wchans)}" if wchans else "")
             + f" at all {stall.samples} samples"
             + (f", at {where.label()}" if where is not None else "")
-            + (" while saving a checkpoint" if saving else "")
+            + (f" while {doing}" if saving else "")
             + "."
         )
         if files:

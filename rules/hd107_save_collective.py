@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Frame, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity, live_activities
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved, span_text
 from hangdoc.rules.refs import stack_refs
@@ -51,7 +51,7 @@ def save_frame(activity: RankActivity) -> Frame | None:
         return None
     frames = main.thread.frames
     for tag, frame in main.tag_frames:
-        if tag is Tag.CHECKPOINT_SAVE:
+        if tag is Activity.CHECKPOINT_SAVE:
             index = next((i for i, f in enumerate(frames) if f is frame), -1)
             if index > call.frame_index:
                 return frame

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import classify_process
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.causes import Cause, cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
@@ -52,15 +52,6 @@ _TELLING = frozenset(
         Category.IO_STALL,
         Category.PYTHON_DEADLOCK,
     }
-)
-
-
-_GIL_FIX = (
-    "Find the thread that holds the GIL (`py-spy dump --native` marks it, or gdb `thread "
-    "apply all bt`): it waits for a lock or event that the thread taking the GIL holds. "
-    "Release the GIL before blocking in native code (pybind11 gil_scoped_release, "
-    "torch's no-GIL regions), and never take a C++ mutex while holding the GIL in one "
-    "thread and the GIL while holding that mutex in another."
 )
 
 
@@ -82,19 +73,21 @@ class LoneStack(Rule):
         if activity is None or activity.main is None:
             return
         cause = cause_of(activity)
+        gil_wait = False
         if cause.category not in _TELLING:
-            gil = next((t for t in activity.threads if t.has(Tag.GIL_WAIT)), None)
+            gil = next((t for t in activity.threads if t.has(Activity.GIL_WAIT)), None)
             if gil is None:
                 return
             # A native thread blocked taking the GIL (take_gil, PyEval_AcquireThread) in
             # a process that stopped: the thread holding the GIL waits for something this
             # one holds, the classic GIL/mutex inversion of C++ callbacks into Python.
-            frame = next((f for t, f in gil.tag_frames if t is Tag.GIL_WAIT), None)
+            frame = next((f for t, f in gil.tag_frames if t is Activity.GIL_WAIT), None)
+            row, gil_wait = TABLE[Activity.GIL_WAIT], True
             cause = Cause(
-                Category.PYTHON_DEADLOCK,
-                "has a thread blocked taking the GIL"
+                row.category,
+                f"has a thread {row.phrase}"
                 + (f" ({frame.function})" if frame is not None else ""),
-                _GIL_FIX,
+                row.fix,
             )
         main = activity.main
         in_call = main.collective is not None
@@ -123,10 +116,10 @@ class LoneStack(Rule):
         strength = Strength.SIGNAL  # frames the catalog knows
         if cause.signals:  # the job's own names: one is a hint, each that agrees adds
             strength = agreeing(Strength.HINT, len(cause.signals), Strength.SIGNAL)
-        if cause.fix is _GIL_FIX:
+        if gil_wait:
             # One sample of a GIL wait: stuck, or caught in passing.
             strength = shifted(Strength.SIGNAL, Shift.ONE_SAMPLE)
-        if in_call and main.has(Tag.CHECKPOINT_SAVE):
+        if in_call and main.has(Activity.CHECKPOINT_SAVE):
             # A collective inside a save: the classic rank-0-only save.
             strength = min(shifted(strength, Shift.AGREES), Strength.SIGNAL)
         yield Finding(

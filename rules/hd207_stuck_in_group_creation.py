@@ -21,7 +21,7 @@ creates and connects the communicator (lower confidence: the stacks show where, 
 ## Evidence used
 The main-thread stacks (py-spy, faulthandler, tracebacks) of every collected rank,
 matched against the frames of torch.distributed's group creation and rendezvous
-(analyzer/views/catalog.py, Tag.RENDEZVOUS), and progress between samples. With a known
+(analyzer/views/catalog.py, Activity.RENDEZVOUS), and progress between samples. With a known
 world size, ranks that were not collected are named as the ones the others wait for.
 Native stacks count too (gdb/pstack `bt`, `py-spy dump --native`): a main thread whose
 innermost torch frame is a store read (`c10d::TCPStore::doGet`/`doWait`/`get`/`wait`,
@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity, classify_process
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
 
@@ -70,7 +70,7 @@ class StuckInGroupCreation(Rule):
             if lone is not None:
                 yield lone
             return
-        if not all(a.main is not None and a.main.has(Tag.RENDEZVOUS) for a in live):
+        if not all(a.main is not None and a.main.has(Activity.RENDEZVOUS) for a in live):
             first = self._first_collective(ctx, live)
             if first is not None:
                 yield first
@@ -129,7 +129,7 @@ class StuckInGroupCreation(Rule):
         if len(stacked) != 1 or stacked[0].exited:
             return None
         activity = classify_process(-1, stacked[0])
-        if activity is None or activity.main is None or not activity.main.has(Tag.RENDEZVOUS):
+        if activity is None or activity.main is None or not activity.main.has(Activity.RENDEZVOUS):
             return None
         call = activity.waiting_call
         what = _store_read(call.api) if call is not None else "process-group creation"

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Evidence, LogEvent, LogLine
-from hangdoc.analyzer.views.meaning import Meaning, meaning_of, tokens
-from hangdoc.analyzer.vocabulary import F_PHASE, EventKind, Phase
+from hangdoc.analyzer.views.activity_table import PHASES, Activity
+from hangdoc.analyzer.views.meaning import meaning_of, tokens
+from hangdoc.analyzer.vocabulary import F_PHASE, EventKind
 
 _LOOK_BACK = 3  # job lines before the first timeout that may name the activity
 # A line that reports a loss is a training step's progress line, whatever else it names
@@ -26,13 +27,19 @@ _TRAINING = frozenset({"loss", "losses"})
 # HF TrainingArguments, argparse Namespaces), and a setting's name is not an activity.
 _SETTING = re.compile(r"^\s*[\w.\-]+\s*[=:]\s*\S+\s*$")
 _TELLING = frozenset(
-    {Meaning.CHECKPOINT, Meaning.EVAL, Meaning.METRICS, Meaning.DATA, Meaning.PREPROCESS}
+    {
+        Activity.CHECKPOINT_SAVE,
+        Activity.EVAL,
+        Activity.METRICS,
+        Activity.DATA,
+        Activity.PREPROCESS,
+    }
 )
 
 
 @dataclass(frozen=True, slots=True)
 class LastWords:
-    meaning: Meaning
+    meaning: Activity
     line: LogLine
     rank: int | None  # the rank that printed it, when a prefix or its file said so
     failure: LogEvent  # the first timeout after it, in the same file
@@ -58,7 +65,7 @@ def last_words(
     evidence: Evidence,
     failure_kinds: frozenset[str],
     phase_kind: str,
-    phases: Mapping[str, Meaning | None],
+    phases: Mapping[str, Activity | None],
 ) -> LastWords | None:
     """The activity the job's last lines before the first failure of a file name.
 
@@ -74,7 +81,7 @@ def last_words(
         owned = [(None, evidence.job_log_lines, evidence.job_log_events)] + [
             (p.rank, p.log_lines, p.log_events) for p in evidence.processes
         ]
-        said: list[tuple[int, int | None, LogLine, Meaning | bool]] = []
+        said: list[tuple[int, int | None, LogLine, Activity | bool]] = []
         for rank, lines, events in owned:
             said += [
                 (line.line, rank, line, False)
@@ -116,7 +123,7 @@ def last_words(
 class Stopped:
     """A log whose last lines say the job was evaluating or saving, and then nothing."""
 
-    meaning: Meaning
+    meaning: Activity
     lines: tuple[LogLine, ...]  # the last lines that name it, oldest first
     rank: int | None
 
@@ -124,7 +131,7 @@ class Stopped:
 _STOP_RUN = 2  # the log's last lines that must all name the activity
 # Evaluation only: "checkpoint" words also fill the banners of activation checkpointing
 # and of loading (gpt-neox #985 ends in DeepSpeed's activation-checkpointing banner).
-_STOPPED = frozenset({Meaning.EVAL, Meaning.METRICS})
+_STOPPED = frozenset({Activity.EVAL, Activity.METRICS})
 
 
 def stopped_during(evidence: Evidence) -> Stopped | None:
@@ -143,7 +150,7 @@ def stopped_during(evidence: Evidence) -> Stopped | None:
             tail = sorted(by_source[source], key=lambda line: line.line)[-_STOP_RUN:]
             if len(tail) < _STOP_RUN:
                 continue
-            meanings: set[Meaning | None] = set()
+            meanings: set[Activity | None] = set()
             for line in tail:
                 words = tokens(line.text)
                 if _TRAINING.intersection(words):
@@ -159,7 +166,7 @@ def stopped_during(evidence: Evidence) -> Stopped | None:
 class Unfinished:
     """A save or an evaluation that a framework's marker began and no marker ended."""
 
-    meaning: Meaning
+    meaning: Activity
     begin: LogLine  # the last marker of the activity (DeepSpeed's "[Torch] Saving x...")
     rank: int | None  # the rank that printed it, when a prefix, its file or its text said
     failure: LogEvent | None  # the first failure after it in the same file, if any
@@ -173,15 +180,14 @@ class Unfinished:
 # "***** Running Evaluation *****" / "{'eval_loss': …}"; mmengine "Epoch(val) [1][50/500]
 # eta" / "Epoch(val) [1][500/500] metrics"; detectron2 "Start inference on N batches" /
 # "Evaluation results for … in csv format". A training marker (a step's report, a training
-# bar) ends either: the job went back to training.
-_BEGINS: dict[str, Meaning] = {
-    Phase.CHECKPOINT_SAVE.value: Meaning.CHECKPOINT,
-    Phase.EVAL.value: Meaning.EVAL,
+# bar) ends either: the job went back to training. Which marker begins or ends what is the
+# activity table's (views/activity_table.PHASES); saves and evaluations are followed here.
+_TRACKED = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL})
+_BEGINS: dict[str, Activity] = {
+    phase: mark.begins for phase, mark in PHASES.items() if mark.begins in _TRACKED
 }
-_ENDS: dict[str, frozenset[Meaning]] = {
-    Phase.CHECKPOINT_SAVED.value: frozenset({Meaning.CHECKPOINT}),
-    Phase.EVAL_DONE.value: frozenset({Meaning.EVAL}),
-    Phase.TRAIN.value: frozenset({Meaning.CHECKPOINT, Meaning.EVAL}),
+_ENDS: dict[str, frozenset[Activity]] = {
+    phase: mark.ends & _TRACKED for phase, mark in PHASES.items() if mark.ends & _TRACKED
 }
 # A begin further back than this many of its writer's lines before the failure (or the end)
 # is too old to say what the rank did at the time: a log can miss an end marker.
@@ -250,7 +256,7 @@ def unfinished(
         if limit is None and source in stopped:
             items = [s for s in items if s[0] < stopped[source]]
         items.sort(key=lambda item: item[0])
-        opened: dict[int | None, tuple[Meaning, int, str]] = {}
+        opened: dict[int | None, tuple[Activity, int, str]] = {}
         after: dict[int | None, set[int]] = {}
         for number, training, phase, text, owner in items[-_OPEN_WINDOW:]:
             if phase in _BEGINS:

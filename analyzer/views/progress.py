@@ -29,11 +29,11 @@ from hangdoc.analyzer.model import (
     ThreadState,
 )
 from hangdoc.analyzer.views.activity import classify_thread
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 
 _IO_KEYS = ("rchar", "wchar", "syscr", "syscw")
 
-_WAITS = frozenset({Tag.COLLECTIVE, Tag.RENDEZVOUS, Tag.LOCK_WAIT})
+_WAITS = frozenset({Activity.COLLECTIVE, Activity.RENDEZVOUS, Activity.LOCK_WAIT})
 
 
 def _same_thread(sample: StackSample, like: ThreadStack) -> ThreadStack | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import ChildProcess, Frame, OpenFile, ProcessEvidence, ThreadStack
 from hangdoc.analyzer.views.activity import classify_thread, is_user_frame
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.kernel import wchan_kind
 
 BLOCKING = ("uninterruptible", "blocked", "zombie", "stopped")
@@ -48,7 +48,7 @@ class WorkerView:
 
     @property
     def is_dataloader(self) -> bool:
-        return any(classify_thread(s).has(Tag.DATALOADER_WORKER) for s in self.stacks)
+        return any(classify_thread(s).has(Activity.DATALOADER_WORKER) for s in self.stacks)
 
     def worker_id(self) -> str | None:
         for stack in self.stacks[-1:]:
@@ -64,7 +64,7 @@ class WorkerView:
         if not self.stacks:
             return False
         activity = classify_thread(self.stacks[-1])
-        return activity.has(Tag.DATALOADER_FETCH) or activity.user_frame is not None
+        return activity.has(Activity.DATALOADER_FETCH) or activity.user_frame is not None
 
     def frame(self) -> Frame | None:
         """Where it is: the innermost user frame, else the innermost Python frame."""
@@ -118,7 +118,7 @@ class WorkerView:
 
 def _worker_thread(threads: tuple[ThreadStack, ...]) -> ThreadStack | None:
     for thread in threads:
-        if classify_thread(thread).has(Tag.DATALOADER_WORKER):
+        if classify_thread(thread).has(Activity.DATALOADER_WORKER):
             return thread
     return next((t for t in threads if t.is_main), threads[0] if threads else None)
 

@@ -14,7 +14,7 @@ from hangdoc.analyzer.model import Category, ProcessEvidence
 from hangdoc.analyzer.parsers.faulthandler import parse_faulthandler_text
 from hangdoc.analyzer.parsers.stacks.native import gdb_frame
 from hangdoc.analyzer.views.activity import classify_thread
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.gil_native import waits_for_gil
 from hangdoc.analyzer.views.kernel import thread_tracks
 from hangdoc.analyzer.views.locks import c_mutex_frame, lock_wait
@@ -37,7 +37,7 @@ def test_a_thread_dump_in_traceback_format_is_read_under_its_thread_line() -> No
     [thread] = threads(proc)
     assert thread.name == "MainThread" and thread.is_main and thread.exception is None
     assert thread.frames[0].function == "_worker_loop"  # innermost first
-    assert classify_thread(thread).has(Tag.DATALOADER_WORKER)
+    assert classify_thread(thread).has(Activity.DATALOADER_WORKER)
 
 
 def test_a_stack_print_of_the_dataloader_gives_the_dataloader_category() -> None:
@@ -129,7 +129,7 @@ def test_a_cond_wait_on_the_gil_is_a_gil_wait_even_when_cut_above_it() -> None:
     assert all(waits_for_gil(f) for f in whole.frames[:3])
     cut = "\n".join(lines[1:4])  # frames #0-#2 only: no PyEval_RestoreThread to name it
     [thread] = threads(only_process(cut))
-    assert classify_thread(thread).has(Tag.GIL_WAIT)
+    assert classify_thread(thread).has(Activity.GIL_WAIT)
 
 
 def test_a_cond_wait_on_another_condition_is_no_gil_wait() -> None:
@@ -138,7 +138,7 @@ def test_a_cond_wait_on_another_condition_is_no_gil_wait() -> None:
         "mutex=mutex@entry=0x5555574259e0 <bql>) at ./nptl/pthread_cond_wait.c:627"
     )
     assert not waits_for_gil(frame)
-    assert not classify_thread(threads(only_process("#0  " + "x ()"))[0]).has(Tag.GIL_WAIT)
+    assert not classify_thread(threads(only_process("#0  " + "x ()"))[0]).has(Activity.GIL_WAIT)
 
 
 # --- a native thread taking a C mutex -------------------------------------------------------
