@@ -1,0 +1,115 @@
+"""The catalog's rows, read from the generated data files with their meanings."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hangdoc.analyzer.parsers.catalog.meanings import Meaning, Meanings, load_meanings
+from hangdoc.analyzer.parsers.catalog.template import (
+    Part,
+    Slot,
+    literal_length,
+    parts_from_json,
+    regex_source,
+)
+
+HERE = Path(__file__).resolve().parent
+DATA_DIR = HERE / "data"
+MEANINGS_FILE = HERE / "meanings.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    file: str
+    function: str
+    line: int
+    versions: str
+
+
+@dataclass(slots=True)
+class CatalogRow:
+    """One message a program prints: its template, where it comes from, what it means."""
+
+    id: str
+    project: str
+    level: str
+    template: str
+    parts: tuple[Part, ...]
+    keyword: str | None
+    matchable: bool
+    versions: str
+    sources: tuple[Source, ...]
+    meaning: Meaning | None = None
+    generic_meaning: bool = False
+    slot_values: tuple[str | None, ...] = ()  # the named value each slot carries
+    value_types: tuple[str | None, ...] = ()  # and its type (meanings.toml [value_types])
+    specificity: int = 0
+    _pattern: re.Pattern[str] | None = field(default=None, repr=False)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        if self._pattern is None:
+            self._pattern = re.compile(regex_source(self.parts))
+        return self._pattern
+
+    @property
+    def slots(self) -> tuple[Slot, ...]:
+        return tuple(p for p in self.parts if isinstance(p, Slot))
+
+
+@dataclass(slots=True)
+class Catalog:
+    rows: list[CatalogRow]
+    meanings: Meanings
+    sources: dict[str, dict[str, object]]
+
+    def by_id(self) -> dict[str, CatalogRow]:
+        return {row.id: row for row in self.rows}
+
+
+def load_catalog(data_dir: Path = DATA_DIR, meanings_file: Path = MEANINGS_FILE) -> Catalog:
+    meanings = load_meanings(meanings_file)
+    rows: list[CatalogRow] = []
+    sources: dict[str, dict[str, object]] = {}
+    for path in sorted(data_dir.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        project = str(data["project"])
+        sources[project] = dict(data.get("source", {}))
+        for raw in data["rows"]:
+            parts = parts_from_json(raw["parts"])
+            row_sources = tuple(
+                Source(str(s["file"]), str(s["function"]), int(s["line"]), str(s["versions"]))
+                for s in raw["sources"]
+            )
+            row = CatalogRow(
+                id=str(raw["id"]),
+                project=project,
+                level=str(raw["level"]),
+                template=str(raw["template"]),
+                parts=parts,
+                keyword=raw.get("keyword"),
+                matchable=bool(raw.get("matchable")),
+                versions=str(raw.get("versions", "")),
+                sources=row_sources,
+                specificity=literal_length(parts),
+            )
+            files = [(s.file, s.function) for s in row_sources]
+            row.meaning, row.generic_meaning = meanings.meaning_of(
+                project, row.level, files, row.template, row.id
+            )
+            row.slot_values = tuple(meanings.value_name(row.meaning, s.name) for s in row.slots)
+            row.value_types = tuple(
+                meanings.value_types.get(name) if name else None for name in row.slot_values
+            )
+            rows.append(row)
+    return Catalog(rows, meanings, sources)
+
+
+@functools.cache
+def default_catalog() -> Catalog:
+    """The catalog shipped with hangdoc, loaded once per process."""
+    return load_catalog()

@@ -1,0 +1,374 @@
+"""Regenerate hangdoc's message catalog from the sources that print the messages.
+
+    python scripts/catalog/extract.py --nccl /work/.mirror/NVIDIA+nccl/repo \\
+        --gloo /work/.mirror/facebookincubator+gloo/repo \\
+        --torch 2.13.0=/path/to/site-packages --torch 2.14.1=/tmp/torch-2.14.1 \\
+        --torch-cpp /tmp/c10d_src --strings 2.13.0=/tmp/strings_cpu.txt …
+
+Writes ``analyzer/parsers/catalog/data/<project>.json`` (the rows: template, keyword,
+where each comes from and in which versions) and ``docs/catalog.md`` (the coverage
+table). Meanings are not generated: ``analyzer/parsers/catalog/meanings.toml`` is
+written by people; the coverage table counts the rows it gives a meaning.
+
+The sources are read, never copied: a git mirror (NCCL, gloo: every release tag), an
+unpacked torch (its ``torch/distributed`` Python and its C++ headers), a folder of torch's
+C++ sources (``torch/csrc/distributed/c10d/*.cpp``, from a checkout or read file by file),
+and the literal strings of the torch binaries (``strings -n 6 libtorch_*.so``) as a
+cross-check of which C++ messages a release holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from catalog import cppstream, nccl, pysource, report
+from catalog.sources import BlobReader, Row, Site, git, group, ranges, tree
+
+from hangdoc.analyzer.parsers.catalog.template import (
+    display,
+    keywords_of,
+    literal_length,
+    parts_to_json,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "analyzer" / "parsers" / "catalog" / "data"
+_PY_LEVELS = {"raise", "logger", "warnings", "rank_zero_warn", "rank_zero_info", "log_dist"}
+MIN_LITERAL = 12  # letters/digits of literal text for a row to be matched at run time
+# Words too common in ordinary training logs to be a row's keyword.
+_STOP = {
+    "the",
+    "and",
+    "for",
+    "with",
+    "from",
+    "that",
+    "this",
+    "not",
+    "was",
+    "are",
+    "but",
+    "has",
+    "have",
+    "been",
+    "will",
+    "can",
+    "when",
+    "which",
+    "than",
+    "then",
+    "into",
+    "only",
+    "should",
+    "must",
+    "may",
+    "use",
+    "using",
+    "your",
+    "you",
+    "please",
+    "set",
+    "get",
+    "all",
+    "any",
+    "rank",
+    "error",
+    "Error",
+    "failed",
+    "Failed",
+    "loss",
+    "step",
+    "epoch",
+    "value",
+    "true",
+    "false",
+    "None",
+    "size",
+    "time",
+    "data",
+    "model",
+    "train",
+    "training",
+    "INFO",
+    "WARN",
+    "WARNING",
+    "ERROR",
+    "DEBUG",
+    "NCCL",
+    "torch",
+    "Using",
+    "does",
+    "Could",
+    "could",
+    "Invalid",
+    "invalid",
+    "supported",
+    "expected",
+    "Expected",
+    "got",
+    "found",
+    "device",
+    "tensor",
+    "Tensor",
+    "type",
+    "name",
+    "number",
+    "more",
+    "other",
+    "one",
+    "two",
+    "some",
+}
+
+
+def row_id(row: Row) -> str:
+    digest = hashlib.sha1(f"{row.project}|{row.level}|{display(row.parts)}".encode()).hexdigest()
+    return f"{row.project}.{digest[:10]}"
+
+
+def choose_keyword(row: Row, df: Counter[str]) -> str | None:
+    words = [w for w in keywords_of(row.parts) if len(w) >= 4 and w not in _STOP]
+    if not words:
+        words = [w for w in keywords_of(row.parts) if len(w) >= 3]
+    if not words:
+        return None
+    return min(words, key=lambda w: (df[w], -len(w), w))
+
+
+def rows_json(
+    rows: dict[tuple[str, str, tuple[object, ...]], Row],
+    versions: list[str],
+    strings: dict[str, Strings] | None = None,
+) -> list[dict[str, object]]:
+    df: Counter[str] = Counter()
+    for row in rows.values():
+        df.update(set(keywords_of(row.parts)))
+    out: list[dict[str, object]] = []
+    for row in rows.values():
+        keyword = choose_keyword(row, df)
+        sources = []
+        present: set[str] = set()
+        for (file, function), seen in sorted(row.where.items()):
+            latest = max(seen, key=lambda v: versions.index(v) if v in versions else -1)
+            sources.append(
+                {
+                    "file": file,
+                    "function": function,
+                    "line": seen[latest],
+                    "versions": ranges(versions, set(seen)),
+                }
+            )
+            present |= set(seen)
+        entry: dict[str, object] = {
+            "id": row_id(row),
+            "level": row.level,
+            "template": display(row.parts),
+            "parts": parts_to_json(row.parts),
+            "keyword": keyword,
+            "matchable": bool(keyword) and literal_length(row.parts) >= MIN_LITERAL,
+            "versions": ranges(versions, present),
+            "sources": sources,
+        }
+        if strings is not None:
+            longest = max((p for p in row.parts if isinstance(p, str)), key=len, default="")
+            probe = longest.strip().split("\n")[0][:80]
+            if row.level.split()[0].split(".")[0] in _PY_LEVELS:
+                pass
+            else:
+                entry["in_binary"] = sorted(
+                    v for v, s in strings.items() if probe and _in(probe, s)
+                )
+        out.append(entry)
+    out.sort(key=lambda e: str(e["id"]))
+    return out
+
+
+def _in(probe: str, strings: Strings) -> bool:
+    return probe in strings.exact or probe in strings.joined
+
+
+class Strings:
+    """A binary's literal strings: as a set, and joined (a literal the linker merged into
+    the tail of a longer one is only found as a substring)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        kept = [s for s in lines if not s.startswith("_Z") and (" " in s or len(s) > 12)]
+        self.exact = set(kept)
+        self.joined = "\n".join(kept)
+
+
+def unheld(sites: list[Site], versions: list[str]) -> list[dict[str, object]]:
+    """Sites whose format is not a literal: counted in the coverage, never matched."""
+    seen: dict[tuple[str, str, str, int], set[str]] = {}
+    for site in sites:
+        if not site.literal:
+            seen.setdefault((site.level, site.file, site.function, site.line), set()).add(
+                site.version
+            )
+    merged: dict[tuple[str, str, str], tuple[int, set[str]]] = {}
+    for (level, file, function, line), present in seen.items():
+        key = (level, file, function)
+        old = merged.get(key)
+        merged[key] = (line, present | (old[1] if old else set()))
+    return [
+        {
+            "level": level,
+            "file": file,
+            "function": function,
+            "line": line,
+            "versions": ranges(versions, present),
+        }
+        for (level, file, function), (line, present) in sorted(merged.items())
+    ]
+
+
+def write(
+    project: str,
+    source: dict[str, object],
+    rows: list[dict[str, object]],
+    not_held: list[dict[str, object]] | None = None,
+) -> None:
+    DATA.mkdir(parents=True, exist_ok=True)
+    payload = {"project": project, "source": source, "rows": rows, "unheld": not_held or []}
+    text = json.dumps(payload, indent=1, ensure_ascii=False, sort_keys=False)
+    (DATA / f"{project}.json").write_text(text + "\n", encoding="utf-8")
+    print(f"{project}: {len(rows)} rows", file=sys.stderr)
+
+
+def do_nccl(repo: Path) -> tuple[list[str], list[Site]]:
+    versions, sites = nccl.extract(repo)
+    sites = [s for s in sites if s.level in {"WARN", "INFO"}]
+    head = git(repo, "rev-parse", "HEAD").strip()
+    rows = rows_json(group(sites), versions)
+    source = {
+        "repository": "github.com/NVIDIA/nccl",
+        "read": "every release tag (the last build of each version), src/**",
+        "versions": versions,
+        "mirror_head": head,
+        "calls": "WARN(fmt, …) and INFO(flags, fmt, …) (src/include/debug.h)",
+    }
+    write("nccl", source, rows, unheld(sites, versions))
+    return versions, sites
+
+
+def do_gloo(repo: Path) -> list[Site]:
+    reader = BlobReader(repo)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    date = git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
+    version = f"{date} {head[:10]}"
+    sites: list[Site] = []
+    try:
+        for path, sha in tree(repo, "HEAD", "gloo", (".cc", ".h", ".cu")):
+            if "/test" in path or "/benchmark" in path or path.endswith("common/logging.h"):
+                continue
+            found = cppstream.sites_of(reader.read(sha), "gloo", path, version)
+            sites.extend(s for s in found if not s.function.startswith("#define GLOO_"))
+    finally:
+        reader.close()
+    source = {
+        "repository": "github.com/facebookincubator/gloo",
+        "read": "HEAD, gloo/** without tests and benchmarks",
+        "versions": [version],
+        "calls": "GLOO_ENFORCE*, GLOO_THROW*, GLOO_ERROR_MSG, GLOO_ERROR/WARN/INFO",
+    }
+    write("gloo", source, rows_json(group(sites), [version]), unheld(sites, [version]))
+    return sites
+
+
+def _torch_python(specs: list[tuple[str, Path]]) -> tuple[list[str], list[Site]]:
+    versions = [v for v, _ in specs]
+    sites: list[Site] = []
+    for version, root in specs:
+        for under in ("torch/distributed", "torch/utils/data"):
+            if (root / under).is_dir():
+                sites.extend(pysource.extract_tree(root, under, "torch", version))
+    return versions, sites
+
+
+def _torch_cpp(specs: list[tuple[str, Path]], cpp_dir: Path | None, cpp_version: str) -> list[Site]:
+    sites: list[Site] = []
+    for version, root in specs:
+        inc = root / "torch" / "include" / "torch" / "csrc" / "distributed" / "c10d"
+        for path in sorted(inc.rglob("*.h*")) if inc.is_dir() else []:
+            rel = "torch/csrc/distributed/c10d/" + path.relative_to(inc).as_posix()
+            sites.extend(
+                cppstream.sites_of(path.read_text("utf-8", "replace"), "torch", rel, version)
+            )
+    if cpp_dir is not None:
+        for path in sorted(cpp_dir.rglob("*")):
+            if path.suffix not in {".cpp", ".hpp", ".h", ".cu", ".cc"}:
+                continue
+            rel = path.relative_to(cpp_dir).as_posix()
+            sites.extend(
+                cppstream.sites_of(path.read_text("utf-8", "replace"), "torch", rel, cpp_version)
+            )
+    return sites
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nccl", type=Path, help="git dir of an NVIDIA/nccl mirror")
+    parser.add_argument("--gloo", type=Path, help="git dir of a facebookincubator/gloo mirror")
+    parser.add_argument(
+        "--torch",
+        action="append",
+        default=[],
+        metavar="VERSION=ROOT",
+        help="a folder holding torch/distributed (site-packages, an unpacked wheel)",
+    )
+    parser.add_argument(
+        "--torch-cpp", type=Path, help="torch C++ sources (paths from the repo root)"
+    )
+    parser.add_argument(
+        "--torch-cpp-version", default="main", help="what --torch-cpp is (a commit)"
+    )
+    parser.add_argument(
+        "--strings",
+        action="append",
+        default=[],
+        metavar="VERSION=FILE",
+        help="strings -n 6 of a torch release's libtorch_*.so (cross-check of C++ rows)",
+    )
+    parser.add_argument("--only", help="regenerate one project's data only")
+    args = parser.parse_args(argv)
+    stats: dict[str, object] = {}
+    if args.nccl and args.only in (None, "nccl"):
+        stats["nccl"] = do_nccl(args.nccl)
+    if args.gloo and args.only in (None, "gloo"):
+        stats["gloo"] = do_gloo(args.gloo)
+    if args.torch and args.only in (None, "torch"):
+        specs = [(s.split("=", 1)[0], Path(s.split("=", 1)[1])) for s in args.torch]
+        versions, py_sites = _torch_python(specs)
+        cpp_sites = _torch_cpp(specs, args.torch_cpp, args.torch_cpp_version)
+        all_versions = versions + ([args.torch_cpp_version] if args.torch_cpp else [])
+        collected: dict[str, list[str]] = {}
+        for spec in args.strings:
+            version, file = spec.split("=", 1)
+            with open(file, encoding="utf-8", errors="replace") as handle:
+                collected.setdefault(version, []).extend(line.rstrip("\n") for line in handle)
+        strings = {version: Strings(lines) for version, lines in collected.items()}
+        rows = rows_json(group(py_sites + cpp_sites), all_versions, strings or None)
+        source = {
+            "repository": "github.com/pytorch/pytorch",
+            "read": "torch/distributed/**.py and torch/utils/data/**.py of each release; "
+            "the C++ headers it ships (torch/include/torch/csrc/distributed/c10d); "
+            "c10d's C++ sources of one commit",
+            "versions": all_versions,
+            "binaries": sorted(strings),
+        }
+        write("torch", source, rows, unheld(py_sites + cpp_sites, all_versions))
+        stats["torch"] = (all_versions, py_sites + cpp_sites)
+    del stats
+    report.write_docs(ROOT)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
