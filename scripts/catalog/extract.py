@@ -282,6 +282,122 @@ def do_gloo(repo: Path) -> list[Site]:
     return sites
 
 
+# The launchers and frameworks most tickets come from: (project, repository, the folders
+# whose messages a distributed job prints). Python everywhere; C++ where the library logs
+# from C++ (Horovod's controller and stall inspector).
+FRAMEWORKS = {
+    "accelerate": ("github.com/huggingface/accelerate", ("src/accelerate",)),
+    "deepspeed": (
+        "github.com/deepspeedai/DeepSpeed",
+        (
+            "deepspeed/comm",
+            "deepspeed/launcher",
+            "deepspeed/elasticity",
+            "deepspeed/utils",
+            "deepspeed/checkpoint",
+            "deepspeed/runtime",
+        ),
+    ),
+    "horovod": (
+        "github.com/horovod/horovod",
+        ("horovod/common", "horovod/torch", "horovod/runner", "horovod/ray"),
+    ),
+    "megatron": (
+        "github.com/NVIDIA/Megatron-LM",
+        (
+            "megatron/core/distributed",
+            "megatron/core/parallel_state.py",
+            "megatron/core/pipeline_parallel",
+            "megatron/core/dist_checkpointing",
+            "megatron/core/utils.py",
+            "megatron/training",
+        ),
+    ),
+    "lightning": (
+        "github.com/Lightning-AI/pytorch-lightning",
+        ("src/lightning/fabric", "src/lightning/pytorch"),
+    ),
+}
+
+
+def do_framework(project: str, repo: Path) -> list[Site]:
+    repository, folders = FRAMEWORKS[project]
+    head = git(repo, "rev-parse", "HEAD").strip()
+    date = git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
+    tags = git(repo, "tag", "--points-at", "HEAD").split()
+    version = f"{date} {head[:10]}" + (f" ({tags[0]})" if tags else "")
+    reader = BlobReader(repo)
+    sites: list[Site] = []
+    try:
+        for folder in folders:
+            for path, sha in tree(repo, "HEAD", folder, (".py", ".cc", ".cpp", ".h")):
+                if "/test" in path or "/tests/" in path:
+                    continue
+                code = reader.read(sha)
+                if path.endswith(".py"):
+                    sites.extend(pysource.sites_of(code, project, path, version))
+                else:
+                    sites.extend(cppstream.sites_of(code, project, path, version))
+    finally:
+        reader.close()
+    source = {
+        "repository": repository,
+        "read": "HEAD: " + ", ".join(folders) + " (tests left out)",
+        "versions": [version],
+        "calls": "raise, logger.<level>, warnings.warn, rank_zero_*/log_dist; C++ LOG() <<",
+    }
+    write(project, source, rows_json(group(sites), [version]), unheld(sites, [version]))
+    return sites
+
+
+def _strings(path: Path) -> list[str]:
+    import subprocess
+
+    out = subprocess.run(["strings", "-n", "4", str(path)], capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def do_cuda(cudart: Path, c10_cuda: Path | None) -> list[Site]:
+    """The CUDA runtime's error strings (``cudaGetErrorString``'s table in libcudart),
+    as torch prints them (``CUDA error: <string>``, c10/cuda's check), and the CUDA
+    caching allocator's out-of-memory messages (the literals of libc10_cuda)."""
+    strings = _strings(cudart)
+    start = strings.index("cudaSuccess")
+    table = strings[start : start + 600]
+    errors = [
+        s
+        for s in table
+        if " " in s and not s.startswith("cuda") and s[:1].isalpha() and "%" not in s
+    ]
+    version = cudart.name
+    sites = [
+        Site(
+            "cuda",
+            "CUDA error",
+            ("CUDA error: ", text),
+            cudart.name,
+            "cudaGetErrorString",
+            0,
+            version,
+        )
+        for text in dict.fromkeys(errors)
+    ]
+    if c10_cuda is not None:
+        for text in _strings(c10_cuda):
+            if text.startswith(("CUDA out of memory.", "CUDA kernel errors might be")):
+                sites.append(
+                    Site("cuda", "c10 CUDA", (text.rstrip(),), c10_cuda.name, "", 0, version)
+                )
+    source = {
+        "repository": "libcudart (pip nvidia-cuda-runtime-cu12) and torch's libc10_cuda",
+        "read": f"strings of {cudart.name}: the error-string table after 'cudaSuccess'; "
+        + (f"strings of {c10_cuda.name}: 'CUDA out of memory.' literals" if c10_cuda else ""),
+        "versions": [version],
+    }
+    write("cuda", source, rows_json(group(sites), [version]))
+    return sites
+
+
 def _torch_python(specs: list[tuple[str, Path]]) -> tuple[list[str], list[Site]]:
     versions = [v for v, _ in specs]
     sites: list[Site] = []
@@ -336,6 +452,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="VERSION=FILE",
         help="strings -n 6 of a torch release's libtorch_*.so (cross-check of C++ rows)",
     )
+    parser.add_argument(
+        "--framework",
+        action="append",
+        default=[],
+        metavar="PROJECT=GITDIR",
+        help=f"a mirror of one of {sorted(FRAMEWORKS)}",
+    )
+    parser.add_argument("--cudart", type=Path, help="libcudart.so.* (error strings)")
+    parser.add_argument("--c10-cuda", type=Path, help="a torch release's libc10_cuda.so")
     parser.add_argument("--only", help="regenerate one project's data only")
     args = parser.parse_args(argv)
     stats: dict[str, object] = {}
@@ -343,6 +468,12 @@ def main(argv: list[str] | None = None) -> int:
         stats["nccl"] = do_nccl(args.nccl)
     if args.gloo and args.only in (None, "gloo"):
         stats["gloo"] = do_gloo(args.gloo)
+    if args.cudart and args.only in (None, "cuda"):
+        stats["cuda"] = do_cuda(args.cudart, args.c10_cuda)
+    for spec in args.framework:
+        project, gitdir = spec.split("=", 1)
+        if args.only in (None, project):
+            stats[project] = do_framework(project, Path(gitdir))
     if args.torch and args.only in (None, "torch"):
         specs = [(s.split("=", 1)[0], Path(s.split("=", 1)[1])) for s in args.torch]
         versions, py_sites = _torch_python(specs)
