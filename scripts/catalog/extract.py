@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from catalog import cppstream, nccl, pysource, report
+from catalog import cppstream, csource, nccl, pysource, report
 from catalog.sources import BlobReader, Row, Site, git, group, ranges, tree
 
 from hangdoc.analyzer.parsers.catalog.template import (
@@ -398,6 +398,48 @@ def do_cuda(cudart: Path, c10_cuda: Path | None) -> list[Site]:
     return sites
 
 
+_PRINTK = (
+    "pr_err",
+    "pr_warn",
+    "pr_info",
+    "pr_emerg",
+    "pr_crit",
+    "pr_alert",
+    "printk",
+    "portDbgPrintf",
+)
+
+
+def do_kernel(root: Path) -> list[Site]:
+    """printk-style reports of the Linux kernel (hung task, OOM killer) and of NVIDIA's
+    kernel driver (Xid), from C sources under ``root`` (a checkout, or excerpts of the
+    files read through the code index: <root>/<repository>/<path>)."""
+    sites: list[Site] = []
+    version = "as read"
+    for path in sorted(root.rglob("*.c")):
+        rel = path.relative_to(root).as_posix()
+        clean = csource.blank_comments(path.read_text("utf-8", "replace"))
+        spans = csource.function_spans(clean)
+        for call in csource.find_calls(clean, _PRINTK):
+            lit = csource.literal(call.args[0]) if call.args else None
+            if lit is None:
+                continue
+            text = lit.text
+            if call.name == "printk" and text[:1] == "\x00":
+                text = text[1:]  # KERN_ERR "…": the level marker
+            parts = tuple(csource.printf_parts(csource.Literal(text, lit.markers), call.args[1:]))
+            function = csource.enclosing(spans, call.offset)
+            sites.append(Site("kernel", call.name, parts, rel, function, call.line, version))
+    source = {
+        "repository": "github.com/torvalds/linux, github.com/NVIDIA/open-gpu-kernel-modules",
+        "read": "kernel/hung_task.c, mm/oom_kill.c, src/nvidia/src/kernel/gpu/rc/kernel_rc.c: "
+        "their printk/pr_*/portDbgPrintf statements",
+        "versions": [version],
+    }
+    write("kernel", source, rows_json(group(sites), [version]))
+    return sites
+
+
 def _torch_python(specs: list[tuple[str, Path]]) -> tuple[list[str], list[Site]]:
     versions = [v for v, _ in specs]
     sites: list[Site] = []
@@ -461,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cudart", type=Path, help="libcudart.so.* (error strings)")
     parser.add_argument("--c10-cuda", type=Path, help="a torch release's libc10_cuda.so")
+    parser.add_argument("--kernel", type=Path, help="kernel/driver C sources (see do_kernel)")
     parser.add_argument("--only", help="regenerate one project's data only")
     args = parser.parse_args(argv)
     stats: dict[str, object] = {}
@@ -468,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
         stats["nccl"] = do_nccl(args.nccl)
     if args.gloo and args.only in (None, "gloo"):
         stats["gloo"] = do_gloo(args.gloo)
+    if args.kernel and args.only in (None, "kernel"):
+        stats["kernel"] = do_kernel(args.kernel)
     if args.cudart and args.only in (None, "cuda"):
         stats["cuda"] = do_cuda(args.cudart, args.c10_cuda)
     for spec in args.framework:

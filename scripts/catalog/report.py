@@ -76,12 +76,20 @@ def site_refs(project: str) -> tuple[list[str], list[SiteRef]]:
     return versions, refs
 
 
-def coverage(refs: list[SiteRef]) -> tuple[int, int, int, int, int]:
-    """(sites, held, matched, with a meaning, with a hang meaning)."""
+def coverage(refs: list[SiteRef]) -> tuple[int, int, int, int, int, int]:
+    """(sites, held, matched, with a meaning, with a hang meaning, of which by message)."""
     held = [r.row for r in refs if r.row is not None]
     meant = [r for r in held if r.meaning is not None and not r.generic_meaning]
     hang = [r for r in meant if r.meaning is not None and r.meaning.strength != "none"]
-    return len(refs), len(held), sum(r.matchable for r in held), len(meant), len(hang)
+    by_message = [r for r in meant if r.given_by in {"row", "message"}]
+    return (
+        len(refs),
+        len(held),
+        sum(r.matchable for r in held),
+        len(meant),
+        len(hang),
+        len(by_message),
+    )
 
 
 def _pct(a: int, b: int) -> str:
@@ -133,7 +141,10 @@ def render() -> str:
         "A row *with a meaning* is one that a family or a row entry of `meanings.toml` names (a",
         "catch-all family marked `generic` does not count); rows that say nothing about a hang",
         "(debug INFO, usage errors of unrelated APIs) carry the strength `none` explicitly and",
-        "count. *Matched*: rows with enough literal text (12 letters or digits) and a keyword; a",
+        "count. *By message*: the meaning comes from a family that reads the message (its",
+        "template) or from an entry for the row; the others have the meaning of their source",
+        "area (a file or a level: `src/transport/net_ib*` is the InfiniBand transport). *About",
+        "a hang*: a strength other than `none`. *Matched*: rows with enough literal text (12 letters or digits) and a keyword; a",
         'bare `"%s"` is held, not matched. A *site* is one call in a source (file, function,',
         "message); a site whose message is not a literal (a variable) is counted, not held.",
         "",
@@ -144,8 +155,8 @@ def render() -> str:
             "## NCCL: WARN and INFO sites by release",
             "",
             "| releases | WARN sites | held | matched | with a meaning | share "
-            "| INFO sites | held | with a meaning | share |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| by message | about a hang | INFO sites | held | with a meaning | share |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         minors = sorted({_minor(v) for v in versions})
         groups: list[tuple[str, set[tuple[int, ...]]]] = [
@@ -159,7 +170,7 @@ def render() -> str:
             i = coverage([r for r in chosen if r.level == "INFO"])
             lines.append(
                 f"| {label} | {w[0]} | {w[1]} | {w[2]} | {w[3]} | {_pct(w[3], w[1])} "
-                f"| {i[0]} | {i[1]} | {i[3]} | {_pct(i[3], i[1])} |"
+                f"| {w[5]} | {w[4]} | {i[0]} | {i[1]} | {i[3]} | {_pct(i[3], i[1])} |"
             )
         lines.append("")
     if "torch" in by_project:
@@ -173,8 +184,9 @@ def render() -> str:
             "`C10D_ERROR/WARNING` in c10d's C++ (the headers a release ships, and the sources",
             "of one commit).",
             "",
-            "| release | part | error/warning sites | held | matched | with a meaning | share |",
-            "|---|---|---:|---:|---:|---:|---:|",
+            "| release | part | error/warning sites | held | matched | with a meaning | share "
+            "| by message | about a hang |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for version in versions:
             for part, cpp in (("python", False), ("C++", True)):
@@ -190,7 +202,8 @@ def render() -> str:
                 c = coverage(chosen)
                 share = _pct(c[3], c[1])
                 lines.append(
-                    f"| {version} | {part} | {c[0]} | {c[1]} | {c[2]} | {c[3]} | {share} |"
+                    f"| {version} | {part} | {c[0]} | {c[1]} | {c[2]} | {c[3]} | {share} "
+                    f"| {c[5]} | {c[4]} |"
                 )
         lines.append("")
     for project in sorted(set(by_project) - {"nccl", "torch"}):
@@ -198,7 +211,7 @@ def render() -> str:
         c = coverage(refs)
         lines.append(
             f"{project}: {c[0]} sites, {c[1]} held, {c[2]} matched, {c[3]} with a meaning "
-            f"({_pct(c[3], c[1])}), {c[4]} of them about a hang."
+            f"({_pct(c[3], c[1])}; {c[5]} by message), {c[4]} of them about a hang."
         )
         lines.append("")
     kinds: Counter[str] = Counter()

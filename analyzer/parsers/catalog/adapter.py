@@ -39,7 +39,7 @@ class EventDraft:
 
 def to_event(match: CatalogMatch) -> EventDraft:
     row = match.row
-    meaning = row.meaning
+    meaning = row.meaning.for_text(match.text) if row.meaning is not None else None
     values: dict[str, Value] = {}
     for slot, name, declared, text in zip(
         row.slots, row.slot_values, row.value_types, match.captures, strict=False

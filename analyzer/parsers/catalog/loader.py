@@ -44,7 +44,7 @@ class CatalogRow:
     versions: str
     sources: tuple[Source, ...]
     meaning: Meaning | None = None
-    generic_meaning: bool = False
+    given_by: str = ""  # row | message | area | generic | "" (meanings.Meanings.meaning_of)
     slot_values: tuple[str | None, ...] = ()  # the named value each slot carries
     value_types: tuple[str | None, ...] = ()  # and its type (meanings.toml [value_types])
     specificity: int = 0
@@ -55,6 +55,10 @@ class CatalogRow:
         if self._pattern is None:
             self._pattern = re.compile(regex_source(self.parts))
         return self._pattern
+
+    @property
+    def generic_meaning(self) -> bool:
+        return self.given_by in {"", "generic"}
 
     @property
     def slots(self) -> tuple[Slot, ...]:
@@ -98,7 +102,7 @@ def load_catalog(data_dir: Path = DATA_DIR, meanings_file: Path = MEANINGS_FILE)
                 specificity=literal_length(parts),
             )
             files = [(s.file, s.function) for s in row_sources]
-            row.meaning, row.generic_meaning = meanings.meaning_of(
+            row.meaning, row.given_by = meanings.meaning_of(
                 project, row.level, files, row.template, row.id
             )
             row.slot_values = tuple(meanings.value_name(row.meaning, s.name) for s in row.slots)

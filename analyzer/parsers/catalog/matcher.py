@@ -30,6 +30,7 @@ class CatalogMatch:
     captures: tuple[str, ...]
     start: int
     end: int
+    text: str  # the matched span of the line (the message body)
     others: tuple[CatalogRow, ...] = ()
 
     @property
@@ -93,7 +94,7 @@ class Matcher:
         if best is None:
             return None
         row, m = best
-        return CatalogMatch(row, m.groups(), m.start(), m.end(), tuple(others))
+        return CatalogMatch(row, m.groups(), m.start(), m.end(), m.group(0), tuple(others))
 
     def scan(self, lines: Iterable[str]) -> Iterator[tuple[int, CatalogMatch]]:
         """(line number from 1, match) for every line a row recognises."""

@@ -55,13 +55,22 @@ class Meaning:
     note: str = ""
     proposed_kind: str | None = None
     values: tuple[tuple[re.Pattern[str], str], ...] = ()
+    # Value-dependent meanings: (a pattern over the matched text, the meaning then).
+    refine: tuple[tuple[re.Pattern[str], Meaning], ...] = ()
+
+    def for_text(self, text: str) -> Meaning:
+        """The meaning of one matched line: the first refinement whose pattern occurs."""
+        for pattern, meaning in self.refine:
+            if pattern.search(text):
+                return meaning
+        return self
 
 
 @dataclass(slots=True)
 class _Family:
     name: str
     meaning: Meaning
-    project: str | None
+    projects: tuple[str, ...]
     levels: tuple[str, ...]
     files: tuple[str, ...]
     functions: tuple[str, ...]
@@ -78,13 +87,15 @@ class Meanings:
 
     def meaning_of(
         self, project: str, level: str, files: list[tuple[str, str]], template: str, row_id: str
-    ) -> tuple[Meaning | None, bool]:
-        """(meaning, from a generic family?) of one row."""
+    ) -> tuple[Meaning | None, str]:
+        """(meaning, how it was given) of one row: ``row`` (an entry for it), ``message``
+        (a family that reads its template), ``area`` (a family of its source files or
+        level only), ``generic`` (a catch-all), or ``""`` (none)."""
         row = self.rows.get(row_id)
         if row is not None:
-            return row, False
+            return row, "row"
         for family in self.families:
-            if family.project is not None and family.project != project:
+            if family.projects and project not in family.projects:
                 continue
             if family.levels and not any(fnmatch.fnmatchcase(level, g) for g in family.levels):
                 continue
@@ -98,8 +109,10 @@ class Meanings:
                 continue
             if family.template is not None and not family.template.search(template):
                 continue
-            return family.meaning, family.generic
-        return None, False
+            if family.generic:
+                return family.meaning, "generic"
+            return family.meaning, "message" if family.template is not None else "area"
+        return None, ""
 
     def value_name(self, meaning: Meaning | None, slot_name: str) -> str | None:
         """The named value a slot carries (``rank``, ``peer``, ``timeout_ms`` …)."""
@@ -140,6 +153,17 @@ def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> Meaning:
         raise MeaningsError(f"{name}: values must be a table")
     values = tuple((re.compile(str(k)), str(v)) for k, v in values_raw.items())
     proposed = raw.get("proposed_kind")
+    refine: list[tuple[re.Pattern[str], Meaning]] = []
+    for index, entry in enumerate(raw.get("refine", [])):  # type: ignore[attr-defined]
+        if not isinstance(entry, dict) or "text" not in entry:
+            raise MeaningsError(f"{name}: refine entries need a text pattern")
+        merged = {
+            k: v for k, v in raw.items() if k in {"kind", "category", "note", "proposed_kind"}
+        }
+        merged.update({k: v for k, v in entry.items() if k != "text"})
+        if merged.get("strength") == "none" and "kind" not in entry:
+            merged.pop("category", None)
+        refine.append((re.compile(str(entry["text"])), _meaning(f"{name}#{index}", merged, kinds)))
     return Meaning(
         family=name,
         kind=str(kind) if kind is not None else None,
@@ -148,6 +172,7 @@ def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> Meaning:
         note=str(raw.get("note", "")),
         proposed_kind=str(proposed) if proposed is not None else None,
         values=values,
+        refine=tuple(refine),
     )
 
 
@@ -169,7 +194,7 @@ def load_meanings(path: Path) -> Meanings:
             _Family(
                 name=name,
                 meaning=_meaning(name, raw, kinds),
-                project=str(raw["project"]) if "project" in raw else None,
+                projects=_tuple(raw.get("project")),
                 levels=_tuple(raw.get("level")),
                 files=_tuple(raw.get("file")),
                 functions=_tuple(raw.get("function")),
