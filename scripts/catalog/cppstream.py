@@ -53,6 +53,8 @@ _TORCH_CALLS = (
     "C10D_WARNING",
     "C10D_INFO",
     "C10D_DEBUG",
+    "C10D_TRACE",
+    "recordError",
     "C10D_THROW_ERROR",
     "C10D_CHECK_TIMEOUT",
     "C10D_NCCL_CHECK",
@@ -60,11 +62,19 @@ _TORCH_CALLS = (
     "LOG",
     "VLOG",
 )
-_LOG_STREAM = re.compile(r"\b(?:LOG|VLOG|LOG_IF|C10_LOG_FIRST_N)\s*\(\s*(\w+)[^)]*\)\s*<<")
+_LOG_STREAM = re.compile(
+    r"\b(?:(?:LOG|VLOG|LOG_IF|C10_LOG_FIRST_N)\s*\(\s*(\w+)[^)]*\)|(ss|oss|stream|msg|errMsg))\s*<<"
+)
+# A message kept in a variable before it is thrown or logged: ``interpret = "…";``,
+# ``std::string err = "…" + x;``.
+_ASSIGN = re.compile(
+    r"\b(?:std::string\s+|auto\s+|const\s+auto\s+|const\s+std::string\s+)?"
+    r"(\w*(?:[Mm]sg|[Ee]rr|[Ee]rror|interpret|[Rr]eason|[Mm]essage)\w*)\s*\+?=\s*(?=\")"
+)
 _FMT_FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
 
-def _fmt_parts(fmt: str, args: list[str]) -> list[Part]:
+def fmt_parts(fmt: str, args: list[str]) -> list[Part]:
     parts: list[Part] = []
     values = iter(args)
     pos = 0
@@ -118,7 +128,7 @@ def _torch_parts(name: str, args: list[str]) -> tuple[str, list[Part] | None]:
         lit = csource.literal(args[0]) if args else None
         if lit is None or lit.markers:
             return name, None
-        return name, _fmt_parts(lit.text, args[1:])
+        return name, fmt_parts(lit.text, args[1:])
     if name in {"c10::str", "str"}:
         return "c10::str", csource.stream_parts(args)
     return name, csource.stream_parts(args)
@@ -159,8 +169,18 @@ def sites_of(code: str, project: str, path: str, version: str) -> list[Site]:
         if parts is None:
             continue
         function = csource.enclosing(spans, m.start())
-        level = "LOG " + m.group(1)
+        level = "LOG " + m.group(1) if m.group(1) else "stream"
         sites.append(
             Site(project, level, tuple(parts), path, function, lines.line(m.start()), version)
         )
+    for m in _ASSIGN.finditer(clean):
+        end = clean.find(";", m.end())
+        if end < 0:
+            continue
+        parts = csource.stream_parts(csource.split_plus(clean[m.end() : end]))
+        if parts is None:
+            continue
+        function = csource.enclosing(spans, m.start())
+        line = lines.line(m.start())
+        sites.append(Site(project, "string", tuple(parts), path, function, line, version))
     return sites

@@ -278,7 +278,10 @@ def stream_parts(args: list[str]) -> list[Part] | None:
     other argument a slot named by its expression. None when no literal is in it."""
     parts: list[Part] = []
     any_literal = False
+    flat: list[str] = []
     for arg in args:
+        flat.extend(split_plus(arg) if '"' in arg and "+" in arg else [arg])
+    for arg in flat:
         lit = literal(arg)
         if lit is not None and not lit.markers:
             parts.append(lit.text)
@@ -286,6 +289,27 @@ def stream_parts(args: list[str]) -> list[Part] | None:
         elif arg:
             parts.append(Slot(_short(arg), _stream_type(arg)))
     return parts if any_literal else None
+
+
+def split_plus(expr: str) -> list[str]:
+    """The operands of a ``+`` concatenation at the top level (``"a" + x + "b"``)."""
+    operands: list[str] = []
+    depth, start, i = 0, 0, 0
+    while i < len(expr):
+        c = expr[i]
+        if c in "\"'":
+            i = _skip_string(expr, i)
+            continue
+        if c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth -= 1
+        elif depth == 0 and c == "+" and expr[i : i + 2] != "++":
+            operands.append(expr[start:i])
+            start = i + 1
+        i += 1
+    operands.append(expr[start:])
+    return [o.strip() for o in operands if o.strip()]
 
 
 def _stream_type(arg: str) -> str:

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -32,6 +34,8 @@ from catalog import cppstream, csource, nccl, pysource, report
 from catalog.sources import BlobReader, Row, Site, git, group, ranges, tree
 
 from hangdoc.analyzer.parsers.catalog.template import (
+    Part,
+    Slot,
     display,
     keywords_of,
     literal_length,
@@ -134,12 +138,37 @@ def row_id(row: Row) -> str:
 
 
 def choose_keyword(row: Row, df: Counter[str]) -> str | None:
+    """The row's rarest literal word that prints as a word of its own: one glued to a
+    slot ("layer_%s", "%sms") prints as a different word and would hide the row."""
+    safe = set(safe_words(row.parts))
     words = [w for w in keywords_of(row.parts) if len(w) >= 4 and w not in _STOP]
     if not words:
         words = [w for w in keywords_of(row.parts) if len(w) >= 3]
     if not words:
         return None
-    return min(words, key=lambda w: (df[w], -len(w), w))
+    return min(words, key=lambda w: (w not in safe, df[w], -len(w), w))
+
+
+_WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
+
+
+def safe_words(parts: tuple[Part, ...]) -> list[str]:
+    """Literal words with a non-word character (or the line's edge) on both sides."""
+    out: list[str] = []
+    for index, part in enumerate(parts):
+        if not isinstance(part, str):
+            continue
+        for m in _WORD_RUN.finditer(part):
+            glued_left = m.start() == 0 and index > 0 and not isinstance(parts[index - 1], str)
+            glued_right = (
+                m.end() == len(part)
+                and index + 1 < len(parts)
+                and not isinstance(parts[index + 1], str)
+            )
+            word = m.group(0)
+            if not glued_left and not glued_right and word[:1].isalpha() and len(word) >= 3:
+                out.append(word)
+    return out
 
 
 def rows_json(
@@ -235,10 +264,22 @@ def write(
     rows: list[dict[str, object]],
     not_held: list[dict[str, object]] | None = None,
 ) -> None:
+    """One row per line: compact to load, readable in a diff."""
     DATA.mkdir(parents=True, exist_ok=True)
-    payload = {"project": project, "source": source, "rows": rows, "unheld": not_held or []}
-    text = json.dumps(payload, indent=1, ensure_ascii=False, sort_keys=False)
-    (DATA / f"{project}.json").write_text(text + "\n", encoding="utf-8")
+
+    def dump(value: object) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    lines = [
+        "{" + f'"project":{dump(project)},',
+        f'"source":{dump(source)},',
+        '"unheld":[',
+        ",\n".join(dump(u) for u in (not_held or [])),
+        '],"rows":[',
+        ",\n".join(dump(r) for r in rows),
+        "]}",
+    ]
+    (DATA / f"{project}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"{project}: {len(rows)} rows", file=sys.stderr)
 
 
@@ -440,6 +481,43 @@ def do_kernel(root: Path) -> list[Site]:
     return sites
 
 
+_PATH_MARK = re.compile(
+    r"/pytorch/(?:pytorch/)?(torch|c10|aten|caffe2|third_party)/\S+\.(?:cpp|cu|h|hpp|cuh|cc)$"
+)
+# Schema strings of registered ops, template names, asserts: literals that are no message.
+_NOT_MESSAGE = re.compile(
+    r"INTERNAL ASSERT FAILED|\) -> |__torch__|constexpr|\[with T = |Tensor\(a!\)|^\w+\(Tensor"
+)
+_MESSAGE_LIKE = re.compile(r"^[\s\[(]*[A-Za-z][^\x00]*\s[^\x00]*$")
+
+
+def c10d_literals(lines: list[str]) -> list[str]:
+    """The message-like literals of c10d's compilation units in a torch library's strings.
+
+    The linker keeps each unit's literals together and most units hold their own path
+    (``__FILE__`` of a check): the strings between two path markers of c10d files, with no
+    other file's marker between them, are c10d's."""
+    marks = [
+        (i, "distributed/c10d/" in m.group(0))
+        for i, s in enumerate(lines)
+        if (m := _PATH_MARK.search(s))
+        # another file's header inlined into a c10d unit does not end the unit
+        and ("distributed/c10d/" in m.group(0) or not m.group(0).endswith((".h", ".hpp", ".cuh")))
+    ]
+    keep: list[str] = []
+    for (start, c10d_a), (end, c10d_b) in itertools.pairwise(marks):
+        if not (c10d_a and c10d_b):
+            continue
+        for text in lines[start + 1 : end]:
+            text = text.strip()
+            if len(text) < 16 or text.startswith("_Z") or not _MESSAGE_LIKE.match(text):
+                continue
+            if sum(c.isalpha() for c in text) < len(text) * 0.6 or _NOT_MESSAGE.search(text):
+                continue
+            keep.append(text)
+    return list(dict.fromkeys(keep))
+
+
 def _torch_python(specs: list[tuple[str, Path]]) -> tuple[list[str], list[Site]]:
     versions = [v for v, _ in specs]
     sites: list[Site] = []
@@ -467,6 +545,27 @@ def _torch_cpp(specs: list[tuple[str, Path]], cpp_dir: Path | None, cpp_version:
             sites.extend(
                 cppstream.sites_of(path.read_text("utf-8", "replace"), "torch", rel, cpp_version)
             )
+    return sites
+
+
+def _literal_sites(specs: list[str], known: list[Site]) -> list[Site]:
+    """Rows from the c10d literals of the torch binaries, for the C++ messages whose
+    sources were not read; a literal already inside a source row is left out."""
+    texts = [p for site in known for p in site.parts if isinstance(p, str) and len(p) >= 16]
+    joined = "\n".join(texts)
+    sites: list[Site] = []
+    for spec in specs:
+        version, file = spec.split("=", 1)
+        with open(file, encoding="utf-8", errors="replace") as handle:
+            lines = [line.rstrip("\n") for line in handle]
+        for text in c10d_literals(lines):
+            if text in joined:
+                continue
+            if "{}" in text:
+                parts: tuple[Part, ...] = tuple(cppstream.fmt_parts(text, []))
+            else:
+                parts = (text,) if text.endswith((".", "!")) else (text, Slot("value"))
+            sites.append(Site("torch", "literal", parts, Path(file).name, "", 0, version))
     return sites
 
 
@@ -504,6 +603,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cudart", type=Path, help="libcudart.so.* (error strings)")
     parser.add_argument("--c10-cuda", type=Path, help="a torch release's libc10_cuda.so")
     parser.add_argument("--kernel", type=Path, help="kernel/driver C sources (see do_kernel)")
+    parser.add_argument(
+        "--torch-so",
+        action="append",
+        default=[],
+        metavar="VERSION=STRINGS",
+        help="strings -n 6 of a release's libtorch_cpu/cuda.so: c10d's literals become rows",
+    )
     parser.add_argument("--only", help="regenerate one project's data only")
     args = parser.parse_args(argv)
     stats: dict[str, object] = {}
@@ -530,6 +636,10 @@ def main(argv: list[str] | None = None) -> int:
             with open(file, encoding="utf-8", errors="replace") as handle:
                 collected.setdefault(version, []).extend(line.rstrip("\n") for line in handle)
         strings = {version: Strings(lines) for version, lines in collected.items()}
+        cpp_sites += _literal_sites(args.torch_so, py_sites + cpp_sites)
+        for spec in args.torch_so:
+            if spec.split("=", 1)[0] not in all_versions:
+                all_versions.append(spec.split("=", 1)[0])
         rows = rows_json(group(py_sites + cpp_sites), all_versions, strings or None)
         source = {
             "repository": "github.com/pytorch/pytorch",

@@ -144,9 +144,10 @@ def render() -> str:
         "count. *By message*: the meaning comes from a family that reads the message (its",
         "template) or from an entry for the row; the others have the meaning of their source",
         "area (a file or a level: `src/transport/net_ib*` is the InfiniBand transport). *About",
-        "a hang*: a strength other than `none`. *Matched*: rows with enough literal text (12 letters or digits) and a keyword; a",
-        'bare `"%s"` is held, not matched. A *site* is one call in a source (file, function,',
-        "message); a site whose message is not a literal (a variable) is counted, not held.",
+        "a hang*: a strength other than `none`. *Matched*: rows with enough literal text (12",
+        'letters or digits) and a keyword; a bare `"%s"` is held, not matched. A *site* is one',
+        "call in a source (file, function, message); a site whose message is not a literal (a",
+        "variable) is counted, not held.",
         "",
     ]
     if "nccl" in by_project:

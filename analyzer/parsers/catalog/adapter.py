@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.parsers.catalog.matcher import CatalogMatch
+from hangdoc.analyzer.parsers.catalog.matcher import CatalogMatch, Matcher
 from hangdoc.analyzer.vocabulary import EventKind
 
 _INT = re.compile(r"[-+]?\d+")
@@ -37,7 +37,10 @@ class EventDraft:
     proposed_kind: str | None = None
 
 
-def to_event(match: CatalogMatch) -> EventDraft:
+def to_event(match: CatalogMatch, matcher: Matcher | None = None) -> EventDraft:
+    """The event a match is. With ``matcher``, a slot whose text is itself a catalogued
+    message (the watchdog's ``<work>`` is ``WorkNCCL(SeqNum=…, OpType=…)``) adds that
+    message's values where the outer row has none of its own."""
     row = match.row
     meaning = row.meaning.for_text(match.text) if row.meaning is not None else None
     values: dict[str, Value] = {}
@@ -55,6 +58,15 @@ def to_event(match: CatalogMatch) -> EventDraft:
                 values["peer_port"] = int(peer.group("port") or peer.group("port2"))
                 typed = peer.group("host")
         values[name] = typed
+    if matcher is not None:
+        for slot, text in zip(row.slots, match.captures, strict=False):
+            if slot.type != "text" or text is None or len(text) < 16:
+                continue
+            inner = matcher.match(text)
+            if inner is None or inner.row is row:
+                continue
+            for key, value in to_event(inner).values.items():
+                values.setdefault(key, value)
     kind: EventKind | None = None
     if meaning is not None and meaning.kind is not None:
         kind = EventKind(meaning.kind)

@@ -1,12 +1,18 @@
-"""The catalog's rows, read from the generated data files with their meanings."""
+"""The catalog's rows, read from the generated data files with their meanings.
+
+Loading is cheap: the data files are parsed once, and a row's template, pattern and
+meaning are built only when the matcher first tries it (most rows are never tried in a
+run: their keyword never occurs)."""
 
 from __future__ import annotations
 
 import functools
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hangdoc.analyzer.parsers.catalog.meanings import Meaning, Meanings, load_meanings
 from hangdoc.analyzer.parsers.catalog.template import (
@@ -65,52 +71,83 @@ class CatalogRow:
         return tuple(p for p in self.parts if isinstance(p, Slot))
 
 
-@dataclass(slots=True)
 class Catalog:
-    rows: list[CatalogRow]
-    meanings: Meanings
-    sources: dict[str, dict[str, object]]
+    """The rows of every project; :meth:`row` builds one on first use."""
+
+    def __init__(
+        self,
+        raw: list[tuple[str, dict[str, Any]]],
+        meanings: Meanings,
+        sources: dict[str, dict[str, object]],
+    ) -> None:
+        self._raw = raw
+        self._built: list[CatalogRow | None] = [None] * len(raw)
+        self.meanings = meanings
+        self.sources = sources
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def keywords(self) -> Iterator[tuple[int, str]]:
+        """(row index, keyword) of every row the matcher may try."""
+        for index, (_, raw) in enumerate(self._raw):
+            keyword = raw.get("keyword")
+            if keyword and raw.get("matchable"):
+                yield index, str(keyword)
+
+    def row(self, index: int) -> CatalogRow:
+        built = self._built[index]
+        if built is None:
+            built = self._built[index] = self._build(*self._raw[index])
+        return built
+
+    @property
+    def rows(self) -> list[CatalogRow]:
+        return [self.row(i) for i in range(len(self._raw))]
 
     def by_id(self) -> dict[str, CatalogRow]:
         return {row.id: row for row in self.rows}
 
+    def _build(self, project: str, raw: dict[str, Any]) -> CatalogRow:
+        parts = parts_from_json(raw["parts"])
+        row_sources = tuple(
+            Source(str(s["file"]), str(s["function"]), int(s["line"]), str(s["versions"]))
+            for s in raw["sources"]
+        )
+        row = CatalogRow(
+            id=str(raw["id"]),
+            project=project,
+            level=str(raw["level"]),
+            template=str(raw["template"]),
+            parts=parts,
+            keyword=raw.get("keyword"),
+            matchable=bool(raw.get("matchable")),
+            versions=str(raw.get("versions", "")),
+            sources=row_sources,
+            specificity=literal_length(parts),
+        )
+        files = [(s.file, s.function) for s in row_sources]
+        meanings = self.meanings
+        row.meaning, row.given_by = meanings.meaning_of(
+            project, row.level, files, row.template, row.id
+        )
+        row.slot_values = tuple(meanings.value_name(row.meaning, s.name) for s in row.slots)
+        row.value_types = tuple(
+            meanings.value_types.get(name) if name else None for name in row.slot_values
+        )
+        return row
+
 
 def load_catalog(data_dir: Path = DATA_DIR, meanings_file: Path = MEANINGS_FILE) -> Catalog:
     meanings = load_meanings(meanings_file)
-    rows: list[CatalogRow] = []
+    raw: list[tuple[str, dict[str, Any]]] = []
     sources: dict[str, dict[str, object]] = {}
     for path in sorted(data_dir.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         project = str(data["project"])
         sources[project] = dict(data.get("source", {}))
-        for raw in data["rows"]:
-            parts = parts_from_json(raw["parts"])
-            row_sources = tuple(
-                Source(str(s["file"]), str(s["function"]), int(s["line"]), str(s["versions"]))
-                for s in raw["sources"]
-            )
-            row = CatalogRow(
-                id=str(raw["id"]),
-                project=project,
-                level=str(raw["level"]),
-                template=str(raw["template"]),
-                parts=parts,
-                keyword=raw.get("keyword"),
-                matchable=bool(raw.get("matchable")),
-                versions=str(raw.get("versions", "")),
-                sources=row_sources,
-                specificity=literal_length(parts),
-            )
-            files = [(s.file, s.function) for s in row_sources]
-            row.meaning, row.given_by = meanings.meaning_of(
-                project, row.level, files, row.template, row.id
-            )
-            row.slot_values = tuple(meanings.value_name(row.meaning, s.name) for s in row.slots)
-            row.value_types = tuple(
-                meanings.value_types.get(name) if name else None for name in row.slot_values
-            )
-            rows.append(row)
-    return Catalog(rows, meanings, sources)
+        raw.extend((project, row) for row in data["rows"])
+    return Catalog(raw, meanings, sources)
 
 
 @functools.cache

@@ -46,15 +46,15 @@ class CatalogMatch:
 class Matcher:
     """Scans lines against a catalog. Build once; :meth:`match` is thread-safe."""
 
-    def __init__(self, catalog: Catalog, *, rows: Iterable[CatalogRow] | None = None) -> None:
+    def __init__(self, catalog: Catalog, *, only: Iterable[int] | None = None) -> None:
         self.catalog = catalog
-        self._by_keyword: dict[str, list[CatalogRow]] = {}
-        for row in rows if rows is not None else catalog.rows:
-            if row.matchable and row.keyword:
-                self._by_keyword.setdefault(row.keyword, []).append(row)
-        for bucket in self._by_keyword.values():
-            bucket.sort(key=lambda r: -r.specificity)
+        wanted = set(only) if only is not None else None
+        self._by_keyword: dict[str, list[int]] = {}
+        for index, keyword in catalog.keywords():
+            if wanted is None or index in wanted:
+                self._by_keyword.setdefault(keyword, []).append(index)
         self._keywords = frozenset(self._by_keyword)
+        self._sorted: set[str] = set()
 
     @property
     def keywords(self) -> frozenset[str]:
@@ -67,7 +67,21 @@ class Matcher:
             return []
         rows: list[CatalogRow] = []
         for word in found:
-            rows.extend(self._by_keyword[word])
+            rows.extend(self._bucket(word))
+        return rows
+
+    def _bucket(self, word: str) -> list[CatalogRow]:
+        """The rows of one keyword, most specific first (built on first use)."""
+        rows = [self.catalog.row(i) for i in self._by_keyword[word]]
+        if word not in self._sorted:
+            rows.sort(key=lambda r: -r.specificity)
+            self._by_keyword[word] = [
+                i
+                for _, i in sorted(
+                    ((-self.catalog.row(i).specificity, i) for i in self._by_keyword[word])
+                )
+            ]
+            self._sorted.add(word)
         return rows
 
     def match(self, line: str) -> CatalogMatch | None:
@@ -79,9 +93,7 @@ class Matcher:
         best: tuple[CatalogRow, re.Match[str]] | None = None
         others: list[CatalogRow] = []
         for word in found:
-            for row in self._by_keyword[word]:
-                if best is not None and row.specificity < best[0].specificity // 2:
-                    break
+            for row in self._bucket(word):
                 m = row.pattern.search(text)
                 if m is None:
                     continue

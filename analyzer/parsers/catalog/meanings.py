@@ -154,7 +154,10 @@ def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> Meaning:
     values = tuple((re.compile(str(k)), str(v)) for k, v in values_raw.items())
     proposed = raw.get("proposed_kind")
     refine: list[tuple[re.Pattern[str], Meaning]] = []
-    for index, entry in enumerate(raw.get("refine", [])):  # type: ignore[attr-defined]
+    entries = raw.get("refine", [])
+    if not isinstance(entries, list):
+        raise MeaningsError(f"{name}: refine must be a list")
+    for index, entry in enumerate(entries):
         if not isinstance(entry, dict) or "text" not in entry:
             raise MeaningsError(f"{name}: refine entries need a text pattern")
         merged = {
