@@ -7,12 +7,14 @@ sources (tests/unit/parsers/catalog/test_catalog_doc.py).
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from hangdoc.analyzer.parsers.catalog.loader import DATA_DIR, CatalogRow, load_catalog
+from hangdoc.analyzer.parsers.catalog.loader import DATA_DIR, Catalog, CatalogRow, load_catalog
 
 TORCH_ERROR_LEVELS = (
     "raise ",
@@ -55,8 +57,13 @@ def expand(spans: str, versions: list[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+@functools.cache
+def _catalog() -> Catalog:
+    return load_catalog()
+
+
 def site_refs(project: str) -> tuple[list[str], list[SiteRef]]:
-    catalog = load_catalog()
+    catalog = _catalog()
     data = json.loads((DATA_DIR / f"{project}.json").read_text(encoding="utf-8"))
     versions = [str(v) for v in data["source"].get("versions", [])]
     refs: list[SiteRef] = []
@@ -101,7 +108,7 @@ def _minor(version: str) -> tuple[int, ...]:
 
 
 def render() -> str:
-    catalog = load_catalog()
+    catalog = _catalog()
     lines: list[str] = [
         "# The message catalog",
         "",
@@ -230,7 +237,18 @@ def write_docs(root: Path) -> None:
     (root / "docs" / "catalog.md").write_text(render(), encoding="utf-8")
 
 
-if __name__ == "__main__":
-    import sys
+def main(argv: list[str]) -> int:
+    """``--check``: exit 1 when docs/catalog.md is not what the data and meanings give."""
+    root = Path(__file__).resolve().parents[2]
+    if "--check" in argv:
+        current = (root / "docs" / "catalog.md").read_text(encoding="utf-8")
+        if current != render():
+            print("docs/catalog.md is stale: run python scripts/catalog/report.py", file=sys.stderr)
+            return 1
+        return 0
+    write_docs(root)
+    return 0
 
-    write_docs(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2])
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -78,7 +78,7 @@ class Matcher:
             self._by_keyword[word] = [
                 i
                 for _, i in sorted(
-                    ((-self.catalog.row(i).specificity, i) for i in self._by_keyword[word])
+                    (-self.catalog.row(i).specificity, i) for i in self._by_keyword[word]
                 )
             ]
             self._sorted.add(word)

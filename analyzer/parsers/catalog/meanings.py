@@ -71,11 +71,18 @@ class _Family:
     name: str
     meaning: Meaning
     projects: tuple[str, ...]
-    levels: tuple[str, ...]
-    files: tuple[str, ...]
-    functions: tuple[str, ...]
+    levels: re.Pattern[str] | None  # the globs, as one expression
+    files: re.Pattern[str] | None
+    functions: re.Pattern[str] | None
     template: re.Pattern[str] | None
     generic: bool
+
+
+def _globs(raw: object) -> re.Pattern[str] | None:
+    globs = _tuple(raw)
+    if not globs:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs))
 
 
 @dataclass(slots=True)
@@ -97,14 +104,12 @@ class Meanings:
         for family in self.families:
             if family.projects and project not in family.projects:
                 continue
-            if family.levels and not any(fnmatch.fnmatchcase(level, g) for g in family.levels):
+            if family.levels is not None and not family.levels.match(level):
                 continue
-            if family.files and not any(
-                fnmatch.fnmatchcase(f, g) for f, _ in files for g in family.files
-            ):
+            if family.files is not None and not any(family.files.match(f) for f, _ in files):
                 continue
-            if family.functions and not any(
-                fnmatch.fnmatchcase(fn, g) for _, fn in files for g in family.functions
+            if family.functions is not None and not any(
+                family.functions.match(fn) for _, fn in files
             ):
                 continue
             if family.template is not None and not family.template.search(template):
@@ -198,9 +203,9 @@ def load_meanings(path: Path) -> Meanings:
                 name=name,
                 meaning=_meaning(name, raw, kinds),
                 projects=_tuple(raw.get("project")),
-                levels=_tuple(raw.get("level")),
-                files=_tuple(raw.get("file")),
-                functions=_tuple(raw.get("function")),
+                levels=_globs(raw.get("level")),
+                files=_globs(raw.get("file")),
+                functions=_globs(raw.get("function")),
                 template=re.compile(str(template)) if template else None,
                 generic=bool(raw.get("generic", False)),
             )
