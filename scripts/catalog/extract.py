@@ -40,6 +40,7 @@ from hangdoc.analyzer.parsers.catalog.template import (
     keywords_of,
     literal_length,
     parts_to_json,
+    safe_words,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,28 +148,6 @@ def choose_keyword(row: Row, df: Counter[str]) -> str | None:
     if not words:
         return None
     return min(words, key=lambda w: (w not in safe, df[w], -len(w), w))
-
-
-_WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
-
-
-def safe_words(parts: tuple[Part, ...]) -> list[str]:
-    """Literal words with a non-word character (or the line's edge) on both sides."""
-    out: list[str] = []
-    for index, part in enumerate(parts):
-        if not isinstance(part, str):
-            continue
-        for m in _WORD_RUN.finditer(part):
-            glued_left = m.start() == 0 and index > 0 and not isinstance(parts[index - 1], str)
-            glued_right = (
-                m.end() == len(part)
-                and index + 1 < len(parts)
-                and not isinstance(parts[index + 1], str)
-            )
-            word = m.group(0)
-            if not glued_left and not glued_right and word[:1].isalpha() and len(word) >= 3:
-                out.append(word)
-    return out
 
 
 def rows_json(
@@ -548,6 +527,21 @@ def _torch_cpp(specs: list[tuple[str, Path]], cpp_dir: Path | None, cpp_version:
     return sites
 
 
+_COMMIT = re.compile(r"(?:commit|at) ([0-9a-f]{40})")
+
+
+def _provenance(folder: Path) -> dict[str, str]:
+    """path -> the commit its first lines name (excerpts read file by file say where
+    from: "… at commit <sha> (read through the code index)")."""
+    out: dict[str, str] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            head = path.read_text("utf-8", "replace")[:400]
+            m = _COMMIT.search(head)
+            out[path.relative_to(folder).as_posix()] = m.group(1) if m else "checkout"
+    return out
+
+
 def _literal_sites(specs: list[str], known: list[Site]) -> list[Site]:
     """Rows from the c10d literals of the torch binaries, for the C++ messages whose
     sources were not read; a literal already inside a source row is left out."""
@@ -648,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
             "c10d's C++ sources of one commit",
             "versions": all_versions,
             "binaries": sorted(strings),
+            "cpp_files": _provenance(args.torch_cpp) if args.torch_cpp else {},
         }
         write("torch", source, rows, unheld(py_sites + cpp_sites, all_versions))
         stats["torch"] = (all_versions, py_sites + cpp_sites)

@@ -222,6 +222,44 @@ def render() -> str:
             f"({_pct(c[3], c[1])}; {c[5]} by message), {c[4]} of them about a hang."
         )
         lines.append("")
+    torch_source = catalog.sources.get("torch", {})
+    cpp_files = torch_source.get("cpp_files") or {}
+    if isinstance(cpp_files, dict) and cpp_files:
+        lines += [
+            "## Where torch's C++ messages come from",
+            "",
+            "pytorch/pytorch is too large to mirror here, so c10d's C++ is read three ways: the",
+            "headers each release ships (`torch/include/torch/csrc/distributed/c10d`, complete);",
+            "the message statements of these source files, read file by file through a code",
+            "index at the commits named (excerpts: what a maintainer would grep for, not every",
+            "statement); and the literal strings of the release binaries (`strings` of",
+            "`libtorch_cpu.so` and `libtorch_cuda.so`, the units of c10d only), which become",
+            "rows of level `literal` where no source row holds them. Rows from sources say in",
+            "`in_binary` which releases' binaries hold their longest literal.",
+            "",
+            "| file | commit |",
+            "|---|---|",
+        ]
+        for file, commit in sorted(cpp_files.items()):
+            lines.append(f"| `{file}` | `{str(commit)[:12]}` |")
+        lines.append("")
+    lines += [
+        "## Regenerating",
+        "",
+        "```",
+        "python scripts/catalog/extract.py --nccl <nccl mirror> --gloo <gloo mirror> \\",
+        "    --torch 2.13.0=<site-packages> --torch 2.14.1=<unpacked wheel> \\",
+        "    --torch-cpp <c10d sources> --torch-so <version>=<strings of libtorch_*.so> \\",
+        "    --cudart <libcudart.so> --c10-cuda <libc10_cuda.so> --kernel <kernel sources> \\",
+        "    --framework deepspeed=<mirror> …      # --only PROJECT for one data file",
+        "python scripts/catalog/report.py         # this page, from the data and meanings",
+        "```",
+        "",
+        "A new message is a row: regenerate from the source that prints it, then give it a",
+        "meaning in `meanings.toml` (a family or a `[[row]]` by id) and check it with a line",
+        "in `tests/unit/parsers/catalog/test_matcher.py`. Never a branch in a parser.",
+        "",
+    ]
     kinds: Counter[str] = Counter()
     for row in catalog.rows:
         if row.meaning is not None and row.meaning.kind and not row.generic_meaning:

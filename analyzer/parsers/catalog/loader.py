@@ -21,6 +21,7 @@ from hangdoc.analyzer.parsers.catalog.template import (
     literal_length,
     parts_from_json,
     regex_source,
+    safe_words,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -54,6 +55,8 @@ class CatalogRow:
     slot_values: tuple[str | None, ...] = ()  # the named value each slot carries
     value_types: tuple[str | None, ...] = ()  # and its type (meanings.toml [value_types])
     specificity: int = 0
+    # Every literal word the printed line must hold: checked before the pattern is tried.
+    words: frozenset[str] = frozenset()
     _pattern: re.Pattern[str] | None = field(default=None, repr=False)
 
     @property
@@ -125,6 +128,7 @@ class Catalog:
             versions=str(raw.get("versions", "")),
             sources=row_sources,
             specificity=literal_length(parts),
+            words=frozenset(safe_words(parts)),
         )
         files = [(s.file, s.function) for s in row_sources]
         meanings = self.meanings

@@ -87,13 +87,16 @@ class Matcher:
     def match(self, line: str) -> CatalogMatch | None:
         """The most specific row that matches the line, or None."""
         text = line[:_MAX_LINE]
-        found = self._keywords.intersection(_WORDS.findall(text))
+        tokens = set(_WORDS.findall(text))
+        found = self._keywords.intersection(tokens)
         if not found:
             return None
         best: tuple[CatalogRow, re.Match[str]] | None = None
         others: list[CatalogRow] = []
         for word in found:
             for row in self._bucket(word):
+                if not row.words <= tokens:
+                    continue  # a literal word of the row is not in the line
                 m = row.pattern.search(text)
                 if m is None:
                     continue

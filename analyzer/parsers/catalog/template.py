@@ -113,7 +113,12 @@ def regex_source(parts: tuple[Part, ...]) -> str:
             pieces = re.split(r"(\s+)", part)
             out.append("".join(r"\s+" if p[:1].isspace() else re.escape(p) for p in pieces))
             continue
-        if part.type != "text":
+        if part.type == "text" and index > 0 and isinstance(parts[index - 1], Slot):
+            # two slots with nothing between them print as one run of text: the first
+            # takes it, the second stays empty (two lazy groups side by side backtrack
+            # without end on a line that almost matches)
+            out.append("()")
+        elif part.type != "text":
             out.append(f"({_SLOT_PATTERN[part.type]})")
         elif index == 0:
             out.append(r"(\S+)")
@@ -131,6 +136,30 @@ def keywords_of(parts: tuple[Part, ...]) -> list[str]:
         if isinstance(part, str):
             words.extend(_WORD.findall(part))
     return words
+
+
+_WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
+
+
+def safe_words(parts: tuple[Part, ...]) -> list[str]:
+    """Literal words that print as words of their own: a non-word character (or the
+    line's edge) on both sides. A word glued to a slot ("layer_%s", "%sms") prints as
+    another word, so only these can be looked for in a line."""
+    out: list[str] = []
+    for index, part in enumerate(parts):
+        if not isinstance(part, str):
+            continue
+        for m in _WORD_RUN.finditer(part):
+            glued_left = m.start() == 0 and index > 0 and isinstance(parts[index - 1], Slot)
+            glued_right = (
+                m.end() == len(part)
+                and index + 1 < len(parts)
+                and isinstance(parts[index + 1], Slot)
+            )
+            word = m.group(0)
+            if not glued_left and not glued_right and word[:1].isalpha() and len(word) >= 3:
+                out.append(word)
+    return out
 
 
 def sample(parts: tuple[Part, ...]) -> str:
