@@ -106,6 +106,11 @@ def main() -> int:
         f"{adding} ({cases_adding} cases)"
     )
     print(
+        f"artifacts with a meaningful catalog hit of an event kind today's parsers make no "
+        f"event of in that file: {kind_adding} ({cases_kind_adding} cases)"
+    )
+    print("  those kinds:", ", ".join(f"{k} {v}" for k, v in kinds_not_seen.most_common(12)))
+    print(
         f"today's events on numbered lines: {today_total}; the catalog also recognises {today_also}"
     )
     print("added, by kind:", ", ".join(f"{k} {v}" for k, v in added_kinds.most_common(12)))

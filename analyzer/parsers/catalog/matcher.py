@@ -120,8 +120,13 @@ class Matcher:
 
 
 def _better(row: CatalogRow, m: re.Match[str], best: tuple[CatalogRow, re.Match[str]]) -> bool:
-    """More literal text wins; then a row with a meaning; then the longer match."""
+    """A whole message wins over a row that is a part of messages (``WorkNCCL(…)``);
+    then more literal text; then a row with a meaning; then the longer match."""
     other, om = best
+    row_part = row.meaning is not None and row.meaning.component
+    other_part = other.meaning is not None and other.meaning.component
+    if row_part != other_part:
+        return other_part  # a part of a message loses to the message
     if row.specificity != other.specificity:
         return row.specificity > other.specificity
     meaningful = (row.meaning is not None and row.meaning.strength != "none") - (

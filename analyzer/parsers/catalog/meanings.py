@@ -57,6 +57,7 @@ class Meaning:
     values: tuple[tuple[re.Pattern[str], str], ...] = ()
     # Value-dependent meanings: (a pattern over the matched text, the meaning then).
     refine: tuple[tuple[re.Pattern[str], Meaning], ...] = ()
+    component: bool = False  # a part of other messages: any other row on the line wins
 
     def for_text(self, text: str) -> Meaning:
         """The meaning of one matched line: the first refinement whose pattern occurs."""
@@ -181,6 +182,7 @@ def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> Meaning:
         proposed_kind=str(proposed) if proposed is not None else None,
         values=values,
         refine=tuple(refine),
+        component=bool(raw.get("component", False)),
     )
 
 
