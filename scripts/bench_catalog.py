@@ -2,6 +2,7 @@
 
     python scripts/bench_catalog.py                 # a 200 MB log, and today's recognisers on 20 MB
     python scripts/bench_catalog.py --mb 50 --compare-mb 0
+    python scripts/bench_catalog.py --text ordinary  # a run's own lines, no library message
 
 The log is made of the text the project already holds (fixtures/logs and the casebook's
 artifacts, every line of them, repeated in order until the size is reached), so the mix
@@ -37,8 +38,25 @@ def corpus() -> list[str]:
     return [line + "\n" for line in lines if line.strip()]
 
 
-def write_log(path: Path, megabytes: int) -> int:
-    lines = corpus()
+def ordinary() -> list[str]:
+    """A training run's own output, no library message in it: what most of a big log is."""
+    lines = []
+    for step in range(2000):
+        lines.append(
+            f"[rank{step % 8}]: epoch 3 step {step} loss {2.0 / (step + 1):.4f} lr 0.0003\n"
+        )
+        lines.append(
+            f"{{'loss': {1 / (step + 1):.4f}, 'grad_norm': 0.98, 'epoch': {step / 2000:.2f}}}\n"
+        )
+        if step % 20 == 0:
+            lines.append(
+                f"Epoch 3:  {step // 20}%|███       | {step}/2000 [01:00<02:00, 2.08it/s]\n"
+            )
+    return lines
+
+
+def write_log(path: Path, megabytes: int, kind: str = "casebook") -> int:
+    lines = corpus() if kind == "casebook" else ordinary()
     chunk = "".join(lines).encode()
     want = megabytes * 1024 * 1024
     written = 0
@@ -110,11 +128,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=200)
     parser.add_argument("--compare-mb", type=int, default=20)
+    parser.add_argument(
+        "--text",
+        choices=["casebook", "ordinary"],
+        default="casebook",
+        help="the casebook's text (dense with messages) or a training run's own lines",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.log"
-        size = write_log(path, args.mb)
-        print(f"log: {size / 1024 / 1024:.0f} MB from fixtures/logs and fixtures/cases")
+        size = write_log(path, args.mb, args.text)
+        where = "fixtures/logs and fixtures/cases" if args.text == "casebook" else "training lines"
+        print(f"log: {size / 1024 / 1024:.0f} MB of {where}")
         bench_catalog(path)
         if args.compare_mb:
             bench_today(path, args.compare_mb)
