@@ -204,7 +204,9 @@ def twice(text: str) -> str:
     return body + body
 
 
-_OWNER = re.compile(r"(?:\[(?:rank|default)(\d+)\]:|\[1,(\d+)\]<std(?:out|err)>:| {0,4}(\d{1,5}): )")
+_OWNER = re.compile(
+    r"(?:\[(?:rank|default)(\d+)\]:|\[1,(\d+)\]<std(?:out|err)>:| {0,4}(\d{1,5}): )"
+)
 
 
 def interleave(text: str) -> str:

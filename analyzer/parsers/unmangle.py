@@ -1,0 +1,329 @@
+"""Undo what pasting did to machine output, before any recogniser reads it.
+
+A paste reaches hangdoc through Markdown and terminals (hangdoc/paste_mangling.py lists
+the ways): quoted ("> ", nested), indented four spaces or a tab as a code block, fenced,
+coloured, decorated with emphasis, hard-wrapped at the terminal's width. The recognisers
+match the tools' own formats (a py-spy thread line at the start of a line, a traceback's
+``  File`` at its indentation, an NCCL header's fields), so each of these layers, left in
+place, hides whole records from them. They are undone here, by mechanism, in one pass
+over the text:
+
+1. colours (ANSI escape sequences) and a CRLF's "\\r" are dropped;
+2. fences (```` ``` ````, ``~~~``) become blank lines and mark code, which keeps its
+   emphasis characters (Markdown renders none there);
+3. a block quote's markers, common to a run of lines, are removed (a REPL's ``>>>`` is
+   not a quote);
+4. an indentation margin common to every line of the text, or to a block that follows a
+   blank line, of four columns or a tab (a Markdown code block), is removed: a smaller
+   one may be the format's own (faulthandler's two spaces);
+5. Markdown emphasis around a line or a word (``**…**``, `` `…` ``) is removed outside
+   code;
+6. lines a terminal hard-wrapped are joined: the wrap width is the length many lines
+   share exactly with no line longer (a spike at the maximum, not a slope), and a line at
+   that width is joined to the next unless the next starts like a record of its own (a
+   time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line).
+
+Line numbers stay those of the file the user gave: ``Unmangled.line_map`` maps each line
+of the new text back, so evidence cites the user's file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# ESC-introduced sequences (CSI, OSC, charset): prefixes.clean_line drops them line by
+# line later; here they go first so margins and widths are measured on what was shown.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]")
+_FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+.-]*\s*$")
+# One Markdown quote marker, with the one space it may carry.
+_QUOTE = re.compile(r" {0,3}> ?")
+_REPL = re.compile(r" {0,3}(?:>>>|\.\.\.)(?: |$)")
+_MIN_QUOTE_RUN = 2
+_CODE_MARGIN = 4  # columns of a Markdown code block
+# Emphasis as Markdown writes it: the markers flank text (no space inside them, no word
+# character outside), so "a**2 + b**2" and "f(*args, **kwargs)" are left alone.
+_BOLD = re.compile(r"(?<![\w*\\])\*\*(?=\S)(.+?)(?<=\S)\*\*(?![\w*])")
+_CODE_SPAN = re.compile(r"(?<![\w`\\])`(?=[^`\s])([^`\n]*?[^`\s])`(?![\w`])")
+_MIN_WRAP_WIDTH = 30
+_MAX_WRAP_PIECES = 64
+_MIN_JOINS = 2
+_SHAPE_CHARS = 10
+_DIGITS = re.compile(r"\d+")
+# What a record of its own starts with, so a line that starts so is no wrapped rest.
+_NEW_RECORD = re.compile(
+    r"""(?x)
+    $ | \s{2} | \t                                  # blank; the format's own indentation
+    | \[(?:rank|default|RANK|Rank)\s?\d+\]          # torch / torchrun prefixes
+    | \[\d+,\d+\]<std | \(\w+\ pid=\d+ | \[\d+\]\    # mpirun, Ray, a numeric tag
+    | \[?\d{4}-\d\d-\d\d[T\ ]\d\d:\d\d              # ISO stamps
+    | \[?[IWEF]\d{4}\ \d\d:\d\d:\d\d                # glog
+    | \[[IWEF]\ [\w.]+:\d+\]                        # c10 without a time
+    | [A-Z][a-z]{2}\ [\ \d]\d\ \d\d:\d\d:\d\d       # syslog, journald
+    | \[\ *\+?\d+\.\d+\]                            # dmesg
+    | \d\d/\d\d\ \d\d:\d\d:\d\d                     # mmengine
+    | [A-Za-z0-9][\w.-]*:\d+:\d+\ \[\d+\]           # NCCL's host:pid:tid [dev]
+    | \[pod/ | [\w.-]+-\d+\ +\|\                    # kubectl, docker compose
+    | Traceback\ \( | During\ handling | The\ above\ exception
+    | File\ " | Thread\ (?:\d|0x) | Current\ thread | Process\ \d+: | Python\ v\d
+    | \#\d+\ | frame\ \#\d+: | Exception\ raised\ from | Stack\ \(most
+    | [A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit|Failure)(?::|$)
+    | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b
+    | [=\-*#+|]{3}                                  # rules, tables, separators
+    """
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Unmangled:
+    """The text with the paste's layers undone, and where each of its lines came from."""
+
+    text: str
+    line_map: tuple[int, ...]  # 1-based line of the given text, per line of ``text``
+    undone: tuple[str, ...]  # what was undone, in words, for a note
+
+    def original_line(self, number: int) -> int:
+        """The given file's line number of line ``number`` (1-based) of ``text``."""
+        if 1 <= number <= len(self.line_map):
+            return self.line_map[number - 1]
+        return number
+
+
+@dataclass(slots=True)
+class _Lines:
+    texts: list[str]
+    origin: list[int]  # 1-based line of the given text
+    code: list[bool]  # inside a fence: no Markdown emphasis there
+
+
+def _quote_runs(lines: _Lines) -> int:
+    """Remove the quote markers common to each run of quoted lines; how many lines."""
+    texts = lines.texts
+    changed = 0
+    i = 0
+    while i < len(texts):
+        if not _QUOTE.match(texts[i]) or _REPL.match(texts[i]):
+            i += 1
+            continue
+        j = i
+        while j < len(texts) and _QUOTE.match(texts[j]) and not _REPL.match(texts[j]):
+            j += 1
+        if j - i >= _MIN_QUOTE_RUN or (i == 0 and j == len(texts)):
+            # A quoted blank line is markers only (">", "> >"): it sets no depth.
+            depths = [_depth(texts[k]) for k in range(i, j) if _unquoted(texts[k]).strip()]
+            depth = min(depths, default=1)
+            for k in range(i, j):
+                if not _unquoted(texts[k]).strip():
+                    texts[k] = ""
+                    continue
+                for _ in range(depth):
+                    m = _QUOTE.match(texts[k])
+                    assert m is not None
+                    texts[k] = texts[k][m.end() :]
+            changed += j - i
+        i = j
+    return changed
+
+
+def _unquoted(text: str) -> str:
+    while (m := _QUOTE.match(text)) is not None:
+        text = text[m.end() :]
+    return text
+
+
+def _depth(text: str) -> int:
+    depth = 0
+    while (m := _QUOTE.match(text)) is not None:
+        depth += 1
+        text = text[m.end() :]
+    return depth
+
+
+def _margin(texts: list[str]) -> str:
+    """The whitespace every non-blank line starts with."""
+    common: str | None = None
+    for text in texts:
+        if not text.strip():
+            continue
+        lead = text[: len(text) - len(text.lstrip(" \t"))]
+        if common is None:
+            common = lead
+        else:
+            k = 0
+            while k < len(common) and k < len(lead) and common[k] == lead[k]:
+                k += 1
+            common = common[:k]
+        if not common:
+            return ""
+    return common or ""
+
+
+def _is_code_margin(margin: str) -> bool:
+    return "\t" in margin or len(margin) >= _CODE_MARGIN
+
+
+def _strip_margin(texts: list[str], first: int, last: int, margin: str) -> None:
+    for k in range(first, last):
+        if texts[k].startswith(margin):
+            texts[k] = texts[k][len(margin) :]
+        elif not texts[k].strip():
+            texts[k] = ""
+
+
+def _indent_blocks(lines: _Lines) -> int:
+    """Remove a code block's margin: the whole text's, else each block's that follows a
+    blank line (or starts the text) and ends before a line at the left edge."""
+    texts = lines.texts
+    whole = _margin(texts)
+    if _is_code_margin(whole):
+        _strip_margin(texts, 0, len(texts), whole)
+        return sum(1 for t in texts if t.strip())
+    changed = 0
+    i = 0
+    while i < len(texts):
+        starts_block = (i == 0 or not texts[i - 1].strip()) and texts[i][:1] in (" ", "\t")
+        if not starts_block or not texts[i].strip():
+            i += 1
+            continue
+        j = i
+        while j < len(texts) and (not texts[j].strip() or texts[j][:1] in (" ", "\t")):
+            j += 1
+        margin = _margin(texts[i:j])
+        if _is_code_margin(margin) and sum(1 for t in texts[i:j] if t.strip()) >= 2:
+            _strip_margin(texts, i, j, margin)
+            changed += j - i
+        i = j
+    return changed
+
+
+def _emphasis(lines: _Lines) -> int:
+    changed = 0
+    for k, text in enumerate(lines.texts):
+        if lines.code[k] or ("**" not in text and "`" not in text):
+            continue
+        new = _BOLD.sub(r"\1", text)
+        new = _CODE_SPAN.sub(r"\1", new)
+        if new != text:
+            lines.texts[k] = new
+            changed += 1
+    return changed
+
+
+def wrap_width(texts: list[str]) -> int | None:
+    """The width a terminal wrapped these lines at, when they show one: at least two
+    lines exactly as long as the longest, and more of them than lines a little shorter
+    (a natural text's longest lines taper off; a wrapped one's pile up at the edge)."""
+    lengths: dict[int, int] = {}
+    for text in texts:
+        lengths[len(text)] = lengths.get(len(text), 0) + 1
+    if not lengths:
+        return None
+    width = max(lengths)
+    at_edge = lengths[width]
+    if width < _MIN_WRAP_WIDTH or at_edge < 2:
+        return None
+    below = sum(lengths.get(n, 0) for n in range(width - 5, width))
+    return width if at_edge > below else None
+
+
+def _same_shape(text: str, record: str) -> bool:
+    """``text`` starts like ``record`` (digits aside): the next record of one template
+    (a table's rows, a message repeated per rank), not a wrapped piece of the last."""
+    head = text[:_SHAPE_CHARS]
+    return len(head) == _SHAPE_CHARS and _DIGITS.sub("0", head) == _DIGITS.sub(
+        "0", record[:_SHAPE_CHARS]
+    )
+
+
+def _continues(text: str, record: str) -> bool:
+    """``text`` may be the wrapped rest of ``record``: it starts no record of its own."""
+    return not _NEW_RECORD.match(text) and not _same_shape(text, record)
+
+
+def _rejoin(lines: _Lines) -> tuple[int, int | None]:
+    """Join the pieces of hard-wrapped lines; (joins made, width)."""
+    width = wrap_width(lines.texts)
+    if width is None:
+        return 0, None
+    old = lines.texts
+    joinable = sum(
+        1 for k in range(len(old) - 1) if len(old[k]) == width and _continues(old[k + 1], old[k])
+    )
+    if joinable < _MIN_JOINS:
+        return 0, None  # rows of one template at one width, not a wrap
+    texts, origin, code = [], [], []
+    joins = 0
+    i = 0
+    while i < len(old):
+        text = old[i]
+        pieces = 1
+        while (
+            len(old[i + pieces - 1]) == width
+            and i + pieces < len(old)
+            and pieces < _MAX_WRAP_PIECES
+            and _continues(old[i + pieces], text)
+        ):
+            text += old[i + pieces]
+            pieces += 1
+        texts.append(text)
+        origin.append(lines.origin[i])
+        code.append(lines.code[i])
+        joins += pieces - 1
+        i += pieces
+    lines.texts, lines.origin, lines.code = texts, origin, code
+    return joins, width
+
+
+def _fences(lines: _Lines) -> int:
+    inside = False
+    found = 0
+    for k, text in enumerate(lines.texts):
+        if _FENCE.match(text):
+            lines.texts[k] = ""
+            inside = not inside
+            found += 1
+            continue
+        lines.code[k] = inside
+    return found
+
+
+def might_be_mangled(text: str) -> bool:
+    """Cheap: could ``unmangle`` change anything in this text?"""
+    return (
+        "\n>" in text
+        or text.startswith((">", " >", "  >", "   >"))
+        or "\n " in text
+        or "\n\t" in text
+        or text.startswith((" ", "\t"))
+        or "**" in text
+        or "`" in text
+        or wrap_width(text.split("\n", 20000)[:20000]) is not None
+    )
+
+
+def unmangle(text: str) -> Unmangled | None:
+    """The text with the paste's layers undone; None when there were none."""
+    if not might_be_mangled(text):
+        return None
+    ends = text.endswith("\n")
+    raw = (text[:-1] if ends else text).split("\n")
+    texts = [t[:-1] if t.endswith("\r") else t for t in raw]
+    if "\x1b" in text:
+        texts = [_ANSI.sub("", t) if "\x1b" in t else t for t in texts]
+    lines = _Lines(texts, list(range(1, len(texts) + 1)), [False] * len(texts))
+    undone: list[str] = []
+    if _fences(lines):
+        undone.append("Markdown fences")
+    if _quote_runs(lines):
+        undone.append("a block quote's '>' markers")
+    if _indent_blocks(lines):
+        undone.append("a code block's indentation")
+    if _emphasis(lines):
+        undone.append("Markdown emphasis")
+    joins, width = _rejoin(lines)
+    if joins:
+        undone.append(f"a hard wrap at {width} columns ({joins} lines joined)")
+    if not undone:
+        return None
+    body = "\n".join(lines.texts) + ("\n" if ends else "")
+    return Unmangled(body, tuple(lines.origin), tuple(undone))
