@@ -11,7 +11,8 @@ Two numbers per mangling:
   answer (category and culprit ranks) mangled; counted over every right answer, and over
   the right answers that name a cause (an abstention that stays one is cheap);
 * **violations**: cases whose mangled answer names another cause or other culprits than
-  the unmangled one, right or wrong: what the test forbids.
+  the unmangled one, right or wrong: what the test forbids. Abstaining, or naming the
+  same cause without its culprits, is less specific, not a violation.
 
 A mangling that leaves a case's files as they were (``interleave`` of a one-rank paste)
 does not count for that case.
@@ -52,7 +53,13 @@ class Outcome:
 
     @property
     def less_specific(self) -> bool:
-        return not self.same and self.mangled.predicted is Category.UNKNOWN
+        """Abstained, or named the same cause without naming its culprits."""
+        if self.same:
+            return False
+        after = _answer(self.mangled)
+        return after[0] is Category.UNKNOWN or (
+            after[0] is self.original.predicted and not after[1]
+        )
 
     @property
     def violation(self) -> bool:
@@ -97,7 +104,10 @@ class Row:
 
 def _mangled_copy(case: Case, mangling: Mangling, root: Path) -> Case | None:
     """The case with its artifacts mangled into ``root`` (same file names: a rank in a
-    name is a signal); None when the mangling changes none of them."""
+    name is a signal); None when the mangling changes none of them, or adds a clock to
+    several files."""
+    if mangling.adds_clock and len(case.artifacts) > 1:
+        return None
     changed = False
     root.mkdir(parents=True, exist_ok=True)
     for artifact in case.artifacts:
@@ -143,7 +153,7 @@ def survival_table(rows: Sequence[Row]) -> str:
     abstentions and violations; a total row last."""
     lines = [
         "| mangling | cases changed | right answers kept | named causes kept "
-        "| became unknown | other answer |",
+        "| less specific | other answer |",
         "|---|---|---|---|---|---|",
     ]
     totals = [0, 0, 0, 0, 0, 0]

@@ -22,6 +22,9 @@ from hangdoc.analyzer.parsers.base import decode_bytes
 # ESC-introduced CSI/OSC sequences, and the bare "[36m" that survives a copy-paste.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]")
 _BARE_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+# A bare reset between a prefix and the line ("<stamp> [0m host:1:2 [0] NCCL INFO …"): the
+# space it left goes with it, as at the start of a line.
+_BARE_SGR_SPACED = re.compile(r"(?<= )\[\d{1,3}(?:;\d{1,3})*m (?=\S)")
 _LEADING_SGR = re.compile(r"(?:\x1b)?\[\d{1,3}(?:;\d{1,3})*m")
 
 
@@ -43,7 +46,7 @@ def clean_line(line: str) -> str:
     if "\x1b" in line:
         line = _ANSI.sub("", line)
     if "[" in line and "m" in line:
-        line = _BARE_SGR.sub("", line)
+        line = _BARE_SGR.sub("", _BARE_SGR_SPACED.sub("", line))
     if coloured and line.startswith(" ") and not line.startswith("  "):
         line = line[1:]  # "[0m host:1:2 [0] NCCL INFO …": the space after a colour reset
     if "\r" in line:

@@ -93,6 +93,14 @@ _MPI_RANK_TAG = re.compile(
 # global rank under srun. Only taken as the first layer of a line, never after a stamp or a
 # tag, and never with more than four pad spaces (an indented "  3: x" is a table, not srun).
 _SRUN_LABEL = re.compile(r" {0,4}(\d{1,5}): (?=\S)")
+# A log shipper's own layer (a k8s/CloudWatch RFC 3339 stamp, kubectl's and docker
+# compose's tags, journald's header): what the job printed starts after it, so an srun
+# label may still follow.
+_SHIPPER = re.compile(
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d) (?! )"
+    r"|\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| "
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]+ [\w.@/-]+\[\d+\]: "
+)
 _MAX_ROUNDS = 10
 
 
@@ -166,13 +174,16 @@ def peel_line(raw: str) -> LineTag:
     """Clean (ANSI, CR) and peel one physical line."""
     text = clean_line(raw.rstrip("\n"))
     tag = LineTag(text)
-    for round_no in range(_MAX_ROUNDS):
+    shippers_only = True  # every layer peeled so far was a log shipper's
+    for _ in range(_MAX_ROUNDS):
         if not text:
             break
-        if round_no == 0 and (m := _SRUN_LABEL.match(text)) is not None:
+        if shippers_only and (m := _SRUN_LABEL.match(text)) is not None:
             tag.rank, tag.tagged = int(m.group(1)), True
             text = text[m.end() :]
+            shippers_only = False
             continue
+        shippers_only = shippers_only and _SHIPPER.match(text) is not None
         if text[0] in " \t":
             break
         consumed = _own_layer(text, tag)

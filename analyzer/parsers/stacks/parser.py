@@ -39,6 +39,14 @@ _NEW_START = re.compile(
     r"File \"[^\"\n]+\", line \d+, in )",
     re.MULTILINE,
 )
+# The same first lines behind any line prefix (a shipper's time stamp, kubectl's or
+# docker's tag, a colour code: scan_text peels them): only the tokens specific enough to
+# be searched anywhere in a line.
+_NEW_START_ANYWHERE = re.compile(
+    r"Traceback \(most recent call|Thread \d+ \((?:Thread 0x|LWP)|#\d+ +0x[0-9a-fA-F]+ in |"
+    r"Exception raised from \S+ at|frame #\d+: |\((?:Python|C)\) File \"|Traceback for thread \d+|"
+    r'File "[^"\n]+", line \d+,? in '
+)
 # py-spy and faulthandler dumps, which their own parsers read unless rank markers the
 # scan understands sit over several of them.
 _DUMP_START = re.compile(
@@ -49,7 +57,7 @@ _DUMP_START = re.compile(
 # Any stack at all, for the log parser's call: most logs hold none, and one C-level
 # search is all they then cost.
 _ANY_STACK = re.compile(
-    f"{_NEW_START.pattern}|{_DUMP_START.pattern}"
+    f"{_NEW_START.pattern}|{_DUMP_START.pattern}|{_NEW_START_ANYWHERE.pattern}"
     # a faulthandler dump pasted without its thread line (parsers/stacks/headless.py)
     r'|^(?:.*\]: ?)?\s*File "[^"\n]+", line \d+ in \S'
     r"|^(?:.*\]: ?)?\s*(?:Thread (?:0x[0-9a-fA-F]+|\d+) \((?:idle|active|gil)"
@@ -165,7 +173,7 @@ def _claims(head: bytes) -> bool:
     """Stacks only this package reads, making up most of the head (or in a text the
     log parser would refuse); or several dumps under rank markers."""
     text = decode_bytes(head[:SNIFF_BYTES])
-    if not _NEW_START.search(text):
+    if not _NEW_START.search(text) and not _NEW_START_ANYWHERE.search(text):
         # A py-spy/faulthandler file: cheap checks first, as thousands may be sniffed.
         if len(_DUMP_START.findall(text)) < 2:
             return False
