@@ -40,9 +40,9 @@ class Mangling:
 
     name: str
     apply: Mangle
-    # Stamps every line with a made-up clock. Across several files of one case that
-    # clock would order their events by accident of the mangling (a real shipper's clock
-    # is the job's), so such a mangling is applied to one-file cases only.
+    # Stamps lines with a made-up clock: applied to one-file cases only. Across a case's
+    # files, that clock would stand beside the files' own clocks (glog, Python logging)
+    # as if it were the same one, and order their events by accident of the mangling.
     adds_clock: bool = False
 
 
@@ -145,19 +145,16 @@ def ansi_colours(text: str) -> str:
 
 
 # --- log shippers ------------------------------------------------------------------------
-def _stamp(i: int, fraction: str) -> tuple[int, int, int, str]:
-    seconds = 36000 + i // 3
-    return seconds // 3600, seconds // 60 % 60, seconds % 60, f"{(i % 3) * 271828:06d}{fraction}"
+# A shipper stamps when each line reached it. A made-up clock that advanced line by line
+# would assert an order of events the paste does not show (a reporter's paste is not
+# always in time order), and across a case's files an order by accident of the mangling;
+# so every line gets one instant, as a burst of output that arrived within a second.
+_DAY, _TIME = "2024-05-01", "10:00:00"
 
 
 def timestamps(text: str) -> str:
     """``kubectl logs --timestamps`` / ``docker logs -t``: RFC 3339, nanoseconds, "Z"."""
-
-    def change(i: int, line: str) -> str:
-        hh, mm, ss, frac = _stamp(i, "123")
-        return f"2024-05-01T{hh:02d}:{mm:02d}:{ss:02d}.{frac}Z {line}"
-
-    return _each_line(text, change)
+    return _each_line(text, lambda _, line: f"{_DAY}T{_TIME}.271828123Z {line}")
 
 
 def kubectl(text: str) -> str:
@@ -172,23 +169,13 @@ def docker_compose(text: str) -> str:
 
 def journald(text: str) -> str:
     """journalctl's short format: time, host, identifier[pid]."""
-
-    def change(i: int, line: str) -> str:
-        hh, mm, ss, _ = _stamp(i, "")
-        return f"May 01 {hh:02d}:{mm:02d}:{ss:02d} gpu-node-07 python[48213]: {line}"
-
-    return _each_line(text, change)
+    return _each_line(text, lambda _, line: f"May 01 {_TIME} gpu-node-07 python[48213]: {line}")
 
 
 def cloudwatch(text: str) -> str:
     """CloudWatch Logs through ``aws logs tail``: time, log stream, message."""
-
-    def change(i: int, line: str) -> str:
-        hh, mm, ss, frac = _stamp(i, "")
-        stream = "train-job-7/algo-1-1714557600"
-        return f"2024-05-01T{hh:02d}:{mm:02d}:{ss:02d}.{frac[:6]}+00:00 {stream} {line}"
-
-    return _each_line(text, change)
+    stream = "train-job-7/algo-1-1714557600"
+    return _each_line(text, lambda _, line: f"{_DAY}T{_TIME}.271828+00:00 {stream} {line}")
 
 
 # --- selections and consoles -------------------------------------------------------------

@@ -104,8 +104,8 @@ class Row:
 
 def _mangled_copy(case: Case, mangling: Mangling, root: Path) -> Case | None:
     """The case with its artifacts mangled into ``root`` (same file names: a rank in a
-    name is a signal); None when the mangling changes none of them, or adds a clock to
-    several files."""
+    name is a signal); None when the mangling changes none of them, or would stamp a
+    made-up clock on several files."""
     if mangling.adds_clock and len(case.artifacts) > 1:
         return None
     changed = False

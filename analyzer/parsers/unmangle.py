@@ -46,6 +46,16 @@ _CODE_MARGIN = 4  # columns of a Markdown code block
 _BOLD = re.compile(r"(?<![\w*\\])\*\*(?=\S)(.+?)(?<=\S)\*\*(?![\w*])")
 _CODE_SPAN = re.compile(r"(?<![\w`\\])`(?=[^`\s])([^`\n]*?[^`\s])`(?![\w`])")
 _MIN_WRAP_WIDTH = 30
+# A shipper's RFC 3339 stamp, then a log stream's name (CloudWatch's are paths:
+# "job/algo-1-1714557600", "ecs/trainer/5f2c…"), then the line.
+_STAMPED_STREAM = re.compile(
+    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) "
+    r"([A-Za-z0-9][\w.-]*(?:/[\w.$\[\]-]+)+)(?= )"
+)
+_MIN_STREAM_LINES = 3
+# kubectl's "--prefix" (logs.go addPrefixIfNeeded) and docker compose's service column.
+_SHIPPER_TAG = re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| ")
+_STREAM_SHARE = 0.8
 _MAX_WRAP_PIECES = 64
 _MIN_JOINS = 2
 _SHAPE_CHARS = 10
@@ -287,6 +297,59 @@ def _fences(lines: _Lines) -> int:
     return found
 
 
+def _shipper_tag(lines: _Lines) -> int:
+    """Remove the one tag a log shipper put on every line (``kubectl logs --prefix``'s
+    "[pod/NAME/CONTAINER] ", docker compose's "SERVICE-1  | "): it names a container, not
+    a rank, and on a wrapped line's rest it would pass for a new record. Several pods'
+    tags in one paste are left to the launcher peeler, line by line."""
+    counts: dict[str, int] = {}
+    meaningful = 0
+    for text in lines.texts:
+        if not text.strip():
+            continue
+        meaningful += 1
+        if (m := _SHIPPER_TAG.match(text)) is not None:
+            counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+    if not counts:
+        return 0
+    tag, seen = max(counts.items(), key=lambda item: item[1])
+    if seen < _MIN_STREAM_LINES or seen < _STREAM_SHARE * meaningful:
+        return 0
+    changed = 0
+    for k, text in enumerate(lines.texts):
+        if text.startswith(tag):
+            lines.texts[k] = text[len(tag) :]
+            changed += 1
+        elif text == tag.rstrip():
+            lines.texts[k] = ""
+    return changed
+
+
+def _stream_column(lines: _Lines) -> int:
+    """Remove a log stream's name that a shipper printed after its stamp on every line
+    (``aws logs tail``: "TIME STREAM MESSAGE"); the stamp stays, it is the line's time."""
+    counts: dict[str, int] = {}
+    meaningful = 0
+    for text in lines.texts:
+        if not text.strip():
+            continue
+        meaningful += 1
+        if (m := _STAMPED_STREAM.match(text)) is not None:
+            counts[m.group(2)] = counts.get(m.group(2), 0) + 1
+    if not counts:
+        return 0
+    stream, seen = max(counts.items(), key=lambda item: item[1])
+    if seen < _MIN_STREAM_LINES or seen < _STREAM_SHARE * meaningful:
+        return 0
+    changed = 0
+    for k, text in enumerate(lines.texts):
+        m = _STAMPED_STREAM.match(text)
+        if m is not None and m.group(2) == stream:
+            lines.texts[k] = text[: m.end(1)] + text[m.end(2) :]
+            changed += 1
+    return changed
+
+
 def might_be_mangled(text: str) -> bool:
     """Cheap: could ``unmangle`` change anything in this text?"""
     return (
@@ -297,6 +360,8 @@ def might_be_mangled(text: str) -> bool:
         or text.startswith((" ", "\t"))
         or "**" in text
         or "`" in text
+        or _STAMPED_STREAM.match(text) is not None
+        or _SHIPPER_TAG.match(text) is not None
         or wrap_width(text.split("\n", 20000)[:20000]) is not None
     )
 
@@ -318,6 +383,10 @@ def unmangle(text: str) -> Unmangled | None:
         undone.append("a block quote's '>' markers")
     if _indent_blocks(lines):
         undone.append("a code block's indentation")
+    if _shipper_tag(lines):
+        undone.append("a log shipper's tag on every line")
+    if _stream_column(lines):
+        undone.append("a log stream's name on every line")
     if _emphasis(lines):
         undone.append("Markdown emphasis")
     joins, width = _rejoin(lines)

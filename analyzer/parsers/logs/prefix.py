@@ -159,7 +159,11 @@ def _own_layer(text: str, tag: LineTag) -> int:
                 tag.stamp = Stamp(
                     seconds_of_day(m.group(3), m.group(4), m.group(5)), month, int(m.group(2))
                 )
-                tag.host = tag.host or m.group(6)
+                if m.group(7) == "kernel":
+                    # The kernel's lines name no host of their own; a process's lines
+                    # (journald's "host python[pid]: ") are read as without the shipper,
+                    # whose host and pid would change how their ranks are attributed.
+                    tag.host = tag.host or m.group(6)
                 return m.end()
     if tag.stamp is not None and tag.level is None and (m := _PYLOG_DASH.match(text)):
         tag.level, tag.origin = m.group(2)[0], m.group(1)
