@@ -101,7 +101,8 @@ def emphasis(text: str) -> str:
             return line
         margin = line[: len(line) - len(stripped)]
         if _WORD_TO_BOLD.search(stripped):
-            return f"{margin}**{stripped.rstrip()}**"
+            core = stripped.rstrip()
+            return f"{margin}**{core}**{stripped[len(core) :]}"
         return margin + _IDENTIFIER.sub(r"`\1`", stripped, count=2)
 
     return _each_line(text, change)
@@ -179,12 +180,14 @@ def cloudwatch(text: str) -> str:
 
 
 # --- selections and consoles -------------------------------------------------------------
-def cut_first_line(text: str, fraction: float = 0.5) -> str:
-    """A selection that starts in the middle of the first non-blank line."""
+def cut_first_line(text: str, fraction: float = 0.5, chars: int | None = None) -> str:
+    """A selection that starts inside the first non-blank line: ``chars`` characters in
+    (a header's worth, when given), else at ``fraction`` of its length."""
     lines, ends = _lines(text)
     for i, line in enumerate(lines):
         if line.strip():
-            lines[i] = line[int(len(line) * fraction) :]
+            at = chars if chars is not None else int(len(line) * fraction)
+            lines[i] = line[min(at, len(line) - 1) :]
             return _join(lines[i:], ends)
     return text
 
@@ -263,7 +266,8 @@ MANGLINGS: tuple[Mangling, ...] = (
     Mangling("docker compose", docker_compose),
     Mangling("journald", journald, adds_clock=True),
     Mangling("CloudWatch", cloudwatch, adds_clock=True),
-    Mangling("cut first line", cut_first_line),
+    Mangling("cut first line (12 chars)", lambda t: cut_first_line(t, chars=12)),
+    Mangling("cut first line (middle)", cut_first_line),
     Mangling("interleave ranks", interleave),
     Mangling("Markdown emphasis", emphasis),
     Mangling("ANSI colours", ansi_colours),
@@ -274,7 +278,7 @@ COMBINED: tuple[Mangling, ...] = (
     Mangling("wrap 100 + quote", compose(_wrap(100), quote)),
     Mangling("indent + CRLF", compose(indent, crlf)),
     Mangling("timestamps + wrap 120", compose(timestamps, _wrap(120)), adds_clock=True),
-    Mangling("cut + quote", compose(cut_first_line, quote)),
+    Mangling("cut 12 + quote", compose(lambda t: cut_first_line(t, chars=12), quote)),
     Mangling("ANSI + kubectl", compose(ansi_colours, kubectl)),
     Mangling("emphasis + indent", compose(emphasis, indent)),
     Mangling("wrap 80 + fence + CRLF", compose(_wrap(80), lambda t: fence(t), crlf)),

@@ -39,9 +39,8 @@ class Tagged:
     pid: int | None = None
 
 
-def clean_line(line: str) -> str:
-    """Drop ANSI colour codes and carriage returns; a tqdm-style redraw keeps its last
-    non-empty segment, as a terminal would have shown it."""
+def strip_colours(line: str) -> str:
+    """Drop ANSI colour codes, with or without their ESC (a copy-paste loses it)."""
     coloured = line.startswith(("\x1b", "[")) and bool(_LEADING_SGR.match(line))
     if "\x1b" in line:
         line = _ANSI.sub("", line)
@@ -49,6 +48,13 @@ def clean_line(line: str) -> str:
         line = _BARE_SGR.sub("", _BARE_SGR_SPACED.sub("", line))
     if coloured and line.startswith(" ") and not line.startswith("  "):
         line = line[1:]  # "[0m host:1:2 [0] NCCL INFO …": the space after a colour reset
+    return line
+
+
+def clean_line(line: str) -> str:
+    """Drop ANSI colour codes and carriage returns; a tqdm-style redraw keeps its last
+    non-empty segment, as a terminal would have shown it."""
+    line = strip_colours(line)
     if "\r" in line:
         segments = [s for s in line.split("\r") if s.strip()]
         line = segments[-1] if segments else ""

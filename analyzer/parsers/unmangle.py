@@ -32,9 +32,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# ESC-introduced sequences (CSI, OSC, charset): prefixes.clean_line drops them line by
-# line later; here they go first so margins and widths are measured on what was shown.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]")
+from hangdoc.analyzer.parsers.prefixes import strip_colours
+
 _FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+.-]*\s*$")
 # One Markdown quote marker, with the one space it may carry.
 _QUOTE = re.compile(r" {0,3}> ?")
@@ -57,6 +56,13 @@ _MIN_STREAM_LINES = 3
 _SHIPPER_TAG = re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| ")
 _STREAM_SHARE = 0.8
 _MAX_WRAP_PIECES = 64
+# A first line cut inside its header: its first token at least this long (holding a
+# digit: a pid, a time) and the next few characters (a device, a level), found in one of
+# the next lines, no further in than a header is long.
+_MIN_CUT_TOKEN = 6
+_CUT_AGREE = 4
+_CUT_LOOKAHEAD = 200
+_MAX_HEAD = 48
 _MIN_JOINS = 2
 _SHAPE_CHARS = 10
 _DIGITS = re.compile(r"\d+")
@@ -284,6 +290,17 @@ def _rejoin(lines: _Lines) -> tuple[int, int | None]:
     return joins, width
 
 
+def _colours(lines: _Lines) -> int:
+    changed = 0
+    for k, text in enumerate(lines.texts):
+        if "\x1b" in text or ("[" in text and "m" in text):
+            new = strip_colours(text)
+            if new != text:
+                lines.texts[k] = new
+                changed += 1
+    return changed
+
+
 def _fences(lines: _Lines) -> int:
     inside = False
     found = 0
@@ -350,10 +367,43 @@ def _stream_column(lines: _Lines) -> int:
     return changed
 
 
+def _restored_head(texts: list[str]) -> tuple[int, str] | None:
+    """Restore the start of a first line that a selection cut inside its header, from a
+    later line of the same process: the first line's first token (a host:pid:tid, a time)
+    ends a token of that line, and what follows it agrees. The header's identity (pid,
+    tid, time) is in the part both lines share, so the restored start is that process's;
+    a token too short to carry one ("]:", "k3]:") is left as cut. A cut header may still
+    look like one ("5:2123:2230 [3] …", host "5"), so every first line is tried; an uncut
+    one occurs only at the start of later lines, and is left as it is."""
+    first = next((k for k, t in enumerate(texts) if t.strip()), None)
+    if first is None:
+        return None
+    cut = texts[first]
+    token = cut.split(" ", 1)[0]
+    if len(token) < _MIN_CUT_TOKEN or not any(c.isdigit() for c in token):
+        return None
+    agree = cut[: len(token) + _CUT_AGREE]
+    for text in texts[first + 1 : first + 1 + _CUT_LOOKAHEAD]:
+        at = text.find(agree, 1, _MAX_HEAD + len(agree))
+        if at > 0:
+            return first, text[:at] + cut
+    return None
+
+
+def _cut_head(lines: _Lines) -> int:
+    restored = _restored_head(lines.texts)
+    if restored is None:
+        return 0
+    lines.texts[restored[0]] = restored[1]
+    return 1
+
+
 def might_be_mangled(text: str) -> bool:
     """Cheap: could ``unmangle`` change anything in this text?"""
+    head = text.split("\n", _CUT_LOOKAHEAD + 50)[: _CUT_LOOKAHEAD + 50]
     return (
-        "\n>" in text
+        "\x1b" in text
+        or "\n>" in text
         or text.startswith((">", " >", "  >", "   >"))
         or "\n " in text
         or "\n\t" in text
@@ -363,6 +413,7 @@ def might_be_mangled(text: str) -> bool:
         or _STAMPED_STREAM.match(text) is not None
         or _SHIPPER_TAG.match(text) is not None
         or wrap_width(text.split("\n", 20000)[:20000]) is not None
+        or _restored_head([t.rstrip("\r") for t in head]) is not None
     )
 
 
@@ -373,8 +424,6 @@ def unmangle(text: str) -> Unmangled | None:
     ends = text.endswith("\n")
     raw = (text[:-1] if ends else text).split("\n")
     texts = [t[:-1] if t.endswith("\r") else t for t in raw]
-    if "\x1b" in text:
-        texts = [_ANSI.sub("", t) if "\x1b" in t else t for t in texts]
     lines = _Lines(texts, list(range(1, len(texts) + 1)), [False] * len(texts))
     undone: list[str] = []
     if _fences(lines):
@@ -387,8 +436,12 @@ def unmangle(text: str) -> Unmangled | None:
         undone.append("a log shipper's tag on every line")
     if _stream_column(lines):
         undone.append("a log stream's name on every line")
+    if _colours(lines):
+        undone.append("colour codes")
     if _emphasis(lines):
         undone.append("Markdown emphasis")
+    if _cut_head(lines):
+        undone.append("a cut in the first line's header (restored from a later line)")
     joins, width = _rejoin(lines)
     if joins:
         undone.append(f"a hard wrap at {width} columns ({joins} lines joined)")
