@@ -86,15 +86,21 @@ def read_ranks(dump: Path) -> list[RankPaste]:
             cmdline = " ".join(str(a) for a in info.get("cmdline") or [])
             pid = info.get("pid")
             ranks.append(
-                RankPaste(int(m.group(1)), pid if isinstance(pid, int) else None, cmdline,
-                          _traces(sample), _tail(folder / "logs"))  # fmt: skip
+                RankPaste(
+                    int(m.group(1)),
+                    pid if isinstance(pid, int) else None,
+                    cmdline,
+                    _traces(sample),
+                    _tail(folder / "logs"),
+                )  # fmt: skip
             )
         elif (m := _PYSPY_FILE.fullmatch(folder.name)) is not None and m.group(1):
             traces = _traces(folder)
             pid = traces[0].get("pid") if traces else None
             ranks.append(
-                RankPaste(int(m.group(1)), pid if isinstance(pid, int) else None, "python",
-                          traces, ())  # fmt: skip
+                RankPaste(
+                    int(m.group(1)), pid if isinstance(pid, int) else None, "python", traces, ()
+                )  # fmt: skip
             )
     return sorted(ranks, key=lambda r: r.rank)
 

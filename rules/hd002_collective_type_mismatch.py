@@ -39,6 +39,7 @@ from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.culprit import nobody_moved
 from hangdoc.rules.refs import stack_refs
 
 
@@ -65,8 +66,14 @@ class CollectiveTypeMismatch(Rule):
         majority_ranks = tuple(a.rank for a in majority)
         expected_op = majority[0].waiting_call.op if majority[0].waiting_call else expected_family
         tie = len(ordered[1][1]) == len(majority)
+        # One sample (a pasted dump) cannot show the ranks stuck: the split is then as
+        # uncertain as the rules that explain it (HD106, HD107) say it is, so it does not
+        # outrank them by staying sure.
+        one_sample = nobody_moved(ctx, (a.rank for group in groups.values() for a in group))
         for family, culprits in ordered[1:]:
-            yield self._finding(family, culprits, expected_op, majority, majority_ranks, tie)
+            yield self._finding(
+                family, culprits, expected_op, majority, majority_ranks, tie, one_sample is None
+            )
 
     def _finding(
         self,
@@ -76,6 +83,7 @@ class CollectiveTypeMismatch(Rule):
         majority: list[RankActivity],
         majority_ranks: tuple[int, ...],
         tie: bool,
+        one_sample: bool,
     ) -> Finding:
         culprit_ranks = tuple(a.rank for a in culprits)
         op = culprits[0].waiting_call.op if culprits[0].waiting_call else family
@@ -116,14 +124,14 @@ class CollectiveTypeMismatch(Rule):
         return Finding(
             rule=self.id,
             category=category,
-            severity=self.severity,
+            severity=Severity.ERROR if one_sample else self.severity,
             title=title,
             explanation=explanation,
             fix=fix,
             culprit_ranks=culprit_ranks,
             waiting_ranks=majority_ranks,
             evidence=tuple(stack_refs(culprits) + stack_refs(majority, limit=2)),
-            confidence=0.55 if tie else 0.85,
+            confidence=0.55 if tie else (0.7 if one_sample else 0.85),
         )
 
 

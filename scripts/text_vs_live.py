@@ -49,8 +49,10 @@ def main() -> int:
                     mark, other = "X", other + 1
                 rows.setdefault(name, []).append(mark)
                 if mark != "=":
-                    differ.append(f"{mark} {name} [{form.name}]: live {live[0].value} "
-                                  f"{list(live[1])} -> {got[0].value} {list(got[1])}")
+                    differ.append(
+                        f"{mark} {name} [{form.name}]: live {live[0].value} "
+                        f"{list(live[1])} -> {got[0].value} {list(got[1])}"
+                    )
     print("| dump | " + " | ".join(str(i) for i in range(len(FORMS))) + " |")
     print("|---" * (len(FORMS) + 1) + "|")
     for name, marks in rows.items():

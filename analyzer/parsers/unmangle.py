@@ -65,7 +65,9 @@ _CUT_LOOKAHEAD = 200
 _MAX_HEAD = 48
 _MIN_JOINS = 2
 _SHAPE_CHARS = 10
-_DIGITS = re.compile(r"\d+")
+_CLASSES = str.maketrans(
+    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "x" * 62
+)
 # What a record of its own starts with, so a line that starts so is no wrapped rest.
 _NEW_RECORD = re.compile(
     r"""(?x)
@@ -242,13 +244,17 @@ def wrap_width(texts: list[str]) -> int | None:
     return width if at_edge > below else None
 
 
+def _shape(text: str) -> str:
+    """Letters and digits as one class (ids are hex), spaces and punctuation as they are."""
+    return text.translate(_CLASSES)
+
+
 def _same_shape(text: str, record: str) -> bool:
-    """``text`` starts like ``record`` (digits aside): the next record of one template
-    (a table's rows, a message repeated per rank), not a wrapped piece of the last."""
+    """``text`` starts like ``record`` (digits, hex ids and names aside): the next record
+    of one template (a table's rows, a message repeated per rank), not a wrapped piece of
+    the last."""
     head = text[:_SHAPE_CHARS]
-    return len(head) == _SHAPE_CHARS and _DIGITS.sub("0", head) == _DIGITS.sub(
-        "0", record[:_SHAPE_CHARS]
-    )
+    return len(head) == _SHAPE_CHARS and _shape(head) == _shape(record[:_SHAPE_CHARS])
 
 
 def _continues(text: str, record: str) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 from hangdoc.analyzer.loading.rank_names import rank_from_name
 from hangdoc.analyzer.model import InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes, read_text_capped
-from hangdoc.analyzer.parsers.stacks import markers
+from hangdoc.analyzer.parsers.stacks import markers, pyspy_frames
 from hangdoc.analyzer.parsers.stacks.scan import ScanResult, Span, scan_text
 from hangdoc.analyzer.vocabulary import EventKind
 
@@ -57,13 +57,35 @@ _DUMP_START = re.compile(
 # Any stack at all, for the log parser's call: most logs hold none, and one C-level
 # search is all they then cost.
 _ANY_STACK = re.compile(
-    f"{_NEW_START.pattern}|{_DUMP_START.pattern}|{_NEW_START_ANYWHERE.pattern}"
+    f"{_NEW_START.pattern}|{_DUMP_START.pattern}"
     # a faulthandler dump pasted without its thread line (parsers/stacks/headless.py)
     r'|^(?:.*\]: ?)?\s*File "[^"\n]+", line \d+ in \S'
     r"|^(?:.*\]: ?)?\s*(?:Thread (?:0x[0-9a-fA-F]+|\d+) \((?:idle|active|gil)"
     r"|Stack \(most recent call first\))",
     re.MULTILINE,
 )
+# The end of a py-spy frame line ("… (train.py:12)"): where frames pasted without their
+# thread line may be (parsers/stacks/pyspy_frames.py), each such place then checked.
+_PYSPY_FRAME_END = re.compile(r"\.py:\d+\)[ \t]*$", re.MULTILINE)
+_MAX_FRAME_CHECKS = 200
+
+
+def _any_stack(text: str) -> bool:
+    """Any stack in the text? Searched one pattern at a time: one alternation of them
+    all costs several times their sum."""
+    if _ANY_STACK.search(text) or _NEW_START_ANYWHERE.search(text):
+        return True
+    for checked, m in enumerate(_PYSPY_FRAME_END.finditer(text)):
+        if checked >= _MAX_FRAME_CHECKS:
+            break
+        start = text.rfind("\n", 0, m.start()) + 1
+        after = text.find("\n", m.end() + 1)
+        pair = text[start : after if after >= 0 else len(text)].split("\n")
+        if len(pair) == 2 and all(pyspy_frames.FRAME.match(line) for line in pair):
+            return True
+    return False
+
+
 _NEW_FORMATS = frozenset({"traceback", "py-bt", "gdb", "pystack", "cpp", "stack-print"})
 # Set while this package's parser has the log parser read a stacks file: its stacks
 # then come in full; in a plain log, records of consequences are left out
@@ -88,7 +110,7 @@ def attach_stacks(
     in_log = not own_events and not _STACKS_FILE.get()
     try:
         text, truncated = read_text_capped(path, STACK_TEXT_BYTES)
-        if not _ANY_STACK.search(text):
+        if not _any_stack(text):
             return parsed
         found = scan_text(text, display, parsed.notes, in_log=in_log)
     except Exception as exc:  # a bug here must not cost the log what the log parser read
