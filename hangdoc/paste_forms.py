@@ -92,7 +92,7 @@ def read_ranks(dump: Path) -> list[RankPaste]:
                     cmdline,
                     _traces(sample),
                     _tail(folder / "logs"),
-                )  # fmt: skip
+                )
             )
         elif (m := _PYSPY_FILE.fullmatch(folder.name)) is not None and m.group(1):
             traces = _traces(folder)
@@ -100,7 +100,7 @@ def read_ranks(dump: Path) -> list[RankPaste]:
             ranks.append(
                 RankPaste(
                     int(m.group(1)), pid if isinstance(pid, int) else None, "python", traces, ()
-                )  # fmt: skip
+                )
             )
     return sorted(ranks, key=lambda r: r.rank)
 

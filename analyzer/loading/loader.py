@@ -463,7 +463,7 @@ class _Loader:
         """``readable``: where the text was read from when not ``path`` (an undone copy,
         whose line numbers ``fixed`` maps back)."""
         self._attribute(parsed, path, display, context)
-        if parsed.kind in (InputKind.LOG, InputKind.STACK_TEXT):
+        if parsed.kind in _TEXT_KINDS:
             # A paste of stacks holds the ranks' own lines too (its frames are no log).
             self._keep_lines(parsed, path, display, context, readable or path, fixed)
         contributed = bool(parsed.processes or parsed.job_log_events or parsed.process_groups)

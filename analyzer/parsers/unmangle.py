@@ -65,9 +65,7 @@ _CUT_LOOKAHEAD = 200
 _MAX_HEAD = 48
 _MIN_JOINS = 2
 _SHAPE_CHARS = 10
-_CLASSES = str.maketrans(
-    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "x" * 62
-)
+_CLASSES = str.maketrans("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "x" * 62)
 # What a record of its own starts with, so a line that starts so is no wrapped rest.
 _NEW_RECORD = re.compile(
     r"""(?x)

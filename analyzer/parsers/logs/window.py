@@ -17,7 +17,7 @@ from pathlib import Path
 from hangdoc.analyzer.model import LogLine
 from hangdoc.analyzer.parsers.base import decode_bytes
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
-from hangdoc.analyzer.parsers.stacks.markers import header_rank
+from hangdoc.analyzer.parsers.stacks.markers import label_rank
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME
 
 HEAD_BYTES = 32 * 1024
@@ -77,7 +77,8 @@ def read_line_window(
 
     A line's rank is the one its prefix names (``[rank3]:``, ``[default3]:``, ``3:``),
     else the one of the section it is in (a paste of several ranks, each under a line
-    that is nothing but a rank label: ``rank 3:``, ``=== Rank 3 ===``), else
+    that is nothing but a rank label: ``rank 3:``, ``=== Rank 3 ===``, ``Rank 3 py-spy
+    dump``), else
     ``default_rank`` (the rank whose own file this is), else it is kept under
     ``UNATTRIBUTED``: it cannot be compared across ranks, but says what the job did.
     """
@@ -97,7 +98,7 @@ def read_line_window(
                 continue  # a glog/c10/torch logger line: the library's words, not the job's
             text, said = tag.text.strip(), tag.rank
             indented = tag.text[:1] in (" ", "\t")
-        if said is None and len(text) < _MAX_LABEL and (label := header_rank(text)) is not None:
+        if said is None and len(text) < _MAX_LABEL and (label := label_rank(text)) is not None:
             section = label
             continue
         if said in after_frame:

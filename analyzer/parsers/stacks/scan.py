@@ -214,7 +214,7 @@ class _Scanner:
             found = self._recognise(lines, i)
             if found is None or not found[0]:
                 text = lines[i][1]
-                if (r := markers.header_rank(text)) is not None:
+                if (r := markers.label_rank(text)) is not None:
                     sticky, pid_hint = r, None
                 elif (r := markers.header_local_rank(text)) is not None:
                     sticky_local = r
