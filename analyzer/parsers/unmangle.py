@@ -64,7 +64,11 @@ _CUT_AGREE = 4
 _CUT_LOOKAHEAD = 200
 _MAX_HEAD = 48
 _MIN_JOINS = 2
-_SHAPE_CHARS = 10
+_SAME_CHARS = 10
+_DIGITS = re.compile(r"\d+")
+_SHAPE_CHARS = 20
+_RUNS = re.compile(r"(x|\s)\1+")
+_SHAPE_MARKS = 2
 _CLASSES = str.maketrans("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "x" * 62)
 # What a record of its own starts with, so a line that starts so is no wrapped rest.
 _NEW_RECORD = re.compile(
@@ -243,16 +247,29 @@ def wrap_width(texts: list[str]) -> int | None:
 
 
 def _shape(text: str) -> str:
-    """Letters and digits as one class (ids are hex), spaces and punctuation as they are."""
-    return text.translate(_CLASSES)
+    """Runs of letters and digits as one mark (ids are hex, numbers have widths), runs of
+    spaces as one (columns are padded), punctuation as it is."""
+    return _RUNS.sub(r"\1", text.translate(_CLASSES))
 
 
 def _same_shape(text: str, record: str) -> bool:
-    """``text`` starts like ``record`` (digits, hex ids and names aside): the next record
-    of one template (a table's rows, a message repeated per rank), not a wrapped piece of
-    the last."""
-    head = text[:_SHAPE_CHARS]
-    return len(head) == _SHAPE_CHARS and _shape(head) == _shape(record[:_SHAPE_CHARS])
+    """``text`` starts like ``record``: the next record of one template (a table's rows,
+    a message repeated per rank), not a wrapped piece of the last. Alike are the same
+    words with other numbers ("root   10  0.0" under "root    1  0.0"), or the same
+    punctuation around other ids (a CSV's rows of hex UUIDs); a wrapped piece starts
+    wherever the column fell, and shares neither with its line's start."""
+    head = text[:_SAME_CHARS]
+    if len(head) == _SAME_CHARS and _DIGITS.sub("0", head) == _DIGITS.sub(
+        "0", record[:_SAME_CHARS]
+    ):
+        return True
+    shape = _shape(text[:_SHAPE_CHARS])
+    marks = len(shape) - shape.count("x") - shape.count(" ")  # words are any words
+    return (
+        len(text) >= _SHAPE_CHARS
+        and marks >= _SHAPE_MARKS
+        and shape == _shape(record[:_SHAPE_CHARS])
+    )
 
 
 def _continues(text: str, record: str) -> bool:
