@@ -47,6 +47,9 @@ _ISO = re.compile(
 # %(levelname)s - %(message)s" with datefmt "%m/%d %H:%M:%S", no year ("06/27 08:41:09 -
 # mmengine - INFO - …"): the logs of mmengine, mmdet, mmseg, xtuner and their kin.
 _MMDD = re.compile(r"(\d{2})/(\d{2}) (\d{2}):(\d{2}):(\d{2}(?:[.,]\d+)?)(?P<sep> +- +| +)")
+# What a selection that began inside a bracketed stamp leaves of it ("08:39:46] " of
+# "[2025-04-08 08:39:46] "): the time of day and the closing bracket.
+_CUT_STAMP = re.compile(r"(\d{2}):(\d{2}):(\d{2}(?:[.,]\d+)?)\] +")
 _SYSLOG = re.compile(
     r"([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)? (\S+) "
     r"([\w.\-/]+?)(?:\[\d+\])?: "
@@ -143,6 +146,9 @@ def _own_layer(text: str, tag: LineTag) -> int:
             # A shipper's RFC 3339 stamp (kubectl/docker logs --timestamps, CloudWatch) and
             # one space: the indentation after it is the line's own ("  File …" of a trace).
             return m.start("sep") + 1
+        return m.end()
+    if first.isdigit() and (m := _CUT_STAMP.match(text)) is not None:
+        tag.stamp = Stamp(seconds_of_day(m.group(1), m.group(2), m.group(3)))
         return m.end()
     if first.isdigit() and (m := _MMDD.match(text)) is not None:
         mm, dd = int(m.group(1)), int(m.group(2))
