@@ -128,16 +128,35 @@ def _frame(frame: Mapping[str, object]) -> str:
 
 
 def pyspy_text(rank: RankPaste, *, headers: bool = True) -> str:
-    """``py-spy dump``'s text for the rank; without ``headers``, frames only, one blank
-    line between threads."""
+    """``py-spy dump``'s text for the rank: its own process, then (``-s``) each child
+    process with its ``Parent Process`` line. Without ``headers``, frames only, one blank
+    line between threads, and the rank's own threads only (a child's frames under no
+    header would pass for the rank's)."""
+    own = [t for t in rank.traces if rank.pid is None or t.get("pid") in (None, rank.pid)]
+    if not headers:
+        return _threads(own, headers=False)
+    children: dict[object, list[Mapping[str, object]]] = {}
+    for trace in rank.traces:
+        if not any(trace is t for t in own):
+            children.setdefault(trace.get("pid"), []).append(trace)
+    exe = rank.cmdline.split(" ", 1)[0] or "python"
+    versions = (
+        _PYTHON_VERSION.search(str(f.get("filename"))) for t in rank.traces for f in _frames(t)
+    )
+    version = next((m.group(1) for m in versions if m), "3")
+    head = [f"Process {rank.pid}: {rank.cmdline}", f"Python v{version} ({exe})", ""]
+    text = "\n".join(head) + "\n" + _threads(own, headers=True)
+    for pid, traces in children.items():
+        head = [f"Process {pid}: {rank.cmdline}", f"Python v{version} ({exe})"]
+        head += [f"Parent Process {rank.pid}: {rank.cmdline}", ""]
+        text += "\n".join(head) + "\n" + _threads(traces, headers=True)
+    return text
+
+
+def _threads(traces: Sequence[Mapping[str, object]], *, headers: bool) -> str:
+    """The threads, last first as py-spy prints them."""
     out: list[str] = []
-    if headers:
-        exe = rank.cmdline.split(" ", 1)[0] or "python"
-        versions = (_PYTHON_VERSION.search(str(f.get("filename"))) for t in rank.traces
-                    for f in _frames(t))  # fmt: skip
-        version = next((m.group(1) for m in versions if m), "3")
-        out += [f"Process {rank.pid}: {rank.cmdline}", f"Python v{version} ({exe})", ""]
-    for number, trace in enumerate(reversed(rank.traces)):
+    for number, trace in enumerate(reversed(traces)):
         if headers:
             name = trace.get("thread_name")
             label = f': "{name}"' if isinstance(name, str) else ""

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.prefixes import strip_colours
+from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME as PYSPY_FRAME
 
 _FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+.-]*\s*$")
 # One Markdown quote marker, with the one space it may carry.
@@ -273,8 +274,13 @@ def _same_shape(text: str, record: str) -> bool:
 
 
 def _continues(text: str, record: str) -> bool:
-    """``text`` may be the wrapped rest of ``record``: it starts no record of its own."""
-    return not _NEW_RECORD.match(text) and not _same_shape(text, record)
+    """``text`` may be the wrapped rest of ``record``: it starts no record of its own
+    (a py-spy frame is one, indented or not)."""
+    return (
+        not _NEW_RECORD.match(text)
+        and not _same_shape(text, record)
+        and not (text.endswith(")") and PYSPY_FRAME.match(text))
+    )
 
 
 def _rejoin(lines: _Lines) -> tuple[int, int | None]:
