@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.model import Category, Evidence, Verdict
 from hangdoc.paste_forms import FORMS, PasteForm, read_ranks, write_form
 
