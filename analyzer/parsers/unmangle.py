@@ -38,6 +38,9 @@ from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME as PYSPY_FRAME
 _FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+.-]*\s*$")
 # One Markdown quote marker, with the one space it may carry.
 _QUOTE = re.compile(r" {0,3}> ?")
+# ">text": markers with no space after them; then a line's own spaces are its own.
+_TIGHT = re.compile(r"(?: {0,3}>)+[^\s>]")
+_BARE_QUOTE = re.compile(r" {0,3}>")
 _REPL = re.compile(r" {0,3}(?:>>>|\.\.\.)(?: |$)")
 _MIN_QUOTE_RUN = 2
 _CODE_MARGIN = 4  # columns of a Markdown code block
@@ -131,14 +134,17 @@ def _quote_runs(lines: _Lines) -> int:
             j += 1
         if j - i >= _MIN_QUOTE_RUN or (i == 0 and j == len(texts)):
             # A quoted blank line is markers only (">", "> >"): it sets no depth.
-            depths = [_depth(texts[k]) for k in range(i, j) if _unquoted(texts[k]).strip()]
-            depth = min(depths, default=1)
+            content = [k for k in range(i, j) if _unquoted(texts[k]).strip()]
+            depth = min((_depth(texts[k]) for k in content), default=1)
+            # ">text" quoting (no space after the marker) keeps the line's own spaces.
+            tight = any(_TIGHT.match(texts[k]) for k in content)
+            marker = _BARE_QUOTE if tight else _QUOTE
             for k in range(i, j):
-                if not _unquoted(texts[k]).strip():
+                if k not in content:
                     texts[k] = ""
                     continue
                 for _ in range(depth):
-                    m = _QUOTE.match(texts[k])
+                    m = marker.match(texts[k])
                     assert m is not None
                     texts[k] = texts[k][m.end() :]
             changed += j - i

@@ -27,22 +27,25 @@ from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
 # brackets), a space, and a source location in parentheses that names a file: a Python
 # file with or without its line, "<frozen …>"/"<string>", or a native library.
 FRAME = re.compile(
-    r"\s*(?P<fn>[^\s()][^()]*?) \((?:(?P<file>[\w.<>~+\-/ ]*?\.(?:py|pyx|pyi)|<[\w. ]+>)"
+    r"\s*(?P<fn>[^\s()][^()]*?) \((?:(?P<file>[\w.<>~+\-/ ]*?\.(?:py|pyx|pyi)|<[\w. \-]+>)"
     r"(?::(?P<line>\d+))?|(?P<lib>[\w.+\-/]+\.so(?:\.[\d.]+)?))\)\s*$"
 )
 _MIN_FRAMES = 2
+_LOOK_FOR_LINE = 8
 _MAX_BLANKS = 2  # blank lines a reporter leaves between two threads of one rank
 _MAIN_BOTTOM = "<module>"
 
 
 def starts_frames(lines: Lines, i: int) -> bool:
-    """Two frame lines in a row at ``i``, one with a Python file and line."""
-    if i + 1 >= len(lines):
-        return False
-    first, second = FRAME.match(lines[i][1]), FRAME.match(lines[i + 1][1])
-    if first is None or second is None:
-        return False
-    return first.group("line") is not None or second.group("line") is not None
+    """Two frame lines in a row at ``i``, and a Python file with its line among the run's
+    first few (native frames and built-ins name none)."""
+    run = []
+    for _, text in lines[i : i + _LOOK_FOR_LINE]:
+        m = FRAME.match(text)
+        if m is None:
+            break
+        run.append(m)
+    return len(run) >= _MIN_FRAMES and any(m.group("line") is not None for m in run)
 
 
 def _frame(m: re.Match[str]) -> Frame:
