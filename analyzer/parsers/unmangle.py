@@ -1,30 +1,37 @@
 """Undo what pasting did to machine output, before any recogniser reads it.
 
-A paste reaches hangdoc through Markdown and terminals (hangdoc/paste_mangling.py lists
-the ways): quoted ("> ", nested), indented four spaces or a tab as a code block, fenced,
-coloured, decorated with emphasis, hard-wrapped at the terminal's width. The recognisers
-match the tools' own formats (a py-spy thread line at the start of a line, a traceback's
-``  File`` at its indentation, an NCCL header's fields), so each of these layers, left in
-place, hides whole records from them. They are undone here, by mechanism, in one pass
-over the text:
+A paste reaches hangdoc through Markdown, terminals and log shippers
+(hangdoc/paste_mangling.py lists the ways): quoted ("> ", nested), indented four spaces
+or a tab as a code block, fenced, tagged by kubectl or docker compose, coloured,
+decorated with emphasis, hard-wrapped at the terminal's width, its first line cut by the
+selection. The recognisers match the tools' own formats (a py-spy thread line at the
+start of a line, a traceback's ``  File`` at its indentation, an NCCL header's fields), so
+each of these layers, left in place, hides whole records from them. They are undone
+here, by mechanism, outermost first:
 
-1. colours (ANSI escape sequences) and a CRLF's "\\r" are dropped;
-2. fences (```` ``` ````, ``~~~``) become blank lines and mark code, which keeps its
+1. fences (```` ``` ````, ``~~~``) become blank lines and mark code, which keeps its
    emphasis characters (Markdown renders none there);
-3. a block quote's markers, common to a run of lines, are removed (a REPL's ``>>>`` is
-   not a quote);
-4. an indentation margin common to every line of the text, or to a block that follows a
+2. a block quote's markers, common to a run of lines, are removed (a REPL's ``>>>`` is
+   not a quote; ">text" quoting keeps the line's own spaces);
+3. an indentation margin common to every line of the text, or to a block that follows a
    blank line, of four columns or a tab (a Markdown code block), is removed: a smaller
    one may be the format's own (faulthandler's two spaces);
-5. Markdown emphasis around a line or a word (``**…**``, `` `…` ``) is removed outside
-   code;
-6. lines a terminal hard-wrapped are joined: the wrap width is the length many lines
+4. one log shipper's tag on every line (kubectl's ``[pod/…/…]``, docker compose's
+   ``svc-1  |``) and the log stream's name ``aws logs tail`` prints after its stamp are
+   removed; time stamps stay, they are the lines' times (the line readers peel them);
+5. colours (ANSI escape sequences, and their remains without ESC) are removed, then
+   Markdown emphasis around a line or a word (``**…**``, `` `…` ``) outside code;
+6. a first line whose header the selection cut is restored from a later line of the
+   same process (``_restored_head``);
+7. lines a terminal hard-wrapped are joined: the wrap width is the length several lines
    share exactly with no line longer (a spike at the maximum, not a slope), and a line at
    that width is joined to the next unless the next starts like a record of its own (a
-   time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line).
+   time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line,
+   the next row of one template).
 
-Line numbers stay those of the file the user gave: ``Unmangled.line_map`` maps each line
-of the new text back, so evidence cites the user's file.
+A CRLF's "\r" is dropped as the lines are split. Line numbers stay those of the file the
+user gave: ``Unmangled.line_map`` maps each line of the new text back, so evidence cites
+the user's file.
 """
 
 from __future__ import annotations
