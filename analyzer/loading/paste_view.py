@@ -6,9 +6,10 @@ colours and hard wraps on a text; this module applies it to a file the user gave
 parsers a temporary copy of the undone text, and maps the line numbers the parsers
 report back to the user's file.
 
-Cost: a file up to ``FULL_BYTES`` is checked whole; a larger one only when its first
-``HEAD_BYTES`` show a layer (a paste is mangled from its first line on), and files past
-``MAX_BYTES`` are logs, not pastes, and are left alone.
+Cost: a file up to ``FULL_BYTES`` is checked whole; a larger one only when most lines of
+its first ``HEAD_BYTES`` carry a layer (a paste is mangled as a whole, from its first
+line on; a big log with a quoted line here and a coloured word there is read as it is),
+and files past ``MAX_BYTES`` are logs, not pastes, and are left alone.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ def unmangled(path: Path, size: int) -> Unmangled | None:
         data = handle.read(FULL_BYTES if size <= FULL_BYTES else HEAD_BYTES)
         if size > FULL_BYTES:
             head = data[: data.rfind(b"\n") + 1]
-            if unmangle(decode_bytes(head)) is None:
-                return None
+            fixed = unmangle(decode_bytes(head))
+            if fixed is None or not fixed.whole:
+                return None  # a log, read as it is: a paste is mangled from its start
             data += handle.read()
     return unmangle(decode_bytes(data))
 

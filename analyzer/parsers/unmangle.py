@@ -37,6 +37,8 @@ the user's file.
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.prefixes import strip_colours
@@ -63,6 +65,14 @@ _STAMPED_STREAM = re.compile(
     r"([A-Za-z0-9][\w.-]*(?:/[\w.$\[\]-]+)+)(?= )"
 )
 _MIN_STREAM_LINES = 3
+_WHOLE_SHARE = 0.5
+# Signs of each layer somewhere in a text, searched once over the whole of it.
+_SIGN_QUOTE = re.compile(r"^ {0,3}>", re.MULTILINE)
+_SIGN_FLUSH = re.compile(r"^(?=[^ \t\n])", re.MULTILINE)  # a line at the left edge
+_SIGN_BLOCK = re.compile(r"\n[ \t]*\n[ \t]+\S")  # an indented block after a blank line
+_SIGN_TAG = re.compile(r"^(?:\[pod/|[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| )", re.MULTILINE)
+_SIGN_STREAM = re.compile(r"^\d{4}-\d\d-\d\dT\S+ [A-Za-z0-9][\w.-]*/", re.MULTILINE)
+_SIGN_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 # kubectl's "--prefix" (logs.go addPrefixIfNeeded) and docker compose's service column.
 _SHIPPER_TAG = re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| ")
 _STREAM_SHARE = 0.8
@@ -112,6 +122,14 @@ class Unmangled:
     text: str
     line_map: tuple[int, ...]  # 1-based line of the given text, per line of ``text``
     undone: tuple[str, ...]  # what was undone, in words, for a note
+    changed: int = 0  # lines of the given text that a layer was taken off
+    lines: int = 0  # lines of the given text
+
+    @property
+    def whole(self) -> bool:
+        """The layers were on most of the text: a paste mangled as a whole, not a log
+        with a quoted line here and a coloured word there."""
+        return self.changed >= _WHOLE_SHARE * self.lines
 
     def original_line(self, number: int) -> int:
         """The given file's line number of line ``number`` (1-based) of ``text``."""
@@ -141,7 +159,7 @@ def _quote_runs(lines: _Lines) -> int:
             j += 1
         if j - i >= _MIN_QUOTE_RUN or (i == 0 and j == len(texts)):
             # A quoted blank line is markers only (">", "> >"): it sets no depth.
-            content = [k for k in range(i, j) if _unquoted(texts[k]).strip()]
+            content = {k for k in range(i, j) if _unquoted(texts[k]).strip()}
             depth = min((_depth(texts[k]) for k in content), default=1)
             # ">text" quoting (no space after the marker) keeps the line's own spaces.
             tight = any(_TIGHT.match(texts[k]) for k in content)
@@ -247,9 +265,7 @@ def wrap_width(texts: list[str]) -> int | None:
     """The width a terminal wrapped these lines at, when they show one: at least two
     lines exactly as long as the longest, and more of them than lines a little shorter
     (a natural text's longest lines taper off; a wrapped one's pile up at the edge)."""
-    lengths: dict[int, int] = {}
-    for text in texts:
-        lengths[len(text)] = lengths.get(len(text), 0) + 1
+    lengths = Counter(map(len, texts))
     if not lengths:
         return None
     width = max(lengths)
@@ -302,9 +318,8 @@ def _rejoin(lines: _Lines) -> tuple[int, int | None]:
     if width is None:
         return 0, None
     old = lines.texts
-    joinable = sum(
-        1 for k in range(len(old) - 1) if len(old[k]) == width and _continues(old[k + 1], old[k])
-    )
+    at_width = [k for k, text in enumerate(old[:-1]) if len(text) == width]
+    joinable = sum(1 for k in at_width if _continues(old[k + 1], old[k]))
     if joinable < _MIN_JOINS:
         return 0, None  # rows of one template at one width, not a wrap
     texts, origin, code = [], [], []
@@ -438,6 +453,24 @@ def _cut_head(lines: _Lines) -> int:
     return 1
 
 
+def _indented(text: str) -> bool:
+    """Every line indented (a margin to find), or an indented block after a blank line."""
+    return not _SIGN_FLUSH.search(text) or bool(_SIGN_BLOCK.search(text))
+
+
+_Step = tuple[Callable[[str], bool], Callable[[_Lines], int], str]
+_STEPS: tuple[_Step, ...] = (
+    (lambda t: "```" in t or "~~~" in t, _fences, "Markdown fences"),
+    (lambda t: bool(_SIGN_QUOTE.search(t)), _quote_runs, "a block quote's '>' markers"),
+    (_indented, _indent_blocks, "a code block's indentation"),
+    (lambda t: bool(_SIGN_TAG.search(t)), _shipper_tag, "a log shipper's tag on every line"),
+    (lambda t: bool(_SIGN_STREAM.search(t)), _stream_column, "a log stream's name on every line"),
+    (lambda t: "\x1b" in t or bool(_SIGN_SGR.search(t)), _colours, "colour codes"),
+    (lambda t: "**" in t or "`" in t, _emphasis, "Markdown emphasis"),
+    (lambda _: True, _cut_head, "a cut in the first line's header (restored from a later line)"),
+)
+
+
 def might_be_mangled(text: str) -> bool:
     """Cheap: could ``unmangle`` change anything in this text?"""
     head = text.split("\n", _CUT_LOOKAHEAD + 50)[: _CUT_LOOKAHEAD + 50]
@@ -466,26 +499,20 @@ def unmangle(text: str) -> Unmangled | None:
     texts = [t[:-1] if t.endswith("\r") else t for t in raw]
     lines = _Lines(texts, list(range(1, len(texts) + 1)), [False] * len(texts))
     undone: list[str] = []
-    if _fences(lines):
-        undone.append("Markdown fences")
-    if _quote_runs(lines):
-        undone.append("a block quote's '>' markers")
-    if _indent_blocks(lines):
-        undone.append("a code block's indentation")
-    if _shipper_tag(lines):
-        undone.append("a log shipper's tag on every line")
-    if _stream_column(lines):
-        undone.append("a log stream's name on every line")
-    if _colours(lines):
-        undone.append("colour codes")
-    if _emphasis(lines):
-        undone.append("Markdown emphasis")
-    if _cut_head(lines):
-        undone.append("a cut in the first line's header (restored from a later line)")
+    # Each layer is looked for line by line only where one search of the whole text (in
+    # C) finds a sign of it.
+    changed = 0
+    current = text  # the text as the layers undone so far left it, for the next signs
+    for signed, step, what in _STEPS:
+        count = step(lines) if signed(current) else 0
+        if count:
+            undone.append(what)
+            changed += count
+            current = "\n".join(lines.texts)
     joins, width = _rejoin(lines)
     if joins:
         undone.append(f"a hard wrap at {width} columns ({joins} lines joined)")
     if not undone:
         return None
     body = "\n".join(lines.texts) + ("\n" if ends else "")
-    return Unmangled(body, tuple(lines.origin), tuple(undone))
+    return Unmangled(body, tuple(lines.origin), tuple(undone), changed + 2 * joins, len(raw))
