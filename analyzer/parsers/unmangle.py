@@ -48,7 +48,8 @@ _FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+.-]*\s*$")
 # One Markdown quote marker, with the one space it may carry.
 _QUOTE = re.compile(r" {0,3}> ?")
 # ">text": markers with no space after them; then a line's own spaces are its own.
-_TIGHT = re.compile(r"(?: {0,3}>)+[^\s>]")
+_TIGHT = re.compile(r" {0,3}>+[^\s>]")
+_SPACED = re.compile(r" {0,3}> \S")  # "> text": the space is the marker's
 _BARE_QUOTE = re.compile(r" {0,3}>")
 _REPL = re.compile(r" {0,3}(?:>>>|\.\.\.)(?: |$)")
 _MIN_QUOTE_RUN = 2
@@ -162,7 +163,9 @@ def _quote_runs(lines: _Lines) -> int:
             content = {k for k in range(i, j) if _unquoted(texts[k]).strip()}
             depth = min((_depth(texts[k]) for k in content), default=1)
             # ">text" quoting (no space after the marker) keeps the line's own spaces.
-            tight = any(_TIGHT.match(texts[k]) for k in content)
+            tight = any(_TIGHT.match(texts[k]) for k in content) and not any(
+                _SPACED.match(texts[k]) for k in content
+            )
             marker = _BARE_QUOTE if tight else _QUOTE
             for k in range(i, j):
                 if k not in content:
@@ -502,7 +505,8 @@ def unmangle(text: str) -> Unmangled | None:
     # Each layer is looked for line by line only where one search of the whole text (in
     # C) finds a sign of it.
     changed = 0
-    current = text  # the text as the layers undone so far left it, for the next signs
+    # the text as the layers undone so far left it (CRs gone), for the next layer's signs
+    current = "\n".join(texts) if "\r" in text else text
     for signed, step, what in _STEPS:
         count = step(lines) if signed(current) else 0
         if count:
