@@ -17,7 +17,7 @@ must fail the same way twice), written from what the tools print:
 * journald's short format ("May 01 10:00:00 HOST IDENT[PID]: ", systemd's
   output_short);
 * CloudWatch Logs as ``aws logs tail`` prints it ("TIME STREAM MESSAGE", the time in
-  ISO 8601 with "+00:00", awscli's logs tail ``_format_event``);
+  ISO 8601 with "+00:00": awscli v2's default "detailed" format);
 * a terminal's hard wrap (a line longer than the width continues on the next line,
   cut at the column, whatever it cuts).
 
