@@ -77,10 +77,10 @@ def read_line_window(
 
     A line's rank is the one its prefix names (``[rank3]:``, ``[default3]:``, ``3:``),
     else the one of the section it is in (a paste of several ranks, each under a line
-    that is nothing but a rank label: ``rank 3:``, ``=== Rank 3 ===``, ``Rank 3 py-spy
-    dump``), else
-    ``default_rank`` (the rank whose own file this is), else it is kept under
+    that is nothing but a label: ``rank 3:``, ``=== Rank 3 ===``, ``Rank 3 py-spy dump``),
+    else ``default_rank`` (the rank whose own file this is), else it is kept under
     ``UNATTRIBUTED``: it cannot be compared across ranks, but says what the job did.
+    Stack frames and a traceback's source lines are the stacks' to read, not the job's.
     """
     out: dict[int, list[LogLine]] = {}
     said: int | None
