@@ -167,8 +167,9 @@ def signal_name(code: int) -> str | None:
 _LOADER_WORKER = re.compile(
     r"DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]+)\) (?:is killed by signal: "
     r"(?P<signal>[A-Za-z -]+?)\.?\s*$|exited unexpectedly)"
-    r"|Unexpected (?P<what>segmentation fault|bus error|floating-point exception) encountered "
-    r"in worker"
+    # (the message's body: a paste that cut its start keeps "…bus error encountered in worker")
+    r"|(?:Unexpected )?(?P<what>segmentation fault|bus error|floating-point exception) "
+    r"encountered in worker"
     r"|DataLoader timed out after (?P<timeout>\d+) seconds"
 )
 _LOADER_SIGNALS = {"segmentation fault": "SIGSEGV", "bus error": "SIGBUS",

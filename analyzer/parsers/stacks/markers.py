@@ -37,6 +37,23 @@ def header_rank(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+# A label a person types over one rank's paste: the rank and words that name what follows
+# ("Rank 3 py-spy dump", "rank 3 stack:", "== rank 3 log ==").
+_LABEL = re.compile(
+    r"^[\W_]*(?:global[_ ]?)?rank(?:\s*[:=#-]\s*|\s+|(?=\d))(\d{1,6})[\W_]*"
+    r"(?:(?:py-?spy|dump|stacks?|traces?|traceback|backtrace|bt|gdb|faulthandler|logs?|output"
+    r"|stdout|stderr|console|threads?|process)[\W_]*)+$",
+    re.IGNORECASE,
+)
+
+
+def label_rank(text: str) -> int | None:
+    """The rank of a line that is nothing but a rank header or a typed label."""
+    stripped = text.strip()
+    m = _RANK_HEADER.match(stripped) or _LABEL.match(stripped)
+    return int(m.group(1)) if m else None
+
+
 def header_local_rank(text: str) -> int | None:
     m = _LOCAL_HEADER.match(text.strip())
     return int(m.group(1)) if m else None

@@ -35,6 +35,7 @@ from hangdoc.analyzer.parsers.stacks.native import (
     parse_cpp,
     parse_gdb,
 )
+from hangdoc.analyzer.parsers.stacks.pyspy_frames import parse_pyspy_frames, starts_frames
 from hangdoc.analyzer.parsers.stacks.pystack import (
     PYSTACK_FRAME_START,
     PYSTACK_START,
@@ -178,6 +179,9 @@ class _Scanner:
     def _recognise(self, lines: Lines, i: int) -> tuple[list[Block], int] | None:
         text = strip_pager(lines[i][1]).strip()
         if not _MAYBE_START.match(text):
+            if text.endswith(")") and starts_frames(lines, i):
+                block, j = parse_pyspy_frames(lines, i)  # py-spy frames, no thread line
+                return ([block] if block is not None else []), max(j, i + 1)
             return None
         single: Callable[[Lines, int], tuple[Block | None, int]] | None = None
         if TB_START.match(text):
@@ -224,7 +228,7 @@ class _Scanner:
             found = self._recognise(lines, i)
             if found is None or not found[0]:
                 text = lines[i][1]
-                if (r := markers.header_rank(text)) is not None:
+                if (r := markers.label_rank(text)) is not None:
                     sticky, pid_hint = r, None
                 elif (r := markers.header_local_rank(text)) is not None:
                     sticky_local = r
