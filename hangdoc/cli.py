@@ -199,7 +199,7 @@ def collect(
     )
     with Progress(console=err_console, transient=True) as progress:
         sink = _ProgressSink(progress)
-        from hangdoc.jobcli import write_summary  # the node summary, read first by analyze
+        from hangdoc.pipeline import write_summary  # the node summary, read first by analyze
 
         result = run_collect(options, sink, write_summary)
     manifest = result.manifest
