@@ -14,6 +14,7 @@ from hangdoc.analyzer.views.catalog import Tag
 from hangdoc.analyzer.views.iofacts import fs_stall
 from hangdoc.analyzer.views.locks import gil_holder, lock_waits
 from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning, Signal, job_meaning
+from hangdoc.analyzer.views.netwait import network_wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,27 @@ _GIL = Cause(
     "to a subprocess.",
 )
 
+# Appended for issue 22: a main thread blocked in a network client call waits for a server
+# outside the job (views/netwait.py), whatever the job's own names say it was doing.
+_NETWORK_FIX = (
+    "Find the server the culprit talks to (its frames name the call; `ss -tnp` on the node "
+    "shows the connection and its unsent bytes) and why it stopped answering (endpoint down, "
+    "proxy, firewall, credentials). Give every client call a timeout (http.client/requests "
+    "timeout=, boto3 connect_timeout/read_timeout), and upload or report from a background "
+    "thread or process so that the training loop never waits on the network."
+)
+
+
+def _network_cause(activity: RankActivity) -> Cause | None:
+    wait = network_wait(activity.process)
+    if wait is None:
+        return None
+    return Cause(
+        Category.IO_STALL,
+        f"is blocked on the network in {wait.where()} (a server outside the job does not answer)",
+        _NETWORK_FIX,
+    )
+
 
 def _node_cause(activity: RankActivity) -> Cause | None:
     process = activity.process
@@ -126,7 +148,7 @@ def _node_cause(activity: RankActivity) -> Cause | None:
     others = [w for w in waits if not w.track.is_main and w.kind in ("native", "futex")]
     if main is not None and (others or main.kind == "native"):
         return _LOCK
-    return None
+    return _network_cause(activity)
 
 
 def cause_of(activity: RankActivity) -> Cause:

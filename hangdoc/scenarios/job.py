@@ -13,6 +13,7 @@ import queue
 import random
 import re
 import signal
+import socket
 import sys
 import threading
 import time
@@ -28,6 +29,10 @@ from torch.utils.data import DataLoader, Dataset
 
 # Long enough that every hang outlasts collection; short enough that a leaked job ends.
 PG_TIMEOUT = timedelta(seconds=int(os.environ.get("HANGDOC_SCENARIO_TIMEOUT", "900")))
+# Healthy training steps (a print and an all_reduce each, STEP_S apart) before the hang, so
+# that a watcher started with the job first sees it move (``hangdoc watch``'s tests).
+WARMUP_STEPS = int(os.environ.get("HANGDOC_SCENARIO_WARMUP_STEPS", "0"))
+WARMUP_STEP_S = float(os.environ.get("HANGDOC_SCENARIO_STEP_S", "0.5"))
 _FOREVER = threading.Event()
 
 
@@ -56,6 +61,10 @@ def init() -> None:
     dist.init_process_group("gloo", timeout=PG_TIMEOUT)
     warm = torch.ones(4)
     dist.all_reduce(warm)
+    for step in range(WARMUP_STEPS):
+        time.sleep(WARMUP_STEP_S)
+        dist.all_reduce(warm)
+        print(f"rank {rank()} warm-up step {step + 1}/{WARMUP_STEPS}", flush=True)
 
 
 class StuckFile(io.RawIOBase):
@@ -606,9 +615,55 @@ def scenario_steps_per_epoch() -> None:
     dist.barrier()
 
 
+class CheckpointUploader:
+    """Sends each checkpoint to an object store with an HTTP PUT, no timeout set (the
+    default of ``http.client``): when the store stops reading, ``sendall`` waits forever."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+
+    def upload(self, name: str, payload: bytes) -> int:
+        import http.client
+
+        conn = http.client.HTTPConnection(self.host, self.port)
+        conn.request("PUT", f"/checkpoints/{name}", body=payload)
+        return conn.getresponse().status
+
+
+def _store_that_never_reads() -> tuple[str, int]:
+    """A listening socket nobody accepts on: the kernel completes the connection into its
+    backlog, takes what fits in the socket buffers, and then the sender blocks."""
+    server = socket.create_server(("127.0.0.1", 0), backlog=1)
+    _KEEP.append(server)
+    host, port = server.getsockname()[:2]
+    return str(host), int(port)
+
+
+_KEEP: list[socket.socket] = []
+
+
+def scenario_upload() -> None:
+    """The culprit uploads its checkpoint to a store that never answers; the others wait
+    in the barrier that ends the checkpoint step."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        buffer = io.BytesIO()  # the model, and its optimizer's state (16 MiB)
+        torch.save({"model": model.state_dict(), "optim": torch.zeros(4 << 20)}, buffer)
+        uploader = CheckpointUploader(*_store_that_never_reads())
+        ready("checkpoint upload")
+        uploader.upload(f"step100-rank{rank()}.pt", buffer.getvalue())
+    else:
+        ready("barrier")
+    dist.barrier()
+
+
 SCENARIOS.update(
     {
         "dataloader-worker": scenario_dataloader_worker,
+        "upload": scenario_upload,
         "lock-deadlock": scenario_lock_deadlock,
         "gil-held": scenario_gil_held,
         "io-stall": scenario_io_stall,
