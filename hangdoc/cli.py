@@ -504,6 +504,17 @@ def _register_node_collect() -> None:
 _register_node_collect()
 
 
+def _register_watch() -> None:
+    """``hangdoc watch`` (hangdoc/watch/cli.py) and its hidden per-node side."""
+    from hangdoc.watch.cli import node_watch, watch
+
+    app.command(name="watch")(watch)
+    app.command(name="node-watch", hidden=True)(node_watch)
+
+
+_register_watch()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit status (hangdoc/errors.py ``ExitStatus``). A usage error,
     click's or hangdoc's, is one line and the usage, never a traceback."""

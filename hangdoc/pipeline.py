@@ -89,12 +89,12 @@ def write_reports(dumps: Sequence[Path], folder: Path, *, redact: bool = True) -
     return Reports(folder, dumps[0] if len(dumps) == 1 else folder, diagnosis, result.error)
 
 
-def collect_and_report(
+def collect_dump(
     options: CollectOptions, folder: Path, progress: ProgressSink | None = None
-) -> Reports:
-    """Collect the ranks ``options`` names into ``folder/dump`` (with its node summary),
-    then analyze it into the reports beside it. CollectionError when nothing could be
-    collected; a partial dump is still analyzed."""
+) -> Path:
+    """Collect the ranks ``options`` names into ``folder/dump``, with its node summary; the
+    dump's path. CollectionError when nothing could be collected; a partial dump (a full
+    disk, a manifest that stopped fitting) is returned: its manifest says what is missing."""
     from hangdoc.collectors.collect import run_collect
     from hangdoc.errors import CollectionError
 
@@ -104,6 +104,12 @@ def collect_and_report(
     except CollectionError:
         if not (dump / "manifest.json").is_file():
             raise
-        # A partial dump (a full disk, a manifest that stopped fitting) still says more
-        # than nothing; its manifest records what is missing and why.
+    return dump
+
+
+def collect_and_report(
+    options: CollectOptions, folder: Path, progress: ProgressSink | None = None
+) -> Reports:
+    """Collect into ``folder/dump``, then analyze it into the reports beside it."""
+    dump = collect_dump(options, folder, progress)
     return write_reports([dump], folder, redact=options.redact)

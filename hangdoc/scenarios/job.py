@@ -212,6 +212,23 @@ def scenario_slow() -> None:
             ready("training")
 
 
+def scenario_slow_silent() -> None:
+    """A healthy job that prints nothing at all: a step every few seconds (the sleep
+    stands for a long forward/backward), an all_reduce in each. Only its stacks and its
+    CPU say it is alive."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    rng = random.Random(rank())
+    step = 0
+    while True:
+        time.sleep(WARMUP_STEP_S * (0.8 + 0.4 * rng.random()))
+        train_step(model)
+        dist.all_reduce(torch.ones(4))
+        step += 1
+        if step == 2:
+            ready("training")
+
+
 def scenario_secrets() -> None:
     """A checkpoint hang in a job that leaks credentials, for the redaction tests.
 
@@ -236,6 +253,7 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "killed": scenario_killed,
     "eval-mismatch": scenario_eval_mismatch,
     "slow": scenario_slow,
+    "slow-silent": scenario_slow_silent,
     "secrets": scenario_secrets,
 }
 
