@@ -229,6 +229,45 @@ def scenario_slow_silent() -> None:
             ready("training")
 
 
+class HiccupFile(io.RawIOBase):
+    """A checkpoint target whose first write waits ``seconds`` (storage that stops for a
+    while and comes back), then takes the rest at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        if self.seconds:
+            time.sleep(self.seconds)
+            self.seconds = 0.0
+        return len(data)
+
+
+def scenario_stall_twice() -> None:
+    """A job that hangs, resumes and hangs again: the culprit's checkpoint writes stall for
+    HANGDOC_SCENARIO_STALL_S seconds (default 60) twice, with training steps before each;
+    the others wait in the barrier after the save. The job then ends."""
+    stall_s = float(os.environ.get("HANGDOC_SCENARIO_STALL_S", "60"))
+    init()
+    model = torch.nn.Linear(16, 4)
+    for episode in (1, 2):
+        for step in range(6):
+            time.sleep(WARMUP_STEP_S)
+            train_step(model)
+            dist.all_reduce(torch.ones(4))
+            print(f"rank {rank()} episode {episode} step {step}", flush=True)
+        if rank() == culprit():
+            ready(f"checkpoint write {episode}")
+            torch.save(model.state_dict(), cast(IO[bytes], HiccupFile(stall_s)))
+        else:
+            ready(f"barrier {episode}")
+        dist.barrier()
+    print(f"rank {rank()} done", flush=True)
+
+
 def scenario_secrets() -> None:
     """A checkpoint hang in a job that leaks credentials, for the redaction tests.
 
@@ -254,6 +293,7 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "eval-mismatch": scenario_eval_mismatch,
     "slow": scenario_slow,
     "slow-silent": scenario_slow_silent,
+    "stall-twice": scenario_stall_twice,
     "secrets": scenario_secrets,
 }
 

@@ -124,7 +124,6 @@ class Reporter:
             "title": primary.title if primary else None,
             "paths": {k: str(v) for k, v in reports.paths().items()},
         }
-        write_json_atomic(folder / HANG_NAME, doc)
         self.reported.append(folder)
         self.say(
             f"HANG REPORTED ({diagnosis.verdict.value}): "
@@ -146,7 +145,8 @@ class Reporter:
                 "duration_s": round(result.duration_s, 3), "error": result.error,
                 "log": str(result.log),
             }  # fmt: skip
-            write_json_atomic(folder / HANG_NAME, doc)
+        # Last: its presence says the folder is complete, --on-hang's outcome included.
+        write_json_atomic(folder / HANG_NAME, doc)
         return Outcome.REPORTED
 
 
