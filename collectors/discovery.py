@@ -291,11 +291,13 @@ def scan_for_watch(roots: Iterable[int] = (), *, scan_all: bool = False) -> Watc
 
     Unlike :func:`discover`, made to be repeated while a job starts, restarts and ends:
     nothing raises, a root that is gone is simply not in ``live_roots``, and a launcher
-    without ranks yet gives none (not itself). A root's ranks are found at any depth (a
-    shell script that runs torchrun, which starts the workers); a root that launched no
-    rank but carries RANK or LOCAL_RANK is a rank itself. An ``srun`` root stands for the
-    ranks of its job on this node: srun's tasks are children of slurmstepd, not of srun,
-    so they are the rank processes whose SLURM_JOB_ID is srun's.
+    without ranks yet (torchrun's agent, a shell script, srun) gives none, not itself. A
+    root's ranks are found at any depth (a shell script that runs torchrun, which starts
+    the workers); a root that launched no rank but carries RANK or LOCAL_RANK is a rank
+    itself; a Python program with no rank identity anywhere (``mp.spawn``) is watched
+    with its Python subprocesses. An ``srun`` root stands for the ranks of its job on this
+    node: srun's tasks are children of slurmstepd, not of srun, so they are the rank
+    processes whose SLURM_JOB_ID is srun's.
     """
     host = socket.gethostname()
     table = procfs.process_table()
@@ -321,6 +323,10 @@ def scan_for_watch(roots: Iterable[int] = (), *, scan_all: bool = False) -> Watc
             pids = _launched_deep(root, table, envs)
             if not pids and envs.has_rank_env(root):
                 pids = [root]
+            elif not pids and _plain_python(root, cmdline):
+                # No rank identity anywhere (mp.spawn sets RANK from Python): the process
+                # and its Python subprocesses are the job.
+                pids = [root, *procfs.python_descendants(table, root)]
         for pid in pids:
             how = HOW_PID if pid == root else HOW_AGENT_CHILD
             found.setdefault(pid, _make_rank(pid, envs, host, how, table))
@@ -328,6 +334,12 @@ def scan_for_watch(roots: Iterable[int] = (), *, scan_all: bool = False) -> Watc
         for rank in scanned if scanned is not None else _scan(table, envs, host, notes):
             found.setdefault(rank.target.pid, rank)
     return WatchScan(sorted(found.values(), key=_sort_key), live, notes)
+
+
+def _plain_python(pid: int, cmdline: list[str]) -> bool:
+    """A Python interpreter that is not a known launcher (torchrun and its modules)."""
+    exe = procfs.read_exe(pid) or (cmdline[0] if cmdline else "")
+    return "python" in exe.rsplit("/", 1)[-1] and not looks_like_launcher(cmdline)
 
 
 def _launched_deep(root: int, table: Mapping[int, procfs.Stat], envs: _EnvCache) -> list[int]:

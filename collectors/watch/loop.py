@@ -5,11 +5,11 @@ cadences the GPUs and the flight recorders (probes.py); every ``rescan_s`` it lo
 ranks that started or ended (a launcher's new workers, ``--all``'s new ranks). Anything
 that moved resets the clock. When nothing moved for ``stall_after_s``:
 
-1. a nonblocking stack sample of every rank, a wait of ``confirm_s`` (polling the cheap
-   signals, which end the check if they move), a second sample;
-2. if a thread that counts moved between the two (stacks.py), a third sample after
-   another wait: moving twice is a job that works without output (healthy); the same
-   stacks twice is a stall (one difference can be a sample taken mid-update);
+1. three nonblocking stack samples of every rank across ``confirm_s``, the cheap signals
+   polled in between (they end the check if they move);
+2. a thread that counts (stacks.py) at another place in two samples in a row is a job
+   that works without output: not stuck. A blocked process does not change while
+   py-spy reads it, so a nonblocking read of it is exact; only running ones can tear;
 3. the stall goes to the handler: on one node it collects, analyzes and reports
    (hangdoc/watch/report.py); on a node of a Slurm job it tells the watcher on the
    login node, which collects the whole job.
@@ -37,6 +37,9 @@ from hangdoc.collectors.watch.probes import FlightRecorderProbe, GpuProbe
 from hangdoc.errors import CollectionError
 
 CLOCK_TICKS = 100  # USER_HZ: /proc reports CPU time in 1/100 s on every Linux
+# Stack samples across the confirmation window: a loop that spends most of its time in one
+# hot function is caught elsewhere by one of them more often than by two.
+CONFIRM_SHOTS = 3
 
 
 class Outcome(enum.Enum):
@@ -248,6 +251,12 @@ class Watcher:
         scan = scan_for_watch(scope.pids, scan_all=scope.all)
         self.roots_alive = bool(scan.live_roots)
         found = [d for d in scan.ranks if all(d.target.env.get(k) == v for k, v in scope.match_env)]
+        current = {(d.target.pid, d.start_ticks) for d in found}
+        for key in [k for k in self.ranks if k not in current]:
+            dropped = self.ranks[key]
+            if signals.read(dropped.pid, dropped.found.start_ticks, {}).alive:
+                del self.ranks[key]  # a program that went on to launch ranks: those count
+                self.say(f"{dropped.label()} launched ranks: watching those instead")
         moved: list[str] = []
         for d in found:
             key = (d.target.pid, d.start_ticks)
@@ -336,9 +345,8 @@ class Watcher:
             self.handler.resumed(reasons)
 
     def _due(self, now: float) -> bool:
-        return (
-            bool(self.ranks) and not self.handed and now - self.last_move >= self.opts.stall_after_s
-        )
+        quiet = now - self.last_move
+        return bool(self.ranks) and not self.suppressed and quiet >= self.opts.stall_after_s
 
     # --- confirmation ----------------------------------------------------------------------
 
@@ -349,20 +357,17 @@ class Watcher:
             f"no progress for {now - self.last_move:.0f} s on {len(self.ranks)} rank(s); "
             "confirming with stack samples (py-spy --nonblocking, no rank paused)"
         )
-        first = self._shots()
-        if self._wait(self.opts.confirm):
-            return
-        second = self._shots()
-        moved = _first_change(first, second, self.ranks)
-        if moved is not None:
-            if self._wait(self.opts.confirm):
+        shots = [self._shots()]
+        for _ in range(CONFIRM_SHOTS - 1):
+            if self._wait(self.opts.confirm / (CONFIRM_SHOTS - 1)):
                 return
-            third = self._shots()
-            again = _first_change(second, third, self.ranks)
-            if again is not None:
-                self.say(f"not stuck: {again} (working without output)")
-                self._moved(time.monotonic(), [again])
+            shots.append(self._shots())
+            moved = _first_change(shots[-2], shots[-1], self.ranks)
+            if moved is not None:
+                self.say(f"not stuck: {moved} (working without output)")
+                self._moved(time.monotonic(), [moved])
                 return
+        second = shots[-1]
         notes = [f"stacks of {pid} not read: {s.error}" for pid, s in second.items() if s.error]
         notes.extend(self._busy_notes(time.monotonic() - self.last_move))
         stall = Stall(
