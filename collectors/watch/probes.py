@@ -92,26 +92,28 @@ class GpuProbe:
                 self.off = why
                 return []
         gpus, apps = parse_gpu_csv(text)
-        ours = {uuid for pid, uuid in apps.items() if pid in pids}
-        changes: list[str] = []
-        for uuid, row in gpus.items():
-            old = self.last.get(uuid)
-            if old is None or (ours and uuid not in ours):
-                continue
-            if (
-                row.util is not None
-                and old.util is not None
-                and abs(row.util - old.util) >= UTIL_STEP
-            ):
-                changes.append(f"GPU {row.index} utilisation {old.util} → {row.util} %")
-            elif (
-                row.memory_mib is not None
-                and old.memory_mib is not None
-                and abs(row.memory_mib - old.memory_mib) >= MEMORY_STEP_MIB
-            ):
-                changes.append(f"GPU {row.index} memory {old.memory_mib} → {row.memory_mib} MiB")
+        found = gpu_changes(self.last, gpus, {uuid for pid, uuid in apps.items() if pid in pids})
         self.last = gpus
-        return changes
+        return found
+
+
+def gpu_changes(before: dict[str, GpuRow], after: dict[str, GpuRow], ours: set[str]) -> list[str]:
+    """The GPUs (of ``ours``, or all when the driver showed none of the ranks' pids) whose
+    utilisation or memory changed enough to be work: a flat 100 % or 0 % is not."""
+    changes: list[str] = []
+    for uuid, row in after.items():
+        old = before.get(uuid)
+        if old is None or (ours and uuid not in ours):
+            continue
+        if row.util is not None and old.util is not None and abs(row.util - old.util) >= UTIL_STEP:
+            changes.append(f"GPU {row.index} utilisation {old.util} → {row.util} %")
+        elif (
+            row.memory_mib is not None
+            and old.memory_mib is not None
+            and abs(row.memory_mib - old.memory_mib) >= MEMORY_STEP_MIB
+        ):
+            changes.append(f"GPU {row.index} memory {old.memory_mib} → {row.memory_mib} MiB")
+    return changes
 
 
 def fr_fingerprint(data: bytes) -> tuple[int, object, object] | None:
@@ -172,7 +174,7 @@ class FlightRecorderProbe:
                 artifacts = ask_hook(candidate, ["fr"], left)
             except (OSError, ValueError):
                 continue
-            for artifact in artifacts:
-                if artifact.name == "fr" and artifact.error is None:
+            for artifact in artifacts:  # fr_trace.json (and fr_trace_nccl.json)
+                if artifact.name.startswith("fr_trace") and artifact.error is None:
                     return artifact.data
         return None

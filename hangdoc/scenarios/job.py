@@ -268,6 +268,26 @@ def scenario_stall_twice() -> None:
     print(f"rank {rank()} done", flush=True)
 
 
+def scenario_throughput() -> None:
+    """A healthy job that runs as fast as it can: a forward and backward pass of a small MLP
+    and an all_reduce of each gradient per step; every 20 steps it prints its step count
+    and the time (scripts/bench_watch.py measures steps per minute from these lines)."""
+    init()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256)
+    )
+    ready("training")
+    step = 0
+    while True:
+        model(torch.randn(64, 256)).sum().backward()
+        for param in model.parameters():
+            if param.grad is not None:
+                dist.all_reduce(param.grad)
+        step += 1
+        if step % 20 == 0:
+            print(f"step {step} {time.time():.3f}", flush=True)
+
+
 def scenario_secrets() -> None:
     """A checkpoint hang in a job that leaks credentials, for the redaction tests.
 
@@ -294,6 +314,7 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "slow": scenario_slow,
     "slow-silent": scenario_slow_silent,
     "stall-twice": scenario_stall_twice,
+    "throughput": scenario_throughput,
     "secrets": scenario_secrets,
 }
 
@@ -718,9 +739,32 @@ def scenario_upload() -> None:
     dist.barrier()
 
 
+def push_shard(address: tuple[str, int], payload: bytes) -> None:
+    """Sends a shard to a replica server over a plain socket, no timeout set."""
+    with socket.create_connection(address) as conn:
+        conn.sendall(len(payload).to_bytes(8, "big"))
+        conn.sendall(payload)
+
+
+def scenario_upload_socket() -> None:
+    """The culprit pushes its shard to a server that never reads, with ``socket.sendall``
+    called from its own code (no network library frame: only /proc says it is a socket)."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        address = _store_that_never_reads()
+        ready("shard push")
+        push_shard(address, bytes(16 << 20))
+    else:
+        ready("barrier")
+    dist.barrier()
+
+
 SCENARIOS.update(
     {
         "dataloader-worker": scenario_dataloader_worker,
+        "upload-socket": scenario_upload_socket,
         "upload": scenario_upload,
         "lock-deadlock": scenario_lock_deadlock,
         "gil-held": scenario_gil_held,

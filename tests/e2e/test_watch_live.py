@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 from hangdoc.collectors.discovery import scan_for_watch
+from hangdoc.collectors.extras import RankTarget
+from hangdoc.collectors.procfs import read_environ as procfs_env
+from hangdoc.collectors.watch.probes import FlightRecorderProbe
 from hangdoc.errors import ExitStatus
 from hangdoc.scenarios.launch import launch
 
@@ -164,3 +167,21 @@ def test_watch_all_takes_ranks_that_start_after_it(tmp_path: Path) -> None:
     finally:
         watch.stop()
     assert "Traceback" not in watch.output()
+
+
+def test_the_flight_recorder_of_a_live_rank_is_a_signal(tmp_path: Path) -> None:
+    from tests.e2e.test_fr_live import record
+
+    # GIVEN a job with hangdoc's hook and the flight recorder on, hung in a collective
+    with record.launch("mismatched_op", log_dir=tmp_path) as job:
+        probe = FlightRecorderProbe(every_s=0.0)
+        targets = [
+            RankTarget(pid, rank, rank, 4, "localhost", procfs_env(pid))
+            for rank, pid in sorted(job.pids.items())
+        ]
+        # WHEN asked twice THEN every rank's recorder is read, and nothing moved
+        first = [probe.poll(time.monotonic(), t) for t in targets]
+        second = [probe.poll(time.monotonic(), t) for t in targets]
+    assert first == [None] * 4 and second == [None] * 4
+    assert sorted(probe.last) == sorted(job.pids.values())
+    assert all(entries >= 1 for entries, _, _ in probe.last.values()), probe.last
