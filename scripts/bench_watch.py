@@ -14,7 +14,7 @@ of its process, from /proc) is its cost in cores; its start-up (imports) is befo
 first window, and the job never stalls, so no stack is sampled.
 
 **latency**: each of four hangs (a stuck checkpoint writer, a lock deadlock, a dead rank,
-a stuck upload), process-group timeout 150 s, watched from its start with
+a stuck upload, through http.client and through a bare socket), process-group timeout 150 s, watched from its start with
 ``--stall-after 30``; for each, the hang (the last rank's ready marker, written just before
 the call that blocks), when watch confirmed the stall, and when the report was written,
 whether every surviving rank was still alive then, and whether the category and culprit
@@ -48,6 +48,7 @@ HANGS = [
     ("lock deadlock", "lock-deadlock", "python_deadlock_gil_or_lock", [3]),
     ("dead rank", "killed", "rank_dead_or_crashed", [3]),
     ("stuck upload", "upload", "io_or_filesystem_stall", [3]),
+    ("stuck upload, socket.sendall", "upload-socket", "io_or_filesystem_stall", [3]),
 ]
 
 

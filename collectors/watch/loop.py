@@ -23,28 +23,28 @@ the job; a SIGTERM to the watcher only stops the watching (``stop``).
 
 from __future__ import annotations
 
-import enum
-import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from hangdoc.collectors import procfs, pyspy
 from hangdoc.collectors.discovery import DiscoveredRank, scan_for_watch
 from hangdoc.collectors.watch import signals, stacks
 from hangdoc.collectors.watch.probes import FlightRecorderProbe, GpuProbe
+from hangdoc.collectors.watch.stall import (
+    Exited,
+    Outcome,
+    Say,
+    Stall,
+    StallHandler,
+    Stop,
+    rank_label,
+)
 from hangdoc.errors import CollectionError
 
 CLOCK_TICKS = 100  # USER_HZ: /proc reports CPU time in 1/100 s on every Linux
 # Stack samples across the confirmation window: a loop that spends most of its time in one
 # hot function is caught elsewhere by one of them more often than by two.
 CONFIRM_SHOTS = 3
-
-
-class Outcome(enum.Enum):
-    REPORTED = "reported"  # not again until the job moves
-    RECHECK = "recheck"  # check again after another stall_after_s of quiet
 
 
 @dataclass(frozen=True)
@@ -79,77 +79,6 @@ class LoopOptions:
         return self.confirm_s or min(5.0, max(1.0, self.stall_after_s / 6))
 
 
-@dataclass(frozen=True)
-class Exited:
-    """A rank that ended while the job was watched."""
-
-    rank: int | None
-    pid: int
-    at: float  # POSIX time it was found gone
-    how: str  # "killed by signal 9 (SIGKILL)"
-    outputs: tuple[str, ...]  # the files its stdout/stderr went to (its last words)
-
-    def label(self) -> str:
-        return _label(self.rank, self.pid)
-
-
-@dataclass(frozen=True)
-class Stall:
-    """A confirmed stall, as the handler gets it."""
-
-    quiet_since: float  # POSIX time of the last movement
-    detected_at: float  # when the cheap signals had been quiet for stall_after_s
-    confirmed_at: float  # when the stacks agreed
-    ranks: tuple[DiscoveredRank, ...]  # the live ranks
-    exited: tuple[Exited, ...]  # ranks that ended while watched, oldest first
-    notes: tuple[str, ...]  # what a person should know (ranks busy while quiet...)
-
-    @property
-    def pids(self) -> tuple[int, ...]:
-        return tuple(r.target.pid for r in self.ranks)
-
-    def summary(self, host: str | None = None) -> dict[str, Any]:
-        """The stall as JSON (hang.json; the line a Slurm node sends to the login node)."""
-        return {
-            "host": host or socket.gethostname(),
-            "quiet_since": round(self.quiet_since, 3),
-            "detected_at": round(self.detected_at, 3),
-            "confirmed_at": round(self.confirmed_at, 3),
-            "ranks": [{"rank": r.target.rank, "pid": r.target.pid} for r in self.ranks],
-            "exited": [
-                {
-                    "rank": e.rank,
-                    "pid": e.pid,
-                    "at": round(e.at, 3),
-                    "how": e.how,
-                    "outputs": list(e.outputs),
-                }
-                for e in self.exited
-            ],
-            "notes": list(self.notes),
-        }
-
-
-class StallHandler(Protocol):
-    def stalled(self, stall: Stall) -> Outcome: ...
-
-    def resumed(self, reasons: list[str]) -> None: ...
-
-    def collecting(self) -> bool:
-        """True while a collection of this job made elsewhere runs on this node (its
-        probes touch the ranks: a lookup in the job's store moves rank 0's I/O)."""
-        ...
-
-
-Say = Callable[[str], None]
-
-
-class Stop(Protocol):
-    def is_set(self) -> bool: ...
-
-    def wait(self, timeout: float | None = None) -> bool: ...
-
-
 @dataclass
 class _Rank:
     found: DiscoveredRank
@@ -166,7 +95,7 @@ class _Rank:
         return (self.pid, self.found.start_ticks)
 
     def label(self) -> str:
-        return _label(self.found.target.rank, self.pid)
+        return rank_label(self.found.target.rank, self.pid)
 
     def outputs(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(p for fd, p in sorted(self.follow.items()) if fd in (1, 2)))
@@ -444,7 +373,3 @@ def _first_change(
 def _rank_order(rank: _Rank) -> tuple[bool, int, int]:
     number = rank.found.target.rank
     return (number is None, number or 0, rank.pid)
-
-
-def _label(rank: int | None, pid: int) -> str:
-    return f"rank {rank} (pid {pid})" if rank is not None else f"pid {pid}"

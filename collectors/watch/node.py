@@ -25,7 +25,7 @@ from typing import Any
 
 from hangdoc.collectors import procfs
 from hangdoc.collectors.launchers.stream import Emitter
-from hangdoc.collectors.watch.loop import Outcome, Stall
+from hangdoc.collectors.watch.stall import Outcome, Stall
 
 MAX_JSON = 880
 PROC = Path("/proc")

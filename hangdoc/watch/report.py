@@ -24,7 +24,7 @@ from typing import Any
 
 from hangdoc.collectors.atomic import write_json_atomic
 from hangdoc.collectors.collect import CollectOptions
-from hangdoc.collectors.watch.loop import Outcome, Say, Stall
+from hangdoc.collectors.watch.stall import Outcome, Say, Stall
 from hangdoc.errors import HangdocError
 from hangdoc.watch.onhang import run_on_hang
 

@@ -32,7 +32,7 @@ from typing import IO, Any
 from hangdoc.collectors.launchers.engine import JobCollectOptions, collect_job
 from hangdoc.collectors.launchers.slurm import SlurmLauncher
 from hangdoc.collectors.launchers.stream import Frame, iter_lines, parse_line, unescape
-from hangdoc.collectors.watch.loop import Outcome, Say, Stop
+from hangdoc.collectors.watch.stall import Outcome, Say, Stop
 from hangdoc.errors import CollectionError
 from hangdoc.watch.report import CollectSettings, Reporter
 

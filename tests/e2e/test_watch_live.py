@@ -48,6 +48,7 @@ HANGS = [
     ("lock-deadlock", "lock deadlock", "python_deadlock_gil_or_lock", [3]),
     ("killed", "dead rank", "rank_dead_or_crashed", [3]),
     ("upload", "stuck upload", "io_or_filesystem_stall", [3]),
+    ("upload-socket", "stuck upload (socket.sendall)", "io_or_filesystem_stall", [3]),
 ]
 
 

@@ -10,7 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from hangdoc.collectors.watch.loop import LoopOptions, Outcome, Scope, Stall, Watcher, WatchResult
+from hangdoc.collectors.watch.loop import LoopOptions, Scope, Watcher, WatchResult
+from hangdoc.collectors.watch.stall import Outcome, Stall
 from tests.unit.watch.conftest import COMPUTE, WRITER, Start
 
 

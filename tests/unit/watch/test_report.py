@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from hangdoc.collectors.watch.loop import Outcome
+from hangdoc.collectors.watch.stall import Outcome
 from hangdoc.errors import CollectionError
 from hangdoc.watch.report import HANG_NAME, Reporter
 
