@@ -102,3 +102,15 @@ def test_watch_slurm_job_reports_one_job_wide_hang(
     assert len(watch.reports()) == 1, output
     assert "the job ended" in output or "step ended" in output, output
     assert "Traceback" not in output
+
+
+def test_watching_a_job_that_is_not_running_is_refused(
+    slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hangdoc", "watch", "--slurm-job", "999999", "--out",
+         str(tmp_path / "w")],
+        capture_output=True, text=True, env=slurm_env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == ExitStatus.COLLECTION_FAILED, done.stderr
+    assert "999999" in done.stderr and "Traceback" not in done.stderr + done.stdout
