@@ -328,6 +328,10 @@ class ThreadState:
     cpu_ticks: int | None = None  # utime + stime
     voluntary_ctxt_switches: int | None = None
     nonvoluntary_ctxt_switches: int | None = None
+    # Asleep in a system call on a file descriptor (issue 22): the call, and what the
+    # descriptor is ("socket tcp 10.0.0.5:40123 -> 10.0.0.7:443 established", "pipe").
+    syscall: str | None = None
+    waits_on: str | None = None
 
 
 # Appended for stacks-and-node causes (issue 7): files a process holds open and its

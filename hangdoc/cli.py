@@ -199,7 +199,7 @@ def collect(
     )
     with Progress(console=err_console, transient=True) as progress:
         sink = _ProgressSink(progress)
-        from hangdoc.jobcli import write_summary  # the node summary, read first by analyze
+        from hangdoc.pipeline import write_summary  # the node summary, read first by analyze
 
         result = run_collect(options, sink, write_summary)
     manifest = result.manifest
@@ -539,6 +539,17 @@ def _register_node_collect() -> None:
 
 
 _register_node_collect()
+
+
+def _register_watch() -> None:
+    """``hangdoc watch`` (hangdoc/watch/cli.py) and its hidden per-node side."""
+    from hangdoc.watch.cli import node_watch, watch
+
+    app.command(name="watch")(watch)
+    app.command(name="node-watch", hidden=True)(node_watch)
+
+
+_register_watch()
 
 
 def main(argv: list[str] | None = None) -> int:

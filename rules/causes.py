@@ -18,6 +18,7 @@ from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.iofacts import fs_stall
 from hangdoc.analyzer.views.locks import gil_holder, lock_waits
 from hangdoc.analyzer.views.meaning import Signal, job_meaning
+from hangdoc.analyzer.views.netwait import network_wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,17 @@ def _cause(activity: Activity, signals: tuple[Signal, ...] = ()) -> Cause:
     return Cause(row.category, f"is {row.phrase}", row.fix, signals)
 
 
+# Appended for issue 22: a main thread blocked in a network client call waits for a server
+# outside the job (views/netwait.py), whatever the job's own names say it was doing.
+def _network_cause(activity: RankActivity) -> Cause | None:
+    wait = network_wait(activity.process)
+    if wait is None:
+        return None
+    row = TABLE[Activity.NETWORK_IO]
+    where = f"in {wait.where()} (a server outside the job does not answer)"
+    return Cause(row.category, f"is {row.phrase} {where}", row.fix)
+
+
 def _node_cause(activity: RankActivity) -> Cause | None:
     process = activity.process
     if fs_stall(process) is not None:
@@ -46,7 +58,7 @@ def _node_cause(activity: RankActivity) -> Cause | None:
     others = [w for w in waits if not w.track.is_main and w.kind in ("native", "futex")]
     if main is not None and (others or main.kind == "native"):
         return _cause(Activity.LOCK_CYCLE)
-    return None
+    return _network_cause(activity)
 
 
 def cause_of(activity: RankActivity) -> Cause:

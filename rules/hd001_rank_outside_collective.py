@@ -60,6 +60,7 @@ class RankOutsideCollective(Rule):
         Category.DATALOADER,
         Category.EVAL_SOME_RANKS,
         Category.RANK_DIVERGENCE,
+        Category.IO_STALL,  # blocked on the network (issue 22)
     )
     severity = Severity.CRITICAL
     requires = frozenset({Need.STACKS})

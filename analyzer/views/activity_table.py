@@ -182,8 +182,12 @@ _ROWS: dict[Activity, ActivityRow] = {
         _K.WORK, True),
     _A.NETWORK_IO: ActivityRow(
         "waiting on network I/O", _C.IO_STALL,
-        "Find the remote end the culprit waits for (an object store, a tracking or metrics "
-        "server, a download) and give the call a timeout.",
+        "Find the server the culprit talks to (its frames name the call; `ss -tnp` on the "
+        "node shows the connection and its unsent bytes) and why it stopped answering "
+        "(endpoint down, proxy, firewall, credentials). Give every client call a timeout "
+        "(http.client/requests timeout=, boto3 connect_timeout/read_timeout), and upload or "
+        "report from a background thread or process so that the training loop never waits "
+        "on the network.",
         _K.WAIT, False),
     _A.LOCK_WAIT: ActivityRow(
         "waiting on a lock, event or queue", _C.PYTHON_DEADLOCK, _LOCK_FIX, _K.WAIT, False),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hangdoc.analyzer.parsers.catalog.meanings import Meaning, Meanings, load_meanings
+from hangdoc.analyzer.parsers.catalog.meanings import Meanings, RowMeaning, load_meanings
 from hangdoc.analyzer.parsers.catalog.template import (
     Part,
     Slot,
@@ -50,7 +50,7 @@ class CatalogRow:
     matchable: bool
     versions: str
     sources: tuple[Source, ...]
-    meaning: Meaning | None = None
+    meaning: RowMeaning | None = None
     given_by: str = ""  # row | message | area | generic | "" (meanings.Meanings.meaning_of)
     slot_values: tuple[str | None, ...] = ()  # the named value each slot carries
     value_types: tuple[str | None, ...] = ()  # and its type (meanings.toml [value_types])

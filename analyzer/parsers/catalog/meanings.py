@@ -43,7 +43,7 @@ VALUE_TYPES = frozenset({"int", "float", "str"})
 
 
 @dataclass(frozen=True, slots=True)
-class Meaning:
+class RowMeaning:
     """A row's meaning. ``kind`` is an EventKind value, or None for rows that say nothing
     about a hang (``strength == "none"``); ``proposed_kind`` a finer kind the vocabulary
     does not have yet."""
@@ -56,10 +56,10 @@ class Meaning:
     proposed_kind: str | None = None
     values: tuple[tuple[re.Pattern[str], str], ...] = ()
     # Value-dependent meanings: (a pattern over the matched text, the meaning then).
-    refine: tuple[tuple[re.Pattern[str], Meaning], ...] = ()
+    refine: tuple[tuple[re.Pattern[str], RowMeaning], ...] = ()
     component: bool = False  # a part of other messages: any other row on the line wins
 
-    def for_text(self, text: str) -> Meaning:
+    def for_text(self, text: str) -> RowMeaning:
         """The meaning of one matched line: the first refinement whose pattern occurs."""
         for pattern, meaning in self.refine:
             if pattern.search(text):
@@ -70,7 +70,7 @@ class Meaning:
 @dataclass(slots=True)
 class _Family:
     name: str
-    meaning: Meaning
+    meaning: RowMeaning
     projects: tuple[str, ...]
     levels: re.Pattern[str] | None  # the globs, as one expression
     files: re.Pattern[str] | None
@@ -89,13 +89,13 @@ def _globs(raw: object) -> re.Pattern[str] | None:
 @dataclass(slots=True)
 class Meanings:
     families: list[_Family] = field(default_factory=list)
-    rows: dict[str, Meaning] = field(default_factory=dict)
+    rows: dict[str, RowMeaning] = field(default_factory=dict)
     values: tuple[tuple[re.Pattern[str], str], ...] = ()
     value_types: dict[str, str] = field(default_factory=dict)
 
     def meaning_of(
         self, project: str, level: str, files: list[tuple[str, str]], template: str, row_id: str
-    ) -> tuple[Meaning | None, str]:
+    ) -> tuple[RowMeaning | None, str]:
         """(meaning, how it was given) of one row: ``row`` (an entry for it), ``message``
         (a family that reads its template), ``area`` (a family of its source files or
         level only), ``generic`` (a catch-all), or ``""`` (none)."""
@@ -120,7 +120,7 @@ class Meanings:
             return family.meaning, "message" if family.template is not None else "area"
         return None, ""
 
-    def value_name(self, meaning: Meaning | None, slot_name: str) -> str | None:
+    def value_name(self, meaning: RowMeaning | None, slot_name: str) -> str | None:
         """The named value a slot carries (``rank``, ``peer``, ``timeout_ms`` …)."""
         for pattern, name in (*(meaning.values if meaning else ()), *self.values):
             if pattern.search(slot_name):
@@ -142,7 +142,7 @@ def _tuple(raw: object) -> tuple[str, ...]:
     raise MeaningsError(f"expected a string or a list, got {raw!r}")
 
 
-def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> Meaning:
+def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> RowMeaning:
     strength = str(raw.get("strength", "none"))
     if strength not in STRENGTHS:
         raise MeaningsError(f"{name}: strength {strength!r} is not one of {STRENGTHS}")
@@ -159,7 +159,7 @@ def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> Meaning:
         raise MeaningsError(f"{name}: values must be a table")
     values = tuple((re.compile(str(k)), str(v)) for k, v in values_raw.items())
     proposed = raw.get("proposed_kind")
-    refine: list[tuple[re.Pattern[str], Meaning]] = []
+    refine: list[tuple[re.Pattern[str], RowMeaning]] = []
     entries = raw.get("refine", [])
     if not isinstance(entries, list):
         raise MeaningsError(f"{name}: refine must be a list")
@@ -173,7 +173,7 @@ def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> Meaning:
         if merged.get("strength") == "none" and "kind" not in entry:
             merged.pop("category", None)
         refine.append((re.compile(str(entry["text"])), _meaning(f"{name}#{index}", merged, kinds)))
-    return Meaning(
+    return RowMeaning(
         family=name,
         kind=str(kind) if kind is not None else None,
         category=str(category) if category is not None else None,
