@@ -21,6 +21,13 @@ never decreases with the strength within a family, and never puts a finding the 
 ranked below another above it (the engine orders by strength before calibrating, so
 the order cannot change; this keeps the numbers a report shows in that order too).
 
+Tempered by reports never seen (``unseen_factor``): the casebook is where the rules were
+built, so even both splits are nearly all right; batches of new reports scored at first
+sight (hangdoc/first_sight.py, fixtures/first_sight/) show how much more often an answer
+is wrong on a ticket nobody tuned for. Every probability's error (1 − p) is multiplied by
+the ratio of the errors those batches made to the errors the map predicted for them, so
+the map keeps its order and its shape but states what unseen tickets bear out.
+
 Why every split, not the train split alone: the rules were built against the train
 split, where nearly every answer is right, so a map fitted there alone promises more
 than unseen reports deliver; the test split's answers temper it. The price is that the
@@ -44,6 +51,8 @@ PRIOR_CASES = 5
 MIN_ANSWERS = 20
 # Never certain: a casebook of a few hundred answers cannot tell 99 % from 100 %.
 CEILING = 0.99
+# A finding the engine ranks as a cause is never shown as less likely than this.
+FLOOR = 0.05
 # The strengths a map gives a probability to: NONE is an abstention, always 0.
 GRADED: tuple[Strength, ...] = tuple(s for s in Strength if s is not Strength.NONE)
 
@@ -211,6 +220,66 @@ def fit(answers: Sequence[Answer], ranked: Iterable[Ranked] = ()) -> Calibration
     return CalibrationTable(maps)
 
 
+@dataclass(frozen=True, slots=True)
+class UnseenAnswer:
+    """An answer that named a cause on a report scored at first sight."""
+
+    rule: str
+    strength: Strength
+    right: bool
+
+
+@dataclass(frozen=True, slots=True)
+class UnseenBatch:
+    """A batch scored at first sight: its answers one by one, or (a batch recorded before
+    strengths existed) its totals and the mean confidence it stated."""
+
+    name: str
+    answers: tuple[UnseenAnswer, ...]
+    answered: int = 0
+    right: int = 0
+    mean_stated: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Unseen:
+    """How the map fared on reports it never saw: the errors they made, the errors the map
+    predicted for them, and the factor (≥ 1) that the map's errors are scaled by."""
+
+    answers: int
+    errors: int
+    predicted_errors: float
+    factor: float
+
+
+def unseen_factor(table: CalibrationTable, batches: Sequence[UnseenBatch]) -> Unseen:
+    """(errors + 1) / (predicted errors + 1) over every batch, never below 1: the map is
+    never made surer than the casebook says, and one wrong answer of a few cannot make it
+    a coin toss (the +1 on both sides)."""
+    answers = errors = 0
+    predicted = 0.0
+    for batch in batches:
+        if batch.answers:
+            answers += len(batch.answers)
+            errors += sum(not a.right for a in batch.answers)
+            predicted += sum(1 - table.probability(a.rule, a.strength) for a in batch.answers)
+        else:
+            answers += batch.answered
+            errors += batch.answered - batch.right
+            predicted += batch.answered * (1 - batch.mean_stated)
+    factor = max(1.0, (errors + 1) / (predicted + 1)) if answers else 1.0
+    return Unseen(answers, errors, round(predicted, 2), round(factor, 3))
+
+
+def tempered(table: CalibrationTable, factor: float) -> CalibrationTable:
+    """Every probability's error scaled by ``factor`` (order and shape kept)."""
+    maps = {
+        name: {s: round(max(FLOOR, 1 - factor * (1 - p)), 3) for s, p in cells.items()}
+        for name, cells in table.maps.items()
+    }
+    return CalibrationTable(maps)
+
+
 def _cell(table: CalibrationTable, found: tuple[str, Strength]) -> Cell | None:
     rule, strength = found
     owner = table.owner(rule)
@@ -258,6 +327,7 @@ def table_doc(
     answers_by_split: Mapping[str, Sequence[Answer]],
     train_only: CalibrationTable,
     source: str,
+    unseen: Unseen | None = None,
 ) -> dict[str, object]:
     """The JSON written to calibration.json: the maps, and what they were fitted on
     (per leaf family and strength: the answers and right ones of each split, the
@@ -313,6 +383,14 @@ def table_doc(
         "families": families,
         "measured": measured,
         "test_split": held_out,
+        "unseen": None
+        if unseen is None
+        else {
+            "answers": unseen.answers,
+            "errors": unseen.errors,
+            "predicted_errors": unseen.predicted_errors,
+            "factor": unseen.factor,
+        },
     }
 
 

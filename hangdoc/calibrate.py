@@ -16,7 +16,15 @@ import sysconfig
 from pathlib import Path
 
 from hangdoc.analyzer import calibration
-from hangdoc.analyzer.calibration import Answer, CalibrationTable, Ranked, fit, table_doc
+from hangdoc.analyzer.calibration import (
+    Answer,
+    CalibrationTable,
+    Ranked,
+    fit,
+    table_doc,
+    tempered,
+    unseen_factor,
+)
 from hangdoc.casebook_eval import SplitScore, evaluate
 from hangdoc.errors import OutputPathError
 
@@ -98,14 +106,32 @@ def ranked_of(split: SplitScore) -> list[Ranked]:
 
 def calibrate(root: Path, target: Path) -> tuple[CalibrationTable, str]:
     """Fit the table to the casebook under ``root`` (the rules' own strengths, every
-    split), write it to ``target``, and say what was fitted; also fit on the train
-    split alone, to record how such a map fares on the test split."""
+    split), temper it by the batches scored at first sight (``first_sight_folder``),
+    write it to ``target``, and say what was fitted; also fit on the train split alone,
+    to record how such a map fares on the test split."""
+    from hangdoc.first_sight import read_batches
+
     _cases, _problems, raw = evaluate(root, calibrate=False)
     every: SplitScore = raw["all"]
-    table = fit(answers_of(every), ranked_of(every))
-    train_only = fit(answers_of(raw["train"]), ranked_of(raw["train"]))
+    fitted = fit(answers_of(every), ranked_of(every))
+    unseen = unseen_factor(fitted, read_batches(first_sight_folder(root)))
+    table = tempered(fitted, unseen.factor)
+    train_only = tempered(fit(answers_of(raw["train"]), ranked_of(raw["train"])), unseen.factor)
     by_split = {name: answers_of(raw[name]) for name in ("train", "test")}
     n = len(answers_of(every))
     source = f"all {every.cases} cases, both splits ({n} answers that name a cause)"
-    calibration.write_table(target, table_doc(table, by_split, train_only, source))
-    return table, f"calibration fitted on {source}; written to {target}"
+    doc = table_doc(table, by_split, train_only, source, unseen)
+    calibration.write_table(target, doc)
+    said = (
+        f"calibration fitted on {source}, errors scaled by {unseen.factor} after "
+        f"{unseen.answers} answers on reports scored at first sight "
+        f"({unseen.errors} wrong where {unseen.predicted_errors} were predicted); "
+        f"written to {target}"
+    )
+    return table, said
+
+
+def first_sight_folder(casebook: Path) -> Path:
+    """The first-sight records beside the casebook: fixtures/first_sight for
+    fixtures/cases."""
+    return casebook.resolve().parent / "first_sight"

@@ -40,6 +40,10 @@ CONFIDENCE_BUCKETS: tuple[tuple[float, float], ...] = (
     (0.8, 1.01),
 )
 CALIBRATION_TOLERANCE = 0.15
+# The map is tempered by reports scored at first sight (analyzer/calibration.py), so on the
+# casebook, where the rules were built, answers are right more often than stated: that much
+# under-confidence is by design; over-confidence beyond the tolerance never is.
+CASEBOOK_UNDERCONFIDENCE = 0.25
 # CI fails when the train split falls below these (docs/accuracy.md); raised as it improves.
 TRAIN_FLOOR = 0.72  # category right
 TRAIN_EXACT_FLOOR = 0.75  # cause named in the label, exact (the headline)
@@ -236,9 +240,11 @@ class SplitScore:
         return rows
 
     def calibrated(self, min_cases: int = 5) -> bool:
-        """Every bucket with enough cases within the tolerance of its accuracy."""
+        """Every bucket with enough cases states no more than the tolerance above its
+        accuracy, and no more than ``CASEBOOK_UNDERCONFIDENCE`` below it (the casebook is
+        in-sample: the map promises what unseen reports bear out, which is less)."""
         return all(
-            abs(mean - acc) <= CALIBRATION_TOLERANCE
+            -CASEBOOK_UNDERCONFIDENCE <= mean - acc <= CALIBRATION_TOLERANCE
             for _, n, mean, acc in self.calibration()
             if n >= min_cases
         )

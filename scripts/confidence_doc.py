@@ -100,6 +100,21 @@ def _held_out(test: dict[str, float]) -> list[str]:
     ]
 
 
+def _unseen(unseen: dict[str, float] | None) -> list[str]:
+    if not unseen or not unseen.get("answers"):
+        return [
+            "No batch scored at first sight is recorded (fixtures/first_sight/): the map is "
+            "the casebook's alone."
+        ]
+    return [
+        f"Tempered by {unseen['answers']:.0f} answers that named a cause on reports scored "
+        f"at first sight (fixtures/first_sight/): {unseen['errors']:.0f} were wrong where the "
+        f"casebook's map predicted {unseen['predicted_errors']}, so every probability's error "
+        f"(1 − p) is multiplied by {unseen['factor']} (analyzer/calibration.py, "
+        "`unseen_factor`). The map keeps its order; it states what unseen tickets bear out."
+    ]
+
+
 def render(text: str) -> str:
     doc = json.loads(calibration.TABLE.read_text(encoding="utf-8"))
     blocks = {
@@ -109,6 +124,7 @@ def render(text: str) -> str:
         "maps": _maps(doc["families"]),
         "measured": _measured(doc["measured"]),
         "held-out": _held_out(doc["test_split"]),
+        "unseen": _unseen(doc.get("unseen")),
         "source": [f"Fitted on {doc['about'].split('casebook: ', 1)[-1].split('. Written')[0]}."],
     }
     for name, lines in blocks.items():
