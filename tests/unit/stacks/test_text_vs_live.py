@@ -37,6 +37,11 @@ _NEEDS_TWO_SAMPLES = "one sample cannot show a thread holding the GIL, or a save
 _NEEDS_PROC = "a lock or a file-system wait is the kernel's to show (/proc), not the frames'"
 _NEEDS_WORLD = "a rank that is not pasted is dead only for a job known to have it"
 _NEEDS_IDLE = "frames alone do not say a thread in backward() is idle, waiting for DDP"
+_NEEDS_SOCKET = "a bare sock.sendall() has no frame of its own: only /proc shows the socket"
+_NEEDS_ASLEEP = (
+    "frames alone do not say the thread in http.client is asleep on the socket (py-spy's "
+    "idle mark or /proc do), so the job's own words (an upload) decide"
+)
 KNOWN_GAPS: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "gil-held": (_NEEDS_TWO_SAMPLES, None),
     "slow-save": (_NEEDS_TWO_SAMPLES, None),
@@ -45,6 +50,8 @@ KNOWN_GAPS: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "killed": (_NEEDS_WORLD, None),
     "uneven-after-eval": (_NEEDS_IDLE, tuple(f.name for f in FORMS if "frames only" in f.name)),
     "uneven-ddp": (_NEEDS_IDLE, tuple(f.name for f in FORMS if "frames only" in f.name)),
+    "upload": (_NEEDS_ASLEEP, tuple(f.name for f in FORMS if "frames only" in f.name)),
+    "upload-socket": (_NEEDS_SOCKET, None),
 }
 
 
