@@ -30,7 +30,7 @@ CASES = [
     ("p2p-deadlock", "hang", "p2p_pipeline_deadlock", [2, 3], "HD105", "send/send cycle"),
     ("pipeline-healthy", "not_hung", "not_a_hang_slow_or_benign", None, "HD004", "progress"),
     ("uneven-ddp", "hang", "uneven_data_drop_last", [3], "HD106", "gradient all_reduce"),
-    ("uneven-after-eval", "hang", "uneven_data_drop_last", [3], "HD106", "in evaluation"),
+    ("uneven-after-eval", "hang", "uneven_data_drop_last", [3], "HD106", "running evaluation"),
     ("eval-gather-tuple", "hang", "eval_loop_only_some_ranks", [3], "HD002", "all_gather"),
     ("final-save", "hang", "checkpoint_save_hang", [3], "HD107", "save_final_model"),
     ("steps-per-epoch", "hang", "uneven_data_drop_last", [3], "HD106", "still in a training"),
