@@ -8,6 +8,35 @@ Conventions that every producer follows:
 
 * ``ThreadStack.frames`` is innermost first (py-spy JSON order); text dumps are
   normalised to it when parsed.
+* A stack is either a **live sample** or **text**, and the two are different types.
+  A :class:`StackSample` was taken from a running process at a moment (py-spy JSON, a
+  ``hangdoc collect`` dump, a node summary): it has a time (None only for a loose py-spy
+  JSON file, which carries none) and its threads carry the OS thread ids py-spy read.
+  A :class:`TextStack` was read from text (a traceback in a log, a pasted py-spy, gdb,
+  pystack or faulthandler dump, a torch C++ stack): it has no time, only its source and
+  line; a thread's identity (name, ids, main or not) is what the text says and nothing
+  more; a traceback's exception is on the thread it ended (``ThreadStack.exception``).
+  ``ProcessEvidence.stack_samples`` holds live samples only, ``text_stacks`` the rest.
+  How the readers use them:
+
+  - *what a rank is doing* (``ProcessEvidence.latest_stacks``) is its latest live sample;
+    the last text stack stands in where no live sample was taken (a paste) or where the
+    process exited (the text then shows what it died in);
+  - *progress* (views/progress.py) compares live samples only, thread by thread (the same
+    OS thread id), never a live main thread with text: a text has no time, and a
+    traceback in a log is where a thread raised, maybe hours before the hang;
+  - *the thread rules* (locks, GIL, kernel waits: ``ProcessEvidence.stack_series``)
+    follow a thread over the live samples, or over the text stacks where no live sample
+    exists. Two pasted dumps of one rank are therefore two text stacks in the order
+    pasted: the last says what the rank is doing, the thread rules may find a thread at
+    the same place in both (the same stack twice is what stuck looks like, whatever the
+    gap between them), and progress never reads them (a difference between two texts of
+    unknown time says nothing about now: the first may predate the hang);
+  - a thread's traceback (``Exception in thread …``) is a stack of that thread, named as
+    the text names it and not marked main. Beside a live sample it is evidence about
+    that thread (``views.activity.RankActivity.raised``), never what the rank is doing;
+    only a rank known from nothing but text falls back to the text's first thread, as
+    the readers of pastes always did.
 * Ranks are global ranks. A process whose rank could not be established keeps
   ``rank=None``: rules that compare ranks skip it, the report still shows it.
 * Times are POSIX seconds (float) in the collecting host's clock.
@@ -61,6 +90,71 @@ class Severity(enum.StrEnum):
 
 
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.ERROR: 1, Severity.WARNING: 2, Severity.INFO: 3}
+
+
+class Strength(enum.IntEnum):
+    """How strong a finding's evidence is, weakest first: what the rule saw, in words.
+
+    A rule states the strength of its evidence, never a number; findings of equal
+    severity are ordered by it, and the calibration (analyzer/calibration.py) turns
+    (rule family, strength) into the probability a report shows. ``meaning`` says what
+    each level is; docs/confidence.md lists them with the named reasons a rule steps
+    between them (rules/strength.py).
+    """
+
+    NONE = 0
+    ABSENCE = 1
+    HINT = 2
+    SIGNAL = 3
+    STATED = 4
+    CORROBORATED = 5
+    CONCLUSIVE = 6
+
+    @property
+    def stated(self) -> float:
+        """The probability this level claims before calibration (the rules' own number)."""
+        return _STATED[self]
+
+    @property
+    def meaning(self) -> str:
+        """What evidence of this strength is."""
+        return _MEANING[self]
+
+    @property
+    def word(self) -> str:
+        """The level as the reports and the findings JSON write it: ``corroborated``."""
+        return self.name.lower()
+
+
+_STATED = {
+    Strength.NONE: 0.0,
+    Strength.ABSENCE: 0.3,
+    Strength.HINT: 0.45,
+    Strength.SIGNAL: 0.6,
+    Strength.STATED: 0.8,
+    Strength.CORROBORATED: 0.9,
+    Strength.CONCLUSIVE: 0.95,
+}
+_MEANING = {
+    Strength.NONE: "no cause at all: an abstention (HD000)",
+    Strength.ABSENCE: "the absence of a signal, or a fact that names no cause: a log that "
+    "stops, ranks that were not collected, timeouts whose cause nothing shows, a wait that "
+    "is the consequence of another finding",
+    Strength.HINT: "one indirect signal: a circumstance that fits the cause and has other "
+    "readings (the job's last lines before a timeout, ranks that stayed silent while the "
+    "others timed out, one line that calls itself harmless)",
+    Strength.SIGNAL: "one direct signal: a fact that points at the cause without stating it "
+    "(a death whose place in the story is not shown, a frame the catalog knows, a lone stack)",
+    Strength.STATED: "the artifact states the cause in so many words: an error message that "
+    "names it (a fatal Xid, a monitored barrier naming ranks, NCCL's own error), a report "
+    "naming the ranks, the stacks of every rank showing it",
+    Strength.CORROBORATED: "two independent signals agree: the cause shown, and another "
+    "source or fact agrees (nothing moved between samples, the logs and the stacks name the "
+    "same ranks, the process is known to have exited)",
+    Strength.CONCLUSIVE: "the mechanism itself is on record: a cycle of waits or of lock "
+    "holders, two ranks' flight recorders contradicting each other at one collective, a "
+    "thread that held the GIL or sat in the file system at every sample",
+}
 
 
 class Verdict(enum.StrEnum):
@@ -180,7 +274,11 @@ class Frame:
 
 @dataclass(frozen=True, slots=True)
 class ThreadStack:
-    """One thread's stack at one moment. ``frames`` is innermost first."""
+    """One thread's stack at one moment. ``frames`` is innermost first.
+
+    In a live sample the ids are py-spy's; in a stack read from text each field is what
+    the text says, else None (``is_main`` is the text's convention: the thread a bare
+    traceback or a faulthandler dump's oldest entry belongs to)."""
 
     frames: tuple[Frame, ...]
     os_thread_id: int | None = None
@@ -213,7 +311,9 @@ class ChildStacks:
 
 @dataclass(frozen=True, slots=True)
 class StackSample:
-    """All threads of one rank at one sampling moment."""
+    """All threads of one live process at one sampling moment (py-spy JSON, a collect
+    dump, a node summary). ``time`` is None only where the file did not say (a loose
+    py-spy JSON file); the samples of a process are in time order."""
 
     index: int
     time: float | None
@@ -227,6 +327,67 @@ class StackSample:
                 return thread
         return self.threads[0] if self.threads else None
 
+    def thread(self, like: ThreadStack) -> ThreadStack | None:
+        """The thread of this sample that is ``like`` (the same OS thread, else the same
+        pthread id); None when it is not in this sample or ``like`` has no id."""
+        for thread in self.threads:
+            if like.os_thread_id is not None and thread.os_thread_id == like.os_thread_id:
+                return thread
+            if like.thread_id is not None and thread.thread_id == like.thread_id:
+                return thread
+        return None
+
+
+class StackTextKind(enum.StrEnum):
+    """The kind of text a stack was read from (analyzer/parsers/stacks, pyspy_text,
+    faulthandler)."""
+
+    TRACEBACK = "traceback"  # a Python traceback: where an exception was raised
+    PY_BT = "py-bt"  # gdb's py-bt
+    GDB = "gdb"  # gdb bt / thread apply all bt, pstack, eu-stack
+    PYSTACK = "pystack"
+    CPP = "cpp"  # a torch C++ stack ("Exception raised from …", "frame #N")
+    PYSPY = "pyspy"  # py-spy dump's text output
+    FAULTHANDLER = "faulthandler"
+    STACK_PRINT = "stack-print"  # traceback.print_stack / logging's stack_info
+    UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
+
+
+@dataclass(frozen=True, slots=True)
+class TextStack:
+    """Stacks of one process read from one stretch of text: a traceback in a log, a pasted
+    dump of its threads, or a dump with the tracebacks printed next to it (gdb's ``bt``
+    then ``py-bt`` of one process is one moment). Not a sample: it has no time, and the
+    text may be from long before the hang. ``line`` is the first line of it in
+    ``source``; ``index`` its place among the process's text stacks, in reading order."""
+
+    index: int
+    threads: tuple[ThreadStack, ...]
+    kinds: tuple[StackTextKind, ...]
+    source: str = ""
+    line: int | None = None
+    children: tuple[ChildStacks, ...] = ()
+
+    def main_thread(self) -> ThreadStack | None:
+        """The thread the text marks as main, else the first one (as for a sample: what
+        the rank is doing, when no live sample says)."""
+        for thread in self.threads:
+            if thread.is_main:
+                return thread
+        return self.threads[0] if self.threads else None
+
+    def label(self, *, short: bool = False) -> str:
+        """What it is, for people: "read from text: traceback, /logs/x.log:12" (``short``:
+        the file's name only)."""
+        source = self.source.rsplit("/", 1)[-1] if short else self.source
+        where = source + (f":{self.line}" if source and self.line is not None else "")
+        parts = [", ".join(k.value for k in self.kinds), where]
+        return "read from text: " + ", ".join(p for p in parts if p)
+
+
+# What a rank was seen doing: a live sample, or where none, a stack read from text.
+Stacks = StackSample | TextStack
+
 
 @dataclass(frozen=True, slots=True)
 class ThreadState:
@@ -239,6 +400,10 @@ class ThreadState:
     cpu_ticks: int | None = None  # utime + stime
     voluntary_ctxt_switches: int | None = None
     nonvoluntary_ctxt_switches: int | None = None
+    # Asleep in a system call on a file descriptor (issue 22): the call, and what the
+    # descriptor is ("socket tcp 10.0.0.5:40123 -> 10.0.0.7:443 established", "pipe").
+    syscall: str | None = None
+    waits_on: str | None = None
 
 
 # Appended for stacks-and-node causes (issue 7): files a process holds open and its
@@ -404,7 +569,7 @@ class ProcessEvidence:
     cmdline: str | None = None
     start_time: float | None = None
     env: dict[str, str] = field(default_factory=dict)
-    stack_samples: list[StackSample] = field(default_factory=list)
+    stack_samples: list[StackSample] = field(default_factory=list)  # live samples only
     proc_samples: list[ProcSample] = field(default_factory=list)
     collectives: list[CollectiveRecord] = field(default_factory=list)
     log_events: list[LogEvent] = field(default_factory=list)
@@ -413,6 +578,9 @@ class ProcessEvidence:
     exited: bool = False  # the process was gone at (some point of) collection
     # Appended for issue 15: the head and tail of the rank's own log lines, in order.
     log_lines: list[LogLine] = field(default_factory=list)
+    # Appended for issue 20: stacks read from text (logs, pastes), in reading order; see
+    # the module docstring for how they differ from ``stack_samples``.
+    text_stacks: list[TextStack] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -422,8 +590,21 @@ class ProcessEvidence:
             return f"pid {self.pid}" + (f" on {self.host}" if self.host else "")
         return "unknown process"
 
-    def latest_stacks(self) -> StackSample | None:
-        return self.stack_samples[-1] if self.stack_samples else None
+    def latest_stacks(self) -> Stacks | None:
+        """What the process was last seen doing: its latest live sample; the last stack
+        read from text where no live sample exists, or where the process exited (the
+        text then holds what it died in, after the samples)."""
+        if self.stack_samples and not (self.exited and self.text_stacks):
+            return self.stack_samples[-1]
+        return self.text_stacks[-1] if self.text_stacks else None
+
+    def stack_series(self) -> list[StackSample] | list[TextStack]:
+        """The stacks a thread is followed through (locks, GIL, kernel waits): the live
+        samples, or where none was taken, the text stacks in reading order."""
+        return self.stack_samples if self.stack_samples else self.text_stacks
+
+    def has_stacks(self) -> bool:
+        return bool(self.stack_samples or self.text_stacks)
 
     def primary_source(self) -> str:
         latest = self.latest_stacks()
@@ -557,7 +738,8 @@ class EvidenceRef:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One conclusion of one rule. ``confidence`` is 0..1 and orders findings of equal severity."""
+    """One conclusion of one rule. ``strength`` says how strong its evidence is and orders
+    findings of equal severity; ``confidence`` is the probability a report shows."""
 
     rule: str
     category: Category
@@ -568,13 +750,22 @@ class Finding:
     culprit_ranks: tuple[int, ...] = ()
     waiting_ranks: tuple[int, ...] = ()
     evidence: tuple[EvidenceRef, ...] = ()
-    confidence: float = 0.5
+    strength: Strength = Strength.HINT
     # A finding that by itself says the job is not hung (progress seen) sets this.
     says_not_hung: bool = False
+    # The calibrated probability (analyzer/calibration.py), set by the engine; until
+    # then the strength's own stated one stands.
+    probability: float | None = None
 
-    def sort_key(self) -> tuple[int, int, float, str]:
-        # Not-a-hang conclusions outrank the hang findings they contradict.
-        return (0 if self.says_not_hung else 1, self.severity.order, -self.confidence, self.rule)
+    @property
+    def confidence(self) -> float:
+        """0..1: the calibrated probability when the engine set one, else the stated one."""
+        return self.strength.stated if self.probability is None else self.probability
+
+    def sort_key(self) -> tuple[int, int, int, str]:
+        # Not-a-hang conclusions outrank the hang findings they contradict. The strength
+        # orders, not the calibrated number: calibration never changes the order.
+        return (0 if self.says_not_hung else 1, self.severity.order, -self.strength, self.rule)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -585,6 +776,7 @@ class Finding:
             "culprit_ranks": list(self.culprit_ranks),
             "waiting_ranks": list(self.waiting_ranks),
             "confidence": round(self.confidence, 2),
+            "strength": self.strength.word,
             "explanation": self.explanation,
             "fix": self.fix,
             "evidence": [e.to_json() for e in self.evidence],

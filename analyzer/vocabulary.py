@@ -1,10 +1,10 @@
-"""The vocabulary of log events: what a recognised log line is and its field names.
+"""The vocabulary of log events: what a recognised log line is, and the closed sets of
+words its typed payload (analyzer/payloads/) and the model use.
 
-The log parsers write :class:`~hangdoc.analyzer.model.LogEvent` objects with these
-kinds and fields; the views and rules read them. ``LogEvent.kind`` stays a ``str`` (the
-findings JSON and dumps carry the values): producers write ``EventKind.X.value``, readers
-compare with the enum (a ``StrEnum`` equals its value). Imports nothing of hangdoc: the
-model imports it.
+The log parsers write :class:`~hangdoc.analyzer.model.LogEvent` objects of these kinds;
+``LogEvent.kind`` is the :class:`EventKind` (the findings JSON, dumps and summaries carry
+its value, read back with :func:`parse_enum`). Imports nothing of hangdoc: the payloads
+and the model import it.
 """
 
 from __future__ import annotations

@@ -104,6 +104,10 @@ class ThreadRecord(TypedDict):
     cpu_ticks: int | None
     voluntary_ctxt_switches: int | None
     nonvoluntary_ctxt_switches: int | None
+    # A sleeping thread in a system call on a file descriptor (collectors/waits.py):
+    # the call ("sendto") and what the descriptor is ("socket tcp A -> B established").
+    syscall: NotRequired[str]
+    waits_on: NotRequired[str]
 
 
 class OutputRecord(TypedDict):

@@ -90,6 +90,10 @@ class RankSummary(TypedDict):
     exited: bool
     env: dict[str, str]  # only the keys whose value differs from NodeSummary.env
     sources: list[str]
+    # Live samples only. Stacks read from text (tracebacks in logs, pasted dumps) are the
+    # model's ``text_stacks``, written generically under ``extra`` (each thread with the
+    # exception a traceback ended it with); a summary written before they were told apart
+    # may hold them here.
     stacks: list[StackSampleRecord]
     proc: list[dict[str, object]]
     collectives: list[dict[str, object]]

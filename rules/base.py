@@ -101,7 +101,9 @@ class RuleContext:
         if need is Need.PROC:
             return any(p.proc_samples for p in ev.processes)
         if need is Need.SAMPLES:
-            return any(len(p.stack_samples) >= 2 or len(p.proc_samples) >= 2 for p in ev.processes)
+            # Text stacks count where a process has no live sample (two pasted dumps): the
+            # thread rules follow threads through them; progress reads live samples only.
+            return any(len(p.stack_series()) >= 2 or len(p.proc_samples) >= 2 for p in ev.processes)
         if need is Need.WORLD_SIZE:
             return ev.expected_world_size() is not None
         if need is Need.FLIGHT_RECORDER:

@@ -46,12 +46,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.launch import SignalName
 from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths
 from hangdoc.analyzer.views.timeline import Placed, precedes_wave, victims, wave
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 _HOW = {
     DeathHow.EXCEPTION: "raised an exception",
@@ -136,15 +137,19 @@ class RankDiedFirst(Rule):
                 "its TORCHELASTIC_ERROR_FILE (decorate main with @record)."
             )
         severity = Severity.CRITICAL if certain else Severity.WARNING
-        confidence = 0.9 if certain and ordered else 0.75 if certain else 0.4
+        # A death the logs give a reason for is one direct signal; that it caused the
+        # hang is stated only when its time comes before the others' timeouts.
+        strength = Strength.SIGNAL if certain else Strength.HINT
+        if certain and ordered:
+            strength = shifted(strength, Shift.ORDER_SHOWN)
         if certain and _weak(first):
             # One line that may be the end of the story or an excerpt's cut: a bare
             # exception line ending the paste, an abort with no exception named.
-            severity, confidence = Severity.ERROR, min(confidence, 0.5)
+            severity, strength = Severity.ERROR, shifted(strength, Shift.MAY_BE_CUT)
         if not certain and culprits and (ordered is True or not wave_events):
             # A launcher's "exited with code 1" for a named rank, before any timeout (or
             # with none at all): the rank ended first, though the logs do not say why.
-            severity, confidence = Severity.ERROR, 0.45
+            severity = Severity.ERROR
         return Finding(
             rule=self.id,
             category=Category.RANK_DEAD,
@@ -155,7 +160,7 @@ class RankDiedFirst(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
-            confidence=confidence,
+            strength=strength,
         )
 
 

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.deaths import DeathHow, first_deaths
 from hangdoc.analyzer.views.timeline import precedes_wave, victims, wave
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 
 class CudaOomFirst(Rule):
@@ -96,7 +97,8 @@ class CudaOomFirst(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs([d.placed for d in leading], limit=6)),
-            confidence=0.9 if ordered else 0.75,
+            # The OOM is one direct signal; its time before the timeouts states the cause.
+            strength=shifted(Strength.SIGNAL, Shift.ORDER_SHOWN) if ordered else Strength.SIGNAL,
         )
 
 

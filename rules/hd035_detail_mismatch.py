@@ -50,13 +50,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.nccl import CollectiveMismatch, MismatchError, MismatchSource
 from hangdoc.analyzer.payloads.torch_pg import CollectiveIssued, Fingerprint
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 _KEYS = ("op", "shape", "dtype", "seq")
 
@@ -160,7 +161,7 @@ class DetailMismatch(Rule):
                 culprit_ranks=tuple(culprits),
                 waiting_ranks=tuple(others),
                 evidence=evidence,
-                confidence=0.45 if len(behind) <= len(ahead) else 0.4,
+                strength=Strength.HINT,  # a log cut in its middle can be behind by chance
             )
         prints = {r: _said(fp, ("op", "shape", "dtype")) for r, fp in last.items()}
         groups: dict[tuple[tuple[str, object], ...], list[int]] = {}
@@ -189,7 +190,7 @@ class DetailMismatch(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(sorted(ordered[0][1])),
             evidence=evidence,
-            confidence=0.55,
+            strength=Strength.SIGNAL,
         )
 
     def _nccl_size(self, events: list[Placed]) -> Finding:
@@ -233,7 +234,7 @@ class DetailMismatch(Rule):
             culprit_ranks=(),  # which side got the size wrong is not in the line
             waiting_ranks=tuple(ranks),
             evidence=tuple(limited_refs(events, limit=6)),
-            confidence=0.5 if gloo else 0.6,
+            strength=shifted(Strength.SIGNAL, Shift.OTHER_READINGS) if gloo else Strength.SIGNAL,
         )
 
     def _detail(self, events: list[Placed]) -> Finding | None:
@@ -253,6 +254,12 @@ class DetailMismatch(Rule):
         differ = [k for k in _KEYS if major_fp.get(k) != minor_fp.get(k) and minor_fp]
         category, what = _category(differ)
         one_sided = not minor_fp and _gathers(major_fp)
+        # torch states the mismatch; both sides' fingerprints agree with it.
+        strength = shifted(Strength.STATED, Shift.AGREES) if culprits else Strength.STATED
+        if tie:
+            strength = shifted(strength, Shift.TIE)
+        elif one_sided:
+            strength = Strength.HINT  # a shape mismatch presumed from one gather's side
         if one_sided:
             category, what = Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, "shape (presumed)"
         lhs = _describe(minor_fp) if minor_fp else "a different collective"
@@ -293,7 +300,7 @@ class DetailMismatch(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(major),
             evidence=tuple(limited_refs(events, limit=6)),
-            confidence=0.6 if tie else 0.9 if culprits else 0.45 if one_sided else 0.7,
+            strength=strength,
         )
 
     def _nccl(self, events: list[Placed]) -> Finding:
@@ -311,7 +318,7 @@ class DetailMismatch(Rule):
             fix=_fix(Category.COLLECTIVE_TYPE_MISMATCH),
             culprit_ranks=tuple(around),
             evidence=tuple(limited_refs(events, limit=6)),
-            confidence=0.5,
+            strength=Strength.SIGNAL,  # a mismatch NCCL saw; the rank it names is a guess
         )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.torch_pg import FrError, FrReport
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
@@ -90,7 +90,7 @@ class FrTraceReport(Rule):
                 culprit_ranks=tuple(ranks),
                 waiting_ranks=tuple(waiting),
                 evidence=tuple(limited_refs(missing, limit=4)),
-                confidence=0.85,
+                strength=Strength.STATED,  # the analyser names the ranks
             )
         for p in tl.of(EventKind.FR_MISMATCH)[:3]:
             report = _report(p)
@@ -116,7 +116,7 @@ class FrTraceReport(Rule):
                 ),
                 culprit_ranks=(culprit,) if culprit is not None else (),
                 evidence=(p.ref(),),
-                confidence=0.85,
+                strength=Strength.STATED,
             )
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.torch_pg import MissingRanks, Reporter
 from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier as BarrierReport
 from hangdoc.analyzer.views.timeline import Placed
@@ -100,7 +100,7 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            confidence=0.8,
+            strength=Strength.STATED,  # rank 0's report names the missing ranks
         )
 
     def _from_peers(
@@ -129,7 +129,7 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            confidence=0.5,
+            strength=Strength.HINT,  # rank 0 may have been reporting another rank
         )
 
     def _stalled(self, events: list[Placed]) -> Finding:
@@ -158,7 +158,7 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            confidence=0.6,
+            strength=Strength.SIGNAL,  # a stall warning: the op may yet come
         )
 
 

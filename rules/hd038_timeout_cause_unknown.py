@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.torch_pg import Work
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -106,7 +106,7 @@ class TimeoutCauseUnknown(Rule):
             fix=_COLLECT,
             waiting_ranks=tuple(ranks),
             evidence=tuple(limited_refs(symptoms, limit=5)),
-            confidence=0.3,
+            strength=Strength.ABSENCE,
         )
 
 

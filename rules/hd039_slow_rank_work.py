@@ -38,16 +38,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import StoreTimeout, Work
+from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.vocabulary import EventKind, Phase
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import ranks_text
 
-_BUSY = frozenset({Phase.PREPROCESS, Phase.LOAD})
+# Long work one rank does alone (preprocessing, loading), as its phase markers say.
+_BUSY = phases_beginning(Activity.PREPROCESS, Activity.CHECKPOINT_LOAD)
 _EARLY_SEQ = 10
 
 
@@ -171,7 +173,7 @@ class SlowRankWork(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(sorted(timed_out)),
             evidence=(bar.ref(), *(p.ref() for p in timeouts[:3])),
-            confidence=0.7,
+            strength=Strength.SIGNAL,  # work still progressing when the others timed out
             says_not_hung=True,
         )
 

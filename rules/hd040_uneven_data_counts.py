@@ -44,16 +44,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.progress import DataCount, Exhausted, PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier
 from hangdoc.analyzer.ranges import verb
+from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.vocabulary import EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
-_LOOP_PHASES = frozenset({Phase.TRAIN, Phase.EVAL})
+# Progress of the epoch loop: training and evaluation bars and markers.
+_LOOP_PHASES = phases_beginning(Activity.TRAIN_LOOP, Activity.EVAL)
 
 
 def _marker(p: Placed) -> PhaseMarker:
@@ -144,7 +147,7 @@ class UnevenDataCounts(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(sorted(major)),
             evidence=tuple(limited_refs(refs, limit=6)),
-            confidence=0.45 if tie else 0.6,
+            strength=shifted(Strength.SIGNAL, Shift.TIE) if tie else Strength.SIGNAL,
         )
 
     def _said(self, ctx: RuleContext) -> Finding | None:
@@ -165,16 +168,19 @@ class UnevenDataCounts(Rule):
         waiting = sorted({p.rank for p in joins if p.rank is not None} - set(culprits))
         said = {_marker(p).exhausted for p in markers}
         if Exhausted.JOIN in said:
-            confidence, how = 0.7, "torch's Join reported that a rank exhausted its inputs"
+            strength, how = (
+                Strength.STATED,
+                "torch's Join reported that a rank exhausted its inputs",
+            )
         elif joins or Exhausted.UNEVEN_WORKLOAD in said:
-            confidence, how = (
-                0.6,
+            strength, how = (
+                Strength.SIGNAL,
                 "the trainer's per-step join check (a monitored barrier) failed: a rank had "
                 "left the training loop, out of data, while the others went on",
             )
         else:
-            confidence, how = (
-                0.5,
+            strength, how = (
+                Strength.HINT,
                 "a rank reported that it finished its epoch, and the job stopped there: the "
                 "other ranks still had batches and wait in a training step's collective",
             )
@@ -206,7 +212,7 @@ class UnevenDataCounts(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(refs, limit=6)),
-            confidence=confidence,
+            strength=strength,
         )
 
 

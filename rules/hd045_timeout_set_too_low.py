@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.torch_pg import CollectiveTimeout, StoreTimeout, Work
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
@@ -122,7 +122,7 @@ class TimeoutSetTooLow(Rule):
             evidence=tuple(limited_refs(low, limit=4)),
             # The line states the setting outright; what it does not say is whether the
             # job would also have hung with a sane timeout.
-            confidence=0.8,
+            strength=Strength.STATED,
             says_not_hung=True,
         )
 

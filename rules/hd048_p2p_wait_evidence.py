@@ -32,9 +32,9 @@ in its receive until the watchdog's timeout.
   weak evidence. Only when fewer than two ranks' stacks are at hand: with more, HD105
   pairs the sends and receives itself.
 
-One weak signal gives 0.45 to 0.55; each further kind of signal adds a little (at most
-0.7). Full stacks of every rank, where the peers are known, are HD105's; flight
-recorder dumps are HD014's.
+Each kind of signal alone is a hint; two or three kinds that agree are one signal
+(docs/confidence.md). Full stacks of every rank, where the peers are known, are HD105's;
+flight recorder dumps are HD014's.
 
 ## How to confirm
 Collect the stacks of every stage (``py-spy dump --locals``: the ``dst``/``src`` of
@@ -54,14 +54,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Frame, ProcessEvidence, Severity
+from hangdoc.analyzer.model import (
+    Category,
+    EvidenceRef,
+    Finding,
+    Frame,
+    ProcessEvidence,
+    Severity,
+    Strength,
+)
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import Direction, Work
+from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.catalog import P2P_DIRECTION_HINTS
 from hangdoc.analyzer.views.timeline import Placed
-from hangdoc.analyzer.vocabulary import EventKind, Phase
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import agreeing
 
 # torch's c10d OpType names (ProcessGroup.hpp opTypeToString) of point-to-point works; the
 # watchdog watches p2p works since gh:pytorch/pytorch/pull/109611 ("watchdog is picking up
@@ -177,9 +187,10 @@ def _classify(frame: Frame) -> bool | None:
 
 
 def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
-    if not process.stack_samples:
+    latest = process.latest_stacks()
+    if latest is None:
         return None
-    threads = process.stack_samples[-1].threads
+    threads = latest.threads
     main = next((t for t in threads if t.is_main), threads[0] if threads else None)
     if main is None:
         return None
@@ -196,6 +207,10 @@ def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
     return None
 
 
+# Training or evaluation went on: bars and markers of the loop.
+_PROGRESS = phases_beginning(Activity.TRAIN_LOOP, Activity.EVAL)
+
+
 def _stage_waits(ctx: RuleContext) -> list[Placed]:
     """Each rank's last pipelining shape-inference line, when it is a receive and no
     training or evaluation progress of that rank follows it."""
@@ -206,7 +221,7 @@ def _stage_waits(ctx: RuleContext) -> list[Placed]:
         if marker.p2p is not None:
             last[p.rank] = p
             progressed.discard(p.rank)
-        elif p.rank in last and marker.phase in (Phase.TRAIN, Phase.EVAL):
+        elif p.rank in last and marker.phase in _PROGRESS:
             progressed.add(p.rank)
     return [p for r, p in last.items() if _marker(p).p2p == Direction.RECV and r not in progressed]
 
@@ -236,23 +251,18 @@ class P2PWaitEvidence(Rule):
         p2p = [p for p in timeouts if _op(p) in _P2P_OPS]
         coalesced = [p for p in timeouts if _op(p) in _COALESCED]
         stages = _stage_waits(ctx)
-        stacked = [p for p in ctx.evidence.processes if p.stack_samples]
+        stacked = [p for p in ctx.evidence.processes if p.has_stacks()]
         stacks: list[_StackHit] = []
         if sum(1 for p in stacked if p.rank is not None) < 2:
             # Stacks of several ranks are HD105's, which pairs their sends and receives.
             stacks = [h for p in stacked if (h := _stack_hit(p)) is not None]
         if p2p:
             p2p = p2p + coalesced
-        signals: list[tuple[float, str]] = []
-        if p2p:
-            signals.append((0.55, "timeouts"))
-        if stages:
-            signals.append((0.5, "stages"))
-        if stacks:
-            signals.append((0.5 if any(h.strong for h in stacks) else 0.45, "stacks"))
-        if not signals:
+        kinds = sum(1 for found in (p2p, stages, stacks) if found)
+        if not kinds:
             return
-        confidence = min(0.7, max(c for c, _ in signals) + 0.05 * (len(signals) - 1))
+        # Each kind alone is a hint; each further kind that agrees steps up, to a signal.
+        strength = agreeing(Strength.HINT, kinds, Strength.SIGNAL)
         waiting = sorted(
             {p.rank for p in [*p2p, *stages] if p.rank is not None}
             | {h.process.rank for h in stacks if h.process.rank is not None}
@@ -327,7 +337,7 @@ class P2PWaitEvidence(Rule):
             culprit_ranks=(),
             waiting_ranks=tuple(waiting),
             evidence=tuple(refs),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

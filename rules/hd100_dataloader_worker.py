@@ -36,15 +36,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity, phrase
 from hangdoc.analyzer.views.workers import WorkerStatus, WorkerView, blocking_workers
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.causes import key_frame_text
-from hangdoc.rules.culprit import HD001_STUCK, proc_source, victims, victims_text
+from hangdoc.rules.culprit import proc_source, victims, victims_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 _STATUS = {
     WorkerStatus.BLOCKED: "is stuck in the dataset's code",
@@ -80,10 +81,9 @@ def _waits_on_loader(activity: RankActivity) -> str | None:
     main = activity.main
     if main is None or activity.in_collective:
         return None
-    if main.has(Tag.DATALOADER_TEARDOWN):
-        return "is shutting down its DataLoader workers"
-    if main.has(Tag.DATALOADER_FETCH):
-        return "waits for its next batch from the DataLoader"
+    for loader in (Activity.DATALOADER_TEARDOWN, Activity.DATALOADER_FETCH):
+        if main.has(loader):
+            return f"is {phrase(loader)}"
     return None
 
 
@@ -179,9 +179,11 @@ class DataloaderWorker(Rule):
                 )
             )
         refs.extend(stack_refs([ctx.activities[r] for r in waiting], limit=2))
-        confidence = (
-            HD001_STUCK + 0.04 if status != WorkerStatus.BLOCKED or len(worker.stacks) >= 2 else 0.9
-        )
+        # The worker itself is on record: dead, stopped, in D state, or blocked at every
+        # sample (HD001, which sees only its rank outside the collective, ranks below).
+        strength = Strength.CONCLUSIVE
+        if status == WorkerStatus.BLOCKED and len(worker.stacks) < 2:
+            strength = shifted(strength, Shift.ONE_SAMPLE)
         return Finding(
             rule=self.id,
             category=Category.DATALOADER,
@@ -192,7 +194,7 @@ class DataloaderWorker(Rule):
             culprit_ranks=(rank,),
             waiting_ranks=waiting,
             evidence=tuple(refs),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

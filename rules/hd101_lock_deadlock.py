@@ -39,13 +39,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.analyzer.views.locks import LockWait, WaitKind, lock_waits
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.culprit import HD001_STUCK, proc_source, span_text, victims, victims_text
+from hangdoc.rules.culprit import proc_source, span_text, victims, victims_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 _HOW = {
     WaitKind.NATIVE: "blocked acquiring a lock (PyThread_acquire_lock in its native frames)",
@@ -126,14 +127,14 @@ class LockDeadlock(Rule):
             f", so {plural_ranks(waiting)} wait for it." if waiting else "."
         )
         kinds = {main.kind, *(o.kind for o in others)}
-        confidence = 0.97 if "native" in kinds else HD001_STUCK + 0.03
+        strength = Strength.CONCLUSIVE  # the threads' waits on the locks are on record
         python_lock = any(w.kind == WaitKind.NATIVE and not w.c_mutex for w in [main, *others])
-        if "native" in kinds and not python_lock:
-            # Only C mutexes (pthread_mutex_lock): one sample may be contention caught in
-            # passing; unmoved over samples, still a lock whose holder is not shown.
-            confidence = 0.6 if len(proc.stack_samples) < 2 else 0.8
-        if not others:
-            confidence -= 0.02
+        if WaitKind.NATIVE in kinds and not python_lock:
+            # Only C mutexes (pthread_mutex_lock): a lock whose holder is not shown; one
+            # sample may be contention caught in passing.
+            strength = Strength.STATED
+            if len(proc.stack_series()) < 2:
+                strength = shifted(strength, Shift.ONE_SAMPLE)
         refs = [
             EvidenceRef(
                 source=proc.primary_source(),
@@ -168,7 +169,7 @@ class LockDeadlock(Rule):
             culprit_ranks=(rank,),
             waiting_ranks=waiting,
             evidence=tuple(refs),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

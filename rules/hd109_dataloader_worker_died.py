@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.launch import LoaderWorkerDied
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -100,7 +100,7 @@ class DataloaderWorkerDied(Rule):
             ),
             culprit_ranks=ranks,
             evidence=tuple(p.ref() for p in events[:3]),
-            confidence=0.8,
+            strength=Strength.STATED,  # torch's own message for the worker
         )
 
 

@@ -44,13 +44,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import HungTask, IoSource, IoStall, ServerState
 from hangdoc.analyzer.views.deaths import death_of, first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 # Frames of a hung-task report that wait on a file system (the module, or the function).
 _FS_MODULES = frozenset(
@@ -136,11 +137,11 @@ class FsStallReported(Rule):
             )
             evidence.extend(p for p, _ in servers)
         if hung or (d_state and frames):
-            confidence = 0.8  # a process in D state and where it waits, both shown
+            strength = Strength.STATED  # a process in D state and where it waits, both shown
         elif servers and (frames or d_state):
-            confidence = 0.7
+            strength = shifted(Strength.SIGNAL, Shift.AGREES)  # the server lost, and a waiter
         else:
-            confidence = 0.6  # a file-system frame or a server message, no stuck process shown
+            strength = Strength.SIGNAL  # a file-system frame or a server message
         what = "; ".join(parts)
         yield Finding(
             rule=self.id,
@@ -158,7 +159,7 @@ class FsStallReported(Rule):
                 "start-up scripts off mounts that can stall, or mount with timeouts."
             ),
             evidence=tuple(limited_refs(sorted(evidence, key=lambda p: p.index), limit=6)),
-            confidence=confidence,
+            strength=strength,
         )
 
 
@@ -188,16 +189,18 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         who = ranks_text(culprits) if culprits else "a process (rank unknown)"
         what = first.summary
         evidence = [d.placed for d in deaths]
-        # The line names the cause outright (the kernel's errno); like a CUDA OOM (HD031).
-        severity, confidence = Severity.CRITICAL, 0.9 if ordered else 0.75
+        # The line names the failure (the kernel's errno); like a CUDA OOM (HD031), its
+        # time before the timeouts states it as the cause.
+        severity = Severity.CRITICAL
+        strength = shifted(Strength.SIGNAL, Shift.ORDER_SHOWN) if ordered else Strength.SIGNAL
         if first.bare:
-            severity, confidence = Severity.ERROR, 0.5  # one line that may be a cut paste
+            severity, strength = Severity.ERROR, shifted(strength, Shift.MAY_BE_CUT)
     else:
         culprits = sorted({p.rank for p in lines if p.rank is not None})
         who = ranks_text(culprits) if culprits else "the job"
         what = lines[0].event.payload.message or lines[0].event.text
         evidence = lines
-        severity, confidence = Severity.ERROR, 0.6  # a logged error, not a death we saw
+        severity, strength = Severity.ERROR, Strength.SIGNAL  # a logged error, not a death
     waiting = sorted(victims(tl) - set(culprits))
     return Finding(
         rule=FsStallReported.id,
@@ -221,7 +224,7 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         culprit_ranks=tuple(culprits),
         waiting_ranks=tuple(waiting),
         evidence=tuple(limited_refs(evidence, limit=6)),
-        confidence=confidence,
+        strength=strength,
     )
 
 

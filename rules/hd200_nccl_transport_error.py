@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import CounterGroup, LinkEvent, NicCounter, NicLink
 from hangdoc.analyzer.payloads.nccl import (
     LinkError,
@@ -260,11 +260,13 @@ class NcclTransportError(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters_ranks),
             evidence=tuple(limited_refs(primary, limit=6)),
-            confidence=0.8
+            # NCCL's own error names the transport failure; a remote error names no peer
+            # and a peer that exited looks the same.
+            strength=Strength.STATED
             if any(_ib_completion(p) for p in primary)
-            else 0.5
+            else Strength.HINT
             if all(_remote_error(p) for p in primary)
-            else 0.6,
+            else Strength.SIGNAL,
         )
 
 
@@ -376,7 +378,6 @@ def _counters(tl: Timeline) -> Finding | None:
             else ""
         )
     ).strip()
-    confidence = 0.55 if links else 0.5 if transport else 0.45
     return Finding(
         rule=NcclTransportError.id,
         category=Category.NCCL_NETWORK,
@@ -390,7 +391,7 @@ def _counters(tl: Timeline) -> Finding | None:
             "erroring."
         ),
         evidence=tuple(limited_refs([*(p for p, _ in links), *shown], limit=6)),
-        confidence=confidence,
+        strength=Strength.HINT,  # counters count since the driver loaded
     )
 
 

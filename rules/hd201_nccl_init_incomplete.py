@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import timedelta
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import StoreError, StoreTimeout
@@ -66,6 +66,7 @@ from hangdoc.analyzer.views.timeline import Placed, Timeline, wave
 from hangdoc.analyzer.vocabulary import EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 
 def _init(p: Placed) -> NcclInit:
@@ -152,7 +153,7 @@ class NcclInitIncomplete(Rule):
                 "gloo backend to tell a network problem from an NCCL one."
             ),
             evidence=tuple(limited_refs(markers, limit=6)),
-            confidence=0.45,
+            strength=Strength.ABSENCE,  # the log's silence alone
         )
 
     def _group(self, key: str, events: list[Placed], symptoms: bool, world: int) -> Finding | None:
@@ -209,7 +210,8 @@ class NcclInitIncomplete(Rule):
             culprit_ranks=tuple(culprits) if nranks == world else (),
             waiting_ranks=tuple(sorted(completed)),
             evidence=tuple(limited_refs([started[r] for r in stuck], limit=6)),
-            confidence=0.75 if never else 0.6,
+            # The others' init lines show who never started (or only that some got stuck).
+            strength=Strength.STATED if never else Strength.SIGNAL,
         )
 
     def _store(self, stores: list[Placed]) -> Finding:
@@ -286,7 +288,11 @@ class NcclInitIncomplete(Rule):
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(stores, limit=4)),
             # A failed name lookup is retried until the connect timeout: weaker alone.
-            confidence=0.55 if error == StoreError.STORE_RESOLVE else 0.7,
+            strength=(
+                shifted(Strength.SIGNAL, Shift.OTHER_READINGS)
+                if error == StoreError.STORE_RESOLVE
+                else Strength.SIGNAL
+            ),
         )
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.nccl import NcclInit, NcclNetwork, NcclTransport, NetRole, Transport
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
@@ -123,7 +123,11 @@ class NcclBootstrapInterface(Rule):
             "containers.",
             culprit_ranks=tuple(culprits),
             evidence=tuple(limited_refs(bad, limit=4)),
-            confidence=(0.6 if secondary else 0.75) if multi else 0.4,
+            # NCCL states the interface; a secondary one only fails some connections, and
+            # a job that may run on one node only makes it a hint.
+            strength=(Strength.SIGNAL if secondary else Strength.STATED)
+            if multi
+            else Strength.HINT,
         )
 
 

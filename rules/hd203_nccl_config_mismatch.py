@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.nccl import ConfigProblem, NcclConfigError, NcclInit
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
@@ -113,7 +113,7 @@ class NcclConfigMismatch(Rule):
             ),
             culprit_ranks=tuple(ranks),
             evidence=tuple(limited_refs(events, limit=4)),
-            confidence=0.8,
+            strength=Strength.STATED,
         )
 
 

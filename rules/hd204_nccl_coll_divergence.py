@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.nccl import NcclColl, NcclInit
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
@@ -171,7 +171,7 @@ class NcclCollDivergence(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(refs, limit=6)),
-            confidence=0.7,
+            strength=Strength.SIGNAL,  # the last COLL lines: a log cut can differ too
         )
 
 

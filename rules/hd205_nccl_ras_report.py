@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.nccl import RasComm, RasReport, RasState
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
@@ -88,7 +88,7 @@ class NcclRasReport(Rule):
                 ),
                 fix="Look at the named node's logs and dmesg (OOM killer, segfault, node failure).",
                 evidence=tuple(limited_refs(dead, limit=4)),
-                confidence=0.7,
+                strength=Strength.SIGNAL,  # RAS considers them dead: unresponsive looks alike
             )
         reports = tl.of(EventKind.RAS_REPORT)
         timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT)
@@ -107,7 +107,7 @@ class NcclRasReport(Rule):
                 fix="Take py-spy stacks of all ranks (hangdoc collect) to find the rank outside "
                 "the collective.",
                 evidence=tuple(limited_refs([*reports[:2], *timeouts[:2]])),
-                confidence=0.5,
+                strength=Strength.ABSENCE,  # names no cause: the network is not it
             )
 
     def _mismatch(self, p: Placed) -> Finding | None:
@@ -122,7 +122,7 @@ class NcclRasReport(Rule):
                 f"NCCL RAS: communicator ranks in a different state: {ranks_text(ranks)}",
                 ranks,
                 [],
-                0.5,
+                Strength.HINT,
             )
         low = min(g[0] for g in groups)
         lagging = [g for g in groups if g[0] == low]
@@ -136,15 +136,15 @@ class NcclRasReport(Rule):
                 f"NCCL RAS: {ranks_text(lag_ranks)} launched {op} only up to operation {low}; "
                 f"{sum(g[1] for g in ahead)} rank(s) went further"
             )
-            return self._finding(p, title, lag_ranks, ahead_ranks, 0.8)
+            return self._finding(p, title, lag_ranks, ahead_ranks, Strength.STATED)
         title = (
             f"NCCL RAS: {lag_count} ranks launched {op} up to operation {low} while "
             f"{ranks_text(ahead_ranks)} launched further"
         )
-        return self._finding(p, title, [], ahead_ranks, 0.6)
+        return self._finding(p, title, [], ahead_ranks, Strength.SIGNAL)
 
     def _finding(
-        self, p: Placed, title: str, culprits: list[int], waiting: list[int], confidence: float
+        self, p: Placed, title: str, culprits: list[int], waiting: list[int], strength: Strength
     ) -> Finding:
         return Finding(
             rule=self.id,
@@ -162,7 +162,7 @@ class NcclRasReport(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=(p.ref(),),
-            confidence=confidence,
+            strength=strength,
         )
 
 

@@ -42,12 +42,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.nccl import NcclError, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.nccl_setup import SetupFailure, setup_failure
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 
 class NcclSetupError(Rule):
@@ -95,7 +96,7 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
     ]
     # One line of one kind is weak (a WARN NCCL may survive, an error whose call site is
     # only probably setup); two kinds that agree name the failure outright.
-    confidence = 0.7 if len(kinds) >= 2 else 0.6
+    strength = shifted(Strength.SIGNAL, Shift.AGREES) if len(kinds) >= 2 else Strength.SIGNAL
     who = f" on {ranks_text(ranks)}" if ranks else ""
     return Finding(
         rule=rule_id,
@@ -116,7 +117,7 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
         ),
         culprit_ranks=tuple(ranks),
         evidence=tuple(limited_refs(placed, limit=6)),
-        confidence=confidence,
+        strength=strength,
     )
 
 

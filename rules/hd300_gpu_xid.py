@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import GpuXid as GpuXidPayload
 from hangdoc.analyzer.views.gpu_faults import ranks_for
 from hangdoc.analyzer.views.timeline import Placed
@@ -113,10 +113,12 @@ class GpuXid(Rule):
         xids = tl.of(EventKind.GPU_XID)
         if not xids:
             return
-        for table, severity, confidence in (
-            (XID_FATAL, Severity.CRITICAL, 0.85),
-            (XID_WARN, Severity.WARNING, 0.5),
-            (XID_APP, Severity.INFO, 0.3),
+        # A fatal Xid states a GPU failure; a warning Xid hints at one; an application
+        # Xid (the program's own fault) names no GPU cause.
+        for table, severity, strength in (
+            (XID_FATAL, Severity.CRITICAL, Strength.STATED),
+            (XID_WARN, Severity.WARNING, Strength.HINT),
+            (XID_APP, Severity.INFO, Strength.ABSENCE),
         ):
             chosen = [p for p in xids if _effective(p) in table]
             if not chosen:
@@ -159,7 +161,7 @@ class GpuXid(Rule):
                 ),
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(limited_refs(chosen, limit=5)),
-                confidence=confidence,
+                strength=strength,
             )
 
 

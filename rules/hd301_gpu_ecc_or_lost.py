@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import GpuStatus
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError
 from hangdoc.analyzer.views.gpu_faults import ranks_for
@@ -85,7 +85,7 @@ class GpuEccOrLost(Rule):
                 "checkpoint.",
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(limited_refs(hard, limit=5)),
-                confidence=0.85,
+                strength=Strength.STATED,
             )
         elif ecc:
             gpus = sorted(
@@ -105,7 +105,7 @@ class GpuEccOrLost(Rule):
                 "reuse.",
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(limited_refs([p for p, _ in ecc], limit=4)),
-                confidence=0.5,
+                strength=Strength.HINT,  # uncorrected ECC errors count since the last reset
             )
 
 

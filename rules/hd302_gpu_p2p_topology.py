@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import GpuTopology
 from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState, NcclTransport, Transport
 from hangdoc.analyzer.payloads.torch_pg import Work
@@ -112,7 +112,7 @@ class GpuP2pTopology(Rule):
                     [*(p for p, _ in (pcie or blocked)[:1]), *p2p[:2], *(early or init_stuck)[:2]]
                 )
             ),
-            confidence=0.6 if severity is Severity.ERROR else 0.35,
+            strength=Strength.SIGNAL if severity is Severity.ERROR else Strength.HINT,
         )
 
 

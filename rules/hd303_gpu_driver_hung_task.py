@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import HungTask
 from hangdoc.analyzer.views.gpu_faults import ranks_for
 from hangdoc.analyzer.vocabulary import EventKind
@@ -90,7 +90,7 @@ class GpuDriverHungTask(Rule):
             ),
             culprit_ranks=tuple(ranks),
             evidence=tuple(limited_refs(stuck, limit=4)),
-            confidence=0.7,
+            strength=Strength.STATED,  # the kernel reports the process stuck in the driver
         )
 
 

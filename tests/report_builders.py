@@ -32,6 +32,7 @@ from hangdoc.analyzer.model import (
     ProcState,
     Severity,
     StackSample,
+    Strength,
     ThreadStack,
     ThreadState,
     Verdict,
@@ -210,7 +211,7 @@ def checkpoint_job(world: int = 8, *, saver: int = 2, missing: Iterable[int] = (
         title=f"rank {saver} is writing a checkpoint while the other ranks wait in all_reduce",
         explanation=f"Rank {saver} is in torch.save; the others wait for it in all_reduce #42.",
         fix="Call the checkpoint save on every rank, or add a barrier before it.",
-        culprit_ranks=(saver,), waiting_ranks=waiting, confidence=0.9,
+        culprit_ranks=(saver,), waiting_ranks=waiting, strength=Strength.CORROBORATED,
         evidence=(EvidenceRef(f"node{saver // 8}/rank{saver}/pyspy.json",
                               "write_record (serialization.py:800)", saver, 12),
                   EvidenceRef("node0/rank0/flight_recorder.json", "all_reduce #42 started", 0)),
@@ -219,7 +220,7 @@ def checkpoint_job(world: int = 8, *, saver: int = 2, missing: Iterable[int] = (
         rule="HD003", category=Category.IO_STALL, severity=Severity.WARNING,
         title=f"rank {saver} is in uninterruptible sleep on NFS",
         explanation="The process state is D in nfs_wait_bit_killable.",
-        fix="Check the NFS server.", culprit_ranks=(saver,), confidence=0.6,
+        fix="Check the NFS server.", culprit_ranks=(saver,), strength=Strength.SIGNAL,
         evidence=(EvidenceRef(f"node{saver // 8}/rank{saver}/proc.json", "state D", saver),),
     )  # fmt: skip
     return diagnose(evidence, [primary, other], Verdict.HANG)

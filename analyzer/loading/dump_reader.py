@@ -48,7 +48,7 @@ from hangdoc.analyzer.parsers.pyspy_json import traces_to_sample
 from hangdoc.collectors.dumpformat import MANIFEST_NAME, PROCESS_NAME
 
 _PYSPY_FILE = re.compile(r"pyspy\.(\d+)\.json$")
-# The temporary file of an atomic write (collectors/atomic.py) that a killed collector
+# The temporary file of an atomic write (hangdoc/common/atomic.py) that a killed collector
 # left behind: a torn copy of a file whose previous version, if any, is in place.
 _TEMP_FILE = re.compile(r"(?:^|/)\.[^/]+\.tmp$")
 _RANK_DIR = re.compile(r"(?:rank|pid)\d+$")

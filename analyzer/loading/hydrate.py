@@ -81,8 +81,8 @@ def pick_ranks(evidence: Evidence, candidates: Iterable[int], budget: int) -> di
             chosen.update(dict.fromkeys(fresh, why))
 
     take(sorted(r for r, p in procs.items() if p.exited), "exited")
-    take(sorted(r for r, p in procs.items() if not p.stack_samples), "no stack")
-    with_stacks = {r: p for r, p in procs.items() if p.stack_samples}
+    take(sorted(r for r, p in procs.items() if not p.has_stacks()), "no stack")
+    with_stacks = {r: p for r, p in procs.items() if p.has_stacks()}
     for members in _minority_classes(with_stacks, _stack_key):
         take(members, "its stack class is small")
     with_fr = {r: p for r, p in procs.items() if p.collectives}
@@ -125,7 +125,7 @@ def hydrate(
         raw_ranked = raw.ranked()
         for rank in ranks:
             fresh = raw_ranked.get(rank)
-            if fresh is None or not (fresh.stack_samples or fresh.proc_samples):
+            if fresh is None or not (fresh.has_stacks() or fresh.proc_samples):
                 evidence.notes.append(
                     f"{dump.display}: the raw files of rank {rank} are not there; "
                     "its summary is used"

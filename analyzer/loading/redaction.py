@@ -7,7 +7,7 @@ Markdown, findings JSON, the terminal summary, the ticket archive's copy of the
 report — is rendered from the Evidence and the findings that rules build from it, so
 redacting the Evidence right after loading is the one choke point that covers them
 all, including renderers written later. The patterns are
-``hangdoc.collectors.redact``'s: one definition of what a secret looks like.
+``hangdoc/common/redact.py``'s: one definition of what a secret looks like.
 
 What is redacted: environment values, command lines, thread names, frame locals (by
 the variable's name, and by the value's shape), log event text and payloads, notes,
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from hangdoc.analyzer.model import (
     ChildStacks,
@@ -29,10 +29,11 @@ from hangdoc.analyzer.model import (
     LogEvent,
     ProcessEvidence,
     StackSample,
+    TextStack,
     ThreadStack,
 )
 from hangdoc.analyzer.payloads.base import EventPayload
-from hangdoc.collectors.redact import (
+from hangdoc.common.redact import (
     REDACTED,
     is_secret_name,
     redact_cmdline,
@@ -60,6 +61,9 @@ def redact_evidence(evidence: Evidence) -> Evidence:
     return evidence
 
 
+_S = TypeVar("_S", StackSample, TextStack)
+
+
 class _Memo:
     """Redacted thread names already seen: the same few repeat on every rank."""
 
@@ -79,10 +83,11 @@ def _redact_process(proc: ProcessEvidence, memo: _Memo) -> None:
     if proc.cmdline:
         proc.cmdline = redact_cmdline(proc.cmdline)
     proc.stack_samples = [_sample(s, memo) for s in proc.stack_samples]
+    proc.text_stacks = [_sample(s, memo) for s in proc.text_stacks]
     proc.log_events = [_event(e) for e in proc.log_events]
 
 
-def _sample(sample: StackSample, memo: _Memo) -> StackSample:
+def _sample(sample: _S, memo: _Memo) -> _S:
     threads = _threads(sample.threads, memo)
     children = tuple(_child(c, memo) for c in sample.children)
     unchanged = threads is sample.threads and all(
@@ -107,18 +112,6 @@ def _threads(threads: tuple[ThreadStack, ...], memo: _Memo) -> tuple[ThreadStack
 def _thread(thread: ThreadStack, memo: _Memo) -> ThreadStack:
     name = memo.name(thread.name) if thread.name else thread.name
     return thread if name == thread.name else dataclasses.replace(thread, name=name)
-
-
-def redact_local(name: str, value: str) -> str:
-    """A py-spy ``--locals`` value: hidden whole when its variable's name looks secret.
-
-    Called by the py-spy parsers as they build each frame (the only producers of
-    locals), so frames never need a second walk here; rules read locals (a lock's repr,
-    a worker id), reports never show them.
-    """
-    if value and is_secret_name(name):
-        return REDACTED
-    return redact_text(value)
 
 
 def _event(event: LogEvent) -> LogEvent:

@@ -13,7 +13,7 @@ Written on a fatal signal (``-X faulthandler``), on a registered signal
 
 Thread ids are pthread ids (``ThreadStack.thread_id``), not TIDs. Frames are already
 innermost first. Several dumps in one file (a signal handler writing to the same log
-again) become several samples of one process: a dump ends where a thread id repeats or
+again) become several text stacks of one process: a dump ends where a thread id repeats or
 a new "Fatal"/"Timeout" header starts.
 """
 
@@ -23,7 +23,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangdoc.analyzer.model import Frame, InputKind, LogEvent, ProcessEvidence, StackSample
+from hangdoc.analyzer.model import (
+    Frame,
+    InputKind,
+    LogEvent,
+    ProcessEvidence,
+    StackTextKind,
+    TextStack,
+)
 from hangdoc.analyzer.model import ThreadStack as Thread
 from hangdoc.analyzer.parsers.base import ParsedFile, read_text_capped
 from hangdoc.analyzer.parsers.fault_logs import foreign_events
@@ -169,7 +176,7 @@ def _process(stream: Stream, rank: int | None, source: str) -> ProcessEvidence:
 
 
 def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list[ProcessEvidence]:
-    """One process per prefix stream (per torch.debug section), one sample per dump."""
+    """One process per prefix stream (per torch.debug section), one text stack per dump."""
     out: list[ProcessEvidence] = []
     for section in split_sections(stream.lines):
         rank = section.rank if section.rank is not None else stream.rank
@@ -204,12 +211,13 @@ def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list
                     LogEvent(EventKind.FAULTHANDLER_TIMEOUT, dump.timeout, source, dump.line)
                 )
             if dump.threads:
-                proc.stack_samples.append(
-                    StackSample(
-                        index=len(proc.stack_samples),
-                        time=None,
+                proc.text_stacks.append(
+                    TextStack(
+                        index=len(proc.text_stacks),
                         threads=dump.to_threads(source),
+                        kinds=(StackTextKind.FAULTHANDLER,),
                         source=source,
+                        line=dump.line,
                     )
                 )
         out.append(proc)

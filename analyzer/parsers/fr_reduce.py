@@ -23,8 +23,8 @@ from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
-from hangdoc.analyzer.flight_recorder.record_build import with_group
 from hangdoc.analyzer.model import CollectiveRecord, Frame, OpState
+from hangdoc.analyzer.parsers.fr_record_build import with_group
 from hangdoc.analyzer.parsers.fr_scan import Run, ScannedDump
 
 # Backends whose work never leaves "scheduled": completion shows only as ``retired``.

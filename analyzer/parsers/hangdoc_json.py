@@ -52,6 +52,8 @@ def thread_state(raw: object) -> ThreadState | None:
         cpu_ticks=get_int(obj, "cpu_ticks"),
         voluntary_ctxt_switches=get_int(obj, "voluntary_ctxt_switches"),
         nonvoluntary_ctxt_switches=get_int(obj, "nonvoluntary_ctxt_switches"),
+        syscall=get_str(obj, "syscall"),
+        waits_on=get_str(obj, "waits_on"),
     )
 
 

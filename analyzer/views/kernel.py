@@ -104,12 +104,14 @@ class ThreadTrack:
 def thread_tracks(process: ProcessEvidence) -> list[ThreadTrack]:
     """Every thread of ``process``: its stacks and /proc states joined on the thread id.
 
-    Threads of text dumps without a thread id are keyed by name. /proc-only threads
-    (C++ threads with no Python frame) are included with no stacks.
+    The stacks are the live samples, or where none was taken the text stacks
+    (``ProcessEvidence.stack_series``): a thread is never followed from a live sample
+    into text. Threads of text dumps without a thread id are keyed by name. /proc-only
+    threads (C++ threads with no Python frame) are included with no stacks.
     """
     stacks: dict[object, list[ThreadStack]] = {}
     meta: dict[object, tuple[int | None, str | None, bool]] = {}
-    for sample in process.stack_samples:
+    for sample in process.stack_series():
         for thread in sample.threads:
             key: object = thread.os_thread_id if thread.os_thread_id is not None else thread.name
             stacks.setdefault(key, []).append(thread)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from hangdoc.analyzer.model import Evidence, LogEvent, LogLine
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.progress import PhaseMarker
-from hangdoc.analyzer.views.meaning import Meaning, meaning_of, tokens
+from hangdoc.analyzer.views.activity_table import PHASES, Activity
+from hangdoc.analyzer.views.meaning import meaning_of, tokens
 from hangdoc.analyzer.vocabulary import EventKind, Phase
 
 _LOOK_BACK = 3  # job lines before the first timeout that may name the activity
@@ -28,13 +29,19 @@ _TRAINING = frozenset({"loss", "losses"})
 # HF TrainingArguments, argparse Namespaces), and a setting's name is not an activity.
 _SETTING = re.compile(r"^\s*[\w.\-]+\s*[=:]\s*\S+\s*$")
 _TELLING = frozenset(
-    {Meaning.CHECKPOINT, Meaning.EVAL, Meaning.METRICS, Meaning.DATA, Meaning.PREPROCESS}
+    {
+        Activity.CHECKPOINT_SAVE,
+        Activity.EVAL,
+        Activity.METRICS,
+        Activity.DATA,
+        Activity.PREPROCESS,
+    }
 )
 
 
 @dataclass(frozen=True, slots=True)
 class LastWords:
-    meaning: Meaning
+    meaning: Activity
     line: LogLine
     rank: int | None  # the rank that printed it, when a prefix or its file said so
     failure: LogEvent  # the first timeout after it, in the same file
@@ -66,7 +73,7 @@ def last_words(
     evidence: Evidence,
     failure_kinds: frozenset[EventKind],
     phase_kind: EventKind,
-    phases: Mapping[Phase, Meaning | None],
+    phases: Mapping[Phase, Activity | None],
 ) -> LastWords | None:
     """The activity the job's last lines before the first failure of a file name.
 
@@ -82,7 +89,7 @@ def last_words(
         owned = [(None, evidence.job_log_lines, evidence.job_log_events)] + [
             (p.rank, p.log_lines, p.log_events) for p in evidence.processes
         ]
-        said: list[tuple[int, int | None, LogLine, Meaning | bool]] = []
+        said: list[tuple[int, int | None, LogLine, Activity | bool]] = []
         for rank, lines, events in owned:
             said += [
                 (line.line, rank, line, False)
@@ -128,7 +135,7 @@ def last_words(
 class Stopped:
     """A log whose last lines say the job was evaluating or saving, and then nothing."""
 
-    meaning: Meaning
+    meaning: Activity
     lines: tuple[LogLine, ...]  # the last lines that name it, oldest first
     rank: int | None
 
@@ -136,7 +143,7 @@ class Stopped:
 _STOP_RUN = 2  # the log's last lines that must all name the activity
 # Evaluation only: "checkpoint" words also fill the banners of activation checkpointing
 # and of loading (gpt-neox #985 ends in DeepSpeed's activation-checkpointing banner).
-_STOPPED = frozenset({Meaning.EVAL, Meaning.METRICS})
+_STOPPED = frozenset({Activity.EVAL, Activity.METRICS})
 
 
 def stopped_during(evidence: Evidence) -> Stopped | None:
@@ -155,7 +162,7 @@ def stopped_during(evidence: Evidence) -> Stopped | None:
             tail = sorted(by_source[source], key=lambda line: line.line)[-_STOP_RUN:]
             if len(tail) < _STOP_RUN:
                 continue
-            meanings: set[Meaning | None] = set()
+            meanings: set[Activity | None] = set()
             for line in tail:
                 words = tokens(line.text)
                 if _TRAINING.intersection(words):
@@ -171,7 +178,7 @@ def stopped_during(evidence: Evidence) -> Stopped | None:
 class Unfinished:
     """A save or an evaluation that a framework's marker began and no marker ended."""
 
-    meaning: Meaning
+    meaning: Activity
     begin: LogLine  # the last marker of the activity (DeepSpeed's "[Torch] Saving x...")
     rank: int | None  # the rank that printed it, when a prefix, its file or its text said
     failure: LogEvent | None  # the first failure after it in the same file, if any
@@ -185,15 +192,14 @@ class Unfinished:
 # "***** Running Evaluation *****" / "{'eval_loss': …}"; mmengine "Epoch(val) [1][50/500]
 # eta" / "Epoch(val) [1][500/500] metrics"; detectron2 "Start inference on N batches" /
 # "Evaluation results for … in csv format". A training marker (a step's report, a training
-# bar) ends either: the job went back to training.
-_BEGINS: dict[Phase, Meaning] = {
-    Phase.CHECKPOINT_SAVE: Meaning.CHECKPOINT,
-    Phase.EVAL: Meaning.EVAL,
+# bar) ends either: the job went back to training. Which marker begins or ends what is the
+# activity table's (views/activity_table.PHASES); saves and evaluations are followed here.
+_TRACKED = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL})
+_BEGINS: dict[Phase, Activity] = {
+    phase: mark.begins for phase, mark in PHASES.items() if mark.begins in _TRACKED
 }
-_ENDS: dict[Phase, frozenset[Meaning]] = {
-    Phase.CHECKPOINT_SAVED: frozenset({Meaning.CHECKPOINT}),
-    Phase.EVAL_DONE: frozenset({Meaning.EVAL}),
-    Phase.TRAIN: frozenset({Meaning.CHECKPOINT, Meaning.EVAL}),
+_ENDS: dict[Phase, frozenset[Activity]] = {
+    phase: mark.ends & _TRACKED for phase, mark in PHASES.items() if mark.ends & _TRACKED
 }
 # A begin further back than this many of its writer's lines before the failure (or the end)
 # is too old to say what the rank did at the time: a log can miss an end marker.
@@ -263,7 +269,7 @@ def unfinished(
         if limit is None and source in stopped:
             items = [s for s in items if s[0] < stopped[source]]
         items.sort(key=lambda item: item[0])
-        opened: dict[int | None, tuple[Meaning, int, str]] = {}
+        opened: dict[int | None, tuple[Activity, int, str]] = {}
         after: dict[int | None, set[int]] = {}
         for number, training, phase, text, owner in items[-_OPEN_WINDOW:]:
             if phase in _BEGINS:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Frame, ProcessEvidence, ProcState, ThreadStack
 from hangdoc.analyzer.views.activity import classify_thread, frame_tag
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks
 
 _LOCK_REPR = re.compile(r"(?i)\b(_thread\.)?(r?lock|condition|semaphore|boundedsemaphore)\b")
@@ -99,7 +99,7 @@ def _native_lock(track: ThreadTrack) -> bool:
     if latest is None:
         return False
     activity = classify_thread(latest)
-    return any(t is Tag.LOCK_WAIT and f.native for t, f in activity.tag_frames)
+    return any(t is Activity.LOCK_WAIT and f.native for t, f in activity.tag_frames)
 
 
 def c_mutex_frame(thread: ThreadStack) -> Frame | None:
@@ -136,7 +136,7 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
         return LockWait(track, WaitKind.NATIVE, frame or mutex, _lock_locals(track), c_mutex=True)
     innermost = track.innermost_python()
     inner_tag = activity.tags[0] if activity.tags else None
-    if inner_tag is Tag.LOCK_WAIT and innermost is not None and not innermost.native:
+    if inner_tag is Activity.LOCK_WAIT and innermost is not None and not innermost.native:
         return LockWait(track, WaitKind.THREADING, frame, _lock_locals(track))
     untagged_user = (
         innermost is not None and innermost is track.user_frame() and frame_tag(innermost) is None
@@ -150,7 +150,7 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
 def gil_holder(process: ProcessEvidence) -> GilHolder | None:
     """A thread (not the main one) that holds the GIL at every sample at the same Python
     stack, while the main thread sits idle and unmoved: the others starve."""
-    samples = len(process.stack_samples)
+    samples = len(process.stack_series())
     if samples < 2:
         return None
     tracks = thread_tracks(process)
@@ -181,6 +181,6 @@ def lock_waits(process: ProcessEvidence) -> list[LockWait]:
     explains the waits)."""
     if gil_holder(process) is not None:
         return []
-    samples = len(process.stack_samples)
+    samples = len(process.stack_series())
     waits = [lock_wait(t, samples=samples) for t in thread_tracks(process)]
     return [w for w in waits if w is not None]

@@ -24,7 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.model import Evidence, LogLine
-from hangdoc.analyzer.views.meaning import Meaning, meaning_of, tokens
+from hangdoc.analyzer.views.activity_table import Activity
+from hangdoc.analyzer.views.meaning import meaning_of, tokens
 
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
 _MAX_PARAMS = 8
@@ -73,7 +74,7 @@ class Divergence:
     kind: DivergenceKind
     ranks: tuple[int, ...]  # the ranks that stand out
     others: tuple[int, ...]  # the ranks they are compared with
-    meaning: Meaning | None
+    meaning: Activity | None
     template: str
     detail: str
     lines: tuple[CitedLine, ...]

@@ -4,7 +4,11 @@ Two stacks a few seconds apart can look the same in a job that is merely slow, a
 hung rank can still show a chattering background thread, so several signals are
 weighed (pure functions over the model):
 
-* **stack moved** (strong): the main thread's Python call path differs.
+* **stack moved** (strong): the main thread's Python call path differs between the first
+  and the last live sample: the same thread (matched on its OS thread id), never a live
+  sample against a stack read from text. A text has no time and a traceback in a log
+  is where a thread raised, maybe long before the hang, so text never shows movement
+  (model.py's docstring: live samples and text).
 * **output grew** (strong): the file behind stdout/stderr grew.
 * **I/O moved** (moderate): read/write syscall counters of the process advanced *and*
   the main thread itself ran (CPU time or voluntary context switches): a metrics or
@@ -17,23 +21,51 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import ProcessEvidence, ProcSample, StackSample, ThreadState
+from hangdoc.analyzer.model import (
+    ProcessEvidence,
+    ProcSample,
+    StackSample,
+    ThreadStack,
+    ThreadState,
+)
 from hangdoc.analyzer.views.activity import classify_thread
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 
-_WAITS = frozenset({Tag.COLLECTIVE, Tag.RENDEZVOUS, Tag.LOCK_WAIT})
+_WAITS = frozenset({Activity.COLLECTIVE, Activity.RENDEZVOUS, Activity.LOCK_WAIT})
+
+
+def _same_thread(sample: StackSample, like: ThreadStack) -> ThreadStack | None:
+    """``like``'s thread in ``sample``: by OS thread id (or pthread id), or, for threads
+    that carry neither, the thread py-spy marked main in both."""
+    if like.os_thread_id is not None or like.thread_id is not None:
+        return sample.thread(like)
+    if not like.is_main:
+        return None
+    return next((t for t in sample.threads if t.is_main), None)
+
+
+def _main_thread_path(stacks: list[StackSample]) -> list[ThreadStack] | None:
+    """The main thread at each live sample, the same thread throughout; None when a
+    sample has no main thread or lost it."""
+    first = stacks[0].main_thread() if stacks else None
+    if first is None:
+        return None
+    path = [first]
+    for sample in stacks[1:]:
+        same = _same_thread(sample, first)
+        if same is None:
+            return None
+        path.append(same)
+    return path
 
 
 def _same_known_wait(stacks: list[StackSample]) -> bool:
-    mains = [s.main_thread() for s in stacks]
-    if len(mains) < 2 or any(m is None for m in mains):
+    mains = _main_thread_path(stacks)
+    if mains is None or len(mains) < 2:
         return False
-    signatures = {m.signature() for m in mains if m is not None}
-    if len(signatures) != 1:
+    if len({m.signature() for m in mains}) != 1:
         return False
-    first = mains[0]
-    assert first is not None
-    return any(tag in _WAITS for tag in classify_thread(first).tags)
+    return any(tag in _WAITS for tag in classify_thread(mains[0]).tags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,19 +110,16 @@ def _delta(a: int | None, b: int | None) -> int:
 
 def rank_progress(process: ProcessEvidence) -> RankProgress:
     reasons: list[str] = []
-    # A traceback is where an exception was raised, not a sample of a live stack: two of
-    # them, or one beside a py-spy dump of the same rank, say nothing about progress.
-    stacks = [
-        s for s in process.stack_samples if not all(t.exception is not None for t in s.threads)
-    ]
+    # Live samples only: ``process.text_stacks`` (tracebacks, pasted dumps) have no time.
+    stacks = process.stack_samples
     procs = [p for p in process.proc_samples if p.alive]
     samples = max(len(stacks), len(procs))
     stack_moved = False
-    if len(stacks) >= 2:
-        first, last = stacks[0].main_thread(), stacks[-1].main_thread()
-        if first is not None and last is not None and first.signature() != last.signature():
-            stack_moved = True
-            reasons.append("main-thread stack changed between samples")
+    first = stacks[0].main_thread() if len(stacks) >= 2 else None
+    last = _same_thread(stacks[-1], first) if first is not None else None
+    if first is not None and last is not None and first.signature() != last.signature():
+        stack_moved = True
+        reasons.append("main-thread stack changed between samples")
     output_grew = io_moved = main_ran = False
     span: float | None = None
     if len(procs) >= 2:

@@ -29,7 +29,7 @@ from hangdoc.analyzer.model import (
     ThreadStack,
 )
 from hangdoc.analyzer.views.activity import classify_thread, is_user_frame
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.kernel import wchan_kind
 
 
@@ -75,7 +75,7 @@ class WorkerView:
 
     @property
     def is_dataloader(self) -> bool:
-        return any(classify_thread(s).has(Tag.DATALOADER_WORKER) for s in self.stacks)
+        return any(classify_thread(s).has(Activity.DATALOADER_WORKER) for s in self.stacks)
 
     def worker_id(self) -> str | None:
         for stack in self.stacks[-1:]:
@@ -91,7 +91,7 @@ class WorkerView:
         if not self.stacks:
             return False
         activity = classify_thread(self.stacks[-1])
-        return activity.has(Tag.DATALOADER_FETCH) or activity.user_frame is not None
+        return activity.has(Activity.DATALOADER_FETCH) or activity.user_frame is not None
 
     def frame(self) -> Frame | None:
         """Where it is: the innermost user frame, else the innermost Python frame."""
@@ -146,7 +146,7 @@ class WorkerView:
 
 def _worker_thread(threads: tuple[ThreadStack, ...]) -> ThreadStack | None:
     for thread in threads:
-        if classify_thread(thread).has(Tag.DATALOADER_WORKER):
+        if classify_thread(thread).has(Activity.DATALOADER_WORKER):
             return thread
     return next((t for t in threads if t.is_main), threads[0] if threads else None)
 
@@ -154,7 +154,7 @@ def _worker_thread(threads: tuple[ThreadStack, ...]) -> ThreadStack | None:
 def workers_of(process: ProcessEvidence) -> list[WorkerView]:
     """Every subprocess seen in the rank's stacks or /proc facts, by pid."""
     stacks: dict[int, list[ThreadStack]] = {}
-    for sample in process.stack_samples:
+    for sample in process.stack_series():
         for child in sample.children:
             thread = _worker_thread(child.threads)
             if thread is not None:

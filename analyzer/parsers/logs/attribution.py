@@ -13,14 +13,13 @@ Evidence, strongest first:
 5. the watchdog's ``[Rank N]`` when its process group is the default one (group ranks
    of other groups are not global);
 6. for a file whose lines name no rank at all, the file name (``rank3.log``,
-   ``worker-3.txt``, ``attempt_0/3/stderr.log``).
+   ``stderr-3.txt``, ``attempt_0/3/stderr.log``: hangdoc/common/rank_names.py).
 
 Anything else stays unattributed (a job-level event) rather than guessed.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent
@@ -47,9 +46,6 @@ JOB_LEVEL = frozenset(
         EventKind.HOST_OOM_KILL,
     }
 )
-_FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_\-.]?(\d{1,6})(?:[^\d]|$)", re.IGNORECASE)
-_FILE_TAIL = re.compile(r"[-_.](\d{1,4})(?:\.[A-Za-z]{1,5})*$")
-_ATTEMPT_DIR = re.compile(r"attempt_\d+/(\d+)/(?:stderr\.log|stdout\.log|error\.json)$")
 _DEFAULT_PGS = frozenset({"0", "default_pg"})
 
 
@@ -160,20 +156,3 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom 
 def _world_size(event: RawEvent) -> int | None:
     """The world size a distributed-init line names."""
     return event.payload.world_size if isinstance(event.payload, PhaseMarker) else None
-
-
-def rank_from_path(display_path: str) -> tuple[int | None, int | None]:
-    """(global rank, local rank) a file's name or folder suggests, if any."""
-    path = display_path.replace("\\", "/")
-    attempt = _ATTEMPT_DIR.search(path)
-    if attempt is not None:
-        return None, int(attempt.group(1))
-    parts = path.split("/")[-3:]
-    for part in reversed(parts):
-        m = _FILE_RANK.search(part)
-        if m is not None:
-            return int(m.group(1)), None
-    tail = _FILE_TAIL.search(parts[-1])
-    if tail is not None:
-        return int(tail.group(1)), None
-    return None, None

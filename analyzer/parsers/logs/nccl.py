@@ -82,11 +82,13 @@ _COLL = re.compile(
 # ("misc/socket.cc:47 -> 3", "… -> 2 [Proxy Thread]", "bootstrap.cc:868 -> 6 ncclSocketConnect()").
 _RETURN = re.compile(r"(?P<where>[\w./\-]+:\d+) -> (?P<rc>\d{1,2})(?:\s|$)")
 # A header that a paste cut or mangled: the host, the pid or the device may be missing
-# (":1234:5678 [0] NCCL INFO …", "[0] NCCL WARN …", "NCCL WARN …"). Only what precedes the
-# "NCCL INFO|WARN" word is parsed here, and it must be nothing but those pieces.
+# (":1234:5678 [0] NCCL INFO …", "-232:1234:5678 [0] …" (a host cut inside: no host),
+# "[0] NCCL WARN …", "NCCL WARN …"). Only what precedes the "NCCL INFO|WARN" word is
+# parsed here, and it must be nothing but those pieces.
 # Forks of NCCL (Alibaba's ACCL) bracket every piece: "[host][pid:tid][dev][init.cc:1815]".
 _LOOSE_HEAD = re.compile(
-    r"(?:(?P<host>[A-Za-z0-9][\w.\-]{0,80}?)? ?:?(?P<pid>\d+):(?P<tid>\d+) ?"
+    r"(?:(?:(?P<host>[A-Za-z0-9][\w.\-]{0,80}?)|[.\-][\w.\-]{0,80}?)? ?:?"
+    r"(?P<pid>\d+):(?P<tid>\d+) ?"
     r"|(?P<host2>[A-Za-z0-9][\w.\-]{0,80}) (?=\[\d+\])"
     r"|(?:\[(?P<host3>[A-Za-z0-9][\w.\-]{0,80})\])?\[(?P<pid3>\d+):(?P<tid3>\d+)\])?"
     r"(?:\[(?P<dev>\d+)\] ?)?(?:\[(?P<where3>[\w./\-]+:\d+)\] ?)?"
@@ -120,7 +122,11 @@ _SOCKET_CLOSED_BARE = re.compile(r"Connection closed by remote peer")
 # misc/socket.cc "Net : Call to recv from %s failed : %s"; NCCL ≤ 2.8's include/socket.h
 # socketProgressOpt names no peer: "Call to recv failed : %s" (strerror, e.g. "Connection
 # reset by peer", horovod issue 210).
-_RECV_FAILED = re.compile(r"Call to (?:recv|send)(?: (?:from|to) (\S+?)<(\d+)>)? failed ?: ?(.*)")
+# A paste that wrapped or cut the line after the peer keeps "Call to recv from %s" only:
+# the call is named only when it failed, so the failure is known, not its reason.
+_RECV_FAILED = re.compile(
+    r"Call to (?:recv|send)(?: (?:from|to) (\S+?)<(\d+)>)?(?: failed ?: ?(.*)|(?<=>)\s*$)"
+)
 # socket.h/socket.cc createListenSocket and connectAddress, every release: "Net : Socket
 # creation failed : %s" (strerror: "Address family not supported by protocol" for an
 # address of a family the host has disabled, "Too many open files"; nccl issue 224). The
@@ -499,7 +505,7 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
         closed = NcclTransportError(**base, error=LinkError(LinkFailure.SOCKET_CLOSED))  # type: ignore[arg-type]
         return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=closed, key=("closed", None))
     if (r := _RECV_FAILED.search(msg)) is not None:
-        reason = r.group(3).strip()
+        reason = (r.group(3) or "").strip()
         failed = NcclTransportError(
             **base,  # type: ignore[arg-type]
             error=LinkError(_reason(reason)),

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from hangdoc.analyzer.model import GpuState, InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes
-from hangdoc.analyzer.parsers.logs.attribution import build_maps, rank_from_path, resolve_rank
+from hangdoc.analyzer.parsers.logs.attribution import build_maps, resolve_rank
 from hangdoc.analyzer.parsers.logs.elastic import error_json_stamp, parse_error_json
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TopoBlock
 from hangdoc.analyzer.parsers.logs.hit import Hit, log_event
@@ -28,6 +28,7 @@ from hangdoc.analyzer.parsers.logs.timefmt import resolve_stamps
 from hangdoc.analyzer.parsers.stacks import attach_stacks
 from hangdoc.analyzer.payloads.host import GpuRow, GpuStatus
 from hangdoc.analyzer.vocabulary import Clock, EventKind, RankFrom
+from hangdoc.common.rank_names import Trailing, rank_from_name
 
 _JSON_START = re.compile(r'\s*(?:\{\s*(?:"|\}|$)|\[\s*(?:[{\["\]]|$))')
 HEAD_BYTES = 4 * 1024 * 1024
@@ -216,7 +217,7 @@ def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, 
 
 
 def _error_file_result(hit: Hit, display_path: str) -> ParsedFile:
-    rank, _local = rank_from_path(display_path)
+    rank = rank_from_name(display_path, Trailing.ONE_PROCESS).rank
     stamp = error_json_stamp(hit)
     event = log_event(
         hit.kind,
@@ -255,7 +256,8 @@ def _assemble(
     attributed = any(r is not None for r, _ in ranks)
     hostpids = {(e.host, e.pid) for e in events if e.pid is not None}
     locals_seen = {e.local_rank for e in events if e.local_rank is not None}
-    file_rank, file_local = rank_from_path(display_path)
+    named = rank_from_name(display_path, Trailing.ONE_PROCESS)
+    file_rank, file_local = named.rank, named.local_rank
     if file_local is not None and file_rank is None:
         file_rank = maps.local_to_global.get(
             file_local, file_local if maps.local_is_global else None

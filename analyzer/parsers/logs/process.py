@@ -183,8 +183,9 @@ def signal_name(code: int) -> SignalName | None:
 _LOADER_WORKER = re.compile(
     r"DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]+)\) (?:is killed by signal: "
     r"(?P<signal>[A-Za-z -]+?)\.?\s*$|exited unexpectedly)"
-    r"|Unexpected (?P<what>segmentation fault|bus error|floating-point exception) encountered "
-    r"in worker"
+    # (the message's body: a paste that cut its start keeps "…bus error encountered in worker")
+    r"|(?:Unexpected )?(?P<what>segmentation fault|bus error|floating-point exception) "
+    r"encountered in worker"
     r"|DataLoader timed out after (?P<timeout>\d+) seconds"
 )
 # torch names the signal that killed a worker by strsignal() (glibc's words, string/

@@ -15,14 +15,14 @@ import dataclasses
 import re
 from pathlib import Path
 
-from hangdoc.analyzer.loading.rank_names import rank_from_name
 from hangdoc.analyzer.model import InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes, read_text_capped
 from hangdoc.analyzer.parsers.logs.errors import finish_payload
-from hangdoc.analyzer.parsers.stacks import markers
+from hangdoc.analyzer.parsers.stacks import markers, pyspy_frames
 from hangdoc.analyzer.parsers.stacks.scan import ScanResult, Span, scan_text
 from hangdoc.analyzer.payloads.launch import ExceptionRaised
 from hangdoc.analyzer.vocabulary import EventKind, RankFrom
+from hangdoc.common.rank_names import Trailing, rank_from_name
 
 # Stacks are read from at most this much of a file (its tail when larger): a 10 GB
 # log's stacks that matter are near its end, and the scan keeps every line in memory
@@ -42,6 +42,14 @@ _NEW_START = re.compile(
     r"File \"[^\"\n]+\", line \d+, in )",
     re.MULTILINE,
 )
+# The same first lines behind any line prefix (a shipper's time stamp, kubectl's or
+# docker's tag, a colour code: scan_text peels them): only the tokens specific enough to
+# be searched anywhere in a line.
+_NEW_START_ANYWHERE = re.compile(
+    r"Traceback \(most recent call|Thread \d+ \((?:Thread 0x|LWP)|#\d+ +0x[0-9a-fA-F]+ in |"
+    r"Exception raised from \S+ at|frame #\d+: |\((?:Python|C)\) File \"|Traceback for thread \d+|"
+    r'File "[^"\n]+", line \d+,? in '
+)
 # py-spy and faulthandler dumps, which their own parsers read unless rank markers the
 # scan understands sit over several of them.
 _DUMP_START = re.compile(
@@ -59,6 +67,28 @@ _ANY_STACK = re.compile(
     r"|Stack \(most recent call first\))",
     re.MULTILINE,
 )
+# The end of a py-spy frame line ("… (train.py:12)"): where frames pasted without their
+# thread line may be (parsers/stacks/pyspy_frames.py), each such place then checked.
+_PYSPY_FRAME_END = re.compile(r"\.py:\d+\)[ \t]*$", re.MULTILINE)
+_MAX_FRAME_CHECKS = 200
+
+
+def _any_stack(text: str) -> bool:
+    """Any stack in the text? Searched one pattern at a time: one alternation of them
+    all costs several times their sum."""
+    if _ANY_STACK.search(text) or _NEW_START_ANYWHERE.search(text):
+        return True
+    for checked, m in enumerate(_PYSPY_FRAME_END.finditer(text)):
+        if checked >= _MAX_FRAME_CHECKS:
+            break
+        start = text.rfind("\n", 0, m.start()) + 1
+        after = text.find("\n", m.end() + 1)
+        pair = text[start : after if after >= 0 else len(text)].split("\n")
+        if len(pair) == 2 and all(pyspy_frames.FRAME.match(line) for line in pair):
+            return True
+    return False
+
+
 _NEW_FORMATS = frozenset({"traceback", "py-bt", "gdb", "pystack", "cpp", "stack-print"})
 # Set while this package's parser has the log parser read a stacks file: its stacks
 # then come in full; in a plain log, records of consequences are left out
@@ -83,7 +113,7 @@ def attach_stacks(
     in_log = not own_events and not _STACKS_FILE.get()
     try:
         text, truncated = read_text_capped(path, STACK_TEXT_BYTES)
-        if not _ANY_STACK.search(text):
+        if not _any_stack(text):
             return parsed
         found = scan_text(text, display, parsed.notes, in_log=in_log)
     except Exception as exc:  # a bug here must not cost the log what the log parser read
@@ -136,7 +166,8 @@ def _rank_lone_process(
         return
     if log_ranks:
         return
-    rank, how = rank_from_name(Path(display) if display else path, single_process=True)
+    named = rank_from_name(Path(display) if display else path, Trailing.ONE_PROCESS)
+    rank, how = named.rank, named.how
     if rank is not None:
         stacks[0].rank = rank
         parsed.notes.append(f"{display}: stacks given to rank {rank}, from {how}")
@@ -168,7 +199,7 @@ def _claims(head: bytes) -> bool:
     """Stacks only this package reads, making up most of the head (or in a text the
     log parser would refuse); or several dumps under rank markers."""
     text = decode_bytes(head[:SNIFF_BYTES])
-    if not _NEW_START.search(text):
+    if not _NEW_START.search(text) and not _NEW_START_ANYWHERE.search(text):
         # A py-spy/faulthandler file: cheap checks first, as thousands may be sniffed.
         if len(_DUMP_START.findall(text)) < 2:
             return False
@@ -214,10 +245,10 @@ class StackTextParser:
                 parsed = LogParser().parse(path, display_path)
             finally:
                 _STACKS_FILE.reset(token)
-            if not any(p.stack_samples for p in parsed.processes):
+            if not any(p.text_stacks for p in parsed.processes):
                 parsed = attach_stacks(parsed, path, display_path)  # the log hook is missing
         parsed.kind = InputKind.STACK_TEXT
         parsed.notes = [n for n in parsed.notes if not n.endswith("no recognised log lines")]
-        if not any(p.stack_samples for p in parsed.processes):
+        if not any(p.text_stacks for p in parsed.processes):
             parsed.error = "no stack found"
         return parsed

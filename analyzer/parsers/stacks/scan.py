@@ -14,7 +14,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import ChildStacks, ProcessEvidence, StackSample, ThreadStack
+from hangdoc.analyzer.model import (
+    ChildStacks,
+    ProcessEvidence,
+    StackTextKind,
+    TextStack,
+    ThreadStack,
+)
 from hangdoc.analyzer.parsers.prefixes import Stream, split_sections, split_streams
 from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines, strip_pager
@@ -29,6 +35,7 @@ from hangdoc.analyzer.parsers.stacks.native import (
     parse_cpp,
     parse_gdb,
 )
+from hangdoc.analyzer.parsers.stacks.pyspy_frames import parse_pyspy_frames, starts_frames
 from hangdoc.analyzer.parsers.stacks.pystack import (
     PYSTACK_FRAME_START,
     PYSTACK_START,
@@ -53,7 +60,8 @@ from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT
 # A file with more blocks than this is cut there (a note says so): past it a stack
 # repeats what the rules have already seen, and each block costs time and memory.
 MAX_BLOCKS = 4000
-# The latest samples kept per process: enough to see progress between them.
+# The latest text stacks kept per process: the last says what it was doing, the thread
+# rules follow a thread through the rest.
 MAX_SAMPLES = 32
 # Cheap test run on every line before the recognisers' own patterns.
 _MAYBE_START = re.compile(
@@ -85,9 +93,13 @@ class ScanResult:
 
 @dataclass(slots=True)
 class _Sample:
+    """Blocks read as one moment of a process: a dump and the records printed near it."""
+
     threads: list[ThreadStack] = field(default_factory=list)
     children: list[ChildStacks] = field(default_factory=list)
     dump_kinds: set[str] = field(default_factory=set)
+    kinds: list[str] = field(default_factory=list)  # every block's kind, in order
+    line: int | None = None  # the first block's first line
 
 
 @dataclass(slots=True)
@@ -110,6 +122,10 @@ class _Proc:
             self.samples.append(last)
         if block.dump:
             last.dump_kinds.add(block.kind)
+        if block.kind not in last.kinds:
+            last.kinds.append(block.kind)
+        if last.line is None:
+            last.line = block.start
         last.threads.extend(block.threads)
         last.children.extend(block.children)
 
@@ -126,10 +142,9 @@ def _died_of(block: Block) -> bool:
 
 def logged_elsewhere(block: Block) -> bool:
     """In a log, a record the log parser already turns into an event and that would
-    only add a misleading sample: the watchdog's own C++ stack, and a traceback of a
-    consequence (a timeout, an NCCL error). Kept as a stack, either would be a second
-    sample of its rank next to a py-spy dump from another file, and the progress check
-    (first vs last sample) would read the difference as the rank having moved, and its
+    only add a misleading stack: the watchdog's own C++ stack, and a traceback of a
+    consequence (a timeout, an NCCL error). Kept as a stack, either would be read as
+    what its rank was doing where no live sample says (a log given alone), and its
     ``exited`` would hide that rank's live dump from the stack rules. A traceback of a
     cause is kept: that rank died of it."""
     if block.kind == "cpp":
@@ -164,6 +179,9 @@ class _Scanner:
     def _recognise(self, lines: Lines, i: int) -> tuple[list[Block], int] | None:
         text = strip_pager(lines[i][1]).strip()
         if not _MAYBE_START.match(text):
+            if text.endswith(")") and starts_frames(lines, i):
+                block, j = parse_pyspy_frames(lines, i)  # py-spy frames, no thread line
+                return ([block] if block is not None else []), max(j, i + 1)
             return None
         single: Callable[[Lines, int], tuple[Block | None, int]] | None = None
         if TB_START.match(text):
@@ -210,7 +228,7 @@ class _Scanner:
             found = self._recognise(lines, i)
             if found is None or not found[0]:
                 text = lines[i][1]
-                if (r := markers.header_rank(text)) is not None:
+                if (r := markers.label_rank(text)) is not None:
                     sticky, pid_hint = r, None
                 elif (r := markers.header_local_rank(text)) is not None:
                     sticky_local = r
@@ -347,13 +365,14 @@ class _Scanner:
             for sample in kept:
                 if not sample.threads:
                     continue
-                evidence.stack_samples.append(
-                    StackSample(
-                        index=len(evidence.stack_samples),
-                        time=None,
+                evidence.text_stacks.append(
+                    TextStack(
+                        index=len(evidence.text_stacks),
                         threads=tuple(sample.threads),
-                        children=tuple(sample.children),
+                        kinds=tuple(StackTextKind(k) for k in sample.kinds),
                         source=self.source,
+                        line=sample.line,
+                        children=tuple(sample.children),
                     )
                 )
             self.result.processes.append(evidence)

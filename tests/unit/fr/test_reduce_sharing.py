@@ -7,13 +7,13 @@ import dataclasses
 
 import pytest
 
-from hangdoc.analyzer.flight_recorder.record_build import (
+from hangdoc.analyzer.model import CollectiveRecord, Frame, OpState
+from hangdoc.analyzer.parsers.flight_recorder import Reducer, document_to_parsed
+from hangdoc.analyzer.parsers.fr_record_build import (
     FIELD_NAMES,
     record_from_fields,
     with_group,
 )
-from hangdoc.analyzer.model import CollectiveRecord, Frame, OpState
-from hangdoc.analyzer.parsers.flight_recorder import Reducer, document_to_parsed
 from tests.unit.fr.frdata import load_synth
 
 Job = load_synth().Job

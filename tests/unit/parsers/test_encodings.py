@@ -19,7 +19,7 @@ def test_latin1_bytes_are_replaced_not_fatal(write: Writer) -> None:
     path = write("latin1.txt", data)
     assert isinstance(sniffed(path), PyspyTextParser)
     [proc] = PyspyTextParser().parse(path, "latin1.txt").processes
-    frame = proc.stack_samples[0].threads[0].frames[0]
+    frame = proc.text_stacks[0].threads[0].frames[0]
     assert frame.file == "sl\ufffdeper.py" and frame.line == 5
 
 
@@ -27,7 +27,7 @@ def test_utf16_with_bom_text(write: Writer) -> None:
     path = write("u16.txt", SIGUSR1.encode("utf-16"))
     assert isinstance(sniffed(path), FaulthandlerParser)
     [proc] = FaulthandlerParser().parse(path, "u16.txt").processes
-    assert len(proc.stack_samples[0].threads) == 2
+    assert len(proc.text_stacks[0].threads) == 2
 
 
 def test_utf8_bom_text(write: Writer) -> None:
@@ -53,11 +53,11 @@ def test_five_megabyte_local_repr_inside_a_dump() -> None:
         f"        Locals:\n            big: {huge}\n    main (sleeper.py:20)\n",
     )
     [proc] = parse_pyspy_text(text, "t").processes
-    frames = proc.stack_samples[0].threads[0].frames
+    frames = proc.text_stacks[0].threads[0].frames
     assert [f.function for f in frames] == ["save_checkpoint", "main", "<module>"]
     assert frames[0].locals[0][0] == "big" and len(frames[0].locals[0][1]) == len(huge)
 
 
 def test_nul_bytes_inside_text_do_not_crash() -> None:
     proc = parse_faulthandler_text(SIGUSR1.replace("allreduce_wait", "allreduce\x00wait"), "t")
-    assert proc.processes[0].stack_samples[0].threads[0].frames[0].function == "allreduce\x00wait"
+    assert proc.processes[0].text_stacks[0].threads[0].frames[0].function == "allreduce\x00wait"

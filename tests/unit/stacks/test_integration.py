@@ -90,7 +90,7 @@ def test_log_with_a_traceback_yields_both_once(tmp_path: Path, parser: Parser) -
     rank1 = [p for p in parsed.processes if p.rank == 1]
     events = [e for p in rank1 for e in p.log_events if e.kind == "exception"]
     assert len(events) == 1 and events[0].text.startswith("ValueError")
-    stacks = [t for p in rank1 for s in p.stack_samples for t in s.threads]
+    stacks = [t for p in rank1 for s in p.text_stacks for t in s.threads]
     assert [t.exception is not None for t in stacks] == [True]
     assert any(p.exited for p in rank1)
 
@@ -103,12 +103,12 @@ def test_consequence_traceback_is_an_event_in_a_log_and_a_stack_in_a_paste(
     from_log = LogParser().parse(log, "stderr.log")
     events = [e for p in from_log.processes for e in p.log_events if e.kind == "exception"]
     assert len([e for e in events if "DistBackendError" in e.text]) == 1
-    assert not any(p.stack_samples for p in from_log.processes)
+    assert not any(p.text_stacks for p in from_log.processes)
     from_paste = StackTextParser().parse(log, "stderr.log")
     rank1 = [p for p in from_paste.processes if p.rank == 1]
     events = [e for p in rank1 for e in p.log_events if e.kind == "exception"]
     assert len([e for e in events if "DistBackendError" in e.text]) == 1
-    assert [len(s.threads) for p in rank1 for s in p.stack_samples] == [1]
+    assert [len(s.threads) for p in rank1 for s in p.text_stacks] == [1]
 
 
 def test_watchdog_cpp_stack_is_a_stack_in_a_paste_and_an_event_in_a_log(tmp_path: Path) -> None:
@@ -118,10 +118,10 @@ def test_watchdog_cpp_stack_is_a_stack_in_a_paste_and_an_event_in_a_log(tmp_path
     # a log: the log parser reports the watchdog timeout; its C++ stack is not a sample
     from_log = LogParser().parse(log, "stderr.log")
     assert [p.rank for p in from_log.processes] == [3]
-    assert not any(p.stack_samples for p in from_log.processes)
+    assert not any(p.text_stacks for p in from_log.processes)
     # a stacks file: the same stack is a thread of rank 3
     from_paste = StackTextParser().parse(log, "stderr.log")
-    assert [p.rank for p in from_paste.processes if p.stack_samples] == [3]
+    assert [p.rank for p in from_paste.processes if p.text_stacks] == [3]
 
 
 def test_watchdog_log_does_not_make_a_dumped_rank_look_moving(tmp_path: Path) -> None:
@@ -213,7 +213,7 @@ def test_50_mb_paste_is_bounded(tmp_path: Path) -> None:
     assert time.monotonic() - started < 120  # about 15 s here, tracemalloc included
     assert peak < 256 * 1024 * 1024
     [proc] = parsed.processes
-    assert proc.rank == 0 and 1 <= len(proc.stack_samples) <= 32
+    assert proc.rank == 0 and 1 <= len(proc.text_stacks) <= 32
     assert len([e for e in proc.log_events if e.kind == "exception"]) == 1
     assert any("only" in n for n in parsed.notes)
 
@@ -266,7 +266,7 @@ def test_log_with_nccl_lines_then_a_pyspy_dump_yields_both(tmp_path: Path, parse
     log = tmp_path / "rank3.log"
     log.write_text(nccl + "\n" + (SAMPLES / "pyspy" / "dump.txt").read_text())
     parsed = parser.parse(log, "rank3.log")
-    stacks = [p for p in parsed.processes if p.stack_samples]
-    assert [(p.pid, len(p.stack_samples)) for p in stacks] == [(9106, 1)]
+    stacks = [p for p in parsed.processes if p.text_stacks]
+    assert [(p.pid, len(p.text_stacks)) for p in stacks] == [(9106, 1)]
     events = [e for p in parsed.processes for e in p.log_events] + parsed.job_log_events
     assert any("NCCL INFO" in e.text for e in events)

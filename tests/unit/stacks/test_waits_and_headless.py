@@ -15,7 +15,7 @@ from hangdoc.analyzer.parsers.faulthandler import parse_faulthandler_text
 from hangdoc.analyzer.parsers.stacks.native import gdb_frame
 from hangdoc.analyzer.payloads.launch import LoaderWorkerDied
 from hangdoc.analyzer.views.activity import classify_thread
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.gil_native import waits_for_gil
 from hangdoc.analyzer.views.kernel import thread_tracks
 from hangdoc.analyzer.views.locks import c_mutex_frame, lock_wait
@@ -38,7 +38,7 @@ def test_a_thread_dump_in_traceback_format_is_read_under_its_thread_line() -> No
     [thread] = threads(proc)
     assert thread.name == "MainThread" and thread.is_main and thread.exception is None
     assert thread.frames[0].function == "_worker_loop"  # innermost first
-    assert classify_thread(thread).has(Tag.DATALOADER_WORKER)
+    assert classify_thread(thread).has(Activity.DATALOADER_WORKER)
 
 
 def test_a_stack_print_of_the_dataloader_gives_the_dataloader_category() -> None:
@@ -81,7 +81,7 @@ def test_torch_worker_message_above_a_faulthandler_dump_becomes_an_event() -> No
     assert EventKind.DATALOADER_WORKER_DIED.value in kinds
     died = next(e for e in proc.log_events if e.kind == EventKind.DATALOADER_WORKER_DIED.value)
     assert isinstance(died.payload, LoaderWorkerDied) and died.payload.shm and died.line == 1
-    assert proc.stack_samples  # the dump itself is read as before
+    assert proc.text_stacks  # the dump itself is read as before
 
 
 def test_a_prefixed_console_gives_the_worker_message_to_its_rank() -> None:
@@ -130,7 +130,7 @@ def test_a_cond_wait_on_the_gil_is_a_gil_wait_even_when_cut_above_it() -> None:
     assert all(waits_for_gil(f) for f in whole.frames[:3])
     cut = "\n".join(lines[1:4])  # frames #0-#2 only: no PyEval_RestoreThread to name it
     [thread] = threads(only_process(cut))
-    assert classify_thread(thread).has(Tag.GIL_WAIT)
+    assert classify_thread(thread).has(Activity.GIL_WAIT)
 
 
 def test_a_cond_wait_on_another_condition_is_no_gil_wait() -> None:
@@ -139,7 +139,7 @@ def test_a_cond_wait_on_another_condition_is_no_gil_wait() -> None:
         "mutex=mutex@entry=0x5555574259e0 <bql>) at ./nptl/pthread_cond_wait.c:627"
     )
     assert not waits_for_gil(frame)
-    assert not classify_thread(threads(only_process("#0  " + "x ()"))[0]).has(Tag.GIL_WAIT)
+    assert not classify_thread(threads(only_process("#0  " + "x ()"))[0]).has(Activity.GIL_WAIT)
 
 
 # --- a native thread taking a C mutex -------------------------------------------------------

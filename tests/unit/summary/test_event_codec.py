@@ -22,7 +22,7 @@ from hangdoc.analyzer.payloads import PAYLOAD_OF
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.launch import FatalReport, FatalSignal, SignalName
 from hangdoc.analyzer.summaries.codec import DecodeContext, FrameTable, decoder, encoder
-from hangdoc.analyzer.summaries.write import write_node_summary
+from hangdoc.analyzer.summarize.write import write_node_summary
 from hangdoc.analyzer.vocabulary import Clock, EventKind, RankFrom
 from hangdoc.collectors.jobformat import SUMMARY_NAME
 

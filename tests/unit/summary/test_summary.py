@@ -15,8 +15,8 @@ from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import CollectiveRecord, FileMode, InputKind, OpState, ProcState
-from hangdoc.analyzer.summaries.reduce import FR_COMPLETED_TAIL, fr_window
-from hangdoc.analyzer.summaries.write import write_node_summary
+from hangdoc.analyzer.summarize.reduce import FR_COMPLETED_TAIL, fr_window
+from hangdoc.analyzer.summarize.write import write_node_summary
 from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_NAME
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"

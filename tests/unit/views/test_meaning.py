@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.model import FileMode, Frame, LogLine, OpenFile, ProcessEvidence, ProcSample
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.meaning import (
-    Meaning,
     frame_signal,
     job_meaning,
     kernel_signal,
@@ -24,18 +24,18 @@ def test_tokens_split_identifiers_paths_and_lines() -> None:
 @pytest.mark.parametrize(
     ("name", "meaning"),
     [
-        ("ShardWriter.persist_shard", Meaning.CHECKPOINT),
-        ("save_model_weights", Meaning.CHECKPOINT),
-        ("run_val_epoch", Meaning.EVAL),
-        ("MetricsReporter.maybe_report", Meaning.METRICS),
-        ("MyDataset.__getitem__", Meaning.DATA),
-        ("fetch_next_batch", Meaning.DATA),
+        ("ShardWriter.persist_shard", Activity.CHECKPOINT_SAVE),
+        ("save_model_weights", Activity.CHECKPOINT_SAVE),
+        ("run_val_epoch", Activity.EVAL),
+        ("MetricsReporter.maybe_report", Activity.METRICS),
+        ("MyDataset.__getitem__", Activity.DATA),
+        ("fetch_next_batch", Activity.DATA),
         ("train_step", None),
         ("forward", None),
         ("gather_results", None),  # one weak word is not enough
     ],
 )
-def test_meaning_of_names(name: str, meaning: Meaning | None) -> None:
+def test_meaning_of_names(name: str, meaning: Activity | None) -> None:
     assert meaning_of(tokens(name)) is meaning
 
 
@@ -45,7 +45,7 @@ def test_frames_of_a_driver_script_do_not_speak_for_every_function() -> None:
     found = frame_signal(
         [Frame("write", "/job/io.py", 3), Frame("step", "/job/checkpointing.py", 9)]
     )
-    assert found is not None and found.meaning is Meaning.CHECKPOINT
+    assert found is not None and found.meaning is Activity.CHECKPOINT_SAVE
 
 
 def _process(files: tuple[OpenFile, ...], last_line: str | None = None) -> ProcessEvidence:
@@ -69,7 +69,7 @@ def test_independent_signals_that_agree_are_counted() -> None:
     found = job_meaning([Frame("ShardWriter.persist_shard", "/job/train.py", 62)], process)
     assert found is not None
     meaning, signals = found
-    assert meaning is Meaning.CHECKPOINT
+    assert meaning is Activity.CHECKPOINT_SAVE
     assert [s.kind for s in signals] == ["frame", "kernel", "log"]
     assert job_meaning([Frame("train_step", "/job/train.py", 5)], ProcessEvidence()) is None
 
