@@ -4,19 +4,23 @@ Every line of a text is offered to the stack recognisers and to the log recognis
 (``analyzer/parsers/text.py``). A dump's frame lines are the stacks' alone: nothing a log
 recogniser looks for is in ``    all_reduce (torch/distributed/distributed_c10d.py:2050)``,
 ``  File "/srv/job/fh.py", line 4 in allreduce_wait`` or ``#3  0x00007f32 in
-ncclProxyProgress (proxyState_=0x5603) at proxy.cc:868``, yet the log scanner's work on
-each (its prefix peeler and every single-line recogniser, about 13 µs a line) is most of
-the cost of reading a large paste of stacks. So the log side sees a blank line in their
-place (the numbering of the other lines unchanged); so do py-spy's own headers (its
-``Process``, ``Python`` and ``Thread`` lines). Not dump lines: a Python
-traceback's (``line 4, in f``, with the comma: the log scanner follows tracebacks to make
-their exception events), torch's C++ ``frame #3:`` lines, and the frames torch prints
-under "Stack trace of the failed collective:" (``#0 all_reduce from file.py:12``), which
-the log scanner keeps with that record.
+ncclProxyProgress (proxyState_=0x5603) at proxy.cc:868``, nor in py-spy's ``Process``,
+``Python`` and ``Thread`` lines, yet the log scanner's work on each (its prefix peeler and
+every single-line recogniser, about 13 µs a line) is most of the cost of reading a large
+paste of stacks. So the log side sees a blank line in their place (the numbering of the
+other lines unchanged). A blank line is not the line in every state the scanner keeps
+(a bare exception line it reports only when nothing but blank lines follow); on every
+text the project holds no event changes (``tests/unit/parsers/test_text_path.py``), and
+the lines where one would are left to it: faulthandler's thread lines (a thread's dump
+often follows the bare exception line that ended it), a Python traceback's frames
+(``line 4, in f``, with the comma: the scanner follows tracebacks to make their exception
+events), torch's C++ ``frame #3:`` lines, and the frames torch prints under "Stack trace
+of the failed collective:" (``#0 all_reduce from file.py:12``), which the scanner keeps
+with that record.
 
 py-spy and faulthandler frames count only indented (py-spy indents by four spaces,
-faulthandler by two): an unindented line ending in ``(train.py:12)`` may be the job's own
-log line.
+faulthandler by two), behind a launcher's prefix if any: an unindented line ending in
+``(train.py:12)`` may be the job's own log line.
 """
 
 from __future__ import annotations
@@ -33,9 +37,7 @@ _HEAD_WIDTH = 16
 # with the one space torch writes after them.
 _LAUNCHER_PREFIX = re.compile(r"(?:\[(?:rank|default)\d+\]:)+ ?")
 # The headers of a py-spy dump ("Process 9106: python train.py", "Python v3.11.7 (…)",
-# 'Thread 9106 (idle): "MainThread"'). Not faulthandler's: its thread line is often the
-# first line after a bare exception line, whose event the log scanner makes only when
-# nothing but blank lines follows it.
+# 'Thread 9106 (idle): "MainThread"'); not faulthandler's (the module's docstring).
 _DUMP_HEADER = re.compile(
     r"(?:Process \d+: |Python v\d|Thread (?:0[xX][0-9a-fA-F]+|\d+) \((?:idle|active|gil))"
 )
