@@ -19,7 +19,8 @@ same lines, and what both sides found is composed for the same ranks:
   headers), behind its own one-search prefilter, ranks from prefixes, labels and markers
   near each stack; its processes are added to the log side's, a lone one given the rank
   the log or the file's name gives, a traceback's exception event moved to its stack's
-  rank;
+  rank, and a line that names a dumped process's pid (a launcher's prefix, NCCL's
+  header) given to that process;
 * rank labels typed over a rank's paste (``rank 3:``, ``=== Rank 3 ===``, ``Rank 3
   py-spy dump``) open a section for both sides: the stacks under one are that rank's
   (``scan``), and so are the log events under it that nothing else gave a rank.
@@ -163,6 +164,7 @@ def _read(path: Path, display_path: str, kind: InputKind) -> ParsedFile:
     attach_stacks(parsed, text, truncated, display_path, in_log=in_log, max_blocks=max_blocks)
     if truncated and any(p.text_stacks for p in parsed.processes):
         parsed.notes.append(f"{display_path}: stacks read from the last {window >> 20} MiB only")
+    _same_processes(parsed)
     _labelled_sections(parsed, router.labels)
     if any(p.text_stacks for p in parsed.processes):
         # A paste of stacks is no log: that it has no log line is no news.
@@ -205,6 +207,32 @@ class _LineRouter:
         rank = label_rank(stripped)
         if rank is not None:
             self.labels.append((number, rank))
+
+
+def _same_processes(parsed: ParsedFile) -> None:
+    """The log events nothing gave a rank, whose line names the pid (and host) of a
+    process whose stacks the text holds (a ``(RayWorker pid=24036)`` prefix, NCCL's
+    host:pid header over a py-spy dump's ``Process 24036``): that process's."""
+    if not parsed.job_log_events:
+        return
+    dumped: dict[str, list[ProcessEvidence]] = {}
+    for proc in parsed.processes:
+        if proc.text_stacks and proc.pid is not None:
+            dumped.setdefault(str(proc.pid), []).append(proc)
+    if not dumped:
+        return
+    keep: list[LogEvent] = []
+    for event in parsed.job_log_events:
+        named = _process_named(event) if event.kind not in JOB_KINDS else None
+        owners: list[ProcessEvidence] = []
+        if named is not None:
+            host, pid = named
+            owners = [p for p in dumped.get(pid, []) if None in (host, p.host) or p.host == host]
+        if len(owners) != 1:
+            keep.append(event)
+            continue
+        owners[0].log_events.append(moved_event(event, "pid"))
+    parsed.job_log_events = keep
 
 
 def _labelled_sections(parsed: ParsedFile, labels: list[tuple[int, int]]) -> None:

@@ -225,6 +225,18 @@ def test_a_shared_console_under_one_label_keeps_its_processes_apart(write: Write
     assert not [e for p in parsed.processes for e in p.log_events if e.kind.startswith("nccl")]
 
 
+def test_a_line_naming_a_dumped_process_is_that_process_s() -> None:
+    # GIVEN a Ray worker's console (casebook vllm-6783, verbatim): every line under Ray's
+    # "(RayWorkerWrapper pid=24036)" prefix, faulthandler's dump of the crash among them
+    path = ROOT / "fixtures" / "cases" / "vllm-6783-segfault-addproxyop-ncclallreduce"
+    parsed = _read(path / "console.txt")
+    # THEN the fatal error is the dumped process's, found by the pid the lines name
+    [worker] = parsed.processes
+    assert worker.pid == 24036 and worker.text_stacks and worker.exited
+    [fatal] = [e for e in worker.log_events if e.kind == "fatal_signal"]
+    assert ("rank_from", "pid") in fatal.fields and not parsed.job_log_events
+
+
 # ---- dumps: read as their own readers read them -----------------------------------------------
 
 DUMPS = [
