@@ -106,6 +106,7 @@ class RankFrom(enum.StrEnum):
     GROUP_RANK = "group_rank"  # the watchdog's [Rank N] of the default process group
     FILE_NAME = "file_name"  # the file's name (rank3.log)
     STACK_MARKER = "stack_marker"  # the rank marker of the stack dump the line is in
+    LABEL = "label"  # a rank label written over the lines ("rank 3:", "=== Rank 3 ===")
     UNKNOWN = "unknown"
 
 

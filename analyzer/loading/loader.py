@@ -4,13 +4,15 @@ Accepted: dump directories (read by ``dump_reader``), directories of loose files
 (walked recursively; a subdirectory that is a dump is read as a dump), archives
 (.tar.gz/.tgz/.tar/.zip, extracted safely into a temporary directory), and loose
 files. Every file is recognised by its content (the first parser in ``PARSERS``
-whose ``sniff`` accepts its head), never by its name.
+whose ``sniff`` accepts its head), never by its name: a structured document (hangdoc's
+JSON, py-spy's JSON, a flight recorder dump) by its own marks, and every other text by
+the text path (``parsers/text.py``), which offers all its lines to the log recognisers
+and to the stack recognisers alike.
 
 A bad input never stops the analysis: a missing path, an empty, binary, truncated or
 unreadable file becomes an InputFile with an error (and a note), and loading goes
-on. No text is refused: text that no format claims is read by the log parser, the most
-general one. When nothing usable came out of any path, ``load_paths`` still returns the
-Evidence, with a first note naming each input and why: the analysis is then
+on. No text is refused. When nothing usable came out of any path, ``load_paths`` still
+returns the Evidence, with a first note naming each input and why: the analysis is then
 inconclusive, and every output the user asked for is still written.
 
 Rank attribution for a loose file: what its content says (``[rank3]:`` prefixes,
@@ -57,8 +59,8 @@ from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, Parser
 from hangdoc.analyzer.parsers.hangdoc_json import load_json_object
 from hangdoc.analyzer.parsers.jsonio import as_dict, get_bool, get_list, get_str
-from hangdoc.analyzer.parsers.logs import LogParser
 from hangdoc.analyzer.parsers.logs.window import UNATTRIBUTED, read_line_window
+from hangdoc.analyzer.parsers.text import TEXT_KINDS, TextParser
 from hangdoc.analyzer.parsers.unmangle import Unmangled
 from hangdoc.analyzer.summaries.read import absorb_summary, read_summary
 from hangdoc.collectors.jobformat import JOB_MANIFEST_NAME
@@ -78,9 +80,7 @@ _MAX_ARCHIVE_DEPTH = 3
 _WHOLE_DOCUMENT_CAPS: dict[InputKind, int] = {InputKind.FLIGHT_RECORDER: 512 * 1024 * 1024}
 _MAX_REASONS = 25
 # Formats people paste as text: their paste layers are undone before they are read.
-_TEXT_KINDS = frozenset(
-    {InputKind.LOG, InputKind.STACK_TEXT, InputKind.PYSPY_TEXT, InputKind.FAULTHANDLER}
-)
+_TEXT_KINDS = TEXT_KINDS
 NOTHING_FOUND = "read as text; no stacks, log events or ranks that hangdoc knows were found in it"
 WHAT_TO_PASS = (
     "Pass a dump directory written by `hangdoc collect`, its .tar.gz, or files such as "
@@ -92,8 +92,8 @@ SUMMARIES_REDACTED_NOTE = (
 )
 
 
-# The parser of last resort for text no sniffer claimed: the log parser reads any text.
-_TEXT_FALLBACK: Parser = LogParser()
+# The reader of every text (the last of PARSERS): an undone paste is read by it too.
+_TEXT_FALLBACK: Parser = TextParser()
 
 
 def _os_reason(exc: OSError) -> str:
@@ -312,9 +312,8 @@ class _Loader:
                 why = "binary data in no format hangdoc reads"
                 self._fail(display, InputKind.UNREADABLE, why, size)
                 return
-            # No text is refused: a paste in a format no parser claims is still read as
-            # text by the most general parser, which keeps what it can (ranks, events, a
-            # rank's own lines). A file of a dump that holds nothing is no error.
+            # No text is refused (the text path keeps what it can: ranks, events, stacks,
+            # a rank's own lines). A file of a dump that holds nothing is no error.
             parser = _TEXT_FALLBACK
         if parser.kind is InputKind.MANIFEST and context is None and is_dump_dir(path.parent):
             self._load_dir(path.parent, display.rsplit("/", 1)[0] if "/" in display else ".")

@@ -9,13 +9,14 @@ faulthandler dump "Fatal Python error: Bus error" (returnn issue 1648, train cas
 returnn-1648-shm-bus-error-faulthandler). A NCCL watchdog line, a CUDA OOM or a
 "Killed" line above a dump are the same situation.
 
-The faulthandler parser claims such a file by its thread headers and, before this
-module, dropped every line that was not part of a dump. Here each such line (not blank,
-not indented, none of faulthandler's own headers) is given to the log parser's line
-recogniser, one line at a time, and what it recognises becomes a log event of the
-process the dump belongs to. faulthandler's own "Fatal Python error" header already
-makes its event in the faulthandler parser and is skipped here unless that parser did
-not read it (a pasted NUL shown as ``^@`` before it).
+The faulthandler parser's own reading of a whole file (the loader reads text through the
+text path, ``parsers/text.py``, whose log side reads every line) once dropped every line
+that was not part of a dump. Here each such line (not blank, not indented, none of
+faulthandler's own headers) is given to the log parser's line recogniser, one line at a
+time, and what it recognises becomes a log event of the process the dump belongs to.
+faulthandler's own "Fatal Python error" header already makes its event in the
+faulthandler parser and is skipped here unless that parser did not read it (a pasted
+NUL shown as ``^@`` before it).
 """
 
 from __future__ import annotations

@@ -15,6 +15,12 @@ Thread ids are pthread ids (``ThreadStack.thread_id``), not TIDs. Frames are alr
 innermost first. Several dumps in one file (a signal handler writing to the same log
 again) become several text stacks of one process: a dump ends where a thread id repeats or
 a new "Fatal"/"Timeout" header starts.
+
+The loader reads every text through the text path (``parsers/text.py``): its stack scan
+reads these dumps wherever they sit with ``parse_fault_lines`` (``stacks/segments.py``),
+its log side the lines around them, and ``FaulthandlerParser.sniff`` names a file that is
+such dumps. ``FaulthandlerParser.parse`` is the format's own reading of a whole file,
+which the scan is held to (``tests/unit/parsers/test_text_path.py``).
 """
 
 from __future__ import annotations

@@ -15,6 +15,12 @@ interleaved prefixed output of several ranks, and torch.distributed.debug sectio
 (``=== Rank <i>: <addr> ===``, one rank each). Each dump becomes one TextStack (text,
 not a live sample: a paste carries no time); dumps of the same pid in the same stream
 are text stacks of one process, in file order.
+
+The loader reads every text through the text path (``parsers/text.py``): its stack scan
+reads these dumps wherever they sit with ``parse_dump_lines`` (``stacks/segments.py``),
+and ``PyspyTextParser.sniff`` names a file that is such dumps. ``PyspyTextParser.parse``
+is the format's own reading of a whole file, which the scan is held to
+(``tests/unit/parsers/test_text_path.py``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """The log parser: any text file holding recognised log lines, in any mix.
 
-Registered last in ``PARSERS`` (after the stack-dump parsers): its sniff accepts any
-text in which one line is recognised, plus torchelastic error.json files. Large files
-are read head + tail (the head holds the NCCL init lines that map processes to ranks,
-the tail holds the hang), never whole.
+The log side of the one text path (``analyzer/parsers/text.py``, which adds the stacks of
+the same text): its sniff accepts any text in which one line is recognised, plus
+torchelastic error.json files. Large files are read head + tail (the head holds the NCCL
+init lines that map processes to ranks, the tail holds the hang), never whole.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -25,7 +25,6 @@ from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
 from hangdoc.analyzer.parsers.logs.timefmt import resolve_stamps
-from hangdoc.analyzer.parsers.stacks import attach_stacks
 from hangdoc.analyzer.payloads.host import GpuRow, GpuStatus
 from hangdoc.analyzer.vocabulary import Clock, EventKind, RankFrom
 from hangdoc.common.rank_names import Trailing, rank_from_name
@@ -106,7 +105,8 @@ def _capped_lines(handle: BinaryIO) -> Iterator[bytes]:
         yield raw
 
 
-def _is_error_json(text: str) -> bool:
+def is_error_json(text: str) -> bool:
+    """A torchelastic error file (TORCHELASTIC_ERROR_FILE): one JSON record, not lines."""
     stripped = text.lstrip()
     return (
         stripped.startswith("{")
@@ -120,11 +120,16 @@ class LogParser:
 
     kind = InputKind.LOG
 
+    def __init__(self, line_filter: Callable[[int, str], bool] | None = None) -> None:
+        # Shown every line read (number, text) before the scanner; a line it returns True
+        # for is another recogniser's alone (a dump's frame) and reaches the scanner blank.
+        self.line_filter = line_filter
+
     def sniff(self, head: bytes) -> bool:
         if not _looks_textual(head):
             return False
         text = decode_bytes(head[:SNIFF_BYTES])
-        if _is_error_json(text):
+        if is_error_json(text):
             return True
         if _JSON_START.match(text):
             return False  # other JSON formats (flight recorder, py-spy) are not logs
@@ -153,19 +158,19 @@ class LogParser:
         if size < 16 * 1024 * 1024:
             with path.open("rb") as handle:
                 head = handle.read(4096)
-            if _is_error_json(decode_bytes(head)):
+            if is_error_json(decode_bytes(head)):
                 hit = parse_error_json(decode_bytes(path.read_bytes()))
                 if hit is not None:
                     return _error_file_result(hit, display_path)
         scanner = Scanner()
+        skip = self.line_filter
         for lineno, line in _iter_lines(path, size, notes):
-            scanner.feed(lineno, line)
+            scanner.feed(lineno, "" if skip is not None and skip(lineno, line) else line)
         events = scanner.finish()
         if scanner.dropped:
             notes.append(f"{display_path}: {scanner.dropped} repetitive log events not kept")
         assumed_year = time.gmtime(path.stat().st_mtime).tm_year
-        parsed = _assemble(scanner, events, display_path, assumed_year, notes)
-        return attach_stacks(parsed, path, display_path)  # stacks inside the log
+        return _assemble(scanner, events, display_path, assumed_year, notes)
 
 
 def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, str]]:
@@ -268,7 +273,7 @@ def _assemble(
     processes: dict[int, ProcessEvidence] = {}
     job: list[LogEvent] = []
     for event, (rank, how), when in zip(events, ranks, resolved, strict=True):
-        if rank is None and use_file and event.kind not in _JOB_KINDS:
+        if rank is None and use_file and event.kind not in JOB_KINDS:
             rank, how = file_rank, RankFrom.FILE_NAME
         made = log_event(
             event.kind,
@@ -309,7 +314,9 @@ def _assemble(
 
 # The attributions that also tell the process's host and pid.
 _HOST_SAYS = frozenset({RankFrom.NCCL_INIT, RankFrom.PREFIX})
-_JOB_KINDS = frozenset(
+# What describes the job, not the process that printed it (a report, a table, the agent's
+# signal): neither a file's name nor a rank label over the lines gives these a rank.
+JOB_KINDS = frozenset(
     k
     for k in (
         EventKind.RAS_REPORT,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from hangdoc.analyzer.model import (
     ChildStacks,
+    LogEvent,
     ProcessEvidence,
     StackTextKind,
     TextStack,
@@ -55,7 +56,7 @@ from hangdoc.analyzer.parsers.stacks.segments import (
     starts_pyspy,
 )
 from hangdoc.analyzer.parsers.stacks.stack_print import parse_stack_print, starts_stack_print
-from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT
+from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT, EventKind
 
 # A file with more blocks than this is cut there (a note says so): past it a stack
 # repeats what the rules have already seen, and each block costs time and memory.
@@ -63,6 +64,9 @@ MAX_BLOCKS = 4000
 # The latest text stacks kept per process: the last says what it was doing, the thread
 # rules follow a thread through the rest.
 MAX_SAMPLES = 32
+# faulthandler's timer header over a dump ("Timeout (0:00:05)!"): an event of the dump's
+# process, made here as no log recogniser reads the dump's own lines.
+_FAULTHANDLER_TIMEOUT = EventKind.FAULTHANDLER_TIMEOUT
 # Cheap test run on every line before the recognisers' own patterns.
 _MAYBE_START = re.compile(
     r"\s*(?:Traceback |Thread \d|Thread 0x|#\d+ |Exception raised from|Process \d|Current thread|"
@@ -111,6 +115,7 @@ class _Proc:
     cmdline: str | None = None
     exited: bool = False
     samples: list[_Sample] = field(default_factory=list)
+    timeouts: list[tuple[int, str]] = field(default_factory=list)  # (line, header)
 
     def add(self, block: Block) -> None:
         """A snapshot starts a new sample unless the current one has no snapshot of
@@ -168,6 +173,7 @@ class _Scanner:
         self.notes = notes
         self.result = ScanResult()
         self.capped = False
+        self.max_blocks = MAX_BLOCKS
         self.in_log = False
         self.procs: list[_Proc] = []
         self.by_rank: dict[tuple[str | None, int], _Proc] = {}
@@ -210,7 +216,15 @@ class _Scanner:
     def stream(self, stream: Stream) -> None:
         for section in split_sections(stream.lines):
             base = section.rank if section.rank is not None else stream.rank
+            before = self.result.blocks
             self._section(section.lines, stream, base)
+            if section.rank is not None and self.result.blocks == before:
+                # torch.debug's section of a rank it could not reach: say why.
+                self.notes.extend(
+                    f"{self.source}:{number}: rank {section.rank}: {text.strip()}"
+                    for number, text in section.lines
+                    if text.startswith("Error:")
+                )
 
     def _section(self, lines: Lines, stream: Stream, base: int | None) -> None:
         sticky: int | None = None
@@ -218,11 +232,11 @@ class _Scanner:
         pid_hint: int | None = None
         i = 0
         while i < len(lines):
-            if self.result.blocks >= MAX_BLOCKS:
+            if self.result.blocks >= self.max_blocks:
                 if not self.capped:
                     self.capped = True
                     self.notes.append(
-                        f"{self.source}: more than {MAX_BLOCKS} stacks; the rest were not read"
+                        f"{self.source}: more than {self.max_blocks} stacks; the rest were not read"
                     )
                 return
             found = self._recognise(lines, i)
@@ -329,6 +343,8 @@ class _Scanner:
             self._cpp_message_above(block)
         proc.add(block)
         proc.exited = proc.exited or block.exited or _died_of(block)
+        if block.timeout is not None:
+            proc.timeouts.append((block.start, block.timeout))
         if block.kind == "traceback":
             span = Span(block.start, block.end, proc.rank, block.exc_type, block.exc_message)
             self.result.spans.append(span)
@@ -361,6 +377,10 @@ class _Scanner:
                 sources=[self.source],
                 exited=proc.exited,
             )
+            evidence.log_events.extend(
+                LogEvent(_FAULTHANDLER_TIMEOUT, text, self.source, line)
+                for line, text in proc.timeouts
+            )
             kept = [s for s in proc.samples if s.threads][-MAX_SAMPLES:]
             for sample in kept:
                 if not sample.threads:
@@ -379,13 +399,17 @@ class _Scanner:
         return self.result
 
 
-def scan_text(text: str, source: str, notes: list[str], in_log: bool = False) -> ScanResult:
+def scan_text(
+    text: str, source: str, notes: list[str], in_log: bool = False, max_blocks: int = MAX_BLOCKS
+) -> ScanResult:
     """Every stack in ``text``, grouped into processes. ``in_log``: the text is a log,
     whose post-mortem records of consequences are left out (``logged_elsewhere``).
-    Never raises on odd text."""
+    ``max_blocks``: where the scan stops (a file of one dump per rank holds as many
+    blocks as ranks). Never raises on odd text."""
     streams = split_streams(markers.relabel_srun(text))
     scanner = _Scanner(source, notes, streams)
     scanner.in_log = in_log
+    scanner.max_blocks = max_blocks
     for stream in streams:
         scanner.stream(stream)
     return scanner.finish()

@@ -12,6 +12,7 @@ from hangdoc.analyzer.model import InputKind
 from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.logs import LogParser
 from hangdoc.analyzer.parsers.logs import parser as log_parser
+from hangdoc.analyzer.parsers.text import TextParser
 from hangdoc.analyzer.payloads.nccl import OpCountGroup
 from tests.unit.logs.helpers import MULTIRANK, PUBLIC, RECORDED, SAMPLES, events, fields, parse
 
@@ -30,8 +31,9 @@ def test_every_fixture_is_sniffed_and_parsed(path: Path) -> None:
     assert parsed.processes or parsed.job_log_events
 
 
-def test_log_parser_is_registered_last() -> None:
-    assert isinstance(PARSERS[-1], LogParser)
+def test_text_path_is_registered_last() -> None:
+    # every text goes to the text path, whose log side is this parser
+    assert isinstance(PARSERS[-1], TextParser)
 
 
 @pytest.mark.parametrize(

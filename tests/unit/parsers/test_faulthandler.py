@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.model import InputKind, ProcessEvidence
-from hangdoc.analyzer.parsers.faulthandler import FaulthandlerParser, parse_faulthandler_text
+from hangdoc.analyzer.parsers.faulthandler import parse_faulthandler_text
 from hangdoc.analyzer.payloads.launch import FatalSignal, SignalName
-from tests.unit.parsers.helpers import SAMPLES, Writer, parse_sample, sniffed, stack_sniffed
+from tests.unit.parsers.helpers import SAMPLES, Writer, kind_of, parse_sample, stack_sniffed
 
 SIGUSR1 = (SAMPLES / "faulthandler_sigusr1.txt").read_text()
 
@@ -44,12 +44,14 @@ def test_samples_two_threads_main_last(name: str, fatal: bool, worker_file: str)
     assert worker.frames[-1].function == "_bootstrap"
     assert [f.function for f in main.frames][-1] == "<module>"
     assert proc.exited is fatal
-    kinds = [e.kind for e in proc.log_events]
-    assert ("fatal_signal" in kinds) is fatal
+    # the fatal error is the log side's event (a file that names no rank: the job's)
+    events = [*proc.log_events, *result.job_log_events]
+    assert ("fatal_signal" in [e.kind for e in events]) is fatal
     if fatal:
-        assert proc.log_events[0].text == "Fatal Python error: Segmentation fault"
-        fatal = proc.log_events[0].payload
-        assert isinstance(fatal, FatalSignal) and fatal.signal is SignalName.SIGSEGV
+        [event] = [e for e in events if e.kind == "fatal_signal"]
+        assert event.text == "Fatal Python error: Segmentation fault"
+        payload = event.payload
+        assert isinstance(payload, FatalSignal) and payload.signal is SignalName.SIGSEGV
 
 
 def test_timeout_dump_has_no_current_thread_last_is_main() -> None:
@@ -73,8 +75,8 @@ def test_prefixed_rank_and_crlf(write: Writer) -> None:
     # Hand-made (FORMATS.md §3/§8.1-2): torchrun --tee output, CRLF line ends
     text = "".join(f"[default3]:[rank11]:{line}\r\n" for line in SIGUSR1.splitlines())
     path = write("worker.log", text)
-    assert isinstance(sniffed(path), FaulthandlerParser)
-    [proc] = FaulthandlerParser().parse(path, "worker.log").processes
+    assert kind_of(path) is InputKind.FAULTHANDLER
+    [proc] = parse_sample(path).processes
     assert (proc.rank, proc.local_rank) == (11, 3)
     assert len(proc.text_stacks[0].threads) == 2
 
@@ -128,8 +130,8 @@ def test_torch_debug_sections(write: Writer) -> None:
         + "=== Rank 2: 10.0.0.2:25999 ===\nError: Connection refused\n"
     )  # fmt: skip
     path = write("stacks_20250101_120000.txt", text)
-    assert isinstance(sniffed(path), FaulthandlerParser)
-    result = FaulthandlerParser().parse(path, "stacks.txt")
+    assert kind_of(path) is InputKind.FAULTHANDLER
+    result = parse_sample(path)
     assert [p.rank for p in result.processes] == [0, 1]
     assert any("rank 2" in n and "Connection refused" in n for n in result.notes)
 

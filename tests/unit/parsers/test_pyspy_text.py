@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.model import InputKind, TextStack
-from hangdoc.analyzer.parsers.pyspy_text import PyspyTextParser, parse_pyspy_text
-from tests.unit.parsers.helpers import SAMPLES, Writer, parse_sample, sniffed, stack_sniffed
+from hangdoc.analyzer.parsers.pyspy_text import parse_pyspy_text
+from tests.unit.parsers.helpers import SAMPLES, Writer, kind_of, parse_sample, stack_sniffed
 
 DUMP_TXT = (SAMPLES / "pyspy" / "dump.txt").read_text()
 
@@ -104,8 +104,8 @@ def test_rank_prefixed_lines(write: Writer) -> None:
     # Hand-made (FORMATS.md §3/§8.1): every line carries "[rank2]: " (even blank ones)
     text = "".join(f"[rank2]: {line}\n" for line in DUMP_TXT.splitlines())
     path = write("stacks.log", text)
-    assert isinstance(sniffed(path), PyspyTextParser)
-    [proc] = PyspyTextParser().parse(path, "stacks.log").processes
+    assert kind_of(path) is InputKind.PYSPY_TEXT
+    [proc] = parse_sample(path).processes
     assert proc.rank == 2 and proc.pid == 9106
     assert len(proc.text_stacks[0].threads) == 3
     assert proc.text_stacks[0].threads[0].frames[0].function == "save_checkpoint"
@@ -204,4 +204,4 @@ def test_sniff_rejects_python_traceback_and_logs(write: Writer) -> None:
 
 def test_sniff_tolerates_a_shell_prompt_first(write: Writer) -> None:
     path = write("paste.txt", "$ sudo py-spy dump --pid 9106\n" + DUMP_TXT)
-    assert isinstance(sniffed(path), PyspyTextParser)
+    assert kind_of(path) is InputKind.PYSPY_TEXT
