@@ -5,7 +5,9 @@ All from /proc, never from the files themselves (a stat of a path on a dead NFS 
 blocks): ``/proc/locks`` names a lock's holder by pid, keyed by the file's device and
 inode, and lists each blocked waiter (``->``) under the lock that blocks it; a pipe's
 or a socket's other end is the process that holds a descriptor on the same inode
-(``/proc/PID/fd`` links, read without touching any file system). A process is described
+(``/proc/PID/fd`` links, read without touching any file system); a unix socket's peer is
+named by the kernel's socket diagnostics (netlink ``sock_diag``, what ``ss -x`` reads:
+a read-only query, not /proc, because /proc/net/unix does not list peers). A process is described
 by its stat (name, state, parent, start time), its parents up to init, and its command
 line, read under a short timeout of its own: reading the ``cmdline`` of a process stuck
 in D state can block on its memory lock.
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +37,8 @@ MAX_ANCESTORS = 8
 MAX_FDS = 4096  # per process scanned for a pipe's or socket's other end
 MAX_PROCESSES = 4096  # scanned node-wide when the rank's own family holds no other end
 MAX_LOCK_LINES = 20000
+SOCK_DIAG_TIMEOUT_S = 0.5
+MAX_SOCK_DIAG_BYTES = 16 << 20
 _O_ACCMODE = 0o3
 
 
@@ -86,7 +92,8 @@ class Scope:
     _locks: list[LockLine] | None = None
     _fds: dict[int, dict[str, list[int]]] = field(default_factory=dict)
     _devices: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
-    _scanned_all: bool = False
+    _unix_peers: dict[int, int] | None = None
+    _net: dict[tuple[int, str], list[list[str]]] = field(default_factory=dict)
 
     def expired(self) -> bool:
         return time.monotonic() > self.deadline
@@ -95,6 +102,20 @@ class Scope:
         if self._locks is None:
             self._locks = parse_locks(_read_text(PROC / "locks") or "")
         return self._locks
+
+    def net_rows(self, pid: int, table: str) -> list[list[str]]:
+        """The rows of /proc/PID/net/TABLE (tcp, tcp6, unix), split; read once."""
+        key = (pid, table)
+        if key not in self._net:
+            text = _read_text(PROC / str(pid) / "net" / table) or ""
+            self._net[key] = split_rows(table, text)
+        return self._net[key]
+
+    def unix_peer(self, inode: int) -> int | None:
+        """The inode of the unix socket at the other end of socket ``inode``."""
+        if self._unix_peers is None:
+            self._unix_peers = {} if self.expired() else unix_peers(self.deadline)
+        return self._unix_peers.get(inode)
 
     def fds_of(self, pid: int) -> dict[str, list[int]]:
         """{link target: [fd, …]} of ``pid``'s descriptors (at most MAX_FDS)."""
@@ -132,6 +153,68 @@ class Scope:
                 continue
             for fd in self.fds_of(pid).get(target, ()):
                 yield pid, fd
+
+
+# linux/netlink.h, linux/sock_diag.h, linux/unix_diag.h
+_NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY = 4, 20
+_NLM_F_REQUEST, _NLM_F_DUMP, _NLMSG_ERROR, _NLMSG_DONE = 0x1, 0x300, 2, 3
+_UDIAG_SHOW_PEER, _UNIX_DIAG_PEER = 0x4, 2
+_NLMSG_HEADER = struct.Struct("=IHHII")  # len, type, flags, seq, pid
+_UNIX_DIAG_REQ = struct.Struct("=BBHIIIII")  # family, protocol, pad, states, ino, show, cookie
+_UNIX_DIAG_MSG = struct.Struct("=BBBBIII")  # family, type, state, pad, ino, cookie
+_RTATTR = struct.Struct("=HH")  # len, type
+
+
+def unix_peers(deadline: float) -> dict[int, int]:
+    """{inode: peer inode} of the unix sockets of this network namespace: one sock_diag
+    dump, bounded by ``deadline`` and MAX_SOCK_DIAG_BYTES; {} when netlink is refused."""
+    request = _UNIX_DIAG_REQ.pack(socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, _UDIAG_SHOW_PEER,
+                                  0xFFFFFFFF, 0xFFFFFFFF)  # fmt: skip
+    header = _NLMSG_HEADER.pack(_NLMSG_HEADER.size + len(request), _SOCK_DIAG_BY_FAMILY,
+                                _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0)  # fmt: skip
+    peers: dict[int, int] = {}
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as diag:
+            diag.settimeout(SOCK_DIAG_TIMEOUT_S)
+            diag.send(header + request)
+            received = 0
+            while received < MAX_SOCK_DIAG_BYTES and time.monotonic() < deadline:
+                data = diag.recv(1 << 16)
+                received += len(data)
+                if not data or not _read_diag(data, peers):
+                    break
+    except (OSError, AttributeError, struct.error):
+        pass  # no netlink here (a sandbox, another OS): no unix peers
+    return peers
+
+
+def _read_diag(data: bytes, peers: dict[int, int]) -> bool:
+    """Add one datagram's sockets to ``peers``; False at the dump's end (or an error)."""
+    at = 0
+    while at + _NLMSG_HEADER.size <= len(data):
+        length, kind, _flags, _seq, _pid = _NLMSG_HEADER.unpack_from(data, at)
+        if kind in (_NLMSG_DONE, _NLMSG_ERROR) or length < _NLMSG_HEADER.size:
+            return False
+        body = at + _NLMSG_HEADER.size
+        if body + _UNIX_DIAG_MSG.size <= at + length:
+            inode = _UNIX_DIAG_MSG.unpack_from(data, body)[4]
+            attr = body + _UNIX_DIAG_MSG.size
+            while attr + _RTATTR.size <= at + length:
+                size, kind = _RTATTR.unpack_from(data, attr)
+                if size < _RTATTR.size:
+                    break
+                if kind == _UNIX_DIAG_PEER and size >= _RTATTR.size + 4:
+                    peers[inode] = struct.unpack_from("=I", data, attr + _RTATTR.size)[0]
+                attr += (size + 3) & ~3
+        at += (length + 3) & ~3
+    return True
+
+
+def split_rows(table: str, text: str) -> list[list[str]]:
+    """The rows of a /proc/net table under its header line, split into fields; a unix
+    socket's path (the 8th field) may hold spaces."""
+    limit = 7 if table == "unix" else -1
+    return [line.split(maxsplit=limit) for line in text.splitlines()[1:]]
 
 
 def parse_mount_devices(text: str) -> dict[int, tuple[int, int]]:

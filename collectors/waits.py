@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import platform
 import struct
 from pathlib import Path
 
@@ -49,27 +48,11 @@ from hangdoc.collectors.wait_peers import (
     child_pids,
     describe_process,
     lock_holders,
+    split_rows,
 )
 
 PROC = Path("/proc")
 
-# System calls whose first argument is the file descriptor they wait on, by number, per
-# architecture (arch/x86/entry/syscalls/syscall_64.tbl; include/uapi/asm-generic/unistd.h
-# for aarch64).
-_FD_CALLS: dict[str, dict[int, str]] = {
-    "x86_64": {
-        0: "read", 1: "write", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev",
-        42: "connect", 43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg",
-        47: "recvmsg", 74: "fsync", 75: "fdatasync", 288: "accept4", 299: "recvmmsg",
-        307: "sendmmsg",
-    },
-    "aarch64": {
-        63: "read", 64: "write", 65: "readv", 66: "writev", 67: "pread64", 68: "pwrite64",
-        82: "fsync", 83: "fdatasync", 202: "accept", 203: "connect", 206: "sendto",
-        207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 242: "accept4", 243: "recvmmsg",
-        269: "sendmmsg",
-    },
-}  # fmt: skip
 _TCP_STATES = {"01": "established", "02": "syn-sent", "08": "close-wait", "0A": "listen"}
 
 
@@ -77,44 +60,50 @@ def blocked_call(pid: int, tid: int) -> tuple[str, str] | None:
     """(system call, what its file is) for a thread asleep in a call on a file descriptor:
     ("sendto", "socket tcp 127.0.0.1:41234 -> 127.0.0.1:43121 established"),
     ("write", "file /ckpt/model.pt"), ("read", "pipe"). None otherwise."""
-    calls = _FD_CALLS.get(platform.machine())
-    text = _read(PROC / str(pid) / "task" / str(tid) / "syscall")
-    if calls is None or not text:
-        return None
-    parts = text.split()
-    try:
-        number, fd = int(parts[0]), int(parts[1], 16)
-    except (IndexError, ValueError):
-        return None  # "running", or "-1 …" (not in a system call)
-    call = calls.get(number)
-    if call is None:
+    call = read_syscall(pid, tid)
+    if call is None or call.name not in FD_CALLS:
         return None
     try:
-        target = os.readlink(PROC / str(pid) / "fd" / str(fd))
+        target = os.readlink(PROC / str(pid) / "fd" / str(call.arg(0)))
     except OSError:
         return None
-    return call, describe(pid, target)
+    return call.name, describe(pid, target)
 
 
-def describe(pid: int, target: str) -> str:
-    """A file descriptor's target in words (its TCP ends for a TCP socket)."""
+def describe(pid: int, target: str, scope: Scope | None = None) -> str:
+    """A file descriptor's target in words (its TCP ends for a TCP socket, its path for a
+    unix socket)."""
     if target.startswith("socket:["):
         inode = target[len("socket:[") : -1]
-        return tcp_ends(pid, inode) or "socket"
+        return tcp_ends(pid, inode, scope) or unix_name(pid, inode, scope) or "socket"
     if target.startswith("pipe:["):
         return "pipe"
     return f"file {target}" if target.startswith("/") else target
 
 
-def tcp_ends(pid: int, inode: str) -> str | None:
+def _rows(pid: int, table: str, scope: Scope | None) -> list[list[str]]:
+    if scope is not None:
+        return scope.net_rows(pid, table)
+    return split_rows(table, _read(PROC / str(pid) / "net" / table) or "")
+
+
+def tcp_ends(pid: int, inode: str, scope: Scope | None = None) -> str | None:
     """ "socket tcp LOCAL -> REMOTE STATE" for the TCP socket with this inode, else None."""
     for table, v6 in (("tcp", False), ("tcp6", True)):
-        for line in (_read(PROC / str(pid) / "net" / table) or "").splitlines()[1:]:
-            fields = line.split()
+        for fields in _rows(pid, table, scope):
             if len(fields) > 9 and fields[9] == inode:
                 local, remote = _address(fields[1], v6), _address(fields[2], v6)
                 state = _TCP_STATES.get(fields[3], fields[3])
                 return f"socket tcp {local} -> {remote} {state}"
+    return None
+
+
+def unix_name(pid: int, inode: str, scope: Scope | None = None) -> str | None:
+    """ "socket unix /run/helper.sock" (or "socket unix" unnamed) for a unix socket: its
+    row in /proc/PID/net/unix (proc(5): Num RefCount Protocol Flags Type St Inode Path)."""
+    for fields in _rows(pid, "unix", scope):
+        if len(fields) > 6 and fields[6] == inode:
+            return "socket unix" + (f" {fields[7]}" if len(fields) > 7 else "")
     return None
 
 
@@ -233,11 +222,16 @@ def _poll_wait(pid: int, call: Syscall, scope: Scope, depth: int) -> WaitRecord:
     kind = "pipe" if kinds == {"pipe"} else "socket" if "socket" in kinds else "poll"
     record: WaitRecord = {"kind": kind, "syscall": call.name}
     if links:
+        # A socket's ends are not looked up here: the sockets a poll watches are mostly
+        # the job's own connections (gloo's loop, the store), and each lookup reads the
+        # node's TCP table (milliseconds per read).
         record["fds"] = [fd for fd, _ in links]
-        record["targets"] = [_target(pid, link, scope) for _, link in links]
+        record["targets"] = [_kind_of(link) if link.startswith("socket:[") else
+                             _target(pid, link, scope) for _, link in links]  # fmt: skip
     peers: list[WaitPeerRecord] = []
-    for fd, link in links:
-        for peer in _peers_of(pid, fd, link, scope, depth):
+    # Pipes only, and not the process's own wake-up pipe (both ends its own).
+    for fd, link in ((f, k) for f, k in links if k.startswith("pipe:[")):
+        for peer in _peers_of(pid, fd, link, scope, depth, others_only=True):
             if all(p["pid"] != peer["pid"] for p in peers):
                 peers.append(peer)
     if peers:
@@ -269,17 +263,19 @@ def _child_wait(pid: int, call: Syscall, scope: Scope, depth: int) -> WaitRecord
 
 
 def _peers_of(
-    pid: int, fd: int, link: str, scope: Scope, depth: int
+    pid: int, fd: int, link: str, scope: Scope, depth: int, *, others_only: bool = False
 ) -> list[WaitPeerRecord]:  # fmt: skip
-    """The processes at the other end of a pipe, or of a socket on this node."""
+    """The processes at the other end of a pipe, or of a socket on this node (with
+    ``others_only``, not ``pid`` itself)."""
     if scope.expired():
         return []
     if link.startswith("pipe:["):
         own = access_mode(pid, fd)
         ends = [(p, f) for p, f in scope.holders(link, exclude=(pid, fd))]
+        ends = [(p, f) for p, f in ends if not (others_only and p == pid)]
         found = [(p, f) for p, f in ends if own is None or access_mode(p, f) != own]
         role = "other_end"
-    elif link.startswith("socket:[") and (far := _tcp_peer(pid, link[8:-1])) is not None:
+    elif link.startswith("socket:[") and (far := _socket_peer(pid, link[8:-1], scope)):
         found, role = list(scope.holders(f"socket:[{far}]"))[:MAX_PEERS], "peer"
     else:
         return []
@@ -315,7 +311,7 @@ def _kind_of(link: str | None) -> str:
 
 def _target(pid: int, link: str, scope: Scope) -> str:
     if link.startswith("socket:["):
-        return describe(pid, link)
+        return describe(pid, link, scope)
     if link.startswith("/") and scope.redact is not None:
         return scope.redact(link)
     return link
@@ -363,12 +359,20 @@ def _memory(pid: int, address: int, size: int) -> bytes:
         return b""
 
 
-def _tcp_peer(pid: int, inode: str) -> str | None:
+def _socket_peer(pid: int, inode: str, scope: Scope) -> str | None:
+    """The inode of the socket at the other end: a TCP connection on this node, else a
+    unix socket's peer."""
+    far = _tcp_peer(pid, inode, scope)
+    if far is None and inode.isdigit() and (peer := scope.unix_peer(int(inode))):
+        far = str(peer)
+    return far
+
+
+def _tcp_peer(pid: int, inode: str, scope: Scope) -> str | None:
     """The inode of the socket at the far end of a TCP connection on this node (its row
     has the two addresses swapped); None when the far end is elsewhere or not accepted."""
     for table in ("tcp", "tcp6"):
-        rows = [line.split() for line in (_read(PROC / str(pid) / "net" / table) or "")
-                .splitlines()[1:]]  # fmt: skip
+        rows = scope.net_rows(pid, table)
         mine = next((r for r in rows if len(r) > 9 and r[9] == inode), None)
         if mine is None:
             continue

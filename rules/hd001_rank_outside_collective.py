@@ -70,12 +70,7 @@ class RankOutsideCollective(Rule):
         waiting = [a for a in live if a.in_collective]
         # A rank the kernel shows blocked on a file lock with a known holder is HD111's:
         # the holder, not the rank, says who is to blame.
-        outside = [
-            a
-            for a in live
-            if not a.in_collective
-            and not ((wait := ctx.waits.of(a.process)) is not None and wait.on_held_lock())
-        ]
+        outside = [a for a in live if not a.in_collective and not ctx.waits.on_held_lock(a.process)]
         if not waiting or not outside:
             return
         by_category: dict[Category, list[RankActivity]] = {}

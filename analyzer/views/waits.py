@@ -162,9 +162,25 @@ class JobWaits:
         self._cache[id(process)] = (process, wait)
         return wait
 
+    def on_held_lock(self, process: ProcessEvidence) -> bool:
+        """Whether ``process`` is blocked on a file lock another process holds."""
+        return (
+            _has_lock_wait(process)
+            and (wait := self.of(process)) is not None
+            and (wait.on_held_lock())
+        )
+
     def on_held_locks(self) -> dict[int, ThreadWait]:
-        """Ranks blocked on a file lock another process holds (HD111's)."""
-        return {r: w for r, w in self.by_rank().items() if w.on_held_lock()}
+        """Ranks blocked on a file lock another process holds (HD111's). Only processes
+        with a lock wait on record are followed (a 16k-rank job has few or none)."""
+        out: dict[int, ThreadWait] = {}
+        for proc in self._evidence.processes:
+            if proc.rank is None or proc.rank in out or not _has_lock_wait(proc):
+                continue
+            wait = self.of(proc)
+            if wait is not None and wait.on_held_lock():
+                out[proc.rank] = wait
+        return out
 
     def by_rank(self) -> dict[int, ThreadWait]:
         """The blocked main thread of each rank (the first process of a rank)."""
@@ -175,6 +191,14 @@ class JobWaits:
                 if wait is not None:
                     out[proc.rank] = wait
         return out
+
+
+def _has_lock_wait(process: ProcessEvidence) -> bool:
+    return any(
+        t.wait is not None and t.wait.kind is WaitKind.LOCK_FILE
+        for sample in process.proc_samples
+        for t in sample.threads
+    )
 
 
 def main_wait(process: ProcessEvidence, job: _Job | None = None) -> ThreadWait | None:

@@ -67,6 +67,25 @@ child = subprocess.Popen([sys.executable, "-c", "import threading; threading.Eve
 print("ready", child.pid, flush=True)
 child.communicate()
 """
+# A request over a unix socket to a helper that never answers (it holds the socket and
+# sleeps), as a local sidecar or daemon that stopped.
+UNIX_SERVER = """
+import socket, sys, threading
+path = sys.argv[1]
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen()
+print("ready", flush=True)
+conn, _ = server.accept()
+threading.Event().wait()
+"""
+UNIX_CLIENT = """
+import socket, sys
+client = socket.socket(socket.AF_UNIX)
+client.connect(sys.argv[1])
+print("ready", flush=True)
+client.recv(1)
+"""
 TWO_ON_A_LOCK = """
 import threading
 lock = threading.Lock()
@@ -171,6 +190,18 @@ def test_communicate_polls_the_childs_pipes(start: Start) -> None:
     assert wait["kind"] == "pipe" and len(wait.get("fds", [])) == 2
     assert all(t.startswith("pipe:[") for t in wait.get("targets", []))
     assert [p["role"] for p in wait["peers"]] == ["other_end"]
+
+
+@_LIVE
+def test_a_unix_socket_names_the_process_at_its_other_end(start: Start, tmp_path: Path) -> None:
+    path = tmp_path / "helper.sock"
+    server = start(UNIX_SERVER, str(path))
+    client = start(UNIX_CLIENT, str(path))
+    wait = _main_wait(client.pid, lambda w: w["kind"] == "socket" and "peers" in w)
+    assert wait["syscall"] in ("recvfrom", "read", "recvmsg")
+    assert wait.get("target") == "socket unix"  # the client's end has no name of its own
+    [peer] = wait["peers"]
+    assert (peer["pid"], peer["role"]) == (server.pid, "peer")
 
 
 @_LIVE

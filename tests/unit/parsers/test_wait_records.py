@@ -3,7 +3,10 @@ by analyzer/parsers/node_facts.py: hangdoc's own format, untrusted on the way in
 
 from __future__ import annotations
 
-from hangdoc.analyzer.model import PeerRole, WaitKind
+import copy
+
+from hangdoc.analyzer.loading.redaction import redact_evidence
+from hangdoc.analyzer.model import Evidence, PeerRole, ProcessEvidence, ProcSample, WaitKind
 from hangdoc.analyzer.parsers.hangdoc_json import thread_state
 from hangdoc.collectors.dumpformat import ThreadRecord
 
@@ -73,3 +76,21 @@ def test_malformed_waits_read_as_unknown_never_as_a_crash() -> None:
     odd["wait"] = "pipe"
     state = thread_state(odd)
     assert state is not None and state.wait is None
+
+
+def test_a_peers_command_line_is_redacted_with_the_evidence() -> None:
+    # A dump collected with --no-redact, read by analyze (which redacts what it loads).
+    token = "hf_" + "Zq8rT2" * 6  # shaped like an HF token, valid nowhere
+    record = copy.deepcopy(RECORD)
+    record["wait"]["peers"][0]["cmdline"] = ["python", "helper.py", "--hf-token", token]
+    state = thread_state(record)
+    assert state is not None
+    process = ProcessEvidence(
+        rank=0, pid=41, proc_samples=[ProcSample(index=0, time=None, threads=(state,))]
+    )
+    redact_evidence(Evidence(processes=[process]))
+    [sample] = process.proc_samples
+    [thread] = sample.threads
+    assert thread.wait is not None
+    command = thread.wait.peers[0].command
+    assert command is not None and token not in command and "helper.py" in command
