@@ -146,7 +146,7 @@ def read_waits(pid: int, threads: list[ThreadRecord], scope: Scope) -> None:
             continue
         call = read_syscall(pid, record["tid"])
         if call is not None:
-            record["wait"] = wait_record(pid, call, scope, depth=1)
+            record["wait"] = wait_record(pid, call, scope, depth=1, wchan=record["wchan"])
     by_address: dict[str, list[int]] = {}
     for record in threads:
         wait = record.get("wait")
@@ -160,14 +160,17 @@ def read_waits(pid: int, threads: list[ThreadRecord], scope: Scope) -> None:
                 wait["sharers"] = others[:16]
 
 
-def wait_record(pid: int, call: Syscall, scope: Scope, *, depth: int) -> WaitRecord:
+def wait_record(
+    pid: int, call: Syscall, scope: Scope, *, depth: int, wchan: str | None = None
+) -> WaitRecord:
     """What a thread of ``pid`` asleep in ``call`` waits on; peers while time remains,
-    and their own waits ``depth`` levels down."""
+    and their own waits ``depth`` levels down. ``wchan``: the thread's wait channel (a
+    named FIFO is a path whose read or write sleeps in the kernel's pipe code)."""
     name = call.name
     if name == "flock" or (name == "fcntl" and call.arg(1) in FCNTL_WAIT_CMDS):
         return _lock_wait(pid, call, scope)
     if name in FD_CALLS and name != "fcntl":
-        return _fd_wait(pid, call, scope, depth)
+        return _fd_wait(pid, call, scope, depth, fifo=_in_pipe_code(wchan))
     if name in POLL_CALLS or name in EPOLL_CALLS:
         return _poll_wait(pid, call, scope, depth)
     if name in WAIT_CALLS:
@@ -202,14 +205,25 @@ def _lock_wait(pid: int, call: Syscall, scope: Scope) -> WaitRecord:
     return record
 
 
-def _fd_wait(pid: int, call: Syscall, scope: Scope, depth: int) -> WaitRecord:
+def _in_pipe_code(wchan: str | None) -> bool:
+    """fs/pipe.c's ``pipe_read``/``pipe_write`` (``anon_pipe_*`` for anonymous pipes on
+    recent kernels), ``wait_for_partner`` of a FIFO's open."""
+    prefixes = ("pipe_", "anon_pipe_", "wait_for_partner")
+    return wchan is not None and wchan.lstrip("_").startswith(prefixes)
+
+
+def _fd_wait(
+    pid: int, call: Syscall, scope: Scope, depth: int, *, fifo: bool = False
+) -> WaitRecord:  # fmt: skip
     fd = call.arg(0)
     link = _link(pid, fd)
-    record: WaitRecord = {"kind": _kind_of(link), "syscall": call.name, "fd": fd}
+    kind = _kind_of(link)
+    fifo = fifo and kind == "file"  # a path whose reads sleep in the pipe code: a FIFO
+    record: WaitRecord = {"kind": "pipe" if fifo else kind, "syscall": call.name, "fd": fd}
     if link is None:
         return record
     record["target"] = _target(pid, link, scope)
-    peers = _peers_of(pid, fd, link, scope, depth)
+    peers = _peers_of(pid, fd, link, scope, depth, fifo=fifo)
     if peers:
         record["peers"] = peers
     return record
@@ -263,13 +277,20 @@ def _child_wait(pid: int, call: Syscall, scope: Scope, depth: int) -> WaitRecord
 
 
 def _peers_of(
-    pid: int, fd: int, link: str, scope: Scope, depth: int, *, others_only: bool = False
-) -> list[WaitPeerRecord]:  # fmt: skip
-    """The processes at the other end of a pipe, or of a socket on this node (with
-    ``others_only``, not ``pid`` itself)."""
+    pid: int,
+    fd: int,
+    link: str,
+    scope: Scope,
+    depth: int,
+    *,
+    others_only: bool = False,
+    fifo: bool = False,
+) -> list[WaitPeerRecord]:
+    """The processes at the other end of a pipe or a named FIFO (``fifo``: ``link`` is its
+    path), or of a socket on this node (with ``others_only``, not ``pid`` itself)."""
     if scope.expired():
         return []
-    if link.startswith("pipe:["):
+    if link.startswith("pipe:[") or fifo:
         own = access_mode(pid, fd)
         ends = [(p, f) for p, f in scope.holders(link, exclude=(pid, fd))]
         ends = [(p, f) for p, f in ends if not (others_only and p == pid)]
@@ -296,7 +317,8 @@ def _add_own_wait(peer: WaitPeerRecord, scope: Scope, depth: int) -> None:
         return
     call = read_syscall(peer["pid"], peer["pid"])
     if call is not None:
-        peer["wait"] = wait_record(peer["pid"], call, scope, depth=depth - 1)
+        wchan = (_read(PROC / str(peer["pid"]) / "wchan") or "").strip() or None
+        peer["wait"] = wait_record(peer["pid"], call, scope, depth=depth - 1, wchan=wchan)
 
 
 def _kind_of(link: str | None) -> str:

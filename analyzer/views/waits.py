@@ -266,3 +266,23 @@ def _holder(process: ProcessEvidence, peer: WaitPeer, job: _Job) -> Holder:
         peer.pid, peer.role, peer.name, peer.command, peer.state, rank, in_job,
         before, back, peer.lock, peer.wait,
     )  # fmt: skip
+
+
+_JOINTS = {
+    PeerRole.HOLDER: "held by",
+    PeerRole.OTHER_END: "other end",
+    PeerRole.PEER: "peer",
+    PeerRole.CHILD: "for",
+}
+
+
+def kernel_wait_text(wait: KernelWait) -> str:
+    """One thread's wait in words, for the report's thread table: "flock on /srv/x.lock,
+    held by pid 812 (python prep.py)"."""
+    text = wait.syscall + (f" on {wait.target}" if wait.target else "")
+    if wait.watched and not wait.target:
+        text += " on " + ", ".join(t for _, t in wait.watched[:4])
+    for peer in wait.peers[:2]:
+        what = peer.command or peer.name
+        text += f", {_JOINTS[peer.role]} pid {peer.pid}" + (f" ({what})" if what else "")
+    return text

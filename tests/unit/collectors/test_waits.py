@@ -86,6 +86,20 @@ client.connect(sys.argv[1])
 print("ready", flush=True)
 client.recv(1)
 """
+# A named FIFO: a reader that waits for a line, and a writer that opened it and sleeps
+# (read-write, which Linux allows on a FIFO without waiting for a reader).
+FIFO_WRITER = """
+import os, sys, threading
+out = os.open(sys.argv[1], os.O_RDWR)
+print("ready", flush=True)
+threading.Event().wait()
+"""
+FIFO_READER = """
+import sys
+source = open(sys.argv[1])
+print("ready", flush=True)
+source.readline()
+"""
 TWO_ON_A_LOCK = """
 import threading
 lock = threading.Lock()
@@ -202,6 +216,20 @@ def test_a_unix_socket_names_the_process_at_its_other_end(start: Start, tmp_path
     assert wait.get("target") == "socket unix"  # the client's end has no name of its own
     [peer] = wait["peers"]
     assert (peer["pid"], peer["role"]) == (server.pid, "peer")
+
+
+@_LIVE
+def test_a_named_fifo_is_a_pipe_with_the_writer_at_its_other_end(
+    start: Start, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "requests.fifo"
+    os.mkfifo(fifo)
+    writer = start(FIFO_WRITER, str(fifo))
+    reader = start(FIFO_READER, str(fifo))
+    wait = _main_wait(reader.pid, lambda w: w["kind"] == "pipe" and "peers" in w)
+    assert (wait["syscall"], wait.get("target")) == ("read", str(fifo))
+    [peer] = wait["peers"]
+    assert (peer["pid"], peer["role"]) == (writer.pid, "other_end")
 
 
 @_LIVE
