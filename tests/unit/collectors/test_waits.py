@@ -172,7 +172,12 @@ def test_a_pipe_read_names_the_child_at_the_other_end_and_what_it_waits_on(
     start: Start,
 ) -> None:
     proc = start(PIPE_CYCLE)
-    wait = _main_wait(proc.pid, lambda w: w["kind"] == "pipe" and "peers" in w)
+
+    def settled(wait: WaitRecord) -> bool:  # the child sleeps in its read too
+        peers = wait.get("peers", [])
+        return wait["kind"] == "pipe" and bool(peers) and "wait" in peers[0]
+
+    wait = _main_wait(proc.pid, settled)
     assert wait["syscall"] == "read" and wait.get("target", "").startswith("pipe:[")
     [child] = wait["peers"]
     assert child["role"] == "other_end" and child["ppid"] == proc.pid
