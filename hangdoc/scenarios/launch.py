@@ -25,6 +25,8 @@ _DIES = {"killed"}
 # A process left over from an earlier run, started before the ranks (job.py's HELPERS),
 # per scenario: no process of the job, and older than it.
 LEFTOVERS = {"flock-stale": "leftover-cache-builder"}
+# How much older than the job a leftover is (in the field: minutes or hours).
+LEFTOVER_AGE_S = 3.0
 
 
 def free_port() -> int:
@@ -193,6 +195,7 @@ def _start_leftover(job: ScenarioJob, cmd: list[str], env: dict[str, str]) -> No
             raise RuntimeError(f"scenario {job.scenario}: the leftover did not start\n"
                                + job.logs_tail())  # fmt: skip
         time.sleep(0.05)
+    time.sleep(LEFTOVER_AGE_S)
 
 
 def launch(
