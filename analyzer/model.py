@@ -389,6 +389,72 @@ class TextStack:
 Stacks = StackSample | TextStack
 
 
+class WaitKind(enum.StrEnum):
+    """What a blocked thread waits on, by mechanism (issue 21): the kernel's word where
+    /proc was read (collectors/waits.py), else what the innermost frames say."""
+
+    LOCK_FILE = "lock_file"  # flock / fcntl / lockf, filelock's acquire
+    PIPE = "pipe"  # a pipe or FIFO, or poll/select on pipes only
+    SOCKET = "socket"
+    FUTEX = "futex"  # a lock, condition or the GIL of the process itself
+    CHILD = "child"  # wait4/waitpid for a subprocess
+    SLEEP = "sleep"
+    FILE = "file"  # a read, write or fsync of a file: the storage
+    POLL = "poll"  # poll/select/epoll on other descriptors
+    UNKNOWN = "unknown"
+
+
+class PeerRole(enum.StrEnum):
+    """How a process at the other end of a wait is tied to it."""
+
+    HOLDER = "holder"  # holds the file lock waited for
+    OTHER_END = "other_end"  # holds the other end of the pipe
+    PEER = "peer"  # holds the far end of a socket on the same node
+    CHILD = "child"  # the subprocess waited for
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class PeerWait:
+    """What a peer's main thread waits on in turn: one level, its own peers by pid."""
+
+    kind: WaitKind
+    syscall: str
+    target: str | None = None
+    peer_pids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WaitPeer:
+    """A process at the other end of a thread's wait, as /proc showed it at the sample."""
+
+    pid: int
+    role: PeerRole
+    name: str | None = None  # comm
+    command: str | None = None  # its command line, joined by spaces
+    state: ProcState | None = None
+    ancestors: tuple[int, ...] = ()  # parent, grandparent... (so: which rank it belongs to)
+    start_time: float | None = None
+    fd: int | None = None
+    lock: str | None = None  # "FLOCK WRITE"
+    wait: PeerWait | None = None  # what it waits on in turn
+
+
+@dataclass(frozen=True, slots=True)
+class KernelWait:
+    """What one sleeping thread waits on, from /proc: its system call, the target of the
+    descriptor it waits on, and who is at the other end."""
+
+    kind: WaitKind
+    syscall: str
+    fd: int | None = None
+    target: str | None = None  # "/srv/cache.lock", "pipe:[81]", "socket tcp A -> B established"
+    watched: tuple[tuple[int, str], ...] = ()  # poll/select/epoll: (fd, target)
+    address: str | None = None  # futex word
+    sharers: tuple[int, ...] = ()  # futex: the other threads of the process on the same word
+    peers: tuple[WaitPeer, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadState:
     """Kernel's view of one thread (/proc/PID/task/TID)."""
@@ -404,6 +470,8 @@ class ThreadState:
     # descriptor is ("socket tcp 10.0.0.5:40123 -> 10.0.0.7:443 established", "pipe").
     syscall: str | None = None
     waits_on: str | None = None
+    # Any system call it sleeps in, with who is at the other end (issue 21).
+    wait: KernelWait | None = None
 
 
 # Appended for stacks-and-node causes (issue 7): files a process holds open and its

@@ -30,6 +30,7 @@ from hangdoc.analyzer.views.fr_matching import MatchResult, match
 from hangdoc.analyzer.views.log_compare import LogComparison, compare_logs
 from hangdoc.analyzer.views.progress import RankProgress, rank_progress
 from hangdoc.analyzer.views.timeline import Timeline
+from hangdoc.analyzer.views.waits import JobWaits
 
 _ID = re.compile(r"^HD\d{3}$")
 
@@ -80,6 +81,15 @@ class RuleContext:
         found = self._views.get("fr_match")
         if not isinstance(found, MatchResult):
             found = self._views["fr_match"] = match(self.evidence, self.activities)
+        return found
+
+    @property
+    def waits(self) -> JobWaits:
+        """What each process's blocked main thread waits on, placed against the job
+        (analyzer/views/waits.py)."""
+        found = self._views.get("waits")
+        if not isinstance(found, JobWaits):
+            found = self._views["waits"] = JobWaits(self.evidence)
         return found
 
     def progress(self, process: ProcessEvidence) -> RankProgress:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hangdoc.analyzer.model import Category, Frame
+from hangdoc.analyzer.model import Category, Frame, PeerRole, WaitKind
 from hangdoc.analyzer.views.activity import GENERIC_TAGS, RankActivity, is_user_frame
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.iofacts import fs_stall
-from hangdoc.analyzer.views.locks import WaitKind, gil_holder, lock_waits
+from hangdoc.analyzer.views.locks import LockWaitKind, gil_holder, lock_waits
 from hangdoc.analyzer.views.meaning import Signal, job_meaning
 from hangdoc.analyzer.views.netwait import network_wait
+from hangdoc.analyzer.views.waits import BEFORE_JOB_S, Holder, JobWaits, ThreadWait, WaitSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,74 @@ def _network_cause(activity: RankActivity) -> Cause | None:
     return Cause(row.category, f"is {row.phrase} {where}", row.fix)
 
 
-def _node_cause(activity: RankActivity) -> Cause | None:
+# Appended for issue 21: what the kernel says a blocked main thread waits on, and who holds
+# it (views/waits.py), whatever the job's functions are called.
+def _detailed(activity: Activity, detail: str) -> Cause:
+    row = TABLE[activity]
+    return Cause(row.category, f"is {row.phrase} ({detail})", row.fix)
+
+
+def holder_text(holder: Holder) -> str:
+    """ "pid 812 (python prep.py), started 41 s before the job" """
+    text = holder.label()
+    if holder.before_job_s is not None and holder.before_job_s > BEFORE_JOB_S:
+        text += f", started {holder.before_job_s:.0f} s before the job"
+    return text
+
+
+def lock_cause(wait: ThreadWait) -> Cause | None:
+    """A file lock the kernel shows the thread blocked on, by who holds it."""
+    if wait.source is not WaitSource.KERNEL or wait.kind is not WaitKind.LOCK_FILE:
+        return None
+    target = wait.target or "a file"
+    if outside := wait.outside():
+        held = "; ".join(holder_text(h) for h in outside)
+        return _detailed(Activity.STALE_LOCK, f"{target}, held by {held}")
+    if others := wait.other_ranks():
+        held = "; ".join(f"rank {h.rank}: {h.label()}" for h in others)
+        return _detailed(Activity.RANK_LOCK, f"{target}, held by {held}")
+    held = "; ".join(h.label() for h in wait.holders)
+    return _detailed(Activity.FILE_LOCK, target + (f", held by {held}" if held else ""))
+
+
+def _child_cause(wait: ThreadWait | None) -> Cause | None:
+    """A pipe or a child of the rank's own that does not answer (the kernel's word: the
+    frames alone do not say whether the child is stuck, or what on)."""
+    if wait is None or wait.source is not WaitSource.KERNEL:
+        return None
+    if wait.kind not in (WaitKind.PIPE, WaitKind.CHILD, WaitKind.POLL):
+        return None
+    if cycle := wait.cycle():
+        holder = cycle[0]
+        back = holder.wait
+        said = f", which waits in {back.syscall}" if back is not None else ""
+        said += f" on {back.target}" if back is not None and back.target else ""
+        detail = f"{_on_peer(wait, holder)}{said} from the rank{_at(wait)}"
+        return _detailed(Activity.CHILD_CYCLE, detail)
+    own = [h for h in wait.holders if h.in_job and h.rank == wait.rank and h.pid != wait.track.tid]
+    if own:
+        holder = own[0]
+        said = f", state {holder.state}" if holder.state else ""
+        back = holder.wait
+        said += f", in {back.syscall}" if back is not None else ""
+        said += f" on {back.target}" if back is not None and back.target else ""
+        return _detailed(Activity.CHILD_STUCK, f"{_on_peer(wait, holder)}{said}{_at(wait)}")
+    return None
+
+
+def _on_peer(wait: ThreadWait, holder: Holder) -> str:
+    """ "in read on pipe:[81] from pid 812 (…)", "in wait4 for pid 812 (…)" """
+    text = f"in {wait.syscall}" + (f" on {wait.target}" if wait.target else "")
+    joint = "for" if holder.role is PeerRole.CHILD else "from"
+    return f"{text} {joint} {holder.label()}"
+
+
+def _at(wait: ThreadWait) -> str:
+    frames = [f.label() for f in (wait.caller, wait.frame) if f is not None]
+    return "; at " + " → ".join(dict.fromkeys(frames)) if frames else ""
+
+
+def _node_cause(activity: RankActivity, job: JobWaits | None) -> Cause | None:
     process = activity.process
     if fs_stall(process) is not None:
         return _cause(Activity.FS_STALL)
@@ -56,23 +124,33 @@ def _node_cause(activity: RankActivity) -> Cause | None:
     waits = lock_waits(process)
     main = next((w for w in waits if w.track.is_main), None)
     others = [
-        w for w in waits if not w.track.is_main and w.kind in (WaitKind.NATIVE, WaitKind.FUTEX)
+        w
+        for w in waits
+        if not w.track.is_main and w.kind in (LockWaitKind.NATIVE, LockWaitKind.FUTEX)
     ]
-    if main is not None and (others or main.kind == WaitKind.NATIVE):
+    if main is not None and (others or main.kind == LockWaitKind.NATIVE):
         return _cause(Activity.LOCK_CYCLE)
+    wait = (job or JobWaits.alone(process)).of(process)
+    if wait is not None and (locked := lock_cause(wait)) is not None:
+        return locked
     return _network_cause(activity)
 
 
-def cause_of(activity: RankActivity) -> Cause:
+def cause_of(activity: RankActivity, waits: JobWaits | None = None) -> Cause:
     """The most specific cause the culprit's main thread shows, innermost frame first;
-    then what the job's own names say; else the generic divergence."""
-    node = _node_cause(activity)
+    then what the kernel says it waits on; then what the job's own names say; else the
+    generic divergence. ``waits``: the job's (``RuleContext.waits``), so that a holder is
+    placed against every rank; without, against this process alone."""
+    node = _node_cause(activity, waits)
     if node is not None:
         return node
     if activity.main is not None:
         for tag in activity.main.tags:
             if TABLE[tag].names_cause:
                 return _cause(tag)
+    child = _child_cause((waits or JobWaits.alone(activity.process)).of(activity.process))
+    if child is not None:
+        return child
     own = _own_words_cause(activity)
     if own is not None:
         return own

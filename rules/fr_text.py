@@ -182,7 +182,7 @@ def blame(result: MatchResult, ctx: RuleContext, ranks: tuple[int, ...]) -> Blam
             op = call.op if call is not None else "a collective"
             doing = f"is in {op}, which its flight recorder does not show"
             return Blame(Category.COLLECTIVE_TYPE_MISMATCH, doing, None, True)
-        cause = cause_of(activity)
+        cause = cause_of(activity, ctx.waits)
         return Blame(cause.category, cause.doing, cause.fix, True)
     outside = TABLE[Activity.OUTSIDE_COLLECTIVES]
     return Blame(outside.category, f"is {outside.phrase}", None, False)

@@ -68,12 +68,14 @@ class RankOutsideCollective(Rule):
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         live = live_activities(ctx.activities)
         waiting = [a for a in live if a.in_collective]
-        outside = [a for a in live if not a.in_collective]
+        # A rank the kernel shows blocked on a file lock with a known holder is HD111's:
+        # the holder, not the rank, says who is to blame.
+        outside = [a for a in live if not a.in_collective and not ctx.waits.on_held_lock(a.process)]
         if not waiting or not outside:
             return
         by_category: dict[Category, list[RankActivity]] = {}
         for activity in outside:
-            by_category.setdefault(cause_of(activity).category, []).append(activity)
+            by_category.setdefault(cause_of(activity, ctx.waits).category, []).append(activity)
         waiting_ranks = tuple(a.rank for a in waiting)
         ops = _ops_text(waiting)
         for category, culprits in sorted(by_category.items(), key=lambda kv: kv[1][0].rank):
@@ -88,7 +90,7 @@ class RankOutsideCollective(Rule):
         waiting_ranks: tuple[int, ...],
         ops: str,
     ) -> Finding:
-        cause = cause_of(culprits[0])
+        cause = cause_of(culprits[0], ctx.waits)
         culprit_ranks = tuple(a.rank for a in culprits)
         title = (
             f"{plural_ranks(culprit_ranks)} {cause.doing.removeprefix('is ')}"

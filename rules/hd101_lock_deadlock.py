@@ -42,16 +42,18 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.analyzer.views.locks import LockWait, WaitKind, lock_waits
+from hangdoc.analyzer.views.locks import LockWait, LockWaitKind, lock_waits
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import proc_source, span_text, victims, victims_text
 from hangdoc.rules.refs import stack_refs
 from hangdoc.rules.strength import Shift, shifted
 
 _HOW = {
-    WaitKind.NATIVE: "blocked acquiring a lock (PyThread_acquire_lock in its native frames)",
-    WaitKind.FUTEX: "idle at the same line at every sample, sleeping on a futex (a Python lock)",
-    WaitKind.THREADING: "waiting in threading/queue code",
+    LockWaitKind.NATIVE: "blocked acquiring a lock (PyThread_acquire_lock in its native frames)",
+    LockWaitKind.FUTEX: (
+        "idle at the same line at every sample, sleeping on a futex (a Python lock)"
+    ),
+    LockWaitKind.THREADING: "waiting in threading/queue code",
 }
 _C_MUTEX_HOW = "blocked taking a C mutex (pthread_mutex_lock in its native frames)"
 
@@ -74,14 +76,14 @@ class LockDeadlock(Rule):
             if activity.process.exited or activity.in_collective:
                 continue
             waits = lock_waits(activity.process)
-            strong = [w for w in waits if w.kind in (WaitKind.NATIVE, WaitKind.FUTEX)]
+            strong = [w for w in waits if w.kind in (LockWaitKind.NATIVE, LockWaitKind.FUTEX)]
             main = next((w for w in waits if w.track.is_main), None)
             if main is None:
                 continue
             others = [w for w in strong if not w.track.is_main]
             # Alone, only a native lock frame proves a lock: an idle futex wait in user
             # code can also be a C++ wait (work.wait() of an async collective).
-            if others or main.kind == WaitKind.NATIVE:
+            if others or main.kind == LockWaitKind.NATIVE:
                 yield self._finding(ctx, rank, activity, main, others)
 
     def _finding(
@@ -128,8 +130,8 @@ class LockDeadlock(Rule):
         )
         kinds = {main.kind, *(o.kind for o in others)}
         strength = Strength.CONCLUSIVE  # the threads' waits on the locks are on record
-        python_lock = any(w.kind == WaitKind.NATIVE and not w.c_mutex for w in [main, *others])
-        if WaitKind.NATIVE in kinds and not python_lock:
+        python_lock = any(w.kind == LockWaitKind.NATIVE and not w.c_mutex for w in [main, *others])
+        if LockWaitKind.NATIVE in kinds and not python_lock:
             # Only C mutexes (pthread_mutex_lock): a lock whose holder is not shown; one
             # sample may be contention caught in passing.
             strength = Strength.STATED

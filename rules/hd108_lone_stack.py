@@ -72,7 +72,7 @@ class LoneStack(Rule):
         activity = classify_process(process.rank if process.rank is not None else -1, process)
         if activity is None or activity.main is None:
             return
-        cause = cause_of(activity)
+        cause = cause_of(activity, ctx.waits)
         gil_wait = False
         if cause.category not in _TELLING:
             gil = next((t for t in activity.threads if t.has(Activity.GIL_WAIT)), None)

@@ -11,9 +11,11 @@ all, including renderers written later. The patterns are
 
 What is redacted: environment values, command lines, thread names, frame locals (by
 the variable's name, and by the value's shape), log event text and payloads, notes,
-input errors and paths, collector step reasons. What is not: function names, file
-paths of frames and collective metadata — code identifiers, not credentials, and the
-bulk of a 16,384-rank Evidence (millions of frames) that rules match on.
+input errors and paths, collector step reasons, the command lines of the processes at
+the other end of a thread's wait (a lock's holder, a pipe's child). What is not:
+function names, file paths of frames and collective metadata — code identifiers, not
+credentials, and the bulk of a 16,384-rank Evidence (millions of frames) that rules
+match on.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from hangdoc.analyzer.model import (
     ChildStacks,
     Evidence,
     InputFile,
+    KernelWait,
     LogEvent,
     ProcessEvidence,
+    ProcSample,
     StackSample,
     TextStack,
     ThreadStack,
@@ -83,6 +87,7 @@ def _redact_process(proc: ProcessEvidence, memo: _Memo) -> None:
     if proc.cmdline:
         proc.cmdline = redact_cmdline(proc.cmdline)
     proc.stack_samples = [_sample(s, memo) for s in proc.stack_samples]
+    proc.proc_samples = [_proc_sample(s) for s in proc.proc_samples]
     proc.text_stacks = [_sample(s, memo) for s in proc.text_stacks]
     proc.log_events = [_event(e) for e in proc.log_events]
 
@@ -94,6 +99,25 @@ def _sample(sample: _S, memo: _Memo) -> _S:
         a is b for a, b in zip(children, sample.children, strict=True)
     )
     return sample if unchanged else dataclasses.replace(sample, threads=threads, children=children)
+
+
+def _proc_sample(sample: ProcSample) -> ProcSample:
+    """The command lines of the processes at the other end of its threads' waits."""
+    if not any(t.wait is not None and t.wait.peers for t in sample.threads):
+        return sample
+    threads = tuple(
+        dataclasses.replace(t, wait=_wait(t.wait)) if t.wait is not None and t.wait.peers else t
+        for t in sample.threads
+    )
+    return dataclasses.replace(sample, threads=threads)
+
+
+def _wait(wait: KernelWait) -> KernelWait:
+    peers = tuple(
+        dataclasses.replace(p, command=redact_cmdline(p.command)) if p.command else p
+        for p in wait.peers
+    )
+    return dataclasses.replace(wait, peers=peers)
 
 
 def _child(child: ChildStacks, memo: _Memo) -> ChildStacks:

@@ -54,6 +54,7 @@ def thread_state(raw: object) -> ThreadState | None:
         nonvoluntary_ctxt_switches=get_int(obj, "nonvoluntary_ctxt_switches"),
         syscall=get_str(obj, "syscall"),
         waits_on=get_str(obj, "waits_on"),
+        wait=node_facts.kernel_wait(obj.get("wait")),
     )
 
 

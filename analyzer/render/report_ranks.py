@@ -20,6 +20,7 @@ from hangdoc.analyzer.render.report_common import (
     truncate,
 )
 from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.waits import kernel_wait_text
 from hangdoc.common.redact import is_secret_name, redact_text
 
 MAX_RANK_GROUPS = 200
@@ -145,24 +146,28 @@ def _row(
 def _threads(proc: ProcessEvidence, activity: RankActivity | None) -> list[JsonDict]:
     """Threads of one representative rank: py-spy's view joined with the kernel's."""
     kernel: dict[int, tuple[str | None, str | None]] = {}
+    waits: dict[int, str] = {}  # what a sleeping thread waits on, where /proc said (issue 21)
     if proc.proc_samples:
         for t in proc.proc_samples[-1].threads:
             kernel[t.tid] = (t.state, t.wchan)
+            if t.wait is not None:
+                waits[t.tid] = kernel_wait_text(t.wait)
     out: list[JsonDict] = []
     for thread_activity in activity.threads if activity else ():
         thread = thread_activity.thread
         state, wchan = kernel.get(thread.os_thread_id or -1, (None, None))
         user = thread_activity.user_frame.label() if thread_activity.user_frame else None
         tag = thread_activity.primary_tag
-        out.append(
-            {
-                **_thread_json(thread, None),
-                "state": state,
-                "wchan": wchan,
-                "user_frame": user,
-                "tag": tag.value if tag is not None else None,
-            }
-        )
+        row = {
+            **_thread_json(thread, None),
+            "state": state,
+            "wchan": wchan,
+            "user_frame": user,
+            "tag": tag.value if tag is not None else None,
+        }
+        if (wait := waits.get(thread.os_thread_id or -1)) is not None:
+            row["waits"] = wait
+        out.append(row)
     # Threads a traceback in the text says raised, beside a live sample: shown as what
     # they are (read from text, with their exception), after the sampled threads.
     for thread, text in activity.raised if activity else ():

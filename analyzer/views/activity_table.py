@@ -43,6 +43,7 @@ class Activity(enum.StrEnum):
     SUBPROCESS_WAIT = "subprocess_wait"
     TRAIN_LOOP = "train_loop"
     GIL_WAIT = "gil_wait"
+    FILE_LOCK = "file_lock"  # a file lock's acquire (filelock, flock); its holder unknown
     # Read only from the job's own words (meaning.py) or phase markers (PHASES).
     DATA = "data"
     METRICS = "metrics"
@@ -52,6 +53,11 @@ class Activity(enum.StrEnum):
     FS_STALL = "fs_stall"
     LOCK_CYCLE = "lock_cycle"
     GIL_STARVED = "gil_starved"
+    # What the kernel says a blocked thread waits on, and who holds it (views/waits.py).
+    STALE_LOCK = "stale_lock"
+    RANK_LOCK = "rank_lock"
+    CHILD_CYCLE = "child_cycle"
+    CHILD_STUCK = "child_stuck"
     # Nothing more telling: the user's own code, or only "not in a collective".
     OWN_CODE = "own_code"
     OUTSIDE_COLLECTIVES = "outside_collectives"
@@ -124,6 +130,34 @@ _EVAL_TIMEOUT_FIX = (
     "Run evaluation on every rank (a DistributedSampler for the evaluation set), or keep "
     "the rank-0-only part free of collectives and follow it with a barrier; raise the "
     "process-group timeout if evaluation is legitimately long."
+)
+_FILE_LOCK_FIX = (
+    "Find who holds the lock file (`lslocks` or `cat /proc/locks`, then `ps -p PID -o "
+    "pid,lstart,args`) and why it does not let go. Acquire file locks with a timeout "
+    "(filelock's FileLock(path, timeout=...), fcntl.flock with LOCK_NB in a bounded retry "
+    "loop) so a stuck holder raises instead of hanging the rank."
+)
+_STALE_LOCK_FIX = (
+    "The holder is no process of this job: most often a leftover of an earlier run (a "
+    "crashed job's rank, a data-preparation process that never exited) that still holds "
+    "the lock. Check it (`ps -p PID -o pid,lstart,args`), end it, and restart the job; "
+    "make lock files per job (put the job id in the path), clean up stale processes before "
+    "a restart (the scheduler's epilog, `pkill` of the previous run's job id), and acquire "
+    "with a timeout that names the holder."
+)
+_RANK_LOCK_FIX = (
+    "One rank holds a file lock and then waits in a collective that the ranks blocked on "
+    "the lock never reach. Never hold a file lock across a collective: let the holder "
+    "release it before the barrier (prepare the cache under the lock, leave the lock, then "
+    "synchronise), or have every rank take the lock in the same order outside collectives "
+    "(the main-process-first pattern: rank 0 prepares, a barrier, then the others read)."
+)
+_CHILD_CYCLE_FIX = (
+    "The rank and its subprocess each wait for the other: typically a request written to "
+    "the child's stdin but never flushed or closed while the rank reads the child's output "
+    "(or waits for it to exit), or a pipe the child fills that nobody reads. Flush and "
+    "close stdin, read both pipes with Popen.communicate(timeout=...), or give the reads a "
+    "timeout (select/poll with a deadline)."
 )
 _PREPROCESS_FIX = (
     "Do the preprocessing on every rank (each its shard), or before the job and cache it; "
@@ -207,6 +241,10 @@ _ROWS: dict[Activity, ActivityRow] = {
         "torch's no-GIL regions), and never take a C++ mutex while holding the GIL in one "
         "thread and the GIL while holding that mutex in another.",
         _K.WAIT, False),
+    # Its holder decides who is to blame (the rank itself, another rank, a stale process):
+    # the frames alone do not say, the kernel does (STALE_LOCK, RANK_LOCK below).
+    _A.FILE_LOCK: ActivityRow(
+        "waiting on a file lock", _C.PYTHON_DEADLOCK, _FILE_LOCK_FIX, _K.WAIT, False),
     _A.DATA: ActivityRow(
         "reading data", _C.DATALOADER, _FETCH_FIX, _K.WORK, True,
         "The data step before the timeout is slow or stuck on some rank: check its "
@@ -232,6 +270,24 @@ _ROWS: dict[Activity, ActivityRow] = {
         "starved by a thread that holds the GIL", _C.PYTHON_DEADLOCK,
         "Release the GIL around long native work, bound regular expressions, or move the work "
         "to a subprocess.",
+        _K.WORK, True),
+    # A file lock's holder is the kernel's word (/proc/locks), not a guess: the rank is
+    # blocked on a lock that is never released. The file system answers (the call sits in
+    # the kernel's lock queue, no I/O is pending), so the lock category, not the storage's.
+    _A.STALE_LOCK: ActivityRow(
+        "waiting on a file lock held by a process outside the job", _C.PYTHON_DEADLOCK,
+        _STALE_LOCK_FIX, _K.WORK, True),
+    _A.RANK_LOCK: ActivityRow(
+        "waiting on a file lock held by another rank", _C.PYTHON_DEADLOCK, _RANK_LOCK_FIX,
+        _K.WORK, True),
+    _A.CHILD_CYCLE: ActivityRow(
+        "blocked on its own subprocess, which waits on it in turn (a pipe deadlock)",
+        _C.PYTHON_DEADLOCK, _CHILD_CYCLE_FIX, _K.WORK, True),
+    _A.CHILD_STUCK: ActivityRow(
+        "waiting for a subprocess that does not answer", _C.RANK_DIVERGENCE,
+        "Look at the child the culprit waits for (`py-spy dump --pid CHILD`, its state and "
+        "wait channel in the report): fix what it waits on, and give the wait a timeout "
+        "(Popen.wait(timeout=...), communicate(timeout=...)).",
         _K.WORK, True),
     _A.OWN_CODE: ActivityRow("running its own code", _C.RANK_DIVERGENCE, _GENERIC_FIX, _K.WORK,
                              False),

@@ -348,6 +348,23 @@ P2P_DIRECTION_HINTS: tuple[tuple[re.Pattern[str], P2PKind, PipeDirection], ...] 
      PipeDirection.BACKWARD),
 )  # fmt: skip
 
+# A file lock's acquire (issue 21): its holder is the kernel's to say (views/waits.py).
+# Python frames only: glibc's flock is told apart from stdio's _IO_flockfile by a
+# pattern (views/wait_frames.py), which a substring cannot do.
+SIGNATURES = (
+    *SIGNATURES,
+    Signature(Activity.FILE_LOCK, "filelock", (
+        "filelock/_api.py", "filelock/_unix.py", "filelock/_core/_lock.py",
+        "filelock/_native/_unix.py",
+    ), _f("acquire", "_acquire", "__enter__", "_poll_acquire")),
+    Signature(Activity.FILE_LOCK, "portalocker", ("portalocker/portalocker.py",
+                                                  "portalocker/utils.py"),
+              _f("lock", "acquire", "_get_lock", "__enter__")),
+    Signature(Activity.FILE_LOCK, "fasteners", ("fasteners/process_lock.py",),
+              _f("acquire", "_do_open", "__enter__")),
+)  # fmt: skip
+LIBRARY_PACKAGES = LIBRARY_PACKAGES | frozenset({"filelock", "portalocker", "fasteners"})
+
 # Argument names of torch.distributed.send/recv (and wrappers) that hold the peer.
 P2P_PEER_LOCALS: tuple[str, ...] = ("dst", "src", "peer", "group_dst", "group_src", "dest")
 

@@ -51,7 +51,7 @@ _GPU_LIB = re.compile(r"(?i)libcuda|libcudart|libnccl|\bcu[A-Z]\w+|\bcuda[A-Z]\w
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
 
-class WaitKind(enum.StrEnum):
+class LockWaitKind(enum.StrEnum):
     """How a thread is seen waiting for a lock."""
 
     NATIVE = "native"  # PyThread_acquire_lock (or a C mutex) in its native frames
@@ -62,7 +62,7 @@ class WaitKind(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class LockWait:
     track: ThreadTrack
-    kind: WaitKind
+    kind: LockWaitKind
     frame: Frame | None  # where it waits: innermost user frame, else innermost Python frame
     lock_locals: tuple[tuple[str, str], ...]  # (name, repr) of lock-like locals in scope
     # The lock is a C mutex (pthread/std::mutex), not a Python lock: seen once, it may be
@@ -131,19 +131,21 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
     if activity.collective is not None:
         return None
     if _native_lock(track):
-        return LockWait(track, WaitKind.NATIVE, frame, _lock_locals(track))
+        return LockWait(track, LockWaitKind.NATIVE, frame, _lock_locals(track))
     if (mutex := c_mutex_frame(latest)) is not None:
-        return LockWait(track, WaitKind.NATIVE, frame or mutex, _lock_locals(track), c_mutex=True)
+        return LockWait(
+            track, LockWaitKind.NATIVE, frame or mutex, _lock_locals(track), c_mutex=True
+        )
     innermost = track.innermost_python()
     inner_tag = activity.tags[0] if activity.tags else None
     if inner_tag is Activity.LOCK_WAIT and innermost is not None and not innermost.native:
-        return LockWait(track, WaitKind.THREADING, frame, _lock_locals(track))
+        return LockWait(track, LockWaitKind.THREADING, frame, _lock_locals(track))
     untagged_user = (
         innermost is not None and innermost is track.user_frame() and frame_tag(innermost) is None
     )
     futex = bool(track.states) and track.wait_kinds() == {"futex"}
     if untagged_user and futex and track.asleep() and samples >= 2:
-        return LockWait(track, WaitKind.FUTEX, frame, _lock_locals(track))
+        return LockWait(track, LockWaitKind.FUTEX, frame, _lock_locals(track))
     return None
 
 

@@ -27,11 +27,19 @@ from hangdoc.analyzer.model import (
     StackSample,
     ThreadStack,
     ThreadState,
+    WaitKind,
 )
 from hangdoc.analyzer.views.activity import classify_thread
 from hangdoc.analyzer.views.activity_table import Activity
 
 _WAITS = frozenset({Activity.COLLECTIVE, Activity.RENDEZVOUS, Activity.LOCK_WAIT})
+# Kernel waits that block until another process acts (issue 21): a thread found in the
+# same one at every sample waits in place. Not a file (storage may be moving), a sleep
+# (a polling loop) or a call this version does not know.
+_BLOCKING_WAITS = frozenset({
+    WaitKind.LOCK_FILE, WaitKind.PIPE, WaitKind.SOCKET, WaitKind.CHILD, WaitKind.FUTEX,
+    WaitKind.POLL,
+})  # fmt: skip
 
 
 def _same_thread(sample: StackSample, like: ThreadStack) -> ThreadStack | None:
@@ -66,6 +74,18 @@ def _same_known_wait(stacks: list[StackSample]) -> bool:
     if len({m.signature() for m in mains}) != 1:
         return False
     return any(tag in _WAITS for tag in classify_thread(mains[0]).tags)
+
+
+def _same_kernel_wait(procs: list[ProcSample], pid: int | None) -> bool:
+    """The main thread asleep in the same system call on the same target at every /proc
+    sample (collectors/waits.py). A blocked read that py-spy's pause interrupts restarts:
+    the I/O counters count one more call, and nothing moved."""
+    waits = [t.wait for p in procs if (t := _main_thread_state(p, pid)) is not None]
+    if len(waits) < 2 or len(waits) < len(procs):
+        return False
+    keys = {(w.kind, w.syscall, w.target, w.watched) if w is not None else None for w in waits}
+    first = waits[0]
+    return len(keys) == 1 and first is not None and first.kind in _BLOCKING_WAITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +169,8 @@ def rank_progress(process: ProcessEvidence) -> RankProgress:
             cpu = _delta(ta.cpu_ticks, tb.cpu_ticks)
             switches = _delta(ta.voluntary_ctxt_switches, tb.voluntary_ctxt_switches)
             main_ran = cpu > 0 or switches > 0
-        if io_moved and main_ran and not _same_known_wait(stacks):
+        in_place = _same_known_wait(stacks) or _same_kernel_wait(procs, process.pid)
+        if io_moved and main_ran and not in_place:
             shown = ", ".join(f"{k}+{v}" for k, v in moved.items() if v > 0)
             reasons.append(f"read/write syscalls advanced ({shown}) with the main thread running")
     if len(stacks) >= 2 and stacks[0].time is not None and stacks[-1].time is not None:
@@ -163,5 +184,5 @@ def rank_progress(process: ProcessEvidence) -> RankProgress:
         io_moved=io_moved,
         main_thread_ran=main_ran,
         reasons=tuple(reasons),
-        waiting_in_place=_same_known_wait(stacks),
+        waiting_in_place=_same_known_wait(stacks) or _same_kernel_wait(procs, process.pid),
     )

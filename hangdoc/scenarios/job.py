@@ -7,6 +7,8 @@ before the call that blocks. The culprit is always the last rank.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import os
 import queue
@@ -14,6 +16,7 @@ import random
 import re
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -862,8 +865,133 @@ SCENARIOS.update(
 )
 
 
+# --- What a blocked thread waits on (issue 21) -------------------------------------------
+# The job's own code blocks in a system call on something another process holds; its
+# functions are named for what the job does, not for the call: only the kernel says it.
+
+
+def cache_lock_path() -> Path:
+    """The lock of the node's shared data cache (the job's working directory)."""
+    return Path(os.environ["HANGDOC_READY_DIR"]).parent / "data-cache.lock"
+
+
+@contextlib.contextmanager
+def cache_lock(path: Path) -> Iterator[None]:
+    """The job's own inter-process lock on its data cache: ``flock``, no timeout."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prepare_cache(model: torch.nn.Module) -> None:
+    """Builds this rank's entry of the node's data cache, under the cache lock."""
+    with cache_lock(cache_lock_path()):
+        (cache_lock_path().parent / f"cache-{rank()}.bin").write_bytes(bytes(1024))
+    train_step(model)
+
+
+def leftover_cache_builder() -> None:
+    """An earlier run's cache builder that never exited (its job crashed around it): it
+    still holds the cache lock, waiting for a download that will not come."""
+    with cache_lock(cache_lock_path()):
+        marker = Path(os.environ["HANGDOC_READY_DIR"]) / "ready-leftover"
+        marker.write_text("holding the cache lock")
+        _FOREVER.wait()
+
+
+def scenario_flock_stale() -> None:
+    """The culprit prepares its data cache; a stale process of an earlier run holds the
+    cache lock, so the culprit blocks in flock while the others wait in the barrier."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        ready("cache lock")
+        prepare_cache(model)
+    else:
+        ready("barrier")
+    dist.barrier()
+
+
+def scenario_flock_rank() -> None:
+    """The culprit builds the node's cache and, still holding the cache lock, waits in a
+    barrier for the others to have read it; they wait for the lock first."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    if rank() == culprit():
+        with cache_lock(cache_lock_path()):
+            dist.barrier()  # the cache builder has the lock: the others may come
+            ready("barrier, holding the cache lock")
+            dist.barrier()  # every rank has read the cache
+    else:
+        dist.barrier()
+        ready("cache lock")
+        prepare_cache(model)
+        dist.barrier()
+
+
+def tokenizer_service() -> None:
+    """A helper process: says it is up, then one request per line on stdin, one answer
+    per line on stdout."""
+    print("up", flush=True)
+    for line in sys.stdin:
+        print(len(line.split()), flush=True)
+
+
+def start_tokenizer() -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, sys.argv[0], "tokenizer-service"]
+    service = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert service.stdout is not None
+    service.stdout.readline()  # "up"
+    return service
+
+
+def count_tokens(service: subprocess.Popen[bytes], text: str) -> int:
+    """Asks the tokenizer service. The request stays in the pipe's write buffer (never
+    flushed), so the service waits for it while the rank waits for the answer."""
+    assert service.stdin is not None and service.stdout is not None
+    service.stdin.write(text.encode() + b"\n")
+    return int(service.stdout.readline())
+
+
+def scenario_child_pipe() -> None:
+    """The culprit asks its tokenizer subprocess for a count and waits for the answer; the
+    subprocess waits for the request: a pipe deadlock. The others wait in the barrier."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        service = start_tokenizer()
+        ready("tokenizer answer")
+        count_tokens(service, "the quick brown fox")
+    else:
+        ready("barrier")
+    dist.barrier()
+
+
+SCENARIOS.update(
+    {
+        "flock-stale": scenario_flock_stale,
+        "flock-rank": scenario_flock_rank,
+        "child-pipe": scenario_child_pipe,
+    }
+)
+# Processes a scenario runs that are no ranks: started by launch.py (a leftover before the
+# job), or by a rank (a helper subprocess).
+HELPERS: dict[str, Callable[[], None]] = {
+    "leftover-cache-builder": leftover_cache_builder,
+    "tokenizer-service": tokenizer_service,
+}
+
+
 def main(argv: list[str], scenarios: dict[str, Callable[[], None]] | None = None) -> int:
     """Run one scenario by name (own_code.py passes its own table)."""
+    if scenarios is None and len(argv) == 1 and argv[0] in HELPERS:
+        HELPERS[argv[0]]()
+        return 0
     known = SCENARIOS if scenarios is None else scenarios
     if len(argv) != 1 or argv[0] not in known:
         print(f"usage: train.py {{{','.join(known)}}}", file=sys.stderr)
