@@ -1,113 +1,415 @@
-"""Calibrated confidence: what hangdoc's "80 %" has meant on real reports.
+"""Calibrated confidence: what each strength of evidence has meant, per rule family, on
+the casebook.
 
-Rules state a confidence from their own reasoning. The casebook (fixtures/cases, scored
-by `hangdoc eval`) measures how often an answer of each stated confidence named the right
-category. ``calibration.json`` beside this module holds the fitted map from a rule's own
-confidence to the measured one (written by `hangdoc eval --calibrate`, from every split:
-the rules were built against the train split, where nearly every answer is right, so a map
-fitted there alone promises more than unseen reports deliver; the test split's answers
-temper it, and a map of a few knots cannot learn single cases): answers are binned by
-their own confidence, each bin's accuracy is pulled toward its mean confidence by
-``PRIOR_CASES`` cases' worth of weight (few cases, small correction), and the result is
-made non-decreasing (pool adjacent violators). The map is monotone and the engine orders
-findings before calibrating, so calibration never reorders two findings: it changes what
-the number says, not which finding comes first.
+Rules state how strong their evidence is (``Strength``: "the artifact states the cause",
+"two independent signals agree" …), not a number. The casebook (fixtures/cases, scored
+by `hangdoc eval`) measures how often an answer of each strength named the right
+category, and ``calibration.json`` beside this module holds the fitted probability of
+each (rule family, strength); `hangdoc eval --calibrate` writes it into the source tree
+(hangdoc/calibrate.py), and the package only reads it.
+
+Families are ranges of rule ids, because the ids are allocated by the evidence a rule
+reads (docs/rules.md): the same strength read off NCCL's lines and off a rank's stacks
+need not be right equally often. A family with fewer than ``MIN_ANSWERS`` casebook
+answers has no map of its own and uses its parent's (the kind of evidence: stacks, logs;
+then every rule): a handful of cases would only fit noise.
+
+The fit (``fit``): each cell's accuracy is pulled toward its parent's value (the root's
+toward the strength's stated probability) by ``PRIOR_CASES`` cases' worth of weight, so a
+cell of few answers moves little; then cells are pooled (weighted means) until the map
+never decreases with the strength within a family, and never puts a finding the casebook
+ranked below another above it (the engine orders by strength before calibrating, so
+the order cannot change; this keeps the numbers a report shows in that order too).
+
+Tempered by reports never seen (``unseen_factor``): the casebook is where the rules were
+built, so even both splits are nearly all right; batches of new reports scored at first
+sight (hangdoc/first_sight.py, fixtures/first_sight/) show how much more often an answer
+is wrong on a ticket nobody tuned for. Every probability's error (1 − p) is multiplied by
+the ratio of the errors those batches made to the errors the map predicted for them, so
+the map keeps its order and its shape but states what unseen tickets bear out.
+
+Why every split, not the train split alone: the rules were built against the train
+split, where nearly every answer is right, so a map fitted there alone promises more
+than unseen reports deliver; the test split's answers temper it. The price is that the
+test split no longer checks the map out of sample: `--calibrate` also fits on the train
+split alone and records how that map fares on the test split (docs/confidence.md).
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
+import itertools
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hangdoc.analyzer.model import Finding
+from hangdoc.analyzer.model import Finding, Strength
 
 TABLE = Path(__file__).with_name("calibration.json")
 PRIOR_CASES = 5
-BIN_EDGES: tuple[float, ...] = (0.0, 0.5, 0.65, 0.8, 0.9, 1.0001)
-# Added per unit of own confidence so that a flat stretch of the map keeps the order.
-_TIE_BREAK = 1e-4
+MIN_ANSWERS = 20
+# Never certain: a casebook of a few hundred answers cannot tell 99 % from 100 %.
+CEILING = 0.99
+# A finding the engine ranks as a cause is never shown as less likely than this.
+FLOOR = 0.05
+# The strengths a map gives a probability to: NONE is an abstention, always 0.
+GRADED: tuple[Strength, ...] = tuple(s for s in Strength if s is not Strength.NONE)
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """Rules calibrated together: a range of rule numbers, or (``first`` < 0) a parent
+    that pools its children when they have too few answers of their own."""
+
+    name: str
+    reads: str
+    parent: str | None
+    first: int = -1
+    last: int = -1
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("all", "every rule", None),
+    Family("stacks", "stacks and process state", "all"),
+    Family("logs", "log lines and driver messages", "all"),
+    Family("skeleton", "every rank's stacks side by side", "stacks", 0, 9),
+    Family("flight_recorder", "flight recorder records matched across ranks", "all", 10, 29),
+    Family("torch_logs", "torch's and the job's own log lines", "logs", 30, 99),
+    Family("rank_and_node", "one rank's stacks, /proc, node state and reports", "stacks", 100, 199),
+    Family("nccl", "NCCL's log lines and the network", "logs", 200, 299),
+    Family("gpu", "GPU, driver and kernel messages", "logs", 300, 399),
+)
+_BY_NAME = {f.name: f for f in FAMILIES}
+
+
+def family_of(rule: str) -> Family:
+    """The leaf family of a rule id (``HD203`` → nccl); the root for an unknown id."""
+    try:
+        number = int(rule.removeprefix("HD"))
+    except ValueError:
+        return _BY_NAME["all"]
+    return next((f for f in FAMILIES if f.first <= number <= f.last), _BY_NAME["all"])
+
+
+def lineage(family: Family) -> list[Family]:
+    """The family, its parent, … up to the root."""
+    out = [family]
+    while out[-1].parent is not None:
+        out.append(_BY_NAME[out[-1].parent])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationTable:
+    """The fitted map: for each family that has one, a probability per strength."""
+
+    maps: Mapping[str, Mapping[Strength, float]]
+
+    def owner(self, rule: str) -> Family | None:
+        """The family whose map a rule's findings use: its own, or the nearest parent's."""
+        return next((f for f in lineage(family_of(rule)) if f.name in self.maps), None)
+
+    def probability(self, rule: str, strength: Strength) -> float:
+        if strength is Strength.NONE:
+            return 0.0
+        owner = self.owner(rule)
+        if owner is None or strength not in self.maps[owner.name]:
+            return strength.stated
+        return self.maps[owner.name][strength]
+
+
+def read_table(path: Path) -> CalibrationTable | None:
+    """The table in ``path``; None when it is missing or damaged (a broken install:
+    every finding then shows its strength's stated probability)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        maps = {
+            name: {Strength[word.upper()]: float(p) for word, p in entry["map"].items()}
+            for name, entry in doc["families"].items()
+            if "map" in entry
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return CalibrationTable(maps) if maps else None
 
 
 @functools.cache
-def _points() -> tuple[tuple[float, float], ...]:
-    """(own confidence, calibrated) knots, from (0, 0) to (1, 1); empty when no table."""
-    try:
-        doc = json.loads(TABLE.read_text(encoding="utf-8"))
-        knots = [(float(a), float(b)) for a, b in doc["points"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return ()  # no table (a damaged install): every rule keeps its own confidence
-    if not knots:
-        return ()
-    return ((0.0, 0.0), *sorted(knots), (1.0, 1.0))
+def shipped() -> CalibrationTable | None:
+    """The table the package ships (``calibration.json`` beside this module)."""
+    return read_table(TABLE)
 
 
-def calibrate_value(own: float) -> float:
-    """The calibrated value of one own confidence (piecewise linear between knots)."""
-    points = _points()
-    if not points or own <= 0.0:
-        return own
-    xs = [x for x, _ in points]
-    i = min(max(bisect.bisect_right(xs, own), 1), len(points) - 1)
-    (x0, y0), (x1, y1) = points[i - 1], points[i]
-    value = y0 if x1 <= x0 else y0 + (y1 - y0) * (own - x0) / (x1 - x0)
-    # Squeezed into [0.01, 0.99] (never certain) rather than clipped: clipping tied every
-    # finding above the top knot; the tie-break keeps the map strictly increasing.
-    squeezed = min(1.0, max(0.0, (1.0 - _TIE_BREAK) * value + _TIE_BREAK * own))
-    return 0.01 + 0.98 * squeezed
-
-
-def calibrated(finding: Finding) -> Finding:
-    """The finding with its calibrated confidence (an abstention's 0 stays 0)."""
-    if finding.confidence <= 0.0 or not _points():
+def calibrated(finding: Finding, table: CalibrationTable | None = None) -> Finding:
+    """The finding with the calibrated probability of its (family, strength); an
+    abstention stays 0. Without a table (``table`` or the shipped one), unchanged."""
+    table = table or shipped()
+    if table is None:
         return finding
-    return replace(finding, confidence=calibrate_value(finding.confidence))
+    return replace(finding, probability=table.probability(finding.rule, finding.strength))
 
 
-def fit(answers: Iterable[tuple[float, bool]]) -> list[tuple[float, float]]:
-    """Knots from (own confidence, was it right) pairs: binned, shrunk toward the bin's own
-    mean, then pooled so that the map never decreases."""
-    bins: list[list[tuple[float, bool]]] = [[] for _ in BIN_EDGES[:-1]]
-    for own, right in answers:
-        index = min(bisect.bisect_right(BIN_EDGES, own) - 1, len(bins) - 1)
-        bins[max(index, 0)].append((own, right))
-    stats = []  # (mean own, shrunk accuracy, weight)
-    for content in bins:
-        if not content:
-            continue
-        n = len(content)
-        mean = sum(o for o, _ in content) / n
-        accuracy = sum(r for _, r in content) / n
-        stats.append([mean, (n * accuracy + PRIOR_CASES * mean) / (n + PRIOR_CASES), n])
-    return _pooled(stats)
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One casebook answer that named a cause: its rule, strength, and whether it was right."""
+
+    rule: str
+    strength: Strength
+    right: bool
 
 
-def _pooled(stats: Sequence[list[float]]) -> list[tuple[float, float]]:
-    """Pool adjacent violators: merge neighbours until the values never decrease."""
-    blocks: list[list[float]] = []  # [mean own, value, weight, count of bins]
-    for mean, value, weight in stats:
-        blocks.append([mean, value, weight, 1])
-        while len(blocks) > 1 and blocks[-2][1] > blocks[-1][1]:
-            b = blocks.pop()
-            a = blocks[-1]
-            w = a[2] + b[2]
-            a[0] = (a[0] * a[2] + b[0] * b[2]) / w
-            a[1] = (a[1] * a[2] + b[1] * b[2]) / w
-            a[2], a[3] = w, a[3] + b[3]
-    return [(round(m, 3), round(v, 3)) for m, v, _, _ in blocks]
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """An order a casebook diagnosis holds: ``above`` came before ``below`` (same
+    severity), so the calibrated probability of ``below`` must not exceed ``above``'s."""
+
+    above: tuple[str, Strength]
+    below: tuple[str, Strength]
 
 
-def write_table(answers: Sequence[tuple[float, bool]], source: str) -> None:
-    doc = {
-        "about": "knots (own confidence, measured accuracy) of the calibration map, fitted "
-        f"on {len(answers)} answers that named a cause: {source}. Written by "
-        "`hangdoc eval --calibrate`.",
-        "prior_cases": PRIOR_CASES,
-        "bin_edges": list(BIN_EDGES),
-        "points": [list(p) for p in fit(answers)],
+Cell = tuple[str, Strength]  # (family that owns a map, strength)
+
+
+def owners(answers: Sequence[Answer]) -> dict[str, int]:
+    """Families that get a map of their own, with their answer count: the root, and
+    every family with at least ``MIN_ANSWERS`` answers under it."""
+    counts = dict.fromkeys((f.name for f in FAMILIES), 0)
+    for answer in answers:
+        for family in lineage(family_of(answer.rule)):
+            counts[family.name] += 1
+    return {name: n for name, n in counts.items() if n >= MIN_ANSWERS or name == "all"}
+
+
+def fit(answers: Sequence[Answer], ranked: Iterable[Ranked] = ()) -> CalibrationTable:
+    """The table fitted to ``answers`` (shrunk toward the parent, pooled until monotone
+    in strength and consistent with every order in ``ranked``)."""
+    owning = owners(answers)
+    table = CalibrationTable({name: {} for name in owning})
+    tally: dict[Cell, list[int]] = {}  # cell → [answers, right], per owning family
+    for answer in answers:
+        for family in lineage(family_of(answer.rule)):
+            if family.name in owning:
+                counts = tally.setdefault((family.name, answer.strength), [0, 0])
+                counts[0] += 1
+                counts[1] += answer.right
+    values: dict[Cell, float] = {}
+    weights: dict[Cell, float] = {}
+    # Parents first, so that a child's prior is its parent's fitted value.
+    for family in sorted((_BY_NAME[n] for n in owning), key=lambda f: len(lineage(f))):
+        parent = next((p for p in lineage(family)[1:] if p.name in owning), None)
+        for strength in GRADED:
+            n, right = tally.get((family.name, strength), [0, 0])
+            prior = strength.stated if parent is None else values[(parent.name, strength)]
+            values[(family.name, strength)] = (right + PRIOR_CASES * prior) / (n + PRIOR_CASES)
+            weights[(family.name, strength)] = n + PRIOR_CASES
+        _monotone(values, weights, [[(family.name, s) for s in GRADED]], [])
+    # A stronger finding never shows less than a weaker one, whatever their families
+    # (the engine orders by strength); within a strength, families differ.
+    edges = [
+        ((weaker, low), (stronger, high))
+        for weaker in owning
+        for stronger in owning
+        for low, high in itertools.pairwise(GRADED)
+    ]
+    for order in ranked:
+        below, above = _cell(table, order.below), _cell(table, order.above)
+        if below is not None and above is not None and below != above:
+            edges.append((below, above))
+    _monotone(values, weights, [[cell] for cell in values], edges)
+    maps = {name: {s: round(min(values[(name, s)], CEILING), 3) for s in GRADED} for name in owning}
+    return CalibrationTable(maps)
+
+
+@dataclass(frozen=True, slots=True)
+class UnseenAnswer:
+    """An answer that named a cause on a report scored at first sight."""
+
+    rule: str
+    strength: Strength
+    right: bool
+
+
+@dataclass(frozen=True, slots=True)
+class UnseenBatch:
+    """A batch scored at first sight: its answers one by one, or (a batch recorded before
+    strengths existed) its totals and the mean confidence it stated."""
+
+    name: str
+    answers: tuple[UnseenAnswer, ...]
+    answered: int = 0
+    right: int = 0
+    mean_stated: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Unseen:
+    """How the map fared on reports it never saw: the errors they made, the errors the map
+    predicted for them, and the factor (≥ 1) that the map's errors are scaled by."""
+
+    answers: int
+    errors: int
+    predicted_errors: float
+    factor: float
+
+
+def unseen_factor(table: CalibrationTable, batches: Sequence[UnseenBatch]) -> Unseen:
+    """(errors + 1) / (predicted errors + 1) over every batch, never below 1: the map is
+    never made surer than the casebook says, and one wrong answer of a few cannot make it
+    a coin toss (the +1 on both sides)."""
+    answers = errors = 0
+    predicted = 0.0
+    for batch in batches:
+        if batch.answers:
+            answers += len(batch.answers)
+            errors += sum(not a.right for a in batch.answers)
+            predicted += sum(1 - table.probability(a.rule, a.strength) for a in batch.answers)
+        else:
+            answers += batch.answered
+            errors += batch.answered - batch.right
+            predicted += batch.answered * (1 - batch.mean_stated)
+    factor = max(1.0, (errors + 1) / (predicted + 1)) if answers else 1.0
+    return Unseen(answers, errors, round(predicted, 2), round(factor, 3))
+
+
+def tempered(table: CalibrationTable, factor: float) -> CalibrationTable:
+    """Every probability's error scaled by ``factor`` (order and shape kept)."""
+    maps = {
+        name: {s: round(max(FLOOR, 1 - factor * (1 - p)), 3) for s, p in cells.items()}
+        for name, cells in table.maps.items()
     }
-    TABLE.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    _points.cache_clear()
+    return CalibrationTable(maps)
+
+
+def _cell(table: CalibrationTable, found: tuple[str, Strength]) -> Cell | None:
+    rule, strength = found
+    owner = table.owner(rule)
+    if owner is None or strength is Strength.NONE:
+        return None
+    return (owner.name, strength)
+
+
+def _monotone(
+    values: dict[Cell, float],
+    weights: dict[Cell, float],
+    chains: list[list[Cell]],
+    edges: list[tuple[Cell, Cell]],
+) -> None:
+    """Pool cells (weighted means) until every chain never decreases and every edge
+    (low, high) has value(low) <= value(high). Pooling a violated pair at a time ends:
+    each pooling joins two blocks, and one block satisfies every constraint inside it."""
+    block = {cell: i for i, cell in enumerate(values)}
+    members: dict[int, list[Cell]] = {i: [cell] for cell, i in block.items()}
+    pairs = list(edges) + [(a, b) for chain in chains for a, b in itertools.pairwise(chain)]
+
+    def level(i: int) -> float:
+        return values[members[i][0]]
+
+    while True:
+        violated = next(
+            ((block[a], block[b]) for a, b in pairs
+             if block[a] != block[b] and level(block[a]) > level(block[b]) + 1e-12),
+            None,
+        )  # fmt: skip
+        if violated is None:
+            return
+        keep, gone = violated
+        cells = members[keep] + members.pop(gone)
+        total = sum(weights[c] for c in cells)
+        mean = sum(values[c] * weights[c] for c in cells) / total
+        for cell in cells:
+            values[cell] = mean
+            block[cell] = keep
+        members[keep] = cells
+
+
+def table_doc(
+    table: CalibrationTable,
+    answers_by_split: Mapping[str, Sequence[Answer]],
+    train_only: CalibrationTable,
+    source: str,
+    unseen: Unseen | None = None,
+) -> dict[str, object]:
+    """The JSON written to calibration.json: the maps, and what they were fitted on
+    (per leaf family and strength: the answers and right ones of each split, the
+    fitted probability, and that of a fit on the train split alone)."""
+    every = [a for split in answers_by_split.values() for a in split]
+    counts = owners(every)
+    families: dict[str, object] = {}
+    for family in FAMILIES:
+        n = sum(1 for a in every if family in lineage(family_of(a.rule)))
+        entry: dict[str, object] = {"rules": _rules_text(family), "reads": family.reads}
+        entry["answers"] = n
+        if family.name in table.maps:
+            entry["map"] = {s.word: table.maps[family.name][s] for s in GRADED}
+        else:
+            pooled = next(p for p in lineage(family)[1:] if p.name in counts)
+            entry["pooled_into"] = pooled.name
+        families[family.name] = entry
+    measured = []
+    for family in FAMILIES:
+        if family.first < 0:
+            continue
+        for strength in GRADED:
+            row: dict[str, object] = {"family": family.name, "strength": strength.word}
+            seen = False
+            for split, answers in sorted(answers_by_split.items()):
+                mine = [
+                    a for a in answers if family_of(a.rule) is family and a.strength is strength
+                ]
+                row[split] = [len(mine), sum(a.right for a in mine)]
+                seen = seen or bool(mine)
+            if not seen:
+                continue
+            rule = f"HD{family.first:03d}"
+            row["stated"] = strength.stated
+            row["fitted"] = table.probability(rule, strength)
+            row["train_only"] = train_only.probability(rule, strength)
+            measured.append(row)
+    test = answers_by_split.get("test", [])
+    held_out = {
+        "answers": len(test),
+        "right": sum(a.right for a in test),
+        "mean_stated": _mean(a.strength.stated for a in test),
+        "mean_train_only": _mean(train_only.probability(a.rule, a.strength) for a in test),
+        "mean_fitted": _mean(table.probability(a.rule, a.strength) for a in test),
+    }
+    return {
+        "about": "Probability of each (rule family, strength of evidence), fitted on the "
+        f"casebook: {source}. Written by `hangdoc eval --calibrate`; "
+        "analyzer/calibration.py says how, docs/confidence.md shows it.",
+        "prior_cases": PRIOR_CASES,
+        "min_answers": MIN_ANSWERS,
+        "ceiling": CEILING,
+        "families": families,
+        "measured": measured,
+        "test_split": held_out,
+        "unseen": None
+        if unseen is None
+        else {
+            "answers": unseen.answers,
+            "errors": unseen.errors,
+            "predicted_errors": unseen.predicted_errors,
+            "factor": unseen.factor,
+        },
+    }
+
+
+def _mean(values: Iterable[float]) -> float:
+    items = list(values)
+    return round(sum(items) / len(items), 3) if items else 0.0
+
+
+def _rules_text(family: Family) -> str:
+    if family.first < 0:
+        children = [f.name for f in FAMILIES if f.parent == family.name]
+        return "pools " + ", ".join(children)
+    return f"HD{family.first:03d}-HD{family.last:03d}"
+
+
+def write_table(path: Path, doc: Mapping[str, object]) -> None:
+    """Write the table (whole, then renamed: a reader never sees half a file)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial.replace(path)
+    if path.resolve() == TABLE.resolve():
+        shipped.cache_clear()

@@ -1,9 +1,9 @@
 """Runs every rule over the Evidence and turns their findings into a Diagnosis.
 
 Ranking: a finding that proves progress (not hung) comes first, then by severity, then
-by confidence. The verdict follows from the findings: progress → ``not_hung``; a
-critical or error finding → ``hang``; otherwise ``inconclusive`` with the fallback
-rule's ``unknown`` finding on top.
+by the strength of its evidence (then rule id). The verdict follows from the findings:
+progress → ``not_hung``; a critical or error finding → ``hang``; otherwise
+``inconclusive`` with the fallback rule's ``unknown`` finding on top.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 from dataclasses import replace
 
-from hangdoc.analyzer.calibration import calibrated
+from hangdoc.analyzer.calibration import CalibrationTable, calibrated
 from hangdoc.analyzer.diagnosis import Diagnosis, NotEvaluated
 from hangdoc.analyzer.model import Evidence, Finding, Severity, Verdict
 from hangdoc.analyzer.views.activity import classify_ranks, forget_shapes
@@ -20,16 +20,21 @@ from hangdoc.rules.base import Rule, RuleContext
 
 
 def analyze(
-    evidence: Evidence, rules: tuple[type[Rule], ...] | None = None, *, calibrate: bool = True
+    evidence: Evidence,
+    rules: tuple[type[Rule], ...] | None = None,
+    *,
+    calibrate: bool = True,
+    table: CalibrationTable | None = None,
 ) -> Diagnosis:
     """Run the rules; with ``calibrate`` (the default) each finding's confidence is the
-    calibrated one (analyzer/calibration.py); without, the rules' own (to measure them)."""
+    calibrated probability of its strength (``table``, else the shipped one:
+    analyzer/calibration.py); without, the strength's stated one (to measure the rules)."""
     # Rules build many small acyclic objects (one per rank and rule at 16k ranks); the
     # cyclic collector would rescan the whole Evidence again and again for nothing.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _analyze(evidence, rules, calibrate)
+        return _analyze(evidence, rules, table if calibrate else None, calibrate)
     finally:
         forget_shapes()  # nothing of this Evidence outlives the analysis
         if gc_was_enabled:
@@ -37,7 +42,10 @@ def analyze(
 
 
 def _analyze(
-    evidence: Evidence, rules: tuple[type[Rule], ...] | None, calibrate: bool
+    evidence: Evidence,
+    rules: tuple[type[Rule], ...] | None,
+    table: CalibrationTable | None,
+    calibrate: bool,
 ) -> Diagnosis:
     activities = classify_ranks(evidence)
     ctx = RuleContext(evidence=evidence, activities=activities)
@@ -56,12 +64,11 @@ def _analyze(
         for rule_cls in afters:
             _run(rule_cls, before, evidence, not_evaluated, found)
         findings.extend(found)
-    # Ordered by the rules' own confidences, then calibrated in that order: the map is
-    # monotone but clamps and plateaus can tie two findings, and a tie must not let the
-    # calibration decide which finding comes first.
+    # Ordered by the strengths of their evidence, then calibrated: the probability of
+    # a (family, strength) never decides which finding comes first.
     findings.sort(key=Finding.sort_key)
     if calibrate:
-        findings = [calibrated(f) for f in findings]
+        findings = [calibrated(f, table) for f in findings]
     verdict = _verdict(findings)
     if verdict is Verdict.INCONCLUSIVE:
         after = replace(ctx, prior=tuple(findings))  # they weigh what the others found

@@ -8,6 +8,35 @@ Conventions that every producer follows:
 
 * ``ThreadStack.frames`` is innermost first (py-spy JSON order); text dumps are
   normalised to it when parsed.
+* A stack is either a **live sample** or **text**, and the two are different types.
+  A :class:`StackSample` was taken from a running process at a moment (py-spy JSON, a
+  ``hangdoc collect`` dump, a node summary): it has a time (None only for a loose py-spy
+  JSON file, which carries none) and its threads carry the OS thread ids py-spy read.
+  A :class:`TextStack` was read from text (a traceback in a log, a pasted py-spy, gdb,
+  pystack or faulthandler dump, a torch C++ stack): it has no time, only its source and
+  line; a thread's identity (name, ids, main or not) is what the text says and nothing
+  more; a traceback's exception is on the thread it ended (``ThreadStack.exception``).
+  ``ProcessEvidence.stack_samples`` holds live samples only, ``text_stacks`` the rest.
+  How the readers use them:
+
+  - *what a rank is doing* (``ProcessEvidence.latest_stacks``) is its latest live sample;
+    the last text stack stands in where no live sample was taken (a paste) or where the
+    process exited (the text then shows what it died in);
+  - *progress* (views/progress.py) compares live samples only, thread by thread (the same
+    OS thread id), never a live main thread with text: a text has no time, and a
+    traceback in a log is where a thread raised, maybe hours before the hang;
+  - *the thread rules* (locks, GIL, kernel waits: ``ProcessEvidence.stack_series``)
+    follow a thread over the live samples, or over the text stacks where no live sample
+    exists. Two pasted dumps of one rank are therefore two text stacks in the order
+    pasted: the last says what the rank is doing, the thread rules may find a thread at
+    the same place in both (the same stack twice is what stuck looks like, whatever the
+    gap between them), and progress never reads them (a difference between two texts of
+    unknown time says nothing about now: the first may predate the hang);
+  - a thread's traceback (``Exception in thread …``) is a stack of that thread, named as
+    the text names it and not marked main. Beside a live sample it is evidence about
+    that thread (``views.activity.RankActivity.raised``), never what the rank is doing;
+    only a rank known from nothing but text falls back to the text's first thread, as
+    the readers of pastes always did.
 * Ranks are global ranks. A process whose rank could not be established keeps
   ``rank=None``: rules that compare ranks skip it, the report still shows it.
 * Times are POSIX seconds (float) in the collecting host's clock.
@@ -18,6 +47,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
+from hangdoc.analyzer.vocabulary import BenignWarning, Clock, EventKind, RankFrom, parse_enum
+
+_P = TypeVar("_P", bound=EventPayload)
 
 
 class Category(enum.StrEnum):
@@ -57,6 +92,71 @@ class Severity(enum.StrEnum):
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.ERROR: 1, Severity.WARNING: 2, Severity.INFO: 3}
 
 
+class Strength(enum.IntEnum):
+    """How strong a finding's evidence is, weakest first: what the rule saw, in words.
+
+    A rule states the strength of its evidence, never a number; findings of equal
+    severity are ordered by it, and the calibration (analyzer/calibration.py) turns
+    (rule family, strength) into the probability a report shows. ``meaning`` says what
+    each level is; docs/confidence.md lists them with the named reasons a rule steps
+    between them (rules/strength.py).
+    """
+
+    NONE = 0
+    ABSENCE = 1
+    HINT = 2
+    SIGNAL = 3
+    STATED = 4
+    CORROBORATED = 5
+    CONCLUSIVE = 6
+
+    @property
+    def stated(self) -> float:
+        """The probability this level claims before calibration (the rules' own number)."""
+        return _STATED[self]
+
+    @property
+    def meaning(self) -> str:
+        """What evidence of this strength is."""
+        return _MEANING[self]
+
+    @property
+    def word(self) -> str:
+        """The level as the reports and the findings JSON write it: ``corroborated``."""
+        return self.name.lower()
+
+
+_STATED = {
+    Strength.NONE: 0.0,
+    Strength.ABSENCE: 0.3,
+    Strength.HINT: 0.45,
+    Strength.SIGNAL: 0.6,
+    Strength.STATED: 0.8,
+    Strength.CORROBORATED: 0.9,
+    Strength.CONCLUSIVE: 0.95,
+}
+_MEANING = {
+    Strength.NONE: "no cause at all: an abstention (HD000)",
+    Strength.ABSENCE: "the absence of a signal, or a fact that names no cause: a log that "
+    "stops, ranks that were not collected, timeouts whose cause nothing shows, a wait that "
+    "is the consequence of another finding",
+    Strength.HINT: "one indirect signal: a circumstance that fits the cause and has other "
+    "readings (the job's last lines before a timeout, ranks that stayed silent while the "
+    "others timed out, one line that calls itself harmless)",
+    Strength.SIGNAL: "one direct signal: a fact that points at the cause without stating it "
+    "(a death whose place in the story is not shown, a frame the catalog knows, a lone stack)",
+    Strength.STATED: "the artifact states the cause in so many words: an error message that "
+    "names it (a fatal Xid, a monitored barrier naming ranks, NCCL's own error), a report "
+    "naming the ranks, the stacks of every rank showing it",
+    Strength.CORROBORATED: "two independent signals agree: the cause shown, and another "
+    "source or fact agrees (nothing moved between samples, the logs and the stacks name the "
+    "same ranks, the process is known to have exited)",
+    Strength.CONCLUSIVE: "the mechanism itself is on record: a cycle of waits or of lock "
+    "holders, two ranks' flight recorders contradicting each other at one collective, a "
+    "thread that held the GIL or sat in the file system at every sample",
+}
+
+
 class Verdict(enum.StrEnum):
     HANG = "hang"
     NOT_HUNG = "not_hung"
@@ -81,6 +181,71 @@ class InputKind(enum.StrEnum):
     UNREADABLE = "unreadable"
     # Appended for pasted stacks: gdb, pstack, pystack, tracebacks, torch C++ stacks, mixes.
     STACK_TEXT = "stack_text"
+
+
+class OpState(enum.StrEnum):
+    """Where a collective was when a rank recorded it (the flight recorder's ``state``,
+    normalised by the parser). Dumps and summaries carry the values."""
+
+    SCHEDULED = "scheduled"
+    STARTED = "started"
+    COMPLETED = "completed"
+    TIMED_OUT = "timed_out"  # retired by the watchdog after an error or a timeout
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, value: object) -> OpState:
+        return parse_enum(cls, value)
+
+
+class ProcState(enum.StrEnum):
+    """A task's state letter as the kernel shows it in /proc/PID/stat (proc(5))."""
+
+    RUNNING = "R"
+    SLEEPING = "S"
+    DISK_SLEEP = "D"  # uninterruptible: waiting in the kernel, usually for I/O
+    ZOMBIE = "Z"
+    STOPPED = "T"
+    TRACED = "t"
+    DEAD = "X"
+    DEAD_OLD = "x"  # Linux 2.6.33 to 3.13
+    WAKEKILL = "K"
+    WAKING = "W"
+    PARKED = "P"
+    IDLE = "I"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, value: object) -> ProcState | None:
+        """None for no value; an unknown letter is UNKNOWN."""
+        return None if value is None else parse_enum(cls, value)
+
+
+class FileMode(enum.StrEnum):
+    """How a process opened a file (its /proc/PID/fdinfo flags)."""
+
+    READ = "r"
+    WRITE = "w"
+    READ_WRITE = "rw"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, value: object) -> FileMode | None:
+        return None if value is None else parse_enum(cls, value)
+
+
+class StepStatus(enum.StrEnum):
+    """How one collector step ended (collectors/dumpformat.py StepRecord)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    SKIPPED = "skipped"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, value: object) -> StepStatus:
+        return parse_enum(cls, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +274,11 @@ class Frame:
 
 @dataclass(frozen=True, slots=True)
 class ThreadStack:
-    """One thread's stack at one moment. ``frames`` is innermost first."""
+    """One thread's stack at one moment. ``frames`` is innermost first.
+
+    In a live sample the ids are py-spy's; in a stack read from text each field is what
+    the text says, else None (``is_main`` is the text's convention: the thread a bare
+    traceback or a faulthandler dump's oldest entry belongs to)."""
 
     frames: tuple[Frame, ...]
     os_thread_id: int | None = None
@@ -142,7 +311,9 @@ class ChildStacks:
 
 @dataclass(frozen=True, slots=True)
 class StackSample:
-    """All threads of one rank at one sampling moment."""
+    """All threads of one live process at one sampling moment (py-spy JSON, a collect
+    dump, a node summary). ``time`` is None only where the file did not say (a loose
+    py-spy JSON file); the samples of a process are in time order."""
 
     index: int
     time: float | None
@@ -156,6 +327,133 @@ class StackSample:
                 return thread
         return self.threads[0] if self.threads else None
 
+    def thread(self, like: ThreadStack) -> ThreadStack | None:
+        """The thread of this sample that is ``like`` (the same OS thread, else the same
+        pthread id); None when it is not in this sample or ``like`` has no id."""
+        for thread in self.threads:
+            if like.os_thread_id is not None and thread.os_thread_id == like.os_thread_id:
+                return thread
+            if like.thread_id is not None and thread.thread_id == like.thread_id:
+                return thread
+        return None
+
+
+class StackTextKind(enum.StrEnum):
+    """The kind of text a stack was read from (analyzer/parsers/stacks, pyspy_text,
+    faulthandler)."""
+
+    TRACEBACK = "traceback"  # a Python traceback: where an exception was raised
+    PY_BT = "py-bt"  # gdb's py-bt
+    GDB = "gdb"  # gdb bt / thread apply all bt, pstack, eu-stack
+    PYSTACK = "pystack"
+    CPP = "cpp"  # a torch C++ stack ("Exception raised from …", "frame #N")
+    PYSPY = "pyspy"  # py-spy dump's text output
+    FAULTHANDLER = "faulthandler"
+    STACK_PRINT = "stack-print"  # traceback.print_stack / logging's stack_info
+    UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
+
+
+@dataclass(frozen=True, slots=True)
+class TextStack:
+    """Stacks of one process read from one stretch of text: a traceback in a log, a pasted
+    dump of its threads, or a dump with the tracebacks printed next to it (gdb's ``bt``
+    then ``py-bt`` of one process is one moment). Not a sample: it has no time, and the
+    text may be from long before the hang. ``line`` is the first line of it in
+    ``source``; ``index`` its place among the process's text stacks, in reading order."""
+
+    index: int
+    threads: tuple[ThreadStack, ...]
+    kinds: tuple[StackTextKind, ...]
+    source: str = ""
+    line: int | None = None
+    children: tuple[ChildStacks, ...] = ()
+
+    def main_thread(self) -> ThreadStack | None:
+        """The thread the text marks as main, else the first one (as for a sample: what
+        the rank is doing, when no live sample says)."""
+        for thread in self.threads:
+            if thread.is_main:
+                return thread
+        return self.threads[0] if self.threads else None
+
+    def label(self, *, short: bool = False) -> str:
+        """What it is, for people: "read from text: traceback, /logs/x.log:12" (``short``:
+        the file's name only)."""
+        source = self.source.rsplit("/", 1)[-1] if short else self.source
+        where = source + (f":{self.line}" if source and self.line is not None else "")
+        parts = [", ".join(k.value for k in self.kinds), where]
+        return "read from text: " + ", ".join(p for p in parts if p)
+
+
+# What a rank was seen doing: a live sample, or where none, a stack read from text.
+Stacks = StackSample | TextStack
+
+
+class WaitKind(enum.StrEnum):
+    """What a blocked thread waits on, by mechanism (issue 21): the kernel's word where
+    /proc was read (collectors/waits.py), else what the innermost frames say."""
+
+    LOCK_FILE = "lock_file"  # flock / fcntl / lockf, filelock's acquire
+    PIPE = "pipe"  # a pipe or FIFO, or poll/select on pipes only
+    SOCKET = "socket"
+    FUTEX = "futex"  # a lock, condition or the GIL of the process itself
+    CHILD = "child"  # wait4/waitpid for a subprocess
+    SLEEP = "sleep"
+    FILE = "file"  # a read, write or fsync of a file: the storage
+    POLL = "poll"  # poll/select/epoll on other descriptors
+    UNKNOWN = "unknown"
+
+
+class PeerRole(enum.StrEnum):
+    """How a process at the other end of a wait is tied to it."""
+
+    HOLDER = "holder"  # holds the file lock waited for
+    OTHER_END = "other_end"  # holds the other end of the pipe
+    PEER = "peer"  # holds the far end of a socket on the same node
+    CHILD = "child"  # the subprocess waited for
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class PeerWait:
+    """What a peer's main thread waits on in turn: one level, its own peers by pid."""
+
+    kind: WaitKind
+    syscall: str
+    target: str | None = None
+    peer_pids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WaitPeer:
+    """A process at the other end of a thread's wait, as /proc showed it at the sample."""
+
+    pid: int
+    role: PeerRole
+    name: str | None = None  # comm
+    command: str | None = None  # its command line, joined by spaces
+    state: ProcState | None = None
+    ancestors: tuple[int, ...] = ()  # parent, grandparent... (so: which rank it belongs to)
+    start_time: float | None = None
+    fd: int | None = None
+    lock: str | None = None  # "FLOCK WRITE"
+    wait: PeerWait | None = None  # what it waits on in turn
+
+
+@dataclass(frozen=True, slots=True)
+class KernelWait:
+    """What one sleeping thread waits on, from /proc: its system call, the target of the
+    descriptor it waits on, and who is at the other end."""
+
+    kind: WaitKind
+    syscall: str
+    fd: int | None = None
+    target: str | None = None  # "/srv/cache.lock", "pipe:[81]", "socket tcp A -> B established"
+    watched: tuple[tuple[int, str], ...] = ()  # poll/select/epoll: (fd, target)
+    address: str | None = None  # futex word
+    sharers: tuple[int, ...] = ()  # futex: the other threads of the process on the same word
+    peers: tuple[WaitPeer, ...] = ()
+
 
 @dataclass(frozen=True, slots=True)
 class ThreadState:
@@ -163,11 +461,17 @@ class ThreadState:
 
     tid: int
     name: str | None = None
-    state: str | None = None  # R, S, D, Z, T, t, I
+    state: ProcState | None = None
     wchan: str | None = None
     cpu_ticks: int | None = None  # utime + stime
     voluntary_ctxt_switches: int | None = None
     nonvoluntary_ctxt_switches: int | None = None
+    # Asleep in a system call on a file descriptor (issue 22): the call, and what the
+    # descriptor is ("socket tcp 10.0.0.5:40123 -> 10.0.0.7:443 established", "pipe").
+    syscall: str | None = None
+    waits_on: str | None = None
+    # Any system call it sleeps in, with who is at the other end (issue 21).
+    wait: KernelWait | None = None
 
 
 # Appended for stacks-and-node causes (issue 7): files a process holds open and its
@@ -180,7 +484,7 @@ class OpenFile:
 
     fd: int
     path: str
-    mode: str | None = None  # "r" | "w" | "rw"
+    mode: FileMode | None = None
     pos: int | None = None
     size: int | None = None
     mount: str | None = None  # mount point of the file system holding it
@@ -194,11 +498,33 @@ class ChildProcess:
     pid: int
     ppid: int | None = None
     name: str | None = None  # comm
-    state: str | None = None  # R, S, D, Z, T... of its main thread ("Z" = zombie)
+    state: ProcState | None = None  # of its main thread
     wchan: str | None = None
     cpu_ticks: int | None = None
     threads_in_d: int = 0  # threads in uninterruptible sleep
     files: tuple[OpenFile, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class IoCounters:
+    """/proc/PID/io at one moment (collectors/procfs.py); None: not read (it needs
+    ptrace-read access)."""
+
+    rchar: int | None = None  # bytes read by read(2) and the like, page cache included
+    wchar: int | None = None
+    syscr: int | None = None  # read syscalls
+    syscw: int | None = None
+    read_bytes: int | None = None  # bytes fetched from storage
+    write_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSizes:
+    """The sizes of the regular files a process's stdout and stderr point to (None: not a
+    regular file, or not read)."""
+
+    stdout: int | None = None
+    stderr: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,20 +534,15 @@ class ProcSample:
     index: int
     time: float | None
     alive: bool = True
-    state: str | None = None
+    state: ProcState | None = None
     wchan: str | None = None
     cpu_ticks: int | None = None
     threads: tuple[ThreadState, ...] = ()
-    io: tuple[tuple[str, int], ...] = ()  # rchar, wchar, syscr, syscw, read_bytes, write_bytes
-    output_sizes: tuple[
-        tuple[str, int], ...
-    ] = ()  # "stdout"/"stderr" -> size of the file fd 1/2 point to
+    io: IoCounters = IoCounters()
+    output_sizes: OutputSizes = OutputSizes()
     # Appended for issue 7; empty when the dump did not record them.
     open_files: tuple[OpenFile, ...] = ()
     children: tuple[ChildProcess, ...] = ()
-
-    def io_value(self, key: str) -> int | None:
-        return dict(self.io).get(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +552,7 @@ class CollectiveRecord:
     group: str
     seq_id: int
     op: str
-    state: str  # scheduled | started | completed | timed_out | unknown
+    state: OpState
     input_sizes: tuple[tuple[int, ...], ...] = ()
     output_sizes: tuple[tuple[int, ...], ...] = ()
     dtypes: tuple[str, ...] = ()
@@ -250,14 +571,33 @@ class CollectiveRecord:
 
 @dataclass(frozen=True, slots=True)
 class LogEvent:
-    """A log line that matters (watchdog timeout, NCCL WARN, exit code...)."""
+    """A log line that matters (watchdog timeout, NCCL WARN, exit code...): its kind, the
+    line itself, where it is, the process it is about, and what the recogniser read from
+    it (``payload``: one typed record per kind, analyzer/payloads.py)."""
 
-    kind: str
+    kind: EventKind
     text: str
     source: str
     line: int | None = None
     time: float | None = None
-    fields: tuple[tuple[str, str], ...] = ()
+    payload: EventPayload = NO_PAYLOAD
+    # The process the line is about: the one it names (a launcher's report of a worker,
+    # the OOM killer's victim), else the one that printed it (an NCCL line's header).
+    host: str | None = None
+    pid: int | None = None
+    tid: int | None = None  # the printing thread (NCCL's header)
+    cuda_dev: int | None = None  # the printing process's CUDA device (NCCL's header)
+    partial_header: bool = False  # NCCL's host:pid:tid [dev] header was cut or mangled
+    local_rank: int | None = None
+    rank_from: RankFrom | None = None  # how the rank that owns the event was found
+    clock: Clock | None = None  # the clock ``time`` is on (None when there is no time)
+    repeats: int = 0  # how many more times the same line came (kept once)
+    folded_lines: int = 0  # lines folded into this one event (COLL lines, progress bars)
+
+    def payload_as(self, cls: type[_P]) -> _P | None:
+        """The payload when it is a ``cls``, else None."""
+        payload = self.payload
+        return payload if isinstance(payload, cls) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +609,7 @@ class LogLine:
     text: str
     source: str
     line: int  # 0 when unknown (the tail of a large file is not numbered)
+    benign: BenignWarning | None = None  # a warning its library calls harmless
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +637,7 @@ class ProcessEvidence:
     cmdline: str | None = None
     start_time: float | None = None
     env: dict[str, str] = field(default_factory=dict)
-    stack_samples: list[StackSample] = field(default_factory=list)
+    stack_samples: list[StackSample] = field(default_factory=list)  # live samples only
     proc_samples: list[ProcSample] = field(default_factory=list)
     collectives: list[CollectiveRecord] = field(default_factory=list)
     log_events: list[LogEvent] = field(default_factory=list)
@@ -305,6 +646,9 @@ class ProcessEvidence:
     exited: bool = False  # the process was gone at (some point of) collection
     # Appended for issue 15: the head and tail of the rank's own log lines, in order.
     log_lines: list[LogLine] = field(default_factory=list)
+    # Appended for issue 20: stacks read from text (logs, pastes), in reading order; see
+    # the module docstring for how they differ from ``stack_samples``.
+    text_stacks: list[TextStack] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -314,8 +658,21 @@ class ProcessEvidence:
             return f"pid {self.pid}" + (f" on {self.host}" if self.host else "")
         return "unknown process"
 
-    def latest_stacks(self) -> StackSample | None:
-        return self.stack_samples[-1] if self.stack_samples else None
+    def latest_stacks(self) -> Stacks | None:
+        """What the process was last seen doing: its latest live sample; the last stack
+        read from text where no live sample exists, or where the process exited (the
+        text then holds what it died in, after the samples)."""
+        if self.stack_samples and not (self.exited and self.text_stacks):
+            return self.stack_samples[-1]
+        return self.text_stacks[-1] if self.text_stacks else None
+
+    def stack_series(self) -> list[StackSample] | list[TextStack]:
+        """The stacks a thread is followed through (locks, GIL, kernel waits): the live
+        samples, or where none was taken, the text stacks in reading order."""
+        return self.stack_samples if self.stack_samples else self.text_stacks
+
+    def has_stacks(self) -> bool:
+        return bool(self.stack_samples or self.text_stacks)
 
     def primary_source(self) -> str:
         latest = self.latest_stacks()
@@ -348,7 +705,7 @@ class CollectStep:
     """One collector step as recorded in a dump's manifest."""
 
     step: str
-    status: str  # ok | failed | timeout | skipped
+    status: StepStatus
     rank: int | None = None
     pid: int | None = None
     sample: int | None = None
@@ -449,7 +806,8 @@ class EvidenceRef:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One conclusion of one rule. ``confidence`` is 0..1 and orders findings of equal severity."""
+    """One conclusion of one rule. ``strength`` says how strong its evidence is and orders
+    findings of equal severity; ``confidence`` is the probability a report shows."""
 
     rule: str
     category: Category
@@ -460,13 +818,22 @@ class Finding:
     culprit_ranks: tuple[int, ...] = ()
     waiting_ranks: tuple[int, ...] = ()
     evidence: tuple[EvidenceRef, ...] = ()
-    confidence: float = 0.5
+    strength: Strength = Strength.HINT
     # A finding that by itself says the job is not hung (progress seen) sets this.
     says_not_hung: bool = False
+    # The calibrated probability (analyzer/calibration.py), set by the engine; until
+    # then the strength's own stated one stands.
+    probability: float | None = None
 
-    def sort_key(self) -> tuple[int, int, float, str]:
-        # Not-a-hang conclusions outrank the hang findings they contradict.
-        return (0 if self.says_not_hung else 1, self.severity.order, -self.confidence, self.rule)
+    @property
+    def confidence(self) -> float:
+        """0..1: the calibrated probability when the engine set one, else the stated one."""
+        return self.strength.stated if self.probability is None else self.probability
+
+    def sort_key(self) -> tuple[int, int, int, str]:
+        # Not-a-hang conclusions outrank the hang findings they contradict. The strength
+        # orders, not the calibrated number: calibration never changes the order.
+        return (0 if self.says_not_hung else 1, self.severity.order, -self.strength, self.rule)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -477,6 +844,7 @@ class Finding:
             "culprit_ranks": list(self.culprit_ranks),
             "waiting_ranks": list(self.waiting_ranks),
             "confidence": round(self.confidence, 2),
+            "strength": self.strength.word,
             "explanation": self.explanation,
             "fix": self.fix,
             "evidence": [e.to_json() for e in self.evidence],
@@ -495,12 +863,18 @@ DOC_SECTIONS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
+class DocSection:
+    heading: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class RuleDoc:
     """One rule's documentation as a report shows it: its docstring, by section."""
 
     id: str
     name: str
-    sections: tuple[tuple[str, str], ...]  # ("title", line), then the ## sections
+    sections: tuple[DocSection, ...]  # ("title", line), then the ## sections
 
     def get(self, heading: str) -> str:
-        return next((text for h, text in self.sections if h == heading), "")
+        return next((s.text for s in self.sections if s.heading == heading), "")

@@ -1,15 +1,32 @@
-"""The vocabulary of log events: what a recognised log line is and its field names.
+"""The vocabulary of log events: what a recognised log line is, and the closed sets of
+words its typed payload (analyzer/payloads/) and the model use.
 
-The log parsers write :class:`~hangdoc.analyzer.model.LogEvent` objects with these
-kinds and fields; the views and rules read them. ``LogEvent.kind`` stays a ``str`` (the
-findings JSON and dumps carry the values): producers write ``EventKind.X.value``, readers
-compare with the enum (a ``StrEnum`` equals its value). Imports nothing of hangdoc.
+The log parsers write :class:`~hangdoc.analyzer.model.LogEvent` objects of these kinds;
+``LogEvent.kind`` is the :class:`EventKind` (the findings JSON, dumps and summaries carry
+its value, read back with :func:`parse_enum`). Imports nothing of hangdoc: the payloads
+and the model import it.
 """
 
 from __future__ import annotations
 
 import enum
 import re
+from typing import TypeVar
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+
+
+def parse_enum(cls: type[_E], value: object) -> _E:
+    """``value`` as a member of ``cls``, for values read back from a dump, a summary or a
+    JSON file: a value this version does not know (written by a newer hangdoc, damaged,
+    hostile) becomes ``cls.UNKNOWN`` instead of stopping the load."""
+    unknown = cls.__members__["UNKNOWN"]
+    if not isinstance(value, str):
+        return unknown
+    try:
+        return cls(value)
+    except ValueError:
+        return unknown
 
 
 class EventKind(enum.StrEnum):
@@ -73,6 +90,33 @@ class EventKind(enum.StrEnum):
     # framework phase markers and progress bars (FORMATS.md §7)
     PHASE = "phase"
     DATA_COUNT = "data_count"  # a rank's number of batches/steps/samples (len(dataloader)…)
+    # A kind this version does not know, read from a summary a newer hangdoc wrote.
+    UNKNOWN = "unknown"
+
+
+class RankFrom(enum.StrEnum):
+    """How a log event's rank was worked out (parsers/logs/attribution.py, strongest first)."""
+
+    PREFIX = "prefix"  # a [rankN]: (or mpirun [1,N]<stdout>) prefix on the line
+    CONTENT = "content"  # the line names the global rank (ChildFailedError, Slurm task...)
+    NCCL_INIT = "nccl_init"  # NCCL host:pid mapped through the process's init line
+    PID = "pid"  # a pid named with a rank elsewhere in the file
+    LOCAL_RANK = "local_rank"  # torchrun's [defaultN]: mapped to a global rank
+    LOCAL_RANK_SINGLE_NODE = "local_rank_single_node"  # the local rank, on a lone node
+    GROUP_RANK = "group_rank"  # the watchdog's [Rank N] of the default process group
+    FILE_NAME = "file_name"  # the file's name (rank3.log)
+    STACK_MARKER = "stack_marker"  # the rank marker of the stack dump the line is in
+    LABEL = "label"  # a rank label written over the lines ("rank 3:", "=== Rank 3 ===")
+    UNKNOWN = "unknown"
+
+
+class Clock(enum.StrEnum):
+    """Which clock a log event's time is on: rules compare only times of one clock."""
+
+    LOCAL = "local"  # naive wall-clock time read as UTC (consistent within a job)
+    LOCAL_ASSUMED_YEAR = "local?"  # the same, with the year assumed (the file's date)
+    EPOCH = "epoch"  # true POSIX seconds (error.json)
+    UNKNOWN = "unknown"
 
 
 class Phase(enum.StrEnum):
@@ -87,36 +131,16 @@ class Phase(enum.StrEnum):
     INIT = "init"  # distributed init / rendezvous messages of frameworks
     DATA_EXHAUSTED = "data_exhausted"  # a rank ran out of batches before the others (join)
     EVAL_DONE = "eval_done"  # an evaluation reported its result (the end of an EVAL phase)
+    UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 
-# Field names shared by parser and rules (values are always strings).
-F_SEQ = "seq"
-F_OP = "op"
-F_NUMEL_IN = "numel_in"
-F_NUMEL_OUT = "numel_out"
-F_TIMEOUT_MS = "timeout_ms"
-F_RAN_MS = "ran_ms"
-F_PG = "pg"  # process-group identity comparable across ranks (GUID/name, else id)
-F_PG_DESC = "pg_desc"
-F_GROUP_RANK = "group_rank"
-F_LAST_ENQUEUED = "last_enqueued"
-F_LAST_COMPLETED = "last_completed"
-F_BACKEND = "backend"
-F_HOST = "host"
-F_PID = "pid"
-F_PEER = "peer"  # ip or host of the remote side
-F_PEER_RANK = "peer_rank"
-F_ERROR = "error"  # error class / status words
-F_EXIT_CODE = "exitcode"
-F_SIGNAL = "signal"
-F_LOCAL_RANK = "local_rank"
-F_EXC_TYPE = "exc_type"
-F_MESSAGE = "message"
-F_RANKS = "ranks"  # a rank set written as ranges ("0-3,7")
-F_COUNT = "count"
-F_PHASE = "phase"
-F_CLOCK = "clock"
-F_RANK_FROM = "rank_from"  # how the rank was attributed (prefix, content, nccl, file, ...)
+class BenignWarning(enum.StrEnum):
+    """A warning its own library documents as harmless, that users take for the hang
+    (parsers/logs/benign.py reads them; LogLine.benign)."""
+
+    TOKENIZERS_FORK = "tokenizers_fork"  # huggingface/tokenizers: parallelism disabled
+    OPENMPI_CMA_EPERM = "openmpi_cma_eperm"  # Open MPI vader's CMA read refused (EPERM)
+    UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 
 # Storage failures in POSIX strerror words, as Python's OSError ("[Errno 5] Input/output

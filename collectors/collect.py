@@ -28,12 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import hangdoc
 from hangdoc.collectors import extras, node_facts, procfs, pyspy
 from hangdoc.collectors import flight_recorder as _flight_recorder  # noqa: F401  (registers)
 from hangdoc.collectors import gpu as _gpu  # noqa: F401  (registers the GPU state step)
 from hangdoc.collectors import logs as _logs  # noqa: F401  (registers the log copy step)
-from hangdoc.collectors.archive import write_archive
 from hangdoc.collectors.bounded import StepTimeout, call_with_timeout
 from hangdoc.collectors.discovery import DiscoveredRank, Discovery, discover
 from hangdoc.collectors.dumpformat import (
@@ -51,7 +49,9 @@ from hangdoc.collectors.dumpformat import (
     rank_dir_name,
 )
 from hangdoc.collectors.output import DumpWriter, redact_file
-from hangdoc.collectors.redact import allowlist_env, redact_argv, redact_json_bytes, redact_text
+from hangdoc.common.archive import write_archive
+from hangdoc.common.redact import allowlist_env, redact_argv, redact_json_bytes, redact_text
+from hangdoc.common.version import __version__
 from hangdoc.errors import CollectionError, HangdocError, UsageError
 
 NO_REDACT_WARNING = (
@@ -626,7 +626,7 @@ class _Session:
 def _new_manifest(opts: CollectOptions, host: str, started: float, exe: Path | None) -> Manifest:
     return {
         "format": FORMAT,
-        "hangdoc_version": hangdoc.__version__,
+        "hangdoc_version": __version__,
         "host": host,
         "started_at": started,
         "finished_at": None,

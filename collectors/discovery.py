@@ -272,3 +272,95 @@ def _int(value: str | None) -> int | None:
 def _sort_key(rank: DiscoveredRank) -> tuple[int, int, int]:
     t = rank.target
     return (t.rank is None, t.rank if t.rank is not None else 0, t.pid)
+
+
+# --- hangdoc watch: ranks that come and go (issue 22) -------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WatchScan:
+    """One look at the node for ``hangdoc watch``: the ranks now, and the roots still alive."""
+
+    ranks: list[DiscoveredRank]
+    live_roots: list[int]  # the --pid processes that still run (a launcher may have no rank yet)
+    notes: list[str]
+
+
+def scan_for_watch(roots: Iterable[int] = (), *, scan_all: bool = False) -> WatchScan:
+    """The rank processes under each root pid, and every rank on the node with ``scan_all``.
+
+    Unlike :func:`discover`, made to be repeated while a job starts, restarts and ends:
+    nothing raises, a root that is gone is simply not in ``live_roots``, and a launcher
+    without ranks yet (torchrun's agent, a shell script, srun) gives none, not itself. A
+    root's ranks are found at any depth (a shell script that runs torchrun, which starts
+    the workers); a root that launched no rank but carries RANK or LOCAL_RANK is a rank
+    itself; a Python program with no rank identity anywhere (``mp.spawn``) is watched
+    with its Python subprocesses. An ``srun`` root stands for the ranks of its job on this
+    node: srun's tasks are children of slurmstepd, not of srun, so they are the rank
+    processes whose SLURM_JOB_ID is srun's.
+    """
+    host = socket.gethostname()
+    table = procfs.process_table()
+    envs = _EnvCache()
+    notes: list[str] = []
+    found: dict[int, DiscoveredRank] = {}
+    live: list[int] = []
+    scanned: list[DiscoveredRank] | None = None
+    for root in roots:
+        st = table.get(root)
+        if st is None or st.state in ("Z", "X"):
+            continue
+        live.append(root)
+        cmdline = procfs.read_cmdline(root) or []
+        if cmdline and cmdline[0].rsplit("/", 1)[-1] == "srun":
+            job = (envs.get(root) or {}).get("SLURM_JOB_ID")
+            if scanned is None:
+                scanned = _scan(table, envs, host, [])
+            pids = [
+                d.target.pid for d in scanned if job and d.target.env.get("SLURM_JOB_ID") == job
+            ]
+        else:
+            pids = _launched_deep(root, table, envs)
+            if not pids and envs.has_rank_env(root):
+                pids = [root]
+            elif not pids and _plain_python(root, cmdline):
+                # No rank identity anywhere (mp.spawn sets RANK from Python): the process
+                # and its Python subprocesses are the job.
+                pids = [root, *procfs.python_descendants(table, root)]
+        for pid in pids:
+            how = HOW_PID if pid == root else HOW_AGENT_CHILD
+            found.setdefault(pid, _make_rank(pid, envs, host, how, table))
+    if scan_all:
+        for rank in scanned if scanned is not None else _scan(table, envs, host, notes):
+            found.setdefault(rank.target.pid, rank)
+    return WatchScan(sorted(found.values(), key=_sort_key), live, notes)
+
+
+def _plain_python(pid: int, cmdline: list[str]) -> bool:
+    """A Python interpreter that is not a known launcher (torchrun and its modules)."""
+    exe = procfs.read_exe(pid) or (cmdline[0] if cmdline else "")
+    return "python" in exe.rsplit("/", 1)[-1] and not looks_like_launcher(cmdline)
+
+
+def _launched_deep(root: int, table: Mapping[int, procfs.Stat], envs: _EnvCache) -> list[int]:
+    """Descendants of ``root`` launched as ranks: a process with a rank identity of its own
+    (not its parent's); below a rank only its workers follow, so the walk stops there,
+    unless that process launched ranks itself (an agent that carries the node's RANK)."""
+    by_parent: dict[int, list[int]] = {}
+    for pid, st in table.items():
+        by_parent.setdefault(st.ppid, []).append(pid)
+    ranks: list[int] = []
+    queue = sorted(by_parent.get(root, []))
+    while queue:
+        pid = queue.pop(0)
+        st = table[pid]
+        if st.state in ("Z", "X"):
+            continue
+        launched = envs.has_rank_env(pid) and _identity(envs.get(pid)) != _identity(
+            envs.get(st.ppid)
+        )
+        if launched and not _launched_ranks(pid, table, envs):
+            ranks.append(pid)
+            continue
+        queue.extend(sorted(by_parent.get(pid, [])))
+    return ranks

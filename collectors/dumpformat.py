@@ -104,6 +104,45 @@ class ThreadRecord(TypedDict):
     cpu_ticks: int | None
     voluntary_ctxt_switches: int | None
     nonvoluntary_ctxt_switches: int | None
+    # A sleeping thread in a system call on a file descriptor (collectors/waits.py):
+    # the call ("sendto") and what the descriptor is ("socket tcp A -> B established").
+    syscall: NotRequired[str]
+    waits_on: NotRequired[str]
+    # What the sleeping thread waits on, with who is at the other end (issue 21,
+    # collectors/waits.py): any system call, not only those on a file descriptor.
+    wait: NotRequired[WaitRecord]
+
+
+class WaitPeerRecord(TypedDict):
+    """A process at the other end of a wait: a file lock's holder, a pipe's other end,
+    a local socket's peer, the child a ``wait4`` waits for. Read from /proc at the same
+    sample; ``cmdline`` is None where it could not be read in time."""
+
+    pid: int
+    role: str  # holder | other_end | peer | child
+    name: str | None  # comm
+    cmdline: list[str] | None
+    state: str | None  # R, S, D, Z, T...
+    ppid: int | None
+    ancestors: list[int]  # ppid, its parent, ... up to init (at most 8)
+    start_time: float | None  # POSIX seconds
+    fd: NotRequired[int]  # its descriptor on the same pipe or socket
+    lock: NotRequired[str]  # the lock it holds: "FLOCK WRITE", "POSIX READ"
+    wait: NotRequired[WaitRecord]  # what its main thread waits on (one level deep)
+
+
+class WaitRecord(TypedDict):
+    """What one sleeping thread waits on (collectors/waits.py)."""
+
+    kind: str  # lock_file | pipe | socket | futex | child | sleep | file | poll | unknown
+    syscall: str  # "flock", "read", "wait4", "futex"...; "syscall N" if not known
+    fd: NotRequired[int]  # the descriptor it waits on
+    target: NotRequired[str]  # "/srv/cache.lock", "pipe:[81]", "socket tcp A -> B established"
+    fds: NotRequired[list[int]]  # poll, select, epoll: the descriptors watched (at most 8)
+    targets: NotRequired[list[str]]  # ... and what each one is
+    address: NotRequired[str]  # futex: the word's address ("0x7f3a…")
+    sharers: NotRequired[list[int]]  # futex: the other threads waiting on the same word
+    peers: NotRequired[list[WaitPeerRecord]]
 
 
 class OutputRecord(TypedDict):

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hangdoc.collectors.atomic import write_bytes_atomic
 from hangdoc.collectors.dumpformat import StepRecord, StepStatus
 from hangdoc.collectors.extras import ExtraContext, register
 from hangdoc.collectors.hook_client import (
@@ -41,6 +40,7 @@ from hangdoc.collectors.hook_client import (
     resolve,
 )
 from hangdoc.collectors.torch_debug import DebugServerUnavailable, find_worker_server
+from hangdoc.common.atomic import write_bytes_atomic
 
 __all__ = [
     "HookArtifact",

@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hangdoc.collectors.atomic import write_bytes_atomic
 from hangdoc.collectors.dumpformat import StepRecord, StepStatus
 from hangdoc.collectors.extras import ExtraContext, register
-from hangdoc.collectors.redact import redact_text
+from hangdoc.common.atomic import write_bytes_atomic
+from hangdoc.common.redact import redact_text
 
 GPU_DIR = "gpu"
 CSV_NAME = "nvidia-smi.csv"

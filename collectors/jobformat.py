@@ -29,7 +29,9 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypedDict
 
 SUMMARY_NAME = "summary.json"
-SUMMARY_FORMAT = "hangdoc.summary/1"
+# /2: log events carry a typed payload per kind (analyzer/payloads.py) instead of
+# string pairs; a /1 summary is refused with a note and its dump's raw files are read.
+SUMMARY_FORMAT = "hangdoc.summary/2"
 SUMMARY_FORMAT_PREFIX = "hangdoc.summary/"
 JOB_MANIFEST_NAME = "job.json"
 JOB_FORMAT = "hangdoc.job/1"
@@ -88,6 +90,10 @@ class RankSummary(TypedDict):
     exited: bool
     env: dict[str, str]  # only the keys whose value differs from NodeSummary.env
     sources: list[str]
+    # Live samples only. Stacks read from text (tracebacks in logs, pasted dumps) are the
+    # model's ``text_stacks``, written generically under ``extra`` (each thread with the
+    # exception a traceback ended it with); a summary written before they were told apart
+    # may hold them here.
     stacks: list[StackSampleRecord]
     proc: list[dict[str, object]]
     collectives: list[dict[str, object]]

@@ -13,7 +13,7 @@ Per rank, from the live process (never modifying it):
 
 Each file is copied capped — its first MiB (NCCL init lines map processes to ranks) and
 its tail (where the hang is) — with its size recorded, and passed through
-``hangdoc.collectors.redact.redact_text`` unless redaction is off. Paths are also tried
+``hangdoc.common.redact.redact_text`` unless redaction is off. Paths are also tried
 under ``/proc/PID/root`` so that files of a containerised rank are found from the host.
 """
 
@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangdoc.collectors.atomic import write_bytes_atomic
 from hangdoc.collectors.dumpformat import StepRecord
 from hangdoc.collectors.extras import ExtraContext, register
+from hangdoc.common.atomic import write_bytes_atomic
 
 STEP = "logs"
 HEAD_BYTES = 1 * 1024 * 1024
@@ -87,7 +87,7 @@ def read_capped(path: Path, head: int = HEAD_BYTES, tail: int = TAIL_BYTES) -> t
 def _redacted(data: bytes, redact: bool) -> bytes:
     if not redact:
         return data
-    from hangdoc.collectors.redact import redact_text  # lazy: keeps this module importable alone
+    from hangdoc.common.redact import redact_text  # lazy: keeps this module importable alone
 
     return redact_text(data.decode("utf-8", errors="replace")).encode("utf-8")
 

@@ -21,11 +21,14 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from hangdoc.collectors import procfs
+from hangdoc.collectors import procfs, waits
 from hangdoc.collectors.dumpformat import ChildRecord, OpenFileRecord, ProcSampleRecord
+from hangdoc.collectors.wait_peers import Scope
+from hangdoc.common.redact import redact_argv
 
 PROC = Path("/proc")
 # Per process, at most this many files (written ones first) and subprocesses: a rank
@@ -33,6 +36,9 @@ PROC = Path("/proc")
 MAX_FILES = 48
 MAX_CHILD_FILES = 8
 MAX_CHILDREN = 32
+# Seconds one sample may spend finding who is at the other end of its threads' waits
+# (collectors/waits.py); past it, the waits are recorded without their peers.
+WAIT_PEERS_BUDGET_S = 3.0
 # File systems where a stat may block for as long as the server is away.
 NETWORK_FSTYPES: frozenset[str] = frozenset({
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", "9p", "beegfs",
@@ -63,6 +69,15 @@ def read_sample(
     """``procfs.read_sample`` plus the open files and subprocesses of a live process."""
     sample = procfs.read_sample(pid, index, start_ticks=start_ticks)
     if sample["alive"]:
+        family = (*child_pids(pid), *([parent] if (parent := _parent(pid)) else []))
+        scope = Scope(
+            pid,
+            family,
+            time.monotonic() + WAIT_PEERS_BUDGET_S,
+            redact=redact,
+            redact_argv=redact_argv if redact is not None else None,
+        )
+        waits.read_waits(pid, sample["threads"], scope)
         mounts = read_mounts(pid)
         sample["files"] = read_open_files(pid, mounts, redact=redact)
         sample["children"] = read_children(pid, mounts, redact=redact)
@@ -265,6 +280,11 @@ def _threads_in_d(pid: int) -> int:
             st = procfs.read_stat(pid, int(tid)) if tid.isdigit() else None
             count += st is not None and st.state == "D"
     return count
+
+
+def _parent(pid: int) -> int | None:
+    st = procfs.read_stat(pid)
+    return st.ppid if st is not None and st.ppid > 1 else None
 
 
 def _read_wchan(path: Path) -> str | None:

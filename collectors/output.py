@@ -22,8 +22,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from hangdoc.collectors.atomic import write_bytes_atomic, write_json_atomic
-from hangdoc.collectors.redact import redact_json_bytes
+from hangdoc.common.atomic import write_bytes_atomic, write_json_atomic
+from hangdoc.common.redact import redact_json_bytes
 
 # errno values that mean "no more bytes fit" (a full disk, a quota, RLIMIT_FSIZE).
 OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

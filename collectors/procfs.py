@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hangdoc.collectors.dumpformat import OutputRecord, ProcSampleRecord, ThreadRecord
+from hangdoc.collectors.waits import blocked_call
 
 PROC = Path("/proc")
 IO_KEYS: tuple[str, ...] = ("rchar", "wchar", "syscr", "syscw", "read_bytes", "write_bytes")
@@ -259,17 +260,18 @@ def _read_threads(pid: int) -> list[ThreadRecord]:
         tdir = task_dir / str(tid)
         status = _read_status(tdir / "status")
         comm = _read_text(tdir / "comm")
-        threads.append(
-            {
-                "tid": tid,
-                "name": comm.rstrip("\n") if comm is not None else st.comm,
-                "state": st.state,
-                "wchan": _read_wchan(tdir / "wchan"),
-                "cpu_ticks": st.cpu_ticks,
-                "voluntary_ctxt_switches": status.get("voluntary_ctxt_switches"),
-                "nonvoluntary_ctxt_switches": status.get("nonvoluntary_ctxt_switches"),
-            }
-        )
+        record: ThreadRecord = {
+            "tid": tid,
+            "name": comm.rstrip("\n") if comm is not None else st.comm,
+            "state": st.state,
+            "wchan": _read_wchan(tdir / "wchan"),
+            "cpu_ticks": st.cpu_ticks,
+            "voluntary_ctxt_switches": status.get("voluntary_ctxt_switches"),
+            "nonvoluntary_ctxt_switches": status.get("nonvoluntary_ctxt_switches"),
+        }
+        if st.state in ("S", "D") and (call := blocked_call(pid, tid)) is not None:
+            record["syscall"], record["waits_on"] = call
+        threads.append(record)
     return threads
 
 

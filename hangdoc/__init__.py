@@ -5,14 +5,17 @@ lives in ``hangdoc.api`` and is imported on first use (PEP 562 ``__getattr__``):
 CLI, the collectors and the in-job hook all import this package, and none of them
 should pay for the analyzer or pandas. Type checkers see these names as ``Any`` here;
 ``from hangdoc.api import diagnose`` gives the typed functions.
+
+This module is the package's face, at the top of the layers: nothing in hangdoc imports
+it (the version is ``hangdoc.common.version``), so its import of ``hangdoc.api`` is an
+ordinary one that the import contracts see.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from hangdoc.common.version import __version__
 
 API_NAMES = frozenset(
     {
@@ -30,10 +33,9 @@ __all__ = ["__version__", *sorted(API_NAMES)]
 
 def __getattr__(name: str) -> Any:
     if name in API_NAMES:
-        # By name, not `from hangdoc import api`: the collectors import this package,
-        # and an import the layer contracts (import-linter) can see would tie them to
-        # the analyzer. Typed code imports from hangdoc.api directly.
-        return getattr(importlib.import_module("hangdoc.api"), name)
+        from hangdoc import api  # on first use: `import hangdoc` stays cheap
+
+        return getattr(api, name)
     raise AttributeError(f"module 'hangdoc' has no attribute {name!r}")
 
 

@@ -22,15 +22,23 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from hangdoc import API_NAMES
-
 if TYPE_CHECKING:
     import pandas as pd
 
     from hangdoc.analyzer.diagnosis import Diagnosis
     from hangdoc.analyzer.model import Evidence, ThreadStack
 
-__all__ = sorted(API_NAMES)  # one list, kept in hangdoc/__init__.py (lazy re-exports)
+# hangdoc/__init__.py hands these on lazily (its API_NAMES; tests/unit/test_api.py
+# checks that the two lists agree).
+__all__ = [
+    "collectives_frame",
+    "diagnose",
+    "findings_frame",
+    "load",
+    "log_events_frame",
+    "ranks_frame",
+    "stacks_frame",
+]
 
 PathLike: TypeAlias = "str | os.PathLike[str]"
 Paths: TypeAlias = "PathLike | Sequence[PathLike]"
@@ -94,7 +102,7 @@ def _frame(
 _RANK_COLUMNS = (
     "rank", "host", "pid", "local_rank", "world_size", "exited", "stack_samples",
     "proc_samples", "collectives", "log_events", "activity", "in_collective", "culprit",
-    "waiting", "sources",
+    "waiting", "sources", "text_stacks",
 )  # fmt: skip
 
 
@@ -132,6 +140,7 @@ def ranks_frame(source: Source) -> pd.DataFrame:
                 "culprit": proc.rank in culprits,
                 "waiting": proc.rank in waiting,
                 "sources": ", ".join(proc.sources),
+                "text_stacks": len(proc.text_stacks),
             }
         )
     frame = _frame(rows, _RANK_COLUMNS, ("rank", "pid", "local_rank", "world_size"))
@@ -141,18 +150,29 @@ def ranks_frame(source: Source) -> pd.DataFrame:
 _STACK_COLUMNS = (
     "rank", "pid", "host", "sample", "time", "child_pid", "thread_id", "os_thread_id",
     "thread_name", "is_main", "active", "owns_gil", "depth", "function", "file", "line",
-    "native", "source",
+    "native", "source", "text_stack", "text_kinds", "text_line", "exception",
 )  # fmt: skip
 
 
 def stacks_frame(source: Source) -> pd.DataFrame:
     """One row per frame of every sampled thread (and dataloader worker, ``child_pid``
-    set). ``depth`` 0 is the innermost frame: where the thread is right now."""
+    set). ``depth`` 0 is the innermost frame: where the thread is right now.
+
+    Stacks read from text (tracebacks in logs, pasted dumps) are rows too, labelled as
+    such: ``sample`` and ``time`` are empty and ``text_stack`` is their index among the
+    process's text stacks, with ``text_kinds`` ("traceback", "pyspy"…), ``text_line``
+    (where they start in ``source``) and the ``exception`` a traceback ended with. Filter
+    on ``sample.notna()`` for live samples only."""
+    from hangdoc.analyzer.model import StackSample, TextStack
+
     rows = []
     for proc in _evidence(source).processes:
-        for sample in proc.stack_samples:
-            threads: list[tuple[int | None, ThreadStack]] = [(None, t) for t in sample.threads]
-            threads += [(c.pid, t) for c in sample.children for t in c.threads]
+        stacks: list[StackSample | TextStack] = [*proc.stack_samples, *proc.text_stacks]
+        for stack in stacks:
+            text = stack if isinstance(stack, TextStack) else None
+            live = stack if isinstance(stack, StackSample) else None
+            threads: list[tuple[int | None, ThreadStack]] = [(None, t) for t in stack.threads]
+            threads += [(c.pid, t) for c in stack.children for t in c.threads]
             for child_pid, thread in threads:
                 for depth, frame in enumerate(thread.frames):
                     rows.append(
@@ -160,8 +180,8 @@ def stacks_frame(source: Source) -> pd.DataFrame:
                             "rank": proc.rank,
                             "pid": proc.pid,
                             "host": proc.host,
-                            "sample": sample.index,
-                            "time": sample.time,
+                            "sample": live.index if live is not None else None,
+                            "time": live.time if live is not None else None,
                             "child_pid": child_pid,
                             "thread_id": thread.thread_id,
                             "os_thread_id": thread.os_thread_id,
@@ -174,10 +194,19 @@ def stacks_frame(source: Source) -> pd.DataFrame:
                             "file": frame.file,
                             "line": frame.line,
                             "native": frame.native,
-                            "source": thread.source or sample.source,
+                            "source": thread.source or stack.source,
+                            "text_stack": text.index if text is not None else None,
+                            "text_kinds": (
+                                ", ".join(k.value for k in text.kinds) if text else None
+                            ),
+                            "text_line": text.line if text is not None else None,
+                            "exception": thread.exception,
                         }
                     )
-    ints = ("rank", "pid", "sample", "child_pid", "thread_id", "os_thread_id", "depth", "line")
+    ints = (
+        "rank", "pid", "sample", "child_pid", "thread_id", "os_thread_id", "depth", "line",
+        "text_stack", "text_line",
+    )  # fmt: skip
     return _frame(rows, _STACK_COLUMNS, ints)
 
 
@@ -219,12 +248,18 @@ def collectives_frame(source: Source) -> pd.DataFrame:
     return frame.sort_values(["group", "rank", "seq_id"], ignore_index=True)
 
 
-_LOG_COLUMNS = ("rank", "time", "kind", "text", "source", "line", "fields")
+_LOG_COLUMNS = (
+    "rank", "time", "kind", "text", "source", "line", "host", "pid", "local_rank", "fields",
+)  # fmt: skip
 
 
 def log_events_frame(source: Source) -> pd.DataFrame:
     """One row per log line that matters (watchdog timeouts, NCCL warnings, exits),
-    of a rank or of the job (``rank`` missing), in time order where times are known."""
+    of a rank or of the job (``rank`` missing), in time order where times are known.
+    ``fields`` holds what the parser read from the line (the event's typed payload, as
+    plain values by field name: analyzer/payloads.py)."""
+    from hangdoc.analyzer.payloads import payload_fields
+
     evidence = _evidence(source)
     rows = []
     events = [(p.rank, e) for p in evidence.processes for e in p.log_events]
@@ -234,20 +269,23 @@ def log_events_frame(source: Source) -> pd.DataFrame:
             {
                 "rank": rank,
                 "time": event.time,
-                "kind": event.kind,
+                "kind": str(event.kind),
                 "text": event.text,
                 "source": event.source,
                 "line": event.line,
-                "fields": dict(event.fields),
+                "host": event.host,
+                "pid": event.pid,
+                "local_rank": event.local_rank,
+                "fields": payload_fields(event.payload),
             }
         )
-    frame = _frame(rows, _LOG_COLUMNS, ("rank", "line"))
+    frame = _frame(rows, _LOG_COLUMNS, ("rank", "line", "pid", "local_rank"))
     return frame.sort_values(["time", "rank"], na_position="last", kind="stable", ignore_index=True)
 
 
 _FINDING_COLUMNS = (
-    "rule", "category", "severity", "confidence", "primary", "title", "culprit_ranks",
-    "waiting_ranks", "explanation", "fix", "evidence",
+    "rule", "category", "severity", "confidence", "strength", "primary", "title",
+    "culprit_ranks", "waiting_ranks", "explanation", "fix", "evidence",
 )  # fmt: skip
 
 
@@ -260,6 +298,7 @@ def findings_frame(diagnosis: Diagnosis) -> pd.DataFrame:
             "category": f.category.value,
             "severity": f.severity.value,
             "confidence": f.confidence,
+            "strength": f.strength.word,
             "primary": index == 0,
             "title": f.title,
             "culprit_ranks": list(f.culprit_ranks),

@@ -149,6 +149,36 @@ def decisive_lines_missing(case: Case) -> list[str]:
     return [line for line in case.decisive if not any(line.strip() in t for t in texts)]
 
 
+def _whitespace_normalised(text: str) -> str:
+    return " ".join(text.split())
+
+
+def shared_pastes(cases: list[Case]) -> list[str]:
+    """A problem for each paste that occurs in another case's paste (equal, or contained in
+    it, once runs of whitespace are one space): one run's output kept twice (a thread that
+    reposts another's paste, or the same lines in two reports) would be scored twice, and
+    across the splits it would put train's text into test."""
+    pastes: list[tuple[Case, str, str]] = []
+    for case in cases:
+        for artifact in case.artifacts:
+            path = case.folder / artifact.file
+            text = _whitespace_normalised(path.read_text(encoding="utf-8", errors="replace"))
+            if text:
+                pastes.append((case, artifact.file, text))
+    pastes.sort(key=lambda paste: len(paste[2]))
+    problems = []
+    for index, (case, name, text) in enumerate(pastes):
+        for other, other_name, other_text in pastes[index + 1 :]:
+            if other is not case and text in other_text:
+                same = "the same paste as" if text == other_text else "a part of the paste"
+                problems.append(
+                    f"{case.folder}: {name} is {same} {other.case_id}/{other_name}: "
+                    "keep one case per paste (or only the parts that differ)"
+                )
+                break
+    return problems
+
+
 _GITHUB = re.compile(r"https?://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull)/\d+")
 
 
@@ -174,7 +204,8 @@ def cited_elsewhere(root: Path) -> set[str]:
 
 
 def read_casebook(root: Path) -> tuple[list[Case], list[str]]:
-    """Every case under ``root`` (sorted by id), and the problems of folders that failed.
+    """Every case under ``root`` (sorted by id), and the problems of folders that failed
+    or of cases that share a thread or a paste.
 
     A case whose thread the project's own fixtures or tests cite is marked ``seen`` and
     scored with the train split, whatever its hash says.
@@ -200,6 +231,7 @@ def read_casebook(root: Path) -> tuple[list[Case], list[str]]:
         if key in sources:
             problems.append(f"{case.folder}: same thread as {sources[key]}")
         sources[key] = case.case_id
+    problems.extend(shared_pastes(cases))
     return cases, problems
 
 

@@ -3,8 +3,13 @@
 Each case's artifacts go through the same path as a user's files (``load_paths`` then the
 rule engine); the primary finding is the answer. What counts:
 
+* cause named in the label, exact (the headline): over the cases whose label names a
+  cause, right when the primary category is the label's own; alternatives do not count,
+  and abstaining (``unknown``) never scores, so a tool cannot rise on it by saying less;
 * category: right when the primary category is the case's or one of its alternatives
-  (an inconclusive verdict answers ``unknown``);
+  (an inconclusive verdict answers ``unknown``); as many labels accept ``unknown``, this
+  rewards abstaining, so each split is also scored for a tool that always says
+  ``unknown`` (``always_unknown``), printed beside it;
 * culprit: scored on cases that name culprit ranks: right when hangdoc names exactly
   those ranks, partly right when the sets overlap;
 * refusal: the analysis raised, or every artifact was refused unread;
@@ -15,14 +20,16 @@ rule engine); the primary finding is the answer. What counts:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hangdoc.analyzer.calibration import CalibrationTable
 from hangdoc.analyzer.loading.loader import NOTHING_FOUND
-from hangdoc.analyzer.model import Category, Verdict
+from hangdoc.analyzer.model import Category, Finding, Verdict
 from hangdoc.casebook import Case, read_casebook
 
 CONFIDENCE_BUCKETS: tuple[tuple[float, float], ...] = (
@@ -33,8 +40,13 @@ CONFIDENCE_BUCKETS: tuple[tuple[float, float], ...] = (
     (0.8, 1.01),
 )
 CALIBRATION_TOLERANCE = 0.15
-# CI fails when the train split falls below this (docs/accuracy.md); raised as it improves.
-TRAIN_FLOOR = 0.72
+# The map is tempered by reports scored at first sight (analyzer/calibration.py), so on the
+# casebook, where the rules were built, answers are right more often than stated: that much
+# under-confidence is by design; over-confidence beyond the tolerance never is.
+CASEBOOK_UNDERCONFIDENCE = 0.25
+# CI fails when the train split falls below these (docs/accuracy.md); raised as it improves.
+TRAIN_FLOOR = 0.72  # category right
+TRAIN_EXACT_FLOOR = 0.75  # cause named in the label, exact (the headline)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +60,17 @@ class CaseResult:
     seconds: float
     refused: bool
     error: str | None = None
+    # Every finding of the answer, in order (the calibration fit reads their strengths).
+    findings: tuple[Finding, ...] = ()
 
     @property
     def correct(self) -> bool:
         return not self.refused and self.predicted in self.case.accepted
+
+    @property
+    def exact(self) -> bool:
+        """The label's own category, alternatives aside."""
+        return not self.refused and self.predicted is self.case.category
 
     @property
     def culprit_scored(self) -> bool:
@@ -66,16 +85,19 @@ class CaseResult:
         return bool(set(self.culprits) & set(self.case.culprit_ranks or ()))
 
 
-def run_case(case: Case, *, calibrate: bool = True) -> CaseResult:
+def run_case(
+    case: Case, *, calibrate: bool = True, table: CalibrationTable | None = None
+) -> CaseResult:
     """Analyze one case's artifacts as a user's loose files; never raises. Without
-    ``calibrate`` the rules' own confidences are kept (to measure them)."""
+    ``calibrate`` the strengths' stated confidences are kept (to measure them); with
+    ``table``, that calibration rather than the shipped one."""
     from hangdoc.analyzer.engine import analyze
     from hangdoc.analyzer.loading.loader import load_paths
 
     began = time.perf_counter()
     try:
         evidence = load_paths(case.artifact_paths())
-        diagnosis = analyze(evidence, calibrate=calibrate)
+        diagnosis = analyze(evidence, calibrate=calibrate, table=table)
     except Exception as exc:  # a crash is a refusal, scored as such
         return CaseResult(
             case, Category.UNKNOWN, 0.0, (), None, "error", time.perf_counter() - began,
@@ -97,6 +119,7 @@ def run_case(case: Case, *, calibrate: bool = True) -> CaseResult:
         verdict=diagnosis.verdict.value,
         seconds=seconds,
         refused=refused,
+        findings=tuple(diagnosis.findings),
     )
 
 
@@ -124,6 +147,24 @@ class SplitScore:
     @property
     def named_accuracy(self) -> float:
         return _share(r.correct for r in self.named)
+
+    @property
+    def named_exact(self) -> float:
+        """The headline: of the cases whose label names a cause, the share where the
+        primary category is that cause (alternatives do not count)."""
+        return _share(r.exact for r in self.named)
+
+    def always_unknown(self) -> SplitScore:
+        """The same cases answered by a tool that always says ``unknown``: the baseline
+        that every number of this split is to be read against."""
+        abstained = [
+            dataclasses.replace(
+                r, predicted=Category.UNKNOWN, confidence=0.0, culprits=(), rule=None,
+                verdict=Verdict.INCONCLUSIVE.value, refused=False, error=None,
+            )
+            for r in self.results
+        ]  # fmt: skip
+        return SplitScore(f"{self.name} (always unknown)", abstained)
 
     @property
     def precision(self) -> float:
@@ -154,8 +195,9 @@ class SplitScore:
     def seconds(self) -> float:
         return sum(r.seconds for r in self.results)
 
-    def per_category(self) -> list[tuple[Category, int, int, float, float]]:
-        """(category, cases labelled, cases predicted, precision, recall) per category."""
+    def per_category(self) -> list[tuple[Category, int, int, float, float, float]]:
+        """(category, cases labelled, cases predicted, precision, recall, recall with the
+        label's own category only) per category."""
         rows = []
         for cat in Category:
             labelled = [r for r in self.results if r.case.category is cat]
@@ -164,7 +206,8 @@ class SplitScore:
                 continue
             precision = _share(r.correct for r in predicted)
             recall = _share(r.correct for r in labelled)
-            rows.append((cat, len(labelled), len(predicted), precision, recall))
+            exact = _share(r.exact for r in labelled)
+            rows.append((cat, len(labelled), len(predicted), precision, recall, exact))
         return rows
 
     def confusion(self) -> Counter[tuple[Category, Category]]:
@@ -197,9 +240,11 @@ class SplitScore:
         return rows
 
     def calibrated(self, min_cases: int = 5) -> bool:
-        """Every bucket with enough cases within the tolerance of its accuracy."""
+        """Every bucket with enough cases states no more than the tolerance above its
+        accuracy, and no more than ``CASEBOOK_UNDERCONFIDENCE`` below it (the casebook is
+        in-sample: the map promises what unseen reports bear out, which is less)."""
         return all(
-            abs(mean - acc) <= CALIBRATION_TOLERANCE
+            -CASEBOOK_UNDERCONFIDENCE <= mean - acc <= CALIBRATION_TOLERANCE
             for _, n, mean, acc in self.calibration()
             if n >= min_cases
         )
@@ -210,25 +255,21 @@ def _share(flags: Iterable[bool]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def score(cases: Sequence[Case], *, calibrate: bool = True) -> dict[str, SplitScore]:
+def score(
+    cases: Sequence[Case], *, calibrate: bool = True, table: CalibrationTable | None = None
+) -> dict[str, SplitScore]:
     """Run every case; scores for ``train``, ``test`` and ``all``."""
     splits = {name: SplitScore(name) for name in ("train", "test", "all")}
     for case in cases:
-        result = run_case(case, calibrate=calibrate)
+        result = run_case(case, calibrate=calibrate, table=table)
         splits[case.split].results.append(result)
         splits["all"].results.append(result)
     return splits
 
 
 def evaluate(
-    root: Path, *, calibrate: bool = True
+    root: Path, *, calibrate: bool = True, table: CalibrationTable | None = None
 ) -> tuple[list[Case], list[str], dict[str, SplitScore]]:
     """Read the casebook under ``root`` and score every valid case."""
     cases, problems = read_casebook(root)
-    return cases, problems, score(cases, calibrate=calibrate)
-
-
-def calibration_answers(split: SplitScore) -> list[tuple[float, bool]]:
-    """(own confidence, right) of every answer that named a cause: what the calibration
-    map is fitted on. Measured with the rules' own confidences (``calibrate=False``)."""
-    return [(r.confidence, r.correct) for r in split.answered if not r.refused]
+    return cases, problems, score(cases, calibrate=calibrate, table=table)

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from hangdoc import __version__
 from hangdoc.cli_exits import FLAG, run_app
+from hangdoc.common.version import __version__
 from hangdoc.errors import ExitStatus, UsageError
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ def collect(
     )
     with Progress(console=err_console, transient=True) as progress:
         sink = _ProgressSink(progress)
-        from hangdoc.jobcli import write_summary  # the node summary, read first by analyze
+        from hangdoc.pipeline import write_summary  # the node summary, read first by analyze
 
         result = run_collect(options, sink, write_summary)
     manifest = result.manifest
@@ -288,6 +288,12 @@ def analyze(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No terminal summary.", metavar=FLAG)
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Also list the rules that lacked evidence.", metavar=FLAG
+        ),
+    ] = False,
     no_summaries: Annotated[
         bool,
         typer.Option(
@@ -332,7 +338,7 @@ def analyze(
     if not quiet:
         from hangdoc.analyzer.render.terminal import render_terminal
 
-        render_terminal(diagnosis, out)
+        render_terminal(diagnosis, out, verbose=verbose)
         for written in result.written:
             if written.path is not None:
                 replaced = " (replaced the old one)" if written.replaces else ""
@@ -466,28 +472,59 @@ def evaluate_casebook(
         bool,
         typer.Option(
             "--calibrate",
-            help="First fit the confidence calibration to the casebook "
-            "(analyzer/calibration.json; the stated confidences follow it).",
+            help="First fit the confidence calibration to the casebook and write it into "
+            "the source tree that holds DIR (its analyzer/calibration.json); the scores "
+            "then follow it.",
         ),
     ] = False,
+    calibration_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration-out",
+            help="With --calibrate: write the fitted table here instead.",
+            metavar="FILE",
+        ),
+    ] = None,
     floor: Annotated[
         float | None,
         typer.Option(
-            min=0.0, max=1.0, help="Fail (status 1) below this train accuracy.", metavar="SHARE"
+            min=0.0,
+            max=1.0,
+            help="Fail (status 1) below this train share, category right.",
+            metavar="SHARE",
+        ),
+    ] = None,
+    exact_floor: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Fail (status 1) below this train share, cause named in label, exact.",
+            metavar="SHARE",
         ),
     ] = None,
 ) -> None:
     """Score hangdoc on a casebook of real reports: accuracy per split, per category,
     culprits, calibration of the stated confidence (fixtures/cases/README.md)."""
-    from hangdoc.casebook_eval import TRAIN_FLOOR
+    from hangdoc.calibrate import target_for
+    from hangdoc.casebook_eval import TRAIN_EXACT_FLOOR, TRAIN_FLOOR
     from hangdoc.casebook_report import run_eval
 
     if split not in ("train", "test", "all"):
         raise UsageError(f"--split {split!r}", help_text="Choose train, test or all.")
     if not cases.is_dir():
         raise UsageError(f"{cases}: not a folder", help_text="Pass the casebook folder.")
+    if calibration_out is not None and not calibrate:
+        raise UsageError("--calibration-out without --calibrate", help_text="Add --calibrate.")
+    # Where the table goes is settled (and refused, for an installed package) first.
+    target = target_for(cases, calibration_out) if calibrate else None
     summary, status = run_eval(
-        cases, write, split, TRAIN_FLOOR if floor is None else floor, recalibrate=calibrate
+        cases,
+        write,
+        split,
+        TRAIN_FLOOR if floor is None else floor,
+        calibrate_to=target,
+        exact_floor=TRAIN_EXACT_FLOOR if exact_floor is None else exact_floor,
     )
     sys.stdout.write(summary + "\n")  # Markdown rows: never wrapped
     if status:
@@ -502,6 +539,17 @@ def _register_node_collect() -> None:
 
 
 _register_node_collect()
+
+
+def _register_watch() -> None:
+    """``hangdoc watch`` (hangdoc/watch/cli.py) and its hidden per-node side."""
+    from hangdoc.watch.cli import node_watch, watch
+
+    app.command(name="watch")(watch)
+    app.command(name="node-watch", hidden=True)(node_watch)
+
+
+_register_watch()
 
 
 def main(argv: list[str] | None = None) -> int:

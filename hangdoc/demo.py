@@ -1,9 +1,10 @@
 """``hangdoc demo``: the whole loop on a real hung job, in one command.
 
 A 4-rank gloo job on CPU hangs for real (the last rank's checkpoint write never
-returns while the others wait in all_gather); hangdoc collects it, kills it, and
-explains it. Without torch or py-spy rights, a dump recorded from the same scenario
-(shipped in the package) is analyzed instead.
+returns while the others wait in all_gather); hangdoc collects and explains it while it
+hangs (hangdoc/pipeline.py, the path ``hangdoc watch`` takes too), then kills it. Without
+torch or py-spy rights, a dump recorded from the same scenario (shipped in the package)
+is analyzed instead.
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ import importlib.util
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from hangdoc.errors import HangdocError, OutputPathError
+
+if TYPE_CHECKING:
+    from hangdoc.pipeline import Reports
 
 RECORDED = Path(__file__).with_name("demo_data") / "checkpoint"
 SCENARIO = "checkpoint"
@@ -56,45 +62,48 @@ def run_demo(out: Path, *, ranks: int, recorded: bool, console: Console) -> Path
     """Collect (or copy the recorded dump), analyze, write the three reports into a fresh
     folder under ``out``, and print the summary; the folder is returned."""
     from hangdoc.analyzer.render.terminal import render_terminal
-    from hangdoc.api import diagnose
-    from hangdoc.outputs import plan_outputs, write_all
+    from hangdoc.pipeline import DUMP_NAME, write_reports
 
     target = _fresh_dir(out)
     why_not = None if not recorded else "--recorded was given"
     if why_not is None:
         why_not = live_demo_possible()
     if why_not is None:
-        dump = _collect_live(target, ranks, console)
+        reports = _live(target, ranks, console)
     else:
         console.print(f"[yellow]analyzing the recorded demo dump: {why_not}[/]")
-        dump = target / "dump"
-        shutil.copytree(RECORDED, dump)
-    html, json_out, md = target / "report.html", target / "findings.json", target / "summary.md"
-    # The same checked, atomic writes as `hangdoc analyze` (the folder is fresh: no --force).
-    plan = plan_outputs(
-        [("html", "--html", html), ("json", "--json", json_out), ("md", "--md", md)],
-        force=False,
+        shutil.copytree(RECORDED, target / DUMP_NAME)
+        reports = write_reports([target / DUMP_NAME], target)
+    render_terminal(reports.diagnosis, console)
+    console.print(
+        f"\ndump:     {reports.dump}\nreport:   {reports.html}\nfindings: {reports.json}\n"
+        f"markdown: {reports.md}"
     )
-    diagnosis = diagnose([dump])
-    result = write_all(plan, diagnosis, inputs=[dump])
-    render_terminal(diagnosis, console)
-    console.print(f"\ndump:     {dump}\nreport:   {html}\nfindings: {json_out}\nmarkdown: {md}")
-    if result.error is not None:
-        raise result.error
+    if reports.error is not None:
+        raise reports.error
     return target
 
 
-def _collect_live(target: Path, ranks: int, console: Console) -> Path:
-    from hangdoc.scenarios.capture import capture
+def _live(target: Path, ranks: int, console: Console) -> Reports:
+    """Hang the scenario, collect and analyze it while it hangs (the pipeline ``hangdoc
+    watch`` uses too), then kill it."""
+    from hangdoc.collectors.collect import CollectOptions
+    from hangdoc.pipeline import collect_and_report
+    from hangdoc.scenarios.launch import launch
 
-    dump = target / "dump"
     console.print(
         f"starting a {ranks}-rank gloo job: rank {ranks - 1} saves a checkpoint that never "
         "finishes, the others wait in all_gather; collecting it once every rank is blocked…"
     )
-    try:
-        pids = capture(SCENARIO, ranks, dump, interval_s=2.0)
-    except (TimeoutError, RuntimeError) as exc:
-        raise HangdocError(f"the demo job did not start: {exc}") from exc
-    console.print(f"collected pids {', '.join(map(str, pids))}; the job was killed. Analyzing…")
-    return dump
+    with (
+        tempfile.TemporaryDirectory(prefix=f"hangdoc-{SCENARIO}-") as workdir,
+        launch(SCENARIO, ranks, Path(workdir)) as job,
+    ):
+        try:
+            job.wait_ready(timeout=180.0)
+        except (TimeoutError, RuntimeError) as exc:
+            raise HangdocError(f"the demo job did not start: {exc}") from exc
+        pids = tuple(p.pid for p in job.procs if p.poll() is None)
+        reports = collect_and_report(CollectOptions(pids=pids, interval_s=2.0), target)
+    console.print(f"collected pids {', '.join(map(str, pids))}; the job was killed.")
+    return reports

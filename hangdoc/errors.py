@@ -18,6 +18,7 @@ class ExitStatus(IntEnum):
     USAGE = 2  # bad options or arguments, an unknown rule, an output path it cannot use
     COLLECTION_FAILED = 3  # collect got nothing it could write
     OUTPUT_FAILED = 4  # the analysis ran but an output could not be written
+    HANG_REPORTED = 5  # watch: the job ended (or watch was stopped) after a hang was reported
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 
 

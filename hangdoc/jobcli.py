@@ -23,6 +23,7 @@ from rich.console import Console
 
 from hangdoc.collectors.jobformat import TransferMode
 from hangdoc.errors import CollectionError, UsageError
+from hangdoc.pipeline import write_summary
 
 err_console = Console(stderr=True)
 # Per-node lines are printed for jobs up to this many nodes; bigger ones get a line per
@@ -38,17 +39,6 @@ def _transfer(value: str) -> TransferMode:
     if mode is None:
         raise UsageError(f"--transfer {value!r}: use auto, shared, stream or summary")
     return mode
-
-
-def write_summary(dump_dir: Path) -> str | None:
-    """The collectors' finalizer: the node summary, or why it could not be written."""
-    from hangdoc.analyzer.summaries.write import write_node_summary
-
-    try:
-        write_node_summary(dump_dir)
-    except (OSError, ValueError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
 
 
 class _JobPrinter:

@@ -11,7 +11,6 @@ to stdout, so that ``hangdoc analyze dump --json - | jq`` works.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from hangdoc.common.atomic import write_text_atomic
 from hangdoc.errors import OutputPathError, OutputWriteError
 
 if TYPE_CHECKING:
@@ -245,26 +245,27 @@ def _write_text(out: Output, text: str) -> None:
         with out.path.open("w", encoding="utf-8") as handle:
             handle.write(text)
         return
-    fd, partial = tempfile.mkstemp(dir=out.path.absolute().parent, prefix=f".{out.path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(partial, 0o644)
-        os.replace(partial, out.path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
-        raise
+    write_text_atomic(out.path.absolute(), text)
 
 
 def _write_archive(dest: Path, inputs: Sequence[Path], diagnosis: Diagnosis, redact: bool) -> None:
     """The ticket archive, built under a temporary folder beside ``dest`` and renamed
     over it (so --force replaces an old archive only once the new one is whole)."""
-    from hangdoc.analyzer.render.ticket import write_ticket_archive
+    from hangdoc.analyzer.render.html import render_html
+    from hangdoc.analyzer.render.markdown import render_markdown
+    from hangdoc.analyzer.ticket import write_ticket_archive
 
+    reports = {
+        "report.html": render_html(diagnosis),
+        # the findings as the analysis left them: the marker says whether they are redacted
+        "findings.json": json.dumps(diagnosis.to_json(), indent=2) + "\n",
+        "summary.md": render_markdown(diagnosis),
+    }
     stage = Path(tempfile.mkdtemp(dir=dest.absolute().parent, prefix=".hangdoc-archive-"))
     try:
-        built = write_ticket_archive(stage / dest.name, inputs, diagnosis, redact=redact)
+        built = write_ticket_archive(
+            stage / dest.name, inputs, reports, verdict=diagnosis.verdict.value, redact=redact
+        )
         os.replace(built, dest)
     finally:
         shutil.rmtree(stage, ignore_errors=True)

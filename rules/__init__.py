@@ -99,6 +99,8 @@ _MODULES: tuple[RuleRow, ...] = (
     RuleRow("hd350_gpu_activity", _CAUSES),
     RuleRow("hd351_gpu_memory_limit", _CAUSES),
     RuleRow("hd303_gpu_driver_hung_task", "0.1.0 (issue 14)"),
+    # What a blocked thread waits on, from the kernel (issue 21).
+    RuleRow("hd111_file_lock_holder", "0.1.0 (issue 21)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.

@@ -18,6 +18,7 @@ from typing import ClassVar
 from hangdoc.analyzer.model import (
     DOC_SECTIONS,
     Category,
+    DocSection,
     Evidence,
     Finding,
     ProcessEvidence,
@@ -29,6 +30,7 @@ from hangdoc.analyzer.views.fr_matching import MatchResult, match
 from hangdoc.analyzer.views.log_compare import LogComparison, compare_logs
 from hangdoc.analyzer.views.progress import RankProgress, rank_progress
 from hangdoc.analyzer.views.timeline import Timeline
+from hangdoc.analyzer.views.waits import JobWaits
 
 _ID = re.compile(r"^HD\d{3}$")
 
@@ -81,6 +83,15 @@ class RuleContext:
             found = self._views["fr_match"] = match(self.evidence, self.activities)
         return found
 
+    @property
+    def waits(self) -> JobWaits:
+        """What each process's blocked main thread waits on, placed against the job
+        (analyzer/views/waits.py)."""
+        found = self._views.get("waits")
+        if not isinstance(found, JobWaits):
+            found = self._views["waits"] = JobWaits(self.evidence)
+        return found
+
     def progress(self, process: ProcessEvidence) -> RankProgress:
         """Whether one process moved between samples (analyzer/views/progress.py); several
         rules ask for the same ranks, so each is computed once per analysis."""
@@ -100,7 +111,9 @@ class RuleContext:
         if need is Need.PROC:
             return any(p.proc_samples for p in ev.processes)
         if need is Need.SAMPLES:
-            return any(len(p.stack_samples) >= 2 or len(p.proc_samples) >= 2 for p in ev.processes)
+            # Text stacks count where a process has no live sample (two pasted dumps): the
+            # thread rules follow threads through them; progress reads live samples only.
+            return any(len(p.stack_series()) >= 2 or len(p.proc_samples) >= 2 for p in ev.processes)
         if need is Need.WORLD_SIZE:
             return ev.expected_world_size() is not None
         if need is Need.FLIGHT_RECORDER:
@@ -138,7 +151,7 @@ class Rule(abc.ABC):
     @classmethod
     def rule_doc(cls) -> RuleDoc:
         """The docs as the report's appendix shows them (the renderers import no rule)."""
-        return RuleDoc(cls.id, cls.name, tuple(cls.docs().items()))
+        return RuleDoc(cls.id, cls.name, tuple(DocSection(h, t) for h, t in cls.docs().items()))
 
     @classmethod
     def doc_text(cls) -> str:

@@ -1,19 +1,25 @@
-"""What a rank's activity says about the cause: tag → category, and the advice for each.
+"""What a rank's activity says about the cause: which activity explains the culprit.
 
-Shared by the rules that name a culprit by what it is doing (HD001, HD002), so the same
-activity always gets the same category and the same fix.
+The kernel and the rank's other threads speak first (a stalled file system, a lock cycle,
+the GIL), then the frame catalog's activities innermost first, then the job's own names.
+The words, category and fix of each activity are the activity table's
+(analyzer/views/activity_table.py). Shared by the rules that name a culprit by what it is
+doing (HD001, HD108, the flight recorder's texts), so the same activity always gets the
+same category and the same fix.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from hangdoc.analyzer.model import Category, Frame
+from hangdoc.analyzer.model import Category, Frame, PeerRole, WaitKind
 from hangdoc.analyzer.views.activity import GENERIC_TAGS, RankActivity, is_user_frame
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.iofacts import fs_stall
-from hangdoc.analyzer.views.locks import gil_holder, lock_waits
-from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning, Signal, job_meaning
+from hangdoc.analyzer.views.locks import LockWaitKind, gil_holder, lock_waits
+from hangdoc.analyzer.views.meaning import Signal, job_meaning
+from hangdoc.analyzer.views.netwait import network_wait
+from hangdoc.analyzer.views.waits import BEFORE_JOB_S, Holder, JobWaits, ThreadWait, WaitSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,135 +32,129 @@ class Cause:
     signals: tuple[Signal, ...] = ()
 
 
-_CAUSES: dict[Tag, Cause] = {
-    Tag.CHECKPOINT_SAVE: Cause(
-        Category.CHECKPOINT_SAVE,
-        "is saving a checkpoint",
-        "Find why the save on the culprit rank does not finish (a stuck or full filesystem, "
-        "an object store upload, a save that only some ranks enter). Make every rank reach "
-        "the same collectives around the save: save from all ranks with "
-        "torch.distributed.checkpoint, or guard a rank-0-only torch.save with a barrier that "
-        "every rank enters after it; write to local disk and copy asynchronously; raise the "
-        "process-group timeout if saves are legitimately long.",
-    ),
-    Tag.DATALOADER_TEARDOWN: Cause(
-        Category.DATALOADER,
-        "is shutting down its DataLoader workers",
-        "A worker does not exit: look at the worker processes' stacks (hangdoc collect takes "
-        "them with --subprocesses). Common causes: a worker blocked in I/O or on a lock "
-        "inherited through fork, persistent_workers with an iterator abandoned mid-epoch, "
-        "workers ignoring SIGTERM. Try num_workers=0 to confirm, use the 'spawn' or "
-        "'forkserver' start method, and set DataLoader(timeout=...) so a stuck worker raises.",
-    ),
-    Tag.DATALOADER_FETCH: Cause(
-        Category.DATALOADER,
-        "is waiting for its next batch from the DataLoader",
-        "The culprit's data pipeline is stuck or slow: check its DataLoader workers (dead, "
-        "zombie, or blocked in I/O), the storage they read from, and whether this rank's "
-        "sampler gives it more or slower batches. Set DataLoader(timeout=...) so a stuck "
-        "worker raises instead of hanging the job.",
-    ),
-    Tag.DATALOADER_WORKER: Cause(
-        Category.DATALOADER,
-        "is inside a DataLoader worker",
-        "Check the DataLoader worker processes for a blocked read or a deadlock after fork.",
-    ),
-    Tag.EVAL: Cause(
-        Category.EVAL_SOME_RANKS,
-        "is running evaluation",
-        "Evaluation runs on some ranks only (or takes another path there) while the others "
-        "already wait in the next collective. Run evaluation on every rank, or keep the "
-        "rank-0-only part free of collectives and put a barrier that all ranks enter after it; "
-        "gather metrics with a collective every rank calls.",
-    ),
-    Tag.CHECKPOINT_LOAD: Cause(
-        Category.RANK_DIVERGENCE,
-        "is loading a checkpoint",
-        "The culprit is still loading a checkpoint while the others started training: check "
-        "the storage it reads from, and load on every rank before the first collective.",
-    ),
-    Tag.COMPILE: Cause(
-        Category.RANK_DIVERGENCE,
-        "is compiling (torch.compile)",
-        "One rank is (re)compiling while the others wait: warm up compilation on every rank "
-        "before timing-sensitive collectives, check for recompilations caused by shapes that "
-        "differ between ranks (TORCH_LOGS=recompiles), and raise the collective timeout.",
-    ),
-}
-
-_GENERIC_FIX = (
-    "The culprit rank took a code path the others did not: compare its stack with theirs and "
-    "make every rank issue the same collectives in the same order (typical causes: a branch "
-    "on rank or on data that differs between ranks, an early return or break, an exception "
-    "swallowed on one rank). If it is merely slow, raise the process-group timeout."
-)
+def _cause(activity: Activity, signals: tuple[Signal, ...] = ()) -> Cause:
+    row = TABLE[activity]
+    return Cause(row.category, f"is {row.phrase}", row.fix, signals)
 
 
-# Appended for issue 7: what the kernel and the other threads of the culprit say beats
-# what its main thread's frames say (a checkpoint write stuck in D state is a storage
-# stall; a main thread in user code sleeping on a futex that another thread of the same
-# rank also waits on is a deadlock).
-_IO_STALL = Cause(
-    Category.IO_STALL,
-    "is stuck in the file system (a thread in D state, its file not growing)",
-    "Restore the storage the culprit writes to (NFS/Lustre server, FUSE daemon, disk; "
-    "`dmesg -T` shows 'not responding' or hung-task reports); write checkpoints to local "
-    "disk and copy them asynchronously.",
-)
-_LOCK = Cause(
-    Category.PYTHON_DEADLOCK,
-    "is blocked on a lock its own threads hold",
-    "Take locks in one order everywhere, never call logging/metrics/callbacks while "
-    "holding a lock, and confirm with `py-spy dump --native --locals`.",
-)
-_GIL = Cause(
-    Category.PYTHON_DEADLOCK,
-    "is starved by a thread that holds the GIL",
-    "Release the GIL around long native work, bound regular expressions, or move the work "
-    "to a subprocess.",
-)
+# Appended for issue 22: a main thread blocked in a network client call waits for a server
+# outside the job (views/netwait.py), whatever the job's own names say it was doing.
+def _network_cause(activity: RankActivity) -> Cause | None:
+    wait = network_wait(activity.process)
+    if wait is None:
+        return None
+    row = TABLE[Activity.NETWORK_IO]
+    where = f"in {wait.where()} (a server outside the job does not answer)"
+    return Cause(row.category, f"is {row.phrase} {where}", row.fix)
 
 
-def _node_cause(activity: RankActivity) -> Cause | None:
-    process = activity.process
-    if fs_stall(process) is not None:
-        return _IO_STALL
-    if gil_holder(process) is not None:
-        return _GIL
-    waits = lock_waits(process)
-    main = next((w for w in waits if w.track.is_main), None)
-    others = [w for w in waits if not w.track.is_main and w.kind in ("native", "futex")]
-    if main is not None and (others or main.kind == "native"):
-        return _LOCK
+# Appended for issue 21: what the kernel says a blocked main thread waits on, and who holds
+# it (views/waits.py), whatever the job's functions are called.
+def _detailed(activity: Activity, detail: str) -> Cause:
+    row = TABLE[activity]
+    return Cause(row.category, f"is {row.phrase} ({detail})", row.fix)
+
+
+def holder_text(holder: Holder) -> str:
+    """ "pid 812 (python prep.py), started 41 s before the job" """
+    text = holder.label()
+    if holder.before_job_s is not None and holder.before_job_s > BEFORE_JOB_S:
+        text += f", started {holder.before_job_s:.0f} s before the job"
+    return text
+
+
+def lock_cause(wait: ThreadWait) -> Cause | None:
+    """A file lock the kernel shows the thread blocked on, by who holds it."""
+    if wait.source is not WaitSource.KERNEL or wait.kind is not WaitKind.LOCK_FILE:
+        return None
+    target = wait.target or "a file"
+    if outside := wait.outside():
+        held = "; ".join(holder_text(h) for h in outside)
+        return _detailed(Activity.STALE_LOCK, f"{target}, held by {held}")
+    if others := wait.other_ranks():
+        held = "; ".join(f"rank {h.rank}: {h.label()}" for h in others)
+        return _detailed(Activity.RANK_LOCK, f"{target}, held by {held}")
+    held = "; ".join(h.label() for h in wait.holders)
+    return _detailed(Activity.FILE_LOCK, target + (f", held by {held}" if held else ""))
+
+
+def _child_cause(wait: ThreadWait | None) -> Cause | None:
+    """A pipe or a child of the rank's own that does not answer (the kernel's word: the
+    frames alone do not say whether the child is stuck, or what on)."""
+    if wait is None or wait.source is not WaitSource.KERNEL:
+        return None
+    if wait.kind not in (WaitKind.PIPE, WaitKind.CHILD, WaitKind.POLL):
+        return None
+    if cycle := wait.cycle():
+        holder = cycle[0]
+        back = holder.wait
+        said = f", which waits in {back.syscall}" if back is not None else ""
+        said += f" on {back.target}" if back is not None and back.target else ""
+        detail = f"{_on_peer(wait, holder)}{said} from the rank{_at(wait)}"
+        return _detailed(Activity.CHILD_CYCLE, detail)
+    own = [h for h in wait.holders if h.in_job and h.rank == wait.rank and h.pid != wait.track.tid]
+    if own:
+        holder = own[0]
+        said = f", state {holder.state}" if holder.state else ""
+        back = holder.wait
+        said += f", in {back.syscall}" if back is not None else ""
+        said += f" on {back.target}" if back is not None and back.target else ""
+        return _detailed(Activity.CHILD_STUCK, f"{_on_peer(wait, holder)}{said}{_at(wait)}")
     return None
 
 
-def cause_of(activity: RankActivity) -> Cause:
+def _on_peer(wait: ThreadWait, holder: Holder) -> str:
+    """ "in read on pipe:[81] from pid 812 (…)", "in wait4 for pid 812 (…)" """
+    text = f"in {wait.syscall}" + (f" on {wait.target}" if wait.target else "")
+    joint = "for" if holder.role is PeerRole.CHILD else "from"
+    return f"{text} {joint} {holder.label()}"
+
+
+def _at(wait: ThreadWait) -> str:
+    frames = [f.label() for f in (wait.caller, wait.frame) if f is not None]
+    return "; at " + " → ".join(dict.fromkeys(frames)) if frames else ""
+
+
+def _node_cause(activity: RankActivity, job: JobWaits | None) -> Cause | None:
+    process = activity.process
+    if fs_stall(process) is not None:
+        return _cause(Activity.FS_STALL)
+    if gil_holder(process) is not None:
+        return _cause(Activity.GIL_STARVED)
+    waits = lock_waits(process)
+    main = next((w for w in waits if w.track.is_main), None)
+    others = [
+        w
+        for w in waits
+        if not w.track.is_main and w.kind in (LockWaitKind.NATIVE, LockWaitKind.FUTEX)
+    ]
+    if main is not None and (others or main.kind == LockWaitKind.NATIVE):
+        return _cause(Activity.LOCK_CYCLE)
+    wait = (job or JobWaits.alone(process)).of(process)
+    if wait is not None and (locked := lock_cause(wait)) is not None:
+        return locked
+    return _network_cause(activity)
+
+
+def cause_of(activity: RankActivity, waits: JobWaits | None = None) -> Cause:
     """The most specific cause the culprit's main thread shows, innermost frame first;
-    then what the job's own names say; else the generic divergence."""
-    node = _node_cause(activity)
+    then what the kernel says it waits on; then what the job's own names say; else the
+    generic divergence. ``waits``: the job's (``RuleContext.waits``), so that a holder is
+    placed against every rank; without, against this process alone."""
+    node = _node_cause(activity, waits)
     if node is not None:
         return node
     if activity.main is not None:
         for tag in activity.main.tags:
-            cause = _CAUSES.get(tag)
-            if cause is not None:
-                return cause
+            if TABLE[tag].names_cause:
+                return _cause(tag)
+    child = _child_cause((waits or JobWaits.alone(activity.process)).of(activity.process))
+    if child is not None:
+        return child
     own = _own_words_cause(activity)
     if own is not None:
         return own
-    return Cause(Category.RANK_DIVERGENCE, "is outside any collective", _GENERIC_FIX)
-
-
-# The advice for an activity read off the job's own names is the catalog's for the same
-# activity; a callback gets the generic advice.
-_MEANING_FIX: dict[Meaning, str] = {
-    Meaning.CHECKPOINT: _CAUSES[Tag.CHECKPOINT_SAVE].fix,
-    Meaning.EVAL: _CAUSES[Tag.EVAL].fix,
-    Meaning.METRICS: _CAUSES[Tag.EVAL].fix,
-    Meaning.DATA: _CAUSES[Tag.DATALOADER_FETCH].fix,
-    Meaning.CALLBACK: _GENERIC_FIX,
-}
+    return _cause(Activity.OUTSIDE_COLLECTIVES)
 
 
 def _own_words_cause(activity: RankActivity) -> Cause | None:
@@ -167,12 +167,8 @@ def _own_words_cause(activity: RankActivity) -> Cause | None:
         return None
     meaning, signals = found
     said = "; ".join(f"{s.kind}: {s.text}" for s in signals)
-    return Cause(
-        CATEGORY_OF[meaning],
-        f"{DOING[meaning]}, by its own names ({said})",
-        _MEANING_FIX[meaning],
-        signals,
-    )
+    cause = _cause(meaning, signals)
+    return replace(cause, doing=f"{cause.doing}, by its own names ({said})")
 
 
 def key_frame_text(activity: RankActivity) -> str:

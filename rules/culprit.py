@@ -9,10 +9,6 @@ from hangdoc.analyzer.model import ProcessEvidence
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.rules.base import RuleContext
 
-# Confidence of the skeleton's HD001 when nothing moved; a rule that names the blocking
-# worker, lock, file or peer must rank above it.
-HD001_STUCK = 0.92
-
 
 def victims(ctx: RuleContext, culprits: Iterable[int]) -> tuple[int, ...]:
     """Live ranks (not culprits) blocked in a collective: they wait for the culprits."""

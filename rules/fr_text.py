@@ -11,11 +11,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Category, CollectiveRecord, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import (
+    Category,
+    CollectiveRecord,
+    EvidenceRef,
+    Finding,
+    Severity,
+    Strength,
+)
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks
+from hangdoc.analyzer.views.activity_table import TABLE, Activity, phrase
 from hangdoc.analyzer.views.fr_matching import GroupView, Kind, MatchResult, Problem, RankFR
 from hangdoc.rules.base import RuleContext
 from hangdoc.rules.causes import cause_of
+from hangdoc.rules.strength import Shift, shifted
 
 MAX_REFS = 6
 MAX_WAVEFRONT_ROWS = 8
@@ -145,7 +154,7 @@ def whereabouts(result: MatchResult, ctx: RuleContext, rank: int) -> str:
             (p.last for p in fr.groups.values()), key=lambda r: r.record_id or 0, default=None
         )
         tail = f" (its last: {last.op} #{last.seq_id}, done)" if last is not None else ""
-        return "outside any collective per its flight recorder" + tail
+        return f"{phrase(Activity.OUTSIDE_COLLECTIVES)} per its flight recorder" + tail
     if proc is None:
         return "no trace of it in the inputs (not collected, or its process is gone)"
     return "no flight recorder dump and no stacks"
@@ -173,9 +182,10 @@ def blame(result: MatchResult, ctx: RuleContext, ranks: tuple[int, ...]) -> Blam
             op = call.op if call is not None else "a collective"
             doing = f"is in {op}, which its flight recorder does not show"
             return Blame(Category.COLLECTIVE_TYPE_MISMATCH, doing, None, True)
-        cause = cause_of(activity)
+        cause = cause_of(activity, ctx.waits)
         return Blame(cause.category, cause.doing, cause.fix, True)
-    return Blame(Category.RANK_DIVERGENCE, "is outside any collective", None, False)
+    outside = TABLE[Activity.OUTSIDE_COLLECTIVES]
+    return Blame(outside.category, f"is {outside.phrase}", None, False)
 
 
 def wavefront(result: MatchResult, group: str, *, limit: int = MAX_WAVEFRONT_ROWS) -> list[str]:
@@ -270,7 +280,7 @@ def mismatch_finding(
     result: MatchResult,
     ctx: RuleContext,
     fix: str,
-    confidence: float,
+    strength: Strength,
 ) -> Finding:
     """A finding for ranks that recorded different things at one sequence number."""
     view = result.groups.get(problem.group)
@@ -322,7 +332,7 @@ def mismatch_finding(
         title=title,
         explanation=explanation,
         fix=fix,
-        confidence=0.7 if problem.tie else confidence,
+        strength=shifted(strength, Shift.TIE) if problem.tie else strength,
     )
 
 
@@ -337,7 +347,7 @@ def problem_finding(
     title: str,
     explanation: str,
     fix: str,
-    confidence: float,
+    strength: Strength,
 ) -> Finding:
     """A finding about one matching problem: its wavefront appended, its entries as evidence."""
     lines = wavefront(result, problem.group)
@@ -353,7 +363,7 @@ def problem_finding(
         culprit_ranks=problem.blamed,
         waiting_ranks=problem.waiting,
         evidence=tuple(problem_refs(result, ctx, problem)),
-        confidence=confidence,
+        strength=strength,
     )
 
 

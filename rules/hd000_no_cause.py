@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.rules.base import Need, Rule, RuleContext
 
@@ -79,7 +79,7 @@ class NoCause(Rule):
             explanation=explanation,
             fix=fix,
             culprit_ranks=culprits,
-            confidence=0.0,
+            strength=Strength.NONE,
         )
 
 

@@ -36,12 +36,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity, live_activities
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.causes import cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, agreeing, shifted
 
 
 def _ops_text(waiting: list[RankActivity]) -> str:
@@ -59,6 +60,7 @@ class RankOutsideCollective(Rule):
         Category.DATALOADER,
         Category.EVAL_SOME_RANKS,
         Category.RANK_DIVERGENCE,
+        Category.IO_STALL,  # blocked on the network (issue 22)
     )
     severity = Severity.CRITICAL
     requires = frozenset({Need.STACKS})
@@ -66,12 +68,14 @@ class RankOutsideCollective(Rule):
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         live = live_activities(ctx.activities)
         waiting = [a for a in live if a.in_collective]
-        outside = [a for a in live if not a.in_collective]
+        # A rank the kernel shows blocked on a file lock with a known holder is HD111's:
+        # the holder, not the rank, says who is to blame.
+        outside = [a for a in live if not a.in_collective and not ctx.waits.on_held_lock(a.process)]
         if not waiting or not outside:
             return
         by_category: dict[Category, list[RankActivity]] = {}
         for activity in outside:
-            by_category.setdefault(cause_of(activity).category, []).append(activity)
+            by_category.setdefault(cause_of(activity, ctx.waits).category, []).append(activity)
         waiting_ranks = tuple(a.rank for a in waiting)
         ops = _ops_text(waiting)
         for category, culprits in sorted(by_category.items(), key=lambda kv: kv[1][0].rank):
@@ -86,7 +90,7 @@ class RankOutsideCollective(Rule):
         waiting_ranks: tuple[int, ...],
         ops: str,
     ) -> Finding:
-        cause = cause_of(culprits[0])
+        cause = cause_of(culprits[0], ctx.waits)
         culprit_ranks = tuple(a.rank for a in culprits)
         title = (
             f"{plural_ranks(culprit_ranks)} {cause.doing.removeprefix('is ')}"
@@ -107,22 +111,22 @@ class RankOutsideCollective(Rule):
             "A collective finishes only when every rank of the group has entered it, so the "
             "waiting ranks cannot go on until the culprits arrive."
         )
-        confidence = 0.8
+        strength = Strength.STATED  # the stacks show it, in frames the catalog knows
         if cause.signals:
-            # Read off the job's own names, not the catalog: one signal is a guess, each
+            # Read off the job's own names, not the catalog: one signal is one, each
             # independent one that agrees (frames, files written, last log line) adds.
-            confidence = min(0.8, 0.5 + 0.15 * len(cause.signals))
+            strength = agreeing(Strength.SIGNAL, len(cause.signals), Strength.STATED)
         progress = [ctx.progress(a.process) for a in culprits + waiting]
         if all(p.comparable and not p.progressed for p in progress):
             span = min((p.span_s for p in progress if p.span_s), default=None)
-            confidence = min(0.92, confidence + 0.12)
+            strength = shifted(strength, Shift.NOTHING_MOVED)
             if span:
                 explanation += f" No rank moved in the {span:.1f} s between samples."
         elif any(p.progressed for p in progress):
-            confidence = 0.6
+            strength = shifted(strength, Shift.SOME_MOVED)
             explanation += " Some ranks moved between samples, so this may be a slow rank."
         if len(culprits) > len(waiting):
-            confidence -= 0.2
+            strength = shifted(strength, Shift.MOSTLY_OUTSIDE)
             explanation += (
                 " More ranks are outside the collective than in it, so this may be a "
                 "snapshot of normal work rather than a hang."
@@ -137,7 +141,7 @@ class RankOutsideCollective(Rule):
             culprit_ranks=culprit_ranks,
             waiting_ranks=waiting_ranks,
             evidence=tuple(stack_refs(culprits) + stack_refs(waiting, limit=2)),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

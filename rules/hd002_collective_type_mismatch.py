@@ -34,12 +34,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.culprit import nobody_moved
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 
 class CollectiveTypeMismatch(Rule):
@@ -65,8 +67,14 @@ class CollectiveTypeMismatch(Rule):
         majority_ranks = tuple(a.rank for a in majority)
         expected_op = majority[0].waiting_call.op if majority[0].waiting_call else expected_family
         tie = len(ordered[1][1]) == len(majority)
+        # One sample (a pasted dump) cannot show the ranks stuck: the split is then as
+        # uncertain as the rules that explain it (HD106, HD107) say it is, so it does not
+        # outrank them by staying sure.
+        one_sample = nobody_moved(ctx, (a.rank for group in groups.values() for a in group))
         for family, culprits in ordered[1:]:
-            yield self._finding(family, culprits, expected_op, majority, majority_ranks, tie)
+            yield self._finding(
+                family, culprits, expected_op, majority, majority_ranks, tie, one_sample is None
+            )
 
     def _finding(
         self,
@@ -76,10 +84,11 @@ class CollectiveTypeMismatch(Rule):
         majority: list[RankActivity],
         majority_ranks: tuple[int, ...],
         tie: bool,
+        one_sample: bool,
     ) -> Finding:
         culprit_ranks = tuple(a.rank for a in culprits)
         op = culprits[0].waiting_call.op if culprits[0].waiting_call else family
-        in_eval = all(a.main is not None and a.main.has(Tag.EVAL) for a in culprits)
+        in_eval = all(a.main is not None and a.main.has(Activity.EVAL) for a in culprits)
         category = Category.EVAL_SOME_RANKS if in_eval else Category.COLLECTIVE_TYPE_MISMATCH
         culprits_wait = verb(culprit_ranks, "waits", "wait")
         majority_wait = verb(majority_ranks, "waits", "wait")
@@ -116,15 +125,26 @@ class CollectiveTypeMismatch(Rule):
         return Finding(
             rule=self.id,
             category=category,
-            severity=self.severity,
+            severity=Severity.ERROR if one_sample else self.severity,
             title=title,
             explanation=explanation,
             fix=fix,
             culprit_ranks=culprit_ranks,
             waiting_ranks=majority_ranks,
             evidence=tuple(stack_refs(culprits) + stack_refs(majority, limit=2)),
-            confidence=0.55 if tie else 0.85,
+            strength=_strength(tie=tie, one_sample=one_sample),
         )
 
 
 RULE = CollectiveTypeMismatch
+
+
+def _strength(*, tie: bool, one_sample: bool) -> Strength:
+    """Stated by the stacks; weaker when which side is odd is a guess (a tie), or when a
+    single sample cannot show that nobody moved."""
+    strength = Strength.STATED
+    if tie:
+        strength = shifted(strength, Shift.TIE)
+    if one_sample:
+        strength = shifted(strength, Shift.ONE_SAMPLE)
+    return strength

@@ -36,10 +36,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, ProcessEvidence, Severity
+from hangdoc.analyzer.model import (
+    Category,
+    EvidenceRef,
+    Finding,
+    ProcessEvidence,
+    Severity,
+    Strength,
+)
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks, verb
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 
 def _expected_on_collected_hosts(procs: Iterable[ProcessEvidence]) -> tuple[set[int], int]:
@@ -162,7 +170,8 @@ class MissingRank(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=waiting_ranks,
             evidence=tuple(refs),
-            confidence=0.85 if waiting_ranks else 0.7,
+            # No live process of the rank; ranks that wait for it agree.
+            strength=shifted(Strength.SIGNAL, Shift.AGREES) if waiting_ranks else Strength.SIGNAL,
         )
 
     def _not_collected(self, ranks: list[int], world: int, knew_hosts: bool) -> Finding:
@@ -184,7 +193,7 @@ class MissingRank(Rule):
             fix="Run `hangdoc collect --all` on every node of the job and analyze all dumps "
             "together.",
             culprit_ranks=(),
-            confidence=0.3,
+            strength=Strength.ABSENCE,
         )
 
 

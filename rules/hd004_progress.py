@@ -12,10 +12,12 @@ watching expected. It can still hit the collective timeout if one rank's work ou
 it.
 
 ## Evidence used
-Two or more samples per rank: the main thread's Python call path in each (py-spy),
-and from /proc the size of the files behind fd 1 and 2, the process's rchar/wchar/
-syscr/syscw counters, and the main thread's CPU time and voluntary context switches.
-A chattering background thread alone does not count as progress.
+Two or more live samples per rank: the main thread's Python call path in each (py-spy),
+the same thread at every sample (its OS thread id), and from /proc the size of the files
+behind fd 1 and 2, the process's rchar/wchar/syscr/syscw counters, and the main thread's
+CPU time and voluntary context switches. A chattering background thread alone does not
+count as progress, and neither does a stack read from text (a traceback in a log, a
+stack dump the job printed, a paste): it has no time, and may be from before the hang.
 
 ## How to confirm
 Collect again with more samples and a longer interval (`hangdoc collect --samples 5
@@ -31,11 +33,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, ProcessEvidence, Severity
+from hangdoc.analyzer.model import (
+    Category,
+    EvidenceRef,
+    Finding,
+    ProcessEvidence,
+    Severity,
+    Strength,
+)
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks
 from hangdoc.analyzer.views.activity import classify_thread
 from hangdoc.analyzer.views.progress import RankProgress
 from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.strength import Shift, shifted
 
 
 def _samples_in_collective(process: ProcessEvidence) -> int:
@@ -83,13 +93,15 @@ class Progress(Rule):
         span_text = f" in the {span:.1f} s between samples" if span else " between samples"
         if all_moved:
             title = f"all {len(moved)} ranks made progress{span_text}: slow, not hung"
-            confidence = 0.9 if all(comparable[r].strong for r in moved) else 0.75
+            strength = Strength.CORROBORATED  # every rank moved, and the samples show it
         else:
             title = (
                 f"{plural_ranks(moved)} {'is' if len(moved) == 1 else 'are'} still working while "
                 f"{plural_ranks(waiting_stuck)} wait: slow, not hung"
             )
-            confidence = 0.6 if all(comparable[r].strong for r in moved) else 0.45
+            strength = Strength.SIGNAL  # the busy ranks moved; the others may be stuck
+        if not all(comparable[r].strong for r in moved):
+            strength = shifted(strength, Shift.WEAK_PROGRESS)
         explanation = self._explain(moved, comparable, span_text)
         if slowest:
             explanation += (
@@ -111,7 +123,7 @@ class Progress(Rule):
             culprit_ranks=tuple(slowest),
             waiting_ranks=tuple(waiting_stuck),
             evidence=tuple(self._refs(moved, ranked, comparable)),
-            confidence=confidence,
+            strength=strength,
             says_not_hung=True,
         )
 
@@ -150,7 +162,7 @@ class Progress(Rule):
             fix="Collect again with more samples (--samples 5 --interval 10).",
             culprit_ranks=(),
             evidence=(),
-            confidence=0.3,
+            strength=Strength.ABSENCE,
         )
 
     @staticmethod

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
@@ -90,7 +90,7 @@ class AllInSameCollective(Rule):
             culprit_ranks=(),
             waiting_ranks=ranks,
             evidence=tuple(stack_refs(live, limit=3)),
-            confidence=0.4,
+            strength=Strength.ABSENCE,  # where every rank waits, not why
         )
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.fr_matching import Kind, MatchResult, Problem
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -105,10 +105,17 @@ class FrMissingRank(Rule):
                 result.ranks.get(r) is not None and result.ranks[r].stuck is not None
                 for r in problem.blamed
             )
-            confidence = 0.9 if found.known else (0.7 if stuck_elsewhere else 0.8)
+            # The records say the ranks never issued it; what they do instead, when known,
+            # agrees; a rank stuck in another recorded op may only be late.
+            strength = (
+                Strength.CORROBORATED
+                if found.known
+                else (Strength.SIGNAL if stuck_elsewhere else Strength.STATED)
+            )
         else:
             category = consequence_category(problem, result, ctx)
-            severity, fix, confidence = Severity.WARNING, "Fix the root problem first.", 0.35
+            severity, fix = Severity.WARNING, "Fix the root problem first."
+            strength = Strength.ABSENCE  # a consequence: names no cause of its own
             stuck = its(problem.blamed, "it is", "they are")
             title = f"{blamed} never issued {where} (a consequence: {stuck} stuck elsewhere)"
             explanation += " " + consequence_text(problem, result)
@@ -122,7 +129,7 @@ class FrMissingRank(Rule):
             title=title,
             explanation=explanation,
             fix=fix,
-            confidence=confidence,
+            strength=strength,
         )
 
 

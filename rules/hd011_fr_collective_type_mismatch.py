@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.fr_matching import Kind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.fr_text import mismatch_finding
@@ -59,7 +59,13 @@ class FrCollectiveTypeMismatch(Rule):
         result = ctx.fr_match
         for problem in result.of_kind(Kind.TYPE):
             yield mismatch_finding(
-                self.id, Category.COLLECTIVE_TYPE_MISMATCH, problem, result, ctx, FIX, 0.95
+                self.id,
+                Category.COLLECTIVE_TYPE_MISMATCH,
+                problem,
+                result,
+                ctx,
+                FIX,
+                Strength.CONCLUSIVE,
             )
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.fr_matching import Kind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.fr_text import mismatch_finding
@@ -60,7 +60,13 @@ class FrSizeMismatch(Rule):
         result = ctx.fr_match
         for problem in result.of_kind(Kind.SIZE):
             yield mismatch_finding(
-                self.id, Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, problem, result, ctx, FIX, 0.93
+                self.id,
+                Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
+                problem,
+                result,
+                ctx,
+                FIX,
+                Strength.CONCLUSIVE,
             )
 
 

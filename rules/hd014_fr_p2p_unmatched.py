@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.fr_matching import Kind, MatchResult, Problem
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.fr_text import (
@@ -82,12 +82,14 @@ class FrP2PUnmatched(Rule):
         found = blame(result, ctx, (peer,))
         if problem.root:
             category = root_category(problem, result, ctx)
-            severity, confidence = Severity.CRITICAL, 0.85 if found.known else 0.75
+            severity = Severity.CRITICAL
+            strength = Strength.CORROBORATED if found.known else Strength.STATED
             title = f"rank {rank} waits to {verb} rank {peer} on {group}; it never posts the {want}"
             fix = found.fix or FIX
         else:
             category = consequence_category(problem, result, ctx)
-            severity, confidence, fix = Severity.WARNING, 0.35, "Fix the root problem first."
+            severity, fix = Severity.WARNING, "Fix the root problem first."
+            strength = Strength.ABSENCE  # a consequence: names no cause of its own
             title = f"rank {rank} waits to {verb} rank {peer} on {group} (peer itself waiting)"
             explanation += (
                 " The peer is itself waiting, so this is a consequence, not a mismatch. "
@@ -103,7 +105,7 @@ class FrP2PUnmatched(Rule):
             culprit_ranks=(peer,),
             waiting_ranks=(rank,),
             evidence=tuple(problem_refs(result, ctx, problem)),
-            confidence=confidence,
+            strength=strength,
         )
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.fr_matching import Kind, MatchResult, Problem
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -87,13 +87,16 @@ class FrRankWithoutDump(Rule):
             found = blame(result, ctx, tuple(alive))
             category, fix = found.category, found.fix or DEAD_FIX
             title = f"{waiting} {wait} in {where}; {blamed} left no flight recorder dump"
-            confidence, severity = 0.75, Severity.ERROR
+            strength, severity = Strength.STATED, Severity.ERROR
         else:
             category, fix = Category.RANK_DEAD, DEAD_FIX
             exited = [r for r in gone if r in procs]
             on_host = [r for r, h in hosts.items() if h is not None]
             if exited or on_host:
-                confidence, severity = (0.9 if exited else 0.85), Severity.CRITICAL
+                # Gone from the records, and from the processes: known to have exited, or
+                # missing from a node that was collected.
+                strength = Strength.CORROBORATED if exited else Strength.STATED
+                severity = Severity.CRITICAL
                 them = "it" if len(gone) == 1 else "them"
                 title = f"{blamed} died; {waiting} {wait} for {them} in {where}"
                 if on_host:
@@ -104,7 +107,7 @@ class FrRankWithoutDump(Rule):
                         "it was there: it is gone."
                     )
             else:
-                confidence, severity = 0.6, Severity.ERROR
+                strength, severity = Strength.SIGNAL, Severity.ERROR
                 title = f"{waiting} {wait} in {where} for {blamed}, of which nothing was collected"
                 explanation += (
                     " Nothing at all was collected from them: they died, or run on a node "
@@ -120,7 +123,7 @@ class FrRankWithoutDump(Rule):
             title=title,
             explanation=explanation,
             fix=fix,
-            confidence=confidence,
+            strength=strength,
         )
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.fr_matching import Kind, Problem
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -98,7 +98,7 @@ class FrWaitCycle(Rule):
                 ),
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(refs[:12]),
-                confidence=0.9,
+                strength=Strength.CONCLUSIVE,  # the circle of waits is on record
             )
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.fr_matching import Kind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -95,7 +95,7 @@ class FrAllWaiting(Rule):
             fix="Read the NCCL logs and GPU state: the cause is below the application.",
             waiting_ranks=tuple(sorted({r for p in stalled for r in p.waiting})),
             evidence=tuple(refs[:8]),
-            confidence=0.3,
+            strength=Strength.ABSENCE,  # where they wait, not why
         )
 
 

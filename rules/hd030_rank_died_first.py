@@ -46,21 +46,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.deaths import Death, first_deaths
-from hangdoc.analyzer.views.gpu_faults import HARDWARE
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.launch import SignalName
+from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths
 from hangdoc.analyzer.views.timeline import Placed, precedes_wave, victims, wave
-from hangdoc.analyzer.vocabulary import F_EXC_TYPE, storage_error
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 _HOW = {
-    "exception": "raised an exception",
-    "signal": "was killed by a signal",
-    "host_oom": "was killed by the kernel OOM killer",
-    "exit": "exited with an error",
-    "actor": "died (Ray actor)",
-    "cuda_error": "hit a CUDA error",
+    DeathHow.EXCEPTION: "raised an exception",
+    DeathHow.SIGNAL: "was killed by a signal",
+    DeathHow.HOST_OOM: "was killed by the kernel OOM killer",
+    DeathHow.EXIT: "exited with an error",
+    DeathHow.ACTOR: "died (Ray actor)",
+    DeathHow.CUDA_ERROR: "hit a CUDA error",
 }
 
 
@@ -78,9 +78,9 @@ class RankDiedFirst(Rule):
         deaths = [
             d
             for d in first_deaths(tl)
-            if d.how != "cuda_oom"
-            and not HARDWARE.search(d.summary)
-            and not storage_error(d.summary)  # a storage failure: HD110's
+            if d.how != DeathHow.CUDA_OOM
+            and not d.hardware  # HD301's
+            and not d.storage  # a storage failure: HD110's
         ]
         if not deaths:
             return
@@ -126,7 +126,7 @@ class RankDiedFirst(Rule):
                 "The logs carry no times that order this failure against the timeouts; "
                 "it is taken as the cause because it is not itself a timeout."
             )
-        if first.how == "signal" and "SIGKILL" in first.summary:
+        if first.how == DeathHow.SIGNAL and first.signal == SignalName.SIGKILL:
             lines.append(
                 "SIGKILL is usually the kernel OOM killer (host memory) or the "
                 "scheduler (time/memory limit); check dmesg and the scheduler log."
@@ -137,15 +137,19 @@ class RankDiedFirst(Rule):
                 "its TORCHELASTIC_ERROR_FILE (decorate main with @record)."
             )
         severity = Severity.CRITICAL if certain else Severity.WARNING
-        confidence = 0.9 if certain and ordered else 0.75 if certain else 0.4
+        # A death the logs give a reason for is one direct signal; that it caused the
+        # hang is stated only when its time comes before the others' timeouts.
+        strength = Strength.SIGNAL if certain else Strength.HINT
+        if certain and ordered:
+            strength = shifted(strength, Shift.ORDER_SHOWN)
         if certain and _weak(first):
             # One line that may be the end of the story or an excerpt's cut: a bare
             # exception line ending the paste, an abort with no exception named.
-            severity, confidence = Severity.ERROR, min(confidence, 0.5)
+            severity, strength = Severity.ERROR, shifted(strength, Shift.MAY_BE_CUT)
         if not certain and culprits and (ordered is True or not wave_events):
             # A launcher's "exited with code 1" for a named rank, before any timeout (or
             # with none at all): the rank ended first, though the logs do not say why.
-            severity, confidence = Severity.ERROR, 0.45
+            severity = Severity.ERROR
         return Finding(
             rule=self.id,
             category=Category.RANK_DEAD,
@@ -156,7 +160,7 @@ class RankDiedFirst(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
-            confidence=confidence,
+            strength=strength,
         )
 
 
@@ -164,19 +168,19 @@ def _weak(death: Death) -> bool:
     """A death read from one ambiguous line: the paste's last line being an exception
     with nothing above it (the parser marks it ``bare``), or an abort (SIGABRT, "Fatal
     Python error: Aborted") that names no exception — the watchdog aborts that way too."""
-    if death.placed.get("bare") == "1":
+    if death.bare:
         return True
-    return death.how == "signal" and "SIGABRT" in death.summary and not death.placed.get(F_EXC_TYPE)
+    return death.signal == SignalName.SIGABRT and not death.payload.exc_type
 
 
 def _fix(death: Death) -> str:
-    if death.how == "host_oom" or "SIGKILL" in death.summary:
+    if death.how == DeathHow.HOST_OOM or death.signal == SignalName.SIGKILL:
         return (
             "Reduce host memory use on that rank (dataloader workers and prefetch, "
             "pinned memory, loading whole checkpoints into RAM), or raise the job's memory "
             "limit; if the scheduler killed it, raise the time limit."
         )
-    if death.how == "signal":
+    if death.how == DeathHow.SIGNAL:
         return (
             "A native crash: run the rank with PYTHONFAULTHANDLER=1 and "
             "TORCH_SHOW_CPP_STACKTRACES=1 to get its stack, and check for mismatched "

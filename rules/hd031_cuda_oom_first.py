@@ -32,11 +32,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.deaths import first_deaths
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.views.deaths import DeathHow, first_deaths
 from hangdoc.analyzer.views.timeline import precedes_wave, victims, wave
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 
 class CudaOomFirst(Rule):
@@ -51,7 +52,7 @@ class CudaOomFirst(Rule):
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
         deaths = first_deaths(tl)
-        ooms = [d for d in deaths if d.how == "cuda_oom"]
+        ooms = [d for d in deaths if d.how == DeathHow.CUDA_OOM]
         if not ooms:
             return
         wave_events = wave(tl)
@@ -61,7 +62,7 @@ class CudaOomFirst(Rule):
         earlier_crash = [
             d
             for d in deaths
-            if d.how != "cuda_oom"
+            if d.how != DeathHow.CUDA_OOM
             and d.certain
             and d.placed.index < leading[0].placed.index
             and precedes_wave(d.placed, [leading[0].placed]) is True
@@ -96,7 +97,8 @@ class CudaOomFirst(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs([d.placed for d in leading], limit=6)),
-            confidence=0.9 if ordered else 0.75,
+            # The OOM is one direct signal; its time before the timeouts states the cause.
+            strength=shifted(Strength.SIGNAL, Shift.ORDER_SHOWN) if ordered else Strength.SIGNAL,
         )
 
 

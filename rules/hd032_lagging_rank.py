@@ -44,23 +44,28 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.deaths import first_deaths
-from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
-from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, watch_records
-from hangdoc.analyzer.vocabulary import (
-    F_PHASE,
-    EventKind,
-    Phase,
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.launch import LauncherReport
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import Work
+from hangdoc.analyzer.views.activity_table import (
+    TABLE,
+    Activity,
+    begun_by,
+    phases_beginning,
+    phrase,
 )
+from hangdoc.analyzer.views.deaths import first_deaths
+from hangdoc.analyzer.views.timeline import Placed, Timeline
+from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, watch_records
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
-_PHASE_CAUSE = {
-    Phase.CHECKPOINT_SAVE.value: (Category.CHECKPOINT_SAVE, "was saving a checkpoint"),
-    Phase.EVAL.value: (Category.EVAL_SOME_RANKS, "was running evaluation"),
-}
-_BUSY = frozenset({Phase.PREPROCESS.value, Phase.LOAD.value})
+# What a lagging rank's last phase marker may say it was doing: work that explains the lag
+# (a save, an evaluation), or long single-rank work that is not a hang (HD039's case).
+_LAG_CAUSES = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL})
+_BUSY = phases_beginning(Activity.PREPROCESS, Activity.CHECKPOINT_LOAD)
 
 
 def last_activity(tl: Timeline, ranks: list[int]) -> tuple[Category, str, Placed] | str | None:
@@ -72,13 +77,15 @@ def last_activity(tl: Timeline, ranks: list[int]) -> tuple[Category, str, Placed
     for p in tl.of(EventKind.PHASE):
         if p.rank in wanted or (p.rank is None and ranks == [0]):
             last = p
-    if last is None:
+    marker = last.event.payload_as(PhaseMarker) if last is not None else None
+    if last is None or marker is None or marker.phase is None:
         return None
-    phase = last.get(F_PHASE) or ""
-    if phase in _BUSY:
+    if marker.phase in _BUSY:
         return "busy"
-    cause = _PHASE_CAUSE.get(phase)
-    return (cause[0], cause[1], last) if cause else None
+    doing = begun_by(marker.phase)
+    if doing is None or doing not in _LAG_CAUSES:
+        return None
+    return (TABLE[doing].category, f"was {phrase(doing)}", last)
 
 
 def stuck_seq(records: dict[int, WatchRecord]) -> int | None:
@@ -97,7 +104,8 @@ def _mixed_groups(records: dict[int, WatchRecord]) -> bool:
     if any(rec.pg_known for rec in records.values()):
         return False
     return any(
-        len({s for p in rec.events if (s := fint(p.event, "seq")) is not None}) > 1
+        len({w.seq for p in rec.events if (w := p.event.payload_as(Work)) and w.seq is not None})
+        > 1
         for rec in records.values()
     )
 
@@ -106,9 +114,9 @@ def known_ranks(tl: Timeline) -> set[int]:
     """Ranks the logs show exist: any event owner, ChildFailedError entries."""
     ranks = tl.ranks()
     for p in tl.of(EventKind.CHILD_FAILURE):
-        value = fint(p.event, "rank")
-        if value is not None:
-            ranks.add(value)
+        report = p.event.payload_as(LauncherReport)
+        if report is not None and report.rank is not None:
+            ranks.add(report.rank)
     return ranks
 
 
@@ -192,7 +200,7 @@ class LaggingRank(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(refs, limit=8)),
-            confidence=0.8,
+            strength=Strength.STATED,  # the watchdog's own status lines say so
         )
 
     def _silent(self, pg: str, records: dict[int, WatchRecord], known: set[int]) -> Finding | None:
@@ -225,7 +233,7 @@ class LaggingRank(Rule):
             culprit_ranks=tuple(silent),
             waiting_ranks=tuple(sorted(timed_out)),
             evidence=tuple(limited_refs(refs, limit=6)),
-            confidence=0.5,
+            strength=Strength.HINT,  # an inference from silence
         )
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.watchdog import (
     DEFAULT_PG,
     WatchRecord,
@@ -43,6 +43,7 @@ from hangdoc.analyzer.views.watchdog import (
 )
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 # Point-to-point OpTypes (c10d opTypeToString): the two ends of one transfer log different
 # operations at the same SeqNum of their group (HD048 reads these timeouts).
@@ -107,7 +108,9 @@ class TimeoutOpMismatch(Rule):
                     culprit_ranks=tuple(culprits),
                     waiting_ranks=tuple(major),
                     evidence=tuple(limited_refs(refs)),
-                    confidence=0.85 if known else 0.6,
+                    strength=(
+                        Strength.STATED if known else shifted(Strength.STATED, Shift.GROUP_UNKNOWN)
+                    ),
                 )
 
 

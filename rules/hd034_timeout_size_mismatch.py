@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.watchdog import (
     DEFAULT_PG,
     WatchRecord,
@@ -43,6 +43,7 @@ from hangdoc.analyzer.views.watchdog import (
 )
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 # Sizes may differ across ranks for these without anything being wrong.
 _UNEVEN_OK = frozenset(
@@ -79,6 +80,11 @@ class TimeoutSizeMismatch(Rule):
                 culprits, major, minor_v, major_v = minority(sizes, same)
                 known = all(rec.pg_known for rec in same.values())
                 coalesced = op.endswith("COALESCED")
+                strength = Strength.STATED
+                if not known:
+                    strength = shifted(strength, Shift.GROUP_UNKNOWN)
+                if coalesced:  # a batch's total: other batches may differ legitimately
+                    strength = shifted(strength, Shift.OTHER_READINGS)
                 where = "the default process group" if pg == DEFAULT_PG else f"process group {pg}"
                 refs = [p for r in [*culprits[:4], *major[:3]] for p in same[r].events[:1]]
                 yield Finding(
@@ -104,7 +110,7 @@ class TimeoutSizeMismatch(Rule):
                     culprit_ranks=tuple(culprits),
                     waiting_ranks=tuple(major),
                     evidence=tuple(limited_refs(refs)),
-                    confidence=0.85 if known and not coalesced else 0.6,
+                    strength=strength,
                 )
 
 

@@ -50,25 +50,40 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.timeline import Placed, fint
-from hangdoc.analyzer.vocabulary import F_ERROR, F_PEER, F_PEER_RANK, F_SEQ, EventKind
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.nccl import CollectiveMismatch, MismatchError, MismatchSource
+from hangdoc.analyzer.payloads.torch_pg import CollectiveIssued, Fingerprint
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 _KEYS = ("op", "shape", "dtype", "seq")
 
 
-def _fingerprints(events: list[Placed]) -> dict[int, dict[str, str]]:
-    prints: dict[int, dict[str, str]] = {}
+def _said(fingerprint: Fingerprint | None, keys: tuple[str, ...] = _KEYS) -> dict[str, object]:
+    """The parts of a fingerprint the line gave, by name."""
+    if fingerprint is None:
+        return {}
+    return {k: v for k in keys if (v := getattr(fingerprint, k)) is not None}
+
+
+def _mismatch(p: Placed) -> CollectiveMismatch:
+    found = p.event.payload_as(CollectiveMismatch)
+    return found if found is not None else CollectiveMismatch()
+
+
+def _fingerprints(events: list[Placed]) -> dict[int, dict[str, object]]:
+    prints: dict[int, dict[str, object]] = {}
     for p in events:
-        for side in ("a", "b"):
-            rank = fint(p.event, f"rank_{side}")
-            if rank is None:
+        mismatch = _mismatch(p)
+        for side in (mismatch.side_a, mismatch.side_b):
+            if side is None or side.rank is None:
                 continue
-            fp = {k: v for k in _KEYS if (v := p.get(f"{k}_{side}")) is not None}
+            fp = _said(side)
             if fp:
-                prints.setdefault(rank, fp)
+                prints.setdefault(side.rank, fp)
     return prints
 
 
@@ -88,7 +103,7 @@ class DetailMismatch(Rule):
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
         events = tl.of(EventKind.COLLECTIVE_MISMATCH)
-        detail = [p for p in events if p.get("source") == "detail"]
+        detail = [p for p in events if _mismatch(p).source == MismatchSource.DETAIL]
         found = self._detail(detail) if detail else None
         if found is not None:
             yield found
@@ -96,11 +111,11 @@ class DetailMismatch(Rule):
             issued = self._issued(tl.of(EventKind.COLLECTIVE_ISSUED))
             if issued is not None:
                 yield issued
-        nccl = [p for p in events if p.get("source") != "detail"]
-        sizes = [p for p in nccl if p.get(F_ERROR) == "size_mismatch"]
+        nccl = [p for p in events if _mismatch(p).source != MismatchSource.DETAIL]
+        sizes = [p for p in nccl if _mismatch(p).error == MismatchError.SIZE_MISMATCH]
         if sizes:
             yield self._nccl_size(sizes)
-        nccl = [p for p in nccl if p.get(F_ERROR) != "size_mismatch"]
+        nccl = [p for p in nccl if _mismatch(p).error != MismatchError.SIZE_MISMATCH]
         if nccl:
             yield self._nccl(nccl)
 
@@ -110,17 +125,19 @@ class DetailMismatch(Rule):
         the line and then waits in a monitored barrier for the whole group, so a rank whose
         last fingerprint is behind the others' has not issued the collective they wait in.
         The lines of a log cut in its middle can be behind by chance: low confidence."""
-        last: dict[int, Placed] = {}
+        last: dict[int, Fingerprint] = {}
+        placed: dict[int, Placed] = {}
         for p in events:
-            if p.rank is not None and p.get(F_SEQ) is not None:
-                last[p.rank] = p
+            issued = p.event.payload_as(CollectiveIssued)
+            if p.rank is not None and issued is not None and issued.fingerprint.seq is not None:
+                last[p.rank], placed[p.rank] = issued.fingerprint, p
         if len(last) < 2:
             return None
-        seqs = {r: int(p.get(F_SEQ) or 0) for r, p in last.items()}
+        seqs = {r: fp.seq or 0 for r, fp in last.items()}
         top = max(seqs.values())
         behind = sorted(r for r, s in seqs.items() if s < top)
         ahead = sorted(r for r, s in seqs.items() if s == top)
-        evidence = tuple(limited_refs([last[r] for r in sorted(last)], limit=6))
+        evidence = tuple(limited_refs([placed[r] for r in sorted(placed)], limit=6))
         if behind:
             culprits, others = (behind, ahead) if len(behind) <= len(ahead) else (ahead, behind)
             low = min(seqs[r] for r in behind)
@@ -144,13 +161,10 @@ class DetailMismatch(Rule):
                 culprit_ranks=tuple(culprits),
                 waiting_ranks=tuple(others),
                 evidence=evidence,
-                confidence=0.45 if len(behind) <= len(ahead) else 0.4,
+                strength=Strength.HINT,  # a log cut in its middle can be behind by chance
             )
-        prints = {
-            r: {k: v for k in ("op", "shape", "dtype") if (v := p.get(k)) is not None}
-            for r, p in last.items()
-        }
-        groups: dict[tuple[tuple[str, str], ...], list[int]] = {}
+        prints = {r: _said(fp, ("op", "shape", "dtype")) for r, fp in last.items()}
+        groups: dict[tuple[tuple[str, object], ...], list[int]] = {}
         for rank, fp in prints.items():
             groups.setdefault(tuple(sorted(fp.items())), []).append(rank)
         if len(groups) < 2:
@@ -176,7 +190,7 @@ class DetailMismatch(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(sorted(ordered[0][1])),
             evidence=evidence,
-            confidence=0.55,
+            strength=Strength.SIGNAL,
         )
 
     def _nccl_size(self, events: list[Placed]) -> Finding:
@@ -187,11 +201,11 @@ class DetailMismatch(Rule):
         one transfer. NCCL names a size mismatch between ranks as the likely cause "if the
         network is healthy" (moderate confidence); gloo's check also fires when the ranks
         run different collectives of different widths (lower confidence)."""
-        first = events[0]
-        gloo = all(p.get("source") == "gloo" for p in events)
+        first = _mismatch(events[0])
+        gloo = all(_mismatch(p).source == MismatchSource.GLOO for p in events)
         library = "gloo" if gloo else "NCCL"
-        got, want = first.get("bytes_received"), first.get("bytes_expected")
-        peers = sorted({v for p in events if (v := p.get(F_PEER)) is not None})
+        got, want = first.bytes_received, first.bytes_expected
+        peers = sorted({v for p in events if (v := _mismatch(p).peer) is not None})
         sizes = f" ({got} bytes arrived for a {want}-byte buffer)" if got and want else ""
         ranks = sorted({p.rank for p in events if p.rank is not None})
         return Finding(
@@ -220,14 +234,14 @@ class DetailMismatch(Rule):
             culprit_ranks=(),  # which side got the size wrong is not in the line
             waiting_ranks=tuple(ranks),
             evidence=tuple(limited_refs(events, limit=6)),
-            confidence=0.5 if gloo else 0.6,
+            strength=shifted(Strength.SIGNAL, Shift.OTHER_READINGS) if gloo else Strength.SIGNAL,
         )
 
     def _detail(self, events: list[Placed]) -> Finding | None:
         prints = _fingerprints(events)
         if not prints:
             return None  # mismatch lines with no rank: nothing to compare
-        groups: dict[tuple[tuple[str, str], ...], list[int]] = {}
+        groups: dict[tuple[tuple[str, object], ...], list[int]] = {}
         for rank, fp in prints.items():
             groups.setdefault(tuple(sorted(fp.items())), []).append(rank)
         ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
@@ -240,6 +254,12 @@ class DetailMismatch(Rule):
         differ = [k for k in _KEYS if major_fp.get(k) != minor_fp.get(k) and minor_fp]
         category, what = _category(differ)
         one_sided = not minor_fp and _gathers(major_fp)
+        # torch states the mismatch; both sides' fingerprints agree with it.
+        strength = shifted(Strength.STATED, Shift.AGREES) if culprits else Strength.STATED
+        if tie:
+            strength = shifted(strength, Shift.TIE)
+        elif one_sided:
+            strength = Strength.HINT  # a shape mismatch presumed from one gather's side
         if one_sided:
             category, what = Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, "shape (presumed)"
         lhs = _describe(minor_fp) if minor_fp else "a different collective"
@@ -260,7 +280,7 @@ class DetailMismatch(Rule):
             explanation=(
                 "TORCH_DISTRIBUTED_DEBUG=DETAIL compared the collectives of the ranks and they "
                 f"differ in {', '.join(differ) or 'their fingerprint'}. "
-                + (events[0].get("differ") or "")
+                + (_mismatch(events[0]).differ or "")
                 + (
                     " Each side has as many ranks as the other: either may be the one that "
                     "deviated."
@@ -280,11 +300,11 @@ class DetailMismatch(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(major),
             evidence=tuple(limited_refs(events, limit=6)),
-            confidence=0.6 if tie else 0.9 if culprits else 0.45 if one_sided else 0.7,
+            strength=strength,
         )
 
     def _nccl(self, events: list[Placed]) -> Finding:
-        around = sorted({v for p in events if (v := fint(p.event, F_PEER_RANK)) is not None})
+        around = sorted({v for p in events if (v := _mismatch(p).peer_rank) is not None})
         return Finding(
             rule=self.id,
             category=Category.COLLECTIVE_TYPE_MISMATCH,
@@ -298,7 +318,7 @@ class DetailMismatch(Rule):
             fix=_fix(Category.COLLECTIVE_TYPE_MISMATCH),
             culprit_ranks=tuple(around),
             evidence=tuple(limited_refs(events, limit=6)),
-            confidence=0.5,
+            strength=Strength.SIGNAL,  # a mismatch NCCL saw; the rank it names is a guess
         )
 
 
@@ -330,16 +350,16 @@ _GATHER_OPS = frozenset(
 )
 
 
-def _gathers(fp: dict[str, str]) -> bool:
+def _gathers(fp: dict[str, object]) -> bool:
     return fp.get("op") in _GATHER_OPS and "shape" in fp
 
 
-def _describe(fp: dict[str, str]) -> str:
-    parts = [fp.get("op", "?")]
+def _describe(fp: dict[str, object]) -> str:
+    parts = [str(fp.get("op", "?"))]
     if "shape" in fp:
-        parts.append(fp["shape"])
+        parts.append(str(fp["shape"]))
     if "dtype" in fp:
-        parts.append(fp["dtype"])
+        parts.append(str(fp["dtype"]))
     if "seq" in fp:
         parts.append(f"#{fp['seq']}")
     return " ".join(parts)

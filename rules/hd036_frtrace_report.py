@@ -29,19 +29,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.ranges import parse_ranks
-from hangdoc.analyzer.views.timeline import fint
-from hangdoc.analyzer.vocabulary import F_ERROR, F_RANKS, F_SEQ, EventKind
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.torch_pg import FrError, FrReport
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
 _ERRORS = {
-    "COLLECTIVE_TYPE_MISMATCH": Category.COLLECTIVE_TYPE_MISMATCH,
-    "SIZE_OR_SYNTAX_MISMATCH": Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
-    "COLLECTIVE_DTYPE_MISMATCH": Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
-    "COLLECTIVE_STATE_MISMATCH": Category.RANK_DIVERGENCE,
+    FrError.COLLECTIVE_TYPE_MISMATCH: Category.COLLECTIVE_TYPE_MISMATCH,
+    FrError.SIZE_OR_SYNTAX_MISMATCH: Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
+    FrError.COLLECTIVE_DTYPE_MISMATCH: Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
+    FrError.COLLECTIVE_STATE_MISMATCH: Category.RANK_DIVERGENCE,
 }
+
+
+def _report(p: Placed) -> FrReport:
+    found = p.event.payload_as(FrReport)
+    return found if found is not None else FrReport()
 
 
 class FrTraceReport(Rule):
@@ -61,13 +66,12 @@ class FrTraceReport(Rule):
         tl = ctx.timeline
         missing = tl.of(EventKind.FR_MISSING_RANKS)
         if missing:
-            first = min(missing, key=lambda p: fint(p.event, F_SEQ) or 0)
-            ranks = parse_ranks(first.get(F_RANKS) or "")
-            expected = set(parse_ranks(first.get("expected") or ""))
-            waiting = sorted(expected - set(ranks))
-            what = first.get("collective") or "a collective"
-            seq = first.get(F_SEQ) or "?"
-            group = first.get("group_info") or first.get("group") or "?"
+            first = _report(min(missing, key=lambda p: _report(p).seq or 0))
+            ranks = sorted(set(first.missing))
+            waiting = sorted(set(first.expected) - set(ranks))
+            what = first.collective or "a collective"
+            seq = first.seq if first.seq is not None else "?"
+            group = first.group_info or first.group or "?"
             yield Finding(
                 rule=self.id,
                 category=Category.RANK_DIVERGENCE,
@@ -86,20 +90,25 @@ class FrTraceReport(Rule):
                 culprit_ranks=tuple(ranks),
                 waiting_ranks=tuple(waiting),
                 evidence=tuple(limited_refs(missing, limit=4)),
-                confidence=0.85,
+                strength=Strength.STATED,  # the analyser names the ranks
             )
         for p in tl.of(EventKind.FR_MISMATCH)[:3]:
-            error = p.get(F_ERROR) or "MISMATCH"
-            culprit = fint(p.event, "culprit")
-            category = _ERRORS.get(error, Category.COLLECTIVE_TYPE_MISMATCH)
+            report = _report(p)
+            error = report.error.value if report.error is not None else "MISMATCH"
+            culprit = report.culprit
+            category = (
+                _ERRORS.get(report.error, Category.COLLECTIVE_TYPE_MISMATCH)
+                if report.error is not None
+                else Category.COLLECTIVE_TYPE_MISMATCH
+            )
             yield Finding(
                 rule=self.id,
                 category=category,
                 severity=Severity.CRITICAL,
                 title=f"flight recorder: {error.lower().replace('_', ' ')} at collective "
-                f"#{p.get(F_SEQ)}" + (f", culprit rank {culprit}" if culprit is not None else ""),
+                f"#{report.seq}" + (f", culprit rank {culprit}" if culprit is not None else ""),
                 explanation=(
-                    "The flight recorder analyser reported: " + (p.get("detail") or p.event.text)
+                    "The flight recorder analyser reported: " + (report.detail or p.event.text)
                 ),
                 fix=(
                     "Make the collective identical on every rank (operation, sizes, dtypes) and "
@@ -107,7 +116,7 @@ class FrTraceReport(Rule):
                 ),
                 culprit_ranks=(culprit,) if culprit is not None else (),
                 evidence=(p.ref(),),
-                confidence=0.85,
+                strength=Strength.STATED,
             )
 
 

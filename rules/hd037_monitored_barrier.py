@@ -40,12 +40,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.ranges import parse_ranks
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.torch_pg import MissingRanks, Reporter
+from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier as BarrierReport
 from hangdoc.analyzer.views.timeline import Placed
-from hangdoc.analyzer.vocabulary import F_RANKS, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+
+
+def _barrier(p: Placed) -> BarrierReport:
+    found = p.event.payload_as(BarrierReport)
+    return found if found is not None else BarrierReport()
+
+
+def _missing(p: Placed) -> MissingRanks:
+    found = p.event.payload_as(MissingRanks)
+    return found if found is not None else MissingRanks()
 
 
 class MonitoredBarrier(Rule):
@@ -65,10 +76,10 @@ class MonitoredBarrier(Rule):
             if stalled:
                 yield self._stalled(stalled)
             return
-        direct = [p for p in events if p.get("reporter") != "peer"]
+        direct = [p for p in events if _barrier(p).reporter != Reporter.PEER]
         if direct:
             events = direct  # rank 0's own report names the missing ranks
-        culprits = sorted({r for p in events for r in parse_ranks(p.get(F_RANKS) or "")})
+        culprits = sorted({r for p in events for r in _barrier(p).ranks})
         reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
         if not direct:
             yield self._from_peers(events, culprits, reporters)
@@ -89,7 +100,7 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            confidence=0.8,
+            strength=Strength.STATED,  # rank 0's report names the missing ranks
         )
 
     def _from_peers(
@@ -118,14 +129,14 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            confidence=0.5,
+            strength=Strength.HINT,  # rank 0 may have been reporting another rank
         )
 
     def _stalled(self, events: list[Placed]) -> Finding:
         """Horovod's stall check: ops some ranks submitted and the named ranks did not."""
-        culprits = sorted({r for p in events for r in parse_ranks(p.get(F_RANKS) or "")})
+        culprits = sorted({r for p in events for r in _missing(p).ranks})
         reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
-        ops = sorted({p.get("op") or "?" for p in events})
+        ops = sorted({_missing(p).op or "?" for p in events})
         shown = ", ".join(ops[:3]) + (f" and {len(ops) - 3} more" if len(ops) > 3 else "")
         who = ranks_text(culprits)
         return Finding(
@@ -147,7 +158,7 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            confidence=0.6,
+            strength=Strength.SIGNAL,  # a stall warning: the op may yet come
         )
 
 

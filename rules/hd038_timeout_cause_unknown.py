@@ -34,8 +34,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.vocabulary import F_OP, F_SEQ, EventKind
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.torch_pg import Work
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -81,7 +82,8 @@ class TimeoutCauseUnknown(Rule):
         if any(f.says_not_hung for f in ctx.prior):
             return  # another rule explained the timeout as no hang (HD004, HD039, HD045)
         ranks = sorted({p.rank for p in symptoms if p.rank is not None})
-        ops = Counter(f"{p.get(F_OP)} #{p.get(F_SEQ)}" for p in symptoms if p.get(F_OP))
+        works = [w for p in symptoms if (w := p.event.payload_as(Work)) is not None and w.op]
+        ops = Counter(f"{w.op} #{w.seq}" for w in works)
         what = ", ".join(op for op, _ in ops.most_common(3)) or "a collective"
         heartbeat = any(p.kind == EventKind.HEARTBEAT_TIMEOUT for p in symptoms)
         extra = (
@@ -104,7 +106,7 @@ class TimeoutCauseUnknown(Rule):
             fix=_COLLECT,
             waiting_ranks=tuple(ranks),
             evidence=tuple(limited_refs(symptoms, limit=5)),
-            confidence=0.3,
+            strength=Strength.ABSENCE,
         )
 
 

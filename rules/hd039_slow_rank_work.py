@@ -38,15 +38,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import StoreTimeout, Work
+from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.deaths import first_deaths
-from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
-from hangdoc.analyzer.vocabulary import F_PHASE, F_SEQ, EventKind, Phase
+from hangdoc.analyzer.views.timeline import Placed, Timeline
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import ranks_text
 
-_BUSY = frozenset({Phase.PREPROCESS.value, Phase.LOAD.value})
+# Long work one rank does alone (preprocessing, loading), as its phase markers say.
+_BUSY = phases_beginning(Activity.PREPROCESS, Activity.CHECKPOINT_LOAD)
 _EARLY_SEQ = 10
+
+
+def _marker(p: Placed) -> PhaseMarker:
+    found = p.event.payload_as(PhaseMarker)
+    return found if found is not None else PhaseMarker()
 
 
 def busy_owners(tl: Timeline, timed_out: set[int]) -> dict[int | None, Placed]:
@@ -56,37 +65,20 @@ def busy_owners(tl: Timeline, timed_out: set[int]) -> dict[int | None, Placed]:
         last[p.rank] = p
     busy: dict[int | None, Placed] = {}
     for owner, p in last.items():
-        if owner in timed_out or p.get(F_PHASE) not in _BUSY:
+        marker = _marker(p)
+        if owner in timed_out or marker.phase not in _BUSY:
             continue
-        n, total = _num(p.get("n")), _num(p.get("total"))
-        if n is not None and total is not None and n >= total:
+        bar = marker.progress
+        if bar is not None and bar.n is not None and bar.total is not None and bar.n >= bar.total:
             continue  # finished
         busy[owner] = p
     return busy
 
 
-def _num(value: str | None) -> float | None:
-    if not value:
-        return None
-    scale = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}.get(value[-1], 1.0)
-    try:
-        return float(value.rstrip("kKMG")) * scale
-    except ValueError:
-        return None
-
-
-def _clock_s(value: str | None) -> int | None:
-    """tqdm's elapsed field ("30:00", "1:02:03") in seconds."""
-    if not value:
-        return None
-    try:
-        parts = [int(x) for x in value.split(":")]
-    except ValueError:
-        return None
-    total = 0
-    for part in parts:
-        total = total * 60 + part
-    return total
+def _timeout_ms(p: Placed) -> int | None:
+    """The timeout a collective's or a store's timeout line names."""
+    payload = p.event.payload
+    return payload.timeout_ms if isinstance(payload, (Work, StoreTimeout)) else None
 
 
 def _bar_covers_timeout(busy: dict[int | None, Placed], timeouts: list[Placed]) -> bool:
@@ -95,10 +87,14 @@ def _bar_covers_timeout(busy: dict[int | None, Placed], timeouts: list[Placed]) 
     ``Timeout(ms)=`` (ms-swift 4340: ``Packing … [30:00<62:46:32`` and
     ``Timeout(ms)=1800000``; xtuner 390: tokenizing past the 30-minute default). The rank
     did that work for the entire time the others waited."""
-    limits = [ms for p in timeouts if (ms := fint(p.event, "timeout_ms")) is not None]
+    limits = [ms for p in timeouts if (ms := _timeout_ms(p)) is not None]
     if not limits:
         return False
-    elapsed = [s for p in busy.values() if (s := _clock_s(p.get("elapsed"))) is not None]
+    elapsed = [
+        bar.elapsed_s
+        for p in busy.values()
+        if (bar := _marker(p).progress) is not None and bar.elapsed_s is not None
+    ]
     return bool(elapsed) and max(elapsed) * 1000 >= 0.9 * min(limits)
 
 
@@ -132,7 +128,7 @@ class SlowRankWork(Rule):
         timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT, EventKind.STORE_TIMEOUT)
         if not timeouts:
             return
-        seqs = [s for p in timeouts if (s := fint(p.event, F_SEQ)) is not None]
+        seqs = [w.seq for p in timeouts if (w := p.event.payload_as(Work)) and w.seq is not None]
         timed_out = {p.rank for p in timeouts if p.rank is not None}
         busy = busy_owners(tl, timed_out)
         if not busy or _blocking_evidence(tl):
@@ -141,20 +137,16 @@ class SlowRankWork(Rule):
             return
         culprits = sorted(r for r in busy if r is not None)
         bar = next(iter(busy.values()))
-        label = bar.get("label") or "its work"
-        progress = (
-            f" ({bar.get('n')}/{bar.get('total')} after {bar.get('elapsed')})"
-            if bar.get("total")
-            else ""
-        )
+        marker = _marker(bar)
+        label = marker.label or "its work"
+        meter = marker.progress
+        progress = f" ({meter.meter} after {meter.elapsed})" if meter is not None else ""
         who = (
             ranks_text(culprits)
             if culprits
             else "the process printing the progress bar (usually rank 0)"
         )
-        timeout_ms = next(
-            (v for p in timeouts if (v := fint(p.event, "timeout_ms")) is not None), None
-        )
+        timeout_ms = next((v for p in timeouts if (v := _timeout_ms(p)) is not None), None)
         limit = (
             f"{timeout_ms / 60000:.0f} min"
             if timeout_ms and timeout_ms >= 60000
@@ -181,7 +173,7 @@ class SlowRankWork(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(sorted(timed_out)),
             evidence=(bar.ref(), *(p.ref() for p in timeouts[:3])),
-            confidence=0.7,
+            strength=Strength.SIGNAL,  # work still progressing when the others timed out
             says_not_hung=True,
         )
 

@@ -44,26 +44,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.ranges import parse_ranks, verb
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.progress import DataCount, Exhausted, PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier
+from hangdoc.analyzer.ranges import verb
+from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.vocabulary import F_PHASE, F_RANKS, EventKind, Phase
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
-_LOOP_PHASES = frozenset({"train", "eval"})
-_EXHAUSTED = Phase.DATA_EXHAUSTED.value
+# Progress of the epoch loop: training and evaluation bars and markers.
+_LOOP_PHASES = phases_beginning(Activity.TRAIN_LOOP, Activity.EVAL)
 
 
-def _number(text: str | None) -> float | None:
-    """A tqdm total ("1250", "1.25k") or a count as a number."""
-    if not text:
-        return None
-    scale = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}.get(text[-1], 1.0)
-    try:
-        return float(text.rstrip("kKMG")) * scale
-    except ValueError:
-        return None
+def _marker(p: Placed) -> PhaseMarker:
+    found = p.event.payload_as(PhaseMarker)
+    return found if found is not None else PhaseMarker()
+
+
+def _join(p: Placed) -> MonitoredBarrier | None:
+    """A monitored barrier that a trainer's per-step join check failed."""
+    barrier = p.event.payload_as(MonitoredBarrier)
+    return barrier if barrier is not None and barrier.join else None
 
 
 class UnevenDataCounts(Rule):
@@ -83,19 +87,20 @@ class UnevenDataCounts(Rule):
         tl = ctx.timeline
         series: dict[str, dict[int, tuple[float, Placed]]] = {}
         for p in tl.of(EventKind.PHASE):
-            if p.rank is None or p.get(F_PHASE) not in _LOOP_PHASES:
+            marker = _marker(p)
+            if p.rank is None or marker.phase not in _LOOP_PHASES:
                 continue
-            total = _number(p.get("total"))
+            total = marker.progress.total if marker.progress is not None else None
             if total is None or total <= 1:
                 continue
-            per_rank = series.setdefault(f"bar '{p.get('label')}'", {})
+            per_rank = series.setdefault(f"bar '{marker.label}'", {})
             if p.rank not in per_rank or per_rank[p.rank][0] < total:
                 per_rank[p.rank] = (total, p)
         for p in tl.of(EventKind.DATA_COUNT):
-            value = _number(p.get("value"))
-            if p.rank is None or value is None:
+            count = p.event.payload_as(DataCount)
+            if p.rank is None or count is None or count.value is None:
                 continue
-            series.setdefault(str(p.get("what")), {})[p.rank] = (value, p)
+            series.setdefault(str(count.what), {})[p.rank] = (float(count.value), p)
         for label, per_rank in sorted(series.items()):
             finding = self._compare(label, per_rank)
             if finding is not None:
@@ -142,15 +147,15 @@ class UnevenDataCounts(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(sorted(major)),
             evidence=tuple(limited_refs(refs, limit=6)),
-            confidence=0.45 if tie else 0.6,
+            strength=shifted(Strength.SIGNAL, Shift.TIE) if tie else Strength.SIGNAL,
         )
 
     def _said(self, ctx: RuleContext) -> Finding | None:
         """A trainer's own message that a rank ran out of data (or that its join check
         failed): the uneven data named outright, and the rank it names."""
         tl = ctx.timeline
-        markers = [p for p in tl.of(EventKind.PHASE) if p.get(F_PHASE) == _EXHAUSTED]
-        joins = [p for p in tl.of(EventKind.MONITORED_BARRIER) if p.get("context") == "join"]
+        markers = [p for p in tl.of(EventKind.PHASE) if _marker(p).phase == Phase.DATA_EXHAUSTED]
+        joins = [p for p in tl.of(EventKind.MONITORED_BARRIER) if _join(p) is not None]
         if not markers and not joins:
             return None
         named = sorted({p.rank for p in markers if p.rank is not None})
@@ -159,20 +164,23 @@ class UnevenDataCounts(Rule):
             return None  # every rank said it: an epoch that ended evenly
         if markers and not joins and not _last_phase(tl, markers[-1]):
             return None  # training went on after it: not where the job stopped
-        culprits = named or sorted({r for p in joins for r in parse_ranks(p.get(F_RANKS) or "")})
+        culprits = named or sorted({r for p in joins if (j := _join(p)) for r in j.ranks})
         waiting = sorted({p.rank for p in joins if p.rank is not None} - set(culprits))
-        labels = [p.get("label") or "" for p in markers]
-        if any(label.startswith("Rank ") or "exhausted" in label for label in labels):
-            confidence, how = 0.7, "torch's Join reported that a rank exhausted its inputs"
-        elif joins or any("uneven" in label for label in labels):
-            confidence, how = (
-                0.6,
+        said = {_marker(p).exhausted for p in markers}
+        if Exhausted.JOIN in said:
+            strength, how = (
+                Strength.STATED,
+                "torch's Join reported that a rank exhausted its inputs",
+            )
+        elif joins or Exhausted.UNEVEN_WORKLOAD in said:
+            strength, how = (
+                Strength.SIGNAL,
                 "the trainer's per-step join check (a monitored barrier) failed: a rank had "
                 "left the training loop, out of data, while the others went on",
             )
         else:
-            confidence, how = (
-                0.5,
+            strength, how = (
+                Strength.HINT,
                 "a rank reported that it finished its epoch, and the job stopped there: the "
                 "other ranks still had batches and wait in a training step's collective",
             )
@@ -204,7 +212,7 @@ class UnevenDataCounts(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(refs, limit=6)),
-            confidence=confidence,
+            strength=strength,
         )
 
 
@@ -213,7 +221,7 @@ def _last_phase(tl: Timeline, marker: Placed) -> bool:
     later = [
         p
         for p in tl.of(EventKind.PHASE)
-        if p.index > marker.index and p.rank == marker.rank and p.get(F_PHASE) in _LOOP_PHASES
+        if p.index > marker.index and p.rank == marker.rank and _marker(p).phase in _LOOP_PHASES
     ]
     return not later
 

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.timeline import Placed, fint
-from hangdoc.analyzer.vocabulary import F_OP, F_RAN_MS, F_SEQ, F_TIMEOUT_MS, EventKind
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.torch_pg import CollectiveTimeout, StoreTimeout, Work
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -53,21 +54,16 @@ from hangdoc.rules.refs import limited_refs, ranks_text
 TOO_LOW_MS = 1000
 
 
-def _clock_ms(value: str | None) -> int | None:
-    """A ``str(timedelta)`` limit ("0:30:00", "0:00:00.001000"), as the store-based
-    barrier prints it, in milliseconds."""
-    if not value or ":" not in value:
-        return None
-    try:
-        h, m, sec = value.split(":")
-        return round((int(h) * 3600 + int(m) * 60 + float(sec)) * 1000)
-    except ValueError:
-        return None
-
-
 def _limit_ms(p: Placed) -> int | None:
-    ms = fint(p.event, F_TIMEOUT_MS)
-    return ms if ms is not None else _clock_ms(p.get("timeout"))
+    """The configured limit a timeout line names: a collective's ``Timeout(ms)=``, a
+    store's wait, or the store-based barrier's timedelta."""
+    payload = p.event.payload
+    if isinstance(payload, Work):
+        return payload.timeout_ms
+    if isinstance(payload, StoreTimeout):
+        ms = payload.timeout_ms
+        return ms if ms is not None else payload.barrier_timeout_ms
+    return None
 
 
 def _limits(timeouts: list[Placed]) -> list[tuple[Placed, int]]:
@@ -96,9 +92,11 @@ class TimeoutSetTooLow(Rule):
         limit = max(ms for _, ms in limits)
         ranks = sorted({p.rank for p in low if p.rank is not None})
         first = low[0]
-        op, seq = first.get(F_OP), first.get(F_SEQ)
-        what = f"{op} #{seq}" if op and seq else (op or "a collective")
-        ran = fint(first.event, F_RAN_MS)
+        work = first.event.payload_as(Work)
+        op, seq = (work.op, work.seq) if work is not None else (None, None)
+        what = f"{op} #{seq}" if op and seq is not None else (op or "a collective")
+        timed_out = first.event.payload_as(CollectiveTimeout)
+        ran = timed_out.ran_ms if timed_out is not None else None
         ran_text = f" after {_shown(ran)}" if ran is not None else ""
         who = ranks_text(ranks) if ranks else "the job"
         yield Finding(
@@ -124,7 +122,7 @@ class TimeoutSetTooLow(Rule):
             evidence=tuple(limited_refs(low, limit=4)),
             # The line states the setting outright; what it does not say is whether the
             # job would also have hung with a sane timeout.
-            confidence=0.8,
+            strength=Strength.STATED,
             says_not_hung=True,
         )
 

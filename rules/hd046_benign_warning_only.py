@@ -18,7 +18,7 @@ in that child, not stuck.
 Lines of the benign-warning catalog (analyzer/views/benign.py, each entry citing the
 library that prints it), and the absence of everything else: no log event other than
 informational ones (NCCL version and init, progress bars, phase markers), no stacks, and
-no other rule's error. One line is weak evidence, so the confidence stays low.
+no other rule's error. One line is weak evidence: a hint (docs/confidence.md).
 
 ## How to confirm
 Watch the job after the warning: its progress bar or step counter keeps moving. If it
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.views.benign import benign_lines
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Rule, RuleContext
@@ -67,7 +67,7 @@ class BenignWarningOnly(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         ev = ctx.evidence
-        if ctx.activities or any(p.stack_samples for p in ev.processes):
+        if ctx.activities or any(p.has_stacks() for p in ev.processes):
             return  # a stack says where a rank was: the stack rules judge it
         if any(f.severity in (Severity.CRITICAL, Severity.ERROR) for f in ctx.prior):
             return
@@ -99,8 +99,8 @@ class BenignWarningOnly(Rule):
             evidence=tuple(
                 EvidenceRef(b.line.source, b.line.text[:300], None, b.line.line) for b in found[:3]
             ),
-            # One line that the library calls harmless, and silence around it: weak evidence.
-            confidence=0.5,
+            # One line that the library calls harmless, and silence around it: a hint.
+            strength=Strength.HINT,
             says_not_hung=True,
         )
 

@@ -32,9 +32,9 @@ in its receive until the watchdog's timeout.
   weak evidence. Only when fewer than two ranks' stacks are at hand: with more, HD105
   pairs the sends and receives itself.
 
-One weak signal gives 0.45 to 0.55; each further kind of signal adds a little (at most
-0.7). Full stacks of every rank, where the peers are known, are HD105's; flight
-recorder dumps are HD014's.
+Each kind of signal alone is a hint; two or three kinds that agree are one signal
+(docs/confidence.md). Full stacks of every rank, where the peers are known, are HD105's;
+flight recorder dumps are HD014's.
 
 ## How to confirm
 Collect the stacks of every stage (``py-spy dump --locals``: the ``dst``/``src`` of
@@ -54,12 +54,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Frame, ProcessEvidence, Severity
+from hangdoc.analyzer.model import (
+    Category,
+    EvidenceRef,
+    Finding,
+    Frame,
+    ProcessEvidence,
+    Severity,
+    Strength,
+)
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import Direction, Work
+from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.catalog import P2P_DIRECTION_HINTS
 from hangdoc.analyzer.views.timeline import Placed
-from hangdoc.analyzer.vocabulary import F_OP, F_PHASE, EventKind, Phase
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import agreeing
 
 # torch's c10d OpType names (ProcessGroup.hpp opTypeToString) of point-to-point works; the
 # watchdog watches p2p works since gh:pytorch/pytorch/pull/109611 ("watchdog is picking up
@@ -175,9 +187,10 @@ def _classify(frame: Frame) -> bool | None:
 
 
 def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
-    if not process.stack_samples:
+    latest = process.latest_stacks()
+    if latest is None:
         return None
-    threads = process.stack_samples[-1].threads
+    threads = latest.threads
     main = next((t for t in threads if t.is_main), threads[0] if threads else None)
     if main is None:
         return None
@@ -194,18 +207,34 @@ def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
     return None
 
 
+# Training or evaluation went on: bars and markers of the loop.
+_PROGRESS = phases_beginning(Activity.TRAIN_LOOP, Activity.EVAL)
+
+
 def _stage_waits(ctx: RuleContext) -> list[Placed]:
     """Each rank's last pipelining shape-inference line, when it is a receive and no
     training or evaluation progress of that rank follows it."""
     last: dict[int | None, Placed] = {}
     progressed: set[int | None] = set()
     for p in ctx.timeline.of(EventKind.PHASE):
-        if p.get("p2p") is not None:
+        marker = _marker(p)
+        if marker.p2p is not None:
             last[p.rank] = p
             progressed.discard(p.rank)
-        elif p.rank in last and p.get(F_PHASE) in (Phase.TRAIN.value, Phase.EVAL.value):
+        elif p.rank in last and marker.phase in _PROGRESS:
             progressed.add(p.rank)
-    return [p for r, p in last.items() if p.get("p2p") == "recv" and r not in progressed]
+    return [p for r, p in last.items() if _marker(p).p2p == Direction.RECV and r not in progressed]
+
+
+def _marker(p: Placed) -> PhaseMarker:
+    found = p.event.payload_as(PhaseMarker)
+    return found if found is not None else PhaseMarker()
+
+
+def _op(p: Placed) -> str:
+    """The OpType a timeout names, upper-case ("" when none)."""
+    work = p.event.payload_as(Work)
+    return (work.op or "").upper() if work is not None else ""
 
 
 class P2PWaitEvidence(Rule):
@@ -219,26 +248,21 @@ class P2PWaitEvidence(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         timeouts = ctx.timeline.of(EventKind.COLLECTIVE_TIMEOUT)
-        p2p = [p for p in timeouts if (p.get(F_OP) or "").upper() in _P2P_OPS]
-        coalesced = [p for p in timeouts if (p.get(F_OP) or "").upper() in _COALESCED]
+        p2p = [p for p in timeouts if _op(p) in _P2P_OPS]
+        coalesced = [p for p in timeouts if _op(p) in _COALESCED]
         stages = _stage_waits(ctx)
-        stacked = [p for p in ctx.evidence.processes if p.stack_samples]
+        stacked = [p for p in ctx.evidence.processes if p.has_stacks()]
         stacks: list[_StackHit] = []
         if sum(1 for p in stacked if p.rank is not None) < 2:
             # Stacks of several ranks are HD105's, which pairs their sends and receives.
             stacks = [h for p in stacked if (h := _stack_hit(p)) is not None]
         if p2p:
             p2p = p2p + coalesced
-        signals: list[tuple[float, str]] = []
-        if p2p:
-            signals.append((0.55, "timeouts"))
-        if stages:
-            signals.append((0.5, "stages"))
-        if stacks:
-            signals.append((0.5 if any(h.strong for h in stacks) else 0.45, "stacks"))
-        if not signals:
+        kinds = sum(1 for found in (p2p, stages, stacks) if found)
+        if not kinds:
             return
-        confidence = min(0.7, max(c for c, _ in signals) + 0.05 * (len(signals) - 1))
+        # Each kind alone is a hint; each further kind that agrees steps up, to a signal.
+        strength = agreeing(Strength.HINT, kinds, Strength.SIGNAL)
         waiting = sorted(
             {p.rank for p in [*p2p, *stages] if p.rank is not None}
             | {h.process.rank for h in stacks if h.process.rank is not None}
@@ -246,7 +270,7 @@ class P2PWaitEvidence(Rule):
         parts: list[str] = []
         refs: list[EvidenceRef] = []
         if p2p:
-            ops = sorted({(p.get(F_OP) or "?").upper() for p in p2p})
+            ops = sorted({_op(p) or "?" for p in p2p})
             who = sorted({p.rank for p in p2p if p.rank is not None})
             parts.append(
                 f"the watchdog timed out {'/'.join(ops)} work"
@@ -255,7 +279,9 @@ class P2PWaitEvidence(Rule):
             )
             refs.extend(limited_refs(p2p, limit=4))
         if stages:
-            peers = sorted({p.get("peer_stage") or "?" for p in stages})
+            peers = sorted(
+                {str(s) if (s := _marker(p).peer_stage) is not None else "?" for p in stages}
+            )
             parts.append(
                 "pipeline stages' last lines say they are receiving from stage "
                 + ", ".join(peers)
@@ -311,7 +337,7 @@ class P2PWaitEvidence(Rule):
             culprit_ranks=(),
             waiting_ranks=tuple(waiting),
             evidence=tuple(refs),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

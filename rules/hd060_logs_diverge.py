@@ -21,7 +21,7 @@ mismatch, and NCCL or gloo then hangs or fails.
 The head and tail of every rank's log (stdout/stderr files in a dump, loose rank logs,
 consoles with `[rankN]:` prefixes), compared with each other; the lines are cited.
 No stacks are needed: with stacks, HD001 and the other stack rules say the same more
-surely, and the word the log uses for the action raises their confidence.
+surely, and the word the log uses for the action strengthens their finding.
 
 ## How to confirm
 Read the cited lines: the culprit's last line, and the same line on a rank that went on.
@@ -41,13 +41,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import live_activities
-from hangdoc.analyzer.views.log_compare import Divergence
-from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING
+from hangdoc.analyzer.views.activity_table import TABLE, phrase
+from hangdoc.analyzer.views.log_compare import Divergence, DivergenceKind
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.strength import Shift, shifted
 
 _UNEVEN_FIX = (
     "Give every rank the same number of batches: DistributedSampler(drop_last=True) or "
@@ -86,13 +87,11 @@ class LogsDiverge(Rule):
         # Count lines the log vocabulary knows ("1250 batches", tqdm totals) are HD040's;
         # the templates catch the counts it does not know, and join them with the stacks.
         counted = any(
-            e.kind == EventKind.DATA_COUNT.value
-            for p in ctx.evidence.processes
-            for e in p.log_events
+            e.kind == EventKind.DATA_COUNT for p in ctx.evidence.processes for e in p.log_events
         )
         for divergence in ctx.log_comparison.divergences:
-            agree = divergence.kind != "behind" and _stacks_agree(ctx, divergence)
-            if divergence.kind == "counter" and counted and not agree:
+            agree = divergence.kind != DivergenceKind.BEHIND and _stacks_agree(ctx, divergence)
+            if divergence.kind == DivergenceKind.COUNTER and counted and not agree:
                 continue  # HD040 says the same; joined with the stacks it says more
             finding = self._finding(divergence)
             if agree:
@@ -101,7 +100,7 @@ class LogsDiverge(Rule):
                 finding = replace(
                     finding,
                     severity=Severity.CRITICAL,
-                    confidence=min(0.9, finding.confidence + 0.35),
+                    strength=shifted(finding.strength, Shift.STACKS_AGREE),
                     explanation=finding.explanation
                     + " The stacks agree: these ranks are blocked elsewhere than the others.",
                 )
@@ -111,43 +110,46 @@ class LogsDiverge(Rule):
         culprits, others = plural_ranks(d.ranks), plural_ranks(d.others)
         first = d.lines[0].line.text
         severity = self.severity
-        category = CATEGORY_OF[d.meaning] if d.meaning else Category.RANK_DIVERGENCE
-        unnamed = "did something else" if d.kind == "unfinished" else "took another path"
-        doing = DOING[d.meaning].removeprefix("is ") if d.meaning else unnamed
-        if d.kind == "unfinished":
+        category = TABLE[d.meaning].category if d.meaning else Category.RANK_DIVERGENCE
+        unnamed = (
+            "did something else" if d.kind == DivergenceKind.UNFINISHED else "took another path"
+        )
+        doing = phrase(d.meaning) if d.meaning else unnamed
+        if d.kind == DivergenceKind.UNFINISHED:
             title = f"{culprits} stopped on {first[:80]!r} ({doing}) while {others} went on"
             why = (
                 f"The last line of {culprits} starts an action that no later line finishes, "
                 f"and {others} printed something else after it. "
             )
             fix = _UNFINISHED_FIX
-            confidence = 0.6 if d.meaning else 0.4
-        elif d.kind == "only_some":
+            strength = Strength.SIGNAL if d.meaning else Strength.HINT
+        elif d.kind == DivergenceKind.ONLY_SOME:
             title = f"only {culprits} printed {first[:80]!r} ({doing}); {others} never did"
             why = (
                 f"Near the end of their logs {culprits} printed a line {others} never print: "
                 "where the ranks' paths parted. "
             )
             fix = _UNFINISHED_FIX
-            confidence = 0.5 if d.meaning else 0.35
+            strength = Strength.HINT if d.meaning else Strength.ABSENCE
             if d.meaning is None:
                 severity = Severity.WARNING  # where they parted, not yet why
-        elif d.kind == "counter":
-            category, fix, confidence = Category.UNEVEN_DATA, _UNEVEN_FIX, 0.6
+        elif d.kind == DivergenceKind.COUNTER:
+            category, fix, strength = Category.UNEVEN_DATA, _UNEVEN_FIX, Strength.SIGNAL
             title = f"{culprits} printed other counts than {others} on the same line"
             why = (
                 "Every rank prints this line, and its counts differ on some ranks: they "
                 "have different amounts of data, so some leave the loop early. "
             )
-        elif d.kind == "size":
-            category, fix, confidence = Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, _SIZE_FIX, 0.55
+        elif d.kind == DivergenceKind.SIZE:
+            category, fix = Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, _SIZE_FIX
+            strength = Strength.SIGNAL
             title = f"{culprits} printed other sizes than {others} on the same line"
             why = (
                 "Every rank prints this line, and the size in it differs on some ranks: a "
                 "tensor of that size in a collective does not match across ranks. "
             )
         else:
-            category, fix, confidence = Category.RANK_DIVERGENCE, _UNFINISHED_FIX, 0.35
+            category, fix, strength = Category.RANK_DIVERGENCE, _UNFINISHED_FIX, Strength.ABSENCE
             severity = Severity.WARNING  # where the culprit is, not yet why
             title = f"the progress of {culprits} stopped behind that of {others}"
             why = f"The progress line every rank repeats stopped earlier on {culprits}. "
@@ -171,7 +173,7 @@ class LogsDiverge(Rule):
             culprit_ranks=d.ranks,
             waiting_ranks=d.others,
             evidence=evidence,
-            confidence=confidence,
+            strength=strength,
         )
 
 

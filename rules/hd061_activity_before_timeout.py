@@ -39,11 +39,11 @@ iteration" / "successfully saved checkpoint"), HF Trainer's ("***** Running Eval
 *****" / "{'eval_loss': …}"), mmengine's "Epoch(val)" lines, detectron2's "Start inference
 on N batches" / "Evaluation results for …". A save or an evaluation that began and did not
 end before the timeouts, further back than the last lines or in the log of a rank that
-stops in it while the others time out, is named (0.5 with its rank, else 0.4); an
+stops in it while the others time out, is named (a hint, like the last lines); an
 evaluation that reported its metrics had ended. With no timeout, a log whose last line
 (one stray line allowed) is such a begin, or that someone stopped there (the launcher's
 "Killing subprocess" after a ^C, a KeyboardInterrupt: accelerate #2724), is named weakly
-(0.35).
+(the absence of a signal: docs/confidence.md).
 
 ## How to confirm
 Time the save or the evaluation on its own, and compare with the timeout in the watchdog
@@ -61,10 +61,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, LogEvent, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, LogEvent, Severity, Strength
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.ranges import format_ranks
+from hangdoc.analyzer.views.activity_table import PHASES, TABLE, Activity, phrase
 from hangdoc.analyzer.views.last_words import last_words, stopped_during, unfinished
-from hangdoc.analyzer.views.meaning import CATEGORY_OF, DOING, Meaning
 from hangdoc.analyzer.views.quiet_ranks import quiet_rank
 from hangdoc.analyzer.vocabulary import EventKind, Phase
 from hangdoc.rules.base import Rule, RuleContext
@@ -73,8 +74,7 @@ from hangdoc.rules.base import Rule, RuleContext
 # blocked in a CUDA/NCCL call (ProcessGroupNCCL's HeartbeatMonitor), not ranks waiting in
 # a collective for a peer that is busy elsewhere.
 _FAILURES = frozenset(
-    k.value
-    for k in (
+    (
         EventKind.COLLECTIVE_TIMEOUT,
         EventKind.STORE_TIMEOUT,
         EventKind.WATCHDOG_TEARDOWN,
@@ -83,47 +83,24 @@ _FAILURES = frozenset(
 # Someone stopped the job from outside: DeepSpeed's launcher (launch.py sigkill_handler,
 # on SIGINT/SIGTERM: "Killing subprocess N"), torchrun's agent ("Received Signals.SIGINT
 # death signal, shutting down workers"). It ends the log; it says nothing of the cause.
-_STOPS = frozenset({EventKind.AGENT_TERMINATING.value, EventKind.AGENT_SIGNAL.value})
+_STOPS = frozenset({EventKind.AGENT_TERMINATING, EventKind.AGENT_SIGNAL})
 
 
 def _interrupt(event: LogEvent) -> bool:
-    return event.kind == EventKind.EXCEPTION.value and "KeyboardInterrupt" in event.text
+    """A KeyboardInterrupt: someone stopped the job (the parser read it: Sign.INTERRUPT)."""
+    return event.kind == EventKind.EXCEPTION and Sign.INTERRUPT in event.payload.signs
 
 
 # Events that say nothing went wrong: progress and counts only.
-_QUIET = frozenset({EventKind.PHASE.value, EventKind.DATA_COUNT.value})
-# Framework phase markers the log parser recognises (analyzer/vocabulary.py Phase).
-_PHASES: dict[str, Meaning | None] = {
-    Phase.CHECKPOINT_SAVE.value: Meaning.CHECKPOINT,
-    Phase.EVAL.value: Meaning.EVAL,
-    Phase.CHECKPOINT_SAVED.value: None,
-    Phase.EVAL_DONE.value: None,  # the evaluation reported its metrics: it had ended
-    # tokenizing, dataset map/filter, packing: single-rank work outside any collective
-    Phase.PREPROCESS.value: Meaning.PREPROCESS,
+_QUIET = frozenset({EventKind.PHASE, EventKind.DATA_COUNT})
+# What the job's last lines may say it was doing: work one rank does while the others
+# wait (the phase markers that begin it count too, and those that end it stop the search).
+_TELLING = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL, Activity.PREPROCESS})
+_PHASES: dict[Phase, Activity | None] = {
+    phase: mark.begins if mark.begins in _TELLING else None
+    for phase, mark in PHASES.items()
+    if mark.begins in _TELLING or (mark.begins is None and mark.ends & _TELLING)
 }
-_FIX = {
-    Meaning.CHECKPOINT: (
-        "Make the save finish within the timeout on every rank, or save from every rank "
-        "(torch.distributed.checkpoint); a rank-0-only save must not issue collectives, "
-        "and a barrier every rank enters must follow it. Raise the process-group timeout "
-        "if saves are legitimately long."
-    ),
-    Meaning.EVAL: (
-        "Run evaluation on every rank (a DistributedSampler for the evaluation set), or keep "
-        "the rank-0-only part free of collectives and follow it with a barrier; raise the "
-        "process-group timeout if evaluation is legitimately long."
-    ),
-    Meaning.DATA: (
-        "The data step before the timeout is slow or stuck on some rank: check its "
-        "DataLoader workers and storage, and set DataLoader(timeout=...)."
-    ),
-}
-_FIX[Meaning.METRICS] = _FIX[Meaning.EVAL]
-_FIX[Meaning.PREPROCESS] = (
-    "Do the preprocessing on every rank (each its shard), or before the job and cache it; "
-    "or let the other ranks wait in a barrier whose timeout covers it "
-    "(init_process_group(timeout=...), HF --ddp_timeout)."
-)
 
 
 class ActivityBeforeTimeout(Rule):
@@ -142,25 +119,25 @@ class ActivityBeforeTimeout(Rule):
     requires = frozenset()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        said = last_words(ctx.evidence, _FAILURES, EventKind.PHASE.value, _PHASES)
+        said = last_words(ctx.evidence, _FAILURES, EventKind.PHASE, _PHASES)
         if said is None:
             yield from self._open_before_timeout(ctx) or self._stopped(ctx)
             return
         timed_out = {
             p.rank
             for p in ctx.evidence.processes
-            if any(e.kind == EventKind.COLLECTIVE_TIMEOUT.value for e in p.log_events)
+            if any(e.kind == EventKind.COLLECTIVE_TIMEOUT for e in p.log_events)
         }
         rank = said.rank if said.rank not in timed_out else None  # a waiter is no culprit
         quiet = quiet_rank(ctx.evidence) if said.rank is None else None
         if quiet is not None:
             rank = quiet.rank  # the one rank that did not time out was doing it
         who = f"rank {rank}" if rank is not None else "the job"
-        doing = DOING[said.meaning].removeprefix("is ")
+        doing = phrase(said.meaning)
         text = said.line.text.strip()
         yield Finding(
             rule=self.id,
-            category=CATEGORY_OF[said.meaning],
+            category=TABLE[said.meaning].category,
             severity=self.severity,
             title=f"the collectives timed out while {who} was {doing}: {text[:90]!r}",
             explanation=(
@@ -176,7 +153,7 @@ class ActivityBeforeTimeout(Rule):
                     else ""
                 )
             ),
-            fix=_FIX[said.meaning],
+            fix=TABLE[said.meaning].after_timeout_fix,
             culprit_ranks=(rank,) if rank is not None else (),
             evidence=(
                 EvidenceRef(said.line.source, text[:300], rank, said.line.line),
@@ -187,10 +164,10 @@ class ActivityBeforeTimeout(Rule):
                     said.failure.line,
                 ),
             ),
-            # Weaker without a rank: another rule that names the waiting-for rank wins;
-            # a rank inferred from who did not time out is between the two (HD032 reads
-            # the same gap in its own way and comes first on a tie).
-            confidence=0.45 if rank is None else (0.5 if quiet is not None else 0.55),
+            # The job's last lines before the timeouts: one indirect signal, with or
+            # without a rank (HD032 reads the same gap in its own way and comes first on a
+            # tie).
+            strength=Strength.HINT,
         )
 
     def _open_before_timeout(self, ctx: RuleContext) -> list[Finding]:
@@ -207,7 +184,7 @@ class ActivityBeforeTimeout(Rule):
         timed_out = {
             p.rank
             for p in ev.processes
-            if any(e.kind == EventKind.COLLECTIVE_TIMEOUT.value for e in p.log_events)
+            if any(e.kind == EventKind.COLLECTIVE_TIMEOUT for e in p.log_events)
         }
         # In a file with a failure: begun before it. In a file without one: the log ends in it.
         usable = [u for u in opens if u.failure is not None or (u.at_end and u.begin.source)]
@@ -221,13 +198,13 @@ class ActivityBeforeTimeout(Rule):
         if quiet is not None:
             rank = quiet.rank
         who = f"rank {rank}" if rank is not None else "the job"
-        doing = DOING[found.meaning].removeprefix("is ")
+        doing = phrase(found.meaning)
         text = found.begin.text.strip()
         failure = found.failure or next(e for e in events if e.kind in _FAILURES)
         return [
             Finding(
                 rule=self.id,
-                category=CATEGORY_OF[found.meaning],
+                category=TABLE[found.meaning].category,
                 severity=self.severity,
                 title=f"{who} began {doing.replace('running ', '')} and never finished it "
                 f"before the timeouts: {text[:80]!r}",
@@ -238,15 +215,15 @@ class ActivityBeforeTimeout(Rule):
                     "'ready', the evaluation's metrics, or a training step after it); then the "
                     "collectives timed out. The ranks that timed out were waiting for it."
                 ),
-                fix=_FIX[found.meaning],
+                fix=TABLE[found.meaning].after_timeout_fix,
                 culprit_ranks=(rank,) if rank is not None else (),
                 evidence=(
                     EvidenceRef(found.begin.source, text[:300], rank, found.begin.line),
                     EvidenceRef(failure.source, failure.text[:300], None, failure.line),
                 ),
-                # A begin without its end is a clear marker, but further from the timeout
-                # than HD061's last lines: a little weaker than them.
-                confidence=0.5 if rank is not None else 0.4,
+                # A begin without its end: a clear marker, but further from the timeout
+                # than the last lines; still one indirect signal.
+                strength=Strength.HINT,
             )
         ]
 
@@ -255,7 +232,7 @@ class ActivityBeforeTimeout(Rule):
         inputs hold nothing else (no stack, no event but progress lines) may this speak,
         and weakly: the job stopped printing there, which is all a log that ends can say."""
         ev = ctx.evidence
-        if any(p.stack_samples for p in ev.processes):
+        if any(p.has_stacks() for p in ev.processes):
             return
         events = [*ev.job_log_events, *(e for p in ev.processes for e in p.log_events)]
         loud = [e for e in events if e.kind not in _QUIET]
@@ -271,12 +248,12 @@ class ActivityBeforeTimeout(Rule):
             return
         last = stop.lines[-1]
         who = f"rank {stop.rank}" if stop.rank is not None else "the job"
-        doing = DOING[stop.meaning].removeprefix("is ")
+        doing = phrase(stop.meaning)
         text = last.text.strip()
         yield Finding(
             rule=self.id,
-            category=CATEGORY_OF[stop.meaning],
-            severity=self.severity,  # a cause (weak: see the confidence), not a remark
+            category=TABLE[stop.meaning].category,
+            severity=self.severity,  # a cause (weak: see the strength), not a remark
             title=f"the log stops while {who} was {doing}: {text[:90]!r}",
             explanation=(
                 f"The last lines {who} printed ({last.source}:{last.line}) say it was "
@@ -286,31 +263,31 @@ class ActivityBeforeTimeout(Rule):
                 "for it in their next collective. A log that ends is weak evidence: take "
                 "the stacks of every rank to confirm."
             ),
-            fix=_FIX[stop.meaning],
+            fix=TABLE[stop.meaning].after_timeout_fix,
             culprit_ranks=(stop.rank,) if stop.rank is not None else (),
             evidence=tuple(
                 EvidenceRef(line.source, line.text.strip()[:300], stop.rank, line.line)
                 for line in stop.lines
             ),
-            confidence=0.35,
+            strength=Strength.ABSENCE,  # a log that ends: the absence of what came next
         )
 
     def _stopped_in_save(self, ctx: RuleContext) -> Iterable[Finding]:
         """The log's last line is a framework's marker that begins a save or an
         evaluation (DeepSpeed's "[Torch] Saving …/mp_rank_00_model_states.pt..."), and its
         end never came. Weak, as any log that ends (the caller checked there is nothing
-        else): at most 0.4."""
+        else): the absence of a signal."""
         ends = [u for u in unfinished(ctx.evidence, _FAILURES, _STOPS) if u.at_end]
         if not ends:
             return
         ends.sort(key=lambda u: (u.rank is None, u.begin.source, u.begin.line))
         found = ends[0]
         who = f"rank {found.rank}" if found.rank is not None else "the job"
-        doing = DOING[found.meaning].removeprefix("is ")
+        doing = phrase(found.meaning)
         text = found.begin.text.strip()
         yield Finding(
             rule=self.id,
-            category=CATEGORY_OF[found.meaning],
+            category=TABLE[found.meaning].category,
             severity=self.severity,
             title=f"the log stops after {who} began {doing.replace('running ', '')}: {text[:80]!r}",
             explanation=(
@@ -319,10 +296,10 @@ class ActivityBeforeTimeout(Rule):
                 "no error and no timeout after it. A log that ends is weak evidence: take the "
                 "stacks of every rank to confirm."
             ),
-            fix=_FIX[found.meaning],
+            fix=TABLE[found.meaning].after_timeout_fix,
             culprit_ranks=(found.rank,) if found.rank is not None else (),
             evidence=(EvidenceRef(found.begin.source, text[:300], found.rank, found.begin.line),),
-            confidence=0.35,
+            strength=Strength.ABSENCE,  # a log that ends: the absence of what came next
         )
 
 

@@ -36,40 +36,41 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.analyzer.views.catalog import Tag
-from hangdoc.analyzer.views.workers import WorkerView, blocking_workers
+from hangdoc.analyzer.views.activity_table import Activity, phrase
+from hangdoc.analyzer.views.workers import WorkerStatus, WorkerView, blocking_workers
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.causes import key_frame_text
-from hangdoc.rules.culprit import HD001_STUCK, proc_source, victims, victims_text
+from hangdoc.rules.culprit import proc_source, victims, victims_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 _STATUS = {
-    "blocked": "is stuck in the dataset's code",
-    "uninterruptible": "is stuck in uninterruptible I/O",
-    "zombie": "died (zombie, not reaped)",
-    "stopped": "is stopped",
+    WorkerStatus.BLOCKED: "is stuck in the dataset's code",
+    WorkerStatus.UNINTERRUPTIBLE: "is stuck in uninterruptible I/O",
+    WorkerStatus.ZOMBIE: "died (zombie, not reaped)",
+    WorkerStatus.STOPPED: "is stopped",
 }
 _FIX = {
-    "blocked": (
+    WorkerStatus.BLOCKED: (
         "Worker {who} never returns from {where}. If the kernel shows a futex wait there, a "
         "lock was inherited locked through fork (a logging, cache or client lock held by "
         "another thread when the DataLoader forked): create DataLoaders before starting "
         "threads, or use multiprocessing_context='spawn'/'forkserver'. A read or a network "
         "call needs a timeout. Set DataLoader(timeout=...) so a stuck worker raises."
     ),
-    "uninterruptible": (
+    WorkerStatus.UNINTERRUPTIBLE: (
         "Worker {who} waits on storage that does not answer ({where}): check the mount it "
         "reads from (dmesg for NFS/Lustre/FUSE errors, `stat` the file). Set "
         "DataLoader(timeout=...) so the rank raises instead of hanging."
     ),
-    "zombie": (
+    WorkerStatus.ZOMBIE: (
         "Worker {who} died and was not reaped, so the rank waits for data that never comes. "
         "Find why it died (its stderr, dmesg for the OOM killer); set DataLoader(timeout=...)."
     ),
-    "stopped": (
+    WorkerStatus.STOPPED: (
         "Worker {who} is stopped (SIGSTOP, a debugger, or a terminal job control signal): "
         "resume it with `kill -CONT {pid}` and find what stopped it."
     ),
@@ -80,10 +81,9 @@ def _waits_on_loader(activity: RankActivity) -> str | None:
     main = activity.main
     if main is None or activity.in_collective:
         return None
-    if main.has(Tag.DATALOADER_TEARDOWN):
-        return "is shutting down its DataLoader workers"
-    if main.has(Tag.DATALOADER_FETCH):
-        return "waits for its next batch from the DataLoader"
+    for loader in (Activity.DATALOADER_TEARDOWN, Activity.DATALOADER_FETCH):
+        if main.has(loader):
+            return f"is {phrase(loader)}"
     return None
 
 
@@ -136,7 +136,7 @@ class DataloaderWorker(Rule):
             + (f" (kernel: {kernel})" if kernel else "")
             + (
                 f", at the same frame in all {len(worker.stacks)} samples"
-                if status == "blocked"
+                if status == WorkerStatus.BLOCKED
                 else ""
             )
             + "."
@@ -179,7 +179,11 @@ class DataloaderWorker(Rule):
                 )
             )
         refs.extend(stack_refs([ctx.activities[r] for r in waiting], limit=2))
-        confidence = HD001_STUCK + 0.04 if status != "blocked" or len(worker.stacks) >= 2 else 0.9
+        # The worker itself is on record: dead, stopped, in D state, or blocked at every
+        # sample (HD001, which sees only its rank outside the collective, ranks below).
+        strength = Strength.CONCLUSIVE
+        if status == WorkerStatus.BLOCKED and len(worker.stacks) < 2:
+            strength = shifted(strength, Shift.ONE_SAMPLE)
         return Finding(
             rule=self.id,
             category=Category.DATALOADER,
@@ -190,7 +194,7 @@ class DataloaderWorker(Rule):
             culprit_ranks=(rank,),
             waiting_ranks=waiting,
             evidence=tuple(refs),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

@@ -39,18 +39,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.analyzer.views.locks import LockWait, lock_waits
+from hangdoc.analyzer.views.locks import LockWait, LockWaitKind, lock_waits
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.culprit import HD001_STUCK, proc_source, span_text, victims, victims_text
+from hangdoc.rules.culprit import proc_source, span_text, victims, victims_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 _HOW = {
-    "native": "blocked acquiring a lock (PyThread_acquire_lock in its native frames)",
-    "futex": "idle at the same line at every sample, sleeping on a futex (a Python lock)",
-    "threading": "waiting in threading/queue code",
+    LockWaitKind.NATIVE: "blocked acquiring a lock (PyThread_acquire_lock in its native frames)",
+    LockWaitKind.FUTEX: (
+        "idle at the same line at every sample, sleeping on a futex (a Python lock)"
+    ),
+    LockWaitKind.THREADING: "waiting in threading/queue code",
 }
 _C_MUTEX_HOW = "blocked taking a C mutex (pthread_mutex_lock in its native frames)"
 
@@ -73,14 +76,14 @@ class LockDeadlock(Rule):
             if activity.process.exited or activity.in_collective:
                 continue
             waits = lock_waits(activity.process)
-            strong = [w for w in waits if w.kind in ("native", "futex")]
+            strong = [w for w in waits if w.kind in (LockWaitKind.NATIVE, LockWaitKind.FUTEX)]
             main = next((w for w in waits if w.track.is_main), None)
             if main is None:
                 continue
             others = [w for w in strong if not w.track.is_main]
             # Alone, only a native lock frame proves a lock: an idle futex wait in user
             # code can also be a C++ wait (work.wait() of an async collective).
-            if others or main.kind == "native":
+            if others or main.kind == LockWaitKind.NATIVE:
                 yield self._finding(ctx, rank, activity, main, others)
 
     def _finding(
@@ -126,14 +129,14 @@ class LockDeadlock(Rule):
             f", so {plural_ranks(waiting)} wait for it." if waiting else "."
         )
         kinds = {main.kind, *(o.kind for o in others)}
-        confidence = 0.97 if "native" in kinds else HD001_STUCK + 0.03
-        python_lock = any(w.kind == "native" and not w.c_mutex for w in [main, *others])
-        if "native" in kinds and not python_lock:
-            # Only C mutexes (pthread_mutex_lock): one sample may be contention caught in
-            # passing; unmoved over samples, still a lock whose holder is not shown.
-            confidence = 0.6 if len(proc.stack_samples) < 2 else 0.8
-        if not others:
-            confidence -= 0.02
+        strength = Strength.CONCLUSIVE  # the threads' waits on the locks are on record
+        python_lock = any(w.kind == LockWaitKind.NATIVE and not w.c_mutex for w in [main, *others])
+        if LockWaitKind.NATIVE in kinds and not python_lock:
+            # Only C mutexes (pthread_mutex_lock): a lock whose holder is not shown; one
+            # sample may be contention caught in passing.
+            strength = Strength.STATED
+            if len(proc.stack_series()) < 2:
+                strength = shifted(strength, Shift.ONE_SAMPLE)
         refs = [
             EvidenceRef(
                 source=proc.primary_source(),
@@ -168,7 +171,7 @@ class LockDeadlock(Rule):
             culprit_ranks=(rank,),
             waiting_ranks=waiting,
             evidence=tuple(refs),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.locks import GilHolder, gil_holder
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -117,7 +117,7 @@ class GilHeld(Rule):
             culprit_ranks=(rank,),
             waiting_ranks=waiting,
             evidence=tuple(refs),
-            confidence=0.96,
+            strength=Strength.CONCLUSIVE,  # the holder held the GIL at every sample
         )
 
 

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity, phrase
 from hangdoc.analyzer.views.iofacts import Stall, fs_stall, has_file_facts
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.culprit import HD001_STUCK, proc_source, span_text, victims, victims_text
+from hangdoc.rules.culprit import proc_source, span_text, victims, victims_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 
 class IoStall(Rule):
@@ -74,12 +75,12 @@ class IoStall(Rule):
         saving = (
             activity is not None
             and activity.main is not None
-            and activity.main.has(Tag.CHECKPOINT_SAVE)
+            and activity.main.has(Activity.CHECKPOINT_SAVE)
         )
         files = [f for f in stall.files if f.growth() is not None] or list(stall.files)
         target = files[0].where() if files else None
         waiting = victims(ctx, [rank])
-        doing = "saving a checkpoint" if saving else "writing"
+        doing = phrase(Activity.CHECKPOINT_SAVE) if saving else "writing"
         title = (
             f"rank {rank} is stuck in the file system"
             + (f" {doing} {files[0].path.rsplit('/', 1)[-1]}" if files else "")
@@ -94,7 +95,7 @@ class IoStall(Rule):
             + (f" in {', '.join(wchans)}" if wchans else "")
             + f" at all {stall.samples} samples"
             + (f", at {where.label()}" if where is not None else "")
-            + (" while saving a checkpoint" if saving else "")
+            + (f" while {doing}" if saving else "")
             + "."
         )
         if files:
@@ -113,9 +114,12 @@ class IoStall(Rule):
             f"I/O completes; rank {rank} never reaches its next collective"
             + (f" and {plural_ranks(waiting)} wait for it." if waiting else ".")
         )
-        confidence = 0.96 if stall.uninterruptible else HD001_STUCK + 0.02
+        # The thread in the file system (D state or a file-system wait channel) at every
+        # sample, beside files that do not grow: the stall itself is on record.
+        strength = Strength.CONCLUSIVE
         if stall.samples < 2:
-            confidence = 0.82  # one glimpse of D state is ordinary disk I/O as often as not
+            # One glimpse of D state is ordinary disk I/O as often as not.
+            strength = shifted(strength, Shift.ONE_SAMPLE)
             explanation += " Only one sample was taken, so this may be a slow write."
         refs = [
             EvidenceRef(
@@ -154,7 +158,7 @@ class IoStall(Rule):
             culprit_ranks=(rank,),
             waiting_ranks=waiting,
             evidence=tuple(refs),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

@@ -33,10 +33,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.iofacts import FileTrack, growing_files
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import proc_source, victims
@@ -51,7 +51,7 @@ def _main_writes(activity: RankActivity) -> bool:
     main = activity.main
     if main is None:
         return False
-    if main.has(Tag.CHECKPOINT_SAVE):
+    if main.has(Activity.CHECKPOINT_SAVE):
         return True
     return main.user_frame is not None and bool(_WRITING.search(main.user_frame.function_leaf))
 
@@ -86,7 +86,7 @@ class SlowSave(Rule):
         ranks = tuple(sorted(writers))
         first = ranks[0]
         activity = ctx.activities[first]
-        saving = activity.main is not None and activity.main.has(Tag.CHECKPOINT_SAVE)
+        saving = activity.main is not None and activity.main.has(Activity.CHECKPOINT_SAVE)
         what = "its checkpoint" if saving else "a file"
         files = writers[first]
         title = (
@@ -132,7 +132,7 @@ class SlowSave(Rule):
             culprit_ranks=ranks,
             waiting_ranks=waiting,
             evidence=tuple(refs),
-            confidence=0.9,
+            strength=Strength.CORROBORATED,  # outside the collective, and its file grows
             says_not_hung=True,
         )
 

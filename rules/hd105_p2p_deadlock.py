@@ -37,12 +37,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.p2p_stacks import P2PDeadlock, P2POp, find_deadlock, p2p_op
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved, span_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 _ASSUMED = (
     " Peers were inferred from the direction of the pipeline helpers and the rank order "
@@ -115,9 +116,11 @@ class P2PPipelineDeadlock(Rule):
         explanation += f" Nothing moved{span}." if stuck else " Only one sample was taken."
         if found.assumed:
             explanation += _ASSUMED
-        confidence = 0.95 if stuck else 0.8
+        strength = Strength.CONCLUSIVE  # each rank's transfer and its peer's, on record
+        if not stuck:
+            strength = shifted(strength, Shift.ONE_SAMPLE)
         if found.assumed:
-            confidence -= 0.02
+            strength = shifted(strength, Shift.PEERS_ASSUMED)
         return Finding(
             rule=self.id,
             category=Category.P2P_DEADLOCK,
@@ -133,7 +136,7 @@ class P2PPipelineDeadlock(Rule):
             culprit_ranks=culprits,
             waiting_ranks=waiting,
             evidence=tuple(self._refs(ctx, ops, culprits)),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
     def _all_blocked(self, ctx: RuleContext, ops: Mapping[int, P2POp], *, stuck: bool) -> Finding:
@@ -158,7 +161,7 @@ class P2PPipelineDeadlock(Rule):
             culprit_ranks=(),
             waiting_ranks=ranks,
             evidence=tuple(self._refs(ctx, ops, ())),
-            confidence=0.6 if stuck else 0.45,
+            strength=Strength.SIGNAL if stuck else shifted(Strength.SIGNAL, Shift.ONE_SAMPLE),
         )
 
     @staticmethod

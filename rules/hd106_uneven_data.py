@@ -42,13 +42,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity, live_activities
 from hangdoc.analyzer.views.training import counter_differences, in_gradient_sync, past_the_loop
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved, span_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 _FIX = (
     "Give every rank the same number of steps: DistributedSampler(..., drop_last=True) for "
@@ -135,11 +136,18 @@ class UnevenData(Rule):
         explanation += (
             f" Nothing moved{span_text(ctx, t_ranks + l_ranks)}." if stuck else " One sample only."
         )
-        confidence = (0.9 if stuck else 0.75) - (0.2 if tie else 0.0) + (0.04 if diffs else 0.0)
+        # The stacks show both groups, and nothing moved between samples.
+        strength = Strength.CORROBORATED
+        if not stuck:
+            strength = shifted(strength, Shift.ONE_SAMPLE)
+        if tie:
+            strength = shifted(strength, Shift.TIE)
+        if diffs:  # the loop counters in the locals agree
+            strength = shifted(strength, Shift.AGREES)
         if ctx.log_comparison.progress_agrees:
             # The ranks' own progress lines end on the same step, as often on every rank:
             # they ran the same number of batches, and something else split them.
-            confidence -= 0.35
+            strength = shifted(strength, Shift.CONTRADICTED)
             explanation += (
                 " But the ranks' logs print the same progress, ending on the same step, on "
                 "every rank: they ran the same number of batches, so another branch (a "
@@ -157,7 +165,7 @@ class UnevenData(Rule):
             culprit_ranks=culprits,
             waiting_ranks=waiting,
             evidence=tuple(stack_refs(culprit_acts, limit=4) + stack_refs(others, limit=2)),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

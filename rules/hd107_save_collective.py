@@ -34,13 +34,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Frame, Severity
+from hangdoc.analyzer.model import Category, Finding, Frame, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity, live_activities
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved, span_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 
 def save_frame(activity: RankActivity) -> Frame | None:
@@ -50,7 +51,7 @@ def save_frame(activity: RankActivity) -> Frame | None:
         return None
     frames = main.thread.frames
     for tag, frame in main.tag_frames:
-        if tag is Tag.CHECKPOINT_SAVE:
+        if tag is Activity.CHECKPOINT_SAVE:
             index = next((i for i, f in enumerate(frames) if f is frame), -1)
             if index > call.frame_index:
                 return frame
@@ -112,7 +113,12 @@ class SaveCollective(Rule):
         explanation += (
             f" Nothing moved{span_text(ctx, s_ranks + o_ranks)}." if stuck else " One sample only."
         )
-        confidence = (0.9 if stuck else 0.75) - (0.2 if len(savers) == len(others) else 0.0)
+        # The stacks show the save and the collective, and nothing moved between samples.
+        strength = Strength.CORROBORATED
+        if not stuck:
+            strength = shifted(strength, Shift.ONE_SAMPLE)
+        if len(savers) == len(others):
+            strength = shifted(strength, Shift.TIE)
         return Finding(
             rule=self.id,
             category=Category.CHECKPOINT_SAVE,
@@ -129,7 +135,7 @@ class SaveCollective(Rule):
             culprit_ranks=s_ranks,
             waiting_ranks=o_ranks,
             evidence=tuple(stack_refs(savers, limit=4) + stack_refs(others, limit=2)),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import classify_process
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.causes import Cause, cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, agreeing, shifted
 
 # Activities that name a cause by themselves; a bare collective or a generic wait does not.
 _TELLING = frozenset(
@@ -54,15 +55,6 @@ _TELLING = frozenset(
 )
 
 
-_GIL_FIX = (
-    "Find the thread that holds the GIL (`py-spy dump --native` marks it, or gdb `thread "
-    "apply all bt`): it waits for a lock or event that the thread taking the GIL holds. "
-    "Release the GIL before blocking in native code (pybind11 gil_scoped_release, "
-    "torch's no-GIL regions), and never take a C++ mutex while holding the GIL in one "
-    "thread and the GIL while holding that mutex in another."
-)
-
-
 class LoneStack(Rule):
     __doc__ = __doc__
     id = "HD108"
@@ -73,27 +65,29 @@ class LoneStack(Rule):
     requires = frozenset()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        stacked = [p for p in ctx.evidence.processes if p.stack_samples]
+        stacked = [p for p in ctx.evidence.processes if p.has_stacks()]
         if len(stacked) != 1:
             return  # several processes: the cross-rank stack rules compare them
         process = stacked[0]
         activity = classify_process(process.rank if process.rank is not None else -1, process)
         if activity is None or activity.main is None:
             return
-        cause = cause_of(activity)
+        cause = cause_of(activity, ctx.waits)
+        gil_wait = False
         if cause.category not in _TELLING:
-            gil = next((t for t in activity.threads if t.has(Tag.GIL_WAIT)), None)
+            gil = next((t for t in activity.threads if t.has(Activity.GIL_WAIT)), None)
             if gil is None:
                 return
             # A native thread blocked taking the GIL (take_gil, PyEval_AcquireThread) in
             # a process that stopped: the thread holding the GIL waits for something this
             # one holds, the classic GIL/mutex inversion of C++ callbacks into Python.
-            frame = next((f for t, f in gil.tag_frames if t is Tag.GIL_WAIT), None)
+            frame = next((f for t, f in gil.tag_frames if t is Activity.GIL_WAIT), None)
+            row, gil_wait = TABLE[Activity.GIL_WAIT], True
             cause = Cause(
-                Category.PYTHON_DEADLOCK,
-                "has a thread blocked taking the GIL"
+                row.category,
+                f"has a thread {row.phrase}"
                 + (f" ({frame.function})" if frame is not None else ""),
-                _GIL_FIX,
+                row.fix,
             )
         main = activity.main
         in_call = main.collective is not None
@@ -118,11 +112,16 @@ class LoneStack(Rule):
         if culprits:
             explanation += f" Collect the other ranks' stacks to confirm ({plural_ranks(culprits)} "
             explanation += "is the one to compare with)."
-        confidence = 0.6 if not cause.signals else min(0.6, 0.45 + 0.1 * len(cause.signals))
-        if cause.fix is _GIL_FIX:
-            confidence = 0.5  # one sample of a GIL wait: stuck, or caught in passing
-        if in_call and main.has(Tag.CHECKPOINT_SAVE):
-            confidence += 0.05  # a collective inside a save: the classic rank-0-only save
+        # One process's view, nothing to compare it with: at most one direct signal.
+        strength = Strength.SIGNAL  # frames the catalog knows
+        if cause.signals:  # the job's own names: one is a hint, each that agrees adds
+            strength = agreeing(Strength.HINT, len(cause.signals), Strength.SIGNAL)
+        if gil_wait:
+            # One sample of a GIL wait: stuck, or caught in passing.
+            strength = shifted(Strength.SIGNAL, Shift.ONE_SAMPLE)
+        if in_call and main.has(Activity.CHECKPOINT_SAVE):
+            # A collective inside a save: the classic rank-0-only save.
+            strength = min(shifted(strength, Shift.AGREES), Strength.SIGNAL)
         yield Finding(
             rule=self.id,
             category=cause.category,
@@ -132,7 +131,7 @@ class LoneStack(Rule):
             fix=cause.fix,
             culprit_ranks=culprits,
             evidence=tuple(stack_refs([activity])),
-            confidence=round(confidence, 2),
+            strength=strength,
         )
 
 

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.launch import LoaderWorkerDied
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 
@@ -60,23 +61,22 @@ class DataloaderWorkerDied(Rule):
         if not events:
             return
         first = events[0]
+        died = first.event.payload_as(LoaderWorkerDied) or LoaderWorkerDied()
         ranks = tuple(sorted({p.rank for p in events if p.rank is not None}))
-        signal = first.get("signal")
-        how = f"killed by {signal}" if signal else "gone"
-        if first.get("timeout_s"):
-            how = f"timed out after {first.get('timeout_s')} s"
+        how = f"killed by {died.signal}" if died.signal else "gone"
+        if died.timeout_s:
+            how = f"timed out after {died.timeout_s} s"
         who = (
             f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
             if ranks
             else "a rank"
         )
-        shm = " (shared memory: /dev/shm too small)" if first.get("shm") else ""
-        shm_error = first.get("shm_error")
+        shm = " (shared memory: /dev/shm too small)" if died.shm else ""
+        shm_error = died.shm_error
         if shm_error:
             how = "could not pass its batch through shared memory" + (
                 f" ({shm_error})" if shm_error != "failed" else ""
             )
-            shm = "" if "Too many open files" in shm_error else shm
         was = "" if shm_error else "was "
         yield Finding(
             rule=self.id,
@@ -85,7 +85,7 @@ class DataloaderWorkerDied(Rule):
             title=f"a DataLoader worker of {who} {was}{how}{shm}",
             explanation=(
                 f"torch reported that a DataLoader worker of {who} {was}{how}{shm}: "
-                f"{(first.get('message') or first.event.text)[:200]!r}. The rank lost its "
+                f"{(died.message or first.event.text)[:200]!r}. The rank lost its "
                 "batch: it raised or waits, and never reaches the collective the other "
                 "ranks wait in."
             ),
@@ -100,7 +100,7 @@ class DataloaderWorkerDied(Rule):
             ),
             culprit_ranks=ranks,
             evidence=tuple(p.ref() for p in events[:3]),
-            confidence=0.8,
+            strength=Strength.STATED,  # torch's own message for the worker
         )
 
 

@@ -44,12 +44,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.host import HungTask, IoSource, IoStall, ServerState
 from hangdoc.analyzer.views.deaths import death_of, first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
-from hangdoc.analyzer.vocabulary import F_PID, EventKind, storage_error
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 # Frames of a hung-task report that wait on a file system (the module, or the function).
 _FS_MODULES = frozenset(
@@ -70,15 +72,13 @@ _FS_PREFIXES = (
 
 def _fs_hung_task(p: Placed) -> list[str]:
     """The file-system frames of a hung-task report outside the NVIDIA driver."""
-    if p.get("driver"):
+    hung = p.event.payload_as(HungTask)
+    if hung is None or hung.driver:
         return []
-    frames = [f for f in (p.get("frames") or "").split("\n") if f]
     found = []
-    for frame in frames:
-        fn, _, module = frame.partition(" [")
-        module = module.rstrip("]")
-        if module in _FS_MODULES or fn.startswith(_FS_PREFIXES):
-            found.append(frame)
+    for frame in hung.frames:
+        if frame.module in _FS_MODULES or frame.function.startswith(_FS_PREFIXES):
+            found.append(str(frame))
     return found
 
 
@@ -97,9 +97,9 @@ class FsStallReported(Rule):
         if failed is not None:
             yield failed
             return
-        events = tl.of(EventKind.IO_STALL)
-        d_state = [p for p in events if p.get("source") == "process_state"]
-        frames = [p for p in events if p.get("source") == "kernel_stack"]
+        events = [(p, p.event.payload_as(IoStall) or IoStall()) for p in tl.of(EventKind.IO_STALL)]
+        d_state = [(p, s) for p, s in events if s.source == IoSource.PROCESS_STATE]
+        frames = [(p, s) for p, s in events if s.source == IoSource.KERNEL_STACK]
         servers = _servers_down(events)
         hung = [(p, fs) for p in tl.of(EventKind.KERNEL_HUNG_TASK) if (fs := _fs_hung_task(p))]
         if not (frames or servers or hung):
@@ -108,42 +108,40 @@ class FsStallReported(Rule):
         evidence: list[Placed] = []
         if hung:
             p, fs = hung[0]
-            name, pid = p.get("name") or "a task", p.get(F_PID)
+            task = p.event.payload_as(HungTask) or HungTask()
+            name, pid = task.name or "a task", p.event.pid
             parts.append(
                 f"the kernel reports {name}"
                 + (f" (pid {pid})" if pid else "")
-                + (f" blocked for more than {p.get('blocked_s')} s" if p.get("blocked_s") else "")
+                + (f" blocked for more than {task.blocked_s} s" if task.blocked_s else "")
                 + f" in {', '.join(fs[:3])}"
             )
             evidence.extend(q for q, _ in hung)
         if d_state:
             rows = ", ".join(
-                f"pid {p.get(F_PID)} ({(p.get('command') or '')[:60]})"
-                if p.get(F_PID)
+                f"pid {p.event.pid} ({(s.command or '')[:60]})"
+                if p.event.pid is not None
                 else "a process"
-                for p in d_state[:3]
+                for p, s in d_state[:3]
             )
             parts.append(f"{rows} in uninterruptible sleep (D)")
-            evidence.extend(d_state)
+            evidence.extend(p for p, _ in d_state)
         if frames:
-            names = [
-                f"{p.get('function')}" + (f" [{p.get('module')}]" if p.get("module") else "")
-                for p in frames
-            ]
+            names = [f"{s.function}" + (f" [{s.module}]" if s.module else "") for _, s in frames]
             parts.append(f"a kernel stack waiting in {', '.join(names[:3])}")
-            evidence.extend(frames)
+            evidence.extend(p for p, _ in frames)
         if servers:
             parts.append(
                 "the storage client lost its server "
-                + ", ".join(sorted({p.get("server") or "?" for p in servers}))
+                + ", ".join(sorted({s.server or "?" for _, s in servers}))
             )
-            evidence.extend(servers)
+            evidence.extend(p for p, _ in servers)
         if hung or (d_state and frames):
-            confidence = 0.8  # a process in D state and where it waits, both shown
+            strength = Strength.STATED  # a process in D state and where it waits, both shown
         elif servers and (frames or d_state):
-            confidence = 0.7
+            strength = shifted(Strength.SIGNAL, Shift.AGREES)  # the server lost, and a waiter
         else:
-            confidence = 0.6  # a file-system frame or a server message, no stuck process shown
+            strength = Strength.SIGNAL  # a file-system frame or a server message
         what = "; ".join(parts)
         yield Finding(
             rule=self.id,
@@ -161,7 +159,7 @@ class FsStallReported(Rule):
                 "start-up scripts off mounts that can stall, or mount with timeouts."
             ),
             evidence=tuple(limited_refs(sorted(evidence, key=lambda p: p.index), limit=6)),
-            confidence=confidence,
+            strength=strength,
         )
 
 
@@ -172,13 +170,15 @@ def _storage_failure(tl: Timeline) -> Finding | None:
     deaths = [
         d
         for d in first_deaths(tl)
-        if storage_error(d.summary) and precedes_wave(d.placed, wave_events) is not False
+        if d.storage and precedes_wave(d.placed, wave_events) is not False
     ]
     death_lines = {(p.event.source, p.event.line) for p in tl.events if death_of(p) is not None}
     lines = [
         p
         for p in tl.of(EventKind.IO_STALL)
-        if p.get("source") == "io_error" and (p.event.source, p.event.line) not in death_lines
+        if (stall := p.event.payload_as(IoStall)) is not None
+        and stall.source == IoSource.IO_ERROR
+        and (p.event.source, p.event.line) not in death_lines
     ]
     if not deaths and not lines:
         return None
@@ -189,16 +189,18 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         who = ranks_text(culprits) if culprits else "a process (rank unknown)"
         what = first.summary
         evidence = [d.placed for d in deaths]
-        # The line names the cause outright (the kernel's errno); like a CUDA OOM (HD031).
-        severity, confidence = Severity.CRITICAL, 0.9 if ordered else 0.75
-        if first.placed.get("bare") == "1":
-            severity, confidence = Severity.ERROR, 0.5  # one line that may be a cut paste
+        # The line names the failure (the kernel's errno); like a CUDA OOM (HD031), its
+        # time before the timeouts states it as the cause.
+        severity = Severity.CRITICAL
+        strength = shifted(Strength.SIGNAL, Shift.ORDER_SHOWN) if ordered else Strength.SIGNAL
+        if first.bare:
+            severity, strength = Severity.ERROR, shifted(strength, Shift.MAY_BE_CUT)
     else:
         culprits = sorted({p.rank for p in lines if p.rank is not None})
         who = ranks_text(culprits) if culprits else "the job"
-        what = lines[0].get("message") or lines[0].event.text
+        what = lines[0].event.payload.message or lines[0].event.text
         evidence = lines
-        severity, confidence = Severity.ERROR, 0.6  # a logged error, not a death we saw
+        severity, strength = Severity.ERROR, Strength.SIGNAL  # a logged error, not a death
     waiting = sorted(victims(tl) - set(culprits))
     return Finding(
         rule=FsStallReported.id,
@@ -222,22 +224,22 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         culprit_ranks=tuple(culprits),
         waiting_ranks=tuple(waiting),
         evidence=tuple(limited_refs(evidence, limit=6)),
-        confidence=confidence,
+        strength=strength,
     )
 
 
-def _servers_down(events: list[Placed]) -> list[Placed]:
+def _servers_down(events: list[tuple[Placed, IoStall]]) -> list[tuple[Placed, IoStall]]:
     """NFS/Lustre servers reported lost and not reported back (``nfs: server X OK``)."""
-    down: dict[str, Placed] = {}
-    for p in events:
-        if p.get("source") not in ("nfs_server", "lustre_server"):
+    down: dict[str, tuple[Placed, IoStall]] = {}
+    for p, stall in events:
+        if stall.source not in (IoSource.NFS_SERVER, IoSource.LUSTRE_SERVER):
             continue
-        server = p.get("server") or "?"
-        if p.get("state") == "ok":
+        server = stall.server or "?"
+        if stall.server_state == ServerState.OK:
             down.pop(server, None)
         else:
-            down.setdefault(server, p)
-    return sorted(down.values(), key=lambda p: p.index)
+            down.setdefault(server, (p, stall))
+    return sorted(down.values(), key=lambda item: item[0].index)
 
 
 RULE = FsStallReported

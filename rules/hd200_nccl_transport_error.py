@@ -51,21 +51,33 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.host import CounterGroup, LinkEvent, NicCounter, NicLink
+from hangdoc.analyzer.payloads.nccl import (
+    LinkError,
+    LinkFailure,
+    NcclError,
+    NcclInit,
+    NcclInitState,
+    NcclNetwork,
+)
+from hangdoc.analyzer.payloads.nccl import NcclTransportError as TransportWarn
+from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, before
-from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, F_MESSAGE, F_PEER, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
 _STATUS = {
-    "12": "IB transport retry counter exceeded (link or remote port down)",
-    "13": "IB receiver-not-ready retry exceeded",
-    "4": "IB local protection error (GPUDirect RDMA / memory registration)",
-    "10": "IB remote access error",
-    "11": "IB remote operation error",
-    "5": "IB work request flushed (follows an earlier error)",
+    12: "IB transport retry counter exceeded (link or remote port down)",
+    13: "IB receiver-not-ready retry exceeded",
+    4: "IB local protection error (GPUDirect RDMA / memory registration)",
+    10: "IB remote access error",
+    11: "IB remote operation error",
+    5: "IB work request flushed (follows an earlier error)",
 }
+_FLUSHED = 5  # IB work requests flushed after an earlier error: its echo
 
 
 def short(host: str) -> str:
@@ -77,23 +89,48 @@ def host_maps(tl: Timeline) -> tuple[dict[str, str], dict[str, set[int]]]:
     ip_host: dict[str, str] = {}
     host_ranks: dict[str, set[int]] = {}
     for p in tl.events:
-        host = p.get(F_HOST)
+        host = p.event.host
         if host is None or not p.kind.startswith("nccl"):
             continue
-        ip = p.get("ip")
-        if p.kind == EventKind.NCCL_NETWORK and ip:
+        network = p.event.payload_as(NcclNetwork)
+        ip = network.ip if network is not None else None
+        if ip:
             ip_host.setdefault(ip, short(host))
         if p.rank is not None:
             host_ranks.setdefault(short(host), set()).add(p.rank)
     return ip_host, host_ranks
 
 
+def _link(p: Placed) -> LinkError | None:
+    """The transport failure an NCCL WARN (or an NCCL error's last error) names."""
+    payload = p.event.payload
+    if isinstance(payload, TransportWarn):
+        return payload.error
+    if isinstance(payload, NcclError):
+        return payload.last_error_link
+    return None
+
+
+def _peer(p: Placed) -> str | None:
+    payload = p.event.payload
+    if isinstance(payload, TransportWarn):
+        return payload.peer
+    if isinstance(payload, NcclError):
+        return payload.last_error_peer
+    return None
+
+
 def describe(p: Placed) -> str:
-    error = p.get(F_ERROR) or p.get("last_error_error") or "error"
-    if error.startswith("ib_completion_status_"):
-        status = error.rsplit("_", 1)[1]
+    error = p.event.payload_as(NcclError)
+    if error is not None and error.aborted:
+        return "communicator aborted"
+    link = _link(p)
+    if link is None:
+        return "error"
+    if link.failure == LinkFailure.IB_COMPLETION and link.ib_status is not None:
+        status = link.ib_status
         return _STATUS.get(status, f"IB completion error status {status}")
-    return error.replace("_", " ")
+    return link.tag.replace("_", " ")
 
 
 class NcclTransportError(Rule):
@@ -110,40 +147,42 @@ class NcclTransportError(Rule):
         # "Call to connect returned …, retrying" is normal while peers start; it counts
         # only from processes that never completed an NCCL init afterwards.
         completed = [
-            (p.get(F_HOST), p.get("pid"), p.index)
+            (p.event.host, p.event.pid, p.index)
             for p in tl.of(EventKind.NCCL_INIT)
-            if p.get("state") == "complete"
+            if (init := p.event.payload_as(NcclInit)) and init.state == NcclInitState.COMPLETE
         ]
         errors = [
             p
             for p in tl.of(EventKind.NCCL_TRANSPORT_ERROR)
-            if not p.get("retrying")
+            if not (error := p.event.payload_as(TransportWarn))
+            or not error.retrying
             or not any(
-                (h, pid) == (p.get(F_HOST), p.get("pid")) and i > p.index for h, pid, i in completed
+                (h, pid) == (p.event.host, p.event.pid) and i > p.index for h, pid, i in completed
             )
         ]
         errors += [
             p
             for p in tl.of(EventKind.NCCL_ERROR)
-            if p.get("last_error_peer") or p.get("last_error_error") or _remote_error(p)
+            if (nccl := p.event.payload_as(NcclError))
+            and (nccl.last_error_peer or nccl.last_error_link or _remote_error(p))
         ]
         if not errors:
             counters = _counters(tl)
             if counters is not None:
                 yield counters
             return
-        primary = [p for p in errors if p.get(F_ERROR) != "ib_completion_status_5"] or errors
+        primary = [p for p in errors if not _flushed(p)] or errors
         ip_host, host_ranks = host_maps(tl)
         peers: Counter[str] = Counter()
         reporters: dict[str, set[str]] = {}
         for p in primary:
-            peer = p.get(F_PEER) or p.get("last_error_peer")
-            reporter = short(p.get(F_HOST) or f"rank{p.rank}")
+            peer = _peer(p)
+            reporter = short(p.event.host or f"rank{p.rank}")
             if peer:
                 name = ip_host.get(peer, short(peer) if not peer[0].isdigit() else peer)
                 peers[name] += 1
                 reporters.setdefault(name, set()).add(reporter)
-        reporter_hosts = {short(p.get(F_HOST) or f"rank{p.rank}") for p in primary}
+        reporter_hosts = {short(p.event.host or f"rank{p.rank}") for p in primary}
         culprit_hosts: list[str]
         if len(peers) == 1 or (peers and len(reporters[peers.most_common(1)[0][0]]) >= 2):
             culprit_hosts = [peers.most_common(1)[0][0]]
@@ -155,7 +194,7 @@ class NcclTransportError(Rule):
             culprit_hosts = sorted(peers) or sorted(reporter_hosts)
             how = "the peers named in the errors"
         culprits = sorted({r for h in culprit_hosts for r in host_ranks.get(h, set())})
-        local = sorted({p.rank for p in primary if p.get("local") and p.rank is not None})
+        local = sorted({p.rank for p in primary if _local(p) and p.rank is not None})
         if not peers and local:
             # A failure of the reporter's own socket ("Socket creation failed"): the
             # process that says so is the one that cannot connect, not its whole host.
@@ -176,7 +215,7 @@ class NcclTransportError(Rule):
         )
         severity = Severity.ERROR
         category = Category.NCCL_NETWORK
-        if all((p.get(F_ERROR) or "").startswith("connect_") for p in primary):
+        if all(_connecting(p) for p in primary):
             category = Category.NCCL_INIT
             title = f"NCCL could not connect to its peers ({kinds[0][0]})"
             explanation += (
@@ -193,8 +232,9 @@ class NcclTransportError(Rule):
             )
         if all(_remote_error(p) for p in primary):
             who = f" on {ranks_text(reporters_ranks)}" if reporters_ranks else ""
-            title = f"NCCL failed in a collective{who}: {first.get('call') or 'an NCCL call'} "
-            title += f"failed with '{first.get(F_MESSAGE)}'"
+            said = first.event.payload_as(NcclError) or NcclError()
+            title = f"NCCL failed in a collective{who}: {said.call or 'an NCCL call'} "
+            title += f"failed with '{said.message}'"
             explanation += (
                 " NCCL's remote or system error in a running collective means a connection "
                 "to a peer broke: the peer process exited or the network between them "
@@ -220,21 +260,49 @@ class NcclTransportError(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters_ranks),
             evidence=tuple(limited_refs(primary, limit=6)),
-            confidence=0.8
-            if any("ib_completion" in (p.get(F_ERROR) or "") for p in primary)
-            else 0.5
+            # NCCL's own error names the transport failure; a remote error names no peer
+            # and a peer that exited looks the same.
+            strength=Strength.STATED
+            if any(_ib_completion(p) for p in primary)
+            else Strength.HINT
             if all(_remote_error(p) for p in primary)
-            else 0.6,
+            else Strength.SIGNAL,
         )
+
+
+def _flushed(p: Placed) -> bool:
+    """An IB work request flushed after an earlier error (status 5): an echo, not a cause
+    (only an NCCL WARN's own failure, as before: not an NCCL error's last error)."""
+    error = p.event.payload_as(TransportWarn)
+    link = error.error if error is not None else None
+    return link is not None and not link.connect and link.ib_status == _FLUSHED
+
+
+def _local(p: Placed) -> bool:
+    error = p.event.payload_as(TransportWarn)
+    return error is not None and error.local
+
+
+def _connecting(p: Placed) -> bool:
+    """A connection that could not even be set up (NCCL WARN's own failure)."""
+    error = p.event.payload_as(TransportWarn)
+    return error is not None and error.error is not None and error.error.connect
+
+
+def _ib_completion(p: Placed) -> bool:
+    error = p.event.payload_as(TransportWarn)
+    link = error.error if error is not None else None
+    return link is not None and link.failure == LinkFailure.IB_COMPLETION
 
 
 def _in_bootstrap(p: Placed) -> bool:
     """The WARN's "-> N" chain (parsers/logs/scanner.py ``rc_chain``) passes a bootstrap
     frame: NCCL ≤ 2.3 ran its bootstrap over the network transport itself
     ("transport/net_ib.cu:555 -> 2 … bootstrap.cu:169 -> 2 … init.cu:422 -> 2", horovod
-    issue 210), later ones over sockets ("misc/socket.cc:… -> 2 … bootstrap.cc:… -> 2")."""
-    chain = f"{p.get('rc_where') or ''} {p.get('rc_chain') or ''} {p.get('where') or ''}"
-    return "bootstrap.c" in chain
+    issue 210), later ones over sockets ("misc/socket.cc:… -> 2 … bootstrap.cc:… -> 2").
+    The parser marks it (parsers/logs/errors.py)."""
+    payload = p.event.payload
+    return isinstance(payload, (TransportWarn, NcclError)) and payload.in_bootstrap
 
 
 def _remote_error(p: Placed) -> bool:
@@ -245,30 +313,37 @@ def _remote_error(p: Placed) -> bool:
     (not of communicator creation, which HD206 reads) is most often a socket or verbs
     call that failed under it. Neither says which peer, nor tells a peer that exited from
     a broken link, so it is weak alone (see check)."""
-    if not p.get("foreign"):
+    error = p.event.payload_as(NcclError)
+    if error is None or error.foreign is None:
         return False
-    cls = p.get("class")
-    return cls == "ncclRemoteError" or (cls == "ncclSystemError" and not p.get("where"))
+    cls = error.error_class
+    return cls == NcclResult.REMOTE_ERROR or (cls == NcclResult.SYSTEM_ERROR and not error.where)
 
 
 def _counters(tl: Timeline) -> Finding | None:
     """The NIC's own evidence with no NCCL error to go with it: error counters (weak: they
     count since the driver loaded) and the kernel's link-down, cable-module and
     transmit-timeout messages. Worth saying when nothing else names the network."""
-    found = tl.of(EventKind.NIC_COUNTER)
+    found = [
+        (p, counter)
+        for p in tl.of(EventKind.NIC_COUNTER)
+        if (counter := p.event.payload_as(NicCounter)) is not None
+    ]
     links = _link_trouble(tl)
     if not found and not links:
         return None
-    transport = [p for p in found if p.get("group") == "transport"]
-    shown = sorted(transport or found, key=lambda p: -int(p.get("value") or 0))
-    where = sorted({f"{p.get('device')}/{p.get('port')}" for p in shown if p.get("device")})
-    listed = ", ".join(f"{p.get('counter')}={p.get('value')}" for p in shown[:4])
+    transport = [item for item in found if item[1].group == CounterGroup.TRANSPORT]
+    counted = sorted(transport or found, key=lambda item: -(item[1].value or 0))
+    where = sorted({f"{c.device}/{c.port}" for _, c in counted if c.device})
+    listed = ", ".join(f"{c.counter}={c.value}" for _, c in counted[:4])
+    shown = [p for p, _ in counted]
     parts: list[str] = []
     if links:
         parts.append(
             "the kernel reports "
             + ", ".join(
-                f"{(p.get('event') or '').replace('_', ' ')} on {p.get('iface')}" for p in links[:3]
+                f"{str(link.event or '').replace('_', ' ')} on {link.iface}"
+                for _, link in links[:3]
             )
         )
     if shown:
@@ -303,7 +378,6 @@ def _counters(tl: Timeline) -> Finding | None:
             else ""
         )
     ).strip()
-    confidence = 0.55 if links else 0.5 if transport else 0.45
     return Finding(
         rule=NcclTransportError.id,
         category=Category.NCCL_NETWORK,
@@ -316,18 +390,21 @@ def _counters(tl: Timeline) -> Finding | None:
             "for RoCE check PFC/ECN and NCCL_IB_GID_INDEX; drain the node if a port keeps "
             "erroring."
         ),
-        evidence=tuple(limited_refs([*links, *shown], limit=6)),
-        confidence=confidence,
+        evidence=tuple(limited_refs([*(p for p, _ in links), *shown], limit=6)),
+        strength=Strength.HINT,  # counters count since the driver loaded
     )
 
 
-def _link_trouble(tl: Timeline) -> list[Placed]:
+_BREAKS = frozenset({LinkEvent.LINK_DOWN, LinkEvent.MODULE_ERROR, LinkEvent.TX_TIMEOUT})
+
+
+def _link_trouble(tl: Timeline) -> list[tuple[Placed, NicLink]]:
     """Kernel NIC events that break connections: a link down (kept even when it came back:
     a flap drops the connections on it), a cable module error, a transmit timeout."""
     return [
-        p
+        (p, link)
         for p in tl.of(EventKind.NIC_LINK)
-        if p.get("event") in ("link_down", "module_error", "tx_timeout")
+        if (link := p.event.payload_as(NicLink)) is not None and link.event in _BREAKS
     ]
 
 

@@ -55,27 +55,48 @@ the nodes; set MASTER_ADDR to an address every node can reach.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import StoreError, StoreTimeout
 from hangdoc.analyzer.views.nccl_setup import first_running
-from hangdoc.analyzer.views.timeline import Placed, Timeline, fint, wave
-from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, EventKind
+from hangdoc.analyzer.views.timeline import Placed, Timeline, wave
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
+
+
+def _init(p: Placed) -> NcclInit:
+    found = p.event.payload_as(NcclInit)
+    return found if found is not None else NcclInit()
+
+
+def _store_of(p: Placed) -> StoreTimeout:
+    found = p.event.payload_as(StoreTimeout)
+    return found if found is not None else StoreTimeout()
+
+
+def _marker(p: Placed) -> PhaseMarker:
+    found = p.event.payload_as(PhaseMarker)
+    return found if found is not None else PhaseMarker()
 
 
 def init_groups(tl: Timeline) -> dict[str, list[Placed]]:
     """NCCL init events per communicator: commId, else (nranks, creation order)."""
     groups: dict[str, list[Placed]] = {}
-    order: dict[tuple[str | None, str | None, str], list[str]] = {}
+    order: dict[tuple[str | None, int | None, str], list[str]] = {}
     for p in tl.of(EventKind.NCCL_INIT):
-        nranks = p.get("nranks") or "?"
-        comm_id = p.get("commId")
+        init = _init(p)
+        nranks = str(init.nranks) if init.nranks else "?"
+        comm_id = init.comm_id
         if comm_id:
             key = f"commId {comm_id}"
         else:
-            seen = order.setdefault((p.get(F_HOST), p.get("pid"), nranks), [])
-            comm = p.get("comm") or "?"
+            seen = order.setdefault((p.event.host, p.event.pid, nranks), [])
+            comm = init.comm or "?"
             if comm not in seen:
                 seen.append(comm)
             key = f"nranks {nranks} #{seen.index(comm)}"
@@ -96,7 +117,7 @@ class NcclInitIncomplete(Rule):
         tl = ctx.timeline
         symptoms = bool(wave(tl))
         groups = init_groups(tl)
-        world = max((fint(p.event, "nranks") or 0 for ev in groups.values() for p in ev), default=0)
+        world = max((_init(p).nranks or 0 for ev in groups.values() for p in ev), default=0)
         found = False
         for key, events in sorted(groups.items()):
             finding = self._group(key, events, symptoms, world)
@@ -111,7 +132,7 @@ class NcclInitIncomplete(Rule):
 
     def _ends_in_init(self, markers: list[Placed]) -> Finding:
         ranks = sorted({p.rank for p in markers if p.rank is not None})
-        world = max((fint(p.event, "world_size") or 0 for p in markers), default=0)
+        world = max((_marker(p).world_size or 0 for p in markers), default=0)
         said = f" ({len(ranks)} of {world} ranks announced it)" if world and ranks else ""
         return Finding(
             rule=self.id,
@@ -132,21 +153,22 @@ class NcclInitIncomplete(Rule):
                 "gloo backend to tell a network problem from an NCCL one."
             ),
             evidence=tuple(limited_refs(markers, limit=6)),
-            confidence=0.45,
+            strength=Strength.ABSENCE,  # the log's silence alone
         )
 
     def _group(self, key: str, events: list[Placed], symptoms: bool, world: int) -> Finding | None:
         started: dict[int, Placed] = {}
         completed: set[int] = set()
-        nranks = max((fint(p.event, "nranks") or 0) for p in events)
+        nranks = max((_init(p).nranks or 0) for p in events)
         for p in events:
-            comm_rank = fint(p.event, "rank")
+            init = _init(p)
+            comm_rank = init.rank
             if comm_rank is None:
                 continue
-            state = p.get("state")
-            if state == "start":
+            state = init.state
+            if state == NcclInitState.START:
                 started.setdefault(comm_rank, p)
-            elif state in ("complete", "abort", "destroy"):
+            elif state in (NcclInitState.COMPLETE, NcclInitState.ABORT, NcclInitState.DESTROY):
                 completed.add(comm_rank)
                 started.setdefault(comm_rank, p)
         stuck = sorted(set(started) - completed)
@@ -188,62 +210,62 @@ class NcclInitIncomplete(Rule):
             culprit_ranks=tuple(culprits) if nranks == world else (),
             waiting_ranks=tuple(sorted(completed)),
             evidence=tuple(limited_refs([started[r] for r in stuck], limit=6)),
-            confidence=0.75 if never else 0.6,
+            # The others' init lines show who never started (or only that some got stuck).
+            strength=Strength.STATED if never else Strength.SIGNAL,
         )
 
     def _store(self, stores: list[Placed]) -> Finding:
-        first = stores[0]
-        error = first.get(F_ERROR) or "rendezvous"
-        if error == "clients_missing":
+        first = _store_of(stores[0])
+        error = first.error or StoreError.RENDEZVOUS
+        if error == StoreError.CLIENTS_MISSING:
             what = (
-                f"the TCPStore waited {first.get('seconds')} s for {first.get('expected')} "
-                f"clients and only {first.get('joined')} joined"
+                f"the TCPStore waited {first.waited_s} s for {first.expected} "
+                f"clients and only {first.joined} joined"
             )
-        elif error == "store_connect":
-            where = f" at {first.get('peer')}:{first.get('port')}" if first.get("peer") else ""
-            why = f" ({first.get('message')})" if first.get("message") else ""
+        elif error == StoreError.STORE_CONNECT:
+            where = f" at {first.peer}:{first.port}" if first.peer else ""
+            why = f" ({first.message})" if first.message else ""
             what = f"ranks could not connect to the store{where}{why}"
-        elif error == "store_listen":
+        elif error == StoreError.STORE_LISTEN:
             what = (
                 "the store server could not listen on its port (another job or a leftover "
-                f"process holds MASTER_PORT?): {first.get('message') or 'address in use'}"
+                f"process holds MASTER_PORT?): {first.message or 'address in use'}"
             )
-        elif error == "store_resolve":
+        elif error == StoreError.STORE_RESOLVE:
+            what = f"the store's host {first.peer} could not be resolved ({first.message})"
+        elif error == StoreError.GLOO_CONNECT:
             what = (
-                f"the store's host {first.get('peer')} could not be resolved "
-                f"({first.get('message')})"
+                f"gloo could not connect to its peer {first.peer}:{first.port} "
+                f"({first.message}) while building the process group"
             )
-        elif error == "gloo_connect":
-            what = (
-                f"gloo could not connect to its peer {first.get('peer')}:{first.get('port')} "
-                f"({first.get('message')}) while building the process group"
-            )
-        elif error == "nccl_unique_id":
-            what = (f"ranks waited for the NCCL unique id that rank {first.get('root')} publishes "
-                    f"through the store and got '{first.get('message')}'")  # fmt: skip
-        elif error == "store_wait":
-            what = f"a store wait timed out (keys {first.get('keys')})"
-        elif error == "store_barrier_wait":
+        elif error == StoreError.NCCL_UNIQUE_ID:
+            what = (f"ranks waited for the NCCL unique id that rank {first.root} publishes "
+                    f"through the store and got '{first.message}'")  # fmt: skip
+        elif error == StoreError.STORE_WAIT:
+            what = f"a store wait timed out (keys {first.keys})"
+        elif error == StoreError.STORE_BARRIER_WAIT:
             what = (
                 f"ranks were still waiting in init_process_group's store barrier with "
-                f"{first.get('joined')} of {first.get('expected')} ranks counted when the log ends"
+                f"{first.joined} of {first.expected} ranks counted when the log ends"
             )
-        elif error == "store_barrier":
+        elif error == StoreError.STORE_BARRIER:
+            limit = first.barrier_timeout_ms
+            after = timedelta(milliseconds=limit) if limit is not None else None
             what = (
-                f"init_process_group's store barrier timed out after {first.get('timeout')} with "
-                f"{first.get('joined')} of {first.get('expected')} ranks counted"
+                f"init_process_group's store barrier timed out after {after} with "
+                f"{first.joined} of {first.expected} ranks counted"
             )
-        elif error == "store_read_timeout":
-            where = f" {first.get('peer')}:{first.get('port')}" if first.get("peer") else ""
+        elif error == StoreError.STORE_READ_TIMEOUT:
+            where = f" {first.peer}:{first.port}" if first.peer else ""
             what = (
-                f"a read from the store{where} got no answer within {first.get('timeout_ms')} ms "
+                f"a read from the store{where} got no answer within {first.timeout_ms} ms "
                 "(the store exchange of the setup never completed)"
             )
-        elif error == "store_connection":
-            what = f"the connection to the TCPStore failed ({first.get('message')})"
-        elif error == "rendezvous_connection":
+        elif error == StoreError.STORE_CONNECTION:
+            what = f"the connection to the TCPStore failed ({first.message})"
+        elif error == StoreError.RENDEZVOUS_CONNECTION:
             what = "the elastic agents could not connect to the c10d rendezvous store"
-        elif error == "rendezvous_closed":
+        elif error == StoreError.RENDEZVOUS_CLOSED:
             what = "the rendezvous was closed (another agent gave up or the job was stopped)"
         else:
             what = "the rendezvous timed out or was closed"
@@ -266,7 +288,11 @@ class NcclInitIncomplete(Rule):
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(stores, limit=4)),
             # A failed name lookup is retried until the connect timeout: weaker alone.
-            confidence=0.55 if error == "store_resolve" else 0.7,
+            strength=(
+                shifted(Strength.SIGNAL, Shift.OTHER_READINGS)
+                if error == StoreError.STORE_RESOLVE
+                else Strength.SIGNAL
+            ),
         )
 
 
@@ -274,11 +300,11 @@ class NcclInitIncomplete(Rule):
 # setup INFO lines (version, interfaces, init START, channel set-up).
 _SETUP_KINDS = frozenset(
     {
-        EventKind.PHASE.value,
-        EventKind.NCCL_VERSION.value,
-        EventKind.NCCL_NETWORK.value,
-        EventKind.NCCL_INIT.value,
-        EventKind.NCCL_TRANSPORT.value,
+        EventKind.PHASE,
+        EventKind.NCCL_VERSION,
+        EventKind.NCCL_NETWORK,
+        EventKind.NCCL_INIT,
+        EventKind.NCCL_TRANSPORT,
     }
 )
 
@@ -288,15 +314,15 @@ def _ends_in_init(tl: Timeline) -> list[Placed]:
     GLOBAL_RANK: …", Ray Train "Setting up process group for: …", DeepSpeed "Initializing
     TorchBackend …", Megatron "> initializing torch distributed"), when they are the last
     phase the log reached and nothing but NCCL setup lines follows or surrounds them."""
-    markers = [p for p in tl.of(EventKind.PHASE) if p.get("phase") == "init"]
+    markers = [p for p in tl.of(EventKind.PHASE) if _marker(p).phase == Phase.INIT]
     if not markers:
         return []
     for p in tl.events:
         if p.kind not in _SETUP_KINDS:
             return []
-        if p.kind == EventKind.PHASE and p.get("phase") != "init":
+        if p.kind == EventKind.PHASE and _marker(p).phase != Phase.INIT:
             return []
-        if p.kind == EventKind.NCCL_INIT and p.get("state") == "complete":
+        if p.kind == EventKind.NCCL_INIT and _init(p).state == NcclInitState.COMPLETE:
             return []
     return markers
 
@@ -304,11 +330,11 @@ def _ends_in_init(tl: Timeline) -> list[Placed]:
 def _unfinished(tl: Timeline, stores: list[Placed]) -> list[Placed]:
     """Store events minus the barrier waits that a "Completed store-based barrier" for the
     same key ends: waiting is normal until the last rank arrives."""
-    done = {
-        p.get("keys") for p in tl.of(EventKind.PHASE) if p.get("label") == "store barrier completed"
-    }
+    done = {key for p in tl.of(EventKind.PHASE) if (key := _marker(p).store_key) is not None}
     return [
-        p for p in stores if p.get(F_ERROR) != "store_barrier_wait" or p.get("keys") not in done
+        p
+        for p in stores
+        if _store_of(p).error != StoreError.STORE_BARRIER_WAIT or _store_of(p).keys not in done
     ]
 
 
@@ -317,19 +343,21 @@ def _unfinished(tl: Timeline, stores: list[Placed]) -> list[Placed]:
 # else (an object collective, a barrier, a checkpoint's coordination) and its timeout is
 # not an init hang. Barriers of group creation and the NCCL unique-id exchange name the
 # setup themselves and stay.
-_GENERIC_STORE = frozenset({"store_wait", "store_connection", "store_read_timeout"})
+_GENERIC_STORE = frozenset(
+    {StoreError.STORE_WAIT, StoreError.STORE_CONNECTION, StoreError.STORE_READ_TIMEOUT}
+)
 
 
 def _before_training(tl: Timeline, stores: list[Placed]) -> list[Placed]:
     """The store events, less generic store errors that come after the job already ran
     collectives or logged training (views/nccl_setup.first_running)."""
     running_from = first_running(tl)
-    return [p for p in stores if p.get(F_ERROR) not in _GENERIC_STORE or p.index < running_from]
+    return [p for p in stores if _store_of(p).error not in _GENERIC_STORE or p.index < running_from]
 
 
 def _roots(stores: list[Placed]) -> tuple[int, ...]:
     """The rank that never published the NCCL unique id (it was late, stuck or gone)."""
-    return tuple(sorted({r for p in stores if (r := fint(p.event, "root")) is not None}))
+    return tuple(sorted({r for p in stores if (r := _store_of(p).root) is not None}))
 
 
 RULE = NcclInitIncomplete

@@ -28,18 +28,21 @@ host networking, and make the hostname resolve to a routable address.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.timeline import Placed, fint
-from hangdoc.analyzer.vocabulary import F_HOST, EventKind
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.nccl import NcclInit, NcclNetwork, NcclTransport, NetRole, Transport
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs
 
-_LOCAL_IFACE = re.compile(
-    r"^(?:lo|docker\d*|virbr\d*|veth\w*|cni\d*|flannel[\w.]*|br-\w+|podman\d*)$"
-)
+_ADVERTISED = frozenset({NetRole.BOOTSTRAP, NetRole.SOCKET, NetRole.OOB})
+
+
+def _network(p: Placed) -> NcclNetwork:
+    found = p.event.payload_as(NcclNetwork)
+    return found if found is not None else NcclNetwork()
 
 
 class NcclBootstrapInterface(Rule):
@@ -53,28 +56,32 @@ class NcclBootstrapInterface(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        nets = [
-            p
-            for p in tl.of(EventKind.NCCL_NETWORK)
-            if p.get("role") in ("bootstrap", "socket", "oob")
-        ]
+        nets = [p for p in tl.of(EventKind.NCCL_NETWORK) if _network(p).role in _ADVERTISED]
         bad = [p for p in nets if _local_pairs(p)]
         if not bad:
             return
         hosts = {
-            (p.get(F_HOST) or "").split(".")[0]
+            (p.event.host or "").split(".")[0]
             for p in tl.events
-            if p.kind.startswith("nccl") and p.get(F_HOST)
+            if p.kind.startswith("nccl") and p.event.host
         }
         inits = tl.of(EventKind.NCCL_INIT)
-        nranks = max((fint(p.event, "nranks") or 0 for p in inits), default=0)
-        devices = {(p.get(F_HOST), p.get("cuda_dev")) for p in inits}
+        nranks = max(
+            (init.nranks or 0 for p in inits if (init := p.event.payload_as(NcclInit))),
+            default=0,
+        )
+        devices = {(p.event.host, p.event.cuda_dev) for p in inits}
         per_host = max(
             (sum(1 for h, _ in devices if h == host) for host in {h for h, _ in devices}), default=0
         )
         # Channels "via NET/…" connect ranks on different nodes: within a node NCCL uses
         # P2P or SHM (unless both are disabled by hand).
-        over_net = any("NET/" in (p.get("via") or "") for p in tl.of(EventKind.NCCL_TRANSPORT))
+        over_net = any(
+            via.transport == Transport.NET
+            for p in tl.of(EventKind.NCCL_TRANSPORT)
+            if (transport := p.event.payload_as(NcclTransport))
+            for via in transport.via
+        )
         multi = (
             len(hosts) > 1
             or (nranks > 0 and per_host > 0 and nranks > per_host and len(hosts) == 1)
@@ -84,8 +91,7 @@ class NcclBootstrapInterface(Rule):
         # Only a secondary interface of the socket transport's list is unusable: the
         # connections NCCL spreads over it fail, the others work.
         secondary = all(
-            p.get("role") == "socket" and not _is_local(p.get("iface") or "", p.get("ip") or "")
-            for p in bad
+            _network(p).role == NetRole.SOCKET and not _network(p).first_unreachable for p in bad
         )
         culprits = sorted({p.rank for p in bad if p.rank is not None})
         yield Finding(
@@ -117,26 +123,18 @@ class NcclBootstrapInterface(Rule):
             "containers.",
             culprit_ranks=tuple(culprits),
             evidence=tuple(limited_refs(bad, limit=4)),
-            confidence=(0.6 if secondary else 0.75) if multi else 0.4,
+            # NCCL states the interface; a secondary one only fails some connections, and
+            # a job that may run on one node only makes it a hint.
+            strength=(Strength.SIGNAL if secondary else Strength.STATED)
+            if multi
+            else Strength.HINT,
         )
 
 
-def _is_local(iface: str, ip: str) -> bool:
-    """An address other nodes cannot reach: loopback, a container or VM bridge, or an
-    IPv6 link-local address (fe80::, valid on one link only)."""
-    low = ip.lower()
-    return bool(_LOCAL_IFACE.match(iface)) or low.startswith(("127.", "::1", "fe80:"))
-
-
 def _local_pairs(p: Placed) -> list[str]:
-    """The unreachable ``iface:ip`` pairs a bootstrap/socket/OOB line advertises: the
-    bootstrap uses its first interface only, the socket transport all that it lists
-    (NCCL ≤ 2.11 prints them as ``[0]ens5:…<0> [1]veth…:fe80::…<0>``)."""
-    iface, ip = p.get("iface") or "", p.get("ip") or ""
-    pairs = [f"{iface}:{ip}"]
-    if p.get("role") == "socket" and p.get("ifaces"):
-        pairs = (p.get("ifaces") or "").split(",")
-    return [pair for pair in pairs if _is_local(*pair.split(":", 1))]
+    """The unreachable ``iface:ip`` pairs a bootstrap/socket/OOB line advertises (the
+    parser tells them: parsers/logs/nccl.py)."""
+    return [f"{i.name}:{i.address}" for i in _network(p).unreachable]
 
 
 RULE = NcclBootstrapInterface

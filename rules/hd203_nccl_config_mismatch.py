@@ -32,9 +32,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.timeline import Placed, fint
-from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, EventKind
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.nccl import ConfigProblem, NcclConfigError, NcclInit
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -52,38 +53,38 @@ class NcclConfigMismatch(Rule):
         tl = ctx.timeline
         warns = tl.of(EventKind.NCCL_CONFIG_ERROR)
         if warns:
-            first = warns[0]
-            if first.get(F_ERROR) == "duplicate_gpu":
-                ranks = sorted(
-                    {v for k in ("rank_a", "rank_b") if (v := fint(first.event, k)) is not None}
-                )
-                device = first.get("device")
+            first = warns[0].event.payload_as(NcclConfigError) or NcclConfigError()
+            if first.problem == ConfigProblem.DUPLICATE_GPU:
+                ranks = sorted({v for v in (first.rank_a, first.rank_b) if v is not None})
+                device = first.device
                 title = f"two ranks on one GPU: {ranks_text(ranks)} share CUDA device {device}"
-            elif first.get(F_ERROR) == "duplicate_rank":
-                ranks = [r] if (r := fint(first.event, "rank_a")) is not None else []
+            elif first.problem == ConfigProblem.DUPLICATE_RANK:
+                ranks = [first.rank_a] if first.rank_a is not None else []
                 title = (
                     f"two processes started as comm {ranks_text(ranks)} (NCCL bootstrap root: "
-                    f"already checked in, {first.get('count_a')} ranks expected)"
+                    f"already checked in, {first.count_a} ranks expected)"
                 )
             else:
                 ranks = []
-                counts = f"{first.get('count_a')} vs {first.get('count_b')}"
+                counts = f"{first.count_a} vs {first.count_b}"
                 title = f"NCCL bootstrap saw a different number of ranks ({counts})"
             yield self._finding(title, warns, ranks)
-        by_comm: dict[str, list[Placed]] = {}
+        by_comm: dict[str, list[tuple[Placed, NcclInit]]] = {}
         for p in tl.of(EventKind.NCCL_INIT):
-            if p.get("commId"):
-                by_comm.setdefault(p.get("commId") or "", []).append(p)
-        for comm_id, events in sorted(by_comm.items()):
-            sizes = {p.get("nranks") for p in events}
-            owners: dict[str, set[tuple[str | None, str | None]]] = {}
-            for p in events:
-                owners.setdefault(p.get("rank") or "?", set()).add((p.get(F_HOST), p.get("pid")))
-            dup = sorted(int(r) for r, who in owners.items() if len(who) > 1 and r.isdigit())
+            init = p.event.payload_as(NcclInit)
+            if init is not None and init.comm_id:
+                by_comm.setdefault(init.comm_id, []).append((p, init))
+        for comm_id, inits in sorted(by_comm.items()):
+            events = [p for p, _ in inits]
+            sizes = {init.nranks for _, init in inits}
+            owners: dict[int | None, set[tuple[str | None, int | None]]] = {}
+            for p, init in inits:
+                owners.setdefault(init.rank, set()).add((p.event.host, p.event.pid))
+            dup = sorted(r for r, who in owners.items() if len(who) > 1 and r is not None)
             if len(sizes) > 1:
+                shown = sorted(str(s) if s is not None else "?" for s in sizes)
                 yield self._finding(
-                    f"communicator {comm_id} created with different sizes: "
-                    f"{', '.join(sorted(s or '?' for s in sizes))}",
+                    f"communicator {comm_id} created with different sizes: {', '.join(shown)}",
                     events,
                     [],
                 )
@@ -112,7 +113,7 @@ class NcclConfigMismatch(Rule):
             ),
             culprit_ranks=tuple(ranks),
             evidence=tuple(limited_refs(events, limit=4)),
-            confidence=0.8,
+            strength=Strength.STATED,
         )
 
 

@@ -31,24 +31,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.timeline import Placed, fint
-from hangdoc.analyzer.vocabulary import F_HOST, EventKind
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.nccl import NcclColl, NcclInit
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
 _DTYPES = {
-    "0": "int8",
-    "1": "uint8",
-    "2": "int32",
-    "3": "uint32",
-    "4": "int64",
-    "5": "uint64",
-    "6": "float16",
-    "7": "float32",
-    "8": "float64",
-    "9": "bfloat16",
+    0: "int8",
+    1: "uint8",
+    2: "int32",
+    3: "uint32",
+    4: "int64",
+    5: "uint64",
+    6: "float16",
+    7: "float32",
+    8: "float64",
+    9: "bfloat16",
 }
+
+
+def _coll(p: Placed) -> NcclColl:
+    found = p.event.payload_as(NcclColl)
+    return found if found is not None else NcclColl()
+
+
 _SIZED = frozenset({"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter"})
 
 
@@ -70,17 +78,17 @@ class NcclCollDivergence(Rule):
         colls = tl.of(EventKind.NCCL_COLL)
         if not colls:
             return
-        comm_info: dict[tuple[str | None, str | None, str | None], tuple[str, int | None]] = {}
+        comm_info: dict[tuple[str | None, int | None, str | None], tuple[str, int | None]] = {}
         for p in tl.of(EventKind.NCCL_INIT):
-            key = (p.get(F_HOST), p.get("pid"), p.get("comm"))
-            comm_info[key] = (p.get("commId") or f"nranks {p.get('nranks')}", fint(p.event, "rank"))
+            init = p.event.payload_as(NcclInit) or NcclInit()
+            key = (p.event.host, p.event.pid, init.comm)
+            comm_info[key] = (init.comm_id or f"nranks {init.nranks}", init.rank)
         groups: dict[str, dict[int, Placed]] = {}
         for p in colls:
-            ident, comm_rank = comm_info.get(
-                (p.get(F_HOST), p.get("pid"), p.get("comm")), (None, None)
-            )
+            coll = _coll(p)
+            ident, comm_rank = comm_info.get((p.event.host, p.event.pid, coll.comm), (None, None))
             if ident is None:
-                ident = f"nranks {p.get('nranks') or '?'}"
+                ident = f"nranks {coll.nranks if coll.nranks is not None else '?'}"
             member = comm_rank if comm_rank is not None else p.rank
             if member is None:
                 continue
@@ -93,7 +101,7 @@ class NcclCollDivergence(Rule):
                 yield finding
 
     def _compare(self, ident: str, members: dict[int, Placed]) -> Finding | None:
-        counts = {r: fint(p.event, "opcount") or 0 for r, p in members.items()}
+        counts = {r: _coll(p).opcount or 0 for r, p in members.items()}
         top = max(counts.values())
         if top > 0:
             behind = sorted(r for r, c in counts.items() if c < top)
@@ -115,12 +123,12 @@ class NcclCollDivergence(Rule):
             ("count", Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, "element count"),
             ("datatype", Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, "datatype"),
         ):
-            if field != "op" and not all(p.get("op") in _SIZED for p in at_top.values()):
+            if field != "op" and not all(_coll(p).op in _SIZED for p in at_top.values()):
                 continue
             values: dict[str, list[int]] = {}
             for r, p in at_top.items():
-                values.setdefault(_show(field, p.get(field)), []).append(r)
-            if len(values) > 1 and len({p.get("op") for p in at_top.values()}) <= (
+                values.setdefault(_show(field, getattr(_coll(p), field)), []).append(r)
+            if len(values) > 1 and len({_coll(p).op for p in at_top.values()}) <= (
                 1 if field != "op" else 99
             ):
                 ordered = sorted(values.items(), key=lambda kv: (-len(kv[1]), kv[0]))
@@ -163,14 +171,16 @@ class NcclCollDivergence(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(refs, limit=6)),
-            confidence=0.7,
+            strength=Strength.SIGNAL,  # the last COLL lines: a log cut can differ too
         )
 
 
-def _show(field: str, value: str | None) -> str:
-    if field == "datatype":
-        return _DTYPES.get(value or "", value or "?")
-    return value or "?"
+def _show(field: str, value: str | int | None) -> str:
+    if value is None:
+        return "?"
+    if field == "datatype" and isinstance(value, int):
+        return _DTYPES.get(value, str(value))
+    return str(value)
 
 
 RULE = NcclCollDivergence

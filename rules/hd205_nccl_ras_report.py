@@ -33,23 +33,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.nccl import RasComm, RasReport, RasState
 from hangdoc.analyzer.views.timeline import Placed
-from hangdoc.analyzer.vocabulary import F_ERROR, F_OP, F_PEER, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
 
+def _comm(p: Placed) -> RasComm:
+    found = p.event.payload_as(RasComm)
+    return found if found is not None else RasComm()
+
+
 def _groups(p: Placed) -> list[tuple[int, int, list[int]]]:
     """(operation count, number of ranks, listed ranks) from a RAS_MISMATCH event."""
-    out: list[tuple[int, int, list[int]]] = []
-    for part in (p.get("groups") or "").split(";"):
-        bits = part.split(":")
-        if len(bits) == 3 and bits[0].isdigit() and bits[1].isdigit():
-            out.append(
-                (int(bits[0]), int(bits[1]), [int(r) for r in bits[2].split("/") if r.isdigit()])
-            )
-    return out
+    return [(g.opcount, g.count, list(g.ranks)) for g in _comm(p).groups]
 
 
 class NcclRasReport(Rule):
@@ -73,7 +72,7 @@ class NcclRasReport(Rule):
                 {
                     x
                     for p in dead
-                    for x in ((p.get("processes") or p.get(F_PEER) or "").split(";"))
+                    for x in (_comm(p).processes or (_comm(p).peer or "",))
                     if x and not x.startswith("count=")
                 }
             )
@@ -89,11 +88,11 @@ class NcclRasReport(Rule):
                 ),
                 fix="Look at the named node's logs and dmesg (OOM killer, segfault, node failure).",
                 evidence=tuple(limited_refs(dead, limit=4)),
-                confidence=0.7,
+                strength=Strength.SIGNAL,  # RAS considers them dead: unresponsive looks alike
             )
         reports = tl.of(EventKind.RAS_REPORT)
         timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT)
-        if reports and timeouts and all(p.get(F_ERROR) == "OK" for p in reports) and not dead:
+        if reports and timeouts and all(_ok(p) for p in reports) and not dead:
             yield Finding(
                 rule=self.id,
                 category=Category.UNKNOWN,
@@ -108,29 +107,27 @@ class NcclRasReport(Rule):
                 fix="Take py-spy stacks of all ranks (hangdoc collect) to find the rank outside "
                 "the collective.",
                 evidence=tuple(limited_refs([*reports[:2], *timeouts[:2]])),
-                confidence=0.5,
+                strength=Strength.ABSENCE,  # names no cause: the network is not it
             )
 
     def _mismatch(self, p: Placed) -> Finding | None:
         groups = _groups(p)
         if len(groups) < 2:
-            status = p.get("status_ranks") or ""
+            status = _comm(p).status_ranks
             if not status:
                 return None
-            ranks = sorted(
-                {int(x.split(":")[0]) for x in status.split(";") if x and x.split(":")[0].isdigit()}
-            )
+            ranks = sorted({s.rank for s in status})
             return self._finding(
                 p,
                 f"NCCL RAS: communicator ranks in a different state: {ranks_text(ranks)}",
                 ranks,
                 [],
-                0.5,
+                Strength.HINT,
             )
         low = min(g[0] for g in groups)
         lagging = [g for g in groups if g[0] == low]
         ahead = [g for g in groups if g[0] != low]
-        op = p.get(F_OP) or "collective"
+        op = _comm(p).op or "collective"
         lag_ranks = sorted(r for g in lagging for r in g[2])
         lag_count = sum(g[1] for g in lagging)
         ahead_ranks = sorted(r for g in ahead for r in g[2])
@@ -139,15 +136,15 @@ class NcclRasReport(Rule):
                 f"NCCL RAS: {ranks_text(lag_ranks)} launched {op} only up to operation {low}; "
                 f"{sum(g[1] for g in ahead)} rank(s) went further"
             )
-            return self._finding(p, title, lag_ranks, ahead_ranks, 0.8)
+            return self._finding(p, title, lag_ranks, ahead_ranks, Strength.STATED)
         title = (
             f"NCCL RAS: {lag_count} ranks launched {op} up to operation {low} while "
             f"{ranks_text(ahead_ranks)} launched further"
         )
-        return self._finding(p, title, [], ahead_ranks, 0.6)
+        return self._finding(p, title, [], ahead_ranks, Strength.SIGNAL)
 
     def _finding(
-        self, p: Placed, title: str, culprits: list[int], waiting: list[int], confidence: float
+        self, p: Placed, title: str, culprits: list[int], waiting: list[int], strength: Strength
     ) -> Finding:
         return Finding(
             rule=self.id,
@@ -165,8 +162,13 @@ class NcclRasReport(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=(p.ref(),),
-            confidence=confidence,
+            strength=strength,
         )
+
+
+def _ok(p: Placed) -> bool:
+    report = p.event.payload_as(RasReport)
+    return report is not None and report.state == RasState.OK
 
 
 RULE = NcclRasReport

@@ -42,11 +42,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.nccl import NcclError, NcclWarn
+from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.nccl_setup import SetupFailure, setup_failure
-from hangdoc.analyzer.vocabulary import F_MESSAGE
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 
 class NcclSetupError(Rule):
@@ -70,19 +72,19 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
     first = placed[0]
     if failure.warns:
         warn = failure.warns[0]
-        said = f"NCCL WARN {warn.get(F_MESSAGE) or warn.event.text}"
-        site = warn.get("where")
+        said_warn = warn.event.payload_as(NcclWarn) or NcclWarn()
+        said = f"NCCL WARN {said_warn.message or warn.event.text}"
+        site = said_warn.where
         what = f"{said[:160]}" + (f" (from {site})" if site else "")
     else:
-        error = failure.errors[0] if failure.errors else first
-        what = f"{error.get('class') or 'an NCCL error'} at {error.get('where') or 'setup'}" + (
-            f": {error.get('last_error')}" if error.get("last_error") else ""
-        )
-        if error.get("class") == "ncclInProgress":
-            what = (
-                "a non-blocking communicator setup never finished (NCCL timeout in: "
-                f"{error.get('where')})"
-            )
+        placed_error = failure.errors[0] if failure.errors else first
+        error = placed_error.event.payload
+        cls = error.error_class if isinstance(error, NcclError) else None
+        last = error.last_error if isinstance(error, NcclError) else None
+        where = error.where if isinstance(error, (NcclError, NcclWarn)) else None
+        what = f"{cls or 'an NCCL error'} at {where or 'setup'}" + (f": {last}" if last else "")
+        if cls == NcclResult.IN_PROGRESS:
+            what = f"a non-blocking communicator setup never finished (NCCL timeout in: {where})"
     kinds = [
         name
         for name, items in (
@@ -94,7 +96,7 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
     ]
     # One line of one kind is weak (a WARN NCCL may survive, an error whose call site is
     # only probably setup); two kinds that agree name the failure outright.
-    confidence = 0.7 if len(kinds) >= 2 else 0.6
+    strength = shifted(Strength.SIGNAL, Shift.AGREES) if len(kinds) >= 2 else Strength.SIGNAL
     who = f" on {ranks_text(ranks)}" if ranks else ""
     return Finding(
         rule=rule_id,
@@ -115,7 +117,7 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
         ),
         culprit_ranks=tuple(ranks),
         evidence=tuple(limited_refs(placed, limit=6)),
-        confidence=confidence,
+        strength=strength,
     )
 
 

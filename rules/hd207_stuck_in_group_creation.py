@@ -21,14 +21,14 @@ creates and connects the communicator (lower confidence: the stacks show where, 
 ## Evidence used
 The main-thread stacks (py-spy, faulthandler, tracebacks) of every collected rank,
 matched against the frames of torch.distributed's group creation and rendezvous
-(analyzer/views/catalog.py, Tag.RENDEZVOUS), and progress between samples. With a known
+(analyzer/views/catalog.py, Activity.RENDEZVOUS), and progress between samples. With a known
 world size, ranks that were not collected are named as the ones the others wait for.
 Native stacks count too (gdb/pstack `bt`, `py-spy dump --native`): a main thread whose
 innermost torch frame is a store read (`c10d::TCPStore::doGet`/`doWait`/`get`/`wait`,
 `c10d::detail::TCPClient::receiveValue`, `c10d::PrefixStore::get`, from
 torch/csrc/distributed/c10d/TCPStore.cpp and PrefixStore.cpp) is in the rendezvous. A
 single pasted stack of a process of unknown rank in such a frame gives a weak finding
-(0.5), as does one collected rank alone (0.55).
+(a hint), as does one collected rank alone (docs/confidence.md).
 
 ## How to confirm
 Collect the ranks that are missing; check the launcher's world size and MASTER_ADDR /
@@ -44,10 +44,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity, classify_process
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
 
@@ -70,7 +70,7 @@ class StuckInGroupCreation(Rule):
             if lone is not None:
                 yield lone
             return
-        if not all(a.main is not None and a.main.has(Tag.RENDEZVOUS) for a in live):
+        if not all(a.main is not None and a.main.has(Activity.RENDEZVOUS) for a in live):
             first = self._first_collective(ctx, live)
             if first is not None:
                 yield first
@@ -115,20 +115,21 @@ class StuckInGroupCreation(Rule):
             culprit_ranks=tuple(missing),
             waiting_ranks=ranks,
             evidence=tuple(stack_refs(live, limit=3)),
-            # The category is what the stacks show; which member is late they do not. One
-            # stack alone is weak: one process caught in a store read may be passing through.
-            confidence=0.55 if len(live) == 1 else 0.65 if missing else 0.55,
+            # The category is what the stacks show; which member is late they do not, but
+            # for ranks never collected. One stack alone is weak: one process caught in a
+            # store read may be passing through.
+            strength=Strength.SIGNAL if missing and len(live) > 1 else Strength.HINT,
         )
 
     def _lone(self, ctx: RuleContext) -> Finding | None:
         """The one stack the inputs hold, of a process whose rank is unknown (a single
         pasted gdb ``bt``, pstack or py-spy dump), blocked in the rendezvous or a store
         read: weak, since one process in a store read may only be passing through."""
-        stacked = [p for p in ctx.evidence.processes if p.stack_samples]
+        stacked = [p for p in ctx.evidence.processes if p.has_stacks()]
         if len(stacked) != 1 or stacked[0].exited:
             return None
         activity = classify_process(-1, stacked[0])
-        if activity is None or activity.main is None or not activity.main.has(Tag.RENDEZVOUS):
+        if activity is None or activity.main is None or not activity.main.has(Activity.RENDEZVOUS):
             return None
         call = activity.waiting_call
         what = _store_read(call.api) if call is not None else "process-group creation"
@@ -149,7 +150,7 @@ class StuckInGroupCreation(Rule):
                 "ones do before init_process_group."
             ),
             evidence=tuple(stack_refs([activity], limit=1)),
-            confidence=0.5,
+            strength=Strength.HINT,
         )
 
     def _first_collective(self, ctx: RuleContext, live: list[RankActivity]) -> Finding | None:
@@ -182,7 +183,7 @@ class StuckInGroupCreation(Rule):
             ),
             waiting_ranks=ranks,
             evidence=tuple(stack_refs(live, limit=3)),
-            confidence=0.5,  # the stacks show where, not why
+            strength=Strength.HINT,  # the stacks show where, not why
         )
 
 

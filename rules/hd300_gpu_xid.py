@@ -34,57 +34,69 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.host import GpuXid as GpuXidPayload
 from hangdoc.analyzer.views.gpu_faults import ranks_for
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
-XID_FATAL = {
-    "48": "double-bit ECC error",
-    "61": "GPU micro-controller breakpoint",
-    "62": "GPU micro-controller halt",
-    "64": "ECC page retirement / row remapper failure",
-    "74": "NVLink error",
-    "79": "GPU has fallen off the bus",
-    "94": "contained ECC error",
-    "95": "uncontained ECC error",
-    "119": "GSP RPC timeout",
-    "120": "GSP error",
-    "121": "C2C link error",
-    "140": "unrecovered ECC error",
-    "144": "NVLink error",
-    "145": "NVLink error",
-    "146": "NVLink error",
-    "147": "NVLink error",
-    "148": "NVLink error",
-    "149": "NVLink error",
-    "150": "NVLink error",
+LOST = None  # GpuXid.xid of a GPU the driver or NVML lost: no Xid number
+XID_FATAL: dict[int | None, str] = {
+    48: "double-bit ECC error",
+    61: "GPU micro-controller breakpoint",
+    62: "GPU micro-controller halt",
+    64: "ECC page retirement / row remapper failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+    121: "C2C link error",
+    140: "unrecovered ECC error",
+    144: "NVLink error",
+    145: "NVLink error",
+    146: "NVLink error",
+    147: "NVLink error",
+    148: "NVLink error",
+    149: "NVLink error",
+    150: "NVLink error",
     # "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)" (R550+)
-    "154": "GPU recovery action required (reset or reboot)",
-    "lost": "GPU lost (driver cannot reach it)",
+    154: "GPU recovery action required (reset or reboot)",
+    LOST: "GPU lost (driver cannot reach it)",
 }
-XID_WARN = {
-    "63": "ECC page retirement / row remapping event",
-    "92": "high single-bit ECC error rate",
-    "109": "context switch timeout",
+XID_WARN: dict[int | None, str] = {
+    63: "ECC page retirement / row remapping event",
+    92: "high single-bit ECC error rate",
+    109: "context switch timeout",
 }
-XID_APP = {
-    "13": "graphics engine exception (usually the application)",
-    "31": "GPU memory page fault (usually an illegal address in the application)",
-    "43": "GPU stopped processing (the process was killed or reset)",
-    "45": "preemptive cleanup (follows a killed process)",
+XID_APP: dict[int | None, str] = {
+    13: "graphics engine exception (usually the application)",
+    31: "GPU memory page fault (usually an illegal address in the application)",
+    43: "GPU stopped processing (the process was killed or reset)",
+    45: "preemptive cleanup (follows a killed process)",
 }
 
 
-def _effective(p: Placed) -> str | None:
-    """The Xid an event stands for: a derived Xid 45/43 line that says "caused by previous
-    Xid 149" (the driver's own wording, kernel_rc.c) stands for the Xid that caused it."""
-    cause = p.get("caused_by_xid")
+def _xid(p: Placed) -> GpuXidPayload:
+    return p.event.payload_as(GpuXidPayload) or GpuXidPayload()
+
+
+def _effective(p: Placed) -> int | None:
+    """The Xid an event stands for (None: the GPU was lost): a derived Xid 45/43 line that
+    says "caused by previous Xid 149" (the driver's own wording, kernel_rc.c) stands for
+    the Xid that caused it."""
+    xid = _xid(p)
+    cause = xid.caused_by_xid
     if cause is not None and (cause in XID_FATAL or cause in XID_WARN):
         return cause
-    return p.get("xid")
+    return xid.xid
+
+
+def _shown(xid: int | None) -> str:
+    return "lost" if xid is LOST else str(xid)
 
 
 class GpuXid(Rule):
@@ -101,20 +113,24 @@ class GpuXid(Rule):
         xids = tl.of(EventKind.GPU_XID)
         if not xids:
             return
-        for table, severity, confidence in (
-            (XID_FATAL, Severity.CRITICAL, 0.85),
-            (XID_WARN, Severity.WARNING, 0.5),
-            (XID_APP, Severity.INFO, 0.3),
+        # A fatal Xid states a GPU failure; a warning Xid hints at one; an application
+        # Xid (the program's own fault) names no GPU cause.
+        for table, severity, strength in (
+            (XID_FATAL, Severity.CRITICAL, Strength.STATED),
+            (XID_WARN, Severity.WARNING, Strength.HINT),
+            (XID_APP, Severity.INFO, Strength.ABSENCE),
         ):
             chosen = [p for p in xids if _effective(p) in table]
             if not chosen:
                 continue
-            codes = sorted({_effective(p) or "?" for p in chosen})
-            what = "; ".join(f"Xid {c}: {table[c]}" for c in codes)
-            derived = sorted({p.get("xid") or "?" for p in chosen if p.get("caused_by_xid")})
+            codes = sorted({_effective(p) for p in chosen}, key=_shown)
+            what = "; ".join(f"Xid {_shown(c)}: {table[c]}" for c in codes)
+            derived = sorted(
+                {_shown(_xid(p).xid) for p in chosen if _xid(p).caused_by_xid is not None}
+            )
             if derived:
                 what += f" (reported by the derived Xid {', '.join(derived)} lines it caused)"
-            gpus = sorted({p.get("pci") or "?" for p in chosen})
+            gpus = sorted({_xid(p).pci or "?" for p in chosen})
             ranks = ranks_for(tl, chosen)
             where = f" on {ranks_text(ranks)}" if ranks else ""
             yield Finding(
@@ -145,7 +161,7 @@ class GpuXid(Rule):
                 ),
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(limited_refs(chosen, limit=5)),
-                confidence=confidence,
+                strength=strength,
             )
 
 

@@ -27,18 +27,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.gpu_faults import HARDWARE, ranks_for
-from hangdoc.analyzer.views.timeline import fint
-from hangdoc.analyzer.vocabulary import F_ERROR, F_MESSAGE, EventKind
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.host import GpuStatus
+from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError
+from hangdoc.analyzer.views.gpu_faults import ranks_for
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
-_TEXT_KINDS = (
+# The kinds whose error the parser reads for GPU-hardware words (parsers/logs/errors.py):
+# exceptions, CUDA errors, NCCL's "Last error:", and the watchdog's own teardown, which
+# names the CUDA error its rank's GPU raised (ProcessGroupNCCL.cpp: "[Rank 1] NCCL watchdog
+# thread terminated with exception: CUDA error: uncorrectable ECC error encountered").
+_ERROR_KINDS = (
     EventKind.EXCEPTION,
     EventKind.ERROR_FILE,
     EventKind.CHILD_FAILURE,
     EventKind.CUDA_ERROR,
+    EventKind.NCCL_ERROR,
+    EventKind.WATCHDOG_TEARDOWN,
 )
 
 
@@ -53,34 +61,15 @@ class GpuEccOrLost(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        hard = [
-            p
-            for p in tl.of(*_TEXT_KINDS)
-            if HARDWARE.search(p.get(F_ERROR) or "") or HARDWARE.search(p.get(F_MESSAGE) or "")
-        ]
-        hard += [
-            p for p in tl.of(EventKind.NCCL_ERROR) if HARDWARE.search(p.get("last_error") or "")
-        ]
-        # The watchdog's own teardown names the CUDA error its rank's GPU raised
-        # (ProcessGroupNCCL.cpp: "[Rank 1] NCCL watchdog thread terminated with exception:
-        # CUDA error: uncorrectable ECC error encountered"), and with it the rank.
-        hard += [p for p in tl.of(EventKind.WATCHDOG_TEARDOWN) if HARDWARE.search(p.event.text)]
+        hard = [p for p in tl.of(*_ERROR_KINDS) if p.event.payload.hardware is not None]
         ecc = [
-            p for p in tl.of(EventKind.GPU_STATUS) if (fint(p.event, "ecc_uncorrected") or 0) > 0
+            (p, gpu)
+            for p in tl.of(EventKind.GPU_STATUS)
+            if (gpu := p.event.payload_as(GpuStatus)) is not None and (gpu.ecc_uncorrected or 0) > 0
         ]
         if hard:
             ranks = sorted({p.rank for p in hard if p.rank is not None})
-            what = sorted(
-                {
-                    (
-                        p.get(F_ERROR)
-                        or p.get(F_MESSAGE)
-                        or p.get("last_error")
-                        or _hardware_words(p.event.text)
-                    )[:80]
-                    for p in hard
-                }
-            )
+            what = sorted({_what(p)[:80] for p in hard})
             yield Finding(
                 rule=self.id,
                 category=Category.GPU_HARDWARE,
@@ -96,11 +85,13 @@ class GpuEccOrLost(Rule):
                 "checkpoint.",
                 culprit_ranks=tuple(ranks),
                 evidence=tuple(limited_refs(hard, limit=5)),
-                confidence=0.85,
+                strength=Strength.STATED,
             )
         elif ecc:
-            gpus = sorted({p.get("index") or p.get("bus_id") or "?" for p in ecc})
-            ranks = ranks_for(tl, [p for p in ecc])
+            gpus = sorted(
+                {str(gpu.index) if gpu.index is not None else gpu.bus_id or "?" for _, gpu in ecc}
+            )
+            ranks = ranks_for(tl, [p for p, _ in ecc])
             yield Finding(
                 rule=self.id,
                 category=Category.GPU_HARDWARE,
@@ -113,15 +104,24 @@ class GpuEccOrLost(Rule):
                 fix="Check nvidia-smi -q -d ECC,ROW_REMAPPER; reset or replace the GPU before "
                 "reuse.",
                 culprit_ranks=tuple(ranks),
-                evidence=tuple(limited_refs(ecc, limit=4)),
-                confidence=0.5,
+                evidence=tuple(limited_refs([p for p, _ in ecc], limit=4)),
+                strength=Strength.HINT,  # uncorrected ECC errors count since the last reset
             )
 
 
-def _hardware_words(text: str) -> str:
-    """From the hardware words on: "uncorrectable ECC error encountered"."""
-    m = HARDWARE.search(text)
-    return text if m is None else text[m.start() :]
+def _what(p: Placed) -> str:
+    """The failure as the line said it: the CUDA error, the exception's message, NCCL's
+    last error, else the line from the hardware words on."""
+    payload = p.event.payload
+    failure = p.event.payload_as(CudaFailure)
+    nccl = p.event.payload_as(NcclError)
+    return (
+        (failure.error if failure is not None else None)
+        or payload.message
+        or (nccl.last_error if nccl is not None else None)
+        or payload.hardware
+        or ""
+    )
 
 
 RULE = GpuEccOrLost

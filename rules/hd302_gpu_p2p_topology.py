@@ -32,9 +32,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
-from hangdoc.analyzer.views.timeline import fint
-from hangdoc.analyzer.vocabulary import F_SEQ, EventKind
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.host import GpuTopology
+from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState, NcclTransport, Transport
+from hangdoc.analyzer.payloads.torch_pg import Work
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs
 
@@ -50,32 +52,46 @@ class GpuP2pTopology(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        topo = tl.of(EventKind.GPU_TOPOLOGY)
-        pcie = [
-            p
-            for p in topo
-            if (fint(p.event, "pcie_pairs") or 0) > 0 and (fint(p.event, "nvlink_pairs") or 0) == 0
+        topo = [
+            (p, matrix)
+            for p in tl.of(EventKind.GPU_TOPOLOGY)
+            if (matrix := p.event.payload_as(GpuTopology)) is not None
         ]
-        blocked = [p for p in topo if (fint(p.event, "p2p_unsupported_pairs") or 0) > 0]
+        pcie = [(p, m) for p, m in topo if (m.pcie_pairs or 0) > 0 and (m.nvlink_pairs or 0) == 0]
+        blocked = [(p, m) for p, m in topo if (m.p2p_unsupported_pairs or 0) > 0]
         if not pcie and not blocked:
             return
-        p2p = [p for p in tl.of(EventKind.NCCL_TRANSPORT) if "P2P" in (p.get("via") or "")]
+        p2p = [
+            p
+            for p in tl.of(EventKind.NCCL_TRANSPORT)
+            if (transport := p.event.payload_as(NcclTransport))
+            and any(via.transport == Transport.P2P for via in transport.via)
+        ]
         timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT)
-        early = [p for p in timeouts if (fint(p.event, F_SEQ) or 99) <= 2]
-        init_stuck = [p for p in tl.of(EventKind.NCCL_INIT) if p.get("state") == "start"]
+        early = [
+            p
+            for p in timeouts
+            if (work := p.event.payload_as(Work)) is not None and (work.seq or 99) <= 2
+        ]
+        inits = [
+            (p, p.event.payload_as(NcclInit) or NcclInit()) for p in tl.of(EventKind.NCCL_INIT)
+        ]
         completed = {
-            (p.get("host"), p.get("pid"), p.get("comm"))
-            for p in tl.of(EventKind.NCCL_INIT)
-            if p.get("state") == "complete"
+            (p.event.host, p.event.pid, init.comm)
+            for p, init in inits
+            if init.state == NcclInitState.COMPLETE
         }
         init_stuck = [
-            p for p in init_stuck if (p.get("host"), p.get("pid"), p.get("comm")) not in completed
+            p
+            for p, init in inits
+            if init.state == NcclInitState.START
+            and (p.event.host, p.event.pid, init.comm) not in completed
         ]
         hang_early = bool(early or init_stuck or tl.of(EventKind.HEARTBEAT_TIMEOUT))
         if not hang_early:
             return
         severity = Severity.ERROR if p2p and pcie else Severity.WARNING
-        links = (pcie or blocked)[0].get("links") or ""
+        links = (pcie or blocked)[0][1].links or ""
         yield Finding(
             rule=self.id,
             category=Category.GPU_HARDWARE,
@@ -92,9 +108,11 @@ class GpuP2pTopology(Rule):
                 "iommu=pt), or keep NCCL_P2P_DISABLE=1 / NCCL_P2P_LEVEL=NVL."
             ),
             evidence=tuple(
-                limited_refs([*(pcie or blocked)[:1], *p2p[:2], *(early or init_stuck)[:2]])
+                limited_refs(
+                    [*(p for p, _ in (pcie or blocked)[:1]), *p2p[:2], *(early or init_stuck)[:2]]
+                )
             ),
-            confidence=0.6 if severity is Severity.ERROR else 0.35,
+            strength=Strength.SIGNAL if severity is Severity.ERROR else Strength.HINT,
         )
 
 

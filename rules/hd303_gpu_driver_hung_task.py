@@ -34,9 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity
+from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.host import HungTask
 from hangdoc.analyzer.views.gpu_faults import ranks_for
-from hangdoc.analyzer.vocabulary import F_PID, EventKind
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
@@ -52,21 +53,23 @@ class GpuDriverHungTask(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        stuck = [p for p in tl.of(EventKind.KERNEL_HUNG_TASK) if p.get("driver")]
-        if not stuck:
+        reports = [
+            (p, hung)
+            for p in tl.of(EventKind.KERNEL_HUNG_TASK)
+            if (hung := p.event.payload_as(HungTask)) is not None and hung.driver
+        ]
+        if not reports:
             return
+        stuck = [p for p, _ in reports]
         ranks = ranks_for(tl, stuck)
-        tasks = sorted({f"{p.get('name') or '?'} (pid {p.get(F_PID) or '?'})" for p in stuck})
-        modules = sorted({m for p in stuck for m in (p.get("driver") or "").split(",") if m})
+        tasks = sorted({f"{hung.name or '?'} (pid {p.event.pid or '?'})" for p, hung in reports})
+        modules = sorted({m for _, hung in reports for m in hung.driver})
         driver_frames = [
-            line
-            for p in stuck
-            for line in (p.get("frames") or "").splitlines()
-            if any(f"[{m}]" in line for m in modules)
+            str(frame) for _, hung in reports for frame in hung.frames if frame.module in modules
         ]
         where = f" ({driver_frames[0]})" if driver_frames else ""
         who = ranks_text(ranks) if ranks else ", ".join(tasks[:3])
-        blocked = [p.get("blocked_s") for p in stuck if p.get("blocked_s")]
+        blocked = [hung.blocked_s for _, hung in reports if hung.blocked_s]
         yield Finding(
             rule=self.id,
             category=Category.GPU_HARDWARE,
@@ -87,7 +90,7 @@ class GpuDriverHungTask(Rule):
             ),
             culprit_ranks=tuple(ranks),
             evidence=tuple(limited_refs(stuck, limit=4)),
-            confidence=0.7,
+            strength=Strength.STATED,  # the kernel reports the process stuck in the driver
         )
 
 

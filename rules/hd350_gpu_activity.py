@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.gpu_state import GpuView, gpu_views
 from hangdoc.rules.base import Rule, RuleContext
@@ -82,7 +82,7 @@ class GpuActivity(Rule):
                 fix="Look at the primary finding and the ranks' stacks for where they wait.",
                 culprit_ranks=(),
                 evidence=tuple(_refs(views, idle)),
-                confidence=0.5,
+                strength=Strength.ABSENCE,  # names no cause: where to look
             )
         elif busy and idle and len(busy) + len(idle) == len(views) and len(idle) < len(busy):
             yield Finding(
@@ -108,7 +108,7 @@ class GpuActivity(Rule):
                 culprit_ranks=tuple(idle),
                 waiting_ranks=tuple(busy),
                 evidence=tuple(_refs(views, idle) + _refs(views, busy[:2])),
-                confidence=0.6,
+                strength=Strength.SIGNAL,
             )
 
 

@@ -35,11 +35,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from statistics import median
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.gpu_state import gpu_views
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
+from hangdoc.rules.strength import Shift, shifted
 
 FULL = 0.97
 ROOMY = 0.85
@@ -102,7 +103,7 @@ class GpuMemoryLimit(Rule):
             culprit_ranks=tuple(full),
             waiting_ranks=waiting,
             evidence=tuple(refs),
-            confidence=0.75 if corroborated else 0.55,
+            strength=shifted(Strength.SIGNAL, Shift.AGREES) if corroborated else Strength.SIGNAL,
         )
 
 

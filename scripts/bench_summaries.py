@@ -31,7 +31,7 @@ RANKS_PER_NODE = 8
 
 
 def _summarize(dump: Path) -> int:
-    from hangdoc.analyzer.summaries.write import write_node_summary
+    from hangdoc.analyzer.summarize.write import write_node_summary
 
     return write_node_summary(dump).stat().st_size
 

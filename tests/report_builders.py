@@ -25,11 +25,14 @@ from hangdoc.analyzer.model import (
     InputFile,
     InputKind,
     LogEvent,
+    OpState,
     ProcessEvidence,
     ProcessGroupInfo,
     ProcSample,
+    ProcState,
     Severity,
     StackSample,
+    Strength,
     ThreadStack,
     ThreadState,
     Verdict,
@@ -95,19 +98,21 @@ def process(
     if completed is not None:
         fr = f"{host}/rank{rank}/flight_recorder.json"
         collectives = [
-            CollectiveRecord("0", seq, "all_reduce", "completed", source=fr)
+            CollectiveRecord("0", seq, "all_reduce", OpState.COMPLETED, source=fr)
             for seq in range(max(1, completed - 2), completed + 1)
         ]
         if pending_op is not None:
-            collectives.append(CollectiveRecord("0", completed + 1, pending_op, "started",
+            collectives.append(CollectiveRecord("0", completed + 1, pending_op, OpState.STARTED,
                                                 source=fr))  # fmt: skip
+    letter = ProcState(state)
     return ProcessEvidence(
         rank=rank, host=host, pid=4000 + rank, local_rank=rank % 8, world_size=world,
         cmdline="python /job/train.py", env=env if env is not None else _env(rank),
         stack_samples=[StackSample(index=0, time=T0 + 10, threads=(main, helper), source=source)],
-        proc_samples=[ProcSample(index=0, time=T0 + 10, state=state, wchan=wchan, threads=(
-            ThreadState(tid=1000 + rank, name="python", state=state, wchan=wchan),
-            ThreadState(tid=2000 + rank, name="pt_watchdog", state="S", wchan="futex_wait_queue"),
+        proc_samples=[ProcSample(index=0, time=T0 + 10, state=letter, wchan=wchan, threads=(
+            ThreadState(tid=1000 + rank, name="python", state=letter, wchan=wchan),
+            ThreadState(tid=2000 + rank, name="pt_watchdog", state=ProcState.SLEEPING,
+                        wchan="futex_wait_queue"),
         ))],
         collectives=collectives,
         gpu=[GpuState(index=rank % 8, memory_used_mib=gpu_mib, memory_total_mib=81_920.0)]
@@ -206,7 +211,7 @@ def checkpoint_job(world: int = 8, *, saver: int = 2, missing: Iterable[int] = (
         title=f"rank {saver} is writing a checkpoint while the other ranks wait in all_reduce",
         explanation=f"Rank {saver} is in torch.save; the others wait for it in all_reduce #42.",
         fix="Call the checkpoint save on every rank, or add a barrier before it.",
-        culprit_ranks=(saver,), waiting_ranks=waiting, confidence=0.9,
+        culprit_ranks=(saver,), waiting_ranks=waiting, strength=Strength.CORROBORATED,
         evidence=(EvidenceRef(f"node{saver // 8}/rank{saver}/pyspy.json",
                               "write_record (serialization.py:800)", saver, 12),
                   EvidenceRef("node0/rank0/flight_recorder.json", "all_reduce #42 started", 0)),
@@ -215,7 +220,7 @@ def checkpoint_job(world: int = 8, *, saver: int = 2, missing: Iterable[int] = (
         rule="HD003", category=Category.IO_STALL, severity=Severity.WARNING,
         title=f"rank {saver} is in uninterruptible sleep on NFS",
         explanation="The process state is D in nfs_wait_bit_killable.",
-        fix="Check the NFS server.", culprit_ranks=(saver,), confidence=0.6,
+        fix="Check the NFS server.", culprit_ranks=(saver,), strength=Strength.SIGNAL,
         evidence=(EvidenceRef(f"node{saver // 8}/rank{saver}/proc.json", "state D", saver),),
     )  # fmt: skip
     return diagnose(evidence, [primary, other], Verdict.HANG)

@@ -26,14 +26,14 @@ from itertools import compress, repeat
 from pathlib import Path
 from typing import cast
 
-from hangdoc.analyzer.flight_recorder.record_build import (
+from hangdoc.analyzer.model import CollectiveRecord, InputKind, ProcessEvidence, ProcessGroupInfo
+from hangdoc.analyzer.parsers.base import ParsedFile
+from hangdoc.analyzer.parsers.flight_recorder import FlightRecorderParser
+from hangdoc.analyzer.parsers.fr_record_build import (
     FIELD_NAMES,
     record_from_fields,
     with_group,
 )
-from hangdoc.analyzer.model import CollectiveRecord, InputKind, ProcessEvidence, ProcessGroupInfo
-from hangdoc.analyzer.parsers.base import ParsedFile
-from hangdoc.analyzer.parsers.flight_recorder import FlightRecorderParser
 
 _CHUNK = 8
 _WORKER_CAP = 100_000  # interned records a worker keeps before it starts afresh

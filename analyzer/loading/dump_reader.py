@@ -26,6 +26,7 @@ from hangdoc.analyzer.model import (
     InputKind,
     ProcessEvidence,
     StackSample,
+    StepStatus,
 )
 from hangdoc.analyzer.parsers.base import MAX_TEXT_BYTES
 from hangdoc.analyzer.parsers.hangdoc_json import (
@@ -47,7 +48,7 @@ from hangdoc.analyzer.parsers.pyspy_json import traces_to_sample
 from hangdoc.collectors.dumpformat import MANIFEST_NAME, PROCESS_NAME
 
 _PYSPY_FILE = re.compile(r"pyspy\.(\d+)\.json$")
-# The temporary file of an atomic write (collectors/atomic.py) that a killed collector
+# The temporary file of an atomic write (hangdoc/common/atomic.py) that a killed collector
 # left behind: a torn copy of a file whose previous version, if any, is in place.
 _TEMP_FILE = re.compile(r"(?:^|/)\.[^/]+\.tmp$")
 _RANK_DIR = re.compile(r"(?:rank|pid)\d+$")
@@ -144,7 +145,7 @@ def _step(raw: object, host: str | None) -> CollectStep | None:
         return None
     return CollectStep(
         step=get_str(obj, "step") or "?",
-        status=get_str(obj, "status") or "?",
+        status=StepStatus.parse(get_str(obj, "status")),
         rank=get_int(obj, "rank"),
         pid=get_int(obj, "pid"),
         sample=get_int(obj, "sample"),
@@ -160,7 +161,7 @@ def _says_exited(step: CollectStep) -> bool:
     else (an older dump) a skipped step whose reason is worded like an exit."""
     if step.exited is not None:
         return step.exited
-    return step.status == "skipped" and bool(_EXITED_REASON.search(step.reason or ""))
+    return step.status == StepStatus.SKIPPED and bool(_EXITED_REASON.search(step.reason or ""))
 
 
 class _DumpReader:
@@ -271,7 +272,7 @@ class _DumpReader:
         for raw in get_list(obj, "steps"):
             step = _step(raw, self.host)
             file = get_str(as_dict(raw) or {}, "file")
-            if step is not None and step.status == "ok" and file:
+            if step is not None and step.status == StepStatus.OK and file:
                 self.promised.append((file, step.rank))
             if step is not None:
                 self.out.steps.append(step)
@@ -329,7 +330,9 @@ class _DumpReader:
         for step in steps:
             if _says_exited(step):
                 proc.exited = True
-            ok_sample = step.step == "pyspy" and step.status == "ok" and step.sample is not None
+            ok_sample = (
+                step.step == "pyspy" and step.status == StepStatus.OK and step.sample is not None
+            )
             if ok_sample and step.sample not in present:
                 name = f"{display}/pyspy.{step.sample}.json"
                 self._problem(

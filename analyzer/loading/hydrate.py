@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hangdoc.analyzer.model import Evidence, ProcessEvidence
+from hangdoc.analyzer.model import Evidence, OpState, ProcessEvidence
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.collectors.dumpformat import rank_dir_name
 
@@ -50,7 +50,9 @@ def _stack_key(proc: ProcessEvidence) -> object:
 
 def _fr_key(proc: ProcessEvidence) -> object:
     """Where a rank stands in its flight recorder: its unfinished ops, per group."""
-    pending = tuple((c.group, c.seq_id, c.op) for c in proc.collectives if c.state != "completed")
+    pending = tuple(
+        (c.group, c.seq_id, c.op) for c in proc.collectives if c.state != OpState.COMPLETED
+    )
     return pending or None
 
 
@@ -79,8 +81,8 @@ def pick_ranks(evidence: Evidence, candidates: Iterable[int], budget: int) -> di
             chosen.update(dict.fromkeys(fresh, why))
 
     take(sorted(r for r, p in procs.items() if p.exited), "exited")
-    take(sorted(r for r, p in procs.items() if not p.stack_samples), "no stack")
-    with_stacks = {r: p for r, p in procs.items() if p.stack_samples}
+    take(sorted(r for r, p in procs.items() if not p.has_stacks()), "no stack")
+    with_stacks = {r: p for r, p in procs.items() if p.has_stacks()}
     for members in _minority_classes(with_stacks, _stack_key):
         take(members, "its stack class is small")
     with_fr = {r: p for r, p in procs.items() if p.collectives}
@@ -123,7 +125,7 @@ def hydrate(
         raw_ranked = raw.ranked()
         for rank in ranks:
             fresh = raw_ranked.get(rank)
-            if fresh is None or not (fresh.stack_samples or fresh.proc_samples):
+            if fresh is None or not (fresh.has_stacks() or fresh.proc_samples):
                 evidence.notes.append(
                     f"{dump.display}: the raw files of rank {rank} are not there; "
                     "its summary is used"

@@ -4,13 +4,15 @@ Accepted: dump directories (read by ``dump_reader``), directories of loose files
 (walked recursively; a subdirectory that is a dump is read as a dump), archives
 (.tar.gz/.tgz/.tar/.zip, extracted safely into a temporary directory), and loose
 files. Every file is recognised by its content (the first parser in ``PARSERS``
-whose ``sniff`` accepts its head), never by its name.
+whose ``sniff`` accepts its head), never by its name: a structured document (hangdoc's
+JSON, py-spy's JSON, a flight recorder dump) by its own marks, and every other text by
+the text path (``parsers/text.py``), which offers all its lines to the log recognisers
+and to the stack recognisers alike.
 
 A bad input never stops the analysis: a missing path, an empty, binary, truncated or
 unreadable file becomes an InputFile with an error (and a note), and loading goes
-on. No text is refused: text that no format claims is read by the log parser, the most
-general one. When nothing usable came out of any path, ``load_paths`` still returns the
-Evidence, with a first note naming each input and why: the analysis is then
+on. No text is refused. When nothing usable came out of any path, ``load_paths`` still
+returns the Evidence, with a first note naming each input and why: the analysis is then
 inconclusive, and every output the user asked for is still written.
 
 Rank attribution for a loose file: what its content says (``[rank3]:`` prefixes,
@@ -31,18 +33,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hangdoc.analyzer.flight_recorder.bulk import read_flight_recorders
-from hangdoc.analyzer.loading.archive import (
-    ArchiveError,
-    ArchiveLimits,
-    archive_kind,
-    extract_archive,
-)
 from hangdoc.analyzer.loading.dump_reader import FileContext, is_dump_dir, read_dump
 from hangdoc.analyzer.loading.huge_files import bounded_view
 from hangdoc.analyzer.loading.hydrate import DEFAULT_BUDGET, SummaryDump, hydrate
 from hangdoc.analyzer.loading.job_merge import JobInfo, absorb_job_manifest, host_notes
 from hangdoc.analyzer.loading.merge import ProcessIndex
-from hangdoc.analyzer.loading.rank_names import rank_from_name
+from hangdoc.analyzer.loading.paste_view import (
+    remap_lines,
+    remap_parsed,
+    undone_copy,
+    undone_note,
+    unmangled,
+)
 from hangdoc.analyzer.loading.redaction import redact_evidence
 from hangdoc.analyzer.loading.ticket_format import INPUTS as TICKET_INPUTS
 from hangdoc.analyzer.loading.ticket_format import MARKER as TICKET_MARKER
@@ -55,13 +57,21 @@ from hangdoc.analyzer.model import (
 )
 from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, Parser
-from hangdoc.analyzer.parsers.flight_recorder import rank_from_path
 from hangdoc.analyzer.parsers.hangdoc_json import load_json_object
 from hangdoc.analyzer.parsers.jsonio import as_dict, get_bool, get_list, get_str
-from hangdoc.analyzer.parsers.logs import LogParser
 from hangdoc.analyzer.parsers.logs.window import UNATTRIBUTED, read_line_window
+from hangdoc.analyzer.parsers.text import TEXT_KINDS, TextParser
+from hangdoc.analyzer.parsers.unmangle import Unmangled
 from hangdoc.analyzer.summaries.read import absorb_summary, read_summary
 from hangdoc.collectors.jobformat import JOB_MANIFEST_NAME
+from hangdoc.common.archive import (
+    ArchiveError,
+    ArchiveLimits,
+    archive_kind,
+    extract_archive,
+)
+from hangdoc.common.rank_names import Trailing, rank_from_name
+from hangdoc.common.text import looks_binary
 
 _MAX_ARCHIVE_DEPTH = 3
 # Formats that are one document (a pickle, a JSON tree) have no useful tail: a parser
@@ -69,6 +79,8 @@ _MAX_ARCHIVE_DEPTH = 3
 # memory. The collector copies flight recorder files up to the same size.
 _WHOLE_DOCUMENT_CAPS: dict[InputKind, int] = {InputKind.FLIGHT_RECORDER: 512 * 1024 * 1024}
 _MAX_REASONS = 25
+# Formats people paste as text: their paste layers are undone before they are read.
+_TEXT_KINDS = TEXT_KINDS
 NOTHING_FOUND = "read as text; no stacks, log events or ranks that hangdoc knows were found in it"
 WHAT_TO_PASS = (
     "Pass a dump directory written by `hangdoc collect`, its .tar.gz, or files such as "
@@ -80,20 +92,8 @@ SUMMARIES_REDACTED_NOTE = (
 )
 
 
-# The parser of last resort for text no sniffer claimed: the log parser reads any text.
-_TEXT_FALLBACK: Parser = LogParser()
-
-
-def _looks_binary(head: bytes) -> bool:
-    """NUL bytes or mostly undecodable: not text (UTF-16 with a BOM is text)."""
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return False
-    sample = head[:8192]
-    if b"\x00" in sample:
-        return True
-    text = sample.decode("utf-8", errors="replace")
-    bad = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in "\t\r\n\f\b\x1b"))
-    return bad > max(8, len(text) // 10)
+# The reader of every text (the last of PARSERS): an undone paste is read by it too.
+_TEXT_FALLBACK: Parser = TextParser()
 
 
 def _os_reason(exc: OSError) -> str:
@@ -299,14 +299,21 @@ class _Loader:
             self._load_archive(path, display)
             return
         parser = self._sniff(head, display)
+        if context is None and (parser is None or parser.kind in _TEXT_KINDS):
+            fixed = self._unmangled(path, head, size, display)
+            if fixed is not None:
+                with undone_copy(path, fixed) as copy, copy.open("rb") as handle:
+                    parser = self._sniff(handle.read(SNIFF_BYTES), display) or _TEXT_FALLBACK
+                    self.evidence.notes.append(undone_note(display, fixed))
+                    self._parse_text(parser, path, copy, display, size, fixed)
+                return
         if parser is None:
-            if _looks_binary(head):
+            if looks_binary(head):
                 why = "binary data in no format hangdoc reads"
                 self._fail(display, InputKind.UNREADABLE, why, size)
                 return
-            # No text is refused: a paste in a format no parser claims is still read as
-            # text by the most general parser, which keeps what it can (ranks, events, a
-            # rank's own lines). A file of a dump that holds nothing is no error.
+            # No text is refused (the text path keeps what it can: ranks, events, stacks,
+            # a rank's own lines). A file of a dump that holds nothing is no error.
             parser = _TEXT_FALLBACK
         if parser.kind is InputKind.MANIFEST and context is None and is_dump_dir(path.parent):
             self._load_dir(path.parent, display.rsplit("/", 1)[0] if "/" in display else ".")
@@ -332,6 +339,31 @@ class _Loader:
         if note:
             parsed.notes.append(f"{display}: {note}")
         self._absorb(parsed, path, display, context, size)
+
+    def _unmangled(self, path: Path, head: bytes, size: int, display: str) -> Unmangled | None:
+        """The loose text file without its paste layers (quote, indent, wrap...), if any."""
+        if looks_binary(head):
+            return None
+        try:
+            return unmangled(path, size)
+        except Exception as exc:  # unreadable now, or a bug: read the file as it is
+            self.evidence.notes.append(
+                f"{display}: paste layers not undone ({type(exc).__name__}: {exc})"
+            )
+            return None
+
+    def _parse_text(
+        self, parser: Parser, path: Path, copy: Path, display: str, size: int, fixed: Unmangled
+    ) -> None:
+        """Parse the undone copy of a loose text file; its line numbers become the user's."""
+        try:
+            parsed = parser.parse(copy, display)
+        except Exception as exc:  # a parser bug must not stop the analysis
+            why = f"could not parse: {type(exc).__name__}: {exc}"
+            self._fail(display, parser.kind, why, size)
+            return
+        remap_parsed(parsed, fixed)
+        self._absorb(parsed, path, display, None, size, readable=copy, fixed=fixed)
 
     def _flush_flight_recorders(self) -> None:
         """Parse the flight recorder files met so far, in rank order, in parallel if many.
@@ -392,7 +424,9 @@ class _Loader:
         rankless = [f for f in frags if f.rank is None]
         if not rankless:
             return
-        rank, how = rank_from_name(path, single_process=len(frags) == 1)
+        trailing = Trailing.ONE_PROCESS if len(frags) == 1 else Trailing.NEVER
+        named = rank_from_name(path, trailing)
+        rank, how = named.rank, named.how
         if rank is not None and len(frags) == 1:
             frags[0].rank = rank
             self.evidence.notes.append(f"{display}: rank {rank} taken from {how}")
@@ -411,10 +445,16 @@ class _Loader:
         display: str,
         context: FileContext | None,
         size: int,
+        *,
+        readable: Path | None = None,
+        fixed: Unmangled | None = None,
     ) -> None:
+        """``readable``: where the text was read from when not ``path`` (an undone copy,
+        whose line numbers ``fixed`` maps back)."""
         self._attribute(parsed, path, display, context)
-        if parsed.kind is InputKind.LOG:
-            self._keep_lines(parsed, path, display, context)
+        if parsed.kind in _TEXT_KINDS:
+            # A paste of stacks holds the ranks' own lines too (its frames are no log).
+            self._keep_lines(parsed, path, display, context, readable or path, fixed)
         contributed = bool(parsed.processes or parsed.job_log_events or parsed.process_groups)
         if contributed:
             self.useful += 1
@@ -439,7 +479,13 @@ class _Loader:
         self.evidence.notes.extend(parsed.notes)
 
     def _keep_lines(
-        self, parsed: ParsedFile, path: Path, display: str, context: FileContext | None
+        self,
+        parsed: ParsedFile,
+        path: Path,
+        display: str,
+        context: FileContext | None,
+        readable: Path,
+        fixed: Unmangled | None,
     ) -> None:
         """The log's head and tail lines per rank, for comparing the ranks' logs."""
         # Unprefixed lines belong to the rank whose own file this is: its dump folder says
@@ -448,13 +494,15 @@ class _Loader:
         default_rank = context.rank if context is not None else None
         ranks = {p.rank for p in parsed.processes if p.rank is not None}
         if default_rank is None and len(ranks) <= 1:
-            named, _ = rank_from_name(path, single_process=True)
+            named = rank_from_name(path, Trailing.ONE_PROCESS).rank
             if named is not None and (not ranks or named in ranks):
                 default_rank = named
         try:
-            windows = read_line_window(path, display, default_rank)
+            windows = read_line_window(readable, display, default_rank)
         except OSError:
             return  # the parser already read it; an error now is a race, not a new fact
+        if fixed is not None:
+            windows = {rank: remap_lines(lines, fixed) for rank, lines in windows.items()}
         self.evidence.job_log_lines.extend(windows.pop(UNATTRIBUTED, []))
         by_rank = {p.rank: p for p in parsed.processes if p.rank is not None}
         for rank, lines in windows.items():
@@ -528,7 +576,7 @@ class _Loader:
 
 
 def _rank_key(path: Path) -> int:
-    rank = rank_from_path(path)
+    rank = rank_from_name(path, Trailing.APPENDED).rank
     return rank if rank is not None else 1 << 62
 
 

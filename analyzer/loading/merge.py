@@ -65,6 +65,7 @@ class ProcessIndex:
         self._in_pid_bucket: set[int] = set()  # id() of processes already in _by_pid
         # id() of processes whose stack / proc samples came from more than one fragment
         self._mixed_stacks: set[int] = set()
+        self._mixed_texts: set[int] = set()
         self._mixed_procs: set[int] = set()
         self._notes: dict[str, None] = {}  # ordered set
 
@@ -130,6 +131,8 @@ class ProcessIndex:
     def _merge(self, target: ProcessEvidence, frag: ProcessEvidence) -> None:
         if target.stack_samples and frag.stack_samples:
             self._mixed_stacks.add(id(target))
+        if target.text_stacks and frag.text_stacks:
+            self._mixed_texts.add(id(target))
         if target.proc_samples and frag.proc_samples:
             self._mixed_procs.add(id(target))
         gained_key = False
@@ -146,6 +149,7 @@ class ProcessIndex:
         for key, value in frag.env.items():
             target.env.setdefault(key, value)
         target.stack_samples.extend(frag.stack_samples)
+        target.text_stacks.extend(frag.text_stacks)
         target.proc_samples.extend(frag.proc_samples)
         target.collectives.extend(frag.collectives)
         target.log_events.extend(frag.log_events)
@@ -160,10 +164,16 @@ class ProcessIndex:
         """Processes ordered by rank (unknown ranks last), their sources without
         duplicates. A process merged from several fragments gets its samples in time
         order, re-indexed 0..n-1; one read from a single dump keeps the dump's sample
-        indices, which line up with the manifest's sample times."""
+        indices, which line up with the manifest's sample times. Text stacks keep the
+        order they were read in (they have no time), re-indexed likewise."""
         for proc in self._processes:
             if id(proc) in self._mixed_stacks:
                 proc.stack_samples = _reindex_stacks(proc.stack_samples)
+            if id(proc) in self._mixed_texts:
+                proc.text_stacks = [
+                    s if s.index == i else replace(s, index=i)
+                    for i, s in enumerate(proc.text_stacks)
+                ]
             if id(proc) in self._mixed_procs:
                 proc.proc_samples = _reindex_procs(proc.proc_samples)
             proc.sources = list(dict.fromkeys(proc.sources))
@@ -174,7 +184,7 @@ class ProcessIndex:
 
 
 def _time_key(time: float | None) -> tuple[bool, float]:
-    # Samples without a time (pasted dumps) go after timed ones, in the order given.
+    # Samples without a time (loose py-spy JSON) go after timed ones, in the order given.
     return (time is None, time or 0.0)
 
 

@@ -7,29 +7,37 @@ Markdown, findings JSON, the terminal summary, the ticket archive's copy of the
 report — is rendered from the Evidence and the findings that rules build from it, so
 redacting the Evidence right after loading is the one choke point that covers them
 all, including renderers written later. The patterns are
-``hangdoc.collectors.redact``'s: one definition of what a secret looks like.
+``hangdoc/common/redact.py``'s: one definition of what a secret looks like.
 
 What is redacted: environment values, command lines, thread names, frame locals (by
-the variable's name, and by the value's shape), log event text and fields, notes,
-input errors and paths, collector step reasons. What is not: function names, file
-paths of frames and collective metadata — code identifiers, not credentials, and the
-bulk of a 16,384-rank Evidence (millions of frames) that rules match on.
+the variable's name, and by the value's shape), log event text and payloads, notes,
+input errors and paths, collector step reasons, the command lines of the processes at
+the other end of a thread's wait (a lock's holder, a pipe's child). What is not:
+function names, file paths of frames and collective metadata — code identifiers, not
+credentials, and the bulk of a 16,384-rank Evidence (millions of frames) that rules
+match on.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+from typing import Any, TypeVar, cast
 
 from hangdoc.analyzer.model import (
     ChildStacks,
     Evidence,
     InputFile,
+    KernelWait,
     LogEvent,
     ProcessEvidence,
+    ProcSample,
     StackSample,
+    TextStack,
     ThreadStack,
 )
-from hangdoc.collectors.redact import (
+from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.common.redact import (
     REDACTED,
     is_secret_name,
     redact_cmdline,
@@ -57,6 +65,9 @@ def redact_evidence(evidence: Evidence) -> Evidence:
     return evidence
 
 
+_S = TypeVar("_S", StackSample, TextStack)
+
+
 class _Memo:
     """Redacted thread names already seen: the same few repeat on every rank."""
 
@@ -76,16 +87,37 @@ def _redact_process(proc: ProcessEvidence, memo: _Memo) -> None:
     if proc.cmdline:
         proc.cmdline = redact_cmdline(proc.cmdline)
     proc.stack_samples = [_sample(s, memo) for s in proc.stack_samples]
+    proc.proc_samples = [_proc_sample(s) for s in proc.proc_samples]
+    proc.text_stacks = [_sample(s, memo) for s in proc.text_stacks]
     proc.log_events = [_event(e) for e in proc.log_events]
 
 
-def _sample(sample: StackSample, memo: _Memo) -> StackSample:
+def _sample(sample: _S, memo: _Memo) -> _S:
     threads = _threads(sample.threads, memo)
     children = tuple(_child(c, memo) for c in sample.children)
     unchanged = threads is sample.threads and all(
         a is b for a, b in zip(children, sample.children, strict=True)
     )
     return sample if unchanged else dataclasses.replace(sample, threads=threads, children=children)
+
+
+def _proc_sample(sample: ProcSample) -> ProcSample:
+    """The command lines of the processes at the other end of its threads' waits."""
+    if not any(t.wait is not None and t.wait.peers for t in sample.threads):
+        return sample
+    threads = tuple(
+        dataclasses.replace(t, wait=_wait(t.wait)) if t.wait is not None and t.wait.peers else t
+        for t in sample.threads
+    )
+    return dataclasses.replace(sample, threads=threads)
+
+
+def _wait(wait: KernelWait) -> KernelWait:
+    peers = tuple(
+        dataclasses.replace(p, command=redact_cmdline(p.command)) if p.command else p
+        for p in wait.peers
+    )
+    return dataclasses.replace(wait, peers=peers)
 
 
 def _child(child: ChildStacks, memo: _Memo) -> ChildStacks:
@@ -106,26 +138,44 @@ def _thread(thread: ThreadStack, memo: _Memo) -> ThreadStack:
     return thread if name == thread.name else dataclasses.replace(thread, name=name)
 
 
-def redact_local(name: str, value: str) -> str:
-    """A py-spy ``--locals`` value: hidden whole when its variable's name looks secret.
-
-    Called by the py-spy parsers as they build each frame (the only producers of
-    locals), so frames never need a second walk here; rules read locals (a lock's repr,
-    a worker id), reports never show them.
-    """
-    if value and is_secret_name(name):
-        return REDACTED
-    return redact_text(value)
-
-
 def _event(event: LogEvent) -> LogEvent:
     text = redact_text(event.text)
-    fields = tuple(
-        (k, REDACTED if v and is_secret_name(k) else redact_text(v)) for k, v in event.fields
-    )
-    if text == event.text and fields == event.fields:
+    host = redact_text(event.host) if event.host else event.host
+    payload = cast(EventPayload, _record(event.payload))
+    if text == event.text and host == event.host and payload is event.payload:
         return event
-    return dataclasses.replace(event, text=text, fields=fields)
+    return dataclasses.replace(event, text=text, host=host, payload=payload)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _record(record: Any) -> object:
+    """A payload (or a record nested in one) with its text redacted: every string field,
+    hidden whole when its name looks secret; enums and numbers are not text."""
+    changes: dict[str, object] = {}
+    for name in _field_names(type(record)):
+        value = getattr(record, name)
+        if isinstance(value, enum.Enum) or value is None:
+            continue
+        if isinstance(value, str):
+            new: object = REDACTED if value and is_secret_name(name) else redact_text(value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            new = _record(value)
+        elif isinstance(value, tuple) and value and isinstance(value[0], str):
+            new = tuple(redact_text(v) for v in value)
+        else:
+            continue
+        if new != value:
+            changes[name] = new
+    return dataclasses.replace(record, **changes) if changes else record
 
 
 def _input(item: InputFile) -> InputFile:

@@ -1,6 +1,6 @@
 """The layout of a ticket archive (``hangdoc analyze --archive``) as the loader reads it.
 
-The writer is ``analyzer/render/ticket.py``; the names live here so that the loader does
+The writer is ``analyzer/ticket.py``; the names live here so that the loader does
 not import a renderer.
 """
 

@@ -9,13 +9,14 @@ faulthandler dump "Fatal Python error: Bus error" (returnn issue 1648, train cas
 returnn-1648-shm-bus-error-faulthandler). A NCCL watchdog line, a CUDA OOM or a
 "Killed" line above a dump are the same situation.
 
-The faulthandler parser claims such a file by its thread headers and, before this
-module, dropped every line that was not part of a dump. Here each such line (not blank,
-not indented, none of faulthandler's own headers) is given to the log parser's line
-recogniser, one line at a time, and what it recognises becomes a log event of the
-process the dump belongs to. faulthandler's own "Fatal Python error" header already
-makes its event in the faulthandler parser and is skipped here unless that parser did
-not read it (a pasted NUL shown as ``^@`` before it).
+The faulthandler parser's own reading of a whole file (the loader reads text through the
+text path, ``parsers/text.py``, whose log side reads every line) once dropped every line
+that was not part of a dump. Here each such line (not blank, not indented, none of
+faulthandler's own headers) is given to the log parser's line recogniser, one line at a
+time, and what it recognises becomes a log event of the process the dump belongs to.
+faulthandler's own "Fatal Python error" header already makes its event in the
+faulthandler parser and is skipped here unless that parser did not read it (a pasted
+NUL shown as ``^@`` before it).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ _MAX_LINE = 4000
 def foreign_events(lines: Iterable[tuple[int, str]], source: str) -> list[LogEvent]:
     """Log events of the lines around the dumps in one stream section."""
     from hangdoc.analyzer.parsers.logs import recognise_line  # the logs package imports us
+    from hangdoc.analyzer.parsers.logs.hit import Origin, log_event
 
     events: list[LogEvent] = []
     seen: set[tuple[object, ...]] = set()
@@ -53,14 +55,15 @@ def foreign_events(lines: Iterable[tuple[int, str]], source: str) -> list[LogEve
         if key in seen:
             continue
         seen.add(key)
-        events.append(
-            LogEvent(
-                hit.kind.value,
-                (hit.text or text.strip())[:500],
-                source,
-                number,
-                None,
-                tuple(sorted(hit.fields.items())),
-            )
+        text = (hit.text or text.strip())[:500]
+        origin = Origin(
+            hit.host,
+            hit.pid,
+            tid=hit.tid,
+            cuda_dev=hit.cuda_dev,
+            named_host=hit.named_host,
+            named_pid=hit.named_pid,
+            named_local_rank=hit.named_local_rank,
         )
+        events.append(log_event(hit.kind, text, source, number, None, hit.payload, origin=origin))
     return events

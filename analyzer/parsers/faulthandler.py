@@ -13,8 +13,14 @@ Written on a fatal signal (``-X faulthandler``), on a registered signal
 
 Thread ids are pthread ids (``ThreadStack.thread_id``), not TIDs. Frames are already
 innermost first. Several dumps in one file (a signal handler writing to the same log
-again) become several samples of one process: a dump ends where a thread id repeats or
+again) become several text stacks of one process: a dump ends where a thread id repeats or
 a new "Fatal"/"Timeout" header starts.
+
+The loader reads every text through the text path (``parsers/text.py``): its stack scan
+reads these dumps wherever they sit with ``parse_fault_lines`` (``stacks/segments.py``),
+its log side the lines around them, and ``FaulthandlerParser.sniff`` names a file that is
+such dumps. ``FaulthandlerParser.parse`` is the format's own reading of a whole file,
+which the scan is held to (``tests/unit/parsers/test_text_path.py``).
 """
 
 from __future__ import annotations
@@ -23,20 +29,28 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangdoc.analyzer.model import Frame, InputKind, LogEvent, ProcessEvidence, StackSample
+from hangdoc.analyzer.model import (
+    Frame,
+    InputKind,
+    LogEvent,
+    ProcessEvidence,
+    StackTextKind,
+    TextStack,
+)
 from hangdoc.analyzer.model import ThreadStack as Thread
 from hangdoc.analyzer.parsers.base import ParsedFile, read_text_capped
 from hangdoc.analyzer.parsers.fault_logs import foreign_events
 from hangdoc.analyzer.parsers.prefixes import Stream, sniff_lines, split_sections, split_streams
+from hangdoc.analyzer.payloads.launch import FatalReport, FatalSignal, SignalName
 from hangdoc.analyzer.vocabulary import EventKind
 
 # faulthandler's names of the fatal signals it reports (Python's faulthandler.c).
 _FATAL_SIGNALS = {
-    "Segmentation fault": "SIGSEGV",
-    "Aborted": "SIGABRT",
-    "Bus error": "SIGBUS",
-    "Floating point exception": "SIGFPE",
-    "Illegal instruction": "SIGILL",
+    "Segmentation fault": SignalName.SIGSEGV,
+    "Aborted": SignalName.SIGABRT,
+    "Bus error": SignalName.SIGBUS,
+    "Floating point exception": SignalName.SIGFPE,
+    "Illegal instruction": SignalName.SIGILL,
 }
 
 _FATAL = re.compile(r"(?:Fatal Python error|Windows fatal exception): (.*)$")
@@ -168,7 +182,7 @@ def _process(stream: Stream, rank: int | None, source: str) -> ProcessEvidence:
 
 
 def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list[ProcessEvidence]:
-    """One process per prefix stream (per torch.debug section), one sample per dump."""
+    """One process per prefix stream (per torch.debug section), one text stack per dump."""
     out: list[ProcessEvidence] = []
     for section in split_sections(stream.lines):
         rank = section.rank if section.rank is not None else stream.rank
@@ -194,21 +208,22 @@ def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list
                 # The same event the log parser makes of "Segmentation fault" lines, so the
                 # crash rules see a faulthandler crash (analyzer/vocabulary.py: fatal_signal).
                 signal = _FATAL_SIGNALS.get(dump.fatal.split(" (")[0].strip())
-                fields = (("signal", signal),) if signal else ()
+                fatal = FatalSignal(signal=signal, reported_by=FatalReport.FAULTHANDLER)
                 proc.log_events.append(
-                    LogEvent(EventKind.FATAL_SIGNAL.value, text, source, dump.line, fields=fields)
+                    LogEvent(EventKind.FATAL_SIGNAL, text, source, dump.line, payload=fatal)
                 )
             if dump.timeout:
                 proc.log_events.append(
-                    LogEvent(EventKind.FAULTHANDLER_TIMEOUT.value, dump.timeout, source, dump.line)
+                    LogEvent(EventKind.FAULTHANDLER_TIMEOUT, dump.timeout, source, dump.line)
                 )
             if dump.threads:
-                proc.stack_samples.append(
-                    StackSample(
-                        index=len(proc.stack_samples),
-                        time=None,
+                proc.text_stacks.append(
+                    TextStack(
+                        index=len(proc.text_stacks),
                         threads=dump.to_threads(source),
+                        kinds=(StackTextKind.FAULTHANDLER,),
                         source=source,
+                        line=dump.line,
                     )
                 )
         out.append(proc)

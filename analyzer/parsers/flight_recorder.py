@@ -20,11 +20,9 @@ import contextlib
 import gc
 import json
 import operator
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from hangdoc.analyzer.loading.safe_unpickle import describe_load_error, memory_guard, safe_loads
 from hangdoc.analyzer.model import (
     CollectiveRecord,
     InputKind,
@@ -40,6 +38,8 @@ from hangdoc.analyzer.parsers.fr_reduce import (
     split_profiling_name,
 )
 from hangdoc.analyzer.parsers.fr_scan import ScannedDump, scan
+from hangdoc.common.rank_names import Trailing, rank_from_name
+from hangdoc.common.safe_unpickle import describe_load_error, memory_guard, safe_loads
 
 __all__ = [
     "FlightRecorderParser",
@@ -49,7 +49,6 @@ __all__ = [
     "no_gc",
     "normalize_state",
     "parse_rank_list",
-    "rank_from_path",
     "read_document",
     "records_by_rank",
     "split_profiling_name",
@@ -60,18 +59,6 @@ _JSON_MARKERS = (b'"profiling_name"', b'"pg_config"', b'"collective_seq_id"')
 # Below this a dump is read whole: the scanner's set-up would cost more than it saves.
 _SCAN_FROM_BYTES = 16_384
 _GROUP = operator.attrgetter("group")
-_RANK_DIR = re.compile(r"^rank(\d+)$")
-_RANK_SUFFIX = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?$")
-
-
-def rank_from_path(path: Path) -> int | None:
-    """``…/rank3/flight_recorder.json`` → 3; ``comm_lib_trace_rank_12`` → 12."""
-    for part in (path.parent.name, path.parent.parent.name):
-        match = _RANK_DIR.match(part)
-        if match:
-            return int(match[1])
-    match = _RANK_SUFFIX.search(path.name)
-    return int(match[1]) if match else None
 
 
 def read_document(path: Path) -> object:
@@ -169,7 +156,7 @@ class FlightRecorderParser:
         )
 
     def parse(self, path: Path, display_path: str) -> ParsedFile:
-        rank = rank_from_path(path)
+        rank = rank_from_name(path, Trailing.APPENDED).rank
         with no_gc():
             try:
                 data = path.read_bytes()

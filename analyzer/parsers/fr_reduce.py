@@ -23,8 +23,8 @@ from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
-from hangdoc.analyzer.flight_recorder.record_build import with_group
-from hangdoc.analyzer.model import CollectiveRecord, Frame
+from hangdoc.analyzer.model import CollectiveRecord, Frame, OpState
+from hangdoc.analyzer.parsers.fr_record_build import with_group
 from hangdoc.analyzer.parsers.fr_scan import Run, ScannedDump
 
 # Backends whose work never leaves "scheduled": completion shows only as ``retired``.
@@ -292,12 +292,12 @@ class Reducer:
     ) -> list[CollectiveRecord]:
         """Give the last record of each group and every unfinished one its details."""
         states = list(map(_STATE, out))
-        unfinished = len(states) - states.count("completed")
+        unfinished = len(states) - states.count(OpState.COMPLETED)
         keep: set[int] = set()
         for i in range(len(states) - 1, -1, -1):  # unfinished ops are mostly the newest
             if len(keep) == unfinished:
                 break
-            if states[i] != "completed":
+            if states[i] != OpState.COMPLETED:
                 keep.add(i)
         keep.update(dict(zip(map(_GROUP, out), range(len(out)), strict=True)).values())
         for i in sorted(keep):
@@ -420,7 +420,7 @@ class Reducer:
         return record
 
 
-def normalize_state(raw: object, retired: object, backend: str | None) -> str:
+def normalize_state(raw: object, retired: object, backend: str | None) -> OpState:
     """FR state → completed | started | scheduled | timed_out | unknown.
 
     gloo never leaves ``scheduled``: there ``retired`` means finished. Elsewhere a
@@ -428,12 +428,14 @@ def normalize_state(raw: object, retired: object, backend: str | None) -> str:
     timeout (FORMATS §5).
     """
     if raw == "completed":
-        return "completed"
+        return OpState.COMPLETED
     if retired is True:
-        return "completed" if backend in _RETIRE_ONLY_BACKENDS else "timed_out"
-    if raw in ("scheduled", "started"):
-        return str(raw)
-    return "unknown"
+        return OpState.COMPLETED if backend in _RETIRE_ONLY_BACKENDS else OpState.TIMED_OUT
+    if raw == "scheduled":
+        return OpState.SCHEDULED
+    if raw == "started":
+        return OpState.STARTED
+    return OpState.UNKNOWN
 
 
 def _int_or_none(value: object) -> int | None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Any
 
-from hangdoc.analyzer.loading.safe_unpickle import load_with_memo
+from hangdoc.common.safe_unpickle import load_with_memo
 
 __all__ = ["Run", "ScanRefused", "ScannedDump", "scan"]
 

@@ -11,7 +11,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hangdoc.analyzer.model import InputKind, ProcessEvidence, ProcSample, ThreadState
+from hangdoc.analyzer.model import (
+    InputKind,
+    IoCounters,
+    OutputSizes,
+    ProcessEvidence,
+    ProcSample,
+    ProcState,
+    ThreadState,
+)
 from hangdoc.analyzer.parsers import node_facts
 from hangdoc.analyzer.parsers.base import ParsedFile, decode_bytes, read_text_capped
 from hangdoc.analyzer.parsers.jsonio import (
@@ -39,11 +47,14 @@ def thread_state(raw: object) -> ThreadState | None:
     return ThreadState(
         tid=tid,
         name=get_str(obj, "name"),
-        state=get_str(obj, "state"),
+        state=ProcState.parse(get_str(obj, "state")),
         wchan=get_str(obj, "wchan"),
         cpu_ticks=get_int(obj, "cpu_ticks"),
         voluntary_ctxt_switches=get_int(obj, "voluntary_ctxt_switches"),
         nonvoluntary_ctxt_switches=get_int(obj, "nonvoluntary_ctxt_switches"),
+        syscall=get_str(obj, "syscall"),
+        waits_on=get_str(obj, "waits_on"),
+        wait=node_facts.kernel_wait(obj.get("wait")),
     )
 
 
@@ -52,24 +63,30 @@ def proc_sample(raw: object, position: int) -> tuple[ProcSample | None, str | No
     obj = as_dict(raw)
     if obj is None:
         return None, None
-    io = {k: v for k, v in get_dict(obj, "io").items() if isinstance(v, int)}
-    outputs: list[tuple[str, int]] = []
-    for name, record in get_dict(obj, "output").items():
-        size = get_int(as_dict(record) or {}, "size")
-        if size is not None:
-            outputs.append((name, size))
+    io = get_dict(obj, "io")
+    output = get_dict(obj, "output")
     index = get_int(obj, "index")
     alive = get_bool(obj, "alive")
     sample = ProcSample(
         index=position if index is None else index,
         time=get_float(obj, "time"),
         alive=True if alive is None else alive,
-        state=get_str(obj, "state"),
+        state=ProcState.parse(get_str(obj, "state")),
         wchan=get_str(obj, "wchan"),
         cpu_ticks=get_int(obj, "cpu_ticks"),
         threads=tuple(t for t in map(thread_state, get_list(obj, "threads")) if t is not None),
-        io=tuple(sorted(io.items())),
-        output_sizes=tuple(sorted(outputs)),
+        io=IoCounters(
+            rchar=get_int(io, "rchar"),
+            wchar=get_int(io, "wchar"),
+            syscr=get_int(io, "syscr"),
+            syscw=get_int(io, "syscw"),
+            read_bytes=get_int(io, "read_bytes"),
+            write_bytes=get_int(io, "write_bytes"),
+        ),
+        output_sizes=OutputSizes(
+            stdout=get_int(as_dict(output.get("stdout")) or {}, "size"),
+            stderr=get_int(as_dict(output.get("stderr")) or {}, "size"),
+        ),
         # Optional keys of issue 7 (open files, subprocesses): see parsers/node_facts.py.
         open_files=node_facts.open_files(obj),
         children=node_facts.children(obj),

@@ -22,6 +22,9 @@ from hangdoc.analyzer.parsers.base import decode_bytes
 # ESC-introduced CSI/OSC sequences, and the bare "[36m" that survives a copy-paste.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]")
 _BARE_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+# A bare reset between a prefix and the line ("<stamp> [0m host:1:2 [0] NCCL INFO …"): the
+# space it left goes with it, as at the start of a line.
+_BARE_SGR_SPACED = re.compile(r"(?<= )\[\d{1,3}(?:;\d{1,3})*m (?=\S)")
 _LEADING_SGR = re.compile(r"(?:\x1b)?\[\d{1,3}(?:;\d{1,3})*m")
 
 
@@ -36,16 +39,22 @@ class Tagged:
     pid: int | None = None
 
 
-def clean_line(line: str) -> str:
-    """Drop ANSI colour codes and carriage returns; a tqdm-style redraw keeps its last
-    non-empty segment, as a terminal would have shown it."""
+def strip_colours(line: str) -> str:
+    """Drop ANSI colour codes, with or without their ESC (a copy-paste loses it)."""
     coloured = line.startswith(("\x1b", "[")) and bool(_LEADING_SGR.match(line))
     if "\x1b" in line:
         line = _ANSI.sub("", line)
     if "[" in line and "m" in line:
-        line = _BARE_SGR.sub("", line)
+        line = _BARE_SGR.sub("", _BARE_SGR_SPACED.sub("", line))
     if coloured and line.startswith(" ") and not line.startswith("  "):
         line = line[1:]  # "[0m host:1:2 [0] NCCL INFO …": the space after a colour reset
+    return line
+
+
+def clean_line(line: str) -> str:
+    """Drop ANSI colour codes and carriage returns; a tqdm-style redraw keeps its last
+    non-empty segment, as a terminal would have shown it."""
+    line = strip_colours(line)
     if "\r" in line:
         segments = [s for s in line.split("\r") if s.strip()]
         line = segments[-1] if segments else ""

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hangdoc.analyzer.loading.redaction import redact_local
 from hangdoc.analyzer.model import (
     ChildStacks,
     Frame,
@@ -36,6 +35,7 @@ from hangdoc.analyzer.parsers.jsonio import (
     get_str,
 )
 from hangdoc.analyzer.parsers.prefixes import split_streams
+from hangdoc.common.redact import redact_local
 
 # A native frame's "file" is a shared object or a C source (``libc.so.6``,
 # ``Modules/timemodule.c``); Python frames have a .py/.pyx file or a pseudo-file such as

@@ -12,8 +12,15 @@ Grammar, after launcher prefixes, ANSI and CR are gone (``prefixes``)::
 
 A file may hold several dumps (of one process over time, or of several processes),
 interleaved prefixed output of several ranks, and torch.distributed.debug sections
-(``=== Rank <i>: <addr> ===``, one rank each). Each dump becomes one StackSample;
-dumps of the same pid in the same stream are samples of one process, in file order.
+(``=== Rank <i>: <addr> ===``, one rank each). Each dump becomes one TextStack (text,
+not a live sample: a paste carries no time); dumps of the same pid in the same stream
+are text stacks of one process, in file order.
+
+The loader reads every text through the text path (``parsers/text.py``): its stack scan
+reads these dumps wherever they sit with ``parse_dump_lines`` (``stacks/segments.py``),
+and ``PyspyTextParser.sniff`` names a file that is such dumps. ``PyspyTextParser.parse``
+is the format's own reading of a whole file, which the scan is held to
+(``tests/unit/parsers/test_text_path.py``).
 """
 
 from __future__ import annotations
@@ -22,13 +29,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangdoc.analyzer.loading.redaction import redact_local
 from hangdoc.analyzer.model import (
     ChildStacks,
     Frame,
     InputKind,
     ProcessEvidence,
-    StackSample,
+    StackTextKind,
+    TextStack,
     ThreadStack,
 )
 from hangdoc.analyzer.parsers.base import ParsedFile, read_text_capped
@@ -39,6 +46,7 @@ from hangdoc.analyzer.parsers.prefixes import (
     split_streams,
 )
 from hangdoc.analyzer.parsers.pyspy_json import is_main_thread, is_native
+from hangdoc.common.redact import redact_local
 
 _PROCESS = re.compile(r"Process (\d+):\s?(.*)$")
 _PARENT = re.compile(r"Parent Process (\d+):\s?(.*)$")
@@ -206,14 +214,19 @@ def _attach_children(dumps: list[TextDump], source: str, notes: list[str]) -> li
     return roots
 
 
-def _to_sample(dump: TextDump, index: int, source: str) -> StackSample:
+def _to_stack(dump: TextDump, index: int, source: str) -> TextStack:
     children = tuple(
         ChildStacks(pid=c.pid, threads=tuple(c.threads), cmdline=c.cmdline)
         for c in dump.children
         if c.pid is not None
     )
-    return StackSample(
-        index=index, time=None, threads=tuple(dump.threads), children=children, source=source
+    return TextStack(
+        index=index,
+        threads=tuple(dump.threads),
+        kinds=(StackTextKind.PYSPY,),
+        source=source,
+        line=dump.line,
+        children=children,
     )
 
 
@@ -238,7 +251,7 @@ def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list
                     cmdline=dump.cmdline,
                     sources=[source],
                 )
-            proc.stack_samples.append(_to_sample(dump, len(proc.stack_samples), source))
+            proc.text_stacks.append(_to_stack(dump, len(proc.text_stacks), source))
     return list(out.values())
 
 
@@ -247,7 +260,7 @@ def parse_pyspy_text(text: str, source: str) -> ParsedFile:
     result = ParsedFile(kind=InputKind.PYSPY_TEXT)
     for stream in split_streams(text):
         result.processes.extend(processes_from_stream(stream, source, result.notes))
-    if not any(p.stack_samples for p in result.processes):
+    if not any(p.text_stacks for p in result.processes):
         result.error = "no py-spy thread found"
     return result
 

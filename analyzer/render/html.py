@@ -11,16 +11,19 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 
-from hangdoc import __version__
-from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.ranges import LEGEND
 from hangdoc.analyzer.render.report_data import Documented, build_report_data
+from hangdoc.common.atomic import write_text_atomic
+from hangdoc.common.version import __version__
+
+if TYPE_CHECKING:
+    from hangdoc.analyzer.diagnosis import Diagnosis
 
 _TEMPLATES = "templates"
 _SCRIPT = "report.js"
@@ -98,11 +101,5 @@ def write_html(
     half report that looks complete to the person who opens it later.
     """
     target = Path(path)
-    text = render_html(diagnosis, title=title, rules=rules)
-    partial = target.with_name(f".{target.name}.partial")
-    try:
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+    write_text_atomic(target.absolute(), render_html(diagnosis, title=title, rules=rules))
     return target

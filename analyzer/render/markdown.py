@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from hangdoc import __version__
-from hangdoc.analyzer.diagnosis import Diagnosis
-from hangdoc.analyzer.model import NO_REDACT_NOTE
 from hangdoc.analyzer.render.report_common import JsonDict, truncate
 from hangdoc.analyzer.render.report_data import Documented, build_report_data
+from hangdoc.common.version import __version__
+
+if TYPE_CHECKING:
+    from hangdoc.analyzer.diagnosis import Diagnosis
 
 MAX_LINES = 60
 MAX_LINE_CHARS = 300
@@ -33,7 +35,7 @@ def render_markdown(diagnosis: Diagnosis, *, rules: Sequence[Documented] | None 
     """A short Markdown summary; always fewer than ``MAX_LINES`` lines."""
     data = build_report_data(diagnosis, rules=rules)
     lines: list[str] = []
-    lines += _head(data, redacted=diagnosis.evidence.redacted)
+    lines += _head(data)
     lines += _classes(data)
     lines += _evidence(data)
     lines += _other_findings(data)
@@ -79,12 +81,12 @@ def _ranks(rs: JsonDict | None) -> str:
     return f"{word} {code(rs['ranks'])}" + (f" ({rs['count']})" if rs["count"] > 1 else "")
 
 
-def _head(data: JsonDict, *, redacted: bool) -> list[str]:
+def _head(data: JsonDict) -> list[str]:
     h = data["headline"]
     job = data["job"]
     lines = [f"## hangdoc: {text(h['sentence'])}", ""]
-    if not redacted:  # a summary pasted into a ticket must say so
-        lines += [f"> **Warning:** {text(NO_REDACT_NOTE)}", ""]
+    if data["redaction_warning"]:  # a summary pasted into a ticket must say so
+        lines += [f"> **Warning:** {text(data['redaction_warning'])}", ""]
     if h["rule"] is not None:
         lines.append(
             f"**Cause:** {text(h['category_label'])} ({code(h['category'])}) · "
@@ -122,7 +124,8 @@ def _classes(data: JsonDict) -> list[str]:
         "| --- | ---: | --- |",
     ]
     for c in classes[:_CLASSES]:
-        lines.append(f"| {code(c['ranks'])} | {c['count']} | {text(c['doing'])} |")
+        doing = c["doing"] + (f" ({c['read_from_text']})" if c.get("read_from_text") else "")
+        lines.append(f"| {code(c['ranks'])} | {c['count']} | {text(doing)} |")
     rest = data["stack_classes"]["total"] - min(len(classes), _CLASSES)
     if rest > 0:
         lines.append(f"| … | | {rest} more distinct stacks |")

@@ -1,9 +1,11 @@
 """The data behind the report: a Diagnosis turned into one plain, JSON-able dict.
 
-The HTML page and the Markdown summary are both rendered from this dict and never from
-the model, so golden tests can assert on what the report says (``build_report_data``)
-without parsing HTML, and the two renderers cannot disagree. The dict is deterministic
-for the same Diagnosis: sorted inputs, no clock, no version (the renderers add those).
+memray's split: this module (with the section builders ``report_pictures``,
+``report_ranks``, ``report_stacks``) reads the Diagnosis and the views; the writers
+(``html`` with its templates, ``markdown``, ``terminal``) render the dict and never the
+model, so golden tests can assert on what the report says (``build_report_data``)
+without parsing HTML, and the renderers cannot disagree. The dict is deterministic for
+the same Diagnosis: sorted inputs, no clock, no version (the writers add those).
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from hangdoc.analyzer.diagnosis import Diagnosis
-from hangdoc.analyzer.model import DOC_SECTIONS, Evidence, Finding, RuleDoc, Verdict
+from hangdoc.analyzer.model import (
+    DOC_SECTIONS,
+    NO_REDACT_NOTE,
+    Evidence,
+    Finding,
+    RuleDoc,
+    Verdict,
+)
 from hangdoc.analyzer.ranges import LEGEND, format_ranks, has_stride, plural_ranks
 from hangdoc.analyzer.render.report_common import (
     CATEGORY_LABELS,
@@ -23,6 +32,7 @@ from hangdoc.analyzer.render.report_common import (
 from hangdoc.analyzer.render.report_pictures import event_lanes, icicle, wavefront_map
 from hangdoc.analyzer.render.report_ranks import env_differences, rank_groups, timeline
 from hangdoc.analyzer.render.report_stacks import stack_classes, stack_tree, wavefront
+from hangdoc.analyzer.views.fr_positions import positions
 
 REPORT_SCHEMA = "hangdoc.report/1"
 MAX_EVIDENCE_PER_FINDING = 200
@@ -60,7 +70,8 @@ def build_report_data(
     ranks, rank_index = rank_groups(
         evidence, diagnosis.activities, diagnosis.missing_ranks, culprits, sets
     )
-    groups = wavefront(evidence, sets)
+    fr = positions(evidence)
+    groups = wavefront(evidence, fr, sets)
     data: JsonDict = {
         "schema": REPORT_SCHEMA,
         "verdict": diagnosis.verdict.value,
@@ -71,7 +82,7 @@ def build_report_data(
         "wavefront": groups,
         "groups": _groups_summary(groups),
         "pictures": {
-            "wavefront": wavefront_map(evidence, culprits, sets),
+            "wavefront": wavefront_map(evidence, fr, culprits, sets),
             "icicle": icicle(evidence, diagnosis.activities, culprits, sets),
             "lanes": event_lanes(evidence, sets),
         },
@@ -82,6 +93,8 @@ def build_report_data(
         "environment": env_differences(evidence, sets),
         "inputs": _inputs(evidence),
         "notes": list(evidence.notes),
+        # said apart from the notes: a summary pasted into a ticket must carry it
+        "redaction_warning": None if evidence.redacted else NO_REDACT_NOTE,
         "appendix": _appendix(
             diagnosis.findings,
             diagnosis.rule_docs if rules is None else [r.rule_doc() for r in rules],
@@ -151,18 +164,13 @@ def _headline(diagnosis: Diagnosis, sets: RankSets) -> JsonDict:
         "category": primary.category.value,
         "category_label": CATEGORY_LABELS[primary.category],
         "confidence_pct": round(primary.confidence * 100),
-        "confidence_word": _confidence_word(primary.confidence),
+        # The strength of the evidence, in words: what the percentage rests on.
+        "confidence_word": primary.strength.word,
         "culprit": sets.fields(primary.culprit_ranks) if primary.culprit_ranks else None,
         "culprit_doing": culprit_doing,
         "waiting": sets.fields(primary.waiting_ranks) if primary.waiting_ranks else None,
         "fix": primary.fix,
     }
-
-
-def _confidence_word(confidence: float) -> str:
-    if confidence >= 0.8:
-        return "high"
-    return "medium" if confidence >= 0.5 else "low"
 
 
 def _job(diagnosis: Diagnosis, sets: RankSets) -> JsonDict:
@@ -215,6 +223,7 @@ def _finding(finding: Finding, diagnosis: Diagnosis, index: int, sets: RankSets)
         "explanation": finding.explanation,
         "fix": finding.fix,
         "confidence_pct": round(finding.confidence * 100),
+        "strength": finding.strength.word,
         "culprit": sets.fields(finding.culprit_ranks) if finding.culprit_ranks else None,
         "culprit_text": plural_ranks(finding.culprit_ranks) if finding.culprit_ranks else None,
         "waiting": sets.fields(finding.waiting_ranks) if finding.waiting_ranks else None,
@@ -233,14 +242,11 @@ def _ranked_lower(finding: Finding, primary: Finding | None) -> str:
         return "progress was observed, which outweighs a hang finding"
     if finding.severity.order > primary.severity.order:
         return f"lower severity ({finding.severity.value} vs {primary.severity.value})"
-    if finding.confidence < primary.confidence:
-        return (
-            f"lower confidence ({round(finding.confidence * 100)}% "
-            f"vs {round(primary.confidence * 100)}%)"
-        )
+    if finding.strength < primary.strength:
+        return f"weaker evidence ({finding.strength.word} vs {primary.strength.word})"
     if primary.rule == finding.rule:
         return "another instance of the primary rule"
-    return "same severity and confidence as the primary; ordered by rule id"
+    return "same severity and strength of evidence as the primary; ordered by rule id"
 
 
 def _inputs(evidence: Evidence) -> JsonDict:

@@ -19,12 +19,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import CollectiveRecord, Evidence, Frame
+from hangdoc.analyzer.model import Evidence, Frame
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks
 from hangdoc.analyzer.render.report_common import JsonDict, RankSets, truncate
 from hangdoc.analyzer.render.report_ranks import FAILURE_WORDS
-from hangdoc.analyzer.render.stacktree import StackNode, merge_stacks
 from hangdoc.analyzer.views.activity import RankActivity, is_user_frame
+from hangdoc.analyzer.views.fr_model import Sig, signature
+from hangdoc.analyzer.views.fr_positions import Positions
+from hangdoc.analyzer.views.stack_groups import StackNode, merge_stacks
 
 MAP_COLUMNS = 256
 MAP_MAX_ROWS = 16
@@ -47,13 +49,6 @@ _OK, _MISMATCH, _SILENT = "ok", "mismatch", "silent"
 
 
 @dataclass(slots=True)
-class _Position:
-    reached: int = -1  # highest seq this rank issued in the group
-    completed: int = -1  # highest seq it completed
-    at: CollectiveRecord | None = None  # the record at ``reached``
-
-
-@dataclass(slots=True)
 class _Row:
     """One row of the map: one process group, or a family of disjoint groups (all "tp")."""
 
@@ -65,31 +60,16 @@ class _Row:
     front_done: int = -1
 
 
-def _positions(evidence: Evidence) -> dict[str, dict[int, _Position]]:
-    out: dict[str, dict[int, _Position]] = {}
-    for rank, proc in evidence.ranked().items():
-        for record in proc.collectives:
-            if record.is_p2p:
-                continue
-            pos = out.setdefault(record.group, {}).setdefault(rank, _Position())
-            if record.seq_id > pos.reached:
-                pos.reached = record.seq_id
-                pos.at = record
-            if record.state == "completed" and record.seq_id > pos.completed:
-                pos.completed = record.seq_id
-    return out
-
-
 def _group_key(name: str) -> tuple[int, int, str]:
     return (0, int(name), name) if name.isdigit() else (1, 0, name)
 
 
-def _families(evidence: Evidence, positions: dict[str, dict[int, _Position]]) -> list[_Row]:
+def _families(evidence: Evidence, positions: Positions) -> list[_Row]:
     """Groups with the same description and disjoint members share a row (tp, dp...)."""
     by_desc: dict[str, list[tuple[str, set[int]]]] = {}
-    for name in sorted(positions, key=_group_key):
+    for name in sorted(positions.groups, key=_group_key):
         info = evidence.process_groups.get(name)
-        members = set(info.ranks) if info and info.ranks else set(positions[name])
+        members = set(info.ranks) if info and info.ranks else set(positions.groups[name])
         desc = (info.desc if info and info.desc else None) or f"group {name}"
         by_desc.setdefault(desc, []).append((name, members))
     rows: list[_Row] = []
@@ -106,36 +86,37 @@ def _families(evidence: Evidence, positions: dict[str, dict[int, _Position]]) ->
     return rows
 
 
-def _fill(row: _Row, positions: dict[str, dict[int, _Position]]) -> None:
-    """Each member's lag behind the row's front, or why it has none (silent, mismatch)."""
+def _fill(row: _Row, positions: Positions) -> None:
+    """Each member's lag behind the row's front, or why it has none (silent, mismatch).
+
+    A rank stands at the last collective it issued in the group (``GroupPos.last``);
+    ranks at one sequence number that issued another collective than most of them
+    (``signature``: op, sizes and dtypes of input and output) are a mismatch.
+    """
+    done = {
+        (name, rank): positions.completed[rank].get(name, -1)
+        for name in row.groups
+        for rank in positions.groups[name]
+    }
     for name in row.groups:
-        for pos in positions[name].values():
-            row.front = max(row.front, pos.reached)
-            row.front_done = max(row.front_done, pos.completed)
+        for rank, pos in positions.groups[name].items():
+            row.front = max(row.front, pos.last.seq_id)
+            row.front_done = max(row.front_done, done[name, rank])
     for name in row.groups:
-        ranks = positions[name]
-        majority: dict[int, Counter[tuple[object, ...]]] = {}
+        ranks = positions.groups[name]
+        majority: dict[int, Counter[Sig]] = {}
         for pos in ranks.values():
-            if pos.at is not None:
-                majority.setdefault(pos.reached, Counter())[_signature(pos.at)] += 1
+            majority.setdefault(pos.last.seq_id, Counter())[signature(pos.last)] += 1
         for rank, pos in ranks.items():
             if rank not in row.members:
                 continue
-            lag = max(row.front - pos.reached, max(0, row.front_done - pos.completed))
-            counts = majority.get(pos.reached)
-            odd = (
-                pos.at is not None
-                and counts is not None
-                and len(counts) > 1
-                and counts[_signature(pos.at)] < max(counts.values())
-            )
+            reached = pos.last.seq_id
+            lag = max(row.front - reached, max(0, row.front_done - done[name, rank]))
+            counts = majority[reached]
+            odd = len(counts) > 1 and counts[signature(pos.last)] < max(counts.values())
             row.cells[rank] = (_MISMATCH, lag) if odd else ((_OK, 0) if lag == 0 else ("lag", lag))
     for rank in row.members - set(row.cells):
         row.cells[rank] = (_SILENT, 0)
-
-
-def _signature(record: CollectiveRecord) -> tuple[object, ...]:
-    return (record.op, record.input_sizes, record.dtypes)
 
 
 def _severity(cell: tuple[str, int]) -> tuple[int, int]:
@@ -151,15 +132,16 @@ def _lag_class(cell: tuple[str, int]) -> str:
     return "lag1" if lag == 1 else ("lag2" if lag <= 3 else "lag3")
 
 
-def wavefront_map(evidence: Evidence, culprits: Iterable[int], sets: RankSets) -> JsonDict | None:
+def wavefront_map(
+    evidence: Evidence, positions: Positions, culprits: Iterable[int], sets: RankSets
+) -> JsonDict | None:
     """Where every rank stands in every group's sequence, one row per group family.
 
     A cell's lag is how many collectives the rank is behind the row's front, counting
     both issued and completed ones (a rank that never issued the last collective, and a
     group stuck before the others finished theirs, both show). ``None`` without records.
     """
-    positions = _positions(evidence)
-    if not positions:
+    if not positions.groups:
         return None
     rows = _families(evidence, positions)
     for row in rows:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence
+from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence, TextStack, ThreadStack
 from hangdoc.analyzer.render.report_common import (
     JsonDict,
     RankSets,
@@ -20,7 +20,8 @@ from hangdoc.analyzer.render.report_common import (
     truncate,
 )
 from hangdoc.analyzer.views.activity import RankActivity
-from hangdoc.collectors.redact import is_secret_name, redact_text
+from hangdoc.analyzer.views.waits import kernel_wait_text
+from hangdoc.common.redact import is_secret_name, redact_text
 
 MAX_RANK_GROUPS = 200
 MAX_ENV_KEYS = 100
@@ -103,6 +104,7 @@ def _rank_key(proc: ProcessEvidence, activity: RankActivity | None) -> tuple[obj
         proc.exited or (proc_sample is not None and not proc_sample.alive),
         len(stacks.threads) if stacks else None,
         activity.description() if activity else None,
+        isinstance(stacks, TextStack),
     )
 
 
@@ -113,10 +115,11 @@ def _row(
     culprits: set[int],
     sets: RankSets,
 ) -> JsonDict:
-    state, wchan, exited, n_threads, doing = key
+    state, wchan, exited, n_threads, doing, _from_text = key
     hosts = sorted(group.hosts)
     proc = group.first
     assert proc is not None
+    latest = proc.latest_stacks()
     gpu = None
     if group.gpu_used:
         lo, hi = format_mib(min(group.gpu_used)), format_mib(max(group.gpu_used))
@@ -132,6 +135,8 @@ def _row(
         "exited": exited,
         "threads": n_threads,
         "doing": doing if doing is not None else "no stacks collected",
+        # Where the example rank's stacks were read when they are text, not a live sample.
+        "read_from_text": latest.label() if isinstance(latest, TextStack) else None,
         "gpu_memory": gpu,
         "example_rank": group.ranks[0],
         "example_threads": _threads(proc, activities.get(group.ranks[0])),
@@ -141,31 +146,48 @@ def _row(
 def _threads(proc: ProcessEvidence, activity: RankActivity | None) -> list[JsonDict]:
     """Threads of one representative rank: py-spy's view joined with the kernel's."""
     kernel: dict[int, tuple[str | None, str | None]] = {}
+    waits: dict[int, str] = {}  # what a sleeping thread waits on, where /proc said (issue 21)
     if proc.proc_samples:
         for t in proc.proc_samples[-1].threads:
             kernel[t.tid] = (t.state, t.wchan)
+            if t.wait is not None:
+                waits[t.tid] = kernel_wait_text(t.wait)
     out: list[JsonDict] = []
     for thread_activity in activity.threads if activity else ():
         thread = thread_activity.thread
         state, wchan = kernel.get(thread.os_thread_id or -1, (None, None))
-        inner = thread.frames[0].label() if thread.frames else None
         user = thread_activity.user_frame.label() if thread_activity.user_frame else None
         tag = thread_activity.primary_tag
-        out.append(
-            {
-                "name": thread.name,
-                "tid": thread.os_thread_id,
-                "main": thread.is_main,
-                "active": thread.active,
-                "owns_gil": thread.owns_gil,
-                "state": state,
-                "wchan": wchan,
-                "innermost": inner,
-                "user_frame": user,
-                "tag": tag.value if tag is not None else None,
-            }
-        )
+        row = {
+            **_thread_json(thread, None),
+            "state": state,
+            "wchan": wchan,
+            "user_frame": user,
+            "tag": tag.value if tag is not None else None,
+        }
+        if (wait := waits.get(thread.os_thread_id or -1)) is not None:
+            row["waits"] = wait
+        out.append(row)
+    # Threads a traceback in the text says raised, beside a live sample: shown as what
+    # they are (read from text, with their exception), after the sampled threads.
+    for thread, text in activity.raised if activity else ():
+        user = next((f.label() for f in thread.frames if not f.native), None)
+        out.append({**_thread_json(thread, text), "state": None, "wchan": None, "user_frame": user})
     return out
+
+
+def _thread_json(thread: ThreadStack, text: TextStack | None) -> JsonDict:
+    return {
+        "name": thread.name,
+        "tid": thread.os_thread_id,
+        "main": thread.is_main,
+        "active": thread.active,
+        "owns_gil": thread.owns_gil,
+        "innermost": thread.frames[0].label() if thread.frames else None,
+        "exception": thread.exception,
+        "read_from_text": text.label() if text is not None else None,
+        "tag": None,
+    }
 
 
 def env_differences(evidence: Evidence, sets: RankSets) -> JsonDict:
@@ -276,7 +298,7 @@ def _event_row(group: _EventGroup, start: float | None, sets: RankSets) -> JsonD
     if event.time is not None and start is not None:
         offset = round(event.time - start, 3)
     return {
-        "kind": event.kind,
+        "kind": str(event.kind),
         "text": truncate(event.text, 2000),
         "count": group.count,
         "rank_set": sets.fields(group.ranks) if group.ranks else None,

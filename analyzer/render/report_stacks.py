@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import CollectiveRecord, Evidence, Frame
 from hangdoc.analyzer.render.report_common import JsonDict, RankSets, frame_json
-from hangdoc.analyzer.render.stacktree import StackNode, equivalence_classes, merge_stacks
 from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.fr_positions import Positions
+from hangdoc.analyzer.views.stack_groups import StackNode, equivalence_classes, merge_stacks
 
 # Caps keep a pathological job (every rank on its own path) from producing a page
 # nobody can read; what is cut is counted and named by rank range.
@@ -111,6 +112,7 @@ def stack_classes(
                 **sets.fields(cls.ranks),
                 "doing": activity.description() if activity else "no Python stack",
                 "frames": [frame_json(f) for f in reversed(cls.frames)],
+                "read_from_text": cls.read_from_text,
             }
         )
     rest = [r for cls in classes[MAX_CLASSES:] for r in cls.ranks]
@@ -118,39 +120,20 @@ def stack_classes(
     return {"classes": items, "omitted": omitted, "total": len(classes)}
 
 
-@dataclass(slots=True)
-class _RankPosition:
-    """Where one rank stands in one group: last completed seq and the next op it is on."""
-
-    completed: int | None = None
-    pending: CollectiveRecord | None = None
-    records: int = 0
-
-
-def wavefront(evidence: Evidence, sets: RankSets) -> list[JsonDict]:
+def wavefront(evidence: Evidence, positions: Positions, sets: RankSets) -> list[JsonDict]:
     """Per process group, a histogram of ranks by last completed collective.
 
     Ranks that stopped behind the others are the first rows; each row names the op the
-    ranks are on next, so an op mismatch at the same sequence number shows as two rows
-    with the same position and different ops.
+    ranks are on next (their oldest unfinished one), so an op mismatch at the same
+    sequence number shows as two rows with the same position and different ops.
     """
-    positions: dict[str, dict[int, _RankPosition]] = {}
-    p2p: dict[str, int] = {}
-    for rank, proc in sorted(evidence.ranked().items()):
-        for record in proc.collectives:
-            if record.is_p2p:
-                p2p[record.group] = p2p.get(record.group, 0) + 1
-                continue
-            pos = positions.setdefault(record.group, {}).setdefault(rank, _RankPosition())
-            pos.records += 1
-            if record.state == "completed":
-                if pos.completed is None or record.seq_id > pos.completed:
-                    pos.completed = record.seq_id
-            elif pos.pending is None or record.seq_id < pos.pending.seq_id:
-                pos.pending = record
     groups: list[JsonDict] = []
-    for name in sorted(positions, key=_group_sort_key):
-        groups.append(_group(evidence, name, positions[name], p2p.get(name, 0), sets))
+    for name in sorted(positions.groups, key=_group_sort_key):
+        ranks = {
+            rank: (positions.completed[rank].get(name), pos.pending[0] if pos.pending else None)
+            for rank, pos in sorted(positions.groups[name].items())
+        }
+        groups.append(_group(evidence, name, ranks, positions.p2p_records[name], sets))
     return groups
 
 
@@ -161,18 +144,18 @@ def _group_sort_key(name: str) -> tuple[int, int, str]:
 def _group(
     evidence: Evidence,
     name: str,
-    ranks: dict[int, _RankPosition],
+    ranks: dict[int, tuple[int | None, CollectiveRecord | None]],
     p2p_records: int,
     sets: RankSets,
 ) -> JsonDict:
+    """``ranks``: each rank's highest completed sequence number and oldest unfinished op."""
     buckets: dict[tuple[int, int, str, str], list[int]] = {}
-    for rank, pos in ranks.items():
+    for rank, (completed, pending) in ranks.items():
         # A pending op at or below the last completed one is stale ring-buffer noise.
-        pending = pos.pending
-        if pending is not None and pos.completed is not None and pending.seq_id <= pos.completed:
+        if pending is not None and completed is not None and pending.seq_id <= completed:
             pending = None
         key = (
-            -1 if pos.completed is None else pos.completed,
+            -1 if completed is None else completed,
             -1 if pending is None else pending.seq_id,
             "" if pending is None else pending.op,
             "" if pending is None else pending.state,
@@ -186,9 +169,9 @@ def _group(
     for row in rows:
         # A lone rank behind 16,383 others must still show as a visible sliver.
         row["bar"] = max(0.8, round(100.0 * row["count"] / largest, 1))
-    done = [pos.completed for pos in ranks.values() if pos.completed is not None]
+    done = [completed for completed, _ in ranks.values() if completed is not None]
     lowest = min(done) if done else None  # once: per rank it was quadratic at 16k ranks
-    behind = [r for r, pos in ranks.items() if done and pos.completed == lowest]
+    behind = [r for r, (completed, _) in ranks.items() if done and completed == lowest]
     return {
         "name": name,
         "desc": info.desc if info else None,

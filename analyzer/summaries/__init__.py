@@ -1,5 +1,4 @@
-"""Node summaries (``hangdoc job summarize``): one small file per node instead of its dumps.
-
-``write`` builds one from a node's dumps (reducing with ``reduce``, encoding frames with
-``codec``); ``read`` turns it back into Evidence for the loader.
+"""Node summaries (``summary.json``, ``hangdoc.summary/2``): one small file per node
+instead of its dumps. ``codec`` encodes and decodes their records; ``read`` turns one back
+into Evidence for the loader. The writer is ``analyzer/summarize/``.
 """

@@ -24,7 +24,10 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from hangdoc.analyzer.model import Frame
+from hangdoc.analyzer.model import Frame, LogEvent
+from hangdoc.analyzer.payloads import payload_class
+from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.vocabulary import parse_enum
 
 # A summary written on the node refers to the dump it sits in by this token; the reader
 # puts the display path of that dump in its place (paths in reports stay clickable).
@@ -149,6 +152,8 @@ def _container(tp: object) -> tuple[object, tuple[Any, ...]]:
 def _build_encoder(tp: object) -> Encoder:
     if tp is Frame:
         return lambda value, table: table.add(value)
+    if tp is EventPayload:  # a LogEvent's payload: each kind's own class
+        return _payload_encoder()
     inner = _optional_inner(tp)
     if inner is not None:
         enc = encoder(inner)
@@ -169,6 +174,20 @@ def _build_encoder(tp: object) -> Encoder:
             return lambda value, _table: dict(value)
         return lambda value, table: {k: val(v, table) for k, v in value.items()}
     return _ident
+
+
+def _payload_encoder() -> Encoder:
+    """A payload by its own class's fields (the base class's too: an ACTOR_DIED's)."""
+    by_class: dict[type, Encoder] = {EventPayload: _dataclass_encoder(EventPayload)}
+
+    def encode(value: Any, table: FrameTable) -> object:
+        cls = type(value)
+        found = by_class.get(cls)
+        if found is None:
+            found = by_class[cls] = encoder(cls)
+        return found(value, table)
+
+    return encode
 
 
 def _defaults(cls: type) -> dict[str, object]:
@@ -202,6 +221,8 @@ def _dataclass_encoder(cls: type) -> Encoder:
 def _build_decoder(tp: object) -> Decoder:
     if tp is Frame:
         return lambda value, ctx: ctx.frames[value]
+    if tp is LogEvent:
+        return _event_decoder()
     inner = _optional_inner(tp)
     if inner is not None:
         dec = decoder(inner)
@@ -209,8 +230,7 @@ def _build_decoder(tp: object) -> Decoder:
             return _ident
         return lambda value, ctx: None if value is None else dec(value, ctx)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        enum_cls = tp
-        return lambda value, _ctx: enum_cls(value)
+        return _enum_decoder(tp)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass_decoder(tp)
     origin, args = _container(tp)
@@ -235,6 +255,67 @@ def _build_decoder(tp: object) -> Decoder:
             return lambda value, _ctx: dict(value)
         return lambda value, ctx: {k: val(v, ctx) for k, v in value.items()}
     return _ident
+
+
+def _event_decoder() -> Decoder:
+    """A LogEvent: its payload is read as its kind's class (an unknown kind's as the base
+    class), and its scalars must have their declared types, or the summary is damaged."""
+    event_fields = _dataclass_decoder(LogEvent)
+    payloads: dict[type, Decoder] = {}
+
+    def decode(value: Any, ctx: DecodeContext) -> LogEvent:
+        event: LogEvent = event_fields(value, ctx)
+        raw = value.get("payload")
+        if not raw:
+            return event
+        cls = payload_class(event.kind)
+        read = payloads.get(cls)
+        if read is None:
+            read = payloads[cls] = _checked(cls, decoder(cls))
+        return dataclasses.replace(event, payload=read(raw, ctx))
+
+    return decode
+
+
+_SCALARS: dict[object, tuple[type, ...]] = {
+    int: (int,),
+    float: (int, float),
+    str: (str,),
+    bool: (bool,),
+}
+
+
+def _checked(cls: type, read: Decoder) -> Decoder:
+    """``read`` followed by a check of the record's scalar fields against their types: a
+    payload field read back as the wrong type would break the rules that compare it."""
+    hints = typing.get_type_hints(cls)
+    checks: list[tuple[str, tuple[type, ...]]] = []
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        inner = _optional_inner(tp)
+        allowed = _SCALARS.get(inner if inner is not None else tp)
+        if allowed is not None:
+            checks.append((f.name, (*allowed, type(None)) if inner is not None else allowed))
+
+    def decode(value: Any, ctx: DecodeContext) -> object:
+        record = read(value, ctx)
+        for name, allowed in checks:
+            item = getattr(record, name)
+            if not isinstance(item, allowed) or (isinstance(item, bool) and bool not in allowed):
+                raise TypeError(f"{cls.__name__}.{name} is {type(item).__name__}")
+        return record
+
+    return decode
+
+
+def _enum_decoder(enum_cls: type[enum.Enum]) -> Decoder:
+    """An enum's value as its member. The words of the evidence (vocabulary.py, the model's
+    states) have an UNKNOWN member, which a value this version does not know becomes: a
+    summary written by a newer hangdoc, or a damaged one, still loads."""
+    if issubclass(enum_cls, enum.StrEnum) and "UNKNOWN" in enum_cls.__members__:
+        lenient = enum_cls
+        return lambda value, _ctx: parse_enum(lenient, value)
+    return lambda value, _ctx: enum_cls(value)
 
 
 def _path_decoder(tp: object, base: Decoder) -> Decoder:

@@ -1,8 +1,9 @@
 """What each rank is doing, read off its stacks with the frame catalog.
 
 Pure functions over the model. The engine computes one :class:`RankActivity` per rank
-once and hands the table to every rule, and the report shows the same words, so a rule
-and the page never disagree about what a rank was doing.
+once and hands the table to every rule, and the report shows the same words (the
+activity table's phrases: views/activity_table.py), so a rule and the page never disagree
+about what a rank was doing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Evidence, Frame, ProcessEvidence, ThreadStack
+from hangdoc.analyzer.model import (
+    Evidence,
+    Frame,
+    ProcessEvidence,
+    StackSample,
+    TextStack,
+    ThreadStack,
+)
+from hangdoc.analyzer.views.activity_table import Activity, Kind, of_kind, phrase
 from hangdoc.analyzer.views.catalog import (
     IDLE_COLLECTIVE_FRAMES,
     LIBRARY_MARKERS,
@@ -22,35 +31,13 @@ from hangdoc.analyzer.views.catalog import (
     OP_FAMILIES,
     SIGNATURES,
     Signature,
-    Tag,
 )
 from hangdoc.analyzer.views.gil_native import waits_for_gil
 
-_WAITING_TAGS = frozenset({Tag.COLLECTIVE, Tag.RENDEZVOUS})
-# Tags that say how a thread waits, not what it is doing.
-GENERIC_TAGS = frozenset(
-    {Tag.LOCK_WAIT, Tag.NETWORK_IO, Tag.SLEEP, Tag.SUBPROCESS_WAIT, Tag.GIL_WAIT}
-)
-
-_DESCRIPTIONS: dict[Tag, str] = {
-    Tag.COLLECTIVE: "waiting in a collective",
-    Tag.RENDEZVOUS: "creating a process group / rendezvous",
-    Tag.DATALOADER_FETCH: "waiting for the next batch from the DataLoader",
-    Tag.DATALOADER_TEARDOWN: "shutting down DataLoader workers",
-    Tag.DATALOADER_WORKER: "inside a DataLoader worker",
-    Tag.CHECKPOINT_SAVE: "saving a checkpoint",
-    Tag.CHECKPOINT_LOAD: "loading a checkpoint",
-    Tag.EVAL: "running evaluation",
-    Tag.OPTIMIZER_STEP: "in the optimizer step",
-    Tag.CUDA_SYNC: "waiting for the GPU (CUDA synchronize)",
-    Tag.COMPILE: "compiling (torch.compile)",
-    Tag.NETWORK_IO: "waiting on network I/O",
-    Tag.LOCK_WAIT: "waiting on a lock, event or queue",
-    Tag.SLEEP: "sleeping",
-    Tag.SUBPROCESS_WAIT: "waiting for a subprocess",
-    Tag.TRAIN_LOOP: "in the training loop",
-    Tag.GIL_WAIT: "waiting for the GIL",
-}
+# Activities of a thread inside a collective or group-creation call (it waits for peers).
+_WAITING_TAGS = of_kind(Kind.CALL)
+# Activities that say how a thread waits, not what it is doing.
+GENERIC_TAGS = of_kind(Kind.WAIT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,27 +54,38 @@ class CollectiveCall:
 @dataclass(frozen=True, slots=True)
 class ThreadActivity:
     thread: ThreadStack
-    tags: tuple[Tag, ...]  # innermost first, each tag once
-    tag_frames: tuple[tuple[Tag, Frame], ...]  # the frame that gave each tag
+    tags: tuple[Activity, ...]  # innermost first, each tag once
+    tag_frames: tuple[tuple[Activity, Frame], ...]  # the frame that gave each tag
     collective: CollectiveCall | None
     user_frame: Frame | None  # innermost frame in the user's own code
 
     @property
-    def primary_tag(self) -> Tag | None:
+    def primary_tag(self) -> Activity | None:
         return self.tags[0] if self.tags else None
 
-    def has(self, tag: Tag) -> bool:
+    def has(self, tag: Activity) -> bool:
         return tag in self.tags
 
 
 @dataclass(frozen=True, slots=True)
 class RankActivity:
-    """One rank at its latest sample."""
+    """One rank at its latest stacks (``ProcessEvidence.latest_stacks``: a live sample,
+    or where none, a stack read from text)."""
 
     rank: int
     process: ProcessEvidence
     main: ThreadActivity | None
     threads: tuple[ThreadActivity, ...]
+    # Threads that a traceback read from text says raised (a thread that died of an
+    # uncaught exception, an exception a thread logged), when the activity is a live
+    # sample: evidence about those threads, never the rank's main thread now.
+    raised: tuple[tuple[ThreadStack, TextStack], ...] = ()
+
+    @property
+    def read_from_text(self) -> TextStack | None:
+        """The text stack this activity was read from; None for a live sample."""
+        latest = self.process.latest_stacks()
+        return latest if isinstance(latest, TextStack) else None
 
     @property
     def waiting_call(self) -> CollectiveCall | None:
@@ -117,13 +115,13 @@ class RankActivity:
             if call.api and call.api != call.op:
                 text += f" (via {call.api})"
         elif domain:
-            text = _DESCRIPTIONS[domain[0]]
+            text = phrase(domain[0])
             if generic and self.main.tags[0] in GENERIC_TAGS:
-                text += ", " + _DESCRIPTIONS[generic[0]]
+                text += ", " + phrase(generic[0])
         elif generic:
-            text = _DESCRIPTIONS[generic[0]]
+            text = phrase(generic[0])
         else:
-            text = "running its own code"
+            text = phrase(Activity.OWN_CODE)
         return f"{text} at {where}" if where else text
 
 
@@ -168,21 +166,21 @@ def _match_signature(function_leaf: str, file: str, native: bool) -> Signature |
 
 
 @functools.lru_cache(maxsize=65536)
-def _name_hint(function_leaf: str) -> Tag | None:
+def _name_hint(function_leaf: str) -> Activity | None:
     for tag, pattern in NAME_HINTS:
         if pattern.search(function_leaf):
             return tag
     return None
 
 
-def frame_tag(frame: Frame) -> tuple[Tag, Signature | None] | None:
+def frame_tag(frame: Frame) -> tuple[Activity, Signature | None] | None:
     """The activity one frame stands for, if the catalog knows it."""
     leaf = frame.function if frame.native else frame.function_leaf
     sig = _match_signature(leaf, frame.file, frame.native)
     if sig is not None:
-        return sig.tag, sig
+        return sig.activity, sig
     if frame.native and frame.locals and waits_for_gil(frame):
-        return Tag.GIL_WAIT, None  # a wait on the GIL's own cond/mutex (gil_native.py)
+        return Activity.GIL_WAIT, None  # a wait on the GIL's own cond/mutex (gil_native.py)
     if is_user_frame(frame):
         hint = _name_hint(frame.function_leaf)
         if hint is not None:
@@ -236,8 +234,8 @@ def forget_shapes() -> None:
 
 
 def _classify_uncached(thread: ThreadStack) -> ThreadActivity:
-    tags: list[Tag] = []
-    tag_frames: list[tuple[Tag, Frame]] = []
+    tags: list[Activity] = []
+    tag_frames: list[tuple[Activity, Frame]] = []
     inner_call: tuple[int, Frame, Signature] | None = None
     outer_call: tuple[int, Frame, Signature] | None = None
     user_frame: Frame | None = None
@@ -270,7 +268,7 @@ def _classify_uncached(thread: ThreadStack) -> ThreadActivity:
             else f"{api_sig.framework} {api_name}"
         )
         family = OP_FAMILIES.get(op, op.lstrip("_"))
-        if sig.tag is Tag.RENDEZVOUS:
+        if sig.activity is Activity.RENDEZVOUS:
             # Store creation, handlers and barriers are steps of one group creation: name
             # it by the call the user made (init_process_group, new_group).
             op = api_name
@@ -349,7 +347,15 @@ def classify_process(rank: int, process: ProcessEvidence) -> RankActivity | None
             waiting = dataclasses.replace(main, collective=call)
             threads = tuple(waiting if a is main else a for a in threads)
             main = waiting
-    return RankActivity(rank=rank, process=process, main=main, threads=threads)
+    raised: tuple[tuple[ThreadStack, TextStack], ...] = ()
+    if isinstance(sample, StackSample):
+        raised = tuple(
+            (thread, text)
+            for text in process.text_stacks
+            for thread in text.threads
+            if thread.exception is not None
+        )
+    return RankActivity(rank=rank, process=process, main=main, threads=threads, raised=raised)
 
 
 def classify_ranks(evidence: Evidence) -> dict[int, RankActivity]:

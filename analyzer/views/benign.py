@@ -6,37 +6,31 @@ line is all the inputs hold (no timeout, no crash, no stack of a blocked rank), 
 thing the reporter noticed, and it is benign. The catalog is small on purpose: a line
 belongs here only if its own library documents it as harmless.
 
-* huggingface/tokenizers, ``bindings/python/src/utils/parallelism.rs`` /
-  ``lib.rs`` (``child_after_fork``): after ``fork()`` in a process whose Rust thread pool
-  was used, the child prints ``huggingface/tokenizers: The current process just got
-  forked, after parallelism has already been used. Disabling parallelism to avoid
-  deadlocks...`` and runs single-threaded. Reported as "stuck"/"error" and answered as
+The log parser recognises the lines (parsers/logs/benign.py: LogLine.benign); this view
+holds what each one means:
+
+* huggingface/tokenizers' fork warning: reported as "stuck"/"error" and answered as
   safe to ignore in many threads (vllm-project/vllm#15056,
   huggingface/text-generation-inference#1035, NVIDIA/garak#750 where the progress bar
   goes on after it, sillsdev/silnlp#316).
-* Open MPI's shared-memory BTL (vader, ``opal/mca/btl/vader/btl_vader_get.c``:
-  ``opal_output(0, "Read %ld, expected %lu, errno = %d\n", …)``, printed under opal_output's
-  ``[host:pid]`` tag): its single-copy read (CMA, ``process_vm_readv``) was refused with
-  errno 1 (EPERM) because the container lacks CAP_SYS_PTRACE; the job goes on and its
-  results are right (horovod/horovod#300, where a maintainer calls the lines expected in
-  docker and harmless; radiasoft/devops#132, "the results of the simulation seem to be
-  correct", the lines gone with ``--cap-add=SYS_PTRACE``). Only errno 1: another errno
-  (22 in open-mpi/ompi#3821) is a real vader bug.
+* Open MPI's vader CMA read refused with EPERM, because the container lacks
+  CAP_SYS_PTRACE; the job goes on and its results are right (horovod/horovod#300, where a
+  maintainer calls the lines expected in docker and harmless; radiasoft/devops#132, "the
+  results of the simulation seem to be correct", the lines gone with
+  ``--cap-add=SYS_PTRACE``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Evidence, LogLine
+from hangdoc.analyzer.vocabulary import BenignWarning
 
 
 @dataclass(frozen=True, slots=True)
 class BenignKind:
-    name: str
-    needle: str  # a plain substring every match holds: most lines are skipped on it
-    pattern: re.Pattern[str]
+    name: BenignWarning
     what: str  # what the line reports, in plain words
     why: str  # why it is not a hang
     fix: str = ""  # how to silence it
@@ -48,18 +42,14 @@ class BenignKind:
 
 CATALOG: tuple[BenignKind, ...] = (
     BenignKind(
-        "tokenizers_fork",
-        "huggingface/tokenizers",
-        re.compile(r"huggingface/tokenizers: The current process just got forked"),
+        BenignWarning.TOKENIZERS_FORK,
         "the huggingface/tokenizers fork warning",
         "tokenizers saw a fork after its thread pool had run and switched the child to "
         "single-threaded mode so that it cannot deadlock; the process goes on",
         "set TOKENIZERS_PARALLELISM=false before the tokenizer is first used",
     ),
     BenignKind(
-        "openmpi_cma_eperm",
-        "Read -1, expected ",
-        re.compile(r"Read -1, expected \d+, errno ?= ?1\b"),
+        BenignWarning.OPENMPI_CMA_EPERM,
         "Open MPI's shared-memory single-copy (CMA) read refused by the container",
         "Open MPI's vader transport could not read the peer's memory directly "
         "(process_vm_readv needs CAP_SYS_PTRACE, which docker drops) and the job goes on",
@@ -79,11 +69,11 @@ class BenignLine:
 def benign_lines(evidence: Evidence) -> list[BenignLine]:
     """Every line of the inputs that a catalogued benign warning starts, in file order."""
     lines = [*evidence.job_log_lines, *(line for p in evidence.processes for line in p.log_lines)]
-    found: list[BenignLine] = []
-    for line in lines:
-        for kind in CATALOG:
-            if kind.needle in line.text and kind.pattern.search(line.text):
-                found.append(BenignLine(kind, line))
-                break
+    catalog = {kind.name: kind for kind in CATALOG}
+    found = [
+        BenignLine(catalog[line.benign], line)
+        for line in lines
+        if line.benign is not None and line.benign in catalog
+    ]
     found.sort(key=lambda b: (b.line.source, b.line.line))
     return found

@@ -16,31 +16,12 @@ import enum
 import re
 from dataclasses import dataclass
 
-
-class Tag(enum.StrEnum):
-    COLLECTIVE = "collective"
-    RENDEZVOUS = "rendezvous"
-    DATALOADER_FETCH = "dataloader_fetch"
-    DATALOADER_TEARDOWN = "dataloader_teardown"
-    DATALOADER_WORKER = "dataloader_worker"
-    CHECKPOINT_SAVE = "checkpoint_save"
-    CHECKPOINT_LOAD = "checkpoint_load"
-    EVAL = "eval"
-    OPTIMIZER_STEP = "optimizer_step"
-    CUDA_SYNC = "cuda_sync"
-    COMPILE = "compile"
-    NETWORK_IO = "network_io"
-    LOCK_WAIT = "lock_wait"
-    SLEEP = "sleep"
-    SUBPROCESS_WAIT = "subprocess_wait"
-    # Added for issue 7.
-    TRAIN_LOOP = "train_loop"
-    GIL_WAIT = "gil_wait"
+from hangdoc.analyzer.views.activity_table import Activity
 
 
 @dataclass(frozen=True, slots=True)
 class Signature:
-    tag: Tag
+    activity: Activity
     framework: str
     files: tuple[str, ...]
     functions: frozenset[str] = frozenset({"*"})
@@ -73,37 +54,38 @@ _DS_COLLECTIVES = _f(
 
 SIGNATURES: tuple[Signature, ...] = (
     # --- collectives -------------------------------------------------------------------
-    Signature(Tag.COLLECTIVE, "torch.distributed", ("torch/distributed/distributed_c10d.py",),
+    Signature(Activity.COLLECTIVE, "torch.distributed", ("torch/distributed/distributed_c10d.py",),
               _C10D_COLLECTIVES),
-    Signature(Tag.COLLECTIVE, "torch.distributed", (
+    Signature(Activity.COLLECTIVE, "torch.distributed", (
         "torch/distributed/_functional_collectives.py",
         "torch/distributed/_functional_collectives_impl.py",
     ), _f("wait_tensor", "all_reduce", "all_gather_tensor", "reduce_scatter_tensor",
           "all_to_all_single", "broadcast", "_wait_tensor", "wait")),
-    Signature(Tag.COLLECTIVE, "torch.nn.parallel (DDP)", ("torch/nn/parallel/distributed.py",),
+    Signature(Activity.COLLECTIVE, "torch.nn.parallel (DDP)", ("torch/nn/parallel/distributed.py",),
               _f("_sync_buffers", "_sync_module_buffers", "_distributed_broadcast_coalesced",
                  "_default_broadcast_coalesced", "_sync_params_and_buffers")),
-    Signature(Tag.COLLECTIVE, "DeepSpeed", ("deepspeed/comm/comm.py", "deepspeed/comm/torch.py"),
-              _DS_COLLECTIVES),
-    Signature(Tag.COLLECTIVE, "Accelerate", ("accelerate/utils/operations.py",),
+    Signature(Activity.COLLECTIVE, "DeepSpeed",
+              ("deepspeed/comm/comm.py", "deepspeed/comm/torch.py"), _DS_COLLECTIVES),
+    Signature(Activity.COLLECTIVE, "Accelerate", ("accelerate/utils/operations.py",),
               _f("gather", "gather_object", "broadcast", "broadcast_object_list", "reduce",
                  "pad_across_processes", "_gpu_gather", "_gpu_gather_one", "_gpu_broadcast")),
-    Signature(Tag.COLLECTIVE, "Accelerate", ("accelerate/state.py", "accelerate/accelerator.py"),
+    Signature(Activity.COLLECTIVE, "Accelerate",
+              ("accelerate/state.py", "accelerate/accelerator.py"),
               _f("wait_for_everyone", "gather", "gather_for_metrics", "reduce",
                  "pad_across_processes")),
-    Signature(Tag.COLLECTIVE, "Lightning", (
+    Signature(Activity.COLLECTIVE, "Lightning", (
         "lightning/fabric/utilities/distributed.py",
         "lightning_fabric/utilities/distributed.py",
     ), _f("_sync_ddp", "_sync_ddp_if_available", "_all_gather_ddp_if_available",
           "_gather_all_tensors")),
-    Signature(Tag.COLLECTIVE, "Lightning", (
+    Signature(Activity.COLLECTIVE, "Lightning", (
         "lightning/fabric/strategies/ddp.py", "lightning/pytorch/strategies/ddp.py",
         "pytorch_lightning/strategies/ddp.py", "lightning/fabric/strategies/fsdp.py",
         "lightning/pytorch/strategies/fsdp.py",
     ), _f("barrier", "all_reduce", "broadcast", "reduce", "all_gather")),
-    Signature(Tag.COLLECTIVE, "torchmetrics", ("torchmetrics/utilities/distributed.py",),
+    Signature(Activity.COLLECTIVE, "torchmetrics", ("torchmetrics/utilities/distributed.py",),
               _f("gather_all_tensors", "_simple_gather_all_tensors")),
-    Signature(Tag.COLLECTIVE, "Composer", ("composer/utils/dist.py",),
+    Signature(Activity.COLLECTIVE, "Composer", ("composer/utils/dist.py",),
               _f("all_reduce", "all_gather", "all_gather_object", "barrier", "broadcast",
                  "broadcast_object_list")),
     # A native frame blocked on the c10d store (gdb/pstack/py-spy --native): the store's
@@ -112,21 +94,21 @@ SIGNATURES: tuple[Signature, ...] = (
     # that init_process_group wraps it in (PrefixStore.cpp), and the store barrier of
     # group creation. Listed before "native c10d" below, which would call them collectives:
     # a rank whose innermost torch frame is a store read is in the rendezvous.
-    Signature(Tag.RENDEZVOUS, "native c10d store", (), frozenset(),
+    Signature(Activity.RENDEZVOUS, "native c10d store", (), frozenset(),
               ("c10d::TCPStore::", "c10d::detail::TCPClient::", "c10d::PrefixStore::get",
                "c10d::PrefixStore::wait", "c10d::PrefixStore::check", "c10d::Store::wait",
                "c10d::Store::get", "store_based_barrier", "storeBarrier")),
-    Signature(Tag.COLLECTIVE, "native c10d", (), frozenset(),
+    Signature(Activity.COLLECTIVE, "native c10d", (), frozenset(),
               ("c10d::", "ProcessGroupNCCL", "ProcessGroupGloo", "gloo::", "ncclAllReduce",
                "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclSend", "ncclRecv")),
     # --- rendezvous / group creation -------------------------------------------------------
-    Signature(Tag.RENDEZVOUS, "torch.distributed", ("torch/distributed/distributed_c10d.py",),
+    Signature(Activity.RENDEZVOUS, "torch.distributed", ("torch/distributed/distributed_c10d.py",),
               _f("init_process_group", "new_group", "_new_group_with_tag", "_store_based_barrier",
                  "new_subgroups", "new_subgroups_by_enumeration", "init_device_mesh")),
-    Signature(Tag.RENDEZVOUS, "torch.distributed", (
+    Signature(Activity.RENDEZVOUS, "torch.distributed", (
         "torch/distributed/rendezvous.py",
     )),
-    Signature(Tag.RENDEZVOUS, "torch.distributed.elastic", (
+    Signature(Activity.RENDEZVOUS, "torch.distributed.elastic", (
         "torch/distributed/elastic/rendezvous/dynamic_rendezvous.py",
         "torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py",
         "torch/distributed/elastic/utils/store.py",
@@ -134,73 +116,73 @@ SIGNATURES: tuple[Signature, ...] = (
         "torch/distributed/elastic/rendezvous/etcd_rendezvous.py",
     )),
     # --- dataloader ---------------------------------------------------------------------
-    Signature(Tag.DATALOADER_TEARDOWN, "torch.utils.data", ("torch/utils/data/dataloader.py",),
+    Signature(Activity.DATALOADER_TEARDOWN, "torch.utils.data", ("torch/utils/data/dataloader.py",),
               _f("_shutdown_workers", "__del__", "_clean_up_worker")),
-    Signature(Tag.DATALOADER_FETCH, "torch.utils.data", ("torch/utils/data/dataloader.py",),
+    Signature(Activity.DATALOADER_FETCH, "torch.utils.data", ("torch/utils/data/dataloader.py",),
               _f("__next__", "_next_data", "_get_data", "_try_get_data", "__iter__",
                  "_get_iterator", "__init__", "_reset", "_try_put_index")),
-    Signature(Tag.DATALOADER_FETCH, "torch.utils.data", ("torch/utils/data/_utils/fetch.py",)),
-    Signature(Tag.DATALOADER_WORKER, "torch.utils.data", ("torch/utils/data/_utils/worker.py",),
-              _f("_worker_loop")),
+    Signature(Activity.DATALOADER_FETCH, "torch.utils.data", ("torch/utils/data/_utils/fetch.py",)),
+    Signature(Activity.DATALOADER_WORKER, "torch.utils.data",
+              ("torch/utils/data/_utils/worker.py",), _f("_worker_loop")),
     # --- checkpoint save ----------------------------------------------------------------
-    Signature(Tag.CHECKPOINT_SAVE, "torch.save", ("torch/serialization.py",),
+    Signature(Activity.CHECKPOINT_SAVE, "torch.save", ("torch/serialization.py",),
               _f("save", "_save", "_legacy_save", "_open_zipfile_writer", "write_record")),
-    Signature(Tag.CHECKPOINT_SAVE, "torch.distributed.checkpoint", (
+    Signature(Activity.CHECKPOINT_SAVE, "torch.distributed.checkpoint", (
         "torch/distributed/checkpoint/state_dict_saver.py",
         "torch/distributed/checkpoint/filesystem.py",
         "torch/distributed/checkpoint/_async_process_executor.py",
         "torch/distributed/checkpoint/_async_thread_executor.py",
     ), _f("save", "save_state_dict", "_save_state_dict", "async_save", "write_data",
           "_write_files_from_queue", "_write_item", "finish", "_execute_save")),
-    Signature(Tag.CHECKPOINT_SAVE, "Transformers", ("transformers/modeling_utils.py",),
+    Signature(Activity.CHECKPOINT_SAVE, "Transformers", ("transformers/modeling_utils.py",),
               _f("save_pretrained")),
-    Signature(Tag.CHECKPOINT_SAVE, "Transformers", ("transformers/trainer.py",),
+    Signature(Activity.CHECKPOINT_SAVE, "Transformers", ("transformers/trainer.py",),
               _f("_save_checkpoint", "save_model", "_save", "_save_optimizer_and_scheduler",
                  "_save_rng_state", "_save_tpu")),
-    Signature(Tag.CHECKPOINT_SAVE, "DeepSpeed", ("deepspeed/runtime/engine.py",),
+    Signature(Activity.CHECKPOINT_SAVE, "DeepSpeed", ("deepspeed/runtime/engine.py",),
               _f("save_checkpoint", "_save_checkpoint", "_save_zero_checkpoint",
                  "save_16bit_model", "_save_moe_checkpoint")),
-    Signature(Tag.CHECKPOINT_SAVE, "DeepSpeed", (
+    Signature(Activity.CHECKPOINT_SAVE, "DeepSpeed", (
         "deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py",),
               _f("save", "commit")),
-    Signature(Tag.CHECKPOINT_SAVE, "Accelerate", ("accelerate/accelerator.py",),
+    Signature(Activity.CHECKPOINT_SAVE, "Accelerate", ("accelerate/accelerator.py",),
               _f("save_state", "save_model", "save")),
-    Signature(Tag.CHECKPOINT_SAVE, "Accelerate", ("accelerate/checkpointing.py",),
+    Signature(Activity.CHECKPOINT_SAVE, "Accelerate", ("accelerate/checkpointing.py",),
               _f("save_accelerator_state", "save_custom_state")),
-    Signature(Tag.CHECKPOINT_SAVE, "safetensors", ("safetensors/torch.py",),
+    Signature(Activity.CHECKPOINT_SAVE, "safetensors", ("safetensors/torch.py",),
               _f("save_file", "save_model", "save")),
-    Signature(Tag.CHECKPOINT_SAVE, "Lightning", (
+    Signature(Activity.CHECKPOINT_SAVE, "Lightning", (
         "lightning/pytorch/trainer/trainer.py", "pytorch_lightning/trainer/trainer.py",
         "lightning/fabric/plugins/io/torch_io.py",
         "lightning/pytorch/callbacks/model_checkpoint.py",
         "pytorch_lightning/callbacks/model_checkpoint.py",
     ), _f("save_checkpoint", "_save_checkpoint", "_save_topk_checkpoint", "_save_last_checkpoint")),
-    Signature(Tag.CHECKPOINT_SAVE, "Megatron", ("megatron/checkpointing.py",
+    Signature(Activity.CHECKPOINT_SAVE, "Megatron", ("megatron/checkpointing.py",
                                                 "megatron/training/checkpointing.py"),
               _f("save_checkpoint")),
     # --- checkpoint load ----------------------------------------------------------------
-    Signature(Tag.CHECKPOINT_LOAD, "torch.load", ("torch/serialization.py",),
+    Signature(Activity.CHECKPOINT_LOAD, "torch.load", ("torch/serialization.py",),
               _f("load", "_load", "_legacy_load")),
     # --- evaluation ---------------------------------------------------------------------
-    Signature(Tag.EVAL, "Transformers", ("transformers/trainer.py",),
+    Signature(Activity.EVAL, "Transformers", ("transformers/trainer.py",),
               _f("evaluate", "evaluation_loop", "prediction_loop", "predict",
                  "_maybe_log_save_evaluate")),
-    Signature(Tag.EVAL, "Lightning", (
+    Signature(Activity.EVAL, "Lightning", (
         "lightning/pytorch/loops/evaluation_loop.py", "pytorch_lightning/loops/evaluation_loop.py",
     )),
     # --- optimizer, CUDA, compile ---------------------------------------------------------
-    Signature(Tag.OPTIMIZER_STEP, "torch.optim", ("torch/optim/optimizer.py",),
+    Signature(Activity.OPTIMIZER_STEP, "torch.optim", ("torch/optim/optimizer.py",),
               _f("wrapper", "step", "_use_grad", "_group_tensors_by_device_and_dtype")),
-    Signature(Tag.CUDA_SYNC, "torch.cuda", ("torch/cuda/__init__.py", "torch/cuda/streams.py"),
+    Signature(Activity.CUDA_SYNC, "torch.cuda", ("torch/cuda/__init__.py", "torch/cuda/streams.py"),
               _f("synchronize", "wait_event", "wait_stream", "query")),
-    Signature(Tag.COMPILE, "torch.compile", ("torch/_dynamo/*", "torch/_inductor/*")),
+    Signature(Activity.COMPILE, "torch.compile", ("torch/_dynamo/*", "torch/_inductor/*")),
     # --- waiting on something generic -------------------------------------------------------
-    Signature(Tag.NETWORK_IO, "network", ("socket.py", "ssl.py", "http/client.py",
+    Signature(Activity.NETWORK_IO, "network", ("socket.py", "ssl.py", "http/client.py",
                                           "urllib3/connectionpool.py", "requests/sessions.py")),
-    Signature(Tag.LOCK_WAIT, "threading", ("threading.py",),
+    Signature(Activity.LOCK_WAIT, "threading", ("threading.py",),
               _f("wait", "acquire", "join", "_wait_for_tstate_lock")),
-    Signature(Tag.LOCK_WAIT, "queue", ("queue.py",), _f("get", "put", "join")),
-    Signature(Tag.SUBPROCESS_WAIT, "subprocess", ("subprocess.py",
+    Signature(Activity.LOCK_WAIT, "queue", ("queue.py",), _f("get", "put", "join")),
+    Signature(Activity.SUBPROCESS_WAIT, "subprocess", ("subprocess.py",
                                                  "multiprocessing/popen_fork.py"),
               _f("wait", "_wait", "communicate", "poll", "run", "call", "check_call",
                  "check_output")),
@@ -208,17 +190,17 @@ SIGNATURES: tuple[Signature, ...] = (
 
 # User functions whose names say what they do. Matched on the leaf function name of a
 # frame in user code, after the framework signatures above found nothing better.
-NAME_HINTS: tuple[tuple[Tag, re.Pattern[str]], ...] = (
-    (Tag.CHECKPOINT_SAVE, re.compile(
+NAME_HINTS: tuple[tuple[Activity, re.Pattern[str]], ...] = (
+    (Activity.CHECKPOINT_SAVE, re.compile(
         r"(?i)(save|write|dump|persist|upload)_?\w*(ckpt|checkpoint|state_?dict|model|weights)"
         r"|(ckpt|checkpoint)\w*_(save|write)|^(save|write)_?(ckpt|checkpoint)$")),
     # A name about a checkpoint is never evaluation: DeepSpeed's save_checkpoint runs
     # _checkpoint_tag_validation (checkpoint words first, as views/meaning.py reads names).
-    (Tag.EVAL, re.compile(
+    (Activity.EVAL, re.compile(
         r"(?i)^(?!\w*(?:ckpt|checkpoint))(?:"
         r"_?(evaluate|evaluation|eval|validate|validation|val|test)(_\w+)?$"
         r"|_?\w+_(eval|evaluate|evaluation|validate|validation)$|(run|do)_(eval|validation)\w*$)")),
-    (Tag.DATALOADER_FETCH, re.compile(r"(?i)^(get|fetch|next|load)_?(batch|data|sample)\w*$")),
+    (Activity.DATALOADER_FETCH, re.compile(r"(?i)^(get|fetch|next|load)_?(batch|data|sample)\w*$")),
 )  # fmt: skip
 
 # Path components that mark library (non-user) code.
@@ -288,34 +270,34 @@ OP_FAMILIES: dict[str, str] = {
 SIGNATURES = (
     *SIGNATURES,
     # The training step: a rank here is still inside the epoch loop.
-    Signature(Tag.TRAIN_LOOP, "torch.autograd", (
+    Signature(Activity.TRAIN_LOOP, "torch.autograd", (
         "torch/autograd/graph.py", "torch/autograd/__init__.py", "torch/_tensor.py",
     ), _f("_engine_run_backward", "backward", "run_backward")),
-    Signature(Tag.TRAIN_LOOP, "Transformers", ("transformers/trainer.py",),
+    Signature(Activity.TRAIN_LOOP, "Transformers", ("transformers/trainer.py",),
               _f("_inner_training_loop", "training_step", "train")),
-    Signature(Tag.TRAIN_LOOP, "Lightning", (
+    Signature(Activity.TRAIN_LOOP, "Lightning", (
         "lightning/pytorch/loops/training_epoch_loop.py", "lightning/pytorch/loops/fit_loop.py",
         "lightning/pytorch/loops/optimization/automatic.py",
         "pytorch_lightning/loops/training_epoch_loop.py", "pytorch_lightning/loops/fit_loop.py",
     )),
-    Signature(Tag.TRAIN_LOOP, "Accelerate", ("accelerate/accelerator.py",), _f("backward")),
-    Signature(Tag.TRAIN_LOOP, "DeepSpeed", ("deepspeed/runtime/engine.py",),
+    Signature(Activity.TRAIN_LOOP, "Accelerate", ("accelerate/accelerator.py",), _f("backward")),
+    Signature(Activity.TRAIN_LOOP, "DeepSpeed", ("deepspeed/runtime/engine.py",),
               _f("backward", "step", "_take_model_step", "allreduce_gradients")),
-    Signature(Tag.TRAIN_LOOP, "DeepSpeed", ("deepspeed/runtime/pipe/engine.py",),
+    Signature(Activity.TRAIN_LOOP, "DeepSpeed", ("deepspeed/runtime/pipe/engine.py",),
               _f("train_batch", "_exec_schedule")),
     # Native frames (py-spy --native) of a thread blocked on a Python lock or the GIL.
-    Signature(Tag.LOCK_WAIT, "CPython", (), frozenset(), (
+    Signature(Activity.LOCK_WAIT, "CPython", (), frozenset(), (
         "PyThread_acquire_lock", "lock_PyThread_acquire_lock", "rlock_acquire",
         "acquire_timed", "_PyMutex_LockTimed", "_PySemaphore_Wait",
     )),
-    Signature(Tag.GIL_WAIT, "CPython", (), frozenset(), (
+    Signature(Activity.GIL_WAIT, "CPython", (), frozenset(), (
         "take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread", "_PyEval_AcquireLock",
     )),
 )  # fmt: skip
 
 NAME_HINTS = (
     *NAME_HINTS,
-    (Tag.TRAIN_LOOP, re.compile(
+    (Activity.TRAIN_LOOP, re.compile(
         r"(?i)^_?(train|training|fit)(_?(step|one_epoch|epoch|loop|batch|iter|iteration|model))?$"
         r"|^_?(run_)?train(ing)?_(step|epoch|one_epoch|loop|batch|iteration)\w*$"
         r"|^(backward_step|optimizer_step|forward_backward\w*)$")),
@@ -337,17 +319,51 @@ GRADIENT_SYNC_HINT = re.compile(
     r"(?i)(average|avg|all_?reduce|sync|reduce|mean)_?\w*grad|grad\w*_(average|all_?reduce|sync)"
 )
 
+
+class P2PKind(enum.StrEnum):
+    """Which end of a point-to-point transfer a rank is (the c10d call's family)."""
+
+    SEND = "send"
+    RECV = "recv"
+
+
+class PipeDirection(enum.StrEnum):
+    """Which way a pipeline-parallel transfer goes: activations or gradients."""
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+
+
 # Pipeline-parallel helpers whose name says the direction of a point-to-point transfer
 # (Megatron p2p_communication, DeepSpeed pipe engine, hand-written schedules):
-# (pattern on the function leaf, "send" | "recv", "forward" | "backward").
-P2P_DIRECTION_HINTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
-    (re.compile(r"(?i)^_?(exec_)?send_?(forward|activations?|acts?|fwd|outputs?)$"), "send",
-     "forward"),
-    (re.compile(r"(?i)^_?(exec_)?recv_?(forward|activations?|acts?|fwd|inputs?)$"), "recv",
-     "forward"),
-    (re.compile(r"(?i)^_?(exec_)?send_?(backward|grads?|gradients?|bwd)$"), "send", "backward"),
-    (re.compile(r"(?i)^_?(exec_)?recv_?(backward|grads?|gradients?|bwd)$"), "recv", "backward"),
+# (pattern on the function leaf, send or recv, forward or backward).
+P2P_DIRECTION_HINTS: tuple[tuple[re.Pattern[str], P2PKind, PipeDirection], ...] = (
+    (re.compile(r"(?i)^_?(exec_)?send_?(forward|activations?|acts?|fwd|outputs?)$"), P2PKind.SEND,
+     PipeDirection.FORWARD),
+    (re.compile(r"(?i)^_?(exec_)?recv_?(forward|activations?|acts?|fwd|inputs?)$"), P2PKind.RECV,
+     PipeDirection.FORWARD),
+    (re.compile(r"(?i)^_?(exec_)?send_?(backward|grads?|gradients?|bwd)$"), P2PKind.SEND,
+     PipeDirection.BACKWARD),
+    (re.compile(r"(?i)^_?(exec_)?recv_?(backward|grads?|gradients?|bwd)$"), P2PKind.RECV,
+     PipeDirection.BACKWARD),
 )  # fmt: skip
+
+# A file lock's acquire (issue 21): its holder is the kernel's to say (views/waits.py).
+# Python frames only: glibc's flock is told apart from stdio's _IO_flockfile by a
+# pattern (views/wait_frames.py), which a substring cannot do.
+SIGNATURES = (
+    *SIGNATURES,
+    Signature(Activity.FILE_LOCK, "filelock", (
+        "filelock/_api.py", "filelock/_unix.py", "filelock/_core/_lock.py",
+        "filelock/_native/_unix.py",
+    ), _f("acquire", "_acquire", "__enter__", "_poll_acquire")),
+    Signature(Activity.FILE_LOCK, "portalocker", ("portalocker/portalocker.py",
+                                                  "portalocker/utils.py"),
+              _f("lock", "acquire", "_get_lock", "__enter__")),
+    Signature(Activity.FILE_LOCK, "fasteners", ("fasteners/process_lock.py",),
+              _f("acquire", "_do_open", "__enter__")),
+)  # fmt: skip
+LIBRARY_PACKAGES = LIBRARY_PACKAGES | frozenset({"filelock", "portalocker", "fasteners"})
 
 # Argument names of torch.distributed.send/recv (and wrappers) that hold the peer.
 P2P_PEER_LOCALS: tuple[str, ...] = ("dst", "src", "peer", "group_dst", "group_src", "dest")

@@ -8,21 +8,22 @@ HD200 read it.
 
 from __future__ import annotations
 
-import re
+import enum
 from dataclasses import dataclass
 
-from hangdoc.analyzer.views.nccl_setup import setup_error_lines
-from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
-from hangdoc.analyzer.vocabulary import (
-    CONSEQUENCE_TEXT,
-    F_ERROR,
-    F_EXC_TYPE,
-    F_EXIT_CODE,
-    F_MESSAGE,
-    F_PID,
-    F_SIGNAL,
-    EventKind,
+from hangdoc.analyzer.payloads.base import EventPayload, Sign
+from hangdoc.analyzer.payloads.launch import (
+    ExceptionRaised,
+    FatalReport,
+    FatalSignal,
+    LauncherReport,
+    SignalName,
 )
+from hangdoc.analyzer.payloads.nccl import CudaFailure
+from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
+from hangdoc.analyzer.views.nccl_setup import setup_error_lines
+from hangdoc.analyzer.views.timeline import Placed, Timeline
+from hangdoc.analyzer.vocabulary import EventKind
 
 CONSEQUENCE_KINDS = frozenset(
     k.value
@@ -40,15 +41,15 @@ CONSEQUENCE_KINDS = frozenset(
         EventKind.COLLECTIVE_MISMATCH,
     )
 )
-_CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"})
-# ProcessGroupNCCL's watchdog rethrows what ended it: "[PG ID 2 PG GUID 3 Rank 4] Process
-# group watchdog thread terminated with exception: CUDA error: an illegal memory access was
-# encountered" (older: "[Rank 1] NCCL watchdog thread terminated with exception: CUDA
-# error: …"). A timeout or a peer's abort ends it with a c10d/NCCL message; a CUDA error is
-# raised by a kernel on this rank's own GPU (torch's CUDA error strings, c10/cuda), so this
-# rank failed first. Seen in torchtitan #810 and kohya #1434 (the ECC form, HD301's).
-_WATCHDOG_CUDA_ERROR = re.compile(
-    r"watchdog thread terminated with exception: CUDA error: (?P<what>[^\n]{1,200})"
+_CAUSE_SIGNALS = frozenset(
+    {
+        SignalName.SIGKILL,
+        SignalName.SIGSEGV,
+        SignalName.SIGBUS,
+        SignalName.SIGFPE,
+        SignalName.SIGILL,
+        SignalName.SIGABRT,
+    }
 )
 
 
@@ -57,136 +58,139 @@ def is_wave(p: Placed) -> bool:
     return p.kind in CONSEQUENCE_KINDS
 
 
+class DeathHow(enum.StrEnum):
+    """What ended a rank."""
+
+    EXCEPTION = "exception"
+    CUDA_OOM = "cuda_oom"
+    CUDA_ERROR = "cuda_error"
+    SIGNAL = "signal"
+    HOST_OOM = "host_oom"
+    EXIT = "exit"  # an exit code, no reason given
+    ACTOR = "actor"  # a Ray actor died
+
+
 @dataclass(frozen=True, slots=True)
 class Death:
     """The first thing that ended (or broke) one rank, if it was not a consequence."""
 
     rank: int | None
-    how: str  # exception | cuda_oom | cuda_error | signal | host_oom | exit | actor
-    summary: str
+    how: DeathHow
+    summary: str  # for people: "killed by SIGKILL (exit code -9)", "ValueError: bad input"
     placed: Placed
     certain: bool  # False for a bare exit code with no reason
+    signal: SignalName | None = None  # SIGNAL: the signal that ended it
 
+    @property
+    def payload(self) -> EventPayload:
+        """What the parser read from the event's line (its error, the hardware or storage
+        failure it names)."""
+        return self.placed.event.payload
 
-# An NCCL call's error string in another framework's exception (Horovod's NCCL_CHECK in
-# horovod/common/ops/nccl_operations.cc: "<op_name> failed: " + ncclGetErrorString(…);
-# XLA's xla/service/gpu/nccl_utils.cc: "NCCL operation <expr(args)> failed: <string>";
-# NVIDIA/nccl src/init.cc's strings): an NCCL failure that the parser reads as an
-# NCCL_ERROR event (HD206 at communicator creation, HD200 for a remote error), not a crash.
-# cupy's "NcclError: NCCL_ERROR_…" is already a consequence by CONSEQUENCE_TEXT.
-_NCCL_CALL_FAILED = re.compile(
-    r"\bnccl[A-Z]\w*(?:\(.*?\))? failed: (?:(?:unhandled )?(?:cuda|system) error|internal error"
-    r"|invalid argument|invalid usage|remote process exited|NCCL operation in progress)"
-)
+    @property
+    def hardware(self) -> bool:
+        """The failure names the GPU hardware (ECC, NVLink, off the bus): HD301's."""
+        return self.payload.hardware is not None
 
+    @property
+    def storage(self) -> bool:
+        """The failure is a storage error (EIO, a stale handle, a full disk): HD110's."""
+        return self.payload.storage is not None
 
-def _exception_is_consequence(exc_type: str, message: str) -> bool:
-    return bool(
-        CONSEQUENCE_TEXT.search(exc_type)
-        or CONSEQUENCE_TEXT.search(message)
-        or _NCCL_CALL_FAILED.search(message)
-    )
-
-
-def _object_collective_got_nothing(p: Placed, exc_type: str) -> bool:
-    """torch.distributed's object collectives (broadcast_object_list, all_gather_object,
-    gather_object, scatter_object_list) unpickle the bytes the collective delivered in
-    ``distributed_c10d._tensor_to_object``; EOFError ("Ran out of input") or an
-    UnpicklingError there means the collective delivered no data because it was aborted
-    (a watchdog timeout): a consequence, not a death of its own."""
-    where = p.get("where") or ""
-    return (
-        "_tensor_to_object" in where
-        and "distributed_c10d" in where
-        and exc_type.rsplit(".", 1)[-1] in ("EOFError", "UnpicklingError")
-    )
-
-
-def _host_memory(exc_type: str, message: str) -> bool:
-    """Ray's memory monitor kills a task or actor for *host* RAM and says so with an
-    exception named OutOfMemoryError ("Task was killed due to the node running low on
-    memory"): not a GPU OOM."""
-    return "running low on memory" in message or exc_type.startswith("ray.exceptions.")
+    @property
+    def bare(self) -> bool:
+        """An exception line with no traceback above it, ending a paste."""
+        raised = self.placed.event.payload_as(ExceptionRaised)
+        return raised is not None and raised.bare
 
 
 def death_of(p: Placed) -> Death | None:
-    """The event as a cause candidate, or None when it is a consequence or context."""
+    """The event as a cause candidate, or None when it is a consequence or context. The
+    parser read the event's error once (payloads.base.Sign); this decides on those signs."""
     kind = p.kind
-    exc_type, message = p.get(F_EXC_TYPE) or "", p.get(F_MESSAGE) or ""
-    signal = p.get(F_SIGNAL)
-    if (
-        kind != EventKind.HOST_OOM_KILL
-        and _host_memory(exc_type, message)
-        and ("OutOfMemoryError" in exc_type or "low on memory" in message)
-    ):
-        return Death(p.rank, "host_oom", "killed for host memory (Ray memory monitor)", p, True)
-    if kind == EventKind.CUDA_OOM:
-        return Death(p.rank, "cuda_oom", "CUDA out of memory" + _tried(p), p, True)
-    if "OutOfMemoryError" in exc_type or "CUDA out of memory" in message:
-        return Death(p.rank, "cuda_oom", "CUDA out of memory" + _tried(p), p, True)
-    if kind in (EventKind.EXCEPTION.value, EventKind.ERROR_FILE.value):
+    payload = p.event.payload
+    signs = payload.signs
+    exc_type, message = payload.exc_type or "", payload.message or ""
+    said = f"{exc_type}: {message}"
+    if kind != EventKind.HOST_OOM_KILL and Sign.HOST_OOM in signs:
+        return Death(
+            p.rank, DeathHow.HOST_OOM, "killed for host memory (Ray memory monitor)", p, True
+        )
+    if kind == EventKind.CUDA_OOM or Sign.CUDA_OOM in signs:
+        return Death(p.rank, DeathHow.CUDA_OOM, "CUDA out of memory" + _tried(payload), p, True)
+    if kind in (EventKind.EXCEPTION, EventKind.ERROR_FILE):
         if not exc_type and not message:
             return None
-        if "DataLoader worker" in message or "encountered in worker" in message:
+        if Sign.DATALOADER_WORKER in signs:
             return None  # a worker died, not the rank by itself: HD109 says so
-        if "OutOfMemoryError" in exc_type or "out of memory" in message:
-            return Death(p.rank, "cuda_oom", f"{exc_type}: {message}"[:200], p, True)
-        if _exception_is_consequence(exc_type, message) or _object_collective_got_nothing(
-            p, exc_type
-        ):
+        if Sign.OUT_OF_MEMORY in signs:
+            return Death(p.rank, DeathHow.CUDA_OOM, said[:200], p, True)
+        if Sign.CONSEQUENCE in signs or Sign.EMPTY_COLLECTIVE in signs:
             return None
-        return Death(p.rank, "exception", f"{exc_type}: {message}".strip(": ")[:160], p, True)
+        return Death(p.rank, DeathHow.EXCEPTION, said.strip(": ")[:160], p, True)
     if kind == EventKind.CUDA_ERROR:
-        return Death(p.rank, "cuda_error", f"CUDA error: {p.get(F_ERROR)}", p, True)
-    if kind == EventKind.FATAL_SIGNAL and signal in _CAUSE_SIGNALS:
-        if signal == "SIGABRT" and CONSEQUENCE_TEXT.search(p.get(F_EXC_TYPE) or ""):
-            return (
-                None  # "terminate called after throwing c10::DistBackendError": watchdog teardown
-            )
+        failure = p.event.payload_as(CudaFailure)
+        error = failure.error if failure is not None else None
+        return Death(p.rank, DeathHow.CUDA_ERROR, f"CUDA error: {error}", p, True)
+    fatal = p.event.payload_as(FatalSignal) if kind == EventKind.FATAL_SIGNAL else None
+    if fatal is not None and fatal.signal in _CAUSE_SIGNALS:
+        if fatal.signal == SignalName.SIGABRT and Sign.CONSEQUENCE in signs:
+            # "terminate called after throwing c10::DistBackendError": watchdog teardown
+            return None
         # A bare abort ("Fatal Python error: Aborted") is a death; after a wave of timeouts
         # it is the watchdog's teardown, which first_deaths leaves out.
-        return Death(p.rank, "signal", f"killed by {signal}", p, True)
+        return Death(p.rank, DeathHow.SIGNAL, f"killed by {fatal.signal}", p, True, fatal.signal)
     if kind == EventKind.HOST_OOM_KILL:
-        return Death(p.rank, "host_oom", "killed by the kernel OOM killer (host memory)", p, True)
+        return Death(
+            p.rank, DeathHow.HOST_OOM, "killed by the kernel OOM killer (host memory)", p, True
+        )
     if kind == EventKind.ACTOR_DIED:
-        return Death(p.rank, "actor", "Ray actor died", p, True)
-    if kind in (EventKind.WORKER_FAILED.value, EventKind.CHILD_FAILURE.value):
-        code = fint(p.event, F_EXIT_CODE)
-        if exc_type or message:
-            if "OutOfMemoryError" in exc_type or "out of memory" in message:
-                return Death(p.rank, "cuda_oom", f"{exc_type}: {message}"[:200], p, True)
-            if _exception_is_consequence(exc_type, message):
-                return None
-            return Death(p.rank, "exception", f"{exc_type}: {message}".strip(": ")[:160], p, True)
-        if p.get("oom") == "host":
-            return Death(p.rank, "host_oom", "killed for exceeding its memory (OOM)", p, True)
-        if signal in _CAUSE_SIGNALS:
-            shown = f" (exit code {code})" if code is not None else ""
-            # A launcher-reported SIGABRT is most often the NCCL watchdog's own teardown.
-            return Death(p.rank, "signal", f"killed by {signal}{shown}", p, signal != "SIGABRT")
-        if code is not None and code > 0:
-            return Death(p.rank, "exit", f"exited with code {code}", p, False)
+        return Death(p.rank, DeathHow.ACTOR, "Ray actor died", p, True)
+    report = p.event.payload_as(LauncherReport)
+    if kind in (EventKind.WORKER_FAILED, EventKind.CHILD_FAILURE) and report is not None:
+        return _reported(p, report)
     return None
 
 
-_TRIED = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTPE]i?B)")
+def _reported(p: Placed, report: LauncherReport) -> Death | None:
+    """A launcher's report of a worker that ended (torchrun, Slurm, mpirun, DeepSpeed…)."""
+    exc_type, message, code = report.exc_type or "", report.message or "", report.exit_code
+    if exc_type or message:
+        said = f"{exc_type}: {message}"
+        if Sign.CUDA_OOM in report.signs or Sign.OUT_OF_MEMORY in report.signs:
+            return Death(p.rank, DeathHow.CUDA_OOM, said[:200], p, True)
+        if Sign.CONSEQUENCE in report.signs:
+            return None
+        return Death(p.rank, DeathHow.EXCEPTION, said.strip(": ")[:160], p, True)
+    if report.host_oom:
+        return Death(p.rank, DeathHow.HOST_OOM, "killed for exceeding its memory (OOM)", p, True)
+    signal = report.signal
+    if signal in _CAUSE_SIGNALS:
+        shown = f" (exit code {code})" if code is not None else ""
+        # A launcher-reported SIGABRT is most often the NCCL watchdog's own teardown.
+        return Death(
+            p.rank,
+            DeathHow.SIGNAL,
+            f"killed by {signal}{shown}",
+            p,
+            signal != SignalName.SIGABRT,
+            signal,
+        )
+    if code is not None and code > 0:
+        return Death(p.rank, DeathHow.EXIT, f"exited with code {code}", p, False)
+    return None
 
 
-def _tried(p: Placed) -> str:
-    tried = p.get("tried")
-    if tried is None and (m := _TRIED.search(p.get(F_MESSAGE) or "")):
-        tried = m.group(1)
-    return f" (tried to allocate {tried})" if tried else ""
+def _tried(payload: EventPayload) -> str:
+    return f" (tried to allocate {payload.tried})" if payload.tried else ""
 
 
 def watchdog_cuda_error(p: Placed) -> Death | None:
     """A watchdog teardown that names a CUDA error of its own rank's GPU, as a death."""
-    if p.kind != EventKind.WATCHDOG_TEARDOWN or p.rank is None:
+    teardown = p.event.payload_as(WatchdogTeardown)
+    if teardown is None or teardown.cuda_error is None or p.rank is None:
         return None
-    m = _WATCHDOG_CUDA_ERROR.search(p.event.text)
-    if m is None or CONSEQUENCE_TEXT.search(m.group("what")):
-        return None
-    return Death(p.rank, "cuda_error", "CUDA error: " + m.group("what").strip(), p, True)
+    return Death(p.rank, DeathHow.CUDA_ERROR, "CUDA error: " + teardown.cuda_error, p, True)
 
 
 _WHAT_WINDOW = 12  # lines between an abort and the what() of its exception, interleaved
@@ -205,7 +209,8 @@ _WHAT_WINDOW = 12  # lines between an abort and the what() of its exception, int
 
 def _what_is_explained(p: Placed, explained: list[tuple[str, int]]) -> bool:
     """An abort whose exception's what() below it is a mismatch or a timeout."""
-    if "terminate called" not in p.event.text or not p.event.line:
+    fatal = p.event.payload_as(FatalSignal)
+    if fatal is None or fatal.reported_by != FatalReport.TERMINATE or not p.event.line:
         return False
     line = p.event.line
     return any(
@@ -218,7 +223,7 @@ def first_deaths(tl: Timeline) -> list[Death]:
     rank already showed a consequence (a timeout, a lost peer) before it, or an agent
     SIGTERM/SIGKILL made it. Ordered by the job's order."""
     wave_seen: set[int | None] = set()
-    terminated_pids = {p.get(F_PID) for p in tl.of(EventKind.AGENT_TERMINATING)}
+    terminated_pids = {p.event.pid for p in tl.of(EventKind.AGENT_TERMINATING)}
     # NCCL's "Last error: Cuda failure …" of a communicator-setup error is that error's
     # detail (views/nccl_setup.py, HD206), not a crash of its own.
     setup_lines = setup_error_lines(tl)
@@ -243,13 +248,13 @@ def first_deaths(tl: Timeline) -> list[Death]:
         death = death_of(p)
         if death is None:
             continue
-        if death.how == "cuda_error" and (p.event.source, p.event.line) in setup_lines:
+        if death.how == DeathHow.CUDA_ERROR and (p.event.source, p.event.line) in setup_lines:
             continue
-        if death.how in ("signal", "exit") and p.get(F_PID) in terminated_pids:
+        if death.how in (DeathHow.SIGNAL, DeathHow.EXIT) and p.event.pid in terminated_pids:
             continue  # the launcher killed a survivor
         if any_wave and p.rank is None:
             continue  # unranked after timeouts: unprovable
-        if "SIGABRT" in death.summary and (
+        if death.signal == SignalName.SIGABRT and (
             any_wave or p.rank in timed_out or _what_is_explained(p, explained)
         ):
             continue  # the teardown of a reported failure (the cases above _WHAT_WINDOW)

@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Mapping
 from itertools import compress
 
-from hangdoc.analyzer.model import CollectiveRecord, Evidence, InputKind
+from hangdoc.analyzer.model import CollectiveRecord, Evidence, InputKind, OpState
 from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.analyzer.views.fr_links import link, p2p_problems, roots_of
 from hangdoc.analyzer.views.fr_mismatch import mismatches
@@ -71,12 +71,12 @@ __all__ = [
 
 _RECORD_ID = operator.attrgetter("record_id")
 _STATE = operator.attrgetter("state")
-_NOT_COMPLETED = "completed".__ne__
+_NOT_COMPLETED = OpState.COMPLETED.__ne__
 _GROUP = operator.attrgetter("group")
 
 
 def is_done(record: CollectiveRecord) -> bool:
-    return record.state == "completed"
+    return record.state == OpState.COMPLETED
 
 
 def latest_dump(records: list[CollectiveRecord]) -> list[CollectiveRecord]:

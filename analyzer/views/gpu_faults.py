@@ -1,22 +1,15 @@
-"""GPU faults in the logs: which ranks a GPU event concerns, and what reads as hardware.
+"""GPU faults in the logs: which ranks a GPU event concerns.
 
 HD300 (Xid) and HD301 (ECC / lost GPU) map driver events to the ranks that used the GPU;
-HD030 leaves hardware failures to HD301.
+HD030 leaves hardware failures to HD301 (what reads as hardware, the parser tells:
+EventPayload.hardware, parsers/logs/errors.py).
 """
 
 from __future__ import annotations
 
-import re
-
+from hangdoc.analyzer.payloads.host import GpuXid
+from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.vocabulary import F_HOST, F_PID, EventKind
-
-# Text of a CUDA/NCCL error that says the GPU itself failed (ECC, NVLink, off the bus).
-HARDWARE = re.compile(
-    r"uncorrectable ECC|ECC error|ECCUncorrectable|uncorrectable NVLink|NVLink error|fallen off "
-    r"the bus|"
-    r"GPU is lost|GPU lost|cudaErrorECC"
-)
 
 
 def pci_key(value: str | None) -> tuple[int, int] | None:
@@ -35,25 +28,27 @@ def pci_key(value: str | None) -> tuple[int, int] | None:
     return (number >> 12) & 0xFF, (number >> 4) & 0xFF
 
 
+def _pci(p: Placed) -> str | None:
+    xid = p.event.payload_as(GpuXid)
+    return xid.pci if xid is not None else None
+
+
 def ranks_for(tl: Timeline, placed: list[Placed]) -> list[int]:
     """Ranks that used the GPUs / processes / hosts the events name."""
-    pids = {p.get(F_PID) for p in placed if p.get(F_PID)}
-    pcis = {k for p in placed if (k := pci_key(p.get("pci"))) is not None}
-    hosts = {(p.get(F_HOST) or "").split(".")[0] for p in placed if p.get(F_HOST)}
+    pids = {p.event.pid for p in placed if p.event.pid}
+    pcis = {k for p in placed if (k := pci_key(_pci(p))) is not None}
+    hosts = {p.event.host.split(".")[0] for p in placed if p.event.host}
     by_pid: set[int] = set()
     by_pci: set[int] = set()
     by_host: set[int] = set()
     for p in tl.events:
         if p.rank is None:
             continue
-        host = (p.get(F_HOST) or "").split(".")[0]
-        if pids and p.get(F_PID) in pids and p.kind.startswith("nccl"):
+        host = (p.event.host or "").split(".")[0]
+        if pids and p.event.pid in pids and p.kind.startswith("nccl"):
             by_pid.add(p.rank)
-        if (
-            p.kind == EventKind.NCCL_INIT
-            and pci_key(p.get("busId")) in pcis
-            and (not hosts or host in hosts)
-        ):
+        init = p.event.payload_as(NcclInit)
+        if init is not None and pci_key(init.bus_id) in pcis and (not hosts or host in hosts):
             by_pci.add(p.rank)
         if hosts and host in hosts:
             by_host.add(p.rank)

@@ -18,13 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence
+from hangdoc.analyzer.payloads.host import GpuRow, GpuStatus
 from hangdoc.analyzer.vocabulary import EventKind
 
 
 @dataclass(frozen=True, slots=True)
 class GpuView:
     rank: int
-    index: str | None
+    index: int | None
     util_pct: float | None
     used_mib: float | None  # the whole device
     total_mib: float | None
@@ -50,13 +51,6 @@ def _mib(value: float | None) -> str:
     return "? MiB" if value is None else f"{value:.0f} MiB"
 
 
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None
-
-
 def _dump_prefix(source: str) -> str:
     for marker in ("/gpu/", "/rank", "/pid"):
         if marker in source:
@@ -76,37 +70,36 @@ def _from_events(evidence: Evidence) -> dict[int, list[GpuView]]:
     events = [e for e in evidence.job_log_events if e.kind == EventKind.GPU_STATUS]
     for proc in evidence.processes:
         events.extend(e for e in proc.log_events if e.kind == EventKind.GPU_STATUS)
-    gpus: dict[tuple[str, str], dict[str, str]] = {}
-    for event in events:
-        f = dict(event.fields)
-        if f.get("row") == "gpu":
-            for key in ("uuid", "index"):
-                if f.get(key):
-                    gpus[(event.source, f"{key}:{f[key]}")] = f
+    rows = [(event, row) for event in events if (row := event.payload_as(GpuStatus))]
+    gpus: dict[tuple[str, str | int], GpuStatus] = {}
+    for event, row in rows:
+        if row.row == GpuRow.GPU:
+            if row.uuid:
+                gpus[(event.source, row.uuid)] = row
+            if row.index is not None:
+                gpus[(event.source, row.index)] = row
     by_pid: dict[int, list[ProcessEvidence]] = {}
     for proc in evidence.processes:
         if proc.pid is not None:
             by_pid.setdefault(proc.pid, []).append(proc)
     out: dict[int, list[GpuView]] = {}
-    for event in events:
-        f = dict(event.fields)
-        pid_text = f.get("pid", "")
-        if f.get("row") != "process" or not pid_text.isdigit():
+    for event, row in rows:
+        if row.row != GpuRow.PROCESS or event.pid is None:
             continue
-        rank = _owner(int(pid_text), event, by_pid)
+        rank = _owner(event.pid, event, by_pid)
         if rank is None:
             continue
-        device = gpus.get((event.source, f"uuid:{f.get('uuid')}")) or gpus.get(
-            (event.source, f"index:{f.get('index')}"), {}
-        )
+        by_uuid = gpus.get((event.source, row.uuid)) if row.uuid else None
+        by_index = gpus.get((event.source, row.index)) if row.index is not None else None
+        device = by_uuid or by_index or GpuStatus()
         out.setdefault(rank, []).append(
             GpuView(
                 rank=rank,
-                index=device.get("index") or f.get("index"),
-                util_pct=_float(device.get("utilization_pct")),
-                used_mib=_float(device.get("memory_used_mib")),
-                total_mib=_float(device.get("memory_total_mib")),
-                process_mib=_float(f.get("memory_used_mib")),
+                index=device.index if device.index is not None else row.index,
+                util_pct=device.utilization_pct,
+                used_mib=device.memory_used_mib,
+                total_mib=device.memory_total_mib,
+                process_mib=row.memory_used_mib,
                 source=event.source,
             )
         )
@@ -121,7 +114,7 @@ def gpu_views(evidence: Evidence) -> dict[int, GpuView]:
             views.setdefault(rank, []).append(
                 GpuView(
                     rank=rank,
-                    index=str(state.index) if state.index is not None else None,
+                    index=state.index,
                     util_pct=state.utilization_pct,
                     used_mib=state.memory_used_mib,
                     total_mib=state.memory_total_mib,

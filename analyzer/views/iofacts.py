@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import OpenFile, ProcessEvidence
+from hangdoc.analyzer.model import FileMode, OpenFile, ProcessEvidence, ProcState
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks, wchan_kind
 
 _STD_FDS = frozenset({0, 1, 2})
@@ -91,7 +91,7 @@ def written_files(process: ProcessEvidence) -> list[FileTrack]:
         if not sample.alive:
             continue
         for f in sample.open_files:
-            if f.fd in _STD_FDS or f.mode not in ("w", "rw"):
+            if f.fd in _STD_FDS or f.mode not in (FileMode.WRITE, FileMode.READ_WRITE):
                 continue
             seen.setdefault((f.fd, f.path), []).append((sample.time, f))
     return [FileTrack(fd, path, tuple(items)) for (fd, path), items in sorted(seen.items())]
@@ -126,7 +126,10 @@ def fs_stall(process: ProcessEvidence) -> Stall | None:
         t
         for t in thread_tracks(process)
         if len(t.states) == samples
-        and (t.always_in("D") or all(wchan_kind(s.wchan) == "filesystem" for s in t.states))
+        and (
+            t.always_in(ProcState.DISK_SLEEP)
+            or all(wchan_kind(s.wchan) == "filesystem" for s in t.states)
+        )
     ]
     if not stuck:
         return None
@@ -135,7 +138,7 @@ def fs_stall(process: ProcessEvidence) -> Stall | None:
         return None
     return Stall(
         threads=tuple(stuck),
-        uninterruptible=any(t.always_in("D") for t in stuck),
+        uninterruptible=any(t.always_in(ProcState.DISK_SLEEP) for t in stuck),
         files=tuple(files),
         samples=samples,
     )

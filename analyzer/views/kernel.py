@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Frame, ProcessEvidence, ThreadStack, ThreadState
+from hangdoc.analyzer.model import Frame, ProcessEvidence, ProcState, ThreadStack, ThreadState
 from hangdoc.analyzer.views.activity import is_user_frame
 from hangdoc.analyzer.views.catalog import WCHAN_KINDS
 
@@ -72,13 +72,13 @@ class ThreadTrack:
     def always_owns_gil(self) -> bool:
         return bool(self.stacks) and all(s.owns_gil is True for s in self.stacks)
 
-    def kernel_states(self) -> set[str]:
+    def kernel_states(self) -> set[ProcState]:
         return {s.state for s in self.states if s.state}
 
     def wchans(self) -> list[str]:
         return [s.wchan for s in self.states if s.wchan]
 
-    def always_in(self, state: str) -> bool:
+    def always_in(self, state: ProcState) -> bool:
         return bool(self.states) and all(s.state == state for s in self.states)
 
     def wait_kinds(self) -> set[str | None]:
@@ -104,12 +104,14 @@ class ThreadTrack:
 def thread_tracks(process: ProcessEvidence) -> list[ThreadTrack]:
     """Every thread of ``process``: its stacks and /proc states joined on the thread id.
 
-    Threads of text dumps without a thread id are keyed by name. /proc-only threads
-    (C++ threads with no Python frame) are included with no stacks.
+    The stacks are the live samples, or where none was taken the text stacks
+    (``ProcessEvidence.stack_series``): a thread is never followed from a live sample
+    into text. Threads of text dumps without a thread id are keyed by name. /proc-only
+    threads (C++ threads with no Python frame) are included with no stacks.
     """
     stacks: dict[object, list[ThreadStack]] = {}
     meta: dict[object, tuple[int | None, str | None, bool]] = {}
-    for sample in process.stack_samples:
+    for sample in process.stack_series():
         for thread in sample.threads:
             key: object = thread.os_thread_id if thread.os_thread_id is not None else thread.name
             stacks.setdefault(key, []).append(thread)
@@ -137,6 +139,6 @@ def thread_tracks(process: ProcessEvidence) -> list[ThreadTrack]:
     return sorted(tracks, key=lambda t: (not t.is_main, t.tid or 0, t.name or ""))
 
 
-def stuck_threads(process: ProcessEvidence, state: str) -> list[ThreadTrack]:
+def stuck_threads(process: ProcessEvidence, state: ProcState) -> list[ThreadTrack]:
     """Threads the kernel showed in ``state`` (e.g. ``D``) at every /proc sample."""
     return [t for t in thread_tracks(process) if t.always_in(state)]

@@ -14,8 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Evidence, LogEvent, LogLine
-from hangdoc.analyzer.views.meaning import Meaning, meaning_of, tokens
-from hangdoc.analyzer.vocabulary import F_PHASE, EventKind, Phase
+from hangdoc.analyzer.payloads.base import Sign
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.views.activity_table import PHASES, Activity
+from hangdoc.analyzer.views.meaning import meaning_of, tokens
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 
 _LOOK_BACK = 3  # job lines before the first timeout that may name the activity
 # A line that reports a loss is a training step's progress line, whatever else it names
@@ -27,19 +30,25 @@ _TRAINING = frozenset({"loss", "losses"})
 _SETTING = re.compile(r"^\s*[\w.\-]+\s*[=:]\s*\S+\s*$")
 _LETTER = re.compile(r"[A-Za-z]")
 _TELLING = frozenset(
-    {Meaning.CHECKPOINT, Meaning.EVAL, Meaning.METRICS, Meaning.DATA, Meaning.PREPROCESS}
+    {
+        Activity.CHECKPOINT_SAVE,
+        Activity.EVAL,
+        Activity.METRICS,
+        Activity.DATA,
+        Activity.PREPROCESS,
+    }
 )
 
 
 @dataclass(frozen=True, slots=True)
 class LastWords:
-    meaning: Meaning
+    meaning: Activity
     line: LogLine
     rank: int | None  # the rank that printed it, when a prefix or its file said so
     failure: LogEvent  # the first timeout after it, in the same file
 
 
-def _failures(evidence: Evidence, kinds: frozenset[str]) -> dict[str, LogEvent]:
+def _failures(evidence: Evidence, kinds: frozenset[EventKind]) -> dict[str, LogEvent]:
     """The first failure event (by line) of each source file."""
     first: dict[str, LogEvent] = {}
     events: Iterable[LogEvent] = [
@@ -64,11 +73,17 @@ def _slot(
     return found
 
 
+def _phase(event: LogEvent) -> Phase | None:
+    """The phase a PHASE event's marker or bar says."""
+    marker = event.payload_as(PhaseMarker)
+    return marker.phase if marker is not None else None
+
+
 def last_words(
     evidence: Evidence,
-    failure_kinds: frozenset[str],
-    phase_kind: str,
-    phases: Mapping[str, Meaning | None],
+    failure_kinds: frozenset[EventKind],
+    phase_kind: EventKind,
+    phases: Mapping[Phase, Activity | None],
 ) -> LastWords | None:
     """The activity the job's last lines before the first failure of a file name.
 
@@ -98,19 +113,23 @@ def last_words(
             lines_in.setdefault(source, []).append((rank, its_lines, its_events))
     for source, failure in sorted(failures.items()):
         limit = failure.line or 0
-        said: list[tuple[int, int | None, LogLine, Meaning | bool]] = []
+        said: list[tuple[int, int | None, LogLine, Activity | bool]] = []
         for rank, lines, events in lines_in.get(source, ()):
             said += [(line.line, rank, line, False) for line in lines if 0 < line.line < limit]
-            said += [
-                (e.line, rank, LogLine(e.text, e.source, e.line), phases[phase] or True)
-                for e in events
-                if e.kind == phase_kind
-                and e.line
+            for e in events:
+                phase = _phase(e)
                 # A tqdm bar has no newline: the timeout message that interrupts it is
                 # glued to its end, on the same line (yolov5 #4409, DeepSpeed #4247).
-                and e.line <= limit
-                and (phase := dict(e.fields).get("phase", "")) in phases
-            ]
+                if (
+                    e.kind == phase_kind
+                    and e.line
+                    and e.line <= limit
+                    and phase is not None
+                    and phase in phases
+                ):
+                    said.append(
+                        (e.line, rank, LogLine(e.text, e.source, e.line), phases[phase] or True)
+                    )
         said.sort(key=lambda item: item[0])
         for _, rank, line, known in reversed(said[-_LOOK_BACK:]):
             if known is True:
@@ -135,7 +154,7 @@ def last_words(
 class Stopped:
     """A log whose last lines say the job was evaluating or saving, and then nothing."""
 
-    meaning: Meaning
+    meaning: Activity
     lines: tuple[LogLine, ...]  # the last lines that name it, oldest first
     rank: int | None
 
@@ -143,7 +162,7 @@ class Stopped:
 _STOP_RUN = 2  # the log's last lines that must all name the activity
 # Evaluation only: "checkpoint" words also fill the banners of activation checkpointing
 # and of loading (gpt-neox #985 ends in DeepSpeed's activation-checkpointing banner).
-_STOPPED = frozenset({Meaning.EVAL, Meaning.METRICS})
+_STOPPED = frozenset({Activity.EVAL, Activity.METRICS})
 
 
 def stopped_during(evidence: Evidence) -> Stopped | None:
@@ -162,7 +181,7 @@ def stopped_during(evidence: Evidence) -> Stopped | None:
             tail = sorted(by_source[source], key=lambda line: line.line)[-_STOP_RUN:]
             if len(tail) < _STOP_RUN:
                 continue
-            meanings: set[Meaning | None] = set()
+            meanings: set[Activity | None] = set()
             for line in tail:
                 words = tokens(line.text)
                 if _TRAINING.intersection(words):
@@ -178,7 +197,7 @@ def stopped_during(evidence: Evidence) -> Stopped | None:
 class Unfinished:
     """A save or an evaluation that a framework's marker began and no marker ended."""
 
-    meaning: Meaning
+    meaning: Activity
     begin: LogLine  # the last marker of the activity (DeepSpeed's "[Torch] Saving x...")
     rank: int | None  # the rank that printed it, when a prefix, its file or its text said
     failure: LogEvent | None  # the first failure after it in the same file, if any
@@ -192,15 +211,14 @@ class Unfinished:
 # "***** Running Evaluation *****" / "{'eval_loss': …}"; mmengine "Epoch(val) [1][50/500]
 # eta" / "Epoch(val) [1][500/500] metrics"; detectron2 "Start inference on N batches" /
 # "Evaluation results for … in csv format". A training marker (a step's report, a training
-# bar) ends either: the job went back to training.
-_BEGINS: dict[str, Meaning] = {
-    Phase.CHECKPOINT_SAVE.value: Meaning.CHECKPOINT,
-    Phase.EVAL.value: Meaning.EVAL,
+# bar) ends either: the job went back to training. Which marker begins or ends what is the
+# activity table's (views/activity_table.PHASES); saves and evaluations are followed here.
+_TRACKED = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL})
+_BEGINS: dict[Phase, Activity] = {
+    phase: mark.begins for phase, mark in PHASES.items() if mark.begins in _TRACKED
 }
-_ENDS: dict[str, frozenset[Meaning]] = {
-    Phase.CHECKPOINT_SAVED.value: frozenset({Meaning.CHECKPOINT}),
-    Phase.EVAL_DONE.value: frozenset({Meaning.EVAL}),
-    Phase.TRAIN.value: frozenset({Meaning.CHECKPOINT, Meaning.EVAL}),
+_ENDS: dict[Phase, frozenset[Activity]] = {
+    phase: mark.ends & _TRACKED for phase, mark in PHASES.items() if mark.ends & _TRACKED
 }
 # A begin further back than this many of its writer's lines before the failure (or the end)
 # is too old to say what the rank did at the time: a log can miss an end marker.
@@ -212,7 +230,7 @@ _OPEN_WINDOW = 30
 _STRAY = 1
 
 
-def _stopped_at(evidence: Evidence, stops: frozenset[str]) -> dict[str, int]:
+def _stopped_at(evidence: Evidence, stops: frozenset[EventKind]) -> dict[str, int]:
     """The first line of each file where someone stopped the job from outside: a launcher
     that got a signal or kills its workers (DeepSpeed launch.py's sigkill_handler
     "Killing subprocess N", torchrun's "Received Signals.SIGINT death signal"), a
@@ -222,7 +240,7 @@ def _stopped_at(evidence: Evidence, stops: frozenset[str]) -> dict[str, int]:
     for event in events:
         if not event.line or not (
             event.kind in stops
-            or (event.kind == EventKind.EXCEPTION.value and "KeyboardInterrupt" in event.text)
+            or (event.kind == EventKind.EXCEPTION and Sign.INTERRUPT in event.payload.signs)
         ):
             continue
         first[event.source] = min(first.get(event.source, event.line), event.line)
@@ -230,7 +248,9 @@ def _stopped_at(evidence: Evidence, stops: frozenset[str]) -> dict[str, int]:
 
 
 def unfinished(
-    evidence: Evidence, failure_kinds: frozenset[str], stops: frozenset[str] = frozenset()
+    evidence: Evidence,
+    failure_kinds: frozenset[EventKind],
+    stops: frozenset[EventKind] = frozenset(),
 ) -> list[Unfinished]:
     """Every writer's (rank's, or the job log's) save or evaluation left open: begun by a
     framework marker before its file's first failure (or before the end of a file without
@@ -254,18 +274,17 @@ def unfinished(
         e.source
         for _, _, events in owned
         for e in events
-        if e.line and e.kind == EventKind.PHASE.value and dict(e.fields).get(F_PHASE) in _BEGINS
+        if e.line and e.kind == EventKind.PHASE and _phase(e) in _BEGINS
     }
-    said: dict[str, list[tuple[int, bool | None, str | None, str, int | None]]] = {}
+    said: dict[str, list[tuple[int, bool | None, Phase | None, str, int | None]]] = {}
     for owner, lines, events in owned:
         for line in lines:
             # tokens() finds a word in a line exactly when it holds a letter
             if line.source in with_begin and _LETTER.search(line.text):
                 said.setdefault(line.source, []).append((line.line, None, None, line.text, owner))
         for e in events:
-            if e.line and e.kind == EventKind.PHASE.value:
-                phase = dict(e.fields).get(F_PHASE)
-                said.setdefault(e.source, []).append((e.line, False, phase, e.text, owner))
+            if e.line and e.kind == EventKind.PHASE:
+                said.setdefault(e.source, []).append((e.line, False, _phase(e), e.text, owner))
     found: list[Unfinished] = []
     for source in sorted(said):
         if not any(item[2] in _BEGINS for item in said[source]):
@@ -276,7 +295,7 @@ def unfinished(
         if limit is None and source in stopped:
             items = [s for s in items if s[0] < stopped[source]]
         items.sort(key=lambda item: item[0])
-        opened: dict[int | None, tuple[Meaning, int, str]] = {}
+        opened: dict[int | None, tuple[Activity, int, str]] = {}
         after: dict[int | None, set[int]] = {}
         for number, known, phase, text, owner in items[-_OPEN_WINDOW:]:
             training = known if known is not None else bool(_TRAINING.intersection(tokens(text)))

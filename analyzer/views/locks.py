@@ -29,12 +29,13 @@ claimed when no thread holds the GIL throughout (that case is :func:`gil_holder`
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Frame, ProcessEvidence, ThreadStack
+from hangdoc.analyzer.model import Frame, ProcessEvidence, ProcState, ThreadStack
 from hangdoc.analyzer.views.activity import classify_thread, frame_tag
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks
 
 _LOCK_REPR = re.compile(r"(?i)\b(_thread\.)?(r?lock|condition|semaphore|boundedsemaphore)\b")
@@ -50,10 +51,18 @@ _GPU_LIB = re.compile(r"(?i)libcuda|libcudart|libnccl|\bcu[A-Z]\w+|\bcuda[A-Z]\w
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
 
+class LockWaitKind(enum.StrEnum):
+    """How a thread is seen waiting for a lock."""
+
+    NATIVE = "native"  # PyThread_acquire_lock (or a C mutex) in its native frames
+    FUTEX = "futex"  # idle at the same line at every sample, sleeping on a futex
+    THREADING = "threading"  # in threading/queue code
+
+
 @dataclass(frozen=True, slots=True)
 class LockWait:
     track: ThreadTrack
-    kind: str  # native | futex | threading
+    kind: LockWaitKind
     frame: Frame | None  # where it waits: innermost user frame, else innermost Python frame
     lock_locals: tuple[tuple[str, str], ...]  # (name, repr) of lock-like locals in scope
     # The lock is a C mutex (pthread/std::mutex), not a Python lock: seen once, it may be
@@ -90,7 +99,7 @@ def _native_lock(track: ThreadTrack) -> bool:
     if latest is None:
         return False
     activity = classify_thread(latest)
-    return any(t is Tag.LOCK_WAIT and f.native for t, f in activity.tag_frames)
+    return any(t is Activity.LOCK_WAIT and f.native for t, f in activity.tag_frames)
 
 
 def c_mutex_frame(thread: ThreadStack) -> Frame | None:
@@ -122,26 +131,28 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
     if activity.collective is not None:
         return None
     if _native_lock(track):
-        return LockWait(track, "native", frame, _lock_locals(track))
+        return LockWait(track, LockWaitKind.NATIVE, frame, _lock_locals(track))
     if (mutex := c_mutex_frame(latest)) is not None:
-        return LockWait(track, "native", frame or mutex, _lock_locals(track), c_mutex=True)
+        return LockWait(
+            track, LockWaitKind.NATIVE, frame or mutex, _lock_locals(track), c_mutex=True
+        )
     innermost = track.innermost_python()
     inner_tag = activity.tags[0] if activity.tags else None
-    if inner_tag is Tag.LOCK_WAIT and innermost is not None and not innermost.native:
-        return LockWait(track, "threading", frame, _lock_locals(track))
+    if inner_tag is Activity.LOCK_WAIT and innermost is not None and not innermost.native:
+        return LockWait(track, LockWaitKind.THREADING, frame, _lock_locals(track))
     untagged_user = (
         innermost is not None and innermost is track.user_frame() and frame_tag(innermost) is None
     )
     futex = bool(track.states) and track.wait_kinds() == {"futex"}
     if untagged_user and futex and track.asleep() and samples >= 2:
-        return LockWait(track, "futex", frame, _lock_locals(track))
+        return LockWait(track, LockWaitKind.FUTEX, frame, _lock_locals(track))
     return None
 
 
 def gil_holder(process: ProcessEvidence) -> GilHolder | None:
     """A thread (not the main one) that holds the GIL at every sample at the same Python
     stack, while the main thread sits idle and unmoved: the others starve."""
-    samples = len(process.stack_samples)
+    samples = len(process.stack_series())
     if samples < 2:
         return None
     tracks = thread_tracks(process)
@@ -162,7 +173,7 @@ def gil_holder(process: ProcessEvidence) -> GilHolder | None:
         return None
     delta = holder.cpu_delta()
     spinning = (delta is not None and delta > 0) or (
-        bool(holder.states) and holder.states[-1].state == "R"
+        bool(holder.states) and holder.states[-1].state == ProcState.RUNNING
     )
     return GilHolder(holder, tuple(starved), spinning, samples)
 
@@ -172,6 +183,6 @@ def lock_waits(process: ProcessEvidence) -> list[LockWait]:
     explains the waits)."""
     if gil_holder(process) is not None:
         return []
-    samples = len(process.stack_samples)
+    samples = len(process.stack_series())
     waits = [lock_wait(t, samples=samples) for t in thread_tracks(process)]
     return [w for w in waits if w is not None]

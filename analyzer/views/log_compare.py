@@ -18,12 +18,14 @@ name, a file name) share a template. Every divergence cites the lines it rests o
 
 from __future__ import annotations
 
+import enum
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.model import Evidence, LogLine
-from hangdoc.analyzer.views.meaning import Meaning, meaning_of, tokens
+from hangdoc.analyzer.views.activity_table import Activity
+from hangdoc.analyzer.views.meaning import meaning_of, tokens
 
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
 _MAX_PARAMS = 8
@@ -55,14 +57,24 @@ class CitedLine:
     line: LogLine
 
 
+class DivergenceKind(enum.StrEnum):
+    """How some ranks' logs part from the others'."""
+
+    UNFINISHED = "unfinished"  # the last line starts an action nothing ended
+    ONLY_SOME = "only_some"  # a line only these ranks printed, near the end
+    COUNTER = "counter"  # the same line with a different count of work
+    SIZE = "size"  # the same line with a different size
+    BEHIND = "behind"  # a progress counter stopped behind the others'
+
+
 @dataclass(frozen=True, slots=True)
 class Divergence:
     """One way some ranks' logs part from the others'."""
 
-    kind: str  # "unfinished" | "only_some" | "counter" | "size" | "behind"
+    kind: DivergenceKind
     ranks: tuple[int, ...]  # the ranks that stand out
     others: tuple[int, ...]  # the ranks they are compared with
-    meaning: Meaning | None
+    meaning: Activity | None
     template: str
     detail: str
     lines: tuple[CitedLine, ...]
@@ -177,7 +189,7 @@ def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
         text = culprits[0].lines[-1].text
         out.append(
             Divergence(
-                kind="unfinished",
+                kind=DivergenceKind.UNFINISHED,
                 ranks=tuple(r.rank for r in culprits),
                 others=tuple(r.rank for r in others),
                 meaning=meaning_of(tokens(text)),
@@ -228,7 +240,7 @@ def _only_some(
         text = hits[0][0].lines[hits[0][1]].text
         out.append(
             Divergence(
-                kind="only_some",
+                kind=DivergenceKind.ONLY_SOME,
                 ranks=tuple(sorted(holders)),
                 others=others,
                 meaning=meaning_of(tokens(text)),
@@ -260,7 +272,7 @@ def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
         if found is None:
             continue
         minority, majority, position = found
-        kind = "size" if is_size else "counter"
+        kind = DivergenceKind.SIZE if is_size else DivergenceKind.COUNTER
         lookup = {r.rank: r for r in ranks}
         cited = tuple(
             CitedLine(rank, lookup[rank].lines[per_rank[rank][position]])
@@ -357,7 +369,7 @@ def _behind(ranks: list[_RankLog], miner: _Templates) -> tuple[list[Divergence],
 
     return [
         Divergence(
-            kind="behind",
+            kind=DivergenceKind.BEHIND,
             ranks=behind,
             others=ahead,
             meaning=None,

@@ -5,7 +5,8 @@ names its own code its own way (``ShardWriter.persist``, ``run_val_epoch``,
 ``MyDataset.__getitem__``), and prints its own log lines ("writing shard 3 to /ckpt …").
 Both are read here the same way: split the name or line into word tokens and look the
 tokens up in one small vocabulary per activity. The vocabulary is about words people use
-for an activity, never about one job's strings.
+for an activity, never about one job's strings. The activities are the activity table's
+(views/activity_table.py), which also holds what each is called, its category and its fix.
 """
 
 from __future__ import annotations
@@ -15,81 +16,51 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Category, Frame, ProcessEvidence
-
-
-class Meaning(enum.StrEnum):
-    CHECKPOINT = "checkpoint"
-    EVAL = "eval"
-    DATA = "data"
-    METRICS = "metrics"
-    CALLBACK = "callback"
-    # Only from the frameworks' phase markers and progress-bar labels (tokenizing, dataset
-    # map/filter, packing), never from a job's own words: no vocabulary below.
-    PREPROCESS = "preprocess"
-
+from hangdoc.analyzer.model import FileMode, Frame, ProcessEvidence
+from hangdoc.analyzer.views.activity_table import Activity
 
 # Words that alone say the activity; words in _WEAK say it only next to another word of
 # the same activity ("write" is a checkpoint only with "shard", "model", "state"...).
 # fmt: off
-_STRONG: dict[Meaning, frozenset[str]] = {
-    Meaning.CHECKPOINT: frozenset({
+_STRONG: dict[Activity, frozenset[str]] = {
+    Activity.CHECKPOINT_SAVE: frozenset({
         "checkpoint", "checkpointing", "checkpointer", "ckpt", "ckpts", "statedict",
         "snapshot", "persist", "persisting", "serialize", "serializing", "serialization",
         "safetensors",
     }),
-    Meaning.EVAL: frozenset({
+    Activity.EVAL: frozenset({
         "eval", "evaluate", "evaluating", "evaluation", "evaluator", "validate",
         "validating", "validation", "validator", "val", "valid",
     }),
-    Meaning.DATA: frozenset({
+    Activity.DATA: frozenset({
         "dataset", "datasets", "dataloader", "getitem", "collate", "collator", "prefetch",
         "prefetcher", "sampler",
     }),
-    Meaning.METRICS: frozenset({
+    Activity.METRICS: frozenset({
         "metric", "metrics", "accuracy", "perplexity", "bleu", "rouge", "auc", "f1",
     }),
-    Meaning.CALLBACK: frozenset({"callback", "callbacks", "hook", "hooks"}),
+    Activity.CALLBACK: frozenset({"callback", "callbacks", "hook", "hooks"}),
 }
-_WEAK: dict[Meaning, frozenset[str]] = {
-    Meaning.CHECKPOINT: frozenset({
+_WEAK: dict[Activity, frozenset[str]] = {
+    Activity.CHECKPOINT_SAVE: frozenset({
         "save", "saving", "saver", "saved", "write", "writing", "writer", "dump", "dumping",
         "flush", "flushing", "shard", "shards", "state", "weights", "model", "upload",
         "uploading", "store",
     }),
-    Meaning.EVAL: frozenset({"test", "testing", "score", "scoring", "predict", "inference"}),
-    Meaning.DATA: frozenset({
+    Activity.EVAL: frozenset({"test", "testing", "score", "scoring", "predict", "inference"}),
+    Activity.DATA: frozenset({
         "data", "batch", "batches", "fetch", "fetching", "reader", "read", "reading", "load",
         "loading", "loader", "sample", "samples", "shuffle", "tokenize", "tokenizer",
         "records", "iter", "iterator", "iterators", "next", "prefetched", "buffered",
     }),
-    Meaning.METRICS: frozenset({"gather", "reduce", "stats", "log", "logging", "report"}),
-    Meaning.CALLBACK: frozenset({"on", "end", "begin", "epoch"}),
+    Activity.METRICS: frozenset({"gather", "reduce", "stats", "log", "logging", "report"}),
+    Activity.CALLBACK: frozenset({"on", "end", "begin", "epoch"}),
 }
 # fmt: on
 
 # "Activation checkpointing" (DeepSpeed's banner, gpt-neox #985), "gradient checkpointing"
 # (torch.utils.checkpoint): trading memory for recomputation in the forward pass.
 _RECOMPUTE = frozenset({"activation", "activations", "gradient", "recompute", "recomputation"})
-
-CATEGORY_OF: dict[Meaning, Category] = {
-    Meaning.CHECKPOINT: Category.CHECKPOINT_SAVE,
-    Meaning.EVAL: Category.EVAL_SOME_RANKS,
-    Meaning.METRICS: Category.EVAL_SOME_RANKS,
-    Meaning.DATA: Category.DATALOADER,
-    Meaning.CALLBACK: Category.RANK_DIVERGENCE,
-    # A rank busy in non-collective work (a dataset map, packing) while the others wait in
-    # a collective: divergence, the generic category (not a stuck DataLoader).
-    Meaning.PREPROCESS: Category.RANK_DIVERGENCE,
-}
-DOING: dict[Meaning, str] = {
-    Meaning.CHECKPOINT: "is saving a checkpoint",
-    Meaning.EVAL: "is running evaluation",
-    Meaning.METRICS: "is computing or gathering metrics",
-    Meaning.DATA: "is reading data",
-    Meaning.CALLBACK: "is running a callback",
-    Meaning.PREPROCESS: "is preprocessing alone (tokenizing, mapping, packing, clustering)",
-}
 
 # Names of scripts and folders that drive everything (their names say nothing of one step).
 _DRIVER_WORDS = frozenset({"train", "training", "trainer", "main", "run", "launch", "finetune"})
@@ -109,31 +80,39 @@ def tokens(text: str) -> list[str]:
     return out
 
 
-def meaning_of(words: Iterable[str], *, strong_only: bool = False) -> Meaning | None:
+def meaning_of(words: Iterable[str], *, strong_only: bool = False) -> Activity | None:
     """The activity these tokens name: a strong word, or two weak words of one activity
     (checkpoint words first: "save model" is a checkpoint, not data)."""
     seen = set(words)
     for meaning, strong in _STRONG.items():
-        if meaning is Meaning.CHECKPOINT and seen & _RECOMPUTE:
+        if meaning is Activity.CHECKPOINT_SAVE and seen & _RECOMPUTE:
             continue  # activation/gradient checkpointing: recomputation, not a save
         if seen & strong:
             return meaning
     if strong_only:
         return None
     for meaning, weak in _WEAK.items():
-        if meaning is Meaning.CALLBACK:
+        if meaning is Activity.CALLBACK:
             continue  # "on", "end" are too common to mean a callback by themselves
         if len(seen & weak) >= 2:
             return meaning
     return None
 
 
+class SignalKind(enum.StrEnum):
+    """Where a piece of evidence for a meaning was read."""
+
+    FRAME = "frame"  # the job's own frame names
+    KERNEL = "kernel"  # a file the process writes (/proc)
+    LOG = "log"  # the job's last log line
+
+
 @dataclass(frozen=True, slots=True)
 class Signal:
     """One independent piece of evidence for a meaning, with what it was."""
 
-    meaning: Meaning
-    kind: str  # "frame" | "kernel" | "log"
+    meaning: Activity
+    kind: SignalKind
     text: str
 
 
@@ -155,7 +134,7 @@ def frame_signal(frames: Iterable[Frame]) -> Signal | None:
             folders = set(tokens(" ".join(frame.file.split("/")[-3:-1])))
             meaning = meaning_of(stem | folders, strong_only=True) or meaning_of(set(own) | stem)
         if meaning is not None:
-            return Signal(meaning, "frame", frame.label())
+            return Signal(meaning, SignalKind.FRAME, frame.label())
     return None
 
 
@@ -165,12 +144,15 @@ def kernel_signal(process: ProcessEvidence) -> Signal | None:
     if not process.proc_samples:
         return None
     for item in process.proc_samples[-1].open_files:
-        if item.mode not in ("w", "rw") or item.fd in (1, 2):
+        if item.mode not in (FileMode.WRITE, FileMode.READ_WRITE) or item.fd in (1, 2):
             continue  # stdout and stderr are logs, whatever their folder is called
         near = "/".join(item.path.split("/")[-2:])  # the file and its folder, not the tree
-        if meaning_of(tokens(near)) is Meaning.CHECKPOINT or near.endswith(_CHECKPOINT_SUFFIXES):
+        named = meaning_of(tokens(near)) is Activity.CHECKPOINT_SAVE
+        if named or near.endswith(_CHECKPOINT_SUFFIXES):
             where = f" on {item.fstype}" if item.fstype else ""
-            return Signal(Meaning.CHECKPOINT, "kernel", f"writing {item.path}{where}")
+            return Signal(
+                Activity.CHECKPOINT_SAVE, SignalKind.KERNEL, f"writing {item.path}{where}"
+            )
     return None
 
 
@@ -180,12 +162,12 @@ def log_signal(process: ProcessEvidence) -> Signal | None:
         return None
     last = process.log_lines[-1]
     meaning = meaning_of(tokens(last.text))
-    return Signal(meaning, "log", last.text[:200]) if meaning is not None else None
+    return Signal(meaning, SignalKind.LOG, last.text[:200]) if meaning is not None else None
 
 
 def job_meaning(
     user_frames: Iterable[Frame], process: ProcessEvidence
-) -> tuple[Meaning, tuple[Signal, ...]] | None:
+) -> tuple[Activity, tuple[Signal, ...]] | None:
     """The activity the job's own evidence points to, and every independent signal that
     agrees with it: its frames' names first, then the files it writes, then its last log
     line. More agreeing signals, more confidence (the caller decides how much)."""

@@ -36,66 +36,45 @@ which must not call the same failure a crash):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from hangdoc.analyzer.payloads.nccl import NcclError, NcclTransportError, NcclWarn
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.vocabulary import F_MESSAGE, EventKind
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 
-# NCCL source files that run only while a communicator is created or connected.
-_SETUP_SITE = re.compile(
-    r"(?:^|/)(?:init\.cc|bootstrap\.cc|transport\.cc|channel\.cc|graph/\w+\.(?:cc|h))(?::\d+)?$"
-)
-# Setup messages recognised by their words (bootstrap.cc, transport/net_socket.cc,
-# misc/socket.cc, init.cc, transport.cc of NCCL 2.x).
-_SETUP_WORDS = re.compile(
-    r"no socket interface found|NET/Socket : no interface found|No usable listening interface"
-    r"|verify NCCL_(?:OOB_NET|SOCKET)_IFNAME|No interface found in the same subnet"
-    r"|Could not find NET with id|Invalid NCCL_COMM_ID|No transport found for rank"
-    r"|Mismatched NCCL version detected|Multiple Ranks are using the same GPU"
-    r"|improper usage of ncclCommInitRank|Invalid rank requested|Failed to determine local ranks"
-    r"|Detected mixed local (?:Coll)?Net device counts|Message truncated : received"
-    # /dev/shm too small for the SHM transport's buffers (a container's --shm-size):
-    # shmutils.cc / os/linux.cc "Error while creating shared memory segment …".
-    r"|shared memory segment|failed to (?:create|extend) (?:shared memory|\S+ to \d+ bytes)"
-    r"|Net : error encountered when getting address info",
-    re.IGNORECASE,
-)
-# Setup-file WARNs that do not stop the communicator, or come from its teardown; and the
-# runtime hang warning some NCCL releases print from init.cc ("Your program may be
-# hanging, this may be caused by a collective mismatch around rank N"), which is about
-# collectives already running, not about setting a communicator up.
-_HARMLESS = re.compile(
-    r"Cannot initialize CollNet|is being ignored|P2P is disabled between NVLINK|destroy|"
-    r"commReclaim|Legacy IPC cleanup|Unsetting|defaulting to|falling back|"
-    r"may be hanging|collective mismatch",
-    re.IGNORECASE,
-)
+# The parser marks the WARNs and return codes of setup code (parsers/logs/nccl.py: the
+# source files that run only while a communicator is created or connected, and the words
+# of setup failures, not those of harmless setup chatter).
+
 # ncclResult_t names (nccl.h) that a failed setup returns; ncclRemoteError is a peer's
 # failure or a broken connection (HD200), ncclInvalidArgument a caller's bad buffer.
 # ncclInProgress is torch's "NCCL timeout in: …" (a non-blocking init that never finished).
 _SETUP_CLASSES = frozenset(
     {
-        "ncclSystemError",
-        "ncclInternalError",
-        "ncclUnhandledCudaError",
-        "ncclInvalidUsage",
-        "ncclInProgress",
+        NcclResult.SYSTEM_ERROR,
+        NcclResult.INTERNAL_ERROR,
+        NcclResult.UNHANDLED_CUDA_ERROR,
+        NcclResult.INVALID_USAGE,
+        NcclResult.IN_PROGRESS,
     }
 )
 # Events that show collectives had already been running before the error.
 _RUNNING = frozenset(
     {
-        EventKind.NCCL_COLL.value,
-        EventKind.COLLECTIVE_TIMEOUT.value,
-        EventKind.WATCHDOG_STATUS.value,
-        EventKind.WATCHDOG_TEARDOWN.value,
-        EventKind.HEARTBEAT_TIMEOUT.value,
-        EventKind.DUMP_SIGNAL.value,
-        EventKind.COLLECTIVE_MISMATCH.value,
+        EventKind.NCCL_COLL,
+        EventKind.COLLECTIVE_TIMEOUT,
+        EventKind.WATCHDOG_STATUS,
+        EventKind.WATCHDOG_TEARDOWN,
+        EventKind.HEARTBEAT_TIMEOUT,
+        EventKind.DUMP_SIGNAL,
+        EventKind.COLLECTIVE_MISMATCH,
     }
 )
-_TRAINING_PHASES = frozenset({"train", "eval", "checkpoint_save", "checkpoint_saved"})
+_TRAINING_PHASES = frozenset(
+    {Phase.TRAIN, Phase.EVAL, Phase.CHECKPOINT_SAVE, Phase.CHECKPOINT_SAVED}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,20 +90,10 @@ class SetupFailure:
         return tuple(sorted((*self.warns, *self.returns, *self.errors), key=lambda p: p.index))
 
 
-def _where(p: Placed) -> str:
-    return (p.get("where") or "").strip()
-
-
-def _file(where: str) -> str:
-    return where.rsplit(":", 1)[0] if where[-1:].isdigit() else where
-
-
 def is_setup_warn(p: Placed) -> bool:
     """An NCCL WARN written by communicator-setup code, or a setup message."""
-    message = p.get(F_MESSAGE) or p.event.text
-    if _HARMLESS.search(message):
-        return False
-    return bool(_SETUP_SITE.search(_file(_where(p))) or _SETUP_WORDS.search(message))
+    warn = p.event.payload_as(NcclWarn)
+    return warn is not None and warn.setup
 
 
 def first_running(tl: Timeline) -> int:
@@ -132,7 +101,8 @@ def first_running(tl: Timeline) -> int:
     for p in tl.events:
         if p.kind in _RUNNING:
             return p.index
-        if p.kind == EventKind.PHASE and (p.get("phase") or "") in _TRAINING_PHASES:
+        marker = p.event.payload_as(PhaseMarker)
+        if marker is not None and marker.phase in _TRAINING_PHASES:
             return p.index
     return len(tl.events)
 
@@ -140,19 +110,22 @@ def first_running(tl: Timeline) -> int:
 def is_setup_error(p: Placed, running_from: int) -> bool:
     """torch's synchronous NCCL error of a setup class, before any collective traffic,
     that is neither an out-of-memory (HD031) nor a lost connection (HD200)."""
-    if p.kind != EventKind.NCCL_ERROR or not _where(p) or "watchdog" in p.event.text.lower():
+    error = p.event.payload_as(NcclError)
+    if error is None or not (error.where or "").strip() or error.in_watchdog:
         return False
-    if (p.get("class") or "") not in _SETUP_CLASSES:
+    if error.error_class not in _SETUP_CLASSES:
         return False
-    detail = " ".join(filter(None, (p.get("last_error"), p.get(F_MESSAGE)))).lower()
-    if "out of memory" in detail or p.get("last_error_peer") or p.get("last_error_error"):
+    if error.out_of_memory or error.last_error_peer or error.last_error_link:
         return False
     return p.index < running_from
 
 
 def _lost_connections(tl: Timeline) -> bool:
     """NCCL transport errors other than the connect retries every start-up logs."""
-    return any(not p.get("retrying") for p in tl.of(EventKind.NCCL_TRANSPORT_ERROR))
+    return any(
+        not (error := p.event.payload_as(NcclTransportError)) or not error.retrying
+        for p in tl.of(EventKind.NCCL_TRANSPORT_ERROR)
+    )
 
 
 def setup_failure(tl: Timeline) -> SetupFailure | None:
@@ -167,7 +140,7 @@ def setup_failure(tl: Timeline) -> SetupFailure | None:
     returns = tuple(
         p
         for p in tl.of(EventKind.NCCL_RETURN)
-        if p.index < running_from and _SETUP_SITE.search(_file(_where(p)))
+        if p.index < running_from and (code := p.event.payload_as(NcclWarn)) and code.setup
     )
     errors = tuple(p for p in tl.of(EventKind.NCCL_ERROR) if is_setup_error(p, running_from))
     if not (warns or returns or errors):

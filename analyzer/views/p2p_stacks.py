@@ -23,22 +23,27 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Frame
 from hangdoc.analyzer.views.activity import RankActivity, is_user_frame
-from hangdoc.analyzer.views.catalog import P2P_DIRECTION_HINTS, P2P_PEER_LOCALS
+from hangdoc.analyzer.views.catalog import (
+    P2P_DIRECTION_HINTS,
+    P2P_PEER_LOCALS,
+    P2PKind,
+    PipeDirection,
+)
 
-P2P_FAMILIES = frozenset({"send", "recv"})
+P2P_FAMILIES = frozenset({P2PKind.SEND.value, P2PKind.RECV.value})
 
 
 @dataclass(frozen=True, slots=True)
 class P2POp:
     rank: int
-    kind: str  # send | recv
+    kind: P2PKind
     peer: int | None
     assumed: bool  # peer inferred from a direction hint and the rank order
     frame: Frame  # the frame that named the peer or the direction (else the c10d frame)
-    direction: str | None = None  # forward | backward, when a helper said so
+    direction: PipeDirection | None = None  # when a helper said so
 
     def text(self) -> str:
-        arrow = "to" if self.kind == "send" else "from"
+        arrow = "to" if self.kind == P2PKind.SEND else "from"
         peer = f" {arrow} rank {self.peer}" if self.peer is not None else ""
         how = f" ({self.direction})" if self.direction else ""
         return f"{self.kind}{peer}{how} at {self.frame.label()}"
@@ -57,7 +62,7 @@ def _int_local(frame: Frame) -> int | None:
     return None
 
 
-def _direction(frames: tuple[Frame, ...], kind: str) -> str | None:
+def _direction(frames: tuple[Frame, ...], kind: P2PKind) -> PipeDirection | None:
     for frame in frames:
         for pattern, hint_kind, direction in P2P_DIRECTION_HINTS:
             if hint_kind == kind and pattern.match(frame.function_leaf):
@@ -73,18 +78,19 @@ def p2p_op(activity: RankActivity, world: int | None) -> P2POp | None:
         return None
     frames = main.thread.frames[call.frame_index :]
     shown = next((f for f in frames if is_user_frame(f)), frames[0])
-    direction = _direction(frames, call.family)
+    kind = P2PKind(call.family)
+    direction = _direction(frames, kind)
     for frame in frames:
         peer = _int_local(frame)
         if peer is not None:
-            return P2POp(activity.rank, call.family, peer, False, shown, direction)
+            return P2POp(activity.rank, kind, peer, False, shown, direction)
     if direction is None:
-        return P2POp(activity.rank, call.family, None, False, shown)
-    step = 1 if (call.family == "send") == (direction == "forward") else -1
+        return P2POp(activity.rank, kind, None, False, shown)
+    step = 1 if (kind == P2PKind.SEND) == (direction == PipeDirection.FORWARD) else -1
     peer = activity.rank + step
     if peer < 0 or (world is not None and peer >= world):
-        return P2POp(activity.rank, call.family, None, True, shown, direction)
-    return P2POp(activity.rank, call.family, peer, True, shown, direction)
+        return P2POp(activity.rank, kind, None, True, shown, direction)
+    return P2POp(activity.rank, kind, peer, True, shown, direction)
 
 
 @dataclass(frozen=True, slots=True)

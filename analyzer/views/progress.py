@@ -4,7 +4,11 @@ Two stacks a few seconds apart can look the same in a job that is merely slow, a
 hung rank can still show a chattering background thread, so several signals are
 weighed (pure functions over the model):
 
-* **stack moved** (strong): the main thread's Python call path differs.
+* **stack moved** (strong): the main thread's Python call path differs between the first
+  and the last live sample: the same thread (matched on its OS thread id), never a live
+  sample against a stack read from text. A text has no time and a traceback in a log
+  is where a thread raised, maybe long before the hang, so text never shows movement
+  (model.py's docstring: live samples and text).
 * **output grew** (strong): the file behind stdout/stderr grew.
 * **I/O moved** (moderate): read/write syscall counters of the process advanced *and*
   the main thread itself ran (CPU time or voluntary context switches): a metrics or
@@ -17,25 +21,71 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import ProcessEvidence, ProcSample, StackSample, ThreadState
+from hangdoc.analyzer.model import (
+    ProcessEvidence,
+    ProcSample,
+    StackSample,
+    ThreadStack,
+    ThreadState,
+    WaitKind,
+)
 from hangdoc.analyzer.views.activity import classify_thread
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 
-_IO_KEYS = ("rchar", "wchar", "syscr", "syscw")
+_WAITS = frozenset({Activity.COLLECTIVE, Activity.RENDEZVOUS, Activity.LOCK_WAIT})
+# Kernel waits that block until another process acts (issue 21): a thread found in the
+# same one at every sample waits in place. Not a file (storage may be moving), a sleep
+# (a polling loop) or a call this version does not know.
+_BLOCKING_WAITS = frozenset({
+    WaitKind.LOCK_FILE, WaitKind.PIPE, WaitKind.SOCKET, WaitKind.CHILD, WaitKind.FUTEX,
+    WaitKind.POLL,
+})  # fmt: skip
 
-_WAITS = frozenset({Tag.COLLECTIVE, Tag.RENDEZVOUS, Tag.LOCK_WAIT})
+
+def _same_thread(sample: StackSample, like: ThreadStack) -> ThreadStack | None:
+    """``like``'s thread in ``sample``: by OS thread id (or pthread id), or, for threads
+    that carry neither, the thread py-spy marked main in both."""
+    if like.os_thread_id is not None or like.thread_id is not None:
+        return sample.thread(like)
+    if not like.is_main:
+        return None
+    return next((t for t in sample.threads if t.is_main), None)
+
+
+def _main_thread_path(stacks: list[StackSample]) -> list[ThreadStack] | None:
+    """The main thread at each live sample, the same thread throughout; None when a
+    sample has no main thread or lost it."""
+    first = stacks[0].main_thread() if stacks else None
+    if first is None:
+        return None
+    path = [first]
+    for sample in stacks[1:]:
+        same = _same_thread(sample, first)
+        if same is None:
+            return None
+        path.append(same)
+    return path
 
 
 def _same_known_wait(stacks: list[StackSample]) -> bool:
-    mains = [s.main_thread() for s in stacks]
-    if len(mains) < 2 or any(m is None for m in mains):
+    mains = _main_thread_path(stacks)
+    if mains is None or len(mains) < 2:
         return False
-    signatures = {m.signature() for m in mains if m is not None}
-    if len(signatures) != 1:
+    if len({m.signature() for m in mains}) != 1:
         return False
-    first = mains[0]
-    assert first is not None
-    return any(tag in _WAITS for tag in classify_thread(first).tags)
+    return any(tag in _WAITS for tag in classify_thread(mains[0]).tags)
+
+
+def _same_kernel_wait(procs: list[ProcSample], pid: int | None) -> bool:
+    """The main thread asleep in the same system call on the same target at every /proc
+    sample (collectors/waits.py). A blocked read that py-spy's pause interrupts restarts:
+    the I/O counters count one more call, and nothing moved."""
+    waits = [t.wait for p in procs if (t := _main_thread_state(p, pid)) is not None]
+    if len(waits) < 2 or len(waits) < len(procs):
+        return False
+    keys = {(w.kind, w.syscall, w.target, w.watched) if w is not None else None for w in waits}
+    first = waits[0]
+    return len(keys) == 1 and first is not None and first.kind in _BLOCKING_WAITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,31 +130,37 @@ def _delta(a: int | None, b: int | None) -> int:
 
 def rank_progress(process: ProcessEvidence) -> RankProgress:
     reasons: list[str] = []
-    # A traceback is where an exception was raised, not a sample of a live stack: two of
-    # them, or one beside a py-spy dump of the same rank, say nothing about progress.
-    stacks = [
-        s for s in process.stack_samples if not all(t.exception is not None for t in s.threads)
-    ]
+    # Live samples only: ``process.text_stacks`` (tracebacks, pasted dumps) have no time.
+    stacks = process.stack_samples
     procs = [p for p in process.proc_samples if p.alive]
     samples = max(len(stacks), len(procs))
     stack_moved = False
-    if len(stacks) >= 2:
-        first, last = stacks[0].main_thread(), stacks[-1].main_thread()
-        if first is not None and last is not None and first.signature() != last.signature():
-            stack_moved = True
-            reasons.append("main-thread stack changed between samples")
+    first = stacks[0].main_thread() if len(stacks) >= 2 else None
+    last = _same_thread(stacks[-1], first) if first is not None else None
+    if first is not None and last is not None and first.signature() != last.signature():
+        stack_moved = True
+        reasons.append("main-thread stack changed between samples")
     output_grew = io_moved = main_ran = False
     span: float | None = None
     if len(procs) >= 2:
         first_p, last_p = procs[0], procs[-1]
         if first_p.time is not None and last_p.time is not None:
             span = last_p.time - first_p.time
-        sizes_a, sizes_b = dict(first_p.output_sizes), dict(last_p.output_sizes)
-        for stream, size in sizes_b.items():
-            if stream in sizes_a and size > sizes_a[stream]:
+        out_a, out_b = first_p.output_sizes, last_p.output_sizes
+        for stream, before, size in (
+            ("stderr", out_a.stderr, out_b.stderr),
+            ("stdout", out_a.stdout, out_b.stdout),
+        ):
+            if before is not None and size is not None and size > before:
                 output_grew = True
-                reasons.append(f"{stream} grew by {size - sizes_a[stream]} bytes")
-        moved = {k: _delta(first_p.io_value(k), last_p.io_value(k)) for k in _IO_KEYS}
+                reasons.append(f"{stream} grew by {size - before} bytes")
+        io_a, io_b = first_p.io, last_p.io
+        moved = {
+            "rchar": _delta(io_a.rchar, io_b.rchar),
+            "wchar": _delta(io_a.wchar, io_b.wchar),
+            "syscr": _delta(io_a.syscr, io_b.syscr),
+            "syscw": _delta(io_a.syscw, io_b.syscw),
+        }
         if any(v > 0 for v in moved.values()):
             io_moved = True
         ta = _main_thread_state(first_p, process.pid)
@@ -113,7 +169,8 @@ def rank_progress(process: ProcessEvidence) -> RankProgress:
             cpu = _delta(ta.cpu_ticks, tb.cpu_ticks)
             switches = _delta(ta.voluntary_ctxt_switches, tb.voluntary_ctxt_switches)
             main_ran = cpu > 0 or switches > 0
-        if io_moved and main_ran and not _same_known_wait(stacks):
+        in_place = _same_known_wait(stacks) or _same_kernel_wait(procs, process.pid)
+        if io_moved and main_ran and not in_place:
             shown = ", ".join(f"{k}+{v}" for k, v in moved.items() if v > 0)
             reasons.append(f"read/write syscalls advanced ({shown}) with the main thread running")
     if len(stacks) >= 2 and stacks[0].time is not None and stacks[-1].time is not None:
@@ -127,5 +184,5 @@ def rank_progress(process: ProcessEvidence) -> RankProgress:
         io_moved=io_moved,
         main_thread_ran=main_ran,
         reasons=tuple(reasons),
-        waiting_in_place=_same_known_wait(stacks),
+        waiting_in_place=_same_known_wait(stacks) or _same_kernel_wait(procs, process.pid),
     )

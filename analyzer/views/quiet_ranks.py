@@ -22,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Evidence
+from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier, Reporter
 from hangdoc.analyzer.vocabulary import EventKind
 
-_WAITING = frozenset({EventKind.COLLECTIVE_TIMEOUT.value})
+_WAITING = frozenset({EventKind.COLLECTIVE_TIMEOUT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +46,8 @@ def waiting_ranks(evidence: Evidence) -> set[int]:
             if event.kind in _WAITING:
                 found.add(process.rank)
                 break
-            if (
-                event.kind == EventKind.MONITORED_BARRIER.value
-                and dict(event.fields).get("reporter") == "peer"
-            ):
+            barrier = event.payload_as(MonitoredBarrier)
+            if barrier is not None and barrier.reporter == Reporter.PEER:
                 found.add(process.rank)
                 break
     return found

@@ -6,44 +6,19 @@ and every other rank then times out in its next collective, is torn down by the
 watchdog, loses its sockets, and is sent SIGTERM by the launcher. Listing all of it
 hides the cause; this module orders the events and classifies them.
 
-The vocabulary of event kinds and field names is in ``analyzer/vocabulary.py``.
+The vocabulary of event kinds is in ``analyzer/vocabulary.py``; what each event's line
+said, typed, is its payload (``analyzer/payloads/``).
 """
 
 from __future__ import annotations
 
 import calendar
-import functools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from hangdoc.analyzer.model import Evidence, EvidenceRef, LogEvent
-from hangdoc.analyzer.vocabulary import F_CLOCK, EventKind
-
-
-@functools.lru_cache(maxsize=262144)
-def _as_dict(fields: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    return dict(fields)
-
-
-def fget(event: LogEvent, key: str) -> str | None:
-    """A field of an event (do not mutate what fields_of returns: it is shared)."""
-    return _as_dict(event.fields).get(key)
-
-
-def fint(event: LogEvent, key: str) -> int | None:
-    value = fget(event, key)
-    if value is None:
-        return None
-    try:
-        return int(value, 0) if value.startswith(("0x", "-0x")) else int(value)
-    except ValueError:
-        return None
-
-
-def fields_of(event: LogEvent) -> dict[str, str]:
-    return _as_dict(event.fields)
-
+from hangdoc.analyzer.vocabulary import Clock, EventKind
 
 # ---------------------------------------------------------------------------------------
 # Ordering
@@ -57,14 +32,11 @@ class Placed:
     event: LogEvent
     index: int  # position in Timeline.events
     when: float | None  # own time, else the nearest time of its own file (same clock)
-    clock: str | None
+    clock: Clock | None
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> EventKind:
         return self.event.kind
-
-    def get(self, key: str) -> str | None:
-        return fget(self.event, key)
 
     def ref(self, detail: str | None = None) -> EvidenceRef:
         text = detail if detail is not None else self.event.text
@@ -95,7 +67,7 @@ class Timeline:
             by_source.setdefault(event.source, []).append((rank, event))
         year = _job_year(pairs)
         staged: list[
-            tuple[tuple[int, float, str, int], int | None, LogEvent, float | None, str | None]
+            tuple[tuple[int, float, str, int], int | None, LogEvent, float | None, Clock | None]
         ] = []
         for source, items in by_source.items():
             items.sort(key=lambda p: p[1].line if p[1].line is not None else 0)
@@ -125,7 +97,7 @@ class Timeline:
 def _job_year(pairs: list[tuple[int | None, LogEvent]]) -> int | None:
     """The year of the job's fully dated stamps (ISO, ChildFailedError, Python logging)."""
     for _, event in pairs:
-        if event.time is not None and fget(event, F_CLOCK) == "local":
+        if event.time is not None and event.clock == Clock.LOCAL:
             return time.gmtime(event.time).tm_year
     return None
 
@@ -144,16 +116,14 @@ def _with_year(when: float, year: int) -> float:
 
 def _propagate(
     items: list[tuple[int | None, LogEvent]], year: int | None
-) -> list[tuple[int | None, LogEvent, float | None, str | None]]:
-    out: list[tuple[int | None, LogEvent, float | None, str | None]] = []
-    last: tuple[float, str] | None = None
+) -> list[tuple[int | None, LogEvent, float | None, Clock | None]]:
+    out: list[tuple[int | None, LogEvent, float | None, Clock | None]] = []
+    last: tuple[float, Clock] | None = None
     for rank, event in items:
-        clock = fget(event, F_CLOCK)
-        if event.time is not None and clock == "local?" and year is not None:
-            event = replace(
-                event, time=_with_year(event.time, year), fields=_with_clock(event, "local")
-            )
-            clock = "local"
+        clock = event.clock
+        if event.time is not None and clock == Clock.LOCAL_ASSUMED_YEAR and year is not None:
+            event = replace(event, time=_with_year(event.time, year), clock=Clock.LOCAL)
+            clock = Clock.LOCAL
         if event.time is not None and clock is not None:
             # Never step back within a file: line order is the truth there, and stamps
             # of different precision (ChildFailedError has whole seconds) would reorder.
@@ -162,7 +132,7 @@ def _propagate(
             out.append((rank, event, own, clock))
         else:
             out.append((rank, event, last[0] if last else None, last[1] if last else None))
-    following: tuple[float, str] | None = None
+    following: tuple[float, Clock] | None = None
     for i in range(len(out) - 1, -1, -1):
         rank, event, known, clock = out[i]
         if event.time is not None and known is not None and clock is not None:
@@ -170,10 +140,6 @@ def _propagate(
         elif known is None and following is not None:
             out[i] = (rank, event, following[0], following[1])
     return out
-
-
-def _with_clock(event: LogEvent, clock: str) -> tuple[tuple[str, str], ...]:
-    return tuple((k, clock if k == F_CLOCK else v) for k, v in event.fields)
 
 
 def before(a: Placed, b: Placed) -> bool | None:

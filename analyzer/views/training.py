@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Frame
 from hangdoc.analyzer.views.activity import RankActivity, is_user_frame
-from hangdoc.analyzer.views.catalog import GRADIENT_SYNC_HINT, Tag
+from hangdoc.analyzer.views.activity_table import Activity, phrase
+from hangdoc.analyzer.views.catalog import GRADIENT_SYNC_HINT
 
 _SYNC_FAMILIES = frozenset({"all_reduce", "reduce_scatter"})
 # Locals that count the loop's progress, by name.
@@ -35,12 +36,12 @@ def in_gradient_sync(activity: RankActivity) -> bool:
         return False
     if call.api == "DDP backward":
         return True
-    if main.has(Tag.EVAL) or main.has(Tag.CHECKPOINT_SAVE):
+    if main.has(Activity.EVAL) or main.has(Activity.CHECKPOINT_SAVE):
         return False
     frames = main.thread.frames[call.frame_index :]
     if any(GRADIENT_SYNC_HINT.search(f.function_leaf) for f in frames):
         return True
-    return main.has(Tag.TRAIN_LOOP)
+    return main.has(Activity.TRAIN_LOOP)
 
 
 def past_the_loop(activity: RankActivity) -> str:
@@ -51,12 +52,9 @@ def past_the_loop(activity: RankActivity) -> str:
     if main is None:
         return "somewhere unknown"
     where = f" at {main.user_frame.label()}" if main.user_frame else ""
-    if main.has(Tag.EVAL):
-        return f"in evaluation ({op}{where})"
-    if main.has(Tag.CHECKPOINT_SAVE):
-        return f"saving a checkpoint ({op}{where})"
-    if main.has(Tag.DATALOADER_FETCH):
-        return f"starting the next epoch's data ({op}{where})"
+    for telling in (Activity.EVAL, Activity.CHECKPOINT_SAVE, Activity.DATALOADER_FETCH):
+        if main.has(telling):
+            return f"{phrase(telling)} ({op}{where})"
     return f"in {op}{where}"
 
 

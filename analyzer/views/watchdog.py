@@ -9,18 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.views.timeline import Placed, Timeline, fint
-from hangdoc.analyzer.vocabulary import (
-    F_LAST_COMPLETED,
-    F_LAST_ENQUEUED,
-    F_NUMEL_IN,
-    F_NUMEL_OUT,
-    F_OP,
-    F_PG,
-    F_PG_DESC,
-    F_SEQ,
-    EventKind,
-)
+from hangdoc.analyzer.payloads.torch_pg import Backend, CollectiveTimeout, InGroup, Work
+from hangdoc.analyzer.views.timeline import Placed, Timeline
+from hangdoc.analyzer.vocabulary import EventKind
 
 DEFAULT_PG = "default"  # key of records whose process group is the default one or unknown
 
@@ -41,11 +32,11 @@ class WatchRecord:
     events: list[Placed] = field(default_factory=list)
 
 
-def _pg_key(p: Placed) -> tuple[str, bool]:
-    pg = p.get(F_PG)
+def _pg_key(group: InGroup) -> tuple[str, bool]:
+    pg = group.pg
     if pg is None:
         return DEFAULT_PG, False
-    if pg == "0" or p.get(F_PG_DESC) == "default_pg":
+    if pg == "0" or group.pg_desc == "default_pg":
         return DEFAULT_PG, True
     return pg, True
 
@@ -57,21 +48,22 @@ def watch_records(tl: Timeline) -> dict[str, dict[int, WatchRecord]]:
     PG of the same rank's status line for the same sequence number."""
     status_pg: dict[tuple[int, int], tuple[str, bool]] = {}
     for p in tl.of(EventKind.WATCHDOG_STATUS):
-        seq = fint(p.event, F_SEQ)
-        if p.rank is not None and seq is not None and p.get(F_PG) is not None:
-            status_pg[(p.rank, seq)] = _pg_key(p)
+        status = p.event.payload_as(Work)
+        if p.rank is not None and status and status.seq is not None and status.pg is not None:
+            status_pg[(p.rank, status.seq)] = _pg_key(status)
     out: dict[str, dict[int, WatchRecord]] = {}
     kinds = (EventKind.COLLECTIVE_TIMEOUT, EventKind.WATCHDOG_STATUS, EventKind.DUMP_SIGNAL)
     for p in tl.of(*kinds):
-        if p.rank is None:
+        work = p.event.payload_as(Work)
+        if p.rank is None or work is None:
             continue
-        seq = fint(p.event, F_SEQ)
-        if p.kind == EventKind.COLLECTIVE_TIMEOUT and p.get("backend") == "gloo":
+        seq = work.seq
+        if isinstance(work, CollectiveTimeout) and work.backend == Backend.GLOO:
             pg, known = "gloo", True
-        elif p.get(F_PG) is None and seq is not None and (p.rank, seq) in status_pg:
+        elif work.pg is None and seq is not None and (p.rank, seq) in status_pg:
             pg, known = status_pg[(p.rank, seq)]
         else:
-            pg, known = _pg_key(p)
+            pg, known = _pg_key(work)
         rec = out.setdefault(pg, {}).setdefault(p.rank, WatchRecord(p.rank, pg))
         rec.pg_known = rec.pg_known or known
         rec.events.append(p)
@@ -81,13 +73,11 @@ def watch_records(tl: Timeline) -> dict[str, dict[int, WatchRecord]]:
             and (rec.seq is None or seq < rec.seq)
         ):
             rec.seq = seq
-        if p.kind == EventKind.COLLECTIVE_TIMEOUT:
-            rec.op = rec.op or p.get(F_OP)
-            rec.numel_in = rec.numel_in if rec.numel_in is not None else fint(p.event, F_NUMEL_IN)
-            rec.numel_out = (
-                rec.numel_out if rec.numel_out is not None else fint(p.event, F_NUMEL_OUT)
-            )
-        enq, done = fint(p.event, F_LAST_ENQUEUED), fint(p.event, F_LAST_COMPLETED)
+        if isinstance(work, CollectiveTimeout):
+            rec.op = rec.op or work.op
+            rec.numel_in = rec.numel_in if rec.numel_in is not None else work.numel_in
+            rec.numel_out = rec.numel_out if rec.numel_out is not None else work.numel_out
+        enq, done = work.last_enqueued, work.last_completed
         if enq is not None:
             rec.last_enqueued = max(
                 enq, rec.last_enqueued if rec.last_enqueued is not None else enq

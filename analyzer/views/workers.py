@@ -16,15 +16,42 @@ rank:
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import ChildProcess, Frame, OpenFile, ProcessEvidence, ThreadStack
+from hangdoc.analyzer.model import (
+    ChildProcess,
+    Frame,
+    OpenFile,
+    ProcessEvidence,
+    ProcState,
+    ThreadStack,
+)
 from hangdoc.analyzer.views.activity import classify_thread, is_user_frame
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.kernel import wchan_kind
 
-BLOCKING = ("uninterruptible", "blocked", "zombie", "stopped")
+
+class WorkerStatus(enum.StrEnum):
+    """What a worker process is doing, as its stacks and kernel state show it."""
+
+    EXITED = "exited"  # gone before the last sample
+    ZOMBIE = "zombie"
+    STOPPED = "stopped"
+    UNINTERRUPTIBLE = "uninterruptible"  # in D state at every sample
+    BLOCKED = "blocked"  # in the dataset's code, not moving between samples
+    BUSY = "busy"  # in the dataset's code, moving
+    IDLE = "idle"  # waiting for an index
+    UNKNOWN = "unknown"  # no stack
+
+
+BLOCKING = (
+    WorkerStatus.UNINTERRUPTIBLE,
+    WorkerStatus.BLOCKED,
+    WorkerStatus.ZOMBIE,
+    WorkerStatus.STOPPED,
+)
 _WORKER_ID = re.compile(r"^\d+$")
 _WAIT_WORDS = {
     "futex": "waiting on a lock",
@@ -48,7 +75,7 @@ class WorkerView:
 
     @property
     def is_dataloader(self) -> bool:
-        return any(classify_thread(s).has(Tag.DATALOADER_WORKER) for s in self.stacks)
+        return any(classify_thread(s).has(Activity.DATALOADER_WORKER) for s in self.stacks)
 
     def worker_id(self) -> str | None:
         for stack in self.stacks[-1:]:
@@ -64,7 +91,7 @@ class WorkerView:
         if not self.stacks:
             return False
         activity = classify_thread(self.stacks[-1])
-        return activity.has(Tag.DATALOADER_FETCH) or activity.user_frame is not None
+        return activity.has(Activity.DATALOADER_FETCH) or activity.user_frame is not None
 
     def frame(self) -> Frame | None:
         """Where it is: the innermost user frame, else the innermost Python frame."""
@@ -75,22 +102,23 @@ class WorkerView:
             (f for f in frames if not f.native), None
         )
 
-    def status(self) -> str:
+    def status(self) -> WorkerStatus:
         facts = self.latest_facts
         seen = self.last_seen_sample
         if self.samples >= 2 and seen is not None and seen < self.samples - 1:
-            return "exited"
+            return WorkerStatus.EXITED
         if facts is not None:
-            if facts.state in ("Z", "X"):
-                return "zombie"
-            if facts.state in ("T", "t"):
-                return "stopped"
-            if all(f.state == "D" or f.threads_in_d for f in self.facts):
-                return "uninterruptible"
+            if facts.state in (ProcState.ZOMBIE, ProcState.DEAD, ProcState.DEAD_OLD):
+                return WorkerStatus.ZOMBIE
+            if facts.state in (ProcState.STOPPED, ProcState.TRACED):
+                return WorkerStatus.STOPPED
+            if all(f.state == ProcState.DISK_SLEEP or f.threads_in_d for f in self.facts):
+                return WorkerStatus.UNINTERRUPTIBLE
         if self.in_fetch():
             moved = len({s.signature() for s in self.stacks}) > 1
-            return "blocked" if len(self.stacks) >= 2 and not moved else "busy"
-        return "idle" if self.stacks else "unknown"
+            blocked = len(self.stacks) >= 2 and not moved
+            return WorkerStatus.BLOCKED if blocked else WorkerStatus.BUSY
+        return WorkerStatus.IDLE if self.stacks else WorkerStatus.UNKNOWN
 
     def kernel_text(self) -> str:
         facts = self.latest_facts
@@ -118,7 +146,7 @@ class WorkerView:
 
 def _worker_thread(threads: tuple[ThreadStack, ...]) -> ThreadStack | None:
     for thread in threads:
-        if classify_thread(thread).has(Tag.DATALOADER_WORKER):
+        if classify_thread(thread).has(Activity.DATALOADER_WORKER):
             return thread
     return next((t for t in threads if t.is_main), threads[0] if threads else None)
 
@@ -126,7 +154,7 @@ def _worker_thread(threads: tuple[ThreadStack, ...]) -> ThreadStack | None:
 def workers_of(process: ProcessEvidence) -> list[WorkerView]:
     """Every subprocess seen in the rank's stacks or /proc facts, by pid."""
     stacks: dict[int, list[ThreadStack]] = {}
-    for sample in process.stack_samples:
+    for sample in process.stack_series():
         for child in sample.children:
             thread = _worker_thread(child.threads)
             if thread is not None:

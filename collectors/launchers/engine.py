@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-import hangdoc
-from hangdoc.collectors.atomic import write_json_atomic
 from hangdoc.collectors.jobformat import JOB_FORMAT, JOB_MANIFEST_NAME, JobManifest, TransferMode
 from hangdoc.collectors.launchers.arrival import NodeState, ranks_text
 from hangdoc.collectors.launchers.base import JobTarget, Launcher
@@ -43,6 +41,8 @@ from hangdoc.collectors.launchers.stream import (
     parse_line,
     unescape,
 )
+from hangdoc.common.atomic import write_json_atomic
+from hangdoc.common.version import __version__
 from hangdoc.errors import CollectionError
 
 INCOMING = ".incoming"
@@ -155,7 +155,7 @@ class _Run:
         self.saved_at = 0.0
         self.started = time.time()
         self.manifest: JobManifest = {
-            "format": JOB_FORMAT, "hangdoc_version": hangdoc.__version__,
+            "format": JOB_FORMAT, "hangdoc_version": __version__,
             "launcher": launcher.name, "job_id": target.job_id, "job_name": target.name,
             "host": socket.gethostname(), "started_at": self.started, "finished_at": None,
             "complete": False, "command": list(self.commands[0].argv) if self.commands else [],

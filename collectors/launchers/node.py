@@ -19,22 +19,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gzip
 import json
 import shutil
 import socket
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from hangdoc.collectors.archive import write_archive
 from hangdoc.collectors.collect import CollectOptions, Finalizer, run_collect
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
 from hangdoc.collectors.jobformat import SUMMARY_NAME, TransferMode
 from hangdoc.collectors.launchers.stream import Emitter
+from hangdoc.common.archive import write_archive
 from hangdoc.errors import HangdocError
 
 PROBE_NAME = ".hangdoc-probe"
@@ -78,19 +76,8 @@ class _FrameSink:
 
 def _pack(dump_dir: Path, summary_only: bool) -> Path:
     """The dump (or its manifest and summary only) as a .tar.gz beside it."""
-    dest = dump_dir.with_name(dump_dir.name + ".tar.gz")
-    if not summary_only:
-        return write_archive(dump_dir, dest)
-    with (
-        dest.open("wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
-        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
-    ):
-        for name in (MANIFEST_NAME, SUMMARY_NAME):
-            path = dump_dir / name
-            if path.is_file():
-                tar.add(path, arcname=f"{dump_dir.name}/{name}", recursive=False)
-    return dest
+    only = (MANIFEST_NAME, SUMMARY_NAME) if summary_only else None
+    return write_archive(dump_dir, dump_dir.with_name(dump_dir.name + ".tar.gz"), only=only)
 
 
 def run_node(

@@ -38,9 +38,12 @@ class SlurmLauncher(Launcher):
     name: ClassVar[str] = "slurm"
     node_name_env: ClassVar[str | None] = "SLURMD_NODENAME"
 
-    def __init__(self, srun: str = "srun", scontrol: str = "scontrol") -> None:
+    def __init__(
+        self, srun: str = "srun", scontrol: str = "scontrol", step_name: str = "hangdoc-collect"
+    ) -> None:
         self.srun = srun
         self.scontrol = scontrol
+        self.step_name = step_name  # the step's name in squeue -s (hangdoc-watch for watch)
 
     def resolve(self, job_id: str) -> JobTarget:
         job_id = job_id.strip()
@@ -91,7 +94,7 @@ class SlurmLauncher(Launcher):
             "--label",
             "--kill-on-bad-exit=0",
             "--quiet",
-            "--job-name=hangdoc-collect",
+            f"--job-name={self.step_name}",
             *remote,
         )  # fmt: skip
         return [LaunchCommand(argv=argv, hosts=target.hosts)]

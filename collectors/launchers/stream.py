@@ -11,6 +11,7 @@ short line of its own::
     @hangdoc1 <host> data <seq> <base64 of up to CHUNK bytes of the node's .tar.gz>
     @hangdoc1 <host> end <chunks> <bytes> <sha256 hex>
     @hangdoc1 <host> done <ok|partial|failed> <ranks "0,1,2" or -> <dir, %-quoted, or -> <text>
+    @hangdoc1 <host> watch <say|stalled|moving|ended> <text>       (``hangdoc watch``)
 
 Anything else (a traceback, a warning of Python itself) is a plain line: the launcher
 keeps the last ones per node as the reason when the node fails. Text fields are the
@@ -83,6 +84,10 @@ class Emitter:
         self._line("end", f"{chunks} {size} {digest.hexdigest()}")
         return chunks, size, digest.hexdigest()
 
+    def watch(self, event: str, text: str) -> None:
+        """A node watcher's news: a line to log, a stall (its JSON), movement, the end."""
+        self._line("watch", f"{event} {escape(text)[:900]}")
+
     def done(self, status: str, ranks: list[int], directory: str | None, text: str) -> None:
         rank_text = ",".join(str(r) for r in ranks) or "-"
         where = urllib.parse.quote(directory) if directory else "-"
@@ -99,7 +104,7 @@ class Frame:
     task: int | None  # srun's --label task number, when there was one
 
 
-_ARITY = {"hello": 2, "progress": 3, "warn": 1, "data": 2, "end": 3, "done": 4}
+_ARITY = {"hello": 2, "progress": 3, "warn": 1, "data": 2, "end": 3, "done": 4, "watch": 2}
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,16 @@ before the call that blocks. The culprit is always the last rank.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import os
 import queue
 import random
 import re
 import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -28,6 +32,10 @@ from torch.utils.data import DataLoader, Dataset
 
 # Long enough that every hang outlasts collection; short enough that a leaked job ends.
 PG_TIMEOUT = timedelta(seconds=int(os.environ.get("HANGDOC_SCENARIO_TIMEOUT", "900")))
+# Healthy training steps (a print and an all_reduce each, STEP_S apart) before the hang, so
+# that a watcher started with the job first sees it move (``hangdoc watch``'s tests).
+WARMUP_STEPS = int(os.environ.get("HANGDOC_SCENARIO_WARMUP_STEPS", "0"))
+WARMUP_STEP_S = float(os.environ.get("HANGDOC_SCENARIO_STEP_S", "0.5"))
 _FOREVER = threading.Event()
 
 
@@ -56,6 +64,10 @@ def init() -> None:
     dist.init_process_group("gloo", timeout=PG_TIMEOUT)
     warm = torch.ones(4)
     dist.all_reduce(warm)
+    for step in range(WARMUP_STEPS):
+        time.sleep(WARMUP_STEP_S)
+        dist.all_reduce(warm)
+        print(f"rank {rank()} warm-up step {step + 1}/{WARMUP_STEPS}", flush=True)
 
 
 class StuckFile(io.RawIOBase):
@@ -203,6 +215,82 @@ def scenario_slow() -> None:
             ready("training")
 
 
+def scenario_slow_silent() -> None:
+    """A healthy job that prints nothing at all: a step every few seconds (the sleep
+    stands for a long forward/backward), an all_reduce in each. Only its stacks and its
+    CPU say it is alive."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    rng = random.Random(rank())
+    step = 0
+    while True:
+        time.sleep(WARMUP_STEP_S * (0.8 + 0.4 * rng.random()))
+        train_step(model)
+        dist.all_reduce(torch.ones(4))
+        step += 1
+        if step == 2:
+            ready("training")
+
+
+class HiccupFile(io.RawIOBase):
+    """A checkpoint target whose first write waits ``seconds`` (storage that stops for a
+    while and comes back), then takes the rest at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        if self.seconds:
+            time.sleep(self.seconds)
+            self.seconds = 0.0
+        return len(data)
+
+
+def scenario_stall_twice() -> None:
+    """A job that hangs, resumes and hangs again: the culprit's checkpoint writes stall for
+    HANGDOC_SCENARIO_STALL_S seconds (default 60) twice, with training steps before each;
+    the others wait in the barrier after the save. The job then ends."""
+    stall_s = float(os.environ.get("HANGDOC_SCENARIO_STALL_S", "60"))
+    init()
+    model = torch.nn.Linear(16, 4)
+    for episode in (1, 2):
+        for step in range(6):
+            time.sleep(WARMUP_STEP_S)
+            train_step(model)
+            dist.all_reduce(torch.ones(4))
+            print(f"rank {rank()} episode {episode} step {step}", flush=True)
+        if rank() == culprit():
+            ready(f"checkpoint write {episode}")
+            torch.save(model.state_dict(), cast(IO[bytes], HiccupFile(stall_s)))
+        else:
+            ready(f"barrier {episode}")
+        dist.barrier()
+    print(f"rank {rank()} done", flush=True)
+
+
+def scenario_throughput() -> None:
+    """A healthy job that runs as fast as it can: a forward and backward pass of a small MLP
+    and an all_reduce of each gradient per step; every 20 steps it prints its step count
+    and the time (scripts/bench_watch.py measures steps per minute from these lines)."""
+    init()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256)
+    )
+    ready("training")
+    step = 0
+    while True:
+        model(torch.randn(64, 256)).sum().backward()
+        for param in model.parameters():
+            if param.grad is not None:
+                dist.all_reduce(param.grad)
+        step += 1
+        if step % 20 == 0:
+            print(f"step {step} {time.time():.3f}", flush=True)
+
+
 def scenario_secrets() -> None:
     """A checkpoint hang in a job that leaks credentials, for the redaction tests.
 
@@ -227,6 +315,9 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "killed": scenario_killed,
     "eval-mismatch": scenario_eval_mismatch,
     "slow": scenario_slow,
+    "slow-silent": scenario_slow_silent,
+    "stall-twice": scenario_stall_twice,
+    "throughput": scenario_throughput,
     "secrets": scenario_secrets,
 }
 
@@ -606,9 +697,158 @@ def scenario_steps_per_epoch() -> None:
     dist.barrier()
 
 
+def write_shard(path: Path, batch: torch.Tensor) -> None:
+    path.write_bytes(bytes(batch.contiguous().untyped_storage()))
+
+
+def read_shard(path: Path) -> torch.Tensor:
+    """Raw float32 rows of 16 (no pickle: a scenario reads nothing it could run)."""
+    return torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.float32).view(-1, 16)
+
+
+class ShardPrefetcher:
+    """Reads the rank's data shards in a background thread, ahead of the training loop.
+    A shard that cannot be read kills the thread (``threading.excepthook`` prints its
+    traceback to stderr), and nothing puts the next batch: the loop waits for it forever."""
+
+    def __init__(self, shards: list[Path]) -> None:
+        self.batches: queue.Queue[torch.Tensor] = queue.Queue(maxsize=2)
+        self.thread = threading.Thread(
+            target=self.read_ahead, args=(shards,), name="shard-prefetcher", daemon=True
+        )
+        self.thread.start()
+
+    def read_ahead(self, shards: list[Path]) -> None:
+        for shard in shards:
+            self.batches.put(read_shard(shard))
+
+    def next_batch(self) -> torch.Tensor:
+        return self.batches.get()
+
+
+class StallDetector:
+    """The job's own stall detector, as many training loops have one: when no step ended
+    for ``after_s`` it prints every thread's stack to stderr (faulthandler), once. Minutes
+    in a real job; short here, and the scenario's ready marker follows the dump, so that
+    the dump is in the logs before hangdoc collects and no output grows while it does."""
+
+    def __init__(self, after_s: float, tag: str) -> None:
+        self.after_s = after_s
+        self.tag = tag
+        self.steps = 0
+        threading.Thread(target=self.watch, name="stall-detector", daemon=True).start()
+
+    def step_done(self) -> None:
+        self.steps += 1
+
+    def watch(self) -> None:
+        import faulthandler
+
+        seen, since = self.steps, time.monotonic()
+        while True:
+            time.sleep(self.after_s / 4)
+            if self.steps != seen:
+                seen, since = self.steps, time.monotonic()
+            elif time.monotonic() - since >= self.after_s:
+                faulthandler.dump_traceback(all_threads=True)
+                ready(self.tag)
+                return
+
+
+def scenario_thread_died() -> None:
+    """The culprit's shard prefetcher thread dies of a shard that is missing (a copy that
+    failed): its traceback is in the rank's stderr, and the main thread then blocks for
+    the next batch while the others wait in the gradient all_reduce of that step. Every
+    rank's stall detector then prints all its threads' stacks to stderr."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    data = Path(os.environ["HANGDOC_READY_DIR"]).parent / f"data-rank{rank()}"
+    data.mkdir(parents=True, exist_ok=True)
+    shards = [data / f"shard-{index:05d}.bin" for index in range(4)]
+    for index, shard in enumerate(shards):
+        if not (rank() == culprit() and index == 1):
+            write_shard(shard, torch.randn(8, 16))
+    prefetcher = ShardPrefetcher(shards)
+    detector = StallDetector(2.0, "next batch" if rank() == culprit() else "gradient all_reduce")
+    for _ in shards:
+        loss: torch.Tensor = model(prefetcher.next_batch()).sum()
+        loss.backward()  # type: ignore[no-untyped-call]
+        average_gradients(model)
+        detector.step_done()
+
+
+class CheckpointUploader:
+    """Sends each checkpoint to an object store with an HTTP PUT, no timeout set (the
+    default of ``http.client``): when the store stops reading, ``sendall`` waits forever."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+
+    def upload(self, name: str, payload: bytes) -> int:
+        import http.client
+
+        conn = http.client.HTTPConnection(self.host, self.port)
+        conn.request("PUT", f"/checkpoints/{name}", body=payload)
+        return conn.getresponse().status
+
+
+def _store_that_never_reads() -> tuple[str, int]:
+    """A listening socket nobody accepts on: the kernel completes the connection into its
+    backlog, takes what fits in the socket buffers, and then the sender blocks."""
+    server = socket.create_server(("127.0.0.1", 0), backlog=1)
+    _KEEP.append(server)
+    host, port = server.getsockname()[:2]
+    return str(host), int(port)
+
+
+_KEEP: list[socket.socket] = []
+
+
+def scenario_upload() -> None:
+    """The culprit uploads its checkpoint to a store that never answers; the others wait
+    in the barrier that ends the checkpoint step."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        buffer = io.BytesIO()  # the model, and its optimizer's state (16 MiB)
+        torch.save({"model": model.state_dict(), "optim": torch.zeros(4 << 20)}, buffer)
+        uploader = CheckpointUploader(*_store_that_never_reads())
+        ready("checkpoint upload")
+        uploader.upload(f"step100-rank{rank()}.pt", buffer.getvalue())
+    else:
+        ready("barrier")
+    dist.barrier()
+
+
+def push_shard(address: tuple[str, int], payload: bytes) -> None:
+    """Sends a shard to a replica server over a plain socket, no timeout set."""
+    with socket.create_connection(address) as conn:
+        conn.sendall(len(payload).to_bytes(8, "big"))
+        conn.sendall(payload)
+
+
+def scenario_upload_socket() -> None:
+    """The culprit pushes its shard to a server that never reads, with ``socket.sendall``
+    called from its own code (no network library frame: only /proc says it is a socket)."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        address = _store_that_never_reads()
+        ready("shard push")
+        push_shard(address, bytes(16 << 20))
+    else:
+        ready("barrier")
+    dist.barrier()
+
+
 SCENARIOS.update(
     {
         "dataloader-worker": scenario_dataloader_worker,
+        "upload-socket": scenario_upload_socket,
+        "upload": scenario_upload,
         "lock-deadlock": scenario_lock_deadlock,
         "gil-held": scenario_gil_held,
         "io-stall": scenario_io_stall,
@@ -620,12 +860,138 @@ SCENARIOS.update(
         "eval-gather-tuple": scenario_eval_gather_tuple,
         "final-save": scenario_final_save,
         "steps-per-epoch": scenario_steps_per_epoch,
+        "thread-died": scenario_thread_died,
     }
 )
 
 
+# --- What a blocked thread waits on (issue 21) -------------------------------------------
+# The job's own code blocks in a system call on something another process holds; its
+# functions are named for what the job does, not for the call: only the kernel says it.
+
+
+def cache_lock_path() -> Path:
+    """The lock of the node's shared data cache (the job's working directory)."""
+    return Path(os.environ["HANGDOC_READY_DIR"]).parent / "data-cache.lock"
+
+
+@contextlib.contextmanager
+def cache_lock(path: Path) -> Iterator[None]:
+    """The job's own inter-process lock on its data cache: ``flock``, no timeout."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prepare_cache(model: torch.nn.Module) -> None:
+    """Builds this rank's entry of the node's data cache, under the cache lock."""
+    with cache_lock(cache_lock_path()):
+        (cache_lock_path().parent / f"cache-{rank()}.bin").write_bytes(bytes(1024))
+    train_step(model)
+
+
+def leftover_cache_builder() -> None:
+    """An earlier run's cache builder that never exited (its job crashed around it): it
+    still holds the cache lock, waiting for a download that will not come."""
+    with cache_lock(cache_lock_path()):
+        marker = Path(os.environ["HANGDOC_READY_DIR"]) / "ready-leftover"
+        marker.write_text("holding the cache lock")
+        _FOREVER.wait()
+
+
+def scenario_flock_stale() -> None:
+    """The culprit prepares its data cache; a stale process of an earlier run holds the
+    cache lock, so the culprit blocks in flock while the others wait in the barrier."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        ready("cache lock")
+        prepare_cache(model)
+    else:
+        ready("barrier")
+    dist.barrier()
+
+
+def scenario_flock_rank() -> None:
+    """The culprit builds the node's cache and, still holding the cache lock, waits in a
+    barrier for the others to have read it; they wait for the lock first."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    if rank() == culprit():
+        with cache_lock(cache_lock_path()):
+            dist.barrier()  # the cache builder has the lock: the others may come
+            ready("barrier, holding the cache lock")
+            dist.barrier()  # every rank has read the cache
+    else:
+        dist.barrier()
+        ready("cache lock")
+        prepare_cache(model)
+        dist.barrier()
+
+
+def tokenizer_service() -> None:
+    """A helper process: says it is up, then one request per line on stdin, one answer
+    per line on stdout."""
+    print("up", flush=True)
+    for line in sys.stdin:
+        print(len(line.split()), flush=True)
+
+
+def start_tokenizer() -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, sys.argv[0], "tokenizer-service"]
+    service = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert service.stdout is not None
+    service.stdout.readline()  # "up"
+    return service
+
+
+def count_tokens(service: subprocess.Popen[bytes], text: str) -> int:
+    """Asks the tokenizer service. The request stays in the pipe's write buffer (never
+    flushed), so the service waits for it while the rank waits for the answer."""
+    assert service.stdin is not None and service.stdout is not None
+    service.stdin.write(text.encode() + b"\n")
+    return int(service.stdout.readline())
+
+
+def scenario_child_pipe() -> None:
+    """The culprit asks its tokenizer subprocess for a count and waits for the answer; the
+    subprocess waits for the request: a pipe deadlock. The others wait in the barrier."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        service = start_tokenizer()
+        ready("tokenizer answer")
+        count_tokens(service, "the quick brown fox")
+    else:
+        ready("barrier")
+    dist.barrier()
+
+
+SCENARIOS.update(
+    {
+        "flock-stale": scenario_flock_stale,
+        "flock-rank": scenario_flock_rank,
+        "child-pipe": scenario_child_pipe,
+    }
+)
+# Processes a scenario runs that are no ranks: started by launch.py (a leftover before the
+# job), or by a rank (a helper subprocess).
+HELPERS: dict[str, Callable[[], None]] = {
+    "leftover-cache-builder": leftover_cache_builder,
+    "tokenizer-service": tokenizer_service,
+}
+
+
 def main(argv: list[str], scenarios: dict[str, Callable[[], None]] | None = None) -> int:
     """Run one scenario by name (own_code.py passes its own table)."""
+    if scenarios is None and len(argv) == 1 and argv[0] in HELPERS:
+        HELPERS[argv[0]]()
+        return 0
     known = SCENARIOS if scenarios is None else scenarios
     if len(argv) != 1 or argv[0] not in known:
         print(f"usage: train.py {{{','.join(known)}}}", file=sys.stderr)

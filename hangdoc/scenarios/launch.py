@@ -22,6 +22,11 @@ from types import TracebackType
 
 # Ranks that never become ready, per scenario: the culprit of "killed" dies instead.
 _DIES = {"killed"}
+# A process left over from an earlier run, started before the ranks (job.py's HELPERS),
+# per scenario: no process of the job, and older than it.
+LEFTOVERS = {"flock-stale": "leftover-cache-builder"}
+# How much older than the job a leftover is (in the field: minutes or hours).
+LEFTOVER_AGE_S = 3.0
 
 
 def free_port() -> int:
@@ -59,6 +64,7 @@ class ScenarioJob:
     workdir: Path
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     agent: subprocess.Popen[bytes] | None = None
+    leftovers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
     def ready_dir(self) -> Path:
@@ -139,7 +145,8 @@ class ScenarioJob:
 
     def stop(self) -> None:
         """Kill every process of the job (ranks, workers, agent) and reap them."""
-        roots = [p.pid for p in self.procs] + ([self.agent.pid] if self.agent else [])
+        roots = [p.pid for p in [*self.procs, *self.leftovers]]
+        roots += [self.agent.pid] if self.agent else []
         victims: list[int] = []
         for root in roots:
             victims.extend(_children(root))
@@ -149,7 +156,7 @@ class ScenarioJob:
         for pid in [*victims, *roots]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        for proc in [*self.procs, *([self.agent] if self.agent else [])]:
+        for proc in [*self.procs, *self.leftovers, *([self.agent] if self.agent else [])]:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
 
@@ -171,6 +178,24 @@ def _parent(pid: int) -> int | None:
     except OSError:
         return None
     return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _start_leftover(job: ScenarioJob, cmd: list[str], env: dict[str, str]) -> None:
+    """Start an earlier run's leftover and wait until it holds what it holds."""
+    with (job.log_dir / "leftover.err").open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, *cmd], env=env, stdout=subprocess.DEVNULL, stderr=err,
+            start_new_session=True,
+        )  # fmt: skip
+    job.leftovers.append(proc)
+    deadline = time.monotonic() + 120.0
+    while not (job.ready_dir / "ready-leftover").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            job.stop()
+            raise RuntimeError(f"scenario {job.scenario}: the leftover did not start\n"
+                               + job.logs_tail())  # fmt: skip
+        time.sleep(0.05)
+    time.sleep(LEFTOVER_AGE_S)
 
 
 def launch(
@@ -206,6 +231,8 @@ def launch(
     else:
         shutil.copyfile(here / "job.py", script)
     job_cmd = [str(script), scenario]
+    if scenario in LEFTOVERS:
+        _start_leftover(job, [str(script), LEFTOVERS[scenario]], env)
     if torchrun:
         cmd = [
             sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",

@@ -23,10 +23,13 @@ from hangdoc.analyzer.model import (
     Frame,
     HostInfo,
     LogEvent,
+    OpState,
     ProcessGroupInfo,
     Severity,
+    Strength,
     Verdict,
 )
+from hangdoc.analyzer.vocabulary import EventKind
 from tests.report_builders import T0, diagnose, frames, process, waiting_stack
 
 TP = 8
@@ -56,17 +59,21 @@ def grid_job(world: int) -> Diagnosis:
         fr = f"{proc.host}/rank{rank}/fr"
         proc.collectives.extend(
             [
-                CollectiveRecord("0", 40, "all_reduce", "completed", source=fr),
-                CollectiveRecord(tp_name, 118, "_all_gather_base", "completed", source=fr),
-                CollectiveRecord(dp_name, 117, "all_reduce", "completed", source=fr),
+                CollectiveRecord("0", 40, "all_reduce", OpState.COMPLETED, source=fr),
+                CollectiveRecord(tp_name, 118, "_all_gather_base", OpState.COMPLETED, source=fr),
+                CollectiveRecord(dp_name, 117, "all_reduce", OpState.COMPLETED, source=fr),
                 CollectiveRecord(
-                    dp_name, 118, odd_op if rank == odd else "all_reduce", "started", source=fr
+                    dp_name,
+                    118,
+                    odd_op if rank == odd else "all_reduce",
+                    OpState.STARTED,
+                    source=fr,
                 ),
             ]
         )
         proc.log_events.append(
             LogEvent(
-                "nccl_watchdog_timeout",
+                EventKind.COLLECTIVE_TIMEOUT,
                 f"[Rank {rank}] Watchdog caught collective operation timeout: "
                 f"WorkNCCL(SeqNum=118, OpType=ALLREDUCE) ran for 600000 milliseconds",
                 source=f"{proc.host}/rank{rank}/stderr.log",
@@ -85,7 +92,8 @@ def grid_job(world: int) -> Diagnosis:
              for n in range(world // 8)}  # fmt: skip
     evidence = Evidence(
         processes=procs, process_groups=groups, hosts=hosts,
-        job_log_events=[LogEvent("torchrun_exit", "agent: worker group failed (exitcode -6)",
+        job_log_events=[LogEvent(EventKind.WORKER_FAILED,
+                                 "agent: worker group failed (exitcode -6)",
                                  source="torchrun.log", line=7, time=T0 + 700)],
     )  # fmt: skip
     dp = [r for r in range(odd % TP, world, TP) if r != odd]
@@ -95,7 +103,7 @@ def grid_job(world: int) -> Diagnosis:
               "all_reduce (#118)",
         explanation="Collectives of one group are matched by issue order.",
         fix="Make every rank issue the same collective at this point.",
-        culprit_ranks=(odd,), waiting_ranks=tuple(dp), confidence=0.95,
+        culprit_ranks=(odd,), waiting_ranks=tuple(dp), strength=Strength.CONCLUSIVE,
         evidence=(EvidenceRef(f"node{odd // 8}/rank{odd}/fr", "broadcast #118", odd),),
     )  # fmt: skip
     return diagnose(evidence, [finding], Verdict.HANG)

@@ -10,7 +10,7 @@ import pytest
 
 from hangdoc.analyzer.model import Category
 from hangdoc.casebook import CaseError, read_case, read_casebook, split_of
-from hangdoc.casebook_eval import TRAIN_FLOOR, evaluate, score
+from hangdoc.casebook_eval import TRAIN_EXACT_FLOOR, TRAIN_FLOOR, evaluate, score
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "fixtures" / "cases"
@@ -35,13 +35,15 @@ def test_split_is_a_fixed_hash_of_the_url() -> None:
     assert 0.27 < share < 0.33
 
 
-def _case(root: Path, name: str, artifact: Path, category: str, culprits: str = "") -> Path:
+def _case(
+    root: Path, name: str, artifact: Path, category: str, culprits: str = "", alts: str = ""
+) -> Path:
     folder = root / name
     folder.mkdir()
     shutil.copy(artifact, folder / "console.log")
     (folder / "case.toml").write_text(
         f'source = "https://example.org/{name}"\nproject = "demo"\n'
-        f'summary = "a recorded log"\ncategory = "{category}"\n{culprits}'
+        f'summary = "a recorded log"\ncategory = "{category}"\n{culprits}{alts}'
         'confidence = "likely"\n\n[[artifacts]]\nfile = "console.log"\nwhere = "recorded"\n'
     )
     return folder
@@ -73,6 +75,53 @@ def test_scorer_counts_category_culprit_and_refusals(tmp_path: Path) -> None:
     assert len(split.answered) == 2 and split.precision == 0.5
 
 
+def test_headline_counts_only_the_labels_own_cause_and_the_abstainer_scores_nothing(
+    tmp_path: Path,
+) -> None:
+    # GIVEN two crashes, one labelled with another cause and the crash as an alternative,
+    # one labelled right, and a rank that never joined labelled `unknown`
+    alt = 'alternatives = ["rank_dead_or_crashed"]\n'
+    _case(tmp_path, "via-alt", RECORDED / "sigkill.log", "cuda_oom", alts=alt)
+    _case(tmp_path, "exact", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    _case(tmp_path, "abstain", RECORDED / "missing_rank.log", "unknown")
+    cases, problems = read_casebook(tmp_path)
+    assert problems == []
+    # WHEN scored
+    split = score(cases)["all"]
+    # THEN the alternative makes "via-alt" right for category right but not exact, so the
+    # headline is 1 of the 2 named labels while category right counts 2 of 3
+    results = {r.case.case_id: r for r in split.results}
+    assert results["via-alt"].correct and not results["via-alt"].exact
+    assert results["exact"].exact
+    assert split.named_exact == 0.5 and split.named_accuracy == 1.0
+    # AND a tool that always says `unknown` gets the one `unknown` label right on category
+    # right (1 of 3) and nothing on the headline, whatever the alternatives say
+    baseline = split.always_unknown()
+    assert baseline.accuracy == 1 / 3 and baseline.named_exact == 0.0
+    assert [r.predicted for r in baseline.results] == [Category.UNKNOWN] * 3
+
+
+def test_a_paste_kept_in_two_cases_is_a_problem(tmp_path: Path) -> None:
+    # GIVEN three cases: "repost" holds "first"'s paste with other line breaks and
+    # indentation, "excerpt" holds its last two lines, "other" a different log
+    first = _case(tmp_path, "first", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    lines = (first / "console.log").read_text().splitlines()
+    repost = _case(tmp_path, "repost", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    (repost / "console.log").write_text("\n\n".join("  " + line for line in lines) + "\r\n")
+    excerpt = _case(tmp_path, "excerpt", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    (excerpt / "console.log").write_text("\n".join(lines[-2:]) + "\n")
+    _case(tmp_path, "other", RECORDED / "sigkill.log", "rank_dead_or_crashed")
+    # WHEN read THEN the repost (equal once whitespace is normalised) and the excerpt
+    # (contained) are each named once, with the case they repeat; the other log is not
+    _cases, problems = read_casebook(tmp_path)
+    assert len(problems) == 2, problems
+    assert any("first: console.log is the same paste as repost/console.log" in p
+               or "repost: console.log is the same paste as first/console.log" in p
+               for p in problems)  # fmt: skip
+    assert any("excerpt: console.log is a part of the paste" in p for p in problems)
+    assert not any("other" in p for p in problems)
+
+
 def test_bad_case_files_are_named(tmp_path: Path) -> None:
     folder = _case(tmp_path, "bad", RECORDED / "rank_crash.log", "not_a_category")
     with pytest.raises(CaseError, match="not a category"):
@@ -89,6 +138,7 @@ def test_train_split_stays_above_its_floor() -> None:
     assert splits["all"].refusals == 0, [r.case.case_id for r in splits["all"].results
                                          if r.refused]  # fmt: skip
     assert splits["train"].accuracy >= TRAIN_FLOOR
+    assert splits["train"].named_exact >= TRAIN_EXACT_FLOOR
 
 
 def test_eval_command_writes_the_tables_and_fails_below_the_floor(tmp_path: Path) -> None:
@@ -99,11 +149,21 @@ def test_eval_command_writes_the_tables_and_fails_below_the_floor(tmp_path: Path
     _case(book, "crash", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
     _case(book, "wrong", RECORDED / "sigkill.log", "cuda_oom")
     out = tmp_path / "accuracy.md"
-    assert main(["eval", str(book), "--write", str(out), "--floor", "0.5"]) == 0
+    floors = ["--floor", "0.5", "--exact-floor", "0.5"]
+    assert main(["eval", str(book), "--write", str(out), *floors]) == 0
     text = out.read_text()
     assert "# Accuracy on the casebook" in text and "Train misses" in text
+    assert "cause named in label, exact" in text and "always unknown" in text
     # 1 right of 2 in whichever splits they fall: an impossible floor fails the command
     assert main(["eval", str(book), "--floor", "1.0"]) == 1
+    # and so does a headline floor it does not reach: both cases hash to train, where the
+    # headline is 1 exact of 2 named labels
+    from hangdoc.casebook_report import run_eval
+
+    summary, status = run_eval(book, None, "train", 0.0, exact_floor=0.6)
+    assert status == 1 and "cause named in label, exact 50% < 60%" in summary
+    assert run_eval(book, None, "train", 0.0, exact_floor=0.5)[1] == 0
+    assert main(["eval", str(book), "--floor", "0", "--exact-floor", "0.6"]) == 1
     assert main(["eval", str(book), "--split", "nope"]) == 2
 
 

@@ -1,9 +1,10 @@
 """Causes that live in the stacks and the node, each found on a real hung gloo job on CPU:
 DataLoader workers, Python locks and the GIL, stuck and slow storage, pipeline p2p, uneven
-data, evaluation on some ranks, a save that gathers on one rank — and a healthy pipeline
-that must not be called hung. Each test waits for the ranks' ready markers, runs
-``hangdoc collect --pid`` and ``hangdoc analyze --json`` like a user, and checks the
-verdict, the category, the culprit ranks and the rule that named them.
+data, evaluation on some ranks, a save that gathers on one rank, a thread that died
+with its traceback in the logs — and a healthy pipeline that must not be called hung.
+Each test waits for the ranks' ready markers, runs ``hangdoc collect --pid`` and
+``hangdoc analyze --json`` like a user, and checks the verdict, the category, the
+culprit ranks and the rule that named them.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ CASES = [
     ("p2p-deadlock", "hang", "p2p_pipeline_deadlock", [2, 3], "HD105", "send/send cycle"),
     ("pipeline-healthy", "not_hung", "not_a_hang_slow_or_benign", None, "HD004", "progress"),
     ("uneven-ddp", "hang", "uneven_data_drop_last", [3], "HD106", "gradient all_reduce"),
-    ("uneven-after-eval", "hang", "uneven_data_drop_last", [3], "HD106", "in evaluation"),
+    ("uneven-after-eval", "hang", "uneven_data_drop_last", [3], "HD106", "running evaluation"),
     ("eval-gather-tuple", "hang", "eval_loop_only_some_ranks", [3], "HD002", "all_gather"),
     ("final-save", "hang", "checkpoint_save_hang", [3], "HD107", "save_final_model"),
     ("steps-per-epoch", "hang", "uneven_data_drop_last", [3], "HD106", "still in a training"),
+    # A dead thread's traceback and stall dumps in the logs are text, not samples (issue 20)
+    ("thread-died", "hang", "dataloader_deadlock_or_worker_hang", [3], "HD001", "next batch"),
 ]  # fmt: skip
 
 

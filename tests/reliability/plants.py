@@ -1,4 +1,4 @@
-"""Fake secrets of every kind ``hangdoc.collectors.redact`` recognises, and a scanner.
+"""Fake secrets of every kind ``hangdoc.common.redact`` recognises, and a scanner.
 
 Each :class:`Plant` is a line as a job would print it (``text``) and the part of it
 that must never reach a dump, an archive or a report (``secret``). Values are random

@@ -11,8 +11,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from hangdoc.analyzer.loading.archive import ArchiveLimits
 from hangdoc.analyzer.loading.loader import load_paths
+from hangdoc.common.archive import ArchiveLimits
 from hangdoc.errors import BadInputError
 from tests.reliability.stats import count
 

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.collectors import atomic, output
+from hangdoc.collectors import output
 from hangdoc.collectors.collect import CollectOptions, run_collect
+from hangdoc.common import atomic
 from hangdoc.errors import CollectionError
 from tests.reliability.conftest import Spawn
 from tests.reliability.stats import count

@@ -13,8 +13,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hangdoc.collectors import redact
-from hangdoc.collectors.redact import (
+from hangdoc.common import redact
+from hangdoc.common.redact import (
     REDACTED,
     redact_argv,
     redact_env,

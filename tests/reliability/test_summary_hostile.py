@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.summaries.write import write_node_summary
+from hangdoc.analyzer.summarize.write import write_node_summary
 from hangdoc.cli import main
 from tests.reliability.stats import count
 from tests.reliability.test_safe_loading import ROOT, run_bounded, sparse_file

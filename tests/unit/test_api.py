@@ -33,6 +33,12 @@ def test_import_hangdoc_stays_cheap() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_the_lazy_names_are_the_apis_names() -> None:
+    import hangdoc.api
+
+    assert set(hangdoc.api.__all__) == hangdoc.API_NAMES
+
+
 def test_unknown_attribute_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError):
         _ = hangdoc.no_such_thing  # type: ignore[attr-defined]
@@ -115,6 +121,7 @@ def test_findings_frame_primary_first() -> None:
     first = frame.iloc[0]
     assert first["rule"] == diagnosis.findings[0].rule
     assert first["category"] == "checkpoint_save_hang" and first["culprit_ranks"] == [3]
+    assert first["strength"] == "corroborated"  # the stacks, and nothing moved
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DUMPS.iterdir() if p.is_dir()))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.analyzer.loading.archive import (
+from hangdoc.common.archive import (
     ArchiveError,
     ArchiveLimits,
     archive_kind,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from hangdoc.analyzer.loading.dump_reader import is_dump_dir, read_dump
-from hangdoc.analyzer.model import InputKind
+from hangdoc.analyzer.model import InputKind, OutputSizes, ProcState, StepStatus
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
 from tests.builders import (
     ALLREDUCE_WAIT,
@@ -62,7 +62,7 @@ def test_reads_host_processes_samples_and_steps(tmp_path: Path) -> None:
     assert ps1.index == 1 and ps1.time == T0 + 5.0
     assert (ps0.index, ps0.time, ps0.alive, ps0.state) == (0, T0, True, "S")
     assert ps0.threads[0].tid == 101 and ps0.threads[0].wchan == "futex_wait_queue"
-    assert ps0.io_value("wchar") == 20 and dict(ps0.output_sizes) == {"stderr": 4096}
+    assert ps0.io.wchar == 20 and ps0.output_sizes == OutputSizes(stderr=4096)
     assert not proc.exited
     assert {s.step for s in got.steps} == {"discover", "pyspy"}
     assert all(s.host == "node1" for s in got.steps)
@@ -187,3 +187,25 @@ def test_not_a_dump(tmp_path: Path) -> None:
     (tmp_path / MANIFEST_NAME).write_text(json.dumps({"format": "something-else/1"}))
     assert not is_dump_dir(tmp_path)
     assert not is_dump_dir(tmp_path / "absent")
+
+
+def test_states_and_statuses_this_version_does_not_know_load_as_unknown(tmp_path: Path) -> None:
+    # GIVEN a dump whose writer (a newer hangdoc, or a damaged file) used a step status,
+    # a process state and a thread state letter this version has no member for
+    dump = _two_rank_dump(tmp_path / "node1")
+    manifest = json.loads((dump / MANIFEST_NAME).read_text())
+    manifest["steps"][1]["status"] = "postponed"
+    (dump / MANIFEST_NAME).write_text(json.dumps(manifest))
+    process = json.loads((dump / "rank0" / "process.json").read_text())
+    process["samples"][0]["state"] = "Q"
+    process["samples"][0]["threads"][0]["state"] = "zz"
+    (dump / "rank0" / "process.json").write_text(json.dumps(process))
+    # WHEN it is read
+    got = read_dump(dump, "node1")
+    # THEN each unknown value is the UNKNOWN member, and the rest of the dump is there
+    assert StepStatus.UNKNOWN in {s.status for s in got.steps}
+    assert StepStatus.OK in {s.status for s in got.steps}
+    sample = got.processes[0].proc_samples[0]
+    assert sample.state is ProcState.UNKNOWN
+    assert sample.threads[0].state is ProcState.UNKNOWN
+    assert got.processes[1].proc_samples[0].state is ProcState.SLEEPING

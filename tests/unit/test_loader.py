@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from hangdoc.analyzer.loading.loader import NOTHING_FOUND, load_paths
-from hangdoc.analyzer.loading.rank_names import rank_from_name
 from hangdoc.analyzer.model import Evidence, InputKind
 from tests.builders import RankSpec, main_trace, pyspy_json, write_dump
 
@@ -55,8 +54,8 @@ def test_mixed_inputs(tmp_path: Path) -> None:
     assert ev.seen_ranks() == [0, 1, 2, 3, 4, 5]
     ranked = ev.ranked()
     assert ranked[0].host == "node1" and ranked[4].host == "node2"
-    assert ranked[2].pid == 1002 and ranked[2].stack_samples[0].threads[0].is_main
-    assert ranked[3].stack_samples[0].threads[-1].is_main
+    assert ranked[2].pid == 1002 and ranked[2].text_stacks[0].threads[0].is_main
+    assert ranked[3].text_stacks[0].threads[-1].is_main
     assert set(ev.hosts) == {"node1", "node2"}
     assert ev.expected_world_size() == 8
     # every file is an input, with its kind and error
@@ -82,13 +81,13 @@ def test_fragments_of_one_process_merge_in_time_order(tmp_path: Path) -> None:
     paste = tmp_path / "paste.txt"
     paste.write_text(DUMP_TXT.replace("9106", "1000"))
     ev = load_paths([paste, node])
-    # THEN one process: the pasted (untimed) sample after the dump's, re-indexed
+    # THEN one process: the dump's live sample, and the paste as text beside it
     [proc] = ev.processes
     assert proc.rank == 0 and proc.host == "node1"
     assert [(s.index, s.source) for s in proc.stack_samples] == [
         (0, "node1/rank0/pyspy.0.json".replace("node1", str(node))),
-        (1, str(paste)),
     ]
+    assert [(s.index, s.source) for s in proc.text_stacks] == [(0, str(paste))]
 
 
 def test_conflicting_rank_claims_keep_the_first(tmp_path: Path) -> None:
@@ -112,7 +111,7 @@ def test_second_folder_with_more_samples_of_known_ranks_is_usable(tmp_path: Path
     (tmp_path / "a" / "rank0.txt").write_text(DUMP_TXT)
     (tmp_path / "b" / "rank0.txt").write_text(DUMP_TXT)
     ev = load_paths([tmp_path / "a", tmp_path / "b"])
-    assert len(ev.processes[0].stack_samples) == 2
+    assert [s.index for s in ev.processes[0].text_stacks] == [0, 1]
     assert all(i.error is None for i in ev.inputs)
 
 
@@ -172,7 +171,7 @@ def test_same_file_twice_is_read_once(tmp_path: Path) -> None:
     path = tmp_path / "rank0.txt"
     path.write_text(DUMP_TXT)
     ev = load_paths([path, path, tmp_path])
-    assert len(ev.processes) == 1 and len(ev.processes[0].stack_samples) == 1
+    assert len(ev.processes) == 1 and len(ev.processes[0].text_stacks) == 1
     node = _node(tmp_path / "d", "node1", range(1))
     for order in ([node, node / "rank0" / "pyspy.0.json"], [node / "rank0" / "pyspy.0.json", node]):
         ev = load_paths(order)
@@ -237,38 +236,6 @@ def test_samples_folder_loads(tmp_path: Path) -> None:
     kinds = [i.kind for i in ev.inputs if i.path.endswith((".txt", ".json", ".raw"))]
     assert InputKind.UNKNOWN not in kinds and InputKind.UNREADABLE not in kinds
     assert len(ev.processes) >= 3
-
-
-@pytest.mark.parametrize(
-    ("name", "single", "rank"),
-    [
-        ("rank3.txt", True, 3),
-        ("rank_3.log", True, 3),
-        ("rank-3", True, 3),
-        ("stacks_rank12.json", False, 12),
-        ("RANK7.TXT", True, 7),
-        ("r3.txt", True, 3),
-        ("dump-r5-sample1.txt", True, 5),
-        ("pyspy-3.json", True, 3),
-        ("stacks_3.txt", True, 3),
-        ("pyspy-3.json", False, None),  # a trailing number only for single-process files
-        ("worker3.txt", True, None),
-        ("job-worker-3.txt", True, None),  # k8s pod index, not a rank
-        ("node_2.txt", True, None),
-        ("stacks_20250101_120000.txt", True, None),  # a timestamp
-        ("pyspy.0.json", True, None),  # a sample index
-        ("ranks.txt", True, None),
-        ("error.json", True, None),
-        ("trace-03.txt", True, None),
-    ],
-)
-def test_rank_from_name(name: str, single: bool, rank: int | None) -> None:
-    assert rank_from_name(Path("/x") / name, single)[0] == rank
-
-
-def test_rank_from_folder_name() -> None:
-    assert rank_from_name(Path("/x/rank4/stderr.log"), True)[0] == 4
-    assert rank_from_name(Path("/logs/attempt_0/1/stderr.log"), True)[0] is None
 
 
 def test_redacted_flag_is_set_by_the_loader(tmp_path: Path) -> None:

@@ -79,6 +79,8 @@ def test_wheel_contains_only_the_hangdoc_package(tmp_path: Path) -> None:
         "analyzer/render/templates",
         "scenarios/job.py",
         "demo_data/checkpoint/manifest.json",
+        "analyzer/parsers/catalog/meanings.toml",
+        "analyzer/parsers/catalog/data/nccl.json",
     ):
         assert any(n.startswith(f"hangdoc/{sub}") for n in names), sub
 
@@ -86,6 +88,17 @@ def test_wheel_contains_only_the_hangdoc_package(tmp_path: Path) -> None:
 def test_rules_doc_is_fresh() -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "rules_doc.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_rules_independence_contract_is_fresh() -> None:
+    # pyproject.toml's independence contract lists the registry's rules (a rule added to
+    # rules/__init__.py and not to the contract could import another unnoticed)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "rules_contract.py"), "--check"],
         capture_output=True,
         text=True,
     )

@@ -55,3 +55,20 @@ def test_archive_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["analyze", str(DUMP), "--archive", str(archive), "-q"]) == 2  # bad usage
     assert archive.read_bytes() == b"keep me"
     assert "already exists" in capsys.readouterr().err
+
+
+def test_archive_leaves_out_what_the_loader_calls_binary(tmp_path: Path) -> None:
+    # GIVEN a file without NUL bytes that is not text (the loader refuses it as binary)
+    blob = tmp_path / "core.bin"
+    blob.write_bytes(bytes(range(0xA0, 0x100)) * 8)
+    archive = tmp_path / "ticket.tar.gz"
+    # WHEN archived THEN it is left out with its reason, not copied as text of U+FFFD
+    main(["analyze", str(DUMP), str(blob), "--archive", str(archive), "-q"])
+    with tarfile.open(archive) as tar:
+        marker = next(m for m in tar.getmembers() if m.name.endswith("hangdoc-ticket.json"))
+        handle = tar.extractfile(marker)
+        assert handle is not None
+        left_out = json.loads(handle.read())["left_out"]
+        assert not any(n.endswith("core.bin") for n in tar.getnames())
+    assert [e["path"] for e in left_out] == ["inputs/1-core.bin"]
+    assert "binary" in left_out[0]["reason"]

@@ -13,18 +13,20 @@ Evidence, strongest first:
 5. the watchdog's ``[Rank N]`` when its process group is the default one (group ranks
    of other groups are not global);
 6. for a file whose lines name no rank at all, the file name (``rank3.log``,
-   ``worker-3.txt``, ``attempt_0/3/stderr.log``).
+   ``stderr-3.txt``, ``attempt_0/3/stderr.log``: hangdoc/common/rank_names.py).
 
 Anything else stays unattributed (a job-level event) rather than guessed.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent
-from hangdoc.analyzer.vocabulary import F_GROUP_RANK, F_PG, F_PG_DESC, EventKind
+from hangdoc.analyzer.payloads.nccl import NcclInit
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import InGroup
+from hangdoc.analyzer.vocabulary import EventKind, RankFrom
 
 # Reports about the whole job: their ranks live in their fields, not in a prefix.
 JOB_LEVEL = frozenset(
@@ -44,9 +46,6 @@ JOB_LEVEL = frozenset(
         EventKind.HOST_OOM_KILL,
     }
 )
-_FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_\-.]?(\d{1,6})(?:[^\d]|$)", re.IGNORECASE)
-_FILE_TAIL = re.compile(r"[-_.](\d{1,4})(?:\.[A-Za-z]{1,5})*$")
-_ATTEMPT_DIR = re.compile(r"attempt_\d+/(\d+)/(?:stderr\.log|stdout\.log|error\.json)$")
 _DEFAULT_PGS = frozenset({"0", "default_pg"})
 
 
@@ -69,16 +68,16 @@ def build_maps(
 ) -> RankMaps:
     maps = RankMaps(pid_rank=dict(pid_rank))
     inits = [
-        e
+        (e.host, e.pid, init)
         for e in events
-        if e.kind is EventKind.NCCL_INIT and e.host is not None and e.pid is not None
+        if isinstance(init := e.payload, NcclInit) and e.host is not None and e.pid is not None
     ]
-    nranks = [int(e.fields.get("nranks", "0")) for e in inits]
+    nranks = [init.nranks or 0 for _, _, init in inits]
     largest = max(nranks, default=0)
     maps.world_size = largest or None
-    for event, size in zip(inits, nranks, strict=True):
-        if size == largest and event.host is not None and event.pid is not None:
-            maps.hostpid_rank.setdefault((event.host, event.pid), int(event.fields["rank"]))
+    for (host, pid, init), size in zip(inits, nranks, strict=True):
+        if size == largest and host is not None and pid is not None and init.rank is not None:
+            maps.hostpid_rank.setdefault((host, pid), init.rank)
     # A pid alone (Ray/vLLM "(RayWorkerWrapper pid=4009)" prefixes carry the pid and an IP,
     # never the host name NCCL prints): the default communicator's init line of that pid,
     # when no other host has a process with the same pid and another rank.
@@ -96,13 +95,14 @@ def build_maps(
             maps.local_to_global[local] = next(iter(ranks))
     for event in events:
         if event.kind is EventKind.CHILD_FAILURE and event.content_rank is not None:
-            local_text = event.fields.get("local_rank")
-            if local_text is not None and local_text.isdigit():
-                maps.local_to_global.setdefault(int(local_text), event.content_rank)
-        if event.kind is EventKind.PHASE and event.fields.get("world_size"):
-            maps.world_size = max(maps.world_size or 0, int(event.fields["world_size"]))
+            named_local = event.named_local_rank
+            if named_local is not None and named_local >= 0:
+                maps.local_to_global.setdefault(named_local, event.content_rank)
+        said_world = _world_size(event)
+        if event.kind is EventKind.PHASE and said_world:
+            maps.world_size = max(maps.world_size or 0, said_world)
     hosts = {h for h, _ in maps.hostpid_rank} | {
-        e.fields.get("host") for e in events if e.kind is EventKind.CHILD_FAILURE
+        e.named_host for e in events if e.kind is EventKind.CHILD_FAILURE
     }
     hosts.discard(None)
     mismatched = any(local != glob for local, glob in maps.local_to_global.items())
@@ -110,61 +110,49 @@ def build_maps(
     return maps
 
 
-def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, str]:
-    """The event's global rank and how it was found ("" when unknown)."""
+def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom | None]:
+    """The event's global rank and how it was found (None when unknown)."""
     if event.kind in JOB_LEVEL:
-        return None, ""
+        return None, None
     if event.prefix_rank is not None:
-        return event.prefix_rank, "prefix"
+        return event.prefix_rank, RankFrom.PREFIX
     if event.content_rank is not None:
-        return event.content_rank, "content"
+        return event.content_rank, RankFrom.CONTENT
     if event.host is not None and event.pid is not None:
         rank = maps.hostpid_rank.get((event.host, event.pid))
         if rank is not None:
-            return rank, "nccl_init"
+            return rank, RankFrom.NCCL_INIT
     if event.pid is not None and event.pid in maps.pid_rank:
-        return maps.pid_rank[event.pid], "pid"
-    pid_field = event.fields.get("pid")
+        return maps.pid_rank[event.pid], RankFrom.PID
+    named = event.named_pid
     if (
         event.kind in (EventKind.WORKER_FAILED, EventKind.AGENT_TERMINATING)
-        and pid_field
-        and pid_field.isdigit()
+        and named is not None
+        and named >= 0
     ):
-        rank = maps.pid_rank.get(int(pid_field))
+        rank = maps.pid_rank.get(named)
         if rank is not None:
-            return rank, "pid"
+            return rank, RankFrom.PID
     local = event.local_rank
     if local is None and event.kind is EventKind.WORKER_FAILED:
         # The launcher's report names the worker's local rank (torchrun "local_rank: 3",
         # DeepSpeed's "--local_rank=3" in the command it reports): the same mapping as a
         # [default3]: prefix.
-        local_text = event.fields.get("local_rank", "")
-        local = int(local_text) if local_text.isdigit() else None
+        named_local = event.named_local_rank
+        local = named_local if named_local is not None and named_local >= 0 else None
     if local is not None:
         if local in maps.local_to_global:
-            return maps.local_to_global[local], "local_rank"
+            return maps.local_to_global[local], RankFrom.LOCAL_RANK
         if maps.local_is_global:
-            return local, "local_rank_single_node"
-    group_rank = event.fields.get(F_GROUP_RANK)
-    if group_rank is not None and event.host is None:
-        pg = event.fields.get(F_PG)
-        if pg is None or pg in _DEFAULT_PGS or event.fields.get(F_PG_DESC) == "default_pg":
-            return int(group_rank), "group_rank"
-    return None, ""
-
-
-def rank_from_path(display_path: str) -> tuple[int | None, int | None]:
-    """(global rank, local rank) a file's name or folder suggests, if any."""
-    path = display_path.replace("\\", "/")
-    attempt = _ATTEMPT_DIR.search(path)
-    if attempt is not None:
-        return None, int(attempt.group(1))
-    parts = path.split("/")[-3:]
-    for part in reversed(parts):
-        m = _FILE_RANK.search(part)
-        if m is not None:
-            return int(m.group(1)), None
-    tail = _FILE_TAIL.search(parts[-1])
-    if tail is not None:
-        return int(tail.group(1)), None
+            return local, RankFrom.LOCAL_RANK_SINGLE_NODE
+    group = event.payload
+    if isinstance(group, InGroup) and group.group_rank is not None and event.host is None:
+        pg = group.pg
+        if pg is None or pg in _DEFAULT_PGS or group.pg_desc == "default_pg":
+            return group.group_rank, RankFrom.GROUP_RANK
     return None, None
+
+
+def _world_size(event: RawEvent) -> int | None:
+    """The world size a distributed-init line names."""
+    return event.payload.world_size if isinstance(event.payload, PhaseMarker) else None

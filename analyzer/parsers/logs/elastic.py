@@ -13,20 +13,12 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.parsers.logs.hit import Hit, put
+from hangdoc.analyzer.parsers.logs.hit import Hit
 from hangdoc.analyzer.parsers.logs.process import match_exception_line, signal_name
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp, dated_stamp, epoch_stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
-from hangdoc.analyzer.vocabulary import (
-    F_EXC_TYPE,
-    F_EXIT_CODE,
-    F_HOST,
-    F_LOCAL_RANK,
-    F_MESSAGE,
-    F_PID,
-    F_SIGNAL,
-    EventKind,
-)
+from hangdoc.analyzer.payloads.launch import ErrorFile, Launcher, LauncherReport, SignalName
+from hangdoc.analyzer.vocabulary import EventKind
 
 _FAILED = re.compile(
     r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
@@ -47,28 +39,42 @@ def match_agent(text: str) -> Hit | None:
     """One line of the torchrun agent (prefix already peeled)."""
     if "exitcode" in text and (m := _FAILED.search(text)):
         code = int(m.group("code"))
-        fields = {
-            F_EXIT_CODE: str(code),
-            F_LOCAL_RANK: m.group("lr"),
-            F_PID: m.group("pid"),
-            "launcher": "torchrun",
-        }
-        put(fields, F_SIGNAL, signal_name(-code) if code < 0 else None)
-        return Hit(EventKind.WORKER_FAILED, fields, key=("agentfail", m.group("pid")))
-    if "closing signal" in text and (c := _CLOSING.search(text)):
-        return Hit(
-            EventKind.AGENT_TERMINATING,
-            {F_PID: c.group("pid"), F_SIGNAL: c.group("sig")},
-            key=("closing", c.group("pid")),
+        failed = LauncherReport(
+            launcher=Launcher.TORCHRUN,
+            exit_code=code,
+            signal=signal_name(-code) if code < 0 else None,
         )
+        hit = Hit(EventKind.WORKER_FAILED, payload=failed, key=("agentfail", m.group("pid")))
+        hit.named_pid, hit.named_local_rank = int(m.group("pid")), int(m.group("lr"))
+        return hit
+    if "closing signal" in text and (c := _CLOSING.search(text)):
+        closing = LauncherReport(signal=SignalName.parse(c.group("sig")))
+        hit = Hit(EventKind.AGENT_TERMINATING, payload=closing, key=("closing", c.group("pid")))
+        hit.named_pid = int(c.group("pid"))
+        return hit
     if "death signal" in text and (d := _DEATH.search(text)):
         sig = d.group("sig").replace("Signals.", "")
-        if sig.isdigit():
-            sig = signal_name(int(sig)) or sig
-        return Hit(
-            EventKind.AGENT_SIGNAL, {F_SIGNAL: sig, "launcher": "torchrun"}, key=("death", sig)
-        )
+        got = signal_name(int(sig)) if sig.isdigit() else SignalName.parse(sig)
+        death = LauncherReport(launcher=Launcher.TORCHRUN, signal=got)
+        return Hit(EventKind.AGENT_SIGNAL, payload=death, key=("death", sig))
     return None
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One ``[k]:`` entry of a ChildFailedError table, as it is read."""
+
+    ordinal: int
+    root_cause: bool
+    host: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    exit_code: int | None = None
+    pid: int | None = None
+    signal: SignalName | None = None
+    error_file: str | None = None
+    exc_type: str | None = None
+    message: str | None = None
 
 
 @dataclass(slots=True)
@@ -76,7 +82,7 @@ class ChildFailedBlock:
     """Consumes the lines of one ChildFailedError block; yields one Hit per entry."""
 
     root_cause: bool = False
-    current: dict[str, str] | None = None
+    current: _Entry | None = None
     stamp: Stamp | None = None
     in_traceback: bool = False
     traceback_last: str = ""
@@ -100,10 +106,7 @@ class ChildFailedBlock:
             return True
         if _ENTRY.match(stripped):
             self._close()
-            self.current = {
-                "ordinal": stripped.strip("[]:"),
-                "root_cause": str(self.root_cause).lower(),
-            }
+            self.current = _Entry(int(stripped.strip("[]:")), self.root_cause)
             self.stamp, self.entry_line = None, self.last_line
             return True
         if stripped.startswith("-") and set(stripped) == {"-"}:
@@ -128,50 +131,66 @@ class ChildFailedBlock:
         if key == "time" and (t := _TIME_VAL.search(value)):
             self.stamp = dated_stamp(t.group(1), t.group(2), t.group(3), t.group(4))
         elif key == "host":
-            cur[F_HOST] = value
+            cur.host = value
         elif key == "rank" and (r := _RANK_VAL.search(value)):
-            cur["rank"], cur[F_LOCAL_RANK] = r.group(1), r.group(2)
+            cur.rank, cur.local_rank = int(r.group(1)), int(r.group(2))
         elif key == "exitcode" and (e := _EXIT_VAL.search(value)):
-            cur[F_EXIT_CODE], cur[F_PID] = e.group(1), e.group(2)
             code = int(e.group(1))
-            put(cur, F_SIGNAL, e.group(3) or (signal_name(-code) if code < 0 else None))
+            cur.exit_code, cur.pid = code, int(e.group(2))
+            named = SignalName.parse(e.group(3)) if e.group(3) else None
+            cur.signal = named or (signal_name(-code) if code < 0 else None)
         elif key == "error_file" and value != "<N/A>":
-            cur["error_file"] = value
+            cur.error_file = value
         elif key == "traceback":
             if (s := _SIGNAL_TB.search(value)) is not None:
-                cur[F_SIGNAL] = s.group(2)
+                cur.signal = SignalName.parse(s.group(2))
             elif value.startswith("Traceback"):
                 self.in_traceback = True
             elif value and "To enable traceback" not in value:
-                cur[F_MESSAGE] = value[:300]
+                cur.message = value[:300]
 
     def _close(self) -> None:
         cur = self.current
         if cur is None:
             return
-        rank = int(cur["rank"]) if "rank" in cur else None
+        rank = cur.rank
         if self.traceback_last:
             exc = match_exception_line(self.traceback_last)
             if exc is not None:
-                cur[F_EXC_TYPE], cur[F_MESSAGE] = exc[0], exc[1][:300]
+                cur.exc_type, cur.message = exc[0], exc[1][:300]
             inner = match_torch(self.traceback_last)  # a DETAIL mismatch, an NCCL error…
             if inner is not None:
                 inner.rank = rank
                 self.done.append((inner, self.stamp, self.entry_line))
-        text = f"rank {cur.get('rank', '?')} failed (exitcode {cur.get(F_EXIT_CODE, '?')})"
-        how = cur.get(F_EXC_TYPE) or cur.get(F_SIGNAL)
+        shown_rank = rank if rank is not None else "?"
+        shown_code = cur.exit_code if cur.exit_code is not None else "?"
+        text = f"rank {shown_rank} failed (exitcode {shown_code})"
+        how = cur.exc_type or (cur.signal.value if cur.signal is not None else None)
         if how:
             text += f": {how}"
-        if cur.get(F_MESSAGE):
-            text += f": {cur[F_MESSAGE]}"
+        if cur.message:
+            text += f": {cur.message}"
         if self.root_cause:
             text = "[root cause] " + text
+        report = LauncherReport(
+            exc_type=cur.exc_type,
+            message=cur.message,
+            exit_code=cur.exit_code,
+            signal=cur.signal,
+            ordinal=cur.ordinal,
+            rank=rank,
+            root_cause=cur.root_cause,
+            error_file=cur.error_file,
+        )
         hit = Hit(
             EventKind.CHILD_FAILURE,
-            dict(cur),
+            payload=report,
             rank=rank,
             text=text,
-            key=("child", cur.get(F_PID), cur.get("ordinal")),
+            key=("child", cur.pid, cur.ordinal),
+            named_host=cur.host,
+            named_pid=cur.pid,
+            named_local_rank=cur.local_rank,
         )
         self.done.append((hit, self.stamp, self.entry_line))
         self.current, self.traceback_last, self.in_traceback = None, "", False
@@ -190,33 +209,33 @@ def parse_error_json(text: str) -> Hit | None:
     if not isinstance(data, dict) or "message" not in data:
         return None
     message = data["message"]
-    fields: dict[str, str] = {}
+    exc_type: str | None = None
     stamp: float | None = None
     if isinstance(message, dict):
-        fields[F_MESSAGE] = str(message.get("message", ""))[:300]
+        said = str(message.get("message", ""))[:300]
         extra = message.get("extraInfo")
         if isinstance(extra, dict):
             callstack = str(extra.get("py_callstack", ""))
             last = [ln for ln in callstack.splitlines() if ln.strip() and not ln.startswith(" ")]
             if last and (exc := match_exception_line(last[-1].strip())):
-                fields[F_EXC_TYPE], fields[F_MESSAGE] = exc[0], exc[1][:300]
+                exc_type, said = exc[0], exc[1][:300]
             ts = extra.get("timestamp")
             stamp = float(ts) if isinstance(ts, (str, int, float)) and str(ts).isdigit() else None
     else:
-        fields[F_MESSAGE] = str(message)[:300]
+        said = str(message)[:300]
         ts = data.get("timestamp")
         stamp = float(ts) if isinstance(ts, (int, float)) else None
-    if F_EXC_TYPE not in fields and (exc := match_exception_line(fields.get(F_MESSAGE, ""))):
-        fields[F_EXC_TYPE], fields[F_MESSAGE] = exc[0], exc[1][:300]
+    if exc_type is None and (exc := match_exception_line(said)):
+        exc_type, said = exc[0], exc[1][:300]
     traits = data.get("errorTraits")
-    if isinstance(traits, dict) and traits.get("category"):
-        fields["category"] = str(traits["category"])
-    hit = Hit(EventKind.ERROR_FILE, fields, text=fields.get(F_MESSAGE, "error file"))
-    if stamp is not None:
-        hit.fields["epoch"] = str(stamp)
-    return hit
+    category = (
+        str(traits["category"]) if isinstance(traits, dict) and traits.get("category") else None
+    )
+    report = ErrorFile(exc_type=exc_type, message=said, category=category, timestamp=stamp)
+    return Hit(EventKind.ERROR_FILE, payload=report, text=said)
 
 
 def error_json_stamp(hit: Hit) -> Stamp | None:
-    epoch = hit.fields.get("epoch")
-    return epoch_stamp(float(epoch)) if epoch else None
+    report = hit.payload
+    epoch = report.timestamp if isinstance(report, ErrorFile) else None
+    return epoch_stamp(epoch) if epoch is not None else None

@@ -9,10 +9,18 @@ nvidia-smi column widths changed across drivers (≈R530, R570), so tables are s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.analyzer.vocabulary import F_ERROR, F_MESSAGE, F_PID, EventKind
+from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.payloads.host import (
+    GpuRow,
+    GpuStatus,
+    GpuTable,
+    GpuTopology,
+    GpuXid,
+    TopoMatrix,
+)
+from hangdoc.analyzer.vocabulary import EventKind
 
 _XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),\s*(?:pid=(?P<pid>'?<?\w+>?'?),"
@@ -66,6 +74,8 @@ _TOPO_HEAD = re.compile(r"^\s+GPU0(?:\s+GPU\d+)*")
 _TOPO_ROW = re.compile(r"^GPU(\d+)\s+(.*)$")
 _LINK = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|OK|NS|CNS|GNS|TNS|DR|U)$")
 
+FALLEN_OFF_THE_BUS = 79  # the Xid the driver logs for "GPU has fallen off the bus"
+
 
 def match_xid(text: str, last_pci: list[str]) -> Hit | None:
     """Xid / fallen-off-the-bus / lost-GPU lines; ``last_pci`` carries the PCI id of the
@@ -73,45 +83,51 @@ def match_xid(text: str, last_pci: list[str]) -> Hit | None:
     if "NVRM" not in text and "device handle" not in text:
         return None
     if (m := _XID.search(text)) is not None:
-        fields = {
-            "xid": m.group("xid"),
-            "pci": m.group("pci").lower(),
-            F_MESSAGE: m.group("msg").strip()[:200],
-        }
         pid = (m.group("pid") or "").strip("'")
-        if pid.isdigit():
-            fields[F_PID] = pid
-        put(fields, "name", (m.group("name") or "").strip() or None)
-        if (cause := _CAUSED_BY.search(m.group("msg"))) is not None:
-            fields["caused_by_xid"] = cause.group(1)
+        cause = _CAUSED_BY.search(m.group("msg"))
+        xid = GpuXid(
+            xid=int(m.group("xid")),
+            pci=m.group("pci").lower(),
+            message=m.group("msg").strip()[:200],
+            name=(m.group("name") or "").strip() or None,
+            caused_by_xid=int(cause.group(1)) if cause is not None else None,
+        )
         return Hit(
             EventKind.GPU_XID,
-            fields,
-            key=("xid", fields["pci"], m.group("xid"), m.group("msg")[:40]),
+            payload=xid,
+            key=("xid", xid.pci, xid.xid, m.group("msg")[:40]),
+            named_pid=int(pid) if pid.isdigit() else None,
         )
     if (g := _NVRM_GPU.search(text)) is not None:
         last_pci[:] = [g.group("pci").lower()]
     if _FALLEN.search(text):
         pci = last_pci[0] if last_pci else "unknown"
-        fields = {"xid": "79", "pci": pci, F_MESSAGE: "GPU has fallen off the bus"}
-        return Hit(EventKind.GPU_XID, fields, key=("xid", pci, "79"))
+        fallen = GpuXid(xid=FALLEN_OFF_THE_BUS, pci=pci, message="GPU has fallen off the bus")
+        return Hit(EventKind.GPU_XID, payload=fallen, key=("xid", pci, FALLEN_OFF_THE_BUS))
     if "NV_ERR_GPU_IS_LOST" in text:  # the driver's status name: "… [NV_ERR_GPU_IS_LOST]"
         pci = last_pci[0] if last_pci else "unknown"
-        fields = {"xid": "lost", "pci": pci, F_MESSAGE: text.strip()[:200]}
-        return Hit(EventKind.GPU_XID, fields, key=("xid", pci, "lost"))
+        lost = GpuXid(pci=pci, message=text.strip()[:200])
+        return Hit(EventKind.GPU_XID, payload=lost, key=("xid", pci, "lost"))
     if (h := _HANDLE.search(text)) is not None:
-        fields = {
-            "xid": "lost",
-            "pci": h.group("pci").lower(),
-            F_MESSAGE: h.group("why").strip()[:200],
-        }
-        return Hit(EventKind.GPU_XID, fields, key=("xid", fields["pci"], "lost"))
+        gone = GpuXid(pci=h.group("pci").lower(), message=h.group("why").strip()[:200])
+        return Hit(EventKind.GPU_XID, payload=gone, key=("xid", gone.pci, "lost"))
     return None
 
 
 def _num(value: str) -> str | None:
     m = _NUM.search(value)
     return m.group(1) if m and "N/A" not in value and "Not Supported" not in value else None
+
+
+def _float(value: str | None) -> float | None:
+    """A number nvidia-smi printed ("45", "1024 MiB"); None for "N/A", "[Not Supported]"."""
+    number = _num(value) if value is not None else None
+    return float(number) if number is not None else None
+
+
+def _int(value: str | None) -> int | None:
+    number = _float(value)
+    return int(number) if number is not None else None
 
 
 @dataclass(slots=True)
@@ -138,29 +154,31 @@ class CsvBlock:
         if len(cells) != len(self.columns):
             return False
         row = dict(zip(self.columns, cells, strict=True))
-        fields: dict[str, str] = {"source": "nvidia-smi csv"}
         if "pid" in row:
-            put(fields, F_PID, _num(row["pid"]))
-            put(fields, "process_name", row.get("process_name"))
-            put(fields, "memory_used_mib", _num(row.get("used_gpu_memory", "")))
-            put(fields, "uuid", row.get("gpu_uuid"))
-            put(fields, "bus_id", row.get("gpu_bus_id"))
-            fields["row"] = "process"
-        else:
-            put(fields, "index", _num(row.get("index", "")))
-            put(fields, "name", row.get("name") or row.get("gpu_name"))
-            put(fields, "uuid", row.get("uuid"))
-            put(fields, "bus_id", (row.get("pci.bus_id") or "").lower() or None)
-            put(fields, "utilization_pct", _num(row.get("utilization.gpu", "")))
-            put(fields, "memory_used_mib", _num(row.get("memory.used", "")))
-            put(fields, "memory_total_mib", _num(row.get("memory.total", "")))
-            put(
-                fields,
-                "ecc_uncorrected",
-                _num(row.get("ecc.errors.uncorrected.volatile.total", "")),
+            process = GpuStatus(
+                row=GpuRow.PROCESS,
+                table=GpuTable.CSV,
+                process_name=row.get("process_name") or None,
+                memory_used_mib=_float(row.get("used_gpu_memory")),
+                uuid=row.get("gpu_uuid") or None,
+                bus_id=row.get("gpu_bus_id") or None,
             )
-            fields["row"] = "gpu"
-        self.hits.append(Hit(EventKind.GPU_STATUS, fields))
+            pid = _int(row["pid"])
+            self.hits.append(Hit(EventKind.GPU_STATUS, payload=process, named_pid=pid))
+            return True
+        device = GpuStatus(
+            row=GpuRow.GPU,
+            table=GpuTable.CSV,
+            index=_int(row.get("index")),
+            name=row.get("name") or row.get("gpu_name") or None,
+            uuid=row.get("uuid") or None,
+            bus_id=(row.get("pci.bus_id") or "").lower() or None,
+            utilization_pct=_float(row.get("utilization.gpu")),
+            memory_used_mib=_float(row.get("memory.used")),
+            memory_total_mib=_float(row.get("memory.total")),
+            ecc_uncorrected=_int(row.get("ecc.errors.uncorrected.volatile.total")),
+        )
+        self.hits.append(Hit(EventKind.GPU_STATUS, payload=device))
         return True
 
 
@@ -169,7 +187,7 @@ class TableBlock:
     """The plain nvidia-smi table (from its ``NVIDIA-SMI x Driver Version`` banner)."""
 
     driver: str | None = None
-    pending: dict[str, str] | None = None
+    pending: GpuStatus | None = None
     hits: list[Hit] = field(default_factory=list)
     in_processes: bool = False
     blanks: int = 0
@@ -188,44 +206,40 @@ class TableBlock:
             return True
         if self.in_processes:
             if (p := _TABLE_PROC.match(cells[0])) is not None:
-                self.hits.append(
-                    Hit(
-                        EventKind.GPU_STATUS,
-                        {
-                            "source": "nvidia-smi table",
-                            "row": "process",
-                            "index": p.group("gpu"),
-                            F_PID: p.group("pid"),
-                            "process_name": p.group("name"),
-                            "memory_used_mib": p.group("mem"),
-                        },
-                    )
+                process = GpuStatus(
+                    row=GpuRow.PROCESS,
+                    table=GpuTable.TABLE,
+                    index=int(p.group("gpu")),
+                    process_name=p.group("name"),
+                    memory_used_mib=float(p.group("mem")),
                 )
+                pid = int(p.group("pid"))
+                self.hits.append(Hit(EventKind.GPU_STATUS, payload=process, named_pid=pid))
             return True
         if (
             len(cells) >= 3
             and (g := _TABLE_GPU.match(cells[0]))
             and (b := _TABLE_BUS.search(cells[1]))
         ):
-            self.pending = {
-                "source": "nvidia-smi table",
-                "row": "gpu",
-                "index": g.group("idx"),
-                "name": g.group("name").strip(),
-                "bus_id": b.group("bus").lower(),
-            }
-            put(self.pending, "ecc_uncorrected", _num(cells[2]))
+            self.pending = GpuStatus(
+                row=GpuRow.GPU,
+                table=GpuTable.TABLE,
+                index=int(g.group("idx")),
+                name=g.group("name").strip(),
+                bus_id=b.group("bus").lower(),
+                ecc_uncorrected=_int(cells[2]),
+            )
             return True
         if self.pending is not None and len(cells) >= 3:
+            device = self.pending
             mem = _TABLE_MEM.search(cells[1])
             if mem is not None:
-                self.pending["memory_used_mib"], self.pending["memory_total_mib"] = (
-                    mem.group(1),
-                    mem.group(2),
-                )
+                used, total = float(mem.group(1)), float(mem.group(2))
+                device = replace(device, memory_used_mib=used, memory_total_mib=total)
             util = _TABLE_UTIL.search(cells[2])
-            put(self.pending, "utilization_pct", util.group(1) if util else None)
-            self.hits.append(Hit(EventKind.GPU_STATUS, self.pending))
+            if util is not None:
+                device = replace(device, utilization_pct=float(util.group(1)))
+            self.hits.append(Hit(EventKind.GPU_STATUS, payload=device))
             self.pending = None
         return True
 
@@ -257,19 +271,19 @@ class TopoBlock:
                 if j == i or j >= len(row) or not _LINK.match(row[j]):
                     continue
                 codes[row[j]] = codes.get(row[j], 0) + 1
-        fields = {
-            "gpus": str(n),
-            "links": ",".join(f"{k}:{v // 2}" for k, v in sorted(codes.items())),
-        }
         p2p = {"OK", "NS", "CNS", "GNS", "TNS", "DR", "U"}
-        fields["matrix"] = "p2p" if codes and set(codes) <= p2p else "links"
         nvlink = sum(v for k, v in codes.items() if k.startswith("NV")) // 2
         pcie = (
             sum(v for k, v in codes.items() if k in {"PIX", "PXB", "PHB", "NODE", "SYS", "SOC"})
             // 2
         )
-        fields["nvlink_pairs"], fields["pcie_pairs"] = str(nvlink), str(pcie)
         blocked = sum(v for k, v in codes.items() if k in {"NS", "CNS", "GNS", "TNS", "DR"}) // 2
-        fields["p2p_unsupported_pairs"] = str(blocked)
-        put(fields, F_ERROR, None)
-        return Hit(EventKind.GPU_TOPOLOGY, fields, key=("topo", fields["matrix"]))
+        topology = GpuTopology(
+            gpus=n,
+            links=",".join(f"{k}:{v // 2}" for k, v in sorted(codes.items())),
+            matrix=TopoMatrix.P2P if codes and set(codes) <= p2p else TopoMatrix.LINKS,
+            nvlink_pairs=nvlink,
+            pcie_pairs=pcie,
+            p2p_unsupported_pairs=blocked,
+        )
+        return Hit(EventKind.GPU_TOPOLOGY, payload=topology, key=("topo", topology.matrix))

@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
-from hangdoc.analyzer.vocabulary import F_MESSAGE, F_RANKS, EventKind
+from hangdoc.analyzer.payloads.torch_pg import Backend, ConnectionLost, MissingRanks
+from hangdoc.analyzer.vocabulary import EventKind
 
 _MISSING = re.compile(r"(?P<op>[\w./:\-]{1,200}) \[missing ranks: ?(?P<ranks>\d+(?:, ?\d+)*)\]")
 
@@ -34,17 +35,17 @@ def match_horovod(text: str) -> Hit | None:
     """One stalled op of Horovod's stall warning, with the ranks that did not submit it;
     Horovod's shut-down error (a peer failed or finished)."""
     if "Horovod has been shut down" in text and _SHUT_DOWN.search(text):
-        fields = {"backend": "horovod", F_MESSAGE: "Horovod has been shut down"}
-        return Hit(EventKind.CONNECTION_LOST, fields, key=("horovod_shutdown",))
+        lost = ConnectionLost(backend=Backend.HOROVOD, message="Horovod has been shut down")
+        return Hit(EventKind.CONNECTION_LOST, payload=lost, key=("horovod_shutdown",))
     if "missing ranks" not in text:
         return None
     m = _MISSING.search(text)
     if m is None:
         return None
-    ranks = ",".join(r.strip() for r in m.group("ranks").split(","))
-    fields = {F_RANKS: ranks, "op": m.group("op")[-120:], "library": "horovod"}
+    ranks = tuple(int(r) for r in m.group("ranks").split(","))
+    missing = MissingRanks(ranks=ranks, op=m.group("op")[-120:], library=Backend.HOROVOD)
     # One event per set of missing ranks: a stall lists every stalled tensor.
-    return Hit(EventKind.MISSING_RANKS, fields, key=("missing_ranks", ranks))
+    return Hit(EventKind.MISSING_RANKS, payload=missing, key=("missing_ranks", ranks))
 
 
 # Horovod ≥ 0.20's StallInspector (horovod/common/stall_inspector.cc,
@@ -87,6 +88,6 @@ class HorovodStallBlock:
     def finish(self) -> Hit | None:
         if not self.ranks:
             return None
-        ranks = ",".join(str(r) for r in sorted(set(self.ranks)))
-        fields = {F_RANKS: ranks, "op": self.ops[0][-120:], "library": "horovod"}
-        return Hit(EventKind.MISSING_RANKS, fields, key=("missing_ranks", ranks))
+        ranks = tuple(sorted(set(self.ranks)))
+        missing = MissingRanks(ranks=ranks, op=self.ops[0][-120:], library=Backend.HOROVOD)
+        return Hit(EventKind.MISSING_RANKS, payload=missing, key=("missing_ranks", ranks))

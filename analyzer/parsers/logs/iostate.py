@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import re
 
-from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.analyzer.vocabulary import F_PID, EventKind, storage_error
+from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.payloads.host import IoSource, IoStall, ServerState
+from hangdoc.analyzer.vocabulary import EventKind, storage_error
 
 # ps aux / ps u: USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND
 _PS_AUX = re.compile(
@@ -90,25 +91,24 @@ def match_io_state(text: str) -> Hit | None:
         fn, module = f.group("fn"), f.group("mod")
         if not is_fs_frame(fn, module):
             return None
-        fields = {"source": "kernel_stack", "function": fn}
-        put(fields, "module", module)
-        return Hit(EventKind.IO_STALL, fields, key=("kframe", fn))
+        frame = IoStall(source=IoSource.KERNEL_STACK, function=fn, module=module)
+        return Hit(EventKind.IO_STALL, payload=frame, key=("kframe", fn))
     if " D" in text and (p := _PS_AUX.match(text) or _TOP.match(text)) is not None:
-        fields = {"source": "process_state", "state": "D", F_PID: p.group("pid")}
-        fields["command"] = p.group("cmd").strip()[:200]
-        return Hit(EventKind.IO_STALL, fields, key=("dstate", p.group("pid")))
+        row = IoStall(source=IoSource.PROCESS_STATE, command=p.group("cmd").strip()[:200])
+        pid = int(p.group("pid"))
+        return Hit(EventKind.IO_STALL, payload=row, key=("dstate", pid), named_pid=pid)
     if first == "S" and _PROC_STATE.match(text):
-        return Hit(
-            EventKind.IO_STALL, {"source": "process_state", "state": "D"}, key=("dstate", None)
-        )
+        status = IoStall(source=IoSource.PROCESS_STATE)
+        return Hit(EventKind.IO_STALL, payload=status, key=("dstate", None))
     if "nfs: server" in text and (n := _NFS_SERVER.search(text)) is not None:
-        ok = n.group("state") == "OK"
-        fields = {"source": "nfs_server", "server": n.group("server")}
-        fields["state"] = "ok" if ok else "not_responding"
-        return Hit(EventKind.IO_STALL, fields, key=("nfs", n.group("server"), fields["state"]))
+        state = ServerState.OK if n.group("state") == "OK" else ServerState.NOT_RESPONDING
+        nfs = IoStall(source=IoSource.NFS_SERVER, server=n.group("server"), server_state=state)
+        return Hit(EventKind.IO_STALL, payload=nfs, key=("nfs", n.group("server"), state))
     if "was lost" in text and (lu := _LUSTRE_LOST.search(text)) is not None:
-        fields = {"source": "lustre_server", "server": lu.group("server"), "state": "lost"}
-        return Hit(EventKind.IO_STALL, fields, key=("lustre", lu.group("server")))
+        lustre = IoStall(
+            source=IoSource.LUSTRE_SERVER, server=lu.group("server"), server_state=ServerState.LOST
+        )
+        return Hit(EventKind.IO_STALL, payload=lustre, key=("lustre", lu.group("server")))
     # Not an exception line (those are read as exceptions; the deaths view tells storage
     # errors apart with the same words): "Local process 0 encountered an error: [Errno 5]
     # Input/output error" (Megatron's async checkpoint writer).
@@ -120,6 +120,6 @@ def match_io_state(text: str) -> Hit | None:
         and _DEVICE_FAILURE.search(e)
         and not _WARNING.search(text)
     ):
-        fields = {"source": "io_error", "error": e, "message": text.strip()[:300]}
-        return Hit(EventKind.IO_STALL, fields, key=("ioerr", e))
+        failed = IoStall(source=IoSource.IO_ERROR, error=e, message=text.strip()[:300])
+        return Hit(EventKind.IO_STALL, payload=failed, key=("ioerr", e))
     return None

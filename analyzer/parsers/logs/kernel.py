@@ -29,8 +29,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.analyzer.vocabulary import F_PID, EventKind
+from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.payloads.host import HungTask, KernelFrame
+from hangdoc.analyzer.vocabulary import EventKind
 
 _BLOCKED = re.compile(
     r"INFO: task (?P<name>.+?):(?P<pid>\d+) blocked for more than (?P<secs>\d+) seconds"
@@ -67,10 +68,13 @@ def _task_line(text: str) -> re.Match[str] | None:
 
 @dataclass(slots=True)
 class HungTaskBlock:
-    """One task's report: the hung-task line and/or the task line, then its trace."""
+    """One task's report: the hung-task line and/or the task line, then its trace (the
+    task is in D state: the task lines of other states are not read)."""
 
-    fields: dict[str, str] = field(default_factory=dict)
-    frames: list[str] = field(default_factory=list)
+    name: str | None = None
+    pid: int | None = None
+    blocked_s: int | None = None
+    frames: list[KernelFrame] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
     has_task_line: bool = False
 
@@ -80,9 +84,8 @@ class HungTaskBlock:
             return None
         block = HungTaskBlock()
         if (b := _BLOCKED.search(text)) is not None:
-            block.fields.update(
-                {"name": b.group("name"), F_PID: b.group("pid"), "blocked_s": b.group("secs")}
-            )
+            block.name, block.pid = b.group("name"), int(b.group("pid"))
+            block.blocked_s = int(b.group("secs"))
             return block
         if (t := _task_line(text)) is not None:
             block._take_task(t)
@@ -91,9 +94,9 @@ class HungTaskBlock:
 
     def _take_task(self, m: re.Match[str]) -> None:
         self.has_task_line = True
-        self.fields.setdefault("name", m.group("name").strip())
-        self.fields["state"] = m.group("state")
-        put(self.fields, F_PID, m.group("pid"))
+        self.name = self.name or m.group("name").strip()
+        if m.group("pid") is not None:
+            self.pid = int(m.group("pid"))
 
     def feed(self, text: str) -> bool:
         if not text.strip():
@@ -101,7 +104,7 @@ class HungTaskBlock:
         if (f := _FRAME.match(text)) is not None:
             mod = f.group("mod")
             if len(self.frames) < _MAX_FRAMES and not f.group("unsure"):
-                self.frames.append(f.group("fn") + (f" [{mod}]" if mod else ""))
+                self.frames.append(KernelFrame(f.group("fn"), mod))
             if mod and mod not in self.modules:
                 self.modules.append(mod)
             return True
@@ -111,23 +114,26 @@ class HungTaskBlock:
             not self.has_task_line
             and not self.frames
             and (t := _task_line(text)) is not None
-            and t.group("pid") in (None, self.fields.get(F_PID))
+            and (t.group("pid") is None or int(t.group("pid")) == self.pid)
         ):
             self._take_task(t)
             return True
         return False
 
     def finish(self) -> Hit | None:
-        if not self.frames and "blocked_s" not in self.fields:
+        if not self.frames and self.blocked_s is None:
             return None  # a bare "X D 0 1 2 0x0" line without a trace is not enough
-        fields = dict(self.fields)
-        fields.setdefault("state", "D")
-        put(fields, "frames", "\n".join(self.frames) or None)
-        put(fields, "modules", ",".join(self.modules) or None)
-        driver = [m for m in self.modules if m in _NVIDIA_MODULES]
-        put(fields, "driver", ",".join(driver) or None)
+        driver = tuple(m for m in self.modules if m in _NVIDIA_MODULES)
+        hung = HungTask(
+            name=self.name,
+            blocked_s=self.blocked_s,
+            frames=tuple(self.frames),
+            modules=tuple(self.modules),
+            driver=driver,
+        )
         return Hit(
             EventKind.KERNEL_HUNG_TASK,
-            fields,
-            key=("hung", fields.get(F_PID), fields.get("driver")),
+            payload=hung,
+            key=("hung", self.pid, driver),
+            named_pid=self.pid,
         )

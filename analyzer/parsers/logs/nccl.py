@@ -10,8 +10,32 @@ from __future__ import annotations
 
 import re
 
-from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.analyzer.vocabulary import F_ERROR, F_HOST, F_MESSAGE, F_PEER, F_PEER_RANK, EventKind
+from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
+from hangdoc.analyzer.payloads.nccl import (
+    CollectiveMismatch,
+    ConfigProblem,
+    CudaFailure,
+    Iface,
+    LinkError,
+    LinkFailure,
+    MismatchError,
+    MismatchSource,
+    NcclColl,
+    NcclConfigError,
+    NcclInit,
+    NcclInitState,
+    NcclNetwork,
+    NcclTransport,
+    NcclTransportError,
+    NcclVersion,
+    NcclWarn,
+    NetRole,
+    RasComm,
+    Transport,
+    Via,
+)
+from hangdoc.analyzer.payloads.torch_pg import Backend, ConnectionLost, Direction, NcclResult
+from hangdoc.analyzer.vocabulary import EventKind, parse_enum
 
 _HEADER = re.compile(
     r"(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?(?P<rest>.*)"
@@ -57,22 +81,14 @@ _COLL = re.compile(
 # ("misc/socket.cc:47 -> 3", "… -> 2 [Proxy Thread]"): the first one names the error.
 # ("misc/socket.cc:47 -> 3", "… -> 2 [Proxy Thread]", "bootstrap.cc:868 -> 6 ncclSocketConnect()").
 _RETURN = re.compile(r"(?P<where>[\w./\-]+:\d+) -> (?P<rc>\d{1,2})(?:\s|$)")
-# ncclResult_t (nccl.h): what a "-> N" means.
-RESULT_NAMES = {
-    "1": "ncclUnhandledCudaError",
-    "2": "ncclSystemError",
-    "3": "ncclInternalError",
-    "4": "ncclInvalidArgument",
-    "5": "ncclInvalidUsage",
-    "6": "ncclRemoteError",
-    "7": "ncclInProgress",
-}
 # A header that a paste cut or mangled: the host, the pid or the device may be missing
-# (":1234:5678 [0] NCCL INFO …", "[0] NCCL WARN …", "NCCL WARN …"). Only what precedes the
-# "NCCL INFO|WARN" word is parsed here, and it must be nothing but those pieces.
+# (":1234:5678 [0] NCCL INFO …", "-232:1234:5678 [0] …" (a host cut inside: no host),
+# "[0] NCCL WARN …", "NCCL WARN …"). Only what precedes the "NCCL INFO|WARN" word is
+# parsed here, and it must be nothing but those pieces.
 # Forks of NCCL (Alibaba's ACCL) bracket every piece: "[host][pid:tid][dev][init.cc:1815]".
 _LOOSE_HEAD = re.compile(
-    r"(?:(?P<host>[A-Za-z0-9][\w.\-]{0,80}?)? ?:?(?P<pid>\d+):(?P<tid>\d+) ?"
+    r"(?:(?:(?P<host>[A-Za-z0-9][\w.\-]{0,80}?)|[.\-][\w.\-]{0,80}?)? ?:?"
+    r"(?P<pid>\d+):(?P<tid>\d+) ?"
     r"|(?P<host2>[A-Za-z0-9][\w.\-]{0,80}) (?=\[\d+\])"
     r"|(?:\[(?P<host3>[A-Za-z0-9][\w.\-]{0,80})\])?\[(?P<pid3>\d+):(?P<tid3>\d+)\])?"
     r"(?:\[(?P<dev>\d+)\] ?)?(?:\[(?P<where3>[\w./\-]+:\d+)\] ?)?"
@@ -106,7 +122,11 @@ _SOCKET_CLOSED_BARE = re.compile(r"Connection closed by remote peer")
 # misc/socket.cc "Net : Call to recv from %s failed : %s"; NCCL ≤ 2.8's include/socket.h
 # socketProgressOpt names no peer: "Call to recv failed : %s" (strerror, e.g. "Connection
 # reset by peer", horovod issue 210).
-_RECV_FAILED = re.compile(r"Call to (?:recv|send)(?: (?:from|to) (\S+?)<(\d+)>)? failed ?: ?(.*)")
+# A paste that wrapped or cut the line after the peer keeps "Call to recv from %s" only:
+# the call is named only when it failed, so the failure is known, not its reason.
+_RECV_FAILED = re.compile(
+    r"Call to (?:recv|send)(?: (?:from|to) (\S+?)<(\d+)>)?(?: failed ?: ?(.*)|(?<=>)\s*$)"
+)
 # socket.h/socket.cc createListenSocket and connectAddress, every release: "Net : Socket
 # creation failed : %s" (strerror: "Address family not supported by protocol" for an
 # address of a family the host has disabled, "Too many open files"; nccl issue 224). The
@@ -165,6 +185,46 @@ _BENIGN_WARN = re.compile(
 )
 
 
+# NCCL source files that run only while a communicator is created or connected
+# (NVIDIA/nccl src/): a WARN or a return code from them is a setup failure
+# (views/nccl_setup.py explains the three kinds of setup lines).
+_SETUP_SITE = re.compile(
+    r"(?:^|/)(?:init\.cc|bootstrap\.cc|transport\.cc|channel\.cc|graph/\w+\.(?:cc|h))(?::\d+)?$"
+)
+# Setup messages recognised by their words (bootstrap.cc, transport/net_socket.cc,
+# misc/socket.cc, init.cc, transport.cc of NCCL 2.x).
+_SETUP_WORDS = re.compile(
+    r"no socket interface found|NET/Socket : no interface found|No usable listening interface"
+    r"|verify NCCL_(?:OOB_NET|SOCKET)_IFNAME|No interface found in the same subnet"
+    r"|Could not find NET with id|Invalid NCCL_COMM_ID|No transport found for rank"
+    r"|Mismatched NCCL version detected|Multiple Ranks are using the same GPU"
+    r"|improper usage of ncclCommInitRank|Invalid rank requested|Failed to determine local ranks"
+    r"|Detected mixed local (?:Coll)?Net device counts|Message truncated : received"
+    # /dev/shm too small for the SHM transport's buffers (a container's --shm-size):
+    # shmutils.cc / os/linux.cc "Error while creating shared memory segment …".
+    r"|shared memory segment|failed to (?:create|extend) (?:shared memory|\S+ to \d+ bytes)"
+    r"|Net : error encountered when getting address info",
+    re.IGNORECASE,
+)
+# Setup-file WARNs that do not stop the communicator, or come from its teardown; and the
+# runtime hang warning some NCCL releases print from init.cc ("Your program may be
+# hanging, this may be caused by a collective mismatch around rank N"), which is about
+# collectives already running, not about setting a communicator up.
+_HARMLESS = re.compile(
+    r"Cannot initialize CollNet|is being ignored|P2P is disabled between NVLINK|destroy|"
+    r"commReclaim|Legacy IPC cleanup|Unsetting|defaulting to|falling back|"
+    r"may be hanging|collective mismatch",
+    re.IGNORECASE,
+)
+
+
+def setup_site(where: str | None) -> bool:
+    """A source location (``init.cc:1523``) in NCCL's communicator-setup code."""
+    where = (where or "").strip()
+    file = where.rsplit(":", 1)[0] if where[-1:].isdigit() else where
+    return bool(_SETUP_SITE.search(file))
+
+
 def _header(text: str) -> re.Match[str] | None:
     if ":" not in text[:80] or "[" not in text:
         return None
@@ -177,9 +237,8 @@ def match_version(text: str) -> Hit | None:
     m = _VERSION.search(text)
     if m is None:
         return None
-    fields: dict[str, str] = {"version": m.group(1)}
-    put(fields, "cuda", m.group(2))
-    return Hit(EventKind.NCCL_VERSION, fields, key=("version", m.group(1)))
+    version = NcclVersion(version=m.group(1), cuda=m.group(2))
+    return Hit(EventKind.NCCL_VERSION, payload=version, key=("version", m.group(1)))
 
 
 def match_nccl(text: str) -> Hit | None:
@@ -199,12 +258,9 @@ def match_nccl(text: str) -> Hit | None:
         return None
     if hit is None:
         return None
-    hit.host, hit.pid = host, pid
+    hit.host, hit.pid, hit.tid = host, pid, int(m.group("tid"))
     if dev is not None:
-        hit.fields.setdefault("cuda_dev", dev)
-    hit.fields[F_HOST] = host
-    hit.fields["pid"] = str(pid)
-    hit.fields["tid"] = m.group("tid")
+        hit.cuda_dev = int(dev)
     return hit
 
 
@@ -224,7 +280,7 @@ def match_nccl_loose(text: str) -> Hit | None:
             return None
         bare = _warn(old.group("msg"), old.group("where"), None)
         if bare is not None:
-            bare.fields["header"] = "partial"
+            bare.partial_header = True
         return bare
     head = text[:pos].rstrip()
     m = _LOOSE_HEAD.fullmatch(head)
@@ -236,43 +292,48 @@ def match_nccl_loose(text: str) -> Hit | None:
     hit = _warn(msg, where or "", m.group("func")) if warn else _info(msg)
     if hit is None:
         return None
-    if word == "NCCL WARN " and not where:
-        hit.fields.pop("where", None)
     pid, tid = m.group("pid") or m.group("pid3"), m.group("tid") or m.group("tid3")
     if pid is not None:
         hit.pid = int(pid)
-        hit.fields["pid"] = pid
     host = m.group("host") or m.group("host2") or m.group("host3")
     if host:
         hit.host = host
-        hit.fields[F_HOST] = host
     if m.group("dev") is not None:
-        hit.fields.setdefault("cuda_dev", m.group("dev"))
+        hit.cuda_dev = int(m.group("dev"))
     if tid is not None:
-        hit.fields["tid"] = tid
-    hit.fields["header"] = "partial"
+        hit.tid = int(tid)
+    hit.partial_header = True
     return hit
 
 
 def _info(msg: str) -> Hit | None:
     head = msg[:40]
     if " -> " in msg and (r := _RETURN.match(msg)) is not None:
-        rc = r.group("rc")
-        fields = {"where": r.group("where"), "rc": rc, F_ERROR: RESULT_NAMES.get(rc, rc)}
-        return Hit(EventKind.NCCL_RETURN, fields, key=("rc", rc))
+        rc = int(r.group("rc"))
+        chain = NcclWarn(
+            where=r.group("where"),
+            rc=rc,
+            rc_name=NcclResult.of_code(rc),
+            setup=setup_site(r.group("where")),
+        )
+        return Hit(EventKind.NCCL_RETURN, payload=chain, key=("rc", rc))
     if "comm 0x" in msg and (" nranks " in msg or " nRanks " in msg) and "rank " in msg:
         m = _INIT.search(msg)
         if m is not None:
             return _init(m)
     if head.startswith("Init timings") and (t := _INIT_TIMINGS.match(msg)):
-        fields = {"state": "complete", "rank": t.group(1), "nranks": t.group(2)}
-        return Hit(EventKind.NCCL_INIT, fields, key=("timings", t.group(1), t.group(2)))
+        rank, nranks = int(t.group(1)), int(t.group(2))
+        timings = NcclInit(state=NcclInitState.COMPLETE, rank=rank, nranks=nranks)
+        return Hit(EventKind.NCCL_INIT, payload=timings, key=("timings", rank, nranks))
     if " via " in msg:
         v = _VIA.search(msg)
         if v is not None:
             parts = v.group(1).split("/")
-            via = "SHM/direct" if parts[0].startswith("direct") else "/".join(parts[:2])
-            return Hit(EventKind.NCCL_TRANSPORT, {"via": via})
+            if parts[0].startswith("direct"):  # "direct shared memory"
+                via = Via(Transport.SHM, "direct")
+            else:
+                via = Via(parse_enum(Transport, parts[0]), parts[1] if len(parts) > 1 else None)
+            return Hit(EventKind.NCCL_TRANSPORT, payload=NcclTransport(via=(via,)))
     if head.startswith(
         (
             "AllReduce",
@@ -290,61 +351,53 @@ def _info(msg: str) -> Hit | None:
     ):
         c = _COLL.match(msg)
         if c is not None:
-            fields = {
-                "op": c.group("op"),
-                "opcount": str(int(c.group("opcount"), 16)),
-                "count": c.group("count"),
-                "datatype": c.group("dtype"),
-                "redop": c.group("redop"),
-                "root": c.group("root"),
-                "comm": c.group("comm"),
-            }
-            put(fields, "nranks", c.group("nranks"))
-            return Hit(EventKind.NCCL_COLL, fields)
+            coll = NcclColl(
+                op=c.group("op"),
+                opcount=int(c.group("opcount"), 16),
+                count=int(c.group("count")),
+                datatype=int(c.group("dtype")),
+                redop=int(c.group("redop")),
+                root=int(c.group("root")),
+                comm=c.group("comm"),
+                nranks=as_int(c.group("nranks")),
+            )
+            return Hit(EventKind.NCCL_COLL, payload=coll)
     if "Bootstrap" in head and (b := _first_iface(msg)) is not None:
         return Hit(
             EventKind.NCCL_NETWORK,
-            _iface_fields("bootstrap", b[0], b[1], msg),
+            payload=_iface(NetRole.BOOTSTRAP, b[0], b[1], msg),
             key=("bootstrap", b[0]),
         )
     if head.startswith("NET"):
         if _NO_IB.search(msg):
-            return Hit(EventKind.NCCL_NETWORK, {"role": "ib", "iface": "none"}, key=("noib",))
+            no_ib = NcclNetwork(role=NetRole.IB, iface="none")
+            return Hit(EventKind.NCCL_NETWORK, payload=no_ib, key=("noib",))
         if (o := _OOB.search(msg)) is not None:
-            return Hit(
-                EventKind.NCCL_NETWORK,
-                {"role": "oob", "iface": o.group(1), "ip": o.group(2)},
-                key=("oob", o.group(1)),
-            )
+            oob = _iface(NetRole.OOB, o.group(1), o.group(2), "")
+            return Hit(EventKind.NCCL_NETWORK, payload=oob, key=("oob", o.group(1)))
         if (n := _NET_IFACE.search(msg)) is not None:
             return Hit(
                 EventKind.NCCL_NETWORK,
-                _iface_fields("socket", n.group(1), n.group(2), msg),
+                payload=_iface(NetRole.SOCKET, n.group(1), n.group(2), msg),
                 key=("socket", n.group(1)),
             )
     if head.startswith("Using network") and (u := _USING_NETWORK.match(msg)):
-        return Hit(
-            EventKind.NCCL_NETWORK,
-            {"role": "network", "network": u.group(1)},
-            key=("network", u.group(1)),
-        )
+        network = NcclNetwork(role=NetRole.NETWORK, network=u.group(1))
+        return Hit(EventKind.NCCL_NETWORK, payload=network, key=("network", u.group(1)))
     if "retrying" in msg and (cr := _CONNECT_RETRY.search(msg)) is not None:
         why = cr.group("why").strip()
-        fields = {F_ERROR: "connect_" + _reason_word(why), F_MESSAGE: msg.strip()[:200]}
-        fields["retrying"] = "1"
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("connect_retry", why))
+        retry = NcclTransportError(
+            error=LinkError(_reason(why), connect=True),
+            message=msg.strip()[:200],
+            retrying=True,
+        )
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=retry, key=("connect_retry", why))
     if "Service thread" in msg and (s := _SERVICE_CLOSED.search(msg)):
-        return Hit(
-            EventKind.CONNECTION_LOST,
-            {"backend": "nccl", "peer_local_rank": s.group(1)},
-            key=("svc", s.group(1)),
-        )
+        lost = ConnectionLost(backend=Backend.NCCL, peer_local_rank=int(s.group(1)))
+        return Hit(EventKind.CONNECTION_LOST, payload=lost, key=("svc", s.group(1)))
     if "RAS" in head and (r := _RAS_DEAD_PEER.search(msg)):
-        return Hit(
-            EventKind.RAS_DEAD,
-            {F_PEER: r.group(1), "source": "ras_info"},
-            key=("rasdead", r.group(1)),
-        )
+        dead = RasComm(peer=r.group(1))
+        return Hit(EventKind.RAS_DEAD, payload=dead, key=("rasdead", r.group(1)))
     if "NCCL version" in msg:
         return match_version(msg)
     return None
@@ -358,25 +411,42 @@ def _first_iface(msg: str) -> tuple[str, str] | None:
     return (items[0][1], items[0][2]) if items else None
 
 
-def _iface_fields(role: str, iface: str, ip: str, msg: str) -> dict[str, str]:
-    """role, the first interface and address, and (when NCCL listed several) all of them
-    as ``ifaces`` ("ens5:172.31.0.137,veth75fa783:fe80::…%veth75fa783")."""
-    fields = {"role": role, "iface": iface, "ip": ip}
+# Interfaces other nodes cannot reach: loopback, container and VM bridges.
+_LOCAL_IFACE = re.compile(
+    r"^(?:lo|docker\d*|virbr\d*|veth\w*|cni\d*|flannel[\w.]*|br-\w+|podman\d*)$"
+)
+
+
+def _is_local(iface: Iface) -> bool:
+    """An address other nodes cannot reach: loopback, a container or VM bridge, or an
+    IPv6 link-local address (fe80::, valid on one link only)."""
+    low = iface.address.lower()
+    return bool(_LOCAL_IFACE.match(iface.name)) or low.startswith(("127.", "::1", "fe80:"))
+
+
+def _iface(role: NetRole, iface: str, ip: str, msg: str) -> NcclNetwork:
+    """The first interface and address, and (when NCCL listed several) all of them, and
+    those other nodes cannot reach: the bootstrap uses its first interface only, the
+    socket transport all that it lists (NCCL ≤ 2.11 prints them as ``[0]ens5:…<0>
+    [1]veth…:fe80::…<0>``)."""
     items = _IFACE_ITEM.findall(msg) if "[1]" in msg else []
-    if len(items) > 1:
-        fields["ifaces"] = ",".join(f"{name}:{addr}" for _, name, addr in items)
-    return fields
+    ifaces = tuple(Iface(name, addr) for _, name, addr in items) if len(items) > 1 else ()
+    first = Iface(iface, ip)
+    used = ifaces if role is NetRole.SOCKET and ifaces else (first,)
+    return NcclNetwork(
+        role=role,
+        iface=iface,
+        ip=ip,
+        ifaces=ifaces,
+        unreachable=tuple(i for i in used if _is_local(i)),
+        first_unreachable=_is_local(first),
+    )
 
 
 def _init(m: re.Match[str]) -> Hit:
     rest = m.group("rest")
     state = _INIT_STATE.search(rest)
-    fields = {"comm": m.group("comm"), "rank": m.group("rank"), "nranks": m.group("nranks")}
-    for key, pattern in _INIT_TAIL.items():
-        found = pattern.search(rest)
-        if found is not None:
-            fields[key] = found.group(1)
-    put(fields, "api", m.group("api"))
+    tail = {key: found.group(1) for key, p in _INIT_TAIL.items() if (found := p.search(rest))}
     word = state.group(1).split()[0].lower() if state else "start"
     if state is not None and state.group(1) == "Init COMPLETE":
         word = "complete"
@@ -388,109 +458,165 @@ def _init(m: re.Match[str]) -> Hit:
         # ≥2.19 "comm 0x… rank 1 nRanks 2 nNodes 1 localRanks 2 localRank 1 MNNVL 0", logged
         # mid-init: it ties the process to its rank, and says nothing of init progress.
         word = "topology"
-    fields["state"] = word
-    return Hit(EventKind.NCCL_INIT, fields, key=("init", fields["comm"], word))
+    init = NcclInit(
+        comm=m.group("comm"),
+        rank=int(m.group("rank")),
+        nranks=int(m.group("nranks")),
+        state=NcclInitState(word),
+        api=m.group("api"),
+        device=as_int(tail.get("cudaDev")),
+        nvml_device=as_int(tail.get("nvmlDev")),
+        bus_id=tail.get("busId"),
+        comm_id=tail.get("commId"),
+    )
+    return Hit(EventKind.NCCL_INIT, payload=init, key=("init", init.comm, word))
 
 
 def _warn(msg: str, where: str, func: str | None) -> Hit | None:
-    fields: dict[str, str] = {"where": where}
-    put(fields, "func", func)
-    fields[F_MESSAGE] = msg.strip()
+    base = {"where": where or None, "func": func, "message": msg.strip()}
     if (c := _IB_COMPLETION.search(msg)) is not None:
         status = c.group("status") or c.group("err")
-        fields.update(
-            {
-                F_PEER: c.group("peer"),
-                "port": c.group("port"),
-                F_ERROR: f"ib_completion_status_{status}",
-                "vendor_err": c.group("vendor"),
-            }
+        direction = c.group("dir")
+        ib = NcclTransportError(
+            **base,  # type: ignore[arg-type]
+            error=LinkError(LinkFailure.IB_COMPLETION, ib_status=int(status)),
+            peer=c.group("peer"),
+            port=as_int(c.group("port")),
+            vendor_err=int(c.group("vendor")),
+            direction=Direction(direction.lower()) if direction else None,
         )
-        put(fields, "direction", c.group("dir"))
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("ib", c.group("peer"), status))
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=ib, key=("ib", c.group("peer"), status))
     if (c2 := _IB_COMPLETION_OLD.search(msg)) is not None:
-        fields.update({F_ERROR: f"ib_completion_status_{c2.group(1)}", "vendor_err": c2.group(2)})
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("ib", None, c2.group(1)))
+        ib = NcclTransportError(
+            **base,  # type: ignore[arg-type]
+            error=LinkError(LinkFailure.IB_COMPLETION, ib_status=int(c2.group(1))),
+            vendor_err=int(c2.group(2)),
+        )
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=ib, key=("ib", None, c2.group(1)))
     if (s := _SOCKET_CLOSED.search(msg)) is not None:
-        fields.update({F_PEER: s.group(1), "port": s.group(2), F_ERROR: "socket_closed_by_peer"})
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("closed", s.group(1)))
+        closed = NcclTransportError(
+            **base,  # type: ignore[arg-type]
+            error=LinkError(LinkFailure.SOCKET_CLOSED),
+            peer=s.group(1),
+            port=int(s.group(2)),
+        )
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=closed, key=("closed", s.group(1)))
     if _SOCKET_CLOSED_BARE.search(msg):
-        fields[F_ERROR] = "socket_closed_by_peer"
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("closed", None))
+        closed = NcclTransportError(**base, error=LinkError(LinkFailure.SOCKET_CLOSED))  # type: ignore[arg-type]
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=closed, key=("closed", None))
     if (r := _RECV_FAILED.search(msg)) is not None:
-        reason = r.group(3).strip()
-        put(fields, F_PEER, r.group(1))
-        put(fields, "port", r.group(2))
-        fields[F_ERROR] = _reason_word(reason)
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("recv", r.group(1), reason))
+        reason = (r.group(3) or "").strip()
+        failed = NcclTransportError(
+            **base,  # type: ignore[arg-type]
+            error=LinkError(_reason(reason)),
+            peer=r.group(1),
+            port=as_int(r.group(2)),
+        )
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=failed, key=("recv", r.group(1), reason))
     if _SOCKET_PROGRESS.search(msg):
-        fields[F_ERROR] = "socket_progress"
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("progress",))
+        progress = NcclTransportError(**base, error=LinkError(LinkFailure.SOCKET_PROGRESS))  # type: ignore[arg-type]
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=progress, key=("progress",))
     if (sc := _SOCKET_CREATE.search(msg)) is not None:
-        fields[F_ERROR] = "socket_creation_failed"
-        fields["local"] = "1"  # the reporting process's own failure, no peer involved
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("socket", sc.group(1)[:60]))
+        # The reporting process's own failure, no peer involved.
+        create = NcclTransportError(
+            **base,  # type: ignore[arg-type]
+            error=LinkError(LinkFailure.SOCKET_CREATION_FAILED),
+            local=True,
+        )
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=create, key=("socket", sc.group(1)[:60]))
     if (d := _DUPLICATE_GPU.search(msg)) is not None:
-        fields.update(
-            {
-                F_ERROR: "duplicate_gpu",
-                "rank_a": d.group(1),
-                "rank_b": d.group(2),
-                "device": d.group(3),
-            }
+        duplicate = NcclConfigError(
+            **base,  # type: ignore[arg-type]
+            problem=ConfigProblem.DUPLICATE_GPU,
+            rank_a=int(d.group(1)),
+            rank_b=int(d.group(2)),
+            device=d.group(3),
         )
-        return Hit(EventKind.NCCL_CONFIG_ERROR, fields, key=("dup", d.group(1), d.group(2)))
+        return Hit(
+            EventKind.NCCL_CONFIG_ERROR, payload=duplicate, key=("dup", d.group(1), d.group(2))
+        )
     if (rd := _ROOT_DUPLICATE.search(msg)) is not None:
-        fields.update({F_ERROR: "duplicate_rank", "rank_a": rd.group(1), "count_a": rd.group(2)})
-        return Hit(EventKind.NCCL_CONFIG_ERROR, fields, key=("duprank", rd.group(1)))
-    if (n := _RANK_COUNT.search(msg)) is not None:
-        fields.update(
-            {F_ERROR: "rank_count_mismatch", "count_a": n.group(1), "count_b": n.group(2)}
+        twice = NcclConfigError(
+            **base,  # type: ignore[arg-type]
+            problem=ConfigProblem.DUPLICATE_RANK,
+            rank_a=int(rd.group(1)),
+            count_a=int(rd.group(2)),
         )
-        return Hit(EventKind.NCCL_CONFIG_ERROR, fields, key=("rankcount",))
+        return Hit(EventKind.NCCL_CONFIG_ERROR, payload=twice, key=("duprank", rd.group(1)))
+    if (n := _RANK_COUNT.search(msg)) is not None:
+        counts = NcclConfigError(
+            **base,  # type: ignore[arg-type]
+            problem=ConfigProblem.RANK_COUNT_MISMATCH,
+            count_a=int(n.group(1)),
+            count_b=int(n.group(2)),
+        )
+        return Hit(EventKind.NCCL_CONFIG_ERROR, payload=counts, key=("rankcount",))
     if (sz := _SIZE_MISMATCH.search(msg)) is not None:
-        fields[F_ERROR] = "size_mismatch"
-        put(fields, F_PEER, sz.group("peer") or sz.group("peer2"))
-        put(fields, "bytes_received", sz.group("got") or sz.group("local"))
-        put(fields, "bytes_expected", sz.group("want") or sz.group("remote"))
-        return Hit(EventKind.COLLECTIVE_MISMATCH, fields, key=("ncclsize", fields.get(F_PEER)))
+        size = CollectiveMismatch(
+            **base,  # type: ignore[arg-type]
+            source=MismatchSource.NCCL,
+            error=MismatchError.SIZE_MISMATCH,
+            peer=sz.group("peer") or sz.group("peer2"),
+            bytes_received=as_int(sz.group("got") or sz.group("local")),
+            bytes_expected=as_int(sz.group("want") or sz.group("remote")),
+        )
+        return Hit(EventKind.COLLECTIVE_MISMATCH, payload=size, key=("ncclsize", size.peer))
     if (mc := _MISMATCHED_COLL.search(msg)) is not None:
-        fields.update({F_ERROR: "mismatched_collective", F_PEER_RANK: mc.group(1)})
-        return Hit(EventKind.COLLECTIVE_MISMATCH, fields, key=("ncclmismatch", mc.group(1)))
+        mismatched = CollectiveMismatch(
+            **base,  # type: ignore[arg-type]
+            source=MismatchSource.NCCL,
+            error=MismatchError.MISMATCHED_COLLECTIVE,
+            peer_rank=int(mc.group(1)),
+        )
+        return Hit(
+            EventKind.COLLECTIVE_MISMATCH, payload=mismatched, key=("ncclmismatch", mc.group(1))
+        )
     if (cu := _CUDA_FAILURE.search(msg)) is not None:
         what = cu.group("what").strip()
-        fields[F_ERROR] = what
         kind = EventKind.CUDA_OOM if "out of memory" in what else EventKind.CUDA_ERROR
-        fields["source"] = "nccl"
-        return Hit(kind, fields, key=("cuda", what))
+        return Hit(kind, payload=CudaFailure(**base, error=what), key=("cuda", what))  # type: ignore[arg-type]
     if _IBV.search(msg) is not None or _IB_ASYNC.search(msg) is not None:
-        fields[F_ERROR] = "ib_verbs"
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("ibv", msg[:60]))
+        verbs = NcclTransportError(**base, error=LinkError(LinkFailure.IB_VERBS))  # type: ignore[arg-type]
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=verbs, key=("ibv", msg[:60]))
     if (p := _PROXY.search(msg)) is not None:
-        fields[F_ERROR] = "proxy"
-        put(fields, F_PEER_RANK, p.group("rank") or p.group("rank2"))
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("proxy", msg[:60]))
+        proxy = NcclTransportError(
+            **base,  # type: ignore[arg-type]
+            error=LinkError(LinkFailure.PROXY),
+            peer_rank=as_int(p.group("rank") or p.group("rank2")),
+        )
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=proxy, key=("proxy", msg[:60]))
     if (cn := _CONNECT.search(msg)) is not None:
-        put(fields, F_PEER, cn.group(1))
-        fields[F_ERROR] = "connect_" + _reason_word(cn.group(3))
-        return Hit(EventKind.NCCL_TRANSPORT_ERROR, fields, key=("connect", cn.group(1)))
+        connect = NcclTransportError(
+            **base,  # type: ignore[arg-type]
+            error=LinkError(_reason(cn.group(3)), connect=True),
+            peer=cn.group(1),
+        )
+        return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=connect, key=("connect", cn.group(1)))
     if _BENIGN_WARN.search(msg):
         return None
-    return Hit(EventKind.NCCL_WARN, fields, key=("warn", msg[:80]))
+    message = msg.strip()
+    setup = not _HARMLESS.search(message) and (
+        setup_site(where) or bool(_SETUP_WORDS.search(message))
+    )
+    return Hit(
+        EventKind.NCCL_WARN,
+        payload=NcclWarn(**base, setup=setup),  # type: ignore[arg-type]
+        key=("warn", msg[:80]),
+    )
 
 
-def _reason_word(reason: str) -> str:
+def _reason(reason: str) -> LinkFailure:
     low = reason.lower()
-    for needle, word in (
-        ("reset by peer", "connection_reset"),
-        ("broken pipe", "broken_pipe"),
-        ("refused", "connection_refused"),
-        ("retry count", "retry_exceeded"),
-        ("timed out", "timeout"),
-        ("timeout", "timeout"),
-        ("no route", "no_route"),
-        ("unreachable", "unreachable"),
+    for needle, failure in (
+        ("reset by peer", LinkFailure.CONNECTION_RESET),
+        ("broken pipe", LinkFailure.BROKEN_PIPE),
+        ("refused", LinkFailure.CONNECTION_REFUSED),
+        ("retry count", LinkFailure.RETRY_EXCEEDED),
+        ("timed out", LinkFailure.TIMEOUT),
+        ("timeout", LinkFailure.TIMEOUT),
+        ("no route", LinkFailure.NO_ROUTE),
+        ("unreachable", LinkFailure.UNREACHABLE),
     ):
         if needle in low:
-            return word
-    return "failed"
+            return failure
+    return LinkFailure.FAILED

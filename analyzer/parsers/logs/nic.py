@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.payloads.host import CounterGroup, LinkEvent, NicCounter, NicLink
 from hangdoc.analyzer.vocabulary import EventKind
 
 _SYSFS = re.compile(
@@ -92,20 +93,22 @@ _TX_TIMEOUT = re.compile(
 def match_nic_event(text: str) -> Hit | None:
     """A NIC link change, module event or transmit timeout in the kernel log."""
     if "Link " in text and (m := _LINK.search(text)) is not None:
-        fields = {"event": "link_" + m.group("state"), "iface": m.group("iface")}
-        fields["driver"] = m.group("driver")
-        return Hit(EventKind.NIC_LINK, fields, key=("link", m.group("iface"), m.group("state")))
+        event = LinkEvent.LINK_DOWN if m.group("state") == "down" else LinkEvent.LINK_UP
+        link = NicLink(event=event, iface=m.group("iface"), driver=m.group("driver"))
+        return Hit(EventKind.NIC_LINK, payload=link, key=("link", m.group("iface"), event))
     if "Port module event" in text and (mo := _MODULE.search(text)) is not None:
         plugged = mo.group("what") == "Cable plugged"
-        fields = {
-            "event": "link_up" if plugged else "module_error",
-            "iface": "module " + mo.group("module"),
-        }
-        fields["detail"] = mo.group("what")
-        return Hit(EventKind.NIC_LINK, fields, key=("module", mo.group("module"), plugged))
+        module = NicLink(
+            event=LinkEvent.LINK_UP if plugged else LinkEvent.MODULE_ERROR,
+            iface="module " + mo.group("module"),
+            detail=mo.group("what"),
+        )
+        return Hit(EventKind.NIC_LINK, payload=module, key=("module", mo.group("module"), plugged))
     if "NETDEV WATCHDOG" in text and (t := _TX_TIMEOUT.search(text)) is not None:
-        fields = {"event": "tx_timeout", "iface": t.group("iface"), "driver": t.group("driver")}
-        return Hit(EventKind.NIC_LINK, fields, key=("txtimeout", t.group("iface")))
+        timeout = NicLink(
+            event=LinkEvent.TX_TIMEOUT, iface=t.group("iface"), driver=t.group("driver")
+        )
+        return Hit(EventKind.NIC_LINK, payload=timeout, key=("txtimeout", t.group("iface")))
     return None
 
 
@@ -113,7 +116,7 @@ def match_nic_counter(text: str) -> Hit | None:
     """One non-zero error counter line (sysfs path form or perfquery)."""
     if "/sys/class/infiniband/" in text and (m := _SYSFS.search(text)) is not None:
         name, value = m.group("name"), int(m.group("value"))
-        dev, port = m.group("dev"), m.group("port")
+        dev, port = m.group("dev"), int(m.group("port"))
     elif text[:1].isupper() and ":.." in text and (m := _PERFQUERY.match(text.strip())):
         mapped = _PERFQUERY_NAMES.get(m.group("name"))
         if mapped is None:
@@ -123,13 +126,11 @@ def match_nic_counter(text: str) -> Hit | None:
         return None
     if value == 0 or name not in TRANSPORT_COUNTERS | LINK_COUNTERS:
         return None
-    fields = {
-        "counter": name,
-        "value": str(value),
-        "group": "transport" if name in TRANSPORT_COUNTERS else "link",
-    }
-    if dev is not None:
-        fields["device"] = dev
-    if port is not None:
-        fields["port"] = port
-    return Hit(EventKind.NIC_COUNTER, fields, key=("nic", dev, port, name))
+    counter = NicCounter(
+        counter=name,
+        value=value,
+        group=CounterGroup.TRANSPORT if name in TRANSPORT_COUNTERS else CounterGroup.LINK,
+        device=dev,
+        port=port,
+    )
+    return Hit(EventKind.NIC_COUNTER, payload=counter, key=("nic", dev, port, name))

@@ -1,32 +1,33 @@
 """The log parser: any text file holding recognised log lines, in any mix.
 
-Registered last in ``PARSERS`` (after the stack-dump parsers): its sniff accepts any
-text in which one line is recognised, plus torchelastic error.json files. Large files
-are read head + tail (the head holds the NCCL init lines that map processes to ranks,
-the tail holds the hang), never whole.
+The log side of the one text path (``analyzer/parsers/text.py``, which adds the stacks of
+the same text): its sniff accepts any text in which one line is recognised, plus
+torchelastic error.json files. Large files are read head + tail (the head holds the NCCL
+init lines that map processes to ranks, the tail holds the hang), never whole.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from hangdoc.analyzer.model import GpuState, InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes
-from hangdoc.analyzer.parsers.logs.attribution import build_maps, rank_from_path, resolve_rank
+from hangdoc.analyzer.parsers.logs.attribution import build_maps, resolve_rank
 from hangdoc.analyzer.parsers.logs.elastic import error_json_stamp, parse_error_json
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TopoBlock
-from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.hit import Hit, log_event
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
 from hangdoc.analyzer.parsers.logs.timefmt import resolve_stamps
-from hangdoc.analyzer.parsers.stacks import attach_stacks
-from hangdoc.analyzer.vocabulary import F_CLOCK, F_RANK_FROM, EventKind
+from hangdoc.analyzer.payloads.host import GpuRow, GpuStatus
+from hangdoc.analyzer.vocabulary import Clock, EventKind, RankFrom
+from hangdoc.common.rank_names import Trailing, rank_from_name
 
 _JSON_START = re.compile(r'\s*(?:\{\s*(?:"|\}|$)|\[\s*(?:[{\["\]]|$))')
 HEAD_BYTES = 4 * 1024 * 1024
@@ -104,7 +105,8 @@ def _capped_lines(handle: BinaryIO) -> Iterator[bytes]:
         yield raw
 
 
-def _is_error_json(text: str) -> bool:
+def is_error_json(text: str) -> bool:
+    """A torchelastic error file (TORCHELASTIC_ERROR_FILE): one JSON record, not lines."""
     stripped = text.lstrip()
     return (
         stripped.startswith("{")
@@ -118,11 +120,16 @@ class LogParser:
 
     kind = InputKind.LOG
 
+    def __init__(self, line_filter: Callable[[int, str], bool] | None = None) -> None:
+        # Shown every line read (number, text) before the scanner; a line it returns True
+        # for is another recogniser's alone (a dump's frame) and reaches the scanner blank.
+        self.line_filter = line_filter
+
     def sniff(self, head: bytes) -> bool:
         if not _looks_textual(head):
             return False
         text = decode_bytes(head[:SNIFF_BYTES])
-        if _is_error_json(text):
+        if is_error_json(text):
             return True
         if _JSON_START.match(text):
             return False  # other JSON formats (flight recorder, py-spy) are not logs
@@ -151,19 +158,19 @@ class LogParser:
         if size < 16 * 1024 * 1024:
             with path.open("rb") as handle:
                 head = handle.read(4096)
-            if _is_error_json(decode_bytes(head)):
+            if is_error_json(decode_bytes(head)):
                 hit = parse_error_json(decode_bytes(path.read_bytes()))
                 if hit is not None:
                     return _error_file_result(hit, display_path)
         scanner = Scanner()
+        skip = self.line_filter
         for lineno, line in _iter_lines(path, size, notes):
-            scanner.feed(lineno, line)
+            scanner.feed(lineno, "" if skip is not None and skip(lineno, line) else line)
         events = scanner.finish()
         if scanner.dropped:
             notes.append(f"{display_path}: {scanner.dropped} repetitive log events not kept")
         assumed_year = time.gmtime(path.stat().st_mtime).tm_year
-        parsed = _assemble(scanner, events, display_path, assumed_year, notes)
-        return attach_stacks(parsed, path, display_path)  # stacks inside the log
+        return _assemble(scanner, events, display_path, assumed_year, notes)
 
 
 def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, str]]:
@@ -215,18 +222,16 @@ def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, 
 
 
 def _error_file_result(hit: Hit, display_path: str) -> ParsedFile:
-    rank, _local = rank_from_path(display_path)
+    rank = rank_from_name(display_path, Trailing.ONE_PROCESS).rank
     stamp = error_json_stamp(hit)
-    fields = dict(hit.fields)
-    if stamp is not None and stamp.epoch is not None:
-        fields[F_CLOCK] = "epoch"
-    event = LogEvent(
-        kind=hit.kind.value,
-        text=(hit.text or "")[:500],
-        source=display_path,
-        line=1,
-        time=stamp.epoch if stamp is not None else None,
-        fields=tuple(sorted(fields.items())),
+    event = log_event(
+        hit.kind,
+        (hit.text or "")[:500],
+        display_path,
+        1,
+        stamp.epoch if stamp is not None else None,
+        hit.payload,
+        clock=Clock.EPOCH if stamp is not None and stamp.epoch is not None else None,
     )
     if rank is None:
         return ParsedFile(kind=InputKind.LOG, job_log_events=[event])
@@ -239,16 +244,16 @@ def _assemble(
 ) -> ParsedFile:
     maps = build_maps(events, scanner.hostpid_rank, scanner.pid_rank, scanner.local_to_global)
     resolved = resolve_stamps([e.stamp for e in events], year)
-    ranks: list[tuple[int | None, str]] = [resolve_rank(e, maps) for e in events]
+    ranks: list[tuple[int | None, RankFrom | None]] = [resolve_rank(e, maps) for e in events]
     # A launcher's failure report, once attributed, names the worker's pid: other reports
     # about that pid (torchelastic's "Signal 9 (SIGKILL) received by PID 812") follow it.
     learned = {
-        int(e.fields["pid"]): rank
+        e.named_pid: rank
         for e, (rank, _how) in zip(events, ranks, strict=True)
         if rank is not None
         and e.kind is EventKind.WORKER_FAILED
-        and e.fields.get("pid", "").isdigit()
-        and int(e.fields["pid"]) not in maps.pid_rank
+        and e.named_pid is not None
+        and e.named_pid not in maps.pid_rank
     }
     if learned:
         maps.pid_rank.update(learned)
@@ -256,7 +261,8 @@ def _assemble(
     attributed = any(r is not None for r, _ in ranks)
     hostpids = {(e.host, e.pid) for e in events if e.pid is not None}
     locals_seen = {e.local_rank for e in events if e.local_rank is not None}
-    file_rank, file_local = rank_from_path(display_path)
+    named = rank_from_name(display_path, Trailing.ONE_PROCESS)
+    file_rank, file_local = named.rank, named.local_rank
     if file_local is not None and file_rank is None:
         file_rank = maps.local_to_global.get(
             file_local, file_local if maps.local_is_global else None
@@ -267,41 +273,33 @@ def _assemble(
     processes: dict[int, ProcessEvidence] = {}
     job: list[LogEvent] = []
     for event, (rank, how), when in zip(events, ranks, resolved, strict=True):
-        if rank is None and use_file and event.kind.value not in _JOB_KINDS:
-            rank, how = file_rank, "file_name"
-        fields = dict(event.fields)
-        if event.repeats:
-            fields["repeats"] = str(event.repeats)
-        if when.clock is not None:
-            fields[F_CLOCK] = when.clock
-        if how:
-            fields[F_RANK_FROM] = how
-        if event.host is not None:
-            fields.setdefault("host", event.host)
-        if event.pid is not None:
-            fields.setdefault("pid", str(event.pid))
-        if event.local_rank is not None:
-            fields.setdefault("local_rank", str(event.local_rank))
-        log_event = LogEvent(
-            event.kind.value,
+        if rank is None and use_file and event.kind not in JOB_KINDS:
+            rank, how = file_rank, RankFrom.FILE_NAME
+        made = log_event(
+            event.kind,
             event.text,
             display_path,
             event.line,
             when.time,
-            tuple(sorted(fields.items())),
+            event.payload,
+            origin=event.origin(),
+            rank_from=how,
+            clock=when.clock,
+            repeats=event.repeats,
+            folded_lines=event.folded,
         )
         if rank is None:
-            job.append(log_event)
+            job.append(made)
             continue
         proc = processes.get(rank)
         if proc is None:
             proc = processes[rank] = ProcessEvidence(
                 rank=rank, sources=[display_path], world_size=maps.world_size
             )
-        proc.log_events.append(log_event)
-        if proc.host is None and event.host is not None and how in ("nccl_init", "prefix"):
+        proc.log_events.append(made)
+        if proc.host is None and event.host is not None and how in _HOST_SAYS:
             proc.host, proc.pid = event.host, event.pid
-        if proc.local_rank is None and event.local_rank is not None and how != "group_rank":
+        if proc.local_rank is None and event.local_rank is not None and how != RankFrom.GROUP_RANK:
             proc.local_rank = event.local_rank
     _attach_gpus(processes, job, maps.pid_rank, display_path)
     if not events:
@@ -314,8 +312,12 @@ def _assemble(
     )
 
 
-_JOB_KINDS = frozenset(
-    k.value
+# The attributions that also tell the process's host and pid.
+_HOST_SAYS = frozenset({RankFrom.NCCL_INIT, RankFrom.PREFIX})
+# What describes the job, not the process that printed it (a report, a table, the agent's
+# signal): neither a file's name nor a rank label over the lines gives these a rank.
+JOB_KINDS = frozenset(
+    k
     for k in (
         EventKind.RAS_REPORT,
         EventKind.RAS_MISMATCH,
@@ -342,29 +344,26 @@ def _attach_gpus(
     for rank, proc in processes.items():
         if proc.pid is not None:
             pid_to_rank.setdefault(proc.pid, rank)
-    rows = [e for e in job if e.kind == EventKind.GPU_STATUS.value]
-    by_index = {f.get("index"): f for f in (dict(e.fields) for e in rows) if f.get("row") == "gpu"}
-    for event in rows:
-        f = dict(event.fields)
-        if f.get("row") != "process" or not f.get("pid", "").isdigit():
+    rows = [
+        (event, row)
+        for event in job
+        if event.kind == EventKind.GPU_STATUS and (row := event.payload_as(GpuStatus))
+    ]
+    by_index = {row.index: row for _, row in rows if row.row == GpuRow.GPU}
+    for event, row in rows:
+        if row.row != GpuRow.PROCESS or event.pid is None:
             continue
-        owner = pid_to_rank.get(int(f["pid"]))
+        owner = pid_to_rank.get(event.pid)
         if owner is None or owner not in processes:
             continue
-        gpu = by_index.get(f.get("index"), {})
+        gpu = by_index.get(row.index) or GpuStatus()
+        used = gpu.memory_used_mib if gpu.memory_used_mib is not None else row.memory_used_mib
         processes[owner].gpu.append(
             GpuState(
-                index=int(f["index"]) if f.get("index", "").isdigit() else None,
-                memory_used_mib=_float(gpu.get("memory_used_mib") or f.get("memory_used_mib")),
-                memory_total_mib=_float(gpu.get("memory_total_mib")),
-                utilization_pct=_float(gpu.get("utilization_pct")),
+                index=row.index,
+                memory_used_mib=used,
+                memory_total_mib=gpu.memory_total_mib,
+                utilization_pct=gpu.utilization_pct,
                 source=source,
             )
         )
-
-
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None

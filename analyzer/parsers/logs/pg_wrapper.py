@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import re
 
-from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.analyzer.vocabulary import F_GROUP_RANK, F_OP, F_SEQ, EventKind
+from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
+from hangdoc.analyzer.payloads.torch_pg import CollectiveIssued, Fingerprint
+from hangdoc.analyzer.vocabulary import EventKind
 
 _RUNNING = re.compile(
     r"\[Rank (?P<rank>\d+)\] Running collective: CollectiveFingerPrint\((?P<fp>.*)"
@@ -45,9 +46,15 @@ def match_wrapper(text: str) -> Hit | None:
     if m is None:
         return None
     fp = m.group("fp")
-    fields: dict[str, str] = {F_GROUP_RANK: m.group("rank"), "source": "wrapper"}
-    put(fields, F_SEQ, _group(_SEQ, fp))
-    put(fields, F_OP, _group(_OP, fp))
-    put(fields, "shape", _group(_SHAPE, fp))
-    put(fields, "dtype", _group(_DTYPE, fp))
-    return Hit(EventKind.COLLECTIVE_ISSUED, fields)
+    rank = int(m.group("rank"))
+    fingerprint = Fingerprint(
+        rank=rank,
+        seq=as_int(_group(_SEQ, fp)),
+        op=_group(_OP, fp),
+        shape=_group(_SHAPE, fp),
+        dtype=_group(_DTYPE, fp),
+    )
+    return Hit(
+        EventKind.COLLECTIVE_ISSUED,
+        payload=CollectiveIssued(group_rank=rank, fingerprint=fingerprint),
+    )

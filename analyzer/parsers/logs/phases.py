@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 
-from hangdoc.analyzer.parsers.logs.hit import Hit, put
+from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
 from hangdoc.analyzer.parsers.logs.literals import any_admits, gate
-from hangdoc.analyzer.vocabulary import F_COUNT, F_PHASE, EventKind, Phase
+from hangdoc.analyzer.payloads.progress import DataCount, Exhausted, PhaseMarker, Progress
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 
 # tqdm's meter (tqdm/std.py format_meter): "{desc}: {pct}%|{bar}| {n}/{total} [{elapsed}<
 # {remaining}, {rate}]". The bar with its pipes may be missing: a custom bar_format
@@ -231,8 +232,12 @@ def match_count(text: str) -> Hit | None:
     what = what.replace("micro-batches", "microbatches").lower()
     if not what.endswith("s") and "(" not in what and "per epoch" not in what:
         what += "es" if what.endswith("h") else "s"
-    fields = {"what": what, "value": value.replace(",", "")}
-    return Hit(EventKind.DATA_COUNT, fields, key=("count", what, fields["value"]))
+    count = int(value.replace(",", ""))
+    return Hit(
+        EventKind.DATA_COUNT,
+        payload=DataCount(what=what, value=count),
+        key=("count", what, str(count)),
+    )
 
 
 def match_phase(text: str) -> Hit | None:
@@ -244,32 +249,76 @@ def match_phase(text: str) -> Hit | None:
     if (i := _INIT_SEARCH(text)) is not None:
         said = i.group("rank") or i.group("rank2") or i.group("rank3")
         rank = int(said) if said is not None else content_rank
-        fields = {F_PHASE: Phase.INIT.value, "label": "distributed init"}
-        put(fields, "world_size", i.group("world") or i.group("world3"))
-        return Hit(EventKind.PHASE, fields, rank=rank, key=("phase", "init"))
+        marker = PhaseMarker(
+            phase=Phase.INIT,
+            label="distributed init",
+            world_size=as_int(i.group("world") or i.group("world3")),
+        )
+        return Hit(EventKind.PHASE, payload=marker, rank=rank, key=("phase", "init"))
     if ("%|" in text or "<" in text) and (b := _BAR.search(text)) is not None:
         label = b.group("label").strip().strip("'\"")[-60:]
         phase = next((p for p, pat in _LABELS if pat.search(label)), Phase.TRAIN)
-        fields = {
-            F_PHASE: phase.value,
-            "label": label or "progress",
-            "n": b.group("n"),
-            "total": b.group("total"),
-            "pct": b.group("pct"),
-            "elapsed": b.group("elapsed"),
-        }
-        return Hit(EventKind.PHASE, fields, rank=content_rank, key=("bar", label))
+        bar = PhaseMarker(phase=phase, label=label or "progress", progress=_progress(b))
+        return Hit(EventKind.PHASE, payload=bar, rank=content_rank, key=("bar", label))
     if not _SOME_MARKER(text):
         return None
-    for phase, marker in _MARKER_GATES:
-        m = marker.search(text)
+    for phase, marker_gate in _MARKER_GATES:
+        m = marker_gate.search(text)
         if m is not None:
-            if phase is Phase.DATA_EXHAUSTED and content_rank is None:
-                named = m.group("rank") or m.group("worker")
-                content_rank = int(named) if named else None
-            fields = {F_PHASE: phase.value, "label": m.group(0).strip()[:60]}
-            fields[F_COUNT] = "1"
+            exhausted = None
+            if phase is Phase.DATA_EXHAUSTED:
+                if content_rank is None:
+                    named = m.group("rank") or m.group("worker")
+                    content_rank = int(named) if named else None
+                exhausted = _exhausted(m.group(0))
+            marker = PhaseMarker(
+                phase=phase, label=m.group(0).strip()[:60], marker=True, exhausted=exhausted
+            )
             return Hit(
-                EventKind.PHASE, fields, rank=content_rank, key=("marker", phase.value, text[:80])
+                EventKind.PHASE,
+                payload=marker,
+                rank=content_rank,
+                key=("marker", phase.value, text[:80]),
             )
     return None
+
+
+def _exhausted(said: str) -> Exhausted:
+    """Which trainer's words said a rank ran out of data (the DATA_EXHAUSTED patterns)."""
+    if said.startswith("Rank ") or "exhausted" in said:
+        return Exhausted.JOIN
+    if said.startswith("Worker "):
+        return Exhausted.EPOCH_END
+    return Exhausted.UNEVEN_WORKLOAD
+
+
+_SCALE = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
+def _count(value: str) -> float | None:
+    """A tqdm count ("1250", "1.25k") as a number."""
+    try:
+        return float(value.rstrip("kKMG")) * _SCALE.get(value[-1], 1.0)
+    except ValueError:
+        return None
+
+
+def _seconds(value: str) -> int | None:
+    """tqdm's elapsed time ("30:00", "1:02:03") in seconds."""
+    total = 0
+    for part in value.split(":"):
+        if not part.isdigit():
+            return None
+        total = total * 60 + int(part)
+    return total
+
+
+def _progress(b: re.Match[str]) -> Progress:
+    return Progress(
+        pct=int(b.group("pct")),
+        n=_count(b.group("n")),
+        total=_count(b.group("total")),
+        elapsed_s=_seconds(b.group("elapsed")),
+        meter=f"{b.group('n')}/{b.group('total')}",
+        elapsed=b.group("elapsed"),
+    )

@@ -19,7 +19,9 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
-from hangdoc.analyzer.vocabulary import F_PHASE, EventKind, Phase
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import Direction
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 
 _SHAPE_P2P = re.compile(
     r"Shape inference: stage (?P<stage>\d+) (?:(?P<recv>receiving from)|sending to) "
@@ -34,13 +36,12 @@ def match_pipelining(text: str) -> Hit | None:
     m = _SHAPE_P2P.search(text)
     if m is None:
         return None
-    direction = "recv" if m.group("recv") else "send"
-    fields = {
-        F_PHASE: Phase.INIT.value,
-        "label": f"pipeline shape inference ({direction})",
-        "p2p": direction,
-        "stage": m.group("stage"),
-        "peer_stage": m.group("peer"),
-        "source": "pipelining",
-    }
-    return Hit(EventKind.PHASE, fields, key=("pp_shape", m.group("stage"), direction))
+    direction = Direction.RECV if m.group("recv") else Direction.SEND
+    marker = PhaseMarker(
+        phase=Phase.INIT,
+        label=f"pipeline shape inference ({direction.value})",
+        p2p=direction,
+        stage=int(m.group("stage")),
+        peer_stage=int(m.group("peer")),
+    )
+    return Hit(EventKind.PHASE, payload=marker, key=("pp_shape", m.group("stage"), direction.value))

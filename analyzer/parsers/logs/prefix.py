@@ -47,6 +47,9 @@ _ISO = re.compile(
 # %(levelname)s - %(message)s" with datefmt "%m/%d %H:%M:%S", no year ("06/27 08:41:09 -
 # mmengine - INFO - …"): the logs of mmengine, mmdet, mmseg, xtuner and their kin.
 _MMDD = re.compile(r"(\d{2})/(\d{2}) (\d{2}):(\d{2}):(\d{2}(?:[.,]\d+)?)(?P<sep> +- +| +)")
+# What a selection that began inside a bracketed stamp leaves of it ("08:39:46] " of
+# "[2025-04-08 08:39:46] "): the time of day and the closing bracket.
+_CUT_STAMP = re.compile(r"(\d{2}):(\d{2}):(\d{2}(?:[.,]\d+)?)\] +")
 _SYSLOG = re.compile(
     r"([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)? (\S+) "
     r"([\w.\-/]+?)(?:\[\d+\])?: "
@@ -93,6 +96,14 @@ _MPI_RANK_TAG = re.compile(
 # global rank under srun. Only taken as the first layer of a line, never after a stamp or a
 # tag, and never with more than four pad spaces (an indented "  3: x" is a table, not srun).
 _SRUN_LABEL = re.compile(r" {0,4}(\d{1,5}): (?=\S)")
+# A log shipper's own layer (a k8s/CloudWatch RFC 3339 stamp, kubectl's and docker
+# compose's tags, journald's header): what the job printed starts after it, so an srun
+# label may still follow.
+_SHIPPER = re.compile(
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d) (?! )"
+    r"|\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| "
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]+ [\w.@/-]+\[\d+\]: "
+)
 _MAX_ROUNDS = 10
 
 
@@ -136,6 +147,9 @@ def _own_layer(text: str, tag: LineTag) -> int:
             # one space: the indentation after it is the line's own ("  File …" of a trace).
             return m.start("sep") + 1
         return m.end()
+    if first.isdigit() and (m := _CUT_STAMP.match(text)) is not None:
+        tag.stamp = Stamp(seconds_of_day(m.group(1), m.group(2), m.group(3)))
+        return m.end()
     if first.isdigit() and (m := _MMDD.match(text)) is not None:
         mm, dd = int(m.group(1)), int(m.group(2))
         if 1 <= mm <= 12 and 1 <= dd <= 31:
@@ -151,7 +165,11 @@ def _own_layer(text: str, tag: LineTag) -> int:
                 tag.stamp = Stamp(
                     seconds_of_day(m.group(3), m.group(4), m.group(5)), month, int(m.group(2))
                 )
-                tag.host = tag.host or m.group(6)
+                if m.group(7) == "kernel":
+                    # The kernel's lines name no host of their own; a process's lines
+                    # (journald's "host python[pid]: ") are read as without the shipper,
+                    # whose host and pid would change how their ranks are attributed.
+                    tag.host = tag.host or m.group(6)
                 return m.end()
     if tag.stamp is not None and tag.level is None and (m := _PYLOG_DASH.match(text)):
         tag.level, tag.origin = m.group(2)[0], m.group(1)
@@ -166,13 +184,16 @@ def peel_line(raw: str) -> LineTag:
     """Clean (ANSI, CR) and peel one physical line."""
     text = clean_line(raw.rstrip("\n"))
     tag = LineTag(text)
-    for round_no in range(_MAX_ROUNDS):
+    shippers_only = True  # every layer peeled so far was a log shipper's
+    for _ in range(_MAX_ROUNDS):
         if not text:
             break
-        if round_no == 0 and (m := _SRUN_LABEL.match(text)) is not None:
+        if shippers_only and (m := _SRUN_LABEL.match(text)) is not None:
             tag.rank, tag.tagged = int(m.group(1)), True
             text = text[m.end() :]
+            shippers_only = False
             continue
+        shippers_only = shippers_only and _SHIPPER.match(text) is not None
         if text[0] in " \t":
             break
         consumed = _own_layer(text, tag)

@@ -9,20 +9,22 @@ a bare ``ValueError: …`` in the middle of a training log is often just printed
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.analyzer.vocabulary import (
-    F_ERROR,
-    F_EXC_TYPE,
-    F_EXIT_CODE,
-    F_HOST,
-    F_LOCAL_RANK,
-    F_MESSAGE,
-    F_PID,
-    F_SIGNAL,
-    EventKind,
+from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
+from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.launch import (
+    ExceptionRaised,
+    FatalReport,
+    FatalSignal,
+    HostOomKill,
+    Launcher,
+    LauncherReport,
+    LoaderWorkerDied,
+    SignalName,
 )
+from hangdoc.analyzer.payloads.nccl import CudaFailure
+from hangdoc.analyzer.vocabulary import EventKind
 
 # Ray re-raises a task's exception as a class named after its cause (ray/exceptions.py,
 # RayTaskError.as_instanceof_cause): "ray.exceptions.RayTaskError(RuntimeError): ray::…".
@@ -51,12 +53,12 @@ _FATAL = re.compile(
     r"|^(?P<sh2>Segmentation fault|Aborted|Bus error|Killed)(?: +\(core dumped\))?\s*$"
 )
 _SIGNALS = {
-    "Segmentation fault": "SIGSEGV",
-    "Aborted": "SIGABRT",
-    "Bus error": "SIGBUS",
-    "Floating point exception": "SIGFPE",
-    "Illegal instruction": "SIGILL",
-    "Killed": "SIGKILL",
+    "Segmentation fault": SignalName.SIGSEGV,
+    "Aborted": SignalName.SIGABRT,
+    "Bus error": SignalName.SIGBUS,
+    "Floating point exception": SignalName.SIGFPE,
+    "Illegal instruction": SignalName.SIGILL,
+    "Killed": SignalName.SIGKILL,
 }
 _HOST_OOM = re.compile(
     r"(?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (?P<pid>\d+) "
@@ -133,6 +135,17 @@ _KEYS = (
 )
 
 
+def exception_hit(
+    exc_type: str, message: str, *, where: str | None = None, bare: bool = False
+) -> Hit:
+    """An uncaught exception: the line that ends a traceback (``where``: its last frame),
+    or a paste's last line with no traceback above it (``bare``)."""
+    payload = ExceptionRaised(
+        exc_type=exc_type, message=message[:400], where=where[:200] if where else None, bare=bare
+    )
+    return Hit(EventKind.EXCEPTION, payload=payload, key=("exc", exc_type, message[:120]))
+
+
 def match_exception_line(text: str) -> tuple[str, str] | None:
     """``RuntimeError: msg`` → (type, message), for the line that ends a traceback."""
     if not text or not (text[0].isalpha() or text[0] == "_"):
@@ -143,20 +156,23 @@ def match_exception_line(text: str) -> tuple[str, str] | None:
     return m.group("type"), (m.group("msg") or "").strip()
 
 
-def signal_name(code: int) -> str | None:
-    names = {
-        1: "SIGHUP",
-        2: "SIGINT",
-        4: "SIGILL",
-        6: "SIGABRT",
-        7: "SIGBUS",
-        8: "SIGFPE",
-        9: "SIGKILL",
-        11: "SIGSEGV",
-        13: "SIGPIPE",
-        15: "SIGTERM",
-    }
-    return names.get(code)
+_SIGNAL_NUMBERS = {
+    1: SignalName.SIGHUP,
+    2: SignalName.SIGINT,
+    4: SignalName.SIGILL,
+    6: SignalName.SIGABRT,
+    7: SignalName.SIGBUS,
+    8: SignalName.SIGFPE,
+    9: SignalName.SIGKILL,
+    11: SignalName.SIGSEGV,
+    13: SignalName.SIGPIPE,
+    15: SignalName.SIGTERM,
+}
+
+
+def signal_name(code: int) -> SignalName | None:
+    """The signal a launcher's number means (an exit code of -N, 128 + N)."""
+    return _SIGNAL_NUMBERS.get(code)
 
 
 # torch's own messages when a DataLoader worker dies (torch/utils/data/dataloader.py,
@@ -167,12 +183,27 @@ def signal_name(code: int) -> str | None:
 _LOADER_WORKER = re.compile(
     r"DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]+)\) (?:is killed by signal: "
     r"(?P<signal>[A-Za-z -]+?)\.?\s*$|exited unexpectedly)"
-    r"|Unexpected (?P<what>segmentation fault|bus error|floating-point exception) encountered "
-    r"in worker"
+    # (the message's body: a paste that cut its start keeps "…bus error encountered in worker")
+    r"|(?:Unexpected )?(?P<what>segmentation fault|bus error|floating-point exception) "
+    r"encountered in worker"
     r"|DataLoader timed out after (?P<timeout>\d+) seconds"
 )
-_LOADER_SIGNALS = {"segmentation fault": "SIGSEGV", "bus error": "SIGBUS",
-                   "floating-point exception": "SIGFPE"}  # fmt: skip
+# torch names the signal that killed a worker by strsignal() (glibc's words, string/
+# siglist.h); the shell's words above are among them.
+_STRSIGNAL = {
+    **_SIGNALS,
+    "Hangup": SignalName.SIGHUP,
+    "Interrupt": SignalName.SIGINT,
+    "Quit": SignalName.SIGQUIT,
+    "Trace/breakpoint trap": SignalName.SIGTRAP,
+    "User defined signal 1": SignalName.SIGUSR1,
+    "User defined signal 2": SignalName.SIGUSR2,
+    "Broken pipe": SignalName.SIGPIPE,
+    "Alarm clock": SignalName.SIGALRM,
+    "Terminated": SignalName.SIGTERM,
+}
+_LOADER_SIGNALS = {"segmentation fault": SignalName.SIGSEGV, "bus error": SignalName.SIGBUS,
+                   "floating-point exception": SignalName.SIGFPE}  # fmt: skip
 # torch.multiprocessing's shared-memory files (/dev/shm/torch_<pid>_<n>), through which
 # DataLoader workers pass their batches, failing (aten/src/ATen/MapAllocator.cpp, TH's
 # THAllocator.c before it): "unable to write to file </torch_31_1030151126>: No space left
@@ -194,10 +225,12 @@ def _match_torch_shm(text: str) -> Hit | None:
     if m is None:
         return None
     why = _SHM_WHY.search(m.group("rest"))
-    fields = {F_MESSAGE: text.strip()[:300], "shm_error": why.group("why") if why else "failed"}
-    if "Too many open files" not in text:
-        fields["shm"] = "1"
-    return Hit(EventKind.DATALOADER_WORKER_DIED, fields, key=("loader_shm",))
+    died = LoaderWorkerDied(
+        message=text.strip()[:300],
+        shm_error=why.group("why") if why else "failed",
+        shm="Too many open files" not in text,
+    )
+    return Hit(EventKind.DATALOADER_WORKER_DIED, payload=died, key=("loader_shm",))
 
 
 def match_dataloader_worker(text: str) -> Hit | None:
@@ -210,139 +243,188 @@ def match_dataloader_worker(text: str) -> Hit | None:
     m = _LOADER_WORKER.search(text)
     if m is None:
         return None
-    fields: dict[str, str] = {F_MESSAGE: text.strip()[:300]}
-    signal = m.group("signal")
-    put(fields, F_SIGNAL, _SIGNALS.get(signal.strip(), signal.strip()) if signal else None)
-    put(fields, F_SIGNAL, _LOADER_SIGNALS.get(m.group("what") or ""))
-    put(fields, "worker_pids", (m.group("pids") or "").replace(" ", "") or None)
-    put(fields, "timeout_s", m.group("timeout"))
-    if "shared memory" in text or m.group("what") == "bus error":
-        fields["shm"] = "1"
-    return Hit(EventKind.DATALOADER_WORKER_DIED, fields, key=("loader", fields.get(F_SIGNAL)))
+    said = m.group("signal")
+    signal = _STRSIGNAL.get(said.strip(), SignalName.UNKNOWN) if said else None
+    signal = _LOADER_SIGNALS.get(m.group("what") or "") or signal
+    pids = tuple(int(p) for p in (m.group("pids") or "").replace(" ", "").split(",") if p)
+    died = LoaderWorkerDied(
+        message=text.strip()[:300],
+        signal=signal,
+        worker_pids=pids,
+        timeout_s=as_int(m.group("timeout")),
+        shm="shared memory" in text or m.group("what") == "bus error",
+    )
+    return Hit(EventKind.DATALOADER_WORKER_DIED, payload=died, key=("loader", signal))
+
+
+def _report(kind: EventKind, report: LauncherReport, key: tuple[object, ...], **who: object) -> Hit:
+    """A launcher's report; ``who``: the rank, host, pid or local rank the line names."""
+    return Hit(kind, payload=report, key=key, **who)  # type: ignore[arg-type]
 
 
 def match_process(text: str) -> Hit | None:
     """CUDA OOM / errors, fatal signals, OOM killer, launcher exit reports, Ray deaths."""
     if not any(k in text for k in _KEYS):
         return None
-    fields: dict[str, str] = {}
     if "low on memory" in text and _RAY_HOST_OOM.search(text):
-        fields.update({"name": "ray memory monitor", F_MESSAGE: text.strip()[:300]})
-        return Hit(EventKind.HOST_OOM_KILL, fields, key=("rayhostoom",))
+        ray = HostOomKill(name="ray memory monitor", message=text.strip()[:300])
+        return Hit(EventKind.HOST_OOM_KILL, payload=ray, key=("rayhostoom",))
     if _OOM.search(text):
         size = _OOM_SIZE.search(text)
         gpu = _OOM_GPU.search(text)
-        put(fields, "tried", size.group(1) if size else None)
-        put(fields, "gpu", (gpu.group(1) or gpu.group(2)) if gpu else None)
-        fields[F_MESSAGE] = text.strip()[:300]
-        return Hit(EventKind.CUDA_OOM, fields, key=("oom",))
+        oom = CudaFailure(
+            tried=size.group(1) if size else None,
+            gpu=int(gpu.group(1) or gpu.group(2)) if gpu else None,
+            message=text.strip()[:300],
+        )
+        return Hit(EventKind.CUDA_OOM, payload=oom, key=("oom",))
     if (h := _HOST_OOM.search(text)) is not None:
-        put(fields, F_PID, h.group("pid") or h.group("pid2"))
-        put(fields, "name", h.group("name") or h.group("name2"))
-        put(fields, "events", h.group("n"))
-        return Hit(EventKind.HOST_OOM_KILL, fields, key=("hostoom", fields.get(F_PID)))
+        pid = as_int(h.group("pid") or h.group("pid2"))
+        killed = HostOomKill(name=h.group("name") or h.group("name2"), events=as_int(h.group("n")))
+        return Hit(EventKind.HOST_OOM_KILL, payload=killed, key=("hostoom", pid), named_pid=pid)
     if (s := _SLURM_TASK.search(text)) is not None:
         what = s.group("what")
-        fields.update({F_HOST: s.group("host"), "launcher": "slurm"})
         if s.group("code"):
-            fields[F_EXIT_CODE] = s.group("code")
+            task = LauncherReport(launcher=Launcher.SLURM, exit_code=int(s.group("code")))
         elif what == "Out Of Memory":
-            fields.update({F_SIGNAL: "SIGKILL", "oom": "host"})
+            task = LauncherReport(launcher=Launcher.SLURM, signal=SignalName.SIGKILL, host_oom=True)
         else:
-            put(fields, F_SIGNAL, _SIGNALS.get(what, "SIGTERM" if what == "Terminated" else None))
-        return Hit(
+            sig = _SIGNALS.get(what, SignalName.SIGTERM if what == "Terminated" else None)
+            task = LauncherReport(launcher=Launcher.SLURM, signal=sig)
+        return _report(
             EventKind.WORKER_FAILED,
-            fields,
+            task,
+            ("slurm", s.group("task")),
             rank=int(s.group("task")),
-            key=("slurm", s.group("task")),
+            named_host=s.group("host"),
         )
     if (c := _SLURM_CANCEL.search(text)) is not None:
-        fields.update(
-            {
-                F_HOST: c.group("host"),
-                "launcher": "slurm",
-                "why": c.group("why").strip() or "cancelled",
-            }
+        cancel = LauncherReport(launcher=Launcher.SLURM, why=c.group("why").strip() or "cancelled")
+        return _report(
+            EventKind.AGENT_SIGNAL, cancel, ("slurm_cancel",), named_host=c.group("host")
         )
-        return Hit(EventKind.AGENT_SIGNAL, fields, key=("slurm_cancel",))
     if (mp := _MPIRUN.search(text)) is not None:
         sig = signal_name(int(mp.group("sig"))) or _SIGNALS.get(
-            mp.group("name") or "", mp.group("sig")
+            mp.group("name") or "", SignalName.UNKNOWN
         )
-        fields.update(
-            {F_HOST: mp.group("host"), F_PID: mp.group("pid"), F_SIGNAL: sig, "launcher": "mpirun"}
-        )
-        return Hit(
+        exited = LauncherReport(launcher=Launcher.MPIRUN, signal=sig)
+        return _report(
             EventKind.WORKER_FAILED,
-            fields,
+            exited,
+            ("mpirun", mp.group("rank")),
             rank=int(mp.group("rank")),
-            key=("mpirun", mp.group("rank")),
+            named_host=mp.group("host"),
+            named_pid=int(mp.group("pid")),
         )
     if text.startswith("Process ") and (hv := _HOROVOD_EXIT.match(text)) is not None:
         code = int(hv.group("code"))
-        fields.update({F_EXIT_CODE: str(code), "launcher": "horovod"})
-        put(fields, F_SIGNAL, signal_name(code - 128) if code > 128 else None)
-        return Hit(
+        horovod = LauncherReport(
+            launcher=Launcher.HOROVOD,
+            exit_code=code,
+            signal=signal_name(code - 128) if code > 128 else None,
+        )
+        return _report(
             EventKind.WORKER_FAILED,
-            fields,
+            horovod,
+            ("horovod", hv.group("rank"), code),
             rank=int(hv.group("rank")),
-            key=("horovod", hv.group("rank"), code),
         )
     if (d := _DS_EXIT.search(text)) is not None:
         code = int(d.group("code"))
-        pid = _DS_PID.search(text)
-        fields.update({F_EXIT_CODE: str(code), "launcher": "deepspeed"})
-        put(fields, F_PID, pid.group(1) if pid else None)
-        put(fields, F_SIGNAL, signal_name(-code) if code < 0 else None)
+        pid_said = _DS_PID.search(text)
         local = _DS_LOCAL_RANK.search(text)
-        put(fields, F_LOCAL_RANK, local.group(1) if local else None)
-        return Hit(
+        pid = int(pid_said.group(1)) if pid_said else None
+        local_rank = int(local.group(1)) if local else None
+        deepspeed = LauncherReport(
+            launcher=Launcher.DEEPSPEED,
+            exit_code=code,
+            signal=signal_name(-code) if code < 0 else None,
+        )
+        return _report(
             EventKind.WORKER_FAILED,
-            fields,
-            key=("ds", fields.get(F_PID), fields.get(F_LOCAL_RANK), code),
+            deepspeed,
+            ("ds", pid, local_rank, code),
+            named_pid=pid,
+            named_local_rank=local_rank,
         )
     if "terminated with" in text and (sp := _MP_SPAWN.search(text)) is not None:
-        fields.update({F_LOCAL_RANK: sp.group("idx"), "launcher": "torch.multiprocessing"})
         if sp.group("sig"):
-            fields[F_SIGNAL] = sp.group("sig")
+            spawn = LauncherReport(
+                launcher=Launcher.TORCH_MULTIPROCESSING, signal=SignalName.parse(sp.group("sig"))
+            )
         else:
             code = int(sp.group("code"))
-            fields[F_EXIT_CODE] = str(code)
-            put(fields, F_SIGNAL, signal_name(-code) if code < 0 else None)
-        return Hit(EventKind.WORKER_FAILED, fields, key=("mpspawn", sp.group("idx")))
+            spawn = LauncherReport(
+                launcher=Launcher.TORCH_MULTIPROCESSING,
+                exit_code=code,
+                signal=signal_name(-code) if code < 0 else None,
+            )
+        return _report(
+            EventKind.WORKER_FAILED,
+            spawn,
+            ("mpspawn", sp.group("idx")),
+            named_local_rank=int(sp.group("idx")),
+        )
     if "received by PID" in text and (es := _ELASTIC_SIGNAL.search(text)) is not None:
-        fields.update({F_SIGNAL: es.group("sig"), F_PID: es.group("pid"), "source": "torchelastic"})
-        hit = Hit(EventKind.FATAL_SIGNAL, fields, key=("elastic_signal", es.group("pid")))
-        hit.pid = int(es.group("pid"))  # the worker it is about: a ChildFailedError names its rank
-        return hit
+        pid = int(es.group("pid"))
+        fatal = FatalSignal(
+            signal=SignalName.parse(es.group("sig")), reported_by=FatalReport.TORCHELASTIC
+        )
+        # the worker it is about: a ChildFailedError names its rank
+        return Hit(
+            EventKind.FATAL_SIGNAL,
+            payload=fatal,
+            key=("elastic_signal", es.group("pid")),
+            pid=pid,
+            named_pid=pid,
+        )
     if (k := _DS_KILL.search(text)) is not None:
-        fields.update({F_PID: k.group("pid"), F_SIGNAL: "SIGKILL", "launcher": "deepspeed"})
-        return Hit(EventKind.AGENT_TERMINATING, fields, key=("dskill", k.group("pid")))
+        kill = LauncherReport(launcher=Launcher.DEEPSPEED, signal=SignalName.SIGKILL)
+        return _report(
+            EventKind.AGENT_TERMINATING,
+            kill,
+            ("dskill", k.group("pid")),
+            named_pid=int(k.group("pid")),
+        )
     if (f := _FATAL.search(text)) is not None:
-        if f.group("py"):
-            fields[F_SIGNAL] = _SIGNALS[f.group("py")]
-        elif f.group("glog"):
-            fields.update({F_SIGNAL: f.group("glog"), F_PID: f.group("gpid")})
-        elif f.group("cxx"):
-            fields.update({F_SIGNAL: "SIGABRT", F_EXC_TYPE: f.group("cxx")})
-        else:
-            fields[F_SIGNAL] = _SIGNALS[f.group("sh") or f.group("sh2")]
-            put(fields, F_PID, f.group("shpid"))
-        return Hit(EventKind.FATAL_SIGNAL, fields, key=("fatal", fields[F_SIGNAL]))
+        return _fatal(f)
     if (ce := _CUDA_ERROR.search(text)) is not None:
         what = (ce.group("what") or ce.group("code") or ce.group("ecc") or "").strip().rstrip(".")
         if not what:
             return None
-        fields[F_ERROR] = what
-        return Hit(EventKind.CUDA_ERROR, fields, key=("cudaerr", what))
+        return Hit(EventKind.CUDA_ERROR, payload=CudaFailure(error=what), key=("cudaerr", what))
     if _RAY_DIED.search(text):
-        pid = _RAY_PID.search(text)
+        pid_said = _RAY_PID.search(text)
         ip = _RAY_IP.search(text)
-        put(fields, F_PID, pid.group(1) if pid else None)
-        put(fields, F_HOST, ip.group(1) if ip else None)
-        fields[F_MESSAGE] = text.strip()[:200]
-        return Hit(EventKind.ACTOR_DIED, fields, key=("ray", fields.get(F_PID)))
+        pid = int(pid_said.group(1)) if pid_said else None
+        died = EventPayload(message=text.strip()[:200])
+        return Hit(
+            EventKind.ACTOR_DIED,
+            payload=died,
+            key=("ray", pid),
+            named_pid=pid,
+            named_host=ip.group(1) if ip else None,
+        )
     return None
+
+
+def _fatal(f: re.Match[str]) -> Hit:
+    """A fatal signal: Python's faulthandler header, glog's, an abort of an uncaught C++
+    exception ("terminate called after throwing …"), the shell's words."""
+    pid: int | None = None
+    exc_type: str | None = None
+    if f.group("py"):
+        signal, by = _SIGNALS[f.group("py")], FatalReport.PYTHON
+    elif f.group("glog"):
+        signal, by = SignalName.parse(f.group("glog")), FatalReport.GLOG
+        pid = int(f.group("gpid"))
+    elif f.group("cxx"):
+        signal, by, exc_type = SignalName.SIGABRT, FatalReport.TERMINATE, f.group("cxx")
+    else:
+        signal, by = _SIGNALS[f.group("sh") or f.group("sh2")], FatalReport.SHELL
+        pid = as_int(f.group("shpid"))
+    fatal = FatalSignal(signal=signal, reported_by=by, exc_type=exc_type)
+    return Hit(EventKind.FATAL_SIGNAL, payload=fatal, key=("fatal", signal), named_pid=pid)
 
 
 # Open MPI / PRRTE's report of the first process that exited non-zero (help-orterun.txt,
@@ -363,7 +445,8 @@ _MPI_BODY = re.compile(r"^\s*(?:the job to be terminated|-{8,}|Process name:|Exi
 class MpiExitBlock:
     """mpirun's "The first process to do so was" report: that rank and its exit code."""
 
-    fields: dict[str, str] = field(default_factory=dict)
+    rank: int | None = None
+    exit_code: int | None = None
 
     @staticmethod
     def start(text: str) -> MpiExitBlock | None:
@@ -373,20 +456,25 @@ class MpiExitBlock:
         if not text.strip():
             return True
         if (n := _MPI_NAME.match(text)) is not None:
-            self.fields["rank"] = n.group("rank")
+            self.rank = int(n.group("rank"))
         elif (c := _MPI_CODE.match(text)) is not None:
-            self.fields[F_EXIT_CODE] = c.group("code")
+            self.exit_code = int(c.group("code"))
         elif not _MPI_BODY.match(text):
             return False
-        return F_EXIT_CODE not in self.fields
+        return self.exit_code is None
 
     def finish(self) -> Hit | None:
-        rank = self.fields.get("rank")
-        if rank is None:
+        if self.rank is None:
             return None
-        fields = {"launcher": "mpirun"}
-        code = self.fields.get(F_EXIT_CODE)
-        if code is not None:
-            fields[F_EXIT_CODE] = code
-            put(fields, F_SIGNAL, signal_name(int(code) - 128) if int(code) > 128 else None)
-        return Hit(EventKind.WORKER_FAILED, fields, rank=int(rank), key=("mpirun_exit", rank))
+        code = self.exit_code
+        exited = LauncherReport(
+            launcher=Launcher.MPIRUN,
+            exit_code=code,
+            signal=signal_name(code - 128) if code is not None and code > 128 else None,
+        )
+        return Hit(
+            EventKind.WORKER_FAILED,
+            payload=exited,
+            rank=self.rank,
+            key=("mpirun_exit", str(self.rank)),
+        )

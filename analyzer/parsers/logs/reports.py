@@ -11,8 +11,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.analyzer.vocabulary import F_ERROR, F_OP, F_RANKS, F_SEQ, EventKind
+from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
+from hangdoc.analyzer.payloads.nccl import (
+    OpCountGroup,
+    RankNode,
+    RankStatus,
+    RasComm,
+    RasReport,
+    RasState,
+    StatusCount,
+)
+from hangdoc.analyzer.payloads.torch_pg import FrError, FrReport
+from hangdoc.analyzer.vocabulary import EventKind, parse_enum
 
 _RAS_START = re.compile(r"^(?:Job summary|Communicators\.\.\.|Group\s+Comms\s+Nodes)")
 _RAS_ROW = re.compile(
@@ -40,13 +50,45 @@ _RAS_KNOWN = re.compile(
 
 
 @dataclass(slots=True)
+class _Comm:
+    """What the report said so far about one communicator."""
+
+    comm: str
+    group: str
+    state: RasState
+    op: str | None = None
+    status_counts: list[StatusCount] = field(default_factory=list)
+    status_ranks: list[RankStatus] = field(default_factory=list)
+    listed: list[int] = field(default_factory=list)
+    nodes: list[RankNode] = field(default_factory=list)
+    missing: int | None = None
+    init_errors: int | None = None
+    async_errors: int | None = None
+
+    def payload(self, **more: object) -> RasComm:
+        return RasComm(
+            comm=self.comm,
+            group=self.group,
+            state=self.state,
+            op=self.op,
+            status_counts=tuple(self.status_counts),
+            status_ranks=tuple(self.status_ranks),
+            nodes=tuple(self.nodes),
+            missing=self.missing,
+            init_errors=self.init_errors,
+            async_errors=self.async_errors,
+            **more,  # type: ignore[arg-type]
+        )
+
+
+@dataclass(slots=True)
 class RasBlock:
     """One ``ncclras`` report; ``hits`` holds what it said."""
 
     hits: list[Hit] = field(default_factory=list)
     section: str = ""
-    comm: dict[str, str] | None = None
-    groups: list[tuple[int | None, int, list[int]]] = field(default_factory=list)
+    comm: _Comm | None = None
+    groups: list[OpCountGroup] = field(default_factory=list)
     processes: list[str] = field(default_factory=list)
 
     @staticmethod
@@ -58,20 +100,15 @@ class RasBlock:
             return True
         if (row := _RAS_ROW.match(text)) is not None:
             g = row.groups()
-            self.hits.append(
-                Hit(
-                    EventKind.RAS_REPORT,
-                    {
-                        "group": g[0],
-                        "comms": g[1],
-                        "nodes": g[2],
-                        "ranks_per_comm": g[4],
-                        "status": g[6],
-                        F_ERROR: g[7],
-                    },
-                    key=("ras", g[0], g[7]),
-                )
+            report = RasReport(
+                group=int(g[0]),
+                comms=int(g[1]),
+                nodes=int(g[2]),
+                ranks_per_comm=int(g[4]),
+                status=g[6],
+                state=parse_enum(RasState, g[7]),
             )
+            self.hits.append(Hit(EventKind.RAS_REPORT, payload=report, key=("ras", g[0], g[7])))
             return True
         if text.startswith(("DEAD", "INCOMPLETE", "TIMEOUT")) and text.strip() in (
             "DEAD",
@@ -84,7 +121,7 @@ class RasBlock:
         if (c := _RAS_COMM.match(text)) is not None:
             self._close()
             self.section = c.group(3)
-            self.comm = {"comm": c.group(2), "group": c.group(1), "state": c.group(3)}
+            self.comm = _Comm(c.group(2), c.group(1), RasState(c.group(3)))
             return True
         return (
             self._detail(text)
@@ -95,92 +132,83 @@ class RasBlock:
     def _detail(self, text: str) -> bool:
         if (d := _RAS_DEAD.match(text)) is not None or (d := _RAS_MISSING.match(text)) is not None:
             if self.comm is not None:
-                self.comm["missing"] = d.group(1)
+                self.comm.missing = int(d.group(1))
             else:
                 self.processes = [f"count={d.group(1)}"]
             return True
         if (p := _RAS_PROCESS.match(text)) is not None:
             self.processes.append(f"{p.group(2)}:{p.group(1)}:{p.group(3)}")
             return True
-        if self.comm is None:
+        comm = self.comm
+        if comm is None:
             return False
         if (o := _RAS_OPS.search(text)) is not None:
             self._flush_groups()
-            self.comm[F_OP] = o.group(1)
+            comm.op = o.group(1)
             return True
         if (n := _RAS_COUNT.match(text)) is not None:
-            self.groups.append((int(n.group(2) or 0), int(n.group(1)), []))
+            self.groups.append(OpCountGroup(int(n.group(2) or 0), int(n.group(1))))
             return True
         if (s := _RAS_STATUS.match(text)) is not None:
-            self.comm.setdefault("status_groups", "")
-            self.comm["status_groups"] += f"{s.group(2)}:{s.group(1)};"
+            comm.status_counts.append(StatusCount(s.group(2), int(s.group(1))))
             return True
         if (r := _RAS_RANK.match(text)) is not None:
             rank = int(r.group(1))
             if r.group(2) is not None or "not launched" in text:
-                self.groups.append((int(r.group(2) or 0), 1, [rank]))
+                self.groups.append(OpCountGroup(int(r.group(2) or 0), 1, (rank,)))
             elif r.group(3) is not None:
-                self.comm["status_ranks"] = (
-                    self.comm.get("status_ranks", "") + f"{rank}:{r.group(3)};"
-                )
+                comm.status_ranks.append(RankStatus(rank, r.group(3)))
             elif self.groups:
-                self.groups[-1][2].append(rank)
+                last = self.groups[-1]
+                self.groups[-1] = OpCountGroup(last.opcount, last.count, (*last.ranks, rank))
             else:
-                self.comm["listed_ranks"] = self.comm.get("listed_ranks", "") + f"{rank},"
+                comm.listed.append(rank)
             if r.group(6):
-                self.comm["nodes"] = (
-                    self.comm.get("nodes", "") + f"{rank}@{r.group(6)}:{r.group(5)};"
-                )
+                comm.nodes.append(RankNode(rank, r.group(6), int(r.group(5))))
             return True
         if (e := _RAS_ERRS.match(text)) is not None:
-            self.comm[e.group(1).lower() + "_errors"] = e.group(2)
+            if e.group(1) == "Initialization":
+                comm.init_errors = int(e.group(2))
+            else:
+                comm.async_errors = int(e.group(2))
             return True
         return text.startswith("  ")
 
     def _flush_groups(self) -> None:
         if self.comm is None or not self.groups:
             return
-        fields = dict(self.comm)
-        fields["groups"] = ";".join(
-            f"{op}:{count}:{'/'.join(str(r) for r in ranks)}" for op, count, ranks in self.groups
-        )
+        mismatch = self.comm.payload(groups=tuple(self.groups))
         self.hits.append(
-            Hit(EventKind.RAS_MISMATCH, fields, key=("rasmm", fields["comm"], fields.get(F_OP)))
+            Hit(EventKind.RAS_MISMATCH, payload=mismatch, key=("rasmm", mismatch.comm, mismatch.op))
         )
         self.groups = []
 
     def _close(self) -> None:
-        if self.comm is not None:
-            state = self.comm["state"]
-            if state == "MISMATCH":
+        comm = self.comm
+        if comm is not None:
+            if comm.state is RasState.MISMATCH:
                 self._flush_groups()
-                if "status_groups" in self.comm or "status_ranks" in self.comm:
+                if comm.status_counts or comm.status_ranks:
                     self.hits.append(
                         Hit(
                             EventKind.RAS_MISMATCH,
-                            dict(self.comm),
-                            key=("rasst", self.comm["comm"]),
+                            payload=comm.payload(),
+                            key=("rasst", comm.comm),
                         )
                     )
-            elif state == "INCOMPLETE":
-                fields = dict(self.comm)
-                put(fields, F_RANKS, fields.pop("listed_ranks", "").rstrip(",") or None)
+            elif comm.state is RasState.INCOMPLETE:
+                incomplete = comm.payload(ranks=tuple(comm.listed))
                 self.hits.append(
-                    Hit(EventKind.RAS_INCOMPLETE, fields, key=("rasinc", fields["comm"]))
+                    Hit(EventKind.RAS_INCOMPLETE, payload=incomplete, key=("rasinc", comm.comm))
                 )
             else:
                 self.hits.append(
-                    Hit(EventKind.RAS_ERROR, dict(self.comm), key=("raserr", self.comm["comm"]))
+                    Hit(EventKind.RAS_ERROR, payload=comm.payload(), key=("raserr", comm.comm))
                 )
         elif self.section in ("DEAD", "INCOMPLETE") and self.processes:
             kind = EventKind.RAS_DEAD if self.section == "DEAD" else EventKind.RAS_INCOMPLETE
-            self.hits.append(
-                Hit(
-                    kind,
-                    {"processes": ";".join(self.processes), "source": "ras_report"},
-                    key=("rasproc", self.section),
-                )
-            )
+            dead = RasComm(processes=tuple(self.processes))
+            self.hits.append(Hit(kind, payload=dead, key=("rasproc", self.section)))
         self.comm, self.groups, self.processes = None, [], []
 
     def finish(self) -> list[Hit]:
@@ -202,13 +230,22 @@ _FR_KV = re.compile(
 )
 _FR_CULPRIT = re.compile(r"Culprit rank (\d+); Error type: (\w+)(?:, (.*))?")
 _SET = re.compile(r"\{([\d,\s]*)\}")
+# The analyser's "key: value" lines, by the payload field each fills (as printed, up to 200).
+_FR_TEXT_FIELDS = {
+    "group info": "group_info",
+    "collective": "collective",
+    "input sizes": "input_sizes",
+    "output sizes": "output_sizes",
+    "collective state": "collective_state",
+    "error msg": "message",  # an error message without a culprit
+}
 
 
 @dataclass(slots=True)
 class FrTraceBlock:
     """One finding of the flight recorder analyser's text output."""
 
-    fields: dict[str, str]
+    found: dict[str, object]
     kind: EventKind
 
     @staticmethod
@@ -216,16 +253,19 @@ class FrTraceBlock:
         m = _FR_HEAD.match(text)
         if m is None:
             return None
-        fields: dict[str, str] = {"source": "fr_trace"}
         if m.group("eseq") or m.group("eseq2") or m.group("ioseq"):
-            put(fields, F_SEQ, m.group("eseq") or m.group("eseq2") or m.group("ioseq"))
+            found: dict[str, object] = {
+                "seq": int(m.group("eseq") or m.group("eseq2") or m.group("ioseq"))
+            }
             if m.group("ioseq"):
-                fields[F_ERROR] = "SIZE_OR_SYNTAX_MISMATCH"
-            return FrTraceBlock(fields, EventKind.FR_MISMATCH)
-        put(fields, F_SEQ, m.group("seq") or m.group("seq2"))
-        put(fields, "group", m.group("group"))
-        put(fields, "collective", m.group("coll"))
-        return FrTraceBlock(fields, EventKind.FR_MISSING_RANKS)
+                found["error"] = FrError.SIZE_OR_SYNTAX_MISMATCH
+            return FrTraceBlock(found, EventKind.FR_MISMATCH)
+        found = {
+            "seq": as_int(m.group("seq") or m.group("seq2")),
+            "group": m.group("group"),
+            "collective": m.group("coll"),
+        }
+        return FrTraceBlock(found, EventKind.FR_MISSING_RANKS)
 
     def feed(self, text: str) -> bool:
         m = _FR_KV.match(text.strip())
@@ -241,18 +281,25 @@ class FrTraceBlock:
             )
         if key in ("missing ranks", "expected ranks"):
             s = _SET.search(value)
-            ranks = ",".join(x.strip() for x in s.group(1).split(",") if x.strip()) if s else ""
-            self.fields[F_RANKS if key != "expected ranks" else "expected"] = ranks
+            ranks = tuple(int(x) for x in s.group(1).split(",") if x.strip()) if s else ()
+            self.found["missing" if key != "expected ranks" else "expected"] = ranks
         elif key == "error msg" and (c := _FR_CULPRIT.search(value)):
-            self.fields.update({"culprit": c.group(1), F_ERROR: c.group(2)})
-            put(self.fields, "detail", (c.group(3) or "")[:200] or None)
-        else:
-            self.fields[key.replace(" ", "_")] = value[:200]
+            self.found.update(
+                {"culprit": int(c.group(1)), "error": parse_enum(FrError, c.group(2))}
+            )
+            self.found["detail"] = (c.group(3) or "")[:200] or None
+        elif key in _FR_TEXT_FIELDS:
+            self.found[_FR_TEXT_FIELDS[key]] = value[:200]
+        elif key == "world size":
+            self.found["world_size"] = as_int(value)
+        elif key == "internal record id":
+            self.found["record_id"] = as_int(value)
         return True
 
     def finish(self) -> Hit:
+        report = FrReport(**self.found)  # type: ignore[arg-type]
         return Hit(
             self.kind,
-            self.fields,
-            key=("fr", self.kind, self.fields.get(F_SEQ), self.fields.get("group_info")),
+            payload=report,
+            key=("fr", self.kind, report.seq, report.group_info),
         )

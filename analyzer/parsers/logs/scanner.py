@@ -10,12 +10,12 @@ that no launcher prefixes (ChildFailedError, RAS, fr_trace, nvidia-smi).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
 from hangdoc.analyzer.parsers.logs.elastic import ChildFailedBlock, match_agent
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, match_xid
-from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.hit import Hit, Origin
 from hangdoc.analyzer.parsers.logs.horovod import HorovodStallBlock, match_horovod
 from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
@@ -26,6 +26,7 @@ from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
 from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
 from hangdoc.analyzer.parsers.logs.process import (
     MpiExitBlock,
+    exception_hit,
     match_dataloader_worker,
     match_exception_line,
     match_process,
@@ -34,12 +35,16 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
+from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
+from hangdoc.analyzer.payloads.nccl import (
+    NcclColl,
+    NcclError,
+    NcclTransport,
+    NcclTransportError,
+    NcclWarn,
+)
+from hangdoc.analyzer.payloads.torch_pg import FailedCollectiveStack, InGroup
 from hangdoc.analyzer.vocabulary import (
-    F_ERROR,
-    F_EXC_TYPE,
-    F_GROUP_RANK,
-    F_MESSAGE,
-    F_PEER,
     EventKind,
 )
 
@@ -61,8 +66,8 @@ _BAR_TOTAL = re.compile(r"\| *[\d.]+[kMG]?/([\d.]+[kMG]?) ")
 _MAX_SEGMENT_KEYS = 256
 # A rank the content says at the start of a line, after DeepSpeed's logger header:
 # DeepSpeed/Megatron "[Rank 3] …", "[RANK 3] …", "rank 3: …", "rank 3 has …". torch's
-# watchdog writes "[Rank N]" too, but with a *group* rank; its events carry F_GROUP_RANK
-# and keep it.
+# watchdog writes "[Rank N]" too, but with a *group* rank; its payload (InGroup) carries
+# it and keeps it.
 _SAID_RANK = re.compile(
     r"(?:\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\] )?(?:\[[\w.\-]+\.py:\d+:\w+\] )?"
     r"(?:\[(?:Rank|RANK) (\d{1,6})\]|[Rr]ank (\d{1,6})(?::| (?=has )))"
@@ -102,8 +107,8 @@ Block = (
     | MpiExitBlock
     | HorovodStallBlock
 )
-ChainKey = tuple[str | None, int | None, str | None, int | None]  # host, pid, tid, rank
-Owner = tuple[int | None, int | None, int | None, str | None, int | None, str | None]
+ChainKey = tuple[str | None, int | None, int | None, int | None]  # host, pid, tid, rank
+Owner = tuple[int | None, int | None, int | None, str | None, int | None, int | None]
 
 
 @dataclass(slots=True)
@@ -112,13 +117,33 @@ class RawEvent:
     text: str
     line: int
     stamp: Stamp | None
-    fields: dict[str, str]
     prefix_rank: int | None
     content_rank: int | None
     local_rank: int | None
     host: str | None
     pid: int | None
     repeats: int = 0
+    payload: EventPayload = NO_PAYLOAD
+    tid: int | None = None
+    cuda_dev: int | None = None
+    named_host: str | None = None
+    named_pid: int | None = None
+    named_local_rank: int | None = None
+    partial_header: bool = False
+    folded: int = 0  # lines folded into this event (COLL, transports, progress bars)
+
+    def origin(self) -> Origin:
+        return Origin(
+            self.host,
+            self.pid,
+            self.local_rank,
+            self.tid,
+            self.cuda_dev,
+            self.named_host,
+            self.named_pid,
+            self.named_local_rank,
+            self.partial_header,
+        )
 
 
 @dataclass(slots=True)
@@ -175,9 +200,7 @@ class Scanner:
             # …", the traceback cut off above it): the line Python prints last when an
             # uncaught exception ends the process. Weak on its own (field "bare").
             tag, lineno, (exc_type, message) = self._tail_exc
-            fields = {F_EXC_TYPE: exc_type, F_MESSAGE: message[:400], "bare": "1"}
-            hit = Hit(EventKind.EXCEPTION, fields, key=("exc", exc_type, message[:120]))
-            self._emit(hit, tag, lineno)
+            self._emit(exception_hit(exc_type, message, bare=True), tag, lineno)
         self.events.sort(key=lambda e: e.line)
         return self.events
 
@@ -245,10 +268,7 @@ class Scanner:
         if tag.rank is not None and (exc := match_exception_line(text)) is not None:
             # torch ≥2.3 prefixes only uncaught exceptions' lines with [rankN]: — a bare
             # "[rank3]: ValueError: …" is the end of a traceback pasted without its frames.
-            fields = {F_EXC_TYPE: exc[0], F_MESSAGE: exc[1][:400]}
-            self._emit(
-                Hit(EventKind.EXCEPTION, fields, key=("exc", exc[0], exc[1][:120])), tag, lineno
-            )
+            self._emit(exception_hit(exc[0], exc[1]), tag, lineno)
         before = len(self.events)
         self._recognise(tag, lineno)
         if tag.rank is None and len(self.events) == before:
@@ -267,19 +287,17 @@ class Scanner:
         exc = match_exception_line(text)
         if exc is None or exc[0].endswith("ChildFailedError"):
             return False
-        fields = {F_EXC_TYPE: exc[0], F_MESSAGE: exc[1][:400]}
-        if tb.last_frame:
-            fields["where"] = tb.last_frame[:200]
-        self._emit(Hit(EventKind.EXCEPTION, fields, key=("exc", exc[0], exc[1][:120])), tag, lineno)
+        self._emit(exception_hit(exc[0], exc[1], where=tb.last_frame or None), tag, lineno)
         self._recognise(tag, lineno)
         return True
 
     def _continuation(self, tag: LineTag, lineno: int) -> bool:
         text = tag.text
-        if self._stack_event is not None and _STACK_FRAME.match(text):
-            frames = self._stack_event.fields.get("frames", "")
-            if frames.count("\n") < 20:
-                self._stack_event.fields["frames"] = (frames + "\n" + text.strip()).strip()
+        stack = self._stack_event
+        if stack is not None and _STACK_FRAME.match(text):
+            if isinstance(stack.payload, FailedCollectiveStack) and len(stack.payload.frames) < 21:
+                frames = (*stack.payload.frames, text.strip())
+                stack.payload = replace(stack.payload, frames=frames)
             return True
         self._stack_event = None
         if text.strip() == "Last error:":
@@ -289,19 +307,27 @@ class Scanner:
         if target is not None:
             self._last_error_for = None
             if text.strip():
-                target.fields["last_error"] = text.strip()[:300]
                 nccl_hit = nccl_lines.match_nccl(text) or nccl_lines.match_nccl(
                     "x:0:0 [0] a.cc:1 NCCL WARN " + text
                 )
-                if nccl_hit is not None and nccl_hit.kind is EventKind.NCCL_TRANSPORT_ERROR:
-                    for key in (F_PEER, "error"):
-                        if key in nccl_hit.fields:
-                            target.fields["last_error_" + key] = nccl_hit.fields[key]
+                link = nccl_hit.payload if nccl_hit is not None else None
+                if isinstance(target.payload, NcclError):
+                    target.payload = replace(
+                        target.payload,
+                        last_error=text.strip()[:300],
+                        last_error_peer=(
+                            link.peer if isinstance(link, NcclTransportError) else None
+                        ),
+                        last_error_link=(
+                            link.error if isinstance(link, NcclTransportError) else None
+                        ),
+                    )
                 if nccl_hit is not None and nccl_hit.kind in _LAST_ERROR_KINDS:
-                    for key in ("host", "pid", "tid", "cuda_dev", "where"):
-                        nccl_hit.fields.pop(key, None)
-                    nccl_hit.host = nccl_hit.pid = None
-                    nccl_hit.fields["source"] = "last_error"
+                    nccl_hit.host = nccl_hit.pid = nccl_hit.tid = nccl_hit.cuda_dev = None
+                    if isinstance(nccl_hit.payload, NcclWarn):
+                        nccl_hit.payload = replace(
+                            nccl_hit.payload, where=None, from_last_error=True
+                        )
                     self._before(self._emit(nccl_hit, tag, lineno), target)
                 return True
         return False
@@ -358,8 +384,8 @@ class Scanner:
             for hit, stamp, entry_line in block.finish():
                 none.stamp = stamp
                 self._emit(hit, none, entry_line or line)
-                if hit.rank is not None and "pid" in hit.fields:
-                    self.pid_rank[int(hit.fields["pid"])] = hit.rank
+                if hit.rank is not None and hit.named_pid is not None:
+                    self.pid_rank[hit.named_pid] = hit.rank
                 none = LineTag("")
         elif isinstance(block, (RasBlock, TableBlock, CsvBlock)):
             for hit in block.finish() if isinstance(block, RasBlock) else block.hits:
@@ -375,7 +401,13 @@ class Scanner:
         if "Stack trace of the failed collective:" in text:
             # ≥2.6: the frames follow unprefixed as "#0 all_reduce from file:line"
             self._stack_event = self._emit(
-                Hit(EventKind.FAILED_COLLECTIVE_STACK, {}, key=("stack", lineno)), tag, lineno
+                Hit(
+                    EventKind.FAILED_COLLECTIVE_STACK,
+                    payload=FailedCollectiveStack(),
+                    key=("stack", lineno),
+                ),
+                tag,
+                lineno,
             )
             return
         hit = match_any(text, self._nvrm_pci)
@@ -386,9 +418,8 @@ class Scanner:
                 hit = match_any(rest, self._nvrm_pci)
                 exc = match_exception_line(rest) if hit is None else None
                 if exc is not None:
-                    fields = {F_EXC_TYPE: exc[0], F_MESSAGE: exc[1][:400]}
-                    hit = Hit(EventKind.EXCEPTION, fields, key=("exc", exc[0], exc[1][:120]))
-            if hit is not None and hit.rank is None and F_GROUP_RANK not in hit.fields:
+                    hit = exception_hit(exc[0], exc[1])
+            if hit is not None and hit.rank is None and _group_rank(hit) is None:
                 hit.rank = rank
         if hit is None:
             return
@@ -406,8 +437,8 @@ class Scanner:
             # "terminate called after throwing …" then "  what():  <the check that failed>"
             # (gloo's size check, size_checks.py): the abort is the check's consequence.
             self._before(event, self.events[-2])
-        if event is not None and "where" in hit.fields and F_MESSAGE in hit.fields:
-            chain_key = (event.host, event.pid, hit.fields.get("tid"), tag.rank)  # a WARN
+        if event is not None and _starts_chain(hit):
+            chain_key = (event.host, event.pid, hit.tid, tag.rank)  # a WARN
             chain = self._chains.get(chain_key)
             if chain is None or chain[1]:
                 self._chains[chain_key] = (event, False)
@@ -415,9 +446,9 @@ class Scanner:
             self._last_nccl_error = event
             if "Last error:" in text:
                 tail = text.split("Last error:", 1)[1].strip()
-                if tail:
-                    event.fields["last_error"] = tail[:300]
-                else:
+                if tail and isinstance(event.payload, NcclError):
+                    event.payload = replace(event.payload, last_error=tail[:300])
+                elif not tail:
                     self._last_error_for = event
 
     def _return_code(self, hit: Hit, tag: LineTag, lineno: int) -> None:
@@ -426,20 +457,21 @@ class Scanner:
         is the error class of that WARN; the rest of the chain only repeats it. A chain
         with no WARN before it (the WARN was cut from the paste) becomes an event itself."""
         pid = hit.pid if hit.pid is not None else tag.pid
-        chain_key = (hit.host or tag.host, pid, hit.fields.get("tid"), tag.rank)
+        chain_key = (hit.host or tag.host, pid, hit.tid, tag.rank)
         chain = self._chains.get(chain_key)
-        if chain is not None:
+        code = hit.payload
+        if chain is not None and isinstance(code, NcclWarn):
             # Every caller up the chain, in order: where the failure surfaced (a
             # "bootstrap.cc:169 -> 2" says the failing call belonged to the bootstrap).
-            callers = chain[0].fields.get("rc_chain", "")
-            if len(callers) < 400:
-                chain[0].fields["rc_chain"] = f"{callers} {hit.fields['where']}".strip()
-            if not chain[1]:
-                target = chain[0]
-                target.fields["rc"] = hit.fields["rc"]
-                target.fields["rc_name"] = hit.fields[F_ERROR]
-                target.fields["rc_where"] = hit.fields["where"]
-                self._chains[chain_key] = (target, True)
+            head = chain[0]
+            warn = head.payload
+            if isinstance(warn, (NcclWarn, NcclError)):
+                if len(" ".join(warn.rc_chain)) < 400 and code.where:
+                    warn = replace(warn, rc_chain=(*warn.rc_chain, code.where))
+                if not chain[1]:
+                    warn = replace(warn, rc=code.rc, rc_name=code.rc_name, rc_where=code.where)
+                    self._chains[chain_key] = (head, True)
+                head.payload = warn
             return
         event = self._emit(hit, tag, lineno)
         if event is not None:
@@ -455,7 +487,7 @@ class Scanner:
             and hit.kind.value.startswith("nccl")
         ):
             self.hostpid_rank.setdefault((host, pid), set()).add(tag.rank)
-        group = hit.fields.get(F_GROUP_RANK) if tag.rank is None and hit.rank is None else None
+        group = _group_rank(hit) if tag.rank is None and hit.rank is None else None
         owner: Owner = (tag.rank, hit.rank, tag.local_rank, host, pid, group)
         if hit.key is not None:
             seen = self._seen.get((owner, hit.kind, hit.key))
@@ -475,12 +507,18 @@ class Scanner:
             (hit.text or tag.text).strip()[:500],
             lineno,
             tag.stamp,
-            hit.fields,
             tag.rank,
             hit.rank,
             tag.local_rank,
             host,
             pid,
+            payload=hit.payload,
+            tid=hit.tid,
+            cuda_dev=hit.cuda_dev,
+            named_host=hit.named_host,
+            named_pid=hit.named_pid,
+            named_local_rank=hit.named_local_rank,
+            partial_header=hit.partial_header,
         )
         self.events.append(event)
         if hit.key is not None:
@@ -495,28 +533,59 @@ class Scanner:
         current = self._aggregate.get(key)
         text = (hit.text or tag.text).strip()[:500]
         if current is None:
-            event = RawEvent(hit.kind, text, lineno, tag.stamp, hit.fields, *owner[:5])
-            event.fields["n_lines"] = "1"
+            event = _raw(hit, text, lineno, tag, owner)
+            event.folded = 1
             self.events.append(event)
             self._aggregate[key] = event
             if hit.kind is EventKind.PHASE:
                 self._aggregate[(*key, "first")] = event
             return event
-        n = int(current.fields.get("n_lines", "1")) + 1
-        if hit.kind is EventKind.NCCL_TRANSPORT:
-            vias = set(current.fields["via"].split(",")) | {hit.fields["via"]}
-            current.fields["via"] = ",".join(sorted(vias))
-            current.fields["n_lines"] = str(n)
+        n = current.folded + 1
+        if isinstance(current.payload, NcclTransport) and isinstance(hit.payload, NcclTransport):
+            vias = sorted({*current.payload.via, *hit.payload.via}, key=str)
+            current.payload = replace(current.payload, via=tuple(vias))
+            current.folded = n
             return current
         if hit.kind is EventKind.PHASE and self._aggregate.get((*key, "first")) is current:
-            event = RawEvent(hit.kind, text, lineno, tag.stamp, hit.fields, *owner[:5])
+            event = _raw(hit, text, lineno, tag, owner)
             self.events.append(event)
             self._aggregate[key] = event
             current = event
-        current.text, current.line, current.fields = text, lineno, hit.fields
+        current.text, current.line = text, lineno
+        current.payload = hit.payload
         current.stamp = tag.stamp or current.stamp
-        current.fields["n_lines"] = str(n)
+        current.folded = n
         return current
+
+
+def _group_rank(hit: Hit) -> int | None:
+    """The process-group rank a torch message names ("[PG 0 Rank 3]", "[Rank 3]")."""
+    return hit.payload.group_rank if isinstance(hit.payload, InGroup) else None
+
+
+def _starts_chain(hit: Hit) -> bool:
+    """An NCCL WARN (or torch's NCCL error) with its place: the return codes NCCL logs
+    on the same thread after it belong to it."""
+    payload = hit.payload
+    return isinstance(payload, (NcclWarn, NcclError)) and bool(payload.where and payload.message)
+
+
+def _raw(hit: Hit, text: str, lineno: int, tag: LineTag, owner: Owner) -> RawEvent:
+    """An aggregated event's record: the line's own owner (its prefix, its NCCL header)."""
+    return RawEvent(
+        hit.kind,
+        text,
+        lineno,
+        tag.stamp,
+        *owner[:5],
+        payload=hit.payload,
+        tid=hit.tid,
+        cuda_dev=hit.cuda_dev,
+        named_host=hit.named_host,
+        named_pid=hit.named_pid,
+        named_local_rank=hit.named_local_rank,
+        partial_header=hit.partial_header,
+    )
 
 
 def _said_rank(tag: LineTag) -> tuple[int, str] | None:
@@ -593,8 +662,8 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
 
 
 def _aggregate_key(hit: Hit, owner: Owner) -> tuple[object, ...] | None:
-    if hit.kind is EventKind.NCCL_COLL:
-        return ("coll", owner, hit.fields.get("comm"))
+    if isinstance(hit.payload, NcclColl):
+        return ("coll", owner, hit.payload.comm)
     if hit.kind is EventKind.COLLECTIVE_ISSUED:
         return ("issued", owner)  # ProcessGroupWrapper: the last fingerprint per rank
     if hit.kind is EventKind.NCCL_TRANSPORT:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
-from hangdoc.analyzer.vocabulary import F_BACKEND, F_ERROR, F_MESSAGE, EventKind
+from hangdoc.analyzer.payloads.nccl import CollectiveMismatch, MismatchError, MismatchSource
+from hangdoc.analyzer.payloads.torch_pg import Backend
+from hangdoc.analyzer.vocabulary import EventKind
 
 _GLOO_LENGTH = re.compile(
     r"(?:enforce fail at (?P<where>\S*gloo/transport/\w+/pair\.cc:\d+)\]\s*)?"
@@ -35,16 +37,18 @@ def match_size_check(text: str) -> Hit | None:
     m = _GLOO_LENGTH.search(text)
     if m is None:
         return None
-    fields = {
-        F_ERROR: "size_mismatch",
-        F_BACKEND: "gloo",
-        "bytes_received": m.group("got"),
-        "bytes_expected": m.group("want"),
-        F_MESSAGE: text[m.start() :].strip()[:300],
-        "source": "gloo",
-    }
-    if m.group("where"):
-        fields["gloo_where"] = m.group("where")  # not "where": that starts an NCCL WARN chain
+    payload = CollectiveMismatch(
+        source=MismatchSource.GLOO,
+        error=MismatchError.SIZE_MISMATCH,
+        backend=Backend.GLOO,
+        bytes_received=int(m.group("got")),
+        bytes_expected=int(m.group("want")),
+        message=text[m.start() :].strip()[:300],
+        # not "where": that starts an NCCL WARN's return-code chain
+        gloo_where=m.group("where") or None,
+    )
     return Hit(
-        EventKind.COLLECTIVE_MISMATCH, fields, key=("gloosize", m.group("got"), m.group("want"))
+        EventKind.COLLECTIVE_MISMATCH,
+        payload=payload,
+        key=("gloosize", m.group("got"), m.group("want")),
     )

@@ -16,6 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hangdoc.analyzer.vocabulary import Clock
+
 MONTHS = {
     name: index
     for index, name in enumerate(
@@ -24,13 +26,13 @@ MONTHS = {
     )
 }
 
-# Clock names: "local" = naive wall-clock times read as UTC (consistent within a job,
-# not with epochs); "epoch" = true POSIX seconds (error.json). Rules compare only equal
-# clocks; "local" times whose year had to be assumed carry "local?" so they are not
-# compared with files whose year is known.
-CLOCK_LOCAL = "local"
-CLOCK_LOCAL_ASSUMED_YEAR = "local?"
-CLOCK_EPOCH = "epoch"
+# Clocks (vocabulary.Clock): "local" = naive wall-clock times read as UTC (consistent
+# within a job, not with epochs); "epoch" = true POSIX seconds (error.json). Rules compare
+# only equal clocks; "local" times whose year had to be assumed carry "local?" so they are
+# not compared with files whose year is known.
+CLOCK_LOCAL = Clock.LOCAL
+CLOCK_LOCAL_ASSUMED_YEAR = Clock.LOCAL_ASSUMED_YEAR
+CLOCK_EPOCH = Clock.EPOCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,7 @@ def epoch_stamp(value: float) -> Stamp:
 @dataclass(frozen=True, slots=True)
 class Resolved:
     time: float | None
-    clock: str | None
+    clock: Clock | None
 
 
 def resolve_stamps(stamps: Sequence[Stamp | None], assumed_year: int) -> list[Resolved]:

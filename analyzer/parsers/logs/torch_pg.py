@@ -12,28 +12,29 @@ from __future__ import annotations
 
 import re
 
-from hangdoc.analyzer.parsers.logs.hit import Hit, put
-from hangdoc.analyzer.vocabulary import (
-    F_BACKEND,
-    F_ERROR,
-    F_GROUP_RANK,
-    F_LAST_COMPLETED,
-    F_LAST_ENQUEUED,
-    F_MESSAGE,
-    F_NUMEL_IN,
-    F_NUMEL_OUT,
-    F_OP,
-    F_PEER,
-    F_PEER_RANK,
-    F_PG,
-    F_PG_DESC,
-    F_PHASE,
-    F_RAN_MS,
-    F_RANKS,
-    F_SEQ,
-    F_TIMEOUT_MS,
-    EventKind,
+from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
+from hangdoc.analyzer.payloads.nccl import CollectiveMismatch, MismatchSource, NcclError
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import (
+    Backend,
+    CollectiveTimeout,
+    ConnectionLost,
+    Direction,
+    DumpSignal,
+    Fingerprint,
+    Foreign,
+    HeartbeatTimeout,
+    MonitoredBarrier,
+    NcclResult,
+    PeerLoss,
+    Reporter,
+    StoreError,
+    StoreTimeout,
+    TimeoutSource,
+    WatchdogStatus,
+    WatchdogTeardown,
 )
+from hangdoc.analyzer.vocabulary import EventKind, Phase
 
 _PG_PREFIX = re.compile(
     r"\[PG ID (?P<id>\d+) PG GUID (?P<guid>[^\s(\]]+)(?:\((?P<desc>[^)]*)\))? Rank (?P<rank>\d+)\]"
@@ -288,343 +289,419 @@ _KEYWORDS = (
 )
 
 
-def _pg_fields(text: str, fields: dict[str, str]) -> None:
-    """Read the last process-group prefix of a line into fields (pg, desc, group rank)."""
+def _pg(text: str) -> dict[str, object]:
+    """The last process-group prefix of a line: pg, its id and description, group rank."""
+    found: dict[str, object] = {}
     for m in _PG_PREFIX.finditer(text[:200]):
         if m.group("guid") is not None:
-            fields[F_PG] = m.group("guid")
-            fields["pg_id"] = m.group("id")
-            put(fields, F_PG_DESC, m.group("desc"))
-            fields[F_GROUP_RANK] = m.group("rank")
+            found["pg"] = m.group("guid")
+            found["pg_id"] = int(m.group("id"))
+            if m.group("desc"):
+                found["pg_desc"] = m.group("desc")
+            found["group_rank"] = int(m.group("rank"))
         elif m.group("id2") is not None:
-            fields.setdefault(F_PG, m.group("id2"))
-            fields["pg_id"] = m.group("id2")
-            put(fields, F_PG_DESC, m.group("desc2"))
-            fields[F_GROUP_RANK] = m.group("rank2")
+            found.setdefault("pg", m.group("id2"))
+            found["pg_id"] = int(m.group("id2"))
+            if m.group("desc2"):
+                found["pg_desc"] = m.group("desc2")
+            found["group_rank"] = int(m.group("rank2"))
         else:
-            fields.setdefault(F_GROUP_RANK, m.group("rank3"))
+            found.setdefault("group_rank", int(m.group("rank3")))
+    return found
 
 
-def work_fields(text: str, fields: dict[str, str]) -> None:
-    """Generic ``k=v`` parsing of ``WorkNCCL(SeqNum=…, OpType=…, …)`` (fields optional)."""
+_WORK_NAMES = {
+    "SeqNum": "seq",
+    "OpType": "op",
+    "NumelIn": "numel_in",
+    "NumelOut": "numel_out",
+    "Timeout(ms)": "timeout_ms",
+}
+
+
+def _work(text: str) -> dict[str, object]:
+    """``k=v`` of ``WorkNCCL(SeqNum=…, OpType=…, …)`` (each optional; the first wins)."""
     m = _WORK.search(text)
     if m is None:
-        return
-    names = {
-        "SeqNum": F_SEQ,
-        "OpType": F_OP,
-        "NumelIn": F_NUMEL_IN,
-        "NumelOut": F_NUMEL_OUT,
-        "Timeout(ms)": F_TIMEOUT_MS,
-    }
-    body = text[m.end() : m.end() + 400]
-    for key, value in _WORK_KV.findall(body):
-        if key in names:
-            fields.setdefault(names[key], value)
+        return {}
+    found: dict[str, object] = {}
+    for key, value in _WORK_KV.findall(text[m.end() : m.end() + 400]):
+        name = _WORK_NAMES.get(key)
+        if name is None or name in found:
+            continue
+        if name == "op":
+            found[name] = value
+        elif (number := as_int(value)) is not None:
+            found[name] = number
+    return found
 
 
 def match_torch(text: str) -> Hit | None:
     """Recognise one torch.distributed message (prefixes already peeled)."""
     if not any(k in text for k in _KEYWORDS):
         return None
-    fields: dict[str, str] = {}
     if _WATCHDOG.search(text):
-        _pg_fields(text, fields)
-        work_fields(text, fields)
         ran = _RAN_FOR.search(text)
-        put(fields, F_RAN_MS, ran.group(1) if ran else None)
-        fields[F_BACKEND] = "nccl"
-        fields["source"] = "watchdog"
+        payload = CollectiveTimeout(
+            **_pg(text),  # type: ignore[arg-type]
+            **_work(text),  # type: ignore[arg-type]
+            ran_ms=int(ran.group(1)) if ran else None,
+            backend=Backend.NCCL,
+            detector=TimeoutSource.WATCHDOG,
+        )
         return Hit(
             EventKind.COLLECTIVE_TIMEOUT,
-            fields,
-            key=("timeout", fields.get(F_PG), fields.get(F_SEQ)),
+            payload=payload,
+            key=("timeout", payload.pg, payload.seq),
         )
     if (m := _STATUS_NEW.search(text) or _STATUS_OLD.search(text)) is not None:
-        _pg_fields(text, fields)
-        fields.update(
-            {
-                F_SEQ: m.group("seq"),
-                F_LAST_ENQUEUED: m.group("enq"),
-                F_LAST_COMPLETED: m.group("done"),
-            }
+        status = WatchdogStatus(
+            **_pg(text),  # type: ignore[arg-type]
+            seq=int(m.group("seq")),
+            last_enqueued=int(m.group("enq")),
+            last_completed=int(m.group("done")),
         )
-        return Hit(
-            EventKind.WATCHDOG_STATUS, fields, key=("status", fields.get(F_PG), m.group("seq"))
-        )
+        return Hit(EventKind.WATCHDOG_STATUS, payload=status, key=("status", status.pg, status.seq))
     if _BLOCKING.search(text):
-        _pg_fields(text, fields)
-        work_fields(text, fields)
-        fields.update({F_BACKEND: "nccl", "source": "blocking_wait"})
+        payload = CollectiveTimeout(
+            **_pg(text),  # type: ignore[arg-type]
+            **_work(text),  # type: ignore[arg-type]
+            backend=Backend.NCCL,
+            detector=TimeoutSource.BLOCKING_WAIT,
+        )
         return Hit(
             EventKind.COLLECTIVE_TIMEOUT,
-            fields,
-            key=("timeout", fields.get(F_PG), fields.get(F_SEQ)),
+            payload=payload,
+            key=("timeout", payload.pg, payload.seq),
         )
     if (d := _DUMP_RECEIVED.search(text)) is not None:
-        _pg_fields(text, fields)
-        put(fields, F_PEER_RANK, d.group("from"))
-        fields["from"] = "peer" if d.group("from") else "self"
-        put(fields, F_LAST_ENQUEUED, d.group("enq"))
-        put(fields, F_LAST_COMPLETED, d.group("done"))
-        return Hit(EventKind.DUMP_SIGNAL, fields, key=("dump", fields.get(F_PG)))
+        dump = DumpSignal(
+            **_pg(text),  # type: ignore[arg-type]
+            peer_rank=as_int(d.group("from")),
+            reporter=Reporter.PEER if d.group("from") else Reporter.SELF,
+            last_enqueued=as_int(d.group("enq")),
+            last_completed=as_int(d.group("done")),
+        )
+        return Hit(EventKind.DUMP_SIGNAL, payload=dump, key=("dump", dump.pg))
     if _DUMP_OTHER.search(text):
-        _pg_fields(text, fields)
-        fields["from"] = "self" if text.find("First PG") >= 0 else "peer"
-        return Hit(EventKind.DUMP_SIGNAL, fields, key=("dump", fields.get(F_PG), fields["from"]))
+        reporter = Reporter.SELF if text.find("First PG") >= 0 else Reporter.PEER
+        dump = DumpSignal(**_pg(text), reporter=reporter)  # type: ignore[arg-type]
+        return Hit(EventKind.DUMP_SIGNAL, payload=dump, key=("dump", dump.pg, reporter))
     if (h := _HEARTBEAT.search(text)) is not None:
-        _pg_fields(text, fields)
-        put(fields, "seconds", h.group("secs"))
-        return Hit(EventKind.HEARTBEAT_TIMEOUT, fields, key=("heartbeat", fields.get(F_PG)))
+        beat = HeartbeatTimeout(**_pg(text), stuck_s=as_int(h.group("secs")))  # type: ignore[arg-type]
+        return Hit(EventKind.HEARTBEAT_TIMEOUT, payload=beat, key=("heartbeat", beat.pg))
     if "was aborted" in text and (ab := _ABORTED.search(text)) is not None:
-        _pg_fields(text, fields)
-        fields.update({F_ERROR: "communicator_aborted", F_GROUP_RANK: ab.group("rank")})
-        put(fields, F_MESSAGE, (ab.group("why") or "").strip()[:300])
-        return Hit(EventKind.NCCL_ERROR, fields, key=("aborted", ab.group("rank")))
+        group = {**_pg(text), "group_rank": int(ab.group("rank"))}
+        why = (ab.group("why") or "").strip()[:300]
+        aborted = NcclError(**group, aborted=True, message=why or None)  # type: ignore[arg-type]
+        return Hit(EventKind.NCCL_ERROR, payload=aborted, key=("aborted", aborted.group_rank))
     if (a := _ASYNC.search(text)) is not None:
-        _pg_fields(text, fields)
-        work_fields(text, fields)
-        return _nccl_error(a.group("what"), fields)
+        return _nccl_error(a.group("what"), {**_pg(text), **_work(text)}, text)
     if "NCCL timeout in" in text and (t := _NCCL_TIMEOUT_IN.search(text)) is not None:
-        fields.update({"where": t.group("where"), "class": "ncclInProgress"})
-        return _nccl_error((t.group("what") or "NCCL operation in progress").strip(), fields)
+        found: dict[str, object] = {
+            "where": t.group("where"),
+            "error_class": NcclResult.IN_PROGRESS,
+        }
+        return _nccl_error((t.group("what") or "NCCL operation in progress").strip(), found, text)
     if (e := _NCCL_ERROR_IN.search(text)) is not None:
-        fields["where"] = e.group("where")
-        put(fields, "nccl_version", e.group("ver"))
-        return _nccl_error(e.group("what"), fields)
+        found = {"where": e.group("where"), "nccl_version": e.group("ver")}
+        return _nccl_error(e.group("what"), found, text)
     if (f := _FOREIGN_NCCL.search(text)) is not None:
-        return _foreign_nccl(f, fields)
+        return _foreign_nccl(f, text)
     if (c := _NCCL_CLASS.search(text)) is not None and ("nccl" in text[: c.start() + 4]):
-        fields["class"] = c.group("cls")
-        return _nccl_error(c.group("cls") + " " + c.group("what"), fields)
+        found = {"error_class": NcclResult(c.group("cls"))}
+        return _nccl_error(c.group("cls") + " " + c.group("what"), found, text)
     if _TEARDOWN.search(text):
-        _pg_fields(text, fields)
-        work_fields(text, fields)
-        return Hit(EventKind.WATCHDOG_TEARDOWN, fields, key=("teardown", text[:60]))
+        teardown = WatchdogTeardown(**_pg(text), **_work(text))  # type: ignore[arg-type]
+        return Hit(EventKind.WATCHDOG_TEARDOWN, payload=teardown, key=("teardown", text[:60]))
     if _DETAIL.search(text):
         return _detail(text)
     if (mb := _MONITORED.search(text)) is not None:
-        ranks = mb.group("ranks") or mb.group("self") or ""
-        fields[F_RANKS] = ",".join(r.strip() for r in ranks.split(","))
-        put(fields, F_TIMEOUT_MS, mb.group("ms"))
-        fields["reporter"] = "self" if mb.group("self") else "rank0"
-        return Hit(EventKind.MONITORED_BARRIER, fields, key=("mb", fields[F_RANKS]))
+        said = mb.group("ranks") or mb.group("self") or ""
+        ranks = tuple(int(r) for r in said.split(",") if r.strip())
+        barrier = MonitoredBarrier(
+            ranks=ranks,
+            timeout_ms=as_int(mb.group("ms")),
+            reporter=Reporter.SELF if mb.group("self") else Reporter.RANK0,
+        )
+        return Hit(EventKind.MONITORED_BARRIER, payload=barrier, key=("mb", ranks))
     if (peer := _MONITORED_PEER.search(text)) is not None:
-        fields.update({F_RANKS: peer.group("root"), "reporter": "peer", F_BACKEND: "gloo"})
-        if _JOIN_CONTEXT.search(text[: peer.start()]):
-            fields["context"] = "join"  # a per-step join check: a rank ran out of data
+        # A per-step join check: a rank ran out of data.
+        join = bool(_JOIN_CONTEXT.search(text[: peer.start()]))
+        barrier = MonitoredBarrier(
+            ranks=(int(peer.group("root")),),
+            reporter=Reporter.PEER,
+            backend=Backend.GLOO,
+            join=join,
+        )
         return Hit(
             EventKind.MONITORED_BARRIER,
-            fields,
+            payload=barrier,
             rank=int(peer.group("self")),
-            key=("mb_peer", peer.group("root"), fields.get("context")),
+            key=("mb_peer", peer.group("root"), join),
         )
     store = _store(text)
     if store is not None:
         return store
     if (g := _GLOO_TIMEOUT.search(text)) is not None:
-        fields.update(
-            {
-                F_BACKEND: "gloo",
-                F_TIMEOUT_MS: g.group("ms"),
-                "direction": g.group("dir"),
-                "source": "gloo",
-            }
+        gloo = CollectiveTimeout(
+            backend=Backend.GLOO,
+            timeout_ms=int(g.group("ms")),
+            direction=Direction(g.group("dir")),
+            detector=TimeoutSource.GLOO,
         )
-        return Hit(EventKind.COLLECTIVE_TIMEOUT, fields, key=("gloo_timeout", g.group("dir")))
+        return Hit(EventKind.COLLECTIVE_TIMEOUT, payload=gloo, key=("gloo_timeout", g.group("dir")))
     if (
         (gc := _GLOO_CLOSED.search(text)) is not None and "gloo" in text
     ) or _GLOO_APP_TIMEOUT.search(text):
         if gc is not None:
-            fields.update({F_PEER: gc.group("peer"), "port": gc.group("port")})
-            fields[F_ERROR] = (
-                "connection_reset" if "reset" in gc.group("rest") else "connection_closed"
+            reset = "reset" in gc.group("rest")
+            lost = ConnectionLost(
+                backend=Backend.GLOO,
+                peer=gc.group("peer"),
+                port=int(gc.group("port")),
+                failure=PeerLoss.CONNECTION_RESET if reset else PeerLoss.CONNECTION_CLOSED,
             )
         else:
-            fields[F_ERROR] = "app_timeout_pair_closure"
-        fields[F_BACKEND] = "gloo"
-        return Hit(EventKind.CONNECTION_LOST, fields, key=("gloo_closed", fields.get(F_PEER)))
+            lost = ConnectionLost(backend=Backend.GLOO, failure=PeerLoss.APP_TIMEOUT_PAIR_CLOSURE)
+        return Hit(EventKind.CONNECTION_LOST, payload=lost, key=("gloo_closed", lost.peer))
     return None
 
 
-def _nccl_error(what: str, fields: dict[str, str]) -> Hit:
-    low = what.lower()
-    cls = fields.get("class")
+_CLASS_WORDS = (
+    ("remote", NcclResult.REMOTE_ERROR),
+    ("system error", NcclResult.SYSTEM_ERROR),
+    ("cuda error", NcclResult.UNHANDLED_CUDA_ERROR),
+    ("internal error", NcclResult.INTERNAL_ERROR),
+    ("invalid usage", NcclResult.INVALID_USAGE),
+    ("invalid argument", NcclResult.INVALID_ARGUMENT),
+    ("timeout", NcclResult.TIMEOUT),
+)
+
+
+def _nccl_error(what: str, found: dict[str, object], text: str) -> Hit:
+    """An NCCL error in torch: its class (named, else read from the words of NCCL's error
+    string), its message, whether the watchdog thread reported it."""
+    cls = found.get("error_class")
     if cls is None:
-        for needle, name in (
-            ("remote", "ncclRemoteError"),
-            ("system error", "ncclSystemError"),
-            ("cuda error", "ncclUnhandledCudaError"),
-            ("internal error", "ncclInternalError"),
-            ("invalid usage", "ncclInvalidUsage"),
-            ("invalid argument", "ncclInvalidArgument"),
-            ("timeout", "ncclTimeout"),
-        ):
-            if needle in low:
-                cls = name
-                break
-    put(fields, "class", cls)
-    fields[F_MESSAGE] = what.strip()[:300]
-    return Hit(EventKind.NCCL_ERROR, fields, key=("ncclerr", cls, fields.get(F_SEQ)))
+        low = what.lower()
+        cls = next((name for needle, name in _CLASS_WORDS if needle in low), None)
+    found = {**found, "error_class": cls, "in_watchdog": "watchdog" in text.lower()}
+    payload = NcclError(message=what.strip()[:300], **found)  # type: ignore[arg-type]
+    return Hit(EventKind.NCCL_ERROR, payload=payload, key=("ncclerr", cls, payload.seq))
 
 
-def _foreign_nccl(m: re.Match[str], fields: dict[str, str]) -> Hit:
+def _foreign_nccl(m: re.Match[str], text: str) -> Hit:
     """An NCCL error string in another framework's exception (Horovod, XLA, cupy). The call
     that failed is kept as "where" only when it creates a communicator, so that
     views/nccl_setup reads it as a setup failure; a collective's error stays unplaced."""
     call = m.group("call")
     if call is not None:
-        fields["foreign"] = "xla" if m.group("xla") else "horovod"
-        fields["call"] = call
+        found: dict[str, object] = {
+            "foreign": Foreign.XLA if m.group("xla") else Foreign.HOROVOD,
+            "call": call,
+        }
         if _NCCL_INIT_CALLS.fullmatch(call):
-            fields["where"] = call
-        return _nccl_error(m.group("what"), fields)
-    fields["foreign"] = "cupy"
-    put(fields, "class", _NCCL_CODES.get(m.group("code")))
-    return _nccl_error(m.group("what2") or m.group("code").replace("_", " ").lower(), fields)
+            found["where"] = call
+        return _nccl_error(m.group("what"), found, text)
+    code = _NCCL_CODES.get(m.group("code"))
+    found = {"foreign": Foreign.CUPY, "error_class": NcclResult(code) if code else None}
+    what = m.group("what2") or m.group("code").replace("_", " ").lower()
+    return _nccl_error(what, found, text)
 
 
-def _fingerprint(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _fingerprint(text: str, rank: int | None) -> Fingerprint | None:
+    found: dict[str, str] = {}
     for key, pattern in _FP_KEYS.items():
         m = pattern.search(text)
         if m is not None:
-            out[key] = m.group(1)
-    return out
+            found[key] = m.group(1)
+    if not found:
+        return None
+    return Fingerprint(
+        rank=rank,
+        seq=as_int(found.get("seq")),
+        op=found.get("op"),
+        shape=found.get("shape"),
+        dtype=found.get("dtype"),
+        device=found.get("device"),
+    )
 
 
 def _detail(text: str) -> Hit:
-    fields: dict[str, str] = {"source": "detail"}
     parts = _FP_SPLIT.split(text, maxsplit=1)
     first = _FP_SELF.search(parts[0])
+    side_a: Fingerprint | None = None
     if first is not None:
-        fields["rank_a"] = first.group(1)
-        for key, value in _fingerprint(parts[0][first.end() :]).items():
-            fields[f"{key}_a"] = value
+        rank_a = int(first.group(1))
+        side_a = _fingerprint(parts[0][first.end() :], rank_a) or Fingerprint(rank=rank_a)
+    side_b: Fingerprint | None = None
     if len(parts) == 3:
-        fields["rank_b"] = parts[1]
+        rank_b = int(parts[1])
         second = parts[2].split("Collectives differ", 1)[0]
-        fp = _fingerprint(second)
-        if not fp and (bare := re.match(r"\s*([A-Z_]+)", second)):
-            fp = {"op": bare.group(1)}
-        for key, value in fp.items():
-            fields[f"{key}_b"] = value
+        side_b = _fingerprint(second, rank_b)
+        if side_b is None and (bare := re.match(r"\s*([A-Z_]+)", second)):
+            side_b = Fingerprint(rank=rank_b, op=bare.group(1))
+        side_b = side_b or Fingerprint(rank=rank_b)
     differ = _DIFFER.search(text)
-    put(fields, "differ", differ.group(1).strip()[:200] if differ else None)
-    return Hit(
-        EventKind.COLLECTIVE_MISMATCH,
-        fields,
-        key=("detail", fields.get("rank_a"), fields.get("rank_b"), fields.get("seq_a")),
+    payload = CollectiveMismatch(
+        source=MismatchSource.DETAIL,
+        side_a=side_a,
+        side_b=side_b,
+        differ=(differ.group(1).strip()[:200] or None) if differ else None,
     )
+    key = (
+        "detail",
+        side_a.rank if side_a else None,
+        side_b.rank if side_b else None,
+        side_a.seq if side_a else None,
+    )
+    return Hit(EventKind.COLLECTIVE_MISMATCH, payload=payload, key=key)
 
 
-def _barrier_hit(m: re.Match[str], fields: dict[str, str], tag: str) -> Hit:
+def _timedelta_ms(value: str) -> int | None:
+    """A ``str(timedelta)`` ("0:30:00", "0:00:00.001000") in milliseconds."""
+    try:
+        h, m, sec = value.split(":")
+        return round((int(h) * 3600 + int(m) * 60 + float(sec)) * 1000)
+    except ValueError:
+        return None
+
+
+def _barrier_hit(m: re.Match[str], error: StoreError) -> Hit:
     """A store-based barrier that timed out or still waits: torch prints both with the
-    same fields; the error tag tells them apart."""
-    fields.update(
-        {
-            "joined": m.group("count"),
-            "expected": m.group("world"),
-            "keys": m.group("key"),
-            "timeout": m.group("timeout"),
-            F_ERROR: tag,
-        }
+    same fields; the error tells them apart."""
+    payload = StoreTimeout(
+        error=error,
+        joined=int(m.group("count")),
+        expected=int(m.group("world")),
+        keys=m.group("key"),
+        barrier_timeout_ms=_timedelta_ms(m.group("timeout")),
     )
     return Hit(
         EventKind.STORE_TIMEOUT,
-        fields,
+        payload=payload,
         rank=int(m.group("rank")),
-        key=("store", tag.removeprefix("store_"), m.group("key")),
+        key=("store", error.value.removeprefix("store_"), m.group("key")),
     )
 
 
 def _store(text: str) -> Hit | None:
-    fields: dict[str, str] = {}
+    payload: StoreTimeout
     if (m := _UNIQUE_ID.search(text)) is not None:
-        fields.update({F_ERROR: "nccl_unique_id", "root": m.group("root"), "keys": m.group("key")})
-        fields.update({F_MESSAGE: m.group("why").strip()[:200], F_GROUP_RANK: m.group("rank")})
-        return Hit(EventKind.STORE_TIMEOUT, fields, key=("store", "uid", m.group("key")))
+        payload = StoreTimeout(
+            error=StoreError.NCCL_UNIQUE_ID,
+            root=int(m.group("root")),
+            keys=m.group("key"),
+            message=m.group("why").strip()[:200],
+            group_rank=int(m.group("rank")),
+        )
+        return Hit(EventKind.STORE_TIMEOUT, payload=payload, key=("store", "uid", m.group("key")))
     if (m := _STORE_CLIENTS.search(text)) is not None:
-        fields.update(
-            {
-                "joined": m.group("joined"),
-                "expected": m.group("total"),
-                "seconds": m.group("secs"),
-                F_ERROR: "clients_missing",
-            }
+        payload = StoreTimeout(
+            error=StoreError.CLIENTS_MISSING,
+            joined=int(m.group("joined")),
+            expected=int(m.group("total")),
+            waited_s=int(m.group("secs")),
         )
     elif (m := _STORE_BARRIER.search(text)) is not None:
-        return _barrier_hit(m, fields, "store_barrier")
+        return _barrier_hit(m, StoreError.STORE_BARRIER)
     elif "store based barrier" in text and (m := _STORE_BARRIER_WAIT.search(text)) is not None:
-        return _barrier_hit(m, fields, "store_barrier_wait")
+        return _barrier_hit(m, StoreError.STORE_BARRIER_WAIT)
     elif "store-based barrier" in text and (m := _STORE_BARRIER_DONE.search(text)) is not None:
-        fields.update({F_PHASE: "init", "label": "store barrier completed", "keys": m.group("key")})
+        marker = PhaseMarker(
+            phase=Phase.INIT, label="store barrier completed", store_key=m.group("key")
+        )
         return Hit(
-            EventKind.PHASE, fields, rank=int(m.group("rank")), key=("barrier_done", m.group("key"))
+            EventKind.PHASE,
+            payload=marker,
+            rank=int(m.group("rank")),
+            key=("barrier_done", m.group("key")),
         )
     elif (m := _STORE_WAIT.search(text)) is not None:
         keys = m.group("keys") or m.group("key2") or ""
-        fields.update(
-            {
-                "keys": keys[:200],
-                F_TIMEOUT_MS: m.group("ms") or m.group("ms2"),
-                F_ERROR: "store_wait",
-            }
+        payload = StoreTimeout(
+            error=StoreError.STORE_WAIT,
+            keys=keys[:200],
+            timeout_ms=int(m.group("ms") or m.group("ms2")),
         )
     elif (m := _STORE_CONNECT.search(text)) is not None:
         n = int(m.group("n"))
-        fields.update(
-            {
-                F_PEER: m.group("addr"),
-                "port": m.group("port"),
-                F_TIMEOUT_MS: str(n * 1000 if m.group("unit") == "s" else n),
-                F_ERROR: "store_connect",
-            }
+        payload = StoreTimeout(
+            error=StoreError.STORE_CONNECT,
+            peer=m.group("addr"),
+            port=int(m.group("port")),
+            timeout_ms=n * 1000 if m.group("unit") == "s" else n,
         )
     elif (m := _SOCKET_GAVE_UP.search(text)) is not None:
-        if m.group("addr") or m.group("ms"):
-            put(fields, F_PEER, m.group("addr"))
-            put(fields, "port", m.group("port"))
-            put(fields, F_TIMEOUT_MS, m.group("ms"))
-            fields[F_ERROR] = "store_connect"
-        else:
-            fields[F_ERROR] = "store_listen"  # the port is taken, or no address to listen on
-            put(fields, "bind", m.group("bind"))
         why = (m.group("rest") or m.group("rest2") or m.group("inuse") or "").strip(" .")
-        put(fields, F_MESSAGE, why[:200] or None)
+        if m.group("addr") or m.group("ms"):
+            payload = StoreTimeout(
+                error=StoreError.STORE_CONNECT,
+                peer=m.group("addr"),
+                port=as_int(m.group("port")),
+                timeout_ms=as_int(m.group("ms")),
+                message=why[:200] or None,
+            )
+        else:  # the port is taken, or no address to listen on
+            payload = StoreTimeout(
+                error=StoreError.STORE_LISTEN, bind=m.group("bind"), message=why[:200] or None
+            )
     elif (m := _STORE_RESOLVE.search(text)) is not None:
-        fields.update({F_PEER: m.group("addr"), "port": m.group("port"), F_ERROR: "store_resolve"})
-        fields[F_MESSAGE] = m.group("why").strip()[:200]
+        payload = StoreTimeout(
+            error=StoreError.STORE_RESOLVE,
+            peer=m.group("addr"),
+            port=int(m.group("port")),
+            message=m.group("why").strip()[:200],
+        )
     elif (m := _GLOO_CONNECT.search(text)) is not None:
-        fields.update({F_PEER: m.group("addr"), "port": m.group("port"), F_ERROR: "gloo_connect"})
-        fields.update({F_MESSAGE: m.group("why"), F_BACKEND: "gloo"})
+        payload = StoreTimeout(
+            error=StoreError.GLOO_CONNECT,
+            peer=m.group("addr"),
+            port=int(m.group("port")),
+            message=m.group("why"),
+            backend=Backend.GLOO,
+        )
     elif (m := _SOCKET_READ_TIMEOUT.search(text)) is not None:
-        fields.update({F_ERROR: "store_read_timeout", F_TIMEOUT_MS: m.group("ms")})
-        _remote(m.group("sock") or "", fields)
-        key = ("store", "read_timeout", fields.get(F_PEER))
-        return Hit(EventKind.STORE_TIMEOUT, fields, key=key)
+        peer, port = _remote(m.group("sock") or "")
+        payload = StoreTimeout(
+            error=StoreError.STORE_READ_TIMEOUT,
+            timeout_ms=int(m.group("ms")),
+            peer=peer,
+            port=port,
+        )
+        return Hit(
+            EventKind.STORE_TIMEOUT, payload=payload, key=("store", "read_timeout", payload.peer)
+        )
     elif _RECV_ZERO.search(text) and "Rendezvous" not in text:
-        fields.update({F_ERROR: "store_connection", F_MESSAGE: "connection closed by the peer"})
-        _remote(text, fields)
-        return Hit(EventKind.STORE_TIMEOUT, fields, key=("store", "socket", "closed"))
+        peer, port = _remote(text)
+        payload = StoreTimeout(
+            error=StoreError.STORE_CONNECTION,
+            message="connection closed by the peer",
+            peer=peer,
+            port=port,
+        )
+        return Hit(EventKind.STORE_TIMEOUT, payload=payload, key=("store", "socket", "closed"))
     elif (m := _STORE_SOCKET.search(text)) is not None:
         why = m.group("why")
-        fields.update({F_ERROR: "store_connection", F_MESSAGE: why})
-        return Hit(EventKind.STORE_TIMEOUT, fields, key=("store", "socket", why))
+        payload = StoreTimeout(error=StoreError.STORE_CONNECTION, message=why)
+        return Hit(EventKind.STORE_TIMEOUT, payload=payload, key=("store", "socket", why))
     elif (m := _RENDEZVOUS.search(text)) is not None:
         if "RendezvousClosedError" in text:
-            fields[F_ERROR] = "rendezvous_closed"
+            error = StoreError.RENDEZVOUS_CLOSED
         elif "RendezvousConnectionError" in text:
-            fields[F_ERROR] = "rendezvous_connection"  # the c10d rendezvous store unreachable
+            error = StoreError.RENDEZVOUS_CONNECTION  # the c10d rendezvous store unreachable
         else:
-            fields[F_ERROR] = "rendezvous"
-        put(fields, F_MESSAGE, m.group("store"))
+            error = StoreError.RENDEZVOUS
+        payload = StoreTimeout(error=error, message=m.group("store") or None)
     else:
         return None
-    return Hit(EventKind.STORE_TIMEOUT, fields, key=("store", fields[F_ERROR]))
+    assert payload.error is not None
+    return Hit(EventKind.STORE_TIMEOUT, payload=payload, key=("store", payload.error.value))
 
 
-def _remote(text: str, fields: dict[str, str]) -> None:
+def _remote(text: str) -> tuple[str | None, int | None]:
     """The store server's end of a c10d socket ("remote=[host]:port" in SocketImpl(…))."""
     if (r := _REMOTE.search(text)) is not None:
-        fields.update({F_PEER: r.group("host"), "port": r.group("port")})
+        return r.group("host"), int(r.group("port"))
+    return None, None

@@ -16,7 +16,10 @@ from pathlib import Path
 
 from hangdoc.analyzer.model import LogLine
 from hangdoc.analyzer.parsers.base import decode_bytes
+from hangdoc.analyzer.parsers.logs.benign import benign_warning
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
+from hangdoc.analyzer.parsers.stacks.markers import label_rank
+from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME
 
 HEAD_BYTES = 32 * 1024
 TAIL_BYTES = 160 * 1024
@@ -31,13 +34,19 @@ UNATTRIBUTED = -1  # the key of lines no rank claims
 _LIBRARY_LINE = re.compile(
     r"NCCL (?:INFO|WARN|ERROR)|ProcessGroup|[Ww]atchdog|^Traceback |^File \"|^frame #\d"
     r"|^Exception raised from|^torch\.distributed|WorkNCCL|c10d|^\s*\^+\s*$"
+    # a py-spy dump's own lines, pasted into a log (its frames: _STACK_FRAME)
+    r"|^Process \d+: |^Python v\d|^Thread (?:0x[0-9a-fA-F]+|\d+) \("
 )
+# A stack frame (py-spy's "name (file.py:12)"), whoever printed it: what the rank was
+# doing is the stacks' to say, not a line the job printed.
+_STACK_FRAME = FRAME
 # Whose words a logging line is, by the origin its header names: torch's C++ (glog/c10
 # headers name a source file, "ProcessGroupNCCL.cpp:632") and torch's Python loggers
 # ("torch.distributed.elastic…") are the library's. Any other logger is the job's or its
 # framework's: "2024-02-18 10:28:25,496 - root - INFO - Saving latest checkpoint …" is what
 # the job was doing, and the comparison and HD061 must see it.
 _LIBRARY_ORIGIN = re.compile(r"\.(?:cpp|cc|cu|cuh|c|h|hpp):\d+$|^torch(?:\.|$)")
+_MAX_LABEL = 60  # a rank label line is short
 _RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d+)\]: ?(?=[A-Za-z(\"'])")
 
 
@@ -68,26 +77,47 @@ def read_line_window(
     """The lines of each rank in the file's head and tail, launcher prefixes peeled.
 
     A line's rank is the one its prefix names (``[rank3]:``, ``[default3]:``, ``3:``),
+    else the one of the section it is in (a paste of several ranks, each under a line
+    that is nothing but a label: ``rank 3:``, ``=== Rank 3 ===``, ``Rank 3 py-spy dump``),
     else ``default_rank`` (the rank whose own file this is), else it is kept under
     ``UNATTRIBUTED``: it cannot be compared across ranks, but says what the job did.
+    Stack frames and a traceback's source lines are the stacks' to read, not the job's.
     """
     out: dict[int, list[LogLine]] = {}
     said: int | None
+    section: int | None = None
+    # Whose last line was a traceback frame: its indented next line is the frame's source.
+    after_frame: set[int | None] = set()
     for number, raw in _raw_lines(path):
         fast = _RANK_PREFIX.match(raw)
         if fast is not None and "\x1b" not in raw and "\r" not in raw:
             text, said = raw[fast.end() :].strip(), int(fast.group(1))
+            indented = False
         else:
             tag = peel_line(raw[: MAX_LINE_CHARS * 2])
             if tag.origin is not None and _LIBRARY_ORIGIN.search(tag.origin):
                 continue  # a glog/c10/torch logger line: the library's words, not the job's
             text, said = tag.text.strip(), tag.rank
-        if not text or _LIBRARY_LINE.search(text):
+            indented = tag.text[:1] in (" ", "\t")
+        if said is None and len(text) < _MAX_LABEL and (label := label_rank(text)) is not None:
+            section = label
             continue
-        rank = said if said is not None else default_rank
+        if said in after_frame:
+            after_frame.discard(said)
+            if indented:
+                continue  # the source line under a traceback frame
+        if not text or _LIBRARY_LINE.search(text):
+            if text.startswith('File "'):
+                after_frame.add(said)
+            continue
+        if text[-1] == ")" and _STACK_FRAME.match(text):
+            continue
+        rank = said if said is not None else section if section is not None else default_rank
         if rank is None:
             rank = UNATTRIBUTED  # kept apart: what the console said, by no known rank
-        out.setdefault(rank, []).append(LogLine(text[:MAX_LINE_CHARS], display, number or 0))
+        kept = text[:MAX_LINE_CHARS]
+        line = LogLine(kept, display, number or 0, benign_warning(kept))
+        out.setdefault(rank, []).append(line)
     for rank, lines in out.items():
         if len(lines) > MAX_LINES_PER_RANK:
             out[rank] = lines[-MAX_LINES_PER_RANK:]

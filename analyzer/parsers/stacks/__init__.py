@@ -1,14 +1,29 @@
 """Stacks as people paste them: gdb, pstack, pystack, py-bt, Python tracebacks, torch's
-C++ stacks, and py-spy/faulthandler dumps inside longer text, in any mix.
+C++ stacks, py-spy and faulthandler dumps, alone or inside longer text, in any mix.
 
-``StackTextParser`` claims files that are mostly such stacks; ``attach_stacks`` is the
-one call the log parser makes so a log that *contains* stacks yields them as well.
-Both go through ``scan.scan_text``, which splits the text into streams (launcher
+The stacks side of the one text path (``analyzer/parsers/text.py``): ``attach_stacks``
+adds a text's stacks to what the log recognisers made of it, ``mostly_stacks`` tells a
+paste of stacks from a log, ``is_dump_frame`` the frame lines the log side can skip.
+All go through ``scan.scan_text``, which splits the text into streams (launcher
 prefixes), blocks (one recogniser each) and processes (rank markers near each block).
 """
 
 from __future__ import annotations
 
-from hangdoc.analyzer.parsers.stacks.parser import StackTextParser, attach_stacks, extract_stacks
+from hangdoc.analyzer.parsers.stacks.frame_lines import is_dump_frame
+from hangdoc.analyzer.parsers.stacks.parser import (
+    STACK_TEXT_BYTES,
+    attach_stacks,
+    extract_stacks,
+    mostly_stacks,
+    moved_event,
+)
 
-__all__ = ["StackTextParser", "attach_stacks", "extract_stacks"]
+__all__ = [
+    "STACK_TEXT_BYTES",
+    "attach_stacks",
+    "extract_stacks",
+    "is_dump_frame",
+    "mostly_stacks",
+    "moved_event",
+]

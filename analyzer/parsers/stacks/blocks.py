@@ -35,6 +35,7 @@ class Block:
     exc_type: str | None = None
     exc_message: str | None = None
     exited: bool = False  # the record says the process ended (fatal signal...)
+    timeout: str | None = None  # faulthandler's "Timeout (0:00:05)!": the job's timer fired
     end: int = 0  # line number of its last line
 
 

@@ -1,6 +1,6 @@
 """Rank, local rank and pid markers that people and launchers write near a stack.
 
-A wrong rank is worse than an unknown one (loading/rank_names.py), so a marker counts only
+A wrong rank is worse than an unknown one (hangdoc/common/rank_names.py), so a marker counts only
 when it is *near* a block: a header line that says nothing else (``=== rank 3 ===``,
 ``RANK=3``, ``GLOBAL_RANK: 3``, ``========rank0====``) holds until the next header,
 and any other line that names one rank counts for the block right below it (within
@@ -34,6 +34,23 @@ _PID = re.compile(
 def header_rank(text: str) -> int | None:
     """The rank of a line that is nothing but a rank header."""
     m = _RANK_HEADER.match(text.strip())
+    return int(m.group(1)) if m else None
+
+
+# A label a person types over one rank's paste: the rank and words that name what follows
+# ("Rank 3 py-spy dump", "rank 3 stack:", "== rank 3 log ==").
+_LABEL = re.compile(
+    r"^[\W_]*(?:global[_ ]?)?rank(?:\s*[:=#-]\s*|\s+|(?=\d))(\d{1,6})[\W_]*"
+    r"(?:(?:py-?spy|dump|stacks?|traces?|traceback|backtrace|bt|gdb|faulthandler|logs?|output"
+    r"|stdout|stderr|console|threads?|process)[\W_]*)+$",
+    re.IGNORECASE,
+)
+
+
+def label_rank(text: str) -> int | None:
+    """The rank of a line that is nothing but a rank header or a typed label."""
+    stripped = text.strip()
+    m = _RANK_HEADER.match(stripped) or _LABEL.match(stripped)
     return int(m.group(1)) if m else None
 
 

@@ -17,6 +17,7 @@ import re
 from hangdoc.analyzer.model import Frame, ThreadStack
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
 from hangdoc.analyzer.parsers.stacks.native import CPP_START, parse_cpp
+from hangdoc.analyzer.parsers.stacks.segments import FH_HEADER, FH_THREAD
 
 TB_START = re.compile(r"Traceback \(most recent call last\):\s*$")
 PYBT_START = re.compile(r"Traceback \(most recent call first\):\s*$")
@@ -140,6 +141,8 @@ def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
                     break
                 if CPP_START.match(text.strip()):
                     break
+                if FH_THREAD.match(text.strip()) or FH_HEADER.match(text.strip()):
+                    break  # a faulthandler dump printed right under it (no blank line)
                 message_lines.append(text.strip())
                 i += 1
         j = i

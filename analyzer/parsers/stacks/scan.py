@@ -14,7 +14,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import ChildStacks, ProcessEvidence, StackSample, ThreadStack
+from hangdoc.analyzer.model import (
+    ChildStacks,
+    LogEvent,
+    ProcessEvidence,
+    StackTextKind,
+    TextStack,
+    ThreadStack,
+)
 from hangdoc.analyzer.parsers.prefixes import Stream, split_sections, split_streams
 from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines, strip_pager
@@ -29,6 +36,7 @@ from hangdoc.analyzer.parsers.stacks.native import (
     parse_cpp,
     parse_gdb,
 )
+from hangdoc.analyzer.parsers.stacks.pyspy_frames import parse_pyspy_frames, starts_frames
 from hangdoc.analyzer.parsers.stacks.pystack import (
     PYSTACK_FRAME_START,
     PYSTACK_START,
@@ -48,13 +56,17 @@ from hangdoc.analyzer.parsers.stacks.segments import (
     starts_pyspy,
 )
 from hangdoc.analyzer.parsers.stacks.stack_print import parse_stack_print, starts_stack_print
-from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT
+from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT, EventKind
 
 # A file with more blocks than this is cut there (a note says so): past it a stack
 # repeats what the rules have already seen, and each block costs time and memory.
 MAX_BLOCKS = 4000
-# The latest samples kept per process: enough to see progress between them.
+# The latest text stacks kept per process: the last says what it was doing, the thread
+# rules follow a thread through the rest.
 MAX_SAMPLES = 32
+# faulthandler's timer header over a dump ("Timeout (0:00:05)!"): an event of the dump's
+# process, made here as no log recogniser reads the dump's own lines.
+_FAULTHANDLER_TIMEOUT = EventKind.FAULTHANDLER_TIMEOUT
 # Cheap test run on every line before the recognisers' own patterns.
 _MAYBE_START = re.compile(
     r"\s*(?:Traceback |Thread \d|Thread 0x|#\d+ |Exception raised from|Process \d|Current thread|"
@@ -85,9 +97,13 @@ class ScanResult:
 
 @dataclass(slots=True)
 class _Sample:
+    """Blocks read as one moment of a process: a dump and the records printed near it."""
+
     threads: list[ThreadStack] = field(default_factory=list)
     children: list[ChildStacks] = field(default_factory=list)
     dump_kinds: set[str] = field(default_factory=set)
+    kinds: list[str] = field(default_factory=list)  # every block's kind, in order
+    line: int | None = None  # the first block's first line
 
 
 @dataclass(slots=True)
@@ -99,6 +115,7 @@ class _Proc:
     cmdline: str | None = None
     exited: bool = False
     samples: list[_Sample] = field(default_factory=list)
+    timeouts: list[tuple[int, str]] = field(default_factory=list)  # (line, header)
 
     def add(self, block: Block) -> None:
         """A snapshot starts a new sample unless the current one has no snapshot of
@@ -110,6 +127,10 @@ class _Proc:
             self.samples.append(last)
         if block.dump:
             last.dump_kinds.add(block.kind)
+        if block.kind not in last.kinds:
+            last.kinds.append(block.kind)
+        if last.line is None:
+            last.line = block.start
         last.threads.extend(block.threads)
         last.children.extend(block.children)
 
@@ -126,10 +147,9 @@ def _died_of(block: Block) -> bool:
 
 def logged_elsewhere(block: Block) -> bool:
     """In a log, a record the log parser already turns into an event and that would
-    only add a misleading sample: the watchdog's own C++ stack, and a traceback of a
-    consequence (a timeout, an NCCL error). Kept as a stack, either would be a second
-    sample of its rank next to a py-spy dump from another file, and the progress check
-    (first vs last sample) would read the difference as the rank having moved, and its
+    only add a misleading stack: the watchdog's own C++ stack, and a traceback of a
+    consequence (a timeout, an NCCL error). Kept as a stack, either would be read as
+    what its rank was doing where no live sample says (a log given alone), and its
     ``exited`` would hide that rank's live dump from the stack rules. A traceback of a
     cause is kept: that rank died of it."""
     if block.kind == "cpp":
@@ -153,6 +173,7 @@ class _Scanner:
         self.notes = notes
         self.result = ScanResult()
         self.capped = False
+        self.max_blocks = MAX_BLOCKS
         self.in_log = False
         self.procs: list[_Proc] = []
         self.by_rank: dict[tuple[str | None, int], _Proc] = {}
@@ -164,6 +185,9 @@ class _Scanner:
     def _recognise(self, lines: Lines, i: int) -> tuple[list[Block], int] | None:
         text = strip_pager(lines[i][1]).strip()
         if not _MAYBE_START.match(text):
+            if text.endswith(")") and starts_frames(lines, i):
+                block, j = parse_pyspy_frames(lines, i)  # py-spy frames, no thread line
+                return ([block] if block is not None else []), max(j, i + 1)
             return None
         single: Callable[[Lines, int], tuple[Block | None, int]] | None = None
         if TB_START.match(text):
@@ -192,7 +216,15 @@ class _Scanner:
     def stream(self, stream: Stream) -> None:
         for section in split_sections(stream.lines):
             base = section.rank if section.rank is not None else stream.rank
+            before = self.result.blocks
             self._section(section.lines, stream, base)
+            if section.rank is not None and self.result.blocks == before:
+                # torch.debug's section of a rank it could not reach: say why.
+                self.notes.extend(
+                    f"{self.source}:{number}: rank {section.rank}: {text.strip()}"
+                    for number, text in section.lines
+                    if text.startswith("Error:")
+                )
 
     def _section(self, lines: Lines, stream: Stream, base: int | None) -> None:
         sticky: int | None = None
@@ -200,17 +232,17 @@ class _Scanner:
         pid_hint: int | None = None
         i = 0
         while i < len(lines):
-            if self.result.blocks >= MAX_BLOCKS:
+            if self.result.blocks >= self.max_blocks:
                 if not self.capped:
                     self.capped = True
                     self.notes.append(
-                        f"{self.source}: more than {MAX_BLOCKS} stacks; the rest were not read"
+                        f"{self.source}: more than {self.max_blocks} stacks; the rest were not read"
                     )
                 return
             found = self._recognise(lines, i)
             if found is None or not found[0]:
                 text = lines[i][1]
-                if (r := markers.header_rank(text)) is not None:
+                if (r := markers.label_rank(text)) is not None:
                     sticky, pid_hint = r, None
                 elif (r := markers.header_local_rank(text)) is not None:
                     sticky_local = r
@@ -311,6 +343,8 @@ class _Scanner:
             self._cpp_message_above(block)
         proc.add(block)
         proc.exited = proc.exited or block.exited or _died_of(block)
+        if block.timeout is not None:
+            proc.timeouts.append((block.start, block.timeout))
         if block.kind == "traceback":
             span = Span(block.start, block.end, proc.rank, block.exc_type, block.exc_message)
             self.result.spans.append(span)
@@ -343,30 +377,39 @@ class _Scanner:
                 sources=[self.source],
                 exited=proc.exited,
             )
+            evidence.log_events.extend(
+                LogEvent(_FAULTHANDLER_TIMEOUT, text, self.source, line)
+                for line, text in proc.timeouts
+            )
             kept = [s for s in proc.samples if s.threads][-MAX_SAMPLES:]
             for sample in kept:
                 if not sample.threads:
                     continue
-                evidence.stack_samples.append(
-                    StackSample(
-                        index=len(evidence.stack_samples),
-                        time=None,
+                evidence.text_stacks.append(
+                    TextStack(
+                        index=len(evidence.text_stacks),
                         threads=tuple(sample.threads),
-                        children=tuple(sample.children),
+                        kinds=tuple(StackTextKind(k) for k in sample.kinds),
                         source=self.source,
+                        line=sample.line,
+                        children=tuple(sample.children),
                     )
                 )
             self.result.processes.append(evidence)
         return self.result
 
 
-def scan_text(text: str, source: str, notes: list[str], in_log: bool = False) -> ScanResult:
+def scan_text(
+    text: str, source: str, notes: list[str], in_log: bool = False, max_blocks: int = MAX_BLOCKS
+) -> ScanResult:
     """Every stack in ``text``, grouped into processes. ``in_log``: the text is a log,
     whose post-mortem records of consequences are left out (``logged_elsewhere``).
-    Never raises on odd text."""
+    ``max_blocks``: where the scan stops (a file of one dump per rank holds as many
+    blocks as ranks). Never raises on odd text."""
     streams = split_streams(markers.relabel_srun(text))
     scanner = _Scanner(source, notes, streams)
     scanner.in_log = in_log
+    scanner.max_blocks = max_blocks
     for stream in streams:
         scanner.stream(stream)
     return scanner.finish()

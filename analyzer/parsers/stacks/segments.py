@@ -111,7 +111,9 @@ def parse_fault_segment(
             end=lines[end - 1][0],
         )
         # faulthandler re-raises a fatal signal: the process died. The event itself
-        # is the log parser's to report (it reads the same file), not counted twice.
+        # is the log parser's to report (it reads the same file), not counted twice;
+        # its timer's header ("Timeout (0:00:05)!") is no log line: the scan reports it.
         block.exited = bool(dump.fatal)
+        block.timeout = dump.timeout
         blocks.append(block)
     return blocks, end

@@ -45,6 +45,18 @@ def test_paste_on_stdin_is_analyzed_as_a_file_named_stdin(hangdoc: Run) -> None:
     assert doc["inputs"][0]["kind"] == "faulthandler" and doc["inputs"][0]["error"] is None
 
 
+def test_paste_on_stdin_is_read_for_its_stacks_and_its_log_lines(hangdoc: Run) -> None:
+    # GIVEN a py-spy dump with the job's watchdog timeouts pasted under it, on stdin
+    dump = (ROOT / "tests" / "unit" / "parsers" / "samples" / "pyspy" / "dump.txt").read_text()
+    log = (ROOT / "fixtures" / "logs" / "public" / "torch-2.4_pg_status_laggard.log").read_text()
+    done = hangdoc("analyze", "-", "--json", "-", stdin=dump + log)
+    doc = json.loads(done.stdout)
+    # THEN it is named a py-spy text, and the ranks its log lines name are seen
+    [item] = doc["inputs"]
+    assert item["kind"] == "pyspy_text" and item["ranks"] == [0, 1, 2, 3]
+    assert doc["ranks"]["seen"] == [0, 1, 2, 3]
+
+
 def test_paste_joins_the_other_inputs(hangdoc: Run, tmp_path: Path) -> None:
     # GIVEN the dump and a pasted copy of one of its stacks on stdin
     archive = tmp_path / "t.tar.gz"

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hangdoc.analyzer.loading.loader import load_paths
+from hangdoc.analyzer.payloads.host import GpuRow, GpuStatus
 from hangdoc.collectors import gpu
 from hangdoc.collectors.extras import EXTRA_COLLECTORS, ExtraContext, RankTarget
 
@@ -76,10 +77,12 @@ def test_the_log_parser_reads_the_csv_back(tmp_path: Path) -> None:
         _ctx(tmp_path), run=FakeTools(), which=lambda _: "nvidia-smi", nvml=lambda: None
     )
     ev = load_paths([tmp_path / "gpu" / "nvidia-smi.csv"])
-    rows = [dict(e.fields) for e in ev.job_log_events if e.kind == "gpu_status"]
-    assert {r["row"] for r in rows} == {"gpu", "process"}
-    full = next(r for r in rows if r.get("row") == "gpu" and r.get("index") == "3")
-    assert full["memory_used_mib"] == "81208" and full["utilization_pct"] == "0"
+    rows = [e.payload for e in ev.job_log_events if e.kind == "gpu_status"]
+    assert all(isinstance(r, GpuStatus) for r in rows)
+    statuses = [r for r in rows if isinstance(r, GpuStatus)]
+    assert {r.row for r in statuses} == {GpuRow.GPU, GpuRow.PROCESS}
+    full = next(r for r in statuses if r.row is GpuRow.GPU and r.index == 3)
+    assert full.memory_used_mib == 81208.0 and full.utilization_pct == 0.0
 
 
 def test_failures_are_recorded_not_raised(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.loading.safe_unpickle import safe_load
 from hangdoc.analyzer.views.fr_matching import Kind, MatchResult
+from hangdoc.common.safe_unpickle import safe_load
 from tests.unit.fr.frdata import matched
 
 FR = Path(__file__).resolve().parents[3] / "fixtures" / "fr"

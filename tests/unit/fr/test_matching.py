@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from hangdoc.analyzer.model import CollectiveRecord
+from hangdoc.analyzer.model import CollectiveRecord, OpState
 from hangdoc.analyzer.views.fr_matching import Kind, MatchResult, latest_dump
 from tests.unit.fr.frdata import Rank, add_process, evidence, matched, pg_config
 
@@ -260,7 +260,7 @@ def test_records_without_fr_files_are_still_matched() -> None:
     ev = evidence({})
     for rank in range(2):
         proc = add_process(ev, rank)
-        proc.collectives = [CollectiveRecord("0", 1, "all_reduce", "scheduled", record_id=0)]
+        proc.collectives = [CollectiveRecord("0", 1, "all_reduce", OpState.SCHEDULED, record_id=0)]
     assert _kinds(matched(ev)) == [(Kind.STALLED, "0", 1, ())]
 
 

@@ -17,7 +17,6 @@ from hangdoc.analyzer.parsers.flight_recorder import (
     document_to_parsed,
     normalize_state,
     parse_rank_list,
-    rank_from_path,
     split_profiling_name,
 )
 from tests.unit.fr.frdata import Rank, pg_config
@@ -189,20 +188,6 @@ def test_empty_json_dump_omits_entries(tmp_path: Path) -> None:
     parsed = parser.parse(path, "d/rank3/flight_recorder.hook.json")
     assert parsed.kind is InputKind.FLIGHT_RECORDER and parsed.error is None
     assert parsed.processes[0].rank == 3 and parsed.processes[0].collectives == []
-
-
-@pytest.mark.parametrize(
-    ("path", "rank"),
-    [
-        ("dump/rank12/flight_recorder.hook.json", 12),
-        ("x/comm_lib_trace_rank_7", 7),
-        ("x/nccl_trace_rank_container-node02_5", 5),
-        ("x/comm_lib_trace_rank_3.json", 3),
-        ("x/trace.json", None),
-    ],
-)
-def test_rank_from_path(path: str, rank: int | None) -> None:
-    assert rank_from_path(Path(path)) == rank
 
 
 def test_profiling_names_and_states() -> None:

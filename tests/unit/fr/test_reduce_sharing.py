@@ -7,19 +7,19 @@ import dataclasses
 
 import pytest
 
-from hangdoc.analyzer.flight_recorder.record_build import (
+from hangdoc.analyzer.model import CollectiveRecord, Frame, OpState
+from hangdoc.analyzer.parsers.flight_recorder import Reducer, document_to_parsed
+from hangdoc.analyzer.parsers.fr_record_build import (
     FIELD_NAMES,
     record_from_fields,
     with_group,
 )
-from hangdoc.analyzer.model import CollectiveRecord, Frame
-from hangdoc.analyzer.parsers.flight_recorder import Reducer, document_to_parsed
 from tests.unit.fr.frdata import load_synth
 
 Job = load_synth().Job
 
 FIELDS = (
-    "5", 7001, "all_gather", "scheduled", ((4096,),), ((32768,),), ("BFloat16",), False, None,
+    "5", 7001, "all_gather", OpState.SCHEDULED, ((4096,),), ((32768,),), ("BFloat16",), False, None,
     12, 1795289481000000000, "rank3", "tp", 0, ("BFloat16",), "nccl",
     (Frame(function="f", file="a.py", line=3),),
 )  # fmt: skip

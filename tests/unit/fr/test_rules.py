@@ -15,6 +15,7 @@ from hangdoc.analyzer.model import (
     Frame,
     Severity,
     StackSample,
+    Strength,
     ThreadStack,
 )
 from hangdoc.rules import all_rules
@@ -132,12 +133,12 @@ def test_dead_rank_without_dump() -> None:
         proc.local_rank, proc.local_world_size, proc.host = proc.rank, 4, "node1"
     (finding,) = _run(ev)
     assert (finding.rule, finding.category) == ("HD015", Category.RANK_DEAD)
-    assert finding.culprit_ranks == (3,) and finding.confidence >= 0.85
+    assert finding.culprit_ranks == (3,) and finding.strength is Strength.STATED
     assert "node1" in finding.explanation
-    # an exited process says it even more plainly
+    # an exited process says it even more plainly: two signals agree
     add_process(ev, 3, exited=True)
     (finding,) = _run(ev)
-    assert finding.category is Category.RANK_DEAD and finding.confidence == 0.9
+    assert finding.category is Category.RANK_DEAD and finding.strength is Strength.CORROBORATED
 
 
 def test_unmatched_send_and_pipeline_chain() -> None:

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from hangdoc.analyzer.loading.safe_unpickle import (
+from hangdoc.analyzer.model import InputKind
+from hangdoc.analyzer.parsers.flight_recorder import FlightRecorderParser
+from hangdoc.common.safe_unpickle import (
     UnsafePickleError,
     describe_load_error,
     safe_load,
     safe_loads,
 )
-from hangdoc.analyzer.model import InputKind
-from hangdoc.analyzer.parsers.flight_recorder import FlightRecorderParser
 
 
 class _Reducer:

@@ -9,8 +9,8 @@ import pytest
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.flight_recorder.bulk import read_flight_recorders
-from hangdoc.analyzer.loading.safe_unpickle import safe_load
 from hangdoc.analyzer.model import Evidence, Finding
+from hangdoc.common.safe_unpickle import safe_load
 from hangdoc.rules import all_rules
 from tests.unit.fr.frdata import load_synth
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -12,6 +13,7 @@ from hangdoc.analyzer.loading.merge import ProcessIndex
 from hangdoc.analyzer.model import Evidence, Finding, LogEvent
 from hangdoc.analyzer.parsers.base import ParsedFile
 from hangdoc.analyzer.parsers.logs import LogParser
+from hangdoc.analyzer.parsers.logs.hit import Hit
 from hangdoc.rules.base import Rule
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -82,5 +84,36 @@ def events(parsed: ParsedFile, kind: str) -> list[tuple[int | None, LogEvent]]:
     return out
 
 
-def fields(event: LogEvent) -> dict[str, str]:
-    return dict(event.fields)
+def fields(item: LogEvent | Hit) -> dict[str, object]:
+    """What the parser read from a line, by name (typed values: ints, enums): the process
+    the line is about (host, pid, tid, cuda_dev, local_rank), its payload's fields, and
+    those of records nested in it as ``record.field`` (``side_a.rank``, ``error.tag``)."""
+    found: dict[str, object] = {}
+    if isinstance(item, Hit):
+        found.update(
+            host=item.named_host or item.host,
+            pid=item.named_pid if item.named_pid is not None else item.pid,
+            tid=item.tid,
+            cuda_dev=item.cuda_dev,
+            local_rank=item.named_local_rank,
+            partial_header=item.partial_header or None,
+        )
+    else:
+        for name in ("host", "pid", "tid", "cuda_dev", "local_rank", "rank_from", "clock"):
+            found[name] = getattr(item, name)
+        found["partial_header"] = item.partial_header or None
+        found["repeats"] = item.repeats or None
+        found["folded_lines"] = item.folded_lines or None
+    _flatten(item.payload, "", found)
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _flatten(record: object, prefix: str, into: dict[str, object]) -> None:
+    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+        value = getattr(record, f.name)
+        into[prefix + f.name] = value
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            _flatten(value, f"{prefix}{f.name}.", into)
+            for name in dir(type(value)):
+                if isinstance(getattr(type(value), name, None), property):
+                    into[f"{prefix}{f.name}.{name}"] = getattr(value, name)

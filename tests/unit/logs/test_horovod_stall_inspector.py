@@ -33,7 +33,7 @@ def test_stalled_ranks_are_the_ones_the_others_wait_for(tmp_path: Path, prefix: 
         encoding="utf-8",
     )
     [(_, stall)] = events(parse(log), EventKind.MISSING_RANKS.value)
-    assert fields(stall)["ranks"] == "6,7"
+    assert fields(stall)["ranks"] == (6, 7)
 
 
 def test_a_list_without_its_header_is_not_read(tmp_path: Path) -> None:

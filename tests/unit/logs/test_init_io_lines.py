@@ -12,8 +12,10 @@ import pytest
 
 from hangdoc.analyzer.parsers.logs import recognise_line
 from hangdoc.analyzer.parsers.prefixes import clean_line
+from hangdoc.analyzer.payloads.nccl import Iface
+from tests.unit.logs.helpers import fields
 
-CASES: list[tuple[str, str | None, dict[str, str]]] = [
+CASES: list[tuple[str, str | None, dict[str, object]]] = [
     # NCCL ≤ 2.11 numbered interface lists (pytorch-68893-ray-ddp-init-veth).
     (
         "ip-172-31-0-137:14605:14673 [0] NCCL INFO Bootstrap : Using [0]ens5:172.31.0.137<0> [1]veth75fa783:fe80::14ad:64ff:fe64:b31e%veth75fa783<0>",
@@ -22,7 +24,10 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
             "role": "bootstrap",
             "iface": "ens5",
             "ip": "172.31.0.137",
-            "ifaces": "ens5:172.31.0.137,veth75fa783:fe80::14ad:64ff:fe64:b31e%veth75fa783",
+            "ifaces": (
+                Iface("ens5", "172.31.0.137"),
+                Iface("veth75fa783", "fe80::14ad:64ff:fe64:b31e%veth75fa783"),
+            ),
         },
     ),
     (
@@ -34,7 +39,7 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
     (
         "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (master-0, 29500). The client socket has failed to connect to master-0:29500 (errno: 113 - No route to host).",
         "store_timeout",
-        {"error": "store_connect", "peer": "master-0", "port": "29500"},
+        {"error": "store_connect", "peer": "master-0", "port": 29500},
     ),
     (
         "RuntimeError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
@@ -44,7 +49,7 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
     (
         "RuntimeError: connect() timed out. Original timeout was 1800000 ms.",
         "store_timeout",
-        {"error": "store_connect", "timeout_ms": "1800000"},
+        {"error": "store_connect", "timeout_ms": 1800000},
     ),
     ("RuntimeError: Address already in use", "store_timeout", {"error": "store_listen"}),
     (
@@ -61,13 +66,13 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
     (
         "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect [127.0.1.1]:35807: Connection refused",
         "store_timeout",
-        {"error": "gloo_connect", "peer": "127.0.1.1", "port": "35807"},
+        {"error": "gloo_connect", "peer": "127.0.1.1", "port": 35807},
     ),
     # Process listings and kernel stacks (dlworkspace-484-job-init-nfs-open-d-state).
     (
         "root       1054  0.0  0.0  19040  3560 ?        D    01:35   0:00 bash /pod/scripts/init_user.sh",
         "io_stall",
-        {"source": "process_state", "pid": "1054", "command": "bash /pod/scripts/init_user.sh"},
+        {"source": "process_state", "pid": 1054, "command": "bash /pod/scripts/init_user.sh"},
     ),
     (
         "root         10  0.0  0.0  19040  3936 ?        S    01:35   0:00 bash /pod/scripts/init_user.sh",
@@ -84,16 +89,16 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
     (
         "  4242 alice     20   0   12.3g   2.1g 312340 D   0.0  1.7   5:12.33 python",
         "io_stall",
-        {"pid": "4242"},
+        {"pid": 4242},
     ),
     ("State:\tD (disk sleep)", "io_stall", {"source": "process_state"}),
     # NFS / Lustre clients (fs/nfs, lustre ptlrpc import messages).
     (
         "[Tue Mar  5 10:21:07 2024] nfs: server nfs01 not responding, still trying",
         "io_stall",
-        {"source": "nfs_server", "server": "nfs01", "state": "not_responding"},
+        {"source": "nfs_server", "server": "nfs01", "server_state": "not_responding"},
     ),
-    ("nfs: server nfs01 OK", "io_stall", {"state": "ok"}),
+    ("nfs: server nfs01 OK", "io_stall", {"server_state": "ok"}),
     (
         "Lustre: lustre-OST0003-osc-ffff8: Connection to lustre-OST0003 (at 10.0.0.3@o2ib) was lost; in progress operations using this service will wait for recovery to complete",
         "io_stall",
@@ -111,9 +116,10 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
         "nic_counter",
         {
             "counter": "local_ack_timeout_err",
-            "value": "91316",
+            "value": 91316,
             "group": "transport",
             "device": "mlx5_0",
+            "port": 1,
         },
     ),
     ("/sys/class/infiniband/mlx5_0/ports/1/hw_counters/packet_seq_err:0", None, {}),
@@ -143,29 +149,32 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
     (
         "h:1:2 [0] transport/net_ib.cc:1500 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<51234> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 localGid ::ffff:10.0.0.1 remoteGids ::ffff:10.0.0.2 hca mlx5_0",
         "nccl_transport_error",
-        {"error": "ib_completion_status_12", "peer": "10.0.0.2", "vendor_err": "129"},
+        {"error.tag": "ib_completion_status_12", "peer": "10.0.0.2", "vendor_err": 129},
     ),
     (
         "h:1:2 [0] transport/net_ib/common.cc:123 NCCL WARN NET/IB : mlx5_0:1 async fatal event: local catastrophic error",
         "nccl_transport_error",
-        {"error": "ib_verbs"},
+        {"error.tag": "ib_verbs"},
     ),
     (
         "h:1:2 [0] NCCL INFO ncclOsSocketStartConnect: connect to 10.0.0.1<41234> returned Connection refused, retrying (3/34) after sleep for 100 msec",
         "nccl_transport_error",
-        {"error": "connect_connection_refused", "retrying": "1"},
+        {"error.tag": "connect_connection_refused", "retrying": True},
     ),
     # c10d NCCLUtils C10D_NCCL_CHECK_TIMEOUT: a non-blocking init that never finished.
     (
         "torch.distributed.DistBackendError: NCCL timeout in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:177, NCCL operation in progress, NCCL version 2.21.5",
         "nccl_error",
-        {"class": "ncclInProgress", "where": "../torch/csrc/distributed/c10d/NCCLUtils.hpp:177"},
+        {
+            "error_class": "ncclInProgress",
+            "where": "../torch/csrc/distributed/c10d/NCCLUtils.hpp:177",
+        },
     ),
     # An NCCL fork's bracketed header (openrlhf-795-two-node-accl-init-warn, ACCL).
     (
         "(ActorModelRayActor pid=16101) [dlc1f0bnd3uip696-master-0][16101:17880][0][init.cc:1815] NCCL WARN init.cc:1815 -> 5",
         "nccl_warn",
-        {"where": "init.cc:1815", "pid": "16101", "host": "dlc1f0bnd3uip696-master-0"},
+        {"where": "init.cc:1815", "pid": 16101, "host": "dlc1f0bnd3uip696-master-0"},
     ),
     # Shared memory is not storage (a DataLoader worker's /dev/shm).
     (
@@ -176,8 +185,8 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
 ]
 
 
-@pytest.mark.parametrize(("line", "kind", "fields"), CASES)
-def test_line(line: str, kind: str | None, fields: dict[str, str]) -> None:
+@pytest.mark.parametrize(("line", "kind", "expected"), CASES)
+def test_line(line: str, kind: str | None, expected: dict[str, object]) -> None:
     hit = recognise_line(line)
     if kind is None:
         assert hit is None or hit.kind.value not in (
@@ -189,8 +198,9 @@ def test_line(line: str, kind: str | None, fields: dict[str, str]) -> None:
         return
     assert hit is not None, line
     assert hit.kind.value == kind
-    for key, value in fields.items():
-        assert hit.fields.get(key) == value, (key, hit.fields)
+    got = fields(hit)
+    for key, value in expected.items():
+        assert got.get(key) == value, (key, got)
 
 
 def test_colour_reset_before_an_nccl_header_is_peeled() -> None:
@@ -198,6 +208,6 @@ def test_colour_reset_before_an_nccl_header_is_peeled() -> None:
     line = "[0m ip-172-31-0-137:14605:14673 [0] NCCL INFO Using network Socket"
     assert clean_line(line) == "ip-172-31-0-137:14605:14673 [0] NCCL INFO Using network Socket"
     hit = recognise_line(line)
-    assert hit is not None and hit.fields.get("network") == "Socket"
+    assert hit is not None and fields(hit).get("network") == "Socket"
     # Indentation after a colour code is kept (a traceback line stays a traceback line).
     assert clean_line('\x1b[31m  File "x.py", line 1') == '  File "x.py", line 1'

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from hangdoc.analyzer.parsers.logs.phases import match_phase
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
+from hangdoc.analyzer.payloads.progress import Exhausted
 from hangdoc.analyzer.vocabulary import EventKind, Phase
+from tests.unit.logs.helpers import fields
 
 # yolov5 #4409's validation bar (its bar characters lost in the paste).
 _YOLO = (
@@ -18,19 +20,19 @@ _YOLO = (
 def test_a_bar_without_its_pipes_is_still_a_progress_bar_and_map_columns_mean_eval() -> None:
     hit = match_phase(_YOLO)
     assert hit is not None and hit.kind is EventKind.PHASE
-    assert hit.fields["phase"] == Phase.EVAL.value
-    assert (hit.fields["n"], hit.fields["total"]) == ("23", "32")
+    assert fields(hit)["phase"] == Phase.EVAL
+    assert (fields(hit)["progress.n"], fields(hit)["progress.total"]) == (23, 32)
 
 
 def test_datasets_map_is_preprocessing_but_a_map_column_is_not() -> None:
     hit = match_phase(
         "Map (num_proc=8):  45%|████▌     | 4500/10000 [00:10<00:12, 450.1 examples/s]"
     )
-    assert hit is not None and hit.fields["phase"] == Phase.PREPROCESS.value
+    assert hit is not None and fields(hit)["phase"] == Phase.PREPROCESS
     split = match_phase(
         "Creating dataset split:  96%|█████████▋| 1927287/2000000 [29:56<01:08, 1060.83it/s]"
     )
-    assert split is not None and split.fields["phase"] == Phase.PREPROCESS.value
+    assert split is not None and fields(split)["phase"] == Phase.PREPROCESS
 
 
 def test_a_percentage_in_a_sentence_is_no_bar() -> None:
@@ -42,14 +44,15 @@ def test_trainers_say_a_rank_ran_out_of_data() -> None:
         "2021-03-02 00:46:12,994 - WARNING - allennlp.training.trainer - Worker 0 completed "
         "its entire epoch (training)."
     )
-    assert allennlp is not None and allennlp.fields["phase"] == Phase.DATA_EXHAUSTED.value
-    assert allennlp.rank == 0
+    assert allennlp is not None and fields(allennlp)["phase"] == Phase.DATA_EXHAUSTED
+    assert allennlp.rank == 0 and fields(allennlp)["exhausted"] == Exhausted.EPOCH_END
     join = match_phase("RuntimeError: Rank 3 exhausted all inputs.")
-    assert join is not None and join.rank == 3
+    assert join is not None and join.rank == 3 and fields(join)["exhausted"] == Exhausted.JOIN
     anyone = match_phase(
         "RuntimeError: Detected at least one rank that exhausted inputs. Throwing across all ranks."
     )
     assert anyone is not None and anyone.rank is None
+    assert fields(anyone)["exhausted"] == Exhausted.JOIN
     assert match_phase("Epoch 3 completed in 40 s") is None
 
 
@@ -60,14 +63,14 @@ def test_the_monitored_barrier_from_a_non_zero_rank_names_rank_0_not_itself() ->
     )
     hit = match_torch("RuntimeError: " + line)
     assert hit is not None and hit.kind is EventKind.MONITORED_BARRIER
-    assert hit.rank == 2 and hit.fields["ranks"] == "0" and hit.fields["reporter"] == "peer"
-    assert "context" not in hit.fields
+    assert hit.rank == 2 and fields(hit)["ranks"] == (0,) and fields(hit)["reporter"] == "peer"
+    assert fields(hit)["join"] is False
     joined = match_torch(
         "WARNING Rank 1 model.join() exit failed, some ranks may have exited early: " + line
     )
-    assert joined is not None and joined.fields["context"] == "join"
+    assert joined is not None and fields(joined)["join"] is True
     wenet = match_torch("Detected uneven workload distribution: " + line)
-    assert wenet is not None and wenet.fields["context"] == "join"
+    assert wenet is not None and fields(wenet)["join"] is True
 
 
 def test_horovods_stall_check_names_the_ranks_that_did_not_submit() -> None:
@@ -79,9 +82,9 @@ def test_horovods_stall_check_names_the_ranks_that_did_not_submit() -> None:
         "HorovodBroadcast_global_step_0 [missing ranks: 1]"
     )
     assert hit is not None and hit.kind is EventKind.MISSING_RANKS
-    assert hit.fields["ranks"] == "1" and hit.fields["op"] == "HorovodBroadcast_global_step_0"
+    assert fields(hit)["ranks"] == (1,) and fields(hit)["op"] == "HorovodBroadcast_global_step_0"
     several = match_horovod("HorovodAllreduce_grads_0 [missing ranks: 1, 3]")
-    assert several is not None and several.fields["ranks"] == "1,3"
+    assert several is not None and fields(several)["ranks"] == (1, 3)
     assert match_horovod("no missing ranks here") is None
 
 
@@ -90,4 +93,4 @@ def test_a_faiss_kmeans_is_single_rank_preprocessing() -> None:
     hit = match_phase(
         "Clustering 111099511 points in 128D to 524288 clusters, redo 1 times, 4 iterations"
     )
-    assert hit is not None and hit.fields["phase"] == Phase.PREPROCESS.value
+    assert hit is not None and fields(hit)["phase"] == Phase.PREPROCESS

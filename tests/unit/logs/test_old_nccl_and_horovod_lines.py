@@ -11,40 +11,41 @@ import pytest
 
 from hangdoc.analyzer.parsers.logs import recognise_line
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
+from tests.unit.logs.helpers import fields
 
-CASES: list[tuple[str, str | None, dict[str, str]]] = [
+CASES: list[tuple[str, str | None, dict[str, object]]] = [
     # NCCL ≤ 2.8 include/socket.h socketProgressOpt: WARN("Call to recv failed : %s",
     # strerror(errno)), no peer; horovod/horovod#210 (no "NCCL" word before WARN).
     (
         "ml-gpu-ser015:2123:2230 [3] include/socket.h:194 WARN Call to recv failed : Connection reset by peer",
         "nccl_transport_error",
-        {"error": "connection_reset", "where": "include/socket.h:194"},
+        {"error.tag": "connection_reset", "where": "include/socket.h:194"},
     ),
     # Current misc/socket.cc: "Net : Call to recv from %s failed : %s"; horovod/horovod#3611.
     (
         "worker-23:83:2526 [0] misc/socket.cc:503 NCCL WARN Net : Call to recv from 100.96.188.199<41468> failed : Connection timed out",
         "nccl_transport_error",
-        {"error": "timeout", "peer": "100.96.188.199", "port": "41468"},
+        {"error.tag": "timeout", "peer": "100.96.188.199", "port": 41468},
     ),
     # socket.h createListenSocket / connectAddress, every release: WARN("Net : Socket
     # creation failed : %s", strerror(errno)); NVIDIA/nccl#224 under mpirun's tag.
     (
         "[1,4]<stdout>:gpu7:4105:4372 [0] include/socket.h:318 NCCL WARN Net : Socket creation failed : Address family not supported by protocol",
         "nccl_transport_error",
-        {"error": "socket_creation_failed", "local": "1"},
+        {"error.tag": "socket_creation_failed", "local": True},
     ),
     # The same WARN of NCCL ≤ 2.3 with its header cut: NVIDIA/nccl#210.
     (
         "include/socket.h:344 WARN Socket creation failed : Address family not supported by protocol",
         "nccl_transport_error",
-        {"error": "socket_creation_failed", "header": "partial"},
+        {"error.tag": "socket_creation_failed", "partial_header": True},
     ),
     # transport/net_socket.cc persistentSocketThread: WARN("NET/Socket : socket progress
     # error"); horovod/horovod#3611 (host cut to "23").
     (
         "23:83:2526 [0] transport/net_socket.cc:219 NCCL WARN NET/Socket : socket progress error",
         "nccl_transport_error",
-        {"error": "socket_progress"},
+        {"error.tag": "socket_progress"},
     ),
     # horovod/common/operations.cc SHUT_DOWN_ERROR as TensorFlow raises it: a peer's echo.
     (
@@ -57,15 +58,16 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
 ]
 
 
-@pytest.mark.parametrize(("line", "kind", "fields"), CASES)
-def test_line(line: str, kind: str | None, fields: dict[str, str]) -> None:
+@pytest.mark.parametrize(("line", "kind", "expected"), CASES)
+def test_line(line: str, kind: str | None, expected: dict[str, object]) -> None:
     hit = recognise_line(line)
     if kind is None:
         assert hit is None or not hit.kind.value.startswith("nccl")
         return
     assert hit is not None and hit.kind.value == kind
-    for key, value in fields.items():
-        assert hit.fields.get(key) == value, key
+    got = fields(hit)
+    for key, value in expected.items():
+        assert got.get(key) == value, key
 
 
 @pytest.mark.parametrize(

@@ -37,14 +37,14 @@ def test_pipelining_shape_inference_recv_lines_per_rank() -> None:
     found = events(parsed, EventKind.PHASE.value)
     recv = {r: fields(e) for r, e in found if r is not None and fields(e).get("p2p") == "recv"}
     assert sorted(recv) == [4, 5, 6, 7]
-    assert recv[4]["stage"] == "2" and recv[4]["peer_stage"] == "1"
-    assert recv[7]["peer_stage"] == "2"
+    assert recv[4]["stage"] == 2 and recv[4]["peer_stage"] == 1
+    assert recv[7]["peer_stage"] == 2
 
 
 def test_pipelining_send_line_and_non_p2p_lines() -> None:
     line = "V0731 00:56:28.929000 3080918 torch/distributed/pipelining/stage.py:1380] Shape inference: stage 0 sending to stage 1"
     hit = match_pipelining(line)
-    assert hit is not None and hit.fields["p2p"] == "send" and hit.fields["peer_stage"] == "1"
+    assert hit is not None and fields(hit)["p2p"] == "send" and fields(hit)["peer_stage"] == 1
     # the first stage skips its recv: no transfer to wait in
     assert (
         match_pipelining(
@@ -63,7 +63,7 @@ def test_nccl_socket_message_truncated_is_a_size_mismatch() -> None:
     (_, event), *_ = events(parsed, EventKind.COLLECTIVE_MISMATCH.value)
     f = fields(event)
     assert f["error"] == "size_mismatch"
-    assert (f["bytes_received"], f["bytes_expected"], f["peer"]) == ("8", "4", "10.249.23.66")
+    assert (f["bytes_received"], f["bytes_expected"], f["peer"]) == (8, 4, "10.249.23.66")
 
 
 def test_nccl_ib_collective_mismatch_error_and_other_warns() -> None:
@@ -72,7 +72,7 @@ def test_nccl_ib_collective_mismatch_error_and_other_warns() -> None:
     ib = "node1:2018:2090 [2] transport/net_ib.cc:788 NCCL WARN NET/IB : req 0/1 tag 7 peer 10.0.0.2<5343> collective mismatch error, local size 4096 remote size 2048"
     hit = match_nccl(ib)
     assert hit is not None and hit.kind is EventKind.COLLECTIVE_MISMATCH
-    assert hit.fields["error"] == "size_mismatch" and hit.fields["bytes_received"] == "4096"
+    assert fields(hit)["error"] == "size_mismatch" and fields(hit)["bytes_received"] == 4096
     closed = "node1:2018:2090 [2] misc/socket.cc:49 NCCL WARN NET/Socket : peer 10.0.0.2<5343> connection closed by remote peer"
     other = match_nccl(closed)
     assert other is None or other.kind is not EventKind.COLLECTIVE_MISMATCH
@@ -81,15 +81,19 @@ def test_nccl_ib_collective_mismatch_error_and_other_warns() -> None:
 def test_two_hard_wrapped_detail_messages_stay_two_records() -> None:
     parsed = parse(_case("jotr-4-collate-drops-samples-allgather-shape", "error.txt"))
     found = [fields(e) for _, e in events(parsed, EventKind.COLLECTIVE_MISMATCH.value)]
-    shapes = {f["rank_a"]: f["shape_a"] for f in found}
-    assert shapes == {"0": "[41, 256, 8, 8, 8]", "1": "[40, 256, 8, 8, 8]"}
+    shapes = {f["side_a.rank"]: f["side_a.shape"] for f in found}
+    assert shapes == {0: "[41, 256, 8, 8, 8]", 1: "[40, 256, 8, 8, 8]"}
 
 
 def test_pretty_printed_fingerprint_is_joined() -> None:
     parsed = parse(_case("transformers-20366-evaluate-allgather-mismatch", "traceback.txt"))
     (_, event), *_ = events(parsed, EventKind.COLLECTIVE_MISMATCH.value)
     f = fields(event)
-    assert (f["rank_a"], f["op_a"], f["shape_a"]) == ("1", "ALLGATHER", "[1, 279, 44, 72]")
+    assert (f["side_a.rank"], f["side_a.op"], f["side_a.shape"]) == (
+        1,
+        "ALLGATHER",
+        "[1, 279, 44, 72]",
+    )
 
 
 def test_one_sided_gather_reads_as_size_mismatch_with_low_confidence() -> None:
@@ -101,8 +105,9 @@ def test_one_sided_gather_reads_as_size_mismatch_with_low_confidence() -> None:
 
 def test_wrapper_running_collective_lines_keep_the_last_per_rank() -> None:
     parsed = parse(_case("deepspeed-4890-moe-collective-fingerprint", "console.txt"))
-    last = {r: fields(e)["seq"] for r, e in events(parsed, EventKind.COLLECTIVE_ISSUED.value)}
-    assert last == {0: "1277", 1: "1277", 2: "1276"}
+    issued = events(parsed, EventKind.COLLECTIVE_ISSUED.value)
+    last = {r: fields(e)["fingerprint.seq"] for r, e in issued}
+    assert last == {0: 1277, 1: 1277, 2: 1276}
     diagnosis = diagnose(_case("deepspeed-4890-moe-collective-fingerprint", "console.txt"))
     (finding,) = findings_of(diagnosis, "HD035")
     assert finding.culprit_ranks == (2,)
@@ -191,8 +196,8 @@ def test_gloo_preamble_length_enforce_is_a_size_mismatch() -> None:
     f = fields(event)
     assert (f["error"], f["bytes_received"], f["bytes_expected"]) == (
         "size_mismatch",
-        "1046204",
-        "1040256",
+        1046204,
+        1040256,
     )
     (finding,) = findings_of(diagnose(paste), "HD035")
     assert finding.category.value == "collective_size_or_dtype_mismatch"

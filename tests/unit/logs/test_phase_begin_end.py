@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.parsers.logs.phases import match_phase
-from hangdoc.analyzer.vocabulary import F_PHASE, Phase
+from hangdoc.analyzer.vocabulary import Phase
+from tests.unit.logs.helpers import fields
 
 LINES = (
     # DeepSpeed engine._save_zero_checkpoint: logger.info('zero checkpoint saved {}')
@@ -39,7 +40,7 @@ LINES = (
 def test_begin_and_end_markers(text: str, phase: Phase) -> None:
     hit = match_phase(text)
     assert hit is not None
-    assert dict(hit.fields)[F_PHASE] == phase.value
+    assert fields(hit)["phase"] == phase
 
 
 def test_deepspeed_rank_with_its_logger_header_peeled() -> None:
@@ -56,9 +57,9 @@ def test_deepspeed_rank_with_its_logger_header_peeled() -> None:
 def test_ordinary_lines_are_no_markers() -> None:
     for text in ("evaluating the loss function", "Epoch 3: saving nothing", "inference speed"):
         hit = match_phase(text)
-        assert hit is None or dict(hit.fields)[F_PHASE] not in (
-            Phase.EVAL_DONE.value,
-            Phase.CHECKPOINT_SAVED.value,
+        assert hit is None or fields(hit)["phase"] not in (
+            Phase.EVAL_DONE,
+            Phase.CHECKPOINT_SAVED,
         )
 
 
@@ -73,4 +74,4 @@ def test_deepspeeds_begin_line_alone_is_a_save_marker() -> None:
         "[Rank 0] [Torch] Checkpoint global_step100 is about to be saved!",
     ):
         hit = match_phase(line)
-        assert hit is not None and hit.fields["phase"] == "checkpoint_save" and hit.rank == 0
+        assert hit is not None and fields(hit)["phase"] == "checkpoint_save" and hit.rank == 0

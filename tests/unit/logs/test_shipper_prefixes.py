@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from hangdoc.analyzer.model import LogEvent
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.prefixes import peel, split_streams
 from tests.unit.logs.helpers import ROOT, parse
@@ -46,8 +47,7 @@ LINE_SHIPPERS = {
     "journald": "Feb 18 10:28:25 gpu-node-7 python[1234]: ",
     "journald-padded-day": "Feb  8 10:28:25 gpu-node-7 python3.10[1234]: ",
 }
-# A stamp adds the event's clock; nothing else may change.
-_TIME_FIELDS = frozenset({"clock"})
+# A stamp adds the event's clock and time; nothing else may change.
 
 
 def _body(name: str) -> str:
@@ -55,18 +55,21 @@ def _body(name: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.startswith("# source:"))
 
 
-def _kept(fields: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    return tuple(item for item in fields if item[0] not in _TIME_FIELDS)
+def _kept(e: LogEvent) -> tuple[object, ...]:
+    """What the parser read from the line: its payload and the process it names (not the
+    clock and time a stamp adds)."""
+    who = (e.host, e.pid, e.tid, e.cuda_dev, e.local_rank, e.partial_header, e.rank_from)
+    return (e.payload, who, e.repeats, e.folded_lines)
 
 
-def _read(path: Path) -> Counter[tuple[int | None, str, tuple[tuple[str, str], ...]]]:
+def _read(path: Path) -> Counter[tuple[int | None, str, tuple[object, ...]]]:
     parsed = parse(path)
-    seen: Counter[tuple[int | None, str, tuple[tuple[str, str], ...]]] = Counter()
+    seen: Counter[tuple[int | None, str, tuple[object, ...]]] = Counter()
     for proc in parsed.processes:
         for e in proc.log_events:
-            seen[(proc.rank, e.kind, _kept(e.fields))] += 1
+            seen[(proc.rank, e.kind, _kept(e))] += 1
     for e in parsed.job_log_events:
-        seen[(None, e.kind, _kept(e.fields))] += 1
+        seen[(None, e.kind, _kept(e))] += 1
     return seen
 
 

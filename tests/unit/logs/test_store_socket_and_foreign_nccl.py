@@ -10,21 +10,22 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.parsers.logs import recognise_line
+from tests.unit.logs.helpers import fields
 
-CASES: list[tuple[str, str | None, dict[str, str]]] = [
+CASES: list[tuple[str, str | None, dict[str, object]]] = [
     # torch/csrc/distributed/c10d/socket.cpp SocketImpl::waitForInput:
     # C10D_WARNING("waitForInput: socket {} timed out after {}ms", *this, timeout.count()),
     # the socket formatted as SocketImpl(fd=…, addr=[h]:p, remote=[h]:p); documented format.
     (
         "[rank3]:[W1125 10:30:00.123456789 socket.cpp:487] [c10d] waitForInput: socket SocketImpl(fd=14, addr=[node3]:51872, remote=[node0]:29500) timed out after 1800000ms",
         "store_timeout",
-        {"error": "store_read_timeout", "timeout_ms": "1800000", "peer": "node0", "port": "29500"},
+        {"error": "store_read_timeout", "timeout_ms": 1800000, "peer": "node0", "port": 29500},
     ),
     # The same message as some pastes show it, with the socket printed empty.
     (
         "[rank7]:[W410 21:36:52.177160212 socket.cpp:485] [c10d] waitForInput: socket timed out after 300000ms",
         "store_timeout",
-        {"error": "store_read_timeout", "timeout_ms": "300000"},
+        {"error": "store_read_timeout", "timeout_ms": 300000},
     ),
     # The warning before it is retried and not read.
     (
@@ -37,7 +38,7 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
     (
         "[W522 11:47:45.949247853 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=77, addr=[::ffff:127.0.0.1]:39732, remote=[::ffff:127.0.0.1]:29600): failed to recv, got 0 bytes",
         "store_timeout",
-        {"error": "store_connection", "peer": "::ffff:127.0.0.1", "port": "29600"},
+        {"error": "store_connection", "peer": "::ffff:127.0.0.1", "port": 29600},
     ),
     # torch >= 2.4 wording of the same, raised as DistNetworkError; documented format.
     (
@@ -51,38 +52,42 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
     (
         "UnknownError (see above for traceback): ncclCommInitRank failed: unhandled cuda error",
         "nccl_error",
-        {"class": "ncclUnhandledCudaError", "where": "ncclCommInitRank", "foreign": "horovod"},
+        {
+            "error_class": "ncclUnhandledCudaError",
+            "where": "ncclCommInitRank",
+            "foreign": "horovod",
+        },
     ),
     # A collective's error: no "where" (not a setup call); documented format.
     (
         "horovod.common.exceptions.HorovodInternalError: ncclAllReduce failed: remote process exited or there was a network error",
         "nccl_error",
-        {"class": "ncclRemoteError", "call": "ncclAllReduce", "foreign": "horovod"},
+        {"error_class": "ncclRemoteError", "call": "ncclAllReduce", "foreign": "horovod"},
     ),
     # cupy_backends/cuda/libs/nccl.pyx check_status: NcclError(status) prints
     # "NCCL_ERROR_<NAME>: <ncclGetErrorString>"; documented format.
     (
         "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_INVALID_USAGE: invalid usage (run with NCCL_DEBUG=WARN for details)",
         "nccl_error",
-        {"class": "ncclInvalidUsage", "foreign": "cupy"},
+        {"error_class": "ncclInvalidUsage", "foreign": "cupy"},
     ),
     (
         "cupy.cuda.nccl.NcclError: NCCL_ERROR_UNHANDLED_CUDA_ERROR: unhandled cuda error",
         "nccl_error",
-        {"class": "ncclUnhandledCudaError", "foreign": "cupy"},
+        {"error_class": "ncclUnhandledCudaError", "foreign": "cupy"},
     ),
     # XLA xla/service/gpu/nccl_utils.cc ToStatus: "%s:%d: NCCL operation %s failed: %s.
     # Last NCCL warning(error) log entry (may be unrelated) '%s'." (JAX); documented format.
     (
         "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:297: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled system error. Last NCCL warning(error) log entry (may be unrelated) 'socketStartConnect: Connect to 10.0.0.2<43517> failed : Connection refused'.",
         "nccl_error",
-        {"class": "ncclSystemError", "where": "ncclCommInitRank", "foreign": "xla"},
+        {"error_class": "ncclSystemError", "where": "ncclCommInitRank", "foreign": "xla"},
     ),
     # tensorflow/core/nccl/nccl_manager.cc TranslateStatus, same words; documented format.
     (
         "tensorflow.python.framework.errors_impl.InternalError: tensorflow/core/nccl/nccl_manager.cc:612: NCCL operation ncclGroupEnd() failed: unhandled system error",
         "nccl_error",
-        {"class": "ncclSystemError", "call": "ncclGroupEnd", "foreign": "xla"},
+        {"error_class": "ncclSystemError", "call": "ncclGroupEnd", "foreign": "xla"},
     ),
     # Not NCCL: a CUDA runtime call's error through Horovod's GPU context (cudaGetErrorString).
     (
@@ -93,18 +98,19 @@ CASES: list[tuple[str, str | None, dict[str, str]]] = [
 ]
 
 
-@pytest.mark.parametrize(("line", "kind", "fields"), CASES)
-def test_line(line: str, kind: str | None, fields: dict[str, str]) -> None:
+@pytest.mark.parametrize(("line", "kind", "expected"), CASES)
+def test_line(line: str, kind: str | None, expected: dict[str, object]) -> None:
     hit = recognise_line(line)
     if kind is None:
         assert hit is None or hit.kind.value not in ("store_timeout", "nccl_error"), hit
         return
     assert hit is not None, line
     assert hit.kind.value == kind
-    for key, value in fields.items():
-        assert hit.fields.get(key) == value, (key, hit.fields)
+    got = fields(hit)
+    for key, value in expected.items():
+        assert got.get(key) == value, (key, got)
 
 
 def test_collective_error_is_not_placed_at_setup() -> None:
     hit = recognise_line("RuntimeError: ncclAllReduce failed: unhandled system error")
-    assert hit is not None and "where" not in hit.fields
+    assert hit is not None and "where" not in fields(hit)

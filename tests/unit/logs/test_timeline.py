@@ -3,21 +3,44 @@
 from __future__ import annotations
 
 from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence
-from hangdoc.analyzer.views.deaths import death_of, first_deaths
+from hangdoc.analyzer.parsers.logs.errors import finish_payload
+from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
+from hangdoc.analyzer.payloads.launch import ExceptionRaised, LauncherReport, SignalName
+from hangdoc.analyzer.views.deaths import DeathHow, death_of, first_deaths
 from hangdoc.analyzer.views.timeline import Timeline, before, precedes_wave, wave
-from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.analyzer.vocabulary import Clock, EventKind
 from hangdoc.rules.base import RuleContext
 
 
 def ev(
-    kind: EventKind, source: str, line: int, time: float | None = None, **fields: str
+    kind: EventKind,
+    source: str,
+    line: int,
+    time: float | None = None,
+    payload: EventPayload = NO_PAYLOAD,
+    pid: int | None = None,
 ) -> LogEvent:
-    items = dict(fields)
-    if time is not None:
-        items.setdefault("clock", "local")
+    """An event as the log parser makes it: its payload finished (the signs of its error
+    read, parsers/logs/errors.py)."""
+    text = f"{kind.value} line {line}"
     return LogEvent(
-        kind.value, f"{kind.value} line {line}", source, line, time, tuple(sorted(items.items()))
+        kind,
+        text,
+        source,
+        line,
+        time,
+        payload=finish_payload(payload, text),
+        pid=pid,
+        clock=Clock.LOCAL if time is not None else None,
     )
+
+
+def raised(exc_type: str, message: str) -> ExceptionRaised:
+    return ExceptionRaised(exc_type=exc_type, message=message)
+
+
+def exited(code: int, signal: SignalName | None = None) -> LauncherReport:
+    return LauncherReport(exit_code=code, signal=signal)
 
 
 def evidence(*ranked: tuple[int, LogEvent], job: tuple[LogEvent, ...] = ()) -> Evidence:
@@ -28,9 +51,9 @@ def evidence(*ranked: tuple[int, LogEvent], job: tuple[LogEvent, ...] = ()) -> E
 
 
 def test_same_file_follows_line_order_even_against_coarse_stamps() -> None:
-    a = ev(EventKind.EXCEPTION, "f", 10, None, exc_type="ValueError", message="x")
+    a = ev(EventKind.EXCEPTION, "f", 10, None, raised("ValueError", "x"))
     b = ev(EventKind.COLLECTIVE_TIMEOUT, "f", 20, 100.5)
-    c = ev(EventKind.CHILD_FAILURE, "f", 30, 100.0, exitcode="1")  # whole seconds: earlier stamp
+    c = ev(EventKind.CHILD_FAILURE, "f", 30, 100.0, exited(1))  # whole seconds: earlier stamp
     tl = Timeline(evidence((1, a), (0, b), (1, c)))
     order = [p.event.line for p in tl.events]
     assert order == [10, 20, 30]
@@ -41,9 +64,7 @@ def test_same_file_follows_line_order_even_against_coarse_stamps() -> None:
 def test_files_are_ordered_by_time_only_on_the_same_clock() -> None:
     a = ev(EventKind.CUDA_OOM, "rank2.log", 5, 1000.0)
     b = ev(EventKind.COLLECTIVE_TIMEOUT, "rank0.log", 1, 1600.0)
-    c = LogEvent(
-        EventKind.COLLECTIVE_TIMEOUT.value, "t", "other.log", 1, 1000.0, (("clock", "epoch"),)
-    )
+    c = LogEvent(EventKind.COLLECTIVE_TIMEOUT, "t", "other.log", 1, 1000.0, clock=Clock.EPOCH)
     tl = Timeline(evidence((2, a), (0, b), (1, c)))
     pa = next(p for p in tl.events if p.event is a)
     pb = next(p for p in tl.events if p.event is b)
@@ -56,8 +77,8 @@ def test_files_are_ordered_by_time_only_on_the_same_clock() -> None:
 
 
 def test_untimed_lines_borrow_the_time_of_their_file() -> None:
-    a = ev(EventKind.EXCEPTION, "f", 1, None, exc_type="KeyError", message="k")
-    b = ev(EventKind.AGENT_TERMINATING, "f", 2, 50.0, pid="1")
+    a = ev(EventKind.EXCEPTION, "f", 1, None, raised("KeyError", "k"))
+    b = ev(EventKind.AGENT_TERMINATING, "f", 2, 50.0, pid=1)
     tl = Timeline(evidence((0, a), job=(b,)))
     assert tl.events[0].when == 50.0
 
@@ -76,19 +97,20 @@ def test_consequences_are_not_causes() -> None:
         (EventKind.EXCEPTION, "KeyboardInterrupt", ""): False,
     }
     for (kind, exc, msg), is_cause in cases.items():
-        placed = Timeline(evidence((0, ev(kind, "f", 1, exc_type=exc, message=msg)))).events[0]
+        placed = Timeline(evidence((0, ev(kind, "f", 1, payload=raised(exc, msg))))).events[0]
         assert (death_of(placed) is not None) is is_cause, (exc, msg)
     del tl
     sigterm = Timeline(
-        evidence((0, ev(EventKind.CHILD_FAILURE, "f", 1, exitcode="-15", signal="SIGTERM")))
+        evidence((0, ev(EventKind.CHILD_FAILURE, "f", 1, None, exited(-15, SignalName.SIGTERM))))
     )
     assert death_of(sigterm.events[0]) is None
     sigkill = Timeline(
-        evidence((0, ev(EventKind.CHILD_FAILURE, "f", 1, exitcode="-9", signal="SIGKILL")))
+        evidence((0, ev(EventKind.CHILD_FAILURE, "f", 1, None, exited(-9, SignalName.SIGKILL))))
     )
     death = death_of(sigkill.events[0])
-    assert death is not None and death.how == "signal" and death.certain
-    bare = Timeline(evidence((0, ev(EventKind.WORKER_FAILED, "f", 1, exitcode="1"))))
+    assert death is not None and death.how is DeathHow.SIGNAL and death.certain
+    assert death.signal is SignalName.SIGKILL
+    bare = Timeline(evidence((0, ev(EventKind.WORKER_FAILED, "f", 1, None, exited(1)))))
     death = death_of(bare.events[0])
     assert death is not None and not death.certain
 
@@ -98,18 +120,20 @@ def test_first_deaths_skip_ranks_that_timed_out_first_and_agent_kills() -> None:
         (0, ev(EventKind.COLLECTIVE_TIMEOUT, "f", 1, 10.0)),
         (
             0,
+            ev(EventKind.EXCEPTION, "f", 2, None, raised("ValueError", "after the timeout")),
+        ),
+        (1, ev(EventKind.CHILD_FAILURE, "f", 3, 11.0, exited(-9, SignalName.SIGKILL), pid=77)),
+        (2, ev(EventKind.CHILD_FAILURE, "f", 4, 11.0, exited(-9, SignalName.SIGKILL), pid=78)),
+        job=(
             ev(
-                EventKind.EXCEPTION,
+                EventKind.AGENT_TERMINATING,
                 "f",
-                2,
-                None,
-                exc_type="ValueError",
-                message="after the timeout",
+                0,
+                9.0,
+                LauncherReport(signal=SignalName.SIGTERM),
+                pid=78,
             ),
         ),
-        (1, ev(EventKind.CHILD_FAILURE, "f", 3, 11.0, exitcode="-9", signal="SIGKILL", pid="77")),
-        (2, ev(EventKind.CHILD_FAILURE, "f", 4, 11.0, exitcode="-9", signal="SIGKILL", pid="78")),
-        job=(ev(EventKind.AGENT_TERMINATING, "f", 0, 9.0, pid="78", signal="SIGTERM"),),
     )
     deaths = first_deaths(Timeline(events))
     assert [d.rank for d in deaths] == [1]

@@ -1,5 +1,6 @@
 """Shared helpers for the parser tests: where the real samples are, and how to parse one
-the way the loader would (sniff with every registered parser, first match wins)."""
+the way the loader would (sniff with every registered parser, first match wins: a
+structured document by its own parser, every text by the text path)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from hangdoc.analyzer.model import InputKind
 from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, Parser
+from hangdoc.analyzer.parsers.text import text_kind
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -28,6 +30,11 @@ STACK_KINDS = frozenset(
         InputKind.FAULTHANDLER,
     }
 )
+
+
+def kind_of(path: Path) -> InputKind:
+    """What the text path takes a text file for (it reads every kind alike)."""
+    return text_kind(path.read_bytes()[:SNIFF_BYTES])
 
 
 def stack_sniffed(path: Path) -> Parser | None:

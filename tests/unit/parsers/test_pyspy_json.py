@@ -178,7 +178,7 @@ def test_utf16_with_bom(write: Writer) -> None:
 def test_json_samples_equal_text_samples(tmp_path: Path) -> None:
     # The JSON and text dumps of the same moment agree on every thread's frames
     js = parse_sample(SAMPLES / "pyspy" / "dump.json").processes[0].stack_samples[0]
-    tx = parse_sample(SAMPLES / "pyspy" / "dump.txt").processes[0].stack_samples[0]
+    tx = parse_sample(SAMPLES / "pyspy" / "dump.txt").processes[0].text_stacks[0]
     by_tid = {t.os_thread_id: t for t in tx.threads}
     for thread in js.threads:
         other = by_tid[thread.os_thread_id]

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from hangdoc.analyzer.model import InputKind, StackSample
-from hangdoc.analyzer.parsers.pyspy_text import PyspyTextParser, parse_pyspy_text
-from tests.unit.parsers.helpers import SAMPLES, Writer, parse_sample, sniffed, stack_sniffed
+from hangdoc.analyzer.model import InputKind, TextStack
+from hangdoc.analyzer.parsers.pyspy_text import parse_pyspy_text
+from tests.unit.parsers.helpers import SAMPLES, Writer, kind_of, parse_sample, stack_sniffed
 
 DUMP_TXT = (SAMPLES / "pyspy" / "dump.txt").read_text()
 
 
-def _only_sample(text: str) -> StackSample:
+def _only_sample(text: str) -> TextStack:
     result = parse_pyspy_text(text, "t")
     [proc] = result.processes
-    [sample] = proc.stack_samples
+    [sample] = proc.text_stacks
     return sample
 
 
@@ -26,7 +26,7 @@ def test_samples_threads_and_main(name: str) -> None:
     assert result.kind is InputKind.PYSPY_TEXT and result.error is None
     [proc] = result.processes
     assert proc.pid == 9106 and proc.cmdline == "/opt/venv/bin/python sleeper.py"
-    [sample] = proc.stack_samples
+    [sample] = proc.text_stacks
     assert [t.name for t in sample.threads] == ["MainThread", "busy", "waiter"]
     assert [t.os_thread_id for t in sample.threads] == [9106, 9108, 9109]
     assert [t.is_main for t in sample.threads] == [True, False, False]
@@ -40,7 +40,7 @@ def test_samples_threads_and_main(name: str) -> None:
 
 
 def test_locals_blocks() -> None:
-    sample = parse_sample(SAMPLES / "pyspy" / "dump_locals.txt").processes[0].stack_samples[0]
+    sample = parse_sample(SAMPLES / "pyspy" / "dump_locals.txt").processes[0].text_stacks[0]
     main, busy = sample.threads[0], sample.threads[1]
     assert main.frames[0].locals == (
         ("step", "3"),
@@ -54,7 +54,7 @@ def test_locals_blocks() -> None:
 
 
 def test_native_frames() -> None:
-    sample = parse_sample(SAMPLES / "pyspy" / "dump_native.txt").processes[0].stack_samples[0]
+    sample = parse_sample(SAMPLES / "pyspy" / "dump_native.txt").processes[0].text_stacks[0]
     main = sample.threads[0]
     assert [(f.function, f.native) for f in main.frames[:3]] == [
         ("clock_nanosleep", True),
@@ -72,7 +72,7 @@ def test_tty_ansi_and_crlf_sample() -> None:
     result = parse_sample(SAMPLES / "pyspy" / "dump_tty_ansi.raw")
     [proc] = result.processes
     assert proc.pid == 13458 and proc.cmdline == "/opt/venv/bin/python sleeper.py"
-    sample = proc.stack_samples[0]
+    sample = proc.text_stacks[0]
     assert [t.name for t in sample.threads] == ["MainThread", "busy", "waiter"]
     frame = sample.threads[0].frames[0]
     assert (frame.function, frame.file, frame.line) == ("save_checkpoint", "sleeper.py", 5)
@@ -81,7 +81,7 @@ def test_tty_ansi_and_crlf_sample() -> None:
 
 def test_torch_debug_pyspy_sample() -> None:
     result = parse_sample(SAMPLES / "torch_debug_pyspy_dump.txt")
-    sample = result.processes[0].stack_samples[0]
+    sample = result.processes[0].text_stacks[0]
     assert [t.name for t in sample.threads] == ["MainThread", "pg_wait"]
     assert sample.threads[0].frames[0].function == "SocketIO.readinto"
     assert sample.threads[1].frames[0].label() == "all_reduce_wait (ws2.py:5)"
@@ -104,11 +104,11 @@ def test_rank_prefixed_lines(write: Writer) -> None:
     # Hand-made (FORMATS.md §3/§8.1): every line carries "[rank2]: " (even blank ones)
     text = "".join(f"[rank2]: {line}\n" for line in DUMP_TXT.splitlines())
     path = write("stacks.log", text)
-    assert isinstance(sniffed(path), PyspyTextParser)
-    [proc] = PyspyTextParser().parse(path, "stacks.log").processes
+    assert kind_of(path) is InputKind.PYSPY_TEXT
+    [proc] = parse_sample(path).processes
     assert proc.rank == 2 and proc.pid == 9106
-    assert len(proc.stack_samples[0].threads) == 3
-    assert proc.stack_samples[0].threads[0].frames[0].function == "save_checkpoint"
+    assert len(proc.text_stacks[0].threads) == 3
+    assert proc.text_stacks[0].threads[0].frames[0].function == "save_checkpoint"
 
 
 def test_stacked_launcher_prefixes() -> None:
@@ -117,7 +117,7 @@ def test_stacked_launcher_prefixes() -> None:
     text = "".join(f"{stamp}[default1]:[rank9]:{line}\n" for line in DUMP_TXT.splitlines())
     [proc] = parse_pyspy_text(text, "t").processes
     assert (proc.rank, proc.local_rank) == (9, 1)
-    assert proc.stack_samples[0].threads[1].name == "busy"
+    assert proc.text_stacks[0].threads[1].name == "busy"
 
 
 def test_interleaved_ranks_in_one_console() -> None:
@@ -128,7 +128,7 @@ def test_interleaved_ranks_in_one_console() -> None:
     procs = parse_pyspy_text("\n".join(mixed), "t").processes
     assert sorted((p.rank, p.pid) for p in procs) == [(0, 9106), (1, 7000)]
     for proc in procs:
-        assert len(proc.stack_samples[0].threads) == 3
+        assert len(proc.text_stacks[0].threads) == 3
 
 
 def test_concatenated_dumps_same_pid_are_samples_other_pid_is_process() -> None:
@@ -137,8 +137,8 @@ def test_concatenated_dumps_same_pid_are_samples_other_pid_is_process() -> None:
     result = parse_pyspy_text(DUMP_TXT + DUMP_TXT + other, "t")
     by_pid = {p.pid: p for p in result.processes if p.pid is not None}
     assert sorted(by_pid) == [9106, 9200]
-    assert [s.index for s in by_pid[9106].stack_samples] == [0, 1]
-    assert len(by_pid[9200].stack_samples) == 1
+    assert [s.index for s in by_pid[9106].text_stacks] == [0, 1]
+    assert len(by_pid[9200].text_stacks) == 1
 
 
 def test_subprocess_sections_become_children() -> None:
@@ -157,7 +157,7 @@ def test_subprocess_sections_become_children() -> None:
         + 'Thread 9301 (idle): "MainThread"\n    poll (selectors.py:415)\n'
     )  # fmt: skip
     [proc] = parse_pyspy_text(text, "t").processes
-    sample = proc.stack_samples[0]
+    sample = proc.text_stacks[0]
     assert len(sample.threads) == 3
     assert [c.pid for c in sample.children] == [9300, 9301]
     assert sample.children[0].threads[0].frames[0].function == "_worker_loop"
@@ -204,4 +204,4 @@ def test_sniff_rejects_python_traceback_and_logs(write: Writer) -> None:
 
 def test_sniff_tolerates_a_shell_prompt_first(write: Writer) -> None:
     path = write("paste.txt", "$ sudo py-spy dump --pid 9106\n" + DUMP_TXT)
-    assert isinstance(sniffed(path), PyspyTextParser)
+    assert kind_of(path) is InputKind.PYSPY_TEXT

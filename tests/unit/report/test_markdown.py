@@ -9,6 +9,7 @@ from hangdoc.analyzer.model import (
     EvidenceRef,
     Finding,
     Frame,
+    OpState,
     Severity,
     StackSample,
     ThreadStack,
@@ -52,7 +53,7 @@ def test_summary_stays_under_the_line_budget_for_a_huge_messy_job() -> None:
         frames = (Frame(f"f{proc.rank}", "/job/t.py", proc.rank), Frame("main", "/job/t.py", 1))
         thread = ThreadStack(frames=frames, is_main=True)
         proc.stack_samples = [StackSample(index=0, time=None, threads=(thread,))]
-        proc.collectives += [CollectiveRecord(g, 1, "broadcast", "completed") for g in "123"]
+        proc.collectives += [CollectiveRecord(g, 1, "broadcast", OpState.COMPLETED) for g in "123"]
     base = diagnosis.findings[0]
     diagnosis.findings += [
         Finding(f"HD{n:03d}", base.category, Severity.WARNING, f"finding {n}", "e", "f",

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 
-from hangdoc.analyzer.model import CollectiveRecord, LogEvent
+from hangdoc.analyzer.model import CollectiveRecord, LogEvent, OpState
 from hangdoc.analyzer.render import report_pictures
 from hangdoc.analyzer.render.html import render_html
 from hangdoc.analyzer.render.report_data import build_report_data
+from hangdoc.analyzer.vocabulary import EventKind
 from tests.browser.scale_job import grid_job
 from tests.report_builders import FAKE_RULES, T0, checkpoint_job
 
@@ -67,10 +68,26 @@ def test_members_without_records_are_silent_cells() -> None:
     assert "rank 9 left no record" in data["pictures"]["wavefront"]["lines"][0]
 
 
+def test_same_op_and_input_with_another_output_is_a_mismatch() -> None:
+    # GIVEN 4 ranks at all_gather #42, rank 2's with another output size (its world view
+    # differs): the one "same collective?" signature (views/fr_model.signature) compares
+    # op, sizes and dtypes of input and output, as the flight recorder matching does
+    diagnosis = checkpoint_job(4, saver=-1)
+    for proc in diagnosis.evidence.processes:
+        out = ((4096,),) if proc.rank != 2 else ((2048,),)
+        proc.collectives[-1] = CollectiveRecord(
+            "0", 42, "all_gather", OpState.STARTED, input_sizes=((1024,),), output_sizes=out
+        )
+    wave = build_report_data(diagnosis)["pictures"]["wavefront"]
+    # THEN the map marks rank 2 as having issued another collective
+    (row,) = wave["rows"]
+    assert (2, 1, "mismatch") in _spans(row)
+
+
 def test_no_collectives_no_map() -> None:
     diagnosis = checkpoint_job(4)
     for proc in diagnosis.evidence.processes:
-        proc.collectives = [CollectiveRecord("0", 1, "send", "started", is_p2p=True)]
+        proc.collectives = [CollectiveRecord("0", 1, "send", OpState.STARTED, is_p2p=True)]
     assert build_report_data(diagnosis)["pictures"]["wavefront"] is None
 
 
@@ -121,9 +138,11 @@ def test_lanes_need_timed_events() -> None:
     diagnosis = checkpoint_job(4)
     diagnosis.evidence.job_log_events = []
     for proc in diagnosis.evidence.processes:
-        proc.log_events = [LogEvent("nccl_warn", "x", "a.log")]
+        proc.log_events = [LogEvent(EventKind.NCCL_WARN, "x", "a.log")]
     assert build_report_data(diagnosis)["pictures"]["lanes"] is None
-    diagnosis.evidence.processes[0].log_events = [LogEvent("nccl_warn", "x", "a.log", time=T0)]
+    diagnosis.evidence.processes[0].log_events = [
+        LogEvent(EventKind.NCCL_WARN, "x", "a.log", time=T0)
+    ]
     assert build_report_data(diagnosis)["pictures"]["lanes"]["first_failure"]["rank"] == 0
 
 

@@ -20,6 +20,7 @@ from hangdoc.analyzer.model import (
     EvidenceRef,
     Finding,
     LogEvent,
+    OpState,
     Severity,
     Verdict,
 )
@@ -142,7 +143,7 @@ def test_wavefront_bins_when_ranks_are_spread_over_many_positions() -> None:
 
 def test_wavefront_ignores_p2p_and_counts_them() -> None:
     proc = process(0, waiting_stack(), world=1)
-    proc.collectives.append(CollectiveRecord("0", 7, "send", "started", is_p2p=True, peer=1))
+    proc.collectives.append(CollectiveRecord("0", 7, "send", OpState.STARTED, is_p2p=True, peer=1))
     data = build_report_data(diagnose(Evidence(processes=[proc]), [], Verdict.HANG))
     assert data["wavefront"][0]["p2p_records"] == 1
 

@@ -27,3 +27,42 @@ def test_no_legend_without_strides() -> None:
     out = _render(checkpoint_job(16, saver=2))
     assert "culprit: 2" in out
     assert "every 8th rank" not in out
+
+
+def test_rules_without_evidence_are_one_closing_line() -> None:
+    diagnosis = checkpoint_job(16, saver=2)
+    assert diagnosis.not_evaluated, "the builder's job lacks logs: some rules are skipped"
+    out = _render(diagnosis)
+    last = out.rstrip().splitlines()[-1]
+    count = len(diagnosis.not_evaluated)
+    noun = "rule" if count == 1 else "rules"
+    assert last == f"{count} {noun} lacked the evidence they need; --verbose lists them"
+    assert "not evaluated (" not in out
+
+
+def test_verbose_lists_each_rule_by_reason() -> None:
+    diagnosis = checkpoint_job(16, saver=2)
+    console = Console(record=True, width=200, color_system=None)
+    render_terminal(diagnosis, console, verbose=True)
+    out = console.export_text()
+    assert "lacked the evidence" not in out
+    for skipped in diagnosis.not_evaluated:
+        assert skipped.rule in out
+
+
+def test_the_terminal_prints_plain_data() -> None:
+    # GIVEN a checkpoint hang WHEN its terminal data is built THEN it is plain JSON, holds
+    # the answer first, and printing it is what render_terminal prints
+    import json
+
+    from hangdoc.analyzer.render.terminal import print_terminal_data
+    from hangdoc.analyzer.render.terminal_data import build_terminal_data
+
+    diagnosis = checkpoint_job(16, saver=2)
+    data = build_terminal_data(diagnosis)
+    assert json.loads(json.dumps(data)) == data
+    assert data["verdict"] == "hang" and data["primary"]["culprit"] == "2"
+    assert data["classes"][0]["ranks"].startswith("ranks 0-1,3-15")
+    console = Console(record=True, width=200, color_system=None)
+    print_terminal_data(data, console)
+    assert console.export_text() == _render(diagnosis)

@@ -12,10 +12,13 @@ from hangdoc.analyzer.model import (
     ChildStacks,
     Evidence,
     Frame,
+    IoCounters,
     LogEvent,
     OpenFile,
+    OutputSizes,
     ProcessEvidence,
     ProcSample,
+    ProcState,
     StackSample,
     ThreadStack,
     ThreadState,
@@ -82,15 +85,19 @@ def rank(r: int, *samples: Sample, world: int = 4, pid: int | None = None) -> Pr
             ProcSample(
                 index=i,
                 time=100.0 + 3 * i,
-                state=sample.threads[0].state if sample.threads else "S",
+                state=ProcState(sample.threads[0].state if sample.threads else "S"),
                 threads=tuple(
                     ThreadState(
-                        tid=t.tid, name=t.name, state=t.state, wchan=t.wchan, cpu_ticks=t.cpu
+                        tid=t.tid,
+                        name=t.name,
+                        state=ProcState(t.state) if t.state else None,
+                        wchan=t.wchan,
+                        cpu_ticks=t.cpu,
                     )
                     for t in sample.threads
                 ),
-                io=(("rchar", 0), ("wchar", 0), ("syscr", 0), ("syscw", 0)),
-                output_sizes=(("stdout", 0),),
+                io=IoCounters(rchar=0, wchar=0, syscr=0, syscw=0),
+                output_sizes=OutputSizes(stdout=0),
                 open_files=tuple(sample.files),
                 children=tuple(sample.children),
             )

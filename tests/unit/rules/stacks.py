@@ -6,8 +6,11 @@ from __future__ import annotations
 from hangdoc.analyzer.model import (
     Evidence,
     Frame,
+    IoCounters,
+    OutputSizes,
     ProcessEvidence,
     ProcSample,
+    ProcState,
     StackSample,
     ThreadStack,
     ThreadState,
@@ -109,10 +112,10 @@ def proc_sample(
     return ProcSample(
         index=index,
         time=100.0 + 3 * index,
-        state="S",
+        state=ProcState.SLEEPING,
         threads=(ThreadState(tid=pid, cpu_ticks=cpu, voluntary_ctxt_switches=switches),),
-        io=(("rchar", rchar), ("wchar", rchar), ("syscr", 0), ("syscw", 0)),
-        output_sizes=(("stdout", stdout),),
+        io=IoCounters(rchar=rchar, wchar=rchar, syscr=0, syscw=0),
+        output_sizes=OutputSizes(stdout=stdout),
     )
 
 

@@ -40,7 +40,7 @@ def _dump(tmp_path: Path, gpu_file: str, *, ranks: int = 4) -> Path:
 def test_rows_are_matched_to_ranks_by_pid(tmp_path: Path) -> None:
     views = gpu_views(load_paths([_dump(tmp_path, "h100-one-full.csv")]))
     assert sorted(views) == [0, 1, 2, 3]
-    assert views[3].index == "3"
+    assert views[3].index == 3
     assert views[3].util_pct == 0.0
     assert views[3].used_mib == 81208.0 and views[3].total_mib == 81559.0
     assert views[3].process_mib == 80646.0

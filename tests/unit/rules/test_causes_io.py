@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.model import Category, OpenFile, Severity, Verdict
+from hangdoc.analyzer.model import Category, FileMode, OpenFile, Severity, Strength, Verdict
 from hangdoc.analyzer.views.kernel import wchan_kind
 
 from . import causes_stacks as C
@@ -23,7 +23,7 @@ LOCKED = [C.f("MetricsLogger.log", line=301)]
 
 
 def _ckpt(pos: int) -> OpenFile:
-    return OpenFile(fd=23, path="/mnt/ckpt/model.pt", mode="w", pos=pos, size=pos,
+    return OpenFile(fd=23, path="/mnt/ckpt/model.pt", mode=FileMode.WRITE, pos=pos, size=pos,
                     mount="/mnt/ckpt", fstype="nfs4")  # fmt: skip
 
 
@@ -51,16 +51,18 @@ def test_writer_in_d_state_whose_file_does_not_grow_is_an_io_stall() -> None:
     assert "nfs_wait_bit_killable" in primary.explanation
     # HD001 agrees on the category (causes.py), below HD103
     hd001 = next(f for f in diag.findings if f.rule == "HD001")
-    assert hd001.category is Category.IO_STALL and hd001.confidence < primary.confidence
+    assert hd001.category is Category.IO_STALL and hd001.strength < primary.strength
 
 
-def test_fuse_wait_in_s_state_counts_with_less_confidence() -> None:
-    primary = analyze(
-        _writer([0, 0], state="S", wchan="request_wait_answer"), calibrate=False
-    ).findings[0]
+def test_fuse_wait_in_s_state_counts_like_d_state() -> None:
+    # A file-system wait channel at every sample, beside a file that does not grow, is
+    # the stall on record as much as D state is (the docstring counts both): above HD001.
+    diag = analyze(_writer([0, 0], state="S", wchan="request_wait_answer"), calibrate=False)
+    primary = diag.findings[0]
     assert primary.rule == "HD103"
     assert "file-system wait" in primary.title
-    assert primary.confidence < 0.96
+    assert primary.strength is Strength.CONCLUSIVE
+    assert all(f.strength < primary.strength for f in diag.findings if f.rule == "HD001")
 
 
 def test_one_sample_of_d_state_is_only_an_error_level_guess() -> None:

@@ -5,7 +5,7 @@ gil-held dumps."""
 from __future__ import annotations
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.model import Category, Frame, Verdict
+from hangdoc.analyzer.model import Category, Frame, Strength, Verdict
 from hangdoc.analyzer.views.activity import classify_ranks
 
 from . import causes_stacks as C
@@ -45,7 +45,7 @@ def test_abba_deadlock_between_main_and_flusher_is_the_primary_cause() -> None:
     assert "futex_do_wait" in " ".join(e.detail for e in primary.evidence)
     hd001 = next(f for f in diag.findings if f.rule == "HD001")
     assert hd001.category is Category.PYTHON_DEADLOCK  # causes.py agrees with HD101
-    assert hd001.confidence < primary.confidence
+    assert hd001.strength < primary.strength
 
 
 def test_one_sample_of_futex_waits_is_not_enough() -> None:
@@ -59,7 +59,7 @@ def test_native_lock_frames_prove_it_in_one_sample() -> None:
     )
     primary = diag.findings[0]
     assert primary.rule == "HD101"
-    assert primary.confidence >= 0.97
+    assert primary.strength is Strength.CONCLUSIVE
     assert "PyThread_acquire_lock" in primary.explanation
 
 

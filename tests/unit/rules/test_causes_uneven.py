@@ -46,7 +46,7 @@ def test_rank_that_left_the_epoch_is_the_culprit_under_ddp() -> None:
     assert "DDP backward" in primary.explanation
     assert "drop_last" in primary.fix and "join" in primary.fix
     hd002 = next(f for f in diag.findings if f.rule == "HD002")
-    assert hd002.confidence < primary.confidence
+    assert hd002.strength < primary.strength
 
 
 def test_rank_with_more_steps_is_the_culprit_and_counters_show_it() -> None:
@@ -76,7 +76,13 @@ def test_even_split_is_flagged_as_a_guess() -> None:
     )  # fmt: skip
     finding = next(f for f in analyze(ev, calibrate=False).findings if f.rule == "HD106")
     assert "guess" in finding.explanation
-    assert finding.confidence <= 0.7
+    # AND its evidence is weaker than that of the same stacks split 3 to 1
+    three_to_one = C.evidence(
+        C.waiting(0, DDP_BACKWARD), C.waiting(1, DDP_BACKWARD),
+        C.waiting(2, DDP_BACKWARD), C.waiting(3, END_OF_EPOCH),
+    )  # fmt: skip
+    clear = next(f for f in analyze(three_to_one).findings if f.rule == "HD106")
+    assert finding.strength < clear.strength
 
 
 def test_one_sample_lowers_severity() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.model import Category, ChildProcess, OpenFile
+from hangdoc.analyzer.model import Category, ChildProcess, FileMode, OpenFile, ProcState, Strength
 
 from . import causes_stacks as C
 from . import stacks as S
@@ -50,7 +50,7 @@ def _fact(
     pid: int, state: str, wchan: str | None, *, threads_in_d: int = 0,
     files: tuple[OpenFile, ...] = (),
 ) -> ChildProcess:  # fmt: skip
-    return ChildProcess(pid=pid, ppid=PID, name="python", state=state, wchan=wchan,
+    return ChildProcess(pid=pid, ppid=PID, name="python", state=ProcState(state), wchan=wchan,
                         threads_in_d=threads_in_d, files=files)  # fmt: skip
 
 
@@ -66,12 +66,12 @@ def test_worker_stuck_in_the_dataset_on_a_lock_is_named() -> None:
     assert "all_reduce" in primary.title
     assert "waiting on a lock" in primary.explanation
     assert "worker pid 3002 (blocked)" in primary.explanation
-    assert primary.confidence > 0.92  # above HD001, which says the same category
+    assert primary.strength is Strength.CONCLUSIVE  # above HD001, which says the same category
 
 
 def test_worker_in_d_state_names_the_file_it_reads() -> None:
-    shard = OpenFile(fd=7, path="/mnt/nfs/shard-0042.tar", mode="r", pos=4096, fstype="nfs4",
-                     mount="/mnt/nfs")  # fmt: skip
+    shard = OpenFile(fd=7, path="/mnt/nfs/shard-0042.tar", mode=FileMode.READ, pos=4096,
+                     fstype="nfs4", mount="/mnt/nfs")  # fmt: skip
     facts = [
         _fact(3001, "D", "rpc_wait_bit_killable", threads_in_d=1, files=(shard,)),
         _fact(3002, "S", "futex_do_wait"),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.model import Category
+from hangdoc.analyzer.model import Category, Strength
 
 DUMP = Path(__file__).resolve().parents[3] / "fixtures" / "dumps" / "checkpoint"
 
@@ -25,7 +25,8 @@ def test_the_saving_rank_alone_is_a_checkpoint_hang(tmp_path: Path) -> None:
     primary = diagnosis.primary
     assert primary is not None and primary.rule == "HD108"
     assert primary.category is Category.CHECKPOINT_SAVE and primary.culprit_ranks == (3,)
-    assert 0.5 <= primary.confidence <= 0.65  # its own: one rank's view, nothing to compare
+    # one rank's view, nothing to compare it with: at most one direct signal
+    assert Strength.HINT <= primary.strength <= Strength.SIGNAL
 
 
 def test_a_waiting_rank_alone_or_several_ranks_do_not_fire(tmp_path: Path) -> None:

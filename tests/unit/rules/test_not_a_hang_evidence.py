@@ -14,8 +14,9 @@ from pathlib import Path
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Category
+from hangdoc.analyzer.parsers.logs import recognise_line
+from hangdoc.analyzer.payloads.torch_pg import StoreTimeout
 from hangdoc.analyzer.views.benign import benign_lines
-from hangdoc.rules.hd045_timeout_set_too_low import _clock_ms
 
 ROOT = Path(__file__).resolve().parents[3]
 CASES = ROOT / "fixtures" / "cases"
@@ -42,10 +43,11 @@ def _rules(paths: list[Path]) -> dict[str, Category]:
     return {f.rule: f.category for f in diagnosis.findings}
 
 
-def test_clock_limits_parse() -> None:
-    assert _clock_ms("0:00:00.001000") == 1
-    assert _clock_ms("0:30:00") == 1_800_000
-    assert _clock_ms("soon") is None
+def test_the_store_barriers_timedelta_is_read_in_milliseconds() -> None:
+    for limit, ms in (("0:00:00.001000", 1), ("0:30:00", 1_800_000), ("30", None)):
+        hit = recognise_line(_STORE_1MS.splitlines()[0].replace("0:00:00.001000", limit))
+        assert hit is not None and isinstance(hit.payload, StoreTimeout)
+        assert hit.payload.barrier_timeout_ms == ms
 
 
 def test_one_ms_watchdog_timeout_is_the_setting() -> None:

@@ -7,7 +7,7 @@ recorded real dumps are exercised in test_rule_cases.py.
 from __future__ import annotations
 
 from hangdoc.analyzer.engine import analyze
-from hangdoc.analyzer.model import Category, Verdict
+from hangdoc.analyzer.model import Category, Severity, Strength, Verdict
 from hangdoc.analyzer.views.activity import classify_thread
 
 from . import stacks as S
@@ -30,7 +30,7 @@ def test_checkpoint_rank_is_culprit_of_all_gather_wait() -> None:
     assert primary.waiting_ranks == (0, 1, 2)
     assert primary.title == "rank 3 is saving a checkpoint while ranks 0-2 wait in all_gather"
     assert "save_checkpoint" in primary.explanation or "StuckFile.write" in primary.explanation
-    assert primary.confidence > 0.9
+    assert primary.strength is Strength.CORROBORATED  # the stacks, and nothing moved
 
 
 def test_dataloader_teardown_category() -> None:
@@ -70,8 +70,22 @@ def test_type_mismatch_plain() -> None:
         *(S.process(r, S.IN_ALL_REDUCE) for r in range(3)),
         S.process(3, S.c10d("broadcast", 2800) + S.user("sync", "main")),
     )
-    primary = analyze(ev).findings[0]
-    assert primary.category is Category.COLLECTIVE_TYPE_MISMATCH
+    findings = analyze(ev).findings
+    mismatch = [f for f in findings if f.rule == "HD002"]
+    assert [f.category for f in mismatch] == [Category.COLLECTIVE_TYPE_MISMATCH]
+    # One sample: the generic split is no surer than its specific reading (rank 3 left the
+    # training steps the others are in), which comes first, as it would with two samples.
+    assert findings[0].category is Category.UNEVEN_DATA
+    assert findings[0].culprit_ranks == (3,)
+
+
+def test_type_mismatch_two_unmoved_samples() -> None:
+    ev = S.evidence(
+        *(S.process(r, S.IN_ALL_REDUCE, S.IN_ALL_REDUCE) for r in range(3)),
+        S.process(3, S.IN_BARRIER, S.IN_BARRIER),
+    )
+    mismatch = next(f for f in analyze(ev, calibrate=False).findings if f.rule == "HD002")
+    assert mismatch.severity is Severity.CRITICAL and mismatch.strength is Strength.STATED
 
 
 def test_same_family_is_not_a_mismatch() -> None:

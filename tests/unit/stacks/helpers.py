@@ -25,4 +25,4 @@ def only_process(text: str) -> ProcessEvidence:
 
 
 def threads(proc: ProcessEvidence) -> list[ThreadStack]:
-    return [t for s in proc.stack_samples for t in s.threads]
+    return [t for s in proc.text_stacks for t in s.threads]

@@ -1,6 +1,6 @@
-"""How pasted stacks reach the analysis: which parser claims a file, the log parser's
-one call into the stacks package, traceback events that agree with the stacks, the
-size bounds, and ``hangdoc analyze`` end to end."""
+"""How pasted stacks reach the analysis: what a text is taken for, the stacks side of the
+one text path, traceback events that agree with the stacks, the size bounds, and
+``hangdoc analyze`` end to end."""
 
 from __future__ import annotations
 
@@ -12,18 +12,23 @@ from pathlib import Path
 import pytest
 
 from hangdoc.analyzer.model import InputKind
-from hangdoc.analyzer.parsers import PARSERS
-from hangdoc.analyzer.parsers.base import SNIFF_BYTES, Parser
+from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile
 from hangdoc.analyzer.parsers.logs import LogParser
-from hangdoc.analyzer.parsers.stacks import StackTextParser
+from hangdoc.analyzer.parsers.stacks import attach_stacks, mostly_stacks
+from hangdoc.analyzer.parsers.text import TextParser, text_kind
 from hangdoc.cli import main
 from tests.unit.parsers.helpers import SAMPLES
 from tests.unit.stacks.helpers import PASTES, paste
 
 
-def _kind(path: Path) -> InputKind | None:
-    head = path.read_bytes()[:SNIFF_BYTES]
-    return next((p.kind for p in PARSERS if p.sniff(head)), None)
+def _kind(path: Path) -> InputKind:
+    return text_kind(path.read_bytes()[:SNIFF_BYTES])
+
+
+def _read(path: Path, *, in_log: bool) -> ParsedFile:
+    """The file read as a log (``in_log``) or as a paste of stacks, whatever it holds."""
+    parsed = LogParser().parse(path, path.name)
+    return attach_stacks(parsed, path.read_text(), False, path.name, in_log=in_log)
 
 
 def _analyze(tmp_path: Path, *files: Path) -> dict[str, object]:
@@ -52,7 +57,7 @@ def _findings(data: dict[str, object]) -> list[dict[str, object]]:
         "cpp/pytorch_131781.txt",
     ],
 )
-def test_stack_pastes_are_claimed_by_the_stack_parser(name: str) -> None:
+def test_stack_pastes_are_taken_for_pastes_of_stacks(name: str) -> None:
     assert _kind(PASTES / name) is InputKind.STACK_TEXT
 
 
@@ -66,9 +71,7 @@ def test_stack_pastes_are_claimed_by_the_stack_parser(name: str) -> None:
         (SAMPLES / "torch_debug_pyspy_dump.txt", InputKind.PYSPY_TEXT),
     ],
 )
-def test_pure_pyspy_and_faulthandler_files_stay_with_their_parsers(
-    path: Path, kind: InputKind
-) -> None:
+def test_pure_pyspy_and_faulthandler_files_keep_their_names(path: Path, kind: InputKind) -> None:
     assert _kind(path) is kind
 
 
@@ -79,18 +82,18 @@ def _stderr_with(traceback: str) -> str:
     return "\n".join(nccl + [f"[rank1]: {line}" for line in traceback.splitlines()]) + "\n"
 
 
-@pytest.mark.parametrize("parser", [LogParser(), StackTextParser()], ids=["log", "stacks"])
-def test_log_with_a_traceback_yields_both_once(tmp_path: Path, parser: Parser) -> None:
-    # GIVEN a rank's stderr: NCCL INFO lines, then the traceback that killed it;
-    # whichever parser reads it (the log parser calls into the stacks package)
+@pytest.mark.parametrize("in_log", [True, False], ids=["log", "stacks"])
+def test_log_with_a_traceback_yields_both_once(tmp_path: Path, in_log: bool) -> None:
+    # GIVEN a rank's stderr: NCCL INFO lines, then the traceback that killed it; read as
+    # a log or as a paste of stacks
     log = tmp_path / "stderr.log"
     log.write_text(_stderr_with(paste("traceback/mtr_99.txt")))
-    parsed = parser.parse(log, "stderr.log")
+    parsed = _read(log, in_log=in_log)
     # THEN rank 1 has the exception once (an event) and the stack that raised it
     rank1 = [p for p in parsed.processes if p.rank == 1]
     events = [e for p in rank1 for e in p.log_events if e.kind == "exception"]
     assert len(events) == 1 and events[0].text.startswith("ValueError")
-    stacks = [t for p in rank1 for s in p.stack_samples for t in s.threads]
+    stacks = [t for p in rank1 for s in p.text_stacks for t in s.threads]
     assert [t.exception is not None for t in stacks] == [True]
     assert any(p.exited for p in rank1)
 
@@ -100,28 +103,28 @@ def test_consequence_traceback_is_an_event_in_a_log_and_a_stack_in_a_paste(
 ) -> None:
     log = tmp_path / "stderr.log"
     log.write_text(paste("traceback/vllm_10453.txt"))
-    from_log = LogParser().parse(log, "stderr.log")
+    from_log = _read(log, in_log=True)
     events = [e for p in from_log.processes for e in p.log_events if e.kind == "exception"]
     assert len([e for e in events if "DistBackendError" in e.text]) == 1
-    assert not any(p.stack_samples for p in from_log.processes)
-    from_paste = StackTextParser().parse(log, "stderr.log")
+    assert not any(p.text_stacks for p in from_log.processes)
+    from_paste = _read(log, in_log=False)
     rank1 = [p for p in from_paste.processes if p.rank == 1]
     events = [e for p in rank1 for e in p.log_events if e.kind == "exception"]
     assert len([e for e in events if "DistBackendError" in e.text]) == 1
-    assert [len(s.threads) for p in rank1 for s in p.stack_samples] == [1]
+    assert [len(s.threads) for p in rank1 for s in p.text_stacks] == [1]
 
 
 def test_watchdog_cpp_stack_is_a_stack_in_a_paste_and_an_event_in_a_log(tmp_path: Path) -> None:
     text = paste("cpp/open_r1_620.txt")
     log = tmp_path / "stderr.log"
     log.write_text(text)
-    # a log: the log parser reports the watchdog timeout; its C++ stack is not a sample
-    from_log = LogParser().parse(log, "stderr.log")
+    # a log: the log side reports the watchdog timeout; its C++ stack is not a sample
+    from_log = _read(log, in_log=True)
     assert [p.rank for p in from_log.processes] == [3]
-    assert not any(p.stack_samples for p in from_log.processes)
+    assert not any(p.text_stacks for p in from_log.processes)
     # a stacks file: the same stack is a thread of rank 3
-    from_paste = StackTextParser().parse(log, "stderr.log")
-    assert [p.rank for p in from_paste.processes if p.stack_samples] == [3]
+    from_paste = _read(log, in_log=False)
+    assert [p.rank for p in from_paste.processes if p.text_stacks] == [3]
 
 
 def test_watchdog_log_does_not_make_a_dumped_rank_look_moving(tmp_path: Path) -> None:
@@ -139,13 +142,13 @@ def test_traceback_under_a_rank_header_is_one_death_on_that_rank(tmp_path: Path)
     # GIVEN a ticket paste: "=== rank 2 ===" over a real traceback, nothing else
     ticket = tmp_path / "ticket.txt"
     ticket.write_text("=== rank 2 ===\n" + paste("traceback/mtr_99.txt"))
-    parsed = StackTextParser().parse(ticket, "ticket.txt")
-    # THEN the log parser's exception event moved to rank 2, next to the stack
+    parsed = TextParser().parse(ticket, "ticket.txt")
+    # THEN the log side's exception event moved to rank 2, next to the stack
     assert not [e for e in parsed.job_log_events if e.kind == "exception"]
     [proc] = parsed.processes
     assert proc.rank == 2 and proc.exited
     [event] = [e for e in proc.log_events if e.kind == "exception"]
-    assert ("rank_from", "stack_marker") in event.fields
+    assert event.rank_from == "stack_marker"
     # AND the analysis names rank 2 once, as the rank that died
     findings = _findings(_analyze(tmp_path, ticket))
     assert findings[0]["rule"] == "HD030" and findings[0]["culprit_ranks"] == [2]
@@ -206,15 +209,19 @@ def test_50_mb_paste_is_bounded(tmp_path: Path) -> None:
     tracemalloc.start()
     started = time.monotonic()
     try:
-        parsed = StackTextParser().parse(big, "big.txt")
+        parsed = TextParser().parse(big, "big.txt")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.monotonic() - started < 120  # about 15 s here, tracemalloc included
+    assert time.monotonic() - started < 120  # about 8 s here, tracemalloc included
     assert peak < 256 * 1024 * 1024
     [proc] = parsed.processes
-    assert proc.rank == 0 and 1 <= len(proc.stack_samples) <= 32
-    assert len([e for e in proc.log_events if e.kind == "exception"]) == 1
+    assert proc.rank == 0 and 1 <= len(proc.text_stacks) <= 32
+    # the one exception, its repeats counted (the tail starts inside a traceback, above
+    # the first label it holds: the first of them is nobody's)
+    events = [*proc.log_events, *parsed.job_log_events]
+    [exception] = [e for e in events if e.kind == "exception"]
+    assert exception.repeats > 1000
     assert any("only" in n for n in parsed.notes)
 
 
@@ -244,7 +251,7 @@ def test_a_bug_in_the_stack_scan_costs_the_log_nothing(
     monkeypatch.setattr(stacks_parser, "scan_text", broken)
     log = tmp_path / "stderr.log"
     log.write_text(paste("traceback/vllm_10453.txt"))
-    parsed = LogParser().parse(log, "stderr.log")
+    parsed = TextParser().parse(log, "stderr.log")
     assert any(e.kind == "exception" for p in parsed.processes for e in p.log_events)
     assert any("stacks not read (RuntimeError: boom)" in n for n in parsed.notes)
 
@@ -257,16 +264,16 @@ def test_sniffing_a_pyspy_file_does_not_scan_it(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(stacks_parser, "scan_text", broken)
     head = (SAMPLES / "pyspy" / "dump.txt").read_bytes()
-    assert not StackTextParser().sniff(head)
+    assert not mostly_stacks(head, LogParser().sniff)
 
 
-@pytest.mark.parametrize("parser", [LogParser(), StackTextParser()], ids=["log", "stacks"])
-def test_log_with_nccl_lines_then_a_pyspy_dump_yields_both(tmp_path: Path, parser: Parser) -> None:
+@pytest.mark.parametrize("in_log", [True, False], ids=["log", "stacks"])
+def test_log_with_nccl_lines_then_a_pyspy_dump_yields_both(tmp_path: Path, in_log: bool) -> None:
     nccl = "\n".join(paste("traceback/vllm_10453.txt").splitlines()[:8])
     log = tmp_path / "rank3.log"
     log.write_text(nccl + "\n" + (SAMPLES / "pyspy" / "dump.txt").read_text())
-    parsed = parser.parse(log, "rank3.log")
-    stacks = [p for p in parsed.processes if p.stack_samples]
-    assert [(p.pid, len(p.stack_samples)) for p in stacks] == [(9106, 1)]
+    parsed = _read(log, in_log=in_log)
+    stacks = [p for p in parsed.processes if p.text_stacks]
+    assert [(p.pid, len(p.text_stacks)) for p in stacks] == [(9106, 1)]
     events = [e for p in parsed.processes for e in p.log_events] + parsed.job_log_events
     assert any("NCCL INFO" in e.text for e in events)

@@ -9,9 +9,10 @@ import pytest
 
 from hangdoc.analyzer.parsers.stacks import extract_stacks
 from tests.unit.parsers.helpers import SAMPLES
-from tests.unit.stacks.helpers import only_process, paste, scan, threads
+from tests.unit.stacks.helpers import PASTES, only_process, paste, scan, threads
 
 MTR = paste("traceback/mtr_99.txt")
+DUMPS = PASTES.parent / "dumps"
 VLLM = paste("traceback/vllm_10453.txt")
 
 
@@ -122,14 +123,29 @@ def test_traceback_message_with_cpp_stack_puts_native_frames_innermost() -> None
 def test_gdb_bt_then_py_bt_of_one_process_is_one_sample() -> None:
     text = paste("gdb/pytorch_4679.txt") + "\n(gdb) py-bt\n" + paste("pybt/voltron_232.txt")
     proc = only_process(text)
-    assert len(proc.stack_samples) == 1
+    assert len(proc.text_stacks) == 1
     assert len(threads(proc)) == 4
 
 
 def test_two_dumps_of_one_rank_are_two_samples() -> None:
     text = "=== rank 5 ===\n" + paste("gdb/pytorch_4679.txt") * 2
     proc = only_process(text)
-    assert proc.rank == 5 and len(proc.stack_samples) == 2
+    assert proc.rank == 5 and len(proc.text_stacks) == 2
+
+
+def test_a_thread_traceback_then_a_faulthandler_dump_keep_every_thread() -> None:
+    # A real rank's stderr (fixtures/dumps/thread-died): threading.excepthook's traceback
+    # of a dead thread, and right under its exception line (no blank line) a faulthandler
+    # dump of the live threads, "Current thread" first. The dump is no exception message.
+    log = DUMPS / "thread-died" / "rank3" / "logs" / "stderr.rank3.err"
+    [proc] = scan(log.read_text()).processes
+    [text] = proc.text_stacks
+    assert [k.value for k in text.kinds] == ["traceback", "faulthandler"] and text.line == 2
+    died, detector, main = threads(proc)
+    assert died.name == "shard-prefetcher" and not died.is_main
+    assert died.exception is not None and died.exception.startswith("FileNotFoundError")
+    assert detector.frames[0].function == "watch" and not detector.is_main
+    assert main.is_main and [f.function for f in main.frames[:2]] == ["wait", "get"]
 
 
 def test_pyspy_dumps_under_rank_markers_get_ranks() -> None:
@@ -160,7 +176,7 @@ def test_every_cut_of_a_paste_parses(name: str) -> None:
     text = paste(name)
     for cut in range(0, len(text), max(1, len(text) // 97)):
         for proc in extract_stacks(text[:cut], "t"):
-            assert all(s.threads for s in proc.stack_samples)
+            assert all(s.threads for s in proc.text_stacks)
 
 
 def test_garbage_never_raises() -> None:

@@ -5,7 +5,7 @@ innermost first, native flags, ranks, exceptions."""
 from __future__ import annotations
 
 from hangdoc.analyzer.views.activity import classify_thread, is_user_frame
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from tests.unit.parsers.helpers import SAMPLES
 from tests.unit.stacks.helpers import only_process, paste, scan, threads
 
@@ -73,7 +73,7 @@ def test_py_bt_python_frames_with_paths() -> None:
         False,
     )
     assert get.function == "get"
-    assert classify_thread(thread).has(Tag.LOCK_WAIT)
+    assert classify_thread(thread).has(Activity.LOCK_WAIT)
     # library frames (the standard library, site-packages) are told from job code
     assert not is_user_frame(wait) and not is_user_frame(thread.frames[3])
 
@@ -127,7 +127,7 @@ def test_torch_cpp_watchdog_stack() -> None:
     ]
     assert thread.frames[0].file.endswith("/torch/lib/libc10.so")
     assert all(f.native for f in thread.frames) and not thread.is_main
-    assert classify_thread(thread).has(Tag.COLLECTIVE)  # native c10d frames
+    assert classify_thread(thread).has(Activity.COLLECTIVE)  # native c10d frames
 
 
 def test_torch_cpp_prefixed_log_line_names_the_rank() -> None:
@@ -215,7 +215,7 @@ def test_pyspy_text_in_scan_matches_its_parser() -> None:
     stacks = threads(proc)
     assert [t.name for t in stacks] == ["MainThread", "busy", "waiter"]
     assert [t.is_main for t in stacks] == [True, False, False]
-    assert classify_thread(stacks[0]).has(Tag.CHECKPOINT_SAVE)
+    assert classify_thread(stacks[0]).has(Activity.CHECKPOINT_SAVE)
 
 
 def test_chained_traceback_under_ray_and_rank_prefixes() -> None:

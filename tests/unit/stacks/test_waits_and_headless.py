@@ -13,8 +13,9 @@ from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Category, ProcessEvidence
 from hangdoc.analyzer.parsers.faulthandler import parse_faulthandler_text
 from hangdoc.analyzer.parsers.stacks.native import gdb_frame
+from hangdoc.analyzer.payloads.launch import LoaderWorkerDied
 from hangdoc.analyzer.views.activity import classify_thread
-from hangdoc.analyzer.views.catalog import Tag
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.gil_native import waits_for_gil
 from hangdoc.analyzer.views.kernel import thread_tracks
 from hangdoc.analyzer.views.locks import c_mutex_frame, lock_wait
@@ -37,7 +38,7 @@ def test_a_thread_dump_in_traceback_format_is_read_under_its_thread_line() -> No
     [thread] = threads(proc)
     assert thread.name == "MainThread" and thread.is_main and thread.exception is None
     assert thread.frames[0].function == "_worker_loop"  # innermost first
-    assert classify_thread(thread).has(Tag.DATALOADER_WORKER)
+    assert classify_thread(thread).has(Activity.DATALOADER_WORKER)
 
 
 def test_a_stack_print_of_the_dataloader_gives_the_dataloader_category() -> None:
@@ -79,8 +80,8 @@ def test_torch_worker_message_above_a_faulthandler_dump_becomes_an_event() -> No
     kinds = [e.kind for e in proc.log_events]
     assert EventKind.DATALOADER_WORKER_DIED.value in kinds
     died = next(e for e in proc.log_events if e.kind == EventKind.DATALOADER_WORKER_DIED.value)
-    assert dict(died.fields)["shm"] == "1" and died.line == 1
-    assert proc.stack_samples  # the dump itself is read as before
+    assert isinstance(died.payload, LoaderWorkerDied) and died.payload.shm and died.line == 1
+    assert proc.text_stacks  # the dump itself is read as before
 
 
 def test_a_prefixed_console_gives_the_worker_message_to_its_rank() -> None:
@@ -129,7 +130,7 @@ def test_a_cond_wait_on_the_gil_is_a_gil_wait_even_when_cut_above_it() -> None:
     assert all(waits_for_gil(f) for f in whole.frames[:3])
     cut = "\n".join(lines[1:4])  # frames #0-#2 only: no PyEval_RestoreThread to name it
     [thread] = threads(only_process(cut))
-    assert classify_thread(thread).has(Tag.GIL_WAIT)
+    assert classify_thread(thread).has(Activity.GIL_WAIT)
 
 
 def test_a_cond_wait_on_another_condition_is_no_gil_wait() -> None:
@@ -138,7 +139,7 @@ def test_a_cond_wait_on_another_condition_is_no_gil_wait() -> None:
         "mutex=mutex@entry=0x5555574259e0 <bql>) at ./nptl/pthread_cond_wait.c:627"
     )
     assert not waits_for_gil(frame)
-    assert not classify_thread(threads(only_process("#0  " + "x ()"))[0]).has(Tag.GIL_WAIT)
+    assert not classify_thread(threads(only_process("#0  " + "x ()"))[0]).has(Activity.GIL_WAIT)
 
 
 # --- a native thread taking a C mutex -------------------------------------------------------
@@ -196,7 +197,8 @@ def test_torch_shared_memory_file_errors_are_dataloader_worker_events() -> None:
         "No space left on device (28)"
     )
     assert full is not None and full.kind is EventKind.DATALOADER_WORKER_DIED
-    assert full.fields["shm_error"] == "No space left on device" and full.fields["shm"] == "1"
+    assert isinstance(full.payload, LoaderWorkerDied) and full.payload.shm
+    assert full.payload.shm_error == "No space left on device"
     old = recognise_line(
         "RuntimeError: unable to write to file </torch_76_3625483894> at "
         "/pytorch/aten/src/TH/THAllocator.c:383"
@@ -206,7 +208,8 @@ def test_torch_shared_memory_file_errors_are_dataloader_worker_events() -> None:
         "RuntimeError: unable to open shared memory object </torch_2193_1318224931> in "
         "read-write mode: Too many open files (24)"
     )
-    assert fds is not None and "shm" not in fds.fields  # the fd limit, not /dev/shm
+    assert fds is not None and isinstance(fds.payload, LoaderWorkerDied)
+    assert not fds.payload.shm  # the fd limit, not /dev/shm
     assert recognise_line("Unable to write to file <out.txt>: Permission denied") is None
 
 

@@ -12,7 +12,7 @@ import pytest
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import InputKind
-from hangdoc.analyzer.summaries.write import write_node_summary
+from hangdoc.analyzer.summarize.write import write_node_summary
 from hangdoc.collectors.dumpformat import FORMAT, PROCESS_FORMAT
 from hangdoc.collectors.jobformat import JOB_FORMAT
 

@@ -1,4 +1,4 @@
-"""Node summaries (``summary.json``, hangdoc.summary/1): what they hold, that analysis from
+"""Node summaries (``summary.json``, hangdoc.summary/2): what they hold, that analysis from
 them gives the diagnosis the raw files give on every recorded real hang, and that the
 loader falls back to the raw files whenever a summary cannot be trusted."""
 
@@ -14,9 +14,9 @@ import pytest
 from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.model import CollectiveRecord, InputKind
-from hangdoc.analyzer.summaries.reduce import FR_COMPLETED_TAIL, fr_window
-from hangdoc.analyzer.summaries.write import write_node_summary
+from hangdoc.analyzer.model import CollectiveRecord, FileMode, InputKind, OpState, ProcState
+from hangdoc.analyzer.summarize.reduce import FR_COMPLETED_TAIL, fr_window
+from hangdoc.analyzer.summarize.write import write_node_summary
 from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_NAME
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -97,7 +97,7 @@ def test_hydrated_ranks_list_each_input_once(tmp_path: Path) -> None:
 
 
 def _record(seq: int, state: str, group: str = "0", rid: int | None = None) -> CollectiveRecord:
-    return CollectiveRecord(group=group, seq_id=seq, op="all_reduce", state=state,
+    return CollectiveRecord(group=group, seq_id=seq, op="all_reduce", state=OpState(state),
                             record_id=seq if rid is None else rid)  # fmt: skip
 
 
@@ -123,7 +123,10 @@ def test_a_stale_summary_is_not_used(tmp_path: Path) -> None:
     assert analyze(evidence).findings[0].culprit_ranks == (3,)
 
 
-@pytest.mark.parametrize("damage", ["{not json", '{"format": "hangdoc.summary/1"}', "[]"])
+@pytest.mark.parametrize(
+    "damage",
+    ["{not json", '{"format": "hangdoc.summary/1"}', '{"format": "hangdoc.summary/2"}', "[]"],
+)
 def test_a_damaged_summary_falls_back_to_the_raw_files(tmp_path: Path, damage: str) -> None:
     copy = _copy(FIXTURES / "dumps" / "checkpoint", tmp_path)
     write_node_summary(copy)
@@ -181,22 +184,31 @@ def test_a_summary_only_node_is_analyzed_without_its_raw_files(tmp_path: Path) -
 
 
 def test_the_codec_round_trips_model_records_and_relocates_paths() -> None:
-    from hangdoc.analyzer.model import ChildProcess, Frame, OpenFile, ProcSample, ThreadState
+    from hangdoc.analyzer.model import (
+        ChildProcess,
+        Frame,
+        IoCounters,
+        OpenFile,
+        OutputSizes,
+        ProcSample,
+        ThreadState,
+    )
     from hangdoc.analyzer.summaries.codec import DecodeContext, FrameTable, decode_frames
     from hangdoc.analyzer.summaries.codec import decoder as dec
     from hangdoc.analyzer.summaries.codec import encoder as enc
 
     sample = ProcSample(
-        index=1, time=12.5, state="D", wchan="nfs_wait", cpu_ticks=7,
-        threads=(ThreadState(tid=5, name="pt_main", state="D", wchan="rpc_wait"),),
-        io=(("rchar", 10), ("wchar", 3)), output_sizes=(("stdout", 99),),
-        open_files=(OpenFile(fd=4, path="/ckpt/x.pt", mode="w", pos=1 << 40, fstype="nfs4"),),
-        children=(ChildProcess(pid=9, state="Z", threads_in_d=1),),
+        index=1, time=12.5, state=ProcState.DISK_SLEEP, wchan="nfs_wait", cpu_ticks=7,
+        threads=(ThreadState(tid=5, name="pt_main", state=ProcState.DISK_SLEEP, wchan="rpc_wait"),),
+        io=IoCounters(rchar=10, wchar=3), output_sizes=OutputSizes(stdout=99),
+        open_files=(OpenFile(fd=4, path="/ckpt/x.pt", mode=FileMode.WRITE, pos=1 << 40,
+                             fstype="nfs4"),),
+        children=(ChildProcess(pid=9, state=ProcState.ZOMBIE, threads_in_d=1),),
     )  # fmt: skip
     table = FrameTable()
     frames = (Frame("all_gather", "c10d.py", 3), Frame("step", "t.py", 9))
     record = CollectiveRecord(
-        group="0", seq_id=3, op="all_gather", state="started", input_sizes=((4, 8),),
+        group="0", seq_id=3, op="all_gather", state=OpState.STARTED, input_sizes=((4, 8),),
         dtypes=("Float",), source="@/rank1/fr.json", frames=frames,
     )  # fmt: skip
     raw = json.loads(
@@ -208,3 +220,22 @@ def test_the_codec_round_trips_model_records_and_relocates_paths() -> None:
     assert back == dataclasses.replace(record, source="/data/job/node7/rank1/fr.json")
     assert "peer" not in raw[1]  # defaults are left out
     assert raw[1]["frames"] == [0, 1]  # frames are indices into the table
+
+
+def test_the_codec_reads_states_it_does_not_know_as_unknown() -> None:
+    # GIVEN records as a newer (or damaged) summary writes them: a collective state and a
+    # thread state this version has no member for
+    from hangdoc.analyzer.model import ProcSample, ThreadState
+    from hangdoc.analyzer.summaries.codec import DecodeContext
+    from hangdoc.analyzer.summaries.codec import decoder as dec
+
+    ctx = DecodeContext([], "node7")
+    raw_record = {"group": "0", "seq_id": 3, "op": "all_gather", "state": "paused"}
+    raw_sample = {"index": 0, "time": None, "state": "Q", "threads": [{"tid": 5, "state": 7}]}
+    # WHEN they are decoded
+    record = dec(CollectiveRecord)(raw_record, ctx)
+    sample = dec(ProcSample)(raw_sample, ctx)
+    # THEN the unknown values are UNKNOWN members, the rest as written
+    assert record.state is OpState.UNKNOWN and record.seq_id == 3
+    assert sample.state is ProcState.UNKNOWN
+    assert sample.threads == (ThreadState(tid=5, state=ProcState.UNKNOWN),)

@@ -7,8 +7,8 @@ live scenarios (fixtures/dumps/own-*) test the same view end to end.
 from __future__ import annotations
 
 from hangdoc.analyzer.model import Evidence, LogLine, ProcessEvidence
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.log_compare import compare_logs
-from hangdoc.analyzer.views.meaning import Meaning
 
 
 def _evidence(logs: dict[int, list[str]]) -> Evidence:
@@ -32,7 +32,7 @@ def test_a_rank_that_stops_on_an_unfinished_action_is_named() -> None:
     logs[2].append("Saving checkpoint shard 2 to /ckpt/step_20 ...")
     found = compare_logs(_evidence(logs)).divergences
     unfinished = [d for d in found if d.kind == "unfinished"]
-    assert [(d.ranks, d.meaning) for d in unfinished] == [((2,), Meaning.CHECKPOINT)]
+    assert [(d.ranks, d.meaning) for d in unfinished] == [((2,), Activity.CHECKPOINT_SAVE)]
     assert unfinished[0].lines[0].line.text.startswith("Saving checkpoint")
 
 
@@ -82,7 +82,7 @@ def test_a_template_only_a_minority_prints_at_the_end_is_where_they_parted() -> 
     logs[2].append("epoch 2 starting")
     logs[3].append("epoch 2 starting")
     found = [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "only_some"]
-    assert [(d.ranks, d.meaning) for d in found] == [((0,), Meaning.EVAL)]
+    assert [(d.ranks, d.meaning) for d in found] == [((0,), Activity.EVAL)]
 
 
 def test_routine_logging_of_one_rank_is_not_a_parting() -> None:

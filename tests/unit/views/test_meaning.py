@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hangdoc.analyzer.model import Frame, LogLine, OpenFile, ProcessEvidence, ProcSample
+from hangdoc.analyzer.model import FileMode, Frame, LogLine, OpenFile, ProcessEvidence, ProcSample
+from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.meaning import (
-    Meaning,
     frame_signal,
     job_meaning,
     kernel_signal,
@@ -24,18 +24,18 @@ def test_tokens_split_identifiers_paths_and_lines() -> None:
 @pytest.mark.parametrize(
     ("name", "meaning"),
     [
-        ("ShardWriter.persist_shard", Meaning.CHECKPOINT),
-        ("save_model_weights", Meaning.CHECKPOINT),
-        ("run_val_epoch", Meaning.EVAL),
-        ("MetricsReporter.maybe_report", Meaning.METRICS),
-        ("MyDataset.__getitem__", Meaning.DATA),
-        ("fetch_next_batch", Meaning.DATA),
+        ("ShardWriter.persist_shard", Activity.CHECKPOINT_SAVE),
+        ("save_model_weights", Activity.CHECKPOINT_SAVE),
+        ("run_val_epoch", Activity.EVAL),
+        ("MetricsReporter.maybe_report", Activity.METRICS),
+        ("MyDataset.__getitem__", Activity.DATA),
+        ("fetch_next_batch", Activity.DATA),
         ("train_step", None),
         ("forward", None),
         ("gather_results", None),  # one weak word is not enough
     ],
 )
-def test_meaning_of_names(name: str, meaning: Meaning | None) -> None:
+def test_meaning_of_names(name: str, meaning: Activity | None) -> None:
     assert meaning_of(tokens(name)) is meaning
 
 
@@ -45,7 +45,7 @@ def test_frames_of_a_driver_script_do_not_speak_for_every_function() -> None:
     found = frame_signal(
         [Frame("write", "/job/io.py", 3), Frame("step", "/job/checkpointing.py", 9)]
     )
-    assert found is not None and found.meaning is Meaning.CHECKPOINT
+    assert found is not None and found.meaning is Activity.CHECKPOINT_SAVE
 
 
 def _process(files: tuple[OpenFile, ...], last_line: str | None = None) -> ProcessEvidence:
@@ -56,20 +56,20 @@ def _process(files: tuple[OpenFile, ...], last_line: str | None = None) -> Proce
 
 
 def test_kernel_signal_from_a_checkpoint_file_open_for_writing() -> None:
-    shard = OpenFile(7, "/mnt/nfs/run1/ckpt/shard3.bin", mode="w", fstype="nfs4")
-    stdout = OpenFile(1, "/jobs/checkpoint-run/logs/rank3.out", mode="w")
+    shard = OpenFile(7, "/mnt/nfs/run1/ckpt/shard3.bin", mode=FileMode.WRITE, fstype="nfs4")
+    stdout = OpenFile(1, "/jobs/checkpoint-run/logs/rank3.out", mode=FileMode.WRITE)
     found = kernel_signal(_process((stdout, shard)))
     assert found is not None and "shard3.bin on nfs4" in found.text
     assert kernel_signal(_process((stdout,))) is None  # stdout is a log, whatever its folder
 
 
 def test_independent_signals_that_agree_are_counted() -> None:
-    shard = OpenFile(7, "/data/ckpt/step_9/shard3.pt", mode="w")
+    shard = OpenFile(7, "/data/ckpt/step_9/shard3.pt", mode=FileMode.WRITE)
     process = _process((shard,), "writing shard 3 to /data/ckpt/step_9 ...")
     found = job_meaning([Frame("ShardWriter.persist_shard", "/job/train.py", 62)], process)
     assert found is not None
     meaning, signals = found
-    assert meaning is Meaning.CHECKPOINT
+    assert meaning is Activity.CHECKPOINT_SAVE
     assert [s.kind for s in signals] == ["frame", "kernel", "log"]
     assert job_meaning([Frame("train_step", "/job/train.py", 5)], ProcessEvidence()) is None
 

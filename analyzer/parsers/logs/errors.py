@@ -1,0 +1,118 @@
+"""What an error line says, read once, when its event is made: the signs of its exception
+and message (payloads.base.Sign), the GPU-hardware and storage failures it names, and the
+allocation an out-of-memory error names.
+
+The deaths view and the rules decide on these typed fields; before, each of them searched
+the words again (a rank's death told from a consequence by words in its summary). Every
+producer of log events finishes its payloads here (parsers/logs/hit.py ``log_event``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from hangdoc.analyzer.payloads.base import EventPayload, Sign
+from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError, NcclWarn
+from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
+from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT, storage_error
+
+# Text of a CUDA/NCCL error that says the GPU itself failed (ECC, NVLink, off the bus).
+HARDWARE = re.compile(
+    r"uncorrectable ECC|ECC error|ECCUncorrectable|uncorrectable NVLink|NVLink error|fallen off "
+    r"the bus|"
+    r"GPU is lost|GPU lost|cudaErrorECC"
+)
+# An NCCL call's error string in another framework's exception (Horovod's NCCL_CHECK in
+# horovod/common/ops/nccl_operations.cc: "<op_name> failed: " + ncclGetErrorString(…);
+# XLA's xla/service/gpu/nccl_utils.cc: "NCCL operation <expr(args)> failed: <string>";
+# NVIDIA/nccl src/init.cc's strings): an NCCL failure that the parser reads as an
+# NCCL_ERROR event (HD206 at communicator creation, HD200 for a remote error), not a crash.
+# cupy's "NcclError: NCCL_ERROR_…" is already a consequence by CONSEQUENCE_TEXT.
+_NCCL_CALL_FAILED = re.compile(
+    r"\bnccl[A-Z]\w*(?:\(.*?\))? failed: (?:(?:unhandled )?(?:cuda|system) error|internal error"
+    r"|invalid argument|invalid usage|remote process exited|NCCL operation in progress)"
+)
+_TRIED = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTPE]i?B)")
+# ProcessGroupNCCL's watchdog rethrows what ended it: "[PG ID 2 PG GUID 3 Rank 4] Process
+# group watchdog thread terminated with exception: CUDA error: an illegal memory access was
+# encountered" (older: "[Rank 1] NCCL watchdog thread terminated with exception: CUDA
+# error: …"). A timeout or a peer's abort ends it with a c10d/NCCL message; a CUDA error is
+# raised by a kernel on this rank's own GPU (torch's CUDA error strings, c10/cuda), so this
+# rank failed first. Seen in torchtitan #810 and kohya #1434 (the ECC form, HD301's).
+_WATCHDOG_CUDA_ERROR = re.compile(
+    r"watchdog thread terminated with exception: CUDA error: (?P<what>[^\n]{1,200})"
+)
+
+
+def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
+    """What an exception type and message say about the rank that printed them."""
+    found: list[Sign] = []
+    if ("running low on memory" in message or exc_type.startswith("ray.exceptions.")) and (
+        "OutOfMemoryError" in exc_type or "low on memory" in message
+    ):
+        found.append(Sign.HOST_OOM)  # Ray's memory monitor: host RAM, not a GPU
+    if "OutOfMemoryError" in exc_type or "CUDA out of memory" in message:
+        found.append(Sign.CUDA_OOM)
+    if "out of memory" in message:
+        found.append(Sign.OUT_OF_MEMORY)
+    if "DataLoader worker" in message or "encountered in worker" in message:
+        found.append(Sign.DATALOADER_WORKER)
+    if (
+        CONSEQUENCE_TEXT.search(exc_type)
+        or CONSEQUENCE_TEXT.search(message)
+        or _NCCL_CALL_FAILED.search(message)
+    ):
+        found.append(Sign.CONSEQUENCE)
+    if (
+        "_tensor_to_object" in where
+        and "distributed_c10d" in where
+        and exc_type.rsplit(".", 1)[-1] in ("EOFError", "UnpicklingError")
+    ):
+        found.append(Sign.EMPTY_COLLECTIVE)
+    if "KeyboardInterrupt" in exc_type or "KeyboardInterrupt" in message:
+        found.append(Sign.INTERRUPT)
+    return tuple(found)
+
+
+def _hardware(*texts: str | None) -> str | None:
+    """The first text that names a GPU-hardware failure, from those words on."""
+    for text in texts:
+        m = HARDWARE.search(text) if text else None
+        if text and m is not None:
+            return text[m.start() :]
+    return None
+
+
+def finish_payload(payload: EventPayload, text: str) -> EventPayload:
+    """``payload`` with what its error words say read into their typed fields; ``text``
+    is the event's line."""
+    changes: dict[str, object] = {}
+    exc_type, message = payload.exc_type or "", payload.message or ""
+    if isinstance(payload, (NcclWarn, NcclError)):
+        # A failure whose place or return-code chain is NCCL's bootstrap (bootstrap.cc,
+        # bootstrap.cu of NCCL ≤ 2.3): the out-of-band setup every rank must finish.
+        places = (payload.rc_where, *payload.rc_chain, payload.where)
+        changes["in_bootstrap"] = any("bootstrap.c" in (place or "") for place in places)
+    if isinstance(payload, WatchdogTeardown):
+        m = _WATCHDOG_CUDA_ERROR.search(text)
+        if m is not None and not CONSEQUENCE_TEXT.search(m.group("what")):
+            changes["cuda_error"] = m.group("what").strip()
+        changes["hardware"] = _hardware(text)
+    elif isinstance(payload, NcclError):
+        changes["hardware"] = _hardware(payload.last_error)
+        detail = " ".join(filter(None, (payload.last_error, payload.message))).lower()
+        changes["out_of_memory"] = "out of memory" in detail
+    elif isinstance(payload, CudaFailure):
+        changes["hardware"] = _hardware(payload.error, message, exc_type)
+        changes["storage"] = storage_error(f"CUDA error: {payload.error or ''}")
+    elif exc_type or message:
+        changes["hardware"] = _hardware(message, exc_type)
+    if exc_type or message:
+        where = str(getattr(payload, "where", None) or "")
+        changes["signs"] = signs_of(exc_type, message, where)
+        changes.setdefault("storage", storage_error(f"{exc_type}: {message}"))
+        if payload.tried is None and (m := _TRIED.search(message)):
+            changes["tried"] = m.group(1)
+    changes = {k: v for k, v in changes.items() if getattr(payload, k) != v}
+    return dataclasses.replace(payload, **changes) if changes else payload  # type: ignore[arg-type]

@@ -1,0 +1,91 @@
+"""py-spy frames pasted without py-spy's ``Process``, ``Python`` and ``Thread`` lines.
+
+A reporter who pastes the stacks of several ranks often keeps only the frames of each
+(``    all_reduce (torch/distributed/distributed_c10d.py:2050)``), one rank under the label
+they typed, threads apart by a blank line if at all. The frames are py-spy's own format
+(``src/dump.rs``: ``NAME (FILENAME:LINE)``, ``NAME (FILENAME)`` when the line is 0,
+innermost first, four spaces in), so they are known by their shape: a run of such lines,
+at least two, one naming a Python file and line. A blank line between two runs parts two
+threads of the same dump (py-spy prints none between threads, so a reporter's blank line
+is the only boundary left); anything else ends the dump.
+
+Which thread is the main one is what its frames say: its outermost frame is the script's
+``<module>``, where every other thread's is ``Thread._bootstrap`` (or the thread pool's
+worker); failing that, the first thread shown (py-spy prints the main thread first).
+What py-spy's thread line said (idle, active, the GIL) is unknown here and left unknown.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangdoc.analyzer.model import Frame, ThreadStack
+from hangdoc.analyzer.parsers.pyspy_json import is_native
+from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
+
+# One frame line: a function name (no parentheses of its own but "<locals>"-style
+# brackets), a space, and a source location in parentheses that names a file: a Python
+# file with or without its line, "<frozen …>"/"<string>", or a native library.
+FRAME = re.compile(
+    r"\s*(?P<fn>[^\s()][^()]*?) \((?:(?P<file>[\w.<>~+\-/ ]*?\.(?:py|pyx|pyi)|<[\w. \-]+>)"
+    r"(?::(?P<line>\d+))?|(?P<lib>[\w.+\-/]+\.so(?:\.[\d.]+)?))\)\s*$"
+)
+_MIN_FRAMES = 2
+_LOOK_FOR_LINE = 8
+_MAX_BLANKS = 2  # blank lines a reporter leaves between two threads of one rank
+_MAIN_BOTTOM = "<module>"
+
+
+def starts_frames(lines: Lines, i: int) -> bool:
+    """Two frame lines in a row at ``i``, and a Python file with its line among the run's
+    first few (native frames and built-ins name none)."""
+    run = []
+    for _, text in lines[i : i + _LOOK_FOR_LINE]:
+        m = FRAME.match(text)
+        if m is None:
+            break
+        run.append(m)
+    return len(run) >= _MIN_FRAMES and any(m.group("line") is not None for m in run)
+
+
+def _frame(m: re.Match[str]) -> Frame:
+    if m.group("lib") is not None:
+        return Frame(function=m.group("fn"), file=m.group("lib"), native=True)
+    line = m.group("line")
+    file = m.group("file")
+    return Frame(
+        function=m.group("fn"),
+        file=file,
+        line=int(line) or None if line else None,
+        native=is_native(m.group("fn"), file),
+    )
+
+
+def parse_pyspy_frames(lines: Lines, i: int) -> tuple[Block | None, int]:
+    """The threads of one headless py-spy dump from ``i``: frame runs parted by at most
+    ``_MAX_BLANKS`` blank lines."""
+    start = lines[i][0]
+    runs: list[list[Frame]] = []
+    end = i
+    while i < len(lines):
+        run: list[Frame] = []
+        while i < len(lines) and (m := FRAME.match(lines[i][1])) is not None:
+            run.append(_frame(m))
+            i += 1
+        if len(run) < _MIN_FRAMES:
+            break
+        runs.append(run)
+        end = i
+        blanks = 0
+        while i < len(lines) and not lines[i][1].strip() and blanks < _MAX_BLANKS:
+            i += 1
+            blanks += 1
+        if not blanks or not starts_frames(lines, i):
+            break
+    if not runs:
+        return None, max(i, end + 1)
+    main = next((k for k, run in enumerate(runs) if run[-1].function == _MAIN_BOTTOM), 0)
+    threads = [ThreadStack(frames=tuple(run), is_main=k == main) for k, run in enumerate(runs)]
+    block = Block(kind="pyspy", start=start, threads=threads, dump=True)
+    block.end = lines[end - 1][0]
+    return block, end

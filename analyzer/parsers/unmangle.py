@@ -1,0 +1,522 @@
+"""Undo what pasting did to machine output, before any recogniser reads it.
+
+A paste reaches hangdoc through Markdown, terminals and log shippers
+(hangdoc/paste_mangling.py lists the ways): quoted ("> ", nested), indented four spaces
+or a tab as a code block, fenced, tagged by kubectl or docker compose, coloured,
+decorated with emphasis, hard-wrapped at the terminal's width, its first line cut by the
+selection. The recognisers match the tools' own formats (a py-spy thread line at the
+start of a line, a traceback's ``  File`` at its indentation, an NCCL header's fields), so
+each of these layers, left in place, hides whole records from them. They are undone
+here, by mechanism, outermost first:
+
+1. fences (```` ``` ````, ``~~~``) become blank lines and mark code, which keeps its
+   emphasis characters (Markdown renders none there);
+2. a block quote's markers, common to a run of lines, are removed (a REPL's ``>>>`` is
+   not a quote; ">text" quoting keeps the line's own spaces);
+3. an indentation margin common to every line of the text, or to a block that follows a
+   blank line, of four columns or a tab (a Markdown code block), is removed: a smaller
+   one may be the format's own (faulthandler's two spaces);
+4. one log shipper's tag on every line (kubectl's ``[pod/…/…]``, docker compose's
+   ``svc-1  |``) and the log stream's name ``aws logs tail`` prints after its stamp are
+   removed; time stamps stay, they are the lines' times (the line readers peel them);
+5. colours (ANSI escape sequences, and their remains without ESC) are removed, then
+   Markdown emphasis around a line or a word (``**…**``, `` `…` ``) outside code;
+6. a first line whose header the selection cut is restored from a later line of the
+   same process (``_restored_head``);
+7. lines a terminal hard-wrapped are joined: the wrap width is the length several lines
+   share exactly with no line longer (a spike at the maximum, not a slope), and a line at
+   that width is joined to the next unless the next starts like a record of its own (a
+   time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line,
+   the next row of one template).
+
+A CRLF's "\r" is dropped as the lines are split. Line numbers stay those of the file the
+user gave: ``Unmangled.line_map`` maps each line of the new text back, so evidence cites
+the user's file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hangdoc.analyzer.parsers.prefixes import strip_colours
+from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME as PYSPY_FRAME
+
+_FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+.-]*\s*$")
+# One Markdown quote marker, with the one space it may carry.
+_QUOTE = re.compile(r" {0,3}> ?")
+# ">text": markers with no space after them; then a line's own spaces are its own.
+_TIGHT = re.compile(r" {0,3}>+[^\s>]")
+_SPACED = re.compile(r" {0,3}> \S")  # "> text": the space is the marker's
+_BARE_QUOTE = re.compile(r" {0,3}>")
+_REPL = re.compile(r" {0,3}(?:>>>|\.\.\.)(?: |$)")
+_MIN_QUOTE_RUN = 2
+_CODE_MARGIN = 4  # columns of a Markdown code block
+# Emphasis as Markdown writes it: the markers flank text (no space inside them, no word
+# character outside), so "a**2 + b**2" and "f(*args, **kwargs)" are left alone.
+_BOLD = re.compile(r"(?<![\w*\\])\*\*(?=\S)(.+?)(?<=\S)\*\*(?![\w*])")
+_CODE_SPAN = re.compile(r"(?<![\w`\\])`(?=[^`\s])([^`\n]*?[^`\s])`(?![\w`])")
+_MIN_WRAP_WIDTH = 30
+# A shipper's RFC 3339 stamp, then a log stream's name (CloudWatch's are paths:
+# "job/algo-1-1714557600", "ecs/trainer/5f2c…"), then the line.
+_STAMPED_STREAM = re.compile(
+    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) "
+    r"([A-Za-z0-9][\w.-]*(?:/[\w.$\[\]-]+)+)(?= )"
+)
+_MIN_STREAM_LINES = 3
+_WHOLE_SHARE = 0.5
+# Signs of each layer somewhere in a text, searched once over the whole of it.
+_SIGN_QUOTE = re.compile(r"^ {0,3}>", re.MULTILINE)
+_SIGN_FLUSH = re.compile(r"^(?=[^ \t\n])", re.MULTILINE)  # a line at the left edge
+_SIGN_BLOCK = re.compile(r"\n[ \t]*\n[ \t]+\S")  # an indented block after a blank line
+_SIGN_TAG = re.compile(r"^(?:\[pod/|[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| )", re.MULTILINE)
+_SIGN_STREAM = re.compile(r"^\d{4}-\d\d-\d\dT\S+ [A-Za-z0-9][\w.-]*/", re.MULTILINE)
+_SIGN_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+# kubectl's "--prefix" (logs.go addPrefixIfNeeded) and docker compose's service column.
+_SHIPPER_TAG = re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| ")
+_STREAM_SHARE = 0.8
+_MAX_WRAP_PIECES = 64
+# A first line cut inside its header: its first token at least this long (holding a
+# digit: a pid, a time) and the next few characters (a device, a level), found in one of
+# the next lines, no further in than a header is long.
+_MIN_CUT_TOKEN = 6
+_CUT_AGREE = 4
+_CUT_LOOKAHEAD = 200
+_MAX_HEAD = 48
+_MIN_JOINS = 2
+_SAME_CHARS = 10
+_DIGITS = re.compile(r"\d+")
+_SHAPE_CHARS = 20
+_RUNS = re.compile(r"(x|\s)\1+")
+_SHAPE_MARKS = 2
+_CLASSES = str.maketrans("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "x" * 62)
+# What a record of its own starts with, so a line that starts so is no wrapped rest.
+_NEW_RECORD = re.compile(
+    r"""(?x)
+    $ | \s{2} | \t                                  # blank; the format's own indentation
+    | \[(?:rank|default|RANK|Rank)\s?\d+\]          # torch / torchrun prefixes
+    | \[\d+,\d+\]<std | \(\w+\ pid=\d+ | \[\d+\]\    # mpirun, Ray, a numeric tag
+    | \[?\d{4}-\d\d-\d\d[T\ ]\d\d:\d\d              # ISO stamps
+    | \[?[IWEF]\d{4}\ \d\d:\d\d:\d\d                # glog
+    | \[[IWEF]\ [\w.]+:\d+\]                        # c10 without a time
+    | [A-Z][a-z]{2}\ [\ \d]\d\ \d\d:\d\d:\d\d       # syslog, journald
+    | \[\ *\+?\d+\.\d+\]                            # dmesg
+    | \d\d/\d\d\ \d\d:\d\d:\d\d                     # mmengine
+    | [A-Za-z0-9][\w.-]*:\d+:\d+\ \[\d+\]           # NCCL's host:pid:tid [dev]
+    | \[pod/ | [\w.-]+-\d+\ +\|\                    # kubectl, docker compose
+    | Traceback\ \( | During\ handling | The\ above\ exception
+    | File\ " | Thread\ (?:\d|0x) | Current\ thread | Process\ \d+: | Python\ v\d
+    | \#\d+\ | frame\ \#\d+: | Exception\ raised\ from | Stack\ \(most
+    | [A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit|Failure)(?::|$)
+    | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b
+    | [=\-*#+|]{3}                                  # rules, tables, separators
+    """
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Unmangled:
+    """The text with the paste's layers undone, and where each of its lines came from."""
+
+    text: str
+    line_map: tuple[int, ...]  # 1-based line of the given text, per line of ``text``
+    undone: tuple[str, ...]  # what was undone, in words, for a note
+    changed: int = 0  # lines of the given text that a layer was taken off
+    lines: int = 0  # lines of the given text
+
+    @property
+    def whole(self) -> bool:
+        """The layers were on most of the text: a paste mangled as a whole, not a log
+        with a quoted line here and a coloured word there."""
+        return self.changed >= _WHOLE_SHARE * self.lines
+
+    def original_line(self, number: int) -> int:
+        """The given file's line number of line ``number`` (1-based) of ``text``."""
+        if 1 <= number <= len(self.line_map):
+            return self.line_map[number - 1]
+        return number
+
+
+@dataclass(slots=True)
+class _Lines:
+    texts: list[str]
+    origin: list[int]  # 1-based line of the given text
+    code: list[bool]  # inside a fence: no Markdown emphasis there
+
+
+def _quote_runs(lines: _Lines) -> int:
+    """Remove the quote markers common to each run of quoted lines; how many lines."""
+    texts = lines.texts
+    changed = 0
+    i = 0
+    while i < len(texts):
+        if not _QUOTE.match(texts[i]) or _REPL.match(texts[i]):
+            i += 1
+            continue
+        j = i
+        while j < len(texts) and _QUOTE.match(texts[j]) and not _REPL.match(texts[j]):
+            j += 1
+        if j - i >= _MIN_QUOTE_RUN or (i == 0 and j == len(texts)):
+            # A quoted blank line is markers only (">", "> >"): it sets no depth.
+            content = {k for k in range(i, j) if _unquoted(texts[k]).strip()}
+            depth = min((_depth(texts[k]) for k in content), default=1)
+            # ">text" quoting (no space after the marker) keeps the line's own spaces.
+            tight = any(_TIGHT.match(texts[k]) for k in content) and not any(
+                _SPACED.match(texts[k]) for k in content
+            )
+            marker = _BARE_QUOTE if tight else _QUOTE
+            for k in range(i, j):
+                if k not in content:
+                    texts[k] = ""
+                    continue
+                for _ in range(depth):
+                    m = marker.match(texts[k])
+                    assert m is not None
+                    texts[k] = texts[k][m.end() :]
+            changed += j - i
+        i = j
+    return changed
+
+
+def _unquoted(text: str) -> str:
+    while (m := _QUOTE.match(text)) is not None:
+        text = text[m.end() :]
+    return text
+
+
+def _depth(text: str) -> int:
+    depth = 0
+    while (m := _QUOTE.match(text)) is not None:
+        depth += 1
+        text = text[m.end() :]
+    return depth
+
+
+def _margin(texts: list[str]) -> str:
+    """The whitespace every non-blank line starts with."""
+    common: str | None = None
+    for text in texts:
+        if not text.strip():
+            continue
+        lead = text[: len(text) - len(text.lstrip(" \t"))]
+        if common is None:
+            common = lead
+        else:
+            k = 0
+            while k < len(common) and k < len(lead) and common[k] == lead[k]:
+                k += 1
+            common = common[:k]
+        if not common:
+            return ""
+    return common or ""
+
+
+def _is_code_margin(margin: str) -> bool:
+    return "\t" in margin or len(margin) >= _CODE_MARGIN
+
+
+def _strip_margin(texts: list[str], first: int, last: int, margin: str) -> None:
+    for k in range(first, last):
+        if texts[k].startswith(margin):
+            texts[k] = texts[k][len(margin) :]
+        elif not texts[k].strip():
+            texts[k] = ""
+
+
+def _indent_blocks(lines: _Lines) -> int:
+    """Remove a code block's margin: the whole text's, else each block's that follows a
+    blank line (or starts the text) and ends before a line at the left edge."""
+    texts = lines.texts
+    whole = _margin(texts)
+    if _is_code_margin(whole):
+        _strip_margin(texts, 0, len(texts), whole)
+        return sum(1 for t in texts if t.strip())
+    changed = 0
+    i = 0
+    while i < len(texts):
+        starts_block = (i == 0 or not texts[i - 1].strip()) and texts[i][:1] in (" ", "\t")
+        if not starts_block or not texts[i].strip():
+            i += 1
+            continue
+        j = i
+        while j < len(texts) and (not texts[j].strip() or texts[j][:1] in (" ", "\t")):
+            j += 1
+        margin = _margin(texts[i:j])
+        if _is_code_margin(margin) and sum(1 for t in texts[i:j] if t.strip()) >= 2:
+            _strip_margin(texts, i, j, margin)
+            changed += j - i
+        i = j
+    return changed
+
+
+def _emphasis(lines: _Lines) -> int:
+    changed = 0
+    for k, text in enumerate(lines.texts):
+        if lines.code[k] or ("**" not in text and "`" not in text):
+            continue
+        new = _BOLD.sub(r"\1", text)
+        new = _CODE_SPAN.sub(r"\1", new)
+        if new != text:
+            lines.texts[k] = new
+            changed += 1
+    return changed
+
+
+def wrap_width(texts: list[str]) -> int | None:
+    """The width a terminal wrapped these lines at, when they show one: at least two
+    lines exactly as long as the longest, and more of them than lines a little shorter
+    (a natural text's longest lines taper off; a wrapped one's pile up at the edge)."""
+    lengths = Counter(map(len, texts))
+    if not lengths:
+        return None
+    width = max(lengths)
+    at_edge = lengths[width]
+    if width < _MIN_WRAP_WIDTH or at_edge < 2:
+        return None
+    below = sum(lengths.get(n, 0) for n in range(width - 5, width))
+    return width if at_edge > below else None
+
+
+def _shape(text: str) -> str:
+    """Runs of letters and digits as one mark (ids are hex, numbers have widths), runs of
+    spaces as one (columns are padded), punctuation as it is."""
+    return _RUNS.sub(r"\1", text.translate(_CLASSES))
+
+
+def _same_shape(text: str, record: str) -> bool:
+    """``text`` starts like ``record``: the next record of one template (a table's rows,
+    a message repeated per rank), not a wrapped piece of the last. Alike are the same
+    words with other numbers ("root   10  0.0" under "root    1  0.0"), or the same
+    punctuation around other ids (a CSV's rows of hex UUIDs); a wrapped piece starts
+    wherever the column fell, and shares neither with its line's start."""
+    head = text[:_SAME_CHARS]
+    if len(head) == _SAME_CHARS and _DIGITS.sub("0", head) == _DIGITS.sub(
+        "0", record[:_SAME_CHARS]
+    ):
+        return True
+    shape = _shape(text[:_SHAPE_CHARS])
+    marks = len(shape) - shape.count("x") - shape.count(" ")  # words are any words
+    return (
+        len(text) >= _SHAPE_CHARS
+        and marks >= _SHAPE_MARKS
+        and shape == _shape(record[:_SHAPE_CHARS])
+    )
+
+
+def _continues(text: str, record: str) -> bool:
+    """``text`` may be the wrapped rest of ``record``: it starts no record of its own
+    (a py-spy frame is one, indented or not)."""
+    return (
+        not _NEW_RECORD.match(text)
+        and not _same_shape(text, record)
+        and not (text.endswith(")") and PYSPY_FRAME.match(text))
+    )
+
+
+def _rejoin(lines: _Lines) -> tuple[int, int | None]:
+    """Join the pieces of hard-wrapped lines; (joins made, width)."""
+    width = wrap_width(lines.texts)
+    if width is None:
+        return 0, None
+    old = lines.texts
+    at_width = [k for k, text in enumerate(old[:-1]) if len(text) == width]
+    joinable = sum(1 for k in at_width if _continues(old[k + 1], old[k]))
+    if joinable < _MIN_JOINS:
+        return 0, None  # rows of one template at one width, not a wrap
+    texts, origin, code = [], [], []
+    joins = 0
+    i = 0
+    while i < len(old):
+        text = old[i]
+        pieces = 1
+        while (
+            len(old[i + pieces - 1]) == width
+            and i + pieces < len(old)
+            and pieces < _MAX_WRAP_PIECES
+            and _continues(old[i + pieces], text)
+        ):
+            text += old[i + pieces]
+            pieces += 1
+        texts.append(text)
+        origin.append(lines.origin[i])
+        code.append(lines.code[i])
+        joins += pieces - 1
+        i += pieces
+    lines.texts, lines.origin, lines.code = texts, origin, code
+    return joins, width
+
+
+def _colours(lines: _Lines) -> int:
+    changed = 0
+    for k, text in enumerate(lines.texts):
+        if "\x1b" in text or ("[" in text and "m" in text):
+            new = strip_colours(text)
+            if new != text:
+                lines.texts[k] = new
+                changed += 1
+    return changed
+
+
+def _fences(lines: _Lines) -> int:
+    inside = False
+    found = 0
+    for k, text in enumerate(lines.texts):
+        if _FENCE.match(text):
+            lines.texts[k] = ""
+            inside = not inside
+            found += 1
+            continue
+        lines.code[k] = inside
+    return found
+
+
+def _shipper_tag(lines: _Lines) -> int:
+    """Remove the one tag a log shipper put on every line (``kubectl logs --prefix``'s
+    "[pod/NAME/CONTAINER] ", docker compose's "SERVICE-1  | "): it names a container, not
+    a rank, and on a wrapped line's rest it would pass for a new record. Several pods'
+    tags in one paste are left to the launcher peeler, line by line."""
+    counts: dict[str, int] = {}
+    meaningful = 0
+    for text in lines.texts:
+        if not text.strip():
+            continue
+        meaningful += 1
+        if (m := _SHIPPER_TAG.match(text)) is not None:
+            counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+    if not counts:
+        return 0
+    tag, seen = max(counts.items(), key=lambda item: item[1])
+    if seen < _MIN_STREAM_LINES or seen < _STREAM_SHARE * meaningful:
+        return 0
+    changed = 0
+    for k, text in enumerate(lines.texts):
+        if text.startswith(tag):
+            lines.texts[k] = text[len(tag) :]
+            changed += 1
+        elif text == tag.rstrip():
+            lines.texts[k] = ""
+    return changed
+
+
+def _stream_column(lines: _Lines) -> int:
+    """Remove a log stream's name that a shipper printed after its stamp on every line
+    (``aws logs tail``: "TIME STREAM MESSAGE"); the stamp stays, it is the line's time."""
+    counts: dict[str, int] = {}
+    meaningful = 0
+    for text in lines.texts:
+        if not text.strip():
+            continue
+        meaningful += 1
+        if (m := _STAMPED_STREAM.match(text)) is not None:
+            counts[m.group(2)] = counts.get(m.group(2), 0) + 1
+    if not counts:
+        return 0
+    stream, seen = max(counts.items(), key=lambda item: item[1])
+    if seen < _MIN_STREAM_LINES or seen < _STREAM_SHARE * meaningful:
+        return 0
+    changed = 0
+    for k, text in enumerate(lines.texts):
+        m = _STAMPED_STREAM.match(text)
+        if m is not None and m.group(2) == stream:
+            lines.texts[k] = text[: m.end(1)] + text[m.end(2) :]
+            changed += 1
+    return changed
+
+
+def _restored_head(texts: list[str]) -> tuple[int, str] | None:
+    """Restore the start of a first line that a selection cut inside its header, from a
+    later line of the same process: the first line's first token (a host:pid:tid, a time)
+    ends a token of that line, and what follows it agrees. The header's identity (pid,
+    tid, time) is in the part both lines share, so the restored start is that process's;
+    a token too short to carry one ("]:", "k3]:") is left as cut. A cut header may still
+    look like one ("5:2123:2230 [3] …", host "5"), so every first line is tried; an uncut
+    one occurs only at the start of later lines, and is left as it is."""
+    first = next((k for k, t in enumerate(texts) if t.strip()), None)
+    if first is None:
+        return None
+    cut = texts[first]
+    token = cut.split(" ", 1)[0]
+    if len(token) < _MIN_CUT_TOKEN or not any(c.isdigit() for c in token):
+        return None
+    agree = cut[: len(token) + _CUT_AGREE]
+    for text in texts[first + 1 : first + 1 + _CUT_LOOKAHEAD]:
+        at = text.find(agree, 1, _MAX_HEAD + len(agree))
+        if at > 0:
+            return first, text[:at] + cut
+    return None
+
+
+def _cut_head(lines: _Lines) -> int:
+    restored = _restored_head(lines.texts)
+    if restored is None:
+        return 0
+    lines.texts[restored[0]] = restored[1]
+    return 1
+
+
+def _indented(text: str) -> bool:
+    """Every line indented (a margin to find), or an indented block after a blank line."""
+    return not _SIGN_FLUSH.search(text) or bool(_SIGN_BLOCK.search(text))
+
+
+_Step = tuple[Callable[[str], bool], Callable[[_Lines], int], str]
+_STEPS: tuple[_Step, ...] = (
+    (lambda t: "```" in t or "~~~" in t, _fences, "Markdown fences"),
+    (lambda t: bool(_SIGN_QUOTE.search(t)), _quote_runs, "a block quote's '>' markers"),
+    (_indented, _indent_blocks, "a code block's indentation"),
+    (lambda t: bool(_SIGN_TAG.search(t)), _shipper_tag, "a log shipper's tag on every line"),
+    (lambda t: bool(_SIGN_STREAM.search(t)), _stream_column, "a log stream's name on every line"),
+    (lambda t: "\x1b" in t or bool(_SIGN_SGR.search(t)), _colours, "colour codes"),
+    (lambda t: "**" in t or "`" in t, _emphasis, "Markdown emphasis"),
+    (lambda _: True, _cut_head, "a cut in the first line's header (restored from a later line)"),
+)
+
+
+def might_be_mangled(text: str) -> bool:
+    """Cheap: could ``unmangle`` change anything in this text?"""
+    head = text.split("\n", _CUT_LOOKAHEAD + 50)[: _CUT_LOOKAHEAD + 50]
+    return (
+        "\x1b" in text
+        or "\n>" in text
+        or text.startswith((">", " >", "  >", "   >"))
+        or "\n " in text
+        or "\n\t" in text
+        or text.startswith((" ", "\t"))
+        or "**" in text
+        or "`" in text
+        or _STAMPED_STREAM.match(text) is not None
+        or _SHIPPER_TAG.match(text) is not None
+        or wrap_width(text.split("\n", 20000)[:20000]) is not None
+        or _restored_head([t.rstrip("\r") for t in head]) is not None
+    )
+
+
+def unmangle(text: str) -> Unmangled | None:
+    """The text with the paste's layers undone; None when there were none."""
+    if not might_be_mangled(text):
+        return None
+    ends = text.endswith("\n")
+    raw = (text[:-1] if ends else text).split("\n")
+    texts = [t[:-1] if t.endswith("\r") else t for t in raw]
+    lines = _Lines(texts, list(range(1, len(texts) + 1)), [False] * len(texts))
+    undone: list[str] = []
+    # Each layer is looked for line by line only where one search of the whole text (in
+    # C) finds a sign of it.
+    changed = 0
+    # the text as the layers undone so far left it (CRs gone), for the next layer's signs
+    current = "\n".join(texts) if "\r" in text else text
+    for signed, step, what in _STEPS:
+        count = step(lines) if signed(current) else 0
+        if count:
+            undone.append(what)
+            changed += count
+            current = "\n".join(lines.texts)
+    joins, width = _rejoin(lines)
+    if joins:
+        undone.append(f"a hard wrap at {width} columns ({joins} lines joined)")
+    if not undone:
+        return None
+    body = "\n".join(lines.texts) + ("\n" if ends else "")
+    return Unmangled(body, tuple(lines.origin), tuple(undone), changed + 2 * joins, len(raw))

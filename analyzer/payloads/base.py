@@ -1,0 +1,47 @@
+"""The base of every log event's payload: the error a line reports, as printed and as the
+parser read it.
+
+Any recognised line may report an error: an exception type and message (free text, kept
+as printed for people), and what the parser read from them once, typed (``signs``, the
+GPU-hardware and storage words, the allocation an out-of-memory names). The deaths view
+and the rules decide on those typed fields; none of them searches the words again.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Sign(enum.StrEnum):
+    """What an error line says about the rank that printed it (the parser reads the
+    exception type, the message and the frame that raised it: parsers/logs/errors.py)."""
+
+    CUDA_OOM = "cuda_oom"  # out of GPU memory: OutOfMemoryError, "CUDA out of memory"
+    OUT_OF_MEMORY = "out_of_memory"  # "out of memory" in other words
+    HOST_OOM = "host_oom"  # killed for host memory (Ray's memory monitor)
+    DATALOADER_WORKER = "dataloader_worker"  # a DataLoader worker died, not the rank itself
+    # The consequence of a failure elsewhere: a timeout, a lost peer, the watchdog's abort,
+    # an NCCL call's error string, an interrupt (vocabulary.CONSEQUENCE_TEXT).
+    CONSEQUENCE = "consequence"
+    # An object collective (broadcast_object_list…) that delivered no data, because it was
+    # aborted: EOFError / UnpicklingError raised in distributed_c10d._tensor_to_object.
+    EMPTY_COLLECTIVE = "empty_collective"
+    INTERRUPT = "interrupt"  # KeyboardInterrupt: someone stopped the job
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class EventPayload:
+    """The payload of a kind whose line carries nothing but the error it may report, and
+    the base of every other payload."""
+
+    exc_type: str | None = None  # as printed: "RuntimeError", "c10::DistBackendError"
+    message: str | None = None  # as printed (free text)
+    signs: tuple[Sign, ...] = ()  # what exc_type and message say, read by the parser
+    hardware: str | None = None  # the GPU-hardware failure it names, from its words on
+    storage: str | None = None  # the storage-failure words it names ("[Errno 5]"…)
+    tried: str | None = None  # the allocation an out-of-memory error names ("4.35 GiB")
+
+
+NO_PAYLOAD = EventPayload()

@@ -1,0 +1,137 @@
+"""Payloads of how a rank's process ended (parsers/logs/elastic.py, process.py, the stack
+and faulthandler parsers): launcher reports, exceptions, fatal signals, OOM killers."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.vocabulary import parse_enum
+
+
+class SignalName(enum.StrEnum):
+    """A POSIX signal by its name (Linux numbering in :meth:`of_number`)."""
+
+    SIGHUP = "SIGHUP"
+    SIGINT = "SIGINT"
+    SIGQUIT = "SIGQUIT"
+    SIGILL = "SIGILL"
+    SIGTRAP = "SIGTRAP"
+    SIGABRT = "SIGABRT"
+    SIGBUS = "SIGBUS"
+    SIGFPE = "SIGFPE"
+    SIGKILL = "SIGKILL"
+    SIGUSR1 = "SIGUSR1"
+    SIGSEGV = "SIGSEGV"
+    SIGUSR2 = "SIGUSR2"
+    SIGPIPE = "SIGPIPE"
+    SIGALRM = "SIGALRM"
+    SIGTERM = "SIGTERM"
+    SIGSTKFLT = "SIGSTKFLT"
+    SIGCHLD = "SIGCHLD"
+    SIGCONT = "SIGCONT"
+    SIGSTOP = "SIGSTOP"
+    SIGTSTP = "SIGTSTP"
+    SIGTTIN = "SIGTTIN"
+    SIGTTOU = "SIGTTOU"
+    SIGURG = "SIGURG"
+    SIGXCPU = "SIGXCPU"
+    SIGXFSZ = "SIGXFSZ"
+    SIGVTALRM = "SIGVTALRM"
+    SIGPROF = "SIGPROF"
+    SIGWINCH = "SIGWINCH"
+    SIGIO = "SIGIO"
+    SIGPWR = "SIGPWR"
+    SIGSYS = "SIGSYS"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, name: str) -> SignalName:
+        """A signal's name as a line printed it ("SIGKILL"); UNKNOWN for one this table
+        does not hold (a real-time signal)."""
+        return parse_enum(cls, name)
+
+
+class Launcher(enum.StrEnum):
+    TORCHRUN = "torchrun"
+    SLURM = "slurm"
+    MPIRUN = "mpirun"
+    DEEPSPEED = "deepspeed"
+    HOROVOD = "horovod"
+    TORCH_MULTIPROCESSING = "torch.multiprocessing"
+    UNKNOWN = "unknown"
+
+
+class FatalReport(enum.StrEnum):
+    """Who printed a fatal signal."""
+
+    PYTHON = "python"  # "Fatal Python error: Segmentation fault" (faulthandler's header)
+    GLOG = "glog"  # "*** SIGSEGV (@0x0) received by PID 123"
+    TERMINATE = "terminate"  # "terminate called after throwing an instance of 'T'": abort
+    SHELL = "shell"  # bash's "line 3: 1234 Killed", a bare "Segmentation fault"
+    TORCHELASTIC = "torchelastic"  # "Signal 9 (SIGKILL) received by PID 812"
+    FAULTHANDLER = "faulthandler"  # a faulthandler dump's own header
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class LauncherReport(EventPayload):
+    """WORKER_FAILED, CHILD_FAILURE, AGENT_TERMINATING, AGENT_SIGNAL: a launcher's report
+    of a worker that ended, or of the signal it got or sent. The worker's pid, host and
+    local rank are the event's own (LogEvent.pid…)."""
+
+    launcher: Launcher | None = None
+    exit_code: int | None = None
+    signal: SignalName | None = None
+    host_oom: bool = False  # killed for its memory (Slurm "Out Of Memory")
+    why: str | None = None  # AGENT_SIGNAL: the scheduler's words (Slurm's CANCELLED reason)
+    # CHILD_FAILURE (torchrun's ChildFailedError table): the entry and its fields.
+    ordinal: int | None = None
+    rank: int | None = None
+    root_cause: bool = False  # the "Root Cause" entry: only the first to exit on its node
+    error_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExceptionRaised(EventPayload):
+    """EXCEPTION: an uncaught Python exception (the line that ends a traceback)."""
+
+    where: str | None = None  # the traceback's last frame: 'File "x.py", line 3, in f'
+    bare: bool = False  # a paste's last line, no traceback above it: weak on its own
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorFile(EventPayload):
+    """ERROR_FILE: a TORCHELASTIC_ERROR_FILE (error.json)."""
+
+    category: str | None = None  # errorTraits.category: "system_terminated_error"
+    timestamp: float | None = None  # the file's own time, POSIX seconds
+
+
+@dataclass(frozen=True, slots=True)
+class FatalSignal(EventPayload):
+    """FATAL_SIGNAL: a process killed by a signal (its exc_type: the C++ exception an
+    abort threw)."""
+
+    signal: SignalName | None = None
+    reported_by: FatalReport | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostOomKill(EventPayload):
+    """HOST_OOM_KILL: the kernel's (or Ray's) OOM killer."""
+
+    name: str | None = None  # the process it killed: "python"
+    events: int | None = None  # slurmstepd: "Detected N oom_kill events"
+
+
+@dataclass(frozen=True, slots=True)
+class LoaderWorkerDied(EventPayload):
+    """DATALOADER_WORKER_DIED: torch's messages when a DataLoader worker dies."""
+
+    signal: SignalName | None = None
+    worker_pids: tuple[int, ...] = ()
+    timeout_s: int | None = None  # "DataLoader timed out after N seconds"
+    shm: bool = False  # shared memory (/dev/shm) too small, by the message
+    shm_error: str | None = None  # the shared-memory file's error: "No space left on device"

@@ -1,0 +1,58 @@
+"""Payloads of what the job said it was doing (parsers/logs/phases.py, pipelining.py):
+phase markers, progress bars and per-rank data counts."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.torch_pg import Direction
+from hangdoc.analyzer.vocabulary import Phase
+
+
+class Exhausted(enum.StrEnum):
+    """How a trainer said a rank ran out of data (a DATA_EXHAUSTED marker)."""
+
+    JOIN = "join"  # torch's Join: "Rank 3 exhausted all inputs", "rank that exhausted inputs"
+    EPOCH_END = "epoch_end"  # AllenNLP: "Worker 0 completed its entire epoch"
+    UNEVEN_WORKLOAD = "uneven_workload"  # wenet's join check failed
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A tqdm meter: ``{pct}%|{bar}| {n}/{total} [{elapsed}<{remaining}, …]``."""
+
+    pct: int
+    n: float | None  # "1.25k" as a number
+    total: float | None
+    elapsed_s: int | None
+    meter: str  # "n/total" as printed ("1.25k/2.97M"), for people
+    elapsed: str  # as printed ("30:00"), for people
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseMarker(EventPayload):
+    """PHASE: what a framework's line or progress bar says the job is doing."""
+
+    phase: Phase | None = None
+    label: str | None = None  # the bar's description or the marker's words, for people
+    progress: Progress | None = None  # a progress bar's meter
+    marker: bool = False  # a framework's begin/end message (not a bar)
+    world_size: int | None = None  # a distributed-init line's world size
+    exhausted: Exhausted | None = None  # DATA_EXHAUSTED: which trainer's words
+    store_key: str | None = None  # "Completed store-based barrier for key: K"
+    # Pipeline-parallel shape inference (torch.distributed.pipelining): this stage, the
+    # stage it receives from or sends to, and which.
+    p2p: Direction | None = None
+    stage: int | None = None
+    peer_stage: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DataCount(EventPayload):
+    """DATA_COUNT: how much data a rank said it has ("1250 batches", "len(loader) = 1250")."""
+
+    what: str | None = None  # "batches", "len(train_loader)", "steps per epoch"
+    value: int | None = None

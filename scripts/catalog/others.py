@@ -1,0 +1,190 @@
+"""gloo, the CUDA runtime, the kernel and NVIDIA's driver, and the frameworks."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from catalog import cppstream, csource, pysource
+from catalog.rows import rows_json, unheld, write
+from catalog.sources import BlobReader, Site, git, group, tree
+
+
+def do_gloo(repo: Path) -> list[Site]:
+    reader = BlobReader(repo)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    date = git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
+    version = f"{date} {head[:10]}"
+    sites: list[Site] = []
+    try:
+        for path, sha in tree(repo, "HEAD", "gloo", (".cc", ".h", ".cu")):
+            if "/test" in path or "/benchmark" in path or path.endswith("common/logging.h"):
+                continue
+            found = cppstream.sites_of(reader.read(sha), "gloo", path, version)
+            sites.extend(s for s in found if not s.function.startswith("#define GLOO_"))
+    finally:
+        reader.close()
+    source = {
+        "repository": "github.com/facebookincubator/gloo",
+        "read": "HEAD, gloo/** without tests and benchmarks",
+        "versions": [version],
+        "calls": "GLOO_ENFORCE*, GLOO_THROW*, GLOO_ERROR_MSG, GLOO_ERROR/WARN/INFO",
+    }
+    write("gloo", source, rows_json(group(sites), [version]), unheld(sites, [version]))
+    return sites
+
+
+# The launchers and frameworks most tickets come from: (project, repository, the folders
+# whose messages a distributed job prints). Python everywhere; C++ where the library logs
+# from C++ (Horovod's controller and stall inspector).
+FRAMEWORKS = {
+    "accelerate": ("github.com/huggingface/accelerate", ("src/accelerate",)),
+    "deepspeed": (
+        "github.com/deepspeedai/DeepSpeed",
+        (
+            "deepspeed/comm",
+            "deepspeed/launcher",
+            "deepspeed/elasticity",
+            "deepspeed/utils",
+            "deepspeed/checkpoint",
+            "deepspeed/runtime",
+        ),
+    ),
+    "horovod": (
+        "github.com/horovod/horovod",
+        ("horovod/common", "horovod/torch", "horovod/runner", "horovod/ray"),
+    ),
+    "megatron": (
+        "github.com/NVIDIA/Megatron-LM",
+        (
+            "megatron/core/distributed",
+            "megatron/core/parallel_state.py",
+            "megatron/core/pipeline_parallel",
+            "megatron/core/dist_checkpointing",
+            "megatron/core/utils.py",
+            "megatron/training",
+        ),
+    ),
+    "lightning": (
+        "github.com/Lightning-AI/pytorch-lightning",
+        ("src/lightning/fabric", "src/lightning/pytorch"),
+    ),
+}
+
+
+def do_framework(project: str, repo: Path) -> list[Site]:
+    repository, folders = FRAMEWORKS[project]
+    head = git(repo, "rev-parse", "HEAD").strip()
+    date = git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
+    tags = git(repo, "tag", "--points-at", "HEAD").split()
+    version = f"{date} {head[:10]}" + (f" ({tags[0]})" if tags else "")
+    reader = BlobReader(repo)
+    sites: list[Site] = []
+    try:
+        for folder in folders:
+            for path, sha in tree(repo, "HEAD", folder, (".py", ".cc", ".cpp", ".h")):
+                if "/test" in path or "/tests/" in path:
+                    continue
+                code = reader.read(sha)
+                if path.endswith(".py"):
+                    sites.extend(pysource.sites_of(code, project, path, version))
+                else:
+                    sites.extend(cppstream.sites_of(code, project, path, version))
+    finally:
+        reader.close()
+    source = {
+        "repository": repository,
+        "read": "HEAD: " + ", ".join(folders) + " (tests left out)",
+        "versions": [version],
+        "calls": "raise, logger.<level>, warnings.warn, rank_zero_*/log_dist; C++ LOG() <<",
+    }
+    write(project, source, rows_json(group(sites), [version]), unheld(sites, [version]))
+    return sites
+
+
+def _strings(path: Path) -> list[str]:
+    out = subprocess.run(["strings", "-n", "4", str(path)], capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def do_cuda(cudart: Path, c10_cuda: Path | None) -> list[Site]:
+    """The CUDA runtime's error strings (``cudaGetErrorString``'s table in libcudart),
+    as torch prints them (``CUDA error: <string>``, c10/cuda's check), and the CUDA
+    caching allocator's out-of-memory messages (the literals of libc10_cuda)."""
+    strings = _strings(cudart)
+    start = strings.index("cudaSuccess")
+    table = strings[start : start + 600]
+    errors = [
+        s
+        for s in table
+        if " " in s and not s.startswith("cuda") and s[:1].isalpha() and "%" not in s
+    ]
+    version = cudart.name
+    sites = [
+        Site(
+            "cuda",
+            "CUDA error",
+            ("CUDA error: ", text),
+            cudart.name,
+            "cudaGetErrorString",
+            0,
+            version,
+        )
+        for text in dict.fromkeys(errors)
+    ]
+    if c10_cuda is not None:
+        for text in _strings(c10_cuda):
+            if text.startswith(("CUDA out of memory.", "CUDA kernel errors might be")):
+                sites.append(
+                    Site("cuda", "c10 CUDA", (text.rstrip(),), c10_cuda.name, "", 0, version)
+                )
+    source = {
+        "repository": "libcudart (pip nvidia-cuda-runtime-cu12) and torch's libc10_cuda",
+        "read": f"strings of {cudart.name}: the error-string table after 'cudaSuccess'; "
+        + (f"strings of {c10_cuda.name}: 'CUDA out of memory.' literals" if c10_cuda else ""),
+        "versions": [version],
+    }
+    write("cuda", source, rows_json(group(sites), [version]))
+    return sites
+
+
+_PRINTK = (
+    "pr_err",
+    "pr_warn",
+    "pr_info",
+    "pr_emerg",
+    "pr_crit",
+    "pr_alert",
+    "printk",
+    "portDbgPrintf",
+)
+
+
+def do_kernel(root: Path) -> list[Site]:
+    """printk-style reports of the Linux kernel (hung task, OOM killer) and of NVIDIA's
+    kernel driver (Xid), from C sources under ``root`` (a checkout, or excerpts of the
+    files read through the code index: <root>/<repository>/<path>)."""
+    sites: list[Site] = []
+    version = "as read"
+    for path in sorted(root.rglob("*.c")):
+        rel = path.relative_to(root).as_posix()
+        clean = csource.blank_comments(path.read_text("utf-8", "replace"))
+        spans = csource.function_spans(clean)
+        for call in csource.find_calls(clean, _PRINTK):
+            lit = csource.literal(call.args[0]) if call.args else None
+            if lit is None:
+                continue
+            text = lit.text
+            if call.name == "printk" and text[:1] == "\x00":
+                text = text[1:]  # KERN_ERR "…": the level marker
+            parts = tuple(csource.printf_parts(csource.Literal(text, lit.markers), call.args[1:]))
+            function = csource.enclosing(spans, call.offset)
+            sites.append(Site("kernel", call.name, parts, rel, function, call.line, version))
+    source = {
+        "repository": "github.com/torvalds/linux, github.com/NVIDIA/open-gpu-kernel-modules",
+        "read": "kernel/hung_task.c, mm/oom_kill.c, src/nvidia/src/kernel/gpu/rc/kernel_rc.c: "
+        "their printk/pr_*/portDbgPrintf statements",
+        "versions": [version],
+    }
+    write("kernel", source, rows_json(group(sites), [version]))
+    return sites

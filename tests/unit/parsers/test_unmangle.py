@@ -1,0 +1,114 @@
+"""Paste layers undone before the recognisers read a text (analyzer/parsers/unmangle.py).
+
+Inputs are hand-written in documented formats: py-spy's dump text (shared/FORMATS.md §4,
+the sample there), NCCL debug lines (§1: ``host:pid:tid [dev] file:line NCCL WARN …``),
+CPython's traceback; the layers are what hangdoc/paste_mangling.py does to them.
+"""
+
+from __future__ import annotations
+
+from hangdoc.analyzer.parsers.unmangle import unmangle, wrap_width
+from hangdoc.paste_mangling import (
+    cloudwatch,
+    crlf,
+    emphasis,
+    fence,
+    hard_wrap,
+    indent,
+    kubectl,
+    quote,
+)
+
+PYSPY = """\
+Process 9106: /opt/venv/bin/python sleeper.py
+Python v3.11.7 (/usr/local/bin/python3.11)
+
+Thread 9106 (idle): "MainThread"
+    save_checkpoint (sleeper.py:5)
+    main (sleeper.py:20)
+    <module> (sleeper.py:23)
+"""
+NCCL = (
+    "node7:4827:6900 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes "
+    "instead of 4\n"
+    "node7:4827:6900 [4] NCCL INFO bootstrap.cc:554 -> 3\n"
+    "node7:4827:6900 [4] NCCL INFO transport.cc:204 -> 3\n"
+)
+TRACEBACK = """\
+Traceback (most recent call last):
+  File "train.py", line 12, in <module>
+    dist.all_reduce(t)
+RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, NCCL version 2.20.5
+"""
+
+
+def _undone(text: str) -> str:
+    fixed = unmangle(text)
+    return fixed.text if fixed is not None else text
+
+
+def test_quote_indent_and_fence_are_undone() -> None:
+    for mangled in (quote(PYSPY), quote(PYSPY, depth=2), quote(PYSPY, space=False),
+                    indent(PYSPY), indent(PYSPY, "\t"), fence(PYSPY, "text"),
+                    quote(indent(PYSPY))):  # fmt: skip
+        assert _undone(mangled).strip("\n") == PYSPY.strip("\n"), mangled
+
+
+def test_the_formats_own_indentation_is_kept() -> None:
+    # py-spy's four spaces and a traceback's two are the format's, not a code block's
+    assert unmangle(PYSPY) is None
+    assert unmangle(TRACEBACK) is None
+
+
+def test_a_repl_session_is_not_a_quote() -> None:
+    text = ">>> import torch\n>>> torch.__version__\n'2.4.0'\n"
+    assert _undone(text) == text
+
+
+def test_hard_wraps_are_joined_and_records_are_not() -> None:
+    # GIVEN NCCL lines wrapped at 40 columns
+    wrapped = hard_wrap(NCCL, 40)
+    assert wrapped != NCCL and wrap_width(wrapped.splitlines()) == 40
+    # THEN they are joined back, and the line map points at each record's first piece
+    fixed = unmangle(wrapped)
+    assert fixed is not None and fixed.text == NCCL
+    assert fixed.line_map[1] == 4  # the second record starts on the wrapped text's line 4
+
+
+def test_rows_of_one_width_are_no_wrap() -> None:
+    # nvidia-smi's CSV rows (FORMATS.md §6) all one length, hex ids differing
+    rows = "".join(
+        f"{i}, GPU-{i}f1c2a9e-7b4d-4e21-9c0a-5d8e6f7a1b2{i}, NVIDIA H100 80GB HBM3, 100 %\n"
+        for i in range(4)
+    )
+    assert unmangle(rows) is None
+
+
+def test_shipper_tags_and_stream_columns_are_undone_but_stamps_stay() -> None:
+    assert _undone(kubectl(NCCL)) == NCCL
+    undone = _undone(cloudwatch(NCCL))
+    assert "train-job-7/algo" not in undone
+    assert undone.splitlines()[0].startswith("2024-05-01T10:00:00.271828+00:00 node7:4827")
+
+
+def test_emphasis_and_colours_are_undone_outside_fences() -> None:
+    assert _undone(emphasis(TRACEBACK)) == TRACEBACK
+    assert _undone("\x1b[31mnode7:1:2 [0] NCCL WARN x\x1b[0m\n") == "node7:1:2 [0] NCCL WARN x\n"
+    literal = "```\n**kept** as printed\n```\n"
+    assert "**kept**" in _undone(literal)
+    assert (
+        _undone("f(*args, **kwargs)\nx = a**2 + b**2\n") == "f(*args, **kwargs)\nx = a**2 + b**2\n"
+    )
+
+
+def test_crlf_alone_is_left_to_the_line_readers() -> None:
+    assert unmangle(crlf(NCCL)) is None
+
+
+def test_a_header_cut_by_the_selection_is_restored_from_its_process() -> None:
+    # the first line starts inside its host:pid:tid
+    cut = "27:6900 [4]" + NCCL.split("[4]", 1)[1]
+    fixed = unmangle(cut)
+    assert fixed is not None and fixed.text.splitlines()[0] == NCCL.splitlines()[0]
+    # a token too short to carry a process's identity is left as it was
+    assert unmangle("]: RuntimeError: x\n[rank3]: RuntimeError: x\n") is None

@@ -1,0 +1,113 @@
+"""The watch loop on real processes, with a handler that records what it is handed.
+
+The handler stands for the reporter (tested on its own in test_report.py); the loop's
+signals, stacks, clocks and endings are the real ones.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from hangdoc.collectors.watch.loop import LoopOptions, Scope, Watcher, WatchResult
+from hangdoc.collectors.watch.stall import Outcome, Stall
+from tests.unit.watch.conftest import COMPUTE, WRITER, Start
+
+
+class Recorder:
+    """Records stalls; after ``stop_after`` of them, stops the watch."""
+
+    def __init__(self, stop: threading.Event, outcome: Outcome, stop_after: int = 1) -> None:
+        self.stop = stop
+        self.outcome = outcome
+        self.stop_after = stop_after
+        self.stalls: list[tuple[float, Stall]] = []
+        self.resumes: list[list[str]] = []
+        self.lines: list[str] = []
+
+    def stalled(self, stall: Stall) -> Outcome:
+        self.stalls.append((time.time(), stall))
+        if len(self.stalls) >= self.stop_after:
+            self.stop.set()
+        return self.outcome
+
+    def resumed(self, reasons: list[str]) -> None:
+        self.resumes.append(reasons)
+
+    def collecting(self) -> bool:
+        return False
+
+    def say(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def _watch(
+    pids: list[int], handler: Recorder, stop: threading.Event, stall_after: float = 1.5,
+    timeout: float = 40.0,
+) -> WatchResult:  # fmt: skip
+    options = LoopOptions(
+        scope=Scope(pids=tuple(pids)), stall_after_s=stall_after, poll_s=0.2, confirm_s=0.4
+    )
+    timer = threading.Timer(timeout, stop.set)
+    timer.start()
+    try:
+        return Watcher(options, handler, handler.say, stop).run()
+    finally:
+        timer.cancel()
+
+
+def test_a_process_that_stops_writing_is_a_stall_after_stall_after(
+    start: Start, tmp_path: Path
+) -> None:
+    # GIVEN a rank that writes its log for 2 s, then blocks
+    log = tmp_path / "rank0.log"
+    proc = start(WRITER, str(log), "2")
+    stop = threading.Event()
+    handler = Recorder(stop, Outcome.REPORTED)
+    # WHEN watched with --stall-after 1.5
+    result = _watch([proc.pid], handler, stop)
+    # THEN one stall, handed over at least 1.5 s after its last write, naming the rank
+    assert result.why_ended == "told to stop"
+    (at, stall), *_ = handler.stalls
+    last_write = log.stat().st_mtime
+    assert at - last_write >= 1.5, handler.lines
+    assert stall.quiet_since >= last_write - 0.5
+    assert stall.pids == (proc.pid,)
+    assert stall.confirmed_at >= stall.detected_at >= stall.quiet_since
+
+
+def test_a_process_that_computes_without_output_is_not_a_stall(start: Start) -> None:
+    # GIVEN a rank that computes (its main thread moves) but writes nothing
+    proc = start(COMPUTE)
+    stop = threading.Event()
+    handler = Recorder(stop, Outcome.REPORTED)
+    # WHEN watched for several stall periods THEN nothing is handed over
+    _watch([proc.pid], handler, stop, stall_after=1.0, timeout=8.0)
+    assert handler.stalls == [], handler.lines
+    assert any("not stuck" in line and "moved" in line for line in handler.lines), handler.lines
+
+
+def test_a_stall_the_handler_rechecks_comes_back_and_a_reported_one_does_not(
+    start: Start, tmp_path: Path
+) -> None:
+    proc = start(WRITER, str(tmp_path / "a.log"), "0.3")
+    stop = threading.Event()
+    recheck = Recorder(stop, Outcome.RECHECK, stop_after=2)
+    _watch([proc.pid], recheck, stop, stall_after=1.0)
+    assert len(recheck.stalls) == 2  # looked again after another quiet period
+    stop = threading.Event()
+    reported = Recorder(stop, Outcome.REPORTED, stop_after=2)
+    _watch([proc.pid], reported, stop, stall_after=1.0, timeout=6.0)
+    assert len(reported.stalls) == 1  # not again until something moves
+
+
+def test_watch_ends_by_itself_when_the_job_ends(start: Start, tmp_path: Path) -> None:
+    proc = start(WRITER, str(tmp_path / "b.log"), "60")
+    stop = threading.Event()
+    handler = Recorder(stop, Outcome.REPORTED)
+    threading.Timer(1.0, proc.kill).start()
+    result = _watch([proc.pid], handler, stop, stall_after=30)
+    assert result.why_ended.startswith("the job ended"), result
+    assert [e.pid for e in result.exited] == [proc.pid]
+    assert handler.stalls == []

@@ -1,0 +1,58 @@
+"""Stack samples that confirm a stall: py-spy's JSON (recorded dumps of real hung jobs,
+and live dumps of a process that computes)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from hangdoc.collectors import pyspy
+from hangdoc.collectors.watch import stacks
+from tests.unit.watch.conftest import COMPUTE, Start
+
+ROOT = Path(__file__).resolve().parents[3]
+HUNG = ROOT / "fixtures" / "dumps" / "checkpoint" / "rank3"
+
+
+def _shot(path: Path) -> stacks.StackShot:
+    return stacks.StackShot(1, stacks.parse(path.read_bytes()))
+
+
+def test_a_hung_rank_is_at_the_same_frames_in_both_samples() -> None:
+    first, second = _shot(HUNG / "pyspy.0.json"), _shot(HUNG / "pyspy.1.json")
+    main = [t for t in first.threads.values() if t.main]
+    assert len(main) == 1 and main[0].frames[2][0] == "StuckFile.write"
+    assert stacks.change(first, second) is None
+
+
+def test_junk_is_no_threads() -> None:
+    assert stacks.parse(b"not json") == {}
+    assert stacks.parse(b'{"a": 1}') == {}
+    assert stacks.parse(b'[{"thread_id": "x"}, 3]') == {}
+
+
+def test_only_the_main_thread_and_running_threads_count() -> None:
+    idle = stacks.ThreadShot("timer", main=False, active=False, frames=(("wait", "t.py", 1),))
+    woke = stacks.ThreadShot("timer", main=False, active=False, frames=(("tick", "t.py", 9),))
+    main = stacks.ThreadShot("MainThread", main=True, active=False, frames=(("f", "m.py", 3),))
+    before = stacks.StackShot(1, {1: main, 2: idle})
+    assert stacks.change(before, stacks.StackShot(1, {1: main, 2: woke})) is None
+    moved = stacks.ThreadShot("MainThread", main=True, active=True, frames=(("g", "m.py", 7),))
+    change = stacks.change(before, stacks.StackShot(1, {1: moved, 2: idle}))
+    assert change == "main thread moved from f (m.py:3) to g (m.py:7)"
+
+
+@pytest.mark.skipif(pyspy.find_pyspy() is None or os.geteuid() != 0, reason="needs py-spy as root")
+def test_a_process_that_computes_moves_between_samples(start: Start) -> None:
+    proc = start(COMPUTE)
+    exe = pyspy.find_pyspy()
+    shots = []
+    for _ in range(6):
+        shots.append(stacks.take(proc.pid, exe, timeout_s=10))
+        time.sleep(0.3)
+    assert all(s.error is None and s.threads for s in shots), shots
+    assert any(stacks.change(a, b) for a, b in itertools.pairwise(shots))
