@@ -291,7 +291,7 @@ _SUMMARIZE = """
 import sys
 from pathlib import Path
 from multiprocessing import Pool
-from hangdoc.analyzer.summaries.write import write_node_summary
+from hangdoc.analyzer.summarize.write import write_node_summary
 def one(dump):
     return write_node_summary(Path(dump)).stat().st_size
 if __name__ == "__main__":

@@ -20,12 +20,12 @@ Kelvin sign and "k", that lower-casing does not); other lines run the search as 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["Gate", "gate", "required_literals"]
+__all__ = ["Gate", "any_of", "gate", "required_literals"]
 
 _REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
 # A branch keeps at most this many sets (the longest literals first): enough to rule out
@@ -109,6 +109,13 @@ def _node(op: Any, av: Any, folded: list[bool]) -> Literals | None:
 def _search_for(literals: Literals) -> Callable[[str], object]:
     """One C-level search for any of ``literals`` (a match object, or None)."""
     return re.compile("|".join(map(re.escape, sorted(literals, key=lambda x: (-len(x), x))))).search
+
+
+def any_of(words: Iterable[str]) -> Callable[[str], bool]:
+    """``lambda text: any(w in text for w in words)`` as one C-level search: a keyword
+    list of 20 or 30 words tested word by word cost a microsecond or more on every line."""
+    search = _search_for(frozenset(words))
+    return lambda text: search(text) is not None
 
 
 class Gate:

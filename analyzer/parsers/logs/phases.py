@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
-from hangdoc.analyzer.parsers.logs.literals import any_admits, gate
+from hangdoc.analyzer.parsers.logs.literals import any_admits, any_of, gate
 from hangdoc.analyzer.payloads.progress import DataCount, Exhausted, PhaseMarker, Progress
 from hangdoc.analyzer.vocabulary import EventKind, Phase
 
@@ -212,6 +212,7 @@ _INIT_SEARCH = gate(_INIT).search
 _DS_RANK_SEARCH = gate(_DS_RANK).search
 _MARKER_GATES = tuple((phase, gate(pattern)) for phase, pattern in _MARKERS)
 _SOME_MARKER = any_admits(tuple(g for _, g in _MARKER_GATES))
+_HAS_KEY = any_of(_KEYS)
 
 
 def match_count(text: str) -> Hit | None:
@@ -241,7 +242,7 @@ def match_count(text: str) -> Hit | None:
 
 
 def match_phase(text: str) -> Hit | None:
-    if not any(k in text for k in _KEYS):
+    if not _HAS_KEY(text):
         return None
     content_rank: int | None = None
     if (d := _DS_RANK_SEARCH(text)) is not None:
