@@ -15,8 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hangdoc.analyzer.parsers.logs import phases
-from hangdoc.analyzer.parsers.logs.literals import any_admits, gate, required_literals
+from hangdoc.analyzer.parsers import prefixes
+from hangdoc.analyzer.parsers.logs import phases, process
+from hangdoc.analyzer.parsers.logs.literals import any_admits, any_of, gate, required_literals
 
 ROOT = Path(__file__).resolve().parents[3]
 GATED = {
@@ -90,3 +91,34 @@ def test_recorded_logs_read_the_same_through_the_gates() -> None:
     for line in lines:
         if any(p.search(line) for _, p in phases._MARKERS):
             assert markers(line), line
+
+
+def _recorded_lines() -> list[str]:
+    return [
+        line
+        for path in sorted((ROOT / "fixtures").rglob("*"))
+        if path.is_file() and path.suffix in {".log", ".txt", ".out", ".err"}
+        for line in path.read_text(errors="replace").splitlines()
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=8), text=st.text())
+def test_any_of_is_any_word_in_the_text(words: list[str], text: str) -> None:
+    assert any_of(words)(text) == any(w in text for w in words)
+
+
+def test_keyword_lists_and_silent_prefixes_read_recorded_lines_as_before() -> None:
+    # the keyword lists as one search, and the silent prefixes as one alternation, decide
+    # every recorded line as the word-by-word and pattern-by-pattern tests did
+    lines = _recorded_lines()
+    for keys in (phases._KEYS, process._KEYS):
+        has = any_of(keys)
+        for line in lines:
+            assert has(line) == any(k in line for k in keys), line
+    for line in lines:
+        for start in range(min(len(line), 40)):
+            rest = line[start:]
+            one = next((m for p in prefixes._SILENT if (m := p.match(rest))), None)
+            joined = prefixes._ANY_SILENT.match(rest)
+            assert (one and one.end()) == (joined and joined.end()), rest
