@@ -237,7 +237,9 @@ def _first_text(view: Silence, culprits: list[int]) -> str:
     """Who timed out first, on one clock, and who was only notified."""
     parts: list[str] = []
     if view.first is not None and view.first.rank is not None:
-        parts.append(f" Rank {view.first.rank} timed out first ({view.first.event.text[:80]}…).")
+        text = view.first.event.text.strip()
+        shown = text if len(text) <= 80 else text[:80] + "…"
+        parts.append(f" Rank {view.first.rank} timed out first ({shown}).")
     notified = [r for r in view.notified_only if r not in culprits]
     if notified:
         parts.append(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence, Strength
 from hangdoc.analyzer.payloads.base import EventPayload
@@ -192,3 +193,24 @@ def test_real_pastes() -> None:
     )
     (behind,) = lag.behind
     assert behind.seq_from is SeqFrom.STATED and behind.ranks == (0,)
+
+
+def test_hd032_names_a_rank_with_nothing_in_flight_as_a_signal_and_a_tie_as_a_hint() -> None:
+    # The same shape as above, through the engine: torch's numbers imply work 5 rather
+    # than state it, so HD032 says it as a signal; as many ranks on each side, a hint.
+    evidence = Evidence(
+        processes=[_dump(0, 6, 4, peer=None), _dump(1, 4, 4, peer=0), _dump(2, 6, 4, peer=0)]
+    )
+    (lag,) = [f for f in analyze(evidence).findings if f.rule == "HD032"]
+    assert lag.culprit_ranks == (1,) and lag.waiting_ranks == (0, 2)
+    assert lag.strength is Strength.SIGNAL and "never entered it" in lag.title
+    evidence = Evidence(
+        processes=[
+            _dump(0, 6, 4, peer=None),
+            _dump(1, 4, 4, peer=0),
+            _dump(2, 6, 4, peer=0),
+            _dump(3, 4, 4, peer=0),
+        ]
+    )
+    (tie,) = [f for f in analyze(evidence).findings if f.rule == "HD032"]
+    assert tie.culprit_ranks == (1, 3) and tie.strength is Strength.HINT
