@@ -87,7 +87,7 @@ class RuleContext:
     @property
     def silence(self) -> Silence:
         """What the ranks that said nothing (or less) tell: the job's size, each rank's
-        voice, ranks behind, quiet and unheard (analyzer/views/silence.py)."""
+        voice, ranks behind, quiet and unheard, the one gap (analyzer/views/silence.py)."""
         found = self._views.get("silence")
         if not isinstance(found, Silence):
             found = self._views["silence"] = silence(self.evidence, self.timeline)
