@@ -101,6 +101,8 @@ _MODULES: tuple[RuleRow, ...] = (
     RuleRow("hd303_gpu_driver_hung_task", "0.1.0 (issue 14)"),
     # What a blocked thread waits on, from the kernel (issue 21).
     RuleRow("hd111_file_lock_holder", "0.1.0 (issue 21)"),
+    # Silence as evidence: the rank that cannot report (issue 21).
+    RuleRow("hd049_unheard_rank", "0.1.0 (issue 21)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.

@@ -29,6 +29,7 @@ from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.analyzer.views.fr_matching import MatchResult, match
 from hangdoc.analyzer.views.log_compare import LogComparison, compare_logs
 from hangdoc.analyzer.views.progress import RankProgress, rank_progress
+from hangdoc.analyzer.views.silence import Silence, silence
 from hangdoc.analyzer.views.timeline import Timeline
 from hangdoc.analyzer.views.waits import JobWaits
 
@@ -81,6 +82,15 @@ class RuleContext:
         found = self._views.get("fr_match")
         if not isinstance(found, MatchResult):
             found = self._views["fr_match"] = match(self.evidence, self.activities)
+        return found
+
+    @property
+    def silence(self) -> Silence:
+        """What the ranks that said nothing (or less) tell: the job's size, each rank's
+        voice, ranks behind, quiet and unheard, the one gap (analyzer/views/silence.py)."""
+        found = self._views.get("silence")
+        if not isinstance(found, Silence):
+            found = self._views["silence"] = silence(self.evidence, self.timeline)
         return found
 
     @property

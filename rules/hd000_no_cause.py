@@ -67,9 +67,11 @@ class NoCause(Rule):
         if suspects is not None:
             culprits = suspects.culprit_ranks
             title += f"; {plural_ranks(culprits)} {verb(culprits, 'stands', 'stand')} out"
+            # The strength, not the calibrated probability: that is of the finding's
+            # category (often unknown, and then usually right), not of its ranks.
             explanation += (
                 f" What is known: {suspects.title} ({suspects.rule}, "
-                f"{suspects.confidence:.0%}). That says where to look, not yet why."
+                f"strength: {suspects.strength.word}). That says where to look, not yet why."
             )
         yield Finding(
             rule=self.id,

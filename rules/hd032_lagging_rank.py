@@ -6,8 +6,12 @@ stuck in: its sequence number (`SeqNum`, per process group) and, since torch ≈
 the last collective each rank *enqueued* and *completed*. A rank whose last enqueued
 sequence number is below the one the others are stuck at never issued that
 collective: it is somewhere else — still computing, blocked in I/O or a dataloader,
-in another branch of the code. Ranks that are known to be part of the job but never
-reported a timeout while the others did are suspected the same way.
+in another branch of the code. So is a rank that a timeout elsewhere reached (its
+heartbeat monitor's dump signal "from rank R") with nothing in flight — last enqueued ==
+last completed — while the others still have work in flight from the one after: it never
+entered the collective they wait in. Ranks that are known to be part of the job (they
+printed other lines) but never reported a timeout in any process group, nor were
+notified of one, while the others did are suspected the same way, more weakly.
 
 ## Why it hangs
 Every rank of a process group must issue the same collectives in the same order. The
@@ -23,7 +27,11 @@ signals, and gloo's `Timed out waiting … for recv/send`, grouped by process gr
 (`PG GUID`, else the PG index). A rank that died first is left to HD030. Lines
 without a PG prefix (torch < 2.3) where one rank names several SeqNums come from
 several process groups and are not compared; a rank whose last enqueued work reaches
-the stuck SeqNum issued it and is no laggard.
+the stuck SeqNum issued it and is no laggard. Without a SeqNum of the group, the stuck
+work is the others' first uncompleted one (last completed + 1), and the finding is a
+signal, not a statement (views/silence.py, ``Behind``). A dump signal "from this local
+rank" with nothing in flight in its printing group means that rank's watchdog fired in
+another group: it is not behind in this one.
 
 ## How to confirm
 Look at what the lagging rank printed last, and take its stack (py-spy dump) the next
@@ -45,9 +53,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
-from hangdoc.analyzer.payloads.launch import LauncherReport
 from hangdoc.analyzer.payloads.progress import PhaseMarker
-from hangdoc.analyzer.payloads.torch_pg import Work
 from hangdoc.analyzer.views.activity_table import (
     TABLE,
     Activity,
@@ -55,12 +61,13 @@ from hangdoc.analyzer.views.activity_table import (
     phases_beginning,
     phrase,
 )
-from hangdoc.analyzer.views.deaths import first_deaths
+from hangdoc.analyzer.views.silence import Behind, SeqFrom, Silence
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, watch_records
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 # What a lagging rank's last phase marker may say it was doing: work that explains the lag
 # (a save, an evaluation), or long single-rank work that is not a hang (HD039's case).
@@ -88,38 +95,6 @@ def last_activity(tl: Timeline, ranks: list[int]) -> tuple[Category, str, Placed
     return (TABLE[doing].category, f"was {phrase(doing)}", last)
 
 
-def stuck_seq(records: dict[int, WatchRecord]) -> int | None:
-    """The sequence number most ranks of a group are stuck at."""
-    seqs = Counter(r.seq for r in records.values() if r.seq is not None)
-    if not seqs:
-        return None
-    return max(seqs.items(), key=lambda kv: (kv[1], kv[0]))[0]
-
-
-def _mixed_groups(records: dict[int, WatchRecord]) -> bool:
-    """Lines without a PG prefix (torch < 2.3) from several process groups land in one
-    bucket; a rank naming several SeqNums there shows it. SeqNums of different groups
-    (tensor-, data-, pipeline-parallel) are not comparable: 96120 on one group and 64088
-    on another say nothing about a lagging rank."""
-    if any(rec.pg_known for rec in records.values()):
-        return False
-    return any(
-        len({w.seq for p in rec.events if (w := p.event.payload_as(Work)) and w.seq is not None})
-        > 1
-        for rec in records.values()
-    )
-
-
-def known_ranks(tl: Timeline) -> set[int]:
-    """Ranks the logs show exist: any event owner, ChildFailedError entries."""
-    ranks = tl.ranks()
-    for p in tl.of(EventKind.CHILD_FAILURE):
-        report = p.event.payload_as(LauncherReport)
-        if report is not None and report.rank is not None:
-            ranks.add(report.rank)
-    return ranks
-
-
 class LaggingRank(Rule):
     __doc__ = __doc__
     id = "HD032"
@@ -134,11 +109,14 @@ class LaggingRank(Rule):
         groups = watch_records(tl)
         if not groups:
             return
-        dead = {d.rank for d in first_deaths(tl) if d.rank is not None and d.certain}
+        view = ctx.silence
+        behind = {b.pg: b for b in view.behind}
         for pg, records in sorted(groups.items()):
-            finding = self._by_sequence(pg, records, dead)
-            if finding is None and pg in (DEFAULT_PG, "gloo") and not dead:
-                finding = self._silent(pg, records, known_ranks(tl))
+            finding: Finding | None = None
+            if pg in behind:
+                finding = self._behind(behind[pg], records, view)
+            elif pg in (DEFAULT_PG, "gloo") and not view.dead:
+                finding = self._silent(pg, records, view)
             if finding is None:
                 continue
             doing = last_activity(tl, list(finding.culprit_ranks))
@@ -156,61 +134,72 @@ class LaggingRank(Rule):
                 )
             yield finding
 
-    def _by_sequence(
-        self, pg: str, records: dict[int, WatchRecord], dead: set[int]
-    ) -> Finding | None:
-        seq = stuck_seq(records)
-        if seq is None or _mixed_groups(records):
-            return None
-        lagging: dict[int, str] = {}
-        for rank, rec in records.items():
-            if rank in dead:
-                continue
-            if rec.last_enqueued is not None and rec.last_enqueued < seq:
-                lagging[rank] = f"last enqueued {rec.last_enqueued}"
-            elif (
-                rec.seq is not None
-                and rec.seq < seq
-                and not (rec.last_enqueued is not None and rec.last_enqueued >= seq)
-            ):  # a rank that enqueued the stuck collective issued it: it is no laggard
-                lagging[rank] = f"stuck at {rec.seq}"
-        if not lagging or len(lagging) >= len(records):
-            return None
-        waiting = sorted(set(records) - set(lagging))
-        op = Counter(r.op for r in records.values() if r.op and r.seq == seq).most_common(1)
-        what = f"{op[0][0]} #{seq}" if op else f"collective #{seq}"
-        where = "the default process group" if pg == DEFAULT_PG else f"process group {pg}"
-        culprits = sorted(lagging)
-        details = "; ".join(f"rank {r}: {lagging[r]}" for r in culprits[:8])
+    def _behind(self, behind: Behind, records: dict[int, WatchRecord], view: Silence) -> Finding:
+        seq = behind.seq
+        what = f"{behind.op} #{seq}" if behind.op else f"collective #{seq}"
+        where = (
+            "the default process group"
+            if behind.pg == DEFAULT_PG
+            else (f"process group {behind.pg}")
+        )
+        culprits = list(behind.ranks)
+        waiting = sorted(set(records) - set(culprits))
         refs = [p for r in culprits for p in records[r].events[:2]] + [
             p for r in waiting[:3] for p in records[r].events[:1]
         ]
+        if behind.seq_from is SeqFrom.STATED:
+            details = "; ".join(_lag_detail(records[r], seq) for r in culprits[:8])
+            title = (
+                f"{ranks_text(culprits)} never issued {what} on {where}; {ranks_text(waiting)} "
+                f"wait in it"
+            )
+            explanation = (
+                f"{ranks_text(waiting)} timed out in {what} on {where}, but the watchdog "
+                f"status of {ranks_text(culprits)} shows they had not issued it ({details}). "
+                "They were elsewhere while the others waited."
+            )
+            strength = Strength.STATED  # the watchdog's own status lines say so
+        else:
+            details = "; ".join(
+                f"rank {r}: last enqueued {behind.last_enqueued[r]}" for r in culprits[:8]
+            )
+            title = (
+                f"{ranks_text(culprits)} had nothing in flight when {ranks_text(waiting)} "
+                f"timed out in work #{seq} on {where}: never entered it"
+            )
+            explanation = (
+                f"The watchdog status of {ranks_text(waiting)} on {where} shows work in "
+                f"flight from #{seq} on (their first uncompleted work), while the status "
+                f"{ranks_text(culprits)} printed when the timeout reached them shows every "
+                f"work they had enqueued completed ({details}): they never entered #{seq}, "
+                "and the others waited for them." + _first_text(view, culprits)
+            )
+            # torch's numbers imply the sequence number rather than state it; as many
+            # ranks on each side leave which side diverged a guess.
+            tie = len(culprits) >= len(waiting)
+            strength = shifted(Strength.SIGNAL, Shift.TIE) if tie else Strength.SIGNAL
         return Finding(
             rule=self.id,
             category=Category.RANK_DIVERGENCE,
             severity=Severity.ERROR,
-            title=f"{ranks_text(culprits)} never issued {what} on {where}; {ranks_text(waiting)} "
-            f"wait in it",
-            explanation=(
-                f"{ranks_text(waiting)} timed out in {what} on {where}, but the watchdog "
-                f"status of {ranks_text(culprits)} shows they had not issued it ({details}). "
-                "They were elsewhere while the others waited."
-            ),
+            title=title,
+            explanation=explanation,
             fix=_FIX,
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(refs, limit=8)),
-            strength=Strength.STATED,  # the watchdog's own status lines say so
+            strength=strength,
         )
 
-    def _silent(self, pg: str, records: dict[int, WatchRecord], known: set[int]) -> Finding | None:
+    def _silent(self, pg: str, records: dict[int, WatchRecord], view: Silence) -> Finding | None:
         timed_out = set(records)
-        silent = sorted(known - timed_out)
+        silent = list(view.quiet)
         if not silent or len(silent) > len(timed_out) or len(timed_out) < 1:
             return None
         what = "a gloo collective" if pg == "gloo" else "a collective"
-        seq = stuck_seq(records)
-        if seq is not None:
+        seqs = Counter(r.seq for r in records.values() if r.seq is not None)
+        if seqs:
+            seq = max(seqs.items(), key=lambda kv: (kv[1], kv[0]))[0]
             ops = Counter(r.op for r in records.values() if r.op and r.seq == seq).most_common(1)
             what = f"{ops[0][0] if ops else 'collective'} #{seq}"
         refs = [p for r in sorted(timed_out)[:6] for p in records[r].events[:1]]
@@ -224,10 +213,11 @@ class LaggingRank(Rule):
             ),
             explanation=(
                 f"{ranks_text(timed_out)} reported a timeout in {what}, while "
-                f"{ranks_text(silent)}, present in the same logs, reported none and did not "
-                "crash: a rank that has not entered a collective cannot time out in it, so they "
-                "are the likely culprits. This is an inference from silence; confirm with their "
-                "stacks or a flight recorder dump."
+                f"{ranks_text(silent)}, present in the same logs, reported none in any process "
+                "group, was not notified of one and did not crash: a rank that has not entered "
+                "a collective cannot time out in it, so they are the likely culprits. This is "
+                "an inference from silence; confirm with their stacks or a flight recorder "
+                "dump." + _first_text(view, silent)
             ),
             fix=_FIX,
             culprit_ranks=tuple(silent),
@@ -235,6 +225,28 @@ class LaggingRank(Rule):
             evidence=tuple(limited_refs(refs, limit=6)),
             strength=Strength.HINT,  # an inference from silence
         )
+
+
+def _lag_detail(rec: WatchRecord, seq: int) -> str:
+    if rec.last_enqueued is not None and rec.last_enqueued < seq:
+        return f"rank {rec.rank}: last enqueued {rec.last_enqueued}"
+    return f"rank {rec.rank}: stuck at {rec.seq}"
+
+
+def _first_text(view: Silence, culprits: list[int]) -> str:
+    """Who timed out first, on one clock, and who was only notified."""
+    parts: list[str] = []
+    if view.first is not None and view.first.rank is not None:
+        text = view.first.event.text.strip()
+        shown = text if len(text) <= 80 else text[:80] + "…"
+        parts.append(f" Rank {view.first.rank} timed out first ({shown}).")
+    notified = [r for r in view.notified_only if r not in culprits]
+    if notified:
+        parts.append(
+            f" {ranks_text(notified).capitalize()} did not time out themselves: another "
+            "rank's timeout reached them."
+        )
+    return "".join(parts)
 
 
 _FIX = (

@@ -26,7 +26,7 @@ a tqdm bar that the timeout message interrupted on the same line (a validation b
 by its mAP columns, a dataset-preprocessing bar: then the rank was busy outside any
 collective). A training step's report (a line with a loss) ends the look-back: the job
 was training. The rank is the one that printed the line when a prefix says so, else the
-one rank that did not report the timeout while the others did (views/quiet_ranks.py:
+one rank that did not report the timeout while the others did (views/silence.py, its gap:
 yolov5 #4409, Ultra-Fast-Lane-Detection-v2 #119). The heartbeat monitor's "watchdog got
 stuck" is not counted: it is the watchdog thread blocked in a CUDA/NCCL call, not ranks
 waiting for a busy peer. Crashes, OOMs and network errors, when present, outrank this
@@ -66,7 +66,6 @@ from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.ranges import format_ranks
 from hangdoc.analyzer.views.activity_table import PHASES, TABLE, Activity, phrase
 from hangdoc.analyzer.views.last_words import last_words, stopped_during, unfinished
-from hangdoc.analyzer.views.quiet_ranks import quiet_rank
 from hangdoc.analyzer.vocabulary import EventKind, Phase
 from hangdoc.rules.base import Rule, RuleContext
 
@@ -129,7 +128,7 @@ class ActivityBeforeTimeout(Rule):
             if any(e.kind == EventKind.COLLECTIVE_TIMEOUT for e in p.log_events)
         }
         rank = said.rank if said.rank not in timed_out else None  # a waiter is no culprit
-        quiet = quiet_rank(ctx.evidence) if said.rank is None else None
+        quiet = ctx.silence.gap if said.rank is None else None
         if quiet is not None:
             rank = quiet.rank  # the one rank that did not time out was doing it
         who = f"rank {rank}" if rank is not None else "the job"
@@ -194,7 +193,7 @@ class ActivityBeforeTimeout(Rule):
         usable.sort(key=lambda u: (u.rank is None or u.rank in timed_out, u.begin.line))
         found = usable[0]
         rank = found.rank if found.rank not in timed_out else None
-        quiet = quiet_rank(ev) if found.rank is None else None
+        quiet = ctx.silence.gap if found.rank is None else None
         if quiet is not None:
             rank = quiet.rank
         who = f"rank {rank}" if rank is not None else "the job"

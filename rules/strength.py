@@ -37,6 +37,11 @@ class Shift(enum.Enum):
     OTHER_READINGS = (-1, "the same message also comes from harmless or other causes")
     WEAK_PROGRESS = (-1, "only I/O counters moved, not the stack or the output")
     PEERS_ASSUMED = (-1, "the peers are inferred from the rank order, not read")
+    SIZE_NOT_STATED = (
+        -1,
+        "no source states the job's size: the silent rank is a gap among those that reported",
+    )
+    SEVERAL_SILENT = (-1, "several ranks are silent: which of them is the one is a guess")
     CONTRADICTED = (-2, "an independent source says otherwise")
 
     def __init__(self, step: int, why: str) -> None:

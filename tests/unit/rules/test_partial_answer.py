@@ -26,6 +26,10 @@ def test_a_lagging_rank_is_named_although_the_cause_is_unknown() -> None:
     assert diagnosis.verdict is Verdict.INCONCLUSIVE and primary is not None
     assert primary.category is Category.UNKNOWN and primary.culprit_ranks == (2,)
     assert "rank 2 stands out" in primary.title and "HD060" in primary.explanation
+    # the suspect's strength, not its calibrated probability (that is of its category)
+    suspect = next(f for f in diagnosis.findings if f.rule == "HD060")
+    assert f"strength: {suspect.strength.word}" in primary.explanation
+    assert "%" not in primary.explanation
 
 
 def test_nothing_pointing_anywhere_names_nobody() -> None:

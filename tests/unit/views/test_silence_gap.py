@@ -1,5 +1,6 @@
-"""The rank that did not time out (analyzer/views/quiet_ranks.py): hand-built evidence,
-then the real pastes it was drawn from (yolov5 #4409, Ultra-Fast-Lane-Detection-v2 #119)."""
+"""The rank that did not time out (analyzer/views/silence.py, ``Silence.gap``): hand-built
+evidence, then the real pastes it was drawn from (yolov5 #4409, Ultra-Fast-Lane-Detection-v2
+#119)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,15 @@ from pathlib import Path
 
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence
-from hangdoc.analyzer.views.quiet_ranks import quiet_rank, waiting_ranks
+from hangdoc.analyzer.views.silence import Gap, silence
+from hangdoc.analyzer.views.timeline import Timeline
 from hangdoc.analyzer.vocabulary import EventKind
 
 CASES = Path(__file__).resolve().parents[3] / "fixtures" / "cases"
+
+
+def quiet_rank(evidence: Evidence) -> Gap | None:
+    return silence(evidence, Timeline(evidence)).gap
 
 
 def _timed_out(rank: int, world: int | None = None) -> ProcessEvidence:
@@ -42,7 +48,7 @@ def test_a_rank_that_only_printed_other_lines_is_no_waiter() -> None:
         rank=0, log_events=[LogEvent(EventKind.PHASE.value, "Evaluating", "c", 1)]
     )
     evidence = Evidence(processes=[other, _timed_out(1)])
-    assert waiting_ranks(evidence) == {1}
+    assert silence(evidence, Timeline(evidence)).timed_out == (1,)
     quiet = quiet_rank(evidence)
     assert quiet is not None and quiet.rank == 0
 

@@ -1,0 +1,454 @@
+"""Silence as evidence: what the ranks that said nothing, or said less, tell about a hang.
+
+When a collective hangs, the ranks that entered it time out and say so; the rank that
+cannot report is often the one to look at. This view reads, for every rank of the job:
+
+* **how many ranks the job has**, from every source that says (``JobSize``): a rank's
+  WORLD_SIZE, NCCL's ``nranks`` of its largest communicator, a framework's init line, the
+  store-based barrier's ``world_size``, a flight recorder's ``pg_config`` or its
+  analyser's report;
+* **what each rank said** (``Voice``): stacks, a flight recorder dump, log lines of its
+  own; its own timeouts (the watchdog, a blocking wait, gloo, a status line, a dump it
+  signalled itself, a monitored barrier it reached); the notices it only received (a
+  dump signal naming another rank, "Observed flight recorder dump signal from another
+  rank"); a death; and what other processes said of it (a launcher's report, the rank a
+  dump signal names as the one that timed out, a barrier's or an analyser's list);
+* **the first rank to time out** on one clock, against the ranks only notified by others
+  (``Silence.first``, ``Silence.notified_only``);
+* **ranks behind** (``Behind``, per process group): the watchdog's ``last enqueued`` of a
+  rank stops short of the sequence number the others are stuck at, or a rank has nothing
+  in flight (``last enqueued == last completed``) while the others wait in work past its
+  last: it never entered the collective. The sequence number is *stated* by a timeout or
+  status line of that group, or *inferred* from the others' status (their first
+  uncompleted work: ``last completed + 1``);
+* **quiet ranks**: ranks that printed something, but no timeout of their own in any
+  group and no notice, while others timed out;
+* **unheard ranks**: ranks the job's size says exist from which nothing at all came: no
+  dump, no stack, no log line, and no other process's report of them;
+* **the one gap** (``Gap``): the one rank, heard or not, that neither timed out nor was
+  notified while every other rank of the job (or, its size unknown, below the highest
+  that timed out) did: the rank the others were waiting for. Seen in the casebook:
+  yolov5 #4409 (ranks 1-3 time out in BROADCAST while rank 0's validation bar goes on),
+  Ultra-Fast-Lane-Detection-v2 #119 (ranks 1-3 time out in ALLREDUCE after "Evaluating
+  the results…", rank 0 silent). A paste cut after rank 3 of 8 still leaves rank 0 as the
+  only gap below 3; ranks above the highest one are never guessed.
+
+How strong each silence is differs (the rules say it with a ``Strength``): a status line
+that shows a rank never enqueued the op states it; a rank that printed other lines but no
+timeout is a hint; a rank that printed nothing may just be missing from the paste.
+
+torch's sources of the watchdog's lines: ProcessGroupNCCL.cpp (``Watchdog caught
+collective operation timeout``, ``failure detected by watchdog at work sequence id: N PG
+status: last enqueued work: M, last completed work: K``; the heartbeat monitor's
+``Received a dump signal due to a collective timeout from (this local rank| rank R) …
+Last enqueued NCCL work: M, last completed NCCL work: K``, whose numbers are the status
+of the group that prints it; ``Observed flight recorder dump signal from another rank via
+TCPStore``). A dump signal "from this local rank" means this process's own watchdog
+fired, in some group: a rank whose printing group shows nothing in flight then timed out
+in another group, and is not behind in this one.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from hangdoc.analyzer.model import Evidence
+from hangdoc.analyzer.payloads.launch import LauncherReport
+from hangdoc.analyzer.payloads.nccl import NcclInit
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import (
+    DumpSignal,
+    FrReport,
+    MissingRanks,
+    MonitoredBarrier,
+    Reporter,
+    StoreError,
+    StoreTimeout,
+    Work,
+)
+from hangdoc.analyzer.views.deaths import Death, first_deaths
+from hangdoc.analyzer.views.timeline import SKEW_S, Placed, Timeline
+from hangdoc.analyzer.views.watchdog import WatchRecord, watch_records
+from hangdoc.analyzer.vocabulary import EventKind
+
+
+class SizeFrom(enum.StrEnum):
+    """A source of the job's number of ranks."""
+
+    WORLD_SIZE = "WORLD_SIZE"  # a rank's environment
+    NCCL_NRANKS = "NCCL's nranks"  # the largest communicator's init line
+    INIT_LINE = "an init line"  # a framework's distributed-init line
+    STORE_BARRIER = "the store-based barrier"  # its world_size
+    FLIGHT_RECORDER = "a flight recorder's pg_config"
+    FR_REPORT = "the flight recorder analyser"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSize:
+    """How many ranks the job has, and which sources say so (those that give that
+    number); ``world`` is None when none says, or when a rank is named at or above it (a
+    group's size taken for the job's, or ranks of a larger job)."""
+
+    world: int | None
+    said_by: tuple[SizeFrom, ...] = ()
+
+
+class SeqFrom(enum.StrEnum):
+    """How the sequence number the others are stuck at is known."""
+
+    STATED = "stated"  # a timeout or status line of the group names it
+    INFERRED = "inferred"  # the others' status: their first uncompleted work
+
+
+@dataclass(frozen=True, slots=True)
+class Behind:
+    """Ranks of one process group whose watchdog status shows they never entered the
+    collective the others are stuck in."""
+
+    pg: str
+    seq: int
+    seq_from: SeqFrom
+    op: str | None
+    ranks: tuple[int, ...]  # never entered it
+    waiting: tuple[int, ...]  # entered it (stuck at it, or enqueued past it)
+    last_enqueued: dict[int, int]  # the behind ranks' last enqueued work
+    events: tuple[Placed, ...]  # the lines that say so: the behind ranks' first
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """The one rank that did not time out while the others did."""
+
+    rank: int
+    waiters: tuple[int, ...]  # the ranks that timed out
+    world_known: bool  # the gap was read over the job's size, not the waiters' span
+
+
+@dataclass(slots=True)
+class Voice:
+    """What one rank said, and what others said of it."""
+
+    rank: int
+    stacks: bool = False
+    flight_recorder: bool = False
+    lines: int = 0  # log events and log lines of its own
+    timeouts: list[Placed] = field(default_factory=list)  # its own timeouts, in job order
+    notices: list[Placed] = field(default_factory=list)  # another rank's timeout reached it
+    reported: list[Placed] = field(default_factory=list)  # others' lines about it
+    death: Death | None = None
+
+    @property
+    def timed_out(self) -> bool:
+        return bool(self.timeouts)
+
+    @property
+    def heard(self) -> bool:
+        """Anything at all came from this rank or about it."""
+        return bool(self.stacks or self.flight_recorder or self.lines or self.reported)
+
+
+@dataclass(frozen=True, slots=True)
+class Silence:
+    """The view: the job's size, each rank's voice, and the silences that stand out."""
+
+    job: JobSize
+    voices: dict[int, Voice]
+    first: Placed | None  # the first own timeout of the job, on one clock
+    notified_only: tuple[int, ...]  # ranks notified of another's timeout, none of their own
+    behind: tuple[Behind, ...]
+    quiet: tuple[int, ...]  # heard, but no timeout of their own and no notice
+    # Ranks below ``unheard_below`` from which (or about which) nothing at all came: the
+    # job's size when a source gives it, else one more than the highest rank heard (a gap
+    # in the ranks that reported; ranks above the highest are never guessed).
+    unheard: tuple[int, ...]
+    unheard_below: int | None
+    dead: frozenset[int]  # ranks whose death (a certain one) the logs show
+    gap: Gap | None  # the one rank that neither timed out nor was notified
+
+    @property
+    def timed_out(self) -> tuple[int, ...]:
+        return tuple(sorted(r for r, v in self.voices.items() if v.timed_out))
+
+    @property
+    def heard(self) -> tuple[int, ...]:
+        return tuple(sorted(r for r, v in self.voices.items() if v.heard))
+
+
+# Own timeouts: the rank waited in a collective (or its own watchdog fired).
+_TIMEOUT_KINDS = (
+    EventKind.COLLECTIVE_TIMEOUT,
+    EventKind.WATCHDOG_STATUS,
+    EventKind.DUMP_SIGNAL,
+    EventKind.MONITORED_BARRIER,
+)
+
+
+def own_timeout(p: Placed) -> bool | None:
+    """True for a rank's own timeout, False for a notice of another rank's, None else."""
+    kind = p.kind
+    if kind == EventKind.COLLECTIVE_TIMEOUT:
+        return True
+    if kind == EventKind.WATCHDOG_STATUS:
+        status = p.event.payload_as(Work)
+        return True if status is not None and status.seq is not None else None
+    if kind == EventKind.DUMP_SIGNAL:
+        dump = p.event.payload_as(DumpSignal)
+        if dump is None or dump.reporter is None or dump.reporter == Reporter.UNKNOWN:
+            return None
+        return dump.reporter == Reporter.SELF
+    if kind == EventKind.MONITORED_BARRIER:
+        barrier = p.event.payload_as(MonitoredBarrier)
+        # A rank that reached the barrier and heard nothing back waited in it.
+        return True if barrier is not None and barrier.reporter == Reporter.PEER else None
+    return None
+
+
+def job_size(evidence: Evidence, tl: Timeline) -> JobSize:
+    """The job's number of ranks from every source that says it (the largest: a
+    communicator of a sub-group is smaller than the job)."""
+    said: dict[SizeFrom, int] = {}
+
+    def note(source: SizeFrom, size: int | None) -> None:
+        if size is not None and size > 0:
+            said[source] = max(size, said.get(source, 0))
+
+    for proc in evidence.processes:
+        note(SizeFrom.WORLD_SIZE, proc.world_size)
+    for p in tl.of(EventKind.NCCL_INIT):
+        init = p.event.payload_as(NcclInit)
+        note(SizeFrom.NCCL_NRANKS, init.nranks if init is not None else None)
+    for p in tl.of(EventKind.PHASE):
+        marker = p.event.payload_as(PhaseMarker)
+        note(SizeFrom.INIT_LINE, marker.world_size if marker is not None else None)
+    for p in tl.of(EventKind.STORE_TIMEOUT):
+        store = p.event.payload_as(StoreTimeout)
+        if store is not None and store.error in (
+            StoreError.STORE_BARRIER,
+            StoreError.STORE_BARRIER_WAIT,
+        ):
+            note(SizeFrom.STORE_BARRIER, store.expected)
+    for group in evidence.process_groups.values():
+        note(SizeFrom.FLIGHT_RECORDER, len(group.ranks) if group.ranks else None)
+    for p in tl.of(EventKind.FR_MISSING_RANKS, EventKind.FR_MISMATCH):
+        report = p.event.payload_as(FrReport)
+        note(SizeFrom.FR_REPORT, report.world_size if report is not None else None)
+    if not said:
+        return JobSize(None)
+    world = max(said.values())
+    named = set(evidence.ranked()) | tl.ranks()
+    if named and max(named) >= world:
+        return JobSize(None)
+    return JobSize(world, tuple(s for s in SizeFrom if said.get(s) == world))
+
+
+def _reports(p: Placed) -> Iterable[int]:
+    """The ranks another process's line speaks of: the rank a dump signal names as the
+    one that timed out, a launcher's entry, a barrier's, Horovod's or an analyser's list."""
+    dump = p.event.payload_as(DumpSignal)
+    if dump is not None and dump.peer_rank is not None:
+        yield dump.peer_rank
+    report = p.event.payload_as(LauncherReport)
+    if report is not None and report.rank is not None:
+        yield report.rank
+    barrier = p.event.payload_as(MonitoredBarrier)
+    if barrier is not None:
+        yield from barrier.ranks
+    missing = p.event.payload_as(MissingRanks)
+    if missing is not None:
+        yield from missing.ranks
+    fr = p.event.payload_as(FrReport)
+    if fr is not None:
+        yield from fr.missing
+        if fr.culprit is not None:
+            yield fr.culprit
+
+
+def _voices(evidence: Evidence, tl: Timeline, deaths: list[Death]) -> dict[int, Voice]:
+    voices: dict[int, Voice] = {}
+
+    def voice(rank: int) -> Voice:
+        return voices.setdefault(rank, Voice(rank))
+
+    for proc in evidence.processes:
+        if proc.rank is None:
+            continue
+        v = voice(proc.rank)
+        v.stacks = v.stacks or proc.has_stacks()
+        v.flight_recorder = v.flight_recorder or bool(proc.collectives)
+        v.lines += len(proc.log_events) + len(proc.log_lines)
+    for p in tl.events:
+        if p.rank is not None:
+            own = own_timeout(p)
+            if own is True:
+                voice(p.rank).timeouts.append(p)
+            elif own is False:
+                voice(p.rank).notices.append(p)
+        for named in _reports(p):
+            if named != p.rank:
+                voice(named).reported.append(p)
+    for death in deaths:
+        if death.rank is not None and death.certain:
+            v = voice(death.rank)
+            v.death = v.death or death
+    return voices
+
+
+# Two ranks' timeouts closer than this are not ordered: the watchdog polls its work every
+# second or two, so ranks that entered a collective together time out within that.
+WATCHDOG_POLL_S = 2.0
+
+
+def _earlier(a: Placed, b: Placed) -> bool:
+    """``a`` certainly came before ``b`` by their times on one clock: beyond the
+    watchdog's polling within one file, beyond it and the hosts' skew across files."""
+    if a.event.time is None or b.event.time is None:
+        return False  # a time borrowed from a neighbouring line orders nothing
+    if a.when is None or b.when is None or a.clock != b.clock or a.clock is None:
+        return False
+    margin = WATCHDOG_POLL_S + (0.0 if a.event.source == b.event.source else SKEW_S)
+    return a.when < b.when - margin
+
+
+def first_timeout(voices: Iterable[Voice]) -> Placed | None:
+    """The own timeout that came before every other rank's first one, by their times on
+    one clock; None when no rank's timeout stands first (or only one rank timed out)."""
+    firsts = [v.timeouts[0] for v in voices if v.timeouts]
+    for candidate in firsts:
+        others = [p for p in firsts if p.rank != candidate.rank]
+        if others and all(_earlier(candidate, p) for p in others):
+            return candidate
+    return None
+
+
+def _seq_of(records: dict[int, WatchRecord]) -> tuple[int, SeqFrom] | None:
+    """The sequence number most ranks of a group are stuck at: stated by their timeout or
+    status lines, else inferred from the status of the ranks with work in flight (the
+    first work they have not completed)."""
+    stated = Counter(r.seq for r in records.values() if r.seq is not None)
+    if stated:
+        return max(stated.items(), key=lambda kv: (kv[1], kv[0]))[0], SeqFrom.STATED
+    in_flight = Counter(
+        r.last_completed + 1
+        for r in records.values()
+        if r.last_enqueued is not None
+        and r.last_completed is not None
+        and r.last_enqueued > r.last_completed
+    )
+    if in_flight:
+        return max(in_flight.items(), key=lambda kv: (kv[1], kv[0]))[0], SeqFrom.INFERRED
+    return None
+
+
+def _mixed_groups(records: dict[int, WatchRecord]) -> bool:
+    """Lines without a PG prefix (torch < 2.3) from several process groups land in one
+    bucket; a rank naming several SeqNums there shows it, and their numbers do not
+    compare."""
+    if any(rec.pg_known for rec in records.values()):
+        return False
+    return any(
+        len({w.seq for p in rec.events if (w := p.event.payload_as(Work)) and w.seq is not None})
+        > 1
+        for rec in records.values()
+    )
+
+
+def behind_in(pg: str, records: dict[int, WatchRecord], dead: frozenset[int]) -> Behind | None:
+    """The ranks of one group that never entered the collective the others are stuck at:
+    their last enqueued work is below its sequence number, or (no enqueued number) their
+    own timeout is at an earlier one. Only a minority: when most ranks are behind, the
+    few ahead may as well be the ones that diverged."""
+    found = _seq_of(records)
+    if found is None or _mixed_groups(records):
+        return None
+    seq, seq_from = found
+    behind: dict[int, int] = {}
+    for rank, rec in records.items():
+        if rank in dead:
+            continue
+        if rec.last_enqueued is not None and rec.last_enqueued < seq:
+            behind[rank] = rec.last_enqueued
+        elif (
+            rec.seq is not None
+            and rec.seq < seq
+            and not (rec.last_enqueued is not None and rec.last_enqueued >= seq)
+        ):
+            behind[rank] = rec.seq - 1  # its own failure at an earlier work: stopped before
+    if not behind or len(behind) >= len(records):
+        return None
+    waiting = tuple(sorted(set(records) - set(behind) - dead))
+    if not waiting:
+        return None
+    ops = Counter(r.op for r in records.values() if r.op and r.seq == seq).most_common(1)
+    ranks = tuple(sorted(behind))
+    return Behind(
+        pg=pg,
+        seq=seq,
+        seq_from=seq_from,
+        op=ops[0][0] if ops else None,
+        ranks=ranks,
+        waiting=waiting,
+        last_enqueued=behind,
+        events=tuple(p for r in ranks for p in records[r].events[:1]),
+    )
+
+
+def one_gap(job: JobSize, voices: dict[int, Voice]) -> Gap | None:
+    """The one rank of the job (its size unknown: below the highest rank that timed out)
+    that neither timed out nor was notified of a timeout, while every other one did."""
+    waiters = sorted(r for r, v in voices.items() if v.timed_out)
+    if not waiters:
+        return None
+    span = range(job.world) if job.world is not None else range(waiters[-1] + 1)
+    gap = [r for r in span if r not in voices or not (voices[r].timed_out or voices[r].notices)]
+    if len(gap) != 1:
+        return None
+    return Gap(gap[0], tuple(waiters), job.world is not None)
+
+
+def silence(evidence: Evidence, tl: Timeline) -> Silence:
+    """The view (see the module docstring); a function of the Evidence and its timeline."""
+    deaths = first_deaths(tl)
+    voices = _voices(evidence, tl, deaths)
+    dead = frozenset(r for r, v in voices.items() if v.death is not None)
+    job = job_size(evidence, tl)
+    timed_out = {r for r, v in voices.items() if v.timed_out}
+    notified_only = tuple(sorted(r for r, v in voices.items() if v.notices and not v.timed_out))
+    behind = tuple(
+        b
+        for pg, records in sorted(watch_records(tl).items())
+        if (b := behind_in(pg, records, dead))
+    )
+    quiet: tuple[int, ...] = ()
+    unheard: tuple[int, ...] = ()
+    bound: int | None = None
+    if timed_out:
+        quiet = tuple(
+            sorted(
+                r
+                for r, v in voices.items()
+                if v.heard
+                and not v.timed_out
+                and not v.notices
+                and v.death is None
+                and (v.stacks or v.flight_recorder or v.lines)
+            )
+        )
+        heard = [r for r, v in voices.items() if v.heard]
+        bound = job.world if job.world is not None else (max(heard) + 1 if heard else None)
+        if bound is not None:
+            unheard = tuple(r for r in range(bound) if r not in voices or not voices[r].heard)
+    return Silence(
+        job=job,
+        voices=voices,
+        first=first_timeout(voices.values()),
+        notified_only=notified_only,
+        behind=behind,
+        quiet=quiet,
+        unheard=unheard,
+        unheard_below=bound,
+        dead=dead,
+        gap=one_gap(job, voices),
+    )

@@ -1,0 +1,216 @@
+"""Silence as evidence (analyzer/views/silence.py): hand-built evidence for each reading,
+then the real pastes and recordings it was drawn from.
+
+The hand-built events carry the typed payloads torch's lines are read into
+(payloads/torch_pg.py); no line is parsed here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangdoc.analyzer.engine import analyze
+from hangdoc.analyzer.loading.loader import load_paths
+from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence, Strength
+from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.nccl import NcclInit
+from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import (
+    CollectiveTimeout,
+    DumpSignal,
+    InGroup,
+    Reporter,
+    WatchdogStatus,
+)
+from hangdoc.analyzer.views.silence import SeqFrom, SizeFrom, job_size, own_timeout, silence
+from hangdoc.analyzer.views.timeline import Timeline
+from hangdoc.analyzer.vocabulary import Clock, EventKind
+from hangdoc.rules.hd049_unheard_rank import unheard_suspects
+from hangdoc.rules.strength import Shift
+
+ROOT = Path(__file__).resolve().parents[3]
+CASES = ROOT / "fixtures" / "cases"
+RECORDED = ROOT / "fixtures" / "logs" / "recorded"
+
+_DEFAULT = InGroup(pg="0", pg_id=0, pg_desc="default_pg")
+
+
+def _event(
+    kind: EventKind, payload: EventPayload, line: int, when: float | None = None
+) -> LogEvent:
+    return LogEvent(
+        kind, kind.value, "console.txt", line, when, payload, clock=Clock.LOCAL if when else None
+    )
+
+
+def _proc(rank: int, *events: LogEvent, world: int | None = None) -> ProcessEvidence:
+    return ProcessEvidence(rank=rank, world_size=world, log_events=list(events))
+
+
+def _timeout(rank: int, seq: int, when: float | None = None) -> ProcessEvidence:
+    payload = CollectiveTimeout(pg="0", pg_id=0, pg_desc="default_pg", seq=seq, op="ALLREDUCE")
+    return _proc(rank, _event(EventKind.COLLECTIVE_TIMEOUT, payload, rank + 1, when))
+
+
+def _dump(rank: int, enq: int, done: int, *, peer: int | None) -> ProcessEvidence:
+    """The heartbeat monitor's "Received a dump signal … from (this local rank| rank R) …
+    Last enqueued NCCL work: enq, last completed NCCL work: done" of the default group."""
+    payload = DumpSignal(
+        pg="0",
+        pg_id=0,
+        pg_desc="default_pg",
+        last_enqueued=enq,
+        last_completed=done,
+        reporter=Reporter.SELF if peer is None else Reporter.PEER,
+        peer_rank=peer,
+    )
+    return _proc(rank, _event(EventKind.DUMP_SIGNAL, payload, 10 + rank))
+
+
+def _view(evidence: Evidence):  # type: ignore[no-untyped-def]
+    return silence(evidence, Timeline(evidence))
+
+
+def test_a_dump_signal_from_this_rank_is_its_own_timeout_one_naming_another_a_notice() -> None:
+    evidence = Evidence(processes=[_dump(0, 5, 4, peer=None), _dump(1, 4, 4, peer=0)])
+    tl = Timeline(evidence)
+    kinds = {p.rank: own_timeout(p) for p in tl.events}
+    assert kinds == {0: True, 1: False}
+    view = silence(evidence, tl)
+    assert view.timed_out == (0,) and view.notified_only == (1,)
+    assert [p.rank for p in view.voices[0].reported] == [1]  # rank 1 says rank 0 timed out
+
+
+def test_a_notified_rank_with_nothing_in_flight_never_entered_the_collective() -> None:
+    # Ranks 0 and 2 wait in work 5 (enqueued up to 6, completed 4); rank 1 was reached
+    # by rank 0's signal with every work it enqueued completed: it never entered 5.
+    evidence = Evidence(
+        processes=[_dump(0, 6, 4, peer=None), _dump(1, 4, 4, peer=0), _dump(2, 6, 4, peer=0)]
+    )
+    view = _view(evidence)
+    (behind,) = view.behind
+    assert behind.seq == 5 and behind.seq_from is SeqFrom.INFERRED
+    assert behind.ranks == (1,) and behind.waiting == (0, 2)
+    assert behind.last_enqueued == {1: 4}
+
+
+def test_every_rank_idle_in_the_printing_group_is_no_one_behind() -> None:
+    # A dump signal from this local rank with nothing in flight in the default group:
+    # the watchdog fired in another group (llamafactory #9496's shape, below).
+    evidence = Evidence(processes=[_dump(4, 2, 2, peer=None), _dump(5, 2, 2, peer=None)])
+    assert _view(evidence).behind == ()
+
+
+def test_a_stated_sequence_number_wins_over_the_status() -> None:
+    status = WatchdogStatus(pg="0", pg_id=0, seq=808, last_enqueued=811, last_completed=807)
+    ahead = _proc(0, _event(EventKind.WATCHDOG_STATUS, status, 1))
+    evidence = Evidence(processes=[ahead, _timeout(1, 808), _dump(2, 807, 807, peer=0)])
+    (behind,) = _view(evidence).behind
+    assert (behind.seq, behind.seq_from, behind.ranks) == (808, SeqFrom.STATED, (2,))
+
+
+def test_job_size_from_world_size_and_nccl_agrees_and_a_larger_rank_voids_it() -> None:
+    init = _event(EventKind.NCCL_INIT, NcclInit(rank=0, nranks=4), 1)
+    evidence = Evidence(processes=[_proc(0, init, world=4)])
+    job = job_size(evidence, Timeline(evidence))
+    assert job.world == 4 and job.said_by == (SizeFrom.WORLD_SIZE, SizeFrom.NCCL_NRANKS)
+    evidence = Evidence(processes=[_proc(0, init), _timeout(6, 3)])
+    assert job_size(evidence, Timeline(evidence)).world is None  # a group's size, not the job's
+
+
+def test_unheard_ranks_of_a_known_job_and_the_hint_for_one() -> None:
+    procs = [_timeout(r, 3) for r in (0, 1, 2)]
+    procs[0].world_size = 4
+    view = _view(Evidence(processes=procs))
+    assert view.unheard == (3,) and view.unheard_below == 4 and view.quiet == ()
+    one = unheard_suspects(view)
+    assert one is not None and one.ranks == (3,) and one.strength is Strength.HINT
+    # Without the job's size the one gap below the highest is weaker; two gaps say nothing.
+    gap = unheard_suspects(_view(Evidence(processes=[_timeout(r, 3) for r in (0, 1, 3)])))
+    assert gap is not None and gap.ranks == (2,) and gap.weakened_by == (Shift.SIZE_NOT_STATED,)
+    assert gap.strength is Strength.ABSENCE
+    gaps = _view(Evidence(processes=[_timeout(r, 3) for r in (0, 3)]))
+    assert gaps.unheard == (1, 2) and unheard_suspects(gaps) is None
+
+
+def test_few_unheard_of_many_or_a_quiet_rank_beside_weaken_the_hint() -> None:
+    # Two of ten unheard while eight timed out: either may be the one.
+    procs = [_timeout(r, 3) for r in range(8)]
+    procs[0].world_size = 10
+    two = unheard_suspects(_view(Evidence(processes=procs)))
+    assert two is not None and two.ranks == (8, 9) and two.weakened_by == (Shift.SEVERAL_SILENT,)
+    # Three of twelve: more than one per four that timed out is a partial paste.
+    procs[0].world_size = 12
+    assert unheard_suspects(_view(Evidence(processes=procs))) is None
+    # Rank 2 printed a line but no timeout, rank 3 nothing: two silent ranks.
+    step = _event(EventKind.PHASE, PhaseMarker(), 3)
+    quiet = [_timeout(0, 3), _timeout(1, 3), _proc(2, step)]
+    quiet[0].world_size = 4
+    view = _view(Evidence(processes=quiet))
+    assert view.quiet == (2,) and view.unheard == (3,)
+    found = unheard_suspects(view)
+    assert found is not None and found.strength is Strength.ABSENCE
+
+
+def test_a_rank_named_by_another_rank_is_heard_of() -> None:
+    # Rank 1 only appears in rank 2's dump signal ("from rank 1"): it timed out; not unheard.
+    procs = [_timeout(0, 5), _dump(2, 4, 4, peer=1), _timeout(3, 5)]
+    view = _view(Evidence(processes=procs))
+    assert view.unheard == () and view.voices[1].reported
+
+
+def test_the_first_to_time_out_is_first_by_time_beyond_the_watchdogs_poll() -> None:
+    early = _view(Evidence(processes=[_timeout(0, 3, 100.0), _timeout(1, 3, 160.0)]))
+    assert early.first is not None and early.first.rank == 0
+    together = _view(Evidence(processes=[_timeout(0, 3, 100.0), _timeout(1, 3, 101.0)]))
+    assert together.first is None
+    untimed = _view(Evidence(processes=[_timeout(0, 3), _timeout(1, 3)]))
+    assert untimed.first is None  # line order in a paste is no clock
+
+
+def test_recorded_gloo_job_rank_2_is_quiet_not_unheard() -> None:
+    # fixtures/record.py 'missing_rank': rank 2 prints its first step, then sleeps.
+    view = _view(load_paths([RECORDED / "missing_rank.log"]))
+    assert view.timed_out == (0, 1) and view.quiet == (2,) and view.unheard == ()
+
+
+def test_a_rank_that_timed_out_in_another_group_is_not_quiet() -> None:
+    # ms-swift #2443: rank 3's status line is of PG 1, rank 2's timeout has no PG prefix.
+    view = _view(
+        load_paths([CASES / "msswift-2443-multinode-broadcast-before-training" / "console.txt"])
+    )
+    assert view.timed_out == (2, 3) and view.quiet == ()
+
+
+def test_real_pastes() -> None:
+    idle = _view(
+        load_paths([CASES / "llamafactory-9496-multinode-first-step-dump-signal" / "console.txt"])
+    )
+    assert idle.timed_out == (4, 5) and idle.behind == ()
+    gap = _view(load_paths([CASES / "gcd-6-train-step-broadcast-timeout-ranks123" / "console.txt"]))
+    assert gap.timed_out == (1, 2) and gap.unheard == (0,) and gap.unheard_below == 3
+    lag = _view(
+        load_paths([CASES / "qwenvlft-17-mixed-dataset-allreduce-seq-mismatch" / "console.txt"])
+    )
+    (behind,) = lag.behind
+    assert behind.seq_from is SeqFrom.STATED and behind.ranks == (0,)
+
+
+def test_hd032_names_a_rank_with_nothing_in_flight_as_a_signal_and_a_tie_as_a_hint() -> None:
+    # The same shape as above, through the engine: torch's numbers imply work 5 rather
+    # than state it, so HD032 says it as a signal; as many ranks on each side, a hint.
+    evidence = Evidence(
+        processes=[_dump(0, 6, 4, peer=None), _dump(1, 4, 4, peer=0), _dump(2, 6, 4, peer=0)]
+    )
+    (lag,) = [f for f in analyze(evidence).findings if f.rule == "HD032"]
+    assert lag.culprit_ranks == (1,) and lag.waiting_ranks == (0, 2)
+    assert lag.strength is Strength.SIGNAL and "never entered it" in lag.title
+    evidence = Evidence(
+        processes=[
+            _dump(0, 6, 4, peer=None),
+            _dump(1, 4, 4, peer=0),
+            _dump(2, 6, 4, peer=0),
+            _dump(3, 4, 4, peer=0),
+        ]
+    )
+    (tie,) = [f for f in analyze(evidence).findings if f.rule == "HD032"]
+    assert tie.culprit_ranks == (1, 3) and tie.strength is Strength.HINT
