@@ -1,4 +1,6 @@
-"""The literal gates in front of the log recognisers' searches (parsers/logs/literals.py).
+"""The literal gates in front of the log recognisers' searches (parsers/logs/literals.py),
+and the other cheap tests that spare a line a search (keyword lists, the silent launcher
+prefixes, the scanner's splice test).
 
 A gate may only say "no match possible" when the search would find none: checked on
 strings generated to match each gated pattern of the phase and count recognisers
@@ -16,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hangdoc.analyzer.parsers import prefixes
-from hangdoc.analyzer.parsers.logs import phases, process
+from hangdoc.analyzer.parsers.logs import phases, process, scanner
 from hangdoc.analyzer.parsers.logs.literals import any_admits, any_of, gate, required_literals
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -122,3 +124,34 @@ def test_keyword_lists_and_silent_prefixes_read_recorded_lines_as_before() -> No
             one = next((m for p in prefixes._SILENT if (m := p.match(rest))), None)
             joined = prefixes._ANY_SILENT.match(rest)
             assert (one and one.end()) == (joined and joined.end()), rest
+
+
+_PIECES = st.sampled_from(
+    ["[rank3]:", "[default1]:", "[I1120 19:02:03", "[W ProcessGroupNCCL.cpp:", "x", " ", ":",
+     "E1120 19:02:03.123456 812 train.py:12]", "[", "]", ".py:", "step 3 | loss 2.0"]
+)  # fmt: skip
+
+
+def _splits(segment: str) -> list[str]:
+    pieces = scanner._SPLICE.split(segment)
+    if scanner._LINE_PREFIXED.match(segment):
+        pieces = [p for piece in pieces for p in scanner._SPLICE_SPACED.split(piece)]
+    return pieces
+
+
+def _may_split(segment: str) -> bool:  # the test in Scanner.feed
+    return segment.find("[", 1) > 0 or (segment[:1] == "[" and ".py:" in segment)
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(_PIECES, max_size=8))
+def test_a_line_the_splice_test_passes_over_has_nothing_to_split(parts: list[str]) -> None:
+    segment = "".join(parts)
+    if "[" in segment and not _may_split(segment):
+        assert _splits(segment) == [segment]
+
+
+def test_recorded_lines_the_splice_test_passes_over_have_nothing_to_split() -> None:
+    for line in _recorded_lines():
+        if "[" in line and not _may_split(line):
+            assert _splits(line) == [line], line
