@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
+from hangdoc.analyzer.parsers.logs.catalog_lines import catalog_hit
 from hangdoc.analyzer.parsers.logs.elastic import ChildFailedBlock, match_agent
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, match_xid
 from hangdoc.analyzer.parsers.logs.hit import Hit, Origin
@@ -82,11 +83,15 @@ _LAST_ERROR_KINDS = frozenset(
     {
         EventKind.NCCL_TRANSPORT_ERROR,
         EventKind.NCCL_CONFIG_ERROR,
+        EventKind.NCCL_RESOURCE_ERROR,
         EventKind.CUDA_OOM,
         EventKind.CUDA_ERROR,
     }
 )
 _MAX_PER_KIND = 400
+# Kinds that say no more than "a warning of NCCL", "an exception": a catalog row of such a
+# kind adds an event only to a line that has none.
+_CATCH_ALL = frozenset({EventKind.NCCL_WARN, EventKind.EXCEPTION})
 _MAX_JOIN = 4
 # A line that starts a record of its own is never the wrapped rest of the one before: two
 # ranks' "RuntimeError: Detected mismatch …" messages, each hard-wrapped, follow each other.
@@ -176,6 +181,9 @@ class Scanner:
     _prev_tag: LineTag | None = None
     # The file's last line, when it is an exception line nothing else took (see finish).
     _tail_exc: tuple[LineTag, int, tuple[str, str]] | None = None
+    # The kinds of the events made of the line being read (a catalog row adds another).
+    _line: int = -1
+    _line_kinds: set[EventKind] = field(default_factory=set)
 
     # ---- input ------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
@@ -397,6 +405,20 @@ class Scanner:
 
     # ---- single lines ---------------------------------------------------------------
     def _recognise(self, tag: LineTag, lineno: int) -> None:
+        """One line to the hand-written recognisers, then to the catalog: a row's event
+        is kept where the line has no event of the row's kind yet."""
+        self._recognise_by_hand(tag, lineno)
+        hit = catalog_hit(tag.text)
+        if hit is None:
+            return
+        if lineno == self._line and (hit.kind in self._line_kinds or hit.kind in _CATCH_ALL):
+            return  # the line's meaning is known already (a catch-all kind adds nothing)
+        said = _said_rank(tag)
+        if said is not None and hit.rank is None and _group_rank(hit) is None:
+            hit.rank = said[0]
+        self._emit(hit, tag, lineno)
+
+    def _recognise_by_hand(self, tag: LineTag, lineno: int) -> None:
         text = tag.text
         if "Stack trace of the failed collective:" in text:
             # ≥2.6: the frames follow unprefixed as "#0 all_reduce from file:line"
@@ -478,6 +500,9 @@ class Scanner:
             self._chains[chain_key] = (event, True)
 
     def _emit(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
+        if lineno != self._line:
+            self._line, self._line_kinds = lineno, set()
+        self._line_kinds.add(hit.kind)
         host = hit.host or tag.host
         pid = hit.pid if hit.pid is not None else tag.pid
         if (
