@@ -16,7 +16,7 @@ import dataclasses
 
 from hangdoc.analyzer.parsers.catalog import CatalogMatch, default_matcher, to_event
 from hangdoc.analyzer.parsers.logs.hit import Hit
-from hangdoc.analyzer.parsers.logs.nccl import nccl_header
+from hangdoc.analyzer.parsers.logs.nccl import nccl_header, warn_at_setup
 from hangdoc.analyzer.parsers.logs.process import match_exception_line
 from hangdoc.analyzer.parsers.logs.torch_pg import pg_prefix
 from hangdoc.analyzer.payloads.base import EventPayload
@@ -55,6 +55,9 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
         hit.cuda_dev, hit.partial_header = header.device, header.partial
         if isinstance(hit.payload, NcclWarn) and hit.payload.where is None and header.where:
             hit.payload = dataclasses.replace(hit.payload, where=header.where, func=header.func)
+            if hit.kind is EventKind.NCCL_WARN:  # as the hand-written WARN reader says it
+                setup = warn_at_setup(header.where, hit.payload.message or "")
+                hit.payload = dataclasses.replace(hit.payload, setup=setup)
     return hit
 
 

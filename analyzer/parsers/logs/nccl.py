@@ -219,6 +219,14 @@ _HARMLESS = re.compile(
 )
 
 
+def warn_at_setup(where: str | None, message: str) -> bool:
+    """A WARN of no known kind that stops a communicator's setup: printed from the setup
+    code, or saying so, and none of the harmless ones."""
+    return not _HARMLESS.search(message) and (
+        setup_site(where) or bool(_SETUP_WORDS.search(message))
+    )
+
+
 def setup_site(where: str | None) -> bool:
     """A source location (``init.cc:1523``) in NCCL's communicator-setup code."""
     where = (where or "").strip()
@@ -656,13 +664,9 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
         return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=connect, key=("connect", cn.group(1)))
     if _BENIGN_WARN.search(msg):
         return None
-    message = msg.strip()
-    setup = not _HARMLESS.search(message) and (
-        setup_site(where) or bool(_SETUP_WORDS.search(message))
-    )
     return Hit(
         EventKind.NCCL_WARN,
-        payload=NcclWarn(**base, setup=setup),  # type: ignore[arg-type]
+        payload=NcclWarn(**base, setup=warn_at_setup(where, msg.strip())),  # type: ignore[arg-type]
         key=("warn", msg[:80]),
     )
 

@@ -92,6 +92,7 @@ _MAX_PER_KIND = 400
 # Kinds that say no more than "a warning of NCCL", "an exception": a catalog row of such a
 # kind adds an event only to a line that has none.
 _CATCH_ALL = frozenset({EventKind.NCCL_WARN, EventKind.EXCEPTION})
+_NO_KINDS: frozenset[EventKind] = frozenset()
 _MAX_JOIN = 4
 # A line that starts a record of its own is never the wrapped rest of the one before: two
 # ranks' "RuntimeError: Detected mismatch …" messages, each hard-wrapped, follow each other.
@@ -243,6 +244,7 @@ class Scanner:
     # ---- logical lines ------------------------------------------------------------
     def _logical(self, tag: LineTag, lineno: int) -> None:
         text = tag.text
+        self._line = -1  # a new record: the kinds of its events start over (see _emit)
         if text.strip():
             self._tail_exc = None
         if tag.rank is not None and tag.local_rank is not None:
@@ -405,13 +407,16 @@ class Scanner:
 
     # ---- single lines ---------------------------------------------------------------
     def _recognise(self, tag: LineTag, lineno: int) -> None:
-        """One line to the hand-written recognisers, then to the catalog: a row's event
-        is kept where the line has no event of the row's kind yet."""
+        """One line to the hand-written recognisers, then to the catalog where they left a
+        gap: a line with a typed event of theirs keeps it alone (the catalog is not even
+        asked: most lines of a busy log are those); a line with none, or with a catch-all
+        one only (``exception``, ``nccl_warn``), takes the row's event of another kind."""
         self._recognise_by_hand(tag, lineno)
-        hit = catalog_hit(tag.text)
-        if hit is None:
+        known = self._line_kinds if lineno == self._line else _NO_KINDS
+        if not known <= _CATCH_ALL:
             return
-        if lineno == self._line and (hit.kind in self._line_kinds or hit.kind in _CATCH_ALL):
+        hit = catalog_hit(tag.text)
+        if hit is None or hit.kind in known or (known and hit.kind in _CATCH_ALL):
             return  # the line's meaning is known already (a catch-all kind adds nothing)
         said = _said_rank(tag)
         if said is not None and hit.rank is None and _group_rank(hit) is None:
@@ -446,6 +451,7 @@ class Scanner:
         if hit is None:
             return
         if hit.kind is EventKind.NCCL_RETURN:
+            self._known(lineno, hit.kind)  # read, even where it only extends a chain
             self._return_code(hit, tag, lineno)
             return
         event = self._emit(hit, tag, lineno)
@@ -499,10 +505,14 @@ class Scanner:
         if event is not None:
             self._chains[chain_key] = (event, True)
 
-    def _emit(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
+    def _known(self, lineno: int, kind: EventKind) -> None:
+        """Note that the line being read holds an event of ``kind`` (see _recognise)."""
         if lineno != self._line:
             self._line, self._line_kinds = lineno, set()
-        self._line_kinds.add(hit.kind)
+        self._line_kinds.add(kind)
+
+    def _emit(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
+        self._known(lineno, hit.kind)
         host = hit.host or tag.host
         pid = hit.pid if hit.pid is not None else tag.pid
         if (
