@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 
 from hangdoc.analyzer.parsers.catalog import CatalogMatch, default_matcher, to_event
+from hangdoc.analyzer.parsers.catalog.loader import CatalogRow
 from hangdoc.analyzer.parsers.logs.hit import Hit
-from hangdoc.analyzer.parsers.logs.nccl import nccl_header, warn_at_setup
+from hangdoc.analyzer.parsers.logs.nccl import NcclHeader, nccl_header, read_body, warn_at_setup
 from hangdoc.analyzer.parsers.logs.process import match_exception_line
 from hangdoc.analyzer.parsers.logs.torch_pg import pg_prefix
 from hangdoc.analyzer.payloads.base import EventPayload
@@ -25,6 +26,17 @@ from hangdoc.analyzer.payloads.torch_pg import InGroup
 from hangdoc.analyzer.vocabulary import EventKind
 
 _MESSAGE_LIMIT = 300
+# The NCCL reader's kinds that say where processes, ranks and links are, not that
+# anything failed.
+_PLACES = frozenset(
+    {
+        EventKind.NCCL_INIT,
+        EventKind.NCCL_TRANSPORT,
+        EventKind.NCCL_NETWORK,
+        EventKind.NCCL_COLL,
+        EventKind.NCCL_VERSION,
+    }
+)
 
 
 def catalog_match(text: str) -> CatalogMatch | None:
@@ -40,25 +52,93 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
         found = catalog_match(text)
         if found is None:
             return None
-    draft = to_event(found, default_matcher())
-    if draft.kind is None or draft.strength == "none":
-        return None
     head = text[: found.start]
+    header = nccl_header(head) if head else None
+    if header is not None and header.where and not _printed_at(found.row, header.where):
+        # another file's message that this line's words fit as well: the row of the file
+        # the header names, if one fits
+        found = _printed_instead(found, text, header.where)
+        if found is None:
+            return None
+        head = text[: found.start]
+    draft = to_event(found, default_matcher())
+    says_nothing = draft.kind is None or draft.strength == "none"
+    if found.row.project == "nccl":
+        # What the NCCL reader makes of the body. Of a row that says nothing about a hang
+        # (teardown's "Failed to execute operation Close"), only what places processes
+        # and ranks (an init, a transport, an interface), never an error.
+        typed = _nccl_body(found, text, header)
+        if typed is not None and (not says_nothing or typed.kind in _PLACES):
+            return typed
+    if says_nothing:
+        return None
     payload = _with_place(draft.payload, head, found.text)
     if draft.kind is EventKind.EXCEPTION and (exc := match_exception_line(text)) is not None:
         payload = dataclasses.replace(payload, exc_type=exc[0], message=exc[1][:400])
     values = tuple(sorted((k, str(v)) for k, v in draft.values.items()))
     hit = Hit(draft.kind, payload=payload, key=("row", draft.row_id, values))
-    header = nccl_header(head) if head else None
     if header is not None:
-        hit.host, hit.pid, hit.tid = header.host, header.pid, header.tid
-        hit.cuda_dev, hit.partial_header = header.device, header.partial
+        _from_header(hit, header)
         if isinstance(hit.payload, NcclWarn) and hit.payload.where is None and header.where:
             hit.payload = dataclasses.replace(hit.payload, where=header.where, func=header.func)
             if hit.kind is EventKind.NCCL_WARN:  # as the hand-written WARN reader says it
                 setup = warn_at_setup(header.where, hit.payload.message or "")
                 hit.payload = dataclasses.replace(hit.payload, setup=setup)
     return hit
+
+
+def _nccl_body(found: CatalogMatch, text: str, header: NcclHeader | None) -> Hit | None:
+    """The hand-written NCCL reader's typed event of the message body the row found,
+    where it has one: it reads more of its messages than a row's values say (how a
+    connection failed, that a connect is retried), and a cut or wrapped header must not
+    change what a line means. None where it has no typed kind for the body."""
+    hit = read_body(
+        found.row.level,
+        text[found.start :],
+        header.where if header is not None else None,
+        header.func if header is not None else None,
+    )
+    if hit is None or hit.kind in (EventKind.NCCL_WARN, EventKind.NCCL_RETURN):
+        return None
+    if header is not None:
+        _from_header(hit, header)
+    return hit
+
+
+_HEADER_FILES = (".h", ".hh", ".hpp", ".cuh")
+
+
+def _printed_at(row: CatalogRow, where: str) -> bool:
+    """Whether the row's message can be the one NCCL printed at ``where``: its WARN
+    header names the file of the call (``__FILE__``), so a row read from source files
+    only (``.cc``, ``.cu``) is printed from those; a row of a header may be a macro's,
+    printed from any file that uses it. Files are compared by name without extension
+    (a file moved between ``.cc`` and ``.cu`` across releases)."""
+    files = [source.file for source in row.sources]
+    if row.project != "nccl" or not files or any(file.endswith(_HEADER_FILES) for file in files):
+        return True
+    printed = _stem(where.rsplit(":", 1)[0])
+    return any(_stem(file) == printed for file in files)
+
+
+def _printed_instead(found: CatalogMatch, text: str, where: str) -> CatalogMatch | None:
+    """The most specific of the other rows that matched the line whose message is printed
+    at ``where``, or None."""
+    for row in sorted(found.others, key=lambda r: -r.specificity):
+        if row.project == found.row.project and _printed_at(row, where):
+            m = row.pattern.search(text)
+            if m is not None:
+                return CatalogMatch(row, m.groups(), m.start(), m.end(), m.group(0))
+    return None
+
+
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].split(".", 1)[0]
+
+
+def _from_header(hit: Hit, header: NcclHeader) -> None:
+    hit.host, hit.pid, hit.tid = header.host, header.pid, header.tid
+    hit.cuda_dev, hit.partial_header = header.device, header.partial
 
 
 def _with_place(payload: EventPayload, head: str, body: str) -> EventPayload:

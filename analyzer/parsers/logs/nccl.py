@@ -334,6 +334,19 @@ def match_nccl(text: str) -> Hit | None:
     return hit
 
 
+def read_body(
+    level: str, body: str, where: str | None = None, func: str | None = None
+) -> Hit | None:
+    """What this module's readers make of an NCCL message body found without its header
+    (a catalog row found it: the header was cut, wrapped away or mangled): ``level`` is
+    ``WARN`` or ``INFO``, ``where`` the WARN's ``file:line`` when it survived."""
+    if level == "WARN":
+        return _warn(body, where or "", func)
+    if level == "INFO":
+        return _info(body)
+    return None
+
+
 def match_nccl_loose(text: str) -> Hit | None:
     """An NCCL INFO/WARN line whose ``host:pid:tid [dev]`` header is cut or missing.
 
