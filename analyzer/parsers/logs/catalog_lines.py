@@ -26,6 +26,12 @@ from hangdoc.analyzer.payloads.torch_pg import InGroup
 from hangdoc.analyzer.vocabulary import EventKind
 
 _MESSAGE_LIMIT = 300
+# NCCL prints its messages behind its header (host:pid:tid [dev] file:line NCCL WARN). With
+# no trace of that header left on the line, a row needs more literal text than the
+# matcher's least (12 letters or digits) to be taken for NCCL's: "Call to %s failed" is
+# also the end of torch's "ncclUnhandledCudaError: Call to CUDA function failed." wrapped
+# mid-word.
+_HEADLESS_MIN = 15
 # The NCCL reader's kinds that say where processes, ranks and links are, not that
 # anything failed.
 _PLACES = frozenset(
@@ -54,6 +60,8 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
             return None
     head = text[: found.start]
     header = nccl_header(head) if head else None
+    if header is None and found.row.project == "nccl" and found.row.specificity < _HEADLESS_MIN:
+        return None  # a few words another program may say too ("Call to %s failed")
     if header is not None and header.where and not _printed_at(found.row, header.where):
         # another file's message that this line's words fit as well: the row of the file
         # the header names, if one fits

@@ -317,30 +317,32 @@ class Scanner:
         if target is not None:
             self._last_error_for = None
             if text.strip():
-                nccl_hit = nccl_lines.match_nccl(text) or nccl_lines.match_nccl(
-                    "x:0:0 [0] a.cc:1 NCCL WARN " + text
-                )
-                link = nccl_hit.payload if nccl_hit is not None else None
-                if isinstance(target.payload, NcclError):
-                    target.payload = replace(
-                        target.payload,
-                        last_error=text.strip()[:300],
-                        last_error_peer=(
-                            link.peer if isinstance(link, NcclTransportError) else None
-                        ),
-                        last_error_link=(
-                            link.error if isinstance(link, NcclTransportError) else None
-                        ),
-                    )
-                if nccl_hit is not None and nccl_hit.kind in _LAST_ERROR_KINDS:
-                    nccl_hit.host = nccl_hit.pid = nccl_hit.tid = nccl_hit.cuda_dev = None
-                    if isinstance(nccl_hit.payload, NcclWarn):
-                        nccl_hit.payload = replace(
-                            nccl_hit.payload, where=None, from_last_error=True
-                        )
-                    self._before(self._emit(nccl_hit, tag, lineno), target)
+                self._last_error(target, text, tag, lineno)
                 return True
         return False
+
+    def _last_error(self, target: RawEvent, text: str, tag: LineTag, lineno: int) -> None:
+        """The NCCL message torch appends to its NCCL error after "Last error:" (on the
+        next line, or on the same line where the paste was flattened): kept on the error,
+        and an event of its own where it names a failure (a link, a resource, CUDA)."""
+        nccl_hit = nccl_lines.match_nccl(text) or nccl_lines.match_nccl(
+            "x:0:0 [0] a.cc:1 NCCL WARN " + text
+        )
+        if nccl_hit is None or nccl_hit.kind not in _LAST_ERROR_KINDS:
+            nccl_hit = catalog_hit(text) or nccl_hit  # a message no branch reads
+        link = nccl_hit.payload if nccl_hit is not None else None
+        if isinstance(target.payload, NcclError):
+            target.payload = replace(
+                target.payload,
+                last_error=text.strip()[:300],
+                last_error_peer=(link.peer if isinstance(link, NcclTransportError) else None),
+                last_error_link=(link.error if isinstance(link, NcclTransportError) else None),
+            )
+        if nccl_hit is not None and nccl_hit.kind in _LAST_ERROR_KINDS:
+            nccl_hit.host = nccl_hit.pid = nccl_hit.tid = nccl_hit.cuda_dev = None
+            if isinstance(nccl_hit.payload, NcclWarn):
+                nccl_hit.payload = replace(nccl_hit.payload, where=None, from_last_error=True)
+            self._before(self._emit(nccl_hit, tag, lineno), target)
 
     def _before(self, event: RawEvent | None, record: RawEvent) -> None:
         """Place an event read from a record's continuation ("Last error:" + "Cuda failure
@@ -474,9 +476,9 @@ class Scanner:
             self._last_nccl_error = event
             if "Last error:" in text:
                 tail = text.split("Last error:", 1)[1].strip()
-                if tail and isinstance(event.payload, NcclError):
-                    event.payload = replace(event.payload, last_error=tail[:300])
-                elif not tail:
+                if tail:
+                    self._last_error(event, tail, tag, lineno)
+                else:
                     self._last_error_for = event
 
     def _return_code(self, hit: Hit, tag: LineTag, lineno: int) -> None:
