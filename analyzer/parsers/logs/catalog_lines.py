@@ -78,7 +78,7 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
         typed = _nccl_body(found, text, header)
         if typed is not None and (not says_nothing or typed.kind in _PLACES):
             return typed
-    if says_nothing:
+    if says_nothing or draft.kind is None:
         return None
     payload = _with_place(draft.payload, head, found.text)
     if draft.kind is EventKind.EXCEPTION and (exc := match_exception_line(text)) is not None:

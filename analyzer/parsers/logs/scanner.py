@@ -182,6 +182,9 @@ class Scanner:
     _prev_tag: LineTag | None = None
     # The file's last line, when it is an exception line nothing else took (see finish).
     _tail_exc: tuple[LineTag, int, tuple[str, str]] | None = None
+    # The last event read that is an NCCL WARN whose header the paste cut away whole: the
+    # return-code chain on the next line gives it its thread (see _return_code).
+    _headless: RawEvent | None = None
     # The kinds of the events made of the line being read (a catalog row adds another).
     _line: int = -1
     _line_kinds: set[EventKind] = field(default_factory=set)
@@ -489,6 +492,14 @@ class Scanner:
         pid = hit.pid if hit.pid is not None else tag.pid
         chain_key = (hit.host or tag.host, pid, hit.tid, tag.rank)
         chain = self._chains.get(chain_key)
+        headless, self._headless = self._headless, None
+        if chain is None and headless is not None and headless.line == lineno - 1:
+            # The WARN just before lost its whole header to the paste (a cut first line):
+            # NCCL prints the chain right after the WARN on the WARN's thread, so the
+            # chain's header is the WARN's.
+            headless.host, headless.pid, headless.tid = hit.host or tag.host, pid, hit.tid
+            headless.partial_header = True
+            chain = self._chains[chain_key] = (headless, False)
         code = hit.payload
         if chain is not None and isinstance(code, NcclWarn):
             # Every caller up the chain, in order: where the failure surfaced (a
@@ -515,6 +526,12 @@ class Scanner:
 
     def _emit(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
         self._known(lineno, hit.kind)
+        event = self._place(hit, tag, lineno)
+        if event is not None and isinstance(event.payload, NcclWarn) and event.pid is None:
+            self._headless = event
+        return event
+
+    def _place(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
         host = hit.host or tag.host
         pid = hit.pid if hit.pid is not None else tag.pid
         if (
