@@ -8,6 +8,14 @@ line's headers as for every other event: NCCL's ``host:pid:tid [dev] file:line``
 cut) and torch's process-group prefix (``[PG ID 0 PG GUID 0(default_pg) Rank 3]``), which
 sit before the message body that the row matched. A new message is a row with its source
 (``meanings.toml`` gives it a meaning), not a branch here.
+
+NCCL's own lines say more than their words: the WARN header names the file that printed
+the message (a row of another file with the same words is not it), and the NCCL reader
+(``nccl.py``) reads more of a body than a row's values say (how a link failed, that a
+connect is retried), so its typed event of the body is taken where it has one; a short
+body with no trace of NCCL's header left is not taken for NCCL's. The scanner asks the
+catalog only about lines its hand-written recognisers left without a typed event
+(``scanner.Scanner._recognise``).
 """
 
 from __future__ import annotations
