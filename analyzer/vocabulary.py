@@ -53,6 +53,7 @@ class EventKind(enum.StrEnum):
     NCCL_TRANSPORT = "nccl_transport"  # channels via P2P / SHM / NET (one per process)
     NCCL_TRANSPORT_ERROR = "nccl_transport_error"  # IB completion, socket closed/reset
     NCCL_CONFIG_ERROR = "nccl_config_error"  # duplicate GPU, rank count mismatch
+    NCCL_RESOURCE_ERROR = "nccl_resource_error"  # a resource of the host ran out (/dev/shm)
     NCCL_WARN = "nccl_warn"  # any other WARN
     NCCL_RETURN = "nccl_return"  # "file.cc:47 -> 3" chain with no WARN before it
     NCCL_COLL = "nccl_coll"  # last COLL line of one communicator on one process

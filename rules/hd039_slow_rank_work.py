@@ -110,6 +110,7 @@ def _blocking_evidence(tl: Timeline) -> bool:
         EventKind.GPU_XID,
         EventKind.RAS_DEAD,
         EventKind.NCCL_CONFIG_ERROR,
+        EventKind.NCCL_RESOURCE_ERROR,
     )
     return bool(tl.of(*causes))
 

@@ -284,9 +284,13 @@ def _local(p: Placed) -> bool:
 
 
 def _connecting(p: Placed) -> bool:
-    """A connection that could not even be set up (NCCL WARN's own failure)."""
+    """A connection that could not even be set up (NCCL WARN's own failure, or the last
+    error torch's NCCL error carries)."""
     error = p.event.payload_as(TransportWarn)
-    return error is not None and error.error is not None and error.error.connect
+    if error is not None:
+        return error.error is not None and error.error.connect
+    nccl = p.event.payload_as(NcclError)
+    return nccl is not None and nccl.last_error_link is not None and nccl.last_error_link.connect
 
 
 def _ib_completion(p: Placed) -> bool:

@@ -39,6 +39,10 @@ from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
+_DISAGREEMENTS = frozenset(
+    {ConfigProblem.DUPLICATE_GPU, ConfigProblem.DUPLICATE_RANK, ConfigProblem.RANK_COUNT_MISMATCH}
+)
+
 
 class NcclConfigMismatch(Rule):
     __doc__ = __doc__
@@ -51,7 +55,14 @@ class NcclConfigMismatch(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        warns = tl.of(EventKind.NCCL_CONFIG_ERROR)
+        # The disagreements this rule is about (a config error of another problem, such as
+        # a missing interface, is a setup failure: HD206).
+        warns = [
+            p
+            for p in tl.of(EventKind.NCCL_CONFIG_ERROR)
+            if (error := p.event.payload_as(NcclConfigError)) is not None
+            and error.problem in _DISAGREEMENTS
+        ]
         if warns:
             first = warns[0].event.payload_as(NcclConfigError) or NcclConfigError()
             if first.problem == ConfigProblem.DUPLICATE_GPU:

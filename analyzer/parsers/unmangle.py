@@ -469,9 +469,12 @@ _STEPS: tuple[_Step, ...] = (
     (lambda t: bool(_SIGN_TAG.search(t)), _shipper_tag, "a log shipper's tag on every line"),
     (lambda t: bool(_SIGN_STREAM.search(t)), _stream_column, "a log stream's name on every line"),
     (lambda t: "\x1b" in t or bool(_SIGN_SGR.search(t)), _colours, "colour codes"),
-    (lambda t: "**" in t or "`" in t, _emphasis, "Markdown emphasis"),
     (lambda _: True, _cut_head, "a cut in the first line's header (restored from a later line)"),
 )
+# Undone after the hard wrap is rejoined: a terminal wrapped the text as the job printed
+# it, backticks of its own messages included ("use `--gpu_ids`"), so the widths that show
+# the wrap are measured before any of them is taken for Markdown.
+_EMPHASIS: _Step = (lambda t: "**" in t or "`" in t, _emphasis, "Markdown emphasis")
 
 
 def might_be_mangled(text: str) -> bool:
@@ -516,6 +519,12 @@ def unmangle(text: str) -> Unmangled | None:
     joins, width = _rejoin(lines)
     if joins:
         undone.append(f"a hard wrap at {width} columns ({joins} lines joined)")
+        current = "\n".join(lines.texts)
+    signed, step, what = _EMPHASIS
+    count = step(lines) if signed(current) else 0
+    if count:
+        undone.append(what)
+        changed += count
     if not undone:
         return None
     body = "\n".join(lines.texts) + ("\n" if ends else "")

@@ -261,6 +261,21 @@ class NcclConfigError(NcclWarn):
     count_b: int | None = None
 
 
+class NcclResource(enum.StrEnum):
+    """What a host lacked when NCCL needed it (catalog meanings: ``resource``)."""
+
+    SHARED_MEMORY = "shared_memory"  # /dev/shm: a container's --shm-size, a full tmpfs
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class NcclResourceError(NcclWarn):
+    """NCCL_RESOURCE_ERROR: NCCL could not get a resource of the host it runs on (the
+    shared-memory segments of its intra-node transport): not the network, not a peer."""
+
+    resource: NcclResource | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class CollectiveMismatch(NcclWarn):
     """COLLECTIVE_MISMATCH: DETAIL's fingerprints, a size check (NCCL, gloo), NCCL's

@@ -125,23 +125,36 @@ def to_event(match: CatalogMatch, matcher: Matcher | None = None) -> EventDraft:
         source=f"{row.project} {where} {row.versions}".strip(),
         values=values,
         proposed_kind=meaning.proposed_kind if meaning else None,
-        payload=payload_of(kind, values) if kind is not None else NO_PAYLOAD,
+        payload=(
+            payload_of(kind, values, meaning.fields if meaning is not None else ())
+            if kind is not None
+            else NO_PAYLOAD
+        ),
     )
 
 
-def payload_of(kind: EventKind, values: dict[str, Value]) -> EventPayload:
-    """The payload of an event of ``kind`` whose line carries ``values`` (see ``_FILLS``)."""
+def payload_of(
+    kind: EventKind,
+    values: dict[str, Value],
+    fields: tuple[tuple[str, str | int | bool], ...] = (),
+) -> EventPayload:
+    """The payload of an event of ``kind`` whose line carries ``values`` (see ``_FILLS``;
+    a value named like one of the payload's fields fills that field), with the row's
+    constant ``fields`` (meanings.toml) over them."""
     cls = payload_class(kind)
     types_of = _field_types(cls)
     filled: dict[str, object] = {}
     for name, value in values.items():
-        for candidate in _FILLS.get(name, ()):
+        for candidate in (*_FILLS.get(name, ()), name):
             if candidate in filled or candidate not in types_of:
                 continue
             typed = _as_field(value, types_of[candidate])
             if typed is not None:
                 filled[candidate] = typed
                 break
+    for name, constant in fields:
+        if name in types_of and (typed := _as_field(constant, types_of[name])) is not None:
+            filled[name] = typed
     return cls(**filled)  # type: ignore[arg-type]  # checked against the field types
 
 
@@ -149,7 +162,8 @@ _FIELD_TYPES: dict[type, dict[str, object]] = {}
 
 
 def _field_types(cls: type[EventPayload]) -> dict[str, object]:
-    """Each field of a payload class that holds one scalar (``X | None``): its type."""
+    """Each field of a payload class that holds one scalar (``X | None``, or a flag): its
+    type."""
     out = _FIELD_TYPES.get(cls)
     if out is not None:
         return out
@@ -161,6 +175,8 @@ def _field_types(cls: type[EventPayload]) -> dict[str, object]:
             args = [a for a in typing.get_args(hint) if a is not type(None)]
             if len(args) == 1:
                 out[f.name] = args[0]
+        elif hint is bool:
+            out[f.name] = bool
     return out
 
 
@@ -172,6 +188,10 @@ def _as_field(value: Value, tp: object) -> object:
             return tp(value) if isinstance(value, str) else None
         except ValueError:
             return None
+    if tp is bool:
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool):
+        return None  # a flag fills only a flag
     if tp is int:
         if isinstance(value, int):
             return value

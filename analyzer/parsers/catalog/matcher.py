@@ -87,10 +87,11 @@ class Matcher:
     def match(self, line: str) -> CatalogMatch | None:
         """The most specific row that matches the line, or None."""
         text = line[:_MAX_LINE]
-        tokens = set(_WORDS.findall(text))
+        words = _WORDS.findall(text)
+        if self._keywords.isdisjoint(words):
+            return None  # the prefilter: most lines hold no row's keyword
+        tokens = set(words)
         found = self._keywords.intersection(tokens)
-        if not found:
-            return None
         best: tuple[CatalogRow, re.Match[str]] | None = None
         others: list[CatalogRow] = []
         for word in found:

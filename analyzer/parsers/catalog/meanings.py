@@ -58,6 +58,9 @@ class RowMeaning:
     # Value-dependent meanings: (a pattern over the matched text, the meaning then).
     refine: tuple[tuple[re.Pattern[str], RowMeaning], ...] = ()
     component: bool = False  # a part of other messages: any other row on the line wins
+    # Payload fields every line of the row carries whatever its slots say, by field name
+    # (``problem = "duplicate_gpu"``): what people know of the message, typed by the kind.
+    fields: tuple[tuple[str, str | int | bool], ...] = ()
 
     def for_text(self, text: str) -> RowMeaning:
         """The meaning of one matched line: the first refinement whose pattern occurs."""
@@ -158,6 +161,13 @@ def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> RowMeaning:
     if not isinstance(values_raw, dict):
         raise MeaningsError(f"{name}: values must be a table")
     values = tuple((re.compile(str(k)), str(v)) for k, v in values_raw.items())
+    fields_raw = raw.get("fields", {})
+    if not isinstance(fields_raw, dict) or not all(
+        isinstance(v, (str, int, bool)) for v in fields_raw.values()
+    ):
+        raise MeaningsError(f"{name}: fields must be a table of strings, numbers or booleans")
+    if fields_raw and kind is None:
+        raise MeaningsError(f"{name}: fields need a kind (they are that kind's payload's)")
     proposed = raw.get("proposed_kind")
     refine: list[tuple[re.Pattern[str], RowMeaning]] = []
     entries = raw.get("refine", [])
@@ -169,6 +179,8 @@ def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> RowMeaning:
         merged = {
             k: v for k, v in raw.items() if k in {"kind", "category", "note", "proposed_kind"}
         }
+        if "kind" not in entry or entry["kind"] == raw.get("kind"):
+            merged["fields"] = raw.get("fields", {})
         merged.update({k: v for k, v in entry.items() if k != "text"})
         if merged.get("strength") == "none" and "kind" not in entry:
             merged.pop("category", None)
@@ -183,6 +195,7 @@ def _meaning(name: str, raw: dict[str, object], kinds: set[str]) -> RowMeaning:
         values=values,
         refine=tuple(refine),
         component=bool(raw.get("component", False)),
+        fields=tuple((str(k), v) for k, v in fields_raw.items()),
     )
 
 

@@ -104,14 +104,15 @@ def display(parts: tuple[Part, ...]) -> str:
 
 def regex_source(parts: tuple[Part, ...]) -> str:
     """The row's pattern: literals escaped (runs of blanks loose, since pastes re-flow
-    them), slots as named-less groups in order. A leading text slot takes one token (the
-    header before it is not the value), a trailing one the rest of the line."""
+    them; a backtick or a bold's ``**`` optional, since a paste's Markdown loses them
+    when undone), slots as named-less groups in order. A leading text slot takes one token
+    (the header before it is not the value), a trailing one the rest of the line."""
     out: list[str] = []
     last = len(parts) - 1
     for index, part in enumerate(parts):
         if isinstance(part, str):
             pieces = re.split(r"(\s+)", part)
-            out.append("".join(r"\s+" if p[:1].isspace() else re.escape(p) for p in pieces))
+            out.append("".join(r"\s+" if p[:1].isspace() else _literal(p) for p in pieces))
             continue
         if part.type == "text" and index > 0 and isinstance(parts[index - 1], Slot):
             # two slots with nothing between them print as one run of text: the first
@@ -127,6 +128,11 @@ def regex_source(parts: tuple[Part, ...]) -> str:
         else:
             out.append(r"(.*?)")
     return "".join(out)
+
+
+def _literal(text: str) -> str:
+    """One run of a template's literal text as a pattern (see regex_source)."""
+    return re.escape(text).replace("`", "`?").replace(r"\*\*", r"(?:\*\*)?")
 
 
 def keywords_of(parts: tuple[Part, ...]) -> list[str]:

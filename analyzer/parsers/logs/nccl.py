@@ -9,6 +9,7 @@ rank, which the scanner uses to attribute every other line of that process.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
 from hangdoc.analyzer.payloads.nccl import (
@@ -218,11 +219,80 @@ _HARMLESS = re.compile(
 )
 
 
+def warn_at_setup(where: str | None, message: str) -> bool:
+    """A WARN of no known kind that stops a communicator's setup: printed from the setup
+    code, or saying so, and none of the harmless ones."""
+    return not _HARMLESS.search(message) and (
+        setup_site(where) or bool(_SETUP_WORDS.search(message))
+    )
+
+
 def setup_site(where: str | None) -> bool:
     """A source location (``init.cc:1523``) in NCCL's communicator-setup code."""
     where = (where or "").strip()
     file = where.rsplit(":", 1)[0] if where[-1:].isdigit() else where
     return bool(_SETUP_SITE.search(file))
+
+
+@dataclass(frozen=True, slots=True)
+class NcclHeader:
+    """Who printed an NCCL line, from what its header kept: ``host:pid:tid [dev]`` and the
+    WARN's ``file:line (func)``; ``partial`` when a paste cut or mangled it."""
+
+    host: str | None = None
+    pid: int | None = None
+    tid: int | None = None
+    device: int | None = None
+    where: str | None = None
+    func: str | None = None
+    partial: bool = False
+
+
+def nccl_header(head: str) -> NcclHeader | None:
+    """The NCCL header of the text before a message body (``host:1234:5678 [0]
+    misc/socket.cc:71 NCCL WARN ``, or what a cut left of it), or None when that text is
+    no NCCL header."""
+    m = _header(head) or _HEADER_INSIDE.search(head)
+    if m is not None:
+        rest = m.group("rest")
+        where = _HEAD_WHERE.match(rest)
+        return NcclHeader(
+            m.group("host"),
+            int(m.group("pid")),
+            int(m.group("tid")),
+            as_int(m.group("dev")),
+            where.group("where") if where else None,
+            where.group("func") if where else None,
+        )
+    for word in ("NCCL WARN", "NCCL INFO"):
+        pos = head.find(word, 0, _LOOSE_MAX_HEAD + len(word))
+        if pos >= 0:
+            break
+    else:
+        return None
+    loose = _LOOSE_HEAD.fullmatch(head[:pos].rstrip())
+    if loose is None:
+        return None
+    pid, tid = loose.group("pid") or loose.group("pid3"), loose.group("tid") or loose.group("tid3")
+    return NcclHeader(
+        loose.group("host") or loose.group("host2") or loose.group("host3") or None,
+        as_int(pid),
+        as_int(tid),
+        as_int(loose.group("dev")),
+        loose.group("where") or loose.group("where3"),
+        loose.group("func"),
+        partial=True,
+    )
+
+
+# A whole header after something no prefix reader peeled (a date without seconds); its
+# host starts with a letter and its device is there, so that a clock is not taken for it.
+_HEADER_INSIDE = re.compile(
+    r"(?<![\w.\-])(?P<host>[A-Za-z][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?P<rest>.*)"
+)
+# The WARN's source location after the header ("misc/socket.cc:71 (func) NCCL WARN ").
+_HEAD_WHERE = re.compile(r"(?P<where>[\w./\-]+:\d+)(?: \((?P<func>\w+)\))? (?:NCCL )?WARN")
 
 
 def _header(text: str) -> re.Match[str] | None:
@@ -262,6 +332,19 @@ def match_nccl(text: str) -> Hit | None:
     if dev is not None:
         hit.cuda_dev = int(dev)
     return hit
+
+
+def read_body(
+    level: str, body: str, where: str | None = None, func: str | None = None
+) -> Hit | None:
+    """What this module's readers make of an NCCL message body found without its header
+    (a catalog row found it: the header was cut, wrapped away or mangled): ``level`` is
+    ``WARN`` or ``INFO``, ``where`` the WARN's ``file:line`` when it survived."""
+    if level == "WARN":
+        return _warn(body, where or "", func)
+    if level == "INFO":
+        return _info(body)
+    return None
 
 
 def match_nccl_loose(text: str) -> Hit | None:
@@ -594,13 +677,9 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
         return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=connect, key=("connect", cn.group(1)))
     if _BENIGN_WARN.search(msg):
         return None
-    message = msg.strip()
-    setup = not _HARMLESS.search(message) and (
-        setup_site(where) or bool(_SETUP_WORDS.search(message))
-    )
     return Hit(
         EventKind.NCCL_WARN,
-        payload=NcclWarn(**base, setup=setup),  # type: ignore[arg-type]
+        payload=NcclWarn(**base, setup=warn_at_setup(where, msg.strip())),  # type: ignore[arg-type]
         key=("warn", msg[:80]),
     )
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
+from hangdoc.analyzer.parsers.logs.catalog_lines import catalog_hit
 from hangdoc.analyzer.parsers.logs.elastic import ChildFailedBlock, match_agent
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, match_xid
 from hangdoc.analyzer.parsers.logs.hit import Hit, Origin
@@ -82,11 +83,16 @@ _LAST_ERROR_KINDS = frozenset(
     {
         EventKind.NCCL_TRANSPORT_ERROR,
         EventKind.NCCL_CONFIG_ERROR,
+        EventKind.NCCL_RESOURCE_ERROR,
         EventKind.CUDA_OOM,
         EventKind.CUDA_ERROR,
     }
 )
 _MAX_PER_KIND = 400
+# Kinds that say no more than "a warning of NCCL", "an exception": a catalog row of such a
+# kind adds an event only to a line that has none.
+_CATCH_ALL = frozenset({EventKind.NCCL_WARN, EventKind.EXCEPTION})
+_NO_KINDS: frozenset[EventKind] = frozenset()
 _MAX_JOIN = 4
 # A line that starts a record of its own is never the wrapped rest of the one before: two
 # ranks' "RuntimeError: Detected mismatch …" messages, each hard-wrapped, follow each other.
@@ -176,6 +182,12 @@ class Scanner:
     _prev_tag: LineTag | None = None
     # The file's last line, when it is an exception line nothing else took (see finish).
     _tail_exc: tuple[LineTag, int, tuple[str, str]] | None = None
+    # The last event read that is an NCCL WARN whose header the paste cut away whole: the
+    # return-code chain on the next line gives it its thread (see _return_code).
+    _headless: RawEvent | None = None
+    # The kinds of the events made of the line being read (a catalog row adds another).
+    _line: int = -1
+    _line_kinds: set[EventKind] = field(default_factory=set)
 
     # ---- input ------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
@@ -240,6 +252,7 @@ class Scanner:
     # ---- logical lines ------------------------------------------------------------
     def _logical(self, tag: LineTag, lineno: int) -> None:
         text = tag.text
+        self._line = -1  # a new record: the kinds of its events start over (see _emit)
         if text.strip():
             self._tail_exc = None
         if tag.rank is not None and tag.local_rank is not None:
@@ -312,30 +325,32 @@ class Scanner:
         if target is not None:
             self._last_error_for = None
             if text.strip():
-                nccl_hit = nccl_lines.match_nccl(text) or nccl_lines.match_nccl(
-                    "x:0:0 [0] a.cc:1 NCCL WARN " + text
-                )
-                link = nccl_hit.payload if nccl_hit is not None else None
-                if isinstance(target.payload, NcclError):
-                    target.payload = replace(
-                        target.payload,
-                        last_error=text.strip()[:300],
-                        last_error_peer=(
-                            link.peer if isinstance(link, NcclTransportError) else None
-                        ),
-                        last_error_link=(
-                            link.error if isinstance(link, NcclTransportError) else None
-                        ),
-                    )
-                if nccl_hit is not None and nccl_hit.kind in _LAST_ERROR_KINDS:
-                    nccl_hit.host = nccl_hit.pid = nccl_hit.tid = nccl_hit.cuda_dev = None
-                    if isinstance(nccl_hit.payload, NcclWarn):
-                        nccl_hit.payload = replace(
-                            nccl_hit.payload, where=None, from_last_error=True
-                        )
-                    self._before(self._emit(nccl_hit, tag, lineno), target)
+                self._last_error(target, text, tag, lineno)
                 return True
         return False
+
+    def _last_error(self, target: RawEvent, text: str, tag: LineTag, lineno: int) -> None:
+        """The NCCL message torch appends to its NCCL error after "Last error:" (on the
+        next line, or on the same line where the paste was flattened): kept on the error,
+        and an event of its own where it names a failure (a link, a resource, CUDA)."""
+        nccl_hit = nccl_lines.match_nccl(text) or nccl_lines.match_nccl(
+            "x:0:0 [0] a.cc:1 NCCL WARN " + text
+        )
+        if nccl_hit is None or nccl_hit.kind not in _LAST_ERROR_KINDS:
+            nccl_hit = catalog_hit(text) or nccl_hit  # a message no branch reads
+        link = nccl_hit.payload if nccl_hit is not None else None
+        if isinstance(target.payload, NcclError):
+            target.payload = replace(
+                target.payload,
+                last_error=text.strip()[:300],
+                last_error_peer=(link.peer if isinstance(link, NcclTransportError) else None),
+                last_error_link=(link.error if isinstance(link, NcclTransportError) else None),
+            )
+        if nccl_hit is not None and nccl_hit.kind in _LAST_ERROR_KINDS:
+            nccl_hit.host = nccl_hit.pid = nccl_hit.tid = nccl_hit.cuda_dev = None
+            if isinstance(nccl_hit.payload, NcclWarn):
+                nccl_hit.payload = replace(nccl_hit.payload, where=None, from_last_error=True)
+            self._before(self._emit(nccl_hit, tag, lineno), target)
 
     def _before(self, event: RawEvent | None, record: RawEvent) -> None:
         """Place an event read from a record's continuation ("Last error:" + "Cuda failure
@@ -402,6 +417,23 @@ class Scanner:
 
     # ---- single lines ---------------------------------------------------------------
     def _recognise(self, tag: LineTag, lineno: int) -> None:
+        """One line to the hand-written recognisers, then to the catalog where they left a
+        gap: a line with a typed event of theirs keeps it alone (the catalog is not even
+        asked: most lines of a busy log are those); a line with none, or with a catch-all
+        one only (``exception``, ``nccl_warn``), takes the row's event of another kind."""
+        self._recognise_by_hand(tag, lineno)
+        known = self._line_kinds if lineno == self._line else _NO_KINDS
+        if not known <= _CATCH_ALL:
+            return
+        hit = catalog_hit(tag.text)
+        if hit is None or hit.kind in known or (known and hit.kind in _CATCH_ALL):
+            return  # the line's meaning is known already (a catch-all kind adds nothing)
+        said = _said_rank(tag)
+        if said is not None and hit.rank is None and _group_rank(hit) is None:
+            hit.rank = said[0]
+        self._emit(hit, tag, lineno)
+
+    def _recognise_by_hand(self, tag: LineTag, lineno: int) -> None:
         text = tag.text
         if "Stack trace of the failed collective:" in text:
             # ≥2.6: the frames follow unprefixed as "#0 all_reduce from file:line"
@@ -429,6 +461,7 @@ class Scanner:
         if hit is None:
             return
         if hit.kind is EventKind.NCCL_RETURN:
+            self._known(lineno, hit.kind)  # read, even where it only extends a chain
             self._return_code(hit, tag, lineno)
             return
         event = self._emit(hit, tag, lineno)
@@ -451,9 +484,9 @@ class Scanner:
             self._last_nccl_error = event
             if "Last error:" in text:
                 tail = text.split("Last error:", 1)[1].strip()
-                if tail and isinstance(event.payload, NcclError):
-                    event.payload = replace(event.payload, last_error=tail[:300])
-                elif not tail:
+                if tail:
+                    self._last_error(event, tail, tag, lineno)
+                else:
                     self._last_error_for = event
 
     def _return_code(self, hit: Hit, tag: LineTag, lineno: int) -> None:
@@ -464,6 +497,14 @@ class Scanner:
         pid = hit.pid if hit.pid is not None else tag.pid
         chain_key = (hit.host or tag.host, pid, hit.tid, tag.rank)
         chain = self._chains.get(chain_key)
+        headless, self._headless = self._headless, None
+        if chain is None and headless is not None and headless.line == lineno - 1:
+            # The WARN just before lost its whole header to the paste (a cut first line):
+            # NCCL prints the chain right after the WARN on the WARN's thread, so the
+            # chain's header is the WARN's.
+            headless.host, headless.pid, headless.tid = hit.host or tag.host, pid, hit.tid
+            headless.partial_header = True
+            chain = self._chains[chain_key] = (headless, False)
         code = hit.payload
         if chain is not None and isinstance(code, NcclWarn):
             # Every caller up the chain, in order: where the failure surfaced (a
@@ -482,7 +523,20 @@ class Scanner:
         if event is not None:
             self._chains[chain_key] = (event, True)
 
+    def _known(self, lineno: int, kind: EventKind) -> None:
+        """Note that the line being read holds an event of ``kind`` (see _recognise)."""
+        if lineno != self._line:
+            self._line, self._line_kinds = lineno, set()
+        self._line_kinds.add(kind)
+
     def _emit(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
+        self._known(lineno, hit.kind)
+        event = self._place(hit, tag, lineno)
+        if event is not None and isinstance(event.payload, NcclWarn) and event.pid is None:
+            self._headless = event
+        return event
+
+    def _place(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
         host = hit.host or tag.host
         pid = hit.pid if hit.pid is not None else tag.pid
         if (

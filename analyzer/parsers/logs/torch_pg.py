@@ -289,7 +289,7 @@ _KEYWORDS = (
 )
 
 
-def _pg(text: str) -> dict[str, object]:
+def pg_prefix(text: str) -> dict[str, object]:
     """The last process-group prefix of a line: pg, its id and description, group rank."""
     found: dict[str, object] = {}
     for m in _PG_PREFIX.finditer(text[:200]):
@@ -343,7 +343,7 @@ def match_torch(text: str) -> Hit | None:
     if _WATCHDOG.search(text):
         ran = _RAN_FOR.search(text)
         payload = CollectiveTimeout(
-            **_pg(text),  # type: ignore[arg-type]
+            **pg_prefix(text),  # type: ignore[arg-type]
             **_work(text),  # type: ignore[arg-type]
             ran_ms=int(ran.group(1)) if ran else None,
             backend=Backend.NCCL,
@@ -356,7 +356,7 @@ def match_torch(text: str) -> Hit | None:
         )
     if (m := _STATUS_NEW.search(text) or _STATUS_OLD.search(text)) is not None:
         status = WatchdogStatus(
-            **_pg(text),  # type: ignore[arg-type]
+            **pg_prefix(text),  # type: ignore[arg-type]
             seq=int(m.group("seq")),
             last_enqueued=int(m.group("enq")),
             last_completed=int(m.group("done")),
@@ -364,7 +364,7 @@ def match_torch(text: str) -> Hit | None:
         return Hit(EventKind.WATCHDOG_STATUS, payload=status, key=("status", status.pg, status.seq))
     if _BLOCKING.search(text):
         payload = CollectiveTimeout(
-            **_pg(text),  # type: ignore[arg-type]
+            **pg_prefix(text),  # type: ignore[arg-type]
             **_work(text),  # type: ignore[arg-type]
             backend=Backend.NCCL,
             detector=TimeoutSource.BLOCKING_WAIT,
@@ -376,7 +376,7 @@ def match_torch(text: str) -> Hit | None:
         )
     if (d := _DUMP_RECEIVED.search(text)) is not None:
         dump = DumpSignal(
-            **_pg(text),  # type: ignore[arg-type]
+            **pg_prefix(text),  # type: ignore[arg-type]
             peer_rank=as_int(d.group("from")),
             reporter=Reporter.PEER if d.group("from") else Reporter.SELF,
             last_enqueued=as_int(d.group("enq")),
@@ -385,18 +385,18 @@ def match_torch(text: str) -> Hit | None:
         return Hit(EventKind.DUMP_SIGNAL, payload=dump, key=("dump", dump.pg))
     if _DUMP_OTHER.search(text):
         reporter = Reporter.SELF if text.find("First PG") >= 0 else Reporter.PEER
-        dump = DumpSignal(**_pg(text), reporter=reporter)  # type: ignore[arg-type]
+        dump = DumpSignal(**pg_prefix(text), reporter=reporter)  # type: ignore[arg-type]
         return Hit(EventKind.DUMP_SIGNAL, payload=dump, key=("dump", dump.pg, reporter))
     if (h := _HEARTBEAT.search(text)) is not None:
-        beat = HeartbeatTimeout(**_pg(text), stuck_s=as_int(h.group("secs")))  # type: ignore[arg-type]
+        beat = HeartbeatTimeout(**pg_prefix(text), stuck_s=as_int(h.group("secs")))  # type: ignore[arg-type]
         return Hit(EventKind.HEARTBEAT_TIMEOUT, payload=beat, key=("heartbeat", beat.pg))
     if "was aborted" in text and (ab := _ABORTED.search(text)) is not None:
-        group = {**_pg(text), "group_rank": int(ab.group("rank"))}
+        group = {**pg_prefix(text), "group_rank": int(ab.group("rank"))}
         why = (ab.group("why") or "").strip()[:300]
         aborted = NcclError(**group, aborted=True, message=why or None)  # type: ignore[arg-type]
         return Hit(EventKind.NCCL_ERROR, payload=aborted, key=("aborted", aborted.group_rank))
     if (a := _ASYNC.search(text)) is not None:
-        return _nccl_error(a.group("what"), {**_pg(text), **_work(text)}, text)
+        return _nccl_error(a.group("what"), {**pg_prefix(text), **_work(text)}, text)
     if "NCCL timeout in" in text and (t := _NCCL_TIMEOUT_IN.search(text)) is not None:
         found: dict[str, object] = {
             "where": t.group("where"),
@@ -412,7 +412,7 @@ def match_torch(text: str) -> Hit | None:
         found = {"error_class": NcclResult(c.group("cls"))}
         return _nccl_error(c.group("cls") + " " + c.group("what"), found, text)
     if _TEARDOWN.search(text):
-        teardown = WatchdogTeardown(**_pg(text), **_work(text))  # type: ignore[arg-type]
+        teardown = WatchdogTeardown(**pg_prefix(text), **_work(text))  # type: ignore[arg-type]
         return Hit(EventKind.WATCHDOG_TEARDOWN, payload=teardown, key=("teardown", text[:60]))
     if _DETAIL.search(text):
         return _detail(text)

@@ -141,7 +141,7 @@ _KNOWN = [
     (
         "h:1:2 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-WU8 to "
         "9637892 bytes",
-        EventKind.NCCL_CONFIG_ERROR,
+        EventKind.NCCL_RESOURCE_ERROR,
         {},
     ),
 ]

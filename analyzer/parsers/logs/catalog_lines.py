@@ -1,0 +1,170 @@
+"""The message catalog as one of the scanner's recognisers (issue 21 item 2).
+
+Every line the scanner reads is offered to the catalog's matcher (one keyword prefilter
+over all rows, ``parsers/catalog/matcher.py``). A row whose meaning says something about a
+hang (a strength other than ``none``) makes the line an event of the row's kind, with the
+payload its values fill (``parsers/catalog/adapter.py``); who printed it is read from the
+line's headers as for every other event: NCCL's ``host:pid:tid [dev] file:line`` (whole or
+cut) and torch's process-group prefix (``[PG ID 0 PG GUID 0(default_pg) Rank 3]``), which
+sit before the message body that the row matched. A new message is a row with its source
+(``meanings.toml`` gives it a meaning), not a branch here.
+
+NCCL's own lines say more than their words: the WARN header names the file that printed
+the message (a row of another file with the same words is not it), and the NCCL reader
+(``nccl.py``) reads more of a body than a row's values say (how a link failed, that a
+connect is retried), so its typed event of the body is taken where it has one; a short
+body with no trace of NCCL's header left is not taken for NCCL's. The scanner asks the
+catalog only about lines its hand-written recognisers left without a typed event
+(``scanner.Scanner._recognise``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hangdoc.analyzer.parsers.catalog import CatalogMatch, default_matcher, to_event
+from hangdoc.analyzer.parsers.catalog.loader import CatalogRow
+from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.nccl import NcclHeader, nccl_header, read_body, warn_at_setup
+from hangdoc.analyzer.parsers.logs.process import match_exception_line
+from hangdoc.analyzer.parsers.logs.torch_pg import pg_prefix
+from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.nccl import NcclWarn
+from hangdoc.analyzer.payloads.torch_pg import InGroup
+from hangdoc.analyzer.vocabulary import EventKind
+
+_MESSAGE_LIMIT = 300
+# NCCL prints its messages behind its header (host:pid:tid [dev] file:line NCCL WARN). With
+# no trace of that header left on the line, a row needs more literal text than the
+# matcher's least (12 letters or digits) to be taken for NCCL's: "Call to %s failed" is
+# also the end of torch's "ncclUnhandledCudaError: Call to CUDA function failed." wrapped
+# mid-word.
+_HEADLESS_MIN = 15
+# The NCCL reader's kinds that say where processes, ranks and links are, not that
+# anything failed.
+_PLACES = frozenset(
+    {
+        EventKind.NCCL_INIT,
+        EventKind.NCCL_TRANSPORT,
+        EventKind.NCCL_NETWORK,
+        EventKind.NCCL_COLL,
+        EventKind.NCCL_VERSION,
+    }
+)
+
+
+def catalog_match(text: str) -> CatalogMatch | None:
+    """The most specific catalog row that recognises the line (the matcher's prefilter
+    first: most lines hold no keyword of any row)."""
+    return default_matcher().match(text)
+
+
+def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
+    """The event a catalog row makes of one line (prefixes already peeled), or None when
+    no row with a meaning about a hang recognises it."""
+    if found is None:
+        found = catalog_match(text)
+        if found is None:
+            return None
+    head = text[: found.start]
+    header = nccl_header(head) if head else None
+    if header is None and found.row.project == "nccl" and found.row.specificity < _HEADLESS_MIN:
+        return None  # a few words another program may say too ("Call to %s failed")
+    if header is not None and header.where and not _printed_at(found.row, header.where):
+        # another file's message that this line's words fit as well: the row of the file
+        # the header names, if one fits
+        found = _printed_instead(found, text, header.where)
+        if found is None:
+            return None
+        head = text[: found.start]
+    draft = to_event(found, default_matcher())
+    says_nothing = draft.kind is None or draft.strength == "none"
+    if found.row.project == "nccl":
+        # What the NCCL reader makes of the body. Of a row that says nothing about a hang
+        # (teardown's "Failed to execute operation Close"), only what places processes
+        # and ranks (an init, a transport, an interface), never an error.
+        typed = _nccl_body(found, text, header)
+        if typed is not None and (not says_nothing or typed.kind in _PLACES):
+            return typed
+    if says_nothing or draft.kind is None:
+        return None
+    payload = _with_place(draft.payload, head, found.text)
+    if draft.kind is EventKind.EXCEPTION and (exc := match_exception_line(text)) is not None:
+        payload = dataclasses.replace(payload, exc_type=exc[0], message=exc[1][:400])
+    values = tuple(sorted((k, str(v)) for k, v in draft.values.items()))
+    hit = Hit(draft.kind, payload=payload, key=("row", draft.row_id, values))
+    if header is not None:
+        _from_header(hit, header)
+        if isinstance(hit.payload, NcclWarn) and hit.payload.where is None and header.where:
+            hit.payload = dataclasses.replace(hit.payload, where=header.where, func=header.func)
+            if hit.kind is EventKind.NCCL_WARN:  # as the hand-written WARN reader says it
+                setup = warn_at_setup(header.where, hit.payload.message or "")
+                hit.payload = dataclasses.replace(hit.payload, setup=setup)
+    return hit
+
+
+def _nccl_body(found: CatalogMatch, text: str, header: NcclHeader | None) -> Hit | None:
+    """The hand-written NCCL reader's typed event of the message body the row found,
+    where it has one: it reads more of its messages than a row's values say (how a
+    connection failed, that a connect is retried), and a cut or wrapped header must not
+    change what a line means. None where it has no typed kind for the body."""
+    hit = read_body(
+        found.row.level,
+        text[found.start :],
+        header.where if header is not None else None,
+        header.func if header is not None else None,
+    )
+    if hit is None or hit.kind in (EventKind.NCCL_WARN, EventKind.NCCL_RETURN):
+        return None
+    if header is not None:
+        _from_header(hit, header)
+    return hit
+
+
+_HEADER_FILES = (".h", ".hh", ".hpp", ".cuh")
+
+
+def _printed_at(row: CatalogRow, where: str) -> bool:
+    """Whether the row's message can be the one NCCL printed at ``where``: its WARN
+    header names the file of the call (``__FILE__``), so a row read from source files
+    only (``.cc``, ``.cu``) is printed from those; a row of a header may be a macro's,
+    printed from any file that uses it. Files are compared by name without extension
+    (a file moved between ``.cc`` and ``.cu`` across releases)."""
+    files = [source.file for source in row.sources]
+    if row.project != "nccl" or not files or any(file.endswith(_HEADER_FILES) for file in files):
+        return True
+    printed = _stem(where.rsplit(":", 1)[0])
+    return any(_stem(file) == printed for file in files)
+
+
+def _printed_instead(found: CatalogMatch, text: str, where: str) -> CatalogMatch | None:
+    """The most specific of the other rows that matched the line whose message is printed
+    at ``where``, or None."""
+    for row in sorted(found.others, key=lambda r: -r.specificity):
+        if row.project == found.row.project and _printed_at(row, where):
+            m = row.pattern.search(text)
+            if m is not None:
+                return CatalogMatch(row, m.groups(), m.start(), m.end(), m.group(0))
+    return None
+
+
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].split(".", 1)[0]
+
+
+def _from_header(hit: Hit, header: NcclHeader) -> None:
+    hit.host, hit.pid, hit.tid = header.host, header.pid, header.tid
+    hit.cuda_dev, hit.partial_header = header.device, header.partial
+
+
+def _with_place(payload: EventPayload, head: str, body: str) -> EventPayload:
+    """The payload with what the line says around the row's message: torch's process
+    group prefix (its group rank), and the message as printed where the kind keeps one."""
+    changes: dict[str, object] = {}
+    if isinstance(payload, InGroup) and "[" in head:
+        for name, value in pg_prefix(head).items():
+            if getattr(payload, name) is None:
+                changes[name] = value
+    if payload.message is None:
+        changes["message"] = body.strip()[:_MESSAGE_LIMIT]
+    return dataclasses.replace(payload, **changes) if changes else payload  # type: ignore[arg-type]
