@@ -13,7 +13,12 @@ Evidence, strongest first:
 5. the watchdog's ``[Rank N]`` when its process group is the default one (group ranks
    of other groups are not global);
 6. for a file whose lines name no rank at all, the file name (``rank3.log``,
-   ``stderr-3.txt``, ``attempt_0/3/stderr.log``: hangdoc/common/rank_names.py).
+   ``stderr-3.txt``, ``attempt_0/3/stderr.log``: hangdoc/common/rank_names.py);
+7. the rank the line's own words name (parsers/logs/mentions.py: ``[rank: 3]``, ``Rank 3,
+   world_size 8: …``, ``rank=3``; a local rank or a device named, mapped as 4 maps a
+   local rank; SGLang's ``PP1 TP3`` coordinates, with the tensor-parallel size the file
+   shows), never a peer's. Weaker than a file's name: a rank's own file that speaks of
+   another rank is still its own (the log parser applies the file's name first).
 
 Anything else stays unattributed (a job-level event) rather than guessed.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hangdoc.analyzer.parsers.logs.mentions import Mention, coordinate_rank, find_mention
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.payloads.progress import PhaseMarker
@@ -58,6 +64,10 @@ class RankMaps:
     local_to_global: dict[int, int] = field(default_factory=dict)
     local_is_global: bool = False
     world_size: int | None = None
+    # The rank each event's words name (by the event's identity), read once.
+    mentions: dict[int, Mention] = field(default_factory=dict)
+    tensor_size: int | None = None  # the tensor-parallel size the coordinates show
+    one_replica: bool = True  # the coordinates name one data-parallel replica at most
 
 
 def build_maps(
@@ -101,6 +111,7 @@ def build_maps(
         said_world = _world_size(event)
         if event.kind is EventKind.PHASE and said_world:
             maps.world_size = max(maps.world_size or 0, said_world)
+    _read_mentions(events, maps)
     hosts = {h for h, _ in maps.hostpid_rank} | {
         e.named_host for e in events if e.kind is EventKind.CHILD_FAILURE
     }
@@ -151,6 +162,59 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom 
         if pg is None or pg in _DEFAULT_PGS or group.pg_desc == "default_pg":
             return group.group_rank, RankFrom.GROUP_RANK
     return None, None
+
+
+def mentioned_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom | None]:
+    """The rank the event's own words name (step 7), for an event nothing stronger gave
+    one: a global rank as named, a local rank or a device through the local ranks' map,
+    coordinates through the tensor-parallel size."""
+    mention = maps.mentions.get(id(event))
+    if mention is None:
+        return None, None
+    if mention.how is RankFrom.MENTION:
+        return mention.rank, mention.how
+    if mention.how is RankFrom.COORDINATES:
+        if not maps.one_replica:
+            return None, None  # two replicas' "TP3" are two processes, each its world's 3
+        rank = coordinate_rank(mention, maps.tensor_size)
+        return (rank, mention.how) if rank is not None else (None, None)
+    local = mention.local_rank
+    if local is None:
+        return None, None
+    if local in maps.local_to_global:
+        return maps.local_to_global[local], mention.how
+    if maps.local_is_global:
+        return local, mention.how
+    return None, None
+
+
+def _read_mentions(events: list[RawEvent], maps: RankMaps) -> None:
+    """Each event's mention, and what the coordinates among them show of the job's shape."""
+    tensors: list[int] = []
+    replicas: set[int | None] = set()
+    for event in events:
+        if event.kind in JOB_LEVEL or _names_group_rank(event):
+            continue
+        mention = find_mention(event.text)
+        if mention is None:
+            continue
+        maps.mentions[id(event)] = mention
+        if mention.how is RankFrom.COORDINATES:
+            replicas.add(mention.data)
+            if mention.tensor is not None:
+                tensors.append(mention.tensor)
+    # SGLang prints a TP coordinate only when tp_size > 1: the size is known when the
+    # lines show every tensor-parallel rank from 0.
+    if tensors and max(tensors) >= 1 and set(tensors) == set(range(max(tensors) + 1)):
+        maps.tensor_size = max(tensors) + 1
+    maps.one_replica = len(replicas) <= 1
+
+
+def _names_group_rank(event: RawEvent) -> bool:
+    """A torch message whose ``[Rank N]`` is the rank in its process group: its payload
+    keeps that rank (step 5), the words are not read again."""
+    payload = event.payload
+    return isinstance(payload, InGroup) and payload.group_rank is not None
 
 
 def _world_size(event: RawEvent) -> int | None:

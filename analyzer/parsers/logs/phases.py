@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
+from hangdoc.analyzer.parsers.logs.mentions import find_mention, strip_emphasis
 from hangdoc.analyzer.payloads.progress import DataCount, Exhausted, PhaseMarker, Progress
 from hangdoc.analyzer.vocabulary import EventKind, Phase
 
@@ -206,9 +207,16 @@ _COUNT_KEYS = ("batch", "step", "sample", "iteration", "example", "len(")
 
 
 def match_count(text: str) -> Hit | None:
-    """A per-rank data count (for comparing ranks: uneven data, FORMATS.md §8)."""
+    """A per-rank data count (for comparing ranks: uneven data, FORMATS.md §8).
+
+    Read without a reporter's Markdown emphasis (``len(loader) = **1248**``). Ranks that
+    print into one console with no prefix name themselves in the line (``rank 3: …``,
+    ``… on [rank: 3]``): that rank is part of the count's identity, so that equal counts
+    of several ranks stay several events (the majority a differing rank is compared with)
+    until attribution reads the rank (parsers/logs/mentions.py)."""
     if len(text) > 400 or not any(k in text for k in _COUNT_KEYS):
         return None
+    text = strip_emphasis(text)
     m = _COUNT.search(text)
     if m is None:
         return None
@@ -227,7 +235,7 @@ def match_count(text: str) -> Hit | None:
     return Hit(
         EventKind.DATA_COUNT,
         payload=DataCount(what=what, value=count),
-        key=("count", what, str(count)),
+        key=("count", what, str(count), find_mention(text)),
     )
 
 
