@@ -67,6 +67,8 @@ _END_WORDS = frozenset({
     "saved", "written", "wrote", "done", "finished", "finish", "complete", "completed",
     "end", "ended", "loaded", "uploaded", "flushed", "gathered", "computed", "took",
     "exiting", "exited", "left", "returned", "success", "succeeded", "ok",
+    # an action that failed ended too: the line reports its outcome ("Connect to … failed")
+    "failed", "failure", "aborted",
 })  # fmt: skip
 
 

@@ -193,7 +193,7 @@ def _read_mentions(events: list[RawEvent], maps: RankMaps) -> None:
     tensors: list[int] = []
     replicas: set[int | None] = set()
     for event in events:
-        if event.kind in JOB_LEVEL or _names_group_rank(event):
+        if event.kind in JOB_LEVEL or _names_group_rank(event) or _names_comm_rank(event):
             continue
         mention = find_mention(event.text)
         if mention is None:
@@ -215,6 +215,12 @@ def _names_group_rank(event: RawEvent) -> bool:
     keeps that rank (step 5), the words are not read again."""
     payload = event.payload
     return isinstance(payload, InGroup) and payload.group_rank is not None
+
+
+def _names_comm_rank(event: RawEvent) -> bool:
+    """An NCCL communicator's init line (``comm 0x… rank 1 nranks 2``): its rank is the
+    communicator's, global only in the default one (step 3 maps it through host:pid)."""
+    return isinstance(event.payload, NcclInit)
 
 
 def _world_size(event: RawEvent) -> int | None:

@@ -32,6 +32,7 @@ speaks of rank 0 is still its own): the attribution records which kind it was.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -44,14 +45,16 @@ _TAG = re.compile(
     r"\s*[:=#]?\s*(?P<n>\d{1,6})\s*[\])>]",
     re.IGNORECASE,
 )
-# "rank 3", "rank=3", "rank: 3", "global_rank 3", "GLOBAL_RANK: 3", "rank_id=3"; not
-# "ranks", "rank3" (a word or a path: only a tag may glue them), "rank 3.5", "rank 0-3" (a
-# range).
-_WORDS = re.compile(
-    r"(?<![\w/.-])(?:(?P<local>local[_ ]rank|localRank|LOCAL_RANK)|global[_ ]rank|GLOBAL_RANK"
-    r"|[Rr]ank(?:_id)?|RANK(?:_ID)?)"
-    r"(?:\s*[:=#]\s*|\s+)(?P<n>\d{1,6})(?![\d/]|\.\d|\s*-\s*\d|\w)",
+# "rank 3", "rank=3", "rank: 3", "global_rank 3", "GLOBAL_RANK: 3", "rank_id=3", "Local
+# rank 3"; not "ranks", "rank3" (a word or a path: only a tag may glue them), "rank 3.5",
+# "rank 0-3" (a range). Read from each "rank" found (``_word_mentions``): one expression
+# with every spelling in front would be tried at every position of every line.
+_RANK = re.compile(r"rank", re.IGNORECASE)
+_RANK_SPELLINGS = frozenset({"rank", "Rank", "RANK"})
+_AFTER_RANK = re.compile(
+    r"(?:_id|_ID)?(?:\s*[:=#]\s*|\s+)(?P<n>\d{1,6})(?![\d/]|\.\d|\s*-\s*\d|\w)"
 )
+_QUALIFIER = re.compile(r"(?P<q>local|global)[_ ]?$", re.IGNORECASE)
 # A device named as the line's owner: a tag ("[GPU 3]", "[cuda:3]") or the line's start.
 _DEVICE = re.compile(
     r"(?:^|[\[(])\s*(?:GPU|gpu|cuda:|CUDA:|device:?)\s?(?P<n>\d{1,3})\s*(?:[\])]|:\s)"
@@ -61,15 +64,17 @@ _DEVICE = re.compile(
 _COORDINATES = re.compile(r"(?P<coords>(?:(?:DP|PP|TP|EP|ATTN_CP|MOE_DP)\d{1,4} ?){1,5})\] ")
 _COORDINATE = re.compile(r"(DP|PP|TP|EP|ATTN_CP|MOE_DP)(\d{1,4})")
 # Words after which a rank is another process's: the peer of a transfer, the rank waited
-# for, one of two ranks compared.
-_PEER_BEFORE = re.compile(
-    r"(?:\b(?:from|to|with|by|of|peer|remote|than|and|between|around|src|dst|root|neighbou?r|"
-    r"next|prev|previous|other|waiting for|wait for|waits for|send|sending|sent|recv|"
-    r"receive|receiving|received|expected|expecting|missing|killed|kill|dead|lost|"
-    r"connect|connecting|connected|contact|reach|unreachable|contain|contains|containing)"
-    r"|->|→|<-)\s*(?:the\s+)?(?:global\s+|local\s+)?[\[(]?$",
-    re.IGNORECASE,
-)
+# for, one of two ranks compared ("recv from rank 0", "waiting for [rank 3]", "-> rank 2").
+_PEER_WORDS = frozenset({
+    "from", "to", "with", "by", "of", "peer", "remote", "than", "and", "between", "around",
+    "src", "dst", "root", "neighbor", "neighbour", "next", "prev", "previous", "other",
+    "send", "sending", "sent", "recv", "receive", "receiving", "received", "expected",
+    "expecting", "missing", "killed", "kill", "dead", "lost", "connect", "connecting",
+    "connected", "contact", "reach", "unreachable", "contain", "contains", "containing",
+})  # fmt: skip
+_PEER_PHRASES = frozenset({"waiting for", "wait for", "waits for"})
+_ARROWS = ("->", "\u2192", "<-")
+_OPENERS = "([{<'\""
 # A report about a rank by someone else (a launcher, a peer's watchdog): "mpirun noticed
 # that process rank 2 with PID 0 on node n exited on signal 7", "host: rank 0 died from
 # signal 15", "rank 3 was killed". The line is not the rank's own; the recognisers that
@@ -106,23 +111,25 @@ def strip_emphasis(text: str) -> str:
 def find_mention(text: str) -> Mention | None:
     """The rank this line's words name as the line's own, or None (no mention, a peer's,
     or more than one rank named)."""
-    if not _maybe(text):
+    low = text[:600].lower()
+    has_rank = "rank" in low
+    if not has_rank and "TP" not in text and "PP" not in text and not _names_device(low):
         return None
     text = strip_emphasis(text)
     coords = _coordinates(text)
     if coords is not None:
         return coords
     found: list[tuple[int, bool, int, int]] = []  # (number, local, start, end)
-    tags: list[tuple[int, int]] = []
-    for m in _TAG.finditer(text):
-        found.append((int(m.group("n")), m.group("local") is not None, m.start(), m.end()))
-        tags.append(m.span())
-    for m in _WORDS.finditer(text):
-        if any(start <= m.start() < end for start, end in tags):
-            continue  # the same mention, read as a tag
-        found.append((int(m.group("n")), m.group("local") is not None, m.start(), m.end()))
+    if has_rank:
+        tags: list[tuple[int, int]] = []
+        for m in _TAG.finditer(text):
+            found.append((int(m.group("n")), m.group("local") is not None, m.start(), m.end()))
+            tags.append(m.span())
+        for number, local, start, end in _word_mentions(text):
+            if not any(s <= start < e for s, e in tags):  # else the same mention, as a tag
+                found.append((number, local, start, end))
     if not found:
-        device = _DEVICE.search(text)
+        device = _DEVICE.search(text) if _names_device(low) else None
         if device is None or _peer(text, device.start()):
             return None
         return Mention(RankFrom.MENTION_DEVICE, local_rank=int(device.group("n")))
@@ -136,9 +143,40 @@ def find_mention(text: str) -> Mention | None:
         return None
     if _REPORT_BEFORE.search(text[max(0, start - 32) : start]) or _REPORT_AFTER.match(text, end):
         return None
+    return _named(number, local=local)
+
+
+@functools.lru_cache(maxsize=1024)
+def _named(number: int, *, local: bool) -> Mention:
+    """One mention object per rank named (a frozen dataclass is slow to build, and a log
+    names the same few ranks on every line)."""
     if local:
         return Mention(RankFrom.MENTION_LOCAL, local_rank=number)
     return Mention(RankFrom.MENTION, rank=number)
+
+
+def _word_mentions(text: str) -> list[tuple[int, bool, int, int]]:
+    """Each ``rank N`` of the line, its qualifier (``local``, ``global``) read before it:
+    (number, whether local, start, end)."""
+    out: list[tuple[int, bool, int, int]] = []
+    for m in _RANK.finditer(text):
+        if m.group() not in _RANK_SPELLINGS:
+            continue
+        after = _AFTER_RANK.match(text, m.end())
+        if after is None:
+            continue
+        start, local = m.start(), False
+        qualifier = _QUALIFIER.search(text, max(0, start - 7), start)
+        if qualifier is not None:
+            start, local = qualifier.start(), qualifier.group("q").lower() == "local"
+        if start and (text[start - 1].isalnum() or text[start - 1] in "_/.-"):
+            continue  # inside a word or a path ("num_ranks 8", "/rank 3")
+        out.append((int(after.group("n")), local, start, after.end()))
+    return out
+
+
+def _names_device(low: str) -> bool:
+    return "gpu" in low or "cuda:" in low or "device" in low
 
 
 def coordinate_rank(mention: Mention, tensor_size: int | None) -> int | None:
@@ -155,12 +193,6 @@ def coordinate_rank(mention: Mention, tensor_size: int | None) -> int | None:
     return mention.pipeline * tensor_size + mention.tensor
 
 
-def _maybe(text: str) -> bool:
-    """A cheap look for the words a mention needs."""
-    low = text[:600].lower()
-    return "rank" in low or "gpu" in low or "cuda:" in low or "device" in low or "TP" in text
-
-
 def _coordinates(text: str) -> Mention | None:
     m = _COORDINATES.match(text)
     if m is None:
@@ -175,6 +207,20 @@ def _coordinates(text: str) -> Mention | None:
 
 
 def _peer(text: str, start: int) -> bool:
-    """Whether the words just before a mention make it another process's rank."""
-    before = text[max(0, start - _PEER_WINDOW) : start]
-    return _PEER_BEFORE.search(before) is not None
+    """Whether the words just before a mention make it another process's rank: a peer
+    word (``from``, ``waiting for``…), then maybe ``the`` and ``global``/``local``, then
+    maybe a bracket, right before it."""
+    before = text[max(0, start - _PEER_WINDOW) : start].lower().rstrip(" \t[(")
+    if before.endswith(_ARROWS):
+        return True
+    words = before.split()
+    if words and words[-1] in ("global", "local"):
+        words.pop()
+    if words and words[-1] == "the":
+        words.pop()
+    if not words:
+        return False
+    last = words[-1].lstrip(_OPENERS)
+    if last in _PEER_WORDS:
+        return True
+    return len(words) > 1 and f"{words[-2].lstrip(_OPENERS)} {last}" in _PEER_PHRASES
