@@ -31,7 +31,12 @@ from hangdoc.analyzer.parsers.logs.mentions import Mention, coordinate_rank, fin
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.payloads.progress import PhaseMarker
-from hangdoc.analyzer.payloads.torch_pg import InGroup
+from hangdoc.analyzer.payloads.torch_pg import (
+    ConnectionLost,
+    InGroup,
+    MissingRanks,
+    MonitoredBarrier,
+)
 from hangdoc.analyzer.vocabulary import EventKind, RankFrom
 
 # Reports about the whole job: their ranks live in their fields, not in a prefix.
@@ -53,6 +58,12 @@ JOB_LEVEL = frozenset(
     }
 )
 _DEFAULT_PGS = frozenset({"0", "default_pg"})
+# Messages whose ranks are their payload's: torch.distributed's (c10d's ``[Rank N]`` is the
+# rank in the message's process group; a monitored barrier's or Horovod's list names the
+# ranks that failed; a lost connection names its peer) and an NCCL communicator's init
+# line (its rank is the communicator's, global only in the default one: step 3). Their
+# words are not read for a mention (step 7), only the coordinates that tag the line.
+_RANKS_IN_FIELDS = (InGroup, MonitoredBarrier, MissingRanks, ConnectionLost, NcclInit)
 
 
 @dataclass(slots=True)
@@ -193,11 +204,13 @@ def _read_mentions(events: list[RawEvent], maps: RankMaps) -> None:
     tensors: list[int] = []
     replicas: set[int | None] = set()
     for event in events:
-        if event.kind in JOB_LEVEL or _names_group_rank(event) or _names_comm_rank(event):
+        if event.kind in JOB_LEVEL:
             continue
         mention = find_mention(event.text)
         if mention is None:
             continue
+        if isinstance(event.payload, _RANKS_IN_FIELDS) and mention.how is not RankFrom.COORDINATES:
+            continue  # its words' rank is its payload's; a scheduler's coordinates are a tag
         maps.mentions[id(event)] = mention
         if mention.how is RankFrom.COORDINATES:
             replicas.add(mention.data)
@@ -208,19 +221,6 @@ def _read_mentions(events: list[RawEvent], maps: RankMaps) -> None:
     if tensors and max(tensors) >= 1 and set(tensors) == set(range(max(tensors) + 1)):
         maps.tensor_size = max(tensors) + 1
     maps.one_replica = len(replicas) <= 1
-
-
-def _names_group_rank(event: RawEvent) -> bool:
-    """A torch message whose ``[Rank N]`` is the rank in its process group: its payload
-    keeps that rank (step 5), the words are not read again."""
-    payload = event.payload
-    return isinstance(payload, InGroup) and payload.group_rank is not None
-
-
-def _names_comm_rank(event: RawEvent) -> bool:
-    """An NCCL communicator's init line (``comm 0x… rank 1 nranks 2``): its rank is the
-    communicator's, global only in the default one (step 3 maps it through host:pid)."""
-    return isinstance(event.payload, NcclInit)
 
 
 def _world_size(event: RawEvent) -> int | None:

@@ -224,3 +224,19 @@ def test_a_local_rank_named_maps_like_a_launcher_prefix_on_one_node(tmp_path: Pa
     assert sorted((rank, e.rank_from) for rank, e in counts) == [
         (r, RankFrom.MENTION_LOCAL) for r in range(4)
     ]
+
+
+def test_a_torch_message_keeps_the_ranks_its_payload_names(tmp_path: Path) -> None:
+    # GIVEN torch's monitored barrier report (c10d's "[Rank N]:" is the rank in the
+    # barrier's process group) and an NCCL init line of a sub-communicator ("rank 1 nranks
+    # 2" is the rank in that communicator), neither under a prefix
+    console = tmp_path / "console.txt"
+    console.write_text(
+        "RuntimeError: [Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in 30000 ms\n"
+        "NCCL INFO comm 0x5581c0a0 rank 1 nranks 2 cudaDev 1 busId 1d000 - Init COMPLETE\n",
+        encoding="utf-8",
+    )
+    # WHEN it is parsed
+    parsed = parse(console)
+    # THEN no event takes a rank from those words
+    assert not [e for p in parsed.processes for e in p.log_events if e.rank_from in (G, L, D)]
