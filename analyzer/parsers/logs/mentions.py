@@ -176,6 +176,8 @@ def _word_mentions(text: str) -> list[tuple[int, bool, int, int]]:
 
 
 def _names_device(low: str) -> bool:
+    """Whether a lowered line has a device's words at all (most lines do not: the device
+    expression is then not tried)."""
     return "gpu" in low or "cuda:" in low or "device" in low
 
 
@@ -194,6 +196,8 @@ def coordinate_rank(mention: Mention, tensor_size: int | None) -> int | None:
 
 
 def _coordinates(text: str) -> Mention | None:
+    """A scheduler's coordinates at the line's start, when they name a stage or a
+    tensor-parallel rank (a replica or an expert rank alone names no rank of a world)."""
     m = _COORDINATES.match(text)
     if m is None:
         return None
