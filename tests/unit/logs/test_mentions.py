@@ -240,3 +240,28 @@ def test_a_torch_message_keeps_the_ranks_its_payload_names(tmp_path: Path) -> No
     parsed = parse(console)
     # THEN no event takes a rank from those words
     assert not [e for p in parsed.processes for e in p.log_events if e.rank_from in (G, L, D)]
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "rank {r} has {n} batches",
+        "Rank {r} - number of batches: **{n}**",
+        "GPU {r}: num_samples = {n}",
+        "local_rank={r} steps per epoch: {n}",  # the rank's number is no count of steps
+        "INFO:root:rank: {r}, len(train_dataset) = {n}",
+        "[RANK {r}] Total samples: {n}",
+        "on rank {r}, the dataloader has {n} batches",
+    ],
+)
+def test_the_rank_whose_count_differs_is_the_culprit(form: str, tmp_path: Path) -> None:
+    # GIVEN one console where every rank prints its amount of data in the job's own words
+    console = tmp_path / "console.txt"
+    console.write_text(
+        "".join(form.format(r=r, n=1248 if r == 2 else 1250) + "\n" for r in range(4)),
+        encoding="utf-8",
+    )
+    # WHEN it is diagnosed
+    primary = diagnose([console]).findings[0]
+    # THEN the rank whose count differs is named
+    assert (primary.category, primary.culprit_ranks) == ("uneven_data_drop_last", (2,))
