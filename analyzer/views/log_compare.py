@@ -240,7 +240,7 @@ def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
         others = [r for r in ranks if last[r.rank] != template]
         if not others or len(culprits) > len(others):
             continue  # everyone (or most) stopped there: not a divergence between ranks
-        if _cut_in_a_burst(culprits, others, ends):
+        if _cut_in_a_burst(culprits, others, ranks, ends):
             continue
         text = culprits[0].lines[-1].text
         out.append(
@@ -267,21 +267,28 @@ def _source_ends(ranks: list[_RankLog]) -> dict[str, int]:
     return ends
 
 
-def _cut_in_a_burst(culprits: list[_RankLog], others: list[_RankLog], ends: dict[str, int]) -> bool:
-    """One shared console whose text ends in a burst of the others' last lines, one line
-    after another (eight ranks printing "load end" in the same second): a paste cut there
-    may have cut the culprits' own line of that burst, so their action is not shown
-    unfinished. A rank's own file, or a console that goes on after, shows it."""
+def _cut_in_a_burst(
+    culprits: list[_RankLog], others: list[_RankLog], ranks: list[_RankLog], ends: dict[str, int]
+) -> bool:
+    """One shared console whose text ends in a burst of the others' last lines, one rank's
+    line after another's (eight ranks printing "load end" in the same second): a paste cut
+    there may have cut the culprits' own line of that burst, so their action is not shown
+    unfinished. A rank's own file, or a console that goes on after, shows it. Lines no rank
+    owns may sit between the burst's (the rest of a line a paste hard-wrapped)."""
     lasts = [r.lines[-1] for r in (*culprits, *others)]
     source = lasts[0].source
     if any(line.source != source or not line.line for line in lasts):
         return False
     burst = sorted(r.lines[-1].line for r in others)
-    if burst[-1] != ends.get(source) or burst[-1] - burst[0] != len(burst) - 1:
+    first, end = burst[0], burst[-1]
+    if end != ends.get(source) or len({r.templates[-1] for r in others}) != 1:
         return False
-    if len({r.templates[-1] for r in others}) != 1:
-        return False
-    return all(r.lines[-1].line < burst[0] for r in culprits)
+    inside = sum(
+        1 for r in ranks for line in r.lines if line.source == source and first <= line.line <= end
+    )
+    if inside != len(burst):
+        return False  # another rank's line between them: no burst
+    return all(r.lines[-1].line < first for r in culprits)
 
 
 _TAIL = 20  # the last lines of a rank, where what it did differently shows
