@@ -209,7 +209,9 @@ def _read_mentions(events: list[RawEvent], maps: RankMaps) -> None:
         mention = find_mention(event.text)
         if mention is None:
             continue
-        if isinstance(event.payload, _RANKS_IN_FIELDS) and mention.how is not RankFrom.COORDINATES:
+        if mention.how is not RankFrom.COORDINATES and (
+            isinstance(event.payload, _RANKS_IN_FIELDS) or _header_names_writer(event)
+        ):
             continue  # its words' rank is its payload's; a scheduler's coordinates are a tag
         maps.mentions[id(event)] = mention
         if mention.how is RankFrom.COORDINATES:
@@ -221,6 +223,13 @@ def _read_mentions(events: list[RawEvent], maps: RankMaps) -> None:
     if tensors and max(tensors) >= 1 and set(tensors) == set(range(max(tensors) + 1)):
         maps.tensor_size = max(tensors) + 1
     maps.one_replica = len(replicas) <= 1
+
+
+def _header_names_writer(event: RawEvent) -> bool:
+    """An NCCL line's ``host:pid:tid`` header names the process that wrote it: a rank in
+    its words is another's ("Bootstrap Root : rank 1 of 8 ranks has already checked in"
+    is the root's report about rank 1), and the header maps to a rank or to none (step 3)."""
+    return event.host is not None and event.pid is not None
 
 
 def _world_size(event: RawEvent) -> int | None:

@@ -265,3 +265,18 @@ def test_the_rank_whose_count_differs_is_the_culprit(form: str, tmp_path: Path) 
     primary = diagnose([console]).findings[0]
     # THEN the rank whose count differs is named
     assert (primary.category, primary.culprit_ranks) == ("uneven_data_drop_last", (2,))
+
+
+def test_an_nccl_line_is_its_headers_process_whatever_rank_it_names(tmp_path: Path) -> None:
+    # GIVEN NCCL's bootstrap root reporting about another rank (bootstrap.cc's WARN, its
+    # host:pid:tid header naming the root's process, which no init line maps to a rank)
+    console = tmp_path / "console.txt"
+    console.write_text(
+        "hpc-25-14:18569:18835 [0] bootstrap.cc:131 NCCL WARN Bootstrap Root : rank 1 of 8 "
+        "ranks has already checked in\n",
+        encoding="utf-8",
+    )
+    # WHEN it is parsed
+    parsed = parse(console)
+    # THEN the rank it speaks of is not taken for its writer's
+    assert not [e for p in parsed.processes for e in p.log_events if e.rank_from is G]
