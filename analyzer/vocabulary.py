@@ -106,6 +106,15 @@ class RankFrom(enum.StrEnum):
     LOCAL_RANK_SINGLE_NODE = "local_rank_single_node"  # the local rank, on a lone node
     GROUP_RANK = "group_rank"  # the watchdog's [Rank N] of the default process group
     FILE_NAME = "file_name"  # the file's name (rank3.log)
+    # The line's own words (parsers/logs/mentions.py), weaker than a file's name and
+    # stronger than a label typed over the lines: the global rank named ("[rank: 3]",
+    # "rank=3", "Rank 3, world_size 8: …"), the local rank named and mapped ("local_rank
+    # 3"), the device named and mapped as a local rank ("[GPU 3]"), parallel coordinates
+    # ("[… PP1 TP3]") with the sizes known.
+    MENTION = "mention"
+    MENTION_LOCAL = "mention_local"
+    MENTION_DEVICE = "mention_device"
+    COORDINATES = "coordinates"
     STACK_MARKER = "stack_marker"  # the rank marker of the stack dump the line is in
     LABEL = "label"  # a rank label written over the lines ("rank 3:", "=== Rank 3 ===")
     UNKNOWN = "unknown"

@@ -6,9 +6,12 @@ compares each rank's log with the others', line template by line template (numbe
 masked, templates mined with drain3), and reports where they part:
 a rank whose last line starts an action that nothing after it finishes ("saving shard
 3 …" with no "saved", "running validation …") while the others went on; a line every rank
-prints with a count that differs on some ranks ("1248 batches" against "1250", "bins: 9"
-against "bins: 10"); a progress counter that stopped behind the others' ("step 97" while
-they print "step 100").
+prints with a number that differs on some ranks, read by the words next to the number: an
+amount of data ("1248 batches" against "1250": uneven data), a size ("bins: 9" against
+"bins: 10"), or progress ("reached step 97" against "step 100": the ranks went different
+ways); a progress counter that stopped behind the others' ("step 97" while they print
+"step 100"). Lines of one console are each rank's by their prefix, or by the rank their
+own words name (`Rank 3, world_size 8: …`, `[rank: 3] …`).
 
 ## Why it hangs
 A rank stuck in an action the others do not take (a checkpoint write, an evaluation on
@@ -139,6 +142,14 @@ class LogsDiverge(Rule):
             why = (
                 "Every rank prints this line, and its counts differ on some ranks: they "
                 "have different amounts of data, so some leave the loop early. "
+            )
+        elif d.kind == DivergenceKind.PROGRESS:
+            category, fix, strength = Category.RANK_DIVERGENCE, _UNFINISHED_FIX, Strength.HINT
+            severity = Severity.WARNING  # where the ranks part, not yet why
+            title = f"{culprits} printed other progress than {others} on the same line"
+            why = (
+                "Every rank prints this line, and the count of steps in it differs on some "
+                "ranks: they did not go the same way. "
             )
         elif d.kind == DivergenceKind.SIZE:
             category, fix = Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, _SIZE_FIX

@@ -27,7 +27,11 @@ from hangdoc.analyzer.model import Evidence, LogLine
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.meaning import meaning_of, tokens
 
-_NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
+# A number of a line: hex, a time of day or a duration ("00:03", "1:02:03", one token, no
+# count), a decimal, a whole number.
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?::\d\d)+(?:\.\d+)?|\d+(?:\.\d+)?")
+# What separates one number's words from the next number's.
+_CLAUSE = re.compile(r"[,;|\[\]()]")
 _MAX_PARAMS = 8
 # Words that say a number counts work or sizes data: their counts must agree across ranks.
 _COUNT_WORDS = frozenset({
@@ -35,6 +39,21 @@ _COUNT_WORDS = frozenset({
     "sample", "samples", "example", "examples", "item", "items", "len", "length",
     "num", "count", "total", "epoch", "epochs", "records", "rows", "tokens", "sequences",
 })  # fmt: skip
+# Words that say a number is an amount of data, a length: when it differs, the ranks have
+# different amounts of data (uneven data). "steps per epoch" is one too (see _role).
+_LENGTH_WORDS = frozenset({
+    "batch", "batches", "microbatch", "microbatches", "sample", "samples", "example",
+    "examples", "item", "items", "len", "length", "records", "rows", "sequences", "dataset",
+    "datasets", "dataloader", "loader", "sampler", "shards", "files", "images",
+})  # fmt: skip
+# Words that say a number is how far a rank got: when it differs, the ranks went different
+# ways (or one stopped), which is a divergence, not a length.
+_PROGRESS_WORDS = frozenset({
+    "step", "steps", "iteration", "iterations", "iters", "iter", "epoch", "epochs",
+    "progress", "update", "updates",
+})  # fmt: skip
+# Words that make a count of steps a length: "steps per epoch", "total steps", "num_steps".
+_TOTAL_WORDS = frozenset({"per", "total", "num", "number", "count", "max", "len", "length"})
 _SIZE_WORDS = frozenset({
     "size", "sizes", "shape", "shapes", "numel", "bins", "bin", "dim", "dims", "elements",
     "classes", "buckets", "width", "vocab",
@@ -48,6 +67,8 @@ _END_WORDS = frozenset({
     "saved", "written", "wrote", "done", "finished", "finish", "complete", "completed",
     "end", "ended", "loaded", "uploaded", "flushed", "gathered", "computed", "took",
     "exiting", "exited", "left", "returned", "success", "succeeded", "ok",
+    # an action that failed ended too: the line reports its outcome ("Connect to … failed")
+    "failed", "failure", "aborted",
 })  # fmt: skip
 
 
@@ -62,8 +83,9 @@ class DivergenceKind(enum.StrEnum):
 
     UNFINISHED = "unfinished"  # the last line starts an action nothing ended
     ONLY_SOME = "only_some"  # a line only these ranks printed, near the end
-    COUNTER = "counter"  # the same line with a different count of work
+    COUNTER = "counter"  # the same line with a different amount of data (a length)
     SIZE = "size"  # the same line with a different size
+    PROGRESS = "progress"  # the same line with a different count of steps done
     BEHIND = "behind"  # a progress counter stopped behind the others'
 
 
@@ -140,6 +162,37 @@ class _RankLog:
         """The numbers of one line, read when a check needs them (few lines do)."""
         return tuple(_NUMBER.findall(self.lines[index].text)[:_MAX_PARAMS])
 
+    def roles(self, index: int) -> tuple[DivergenceKind | None, ...]:
+        """What each number of one line counts, by the words next to it (``_role``)."""
+        text = self.lines[index].text
+        spans = [m.span() for m in _NUMBER.finditer(text)][:_MAX_PARAMS]
+        out: list[DivergenceKind | None] = []
+        for i, (start, end) in enumerate(spans):
+            before = text[spans[i - 1][1] if i else 0 : start]
+            after = text[end : spans[i + 1][0] if i + 1 < len(spans) else len(text)]
+            out.append(_role(before, after))
+        return tuple(out)
+
+
+def _role(before: str, after: str) -> DivergenceKind | None:
+    """What a number counts, by its own words: the word right after it ("1248 batches",
+    "35batch"), else the words of its clause before it ("len(loader) = 1248", "bins: 9",
+    "step 97"); "steps per epoch: 1250" is a length."""
+    following = tokens(_CLAUSE.split(after, 1)[0])[:1]
+    clause = _CLAUSE.split(before)
+    preceding = tokens(clause[-1] if clause[-1].strip() else before[-40:])[-3:]
+    for words in (following, preceding):
+        seen = set(words)
+        if seen & _TOTAL_WORDS and seen & (_PROGRESS_WORDS | _LENGTH_WORDS):
+            return DivergenceKind.COUNTER  # "steps per epoch", "total steps", "num_batches"
+        if seen & _LENGTH_WORDS:
+            return DivergenceKind.COUNTER
+        if seen & _SIZE_WORDS:
+            return DivergenceKind.SIZE
+        if seen & _PROGRESS_WORDS:
+            return DivergenceKind.PROGRESS
+    return None
+
 
 def compare_logs(evidence: Evidence) -> LogComparison:
     """Compare the log windows of every rank that has log lines."""
@@ -182,10 +235,13 @@ def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
             continue
         odd.setdefault(r.templates[-1], []).append(r)
     out = []
+    ends = _source_ends(ranks)
     for template, culprits in odd.items():
         others = [r for r in ranks if last[r.rank] != template]
         if not others or len(culprits) > len(others):
             continue  # everyone (or most) stopped there: not a divergence between ranks
+        if _cut_in_a_burst(culprits, others, ranks, ends):
+            continue
         text = culprits[0].lines[-1].text
         out.append(
             Divergence(
@@ -200,6 +256,39 @@ def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
             )
         )
     return out
+
+
+def _source_ends(ranks: list[_RankLog]) -> dict[str, int]:
+    """The last line number of each source the ranks' lines come from."""
+    ends: dict[str, int] = {}
+    for r in ranks:
+        for line in r.lines:
+            ends[line.source] = max(ends.get(line.source, 0), line.line)
+    return ends
+
+
+def _cut_in_a_burst(
+    culprits: list[_RankLog], others: list[_RankLog], ranks: list[_RankLog], ends: dict[str, int]
+) -> bool:
+    """One shared console whose text ends in a burst of the others' last lines, one rank's
+    line after another's (eight ranks printing "load end" in the same second): a paste cut
+    there may have cut the culprits' own line of that burst, so their action is not shown
+    unfinished. A rank's own file, or a console that goes on after, shows it. Lines no rank
+    owns may sit between the burst's (the rest of a line a paste hard-wrapped)."""
+    lasts = [r.lines[-1] for r in (*culprits, *others)]
+    source = lasts[0].source
+    if any(line.source != source or not line.line for line in lasts):
+        return False
+    burst = sorted(r.lines[-1].line for r in others)
+    first, end = burst[0], burst[-1]
+    if end != ends.get(source) or len({r.templates[-1] for r in others}) != 1:
+        return False
+    inside = sum(
+        1 for r in ranks for line in r.lines if line.source == source and first <= line.line <= end
+    )
+    if inside != len(burst):
+        return False  # another rank's line between them: no burst
+    return all(r.lines[-1].line < first for r in culprits)
 
 
 _TAIL = 20  # the last lines of a rank, where what it did differently shows
@@ -253,12 +342,15 @@ def _only_some(
 
 
 def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
-    """The same line with a count that differs on a minority of ranks: the k-th time each
-    rank prints a template that names a count or a size, its numbers are compared."""
+    """The same line with a number that differs on a minority of ranks: the k-th time each
+    rank prints a template that holds a count or a size, its whole numbers are compared,
+    and what the first differing number counts (its own words, ``_role``; else the
+    template's) says which divergence it is: an amount of data, a size, or progress."""
     by_template: dict[int, dict[int, list[int]]] = {}
     for r in ranks:
         for index, template in enumerate(r.templates):
             by_template.setdefault(template, {}).setdefault(r.rank, []).append(index)
+    lookup = {r.rank: r for r in ranks}
     out: list[Divergence] = []
     for template, per_rank in by_template.items():
         if len(per_rank) < 2 or len(per_rank) < len(ranks) * 0.5:
@@ -271,9 +363,11 @@ def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
         found = _first_disagreement(ranks, per_rank)
         if found is None:
             continue
-        minority, majority, position = found
-        kind = DivergenceKind.SIZE if is_size else DivergenceKind.COUNTER
-        lookup = {r.rank: r for r in ranks}
+        minority, majority, position, differing = found
+        odd = lookup[minority[0]]
+        roles = odd.roles(per_rank[minority[0]][position])
+        role = next((roles[i] for i in differing if i < len(roles) and roles[i]), None)
+        kind = role or (DivergenceKind.SIZE if is_size else DivergenceKind.COUNTER)
         cited = tuple(
             CitedLine(rank, lookup[rank].lines[per_rank[rank][position]])
             for rank in (*minority, *majority[:2])
@@ -299,15 +393,17 @@ def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
 
 def _first_disagreement(
     ranks: list[_RankLog], per_rank: dict[int, list[int]]
-) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
-    """(ranks with the odd value, ranks with the common value, occurrence) at the first
-    occurrence where a minority of ranks prints other numbers than the rest. Only whole
-    numbers count, and not a number that is each rank's own rank (``rank 3: …``)."""
+) -> tuple[tuple[int, ...], tuple[int, ...], int, tuple[int, ...]] | None:
+    """(ranks with the odd value, ranks with the common value, occurrence, the positions
+    of the numbers that differ) at the first occurrence where a minority of ranks prints
+    other numbers than the rest. Only whole numbers count, and not a number that is each
+    rank's own rank (``rank 3: …``)."""
     lookup = {r.rank: r for r in ranks}
     depth = min(len(v) for v in per_rank.values())
     for position in range(min(depth, 50)):
         raw = {rank: lookup[rank].params(indices[position]) for rank, indices in per_rank.items()}
-        values = _whole_counts(raw)
+        keep = _whole_positions(raw)
+        values = {rank: tuple(v[i] for i in keep) for rank, v in raw.items()}
         tally = Counter(values.values())
         if len(tally) < 2:
             continue
@@ -315,20 +411,28 @@ def _first_disagreement(
         minority = tuple(sorted(r for r, v in values.items() if v != common))
         if common_n <= len(minority) or not common:
             return None  # no clear majority: numbers that vary (losses, times), not counts
-        return minority, tuple(sorted(r for r, v in values.items() if v == common)), position
+        odd = values[minority[0]]
+        differing = tuple(i for i, a, b in zip(keep, odd, common, strict=True) if a != b)
+        majority = tuple(sorted(r for r, v in values.items() if v == common))
+        return minority, majority, position, differing
     return None
 
 
-def _whole_counts(raw: dict[int, tuple[str, ...]]) -> dict[int, tuple[str, ...]]:
-    """Each rank's whole numbers, without the positions that hold the rank's own id on
-    every rank (or a fraction on any)."""
+def _whole_positions(raw: dict[int, tuple[str, ...]]) -> list[int]:
+    """The positions of each rank's whole numbers, without those that hold the rank's own
+    id on every rank (or a fraction, a time or hex on any)."""
     width = min(len(v) for v in raw.values())
-    keep = [
+    return [
         i
         for i in range(width)
         if all(v[i].isdigit() for v in raw.values())
         and not all(v[i] == str(rank) for rank, v in raw.items())
     ]
+
+
+def _whole_counts(raw: dict[int, tuple[str, ...]]) -> dict[int, tuple[str, ...]]:
+    """Each rank's whole numbers (``_whole_positions``)."""
+    keep = _whole_positions(raw)
     return {rank: tuple(v[i] for i in keep) for rank, v in raw.items()}
 
 

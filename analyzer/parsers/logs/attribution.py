@@ -13,7 +13,12 @@ Evidence, strongest first:
 5. the watchdog's ``[Rank N]`` when its process group is the default one (group ranks
    of other groups are not global);
 6. for a file whose lines name no rank at all, the file name (``rank3.log``,
-   ``stderr-3.txt``, ``attempt_0/3/stderr.log``: hangdoc/common/rank_names.py).
+   ``stderr-3.txt``, ``attempt_0/3/stderr.log``: hangdoc/common/rank_names.py);
+7. the rank the line's own words name (parsers/logs/mentions.py: ``[rank: 3]``, ``Rank 3,
+   world_size 8: …``, ``rank=3``; a local rank or a device named, mapped as 4 maps a
+   local rank; SGLang's ``PP1 TP3`` coordinates, with the tensor-parallel size the file
+   shows), never a peer's. Weaker than a file's name: a rank's own file that speaks of
+   another rank is still its own (the log parser applies the file's name first).
 
 Anything else stays unattributed (a job-level event) rather than guessed.
 """
@@ -22,10 +27,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hangdoc.analyzer.parsers.logs.mentions import Mention, coordinate_rank, find_mention
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.payloads.progress import PhaseMarker
-from hangdoc.analyzer.payloads.torch_pg import InGroup
+from hangdoc.analyzer.payloads.torch_pg import (
+    ConnectionLost,
+    InGroup,
+    MissingRanks,
+    MonitoredBarrier,
+)
 from hangdoc.analyzer.vocabulary import EventKind, RankFrom
 
 # Reports about the whole job: their ranks live in their fields, not in a prefix.
@@ -47,6 +58,12 @@ JOB_LEVEL = frozenset(
     }
 )
 _DEFAULT_PGS = frozenset({"0", "default_pg"})
+# Messages whose ranks are their payload's: torch.distributed's (c10d's ``[Rank N]`` is the
+# rank in the message's process group; a monitored barrier's or Horovod's list names the
+# ranks that failed; a lost connection names its peer) and an NCCL communicator's init
+# line (its rank is the communicator's, global only in the default one: step 3). Their
+# words are not read for a mention (step 7), only the coordinates that tag the line.
+_RANKS_IN_FIELDS = (InGroup, MonitoredBarrier, MissingRanks, ConnectionLost, NcclInit)
 
 
 @dataclass(slots=True)
@@ -58,6 +75,10 @@ class RankMaps:
     local_to_global: dict[int, int] = field(default_factory=dict)
     local_is_global: bool = False
     world_size: int | None = None
+    # The rank each event's words name (by the event's identity), read once.
+    mentions: dict[int, Mention] = field(default_factory=dict)
+    tensor_size: int | None = None  # the tensor-parallel size the coordinates show
+    one_replica: bool = True  # the coordinates name one data-parallel replica at most
 
 
 def build_maps(
@@ -101,6 +122,7 @@ def build_maps(
         said_world = _world_size(event)
         if event.kind is EventKind.PHASE and said_world:
             maps.world_size = max(maps.world_size or 0, said_world)
+    _read_mentions(events, maps)
     hosts = {h for h, _ in maps.hostpid_rank} | {
         e.named_host for e in events if e.kind is EventKind.CHILD_FAILURE
     }
@@ -151,6 +173,63 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom 
         if pg is None or pg in _DEFAULT_PGS or group.pg_desc == "default_pg":
             return group.group_rank, RankFrom.GROUP_RANK
     return None, None
+
+
+def mentioned_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom | None]:
+    """The rank the event's own words name (step 7), for an event nothing stronger gave
+    one: a global rank as named, a local rank or a device through the local ranks' map,
+    coordinates through the tensor-parallel size."""
+    mention = maps.mentions.get(id(event))
+    if mention is None:
+        return None, None
+    if mention.how is RankFrom.MENTION:
+        return mention.rank, mention.how
+    if mention.how is RankFrom.COORDINATES:
+        if not maps.one_replica:
+            return None, None  # two replicas' "TP3" are two processes, each its world's 3
+        rank = coordinate_rank(mention, maps.tensor_size)
+        return (rank, mention.how) if rank is not None else (None, None)
+    local = mention.local_rank
+    if local is None:
+        return None, None
+    if local in maps.local_to_global:
+        return maps.local_to_global[local], mention.how
+    if maps.local_is_global:
+        return local, mention.how
+    return None, None
+
+
+def _read_mentions(events: list[RawEvent], maps: RankMaps) -> None:
+    """Each event's mention, and what the coordinates among them show of the job's shape."""
+    tensors: list[int] = []
+    replicas: set[int | None] = set()
+    for event in events:
+        if event.kind in JOB_LEVEL:
+            continue
+        mention = find_mention(event.text)
+        if mention is None:
+            continue
+        if mention.how is not RankFrom.COORDINATES and (
+            isinstance(event.payload, _RANKS_IN_FIELDS) or _header_names_writer(event)
+        ):
+            continue  # its words' rank is its payload's; a scheduler's coordinates are a tag
+        maps.mentions[id(event)] = mention
+        if mention.how is RankFrom.COORDINATES:
+            replicas.add(mention.data)
+            if mention.tensor is not None:
+                tensors.append(mention.tensor)
+    # SGLang prints a TP coordinate only when tp_size > 1: the size is known when the
+    # lines show every tensor-parallel rank from 0.
+    if tensors and max(tensors) >= 1 and set(tensors) == set(range(max(tensors) + 1)):
+        maps.tensor_size = max(tensors) + 1
+    maps.one_replica = len(replicas) <= 1
+
+
+def _header_names_writer(event: RawEvent) -> bool:
+    """An NCCL line's ``host:pid:tid`` header names the process that wrote it: a rank in
+    its words is another's ("Bootstrap Root : rank 1 of 8 ranks has already checked in"
+    is the root's report about rank 1), and the header maps to a rank or to none (step 3)."""
+    return event.host is not None and event.pid is not None
 
 
 def _world_size(event: RawEvent) -> int | None:

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from hangdoc.analyzer.model import GpuState, InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes
-from hangdoc.analyzer.parsers.logs.attribution import build_maps, resolve_rank
+from hangdoc.analyzer.parsers.logs.attribution import build_maps, mentioned_rank, resolve_rank
 from hangdoc.analyzer.parsers.logs.elastic import error_json_stamp, parse_error_json
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TopoBlock
 from hangdoc.analyzer.parsers.logs.hit import Hit, log_event
@@ -275,6 +275,8 @@ def _assemble(
     for event, (rank, how), when in zip(events, ranks, resolved, strict=True):
         if rank is None and use_file and event.kind not in JOB_KINDS:
             rank, how = file_rank, RankFrom.FILE_NAME
+        elif rank is None and event.kind not in JOB_KINDS:
+            rank, how = mentioned_rank(event, maps)
         made = log_event(
             event.kind,
             event.text,

@@ -13,6 +13,7 @@ import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
 from hangdoc.analyzer.parsers.logs.literals import any_admits, any_of, gate
+from hangdoc.analyzer.parsers.logs.mentions import find_mention, strip_emphasis
 from hangdoc.analyzer.payloads.progress import DataCount, Exhausted, PhaseMarker, Progress
 from hangdoc.analyzer.vocabulary import EventKind, Phase
 
@@ -213,13 +214,24 @@ _DS_RANK_SEARCH = gate(_DS_RANK).search
 _MARKER_GATES = tuple((phase, gate(pattern)) for phase, pattern in _MARKERS)
 _SOME_MARKER = any_admits(tuple(g for _, g in _MARKER_GATES))
 _HAS_KEY = any_of(_KEYS)
+# A rank's name right before a number: the number names the rank, it counts nothing.
+_RANK_BEFORE = re.compile(r"rank(?:_id)?\s*[:=#]?\s*$", re.IGNORECASE)
 
 
 def match_count(text: str) -> Hit | None:
-    """A per-rank data count (for comparing ranks: uneven data, FORMATS.md §8)."""
+    """A per-rank data count (for comparing ranks: uneven data, FORMATS.md §8).
+
+    Read without a reporter's Markdown emphasis (``len(loader) = **1248**``). Ranks that
+    print into one console with no prefix name themselves in the line (``rank 3: …``,
+    ``… on [rank: 3]``): that rank is part of the count's identity, so that equal counts
+    of several ranks stay several events (the majority a differing rank is compared with)
+    until attribution reads the rank (parsers/logs/mentions.py)."""
     if len(text) > 400 or not any(k in text for k in _COUNT_KEYS):
         return None
+    text = strip_emphasis(text)
     m = _COUNT_SEARCH(text)
+    while m is not None and (after := _rank_number_end(text, m)) is not None:
+        m = _COUNT_SEARCH(text, after)  # the words after a rank's number may hold the count
     if m is None:
         return None
     if m.group("n") is not None:
@@ -237,8 +249,15 @@ def match_count(text: str) -> Hit | None:
     return Hit(
         EventKind.DATA_COUNT,
         payload=DataCount(what=what, value=count),
-        key=("count", what, str(count)),
+        key=("count", what, str(count), find_mention(text)),
     )
+
+
+def _rank_number_end(text: str, m: re.Match[str]) -> int | None:
+    """Where the number ends when the count's number is a rank's ("local_rank=0 steps per
+    epoch: 1250" holds the count 1250, not "0 steps"), else None."""
+    name = next(n for n in ("n", "n2", "n3", "n4") if m.group(n) is not None)
+    return m.end(name) if _RANK_BEFORE.search(text, 0, m.start(name)) else None
 
 
 def match_phase(text: str) -> Hit | None:

@@ -17,9 +17,11 @@ from pathlib import Path
 from hangdoc.analyzer.model import LogLine
 from hangdoc.analyzer.parsers.base import decode_bytes
 from hangdoc.analyzer.parsers.logs.benign import benign_warning
+from hangdoc.analyzer.parsers.logs.mentions import find_mention
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.stacks.markers import label_rank
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME
+from hangdoc.analyzer.vocabulary import RankFrom
 
 HEAD_BYTES = 32 * 1024
 TAIL_BYTES = 160 * 1024
@@ -36,6 +38,9 @@ _LIBRARY_LINE = re.compile(
     r"|^Exception raised from|^torch\.distributed|WorkNCCL|c10d|^\s*\^+\s*$"
     # a py-spy dump's own lines, pasted into a log (its frames: _STACK_FRAME)
     r"|^Process \d+: |^Python v\d|^Thread (?:0x[0-9a-fA-F]+|\d+) \("
+    # torchelastic's failure report names the failed rank, but the launcher printed it
+    # (elastic/multiprocessing/errors/__init__.py _FAILURE_FORMAT_TEMPLATE)
+    r"|^rank {2,}: \d+ \(local_rank: "
 )
 # A stack frame (py-spy's "name (file.py:12)"), whoever printed it: what the rank was
 # doing is the stacks' to say, not a line the job printed.
@@ -71,13 +76,30 @@ def _raw_lines(path: Path) -> Iterator[tuple[int | None, str]]:
             yield None, line
 
 
+def _mentioned(text: str) -> int | None:
+    """The global rank a line's words name as its own, where no map is needed to read it
+    (a local rank, a device or a pipeline stage's coordinates need the log parser's)."""
+    if text.startswith("# "):
+        return None  # a comment (a fixture's header, a shell's echo): about the log, not in it
+    mention = find_mention(text)
+    if mention is None:
+        return None
+    if mention.how is RankFrom.MENTION:
+        return mention.rank
+    if mention.how is RankFrom.COORDINATES and mention.pipeline is None and mention.data is None:
+        return mention.tensor
+    return None
+
+
 def read_line_window(
     path: Path, display: str, default_rank: int | None
 ) -> dict[int, list[LogLine]]:
     """The lines of each rank in the file's head and tail, launcher prefixes peeled.
 
     A line's rank is the one its prefix names (``[rank3]:``, ``[default3]:``, ``3:``),
-    else the one of the section it is in (a paste of several ranks, each under a line
+    else, in a file no rank owns, the global rank its words name as its own (``Rank 3,
+    world_size 8: …``, ``[rank: 3]``: parsers/logs/mentions.py), else the one of the
+    section it is in (a paste of several ranks, each under a line
     that is nothing but a label: ``rank 3:``, ``=== Rank 3 ===``, ``Rank 3 py-spy dump``),
     else ``default_rank`` (the rank whose own file this is), else it is kept under
     ``UNATTRIBUTED``: it cannot be compared across ranks, but says what the job did.
@@ -112,6 +134,8 @@ def read_line_window(
             continue
         if text[-1] == ")" and _STACK_FRAME.match(text):
             continue
+        if said is None and default_rank is None:
+            said = _mentioned(text)
         rank = said if said is not None else section if section is not None else default_rank
         if rank is None:
             rank = UNATTRIBUTED  # kept apart: what the console said, by no known rank

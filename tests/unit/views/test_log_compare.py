@@ -92,3 +92,32 @@ def test_routine_logging_of_one_rank_is_not_a_parting() -> None:
     logs[0].append("lr schedule: 0.00100")
     found = [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "only_some"]
     assert found == []
+
+
+def _console(lines: list[tuple[int, int, str]]) -> Evidence:
+    """One shared console: (rank, line number, text) of each attributed line."""
+    by_rank: dict[int, list[LogLine]] = {}
+    for rank, number, text in lines:
+        by_rank.setdefault(rank, []).append(LogLine(text, "console.txt", number))
+    return Evidence(processes=[ProcessEvidence(rank=r, log_lines=v) for r, v in by_rank.items()])
+
+
+def test_a_console_cut_in_a_burst_of_ends_shows_no_unfinished_action() -> None:
+    # GIVEN eight ranks' "begin" lines, then a paste that ends in four ranks' "end" lines,
+    # one after another (the others' ends were cut away with the rest of the paste);
+    # step 3 leaves the numbers of the lines a hard-wrapping paste moved to a line of its own
+    for step in (1, 3):
+        begins = [(r, 1 + r, f"TP{r}] Load weight begin. avail mem=78.38 GB") for r in range(8)]
+        ends = [(r, 9 + i * step, f"TP{r}] Load weight end.") for i, r in enumerate((0, 2, 4, 6))]
+        found = compare_logs(_console(begins + ends)).divergences
+        # THEN the ranks whose end is not shown are not said to be stuck in their load
+        assert not [d for d in found if d.kind == "unfinished"], step
+
+
+def test_a_burst_another_ranks_line_interrupts_is_no_cut() -> None:
+    begins = [(r, 1 + r, f"TP{r}] Load weight begin. avail mem=78.38 GB") for r in range(4)]
+    ends = [(0, 5, "TP0] Load weight end."), (1, 6, "TP1] Load weight end.")]
+    between = [(2, 7, "TP2] the weights server answered slowly")]
+    last = [(0, 8, "TP0] Load weight end."), (1, 9, "TP1] Load weight end.")]
+    found = compare_logs(_console(begins + ends + between + last)).divergences
+    assert [(d.kind, d.ranks) for d in found if d.kind == "unfinished"] == [("unfinished", (3,))]
