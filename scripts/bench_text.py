@@ -211,7 +211,7 @@ _LABELS = ("rank {r}:", "=== rank {r} ===", "### Rank {r}", "[rank {r}]", "Rank 
 
 def write_paste(path: Path, size: int) -> None:
     """Sections of rank after rank, each a label, a py-spy dump and a log tail, until
-    ``size`` (about 6,500 ranks for 52 MB: a big job, every rank pasted)."""
+    ``size`` (about 19,500 ranks for 52 MB: a big job, every rank pasted)."""
     rng = random.Random(52)
     with path.open("w") as out:
         written, rank = 0, 0
