@@ -207,6 +207,13 @@ def _read_early(path: Path, window: int) -> tuple[str, bool] | OSError | None:
         return exc
 
 
+def _cores() -> int:
+    """The cores this process may run on (all of the machine's where that is not known)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _log_side(path: str, display_path: str) -> tuple[ParsedFile, list[tuple[int, int]]]:
     """The log side of a file and the rank labels its router noted (in a worker)."""
     router = _LineRouter()
@@ -239,9 +246,10 @@ class _LogSideAside:
     @staticmethod
     def possible() -> bool:
         return (
-            len(os.sched_getaffinity(0)) > 1
+            _cores() > 1
             and threading.active_count() == 1
             and not multiprocessing.current_process().daemon
+            and "fork" in multiprocessing.get_all_start_methods()
         )
 
     @staticmethod
