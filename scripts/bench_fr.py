@@ -2,6 +2,7 @@
 
     python scripts/bench_fr.py --ranks 256 1024 4096 --entries 2000
     python scripts/bench_fr.py --ranks 1024 --entries 500 1000 2000 --fr-trace-up-to 1024
+    python scripts/bench_fr.py --ranks 4096 --repeat 5 --code /tmp/base .   # before/after
 
 For each size (N ranks × E entries) it writes N dumps in torch's exact pickle format
 (``fr_synth.Job``: tensor- and data-parallel groups, ring buffers that wrapped at
@@ -16,8 +17,11 @@ fresh process on the same --jobs cores:
   --fr-trace-timeout seconds.
 
 Time is wall-clock; memory is the peak RSS of the main process plus --jobs times the
-largest worker's (an upper bound of the sum). This machine is shared: every number is
-the best of --repeat runs. Results go to stdout as a Markdown table and to --json.
+largest worker's (an upper bound of the sum). This machine is shared: each size is run
+--repeat times, the floor and hangdoc interleaved (and, with ``--code``, several
+checkouts of hangdoc: before and after a change, each with its own copy of this script),
+so that they all see the same load; the table gives the best run and the spread, and the
+load average. Results go to stdout as a Markdown table and to --json.
 """
 
 from __future__ import annotations
@@ -167,11 +171,19 @@ def measure_fr_trace(directory: Path, timeout: float) -> dict[str, Any]:
 
 
 def _in_fresh_process(
-    kind: str, directory: Path, args: argparse.Namespace, ranks: int, entries: int
+    kind: str,
+    directory: Path,
+    args: argparse.Namespace,
+    ranks: int,
+    entries: int,
+    code: Path | None = None,
 ) -> dict[str, Any]:
+    """One measurement in a new process; ``code`` is the checkout whose hangdoc (and
+    whose copy of this script) it runs, this one by default."""
+    script = Path(__file__) if code is None else code / "scripts" / "bench_fr.py"
     cmd = [
         sys.executable,
-        __file__,
+        str(script),
         "--measure",
         kind,
         str(directory),
@@ -182,28 +194,35 @@ def _in_fresh_process(
         "--entries",
         str(entries),
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    env = dict(os.environ, PYTHONPATH=str(script.resolve().parent.parent))
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    result["load"] = os.getloadavg()[0]
     return result
 
 
 def _row(
+    label: str,
     ranks: int,
     entries: int,
-    floor: dict[str, Any],
-    ours: dict[str, Any],
+    floors: list[dict[str, Any]],
+    ourses: list[dict[str, Any]],
     theirs: dict[str, Any] | None,
 ) -> str:
-    """One Markdown table row."""
+    """One Markdown table row: the best run of each, the spread, the load."""
+    floor, ours = _best(floors), _best(ourses)
     gb = ours["peak_mb"] / 1024
     cells = [
+        label,
         str(ranks),
         str(entries),
-        f"{floor['seconds']} ({floor['cpu_s']})",
-        f"{ours['seconds']} ({ours['parse_s']}+{ours['match_s']}; {ours['cpu_s']})",
+        f"{floor['seconds']} ({_spread(floors)}; {floor['cpu_s']})",
+        f"{ours['seconds']} ({_spread(ourses)}; {ours['parse_s']}+{ours['match_s']}; "
+        f"{ours['cpu_s']})",
         f"{ours['seconds'] / floor['seconds']:.2f} ({ours['cpu_s'] / floor['cpu_s']:.2f})",
         f"{gb:.2f}",
-        "yes" if ours["correct"] else "NO",
+        "yes" if all(r["correct"] for r in ourses) else "NO",
+        f"{min(r['load'] for r in floors + ourses):.1f}-{max(r['load'] for r in floors + ourses):.1f}",
     ]
     if theirs is None:
         cells += ["not run", "–", "–"]
@@ -223,6 +242,11 @@ def _row(
     return "| " + " | ".join(cells) + " |"
 
 
+def _spread(runs: list[dict[str, Any]]) -> str:
+    seconds = sorted(r["seconds"] for r in runs if r.get("seconds") is not None)
+    return f"{seconds[0]}-{seconds[-1]}" if len(seconds) > 1 else "1 run"
+
+
 def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return min(runs, key=lambda r: r["seconds"] if r.get("seconds") is not None else 1e18)
 
@@ -240,6 +264,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the generated dumps")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="checkouts of hangdoc to measure side by side (before/after); default: this one",
+    )
     parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)
     parser.add_argument("directory", nargs="?", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -250,41 +281,50 @@ def main() -> int:
             result = measure_hangdoc(args.directory, args.jobs, args.ranks[0], args.entries[0])
         print(json.dumps(result))
         return 0
+    codes: list[Path | None] = list(args.code) if args.code else [None]
     rows: list[dict[str, Any]] = []
     print(
-        "| ranks | entries | floor s (cpu s) | hangdoc s (parse+match; cpu s) "
-        "| hangdoc/floor (cpu) | hangdoc GB "
-        "| correct | fr_trace s | fr_trace GB | fr_trace/hangdoc |"
+        "| code | ranks | entries | floor s (spread; cpu s) "
+        "| hangdoc s (spread; parse+match; cpu s) "
+        "| hangdoc/floor (cpu) | hangdoc GB | correct | load "
+        "| fr_trace s | fr_trace GB | fr_trace/hangdoc |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for ranks in args.ranks:
         for entries in args.entries:
             began = time.perf_counter()
             directory = generate(ranks, entries, args.workdir, args.jobs)
             gen_s = time.perf_counter() - began
-            floors, ourses = [], []
-            for _ in range(args.repeat):  # interleaved: both see the same machine load
+            floors: list[dict[str, Any]] = []
+            ourses: dict[Path | None, list[dict[str, Any]]] = {code: [] for code in codes}
+            for _ in range(args.repeat):  # interleaved: all see the same machine load
+                for code in codes:
+                    ourses[code].append(
+                        _in_fresh_process("hangdoc", directory, args, ranks, entries, code)
+                    )
                 floors.append(_in_fresh_process("floor", directory, args, ranks, entries))
-                ourses.append(_in_fresh_process("hangdoc", directory, args, ranks, entries))
-            floor, ours = _best(floors), _best(ourses)
             theirs: dict[str, Any] | None = None
             if ranks <= args.fr_trace_up_to:
                 theirs = measure_fr_trace(directory, args.fr_trace_timeout)
-            row = {
-                "ranks": ranks,
-                "entries": entries,
-                "generate_s": round(gen_s, 1),
-                "floor": floor,
-                "hangdoc": ours,
-                "fr_trace": theirs,
-            }
-            rows.append(row)
-            print(_row(ranks, entries, floor, ours, theirs), flush=True)
+            for code in codes:
+                label = "this checkout" if code is None else str(code.resolve())
+                rows.append(
+                    {
+                        "code": label,
+                        "ranks": ranks,
+                        "entries": entries,
+                        "generate_s": round(gen_s, 1),
+                        "floor": floors,
+                        "hangdoc": ourses[code],
+                        "fr_trace": theirs,
+                    }
+                )
+                print(_row(label, ranks, entries, floors, ourses[code], theirs), flush=True)
             if not args.keep:
                 shutil.rmtree(directory, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
-    return 0 if all(r["hangdoc"]["correct"] for r in rows) else 1
+    return 0 if all(r["correct"] for row in rows for r in row["hangdoc"]) else 1
 
 
 if __name__ == "__main__":

@@ -66,7 +66,8 @@ class _WorkerState:
         self.rows: list[CollectiveRecord] = []
         self.sent = 0
         self.epoch = 0
-        self.groups: set[tuple[str, str | None, tuple[int, ...]]] = set()
+        # name -> (desc, ranks) of the groups sent already
+        self.groups: dict[str, tuple[str | None, tuple[int, ...]]] = {}
 
     def reply(self, path: str, display: str) -> _Reply:
         reducer = self.parser.reducer
@@ -97,9 +98,11 @@ class _WorkerState:
             ids = array("i", cast(list[int], found))
         new_rows = self._new_rows()
         # A group's info (its member list: 16,384 ranks for the default group) is sent
-        # once per worker, not with every rank.
-        groups = [g for g in parsed.process_groups if (g.name, g.desc, g.ranks) not in self.groups]
-        self.groups.update((g.name, g.desc, g.ranks) for g in groups)
+        # once per worker, not with every rank. Compared by identity first: the parser
+        # shares one member tuple per distinct pg_config text, and hashing a tuple of
+        # 16,384 ranks for every file cost more than the rest of this method.
+        groups = [g for g in parsed.process_groups if not self._sent(g)]
+        self.groups.update((g.name, (g.desc, g.ranks)) for g in groups)
         self.sent = len(self.rows)
         return _Reply(
             display=display,
@@ -113,6 +116,12 @@ class _WorkerState:
             new_rows=new_rows,
             sources=proc.sources if proc is not None else [],
         )
+
+    def _sent(self, group: ProcessGroupInfo) -> bool:
+        known = self.groups.get(group.name)
+        if known is None or known[0] != group.desc:
+            return False
+        return known[1] is group.ranks or known[1] == group.ranks
 
     def _new_rows(self) -> list[tuple[object, ...]]:
         """The rows added since the last reply, each as compact as the parent can take it.

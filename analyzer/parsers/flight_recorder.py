@@ -117,12 +117,15 @@ def document_to_parsed(doc: object, rank: int | None, display: str, reducer: Red
     else:
         records, bad = reducer.reduce(entries, members, display)
     # groups pg_config does not list, in order of first use, with their first record's
-    # description (C-level passes: this runs once per rank over every record)
-    first_use = dict(zip(map(_GROUP, reversed(records)), reversed(records), strict=True))
-    for name in dict.fromkeys(map(_GROUP, records)):
-        if name not in members:
-            desc = first_use[name].group_desc
-            parsed.process_groups.append(ProcessGroupInfo(name=name, desc=desc))
+    # description (C-level passes: this runs once per rank over every record; the
+    # second only when pg_config lacks a group, which torch's own dumps never do)
+    used = dict.fromkeys(map(_GROUP, records))
+    if not members.keys() >= used.keys():
+        first_use = dict(zip(map(_GROUP, reversed(records)), reversed(records), strict=True))
+        for name in used:
+            if name not in members:
+                desc = first_use[name].group_desc
+                parsed.process_groups.append(ProcessGroupInfo(name=name, desc=desc))
     if bad:
         parsed.notes.append(f"{display}: skipped {bad} malformed flight recorder entries")
     if rank is None:

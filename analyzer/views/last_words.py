@@ -28,6 +28,7 @@ _TRAINING = frozenset({"loss", "losses"})
 # "eval_strategy=steps,"): frameworks print their settings at start (mmengine's config,
 # HF TrainingArguments, argparse Namespaces), and a setting's name is not an activity.
 _SETTING = re.compile(r"^\s*[\w.\-]+\s*[=:]\s*\S+\s*$")
+_LETTER = re.compile(r"[A-Za-z]")
 _TELLING = frozenset(
     {
         Activity.CHECKPOINT_SAVE,
@@ -63,6 +64,15 @@ def _failures(evidence: Evidence, kinds: frozenset[EventKind]) -> dict[str, LogE
     return first
 
 
+def _slot(
+    by_source: dict[str, tuple[list[LogLine], list[LogEvent]]], source: str
+) -> tuple[list[LogLine], list[LogEvent]]:
+    found = by_source.get(source)
+    if found is None:
+        found = by_source[source] = ([], [])
+    return found
+
+
 def _phase(event: LogEvent) -> Phase | None:
     """The phase a PHASE event's marker or bar says."""
     marker = event.payload_as(PhaseMarker)
@@ -84,25 +94,34 @@ def last_words(
     a training bar that the job went back to training). A progress bar on the failure's
     own line counts: the timeout interrupted it.
     """
-    for source, failure in sorted(_failures(evidence, failure_kinds).items()):
+    failures = _failures(evidence, failure_kinds)
+    owned = [(None, evidence.job_log_lines, evidence.job_log_events)] + [
+        (p.rank, p.log_lines, p.log_events) for p in evidence.processes
+    ]
+    # Each writer's lines and markers by file, once: a job where every rank timed out has
+    # a failure in every file, and reading every rank's lines for each file was quadratic.
+    lines_in: dict[str, list[tuple[int | None, list[LogLine], list[LogEvent]]]] = {}
+    for rank, lines, events in owned:
+        by_source: dict[str, tuple[list[LogLine], list[LogEvent]]] = {}
+        for line in lines:
+            if line.source in failures:
+                _slot(by_source, line.source)[0].append(line)
+        for e in events:
+            if e.source in failures:
+                _slot(by_source, e.source)[1].append(e)
+        for source, (its_lines, its_events) in by_source.items():
+            lines_in.setdefault(source, []).append((rank, its_lines, its_events))
+    for source, failure in sorted(failures.items()):
         limit = failure.line or 0
-        owned = [(None, evidence.job_log_lines, evidence.job_log_events)] + [
-            (p.rank, p.log_lines, p.log_events) for p in evidence.processes
-        ]
         said: list[tuple[int, int | None, LogLine, Activity | bool]] = []
-        for rank, lines, events in owned:
-            said += [
-                (line.line, rank, line, False)
-                for line in lines
-                if line.source == source and 0 < line.line < limit
-            ]
+        for rank, lines, events in lines_in.get(source, ()):
+            said += [(line.line, rank, line, False) for line in lines if 0 < line.line < limit]
             for e in events:
                 phase = _phase(e)
                 # A tqdm bar has no newline: the timeout message that interrupts it is
                 # glued to its end, on the same line (yolov5 #4409, DeepSpeed #4247).
                 if (
                     e.kind == phase_kind
-                    and e.source == source
                     and e.line
                     and e.line <= limit
                     and phase is not None
@@ -248,14 +267,21 @@ def unfinished(
     # One pass per file over every writer's lines in it: DeepSpeed's "[Rank 0] [Torch]
     # Checkpoint … is about to be saved!" names its rank, the "[Torch] Saved …" that ends it
     # does not; a marker of no one's closes what anyone opened, a rank's closes its own.
-    said: dict[str, list[tuple[int, bool, Phase | None, str, int | None]]] = {}
+    # Only files where a marker begins something are read (nothing else can be left
+    # open), and a line's words only for the last lines of its file, where they count:
+    # at 1,024 ranks tokenizing every line of every log was 85 % of the analysis.
+    with_begin = {
+        e.source
+        for _, _, events in owned
+        for e in events
+        if e.line and e.kind == EventKind.PHASE and _phase(e) in _BEGINS
+    }
+    said: dict[str, list[tuple[int, bool | None, Phase | None, str, int | None]]] = {}
     for owner, lines, events in owned:
         for line in lines:
-            if tokens(line.text):
-                training = bool(_TRAINING.intersection(tokens(line.text)))
-                said.setdefault(line.source, []).append(
-                    (line.line, training, None, line.text, owner)
-                )
+            # tokens() finds a word in a line exactly when it holds a letter
+            if line.source in with_begin and _LETTER.search(line.text):
+                said.setdefault(line.source, []).append((line.line, None, None, line.text, owner))
         for e in events:
             if e.line and e.kind == EventKind.PHASE:
                 said.setdefault(e.source, []).append((e.line, False, _phase(e), e.text, owner))
@@ -271,7 +297,8 @@ def unfinished(
         items.sort(key=lambda item: item[0])
         opened: dict[int | None, tuple[Activity, int, str]] = {}
         after: dict[int | None, set[int]] = {}
-        for number, training, phase, text, owner in items[-_OPEN_WINDOW:]:
+        for number, known, phase, text, owner in items[-_OPEN_WINDOW:]:
+            training = known if known is not None else bool(_TRAINING.intersection(tokens(text)))
             if phase in _BEGINS:
                 opened[owner], after[owner] = (_BEGINS[phase], number, text), set()
                 continue

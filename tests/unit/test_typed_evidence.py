@@ -43,6 +43,10 @@ _JOB_WORDS = (
 _COMPARE = "ranks' own lines compared with each other (templates, numbers), not recognised"
 ALLOWED: dict[tuple[str, str], str] = {
     ("analyzer/views/last_words.py", "tokens(line.text)"): _JOB_WORDS,
+    ("analyzer/views/last_words.py", "_LETTER.search(line.text)"): (
+        _JOB_WORDS + "; whether the line has a word at all (what tokens() finds), asked "
+        "before tokenizing it"
+    ),
     ("analyzer/views/last_words.py", "_SETTING.match(line.text)"): (
         "a configuration dump among the job's own lines (mmengine config, HF "
         "TrainingArguments): a setting's name is not an activity"

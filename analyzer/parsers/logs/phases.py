@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
+from hangdoc.analyzer.parsers.logs.literals import any_admits, any_of, gate
 from hangdoc.analyzer.parsers.logs.mentions import find_mention, strip_emphasis
 from hangdoc.analyzer.payloads.progress import DataCount, Exhausted, PhaseMarker, Progress
 from hangdoc.analyzer.vocabulary import EventKind, Phase
@@ -204,6 +205,15 @@ _COUNT = re.compile(
     r"|(?P<what4>steps|batches|iterations) per epoch\s*[=:]?\s*(?P<n4>\d{1,12})"
 )
 _COUNT_KEYS = ("batch", "step", "sample", "iteration", "example", "len(")
+# The searches below, each run only on lines holding a literal it cannot match without
+# (parsers/logs/literals.py): a training log's step lines pass the keyword lists above
+# ("step", "loss") and failed every search, 30 µs a line.
+_COUNT_SEARCH = gate(_COUNT).search
+_INIT_SEARCH = gate(_INIT).search
+_DS_RANK_SEARCH = gate(_DS_RANK).search
+_MARKER_GATES = tuple((phase, gate(pattern)) for phase, pattern in _MARKERS)
+_SOME_MARKER = any_admits(tuple(g for _, g in _MARKER_GATES))
+_HAS_KEY = any_of(_KEYS)
 # A rank's name right before a number: the number names the rank, it counts nothing.
 _RANK_BEFORE = re.compile(r"rank(?:_id)?\s*[:=#]?\s*$", re.IGNORECASE)
 
@@ -219,9 +229,9 @@ def match_count(text: str) -> Hit | None:
     if len(text) > 400 or not any(k in text for k in _COUNT_KEYS):
         return None
     text = strip_emphasis(text)
-    m = _COUNT.search(text)
+    m = _COUNT_SEARCH(text)
     while m is not None and (after := _rank_number_end(text, m)) is not None:
-        m = _COUNT.search(text, after)  # the words after a rank's number may hold the count
+        m = _COUNT_SEARCH(text, after)  # the words after a rank's number may hold the count
     if m is None:
         return None
     if m.group("n") is not None:
@@ -251,12 +261,12 @@ def _rank_number_end(text: str, m: re.Match[str]) -> int | None:
 
 
 def match_phase(text: str) -> Hit | None:
-    if not any(k in text for k in _KEYS):
+    if not _HAS_KEY(text):
         return None
     content_rank: int | None = None
-    if (d := _DS_RANK.search(text)) is not None:
+    if (d := _DS_RANK_SEARCH(text)) is not None:
         content_rank = int(d.group(1))
-    if (i := _INIT.search(text)) is not None:
+    if (i := _INIT_SEARCH(text)) is not None:
         said = i.group("rank") or i.group("rank2") or i.group("rank3")
         rank = int(said) if said is not None else content_rank
         marker = PhaseMarker(
@@ -270,8 +280,10 @@ def match_phase(text: str) -> Hit | None:
         phase = next((p for p, pat in _LABELS if pat.search(label)), Phase.TRAIN)
         bar = PhaseMarker(phase=phase, label=label or "progress", progress=_progress(b))
         return Hit(EventKind.PHASE, payload=bar, rank=content_rank, key=("bar", label))
-    for phase, pattern in _MARKERS:
-        m = pattern.search(text)
+    if not _SOME_MARKER(text):
+        return None
+    for phase, marker_gate in _MARKER_GATES:
+        m = marker_gate.search(text)
         if m is not None:
             exhausted = None
             if phase is Phase.DATA_EXHAUSTED:

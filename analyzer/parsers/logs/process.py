@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
+from hangdoc.analyzer.parsers.logs.literals import any_of
 from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.analyzer.payloads.launch import (
     ExceptionRaised,
@@ -133,6 +134,7 @@ _KEYS = (
     "exit with status",
     "terminated with",
 )
+_HAS_KEY = any_of(_KEYS)  # one search, not a test per word (literals.any_of)
 
 
 def exception_hit(
@@ -264,7 +266,7 @@ def _report(kind: EventKind, report: LauncherReport, key: tuple[object, ...], **
 
 def match_process(text: str) -> Hit | None:
     """CUDA OOM / errors, fatal signals, OOM killer, launcher exit reports, Ray deaths."""
-    if not any(k in text for k in _KEYS):
+    if not _HAS_KEY(text):
         return None
     if "low on memory" in text and _RAY_HOST_OOM.search(text):
         ray = HostOomKill(name="ray memory monitor", message=text.strip()[:300])

@@ -192,7 +192,12 @@ class Scanner:
     # ---- input ------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
         for segment in _segments(raw):
-            if "[" in segment and len(segment) > 20:
+            # A spliced record starts at a "[" past the first character, or at a glog
+            # header (".py:…]") in a line with a "[" (_SPLICE's lookaheads): a step line
+            # with only its rank prefix has neither, and its split was a tenth of its cost.
+            if len(segment) > 20 and (
+                segment.find("[", 1) > 0 or (segment[:1] == "[" and ".py:" in segment)
+            ):
                 pieces = _SPLICE.split(segment)
                 if _LINE_PREFIXED.match(segment):
                     pieces = [p for piece in pieces for p in _SPLICE_SPACED.split(piece)]

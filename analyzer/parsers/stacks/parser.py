@@ -70,7 +70,7 @@ _MAX_FRAME_CHECKS = 200
 _COLOUR = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def _any_stack(text: str) -> bool:
+def any_stack(text: str) -> bool:
     """Any stack in the text? Searched one pattern at a time: one alternation of them
     all costs several times their sum. A terminal's colours inside a header ("Thread
     \\x1b[33m9106\\x1b[0m (idle)") are looked through, as the scan does."""
@@ -120,13 +120,30 @@ def attach_stacks(
     their traceback names; a lone process of stacks with no rank takes the one rank the
     log gave the file, else a rank in the file name. ``max_blocks``: ``scan_text``'s.
     Never raises on odd text."""
+    found = scan_stacks(text, display, parsed.notes, in_log=in_log, max_blocks=max_blocks)
+    return parsed if found is None else compose_stacks(parsed, found, truncated, display)
+
+
+def scan_stacks(
+    text: str, display: str, notes: list[str], *, in_log: bool, max_blocks: int = MAX_BLOCKS
+) -> ScanResult | None:
+    """``attach_stacks``'s first half, which needs nothing of the log side: the stacks of
+    ``text`` (None when it holds none, or when reading them failed: ``notes`` says why).
+    Never raises on odd text."""
     try:
-        if not _any_stack(text):
-            return parsed
-        found = scan_text(text, display, parsed.notes, in_log=in_log, max_blocks=max_blocks)
+        if not any_stack(text):
+            return None
+        return scan_text(text, display, notes, in_log=in_log, max_blocks=max_blocks)
     except Exception as exc:  # a bug here must not cost the log what the log side read
-        parsed.notes.append(f"{display}: stacks not read ({type(exc).__name__}: {exc})")
-        return parsed
+        notes.append(f"{display}: stacks not read ({type(exc).__name__}: {exc})")
+        return None
+
+
+def compose_stacks(
+    parsed: ParsedFile, found: ScanResult, truncated: bool, display: str
+) -> ParsedFile:
+    """``attach_stacks``'s second half: ``found`` (``scan_stacks`` of the same file) given
+    the ranks the log side read and added to its processes."""
     _rank_lone_process(found.processes, parsed, display)
     if not truncated:
         # The log side numbers the lines of the whole file; a tail read here does not,

@@ -1,0 +1,157 @@
+"""The literal gates in front of the log recognisers' searches (parsers/logs/literals.py),
+and the other cheap tests that spare a line a search (keyword lists, the silent launcher
+prefixes, the scanner's splice test).
+
+A gate may only say "no match possible" when the search would find none: checked on
+strings generated to match each gated pattern of the phase and count recognisers
+(hypothesis's ``from_regex``), on hand-written patterns of each construct, and on the
+lines of every recorded log, where the gated search must find what the plain one does.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hangdoc.analyzer.parsers import prefixes
+from hangdoc.analyzer.parsers.logs import phases, process, scanner
+from hangdoc.analyzer.parsers.logs.literals import any_admits, any_of, gate, required_literals
+
+ROOT = Path(__file__).resolve().parents[3]
+GATED = {
+    "count": phases._COUNT,
+    "init": phases._INIT,
+    "ds_rank": phases._DS_RANK,
+    **{f"marker_{phase.value}": pattern for phase, pattern in phases._MARKERS},
+}
+
+
+@pytest.mark.parametrize("name", sorted(GATED))
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(data=st.data())
+def test_a_gate_admits_every_string_its_pattern_matches(name: str, data: st.DataObject) -> None:
+    pattern = GATED[name]
+    text = data.draw(st.from_regex(pattern))
+    assert pattern.search(text) is not None
+    assert gate(pattern).admits(text), (name, text)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "admitted", "refused"),
+    [
+        (r"Saving (?:model|checkpoint)", "Saving model to x", "saving checkpoint"),
+        (r"is (?:about to be saved|begin to save)!", "x is begin to save!", "is saved"),
+        (r"(?:foo)+bar", "foobar", "barbaz"),
+        (r"(?i)loading weights", "LOADING WEIGHTS from", "loadin weights"),
+        (r"len\((?P<o>\w*(?:loader|dataset))\) = \d+", "len(train_loader) = 5", "len(x) = 5"),
+        (r"\d+ (?:batches|steps)|(?:[Nn]umber of |#)steps", "total 12 steps", "step 12"),
+    ],
+)
+def test_gates_of_each_construct(pattern: str, admitted: str, refused: str) -> None:
+    compiled = re.compile(pattern)
+    assert compiled.search(admitted) is not None
+    assert gate(compiled).admits(admitted)
+    assert compiled.search(refused) is None
+    assert not gate(compiled).admits(refused)
+
+
+@pytest.mark.parametrize("pattern", [r"\d+", r"a*b?", r"x|\d", r"(?:)abc|\w+"])
+def test_a_pattern_that_needs_no_literal_is_not_gated(pattern: str) -> None:
+    compiled = re.compile(pattern)
+    assert required_literals(compiled) is None
+    through, plain = gate(compiled).search("12 abc"), compiled.search("12 abc")
+    assert through is not None and plain is not None and through.span() == plain.span()
+
+
+def test_case_folded_gates_let_non_ascii_lines_through() -> None:
+    # re's IGNORECASE matches the Kelvin sign for "k"; lower-casing does not see it
+    compiled = re.compile(r"(?i)checkpoint")
+    text = "saving CHEC\u212apoint now"
+    assert compiled.search(text) is not None
+    assert gate(compiled).search(text) is not None
+
+
+def test_recorded_logs_read_the_same_through_the_gates() -> None:
+    lines = [
+        line
+        for path in sorted((ROOT / "fixtures").rglob("*"))
+        if path.is_file() and path.suffix in {".log", ".txt", ".out", ".err"}
+        for line in path.read_text(errors="replace").splitlines()
+    ]
+    assert len(lines) > 1000
+    for pattern in GATED.values():
+        gated = gate(pattern)
+        for line in lines:
+            plain = pattern.search(line)
+            through = gated.search(line)
+            assert (plain and plain.span()) == (through and through.span()), line
+    markers = any_admits(tuple(gate(p) for _, p in phases._MARKERS))
+    for line in lines:
+        if any(p.search(line) for _, p in phases._MARKERS):
+            assert markers(line), line
+
+
+def _recorded_lines() -> list[str]:
+    return [
+        line
+        for path in sorted((ROOT / "fixtures").rglob("*"))
+        if path.is_file() and path.suffix in {".log", ".txt", ".out", ".err"}
+        for line in path.read_text(errors="replace").splitlines()
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=8), text=st.text())
+def test_any_of_is_any_word_in_the_text(words: list[str], text: str) -> None:
+    assert any_of(words)(text) == any(w in text for w in words)
+
+
+def test_keyword_lists_and_silent_prefixes_read_recorded_lines_as_before() -> None:
+    # the keyword lists as one search, and the silent prefixes as one alternation, decide
+    # every recorded line as the word-by-word and pattern-by-pattern tests did
+    lines = _recorded_lines()
+    for keys in (phases._KEYS, process._KEYS):
+        has = any_of(keys)
+        for line in lines:
+            assert has(line) == any(k in line for k in keys), line
+    for line in lines:
+        for start in range(min(len(line), 40)):
+            rest = line[start:]
+            one = next((m for p in prefixes._SILENT if (m := p.match(rest))), None)
+            joined = prefixes._ANY_SILENT.match(rest)
+            assert (one and one.end()) == (joined and joined.end()), rest
+
+
+_PIECES = st.sampled_from(
+    ["[rank3]:", "[default1]:", "[I1120 19:02:03", "[W ProcessGroupNCCL.cpp:", "x", " ", ":",
+     "E1120 19:02:03.123456 812 train.py:12]", "[", "]", ".py:", "step 3 | loss 2.0"]
+)  # fmt: skip
+
+
+def _splits(segment: str) -> list[str]:
+    pieces = scanner._SPLICE.split(segment)
+    if scanner._LINE_PREFIXED.match(segment):
+        pieces = [p for piece in pieces for p in scanner._SPLICE_SPACED.split(piece)]
+    return pieces
+
+
+def _may_split(segment: str) -> bool:  # the test in Scanner.feed
+    return segment.find("[", 1) > 0 or (segment[:1] == "[" and ".py:" in segment)
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(_PIECES, max_size=8))
+def test_a_line_the_splice_test_passes_over_has_nothing_to_split(parts: list[str]) -> None:
+    segment = "".join(parts)
+    if "[" in segment and not _may_split(segment):
+        assert _splits(segment) == [segment]
+
+
+def test_recorded_lines_the_splice_test_passes_over_have_nothing_to_split() -> None:
+    for line in _recorded_lines():
+        if "[" in line and not _may_split(line):
+            assert _splits(line) == [line], line
