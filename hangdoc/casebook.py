@@ -153,17 +153,28 @@ def _whitespace_normalised(text: str) -> str:
     return " ".join(text.split())
 
 
+def _fixed_message(raw: str) -> bool:
+    """One line and no digit: nothing in it belongs to one run (no time, pid, rank, size)."""
+    lines = [line for line in raw.splitlines() if line.strip()]
+    return len(lines) == 1 and not any(char.isdigit() for char in lines[0])
+
+
 def shared_pastes(cases: list[Case]) -> list[str]:
     """A problem for each paste that occurs in another case's paste (equal, or contained in
     it, once runs of whitespace are one space): one run's output kept twice (a thread that
     reposts another's paste, or the same lines in two reports) would be scored twice, and
-    across the splits it would put train's text into test."""
+    across the splits it would put train's text into test.
+
+    A paste of one line without a digit is a fixed message (Ray's "Task was killed due to
+    the node running low on memory."): two runs print it alike, so it says nothing of which
+    run it came from and is not compared."""
     pastes: list[tuple[Case, str, str]] = []
     for case in cases:
         for artifact in case.artifacts:
             path = case.folder / artifact.file
-            text = _whitespace_normalised(path.read_text(encoding="utf-8", errors="replace"))
-            if text:
+            raw = path.read_text(encoding="utf-8", errors="replace")
+            text = _whitespace_normalised(raw)
+            if text and not _fixed_message(raw):
                 pastes.append((case, artifact.file, text))
     pastes.sort(key=lambda paste: len(paste[2]))
     problems = []

@@ -122,6 +122,22 @@ def test_a_paste_kept_in_two_cases_is_a_problem(tmp_path: Path) -> None:
     assert not any("other" in p for p in problems)
 
 
+def test_a_fixed_message_alone_is_no_shared_paste(tmp_path: Path) -> None:
+    # GIVEN a case whose one-line paste is a fixed message (no digit: nothing of its run)
+    # that another case's paste also holds, and one whose one line carries a number
+    first = _case(tmp_path, "first", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    lines = (first / "console.log").read_text().splitlines()
+    fixed = next(line for line in lines if line.strip() and not any(c.isdigit() for c in line))
+    numbered = next(line for line in lines if any(c.isdigit() for c in line))
+    message = _case(tmp_path, "message", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    (message / "console.log").write_text(fixed + "\n")
+    line = _case(tmp_path, "line", RECORDED / "rank_crash.log", "rank_dead_or_crashed")
+    (line / "console.log").write_text(numbered + "\n")
+    # WHEN read THEN only the line with a number is named: two runs print a message alike
+    _cases, problems = read_casebook(tmp_path)
+    assert len(problems) == 1 and "line: console.log is a part of the paste" in problems[0]
+
+
 def test_bad_case_files_are_named(tmp_path: Path) -> None:
     folder = _case(tmp_path, "bad", RECORDED / "rank_crash.log", "not_a_category")
     with pytest.raises(CaseError, match="not a category"):
