@@ -127,6 +127,8 @@ class LaggingRank(Rule):
                 finding = replace(
                     finding,
                     category=category,
+                    # Its last marker shows it elsewhere, whatever lies past the text's end.
+                    strength=max(finding.strength, Strength.HINT),
                     title=f"{finding.title}; {ranks_text(finding.culprit_ranks)} {words}",
                     explanation=f"{finding.explanation} Its last log marker: "
                     f"{event.event.text[:160]}",
@@ -193,9 +195,12 @@ class LaggingRank(Rule):
 
     def _silent(self, pg: str, records: dict[int, WatchRecord], view: Silence) -> Finding | None:
         timed_out = set(records)
-        silent = list(view.quiet)
+        # A silence the text does not cover past the timeouts, of a rank last seen at the
+        # others' own point of progress, shows nothing: not behind, perhaps only cut off.
+        silent = [r for r in view.quiet if r in view.covered or r not in view.abreast]
         if not silent or len(silent) > len(timed_out) or len(timed_out) < 1:
             return None
+        uncovered = [r for r in silent if r not in view.covered]
         what = "a gloo collective" if pg == "gloo" else "a collective"
         seqs = Counter(r.seq for r in records.values() if r.seq is not None)
         if seqs:
@@ -217,13 +222,17 @@ class LaggingRank(Rule):
                 "group, was not notified of one and did not crash: a rank that has not entered "
                 "a collective cannot time out in it, so they are the likely culprits. This is "
                 "an inference from silence; confirm with their stacks or a flight recorder "
-                "dump." + _first_text(view, silent)
+                "dump." + _cover_text(view, silent) + _first_text(view, silent)
             ),
             fix=_FIX,
             culprit_ranks=tuple(silent),
             waiting_ranks=tuple(sorted(timed_out)),
             evidence=tuple(limited_refs(refs, limit=6)),
-            strength=Strength.HINT,  # an inference from silence
+            # An inference from silence; weaker where nothing shows the silence lasted
+            # past the others' timeouts.
+            strength=shifted(Strength.HINT, Shift.SILENCE_NOT_COVERED)
+            if uncovered
+            else Strength.HINT,
         )
 
 
@@ -231,6 +240,18 @@ def _lag_detail(rec: WatchRecord, seq: int) -> str:
     if rec.last_enqueued is not None and rec.last_enqueued < seq:
         return f"rank {rec.rank}: last enqueued {rec.last_enqueued}"
     return f"rank {rec.rank}: stuck at {rec.seq}"
+
+
+def _cover_text(view: Silence, silent: list[int]) -> str:
+    """What shows the silence lasted past the others' timeouts, or that nothing does."""
+    uncovered = [r for r in silent if r not in view.covered]
+    if uncovered:
+        return (
+            f" Nothing of {ranks_text(uncovered)} comes after the others' timeouts: "
+            "their own timeout may lie past where the text ends."
+        )
+    covers = sorted({view.covered[r].value for r in silent})
+    return f" Their silence lasts past the others' timeouts: {'; '.join(covers)}."
 
 
 def _first_text(view: Silence, culprits: list[int]) -> str:

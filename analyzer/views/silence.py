@@ -22,7 +22,16 @@ cannot report is often the one to look at. This view reads, for every rank of th
   status line of that group, or *inferred* from the others' status (their first
   uncompleted work: ``last completed + 1``);
 * **quiet ranks**: ranks that printed something, but no timeout of their own in any
-  group and no notice, while others timed out;
+  group and no notice, while others timed out; and for each, whether the evidence
+  **covers** its silence past the others' timeouts (``Cover``): its live stacks or flight
+  recorder dump, or something of its own after a timeout of theirs — a line it printed,
+  the launcher's report of its end — later in the same text, or later beyond the hosts'
+  skew and the watchdog's poll by the times of other files. Without that, its silence
+  may only be where a paste ends: NCCL's watchdogs fire within seconds of each other, so
+  its own timeout may lie just past the cut. A quiet rank is **abreast** when its last
+  line of the job is the same progress line, at the same counts, as the last line a
+  rank that timed out printed before its timeout (log_compare.same_progress): the last
+  thing seen of it puts it where the others were, not behind;
 * **unheard ranks**: ranks the job's size says exist from which nothing at all came: no
   dump, no stack, no log line, and no other process's report of them;
 * **the one gap** (``Gap``): the one rank, heard or not, that neither timed out nor was
@@ -55,7 +64,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import Evidence
+from hangdoc.analyzer.model import Evidence, LogLine
 from hangdoc.analyzer.payloads.launch import LauncherReport
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.payloads.progress import PhaseMarker
@@ -70,6 +79,7 @@ from hangdoc.analyzer.payloads.torch_pg import (
     Work,
 )
 from hangdoc.analyzer.views.deaths import Death, first_deaths
+from hangdoc.analyzer.views.log_compare import masked, same_progress
 from hangdoc.analyzer.views.timeline import SKEW_S, Placed, Timeline
 from hangdoc.analyzer.views.watchdog import WatchRecord, watch_records
 from hangdoc.analyzer.vocabulary import EventKind
@@ -127,12 +137,21 @@ class Gap:
     world_known: bool  # the gap was read over the job's size, not the waiters' span
 
 
+class Cover(enum.StrEnum):
+    """What shows that a quiet rank's silence lasted past the others' timeouts."""
+
+    LIVE = "its live stacks or flight recorder dump"
+    LATER_LINE = "a line of its own after the others' timeout"
+    LAUNCHER = "the launcher's report of its end, after the others' timeout"
+
+
 @dataclass(slots=True)
 class Voice:
     """What one rank said, and what others said of it."""
 
     rank: int
     stacks: bool = False
+    live_stacks: bool = False  # sampled from the running process, not a pasted traceback
     flight_recorder: bool = False
     lines: int = 0  # log events and log lines of its own
     timeouts: list[Placed] = field(default_factory=list)  # its own timeouts, in job order
@@ -160,6 +179,12 @@ class Silence:
     notified_only: tuple[int, ...]  # ranks notified of another's timeout, none of their own
     behind: tuple[Behind, ...]
     quiet: tuple[int, ...]  # heard, but no timeout of their own and no notice
+    # The quiet ranks whose silence the evidence covers past the others' timeouts, and by
+    # what; a quiet rank not here may have timed out past where the text ends.
+    covered: dict[int, Cover]
+    # Quiet ranks whose last line is the progress line, at the same counts, that a rank
+    # which timed out printed last before its timeout.
+    abreast: tuple[int, ...]
     # Ranks below ``unheard_below`` from which (or about which) nothing at all came: the
     # job's size when a source gives it, else one more than the highest rank heard (a gap
     # in the ranks that reported; ranks above the highest are never guessed).
@@ -277,6 +302,7 @@ def _voices(evidence: Evidence, tl: Timeline, deaths: list[Death]) -> dict[int, 
             continue
         v = voice(proc.rank)
         v.stacks = v.stacks or proc.has_stacks()
+        v.live_stacks = v.live_stacks or bool(proc.stack_samples)
         v.flight_recorder = v.flight_recorder or bool(proc.collectives)
         v.lines += len(proc.log_events) + len(proc.log_lines)
     for p in tl.events:
@@ -321,6 +347,87 @@ def first_timeout(voices: Iterable[Voice]) -> Placed | None:
         if others and all(_earlier(candidate, p) for p in others):
             return candidate
     return None
+
+
+def _after(item: Placed | LogLine, timeout: Placed) -> bool:
+    """``item`` certainly came after ``timeout``: later in the same text, or, as an event
+    with its own time, later on one clock beyond the watchdog's poll (and the hosts' skew
+    across files). A line's place in another text, or a time borrowed from a neighbouring
+    line, orders nothing."""
+    source, line = (
+        (item.source, item.line)
+        if isinstance(item, LogLine)
+        else (item.event.source, item.event.line)
+    )
+    if source == timeout.event.source and line and timeout.event.line:
+        return line > timeout.event.line
+    return isinstance(item, Placed) and _earlier(timeout, item)
+
+
+def _cover(
+    voice: Voice, lines: list[LogLine], own: list[Placed], timeouts: list[Placed]
+) -> Cover | None:
+    """What shows that ``voice``'s rank said nothing of a timeout past the others' ones:
+    its live state, or something of its own (``lines``, ``own`` events) or the launcher's
+    report of it after one of ``timeouts``."""
+    if voice.live_stacks or voice.flight_recorder:
+        return Cover.LIVE
+    launcher = [
+        p for p in (*own, *voice.reported) if p.event.payload_as(LauncherReport) is not None
+    ]
+    said = [p for p in own if p not in launcher]
+    if any(_after(item, t) for t in timeouts for item in (*lines, *said)):
+        return Cover.LATER_LINE
+    if any(_after(p, t) for t in timeouts for p in launcher):
+        return Cover.LAUNCHER
+    return None
+
+
+def _last_before(lines: list[LogLine], timeouts: list[Placed]) -> LogLine | None:
+    """A rank's last line of the job before its own first timeout in the same text (all of
+    its lines when the timeout is in another text or has no place)."""
+    first = timeouts[0].event if timeouts else None
+    kept = [
+        line
+        for line in lines
+        if first is None or line.source != first.source or not first.line or line.line < first.line
+    ]
+    return kept[-1] if kept else None
+
+
+def _job_lines(evidence: Evidence) -> dict[int, list[LogLine]]:
+    """Each rank's own log lines, in the order its processes hold them."""
+    out: dict[int, list[LogLine]] = {}
+    for proc in evidence.processes:
+        if proc.rank is not None and proc.log_lines:
+            out.setdefault(proc.rank, []).extend(proc.log_lines)
+    return out
+
+
+def _own_events(tl: Timeline) -> dict[int, list[Placed]]:
+    """Each rank's own events, in the job's order."""
+    out: dict[int, list[Placed]] = {}
+    for p in tl.events:
+        if p.rank is not None:
+            out.setdefault(p.rank, []).append(p)
+    return out
+
+
+def _abreast(rank: int, lines: dict[int, list[LogLine]], voices: dict[int, Voice]) -> bool:
+    """The quiet ``rank``'s last line is the progress line, at the same counts, that the
+    ranks which timed out printed last before their timeout (those whose last line is of
+    the same template; at least one)."""
+    own = lines.get(rank)
+    if not own:
+        return False
+    lasts = [
+        (r, last)
+        for r, v in voices.items()
+        if v.timed_out and (last := _last_before(lines.get(r, []), v.timeouts)) is not None
+    ]
+    template = masked(own[-1].text)
+    alike = [(r, last) for r, last in lasts if masked(last.text) == template]
+    return bool(alike) and same_progress([(rank, own[-1]), *alike])
 
 
 def _seq_of(records: dict[int, WatchRecord]) -> tuple[int, SeqFrom] | None:
@@ -422,6 +529,8 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
         if (b := behind_in(pg, records, dead))
     )
     quiet: tuple[int, ...] = ()
+    covered: dict[int, Cover] = {}
+    abreast: tuple[int, ...] = ()
     unheard: tuple[int, ...] = ()
     bound: int | None = None
     if timed_out:
@@ -436,6 +545,14 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
                 and (v.stacks or v.flight_recorder or v.lines)
             )
         )
+        lines = _job_lines(evidence)
+        own = _own_events(tl)
+        timeouts = [p for v in voices.values() for p in v.timeouts]
+        for rank in quiet:
+            cover = _cover(voices[rank], lines.get(rank, []), own.get(rank, []), timeouts)
+            if cover is not None:
+                covered[rank] = cover
+        abreast = tuple(r for r in quiet if _abreast(r, lines, voices))
         heard = [r for r, v in voices.items() if v.heard]
         bound = job.world if job.world is not None else (max(heard) + 1 if heard else None)
         if bound is not None:
@@ -447,6 +564,8 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
         notified_only=notified_only,
         behind=behind,
         quiet=quiet,
+        covered=covered,
+        abreast=abreast,
         unheard=unheard,
         unheard_below=bound,
         dead=dead,
