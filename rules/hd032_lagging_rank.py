@@ -214,7 +214,7 @@ class LaggingRank(Rule):
             severity=Severity.ERROR,
             title=(
                 f"{ranks_text(timed_out)} timed out in {what}; {ranks_text(silent)} never did "
-                "(likely lagging)"
+                f"({'perhaps' if uncovered else 'likely'} lagging)"
             ),
             explanation=(
                 f"{ranks_text(timed_out)} reported a timeout in {what}, while "
@@ -251,7 +251,7 @@ def _cover_text(view: Silence, silent: list[int]) -> str:
             "their own timeout may lie past where the text ends."
         )
     covers = sorted({view.covered[r].value for r in silent})
-    return f" Their silence lasts past the others' timeouts: {'; '.join(covers)}."
+    return f" What shows the silence lasted past the others' timeouts: {'; '.join(covers)}."
 
 
 def _first_text(view: Silence, culprits: list[int]) -> str:

@@ -82,7 +82,7 @@ from hangdoc.analyzer.views.deaths import Death, first_deaths
 from hangdoc.analyzer.views.log_compare import masked, same_progress
 from hangdoc.analyzer.views.timeline import SKEW_S, Placed, Timeline
 from hangdoc.analyzer.views.watchdog import WatchRecord, watch_records
-from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.analyzer.vocabulary import Clock, EventKind
 
 
 class SizeFrom(enum.StrEnum):
@@ -349,36 +349,55 @@ def first_timeout(voices: Iterable[Voice]) -> Placed | None:
     return None
 
 
-def _after(item: Placed | LogLine, timeout: Placed) -> bool:
-    """``item`` certainly came after ``timeout``: later in the same text, or, as an event
-    with its own time, later on one clock beyond the watchdog's poll (and the hosts' skew
-    across files). A line's place in another text, or a time borrowed from a neighbouring
-    line, orders nothing."""
-    source, line = (
-        (item.source, item.line)
-        if isinstance(item, LogLine)
-        else (item.event.source, item.event.line)
-    )
-    if source == timeout.event.source and line and timeout.event.line:
-        return line > timeout.event.line
-    return isinstance(item, Placed) and _earlier(timeout, item)
+@dataclass(frozen=True, slots=True)
+class _Firsts:
+    """The others' earliest timeouts, as a later line is checked against them: the first
+    timeout line of each text, and the earliest own-timed timeout of each text and clock."""
+
+    line: dict[str, int]
+    timed: dict[tuple[str, Clock], Placed]
+
+    @classmethod
+    def of(cls, timeouts: Iterable[Placed]) -> _Firsts:
+        line: dict[str, int] = {}
+        timed: dict[tuple[str, Clock], Placed] = {}
+        for p in timeouts:
+            source = p.event.source
+            if p.event.line:
+                line[source] = min(line.get(source, p.event.line), p.event.line)
+            if p.event.time is not None and p.when is not None and p.clock is not None:
+                key = (source, p.clock)
+                known = timed.get(key)
+                if known is None or known.when is None or p.when < known.when:
+                    timed[key] = p
+        return cls(line, timed)
+
+    def followed_by(self, item: Placed | LogLine) -> bool:
+        """``item`` certainly came after one of the timeouts: later in the same text, or,
+        as an event with its own time, later on one clock beyond the watchdog's poll (and
+        the hosts' skew across files). A line's place in another text, or a time borrowed
+        from a neighbouring line, orders nothing."""
+        source = item.source if isinstance(item, LogLine) else item.event.source
+        line = item.line if isinstance(item, LogLine) else item.event.line
+        first = self.line.get(source)
+        if first is not None and line:
+            return line > first
+        return isinstance(item, Placed) and any(_earlier(t, item) for t in self.timed.values())
 
 
-def _cover(
-    voice: Voice, lines: list[LogLine], own: list[Placed], timeouts: list[Placed]
-) -> Cover | None:
+def _cover(voice: Voice, lines: list[LogLine], own: list[Placed], firsts: _Firsts) -> Cover | None:
     """What shows that ``voice``'s rank said nothing of a timeout past the others' ones:
     its live state, or something of its own (``lines``, ``own`` events) or the launcher's
-    report of it after one of ``timeouts``."""
+    report of it after their first timeouts."""
     if voice.live_stacks or voice.flight_recorder:
         return Cover.LIVE
+    said = [p for p in own if p.event.payload_as(LauncherReport) is None]
     launcher = [
         p for p in (*own, *voice.reported) if p.event.payload_as(LauncherReport) is not None
     ]
-    said = [p for p in own if p not in launcher]
-    if any(_after(item, t) for t in timeouts for item in (*lines, *said)):
+    if any(map(firsts.followed_by, lines)) or any(map(firsts.followed_by, said)):
         return Cover.LATER_LINE
-    if any(_after(p, t) for t in timeouts for p in launcher):
+    if any(map(firsts.followed_by, launcher)):
         return Cover.LAUNCHER
     return None
 
@@ -547,9 +566,9 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
         )
         lines = _job_lines(evidence)
         own = _own_events(tl)
-        timeouts = [p for v in voices.values() for p in v.timeouts]
+        firsts = _Firsts.of(p for v in voices.values() for p in v.timeouts)
         for rank in quiet:
-            cover = _cover(voices[rank], lines.get(rank, []), own.get(rank, []), timeouts)
+            cover = _cover(voices[rank], lines.get(rank, []), own.get(rank, []), firsts)
             if cover is not None:
                 covered[rank] = cover
         abreast = tuple(r for r in quiet if _abreast(r, lines, voices))
