@@ -11,7 +11,10 @@ heartbeat monitor's dump signal "from rank R") with nothing in flight — last e
 last completed — while the others still have work in flight from the one after: it never
 entered the collective they wait in. Ranks that are known to be part of the job (they
 printed other lines) but never reported a timeout in any process group, nor were
-notified of one, while the others did are suspected the same way, more weakly.
+notified of one, while the others did are suspected the same way, more weakly: more
+weakly still when nothing of them comes after the others' timeouts, and not at all when,
+besides, the last line seen of them is the others' own last progress line at the same
+counts (a paste cut just after one rank's timeout).
 
 ## Why it hangs
 Every rank of a process group must issue the same collectives in the same order. The
@@ -32,6 +35,17 @@ work is the others' first uncompleted one (last completed + 1), and the finding 
 signal, not a statement (views/silence.py, ``Behind``). A dump signal "from this local
 rank" with nothing in flight in its printing group means that rank's watchdog fired in
 another group: it is not behind in this one.
+
+A silent rank's silence counts where the evidence covers it past the others' timeouts
+(views/silence.py, ``Cover``): its live stacks or flight recorder dump, a line of its own
+after a timeout of theirs (later in the same text, or by the times of other files beyond
+the watchdog's poll and the hosts' skew), or the launcher's report of its end after it.
+Without that, the text may simply end before the silent rank's own timeout (NCCL's
+watchdogs fire within seconds of each other): the finding steps down
+(``SILENCE_NOT_COVERED``), unless the rank's last marker shows it saving or evaluating.
+A silent rank not covered whose last line is the progress line ("epoch 3 step 120 …") the
+ranks that timed out printed last, at the same counts, was last seen where they were:
+it is named no culprit.
 
 ## How to confirm
 Look at what the lagging rank printed last, and take its stack (py-spy dump) the next
