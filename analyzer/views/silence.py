@@ -432,21 +432,27 @@ def _own_events(tl: Timeline) -> dict[int, list[Placed]]:
     return out
 
 
-def _abreast(rank: int, lines: dict[int, list[LogLine]], voices: dict[int, Voice]) -> bool:
-    """The quiet ``rank``'s last line is the progress line, at the same counts, that the
+def _abreast(
+    quiet: Iterable[int], lines: dict[int, list[LogLine]], voices: dict[int, Voice]
+) -> tuple[int, ...]:
+    """The quiet ranks whose last line is the progress line, at the same counts, that the
     ranks which timed out printed last before their timeout (those whose last line is of
     the same template; at least one)."""
-    own = lines.get(rank)
-    if not own:
-        return False
     lasts = [
-        (r, last)
+        (r, last, masked(last.text))
         for r, v in voices.items()
         if v.timed_out and (last := _last_before(lines.get(r, []), v.timeouts)) is not None
     ]
-    template = masked(own[-1].text)
-    alike = [(r, last) for r, last in lasts if masked(last.text) == template]
-    return bool(alike) and same_progress([(rank, own[-1]), *alike])
+    found: list[int] = []
+    for rank in quiet:
+        own = lines.get(rank)
+        if not own:
+            continue
+        template = masked(own[-1].text)
+        alike = [(r, last) for r, last, of in lasts if of == template]
+        if alike and same_progress([(rank, own[-1]), *alike]):
+            found.append(rank)
+    return tuple(found)
 
 
 def _seq_of(records: dict[int, WatchRecord]) -> tuple[int, SeqFrom] | None:
@@ -571,7 +577,7 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
             cover = _cover(voices[rank], lines.get(rank, []), own.get(rank, []), firsts)
             if cover is not None:
                 covered[rank] = cover
-        abreast = tuple(r for r in quiet if _abreast(r, lines, voices))
+        abreast = _abreast(quiet, lines, voices)
         heard = [r for r, v in voices.items() if v.heard]
         bound = job.world if job.world is not None else (max(heard) + 1 if heard else None)
         if bound is not None:
