@@ -388,16 +388,26 @@ class _Firsts:
 def _cover(voice: Voice, lines: list[LogLine], own: list[Placed], firsts: _Firsts) -> Cover | None:
     """What shows that ``voice``'s rank said nothing of a timeout past the others' ones:
     its live state, or something of its own (``lines``, ``own`` events) or the launcher's
-    report of it after their first timeouts."""
+    report of it after their first timeouts. A later line that repeats, word for word, one
+    it printed before carries nothing new: a paste given twice repeats them all."""
     if voice.live_stacks or voice.flight_recorder:
         return Cover.LIVE
     said = [p for p in own if p.event.payload_as(LauncherReport) is None]
     launcher = [
         p for p in (*own, *voice.reported) if p.event.payload_as(LauncherReport) is not None
     ]
-    if any(map(firsts.followed_by, lines)) or any(map(firsts.followed_by, said)):
+    earlier: set[str] = set()
+    later: list[str] = []
+    texts = [(line.text, firsts.followed_by(line)) for line in lines]
+    texts += [(p.event.text, firsts.followed_by(p)) for p in said]
+    for text, after in texts:
+        if after:
+            later.append(text)
+        else:
+            earlier.add(text)
+    if any(text not in earlier for text in later):
         return Cover.LATER_LINE
-    if any(map(firsts.followed_by, launcher)):
+    if any(firsts.followed_by(p) and p.event.text not in earlier for p in launcher):
         return Cover.LAUNCHER
     return None
 

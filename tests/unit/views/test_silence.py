@@ -31,6 +31,7 @@ from hangdoc.analyzer.views.silence import (
 )
 from hangdoc.analyzer.views.timeline import Timeline
 from hangdoc.analyzer.vocabulary import Clock, EventKind
+from hangdoc.paste_mangling import twice
 from hangdoc.rules.hd049_unheard_rank import unheard_suspects
 from hangdoc.rules.strength import Shift, shifted
 
@@ -298,3 +299,13 @@ def test_hd032_weighs_a_silence_by_what_covers_it() -> None:
     assert cut.culprit_ranks == (6,)
     assert cut.strength is shifted(Strength.HINT, Shift.SILENCE_NOT_COVERED)
     assert "past where the text ends" in cut.explanation and "perhaps lagging" in cut.title
+
+
+def test_a_paste_given_twice_repeats_lines_and_covers_nothing(tmp_path: Path) -> None:
+    # The second copy puts rank 1's lines after rank 0's timeout, word for word the ones
+    # before it: nothing new of rank 1 came after.
+    console = CASES / "cosyvoice-517-epoch-end-allreduce-timeout" / "console.txt"
+    doubled = tmp_path / "console.txt"
+    doubled.write_text(twice(console.read_text()))
+    view = _view(load_paths([doubled]))
+    assert view.quiet == (1,) and view.covered == {} and view.abreast == (1,)
