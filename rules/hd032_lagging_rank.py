@@ -11,7 +11,10 @@ heartbeat monitor's dump signal "from rank R") with nothing in flight — last e
 last completed — while the others still have work in flight from the one after: it never
 entered the collective they wait in. Ranks that are known to be part of the job (they
 printed other lines) but never reported a timeout in any process group, nor were
-notified of one, while the others did are suspected the same way, more weakly.
+notified of one, while the others did are suspected the same way, more weakly: more
+weakly still when nothing of them comes after the others' timeouts, and not at all when,
+besides, the last line seen of them is the others' own last progress line at the same
+counts (a paste cut just after one rank's timeout).
 
 ## Why it hangs
 Every rank of a process group must issue the same collectives in the same order. The
@@ -32,6 +35,17 @@ work is the others' first uncompleted one (last completed + 1), and the finding 
 signal, not a statement (views/silence.py, ``Behind``). A dump signal "from this local
 rank" with nothing in flight in its printing group means that rank's watchdog fired in
 another group: it is not behind in this one.
+
+A silent rank's silence counts where the evidence covers it past the others' timeouts
+(views/silence.py, ``Cover``): its live stacks or flight recorder dump, a line of its own
+after a timeout of theirs (later in the same text, or by the times of other files beyond
+the watchdog's poll and the hosts' skew), or the launcher's report of its end after it.
+Without that, the text may simply end before the silent rank's own timeout (NCCL's
+watchdogs fire within seconds of each other): the finding steps down
+(``SILENCE_NOT_COVERED``), unless the rank's last marker shows it saving or evaluating.
+A silent rank not covered whose last line is the progress line ("epoch 3 step 120 …") the
+ranks that timed out printed last, at the same counts, was last seen where they were:
+it is named no culprit.
 
 ## How to confirm
 Look at what the lagging rank printed last, and take its stack (py-spy dump) the next
@@ -127,6 +141,8 @@ class LaggingRank(Rule):
                 finding = replace(
                     finding,
                     category=category,
+                    # Its last marker shows it elsewhere, whatever lies past the text's end.
+                    strength=max(finding.strength, Strength.HINT),
                     title=f"{finding.title}; {ranks_text(finding.culprit_ranks)} {words}",
                     explanation=f"{finding.explanation} Its last log marker: "
                     f"{event.event.text[:160]}",
@@ -193,9 +209,12 @@ class LaggingRank(Rule):
 
     def _silent(self, pg: str, records: dict[int, WatchRecord], view: Silence) -> Finding | None:
         timed_out = set(records)
-        silent = list(view.quiet)
+        # A silence the text does not cover past the timeouts, of a rank last seen at the
+        # others' own point of progress, shows nothing: not behind, perhaps only cut off.
+        silent = [r for r in view.quiet if r in view.covered or r not in view.abreast]
         if not silent or len(silent) > len(timed_out) or len(timed_out) < 1:
             return None
+        uncovered = [r for r in silent if r not in view.covered]
         what = "a gloo collective" if pg == "gloo" else "a collective"
         seqs = Counter(r.seq for r in records.values() if r.seq is not None)
         if seqs:
@@ -209,7 +228,7 @@ class LaggingRank(Rule):
             severity=Severity.ERROR,
             title=(
                 f"{ranks_text(timed_out)} timed out in {what}; {ranks_text(silent)} never did "
-                "(likely lagging)"
+                f"({'perhaps' if uncovered else 'likely'} lagging)"
             ),
             explanation=(
                 f"{ranks_text(timed_out)} reported a timeout in {what}, while "
@@ -217,13 +236,17 @@ class LaggingRank(Rule):
                 "group, was not notified of one and did not crash: a rank that has not entered "
                 "a collective cannot time out in it, so they are the likely culprits. This is "
                 "an inference from silence; confirm with their stacks or a flight recorder "
-                "dump." + _first_text(view, silent)
+                "dump." + _cover_text(view, silent) + _first_text(view, silent)
             ),
             fix=_FIX,
             culprit_ranks=tuple(silent),
             waiting_ranks=tuple(sorted(timed_out)),
             evidence=tuple(limited_refs(refs, limit=6)),
-            strength=Strength.HINT,  # an inference from silence
+            # An inference from silence; weaker where nothing shows the silence lasted
+            # past the others' timeouts.
+            strength=shifted(Strength.HINT, Shift.SILENCE_NOT_COVERED)
+            if uncovered
+            else Strength.HINT,
         )
 
 
@@ -231,6 +254,18 @@ def _lag_detail(rec: WatchRecord, seq: int) -> str:
     if rec.last_enqueued is not None and rec.last_enqueued < seq:
         return f"rank {rec.rank}: last enqueued {rec.last_enqueued}"
     return f"rank {rec.rank}: stuck at {rec.seq}"
+
+
+def _cover_text(view: Silence, silent: list[int]) -> str:
+    """What shows the silence lasted past the others' timeouts, or that nothing does."""
+    uncovered = [r for r in silent if r not in view.covered]
+    if uncovered:
+        return (
+            f" Nothing of {ranks_text(uncovered)} comes after the others' timeouts: "
+            "their own timeout may lie past where the text ends."
+        )
+    covers = sorted({view.covered[r].value for r in silent})
+    return f" What shows the silence lasted past the others' timeouts: {'; '.join(covers)}."
 
 
 def _first_text(view: Silence, culprits: list[int]) -> str:

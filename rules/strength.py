@@ -41,6 +41,11 @@ class Shift(enum.Enum):
         -1,
         "no source states the job's size: the silent rank is a gap among those that reported",
     )
+    SILENCE_NOT_COVERED = (
+        -1,
+        "nothing of the silent rank after the others' timeouts: its own may lie past where "
+        "the text ends",
+    )
     SEVERAL_SILENT = (-1, "several ranks are silent: which of them is the one is a guess")
     CONTRADICTED = (-2, "an independent source says otherwise")
 

@@ -430,6 +430,28 @@ def _whole_positions(raw: dict[int, tuple[str, ...]]) -> list[int]:
     ]
 
 
+def masked(text: str) -> str:
+    """A line with its numbers masked: what lines of one template share."""
+    return _NUMBER.sub("#", text).strip()
+
+
+def same_progress(lines: list[tuple[int, LogLine]]) -> bool:
+    """Each rank's line is one line of the same template at the same counts: a progress
+    line ("Batch 15/37700 loss … rank 1") that every one of these ranks printed at the same
+    point. Its words must count work (a step, a batch, an epoch) and at least one whole
+    number other than each rank's own id must be compared; losses, times and the rank's own
+    id may differ."""
+    if len(lines) < 2 or len({rank for rank, _ in lines}) < len(lines):
+        return False
+    templates = {masked(line.text) for _, line in lines}
+    if len(templates) != 1 or not _words(next(iter(templates))) & _COUNT_WORDS:
+        return False
+    raw = {rank: tuple(_NUMBER.findall(line.text)[:_MAX_PARAMS]) for rank, line in lines}
+    if not _whole_positions(raw):
+        return False
+    return len(set(_whole_counts(raw).values())) == 1
+
+
 def _whole_counts(raw: dict[int, tuple[str, ...]]) -> dict[int, tuple[str, ...]]:
     """Each rank's whole numbers (``_whole_positions``)."""
     keep = _whole_positions(raw)

@@ -22,7 +22,16 @@ cannot report is often the one to look at. This view reads, for every rank of th
   status line of that group, or *inferred* from the others' status (their first
   uncompleted work: ``last completed + 1``);
 * **quiet ranks**: ranks that printed something, but no timeout of their own in any
-  group and no notice, while others timed out;
+  group and no notice, while others timed out; and for each, whether the evidence
+  **covers** its silence past the others' timeouts (``Cover``): its live stacks or flight
+  recorder dump, or something of its own after a timeout of theirs — a line it printed,
+  the launcher's report of its end — later in the same text, or later beyond the hosts'
+  skew and the watchdog's poll by the times of other files. Without that, its silence
+  may only be where a paste ends: NCCL's watchdogs fire within seconds of each other, so
+  its own timeout may lie just past the cut. A quiet rank is **abreast** when its last
+  line of the job is the same progress line, at the same counts, as the last line a
+  rank that timed out printed before its timeout (log_compare.same_progress): the last
+  thing seen of it puts it where the others were, not behind;
 * **unheard ranks**: ranks the job's size says exist from which nothing at all came: no
   dump, no stack, no log line, and no other process's report of them;
 * **the one gap** (``Gap``): the one rank, heard or not, that neither timed out nor was
@@ -55,7 +64,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import Evidence
+from hangdoc.analyzer.model import Evidence, LogLine
 from hangdoc.analyzer.payloads.launch import LauncherReport
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.payloads.progress import PhaseMarker
@@ -70,9 +79,10 @@ from hangdoc.analyzer.payloads.torch_pg import (
     Work,
 )
 from hangdoc.analyzer.views.deaths import Death, first_deaths
+from hangdoc.analyzer.views.log_compare import masked, same_progress
 from hangdoc.analyzer.views.timeline import SKEW_S, Placed, Timeline
 from hangdoc.analyzer.views.watchdog import WatchRecord, watch_records
-from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.analyzer.vocabulary import Clock, EventKind
 
 
 class SizeFrom(enum.StrEnum):
@@ -127,12 +137,21 @@ class Gap:
     world_known: bool  # the gap was read over the job's size, not the waiters' span
 
 
+class Cover(enum.StrEnum):
+    """What shows that a quiet rank's silence lasted past the others' timeouts."""
+
+    LIVE = "its live stacks or flight recorder dump"
+    LATER_LINE = "a line of its own after the others' timeout"
+    LAUNCHER = "the launcher's report of its end, after the others' timeout"
+
+
 @dataclass(slots=True)
 class Voice:
     """What one rank said, and what others said of it."""
 
     rank: int
     stacks: bool = False
+    live_stacks: bool = False  # sampled from the running process, not a pasted traceback
     flight_recorder: bool = False
     lines: int = 0  # log events and log lines of its own
     timeouts: list[Placed] = field(default_factory=list)  # its own timeouts, in job order
@@ -160,6 +179,12 @@ class Silence:
     notified_only: tuple[int, ...]  # ranks notified of another's timeout, none of their own
     behind: tuple[Behind, ...]
     quiet: tuple[int, ...]  # heard, but no timeout of their own and no notice
+    # The quiet ranks whose silence the evidence covers past the others' timeouts, and by
+    # what; a quiet rank not here may have timed out past where the text ends.
+    covered: dict[int, Cover]
+    # Quiet ranks whose last line is the progress line, at the same counts, that a rank
+    # which timed out printed last before its timeout.
+    abreast: tuple[int, ...]
     # Ranks below ``unheard_below`` from which (or about which) nothing at all came: the
     # job's size when a source gives it, else one more than the highest rank heard (a gap
     # in the ranks that reported; ranks above the highest are never guessed).
@@ -277,6 +302,7 @@ def _voices(evidence: Evidence, tl: Timeline, deaths: list[Death]) -> dict[int, 
             continue
         v = voice(proc.rank)
         v.stacks = v.stacks or proc.has_stacks()
+        v.live_stacks = v.live_stacks or bool(proc.stack_samples)
         v.flight_recorder = v.flight_recorder or bool(proc.collectives)
         v.lines += len(proc.log_events) + len(proc.log_lines)
     for p in tl.events:
@@ -321,6 +347,122 @@ def first_timeout(voices: Iterable[Voice]) -> Placed | None:
         if others and all(_earlier(candidate, p) for p in others):
             return candidate
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Firsts:
+    """The others' earliest timeouts, as a later line is checked against them: the first
+    timeout line of each text, and the earliest own-timed timeout of each text and clock."""
+
+    line: dict[str, int]
+    timed: dict[tuple[str, Clock], Placed]
+
+    @classmethod
+    def of(cls, timeouts: Iterable[Placed]) -> _Firsts:
+        line: dict[str, int] = {}
+        timed: dict[tuple[str, Clock], Placed] = {}
+        for p in timeouts:
+            source = p.event.source
+            if p.event.line:
+                line[source] = min(line.get(source, p.event.line), p.event.line)
+            if p.event.time is not None and p.when is not None and p.clock is not None:
+                key = (source, p.clock)
+                known = timed.get(key)
+                if known is None or known.when is None or p.when < known.when:
+                    timed[key] = p
+        return cls(line, timed)
+
+    def followed_by(self, item: Placed | LogLine) -> bool:
+        """``item`` certainly came after one of the timeouts: later in the same text, or,
+        as an event with its own time, later on one clock beyond the watchdog's poll (and
+        the hosts' skew across files). A line's place in another text, or a time borrowed
+        from a neighbouring line, orders nothing."""
+        source = item.source if isinstance(item, LogLine) else item.event.source
+        line = item.line if isinstance(item, LogLine) else item.event.line
+        first = self.line.get(source)
+        if first is not None and line:
+            return line > first
+        return isinstance(item, Placed) and any(_earlier(t, item) for t in self.timed.values())
+
+
+def _cover(voice: Voice, lines: list[LogLine], own: list[Placed], firsts: _Firsts) -> Cover | None:
+    """What shows that ``voice``'s rank said nothing of a timeout past the others' ones:
+    its live state, or something of its own (``lines``, ``own`` events) or the launcher's
+    report of it after their first timeouts. A later line that repeats, word for word, one
+    it printed before carries nothing new: a paste given twice repeats them all."""
+    if voice.live_stacks or voice.flight_recorder:
+        return Cover.LIVE
+    said = [p for p in own if p.event.payload_as(LauncherReport) is None]
+    launcher = [
+        p for p in (*own, *voice.reported) if p.event.payload_as(LauncherReport) is not None
+    ]
+    earlier: set[str] = set()
+    later: list[str] = []
+    texts = [(line.text, firsts.followed_by(line)) for line in lines]
+    texts += [(p.event.text, firsts.followed_by(p)) for p in said]
+    for text, after in texts:
+        if after:
+            later.append(text)
+        else:
+            earlier.add(text)
+    if any(text not in earlier for text in later):
+        return Cover.LATER_LINE
+    if any(firsts.followed_by(p) and p.event.text not in earlier for p in launcher):
+        return Cover.LAUNCHER
+    return None
+
+
+def _last_before(lines: list[LogLine], timeouts: list[Placed]) -> LogLine | None:
+    """A rank's last line of the job before its own first timeout in the same text (all of
+    its lines when the timeout is in another text or has no place)."""
+    first = timeouts[0].event if timeouts else None
+    kept = [
+        line
+        for line in lines
+        if first is None or line.source != first.source or not first.line or line.line < first.line
+    ]
+    return kept[-1] if kept else None
+
+
+def _job_lines(evidence: Evidence) -> dict[int, list[LogLine]]:
+    """Each rank's own log lines, in the order its processes hold them."""
+    out: dict[int, list[LogLine]] = {}
+    for proc in evidence.processes:
+        if proc.rank is not None and proc.log_lines:
+            out.setdefault(proc.rank, []).extend(proc.log_lines)
+    return out
+
+
+def _own_events(tl: Timeline) -> dict[int, list[Placed]]:
+    """Each rank's own events, in the job's order."""
+    out: dict[int, list[Placed]] = {}
+    for p in tl.events:
+        if p.rank is not None:
+            out.setdefault(p.rank, []).append(p)
+    return out
+
+
+def _abreast(
+    quiet: Iterable[int], lines: dict[int, list[LogLine]], voices: dict[int, Voice]
+) -> tuple[int, ...]:
+    """The quiet ranks whose last line is the progress line, at the same counts, that the
+    ranks which timed out printed last before their timeout (those whose last line is of
+    the same template; at least one)."""
+    lasts = [
+        (r, last, masked(last.text))
+        for r, v in voices.items()
+        if v.timed_out and (last := _last_before(lines.get(r, []), v.timeouts)) is not None
+    ]
+    found: list[int] = []
+    for rank in quiet:
+        own = lines.get(rank)
+        if not own:
+            continue
+        template = masked(own[-1].text)
+        alike = [(r, last) for r, last, of in lasts if of == template]
+        if alike and same_progress([(rank, own[-1]), *alike]):
+            found.append(rank)
+    return tuple(found)
 
 
 def _seq_of(records: dict[int, WatchRecord]) -> tuple[int, SeqFrom] | None:
@@ -422,6 +564,8 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
         if (b := behind_in(pg, records, dead))
     )
     quiet: tuple[int, ...] = ()
+    covered: dict[int, Cover] = {}
+    abreast: tuple[int, ...] = ()
     unheard: tuple[int, ...] = ()
     bound: int | None = None
     if timed_out:
@@ -436,6 +580,14 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
                 and (v.stacks or v.flight_recorder or v.lines)
             )
         )
+        lines = _job_lines(evidence)
+        own = _own_events(tl)
+        firsts = _Firsts.of(p for v in voices.values() for p in v.timeouts)
+        for rank in quiet:
+            cover = _cover(voices[rank], lines.get(rank, []), own.get(rank, []), firsts)
+            if cover is not None:
+                covered[rank] = cover
+        abreast = _abreast(quiet, lines, voices)
         heard = [r for r, v in voices.items() if v.heard]
         bound = job.world if job.world is not None else (max(heard) + 1 if heard else None)
         if bound is not None:
@@ -447,6 +599,8 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
         notified_only=notified_only,
         behind=behind,
         quiet=quiet,
+        covered=covered,
+        abreast=abreast,
         unheard=unheard,
         unheard_below=bound,
         dead=dead,

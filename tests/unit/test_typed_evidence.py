@@ -55,6 +55,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("analyzer/views/meaning.py", "meaning_of(tokens(last.text))"): _JOB_WORDS,
     ("analyzer/views/log_compare.py", "_words(r.lines[-1].text)"): _COMPARE,
     ("analyzer/views/log_compare.py", "_NUMBER.findall(self.lines[index].text)"): _COMPARE,
+    ("analyzer/views/log_compare.py", "_NUMBER.findall(line.text)"): _COMPARE,  # same_progress
     ("analyzer/views/log_compare.py", 'r.lines[-1].text.rstrip().endswith(("...", "…"))'): (
         _COMPARE
     ),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hangdoc.analyzer.model import Evidence, LogLine, ProcessEvidence
 from hangdoc.analyzer.views.activity_table import Activity
-from hangdoc.analyzer.views.log_compare import compare_logs
+from hangdoc.analyzer.views.log_compare import compare_logs, same_progress
 
 
 def _evidence(logs: dict[int, list[str]]) -> Evidence:
@@ -121,3 +121,18 @@ def test_a_burst_another_ranks_line_interrupts_is_no_cut() -> None:
     last = [(0, 8, "TP0] Load weight end."), (1, 9, "TP1] Load weight end.")]
     found = compare_logs(_console(begins + ends + between + last)).divergences
     assert [(d.kind, d.ranks) for d in found if d.kind == "unfinished"] == [("unfinished", (3,))]
+
+
+def test_same_progress_is_one_template_at_the_same_counts() -> None:
+    def line(rank: int, step: int, loss: float) -> tuple[int, LogLine]:
+        return rank, LogLine(f"epoch 3 step {step} loss {loss} rank {rank}", "console.txt", 1)
+
+    # Losses and each rank's own id differ; the step is the same.
+    assert same_progress([line(1, 120, 0.51), line(0, 120, 0.47)])
+    assert not same_progress([line(1, 119, 0.51), line(0, 120, 0.47)])  # one behind
+    other = (0, LogLine("saving checkpoint 120", "console.txt", 1))
+    assert not same_progress([line(1, 120, 0.51), other])  # another template
+    # Words that count no work, or no number but the rank's own: nothing to compare.
+    done = [(r, LogLine(f"rank {r} ready", "console.txt", 1)) for r in (0, 1)]
+    assert not same_progress(done)
+    assert not same_progress([line(1, 120, 0.51)])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence, Strength
+from hangdoc.analyzer.model import Evidence, LogEvent, LogLine, ProcessEvidence, Strength
 from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.payloads.progress import PhaseMarker
@@ -21,11 +21,19 @@ from hangdoc.analyzer.payloads.torch_pg import (
     Reporter,
     WatchdogStatus,
 )
-from hangdoc.analyzer.views.silence import SeqFrom, SizeFrom, job_size, own_timeout, silence
+from hangdoc.analyzer.views.silence import (
+    Cover,
+    SeqFrom,
+    SizeFrom,
+    job_size,
+    own_timeout,
+    silence,
+)
 from hangdoc.analyzer.views.timeline import Timeline
 from hangdoc.analyzer.vocabulary import Clock, EventKind
+from hangdoc.paste_mangling import twice
 from hangdoc.rules.hd049_unheard_rank import unheard_suspects
-from hangdoc.rules.strength import Shift
+from hangdoc.rules.strength import Shift, shifted
 
 ROOT = Path(__file__).resolve().parents[3]
 CASES = ROOT / "fixtures" / "cases"
@@ -214,3 +222,90 @@ def test_hd032_names_a_rank_with_nothing_in_flight_as_a_signal_and_a_tie_as_a_hi
     )
     (tie,) = [f for f in analyze(evidence).findings if f.rule == "HD032"]
     assert tie.culprit_ranks == (1, 3) and tie.strength is Strength.HINT
+
+
+def _steps(rank: int, *numbered: tuple[int, int]) -> ProcessEvidence:
+    """A rank's own progress lines ("epoch 3 step N loss … rank R") at these line numbers
+    of the shared console."""
+    lines = [
+        LogLine(f"epoch 3 step {step} loss 0.{40 + rank} rank {rank}", "console.txt", at)
+        for at, step in numbered
+    ]
+    return ProcessEvidence(rank=rank, log_lines=lines)
+
+
+def _with_timeout(proc: ProcessEvidence, line: int, when: float | None = None) -> ProcessEvidence:
+    payload = CollectiveTimeout(pg="0", pg_id=0, pg_desc="default_pg", seq=7, op="ALLREDUCE")
+    proc.log_events.append(_event(EventKind.COLLECTIVE_TIMEOUT, payload, line, when))
+    return proc
+
+
+def test_a_quiet_rank_is_covered_by_a_line_of_its_own_after_the_others_timeout() -> None:
+    # One console: rank 0 prints step 120 (line 2) and times out (line 3); rank 1 printed
+    # step 120 at line 1. Nothing of rank 1 after line 3: its silence is not covered, and
+    # its last line puts it at the others' step.
+    cut = _view(Evidence(processes=[_with_timeout(_steps(0, (2, 120)), 3), _steps(1, (1, 120))]))
+    assert cut.quiet == (1,) and cut.covered == {} and cut.abreast == (1,)
+    # Its step 119 is behind rank 0's last step: not abreast.
+    behind = _view(Evidence(processes=[_with_timeout(_steps(0, (2, 120)), 3), _steps(1, (1, 119))]))
+    assert behind.covered == {} and behind.abreast == ()
+    # A line of rank 1 after the timeout: the console went on, and rank 1 with it.
+    later = _view(
+        Evidence(processes=[_with_timeout(_steps(0, (2, 120)), 3), _steps(1, (1, 120), (4, 121))])
+    )
+    assert later.covered == {1: Cover.LATER_LINE} and later.abreast == ()
+
+
+def test_in_another_file_only_a_time_beyond_the_poll_and_the_skew_covers() -> None:
+    # Rank 1's own file (rank1.log) with a timed line 1 s or 30 s after rank 0's timeout.
+    def view(delay: float):  # type: ignore[no-untyped-def]
+        mark = LogEvent(
+            EventKind.PHASE, "step", "rank1.log", 1, 100.0 + delay, PhaseMarker(), clock=Clock.LOCAL
+        )
+        rank0 = _with_timeout(ProcessEvidence(rank=0), 3, 100.0)
+        return _view(Evidence(processes=[rank0, _proc(1, mark)]))
+
+    assert view(1.0).quiet == (1,) and view(1.0).covered == {}
+    assert view(30.0).covered == {1: Cover.LATER_LINE}
+
+
+def test_a_cut_paste_and_a_whole_console() -> None:
+    # cosyvoice #517: both ranks print batch 37700 in the same second, rank 0's watchdog
+    # line, its traceback, and the excerpt ends: nothing of rank 1 after the timeout.
+    cut = _view(load_paths([CASES / "cosyvoice-517-epoch-end-allreduce-timeout" / "console.txt"]))
+    assert cut.timed_out == (0,) and cut.quiet == (1,)
+    assert cut.covered == {} and cut.abreast == (1,)
+    # fixtures/record.py 'missing_rank': the console runs to the launcher's report that it
+    # ended rank 2 (SIGTERM) after the others' timeouts.
+    whole = _view(load_paths([RECORDED / "missing_rank.log"]))
+    assert whole.covered == {2: Cover.LAUNCHER}
+
+
+def test_hd032_weighs_a_silence_by_what_covers_it() -> None:
+    def hd032(path: Path):  # type: ignore[no-untyped-def]
+        return [f for f in analyze(load_paths([path])).findings if f.rule == "HD032"]
+
+    # The cut paste of a rank last seen at the others' batch: no culprit.
+    assert hd032(CASES / "cosyvoice-517-epoch-end-allreduce-timeout" / "console.txt") == []
+    # The whole console: a hint, as before.
+    (whole,) = hd032(RECORDED / "missing_rank.log")
+    assert whole.culprit_ranks == (2,) and whole.strength is Strength.HINT
+    assert "launcher's report of its end" in whole.explanation
+    # ms-swift #4340's excerpt: rank 6's traceback, then rank 7's timeout, and the paste
+    # continues past what was shown: weaker by the named reason.
+    (cut,) = hd032(
+        CASES / "msswift-4340-rank0-packing-broadcast-timeout" / "traceback_rank6_rank7.txt"
+    )
+    assert cut.culprit_ranks == (6,)
+    assert cut.strength is shifted(Strength.HINT, Shift.SILENCE_NOT_COVERED)
+    assert "past where the text ends" in cut.explanation and "perhaps lagging" in cut.title
+
+
+def test_a_paste_given_twice_repeats_lines_and_covers_nothing(tmp_path: Path) -> None:
+    # The second copy puts rank 1's lines after rank 0's timeout, word for word the ones
+    # before it: nothing new of rank 1 came after.
+    console = CASES / "cosyvoice-517-epoch-end-allreduce-timeout" / "console.txt"
+    doubled = tmp_path / "console.txt"
+    doubled.write_text(twice(console.read_text()))
+    view = _view(load_paths([doubled]))
+    assert view.quiet == (1,) and view.covered == {} and view.abreast == (1,)
