@@ -51,7 +51,6 @@ for RoCE, and raise `NCCL_IB_TIMEOUT`/`NCCL_IB_RETRY_CNT` only for lossy fabrics
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -228,11 +227,11 @@ class NcclTransportError(Rule):
                 "configuration (NCCL_SOCKET_IFNAME, firewall, MASTER_ADDR) more than at a link."
             )
         running_from = first_running(tl)
-        at_setup = [_proxy_call_at_setup(p, running_from) for p in primary]
+        at_setup = [_proxy_request_at_setup(p, running_from) for p in primary]
         if (
             category is Category.NCCL_NETWORK
             and any(at_setup)
-            and all(done or _proxy_call(p) for p, done in zip(primary, at_setup, strict=True))
+            and all(done or _proxy_request(p) for p, done in zip(primary, at_setup, strict=True))
         ):
             category = Category.NCCL_INIT
             title = (
@@ -315,33 +314,23 @@ def _connecting(p: Placed) -> bool:
     return nccl is not None and nccl.last_error_link is not None and nccl.last_error_link.connect
 
 
-# NCCL's proxy calls (proxy.cc): ncclProxyCallBlocking's "Proxy Call to rank %d failed
-# (%s)" (2.12–2.18; %s the request: Init, SharedInit, Setup, Connect, Register…) and
-# ncclPollProxyResponse's "Socket recv failed while polling for opId=%p" (2.19 on). These
-# are the requests a rank sends the proxy threads while it sets up its transports
-# (init.cc, transport/{net,p2p,shm,coll_net}.cc), not the data a running collective moves.
-_PROXY_CALL = re.compile(r"Proxy Call to rank \d+ failed|Socket recv failed while polling for opId")
+def _proxy_request(p: Placed) -> bool:
+    """A failed request of the rank to a proxy thread (proxy.cc; the parser marks it:
+    parsers/logs/nccl.py ``_PROXY``), as its own line: torch prints it under "Last error:"."""
+    link = _link(p)
+    return isinstance(p.event.payload, TransportWarn) and link is not None and link.proxy_request
 
 
-def _proxy_call(p: Placed) -> bool:
-    """The failed proxy call's own line (torch prints it under "Last error:")."""
-    error = p.event.payload_as(TransportWarn)
-    return (
-        error is not None
-        and error.error is not None
-        and error.error.failure == LinkFailure.PROXY
-        and bool(_PROXY_CALL.search(p.event.text))
-    )
-
-
-def _proxy_call_at_setup(p: Placed, running_from: int) -> bool:
+def _proxy_request_at_setup(p: Placed, running_from: int) -> bool:
     """torch's synchronous NCCL error (``NCCL error in: <file>:<line>``, raised on the
     caller's thread, where torch creates the communicator: views/nccl_setup.py) whose
-    last error is a failed proxy call, before any collective traffic."""
+    last error is a failed proxy request, before any collective traffic. Proxy requests
+    (Init, Setup, Connect…) are how NCCL sets up its transports."""
     error = p.event.payload_as(NcclError)
     if error is None or error.in_watchdog or not (error.where or "").strip():
         return False
-    return p.index < running_from and bool(_PROXY_CALL.search(error.last_error or ""))
+    link = error.last_error_link
+    return p.index < running_from and link is not None and link.proxy_request
 
 
 def _ib_completion(p: Placed) -> bool:

@@ -1,5 +1,6 @@
 # ruff: noqa: E501  (tables of log lines read better unwrapped)
-"""Setup-time connect failures of the store and of gloo's full mesh.
+"""Setup-time connect failures: the store's, gloo's full mesh's, NCCL's socket connects and
+proxy requests.
 
 Each line is written from the format string of the function that prints it (named next
 to it): documented formats, with made-up hosts, ports and ranks.
@@ -49,6 +50,35 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
         "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (node-a, 29500). The client socket has failed to connect to node-a:29500 (errno: 110 - Connection timed out).",
         "store_timeout",
         {"error": "store_connect", "peer": "node-a", "port": 29500},
+    ),
+    # NCCL 2.19-2.21 src/misc/socket.cc socketPollConnect: WARN("socketPollConnect: Connect
+    # to %s returned %d(%s) errno %d(%s)", …) for a connect error it does not retry.
+    (
+        "gpu-a:1201:1201 [3] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 192.0.2.9<40211> returned 101(Network is unreachable) errno 115(Operation now in progress)",
+        "nccl_transport_error",
+        {"error.connect": True, "error.failure": "unreachable", "where": "misc/socket.cc:533"},
+    ),
+    # NVIDIA/nccl src/proxy.cc: a rank's own request to a proxy thread failed, i.e. setup
+    # work (ncclProxyCallBlocking, 2.12-2.17: WARN("Proxy Call to rank %d failed (%s)", …,
+    # ncclProxyMsgTypeStr[type]); ncclPollProxyResponse, 2.18 on: WARN("Socket recv failed
+    # while polling for opId=%p", opId)) …
+    (
+        "gpu-a:1201:1290 [3] proxy.cc:1078 NCCL WARN Proxy Call to rank 2 failed (Setup)",
+        "nccl_transport_error",
+        {"error.failure": "proxy", "error.proxy_request": True},
+    ),
+    (
+        "gpu-a:1201:1290 [3] proxy.cc:1385 NCCL WARN Socket recv failed while polling for opId=0x7f5e2c001a40",
+        "nccl_transport_error",
+        {"error.failure": "proxy", "error.proxy_request": True},
+    ),
+    # … while the proxy service's own failure to serve a peer is not the rank's request
+    # (proxy.cc: WARN("[Proxy Service %d] Failed to execute operation %s from rank %d,
+    # retcode %d", …)).
+    (
+        "gpu-a:1201:1291 [3] proxy.cc:1518 NCCL WARN [Proxy Service 3] Failed to execute operation Connect from rank 2, retcode 3",
+        "nccl_transport_error",
+        {"error.failure": "proxy", "error.proxy_request": False},
     ),
     # gloo/transport/tcp/helpers.h ConnectOperation: TimeoutError("timed out connecting: " +
     # SystemError("SO_ERROR", result, remote_).what()), SystemError::what() being
