@@ -28,7 +28,10 @@ call, counts at low confidence: it names no peer and a peer that exited looks th
 When a rank crashed before the first transport error (HD030/HD031), the lost connections
 are its consequence and this finding is only a warning. When the failing call's return-code
 chain (`… -> 2` lines after the WARN) runs through `bootstrap.cc`/`bootstrap.cu`, the
-connection belonged to NCCL's bootstrap and the finding is an init/bootstrap hang.
+connection belonged to NCCL's bootstrap and the finding is an init/bootstrap hang; so it
+is when torch's synchronous `NCCL error in: …` (communicator creation) carries a failed
+proxy call as its last error (`Proxy Call to rank N failed (Connect)`, `Socket recv failed
+while polling for opId=…`) before any collective ran: NCCL's transport setup failed.
 With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
@@ -64,6 +67,7 @@ from hangdoc.analyzer.payloads.nccl import (
 from hangdoc.analyzer.payloads.nccl import NcclTransportError as TransportWarn
 from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.deaths import first_deaths
+from hangdoc.analyzer.views.nccl_setup import first_running
 from hangdoc.analyzer.views.timeline import Placed, Timeline, before
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -222,6 +226,23 @@ class NcclTransportError(Rule):
                 " Connections that cannot even be set up point at bootstrap/interface "
                 "configuration (NCCL_SOCKET_IFNAME, firewall, MASTER_ADDR) more than at a link."
             )
+        running_from = first_running(tl)
+        at_setup = [_proxy_request_at_setup(p, running_from) for p in primary]
+        if (
+            category is Category.NCCL_NETWORK
+            and any(at_setup)
+            and all(done or _proxy_request(p) for p, done in zip(primary, at_setup, strict=True))
+        ):
+            category = Category.NCCL_INIT
+            title = (
+                f"NCCL could not set up its transport connections ({kinds[0][0]}) while "
+                "torch created the communicator"
+            )
+            explanation += (
+                " The failing call is a proxy call (NCCL's setup requests to its proxy "
+                "threads: Init, Setup, Connect), raised by torch's synchronous NCCL check "
+                "before any collective ran: communicator setup failed, not a running link."
+            )
         if category is Category.NCCL_NETWORK and all(_in_bootstrap(p) for p in primary):
             category = Category.NCCL_INIT
             title = f"NCCL's bootstrap lost a connection ({kinds[0][0]}) during communicator init"
@@ -291,6 +312,25 @@ def _connecting(p: Placed) -> bool:
         return error.error is not None and error.error.connect
     nccl = p.event.payload_as(NcclError)
     return nccl is not None and nccl.last_error_link is not None and nccl.last_error_link.connect
+
+
+def _proxy_request(p: Placed) -> bool:
+    """A failed request of the rank to a proxy thread (proxy.cc; the parser marks it:
+    parsers/logs/nccl.py ``_PROXY``), as its own line: torch prints it under "Last error:"."""
+    link = _link(p)
+    return isinstance(p.event.payload, TransportWarn) and link is not None and link.proxy_request
+
+
+def _proxy_request_at_setup(p: Placed, running_from: int) -> bool:
+    """torch's synchronous NCCL error (``NCCL error in: <file>:<line>``, raised on the
+    caller's thread, where torch creates the communicator: views/nccl_setup.py) whose
+    last error is a failed proxy request, before any collective traffic. Proxy requests
+    (Init, Setup, Connect…) are how NCCL sets up its transports."""
+    error = p.event.payload_as(NcclError)
+    if error is None or error.in_watchdog or not (error.where or "").strip():
+        return False
+    link = error.last_error_link
+    return p.index < running_from and link is not None and link.proxy_request
 
 
 def _ib_completion(p: Placed) -> bool:

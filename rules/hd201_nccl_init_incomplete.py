@@ -24,11 +24,15 @@ barrier on rank: R … (world_size=N, worker_count=M …)`), a store connection 
 `Socket Timeout`, `failed to recv, got 0 bytes`), a store read that got no answer (c10d
 socket.cpp `waitForInput: socket SocketImpl(…, remote=[host]:port) timed out after Nms`),
 c10d's socket layer giving up (`The client socket has failed to
-connect to any network address of (host, port)`, `connect() timed out`, `The server socket
+connect to any network address of (host, port)`, one of the store's addresses that
+timed out or has no route (`The client socket has failed to connect to [host]:port
+(errno: 110 - Connection timed out)`, weaker: another address may still answer),
+`connect() timed out`, `The server socket
 has failed to listen on any local network address` / `Address already in use`, a store
 host name that does not resolve: `The network addresses of (host, port) cannot be
 retrieved (gai error: …)`), gloo failing to build its mesh (`connect [addr]:port:
-Connection refused` from `gloo/transport/tcp/pair.cc`) and elastic
+Connection refused` from `gloo/transport/tcp/pair.cc`, or newer gloo's `timed out
+connecting: SO_ERROR: Connection refused, remote=[addr]:port`) and elastic
 `RendezvousTimeoutError` / `RendezvousClosedError`. When a rank is known to have died
 first, HD030 names it instead: these are then its echo. A store wait, read timeout or
 broken store connection that comes after collectives ran or training logged progress is
@@ -215,6 +219,9 @@ class NcclInitIncomplete(Rule):
         )
 
     def _store(self, stores: list[Placed]) -> Finding:
+        # An address that could not be reached is one try of a connect that may go on to
+        # another address: the error that says the connect gave up speaks first.
+        stores = sorted(stores, key=lambda p: _store_of(p).error == StoreError.STORE_UNREACHABLE)
         first = _store_of(stores[0])
         error = first.error or StoreError.RENDEZVOUS
         if error == StoreError.CLIENTS_MISSING:
@@ -233,10 +240,16 @@ class NcclInitIncomplete(Rule):
             )
         elif error == StoreError.STORE_RESOLVE:
             what = f"the store's host {first.peer} could not be resolved ({first.message})"
-        elif error == StoreError.GLOO_CONNECT:
+        elif error == StoreError.STORE_UNREACHABLE:
             what = (
-                f"gloo could not connect to its peer {first.peer}:{first.port} "
-                f"({first.message}) while building the process group"
+                f"the store's address {first.peer}:{first.port} could not be reached "
+                f"({first.message}): a wrong MASTER_ADDR, a firewall or the wrong interface"
+            )
+        elif error == StoreError.GLOO_CONNECT:
+            peer = f" {first.peer}:{first.port}" if first.peer else ""
+            what = (
+                f"gloo could not connect to its peer{peer} ({first.message}) while building "
+                "the process group"
             )
         elif error == StoreError.NCCL_UNIQUE_ID:
             what = (f"ranks waited for the NCCL unique id that rank {first.root} publishes "
@@ -287,10 +300,11 @@ class NcclInitIncomplete(Rule):
             culprit_ranks=_roots(stores),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(stores, limit=4)),
-            # A failed name lookup is retried until the connect timeout: weaker alone.
+            # A failed name lookup is retried until the connect timeout, and an address
+            # that could not be reached may be followed by one that can: weaker alone.
             strength=(
                 shifted(Strength.SIGNAL, Shift.OTHER_READINGS)
-                if error == StoreError.STORE_RESOLVE
+                if error in (StoreError.STORE_RESOLVE, StoreError.STORE_UNREACHABLE)
                 else Strength.SIGNAL
             ),
         )
@@ -344,15 +358,28 @@ def _unfinished(tl: Timeline, stores: list[Placed]) -> list[Placed]:
 # not an init hang. Barriers of group creation and the NCCL unique-id exchange name the
 # setup themselves and stay.
 _GENERIC_STORE = frozenset(
-    {StoreError.STORE_WAIT, StoreError.STORE_CONNECTION, StoreError.STORE_READ_TIMEOUT}
+    {
+        StoreError.STORE_WAIT,
+        StoreError.STORE_CONNECTION,
+        StoreError.STORE_READ_TIMEOUT,
+        StoreError.STORE_UNREACHABLE,
+    }
 )
 
 
 def _before_training(tl: Timeline, stores: list[Placed]) -> list[Placed]:
     """The store events, less generic store errors that come after the job already ran
-    collectives or logged training (views/nccl_setup.first_running)."""
+    collectives or logged training (views/nccl_setup.first_running), and less addresses
+    that could not be reached when the job ran at all: the connect then went on to an
+    address that answered."""
     running_from = first_running(tl)
-    return [p for p in stores if _store_of(p).error not in _GENERIC_STORE or p.index < running_from]
+    ran = running_from < len(tl.events)
+    return [
+        p
+        for p in stores
+        if (error := _store_of(p).error) not in _GENERIC_STORE
+        or (p.index < running_from and not (ran and error == StoreError.STORE_UNREACHABLE))
+    ]
 
 
 def _roots(stores: list[Placed]) -> tuple[int, ...]:

@@ -97,6 +97,9 @@ class LinkError:
     failure: LinkFailure
     connect: bool = False  # while connecting (socketPollConnect, "Call to connect")
     ib_status: int | None = None  # IB_COMPLETION: the work completion's status (12, 5…)
+    # PROXY: a request the rank sent a proxy thread failed (proxy.cc "Proxy Call to rank N
+    # failed (Connect)", "Socket recv failed while polling for opId"): setup work.
+    proxy_request: bool = False
 
     @property
     def tag(self) -> str:

@@ -90,6 +90,7 @@ class StoreError(enum.StrEnum):
     STORE_CONNECT = "store_connect"  # could not connect to the store
     STORE_LISTEN = "store_listen"  # the store server could not listen (port taken)
     STORE_RESOLVE = "store_resolve"  # the store's host name did not resolve
+    STORE_UNREACHABLE = "store_unreachable"  # one of the store's addresses timed out / no route
     GLOO_CONNECT = "gloo_connect"  # gloo's full mesh could not connect a pair
     STORE_READ_TIMEOUT = "store_read_timeout"  # a connected store socket stopped answering
     STORE_CONNECTION = "store_connection"  # the store's connection was lost

@@ -137,20 +137,28 @@ _SOCKET_CREATE = re.compile(r"Socket creation failed ?: ?(.*)")
 # error") when a transfer on one of its sockets failed (after the socket's own WARN, which a
 # paste may have lost; horovod issue 3611 has both).
 _SOCKET_PROGRESS = re.compile(r"NET/Socket ?: ?socket progress error")
+# NCCL 2.19–2.21 misc/socket.cc socketPollConnect, for a connect error other than refused or
+# timed out (which it retries): WARN("socketPollConnect: Connect to %s returned %d(%s) errno
+# %d(%s)", …) and ncclSystemError, e.g. "… returned 113(No route to host) errno 115(…)".
 _CONNECT = re.compile(
     r"(?:socketPollConnect|Call to connect|connect to|socketStartConnect|socketFinalizeConnect)"
     r".*?(?:(\S+?)<(\d+)>)?.*?(exceeded error retry count.*|timeout.*|failed.*|Connection "
-    r"refused.*)",
+    r"refused.*|returned \d+\(.*)",
     re.IGNORECASE,
 )
 _IBV = re.compile(r"(?:Call to )?(ibv_\w+|mlx5\w*) failed(?: with error)? ?(.*)")
 # "NET/IB : Got async event : port error" (≤ 2.2x); "NET/IB : mlx5_0:1 async fatal event: local
 # catastrophic error" and "… async fatal event on QP (…)" (current net_ib common.cc).
 _IB_ASYNC = re.compile(r"NET/IB ?: (?:Got async event ?: ?(.*)|\S+ async fatal event\b(.*))")
+# The first and last forms are a rank's own requests to a proxy thread failing (proxy.cc:
+# ncclProxyCallBlocking's "Proxy Call to rank %d failed (%s)", 2.12-2.17, %s the request:
+# Init, SharedInit, Setup, Connect, Register…; ncclPollProxyResponse's "Socket recv failed
+# while polling for opId=%p", 2.18 on). Those requests are the transports' setup
+# (init.cc, transport/{net,p2p,shm,coll_net}.cc), not the data of a running collective.
 _PROXY = re.compile(
     r"(?:Proxy Call to rank (?P<rank>\d+) failed|\[Proxy Service \d+\] Failed to execute operation "
     r"(?P<op>\w+) from rank (?P<rank2>\d+)|Error encountered progressing operation=(?P<op2>\w+)"
-    r"|Socket recv failed while polling)"
+    r"|(?P<poll>Socket recv failed while polling))"
 )
 # "Cuda failure 'out of memory'", and ≥2.19 with the error number: "Cuda failure 2 'out of memory'".
 _CUDA_FAILURE = re.compile(r"Cuda failure (?:\d+ )?'?(?P<what>[^']*)'?")
@@ -664,7 +672,9 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
     if (p := _PROXY.search(msg)) is not None:
         proxy = NcclTransportError(
             **base,  # type: ignore[arg-type]
-            error=LinkError(LinkFailure.PROXY),
+            error=LinkError(
+                LinkFailure.PROXY, proxy_request=bool(p.group("rank") or p.group("poll"))
+            ),
             peer_rank=as_int(p.group("rank") or p.group("rank2")),
         )
         return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=proxy, key=("proxy", msg[:60]))

@@ -184,14 +184,34 @@ _STORE_RESOLVE = re.compile(
     r"The (?:IPv4 )?network addresses of \((?P<addr>[^,)]+), (?P<port>\d+)\) cannot be "
     r"retrieved \(gai error: (?P<why>[^)]*)\)"
 )
+# One address of the store that c10d's client could not reach: SocketConnectOp::tryConnect
+# (torch/csrc/distributed/c10d/socket.cpp, torch 1.12 to today) retries a refused, reset or
+# aborted connect ("not yet listening", the server has not started) and records every other
+# error with recordError("The client socket has failed to connect to {} {}.", addr, err),
+# a warning ("[W socket.cpp:663] [c10d] … to [::ffff:10.0.0.1]:29500 (errno: 110 -
+# Connection timed out).") that the final "failed to connect to any network address"
+# collects. A connect that timed out or found no route says the address is unreachable from
+# this node (a wrong MASTER_ADDR, a firewall, the wrong interface); errno 97/99 (an IPv6
+# address on a host without IPv6) is the harmless try before IPv4 and is not read.
+_STORE_UNREACHABLE = re.compile(
+    r"The client socket has failed to connect to (?P<addr>\[[^\]\s]+\]|[^\s:]+):(?P<port>\d+) "
+    r"\(errno: (?P<errno>110|113|101) - (?P<why>[^)]*)\)"
+)
 # Gloo builds its full mesh of TCP pairs when the process group is created
 # (ProcessGroupGloo: "Gloo connectFullMesh failed with …"; gloo/transport/tcp/pair.cc:
 # "connect [10.1.2.3]:35807: Connection refused"): a peer that is not listening or not
-# reachable on the interface gloo chose (GLOO_SOCKET_IFNAME).
+# reachable on the interface gloo chose (GLOO_SOCKET_IFNAME). Gloo since 2023 connects
+# through its loop (gloo/transport/tcp/helpers.h ConnectOperation) and, once its retries
+# run out, fails with TimeoutError("timed out connecting: " + SystemError("SO_ERROR", …)
+# .what()), which reads "timed out connecting: SO_ERROR: Connection refused,
+# remote=[127.0.0.1]:14215" (gloo/transport/tcp/error.cc SystemError::what); a paste
+# hard-wrapped before ", remote=" keeps the error without the address.
 _GLOO_CONNECT = re.compile(
     r"(?:Gloo connectFullMesh failed with|gloo/transport/tcp/pair\.cc:\d+\]) ?.*?"
     r"connect \[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+): (?P<why>Connection refused|Connection "
     r"timed out|No route to host|Network is unreachable|Connection reset by peer)"
+    r"|timed out connecting: SO_ERROR: (?P<why2>[^,]+?),?(?: remote=\[?(?P<addr2>[^\]\s]+?)"
+    r"\]?:(?P<port2>\d+)|\s*$)"
 )
 # torch < 2.1 init_process_group: every rank increments a store counter and waits for
 # world_size of them; "rank" is the global rank of the waiter, worker_count how many came.
@@ -654,12 +674,19 @@ def _store(text: str) -> Hit | None:
             port=int(m.group("port")),
             message=m.group("why").strip()[:200],
         )
+    elif (m := _STORE_UNREACHABLE.search(text)) is not None:
+        payload = StoreTimeout(
+            error=StoreError.STORE_UNREACHABLE,
+            peer=m.group("addr").strip("[]"),
+            port=int(m.group("port")),
+            message=f"errno {m.group('errno')}: {m.group('why').strip()}"[:200],
+        )
     elif (m := _GLOO_CONNECT.search(text)) is not None:
         payload = StoreTimeout(
             error=StoreError.GLOO_CONNECT,
-            peer=m.group("addr"),
-            port=int(m.group("port")),
-            message=m.group("why"),
+            peer=m.group("addr") or m.group("addr2"),
+            port=as_int(m.group("port") or m.group("port2")),
+            message=(m.group("why") or m.group("why2") or "").strip(),
             backend=Backend.GLOO,
         )
     elif (m := _SOCKET_READ_TIMEOUT.search(text)) is not None:
