@@ -64,7 +64,7 @@ _LAUNCHER_REPORTS = frozenset({EventKind.WORKER_FAILED, EventKind.CHILD_FAILURE}
 _HOW = {
     DeathHow.EXCEPTION: "raised an exception",
     DeathHow.SIGNAL: "was killed by a signal",
-    DeathHow.HOST_OOM: "was killed by the kernel OOM killer",
+    DeathHow.HOST_OOM: "was killed for host memory",
     DeathHow.EXIT: "exited with an error",
     DeathHow.ACTOR: "died (Ray actor)",
     DeathHow.CUDA_ERROR: "hit a CUDA error",
