@@ -79,9 +79,9 @@ _LUSTRE_LOST = re.compile(
 # seconds), relayed by the clients of object stores that use curl: tensorstore's GCS/S3
 # kvstores ("curl_transport.cc:444] Error [28]=Timeout was reached in curl operation"),
 # TileDB's S3 VFS ("curlCode: 28, Timeout was reached; Details: Operation too slow. …"),
-# git, yum and pacman the same way.
+# git, yum and pacman the same way. curl before 7.20 spelled it "transfered".
 _CURL_LOW_SPEED = re.compile(
-    r"Operation too slow\. Less than (?P<rate>\d+) bytes/sec transferred the last "
+    r"Operation too slow\. Less than (?P<rate>\d+) bytes/sec transferr?ed the last "
     r"(?P<secs>\d+) seconds"
 )
 _DEVICE_FAILURE = re.compile(
