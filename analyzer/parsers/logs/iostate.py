@@ -79,7 +79,7 @@ _LUSTRE_LOST = re.compile(
 # seconds), relayed by the clients of object stores that use curl: tensorstore's GCS/S3
 # kvstores ("curl_transport.cc:444] Error [28]=Timeout was reached in curl operation"),
 # TileDB's S3 VFS ("curlCode: 28, Timeout was reached; Details: Operation too slow. …"),
-# git, yum and pacman the same way. curl before 7.20 spelled it "transfered".
+# git, yum and pacman the same way. older curl releases spelled it "transfered".
 _CURL_LOW_SPEED = re.compile(
     r"Operation too slow\. Less than (?P<rate>\d+) bytes/sec transferr?ed the last "
     r"(?P<secs>\d+) seconds"
