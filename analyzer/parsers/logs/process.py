@@ -282,8 +282,8 @@ def match_process(text: str) -> Hit | None:
         ray = HostOomKill(name=RAY_MEMORY_MONITOR, message=text.strip()[:300])
         return Hit(EventKind.HOST_OOM_KILL, payload=ray, key=("rayhostoom",))
     if "memory pressure" in text and (r := _RAY_OOM_SUMMARY.search(text)) and r["n"] != "0":
-        killed = int(r["n"]) if r["n"] else None
-        summary = HostOomKill(name=RAY_MEMORY_MONITOR, events=killed, message=text.strip()[:300])
+        workers = int(r["n"]) if r["n"] else None
+        summary = HostOomKill(name=RAY_MEMORY_MONITOR, events=workers, message=text.strip()[:300])
         return Hit(EventKind.HOST_OOM_KILL, payload=summary, key=("rayoomsummary",))
     if _OOM.search(text):
         size = _OOM_SIZE.search(text)
