@@ -24,7 +24,10 @@ on that node, often a victim. Also read: torch.multiprocessing's "process N term
 with signal SIGKILL / exit code N" (N is the spawn index), mpirun's "The first process to
 do so was: Process name: [[j,1],N] Exit code: C", Ray's "A worker died or was killed while
 executing a task". A bare non-zero exit code with no reason is a low-confidence error when
-it comes before the timeouts (or there are none), else a warning only; a paste that *ends*
+it comes before the timeouts (or there are none), else a warning only; torchrun's
+"failed (exitcode: -9) local_rank: N" printed after the others' timeouts still names the
+culprit when rank N reported no timeout of its own (the agent names the first worker it saw
+end, and a timed-out rank aborts itself with SIGABRT, not SIGKILL); a paste that *ends*
 in a bare exception line (its traceback cut) and an abort that names no exception ("Fatal
 Python error: Aborted") are low-confidence errors.
 
@@ -50,14 +53,18 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.launch import SignalName
 from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths
 from hangdoc.analyzer.views.timeline import Placed, precedes_wave, victims, wave
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import Shift, shifted
 
+# A launcher's report of the worker it saw end first (torchrun's "failed (exitcode: …)",
+# its ChildFailedError table).
+_LAUNCHER_REPORTS = frozenset({EventKind.WORKER_FAILED, EventKind.CHILD_FAILURE})
 _HOW = {
     DeathHow.EXCEPTION: "raised an exception",
     DeathHow.SIGNAL: "was killed by a signal",
-    DeathHow.HOST_OOM: "was killed by the kernel OOM killer",
+    DeathHow.HOST_OOM: "was killed for host memory",
     DeathHow.EXIT: "exited with an error",
     DeathHow.ACTOR: "died (Ray actor)",
     DeathHow.CUDA_ERROR: "hit a CUDA error",
@@ -86,6 +93,8 @@ class RankDiedFirst(Rule):
             return
         wave_events = wave(tl)
         leading = [d for d in deaths if precedes_wave(d.placed, wave_events) is not False]
+        if not leading:
+            leading = _killed_outside_wave(deaths, victims(tl))
         if not leading:
             return  # every failure came after the timeouts: consequences
         certain = [d for d in leading if d.certain]
@@ -121,7 +130,15 @@ class RankDiedFirst(Rule):
             else "No other rank reported a timeout in these logs; the job stopped because "
             "this rank did.",
         ]
-        if ordered is None and wave_events:
+        if ordered is False:
+            lines[0] = (
+                f"{who} ended first, though the launcher reports it after the timeouts: "
+                f"{first.summary}. The launcher names the first worker it saw end, before it "
+                "stops the others, and a timed-out rank aborts itself (SIGABRT); this one "
+                "reported no timeout of its own, so it was not in the collective the others "
+                "waited in."
+            )
+        elif ordered is None and wave_events:
             lines.append(
                 "The logs carry no times that order this failure against the timeouts; "
                 "it is taken as the cause because it is not itself a timeout."
@@ -162,6 +179,28 @@ class RankDiedFirst(Rule):
             evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
             strength=strength,
         )
+
+
+def _killed_outside_wave(deaths: list[Death], waited: set[int]) -> list[Death]:
+    """torchrun's first failure, a rank killed by SIGKILL that reported no timeout of its
+    own, though the launcher printed it after the others' timeouts.
+
+    torch's elastic agent logs ``failed (exitcode: -9) local_rank: N`` for the *first*
+    failure it observed (``SubprocessContext._poll`` in
+    torch/distributed/elastic/multiprocessing/api.py: ``first_failure = min(failures,
+    key=timestamp)``), before it tears the survivors down, so the kill is not its own.
+    Nor is it the watchdog's: a timed-out rank ends itself with SIGABRT (exit code -6).
+    A rank that was in the timed-out collective would have timed out with the others; one
+    killed by SIGKILL without doing so was elsewhere (the kernel's OOM killer, most often)
+    and the others waited for it, whatever order the paste prints the lines in."""
+    return [
+        d
+        for d in deaths
+        if d.signal == SignalName.SIGKILL
+        and d.rank is not None
+        and d.rank not in waited
+        and d.placed.kind in _LAUNCHER_REPORTS
+    ]
 
 
 def _weak(death: Death) -> bool:

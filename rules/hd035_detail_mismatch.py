@@ -21,7 +21,10 @@ issued an extra collective: rank divergence). torch before 1.13 prints one side 
 ("Rank N is running inconsistent collective: …", often pretty-printed over several
 lines): several such messages are compared with each other; a single one of a gather
 (ALLGATHER, _ALLGATHER_BASE, GATHER, ALLTOALL), whose shape is the rank's own data, is
-read as a presumed shape mismatch at low confidence.
+read as a presumed shape mismatch at low confidence, unless it gathers one integer per rank
+(TensorShape=[1], Long or Int: a count or a size, the same shape on every rank that makes
+the call), which is read as the other ranks running another collective, also at low
+confidence.
 
 Without a mismatch message, the last "[Rank N] Running collective:
 CollectiveFingerPrint(…)" line that ProcessGroupWrapper logs per rank before each
@@ -254,12 +257,20 @@ class DetailMismatch(Rule):
         differ = [k for k in _KEYS if major_fp.get(k) != minor_fp.get(k) and minor_fp]
         category, what = _category(differ)
         one_sided = not minor_fp and _gathers(major_fp)
+        one_number = one_sided and _one_element(major_fp)
+        if one_number:
+            # A gather of one element per rank has the same shape on every rank: the
+            # other side ran another collective.
+            one_sided = False
+            category, what = Category.COLLECTIVE_TYPE_MISMATCH, "operation (presumed)"
         # torch states the mismatch; both sides' fingerprints agree with it.
         strength = shifted(Strength.STATED, Shift.AGREES) if culprits else Strength.STATED
         if tie:
             strength = shifted(strength, Shift.TIE)
         elif one_sided:
             strength = Strength.HINT  # a shape mismatch presumed from one gather's side
+        elif one_number:
+            strength = Strength.HINT  # a different operation presumed from one count's side
         if one_sided:
             category, what = Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, "shape (presumed)"
         lhs = _describe(minor_fp) if minor_fp else "a different collective"
@@ -293,6 +304,15 @@ class DetailMismatch(Rule):
                     "between ranks is the usual cause, but the other ranks may also run a "
                     "different operation."
                     if one_sided
+                    else ""
+                )
+                + (
+                    " Only the reporting rank's fingerprint is in the paste, a gather of one "
+                    "integer per rank: such a gather exchanges a count or a size (as "
+                    "all_gather_object and DDP's parameter check do first) and has the same "
+                    "shape on every rank, so the other ranks were presumably running a "
+                    "different collective."
+                    if one_number
                     else ""
                 )
             ).strip(),
@@ -352,6 +372,25 @@ _GATHER_OPS = frozenset(
 
 def _gathers(fp: dict[str, object]) -> bool:
     return fp.get("op") in _GATHER_OPS and "shape" in fp
+
+
+_INTEGER_DTYPES = frozenset({"Long", "Int"})  # c10's ScalarType names, as fingerprints print them
+
+
+def _one_element(fp: dict[str, object]) -> bool:
+    """A fingerprint's integer tensor of one element (``TensorShape=[1],
+    TensorDtypes=Long``): one count per rank (a float one may be a per-sample value of a
+    batch that happens to hold one sample).
+
+    torch's own one-number gathers come first in their calls (torch/distributed/
+    distributed_c10d.py all_gather_object: ``local_size = torch.tensor([numel],
+    dtype=torch.long)``; torch/csrc/distributed/c10d/reducer.cpp
+    verify_params_across_processes: an allgather of the parameter count, a [1] Long
+    tensor), so they are identical on every rank that makes the same call."""
+    if fp.get("dtype") not in _INTEGER_DTYPES:
+        return False
+    dims = str(fp.get("shape", "")).strip("[]").replace(" ", "").split(",")
+    return all(d.isdigit() for d in dims) and dims != [""] and all(int(d) == 1 for d in dims)
 
 
 def _describe(fp: dict[str, object]) -> str:

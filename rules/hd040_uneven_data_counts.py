@@ -15,7 +15,9 @@ training without `join()`.
 
 A trainer may also say it outright: torch's Join ("Rank 3 exhausted all inputs."),
 AllenNLP ("Worker 0 completed its entire epoch (training)." with nothing from the other
-workers), a per-step join check built on a monitored barrier (wenet's "Detected uneven
+workers), fairseq's all_gather_list finding the workers out of sync ("… one worker to
+finish an epoch while other workers are still iterating over their portions of the
+data"), a per-step join check built on a monitored barrier (wenet's "Detected uneven
 workload distribution: …", CosyVoice's "model.join() exit failed, some ranks may have
 exited early: Rank 1 … received errors while waiting for send/recv from rank 0").
 
@@ -177,6 +179,13 @@ class UnevenDataCounts(Rule):
                 Strength.SIGNAL,
                 "the trainer's per-step join check (a monitored barrier) failed: a rank had "
                 "left the training loop, out of data, while the others went on",
+            )
+        elif Exhausted.OUT_OF_SYNC in said:
+            strength, how = (
+                Strength.HINT,
+                "fairseq's all_gather_list found the workers out of sync, which it says "
+                "happens when one worker finishes its epoch while the others still iterate "
+                "over their data (or when one runs out of memory, which no line here shows)",
             )
         else:
             strength, how = (

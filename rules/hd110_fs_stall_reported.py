@@ -7,7 +7,9 @@ Text attached to the ticket shows a process waiting on storage: a `ps`/`top` row
 [fuse]`, `ptlrpc_…`, `io_schedule`), the kernel's hung-task report of a task blocked in
 file-system code (`INFO: task python:1234 blocked for more than 120 seconds.` with such
 frames), or the NFS/Lustre client saying its server went away (`nfs: server nfs01 not
-responding, still trying`). HD103 says the same from a hangdoc dump's /proc samples.
+responding, still trying`), or curl giving up on a transfer to remote storage (an object
+store: `Operation too slow. Less than 1024 bytes/sec transferred the last 60 seconds`).
+HD103 says the same from a hangdoc dump's /proc samples.
 
 A rank that failed with a storage error (`OSError: [Errno 5] Input/output error:
 '/ckpt/…'`, `Stale file handle`, `No space left on device`, torch.save's
@@ -102,7 +104,8 @@ class FsStallReported(Rule):
         frames = [(p, s) for p, s in events if s.source == IoSource.KERNEL_STACK]
         servers = _servers_down(events)
         hung = [(p, fs) for p in tl.of(EventKind.KERNEL_HUNG_TASK) if (fs := _fs_hung_task(p))]
-        if not (frames or servers or hung):
+        stalled = [(p, s) for p, s in events if s.source == IoSource.TRANSFER_STALL]
+        if not (frames or servers or hung or stalled):
             return  # a D state alone is as often a moment of ordinary disk I/O
         parts: list[str] = []
         evidence: list[Placed] = []
@@ -136,28 +139,50 @@ class FsStallReported(Rule):
                 + ", ".join(sorted({s.server or "?" for _, s in servers}))
             )
             evidence.extend(p for p, _ in servers)
+        if stalled:
+            parts.append(f"a transfer to remote storage stalled ({stalled[0][1].error})")
+            evidence.extend(p for p, _ in stalled)
         if hung or (d_state and frames):
             strength = Strength.STATED  # a process in D state and where it waits, both shown
         elif servers and (frames or d_state):
             strength = shifted(Strength.SIGNAL, Shift.AGREES)  # the server lost, and a waiter
-        else:
+        elif frames or servers:
             strength = Strength.SIGNAL  # a file-system frame or a server message
+        else:
+            # curl gave up on a transfer: an object store's, or a package mirror's while
+            # the job was set up
+            strength = shifted(Strength.SIGNAL, Shift.OTHER_READINGS)
         what = "; ".join(parts)
+        why = (
+            " A process in D state waits in the kernel for the storage to answer and cannot "
+            "be killed until it does; whatever it was doing (a rank's save or load, the "
+            "job's start-up script) never finishes."
+        )
+        fix = (
+            "Restore the storage (NFS/Lustre server, FUSE daemon, the network to it); "
+            "`dmesg -T` on the node shows when it went away. Keep checkpoints, data and "
+            "start-up scripts off mounts that can stall, or mount with timeouts."
+        )
+        if stalled and not (frames or servers or hung):
+            why = (
+                " curl gives up on a transfer that moved less than its low-speed limit for "
+                "the whole window (CURLE_OPERATION_TIMEDOUT); the rank that waits on it (a "
+                "checkpoint upload, a data read from an object store) stops meanwhile, and "
+                "the others wait for it in their next collective."
+            )
+            fix = (
+                "Check the network path to the object store and its throttling; set the "
+                "client's low-speed limit and retries (curl's CURLOPT_LOW_SPEED_*, "
+                "tensorstore's curl settings) so that a stalled transfer is retried on a "
+                "fresh connection instead of waiting."
+            )
         yield Finding(
             rule=self.id,
             category=Category.IO_STALL,
             severity=Severity.ERROR,
             title=f"stuck in the file system: {what}"[:240],
-            explanation=(
-                f"{what[0].upper()}{what[1:]}. A process in D state waits in the kernel for "
-                "the storage to answer and cannot be killed until it does; whatever it was "
-                "doing (a rank's save or load, the job's start-up script) never finishes."
-            ),
-            fix=(
-                "Restore the storage (NFS/Lustre server, FUSE daemon, the network to it); "
-                "`dmesg -T` on the node shows when it went away. Keep checkpoints, data and "
-                "start-up scripts off mounts that can stall, or mount with timeouts."
-            ),
+            explanation=f"{what[0].upper()}{what[1:]}.{why}",
+            fix=fix,
             evidence=tuple(limited_refs(sorted(evidence, key=lambda p: p.index), limit=6)),
             strength=strength,
         )

@@ -19,6 +19,7 @@ class IoSource(enum.StrEnum):
     NFS_SERVER = "nfs_server"  # "nfs: server X not responding" / "OK"
     LUSTRE_SERVER = "lustre_server"  # Lustre's lost connection
     IO_ERROR = "io_error"  # a storage error outside an exception
+    TRANSFER_STALL = "transfer_stall"  # curl's low-speed abort of a remote-storage transfer
     UNKNOWN = "unknown"
 
 

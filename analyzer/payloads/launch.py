@@ -118,6 +118,10 @@ class FatalSignal(EventPayload):
     reported_by: FatalReport | None = None
 
 
+# HostOomKill.name when Ray's memory monitor, not the kernel, killed the worker.
+RAY_MEMORY_MONITOR = "ray memory monitor"
+
+
 @dataclass(frozen=True, slots=True)
 class HostOomKill(EventPayload):
     """HOST_OOM_KILL: the kernel's (or Ray's) OOM killer."""

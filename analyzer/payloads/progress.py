@@ -17,6 +17,9 @@ class Exhausted(enum.StrEnum):
     JOIN = "join"  # torch's Join: "Rank 3 exhausted all inputs", "rank that exhausted inputs"
     EPOCH_END = "epoch_end"  # AllenNLP: "Worker 0 completed its entire epoch"
     UNEVEN_WORKLOAD = "uneven_workload"  # wenet's join check failed
+    # fairseq's all_gather_list: the workers fell out of sync (one finished its epoch early,
+    # or ran out of memory: an OOM shows its own error)
+    OUT_OF_SYNC = "out_of_sync"
     UNKNOWN = "unknown"
 
 

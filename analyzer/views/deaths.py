@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.launch import (
+    RAY_MEMORY_MONITOR,
     ExceptionRaised,
     FatalReport,
     FatalSignal,
+    HostOomKill,
     LauncherReport,
     SignalName,
 )
@@ -41,6 +43,7 @@ CONSEQUENCE_KINDS = frozenset(
         EventKind.COLLECTIVE_MISMATCH,
     )
 )
+_RAY_KILLED = "killed for host memory (Ray memory monitor)"
 _CAUSE_SIGNALS = frozenset(
     {
         SignalName.SIGKILL,
@@ -113,9 +116,7 @@ def death_of(p: Placed) -> Death | None:
     exc_type, message = payload.exc_type or "", payload.message or ""
     said = f"{exc_type}: {message}"
     if kind != EventKind.HOST_OOM_KILL and Sign.HOST_OOM in signs:
-        return Death(
-            p.rank, DeathHow.HOST_OOM, "killed for host memory (Ray memory monitor)", p, True
-        )
+        return Death(p.rank, DeathHow.HOST_OOM, _RAY_KILLED, p, True)
     if kind == EventKind.CUDA_OOM or Sign.CUDA_OOM in signs:
         return Death(p.rank, DeathHow.CUDA_OOM, "CUDA out of memory" + _tried(payload), p, True)
     if kind in (EventKind.EXCEPTION, EventKind.ERROR_FILE):
@@ -141,6 +142,9 @@ def death_of(p: Placed) -> Death | None:
         # it is the watchdog's teardown, which first_deaths leaves out.
         return Death(p.rank, DeathHow.SIGNAL, f"killed by {fatal.signal}", p, True, fatal.signal)
     if kind == EventKind.HOST_OOM_KILL:
+        killer = p.event.payload_as(HostOomKill)
+        if killer is not None and killer.name == RAY_MEMORY_MONITOR:
+            return Death(p.rank, DeathHow.HOST_OOM, _RAY_KILLED, p, True)
         return Death(
             p.rank, DeathHow.HOST_OOM, "killed by the kernel OOM killer (host memory)", p, True
         )

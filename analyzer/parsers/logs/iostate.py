@@ -1,6 +1,6 @@
 """Processes stuck in the file system, as pasted from a shell (FORMATS.md §6, §8).
 
-Three kinds of single lines, each documented by the tool that prints it:
+Single lines of these kinds, each documented by the tool that prints it:
 
 * a process listing row in state ``D`` (uninterruptible sleep): ``ps aux`` / ``ps u``
   (procps: ``USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND``, STAT's first
@@ -15,6 +15,8 @@ Three kinds of single lines, each documented by the tool that prints it:
 * a storage error written by a program (``[Errno 5] Input/output error``, ``Stale file
   handle``, ``Transport endpoint is not connected``; not in a warning, and exception lines
   are read as exceptions, where a full or read-only disk counts too);
+* a transfer to remote storage that curl gave up on for moving too slowly (``Operation too
+  slow. Less than 1024 bytes/sec transferred the last 60 seconds``, lib/speedcheck.c);
 * the NFS client's ``nfs: server X not responding, still trying`` / ``timed out``
   (fs/nfs/client.c, printed by the SUNRPC layer's major-timeout handler) and its ``nfs:
   server X OK`` when the server answers again; Lustre's ``Connection to X (at 10.0.0.1@o2ib)
@@ -72,6 +74,16 @@ _LUSTRE_LOST = re.compile(
 )
 
 
+# libcurl's low-speed check (lib/speedcheck.c, Curl_speedcheck: CURLE_OPERATION_TIMEDOUT
+# when fewer than CURLOPT_LOW_SPEED_LIMIT bytes/s moved for CURLOPT_LOW_SPEED_TIME
+# seconds), relayed by the clients of object stores that use curl: tensorstore's GCS/S3
+# kvstores ("curl_transport.cc:444] Error [28]=Timeout was reached in curl operation"),
+# TileDB's S3 VFS ("curlCode: 28, Timeout was reached; Details: Operation too slow. …"),
+# git, yum and pacman the same way. older curl releases spelled it "transfered".
+_CURL_LOW_SPEED = re.compile(
+    r"Operation too slow\. Less than (?P<rate>\d+) bytes/sec transferr?ed the last "
+    r"(?P<secs>\d+) seconds"
+)
 _DEVICE_FAILURE = re.compile(
     r"\[Errno (?:5|116|121)\]|Input/output error|Stale|Remote I/O|Transport endpoint"
     r"|PytorchStreamWriter"
@@ -109,6 +121,9 @@ def match_io_state(text: str) -> Hit | None:
             source=IoSource.LUSTRE_SERVER, server=lu.group("server"), server_state=ServerState.LOST
         )
         return Hit(EventKind.IO_STALL, payload=lustre, key=("lustre", lu.group("server")))
+    if "too slow" in text and (c := _CURL_LOW_SPEED.search(text)) is not None:
+        slow = IoStall(source=IoSource.TRANSFER_STALL, error=c.group(0), message=text.strip()[:300])
+        return Hit(EventKind.IO_STALL, payload=slow, key=("curlslow", c.group("secs")))
     # Not an exception line (those are read as exceptions; the deaths view tells storage
     # errors apart with the same words): "Local process 0 encountered an error: [Errno 5]
     # Input/output error" (Megatron's async checkpoint writer).

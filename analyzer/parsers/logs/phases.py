@@ -53,13 +53,18 @@ _MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
     # torch's Join ("Rank 3 exhausted all inputs.", "Detected at least one rank that
     # exhausted inputs.", torch/distributed/algorithms/join.py and DDP's join hook),
     # AllenNLP's trainer ("Worker 0 completed its entire epoch (training)." before its
-    # "done" all_reduce), wenet's join check ("Detected uneven workload distribution: …").
+    # "done" all_reduce), wenet's join check ("Detected uneven workload distribution: …"),
+    # fairseq's all_gather_list when the workers' buffers do not unpickle
+    # (fairseq/distributed/utils.py, copied into FARM and others: "… all_gather_list requires
+    # all workers to enter the function together, … one worker to finish an epoch while
+    # other workers are still iterating over their portions of the data").
     (
         Phase.DATA_EXHAUSTED,
         re.compile(
             r"Rank (?P<rank>\d+) exhausted all inputs|rank that exhausted inputs|"
             r"Worker (?P<worker>\d+) completed its entire epoch|"
-            r"Detected uneven workload distribution"
+            r"Detected uneven workload distribution|"
+            r"all_gather_list requires all workers to enter the function together"
         ),
     ),
     # An evaluation that reported its result (the end of an EVAL phase): HF Trainer's
@@ -151,6 +156,7 @@ _KEYS = (
     "initializing torch distributed",
     "exhausted",
     "entire epoch",
+    "all_gather_list",
     "Clustering",
     "uneven",
     "%|",
@@ -309,6 +315,8 @@ def _exhausted(said: str) -> Exhausted:
         return Exhausted.JOIN
     if said.startswith("Worker "):
         return Exhausted.EPOCH_END
+    if said.startswith("all_gather_list"):
+        return Exhausted.OUT_OF_SYNC
     return Exhausted.UNEVEN_WORKLOAD
 
 

@@ -15,6 +15,7 @@ from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
 from hangdoc.analyzer.parsers.logs.literals import any_of
 from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.analyzer.payloads.launch import (
+    RAY_MEMORY_MONITOR,
     ExceptionRaised,
     FatalReport,
     FatalSignal,
@@ -39,6 +40,15 @@ _OOM = re.compile(
 )
 # Ray's memory monitor (host RAM), whose exception is also named OutOfMemoryError.
 _RAY_HOST_OOM = re.compile(r"killed due to the node running low on memory")
+# The raylet's periodic summary of its memory monitor's kills (src/ray/raylet/
+# node_manager.cc; quoted in Ray's docs, ray-core/scheduling/ray-oom-prevention): "2 Workers
+# (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other
+# reasons at node (ID: …, IP: …) over the last time period." Matched from "actors)" on: a
+# paste wrapped inside "(tasks / actors)" keeps the kill on its second line (the count,
+# then unknown, is one or more: the raylet prints the summary when it killed a worker).
+_RAY_OOM_SUMMARY = re.compile(
+    r"(?:(?P<n>\d+) Workers \(tasks / )?actors\) killed due to memory pressure \(OOM\)"
+)
 _OOM_SIZE = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTP]i?B)")
 _OOM_GPU = re.compile(r"\(GPU (\d+);|GPU (\d+) has a total capac")
 _CUDA_ERROR = re.compile(
@@ -269,8 +279,12 @@ def match_process(text: str) -> Hit | None:
     if not _HAS_KEY(text):
         return None
     if "low on memory" in text and _RAY_HOST_OOM.search(text):
-        ray = HostOomKill(name="ray memory monitor", message=text.strip()[:300])
+        ray = HostOomKill(name=RAY_MEMORY_MONITOR, message=text.strip()[:300])
         return Hit(EventKind.HOST_OOM_KILL, payload=ray, key=("rayhostoom",))
+    if "memory pressure" in text and (r := _RAY_OOM_SUMMARY.search(text)) and r["n"] != "0":
+        workers = int(r["n"]) if r["n"] else None
+        summary = HostOomKill(name=RAY_MEMORY_MONITOR, events=workers, message=text.strip()[:300])
+        return Hit(EventKind.HOST_OOM_KILL, payload=summary, key=("rayoomsummary",))
     if _OOM.search(text):
         size = _OOM_SIZE.search(text)
         gpu = _OOM_GPU.search(text)

@@ -74,6 +74,12 @@ def _traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
     base = len(first.group("indent"))
     begin = i
     frames: list[Frame] = []
+    if i + 2 < len(lines) and (second := _second_frame(lines, i)) is not None and second > base:
+        # A paste cut at its start loses the first line's leading spaces: the first frame
+        # sits left of the others ("File …" over "  File …"), its source line under both.
+        frames.append(_frame(first))
+        base = second
+        i += 1
     while i < len(lines):
         text = lines[i][1]
         m = _TB_FRAME.match(text)
@@ -101,6 +107,17 @@ def _traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
         block.end = lines[i][0]
         i += 1
     return block, i
+
+
+def _second_frame(lines: Lines, i: int) -> int | None:
+    """The indent of the frame line after the first one and its source line."""
+    source, nxt = lines[i + 1][1], lines[i + 2][1]
+    m = _TB_FRAME.match(nxt)
+    if m is None or _TB_FRAME.match(source) is not None or not source.strip():
+        return None
+    indent = len(m.group("indent"))
+    source_indent = len(source) - len(source.lstrip(" \t"))
+    return indent if source_indent > indent else None
 
 
 def _faulthandler(lines: Lines, i: int) -> tuple[Block | None, int]:

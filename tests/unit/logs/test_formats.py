@@ -382,3 +382,40 @@ def test_ray_host_memory_kill_is_not_a_gpu_oom(tmp_path: Path) -> None:
     )
     categories = [f.category.value for f in diagnose(path).findings]
     assert "cuda_oom" not in categories
+
+
+# The raylet's summary of its memory monitor's kills, as Ray's docs quote it
+# (doc/source/ray-core/scheduling/ray-oom-prevention.rst; src/ray/raylet/node_manager.cc).
+_RAY_OOM_SUMMARY = (
+    "(raylet) [2023-02-03 15:28:16,750 E 152312 152312] (raylet) node_manager.cc:3040: 1 Workers "
+    "(tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other "
+    "reasons at node (ID: 2c82620270df6b9dd7ae2791ef51ee4b5a9d5df9f795986c10dd219c, IP: "
+    "172.31.183.172) over the last time period. To see more information about the Workers "
+    "killed on this node, use `ray logs raylet.out -ip 172.31.183.172`\n"
+)
+
+
+def test_raylet_oom_kill_summary_is_a_host_memory_death(tmp_path: Path) -> None:
+    from tests.unit.logs.helpers import diagnose, findings_of
+
+    path = tmp_path / "driver.log"
+    path.write_text(_RAY_OOM_SUMMARY)
+    [(_, killed)] = events(parse(path), "host_oom_kill")
+    assert killed.payload.events == 1
+    [finding] = findings_of(diagnose(path), "HD030")
+    assert finding.category.value == "rank_dead_or_crashed"
+    assert "Ray memory monitor" in finding.title
+
+
+def test_raylet_oom_summary_wrapped_inside_tasks_actors(tmp_path: Path) -> None:
+    """A paste wrapped after "(tasks /" keeps the kill on its second line."""
+    head, tail = _RAY_OOM_SUMMARY.split("(tasks / ", 1)
+    path = tmp_path / "driver.log"
+    path.write_text(head + "(tasks /\n " + tail)
+    assert events(parse(path), "host_oom_kill")
+
+
+def test_raylet_summary_of_crashes_only_is_no_oom_kill(tmp_path: Path) -> None:
+    path = tmp_path / "driver.log"
+    path.write_text(_RAY_OOM_SUMMARY.replace("1 Workers (tasks", "0 Workers (tasks"))
+    assert not events(parse(path), "host_oom_kill")

@@ -176,6 +176,14 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
         "nccl_warn",
         {"where": "init.cc:1815", "pid": 16101, "host": "dlc1f0bnd3uip696-master-0"},
     ),
+    # libcurl's low-speed abort (lib/speedcheck.c: "Operation too slow. Less than %ld
+    # bytes/sec transferred the last %ld seconds"), as an object-store client relays it
+    # (TileDB's S3 VFS: "curlCode: 28, Timeout was reached; Details: …").
+    (
+        "Details: Operation too slow. Less than 1 bytes/sec transferred the last 3 seconds",
+        "io_stall",
+        {"source": "transfer_stall"},
+    ),
     # Shared memory is not storage (a DataLoader worker's /dev/shm).
     (
         "RuntimeError: unable to write to file </torch_18_1234_0>: No space left on device (28)",

@@ -4,6 +4,8 @@ that a rank ran out of data, and the gloo monitored barrier seen from a non-zero
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hangdoc.analyzer.parsers.logs.phases import match_phase
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
 from hangdoc.analyzer.payloads.progress import Exhausted
@@ -54,6 +56,40 @@ def test_trainers_say_a_rank_ran_out_of_data() -> None:
     assert anyone is not None and anyone.rank is None
     assert fields(anyone)["exhausted"] == Exhausted.JOIN
     assert match_phase("Epoch 3 completed in 40 s") is None
+
+
+# fairseq's all_gather_list (fairseq/distributed/utils.py, the same words copied into FARM
+# and other trainers) raises this when the workers' gathered buffers do not unpickle.
+_FAIRSEQ_OUT_OF_SYNC = (
+    "Exception: Unable to unpickle data from other workers. all_gather_list requires all "
+    "workers to enter the function together, so this error usually indicates that the "
+    "workers have fallen out of sync somehow. Workers can fall out of sync if one of them "
+    "runs out of memory, or if there are other conditions in your training script that can "
+    "cause one worker to finish an epoch while other workers are still iterating over their "
+    "portions of the data."
+)
+
+
+def test_fairseq_all_gather_list_out_of_sync_is_a_data_exhaustion_marker() -> None:
+    hit = match_phase(_FAIRSEQ_OUT_OF_SYNC)
+    assert hit is not None and fields(hit)["phase"] == Phase.DATA_EXHAUSTED
+    assert hit.rank is None and fields(hit)["exhausted"] == Exhausted.OUT_OF_SYNC
+    # the source line a traceback shows above it is not the message
+    assert (
+        match_phase("'Unable to unpickle data from other workers. all_gather_list requires all '")
+        is None
+    )
+
+
+def test_an_oom_shown_beside_the_out_of_sync_message_is_the_cause(tmp_path: Path) -> None:
+    from tests.unit.logs.helpers import diagnose
+
+    path = tmp_path / "console.txt"
+    path.write_text(
+        "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 15.78 GiB total "
+        "capacity; 13.20 GiB already allocated)\n" + _FAIRSEQ_OUT_OF_SYNC + "\n"
+    )
+    assert diagnose(path).findings[0].category.value == "cuda_oom"
 
 
 def test_the_monitored_barrier_from_a_non_zero_rank_names_rank_0_not_itself() -> None:

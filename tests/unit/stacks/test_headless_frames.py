@@ -51,3 +51,17 @@ def test_a_traceback_cut_at_both_ends_elsewhere_is_left_alone() -> None:
 def test_a_single_frame_line_is_no_stack() -> None:
     assert scan('  File "train.py", line 3, in <module>\nValueError: bad\n').processes == []
     assert scan('  File "train.py", line 3 in main\n').processes == []
+
+
+def test_a_first_frame_cut_mid_way_keeps_its_place_in_the_stack() -> None:
+    # A paste cut at its start loses the first line's leading spaces (issue 21: "the first
+    # line of a paste cut mid-way"): its frame sits left of the others, its source line is
+    # still indented under it.
+    pasted = _case("xtuner-944-small-dataset-monitored-barrier", "traceback_rank2.txt")
+    text = pasted.split("\n", 1)[1]  # from its first frame line: '  File "…", line 32, …'
+    whole = only_process(text)
+    cut = only_process(text.lstrip())
+    [whole_thread], [cut_thread] = threads(whole), threads(cut)
+    assert text.startswith("  File") and text.lstrip().startswith("File")
+    assert cut_thread.frames == whole_thread.frames
+    assert cut_thread.exception == whole_thread.exception
