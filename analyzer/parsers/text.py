@@ -61,7 +61,6 @@ from hangdoc.analyzer.parsers.base import (
 )
 from hangdoc.analyzer.parsers.faulthandler import FaulthandlerParser
 from hangdoc.analyzer.parsers.logs import LogParser
-from hangdoc.analyzer.parsers.logs.catalog_lines import prepare_catalog
 from hangdoc.analyzer.parsers.logs.parser import JOB_KINDS, is_error_json
 from hangdoc.analyzer.parsers.pyspy_text import PyspyTextParser
 from hangdoc.analyzer.parsers.stacks import (
@@ -239,9 +238,6 @@ class _LogSideAside:
         self._pool: ProcessPoolExecutor | None = None
         self._future: Future[tuple[ParsedFile, list[tuple[int, int]]]] | None = None
         try:
-            # the worker's first lines would build the catalog (0.1 s of its path, the
-            # longer of the two); built here, it is the caller's, shared by the fork
-            prepare_catalog()
             context = multiprocessing.get_context("fork")
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
             self._future = self._pool.submit(_log_side, str(path), display_path)

@@ -53,12 +53,6 @@ _PLACES = frozenset(
 )
 
 
-def prepare_catalog() -> None:
-    """The catalog's matcher built now, once per process (its files read, its patterns
-    compiled: about 0.1 s): a worker forked after this starts with it built."""
-    default_matcher()
-
-
 def catalog_match(text: str) -> CatalogMatch | None:
     """The most specific catalog row that recognises the line (the matcher's prefilter
     first: most lines hold no keyword of any row)."""
