@@ -31,11 +31,7 @@ _TIMEOUT = st.tuples(
 )
 
 
-@settings(max_examples=400, deadline=None)
-@given(timeouts=st.lists(_TIMEOUT, max_size=8))
-def test_the_first_timeout_is_the_one_the_list_per_candidate_found(
-    timeouts: list[tuple[int, float | None, str, bool]],
-) -> None:
+def _voices(timeouts: list[tuple[int, float | None, str, bool]]) -> list[Voice]:
     voices = []
     for index, (rank, when, source, clocked) in enumerate(timeouts):
         event = LogEvent(
@@ -45,4 +41,23 @@ def test_the_first_timeout_is_the_one_the_list_per_candidate_found(
         )  # fmt: skip
         clock = Clock.LOCAL if clocked else None
         voices.append(Voice(rank=rank, timeouts=[Placed(rank, event, index, when, clock)]))
+    return voices
+
+
+@settings(max_examples=400, deadline=None)
+@given(timeouts=st.lists(_TIMEOUT, max_size=8))
+def test_the_first_timeout_is_the_one_the_list_per_candidate_found(
+    timeouts: list[tuple[int, float | None, str, bool]],
+) -> None:
+    voices = _voices(timeouts)
     assert first_timeout(voices) is _list_per_candidate(voices)
+
+
+def test_a_first_one_a_lone_rank_and_a_tie() -> None:
+    first = _voices([(2, 1.0, "a.log", True), (0, 20.0, "a.log", True), (2, 25.0, "b.log", True)])
+    found = first_timeout(first)
+    assert found is not None and found.rank == 2 and found is _list_per_candidate(first)
+    lone = _voices([(3, 1.0, "a.log", True), (3, 20.0, "a.log", True)])  # no other rank
+    assert first_timeout(lone) is None and _list_per_candidate(lone) is None
+    tie = _voices([(0, 1.0, "a.log", True), (1, 2.0, "a.log", True)])  # within the poll
+    assert first_timeout(tie) is None and _list_per_candidate(tie) is None
