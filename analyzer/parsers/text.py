@@ -87,6 +87,7 @@ _NO_LOG_LINES = "no recognised log lines"
 # the log-line window read it): the word is looked for first, and a line a launcher
 # prefixed is that rank's own, no label.
 _MAX_LABEL = 60
+_REMEMBERED_FRAMES = 1 << 14
 _LAUNCHER_PREFIX = re.compile(r"\s*\[(?:rank|default)\d+\]:")
 _ERROR_JSON_HEAD = 4096
 # A file of py-spy or faulthandler dumps holds one per process, of every rank of a job
@@ -310,9 +311,17 @@ class _LineRouter:
 
     def __init__(self) -> None:
         self.labels: list[tuple[int, int]] = []
+        # The frame lines seen: a paste of a big job's stacks repeats the same few (every
+        # rank's "    all_reduce (torch/distributed/distributed_c10d.py:2501)"); a look-up
+        # is a tenth of the test of the line's shape.
+        self._frames: set[str] = set()
 
     def __call__(self, number: int, line: str) -> bool:
+        if line in self._frames:
+            return True
         if is_dump_frame(line):
+            if len(self._frames) < _REMEMBERED_FRAMES:
+                self._frames.add(line)
             return True
         if len(line) < 2 * _MAX_LABEL and ("ank" in line or "ANK" in line):
             self._label(number, line)

@@ -220,6 +220,7 @@ _DS_RANK_SEARCH = gate(_DS_RANK).search
 _MARKER_GATES = tuple((phase, gate(pattern)) for phase, pattern in _MARKERS)
 _SOME_MARKER = any_admits(tuple(g for _, g in _MARKER_GATES))
 _HAS_KEY = any_of(_KEYS)
+_HAS_COUNT_KEY = any_of(_COUNT_KEYS)
 # A rank's name right before a number: the number names the rank, it counts nothing.
 _RANK_BEFORE = re.compile(r"rank(?:_id)?\s*[:=#]?\s*$", re.IGNORECASE)
 
@@ -232,7 +233,7 @@ def match_count(text: str) -> Hit | None:
     ``… on [rank: 3]``): that rank is part of the count's identity, so that equal counts
     of several ranks stay several events (the majority a differing rank is compared with)
     until attribution reads the rank (parsers/logs/mentions.py)."""
-    if len(text) > 400 or not any(k in text for k in _COUNT_KEYS):
+    if len(text) > 400 or not _HAS_COUNT_KEY(text):
         return None
     text = strip_emphasis(text)
     m = _COUNT_SEARCH(text)

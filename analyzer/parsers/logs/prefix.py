@@ -105,6 +105,12 @@ _SHIPPER = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]+ [\w.@/-]+\[\d+\]: "
 )
 _MAX_ROUNDS = 10
+# The start of torchrun's prefix ("[rank3]:", "[default3]:"): a lower-case word after the
+# bracket then a digit, where every layer peel_line tries before the launchers' needs a
+# digit, a space, an upper-case letter, "NeMo", "rank=" or "titan" after a "[", and the
+# shippers' and srun's layers, the log tags and Open MPI's tag start with no "[" but
+# "[pod/" (tests/unit/logs/test_literal_gates.py holds the shortcut to every layer).
+_TORCHRUN_FIRST = re.compile(r"\[(?:rank|default)\d")
 
 
 def _own_layer(text: str, tag: LineTag) -> int:
@@ -188,25 +194,30 @@ def peel_line(raw: str) -> LineTag:
     for _ in range(_MAX_ROUNDS):
         if not text:
             break
-        if shippers_only and (m := _SRUN_LABEL.match(text)) is not None:
-            tag.rank, tag.tagged = int(m.group(1)), True
-            text = text[m.end() :]
+        if _TORCHRUN_FIRST.match(text):
+            # torchrun's "[rank3]:"/"[default3]:", on every line of most logs: no layer
+            # tried before the launchers' can start so (_TORCHRUN_FIRST), straight to them
             shippers_only = False
-            continue
-        shippers_only = shippers_only and _SHIPPER.match(text) is not None
-        if text[0] in " \t":
-            break
-        consumed = _own_layer(text, tag)
-        if consumed:
-            text = text[consumed:]
-            continue
-        if not tag.tagged and (m := _LEADING_TAG.match(text)):
-            text = text[m.end() :]
-            continue
-        if m := _MPI_RANK_TAG.match(text):
-            tag.rank, tag.tagged = int(m.group(1)), True
-            text = text[m.end() :]
-            continue
+        else:
+            if shippers_only and (m := _SRUN_LABEL.match(text)) is not None:
+                tag.rank, tag.tagged = int(m.group(1)), True
+                text = text[m.end() :]
+                shippers_only = False
+                continue
+            shippers_only = shippers_only and _SHIPPER.match(text) is not None
+            if text[0] in " \t":
+                break
+            consumed = _own_layer(text, tag)
+            if consumed:
+                text = text[consumed:]
+                continue
+            if not tag.tagged and (m := _LEADING_TAG.match(text)):
+                text = text[m.end() :]
+                continue
+            if m := _MPI_RANK_TAG.match(text):
+                tag.rank, tag.tagged = int(m.group(1)), True
+                text = text[m.end() :]
+                continue
         peeled = peel(text)
         if peeled.text == text:
             break

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hangdoc.analyzer.parsers import prefixes
-from hangdoc.analyzer.parsers.logs import phases, process, scanner
+from hangdoc.analyzer.parsers.logs import phases, prefix, process, scanner, torch_pg
 from hangdoc.analyzer.parsers.logs.literals import any_admits, any_of, gate, required_literals
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -155,3 +155,75 @@ def test_recorded_lines_the_splice_test_passes_over_have_nothing_to_split() -> N
     for line in _recorded_lines():
         if "[" in line and not _may_split(line):
             assert _splits(line) == [line], line
+
+
+def test_torch_and_count_keyword_lists_read_recorded_lines_as_before() -> None:
+    # torch_pg's 34 words and the count recogniser's six as one search each
+    lines = _recorded_lines()
+    for keys, has in (
+        (torch_pg._KEYWORDS, torch_pg._HAS_KEYWORD),
+        (phases._COUNT_KEYS, phases._HAS_COUNT_KEY),
+    ):
+        for line in lines:
+            assert has(line) == any(k in line for k in keys), line
+
+
+def _slow_peel(raw: str, monkeypatch: pytest.MonkeyPatch) -> prefix.LineTag:
+    """peel_line with its torchrun shortcut off: every layer tried in turn, as before it."""
+    with monkeypatch.context() as patched:
+        patched.setattr(prefix, "_TORCHRUN_FIRST", re.compile(r"(?!)"))
+        return prefix.peel_line(raw)
+
+
+_TORCHRUN_PIECES = st.sampled_from(
+    ["[rank3]:", "[default12]:", "[rank=2] ", "[titan] ", "[NeMo I 2025-01-02 03:04:05 x] ",
+     "2026-11-22 19:16:41,799 - ", "INFO - ", "[I1120 19:02:03.1 12 a.py:3] ", "[1,3]<stdout>:",
+     "  3: ", "node7 ", "x", " ", "[", "]", "step 3 | loss 2.0"]
+)  # fmt: skip
+
+
+@settings(
+    max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    head=st.sampled_from(["[rank", "[default"]),
+    digits=st.text("0123456789", min_size=1, max_size=5),
+    parts=st.lists(_TORCHRUN_PIECES, max_size=6),
+)
+def test_the_torchrun_shortcut_peels_as_every_layer_in_turn(
+    head: str, digits: str, parts: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for raw in (head + digits + "".join(parts), "".join(parts) + head + digits + "]: x"):
+        assert prefix.peel_line(raw) == _slow_peel(raw, monkeypatch), raw
+
+
+def test_recorded_lines_peel_the_same_with_the_torchrun_shortcut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lines = [line for line in _recorded_lines() if "[rank" in line or "[default" in line]
+    assert len(lines) > 200
+    for line in lines:
+        assert prefix.peel_line(line) == _slow_peel(line, monkeypatch), line
+
+
+class _ScannerWithoutBlankShortcut(scanner.Scanner):
+    def feed(self, lineno: int, raw: str) -> None:
+        if not raw:
+            self._physical(lineno, raw, 0)  # the way every line went before _blank
+            return
+        super().feed(lineno, raw)
+
+
+def test_blank_lines_scan_as_before() -> None:
+    # every recorded log, and every log with each third line emptied (as the text path's
+    # router empties a dump's frames): the same events either way
+    for path in sorted((ROOT / "fixtures").rglob("*")):
+        if not path.is_file() or path.suffix not in {".log", ".txt", ".out", ".err"}:
+            continue
+        lines = path.read_text(errors="replace").splitlines()
+        for variant in (lines, ["" if i % 3 == 2 else line for i, line in enumerate(lines)]):
+            fast, slow = scanner.Scanner(), _ScannerWithoutBlankShortcut()
+            for number, line in enumerate(variant, start=1):
+                fast.feed(number, line)
+                slow.feed(number, line)
+            assert repr(fast.finish()) == repr(slow.finish()), path
