@@ -60,7 +60,7 @@ from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, Parser
 from hangdoc.analyzer.parsers.hangdoc_json import load_json_object
 from hangdoc.analyzer.parsers.jsonio import as_dict, get_bool, get_list, get_str
 from hangdoc.analyzer.parsers.logs.window import UNATTRIBUTED, read_line_window
-from hangdoc.analyzer.parsers.text import TEXT_KINDS, TextParser
+from hangdoc.analyzer.parsers.text import TEXT_KINDS, TextParser, tail_copy
 from hangdoc.analyzer.parsers.unmangle import Unmangled
 from hangdoc.analyzer.summaries.read import absorb_summary, read_summary
 from hangdoc.collectors.jobformat import JOB_MANIFEST_NAME
@@ -498,7 +498,11 @@ class _Loader:
             if named is not None and (not ranks or named in ranks):
                 default_rank = named
         try:
-            windows = read_line_window(readable, display, default_rank)
+            if parsed.tail_bytes is None:
+                windows = read_line_window(readable, display, default_rank)
+            else:  # the lines the parsers read, numbered as their events are
+                with tail_copy(readable, parsed.tail_bytes) as tail:
+                    windows = read_line_window(tail, display, default_rank)
         except OSError:
             return  # the parser already read it; an error now is a race, not a new fact
         if fixed is not None:

@@ -36,6 +36,11 @@ class ParsedFile:
     process_groups: list[ProcessGroupInfo] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    # Where the parsers read only the file's last ``tail_bytes`` (a large paste of stacks),
+    # numbering its lines from there: whatever else reads the file's lines for this
+    # reading (the ranks' line windows) must read that tail too, or its lines, numbered
+    # from the file's start, would sit beside the events as if they came later.
+    tail_bytes: int | None = None
 
 
 class Parser(Protocol):

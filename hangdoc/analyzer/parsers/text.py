@@ -145,8 +145,9 @@ class TextParser:
         if kind is InputKind.STACK_TEXT and path.stat().st_size > WHOLE_STACKS_BYTES:
             # A large paste of stacks: both sides read the tail the stacks are read from
             # (the stacks that matter are near its end; its head is more of the same).
-            with _tail_copy(path) as tail:
+            with tail_copy(path, STACK_TEXT_BYTES) as tail:
                 parsed = _read(tail, display_path, kind)
+            parsed.tail_bytes = STACK_TEXT_BYTES
             parsed.notes.append(
                 f"{display_path}: a large paste of stacks; read from its last "
                 f"{STACK_TEXT_BYTES >> 20} MiB only, lines numbered from there"
@@ -292,10 +293,10 @@ def _composed(
 
 
 @contextmanager
-def _tail_copy(path: Path) -> Iterator[Path]:
-    """A temporary copy of the file's last STACK_TEXT_BYTES, cut at a line, with its name
+def tail_copy(path: Path, tail_bytes: int) -> Iterator[Path]:
+    """A temporary copy of the file's last ``tail_bytes``, cut at a line, with its name
     (a rank may be in it) and modification time (year-less stamps are dated by it)."""
-    text, _ = read_text_capped(path, STACK_TEXT_BYTES)
+    text, _ = read_text_capped(path, tail_bytes)
     with tempfile.TemporaryDirectory(prefix="hangdoc-tail-") as tmp:
         copy = Path(tmp) / path.name
         copy.write_text(text, encoding="utf-8")
