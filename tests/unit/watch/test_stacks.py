@@ -51,8 +51,12 @@ def test_a_process_that_computes_moves_between_samples(start: Start) -> None:
     proc = start(COMPUTE)
     exe = pyspy.find_pyspy()
     shots = []
-    for _ in range(6):
+    for _ in range(8):
         shots.append(stacks.take(proc.pid, exe, timeout_s=10))
         time.sleep(0.3)
-    assert all(s.error is None and s.threads for s in shots), shots
-    assert any(stacks.change(a, b) for a, b in itertools.pairwise(shots))
+    # A non-blocking read of a process that runs can catch it mid-change: py-spy then fails
+    # ("Failed to copy PyCodeObject … Bad address") or sees no thread. Such a shot says why
+    # (the loop notes it and decides nothing from it); the shots that read show the move.
+    read = [s for s in shots if s.error is None and s.threads]
+    assert len(read) >= 3, shots
+    assert any(stacks.change(a, b) for a, b in itertools.pairwise(read))
