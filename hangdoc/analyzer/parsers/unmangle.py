@@ -372,23 +372,32 @@ def _fences(lines: _Lines) -> int:
     return found
 
 
-def _shipper_tag(lines: _Lines) -> int:
-    """Remove the one tag a log shipper put on every line (``kubectl logs --prefix``'s
-    "[pod/NAME/CONTAINER] ", docker compose's "SERVICE-1  | "): it names a container, not
-    a rank, and on a wrapped line's rest it would pass for a new record. Several pods'
-    tags in one paste are left to the launcher peeler, line by line."""
+def _on_most_lines(lines: _Lines, pattern: re.Pattern[str], group: int) -> str | None:
+    """The ``group`` of ``pattern`` that starts most non-blank lines, where it starts enough
+    of them to be a shipper's (a tag on a few lines is the lines' own text)."""
     counts: dict[str, int] = {}
     meaningful = 0
     for text in lines.texts:
         if not text.strip():
             continue
         meaningful += 1
-        if (m := _SHIPPER_TAG.match(text)) is not None:
-            counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+        if (m := pattern.match(text)) is not None:
+            counts[m.group(group)] = counts.get(m.group(group), 0) + 1
     if not counts:
-        return 0
-    tag, seen = max(counts.items(), key=lambda item: item[1])
+        return None
+    found, seen = max(counts.items(), key=lambda item: item[1])
     if seen < _MIN_STREAM_LINES or seen < _STREAM_SHARE * meaningful:
+        return None
+    return found
+
+
+def _shipper_tag(lines: _Lines) -> int:
+    """Remove the one tag a log shipper put on every line (``kubectl logs --prefix``'s
+    "[pod/NAME/CONTAINER] ", docker compose's "SERVICE-1  | "): it names a container, not
+    a rank, and on a wrapped line's rest it would pass for a new record. Several pods'
+    tags in one paste are left to the launcher peeler, line by line."""
+    tag = _on_most_lines(lines, _SHIPPER_TAG, 0)
+    if tag is None:
         return 0
     changed = 0
     for k, text in enumerate(lines.texts):
@@ -403,18 +412,8 @@ def _shipper_tag(lines: _Lines) -> int:
 def _stream_column(lines: _Lines) -> int:
     """Remove a log stream's name that a shipper printed after its stamp on every line
     (``aws logs tail``: "TIME STREAM MESSAGE"); the stamp stays, it is the line's time."""
-    counts: dict[str, int] = {}
-    meaningful = 0
-    for text in lines.texts:
-        if not text.strip():
-            continue
-        meaningful += 1
-        if (m := _STAMPED_STREAM.match(text)) is not None:
-            counts[m.group(2)] = counts.get(m.group(2), 0) + 1
-    if not counts:
-        return 0
-    stream, seen = max(counts.items(), key=lambda item: item[1])
-    if seen < _MIN_STREAM_LINES or seen < _STREAM_SHARE * meaningful:
+    stream = _on_most_lines(lines, _STAMPED_STREAM, 2)
+    if stream is None:
         return 0
     changed = 0
     for k, text in enumerate(lines.texts):
