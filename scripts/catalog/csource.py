@@ -313,14 +313,9 @@ def split_plus(expr: str) -> list[str]:
 
 
 def _stream_type(arg: str) -> str:
-    low = arg.lower()
-    if re.fullmatch(r"-?\d+", arg.strip()):
-        return "int"
-    if any(w in low for w in ("rank", "seq", "size", "count", "numel", "_id", "port")) and (
-        "(" not in arg and "str" not in low and "name" not in low and "desc" not in low
-    ):
-        return "text"
-    return "text"
+    """An integer literal streamed into a message is an int; anything else prints as text
+    (a variable's type is not known from the source text alone)."""
+    return "int" if re.fullmatch(r"-?\d+", arg.strip()) else "text"
 
 
 def _short(expr: str) -> str:
