@@ -27,7 +27,9 @@ blocking wait`, `Exception (either an error or timeout) detected by watchdog at 
 last enqueued NCCL work: M, last completed NCCL work: K`, `failure detected by watchdog
 at work sequence id: N PG status: last enqueued work: M, last completed work: K`, dump
 signals, and gloo's `Timed out waiting … for recv/send`, grouped by process group
-(`PG GUID`, else the PG index). A rank that died first is left to HD030. Lines
+(`PG GUID`, else the PG index). A rank that died first is left to HD030; ranks whose own
+timeouts put them in different collectives at different SeqNums (another OpType, or
+another size) are not behind but out of step, and left to HD041. Lines
 without a PG prefix (torch < 2.3) where one rank names several SeqNums come from
 several process groups and are not compared; a rank whose last enqueued work reaches
 the stuck SeqNum issued it and is no laggard. Without a SeqNum of the group, the stuck
@@ -77,7 +79,7 @@ from hangdoc.analyzer.views.activity_table import (
 )
 from hangdoc.analyzer.views.silence import Behind, SeqFrom, Silence
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, watch_records
+from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, apart, watch_records
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -126,6 +128,8 @@ class LaggingRank(Rule):
         view = ctx.silence
         behind = {b.pg: b for b in view.behind}
         for pg, records in sorted(groups.items()):
+            if apart(pg, records) is not None:
+                continue  # stuck in different collectives, not behind: HD041
             finding: Finding | None = None
             if pg in behind:
                 finding = self._behind(behind[pg], records, view)
