@@ -105,6 +105,7 @@ _MODULES: tuple[RuleRow, ...] = (
     RuleRow("hd049_unheard_rank", "0.1.0 (issue 21)"),
     # Ranks out of step in different collectives (issue 21).
     RuleRow("hd041_timeouts_apart", "0.1.0 (issue 21)"),
+    RuleRow("hd042_horovod_ops_crossed", "0.1.0 (issue 21)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.
