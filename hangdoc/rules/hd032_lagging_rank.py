@@ -38,6 +38,9 @@ signal, not a statement (views/silence.py, ``Behind``). A dump signal "from this
 rank" with nothing in flight in its printing group means that rank's watchdog fired in
 another group: it is not behind in this one.
 
+When the ranks' own logs print the same count of data (batches, samples) with other values
+on some ranks (views/log_compare.py), that is why they parted: the finding is uneven data.
+
 A silent rank's silence counts where the evidence covers it past the others' timeouts
 (views/silence.py, ``Cover``): its live stacks or flight recorder dump, a line of its own
 after a timeout of theirs (later in the same text, or by the times of other files beyond
@@ -68,7 +71,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
-from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.views.activity_table import (
     TABLE,
@@ -77,6 +80,7 @@ from hangdoc.analyzer.views.activity_table import (
     phases_beginning,
     phrase,
 )
+from hangdoc.analyzer.views.log_compare import Divergence, DivergenceKind
 from hangdoc.analyzer.views.silence import Behind, SeqFrom, Silence
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, apart, watch_records
@@ -116,7 +120,12 @@ class LaggingRank(Rule):
     id = "HD032"
     name = "lagging-rank"
     summary = "watchdog timeouts show ranks that never issued the stuck collective"
-    categories = (Category.RANK_DIVERGENCE, Category.CHECKPOINT_SAVE, Category.EVAL_SOME_RANKS)
+    categories = (
+        Category.RANK_DIVERGENCE,
+        Category.CHECKPOINT_SAVE,
+        Category.EVAL_SOME_RANKS,
+        Category.UNEVEN_DATA,
+    )
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -152,6 +161,8 @@ class LaggingRank(Rule):
                     f"{event.event.text[:160]}",
                     evidence=(*finding.evidence, event.ref()),
                 )
+            elif (counts := _counts_differ(ctx)) is not None:
+                finding = _with_counts(finding, counts)
             yield finding
 
     def _behind(self, behind: Behind, records: dict[int, WatchRecord], view: Silence) -> Finding:
@@ -287,6 +298,42 @@ def _first_text(view: Silence, culprits: list[int]) -> str:
         )
     return "".join(parts)
 
+
+def _counts_differ(ctx: RuleContext) -> Divergence | None:
+    """The ranks' own logs print the same count of data (batches, samples) with other
+    values on some ranks (views/log_compare.py, COUNTER): why the ranks parted."""
+    found = [d for d in ctx.log_comparison.divergences if d.kind == DivergenceKind.COUNTER]
+    return found[0] if found else None
+
+
+def _with_counts(finding: Finding, counts: Divergence) -> Finding:
+    """The ranks out of step, and their own counts of data differ: uneven data is why."""
+    cited = counts.lines[0].line.text[:160] if counts.lines else counts.template
+    return replace(
+        finding,
+        category=Category.UNEVEN_DATA,
+        title=f"{finding.title}; the ranks' own data counts differ ({ranks_text(counts.ranks)} "
+        f"against {ranks_text(counts.others)})",
+        explanation=f"{finding.explanation} The ranks' own logs print the same count of data "
+        f"with other values on {ranks_text(counts.ranks)} ({cited}): with different amounts "
+        "of data, some ranks leave the loop early and the others wait in collectives they "
+        "never issue.",
+        fix=_UNEVEN_FIX,
+        evidence=(
+            *finding.evidence,
+            *(
+                EvidenceRef(c.line.source, c.line.text[:300], c.rank, c.line.line or None)
+                for c in counts.lines[:2]
+            ),
+        ),
+    )
+
+
+_UNEVEN_FIX = (
+    "Give every rank the same number of batches: DistributedSampler(drop_last=True) or a "
+    "dataset length divisible by the world size, or wrap the loop in "
+    "torch.distributed.algorithms.Join; print len(dataloader) on every rank to confirm."
+)
 
 _FIX = (
     "Find what the lagging ranks were doing (their last log lines, a py-spy dump next "
