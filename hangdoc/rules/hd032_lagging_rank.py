@@ -29,7 +29,9 @@ at work sequence id: N PG status: last enqueued work: M, last completed work: K`
 signals, and gloo's `Timed out waiting … for recv/send`, grouped by process group
 (`PG GUID`, else the PG index). A rank that died first is left to HD030; ranks whose own
 timeouts put them in different collectives at different SeqNums (another OpType, or
-another size) are not behind but out of step, and left to HD041. Lines
+another size) are not behind but out of step, and left to HD041; so is a rank whose own
+status shows work in flight at a SeqNum another rank has completed (it is in a collective
+the others paired with another one; which, its status does not say): no finding. Lines
 without a PG prefix (torch < 2.3) where one rank names several SeqNums come from
 several process groups and are not compared; a rank whose last enqueued work reaches
 the stuck SeqNum issued it and is no laggard. Without a SeqNum of the group, the stuck
@@ -83,7 +85,13 @@ from hangdoc.analyzer.views.activity_table import (
 from hangdoc.analyzer.views.log_compare import Divergence, DivergenceKind
 from hangdoc.analyzer.views.silence import Behind, SeqFrom, Silence
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, apart, watch_records
+from hangdoc.analyzer.views.watchdog import (
+    DEFAULT_PG,
+    WatchRecord,
+    apart,
+    paired_elsewhere,
+    watch_records,
+)
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -141,7 +149,11 @@ class LaggingRank(Rule):
                 continue  # stuck in different collectives, not behind: HD041
             finding: Finding | None = None
             if pg in behind:
-                finding = self._behind(behind[pg], records, view)
+                lag = behind[pg]
+                waiting = [rec for r, rec in records.items() if r not in lag.ranks]
+                if any(paired_elsewhere(records[r], waiting) for r in lag.ranks if r in records):
+                    continue  # in a collective the others paired with another: not behind
+                finding = self._behind(lag, records, view)
             elif pg in (DEFAULT_PG, "gloo") and not view.dead:
                 finding = self._silent(pg, records, view)
             if finding is None:

@@ -221,3 +221,21 @@ def apart(pg: str, records: dict[int, WatchRecord]) -> Apart | None:
         waiting=waiting,
         pg_known=known,
     )
+
+
+def paired_elsewhere(rec: WatchRecord, others: list[WatchRecord]) -> bool:
+    """``rec``'s own status shows work in flight at a SeqNum that another rank of the group
+    has completed (its status, or its timeout at a later SeqNum): that rank is not
+    elsewhere but in a collective the others paired with another one of theirs. Which one
+    its status does not say (a cut line, a status without its timeout): out of step, and
+    nothing more (HD041 names it when both collectives show)."""
+    if rec.last_enqueued is None or rec.last_completed is None:
+        return False
+    if rec.last_enqueued <= rec.last_completed:
+        return False  # nothing in flight: it never entered the next collective
+    stuck = rec.last_completed + 1
+    return any(
+        (o.last_completed is not None and o.last_completed >= stuck)
+        or (o.seq is not None and o.seq > stuck and o.last_enqueued is None)
+        for o in others
+    )

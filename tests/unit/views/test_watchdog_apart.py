@@ -6,7 +6,14 @@ from __future__ import annotations
 from hangdoc.analyzer.model import Evidence, LogEvent, ProcessEvidence
 from hangdoc.analyzer.payloads.torch_pg import CollectiveTimeout
 from hangdoc.analyzer.views.timeline import Timeline
-from hangdoc.analyzer.views.watchdog import Apart, ApartBy, apart, watch_records
+from hangdoc.analyzer.views.watchdog import (
+    Apart,
+    ApartBy,
+    WatchRecord,
+    apart,
+    paired_elsewhere,
+    watch_records,
+)
 from hangdoc.analyzer.vocabulary import EventKind
 
 
@@ -59,3 +66,18 @@ def test_far_apart_seqs_compare_only_when_the_group_is_named() -> None:
 def test_one_rank_alone_or_one_seq_is_not_apart() -> None:
     assert _apart((0, 33, "ALLREDUCE", 1, None)) is None
     assert _apart((0, 33, "ALLREDUCE", 1, None), (1, 33, "BROADCAST", 1, None)) is None
+
+
+def test_a_rank_with_work_in_flight_that_another_completed_was_paired_elsewhere() -> None:
+    # torch ≥ 2.3's status, "last enqueued NCCL work: N, last completed NCCL work: M"
+    # (ProcessGroupNCCL.cpp): rank 1 has 215121 in flight, rank 0 completed it.
+    stuck = WatchRecord(1, "default", seq=215121, last_enqueued=215121, last_completed=215120)
+    ahead = WatchRecord(0, "default", seq=215122, last_enqueued=215122, last_completed=215121)
+    assert paired_elsewhere(stuck, [ahead])
+    # Nothing in flight: it never entered the next collective (behind, HD032).
+    idle = WatchRecord(3, "default", last_enqueued=807, last_completed=807)
+    waiting = WatchRecord(0, "default", seq=808, last_enqueued=811, last_completed=807)
+    assert not paired_elsewhere(idle, [waiting])
+    # In flight at the SeqNum the others are stuck at too: the same collective.
+    late = WatchRecord(2, "default", seq=808, last_enqueued=808, last_completed=807)
+    assert not paired_elsewhere(late, [waiting])
