@@ -103,6 +103,9 @@ _MODULES: tuple[RuleRow, ...] = (
     RuleRow("hd111_file_lock_holder", "0.1.0 (issue 21)"),
     # Silence as evidence: the rank that cannot report (issue 21).
     RuleRow("hd049_unheard_rank", "0.1.0 (issue 21)"),
+    # Ranks out of step in different collectives (issue 21).
+    RuleRow("hd041_timeouts_apart", "0.1.0 (issue 21)"),
+    RuleRow("hd042_horovod_ops_crossed", "0.1.0 (issue 21)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.

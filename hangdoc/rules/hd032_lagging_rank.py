@@ -27,7 +27,11 @@ blocking wait`, `Exception (either an error or timeout) detected by watchdog at 
 last enqueued NCCL work: M, last completed NCCL work: K`, `failure detected by watchdog
 at work sequence id: N PG status: last enqueued work: M, last completed work: K`, dump
 signals, and gloo's `Timed out waiting … for recv/send`, grouped by process group
-(`PG GUID`, else the PG index). A rank that died first is left to HD030. Lines
+(`PG GUID`, else the PG index). A rank that died first is left to HD030; ranks whose own
+timeouts put them in different collectives at different SeqNums (another OpType, or
+another size) are not behind but out of step, and left to HD041; so is a rank whose own
+status shows work in flight at a SeqNum another rank has completed (it is in a collective
+the others paired with another one; which, its status does not say): no finding. Lines
 without a PG prefix (torch < 2.3) where one rank names several SeqNums come from
 several process groups and are not compared; a rank whose last enqueued work reaches
 the stuck SeqNum issued it and is no laggard. Without a SeqNum of the group, the stuck
@@ -35,6 +39,9 @@ work is the others' first uncompleted one (last completed + 1), and the finding 
 signal, not a statement (views/silence.py, ``Behind``). A dump signal "from this local
 rank" with nothing in flight in its printing group means that rank's watchdog fired in
 another group: it is not behind in this one.
+
+When the ranks' own logs print the same count of data (batches, samples) with other values
+on some ranks (views/log_compare.py), that is why they parted: the finding is uneven data.
 
 A silent rank's silence counts where the evidence covers it past the others' timeouts
 (views/silence.py, ``Cover``): its live stacks or flight recorder dump, a line of its own
@@ -66,7 +73,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
-from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.views.activity_table import (
     TABLE,
@@ -75,9 +82,16 @@ from hangdoc.analyzer.views.activity_table import (
     phases_beginning,
     phrase,
 )
+from hangdoc.analyzer.views.log_compare import Divergence, DivergenceKind
 from hangdoc.analyzer.views.silence import Behind, SeqFrom, Silence
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.views.watchdog import DEFAULT_PG, WatchRecord, watch_records
+from hangdoc.analyzer.views.watchdog import (
+    DEFAULT_PG,
+    WatchRecord,
+    apart,
+    paired_elsewhere,
+    watch_records,
+)
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -114,7 +128,12 @@ class LaggingRank(Rule):
     id = "HD032"
     name = "lagging-rank"
     summary = "watchdog timeouts show ranks that never issued the stuck collective"
-    categories = (Category.RANK_DIVERGENCE, Category.CHECKPOINT_SAVE, Category.EVAL_SOME_RANKS)
+    categories = (
+        Category.RANK_DIVERGENCE,
+        Category.CHECKPOINT_SAVE,
+        Category.EVAL_SOME_RANKS,
+        Category.UNEVEN_DATA,
+    )
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -126,9 +145,15 @@ class LaggingRank(Rule):
         view = ctx.silence
         behind = {b.pg: b for b in view.behind}
         for pg, records in sorted(groups.items()):
+            if apart(pg, records) is not None:
+                continue  # stuck in different collectives, not behind: HD041
             finding: Finding | None = None
             if pg in behind:
-                finding = self._behind(behind[pg], records, view)
+                lag = behind[pg]
+                waiting = [rec for r, rec in records.items() if r not in lag.ranks]
+                if any(paired_elsewhere(records[r], waiting) for r in lag.ranks if r in records):
+                    continue  # in a collective the others paired with another: not behind
+                finding = self._behind(lag, records, view)
             elif pg in (DEFAULT_PG, "gloo") and not view.dead:
                 finding = self._silent(pg, records, view)
             if finding is None:
@@ -148,6 +173,8 @@ class LaggingRank(Rule):
                     f"{event.event.text[:160]}",
                     evidence=(*finding.evidence, event.ref()),
                 )
+            elif (counts := _counts_differ(ctx)) is not None:
+                finding = _with_counts(finding, counts)
             yield finding
 
     def _behind(self, behind: Behind, records: dict[int, WatchRecord], view: Silence) -> Finding:
@@ -283,6 +310,42 @@ def _first_text(view: Silence, culprits: list[int]) -> str:
         )
     return "".join(parts)
 
+
+def _counts_differ(ctx: RuleContext) -> Divergence | None:
+    """The ranks' own logs print the same count of data (batches, samples) with other
+    values on some ranks (views/log_compare.py, COUNTER): why the ranks parted."""
+    found = [d for d in ctx.log_comparison.divergences if d.kind == DivergenceKind.COUNTER]
+    return found[0] if found else None
+
+
+def _with_counts(finding: Finding, counts: Divergence) -> Finding:
+    """The ranks out of step, and their own counts of data differ: uneven data is why."""
+    cited = counts.lines[0].line.text[:160] if counts.lines else counts.template
+    return replace(
+        finding,
+        category=Category.UNEVEN_DATA,
+        title=f"{finding.title}; the ranks' own data counts differ ({ranks_text(counts.ranks)} "
+        f"against {ranks_text(counts.others)})",
+        explanation=f"{finding.explanation} The ranks' own logs print the same count of data "
+        f"with other values on {ranks_text(counts.ranks)} ({cited}): with different amounts "
+        "of data, some ranks leave the loop early and the others wait in collectives they "
+        "never issue.",
+        fix=_UNEVEN_FIX,
+        evidence=(
+            *finding.evidence,
+            *(
+                EvidenceRef(c.line.source, c.line.text[:300], c.rank, c.line.line or None)
+                for c in counts.lines[:2]
+            ),
+        ),
+    )
+
+
+_UNEVEN_FIX = (
+    "Give every rank the same number of batches: DistributedSampler(drop_last=True) or a "
+    "dataset length divisible by the world size, or wrap the loop in "
+    "torch.distributed.algorithms.Join; print len(dataloader) on every rank to confirm."
+)
 
 _FIX = (
     "Find what the lagging ranks were doing (their last log lines, a py-spy dump next "

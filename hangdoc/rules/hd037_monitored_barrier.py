@@ -25,7 +25,9 @@ The monitored-barrier failure messages: the rank-0 report names the missing rank
 outright; the other ranks' "received errors … from rank 0" names rank 0 as the one to
 look at (weaker: with more than two ranks, rank 0 may have been reporting another one).
 The ranks that print it are reporters, never culprits. Horovod's stall warnings name the
-missing ranks outright.
+missing ranks outright; its oldest ones (before mid-2018) name only the ranks that were
+ready, which states no missing rank without the job's size, and are not read as such. A
+report whose ranks wait in different ops is HD042's.
 
 ## How to confirm
 Look at the last lines the named ranks printed and take their stacks; they are stuck or
@@ -43,6 +45,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.torch_pg import MissingRanks, Reporter
 from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier as BarrierReport
+from hangdoc.analyzer.views.stall_report import crossing
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -72,7 +75,10 @@ class MonitoredBarrier(Rule):
         tl = ctx.timeline
         events = tl.of(EventKind.MONITORED_BARRIER)
         if not events:
-            stalled = tl.of(EventKind.MISSING_RANKS)
+            reports = tl.of(EventKind.MISSING_RANKS)
+            if any(crossing(_missing(p)) is not None for p in reports):
+                return  # ranks waiting in different ops: HD042
+            stalled = [p for p in reports if _missing(p).ranks]
             if stalled:
                 yield self._stalled(stalled)
             return

@@ -15,7 +15,7 @@ timeout messages of the waiting ranks look the same in every case.
 ## Evidence used
 Collective, heartbeat and store timeouts (with their sequence numbers, operations and
 process groups), and the absence of any cause that the other log rules (HD030-HD037,
-HD039, HD2xx, HD3xx) recognise.
+HD039, HD041, HD042, HD2xx, HD3xx) recognise.
 
 ## How to confirm
 Not possible from these logs alone. Reproduce with more evidence (below).
@@ -53,6 +53,7 @@ _COLLECT = (
 # (it runs after them and reads their findings in ctx.prior).
 _CAUSAL_IDS = frozenset({
     "HD030", "HD031", "HD032", "HD033", "HD034", "HD035", "HD036", "HD037", "HD039",
+    "HD041", "HD042",
     "HD200", "HD201", "HD202", "HD203", "HD204", "HD205", "HD300", "HD301", "HD302",
 })  # fmt: skip
 

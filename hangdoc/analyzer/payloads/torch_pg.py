@@ -227,12 +227,26 @@ class MonitoredBarrier(EventPayload):
 
 
 @dataclass(frozen=True, slots=True)
+class StalledOp:
+    """One op (tensor) of a Horovod stall report with the ranks it names: those that had
+    submitted it (``ready``: Horovod before mid-2018 printed "[ready ranks: …]") or those
+    that had not (every later version: "[missing ranks: …]", "R: [op, …]")."""
+
+    op: str = ""
+    ranks: tuple[int, ...] = ()
+    ready: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class MissingRanks(EventPayload):
     """MISSING_RANKS: a library named ranks that never submitted an op (Horovod)."""
 
-    ranks: tuple[int, ...] = ()
+    ranks: tuple[int, ...] = ()  # the ranks the report states missing (none: not stated)
     op: str | None = None  # the op (tensor) name
     library: Backend | None = None
+    # Appended for issue 21: every op of one stall report with its ranks, so that ranks
+    # waiting in different ops show (views/stall_report.py).
+    stalled: tuple[StalledOp, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

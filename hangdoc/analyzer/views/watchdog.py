@@ -7,6 +7,7 @@ HD033 (different operations at one SeqNum) and HD034 (different sizes) compare t
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.payloads.torch_pg import Backend, CollectiveTimeout, InGroup, Work
@@ -123,3 +124,118 @@ def minority(
     culprits = sorted(r for _, ranks in ordered[1:] for r in ranks)
     minor_value = ordered[1][0] if len(ordered) > 1 else None
     return culprits, sorted(major), minor_value, major_value
+
+
+# Appended for issue 21: ranks stuck at different SeqNums of one group, each in its own
+# collective. Point-to-point OpTypes (c10d opTypeToString) are left out: a SEND and a RECV
+# of one pipeline are apart by design (HD048, HD105 read them). Sizes may differ for the
+# operations in UNEVEN_OK without anything being wrong (HD034 skips them too).
+P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE", "COALESCED"})
+UNEVEN_OK = frozenset(
+    {"ALLTOALL", "ALLTOALL_BASE", "SEND", "RECV", "GATHER", "SCATTER", "RECVANYSOURCE", "UNKNOWN"}
+)
+# Without the process group in the lines, two ranks' SeqNums far apart may count two
+# different groups (megatron and other multi-group jobs: hundreds or thousands apart); ranks
+# of one group out of step by a few collectives are near. Beyond this gap, with the group
+# unknown, nothing is compared.
+NEAR_SEQ = 8
+
+
+class ApartBy(enum.StrEnum):
+    """What differs between the collectives the ranks are stuck in."""
+
+    OP = "op"  # different OpTypes: a collective type mismatch
+    SIZE = "size"  # one OpType, different NumelIn: a size mismatch
+
+
+@dataclass(frozen=True, slots=True)
+class Apart:
+    """One group's ranks stuck in different collectives at different SeqNums."""
+
+    pg: str
+    by: ApartBy
+    # (seq, op, numel_in) -> the ranks stuck there, the culprits' side first
+    sides: tuple[tuple[tuple[int, str, int | None], tuple[int, ...]], ...]
+    culprits: tuple[int, ...]
+    waiting: tuple[int, ...]
+    pg_known: bool
+
+
+def _timeout_seqs(rec: WatchRecord) -> set[int]:
+    return {
+        w.seq
+        for p in rec.events
+        if p.kind == EventKind.COLLECTIVE_TIMEOUT
+        and (w := p.event.payload_as(Work)) is not None
+        and w.seq is not None
+    }
+
+
+def apart(pg: str, records: dict[int, WatchRecord]) -> Apart | None:
+    """The ranks of one group whose own watchdog timeouts name different SeqNums *and*
+    different collectives (another OpType, or the same one with another NumelIn).
+
+    A collective completes on a rank only when every rank of the group joined it, so ranks
+    of one group cannot be stuck at different SeqNums unless their sequences of collectives
+    differ: each side's collective was paired with another one on the other side. Where
+    the stuck collectives themselves differ, the ranks issued different collectives (or
+    sizes) at the point they met. Same OpType and size at different SeqNums (a broadcast
+    root one ahead) says nothing of that kind and is left to HD032."""
+    stuck = {
+        rank: rec
+        for rank, rec in records.items()
+        if rec.seq is not None and rec.op is not None and rec.seq in _timeout_seqs(rec)
+    }
+    if len(stuck) < 2:
+        return None
+    known = all(rec.pg_known for rec in stuck.values())
+    if not known and any(len(_timeout_seqs(rec)) > 1 for rec in stuck.values()):
+        return None  # one rank, several SeqNums, no group named: several groups in one
+    seqs = {rec.seq for rec in stuck.values() if rec.seq is not None}
+    if len(seqs) < 2 or (not known and max(seqs) - min(seqs) > NEAR_SEQ):
+        return None
+    ops = {str(rec.op).upper() for rec in stuck.values()}
+    if ops & P2P_OPS:
+        return None
+    if len(ops) > 1:
+        by = ApartBy.OP
+    else:
+        sizes = {rec.numel_in for rec in stuck.values()}
+        if ops & UNEVEN_OK or None in sizes or len(sizes) < 2:
+            return None
+        by = ApartBy.SIZE
+    sides: dict[tuple[int, str, int | None], list[int]] = {}
+    for rank, rec in sorted(stuck.items()):
+        key = (rec.seq or 0, str(rec.op), rec.numel_in if by is ApartBy.SIZE else None)
+        sides.setdefault(key, []).append(rank)
+    # The culprits are the smaller side; on a tie, the side at the lower SeqNum: it issued
+    # fewer collectives before the point they met, so it is the one that skipped some.
+    ordered = sorted(sides.items(), key=lambda kv: (len(kv[1]), kv[0][0]))
+    culprits = tuple(ordered[0][1])
+    waiting = tuple(sorted(r for _, ranks in ordered[1:] for r in ranks))
+    return Apart(
+        pg=pg,
+        by=by,
+        sides=tuple((key, tuple(ranks)) for key, ranks in ordered),
+        culprits=culprits,
+        waiting=waiting,
+        pg_known=known,
+    )
+
+
+def paired_elsewhere(rec: WatchRecord, others: list[WatchRecord]) -> bool:
+    """``rec``'s own status shows work in flight at a SeqNum that another rank of the group
+    has completed (its status, or its timeout at a later SeqNum): that rank is not
+    elsewhere but in a collective the others paired with another one of theirs. Which one
+    its status does not say (a cut line, a status without its timeout): out of step, and
+    nothing more (HD041 names it when both collectives show)."""
+    if rec.last_enqueued is None or rec.last_completed is None:
+        return False
+    if rec.last_enqueued <= rec.last_completed:
+        return False  # nothing in flight: it never entered the next collective
+    stuck = rec.last_completed + 1
+    return any(
+        (o.last_completed is not None and o.last_completed >= stuck)
+        or (o.seq is not None and o.seq > stuck and o.last_enqueued is None)
+        for o in others
+    )

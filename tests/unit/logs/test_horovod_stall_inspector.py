@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from hangdoc.analyzer.payloads.torch_pg import MissingRanks
+from hangdoc.analyzer.views.stall_report import crossing
 from hangdoc.analyzer.vocabulary import EventKind
 from tests.unit.logs.helpers import events, fields, parse
 
@@ -41,3 +43,63 @@ def test_a_list_without_its_header_is_not_read(tmp_path: Path) -> None:
     log = tmp_path / "out.log"
     log.write_text("3: [global_tensor_a, global_tensor_b]\n", encoding="utf-8")
     assert events(parse(log), EventKind.MISSING_RANKS.value) == []
+
+
+# Appended for issue 21: the ops of one report, and ranks waiting in different ops.
+
+
+def _report(tmp_path: Path, text: str) -> MissingRanks:
+    log = tmp_path / "horovod.log"
+    log.write_text(text, encoding="utf-8")
+    [(_, stall)] = events(parse(log), EventKind.MISSING_RANKS.value)
+    report = stall.payload_as(MissingRanks)
+    assert report is not None
+    return report
+
+
+def test_ranks_missing_different_ops_cross(tmp_path: Path) -> None:
+    # stall_inspector.cc since horovod#2289 (2020-09): "Missing ranks:" then "R: [ops]"
+    report = _report(
+        tmp_path,
+        f"{WARNING}\nMissing ranks:\n0: [loss_mean]\n3: [grad_a, grad_b ...]\nEpoch 2/90\n",
+    )
+    assert {(s.op, s.ranks, s.ready) for s in report.stalled} == {
+        ("loss_mean", (0,), False),
+        ("grad_a", (3,), False),
+        ("grad_b", (3,), False),
+    }
+    found = crossing(report)
+    assert found is not None and found.culprits == (0, 3)
+
+
+def test_one_rank_missing_every_op_does_not_cross(tmp_path: Path) -> None:
+    report = _report(tmp_path, f"{WARNING}\nMissing ranks:\n6: [grad_a, grad_b]\n")
+    assert crossing(report) is None
+
+
+def test_old_one_line_report_keeps_the_ready_ranks_of_each_op(tmp_path: Path) -> None:
+    # operations.cc before horovod commit 67708e27 (2018-06-27): "Stalled ops: <op> [ready
+    # ranks: …], …" on the warning's own line; the missing ranks are not stated.
+    report = _report(
+        tmp_path,
+        f"WARNING: {WARNING}Stalled ops: loss_mean [ready ranks: 3], "
+        "grad_a [ready ranks: 2, 0, 1], grad_b [ready ranks: 2, 0\n",
+    )
+    assert report.ranks == ()
+    assert [(s.op, s.ranks, s.ready) for s in report.stalled] == [
+        ("loss_mean", (3,), True),
+        ("grad_a", (2, 0, 1), True),
+        ("grad_b", (2, 0), True),
+    ]
+    found = crossing(report)
+    assert found is not None
+    assert (found.culprits, found.others) == ((3,), (0, 1, 2))
+
+
+def test_old_report_with_every_op_ready_on_the_same_ranks_does_not_cross(
+    tmp_path: Path,
+) -> None:
+    report = _report(
+        tmp_path, f"WARNING: {WARNING}Stalled ops: a [ready ranks: 1, 0], b [ready ranks: 0, 1]\n"
+    )
+    assert crossing(report) is None

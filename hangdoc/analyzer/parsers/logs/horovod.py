@@ -8,6 +8,12 @@ then one line per tensor, ``<tensor name> [missing ranks: 1, 3]`` (horovod/commo
 operations.cc, CheckForStalledTensors; horovod issue 1012 shows it under mpirun's
 ``[1,0]<stderr>:`` prefix). The ranks named are the ones the others wait for.
 
+Before mid-2018 (horovod/common/operations.cc up to commit 67708e27, 2018-06-27) the same
+warning listed, on its one line, the ranks that *had* submitted each op: "Stalled ops: <op>
+[ready ranks: 3], <op> [ready ranks: 2, 0, 1], …" (horovod issues 215, 312, 336). Those do
+not state the missing ranks (the job's size is not printed); the ops and their ready ranks
+are kept (``StalledOp``), so that ranks ready in different ops show.
+
 Also Horovod's shut-down error (SHUT_DOWN_ERROR, below): the echo of another rank's failure.
 """
 
@@ -17,10 +23,13 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
-from hangdoc.analyzer.payloads.torch_pg import Backend, ConnectionLost, MissingRanks
+from hangdoc.analyzer.payloads.torch_pg import Backend, ConnectionLost, MissingRanks, StalledOp
 from hangdoc.analyzer.vocabulary import EventKind
 
 _MISSING = re.compile(r"(?P<op>[\w./:\-]{1,200}) \[missing ranks: ?(?P<ranks>\d+(?:, ?\d+)*)\]")
+# One op of the old one-line report; the last one may be cut (no closing bracket).
+_READY = re.compile(r"(?P<op>[\w./:\-]{1,200}) \[ready ranks: ?(?P<ranks>\d+(?:, ?\d+)*)")
+_OP_LIMIT = 120  # characters of an op's name kept (TensorFlow's names run long)
 
 
 # horovod/common/operations.cc SHUT_DOWN_ERROR, raised on every rank whose background thread
@@ -37,15 +46,39 @@ def match_horovod(text: str) -> Hit | None:
     if "Horovod has been shut down" in text and _SHUT_DOWN.search(text):
         lost = ConnectionLost(backend=Backend.HOROVOD, message="Horovod has been shut down")
         return Hit(EventKind.CONNECTION_LOST, payload=lost, key=("horovod_shutdown",))
+    if "ready ranks" in text:
+        return _ready_report(text)
     if "missing ranks" not in text:
         return None
     m = _MISSING.search(text)
     if m is None:
         return None
     ranks = tuple(int(r) for r in m.group("ranks").split(","))
-    missing = MissingRanks(ranks=ranks, op=m.group("op")[-120:], library=Backend.HOROVOD)
+    op = m.group("op")[-_OP_LIMIT:]
+    missing = MissingRanks(
+        ranks=ranks,
+        op=op,
+        library=Backend.HOROVOD,
+        stalled=(StalledOp(op=op, ranks=ranks),),
+    )
     # One event per set of missing ranks: a stall lists every stalled tensor.
     return Hit(EventKind.MISSING_RANKS, payload=missing, key=("missing_ranks", ranks))
+
+
+def _ready_report(text: str) -> Hit | None:
+    """The old one-line report: every op with the ranks that had submitted it."""
+    stalled = tuple(
+        StalledOp(
+            op=m.group("op")[-_OP_LIMIT:],
+            ranks=tuple(int(r) for r in m.group("ranks").split(",")),
+            ready=True,
+        )
+        for m in _READY.finditer(text)
+    )
+    if not stalled:
+        return None
+    report = MissingRanks(op=stalled[0].op, library=Backend.HOROVOD, stalled=stalled)
+    return Hit(EventKind.MISSING_RANKS, payload=report, key=("stalled_ready", stalled))
 
 
 # Horovod ≥ 0.20's StallInspector (horovod/common/stall_inspector.cc,
@@ -64,6 +97,8 @@ class HorovodStallBlock:
 
     ranks: list[int] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
+    # Each listed rank's ops (" ..." marks a list Horovod cut after six).
+    ops_of: dict[int, list[str]] = field(default_factory=dict)
 
     @staticmethod
     def start(text: str) -> HorovodStallBlock | None:
@@ -77,17 +112,29 @@ class HorovodStallBlock:
             return False
         rank = m.group("rank")
         if rank is not None:
-            self.ranks.append(int(rank))
+            listed = int(rank)
         elif peeled_rank is not None:
-            self.ranks.append(peeled_rank)
+            listed = peeled_rank
         else:
             return False
-        self.ops.append(m.group("ops").split(",")[0].strip())
+        self.ranks.append(listed)
+        ops = [op.strip().removesuffix("...").strip() for op in m.group("ops").split(",")]
+        self.ops.append(ops[0])
+        self.ops_of.setdefault(listed, []).extend(op[-_OP_LIMIT:] for op in ops if op)
         return True
 
     def finish(self) -> Hit | None:
         if not self.ranks:
             return None
         ranks = tuple(sorted(set(self.ranks)))
-        missing = MissingRanks(ranks=ranks, op=self.ops[0][-120:], library=Backend.HOROVOD)
+        missing_from: dict[str, set[int]] = {}
+        for rank, ops in self.ops_of.items():
+            for op in ops:
+                missing_from.setdefault(op, set()).add(rank)
+        stalled = tuple(
+            StalledOp(op=op, ranks=tuple(sorted(who))) for op, who in missing_from.items()
+        )
+        missing = MissingRanks(
+            ranks=ranks, op=self.ops[0][-_OP_LIMIT:], library=Backend.HOROVOD, stalled=stalled
+        )
         return Hit(EventKind.MISSING_RANKS, payload=missing, key=("missing_ranks", ranks))

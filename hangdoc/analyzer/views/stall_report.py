@@ -1,0 +1,63 @@
+"""Horovod's stall report read across its ops: ranks waiting in different ops.
+
+Horovod's coordinator lists the ops (tensors) some ranks submitted and others did not
+(parsers/logs/horovod.py). One report that names rank A in op X but not in op Y, and rank
+B in op Y but not in op X, shows the ranks submitted *different* ops: each waits in an op
+the other never submits, the first of the two readings Horovod's own warning offers
+("different ranks are trying to submit different tensors"). Without such a crossing the
+report says only who is missing (HD037). Only the ops of one report are compared: two
+reports a minute apart may catch different slow ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hangdoc.analyzer.payloads.torch_pg import MissingRanks, StalledOp
+
+
+@dataclass(frozen=True, slots=True)
+class Crossing:
+    """Ranks of one stall report that wait in different ops."""
+
+    culprits: tuple[int, ...]  # the smaller side (every listed rank, for "missing" reports)
+    others: tuple[int, ...]  # the other side ("missing" reports do not name it: empty)
+    culprit_op: str  # an op the culprits submitted and the others did not
+    other_op: str  # an op the others submitted and the culprits did not
+
+
+def _submitted(stalled: tuple[StalledOp, ...], universe: set[int]) -> dict[int, frozenset[str]]:
+    """The ops of the report each rank had submitted."""
+    out: dict[int, set[str]] = {r: set() for r in universe}
+    for entry in stalled:
+        named = set(entry.ranks)
+        for rank in universe:
+            if (rank in named) == entry.ready:
+                out[rank].add(entry.op)
+    return {r: frozenset(ops) for r, ops in out.items()}
+
+
+def crossing(report: MissingRanks) -> Crossing | None:
+    """The ranks of ``report`` that submitted different ops, or None."""
+    stalled = report.stalled
+    if len({e.op for e in stalled}) < 2:
+        return None
+    universe = {r for e in stalled for r in e.ranks}
+    submitted = _submitted(stalled, universe)
+    ops = sorted({e.op for e in stalled})
+    for x in ops:
+        for y in ops:
+            if x == y:
+                continue
+            in_x_only = sorted(r for r, s in submitted.items() if x in s and y not in s)
+            in_y_only = sorted(r for r, s in submitted.items() if y in s and x not in s)
+            if not in_x_only or not in_y_only:
+                continue
+            if all(e.ready for e in stalled):
+                small, large = sorted((in_x_only, in_y_only), key=len)
+                cul_op, oth_op = (x, y) if small is in_x_only else (y, x)
+                return Crossing(tuple(small), tuple(large), cul_op, oth_op)
+            # "Missing" reports name only the ranks that lag in some op, each a culprit;
+            # the ranks that submitted every op are not named.
+            return Crossing(tuple(sorted(universe)), (), x, y)
+    return None
