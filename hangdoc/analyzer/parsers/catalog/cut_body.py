@@ -14,8 +14,8 @@ log prefix, a header) are not, and stay cut.
 Only the communication stack's rows are used (NCCL, torch, gloo, CUDA, the kernel):
 their messages speak of the library, never of what the job's own code was doing, so a
 line they claim is never read as the job's words. A claim needs enough literal text after
-the cut (``_MIN_TAIL_LETTERS``) and at least two of the row's literal words in the line,
-so that a job's own line cannot end like a library's by chance.
+the cut (``_MIN_TAIL_LETTERS`` letters in ``_MIN_TAIL_WORDS`` whole words), so that a
+line of its own cannot start like the end of a library's message by chance.
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ LIBRARY_PROJECTS = frozenset({"nccl", "torch", "gloo", "cuda", "kernel"})
 # Letters and digits of literal text that the row's end must hold after the cut (the
 # matcher's least is 12 for a whole row; an end is weaker evidence than a whole).
 _MIN_TAIL_LETTERS = 15
+# And that many whole literal words: one long name ("torch.distributed", the end of
+# "Failed to initialize torch.distributed") starts many a line of its own.
+_MIN_TAIL_WORDS = 3
+# The literal run the line starts in: its rest must hold this many letters, or what the
+# line starts with is the value of the slot after it ("[Rank " + "[E ProcessGroup…").
+_MIN_RUN_LETTERS = 8
+_ALNUM = re.compile(r"[A-Za-z0-9]")
 _MIN_SHARED_WORDS = 2
 # A literal word this common says nothing about which row it is ("failed", "the").
 _MAX_ROWS_PER_WORD = 400
@@ -102,9 +109,13 @@ def _tail_at(index: _TailIndex, row: int, line: str) -> tuple[int, str] | None:
         for cut in range(1, len(part)):
             if not line.startswith(part[cut:]):
                 continue
+            if not _ALNUM.search(part[:cut]):
+                break  # only a header's punctuation was cut ("] Watchdog …"): no body
+            if literal_length((part[cut:],)) < _MIN_RUN_LETTERS:
+                break  # the line starts with the slot after it, which takes any text
             tail: list[Part] = [part[cut:], *parts[number + 1 :]]
             letters = literal_length(tail)
-            if letters < _MIN_TAIL_LETTERS:
+            if letters < _MIN_TAIL_LETTERS or len(safe_words(tuple(tail))) < _MIN_TAIL_WORDS:
                 break  # later cuts leave less
             if index.pattern_from(row, number).match(part[:cut] + line) is not None:
                 return letters, part[:cut]
