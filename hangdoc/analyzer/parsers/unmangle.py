@@ -470,7 +470,7 @@ def _restored_body(texts: list[str]) -> tuple[int, int, str] | None:
     joined to it: the next lines that start no record of their own are tried with it.
     (first line, lines taken, restored text)."""
     first = next((k for k, t in enumerate(texts) if t.strip()), None)
-    if first is None or _NEW_RECORD.match(texts[first]):
+    if first is None or _NEW_RECORD.match(texts[first].lstrip()):
         return None
     text = texts[first]
     for taken in range(1, _MAX_CUT_PIECES + 1):

@@ -43,9 +43,10 @@ _MIN_TAIL_LETTERS = 15
 # And that many whole literal words: one long name ("torch.distributed", the end of
 # "Failed to initialize torch.distributed") starts many a line of its own.
 _MIN_TAIL_WORDS = 3
-# The literal run the line starts in: its rest must hold this many letters, or what the
-# line starts with is the value of the slot after it ("[Rank " + "[E ProcessGroup…").
-_MIN_RUN_LETTERS = 8
+# The literal run the line starts in, followed by a text slot: its rest must hold this
+# many letters, or the line starts with that slot's value, and a text slot takes any text
+# ("[Rank " + "[E ProcessGroupNCCL.cpp:828] [Rank 3" + "] Watchdog caught …").
+_MIN_RUN_LETTERS = 3
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 _MIN_SHARED_WORDS = 2
 # A literal word this common says nothing about which row it is ("failed", "the").
@@ -111,8 +112,13 @@ def _tail_at(index: _TailIndex, row: int, line: str) -> tuple[int, str] | None:
                 continue
             if not _ALNUM.search(part[:cut]):
                 break  # only a header's punctuation was cut ("] Watchdog …"): no body
-            if literal_length((part[cut:],)) < _MIN_RUN_LETTERS:
-                break  # the line starts with the slot after it, which takes any text
+            after = parts[number + 1] if number + 1 < len(parts) else None
+            if (
+                literal_length((part[cut:],)) < _MIN_RUN_LETTERS
+                and isinstance(after, Slot)
+                and after.type == "text"
+            ):
+                break  # the line starts with the text slot after it, which takes any text
             tail: list[Part] = [part[cut:], *parts[number + 1 :]]
             letters = literal_length(tail)
             if letters < _MIN_TAIL_LETTERS or len(safe_words(tuple(tail))) < _MIN_TAIL_WORDS:
