@@ -28,7 +28,7 @@ here, by mechanism, outermost first:
    that width is joined to the next unless the next starts like a record of its own (a
    time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line,
    the next row of one template);
-8. a first line that a selection cut inside a library message's body (``led to get …``)
+8. a first line that a selection cut inside a library message's body (`` to recv from …``)
    gets the cut-away start of the message back from the message catalog, whose row's
    body the line ends (``_restored_body``, parsers/catalog/cut_body.py).
 

@@ -1,21 +1,26 @@
 """A first line cut inside a message body, read back from the catalog row whose end it is.
 
 A selection that starts in the middle of a paste's first line takes the header with it,
-and often the first words of the message body too: ``led to get exception dump flag …``,
-`` to recv from 10.0.0.2<41468> failed : …``. The matcher searches a row's whole body, so
-the line is no longer any row's, and its remaining words read as the job's own
-(issue 21 item 3). The catalog's rows are the message bodies as the sources print them,
-so the cut line is matched against their *ends*: a row claims the line when the line
-starts inside one of the row's literal runs (the run's rest is the line's start) and the
-row's template matches the line from there on. The literal run's cut-away start is then
-known text, put back so that every reader reads the message whole; slots before it (a
-log prefix, a header) are not, and stay cut.
+and often the first words of the message body too: ``ive operation timeout: WorkNCCL(…``
+(torch's watchdog), `` to recv from 10.0.0.2<41468> failed : …`` (NCCL's socket WARN).
+The matcher searches a row's whole body, so the line is no longer any row's, and what it
+said is lost or its remaining words read as the job's own (issue 21 item 3). The
+catalog's rows are the message bodies as the sources print them, so the cut line is
+matched against their *ends*: a row claims the line when the line starts inside one of
+the row's literal runs (the run's rest is the line's start) and the row's template
+matches the line from there on. The literal run's cut-away start is then known text,
+put back so that every reader reads the message whole; slots before it (a log prefix, a
+header) are not, and stay cut.
 
-Only the communication stack's rows are used (NCCL, torch, gloo, CUDA, the kernel):
-their messages speak of the library, never of what the job's own code was doing, so a
-line they claim is never read as the job's words. A claim needs enough literal text after
-the cut (``_MIN_TAIL_LETTERS`` letters in ``_MIN_TAIL_WORDS`` whole words), so that a
-line of its own cannot start like the end of a library's message by chance.
+Only the communication stack's rows are used (NCCL, torch, gloo, CUDA, the kernel): the
+messages a paste starts with are theirs far more often than a framework's, and the
+frameworks' rows say the same words around other values (Horovod's own copy of NCCL's
+recv failure, tried too, took NCCL's line from it and named another culprit). A claim
+needs the cut inside the body's words (not only a header's punctuation, not the value of
+a text slot, which takes any text), and enough literal text after the cut
+(``_MIN_TAIL_LETTERS`` letters in ``_MIN_TAIL_WORDS`` whole words), so that a line of its
+own cannot start like the end of a library's message by chance: on the casebook's 469
+unmangled files no first line is claimed.
 """
 
 from __future__ import annotations
