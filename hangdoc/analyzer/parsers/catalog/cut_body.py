@@ -57,6 +57,7 @@ _MIN_SHARED_WORDS = 2
 # A literal word this common says nothing about which row it is ("failed", "the").
 _MAX_ROWS_PER_WORD = 400
 _MAX_CANDIDATES = 48
+_MAX_LINE = 4000  # the matcher's limit too (matcher.py)
 _WORDS = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 
 
@@ -142,8 +143,9 @@ def cut_body(line: str) -> CutBody | None:
         return None
     index = _index()
     best: tuple[int, int, str] | None = None
-    for row in index.candidates(line):
-        found = _tail_at(index, row, line)
+    head = line[:_MAX_LINE]  # a message body is short; a line may be a megabyte of JSON
+    for row in index.candidates(head):
+        found = _tail_at(index, row, head)
         if found is not None and (best is None or found[0] > best[0]):
             best = (found[0], row, found[1])
     if best is None:
