@@ -86,6 +86,8 @@ class MonitoredBarrier(Rule):
         if direct:
             events = direct  # rank 0's own report names the missing ranks
         culprits = sorted({r for p in events for r in _barrier(p).ranks})
+        if direct and not culprits:
+            return  # its ranks cut off (a wrap, a cut selection): it names nobody
         reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
         if not direct:
             yield self._from_peers(events, culprits, reporters)

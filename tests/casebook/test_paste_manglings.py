@@ -20,27 +20,13 @@ from hangdoc.paste_mangling import COMBINED, MANGLINGS, Mangling
 from hangdoc.paste_survival import Row, survey, survival_table
 
 CASES = Path(__file__).resolve().parents[2] / "fixtures" / "cases"
-# A cut at half the first line cuts message bodies, not headers: what is left of the line
-# may name another activity ("… best_validation_loss …" of a checkpoint line) or lose the
-# rank a decision turned on. Its answers may change; these are the ones that do today,
-# and no other may join them.
+# A cut at half the first line cuts message bodies, not headers. A library's message cut
+# so is read back from the catalog row whose body it ends (parsers/catalog/cut_body.py);
+# what no mechanism can give back is evidence that lay wholly in the half cut away: a
+# progress bar that the next message was glued to (axolotl-2684: without it, rank 1's
+# store timeout reads as a setup that never completed). Its answer may change; no other.
 MIDDLE_CUT = "cut first line (middle)"
-MIDDLE_CUT_CHANGES = frozenset(
-    {
-        "ace-851-midepoch-checkpoint-save-timeout",
-        "axolotl-2684-tokenization-socket-timeout",
-        "colossalai-2531-allgather-timeout-rank1-killed",
-        "horovod-3611-k8s-socket-recv-timeout",
-        "horovod-584-multimachine-connect-refused",
-        "nemo-13562-broadcast-vs-allgather",
-        "pytorch-128680-heartbeat-store-reset",
-        "returnn-1648-shm-bus-error-faulthandler",
-    }
-)
-# A single line longer than the wrap width leaves one piece at the width: no width shows,
-# so nothing is joined (joining lone long lines joins natural ones too), and a line cut
-# inside its decisive words ("… from ra" / "nk 0.") reads as less.
-SINGLE_WRAP_CHANGES = frozenset({("cosyvoice-1727-join-monitored-barrier-rank0", "wrap 200")})
+MIDDLE_CUT_CHANGES = frozenset({"axolotl-2684-tokenization-socket-timeout"})
 # Of the answers hangdoc gets right, the share that must stay the same under every
 # mangling together (docs/accuracy.md, "Pastes"); raised as it improves.
 SURVIVAL_FLOOR = 0.975
@@ -59,8 +45,7 @@ def rows() -> dict[str, Row]:
 def test_a_mangled_paste_never_gets_another_answer(rows: dict[str, Row], mangling: str) -> None:
     row = rows[mangling]
     assert row.outcomes, "the mangling changed no case"
-    other = [o for o in row.violations if (o.case_id, mangling) not in SINGLE_WRAP_CHANGES]
-    assert other == [], "\n".join(o.describe() for o in other)
+    assert row.violations == [], "\n".join(o.describe() for o in row.violations)
 
 
 def test_a_first_line_cut_in_half_changes_no_other_answer(rows: dict[str, Row]) -> None:

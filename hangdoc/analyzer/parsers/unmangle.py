@@ -27,7 +27,10 @@ here, by mechanism, outermost first:
    share exactly with no line longer (a spike at the maximum, not a slope), and a line at
    that width is joined to the next unless the next starts like a record of its own (a
    time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line,
-   the next row of one template).
+   the next row of one template);
+8. a first line that a selection cut inside a library message's body (`` to recv from …``)
+   gets the cut-away start of the message back from the message catalog, whose row's
+   body the line ends (``_restored_body``, parsers/catalog/cut_body.py).
 
 A CRLF's "\r" is dropped as the lines are split. Line numbers stay those of the file the
 user gave: ``Unmangled.line_map`` maps each line of the new text back, so evidence cites
@@ -41,6 +44,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hangdoc.analyzer.parsers.catalog.cut_body import cut_body
 from hangdoc.analyzer.parsers.prefixes import strip_colours
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME as PYSPY_FRAME
 
@@ -85,6 +89,8 @@ _MIN_CUT_TOKEN = 6
 _CUT_AGREE = 4
 _CUT_LOOKAHEAD = 200
 _MAX_HEAD = 48
+# A cut first line of a wrapped paste, with the wrap's rest: lines tried together.
+_MAX_CUT_PIECES = 3
 _MIN_JOINS = 2
 _SAME_CHARS = 10
 _DIGITS = re.compile(r"\d+")
@@ -455,6 +461,40 @@ def _cut_head(lines: _Lines) -> int:
     return 1
 
 
+def _restored_body(texts: list[str]) -> tuple[int, int, str] | None:
+    """Restore the start of a first line that a selection cut inside a library message's
+    body, from the catalog row whose body's end the line is (parsers/catalog/cut_body.py):
+    the row's literal text before the cut is what the library printed there. A line that
+    starts as a record does (a header, a stamp, a prefix) was not cut in its body. A cut
+    line of a hard-wrapped paste is shorter than the wrap width, so the wrap's rest is not
+    joined to it: the next lines that start no record of their own are tried with it.
+    (first line, lines taken, restored text)."""
+    first = next((k for k, t in enumerate(texts) if t.strip()), None)
+    if first is None or _NEW_RECORD.match(texts[first].lstrip()):
+        return None
+    text = texts[first]
+    for taken in range(1, _MAX_CUT_PIECES + 1):
+        if taken > 1:
+            if first + taken > len(texts) or _NEW_RECORD.match(texts[first + taken - 1]):
+                return None
+            text += texts[first + taken - 1]
+        found = cut_body(text)
+        if found is not None:
+            return first, taken, found.restored
+    return None
+
+
+def _cut_body(lines: _Lines) -> int:
+    restored = _restored_body(lines.texts)
+    if restored is None:
+        return 0
+    first, taken, text = restored
+    lines.texts[first : first + taken] = [text]
+    del lines.origin[first + 1 : first + taken]
+    del lines.code[first + 1 : first + taken]
+    return taken
+
+
 def _indented(text: str) -> bool:
     """Every line indented (a margin to find), or an indented block after a blank line."""
     return not _SIGN_FLUSH.search(text) or bool(_SIGN_BLOCK.search(text))
@@ -474,6 +514,12 @@ _STEPS: tuple[_Step, ...] = (
 # it, backticks of its own messages included ("use `--gpu_ids`"), so the widths that show
 # the wrap are measured before any of them is taken for Markdown.
 _EMPHASIS: _Step = (lambda t: "**" in t or "`" in t, _emphasis, "Markdown emphasis")
+# Undone last, on the first line as the other layers left it (whole, unquoted, plain).
+_CUT_BODY: _Step = (
+    lambda _: True,
+    _cut_body,
+    "a cut in the first line's message (its start restored from the message catalog)",
+)
 
 
 def might_be_mangled(text: str) -> bool:
@@ -492,6 +538,7 @@ def might_be_mangled(text: str) -> bool:
         or _SHIPPER_TAG.match(text) is not None
         or wrap_width(text.split("\n", 20000)[:20000]) is not None
         or _restored_head([t.rstrip("\r") for t in head]) is not None
+        or _restored_body([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
     )
 
 
@@ -519,11 +566,12 @@ def unmangle(text: str) -> Unmangled | None:
     if joins:
         undone.append(f"a hard wrap at {width} columns ({joins} lines joined)")
         current = "\n".join(lines.texts)
-    signed, step, what = _EMPHASIS
-    count = step(lines) if signed(current) else 0
-    if count:
-        undone.append(what)
-        changed += count
+    for signed, step, what in (_EMPHASIS, _CUT_BODY):
+        count = step(lines) if signed(current) else 0
+        if count:
+            undone.append(what)
+            changed += count
+            current = "\n".join(lines.texts)
     if not undone:
         return None
     body = "\n".join(lines.texts) + ("\n" if ends else "")

@@ -40,6 +40,21 @@ _TELLING = frozenset(
 )
 
 
+_NAME = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def _beside_losses(text: str) -> list[str]:
+    """The words of a line outside the names of the losses it reports: a strong word in a
+    loss's name says which loss ("best_validation_loss 0.2032" is a number the last
+    evaluation left), not what the job is doing now."""
+    words: list[str] = []
+    for name in _NAME.split(text):
+        own = tokens(name)
+        if not _TRAINING.intersection(own):
+            words.extend(own)
+    return words
+
+
 @dataclass(frozen=True, slots=True)
 class LastWords:
     meaning: Activity
@@ -141,7 +156,7 @@ def last_words(
                 # A training step's report ("loss=1.54, batch_size=4, d_time=0.02"): it was
                 # training, unless a strong word says more (a save message glued to the
                 # last training bar: torchtune #2059).
-                meaning = meaning_of(words, strong_only=True)
+                meaning = meaning_of(_beside_losses(line.text), strong_only=True)
                 if meaning not in _TELLING:
                     break
             meaning = known or meaning_of(words)

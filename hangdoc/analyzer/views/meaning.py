@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import FileMode, Frame, ProcessEvidence
@@ -99,6 +99,28 @@ def meaning_of(words: Iterable[str], *, strong_only: bool = False) -> Activity |
     return None
 
 
+# In a line of text, two weak words say an activity only this close together (at most two
+# words between: "saving the model", "writing shard 3"); far apart they belong to other
+# phrases ("… exception dump flag from the global store", torch's heartbeat monitor).
+_NEAR = 3
+
+
+def line_meaning(words: Sequence[str], *, strong_only: bool = False) -> Activity | None:
+    """The activity a line of text names (its tokens in order): a strong word, or two
+    weak words of one activity within ``_NEAR`` tokens of each other. An identifier's
+    words sit together by construction; a sentence's words need to, to be one phrase."""
+    found = meaning_of(words, strong_only=True)
+    if found is not None or strong_only:
+        return found
+    if meaning_of(words) is None:
+        return None
+    for start in range(len(words)):
+        found = meaning_of(words[start : start + _NEAR + 1])
+        if found is not None:
+            return found
+    return None
+
+
 class SignalKind(enum.StrEnum):
     """Where a piece of evidence for a meaning was read."""
 
@@ -161,7 +183,7 @@ def log_signal(process: ProcessEvidence) -> Signal | None:
     if not process.log_lines:
         return None
     last = process.log_lines[-1]
-    meaning = meaning_of(tokens(last.text))
+    meaning = line_meaning(tokens(last.text))
     return Signal(meaning, SignalKind.LOG, last.text[:200]) if meaning is not None else None
 
 

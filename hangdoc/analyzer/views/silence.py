@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.model import Evidence, LogLine
@@ -81,7 +81,7 @@ from hangdoc.analyzer.payloads.torch_pg import (
 from hangdoc.analyzer.views.deaths import Death, first_deaths
 from hangdoc.analyzer.views.log_compare import masked, same_progress
 from hangdoc.analyzer.views.timeline import SKEW_S, Placed, Timeline
-from hangdoc.analyzer.views.watchdog import WatchRecord, watch_records
+from hangdoc.analyzer.views.watchdog import WatchRecord, unnamed_timeouts, watch_records
 from hangdoc.analyzer.vocabulary import Clock, EventKind
 
 
@@ -468,11 +468,14 @@ def _abreast(
     return tuple(found)
 
 
-def _seq_of(records: dict[int, WatchRecord]) -> tuple[int, SeqFrom] | None:
+def _seq_of(
+    records: dict[int, WatchRecord], unnamed: Sequence[int] = ()
+) -> tuple[int, SeqFrom] | None:
     """The sequence number most ranks of a group are stuck at: stated by their timeout or
-    status lines, else inferred from the status of the ranks with work in flight (the
-    first work they have not completed)."""
-    stated = Counter(r.seq for r in records.values() if r.seq is not None)
+    status lines (``unnamed``: those of timeout lines whose rank is not known, each a rank
+    too), else inferred from the status of the ranks with work in flight (the first work
+    they have not completed)."""
+    stated = Counter([*(r.seq for r in records.values() if r.seq is not None), *unnamed])
     if stated:
         return max(stated.items(), key=lambda kv: (kv[1], kv[0]))[0], SeqFrom.STATED
     in_flight = Counter(
@@ -500,12 +503,15 @@ def _mixed_groups(records: dict[int, WatchRecord]) -> bool:
     )
 
 
-def behind_in(pg: str, records: dict[int, WatchRecord], dead: frozenset[int]) -> Behind | None:
+def behind_in(
+    pg: str, records: dict[int, WatchRecord], dead: frozenset[int], unnamed: Sequence[int] = ()
+) -> Behind | None:
     """The ranks of one group that never entered the collective the others are stuck at:
     their last enqueued work is below its sequence number, or (no enqueued number) their
     own timeout is at an earlier one. Only a minority: when most ranks are behind, the
-    few ahead may as well be the ones that diverged."""
-    found = _seq_of(records)
+    few ahead may as well be the ones that diverged. ``unnamed``: the sequence numbers of
+    timeout lines of the group whose rank is not known (a cut prefix), ranks all the same."""
+    found = _seq_of(records, unnamed)
     if found is None or _mixed_groups(records):
         return None
     seq, seq_from = found
@@ -521,7 +527,7 @@ def behind_in(pg: str, records: dict[int, WatchRecord], dead: frozenset[int]) ->
             and not (rec.last_enqueued is not None and rec.last_enqueued >= seq)
         ):
             behind[rank] = rec.seq - 1  # its own failure at an earlier work: stopped before
-    if not behind or len(behind) >= len(records):
+    if not behind or len(behind) >= len(records) + len(unnamed):
         return None
     waiting = tuple(sorted(set(records) - set(behind) - dead))
     if not waiting:
@@ -561,10 +567,11 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
     job = job_size(evidence, tl)
     timed_out = {r for r, v in voices.items() if v.timed_out}
     notified_only = tuple(sorted(r for r, v in voices.items() if v.notices and not v.timed_out))
+    unnamed = unnamed_timeouts(tl)
     behind = tuple(
         b
         for pg, records in sorted(watch_records(tl).items())
-        if (b := behind_in(pg, records, dead))
+        if (b := behind_in(pg, records, dead, unnamed.get(pg, ())))
     )
     quiet: tuple[int, ...] = ()
     covered: dict[int, Cover] = {}

@@ -239,3 +239,18 @@ def paired_elsewhere(rec: WatchRecord, others: list[WatchRecord]) -> bool:
         or (o.seq is not None and o.seq > stuck and o.last_enqueued is None)
         for o in others
     )
+
+
+def unnamed_timeouts(tl: Timeline) -> dict[str, list[int]]:
+    """Per process group, the sequence numbers of collective timeouts whose rank is not
+    known: a line whose rank prefix a paste's cut took (``… Watchdog caught collective
+    operation timeout: WorkNCCL(SeqNum=…``) is still a rank stuck at that number, and
+    counts where the ranks' numbers are compared (views/silence.py ``behind_in``)."""
+    out: dict[str, list[int]] = {}
+    for p in tl.of(EventKind.COLLECTIVE_TIMEOUT):
+        work = p.event.payload_as(CollectiveTimeout)
+        if p.rank is not None or work is None or work.seq is None:
+            continue
+        pg = "gloo" if work.backend == Backend.GLOO else _pg_key(work)[0]
+        out.setdefault(pg, []).append(work.seq)
+    return out

@@ -98,6 +98,13 @@ class Catalog:
             if keyword and raw.get("matchable"):
                 yield index, str(keyword)
 
+    def templates(self) -> Iterator[tuple[int, str, tuple[Part, ...]]]:
+        """(row index, project, template parts) of every row the matcher may try, without
+        building the rows (a row's meaning is looked up when it is built)."""
+        for index, (project, raw) in enumerate(self._raw):
+            if raw.get("keyword") and raw.get("matchable"):
+                yield index, project, parts_from_json(raw["parts"])
+
     def row(self, index: int) -> CatalogRow:
         built = self._built[index]
         if built is None:

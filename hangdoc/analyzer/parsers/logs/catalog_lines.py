@@ -40,6 +40,8 @@ _MESSAGE_LIMIT = 300
 # also the end of torch's "ncclUnhandledCudaError: Call to CUDA function failed." wrapped
 # mid-word.
 _HEADLESS_MIN = 15
+_LEVEL_WORDS = ("NCCL INFO", "NCCL WARN")
+_LEVEL_END_MIN = 2  # "FO", "RN": fewer letters are any word's end
 # The NCCL reader's kinds that say where processes, ranks and links are, not that
 # anything failed.
 _PLACES = frozenset(
@@ -68,7 +70,12 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
             return None
     head = text[: found.start]
     header = nccl_header(head) if head else None
-    if header is None and found.row.project == "nccl" and found.row.specificity < _HEADLESS_MIN:
+    if (
+        header is None
+        and found.row.project == "nccl"
+        and found.row.specificity < _HEADLESS_MIN
+        and not _level_end(head)
+    ):
         return None  # a few words another program may say too ("Call to %s failed")
     if header is not None and header.where and not _printed_at(found.row, header.where):
         # another file's message that this line's words fit as well: the row of the file
@@ -101,6 +108,13 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
                 setup = warn_at_setup(header.where, hit.payload.message or "")
                 hit.payload = dataclasses.replace(hit.payload, setup=setup)
     return hit
+
+
+def _level_end(head: str) -> bool:
+    """The text before the body is all a selection left of NCCL's header: the end of its
+    ``NCCL INFO`` / ``NCCL WARN`` (``NFO ``, ``WARN ``), a trace of NCCL's header."""
+    left = head.strip()
+    return len(left) >= _LEVEL_END_MIN and any(w.endswith(left) for w in _LEVEL_WORDS)
 
 
 def _nccl_body(found: CatalogMatch, text: str, header: NcclHeader | None) -> Hit | None:

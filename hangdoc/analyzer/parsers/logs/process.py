@@ -198,6 +198,9 @@ _LOADER_WORKER = re.compile(
     # (the message's body: a paste that cut its start keeps "…bus error encountered in worker")
     r"|(?:Unexpected )?(?P<what>segmentation fault|bus error|floating-point exception) "
     r"encountered in worker"
+    # (the SIGBUS message's second sentence, which only that handler prints: a cut that
+    # took the first one keeps "…might be caused by insufficient shared memory (shm).")
+    r"|(?P<bus>caused by insufficient shared memory \(shm\))"
     r"|DataLoader timed out after (?P<timeout>\d+) seconds"
 )
 # torch names the signal that killed a worker by strsignal() (glibc's words, string/
@@ -250,21 +253,22 @@ def match_dataloader_worker(text: str) -> Hit | None:
     memory its batches go through failed."""
     if "</torch_" in text:
         return _match_torch_shm(text)
-    if "orker" not in text and "DataLoader" not in text:
+    if "orker" not in text and "DataLoader" not in text and "(shm)" not in text:
         return None
     m = _LOADER_WORKER.search(text)
     if m is None:
         return None
     said = m.group("signal")
     signal = _STRSIGNAL.get(said.strip(), SignalName.UNKNOWN) if said else None
-    signal = _LOADER_SIGNALS.get(m.group("what") or "") or signal
+    what = "bus error" if m.group("bus") else m.group("what")
+    signal = _LOADER_SIGNALS.get(what or "") or signal
     pids = tuple(int(p) for p in (m.group("pids") or "").replace(" ", "").split(",") if p)
     died = LoaderWorkerDied(
         message=text.strip()[:300],
         signal=signal,
         worker_pids=pids,
         timeout_s=as_int(m.group("timeout")),
-        shm="shared memory" in text or m.group("what") == "bus error",
+        shm="shared memory" in text or what == "bus error",
     )
     return Hit(EventKind.DATALOADER_WORKER_DIED, payload=died, key=("loader", signal))
 

@@ -1,0 +1,117 @@
+"""A paste's first line cut inside a library message's body (issue 21 item 3): the catalog
+row whose body the line ends claims it, and the cut-away start of its literal text is put
+back before any reader sees the line (parsers/catalog/cut_body.py, parsers/unmangle.py
+step 8), so its words are never read as the job's own.
+
+Inputs are hand-written from the messages' sources, as the catalog holds them:
+NCCL's ``Net : Call to recv from %s failed : %s`` (src/misc/socket.cc, a WARN behind
+NCCL's ``host:pid:tid [dev] file:line NCCL WARN`` header), torch's ProcessGroupNCCL
+watchdog ``[Rank %d] Watchdog caught collective operation timeout: %s ran for %d
+milliseconds before timing out.`` (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
+behind c10's ``[E… file:line]`` header); the cuts are what
+hangdoc/paste_mangling.py's ``cut_first_line`` does to them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hangdoc.analyzer.engine import analyze
+from hangdoc.analyzer.loading.loader import load_paths
+from hangdoc.analyzer.model import Category
+from hangdoc.analyzer.parsers.catalog.cut_body import cut_body
+from hangdoc.analyzer.parsers.unmangle import unmangle
+from hangdoc.paste_mangling import cut_first_line, hard_wrap
+
+NCCL_RECV = (
+    "[15]node-23:83:2526 [0] misc/socket.cc:503 NCCL WARN Net : Call to recv from "
+    "10.0.3.7<41468> failed : Connection timed out\n"
+    "[15]node-23:83:2526 [0] NCCL INFO misc/socket.cc:520 -> 2\n"
+)
+WATCHDOG = (
+    "[rank{r}]:[E513 13:25:57.714781669 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=513, "
+    "NumelOut=2052, Timeout(ms)=1800000) ran for 1800036 milliseconds before timing out.\n"
+)
+
+
+def test_a_recv_failure_cut_after_its_first_words_is_restored() -> None:
+    cut = cut_first_line(NCCL_RECV, chars=NCCL_RECV.index(" to recv"))
+    found = cut_body(cut.split("\n", 1)[0])
+    assert found is not None
+    assert found.row.project == "nccl"
+    assert found.missing == "Net : Call"
+    assert found.restored.startswith("Net : Call to recv from 10.0.3.7<41468> failed")
+
+
+def test_a_cut_inside_a_word_is_restored_to_the_literal_run() -> None:
+    line = "ll to recv from 10.0.3.7<41468> failed : Connection timed out"
+    found = cut_body(line)
+    assert found is not None and found.missing == "Net : Ca"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Saving checkpoint to /ckpt/step_100 (model, optimizer state)",  # the job's own
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1333",
+        "rom 10.0.3.7<41468> failed : Connection timed out",  # too little of the row left
+        # a header's punctuation cut, no body: "] " is all that a restore would add
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST)"
+        " ran for 1800036 milliseconds before timing out.",
+    ],
+)
+def test_lines_that_start_no_library_body_are_not_claimed(line: str) -> None:
+    assert cut_body(line) is None
+
+
+def test_a_first_line_that_starts_as_a_record_is_left_as_it_is() -> None:
+    # c10's header after a blank: the line is whole; "[Rank " + a text slot would take it
+    text = " " + WATCHDOG.format(r=3, seq=5, op="BROADCAST").split("]:", 1)[1]
+    assert unmangle(text) is None
+
+
+def test_unmangle_restores_the_body_and_joins_the_wrap_the_cut_left_short() -> None:
+    lines = "".join(
+        WATCHDOG.format(r=r, seq=seq, op=op)
+        for r, seq, op in ((2, 532339, "BROADCAST"), (1, 532339, "BROADCAST"), (0, 532341, "X"))
+    )
+    wrapped = hard_wrap(lines, 150)
+    cut = cut_first_line(wrapped)
+    fixed = unmangle(cut)
+    assert fixed is not None
+    first = fixed.text.split("\n", 1)[0]
+    assert first.startswith("] Watchdog caught collective operation timeout: WorkNCCL(")
+    assert first.endswith("milliseconds before timing out.")
+    assert fixed.original_line(2) == 3  # the cut line and its wrapped rest are one line now
+
+
+def test_a_cut_watchdog_line_still_counts_as_a_rank_stuck_at_its_seqnum(tmp_path: Path) -> None:
+    """Two ranks of three wait in #532339 and one is two collectives ahead: nobody is
+    behind. A cut takes the first line's rank prefix; its timeout still votes, so the one
+    named rank at #532339 is not taken for a laggard."""
+    lines = "".join(
+        WATCHDOG.format(r=r, seq=seq, op=op)
+        for r, seq, op in ((2, 532339, "BROADCAST"), (1, 532339, "BROADCAST"), (0, 532341, "X"))
+    )
+    whole, cut = tmp_path / "whole.txt", tmp_path / "cut.txt"
+    whole.write_text(lines, encoding="utf-8")
+    # (a cut inside the WorkNCCL(…) takes the SeqNum with the rank: nothing left to vote)
+    cut.write_text(cut_first_line(lines, chars=lines.index("ive operation")), "utf-8")
+    before = analyze(load_paths([whole])).primary
+    after = analyze(load_paths([cut])).primary
+    assert before.category is not Category.RANK_DIVERGENCE
+    assert after.category is before.category, after.title
+
+
+def test_a_cut_recv_failure_names_the_same_peer(tmp_path: Path) -> None:
+    whole, cut = tmp_path / "whole.log", tmp_path / "cut.log"
+    whole.write_text(NCCL_RECV, encoding="utf-8")
+    cut.write_text(cut_first_line(NCCL_RECV, chars=NCCL_RECV.index(" to recv")), "utf-8")
+    before = analyze(load_paths([whole])).primary
+    after = analyze(load_paths([cut])).primary
+    assert before.category is Category.NCCL_NETWORK
+    assert (after.category, after.culprit_ranks) == (before.category, before.culprit_ranks)
+    assert "10.0.3.7" in after.title
