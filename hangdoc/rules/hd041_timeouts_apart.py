@@ -52,6 +52,7 @@ from hangdoc.analyzer.views.watchdog import (
     ApartBy,
     WatchRecord,
     apart,
+    unnamed_timeouts,
     watch_records,
 )
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -77,8 +78,9 @@ class TimeoutsApart(Rule):
         tl = ctx.timeline
         if any(d.certain for d in first_deaths(tl)):
             return  # a rank that died first leaves the others wherever they were (HD030)
+        unnamed = unnamed_timeouts(tl)
         for pg, records in sorted(watch_records(tl).items()):
-            found = apart(pg, records)
+            found = apart(pg, records, unnamed.get(pg, ()))
             if found is not None:
                 yield self._finding(found, records)
 

@@ -8,6 +8,8 @@ HD033 (different operations at one SeqNum) and HD034 (different sizes) compare t
 from __future__ import annotations
 
 import enum
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.payloads.torch_pg import Backend, CollectiveTimeout, InGroup, Work
@@ -171,7 +173,7 @@ def _timeout_seqs(rec: WatchRecord) -> set[int]:
     }
 
 
-def apart(pg: str, records: dict[int, WatchRecord]) -> Apart | None:
+def apart(pg: str, records: dict[int, WatchRecord], unnamed: Iterable[int] = ()) -> Apart | None:
     """The ranks of one group whose own watchdog timeouts name different SeqNums *and*
     different collectives (another OpType, or the same one with another NumelIn).
 
@@ -180,7 +182,11 @@ def apart(pg: str, records: dict[int, WatchRecord]) -> Apart | None:
     differ: each side's collective was paired with another one on the other side. Where
     the stuck collectives themselves differ, the ranks issued different collectives (or
     sizes) at the point they met. Same OpType and size at different SeqNums (a broadcast
-    root one ahead) says nothing of that kind and is left to HD032."""
+    root one ahead) says nothing of that kind and is left to HD032.
+
+    ``unnamed``: the SeqNums of this group's timeouts whose rank a cut took
+    (``unnamed_timeouts``); each still is a rank on the side at its SeqNum, so a paste cut
+    mid-line weighs the sides as the whole paste does."""
     stuck = {
         rank: rec
         for rank, rec in records.items()
@@ -208,9 +214,10 @@ def apart(pg: str, records: dict[int, WatchRecord]) -> Apart | None:
     for rank, rec in sorted(stuck.items()):
         key = (rec.seq or 0, str(rec.op), rec.numel_in if by is ApartBy.SIZE else None)
         sides.setdefault(key, []).append(rank)
+    unheard = Counter(unnamed)
     # The culprits are the smaller side; on a tie, the side at the lower SeqNum: it issued
     # fewer collectives before the point they met, so it is the one that skipped some.
-    ordered = sorted(sides.items(), key=lambda kv: (len(kv[1]), kv[0][0]))
+    ordered = sorted(sides.items(), key=lambda kv: (len(kv[1]) + unheard[kv[0][0]], kv[0][0]))
     culprits = tuple(ordered[0][1])
     waiting = tuple(sorted(r for _, ranks in ordered[1:] for r in ranks))
     return Apart(

@@ -12,6 +12,7 @@ from hangdoc.analyzer.views.watchdog import (
     WatchRecord,
     apart,
     paired_elsewhere,
+    unnamed_timeouts,
     watch_records,
 )
 from hangdoc.analyzer.vocabulary import EventKind
@@ -81,3 +82,22 @@ def test_a_rank_with_work_in_flight_that_another_completed_was_paired_elsewhere(
     # In flight at the SeqNum the others are stuck at too: the same collective.
     late = WatchRecord(2, "default", seq=808, last_enqueued=808, last_completed=807)
     assert not paired_elsewhere(late, [waiting])
+
+
+def test_a_timeout_whose_rank_a_cut_took_still_weighs_its_side() -> None:
+    # The first line of a paste cut mid-way loses its "[rank2]:" prefix; the rank is still
+    # at SeqNum 10, so the culprit stays the lone rank at 12 (not the tie's lower SeqNum).
+    evidence = Evidence()
+    for i, (rank, seq, op) in enumerate([(None, 10, "BROADCAST"), (0, 12, "_ALLGATHER_BASE"),
+                                         (1, 10, "BROADCAST")]):  # fmt: skip
+        timeout = CollectiveTimeout(pg=None, seq=seq, op=op, numel_in=5, numel_out=5)
+        event = LogEvent(
+            EventKind.COLLECTIVE_TIMEOUT, f"timeout {i}", "console.txt", line=i + 1, payload=timeout
+        )
+        evidence.processes.append(ProcessEvidence(rank=rank, log_events=[event]))
+    tl = Timeline(evidence)
+    [(pg, records)] = watch_records(tl).items()
+    assert apart(pg, records).culprits == (1,)  # type: ignore[union-attr]
+    found = apart(pg, records, unnamed_timeouts(tl).get(pg, ()))
+    assert found is not None
+    assert (found.culprits, found.waiting) == ((0,), (1,))
