@@ -99,7 +99,7 @@ class LoneStack(Rule):
         )
         explanation = (
             f"The inputs hold the stack of one process only ({who}); it "
-            f"{cause.doing.removeprefix('is ')} ({where})"
+            f"{cause.doing} ({where})"
             + (
                 f", and is blocked in {main.collective.op} there: a collective that only "
                 "some ranks issue from inside this activity never completes"
