@@ -195,7 +195,10 @@ def test_a_userbuffers_setup_failure_is_an_nccl_setup_warn() -> None:
     # GIVEN TransformerEngine's NCCLCHECK line (userbuffers-host.cpp, release 1.6-1.8:
     # printf("Failed, NCCL error %s:%d ''\n", __FILE__, __LINE__)), printed from the
     # IPC-socket exchange of a userbuffers communicator's creation, its path as built
-    line = "Failed, NCCL error /opt/te/transformer_engine/pytorch/csrc/userbuffers/userbuffers-host.cpp:247 ''"
+    line = (
+        "Failed, NCCL error "
+        "/opt/te/transformer_engine/pytorch/csrc/userbuffers/userbuffers-host.cpp:247 ''"
+    )
     # WHEN scanned
     events = _scan(line)
     # THEN a WARN of communicator setup (views/nccl_setup.py reads it for HD206)
