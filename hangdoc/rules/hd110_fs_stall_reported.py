@@ -197,9 +197,9 @@ def _saving_sources(ctx: RuleContext) -> frozenset[str]:
     sources: set[str] = set()
     for process in ctx.evidence.processes:
         activity = classify_process(process.rank if process.rank is not None else -1, process)
-        main = activity.main if activity is not None else None
-        if main is not None and main.has(Activity.CHECKPOINT_SAVE):
-            sources.update(process.sources)
+        if activity is not None and activity.main is not None:
+            if activity.main.has(Activity.CHECKPOINT_SAVE):
+                sources.update(process.sources)
     return frozenset(sources)
 
 
