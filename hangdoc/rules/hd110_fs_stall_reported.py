@@ -13,9 +13,7 @@ HD103 says the same from a hangdoc dump's /proc samples.
 
 A rank that failed with a storage error (`OSError: [Errno 5] Input/output error:
 '/ckpt/…'`, `Stale file handle`, `No space left on device`, torch.save's
-`PytorchStreamWriter failed writing file`) is reported here too, as its cause; when the
-stack pasted from that process shows it inside a checkpoint writer (the frame catalog's
-saves), the failure is named for what it broke: a checkpoint save.
+`PytorchStreamWriter failed writing file`) is reported here too, as its cause.
 
 ## Why it hangs
 A process in `D` state waits in the kernel for the storage to answer and cannot even be
@@ -50,8 +48,6 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import HungTask, IoSource, IoStall, ServerState
-from hangdoc.analyzer.views.activity import classify_process
-from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.deaths import death_of, first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind
@@ -93,13 +89,13 @@ class FsStallReported(Rule):
     id = "HD110"
     name = "fs-stall-reported"
     summary = "a process shown stuck in the file system (D state, NFS/FUSE/Lustre wait)"
-    categories = (Category.CHECKPOINT_SAVE, Category.IO_STALL)
+    categories = (Category.IO_STALL,)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        failed = _storage_failure(tl, _saving_sources(ctx))
+        failed = _storage_failure(tl)
         if failed is not None:
             yield failed
             return
@@ -192,21 +188,9 @@ class FsStallReported(Rule):
         )
 
 
-def _saving_sources(ctx: RuleContext) -> frozenset[str]:
-    """The files whose stack shows a process inside a checkpoint writer (main thread)."""
-    sources: set[str] = set()
-    for process in ctx.evidence.processes:
-        activity = classify_process(process.rank if process.rank is not None else -1, process)
-        if activity is not None and activity.main is not None:
-            if activity.main.has(Activity.CHECKPOINT_SAVE):
-                sources.update(process.sources)
-    return frozenset(sources)
-
-
-def _storage_failure(tl: Timeline, saving: frozenset[str]) -> Finding | None:
+def _storage_failure(tl: Timeline) -> Finding | None:
     """A rank (or the job's writer) that failed with a storage error: the first death whose
-    message is one (HD030 leaves those to this rule), else such a line on its own. Named a
-    failed checkpoint save when the same file's stack is inside a checkpoint writer."""
+    message is one (HD030 leaves those to this rule), else such a line on its own."""
     wave_events = wave(tl)
     deaths = [
         d
@@ -243,14 +227,11 @@ def _storage_failure(tl: Timeline, saving: frozenset[str]) -> Finding | None:
         evidence = lines
         severity, strength = Severity.ERROR, Strength.SIGNAL  # a logged error, not a death
     waiting = sorted(victims(tl) - set(culprits))
-    in_save = any(p.event.source in saving for p in evidence)
     return Finding(
         rule=FsStallReported.id,
-        category=Category.CHECKPOINT_SAVE if in_save else Category.IO_STALL,
+        category=Category.IO_STALL,
         severity=severity,
-        title=f"{who} failed on the file system{' while saving a checkpoint' * in_save}: {what}"[
-            :240
-        ]
+        title=f"{who} failed on the file system: {what}"[:240]
         + (f"; {ranks_text(waiting)} then waited" if waiting else ""),
         explanation=(
             f"{who[0].upper()}{who[1:]} got a storage error: {what}. Input/output errors, "
