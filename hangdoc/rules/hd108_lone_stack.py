@@ -18,7 +18,10 @@ gathers state) blocks the same way.
 ## Evidence used
 The main thread's stack of the one process whose stack the inputs hold (any stack format),
 classified with the frame catalog and, where the catalog knows no frame, with what the
-job's own names, open files and last log line say (docs/own_code.md).
+job's own names, open files and last log line say (docs/own_code.md). A traceback cut
+before its exception line counts when its innermost frame shown is a checkpoint writer's
+entry: every frame cut is inside the save. A save next to a storage error (EIO, ENOSPC)
+is left to HD110: the storage's error decides.
 
 ## How to confirm
 Take the stacks of every rank (`hangdoc collect --all` on every node, or `py-spy dump` of
@@ -89,6 +92,10 @@ class LoneStack(Rule):
                 + (f" ({frame.function})" if frame is not None else ""),
                 row.fix,
             )
+        if cause.category is Category.CHECKPOINT_SAVE and _storage_error(ctx):
+            # A save the storage failed (EIO, ENOSPC… logged or raised): the storage's own
+            # error decides, and HD110 names it (fixtures/cases/README.md, Labels).
+            return
         main = activity.main
         in_call = main.collective is not None
         who = process.label if process.rank is not None else "the process"
@@ -99,7 +106,7 @@ class LoneStack(Rule):
         )
         explanation = (
             f"The inputs hold the stack of one process only ({who}); it "
-            f"{cause.doing.removeprefix('is ')} ({where})"
+            f"{cause.doing} ({where})"
             + (
                 f", and is blocked in {main.collective.op} there: a collective that only "
                 "some ranks issue from inside this activity never completes"
@@ -133,6 +140,12 @@ class LoneStack(Rule):
             evidence=tuple(stack_refs([activity])),
             strength=strength,
         )
+
+
+def _storage_error(ctx: RuleContext) -> bool:
+    """The inputs report a storage error (an errno of the file system, read by the log
+    parser into the event's ``storage``)."""
+    return any(p.event.payload.storage is not None for p in ctx.timeline.events)
 
 
 RULE = LoneStack

@@ -281,7 +281,7 @@ class NcclInitIncomplete(Rule):
         elif error == StoreError.RENDEZVOUS_CLOSED:
             what = "the rendezvous was closed (another agent gave up or the job was stopped)"
         else:
-            what = "the rendezvous timed out or was closed"
+            what = "the rendezvous failed: it timed out, was closed or raised"
         waiting = sorted({p.rank for p in stores if p.rank is not None})
         return Finding(
             rule=self.id,

@@ -26,7 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import nccl, report
-from catalog.others import FRAMEWORKS, do_cuda, do_framework, do_gloo, do_kernel
+from catalog.others import (
+    FRAMEWORKS,
+    do_cuda,
+    do_framework,
+    do_gloo,
+    do_kernel,
+    do_transformer_engine,
+)
 from catalog.rows import Strings, rows_json, unheld, write
 from catalog.sources import Site, git, group
 from catalog.torchsrc import c10d_literals, literal_sites, provenance, torch_cpp, torch_python
@@ -81,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PROJECT=GITDIR",
         help=f"a mirror of one of {sorted(FRAMEWORKS)}",
     )
+    parser.add_argument(
+        "--transformer-engine", type=Path, help="git dir of an NVIDIA/TransformerEngine mirror"
+    )
     parser.add_argument("--cudart", type=Path, help="libcudart.so.* (error strings)")
     parser.add_argument("--c10-cuda", type=Path, help="a torch release's libc10_cuda.so")
     parser.add_argument("--kernel", type=Path, help="kernel/driver C sources (see do_kernel)")
@@ -102,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         stats["kernel"] = do_kernel(args.kernel)
     if args.cudart and args.only in (None, "cuda"):
         stats["cuda"] = do_cuda(args.cudart, args.c10_cuda)
+    if args.transformer_engine and args.only in (None, "transformer_engine"):
+        stats["transformer_engine"] = do_transformer_engine(args.transformer_engine)
     for spec in args.framework:
         project, gitdir = spec.split("=", 1)
         if args.only in (None, project):

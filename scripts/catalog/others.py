@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -69,6 +70,12 @@ FRAMEWORKS = {
         "github.com/Lightning-AI/pytorch-lightning",
         ("src/lightning/fabric", "src/lightning/pytorch"),
     ),
+    # detectron2's launcher and its distributed helpers: launch.py logs the init URL when
+    # init_process_group raises (_distributed_worker), comm.py wraps the collectives.
+    "detectron2": (
+        "github.com/facebookresearch/detectron2",
+        ("detectron2/engine/launch.py", "detectron2/utils/comm.py"),
+    ),
 }
 
 
@@ -99,6 +106,55 @@ def do_framework(project: str, repo: Path) -> list[Site]:
         "calls": "raise, logger.<level>, warnings.warn, rank_zero_*/log_dist; C++ LOG() <<",
     }
     write(project, source, rows_json(group(sites), [version]), unheld(sites, [version]))
+    return sites
+
+
+# TransformerEngine's userbuffers (the comm+GEMM overlap's own communicators) print their
+# failures with printf from CHECK macros (NCCLCHECK: "Failed, NCCL error %s:%d ''", the
+# NCCL documentation's example macro) before exit(): no logger, so the stream reader above
+# finds none. Read on the release branches, where the C++ userbuffers code lived.
+_TE_USERBUFFERS = (
+    "transformer_engine/pytorch/csrc/userbuffers",
+    "transformer_engine/common/userbuffers",
+)
+_TE_PRINTS = ("printf", "fprintf")
+
+
+def do_transformer_engine(repo: Path) -> list[Site]:
+    branches = [
+        b
+        for b in git(repo, "branch", "--format=%(refname:short)").split()
+        if re.fullmatch(r"release_v\d+(?:\.\d+)+", b)  # not release_v*.post branches
+    ]
+    versions = sorted(branches, key=lambda b: [int(n) for n in b[9:].split(".")])
+    reader = BlobReader(repo)
+    sites: list[Site] = []
+    try:
+        for version in versions:
+            for folder in _TE_USERBUFFERS:
+                for path, sha in tree(repo, version, folder, (".cpp", ".cu", ".h")):
+                    clean = csource.blank_comments(reader.read(sha))
+                    spans = csource.function_spans(clean)
+                    for call in csource.find_calls(clean, _TE_PRINTS):
+                        args = call.args[1:] if call.name == "fprintf" else call.args
+                        lit = csource.literal(args[0]) if args else None
+                        if lit is None or not lit.text.strip():
+                            continue
+                        parts = tuple(csource.printf_parts(lit, args[1:]))
+                        function = csource.enclosing(spans, call.offset)
+                        sites.append(
+                            Site("transformer_engine", call.name, parts, path, function,
+                                 call.line, version)
+                        )  # fmt: skip
+    finally:
+        reader.close()
+    source = {
+        "repository": "github.com/NVIDIA/TransformerEngine",
+        "read": "release_v* branches: " + ", ".join(_TE_USERBUFFERS) + " (C++)",
+        "versions": versions,
+        "calls": "printf/fprintf (the userbuffers CHECK macros)",
+    }
+    write("transformer_engine", source, rows_json(group(sites), versions), unheld(sites, versions))
     return sites
 
 

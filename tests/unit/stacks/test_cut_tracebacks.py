@@ -51,3 +51,58 @@ def test_a_headless_traceback_cut_in_os_makedirs_is_kept() -> None:
     assert proc.rank == 8
     [thread] = threads(proc)
     assert [f.function for f in thread.frames[:2]] == ["makedirs", "_create_dirs"]
+
+
+# Cut inside a checkpoint writer (saves.py): hand-written in CPython's traceback format
+# (traceback.format_list: 'File "…", line N, in f' over the source line).
+def test_a_headed_traceback_cut_inside_lightnings_save_checkpoint_is_kept() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/train.py", line 40, in <module>\n'
+        "    trainer.fit(model)\n"
+        '  File "/env/lib/python3.10/site-packages/lightning/pytorch/callbacks/'
+        'model_checkpoint.py", line 380, in on_validation_end\n'
+        "    self._save_topk_checkpoint(trainer, monitor_candidates)\n"
+        '  File "/env/lib/python3.10/site-packages/lightning/pytorch/trainer/trainer.py", '
+        "line 1365, in save_checkpoint\n"
+        "    self.strategy.save_checkpoint(checkpoint, filepath)\n"
+    )
+    [thread] = threads(only_process(text))
+    assert [f.function for f in thread.frames[:2]] == ["save_checkpoint", "on_validation_end"]
+    assert thread.exception is None
+
+
+def test_a_headless_traceback_cut_inside_torch_save_is_kept() -> None:
+    text = (
+        '  File "/w/train.py", line 88, in checkpoint\n'
+        "    torch.save(state, path)\n"
+        '  File "/env/lib/python3.11/site-packages/torch/serialization.py", line 628, in save\n'
+        "    _save(obj, opened_zipfile, pickle_module, pickle_protocol)\n"
+    )
+    [thread] = threads(only_process(text))
+    assert [f.function for f in thread.frames] == ["save", "checkpoint"]
+
+
+def test_a_traceback_cut_in_the_jobs_own_save_function_is_dropped() -> None:
+    # a name is not a writer's entry: the job's save_model may call a collective first
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 209, in <module>\n'
+        "    main()\n"
+        '  File "train.py", line 169, in save_model\n'
+        "    dist.barrier()\n"
+    )
+    assert not scan(text).processes
+
+
+def test_the_parsers_checkpoint_writers_are_the_frame_catalogs() -> None:
+    # saves.py mirrors views/catalog.py's checkpoint-save signatures (the parser layer may
+    # not import the views): the two must name the same frames.
+    from hangdoc.analyzer.parsers.stacks.saves import SAVE_CALLS
+    from hangdoc.analyzer.views.activity_table import Activity
+    from hangdoc.analyzer.views.catalog import SIGNATURES
+
+    catalog = {
+        (sig.files, sig.functions) for sig in SIGNATURES if sig.activity is Activity.CHECKPOINT_SAVE
+    }
+    assert set(SAVE_CALLS) == catalog

@@ -29,6 +29,7 @@ import re
 from hangdoc.analyzer.model import Frame, ThreadStack
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
 from hangdoc.analyzer.parsers.stacks.python_tb import exception_line
+from hangdoc.analyzer.parsers.stacks.saves import is_save_call
 
 # The first line of a headless stack (the scanner tests it on the stripped line).
 FRAME_LINE = re.compile(r'File "[^"]+", line (?:\d+|\?)(?:, in | in )\S')
@@ -46,8 +47,13 @@ _FS_FILES = ("<frozen os>", "/os.py", "/shutil.py", "<frozen shutil>")
 
 
 def _leaf_call(frame: Frame) -> bool:
-    """The innermost frame shown is a call whose deeper frames can only be inside it."""
-    return frame.file.endswith(_COLLECTIVE_FILES) or frame.file.endswith(_FS_FILES)
+    """The innermost frame shown is a call whose deeper frames can only be inside it (a
+    checkpoint writer's too: saves.py)."""
+    return (
+        frame.file.endswith(_COLLECTIVE_FILES)
+        or frame.file.endswith(_FS_FILES)
+        or is_save_call(frame)
+    )
 
 
 def _frame(m: re.Match[str]) -> Frame:

@@ -17,6 +17,7 @@ import re
 from hangdoc.analyzer.model import Frame, ThreadStack
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
 from hangdoc.analyzer.parsers.stacks.native import CPP_START, parse_cpp
+from hangdoc.analyzer.parsers.stacks.saves import is_save_call
 from hangdoc.analyzer.parsers.stacks.segments import FH_HEADER, FH_THREAD
 
 TB_START = re.compile(r"Traceback \(most recent call last\):\s*$")
@@ -60,6 +61,12 @@ def cut_in_group_creation(frames: list[Frame]) -> bool:
     if len(frames) < 2 or not frames[-1].file.endswith(_GROUP_CREATION_FILES):
         return False
     return any(f.function in _GROUP_CREATION for f in frames)
+
+
+def cut_in_save(frames: list[Frame]) -> bool:
+    """Frames (outermost first) of a cut traceback whose innermost frame shown is a
+    checkpoint writer's entry (saves.py)."""
+    return len(frames) >= 2 and is_save_call(frames[-1])
 
 
 def _indent(text: str) -> int:
@@ -163,10 +170,11 @@ def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
         cpp, i = parse_cpp(lines, i)
         if cpp is not None and cpp.threads:
             native = list(cpp.threads[0].frames)
-    if exc is None and not cut_in_group_creation(frames):
+    if exc is None and not cut_in_group_creation(frames) and not cut_in_save(frames):
         # Python prints the exception right under the innermost frame: without it the
         # paste was cut, and the frames left would pass an outer call for where the
-        # thread was. Not a stack the rules can trust (but see cut_in_group_creation).
+        # thread was. Not a stack the rules can trust (but see cut_in_group_creation
+        # and saves.py).
         return None, i
     summary = _exception_text(exc) if exc else None
     if summary and causes:

@@ -29,7 +29,8 @@ from hangdoc.analyzer.parsers.logs.catalog_lines import catalog_hit
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
 from hangdoc.analyzer.parsers.unmangle import unmangle
-from hangdoc.analyzer.payloads.nccl import NcclResource, NcclResourceError
+from hangdoc.analyzer.payloads.nccl import NcclResource, NcclResourceError, NcclWarn
+from hangdoc.analyzer.payloads.torch_pg import StoreError, StoreTimeout
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.paste_mangling import COMBINED, MANGLINGS, Mangling
 
@@ -188,6 +189,46 @@ def test_a_setup_warn_no_branch_knows_becomes_the_rows_typed_event() -> None:
     assert event.payload.resource is NcclResource.SHARED_MEMORY
     assert event.payload.where == "misc/shmutils.cc:88"
     assert event.pid == 2718281
+
+
+def test_a_userbuffers_setup_failure_is_an_nccl_setup_warn() -> None:
+    # GIVEN TransformerEngine's NCCLCHECK line (userbuffers-host.cpp, release 1.6-1.8:
+    # printf("Failed, NCCL error %s:%d ''\n", __FILE__, __LINE__)), printed from the
+    # IPC-socket exchange of a userbuffers communicator's creation, its path as built
+    line = (
+        "Failed, NCCL error "
+        "/opt/te/transformer_engine/pytorch/csrc/userbuffers/userbuffers-host.cpp:247 ''"
+    )
+    # WHEN scanned
+    events = _scan(line)
+    # THEN a WARN of communicator setup (views/nccl_setup.py reads it for HD206)
+    assert [e.kind for e in events] == [EventKind.NCCL_WARN]
+    assert isinstance(events[0].payload, NcclWarn)
+    assert events[0].payload.setup
+
+
+def test_userbuffers_progress_lines_become_nothing() -> None:
+    # GIVEN userbuffers' own progress prints of a communicator that came up (the printf
+    # calls of userbuffers-host.cpp: its timeout setting, the multicast window)
+    text = (
+        "UB_TIMEOUT is set to 110 sec, 217800000000 cycles, freq: 1980000khz\n"
+        "MC initialized succesfully, window size = 549755813888\n"
+    )
+    # THEN no event: they say the setup went on
+    assert _scan(text) == []
+
+
+def test_detectron2s_init_url_line_is_a_failed_rendezvous() -> None:
+    # GIVEN the line detectron2's launcher logs in the except clause around
+    # dist.init_process_group (detectron2/engine/launch.py, _distributed_worker), in
+    # detectron2's logger format ("ERROR [mm/dd hh:mm:ss d2.engine.launch]: ")
+    line = "ERROR [03/02 09:15:01 d2.engine.launch]: Process group URL: tcp://10.0.0.3:29500"
+    # WHEN scanned
+    events = _scan(line)
+    # THEN the process group's setup failed in its rendezvous
+    assert [e.kind for e in events] == [EventKind.STORE_TIMEOUT]
+    assert isinstance(events[0].payload, StoreTimeout)
+    assert events[0].payload.error is StoreError.RENDEZVOUS
 
 
 # Lines of training runs and tools that say nothing about a hang (hand-written in the
