@@ -32,6 +32,11 @@ connection belonged to NCCL's bootstrap and the finding is an init/bootstrap han
 is when torch's synchronous `NCCL error in: …` (communicator creation) carries a failed
 proxy call as its last error (`Proxy Call to rank N failed (Connect)`, `Socket recv failed
 while polling for opId=…`) before any collective ran: NCCL's transport setup failed.
+The same holds for any failed proxy operation that creates connections (`Init`,
+`SharedInit`, `Setup`, `Connect` of proxy.h's `ncclProxyMsgType`, named in `Proxy Call to
+rank N failed (Connect)` or `[Proxy Service N] Failed to execute operation Connect from
+rank M`) when nothing shows a collective before it: the stage is setup, whatever socket
+error lies beneath (`Start`, which moves a running collective's data, is not setup).
 With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
@@ -243,6 +248,19 @@ class NcclTransportError(Rule):
                 "threads: Init, Setup, Connect), raised by torch's synchronous NCCL check "
                 "before any collective ran: communicator setup failed, not a running link."
             )
+        setting_up = sorted({op for p in primary if (op := _setup_op(p, running_from))})
+        if category is Category.NCCL_NETWORK and setting_up:
+            category = Category.NCCL_INIT
+            title = (
+                f"NCCL could not set up its connections ({kinds[0][0]}): its proxy's "
+                f"{'/'.join(setting_up)} failed before any collective ran"
+            )
+            explanation += (
+                f" The failing proxy operation ({', '.join(setting_up)}) is one NCCL uses "
+                "only to create a communicator's connections (proxy.h ncclProxyMsgType), and "
+                "nothing shows a collective completing before it: communicator setup failed, "
+                "not a link that was running."
+            )
         if category is Category.NCCL_NETWORK and all(_in_bootstrap(p) for p in primary):
             category = Category.NCCL_INIT
             title = f"NCCL's bootstrap lost a connection ({kinds[0][0]}) during communicator init"
@@ -331,6 +349,17 @@ def _proxy_request_at_setup(p: Placed, running_from: int) -> bool:
         return False
     link = error.last_error_link
     return p.index < running_from and link is not None and link.proxy_request
+
+
+def _setup_op(p: Placed, running_from: int) -> str | None:
+    """The proxy operation that sets up connections (Init, SharedInit, Setup, Connect) which
+    failed in this error, its own line's or its "Last error:" detail's, before anything
+    shows collectives running; else None. Errors around it (a recv that broke, a peer that
+    closed) are the same setup failing underneath."""
+    if p.index >= running_from:
+        return None
+    link = _link(p)
+    return link.proxy_op if link is not None and link.sets_up else None
 
 
 def _ib_completion(p: Placed) -> bool:

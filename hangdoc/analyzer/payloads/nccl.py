@@ -90,6 +90,10 @@ class RasState(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+# proxy.h enum ncclProxyMsgType: the operations that create connections.
+PROXY_SETUP_OPS = frozenset({"Init", "SharedInit", "Setup", "Connect"})
+
+
 @dataclass(frozen=True, slots=True)
 class LinkError:
     """A transport failure as NCCL's WARN said it, typed."""
@@ -100,6 +104,16 @@ class LinkError:
     # PROXY: a request the rank sent a proxy thread failed (proxy.cc "Proxy Call to rank N
     # failed (Connect)", "Socket recv failed while polling for opId"): setup work.
     proxy_request: bool = False
+    # The proxy operation a PROXY failure names, as proxy.cc prints it from
+    # ncclProxyMsgTypeStr ("Init", "SharedInit", "Setup", "Connect", "Start", "Close" …).
+    proxy_op: str | None = None
+
+    @property
+    def sets_up(self) -> bool:
+        """A proxy operation that sets a connection up (ncclProxyMsgInit, SharedInit, Setup,
+        Connect in proxy.h): it runs while a communicator or one of its connections is
+        created, never while a collective moves data (that is Start's)."""
+        return self.proxy_op in PROXY_SETUP_OPS
 
     @property
     def tag(self) -> str:

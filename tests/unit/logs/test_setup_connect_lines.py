@@ -65,7 +65,7 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
     (
         "gpu-a:1201:1290 [3] proxy.cc:1078 NCCL WARN Proxy Call to rank 2 failed (Setup)",
         "nccl_transport_error",
-        {"error.failure": "proxy", "error.proxy_request": True},
+        {"error.failure": "proxy", "error.proxy_request": True, "error.proxy_op": "Setup"},
     ),
     (
         "gpu-a:1201:1290 [3] proxy.cc:1385 NCCL WARN Socket recv failed while polling for opId=0x7f5e2c001a40",
@@ -78,7 +78,7 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
     (
         "gpu-a:1201:1291 [3] proxy.cc:1518 NCCL WARN [Proxy Service 3] Failed to execute operation Connect from rank 2, retcode 3",
         "nccl_transport_error",
-        {"error.failure": "proxy", "error.proxy_request": False},
+        {"error.failure": "proxy", "error.proxy_request": False, "error.proxy_op": "Connect"},
     ),
     # gloo/transport/tcp/helpers.h ConnectOperation: TimeoutError("timed out connecting: " +
     # SystemError("SO_ERROR", result, remote_).what()), SystemError::what() being

@@ -156,7 +156,8 @@ _IB_ASYNC = re.compile(r"NET/IB ?: (?:Got async event ?: ?(.*)|\S+ async fatal e
 # while polling for opId=%p", 2.18 on). Those requests are the transports' setup
 # (init.cc, transport/{net,p2p,shm,coll_net}.cc), not the data of a running collective.
 _PROXY = re.compile(
-    r"(?:Proxy Call to rank (?P<rank>\d+) failed|\[Proxy Service \d+\] Failed to execute operation "
+    r"(?:Proxy Call to rank (?P<rank>\d+) failed(?: \((?P<op3>\w+)\))?"
+    r"|\[Proxy Service \d+\] Failed to execute operation "
     r"(?P<op>\w+) from rank (?P<rank2>\d+)|Error encountered progressing operation=(?P<op2>\w+)"
     r"|(?P<poll>Socket recv failed while polling))"
 )
@@ -673,7 +674,9 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
         proxy = NcclTransportError(
             **base,  # type: ignore[arg-type]
             error=LinkError(
-                LinkFailure.PROXY, proxy_request=bool(p.group("rank") or p.group("poll"))
+                LinkFailure.PROXY,
+                proxy_request=bool(p.group("rank") or p.group("poll")),
+                proxy_op=p.group("op") or p.group("op2") or p.group("op3"),
             ),
             peer_rank=as_int(p.group("rank") or p.group("rank2")),
         )
