@@ -37,6 +37,8 @@ The same holds for any failed proxy operation that creates connections (`Init`,
 rank N failed (Connect)` or `[Proxy Service N] Failed to execute operation Connect from
 rank M`) when nothing shows a collective before it: the stage is setup, whatever socket
 error lies beneath (`Start`, which moves a running collective's data, is not setup).
+So is a socket NCCL cannot even create (`Net : Socket creation failed`: misc/socket.cc
+creates sockets only to listen or connect) before any collective.
 With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
@@ -232,6 +234,17 @@ class NcclTransportError(Rule):
                 "configuration (NCCL_SOCKET_IFNAME, firewall, MASTER_ADDR) more than at a link."
             )
         running_from = first_running(tl)
+        if category is Category.NCCL_NETWORK and all(
+            _creating(p) and p.index < running_from for p in primary
+        ):
+            category = Category.NCCL_INIT
+            title = f"NCCL could not create its sockets ({kinds[0][0]}) before any collective ran"
+            explanation += (
+                " NCCL creates a socket only to listen or to connect (misc/socket.cc "
+                "ncclSocketListen, ncclSocketConnect), i.e. while it sets connections up, and "
+                "nothing shows a collective before it: setup failed on this host (no usable "
+                "interface or address family: NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY)."
+            )
         at_setup = [_proxy_request_at_setup(p, running_from) for p in primary]
         if (
             category is Category.NCCL_NETWORK
@@ -320,6 +333,12 @@ def _flushed(p: Placed) -> bool:
 def _local(p: Placed) -> bool:
     error = p.event.payload_as(TransportWarn)
     return error is not None and error.local
+
+
+def _creating(p: Placed) -> bool:
+    """The process could not create a socket at all ("Net : Socket creation failed")."""
+    link = _link(p)
+    return link is not None and link.failure == LinkFailure.SOCKET_CREATION_FAILED
 
 
 def _connecting(p: Placed) -> bool:
