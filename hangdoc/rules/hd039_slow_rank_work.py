@@ -16,7 +16,8 @@ watchdog declares a hang and tears the job down.
 ## Evidence used
 Progress bars and phase markers (datasets `Map`/`Running tokenizer on dataset`,
 `Loading checkpoint shards`, preprocessing messages; FORMATS.md §7) that are the last
-thing a rank printed and are not finished, on a rank that did not itself time out;
+thing a rank printed and are not finished (a bar without a description right after such a
+message is that work's loop: `caching latents...` then `tqdm(images)`), on a rank that did not itself time out;
 collective or store timeouts at an early sequence number on the other ranks, or later
 ones whose `Timeout(ms)` the bar's elapsed time covers (the rank did that work for the
 whole time the others waited); and no crash, network error or mismatch that would
@@ -58,20 +59,37 @@ def _marker(p: Placed) -> PhaseMarker:
     return found if found is not None else PhaseMarker()
 
 
-def busy_owners(tl: Timeline, timed_out: set[int]) -> dict[int | None, Placed]:
-    """Last phase event per owner, for owners whose last phase is unfinished busy work."""
+def _unlabelled_bar(marker: PhaseMarker) -> bool:
+    """A tqdm meter printed without a description (``tqdm(items)``): parsers/logs/phases.py
+    calls it training for want of a label."""
+    return marker.progress is not None and not marker.marker and marker.label == "progress"
+
+
+def busy_owners(tl: Timeline, timed_out: set[int]) -> dict[int | None, tuple[Placed, str]]:
+    """Last phase event per owner, for owners whose last phase is unfinished busy work,
+    with the work's name. An unlabelled bar right after a phase marker of the same owner is
+    that phase's loop: trainers log what they start and iterate ``tqdm(items)`` without a
+    description (kohya-ss/sd-scripts: ``logger.info("caching latents...")`` then ``for … in
+    tqdm(image_infos)``)."""
     last: dict[int | None, Placed] = {}
+    named: dict[int | None, Placed] = {}
     for p in tl.of(EventKind.PHASE):
+        if not _unlabelled_bar(_marker(p)):
+            named[p.rank] = p
         last[p.rank] = p
-    busy: dict[int | None, Placed] = {}
+    busy: dict[int | None, tuple[Placed, str]] = {}
     for owner, p in last.items():
         marker = _marker(p)
-        if owner in timed_out or marker.phase not in _BUSY:
+        phase, label = marker.phase, marker.label
+        under = named.get(owner)
+        if _unlabelled_bar(marker) and under is not None and _marker(under).marker:
+            phase, label = _marker(under).phase, _marker(under).label
+        if owner in timed_out or phase not in _BUSY:
             continue
         bar = marker.progress
         if bar is not None and bar.n is not None and bar.total is not None and bar.n >= bar.total:
             continue  # finished
-        busy[owner] = p
+        busy[owner] = (p, label or "its work")
     return busy
 
 
@@ -81,7 +99,7 @@ def _timeout_ms(p: Placed) -> int | None:
     return payload.timeout_ms if isinstance(payload, (Work, StoreTimeout)) else None
 
 
-def _bar_covers_timeout(busy: dict[int | None, Placed], timeouts: list[Placed]) -> bool:
+def _bar_covers_timeout(busy: dict[int | None, tuple[Placed, str]], timeouts: list[Placed]) -> bool:
     """Past the first collectives, a busy bar counts only when it had run for (nearly) the
     whole collective timeout: tqdm's ``[elapsed<remaining, rate]`` against the watchdog's
     ``Timeout(ms)=`` (ms-swift 4340: ``Packing … [30:00<62:46:32`` and
@@ -92,7 +110,7 @@ def _bar_covers_timeout(busy: dict[int | None, Placed], timeouts: list[Placed]) 
         return False
     elapsed = [
         bar.elapsed_s
-        for p in busy.values()
+        for p, _ in busy.values()
         if (bar := _marker(p).progress) is not None and bar.elapsed_s is not None
     ]
     return bool(elapsed) and max(elapsed) * 1000 >= 0.9 * min(limits)
@@ -137,9 +155,8 @@ class SlowRankWork(Rule):
         if seqs and min(seqs) > _EARLY_SEQ and not _bar_covers_timeout(busy, timeouts):
             return
         culprits = sorted(r for r in busy if r is not None)
-        bar = next(iter(busy.values()))
+        bar, label = next(iter(busy.values()))
         marker = _marker(bar)
-        label = marker.label or "its work"
         meter = marker.progress
         progress = f" ({meter.meter} after {meter.elapsed})" if meter is not None else ""
         who = (

@@ -108,7 +108,11 @@ _MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
             r"Packing dataset|Building (?:dataset|index)|Creating (?:dataset|index)|"
             # faiss k-means (faiss/Clustering.cpp, verbose): "Clustering 111099511 points in
             # 128D to 524288 clusters, redo 1 times, 4 iterations" (ColBERT #318 indexing)
-            r"Clustering \d+ points in \d+D to \d+ clusters"
+            r"Clustering \d+ points in \d+D to \d+ clusters|"
+            # kohya-ss/sd-scripts (library/train_util.py cache_latents, strategy_base.py):
+            # logger.info("caching latents...") before an unlabelled tqdm over the images; its
+            # text encoder outputs likewise ("caching text encoder outputs.")
+            r"\b[Cc]aching (?:latents|text encoder outputs)\b"
         ),
     ),
     (
@@ -158,6 +162,7 @@ _KEYS = (
     "entire epoch",
     "all_gather_list",
     "Clustering",
+    "aching",
     "uneven",
     "%|",
     "% ",
