@@ -17,7 +17,8 @@ watchdog declares a hang and tears the job down.
 Progress bars and phase markers (datasets `Map`/`Running tokenizer on dataset`,
 `Loading checkpoint shards`, preprocessing messages; FORMATS.md §7) that are the last
 thing a rank printed and are not finished (a bar without a description right after such a
-message is that work's loop: `caching latents...` then `tqdm(images)`), on a rank that did not itself time out;
+message is that work's loop: `caching latents...` then `tqdm(images)`), on a rank that did
+not itself time out;
 collective or store timeouts at an early sequence number on the other ranks, or later
 ones whose `Timeout(ms)` the bar's elapsed time covers (the rank did that work for the
 whole time the others waited); and no crash, network error or mismatch that would
