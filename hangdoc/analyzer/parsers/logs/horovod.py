@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.payloads.torch_pg import Backend, ConnectionLost, MissingRanks
 from hangdoc.analyzer.vocabulary import EventKind
 
@@ -31,9 +32,16 @@ _MISSING = re.compile(r"(?P<op>[\w./:\-]{1,200}) \[missing ranks: ?(?P<ranks>\d+
 _SHUT_DOWN = re.compile(r"Horovod has been shut down\. This was caused by an exception on one")
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+NEED = Need.words(("Horovod has been shut down", "missing ranks"))
+
+
 def match_horovod(text: str) -> Hit | None:
     """One stalled op of Horovod's stall warning, with the ranks that did not submit it;
     Horovod's shut-down error (a peer failed or finished)."""
+    if not NEED.admits(text):
+        return None
     if "Horovod has been shut down" in text and _SHUT_DOWN.search(text):
         lost = ConnectionLost(backend=Backend.HOROVOD, message="Horovod has been shut down")
         return Hit(EventKind.CONNECTION_LOST, payload=lost, key=("horovod_shutdown",))
@@ -54,7 +62,7 @@ def match_horovod(text: str) -> Hit | None:
 # when that rank is past the shut-down time). Under mpirun each line carries
 # "[1,0]<stderr>:"; pasted bare, "6: " looks like an srun label, so the scanner passes the
 # rank it peeled from there.
-_STALLED_HEADER = re.compile(r"(?:Stalled|Missing) ranks:\s*$")
+STALLED_HEADER = re.compile(r"(?:Stalled|Missing) ranks:\s*$")
 _STALLED_LINE = re.compile(r"^\s*(?:(?P<rank>\d+)(?P<gone>!?): )?\[(?P<ops>[^\]]*)\]?\s*$")
 
 
@@ -67,7 +75,7 @@ class HorovodStallBlock:
 
     @staticmethod
     def start(text: str) -> HorovodStallBlock | None:
-        return HorovodStallBlock() if _STALLED_HEADER.search(text) else None
+        return HorovodStallBlock() if STALLED_HEADER.search(text) else None
 
     def feed_tagged(self, text: str, peeled_rank: int | None) -> bool:
         """One line of the list (False ends it). ``peeled_rank``: the rank the prefix
