@@ -159,10 +159,8 @@ def test_a_need_is_what_its_patterns_hold() -> None:
 
 
 def test_a_prefilter_reads_a_words_need_and_a_branchs_every_part() -> None:
-    prefilter = Prefilter(
-        [Need.words(["Watchdog"]), Need.patterns(re.compile(r"Number of (?:steps|batch): \d+ left"))],
-        ["ncclCommInitRank"],
-    )
+    counted = re.compile(r"Number of (?:steps|batch): \d+ left")
+    prefilter = Prefilter([Need.words(["Watchdog"]), Need.patterns(counted)], ["ncclCommInitRank"])
     assert prefilter.may_mean("[rank3]: Watchdog caught")
     assert prefilter.may_mean("Number of steps: 1250 left")
     assert not prefilter.may_mean("12 steps left")  # words of two parts, not of the third
