@@ -12,16 +12,18 @@ to fourteen recognisers and the catalog, 20 µs a line, to be rejected by all of
   syntax trees) and tests that need first, so a need cannot claim less than the
   recogniser reads (``scanner.RECOGNISER_NEEDS``);
 * no catalog row could match it: every row's keyword is a word of the lines it matches
-  (``catalog.matcher``), so a line holding no keyword anywhere holds none as a word;
+  (``catalog.matcher``), and a word of the peeled line is a word of the raw one;
 * it starts no record the scanner follows (tracebacks, exception lines, reports,
   "Last error:", a record cut inside ``WorkNCCL(…)``: ``scanner.RECORD_NEED``);
 * cleaning it cannot make any of these appear (no ANSI colour, no carriage return).
 
 The test runs on the raw line, before its prefixes are peeled: peeling only takes text
-from the front (the line that is read is a part of the raw line), so what the raw line
-does not hold, the peeled one does not hold either. It is one regular-expression search
-over every literal of every need (a trie, so that a few thousand words cost a few
-microseconds), and a look at the rest of a need only where a word of it was found.
+from the front (the line that is read is the end of the raw line, and starts where a word
+may), so what the raw line does not hold, the peeled one does not hold either. It is
+asked of the line's shape (its digits 0) and the shape's answer is kept: a log's step
+lines differ in their numbers only, and cost a look-up each (about 1 µs); a new shape
+costs one search over every literal of every need (a trie), a look at the rest of a need
+only where a literal of it was found, and one split into words for the catalog.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ _MAX_LINE = 4000
 _ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _STR_ZEROS = str.maketrans("123456789", "000000000")
 _MAX_SHAPES = 4096
+_MAX_SHAPE_LINE = 1024  # a longer line's shape is not kept (the memory it holds is bounded)
 # What clean_line takes out of a line (prefixes.strip_colours, the "\r" of a redraw): a
 # line holding any is read in full, since what is left may join two parts into a word.
 _BARE_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
@@ -87,6 +90,8 @@ class Prefilter:
         literal in a line is one in its shape, so the answer may only be more often True;
         and lines of one shape are many (a log's step lines differ in their numbers), so
         the shape's answer is remembered."""
+        if len(line) > _MAX_SHAPE_LINE:
+            return self._may_mean(line.translate(_STR_ZEROS))
         shape = line.encode("utf-8", "surrogatepass").translate(_ZEROS)
         known = self._seen.get(shape)
         if known is None:
