@@ -195,8 +195,10 @@ class Need:
 
     def __init__(self, branches: Iterable[Branch]) -> None:
         self.branches: tuple[Branch, ...] = tuple(branches)
-        self._first = _search_for(frozenset().union(*(b[0] for b in self.branches)))
-        self._tests = tuple(tuple(map(_search_for, branch)) for branch in self.branches)
+        # compiled on first use: most needs are only read into the scanner's prefilter,
+        # and a process that reads no log pays for none of them
+        self._first: Callable[[str], object] | None = None
+        self._tests: tuple[tuple[Callable[[str], object], ...], ...] = ()
 
     @classmethod
     def words(cls, words: Iterable[str]) -> Need:
@@ -221,6 +223,9 @@ class Need:
 
     def admits(self, text: str) -> bool:
         """False only when no line the recogniser reads can be ``text``."""
+        if self._first is None:
+            self._first = _search_for(frozenset().union(*(b[0] for b in self.branches)))
+            self._tests = tuple(tuple(map(_search_for, branch)) for branch in self.branches)
         if self._first(text) is None:
             return False
         for tests in self._tests:
