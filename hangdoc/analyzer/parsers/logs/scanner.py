@@ -826,15 +826,7 @@ NCCL_NEED = Need.patterns(_NCCL_HEAD) | Need.words(("NCCL version", "NCCL ", " W
 
 def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
     """Every single-line recogniser, most specific first (NCCL lines by their header)."""
-    if not NCCL_NEED.admits(text):
-        pass
-    elif _NCCL_HEAD.match(text) or text.startswith("NCCL version"):
-        hit = nccl_lines.match_nccl(text)
-        if hit is not None:
-            return hit
-    elif ("NCCL " in text[:200] or " WARN " in text[:120]) and (
-        hit := nccl_lines.match_nccl_loose(text)
-    ) is not None:
+    if NCCL_NEED.admits(text) and (hit := _match_nccl(text)) is not None:
         return hit
     return (
         match_size_check(text)
@@ -852,6 +844,15 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_nic_event(text)
         or match_horovod(text)
     )
+
+
+def _match_nccl(text: str) -> Hit | None:
+    """An NCCL line, by its header, or by what a cut header left (its words)."""
+    if _NCCL_HEAD.match(text) or text.startswith("NCCL version"):
+        return nccl_lines.match_nccl(text)
+    if "NCCL " in text[:200] or " WARN " in text[:120]:
+        return nccl_lines.match_nccl_loose(text)
+    return None
 
 
 # The need of every recogniser match_any asks, each tested by its recogniser first
