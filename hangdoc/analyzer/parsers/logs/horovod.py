@@ -34,7 +34,9 @@ _SHUT_DOWN = re.compile(r"Horovod has been shut down\. This was caused by an exc
 
 # Every line the recogniser below makes an event of holds one of these (literals.Need;
 # the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
-NEED = Need.words(("Horovod has been shut down", "missing ranks"))
+# ("ready ranks": the one-line report of Horovod before mid-2018, which main's 0c80395
+# reads.)
+NEED = Need.words(("Horovod has been shut down", "missing ranks", "ready ranks"))
 
 
 def match_horovod(text: str) -> Hit | None:
