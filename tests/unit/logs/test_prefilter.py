@@ -1,7 +1,8 @@
 """The scanner's one prefilter (parsers/logs/prefilter.py): a line it says can mean nothing
 is passed over, unpeeled, and that may change nothing the scanner finds.
 
-Held to: every recogniser's and every catalog row's lines (each recorded line a
+Held to: every recogniser match_any asks tests, first, a need the prefilter holds; every
+recogniser's and every catalog row's lines (each recorded line a
 recogniser or a row reads, every row's own sample line) pass it; every recorded log, as
 it is and pasted the ways pastes are mangled (hangdoc/paste_mangling.py), is scanned to
 the same events, maps and counts with it as without it; the word-boundary argument it
@@ -11,6 +12,8 @@ the lines it exists for (the step lines of a big paste or log) are passed over.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -69,6 +72,35 @@ def _scan(text: str, *, prefilter: bool) -> tuple[object, ...]:
         scanner.pid_rank,
         scanner.dropped,
     )
+
+
+def test_every_recogniser_match_any_asks_tests_a_need_of_the_prefilter() -> None:
+    # A recogniser added to match_any without its need in RECOGNISER_NEEDS would read
+    # lines the prefilter passes over: each one called there tests, first, a need the
+    # prefilter holds.
+    needs = {id(need) for need in scanner_module.RECOGNISER_NEEDS}
+    tree = ast.parse(inspect.getsource(match_any))
+    called = {
+        node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
+    recognisers = sorted(name for name in called if name.startswith("match_"))
+    assert len(recognisers) >= 14
+    for name in (*recognisers, "match_any"):
+        function = getattr(scanner_module, name)
+        module = sys.modules[function.__module__]
+        body = ast.parse(inspect.getsource(function)).body[0]
+        assert isinstance(body, ast.FunctionDef)
+        tested = {
+            node.func.value.id
+            for node in ast.walk(body)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "admits"
+            and isinstance(node.func.value, ast.Name)
+        }
+        assert any(id(getattr(module, held, None)) in needs for held in tested), name
 
 
 def test_every_line_a_recogniser_or_a_row_reads_passes() -> None:
