@@ -21,7 +21,9 @@ print:
 
 Each checkout's ``hangdoc analyze FILE --json OUT`` runs in a fresh process, the
 checkouts interleaved --repeat times so they see the same load; wall clock of the whole
-command and peak RSS of it and its children. Both checkouts must give the same verdict,
+command, its CPU seconds with its children's (a worker's: on a loaded machine they are
+the steadier measure, since the wall clock then waits for a core), and peak RSS of it
+and its children. Both checkouts must give the same verdict,
 primary finding and culprits (printed).
 """
 
@@ -238,6 +240,12 @@ def _peak_children_mb() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
+def _cpu_children_s() -> float:
+    """CPU seconds (user + system) of the finished children and theirs (a worker)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_one(code: Path, target: Path) -> dict[str, Any]:
     """``hangdoc analyze`` of ``target`` by ``code`` in a fresh process (wall, peak RSS of
     the child, its answer). A wrapper process runs it, so ru_maxrss is this run's alone."""
@@ -252,10 +260,12 @@ def run_one(code: Path, target: Path) -> dict[str, Any]:
         if not out.exists():
             raise SystemExit(f"{code}: hangdoc analyze {target} failed: {done.stderr[-2000:]}")
         doc = json.loads(out.read_text())
-    peak = json.loads(done.stdout.strip().splitlines()[-1])["peak_mb"]
+    child = json.loads(done.stdout.strip().splitlines()[-1])
+    peak = child["peak_mb"]
     first = doc["findings"][0] if doc["findings"] else {}
     return {
         "seconds": round(wall, 2),
+        "cpu_s": round(child["cpu_s"], 2),
         "peak_mb": round(peak),
         "answer": f"{doc['verdict']}: {first.get('rule')} {first.get('category')} "
         f"{first.get('culprit_ranks')}",
@@ -265,7 +275,7 @@ def run_one(code: Path, target: Path) -> dict[str, Any]:
 
 def _child(cmd: list[str]) -> int:
     code = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-    print(json.dumps({"peak_mb": _peak_children_mb(), "exit": code}))
+    print(json.dumps({"peak_mb": _peak_children_mb(), "cpu_s": _cpu_children_s(), "exit": code}))
     return 0
 
 
@@ -297,8 +307,8 @@ def main() -> int:
             write_paste(paste, int(args.paste_mb * 2**20))
         inputs.append(("paste", paste))
     results: list[dict[str, Any]] = []
-    print("| input | MB | code | s (runs) | peak MB | load | answer |")
-    print("|---|---|---|---|---|---|---|")
+    print("| input | MB | code | s (runs) | CPU s (runs) | peak MB | load | answer |")
+    print("|---|---|---|---|---|---|---|---|")
     for kind, target in inputs:
         runs: dict[Path, list[dict[str, Any]]] = {code: [] for code in args.code}
         for _ in range(args.repeat):
@@ -307,9 +317,11 @@ def main() -> int:
         mb = target.stat().st_size / 2**20
         for code, done in runs.items():
             seconds = sorted(r["seconds"] for r in done)
+            cpu = sorted(r["cpu_s"] for r in done)
             loads = [r["load"] for r in done]
             print(
                 f"| {kind} | {mb:.0f} | {code} | {seconds[0]} ({', '.join(map(str, seconds))}) "
+                f"| {cpu[0]} ({', '.join(map(str, cpu))}) "
                 f"| {max(r['peak_mb'] for r in done)} | {min(loads):.1f}-{max(loads):.1f} "
                 f"| {done[0]['answer']} |",
                 flush=True,

@@ -114,6 +114,15 @@ _ANY_SILENT = re.compile("|".join(f"(?:{p.pattern})" for p in _SILENT))
 _MAYBE_PREFIX = re.compile(r"[\[(0-9A-Za-z]")
 
 _MAX_LAYERS = 8
+# A tag peel reads a local rank from (_ROLE, which _RANK is tried before), anywhere in a
+# line: a line without one has no local rank whatever its layers (the log scanner's
+# prefilter reads such a line's other identity later, if at all).
+_LOCAL_RANK_TAG = re.compile(f"(?!{_RANK.pattern}){_ROLE.pattern}")
+
+
+def local_rank_tag(line: str) -> bool:
+    """False only when ``peel`` reads no local rank from any layer of ``line``."""
+    return "]:" in line and _LOCAL_RANK_TAG.search(line) is not None
 
 
 def peel(line: str) -> Tagged:

@@ -161,7 +161,7 @@ def test_torch_and_count_keyword_lists_read_recorded_lines_as_before() -> None:
     # torch_pg's 34 words and the count recogniser's six as one search each
     lines = _recorded_lines()
     for keys, has in (
-        (torch_pg._KEYWORDS, torch_pg._HAS_KEYWORD),
+        (torch_pg._KEYWORDS, torch_pg.NEED.admits),
         (phases._COUNT_KEYS, phases._HAS_COUNT_KEY),
     ):
         for line in lines:

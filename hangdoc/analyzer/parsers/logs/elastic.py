@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.parsers.logs.process import match_exception_line, signal_name
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp, dated_stamp, epoch_stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
@@ -35,8 +36,15 @@ _TIME_VAL = re.compile(r"(\d{4})-(\d{2})-(\d{2})_(\d{2}:\d{2}:\d{2})")
 _SIGNAL_TB = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+NEED = Need.words(("exitcode", "closing signal", "death signal"))
+
+
 def match_agent(text: str) -> Hit | None:
     """One line of the torchrun agent (prefix already peeled)."""
+    if not NEED.admits(text):
+        return None
     if "exitcode" in text and (m := _FAILED.search(text)):
         code = int(m.group("code"))
         failed = LauncherReport(

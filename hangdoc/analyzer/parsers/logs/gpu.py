@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.payloads.host import (
     GpuRow,
     GpuStatus,
@@ -43,7 +44,7 @@ _HANDLE = re.compile(
 # src/nvidia/src/kernel/gpu/rc/kernel_rc.c). The cause is what the Xid means.
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
 _CSV_COL = re.compile(r"^[a-z][a-z_.]*(?: \[[^\]]+\])?$")
-_GPU_COLS = {
+GPU_COLUMNS = {
     "index",
     "name",
     "uuid",
@@ -70,17 +71,22 @@ _TABLE_PROC = re.compile(
     r"^\s*(?P<gpu>\d+)\s+(?:\S+\s+\S+\s+)?(?P<pid>\d+)\s+(?:C|G|C\+G|M)\s+(?P<name>.+?)"
     r"\s+(?P<mem>\d+)\s*MiB\s*$"
 )
-_TOPO_HEAD = re.compile(r"^\s+GPU0(?:\s+GPU\d+)*")
+TOPO_HEAD = re.compile(r"^\s+GPU0(?:\s+GPU\d+)*")
 _TOPO_ROW = re.compile(r"^GPU(\d+)\s+(.*)$")
 _LINK = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|OK|NS|CNS|GNS|TNS|DR|U)$")
 
 FALLEN_OFF_THE_BUS = 79  # the Xid the driver logs for "GPU has fallen off the bus"
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+XID_NEED = Need.words(("NVRM", "device handle"))
+
+
 def match_xid(text: str, last_pci: list[str]) -> Hit | None:
     """Xid / fallen-off-the-bus / lost-GPU lines; ``last_pci`` carries the PCI id of the
     previous NVRM line for the multi-line "fallen off the bus" message of new drivers."""
-    if "NVRM" not in text and "device handle" not in text:
+    if not XID_NEED.admits(text):
         return None
     if (m := _XID.search(text)) is not None:
         pid = (m.group("pid") or "").strip("'")
@@ -145,7 +151,7 @@ class CsvBlock:
         if len(cols) < 2 or not all(_CSV_COL.match(c) for c in cols):
             return None
         names = [c.split(" [", 1)[0] for c in cols]
-        if not any(n in _GPU_COLS for n in names):
+        if not any(n in GPU_COLUMNS for n in names):
             return None
         return CsvBlock(names)
 
@@ -252,7 +258,7 @@ class TopoBlock:
 
     @staticmethod
     def header(text: str) -> TopoBlock | None:
-        return TopoBlock() if _TOPO_HEAD.match(text) else None
+        return TopoBlock() if TOPO_HEAD.match(text) else None
 
     def feed(self, text: str) -> bool:
         m = _TOPO_ROW.match(text.strip())

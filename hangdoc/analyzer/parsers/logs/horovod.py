@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.payloads.torch_pg import Backend, ConnectionLost, MissingRanks, StalledOp
 from hangdoc.analyzer.vocabulary import EventKind
 
@@ -40,9 +41,18 @@ _OP_LIMIT = 120  # characters of an op's name kept (TensorFlow's names run long)
 _SHUT_DOWN = re.compile(r"Horovod has been shut down\. This was caused by an exception on one")
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+# ("ready ranks": the one-line report of Horovod before mid-2018, which main's 0c80395
+# reads.)
+NEED = Need.words(("Horovod has been shut down", "missing ranks", "ready ranks"))
+
+
 def match_horovod(text: str) -> Hit | None:
     """One stalled op of Horovod's stall warning, with the ranks that did not submit it;
     Horovod's shut-down error (a peer failed or finished)."""
+    if not NEED.admits(text):
+        return None
     if "Horovod has been shut down" in text and _SHUT_DOWN.search(text):
         lost = ConnectionLost(backend=Backend.HOROVOD, message="Horovod has been shut down")
         return Hit(EventKind.CONNECTION_LOST, payload=lost, key=("horovod_shutdown",))
@@ -87,7 +97,7 @@ def _ready_report(text: str) -> Hit | None:
 # when that rank is past the shut-down time). Under mpirun each line carries
 # "[1,0]<stderr>:"; pasted bare, "6: " looks like an srun label, so the scanner passes the
 # rank it peeled from there.
-_STALLED_HEADER = re.compile(r"(?:Stalled|Missing) ranks:\s*$")
+STALLED_HEADER = re.compile(r"(?:Stalled|Missing) ranks:\s*$")
 _STALLED_LINE = re.compile(r"^\s*(?:(?P<rank>\d+)(?P<gone>!?): )?\[(?P<ops>[^\]]*)\]?\s*$")
 
 
@@ -102,7 +112,7 @@ class HorovodStallBlock:
 
     @staticmethod
     def start(text: str) -> HorovodStallBlock | None:
-        return HorovodStallBlock() if _STALLED_HEADER.search(text) else None
+        return HorovodStallBlock() if STALLED_HEADER.search(text) else None
 
     def feed_tagged(self, text: str, peeled_rank: int | None) -> bool:
         """One line of the list (False ends it). ``peeled_rank``: the rank the prefix

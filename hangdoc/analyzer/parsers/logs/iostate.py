@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.payloads.host import IoSource, IoStall, ServerState
 from hangdoc.analyzer.vocabulary import EventKind, storage_error
 
@@ -96,8 +97,17 @@ def is_fs_frame(fn: str, module: str | None) -> bool:
     return (module is not None and module in _FS_MODULES) or bool(_FS_FUNCTION.match(fn))
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+NEED = Need.words(("+0x", " D", "nfs: server", "was lost", "too slow", "rror", "file")) | (
+    Need.patterns(_PROC_STATE)
+)
+
+
 def match_io_state(text: str) -> Hit | None:
     """One line of a process listing, a kernel stack or the NFS/Lustre client's log."""
+    if not NEED.admits(text):
+        return None
     first = text[:1]
     if first in "[ \t" and "+0x" in text and (f := _KFRAME.match(text)) is not None:
         fn, module = f.group("fn"), f.group("mod")

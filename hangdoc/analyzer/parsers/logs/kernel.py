@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
 from hangdoc.analyzer.payloads.host import HungTask, KernelFrame
@@ -71,6 +72,8 @@ class HungTaskBlock:
     """One task's report: the hung-task line and/or the task line, then its trace (the
     task is in D state: the task lines of other states are not read)."""
 
+    # Every line a report starts with holds one of these (the scanner's prefilter).
+    NEED: ClassVar[tuple[str, ...]] = ("task", " D ")
     name: str | None = None
     pid: int | None = None
     blocked_s: int | None = None
@@ -80,7 +83,7 @@ class HungTaskBlock:
 
     @staticmethod
     def start(text: str) -> HungTaskBlock | None:
-        if "task" not in text and " D " not in text:
+        if not any(word in text for word in HungTaskBlock.NEED):
             return None
         block = HungTaskBlock()
         if (b := _BLOCKED.search(text)) is not None:

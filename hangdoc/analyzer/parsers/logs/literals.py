@@ -25,7 +25,7 @@ from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["Gate", "any_of", "gate", "required_literals"]
+__all__ = ["Gate", "Need", "any_of", "gate", "required_literals"]
 
 _REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
 # A branch keeps at most this many sets (the longest literals first): enough to rule out
@@ -183,3 +183,55 @@ def any_admits(gates: tuple[Gate, ...]) -> Callable[[str], bool]:
         return search(text) is not None
 
     return test
+
+
+class Need:
+    """What every line a recogniser makes something of holds: for one of its branches, a
+    literal of each of the branch's sets. A recogniser tests its own need first (so the
+    need cannot claim less than the recogniser reads), and the scanner's prefilter
+    (``parsers/logs/prefilter.py``) is the union of every recogniser's need."""
+
+    __slots__ = ("_first", "_tests", "branches")
+
+    def __init__(self, branches: Iterable[Branch]) -> None:
+        self.branches: tuple[Branch, ...] = tuple(branches)
+        # compiled on first use: most needs are only read into the scanner's prefilter,
+        # and a process that reads no log pays for none of them
+        self._first: Callable[[str], object] | None = None
+        self._tests: tuple[tuple[Callable[[str], object], ...], ...] = ()
+
+    @classmethod
+    def words(cls, words: Iterable[str]) -> Need:
+        """A need of one of ``words``."""
+        return cls(((frozenset(words),),))
+
+    @classmethod
+    def patterns(cls, *patterns: re.Pattern[str]) -> Need:
+        """What a match of one of ``patterns`` holds, read from their syntax trees; a
+        pattern that can match without fixed text, or that ignores case, has no need and
+        is a ``ValueError`` (a recogniser cannot declare a need it does not have)."""
+        branches: list[Branch] = []
+        for pattern in patterns:
+            found = required_literals(pattern)
+            if found is None or found[1]:
+                raise ValueError(f"no literal every match of {pattern.pattern!r} holds")
+            branches.extend(found[0])
+        return cls(branches)
+
+    def __or__(self, other: Need) -> Need:
+        return Need(self.branches + other.branches)
+
+    def admits(self, text: str) -> bool:
+        """False only when no line the recogniser reads can be ``text``."""
+        if self._first is None:
+            self._first = _search_for(frozenset().union(*(b[0] for b in self.branches)))
+            self._tests = tuple(tuple(map(_search_for, branch)) for branch in self.branches)
+        if self._first(text) is None:
+            return False
+        for tests in self._tests:
+            for test in tests:
+                if test(text) is None:
+                    break
+            else:
+                return True
+        return False

@@ -40,6 +40,8 @@ from hangdoc.analyzer.vocabulary import RankFrom
 
 # Markdown emphasis and code spans a reporter puts around the words that matter.
 _EMPHASIS = re.compile(r"\*{1,2}|`|__")
+# What strip_emphasis takes out; a line without any of them is read as it is.
+EMPHASIS_MARKERS = ("*", "`", "__")
 _TAG = re.compile(
     r"[\[(<]\s*(?:(?P<local>local[_ ]?rank|LOCAL_RANK)|(?:global[_ ]?)?rank|RANK|GLOBAL_RANK)"
     r"\s*[:=#]?\s*(?P<n>\d{1,6})\s*[\])>]",
@@ -105,7 +107,7 @@ class Mention:
 
 def strip_emphasis(text: str) -> str:
     """The line without Markdown's emphasis and code-span markers."""
-    return _EMPHASIS.sub("", text) if ("*" in text or "`" in text or "__" in text) else text
+    return _EMPHASIS.sub("", text) if any(m in text for m in EMPHASIS_MARKERS) else text
 
 
 def find_mention(text: str) -> Mention | None:

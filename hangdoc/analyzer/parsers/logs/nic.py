@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.payloads.host import CounterGroup, LinkEvent, NicCounter, NicLink
 from hangdoc.analyzer.vocabulary import EventKind
 
@@ -90,8 +91,15 @@ _TX_TIMEOUT = re.compile(
 )
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+EVENT_NEED = Need.words(("Link ", "Port module event", "NETDEV WATCHDOG"))
+
+
 def match_nic_event(text: str) -> Hit | None:
     """A NIC link change, module event or transmit timeout in the kernel log."""
+    if not EVENT_NEED.admits(text):
+        return None
     if "Link " in text and (m := _LINK.search(text)) is not None:
         event = LinkEvent.LINK_DOWN if m.group("state") == "down" else LinkEvent.LINK_UP
         link = NicLink(event=event, iface=m.group("iface"), driver=m.group("driver"))
@@ -112,8 +120,15 @@ def match_nic_event(text: str) -> Hit | None:
     return None
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+COUNTER_NEED = Need.words(("/sys/class/infiniband/", ":.."))
+
+
 def match_nic_counter(text: str) -> Hit | None:
     """One non-zero error counter line (sysfs path form or perfquery)."""
+    if not COUNTER_NEED.admits(text):
+        return None
     if "/sys/class/infiniband/" in text and (m := _SYSFS.search(text)) is not None:
         name, value = m.group("name"), int(m.group("value"))
         dev, port = m.group("dev"), int(m.group("port"))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
+from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.payloads.torch_pg import CollectiveIssued, Fingerprint
 from hangdoc.analyzer.vocabulary import EventKind
 
@@ -38,9 +39,14 @@ def _group(pattern: re.Pattern[str], text: str) -> str | None:
     return m.group(1) if m is not None else None
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+NEED = Need.words(("Running collective: CollectiveFingerPrint(",))
+
+
 def match_wrapper(text: str) -> Hit | None:
     """A "[Rank N] Running collective: CollectiveFingerPrint(…)" line, else None."""
-    if "Running collective: CollectiveFingerPrint(" not in text:
+    if not NEED.admits(text):
         return None
     m = _RUNNING.search(text)
     if m is None:

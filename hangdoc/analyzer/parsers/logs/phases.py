@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
-from hangdoc.analyzer.parsers.logs.literals import any_admits, any_of, gate
-from hangdoc.analyzer.parsers.logs.mentions import find_mention, strip_emphasis
+from hangdoc.analyzer.parsers.logs.literals import Need, any_admits, any_of, gate
+from hangdoc.analyzer.parsers.logs.mentions import EMPHASIS_MARKERS, find_mention, strip_emphasis
 from hangdoc.analyzer.payloads.progress import DataCount, Exhausted, PhaseMarker, Progress
 from hangdoc.analyzer.vocabulary import EventKind, Phase
 
@@ -226,6 +226,11 @@ _MARKER_GATES = tuple((phase, gate(pattern)) for phase, pattern in _MARKERS)
 _SOME_MARKER = any_admits(tuple(g for _, g in _MARKER_GATES))
 _HAS_KEY = any_of(_KEYS)
 _HAS_COUNT_KEY = any_of(_COUNT_KEYS)
+# What every line match_phase and match_count make an event of holds (literals.Need, the
+# scanner's prefilter): the needs of the patterns that make a hit (an init line, a bar, a
+# marker; a count, read without Markdown emphasis: a line with emphasis may hold any).
+PHASE_NEED = Need.patterns(_INIT, _BAR, *(pattern for _, pattern in _MARKERS))
+COUNT_NEED = Need.patterns(_COUNT) | Need.words(EMPHASIS_MARKERS)
 # A rank's name right before a number: the number names the rank, it counts nothing.
 _RANK_BEFORE = re.compile(r"rank(?:_id)?\s*[:=#]?\s*$", re.IGNORECASE)
 
@@ -238,7 +243,7 @@ def match_count(text: str) -> Hit | None:
     ``… on [rank: 3]``): that rank is part of the count's identity, so that equal counts
     of several ranks stay several events (the majority a differing rank is compared with)
     until attribution reads the rank (parsers/logs/mentions.py)."""
-    if len(text) > 400 or not _HAS_COUNT_KEY(text):
+    if len(text) > 400 or not _HAS_COUNT_KEY(text) or not COUNT_NEED.admits(text):
         return None
     text = strip_emphasis(text)
     m = _COUNT_SEARCH(text)
@@ -273,7 +278,7 @@ def _rank_number_end(text: str, m: re.Match[str]) -> int | None:
 
 
 def match_phase(text: str) -> Hit | None:
-    if not _HAS_KEY(text):
+    if not _HAS_KEY(text) or not PHASE_NEED.admits(text):
         return None
     content_rank: int | None = None
     if (d := _DS_RANK_SEARCH(text)) is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import Direction
 from hangdoc.analyzer.vocabulary import EventKind, Phase
@@ -29,9 +30,14 @@ _SHAPE_P2P = re.compile(
 )
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+NEED = Need.words(("Shape inference: stage",))
+
+
 def match_pipelining(text: str) -> Hit | None:
     """A PipelineStage shape-inference send/recv line, else None."""
-    if "Shape inference: stage" not in text:
+    if not NEED.admits(text):
         return None
     m = _SHAPE_P2P.search(text)
     if m is None:

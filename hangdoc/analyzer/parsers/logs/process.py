@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
-from hangdoc.analyzer.parsers.logs.literals import any_of
+from hangdoc.analyzer.parsers.logs.literals import Need, any_of
 from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.analyzer.payloads.launch import (
     RAY_MEMORY_MONITOR,
@@ -145,6 +145,27 @@ _KEYS = (
     "terminated with",
 )
 _HAS_KEY = any_of(_KEYS)  # one search, not a test per word (literals.any_of)
+# Every line match_process makes an event of is a match of one of these (its branches'
+# patterns, in their order), and so holds what their syntax trees say it must (the
+# scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+_HIT_PATTERNS = (
+    _RAY_HOST_OOM,
+    _RAY_OOM_SUMMARY,
+    _OOM,
+    _HOST_OOM,
+    _SLURM_TASK,
+    _SLURM_CANCEL,
+    _MPIRUN,
+    _HOROVOD_EXIT,
+    _DS_EXIT,
+    _MP_SPAWN,
+    _ELASTIC_SIGNAL,
+    _DS_KILL,
+    _FATAL,
+    _CUDA_ERROR,
+    _RAY_DIED,
+)
+NEED = Need.patterns(*_HIT_PATTERNS)
 
 
 def exception_hit(
@@ -248,13 +269,20 @@ def _match_torch_shm(text: str) -> Hit | None:
     return Hit(EventKind.DATALOADER_WORKER_DIED, payload=died, key=("loader_shm",))
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+# ("(shm)": the SIGBUS message's second sentence, which a cut may leave alone; main's
+# 0c80395 reads it.)
+WORKER_NEED = Need.words(("</torch_", "orker", "DataLoader", "(shm)"))
+
+
 def match_dataloader_worker(text: str) -> Hit | None:
     """A DataLoader worker process died or timed out (torch's own wording), or the shared
     memory its batches go through failed."""
+    if not WORKER_NEED.admits(text):
+        return None
     if "</torch_" in text:
         return _match_torch_shm(text)
-    if "orker" not in text and "DataLoader" not in text and "(shm)" not in text:
-        return None
     m = _LOADER_WORKER.search(text)
     if m is None:
         return None
@@ -280,7 +308,7 @@ def _report(kind: EventKind, report: LauncherReport, key: tuple[object, ...], **
 
 def match_process(text: str) -> Hit | None:
     """CUDA OOM / errors, fatal signals, OOM killer, launcher exit reports, Ray deaths."""
-    if not _HAS_KEY(text):
+    if not _HAS_KEY(text) or not NEED.admits(text):
         return None
     if "low on memory" in text and _RAY_HOST_OOM.search(text):
         ray = HostOomKill(name=RAY_MEMORY_MONITOR, message=text.strip()[:300])
@@ -455,7 +483,7 @@ def _fatal(f: re.Match[str]) -> Hit:
 #     Process name: [[28387,1],3]
 #     Exit code:    1
 # The last number of the process name is the MPI rank.
-_MPI_NONZERO = "detected that one or more processes exited with non-zero status"
+MPI_NONZERO = "detected that one or more processes exited with non-zero status"
 _MPI_NAME = re.compile(r"^\s*Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]")
 _MPI_CODE = re.compile(r"^\s*Exit code: +(?P<code>-?\d+)")
 _MPI_BODY = re.compile(r"^\s*(?:the job to be terminated|-{8,}|Process name:|Exit code:)")
@@ -470,7 +498,7 @@ class MpiExitBlock:
 
     @staticmethod
     def start(text: str) -> MpiExitBlock | None:
-        return MpiExitBlock() if _MPI_NONZERO in text else None
+        return MpiExitBlock() if MPI_NONZERO in text else None
 
     def feed(self, text: str) -> bool:
         if not text.strip():

@@ -24,7 +24,7 @@ from hangdoc.analyzer.payloads.nccl import (
 from hangdoc.analyzer.payloads.torch_pg import FrError, FrReport
 from hangdoc.analyzer.vocabulary import EventKind, parse_enum
 
-_RAS_START = re.compile(r"^(?:Job summary|Communicators\.\.\.|Group\s+Comms\s+Nodes)")
+RAS_START = re.compile(r"^(?:Job summary|Communicators\.\.\.|Group\s+Comms\s+Nodes)")
 _RAS_ROW = re.compile(
     r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+([A-Z]+)\s+([A-Z]+)\s*$"
 )
@@ -93,7 +93,7 @@ class RasBlock:
 
     @staticmethod
     def start(text: str) -> RasBlock | None:
-        return RasBlock() if _RAS_START.match(text) else None
+        return RasBlock() if RAS_START.match(text) else None
 
     def feed(self, text: str) -> bool:
         if not text.strip():
@@ -216,7 +216,7 @@ class RasBlock:
         return self.hits
 
 
-_FR_HEAD = re.compile(
+FR_HEAD = re.compile(
     r"^(?:Not all ranks joining collective(?:, sequence number: (?P<seq>\d+)| (?P<seq2>\d+) at "
     r"entry \d+"
     r"| for group (?P<group>\S+) collective (?P<coll>\S+))"
@@ -250,7 +250,7 @@ class FrTraceBlock:
 
     @staticmethod
     def start(text: str) -> FrTraceBlock | None:
-        m = _FR_HEAD.match(text)
+        m = FR_HEAD.match(text)
         if m is None:
             return None
         if m.group("eseq") or m.group("eseq2") or m.group("ioseq"):
@@ -277,7 +277,7 @@ class FrTraceBlock:
             if text.strip().startswith("collective stack trace"):
                 return True
             return (
-                bool(text.strip()) and (" at " in text and ":" in text) and not _FR_HEAD.match(text)
+                bool(text.strip()) and (" at " in text and ":" in text) and not FR_HEAD.match(text)
             )
         if key in ("missing ranks", "expected ranks"):
             s = _SET.search(value)

@@ -9,9 +9,25 @@ that no launcher prefixes (ChildFailedError, RAS, fr_trace, nvidia-smi).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
 
+from hangdoc.analyzer.parsers.catalog import default_matcher
+from hangdoc.analyzer.parsers.logs import (
+    elastic,
+    gpu,
+    horovod,
+    iostate,
+    nic,
+    pg_wrapper,
+    phases,
+    pipelining,
+    process,
+    reports,
+    size_checks,
+    torch_pg,
+)
 from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
 from hangdoc.analyzer.parsers.logs.catalog_lines import catalog_hit
 from hangdoc.analyzer.parsers.logs.elastic import ChildFailedBlock, match_agent
@@ -20,10 +36,12 @@ from hangdoc.analyzer.parsers.logs.hit import Hit, Origin
 from hangdoc.analyzer.parsers.logs.horovod import HorovodStallBlock, match_horovod
 from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
+from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
 from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
+from hangdoc.analyzer.parsers.logs.prefilter import Prefilter
 from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
 from hangdoc.analyzer.parsers.logs.process import (
     MpiExitBlock,
@@ -36,6 +54,7 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
+from hangdoc.analyzer.parsers.prefixes import local_rank_tag
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.payloads.nccl import (
     NcclColl,
@@ -76,6 +95,8 @@ _SAID_RANK = re.compile(
 _NCCL_HEAD = re.compile(r"[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] ")
 _STACK_FRAME = re.compile(r"^#\d+ \S+ from \S+:\d+")
 _TRACEBACK = "Traceback (most recent call last)"
+_FAILED_STACK = "Stack trace of the failed collective:"
+_LAST_ERROR = "Last error:"
 # A frame of a Python traceback (traceback.format_list: '  File "%s", line %d, in %s').
 _CUT_FRAME = re.compile(r'^\s+File "[^"]+", line \d+, in \S')
 # What an NCCL "Last error:" line can be besides context for the NCCL error before it.
@@ -94,6 +115,9 @@ _MAX_PER_KIND = 400
 _CATCH_ALL = frozenset({EventKind.NCCL_WARN, EventKind.EXCEPTION})
 _NO_KINDS: frozenset[EventKind] = frozenset()
 _MAX_JOIN = 4
+# Lines passed over (Scanner._pass_over) before the last one's tag is read: a bound on what is
+# kept, one peeling in so many lines.
+_MAX_DEFERRED = 64
 # A line that starts a record of its own is never the wrapped rest of the one before: two
 # ranks' "RuntimeError: Detected mismatch …" messages, each hard-wrapped, follow each other.
 _RECORD_START = re.compile(r"(?:[A-Za-z_][\w.]*(?:Error|Exception): |Traceback \(most recent)")
@@ -188,26 +212,79 @@ class Scanner:
     # The kinds of the events made of the line being read (a catalog row adds another).
     _line: int = -1
     _line_kinds: set[EventKind] = field(default_factory=set)
+    # The lines passed over since _prev_tag's (see _pass_over), whose tags are read only
+    # when a wrapped line needs the last one's; _deferred_len is the length of the line
+    # before the first of them.
+    _deferred: list[str] = field(default_factory=list)
+    _deferred_len: int = 0
 
     # ---- input ------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
         if not raw:
             self._blank(lineno)
             return
+        if (
+            self._quiet()
+            and not _may_split(raw)
+            and not scanner_prefilter().may_mean(raw)
+            and not local_rank_tag(raw)
+        ):
+            self._pass_over(raw)
+            return
         for segment in _segments(raw):
-            # A spliced record starts at a "[" past the first character, or at a glog
-            # header (".py:…]") in a line with a "[" (_SPLICE's lookaheads): a step line
-            # with only its rank prefix has neither, and its split was a tenth of its cost.
-            if len(segment) > 20 and (
-                segment.find("[", 1) > 0 or (segment[:1] == "[" and ".py:" in segment)
-            ):
-                pieces = _SPLICE.split(segment)
-                if _LINE_PREFIXED.match(segment):
-                    pieces = [p for piece in pieces for p in _SPLICE_SPACED.split(piece)]
-            else:
-                pieces = [segment]
+            pieces = _split_records(segment) if _may_split(segment) else [segment]
             for piece in pieces:
                 self._physical(lineno, piece, len(raw))
+
+    def _quiet(self) -> bool:
+        """No record is open that the next line may continue or end: a line then does
+        nothing but what it says (and what its identity passes on to a wrapped line)."""
+        return (
+            self._pending is None
+            and self._block is None
+            and not self._tracebacks
+            and self._stack_event is None
+            and self._last_error_for is None
+            and self._tail_exc is None
+        )
+
+    def _pass_over(self, raw: str) -> None:
+        """A line that can mean nothing (the prefilter, in a quiet state: no record open),
+        read without its peeling and tests: it holds nothing a recogniser, a catalog row
+        or a record reads, is balanced, names no local rank (local_to_global) and is no
+        spliced record, so all it leaves is its identity for a wrapped line after it,
+        read from it when one comes (_previous_tag)."""
+        self._line = -1
+        if not self._deferred:
+            self._deferred_len = self._prev_len
+        self._deferred.append(raw)
+        self._prev_len = len(raw)
+        if len(self._deferred) >= _MAX_DEFERRED:
+            self._prev_tag = self._previous_tag()
+
+    def _previous_tag(self) -> LineTag | None:
+        """The tag of the line before this one, read from the lines passed over when there
+        are: the last one's, which takes the identity of the one before it only when it
+        continues it (_continues), and so on back."""
+        raws = self._deferred
+        if not raws:
+            return self._prev_tag
+        tags: list[tuple[LineTag, bool]] = []
+        index = len(raws)
+        continues = True
+        while continues and index > 0:
+            index -= 1
+            tag = peel_line(raws[index])
+            continues = _continues(tag, len(raws[index - 1]) if index else self._deferred_len)
+            tags.append((tag, continues))
+        prev = self._prev_tag if continues else None
+        for tag, continued in reversed(tags):
+            if continued and prev is not None and prev.tagged:
+                _inherit(tag, prev)
+            prev = tag
+        raws.clear()
+        self._prev_tag = prev
+        return prev
 
     def finish(self) -> list[RawEvent]:
         if self._pending is not None:
@@ -232,6 +309,7 @@ class Scanner:
         a 4 MiB paste's 79,000 lines)."""
         tag = LineTag("")
         self._prev_len, self._prev_tag = 0, tag
+        self._deferred.clear()
         if self._pending is not None:
             ptag, pline, _ = self._pending
             self._pending = None
@@ -241,13 +319,13 @@ class Scanner:
     def _physical(self, lineno: int, raw: str, raw_len: int) -> None:
         tag = peel_line(raw)
         text = tag.text
-        headerless = not tag.tagged and not _NCCL_HEAD.match(text) and tag.level is None
-        prev = self._prev_tag
-        wrapped = self._prev_len >= _WRAP_LEN or text[:1] in " \t"
-        if headerless and prev is not None and prev.tagged and wrapped and text.strip():
-            tag.rank, tag.local_rank = prev.rank, prev.local_rank  # wrapped continuation
-            tag.host, tag.pid, tag.tagged = prev.host, prev.pid, True
+        headerless = _headerless(tag)
+        if _continues(tag, self._prev_len):
+            prev = self._previous_tag()
+            if prev is not None and prev.tagged:
+                _inherit(tag, prev)  # wrapped continuation
         self._prev_len, self._prev_tag = raw_len, tag
+        self._deferred.clear()
         if self._pending is not None:
             ptag, pline, joins = self._pending
             if headerless and text.strip() and not _RECORD_START.match(text):
@@ -334,7 +412,7 @@ class Scanner:
                 stack.payload = replace(stack.payload, frames=frames)
             return True
         self._stack_event = None
-        if text.strip() == "Last error:":
+        if text.strip() == _LAST_ERROR:
             self._last_error_for = self._last_nccl_error
             return True
         target = self._last_error_for
@@ -451,7 +529,7 @@ class Scanner:
 
     def _recognise_by_hand(self, tag: LineTag, lineno: int) -> None:
         text = tag.text
-        if "Stack trace of the failed collective:" in text:
+        if _FAILED_STACK in text:
             # ≥2.6: the frames follow unprefixed as "#0 all_reduce from file:line"
             self._stack_event = self._emit(
                 Hit(
@@ -633,6 +711,40 @@ class Scanner:
         return current
 
 
+def _headerless(tag: LineTag) -> bool:
+    """A line no prefix, NCCL header or level names the writer of."""
+    return not tag.tagged and not _NCCL_HEAD.match(tag.text) and tag.level is None
+
+
+def _continues(tag: LineTag, prev_len: int) -> bool:
+    """Whether a line is the hard-wrapped rest of the one before (of ``prev_len``
+    characters), and so takes its identity when that one has a prefix."""
+    text = tag.text
+    wrapped = prev_len >= _WRAP_LEN or text[:1] in " \t"
+    return wrapped and _headerless(tag) and bool(text.strip())
+
+
+def _inherit(tag: LineTag, prev: LineTag) -> None:
+    tag.rank, tag.local_rank = prev.rank, prev.local_rank
+    tag.host, tag.pid, tag.tagged = prev.host, prev.pid, True
+
+
+def _may_split(segment: str) -> bool:
+    """Whether a second record may start inside the line (_SPLICE's lookaheads need a
+    "[" past the first character, or a glog header's ".py:" in a line with a "["): a step
+    line with only its rank prefix has neither, and its split was a tenth of its cost."""
+    return len(segment) > 20 and (
+        segment.find("[", 1) > 0 or (segment[:1] == "[" and ".py:" in segment)
+    )
+
+
+def _split_records(segment: str) -> list[str]:
+    pieces = _SPLICE.split(segment)
+    if _LINE_PREFIXED.match(segment):
+        pieces = [p for piece in pieces for p in _SPLICE_SPACED.split(piece)]
+    return pieces
+
+
 def _group_rank(hit: Hit) -> int | None:
     """The process-group rank a torch message names ("[PG 0 Rank 3]", "[Rank 3]")."""
     return hit.payload.group_rank if isinstance(hit.payload, InGroup) else None
@@ -708,15 +820,13 @@ def _segments(raw: str) -> list[str]:
     return list(last.values()) or [raw]
 
 
+# NCCL's lines, by their header or by what a cut header leaves (match_any's first tests).
+NCCL_NEED = Need.patterns(_NCCL_HEAD) | Need.words(("NCCL version", "NCCL ", " WARN "))
+
+
 def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
     """Every single-line recogniser, most specific first (NCCL lines by their header)."""
-    if _NCCL_HEAD.match(text) or text.startswith("NCCL version"):
-        hit = nccl_lines.match_nccl(text)
-        if hit is not None:
-            return hit
-    elif ("NCCL " in text[:200] or " WARN " in text[:120]) and (
-        hit := nccl_lines.match_nccl_loose(text)
-    ) is not None:
+    if NCCL_NEED.admits(text) and (hit := _match_nccl(text)) is not None:
         return hit
     return (
         match_size_check(text)
@@ -734,6 +844,69 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_nic_event(text)
         or match_horovod(text)
     )
+
+
+def _match_nccl(text: str) -> Hit | None:
+    """An NCCL line, by its header, or by what a cut header left (its words)."""
+    if _NCCL_HEAD.match(text) or text.startswith("NCCL version"):
+        return nccl_lines.match_nccl(text)
+    if "NCCL " in text[:200] or " WARN " in text[:120]:
+        return nccl_lines.match_nccl_loose(text)
+    return None
+
+
+# The need of every recogniser match_any asks, each tested by its recogniser first
+# (literals.Need): the prefilter's union.
+RECOGNISER_NEEDS: tuple[Need, ...] = (
+    NCCL_NEED,
+    size_checks.NEED,
+    torch_pg.NEED,
+    elastic.NEED,
+    gpu.XID_NEED,
+    process.WORKER_NEED,
+    process.NEED,
+    pipelining.NEED,
+    pg_wrapper.NEED,
+    phases.PHASE_NEED,
+    phases.COUNT_NEED,
+    iostate.NEED,
+    nic.COUNTER_NEED,
+    nic.EVENT_NEED,
+    horovod.NEED,
+)
+# What the scanner itself reads in a line besides the recognisers: the records it follows
+# (a traceback, its frames cut from their header, an exception line, the reports of
+# _start_block, "Last error:" and the failed collective's stack) and a record cut inside
+# its parentheses (_balanced).
+RECORD_NEED = Need.words(
+    (
+        _TRACEBACK,
+        _FAILED_STACK,
+        _LAST_ERROR,
+        "ChildFailedError",
+        "NVIDIA-SMI",
+        *HungTaskBlock.NEED,
+        process.MPI_NONZERO,
+        "Work",
+        "FingerPrint",
+        *gpu.GPU_COLUMNS,
+    )
+) | Need.patterns(
+    _CUT_FRAME,
+    _FP_FOLLOWS,
+    process.EXCEPTION_LINE,
+    reports.RAS_START,
+    reports.FR_HEAD,
+    gpu.TOPO_HEAD,
+    horovod.STALLED_HEADER,
+)
+
+
+@functools.cache
+def scanner_prefilter() -> Prefilter:
+    """The prefilter of every recogniser, record and catalog row (parsers/logs/prefilter.py),
+    built once per process (with the catalog's matcher, on the first line)."""
+    return Prefilter((*RECOGNISER_NEEDS, RECORD_NEED), default_matcher().keywords)
 
 
 def _aggregate_key(hit: Hit, owner: Owner) -> tuple[object, ...] | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.payloads.nccl import CollectiveMismatch, MismatchError, MismatchSource
 from hangdoc.analyzer.payloads.torch_pg import Backend
 from hangdoc.analyzer.vocabulary import EventKind
@@ -30,9 +31,14 @@ _GLOO_LENGTH = re.compile(
 )
 
 
+# Every line the recogniser below makes an event of holds one of these (literals.Need;
+# the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
+NEED = Need.words(("op.preamble.length",))
+
+
 def match_size_check(text: str) -> Hit | None:
     """A gloo "op.preamble.length <= op.nbytes. N vs M" enforce failure, else None."""
-    if "op.preamble.length" not in text:
+    if not NEED.admits(text):
         return None
     m = _GLOO_LENGTH.search(text)
     if m is None:
