@@ -63,7 +63,7 @@ def _marker(p: Placed) -> PhaseMarker:
 def _unlabelled_bar(marker: PhaseMarker) -> bool:
     """A tqdm meter printed without a description (``tqdm(items)``): parsers/logs/phases.py
     calls it training for want of a label."""
-    return marker.progress is not None and not marker.marker and marker.label == "progress"
+    return marker.progress is not None and not marker.described
 
 
 def busy_owners(tl: Timeline, timed_out: set[int]) -> dict[int | None, tuple[Placed, str]]:

@@ -43,6 +43,8 @@ class PhaseMarker(EventPayload):
     label: str | None = None  # the bar's description or the marker's words, for people
     progress: Progress | None = None  # a progress bar's meter
     marker: bool = False  # a framework's begin/end message (not a bar)
+    # A bar printed without a description (``tqdm(items)``): its phase is a guess.
+    described: bool = True
     world_size: int | None = None  # a distributed-init line's world size
     exhausted: Exhausted | None = None  # DATA_EXHAUSTED: which trainer's words
     store_key: str | None = None  # "Completed store-based barrier for key: K"

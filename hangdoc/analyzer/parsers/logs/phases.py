@@ -295,7 +295,9 @@ def match_phase(text: str) -> Hit | None:
     if ("%|" in text or "<" in text) and (b := _BAR.search(text)) is not None:
         label = b.group("label").strip().strip("'\"")[-60:]
         phase = next((p for p, pat in _LABELS if pat.search(label)), Phase.TRAIN)
-        bar = PhaseMarker(phase=phase, label=label or "progress", progress=_progress(b))
+        bar = PhaseMarker(
+            phase=phase, label=label or "progress", progress=_progress(b), described=bool(label)
+        )
         return Hit(EventKind.PHASE, payload=bar, rank=content_rank, key=("bar", label))
     if not _SOME_MARKER(text):
         return None
