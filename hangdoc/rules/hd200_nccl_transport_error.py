@@ -282,8 +282,7 @@ class NcclTransportError(Rule):
         ):
             category = Category.NCCL_INIT
             title = (
-                f"NCCL could not connect GPUs of one node ({kinds[0][0]}) before any "
-                "collective ran"
+                f"NCCL could not connect GPUs of one node ({kinds[0][0]}) before any collective ran"
             )
             explanation += (
                 " The WARN comes from NCCL's intra-node transports (transport/p2p.cc, "

@@ -48,7 +48,6 @@ from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs
 
-
 # cudaGetErrorString(cudaErrorPeerAccessUnsupported), error 217 of the CUDA runtime
 # (libcudart.so.12's error-string table: the catalog's cuda.json row cuda.e6e1d7b00a; NCCL
 # prints it after the number, torch after "CUDA error: ").

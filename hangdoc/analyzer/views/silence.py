@@ -23,16 +23,17 @@ cannot report is often the one to look at. This view reads, for every rank of th
   uncompleted work: ``last completed + 1``);
 * **quiet ranks**: ranks that printed something, but no timeout of their own in any
   group and no notice, while others timed out (NCCL's lines of a communicator's set-up
-  alone do not count: printed when it came up, they place the rank nowhere later); and for each, whether the evidence
-  **covers** its silence past the others' timeouts (``Cover``): its live stacks or flight
-  recorder dump, or something of its own after a timeout of theirs — a line it printed,
-  the launcher's report of its end — later in the same text, or later beyond the hosts'
-  skew and the watchdog's poll by the times of other files. Without that, its silence
-  may only be where a paste ends: NCCL's watchdogs fire within seconds of each other, so
-  its own timeout may lie just past the cut. A quiet rank is **abreast** when its last
-  line of the job is the same progress line, at the same counts, as the last line a
-  rank that timed out printed before its timeout (log_compare.same_progress): the last
-  thing seen of it puts it where the others were, not behind;
+  alone do not count: printed when it came up, they place the rank nowhere later); and
+  for each, whether the evidence **covers** its silence past the others' timeouts
+  (``Cover``): its live stacks or flight recorder dump, or something of its own after a
+  timeout of theirs — a line it printed, the launcher's report of its end — later in the
+  same text, or later beyond the hosts' skew and the watchdog's poll by the times of
+  other files. Without that, its silence may only be where a paste ends: NCCL's
+  watchdogs fire within seconds of each other, so its own timeout may lie just past the
+  cut. A quiet rank is **abreast** when its last line of the job is the same progress
+  line, at the same counts, as the last line a rank that timed out printed before its
+  timeout (log_compare.same_progress): the last thing seen of it puts it where the others
+  were, not behind;
 * **unheard ranks**: ranks the job's size says exist from which nothing at all came: no
   dump, no stack, no log line, and no other process's report of them;
 * **the one gap** (``Gap``): the one rank, heard or not, that neither timed out nor was

@@ -205,3 +205,31 @@ def test_gloo_preamble_length_enforce_is_a_size_mismatch() -> None:
     # another enforce of the same transport says nothing about sizes
     other = "  what():  [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:598] buf. Cannot lock pointer to unbound buffer"
     assert match_size_check(other) is None
+
+
+# net_socket.cc 2.10-2.11: WARN("NET/Socket : peer %s message truncated : receiving %d bytes
+# instead of %d", …); a paste that broke the line after "truncated :" (nccl issue 626's form)
+_BROKEN_TRUNCATED = (
+    "h1:300:310 [0] transport/net_socket.cc:424 NCCL WARN NET/Socket : peer 10.0.0.9<40112> message truncated :\n"
+    "receiving 4096 bytes instead of 1024\n"
+)
+
+
+def test_nccl_warn_broken_after_its_separator_is_read_with_the_next_line(tmp_path: Path) -> None:
+    log = tmp_path / "nccl.log"
+    log.write_text(_BROKEN_TRUNCATED)
+    (_, event), *_ = events(parse(log), EventKind.COLLECTIVE_MISMATCH.value)
+    f = fields(event)
+    assert f["error"] == "size_mismatch" and f["peer"] == "10.0.0.9"
+    assert (f["bytes_received"], f["bytes_expected"]) == (4096, 1024)
+
+
+def test_next_line_that_does_not_complete_the_warn_is_read_on_its_own(tmp_path: Path) -> None:
+    log = tmp_path / "nccl.log"
+    log.write_text(
+        _BROKEN_TRUNCATED.splitlines()[0]
+        + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    )
+    parsed = parse(log)
+    assert not events(parsed, EventKind.COLLECTIVE_MISMATCH.value)
+    assert events(parsed, EventKind.CUDA_OOM.value)

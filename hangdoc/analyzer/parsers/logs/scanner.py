@@ -750,10 +750,10 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         hit := nccl_lines.match_nccl_loose(text)
     ) is not None:
         return hit
-    elif text.lstrip().startswith("Cuda failure ") and (
-        hit := nccl_lines.match_cuda_failure_line(text)
-    ) is not None:
-        return hit
+    elif text.lstrip().startswith("Cuda failure "):
+        hit = nccl_lines.match_cuda_failure_line(text)
+        if hit is not None:
+            return hit
     return (
         match_size_check(text)
         or match_torch(text)
