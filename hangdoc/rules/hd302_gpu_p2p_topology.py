@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.host import GpuTopology
 from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState, NcclTransport, Transport
 from hangdoc.analyzer.payloads.torch_pg import Work
@@ -48,10 +49,6 @@ from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs
 
-# cudaGetErrorString(cudaErrorPeerAccessUnsupported), error 217 of the CUDA runtime
-# (libcudart.so.12's error-string table: the catalog's cuda.json row cuda.e6e1d7b00a; NCCL
-# prints it after the number, torch after "CUDA error: ").
-PEER_ACCESS_UNSUPPORTED = "peer access is not supported between these two devices"
 # The kinds of lines that report an error (CUDA's, NCCL's, an exception) rather than
 # describe the machine.
 _ERROR_KINDS = (
@@ -74,7 +71,9 @@ class GpuP2pTopology(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        unsupported = [p for p in tl.of(*_ERROR_KINDS) if PEER_ACCESS_UNSUPPORTED in p.event.text]
+        unsupported = [
+            p for p in tl.of(*_ERROR_KINDS) if Sign.PEER_ACCESS_UNSUPPORTED in p.event.payload.signs
+        ]
         if unsupported:
             yield _cuda_says_unsupported(unsupported)
             return
@@ -154,7 +153,8 @@ def _cuda_says_unsupported(errors: list[Placed]) -> Finding:
         title="CUDA says peer-to-peer access is not supported between the GPUs",
         explanation=(
             "CUDA refused peer access between two GPUs (cudaErrorPeerAccessUnsupported: "
-            f"{PEER_ACCESS_UNSUPPORTED}) when NCCL or the job tried to map a peer's memory: "
+            "peer access is not supported between these two devices) when NCCL or the job "
+            "tried to map a peer's memory: "
             "the platform (PCIe topology, ACS/IOMMU, the GPU model) does not allow it, so "
             "the transport between them cannot be built."
         ),

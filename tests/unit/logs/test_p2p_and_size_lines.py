@@ -22,6 +22,7 @@ from hangdoc.analyzer.parsers.logs.nccl import match_nccl
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.vocabulary import EventKind
 from tests.unit.logs.helpers import ROOT, diagnose, events, fields, findings_of, parse
 
@@ -233,3 +234,20 @@ def test_next_line_that_does_not_complete_the_warn_is_read_on_its_own(tmp_path: 
     parsed = parse(log)
     assert not events(parsed, EventKind.COLLECTIVE_MISMATCH.value)
     assert events(parsed, EventKind.CUDA_OOM.value)
+
+
+def test_cuda_refusing_peer_access_is_a_typed_sign_in_each_form(tmp_path: Path) -> None:
+    """libcudart's string for cudaErrorPeerAccessUnsupported (217), as torch prints it
+    ("CUDA error: %s", c10/cuda) and NCCL (cudawrap.h "Cuda failure %d '%s'", alone on its
+    line after torch's "Last error:"); another CUDA error has no such sign."""
+    log = tmp_path / "err.log"
+    log.write_text(
+        "RuntimeError: CUDA error: peer access is not supported between these two devices\n"
+        "\n"
+        "Cuda failure 217 'peer access is not supported between these two devices'\n"
+        "\n"
+        "Cuda failure 1 'invalid argument'\n"
+    )
+    found = [e for _, e in events(parse(log), EventKind.CUDA_ERROR.value)]
+    refused = [e for e in found if Sign.PEER_ACCESS_UNSUPPORTED in e.payload.signs]
+    assert len(refused) == 2 and len(found) == 3
