@@ -5,7 +5,9 @@ With `TORCH_DISTRIBUTED_DEBUG=DETAIL`, every collective is first checked across 
 (ProcessGroupWrapper): its sequence number, operation, tensor shapes and dtypes. The
 check failed with "Detected mismatch between collectives on ranks. Rank A is running
 collective: CollectiveFingerPrint(…), but Rank B is running collective: …". Old NCCL
-releases print a similar "Mismatched collective detected … around rank N" warning.
+releases print a similar "Mismatched collective detected … around rank N" warning, when a
+peer has moved past the operation a rank still waits in for data: by NCCL's source, a
+size mismatch.
 
 ## Why it hangs
 Without the check the mismatched collectives would wait for each other until the
@@ -325,17 +327,22 @@ class DetailMismatch(Rule):
 
     def _nccl(self, events: list[Placed]) -> Finding:
         around = sorted({v for p in events if (v := _mismatch(p).peer_rank) is not None})
+        # NCCL ≤ 2.5's device check (collectives/device/primitives.h, checkMismatch): a
+        # peer's op count moved past the op this rank still waits in for data or credits,
+        # "so there must be a size mismatch" (its comment): the ranks moved different
+        # amounts of data in the same operation, whichever calls made them differ.
         return Finding(
             rule=self.id,
-            category=Category.COLLECTIVE_TYPE_MISMATCH,
+            category=Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
             severity=Severity.ERROR,
             title=f"NCCL detected mismatched collectives around {ranks_text(around) or 'a rank'}",
             explanation=(
-                "NCCL's own check found that ranks issued different collectives (operation, "
-                "count or order) at the same point. It names the communicator rank it saw "
-                "first, not necessarily the one that is wrong."
+                "NCCL's own check found a peer already past the operation this rank still "
+                "waited in for data: the ranks moved different amounts of data in the same "
+                "collective (different sizes, or calls in a different order). It names the "
+                "communicator rank it saw first, not necessarily the one that is wrong."
             ),
-            fix=_fix(Category.COLLECTIVE_TYPE_MISMATCH),
+            fix=_fix(Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH),
             culprit_ranks=tuple(around),
             evidence=tuple(limited_refs(events, limit=6)),
             strength=Strength.SIGNAL,  # a mismatch NCCL saw; the rank it names is a guess

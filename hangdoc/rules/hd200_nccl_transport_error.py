@@ -38,7 +38,9 @@ rank N failed (Connect)` or `[Proxy Service N] Failed to execute operation Conne
 rank M`) when nothing shows a collective before it: the stage is setup, whatever socket
 error lies beneath (`Start`, which moves a running collective's data, is not setup).
 So is a socket NCCL cannot even create (`Net : Socket creation failed`: misc/socket.cc
-creates sockets only to listen or connect) before any collective.
+creates sockets only to listen or connect) before any collective, and a WARN of the
+intra-node transports (`transport/p2p.cc`, `transport/shm.cc`: opening a peer's CUDA IPC
+handle, a shared-memory segment), whose code only sets connections up.
 With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
@@ -58,6 +60,7 @@ for RoCE, and raise `NCCL_IB_TIMEOUT`/`NCCL_IB_RETRY_CNT` only for lossy fabrics
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -274,6 +277,19 @@ class NcclTransportError(Rule):
                 "nothing shows a collective completing before it: communicator setup failed, "
                 "not a link that was running."
             )
+        if category is Category.NCCL_NETWORK and all(
+            _intra_node_setup(p, running_from) for p in primary
+        ):
+            category = Category.NCCL_INIT
+            title = (
+                f"NCCL could not connect GPUs of one node ({kinds[0][0]}) before any collective ran"
+            )
+            explanation += (
+                " The WARN comes from NCCL's intra-node transports (transport/p2p.cc, "
+                "shm.cc), whose code only sets connections up (CUDA IPC handles, peer "
+                "mappings, shared-memory segments), and nothing shows a collective before it: "
+                "communicator setup failed on this node, not a network link."
+            )
         if category is Category.NCCL_NETWORK and all(_in_bootstrap(p) for p in primary):
             category = Category.NCCL_INIT
             title = f"NCCL's bootstrap lost a connection ({kinds[0][0]}) during communicator init"
@@ -379,6 +395,19 @@ def _setup_op(p: Placed, running_from: int) -> str | None:
         return None
     link = _link(p)
     return link.proxy_op if link is not None and link.sets_up else None
+
+
+# NCCL's intra-node transports: their WARNs are all in connection set-up (p2pSendSetup,
+# p2pRecvConnect, the IPC handle exchange; shm segments), in every 2.x release.
+_INTRA_NODE_FILES = re.compile(r"(?:^|/)transport/(?:p2p|shm)\.(?:cc|cu):\d+$")
+
+
+def _intra_node_setup(p: Placed, running_from: int) -> bool:
+    """A WARN of NCCL's intra-node transports (P2P/IPC, shared memory) before anything
+    shows collectives running: the node's own connections failed to come up."""
+    warn = p.event.payload_as(TransportWarn)
+    where = (warn.where or "") if warn is not None else ""
+    return p.index < running_from and _INTRA_NODE_FILES.search(where) is not None
 
 
 def _ib_completion(p: Placed) -> bool:

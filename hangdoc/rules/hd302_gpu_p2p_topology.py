@@ -8,6 +8,11 @@ job hangs in communicator init or its very first collectives. On many PCIe platf
 P2P reads/writes are silently broken by PCIe ACS or the IOMMU (VT-d/AMD-Vi), and NCCL
 waits forever for data that never arrives.
 
+CUDA may also say so itself: `cudaErrorPeerAccessUnsupported` (217, "peer access is not
+supported between these two devices") when NCCL opens a peer's memory for its P2P
+transport, or in torch's `CUDA error: …`. That is the platform's answer, whatever the
+stage: the GPUs cannot reach each other's memory.
+
 ## Why it hangs
 NCCL believes the GPUs can write to each other's memory directly; the platform drops
 or redirects those transactions, so the first transfer never completes.
@@ -15,7 +20,9 @@ or redirects those transactions, so the first transfer never completes.
 ## Evidence used
 The topology matrix (`nvidia-smi topo -m` / `-p2p`), NCCL channel lines saying which
 transport each connection uses, and timeouts at sequence numbers ≤ 2 or NCCL init that
-never completes.
+never completes. Alone, CUDA's own error string for `cudaErrorPeerAccessUnsupported`
+(libcudart's error-string table; NCCL prints it in `transport/p2p.cc`'s `failed to open
+CUDA IPC handle : %d %s` and its `Cuda failure %d '%s'` checks) in an error line.
 
 ## How to confirm
 Run `NCCL_P2P_DISABLE=1` once: if the hang disappears, P2P is the cause. The CUDA
@@ -33,12 +40,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.host import GpuTopology
 from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState, NcclTransport, Transport
 from hangdoc.analyzer.payloads.torch_pg import Work
+from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs
+
+# The kinds of lines that report an error (CUDA's, NCCL's, an exception) rather than
+# describe the machine.
+_ERROR_KINDS = (
+    EventKind.CUDA_ERROR,
+    EventKind.NCCL_ERROR,
+    EventKind.NCCL_WARN,
+    EventKind.EXCEPTION,
+    EventKind.WATCHDOG_TEARDOWN,
+)
 
 
 class GpuP2pTopology(Rule):
@@ -47,11 +66,17 @@ class GpuP2pTopology(Rule):
     name = "gpu-p2p-over-pcie"
     summary = "P2P over PCIe (no NVLink) and a hang at the first collectives"
     categories = (Category.GPU_HARDWARE,)
-    severity = Severity.ERROR
+    severity = Severity.CRITICAL
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
+        unsupported = [
+            p for p in tl.of(*_ERROR_KINDS) if Sign.PEER_ACCESS_UNSUPPORTED in p.event.payload.signs
+        ]
+        if unsupported:
+            yield _cuda_says_unsupported(unsupported)
+            return
         topo = [
             (p, matrix)
             for p in tl.of(EventKind.GPU_TOPOLOGY)
@@ -114,6 +139,34 @@ class GpuP2pTopology(Rule):
             ),
             strength=Strength.SIGNAL if severity is Severity.ERROR else Strength.HINT,
         )
+
+
+def _cuda_says_unsupported(errors: list[Placed]) -> Finding:
+    """CUDA's own word that two GPUs cannot reach each other's memory: the platform, not
+    NCCL's configuration, is what to change."""
+    ranks = sorted({p.rank for p in errors if p.rank is not None})
+    return Finding(
+        rule=GpuP2pTopology.id,
+        category=Category.GPU_HARDWARE,
+        # the error that ended the rank, as HD301's: its death (HD030) is this error's
+        severity=Severity.CRITICAL,
+        title="CUDA says peer-to-peer access is not supported between the GPUs",
+        explanation=(
+            "CUDA refused peer access between two GPUs (cudaErrorPeerAccessUnsupported: "
+            "peer access is not supported between these two devices) when NCCL or the job "
+            "tried to map a peer's memory: "
+            "the platform (PCIe topology, ACS/IOMMU, the GPU model) does not allow it, so "
+            "the transport between them cannot be built."
+        ),
+        fix=(
+            "Run with NCCL_P2P_DISABLE=1 (exported to every rank's environment), or "
+            "NCCL_P2P_LEVEL=NVL; check `nvidia-smi topo -p2p r` and disable ACS/IOMMU "
+            "where the platform should support P2P."
+        ),
+        culprit_ranks=tuple(ranks),
+        evidence=tuple(limited_refs(errors, limit=3)),
+        strength=Strength.STATED,
+    )
 
 
 RULE = GpuP2pTopology

@@ -28,6 +28,9 @@ class Sign(enum.StrEnum):
     # aborted: EOFError / UnpicklingError raised in distributed_c10d._tensor_to_object.
     EMPTY_COLLECTIVE = "empty_collective"
     INTERRUPT = "interrupt"  # KeyboardInterrupt: someone stopped the job
+    # CUDA refused peer access between two GPUs (cudaErrorPeerAccessUnsupported, 217): the
+    # platform cannot map one GPU's memory into another's
+    PEER_ACCESS_UNSUPPORTED = "peer_access_unsupported"
     UNKNOWN = "unknown"
 
 

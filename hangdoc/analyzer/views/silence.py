@@ -22,16 +22,18 @@ cannot report is often the one to look at. This view reads, for every rank of th
   status line of that group, or *inferred* from the others' status (their first
   uncompleted work: ``last completed + 1``);
 * **quiet ranks**: ranks that printed something, but no timeout of their own in any
-  group and no notice, while others timed out; and for each, whether the evidence
-  **covers** its silence past the others' timeouts (``Cover``): its live stacks or flight
-  recorder dump, or something of its own after a timeout of theirs — a line it printed,
-  the launcher's report of its end — later in the same text, or later beyond the hosts'
-  skew and the watchdog's poll by the times of other files. Without that, its silence
-  may only be where a paste ends: NCCL's watchdogs fire within seconds of each other, so
-  its own timeout may lie just past the cut. A quiet rank is **abreast** when its last
-  line of the job is the same progress line, at the same counts, as the last line a
-  rank that timed out printed before its timeout (log_compare.same_progress): the last
-  thing seen of it puts it where the others were, not behind;
+  group and no notice, while others timed out (NCCL's lines of a communicator's set-up
+  alone do not count: printed when it came up, they place the rank nowhere later); and
+  for each, whether the evidence **covers** its silence past the others' timeouts
+  (``Cover``): its live stacks or flight recorder dump, or something of its own after a
+  timeout of theirs — a line it printed, the launcher's report of its end — later in the
+  same text, or later beyond the hosts' skew and the watchdog's poll by the times of
+  other files. Without that, its silence may only be where a paste ends: NCCL's
+  watchdogs fire within seconds of each other, so its own timeout may lie just past the
+  cut. A quiet rank is **abreast** when its last line of the job is the same progress
+  line, at the same counts, as the last line a rank that timed out printed before its
+  timeout (log_compare.same_progress): the last thing seen of it puts it where the others
+  were, not behind;
 * **unheard ranks**: ranks the job's size says exist from which nothing at all came: no
   dump, no stack, no log line, and no other process's report of them;
 * **the one gap** (``Gap``): the one rank, heard or not, that neither timed out nor was
@@ -154,6 +156,10 @@ class Voice:
     live_stacks: bool = False  # sampled from the running process, not a pasted traceback
     flight_recorder: bool = False
     lines: int = 0  # log events and log lines of its own
+    # Of those, NCCL's lines of a communicator's creation (init, channels, interfaces):
+    # printed once when the communicator came up, they say nothing of where the rank was
+    # when the others timed out, long after.
+    setup_lines: int = 0
     timeouts: list[Placed] = field(default_factory=list)  # its own timeouts, in job order
     notices: list[Placed] = field(default_factory=list)  # another rank's timeout reached it
     reported: list[Placed] = field(default_factory=list)  # others' lines about it
@@ -291,6 +297,18 @@ def _reports(p: Placed) -> Iterable[int]:
             yield fr.culprit
 
 
+# NCCL's lines of a communicator's set-up (nccl.py: "… Init COMPLETE", "Channel 00 : 0[0] ->
+# 1[1] via P2P/IPC", "NET/IB : Using …", "NCCL version …").
+_SETUP_KINDS = frozenset(
+    {
+        EventKind.NCCL_INIT,
+        EventKind.NCCL_TRANSPORT,
+        EventKind.NCCL_NETWORK,
+        EventKind.NCCL_VERSION,
+    }
+)
+
+
 def _voices(evidence: Evidence, tl: Timeline, deaths: list[Death]) -> dict[int, Voice]:
     voices: dict[int, Voice] = {}
 
@@ -305,6 +323,7 @@ def _voices(evidence: Evidence, tl: Timeline, deaths: list[Death]) -> dict[int, 
         v.live_stacks = v.live_stacks or bool(proc.stack_samples)
         v.flight_recorder = v.flight_recorder or bool(proc.collectives)
         v.lines += len(proc.log_events) + len(proc.log_lines)
+        v.setup_lines += sum(e.kind in _SETUP_KINDS for e in proc.log_events)
     for p in tl.events:
         if p.rank is not None:
             own = own_timeout(p)
@@ -587,7 +606,7 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
                 and not v.timed_out
                 and not v.notices
                 and v.death is None
-                and (v.stacks or v.flight_recorder or v.lines)
+                and (v.stacks or v.flight_recorder or v.lines > v.setup_lines)
             )
         )
         lines = _job_lines(evidence)

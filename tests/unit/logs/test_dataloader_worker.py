@@ -31,6 +31,13 @@ from hangdoc.analyzer.vocabulary import EventKind
             "RuntimeError: DataLoader worker (pid 7) is killed by signal: Terminated",
             SignalName.SIGTERM,
         ),
+        # DataLoader.cpp goes on after the signal's name for SIGBUS only
+        (
+            "RuntimeError: DataLoader worker (pid 311) is killed by signal: Bus error. It is "
+            "possible that dataloader's workers are out of shared memory. Please try to raise "
+            "your shared memory limit.",
+            SignalName.SIGBUS,
+        ),
         ("RuntimeError: DataLoader worker (pid(s) 101, 102) exited unexpectedly", None),
         ("RuntimeError: DataLoader timed out after 60 seconds", None),
     ],

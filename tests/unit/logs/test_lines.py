@@ -71,6 +71,11 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
      "nccl_config_error", {"problem": "rank_count_mismatch", "count_a": 8, "count_b": 16}),
     ("h:1:2 [0] enqueue.cc:1 NCCL WARN Cuda failure 'out of memory'", "cuda_oom", {"where": "enqueue.cc:1", "error": "out of memory"}),
     ("h:1:2 [0] enqueue.cc:1 NCCL WARN Cuda failure 'invalid argument'", "cuda_error", {"error": "invalid argument"}),
+    # the same body alone on its line, as torch prints NCCL's last WARN after "Last error:"
+    # (cudawrap.h CUCHECK "Cuda failure %d '%s'", 2.19 on; checks.h CUDACHECK "Cuda failure '%s'")
+    ("Cuda failure 217 'peer access is not supported between these two devices'", "cuda_error",
+     {"error": "peer access is not supported between these two devices"}),
+    ("Cuda failure 'invalid argument'", "cuda_error", {"error": "invalid argument"}),
     ("n:39719:39719 [3] init.cu:1197 NCCL WARN Mismatched collective detected, please check your collective calls at and around rank 11.",
      "collective_mismatch", {"peer_rank": 11}),
     ("h:1:2 [0] proxy.cc:1 NCCL WARN something unexpected happened", "nccl_warn", {"message": "something unexpected happened"}),
@@ -247,6 +252,7 @@ NOT_EVENTS = [
     "h:1:2 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation",
     "h:1:2 [0] NCCL INFO transport/net.cc:1298 -> 6",
     "UserWarning: TypedStorage is deprecated",
+    "the run printed Cuda failure 'invalid argument' and stopped",  # not NCCL's line alone
     "Aborted training due to NaN loss at step 5",
     # "Rank 2 successfully reached monitoredBarrier, but received errors … from rank 0" is
     # an event now (it names rank 0): tests/unit/logs/test_job_activity_lines.py.

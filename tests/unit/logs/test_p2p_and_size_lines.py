@@ -22,6 +22,7 @@ from hangdoc.analyzer.parsers.logs.nccl import match_nccl
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.vocabulary import EventKind
 from tests.unit.logs.helpers import ROOT, diagnose, events, fields, findings_of, parse
 
@@ -205,3 +206,48 @@ def test_gloo_preamble_length_enforce_is_a_size_mismatch() -> None:
     # another enforce of the same transport says nothing about sizes
     other = "  what():  [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:598] buf. Cannot lock pointer to unbound buffer"
     assert match_size_check(other) is None
+
+
+# net_socket.cc 2.10-2.11: WARN("NET/Socket : peer %s message truncated : receiving %d bytes
+# instead of %d", …); a paste that broke the line after "truncated :" (nccl issue 626's form)
+_BROKEN_TRUNCATED = (
+    "h1:300:310 [0] transport/net_socket.cc:424 NCCL WARN NET/Socket : peer 10.0.0.9<40112> message truncated :\n"
+    "receiving 4096 bytes instead of 1024\n"
+)
+
+
+def test_nccl_warn_broken_after_its_separator_is_read_with_the_next_line(tmp_path: Path) -> None:
+    log = tmp_path / "nccl.log"
+    log.write_text(_BROKEN_TRUNCATED)
+    (_, event), *_ = events(parse(log), EventKind.COLLECTIVE_MISMATCH.value)
+    f = fields(event)
+    assert f["error"] == "size_mismatch" and f["peer"] == "10.0.0.9"
+    assert (f["bytes_received"], f["bytes_expected"]) == (4096, 1024)
+
+
+def test_next_line_that_does_not_complete_the_warn_is_read_on_its_own(tmp_path: Path) -> None:
+    log = tmp_path / "nccl.log"
+    log.write_text(
+        _BROKEN_TRUNCATED.splitlines()[0]
+        + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    )
+    parsed = parse(log)
+    assert not events(parsed, EventKind.COLLECTIVE_MISMATCH.value)
+    assert events(parsed, EventKind.CUDA_OOM.value)
+
+
+def test_cuda_refusing_peer_access_is_a_typed_sign_in_each_form(tmp_path: Path) -> None:
+    """libcudart's string for cudaErrorPeerAccessUnsupported (217), as torch prints it
+    ("CUDA error: %s", c10/cuda) and NCCL (cudawrap.h "Cuda failure %d '%s'", alone on its
+    line after torch's "Last error:"); another CUDA error has no such sign."""
+    log = tmp_path / "err.log"
+    log.write_text(
+        "RuntimeError: CUDA error: peer access is not supported between these two devices\n"
+        "\n"
+        "Cuda failure 217 'peer access is not supported between these two devices'\n"
+        "\n"
+        "Cuda failure 1 'invalid argument'\n"
+    )
+    found = [e for _, e in events(parse(log), EventKind.CUDA_ERROR.value)]
+    refused = [e for e in found if Sign.PEER_ACCESS_UNSUPPORTED in e.payload.signs]
+    assert len(refused) == 2 and len(found) == 3

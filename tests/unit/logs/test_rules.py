@@ -181,7 +181,7 @@ CASES = [
     Case(
         "nccl-old-mismatch-warn",
         (P / "nccl-2.4_mismatched_collective_warn.log",),
-        (Expect("HD035", "collective_type_mismatch", Severity.ERROR, (11,)),),
+        (Expect("HD035", "collective_size_or_dtype_mismatch", Severity.ERROR, (11,)),),
     ),
     Case("no-detail", (R / "rank_crash.log",), (), ("HD035",)),
     # HD036 fr_trace text

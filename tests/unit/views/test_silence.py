@@ -309,3 +309,15 @@ def test_a_paste_given_twice_repeats_lines_and_covers_nothing(tmp_path: Path) ->
     doubled.write_text(twice(console.read_text()))
     view = _view(load_paths([doubled]))
     assert view.quiet == (1,) and view.covered == {} and view.abreast == (1,)
+
+
+def test_nccl_setup_lines_alone_do_not_make_a_rank_quiet() -> None:
+    """NCCL's "… Init COMPLETE" is printed when the communicator comes up (init.cc), long
+    before the collective the others time out in: it places the rank nowhere then. A line of
+    the job's own after it does."""
+    init = _event(EventKind.NCCL_INIT, NcclInit(rank=2, nranks=16), 1)
+    evidence = Evidence(processes=[_proc(2, init), _timeout(4, 5653)])
+    assert _view(evidence).quiet == ()
+    step = _event(EventKind.PHASE, PhaseMarker(), 2)
+    evidence = Evidence(processes=[_proc(2, init, step), _timeout(4, 5653)])
+    assert _view(evidence).quiet == (2,)

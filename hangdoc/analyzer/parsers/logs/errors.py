@@ -33,6 +33,11 @@ _NCCL_CALL_FAILED = re.compile(
     r"\bnccl[A-Z]\w*(?:\(.*?\))? failed: (?:(?:unhandled )?(?:cuda|system) error|internal error"
     r"|invalid argument|invalid usage|remote process exited|NCCL operation in progress)"
 )
+# cudaGetErrorString(cudaErrorPeerAccessUnsupported), the CUDA runtime's error 217
+# (libcudart's error-string table: the catalog's cuda.json row cuda.e6e1d7b00a), as NCCL
+# prints it after the number (p2p.cc "failed to open CUDA IPC handle : %d %s", cudawrap.h
+# "Cuda failure %d '%s'") and torch after "CUDA error: ".
+PEER_ACCESS_UNSUPPORTED = "peer access is not supported between these two devices"
 _TRIED = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTPE]i?B)")
 # ProcessGroupNCCL's watchdog rethrows what ended it: "[PG ID 2 PG GUID 3 Rank 4] Process
 # group watchdog thread terminated with exception: CUDA error: an illegal memory access was
@@ -108,11 +113,18 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         changes["storage"] = storage_error(f"CUDA error: {payload.error or ''}")
     elif exc_type or message:
         changes["hardware"] = _hardware(message, exc_type)
+    signs = payload.signs
     if exc_type or message:
         where = str(getattr(payload, "where", None) or "")
-        changes["signs"] = signs_of(exc_type, message, where)
+        signs = changes["signs"] = signs_of(exc_type, message, where)
         changes.setdefault("storage", storage_error(f"{exc_type}: {message}"))
         if payload.tried is None and (m := _TRIED.search(message)):
             changes["tried"] = m.group(1)
+    said = (message, getattr(payload, "error", None), getattr(payload, "last_error", None))
+    if (
+        any(isinstance(t, str) and PEER_ACCESS_UNSUPPORTED in t for t in said)
+        and Sign.PEER_ACCESS_UNSUPPORTED not in signs
+    ):
+        changes["signs"] = (*signs, Sign.PEER_ACCESS_UNSUPPORTED)
     changes = {k: v for k, v in changes.items() if getattr(payload, k) != v}
     return dataclasses.replace(payload, **changes) if changes else payload  # type: ignore[arg-type]

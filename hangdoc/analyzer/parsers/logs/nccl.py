@@ -163,6 +163,12 @@ _PROXY = re.compile(
 )
 # "Cuda failure 'out of memory'", and ≥2.19 with the error number: "Cuda failure 2 'out of memory'".
 _CUDA_FAILURE = re.compile(r"Cuda failure (?:\d+ )?'?(?P<what>[^']*)'?")
+# The same message as a line of its own, with no header: torch prints NCCL's last WARN body
+# on the line after "Last error:" (ProcessGroupNCCL's getNcclErrorDetailStr), and a paste
+# may keep only that line. Taken only as the whole line, quotes included (checks.h's
+# CUDACHECK "Cuda failure '%s'", cudawrap.h's CUCHECK "Cuda failure %d '%s'" from 2.19):
+# the words inside another program's longer message are not NCCL's.
+_CUDA_FAILURE_LINE = re.compile(r"Cuda failure (?:\d+ )?'[^'\n]{3,200}'")
 # bootstrap.cc: two processes started with the same rank (a launcher or RANK mix-up).
 _ROOT_DUPLICATE = re.compile(r"Bootstrap Root : rank (\d+) of (\d+) ranks has already checked in")
 # misc/socket.cc at INFO: a connect that is refused and retried (the peer is not listening
@@ -354,6 +360,17 @@ def read_body(
     if level == "INFO":
         return _info(body)
     return None
+
+
+def match_cuda_failure_line(text: str) -> Hit | None:
+    """NCCL's ``Cuda failure …`` WARN body alone on its line (see ``_CUDA_FAILURE_LINE``)."""
+    body = text.strip()
+    if _CUDA_FAILURE_LINE.fullmatch(body) is None:
+        return None
+    hit = _warn(body, "", None)
+    if hit is not None:
+        hit.partial_header = True
+    return hit
 
 
 def match_nccl_loose(text: str) -> Hit | None:

@@ -212,10 +212,13 @@ def signal_name(code: int) -> SignalName | None:
 # torch/csrc/DataLoader.cpp): "DataLoader worker (pid 14647) is killed by signal: Killed",
 # "DataLoader worker (pid(s) 1, 2) exited unexpectedly", "ERROR: Unexpected bus error
 # encountered in worker. This might be caused by insufficient shared memory (shm).",
-# "DataLoader timed out after 60 seconds".
+# "DataLoader timed out after 60 seconds". DataLoader.cpp's _error_if_any_worker_fails writes
+# "is killed by signal: " << strsignal(…) << ". " and, for SIGBUS only, goes on: "It is
+# possible that dataloader's workers are out of shared memory. Please try to raise your
+# shared memory limit."
 _LOADER_WORKER = re.compile(
     r"DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]+)\) (?:is killed by signal: "
-    r"(?P<signal>[A-Za-z -]+?)\.?\s*$|exited unexpectedly)"
+    r"(?P<signal>[A-Za-z -]+?)(?:\.?\s*$|\. )|exited unexpectedly)"
     # (the message's body: a paste that cut its start keeps "…bus error encountered in worker")
     r"|(?:Unexpected )?(?P<what>segmentation fault|bus error|floating-point exception) "
     r"encountered in worker"

@@ -198,6 +198,8 @@ class Scanner:
     _last_error_for: RawEvent | None = None
     _last_nccl_error: RawEvent | None = None
     _stack_event: RawEvent | None = None
+    # An NCCL WARN whose body stops at NCCL's " : " separator, and its line (see _rest_of_warn).
+    _open_warn: tuple[RawEvent, int] | None = None
     _nvrm_pci: list[str] = field(default_factory=list)
     # NCCL WARN → "-> N" return-code chains per process: (first WARN, code seen yet).
     _chains: dict[ChainKey, tuple[RawEvent, bool]] = field(default_factory=dict)
@@ -412,6 +414,9 @@ class Scanner:
                 stack.payload = replace(stack.payload, frames=frames)
             return True
         self._stack_event = None
+        open_warn, self._open_warn = self._open_warn, None
+        if open_warn is not None and self._rest_of_warn(*open_warn, text, lineno):
+            return True
         if text.strip() == _LAST_ERROR:
             self._last_error_for = self._last_nccl_error
             return True
@@ -422,6 +427,31 @@ class Scanner:
                 self._last_error(target, text, tag, lineno)
                 return True
         return False
+
+    def _rest_of_warn(self, warn: RawEvent, line: int, text: str, lineno: int) -> bool:
+        """The line after an NCCL WARN that stopped at a " :" as the rest of its body.
+
+        NCCL's messages put their values after " : " ("NET/Socket : peer %s message
+        truncated : receiving %d bytes instead of %d", net_socket.cc 2.10 on); a paste that
+        broke the line there leaves the values on a line of their own, with no header. Read
+        together, the body is what NCCL printed; taken only where the NCCL reader then
+        finds a typed failure in it, else the next line is read as usual."""
+        payload = warn.payload
+        if (
+            lineno != line + 1
+            or not isinstance(payload, NcclWarn)
+            or not text.strip()
+            or _NCCL_HEAD.match(text)
+            or "NCCL " in text
+        ):
+            return False
+        body = f"{(payload.message or '').rstrip()} {text.strip()}"
+        hit = nccl_lines.read_body("WARN", body, payload.where, payload.func)
+        if hit is None or hit.kind in (EventKind.NCCL_WARN, EventKind.NCCL_RETURN):
+            return False
+        warn.kind, warn.payload = hit.kind, hit.payload
+        warn.text = f"{warn.text} {text.strip()}"[:500]
+        return True
 
     def _last_error(self, target: RawEvent, text: str, tag: LineTag, lineno: int) -> None:
         """The NCCL message torch appends to its NCCL error after "Last error:" (on the
@@ -628,6 +658,8 @@ class Scanner:
         event = self._place(hit, tag, lineno)
         if event is not None and isinstance(event.payload, NcclWarn) and event.pid is None:
             self._headless = event
+        if event is not None and hit.kind is EventKind.NCCL_WARN and event.text.endswith(" :"):
+            self._open_warn = (event, lineno)
         return event
 
     def _place(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
@@ -828,6 +860,10 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
     """Every single-line recogniser, most specific first (NCCL lines by their header)."""
     if NCCL_NEED.admits(text) and (hit := _match_nccl(text)) is not None:
         return hit
+    elif text.lstrip().startswith("Cuda failure "):
+        hit = nccl_lines.match_cuda_failure_line(text)
+        if hit is not None:
+            return hit
     return (
         match_size_check(text)
         or match_torch(text)

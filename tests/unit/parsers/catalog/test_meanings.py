@@ -80,6 +80,26 @@ def test_refinements_depend_on_the_matched_text() -> None:
     )
 
 
+def test_cuda_refusing_peer_access_in_a_p2p_warn_is_the_platform() -> None:
+    """p2p.cc's "failed to open CUDA IPC handle : %d %s" carries cudaGetErrorString(err):
+    217 (peer access unsupported) is the GPUs', any other error stays the set-up's."""
+    catalog = default_catalog()
+    row = next(
+        r
+        for r in catalog.rows
+        if r.project == "nccl" and r.template.startswith("failed to open CUDA IPC handle")
+    )
+    assert row.meaning is not None
+    refused = (
+        "failed to open CUDA IPC handle : 217 peer access is not supported between these two "
+        "devices"
+    )
+    assert row.meaning.for_text(refused).category == "gpu_hardware_or_driver"
+    assert row.meaning.for_text(refused).kind == "cuda_error"
+    other = row.meaning.for_text("failed to open CUDA IPC handle : 1 invalid argument")
+    assert other.category == "nccl_init_or_bootstrap_hang"
+
+
 def test_every_nccl_warn_row_of_2_18_to_2_27_has_a_meaning() -> None:
     catalog = default_catalog()
     rows = [r for r in catalog.rows if r.project == "nccl" and r.level == "WARN"]
