@@ -24,8 +24,8 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from multiprocessing.pool import AsyncResult, Pool
 from pathlib import Path
 
 from hangdoc.analyzer.loading.dump_reader import FileContext
@@ -107,8 +107,8 @@ class TextReadAhead:
     def __init__(self, jobs: int | None = None) -> None:
         self.jobs = jobs if jobs is not None else min(2, os.cpu_count() or 1)
         self.min_batch_bytes = MIN_BATCH_BYTES
-        self._pool: Pool | None = None
-        self._pending: dict[str, AsyncResult[ReadAhead | None]] = {}
+        self._pool: ProcessPoolExecutor | None = None
+        self._pending: dict[str, Future[ReadAhead | None]] = {}
         self.failure: str | None = None  # why the pool was given up, for one note
 
     def submit(self, files: Iterable[tuple[Path, str, FileContext]]) -> None:
@@ -130,7 +130,7 @@ class TextReadAhead:
         try:
             pool = self._started()
             for item in batch:
-                self._pending[item[0]] = pool.apply_async(read_ahead, item)
+                self._pending[item[0]] = pool.submit(read_ahead, *item)
         except Exception as exc:  # no workers: the loader reads the files itself
             self._give_up(exc)
 
@@ -140,26 +140,26 @@ class TextReadAhead:
         if result is None:
             return None
         try:
-            return result.get()
-        except Exception as exc:  # the worker died or its answer did not arrive
+            return result.result()
+        except Exception as exc:  # the worker died (BrokenProcessPool) or could not answer
             self._give_up(exc)
             return None
 
     def close(self) -> None:
         self._pending.clear()
         if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
-    def _started(self) -> Pool:
+    def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
             # fork is cheapest; with other threads running (a progress spinner) a fork
             # could inherit a held lock, so then clean workers come from a fork server.
             method = "fork" if threading.active_count() == 1 else "forkserver"
             # (the loader runs with the cyclic collector off; a worker that reads thousands
             # of logs runs with it on, so its memory stays what one log needs)
-            self._pool = multiprocessing.get_context(method).Pool(self.jobs, gc.enable)
+            context = multiprocessing.get_context(method)
+            self._pool = ProcessPoolExecutor(self.jobs, context, initializer=gc.enable)
         return self._pool
 
     def _give_up(self, exc: BaseException) -> None:
