@@ -150,15 +150,20 @@ class TextReadAhead:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+            gc.unfreeze()
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
             # fork is cheapest; with other threads running (a progress spinner) a fork
             # could inherit a held lock, so then clean workers come from a fork server.
             method = "fork" if threading.active_count() == 1 else "forkserver"
-            # (the loader runs with the cyclic collector off; a worker that reads thousands
-            # of logs runs with it on, so its memory stays what one log needs)
             context = multiprocessing.get_context(method)
+            # The workers run with the cyclic collector on (the loader runs with it off),
+            # so a worker that reads thousands of logs stays at what one log needs; what
+            # they inherit is frozen first, or their first full collection would touch
+            # every object of the parent (hydrate() forks from the whole job's Evidence)
+            # and copy its pages.
+            gc.freeze()
             self._pool = ProcessPoolExecutor(self.jobs, context, initializer=gc.enable)
         return self._pool
 
