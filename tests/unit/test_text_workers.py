@@ -16,6 +16,7 @@ import pytest
 
 from hangdoc.analyzer.loading import loader as loader_module
 from hangdoc.analyzer.loading import text_workers
+from hangdoc.analyzer.loading.huge_files import bounded_view
 from hangdoc.analyzer.loading.loader import load_dumps, load_paths
 from hangdoc.analyzer.model import Evidence
 from hangdoc.analyzer.parsers.text import TextParser
@@ -46,6 +47,9 @@ def _dump(root: Path) -> Path:
 
 def _pool(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
     monkeypatch.setattr(text_workers, "MIN_BATCH_BYTES", 0 if on else 1 << 62)
+    # Forked workers, whatever threads earlier tests left: the patches below must reach
+    # the workers (a fork server's workers would start clean).
+    monkeypatch.setattr(text_workers, "start_method", lambda: "fork")
 
 
 def _facts(ev: Evidence) -> tuple[object, ...]:
@@ -68,11 +72,12 @@ def test_workers_give_the_evidence_of_one_process(
     _pool(monkeypatch, on=True)
     started: list[int] = []
     real_start = text_workers.TextReadAhead._started
-    monkeypatch.setattr(
-        text_workers.TextReadAhead,
-        "_started",
-        lambda self: started.append(1) or real_start(self),
-    )
+
+    def start(self: text_workers.TextReadAhead) -> object:
+        started.append(1)
+        return real_start(self)
+
+    monkeypatch.setattr(text_workers.TextReadAhead, "_started", start)
     together = load_paths([dump])
     assert started, "the pool was not used"
     assert any(p.log_lines for p in together.processes)
@@ -123,7 +128,7 @@ def test_a_worker_that_dies_leaves_the_files_to_the_loader(
     _pool(monkeypatch, on=False)
     alone = load_paths([dump])
     parent = os.getpid()
-    real_view = text_workers.bounded_view
+    real_view = bounded_view
 
     def view(path: Path, size: int) -> object:
         if os.getpid() != parent and path.name == "stdout.rank3.out":

@@ -90,6 +90,12 @@ def read_ahead(path: str, display: str, size: int, rank: int) -> ReadAhead | Non
     return ReadAhead(parsed, note, None, windows)
 
 
+def start_method() -> str:
+    """fork is cheapest; with other threads running (a progress spinner) a fork could
+    inherit a held lock, so then clean workers come from a fork server."""
+    return "fork" if threading.active_count() == 1 else "forkserver"
+
+
 def _fork_safe() -> bool:
     return (
         (os.cpu_count() or 1) > 1
@@ -154,10 +160,7 @@ class TextReadAhead:
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            # fork is cheapest; with other threads running (a progress spinner) a fork
-            # could inherit a held lock, so then clean workers come from a fork server.
-            method = "fork" if threading.active_count() == 1 else "forkserver"
-            context = multiprocessing.get_context(method)
+            context = multiprocessing.get_context(start_method())
             # The workers run with the cyclic collector on (the loader runs with it off),
             # so a worker that reads thousands of logs stays at what one log needs; what
             # they inherit is frozen first, or their first full collection would touch
