@@ -22,9 +22,11 @@ after collecting; timed apart, since the nodes do it in parallel) and runs ``han
 analyze TREE --json -`` (from summaries). Each analysis must name the three planted
 culprits; the primary finding of both is printed.
 
-Time is wall clock of the whole command (start-up and output included); memory is the
-peak, over the run, of the summed RSS of the command and its worker processes (sampled
-from /proc every 50 ms), the number to hold against a machine's memory. The machine is
+Time is wall clock of the whole command (start-up and output included), and the CPU
+seconds of it and its workers; memory is the peak, over the run, of the summed RSS of the
+command and its worker processes (sampled from /proc every 50 ms) and of their summed
+PSS: a worker forked from the command counts the pages it shares with it again in
+summed RSS, PSS counts a shared page once in all, so PSS is what they take together. The machine is
 shared: ``--repeat`` runs each analysis several times and the table gives the best and
 the spread. Generated trees are removed unless ``--keep``; the FR dumps are generated
 once per size into ``--root``/fr-N and hard-linked into the tree.
