@@ -22,9 +22,11 @@ after collecting; timed apart, since the nodes do it in parallel) and runs ``han
 analyze TREE --json -`` (from summaries). Each analysis must name the three planted
 culprits; the primary finding of both is printed.
 
-Time is wall clock of the whole command (start-up and output included); memory is the
-peak, over the run, of the summed RSS of the command and its worker processes (sampled
-from /proc every 50 ms), the number to hold against a machine's memory. The machine is
+Time is wall clock of the whole command (start-up and output included), and the CPU
+seconds of it and its workers; memory is the peak, over the run, of the summed RSS of the
+command and its worker processes (sampled from /proc every 50 ms) and of their summed
+PSS: a worker forked from the command counts the pages it shares with it again in
+summed RSS, PSS counts a shared page once in all, so PSS is what they take together. The machine is
 shared: ``--repeat`` runs each analysis several times and the table gives the best and
 the spread. Generated trees are removed unless ``--keep``; the FR dumps are generated
 once per size into ``--root``/fr-N and hard-linked into the tree.
@@ -318,8 +320,12 @@ def _drop_summaries(tree: Path) -> None:
 # --- measuring ------------------------------------------------------------------------------
 
 
-def _tree_rss_kb(pid: int) -> int:
-    """Summed RSS of ``pid`` and its descendants, from /proc (0 once it is gone)."""
+def _tree_memory_kb(pid: int) -> tuple[int, int]:
+    """Summed RSS and summed PSS of ``pid`` and its descendants, from /proc (0 once gone).
+
+    Summed RSS counts a forked worker's inherited pages again in every worker (a worker
+    forked from a 700 MB analysis "uses" 700 MB it shares with it); PSS counts a page
+    shared by n of them 1/n in each: what they take of the machine together."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -333,12 +339,17 @@ def _tree_rss_kb(pid: int) -> int:
         child = int(entry)
         children.setdefault(int(fields[1]), []).append(child)
         rss[child] = int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-    total, todo = 0, [pid]
+    total, pss, todo = 0, 0, [pid]
     while todo:
         current = todo.pop()
         total += rss.get(current, 0)
+        try:
+            with open(f"/proc/{current}/smaps_rollup") as handle:
+                pss += next((int(line.split()[1]) for line in handle if line.startswith("Pss:")), 0)
+        except (OSError, ValueError):
+            pass
         todo.extend(children.get(current, ()))
-    return total
+    return total, pss
 
 
 def analyze(tree: Path, raw: bool, code: Path) -> dict[str, Any]:
@@ -349,18 +360,26 @@ def analyze(tree: Path, raw: bool, code: Path) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(code))
     chunks: list[bytes] = []
     with tempfile.TemporaryFile() as errors:
-        began = time.perf_counter()
+        began, before = time.perf_counter(), os.times()
         # run from the checkout: ``-m`` puts the working directory first on the path
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, env=env, cwd=code)
         stdout = proc.stdout
         assert stdout is not None
         reader = threading.Thread(target=lambda: chunks.append(stdout.read()))
         reader.start()
-        peak_kb = 0
+        peak_kb = peak_pss_kb = 0
         while proc.poll() is None:
-            peak_kb = max(peak_kb, _tree_rss_kb(proc.pid))
+            rss_kb, pss_kb = _tree_memory_kb(proc.pid)
+            peak_kb, peak_pss_kb = max(peak_kb, rss_kb), max(peak_pss_kb, pss_kb)
             time.sleep(0.05)
         wall = time.perf_counter() - began
+        proc.wait()
+        after = os.times()
+        # CPU seconds of the command and its workers (reaped by it, then by us): on a
+        # shared machine the wall clock measures the neighbours too, these do not
+        cpu = (after.children_user - before.children_user) + (
+            after.children_system - before.children_system
+        )
         reader.join()
         errors.seek(0)
         err = errors.read().decode(errors="replace")
@@ -373,7 +392,9 @@ def analyze(tree: Path, raw: bool, code: Path) -> dict[str, Any]:
     first = doc["findings"][0] if doc["findings"] else {}
     return {
         "seconds": round(wall, 2),
+        "cpu_s": round(cpu, 2),
         "peak_mb": round(peak_kb / 1024),
+        "peak_pss_mb": round(peak_pss_kb / 1024),
         "verdict": doc["verdict"],
         "primary": f"{first.get('rule')} {first.get('category')} {first.get('culprit_ranks')}",
         "planted_found": planted <= culprits,
@@ -405,8 +426,8 @@ def main() -> int:
                         help="the hangdoc checkout to measure (another worktree: before/after)")  # fmt: skip
     args = parser.parse_args()
     print(
-        "| ranks | input on disk | analyze raw files: s, peak MB | node summaries written "
-        "(on the nodes), s | analyze from summaries: s, peak MB | planted culprits named | "
+        "| ranks | input on disk | analyze raw files: s (CPU s), peak MB (PSS) | node summaries written "
+        "(on the nodes), s | analyze from summaries: s (CPU s), peak MB (PSS) | planted culprits named | "
         "primary finding |"
     )
     print("|---|---|---|---|---|---|---|")
@@ -426,11 +447,14 @@ def main() -> int:
             row.update(summaries_s=summarized_s, summary_bytes=summary_bytes, summary=fromsum)
             summary_cells = [
                 f"{summarized_s:.0f} ({summary_bytes / 2**20:.0f} MB)",
-                f"{_spread(fromsum, 'seconds')}, {max(r['peak_mb'] for r in fromsum)}",
+                f"{_spread(fromsum, 'seconds')} (CPU {_spread(fromsum, 'cpu_s')}), "
+                f"{max(r['peak_mb'] for r in fromsum)} (PSS {max(r['peak_pss_mb'] for r in fromsum)})",
             ]
         found = all(r["planted_found"] for r in raws + row.get("summary", []))
-        print(f"| {ranks:,} | {disk.stdout.split()[0]} | {_spread(raws, 'seconds')}, "
-              f"{max(r['peak_mb'] for r in raws)} | {summary_cells[0]} | {summary_cells[1]} | "
+        print(f"| {ranks:,} | {disk.stdout.split()[0]} | {_spread(raws, 'seconds')} "
+              f"(CPU {_spread(raws, 'cpu_s')}), {max(r['peak_mb'] for r in raws)} "
+              f"(PSS {max(r['peak_pss_mb'] for r in raws)}) | "
+              f"{summary_cells[0]} | {summary_cells[1]} | "
               f"{'yes' if found else 'NO'} | {raws[0]['primary']} |", flush=True)  # fmt: skip
         rows.append(row)
         if not args.keep:

@@ -61,7 +61,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("analyzer/views/log_compare.py", 'r.lines[-1].text.rstrip().endswith(("...", "…"))'): (
         _COMPARE
     ),
-    ("analyzer/views/log_compare.py", 'sub("#", line.text)'): _COMPARE,
 }
 
 

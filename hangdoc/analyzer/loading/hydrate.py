@@ -29,8 +29,9 @@ from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.collectors.dumpformat import rank_dir_name
 
 DEFAULT_BUDGET = 16
-# Reads one dump restricted to some ranks (the loader's load_dump).
-DumpLoader = Callable[[Path, str, frozenset[int]], Evidence]
+# Reads dumps, each restricted to some ranks, one Evidence per dump in the order asked
+# (the loader's load_dumps: their rank logs are read in worker processes together).
+DumpLoader = Callable[[list[tuple[Path, str, frozenset[int]]]], list[Evidence]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +113,12 @@ def hydrate(
     index = {id(p): i for i, p in enumerate(evidence.processes)}
     ranked = evidence.ranked()
     replaced: list[int] = []
-    for dump, wanted in sorted(by_dump.items(), key=lambda kv: kv[0].display):
-        ranks = [r for r in wanted if (dump.path / rank_dir_name(r, 0)).is_dir()]
+    plans = [
+        (dump, wanted, [r for r in wanted if (dump.path / rank_dir_name(r, 0)).is_dir()])
+        for dump, wanted in sorted(by_dump.items(), key=lambda kv: kv[0].display)
+    ]
+    loaded = iter(load([(d.path, d.display, frozenset(ranks)) for d, _, ranks in plans if ranks]))
+    for dump, wanted, ranks in plans:
         if len(ranks) < len(wanted):  # a summary-only transfer left them on the node
             evidence.notes.append(
                 f"{dump.display}: the raw files of {plural_ranks(sorted(set(wanted) - set(ranks)))}"
@@ -121,7 +126,7 @@ def hydrate(
             )
         if not ranks:
             continue
-        raw = load(dump.path, dump.display, frozenset(ranks))
+        raw = next(loaded)
         raw_ranked = raw.ranked()
         for rank in ranks:
             fresh = raw_ranked.get(rank)

@@ -46,6 +46,7 @@ from hangdoc.analyzer.loading.paste_view import (
     unmangled,
 )
 from hangdoc.analyzer.loading.redaction import redact_evidence
+from hangdoc.analyzer.loading.text_workers import TextReadAhead, Windows
 from hangdoc.analyzer.loading.ticket_format import INPUTS as TICKET_INPUTS
 from hangdoc.analyzer.loading.ticket_format import MARKER as TICKET_MARKER
 from hangdoc.analyzer.model import (
@@ -107,7 +108,12 @@ def _os_reason(exc: OSError) -> str:
 
 
 class _Loader:
-    def __init__(self, limits: ArchiveLimits | None, summaries: bool = False) -> None:
+    def __init__(
+        self,
+        limits: ArchiveLimits | None,
+        summaries: bool = False,
+        texts: TextReadAhead | None = None,
+    ) -> None:
         self.limits = limits
         # Whole-job collection (issue 8): read a dump's summary.json instead of its raw
         # files when it has one; remember those dumps for hydrate(); job manifests.
@@ -126,6 +132,10 @@ class _Loader:
         # Flight recorder files are parsed together at the end (of the load, or of the
         # archive they came from): thousands of them are spread over worker processes.
         self.pending_fr: list[tuple[Path, str, FileContext | None, int]] = []
+        # A dump's rank logs are read in worker processes as soon as it is listed; the
+        # pool is this loader's unless shared by several (load_dumps), whose owner closes it.
+        self.owns_texts = texts is None
+        self.texts = texts if texts is not None else TextReadAhead()
 
     # --- inputs and notes ------------------------------------------------------------
     def _input(self, item: InputFile, note: str | None = None) -> None:
@@ -265,6 +275,7 @@ class _Loader:
                 self.evidence.hosts[host.host] = host
         for proc in contents.processes:
             self.index.add(proc)
+        self.texts.submit((o.path, o.display, o.context) for o in contents.other_files)
         for other in contents.other_files:
             self._load_file(other.path, other.display, other.context)
 
@@ -329,16 +340,26 @@ class _Loader:
         if parser.kind is InputKind.FLIGHT_RECORDER:
             self.pending_fr.append((path, display, context, size))
             return
-        try:
-            with bounded_view(path, size) as (readable, note):
-                parsed = parser.parse(readable, display)
-        except Exception as exc:  # a parser bug must not stop the analysis
-            why = f"could not parse: {type(exc).__name__}: {exc}"
-            self._fail(display, parser.kind, why, size)
+        ahead = self.texts.take(path) if isinstance(parser, TextParser) else None
+        if ahead is None and context is None and self.owns_texts:
+            self.texts.close()  # a loose file's own reader may fork: no pool threads then
+        if ahead is not None and ahead.failure is not None:  # a parser bug, met by a worker
+            self._fail(display, parser.kind, ahead.failure, size)
             return
+        if ahead is not None and ahead.parsed is not None:
+            parsed, note = ahead.parsed, ahead.note
+        else:
+            try:
+                with bounded_view(path, size) as (readable, note):
+                    parsed = parser.parse(readable, display)
+            except Exception as exc:  # a parser bug must not stop the analysis
+                why = f"could not parse: {type(exc).__name__}: {exc}"
+                self._fail(display, parser.kind, why, size)
+                return
         if note:
             parsed.notes.append(f"{display}: {note}")
-        self._absorb(parsed, path, display, context, size)
+        windows = ahead.windows if ahead is not None else None
+        self._absorb(parsed, path, display, context, size, windows=windows)
 
     def _unmangled(self, path: Path, head: bytes, size: int, display: str) -> Unmangled | None:
         """The loose text file without its paste layers (quote, indent, wrap...), if any."""
@@ -372,6 +393,8 @@ class _Loader:
         they share their interned records. A failure of the worker pool itself falls
         back to parsing file by file; a failing file is an input with its reason.
         """
+        if self.owns_texts:  # its threads would make the flight recorder pool fork-unsafe
+            self.texts.close()
         pending = sorted(self.pending_fr, key=lambda item: (_rank_key(item[0]), item[1]))
         self.pending_fr = []
         if not pending:
@@ -448,13 +471,15 @@ class _Loader:
         *,
         readable: Path | None = None,
         fixed: Unmangled | None = None,
+        windows: Windows | None = None,
     ) -> None:
         """``readable``: where the text was read from when not ``path`` (an undone copy,
-        whose line numbers ``fixed`` maps back)."""
+        whose line numbers ``fixed`` maps back); ``windows``: the ranks' line windows,
+        when a worker cut them already."""
         self._attribute(parsed, path, display, context)
         if parsed.kind in _TEXT_KINDS:
             # A paste of stacks holds the ranks' own lines too (its frames are no log).
-            self._keep_lines(parsed, path, display, context, readable or path, fixed)
+            self._keep_lines(parsed, path, display, context, readable or path, fixed, windows)
         contributed = bool(parsed.processes or parsed.job_log_events or parsed.process_groups)
         if contributed:
             self.useful += 1
@@ -486,25 +511,13 @@ class _Loader:
         context: FileContext | None,
         readable: Path,
         fixed: Unmangled | None,
+        windows: Windows | None = None,
     ) -> None:
         """The log's head and tail lines per rank, for comparing the ranks' logs."""
-        # Unprefixed lines belong to the rank whose own file this is: its dump folder says
-        # so, or (last resort) its name. A console that names ranks in its text only
-        # ("[Rank 4] Watchdog…") is a shared one: its other lines are nobody's.
-        default_rank = context.rank if context is not None else None
-        ranks = {p.rank for p in parsed.processes if p.rank is not None}
-        if default_rank is None and len(ranks) <= 1:
-            named = rank_from_name(path, Trailing.ONE_PROCESS).rank
-            if named is not None and (not ranks or named in ranks):
-                default_rank = named
-        try:
-            if parsed.tail_bytes is None:
-                windows = read_line_window(readable, display, default_rank)
-            else:  # the lines the parsers read, numbered as their events are
-                with tail_copy(readable, parsed.tail_bytes) as tail:
-                    windows = read_line_window(tail, display, default_rank)
-        except OSError:
-            return  # the parser already read it; an error now is a race, not a new fact
+        if windows is None:
+            windows = self._line_windows(parsed, path, display, context, readable)
+            if windows is None:
+                return  # the parser already read it; an error now is a race, not a new fact
         if fixed is not None:
             windows = {rank: remap_lines(lines, fixed) for rank, lines in windows.items()}
         self.evidence.job_log_lines.extend(windows.pop(UNATTRIBUTED, []))
@@ -517,6 +530,32 @@ class _Loader:
                     proc.host, proc.pid = context.host, context.pid
                 parsed.processes.append(proc)
             proc.log_lines.extend(lines)
+
+    @staticmethod
+    def _line_windows(
+        parsed: ParsedFile,
+        path: Path,
+        display: str,
+        context: FileContext | None,
+        readable: Path,
+    ) -> Windows | None:
+        """Each rank's head and tail lines of the text; None when it cannot be read now."""
+        # Unprefixed lines belong to the rank whose own file this is: its dump folder says
+        # so, or (last resort) its name. A console that names ranks in its text only
+        # ("[Rank 4] Watchdog…") is a shared one: its other lines are nobody's.
+        default_rank = context.rank if context is not None else None
+        ranks = {p.rank for p in parsed.processes if p.rank is not None}
+        if default_rank is None and len(ranks) <= 1:
+            named = rank_from_name(path, Trailing.ONE_PROCESS).rank
+            if named is not None and (not ranks or named in ranks):
+                default_rank = named
+        try:
+            if parsed.tail_bytes is None:
+                return read_line_window(readable, display, default_rank)
+            with tail_copy(readable, parsed.tail_bytes) as tail:  # the lines the parsers read
+                return read_line_window(tail, display, default_rank)
+        except OSError:
+            return None
 
     def _load_archive(self, path: Path, display: str) -> None:
         if self.archive_depth >= _MAX_ARCHIVE_DEPTH:
@@ -572,6 +611,11 @@ class _Loader:
     def finish(self) -> Evidence:
         self._flush_flight_recorders()
         ev = self.evidence
+        if self.texts.failure is not None:
+            ev.notes.append(
+                f"rank log workers failed ({self.texts.failure}); the remaining logs were "
+                "read one by one"
+            )
         ev.processes = self.index.finish()
         ev.notes.extend(self.index.notes)
         ev.notes.extend(host_notes(ev, self.jobs))
@@ -615,8 +659,32 @@ def load_dump(path: Path, display: str, ranks: frozenset[int] | None = None) -> 
     """One dump's raw files (never its summary), only ``ranks``' folders when given; not
     redacted. The summary writer and hydrate() read dumps through this."""
     loader = _Loader(None)
-    loader._load_dump(path, display, ranks)
-    return loader.finish()
+    try:
+        loader._load_dump(path, display, ranks)
+        return loader.finish()
+    finally:
+        loader.texts.close()
+
+
+def load_dumps(requests: Sequence[tuple[Path, str, frozenset[int]]]) -> list[Evidence]:
+    """Several dumps, each as ``load_dump`` reads it restricted to some ranks, one
+    Evidence per dump in order; the rank logs of all of them are read in worker processes
+    together (hydrate() reads a few ranks of several dumps: one log each, often)."""
+    texts = TextReadAhead()
+    try:
+        texts.submit(
+            (other.path, other.display, other.context)
+            for path, display, ranks in requests
+            for other in read_dump(path, display, ranks).other_files
+        )
+        out = []
+        for path, display, ranks in requests:
+            loader = _Loader(None, texts=texts)
+            loader._load_dump(path, display, ranks)
+            out.append(loader.finish())
+        return out
+    finally:
+        texts.close()
 
 
 def load_paths(
@@ -651,7 +719,7 @@ def load_paths(
             display = str(path).rstrip("/") or "/"
             loader.load_path(path, display)
         evidence = loader.finish()
-        hydrate(evidence, loader.summary_dumps, load_dump, hydrate_budget)
+        hydrate(evidence, loader.summary_dumps, load_dumps, hydrate_budget)
         if redact:
             # Summaries included: one from a ticket may have been edited by anyone, so
             # what the node redacted is redacted again (idempotent, ~0.1 s per 4k ranks).
@@ -662,6 +730,7 @@ def load_paths(
             if loader.from_summaries:
                 evidence.notes.insert(1, SUMMARIES_REDACTED_NOTE)
     finally:
+        loader.texts.close()
         if gc_was_enabled:
             gc.enable()
     if not _usable(evidence):

@@ -96,8 +96,17 @@ class DecodeContext:
 
     frames: list[Frame]
     display: str
+    # Each path relocated once: a rank's 1,500 log lines name the same file, and one
+    # shared string is cheaper to look up than to build (and to keep) 1,500 times.
+    relocated: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def relocate(self, path: str) -> str:
+        found = self.relocated.get(path)
+        if found is None:
+            found = self.relocated[path] = self._relocate(path)
+        return found
+
+    def _relocate(self, path: str) -> str:
         if path == DUMP_TOKEN:
             return self.display
         if path.startswith(DUMP_TOKEN + "/"):
@@ -248,6 +257,8 @@ def _build_decoder(tp: object) -> Decoder:
         elem = decoder(args[0]) if args else _ident
         if elem is _ident:
             return lambda value, _ctx: list(value)
+        if elem is decoder_of_dataclass(args[0]):
+            return _dataclass_decoder(args[0], many=True)
         return lambda value, ctx: [elem(v, ctx) for v in value]
     if origin is dict:
         val = decoder(args[1])
@@ -326,9 +337,22 @@ def _path_decoder(tp: object, base: Decoder) -> Decoder:
     return base
 
 
-def _dataclass_decoder(cls: type) -> Decoder:
+_RECORD_DECODERS: dict[type, Decoder] = {}
+
+
+def decoder_of_dataclass(tp: object) -> Decoder | None:
+    """The written decoder of a dataclass that is decoded field by field (not a Frame,
+    not a LogEvent, whose decoders are their own); None for any other type."""
+    if not isinstance(tp, type):
+        return None
+    return _RECORD_DECODERS.get(tp)
+
+
+def _dataclass_decoder(cls: type, many: bool = False) -> Decoder:
     """A decoder written for ``cls`` (as attrs and dataclasses write their __init__): one
-    keyword argument per field, a field absent from the JSON gets its default."""
+    keyword argument per field, a field absent from the JSON gets its default. ``many``:
+    the decoder of a list of them, the same expression in one comprehension (a rank's
+    1,500 log lines, a job's million: one function call per record less)."""
     hints = typing.get_type_hints(cls)
     namespace: dict[str, object] = {"cls": cls}
     args: list[str] = []
@@ -348,7 +372,13 @@ def _dataclass_decoder(cls: type) -> Decoder:
             namespace[f"factory{number}"] = f.default_factory
             value = f"{value} if {key} in v else factory{number}()"
         args.append(f"{f.name}={value}")
-    source = "def decode(v, ctx):\n    return cls(" + ", ".join(args) + ")\n"
+    record = "cls(" + ", ".join(args) + ")"
+    if many:
+        source = f"def decode(value, ctx):\n    return [{record} for v in value]\n"
+    else:
+        source = f"def decode(v, ctx):\n    return {record}\n"
     exec(source, namespace)  # the text is built from field names only, never from input
     decode: Decoder = namespace["decode"]  # type: ignore[assignment]
+    if not many:
+        _RECORD_DECODERS[cls] = decode
     return decode

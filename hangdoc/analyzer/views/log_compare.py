@@ -18,6 +18,7 @@ name, a file name) share a template. Every divergence cites the lines it rests o
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import re
 from collections import Counter
@@ -155,11 +156,21 @@ class _RankLog:
     templates: list[int]
 
     def last_and_count(self) -> dict[int, tuple[int, int]]:
-        """template → (index of its last line, how many lines), in one pass."""
-        out: dict[int, tuple[int, int]] = {}
-        for index, template in enumerate(self.templates):
-            seen = out.get(template)
-            out[template] = (index, seen[1] + 1 if seen else 1)
+        """template → (index of its last line, how many lines): counted in C, and the
+        last index found by one search from the end per template (a rank has tens of
+        templates and thousands of lines)."""
+        counts = Counter(self.templates)
+        backwards, end = self.templates[::-1], len(self.templates) - 1
+        return {template: (end - backwards.index(template), n) for template, n in counts.items()}
+
+    def first_indices(self, template: int, limit: int) -> list[int]:
+        """The indices of a template's first ``limit`` lines (searched in C)."""
+        out: list[int] = []
+        find, start = self.templates.index, 0
+        with contextlib.suppress(ValueError):
+            while len(out) < limit:
+                start = find(template, start) + 1
+                out.append(start - 1)
         return out
 
     def params(self, index: int) -> tuple[str, ...]:
@@ -205,9 +216,9 @@ def compare_logs(evidence: Evidence) -> LogComparison:
         return LogComparison(ranks=tuple(r for r, _ in logs))
     miner = _Templates()
     ranks: list[_RankLog] = []
-    sub, of = _NUMBER.sub, miner.of
+    shapes: dict[bytes, int] = {}
     for rank, lines in sorted(logs, key=lambda item: item[0]):
-        ranks.append(_RankLog(rank, lines, [of(sub("#", line.text)) for line in lines]))
+        ranks.append(_RankLog(rank, lines, template_ids(lines, miner, shapes)))
     found: list[Divergence] = []
     found.extend(_unfinished(ranks, miner))
     found.extend(_only_some(ranks, miner, found))
@@ -220,6 +231,33 @@ def compare_logs(evidence: Evidence) -> LogComparison:
         divergences=found,
         progress_agrees=agrees,
     )
+
+
+# A line's shape: its text with every ASCII digit made one byte (NUL). Every digit of a
+# line is inside one of _NUMBER's matches (each starts at a digit), and which spans match
+# depends only on where the digits, colons and dots are, except for hex ("0x…", the one
+# place a digit's value counts): lines of one shape without "0x" (and without a NUL of
+# their own) mask alike, so each shape is masked once. 1.6 million lines at 1,024 ranks
+# have about a dozen shapes; encoding and translating bytes is C, 6× cheaper than
+# masking (tests/unit/views/test_log_number_mask.py holds the two to the same answers).
+_SHAPE = bytes.maketrans(b"0123456789", b"\x00" * 10)
+
+
+def template_ids(lines: list[LogLine], miner: _Templates, shapes: dict[bytes, int]) -> list[int]:
+    """Each line's template: ``miner.of`` its masked text, looked up by its shape when it
+    has one (``shapes``: shape → template, kept across ranks)."""
+    sub, of, out = _NUMBER.sub, miner.of, []
+    for line in lines:
+        text = line.text
+        if "0x" in text or "\x00" in text:
+            out.append(of(sub("#", text)))
+            continue
+        shape = text.encode("utf-8", "surrogatepass").translate(_SHAPE)
+        found = shapes.get(shape)
+        if found is None:
+            found = shapes[shape] = of(sub("#", text))
+        out.append(found)
+    return out
 
 
 def _words(text: str) -> set[str]:
@@ -239,12 +277,11 @@ def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
             continue
         odd.setdefault(r.templates[-1], []).append(r)
     out = []
-    ends = _source_ends(ranks)
     for template, culprits in odd.items():
         others = [r for r in ranks if last[r.rank] != template]
         if not others or len(culprits) > len(others):
             continue  # everyone (or most) stopped there: not a divergence between ranks
-        if _cut_in_a_burst(culprits, others, ranks, ends):
+        if _cut_in_a_burst(culprits, others, ranks):
             continue
         text = culprits[0].lines[-1].text
         out.append(
@@ -262,17 +299,14 @@ def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
     return out
 
 
-def _source_ends(ranks: list[_RankLog]) -> dict[str, int]:
-    """The last line number of each source the ranks' lines come from."""
-    ends: dict[str, int] = {}
-    for r in ranks:
-        for line in r.lines:
-            ends[line.source] = max(ends.get(line.source, 0), line.line)
-    return ends
+def _source_end(ranks: list[_RankLog], source: str) -> int | None:
+    """The last line number of one source among the ranks' lines (None: no line of it)."""
+    numbers = [line.line for r in ranks for line in r.lines if line.source == source]
+    return max(numbers, default=None)
 
 
 def _cut_in_a_burst(
-    culprits: list[_RankLog], others: list[_RankLog], ranks: list[_RankLog], ends: dict[str, int]
+    culprits: list[_RankLog], others: list[_RankLog], ranks: list[_RankLog]
 ) -> bool:
     """One shared console whose text ends in a burst of the others' last lines, one rank's
     line after another's (eight ranks printing "load end" in the same second): a paste cut
@@ -285,7 +319,8 @@ def _cut_in_a_burst(
         return False
     burst = sorted(r.lines[-1].line for r in others)
     first, end = burst[0], burst[-1]
-    if end != ends.get(source) or len({r.templates[-1] for r in others}) != 1:
+    # (the source's end is looked up only here: every rank's lines are walked for it)
+    if len({r.templates[-1] for r in others}) != 1 or end != _source_end(ranks, source):
         return False
     inside = sum(
         1 for r in ranks for line in r.lines if line.source == source and first <= line.line <= end
@@ -295,6 +330,8 @@ def _cut_in_a_burst(
     return all(r.lines[-1].line < first for r in culprits)
 
 
+# How many occurrences of a template the ranks' numbers are compared at, from the first.
+_DEPTH = 50
 _TAIL = 20  # the last lines of a rank, where what it did differently shows
 
 
@@ -350,20 +387,25 @@ def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
     rank prints a template that holds a count or a size, its whole numbers are compared,
     and what the first differing number counts (its own words, ``_role``; else the
     template's) says which divergence it is: an amount of data, a size, or progress."""
-    by_template: dict[int, dict[int, list[int]]] = {}
-    for r in ranks:
-        for index, template in enumerate(r.templates):
-            by_template.setdefault(template, {}).setdefault(r.rank, []).append(index)
+    # Each rank's templates in the order it first prints them; all of them in the order
+    # they first appear, rank after rank (the order the checks below are tried in).
+    first_seen = [dict.fromkeys(r.templates) for r in ranks]
+    order: dict[int, None] = {}
+    for seen in first_seen:
+        order.update(seen)
     lookup = {r.rank: r for r in ranks}
     out: list[Divergence] = []
-    for template, per_rank in by_template.items():
-        if len(per_rank) < 2 or len(per_rank) < len(ranks) * 0.5:
+    for template in order:
+        holders = [r for r, seen in zip(ranks, first_seen, strict=True) if template in seen]
+        if len(holders) < 2 or len(holders) < len(ranks) * 0.5:
             continue
         text = miner.texts[template]
         words = _words(text)
         is_size = bool(words & _SIZE_WORDS)
         if not (is_size or words & _COUNT_WORDS):
             continue
+        # only the first _DEPTH occurrences are ever compared (_first_disagreement)
+        per_rank = {r.rank: r.first_indices(template, _DEPTH) for r in holders}
         found = _first_disagreement(ranks, per_rank)
         if found is None:
             continue
@@ -404,7 +446,7 @@ def _first_disagreement(
     rank's own rank (``rank 3: …``)."""
     lookup = {r.rank: r for r in ranks}
     depth = min(len(v) for v in per_rank.values())
-    for position in range(min(depth, 50)):
+    for position in range(min(depth, _DEPTH)):
         raw = {rank: lookup[rank].params(indices[position]) for rank, indices in per_rank.items()}
         keep = _whole_positions(raw)
         values = {rank: tuple(v[i] for i in keep) for rank, v in raw.items()}
