@@ -20,6 +20,7 @@ from hangdoc.analyzer.parsers.logs.hit import Hit, Origin
 from hangdoc.analyzer.parsers.logs.horovod import HorovodStallBlock, match_horovod
 from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
+from hangdoc.analyzer.parsers.logs.nccl import warn_at_setup
 from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
@@ -38,6 +39,7 @@ from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.payloads.nccl import (
+    CudaFailure,
     NcclColl,
     NcclError,
     NcclTransport,
@@ -530,6 +532,11 @@ class Scanner:
             if isinstance(warn, (NcclWarn, NcclError)):
                 if len(" ".join(warn.rc_chain)) < 400 and code.where:
                     warn = replace(warn, rc_chain=(*warn.rc_chain, code.where))
+                if _setup_by_chain(warn, code):
+                    # The failure unwinds through setup code (graph/xml.cc, init.cc): what
+                    # failed below it (an NVML or CUDA call) failed while a communicator
+                    # was set up, whichever file printed the WARN.
+                    warn = replace(warn, setup=True)
                 if not chain[1]:
                     warn = replace(warn, rc=code.rc, rc_name=code.rc_name, rc_where=code.where)
                     self._chains[chain_key] = (head, True)
@@ -636,6 +643,19 @@ class Scanner:
 def _group_rank(hit: Hit) -> int | None:
     """The process-group rank a torch message names ("[PG 0 Rank 3]", "[Rank 3]")."""
     return hit.payload.group_rank if isinstance(hit.payload, InGroup) else None
+
+
+def _setup_by_chain(head: NcclWarn | NcclError, code: NcclWarn) -> bool:
+    """A WARN (or the CUDA failure it reports) whose return-code chain reaches NCCL's
+    setup code, and that is none of setup's harmless WARNs; not a transport's or a
+    configuration's error, which their own rules read."""
+    return (
+        type(head) in (NcclWarn, CudaFailure)
+        and isinstance(head, NcclWarn)
+        and not head.setup
+        and code.setup
+        and warn_at_setup(code.where, head.message or "")
+    )
 
 
 def _starts_chain(hit: Hit) -> bool:
