@@ -190,6 +190,9 @@ CONSEQUENCE_TEXT = re.compile(
     r"aborted|Signal 15|SIGTERM|KeyboardInterrupt|Detected mismatch between collectives|"
     r"DistStoreError|DistNetworkError|Rendezvous|Broken pipe|Socket Timeout|ChildFailedError|"
     r"NCCL communicator|ProcessGroup\w* is|heartbeat|collective operation|SignalException|"
-    r"got signal: 15|Terminated",
+    r"got signal: 15|Terminated"
+    # c10d's FileStore failing to open its file (parsers/logs/torch_pg.py _FILE_STORE_OPEN):
+    # the store failed, as with DistStoreError, and HD201 reads its STORE_TIMEOUT event.
+    r"|^open\([^()\s]{1,300}\): [A-Z]",
     re.IGNORECASE,
 )
