@@ -370,6 +370,7 @@ _GENERIC_STORE = frozenset(
         StoreError.STORE_CONNECTION,
         StoreError.STORE_READ_TIMEOUT,
         StoreError.STORE_UNREACHABLE,
+        StoreError.STORE_FILE,
     }
 )
 
