@@ -182,6 +182,40 @@ def storage_error(text: str) -> str | None:
     return m.group(0)
 
 
+# A save failing on the file system (fixtures/cases/README.md's convention: the storage's
+# own error decides). torch.save's writer (caffe2/serialize/inline_container.cc) checks the
+# target's directory ("Parent directory <dir> does not exist.") and fails a short write
+# ("… file write failed", then "unexpected pos <n> vs <m>"): those are saves by whom says
+# them. Any other error of a file-system call, OSError's "[Errno N] <strerror>", is one
+# when the traceback shows a save (``saving``) or the error names a checkpoint's file.
+_SAVE_WRITER_ERROR = re.compile(
+    r"Parent directory \S.{0,300} does not exist\.|PytorchStreamWriter failed \w+ [^\n]{0,200}"
+    r"|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+"
+)
+_ERRNO = re.compile(r"\[Errno (?P<n>\d+)\] [^\n]{1,200}")
+# Errnos that are not the file system's: an interrupted call, a would-block, host memory
+# (ENOMEM), and the network's (EPIPE, EADDRINUSE…EHOSTUNREACH: 98-113 on Linux).
+_NOT_FILE_SYSTEM = frozenset({4, 11, 12, 32, *range(98, 114)})
+_CHECKPOINT_FILE = re.compile(
+    r"'[^']{0,300}(?:\.(?:pt|pth|ckpt|safetensors|distcp)(?:\.tar)?|checkpoint[^'/]*)'",
+    re.IGNORECASE,
+)
+
+
+def save_storage_error(said: str, saving: str = "") -> str | None:
+    """The file-system error a save failed with (``said``: "<type>: <message>"; ``saving``:
+    a line of its traceback that shows a save), or None."""
+    writer = _SAVE_WRITER_ERROR.search(said)
+    if writer is not None:
+        return writer.group(0)
+    errno = _ERRNO.search(said)
+    if errno is None or int(errno.group("n")) in _NOT_FILE_SYSTEM:
+        return None
+    if saving or _CHECKPOINT_FILE.search(said):
+        return errno.group(0)
+    return None
+
+
 # Messages that a rank prints *because another rank failed* (or because the job was
 # torn down): never the cause of a hang by themselves.
 CONSEQUENCE_TEXT = re.compile(

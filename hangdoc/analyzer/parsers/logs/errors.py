@@ -15,7 +15,7 @@ import re
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
-from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT, storage_error
+from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT, save_storage_error, storage_error
 
 # Text of a CUDA/NCCL error that says the GPU itself failed (ECC, NVLink, off the bus).
 HARDWARE = re.compile(
@@ -111,7 +111,9 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
     if exc_type or message:
         where = str(getattr(payload, "where", None) or "")
         changes["signs"] = signs_of(exc_type, message, where)
-        changes.setdefault("storage", storage_error(f"{exc_type}: {message}"))
+        said = f"{exc_type}: {message}"
+        saving = str(getattr(payload, "saving", None) or "")
+        changes.setdefault("storage", storage_error(said) or save_storage_error(said, saving))
         if payload.tried is None and (m := _TRIED.search(message)):
             changes["tried"] = m.group(1)
     changes = {k: v for k, v in changes.items() if getattr(payload, k) != v}

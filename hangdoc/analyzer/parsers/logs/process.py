@@ -147,13 +147,33 @@ _KEYS = (
 _HAS_KEY = any_of(_KEYS)  # one search, not a test per word (literals.any_of)
 
 
+# A traceback line that shows a save: torch.save's module (torch/serialization.py), torch's
+# distributed checkpoint (torch/distributed/checkpoint/, Megatron's dist_checkpointing), a
+# call of torch.save, or a frame of a function whose name says it saves (save_checkpoint,
+# _save, save_pretrained, save_on_global_ranks).
+SAVE_FRAME = re.compile(
+    r"torch/serialization\.py|torch/distributed/checkpoint/|dist_checkpointing"
+    r"|\btorch\.save\(|, in _*\w*save\w*$"
+)
+
+
 def exception_hit(
-    exc_type: str, message: str, *, where: str | None = None, bare: bool = False
+    exc_type: str,
+    message: str,
+    *,
+    where: str | None = None,
+    bare: bool = False,
+    saving: str | None = None,
 ) -> Hit:
-    """An uncaught exception: the line that ends a traceback (``where``: its last frame),
-    or a paste's last line with no traceback above it (``bare``)."""
+    """An uncaught exception: the line that ends a traceback (``where``: its last frame;
+    ``saving``: a line of it that shows a save), or a paste's last line with no traceback
+    above it (``bare``)."""
     payload = ExceptionRaised(
-        exc_type=exc_type, message=message[:400], where=where[:200] if where else None, bare=bare
+        exc_type=exc_type,
+        message=message[:400],
+        where=where[:200] if where else None,
+        bare=bare,
+        saving=saving,
     )
     return Hit(EventKind.EXCEPTION, payload=payload, key=("exc", exc_type, message[:120]))
 

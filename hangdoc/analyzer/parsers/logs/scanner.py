@@ -27,6 +27,7 @@ from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
 from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
 from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
 from hangdoc.analyzer.parsers.logs.process import (
+    SAVE_FRAME,
     MpiExitBlock,
     exception_hit,
     match_dataloader_worker,
@@ -158,6 +159,7 @@ class RawEvent:
 class _Traceback:
     start: int
     last_frame: str = ""
+    saving: str = ""  # the first line of it that shows a save (SAVE_FRAME)
 
 
 @dataclass(slots=True)
@@ -299,7 +301,10 @@ class Scanner:
             return
         if text[:1] in " \t" and _CUT_FRAME.match(text):
             # A traceback pasted without its header: its frames, then its exception line.
-            self._tracebacks[stream] = _Traceback(lineno, text.strip())
+            frame = text.strip()
+            self._tracebacks[stream] = _Traceback(
+                lineno, frame, frame if SAVE_FRAME.search(frame) else ""
+            )
             return
         if tag.rank is not None and (exc := match_exception_line(text)) is not None:
             # torch ≥2.3 prefixes only uncaught exceptions' lines with [rankN]: — a bare
@@ -318,12 +323,15 @@ class Scanner:
         if text[:1] in " \t" or text.startswith(("During handling", "The above exception")):
             if text.lstrip().startswith("File "):
                 tb.last_frame = text.strip()
+            if not tb.saving and SAVE_FRAME.search(text):
+                tb.saving = text.strip()[:200]
             return True
         del self._tracebacks[stream]
         exc = match_exception_line(text)
         if exc is None or exc[0].endswith("ChildFailedError"):
             return False
-        self._emit(exception_hit(exc[0], exc[1], where=tb.last_frame or None), tag, lineno)
+        hit = exception_hit(exc[0], exc[1], where=tb.last_frame or None, saving=tb.saving or None)
+        self._emit(hit, tag, lineno)
         self._recognise(tag, lineno)
         return True
 
