@@ -28,7 +28,8 @@ connect to any network address of (host, port)`, one of the store's addresses th
 timed out or has no route (`The client socket has failed to connect to [host]:port
 (errno: 110 - Connection timed out)`, weaker: another address may still answer),
 `connect() timed out`, c10d's FileStore failing to open its file (`open(<path>): No such
-file or directory`, FileStore.cpp's error after it retried until the store's timeout), `The server socket
+file or directory`, FileStore.cpp's error after it retried until the store's timeout),
+`The server socket
 has failed to listen on any local network address` / `Address already in use`, a store
 host name that does not resolve: `The network addresses of (host, port) cannot be
 retrieved (gai error: …)`), gloo failing to build its mesh (`connect [addr]:port:
