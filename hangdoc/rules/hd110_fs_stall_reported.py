@@ -99,7 +99,7 @@ class FsStallReported(Rule):
     severity = Severity.ERROR
     # Logs, /proc or kernel text, or only a traceback (a save's file-system call that
     # raised): each branch reads what it needs, and an input without it finds nothing.
-    requires: frozenset[Need] = frozenset()
+    requires = frozenset[Need]()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline

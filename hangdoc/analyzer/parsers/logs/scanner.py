@@ -540,7 +540,7 @@ class Scanner:
             if isinstance(warn, (NcclWarn, NcclError)):
                 if len(" ".join(warn.rc_chain)) < 400 and code.where:
                     warn = replace(warn, rc_chain=(*warn.rc_chain, code.where))
-                if _setup_by_chain(warn, code):
+                if isinstance(warn, NcclWarn) and _setup_by_chain(warn, code):
                     # The failure unwinds through setup code (graph/xml.cc, init.cc): what
                     # failed below it (an NVML or CUDA call) failed while a communicator
                     # was set up, whichever file printed the WARN.
@@ -653,13 +653,12 @@ def _group_rank(hit: Hit) -> int | None:
     return hit.payload.group_rank if isinstance(hit.payload, InGroup) else None
 
 
-def _setup_by_chain(head: NcclWarn | NcclError, code: NcclWarn) -> bool:
+def _setup_by_chain(head: NcclWarn, code: NcclWarn) -> bool:
     """A WARN (or the CUDA failure it reports) whose return-code chain reaches NCCL's
     setup code, and that is none of setup's harmless WARNs; not a transport's or a
     configuration's error, which their own rules read."""
     return (
         type(head) in (NcclWarn, CudaFailure)
-        and isinstance(head, NcclWarn)
         and not head.setup
         and code.setup
         and warn_at_setup(code.where, head.message or "")
