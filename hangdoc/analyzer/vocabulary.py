@@ -187,7 +187,10 @@ def storage_error(text: str) -> str | None:
 # target's directory ("Parent directory <dir> does not exist.") and fails a short write
 # ("… file write failed", then "unexpected pos <n> vs <m>"): those are saves by whom says
 # them. Any other error of a file-system call, OSError's "[Errno N] <strerror>", is one
-# when the traceback shows a save (``saving``) or the error names a checkpoint's file.
+# when the traceback shows a save (``saving``), or when it is a rename's or a link's
+# (CPython's OSError_str with two file names, "[Errno N] <strerror>: 'a' -> 'b'": os.rename,
+# os.replace, os.link, os.symlink, calls of a writer) of a checkpoint's file. One file name
+# alone may be a load's (a resumed checkpoint's path that does not exist).
 _SAVE_WRITER_ERROR = re.compile(
     r"Parent directory \S.{0,300} does not exist\.|PytorchStreamWriter failed \w+ [^\n]{0,200}"
     r"|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+"
@@ -196,9 +199,11 @@ _ERRNO = re.compile(r"\[Errno (?P<n>\d+)\] [^\n]{1,200}")
 # Errnos that are not the file system's: an interrupted call, a would-block, host memory
 # (ENOMEM), and the network's (EPIPE, EADDRINUSE…EHOSTUNREACH: 98-113 on Linux).
 _NOT_FILE_SYSTEM = frozenset({4, 11, 12, 32, *range(98, 114)})
-_CHECKPOINT_FILE = re.compile(
-    r"'[^']{0,300}(?:\.(?:pt|pth|ckpt|safetensors|distcp)(?:\.tar)?|checkpoint[^'/]*)'",
-    re.IGNORECASE,
+_CHECKPOINT_FILE = (
+    r"'[^']{0,300}(?:\.(?:pt|pth|ckpt|safetensors|distcp)(?:\.tar)?|checkpoint[^'/]*)'"
+)
+_CHECKPOINT_MOVED = re.compile(
+    rf"{_CHECKPOINT_FILE} -> '[^']{{0,300}}'|'[^']{{0,300}}' -> {_CHECKPOINT_FILE}", re.IGNORECASE
 )
 
 
@@ -211,7 +216,7 @@ def save_storage_error(said: str, saving: str = "") -> str | None:
     errno = _ERRNO.search(said)
     if errno is None or int(errno.group("n")) in _NOT_FILE_SYSTEM:
         return None
-    if saving or _CHECKPOINT_FILE.search(said):
+    if saving or _CHECKPOINT_MOVED.search(said):
         return errno.group(0)
     return None
 

@@ -656,9 +656,11 @@ def _group_rank(hit: Hit) -> int | None:
 def _setup_by_chain(head: NcclWarn, code: NcclWarn) -> bool:
     """A WARN (or the CUDA failure it reports) whose return-code chain reaches NCCL's
     setup code, and that is none of setup's harmless WARNs; not a transport's or a
-    configuration's error, which their own rules read."""
+    configuration's error, which their own rules read, nor a chain with no WARN above it
+    (another thread unwinding a failure WARNed elsewhere, or a WARN the paste lost)."""
     return (
         type(head) in (NcclWarn, CudaFailure)
+        and bool(head.message)
         and not head.setup
         and code.setup
         and warn_at_setup(code.where, head.message or "")
