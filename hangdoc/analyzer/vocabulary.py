@@ -195,6 +195,11 @@ _SAVE_WRITER_ERROR = re.compile(
     r"Parent directory \S.{0,300} does not exist\.|PytorchStreamWriter failed \w+ [^\n]{0,200}"
     r"|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+"
 )
+# The zip writer's own checks (CAFFE_ENFORCE, valid()) in inline_container.cc, as c10
+# prints them ("[enforce fail at inline_container.cc:857] . PytorchStreamWriter failed
+# writing file data/3: file write failed"): raised in a save, they are its writes failing
+# whatever words of the message a paste kept. Its reader's are a load's, hence the save.
+_WRITER_ENFORCE = re.compile(r"\[enforce fail at inline_container\.cc:\d+\][^\n]{0,200}")
 _ERRNO = re.compile(r"\[Errno (?P<n>\d+)\] [^\n]{1,200}")
 # Errnos that are not the file system's: an interrupted call, a would-block, host memory
 # (ENOMEM), and the network's (EPIPE, EADDRINUSE…EHOSTUNREACH: 98-113 on Linux).
@@ -213,6 +218,8 @@ def save_storage_error(said: str, saving: str = "") -> str | None:
     writer = _SAVE_WRITER_ERROR.search(said)
     if writer is not None:
         return writer.group(0)
+    if saving and (enforce := _WRITER_ENFORCE.search(said)) is not None:
+        return enforce.group(0)  # the zip writer's check failed inside a save
     errno = _ERRNO.search(said)
     if errno is None or int(errno.group("n")) in _NOT_FILE_SYSTEM:
         return None

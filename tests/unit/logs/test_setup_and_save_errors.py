@@ -15,6 +15,7 @@ import pytest
 
 from hangdoc.analyzer.parsers.logs import recognise_line
 from hangdoc.analyzer.parsers.logs.errors import finish_payload
+from hangdoc.analyzer.parsers.logs.process import SAVE_FRAME
 from hangdoc.analyzer.payloads.launch import ExceptionRaised
 from hangdoc.analyzer.payloads.nccl import NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import StoreError, StoreTimeout
@@ -129,3 +130,31 @@ def test_an_exception_raised_in_a_save_carries_its_storage_error() -> None:
         exc_type="FileNotFoundError", message="[Errno 2] No such file or directory: 'a.json'"
     )
     assert finish_payload(plain, "").storage is None
+
+
+@pytest.mark.parametrize(
+    ("frame", "saving"),
+    [
+        (
+            'File "/usr/lib/python3.11/site-packages/torch/serialization.py", line 965, in save',
+            True,
+        ),
+        (
+            'File "/usr/lib/python3.11/site-packages/torch/serialization.py", line 1266, in _save',
+            True,
+        ),
+        ('File "trainer.py", line 240, in save_checkpoint', True),
+        ("torch.save(state, path)", True),
+        # torch.load lives in the same module: a load's missing file is not a save's
+        (
+            'File "/usr/lib/python3.11/site-packages/torch/serialization.py", line 791, in _open_file',
+            False,
+        ),
+        (
+            'File "/usr/lib/python3.11/site-packages/torch/distributed/checkpoint/state_dict_loader.py", line 90, in load',
+            False,
+        ),
+    ],
+)
+def test_save_frames(frame: str, saving: bool) -> None:
+    assert bool(SAVE_FRAME.search(frame)) is saving

@@ -147,13 +147,14 @@ _KEYS = (
 _HAS_KEY = any_of(_KEYS)  # one search, not a test per word (literals.any_of)
 
 
-# A traceback line that shows a save: torch.save's module (torch/serialization.py), torch's
-# distributed checkpoint (torch/distributed/checkpoint/, Megatron's dist_checkpointing), a
-# call of torch.save, or a frame of a function whose name says it saves (save_checkpoint,
-# _save, save_pretrained, save_on_global_ranks).
+# A traceback line that shows a save: a frame of a function whose name says it saves
+# (torch.save's save and _save in torch/serialization.py, save_checkpoint, save_pretrained,
+# save_on_global_ranks, Megatron's dist_checkpointing save), torch's distributed
+# checkpoint's saver (torch/distributed/checkpoint/state_dict_saver.py), or a call of
+# torch.save. Not a module alone: torch/serialization.py and the checkpoint packages load
+# too, and a load's missing file is not a save's.
 SAVE_FRAME = re.compile(
-    r"torch/serialization\.py|torch/distributed/checkpoint/|dist_checkpointing"
-    r"|\btorch\.save\(|, in _*\w*save\w*$"
+    r", in _*\w*save\w*$|torch/distributed/checkpoint/state_dict_saver\.py|\btorch\.save\("
 )
 
 
