@@ -101,8 +101,10 @@ def is_setup_warn(p: Placed) -> bool:
     warn = p.event.payload_as(NcclWarn)
     if warn is None or not warn.setup:
         return False
+    # (Only NCCL's readers mark a CUDA failure setup's: by the file that printed it or by
+    # the chain under its WARN, which a paste that cut the WARN's header still shows.)
     return p.kind == EventKind.NCCL_WARN or (
-        p.kind == EventKind.CUDA_ERROR and bool(warn.where) and warn.hardware is None
+        p.kind == EventKind.CUDA_ERROR and warn.hardware is None
     )
 
 

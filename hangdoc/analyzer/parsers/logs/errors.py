@@ -113,7 +113,10 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         changes["signs"] = signs_of(exc_type, message, where)
         said = f"{exc_type}: {message}"
         saving = str(getattr(payload, "saving", None) or "")
-        changes.setdefault("storage", storage_error(said) or save_storage_error(said, saving))
+        # The line too: a catalog row may keep only its slot as the message ("<dir> does
+        # not exist" of torch.save's "Parent directory <dir> does not exist.").
+        saved = save_storage_error(f"{said}\n{text}", saving)
+        changes.setdefault("storage", storage_error(said) or saved)
         if payload.tried is None and (m := _TRIED.search(message)):
             changes["tried"] = m.group(1)
     changes = {k: v for k, v in changes.items() if getattr(payload, k) != v}
