@@ -56,7 +56,7 @@ from hangdoc.analyzer.payloads.host import HungTask, IoSource, IoStall, ServerSt
 from hangdoc.analyzer.views.deaths import death_of, first_deaths
 from hangdoc.analyzer.views.save_errors import FailedSaveCall, failed_save_calls
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
-from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.analyzer.vocabulary import EventKind, storage_error
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import Shift, shifted
@@ -269,6 +269,8 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         ordered = precedes_wave(first.placed, wave_events)
         who = ranks_text(culprits) if culprits else "a process (rank unknown)"
         what = first.summary
+        # the storage's own words (EIO, ENOSPC…), or a save's failed file-system call
+        storage_said = storage_error(first.payload.storage or "") is not None
         evidence = [d.placed for d in deaths]
         # The line names the failure (the kernel's errno); like a CUDA OOM (HD031), its
         # time before the timeouts states it as the cause.
@@ -280,6 +282,7 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         culprits = sorted({p.rank for p in lines if p.rank is not None})
         who = ranks_text(culprits) if culprits else "the job"
         what = lines[0].event.payload.message or lines[0].event.text
+        storage_said = True
         evidence = lines
         severity, strength = Severity.ERROR, Strength.SIGNAL  # a logged error, not a death
     waiting = sorted(victims(tl) - set(culprits))
@@ -290,11 +293,18 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         title=f"{who} failed on the file system: {what}"[:240]
         + (f"; {ranks_text(waiting)} then waited" if waiting else ""),
         explanation=(
-            f"{who[0].upper()}{who[1:]} got a storage error: {what}. Input/output errors, "
-            "stale handles, a transport endpoint gone and a full or read-only file system "
-            "come from the storage (a network file system, a FUSE daemon, the disk), not "
-            "from the training code; the rank stops, and the others wait for it in their "
-            "next collective."
+            f"{who[0].upper()}{who[1:]} got a storage error: {what}. "
+            + (
+                "Input/output errors, stale handles, a transport endpoint gone and a full or "
+                "read-only file system come from the storage (a network file system, a FUSE "
+                "daemon, the disk), not from the training code"
+                if storage_said
+                else "A file-system call failed inside a checkpoint save (a directory that "
+                "is not there yet, a file another process created or moved first on shared "
+                "storage, a write the storage refused): the save's target on the file system "
+                "is what to fix"
+            )
+            + "; the rank stops, and the others wait for it in their next collective."
         ),
         fix=(
             "Check the storage the path lives on (`dmesg -T` on the node for I/O errors or "

@@ -18,7 +18,12 @@ before training starts. The failure is in the environment (network interfaces, t
 detection, GPU peer access, container IPC limits, the NCCL build), not in the model.
 
 ## Evidence used
-NCCL WARN lines by their source file and setup messages, NCCL return-code chains, and
+NCCL WARN lines by their source file (also those of the NVML and libcuda wrappers,
+`misc/nvmlwrap.cc`, `misc/cudawrap.cc`, which only setup calls) and setup messages, a WARN
+of any file whose return-code chain unwinds through setup code (`NCCL WARN … failed: …`
+then `graph/xml.cc:N -> 2`, `init.cc:N -> 2`), a CUDA failure NCCL WARNed about so
+(`transport.cc:N NCCL WARN Cuda failure '…'`: not a crash, HD030 leaves it), NCCL
+return-code chains, and
 torch's `NCCL error in: <file>:<line>` messages of class ncclSystemError,
 ncclInternalError, ncclUnhandledCudaError or ncclInvalidUsage (analyzer/views/nccl_setup.py).
 Not used when collectives or training had already been logged before the error, when
