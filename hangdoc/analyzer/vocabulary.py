@@ -182,6 +182,52 @@ def storage_error(text: str) -> str | None:
     return m.group(0)
 
 
+# A save failing on the file system (fixtures/cases/README.md's convention: the storage's
+# own error decides). torch.save's writer (caffe2/serialize/inline_container.cc) checks the
+# target's directory ("Parent directory <dir> does not exist.") and fails a short write
+# ("… file write failed", then "unexpected pos <n> vs <m>"): those are saves by whom says
+# them. Any other error of a file-system call, OSError's "[Errno N] <strerror>", is one
+# when the traceback shows a save (``saving``), or when it is a rename's or a link's
+# (CPython's OSError_str with two file names, "[Errno N] <strerror>: 'a' -> 'b'": os.rename,
+# os.replace, os.link, os.symlink, calls of a writer) of a checkpoint's file. One file name
+# alone may be a load's (a resumed checkpoint's path that does not exist).
+_SAVE_WRITER_ERROR = re.compile(
+    r"Parent directory \S.{0,300} does not exist\.|PytorchStreamWriter failed \w+ [^\n]{0,200}"
+    r"|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+"
+)
+# The zip writer's own checks (CAFFE_ENFORCE, valid()) in inline_container.cc, as c10
+# prints them ("[enforce fail at inline_container.cc:857] . PytorchStreamWriter failed
+# writing file data/3: file write failed"): raised in a save, they are its writes failing
+# whatever words of the message a paste kept. Its reader's are a load's, hence the save.
+_WRITER_ENFORCE = re.compile(r"\[enforce fail at inline_container\.cc:\d+\][^\n]{0,200}")
+_ERRNO = re.compile(r"\[Errno (?P<n>\d+)\] [^\n]{1,200}")
+# Errnos that are not the file system's: an interrupted call, a would-block, host memory
+# (ENOMEM), and the network's (EPIPE, EADDRINUSE…EHOSTUNREACH: 98-113 on Linux).
+_NOT_FILE_SYSTEM = frozenset({4, 11, 12, 32, *range(98, 114)})
+_CHECKPOINT_FILE = (
+    r"'[^']{0,300}(?:\.(?:pt|pth|ckpt|safetensors|distcp)(?:\.tar)?|checkpoint[^'/]*)'"
+)
+_CHECKPOINT_MOVED = re.compile(
+    rf"{_CHECKPOINT_FILE} -> '[^']{{0,300}}'|'[^']{{0,300}}' -> {_CHECKPOINT_FILE}", re.IGNORECASE
+)
+
+
+def save_storage_error(said: str, saving: str = "") -> str | None:
+    """The file-system error a save failed with (``said``: "<type>: <message>"; ``saving``:
+    a line of its traceback that shows a save), or None."""
+    writer = _SAVE_WRITER_ERROR.search(said)
+    if writer is not None:
+        return writer.group(0)
+    if saving and (enforce := _WRITER_ENFORCE.search(said)) is not None:
+        return enforce.group(0)  # the zip writer's check failed inside a save
+    errno = _ERRNO.search(said)
+    if errno is None or int(errno.group("n")) in _NOT_FILE_SYSTEM:
+        return None
+    if saving or _CHECKPOINT_MOVED.search(said):
+        return errno.group(0)
+    return None
+
+
 # Messages that a rank prints *because another rank failed* (or because the job was
 # torn down): never the cause of a hang by themselves.
 CONSEQUENCE_TEXT = re.compile(
@@ -190,6 +236,9 @@ CONSEQUENCE_TEXT = re.compile(
     r"aborted|Signal 15|SIGTERM|KeyboardInterrupt|Detected mismatch between collectives|"
     r"DistStoreError|DistNetworkError|Rendezvous|Broken pipe|Socket Timeout|ChildFailedError|"
     r"NCCL communicator|ProcessGroup\w* is|heartbeat|collective operation|SignalException|"
-    r"got signal: 15|Terminated",
+    r"got signal: 15|Terminated"
+    # c10d's FileStore failing to open its file (parsers/logs/torch_pg.py _FILE_STORE_OPEN):
+    # the store failed, as with DistStoreError, and HD201 reads its STORE_TIMEOUT event.
+    r"|^open\([^()\s]{1,300}\): [A-Z]",
     re.IGNORECASE,
 )

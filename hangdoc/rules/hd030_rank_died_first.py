@@ -18,7 +18,9 @@ Log events of every rank in time order (analyzer/views/timeline.py): Python trac
 signals, `torchrun` exit codes and ChildFailedError entries, TORCHELASTIC error files,
 Slurm/mpirun/DeepSpeed launcher reports, kernel OOM-killer lines. An exception is not a
 cause when its message is itself a consequence (a timeout, an NCCL error, a lost peer,
-SIGTERM), and a storage error (EIO, a stale handle, a full disk) is HD110's. torchrun's
+SIGTERM); a storage error (EIO, a stale handle, a full disk) or a save's failed
+file-system call is HD110's, and a CUDA failure NCCL WARNed about while it set up a
+communicator is HD206's. torchrun's
 "Root Cause (first observed failure)" is *not* trusted: it is only the first rank to exit
 on that node, often a victim. Also read: torch.multiprocessing's "process N terminated
 with signal SIGKILL / exit code N" (N is the spawn index), mpirun's "The first process to

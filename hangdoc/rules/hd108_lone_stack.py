@@ -20,8 +20,9 @@ The main thread's stack of the one process whose stack the inputs hold (any stac
 classified with the frame catalog and, where the catalog knows no frame, with what the
 job's own names, open files and last log line say (docs/own_code.md). A traceback cut
 before its exception line counts when its innermost frame shown is a checkpoint writer's
-entry: every frame cut is inside the save. A save next to a storage error (EIO, ENOSPC)
-is left to HD110: the storage's error decides.
+entry: every frame cut is inside the save. A save next to a storage error (EIO, ENOSPC),
+or whose traceback ends in a file-system call (os.makedirs) that raised, is left to HD110:
+the storage's error decides.
 
 ## How to confirm
 Take the stacks of every rank (`hangdoc collect --all` on every node, or `py-spy dump` of
@@ -41,6 +42,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import classify_process
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
+from hangdoc.analyzer.views.save_errors import failed_save_calls
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.causes import Cause, cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
@@ -145,7 +147,9 @@ class LoneStack(Rule):
 def _storage_error(ctx: RuleContext) -> bool:
     """The inputs report a storage error (an errno of the file system, read by the log
     parser into the event's ``storage``)."""
-    return any(p.event.payload.storage is not None for p in ctx.timeline.events)
+    return any(p.event.payload.storage is not None for p in ctx.timeline.events) or bool(
+        failed_save_calls(ctx.evidence)  # a file-system call raised in the save
+    )
 
 
 RULE = LoneStack

@@ -28,7 +28,12 @@ file-system code and not in the NVIDIA driver (HD303's), and NFS `not responding
 Lustre `Connection … was lost` lines not followed by the server's `OK`
 (analyzer/parsers/logs/iostate.py, analyzer/parsers/logs/kernel.py); the first death of
 the deaths view whose message is a storage error, or such an error logged on its own
-(`Local process 0 encountered an error: [Errno 5] Input/output error`).
+(`Local process 0 encountered an error: [Errno 5] Input/output error`); a save's failure
+on the file system (torch.save's `Parent directory … does not exist.`, an errno raised in
+a traceback through a save or naming a checkpoint file: `FileExistsError: [Errno 17] File
+exists: 'ckpt_0.pt' -> 'last.pt'`), and a traceback cut before its exception line whose
+innermost frame is a file-system call (`os.makedirs`) inside a save
+(analyzer/views/save_errors.py).
 
 ## How to confirm
 On the node: `cat /proc/PID/stack` and `ps -o pid,stat,wchan:32,cmd -p PID` (state `D`,
@@ -46,11 +51,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import HungTask, IoSource, IoStall, ServerState
 from hangdoc.analyzer.views.deaths import death_of, first_deaths
+from hangdoc.analyzer.views.save_errors import FailedSaveCall, failed_save_calls
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
-from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.analyzer.vocabulary import EventKind, storage_error
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import Shift, shifted
@@ -91,13 +97,19 @@ class FsStallReported(Rule):
     summary = "a process shown stuck in the file system (D state, NFS/FUSE/Lustre wait)"
     categories = (Category.IO_STALL,)
     severity = Severity.ERROR
-    requires = frozenset({Need.LOGS})
+    # Logs, /proc or kernel text, or only a traceback (a save's file-system call that
+    # raised): each branch reads what it needs, and an input without it finds nothing.
+    requires = frozenset[Need]()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
         failed = _storage_failure(tl)
         if failed is not None:
             yield failed
+            return
+        calls = failed_save_calls(ctx.evidence)
+        if calls:
+            yield _failed_save_call(calls)
             return
         events = [(p, p.event.payload_as(IoStall) or IoStall()) for p in tl.of(EventKind.IO_STALL)]
         d_state = [(p, s) for p, s in events if s.source == IoSource.PROCESS_STATE]
@@ -188,6 +200,50 @@ class FsStallReported(Rule):
         )
 
 
+def _failed_save_call(calls: list[FailedSaveCall]) -> Finding:
+    """A traceback cut before its exception line whose innermost frame is a file-system
+    call inside a checkpoint save (views/save_errors.py)."""
+    first = calls[0]
+    culprits = sorted({c.rank for c in calls if c.rank is not None})
+    who = ranks_text(culprits) if culprits else "a process (rank unknown)"
+    call = f"{first.call.function} ({first.call.file}:{first.call.line})"
+    saving = next(
+        (f.function for f in first.thread.frames[1:] if "save" in f.function.lower()), None
+    )
+    inside = f" inside {saving}" if saving else " inside a checkpoint save"
+    what = f"a file-system call, {call}, raised{inside}"
+    return Finding(
+        rule=FsStallReported.id,
+        category=Category.IO_STALL,
+        severity=Severity.ERROR,
+        title=f"{who} failed on the file system while saving: {what}"[:240],
+        explanation=(
+            f"{who[0].upper()}{who[1:]}'s traceback ends in {call}{inside}: the innermost "
+            "frame of a traceback is where its exception was raised, and below a file-system "
+            "call of the standard library there is only the system call, so the save failed "
+            "on the file system (its exception line, with the errno, is not in the inputs)."
+        ),
+        fix=(
+            "Find the errno in the rank's full output; check the storage the checkpoint "
+            "goes to (`df -h`, quotas, `dmesg -T`); on shared storage, create directories "
+            "and rename files from one rank, or tolerate the entries other ranks create "
+            "(exist_ok, retries)."
+        ),
+        culprit_ranks=tuple(culprits),
+        evidence=tuple(
+            EvidenceRef(
+                source=c.stack.source,
+                detail=f"traceback ends in {c.call.function} inside a save",
+                rank=c.rank,
+                line=c.stack.line,
+            )
+            for c in calls[:6]
+        ),
+        # One traceback whose exception line is cut: the errno itself is not shown.
+        strength=shifted(Strength.SIGNAL, Shift.MAY_BE_CUT),
+    )
+
+
 def _storage_failure(tl: Timeline) -> Finding | None:
     """A rank (or the job's writer) that failed with a storage error: the first death whose
     message is one (HD030 leaves those to this rule), else such a line on its own."""
@@ -213,6 +269,8 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         ordered = precedes_wave(first.placed, wave_events)
         who = ranks_text(culprits) if culprits else "a process (rank unknown)"
         what = first.summary
+        # the storage's own words (EIO, ENOSPC…), or a save's failed file-system call
+        storage_said = storage_error(first.payload.storage or "") is not None
         evidence = [d.placed for d in deaths]
         # The line names the failure (the kernel's errno); like a CUDA OOM (HD031), its
         # time before the timeouts states it as the cause.
@@ -224,6 +282,7 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         culprits = sorted({p.rank for p in lines if p.rank is not None})
         who = ranks_text(culprits) if culprits else "the job"
         what = lines[0].event.payload.message or lines[0].event.text
+        storage_said = True
         evidence = lines
         severity, strength = Severity.ERROR, Strength.SIGNAL  # a logged error, not a death
     waiting = sorted(victims(tl) - set(culprits))
@@ -234,11 +293,18 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         title=f"{who} failed on the file system: {what}"[:240]
         + (f"; {ranks_text(waiting)} then waited" if waiting else ""),
         explanation=(
-            f"{who[0].upper()}{who[1:]} got a storage error: {what}. Input/output errors, "
-            "stale handles, a transport endpoint gone and a full or read-only file system "
-            "come from the storage (a network file system, a FUSE daemon, the disk), not "
-            "from the training code; the rank stops, and the others wait for it in their "
-            "next collective."
+            f"{who[0].upper()}{who[1:]} got a storage error: {what}. "
+            + (
+                "Input/output errors, stale handles, a transport endpoint gone and a full or "
+                "read-only file system come from the storage (a network file system, a FUSE "
+                "daemon, the disk), not from the training code"
+                if storage_said
+                else "A file-system call failed inside a checkpoint save (a directory that "
+                "is not there yet, a file another process created or moved first on shared "
+                "storage, a write the storage refused): the save's target on the file system "
+                "is what to fix"
+            )
+            + "; the rank stops, and the others wait for it in their next collective."
         ),
         fix=(
             "Check the storage the path lives on (`dmesg -T` on the node for I/O errors or "

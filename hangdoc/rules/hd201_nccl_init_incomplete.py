@@ -27,7 +27,9 @@ c10d's socket layer giving up (`The client socket has failed to
 connect to any network address of (host, port)`, one of the store's addresses that
 timed out or has no route (`The client socket has failed to connect to [host]:port
 (errno: 110 - Connection timed out)`, weaker: another address may still answer),
-`connect() timed out`, `The server socket
+`connect() timed out`, c10d's FileStore failing to open its file (`open(<path>): No such
+file or directory`, FileStore.cpp's error after it retried until the store's timeout),
+`The server socket
 has failed to listen on any local network address` / `Address already in use`, a store
 host name that does not resolve: `The network addresses of (host, port) cannot be
 retrieved (gai error: …)`), gloo failing to build its mesh (`connect [addr]:port:
@@ -276,6 +278,12 @@ class NcclInitIncomplete(Rule):
             )
         elif error == StoreError.STORE_CONNECTION:
             what = f"the connection to the TCPStore failed ({first.message})"
+        elif error == StoreError.STORE_FILE:
+            what = (
+                f"the FileStore could not open its file ({first.message}): the store file of "
+                "the file:// init method, or its directory, is missing or not shared by every "
+                "rank"
+            )
         elif error == StoreError.RENDEZVOUS_CONNECTION:
             what = "the elastic agents could not connect to the c10d rendezvous store"
         elif error == StoreError.RENDEZVOUS_CLOSED:
@@ -363,6 +371,7 @@ _GENERIC_STORE = frozenset(
         StoreError.STORE_CONNECTION,
         StoreError.STORE_READ_TIMEOUT,
         StoreError.STORE_UNREACHABLE,
+        StoreError.STORE_FILE,
     }
 )
 

@@ -18,7 +18,12 @@ before training starts. The failure is in the environment (network interfaces, t
 detection, GPU peer access, container IPC limits, the NCCL build), not in the model.
 
 ## Evidence used
-NCCL WARN lines by their source file and setup messages, NCCL return-code chains, and
+NCCL WARN lines by their source file (also those of the NVML and libcuda wrappers,
+`misc/nvmlwrap.cc`, `misc/cudawrap.cc`, which only setup calls) and setup messages, a WARN
+of any file whose return-code chain unwinds through setup code (`NCCL WARN … failed: …`
+then `graph/xml.cc:N -> 2`, `init.cc:N -> 2`), a CUDA failure NCCL WARNed about so
+(`transport.cc:N NCCL WARN Cuda failure '…'`: not a crash, HD030 leaves it), NCCL
+return-code chains, and
 torch's `NCCL error in: <file>:<line>` messages of class ncclSystemError,
 ncclInternalError, ncclUnhandledCudaError or ncclInvalidUsage (analyzer/views/nccl_setup.py).
 Not used when collectives or training had already been logged before the error, when
@@ -46,6 +51,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.nccl import NcclError, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.nccl_setup import SetupFailure, setup_failure
+from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import Shift, shifted
@@ -71,7 +77,9 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
     ranks = sorted({p.rank for p in placed if p.rank is not None})
     first = placed[0]
     if failure.warns:
-        warn = failure.warns[0]
+        # The WARN whose failure NCCL unwound (a return code logged after it) said what
+        # stopped the setup; earlier WARNs may be what led to it.
+        warn = next((w for w in failure.warns if _unwound(w)), failure.warns[0])
         said_warn = warn.event.payload_as(NcclWarn) or NcclWarn()
         said = f"NCCL WARN {said_warn.message or warn.event.text}"
         site = said_warn.where
@@ -119,6 +127,11 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
         evidence=tuple(limited_refs(placed, limit=6)),
         strength=strength,
     )
+
+
+def _unwound(p: Placed) -> bool:
+    warn = p.event.payload_as(NcclWarn)
+    return warn is not None and warn.rc is not None
 
 
 RULE = NcclSetupError

@@ -99,6 +99,7 @@ class ExceptionRaised(EventPayload):
 
     where: str | None = None  # the traceback's last frame: 'File "x.py", line 3, in f'
     bare: bool = False  # a paste's last line, no traceback above it: weak on its own
+    saving: str | None = None  # a line of the traceback that shows a save (torch.save…)
 
 
 @dataclass(frozen=True, slots=True)

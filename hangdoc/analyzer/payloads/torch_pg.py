@@ -94,6 +94,7 @@ class StoreError(enum.StrEnum):
     GLOO_CONNECT = "gloo_connect"  # gloo's full mesh could not connect a pair
     STORE_READ_TIMEOUT = "store_read_timeout"  # a connected store socket stopped answering
     STORE_CONNECTION = "store_connection"  # the store's connection was lost
+    STORE_FILE = "store_file"  # a FileStore could not open its file ("open(<path>): …")
     RENDEZVOUS_CLOSED = "rendezvous_closed"
     RENDEZVOUS_CONNECTION = "rendezvous_connection"  # the c10d rendezvous store unreachable
     RENDEZVOUS = "rendezvous"

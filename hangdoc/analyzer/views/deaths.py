@@ -24,6 +24,7 @@ from hangdoc.analyzer.payloads.launch import (
 from hangdoc.analyzer.payloads.nccl import CudaFailure
 from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
 from hangdoc.analyzer.views.nccl_setup import setup_error_lines
+from hangdoc.analyzer.views.nccl_setup import setup_lines as nccl_setup_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.vocabulary import EventKind
 
@@ -230,7 +231,8 @@ def first_deaths(tl: Timeline) -> list[Death]:
     terminated_pids = {p.event.pid for p in tl.of(EventKind.AGENT_TERMINATING)}
     # NCCL's "Last error: Cuda failure …" of a communicator-setup error is that error's
     # detail (views/nccl_setup.py, HD206), not a crash of its own.
-    setup_lines = setup_error_lines(tl)
+    # So is a CUDA failure NCCL WARNed about from its setup code (the same view).
+    setup_lines = setup_error_lines(tl) | nccl_setup_lines(tl)
     found: dict[int | None, Death] = {}
     unranked: list[Death] = []
     any_wave = False

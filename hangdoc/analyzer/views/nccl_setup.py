@@ -60,6 +60,10 @@ _SETUP_CLASSES = frozenset(
         NcclResult.IN_PROGRESS,
     }
 )
+# An NCCL WARN, and a CUDA failure NCCL WARNed about ("transport.cc:154 NCCL WARN Cuda
+# failure 'invalid argument'", a driver library or NVML call failing under NCCL), which the
+# parser types as a CUDA error.
+_WARN_KINDS = frozenset({EventKind.NCCL_WARN, EventKind.CUDA_ERROR})
 # Events that show collectives had already been running before the error.
 _RUNNING = frozenset(
     {
@@ -91,9 +95,17 @@ class SetupFailure:
 
 
 def is_setup_warn(p: Placed) -> bool:
-    """An NCCL WARN written by communicator-setup code, or a setup message."""
+    """An NCCL WARN written by communicator-setup code, or a setup message, or one whose
+    return-code chain unwinds through setup code (the parser marks them); a CUDA failure
+    NCCL reported so too, unless it names the GPU hardware (HD301's)."""
     warn = p.event.payload_as(NcclWarn)
-    return warn is not None and warn.setup
+    if warn is None or not warn.setup:
+        return False
+    # (Only NCCL's readers mark a CUDA failure setup's: by the file that printed it or by
+    # the chain under its WARN, which a paste that cut the WARN's header still shows.)
+    return p.kind == EventKind.NCCL_WARN or (
+        p.kind == EventKind.CUDA_ERROR and warn.hardware is None
+    )
 
 
 def first_running(tl: Timeline) -> int:
@@ -135,7 +147,9 @@ def setup_failure(tl: Timeline) -> SetupFailure | None:
         return None
     running_from = first_running(tl)
     warns = tuple(
-        p for p in tl.of(EventKind.NCCL_WARN) if p.index < running_from and is_setup_warn(p)
+        p
+        for p in tl.events
+        if p.kind in _WARN_KINDS and p.index < running_from and is_setup_warn(p)
     )
     returns = tuple(
         p
@@ -146,6 +160,15 @@ def setup_failure(tl: Timeline) -> SetupFailure | None:
     if not (warns or returns or errors):
         return None
     return SetupFailure(warns, returns, errors)
+
+
+def setup_lines(tl: Timeline) -> frozenset[tuple[str, int | None]]:
+    """(file, line) of every line of a setup failure: a CUDA failure NCCL WARNed about
+    while a communicator was set up is that failure, not a crash of its own."""
+    failure = setup_failure(tl)
+    if failure is None:
+        return frozenset()
+    return frozenset((p.event.source, p.event.line) for p in failure.placed)
 
 
 def setup_error_lines(tl: Timeline) -> frozenset[tuple[str, int | None]]:

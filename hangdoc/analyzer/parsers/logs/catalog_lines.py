@@ -104,7 +104,7 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
         _from_header(hit, header)
         if isinstance(hit.payload, NcclWarn) and hit.payload.where is None and header.where:
             hit.payload = dataclasses.replace(hit.payload, where=header.where, func=header.func)
-            if hit.kind is EventKind.NCCL_WARN:  # as the hand-written WARN reader says it
+            if hit.kind in (EventKind.NCCL_WARN, EventKind.CUDA_ERROR):  # as nccl.py says it
                 setup = warn_at_setup(header.where, hit.payload.message or "")
                 hit.payload = dataclasses.replace(hit.payload, setup=setup)
     return hit

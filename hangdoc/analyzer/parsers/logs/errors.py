@@ -15,7 +15,7 @@ import re
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
-from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT, storage_error
+from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT, save_storage_error, storage_error
 
 # Text of a CUDA/NCCL error that says the GPU itself failed (ECC, NVLink, off the bus).
 HARDWARE = re.compile(
@@ -117,12 +117,17 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
     if exc_type or message:
         where = str(getattr(payload, "where", None) or "")
         signs = changes["signs"] = signs_of(exc_type, message, where)
-        changes.setdefault("storage", storage_error(f"{exc_type}: {message}"))
+        said = f"{exc_type}: {message}"
+        saving = str(getattr(payload, "saving", None) or "")
+        # The line too: a catalog row may keep only its slot as the message ("<dir> does
+        # not exist" of torch.save's "Parent directory <dir> does not exist.").
+        saved = save_storage_error(f"{said}\n{text}", saving)
+        changes.setdefault("storage", storage_error(said) or saved)
         if payload.tried is None and (m := _TRIED.search(message)):
             changes["tried"] = m.group(1)
-    said = (message, getattr(payload, "error", None), getattr(payload, "last_error", None))
+    texts = (message, getattr(payload, "error", None), getattr(payload, "last_error", None))
     if (
-        any(isinstance(t, str) and PEER_ACCESS_UNSUPPORTED in t for t in said)
+        any(isinstance(t, str) and PEER_ACCESS_UNSUPPORTED in t for t in texts)
         and Sign.PEER_ACCESS_UNSUPPORTED not in signs
     ):
         changes["signs"] = (*signs, Sign.PEER_ACCESS_UNSUPPORTED)

@@ -203,9 +203,15 @@ _BENIGN_WARN = re.compile(
 
 # NCCL source files that run only while a communicator is created or connected
 # (NVIDIA/nccl src/): a WARN or a return code from them is a setup failure
-# (views/nccl_setup.py explains the three kinds of setup lines).
+# (views/nccl_setup.py explains the three kinds of setup lines). The WARNs of the two
+# library wrappers are setup's too: misc/nvmlwrap.cc's (loading NVML, and the NVML calls
+# that only graph/xml.cc, graph/paths.cc and init.cc make, 2.18 to 2.30) and
+# misc/cudawrap.cc's own (loading libcuda and its symbols in initOnceFunc, run once by
+# ncclCudaLibraryInit from ncclCommInitRank* in init.cc; the CUCHECK macros print the
+# caller's file, not this one).
 _SETUP_SITE = re.compile(
-    r"(?:^|/)(?:init\.cc|bootstrap\.cc|transport\.cc|channel\.cc|graph/\w+\.(?:cc|h))(?::\d+)?$"
+    r"(?:^|/)(?:init\.cc|bootstrap\.cc|transport\.cc|channel\.cc|graph/\w+\.(?:cc|h)"
+    r"|misc/(?:nvml|cuda)wrap\.cc)(?::\d+)?$"
 )
 # Setup messages recognised by their words (bootstrap.cc, transport/net_socket.cc,
 # misc/socket.cc, init.cc, transport.cc of NCCL 2.x).
@@ -683,7 +689,11 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
     if (cu := _CUDA_FAILURE.search(msg)) is not None:
         what = cu.group("what").strip()
         kind = EventKind.CUDA_OOM if "out of memory" in what else EventKind.CUDA_ERROR
-        return Hit(kind, payload=CudaFailure(**base, error=what), key=("cuda", what))  # type: ignore[arg-type]
+        # A CUDA call that failed in setup code (transport.cc's CUDACHECK while the SHM or
+        # P2P buffers are set up) is that setup's failure (views/nccl_setup.py).
+        setup = kind is EventKind.CUDA_ERROR and warn_at_setup(where, msg.strip())
+        failure = CudaFailure(**base, error=what, setup=setup)  # type: ignore[arg-type]
+        return Hit(kind, payload=failure, key=("cuda", what))
     if _IBV.search(msg) is not None or _IB_ASYNC.search(msg) is not None:
         verbs = NcclTransportError(**base, error=LinkError(LinkFailure.IB_VERBS))  # type: ignore[arg-type]
         return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=verbs, key=("ibv", msg[:60]))

@@ -168,13 +168,34 @@ _HIT_PATTERNS = (
 NEED = Need.patterns(*_HIT_PATTERNS)
 
 
+# A traceback line that shows a save: a frame of a function whose name says it saves
+# (torch.save's save and _save in torch/serialization.py, save_checkpoint, save_pretrained,
+# save_on_global_ranks, Megatron's dist_checkpointing save), torch's distributed
+# checkpoint's saver (torch/distributed/checkpoint/state_dict_saver.py), or a call of
+# torch.save. Not a module alone: torch/serialization.py and the checkpoint packages load
+# too, and a load's missing file is not a save's.
+SAVE_FRAME = re.compile(
+    r", in _*\w*save\w*$|torch/distributed/checkpoint/state_dict_saver\.py|\btorch\.save\("
+)
+
+
 def exception_hit(
-    exc_type: str, message: str, *, where: str | None = None, bare: bool = False
+    exc_type: str,
+    message: str,
+    *,
+    where: str | None = None,
+    bare: bool = False,
+    saving: str | None = None,
 ) -> Hit:
-    """An uncaught exception: the line that ends a traceback (``where``: its last frame),
-    or a paste's last line with no traceback above it (``bare``)."""
+    """An uncaught exception: the line that ends a traceback (``where``: its last frame;
+    ``saving``: a line of it that shows a save), or a paste's last line with no traceback
+    above it (``bare``)."""
     payload = ExceptionRaised(
-        exc_type=exc_type, message=message[:400], where=where[:200] if where else None, bare=bare
+        exc_type=exc_type,
+        message=message[:400],
+        where=where[:200] if where else None,
+        bare=bare,
+        saving=saving,
     )
     return Hit(EventKind.EXCEPTION, payload=payload, key=("exc", exc_type, message[:120]))
 

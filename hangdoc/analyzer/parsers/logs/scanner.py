@@ -37,6 +37,7 @@ from hangdoc.analyzer.parsers.logs.horovod import HorovodStallBlock, match_horov
 from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.literals import Need
+from hangdoc.analyzer.parsers.logs.nccl import warn_at_setup
 from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
@@ -44,6 +45,7 @@ from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
 from hangdoc.analyzer.parsers.logs.prefilter import Prefilter
 from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
 from hangdoc.analyzer.parsers.logs.process import (
+    SAVE_FRAME,
     MpiExitBlock,
     exception_hit,
     match_dataloader_worker,
@@ -57,6 +59,7 @@ from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
 from hangdoc.analyzer.parsers.prefixes import local_rank_tag
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.payloads.nccl import (
+    CudaFailure,
     NcclColl,
     NcclError,
     NcclTransport,
@@ -180,6 +183,7 @@ class RawEvent:
 class _Traceback:
     start: int
     last_frame: str = ""
+    saving: str = ""  # the first line of it that shows a save (SAVE_FRAME)
 
 
 @dataclass(slots=True)
@@ -377,7 +381,10 @@ class Scanner:
             return
         if text[:1] in " \t" and _CUT_FRAME.match(text):
             # A traceback pasted without its header: its frames, then its exception line.
-            self._tracebacks[stream] = _Traceback(lineno, text.strip())
+            frame = text.strip()
+            self._tracebacks[stream] = _Traceback(
+                lineno, frame, frame if SAVE_FRAME.search(frame) else ""
+            )
             return
         if tag.rank is not None and (exc := match_exception_line(text)) is not None:
             # torch ≥2.3 prefixes only uncaught exceptions' lines with [rankN]: — a bare
@@ -396,12 +403,15 @@ class Scanner:
         if text[:1] in " \t" or text.startswith(("During handling", "The above exception")):
             if text.lstrip().startswith("File "):
                 tb.last_frame = text.strip()
+            if not tb.saving and SAVE_FRAME.search(text):
+                tb.saving = text.strip()[:200]
             return True
         del self._tracebacks[stream]
         exc = match_exception_line(text)
         if exc is None or exc[0].endswith("ChildFailedError"):
             return False
-        self._emit(exception_hit(exc[0], exc[1], where=tb.last_frame or None), tag, lineno)
+        hit = exception_hit(exc[0], exc[1], where=tb.last_frame or None, saving=tb.saving or None)
+        self._emit(hit, tag, lineno)
         self._recognise(tag, lineno)
         return True
 
@@ -638,6 +648,11 @@ class Scanner:
             if isinstance(warn, (NcclWarn, NcclError)):
                 if len(" ".join(warn.rc_chain)) < 400 and code.where:
                     warn = replace(warn, rc_chain=(*warn.rc_chain, code.where))
+                if isinstance(warn, NcclWarn) and _setup_by_chain(warn, code):
+                    # The failure unwinds through setup code (graph/xml.cc, init.cc): what
+                    # failed below it (an NVML or CUDA call) failed while a communicator
+                    # was set up, whichever file printed the WARN.
+                    warn = replace(warn, setup=True)
                 if not chain[1]:
                     warn = replace(warn, rc=code.rc, rc_name=code.rc_name, rc_where=code.where)
                     self._chains[chain_key] = (head, True)
@@ -780,6 +795,20 @@ def _split_records(segment: str) -> list[str]:
 def _group_rank(hit: Hit) -> int | None:
     """The process-group rank a torch message names ("[PG 0 Rank 3]", "[Rank 3]")."""
     return hit.payload.group_rank if isinstance(hit.payload, InGroup) else None
+
+
+def _setup_by_chain(head: NcclWarn, code: NcclWarn) -> bool:
+    """A WARN (or the CUDA failure it reports) whose return-code chain reaches NCCL's
+    setup code, and that is none of setup's harmless WARNs; not a transport's or a
+    configuration's error, which their own rules read, nor a chain with no WARN above it
+    (another thread unwinding a failure WARNed elsewhere, or a WARN the paste lost)."""
+    return (
+        type(head) in (NcclWarn, CudaFailure)
+        and bool(head.message)
+        and not head.setup
+        and code.setup
+        and warn_at_setup(code.where, head.message or "")
+    )
 
 
 def _starts_chain(hit: Hit) -> bool:

@@ -265,6 +265,15 @@ _RENDEZVOUS = re.compile(
     r"|DistStoreError: "
     r"(?P<store>.*)"
 )
+# c10d's FileStore (the file:// init method, and the store NCCL's unique id goes through)
+# could not open its file: FileStore.cpp's File constructor retries open(2) on ENOENT until
+# the store's timeout, then throws ``std::system_error(errno, …, "open(" + path + ")")``,
+# whose what() is "open(<path>): <strerror>" (a RuntimeError in Python). The store failed,
+# as with DistStoreError; its path is the store file's, not a checkpoint's.
+_FILE_STORE_OPEN = re.compile(
+    r"(?:RuntimeError|DistStoreError|system_error): open\((?P<path>[^()\s]{1,300})\): "
+    r"(?P<why>[A-Z][\w ,'/-]{2,80})"
+)
 _GLOO_TIMEOUT = re.compile(
     r"Timed out waiting (?P<ms>\d+)ms for (?P<dir>recv|send) operation to complete"
 )
@@ -307,6 +316,7 @@ _KEYWORDS = (
     "Write error",
     "pair closure",
     "got 0 bytes",
+    ": open(",
 )
 # Every line the recogniser below makes an event of holds one of these (literals.Need;
 # the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
@@ -717,6 +727,8 @@ def _store(text: str) -> Hit | None:
         why = m.group("why")
         payload = StoreTimeout(error=StoreError.STORE_CONNECTION, message=why)
         return Hit(EventKind.STORE_TIMEOUT, payload=payload, key=("store", "socket", why))
+    elif "open(" in text and (m := _FILE_STORE_OPEN.search(text)) is not None:
+        payload = StoreTimeout(error=StoreError.STORE_FILE, message=m.group("why").strip())
     elif (m := _RENDEZVOUS.search(text)) is not None:
         if "RendezvousClosedError" in text:
             error = StoreError.RENDEZVOUS_CLOSED

@@ -1,0 +1,160 @@
+# ruff: noqa: E501  (tables of log lines read better unwrapped)
+"""Failures with a specific cause that a generic death would hide: NCCL WARNs of
+communicator setup typed as CUDA errors, c10d's FileStore failing to open its file, and a
+save failing on the file system.
+
+Each line is written from the format string of the code that prints it (named next to
+it): documented formats, with made-up hosts, paths and numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hangdoc.analyzer.parsers.logs import recognise_line
+from hangdoc.analyzer.parsers.logs.errors import finish_payload
+from hangdoc.analyzer.parsers.logs.process import SAVE_FRAME
+from hangdoc.analyzer.payloads.launch import ExceptionRaised
+from hangdoc.analyzer.payloads.nccl import NcclWarn
+from hangdoc.analyzer.payloads.torch_pg import StoreError, StoreTimeout
+from hangdoc.analyzer.vocabulary import EventKind, save_storage_error
+from tests.unit.logs.helpers import events, parse
+
+
+@pytest.mark.parametrize(
+    ("line", "setup"),
+    [
+        # NVIDIA/nccl src/include/checks.h CUDACHECK: WARN("Cuda failure '%s'", …) printed
+        # from transport.cc (ncclTransportP2pSetup): setup code.
+        ("node1:8120:8120 [2] transport.cc:160 NCCL WARN Cuda failure 'invalid argument'", True),
+        # the same macro printed from enqueue.cc: launching a collective, not setup.
+        ("node1:8120:8120 [2] enqueue.cc:1015 NCCL WARN Cuda failure 'invalid argument'", False),
+    ],
+)
+def test_a_cuda_failure_is_setup_by_the_file_that_printed_it(line: str, setup: bool) -> None:
+    hit = recognise_line(line)
+    assert hit is not None and hit.kind is EventKind.CUDA_ERROR
+    assert isinstance(hit.payload, NcclWarn) and hit.payload.setup is setup
+
+
+def test_library_wrapper_warns_and_their_chains_are_setup(tmp_path: Path) -> None:
+    log = tmp_path / "nccl_debug.log"
+    log.write_text(
+        # v2.18.5-1 src/misc/cudawrap.cc initOnceFunc: WARN("Failed to find CUDA library
+        # %s (NCCL_CUDA_PATH='%s') : %s", …), run by ncclCudaLibraryInit from
+        # ncclCommInitRank* (init.cc): the catalog's row types it a CUDA error.
+        "gpu3:711:711 [0] misc/cudawrap.cc:179 NCCL WARN Failed to find CUDA library libcuda.so (NCCL_CUDA_PATH='') : libcuda.so: cannot open shared object file: No such file or directory\n"
+        # ≥ 2.19 src/include/cudawrap.h CUCHECK: WARN("Cuda failure %d '%s'", …) printed
+        # from transport/nvls.cc (not a file of setup's alone), whose return chain
+        # (NCCLCHECK's "file:line -> rc") unwinds through init.cc (ncclNvlsSetup)
+        "gpu3:712:712 [1] transport/nvls.cc:254 NCCL WARN Cuda failure 1 'invalid argument'\n"
+        "gpu3:712:712 [1] NCCL INFO init.cc:1418 -> 1\n"
+        "gpu3:712:712 [1] NCCL INFO init.cc:1687 -> 1\n"
+    )
+    parsed = parse(log)
+    cuda = [e.payload for _, e in events(parsed, "cuda_error")]
+    assert len(cuda) == 2
+    assert all(isinstance(p, NcclWarn) and p.setup for p in cuda)
+    chained = [p for p in cuda if isinstance(p, NcclWarn) and p.rc_chain]
+    assert [p.rc_chain for p in chained] == [("init.cc:1418", "init.cc:1687")]
+
+
+def test_filestore_open_failure_is_a_store_failure() -> None:
+    # torch/csrc/distributed/c10d/FileStore.cpp: SYSASSERT(fd_, "open(" + path + ")"), a
+    # std::system_error whose what() is "<arg>: <strerror>", raised as RuntimeError.
+    hit = recognise_line("RuntimeError: open(/shared/run7/store): No such file or directory")
+    assert hit is not None and hit.kind is EventKind.STORE_TIMEOUT
+    assert isinstance(hit.payload, StoreTimeout)
+    assert hit.payload.error is StoreError.STORE_FILE
+    assert hit.payload.message == "No such file or directory"
+
+
+@pytest.mark.parametrize(
+    ("said", "saving", "storage"),
+    [
+        # caffe2/serialize/inline_container.cc PyTorchStreamWriter::setup's TORCH_CHECK
+        ("RuntimeError: Parent directory /scratch/run3/step_2000 does not exist.", "", True),
+        # … and its valid(): "PytorchStreamWriter failed " + what + info + ": " + error
+        (
+            "RuntimeError: [enforce fail at inline_container.cc:445] . PytorchStreamWriter failed writing file data/3: file write failed",
+            "",
+            True,
+        ),
+        # CPython OSError_str with two file names (os.replace, os.symlink) of a checkpoint
+        ("FileExistsError: [Errno 17] File exists: 'ckpt_4.pt' -> 'out/ckpt_last.pt'", "", True),
+        # an errno raised in a traceback that shows a save
+        (
+            "OSError: [Errno 5] Input/output error",
+            'File "trainer.py", line 240, in save_checkpoint',
+            True,
+        ),
+        (
+            "PermissionError: [Errno 13] Permission denied: '/out/run1'",
+            'File "train.py", line 9, in save_model',
+            True,
+        ),
+        # one file name alone may be a load's; no save shown
+        (
+            "FileNotFoundError: [Errno 2] No such file or directory: '/ckpts/checkpoint-500/config.json'",
+            "",
+            False,
+        ),
+        # the network's errnos are not the file system's, even in a save
+        (
+            "ConnectionResetError: [Errno 104] Connection reset by peer",
+            'File "x.py", line 3, in save_checkpoint',
+            False,
+        ),
+        # host memory is not storage
+        (
+            "OSError: [Errno 12] Cannot allocate memory",
+            'File "x.py", line 3, in save_checkpoint',
+            False,
+        ),
+    ],
+)
+def test_save_storage_error(said: str, saving: str, storage: bool) -> None:
+    assert (save_storage_error(said, saving) is not None) is storage
+
+
+def test_an_exception_raised_in_a_save_carries_its_storage_error() -> None:
+    raised = ExceptionRaised(
+        exc_type="OSError",
+        message="[Errno 28] No space left on device",
+        saving='File "/usr/lib/python3.11/site-packages/torch/serialization.py", line 652, in _save',
+    )
+    assert finish_payload(raised, "OSError: [Errno 28] No space left on device").storage
+    plain = ExceptionRaised(
+        exc_type="FileNotFoundError", message="[Errno 2] No such file or directory: 'a.json'"
+    )
+    assert finish_payload(plain, "").storage is None
+
+
+@pytest.mark.parametrize(
+    ("frame", "saving"),
+    [
+        (
+            'File "/usr/lib/python3.11/site-packages/torch/serialization.py", line 965, in save',
+            True,
+        ),
+        (
+            'File "/usr/lib/python3.11/site-packages/torch/serialization.py", line 1266, in _save',
+            True,
+        ),
+        ('File "trainer.py", line 240, in save_checkpoint', True),
+        ("torch.save(state, path)", True),
+        # torch.load lives in the same module: a load's missing file is not a save's
+        (
+            'File "/usr/lib/python3.11/site-packages/torch/serialization.py", line 791, in _open_file',
+            False,
+        ),
+        (
+            'File "/usr/lib/python3.11/site-packages/torch/distributed/checkpoint/state_dict_loader.py", line 90, in load',
+            False,
+        ),
+    ],
+)
+def test_save_frames(frame: str, saving: bool) -> None:
+    assert bool(SAVE_FRAME.search(frame)) is saving
