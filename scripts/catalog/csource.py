@@ -40,7 +40,12 @@ _CONV_TYPE = {
 }
 _PRI_MACRO = re.compile(r"PRI([diouxX])(8|16|32|64|MAX|PTR|LEAST\d+|FAST\d+)?")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_CHAR_ESC = {"n": "\n", "t": "\t", "r": "\r", "0": "", "\\": "\\", '"': '"', "'": "'", "a": ""}
+# A backslash before a newline splices the lines (C's translation phase 2): the string goes on
+# with the next line's text, its indentation included (NCCL 2.8-2.12 net_socket.cc's
+# "… in healthy state, \<newline>          there may be a mismatch …").
+_CHAR_ESC = {
+    "n": "\n", "t": "\t", "r": "\r", "0": "", "\\": "\\", '"': '"', "'": "'", "a": "", "\n": "",
+}
 
 
 def blank_comments(code: str) -> str:

@@ -78,6 +78,9 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
     ("Cuda failure 'invalid argument'", "cuda_error", {"error": "invalid argument"}),
     ("n:39719:39719 [3] init.cu:1197 NCCL WARN Mismatched collective detected, please check your collective calls at and around rank 11.",
      "collective_mismatch", {"peer_rank": 11}),
+    # the same WARN wrapped or cut before its rank keeps its meaning, without the rank
+    ("n:39719:39719 [3] init.cu:1197 NCCL WARN Mismatched collective detected, please check your collective calls at and ar",
+     "collective_mismatch", {"peer_rank": None}),
     ("h:1:2 [0] proxy.cc:1 NCCL WARN something unexpected happened", "nccl_warn", {"message": "something unexpected happened"}),
     ("kolyoz2:25146:25852 [0] NCCL INFO [Service thread] Connection closed by localRank 0",
      "connection_lost", {"backend": "nccl", "peer_local_rank": 0}),

@@ -182,7 +182,10 @@ _DUPLICATE_GPU = re.compile(
     r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA device (\w+)"
 )
 _RANK_COUNT = re.compile(r"(?:mismatch in rank count|rank count mismatch)[^\d]*(\d+)\D+(\d+)")
-_MISMATCHED_COLL = re.compile(r"Mismatched collective detected.*?around rank (\d+)")
+# init.cc (2.4-2.7): WARN("Mismatched collective detected, please check your collective calls
+# at and around rank %d. …"). The sentence's first words carry the meaning; a paste wrapped
+# or cut before the rank keeps it without its rank.
+_MISMATCHED_COLL = re.compile(r"Mismatched collective detected(?:.*?around rank (\d+))?")
 # The receive side of a transfer got more bytes than the posted buffer holds: the two
 # ranks disagree on the size of the same collective or send/recv. NCCL's net_socket.cc
 # ``WARN("NET/Socket : peer %s message truncated : receiving %d bytes instead of %d. If you
@@ -681,7 +684,7 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
             **base,  # type: ignore[arg-type]
             source=MismatchSource.NCCL,
             error=MismatchError.MISMATCHED_COLLECTIVE,
-            peer_rank=int(mc.group(1)),
+            peer_rank=as_int(mc.group(1)),
         )
         return Hit(
             EventKind.COLLECTIVE_MISMATCH, payload=mismatched, key=("ncclmismatch", mc.group(1))
