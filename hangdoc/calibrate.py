@@ -2,9 +2,9 @@
 it into the source tree that holds the casebook — never into an installed package.
 
 The fitted table is project data: it is committed beside the code that reads it
-(analyzer/calibration.json) and reviewed like code. A refit therefore goes where the
+(hangdoc/analyzer/calibration.json) and reviewed like code. A refit therefore goes where the
 casebook is, the clone of the repository (``DIR``'s nearest ancestor that has
-``pyproject.toml`` and ``analyzer/calibration.json``), or to ``--calibration-out``. An
+``pyproject.toml`` and ``hangdoc/analyzer/calibration.json``), or to ``--calibration-out``. An
 installed hangdoc (site-packages, or any copy that is not a source tree) is never
 written: its table is what was released.
 """
@@ -28,7 +28,7 @@ from hangdoc.analyzer.calibration import (
 from hangdoc.casebook_eval import SplitScore, evaluate
 from hangdoc.errors import OutputPathError
 
-TABLE_IN_TREE = Path("analyzer") / "calibration.json"
+TABLE_IN_TREE = Path("hangdoc") / "analyzer" / "calibration.json"
 
 
 def target_for(casebook: Path, explicit: Path | None) -> Path:
@@ -74,9 +74,11 @@ def _installed(target: Path) -> bool:
     for folder in sites:
         if folder and resolved.is_relative_to(Path(folder).resolve()):
             return True
-    shipped = calibration.TABLE.resolve()  # analyzer/calibration.json, wherever it runs
-    package = shipped.parent.parent  # the folder that holds analyzer/
-    source_tree = (package / "pyproject.toml").is_file()
+    shipped = calibration.TABLE.resolve()  # hangdoc/analyzer/calibration.json, wherever it runs
+    package = shipped.parent.parent  # the hangdoc package folder
+    # A clone keeps the package beside its pyproject.toml (docs/architecture.md: the code
+    # lives in hangdoc/, the top-level analyzer/ is a link into it); an install does not.
+    source_tree = (package.parent / "pyproject.toml").is_file()
     return not source_tree and resolved.is_relative_to(package)
 
 

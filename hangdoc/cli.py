@@ -473,7 +473,7 @@ def evaluate_casebook(
         typer.Option(
             "--calibrate",
             help="First fit the confidence calibration to the casebook and write it into "
-            "the source tree that holds DIR (its analyzer/calibration.json); the scores "
+            "the source tree that holds DIR (its hangdoc/analyzer/calibration.json); the scores "
             "then follow it.",
         ),
     ] = False,

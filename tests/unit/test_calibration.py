@@ -127,10 +127,11 @@ def test_table_round_trips_and_a_damaged_one_changes_nothing(tmp_path: Path) -> 
 
 
 def _tree(root: Path) -> Path:
-    """A source tree: pyproject.toml, analyzer/calibration.json, a casebook of two cases."""
-    (root / "analyzer").mkdir(parents=True)
+    """A source tree: pyproject.toml, hangdoc/analyzer/calibration.json, a casebook of two
+    cases."""
+    (root / "hangdoc" / "analyzer").mkdir(parents=True)
     (root / "pyproject.toml").write_text('[project]\nname = "hangdoc"\n')
-    (root / "analyzer" / "calibration.json").write_text("{}\n")
+    (root / "hangdoc" / "analyzer" / "calibration.json").write_text("{}\n")
     book = root / "fixtures" / "cases"
     for name, log, category in (
         ("crash", "rank_crash.log", "rank_dead_or_crashed"),
@@ -150,7 +151,8 @@ def _tree(root: Path) -> Path:
 def test_the_table_goes_into_the_tree_that_holds_the_casebook(tmp_path: Path) -> None:
     book = _tree(tmp_path / "clone")
     assert (
-        target_for(book, None) == (tmp_path / "clone" / "analyzer" / "calibration.json").resolve()
+        target_for(book, None)
+        == (tmp_path / "clone" / "hangdoc" / "analyzer" / "calibration.json").resolve()
     )
     explicit = tmp_path / "elsewhere.json"
     assert target_for(book, explicit) == explicit
@@ -168,7 +170,7 @@ def test_an_installed_package_is_never_written(
     site = Path(sysconfig.get_path("purelib")) / "hangdoc" / "analyzer" / "calibration.json"
     with pytest.raises(OutputPathError, match="installed hangdoc"):
         target_for(book, site)
-    # a copy of hangdoc that is not a source tree (no pyproject.toml beside analyzer/)
+    # a copy of hangdoc that is not a source tree (no pyproject.toml beside hangdoc/)
     installed = tmp_path / "install" / "hangdoc"
     (installed / "analyzer").mkdir(parents=True)
     monkeypatch.setattr(calibration, "TABLE", installed / "analyzer" / "calibration.json")
@@ -186,7 +188,7 @@ def test_eval_calibrate_writes_the_clone_and_leaves_the_package_alone(tmp_path: 
     # WHEN the casebook of a clone is calibrated
     assert main(["eval", str(book), "--calibrate", "--floor", "0", "--exact-floor", "0"]) == 0
     # THEN the clone's table is the fit, and the package's own table is unchanged
-    doc = json.loads((tmp_path / "clone" / "analyzer" / "calibration.json").read_text())
+    doc = json.loads((tmp_path / "clone" / "hangdoc" / "analyzer" / "calibration.json").read_text())
     assert "map" in doc["families"]["all"] and doc["measured"]
     assert calibration.TABLE.read_bytes() == shipped
     # AND --calibration-out writes there instead; without --calibrate it is a usage error
