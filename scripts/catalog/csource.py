@@ -44,7 +44,15 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 # with the next line's text, its indentation included (NCCL 2.8-2.12 net_socket.cc's
 # "… in healthy state, \<newline>          there may be a mismatch …").
 _CHAR_ESC = {
-    "n": "\n", "t": "\t", "r": "\r", "0": "", "\\": "\\", '"': '"', "'": "'", "a": "", "\n": "",
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "0": "",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "a": "",
+    "\n": "",
 }
 
 
