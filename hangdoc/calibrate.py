@@ -125,7 +125,7 @@ def calibrate(root: Path, target: Path) -> tuple[CalibrationTable, str]:
     doc = table_doc(table, by_split, train_only, source, unseen)
     calibration.write_table(target, doc)
     said = (
-        f"calibration fitted on {source}, errors scaled by {unseen.factor} after "
+        f"calibration fitted on {source}, odds of error scaled by {unseen.factor} after "
         f"{unseen.answers} answers on reports scored at first sight "
         f"({unseen.errors} wrong where {unseen.predicted_errors} were predicted); "
         f"written to {target}"

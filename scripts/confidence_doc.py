@@ -109,9 +109,11 @@ def _unseen(unseen: dict[str, float] | None) -> list[str]:
     return [
         f"Tempered by {unseen['answers']:.0f} answers that named a cause on reports scored "
         f"at first sight (fixtures/first_sight/): {unseen['errors']:.0f} were wrong where the "
-        f"casebook's map predicted {unseen['predicted_errors']}, so every probability's error "
-        f"(1 − p) is multiplied by {unseen['factor']} (analyzer/calibration.py, "
-        "`unseen_factor`). The map keeps its order; it states what unseen tickets bear out."
+        f"casebook's map predicted {unseen['predicted_errors']}, so every probability's odds "
+        f"of error ((1 − p) / p) are multiplied by {unseen['factor']} (analyzer/calibration.py, "
+        "`unseen_factor`, `tempered`): for strong evidence that is its error times the factor; "
+        "a weak finding keeps a meaning instead of falling to the floor. The map keeps its "
+        "order; it states what unseen tickets bear out."
     ]
 
 

@@ -272,9 +272,13 @@ def unseen_factor(table: CalibrationTable, batches: Sequence[UnseenBatch]) -> Un
 
 
 def tempered(table: CalibrationTable, factor: float) -> CalibrationTable:
-    """Every probability's error scaled by ``factor`` (order and shape kept)."""
+    """Every probability's odds of error scaled by ``factor`` (order and shape kept):
+    ``p / (p + factor·(1 − p))``. For the small errors of strong evidence this is the error
+    times ``factor``, as ``unseen_factor`` measures it; scaling the error itself would send
+    every probability below ``1 − 1/factor`` to the floor (with a factor of 3, a finding
+    right 70 % of the time on the casebook would state 10 %, whatever it was right on)."""
     maps = {
-        name: {s: round(max(FLOOR, 1 - factor * (1 - p)), 3) for s, p in cells.items()}
+        name: {s: round(max(FLOOR, p / (p + factor * (1 - p))), 3) for s, p in cells.items()}
         for name, cells in table.maps.items()
     }
     return CalibrationTable(maps)

@@ -33,11 +33,13 @@ def test_more_errors_than_predicted_lower_every_cell_and_keep_the_order() -> Non
     # GIVEN 20 conclusive answers of which 4 were wrong (0.4 errors predicted)
     answers = tuple(UnseenAnswer("HD030", Strength.CONCLUSIVE, i >= 4) for i in range(20))
     unseen = unseen_factor(TABLE, [UnseenBatch("b", answers)])
-    # THEN the factor is (4 + 1) / (0.4 + 1), and every probability's error grows by it
+    # THEN the factor is (4 + 1) / (0.4 + 1), and every probability's odds of error grow by it
     assert unseen.errors == 4 and unseen.predicted_errors == 0.4
     assert abs(unseen.factor - 5 / 1.4) < 1e-3
     cells = tempered(TABLE, unseen.factor).maps["all"]
-    assert cells[Strength.CONCLUSIVE] == round(1 - unseen.factor * 0.02, 3)
+    assert cells[Strength.CONCLUSIVE] == round(0.98 / (0.98 + unseen.factor * 0.02), 3)
+    # a weak cell keeps a meaning: odds, not the error itself, are scaled (0.8 -> 0.53)
+    assert cells[Strength.HINT] == round(0.8 / (0.8 + unseen.factor * 0.2), 3)
     assert cells[Strength.HINT] < cells[Strength.SIGNAL] < cells[Strength.CONCLUSIVE]
     assert all(0.05 <= p < TABLE.maps["all"][s] for s, p in cells.items())
 
