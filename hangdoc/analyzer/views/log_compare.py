@@ -24,17 +24,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import Evidence, LogLine
+from hangdoc.analyzer.model import LINE_NUMBER, Evidence, LogLine
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.meaning import meaning_of, tokens
 
-# A number of a line: hex, a time of day or a duration ("00:03", "1:02:03", one token, no
-# count), a decimal, a whole number. Written to start with its one digit (the "0" of "0x"
-# checked behind): re then skips the positions without a digit in C, where the three
-# alternatives were tried at each one (a third of the cost of masking every rank's lines,
-# 400,000 of them at 256 ranks; tests/unit/views/test_log_number_mask.py holds it to the
-# three alternatives as written before).
-_NUMBER = re.compile(r"\d(?:(?<=0)x[0-9a-fA-F]+|\d*(?::\d\d)+(?:\.\d+)?|\d*(?:\.\d+)?)")
+# A number of a line (the model's pattern, which node summaries cut lines at too).
+_NUMBER = LINE_NUMBER
 # What separates one number's words from the next number's.
 _CLAUSE = re.compile(r"[,;|\[\]()]")
 _MAX_PARAMS = 8
