@@ -106,10 +106,14 @@ def decode_window(raw: Window, formats: TemplateFormats, relocate: Any) -> list[
     ids: list[int] = raw["t"]
     text = raw["n"]
     numbers = tuple(text.split(" ")) if text else ()
-    if any(t < 0 for t in ids):  # (a negative index would pick a template from the end)
+    if not ids:
+        if numbers or raw["l"] or raw["s"]:
+            raise ValueError("a log window without lines holds numbers")
+        return []
+    if min(ids) < 0:  # (a negative index would pick a template from the end)
         raise IndexError("a log window names a template that is not there")
     texts = ("\n".join(map(formats.formats.__getitem__, ids)) % numbers).split("\n")
-    if len(texts) != len(ids) or (not ids and texts != [""]):
+    if len(texts) != len(ids):
         raise ValueError("a log window's lines do not match its templates")
     deltas: list[int] = raw["l"]
     if len(deltas) != len(ids):
@@ -119,8 +123,6 @@ def decode_window(raw: Window, formats: TemplateFormats, relocate: Any) -> list[
         sources.extend(itertools.repeat(relocate(source), count))
     if len(sources) != len(ids):
         raise ValueError("a log window's sources do not match its lines")
-    if not ids:
-        return []
     out = list(map(LogLine, texts, sources, itertools.accumulate(deltas)))
     for index, mark in raw.get("b", ()):
         line = out[index]

@@ -103,9 +103,10 @@ class SummaryContents:
     raw_files_not_opened: int = 0
     # Ranks whose every log event the summary carries (the node dropped none), with their
     # log windows and text stacks: hydrate() takes those from here rather than parsing the
-    # rank's logs again (``log_files``: the logs the summary lists, by display path).
+    # rank's logs again (``log_files``: the logs the summary lists, by display path, with
+    # the ranks each holds lines of).
     whole_logs: frozenset[int] = frozenset()
-    log_files: frozenset[str] = frozenset()
+    log_files: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 # A node's summary is kilobytes (12.5 KiB for 8 ranks); one past this is not ours.
@@ -269,7 +270,7 @@ def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
     out.inputs = [decoder(InputFile)(i, ctx) for i in obj.get("inputs", ())]
     ranks = tuple(sorted({p.rank for p in out.processes if p.rank is not None}))
     out.inputs.insert(0, InputFile(f"{display}/{SUMMARY_NAME}", InputKind.SUMMARY, ranks))
-    out.log_files = frozenset(i.path for i in out.inputs if i.kind is InputKind.LOG)
+    out.log_files = tuple((i.path, i.ranks) for i in out.inputs if i.kind is InputKind.LOG)
     out.steps = [decoder(CollectStep)(s, ctx) for s in obj.get("steps", ())]
     out.notes = [ctx.relocate_text(n) for n in obj.get("notes", ())]
     counts = obj.get("counts") or {}
