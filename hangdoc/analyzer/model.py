@@ -622,6 +622,23 @@ class LogLine:
     benign: BenignWarning | None = None  # a warning its library calls harmless
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class LogTemplates:
+    """Which template each line of a rank's log window is, as a node summary said
+    (summaries/log_window.py): ``masked[ids[i]]`` is line i with its numbers masked
+    (``LINE_NUMBER`` → "#"), what the log comparison would compute from the line. It
+    describes the window ``lines`` (that very list, at that length) and nothing else: a
+    window changed after reading is compared from its lines. ``masked`` is shared by the
+    ranks of a node."""
+
+    masked: tuple[str, ...]
+    ids: list[int]
+    lines: list[LogLine]
+
+    def describes(self, lines: list[LogLine]) -> bool:
+        return lines is self.lines and len(lines) == len(self.ids)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuState:
     index: int | None = None
@@ -659,6 +676,9 @@ class ProcessEvidence:
     # Appended for issue 20: stacks read from text (logs, pastes), in reading order; see
     # the module docstring for how they differ from ``stack_samples``.
     text_stacks: list[TextStack] = field(default_factory=list)
+    # Appended for issue 20: the templates of ``log_lines`` where a node summary gave them
+    # (the log comparison then masks no line); no part of what the process is (compare off).
+    log_templates: LogTemplates | None = field(default=None, compare=False, repr=False)
 
     @property
     def label(self) -> str:

@@ -84,15 +84,20 @@ def encode_window(lines: list[LogLine], table: TemplateTable, relocate: Any) -> 
 
 
 class TemplateFormats:
-    """A node's template table ready to rebuild lines: each template as a %-format
-    (built once per summary)."""
+    """A node's template table ready to rebuild lines: each template as a %-format, and
+    as the masked text the log comparison reads (built once per summary)."""
 
     def __init__(self, rows: list[Any]) -> None:
         self.formats: list[str] = []
+        masked: list[str] = []
         for pieces in rows:
             if not isinstance(pieces, list) or not pieces:
                 raise ValueError("a log template is not a list of pieces")
-            self.formats.append("%s".join(str(p).replace("%", "%%") for p in pieces))
+            texts = [str(p) for p in pieces]
+            self.formats.append("%s".join(t.replace("%", "%%") for t in texts))
+            masked.append("#".join(texts))
+        # each template with its numbers masked, as the log comparison masks a line
+        self.masked = tuple(masked)
 
 
 def decode_window(raw: Window, formats: TemplateFormats, relocate: Any) -> list[LogLine]:

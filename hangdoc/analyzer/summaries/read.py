@@ -33,6 +33,7 @@ from hangdoc.analyzer.model import (
     InputFile,
     InputKind,
     LogEvent,
+    LogTemplates,
     ProcessEvidence,
     ProcessGroupInfo,
     ProcSample,
@@ -239,6 +240,7 @@ def _process(
         if templates is None:
             raise ValueError("a rank's log window without the node's log templates")
         proc.log_lines = decode_window(window, templates, ctx.relocate)
+        proc.log_templates = LogTemplates(templates.masked, window["t"], proc.log_lines)
     for name, value in extra.items():
         if name != "env_absent" and hasattr(proc, name):
             setattr(proc, name, _extra_decoder(name)(value, ctx))

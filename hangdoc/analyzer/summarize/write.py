@@ -81,7 +81,7 @@ _SPECIAL_FIELDS = frozenset(
     {
         "rank", "pid", "host", "local_rank", "world_size", "local_world_size", "group_rank",
         "cmdline", "start_time", "exited", "env", "sources", "stack_samples", "proc_samples",
-        "collectives", "log_events", "gpu", "log_lines",
+        "collectives", "log_events", "gpu", "log_lines", "log_templates",
     }
 )  # fmt: skip
 

@@ -12,7 +12,7 @@ import pytest
 from hangdoc.analyzer.loading import hydrate as hydrate_module
 from hangdoc.analyzer.loading.loader import load_dump, load_paths
 from hangdoc.analyzer.loading.redaction import redact_evidence
-from hangdoc.analyzer.model import LogLine
+from hangdoc.analyzer.model import LogLine, LogTemplates
 from hangdoc.analyzer.summaries.log_window import (
     TemplateFormats,
     TemplateTable,
@@ -21,6 +21,7 @@ from hangdoc.analyzer.summaries.log_window import (
 )
 from hangdoc.analyzer.summaries.read import read_summary
 from hangdoc.analyzer.summarize.write import write_node_summary
+from hangdoc.analyzer.views.log_compare import compare_logs
 from hangdoc.analyzer.vocabulary import BenignWarning
 from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_NAME
 
@@ -178,3 +179,31 @@ def test_hydrate_leaves_the_logs_unread_where_the_summary_holds_them(tmp_path: P
         pytest.MonkeyPatch().undo()
     assert any("were opened as well" in n for n in evidence.notes)
     assert read and all("/logs/" in path for path in read)
+
+
+@pytest.mark.parametrize("dump", LOGGED, ids=IDS)
+def test_the_log_comparison_of_given_templates_is_the_comparison_of_the_lines(
+    dump: Path, tmp_path: Path
+) -> None:
+    # GIVEN a recorded dump read from its summary, whose ranks' windows carry templates
+    copy = _copy(dump, tmp_path)
+    write_node_summary(copy)
+    evidence = load_paths([copy], hydrate_budget=0)
+    given = [p for p in evidence.processes if p.log_templates is not None]
+    assert all(p.log_templates.describes(p.log_lines) for p in given if p.log_templates)
+    # WHEN the logs are compared by those templates, and again by masking every line
+    by_templates = compare_logs(evidence)
+    for proc in evidence.processes:
+        proc.log_templates = None
+    by_lines = compare_logs(evidence)
+    # THEN the comparisons are the same
+    assert by_templates == by_lines
+
+
+def test_templates_of_a_window_changed_after_reading_are_not_used() -> None:
+    lines = [LogLine("step 1", "/a", 1), LogLine("step 2", "/a", 2)]
+    given = LogTemplates(("step #",), [0, 0], lines)
+    assert given.describes(lines)
+    assert not given.describes(list(lines))
+    lines.append(LogLine("done", "/a", 3))
+    assert not given.describes(lines)
