@@ -198,7 +198,8 @@ def _take_logs(fresh: ProcessEvidence, summary: ProcessEvidence) -> None:
     only a log named (as merging the log's record would: a field still unknown), and the
     log files among its sources."""
     for name in _LOG_FIELDS:
-        setattr(fresh, name, list(getattr(summary, name)))
+        setattr(fresh, name, getattr(summary, name))  # (the summary record is dropped)
+    fresh.log_templates = summary.log_templates  # (which describe that very window)
     for name in SCALAR_FIELDS:
         if getattr(fresh, name) is None and getattr(summary, name) is not None:
             setattr(fresh, name, getattr(summary, name))
