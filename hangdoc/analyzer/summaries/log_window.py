@@ -26,6 +26,9 @@ from typing import Any
 from hangdoc.analyzer.model import LINE_NUMBER, LogLine
 from hangdoc.analyzer.vocabulary import BenignWarning
 
+# A window's text is a log's head and tail lines (a few hundred KB); a digest that would
+# build more is damaged (or built to make the reader build gigabytes from a few bytes).
+MAX_WINDOW_CHARS = 64 * 1024 * 1024
 # A window: {"t": [template], "n": "numbers", "l": [line deltas], "s": [[source, lines]],
 # "b": [[index, benign mark]] (only when a line has one)}.
 Window = dict[str, Any]
@@ -89,6 +92,7 @@ class TemplateFormats:
 
     def __init__(self, rows: list[Any]) -> None:
         self.formats: list[str] = []
+        self.lengths: list[int] = []  # each template's text without its numbers
         masked: list[str] = []
         for pieces in rows:
             if not isinstance(pieces, list) or not pieces:
@@ -96,6 +100,7 @@ class TemplateFormats:
             texts = [str(p) for p in pieces]
             self.formats.append("%s".join(t.replace("%", "%%") for t in texts))
             masked.append("#".join(texts))
+            self.lengths.append(sum(map(len, texts)))
         # each template with its numbers masked, as the log comparison masks a line
         self.masked = tuple(masked)
 
@@ -117,6 +122,8 @@ def decode_window(raw: Window, formats: TemplateFormats, relocate: Any) -> list[
         return []
     if min(ids) < 0:  # (a negative index would pick a template from the end)
         raise IndexError("a log window names a template that is not there")
+    if sum(map(formats.lengths.__getitem__, ids)) + len(text) > MAX_WINDOW_CHARS:
+        raise ValueError("a log window longer than any window a log gives")
     texts = ("\n".join(map(formats.formats.__getitem__, ids)) % numbers).split("\n")
     if len(texts) != len(ids):
         raise ValueError("a log window's lines do not match its templates")
@@ -125,6 +132,8 @@ def decode_window(raw: Window, formats: TemplateFormats, relocate: Any) -> list[
         raise ValueError("a log window's line numbers do not match its lines")
     sources: list[str] = []
     for source, count in raw["s"]:
+        if not isinstance(count, int) or not 0 < count <= len(ids) - len(sources):
+            raise ValueError("a log window's sources do not match its lines")
         sources.extend(itertools.repeat(relocate(source), count))
     if len(sources) != len(ids):
         raise ValueError("a log window's sources do not match its lines")

@@ -75,11 +75,21 @@ def test_an_empty_window_round_trips() -> None:
         {"t": [-1], "n": "1", "l": [1], "s": [["/a", 1]]},
         {"t": [0], "n": "1", "l": [], "s": [["/a", 1]]},
         {"t": [0], "n": "1", "l": [1], "s": [["/a", 2]]},
+        {"t": [0], "n": "1", "l": [1], "s": [["/a", 10**15]]},  # not built before refused
+        {"t": [0], "n": "1", "l": [1], "s": [["/a", -1], ["/a", 2]]},
+        {"t": [0, 0], "n": "1", "l": [1, 1], "s": [["/a", 1]]},
     ],
 )
 def test_a_damaged_digest_raises_what_the_reader_catches(damage: dict[str, object]) -> None:
     formats = TemplateFormats([["step ", ""]])
     with pytest.raises((KeyError, TypeError, ValueError, IndexError)):
+        decode_window(damage, formats, lambda path: path)
+
+
+def test_a_digest_that_would_build_gigabytes_is_refused_before_it_does() -> None:
+    formats = TemplateFormats([["x" * 1_000_000]])
+    damage = {"t": [0] * 100_000, "n": "", "l": [0] * 100_000, "s": [["/a", 100_000]]}
+    with pytest.raises(ValueError, match="longer than any window"):
         decode_window(damage, formats, lambda path: path)
 
 
