@@ -51,10 +51,10 @@ class TemplateTable:
         return found
 
 
-def encode_window(lines: list[LogLine], table: TemplateTable, relocate: Any) -> Window:
-    """One rank's window → its digest; ``relocate`` turns a source into what the summary
-    writes for it (the dump's paths by the summary's token). A window with a line that
-    holds a newline (none that the line reader cuts does) cannot be a digest: ValueError."""
+def encode_window(lines: list[LogLine], table: TemplateTable) -> Window:
+    """One rank's window → its digest (sources as they are: the writer loaded the dump
+    with the summary's token for its path). A window with a line that holds a newline
+    (none that the line reader cuts does) cannot be a digest: ValueError."""
     ids: list[int] = []
     numbers: list[str] = []
     deltas: list[int] = []
@@ -73,7 +73,7 @@ def encode_window(lines: list[LogLine], table: TemplateTable, relocate: Any) -> 
         numbers.extend(found)
         deltas.append(line.line - previous)
         previous = line.line
-        source = relocate(line.source)
+        source = line.source
         if runs and runs[-1][0] == source:
             runs[-1][1] += 1
         else:

@@ -184,7 +184,8 @@ class _Writer:
             name: encoder(hint)(getattr(proc, name), self.frames) for name, hint in _extra_fields()
         }
         try:
-            record["log_window"] = encode_window(proc.log_lines, self.templates, _same)
+            if proc.log_lines:
+                record["log_window"] = encode_window(proc.log_lines, self.templates)
         except ValueError:  # a line with a newline in it: written as the lines themselves
             extra["log_lines"] = encoder(list[LogLine])(proc.log_lines, self.frames)
         absent = sorted(k for k in base_env if k not in proc.env)
@@ -193,11 +194,6 @@ class _Writer:
         if extra:
             record["extra"] = extra
         return record
-
-
-def _same(path: str) -> str:
-    """Sources are written as loaded (the dump was loaded with display ``DUMP_TOKEN``)."""
-    return path
 
 
 def _common_env(processes: list[ProcessEvidence]) -> dict[str, str]:

@@ -39,7 +39,7 @@ def _copy(dump: Path, tmp_path: Path) -> Path:
 
 def _round_trip(lines: list[LogLine]) -> list[LogLine]:
     table = TemplateTable()
-    window = encode_window(lines, table, lambda path: path)
+    window = encode_window(lines, table)
     window = json.loads(json.dumps(window))  # as a summary file holds it
     return decode_window(window, TemplateFormats(table.rows), lambda path: "D" + path)
 
@@ -126,6 +126,8 @@ def test_a_summary_of_the_previous_format_still_loads(tmp_path: Path) -> None:
     summary["format"] = "hangdoc.summary/2"
     templates = TemplateFormats(summary.pop("log_templates"))
     for rank in summary["ranks"]:
+        if "log_window" not in rank:
+            continue  # a rank without log lines
         lines = decode_window(rank.pop("log_window"), templates, lambda p: p)
         rank.setdefault("extra", {})["log_lines"] = [
             {"text": x.text, "source": x.source, "line": x.line} for x in lines
