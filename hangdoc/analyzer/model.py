@@ -45,6 +45,7 @@ Conventions that every producer follows:
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -600,6 +601,15 @@ class LogEvent:
         return payload if isinstance(payload, cls) else None
 
 
+# A number of a log line: hex, a time of day or a duration ("00:03", "1:02:03", one token,
+# no count), a decimal, a whole number. The ranks' logs are compared by their lines with
+# these masked (views/log_compare.py), and a node summary cuts each line into a template
+# and its numbers at them (summaries/log_window.py): one pattern, so that the two agree.
+# Written to start with its one digit (the "0" of "0x" checked behind): re then skips the
+# positions without a digit in C (tests/unit/views/test_log_number_mask.py).
+LINE_NUMBER = re.compile(r"\d(?:(?<=0)x[0-9a-fA-F]+|\d*(?::\d\d)+(?:\.\d+)?|\d*(?:\.\d+)?)")
+
+
 @dataclass(frozen=True, slots=True)
 class LogLine:
     """One raw line of a rank's own log, prefixes peeled: what the ranks' logs are
@@ -610,6 +620,23 @@ class LogLine:
     source: str
     line: int  # 0 when unknown (the tail of a large file is not numbered)
     benign: BenignWarning | None = None  # a warning its library calls harmless
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LogTemplates:
+    """Which template each line of a rank's log window is, as a node summary said
+    (summaries/log_window.py): ``masked[ids[i]]`` is line i with its numbers masked
+    (``LINE_NUMBER`` → "#"), what the log comparison would compute from the line. It
+    describes the window ``lines`` (that very list, at that length) and nothing else: a
+    window changed after reading is compared from its lines. ``masked`` is shared by the
+    ranks of a node."""
+
+    masked: tuple[str, ...]
+    ids: list[int]
+    lines: list[LogLine]
+
+    def describes(self, lines: list[LogLine]) -> bool:
+        return lines is self.lines and len(lines) == len(self.ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -649,6 +676,9 @@ class ProcessEvidence:
     # Appended for issue 20: stacks read from text (logs, pastes), in reading order; see
     # the module docstring for how they differ from ``stack_samples``.
     text_stacks: list[TextStack] = field(default_factory=list)
+    # Appended for issue 20: the templates of ``log_lines`` where a node summary gave them
+    # (the log comparison then masks no line); no part of what the process is (compare off).
+    log_templates: LogTemplates | None = field(default=None, compare=False, repr=False)
 
     @property
     def label(self) -> str:

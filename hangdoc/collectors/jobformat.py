@@ -31,7 +31,11 @@ from typing import Literal, NotRequired, TypedDict
 SUMMARY_NAME = "summary.json"
 # /2: log events carry a typed payload per kind (analyzer/payloads.py) instead of
 # string pairs; a /1 summary is refused with a note and its dump's raw files are read.
-SUMMARY_FORMAT = "hangdoc.summary/2"
+# /3: each rank's log window is a digest (``RankSummary.log_window``: template numbers into
+# ``NodeSummary.log_templates`` and the lines' numbers; analyzer/summaries/log_window.py)
+# instead of its lines under ``extra``; a /2 summary still loads.
+SUMMARY_FORMAT = "hangdoc.summary/3"
+SUMMARY_FORMATS_READ = frozenset({"hangdoc.summary/2", SUMMARY_FORMAT})
 SUMMARY_FORMAT_PREFIX = "hangdoc.summary/"
 JOB_MANIFEST_NAME = "job.json"
 JOB_FORMAT = "hangdoc.job/1"
@@ -101,6 +105,8 @@ class RankSummary(TypedDict):
     gpu: list[dict[str, object]]
     activity: str  # the main thread at the last sample, in plain words
     reduced: dict[str, int]  # fr_records / log_events / proc_threads left out
+    # /3: the model's ``log_lines`` as a digest (analyzer/summaries/log_window.py).
+    log_window: NotRequired[dict[str, object]]
     extra: NotRequired[dict[str, object]]  # model fields added after this format
 
 
@@ -160,6 +166,8 @@ class NodeSummary(TypedDict):
     fr_groups: list[GroupState]
     log_highlights: list[LogHighlight]
     ranks: list[RankSummary]
+    # /3: the templates of the ranks' log windows, each a line's pieces between its numbers.
+    log_templates: NotRequired[list[list[str]]]
     # Evidence-level records (model dataclasses, as above).
     host_info: dict[str, object] | None
     process_groups: list[dict[str, object]]

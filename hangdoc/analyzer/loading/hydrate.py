@@ -12,35 +12,51 @@ about, and they can be told *before* the rules run, from the summaries alone:
 * ranks with a minority flight recorder frontier (a different pending op, or none).
 
 They are read again from their rank folders, exactly as a raw analysis reads them, and
-replace their summary-built records; at most ``budget`` ranks, smallest classes first,
-whole classes only (so ranks the rules compare with each other are read the same way).
+replace their summary-built records (except their logs, where the node kept every log
+event: the summary then holds the rank's events, log window and text stacks exactly as
+the raw files give them, and parsing a 1 MB log again was most of this step's cost); at
+most ``budget`` ranks, smallest classes first, whole classes only (so ranks the rules
+compare with each other are read the same way).
 The rules then run once, over the mixed Evidence.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
+from hangdoc.analyzer.loading.merge import SCALAR_FIELDS
 from hangdoc.analyzer.model import Evidence, OpState, ProcessEvidence
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.collectors.dumpformat import rank_dir_name
 
 DEFAULT_BUDGET = 16
-# Reads dumps, each restricted to some ranks, one Evidence per dump in the order asked
-# (the loader's load_dumps: their rank logs are read in worker processes together).
-DumpLoader = Callable[[list[tuple[Path, str, frozenset[int]]]], list[Evidence]]
+
+
+class DumpLoader(Protocol):
+    """Reads dumps, each restricted to some ranks, one Evidence per dump in the order
+    asked, without the files named in ``skip`` (the loader's load_dumps: their rank logs
+    are read in worker processes together)."""
+
+    def __call__(
+        self, requests: Sequence[tuple[Path, str, frozenset[int]]], skip: frozenset[str] = ...
+    ) -> list[Evidence]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class SummaryDump:
-    """A dump whose summary was read: where its raw files are, and its ranks."""
+    """A dump whose summary was read: where its raw files are, and its ranks;
+    ``whole_logs``: the ranks whose every log event the summary holds; ``log_files``: the
+    logs it lists (display path, the ranks each holds lines of)."""
 
     path: Path
     display: str
     ranks: tuple[int, ...]
+    whole_logs: frozenset[int] = frozenset()
+    log_files: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 def _stack_key(proc: ProcessEvidence) -> object:
@@ -117,7 +133,10 @@ def hydrate(
         (dump, wanted, [r for r in wanted if (dump.path / rank_dir_name(r, 0)).is_dir()])
         for dump, wanted in sorted(by_dump.items(), key=lambda kv: kv[0].display)
     ]
-    loaded = iter(load([(d.path, d.display, frozenset(ranks)) for d, _, ranks in plans if ranks]))
+    from_summary, skip = _logs_from_summaries(plans)
+    loaded = iter(
+        load([(d.path, d.display, frozenset(ranks)) for d, _, ranks in plans if ranks], skip)
+    )
     for dump, wanted, ranks in plans:
         if len(ranks) < len(wanted):  # a summary-only transfer left them on the node
             evidence.notes.append(
@@ -136,6 +155,8 @@ def hydrate(
                     "its summary is used"
                 )
                 continue
+            if rank in from_summary:
+                _take_logs(fresh, ranked[rank])
             evidence.processes[index[id(ranked[rank])]] = fresh
             replaced.append(rank)
         listed = {item.path for item in evidence.inputs}  # FR files the summary read already
@@ -149,3 +170,41 @@ def hydrate(
             f"opened as well ({why})"
         )
     return sorted(replaced)
+
+
+def _logs_from_summaries(
+    plans: list[tuple[SummaryDump, list[int], list[int]]],
+) -> tuple[set[int], frozenset[str]]:
+    """(the ranks whose logs come from their summary, the log files not to read): a log
+    file is left unread when every rank it holds lines of is one whose summary kept every
+    log event; those ranks take their log records from the summary."""
+    ranks: set[int] = set()
+    skip: set[str] = set()
+    for dump, _, loaded in plans:
+        wanted = set(loaded) & dump.whole_logs
+        for path, holders in dump.log_files:
+            if holders and set(holders) <= dump.whole_logs and wanted & set(holders):
+                skip.add(path)
+        ranks |= wanted
+    return ranks, frozenset(skip)
+
+
+_LOG_FIELDS = ("log_events", "log_lines", "text_stacks")
+
+
+def _take_logs(fresh: ProcessEvidence, summary: ProcessEvidence) -> None:
+    """What the unread logs gave the rank, from its summary record (built from the whole
+    raw load of the same folder): its log events, window and text stacks whole, the facts
+    only a log named (as merging the log's record would: a field still unknown), and the
+    log files among its sources."""
+    for name in _LOG_FIELDS:
+        setattr(fresh, name, getattr(summary, name))  # (the summary record is dropped)
+    fresh.log_templates = summary.log_templates  # (which describe that very window)
+    for name in SCALAR_FIELDS:
+        if getattr(fresh, name) is None and getattr(summary, name) is not None:
+            setattr(fresh, name, getattr(summary, name))
+    for key, value in summary.env.items():
+        fresh.env.setdefault(key, value)
+    fresh.exited = fresh.exited or summary.exited
+    listed = set(summary.sources)
+    fresh.sources = [*summary.sources, *(s for s in fresh.sources if s not in listed)]

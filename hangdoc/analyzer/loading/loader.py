@@ -136,6 +136,8 @@ class _Loader:
         # pool is this loader's unless shared by several (load_dumps), whose owner closes it.
         self.owns_texts = texts is None
         self.texts = texts if texts is not None else TextReadAhead()
+        # Files of a dump not to read, by display path (hydrate(): logs a summary carries).
+        self.skip_files: frozenset[str] = frozenset()
 
     # --- inputs and notes ------------------------------------------------------------
     def _input(self, item: InputFile, note: str | None = None) -> None:
@@ -247,7 +249,9 @@ class _Loader:
         self.from_summaries.update((id(p), display) for p in contents.processes)
         if self.archive_depth == 0:  # files of an extracted archive are gone by hydrate()
             ranks = tuple(p.rank for p in contents.processes if p.rank is not None)
-            self.summary_dumps.append(SummaryDump(path, display, ranks))
+            self.summary_dumps.append(
+                SummaryDump(path, display, ranks, contents.whole_logs, contents.log_files)
+            )
         return True
 
     def _load_dump(self, path: Path, display: str, ranks: frozenset[int] | None = None) -> None:
@@ -275,8 +279,9 @@ class _Loader:
                 self.evidence.hosts[host.host] = host
         for proc in contents.processes:
             self.index.add(proc)
-        self.texts.submit((o.path, o.display, o.context) for o in contents.other_files)
-        for other in contents.other_files:
+        others = [o for o in contents.other_files if o.display not in self.skip_files]
+        self.texts.submit((o.path, o.display, o.context) for o in others)
+        for other in others:
             self._load_file(other.path, other.display, other.context)
 
     # --- files -----------------------------------------------------------------------
@@ -666,20 +671,25 @@ def load_dump(path: Path, display: str, ranks: frozenset[int] | None = None) -> 
         loader.texts.close()
 
 
-def load_dumps(requests: Sequence[tuple[Path, str, frozenset[int]]]) -> list[Evidence]:
+def load_dumps(
+    requests: Sequence[tuple[Path, str, frozenset[int]]], skip: frozenset[str] = frozenset()
+) -> list[Evidence]:
     """Several dumps, each as ``load_dump`` reads it restricted to some ranks, one
     Evidence per dump in order; the rank logs of all of them are read in worker processes
-    together (hydrate() reads a few ranks of several dumps: one log each, often)."""
+    together (hydrate() reads a few ranks of several dumps: one log each, often). Files
+    whose display path is in ``skip`` are not read (logs whose events a summary holds)."""
     texts = TextReadAhead()
     try:
         texts.submit(
             (other.path, other.display, other.context)
             for path, display, ranks in requests
             for other in read_dump(path, display, ranks).other_files
+            if other.display not in skip
         )
         out = []
         for path, display, ranks in requests:
             loader = _Loader(None, texts=texts)
+            loader.skip_files = skip
             loader._load_dump(path, display, ranks)
             out.append(loader.finish())
         return out

@@ -29,6 +29,8 @@ _SCALARS = (
     "cmdline",
     "start_time",
 )
+# (hydrate() fills them the same way from a summary record)
+SCALAR_FIELDS = _SCALARS
 
 
 def short_host(host: str | None) -> str | None:

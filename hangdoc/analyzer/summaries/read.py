@@ -33,6 +33,7 @@ from hangdoc.analyzer.model import (
     InputFile,
     InputKind,
     LogEvent,
+    LogTemplates,
     ProcessEvidence,
     ProcessGroupInfo,
     ProcSample,
@@ -40,8 +41,14 @@ from hangdoc.analyzer.model import (
     ThreadStack,
 )
 from hangdoc.analyzer.summaries.codec import DecodeContext, decode_frames, decoder
+from hangdoc.analyzer.summaries.log_window import TemplateFormats, decode_window
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
-from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_FORMAT_PREFIX, SUMMARY_NAME
+from hangdoc.collectors.jobformat import (
+    SUMMARY_FORMAT,
+    SUMMARY_FORMAT_PREFIX,
+    SUMMARY_FORMATS_READ,
+    SUMMARY_NAME,
+)
 
 _HEAD_BYTES = 4096
 _FORMAT = re.compile(rb'"format"\s*:\s*"([^"]*)"')
@@ -95,6 +102,12 @@ class SummaryContents:
     steps: list[CollectStep] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     raw_files_not_opened: int = 0
+    # Ranks whose every log event the summary carries (the node dropped none), with their
+    # log windows and text stacks: hydrate() takes those from here rather than parsing the
+    # rank's logs again (``log_files``: the logs the summary lists, by display path, with
+    # the ranks each holds lines of).
+    whole_logs: frozenset[int] = frozenset()
+    log_files: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 # A node's summary is kilobytes (12.5 KiB for 8 ranks); one past this is not ours.
@@ -119,7 +132,7 @@ def read_summary(dump_dir: Path, display: str) -> tuple[SummaryContents | None, 
     fmt = obj.get("format")
     if not isinstance(fmt, str) or not fmt.startswith(SUMMARY_FORMAT_PREFIX):
         return None, f"{SUMMARY_NAME} is not a hangdoc summary (format {fmt!r})"
-    if fmt != SUMMARY_FORMAT:
+    if fmt not in SUMMARY_FORMATS_READ:
         return None, f"{SUMMARY_NAME} has format {fmt}; this hangdoc reads {SUMMARY_FORMAT}"
     head = read_manifest_head(dump_dir)
     if head.found and head.finished_at != obj.get("manifest_finished_at"):
@@ -193,7 +206,11 @@ _GPU = decoder(GpuState)
 
 
 def _process(
-    rec: dict[str, Any], shapes: _Shapes, env: dict[str, str], ctx: DecodeContext
+    rec: dict[str, Any],
+    shapes: _Shapes,
+    env: dict[str, str],
+    ctx: DecodeContext,
+    templates: TemplateFormats | None,
 ) -> ProcessEvidence:
     extra: dict[str, Any] = rec.get("extra") or {}
     rank_env = {**env, **rec.get("env", {})}
@@ -218,6 +235,12 @@ def _process(
         sources=[ctx.relocate(s) for s in rec.get("sources", ())],
         exited=bool(rec.get("exited")),
     )
+    window = rec.get("log_window")
+    if window is not None:
+        if templates is None:
+            raise ValueError("a rank's log window without the node's log templates")
+        proc.log_lines = decode_window(window, templates, ctx.relocate)
+        proc.log_templates = LogTemplates(templates.masked, window["t"], proc.log_lines)
     for name, value in extra.items():
         if name != "env_absent" and hasattr(proc, name):
             setattr(proc, name, _extra_decoder(name)(value, ctx))
@@ -236,12 +259,20 @@ def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
     raw_host = obj.get("host_info")
     host = decoder(HostInfo)(raw_host, ctx) if raw_host else None
     out = SummaryContents(host=host)
-    out.processes = [_process(r, shapes, env, ctx) for r in obj["ranks"]]
+    raw_templates = obj.get("log_templates")
+    templates = TemplateFormats(raw_templates) if raw_templates is not None else None
+    out.processes = [_process(r, shapes, env, ctx, templates) for r in obj["ranks"]]
+    out.whole_logs = frozenset(
+        r["rank"]
+        for r in obj["ranks"]
+        if isinstance(r.get("rank"), int) and not (r.get("reduced") or {}).get("log_events")
+    )
     out.process_groups = [decoder(ProcessGroupInfo)(g, ctx) for g in obj.get("process_groups", ())]
     out.job_log_events = [_EVENT(e, ctx) for e in obj.get("job_log_events", ())]
     out.inputs = [decoder(InputFile)(i, ctx) for i in obj.get("inputs", ())]
     ranks = tuple(sorted({p.rank for p in out.processes if p.rank is not None}))
     out.inputs.insert(0, InputFile(f"{display}/{SUMMARY_NAME}", InputKind.SUMMARY, ranks))
+    out.log_files = tuple((i.path, i.ranks) for i in out.inputs if i.kind is InputKind.LOG)
     out.steps = [decoder(CollectStep)(s, ctx) for s in obj.get("steps", ())]
     out.notes = [ctx.relocate_text(n) for n in obj.get("notes", ())]
     counts = obj.get("counts") or {}

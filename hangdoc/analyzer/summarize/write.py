@@ -38,6 +38,7 @@ from hangdoc.analyzer.model import (
     InputFile,
     InputKind,
     LogEvent,
+    LogLine,
     ProcessEvidence,
     ProcessGroupInfo,
     ProcSample,
@@ -46,6 +47,7 @@ from hangdoc.analyzer.model import (
     ThreadStack,
 )
 from hangdoc.analyzer.summaries.codec import DUMP_TOKEN, FrameTable, encoder
+from hangdoc.analyzer.summaries.log_window import TemplateTable, encode_window
 from hangdoc.analyzer.summaries.read import read_manifest_head
 from hangdoc.analyzer.summarize.reduce import (
     JOB_LOG_EVENTS,
@@ -79,7 +81,7 @@ _SPECIAL_FIELDS = frozenset(
     {
         "rank", "pid", "host", "local_rank", "world_size", "local_world_size", "group_rank",
         "cmdline", "start_time", "exited", "env", "sources", "stack_samples", "proc_samples",
-        "collectives", "log_events", "gpu",
+        "collectives", "log_events", "gpu", "log_lines", "log_templates",
     }
 )  # fmt: skip
 
@@ -99,6 +101,7 @@ class _Writer:
 
     def __init__(self) -> None:
         self.frames = FrameTable()
+        self.templates = TemplateTable()
         self.shapes: list[ThreadShape] = []
         self.shape_index: dict[tuple[object, ...], int] = {}
 
@@ -180,6 +183,11 @@ class _Writer:
         extra: dict[str, object] = {
             name: encoder(hint)(getattr(proc, name), self.frames) for name, hint in _extra_fields()
         }
+        try:
+            if proc.log_lines:
+                record["log_window"] = encode_window(proc.log_lines, self.templates)
+        except ValueError:  # a line with a newline in it: written as the lines themselves
+            extra["log_lines"] = encoder(list[LogLine])(proc.log_lines, self.frames)
         absent = sorted(k for k in base_env if k not in proc.env)
         if absent:
             extra["env_absent"] = absent
@@ -245,6 +253,7 @@ def build_node_summary(
         "fr_groups": fr_groups(processes),
         "log_highlights": log_highlights(processes, evidence.job_log_events),
         "ranks": ranks,
+        "log_templates": writer.templates.rows,
         "host_info": writer.encode(HostInfo, host) if host is not None else None,
         "process_groups": [
             writer.encode(ProcessGroupInfo, g) for g in evidence.process_groups.values()

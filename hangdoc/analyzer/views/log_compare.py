@@ -24,17 +24,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import Evidence, LogLine
+from hangdoc.analyzer.model import LINE_NUMBER, Evidence, LogLine, LogTemplates
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.meaning import meaning_of, tokens
 
-# A number of a line: hex, a time of day or a duration ("00:03", "1:02:03", one token, no
-# count), a decimal, a whole number. Written to start with its one digit (the "0" of "0x"
-# checked behind): re then skips the positions without a digit in C, where the three
-# alternatives were tried at each one (a third of the cost of masking every rank's lines,
-# 400,000 of them at 256 ranks; tests/unit/views/test_log_number_mask.py holds it to the
-# three alternatives as written before).
-_NUMBER = re.compile(r"\d(?:(?<=0)x[0-9a-fA-F]+|\d*(?::\d\d)+(?:\.\d+)?|\d*(?:\.\d+)?)")
+# A number of a line (the model's pattern, which node summaries cut lines at too).
+_NUMBER = LINE_NUMBER
 # What separates one number's words from the next number's.
 _CLAUSE = re.compile(r"[,;|\[\]()]")
 _MAX_PARAMS = 8
@@ -211,14 +206,23 @@ def _role(before: str, after: str) -> DivergenceKind | None:
 
 def compare_logs(evidence: Evidence) -> LogComparison:
     """Compare the log windows of every rank that has log lines."""
-    logs = [(p.rank, p.log_lines) for p in evidence.processes if p.rank is not None and p.log_lines]
+    logs = [
+        (p.rank, p.log_lines, p.log_templates)
+        for p in evidence.processes
+        if p.rank is not None and p.log_lines
+    ]
     if len(logs) < 2:
-        return LogComparison(ranks=tuple(r for r, _ in logs))
+        return LogComparison(ranks=tuple(r for r, _, _ in logs))
     miner = _Templates()
     ranks: list[_RankLog] = []
     shapes: dict[bytes, int] = {}
-    for rank, lines in sorted(logs, key=lambda item: item[0]):
-        ranks.append(_RankLog(rank, lines, template_ids(lines, miner, shapes)))
+    tables: dict[int, tuple[tuple[str, ...], list[int | None]]] = {}
+    for rank, lines, given in sorted(logs, key=lambda item: item[0]):
+        if given is not None and given.describes(lines):
+            ids = given_template_ids(given, miner, tables)
+        else:
+            ids = template_ids(lines, miner, shapes)
+        ranks.append(_RankLog(rank, lines, ids))
     found: list[Divergence] = []
     found.extend(_unfinished(ranks, miner))
     found.extend(_only_some(ranks, miner, found))
@@ -258,6 +262,27 @@ def template_ids(lines: list[LogLine], miner: _Templates, shapes: dict[bytes, in
             found = shapes[shape] = of(sub("#", text))
         out.append(found)
     return out
+
+
+def given_template_ids(
+    given: LogTemplates,
+    miner: _Templates,
+    tables: dict[int, tuple[tuple[str, ...], list[int | None]]],
+) -> list[int]:
+    """``template_ids`` of a window whose templates a node summary gave: each of the
+    node's masked templates goes to ``miner.of`` once, in the order the rank's lines
+    first show it (the order ``template_ids`` would ask, on which the miner's clusters
+    depend), and the lines are mapped in C. ``tables``: per node table, its templates'
+    ids so far (the table kept with them, so that its id() stays its own)."""
+    masked = given.masked
+    known = tables.get(id(masked))
+    if known is None:
+        known = tables[id(masked)] = (masked, [None] * len(masked))
+    ids = known[1]
+    for node_id in dict.fromkeys(given.ids):
+        if ids[node_id] is None:
+            ids[node_id] = miner.of(masked[node_id])
+    return list(map(ids.__getitem__, given.ids))  # type: ignore[arg-type]
 
 
 def _words(text: str) -> set[str]:
