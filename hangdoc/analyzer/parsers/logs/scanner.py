@@ -43,7 +43,7 @@ from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
 from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
 from hangdoc.analyzer.parsers.logs.prefilter import Prefilter
-from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
+from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line, peel_line_reads
 from hangdoc.analyzer.parsers.logs.process import (
     SAVE_FRAME,
     MpiExitBlock,
@@ -56,7 +56,7 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
-from hangdoc.analyzer.parsers.prefixes import local_rank_tag
+from hangdoc.analyzer.parsers.prefixes import clean_line, local_rank_tag
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
@@ -271,26 +271,34 @@ class Scanner:
     def _previous_tag(self) -> LineTag | None:
         """The tag of the line before this one, read from the lines passed over when there
         are: the last one's, which takes the identity of the one before it only when it
-        continues it (_continues), and so on back."""
+        continues it (_continues), and so on back.
+
+        Only what it passes on is read: a tagged line's identity, or None when it has
+        none to pass on (an untagged tag is read as None wherever one is used). So a line
+        passed over is peeled only when it is tagged; whether it is, and whether it may
+        continue the line before, is known by its wrap shape (_wrap_facts): a log's step
+        lines, each as long as a wrapped line and headerless, walked back as one chain,
+        were each peeled (6 µs) to find that none is tagged."""
         raws = self._deferred
         if not raws:
             return self._prev_tag
-        tags: list[tuple[LineTag, bool]] = []
         index = len(raws)
-        continues = True
-        while continues and index > 0:
+        root: LineTag | None = None
+        while index > 0:
             index -= 1
-            tag = peel_line(raws[index])
-            continues = _continues(tag, len(raws[index - 1]) if index else self._deferred_len)
-            tags.append((tag, continues))
-        prev = self._prev_tag if continues else None
-        for tag, continued in reversed(tags):
-            if continued and prev is not None and prev.tagged:
-                _inherit(tag, prev)
-            prev = tag
+            raw = raws[index]
+            facts = _wrap_facts(raw)
+            if facts.tagged:
+                root = peel_line(raw)  # a tagged line continues nothing: the chain's root
+                break
+            prev_len = len(raws[index - 1]) if index else self._deferred_len
+            if not (facts.joins and (prev_len >= _WRAP_LEN or facts.indented)):
+                break  # an untagged root: nothing to pass on
+        else:
+            root = self._prev_tag
         raws.clear()
-        self._prev_tag = prev
-        return prev
+        self._prev_tag = root if root is not None and root.tagged else None
+        return self._prev_tag
 
     def finish(self) -> list[RawEvent]:
         if self._pending is not None:
@@ -769,6 +777,66 @@ def _continues(tag: LineTag, prev_len: int) -> bool:
     text = tag.text
     wrapped = prev_len >= _WRAP_LEN or text[:1] in " \t"
     return wrapped and _headerless(tag) and bool(text.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class _WrapFacts:
+    """What _continues and _previous_tag read of a line's tag, but its identity."""
+
+    tagged: bool
+    joins: bool  # headerless and not blank: it continues a long enough line before it
+    indented: bool  # its text starts with a space or a tab: it continues any line before it
+
+
+def _facts(tag: LineTag) -> _WrapFacts:
+    return _WrapFacts(
+        tag.tagged, _headerless(tag) and bool(tag.text.strip()), tag.text[:1] in " \t"
+    )
+
+
+# A line's wrap shape: its ASCII digits 0. Every test peel_line and _headerless make of
+# a digit is of its class, in which all ten are alike, but for the values of a date's
+# month and day (timefmt's 1-12 and 1-31) and _MPI_RANK_TAG's literal "[1,"; a line
+# holding "[1," is peeled, and the digits a date's test read are told apart by class: 0,
+# 1, 2, 3 or "4 or more" in each place decide those tests alike
+# (tests/unit/logs/test_wrap_shape.py). So two lines of one wrap shape whose digits at
+# the places the first one's peeling tested are of one class peel to the same _WrapFacts.
+_WRAP_SHAPE = bytes.maketrans(b"123456789", b"000000000")
+_DIGIT_CLASS = str.maketrans("56789", "44444")
+_MAX_WRAP_SHAPES = 4096
+_MAX_WRAP_SHAPE_LINE = 1024  # a longer line is peeled (the memory a shape holds is bounded)
+_MAX_PER_WRAP_SHAPE = 8
+_wrap_shapes: dict[bytes, list[tuple[tuple[int, ...], str, _WrapFacts]]] = {}
+
+
+def _wrap_facts(raw: str) -> _WrapFacts:
+    """_facts(peel_line(raw)), remembered per wrap shape and the classes of the digits
+    its peeling tested (a log's step lines are one shape, one entry)."""
+    if (
+        len(raw) > _MAX_WRAP_SHAPE_LINE
+        or "[1," in raw
+        or raw[-1:] == "\n"
+        or clean_line(raw) != raw
+    ):
+        return _facts(peel_line(raw))
+    shape = raw.encode("utf-8", "surrogatepass").translate(_WRAP_SHAPE)
+    seen = _wrap_shapes.get(shape)
+    if seen is not None:
+        for places, classes, facts in seen:
+            if _classes(raw, places) == classes:
+                return facts
+    elif len(_wrap_shapes) >= _MAX_WRAP_SHAPES:
+        _wrap_shapes.clear()
+    tag, places = peel_line_reads(raw)
+    facts = _facts(tag)
+    entries = _wrap_shapes.setdefault(shape, [])
+    if len(entries) < _MAX_PER_WRAP_SHAPE:
+        entries.append((places, _classes(raw, places), facts))
+    return facts
+
+
+def _classes(raw: str, places: tuple[int, ...]) -> str:
+    return "".join(raw[-place] for place in places).translate(_DIGIT_CLASS)
 
 
 def _inherit(tag: LineTag, prev: LineTag) -> None:
