@@ -18,6 +18,7 @@ from hangdoc.analyzer.parsers.logs.timefmt import (
     MONTHS,
     Stamp,
     dated_stamp,
+    dated_stamp_of,
     glog_stamp,
     seconds_of_day,
 )
@@ -187,7 +188,7 @@ def _own_layer(text: str, tag: LineTag, reads: list[int] | None = None) -> int:
         return m.end()
     if (first.isdigit() or first == "[") and (m := _ISO.match(text)):
         _note_reads(reads, text, m, 2, 3)
-        tag.stamp = dated_stamp(m.group(1), m.group(2), m.group(3), ":".join(m.group(4, 5, 6)))
+        tag.stamp = dated_stamp_of(*m.group(1, 2, 3, 4, 5, 6))
         if m.group("zone") and not m.group("sep").strip():
             # A shipper's RFC 3339 stamp (kubectl/docker logs --timestamps, CloudWatch) and
             # one space: the indentation after it is the line's own ("  File …" of a trace).
