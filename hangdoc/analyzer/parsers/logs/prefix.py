@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hangdoc.analyzer.parsers import prefixes
 from hangdoc.analyzer.parsers.logs.timefmt import (
     MONTHS,
     Stamp,
@@ -22,7 +23,6 @@ from hangdoc.analyzer.parsers.logs.timefmt import (
     glog_stamp,
     seconds_of_day,
 )
-from hangdoc.analyzer.parsers import prefixes
 from hangdoc.analyzer.parsers.prefixes import clean_line, peel
 
 
