@@ -10,7 +10,9 @@ that no launcher prefixes (ChildFailedError, RAS, fr_trace, nvidia-smi).
 from __future__ import annotations
 
 import functools
+import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from hangdoc.analyzer.parsers.catalog import default_matcher
@@ -42,7 +44,7 @@ from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
 from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
-from hangdoc.analyzer.parsers.logs.prefilter import Prefilter
+from hangdoc.analyzer.parsers.logs.prefilter import Prefilter, line_shape
 from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line, peel_line_reads
 from hangdoc.analyzer.parsers.logs.process import (
     SAVE_FRAME,
@@ -221,7 +223,7 @@ class Scanner:
     # The lines passed over since _prev_tag's (see _pass_over), whose tags are read only
     # when a wrapped line needs the last one's; _deferred_len is the length of the line
     # before the first of them.
-    _deferred: list[str] = field(default_factory=list)
+    _deferred: list[tuple[str, bytes | None]] = field(default_factory=list)  # (raw, shape)
     _deferred_len: int = 0
 
     # ---- input ------------------------------------------------------------------
@@ -229,14 +231,11 @@ class Scanner:
         if not raw:
             self._blank(lineno)
             return
-        if (
-            self._quiet()
-            and not _may_split(raw)
-            and not scanner_prefilter().may_mean(raw)
-            and not local_rank_tag(raw)
-        ):
-            self._pass_over(raw)
-            return
+        if self._quiet() and not _may_split(raw):
+            shape = line_shape(raw) if len(raw) <= _MAX_WRAP_SHAPE_LINE else None
+            if not scanner_prefilter().may_mean(raw, shape) and not local_rank_tag(raw):
+                self._pass_over(raw, shape)
+                return
         for segment in _segments(raw):
             pieces = _split_records(segment) if _may_split(segment) else [segment]
             for piece in pieces:
@@ -254,7 +253,7 @@ class Scanner:
             and self._tail_exc is None
         )
 
-    def _pass_over(self, raw: str) -> None:
+    def _pass_over(self, raw: str, shape: bytes | None) -> None:
         """A line that can mean nothing (the prefilter, in a quiet state: no record open),
         read without its peeling and tests: it holds nothing a recogniser, a catalog row
         or a record reads, is balanced, names no local rank (local_to_global) and is no
@@ -263,7 +262,7 @@ class Scanner:
         self._line = -1
         if not self._deferred:
             self._deferred_len = self._prev_len
-        self._deferred.append(raw)
+        self._deferred.append((raw, shape))
         self._prev_len = len(raw)
         if len(self._deferred) >= _MAX_DEFERRED:
             self._prev_tag = self._previous_tag()
@@ -286,12 +285,12 @@ class Scanner:
         root: LineTag | None = None
         while index > 0:
             index -= 1
-            raw = raws[index]
-            facts = _wrap_facts(raw)
+            raw, shape = raws[index]
+            facts = _wrap_facts(raw, shape)
             if facts.tagged:
                 root = peel_line(raw)  # a tagged line continues nothing: the chain's root
                 break
-            prev_len = len(raws[index - 1]) if index else self._deferred_len
+            prev_len = len(raws[index - 1][0]) if index else self._deferred_len
             if not (facts.joins and (prev_len >= _WRAP_LEN or facts.indented)):
                 break  # an untagged root: nothing to pass on
         else:
@@ -801,29 +800,32 @@ def _facts(tag: LineTag) -> _WrapFacts:
 # 1, 2, 3 or "4 or more" in each place decide those tests alike
 # (tests/unit/logs/test_wrap_shape.py). So two lines of one wrap shape whose digits at
 # the places the first one's peeling tested are of one class peel to the same _WrapFacts.
-_WRAP_SHAPE = bytes.maketrans(b"123456789", b"000000000")
 _DIGIT_CLASS = str.maketrans("56789", "44444")
 _MAX_WRAP_SHAPES = 4096
 _MAX_WRAP_SHAPE_LINE = 1024  # a longer line is peeled (the memory a shape holds is bounded)
 _MAX_PER_WRAP_SHAPE = 8
-_wrap_shapes: dict[bytes, list[tuple[tuple[int, ...], str, _WrapFacts]]] = {}
+_wrap_shapes: dict[bytes, list[tuple[Callable[[str], object], str, _WrapFacts]]] = {}
 
 
-def _wrap_facts(raw: str) -> _WrapFacts:
-    """_facts(peel_line(raw)), remembered per wrap shape and the classes of the digits
-    its peeling tested (a log's step lines are one shape, one entry)."""
+def _wrap_facts(raw: str, shape: bytes | None = None) -> _WrapFacts:
+    """_facts(peel_line(raw)), remembered per wrap shape (prefilter.line_shape: ``shape``,
+    where the caller has it) and the classes of the digits its peeling tested (a log's
+    step lines are one shape, one entry)."""
     if (
         len(raw) > _MAX_WRAP_SHAPE_LINE
         or "[1," in raw
         or raw[-1:] == "\n"
-        or clean_line(raw) != raw
+        or "\x1b" in raw
+        or "\r" in raw
+        or ("[" in raw and "m" in raw and clean_line(raw) != raw)
     ):
         return _facts(peel_line(raw))
-    shape = raw.encode("utf-8", "surrogatepass").translate(_WRAP_SHAPE)
+    if shape is None:
+        shape = line_shape(raw)
     seen = _wrap_shapes.get(shape)
     if seen is not None:
-        for places, classes, facts in seen:
-            if _classes(raw, places) == classes:
+        for digits, classes, facts in seen:
+            if _classes(digits, raw) == classes:
                 return facts
     elif len(_wrap_shapes) >= _MAX_WRAP_SHAPES:
         _wrap_shapes.clear()
@@ -831,12 +833,18 @@ def _wrap_facts(raw: str) -> _WrapFacts:
     facts = _facts(tag)
     entries = _wrap_shapes.setdefault(shape, [])
     if len(entries) < _MAX_PER_WRAP_SHAPE:
-        entries.append((places, _classes(raw, places), facts))
+        digits = operator.itemgetter(*(-place for place in places)) if places else _no_digits
+        entries.append((digits, _classes(digits, raw), facts))
     return facts
 
 
-def _classes(raw: str, places: tuple[int, ...]) -> str:
-    return "".join(raw[-place] for place in places).translate(_DIGIT_CLASS)
+def _no_digits(raw: str) -> str:
+    return ""
+
+
+def _classes(digits: Callable[[str], object], raw: str) -> str:
+    """The classes of the digits ``digits`` takes of ``raw`` (one, or a tuple of them)."""
+    return "".join(digits(raw)).translate(_DIGIT_CLASS)  # type: ignore[arg-type]
 
 
 def _inherit(tag: LineTag, prev: LineTag) -> None:
