@@ -231,7 +231,9 @@ class Scanner:
         if not raw:
             self._blank(lineno)
             return
-        if self._quiet() and not _may_split(raw):
+        # a line passed over leaves the state as it found it: quiet (_deferred is emptied
+        # by whatever may change it, _physical and _blank)
+        if (self._deferred or self._quiet()) and not _may_split(raw):
             shape = line_shape(raw) if len(raw) <= _MAX_WRAP_SHAPE_LINE else None
             if not scanner_prefilter().may_mean(raw, shape) and not local_rank_tag(raw):
                 self._pass_over(raw, shape)
