@@ -236,3 +236,55 @@ def test_a_bench_rank_logs_step_lines_are_peeled_once_per_shape(
     steps = [line for line in lines if " step " in line]
     assert len(steps) > 2000
     assert len(peeled) < len(lines) / 20, len(peeled)
+
+
+class _EveryLineRead(scanner.Scanner):
+    """The scanner with no line passed over: every line peeled, as before the prefilter."""
+
+    def _quiet(self) -> bool:
+        return False
+
+
+class _Counting(scanner.Scanner):
+    passed_over = 0
+
+    def _pass_over(self, raw: str, shape: bytes | None) -> None:
+        self.passed_over += 1
+        super()._pass_over(raw, shape)
+
+
+def _scan(lines: list[str], reader: scanner.Scanner) -> list[tuple[object, ...]]:
+    for number, line in enumerate(lines, 1):
+        reader.feed(number, line)
+    return [(e.line, e.kind, e.text, e.prefix_rank, e.local_rank) for e in reader.finish()]
+
+
+@pytest.mark.parametrize("root", ["[rank3]:", "[default3]:", "2026-11-21 19:23:51,750 - ", ""])
+@pytest.mark.parametrize("filler", [70, 200])
+def test_a_long_wrapped_chain_passes_its_roots_identity_on_as_every_line_read(
+    root: str, filler: int
+) -> None:
+    # a tagged line, then more passed-over headerless lines of a wrapped line's length
+    # than are kept before their tags are read (_MAX_DEFERRED), some with dates that are
+    # none (month 13), then a headerless line that means something: it takes the root's
+    # rank when the chain reaches a tagged root, as it did when every line was peeled
+    step = (
+        "epoch 0 step {} | loss 2.8024 | lr 3.00e-04 | grad_norm 1.344 | 11989 tokens/s | 1 | 2 | "
+    )
+    chain = [root + step.format(0) + "11989 tokens/s"]
+    for index in range(filler):
+        date = "2026-13-45 10:00:01 " if index % 7 == 3 else ""
+        chain.append(date + step.format(index + 1) + "11989 tokens/s" + " |" * (index % 3))
+    chain.append(
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, "
+        "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600005 milliseconds before timing out."
+    )
+    reader = _Counting()
+    fast, slow = _scan(chain, reader), _scan(chain, _EveryLineRead())
+    assert reader.passed_over >= filler  # the chain's lines were passed over, unpeeled
+    assert fast == slow
+    assert fast, "the last line is read"
+    if root == "[rank3]:":
+        assert fast[-1][3] == 3
+    if root == "[default3]:":
+        assert fast[-1][4] == 3
