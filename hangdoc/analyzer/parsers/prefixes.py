@@ -112,6 +112,9 @@ _SILENT = (
 _ANY_SILENT = re.compile("|".join(f"(?:{p.pattern})" for p in _SILENT))
 # Cheap pre-check: does the line start with something a prefix could start with?
 _MAYBE_PREFIX = re.compile(r"[\[(0-9A-Za-z]")
+# The layers peel takes (its gate, _MAYBE_PREFIX, aside): the log peeler asks first
+# whether any of them, or its own, can start where it is (logs/prefix._ANY_ROUND_LAYER).
+PEEL_LAYERS = (_RANK, _ROLE, _MPIRUN, _RAY, _ANY_SILENT)
 
 _MAX_LAYERS = 8
 # A tag peel reads a local rank from (_ROLE, which _RANK is tried before), anywhere in a

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hangdoc.analyzer.parsers import prefixes
-from hangdoc.analyzer.parsers.logs import phases, prefix, process, scanner, torch_pg
+from hangdoc.analyzer.parsers.logs import phases, prefix, process, scanner, torch_pg, window
 from hangdoc.analyzer.parsers.logs.literals import any_admits, any_of, gate, required_literals
+from hangdoc.analyzer.parsers.stacks import parser as stacks_parser
 
 ROOT = Path(__file__).resolve().parents[3]
 GATED = {
@@ -27,6 +28,8 @@ GATED = {
     "init": phases._INIT,
     "ds_rank": phases._DS_RANK,
     **{f"marker_{phase.value}": pattern for phase, pattern in phases._MARKERS},
+    "library_line": window._LIBRARY_LINE,
+    "any_stack": stacks_parser._ANY_STACK,
 }
 
 

@@ -82,17 +82,19 @@ class Prefilter:
                     self._longer[literal[:end]] += (literal,)
         self._search = re.compile(_trie(literals)).search
 
-    def may_mean(self, line: str) -> bool:
+    def may_mean(self, line: str, shape: bytes | None = None) -> bool:
         """False only when no recogniser, catalog row or record the scanner follows can
         use ``line`` (see the module's docstring).
 
         Asked of the line's shape (its digits all 0, as the needs' and keywords' are): a
         literal in a line is one in its shape, so the answer may only be more often True;
         and lines of one shape are many (a log's step lines differ in their numbers), so
-        the shape's answer is remembered."""
+        the shape's answer is remembered. ``shape``: the line's ``line_shape``, where the
+        caller has it already."""
         if len(line) > _MAX_SHAPE_LINE:
             return self._may_mean(line.translate(_STR_ZEROS))
-        shape = line.encode("utf-8", "surrogatepass").translate(_ZEROS)
+        if shape is None:
+            shape = line_shape(line)
         known = self._seen.get(shape)
         if known is None:
             if len(self._seen) >= _MAX_SHAPES:
@@ -121,6 +123,12 @@ class Prefilter:
                         return True
             pos = at + 1
         return False
+
+
+def line_shape(line: str) -> bytes:
+    """A line's shape: its UTF-8 with every ASCII digit 0 (what ``may_mean`` remembers
+    answers by; the log scanner remembers a passed-over line's wrap facts by it too)."""
+    return line.encode("utf-8", "surrogatepass").translate(_ZEROS)
 
 
 def _shape(literal: str) -> str:

@@ -14,10 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hangdoc.analyzer.parsers import prefixes
 from hangdoc.analyzer.parsers.logs.timefmt import (
     MONTHS,
     Stamp,
     dated_stamp,
+    dated_stamp_of,
     glog_stamp,
     seconds_of_day,
 )
@@ -112,9 +114,45 @@ _MAX_ROUNDS = 10
 # "[pod/" (tests/unit/logs/test_literal_gates.py holds the shortcut to every layer).
 _TORCHRUN_FIRST = re.compile(r"\[(?:rank|default)\d")
 
+# Every layer a round of peel_line can take after its gates (_own_layer's, the leading
+# tag, Open MPI's tag, and the launchers' of prefixes.peel) as one anchored alternation:
+# where none can start, the round and the peeling end in one C-level match instead of a
+# dozen (the rest of a step line, after its stamp). Named groups are made plain, so that
+# two layers may name one alike. tests/unit/logs/test_peel_precheck.py holds this list to
+# every pattern those functions read, so a new layer cannot be missed.
+_ROUND_LAYERS: tuple[re.Pattern[str], ...] = (
+    _DMESG_T,
+    _DMESG,
+    _NEMO,
+    _DETERMINED_RANK,
+    _DS_LOGGER,
+    _TITAN,
+    _GLOG,
+    _C10_NO_TIME,
+    _ISO,
+    _CUT_STAMP,
+    _MMDD,
+    _PYLOG_OLD,
+    _SYSLOG,
+    _PYLOG_DASH,
+    _TORCH_LOGGER,
+    _LEADING_TAG,
+    _MPI_RANK_TAG,
+    *prefixes.PEEL_LAYERS,
+)
+_ANY_ROUND_LAYER = re.compile(
+    "|".join(
+        f"(?:{re.sub(r'[(][?]P<[A-Za-z_][A-Za-z0-9_]*>', '(?:', p.pattern)})" for p in _ROUND_LAYERS
+    )
+)
 
-def _own_layer(text: str, tag: LineTag) -> int:
-    """Length of one log-specific layer at the start of ``text`` (0 if none); fills tag."""
+
+def _own_layer(text: str, tag: LineTag, reads: list[int] | None = None) -> int:
+    """Length of one log-specific layer at the start of ``text`` (0 if none); fills tag.
+
+    ``reads`` gets the place (counted from the end of ``text``) of every digit whose
+    value a date's test reads (month 1-12, day 1-31): what the layer does may depend on
+    those, where it depends on no other digit's value (see peel_line_reads)."""
     first = text[0]
     if first == "[":
         if m := _DMESG_T.match(text):
@@ -128,6 +166,7 @@ def _own_layer(text: str, tag: LineTag) -> int:
         if m := _DMESG.match(text):
             return m.end()
         if m := _NEMO.match(text):
+            _note_reads(reads, text, m, 3, 4)
             tag.level = m.group(1)
             tag.stamp = dated_stamp(m.group(2), m.group(3), m.group(4), ":".join(m.group(5, 6, 7)))
             return m.end()
@@ -140,6 +179,7 @@ def _own_layer(text: str, tag: LineTag) -> int:
         if m := _TITAN.match(text):
             return m.end()
     if m := _GLOG.match(text):
+        _note_reads(reads, text, m, 2, 2)
         tag.level, tag.origin = m.group(1), m.group(6)
         tag.stamp = glog_stamp(m.group(2), ":".join(m.group(3, 4, 5)))
         return m.end()
@@ -147,7 +187,8 @@ def _own_layer(text: str, tag: LineTag) -> int:
         tag.level, tag.origin = m.group(1), m.group(2)
         return m.end()
     if (first.isdigit() or first == "[") and (m := _ISO.match(text)):
-        tag.stamp = dated_stamp(m.group(1), m.group(2), m.group(3), ":".join(m.group(4, 5, 6)))
+        _note_reads(reads, text, m, 2, 3)
+        tag.stamp = dated_stamp_of(*m.group(1, 2, 3, 4, 5, 6))
         if m.group("zone") and not m.group("sep").strip():
             # A shipper's RFC 3339 stamp (kubectl/docker logs --timestamps, CloudWatch) and
             # one space: the indentation after it is the line's own ("  File …" of a trace).
@@ -157,6 +198,7 @@ def _own_layer(text: str, tag: LineTag) -> int:
         tag.stamp = Stamp(seconds_of_day(m.group(1), m.group(2), m.group(3)))
         return m.end()
     if first.isdigit() and (m := _MMDD.match(text)) is not None:
+        _note_reads(reads, text, m, 1, 2)
         mm, dd = int(m.group(1)), int(m.group(2))
         if 1 <= mm <= 12 and 1 <= dd <= 31:
             tag.stamp = Stamp(seconds_of_day(m.group(3), m.group(4), m.group(5)), mm, dd)
@@ -186,8 +228,27 @@ def _own_layer(text: str, tag: LineTag) -> int:
     return 0
 
 
+def _note_reads(
+    reads: list[int] | None, text: str, m: re.Match[str], first: int, last: int
+) -> None:
+    if reads is not None:
+        reads.extend(range(len(text) - m.start(first), len(text) - m.end(last), -1))
+
+
+def peel_line_reads(raw: str) -> tuple[LineTag, tuple[int, ...]]:
+    """peel_line, and the places (counted from the end of the cleaned line) of the digits
+    whose values it tested: every other test it makes is of a character's class, in
+    which every ASCII digit is alike, but for _MPI_RANK_TAG's literal "[1,"."""
+    reads: list[int] = []
+    return _peel(raw, reads), tuple(reads)
+
+
 def peel_line(raw: str) -> LineTag:
     """Clean (ANSI, CR) and peel one physical line."""
+    return _peel(raw, None)
+
+
+def _peel(raw: str, reads: list[int] | None) -> LineTag:
     text = clean_line(raw.rstrip("\n"))
     tag = LineTag(text)
     shippers_only = True  # every layer peeled so far was a log shipper's
@@ -205,9 +266,9 @@ def peel_line(raw: str) -> LineTag:
                 shippers_only = False
                 continue
             shippers_only = shippers_only and _SHIPPER.match(text) is not None
-            if text[0] in " \t":
+            if text[0] in " \t" or _ANY_ROUND_LAYER.match(text) is None:
                 break
-            consumed = _own_layer(text, tag)
+            consumed = _own_layer(text, tag, reads)
             if consumed:
                 text = text[consumed:]
                 continue

@@ -10,7 +10,9 @@ that no launcher prefixes (ChildFailedError, RAS, fr_trace, nvidia-smi).
 from __future__ import annotations
 
 import functools
+import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from hangdoc.analyzer.parsers.catalog import default_matcher
@@ -42,8 +44,8 @@ from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
 from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
-from hangdoc.analyzer.parsers.logs.prefilter import Prefilter
-from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
+from hangdoc.analyzer.parsers.logs.prefilter import Prefilter, line_shape
+from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line, peel_line_reads
 from hangdoc.analyzer.parsers.logs.process import (
     SAVE_FRAME,
     MpiExitBlock,
@@ -56,7 +58,7 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
-from hangdoc.analyzer.parsers.prefixes import local_rank_tag
+from hangdoc.analyzer.parsers.prefixes import clean_line, local_rank_tag
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
@@ -221,7 +223,7 @@ class Scanner:
     # The lines passed over since _prev_tag's (see _pass_over), whose tags are read only
     # when a wrapped line needs the last one's; _deferred_len is the length of the line
     # before the first of them.
-    _deferred: list[str] = field(default_factory=list)
+    _deferred: list[tuple[str, bytes | None]] = field(default_factory=list)  # (raw, shape)
     _deferred_len: int = 0
 
     # ---- input ------------------------------------------------------------------
@@ -229,14 +231,13 @@ class Scanner:
         if not raw:
             self._blank(lineno)
             return
-        if (
-            self._quiet()
-            and not _may_split(raw)
-            and not scanner_prefilter().may_mean(raw)
-            and not local_rank_tag(raw)
-        ):
-            self._pass_over(raw)
-            return
+        # a line passed over leaves the state as it found it: quiet (_deferred is emptied
+        # by whatever may change it, _physical and _blank)
+        if (self._deferred or self._quiet()) and not _may_split(raw):
+            shape = line_shape(raw) if len(raw) <= _MAX_WRAP_SHAPE_LINE else None
+            if not scanner_prefilter().may_mean(raw, shape) and not local_rank_tag(raw):
+                self._pass_over(raw, shape)
+                return
         for segment in _segments(raw):
             pieces = _split_records(segment) if _may_split(segment) else [segment]
             for piece in pieces:
@@ -254,7 +255,7 @@ class Scanner:
             and self._tail_exc is None
         )
 
-    def _pass_over(self, raw: str) -> None:
+    def _pass_over(self, raw: str, shape: bytes | None) -> None:
         """A line that can mean nothing (the prefilter, in a quiet state: no record open),
         read without its peeling and tests: it holds nothing a recogniser, a catalog row
         or a record reads, is balanced, names no local rank (local_to_global) and is no
@@ -263,7 +264,7 @@ class Scanner:
         self._line = -1
         if not self._deferred:
             self._deferred_len = self._prev_len
-        self._deferred.append(raw)
+        self._deferred.append((raw, shape))
         self._prev_len = len(raw)
         if len(self._deferred) >= _MAX_DEFERRED:
             self._prev_tag = self._previous_tag()
@@ -271,26 +272,34 @@ class Scanner:
     def _previous_tag(self) -> LineTag | None:
         """The tag of the line before this one, read from the lines passed over when there
         are: the last one's, which takes the identity of the one before it only when it
-        continues it (_continues), and so on back."""
+        continues it (_continues), and so on back.
+
+        Only what it passes on is read: a tagged line's identity, or None when it has
+        none to pass on (an untagged tag is read as None wherever one is used). So a line
+        passed over is peeled only when it is tagged; whether it is, and whether it may
+        continue the line before, is known by its wrap shape (_wrap_facts): a log's step
+        lines, each as long as a wrapped line and headerless, walked back as one chain,
+        were each peeled (6 µs) to find that none is tagged."""
         raws = self._deferred
         if not raws:
             return self._prev_tag
-        tags: list[tuple[LineTag, bool]] = []
         index = len(raws)
-        continues = True
-        while continues and index > 0:
+        root: LineTag | None = None
+        while index > 0:
             index -= 1
-            tag = peel_line(raws[index])
-            continues = _continues(tag, len(raws[index - 1]) if index else self._deferred_len)
-            tags.append((tag, continues))
-        prev = self._prev_tag if continues else None
-        for tag, continued in reversed(tags):
-            if continued and prev is not None and prev.tagged:
-                _inherit(tag, prev)
-            prev = tag
+            raw, shape = raws[index]
+            facts = _wrap_facts(raw, shape)
+            if facts.tagged:
+                root = peel_line(raw)  # a tagged line continues nothing: the chain's root
+                break
+            prev_len = len(raws[index - 1][0]) if index else self._deferred_len
+            if not (facts.joins and (prev_len >= _WRAP_LEN or facts.indented)):
+                break  # an untagged root: nothing to pass on
+        else:
+            root = self._prev_tag
         raws.clear()
-        self._prev_tag = prev
-        return prev
+        self._prev_tag = root if root is not None and root.tagged else None
+        return self._prev_tag
 
     def finish(self) -> list[RawEvent]:
         if self._pending is not None:
@@ -769,6 +778,75 @@ def _continues(tag: LineTag, prev_len: int) -> bool:
     text = tag.text
     wrapped = prev_len >= _WRAP_LEN or text[:1] in " \t"
     return wrapped and _headerless(tag) and bool(text.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class _WrapFacts:
+    """What _continues and _previous_tag read of a line's tag, but its identity."""
+
+    tagged: bool
+    joins: bool  # headerless and not blank: it continues a long enough line before it
+    indented: bool  # its text starts with a space or a tab: it continues any line before it
+
+
+def _facts(tag: LineTag) -> _WrapFacts:
+    return _WrapFacts(
+        tag.tagged, _headerless(tag) and bool(tag.text.strip()), tag.text[:1] in " \t"
+    )
+
+
+# A line's wrap shape: its ASCII digits 0. Every test peel_line and _headerless make of
+# a digit is of its class, in which all ten are alike, but for the values of a date's
+# month and day (timefmt's 1-12 and 1-31) and _MPI_RANK_TAG's literal "[1,"; a line
+# holding "[1," is peeled, and the digits a date's test read are told apart by class: 0,
+# 1, 2, 3 or "4 or more" in each place decide those tests alike
+# (tests/unit/logs/test_wrap_shape.py). So two lines of one wrap shape whose digits at
+# the places the first one's peeling tested are of one class peel to the same _WrapFacts.
+_DIGIT_CLASS = str.maketrans("56789", "44444")
+_MAX_WRAP_SHAPES = 4096
+_MAX_WRAP_SHAPE_LINE = 1024  # a longer line is peeled (the memory a shape holds is bounded)
+_MAX_PER_WRAP_SHAPE = 8
+_wrap_shapes: dict[bytes, list[tuple[Callable[[str], object], str, _WrapFacts]]] = {}
+
+
+def _wrap_facts(raw: str, shape: bytes | None = None) -> _WrapFacts:
+    """_facts(peel_line(raw)), remembered per wrap shape (prefilter.line_shape: ``shape``,
+    where the caller has it) and the classes of the digits its peeling tested (a log's
+    step lines are one shape, one entry)."""
+    if (
+        len(raw) > _MAX_WRAP_SHAPE_LINE
+        or "[1," in raw
+        or raw[-1:] == "\n"
+        or "\x1b" in raw
+        or "\r" in raw
+        or ("[" in raw and "m" in raw and clean_line(raw) != raw)
+    ):
+        return _facts(peel_line(raw))
+    if shape is None:
+        shape = line_shape(raw)
+    seen = _wrap_shapes.get(shape)
+    if seen is not None:
+        for digits, classes, facts in seen:
+            if _classes(digits, raw) == classes:
+                return facts
+    elif len(_wrap_shapes) >= _MAX_WRAP_SHAPES:
+        _wrap_shapes.clear()
+    tag, places = peel_line_reads(raw)
+    facts = _facts(tag)
+    entries = _wrap_shapes.setdefault(shape, [])
+    if len(entries) < _MAX_PER_WRAP_SHAPE:
+        digits = operator.itemgetter(*(-place for place in places)) if places else _no_digits
+        entries.append((digits, _classes(digits, raw), facts))
+    return facts
+
+
+def _no_digits(raw: str) -> str:
+    return ""
+
+
+def _classes(digits: Callable[[str], object], raw: str) -> str:
+    """The classes of the digits ``digits`` takes of ``raw`` (one, or a tuple of them)."""
+    return "".join(digits(raw)).translate(_DIGIT_CLASS)  # type: ignore[arg-type]
 
 
 def _inherit(tag: LineTag, prev: LineTag) -> None:

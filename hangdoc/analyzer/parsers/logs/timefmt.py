@@ -81,6 +81,17 @@ def dated_stamp(year: str, month: str, day: str, hms: str) -> Stamp | None:
     return Stamp(seconds, m, d, int(year))
 
 
+def dated_stamp_of(
+    year: str, month: str, day: str, hours: str, minutes: str, seconds: str
+) -> Stamp | None:
+    """dated_stamp of a time already split (a stamp pattern's own groups): the same
+    Stamp, without joining the time and searching it again (a third of a peeling)."""
+    m, d = int(month), int(day)
+    if not (1 <= m <= 12 and 1 <= d <= 31):
+        return None
+    return Stamp(seconds_of_day(hours, minutes, seconds), m, d, int(year))
+
+
 def epoch_stamp(value: float) -> Stamp:
     return Stamp(value % 86400.0, epoch=value)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from hangdoc.analyzer.model import LogLine
 from hangdoc.analyzer.parsers.base import decode_bytes
 from hangdoc.analyzer.parsers.logs.benign import benign_warning
+from hangdoc.analyzer.parsers.logs.literals import gate
 from hangdoc.analyzer.parsers.logs.mentions import find_mention
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.stacks.markers import label_rank
@@ -42,6 +43,9 @@ _LIBRARY_LINE = re.compile(
     # (elastic/multiprocessing/errors/__init__.py _FAILURE_FORMAT_TEMPLATE)
     r"|^rank {2,}: \d+ \(local_rank: "
 )
+# _LIBRARY_LINE behind the literals each of its matches holds (parsers/logs/literals.py):
+# a job's own line holds none of them, and is refused in a fifth of the search's time.
+_LIBRARY_LINE_SEARCH = gate(_LIBRARY_LINE).search
 # A stack frame (py-spy's "name (file.py:12)"), whoever printed it: what the rank was
 # doing is the stacks' to say, not a line the job printed.
 _STACK_FRAME = FRAME
@@ -128,7 +132,7 @@ def read_line_window(
             after_frame.discard(said)
             if indented:
                 continue  # the source line under a traceback frame
-        if not text or _LIBRARY_LINE.search(text):
+        if not text or _LIBRARY_LINE_SEARCH(text):
             if text.startswith('File "'):
                 after_frame.add(said)
             continue
