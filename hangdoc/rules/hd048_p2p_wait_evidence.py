@@ -95,6 +95,11 @@ _P2P_FUNCS = frozenset(
         "_shape_inference",
     }
 )
+# Native frames (py-spy --native, gdb) of a transfer. ProcessGroupGloo's send and recv
+# return its SendWork and RecvWork (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp), whose
+# wait() blocks in gloo's UnboundBuffer::waitSend/waitRecv: a thread waiting on a gloo
+# transfer shows the work's wait, not send or recv. UnboundBuffer's own waits are not
+# listed: gloo's collectives (allreduce, allgather…) wait on unbound buffers too.
 _NATIVE_P2P = (
     "ProcessGroupNCCL::send",
     "ProcessGroupNCCL::recv",
@@ -103,6 +108,8 @@ _NATIVE_P2P = (
     "ncclRecv",
     "ProcessGroupGloo::send",
     "ProcessGroupGloo::recv",
+    "ProcessGroupGloo::SendWork::",
+    "ProcessGroupGloo::RecvWork::",
 )
 _NATIVE_COALESCE = ("ProcessGroupNCCL::endCoalescing",)
 # Collectives: the innermost one decides that the rank is not in a transfer.

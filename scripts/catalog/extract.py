@@ -32,6 +32,7 @@ from catalog.others import (
     do_framework,
     do_gloo,
     do_kernel,
+    do_rocr,
     do_transformer_engine,
 )
 from catalog.rows import Strings, rows_json, unheld, write
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--transformer-engine", type=Path, help="git dir of an NVIDIA/TransformerEngine mirror"
     )
+    parser.add_argument("--rocr", type=Path, help="git dir of a ROCm/ROCR-Runtime mirror")
     parser.add_argument("--cudart", type=Path, help="libcudart.so.* (error strings)")
     parser.add_argument("--c10-cuda", type=Path, help="a torch release's libc10_cuda.so")
     parser.add_argument("--kernel", type=Path, help="kernel/driver C sources (see do_kernel)")
@@ -114,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         stats["cuda"] = do_cuda(args.cudart, args.c10_cuda)
     if args.transformer_engine and args.only in (None, "transformer_engine"):
         stats["transformer_engine"] = do_transformer_engine(args.transformer_engine)
+    if args.rocr and args.only in (None, "rocr"):
+        stats["rocr"] = do_rocr(args.rocr)
     for spec in args.framework:
         project, gitdir = spec.split("=", 1)
         if args.only in (None, project):

@@ -158,6 +158,55 @@ def do_transformer_engine(repo: Path) -> list[Site]:
     return sites
 
 
+# ROCm's HSA runtime (ROCR) prints what the GPU's driver reported about a queue to stderr,
+# then aborts: a hardware exception (runtime.cpp Runtime::HwExceptionHandler, "HW Exception
+# by GPU node-%u (Agent handle: %p) reason :%s", the reason "ECC" or "GPU Hang") and a GPU
+# memory fault (VMFaultHandler, "Memory access fault by GPU node-%u …"). Every HIP program,
+# torch on ROCm included, runs on it. Read at each rocm-X.Y.Z release tag.
+# The file moved from src/ (≤ 6.2) to runtime/hsa-runtime/ (HEAD).
+_ROCR_FILES = ("src/core/runtime/runtime.cpp", "runtime/hsa-runtime/core/runtime/runtime.cpp")
+
+
+def do_rocr(repo: Path) -> list[Site]:
+    tags = sorted(
+        (t for t in git(repo, "tag").split() if re.fullmatch(r"rocm-\d+\.\d+\.\d+", t)),
+        key=lambda t: [int(n) for n in t[5:].split(".")],
+    )
+    head = git(repo, "rev-parse", "HEAD").strip()
+    date = git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
+    refs = {**{t: t for t in tags}, "HEAD": f"{date} {head[:10]}"}
+    reader = BlobReader(repo)
+    sites: list[Site] = []
+    present: list[str] = []
+    try:
+        for ref, version in refs.items():
+            for path in _ROCR_FILES:
+                found = [sha for p, sha in tree(repo, ref, path, (".cpp",)) if p == path]
+                if not found:
+                    continue
+                if version not in present:
+                    present.append(version)
+                clean = csource.blank_comments(reader.read(found[0]))
+                spans = csource.function_spans(clean)
+                for call in csource.find_calls(clean, ("fprintf",)):
+                    lit = csource.literal(call.args[1]) if len(call.args) > 1 else None
+                    if lit is None or not lit.text.strip():
+                        continue
+                    parts = tuple(csource.printf_parts(lit, call.args[2:]))
+                    function = csource.enclosing(spans, call.offset)
+                    sites.append(Site("rocr", "fprintf", parts, path, function, call.line, version))
+    finally:
+        reader.close()
+    source = {
+        "repository": "github.com/ROCm/ROCR-Runtime",
+        "read": "rocm-X.Y.Z tags and HEAD: " + ", ".join(_ROCR_FILES) + " (C++)",
+        "versions": present,
+        "calls": "fprintf (the runtime's reports of GPU exceptions and faults before abort)",
+    }
+    write("rocr", source, rows_json(group(sites), present), unheld(sites, present))
+    return sites
+
+
 def _strings(path: Path) -> list[str]:
     out = subprocess.run(["strings", "-n", "4", str(path)], capture_output=True, text=True)
     return out.stdout.splitlines()

@@ -194,6 +194,12 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
      "cuda_oom", {"tried": "4.35 GiB", "gpu": 3}),
     ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; 4.36 GiB already "
      "allocated)", "cuda_oom", {"gpu": 0, "tried": "20.00 MiB"}),
+    # the allocator's message by its body (torch CUDACachingAllocator.cpp), its header cut or
+    # wrapped onto the line before
+    ("f memory. Tried to allocate 354.00 MiB (GPU 0; 10.91 GiB total capacity; 9.27 GiB already allocated;",
+     "cuda_oom", {"gpu": 0, "tried": "354.00 MiB"}),
+    ("Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.15 GiB of which 1.02 GiB is free.",
+     "cuda_oom", {"gpu": 1, "tried": "2.00 GiB"}),
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_error",
      {"error": "an illegal memory access was encountered"}),
     ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "cuda_error",

@@ -51,6 +51,11 @@ CASES = [
     ("dgxh100-4:460770:460842 [0] NCCL INFO NET/IB", "dgxh100-4:460770:460842 [0] NCCL INFO NET/IB",
      None, None, None, None),
     ("  File \"/x.py\", line 3, in f", "  File \"/x.py\", line 3, in f", None, None, None, None),
+    # Metaflow's task log (runtime.py "[%s (pid %s)] ") and an AWS Batch job id (batch_cli.py)
+    ("2023-05-02 10:11:12.345 [12/train/34 (pid 4242)] [0f1e2d3c-4b5a-4978-8a7b-6c5d4e3f2a1b]   File \"/x.py\", line 3, in f",
+     "  File \"/x.py\", line 3, in f", None, None, None, None),
+    ("2023-05-02 10:11:12.345 [12/train/34 (pid 4242)] OSError: [Errno 28] No space left on device",
+     "OSError: [Errno 28] No space left on device", None, None, None, None),
 ]  # fmt: skip
 
 

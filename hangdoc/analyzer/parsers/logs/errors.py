@@ -22,6 +22,10 @@ HARDWARE = re.compile(
     r"uncorrectable ECC|ECC error|ECCUncorrectable|uncorrectable NVLink|NVLink error|fallen off "
     r"the bus|"
     r"GPU is lost|GPU lost|cudaErrorECC"
+    # The whole reason of ROCm's runtime for a hardware exception (ROCR runtime.cpp
+    # HwExceptionHandler: "HW Exception by GPU node-%u (Agent handle: %p) reason :%s", "ECC"
+    # or "GPU Hang"), as the catalog's row rocr-hw-exception gives it.
+    r"|^(?:ECC|GPU Hang)$"
 )
 # An NCCL call's error string in another framework's exception (Horovod's NCCL_CHECK in
 # horovod/common/ops/nccl_operations.cc: "<op_name> failed: " + ncclGetErrorString(…);

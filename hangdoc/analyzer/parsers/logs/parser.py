@@ -8,6 +8,7 @@ init lines that map processes to ranks, the tail holds the hang), never whole.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes
 from hangdoc.analyzer.parsers.logs.attribution import build_maps, mentioned_rank, resolve_rank
 from hangdoc.analyzer.parsers.logs.elastic import error_json_stamp, parse_error_json
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TopoBlock
-from hangdoc.analyzer.parsers.logs.hit import Hit, log_event
+from hangdoc.analyzer.parsers.logs.hit import Hit, Origin, log_event
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
@@ -270,6 +271,11 @@ def _assemble(
     use_file = not attributed and not locals_seen and len(hostpids) <= 1 and file_rank is not None
     if use_file and any(e.pid == file_rank for e in events):
         use_file = False
+    # NCCL prints its version bare ("NCCL version 2.19.3+cuda12.3", init.cc showVersion),
+    # with no host:pid header: in a file whose NCCL lines all name one host, it is that
+    # host's, so that versions can be told apart by node (HD203: mixed NCCL installs).
+    header_hosts = {e.host for e in events if e.host is not None}
+    only_host = next(iter(header_hosts)) if len(header_hosts) == 1 else None
     processes: dict[int, ProcessEvidence] = {}
     job: list[LogEvent] = []
     for event, (rank, how), when in zip(events, ranks, resolved, strict=True):
@@ -284,7 +290,7 @@ def _assemble(
             event.line,
             when.time,
             event.payload,
-            origin=event.origin(),
+            origin=_version_host(event, only_host),
             rank_from=how,
             clock=when.clock,
             repeats=event.repeats,
@@ -312,6 +318,14 @@ def _assemble(
         job_log_events=job,
         notes=notes,
     )
+
+
+def _version_host(event: RawEvent, only_host: str | None) -> Origin:
+    """The event's origin, a bare NCCL version line given the one host of its file."""
+    origin = event.origin()
+    if event.kind is EventKind.NCCL_VERSION and origin.host is None and only_host is not None:
+        return dataclasses.replace(origin, host=only_host)
+    return origin
 
 
 # The attributions that also tell the process's host and pid.

@@ -76,6 +76,14 @@ _DS_LOGGER = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \[([\w.-]+\.py
 # torchtitan's logger: "[titan] %(asctime)s - %(name)s - %(levelname)s - %(message)s"; the
 # stamp is the ISO layer, then "root - ERROR - " (Python logging's " - "-joined format).
 _TITAN = re.compile(r"\[titan\] ?")
+# Metaflow's task log (metaflow/runtime.py, the task's log(): "[%s (pid %s)] " % (run/step/
+# task path, pid), after the runtime logger's time stamp), and for a step run on AWS Batch
+# the Batch job id before what the job printed (metaflow/plugins/aws/batch/batch_cli.py
+# echo: "[%s] %s" % (batch_id, msg)).
+_METAFLOW = re.compile(
+    r"\[[\w.-]+/\w+/[\w.-]+ \(pid (\d+)\)\] "
+    r"(?:\[[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\] )?"
+)
 _PYLOG_DASH = re.compile(r"([\w.]{1,80}) - (ERROR|WARNING|INFO|DEBUG|CRITICAL) - ")
 # A launcher's own tag before torchrun/torch prefixes ("B-nemo-ft3/0 [default1]:[rank1]:",
 # pdsh "node7: [rank3]:"): peeled only when a rank prefix follows it.
@@ -177,6 +185,8 @@ def _own_layer(text: str, tag: LineTag, reads: list[int] | None = None) -> int:
             tag.level, tag.origin = m.group(1)[0], m.group(2)
             return m.end()
         if m := _TITAN.match(text):
+            return m.end()
+        if m := _METAFLOW.match(text):
             return m.end()
     if m := _GLOG.match(text):
         _note_reads(reads, text, m, 2, 2)

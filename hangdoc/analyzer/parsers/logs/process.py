@@ -35,8 +35,15 @@ EXCEPTION_LINE = re.compile(
     r"(?:\([\w.]+\))?)"
     r"(?:\[[^\]]*\])?(?::\s?(?P<msg>.*))?$"
 )
+# The caching allocator's message is known by its body too, so a paste whose header was cut
+# or wrapped away ("CUDA out o" / "f memory. Tried to allocate …") keeps it: torch ≤ 1.13's
+# CUDACachingAllocator.cpp "Tried to allocate <size> (GPU <n>; <size> total capacity; …" and
+# torch ≥ 2.1's "Tried to allocate <size>. GPU <n> has a total capacity of …" (2.1 wrote
+# "capacty").
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA [Ee]rror: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
+    r"|Tried to allocate \d+(?:\.\d+)? ?[KMGTP]i?B(?: \(GPU \d+; \d+(?:\.\d+)? ?[KMGTP]i?B total "
+    r"capacity|\. GPU \d+ has a total capac)"
 )
 # Ray's memory monitor (host RAM), whose exception is also named OutOfMemoryError.
 _RAY_HOST_OOM = re.compile(r"killed due to the node running low on memory")
@@ -143,6 +150,7 @@ _KEYS = (
     "received by PID",
     "exit with status",
     "terminated with",
+    "Tried to allocate",
 )
 _HAS_KEY = any_of(_KEYS)  # one search, not a test per word (literals.any_of)
 # Every line match_process makes an event of is a match of one of these (its branches'
