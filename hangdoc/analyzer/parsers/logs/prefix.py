@@ -126,7 +126,7 @@ _TORCHRUN_FIRST = re.compile(r"\[(?:rank|default)\d")
 # tag, Open MPI's tag, and the launchers' of prefixes.peel) as one anchored alternation:
 # where none can start, the round and the peeling end in one C-level match instead of a
 # dozen (the rest of a step line, after its stamp). Named groups are made plain, so that
-# two layers may name one alike. tests/unit/logs/test_peel_precheck.py holds this list to
+# two layers may name one alike. tests/unit/logs/test_wrap_shape.py holds this list to
 # every pattern those functions read, so a new layer cannot be missed.
 _ROUND_LAYERS: tuple[re.Pattern[str], ...] = (
     _DMESG_T,
@@ -135,6 +135,7 @@ _ROUND_LAYERS: tuple[re.Pattern[str], ...] = (
     _DETERMINED_RANK,
     _DS_LOGGER,
     _TITAN,
+    _METAFLOW,
     _GLOG,
     _C10_NO_TIME,
     _ISO,
