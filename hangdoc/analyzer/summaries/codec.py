@@ -331,7 +331,18 @@ def _enum_decoder(enum_cls: type[enum.Enum]) -> Decoder:
     summary written by a newer hangdoc, or a damaged one, still loads."""
     if issubclass(enum_cls, enum.StrEnum) and "UNKNOWN" in enum_cls.__members__:
         lenient = enum_cls
-        return lambda value, _ctx: parse_enum(lenient, value)
+        # the members by value, looked up first (a job's records hold a hundred thousand
+        # enum values); anything else goes to parse_enum, which decides as before
+        members: dict[str, enum.StrEnum] = {m.value: m for m in enum_cls}
+
+        def decode(value: Any, _ctx: DecodeContext) -> object:
+            if type(value) is str:
+                found = members.get(value)
+                if found is not None:
+                    return found
+            return parse_enum(lenient, value)
+
+        return decode
     return lambda value, _ctx: enum_cls(value)
 
 
