@@ -224,7 +224,7 @@ def _what_is_explained(p: Placed, explained: list[tuple[str, int]]) -> bool:
     )
 
 
-# first_deaths of each timeline: seven rules and the silence view ask for it, and it
+# first_deaths of each timeline: six rules and the silence view ask for it, and it
 # reads every event of the job (a timeline is never changed once built).
 _FIRST_DEATHS: weakref.WeakKeyDictionary[Timeline, tuple[Death, ...]] = weakref.WeakKeyDictionary()
 
