@@ -93,10 +93,12 @@ def encode_window(lines: list[LogLine], table: TemplateTable) -> Window:
 _SLOTS = tuple(
     (f.name, getattr(LogLine, f.name).__set__, f.default) for f in dataclasses.fields(LogLine)
 )
-if [name for name, _, _ in _SLOTS] != ["text", "source", "line", "benign"] or any(
-    default is dataclasses.MISSING for name, _, default in _SLOTS if name == "benign"
+if (
+    [name for name, _, _ in _SLOTS] != ["text", "source", "line", "benign"]
+    or _SLOTS[3][2] is dataclasses.MISSING
+    or hasattr(LogLine, "__post_init__")  # (which records built bare would skip)
 ):
-    raise ImportError("log_window builds LogLine(text, source, line, benign=None) records")
+    raise TypeError("log_window builds LogLine(text, source, line, benign=None) records bare")
 _SET_TEXT, _SET_SOURCE, _SET_LINE, _SET_BENIGN = (setter for _, setter, _ in _SLOTS)
 _NO_MARK = _SLOTS[3][2]
 _drain = collections.deque[object](maxlen=0).extend
