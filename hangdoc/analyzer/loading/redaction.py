@@ -55,7 +55,7 @@ def redact_evidence(evidence: Evidence) -> Evidence:
     memo = _Memo()
     for proc in evidence.processes:
         _redact_process(proc, memo)
-    evidence.job_log_events = [_event(e) for e in evidence.job_log_events]
+    evidence.job_log_events = [_event(e, memo) for e in evidence.job_log_events]
     evidence.notes = [redact_text(n) for n in evidence.notes]
     evidence.inputs = [_input(i) for i in evidence.inputs]
     evidence.collect_steps = [
@@ -69,10 +69,19 @@ _S = TypeVar("_S", StackSample, TextStack)
 
 
 class _Memo:
-    """Redacted thread names already seen: the same few repeat on every rank."""
+    """Redacted thread names and record values already seen: the same few repeat on every
+    rank (a thread's name; a payload's interface, address, library version), and a
+    job's events are tens of thousands."""
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
+        self.values: dict[str, str] = {}
+
+    def value(self, value: str) -> str:
+        cleaned = self.values.get(value)
+        if cleaned is None:
+            cleaned = self.values[value] = redact_text(value)
+        return cleaned
 
     def name(self, name: str) -> str:
         cleaned = self.names.get(name)
@@ -89,7 +98,7 @@ def _redact_process(proc: ProcessEvidence, memo: _Memo) -> None:
     proc.stack_samples = [_sample(s, memo) for s in proc.stack_samples]
     proc.proc_samples = [_proc_sample(s) for s in proc.proc_samples]
     proc.text_stacks = [_sample(s, memo) for s in proc.text_stacks]
-    proc.log_events = [_event(e) for e in proc.log_events]
+    proc.log_events = [_event(e, memo) for e in proc.log_events]
 
 
 def _sample(sample: _S, memo: _Memo) -> _S:
@@ -138,39 +147,43 @@ def _thread(thread: ThreadStack, memo: _Memo) -> ThreadStack:
     return thread if name == thread.name else dataclasses.replace(thread, name=name)
 
 
-def _event(event: LogEvent) -> LogEvent:
+def _event(event: LogEvent, memo: _Memo) -> LogEvent:
     text = redact_text(event.text)
-    host = redact_text(event.host) if event.host else event.host
-    payload = cast(EventPayload, _record(event.payload))
+    host = memo.value(event.host) if event.host else event.host
+    payload = cast(EventPayload, _record(event.payload, memo))
     if text == event.text and host == event.host and payload is event.payload:
         return event
     return dataclasses.replace(event, text=text, host=host, payload=payload)
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+# Each record class's fields, with whether the field's name says its value is a secret
+# (decided once per class: the name is all that decides it).
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
+def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = tuple(
+            (f.name, is_secret_name(f.name)) for f in dataclasses.fields(cls)
+        )
+    return fields
 
 
-def _record(record: Any) -> object:
+def _record(record: Any, memo: _Memo) -> object:
     """A payload (or a record nested in one) with its text redacted: every string field,
     hidden whole when its name looks secret; enums and numbers are not text."""
     changes: dict[str, object] = {}
-    for name in _field_names(type(record)):
+    for name, secret in _fields(type(record)):
         value = getattr(record, name)
         if isinstance(value, enum.Enum) or value is None:
             continue
         if isinstance(value, str):
-            new: object = REDACTED if value and is_secret_name(name) else redact_text(value)
+            new: object = REDACTED if value and secret else memo.value(value)
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            new = _record(value)
+            new = _record(value, memo)
         elif isinstance(value, tuple) and value and isinstance(value[0], str):
-            new = tuple(redact_text(v) for v in value)
+            new = tuple(memo.value(v) for v in value)
         else:
             continue
         if new != value:

@@ -26,7 +26,7 @@ from typing import Any
 
 from hangdoc.analyzer.model import Frame, LogEvent
 from hangdoc.analyzer.payloads import payload_class
-from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.vocabulary import parse_enum
 
 # A summary written on the node refers to the dump it sits in by this token; the reader
@@ -270,22 +270,28 @@ def _build_decoder(tp: object) -> Decoder:
 
 def _event_decoder() -> Decoder:
     """A LogEvent: its payload is read as its kind's class (an unknown kind's as the base
-    class), and its scalars must have their declared types, or the summary is damaged."""
-    event_fields = _dataclass_decoder(LogEvent)
+    class), and its scalars must have their declared types, or the summary is damaged.
+
+    The payload is decoded inside the event's one constructor call (a job's events are
+    tens of thousands: reading the payload as the base class first and then replacing
+    it built each event twice and its payload twice)."""
+    kind_of = decoder(typing.get_type_hints(LogEvent)["kind"])
+    base = decoder(EventPayload)
     payloads: dict[type, Decoder] = {}
 
-    def decode(value: Any, ctx: DecodeContext) -> LogEvent:
-        event: LogEvent = event_fields(value, ctx)
-        raw = value.get("payload")
+    def payload(value: Any, ctx: DecodeContext) -> object:
+        if "payload" not in value:
+            return NO_PAYLOAD
+        raw = value["payload"]
         if not raw:
-            return event
-        cls = payload_class(event.kind)
+            return base(raw, ctx)  # (as the event's own field decoder reads it)
+        cls = payload_class(kind_of(value["kind"], ctx))
         read = payloads.get(cls)
         if read is None:
             read = payloads[cls] = _checked(cls, decoder(cls))
-        return dataclasses.replace(event, payload=read(raw, ctx))
+        return read(raw, ctx)
 
-    return decode
+    return _dataclass_decoder(LogEvent, computed={"payload": payload})
 
 
 _SCALARS: dict[object, tuple[type, ...]] = {
@@ -325,7 +331,18 @@ def _enum_decoder(enum_cls: type[enum.Enum]) -> Decoder:
     summary written by a newer hangdoc, or a damaged one, still loads."""
     if issubclass(enum_cls, enum.StrEnum) and "UNKNOWN" in enum_cls.__members__:
         lenient = enum_cls
-        return lambda value, _ctx: parse_enum(lenient, value)
+        # the members by value, looked up first (a job's records hold a hundred thousand
+        # enum values); anything else goes to parse_enum, which decides as before
+        members: dict[str, enum.StrEnum] = {m.value: m for m in enum_cls}
+
+        def decode(value: Any, _ctx: DecodeContext) -> object:
+            if type(value) is str:
+                found = members.get(value)
+                if found is not None:
+                    return found
+            return parse_enum(lenient, value)
+
+        return decode
     return lambda value, _ctx: enum_cls(value)
 
 
@@ -348,11 +365,15 @@ def decoder_of_dataclass(tp: object) -> Decoder | None:
     return _RECORD_DECODERS.get(tp)
 
 
-def _dataclass_decoder(cls: type, many: bool = False) -> Decoder:
+def _dataclass_decoder(
+    cls: type, many: bool = False, computed: dict[str, Decoder] | None = None
+) -> Decoder:
     """A decoder written for ``cls`` (as attrs and dataclasses write their __init__): one
     keyword argument per field, a field absent from the JSON gets its default. ``many``:
     the decoder of a list of them, the same expression in one comprehension (a rank's
-    1,500 log lines, a job's million: one function call per record less)."""
+    1,500 log lines, a job's million: one function call per record less). ``computed``:
+    fields whose value a decoder reads from the whole record (absent or not), not from
+    their own key."""
     hints = typing.get_type_hints(cls)
     namespace: dict[str, object] = {"cls": cls}
     args: list[str] = []
@@ -361,6 +382,10 @@ def _dataclass_decoder(cls: type, many: bool = False) -> Decoder:
         if f.name in _PATH_FIELDS:
             dec = _path_decoder(hints[f.name], dec)
         key = repr(f.name)
+        if computed is not None and f.name in computed:
+            namespace[f"computed{number}"] = computed[f.name]
+            args.append(f"{f.name}=computed{number}(v, ctx)")
+            continue
         value = f"v[{key}]"
         if dec is not _ident:
             namespace[f"dec{number}"] = dec
@@ -379,6 +404,6 @@ def _dataclass_decoder(cls: type, many: bool = False) -> Decoder:
         source = f"def decode(v, ctx):\n    return {record}\n"
     exec(source, namespace)  # the text is built from field names only, never from input
     decode: Decoder = namespace["decode"]  # type: ignore[assignment]
-    if not many:
+    if not many and computed is None:
         _RECORD_DECODERS[cls] = decode
     return decode

@@ -9,6 +9,7 @@ HD200 read it.
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass
 
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
@@ -223,10 +224,22 @@ def _what_is_explained(p: Placed, explained: list[tuple[str, int]]) -> bool:
     )
 
 
+# first_deaths of each timeline: six rules and the silence view ask for it, and it
+# reads every event of the job (a timeline is never changed once built).
+_FIRST_DEATHS: weakref.WeakKeyDictionary[Timeline, tuple[Death, ...]] = weakref.WeakKeyDictionary()
+
+
 def first_deaths(tl: Timeline) -> list[Death]:
     """Per rank (and for unattributed events), the earliest cause-like event, unless that
     rank already showed a consequence (a timeout, a lost peer) before it, or an agent
     SIGTERM/SIGKILL made it. Ordered by the job's order."""
+    found = _FIRST_DEATHS.get(tl)
+    if found is None:
+        found = _FIRST_DEATHS[tl] = tuple(_first_deaths(tl))
+    return list(found)
+
+
+def _first_deaths(tl: Timeline) -> list[Death]:
     wave_seen: set[int | None] = set()
     terminated_pids = {p.event.pid for p in tl.of(EventKind.AGENT_TERMINATING)}
     # NCCL's "Last error: Cuda failure …" of a communicator-setup error is that error's
