@@ -15,6 +15,7 @@ from hangdoc.analyzer.calibration import CalibrationTable, calibrated
 from hangdoc.analyzer.diagnosis import Diagnosis, NotEvaluated
 from hangdoc.analyzer.model import Evidence, Finding, Severity, Verdict
 from hangdoc.analyzer.views.activity import classify_ranks, forget_shapes
+from hangdoc.common.redact import redact_text
 from hangdoc.rules import all_rules
 from hangdoc.rules.base import Rule, RuleContext
 
@@ -67,6 +68,8 @@ def _analyze(
     # Ordered by the strengths of their evidence, then calibrated: the probability of
     # a (family, strength) never decides which finding comes first.
     findings.sort(key=Finding.sort_key)
+    if evidence.redacted:
+        findings = [_redacted(f) for f in findings]
     if calibrate:
         findings = [calibrated(f, table) for f in findings]
     verdict = _verdict(findings)
@@ -88,6 +91,28 @@ def _analyze(
         not_evaluated=not_evaluated,
         rule_docs=tuple(r.rule_doc() for r in chosen if r.id in {f.rule for f in findings}),
     )
+
+
+def _redacted(finding: Finding) -> Finding:
+    """The finding with its words redacted as the Evidence was.
+
+    The Evidence is redacted once after loading, but not the ranks' log windows
+    (``log_lines``: 1,567 lines a rank, millions at 16,384 ranks, each a few µs): the
+    views quote those lines into findings (the last thing a rank said, the line its log
+    stopped on), so the findings, a few per analysis, are where a credential in such a
+    line is caught before any output is written."""
+    title, explanation, fix = (
+        redact_text(t) for t in (finding.title, finding.explanation, finding.fix)
+    )
+    refs = tuple(
+        replace(r, detail=detail) if (detail := redact_text(r.detail)) != r.detail else r
+        for r in finding.evidence
+    )
+    if (title, explanation, fix) == (finding.title, finding.explanation, finding.fix) and all(
+        a is b for a, b in zip(refs, finding.evidence, strict=True)
+    ):
+        return finding
+    return replace(finding, title=title, explanation=explanation, fix=fix, evidence=refs)
 
 
 def _run(
