@@ -15,7 +15,9 @@ input errors and paths, collector step reasons, the command lines of the process
 the other end of a thread's wait (a lock's holder, a pipe's child). What is not:
 function names, file paths of frames and collective metadata — code identifiers, not
 credentials, and the bulk of a 16,384-rank Evidence (millions of frames) that rules
-match on.
+match on; nor the ranks' log windows (``log_lines``, millions of lines at that scale, a
+few µs each): the views quote a few of them into findings, and the engine redacts the
+findings (analyzer/engine.py ``_redacted``).
 """
 
 from __future__ import annotations
