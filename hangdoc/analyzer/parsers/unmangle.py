@@ -63,6 +63,25 @@ _CODE_MARGIN = 4  # columns of a Markdown code block
 _BOLD = re.compile(r"(?<![\w*\\])\*\*(?=\S)(.+?)(?<=\S)\*\*(?![\w*])")
 _CODE_SPAN = re.compile(r"(?<![\w`\\])`(?=[^`\s])([^`\n]*?[^`\s])`(?![\w`])")
 _MIN_WRAP_WIDTH = 30
+# A line wrapped once shows no width (one piece at the edge): joined only where the piece
+# at the text's longest length ends as a column cuts, not as a line ends. Terminals wider
+# than this are rare; a longer line is a log's own (a JSON record, a command line).
+_MAX_LONE_WIDTH = 320
+# A piece that ends in a word, a path or a key, where the next piece goes on with it: a
+# word cut in two ("subproc" / "ess 9439"), a path or a value cut after its separator
+# ("'output/" / "checkpoint_2.pt'"), a space kept at the column before a lower-case word
+# ("invalid" / " usage, NCCL version"), closing punctuation ("(2" / ")", "'" / ", '--x'").
+# A line of its own starts at its margin with a word, a capital, a record's mark.
+_CUT_WORD = re.compile(r"[a-z0-9_]")
+_CUT_SPACE = re.compile(r" [a-z]")
+_CUT_CLOSE = re.compile(r"[)\]},;]|\.[A-Za-z0-9]")
+_PATH_MARKS = frozenset("/=-")
+# A traceback's frame line ends with its function; its source line follows (a paste that
+# lost the source line's indentation starts it at the margin).
+_FRAME_LINE = re.compile(r'\s*File ".*", line \d+, in \S+$')
+# A name, a colon and a space start a line of its own: an exception's or a library's
+# message ("ncclInvalidUsage: This usually reflects …" under torch's NCCL error line).
+_NAMED_LINE = re.compile(r"[A-Za-z_][\w.]*: ")
 # A shipper's RFC 3339 stamp, then a log stream's name (CloudWatch's are paths:
 # "job/algo-1-1714557600", "ecs/trainer/5f2c…"), then the line.
 _STAMPED_STREAM = re.compile(
@@ -86,6 +105,9 @@ _MAX_WRAP_PIECES = 64
 # digit: a pid, a time) and the next few characters (a device, a level), found in one of
 # the next lines, no further in than a header is long.
 _MIN_CUT_TOKEN = 6
+# A source location ("rocessGroupNCCL.cpp:563]", the end of c10's "[E ProcessGroupNCCL.cpp:563]")
+# is every rank's: it names the line of code, not the process that printed it.
+_SOURCE_LOCATION = re.compile(r"[\w.-]*\.(?:cpp|cc|cu|cxx|c|h|hpp|py|rs|go):\d+\]?:?$")
 _CUT_AGREE = 4
 _CUT_LOOKAHEAD = 200
 _MAX_HEAD = 48
@@ -113,6 +135,7 @@ _NEW_RECORD = re.compile(
     | [A-Za-z0-9][\w.-]*:\d+:\d+\ \[\d+\]           # NCCL's host:pid:tid [dev]
     | \[pod/ | [\w.-]+-\d+\ +\|\                    # kubectl, docker compose
     | Traceback\ \( | During\ handling | The\ above\ exception
+    | terminate\ called\                            # libstdc++'s terminate handler
     | File\ " | Thread\ (?:\d|0x) | Current\ thread | Process\ \d+: | Python\ v\d
     | \#\d+\ | frame\ \#\d+: | Exception\ raised\ from | Stack\ \(most
     | [A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit|Failure)(?::|$)
@@ -321,16 +344,59 @@ def _continues(text: str, record: str) -> bool:
     )
 
 
-def _rejoin(lines: _Lines) -> tuple[int, int | None]:
-    """Join the pieces of hard-wrapped lines; (joins made, width)."""
+def _cut_at_edge(piece: str, rest: str) -> bool:
+    """The boundary between a piece at the edge and the next line is a column's cut: the
+    piece ends inside a word, a path or a key, or the next line goes on with a lower-case
+    word after the space the column fell on, or with closing punctuation."""
+    if not piece or not rest or _FRAME_LINE.match(piece) or _NAMED_LINE.match(rest):
+        return False
+    last = piece[-1]
+    if last.isalnum() or last == "_":
+        return bool(_CUT_WORD.match(rest) or _CUT_SPACE.match(rest) or _CUT_CLOSE.match(rest))
+    if last in _PATH_MARKS:
+        # after a name ("output/", "dtype="), not a rule of dashes
+        return len(piece) > 1 and (piece[-2].isalnum() or piece[-2] in "._") and rest[0].isalnum()
+    if last in "':,":
+        return bool(_CUT_SPACE.match(rest) or _CUT_CLOSE.match(rest))
+    return bool(_CUT_CLOSE.match(rest))
+
+
+def _lone_width(texts: list[str]) -> int | None:
+    """The width of a wrap that shows no spike: the text's longest length, where a line
+    of that length ends as a column cuts (``_cut_at_edge``) and its next line starts no
+    record of its own."""
+    width = max(map(len, texts), default=0)
+    if not _MIN_WRAP_WIDTH <= width <= _MAX_LONE_WIDTH:
+        return None
+    for k, text in enumerate(texts[:-1]):
+        if len(text) == width and _lone_joins(text, texts[k + 1], text):
+            return width
+    return None
+
+
+def _lone_joins(piece: str, rest: str, record: str) -> bool:
+    return _continues(rest, record) and _cut_at_edge(piece, rest)
+
+
+def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, int | None]:
+    """Join the pieces of hard-wrapped lines; (joins made, width). Where the lengths show
+    no wrap width (a spike at the edge), a line at the text's longest length is joined to
+    the next only where their boundary shows a column's cut. In a ``nested`` pass (a wrap
+    inside a wrap already joined) the lines of a spike must differ: a message printed
+    twice and joined twice is no width."""
     width = wrap_width(lines.texts)
+    old = lines.texts
+    evidence_needed = False
+    if width is not None:
+        at_width = [k for k, text in enumerate(old[:-1]) if len(text) == width]
+        joinable = [old[k] for k in at_width if _continues(old[k + 1], old[k])]
+        if len(set(joinable) if nested else joinable) < _MIN_JOINS:
+            width = None  # rows of one template at one width, not a wrap
+    if width is None:
+        width = _lone_width(old)
+        evidence_needed = True
     if width is None:
         return 0, None
-    old = lines.texts
-    at_width = [k for k, text in enumerate(old[:-1]) if len(text) == width]
-    joinable = sum(1 for k in at_width if _continues(old[k + 1], old[k]))
-    if joinable < _MIN_JOINS:
-        return 0, None  # rows of one template at one width, not a wrap
     texts, origin, code = [], [], []
     joins = 0
     i = 0
@@ -341,7 +407,11 @@ def _rejoin(lines: _Lines) -> tuple[int, int | None]:
             len(old[i + pieces - 1]) == width
             and i + pieces < len(old)
             and pieces < _MAX_WRAP_PIECES
-            and _continues(old[i + pieces], text)
+            and (
+                _lone_joins(old[i + pieces - 1], old[i + pieces], text)
+                if evidence_needed
+                else _continues(old[i + pieces], text)
+            )
         ):
             text += old[i + pieces]
             pieces += 1
@@ -352,6 +422,19 @@ def _rejoin(lines: _Lines) -> tuple[int, int | None]:
         i += pieces
     lines.texts, lines.origin, lines.code = texts, origin, code
     return joins, width
+
+
+def _rejoin_all(lines: _Lines, nested: bool = False) -> tuple[int, list[int]]:
+    """Join wraps until none is left: a paste copied from a wide terminal, then from a
+    narrow one, holds a wrap inside a wrap (once the narrow one's pieces are joined, the
+    wide one's lines are at their own edge)."""
+    total, widths = 0, list[int]()
+    while True:
+        joins, width = _rejoin(lines, nested=nested or bool(widths))
+        if not joins or width is None:
+            return total, widths
+        total += joins
+        widths.append(width)
 
 
 def _colours(lines: _Lines) -> int:
@@ -435,7 +518,8 @@ def _restored_head(texts: list[str]) -> tuple[int, str] | None:
     later line of the same process: the first line's first token (a host:pid:tid, a time)
     ends a token of that line, and what follows it agrees. The header's identity (pid,
     tid, time) is in the part both lines share, so the restored start is that process's;
-    a token too short to carry one ("]:", "k3]:") is left as cut. A cut header may still
+    a token too short to carry one ("]:", "k3]:"), or a source location that every
+    rank's line holds ("rocessGroupNCCL.cpp:563]"), is left as cut. A cut header may still
     look like one ("5:2123:2230 [3] …", host "5"), so every first line is tried; an uncut
     one occurs only at the start of later lines, and is left as it is."""
     first = next((k for k, t in enumerate(texts) if t.strip()), None)
@@ -443,7 +527,11 @@ def _restored_head(texts: list[str]) -> tuple[int, str] | None:
         return None
     cut = texts[first]
     token = cut.split(" ", 1)[0]
-    if len(token) < _MIN_CUT_TOKEN or not any(c.isdigit() for c in token):
+    if (
+        len(token) < _MIN_CUT_TOKEN
+        or not any(c.isdigit() for c in token)
+        or _SOURCE_LOCATION.match(token)
+    ):
         return None
     agree = cut[: len(token) + _CUT_AGREE]
     for text in texts[first + 1 : first + 1 + _CUT_LOOKAHEAD]:
@@ -522,6 +610,10 @@ _CUT_BODY: _Step = (
 )
 
 
+def _wrap_shown(texts: list[str]) -> bool:
+    return wrap_width(texts) is not None or _lone_width(texts) is not None
+
+
 def might_be_mangled(text: str) -> bool:
     """Cheap: could ``unmangle`` change anything in this text?"""
     head = text.split("\n", _CUT_LOOKAHEAD + 50)[: _CUT_LOOKAHEAD + 50]
@@ -536,7 +628,7 @@ def might_be_mangled(text: str) -> bool:
         or "`" in text
         or _STAMPED_STREAM.match(text) is not None
         or _SHIPPER_TAG.match(text) is not None
-        or wrap_width(text.split("\n", 20000)[:20000]) is not None
+        or _wrap_shown(text.split("\n", 20000)[:20000])
         or _restored_head([t.rstrip("\r") for t in head]) is not None
         or _restored_body([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
     )
@@ -562,16 +654,20 @@ def unmangle(text: str) -> Unmangled | None:
             undone.append(what)
             changed += count
             current = "\n".join(lines.texts)
-    joins, width = _rejoin(lines)
-    if joins:
-        undone.append(f"a hard wrap at {width} columns ({joins} lines joined)")
-        current = "\n".join(lines.texts)
+    joins, widths = _rejoin_all(lines)
     for signed, step, what in (_EMPHASIS, _CUT_BODY):
         count = step(lines) if signed(current) else 0
         if count:
             undone.append(what)
             changed += count
             current = "\n".join(lines.texts)
+            if step is _emphasis:
+                # emphasis added to a wrapped paste hides the wrap's width until it is gone
+                more, also = _rejoin_all(lines, nested=True)
+                joins, widths = joins + more, widths + also
+    if joins:
+        at = " and ".join(str(w) for w in widths)
+        undone.append(f"a hard wrap at {at} columns ({joins} lines joined)")
     if not undone:
         return None
     body = "\n".join(lines.texts) + ("\n" if ends else "")

@@ -112,3 +112,59 @@ def test_a_header_cut_by_the_selection_is_restored_from_its_process() -> None:
     assert fixed is not None and fixed.text.splitlines()[0] == NCCL.splitlines()[0]
     # a token too short to carry a process's identity is left as it was
     assert unmangle("]: RuntimeError: x\n[rank3]: RuntimeError: x\n") is None
+
+
+# os.rename's failure as CPython prints it (OSError.__str__ with both file names).
+RENAME = (
+    "FileNotFoundError: [Errno 2] No such file or directory: 'output/run_7/tmp.pth.tar' "
+    "-> 'output/run_7/last.pth.tar'\n"
+)
+
+
+def test_a_line_wrapped_once_is_joined_where_the_column_cut_it() -> None:
+    # GIVEN one long line wrapped once: one piece at the edge shows no width
+    for width in (60, 80, 100):
+        wrapped = hard_wrap(RENAME, width)
+        assert wrap_width(wrapped.splitlines()) is None
+        # THEN the cut inside a word, a path or before a lower-case word joins it back
+        assert _undone(wrapped) == RENAME, wrapped
+
+
+def test_lines_that_end_where_a_line_ends_are_not_joined() -> None:
+    # torch's NCCL error, the next line NCCL's own explanation; libstdc++'s terminate
+    # handler after a watchdog line: each the longest line of its text, each whole
+    natural = (
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1691, "
+        "invalid usage, NCCL version 2.19.3\n"
+        "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+    )
+    assert unmangle(natural) is None
+    terminate = (
+        "[E ProcessGroupNCCL.cpp:455] To avoid data inconsistency, we are taking the entire "
+        "process down at 2.19.3\nterminate called after throwing an instance of "
+        "'std::runtime_error'\n"
+    )
+    assert unmangle(terminate) is None
+    # a rule of dashes, then a word: the rule ended there
+    assert unmangle("-" * 60 + "\ndistributed_backend=nccl\n") is None
+
+
+def test_a_wrap_inside_a_wrap_and_a_wrap_under_emphasis_are_joined() -> None:
+    # GIVEN NCCL lines copied from a 70-column terminal, then from a 30-column one
+    nested = hard_wrap(hard_wrap(NCCL, 70), 30)
+    assert _undone(nested) == NCCL
+    # GIVEN wrapped NCCL lines whose reporter bolded the warning afterwards
+    decorated = emphasis(hard_wrap(NCCL, 40))
+    assert wrap_width(decorated.splitlines()) is None
+    assert _undone(decorated) == NCCL
+
+
+def test_a_cut_source_location_restores_no_process() -> None:
+    # torchrun's "[rankN]:" before c10's "[E file:line]" header: the cut left the
+    # source location, which every rank's line holds; rank 0's start is not rank 1's
+    cut = (
+        "rocessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout\n"
+        "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation "
+        "timeout\n"
+    )
+    assert unmangle(cut) is None
