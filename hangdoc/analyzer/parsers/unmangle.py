@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.catalog.cut_body import cut_body
+from hangdoc.analyzer.parsers.catalog.matcher import default_matcher
 from hangdoc.analyzer.parsers.prefixes import strip_colours
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME as PYSPY_FRAME
 
@@ -107,6 +108,14 @@ _MAX_WRAP_PIECES = 64
 _MIN_CUT_TOKEN = 6
 # A source location ("rocessGroupNCCL.cpp:563]", the end of c10's "[E ProcessGroupNCCL.cpp:563]")
 # is every rank's: it names the line of code, not the process that printed it.
+# An NCCL line whose header the selection cut inside its source location ("77 NCCL WARN …",
+# ":230 NCCL WARN …", "et.h:344 WARN …", of "graph/xml.h:77 NCCL WARN …"): what is left of
+# "FILE:LINE", then the level.
+_CUT_NCCL_SOURCE = re.compile(
+    r"(?P<left>(?:[\w./-]*:)?(?P<line>\d+)) (?P<level>(?:NCCL )?(?:WARN|INFO) )"
+)
+# NCCL prints __FILE__ as compiled from its src/ folder ("graph/xml.h").
+_NCCL_SOURCE_ROOT = "src/"
 _SOURCE_LOCATION = re.compile(r"[\w.-]*\.(?:cpp|cc|cu|cxx|c|h|hpp|py|rs|go):\d+\]?:?$")
 _CUT_AGREE = 4
 _CUT_LOOKAHEAD = 200
@@ -572,6 +581,41 @@ def _restored_body(texts: list[str]) -> tuple[int, int, str] | None:
     return None
 
 
+def _restored_source(texts: list[str]) -> tuple[int, str] | None:
+    """Restore an NCCL line's source location that the selection cut ("77 NCCL WARN
+    Attribute arch of node cpu not found"): the catalog row whose message the line holds
+    names the source file that prints it, and what is left of "FILE:LINE" must be that
+    file's end. The location places a WARN (a graph/ or init file is a setup's); the
+    host, pid and device before it stay cut."""
+    first = next((k for k, t in enumerate(texts) if t.strip()), None)
+    if first is None:
+        return None
+    m = _CUT_NCCL_SOURCE.match(texts[first])
+    if m is None:
+        return None
+    found = default_matcher().match(texts[first][m.end() :])
+    if found is None or found.row.project != "nccl":
+        return None
+    left, line = m.group("left"), m.group("line")
+    files = {
+        source.file.removeprefix(_NCCL_SOURCE_ROOT)
+        for source in found.row.sources
+        if source.file.startswith(_NCCL_SOURCE_ROOT)
+    }
+    whole = [f"{file}:{line}" for file in sorted(files) if f"{file}:{line}".endswith(left)]
+    if len(whole) != 1 or whole[0] == left:
+        return None  # not that row's file, or more than one file ends so, or nothing was cut
+    return first, whole[0] + texts[first][len(left) :]
+
+
+def _cut_source(lines: _Lines) -> int:
+    restored = _restored_source(lines.texts)
+    if restored is None:
+        return 0
+    lines.texts[restored[0]] = restored[1]
+    return 1
+
+
 def _cut_body(lines: _Lines) -> int:
     restored = _restored_body(lines.texts)
     if restored is None:
@@ -608,6 +652,11 @@ _CUT_BODY: _Step = (
     _cut_body,
     "a cut in the first line's message (its start restored from the message catalog)",
 )
+_CUT_SOURCE: _Step = (
+    lambda t: "WARN " in t or "INFO " in t,
+    _cut_source,
+    "a cut in the first line's source location (restored from the message catalog)",
+)
 
 
 def _wrap_shown(texts: list[str]) -> bool:
@@ -631,6 +680,7 @@ def might_be_mangled(text: str) -> bool:
         or _wrap_shown(text.split("\n", 20000)[:20000])
         or _restored_head([t.rstrip("\r") for t in head]) is not None
         or _restored_body([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
+        or _restored_source([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
     )
 
 
@@ -655,7 +705,7 @@ def unmangle(text: str) -> Unmangled | None:
             changed += count
             current = "\n".join(lines.texts)
     joins, widths = _rejoin_all(lines)
-    for signed, step, what in (_EMPHASIS, _CUT_BODY):
+    for signed, step, what in (_EMPHASIS, _CUT_BODY, _CUT_SOURCE):
         count = step(lines) if signed(current) else 0
         if count:
             undone.append(what)

@@ -168,3 +168,15 @@ def test_a_cut_source_location_restores_no_process() -> None:
         "timeout\n"
     )
     assert unmangle(cut) is None
+
+
+def test_an_nccl_source_location_cut_by_the_selection_is_restored_from_the_catalog() -> None:
+    # NCCL's debug line (FORMATS.md §1) "… graph/xml.h:77 NCCL WARN Attribute arch of node
+    # cpu not found", cut inside its source location; the catalog row is xml.h's
+    for cut in ("77 NCCL WARN", "ml.h:77 NCCL WARN", "/xml.h:77 NCCL WARN"):
+        fixed = unmangle(f"{cut} Attribute arch of node cpu not found\n")
+        assert fixed is not None, cut
+        assert fixed.text == "graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found\n"
+    # uncut, or another file's end: left as it is
+    assert unmangle("graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found\n") is None
+    assert unmangle("init.cc:77 NCCL WARN Attribute arch of node cpu not found\n") is None
