@@ -114,6 +114,9 @@ _MIN_CUT_TOKEN = 6
 _CUT_NCCL_SOURCE = re.compile(
     r"(?P<left>(?:[\w./-]*:)?(?P<line>\d+)) (?P<level>(?:NCCL )?(?:WARN|INFO) )"
 )
+# Python's OSError as printed ("FileNotFoundError: [Errno 2] No such file or directory: …"),
+# its class name cut by the selection ("Error: [Errno 2] …").
+_CUT_OS_ERROR = re.compile(r"(?P<left>[A-Za-z]*Error): \[Errno (?P<errno>\d{1,4})\] ")
 # NCCL prints __FILE__ as compiled from its src/ folder ("graph/xml.h").
 _NCCL_SOURCE_ROOT = "src/"
 _SOURCE_LOCATION = re.compile(r"[\w.-]*\.(?:cpp|cc|cu|cxx|c|h|hpp|py|rs|go):\d+\]?:?$")
@@ -608,8 +611,26 @@ def _restored_source(texts: list[str]) -> tuple[int, str] | None:
     return first, whole[0] + texts[first][len(left) :]
 
 
+def _restored_os_error(texts: list[str]) -> tuple[int, str] | None:
+    """Restore the class of a Python OSError whose name the selection cut ("Error: [Errno
+    2] No such file or directory: …"): CPython raises the subclass its errno maps to
+    (PEP 3151: ENOENT is FileNotFoundError, EACCES PermissionError, …), and constructing
+    an OSError with that errno gives it. What is left must be that class name's end."""
+    first = next((k for k, t in enumerate(texts) if t.strip()), None)
+    if first is None:
+        return None
+    m = _CUT_OS_ERROR.match(texts[first])
+    if m is None:
+        return None
+    name = type(OSError(int(m.group("errno")), "")).__name__
+    left = m.group("left")
+    if name == left or not name.endswith(left):
+        return None
+    return first, name + texts[first][len(left) :]
+
+
 def _cut_source(lines: _Lines) -> int:
-    restored = _restored_source(lines.texts)
+    restored = _restored_source(lines.texts) or _restored_os_error(lines.texts)
     if restored is None:
         return 0
     lines.texts[restored[0]] = restored[1]
@@ -653,9 +674,10 @@ _CUT_BODY: _Step = (
     "a cut in the first line's message (its start restored from the message catalog)",
 )
 _CUT_SOURCE: _Step = (
-    lambda t: "WARN " in t or "INFO " in t,
+    lambda t: "WARN " in t or "INFO " in t or "[Errno " in t,
     _cut_source,
-    "a cut in the first line's source location (restored from the message catalog)",
+    "a cut in the first line's source location or exception class (restored from the "
+    "message catalog, or the OSError subclass of its errno)",
 )
 
 
@@ -681,6 +703,7 @@ def might_be_mangled(text: str) -> bool:
         or _restored_head([t.rstrip("\r") for t in head]) is not None
         or _restored_body([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
         or _restored_source([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
+        or _restored_os_error([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
     )
 
 

@@ -180,3 +180,17 @@ def test_an_nccl_source_location_cut_by_the_selection_is_restored_from_the_catal
     # uncut, or another file's end: left as it is
     assert unmangle("graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found\n") is None
     assert unmangle("init.cc:77 NCCL WARN Attribute arch of node cpu not found\n") is None
+
+
+def test_an_os_error_class_cut_by_the_selection_is_restored_from_its_errno() -> None:
+    # CPython's OSError str: "[Errno N] strerror: 'file'" after the class PEP 3151 maps
+    # the errno to (ENOENT 2: FileNotFoundError, EACCES 13: PermissionError)
+    assert _undone("Error: [Errno 2] No such file or directory: 'a.pt'\n") == (
+        "FileNotFoundError: [Errno 2] No such file or directory: 'a.pt'\n"
+    )
+    assert _undone("ssionError: [Errno 13] Permission denied: '/ckpt'\n") == (
+        "PermissionError: [Errno 13] Permission denied: '/ckpt'\n"
+    )
+    # whole, or another class's end than the errno's: left as printed
+    assert unmangle("FileNotFoundError: [Errno 2] No such file or directory: 'a.pt'\n") is None
+    assert unmangle("KeyError: [Errno 2] No such file or directory: 'a.pt'\n") is None
