@@ -106,6 +106,8 @@ _MAX_WRAP_PIECES = 64
 # digit: a pid, a time) and the next few characters (a device, a level), found in one of
 # the next lines, no further in than a header is long.
 _MIN_CUT_TOKEN = 6
+# A paste pasted twice: the lines of one copy, at least (one line twice is a log's own).
+_MIN_COPY_LINES = 2
 # A source location ("rocessGroupNCCL.cpp:563]", the end of c10's "[E ProcessGroupNCCL.cpp:563]")
 # is every rank's: it names the line of code, not the process that printed it.
 # An NCCL line whose header the selection cut inside its source location ("77 NCCL WARN …",
@@ -553,6 +555,29 @@ def _restored_head(texts: list[str]) -> tuple[int, str] | None:
     return None
 
 
+def _second_copy(texts: list[str]) -> int | None:
+    """Where a second copy of the whole paste starts: the text is one block of lines
+    twice over (blank lines between or after them aside), a careless copy pasted again.
+    Its own lines, repeated, are the same lines, not a second rank's or sample's: a
+    rank's or a sample's would differ in a pid, a time, a thread or a rank label."""
+    filled = [k for k, text in enumerate(texts) if text.strip()]
+    half = len(filled) // 2
+    if half < _MIN_COPY_LINES or len(filled) != 2 * half:
+        return None
+    if any(texts[filled[k]] != texts[filled[half + k]] for k in range(half)):
+        return None
+    return filled[half - 1] + 1  # the blank lines between the copies go too
+
+
+def _twice(lines: _Lines) -> int:
+    start = _second_copy(lines.texts)
+    if start is None:
+        return 0
+    dropped = len(lines.texts) - start
+    del lines.texts[start:], lines.origin[start:], lines.code[start:]
+    return dropped
+
+
 def _cut_head(lines: _Lines) -> int:
     restored = _restored_head(lines.texts)
     if restored is None:
@@ -661,6 +686,7 @@ _STEPS: tuple[_Step, ...] = (
     (lambda t: bool(_SIGN_TAG.search(t)), _shipper_tag, "a log shipper's tag on every line"),
     (lambda t: bool(_SIGN_STREAM.search(t)), _stream_column, "a log stream's name on every line"),
     (lambda t: "\x1b" in t or bool(_SIGN_SGR.search(t)), _colours, "colour codes"),
+    (lambda t: _doubled(t), _twice, "a second copy of the whole paste"),
     (lambda _: True, _cut_head, "a cut in the first line's header (restored from a later line)"),
 )
 # Undone after the hard wrap is rejoined: a terminal wrapped the text as the job printed
@@ -679,6 +705,26 @@ _CUT_SOURCE: _Step = (
     "a cut in the first line's source location or exception class (restored from the "
     "message catalog, or the OSError subclass of its errno)",
 )
+
+
+def _doubled(text: str) -> bool:
+    """Cheap: is the text its first half twice (blank lines aside)? The second copy starts
+    where the first line recurs at a line's start; a few recurrences are tried."""
+    body = text.strip("\n")
+    first = body.split("\n", 1)[0]
+    if not first.strip():
+        return False
+    at = body.find("\n" + first + "\n")
+    for _ in range(3):
+        if at < 0:
+            return False
+        # the copies are as long, give or take their blank lines and CRs
+        if abs(len(body) - 2 * at) <= at // 8 + 4 and (
+            body[at:].strip("\n").replace("\r", "") == body[:at].strip("\n").replace("\r", "")
+        ):
+            return True
+        at = body.find("\n" + first + "\n", at + 1)
+    return False
 
 
 def _wrap_shown(texts: list[str]) -> bool:
@@ -703,6 +749,7 @@ def might_be_mangled(text: str) -> bool:
         or _restored_head([t.rstrip("\r") for t in head]) is not None
         or _restored_body([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
         or _restored_source([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
+        or _doubled(text)
         or _restored_os_error([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
     )
 

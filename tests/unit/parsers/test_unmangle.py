@@ -194,3 +194,11 @@ def test_an_os_error_class_cut_by_the_selection_is_restored_from_its_errno() -> 
     # whole, or another class's end than the errno's: left as printed
     assert unmangle("FileNotFoundError: [Errno 2] No such file or directory: 'a.pt'\n") is None
     assert unmangle("KeyError: [Errno 2] No such file or directory: 'a.pt'\n") is None
+
+
+def test_a_paste_pasted_twice_is_read_once() -> None:
+    assert _undone(PYSPY + PYSPY) == PYSPY
+    assert _undone(NCCL + "\n" + NCCL) == NCCL
+    # one line twice, or two samples that differ in a thread's state, are the text's own
+    assert unmangle("node7:1:2 [0] NCCL WARN x\nnode7:1:2 [0] NCCL WARN x\n") is None
+    assert unmangle(PYSPY + PYSPY.replace("(idle)", "(active)")) is None
