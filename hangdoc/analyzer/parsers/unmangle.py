@@ -21,16 +21,21 @@ here, by mechanism, outermost first:
    removed; time stamps stay, they are the lines' times (the line readers peel them);
 5. colours (ANSI escape sequences, and their remains without ESC) are removed, then
    Markdown emphasis around a line or a word (``**…**``, `` `…` ``) outside code;
-6. a first line whose header the selection cut is restored from a later line of the
-   same process (``_restored_head``);
+6. a second copy of the whole paste is dropped (``_second_copy``); a first line whose
+   header the selection cut is restored from a later line of the same process
+   (``_restored_head``);
 7. lines a terminal hard-wrapped are joined: the wrap width is the length several lines
    share exactly with no line longer (a spike at the maximum, not a slope), and a line at
    that width is joined to the next unless the next starts like a record of its own (a
    time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line,
-   the next row of one template);
+   the next row of one template); a line wrapped once (no spike) only where the
+   boundary shows a column's cut (``_cut_at_edge``); until no wrap is left;
 8. a first line that a selection cut inside a library message's body (`` to recv from …``)
    gets the cut-away start of the message back from the message catalog, whose row's
    body the line ends (``_restored_body``, parsers/catalog/cut_body.py).
+9. a first line cut inside an NCCL header's source location gets the file back from the
+   catalog row that prints its message (``_restored_source``), one cut inside an
+   OSError's class name the class of its errno (``_restored_os_error``).
 
 A CRLF's "\r" is dropped as the lines are split. Line numbers stay those of the file the
 user gave: ``Unmangled.line_map`` maps each line of the new text back, so evidence cites
