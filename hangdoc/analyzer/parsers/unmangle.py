@@ -480,9 +480,12 @@ def _fences(lines: _Lines) -> int:
     return found
 
 
-def _on_most_lines(lines: _Lines, pattern: re.Pattern[str], group: int) -> str | None:
+def _on_most_lines(
+    lines: _Lines, pattern: re.Pattern[str], group: int, every: bool = False
+) -> str | None:
     """The ``group`` of ``pattern`` that starts most non-blank lines, where it starts enough
-    of them to be a shipper's (a tag on a few lines is the lines' own text)."""
+    of them to be a shipper's (a tag on a few lines is the lines' own text), or, with
+    ``every``, every one of a text shorter than that (a one-line paste from a shipper)."""
     counts: dict[str, int] = {}
     meaningful = 0
     for text in lines.texts:
@@ -494,7 +497,9 @@ def _on_most_lines(lines: _Lines, pattern: re.Pattern[str], group: int) -> str |
     if not counts:
         return None
     found, seen = max(counts.items(), key=lambda item: item[1])
-    if seen < _MIN_STREAM_LINES or seen < _STREAM_SHARE * meaningful:
+    if seen < _STREAM_SHARE * meaningful or (
+        seen < _MIN_STREAM_LINES and not (every and seen == meaningful)
+    ):
         return None
     return found
 
@@ -520,7 +525,8 @@ def _shipper_tag(lines: _Lines) -> int:
 def _stream_column(lines: _Lines) -> int:
     """Remove a log stream's name that a shipper printed after its stamp on every line
     (``aws logs tail``: "TIME STREAM MESSAGE"); the stamp stays, it is the line's time."""
-    stream = _on_most_lines(lines, _STAMPED_STREAM, 2)
+    # a stamp, then a path-like stream name: on every line of a short text, a shipper's too
+    stream = _on_most_lines(lines, _STAMPED_STREAM, 2, every=True)
     if stream is None:
         return 0
     changed = 0

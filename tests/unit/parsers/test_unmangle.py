@@ -202,3 +202,11 @@ def test_a_paste_pasted_twice_is_read_once() -> None:
     # one line twice, or two samples that differ in a thread's state, are the text's own
     assert unmangle("node7:1:2 [0] NCCL WARN x\nnode7:1:2 [0] NCCL WARN x\n") is None
     assert unmangle(PYSPY + PYSPY.replace("(idle)", "(active)")) is None
+
+
+def test_a_stream_column_on_a_short_paste_is_undone() -> None:
+    # aws logs tail's "TIME STREAM MESSAGE" on a one- and a two-line paste
+    one = "node7:4827:6900 [4] NCCL INFO transport.cc:204 -> 3\n"
+    assert _undone(cloudwatch(one)) == "2024-05-01T10:00:00.271828+00:00 " + one
+    two = NCCL.split("\n", 1)[1]
+    assert "train-job-7/algo" not in _undone(cloudwatch(two))
