@@ -76,18 +76,20 @@ _MAX_LONE_WIDTH = 320
 # A piece that ends in a word, a path or a key, where the next piece goes on with it: a
 # word cut in two ("subproc" / "ess 9439"), a path or a value cut after its separator
 # ("'output/" / "checkpoint_2.pt'"), a space kept at the column before a lower-case word
-# ("invalid" / " usage, NCCL version"), closing punctuation ("(2" / ")", "'" / ", '--x'").
+# ("invalid" / " usage, NCCL version"), closing punctuation ("(2" / ")", "'" / ", '--x'",
+# "tmp.pth.tar" / "' -> 'last.pth.tar'", "world_size" / "=2048").
 # A line of its own starts at its margin with a word, a capital, a record's mark.
 _CUT_WORD = re.compile(r"[a-z0-9_]")
 _CUT_SPACE = re.compile(r" [a-z]")
-_CUT_CLOSE = re.compile(r"[)\]},;]|\.[A-Za-z0-9]")
+_CUT_CLOSE = re.compile(r"[)\]},;]|\.[A-Za-z0-9]|=[^=]|['\"](?=[\s,)\]};:.]|$)")
 _PATH_MARKS = frozenset("/=-")
 # A traceback's frame line ends with its function; its source line follows (a paste that
 # lost the source line's indentation starts it at the margin).
 _FRAME_LINE = re.compile(r'\s*File ".*", line \d+, in \S+$')
 # A name, a colon and a space start a line of its own: an exception's or a library's
-# message ("ncclInvalidUsage: This usually reflects …" under torch's NCCL error line).
-_NAMED_LINE = re.compile(r"[A-Za-z_][\w.]*: ")
+# message ("ncclInvalidUsage: This usually reflects …" under torch's NCCL error line); a
+# lower-case word before a colon is a key cut ("(err" / "no: 110 - Connection timed out").
+_NAMED_LINE = re.compile(r"[A-Za-z_]\w*[A-Z.][\w.]*: |[A-Z][\w.]*: ")
 # A shipper's RFC 3339 stamp, then a log stream's name (CloudWatch's are paths:
 # "job/algo-1-1714557600", "ecs/trainer/5f2c…"), then the line.
 _STAMPED_STREAM = re.compile(
@@ -126,6 +128,8 @@ _CUT_NCCL_SOURCE = re.compile(
 _CUT_OS_ERROR = re.compile(r"(?P<left>[A-Za-z]*Error): \[Errno (?P<errno>\d{1,4})\] ")
 # NCCL prints __FILE__ as compiled from its src/ folder ("graph/xml.h").
 _NCCL_SOURCE_ROOT = "src/"
+# A day is every line's of that day: no process's identity (a time with its fraction is).
+_BARE_DATE = re.compile(r"\d{4}-\d\d-\d\d|\d\d?/\d\d?(?:/\d{2,4})?")
 _SOURCE_LOCATION = re.compile(r"[\w.-]*\.(?:cpp|cc|cu|cxx|c|h|hpp|py|rs|go):\d+\]?:?$")
 _CUT_AGREE = 4
 _CUT_LOOKAHEAD = 200
@@ -544,7 +548,8 @@ def _restored_head(texts: list[str]) -> tuple[int, str] | None:
     ends a token of that line, and what follows it agrees. The header's identity (pid,
     tid, time) is in the part both lines share, so the restored start is that process's;
     a token too short to carry one ("]:", "k3]:"), or a source location that every
-    rank's line holds ("rocessGroupNCCL.cpp:563]"), is left as cut. A cut header may still
+    rank's line holds ("rocessGroupNCCL.cpp:563]"), or a bare date, is left as cut; so is a
+    first line whose start other lines start with (a record, uncut). A cut header may still
     look like one ("5:2123:2230 [3] …", host "5"), so every first line is tried; an uncut
     one occurs only at the start of later lines, and is left as it is."""
     first = next((k for k, t in enumerate(texts) if t.strip()), None)
@@ -556,10 +561,14 @@ def _restored_head(texts: list[str]) -> tuple[int, str] | None:
         len(token) < _MIN_CUT_TOKEN
         or not any(c.isdigit() for c in token)
         or _SOURCE_LOCATION.match(token)
+        or _BARE_DATE.fullmatch(token)
     ):
         return None
     agree = cut[: len(token) + _CUT_AGREE]
-    for text in texts[first + 1 : first + 1 + _CUT_LOOKAHEAD]:
+    later = texts[first + 1 : first + 1 + _CUT_LOOKAHEAD]
+    if any(text.startswith(agree) for text in later):
+        return None  # a record's own start: later records start so too, it was not cut
+    for text in later:
         at = text.find(agree, 1, _MAX_HEAD + len(agree))
         if at > 0:
             return first, text[:at] + cut

@@ -210,3 +210,30 @@ def test_a_stream_column_on_a_short_paste_is_undone() -> None:
     assert _undone(cloudwatch(one)) == "2024-05-01T10:00:00.271828+00:00 " + one
     two = NCCL.split("\n", 1)[1]
     assert "train-job-7/algo" not in _undone(cloudwatch(two))
+
+
+def test_a_whole_first_line_gets_no_other_process_header() -> None:
+    # Ray's "(Worker pid=N, ip=…)" prefix on later lines of Python logging's records
+    # (asctime "2022-03-11 01:47:20,988"): the first line starts like the records, uncut
+    text = (
+        "2022-03-11 01:47:20,988\tINFO trainer.py:199 -- Trainer logs will be logged\n"
+        "(BaseWorkerMixin pid=20102, ip=10.0.0.15) 2022-03-11 01:47:25,905\tINFO torch.py:66 "
+        "-- Setting up process group for: env:// [rank=0, world_size=5]\n"
+        "2022-03-11 01:47:26,132\tINFO trainer.py:205 -- Run results will be logged\n"
+    )
+    assert unmangle(text) is None
+
+
+def test_a_key_or_a_value_cut_by_the_column_is_joined() -> None:
+    # torch's TCPStore client (socket.cpp) "… failed to connect to HOST:PORT (errno: 110 -
+    # Connection timed out)." and c10d's store barrier "… (world_size=2048, …)", each
+    # wrapped once, the column falling inside a key or before its "="
+    for line in (
+        "[W socket.cpp:601] The client socket has failed to connect to [::ffff:10.0.0.1]:29500 "
+        "(errno: 110 - Connection timed out).\n",
+        "Timed out initializing process group in store based barrier on rank: 0, for key: "
+        "store_based_barrier_key:1 (world_size=2048, worker_count=1792, timeout=0:30:00)\n",
+    ):
+        at = line.index("no:") if "errno" in line else line.index("=2048")
+        wrapped = line[:at] + "\n" + line[at:]
+        assert _undone(wrapped) == line, wrapped
