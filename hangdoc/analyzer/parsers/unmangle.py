@@ -92,8 +92,11 @@ _FRAME_LINE = re.compile(r'\s*File ".*", line \d+, in \S+$')
 _NAMED_LINE = re.compile(r"[A-Za-z_]\w*[A-Z.][\w.]*: |[A-Z][\w.]*: ")
 # A shipper's RFC 3339 stamp, then a log stream's name (CloudWatch's are paths:
 # "job/algo-1-1714557600", "ecs/trainer/5f2c…"), then the line.
+# awscli prints the stamp with Python's isoformat(): an offset ("+00:00"), never "Z";
+# a "Z" stamp is kubectl's or docker's, and a path after it is the job's own text (Horovod
+# names a tensor "MetricAverageCallback/HorovodAllreduce_…").
 _STAMPED_STREAM = re.compile(
-    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) "
+    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d) "
     r"([A-Za-z0-9][\w.-]*(?:/[\w.$\[\]-]+)+)(?= )"
 )
 _MIN_STREAM_LINES = 3
@@ -113,7 +116,8 @@ _MAX_WRAP_PIECES = 64
 # digit: a pid, a time) and the next few characters (a device, a level), found in one of
 # the next lines, no further in than a header is long.
 _MIN_CUT_TOKEN = 6
-# A paste pasted twice: the lines of one copy, at least (one line twice is a log's own).
+# A paste pasted twice: the distinct lines of one copy, at least (one line over and over is
+# a log's own repetition, a warning printed every minute).
 _MIN_COPY_LINES = 2
 # A source location ("rocessGroupNCCL.cpp:563]", the end of c10's "[E ProcessGroupNCCL.cpp:563]")
 # is every rank's: it names the line of code, not the process that printed it.
@@ -586,6 +590,9 @@ def _second_copy(texts: list[str]) -> int | None:
         return None
     if any(texts[filled[k]] != texts[filled[half + k]] for k in range(half)):
         return None
+    copy = [texts[k] for k in filled[:half]]
+    if len(set(copy)) < _MIN_COPY_LINES or _second_copy(copy) is not None:
+        return None  # one line over and over, or a period repeated: a log's own repetition
     return filled[half - 1] + 1  # the blank lines between the copies go too
 
 

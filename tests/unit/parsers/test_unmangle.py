@@ -17,6 +17,7 @@ from hangdoc.paste_mangling import (
     indent,
     kubectl,
     quote,
+    timestamps,
 )
 
 PYSPY = """\
@@ -200,7 +201,7 @@ def test_a_paste_pasted_twice_is_read_once() -> None:
     assert _undone(PYSPY + PYSPY) == PYSPY
     assert _undone(NCCL + "\n" + NCCL) == NCCL
     # one line twice, or two samples that differ in a thread's state, are the text's own
-    assert unmangle("node7:1:2 [0] NCCL WARN x\nnode7:1:2 [0] NCCL WARN x\n") is None
+    assert unmangle("node7:1:2 [0] NCCL WARN x\n" * 4) is None
     assert unmangle(PYSPY + PYSPY.replace("(idle)", "(active)")) is None
 
 
@@ -237,3 +238,10 @@ def test_a_key_or_a_value_cut_by_the_column_is_joined() -> None:
         at = line.index("no:") if "errno" in line else line.index("=2048")
         wrapped = line[:at] + "\n" + line[at:]
         assert _undone(wrapped) == line, wrapped
+
+
+def test_a_path_after_a_kubectl_stamp_is_the_jobs_own_text() -> None:
+    # kubectl logs --timestamps ("…Z") before Horovod's stall warning lines, whose tensor
+    # names hold a "/": no log stream (aws logs tail stamps with "+00:00")
+    line = "MetricAverageCallback/HorovodAllreduce_acc_0 [missing ranks: 0, 1]\n"
+    assert unmangle(timestamps(line * 4)) is None
