@@ -119,8 +119,6 @@ _MIN_CUT_TOKEN = 6
 # A paste pasted twice: the distinct lines of one copy, at least (one line over and over is
 # a log's own repetition, a warning printed every minute).
 _MIN_COPY_LINES = 2
-# A source location ("rocessGroupNCCL.cpp:563]", the end of c10's "[E ProcessGroupNCCL.cpp:563]")
-# is every rank's: it names the line of code, not the process that printed it.
 # An NCCL line whose header the selection cut inside its source location ("77 NCCL WARN …",
 # ":230 NCCL WARN …", "et.h:344 WARN …", of "graph/xml.h:77 NCCL WARN …"): what is left of
 # "FILE:LINE", then the level.
@@ -134,6 +132,8 @@ _CUT_OS_ERROR = re.compile(r"(?P<left>[A-Za-z]*Error): \[Errno (?P<errno>\d{1,4}
 _NCCL_SOURCE_ROOT = "src/"
 # A day is every line's of that day: no process's identity (a time with its fraction is).
 _BARE_DATE = re.compile(r"\d{4}-\d\d-\d\d|\d\d?/\d\d?(?:/\d{2,4})?")
+# A source location ("rocessGroupNCCL.cpp:563]", the end of c10's "[E ProcessGroupNCCL.cpp:563]")
+# is every rank's: it names the line of code, not the process that printed it.
 _SOURCE_LOCATION = re.compile(r"[\w.-]*\.(?:cpp|cc|cu|cxx|c|h|hpp|py|rs|go):\d+\]?:?$")
 _CUT_AGREE = 4
 _CUT_LOOKAHEAD = 200
