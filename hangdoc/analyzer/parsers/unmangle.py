@@ -388,6 +388,26 @@ def _cut_at_edge(piece: str, rest: str) -> bool:
     return bool(_CUT_CLOSE.match(rest))
 
 
+def _first_word(text: str) -> str:
+    return _DIGITS.sub("0", text.split(" ", 1)[0])
+
+
+class _LineStarts:
+    """How many lines start with each first word (numbers as one): a line that starts
+    like another line of the text is a record of a template ("rank=0 starting epoch 0"
+    under "rank=3 loaded shard with 4000 records"), not a piece a column cut off, which
+    starts wherever the column fell. Counted once, when a lone wrap is first tried."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self._counts: Counter[str] | None = None
+
+    def shared(self, text: str) -> bool:
+        if self._counts is None:
+            self._counts = Counter(_first_word(t) for t in self.texts if t)
+        return self._counts[_first_word(text)] > 1
+
+
 def _lone_width(texts: list[str]) -> int | None:
     """The width of a wrap that shows no spike: the text's longest length, where a line
     of that length ends as a column cuts (``_cut_at_edge``) and its next line starts no
@@ -395,14 +415,15 @@ def _lone_width(texts: list[str]) -> int | None:
     width = max(map(len, texts), default=0)
     if not _MIN_WRAP_WIDTH <= width <= _MAX_LONE_WIDTH:
         return None
+    starts = _LineStarts(texts)
     for k, text in enumerate(texts[:-1]):
-        if len(text) == width and _lone_joins(text, texts[k + 1], text):
+        if len(text) == width and _lone_joins(text, texts[k + 1], text, starts):
             return width
     return None
 
 
-def _lone_joins(piece: str, rest: str, record: str) -> bool:
-    return _continues(rest, record) and _cut_at_edge(piece, rest)
+def _lone_joins(piece: str, rest: str, record: str, starts: _LineStarts) -> bool:
+    return _continues(rest, record) and _cut_at_edge(piece, rest) and not starts.shared(rest)
 
 
 def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, int | None]:
@@ -419,6 +440,7 @@ def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, int | None]:
         joinable = [old[k] for k in at_width if _continues(old[k + 1], old[k])]
         if len(set(joinable) if nested else joinable) < _MIN_JOINS:
             width = None  # rows of one template at one width, not a wrap
+    starts = _LineStarts(old)
     if width is None:
         width = _lone_width(old)
         evidence_needed = True
@@ -435,7 +457,7 @@ def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, int | None]:
             and i + pieces < len(old)
             and pieces < _MAX_WRAP_PIECES
             and (
-                _lone_joins(old[i + pieces - 1], old[i + pieces], text)
+                _lone_joins(old[i + pieces - 1], old[i + pieces], text, starts)
                 if evidence_needed
                 else _continues(old[i + pieces], text)
             )

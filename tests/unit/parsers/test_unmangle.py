@@ -245,3 +245,13 @@ def test_a_path_after_a_kubectl_stamp_is_the_jobs_own_text() -> None:
     # names hold a "/": no log stream (aws logs tail stamps with "+00:00")
     line = "MetricAverageCallback/HorovodAllreduce_acc_0 [missing ranks: 0, 1]\n"
     assert unmangle(timestamps(line * 4)) is None
+
+
+def test_rows_of_a_template_after_the_longest_line_are_no_lone_wrap() -> None:
+    # a job's own per-rank lines: the longest ends in a word, the next starts with one,
+    # but the next starts as other lines of the text do
+    text = "".join(
+        f"rank={r} loaded shard with {4000 if r == 3 else 4096} records\n" for r in range(4)
+    )
+    text += "".join(f"rank={r} starting epoch 0\n" for r in range(4))
+    assert unmangle(text) is None
