@@ -21,15 +21,15 @@ here, by mechanism, outermost first:
    removed; time stamps stay, they are the lines' times (the line readers peel them);
 5. colours (ANSI escape sequences, and their remains without ESC) are removed, then
    Markdown emphasis around a line or a word (``**…**``, `` `…` ``) outside code;
-6. a second copy of the whole paste is dropped (``_second_copy``); a first line whose
-   header the selection cut is restored from a later line of the same process
-   (``_restored_head``);
+6. a first line whose header the selection cut is restored from a later line of the
+   same process (``_restored_head``);
 7. lines a terminal hard-wrapped are joined: the wrap width is the length several lines
    share exactly with no line longer (a spike at the maximum, not a slope), and a line at
    that width is joined to the next unless the next starts like a record of its own (a
    time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line,
    the next row of one template); a line wrapped once (no spike) only where the
-   boundary shows a column's cut (``_cut_at_edge``); until no wrap is left;
+   boundary shows a column's cut (``_cut_at_edge``); until no wrap is left; then a
+   second copy of the whole paste is dropped (``_second_copy``, on whole lines);
 8. a first line that a selection cut inside a library message's body (`` to recv from …``)
    gets the cut-away start of the message back from the message catalog, whose row's
    body the line ends (``_restored_body``, parsers/catalog/cut_body.py).
@@ -735,9 +735,11 @@ _STEPS: tuple[_Step, ...] = (
     (lambda t: bool(_SIGN_TAG.search(t)), _shipper_tag, "a log shipper's tag on every line"),
     (lambda t: bool(_SIGN_STREAM.search(t)), _stream_column, "a log stream's name on every line"),
     (lambda t: "\x1b" in t or bool(_SIGN_SGR.search(t)), _colours, "colour codes"),
-    (lambda t: _doubled(t), _twice, "a second copy of the whole paste"),
     (lambda _: True, _cut_head, "a cut in the first line's header (restored from a later line)"),
 )
+# Undone on whole lines, once the wrap is rejoined: two copies of one line are the log's own
+# (a warning printed twice), and a wrap cuts that line into two different pieces.
+_TWICE: _Step = (lambda t: _doubled(t), _twice, "a second copy of the whole paste")
 # Undone after the hard wrap is rejoined: a terminal wrapped the text as the job printed
 # it, backticks of its own messages included ("use `--gpu_ids`"), so the widths that show
 # the wrap are measured before any of them is taken for Markdown.
@@ -824,7 +826,9 @@ def unmangle(text: str) -> Unmangled | None:
             changed += count
             current = "\n".join(lines.texts)
     joins, widths = _rejoin_all(lines)
-    for signed, step, what in (_EMPHASIS, _CUT_BODY, _CUT_SOURCE):
+    if joins:
+        current = "\n".join(lines.texts)
+    for signed, step, what in (_TWICE, _EMPHASIS, _CUT_BODY, _CUT_SOURCE):
         count = step(lines) if signed(current) else 0
         if count:
             undone.append(what)
