@@ -5,7 +5,7 @@
     python scripts/paste_survival.py --list         # also list each changed answer
 
 Prints the Markdown table (mangling x right answers kept / right answers) that
-docs/accuracy.md's paste section quotes, then the answers that changed.
+docs/pastes.md quotes, then the answers that changed.
 """
 
 from __future__ import annotations

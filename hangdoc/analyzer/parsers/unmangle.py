@@ -27,10 +27,15 @@ here, by mechanism, outermost first:
    share exactly with no line longer (a spike at the maximum, not a slope), and a line at
    that width is joined to the next unless the next starts like a record of its own (a
    time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line,
-   the next row of one template);
+   the next row of one template); a line wrapped once (no spike) only where the
+   boundary shows a column's cut (``_cut_at_edge``); until no wrap is left; then a
+   second copy of the whole paste is dropped (``_second_copy``, on whole lines);
 8. a first line that a selection cut inside a library message's body (`` to recv from …``)
    gets the cut-away start of the message back from the message catalog, whose row's
    body the line ends (``_restored_body``, parsers/catalog/cut_body.py).
+9. a first line cut inside an NCCL header's source location gets the file back from the
+   catalog row that prints its message (``_restored_source``), one cut inside an
+   OSError's class name the class of its errno (``_restored_os_error``).
 
 A CRLF's "\r" is dropped as the lines are split. Line numbers stay those of the file the
 user gave: ``Unmangled.line_map`` maps each line of the new text back, so evidence cites
@@ -45,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.catalog.cut_body import cut_body
+from hangdoc.analyzer.parsers.catalog.matcher import default_matcher
 from hangdoc.analyzer.parsers.prefixes import strip_colours
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME as PYSPY_FRAME
 
@@ -63,10 +69,34 @@ _CODE_MARGIN = 4  # columns of a Markdown code block
 _BOLD = re.compile(r"(?<![\w*\\])\*\*(?=\S)(.+?)(?<=\S)\*\*(?![\w*])")
 _CODE_SPAN = re.compile(r"(?<![\w`\\])`(?=[^`\s])([^`\n]*?[^`\s])`(?![\w`])")
 _MIN_WRAP_WIDTH = 30
+# A line wrapped once shows no width (one piece at the edge): joined only where the piece
+# at the text's longest length ends as a column cuts, not as a line ends. Terminals wider
+# than this are rare; a longer line is a log's own (a JSON record, a command line).
+_MAX_LONE_WIDTH = 320
+# A piece that ends in a word, a path or a key, where the next piece goes on with it: a
+# word cut in two ("subproc" / "ess 9439"), a path or a value cut after its separator
+# ("'output/" / "checkpoint_2.pt'"), a space kept at the column before a lower-case word
+# ("invalid" / " usage, NCCL version"), closing punctuation ("(2" / ")", "'" / ", '--x'",
+# "tmp.pth.tar" / "' -> 'last.pth.tar'", "world_size" / "=2048").
+# A line of its own starts at its margin with a word, a capital, a record's mark.
+_CUT_WORD = re.compile(r"[a-z0-9_]")
+_CUT_SPACE = re.compile(r" [a-z]")
+_CUT_CLOSE = re.compile(r"[)\]},;]|\.[A-Za-z0-9]|=[^=]|['\"](?=[\s,)\]};:.]|$)")
+_PATH_MARKS = frozenset("/=-")
+# A traceback's frame line ends with its function; its source line follows (a paste that
+# lost the source line's indentation starts it at the margin).
+_FRAME_LINE = re.compile(r'\s*File ".*", line \d+, in \S+$')
+# A name, a colon and a space start a line of its own: an exception's or a library's
+# message ("ncclInvalidUsage: This usually reflects …" under torch's NCCL error line); a
+# lower-case word before a colon is a key cut ("(err" / "no: 110 - Connection timed out").
+_NAMED_LINE = re.compile(r"[A-Za-z_]\w*[A-Z.][\w.]*: |[A-Z][\w.]*: ")
 # A shipper's RFC 3339 stamp, then a log stream's name (CloudWatch's are paths:
 # "job/algo-1-1714557600", "ecs/trainer/5f2c…"), then the line.
+# awscli prints the stamp with Python's isoformat(): an offset ("+00:00"), never "Z";
+# a "Z" stamp is kubectl's or docker's, and a path after it is the job's own text (Horovod
+# names a tensor "MetricAverageCallback/HorovodAllreduce_…").
 _STAMPED_STREAM = re.compile(
-    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) "
+    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d) "
     r"([A-Za-z0-9][\w.-]*(?:/[\w.$\[\]-]+)+)(?= )"
 )
 _MIN_STREAM_LINES = 3
@@ -86,6 +116,25 @@ _MAX_WRAP_PIECES = 64
 # digit: a pid, a time) and the next few characters (a device, a level), found in one of
 # the next lines, no further in than a header is long.
 _MIN_CUT_TOKEN = 6
+# A paste pasted twice: the distinct lines of one copy, at least (one line over and over is
+# a log's own repetition, a warning printed every minute).
+_MIN_COPY_LINES = 2
+# An NCCL line whose header the selection cut inside its source location ("77 NCCL WARN …",
+# ":230 NCCL WARN …", "et.h:344 WARN …", of "graph/xml.h:77 NCCL WARN …"): what is left of
+# "FILE:LINE", then the level.
+_CUT_NCCL_SOURCE = re.compile(
+    r"(?P<left>(?:[\w./-]*:)?(?P<line>\d+)) (?P<level>(?:NCCL )?(?:WARN|INFO) )"
+)
+# Python's OSError as printed ("FileNotFoundError: [Errno 2] No such file or directory: …"),
+# its class name cut by the selection ("Error: [Errno 2] …").
+_CUT_OS_ERROR = re.compile(r"(?P<left>[A-Za-z]*Error): \[Errno (?P<errno>\d{1,4})\] ")
+# NCCL prints __FILE__ as compiled from its src/ folder ("graph/xml.h").
+_NCCL_SOURCE_ROOT = "src/"
+# A day is every line's of that day: no process's identity (a time with its fraction is).
+_BARE_DATE = re.compile(r"\d{4}-\d\d-\d\d|\d\d?/\d\d?(?:/\d{2,4})?")
+# A source location ("rocessGroupNCCL.cpp:563]", the end of c10's "[E ProcessGroupNCCL.cpp:563]")
+# is every rank's: it names the line of code, not the process that printed it.
+_SOURCE_LOCATION = re.compile(r"[\w.-]*\.(?:cpp|cc|cu|cxx|c|h|hpp|py|rs|go):\d+\]?:?$")
 _CUT_AGREE = 4
 _CUT_LOOKAHEAD = 200
 _MAX_HEAD = 48
@@ -113,6 +162,7 @@ _NEW_RECORD = re.compile(
     | [A-Za-z0-9][\w.-]*:\d+:\d+\ \[\d+\]           # NCCL's host:pid:tid [dev]
     | \[pod/ | [\w.-]+-\d+\ +\|\                    # kubectl, docker compose
     | Traceback\ \( | During\ handling | The\ above\ exception
+    | terminate\ called\                            # libstdc++'s terminate handler
     | File\ " | Thread\ (?:\d|0x) | Current\ thread | Process\ \d+: | Python\ v\d
     | \#\d+\ | frame\ \#\d+: | Exception\ raised\ from | Stack\ \(most
     | [A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit|Failure)(?::|$)
@@ -321,16 +371,81 @@ def _continues(text: str, record: str) -> bool:
     )
 
 
-def _rejoin(lines: _Lines) -> tuple[int, int | None]:
-    """Join the pieces of hard-wrapped lines; (joins made, width)."""
+def _cut_at_edge(piece: str, rest: str) -> bool:
+    """The boundary between a piece at the edge and the next line is a column's cut: the
+    piece ends inside a word, a path or a key, or the next line goes on with a lower-case
+    word after the space the column fell on, or with closing punctuation."""
+    if not piece or not rest or _FRAME_LINE.match(piece) or _NAMED_LINE.match(rest):
+        return False
+    last = piece[-1]
+    if last.isalnum() or last == "_":
+        return bool(_CUT_WORD.match(rest) or _CUT_SPACE.match(rest) or _CUT_CLOSE.match(rest))
+    if last in _PATH_MARKS:
+        # after a name ("output/", "dtype="), not a rule of dashes
+        return len(piece) > 1 and (piece[-2].isalnum() or piece[-2] in "._") and rest[0].isalnum()
+    if last in "':,":
+        return bool(_CUT_SPACE.match(rest) or _CUT_CLOSE.match(rest))
+    return bool(_CUT_CLOSE.match(rest))
+
+
+def _first_word(text: str) -> str:
+    return _DIGITS.sub("0", text.split(" ", 1)[0])
+
+
+class _LineStarts:
+    """How many lines start with each first word (numbers as one): a line that starts
+    like another line of the text is a record of a template ("rank=0 starting epoch 0"
+    under "rank=3 loaded shard with 4000 records"), not a piece a column cut off, which
+    starts wherever the column fell. Counted once, when a lone wrap is first tried."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self._counts: Counter[str] | None = None
+
+    def shared(self, text: str) -> bool:
+        if self._counts is None:
+            self._counts = Counter(_first_word(t) for t in self.texts if t)
+        return self._counts[_first_word(text)] > 1
+
+
+def _lone_width(texts: list[str]) -> int | None:
+    """The width of a wrap that shows no spike: the text's longest length, where a line
+    of that length ends as a column cuts (``_cut_at_edge``) and its next line starts no
+    record of its own."""
+    width = max(map(len, texts), default=0)
+    if not _MIN_WRAP_WIDTH <= width <= _MAX_LONE_WIDTH:
+        return None
+    starts = _LineStarts(texts)
+    for k, text in enumerate(texts[:-1]):
+        if len(text) == width and _lone_joins(text, texts[k + 1], text, starts):
+            return width
+    return None
+
+
+def _lone_joins(piece: str, rest: str, record: str, starts: _LineStarts) -> bool:
+    return _continues(rest, record) and _cut_at_edge(piece, rest) and not starts.shared(rest)
+
+
+def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, int | None]:
+    """Join the pieces of hard-wrapped lines; (joins made, width). Where the lengths show
+    no wrap width (a spike at the edge), a line at the text's longest length is joined to
+    the next only where their boundary shows a column's cut. In a ``nested`` pass (a wrap
+    inside a wrap already joined) the lines of a spike must differ: a message printed
+    twice and joined twice is no width."""
     width = wrap_width(lines.texts)
+    old = lines.texts
+    evidence_needed = False
+    if width is not None:
+        at_width = [k for k, text in enumerate(old[:-1]) if len(text) == width]
+        joinable = [old[k] for k in at_width if _continues(old[k + 1], old[k])]
+        if len(set(joinable) if nested else joinable) < _MIN_JOINS:
+            width = None  # rows of one template at one width, not a wrap
+    starts = _LineStarts(old)
+    if width is None:
+        width = _lone_width(old)
+        evidence_needed = True
     if width is None:
         return 0, None
-    old = lines.texts
-    at_width = [k for k, text in enumerate(old[:-1]) if len(text) == width]
-    joinable = sum(1 for k in at_width if _continues(old[k + 1], old[k]))
-    if joinable < _MIN_JOINS:
-        return 0, None  # rows of one template at one width, not a wrap
     texts, origin, code = [], [], []
     joins = 0
     i = 0
@@ -341,7 +456,11 @@ def _rejoin(lines: _Lines) -> tuple[int, int | None]:
             len(old[i + pieces - 1]) == width
             and i + pieces < len(old)
             and pieces < _MAX_WRAP_PIECES
-            and _continues(old[i + pieces], text)
+            and (
+                _lone_joins(old[i + pieces - 1], old[i + pieces], text, starts)
+                if evidence_needed
+                else _continues(old[i + pieces], text)
+            )
         ):
             text += old[i + pieces]
             pieces += 1
@@ -352,6 +471,19 @@ def _rejoin(lines: _Lines) -> tuple[int, int | None]:
         i += pieces
     lines.texts, lines.origin, lines.code = texts, origin, code
     return joins, width
+
+
+def _rejoin_all(lines: _Lines, nested: bool = False) -> tuple[int, list[int]]:
+    """Join wraps until none is left: a paste copied from a wide terminal, then from a
+    narrow one, holds a wrap inside a wrap (once the narrow one's pieces are joined, the
+    wide one's lines are at their own edge)."""
+    total, widths = 0, list[int]()
+    while True:
+        joins, width = _rejoin(lines, nested=nested or bool(widths))
+        if not joins or width is None:
+            return total, widths
+        total += joins
+        widths.append(width)
 
 
 def _colours(lines: _Lines) -> int:
@@ -378,9 +510,12 @@ def _fences(lines: _Lines) -> int:
     return found
 
 
-def _on_most_lines(lines: _Lines, pattern: re.Pattern[str], group: int) -> str | None:
+def _on_most_lines(
+    lines: _Lines, pattern: re.Pattern[str], group: int, every: bool = False
+) -> str | None:
     """The ``group`` of ``pattern`` that starts most non-blank lines, where it starts enough
-    of them to be a shipper's (a tag on a few lines is the lines' own text)."""
+    of them to be a shipper's (a tag on a few lines is the lines' own text), or, with
+    ``every``, every one of a text shorter than that (a one-line paste from a shipper)."""
     counts: dict[str, int] = {}
     meaningful = 0
     for text in lines.texts:
@@ -392,7 +527,9 @@ def _on_most_lines(lines: _Lines, pattern: re.Pattern[str], group: int) -> str |
     if not counts:
         return None
     found, seen = max(counts.items(), key=lambda item: item[1])
-    if seen < _MIN_STREAM_LINES or seen < _STREAM_SHARE * meaningful:
+    if seen < _STREAM_SHARE * meaningful or (
+        seen < _MIN_STREAM_LINES and not (every and seen == meaningful)
+    ):
         return None
     return found
 
@@ -418,7 +555,8 @@ def _shipper_tag(lines: _Lines) -> int:
 def _stream_column(lines: _Lines) -> int:
     """Remove a log stream's name that a shipper printed after its stamp on every line
     (``aws logs tail``: "TIME STREAM MESSAGE"); the stamp stays, it is the line's time."""
-    stream = _on_most_lines(lines, _STAMPED_STREAM, 2)
+    # a stamp, then a path-like stream name: on every line of a short text, a shipper's too
+    stream = _on_most_lines(lines, _STAMPED_STREAM, 2, every=True)
     if stream is None:
         return 0
     changed = 0
@@ -435,7 +573,9 @@ def _restored_head(texts: list[str]) -> tuple[int, str] | None:
     later line of the same process: the first line's first token (a host:pid:tid, a time)
     ends a token of that line, and what follows it agrees. The header's identity (pid,
     tid, time) is in the part both lines share, so the restored start is that process's;
-    a token too short to carry one ("]:", "k3]:") is left as cut. A cut header may still
+    a token too short to carry one ("]:", "k3]:"), or a source location that every
+    rank's line holds ("rocessGroupNCCL.cpp:563]"), or a bare date, is left as cut; so is a
+    first line whose start other lines start with (a record, uncut). A cut header may still
     look like one ("5:2123:2230 [3] …", host "5"), so every first line is tried; an uncut
     one occurs only at the start of later lines, and is left as it is."""
     first = next((k for k, t in enumerate(texts) if t.strip()), None)
@@ -443,14 +583,48 @@ def _restored_head(texts: list[str]) -> tuple[int, str] | None:
         return None
     cut = texts[first]
     token = cut.split(" ", 1)[0]
-    if len(token) < _MIN_CUT_TOKEN or not any(c.isdigit() for c in token):
+    if (
+        len(token) < _MIN_CUT_TOKEN
+        or not any(c.isdigit() for c in token)
+        or _SOURCE_LOCATION.match(token)
+        or _BARE_DATE.fullmatch(token)
+    ):
         return None
     agree = cut[: len(token) + _CUT_AGREE]
-    for text in texts[first + 1 : first + 1 + _CUT_LOOKAHEAD]:
+    later = texts[first + 1 : first + 1 + _CUT_LOOKAHEAD]
+    if any(text.startswith(agree) for text in later):
+        return None  # a record's own start: later records start so too, it was not cut
+    for text in later:
         at = text.find(agree, 1, _MAX_HEAD + len(agree))
         if at > 0:
             return first, text[:at] + cut
     return None
+
+
+def _second_copy(texts: list[str]) -> int | None:
+    """Where a second copy of the whole paste starts: the text is one block of lines
+    twice over (blank lines between or after them aside), a careless copy pasted again.
+    Its own lines, repeated, are the same lines, not a second rank's or sample's: a
+    rank's or a sample's would differ in a pid, a time, a thread or a rank label."""
+    filled = [k for k, text in enumerate(texts) if text.strip()]
+    half = len(filled) // 2
+    if half < _MIN_COPY_LINES or len(filled) != 2 * half:
+        return None
+    if any(texts[filled[k]] != texts[filled[half + k]] for k in range(half)):
+        return None
+    copy = [texts[k] for k in filled[:half]]
+    if len(set(copy)) < _MIN_COPY_LINES or _second_copy(copy) is not None:
+        return None  # one line over and over, or a period repeated: a log's own repetition
+    return filled[half - 1] + 1  # the blank lines between the copies go too
+
+
+def _twice(lines: _Lines) -> int:
+    start = _second_copy(lines.texts)
+    if start is None:
+        return 0
+    dropped = len(lines.texts) - start
+    del lines.texts[start:], lines.origin[start:], lines.code[start:]
+    return dropped
 
 
 def _cut_head(lines: _Lines) -> int:
@@ -484,6 +658,59 @@ def _restored_body(texts: list[str]) -> tuple[int, int, str] | None:
     return None
 
 
+def _restored_source(texts: list[str]) -> tuple[int, str] | None:
+    """Restore an NCCL line's source location that the selection cut ("77 NCCL WARN
+    Attribute arch of node cpu not found"): the catalog row whose message the line holds
+    names the source file that prints it, and what is left of "FILE:LINE" must be that
+    file's end. The location places a WARN (a graph/ or init file is a setup's); the
+    host, pid and device before it stay cut."""
+    first = next((k for k, t in enumerate(texts) if t.strip()), None)
+    if first is None:
+        return None
+    m = _CUT_NCCL_SOURCE.match(texts[first])
+    if m is None:
+        return None
+    found = default_matcher().match(texts[first][m.end() :])
+    if found is None or found.row.project != "nccl":
+        return None
+    left, line = m.group("left"), m.group("line")
+    files = {
+        source.file.removeprefix(_NCCL_SOURCE_ROOT)
+        for source in found.row.sources
+        if source.file.startswith(_NCCL_SOURCE_ROOT)
+    }
+    whole = [f"{file}:{line}" for file in sorted(files) if f"{file}:{line}".endswith(left)]
+    if len(whole) != 1 or whole[0] == left:
+        return None  # not that row's file, or more than one file ends so, or nothing was cut
+    return first, whole[0] + texts[first][len(left) :]
+
+
+def _restored_os_error(texts: list[str]) -> tuple[int, str] | None:
+    """Restore the class of a Python OSError whose name the selection cut ("Error: [Errno
+    2] No such file or directory: …"): CPython raises the subclass its errno maps to
+    (PEP 3151: ENOENT is FileNotFoundError, EACCES PermissionError, …), and constructing
+    an OSError with that errno gives it. What is left must be that class name's end."""
+    first = next((k for k, t in enumerate(texts) if t.strip()), None)
+    if first is None:
+        return None
+    m = _CUT_OS_ERROR.match(texts[first])
+    if m is None:
+        return None
+    name = type(OSError(int(m.group("errno")), "")).__name__
+    left = m.group("left")
+    if name == left or not name.endswith(left):
+        return None
+    return first, name + texts[first][len(left) :]
+
+
+def _cut_source(lines: _Lines) -> int:
+    restored = _restored_source(lines.texts) or _restored_os_error(lines.texts)
+    if restored is None:
+        return 0
+    lines.texts[restored[0]] = restored[1]
+    return 1
+
+
 def _cut_body(lines: _Lines) -> int:
     restored = _restored_body(lines.texts)
     if restored is None:
@@ -510,6 +737,9 @@ _STEPS: tuple[_Step, ...] = (
     (lambda t: "\x1b" in t or bool(_SIGN_SGR.search(t)), _colours, "colour codes"),
     (lambda _: True, _cut_head, "a cut in the first line's header (restored from a later line)"),
 )
+# Undone on whole lines, once the wrap is rejoined: two copies of one line are the log's own
+# (a warning printed twice), and a wrap cuts that line into two different pieces.
+_TWICE: _Step = (lambda t: _doubled(t), _twice, "a second copy of the whole paste")
 # Undone after the hard wrap is rejoined: a terminal wrapped the text as the job printed
 # it, backticks of its own messages included ("use `--gpu_ids`"), so the widths that show
 # the wrap are measured before any of them is taken for Markdown.
@@ -520,6 +750,36 @@ _CUT_BODY: _Step = (
     _cut_body,
     "a cut in the first line's message (its start restored from the message catalog)",
 )
+_CUT_SOURCE: _Step = (
+    lambda t: "WARN " in t or "INFO " in t or "[Errno " in t,
+    _cut_source,
+    "a cut in the first line's source location or exception class (restored from the "
+    "message catalog, or the OSError subclass of its errno)",
+)
+
+
+def _doubled(text: str) -> bool:
+    """Cheap: is the text its first half twice (blank lines aside)? The second copy starts
+    where the first line recurs at a line's start; a few recurrences are tried."""
+    body = text.strip("\n")
+    first = body.split("\n", 1)[0]
+    if not first.strip():
+        return False
+    at = body.find("\n" + first + "\n")
+    for _ in range(3):
+        if at < 0:
+            return False
+        # the copies are as long, give or take their blank lines and CRs
+        if abs(len(body) - 2 * at) <= at // 8 + 4 and (
+            body[at:].strip("\n").replace("\r", "") == body[:at].strip("\n").replace("\r", "")
+        ):
+            return True
+        at = body.find("\n" + first + "\n", at + 1)
+    return False
+
+
+def _wrap_shown(texts: list[str]) -> bool:
+    return wrap_width(texts) is not None or _lone_width(texts) is not None
 
 
 def might_be_mangled(text: str) -> bool:
@@ -536,9 +796,12 @@ def might_be_mangled(text: str) -> bool:
         or "`" in text
         or _STAMPED_STREAM.match(text) is not None
         or _SHIPPER_TAG.match(text) is not None
-        or wrap_width(text.split("\n", 20000)[:20000]) is not None
+        or _wrap_shown(text.split("\n", 20000)[:20000])
         or _restored_head([t.rstrip("\r") for t in head]) is not None
         or _restored_body([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
+        or _restored_source([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
+        or _doubled(text)
+        or _restored_os_error([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
     )
 
 
@@ -562,16 +825,22 @@ def unmangle(text: str) -> Unmangled | None:
             undone.append(what)
             changed += count
             current = "\n".join(lines.texts)
-    joins, width = _rejoin(lines)
+    joins, widths = _rejoin_all(lines)
     if joins:
-        undone.append(f"a hard wrap at {width} columns ({joins} lines joined)")
         current = "\n".join(lines.texts)
-    for signed, step, what in (_EMPHASIS, _CUT_BODY):
+    for signed, step, what in (_TWICE, _EMPHASIS, _CUT_BODY, _CUT_SOURCE):
         count = step(lines) if signed(current) else 0
         if count:
             undone.append(what)
             changed += count
             current = "\n".join(lines.texts)
+            if step is _emphasis:
+                # emphasis added to a wrapped paste hides the wrap's width until it is gone
+                more, also = _rejoin_all(lines, nested=True)
+                joins, widths = joins + more, widths + also
+    if joins:
+        at = " and ".join(str(w) for w in widths)
+        undone.append(f"a hard wrap at {at} columns ({joins} lines joined)")
     if not undone:
         return None
     body = "\n".join(lines.texts) + ("\n" if ends else "")

@@ -17,6 +17,7 @@ from hangdoc.paste_mangling import (
     indent,
     kubectl,
     quote,
+    timestamps,
 )
 
 PYSPY = """\
@@ -112,3 +113,145 @@ def test_a_header_cut_by_the_selection_is_restored_from_its_process() -> None:
     assert fixed is not None and fixed.text.splitlines()[0] == NCCL.splitlines()[0]
     # a token too short to carry a process's identity is left as it was
     assert unmangle("]: RuntimeError: x\n[rank3]: RuntimeError: x\n") is None
+
+
+# os.rename's failure as CPython prints it (OSError.__str__ with both file names).
+RENAME = (
+    "FileNotFoundError: [Errno 2] No such file or directory: 'output/run_7/tmp.pth.tar' "
+    "-> 'output/run_7/last.pth.tar'\n"
+)
+
+
+def test_a_line_wrapped_once_is_joined_where_the_column_cut_it() -> None:
+    # GIVEN one long line wrapped once: one piece at the edge shows no width
+    for width in (60, 80, 100):
+        wrapped = hard_wrap(RENAME, width)
+        assert wrap_width(wrapped.splitlines()) is None
+        # THEN the cut inside a word, a path or before a lower-case word joins it back
+        assert _undone(wrapped) == RENAME, wrapped
+
+
+def test_lines_that_end_where_a_line_ends_are_not_joined() -> None:
+    # torch's NCCL error, the next line NCCL's own explanation; libstdc++'s terminate
+    # handler after a watchdog line: each the longest line of its text, each whole
+    natural = (
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1691, "
+        "invalid usage, NCCL version 2.19.3\n"
+        "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+    )
+    assert unmangle(natural) is None
+    terminate = (
+        "[E ProcessGroupNCCL.cpp:455] To avoid data inconsistency, we are taking the entire "
+        "process down at 2.19.3\nterminate called after throwing an instance of "
+        "'std::runtime_error'\n"
+    )
+    assert unmangle(terminate) is None
+    # a rule of dashes, then a word: the rule ended there
+    assert unmangle("-" * 60 + "\ndistributed_backend=nccl\n") is None
+
+
+def test_a_wrap_inside_a_wrap_and_a_wrap_under_emphasis_are_joined() -> None:
+    # GIVEN NCCL lines copied from a 70-column terminal, then from a 30-column one
+    nested = hard_wrap(hard_wrap(NCCL, 70), 30)
+    assert _undone(nested) == NCCL
+    # GIVEN wrapped NCCL lines whose reporter bolded the warning afterwards
+    decorated = emphasis(hard_wrap(NCCL, 40))
+    assert wrap_width(decorated.splitlines()) is None
+    assert _undone(decorated) == NCCL
+
+
+def test_a_cut_source_location_restores_no_process() -> None:
+    # torchrun's "[rankN]:" before c10's "[E file:line]" header: the cut left the
+    # source location, which every rank's line holds; rank 0's start is not rank 1's
+    cut = (
+        "rocessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout\n"
+        "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation "
+        "timeout\n"
+    )
+    assert unmangle(cut) is None
+
+
+def test_an_nccl_source_location_cut_by_the_selection_is_restored_from_the_catalog() -> None:
+    # NCCL's debug line (FORMATS.md §1) "… graph/xml.h:77 NCCL WARN Attribute arch of node
+    # cpu not found", cut inside its source location; the catalog row is xml.h's
+    for cut in ("77 NCCL WARN", "ml.h:77 NCCL WARN", "/xml.h:77 NCCL WARN"):
+        fixed = unmangle(f"{cut} Attribute arch of node cpu not found\n")
+        assert fixed is not None, cut
+        assert fixed.text == "graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found\n"
+    # uncut, or another file's end: left as it is
+    assert unmangle("graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found\n") is None
+    assert unmangle("init.cc:77 NCCL WARN Attribute arch of node cpu not found\n") is None
+
+
+def test_an_os_error_class_cut_by_the_selection_is_restored_from_its_errno() -> None:
+    # CPython's OSError str: "[Errno N] strerror: 'file'" after the class PEP 3151 maps
+    # the errno to (ENOENT 2: FileNotFoundError, EACCES 13: PermissionError)
+    assert _undone("Error: [Errno 2] No such file or directory: 'a.pt'\n") == (
+        "FileNotFoundError: [Errno 2] No such file or directory: 'a.pt'\n"
+    )
+    assert _undone("ssionError: [Errno 13] Permission denied: '/ckpt'\n") == (
+        "PermissionError: [Errno 13] Permission denied: '/ckpt'\n"
+    )
+    # whole, or another class's end than the errno's: left as printed
+    assert unmangle("FileNotFoundError: [Errno 2] No such file or directory: 'a.pt'\n") is None
+    assert unmangle("KeyError: [Errno 2] No such file or directory: 'a.pt'\n") is None
+
+
+def test_a_paste_pasted_twice_is_read_once() -> None:
+    assert _undone(PYSPY + PYSPY) == PYSPY
+    assert _undone(NCCL + "\n" + NCCL) == NCCL
+    # one line twice, or two samples that differ in a thread's state, are the text's own
+    assert unmangle("node7:1:2 [0] NCCL WARN x\n" * 4) is None
+    assert unmangle(PYSPY + PYSPY.replace("(idle)", "(active)")) is None
+
+
+def test_a_stream_column_on_a_short_paste_is_undone() -> None:
+    # aws logs tail's "TIME STREAM MESSAGE" on a one- and a two-line paste
+    one = "node7:4827:6900 [4] NCCL INFO transport.cc:204 -> 3\n"
+    assert _undone(cloudwatch(one)) == "2024-05-01T10:00:00.271828+00:00 " + one
+    two = NCCL.split("\n", 1)[1]
+    assert "train-job-7/algo" not in _undone(cloudwatch(two))
+
+
+def test_a_whole_first_line_gets_no_other_process_header() -> None:
+    # Ray's "(Worker pid=N, ip=…)" prefix on later lines of Python logging's records
+    # (asctime "2022-03-11 01:47:20,988"): the first line starts like the records, uncut
+    text = (
+        "2022-03-11 01:47:20,988\tINFO trainer.py:199 -- Trainer logs will be logged\n"
+        "(BaseWorkerMixin pid=20102, ip=10.0.0.15) 2022-03-11 01:47:25,905\tINFO torch.py:66 "
+        "-- Setting up process group for: env:// [rank=0, world_size=5]\n"
+        "2022-03-11 01:47:26,132\tINFO trainer.py:205 -- Run results will be logged\n"
+    )
+    assert unmangle(text) is None
+
+
+def test_a_key_or_a_value_cut_by_the_column_is_joined() -> None:
+    # torch's TCPStore client (socket.cpp) "… failed to connect to HOST:PORT (errno: 110 -
+    # Connection timed out)." and c10d's store barrier "… (world_size=2048, …)", each
+    # wrapped once, the column falling inside a key or before its "="
+    for line in (
+        "[W socket.cpp:601] The client socket has failed to connect to [::ffff:10.0.0.1]:29500 "
+        "(errno: 110 - Connection timed out).\n",
+        "Timed out initializing process group in store based barrier on rank: 0, for key: "
+        "store_based_barrier_key:1 (world_size=2048, worker_count=1792, timeout=0:30:00)\n",
+    ):
+        at = line.index("no:") if "errno" in line else line.index("=2048")
+        wrapped = line[:at] + "\n" + line[at:]
+        assert _undone(wrapped) == line, wrapped
+
+
+def test_a_path_after_a_kubectl_stamp_is_the_jobs_own_text() -> None:
+    # kubectl logs --timestamps ("…Z") before Horovod's stall warning lines, whose tensor
+    # names hold a "/": no log stream (aws logs tail stamps with "+00:00")
+    line = "MetricAverageCallback/HorovodAllreduce_acc_0 [missing ranks: 0, 1]\n"
+    assert unmangle(timestamps(line * 4)) is None
+
+
+def test_rows_of_a_template_after_the_longest_line_are_no_lone_wrap() -> None:
+    # a job's own per-rank lines: the longest ends in a word, the next starts with one,
+    # but the next starts as other lines of the text do
+    text = "".join(
+        f"rank={r} loaded shard with {4000 if r == 3 else 4096} records\n" for r in range(4)
+    )
+    text += "".join(f"rank={r} starting epoch 0\n" for r in range(4))
+    assert unmangle(text) is None
