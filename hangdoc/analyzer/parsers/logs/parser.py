@@ -163,9 +163,7 @@ class LogParser:
                 if hit is not None:
                     return _error_file_result(hit, display_path)
         scanner = Scanner()
-        skip = self.line_filter
-        for lineno, line in _iter_lines(path, size, notes):
-            scanner.feed(lineno, "" if skip is not None and skip(lineno, line) else line)
+        scanner.feed_lines(_iter_lines(path, size, notes), self.line_filter)
         events = scanner.finish()
         if scanner.dropped:
             notes.append(f"{display_path}: {scanner.dropped} repetitive log events not kept")
