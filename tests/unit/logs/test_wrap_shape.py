@@ -153,7 +153,7 @@ def test_a_dates_test_comes_out_alike_for_each_digit_class() -> None:
 
 
 def _facts(raw: str) -> wrap_shape.WrapFacts:
-    return wrap_shape.facts_of(prefix.peel_line(raw), prefixes.clean_line(raw.rstrip("\n")))
+    return wrap_shape.facts_of(prefix.peel_line(raw), raw if wrap_shape.plain(raw) else None)
 
 
 def test_recorded_lines_have_the_wrap_facts_of_their_peeling() -> None:
@@ -325,7 +325,7 @@ def _window_peeling_every_line(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> dict[int, list[object]]:
     with monkeypatch.context() as patched:
-        patched.setattr(window, "plain", lambda raw: False)
+        patched.setattr(wrap_shape, "plain", lambda raw: False)
         return window.read_line_window(path, "x", None)  # type: ignore[return-value]
 
 

@@ -20,7 +20,11 @@ from hangdoc.analyzer.parsers.logs.benign import benign_warning
 from hangdoc.analyzer.parsers.logs.literals import gate
 from hangdoc.analyzer.parsers.logs.mentions import find_mention
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
-from hangdoc.analyzer.parsers.logs.wrap_shape import LIBRARY_ORIGIN, plain, wrap_facts
+from hangdoc.analyzer.parsers.logs.wrap_shape import (
+    LIBRARY_ORIGIN,
+    MAX_WRAP_SHAPE_LINE,
+    wrap_facts,
+)
 from hangdoc.analyzer.parsers.stacks.markers import label_rank
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME
 from hangdoc.analyzer.vocabulary import RankFrom
@@ -115,10 +119,10 @@ def read_line_window(
             text, said = raw[fast.end() :].strip(), int(fast.group(1))
             indented = False
         elif (
-            plain(raw)
-            and not (facts := wrap_facts(raw)).ranked
+            len(raw) <= MAX_WRAP_SHAPE_LINE
+            and (facts := wrap_facts(raw)).text_from >= 0
+            and not facts.ranked
             and not facts.tagged
-            and facts.text_from >= 0
         ):
             # an untagged line (a logging header's, the bench's step lines): what its
             # peeling says, remembered by its shape (parsers/logs/wrap_shape.py)

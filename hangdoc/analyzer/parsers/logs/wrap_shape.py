@@ -57,11 +57,13 @@ class WrapFacts:
     indented: bool  # its text starts with a space or a tab: it continues any line before it
     ranked: bool  # a layer named a rank (tagged or not: Determined's "[rank=3]")
     library: bool  # its header's origin is the library's (LIBRARY_ORIGIN)
-    text_from: int  # where its text starts in the line (-1: the text is no end of it)
+    text_from: int  # where its text starts in the line (-1: unknown, see facts_of)
 
 
-def facts_of(tag: LineTag, line: str) -> WrapFacts:
-    """The facts of ``tag``, the peeling of ``line`` (cleaned)."""
+def facts_of(tag: LineTag, line: str | None) -> WrapFacts:
+    """The facts of ``tag``, the peeling of ``line`` where that is plain (its text is
+    an end of it, read from text_from on), or of a line that is not (None: its text is
+    one of the cleaned line, and text_from is -1)."""
     text = tag.text
     return WrapFacts(
         tag.tagged,
@@ -69,7 +71,7 @@ def facts_of(tag: LineTag, line: str) -> WrapFacts:
         text[:1] in " \t",
         tag.rank is not None,
         tag.origin is not None and LIBRARY_ORIGIN.search(tag.origin) is not None,
-        len(line) - len(text) if line.endswith(text) else -1,
+        len(line) - len(text) if line is not None and line.endswith(text) else -1,
     )
 
 
@@ -92,17 +94,23 @@ _wrap_shapes: dict[bytes, list[tuple[Callable[[str], object], str, WrapFacts]]] 
 def wrap_facts(raw: str, shape: bytes | None = None) -> WrapFacts:
     """facts_of(peel_line(raw)), remembered per wrap shape (prefilter.line_shape:
     ``shape``, where the caller has it) and the classes of the digits its peeling tested
-    (a log's step lines are one shape, one entry)."""
+    (a log's step lines are one shape, one entry).
+
+    A shape is remembered of a plain line only, and whether a line is plain is read of
+    its shape but for "[1,": a line without one, of a shape remembered, is plain too."""
+    seen = None
+    if len(raw) <= MAX_WRAP_SHAPE_LINE:
+        if shape is None:
+            shape = line_shape(raw)
+        seen = _wrap_shapes.get(shape)
+        if seen is not None and "[1," not in raw:
+            for digits, classes, facts in seen:
+                if _classes(digits, raw) == classes:
+                    return facts
     if not plain(raw):
-        return facts_of(peel_line(raw), clean_line(raw.rstrip("\n")))
-    if shape is None:
-        shape = line_shape(raw)
-    seen = _wrap_shapes.get(shape)
-    if seen is not None:
-        for digits, classes, facts in seen:
-            if _classes(digits, raw) == classes:
-                return facts
-    elif len(_wrap_shapes) >= _MAX_WRAP_SHAPES:
+        return facts_of(peel_line(raw), None)
+    assert shape is not None  # a plain line is short
+    if seen is None and len(_wrap_shapes) >= _MAX_WRAP_SHAPES:
         _wrap_shapes.clear()
     tag, places = peel_line_reads(raw)
     facts = facts_of(tag, raw)
