@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from hangdoc.analyzer.parsers import prefixes
 from hangdoc.analyzer.parsers.logs import prefix, scanner, window, wrap_shape
+from hangdoc.analyzer.parsers.logs.prefilter import block_shapes
 from hangdoc.analyzer.parsers.logs.timefmt import dated_stamp, dated_stamp_of, glog_stamp
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -241,7 +242,7 @@ def test_a_bench_rank_logs_step_lines_are_peeled_once_per_shape(
         wrap_shape, "peel_line_reads", lambda raw: peeled.append(raw) or real_reads(raw)
     )
     reader = scanner.Scanner()
-    reader.feed_lines(enumerate(lines, 1))
+    reader.feed_lines((n, line, None) for n, line in enumerate(lines, 1))
     reader.finish()
     steps = [line for line in lines if " step " in line]
     assert len(steps) > 2000
@@ -315,7 +316,8 @@ def test_a_wrapped_chain_read_as_a_log_reader_feeds_it_is_read_as_line_by_line(r
         "NumelOut=1, Timeout(ms)=600000) ran for 600005 milliseconds before timing out.",
     ]
     batched = scanner.Scanner()
-    batched.feed_lines(enumerate(chain, 1))
+    shapes = block_shapes("\n".join(chain).encode())
+    batched.feed_lines(zip(range(1, len(chain) + 1), chain, shapes, strict=True))
     fast = [(e.line, e.kind, e.text, e.prefix_rank, e.local_rank) for e in batched.finish()]
     assert fast == _scan(chain, scanner.Scanner()) == _scan(chain, _EveryLineRead())
     assert fast

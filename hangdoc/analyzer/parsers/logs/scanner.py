@@ -251,19 +251,20 @@ class Scanner:
 
     def feed_lines(
         self,
-        numbered: Iterable[tuple[int, str]],
+        numbered: Iterable[tuple[int, str, bytes | None]],
         skip: Callable[[int, str], bool] | None = None,
     ) -> None:
-        """``feed`` of each (number, line), a line ``skip`` is True for fed blank: the loop
-        a log's reader runs, with a passed-over line's steps in it (most of a log's lines
-        are passed over, and a call per line was a third of their cost)."""
+        """``feed`` of each (number, line, its shape or None), a line ``skip`` is True for
+        fed blank: the loop a log's reader runs, with a passed-over line's steps in it
+        (most of a log's lines are passed over, and a call per line was a third of their
+        cost). A shape given is the line's prefilter.line_shape."""
         shapes = _pass_shapes
-        for lineno, raw in numbered:
+        for lineno, raw, known in numbered:
             if skip is not None and skip(lineno, raw):
                 self._blank(lineno)
                 continue
             if raw and len(raw) <= MAX_WRAP_SHAPE_LINE and (self._passing or self._quiet()):
-                shape = raw.encode("utf-8", "surrogatepass").translate(_ZEROS)
+                shape = known or raw.encode("utf-8", "surrogatepass").translate(_ZEROS)
                 passes = shapes.get(shape)
                 if passes is None:
                     passes = _passes_shape(raw, shape)
