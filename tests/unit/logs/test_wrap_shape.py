@@ -158,7 +158,7 @@ def _facts(raw: str) -> wrap_shape.WrapFacts:
 
 
 def test_recorded_lines_have_the_wrap_facts_of_their_peeling() -> None:
-    wrap_shape._wrap_shapes.clear()
+    wrap_shape.forget()
     lines = _recorded_lines()
     assert len(lines) > 1000
     for raw in lines:
@@ -233,7 +233,7 @@ def test_a_bench_rank_logs_step_lines_are_peeled_once_per_shape(
     log = tmp_path / "stdout.rank3.out"
     bench_all.write_log(log, Job(ranks=16), 3, "node00000", 10003, 400_000)
     lines = log.read_text().split("\n")
-    wrap_shape._wrap_shapes.clear()
+    wrap_shape.forget()
     peeled: list[str] = []
     real_peel, real_reads = scanner.peel_line, wrap_shape.peel_line_reads
     for module in (scanner, wrap_shape):
@@ -345,7 +345,7 @@ def test_the_line_window_reads_recorded_logs_as_when_it_peeled_every_line(
     paths = [*_recorded_paths(), bench]
     assert len(paths) > 20
     for path in paths:
-        wrap_shape._wrap_shapes.clear()
+        wrap_shape.forget()
         expected = _window_peeling_every_line(path, monkeypatch)
         assert window.read_line_window(path, "x", None) == expected, path
         assert window.read_line_window(path, "x", None) == expected, path  # from shapes kept
