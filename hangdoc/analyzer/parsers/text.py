@@ -64,6 +64,7 @@ from hangdoc.analyzer.parsers.logs import LogParser
 from hangdoc.analyzer.parsers.logs.parser import JOB_KINDS, is_error_json
 from hangdoc.analyzer.parsers.pyspy_text import PyspyTextParser
 from hangdoc.analyzer.parsers.stacks import (
+    FRAME_FIRSTS,
     STACK_TEXT_BYTES,
     any_stack,
     attach_stacks,
@@ -318,12 +319,13 @@ class _LineRouter:
         self._frames: set[str] = set()
 
     def __call__(self, number: int, line: str) -> bool:
-        if line in self._frames:
-            return True
-        if is_dump_frame(line):
-            if len(self._frames) < _REMEMBERED_FRAMES:
-                self._frames.add(line)
-            return True
+        if line[:1] in FRAME_FIRSTS:  # a log's own lines start otherwise, most of them
+            if line in self._frames:
+                return True
+            if is_dump_frame(line):
+                if len(self._frames) < _REMEMBERED_FRAMES:
+                    self._frames.add(line)
+                return True
         if len(line) < 2 * _MAX_LABEL and ("ank" in line or "ANK" in line):
             self._label(number, line)
         return False

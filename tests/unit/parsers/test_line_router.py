@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hangdoc.analyzer.parsers import text
-from hangdoc.analyzer.parsers.stacks import is_dump_frame
+from hangdoc.analyzer.parsers.stacks import FRAME_FIRSTS, is_dump_frame
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -35,3 +35,15 @@ def test_the_router_answers_as_the_frame_test_for_every_line_seen_again(
     for number, line in enumerate(lines + lines, start=1):  # each line twice
         assert router(number, line) == is_dump_frame(line), line
     assert len(router._frames) <= remembered
+
+
+def test_a_line_starting_with_none_of_the_frame_firsts_is_no_frame() -> None:
+    # the router asks no frame test of such a line (FRAME_FIRSTS): every recorded frame
+    # starts with one, and with its first character changed to another it is no frame
+    frames = [line for line in _recorded_lines() if is_dump_frame(line)]
+    assert frames
+    assert all(line[:1] in FRAME_FIRSTS for line in frames)
+    for line in frames:
+        for first in ("a", "0", "Z", "(", '"', "-", "|", "\u00e9"):
+            assert not is_dump_frame(first + line[1:]), first + line[1:]
+            assert not is_dump_frame(first + line), first + line
