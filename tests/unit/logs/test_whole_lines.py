@@ -64,3 +64,15 @@ def test_a_text_is_read_whole_only_where_that_gives_what_reading_it_by_line_give
     path = tmp_path / "x.log"
     path.write_bytes(data)
     assert _same(path) is whole
+
+
+def test_a_log_read_by_its_head_and_tail_is_not_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parser, "HEAD_BYTES", 64)
+    monkeypatch.setattr(parser, "TAIL_BYTES", 64)
+    path = tmp_path / "x.log"
+    path.write_bytes(b"step 1 loss 2.0\n" * 20)
+    assert parser._whole_lines(path, path.stat().st_size) is None
+    path.write_bytes(b"step 1 loss 2.0\n" * 8)
+    assert _same(path)

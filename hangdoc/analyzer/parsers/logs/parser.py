@@ -183,8 +183,9 @@ def _whole_lines(path: Path, size: int) -> Iterable[tuple[int, str, bytes | None
     shaped at once (C-level passes, not a read, decode and shape a line): what
     _iter_lines gives, where that is sure: no UTF-16 mark, no carriage return (which it
     strips from a line's end), no byte that decodes to a replacement (so a line's shape
-    is that of its bytes), no line _capped_lines would cut. None for any other log."""
-    if size > _WHOLE_BYTES:
+    is that of its bytes), no line _capped_lines would cut, and _iter_lines reads it all
+    (not its head and tail). None for any other log."""
+    if size > min(_WHOLE_BYTES, HEAD_BYTES + TAIL_BYTES):
         return None
     data = path.read_bytes()
     if data[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\r" in data:
