@@ -330,6 +330,16 @@ class _LineRouter:
             self._label(number, line)
         return False
 
+    @staticmethod
+    def quiet_shape(line: str) -> bool:
+        """True when the router says False of ``line`` and notes nothing, and so of every
+        line of its shape (its digits 0: prefilter.line_shape): its first character is
+        none a frame starts with, and it is too long for a label or holds no "ank"; a
+        digit is neither. The log scanner asks it once a shape (Scanner.feed_lines)."""
+        return line[:1] not in FRAME_FIRSTS and not (
+            len(line) < 2 * _MAX_LABEL and ("ank" in line or "ANK" in line)
+        )
+
     def _label(self, number: int, line: str) -> None:
         stripped = line.strip()
         if len(stripped) >= _MAX_LABEL or _LAUNCHER_PREFIX.match(line):

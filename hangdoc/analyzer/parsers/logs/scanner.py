@@ -257,20 +257,33 @@ class Scanner:
         """``feed`` of each (number, line, its shape or None), a line ``skip`` is True for
         fed blank: the loop a log's reader runs, with a passed-over line's steps in it
         (most of a log's lines are passed over, and a call per line was a third of their
-        cost). A shape given is the line's prefilter.line_shape."""
-        shapes = _pass_shapes
+        cost). A shape given is the line's prefilter.line_shape.
+
+        Where ``skip`` has a ``quiet_shape(line)`` (True: ``skip`` is False of every line
+        of the line's shape, and has nothing to note of it), it is asked once a shape,
+        with the pass test, and not called for a line passed over."""
+        quiet_shape: Callable[[str], bool] | None = getattr(skip, "quiet_shape", None)
+        passing: dict[bytes, bool] = {}  # a shape's lines pass, skip quiet (this text's)
         for lineno, raw, known in numbered:
+            if raw and len(raw) <= MAX_WRAP_SHAPE_LINE:
+                shape = known or raw.encode("utf-8", "surrogatepass").translate(_ZEROS)
+                passes = passing.get(shape)
+                if passes is None:
+                    passes = _passes_shape(raw, shape) and (
+                        skip is None or (quiet_shape is not None and quiet_shape(raw))
+                    )
+                    if len(passing) < _MAX_PASS_SHAPES:
+                        passing[shape] = passes
+                if (
+                    passes
+                    and (self._passing or self._quiet())
+                    and ("]:" not in raw or not local_rank_tag(raw))
+                ):
+                    self._pass_over(raw, shape)
+                    continue
             if skip is not None and skip(lineno, raw):
                 self._blank(lineno)
                 continue
-            if raw and len(raw) <= MAX_WRAP_SHAPE_LINE and (self._passing or self._quiet()):
-                shape = known or raw.encode("utf-8", "surrogatepass").translate(_ZEROS)
-                passes = shapes.get(shape)
-                if passes is None:
-                    passes = _passes_shape(raw, shape)
-                if passes and ("]:" not in raw or not local_rank_tag(raw)):
-                    self._pass_over(raw, shape)
-                    continue
             self.feed(lineno, raw)
 
     def _read(self, lineno: int, raw: str) -> None:
@@ -809,21 +822,20 @@ def _passes_shape(raw: str, shape: bytes) -> bool:
     (_may_split) and can mean nothing (the prefilter). Both read the shape alone: the
     prefilter asks it (Prefilter.may_mean), and _may_split reads the line's length and
     where a "[" or ".py:" is, which its digits do not change."""
-    if len(_pass_shapes) >= _MAX_PASS_SHAPES:
-        _pass_shapes.clear()
-    passes = _pass_shapes[shape] = not _may_split(raw) and not scanner_prefilter().may_mean(
-        raw, shape
-    )
+    passes = _pass_shapes.get(shape)
+    if passes is None:
+        if len(_pass_shapes) >= _MAX_PASS_SHAPES:
+            _pass_shapes.clear()
+        passes = _pass_shapes[shape] = not _may_split(raw) and not scanner_prefilter().may_mean(
+            raw, shape
+        )
     return passes
 
 
 def _passes(raw: str, shape: bytes) -> bool:
     """Whether a line (of at most MAX_WRAP_SHAPE_LINE characters) is passed over in a
     quiet state (see _passes_shape)."""
-    passes = _pass_shapes.get(shape)
-    if passes is None:
-        passes = _passes_shape(raw, shape)
-    return passes and ("]:" not in raw or not local_rank_tag(raw))
+    return _passes_shape(raw, shape) and ("]:" not in raw or not local_rank_tag(raw))
 
 
 def _may_split(segment: str) -> bool:
