@@ -64,6 +64,7 @@ from hangdoc.analyzer.parsers.logs import LogParser
 from hangdoc.analyzer.parsers.logs.parser import JOB_KINDS, is_error_json
 from hangdoc.analyzer.parsers.pyspy_text import PyspyTextParser
 from hangdoc.analyzer.parsers.stacks import (
+    FRAME_FIRSTS,
     STACK_TEXT_BYTES,
     any_stack,
     attach_stacks,
@@ -318,15 +319,26 @@ class _LineRouter:
         self._frames: set[str] = set()
 
     def __call__(self, number: int, line: str) -> bool:
-        if line in self._frames:
-            return True
-        if is_dump_frame(line):
-            if len(self._frames) < _REMEMBERED_FRAMES:
-                self._frames.add(line)
-            return True
+        if line[:1] in FRAME_FIRSTS:  # a log's own lines start otherwise, most of them
+            if line in self._frames:
+                return True
+            if is_dump_frame(line):
+                if len(self._frames) < _REMEMBERED_FRAMES:
+                    self._frames.add(line)
+                return True
         if len(line) < 2 * _MAX_LABEL and ("ank" in line or "ANK" in line):
             self._label(number, line)
         return False
+
+    @staticmethod
+    def quiet_shape(line: str) -> bool:
+        """True when the router says False of ``line`` and notes nothing, and so of every
+        line of its shape (its digits 0: prefilter.line_shape): its first character is
+        none a frame starts with, and it is too long for a label or holds no "ank"; a
+        digit is neither. The log scanner asks it once a shape (Scanner.feed_lines)."""
+        return line[:1] not in FRAME_FIRSTS and not (
+            len(line) < 2 * _MAX_LABEL and ("ank" in line or "ANK" in line)
+        )
 
     def _label(self, number: int, line: str) -> None:
         stripped = line.strip()

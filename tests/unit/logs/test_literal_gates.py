@@ -30,6 +30,7 @@ GATED = {
     **{f"marker_{phase.value}": pattern for phase, pattern in phases._MARKERS},
     "library_line": window._LIBRARY_LINE,
     "any_stack": stacks_parser._ANY_STACK,
+    "new_start_anywhere": stacks_parser._NEW_START_ANYWHERE,
 }
 
 
@@ -230,3 +231,31 @@ def test_blank_lines_scan_as_before() -> None:
                 fast.feed(number, line)
                 slow.feed(number, line)
             assert repr(fast.finish()) == repr(slow.finish()), path
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(text=st.from_regex(stacks_parser._NEW_START_ANYWHERE))
+def test_every_match_of_a_stack_start_anywhere_holds_a_stack_word(text: str) -> None:
+    # one literal search stands for both any-stack searches (stacks/parser._STACK_WORDS)
+    assert stacks_parser._HOLDS_STACK_WORD is not None
+    assert stacks_parser._HOLDS_STACK_WORD(text), text
+
+
+def test_recorded_texts_hold_a_stack_as_both_searches_say() -> None:
+    def both(text: str) -> bool:
+        return bool(
+            stacks_parser._ANY_STACK.search(text) or stacks_parser._NEW_START_ANYWHERE.search(text)
+        )
+
+    texts = [
+        path.read_text(errors="replace")
+        for path in sorted((ROOT / "fixtures").rglob("*"))
+        if path.is_file() and path.suffix in {".log", ".txt", ".out", ".err"}
+    ]
+    pieces = [line for text in texts for line in text.splitlines()[:400]]
+    assert any(both(text) for text in texts) and not all(both(text) for text in texts)
+    for text in [*texts, *pieces]:
+        held = stacks_parser._HOLDS_STACK_WORD(text)  # type: ignore[misc]
+        assert (held and both(text)) == both(text), text[:200]
+        gated = stacks_parser._ANY_STACK_GATED
+        assert bool(held and gated.search_held(text)) == bool(gated.search(text)), text[:200]

@@ -62,8 +62,8 @@ class _EveryLineRead(Scanner):
 
 def _scan(text: str, *, prefilter: bool) -> tuple[object, ...]:
     scanner = Scanner() if prefilter else _EveryLineRead()
-    for number, line in enumerate(text.split("\n"), 1):
-        scanner.feed(number, line.rstrip("\r"))
+    # the prefilter's side as the log parser feeds it (feed_lines, its passing over inline)
+    scanner.feed_lines((n, line.rstrip("\r"), None) for n, line in enumerate(text.split("\n"), 1))
     events = scanner.finish()
     return (
         events,

@@ -1,6 +1,6 @@
 """What the log scanner reads of a line it passes over, without peeling it (issue 21
 item 1, issue 20 item 9): its wrap facts (tagged, may continue the line before, indented),
-remembered per wrap shape (parsers/logs/scanner._wrap_facts), and peel_line's test that
+remembered per wrap shape (parsers/logs/wrap_shape.py), and peel_line's test that
 no layer can start where it is (parsers/logs/prefix._ANY_ROUND_LAYER).
 
 The wrap shape is sound only while every pattern peeling tries treats all ASCII digits
@@ -25,7 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hangdoc.analyzer.parsers import prefixes
-from hangdoc.analyzer.parsers.logs import prefix, scanner
+from hangdoc.analyzer.parsers.logs import prefix, scanner, window, wrap_shape
+from hangdoc.analyzer.parsers.logs.prefilter import block_shapes
 from hangdoc.analyzer.parsers.logs.timefmt import dated_stamp, dated_stamp_of, glog_stamp
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,12 +35,17 @@ _DIGITS = frozenset(map(ord, "0123456789"))
 _CLASS = str.maketrans("56789", "44444")
 
 
-def _recorded_lines() -> list[str]:
+def _recorded_paths() -> list[Path]:
     return [
-        line
+        path
         for path in sorted((ROOT / "fixtures").rglob("*"))
         if path.is_file() and path.suffix in {".log", ".txt", ".out", ".err"}
-        for line in path.read_text(errors="replace").splitlines()
+    ]
+
+
+def _recorded_lines() -> list[str]:
+    return [
+        line for path in _recorded_paths() for line in path.read_text(errors="replace").splitlines()
     ]
 
 
@@ -96,7 +102,7 @@ _SHAPED = (
     prefix._SRUN_LABEL,
     prefix._SHIPPER,
     prefixes._MAYBE_PREFIX,
-    scanner._NCCL_HEAD,
+    wrap_shape.NCCL_HEAD,
 )
 
 
@@ -147,19 +153,19 @@ def test_a_dates_test_comes_out_alike_for_each_digit_class() -> None:
         ), mmdd
 
 
-def _facts(raw: str) -> scanner._WrapFacts:
-    return scanner._facts(prefix.peel_line(raw))
+def _facts(raw: str) -> wrap_shape.WrapFacts:
+    return wrap_shape.facts_of(prefix.peel_line(raw), raw if wrap_shape.plain(raw) else None)
 
 
 def test_recorded_lines_have_the_wrap_facts_of_their_peeling() -> None:
-    scanner._wrap_shapes.clear()
+    wrap_shape.forget()
     lines = _recorded_lines()
     assert len(lines) > 1000
     for raw in lines:
-        assert scanner._wrap_facts(raw) == _facts(raw), raw
+        assert wrap_shape.wrap_facts(raw) == _facts(raw), raw
     # and again, each read from the shapes the others left
     for raw in lines:
-        assert scanner._wrap_facts(raw) == _facts(raw), raw
+        assert wrap_shape.wrap_facts(raw) == _facts(raw), raw
 
 
 _PIECES = st.sampled_from(
@@ -179,6 +185,11 @@ _PIECES = st.sampled_from(
         "trainer-1  | ",
         "Feb 18 10:28:25 host python[1234]: ",
         "[NeMo I 2025-01-02 03:04:05 x] ",
+        "[E709 17:05:38.16 ProcessGroupNCCL.cpp:632] ",
+        "[I ProcessGroupNCCL.cpp:632] ",
+        "torch.distributed.elastic: [INFO] ",
+        "2026-11-21 19:23:51,750 - torch.distributed - INFO - ",
+        "[rank=3] ",
         "epoch 0 step 1 | loss 2.8 | lr 3.00e-04 | grad_norm 1.344 | 11989 tokens/s",
         " ",
         "x",
@@ -197,7 +208,7 @@ def test_lines_of_one_wrap_shape_have_their_own_peelings_facts(
     digits = iter(seed * (len(line) // max(len(seed), 1) + 1) if seed else [])
     other = "".join(str(next(digits, 0)) if ch.isdigit() else ch for ch in line)
     for raw in (line, other, line):
-        assert scanner._wrap_facts(raw) == _facts(raw), raw
+        assert wrap_shape.wrap_facts(raw) == _facts(raw), raw
 
 
 def _peel_every_round(raw: str, monkeypatch: pytest.MonkeyPatch) -> prefix.LineTag:
@@ -222,16 +233,16 @@ def test_a_bench_rank_logs_step_lines_are_peeled_once_per_shape(
     log = tmp_path / "stdout.rank3.out"
     bench_all.write_log(log, Job(ranks=16), 3, "node00000", 10003, 400_000)
     lines = log.read_text().split("\n")
-    scanner._wrap_shapes.clear()
+    wrap_shape.forget()
     peeled: list[str] = []
-    real_peel, real_reads = scanner.peel_line, scanner.peel_line_reads
-    monkeypatch.setattr(scanner, "peel_line", lambda raw: peeled.append(raw) or real_peel(raw))
+    real_peel, real_reads = scanner.peel_line, wrap_shape.peel_line_reads
+    for module in (scanner, wrap_shape):
+        monkeypatch.setattr(module, "peel_line", lambda raw: peeled.append(raw) or real_peel(raw))
     monkeypatch.setattr(
-        scanner, "peel_line_reads", lambda raw: peeled.append(raw) or real_reads(raw)
+        wrap_shape, "peel_line_reads", lambda raw: peeled.append(raw) or real_reads(raw)
     )
     reader = scanner.Scanner()
-    for number, line in enumerate(lines, 1):
-        reader.feed(number, line)
+    reader.feed_lines((n, line, None) for n, line in enumerate(lines, 1))
     reader.finish()
     steps = [line for line in lines if " step " in line]
     assert len(steps) > 2000
@@ -265,7 +276,7 @@ def test_a_long_wrapped_chain_passes_its_roots_identity_on_as_every_line_read(
     root: str, filler: int
 ) -> None:
     # a tagged line, then more passed-over headerless lines of a wrapped line's length
-    # than are kept before their tags are read (_MAX_DEFERRED), some with dates that are
+    # than the old bound on lines kept before their tags were read (64), some with dates that are
     # none (month 13), then a headerless line that means something: it takes the root's
     # rank when the chain reaches a tagged root, as it did when every line was peeled
     step = (
@@ -288,3 +299,53 @@ def test_a_long_wrapped_chain_passes_its_roots_identity_on_as_every_line_read(
         assert fast[-1][3] == 3
     if root == "[default3]:":
         assert fast[-1][4] == 3
+
+
+@pytest.mark.parametrize("root", ["[rank3]:", "2026-11-21 19:23:51,750 - ", ""])
+def test_a_wrapped_chain_read_as_a_log_reader_feeds_it_is_read_as_line_by_line(root: str) -> None:
+    # feed_lines (the log parser's loop, the passing over in it) reads as feed does
+    step = "epoch 0 step {} | loss 2.8024 | lr 3.00e-04 | grad_norm 1.344 | 11989 tokens/s | "
+    chain = [root + step.format(0) + "x" * 30]
+    chain += [step.format(n) + "y" * (30 + n % 3) for n in range(1, 90)]
+    chain += [
+        "",
+        root + "short",
+        "  indented " + step.format(1),
+        "Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600005 milliseconds before timing out.",
+    ]
+    batched = scanner.Scanner()
+    shapes = block_shapes("\n".join(chain).encode())
+    batched.feed_lines(zip(range(1, len(chain) + 1), chain, shapes, strict=True))
+    fast = [(e.line, e.kind, e.text, e.prefix_rank, e.local_rank) for e in batched.finish()]
+    assert fast == _scan(chain, scanner.Scanner()) == _scan(chain, _EveryLineRead())
+    assert fast
+
+
+def _window_peeling_every_line(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[int, list[object]]:
+    with monkeypatch.context() as patched:
+        patched.setattr(wrap_shape, "plain", lambda raw: False)
+        return window.read_line_window(path, "x", None)  # type: ignore[return-value]
+
+
+def test_the_line_window_reads_recorded_logs_as_when_it_peeled_every_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the window's untagged lines are read by their wrap facts (text start, library
+    # origin, indent), remembered per shape: each recorded log, and a bench rank log,
+    # gives the window it gave when every line was peeled
+    import bench_all
+    from fr_synth import Job
+
+    bench = tmp_path / "stdout.rank3.out"
+    bench_all.write_log(bench, Job(ranks=16), 3, "node00000", 10003, 400_000)
+    paths = [*_recorded_paths(), bench]
+    assert len(paths) > 20
+    for path in paths:
+        wrap_shape.forget()
+        expected = _window_peeling_every_line(path, monkeypatch)
+        assert window.read_line_window(path, "x", None) == expected, path
+        assert window.read_line_window(path, "x", None) == expected, path  # from shapes kept

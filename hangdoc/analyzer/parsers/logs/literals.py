@@ -157,6 +157,22 @@ class Gate:
             return None
         return self.pattern.search(text, *args)
 
+    def first_literals(self) -> frozenset[str] | None:
+        """The literals of every branch's most selective set (admits' first search: a
+        text that holds none of them holds no match), None where that test is none (no
+        literal required, or one read case-folded)."""
+        if not self.branches or self.folded:
+            return None
+        return frozenset().union(*(branch[0] for branch in self.branches))
+
+    def search_held(self, text: str) -> re.Match[str] | None:
+        """``search``, for a text known to hold one of ``first_literals`` (that search
+        not made again)."""
+        for tests in self._tests:
+            if all(test(text) is not None for test in tests[1:]):
+                return self.pattern.search(text)
+        return None
+
 
 def gate(pattern: re.Pattern[str]) -> Gate:
     """The gated search of ``pattern`` (its plain search when no literal is required)."""

@@ -9,9 +9,10 @@ init lines that map processes to ranks, the tail holds the hang), never whole.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -22,6 +23,7 @@ from hangdoc.analyzer.parsers.logs.elastic import error_json_stamp, parse_error_
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TopoBlock
 from hangdoc.analyzer.parsers.logs.hit import Hit, Origin, log_event
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
+from hangdoc.analyzer.parsers.logs.prefilter import block_shapes
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
@@ -34,6 +36,8 @@ _JSON_START = re.compile(r'\s*(?:\{\s*(?:"|\}|$)|\[\s*(?:[{\["\]]|$))')
 HEAD_BYTES = 4 * 1024 * 1024
 TAIL_BYTES = 28 * 1024 * 1024
 _COUNT_LIMIT = 2 * 1024 * 1024 * 1024  # count skipped lines (for line numbers) up to this size
+# A log up to this size is split into lines and their shapes at once (_whole_lines).
+_WHOLE_BYTES = 4 * 1024 * 1024
 _SNIFF_WORDS = (
     "error",
     "warn",
@@ -164,14 +168,39 @@ class LogParser:
                 if hit is not None:
                     return _error_file_result(hit, display_path)
         scanner = Scanner()
-        skip = self.line_filter
-        for lineno, line in _iter_lines(path, size, notes):
-            scanner.feed(lineno, "" if skip is not None and skip(lineno, line) else line)
+        numbered = _whole_lines(path, size)
+        if numbered is None:
+            numbered = ((number, line, None) for number, line in _iter_lines(path, size, notes))
+        scanner.feed_lines(numbered, self.line_filter)
         events = scanner.finish()
         if scanner.dropped:
             notes.append(f"{display_path}: {scanner.dropped} repetitive log events not kept")
         assumed_year = time.gmtime(path.stat().st_mtime).tm_year
         return _assemble(scanner, events, display_path, assumed_year, notes)
+
+
+def _whole_lines(path: Path, size: int) -> Iterable[tuple[int, str, bytes | None]] | None:
+    """(line number, text, shape) of each line of a log of up to _WHOLE_BYTES, split and
+    shaped at once (C-level passes, not a read, decode and shape a line): what
+    _iter_lines gives, where that is sure: no UTF-16 mark, no carriage return (which it
+    strips from a line's end), no byte that decodes to a replacement (so a line's shape
+    is that of its bytes), no line _capped_lines would cut, and _iter_lines reads it all
+    (not its head and tail). None for any other log."""
+    if size > min(_WHOLE_BYTES, HEAD_BYTES + TAIL_BYTES):
+        return None
+    data = path.read_bytes()
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\r" in data:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    if "\ufffd" in text:
+        return None
+    lines, shapes = text.split("\n"), block_shapes(data)
+    if lines[-1] == "":
+        lines.pop()  # the end of the last line, not a line
+        shapes.pop()
+    if shapes and max(map(len, shapes)) >= MAX_LINE_BYTES:
+        return None
+    return zip(itertools.count(1), lines, shapes, strict=False)
 
 
 def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, str]]:

@@ -131,6 +131,13 @@ def line_shape(line: str) -> bytes:
     return line.encode("utf-8", "surrogatepass").translate(_ZEROS)
 
 
+def block_shapes(data: bytes) -> list[bytes]:
+    """The shapes of the lines of ``data`` split at "\\n", in one C-level pass: each the
+    ``line_shape`` of that line where ``data`` decodes as UTF-8 without a replacement (its
+    lines' UTF-8 is then their bytes)."""
+    return data.translate(_ZEROS).split(b"\n")
+
+
 def _shape(literal: str) -> str:
     """A literal with its digits 0, as it is in the shape of a line that holds it."""
     return literal.translate(_STR_ZEROS)

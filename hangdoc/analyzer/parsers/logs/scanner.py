@@ -10,9 +10,8 @@ that no launcher prefixes (ChildFailedError, RAS, fr_trace, nvidia-smi).
 from __future__ import annotations
 
 import functools
-import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from hangdoc.analyzer.parsers.catalog import default_matcher
@@ -44,8 +43,8 @@ from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
 from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
-from hangdoc.analyzer.parsers.logs.prefilter import Prefilter, line_shape
-from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line, peel_line_reads
+from hangdoc.analyzer.parsers.logs.prefilter import Prefilter
+from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
 from hangdoc.analyzer.parsers.logs.process import (
     SAVE_FRAME,
     MpiExitBlock,
@@ -58,7 +57,10 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
-from hangdoc.analyzer.parsers.prefixes import clean_line, local_rank_tag
+from hangdoc.analyzer.parsers.logs.wrap_shape import MAX_WRAP_SHAPE_LINE, wrap_facts
+from hangdoc.analyzer.parsers.logs.wrap_shape import NCCL_HEAD as _NCCL_HEAD
+from hangdoc.analyzer.parsers.logs.wrap_shape import headerless as _headerless
+from hangdoc.analyzer.parsers.prefixes import local_rank_tag
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
@@ -97,7 +99,6 @@ _SAID_RANK = re.compile(
     r"(?:\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\] )?(?:\[[\w.\-]+\.py:\d+:\w+\] )?"
     r"(?:\[(?:Rank|RANK) (\d{1,6})\]|[Rr]ank (\d{1,6})(?::| (?=has )))"
 )
-_NCCL_HEAD = re.compile(r"[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] ")
 _STACK_FRAME = re.compile(r"^#\d+ \S+ from \S+:\d+")
 _TRACEBACK = "Traceback (most recent call last)"
 _FAILED_STACK = "Stack trace of the failed collective:"
@@ -120,9 +121,9 @@ _MAX_PER_KIND = 400
 _CATCH_ALL = frozenset({EventKind.NCCL_WARN, EventKind.EXCEPTION})
 _NO_KINDS: frozenset[EventKind] = frozenset()
 _MAX_JOIN = 4
-# Lines passed over (Scanner._pass_over) before the last one's tag is read: a bound on what is
-# kept, one peeling in so many lines.
-_MAX_DEFERRED = 64
+# Whether a line of a shape is passed over in a quiet state (Scanner._passes), per shape.
+_MAX_PASS_SHAPES = 4096
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")
 # A line that starts a record of its own is never the wrapped rest of the one before: two
 # ranks' "RuntimeError: Detected mismatch …" messages, each hard-wrapped, follow each other.
 _RECORD_START = re.compile(r"(?:[A-Za-z_][\w.]*(?:Error|Exception): |Traceback \(most recent)")
@@ -220,24 +221,72 @@ class Scanner:
     # The kinds of the events made of the line being read (a catalog row adds another).
     _line: int = -1
     _line_kinds: set[EventKind] = field(default_factory=set)
-    # The lines passed over since _prev_tag's (see _pass_over), whose tags are read only
-    # when a wrapped line needs the last one's; _deferred_len is the length of the line
-    # before the first of them.
-    _deferred: list[tuple[str, bytes | None]] = field(default_factory=list)  # (raw, shape)
-    _deferred_len: int = 0
+    # A line was passed over since the last one read (see _pass_over); _root, when set,
+    # is the tagged line passed over whose identity a wrapped line after it would take,
+    # not peeled until one comes (_previous_tag).
+    _passing: bool = False
+    _root: str | None = None
 
     # ---- input ------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
         if not raw:
             self._blank(lineno)
             return
-        # a line passed over leaves the state as it found it: quiet (_deferred is emptied
+        # a line passed over leaves the state as it found it: quiet (_passing is cleared
         # by whatever may change it, _physical and _blank)
-        if (self._deferred or self._quiet()) and not _may_split(raw):
-            shape = line_shape(raw) if len(raw) <= _MAX_WRAP_SHAPE_LINE else None
-            if not scanner_prefilter().may_mean(raw, shape) and not local_rank_tag(raw):
-                self._pass_over(raw, shape)
+        if self._passing or self._quiet():
+            if len(raw) <= MAX_WRAP_SHAPE_LINE:
+                shape = raw.encode("utf-8", "surrogatepass").translate(_ZEROS)
+                if _passes(raw, shape):
+                    self._pass_over(raw, shape)
+                    return
+            elif (
+                not _may_split(raw)
+                and not scanner_prefilter().may_mean(raw)
+                and not local_rank_tag(raw)
+            ):
+                self._pass_over(raw, None)
                 return
+        self._read(lineno, raw)
+
+    def feed_lines(
+        self,
+        numbered: Iterable[tuple[int, str, bytes | None]],
+        skip: Callable[[int, str], bool] | None = None,
+    ) -> None:
+        """``feed`` of each (number, line, its shape or None), a line ``skip`` is True for
+        fed blank: the loop a log's reader runs, with a passed-over line's steps in it
+        (most of a log's lines are passed over, and a call per line was a third of their
+        cost). A shape given is the line's prefilter.line_shape.
+
+        Where ``skip`` has a ``quiet_shape(line)`` (True: ``skip`` is False of every line
+        of the line's shape, and has nothing to note of it), it is asked once a shape,
+        with the pass test, and not called for a line passed over."""
+        quiet_shape: Callable[[str], bool] | None = getattr(skip, "quiet_shape", None)
+        passing: dict[bytes, bool] = {}  # a shape's lines pass, skip quiet (this text's)
+        for lineno, raw, known in numbered:
+            if raw and len(raw) <= MAX_WRAP_SHAPE_LINE:
+                shape = known or raw.encode("utf-8", "surrogatepass").translate(_ZEROS)
+                passes = passing.get(shape)
+                if passes is None:
+                    passes = _passes_shape(raw, shape) and (
+                        skip is None or (quiet_shape is not None and quiet_shape(raw))
+                    )
+                    if len(passing) < _MAX_PASS_SHAPES:
+                        passing[shape] = passes
+                if (
+                    passes
+                    and (self._passing or self._quiet())
+                    and ("]:" not in raw or not local_rank_tag(raw))
+                ):
+                    self._pass_over(raw, shape)
+                    continue
+            if skip is not None and skip(lineno, raw):
+                self._blank(lineno)
+                continue
+            self.feed(lineno, raw)
+
+    def _read(self, lineno: int, raw: str) -> None:
         for segment in _segments(raw):
             pieces = _split_records(segment) if _may_split(segment) else [segment]
             for piece in pieces:
@@ -259,46 +308,30 @@ class Scanner:
         """A line that can mean nothing (the prefilter, in a quiet state: no record open),
         read without its peeling and tests: it holds nothing a recogniser, a catalog row
         or a record reads, is balanced, names no local rank (local_to_global) and is no
-        spliced record, so all it leaves is its identity for a wrapped line after it,
-        read from it when one comes (_previous_tag)."""
+        spliced record, so all it leaves is its identity for a wrapped line after it.
+
+        What it passes on is followed as the lines come, by their wrap facts
+        (wrap_shape.wrap_facts, remembered per shape): a tagged line is the root of what
+        follows, kept unpeeled (_root); a line that continues the one before (_continues)
+        leaves the root as it was; any other line has nothing to pass on (an untagged
+        tag is read as None wherever one is used). A log's step lines, each as long as a
+        wrapped line and headerless, were each peeled (6 µs) to find that none is tagged."""
         self._line = -1
-        if not self._deferred:
-            self._deferred_len = self._prev_len
-        self._deferred.append((raw, shape))
+        self._passing = True
+        facts = wrap_facts(raw, shape)
+        if facts.tagged:
+            self._root = raw  # a tagged line continues nothing: the chain's root
+        elif not (facts.joins and (self._prev_len >= _WRAP_LEN or facts.indented)):
+            self._root, self._prev_tag = None, None  # an untagged root: nothing to pass on
         self._prev_len = len(raw)
-        if len(self._deferred) >= _MAX_DEFERRED:
-            self._prev_tag = self._previous_tag()
 
     def _previous_tag(self) -> LineTag | None:
-        """The tag of the line before this one, read from the lines passed over when there
-        are: the last one's, which takes the identity of the one before it only when it
-        continues it (_continues), and so on back.
-
-        Only what it passes on is read: a tagged line's identity, or None when it has
-        none to pass on (an untagged tag is read as None wherever one is used). So a line
-        passed over is peeled only when it is tagged; whether it is, and whether it may
-        continue the line before, is known by its wrap shape (_wrap_facts): a log's step
-        lines, each as long as a wrapped line and headerless, walked back as one chain,
-        were each peeled (6 µs) to find that none is tagged."""
-        raws = self._deferred
-        if not raws:
-            return self._prev_tag
-        index = len(raws)
-        root: LineTag | None = None
-        while index > 0:
-            index -= 1
-            raw, shape = raws[index]
-            facts = _wrap_facts(raw, shape)
-            if facts.tagged:
-                root = peel_line(raw)  # a tagged line continues nothing: the chain's root
-                break
-            prev_len = len(raws[index - 1][0]) if index else self._deferred_len
-            if not (facts.joins and (prev_len >= _WRAP_LEN or facts.indented)):
-                break  # an untagged root: nothing to pass on
-        else:
-            root = self._prev_tag
-        raws.clear()
-        self._prev_tag = root if root is not None and root.tagged else None
+        """The tag of the line before this one: of the last line read, or the identity
+        the lines passed over since pass on (_pass_over), its root peeled now."""
+        if self._root is not None:
+            root = peel_line(self._root)
+            self._root = None
+            self._prev_tag = root if root.tagged else None
         return self._prev_tag
 
     def finish(self) -> list[RawEvent]:
@@ -324,7 +357,7 @@ class Scanner:
         a 4 MiB paste's 79,000 lines)."""
         tag = LineTag("")
         self._prev_len, self._prev_tag = 0, tag
-        self._deferred.clear()
+        self._passing, self._root = False, None
         if self._pending is not None:
             ptag, pline, _ = self._pending
             self._pending = None
@@ -340,7 +373,7 @@ class Scanner:
             if prev is not None and prev.tagged:
                 _inherit(tag, prev)  # wrapped continuation
         self._prev_len, self._prev_tag = raw_len, tag
-        self._deferred.clear()
+        self._passing, self._root = False, None
         if self._pending is not None:
             ptag, pline, joins = self._pending
             if headerless and text.strip() and not _RECORD_START.match(text):
@@ -767,11 +800,6 @@ class Scanner:
         return current
 
 
-def _headerless(tag: LineTag) -> bool:
-    """A line no prefix, NCCL header or level names the writer of."""
-    return not tag.tagged and not _NCCL_HEAD.match(tag.text) and tag.level is None
-
-
 def _continues(tag: LineTag, prev_len: int) -> bool:
     """Whether a line is the hard-wrapped rest of the one before (of ``prev_len``
     characters), and so takes its identity when that one has a prefix."""
@@ -780,78 +808,34 @@ def _continues(tag: LineTag, prev_len: int) -> bool:
     return wrapped and _headerless(tag) and bool(text.strip())
 
 
-@dataclass(frozen=True, slots=True)
-class _WrapFacts:
-    """What _continues and _previous_tag read of a line's tag, but its identity."""
-
-    tagged: bool
-    joins: bool  # headerless and not blank: it continues a long enough line before it
-    indented: bool  # its text starts with a space or a tab: it continues any line before it
-
-
-def _facts(tag: LineTag) -> _WrapFacts:
-    return _WrapFacts(
-        tag.tagged, _headerless(tag) and bool(tag.text.strip()), tag.text[:1] in " \t"
-    )
-
-
-# A line's wrap shape: its ASCII digits 0. Every test peel_line and _headerless make of
-# a digit is of its class, in which all ten are alike, but for the values of a date's
-# month and day (timefmt's 1-12 and 1-31) and _MPI_RANK_TAG's literal "[1,"; a line
-# holding "[1," is peeled, and the digits a date's test read are told apart by class: 0,
-# 1, 2, 3 or "4 or more" in each place decide those tests alike
-# (tests/unit/logs/test_wrap_shape.py). So two lines of one wrap shape whose digits at
-# the places the first one's peeling tested are of one class peel to the same _WrapFacts.
-_DIGIT_CLASS = str.maketrans("56789", "44444")
-_MAX_WRAP_SHAPES = 4096
-_MAX_WRAP_SHAPE_LINE = 1024  # a longer line is peeled (the memory a shape holds is bounded)
-_MAX_PER_WRAP_SHAPE = 8
-_wrap_shapes: dict[bytes, list[tuple[Callable[[str], object], str, _WrapFacts]]] = {}
-
-
-def _wrap_facts(raw: str, shape: bytes | None = None) -> _WrapFacts:
-    """_facts(peel_line(raw)), remembered per wrap shape (prefilter.line_shape: ``shape``,
-    where the caller has it) and the classes of the digits its peeling tested (a log's
-    step lines are one shape, one entry)."""
-    if (
-        len(raw) > _MAX_WRAP_SHAPE_LINE
-        or "[1," in raw
-        or raw[-1:] == "\n"
-        or "\x1b" in raw
-        or "\r" in raw
-        or ("[" in raw and "m" in raw and clean_line(raw) != raw)
-    ):
-        return _facts(peel_line(raw))
-    if shape is None:
-        shape = line_shape(raw)
-    seen = _wrap_shapes.get(shape)
-    if seen is not None:
-        for digits, classes, facts in seen:
-            if _classes(digits, raw) == classes:
-                return facts
-    elif len(_wrap_shapes) >= _MAX_WRAP_SHAPES:
-        _wrap_shapes.clear()
-    tag, places = peel_line_reads(raw)
-    facts = _facts(tag)
-    entries = _wrap_shapes.setdefault(shape, [])
-    if len(entries) < _MAX_PER_WRAP_SHAPE:
-        digits = operator.itemgetter(*(-place for place in places)) if places else _no_digits
-        entries.append((digits, _classes(digits, raw), facts))
-    return facts
-
-
-def _no_digits(raw: str) -> str:
-    return ""
-
-
-def _classes(digits: Callable[[str], object], raw: str) -> str:
-    """The classes of the digits ``digits`` takes of ``raw`` (one, or a tuple of them)."""
-    return "".join(digits(raw)).translate(_DIGIT_CLASS)  # type: ignore[arg-type]
-
-
 def _inherit(tag: LineTag, prev: LineTag) -> None:
     tag.rank, tag.local_rank = prev.rank, prev.local_rank
     tag.host, tag.pid, tag.tagged = prev.host, prev.pid, True
+
+
+_pass_shapes: dict[bytes, bool] = {}
+
+
+def _passes_shape(raw: str, shape: bytes) -> bool:
+    """Whether a line of ``raw``'s shape is passed over in a quiet state where it names
+    no local rank (local_rank_tag, read of the line itself): it is no spliced record
+    (_may_split) and can mean nothing (the prefilter). Both read the shape alone: the
+    prefilter asks it (Prefilter.may_mean), and _may_split reads the line's length and
+    where a "[" or ".py:" is, which its digits do not change."""
+    passes = _pass_shapes.get(shape)
+    if passes is None:
+        if len(_pass_shapes) >= _MAX_PASS_SHAPES:
+            _pass_shapes.clear()
+        passes = _pass_shapes[shape] = not _may_split(raw) and not scanner_prefilter().may_mean(
+            raw, shape
+        )
+    return passes
+
+
+def _passes(raw: str, shape: bytes) -> bool:
+    """Whether a line (of at most MAX_WRAP_SHAPE_LINE characters) is passed over in a
+    quiet state (see _passes_shape)."""
+    return _passes_shape(raw, shape) and ("]:" not in raw or not local_rank_tag(raw))
 
 
 def _may_split(segment: str) -> bool:

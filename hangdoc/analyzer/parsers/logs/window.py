@@ -20,6 +20,11 @@ from hangdoc.analyzer.parsers.logs.benign import benign_warning
 from hangdoc.analyzer.parsers.logs.literals import gate
 from hangdoc.analyzer.parsers.logs.mentions import find_mention
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
+from hangdoc.analyzer.parsers.logs.wrap_shape import (
+    LIBRARY_ORIGIN,
+    MAX_WRAP_SHAPE_LINE,
+    wrap_facts,
+)
 from hangdoc.analyzer.parsers.stacks.markers import label_rank
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME
 from hangdoc.analyzer.vocabulary import RankFrom
@@ -49,12 +54,6 @@ _LIBRARY_LINE_SEARCH = gate(_LIBRARY_LINE).search
 # A stack frame (py-spy's "name (file.py:12)"), whoever printed it: what the rank was
 # doing is the stacks' to say, not a line the job printed.
 _STACK_FRAME = FRAME
-# Whose words a logging line is, by the origin its header names: torch's C++ (glog/c10
-# headers name a source file, "ProcessGroupNCCL.cpp:632") and torch's Python loggers
-# ("torch.distributed.elastic…") are the library's. Any other logger is the job's or its
-# framework's: "2024-02-18 10:28:25,496 - root - INFO - Saving latest checkpoint …" is what
-# the job was doing, and the comparison and HD061 must see it.
-_LIBRARY_ORIGIN = re.compile(r"\.(?:cpp|cc|cu|cuh|c|h|hpp):\d+$|^torch(?:\.|$)")
 _MAX_LABEL = 60  # a rank label line is short
 _RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d+)\]: ?(?=[A-Za-z(\"'])")
 
@@ -119,9 +118,20 @@ def read_line_window(
         if fast is not None and "\x1b" not in raw and "\r" not in raw:
             text, said = raw[fast.end() :].strip(), int(fast.group(1))
             indented = False
+        elif (
+            len(raw) <= MAX_WRAP_SHAPE_LINE
+            and (facts := wrap_facts(raw)).text_from >= 0
+            and not facts.ranked
+            and not facts.tagged
+        ):
+            # an untagged line (a logging header's, the bench's step lines): what its
+            # peeling says, remembered by its shape (parsers/logs/wrap_shape.py)
+            if facts.library:
+                continue  # a glog/c10/torch logger line: the library's words, not the job's
+            text, said, indented = raw[facts.text_from :].strip(), None, facts.indented
         else:
             tag = peel_line(raw[: MAX_LINE_CHARS * 2])
-            if tag.origin is not None and _LIBRARY_ORIGIN.search(tag.origin):
+            if tag.origin is not None and LIBRARY_ORIGIN.search(tag.origin):
                 continue  # a glog/c10/torch logger line: the library's words, not the job's
             text, said = tag.text.strip(), tag.rank
             indented = tag.text[:1] in (" ", "\t")

@@ -12,7 +12,7 @@ prefixes), blocks (one recogniser each) and processes (rank markers near each bl
 
 from __future__ import annotations
 
-from hangdoc.analyzer.parsers.stacks.frame_lines import is_dump_frame
+from hangdoc.analyzer.parsers.stacks.frame_lines import FRAME_FIRSTS, is_dump_frame
 from hangdoc.analyzer.parsers.stacks.parser import (
     STACK_TEXT_BYTES,
     any_stack,
@@ -25,6 +25,7 @@ from hangdoc.analyzer.parsers.stacks.parser import (
 )
 
 __all__ = [
+    "FRAME_FIRSTS",
     "STACK_TEXT_BYTES",
     "any_stack",
     "attach_stacks",

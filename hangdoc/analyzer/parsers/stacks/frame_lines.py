@@ -45,6 +45,12 @@ _DUMP_HEADER = re.compile(
 _GDB_FRAME = re.compile(r"#\d+ +(?:0x[0-9a-fA-F]+ in \S|\S.*\) at \S+:\d+\s*$)")
 
 
+# The characters a line is_dump_frame is True for starts with (a prefix's "[", an
+# indent, gdb's "#", py-spy's "Process", "Python" and "Thread"): a line that starts with
+# none of them is no frame, found at one look (tests/unit/parsers/test_line_router.py).
+FRAME_FIRSTS = "[ \t#PT"
+
+
 def is_dump_frame(line: str) -> bool:
     """True for a gdb frame line, or an indented py-spy or faulthandler one, behind the
     ``[rank3]:`` or ``[default3]:`` prefix torchrun and torch put on a rank's lines."""

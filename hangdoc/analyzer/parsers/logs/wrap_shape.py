@@ -1,0 +1,149 @@
+"""What a line's peeling says of it but its identity, remembered per line shape.
+
+Two readers peel lines only to learn a few facts of them: the log scanner, of a line the
+prefilter passed over, whether it is tagged and whether it may continue the line before
+(a hard-wrapped line takes the identity of the one it continues); the line window, of an
+untagged line, where its text starts, whether its header names the library as its
+writer, and whether it is indented. A log's lines are few shapes (its step lines differ
+in their numbers only), and peeling one is 5 µs: the facts are remembered per shape.
+
+A line's wrap shape is its ASCII digits 0 (prefilter.line_shape). Every test peel_line
+and headerless make of a digit is of its class, in which all ten are alike, but for the
+values of a date's month and day (timefmt's 1-12 and 1-31) and _MPI_RANK_TAG's literal
+"[1,"; a line holding "[1," is peeled, and the digits a date's test read are told apart
+by class: 0, 1, 2, 3 or "4 or more" in each place decide those tests alike
+(tests/unit/logs/test_wrap_shape.py). So two lines of one wrap shape whose digits at the
+places the first one's peeling tested are of one class take the same path through the
+peeling: the same layers, of the same lengths, so the same facts.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hangdoc.analyzer.parsers.logs.prefilter import line_shape
+from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line, peel_line_reads
+from hangdoc.analyzer.parsers.prefixes import clean_line
+
+NCCL_HEAD = re.compile(r"[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] ")
+# Whose words a logging line is, by the origin its header names: torch's C++ (glog/c10
+# headers name a source file, "ProcessGroupNCCL.cpp:632") and torch's Python loggers
+# ("torch.distributed.elastic…") are the library's. Any other logger is the job's or its
+# framework's: "2024-02-18 10:28:25,496 - root - INFO - Saving latest checkpoint …" is what
+# the job was doing, and the log comparison and HD061 must see it (parsers/logs/window.py).
+LIBRARY_ORIGIN = re.compile(r"\.(?:cpp|cc|cu|cuh|c|h|hpp):\d+$|^torch(?:\.|$)")
+
+_DIGIT_CLASS = str.maketrans("56789", "44444")
+_MAX_WRAP_SHAPES = 4096
+MAX_WRAP_SHAPE_LINE = 1024  # a longer line is peeled (the memory a shape holds is bounded)
+_MAX_PER_WRAP_SHAPE = 8
+
+
+def headerless(tag: LineTag) -> bool:
+    """A line no prefix, NCCL header or level names the writer of."""
+    return not tag.tagged and not NCCL_HEAD.match(tag.text) and tag.level is None
+
+
+@dataclass(frozen=True, slots=True)
+class WrapFacts:
+    """What the scanner's wrap tests and the line window read of a line's tag, but its
+    identity."""
+
+    tagged: bool
+    joins: bool  # headerless and not blank: it continues a long enough line before it
+    indented: bool  # its text starts with a space or a tab: it continues any line before it
+    ranked: bool  # a layer named a rank (tagged or not: Determined's "[rank=3]")
+    library: bool  # its header's origin is the library's (LIBRARY_ORIGIN)
+    text_from: int  # where its text starts in the line (-1: unknown, see facts_of)
+
+
+def facts_of(tag: LineTag, line: str | None) -> WrapFacts:
+    """The facts of ``tag``, the peeling of ``line`` where that is plain (its text is
+    an end of it, read from text_from on), or of a line that is not (None: its text is
+    one of the cleaned line, and text_from is -1)."""
+    text = tag.text
+    return WrapFacts(
+        tag.tagged,
+        headerless(tag) and bool(text.strip()),
+        text[:1] in " \t",
+        tag.rank is not None,
+        tag.origin is not None and LIBRARY_ORIGIN.search(tag.origin) is not None,
+        len(line) - len(text) if line is not None and line.endswith(text) else -1,
+    )
+
+
+def plain(raw: str) -> bool:
+    """Whether a line's facts are remembered by its shape: short, no "[1," (whose digit
+    is a literal), and nothing cleaning it takes out (so its peeling reads it as it is)."""
+    return not (
+        len(raw) > MAX_WRAP_SHAPE_LINE
+        or "[1," in raw
+        or raw[-1:] == "\n"
+        or "\x1b" in raw
+        or "\r" in raw
+        or ("[" in raw and "m" in raw and clean_line(raw) != raw)
+    )
+
+
+_wrap_shapes: dict[bytes, list[tuple[Callable[[str], object], str, WrapFacts]]] = {}
+# Of each shape's first entry: its digits' getter, the digits (as the getter gives them)
+# of lines found of its classes, and its facts: a log's lines of one shape mostly carry
+# the same date, found again at one look-up instead of their classes' comparison.
+_first_entries: dict[bytes, tuple[Callable[[str], object], set[object], WrapFacts]] = {}
+_MAX_FIRST_DIGITS = 64
+
+
+def wrap_facts(raw: str, shape: bytes | None = None) -> WrapFacts:
+    """facts_of(peel_line(raw)), remembered per wrap shape (prefilter.line_shape:
+    ``shape``, where the caller has it) and the classes of the digits its peeling tested
+    (a log's step lines are one shape, one entry).
+
+    A shape is remembered of a plain line only, and whether a line is plain is read of
+    its shape but for "[1,": a line without one, of a shape remembered, is plain too."""
+    seen = None
+    if len(raw) <= MAX_WRAP_SHAPE_LINE:
+        if shape is None:
+            shape = line_shape(raw)
+        seen = _wrap_shapes.get(shape)
+        if seen is not None and "[1," not in raw:
+            first, found, first_facts = _first_entries[shape]
+            if first(raw) in found:
+                return first_facts
+            for index, (digits, classes, facts) in enumerate(seen):
+                if _classes(digits, raw) == classes:
+                    if index == 0 and len(found) < _MAX_FIRST_DIGITS:
+                        found.add(first(raw))
+                    return facts
+    if not plain(raw):
+        return facts_of(peel_line(raw), None)
+    assert shape is not None  # a plain line is short
+    if seen is None and len(_wrap_shapes) >= _MAX_WRAP_SHAPES:
+        _wrap_shapes.clear()
+        _first_entries.clear()
+    tag, places = peel_line_reads(raw)
+    facts = facts_of(tag, raw)
+    entries = _wrap_shapes.setdefault(shape, [])
+    if len(entries) < _MAX_PER_WRAP_SHAPE:
+        digits = operator.itemgetter(*(-place for place in places)) if places else _no_digits
+        entries.append((digits, _classes(digits, raw), facts))
+        if len(entries) == 1:
+            _first_entries[shape] = (digits, {digits(raw)}, facts)
+    return facts
+
+
+def forget() -> None:
+    """Forget every shape remembered (a test's fresh start)."""
+    _wrap_shapes.clear()
+    _first_entries.clear()
+
+
+def _no_digits(raw: str) -> str:
+    return ""
+
+
+def _classes(digits: Callable[[str], object], raw: str) -> str:
+    """The classes of the digits ``digits`` takes of ``raw`` (one, or a tuple of them)."""
+    return "".join(digits(raw)).translate(_DIGIT_CLASS)  # type: ignore[arg-type]
