@@ -5,7 +5,11 @@ The other ranks timed out early in the job (in one of its first collectives) whi
 rank was still busy with work that only it does and that takes a long time:
 tokenizing or mapping a dataset, loading checkpoint shards, building an index. Its
 progress bar was still advancing when the others gave up. Nothing was stuck; the work
-took longer than the collective timeout.
+took longer than the collective timeout. When the lines show only the work's start (its
+marker, no bar or counter advancing), they do not time it against the timeout: the
+finding is then that the ranks parted (one began single-rank work, the others waited in
+a collective), category `rank_divergence_collective_vs_noncollective`
+(fixtures/cases/README.md: slow work is shown advancing).
 
 ## Why it hangs
 The waiting ranks sit in a barrier or broadcast (often `main_process_first`, or the
@@ -139,7 +143,7 @@ class SlowRankWork(Rule):
     id = "HD039"
     name = "slow-rank-work-before-timeout"
     summary = "a timeout caused by long single-rank work (preprocessing, loading), not a hang"
-    categories = (Category.NOT_A_HANG,)
+    categories = (Category.NOT_A_HANG, Category.RANK_DIVERGENCE)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -159,6 +163,12 @@ class SlowRankWork(Rule):
         bar, label = next(iter(busy.values()))
         marker = _marker(bar)
         meter = marker.progress
+        if not any(_marker(p).progress is not None for p, _ in busy.values()):
+            # Only the work's start is shown, no bar or counter advancing: the ranks
+            # parted, but the artifacts do not time the work against the timeout
+            # (fixtures/cases/README.md: slow work is shown advancing, else divergence).
+            yield self._parted(culprits, label, bar, timeouts, timed_out)
+            return
         progress = f" ({meter.meter} after {meter.elapsed})" if meter is not None else ""
         who = (
             ranks_text(culprits)
@@ -194,6 +204,41 @@ class SlowRankWork(Rule):
             evidence=(bar.ref(), *(p.ref() for p in timeouts[:3])),
             strength=Strength.SIGNAL,  # work still progressing when the others timed out
             says_not_hung=True,
+        )
+
+    def _parted(
+        self,
+        culprits: list[int],
+        label: str,
+        began: Placed,
+        timeouts: list[Placed],
+        timed_out: set[int],
+    ) -> Finding:
+        who = ranks_text(culprits) if culprits else "a process (rank unknown)"
+        waited = ranks_text(sorted(timed_out)) if timed_out else "the others"
+        return Finding(
+            rule=self.id,
+            category=Category.RANK_DIVERGENCE,
+            severity=Severity.ERROR,
+            title=f"{who} began '{label}' alone while {waited} waited in a collective "
+            "and timed out",
+            explanation=(
+                f"{who} started '{label}', work that only it does, and printed nothing "
+                f"after it, while {waited} waited in an early collective until the "
+                "timeout. The ranks parted: the others were in a collective this one had "
+                "not reached. Nothing here shows the work still advancing when they timed "
+                "out (no progress bar or counter), so whether it was slow or stuck is not "
+                "shown."
+            ),
+            fix=(
+                "Do the single-rank work before the collectives or on every rank (cache "
+                "it offline), and check that the work finishes: time it alone; if it is "
+                "only slow, raise the process-group timeout for this phase."
+            ),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(sorted(timed_out)),
+            evidence=(began.ref(), *(p.ref() for p in timeouts[:3])),
+            strength=Strength.SIGNAL,  # the ranks parted, as the lines show
         )
 
 
