@@ -6,7 +6,8 @@ rank was still busy with work that only it does and that takes a long time:
 tokenizing or mapping a dataset, loading checkpoint shards, building an index. Its
 progress bar was still advancing when the others gave up. Nothing was stuck; the work
 took longer than the collective timeout. When the lines show only the work's start (its
-marker, no bar or counter advancing), they do not time it against the timeout: the
+marker, or a bar printed before the timeouts whose elapsed time is far short of the
+timeout, nothing of it after them), they do not time it against the timeout: the
 finding is then that the ranks parted (one began single-rank work, the others waited in
 a collective), category `rank_divergence_collective_vs_noncollective`
 (fixtures/cases/README.md: slow work is shown advancing).
@@ -121,6 +122,31 @@ def _bar_covers_timeout(busy: dict[int | None, tuple[Placed, str]], timeouts: li
     return bool(elapsed) and max(elapsed) * 1000 >= 0.9 * min(limits)
 
 
+def _shown_advancing(busy: dict[int | None, tuple[Placed, str]], timeouts: list[Placed]) -> bool:
+    """The busy work is shown advancing when the others timed out (fixtures/cases/README.md):
+    a bar or counter whose elapsed time covers the timeout (``_bar_covers_timeout``), one
+    printed on or after the line of the first timeout in the same text (times across
+    texts are not known to agree), or one whose elapsed time it does not print. A
+    marker alone, or a bar seconds into the work and nothing after it, shows the work only
+    starting."""
+    meters = [p for p, _ in busy.values() if _marker(p).progress is not None]
+    if not meters:
+        return False
+    if _bar_covers_timeout(busy, timeouts):
+        return True
+    # where each text's first timeout is: a bar on or after it was printed at the timeout
+    first_line: dict[str, int] = {}
+    for p in timeouts:
+        line = p.event.line or 0
+        first_line[p.event.source] = min(line, first_line.get(p.event.source, line))
+    return any(
+        (p.event.source in first_line and (p.event.line or 0) >= first_line[p.event.source])
+        or (bar := _marker(p).progress) is None
+        or bar.elapsed_s is None
+        for p in meters
+    )
+
+
 def _blocking_evidence(tl: Timeline) -> bool:
     if any(d.certain for d in first_deaths(tl)):
         return True
@@ -163,7 +189,7 @@ class SlowRankWork(Rule):
         bar, label = next(iter(busy.values()))
         marker = _marker(bar)
         meter = marker.progress
-        if not any(_marker(p).progress is not None for p, _ in busy.values()):
+        if not _shown_advancing(busy, timeouts):
             # Only the work's start is shown, no bar or counter advancing: the ranks
             # parted, but the artifacts do not time the work against the timeout
             # (fixtures/cases/README.md: slow work is shown advancing, else divergence).
