@@ -122,12 +122,35 @@ def _bar_covers_timeout(busy: dict[int | None, tuple[Placed, str]], timeouts: li
     return bool(elapsed) and max(elapsed) * 1000 >= 0.9 * min(limits)
 
 
-def _shown_advancing(busy: dict[int | None, tuple[Placed, str]], timeouts: list[Placed]) -> bool:
+def _glued_to_timeouts(tl: Timeline, bar: Placed) -> bool:
+    """A bar glued to the line after it (``Progress.glued``: tqdm ends no state of a bar
+    with a newline) was live when that line was printed; when the next event of its text
+    is a timeout, the bar was printed at the timeout lines, whether or not the line glued
+    to it reads as one (a watchdog line a wrap or a shipper's stamp cut in two)."""
+    meter = _marker(bar).progress
+    if meter is None or not meter.glued:
+        return False
+    line = bar.event.line or 0
+    after = [
+        p
+        for p in tl.events
+        if p.event.source == bar.event.source and p is not bar and (p.event.line or 0) >= line
+    ]
+    if not after:
+        return False
+    following = min(after, key=lambda p: p.event.line or 0)
+    return following.event.kind in (EventKind.COLLECTIVE_TIMEOUT, EventKind.STORE_TIMEOUT)
+
+
+def _shown_advancing(
+    tl: Timeline, busy: dict[int | None, tuple[Placed, str]], timeouts: list[Placed]
+) -> bool:
     """The busy work is shown advancing when the others timed out (fixtures/cases/README.md):
     a bar or counter whose elapsed time covers the timeout (``_bar_covers_timeout``), one
     printed on or after the line of the first timeout in the same text (times across
-    texts are not known to agree), or one whose elapsed time it does not print. A
-    marker alone, or a bar seconds into the work and nothing after it, shows the work only
+    texts are not known to agree), one glued to the timeout lines that follow it
+    (``_glued_to_timeouts``), or one whose elapsed time it does not print. A marker
+    alone, or a bar seconds into the work and nothing after it, shows the work only
     starting."""
     meters = [p for p, _ in busy.values() if _marker(p).progress is not None]
     if not meters:
@@ -143,6 +166,7 @@ def _shown_advancing(busy: dict[int | None, tuple[Placed, str]], timeouts: list[
         (p.event.source in first_line and (p.event.line or 0) >= first_line[p.event.source])
         or (bar := _marker(p).progress) is None
         or bar.elapsed_s is None
+        or _glued_to_timeouts(tl, p)
         for p in meters
     )
 
@@ -189,7 +213,7 @@ class SlowRankWork(Rule):
         bar, label = next(iter(busy.values()))
         marker = _marker(bar)
         meter = marker.progress
-        if not _shown_advancing(busy, timeouts):
+        if not _shown_advancing(tl, busy, timeouts):
             # Only the work's start is shown, no bar or counter advancing: the ranks
             # parted, but the artifacts do not time the work against the timeout
             # (fixtures/cases/README.md: slow work is shown advancing, else divergence).
