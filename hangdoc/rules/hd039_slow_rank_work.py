@@ -7,7 +7,8 @@ tokenizing or mapping a dataset, loading checkpoint shards, building an index. I
 progress bar was still advancing when the others gave up. Nothing was stuck; the work
 took longer than the collective timeout. When the lines show only the work's start (its
 marker, or a bar printed before the timeouts whose elapsed time is far short of the
-timeout, nothing of it after them), they do not time it against the timeout: the
+timeout, nothing of it after them, and no timeout line glued after it on its line as
+tqdm leaves a live bar), they do not time it against the timeout: the
 finding is then that the ranks parted (one began single-rank work, the others waited in
 a collective), category `rank_divergence_collective_vs_noncollective`
 (fixtures/cases/README.md: slow work is shown advancing).
@@ -122,24 +123,29 @@ def _bar_covers_timeout(busy: dict[int | None, tuple[Placed, str]], timeouts: li
     return bool(elapsed) and max(elapsed) * 1000 >= 0.9 * min(limits)
 
 
-def _glued_to_timeouts(tl: Timeline, bar: Placed) -> bool:
+def _glued_to_timeouts(tl: Timeline, meters: list[Placed]) -> bool:
     """A bar glued to the line after it (``Progress.glued``: tqdm ends no state of a bar
     with a newline) was live when that line was printed; when the next event of its text
     is a timeout, the bar was printed at the timeout lines, whether or not the line glued
     to it reads as one (a watchdog line a wrap or a shipper's stamp cut in two)."""
-    meter = _marker(bar).progress
-    if meter is None or not meter.glued:
+    glued: dict[str, list[Placed]] = {}
+    for p in meters:
+        meter = _marker(p).progress
+        if meter is not None and meter.glued:
+            glued.setdefault(p.event.source, []).append(p)
+    if not glued:
         return False
-    line = bar.event.line or 0
-    after = [
-        p
-        for p in tl.events
-        if p.event.source == bar.event.source and p is not bar and (p.event.line or 0) >= line
-    ]
-    if not after:
-        return False
-    following = min(after, key=lambda p: p.event.line or 0)
-    return following.event.kind in (EventKind.COLLECTIVE_TIMEOUT, EventKind.STORE_TIMEOUT)
+    following: dict[int, Placed] = {}  # a glued bar's index: the first event after it
+    for p in tl.events:
+        line = p.event.line or 0
+        for bar in glued.get(p.event.source, ()):
+            if p is bar or line < (bar.event.line or 0):
+                continue
+            best = following.get(bar.index)
+            if best is None or line < (best.event.line or 0):
+                following[bar.index] = p
+    timeout_kinds = (EventKind.COLLECTIVE_TIMEOUT, EventKind.STORE_TIMEOUT)
+    return any(p.event.kind in timeout_kinds for p in following.values())
 
 
 def _shown_advancing(
@@ -166,9 +172,8 @@ def _shown_advancing(
         (p.event.source in first_line and (p.event.line or 0) >= first_line[p.event.source])
         or (bar := _marker(p).progress) is None
         or bar.elapsed_s is None
-        or _glued_to_timeouts(tl, p)
         for p in meters
-    )
+    ) or _glued_to_timeouts(tl, meters)
 
 
 def _blocking_evidence(tl: Timeline) -> bool:
