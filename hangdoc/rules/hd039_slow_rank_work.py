@@ -5,7 +5,13 @@ The other ranks timed out early in the job (in one of its first collectives) whi
 rank was still busy with work that only it does and that takes a long time:
 tokenizing or mapping a dataset, loading checkpoint shards, building an index. Its
 progress bar was still advancing when the others gave up. Nothing was stuck; the work
-took longer than the collective timeout.
+took longer than the collective timeout. When the lines show only the work's start (its
+marker, or a bar printed before the timeouts whose elapsed time is far short of the
+timeout, nothing of it after them, and no timeout line glued after it on its line as
+tqdm leaves a live bar), they do not time it against the timeout: the
+finding is then that the ranks parted (one began single-rank work, the others waited in
+a collective), category `rank_divergence_collective_vs_noncollective`
+(fixtures/cases/README.md: slow work is shown advancing).
 
 ## Why it hangs
 The waiting ranks sit in a barrier or broadcast (often `main_process_first`, or the
@@ -117,6 +123,59 @@ def _bar_covers_timeout(busy: dict[int | None, tuple[Placed, str]], timeouts: li
     return bool(elapsed) and max(elapsed) * 1000 >= 0.9 * min(limits)
 
 
+def _glued_to_timeouts(tl: Timeline, meters: list[Placed]) -> bool:
+    """A bar glued to the line after it (``Progress.glued``: tqdm ends no state of a bar
+    with a newline) was live when that line was printed; when the next event of its text
+    is a timeout, the bar was printed at the timeout lines, whether or not the line glued
+    to it reads as one (a watchdog line a wrap or a shipper's stamp cut in two)."""
+    glued: dict[str, list[Placed]] = {}
+    for p in meters:
+        meter = _marker(p).progress
+        if meter is not None and meter.glued:
+            glued.setdefault(p.event.source, []).append(p)
+    if not glued:
+        return False
+    following: dict[int, Placed] = {}  # a glued bar's index: the first event after it
+    for p in tl.events:
+        line = p.event.line or 0
+        for bar in glued.get(p.event.source, ()):
+            if p is bar or line < (bar.event.line or 0):
+                continue
+            best = following.get(bar.index)
+            if best is None or line < (best.event.line or 0):
+                following[bar.index] = p
+    timeout_kinds = (EventKind.COLLECTIVE_TIMEOUT, EventKind.STORE_TIMEOUT)
+    return any(p.event.kind in timeout_kinds for p in following.values())
+
+
+def _shown_advancing(
+    tl: Timeline, busy: dict[int | None, tuple[Placed, str]], timeouts: list[Placed]
+) -> bool:
+    """The busy work is shown advancing when the others timed out (fixtures/cases/README.md):
+    a bar or counter whose elapsed time covers the timeout (``_bar_covers_timeout``), one
+    printed on or after the line of the first timeout in the same text (times across
+    texts are not known to agree), one glued to the timeout lines that follow it
+    (``_glued_to_timeouts``), or one whose elapsed time it does not print. A marker
+    alone, or a bar seconds into the work and nothing after it, shows the work only
+    starting."""
+    meters = [p for p, _ in busy.values() if _marker(p).progress is not None]
+    if not meters:
+        return False
+    if _bar_covers_timeout(busy, timeouts):
+        return True
+    # where each text's first timeout is: a bar on or after it was printed at the timeout
+    first_line: dict[str, int] = {}
+    for p in timeouts:
+        line = p.event.line or 0
+        first_line[p.event.source] = min(line, first_line.get(p.event.source, line))
+    return any(
+        (p.event.source in first_line and (p.event.line or 0) >= first_line[p.event.source])
+        or (bar := _marker(p).progress) is None
+        or bar.elapsed_s is None
+        for p in meters
+    ) or _glued_to_timeouts(tl, meters)
+
+
 def _blocking_evidence(tl: Timeline) -> bool:
     if any(d.certain for d in first_deaths(tl)):
         return True
@@ -139,7 +198,7 @@ class SlowRankWork(Rule):
     id = "HD039"
     name = "slow-rank-work-before-timeout"
     summary = "a timeout caused by long single-rank work (preprocessing, loading), not a hang"
-    categories = (Category.NOT_A_HANG,)
+    categories = (Category.NOT_A_HANG, Category.RANK_DIVERGENCE)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -159,6 +218,12 @@ class SlowRankWork(Rule):
         bar, label = next(iter(busy.values()))
         marker = _marker(bar)
         meter = marker.progress
+        if not _shown_advancing(tl, busy, timeouts):
+            # Only the work's start is shown, no bar or counter advancing: the ranks
+            # parted, but the artifacts do not time the work against the timeout
+            # (fixtures/cases/README.md: slow work is shown advancing, else divergence).
+            yield self._parted(culprits, label, bar, timeouts, timed_out)
+            return
         progress = f" ({meter.meter} after {meter.elapsed})" if meter is not None else ""
         who = (
             ranks_text(culprits)
@@ -194,6 +259,41 @@ class SlowRankWork(Rule):
             evidence=(bar.ref(), *(p.ref() for p in timeouts[:3])),
             strength=Strength.SIGNAL,  # work still progressing when the others timed out
             says_not_hung=True,
+        )
+
+    def _parted(
+        self,
+        culprits: list[int],
+        label: str,
+        began: Placed,
+        timeouts: list[Placed],
+        timed_out: set[int],
+    ) -> Finding:
+        who = ranks_text(culprits) if culprits else "a process (rank unknown)"
+        waited = ranks_text(sorted(timed_out)) if timed_out else "the others"
+        return Finding(
+            rule=self.id,
+            category=Category.RANK_DIVERGENCE,
+            severity=Severity.ERROR,
+            title=f"{who} began '{label}' alone while {waited} waited in a collective "
+            "and timed out",
+            explanation=(
+                f"{who} started '{label}', work that only it does, and printed nothing "
+                f"after it, while {waited} waited in an early collective until the "
+                "timeout. The ranks parted: the others were in a collective this one had "
+                "not reached. Nothing here shows the work still advancing when they timed "
+                "out (no progress bar or counter), so whether it was slow or stuck is not "
+                "shown."
+            ),
+            fix=(
+                "Do the single-rank work before the collectives or on every rank (cache "
+                "it offline), and check that the work finishes: time it alone; if it is "
+                "only slow, raise the process-group timeout for this phase."
+            ),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(sorted(timed_out)),
+            evidence=(began.ref(), *(p.ref() for p in timeouts[:3])),
+            strength=Strength.SIGNAL,  # the ranks parted, as the lines show
         )
 
 

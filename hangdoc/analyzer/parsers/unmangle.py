@@ -147,6 +147,15 @@ _SHAPE_CHARS = 20
 _RUNS = re.compile(r"(x|\s)\1+")
 _SHAPE_MARKS = 2
 _CLASSES = str.maketrans("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "x" * 62)
+# A tqdm bar cut inside its bar (tqdm/std.py: format_meter prints "{l_bar}{bar}{r_bar}",
+# l_bar "{desc}: {percentage:3.0f}%|", r_bar "| {n_fmt}/{total_fmt} [{elapsed}<…]"; class
+# Bar pads the bar to its width with its charsets' blank, UTF " ▏▎▍▌▋▊▉█", ASCII
+# " 123456789#"): the piece ends after "NN%|" with no closing pipe, and its rest starts
+# with more of the bar, up to the pipe before the counts (or the column's edge). That
+# rest starts with the padding's spaces, which elsewhere are a format's own indentation.
+_BAR_CHARS = " \u2588-\u258f#1-9"
+_OPEN_BAR = re.compile(rf"\d%\|[{_BAR_CHARS}]*$")
+_BAR_REST = re.compile(rf"[{_BAR_CHARS}]+$|[{_BAR_CHARS}]*\| ?(?:[\d.]+[kKMG]?/|$)")
 # What a record of its own starts with, so a line that starts so is no wrapped rest.
 _NEW_RECORD = re.compile(
     r"""(?x)
@@ -363,7 +372,10 @@ def _same_shape(text: str, record: str) -> bool:
 
 def _continues(text: str, record: str) -> bool:
     """``text`` may be the wrapped rest of ``record``: it starts no record of its own
-    (a py-spy frame is one, indented or not)."""
+    (a py-spy frame is one, indented or not), or it goes on with a tqdm bar ``record``
+    leaves open (``_OPEN_BAR``)."""
+    if _OPEN_BAR.search(record) and _BAR_REST.match(text):
+        return True
     return (
         not _NEW_RECORD.match(text)
         and not _same_shape(text, record)

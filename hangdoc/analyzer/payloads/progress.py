@@ -33,6 +33,10 @@ class Progress:
     elapsed_s: int | None
     meter: str  # "n/total" as printed ("1.25k/2.97M"), for people
     elapsed: str  # as printed ("30:00"), for people
+    # The line goes on after the meter's closing "]": tqdm writes each state of a bar after
+    # a "\r" and never a newline (tqdm/std.py, tqdm.display/fp_write), so text there is the
+    # next write, glued to the bar while it was the live last state (another rank's line).
+    glued: bool = False
 
 
 @dataclass(frozen=True, slots=True)

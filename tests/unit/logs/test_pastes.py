@@ -210,6 +210,17 @@ def test_tqdm_bar_and_rank_record_in_one_physical_line() -> None:
     assert timeouts == {3: 2, 2: 4}
     [(_, bar)] = events(parsed, "phase")
     assert fields(bar)["progress.meter"] == "375/1881"
+    # the rank's record spliced after it: the bar was live when it was printed
+    assert fields(bar)["progress.glued"] is True
+
+
+def test_a_bar_on_a_line_of_its_own_is_not_glued() -> None:
+    """A bar whose line ends with its meter (the rule-case log of HD039): nothing shows it
+    live when the next line was printed."""
+    log = ROOT / "fixtures" / "logs" / "public" / "tokenizer_bar_started_then_timeouts.log"
+    parsed = parse(log)
+    [(_, bar)] = events(parsed, "phase")
+    assert fields(bar)["progress.glued"] is False
 
 
 def test_deepspeed_log_dist_rank() -> None:

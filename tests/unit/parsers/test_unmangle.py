@@ -255,3 +255,38 @@ def test_rows_of_a_template_after_the_longest_line_are_no_lone_wrap() -> None:
     )
     text += "".join(f"rank={r} starting epoch 0\n" for r in range(4))
     assert unmangle(text) is None
+
+
+# tqdm's meter as format_meter prints it (tqdm/std.py: "{desc}: {percentage:3.0f}%|{bar}|
+# {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]", the bar padded to its width
+# with blanks), with the watchdog line another rank printed glued after it (tqdm ends a
+# bar's state with no newline), and NCCL's lines under it.
+TQDM_AT_TIMEOUT = (
+    "Running tokenizer on dataset:   9%|"
+    + "\u2588" * 7
+    + "\u258a"
+    + " " * 75
+    + "| 280000/2969526 [29:55<4:48:08, 155.57 examples/s][E ProcessGroupNCCL.cpp:475] "
+    "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+    "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800328 "
+    "milliseconds before timing out.\n" + NCCL
+)
+
+
+def test_a_tqdm_bar_cut_inside_its_padding_is_joined() -> None:
+    # GIVEN the bar wrapped where the column fell in its blanks: the rest starts with spaces,
+    # which elsewhere are a format's own indentation
+    for width in (40, 100):
+        wrapped = hard_wrap(TQDM_AT_TIMEOUT, width)
+        assert any(line.startswith("  ") for line in wrapped.splitlines())
+        # THEN the bar, its meter and the line glued to it are one line again
+        assert _undone(wrapped) == TQDM_AT_TIMEOUT
+
+
+def test_an_open_bar_is_not_joined_to_an_indented_record() -> None:
+    # GIVEN a bar printed without its counts (bar_format "{l_bar}{bar}") at the wrap's edge,
+    # then a traceback's indented frame: the frame is a record of its own
+    bar = "Loading checkpoint shards:  50%|" + "\u2588" * 5 + " " * 5
+    text = f'{bar}\n{bar}\n  File "train.py", line 12, in <module>\n'
+    assert wrap_width(text.splitlines()) == len(bar)
+    assert _undone(text) == text

@@ -116,3 +116,20 @@ def test_seq_numbers_of_several_process_groups_are_not_a_laggard() -> None:
     found = _rules([console])
     assert "HD032" not in found
     assert set(found) <= {"HD038", "HD000"}  # a bare timeout: unknown
+
+
+def test_a_bar_glued_to_the_timeouts_shows_the_work_advancing(tmp_path: Path) -> None:
+    """nanotron 204: rank 0's grouping bar (2:32 into it, far short of the 10-minute
+    timeout) with rank 2's watchdog line glued after it. Stamped line by line by a log
+    shipper, that watchdog line, wrapped in the paste, no longer reads as a timeout; the
+    glue still shows the bar live when the next lines, the timeouts, were printed: slow,
+    not hung (fixtures/cases/README.md), as on the paste as given."""
+    from hangdoc.paste_mangling import timestamps
+
+    given = CASES / "nanotron-204-rank0-grouping-texts-barrier-timeout" / "console.txt"
+    stamped = tmp_path / "console.txt"
+    stamped.write_text(timestamps(given.read_text()))
+    for path in (given, stamped):
+        diagnosis = analyze(load_paths([path]), calibrate=False)
+        assert diagnosis.primary is not None and diagnosis.primary.rule == "HD039", path
+        assert diagnosis.primary.category is Category.NOT_A_HANG, path

@@ -296,7 +296,10 @@ def match_phase(text: str) -> Hit | None:
         label = b.group("label").strip().strip("'\"")[-60:]
         phase = next((p for p, pat in _LABELS if pat.search(label)), Phase.TRAIN)
         bar = PhaseMarker(
-            phase=phase, label=label or "progress", progress=_progress(b), described=bool(label)
+            phase=phase,
+            label=label or "progress",
+            progress=_progress(b, text),
+            described=bool(label),
         )
         return Hit(EventKind.PHASE, payload=bar, rank=content_rank, key=("bar", label))
     if not _SOME_MARKER(text):
@@ -354,7 +357,8 @@ def _seconds(value: str) -> int | None:
     return total
 
 
-def _progress(b: re.Match[str]) -> Progress:
+def _progress(b: re.Match[str], text: str) -> Progress:
+    closed = text.find("]", b.end())
     return Progress(
         pct=int(b.group("pct")),
         n=_count(b.group("n")),
@@ -362,4 +366,5 @@ def _progress(b: re.Match[str]) -> Progress:
         elapsed_s=_seconds(b.group("elapsed")),
         meter=f"{b.group('n')}/{b.group('total')}",
         elapsed=b.group("elapsed"),
+        glued=closed >= 0 and bool(text[closed + 1 :].strip()),
     )

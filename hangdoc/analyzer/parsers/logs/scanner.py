@@ -70,6 +70,7 @@ from hangdoc.analyzer.payloads.nccl import (
     NcclTransportError,
     NcclWarn,
 )
+from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import FailedCollectiveStack, InGroup
 from hangdoc.analyzer.vocabulary import (
     EventKind,
@@ -211,6 +212,9 @@ class Scanner:
     # NCCL WARN → "-> N" return-code chains per process: (first WARN, code seen yet).
     _chains: dict[ChainKey, tuple[RawEvent, bool]] = field(default_factory=dict)
     _pending: tuple[LineTag, int, int] | None = None
+    # The line whose record being read has another record spliced after it in the same
+    # physical line (a tqdm bar, which ends no state with a newline; see Progress.glued).
+    _glued_at: int | None = None
     _prev_len: int = 0
     _prev_tag: LineTag | None = None
     # The file's last line, when it is an exception line nothing else took (see finish).
@@ -289,8 +293,10 @@ class Scanner:
     def _read(self, lineno: int, raw: str) -> None:
         for segment in _segments(raw):
             pieces = _split_records(segment) if _may_split(segment) else [segment]
-            for piece in pieces:
+            for number, piece in enumerate(pieces):
+                self._glued_at = lineno if number < len(pieces) - 1 else None
                 self._physical(lineno, piece, len(raw))
+            self._glued_at = None
 
     def _quiet(self) -> bool:
         """No record is open that the next line may continue or end: a line then does
@@ -712,6 +718,13 @@ class Scanner:
 
     def _emit(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
         self._known(lineno, hit.kind)
+        if (
+            lineno == self._glued_at
+            and isinstance(hit.payload, PhaseMarker)
+            and hit.payload.progress is not None
+        ):
+            glued = replace(hit.payload.progress, glued=True)
+            hit.payload = replace(hit.payload, progress=glued)
         event = self._place(hit, tag, lineno)
         if event is not None and isinstance(event.payload, NcclWarn) and event.pid is None:
             self._headless = event
