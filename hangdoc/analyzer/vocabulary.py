@@ -228,6 +228,14 @@ def save_storage_error(said: str, saving: str = "") -> str | None:
     return None
 
 
+# glibc's gai_strerror texts of a name that did not resolve (resolv/gai_strerror
+# strings): the words torch's c10d tcputil::connect (before c10d/socket.cpp) put after
+# "host not found: " (parsers/logs/torch_pg.py _STORE_RESOLVE).
+GAI_NAME_ERROR = (
+    r"(?:Name or service not known|Temporary failure in name resolution"
+    r"|No address associated with hostname|Non-recoverable failure in name resolution"
+    r"|Address family for hostname not supported)"
+)
 # Messages that a rank prints *because another rank failed* (or because the job was
 # torn down): never the cause of a hang by themselves.
 CONSEQUENCE_TEXT = re.compile(
@@ -239,6 +247,9 @@ CONSEQUENCE_TEXT = re.compile(
     r"got signal: 15|Terminated"
     # c10d's FileStore failing to open its file (parsers/logs/torch_pg.py _FILE_STORE_OPEN):
     # the store failed, as with DistStoreError, and HD201 reads its STORE_TIMEOUT event.
-    r"|^open\([^()\s]{1,300}\): [A-Z]",
+    r"|^open\([^()\s]{1,300}\): [A-Z]"
+    # an older torch's TCPStore client failing to resolve the store's host (the same
+    # reader's STORE_RESOLVE): the store's set-up failed, HD201's.
+    rf"|^host not found: {GAI_NAME_ERROR}",
     re.IGNORECASE,
 )

@@ -32,7 +32,8 @@ file or directory`, FileStore.cpp's error after it retried until the store's tim
 `The server socket
 has failed to listen on any local network address` / `Address already in use`, a store
 host name that does not resolve: `The network addresses of (host, port) cannot be
-retrieved (gai error: …)`), gloo failing to build its mesh (`connect [addr]:port:
+retrieved (gai error: …)`, older torch's `ValueError: host not found: Name or service not
+known` from c10d's tcputil::connect), gloo failing to build its mesh (`connect [addr]:port:
 Connection refused` from `gloo/transport/tcp/pair.cc`, or newer gloo's `timed out
 connecting: SO_ERROR: Connection refused, remote=[addr]:port`) and elastic
 `RendezvousTimeoutError` / `RendezvousClosedError`. When a rank is known to have died
@@ -241,7 +242,8 @@ class NcclInitIncomplete(Rule):
                 f"process holds MASTER_PORT?): {first.message or 'address in use'}"
             )
         elif error == StoreError.STORE_RESOLVE:
-            what = f"the store's host {first.peer} could not be resolved ({first.message})"
+            host = f"host {first.peer}" if first.peer else "host (MASTER_ADDR)"
+            what = f"the store's {host} could not be resolved ({first.message})"
         elif error == StoreError.STORE_UNREACHABLE:
             what = (
                 f"the store's address {first.peer}:{first.port} could not be reached "

@@ -3,7 +3,8 @@
 ## What it means
 NCCL reported an error from the code that creates or connects a communicator, before any
 collective had run: a WARN line from its setup code (`init.cc`, `bootstrap.cc`,
-`transport.cc`, `graph/…`: `graph/topo.h:230 NCCL WARN Could not find NET with id 0`,
+`transport.cc`, the NVLS multicast set-up in `transport/nvls.cc`, `graph/…`:
+`graph/topo.h:230 NCCL WARN Could not find NET with id 0`,
 `Bootstrap : no socket interface found`, `NET/Socket : no interface found`), the error
 chain unwinding through those files (`init.cc:1523 -> 2`), or torch's synchronous
 `NCCL error in: …ProcessGroupNCCL.cpp:1333, unhandled cuda error … Last error: Cuda

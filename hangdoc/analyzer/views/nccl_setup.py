@@ -10,7 +10,9 @@ which must not call the same failure a crash):
 * **NCCL WARN lines from setup code.** Every WARN names its source file
   (``graph/topo.h:230 NCCL WARN Could not find NET with id 0``): ``init.cc``,
   ``bootstrap.cc``, ``transport.cc``, ``channel.cc`` and the topology code in ``graph/``
-  run only while a communicator is created or connected (NVIDIA/nccl ``src/``). Some
+  run only while a communicator is created or connected (NVIDIA/nccl ``src/``), and
+  ``transport/nvls.cc`` creates the NVLS multicast group then (its buffer registration,
+  with collectives, falls after the running guard below). Some
   setup messages are known by their words wherever they come from (``Bootstrap : no
   socket interface found``, ``NET/Socket : no interface found``, ``… verify
   NCCL_SOCKET_IFNAME``).

@@ -211,10 +211,18 @@ _BENIGN_WARN = re.compile(
 # that only graph/xml.cc, graph/paths.cc and init.cc make, 2.18 to 2.30) and
 # misc/cudawrap.cc's own (loading libcuda and its symbols in initOnceFunc, run once by
 # ncclCudaLibraryInit from ncclCommInitRank* in init.cc; the CUCHECK macros print the
-# caller's file, not this one).
+# caller's file, not this one). transport/nvls.cc (2.17 on) creates, connects and binds
+# the NVLink SHARP multicast group: ncclNvlsInit and ncclNvlsSetup, which init.cc calls
+# while a communicator is created (nvlsGroupCreate/Connect/AddDevice/BindMem: cuMulticast*
+# calls under CUCHECK, "transport/nvls.cc:157 NCCL WARN Cuda failure 1 'invalid argument'"
+# then "nvls.cc:328 -> 1" in 2.20), and ncclNvlsBufferSetup on the first collective that
+# uses NVLS (2.23 on); its buffer registration runs with collectives (enqueue.cc), which
+# views/nccl_setup.py's guard (nothing running logged before the line) leaves out. Its
+# teardown (ncclNvlsFree, from commFree) would read as setup's if a CUDA call there failed
+# first: a known limit, not seen in the casebook.
 _SETUP_SITE = re.compile(
     r"(?:^|/)(?:init\.cc|bootstrap\.cc|transport\.cc|channel\.cc|graph/\w+\.(?:cc|h)"
-    r"|misc/(?:nvml|cuda)wrap\.cc)(?::\d+)?$"
+    r"|misc/(?:nvml|cuda)wrap\.cc|transport/nvls\.cc)(?::\d+)?$"
 )
 # Setup messages recognised by their words (bootstrap.cc, transport/net_socket.cc,
 # misc/socket.cc, init.cc, transport.cc of NCCL 2.x).

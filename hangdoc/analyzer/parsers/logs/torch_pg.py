@@ -35,7 +35,7 @@ from hangdoc.analyzer.payloads.torch_pg import (
     WatchdogStatus,
     WatchdogTeardown,
 )
-from hangdoc.analyzer.vocabulary import EventKind, Phase
+from hangdoc.analyzer.vocabulary import GAI_NAME_ERROR, EventKind, Phase
 
 _PG_PREFIX = re.compile(
     r"\[PG ID (?P<id>\d+) PG GUID (?P<guid>[^\s(\]]+)(?:\((?P<desc>[^)]*)\))? Rank (?P<rank>\d+)\]"
@@ -180,10 +180,15 @@ _SOCKET_GAVE_UP = re.compile(
     r"(?P<inuse>Address already in use)"
 )
 # The address of the store's host could not be resolved (getaddrinfo failed). The IPv6-only
-# variant is the harmless one (a host without IPv6 addresses), so it is not read.
+# variant is the harmless one (a host without IPv6 addresses), so it is not read. Before
+# c10d/socket.cpp, torch's tcputil::connect (torch/lib/c10d/Utils.cpp, which only the
+# TCPStore client, also the c10d rendezvous's store, calls) threw std::invalid_argument("host not
+# found: " + gai_strerror(err)) without the address, which pybind11 raises as ValueError;
+# the words are read only with a glibc gai_strerror text after them.
 _STORE_RESOLVE = re.compile(
     r"The (?:IPv4 )?network addresses of \((?P<addr>[^,)]+), (?P<port>\d+)\) cannot be "
     r"retrieved \(gai error: (?P<why>[^)]*)\)"
+    rf"|\bhost not found: (?P<why2>{GAI_NAME_ERROR})"
 )
 # One address of the store that c10d's client could not reach: SocketConnectOp::tryConnect
 # (torch/csrc/distributed/c10d/socket.cpp, torch 1.12 to today) retries a refused, reset or
@@ -307,6 +312,7 @@ _KEYWORDS = (
     "connect() timed out",
     "Address already in use",
     "network addresses of",
+    "host not found: ",
     "Gloo connectFullMesh",
     "gloo/transport/tcp/pair",
     "Connection reset by peer",
@@ -685,8 +691,8 @@ def _store(text: str) -> Hit | None:
         payload = StoreTimeout(
             error=StoreError.STORE_RESOLVE,
             peer=m.group("addr"),
-            port=int(m.group("port")),
-            message=m.group("why").strip()[:200],
+            port=as_int(m.group("port")),
+            message=(m.group("why") or m.group("why2")).strip()[:200],
         )
     elif (m := _STORE_UNREACHABLE.search(text)) is not None:
         payload = StoreTimeout(
