@@ -21,6 +21,7 @@ rule engine); the primary finding is the answer. What counts:
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -241,13 +242,24 @@ class SplitScore:
 
     def calibrated(self, min_cases: int = 5) -> bool:
         """Every bucket with enough cases states no more than the tolerance above its
-        accuracy, and no more than ``CASEBOOK_UNDERCONFIDENCE`` below it (the casebook is
-        in-sample: the map promises what unseen reports bear out, which is less)."""
+        accuracy, and no more than ``CASEBOOK_UNDERCONFIDENCE`` below the least accuracy its
+        cases make plausible (the casebook is in-sample: the map promises what unseen
+        reports bear out, which is less). The lower end of the accuracy's 95 % Wilson
+        interval, not the share itself: eleven right answers out of eleven do not show
+        that a bucket is right every time, only that it is right at least 74 % of it."""
         return all(
-            -CASEBOOK_UNDERCONFIDENCE <= mean - acc <= CALIBRATION_TOLERANCE
+            mean - acc <= CALIBRATION_TOLERANCE
+            and mean >= _wilson_low(acc, n) - CASEBOOK_UNDERCONFIDENCE
             for _, n, mean, acc in self.calibration()
             if n >= min_cases
         )
+
+
+def _wilson_low(share: float, n: int, z: float = 1.96) -> float:
+    """The lower end of the Wilson score interval of a share of ``n`` trials."""
+    centre = share + z * z / (2 * n)
+    spread = z * math.sqrt((share * (1 - share) + z * z / (4 * n)) / n)
+    return (centre - spread) / (1 + z * z / n)
 
 
 def _share(flags: Iterable[bool]) -> float:
