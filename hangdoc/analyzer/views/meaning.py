@@ -32,6 +32,10 @@ _STRONG: dict[Activity, frozenset[str]] = {
         "eval", "evaluate", "evaluating", "evaluation", "evaluator", "validate",
         "validating", "validation", "validator", "val", "valid",
     }),
+    # Preprocessing a dataset (tokenizing, mapping it: ``preprocess_dataset``) is the rank's
+    # own work before training, not a batch fetched from a DataLoader; checked before DATA,
+    # whose "dataset" the same names hold.
+    Activity.PREPROCESS: frozenset({"preprocess", "preprocessing", "preprocessed"}),
     Activity.DATA: frozenset({
         "dataset", "datasets", "dataloader", "getitem", "collate", "collator", "prefetch",
         "prefetcher", "sampler",
