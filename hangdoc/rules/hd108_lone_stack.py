@@ -23,9 +23,9 @@ before its exception line counts when its innermost frame shown is a checkpoint 
 entry: every frame cut is inside the save. A process waiting in a collective inside the
 job's own dataset preprocessing (``preprocess_dataset`` → ``main_process_first`` →
 ``barrier``) shows the ranks parted around work one rank does alone:
-`rank_divergence_collective_vs_noncollective`, not a DataLoader. A save next to a storage error (EIO, ENOSPC),
-or whose traceback ends in a file-system call (os.makedirs) that raised, is left to HD110:
-the storage's error decides.
+`rank_divergence_collective_vs_noncollective`, not a DataLoader. A save next to a storage
+error (EIO, ENOSPC), or whose traceback ends in a file-system call (os.makedirs) that
+raised, is left to HD110: the storage's error decides.
 
 ## How to confirm
 Take the stacks of every rank (`hangdoc collect --all` on every node, or `py-spy dump` of
