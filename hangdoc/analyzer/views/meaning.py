@@ -32,10 +32,6 @@ _STRONG: dict[Activity, frozenset[str]] = {
         "eval", "evaluate", "evaluating", "evaluation", "evaluator", "validate",
         "validating", "validation", "validator", "val", "valid",
     }),
-    # Preprocessing a dataset (tokenizing, mapping it: ``preprocess_dataset``) is the rank's
-    # own work before training, not a batch fetched from a DataLoader; checked before DATA,
-    # whose "dataset" the same names hold.
-    Activity.PREPROCESS: frozenset({"preprocess", "preprocessing", "preprocessed"}),
     Activity.DATA: frozenset({
         "dataset", "datasets", "dataloader", "getitem", "collate", "collator", "prefetch",
         "prefetcher", "sampler",
@@ -65,6 +61,12 @@ _WEAK: dict[Activity, frozenset[str]] = {
 # "Activation checkpointing" (DeepSpeed's banner, gpt-neox #985), "gradient checkpointing"
 # (torch.utils.checkpoint): trading memory for recomputation in the forward pass.
 _RECOMPUTE = frozenset({"activation", "activations", "gradient", "recompute", "recomputation"})
+
+# A function named for preprocessing (``preprocess_dataset``: tokenizing, mapping the
+# dataset) runs the rank's own work before training, not a batch fetched from a DataLoader,
+# though its name holds DATA's "dataset". Function names only: a log line's word may report
+# the step done (faiss's "Preprocessing in 8.98 s" before its k-means).
+_PREPROCESS_NAMES = frozenset({"preprocess", "preprocessing"})
 
 # Names of scripts and folders that drive everything (their names say nothing of one step).
 _DRIVER_WORDS = frozenset({"train", "training", "trainer", "main", "run", "launch", "finetune"})
@@ -151,7 +153,7 @@ def frame_signal(frames: Iterable[Frame]) -> Signal | None:
     names say what the library does, and the catalog reads those."""
     for frame in frames:
         own = tokens(frame.function)
-        meaning = meaning_of(own)
+        meaning = Activity.PREPROCESS if _PREPROCESS_NAMES & set(own) else meaning_of(own)
         stem = set(tokens(frame.short_file.rsplit(".", 1)[0]))
         if meaning is None and not stem & _DRIVER_WORDS:
             # A file name speaks for every function in it: a strong word there counts,
