@@ -20,9 +20,12 @@ The main thread's stack of the one process whose stack the inputs hold (any stac
 classified with the frame catalog and, where the catalog knows no frame, with what the
 job's own names, open files and last log line say (docs/own_code.md). A traceback cut
 before its exception line counts when its innermost frame shown is a checkpoint writer's
-entry: every frame cut is inside the save. A save next to a storage error (EIO, ENOSPC),
-or whose traceback ends in a file-system call (os.makedirs) that raised, is left to HD110:
-the storage's error decides.
+entry: every frame cut is inside the save. A process waiting in a collective inside the
+job's own dataset preprocessing (``preprocess_dataset`` → ``main_process_first`` →
+``barrier``) shows the ranks parted around work one rank does alone:
+`rank_divergence_collective_vs_noncollective`, not a DataLoader. A save next to a storage
+error (EIO, ENOSPC), or whose traceback ends in a file-system call (os.makedirs) that
+raised, is left to HD110: the storage's error decides.
 
 ## How to confirm
 Take the stacks of every rank (`hangdoc collect --all` on every node, or `py-spy dump` of
@@ -40,7 +43,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
-from hangdoc.analyzer.views.activity import classify_process
+from hangdoc.analyzer.views.activity import RankActivity, classify_process
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.save_errors import failed_save_calls
 from hangdoc.rules.base import Rule, RuleContext
@@ -60,12 +63,25 @@ _TELLING = frozenset(
 )
 
 
+def _preprocessing(activity: RankActivity, cause: Cause) -> bool:
+    """The process is in the job's own dataset preprocessing (tokenizing, mapping: its
+    frames say so), a rank's work alone before training: waiting in a collective inside
+    it, the ranks parted there (fixtures/cases/README.md: one rank busy with work of its
+    own, not shown advancing), a cause by itself though its category is the generic one."""
+    if cause.category is not Category.RANK_DIVERGENCE:
+        return False
+    main = activity.main
+    return (main is not None and main.has(Activity.PREPROCESS)) or any(
+        s.meaning is Activity.PREPROCESS for s in cause.signals
+    )
+
+
 class LoneStack(Rule):
     __doc__ = __doc__
     id = "HD108"
     name = "lone-stack-activity"
     summary = "the only stack in the inputs shows a save, a data fetch or an evaluation"
-    categories = tuple(sorted(_TELLING))
+    categories = tuple(sorted(_TELLING | {Category.RANK_DIVERGENCE}))
     severity = Severity.ERROR
     requires = frozenset()
 
@@ -79,7 +95,7 @@ class LoneStack(Rule):
             return
         cause = cause_of(activity, ctx.waits)
         gil_wait = False
-        if cause.category not in _TELLING:
+        if cause.category not in _TELLING and not _preprocessing(activity, cause):
             gil = next((t for t in activity.threads if t.has(Activity.GIL_WAIT)), None)
             if gil is None:
                 return

@@ -62,6 +62,12 @@ _WEAK: dict[Activity, frozenset[str]] = {
 # (torch.utils.checkpoint): trading memory for recomputation in the forward pass.
 _RECOMPUTE = frozenset({"activation", "activations", "gradient", "recompute", "recomputation"})
 
+# A function named for preprocessing (``preprocess_dataset``: tokenizing, mapping the
+# dataset) runs the rank's own work before training, not a batch fetched from a DataLoader,
+# though its name holds DATA's "dataset". Function names only: a log line's word may report
+# the step done (faiss's "Preprocessing in 8.98 s" before its k-means).
+_PREPROCESS_NAMES = frozenset({"preprocess", "preprocessing"})
+
 # Names of scripts and folders that drive everything (their names say nothing of one step).
 _DRIVER_WORDS = frozenset({"train", "training", "trainer", "main", "run", "launch", "finetune"})
 
@@ -147,7 +153,7 @@ def frame_signal(frames: Iterable[Frame]) -> Signal | None:
     names say what the library does, and the catalog reads those."""
     for frame in frames:
         own = tokens(frame.function)
-        meaning = meaning_of(own)
+        meaning = Activity.PREPROCESS if _PREPROCESS_NAMES & set(own) else meaning_of(own)
         stem = set(tokens(frame.short_file.rsplit(".", 1)[0]))
         if meaning is None and not stem & _DRIVER_WORDS:
             # A file name speaks for every function in it: a strong word there counts,

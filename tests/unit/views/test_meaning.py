@@ -48,6 +48,16 @@ def test_frames_of_a_driver_script_do_not_speak_for_every_function() -> None:
     assert found is not None and found.meaning is Activity.CHECKPOINT_SAVE
 
 
+def test_a_function_named_for_preprocessing_is_not_a_dataloader() -> None:
+    # "preprocess_dataset" holds DATA's strong "dataset"; the function preprocesses it
+    found = frame_signal([Frame("preprocess_dataset", "/job/data/preprocess.py", 176)])
+    assert found is not None and found.meaning is Activity.PREPROCESS
+    found = frame_signal([Frame("MyDataset.__getitem__", "/job/data/preprocess.py", 40)])
+    assert found is not None and found.meaning is Activity.DATA
+    # a log line's "Preprocessing in 8.98 s" (faiss) reports a step done: function names only
+    assert job_meaning([], _process((), "  Preprocessing in 8.98 s")) is None
+
+
 def _process(files: tuple[OpenFile, ...], last_line: str | None = None) -> ProcessEvidence:
     lines = [LogLine(last_line, "rank3.log", 40)] if last_line else []
     return ProcessEvidence(
