@@ -89,27 +89,17 @@ def plain(raw: str) -> bool:
 
 
 _wrap_shapes: dict[bytes, list[tuple[Callable[[str], object], str, WrapFacts]]] = {}
+# Of each shape's first entry: its digits' getter, the facts of digits (as the getter
+# gives them) found already, and while every entry of the shape reads the first's places
+# (the last item), its entries' facts by their classes (then the one entry a line's
+# classes match: a log's lines of one shape and several dates, or of one date and every
+# time of day, are found at one or two look-ups instead of the entries' comparison one
+# by one).
+_FirstEntry = tuple[
+    Callable[[str], object], dict[object, WrapFacts], dict[str, WrapFacts] | None, tuple[int, ...]
+]
 _first_entries: dict[bytes, _FirstEntry] = {}
 _MAX_FIRST_DIGITS = 64
-
-
-class _FirstEntry:
-    """Of a shape's first entry: its digits' getter and the places it reads, the facts of
-    digits (as the getter gives them) found already, and while every entry of the shape
-    reads the first's places, its entries' facts by their classes (then the one entry a
-    line's classes match: a log's lines of one shape and several dates, or of one date
-    and every time of day, are found at one or two look-ups instead of the entries'
-    comparison one by one)."""
-
-    __slots__ = ("by_classes", "digits", "found", "places")
-
-    def __init__(
-        self, digits: Callable[[str], object], places: tuple[int, ...], raw: str, facts: WrapFacts
-    ) -> None:
-        self.digits = digits
-        self.places = places
-        self.found: dict[object, WrapFacts] = {digits(raw): facts}
-        self.by_classes: dict[str, WrapFacts] | None = {_classes(digits, raw): facts}
 
 
 def wrap_facts(raw: str, shape: bytes | None = None) -> WrapFacts:
@@ -125,22 +115,22 @@ def wrap_facts(raw: str, shape: bytes | None = None) -> WrapFacts:
             shape = line_shape(raw)
         seen = _wrap_shapes.get(shape)
         if seen is not None and "[1," not in raw:
-            first = _first_entries[shape]
-            read = first.digits(raw)
-            known = first.found.get(read)
+            first, found, by_classes, _ = _first_entries[shape]
+            read = first(raw)
+            known = found.get(read)
             if known is not None:
                 return known
-            if first.by_classes is not None:
-                known = first.by_classes.get(_classes(first.digits, raw))
-                if known is not None and len(first.found) < _MAX_FIRST_DIGITS:
-                    first.found[read] = known
+            if by_classes is not None:
+                known = by_classes.get(_classes(first, raw))
                 if known is not None:
+                    if len(found) < _MAX_FIRST_DIGITS:
+                        found[read] = known
                     return known
             else:
                 for index, (digits, classes, facts) in enumerate(seen):
                     if _classes(digits, raw) == classes:
-                        if index == 0 and len(first.found) < _MAX_FIRST_DIGITS:
-                            first.found[read] = facts
+                        if index == 0 and len(found) < _MAX_FIRST_DIGITS:
+                            found[read] = facts
                         return facts
     if not plain(raw):
         return facts_of(peel_line(raw), None)
@@ -154,13 +144,18 @@ def wrap_facts(raw: str, shape: bytes | None = None) -> WrapFacts:
     if len(entries) < _MAX_PER_WRAP_SHAPE:
         digits = operator.itemgetter(*(-place for place in places)) if places else _no_digits
         entries.append((digits, _classes(digits, raw), facts))
-        first = _first_entries.get(shape) if len(entries) > 1 else None
-        if first is None:
-            _first_entries[shape] = _FirstEntry(digits, places, raw, facts)
-        elif first.by_classes is not None and first.places == places:
-            first.by_classes[_classes(digits, raw)] = facts
-        else:
-            first.by_classes = None  # entries of other places: compared one by one, in turn
+        first_entry = _first_entries.get(shape) if len(entries) > 1 else None
+        if first_entry is None:
+            _first_entries[shape] = (
+                digits,
+                {digits(raw): facts},
+                {_classes(digits, raw): facts},
+                places,
+            )
+        elif first_entry[2] is not None and first_entry[3] == places:
+            first_entry[2][_classes(digits, raw)] = facts
+        else:  # entries of other places: compared one by one, in turn
+            _first_entries[shape] = (first_entry[0], first_entry[1], None, first_entry[3])
     return facts
 
 
