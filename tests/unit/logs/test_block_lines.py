@@ -47,7 +47,7 @@ def test_recorded_logs_read_in_blocks_give_their_lines_and_shapes(
     if head is not None:
         monkeypatch.setattr(parser, "HEAD_BYTES", head)
         monkeypatch.setattr(parser, "TAIL_BYTES", tail)
-        monkeypatch.setattr(parser, "_WHOLE_BYTES", block)
+        monkeypatch.setattr(parser, "_BLOCK_BYTES", block)
     shaped = [_same(path) for path in _recorded_logs()]
     assert sum(count > 0 for count in shaped) > len(shaped) / 2
 
@@ -71,7 +71,7 @@ def test_made_texts_read_in_blocks_give_their_lines(
     rng = random.Random(seed)
     data = b"".join(rng.choice(_PIECES) for _ in range(rng.randrange(0, 60)))
     monkeypatch.setattr(parser, "MAX_LINE_BYTES", rng.choice([8, 40, 1 << 20]))
-    monkeypatch.setattr(parser, "_WHOLE_BYTES", rng.choice([1, 7, 32, 64, 4096]))
+    monkeypatch.setattr(parser, "_BLOCK_BYTES", rng.choice([1, 7, 32, 64, 4096]))
     monkeypatch.setattr(parser, "HEAD_BYTES", rng.choice([16, 50, 100]))
     monkeypatch.setattr(parser, "TAIL_BYTES", rng.choice([16, 64, 200, 4096]))
     path = tmp_path / "x.log"
@@ -84,7 +84,7 @@ def test_a_big_log_is_shaped_in_its_head_and_tail(
 ) -> None:
     monkeypatch.setattr(parser, "HEAD_BYTES", 100)
     monkeypatch.setattr(parser, "TAIL_BYTES", 300)
-    monkeypatch.setattr(parser, "_WHOLE_BYTES", 64)
+    monkeypatch.setattr(parser, "_BLOCK_BYTES", 64)
     path = tmp_path / "x.log"
     path.write_bytes(b"".join(b"step %d loss 0.5\n" % step for step in range(200)))
     assert _same(path) > 300 // 20

@@ -38,6 +38,9 @@ TAIL_BYTES = 28 * 1024 * 1024
 _COUNT_LIMIT = 2 * 1024 * 1024 * 1024  # count skipped lines (for line numbers) up to this size
 # A log up to this size is split into lines and their shapes at once (_whole_lines).
 _WHOLE_BYTES = 4 * 1024 * 1024
+# A bigger log is split and shaped in blocks of this size (_block_lines): its lines of
+# one block at a time held, not of its 32 MiB.
+_BLOCK_BYTES = 1024 * 1024
 _SNIFF_WORDS = (
     "error",
     "warn",
@@ -255,14 +258,14 @@ def _block_lines(
     """(line number, text, shape) of the lines from the handle's place (numbered after
     ``number``) to the end, or through the line that ends at or past ``stop_at``, as
     _capped_lines and a line's decode give them, leaving the handle after the last.
-    Read in blocks of _WHOLE_BYTES cut after their last newline, each split and shaped
+    Read in blocks of _BLOCK_BYTES cut after their last newline, each split and shaped
     at once where that is sure (no carriage return, no replaced byte, no line
     _capped_lines cuts); any other block is read line by line (shape None), and a block
     without a newline (a line longer than a block, or the one across ``stop_at``) is
     read as one line."""
     while True:
         start = handle.tell()
-        want = _WHOLE_BYTES if stop_at is None else min(_WHOLE_BYTES, stop_at - start)
+        want = _BLOCK_BYTES if stop_at is None else min(_BLOCK_BYTES, stop_at - start)
         if want <= 0:
             return
         block = handle.read(want)
@@ -278,7 +281,7 @@ def _block_lines(
                 number = numbered[0]
         else:
             handle.seek(start + cut)
-            for text, shape in lines:
+            for text, shape in zip(*lines, strict=True):
                 number += 1
                 yield number, text, shape
         if stop_at is not None and handle.tell() >= stop_at:
@@ -300,7 +303,7 @@ def _lines_one_by_one(
             return
 
 
-def _split_shaped(data: bytes) -> list[tuple[str, bytes]] | None:
+def _split_shaped(data: bytes) -> tuple[list[str], list[bytes]] | None:
     """The lines of ``data`` (whole lines; the last may lack its newline) with their
     shapes, where _capped_lines and a line's decode give the same; else None."""
     if b"\r" in data:
@@ -314,7 +317,7 @@ def _split_shaped(data: bytes) -> list[tuple[str, bytes]] | None:
         shapes.pop()
     if shapes and max(map(len, shapes)) >= MAX_LINE_BYTES:
         return None
-    return list(zip(lines, shapes, strict=True))
+    return lines, shapes
 
 
 def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, str]]:
