@@ -91,8 +91,20 @@ def plain(raw: str) -> bool:
 _wrap_shapes: dict[bytes, list[tuple[Callable[[str], object], str, WrapFacts]]] = {}
 # Of each shape's first entry: its digits' getter, the digits (as the getter gives them)
 # of lines found of its classes, and its facts: a log's lines of one shape mostly carry
-# the same date, found again at one look-up instead of their classes' comparison.
-_first_entries: dict[bytes, tuple[Callable[[str], object], set[object], WrapFacts]] = {}
+# the same date, found again at one look-up instead of their classes' comparison. Then
+# the facts of other digits found already, and while every entry of the shape reads the
+# first's places (the last item), its entries' facts by their classes: the one entry a
+# line's classes match (a log's lines of one shape and several dates are found at one or
+# two look-ups, not by comparing the entries one by one).
+_FirstEntry = tuple[
+    Callable[[str], object],
+    set[object],
+    WrapFacts,
+    dict[object, WrapFacts],
+    dict[str, WrapFacts] | None,
+    tuple[int, ...],
+]
+_first_entries: dict[bytes, _FirstEntry] = {}
 _MAX_FIRST_DIGITS = 64
 
 
@@ -109,14 +121,29 @@ def wrap_facts(raw: str, shape: bytes | None = None) -> WrapFacts:
             shape = line_shape(raw)
         seen = _wrap_shapes.get(shape)
         if seen is not None and "[1," not in raw:
-            first, found, first_facts = _first_entries[shape]
-            if first(raw) in found:
+            first, found, first_facts, found_other, by_classes, _ = _first_entries[shape]
+            read = first(raw)
+            if read in found:
                 return first_facts
-            for index, (digits, classes, facts) in enumerate(seen):
-                if _classes(digits, raw) == classes:
-                    if index == 0 and len(found) < _MAX_FIRST_DIGITS:
-                        found.add(first(raw))
-                    return facts
+            known = found_other.get(read)
+            if known is not None:
+                return known
+            if by_classes is not None:
+                known = by_classes.get(_classes(first, raw))
+                if known is not None:
+                    if len(found) + len(found_other) >= _MAX_FIRST_DIGITS:
+                        pass
+                    elif known is first_facts:
+                        found.add(read)
+                    else:
+                        found_other[read] = known
+                    return known
+            else:
+                for index, (digits, classes, facts) in enumerate(seen):
+                    if _classes(digits, raw) == classes:
+                        if index == 0 and len(found) < _MAX_FIRST_DIGITS:
+                            found.add(read)
+                        return facts
     if not plain(raw):
         return facts_of(peel_line(raw), None)
     assert shape is not None  # a plain line is short
@@ -129,8 +156,14 @@ def wrap_facts(raw: str, shape: bytes | None = None) -> WrapFacts:
     if len(entries) < _MAX_PER_WRAP_SHAPE:
         digits = operator.itemgetter(*(-place for place in places)) if places else _no_digits
         entries.append((digits, _classes(digits, raw), facts))
-        if len(entries) == 1:
-            _first_entries[shape] = (digits, {digits(raw)}, facts)
+        first_entry = _first_entries.get(shape) if len(entries) > 1 else None
+        if first_entry is None:
+            of_classes = {_classes(digits, raw): facts}
+            _first_entries[shape] = (digits, {digits(raw)}, facts, {}, of_classes, places)
+        elif first_entry[4] is not None and first_entry[5] == places:
+            first_entry[4][_classes(digits, raw)] = facts
+        else:  # entries of other places: compared one by one, in turn
+            _first_entries[shape] = (*first_entry[:4], None, first_entry[5])
     return facts
 
 
