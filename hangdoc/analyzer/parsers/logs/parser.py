@@ -227,28 +227,7 @@ def _iter_shaped_lines(
         for number, line, shape in _block_lines(handle, 0, HEAD_BYTES):
             yield number, line, shape
         consumed = handle.tell()
-        tail_start = size - TAIL_BYTES
-        skipped_lines: int | None = 0
-        if tail_start - consumed <= _COUNT_LIMIT:
-            remaining = tail_start - consumed
-            while remaining > 0:
-                chunk = handle.read(min(remaining, 8 * 1024 * 1024))
-                if not chunk:
-                    break
-                remaining -= len(chunk)
-                skipped_lines = (skipped_lines or 0) + chunk.count(b"\n")
-        else:
-            skipped_lines = None
-        handle.seek(tail_start)
-        partial = next(_capped_lines(handle), b"")
-        notes.append(
-            f"{path.name}: {size / 1e6:.0f} MB log; read the first {HEAD_BYTES >> 20} MiB and the "
-            f"last {TAIL_BYTES >> 20} MiB only"
-        )
-        if skipped_lines is None:
-            number = 10**9  # line numbers in the tail are unknown; keep them ordered
-        else:
-            number += skipped_lines + (1 if partial else 0)
+        number = _skip_to_tail(handle, path, size, consumed, number, notes)
         yield from _block_lines(handle, number, None)
 
 
@@ -341,28 +320,7 @@ def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, 
             yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
             if consumed >= HEAD_BYTES:
                 break
-        tail_start = size - TAIL_BYTES
-        skipped_lines: int | None = 0
-        if tail_start - consumed <= _COUNT_LIMIT:
-            remaining = tail_start - consumed
-            while remaining > 0:
-                chunk = handle.read(min(remaining, 8 * 1024 * 1024))
-                if not chunk:
-                    break
-                remaining -= len(chunk)
-                skipped_lines = (skipped_lines or 0) + chunk.count(b"\n")
-        else:
-            skipped_lines = None
-        handle.seek(tail_start)
-        partial = next(_capped_lines(handle), b"")
-        notes.append(
-            f"{path.name}: {size / 1e6:.0f} MB log; read the first {HEAD_BYTES >> 20} MiB and the "
-            f"last {TAIL_BYTES >> 20} MiB only"
-        )
-        if skipped_lines is None:
-            number = 10**9  # line numbers in the tail are unknown; keep them ordered
-        else:
-            number += skipped_lines + (1 if partial else 0)
+        number = _skip_to_tail(handle, path, size, consumed, number, notes)
         for raw in _capped_lines(handle):
             number += 1
             yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
@@ -529,3 +487,32 @@ def _attach_gpus(
                 source=source,
             )
         )
+
+
+def _skip_to_tail(
+    handle: BinaryIO, path: Path, size: int, consumed: int, number: int, notes: list[str]
+) -> int:
+    """Seek past the middle of a log too big to read whole, to the first whole line of its
+    tail; the line number before that line (counted through the middle when it is small
+    enough to count, else a number above any head's, so the tail's lines stay ordered)."""
+    tail_start = size - TAIL_BYTES
+    skipped_lines: int | None = 0
+    if tail_start - consumed <= _COUNT_LIMIT:
+        remaining = tail_start - consumed
+        while remaining > 0:
+            chunk = handle.read(min(remaining, 8 * 1024 * 1024))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+            skipped_lines = (skipped_lines or 0) + chunk.count(b"\n")
+    else:
+        skipped_lines = None
+    handle.seek(tail_start)
+    partial = next(_capped_lines(handle), b"")
+    notes.append(
+        f"{path.name}: {size / 1e6:.0f} MB log; read the first {HEAD_BYTES >> 20} MiB and the "
+        f"last {TAIL_BYTES >> 20} MiB only"
+    )
+    if skipped_lines is None:
+        return 10**9  # line numbers in the tail are unknown; keep them ordered
+    return number + skipped_lines + (1 if partial else 0)
