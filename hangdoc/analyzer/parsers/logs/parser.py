@@ -192,18 +192,12 @@ def _whole_lines(path: Path, size: int) -> Iterable[tuple[int, str, bytes | None
     if size > min(_WHOLE_BYTES, HEAD_BYTES + TAIL_BYTES):
         return None
     data = path.read_bytes()
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\r" in data:
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return None
-    text = data.decode("utf-8", errors="replace")
-    if "\ufffd" in text:
+    split = _split_shaped(data)
+    if split is None:
         return None
-    lines, shapes = text.split("\n"), block_shapes(data)
-    if lines[-1] == "":
-        lines.pop()  # the end of the last line, not a line
-        shapes.pop()
-    if shapes and max(map(len, shapes)) >= MAX_LINE_BYTES:
-        return None
-    return zip(itertools.count(1), lines, shapes, strict=False)
+    return zip(itertools.count(1), *split, strict=False)
 
 
 def _iter_shaped_lines(
