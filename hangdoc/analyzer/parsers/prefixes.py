@@ -225,6 +225,17 @@ def split_streams(text: str) -> list[Stream]:
     untagged: StreamKey = (None, None, None, None)
     previous: StreamKey = untagged
     for number, raw in enumerate(lines, start=1):
+        if not pdsh and not _MAYBE_PREFIX.match(raw):
+            # No prefix starts so (a stack's frames, blank lines: most of a paste of
+            # dumps): peel would take nothing and name no one; the line goes where an
+            # untagged line goes, without a Tagged of its own.
+            key = previous if not raw.strip() or raw[:1] in " \t" else untagged
+            stream = streams.get(key)
+            if stream is None:
+                stream = streams[key] = Stream()
+            stream.lines.append((number, raw))
+            previous = key
+            continue
         host: str | None = None
         line = raw
         if pdsh and (m := _PDSH.match(line)) and m.group(1) in pdsh:
