@@ -120,7 +120,9 @@ _MAX_LAYERS = 8
 # A tag peel reads a local rank from (_ROLE, which _RANK is tried before), anywhere in a
 # line: a line without one has no local rank whatever its layers (the log scanner's
 # prefilter reads such a line's other identity later, if at all).
-_LOCAL_RANK_TAG = re.compile(f"(?!{_RANK.pattern}){_ROLE.pattern}")
+# (_ROLE where _RANK is not, with its "[" first: a search for a pattern that starts with a
+# lookahead tries every position of the line, one that starts with a literal skips to it.)
+_LOCAL_RANK_TAG = re.compile(r"\[(?!rank\d+\]:)([A-Za-z_][A-Za-z_-]*?)(\d+)\]: ?")
 
 
 def local_rank_tag(line: str) -> bool:
