@@ -38,7 +38,7 @@ def unmangled(path: Path, size: int) -> Unmangled | None:
         data = handle.read(FULL_BYTES if size <= FULL_BYTES else HEAD_BYTES)
         if size > FULL_BYTES:
             head = data[: data.rfind(b"\n") + 1]
-            fixed = unmangle(decode_bytes(head))
+            fixed = unmangle(decode_bytes(head), whole_only=True)
             if fixed is None or not fixed.whole:
                 return None  # a log, read as it is: a paste is mangled from its start
             data += handle.read()

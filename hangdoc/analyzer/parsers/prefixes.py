@@ -120,7 +120,9 @@ _MAX_LAYERS = 8
 # A tag peel reads a local rank from (_ROLE, which _RANK is tried before), anywhere in a
 # line: a line without one has no local rank whatever its layers (the log scanner's
 # prefilter reads such a line's other identity later, if at all).
-_LOCAL_RANK_TAG = re.compile(f"(?!{_RANK.pattern}){_ROLE.pattern}")
+# (_ROLE where _RANK is not, with its "[" first: a search for a pattern that starts with a
+# lookahead tries every position of the line, one that starts with a literal skips to it.)
+_LOCAL_RANK_TAG = re.compile(r"\[(?!rank\d+\]:)([A-Za-z_][A-Za-z_-]*?)(\d+)\]: ?")
 
 
 def local_rank_tag(line: str) -> bool:
@@ -225,6 +227,17 @@ def split_streams(text: str) -> list[Stream]:
     untagged: StreamKey = (None, None, None, None)
     previous: StreamKey = untagged
     for number, raw in enumerate(lines, start=1):
+        if not pdsh and not _MAYBE_PREFIX.match(raw):
+            # No prefix starts so (a stack's frames, blank lines: most of a paste of
+            # dumps): peel would take nothing and name no one; the line goes where an
+            # untagged line goes, without a Tagged of its own.
+            key = previous if not raw.strip() or raw[:1] in " \t" else untagged
+            stream = streams.get(key)
+            if stream is None:
+                stream = streams[key] = Stream()
+            stream.lines.append((number, raw))
+            previous = key
+            continue
         host: str | None = None
         line = raw
         if pdsh and (m := _PDSH.match(line)) and m.group(1) in pdsh:

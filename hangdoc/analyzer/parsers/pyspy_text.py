@@ -25,6 +25,7 @@ is the format's own reading of a whole file, which the scan is held to
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +111,9 @@ def _indent(text: str) -> int:
     return len(text) - len(text.lstrip(" \t"))
 
 
+# A paste of many ranks' dumps repeats the same frame lines thousands of times (every
+# rank waits in the same calls); a Frame is immutable, so one line's Frame serves each.
+@functools.lru_cache(maxsize=8192)
 def _frame(text: str) -> Frame | None:
     m = _FRAME.match(text)
     if m is None:

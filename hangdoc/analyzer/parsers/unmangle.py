@@ -140,6 +140,9 @@ _CUT_LOOKAHEAD = 200
 _MAX_HEAD = 48
 # A cut first line of a wrapped paste, with the wrap's rest: lines tried together.
 _MAX_CUT_PIECES = 3
+# The most lines the restorations of the first line from the catalog count as changed:
+# a cut body (the lines it joins) and a cut source location or exception class.
+_FIRST_LINE_MOST = _MAX_CUT_PIECES + 1
 _MIN_JOINS = 2
 _SAME_CHARS = 10
 _DIGITS = re.compile(r"\d+")
@@ -817,8 +820,14 @@ def might_be_mangled(text: str) -> bool:
     )
 
 
-def unmangle(text: str) -> Unmangled | None:
-    """The text with the paste's layers undone; None when there were none."""
+def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
+    """The text with the paste's layers undone; None when there were none.
+
+    ``whole_only``: only a result that is ``whole`` is wanted, None stands for any other
+    (the head of a big file, loading/paste_view.py). The first line's restorations from
+    the catalog change a few lines at most (``_FIRST_LINE_MOST``); where the other layers
+    left the text short of whole by more, they cannot make it so, and are not looked for
+    (the catalog's index of message ends is built for them: 0.1 s)."""
     if not might_be_mangled(text):
         return None
     ends = text.endswith("\n")
@@ -841,6 +850,12 @@ def unmangle(text: str) -> Unmangled | None:
     if joins:
         current = "\n".join(lines.texts)
     for signed, step, what in (_TWICE, _EMPHASIS, _CUT_BODY, _CUT_SOURCE):
+        if (
+            whole_only
+            and step is _cut_body
+            and (changed + 2 * joins + _FIRST_LINE_MOST < _WHOLE_SHARE * len(raw))
+        ):
+            return None
         count = step(lines) if signed(current) else 0
         if count:
             undone.append(what)
@@ -856,4 +871,5 @@ def unmangle(text: str) -> Unmangled | None:
     if not undone:
         return None
     body = "\n".join(lines.texts) + ("\n" if ends else "")
-    return Unmangled(body, tuple(lines.origin), tuple(undone), changed + 2 * joins, len(raw))
+    fixed = Unmangled(body, tuple(lines.origin), tuple(undone), changed + 2 * joins, len(raw))
+    return None if whole_only and not fixed.whole else fixed

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import random
+import re
+from pathlib import Path
+
 import pytest
 
 from hangdoc.analyzer.parsers.prefixes import (
+    _RANK,
+    _ROLE,
     clean_line,
     detect_pdsh_hosts,
+    local_rank_tag,
     peel,
     split_sections,
     split_streams,
 )
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 
 
 @pytest.mark.parametrize(
@@ -100,3 +109,25 @@ def test_sections() -> None:
         (0, "h:1", ["a"]),
         (1, "h:2", ["b"]),
     ]
+
+
+def test_local_rank_tag_finds_peels_local_rank_anywhere() -> None:
+    """local_rank_tag's search (its "[" first) finds what its definition does: _ROLE at a
+    position where _RANK is not, on every line of the recorded logs and pastes and on
+    lines made of the tags' own characters."""
+    definition = re.compile(f"(?!{_RANK.pattern}){_ROLE.pattern}")
+    lines = [
+        line
+        for path in sorted(FIXTURES.glob("**/*"))
+        if path.is_file() and path.suffix in {".log", ".txt", ".out"}
+        for line in path.read_text(encoding="utf-8", errors="replace").split("\n")
+        if "]:" in line
+    ]
+    chars = "[]:rankdefault0123456789_- x"
+    rng = random.Random(7)
+    made = ["".join(rng.choice(chars) for _ in range(1 + i % 24)) for i in range(20000)]
+    made += ["[rank3]:[default3]: x", "[rank3]: x", "[rank12]:[trainer7]: x", "x [a1]:"]
+    assert len(lines) > 100
+    for line in lines + made:
+        expected = "]:" in line and definition.search(line) is not None
+        assert local_rank_tag(line) is expected, line

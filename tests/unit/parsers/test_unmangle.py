@@ -290,3 +290,23 @@ def test_an_open_bar_is_not_joined_to_an_indented_record() -> None:
     text = f'{bar}\n{bar}\n  File "train.py", line 12, in <module>\n'
     assert wrap_width(text.splitlines()) == len(bar)
     assert _undone(text) == text
+
+
+def test_whole_only_answers_as_the_whole_reading_does() -> None:
+    """``whole_only`` (a big file's head) gives None where the reading is not whole, and
+    the reading itself where it is: the catalog's first-line restorations, skipped when
+    the rest leaves the text short of whole, never change that. A first line cut inside
+    an NCCL WARN's body (restored from the catalog), with and without other layers."""
+    cut = NCCL[NCCL.index("Message") + 4 :]  # "age truncated : received …": a cut body
+    plain = [PYSPY, NCCL, TRACEBACK, cut, cut + PYSPY * 3, cut + "\n" * 40]
+    mangled = [
+        layer(text)
+        for text in plain
+        for layer in (quote, indent, fence, emphasis, kubectl, timestamps, cloudwatch)
+    ]
+    mangled += [hard_wrap(text, 40) for text in plain] + [quote(cut) + PYSPY * 20]
+    assert unmangle(cut) is not None  # the cut body is restored in a reading of it alone
+    for text in plain + mangled:
+        read = unmangle(text)
+        expected = read if read is not None and read.whole else None
+        assert unmangle(text, whole_only=True) == expected, text

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from hangdoc.analyzer.parsers.logs.literals import gate
+
 NEAR_LINES = 3
 
 _RANK_ANY = re.compile(
@@ -29,6 +31,10 @@ _PID = re.compile(
     r"\bgdb\b.*?(?:-p|--pid|attach)\s*=?\s*|Attaching to process\s+|"
     r"Stack dump for \S+\s+)(\d{2,9})\b"
 )
+# Asked of every line a stack scan does not take: most hold none of the commands' words,
+# which one search for them tells (the pattern's own search tries each alternative at
+# every position: 4 µs a line, 0.1 s of a 4 MiB paste).
+_PID_SEARCH = gate(_PID).search
 
 
 def header_rank(text: str) -> int | None:
@@ -66,7 +72,7 @@ def any_rank(text: str) -> int | None:
 
 
 def pid_marker(text: str) -> int | None:
-    m = _PID.search(text)
+    m = _PID_SEARCH(text)
     return int(m.group(1)) if m else None
 
 
