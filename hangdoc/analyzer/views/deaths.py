@@ -258,14 +258,23 @@ def _reported_itself(p: Placed, reported: set[tuple[str | None, int]]) -> bool:
     )
 
 
+def _at_exit(death: Death) -> bool:
+    """What a process prints as it exits after an uncaught exception: an abort
+    ("terminate called after throwing …") of a C++ destructor that threw while the
+    interpreter shut down, and the CUDA error that destructor's call failed with (its
+    what(): gloo's "error == cudaSuccess. 29 vs 0 … driver shutting down", a CUDA call
+    once the runtime unloads)."""
+    fatal = death.placed.event.payload_as(FatalSignal)
+    if fatal is not None:
+        return fatal.signal == SignalName.SIGABRT and fatal.reported_by == FatalReport.TERMINATE
+    return death.how == DeathHow.CUDA_ERROR
+
+
 def _after_own_exception(p: Placed, raised: list[Placed]) -> bool:
-    """An abort ("terminate called after throwing …") a few lines after an uncaught
-    exception of the same process in the same file: Python printed the exception's
-    traceback and exited, and a C++ destructor that threw while the interpreter shut down
-    (gloo's pairs, a CUDA call once the runtime unloads: "driver shutting down") aborted
-    it. The exception is the story, a cause or a consequence; the abort is its exit."""
-    fatal = p.event.payload_as(FatalSignal)
-    if fatal is None or fatal.reported_by != FatalReport.TERMINATE or p.event.line is None:
+    """A few lines after an uncaught exception of the same process in the same file:
+    Python printed the exception's traceback and exited, and what it printed as it exited
+    (``_at_exit``) is that exit. The exception is the story, a cause or a consequence."""
+    if p.event.line is None:
         return False
     return any(
         e.event.source == p.event.source
@@ -332,7 +341,7 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             (p.rank is not None and p.rank in timed_out) or _reported_itself(p, reported)
         ):
             continue  # the end of a process that timed out itself: its teardown
-        if death.signal == SignalName.SIGABRT and _after_own_exception(p, raised):
+        if _at_exit(death) and _after_own_exception(p, raised):
             continue  # the exit of an uncaught exception already read (its destructors)
         if any_wave and p.rank is None:
             continue  # unranked after timeouts: unprovable
