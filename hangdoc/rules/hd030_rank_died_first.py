@@ -31,7 +31,12 @@ it comes before the timeouts (or there are none), else a warning only; torchrun'
 culprit when rank N reported no timeout of its own (the agent names the first worker it saw
 end, and a timed-out rank aborts itself with SIGABRT, not SIGKILL); a paste that *ends*
 in a bare exception line (its traceback cut) and an abort that names no exception ("Fatal
-Python error: Aborted") are low-confidence errors.
+Python error: Aborted") are low-confidence errors. A death that gives no reason of its own
+(a Ray worker its raylet lost, an exit code, an abort) of a process that reported a timeout
+itself, by rank or by pid, is that timeout's teardown wherever the paste puts it; an abort
+("terminate called after throwing …") a few lines after an uncaught exception of the same
+process is that exception's exit (a destructor throwing as the interpreter shuts down,
+"driver shutting down"), not a second failure.
 
 ## How to confirm
 Read the culprit's log around the cited line: its traceback or signal is the failure.

@@ -26,7 +26,10 @@ remote-error string (Horovod's `ncclAllReduce failed: remote process exited or t
 a network error`, cupy's `NCCL_ERROR_REMOTE_ERROR`), or a system error of a collective
 call, counts at low confidence: it names no peer and a peer that exited looks the same.
 When a rank crashed before the first transport error (HD030/HD031), the lost connections
-are its consequence and this finding is only a warning. When the failing call's return-code
+are its consequence and this finding is only a warning; so are NCCL's own WARNs that a peer
+closed or reset its connection below a timeout or a process being taken down in the same
+file (ProcessGroupNCCL's "… we are taking the entire process down"): the process taken
+down closed its sockets, and its peers' proxies say so. When the failing call's return-code
 chain (`… -> 2` lines after the WARN) runs through `bootstrap.cc`/`bootstrap.cu`, the
 connection belonged to NCCL's bootstrap and the finding is an init/bootstrap hang; so it
 is when torch's synchronous `NCCL error in: …` (communicator creation) carries a failed
@@ -314,6 +317,16 @@ class NcclTransportError(Rule):
                 f" Rank {crashes[0].rank} failed before these errors "
                 f"({crashes[0].summary}); the lost connections are probably its consequence."
             )
+        echoes = all(_peer_gone_after_teardown(p, tl) for p in primary)
+        if echoes:
+            severity = Severity.WARNING
+            explanation += (
+                " Every one of them is a peer that closed or reset its connection after the "
+                "same log already showed a timeout or a process being taken down (torch's "
+                "watchdog ends its own process after a failed or timed-out collective): its "
+                "peers then see the connection close. They are echoes of that failure, whose "
+                "cause these lines do not show."
+            )
         yield Finding(
             rule=self.id,
             category=category,
@@ -330,12 +343,46 @@ class NcclTransportError(Rule):
             evidence=tuple(limited_refs(primary, limit=6)),
             # NCCL's own error names the transport failure; a remote error names no peer
             # and a peer that exited looks the same.
-            strength=Strength.STATED
+            strength=Strength.ABSENCE
+            if echoes
+            else Strength.STATED
             if any(_ib_completion(p) for p in primary)
             else Strength.HINT
             if all(_remote_error(p) for p in primary)
             else Strength.SIGNAL,
         )
+
+
+# A peer that went away: NCCL's socket layer read end-of-stream or a reset (misc/socket.cc
+# "Connection closed by remote peer", "Connection reset by peer", a broken pipe). A link
+# that fails says other words (IB completion errors, timeouts, unreachable).
+_PEER_GONE = frozenset(
+    {LinkFailure.SOCKET_CLOSED, LinkFailure.CONNECTION_RESET, LinkFailure.BROKEN_PIPE}
+)
+# What a process prints as a collective fails and it is taken down: the watchdog's
+# timeout, its heartbeat monitor, "Some NCCL operations have failed or timed out … we are
+# taking the entire process down" (ProcessGroupNCCL WorkNCCL::handleException).
+_TAKEN_DOWN = frozenset(
+    {EventKind.COLLECTIVE_TIMEOUT, EventKind.HEARTBEAT_TIMEOUT, EventKind.WATCHDOG_TEARDOWN}
+)
+
+
+def _peer_gone_after_teardown(p: Placed, tl: Timeline) -> bool:
+    """An NCCL WARN of its own (not the "Last error:" detail of the error a teardown
+    reports) that a peer closed or reset the connection, below a timeout or a teardown in
+    the same file: a process being taken down closes its sockets, so its peers' proxies
+    see them close. The echo of that failure, not a network fault."""
+    warn = p.event.payload_as(TransportWarn)
+    if warn is None or warn.from_last_error or warn.error is None:
+        return False
+    if warn.error.failure not in _PEER_GONE:
+        return False
+    line = p.event.line or 0
+    return any(
+        q.event.source == p.event.source and (q.event.line or 0) < line
+        for kind in _TAKEN_DOWN
+        for q in tl.of(kind)
+    )
 
 
 def _flushed(p: Placed) -> bool:

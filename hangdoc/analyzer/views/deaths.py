@@ -224,6 +224,68 @@ def _what_is_explained(p: Placed, explained: list[tuple[str, int]]) -> bool:
     )
 
 
+# Deaths that say nothing of why the process ended: a Ray worker lost by its raylet
+# ("Worker exit type: SYSTEM_ERROR … connection error code 2. End of file": the worker's
+# socket closed), an exit code with no reason, an abort (SIGABRT: the watchdog ends its
+# own process so after a timeout, ProcessGroupNCCL's "To avoid data inconsistency, we are
+# taking the entire process down").
+def _unexplained(death: Death) -> bool:
+    return (
+        death.how in (DeathHow.ACTOR, DeathHow.EXIT) or death.signal == SignalName.SIGABRT
+    ) and not (death.payload.exc_type or death.payload.hardware or death.payload.storage)
+
+
+def _reporting_processes(wave_events: list[Placed]) -> set[tuple[str | None, int]]:
+    """(host, pid) of every process that reported a timeout or teardown of its own."""
+    return {
+        (p.event.host, p.event.pid)
+        for p in wave_events
+        if p.event.pid is not None and p.kind != EventKind.AGENT_TERMINATING
+    }
+
+
+def _reported_itself(p: Placed, reported: set[tuple[str | None, int]]) -> bool:
+    """The process this death is about (by pid, on the same host where both say one)
+    reported a timeout or teardown itself, wherever the paste puts the lines: a Ray
+    driver prints a worker's death when it notices it, before the worker's own streamed
+    lines, and a launcher names the worker that ended after the watchdog aborted it."""
+    pid, host = p.event.pid, p.event.host
+    if pid is None:
+        return False
+    return any(
+        pid == other_pid and (host is None or other_host is None or host == other_host)
+        for other_host, other_pid in reported
+    )
+
+
+def _at_exit(death: Death) -> bool:
+    """What a process prints as it exits after an uncaught exception: an abort
+    ("terminate called after throwing …") of a C++ destructor that threw while the
+    interpreter shut down, and the CUDA error that destructor's call failed with (its
+    what(): gloo's "error == cudaSuccess. 29 vs 0 … driver shutting down", a CUDA call
+    once the runtime unloads)."""
+    fatal = death.placed.event.payload_as(FatalSignal)
+    if fatal is not None:
+        return fatal.signal == SignalName.SIGABRT and fatal.reported_by == FatalReport.TERMINATE
+    return death.how == DeathHow.CUDA_ERROR
+
+
+def _after_own_exception(p: Placed, raised: list[Placed]) -> bool:
+    """A few lines after an uncaught exception of the same process in the same file:
+    Python printed the exception's traceback and exited, and what it printed as it exited
+    (``_at_exit``) is that exit. The exception is the story, a cause or a consequence."""
+    if p.event.line is None:
+        return False
+    return any(
+        e.event.source == p.event.source
+        and e.rank == p.rank
+        and e.event.pid == p.event.pid
+        and e.event.line is not None
+        and 0 < p.event.line - e.event.line <= _WHAT_WINDOW
+        for e in raised
+    )
+
+
 # first_deaths of each timeline: six rules and the silence view ask for it, and it
 # reads every event of the job (a timeline is never changed once built).
 _FIRST_DEATHS: weakref.WeakKeyDictionary[Timeline, tuple[Death, ...]] = weakref.WeakKeyDictionary()
@@ -251,9 +313,11 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     any_wave = False
     wave_events = [p for p in tl.events if is_wave(p)]
     timed_out = {p.rank for p in wave_events if p.rank is not None}
+    reported = _reporting_processes(wave_events)
     # where the failures an abort may be the teardown of were reported (mismatches too:
     # COLLECTIVE_MISMATCH is a wave kind)
     explained = [(p.event.source, p.event.line or 0) for p in wave_events]
+    raised: list[Placed] = []  # the exceptions so far, consequences too
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank not in wave_seen:
             found.setdefault(p.rank, gpu_fault)
@@ -264,6 +328,8 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             if p.rank is not None:
                 wave_seen.add(p.rank)
             continue
+        if p.kind == EventKind.EXCEPTION:
+            raised.append(p)
         death = death_of(p)
         if death is None:
             continue
@@ -271,6 +337,12 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             continue
         if death.how in (DeathHow.SIGNAL, DeathHow.EXIT) and p.event.pid in terminated_pids:
             continue  # the launcher killed a survivor
+        if _unexplained(death) and (
+            (p.rank is not None and p.rank in timed_out) or _reported_itself(p, reported)
+        ):
+            continue  # the end of a process that timed out itself: its teardown
+        if _at_exit(death) and _after_own_exception(p, raised):
+            continue  # the exit of an uncaught exception already read (its destructors)
         if any_wave and p.rank is None:
             continue  # unranked after timeouts: unprovable
         if death.signal == SignalName.SIGABRT and (

@@ -123,8 +123,11 @@ _RAY_DIED = re.compile(
     r"(?:RayActorError|ActorDiedError|The actor died unexpectedly|actor is dead because"
     r"|A worker died or was killed while executing)"
 )
-_RAY_PID = re.compile(r"\bpid[:=] ?(\d+)")
-_RAY_IP = re.compile(r"\bip[:=] ?([\d.]+)")
+# The worker it names: its own fields (node_manager.cc streams "… Worker IP address: <ip>
+# Worker port: <port> Worker PID: <pid> Worker exit type: <type> …"), or an actor's
+# "pid=N, ip=A" of RayActorError.
+_RAY_PID = re.compile(r"\bpid[:=] ?(\d+)|\bWorker PID: (\d+)")
+_RAY_IP = re.compile(r"\bip[:=] ?([\d.]+)|\bWorker IP address: \[?([\d.]+)")
 _KEYS = (
     "memory",
     "CUDA",
@@ -476,14 +479,14 @@ def match_process(text: str) -> Hit | None:
     if _RAY_DIED.search(text):
         pid_said = _RAY_PID.search(text)
         ip = _RAY_IP.search(text)
-        pid = int(pid_said.group(1)) if pid_said else None
+        pid = int(pid_said.group(1) or pid_said.group(2)) if pid_said else None
         died = EventPayload(message=text.strip()[:200])
         return Hit(
             EventKind.ACTOR_DIED,
             payload=died,
             key=("ray", pid),
             named_pid=pid,
-            named_host=ip.group(1) if ip else None,
+            named_host=(ip.group(1) or ip.group(2)) if ip else None,
         )
     return None
 

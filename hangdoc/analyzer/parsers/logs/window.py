@@ -54,6 +54,9 @@ _LIBRARY_LINE_SEARCH = gate(_LIBRARY_LINE).search
 # A stack frame (py-spy's "name (file.py:12)"), whoever printed it: what the rank was
 # doing is the stacks' to say, not a line the job printed.
 _STACK_FRAME = FRAME
+# A traceback's frame line ('File "<path>", line <n>, in <name>': CPython's traceback.py),
+# which a source line follows; faulthandler's has no comma and no source line.
+_TRACEBACK_FRAME = re.compile(r'File "[^"\n]*", line \d+, in ')
 _MAX_LABEL = 60  # a rank label line is short
 _RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d+)\]: ?(?=[A-Za-z(\"'])")
 
@@ -111,8 +114,12 @@ def read_line_window(
     out: dict[int, list[LogLine]] = {}
     said: int | None
     section: int | None = None
-    # Whose last line was a traceback frame: its indented next line is the frame's source.
-    after_frame: set[int | None] = set()
+    # Whose last line was a traceback frame, and whether its source line must be indented
+    # to be taken for one: the indented next line is the frame's source, and so is any
+    # next line of a traceback frame whose indent the paste lost (CPython's traceback
+    # prints a source line under every frame whose file it can read; a paste that drops
+    # the indent drops it from both).
+    after_frame: dict[int | None, bool] = {}
     for number, raw in _raw_lines(path):
         fast = _RANK_PREFIX.match(raw)
         if fast is not None and "\x1b" not in raw and "\r" not in raw:
@@ -139,12 +146,12 @@ def read_line_window(
             section = label
             continue
         if said in after_frame:
-            after_frame.discard(said)
-            if indented:
+            needs_indent = after_frame.pop(said)
+            if indented or not (needs_indent or text.startswith('File "')):
                 continue  # the source line under a traceback frame
         if not text or _LIBRARY_LINE_SEARCH(text):
             if text.startswith('File "'):
-                after_frame.add(said)
+                after_frame[said] = indented or _TRACEBACK_FRAME.match(text) is None
             continue
         if text[-1] == ")" and _STACK_FRAME.match(text):
             continue
