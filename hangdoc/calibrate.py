@@ -22,7 +22,7 @@ from hangdoc.analyzer.calibration import (
     Ranked,
     fit,
     table_doc,
-    tempered,
+    tempered_by_strength,
     unseen_factor,
 )
 from hangdoc.casebook_eval import SplitScore, evaluate
@@ -117,8 +117,10 @@ def calibrate(root: Path, target: Path) -> tuple[CalibrationTable, str]:
     every: SplitScore = raw["all"]
     fitted = fit(answers_of(every), ranked_of(every))
     unseen = unseen_factor(fitted, read_batches(first_sight_folder(root)))
-    table = tempered(fitted, unseen.factor)
-    train_only = tempered(fit(answers_of(raw["train"]), ranked_of(raw["train"])), unseen.factor)
+    table = tempered_by_strength(fitted, unseen)
+    train_only = tempered_by_strength(
+        fit(answers_of(raw["train"]), ranked_of(raw["train"])), unseen
+    )
     by_split = {name: answers_of(raw[name]) for name in ("train", "test")}
     n = len(answers_of(every))
     source = f"all {every.cases} cases, both splits ({n} answers that name a cause)"

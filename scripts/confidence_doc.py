@@ -16,6 +16,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from hangdoc.analyzer import calibration
 from hangdoc.analyzer.calibration import FAMILIES
@@ -100,7 +101,7 @@ def _held_out(test: dict[str, float]) -> list[str]:
     ]
 
 
-def _unseen(unseen: dict[str, float] | None) -> list[str]:
+def _unseen(unseen: dict[str, Any] | None) -> list[str]:
     if not unseen or not unseen.get("answers"):
         return [
             "No batch scored at first sight is recorded (fixtures/first_sight/): the map is "
@@ -110,10 +111,21 @@ def _unseen(unseen: dict[str, float] | None) -> list[str]:
         f"Tempered by {unseen['answers']:.0f} answers that named a cause on reports scored "
         f"at first sight (fixtures/first_sight/): {unseen['errors']:.0f} were wrong where the "
         f"casebook's map predicted {unseen['predicted_errors']}, so every probability's odds "
-        f"of error ((1 − p) / p) are multiplied by {unseen['factor']} (analyzer/calibration.py, "
-        "`unseen_factor`, `tempered`): for strong evidence that is its error times the factor; "
-        "a weak finding keeps a meaning instead of falling to the floor. The map keeps its "
-        "order; it states what unseen tickets bear out."
+        f"of error ((1 − p) / p) are multiplied by a factor: {unseen['factor']} overall, and "
+        "per strength its own, (errors + overall) / (predicted errors + 1), since evidence "
+        "stated in so many words and a hint do not fail on new reports alike "
+        "(analyzer/calibration.py, `unseen_factor`, `tempered_by_strength`): for strong "
+        "evidence that is its error times the factor; a weak finding keeps a meaning instead "
+        "of falling to the floor. The map keeps its order (a cell is only lowered to put it "
+        "back); it states what unseen tickets bear out.",
+        "",
+        "| strength | unseen answers | wrong | predicted wrong | factor |",
+        "|---|---|---|---|---|",
+        *(
+            f"| `{t['strength']}` | {t['answers']} | {t['errors']} | {t['predicted_errors']} "
+            f"| {t['factor']} |"
+            for t in unseen.get("by_strength", [])
+        ),
     ]
 
 

@@ -250,6 +250,23 @@ class Unseen:
     errors: int
     predicted_errors: float
     factor: float
+    by_strength: tuple[StrengthTally, ...] = ()
+
+    def factor_of(self, strength: Strength) -> float:
+        """The factor of answers of this strength; the overall one where none was scored."""
+        return next((t.factor for t in self.by_strength if t.strength is strength), self.factor)
+
+
+@dataclass(frozen=True, slots=True)
+class StrengthTally:
+    """The unseen answers of one strength: how many, how many wrong, how many the map
+    predicted wrong, and the factor their odds of error are scaled by."""
+
+    strength: Strength
+    answers: int
+    errors: int
+    predicted_errors: float
+    factor: float
 
 
 def unseen_factor(table: CalibrationTable, batches: Sequence[UnseenBatch]) -> Unseen:
@@ -268,7 +285,33 @@ def unseen_factor(table: CalibrationTable, batches: Sequence[UnseenBatch]) -> Un
             errors += batch.answered - batch.right
             predicted += batch.answered * (1 - batch.mean_stated)
     factor = max(1.0, (errors + 1) / (predicted + 1)) if answers else 1.0
-    return Unseen(answers, errors, round(predicted, 2), round(factor, 3))
+    tallies = _by_strength(table, batches, factor)
+    return Unseen(answers, errors, round(predicted, 2), round(factor, 3), tallies)
+
+
+def _by_strength(
+    table: CalibrationTable, batches: Sequence[UnseenBatch], overall: float
+) -> tuple[StrengthTally, ...]:
+    """Each strength's own factor, (errors + F) / (predicted errors + 1) with F the overall
+    factor, never below 1: one pseudo-answer's worth of the overall rate, so a strength
+    with few unseen answers stays near the overall factor and one with many speaks for
+    itself. Why per strength: evidence a report states in so many words and a hint read
+    from a rank's last lines do not fail on new reports alike (at first sight, before
+    2026-11-27d: stated 11 of 11 right, hint 5 of 9), and one factor for both makes the
+    first under-confident and the second over-confident. Batches known by their totals
+    only (recorded before strengths existed) count in the overall factor alone."""
+    tallies = []
+    for strength in GRADED:
+        mine = [a for b in batches for a in b.answers if a.strength is strength]
+        if not mine:
+            continue
+        errors = sum(not a.right for a in mine)
+        predicted = sum(1 - table.probability(a.rule, a.strength) for a in mine)
+        factor = max(1.0, (errors + overall) / (predicted + 1))
+        tallies.append(
+            StrengthTally(strength, len(mine), errors, round(predicted, 2), round(factor, 3))
+        )
+    return tuple(tallies)
 
 
 def tempered(table: CalibrationTable, factor: float) -> CalibrationTable:
@@ -282,6 +325,25 @@ def tempered(table: CalibrationTable, factor: float) -> CalibrationTable:
         for name, cells in table.maps.items()
     }
     return CalibrationTable(maps)
+
+
+def tempered_by_strength(table: CalibrationTable, unseen: Unseen) -> CalibrationTable:
+    """Each cell's odds of error scaled by its strength's factor (``Unseen.factor_of``),
+    then the order the fit held put back by lowering only: no cell of a strength shows more
+    than the least of the strength above it, whatever their families (the engine orders
+    findings by strength; a weaker one must not read as surer)."""
+    maps = {
+        name: {s: max(FLOOR, p / (p + unseen.factor_of(s) * (1 - p))) for s, p in cells.items()}
+        for name, cells in table.maps.items()
+    }
+    cap = CEILING
+    for strength in reversed(GRADED):
+        holding = [cells for cells in maps.values() if strength in cells]
+        for cells in holding:
+            cells[strength] = min(cells[strength], cap)
+        cap = min((cells[strength] for cells in holding), default=cap)
+    rounded = {name: {s: round(p, 3) for s, p in cells.items()} for name, cells in maps.items()}
+    return CalibrationTable(rounded)
 
 
 def _cell(table: CalibrationTable, found: tuple[str, Strength]) -> Cell | None:
@@ -394,6 +456,16 @@ def table_doc(
             "errors": unseen.errors,
             "predicted_errors": unseen.predicted_errors,
             "factor": unseen.factor,
+            "by_strength": [
+                {
+                    "strength": t.strength.word,
+                    "answers": t.answers,
+                    "errors": t.errors,
+                    "predicted_errors": t.predicted_errors,
+                    "factor": t.factor,
+                }
+                for t in unseen.by_strength
+            ],
         },
     }
 

@@ -11,6 +11,7 @@ from hangdoc.analyzer.calibration import (
     UnseenAnswer,
     UnseenBatch,
     tempered,
+    tempered_by_strength,
     unseen_factor,
 )
 from hangdoc.analyzer.model import Strength
@@ -83,3 +84,41 @@ def test_the_project_records_are_readable() -> None:
     folder = Path(__file__).resolve().parents[2] / "fixtures" / "first_sight"
     batches = read_batches(folder)
     assert batches and all(b.answers or b.answered for b in batches)
+
+
+def test_each_strength_is_tempered_by_how_its_own_unseen_answers_fared() -> None:
+    # GIVEN unseen answers: 20 conclusive all right, 20 hints of which 8 were wrong
+    good = tuple(UnseenAnswer("HD030", Strength.CONCLUSIVE, True) for _ in range(20))
+    weak = tuple(UnseenAnswer("HD030", Strength.HINT, i >= 8) for i in range(20))
+    unseen = unseen_factor(TABLE, [UnseenBatch("b", good + weak)])
+    # THEN the hints' factor is theirs, (8 + F) / (4 + 1), above the overall one
+    hint = unseen.factor_of(Strength.HINT)
+    assert abs(hint - (8 + unseen.factor) / (20 * 0.2 + 1)) < 1e-3
+    assert hint > unseen.factor
+    # and the conclusive answers, right as predicted, are tempered less than the overall
+    assert 1.0 <= unseen.factor_of(Strength.CONCLUSIVE) < unseen.factor
+    # a strength no unseen answer had takes the overall factor
+    assert unseen.factor_of(Strength.SIGNAL) == unseen.factor
+    cells = tempered_by_strength(TABLE, unseen).maps["all"]
+    overall = tempered(TABLE, unseen.factor).maps["all"]
+    assert cells[Strength.HINT] < overall[Strength.HINT]
+    assert cells[Strength.CONCLUSIVE] > overall[Strength.CONCLUSIVE]
+
+
+def test_tempering_by_strength_never_puts_a_weaker_cell_above_a_stronger_one() -> None:
+    # GIVEN two families and unseen hints that were all right, signals often wrong
+    table = CalibrationTable(
+        {
+            "all": {Strength.HINT: 0.9, Strength.SIGNAL: 0.95, Strength.CONCLUSIVE: 0.98},
+            "stacks": {Strength.HINT: 0.85, Strength.SIGNAL: 0.97, Strength.CONCLUSIVE: 0.99},
+        }
+    )
+    hints = tuple(UnseenAnswer("HD030", Strength.HINT, True) for _ in range(30))
+    signals = tuple(UnseenAnswer("HD030", Strength.SIGNAL, i >= 10) for i in range(30))
+    unseen = unseen_factor(table, [UnseenBatch("b", hints + signals)])
+    assert unseen.factor_of(Strength.SIGNAL) > unseen.factor_of(Strength.HINT)
+    maps = tempered_by_strength(table, unseen).maps
+    # THEN no hint of any family shows more than the least signal of any family
+    least_signal = min(cells[Strength.SIGNAL] for cells in maps.values())
+    assert all(cells[Strength.HINT] <= least_signal for cells in maps.values())
+    assert all(cells[Strength.SIGNAL] <= cells[Strength.CONCLUSIVE] for cells in maps.values())
