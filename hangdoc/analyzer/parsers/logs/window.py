@@ -23,6 +23,7 @@ from hangdoc.analyzer.parsers.base import decode_bytes
 from hangdoc.analyzer.parsers.logs.benign import benign_warning
 from hangdoc.analyzer.parsers.logs.literals import gate
 from hangdoc.analyzer.parsers.logs.mentions import find_mention
+from hangdoc.analyzer.parsers.logs.prefilter import block_shapes
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.logs.wrap_shape import (
     LIBRARY_ORIGIN,
@@ -170,14 +171,17 @@ def read_window_columns(path: Path, default_rank: int | None) -> dict[int, Windo
     section: int | None = None
     # Whose last line was a traceback frame: its indented next line is the frame's source.
     after_frame: set[int | None] = set()
-    for number, raw in _raw_lines(path):
+    numbered = list(_raw_lines(path))
+    # every line's shape (prefilter.line_shape) in one C-level pass: no line holds a "\n"
+    joined = "\n".join(raw for _, raw in numbered).encode("utf-8", "surrogatepass")
+    for (number, raw), shape in zip(numbered, block_shapes(joined), strict=False):
         fast = _RANK_PREFIX.match(raw)
         if fast is not None and "\x1b" not in raw and "\r" not in raw:
             text, said = raw[fast.end() :].strip(), int(fast.group(1))
             indented = False
         elif (
             len(raw) <= MAX_WRAP_SHAPE_LINE
-            and (facts := wrap_facts(raw)).text_from >= 0
+            and (facts := wrap_facts(raw, shape)).text_from >= 0
             and not facts.ranked
             and not facts.tagged
         ):
