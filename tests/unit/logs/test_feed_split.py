@@ -158,9 +158,11 @@ def test_run_codes_are_each_lines_and_known_for_a_bench_rank_log(tmp_path: Path)
     steps = [(line, shape) for line, shape in short if " step " in line]
     assert len(steps) > 1000
     step_lines, step_shapes = map(list, zip(*steps, strict=True))
-    known = wrap_shape._known_codes(step_lines, step_shapes, code_of)
+    known = wrap_shape.known_facts(step_lines, step_shapes)
     assert known is not None
-    assert known == bytes(code_of(wrap_shape.wrap_facts(line, shape)) for line, shape in steps)
+    assert [known[shape] for shape in step_shapes] == [
+        wrap_shape.wrap_facts(line, shape) for line, shape in steps
+    ]
 
 
 def test_known_codes_are_each_lines_facts_for_dates_valid_or_not() -> None:
@@ -187,7 +189,7 @@ def test_known_codes_are_each_lines_facts_for_dates_valid_or_not() -> None:
         _, shapes = _split("\n".join(lines) + "\n")
         pairs = zip(lines, shapes, strict=True)
         each = bytes(code_of(wrap_shape.wrap_facts(line, shape)) for line, shape in pairs)
-        known += wrap_shape._known_codes(lines, shapes, code_of) is not None
+        known += wrap_shape.known_facts(lines, shapes) is not None
         assert wrap_shape.run_codes(lines, shapes, code_of) == each
     assert len(registry) > 1
     assert known > 30  # the known codes were asked, and answered
