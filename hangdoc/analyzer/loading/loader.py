@@ -363,7 +363,7 @@ class _Loader:
                 return
         if note:
             parsed.notes.append(f"{display}: {note}")
-        windows = ahead.windows if ahead is not None else None
+        windows = ahead.windows() if ahead is not None else None
         self._absorb(parsed, path, display, context, size, windows=windows)
 
     def _unmangled(self, path: Path, head: bytes, size: int, display: str) -> Unmangled | None:

@@ -39,3 +39,9 @@ def benign_warning(text: str) -> BenignWarning | None:
         if needle in text and pattern.search(text):
             return warning
     return None
+
+
+def may_be_benign(text: str) -> bool:
+    """False only when no part of ``text`` is a documented-harmless warning (it holds no
+    warning's needle): a window's lines are asked this a chunk at once, joined."""
+    return any(needle in text for _, needle, _ in _WARNINGS)

@@ -171,10 +171,11 @@ class LogParser:
                 if hit is not None:
                     return _error_file_result(hit, display_path)
         scanner = Scanner()
-        numbered = _whole_lines(path, size)
-        if numbered is None:
-            numbered = _iter_shaped_lines(path, size, notes)
-        scanner.feed_lines(numbered, self.line_filter)
+        split = _whole_split(path, size)
+        if split is not None:
+            scanner.feed_split(*split, self.line_filter)
+        else:
+            scanner.feed_lines(_iter_shaped_lines(path, size, notes), self.line_filter)
         events = scanner.finish()
         if scanner.dropped:
             notes.append(f"{display_path}: {scanner.dropped} repetitive log events not kept")
@@ -189,15 +190,20 @@ def _whole_lines(path: Path, size: int) -> Iterable[tuple[int, str, bytes | None
     strips from a line's end), no byte that decodes to a replacement (so a line's shape
     is that of its bytes), no line _capped_lines would cut, and _iter_lines reads it all
     (not its head and tail). None for any other log."""
+    split = _whole_split(path, size)
+    if split is None:
+        return None
+    return zip(itertools.count(1), *split, strict=False)
+
+
+def _whole_split(path: Path, size: int) -> tuple[list[str], list[bytes]] | None:
+    """_whole_lines' lines and their shapes, as two lists (Scanner.feed_split)."""
     if size > min(_WHOLE_BYTES, HEAD_BYTES + TAIL_BYTES):
         return None
     data = path.read_bytes()
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return None
-    split = _split_shaped(data)
-    if split is None:
-        return None
-    return zip(itertools.count(1), *split, strict=False)
+    return _split_shaped(data)
 
 
 def _iter_shaped_lines(

@@ -10,6 +10,7 @@ that no launcher prefixes (ChildFailedError, RAS, fr_trace, nvidia-smi).
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -57,7 +58,12 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
-from hangdoc.analyzer.parsers.logs.wrap_shape import MAX_WRAP_SHAPE_LINE, wrap_facts
+from hangdoc.analyzer.parsers.logs.wrap_shape import (
+    MAX_WRAP_SHAPE_LINE,
+    WrapFacts,
+    run_codes,
+    wrap_facts,
+)
 from hangdoc.analyzer.parsers.logs.wrap_shape import NCCL_HEAD as _NCCL_HEAD
 from hangdoc.analyzer.parsers.logs.wrap_shape import headerless as _headerless
 from hangdoc.analyzer.parsers.prefixes import local_rank_tag
@@ -289,6 +295,67 @@ class Scanner:
                 self._blank(lineno)
                 continue
             self.feed(lineno, raw)
+
+    def feed_split(
+        self,
+        lines: list[str],
+        shapes: list[bytes],
+        skip: Callable[[int, str], bool] | None = None,
+    ) -> None:
+        """``feed_lines`` of a text split into its lines (numbered from 1) and their
+        shapes, each run of lines passed over taken at once: most of a rank's log is
+        lines that pass, and a Python step per line was most of reading them.
+
+        Whether a line is passed over is read of its shape (the pass test, the router's
+        quiet_shape, its length, no "]:" for a local rank tag to be read of) once a
+        shape; the runs of such lines are found in C. A run's first lines are fed one by
+        one while a record is open (passing needs a quiet state); from the first passed
+        over on, the rest of the run is ``_pass_run``: what ``_pass_over`` of each leaves."""
+        quiet_shape: Callable[[str], bool] | None = getattr(skip, "quiet_shape", None)
+        bulk = {
+            shape: 0 < len(raw) <= MAX_WRAP_SHAPE_LINE
+            and b"]:" not in shape
+            and _passes_shape(raw, shape)
+            and (skip is None or (quiet_shape is not None and quiet_shape(raw)))
+            for shape, raw in dict(zip(shapes, lines, strict=True)).items()
+        }
+        done = 0
+        for run in _PASSING_RUN.finditer(bytes(map(bulk.__getitem__, shapes))):
+            start, end = run.span()
+            if done < start:
+                self.feed_lines(_numbered(lines, shapes, done, start), skip)
+            while start < end and not (self._passing or self._quiet()):
+                self.feed_lines(_numbered(lines, shapes, start, start + 1), skip)
+                start += 1
+            if start < end:
+                self._pass_run(lines[start:end], shapes[start:end])
+            done = end
+        if done < len(lines):
+            self.feed_lines(_numbered(lines, shapes, done, len(lines)), skip)
+
+    def _pass_run(self, lines: list[str], shapes: list[bytes]) -> None:
+        """``_pass_over`` of each line, in order, as one step: each line's code
+        (_run_code of its wrap facts, run_codes), then, in C, the last line that is a
+        chain's tagged root and the last that passes nothing on; what the last of those
+        left is what the run leaves (a tagged root after the last break keeps the break's
+        None tag, which is read only once the root is peeled, and then replaced)."""
+        codes = run_codes(lines, shapes, _run_code)
+        # each line's code, plus 1 where the line before it is long (_WRAP_LEN)
+        longs = bytes([self._prev_len >= _WRAP_LEN]) + bytes(
+            map(_WRAP_LEN.__le__, map(len, lines[:-1]))
+        )
+        key = bytes(map(operator.add, codes, longs))
+        cut = max(map(key.rfind, _BREAKS))
+        tagged = max(map(key.rfind, _ROOTS))
+        if tagged > cut:
+            self._root = lines[tagged]
+            if cut >= 0:
+                self._prev_tag = None
+        elif cut >= 0:
+            self._root, self._prev_tag = None, None
+        self._line = -1
+        self._passing = True
+        self._prev_len = len(lines[-1])
 
     def _read(self, lineno: int, raw: str) -> None:
         for segment in _segments(raw):
@@ -827,6 +894,34 @@ def _inherit(tag: LineTag, prev: LineTag) -> None:
 
 
 _pass_shapes: dict[bytes, bool] = {}
+
+
+# Scanner.feed_split: a run of lines passed over (one byte a line: its shape passes).
+_PASSING_RUN = re.compile(rb"\x01+")
+# Scanner._pass_run: a passed-over line's code by its wrap facts (_run_code), plus 1
+# where the line before it is long (_WRAP_LEN): each value is one case of _pass_over's.
+_ROOT, _BREAK, _JOIN, _JOIN_IF_LONG = 10, 20, 30, 40
+_ROOTS = (bytes([_ROOT]), bytes([_ROOT + 1]))
+_BREAKS = (bytes([_BREAK]), bytes([_BREAK + 1]), bytes([_JOIN_IF_LONG]))
+
+
+def _numbered(
+    lines: list[str], shapes: list[bytes], start: int, end: int
+) -> Iterable[tuple[int, str, bytes | None]]:
+    """feed_lines' (number, line, shape) of lines[start:end], numbered from 1."""
+    return zip(range(start + 1, end + 1), lines[start:end], shapes[start:end], strict=True)
+
+
+def _run_code(facts: WrapFacts) -> int:
+    """What a line passed over does to the identity passed on (_pass_over): a tagged
+    line is a root; a headerless one continues the line before when indented, or when
+    that line is long (after a short one it breaks the chain); any other passes nothing
+    on."""
+    if facts.tagged:
+        return _ROOT
+    if not facts.joins:
+        return _BREAK
+    return _JOIN if facts.indented else _JOIN_IF_LONG
 
 
 def _passes_shape(raw: str, shape: bytes) -> bool:

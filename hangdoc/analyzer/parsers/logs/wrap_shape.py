@@ -180,3 +180,69 @@ def _no_digits(raw: str) -> str:
 def _classes(digits: Callable[[str], object], raw: str) -> str:
     """The classes of the digits ``digits`` takes of ``raw`` (one, or a tuple of them)."""
     return "".join(digits(raw)).translate(_DIGIT_CLASS)  # type: ignore[arg-type]
+
+
+def run_codes(lines: list[str], shapes: list[bytes], code_of: Callable[[WrapFacts], int]) -> bytes:
+    """``bytes(code_of(wrap_facts(line, shape)) ...)`` of lines of at most
+    MAX_WRAP_SHAPE_LINE characters and their shapes (a log scanner's run of lines passed
+    over), in C where every line's facts are its shape's first entry's already found
+    (known_facts), else line by line."""
+    known = known_facts(lines, shapes)
+    if known is not None:
+        code = {shape: code_of(facts) for shape, facts in known.items()}
+        return bytes(map(code.__getitem__, shapes))
+    facts = list(map(wrap_facts, lines, shapes))
+    ids = list(map(id, facts))
+    by_id = {key: code_of(one) for key, one in dict(zip(ids, facts, strict=True)).items()}
+    return bytes(map(by_id.__getitem__, ids))
+
+
+def known_facts(lines: list[str], shapes: list[bytes]) -> dict[bytes, WrapFacts] | None:
+    """Each shape's facts, where wrap_facts of every line (of at most
+    MAX_WRAP_SHAPE_LINE characters, with its shape) would answer its shape's first
+    entry's at its first look-up (the digits the entry reads are among those found of
+    its classes), found without asking it line by line; None where that is not sure.
+
+    Sure when: every shape is remembered, none holds "[0," (a line with "[1," is peeled,
+    not looked up), and the digits every first entry reads lie at the same places from
+    the line's start (a log's lines of one date, whose length differs by its numbers'),
+    so one getter reads them all at once, and the digits each line reads are found by
+    its shape's entry, or found of other classes with facts equal to the entry's
+    (shapes that read no digit: always)."""
+    places_from_start: tuple[int, ...] | None = None
+    known: dict[bytes, WrapFacts] = {}
+    entries: dict[bytes, _FirstEntry] = {}
+    for shape, line in dict(zip(shapes, lines, strict=True)).items():
+        entry = _first_entries.get(shape)
+        if entry is None or shape not in _wrap_shapes or b"[0," in shape:
+            return None
+        known[shape] = entry[2]
+        places = entry[5]
+        if not places:
+            continue  # it reads no digit: every line of it is its first entry's
+        at = tuple(len(line) - place for place in places)
+        if places_from_start is None:
+            places_from_start = at
+        elif at != places_from_start:
+            return None
+        entries[shape] = entry
+    if places_from_start is not None:
+        try:
+            read = set(
+                zip(shapes, map(operator.itemgetter(*places_from_start), lines), strict=True)
+            )
+        except IndexError:  # a short line of a shape that reads no digit
+            return None
+        for shape, digits in read:
+            entry = entries.get(shape)
+            if entry is None or digits in entry[1]:
+                continue  # no digit read, or found of the first entry's classes
+            # found since of other classes (another date), or the classes' own entry:
+            # what wrap_facts' next look-ups answer
+            _, _, facts, found_other, by_classes, _ = entry
+            other = found_other.get(digits)
+            if other is None and by_classes is not None:
+                other = by_classes.get("".join(digits).translate(_DIGIT_CLASS))
+            if other != facts:
+                return None
+    return known
