@@ -33,6 +33,7 @@ from hangdoc.analyzer.model import (
     InputFile,
     InputKind,
     LogEvent,
+    LogLine,
     LogTemplates,
     ProcessEvidence,
     ProcessGroupInfo,
@@ -247,9 +248,14 @@ def _process(
     return proc
 
 
+# Fields read as another type than the model's: a window written whole (``/2``, or one
+# that could not be a digest) is a list of lines, never a LogWindow.
+_EXTRA_TYPES: dict[str, Any] = {"log_lines": list[LogLine]}
+
+
 @functools.cache
 def _extra_decoder(name: str) -> Any:
-    return decoder(typing.get_type_hints(ProcessEvidence)[name])
+    return decoder(_EXTRA_TYPES.get(name) or typing.get_type_hints(ProcessEvidence)[name])
 
 
 def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
