@@ -282,9 +282,10 @@ def given_template_ids(
     if known is None:
         known = tables[id(masked)] = (masked, [None] * len(masked))
     ids = known[1]
-    for node_id in dict.fromkeys(given.ids):
-        if ids[node_id] is None:
-            ids[node_id] = miner.of(masked[node_id])
+    if None in ids:  # (once every template of the node has its id, no line asks the miner)
+        for node_id in dict.fromkeys(given.ids):
+            if ids[node_id] is None:
+                ids[node_id] = miner.of(masked[node_id])
     return list(map(ids.__getitem__, given.ids))  # type: ignore[arg-type]
 
 
