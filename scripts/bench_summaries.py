@@ -15,7 +15,7 @@ peak RSS. ``--raw`` analyzes the same tree from its raw files (summaries ignored
 ``--compare TREE`` measures ``hangdoc analyze TREE --json -`` from the summaries already
 in a tree of ``scripts/bench_all.py`` (every input kind; its summaries written once, by
 ``bench_all.summarize``), by each ``--code`` checkout in turn, each run a fresh process,
-``--rounds`` times: wall and CPU seconds, peak summed RSS and PSS, the load average, and
+``--rounds`` times (with one tree per code, each on its own: summaries of two formats): wall and CPU seconds, peak summed RSS and PSS, the load average, and
 whether the three planted culprits are named (``bench_all.analyze``); every run must give
 the same verdict, primary finding and findings as the first, or it says so.
 """
@@ -95,27 +95,30 @@ def _child(root: Path, html: bool, raw: bool) -> dict[str, float] | str:
     return result
 
 
-def compare(tree: Path, codes: list[Path], rounds: int) -> int:
-    """``--compare``: the codes in turn on one tree; 1 when an answer differs or misses."""
+def compare(trees: list[Path], codes: list[Path], rounds: int) -> int:
+    """``--compare``: the codes in turn, each on its tree (one tree: all on it); 1 when an
+    answer differs or misses."""
+    if len(trees) not in (1, len(codes)):
+        raise SystemExit("--compare takes one tree, or one per --code")
+    pairs = list(zip(trees * len(codes) if len(trees) == 1 else trees, codes, strict=True))
     import os
 
     from bench_all import analyze
 
-    print(
-        "| round | code | wall s | CPU s | peak RSS MB | peak PSS MB | load | planted named | primary |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| round | code | tree | wall s | CPU s | peak RSS MB | peak PSS MB | load | planted "
+          "named | primary |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     first: tuple[object, ...] | None = None
     failed = 0
     for round_ in range(1, rounds + 1):
-        for code in codes:
+        for tree, code in pairs:
             r = analyze(tree, False, code)
             answer = (r["verdict"], r["primary"], r["findings"], r["ranks_seen"])
             first = first or answer
             same = answer == first and r["planted_found"]
             failed += not same
-            print(f"| {round_} | {code} | {r['seconds']} | {r['cpu_s']} | {r['peak_mb']} | "
-                  f"{r['peak_pss_mb']} | {os.getloadavg()[0]:.1f} | "
+            print(f"| {round_} | {code} | {tree.name} | {r['seconds']} | {r['cpu_s']} | "
+                  f"{r['peak_mb']} | {r['peak_pss_mb']} | {os.getloadavg()[0]:.1f} | "
                   f"{'yes' if r['planted_found'] else 'NO'} | {r['primary']}"
                   f"{'' if same else ' (DIFFERS: ' + repr(answer) + ')'} |", flush=True)  # fmt: skip
     return 1 if failed else 0
@@ -128,7 +131,8 @@ def main() -> int:
     parser.add_argument("--raw", action="store_true", help="also analyze the raw files")
     parser.add_argument("--no-html", action="store_true")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--compare", type=Path, help="a bench_all.py tree with its summaries")
+    parser.add_argument("--compare", type=Path, nargs="+",
+                        help="bench_all.py trees with their summaries (one, or one per --code)")  # fmt: skip
     parser.add_argument("--code", type=Path, nargs="+", default=[Path(__file__).parents[1]])
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
