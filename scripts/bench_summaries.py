@@ -15,9 +15,10 @@ peak RSS. ``--raw`` analyzes the same tree from its raw files (summaries ignored
 ``--compare TREE`` measures ``hangdoc analyze TREE --json -`` from the summaries already
 in a tree of ``scripts/bench_all.py`` (every input kind; its summaries written once, by
 ``bench_all.summarize``), by each ``--code`` checkout in turn, each run a fresh process,
-``--rounds`` times (with one tree per code, each on its own: summaries of two formats): wall and CPU seconds, peak summed RSS and PSS, the load average, and
-whether the three planted culprits are named (``bench_all.analyze``); every run must give
-the same verdict, primary finding and findings as the first, or it says so.
+``--rounds`` times (one tree per code: each code on its own, as for summaries of two
+formats): wall and CPU seconds, peak summed RSS and PSS, the load average, and whether
+the three planted culprits are named (``bench_all.analyze``); every run must give the
+same verdict, primary finding and findings as the first, or it says so.
 """
 
 from __future__ import annotations
