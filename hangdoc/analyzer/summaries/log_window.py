@@ -207,15 +207,18 @@ def _after_space(text: str, count: int, mean: float) -> int:
     counting the spaces in between, all in C."""
     low, seen = 0, 0  # text[:low] holds ``seen`` spaces, fewer than ``count``
     high = len(text)  # text[:high] holds ``count`` or more
-    guess = int(count * mean)
+    guess, tries = int(count * mean), 0
     while high - low > _NEAR:
         guess = min(max(guess, low + 1), high - 1)
         found = seen + text.count(" ", low, guess)
-        if found < count:  # short of it: on from there by the mean again
+        if found < count:  # short of it: on by the mean, aiming a little past it
             low, seen = guess, found
-            guess = low + int((count - seen) * mean)
-        else:  # past it (or at it): halfway back
+            guess = low + int((count - seen) * mean) + _NEAR // 2
+        else:  # at or past it: back by the mean, aiming a little short of it
             high = guess
+            guess = high - int((found - count) * mean) - _NEAR // 2
+        tries += 1
+        if tries > 3:  # (numbers of very unequal lengths: halves from here)
             guess = (low + high) // 2
     position = low
     for _ in range(count - seen):
