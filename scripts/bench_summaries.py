@@ -3,6 +3,7 @@
     python scripts/bench_summaries.py                        # 2,048 nodes x 8 ranks
     python scripts/bench_summaries.py --nodes 256 2048 --raw # also the raw files, to compare
     python scripts/bench_summaries.py --tree /tmp/job16k     # build once, reuse the tree
+    python scripts/bench_summaries.py --compare TREE --code /tmp/main . --rounds 3
 
 It builds the tree a whole-job collection leaves (one dump per node in the real dump
 format, scripts/bench_analyze.py's synthetic ranks: all wait in all_gather but the last,
@@ -10,6 +11,14 @@ which is in torch.save), writes each node's ``summary.json`` with the same
 ``write_node_summary`` the node runs after collecting, then analyzes the tree in a fresh
 process: ``load → rules → JSON`` (and HTML unless --no-html), wall time per phase and
 peak RSS. ``--raw`` analyzes the same tree from its raw files (summaries ignored).
+
+``--compare TREE`` measures ``hangdoc analyze TREE --json -`` from the summaries already
+in a tree of ``scripts/bench_all.py`` (every input kind; its summaries written once, by
+``bench_all.summarize``), by each ``--code`` checkout in turn, each run a fresh process,
+``--rounds`` times (one tree per code: each code on its own, as for summaries of two
+formats): wall and CPU seconds, peak summed RSS and PSS, the load average, and whether
+the three planted culprits are named (``bench_all.analyze``); every run must give the
+same verdict, primary finding and findings as the first, or it says so.
 """
 
 from __future__ import annotations
@@ -87,6 +96,35 @@ def _child(root: Path, html: bool, raw: bool) -> dict[str, float] | str:
     return result
 
 
+def compare(trees: list[Path], codes: list[Path], rounds: int) -> int:
+    """``--compare``: the codes in turn, each on its tree (one tree: all on it); 1 when an
+    answer differs or misses."""
+    if len(trees) not in (1, len(codes)):
+        raise SystemExit("--compare takes one tree, or one per --code")
+    pairs = list(zip(trees * len(codes) if len(trees) == 1 else trees, codes, strict=True))
+    import os
+
+    from bench_all import analyze
+
+    print("| round | code | tree | wall s | CPU s | peak RSS MB | peak PSS MB | load | planted "
+          "named | primary |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    first: tuple[object, ...] | None = None
+    failed = 0
+    for round_ in range(1, rounds + 1):
+        for tree, code in pairs:
+            r = analyze(tree, False, code)
+            answer = (r["verdict"], r["primary"], r["findings"], r["ranks_seen"])
+            first = first or answer
+            same = answer == first and r["planted_found"]
+            failed += not same
+            print(f"| {round_} | {code} | {tree.name} | {r['seconds']} | {r['cpu_s']} | "
+                  f"{r['peak_mb']} | {r['peak_pss_mb']} | {os.getloadavg()[0]:.1f} | "
+                  f"{'yes' if r['planted_found'] else 'NO'} | {r['primary']}"
+                  f"{'' if same else ' (DIFFERS: ' + repr(answer) + ')'} |", flush=True)  # fmt: skip
+    return 1 if failed else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="*", default=[2048])
@@ -94,7 +132,13 @@ def main() -> int:
     parser.add_argument("--raw", action="store_true", help="also analyze the raw files")
     parser.add_argument("--no-html", action="store_true")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--compare", type=Path, nargs="+",
+                        help="bench_all.py trees with their summaries (one, or one per --code)")  # fmt: skip
+    parser.add_argument("--code", type=Path, nargs="+", default=[Path(__file__).parents[1]])
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
+    if args.compare:
+        return compare(args.compare, args.code, args.rounds)
     if args.child:
         print(json.dumps(_measure(args.child, not args.no_html, args.raw)))
         return 0

@@ -46,9 +46,9 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, MutableSequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.vocabulary import BenignWarning, Clock, EventKind, RankFrom, parse_enum
@@ -622,6 +622,96 @@ class LogLine:
     benign: BenignWarning | None = None  # a warning its library calls harmless
 
 
+class LogWindow(MutableSequence[LogLine]):
+    """A rank's log window whose lines are built when they are read (a node summary's
+    digest: summaries/log_window.py). A job of 16,384 ranks has 25 million window lines,
+    and the views read the text of a few per rank (the last ones, those a rule cites);
+    what they read of every line they ask by column (``sources``, ``benign_marks``), which
+    the digest answers without building one. Iterating, comparing, or changing it builds
+    every line once, and it is a list from then on."""
+
+    __slots__ = ("_built",)
+
+    def __init__(self) -> None:
+        self._built: list[LogLine] | None = None
+
+    # What a digest gives: its length, one line, every line, and its columns.
+    def _count(self) -> int:
+        raise NotImplementedError
+
+    def _line(self, index: int) -> LogLine:
+        raise NotImplementedError
+
+    def _all(self) -> list[LogLine]:
+        raise NotImplementedError
+
+    def sources(self) -> Iterator[str]:
+        """The files its lines come from (a window is mostly one), without duplicates."""
+        return iter(dict.fromkeys(line.source for line in self.lines()))
+
+    def benign_marks(self) -> Iterator[LogLine]:
+        """Its lines with a benign mark, in order."""
+        return (line for line in self.lines() if line.benign is not None)
+
+    def lines(self) -> list[LogLine]:
+        """Every line, built (once)."""
+        if self._built is None:
+            self._built = self._all()
+        return self._built
+
+    def __len__(self) -> int:
+        return len(self._built) if self._built is not None else self._count()
+
+    @overload
+    def __getitem__(self, index: int) -> LogLine: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[LogLine]: ...
+    def __getitem__(self, index: int | slice) -> LogLine | list[LogLine]:
+        if self._built is not None or isinstance(index, slice):
+            return self.lines()[index]
+        count = self._count()
+        if not -count <= index < count:
+            raise IndexError("log window index out of range")
+        return self._line(index % count)
+
+    def __iter__(self) -> Iterator[LogLine]:
+        return iter(self.lines())
+
+    def __reversed__(self) -> Iterator[LogLine]:
+        return reversed(self.lines())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LogWindow):
+            return self.lines() == other.lines()
+        return self.lines() == other if isinstance(other, list) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (a list's)
+
+    def __repr__(self) -> str:
+        return repr(self.lines())
+
+    @overload
+    def __setitem__(self, index: int, value: LogLine) -> None: ...
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[LogLine]) -> None: ...
+    def __setitem__(self, index: int | slice, value: LogLine | Iterable[LogLine]) -> None:
+        self.lines()[index] = value  # type: ignore[index,assignment]
+
+    def __delitem__(self, index: int | slice) -> None:
+        del self.lines()[index]
+
+    def insert(self, index: int, value: LogLine) -> None:
+        self.lines().insert(index, value)
+
+    def extend(self, values: Iterable[LogLine]) -> None:
+        self.lines().extend(values)
+
+
+# A rank's log window: a list where the lines were read, a LogWindow where a node
+# summary's digest holds them.
+LogLines = list[LogLine] | LogWindow
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class LogTemplates:
     """Which template each line of a rank's log window is, as a node summary said
@@ -633,9 +723,9 @@ class LogTemplates:
 
     masked: tuple[str, ...]
     ids: list[int]
-    lines: list[LogLine]
+    lines: LogLines
 
-    def describes(self, lines: list[LogLine]) -> bool:
+    def describes(self, lines: LogLines) -> bool:
         return lines is self.lines and len(lines) == len(self.ids)
 
 
@@ -672,7 +762,7 @@ class ProcessEvidence:
     sources: list[str] = field(default_factory=list)
     exited: bool = False  # the process was gone at (some point of) collection
     # Appended for issue 15: the head and tail of the rank's own log lines, in order.
-    log_lines: list[LogLine] = field(default_factory=list)
+    log_lines: LogLines = field(default_factory=list)
     # Appended for issue 20: stacks read from text (logs, pastes), in reading order; see
     # the module docstring for how they differ from ``stack_samples``.
     text_stacks: list[TextStack] = field(default_factory=list)

@@ -34,8 +34,10 @@ SUMMARY_NAME = "summary.json"
 # /3: each rank's log window is a digest (``RankSummary.log_window``: template numbers into
 # ``NodeSummary.log_templates`` and the lines' numbers; analyzer/summaries/log_window.py)
 # instead of its lines under ``extra``; a /2 summary still loads.
-SUMMARY_FORMAT = "hangdoc.summary/3"
-SUMMARY_FORMATS_READ = frozenset({"hangdoc.summary/2", SUMMARY_FORMAT})
+# /4: a process group's ranks may be runs (``rank_runs``: [[first, count, step], ...];
+# analyzer/summaries/rank_runs.py) instead of its ``ranks``; /2 and /3 summaries still load.
+SUMMARY_FORMAT = "hangdoc.summary/4"
+SUMMARY_FORMATS_READ = frozenset({"hangdoc.summary/2", "hangdoc.summary/3", SUMMARY_FORMAT})
 SUMMARY_FORMAT_PREFIX = "hangdoc.summary/"
 JOB_MANIFEST_NAME = "job.json"
 JOB_FORMAT = "hangdoc.job/1"
@@ -170,7 +172,7 @@ class NodeSummary(TypedDict):
     log_templates: NotRequired[list[list[str]]]
     # Evidence-level records (model dataclasses, as above).
     host_info: dict[str, object] | None
-    process_groups: list[dict[str, object]]
+    process_groups: list[dict[str, object]]  # /4: ``rank_runs`` in place of long ``ranks``
     job_log_events: list[dict[str, object]]
     inputs: list[dict[str, object]]  # files with an error, and those rules read by kind
     steps: list[dict[str, object]]  # collector steps that did not succeed

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -63,7 +63,7 @@ def _event(event: LogEvent, fixed: Unmangled) -> LogEvent:
     return dataclasses.replace(event, line=fixed.original_line(event.line))
 
 
-def remap_lines(lines: list[LogLine], fixed: Unmangled) -> list[LogLine]:
+def remap_lines(lines: Sequence[LogLine], fixed: Unmangled) -> list[LogLine]:
     """Log lines numbered as in the user's file (0, unknown, stays 0)."""
     return [
         dataclasses.replace(line, line=fixed.original_line(line.line)) if line.line else line

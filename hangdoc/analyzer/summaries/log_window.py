@@ -19,13 +19,15 @@ file, mostly).
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hangdoc.analyzer.model import LINE_NUMBER, LogLine
+from hangdoc.analyzer.model import LINE_NUMBER, LogLine, LogWindow
 from hangdoc.analyzer.vocabulary import BenignWarning
 
 # A window's text is a log's head and tail lines (a few hundred KB); a digest that would
@@ -53,7 +55,7 @@ class TemplateTable:
         return found
 
 
-def encode_window(lines: list[LogLine], table: TemplateTable) -> Window:
+def encode_window(lines: Sequence[LogLine], table: TemplateTable) -> Window:
     """One rank's window → its digest (sources as they are: the writer loaded the dump
     with the summary's token for its path). A window with a line that holds a newline
     (none that the line reader cuts does) cannot be a digest: ValueError."""
@@ -125,52 +127,196 @@ class TemplateFormats:
     def __init__(self, rows: list[Any]) -> None:
         self.formats: list[str] = []
         self.lengths: list[int] = []  # each template's text without its numbers
+        self.arity: list[int] = []  # how many numbers each template takes
         masked: list[str] = []
-        for pieces in rows:
+        broken: list[int] = []  # templates no line can be built of (a newline inside)
+        for index, pieces in enumerate(rows):
             if not isinstance(pieces, list) or not pieces:
                 raise ValueError("a log template is not a list of pieces")
             texts = [str(p) for p in pieces]
             self.formats.append("%s".join(t.replace("%", "%%") for t in texts))
             masked.append("#".join(texts))
             self.lengths.append(sum(map(len, texts)))
+            self.arity.append(len(texts) - 1)
+            if any("\n" in t for t in texts):
+                broken.append(index)
         # each template with its numbers masked, as the log comparison masks a line
         self.masked = tuple(masked)
+        self.broken = frozenset(broken)
 
 
-def decode_window(raw: Window, formats: TemplateFormats, relocate: Any) -> list[LogLine]:
-    """A digest → the window's lines, exactly as written. Raises (KeyError, TypeError,
-    ValueError, IndexError) on a damaged one, as the rest of the summary's decoding does.
+def decode_window(
+    raw: Window, formats: TemplateFormats, relocate: Any
+) -> LogWindow | list[LogLine]:
+    """A digest → the window, its lines built when read (``DigestWindow``). Raises
+    (KeyError, TypeError, ValueError, IndexError) on a damaged one, as the rest of the
+    summary's decoding does: every check is made here, none when a line is built.
 
-    Every loop runs in C: the window's templates joined by newlines (no line holds one)
-    are one format that every number of the window fills at once, then split into the
-    lines; a job's windows are millions of lines, and a Python step per line was most of
-    decoding a summary."""
+    The checks run in C, over the template numbers once each: a job's windows are
+    millions of lines, and a Python step per line was most of decoding a summary."""
     ids: list[int] = raw["t"]
-    text = raw["n"]
-    numbers = tuple(text.split(" ")) if text else ()
+    text: str = raw["n"]
+    if not isinstance(text, str):
+        raise TypeError("a log window's numbers are not a string")
     if not ids:
-        if numbers or raw["l"] or raw["s"]:
+        if text or raw["l"] or raw["s"]:
             raise ValueError("a log window without lines holds numbers")
         return []
     if min(ids) < 0:  # (a negative index would pick a template from the end)
         raise IndexError("a log window names a template that is not there")
     if sum(map(formats.lengths.__getitem__, ids)) + len(text) > MAX_WINDOW_CHARS:
         raise ValueError("a log window longer than any window a log gives")
-    texts = ("\n".join(map(formats.formats.__getitem__, ids)) % numbers).split("\n")
-    if len(texts) != len(ids):
+    wanted = sum(map(formats.arity.__getitem__, ids))
+    if (text.count(" ") + 1 if text else 0) != wanted or "\n" in text:
+        raise ValueError("a log window's lines do not match its templates")
+    if formats.broken and not formats.broken.isdisjoint(ids):
         raise ValueError("a log window's lines do not match its templates")
     deltas: list[int] = raw["l"]
     if len(deltas) != len(ids):
         raise ValueError("a log window's line numbers do not match its lines")
-    sources: list[str] = []
+    runs: list[tuple[str, int]] = []
+    ends: list[int] = []
+    total = 0
     for source, count in raw["s"]:
-        if not isinstance(count, int) or not 0 < count <= len(ids) - len(sources):
+        if not isinstance(count, int) or not 0 < count <= len(ids) - total:
             raise ValueError("a log window's sources do not match its lines")
-        sources.extend(itertools.repeat(relocate(source), count))
-    if len(sources) != len(ids):
+        total += count
+        runs.append((relocate(source), count))
+        ends.append(total)
+    if total != len(ids):
         raise ValueError("a log window's sources do not match its lines")
-    out = _lines(texts, sources, list(itertools.accumulate(deltas)))
+    marks: dict[int, BenignWarning] = {}
     for index, mark in raw.get("b", ()):
-        line = out[index]
-        out[index] = LogLine(line.text, line.source, line.line, BenignWarning(mark))
-    return out
+        if not isinstance(index, int):
+            raise TypeError("a benign mark's line is not a number")
+        if not -len(ids) <= index < len(ids):
+            raise IndexError("a benign mark names a line that is not there")
+        marks[index % len(ids)] = BenignWarning(mark)
+    # (a line number that is not one raises in DigestWindow, as adding them up would)
+    return DigestWindow(formats, ids, text, wanted, deltas, tuple(runs), tuple(ends), marks)
+
+
+# Numbers this close to an end of a window's text are split off it; further in, they
+# are found by counting (``_after_space``).
+_NEAR = 64
+
+
+def _after_space(text: str, count: int, mean: float) -> int:
+    """Where the text after its ``count``-th space starts (``count`` ≥ 1 and at most its
+    spaces): guessed from the mean length of a number and a space, then corrected by
+    counting the spaces in between, all in C."""
+    low, seen = 0, 0  # text[:low] holds ``seen`` spaces, fewer than ``count``
+    high = len(text)  # text[:high] holds ``count`` or more
+    guess, tries = int(count * mean), 0
+    while high - low > _NEAR:
+        guess = min(max(guess, low + 1), high - 1)
+        found = seen + text.count(" ", low, guess)
+        if found < count:  # short of it: on by the mean, aiming a little past it
+            low, seen = guess, found
+            guess = low + int((count - seen) * mean) + _NEAR // 2
+        else:  # at or past it: back by the mean, aiming a little short of it
+            high = guess
+            guess = high - int((found - count) * mean) - _NEAR // 2
+        tries += 1
+        if tries > 3:  # (numbers of very unequal lengths: halves from here)
+            guess = (low + high) // 2
+    position = low
+    for _ in range(count - seen):
+        position = text.index(" ", position) + 1
+    return position
+
+
+class DigestWindow(LogWindow):
+    """A rank's window as its digest holds it (checked by ``decode_window``): a line is
+    built when it is read (its template filled with its numbers, found by counting from
+    the nearer end of the window, so that reading the last lines costs little and keeps
+    nothing), every line at once, in C, when the window is iterated."""
+
+    __slots__ = (
+        "_deltas",
+        "_ends",
+        "_formats",
+        "_ids",
+        "_last_line",
+        "_marks",
+        "_numbers",
+        "_runs",
+        "_some",
+        "_text",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        formats: TemplateFormats,
+        ids: list[int],
+        text: str,
+        numbers: int,
+        deltas: list[int],
+        runs: tuple[tuple[str, int], ...],
+        ends: tuple[int, ...],
+        marks: dict[int, BenignWarning],
+    ) -> None:
+        super().__init__()
+        self._formats, self._ids, self._text, self._numbers = formats, ids, text, numbers
+        self._deltas, self._last_line = deltas, sum(deltas)
+        self._runs, self._ends, self._marks = runs, ends, marks
+        self._some: dict[int, LogLine] = {}  # lines built one by one (the same when read again)
+
+    def _count(self) -> int:
+        return len(self._ids)
+
+    def _line(self, index: int) -> LogLine:
+        line = self._some.get(index)
+        if line is not None:
+            return line
+        ids, arity, text = self._ids, self._formats.arity, self._text
+        template = ids[index]
+        wanted = arity[template]
+        if 2 * index < len(ids):  # nearer the head: count from there
+            first = sum(map(arity.__getitem__, itertools.islice(ids, index)))
+            number = sum(itertools.islice(self._deltas, index + 1))
+        else:  # nearer the tail (where the lines read most are)
+            first = self._numbers - sum(map(arity.__getitem__, ids[index:]))
+            number = self._last_line - sum(self._deltas[index + 1 :])
+        numbers = self._numbers_from(first, wanted) if wanted else []
+        source = self._runs[bisect.bisect_right(self._ends, index)][0]
+        text = self._formats.formats[template] % tuple(numbers)
+        line = LogLine(text, source, number, self._marks.get(index))
+        self._some[index] = line
+        return line
+
+    def _numbers_from(self, first: int, wanted: int) -> list[str]:
+        """Numbers ``first`` to ``first + wanted`` of the window, from its text: split
+        off the nearer end when they are close to it, else found by counting spaces (in
+        C, from where the window's mean number length puts it), since splitting a
+        thousand numbers off to read one line costs four times as much."""
+        text, total = self._text, self._numbers
+        if first + wanted <= _NEAR:
+            return text.split(" ", first + wanted)[first : first + wanted]
+        if total - first <= _NEAR:
+            return text.rsplit(" ", total - first)[1 : 1 + wanted]
+        start = _after_space(text, first, len(text) / total)
+        return text[start:].split(" ", wanted)[:wanted]
+
+    def _all(self) -> list[LogLine]:
+        ids = self._ids
+        numbers = tuple(self._text.split(" ")) if self._text else ()
+        texts = ("\n".join(map(self._formats.formats.__getitem__, ids)) % numbers).split("\n")
+        sources: list[str] = []
+        for source, count in self._runs:
+            sources.extend(itertools.repeat(source, count))
+        out = _lines(texts, sources, list(itertools.accumulate(self._deltas)))
+        for index, mark in self._marks.items():
+            line = out[index]
+            out[index] = LogLine(line.text, line.source, line.line, mark)
+        for index, line in self._some.items():
+            out[index] = line  # (a line read before is the same record)
+        return out
+
+    def sources(self) -> Iterator[str]:
+        return iter(dict.fromkeys(source for source, _ in self._runs))
+
+    def benign_marks(self) -> Iterator[LogLine]:
+        if self._built is not None:
+            return super().benign_marks()
+        return (self._line(index) for index in sorted(self._marks))

@@ -13,6 +13,7 @@ per-thread work is done once per shape, not once per rank.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -33,6 +34,7 @@ from hangdoc.analyzer.model import (
     InputFile,
     InputKind,
     LogEvent,
+    LogLine,
     LogTemplates,
     ProcessEvidence,
     ProcessGroupInfo,
@@ -42,6 +44,7 @@ from hangdoc.analyzer.model import (
 )
 from hangdoc.analyzer.summaries.codec import DecodeContext, decode_frames, decoder
 from hangdoc.analyzer.summaries.log_window import TemplateFormats, decode_window
+from hangdoc.analyzer.summaries.rank_runs import ranks_of_runs
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
 from hangdoc.collectors.jobformat import (
     SUMMARY_FORMAT,
@@ -247,9 +250,25 @@ def _process(
     return proc
 
 
+# Fields read as another type than the model's: a window written whole (``/2``, or one
+# that could not be a digest) is a list of lines, never a LogWindow.
+_EXTRA_TYPES: dict[str, Any] = {"log_lines": list[LogLine]}
+
+
 @functools.cache
 def _extra_decoder(name: str) -> Any:
-    return decoder(typing.get_type_hints(ProcessEvidence)[name])
+    return decoder(_EXTRA_TYPES.get(name) or typing.get_type_hints(ProcessEvidence)[name])
+
+
+_GROUP = decoder(ProcessGroupInfo)
+
+
+def _group(raw: dict[str, Any], ctx: DecodeContext) -> ProcessGroupInfo:
+    """A process group; its ranks from their runs where the summary wrote runs (/4)."""
+    if "rank_runs" not in raw:
+        return _GROUP(raw, ctx)  # type: ignore[no-any-return]
+    group: ProcessGroupInfo = _GROUP({k: v for k, v in raw.items() if k != "rank_runs"}, ctx)
+    return dataclasses.replace(group, ranks=ranks_of_runs(raw["rank_runs"]))
 
 
 def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
@@ -267,7 +286,7 @@ def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
         for r in obj["ranks"]
         if isinstance(r.get("rank"), int) and not (r.get("reduced") or {}).get("log_events")
     )
-    out.process_groups = [decoder(ProcessGroupInfo)(g, ctx) for g in obj.get("process_groups", ())]
+    out.process_groups = [_group(g, ctx) for g in obj.get("process_groups", ())]
     out.job_log_events = [_EVENT(e, ctx) for e in obj.get("job_log_events", ())]
     out.inputs = [decoder(InputFile)(i, ctx) for i in obj.get("inputs", ())]
     ranks = tuple(sorted({p.rank for p in out.processes if p.rank is not None}))

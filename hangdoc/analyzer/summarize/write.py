@@ -48,6 +48,7 @@ from hangdoc.analyzer.model import (
 )
 from hangdoc.analyzer.summaries.codec import DUMP_TOKEN, FrameTable, encoder
 from hangdoc.analyzer.summaries.log_window import TemplateTable, encode_window
+from hangdoc.analyzer.summaries.rank_runs import rank_runs
 from hangdoc.analyzer.summaries.read import read_manifest_head
 from hangdoc.analyzer.summarize.reduce import (
     JOB_LOG_EVENTS,
@@ -255,9 +256,7 @@ def build_node_summary(
         "ranks": ranks,
         "log_templates": writer.templates.rows,
         "host_info": writer.encode(HostInfo, host) if host is not None else None,
-        "process_groups": [
-            writer.encode(ProcessGroupInfo, g) for g in evidence.process_groups.values()
-        ],
+        "process_groups": [_group(writer, g) for g in evidence.process_groups.values()],
         "job_log_events": [writer.encode(LogEvent, e) for e in job_events],
         "inputs": [writer.encode(InputFile, i) for i in kept_inputs],
         "steps": [writer.encode(CollectStep, s) for s in bad_steps],
@@ -269,6 +268,16 @@ def build_node_summary(
             "job_log_events_dropped": len(evidence.job_log_events) - len(job_events),
         },
     }
+
+
+def _group(writer: _Writer, group: ProcessGroupInfo) -> dict[str, object]:
+    """A process group's record, its ranks as runs where that is shorter."""
+    record = writer.encode(ProcessGroupInfo, group)
+    runs = rank_runs(group.ranks)
+    if runs is not None:
+        del record["ranks"]
+        record["rank_runs"] = runs
+    return record
 
 
 def write_node_summary(dump_dir: Path) -> Path:

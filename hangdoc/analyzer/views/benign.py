@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Evidence, LogLine
+from hangdoc.analyzer.model import Evidence, LogLine, LogWindow
 from hangdoc.analyzer.vocabulary import BenignWarning
 
 
@@ -68,7 +68,17 @@ class BenignLine:
 
 def benign_lines(evidence: Evidence) -> list[BenignLine]:
     """Every line of the inputs that a catalogued benign warning starts, in file order."""
-    lines = [*evidence.job_log_lines, *(line for p in evidence.processes for line in p.log_lines)]
+    # (a summary's window gives its marked lines without building the others)
+    lines = [
+        *evidence.job_log_lines,
+        *(
+            line
+            for p in evidence.processes
+            for line in (
+                p.log_lines.benign_marks() if isinstance(p.log_lines, LogWindow) else p.log_lines
+            )
+        ),
+    ]
     catalog = {kind.name: kind for kind in CATALOG}
     found = [
         BenignLine(catalog[line.benign], line)

@@ -10,10 +10,10 @@ the same vocabulary as the job's frame names (views/meaning.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Evidence, LogEvent, LogLine
+from hangdoc.analyzer.model import Evidence, LogEvent, LogLine, LogWindow
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.views.activity_table import PHASES, Activity
@@ -88,6 +88,15 @@ def _slot(
     return found
 
 
+def _of_files(lines: Sequence[LogLine], files: Iterable[str]) -> Sequence[LogLine]:
+    """``lines``, or none when it is a window of a node summary none of whose lines is of
+    ``files``: its lines are not built to be passed over (a job of 16,384 ranks has 25
+    million, and the files a view reads are the few with a failure or a marker)."""
+    if isinstance(lines, LogWindow) and all(source not in files for source in lines.sources()):
+        return ()
+    return lines
+
+
 def _phase(event: LogEvent) -> Phase | None:
     """The phase a PHASE event's marker or bar says."""
     marker = event.payload_as(PhaseMarker)
@@ -118,7 +127,7 @@ def last_words(
     lines_in: dict[str, list[tuple[int | None, list[LogLine], list[LogEvent]]]] = {}
     for rank, lines, events in owned:
         by_source: dict[str, tuple[list[LogLine], list[LogEvent]]] = {}
-        for line in lines:
+        for line in _of_files(lines, failures):
             if line.source in failures:
                 _slot(by_source, line.source)[0].append(line)
         for e in events:
@@ -293,7 +302,7 @@ def unfinished(
     }
     said: dict[str, list[tuple[int, bool | None, Phase | None, str, int | None]]] = {}
     for owner, lines, events in owned:
-        for line in lines:
+        for line in _of_files(lines, with_begin):
             # tokens() finds a word in a line exactly when it holds a letter
             if line.source in with_begin and _LETTER.search(line.text):
                 said.setdefault(line.source, []).append((line.line, None, None, line.text, owner))

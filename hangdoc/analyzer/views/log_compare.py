@@ -22,6 +22,7 @@ import contextlib
 import enum
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.model import LINE_NUMBER, Evidence, LogLine, LogTemplates
@@ -147,7 +148,7 @@ class _Templates:
 @dataclass(slots=True)
 class _RankLog:
     rank: int
-    lines: list[LogLine]
+    lines: Sequence[LogLine]
     templates: list[int]
 
     def last_and_count(self) -> dict[int, tuple[int, int]]:
@@ -247,7 +248,9 @@ def compare_logs(evidence: Evidence) -> LogComparison:
 _SHAPE = bytes.maketrans(b"0123456789", b"\x00" * 10)
 
 
-def template_ids(lines: list[LogLine], miner: _Templates, shapes: dict[bytes, int]) -> list[int]:
+def template_ids(
+    lines: Sequence[LogLine], miner: _Templates, shapes: dict[bytes, int]
+) -> list[int]:
     """Each line's template: ``miner.of`` its masked text, looked up by its shape when it
     has one (``shapes``: shape → template, kept across ranks)."""
     sub, of, out = _NUMBER.sub, miner.of, []
@@ -279,9 +282,10 @@ def given_template_ids(
     if known is None:
         known = tables[id(masked)] = (masked, [None] * len(masked))
     ids = known[1]
-    for node_id in dict.fromkeys(given.ids):
-        if ids[node_id] is None:
-            ids[node_id] = miner.of(masked[node_id])
+    if None in ids:  # (once every template of the node has its id, no line asks the miner)
+        for node_id in dict.fromkeys(given.ids):
+            if ids[node_id] is None:
+                ids[node_id] = miner.of(masked[node_id])
     return list(map(ids.__getitem__, given.ids))  # type: ignore[arg-type]
 
 
