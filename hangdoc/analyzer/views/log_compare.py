@@ -384,6 +384,10 @@ def _only_some(
                 continue
             holders = seen_by[template]
             if len(holders) * 2 < len(ranks):  # a minority prints it, the rest never do
+                if _rejoined(r, index, seen_by, len(ranks)):
+                    continue  # it went on in step with the others: no parting here
+                if _done_alone(r.lines[index].text):
+                    continue  # work it did alone, reported done: not what they wait for
                 candidates.setdefault(template, []).append((r, index))
                 break  # the first template where this rank parts from the others
     out = []
@@ -405,6 +409,27 @@ def _only_some(
             )
         )
     return out[:2]
+
+
+# Work one rank may do alone while the others wait: reported done, it is over.
+_ALONE = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL, Activity.METRICS})
+
+
+def _done_alone(text: str) -> bool:
+    """The line reports a save or an evaluation as done ("Saved model to …"): work a
+    rank does alone (rank 0 writes the checkpoint), ended, so not what the others wait
+    for. A loop that ended on some ranks only ("epoch 0 finished") is a parting, kept."""
+    words = tokens(text)
+    return bool(set(words) & _END_WORDS) and meaning_of(words) in _ALONE
+
+
+def _rejoined(r: _RankLog, index: int, seen_by: dict[int, set[int]], world: int) -> bool:
+    """After its line at ``index``, the rank printed a line that every rank prints: it
+    came back to the path the others are on (rank 0 logs its validation metrics alone, then
+    prints "saving model" with every rank), so the line it printed alone is work it did
+    and finished, not where it left them. The job's own lines only: the library's
+    timeouts and teardown every rank prints are events, not log lines."""
+    return any(len(seen_by[t]) == world for t in r.templates[index + 1 :])
 
 
 def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
