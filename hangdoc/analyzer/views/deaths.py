@@ -43,6 +43,7 @@ CONSEQUENCE_KINDS = frozenset(
         EventKind.STORE_TIMEOUT,
         EventKind.MONITORED_BARRIER,
         EventKind.COLLECTIVE_MISMATCH,
+        EventKind.STALL_WATCHDOG,
     )
 )
 _RAY_KILLED = "killed for host memory (Ray memory monitor)"
