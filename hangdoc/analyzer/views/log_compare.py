@@ -428,8 +428,10 @@ def _rejoined(r: _RankLog, index: int, seen_by: dict[int, set[int]], world: int)
     came back to the path the others are on (rank 0 logs its validation metrics alone, then
     prints "saving model" with every rank), so the line it printed alone is work it did
     and finished, not where it left them. The job's own lines only: the library's
-    timeouts and teardown every rank prints are events, not log lines."""
-    return any(len(seen_by[t]) == world for t in r.templates[index + 1 :])
+    timeouts and teardown every rank prints are events, not log lines; and a line with
+    words (a rule of dashes every rank prints says nothing of where they are)."""
+    later = range(index + 1, len(r.templates))
+    return any(len(seen_by[r.templates[j]]) == world and _words(r.lines[j].text) for j in later)
 
 
 def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
