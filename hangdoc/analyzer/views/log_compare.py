@@ -100,6 +100,10 @@ class Divergence:
     template: str
     detail: str
     lines: tuple[CitedLine, ...]
+    # ONLY_SOME: after the line, these ranks printed a line every rank prints (they came
+    # back to the others' path, as far as the log's order shows): where they parted only if
+    # another source (their stacks) says so.
+    rejoined: bool = False
 
 
 @dataclass(slots=True)
@@ -372,7 +376,7 @@ def _only_some(
         for template in set(r.templates):
             seen_by.setdefault(template, set()).add(r.rank)
     named = {rank for d in found for rank in d.ranks}
-    candidates: dict[int, list[tuple[_RankLog, int]]] = {}
+    candidates: dict[int, list[tuple[_RankLog, int, bool]]] = {}
     for r in ranks:
         if r.rank in named:
             continue  # already named by an unfinished action
@@ -384,16 +388,15 @@ def _only_some(
                 continue
             holders = seen_by[template]
             if len(holders) * 2 < len(ranks):  # a minority prints it, the rest never do
-                if _rejoined(r, index, seen_by, len(ranks)):
-                    continue  # it went on in step with the others: no parting here
                 if _done_alone(r.lines[index].text):
                     continue  # work it did alone, reported done: not what they wait for
-                candidates.setdefault(template, []).append((r, index))
+                rejoined = _rejoined(r, index, seen_by, len(ranks))
+                candidates.setdefault(template, []).append((r, index, rejoined))
                 break  # the first template where this rank parts from the others
     out = []
     for template, hits in candidates.items():
         holders = seen_by[template]
-        if {r.rank for r, _ in hits} != holders:
+        if {r.rank for r, _, _ in hits} != holders:
             continue  # some holders printed it earlier: not where they parted
         others = tuple(r.rank for r in ranks if r.rank not in holders)
         text = hits[0][0].lines[hits[0][1]].text
@@ -405,7 +408,8 @@ def _only_some(
                 meaning=meaning_of(tokens(text)),
                 template=miner.texts[template],
                 detail=f"only these ranks printed {text!r}, near the end of their logs",
-                lines=tuple(CitedLine(r.rank, r.lines[i]) for r, i in hits[:3]),
+                lines=tuple(CitedLine(r.rank, r.lines[i]) for r, i, _ in hits[:3]),
+                rejoined=all(back for _, _, back in hits),
             )
         )
     return out[:2]
