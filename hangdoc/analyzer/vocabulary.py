@@ -77,6 +77,9 @@ class EventKind(enum.StrEnum):
     FATAL_SIGNAL = "fatal_signal"  # segfault, abort, bus error, "Killed"
     HOST_OOM_KILL = "host_oom_kill"  # kernel OOM killer
     FAULTHANDLER_TIMEOUT = "faulthandler_timeout"  # faulthandler.dump_traceback_later fired
+    # A framework's own watchdog saw no progress for its timeout and takes the process down
+    # (SGLang's scheduler: its forward batch did not advance); the job was stuck, not why.
+    STALL_WATCHDOG = "stall_watchdog"
     KERNEL_HUNG_TASK = "kernel_hung_task"  # a task in D state and its kernel call trace
     IO_STALL = "io_stall"  # a D-state process row, a file-system kernel frame, NFS not responding
     NIC_COUNTER = "nic_counter"  # a non-zero InfiniBand/RoCE port error counter (sysfs, perfquery)

@@ -48,8 +48,10 @@ A silent rank's silence counts where the evidence covers it past the others' tim
 after a timeout of theirs (later in the same text, or by the times of other files beyond
 the watchdog's poll and the hosts' skew), or the launcher's report of its end after it.
 Without that, the text may simply end before the silent rank's own timeout (NCCL's
-watchdogs fire within seconds of each other): the finding steps down
-(``SILENCE_NOT_COVERED``), unless the rank's last marker shows it saving or evaluating.
+watchdogs fire within seconds of each other): such a silence alone names no cause (a
+paste cut after one rank's timeout shows every other rank silent); with the rank's last
+marker (saving, evaluating) or counts that differ it speaks, stepped down
+(``SILENCE_NOT_COVERED``) where only the counts say why.
 A silent rank not covered whose last line is the progress line ("epoch 3 step 120 …") the
 ranks that timed out printed last, at the same counts, was last seen where they were:
 it is named no culprit.
@@ -175,6 +177,11 @@ class LaggingRank(Rule):
                 )
             elif (counts := _counts_differ(ctx)) is not None:
                 finding = _with_counts(finding, counts)
+            elif pg not in behind and any(r not in view.covered for r in finding.culprit_ranks):
+                # A silence nothing shows lasting past the others' timeouts, with nothing
+                # that says where the rank was: what a paste cut after the first timeout
+                # shows of every rank it holds no timeout of. No cause.
+                continue
             yield finding
 
     def _behind(self, behind: Behind, records: dict[int, WatchRecord], view: Silence) -> Finding:

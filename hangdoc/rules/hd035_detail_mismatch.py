@@ -41,6 +41,13 @@ moderate confidence: NCCL adds that differing NCCL_PROTO/NCCL_ALGO do the same).
 "[enforce fail at …/tcp/pair.cc:N] op.preamble.length <= op.nbytes. N vs M" is the same
 check (lower confidence: different collectives of different widths trip it too).
 
+FSDP's check of the first iteration's forward order ("Forward order differs across ranks:
+rank 0 is all-gathering 1 parameters while rank 1 is all-gathering 0 parameters", or the
+same with the parameters' names; torch/distributed/fsdp/_exec_order_utils.py): the ranks
+all-gathered, at a module's pre-forward hook, which parameters each is about to
+all-gather, and they differ: the ranks run different modules at the same point of the
+forward (rank divergence; the pair of ranks it names is not told apart).
+
 ## How to confirm
 The message quotes the culprit's fingerprint; its traceback points at the call site.
 Compare the call sites of the two sides.
@@ -116,7 +123,14 @@ class DetailMismatch(Rule):
             issued = self._issued(tl.of(EventKind.COLLECTIVE_ISSUED))
             if issued is not None:
                 yield issued
-        nccl = [p for p in events if _mismatch(p).source != MismatchSource.DETAIL]
+        order = [p for p in events if _mismatch(p).source == MismatchSource.FSDP_ORDER]
+        if order:
+            yield self._fsdp_order(order)
+        nccl = [
+            p
+            for p in events
+            if _mismatch(p).source not in (MismatchSource.DETAIL, MismatchSource.FSDP_ORDER)
+        ]
         sizes = [p for p in nccl if _mismatch(p).error == MismatchError.SIZE_MISMATCH]
         if sizes:
             yield self._nccl_size(sizes)
@@ -323,6 +337,36 @@ class DetailMismatch(Rule):
             waiting_ranks=tuple(major),
             evidence=tuple(limited_refs(events, limit=6)),
             strength=strength,
+        )
+
+    def _fsdp_order(self, events: list[Placed]) -> Finding:
+        """FSDP's check of the first iteration's forward order (torch/distributed/fsdp/
+        _exec_order_utils.py, ``_ExecOrderData._check_order``): at each pre-forward hook
+        every rank all-gathers how many (then which) parameters it is about to all-gather,
+        and they differ. The ranks are running different modules at the same point of the
+        forward: their code paths parted (a rank-dependent branch, a module skipped on
+        some ranks, inputs that route differently). The message names a pair of ranks, not
+        which of them took the other path."""
+        return Finding(
+            rule=self.id,
+            category=Category.RANK_DIVERGENCE,
+            severity=Severity.ERROR,
+            title="FSDP: the ranks' forward passes run different modules (forward order differs)",
+            explanation=(
+                "FSDP checks in the first iteration that every rank all-gathers the same "
+                "parameters at each module's pre-forward hook, and found ranks about to "
+                "all-gather different ones: they are executing different modules at the same "
+                "point of the forward. Without the check their all-gathers would not match and "
+                "the job would hang. Which rank took the other path the message does not say."
+            ),
+            fix=(
+                "Make every rank run the same FSDP-wrapped modules in the same order: look for "
+                "a module called under a rank- or data-dependent condition (a branch on the "
+                "input, an early exit, a module used only on some ranks) before the first "
+                "backward, and run it on every rank (or keep it out of FSDP's wrapping)."
+            ),
+            evidence=tuple(limited_refs(events, limit=4)),
+            strength=Strength.SIGNAL,  # FSDP's own check says so; the culprit is not named
         )
 
     def _nccl(self, events: list[Placed]) -> Finding:

@@ -24,7 +24,10 @@ rank's status line), at different SeqNums, with different OpTypes or, for operat
 whose sizes must agree, different `NumelIn`. Not: point-to-point operations (a pipeline's
 SEND and RECV are apart by design), the same collective at different SeqNums (HD032), a
 rank that died first (HD030), and, when the lines name no group, SeqNums more than a few
-apart (they may count different groups). With the group unknown the finding is weaker.
+apart (they may count different groups). A timeout that names no group, of a rank the one
+group named in the text does not hold, at a SeqNum near that group's, is read as that
+group's (torch ≥ 2.3 names the group in the status line after the timeout, which a paste
+may cut). With the group unknown the finding is weaker.
 
 ## How to confirm
 Run once with `TORCH_DISTRIBUTED_DEBUG=DETAIL`: the first mismatched collective raises

@@ -11,7 +11,11 @@ amount of data ("1248 batches" against "1250": uneven data), a size ("bins: 9" a
 "bins: 10"), or progress ("reached step 97" against "step 100": the ranks went different
 ways); a progress counter that stopped behind the others' ("step 97" while they print
 "step 100"). Lines of one console are each rank's by their prefix, or by the rank their
-own words name (`Rank 3, world_size 8: …`, `[rank: 3] …`).
+own words name (`Rank 3, world_size 8: …`, `[rank: 3] …`). A line only some ranks print, after which
+they print a line every rank prints (rank 0 logs its validation metrics, then every rank
+says it saves), is work they did and came back from: named only where their stacks set
+them apart; and a save or an evaluation a rank reports done is not what the others wait
+for.
 
 ## Why it hangs
 A rank stuck in an action the others do not take (a checkpoint write, an evaluation on
@@ -96,6 +100,11 @@ class LogsDiverge(Rule):
             agree = divergence.kind != DivergenceKind.BEHIND and _stacks_agree(ctx, divergence)
             if divergence.kind == DivergenceKind.COUNTER and counted and not agree:
                 continue  # HD040 says the same; joined with the stacks it says more
+            if divergence.rejoined and not agree:
+                # The ranks printed the others' line after it: back on their path, by the
+                # log's order (which a paste of stdout then stderr does not keep); only
+                # their stacks, set apart, say they parted there.
+                continue
             finding = self._finding(divergence)
             if agree:
                 # Two independent sources name the same ranks: the stacks say where they

@@ -93,12 +93,14 @@ def _interrupt(event: LogEvent) -> bool:
 # Events that say nothing went wrong: progress and counts only.
 _QUIET = frozenset({EventKind.PHASE, EventKind.DATA_COUNT})
 # What the job's last lines may say it was doing: work one rank does while the others
-# wait (the phase markers that begin it count too, and those that end it stop the search).
+# wait (the phase markers that begin it count too, and those that end it stop the search:
+# a training bar or step report after a save or an evaluation says the job went back to
+# training, whatever the lines before it said).
 _TELLING = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL, Activity.PREPROCESS})
 _PHASES: dict[Phase, Activity | None] = {
     phase: mark.begins if mark.begins in _TELLING else None
     for phase, mark in PHASES.items()
-    if mark.begins in _TELLING or (mark.begins is None and mark.ends & _TELLING)
+    if mark.begins in _TELLING or mark.ends & _TELLING
 }
 
 

@@ -389,7 +389,8 @@ def _continues(text: str, record: str) -> bool:
 def _cut_at_edge(piece: str, rest: str) -> bool:
     """The boundary between a piece at the edge and the next line is a column's cut: the
     piece ends inside a word, a path or a key, or the next line goes on with a lower-case
-    word after the space the column fell on, or with closing punctuation."""
+    word after the space the column fell on (kept on either side of the cut), or with
+    closing punctuation."""
     if not piece or not rest or _FRAME_LINE.match(piece) or _NAMED_LINE.match(rest):
         return False
     last = piece[-1]
@@ -400,6 +401,10 @@ def _cut_at_edge(piece: str, rest: str) -> bool:
         return len(piece) > 1 and (piece[-2].isalnum() or piece[-2] in "._") and rest[0].isalnum()
     if last in "':,":
         return bool(_CUT_SPACE.match(rest) or _CUT_CLOSE.match(rest))
+    if last == " ":
+        # the column fell just after a space ("… while rank 1 " / "is all-gathering …"):
+        # a lower-case word goes on with the sentence
+        return rest[0].islower()
     return bool(_CUT_CLOSE.match(rest))
 
 

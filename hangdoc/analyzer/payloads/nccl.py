@@ -69,6 +69,10 @@ class MismatchSource(enum.StrEnum):
     DETAIL = "detail"  # TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprints
     GLOO = "gloo"  # gloo's "op.preamble.length <= op.nbytes" check
     NCCL = "nccl"  # an NCCL WARN
+    # FSDP's first-iteration check that every rank all-gathers the same parameters at each
+    # pre-forward hook (torch/distributed/fsdp/_exec_order_utils.py): "Forward order
+    # differs across ranks: rank 0 is all-gathering 1 parameters while rank 1 is …"
+    FSDP_ORDER = "fsdp_order"
     UNKNOWN = "unknown"
 
 

@@ -43,6 +43,7 @@ CONSEQUENCE_KINDS = frozenset(
         EventKind.STORE_TIMEOUT,
         EventKind.MONITORED_BARRIER,
         EventKind.COLLECTIVE_MISMATCH,
+        EventKind.STALL_WATCHDOG,
     )
 )
 _RAY_KILLED = "killed for host memory (Ray memory monitor)"
@@ -318,6 +319,14 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     # COLLECTIVE_MISMATCH is a wave kind)
     explained = [(p.event.source, p.event.line or 0) for p in wave_events]
     raised: list[Placed] = []  # the exceptions so far, consequences too
+    # The lines a check across ranks reported a mismatch on: an exception read from the
+    # same line is that check raising its report (DETAIL's fingerprints, FSDP's forward
+    # order check), the mismatch's, not a crash of the rank.
+    mismatched = {
+        (p.event.source, p.event.line)
+        for p in wave_events
+        if p.kind == EventKind.COLLECTIVE_MISMATCH and p.event.line
+    }
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank not in wave_seen:
             found.setdefault(p.rank, gpu_fault)
@@ -334,6 +343,8 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         if death is None:
             continue
         if death.how == DeathHow.CUDA_ERROR and (p.event.source, p.event.line) in setup_lines:
+            continue
+        if death.how == DeathHow.EXCEPTION and (p.event.source, p.event.line) in mismatched:
             continue
         if death.how in (DeathHow.SIGNAL, DeathHow.EXIT) and p.event.pid in terminated_pids:
             continue  # the launcher killed a survivor

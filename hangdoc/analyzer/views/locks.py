@@ -119,6 +119,21 @@ def c_mutex_frame(thread: ThreadStack) -> Frame | None:
     return None
 
 
+def _at_exit(track: ThreadTrack) -> bool:
+    """The thread is the interpreter's exit waiting for the non-daemon threads to end:
+    CPython's ``threading._shutdown`` (called by ``Py_FinalizeEx``, and by
+    ``multiprocessing``'s ``_bootstrap`` when a child's target returns) takes each live
+    thread's ``_tstate_lock``, which that thread's own end releases. It is a join, not a
+    lock another thread holds and waits beside: what hangs is a thread that never ends,
+    and the stack alone does not say which, nor why."""
+    inner = track.innermost_python()
+    return (
+        inner is not None
+        and inner.short_file == "threading.py"
+        and inner.function_leaf == "_shutdown"
+    )
+
+
 def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
     """How ``track`` waits on a lock, if it does at every sample; see the module doc."""
     latest = track.latest
@@ -128,7 +143,7 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
         return None
     activity = classify_thread(latest)
     frame = track.user_frame() or track.innermost_python()
-    if activity.collective is not None:
+    if activity.collective is not None or _at_exit(track):
         return None
     if _native_lock(track):
         return LockWait(track, LockWaitKind.NATIVE, frame, _lock_locals(track))

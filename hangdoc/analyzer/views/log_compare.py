@@ -101,6 +101,10 @@ class Divergence:
     template: str
     detail: str
     lines: tuple[CitedLine, ...]
+    # ONLY_SOME: after the line, these ranks printed a line every rank prints (they came
+    # back to the others' path, as far as the log's order shows): where they parted only if
+    # another source (their stacks) says so.
+    rejoined: bool = False
 
 
 @dataclass(slots=True)
@@ -376,7 +380,7 @@ def _only_some(
         for template in set(r.templates):
             seen_by.setdefault(template, set()).add(r.rank)
     named = {rank for d in found for rank in d.ranks}
-    candidates: dict[int, list[tuple[_RankLog, int]]] = {}
+    candidates: dict[int, list[tuple[_RankLog, int, bool]]] = {}
     for r in ranks:
         if r.rank in named:
             continue  # already named by an unfinished action
@@ -388,12 +392,15 @@ def _only_some(
                 continue
             holders = seen_by[template]
             if len(holders) * 2 < len(ranks):  # a minority prints it, the rest never do
-                candidates.setdefault(template, []).append((r, index))
+                if _done_alone(r.lines[index].text):
+                    continue  # work it did alone, reported done: not what they wait for
+                rejoined = _rejoined(r, index, seen_by, len(ranks))
+                candidates.setdefault(template, []).append((r, index, rejoined))
                 break  # the first template where this rank parts from the others
     out = []
     for template, hits in candidates.items():
         holders = seen_by[template]
-        if {r.rank for r, _ in hits} != holders:
+        if {r.rank for r, _, _ in hits} != holders:
             continue  # some holders printed it earlier: not where they parted
         others = tuple(r.rank for r in ranks if r.rank not in holders)
         text = hits[0][0].lines[hits[0][1]].text
@@ -405,10 +412,34 @@ def _only_some(
                 meaning=meaning_of(tokens(text)),
                 template=miner.texts[template],
                 detail=f"only these ranks printed {text!r}, near the end of their logs",
-                lines=tuple(CitedLine(r.rank, r.lines[i]) for r, i in hits[:3]),
+                lines=tuple(CitedLine(r.rank, r.lines[i]) for r, i, _ in hits[:3]),
+                rejoined=all(back for _, _, back in hits),
             )
         )
     return out[:2]
+
+
+# Work one rank may do alone while the others wait: reported done, it is over.
+_ALONE = frozenset({Activity.CHECKPOINT_SAVE, Activity.EVAL, Activity.METRICS})
+
+
+def _done_alone(text: str) -> bool:
+    """The line reports a save or an evaluation as done ("Saved model to …"): work a
+    rank does alone (rank 0 writes the checkpoint), ended, so not what the others wait
+    for. A loop that ended on some ranks only ("epoch 0 finished") is a parting, kept."""
+    words = tokens(text)
+    return bool(set(words) & _END_WORDS) and meaning_of(words) in _ALONE
+
+
+def _rejoined(r: _RankLog, index: int, seen_by: dict[int, set[int]], world: int) -> bool:
+    """After its line at ``index``, the rank printed a line that every rank prints: it
+    came back to the path the others are on (rank 0 logs its validation metrics alone, then
+    prints "saving model" with every rank), so the line it printed alone is work it did
+    and finished, not where it left them. The job's own lines only: the library's
+    timeouts and teardown every rank prints are events, not log lines; and a line with
+    words (a rule of dashes every rank prints says nothing of where they are)."""
+    later = range(index + 1, len(r.templates))
+    return any(len(seen_by[r.templates[j]]) == world and _words(r.lines[j].text) for j in later)
 
 
 def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:

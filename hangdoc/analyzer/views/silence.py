@@ -399,12 +399,27 @@ class _Firsts:
         as an event with its own time, later on one clock beyond the watchdog's poll (and
         the hosts' skew across files). A line's place in another text, or a time borrowed
         from a neighbouring line, orders nothing."""
+        return self.placed_after(item) is not None
+
+    def placed_after(self, item: Placed | LogLine) -> bool | None:
+        """How ``item`` is after one of the timeouts: True by its place in the same text,
+        False by its own time; None when it is not."""
         source = item.source if isinstance(item, LogLine) else item.event.source
         line = item.line if isinstance(item, LogLine) else item.event.line
         first = self.line.get(source)
         if first is not None and line:
-            return line > first
-        return isinstance(item, Placed) and any(_earlier(t, item) for t in self.timed.values())
+            return True if line > first else None
+        if isinstance(item, Placed) and any(_earlier(t, item) for t in self.timed.values()):
+            return False
+        return None
+
+
+# New lines of a quiet rank placed after the others' timeouts in the same text that show
+# it went on: one may be a line it printed before them, placed after by a shared console's
+# interleaving (each rank's stdout is buffered on its own; a console takes the ranks'
+# records in turn), two show it kept printing. One with its own time beyond the watchdog's
+# poll is enough.
+_LATER_LINES = 2
 
 
 def _cover(voice: Voice, lines: list[LogLine], own: list[Placed], firsts: _Firsts) -> Cover | None:
@@ -419,15 +434,16 @@ def _cover(voice: Voice, lines: list[LogLine], own: list[Placed], firsts: _First
         p for p in (*own, *voice.reported) if p.event.payload_as(LauncherReport) is not None
     ]
     earlier: set[str] = set()
-    later: list[str] = []
-    texts = [(line.text, firsts.followed_by(line)) for line in lines]
-    texts += [(p.event.text, firsts.followed_by(p)) for p in said]
-    for text, after in texts:
-        if after:
-            later.append(text)
-        else:
+    placed: set[str] = set()  # after the timeouts by their place in the same text
+    timed: set[str] = set()  # after them by their own time
+    texts = [(line.text, firsts.placed_after(line)) for line in lines]
+    texts += [(p.event.text, firsts.placed_after(p)) for p in said]
+    for text, by_place in texts:
+        if by_place is None:
             earlier.add(text)
-    if any(text not in earlier for text in later):
+        else:
+            (placed if by_place else timed).add(text)
+    if timed - earlier or len(placed - earlier) >= _LATER_LINES:
         return Cover.LATER_LINE
     if any(firsts.followed_by(p) and p.event.text not in earlier for p in launcher):
         return Cover.LAUNCHER

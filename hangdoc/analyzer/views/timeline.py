@@ -190,6 +190,7 @@ def wave(tl: Timeline) -> list[Placed]:
         EventKind.HEARTBEAT_TIMEOUT,
         EventKind.STORE_TIMEOUT,
         EventKind.WATCHDOG_STATUS,
+        EventKind.STALL_WATCHDOG,
     )
 
 
@@ -205,6 +206,7 @@ def victims(tl: Timeline) -> set[int]:
             EventKind.CONNECTION_LOST,
             EventKind.WATCHDOG_TEARDOWN,
             EventKind.NCCL_ERROR,
+            EventKind.STALL_WATCHDOG,
         )
     }
     return {p.rank for p in tl.events if p.kind in kinds and p.rank is not None}

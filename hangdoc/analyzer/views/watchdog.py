@@ -89,7 +89,36 @@ def watch_records(tl: Timeline) -> dict[str, dict[int, WatchRecord]]:
             rec.last_completed = max(
                 done, rec.last_completed if rec.last_completed is not None else done
             )
+    _place_unnamed(out)
     return out
+
+
+def _place_unnamed(out: dict[str, dict[int, WatchRecord]]) -> None:
+    """Timeouts that name no group (torch ≥2.4 prints the group in the status line after
+    the timeout, which a paste may cut), of ranks the one named group does not hold, at a
+    SeqNum near that group's: in that group. They cannot be the default group's by what
+    they say, and with one group named beside them the default group is not in the text;
+    they stay ``pg_known`` False (the rules weigh them as a guess)."""
+    unnamed = out.get(DEFAULT_PG)
+    named = [pg for pg in out if pg != DEFAULT_PG]
+    if not unnamed or len(named) != 1 or any(rec.pg_known for rec in unnamed.values()):
+        return
+    group = out[named[0]]
+    seqs = [rec.seq for rec in group.values() if rec.seq is not None]
+    movable = [
+        rank
+        for rank, rec in unnamed.items()
+        if rank not in group
+        and rec.seq is not None
+        and any(abs(rec.seq - seq) <= NEAR_SEQ for seq in seqs)
+    ]
+    if len(movable) != len(unnamed):
+        return  # some are not near: the text may hold the default group too
+    for rank in movable:
+        rec = unnamed.pop(rank)
+        rec.pg = named[0]
+        group[rank] = rec
+    del out[DEFAULT_PG]
 
 
 def split_by(records: dict[int, WatchRecord], key: str) -> dict[object, list[int]]:

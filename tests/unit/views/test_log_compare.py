@@ -85,6 +85,28 @@ def test_a_template_only_a_minority_prints_at_the_end_is_where_they_parted() -> 
     assert [(d.ranks, d.meaning) for d in found] == [((0,), Activity.EVAL)]
 
 
+def test_a_rank_that_comes_back_to_the_others_line_is_marked_rejoined() -> None:
+    # rank 0 validates alone, then prints the line every rank prints: it went on with them
+    # (HD060 names it only where the stacks set rank 0 apart)
+    logs = {r: _steps(r, 20) for r in range(4)}
+    logs[0] += ["running validation on 200 images", "validation accuracy 0.81"]
+    for r in range(4):
+        logs[r].append("epoch 2 starting")
+    found = [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "only_some"]
+    assert [(d.ranks, d.rejoined) for d in found] == [((0,), True)]
+
+
+def test_work_one_rank_reports_done_is_no_parting_a_loop_it_left_early_is() -> None:
+    logs = {r: _steps(r, 20) for r in range(4)}
+    logs[0].append("Saved model to /ckpt/step_20/model.pt")
+    found = [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "only_some"]
+    assert found == []
+    logs = {r: _steps(r, 20) for r in range(4)}
+    logs[3].append("epoch 0 finished")
+    found = [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "only_some"]
+    assert [d.ranks for d in found] == [(3,)]
+
+
 def test_routine_logging_of_one_rank_is_not_a_parting() -> None:
     logs = {r: _steps(r, 30) for r in range(4)}
     for i in range(0, 31, 5):  # rank 0 logs the learning rate all along, as usual

@@ -27,6 +27,7 @@ from hangdoc.analyzer.parsers.logs import (
     pipelining,
     process,
     reports,
+    sglang,
     size_checks,
     torch_pg,
 )
@@ -55,6 +56,7 @@ from hangdoc.analyzer.parsers.logs.process import (
     match_process,
 )
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
+from hangdoc.analyzer.parsers.logs.sglang import match_sglang
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
@@ -1078,6 +1080,7 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_nic_counter(text)
         or match_nic_event(text)
         or match_horovod(text)
+        or match_sglang(text)
     )
 
 
@@ -1108,6 +1111,7 @@ RECOGNISER_NEEDS: tuple[Need, ...] = (
     nic.COUNTER_NEED,
     nic.EVENT_NEED,
     horovod.NEED,
+    sglang.NEED,
 )
 # What the scanner itself reads in a line besides the recognisers: the records it follows
 # (a traceback, its frames cut from their header, an exception line, the reports of

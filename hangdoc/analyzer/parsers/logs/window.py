@@ -51,6 +51,9 @@ _LIBRARY_LINE = re.compile(
     r"|^Exception raised from|^torch\.distributed|WorkNCCL|c10d|^\s*\^+\s*$"
     # a py-spy dump's own lines, pasted into a log (its frames: _STACK_FRAME)
     r"|^Process \d+: |^Python v\d|^Thread (?:0x[0-9a-fA-F]+|\d+) \("
+    # a faulthandler dump's thread line (faulthandler.c: "Current thread 0x… (most
+    # recent call first):"; "Thread 0x…" is above): every rank prints it when dumped
+    r"|^Current thread 0x[0-9a-fA-F]+ \("
     # torchelastic's failure report names the failed rank, but the launcher printed it
     # (elastic/multiprocessing/errors/__init__.py _FAILURE_FORMAT_TEMPLATE)
     r"|^rank {2,}: \d+ \(local_rank: "
