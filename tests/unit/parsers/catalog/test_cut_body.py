@@ -14,6 +14,9 @@ hangdoc/paste_mangling.py's ``cut_first_line`` does to them.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +118,39 @@ def test_a_cut_recv_failure_names_the_same_peer(tmp_path: Path) -> None:
     assert before.category is Category.NCCL_NETWORK
     assert (after.category, after.culprit_ranks) == (before.category, before.culprit_ranks)
     assert "10.0.3.7" in after.title
+
+
+# torch's ProcessGroupNCCL: "[PG %s Rank %d] Process group watchdog thread terminated with
+# exception: %s" (torch >= 2.2) and its older "NCCL watchdog thread terminated with
+# exception: %s": a line cut inside "thread" shares only three common words with either
+# row, and more than the candidates' old cap of rows share as many with the CUDA error
+# after it.
+WATCHDOG_DIED_CUT = (
+    "d terminated with exception: CUDA error: the launch timed out and was terminated"
+)
+
+
+def test_a_line_is_restored_whatever_the_process_string_hashing() -> None:
+    # GIVEN the same cut line read in processes with different string hashing
+    code = (
+        "from hangdoc.analyzer.parsers.catalog.cut_body import cut_body; "
+        f"found = cut_body({WATCHDOG_DIED_CUT!r}); "
+        "print(found.restored if found else None)"
+    )
+    said = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in (0, 4, 6)
+    }
+    # THEN every process restores it alike, to the watchdog thread's message
+    assert len(said) == 1
+    restored = said.pop()
+    assert restored.endswith(
+        "watchdog thread terminated with exception: CUDA error: the "
+        "launch timed out and was terminated"
+    )
