@@ -380,16 +380,24 @@ _GENERIC_STORE = frozenset(
 
 def _before_training(tl: Timeline, stores: list[Placed]) -> list[Placed]:
     """The store events, less generic store errors that come after the job already ran
-    collectives or logged training (views/nccl_setup.first_running), and less addresses
-    that could not be reached when the job ran at all: the connect then went on to an
-    address that answered."""
+    collectives or logged training (views/nccl_setup.first_running) or whose traceback
+    shows the training loop (StoreTimeout.stage), and less addresses that could not be
+    reached when the job ran at all: the connect then went on to an address that
+    answered. A generic store error whose traceback shows set-up (init_process_group,
+    new_group, a rendezvous) is set-up wherever it comes."""
     running_from = first_running(tl)
     ran = running_from < len(tl.events)
     return [
         p
         for p in stores
         if (error := _store_of(p).error) not in _GENERIC_STORE
-        or (p.index < running_from and not (ran and error == StoreError.STORE_UNREACHABLE))
+        or (
+            _store_of(p).stage != Phase.TRAIN
+            and (
+                _store_of(p).stage == Phase.INIT
+                or (p.index < running_from and not (ran and error == StoreError.STORE_UNREACHABLE))
+            )
+        )
     ]
 
 

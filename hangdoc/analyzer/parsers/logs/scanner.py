@@ -55,6 +55,7 @@ from hangdoc.analyzer.parsers.logs.process import (
 )
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
+from hangdoc.analyzer.parsers.logs.tb_stage import line_stage
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
 from hangdoc.analyzer.parsers.logs.wrap_shape import MAX_WRAP_SHAPE_LINE, wrap_facts
@@ -71,7 +72,7 @@ from hangdoc.analyzer.payloads.nccl import (
     NcclWarn,
 )
 from hangdoc.analyzer.payloads.progress import PhaseMarker
-from hangdoc.analyzer.payloads.torch_pg import FailedCollectiveStack, InGroup
+from hangdoc.analyzer.payloads.torch_pg import FailedCollectiveStack, InGroup, StoreTimeout
 from hangdoc.analyzer.vocabulary import (
     EventKind,
 )
@@ -188,6 +189,9 @@ class _Traceback:
     start: int
     last_frame: str = ""
     saving: str = ""  # the first line of it that shows a save (SAVE_FRAME)
+    # The store error logged right before the traceback began (c10d warns, then Python
+    # raises): the traceback's frames give it its stage (tb_stage, StoreTimeout.stage).
+    store: RawEvent | None = None
 
 
 @dataclass(slots=True)
@@ -425,14 +429,19 @@ class Scanner:
         if self._start_block(tag, lineno):
             return
         if text.startswith(_TRACEBACK):
-            self._tracebacks[stream] = _Traceback(lineno)
+            self._tracebacks[stream] = _Traceback(lineno, store=self._store_before(lineno))
             return
         if text[:1] in " \t" and _CUT_FRAME.match(text):
             # A traceback pasted without its header: its frames, then its exception line.
             frame = text.strip()
-            self._tracebacks[stream] = _Traceback(
-                lineno, frame, frame if SAVE_FRAME.search(frame) else ""
+            tb = _Traceback(
+                lineno,
+                frame,
+                frame if SAVE_FRAME.search(frame) else "",
+                store=self._store_before(lineno),
             )
+            self._tracebacks[stream] = tb
+            _stage_store(tb, frame)
             return
         if tag.rank is not None and (exc := match_exception_line(text)) is not None:
             # torch ≥2.3 prefixes only uncaught exceptions' lines with [rankN]: — a bare
@@ -453,6 +462,8 @@ class Scanner:
                 tb.last_frame = text.strip()
             if not tb.saving and SAVE_FRAME.search(text):
                 tb.saving = text.strip()[:200]
+            if tb.store is not None:
+                _stage_store(tb, text)
             return True
         del self._tracebacks[stream]
         exc = match_exception_line(text)
@@ -462,6 +473,14 @@ class Scanner:
         self._emit(hit, tag, lineno)
         self._recognise(tag, lineno)
         return True
+
+    def _store_before(self, lineno: int) -> RawEvent | None:
+        """The store error of the last few lines before a traceback's first line: the
+        one it was raised for (c10d's socket layer warns, then the store call raises)."""
+        for event in reversed(self.events[-3:]):
+            if event.kind == EventKind.STORE_TIMEOUT and 0 < lineno - event.line <= 3:
+                return event
+        return None
 
     def _continuation(self, tag: LineTag, lineno: int) -> bool:
         text = tag.text
@@ -811,6 +830,18 @@ class Scanner:
         current.stamp = tag.stamp or current.stamp
         current.folded = n
         return current
+
+
+def _stage_store(tb: _Traceback, text: str) -> None:
+    """Give the store error before ``tb`` the stage this line of it names: frames come
+    outermost first, so the innermost line that names a stage has the last word, and a
+    traceback cut before its exception line keeps what its frames showed."""
+    store = tb.store
+    if store is None or not isinstance(store.payload, StoreTimeout):
+        return
+    stage = line_stage(text)
+    if stage is not None:
+        store.payload = replace(store.payload, stage=stage)
 
 
 def _continues(tag: LineTag, prev_len: int) -> bool:
