@@ -122,7 +122,8 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         where = str(getattr(payload, "where", None) or "")
         signs = changes["signs"] = signs_of(exc_type, message, where)
         said = f"{exc_type}: {message}"
-        saving = str(getattr(payload, "saving", None) or "")
+        # A save shown in the traceback, else its innermost line writing a file.
+        saving = str(getattr(payload, "saving", None) or getattr(payload, "writing", None) or "")
         # The line too: a catalog row may keep only its slot as the message ("<dir> does
         # not exist" of torch.save's "Parent directory <dir> does not exist.").
         saved = save_storage_error(f"{said}\n{text}", saving)
