@@ -153,12 +153,15 @@ class GpuEccOrLost(Rule):
 def _gpu_suspects(tl: Timeline) -> list[Death]:
     """The first deaths whose CUDA error's documented meaning points at the GPU or its
     driver (Death.gpu_suspect), when they came before the others' timeouts (or there are
-    none): after them, a rank's error may be the teardown."""
+    none): after them, a rank's error may be the teardown. Peer access refused between two
+    GPUs is HD302's (the platform's topology), not said twice."""
     wave_events = wave(tl)
     return [
         d
         for d in first_deaths(tl)
-        if d.gpu_suspect is not None and precedes_wave(d.placed, wave_events) is not False
+        if d.gpu_suspect is not None
+        and Sign.PEER_ACCESS_UNSUPPORTED not in d.payload.signs  # HD302's, the platform's
+        and precedes_wave(d.placed, wave_events) is not False
     ]
 
 
