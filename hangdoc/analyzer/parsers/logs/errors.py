@@ -60,6 +60,15 @@ _WATCHDOG_CUDA_ERROR = re.compile(
 # (a strong or decisive one is the hardware words' above, HD301's stated reading).
 _GPU_SIGNS = {"moderate": Sign.GPU_DRIVER_LIKELY, "weak": Sign.GPU_DRIVER_POSSIBLE}
 _CUDA_ERROR_AT = re.compile(r"\bCUDA error: (?P<what>[^\n]{1,200})")
+# The advice c10 prints on the line after every CUDA error (c10/cuda/CUDAException.cpp; the
+# catalog's cuda-debug-hint family): a paste hard-wrapped and rejoined glues it to the
+# error's last word ("…was terminatedCUDA kernel errors might…").
+_C10_ADVICE = "CUDA kernel errors might be asynchronously reported"
+
+
+def _cuda_error_only(what: str) -> str:
+    """The CUDA error string, less c10's advice a rejoined wrap glued to it."""
+    return what.split(_C10_ADVICE, 1)[0].strip()
 
 
 def cuda_gpu_sign(error: str | None) -> Sign | None:
@@ -68,7 +77,7 @@ def cuda_gpu_sign(error: str | None) -> Sign | None:
     the GPU or its driver at a strength below strong (meanings.toml, the cuda families)."""
     if not error:
         return None
-    found = default_matcher().match(f"CUDA error: {error.strip()}")
+    found = default_matcher().match(f"CUDA error: {_cuda_error_only(error)}")
     if found is None or found.row.project != "cuda" or found.row.meaning is None:
         return None
     meaning = found.row.meaning.for_text(found.text)
@@ -134,7 +143,7 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         # run-time limit, not a collective's timeout).
         gpu_sign = cuda_gpu_sign(m.group("what")) if m is not None else None
         if m is not None and (gpu_sign is not None or not CONSEQUENCE_TEXT.search(m.group("what"))):
-            changes["cuda_error"] = m.group("what").strip()
+            changes["cuda_error"] = _cuda_error_only(m.group("what"))
         changes["hardware"] = _hardware(text)
     elif isinstance(payload, NcclError):
         changes["hardware"] = _hardware(payload.last_error)
