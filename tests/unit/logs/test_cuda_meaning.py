@@ -36,5 +36,8 @@ def test_cuda_gpu_sign(error: str, sign: Sign | None) -> None:
 
 def test_c10_advice_glued_by_a_rejoined_wrap() -> None:
     """A hard-wrapped paste rejoined glues c10's advice line to the error's last word."""
-    glued = "the launch timed out and was terminatedCUDA kernel errors might be asynchronously reported at some other API call"
+    glued = (
+        "the launch timed out and was terminated"
+        "CUDA kernel errors might be asynchronously reported at some other API call"
+    )
     assert cuda_gpu_sign(glued) == Sign.GPU_DRIVER_LIKELY
