@@ -38,9 +38,12 @@ Connection refused` from `gloo/transport/tcp/pair.cc`, or newer gloo's `timed ou
 connecting: SO_ERROR: Connection refused, remote=[addr]:port`) and elastic
 `RendezvousTimeoutError` / `RendezvousClosedError`. When a rank is known to have died
 first, HD030 names it instead: these are then its echo. A store wait, read timeout or
-broken store connection that comes after collectives ran or training logged progress is
-not read here: the store then served something else (an object collective, a barrier),
-and the logs do not show why it timed out. Last, with low confidence: a log
+broken store connection that comes after collectives ran or training logged progress, or
+whose traceback (the one Python prints right after c10d's warning, its frames kept when the
+paste cuts it) shows the training loop, is not read here: the store then served something
+else (an object collective, a barrier, the job's own data exchange), and the logs do not
+show why it timed out. One whose traceback shows set-up (init_process_group, new_group, a
+rendezvous) is set-up wherever it comes. Last, with low confidence: a log
 whose last words are the framework's distributed-init markers (Lightning `Initializing
 distributed: GLOBAL_RANK: …`, Ray Train `Setting up process group for: …`, DeepSpeed
 `Initializing TorchBackend in DeepSpeed …`, Megatron `> initializing torch distributed`)
