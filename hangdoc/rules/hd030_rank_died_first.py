@@ -19,8 +19,10 @@ signals, `torchrun` exit codes and ChildFailedError entries, TORCHELASTIC error 
 Slurm/mpirun/DeepSpeed launcher reports, kernel OOM-killer lines. An exception is not a
 cause when its message is itself a consequence (a timeout, an NCCL error, a lost peer,
 SIGTERM); a storage error (EIO, a stale handle, a full disk) or a save's failed
-file-system call is HD110's, and a CUDA failure NCCL WARNed about while it set up a
-communicator is HD206's. torchrun's
+file-system call is HD110's, a CUDA error whose documented meaning points at the GPU or
+its driver (the message catalog's cuda rows: a kernel cut by the device's run-time limit,
+an unknown internal error) is HD301's, and a CUDA failure NCCL WARNed about while it set up
+a communicator is HD206's. torchrun's
 "Root Cause (first observed failure)" is *not* trusted: it is only the first rank to exit
 on that node, often a victim. Also read: torch.multiprocessing's "process N terminated
 with signal SIGKILL / exit code N" (N is the spawn index), mpirun's "The first process to
@@ -94,6 +96,7 @@ class RankDiedFirst(Rule):
             for d in first_deaths(tl)
             if d.how != DeathHow.CUDA_OOM
             and not d.hardware  # HD301's
+            and d.gpu_suspect is None  # a CUDA error documented as the GPU's or driver's: HD301's
             and not d.storage  # a storage failure: HD110's
         ]
         if not deaths:

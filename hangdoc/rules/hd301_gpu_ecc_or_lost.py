@@ -16,6 +16,13 @@ CUDA error messages in tracebacks and NCCL WARN lines (`Cuda failure '…'`), NC
 classes surfaced by torch, the watchdog's teardown line when the exception it names is such
 a CUDA error (it names the rank), and the ECC column of nvidia-smi (table or CSV).
 
+A weaker reading, from the message catalog's meaning of a CUDA error (meanings.toml, its
+cuda families, from CUDA's cudaError_t documentation): a rank that died first of an error
+documented as the device's or the driver's but not only theirs —
+`the launch timed out and was terminated` (cudaErrorLaunchTimeout: a kernel ran past the
+run-time limit the driver imposes where kernel timeouts are enabled; a signal) or
+`unknown error` (cudaErrorUnknown: an internal error with no documented cause; a hint).
+
 ## How to confirm
 `nvidia-smi -q -d ECC,ROW_REMAPPER` and `dmesg -T | grep -i xid` on that node.
 
@@ -28,10 +35,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.host import GpuStatus
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError
+from hangdoc.analyzer.views.deaths import Death, first_deaths
 from hangdoc.analyzer.views.gpu_faults import ranks_for
-from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -87,6 +96,8 @@ class GpuEccOrLost(Rule):
                 evidence=tuple(limited_refs(hard, limit=5)),
                 strength=Strength.STATED,
             )
+        elif suspects := _gpu_suspects(tl):
+            yield self._suspected(suspects)
         elif ecc:
             gpus = sorted(
                 {str(gpu.index) if gpu.index is not None else gpu.bus_id or "?" for _, gpu in ecc}
@@ -107,6 +118,51 @@ class GpuEccOrLost(Rule):
                 evidence=tuple(limited_refs([p for p, _ in ecc], limit=4)),
                 strength=Strength.HINT,  # uncorrected ECC errors count since the last reset
             )
+
+    def _suspected(self, suspects: list[Death]) -> Finding:
+        first = suspects[0]
+        likely = any(d.gpu_suspect == Sign.GPU_DRIVER_LIKELY for d in suspects)
+        ranks = sorted({d.rank for d in suspects if d.rank is not None})
+        who = ranks_text(ranks) if ranks else "a process (rank unknown)"
+        return Finding(
+            rule=self.id,
+            category=Category.GPU_HARDWARE,
+            severity=Severity.ERROR,
+            title=f"{who} died of a CUDA error documented as the GPU's or its driver's: "
+            f"{first.summary}",
+            explanation=(
+                f"{first.summary} ended {who} before the others failed. CUDA's documentation "
+                "of this error points at the device, its driver or the platform's settings "
+                "(a kernel cut by the run-time limit the driver imposes, or an internal "
+                "error with no documented cause) rather than the program's code; it does "
+                "not rule the program out."
+            ),
+            fix=(
+                "Look at the node's kernel log (`dmesg -T | grep -i xid`) and `nvidia-smi -q` "
+                "for that GPU; check whether kernel execution timeouts are enabled on it "
+                "(`nvidia-smi -q | grep -i timeout`, a GPU that drives a display); rerun on "
+                "another node to tell the machine from the job."
+            ),
+            culprit_ranks=tuple(ranks),
+            evidence=tuple(limited_refs([d.placed for d in suspects], limit=4)),
+            # The catalog's strength: moderate (signal) or weak (hint).
+            strength=Strength.SIGNAL if likely else Strength.HINT,
+        )
+
+
+def _gpu_suspects(tl: Timeline) -> list[Death]:
+    """The first deaths whose CUDA error's documented meaning points at the GPU or its
+    driver (Death.gpu_suspect), when they came before the others' timeouts (or there are
+    none): after them, a rank's error may be the teardown. Peer access refused between two
+    GPUs is HD302's (the platform's topology), not said twice."""
+    wave_events = wave(tl)
+    return [
+        d
+        for d in first_deaths(tl)
+        if d.gpu_suspect is not None
+        and Sign.PEER_ACCESS_UNSUPPORTED not in d.payload.signs  # HD302's, the platform's
+        and precedes_wave(d.placed, wave_events) is not False
+    ]
 
 
 def _what(p: Placed) -> str:

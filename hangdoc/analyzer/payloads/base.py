@@ -31,6 +31,14 @@ class Sign(enum.StrEnum):
     # CUDA refused peer access between two GPUs (cudaErrorPeerAccessUnsupported, 217): the
     # platform cannot map one GPU's memory into another's
     PEER_ACCESS_UNSUPPORTED = "peer_access_unsupported"
+    # A CUDA error whose documented meaning (the message catalog's cuda rows, from CUDA's
+    # cudaError_t documentation) points at the GPU, its driver or the platform's settings
+    # rather than the program, not for certain: the catalog's strength "moderate"
+    # (GPU_DRIVER_LIKELY: cudaErrorLaunchTimeout, a kernel run-time limit only the device's
+    # settings impose) or "weak" (GPU_DRIVER_POSSIBLE: cudaErrorUnknown, an internal error
+    # the documentation gives no cause for).
+    GPU_DRIVER_LIKELY = "gpu_driver_likely"
+    GPU_DRIVER_POSSIBLE = "gpu_driver_possible"
     UNKNOWN = "unknown"
 
 

@@ -100,6 +100,9 @@ class ExceptionRaised(EventPayload):
     where: str | None = None  # the traceback's last frame: 'File "x.py", line 3, in f'
     bare: bool = False  # a paste's last line, no traceback above it: weak on its own
     saving: str | None = None  # a line of the traceback that shows a save (torch.save…)
+    # The traceback's innermost source line, when it is a call that writes a file
+    # (process.WRITE_CALL): an OSError raised there is the storage failing the write.
+    writing: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ import enum
 from dataclasses import dataclass
 
 from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.vocabulary import Phase
 
 
 class Backend(enum.StrEnum):
@@ -202,6 +203,10 @@ class StoreTimeout(InGroup):
     bind: str | None = None  # the address a server could not bind
     root: int | None = None  # the rank that should have published the ncclUniqueId
     backend: Backend | None = None
+    # The stage the traceback raised right after it shows (its innermost frame or call
+    # that names one): Phase.INIT (init_process_group, new_group, a rendezvous) or
+    # Phase.TRAIN (the training loop); None where no traceback follows or none is named.
+    stage: Phase | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,6 +99,16 @@ class Death:
         return self.payload.hardware is not None
 
     @property
+    def gpu_suspect(self) -> Sign | None:
+        """The failure is a CUDA error whose documented meaning points at the GPU or its
+        driver, not for certain (Sign.GPU_DRIVER_LIKELY or GPU_DRIVER_POSSIBLE, read from
+        the message catalog): HD301's weaker reading, not a crash of the program."""
+        for sign in self.payload.signs:
+            if sign in (Sign.GPU_DRIVER_LIKELY, Sign.GPU_DRIVER_POSSIBLE):
+                return sign
+        return None
+
+    @property
     def storage(self) -> bool:
         """The failure is a storage error (EIO, a stale handle, a full disk): HD110's."""
         return self.payload.storage is not None

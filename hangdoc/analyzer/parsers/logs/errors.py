@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from hangdoc.analyzer.model import Category
+from hangdoc.analyzer.parsers.catalog import default_matcher
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
@@ -52,6 +54,36 @@ _TRIED = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTPE]i?B)")
 _WATCHDOG_CUDA_ERROR = re.compile(
     r"watchdog thread terminated with exception: CUDA error: (?P<what>[^\n]{1,200})"
 )
+
+
+# The catalog's strengths of a GPU/driver meaning below "strong", as the sign each gives
+# (a strong or decisive one is the hardware words' above, HD301's stated reading).
+_GPU_SIGNS = {"moderate": Sign.GPU_DRIVER_LIKELY, "weak": Sign.GPU_DRIVER_POSSIBLE}
+_CUDA_ERROR_AT = re.compile(r"\bCUDA error: (?P<what>[^\n]{1,200})")
+# The advice c10 prints on the line after every CUDA error (c10/cuda/CUDAException.cpp; the
+# catalog's cuda-debug-hint family): a paste hard-wrapped and rejoined glues it to the
+# error's last word ("…was terminatedCUDA kernel errors might…").
+_C10_ADVICE = "CUDA kernel errors might be asynchronously reported"
+
+
+def _cuda_error_only(what: str) -> str:
+    """The CUDA error string, less c10's advice a rejoined wrap glued to it."""
+    return what.split(_C10_ADVICE, 1)[0].strip()
+
+
+def cuda_gpu_sign(error: str | None) -> Sign | None:
+    """The sign a CUDA runtime error string gives by its documented meaning: the catalog's
+    cuda row that prints it ("CUDA error: <cudaGetErrorString>"), when its meaning names
+    the GPU or its driver at a strength below strong (meanings.toml, the cuda families)."""
+    if not error:
+        return None
+    found = default_matcher().match(f"CUDA error: {_cuda_error_only(error)}")
+    if found is None or found.row.project != "cuda" or found.row.meaning is None:
+        return None
+    meaning = found.row.meaning.for_text(found.text)
+    if meaning.category != Category.GPU_HARDWARE:
+        return None
+    return _GPU_SIGNS.get(meaning.strength)
 
 
 def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
@@ -103,10 +135,15 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         # bootstrap.cu of NCCL ≤ 2.3): the out-of-band setup every rank must finish.
         places = (payload.rc_where, *payload.rc_chain, payload.where)
         changes["in_bootstrap"] = any("bootstrap.c" in (place or "") for place in places)
+    gpu_sign: Sign | None = None
     if isinstance(payload, WatchdogTeardown):
         m = _WATCHDOG_CUDA_ERROR.search(text)
-        if m is not None and not CONSEQUENCE_TEXT.search(m.group("what")):
-            changes["cuda_error"] = m.group("what").strip()
+        # A CUDA error the catalog reads as the GPU's or the driver's is this GPU's own,
+        # whatever words it uses ("the launch timed out" is a kernel cut by the device's
+        # run-time limit, not a collective's timeout).
+        gpu_sign = cuda_gpu_sign(m.group("what")) if m is not None else None
+        if m is not None and (gpu_sign is not None or not CONSEQUENCE_TEXT.search(m.group("what"))):
+            changes["cuda_error"] = _cuda_error_only(m.group("what"))
         changes["hardware"] = _hardware(text)
     elif isinstance(payload, NcclError):
         changes["hardware"] = _hardware(payload.last_error)
@@ -115,20 +152,26 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
     elif isinstance(payload, CudaFailure):
         changes["hardware"] = _hardware(payload.error, message, exc_type)
         changes["storage"] = storage_error(f"CUDA error: {payload.error or ''}")
+        gpu_sign = cuda_gpu_sign(payload.error)
     elif exc_type or message:
         changes["hardware"] = _hardware(message, exc_type)
+        at = _CUDA_ERROR_AT.search(message)
+        gpu_sign = cuda_gpu_sign(at.group("what")) if at is not None else None
     signs = payload.signs
     if exc_type or message:
         where = str(getattr(payload, "where", None) or "")
         signs = changes["signs"] = signs_of(exc_type, message, where)
         said = f"{exc_type}: {message}"
-        saving = str(getattr(payload, "saving", None) or "")
+        # A save shown in the traceback, else its innermost line writing a file.
+        saving = str(getattr(payload, "saving", None) or getattr(payload, "writing", None) or "")
         # The line too: a catalog row may keep only its slot as the message ("<dir> does
         # not exist" of torch.save's "Parent directory <dir> does not exist.").
         saved = save_storage_error(f"{said}\n{text}", saving)
         changes.setdefault("storage", storage_error(said) or saved)
         if payload.tried is None and (m := _TRIED.search(message)):
             changes["tried"] = m.group(1)
+    if gpu_sign is not None and gpu_sign not in signs:
+        signs = changes["signs"] = (*signs, gpu_sign)
     texts = (message, getattr(payload, "error", None), getattr(payload, "last_error", None))
     if (
         any(isinstance(t, str) and PEER_ACCESS_UNSUPPORTED in t for t in texts)

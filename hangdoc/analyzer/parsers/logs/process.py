@@ -190,6 +190,21 @@ SAVE_FRAME = re.compile(
 )
 
 
+# A source line of a traceback that calls a file write: a file object's write, writelines
+# or flush, torch.save, os.write, os.fsync, os.replace / os.rename (a checkpoint moved into
+# place). An OSError raised by the innermost such line is the write failing on its storage
+# (errors.finish_payload, vocabulary.save_storage_error); the errno tells it from the
+# network's and memory's (vocabulary._NOT_FILE_SYSTEM).
+WRITE_CALL = re.compile(
+    r"\.(?:write|writelines|flush)\(|\btorch\.save\(|\bos\.(?:write|fsync|replace|rename)\("
+)
+
+
+def writing_line(source: str) -> str | None:
+    """``source`` (a traceback's innermost source line) when it calls a file write."""
+    return source.strip()[:200] if source and WRITE_CALL.search(source) else None
+
+
 def exception_hit(
     exc_type: str,
     message: str,
@@ -197,16 +212,18 @@ def exception_hit(
     where: str | None = None,
     bare: bool = False,
     saving: str | None = None,
+    writing: str | None = None,
 ) -> Hit:
     """An uncaught exception: the line that ends a traceback (``where``: its last frame;
-    ``saving``: a line of it that shows a save), or a paste's last line with no traceback
-    above it (``bare``)."""
+    ``saving``: a line of it that shows a save; ``writing``: its innermost source line, a
+    file write), or a paste's last line with no traceback above it (``bare``)."""
     payload = ExceptionRaised(
         exc_type=exc_type,
         message=message[:400],
         where=where[:200] if where else None,
         bare=bare,
         saving=saving,
+        writing=writing,
     )
     return Hit(EventKind.EXCEPTION, payload=payload, key=("exc", exc_type, message[:120]))
 

@@ -54,10 +54,12 @@ from hangdoc.analyzer.parsers.logs.process import (
     match_dataloader_worker,
     match_exception_line,
     match_process,
+    writing_line,
 )
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.sglang import match_sglang
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
+from hangdoc.analyzer.parsers.logs.tb_stage import line_stage
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
 from hangdoc.analyzer.parsers.logs.wrap_shape import (
@@ -79,7 +81,7 @@ from hangdoc.analyzer.payloads.nccl import (
     NcclWarn,
 )
 from hangdoc.analyzer.payloads.progress import PhaseMarker
-from hangdoc.analyzer.payloads.torch_pg import FailedCollectiveStack, InGroup
+from hangdoc.analyzer.payloads.torch_pg import FailedCollectiveStack, InGroup, StoreTimeout
 from hangdoc.analyzer.vocabulary import (
     EventKind,
 )
@@ -114,6 +116,8 @@ _FAILED_STACK = "Stack trace of the failed collective:"
 _LAST_ERROR = "Last error:"
 # A frame of a Python traceback (traceback.format_list: '  File "%s", line %d, in %s').
 _CUT_FRAME = re.compile(r'^\s+File "[^"]+", line \d+, in \S')
+# The marks under a source line (Python ≥ 3.11's carets and tildes).
+_MARKS = re.compile(r"^\s*[\^~]+\s*$")
 # What an NCCL "Last error:" line can be besides context for the NCCL error before it.
 _LAST_ERROR_KINDS = frozenset(
     {
@@ -196,6 +200,10 @@ class _Traceback:
     start: int
     last_frame: str = ""
     saving: str = ""  # the first line of it that shows a save (SAVE_FRAME)
+    source: str = ""  # its innermost source line read yet (the line under a frame)
+    # The store error logged right before the traceback began (c10d warns, then Python
+    # raises): the traceback's frames give it its stage (tb_stage, StoreTimeout.stage).
+    store: RawEvent | None = None
 
 
 @dataclass(slots=True)
@@ -226,7 +234,10 @@ class Scanner:
     _prev_len: int = 0
     _prev_tag: LineTag | None = None
     # The file's last line, when it is an exception line nothing else took (see finish).
-    _tail_exc: tuple[LineTag, int, tuple[str, str]] | None = None
+    _tail_exc: tuple[LineTag, int, tuple[str, str], str | None] | None = None
+    # The last logical line read: the source line above a bare exception line, when the
+    # paste cut the traceback's frames (a source line that writes a file, WRITE_CALL).
+    _above: str = ""
     # The last event read that is an NCCL WARN whose header the paste cut away whole: the
     # return-code chain on the next line gives it its thread (see _return_code).
     _headless: RawEvent | None = None
@@ -419,8 +430,8 @@ class Scanner:
             # A paste that ends with a bare exception line ("FileNotFoundError: [Errno 2]
             # …", the traceback cut off above it): the line Python prints last when an
             # uncaught exception ends the process. Weak on its own (field "bare").
-            tag, lineno, (exc_type, message) = self._tail_exc
-            self._emit(exception_hit(exc_type, message, bare=True), tag, lineno)
+            tag, lineno, (exc_type, message), writing = self._tail_exc
+            self._emit(exception_hit(exc_type, message, bare=True, writing=writing), tag, lineno)
         self.events.sort(key=lambda e: e.line)
         return self.events
 
@@ -470,8 +481,10 @@ class Scanner:
     def _logical(self, tag: LineTag, lineno: int) -> None:
         text = tag.text
         self._line = -1  # a new record: the kinds of its events start over (see _emit)
+        above = self._above
         if text.strip():
             self._tail_exc = None
+            self._above = text
         if tag.rank is not None and tag.local_rank is not None:
             self.local_to_global.setdefault(tag.local_rank, set()).add(tag.rank)
         if self._block is not None:
@@ -494,14 +507,19 @@ class Scanner:
         if self._start_block(tag, lineno):
             return
         if text.startswith(_TRACEBACK):
-            self._tracebacks[stream] = _Traceback(lineno)
+            self._tracebacks[stream] = _Traceback(lineno, store=self._store_before(lineno))
             return
         if text[:1] in " \t" and _CUT_FRAME.match(text):
             # A traceback pasted without its header: its frames, then its exception line.
             frame = text.strip()
-            self._tracebacks[stream] = _Traceback(
-                lineno, frame, frame if SAVE_FRAME.search(frame) else ""
+            tb = _Traceback(
+                lineno,
+                frame,
+                frame if SAVE_FRAME.search(frame) else "",
+                store=self._store_before(lineno),
             )
+            self._tracebacks[stream] = tb
+            _stage_store(tb, frame)
             return
         if tag.rank is not None and (exc := match_exception_line(text)) is not None:
             # torch ≥2.3 prefixes only uncaught exceptions' lines with [rankN]: — a bare
@@ -511,7 +529,9 @@ class Scanner:
         self._recognise(tag, lineno)
         if tag.rank is None and len(self.events) == before:
             exc_line = match_exception_line(text)
-            self._tail_exc = (tag, lineno, exc_line) if exc_line is not None else None
+            self._tail_exc = (
+                (tag, lineno, exc_line, writing_line(above)) if exc_line is not None else None
+            )
 
     def _traceback_line(
         self, tb: _Traceback, tag: LineTag, lineno: int, stream: tuple[int | None, int | None]
@@ -520,17 +540,35 @@ class Scanner:
         if text[:1] in " \t" or text.startswith(("During handling", "The above exception")):
             if text.lstrip().startswith("File "):
                 tb.last_frame = text.strip()
+            elif text[:1] in " \t" and not _MARKS.match(text):
+                tb.source = text
             if not tb.saving and SAVE_FRAME.search(text):
                 tb.saving = text.strip()[:200]
+            if tb.store is not None:
+                _stage_store(tb, text)
             return True
         del self._tracebacks[stream]
         exc = match_exception_line(text)
         if exc is None or exc[0].endswith("ChildFailedError"):
             return False
-        hit = exception_hit(exc[0], exc[1], where=tb.last_frame or None, saving=tb.saving or None)
+        hit = exception_hit(
+            exc[0],
+            exc[1],
+            where=tb.last_frame or None,
+            saving=tb.saving or None,
+            writing=writing_line(tb.source),
+        )
         self._emit(hit, tag, lineno)
         self._recognise(tag, lineno)
         return True
+
+    def _store_before(self, lineno: int) -> RawEvent | None:
+        """The store error of the last few lines before a traceback's first line: the
+        one it was raised for (c10d's socket layer warns, then the store call raises)."""
+        for event in reversed(self.events[-3:]):
+            if event.kind == EventKind.STORE_TIMEOUT and 0 < lineno - event.line <= 3:
+                return event
+        return None
 
     def _continuation(self, tag: LineTag, lineno: int) -> bool:
         text = tag.text
@@ -880,6 +918,18 @@ class Scanner:
         current.stamp = tag.stamp or current.stamp
         current.folded = n
         return current
+
+
+def _stage_store(tb: _Traceback, text: str) -> None:
+    """Give the store error before ``tb`` the stage this line of it names: frames come
+    outermost first, so the innermost line that names a stage has the last word, and a
+    traceback cut before its exception line keeps what its frames showed."""
+    store = tb.store
+    if store is None or not isinstance(store.payload, StoreTimeout):
+        return
+    stage = line_stage(text)
+    if stage is not None:
+        store.payload = replace(store.payload, stage=stage)
 
 
 def _continues(tag: LineTag, prev_len: int) -> bool:
