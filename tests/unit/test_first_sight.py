@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from hangdoc.analyzer.calibration import (
+    PRIOR_UNSEEN_ANSWERS,
     CalibrationTable,
     UnseenAnswer,
     UnseenBatch,
@@ -91,9 +92,13 @@ def test_each_strength_is_tempered_by_how_its_own_unseen_answers_fared() -> None
     good = tuple(UnseenAnswer("HD030", Strength.CONCLUSIVE, True) for _ in range(20))
     weak = tuple(UnseenAnswer("HD030", Strength.HINT, i >= 8) for i in range(20))
     unseen = unseen_factor(TABLE, [UnseenBatch("b", good + weak)])
-    # THEN the hints' factor is theirs, (8 + F) / (4 + 1), above the overall one
+    # THEN the hints' tempered probability errs as they did, drawn toward what the
+    # overall factor predicted for them (PRIOR_UNSEEN_ANSWERS answers' worth)
     hint = unseen.factor_of(Strength.HINT)
-    assert abs(hint - (8 + unseen.factor) / (20 * 0.2 + 1)) < 1e-3
+    overall_error = 1 - tempered(TABLE, unseen.factor).maps["all"][Strength.HINT]
+    target = (8 + PRIOR_UNSEEN_ANSWERS * overall_error) / (20 + PRIOR_UNSEEN_ANSWERS)
+    hinted = tempered_by_strength(TABLE, unseen).maps["all"][Strength.HINT]
+    assert abs((1 - hinted) - target) < 2e-3
     assert hint > unseen.factor
     # and the conclusive answers, right as predicted, are tempered less than the overall
     assert 1.0 <= unseen.factor_of(Strength.CONCLUSIVE) < unseen.factor
