@@ -334,7 +334,12 @@ def _by_strength(
 
 def _error(p: float, factor: float) -> float:
     """The error a probability states once its odds of error are scaled by ``factor``."""
-    return 1 - max(FLOOR, p / (p + factor * (1 - p)))
+    return 1 - _tempered_p(p, factor)
+
+
+def _tempered_p(p: float, factor: float) -> float:
+    """``p`` with its odds of error scaled by ``factor``, never below the floor."""
+    return max(FLOOR, p / (p + factor * (1 - p)))
 
 
 def _factor_for(said: Sequence[float], target: float) -> float:
@@ -365,7 +370,7 @@ def tempered(table: CalibrationTable, factor: float) -> CalibrationTable:
     every probability below ``1 − 1/factor`` to the floor (with a factor of 3, a finding
     right 70 % of the time on the casebook would state 10 %, whatever it was right on)."""
     maps = {
-        name: {s: round(max(FLOOR, p / (p + factor * (1 - p))), 3) for s, p in cells.items()}
+        name: {s: round(_tempered_p(p, factor), 3) for s, p in cells.items()}
         for name, cells in table.maps.items()
     }
     return CalibrationTable(maps)
@@ -377,7 +382,7 @@ def tempered_by_strength(table: CalibrationTable, unseen: Unseen) -> Calibration
     than the least of the strength above it, whatever their families (the engine orders
     findings by strength; a weaker one must not read as surer)."""
     maps = {
-        name: {s: max(FLOOR, p / (p + unseen.factor_of(s) * (1 - p))) for s, p in cells.items()}
+        name: {s: _tempered_p(p, unseen.factor_of(s)) for s, p in cells.items()}
         for name, cells in table.maps.items()
     }
     cap = CEILING
