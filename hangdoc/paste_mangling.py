@@ -18,6 +18,7 @@ must fail the same way twice), written from what the tools print:
   output_short);
 * CloudWatch Logs as ``aws logs tail`` prints it ("TIME STREAM MESSAGE", the time in
   ISO 8601 with "+00:00": awscli v2's default "detailed" format);
+* a web console's log viewer copied as a Markdown table ("  |   | TIME SOURCE >> LINE |");
 * a terminal's hard wrap (a line longer than the width continues on the next line,
   cut at the column, whatever it cuts).
 
@@ -179,6 +180,15 @@ def cloudwatch(text: str) -> str:
     return _each_line(text, lambda _, line: f"{_DAY}T{_TIME}.271828+00:00 {stream} {line}")
 
 
+def log_viewer_table(text: str) -> str:
+    """A web console's log viewer copied into an issue as a Markdown table: an empty
+    column, then time, source and line in one cell (Qwen3-VL#1756, casebook
+    qwen3vl-1756: "  |   | TIME HOST >> LINE |  ")."""
+    return _each_line(
+        text, lambda _, line: f"  |   | {_DAY} {_TIME}.271828 trainer-master-0 >> {line} |  "
+    )
+
+
 # --- selections and consoles -------------------------------------------------------------
 def cut_first_line(text: str, fraction: float = 0.5, chars: int | None = None) -> str:
     """A selection that starts inside the first non-blank line: ``chars`` characters in
@@ -266,6 +276,7 @@ MANGLINGS: tuple[Mangling, ...] = (
     Mangling("docker compose", docker_compose),
     Mangling("journald", journald, adds_clock=True),
     Mangling("CloudWatch", cloudwatch, adds_clock=True),
+    Mangling("log viewer table", log_viewer_table, adds_clock=True),
     Mangling("cut first line (12 chars)", lambda t: cut_first_line(t, chars=12)),
     Mangling("cut first line (middle)", cut_first_line),
     Mangling("interleave ranks", interleave),

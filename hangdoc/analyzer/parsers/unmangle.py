@@ -111,6 +111,49 @@ _SIGN_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 # kubectl's "--prefix" (logs.go addPrefixIfNeeded) and docker compose's service column.
 _SHIPPER_TAG = re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| ")
 _STREAM_SHARE = 0.8
+# A log viewer's rows pasted as a Markdown table (a web console's export, copied into an
+# issue: Qwen3-VL#1756's "  |   | 2025-11-04 10:07:58.273395 master-0 >> [rank1]:[E1104 …] … |"):
+# the outer pipes, and the empty or row-number cells before the message, are the table's.
+# A table is taken for a viewer's only where its rows start with a date and time (the
+# viewer's time column): the job's own tables (nvidia-smi, a model summary) do not.
+_TABLE_ROW = re.compile(r"[ \t]{0,3}\|(.*)\|[ \t]*$")
+_TABLE_RULE = re.compile(r"[ \t]{0,3}\|?(?:[ \t]*:?-{3,}:?[ \t]*\|)+[ \t]*(?::?-{3,}:?[ \t]*)?$")
+_LEADING_CELL = re.compile(r"[ \t]*\d{0,7}[ \t]*\|")
+_DATE_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+_STAMP_FIRST = re.compile(_DATE_TIME)
+_SIGN_TABLE = re.compile(r"^[ \t]{0,3}\|[ \t\d|]*" + _DATE_TIME, re.MULTILINE)
+_MIN_TABLE_ROWS = 2
+# A source column a viewer or shipper prints between its stamp and the line: the host,
+# pod or stream the line came from, then a separator no log message starts with
+# ("TIME master-0 >> LINE", "TIME worker-1 | LINE"). The source names a machine, not a rank
+# (the line's own prefixes say which rank).
+_SOURCE_COLUMN = re.compile(
+    r"(" + _DATE_TIME + r") ([A-Za-z0-9][\w.:/@-]{0,80}) ?(?:>>|\||»|->|=>)(?: |$)"
+)
+_SIGN_SOURCE = re.compile(
+    r"^" + _DATE_TIME + r" [A-Za-z0-9][\w.:/@-]{0,80} ?(?:>>|\||»|->|=>)(?: |$)", re.MULTILINE
+)
+# A level is a line's own word, not a source (a format "TIME LEVEL | message").
+_LEVELS = frozenset(
+    {"TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL"}
+)
+_MAX_SOURCES = 16
+# vLLM's logger (vllm/logger.py ``_FORMAT`` "%(levelname)s %(asctime)s %(filename)s:%(lineno)d]
+# %(message)s", later "[%(filename)s:%(lineno)d]"; its NewLineFormatter, "Adds logging prefix to
+# newlines to align multi-line messages") writes a record's header again on each of its lines:
+# a traceback logged so has "ERROR 04-15 00:31:11 worker_base.py:574] " before every frame.
+_RECORD_PREFIX = re.compile(
+    r"(?:\([\w.:-]+ pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\) )?"
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"\[?[\w.-]+\.py:\d+\] "
+)
+_SIGN_RECORD_PREFIX = re.compile(
+    r"^.{0,60}?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]{8,15} \[?[\w.-]+\.py:\d+\]"
+    r" +(?:Traceback \(most recent call last\):|File \")",
+    re.MULTILINE,
+)
+_MIN_RECORD_LINES = 3
+_ZONE = re.compile(r"[+-]\d\d:?\d\d$")
 _MAX_WRAP_PIECES = 64
 # A first line cut inside its header: its first token at least this long (holding a
 # digit: a pid, a time) and the next few characters (a device, a level), found in one of
@@ -572,6 +615,116 @@ def _shipper_tag(lines: _Lines) -> int:
     return changed
 
 
+def _table_rows(lines: _Lines) -> int:
+    """Take the lines out of a log viewer's rows pasted as a Markdown table: each run of
+    table rows (two or more) whose rows mostly start, after their empty or row-number
+    cells, with a date and time. Its rules (``|---|``) and header rows become blank lines."""
+    texts = lines.texts
+    changed = 0
+    i = 0
+    while i < len(texts):
+        if not (_TABLE_ROW.match(texts[i]) or _TABLE_RULE.match(texts[i])):
+            i += 1
+            continue
+        j = i
+        while j < len(texts) and (_TABLE_ROW.match(texts[j]) or _TABLE_RULE.match(texts[j])):
+            j += 1
+        # a row above a rule is the table's header (column titles): not a line
+        header = {k - 1 for k in range(i + 1, j) if _TABLE_RULE.match(texts[k])}
+        cells = {
+            k: _row_content(texts[k])
+            for k in range(i, j)
+            if k not in header and not _TABLE_RULE.match(texts[k])
+        }
+        stamped = sum(1 for c in cells.values() if _STAMP_FIRST.match(c))
+        if (j - i >= _MIN_TABLE_ROWS or len(texts) == 1) and stamped >= _STREAM_SHARE * max(
+            1, sum(1 for c in cells.values() if c)
+        ):
+            for k in range(i, j):
+                texts[k] = cells.get(k, "")
+                changed += 1
+        i = j
+    return changed
+
+
+def _row_content(row: str) -> str:
+    """A table row's text without its outer pipes, the empty or row-number cells before
+    it and a cell's padding; the cells after the first with text are the line's own
+    ("a | b"), and so are its spaces (a terminal's padding, a cut line's end)."""
+    m = _TABLE_ROW.match(row)
+    inner = m.group(1) if m is not None else row
+    while (lead := _LEADING_CELL.match(inner)) is not None:
+        inner = inner[lead.end() :]
+    # one space of padding on each side is the table's; the rest is the line's own
+    inner = inner[1:] if inner.startswith(" ") else inner
+    inner = inner[:-1] if inner.endswith(" ") else inner
+    return "" if not inner.strip() else inner
+
+
+def _source_column(lines: _Lines) -> int:
+    """Remove the source column (a host, a pod, a stream) that a log viewer or shipper
+    printed between its stamp and each line, before a separator: on most lines, with a
+    few sources at most (several hosts' lines interleaved), none of them a level word."""
+    counts: dict[str, int] = {}
+    meaningful = 0
+    for text in lines.texts:
+        if not text.strip():
+            continue
+        meaningful += 1
+        if (m := _SOURCE_COLUMN.match(text)) is not None:
+            counts[m.group(2)] = counts.get(m.group(2), 0) + 1
+    seen = sum(counts.values())
+    if (
+        not counts
+        or seen < _STREAM_SHARE * meaningful
+        or (seen < _MIN_STREAM_LINES and seen != meaningful)
+        or len(counts) > _MAX_SOURCES
+        or any(source.upper() in _LEVELS for source in counts)
+    ):
+        return 0
+    changed = 0
+    for k, text in enumerate(lines.texts):
+        if (m := _SOURCE_COLUMN.match(text)) is not None:
+            rest = text[m.end() :]
+            stamp = m.group(1)
+            # A stamp with its zone is a shipper's, which the line readers peel as they
+            # peel kubectl's; one without is the viewer's local time, which no reader can
+            # set against the job's own clocks: the line is left as the job wrote it.
+            zoned = stamp.endswith("Z") or _ZONE.search(stamp) is not None
+            lines.texts[k] = f"{stamp} {rest}" if zoned and rest else (rest if not zoned else stamp)
+            changed += 1
+    return changed
+
+
+def _record_prefix(lines: _Lines) -> int:
+    """Remove a logger's header that a multi-line record repeats on each of its lines
+    (vLLM's NewLineFormatter): in each run of three or more lines under one same header
+    that holds a traceback, the header is kept on the run's first line only when the
+    line is a message of its own (not the traceback's first line)."""
+    texts = lines.texts
+    changed = 0
+    i = 0
+    while i < len(texts):
+        m = _RECORD_PREFIX.match(texts[i])
+        if m is None:
+            i += 1
+            continue
+        head = m.group(0)
+        j = i + 1
+        while j < len(texts) and texts[j].startswith(head):
+            j += 1
+        run = [texts[k][len(head) :] for k in range(i, j)]
+        if j - i >= _MIN_RECORD_LINES and any(
+            r.startswith(("Traceback (most recent call last):", '  File "')) for r in run
+        ):
+            first = 0 if run[0].startswith("Traceback (most recent call last):") else 1
+            for k in range(i + first, j):
+                texts[k] = texts[k][len(head) :]
+                changed += 1
+        i = j
+    return changed
+
+
 def _stream_column(lines: _Lines) -> int:
     """Remove a log stream's name that a shipper printed after its stamp on every line
     (``aws logs tail``: "TIME STREAM MESSAGE"); the stamp stays, it is the line's time."""
@@ -752,9 +905,16 @@ _STEPS: tuple[_Step, ...] = (
     (lambda t: "```" in t or "~~~" in t, _fences, "Markdown fences"),
     (lambda t: bool(_SIGN_QUOTE.search(t)), _quote_runs, "a block quote's '>' markers"),
     (_indented, _indent_blocks, "a code block's indentation"),
+    (lambda t: bool(_SIGN_TABLE.search(t)), _table_rows, "a log viewer's table around the lines"),
     (lambda t: bool(_SIGN_TAG.search(t)), _shipper_tag, "a log shipper's tag on every line"),
     (lambda t: bool(_SIGN_STREAM.search(t)), _stream_column, "a log stream's name on every line"),
+    (lambda t: bool(_SIGN_SOURCE.search(t)), _source_column, "a log viewer's source column"),
     (lambda t: "\x1b" in t or bool(_SIGN_SGR.search(t)), _colours, "colour codes"),
+    (
+        lambda t: bool(_SIGN_RECORD_PREFIX.search(t)),
+        _record_prefix,
+        "a logger's header repeated on each line of a record",
+    ),
     (lambda _: True, _cut_head, "a cut in the first line's header (restored from a later line)"),
 )
 # Undone on whole lines, once the wrap is rejoined: two copies of one line are the log's own
@@ -815,6 +975,9 @@ def might_be_mangled(text: str) -> bool:
         or "**" in text
         or "`" in text
         or _STAMPED_STREAM.match(text) is not None
+        or _SIGN_TABLE.search(text) is not None
+        or _SIGN_RECORD_PREFIX.search(text) is not None
+        or _SIGN_SOURCE.search(text) is not None
         or _SHIPPER_TAG.match(text) is not None
         or _wrap_shown(text.split("\n", 20000)[:20000])
         or _restored_head([t.rstrip("\r") for t in head]) is not None

@@ -310,3 +310,72 @@ def test_whole_only_answers_as_the_whole_reading_does() -> None:
         read = unmangle(text)
         expected = read if read is not None and read.whole else None
         assert unmangle(text, whole_only=True) == expected, text
+
+
+# A web console's log viewer copied into an issue as a Markdown table, as in
+# fixtures/cases/qwen3vl-1756-vllm-batch-infer-ima-rank1 (Qwen3-VL#1756): an empty column,
+# then the viewer's time, the source host, ">>" and the line; a blank line is a row too.
+VIEWER = (
+    "  |   | 2025-11-04 10:07:58.273395 master-0 >> Traceback (most recent call last): |  \n"
+    '  |   | 2025-11-04 10:07:58.273399 master-0 >>   File "train.py", line 12, in <module> |  \n'
+    "  |   | 2025-11-04 10:07:58.273402 master-0 >>     dist.all_reduce(t) |  \n"
+    "  |   | 2025-11-04 10:07:58.273403 master-0 >> |  \n"
+    "  |   | 2025-11-04 10:07:58.273404 worker-1 >> RuntimeError: NCCL error | a b |  \n"
+)
+
+
+def test_a_log_viewers_table_and_source_column_are_undone() -> None:
+    assert _undone(VIEWER) == (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 12, in <module>\n'
+        "    dist.all_reduce(t)\n"
+        "\n"
+        "RuntimeError: NCCL error | a b\n"
+    )
+    # Row numbers, a rule under a header row, a zoned stamp (a shipper's: kept, the line
+    # readers peel it) and "|" as the separator.
+    numbered = (
+        "| # | line |\n|---|---|\n"
+        "| 1 | 2024-05-01T10:00:00.5+00:00 node-a | Traceback (most recent call last): |\n"
+        "| 2 | 2024-05-01T10:00:00.6+00:00 node-a | RuntimeError: boom |\n"
+    )
+    assert _undone(numbered).splitlines()[2:] == [
+        "2024-05-01T10:00:00.5+00:00 Traceback (most recent call last):",
+        "2024-05-01T10:00:00.6+00:00 RuntimeError: boom",
+    ]
+
+
+def test_the_jobs_own_tables_and_level_columns_are_kept() -> None:
+    # nvidia-smi's table (shared/samples: its rows start with no time) and a model summary
+    smi = (
+        "|   0  NVIDIA A100-SXM4-80GB          On  | 00000000:07:00.0 Off |"
+        "                    0 |\n"
+        "| N/A   33C    P0              61W / 400W |  75012MiB / 81920MiB |"
+        "    100%      Default |\n"
+    )
+    assert _undone(smi) == smi
+    summary = "  | Name  | Type   | Params\n---------------------------\n0 | model | Linear | 10\n"
+    assert _undone(summary) == summary
+    # "TIME LEVEL | message": the level is the line's own word, not a source
+    levels = (
+        "2024-05-01 10:00:00.123 INFO | step 1\n"
+        "2024-05-01 10:00:01.123 INFO | step 2\n"
+        "2024-05-01 10:00:02.123 WARNING | slow\n"
+    )
+    assert _undone(levels) == levels
+
+
+def test_a_loggers_header_repeated_on_each_line_of_a_record_is_removed() -> None:
+    # vLLM's logger (vllm/logger.py: "%(levelname)s %(asctime)s %(filename)s:%(lineno)d]
+    # %(message)s", date "%m-%d %H:%M:%S"; NewLineFormatter repeats the header on every line
+    # of a multi-line record), a traceback logged through it by a Ray worker
+    head = "(RayWorkerWrapper pid=4009) ERROR 04-15 00:31:11 worker_base.py:574] "
+    logged = head + "Error executing method 'start_worker_execution_loop'.\n" + "".join(
+        head + line + "\n" for line in TRACEBACK.splitlines()
+    )
+    assert _undone(logged) == (
+        head + "Error executing method 'start_worker_execution_loop'.\n" + TRACEBACK
+    )
+    # two lines of one header without a traceback are two records: left alone
+    plain = "INFO 04-15 00:31:11 [engine.py:300] started\nINFO 04-15 00:31:11 [engine.py:300] ok\n"
+    assert _undone(plain) == plain
