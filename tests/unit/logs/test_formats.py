@@ -229,6 +229,52 @@ def test_elastic_signal_line_follows_the_workers_rank(tmp_path: Path) -> None:
     assert rank == 5 and fields(signal)["signal"] == "SIGKILL"
 
 
+def test_a_child_failed_table_cut_at_its_start_keeps_its_rank(tmp_path: Path) -> None:
+    # torch/distributed/elastic/multiprocessing/errors ChildFailedError.format_msg, the
+    # paste starting at an entry's rank field (its "[0]:", time and host cut away)
+    parsed = _console(
+        tmp_path,
+        "  rank      : 3 (local_rank: 3)\n"
+        "  exitcode  : -11 (pid: 6421)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : Signal 11 (SIGSEGV) received by PID 6421\n"
+        "======================================================\n",
+    )
+    [(rank, failure)] = events(parsed, "child_failure")
+    assert rank == 3 and fields(failure)["signal"] == "SIGSEGV"
+    # and at its root-cause line
+    parsed = _console(
+        tmp_path,
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2025-01-02_03:04:05\n"
+        "  host      : node-1\n  rank      : 5 (local_rank: 1)\n  exitcode  : 1 (pid: 77)\n",
+        name="root.txt",
+    )
+    assert _ranks(parsed, "child_failure") == [5]
+
+
+def test_a_spawned_childs_traceback_is_that_childs(tmp_path: Path) -> None:
+    # torch/multiprocessing/spawn.py ProcessContext.join: "-- Process %d terminated with
+    # the following error:" and the child's original trace, raised in the parent
+    parsed = _console(
+        tmp_path,
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 9, in <module>\n'
+        "    mp.spawn(main, nprocs=2)\n"
+        "Exception: \n"
+        "\n"
+        "-- Process 1 terminated with the following error:\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 5, in main\n'
+        "    step()\n"
+        "ValueError: bad batch\n"
+        "\n"
+        "ValueError: another line nobody spawned\n",
+    )
+    said = [(r, str(fields(e).get("message", ""))) for r, e in events(parsed, "exception")]
+    assert (1, "bad batch") in said
+    assert (None, "another line nobody spawned") in said  # the child's trace had ended
+
+
 # ---- bounded work -----------------------------------------------------------------------
 
 

@@ -370,8 +370,10 @@ def test_a_loggers_header_repeated_on_each_line_of_a_record_is_removed() -> None
     # %(message)s", date "%m-%d %H:%M:%S"; NewLineFormatter repeats the header on every line
     # of a multi-line record), a traceback logged through it by a Ray worker
     head = "(RayWorkerWrapper pid=4009) ERROR 04-15 00:31:11 worker_base.py:574] "
-    logged = head + "Error executing method 'start_worker_execution_loop'.\n" + "".join(
-        head + line + "\n" for line in TRACEBACK.splitlines()
+    logged = (
+        head
+        + "Error executing method 'start_worker_execution_loop'.\n"
+        + "".join(head + line + "\n" for line in TRACEBACK.splitlines())
     )
     assert _undone(logged) == (
         head + "Error executing method 'start_worker_execution_loop'.\n" + TRACEBACK

@@ -156,10 +156,11 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom 
         if rank is not None:
             return rank, RankFrom.PID
     local = event.local_rank
-    if local is None and event.kind is EventKind.WORKER_FAILED:
+    if local is None and event.kind in (EventKind.WORKER_FAILED, EventKind.EXCEPTION):
         # The launcher's report names the worker's local rank (torchrun "local_rank: 3",
-        # DeepSpeed's "--local_rank=3" in the command it reports): the same mapping as a
-        # [default3]: prefix.
+        # DeepSpeed's "--local_rank=3" in the command it reports; mp.spawn's "-- Process 3
+        # terminated with the following error:" above the child's traceback): the same
+        # mapping as a [default3]: prefix.
         named_local = event.named_local_rank
         local = named_local if named_local is not None and named_local >= 0 else None
     if local is not None:

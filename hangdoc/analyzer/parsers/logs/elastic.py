@@ -34,6 +34,16 @@ _RANK_VAL = re.compile(r"(\d+) \(local_rank: (\d+)\)")
 _EXIT_VAL = re.compile(r"(-?\d+) \(pid: (\d+)\)(?:\s*\((SIG\w+)\))?")
 _TIME_VAL = re.compile(r"(\d{4})-(\d{2})-(\d{2})_(\d{2}:\d{2}:\d{2})")
 _SIGNAL_TB = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
+# A table whose header a selection cut away (torch/distributed/elastic/multiprocessing/
+# errors/__init__.py ChildFailedError.format_msg: "Root Cause (first observed failure):",
+# then per entry "[k]:" and the fields "  time      : …", "  host      : …",
+# "  rank      : R (local_rank: L)", …, each name padded to the same column): it starts at
+# its root-cause line or at an entry's rank field, the one field that says whose it is.
+_CUT_START = re.compile(
+    r"Root Cause \(first observed failure\):|\s{1,4}rank\s+: \d+ \(local_rank: \d+\)"
+)
+# What a line must hold for CUT_START to match it (the scanner's prefilter).
+CUT_START_WORDS = ("Root Cause (first observed failure)", "(local_rank: ")
 
 
 # Every line the recogniser below makes an event of holds one of these (literals.Need;
@@ -98,6 +108,25 @@ class ChildFailedBlock:
     lines_seen: int = 0
     last_line: int = 0  # set by the scanner before each feed
     entry_line: int = 0
+
+    @classmethod
+    def cut(cls, text: str) -> ChildFailedBlock | None:
+        """A table that starts at this line, its header cut away; its first line taken."""
+        m = _CUT_START.match(text)
+        if m is None:
+            return None
+        block = cls()
+        if text.lstrip().startswith("Root Cause"):
+            block.root_cause = True
+            block.lines_seen = 1
+            return block
+        # an entry's fields without its "[k]:": its ordinal is unknown (0)
+        block.current = _Entry(0, root_cause=False)
+        block.lines_seen = 1
+        kv = _KV.match(text)
+        if kv is not None:
+            block._field(kv.group(1), kv.group(2).strip())
+        return block
 
     def feed(self, text: str) -> bool:
         """Take one line; False when the block has ended (the line is not consumed)."""

@@ -33,7 +33,7 @@ from hangdoc.analyzer.parsers.logs import (
 )
 from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
 from hangdoc.analyzer.parsers.logs.catalog_lines import catalog_hit
-from hangdoc.analyzer.parsers.logs.elastic import ChildFailedBlock, match_agent
+from hangdoc.analyzer.parsers.logs.elastic import CUT_START_WORDS, ChildFailedBlock, match_agent
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, match_xid
 from hangdoc.analyzer.parsers.logs.hit import Hit, Origin
 from hangdoc.analyzer.parsers.logs.horovod import HorovodStallBlock, match_horovod
@@ -112,6 +112,12 @@ _SAID_RANK = re.compile(
 )
 _STACK_FRAME = re.compile(r"^#\d+ \S+ from \S+:\d+")
 _TRACEBACK = "Traceback (most recent call last)"
+# torch.multiprocessing.spawn's ProcessRaisedException (spawn.py ProcessContext.join: msg =
+# "\n\n-- Process %d terminated with the following error:\n" + the child's original
+# trace): the tracebacks under it are that child's, and its number the spawn index, which
+# mp.spawn passes to the function as its (local) rank.
+_SPAWN_RAISED = re.compile(r"^-- Process (\d+) terminated with the following error:")
+_SPAWN_RAISED_WORDS = "terminated with the following error"
 _FAILED_STACK = "Stack trace of the failed collective:"
 _LAST_ERROR = "Last error:"
 # A frame of a Python traceback (traceback.format_list: '  File "%s", line %d, in %s').
@@ -231,6 +237,8 @@ class Scanner:
     # The line whose record being read has another record spliced after it in the same
     # physical line (a tqdm bar, which ends no state with a newline; see Progress.glued).
     _glued_at: int | None = None
+    # The spawn index whose child's trace the tracebacks now read are (_SPAWN_RAISED).
+    _spawn_index: int | None = None
     _prev_len: int = 0
     _prev_tag: LineTag | None = None
     # The file's last line, when it is an exception line nothing else took (see finish).
@@ -504,6 +512,13 @@ class Scanner:
             return
         if self._continuation(tag, lineno):
             return
+        if self._spawn_index is not None and not text.startswith(
+            (_TRACEBACK, "During handling", "The above exception")
+        ):
+            self._spawn_index = None  # the child's trace ended
+        if text.startswith("-- Process") and (spawned := _SPAWN_RAISED.match(text)) is not None:
+            self._spawn_index = int(spawned.group(1))
+            return
         if self._start_block(tag, lineno):
             return
         if text.startswith(_TRACEBACK):
@@ -558,6 +573,8 @@ class Scanner:
             saving=tb.saving or None,
             writing=writing_line(tb.source),
         )
+        if self._spawn_index is not None and hit.named_local_rank is None:
+            hit.named_local_rank = self._spawn_index
         self._emit(hit, tag, lineno)
         self._recognise(tag, lineno)
         return True
@@ -662,6 +679,10 @@ class Scanner:
             ("ChildFailedError:", "ChildFailedError")
         ):
             block = ChildFailedBlock()
+        elif ("(local_rank: " in text or "Root Cause" in text) and (
+            cut := ChildFailedBlock.cut(text)
+        ) is not None:
+            block = cut  # the same table, its header cut away by a selection
         elif text[:1] in "JCG#" and (ras := RasBlock.start(text)) is not None:
             block = ras
         elif text[:1] in "NCI" and (fr := FrTraceBlock.start(text)) is not None:
@@ -1173,6 +1194,8 @@ RECORD_NEED = Need.words(
         _FAILED_STACK,
         _LAST_ERROR,
         "ChildFailedError",
+        _SPAWN_RAISED_WORDS,
+        *CUT_START_WORDS,
         "NVIDIA-SMI",
         *HungTaskBlock.NEED,
         process.MPI_NONZERO,
