@@ -224,7 +224,12 @@ class SlowRankWork(Rule):
             # (fixtures/cases/README.md: slow work is shown advancing, else divergence).
             yield self._parted(culprits, label, bar, timeouts, timed_out)
             return
-        progress = f" ({meter.meter} after {meter.elapsed})" if meter is not None else ""
+        if meter is not None and meter.meter:
+            progress = f" ({meter.meter} after {meter.elapsed})"
+        elif meter is not None:
+            progress = f" ({meter.pct}%, its counts cut off)"  # a meter cut after its bar
+        else:
+            progress = ""
         who = (
             ranks_text(culprits)
             if culprits

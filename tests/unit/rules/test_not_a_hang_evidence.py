@@ -133,3 +133,37 @@ def test_a_bar_glued_to_the_timeouts_shows_the_work_advancing(tmp_path: Path) ->
         diagnosis = analyze(load_paths([path]), calibrate=False)
         assert diagnosis.primary is not None and diagnosis.primary.rule == "HD039", path
         assert diagnosis.primary.category is Category.NOT_A_HANG, path
+
+
+def test_a_meter_cut_by_the_record_written_over_it_is_still_a_bar(tmp_path: Path) -> None:
+    """A tqdm meter cut after its bar by the watchdog line written over it ("… 6%|▋ [E
+    ProcessGroupNCCL.cpp:414] …", tqdm/std.py's l_bar and a piece of its bar), its
+    description yolov5's label scan (utils/dataloaders.py cache_labels: "Scanning '…'
+    images and labels... N found, …"): the scan was printing at the timeouts, slow work,
+    not a hang. Hand-written from those two formats and torch's watchdog lines."""
+    log = tmp_path / "console.txt"
+    log.write_text(
+        "train: Scanning '/data/o365/labels/train' images and labels...1131 found, 0 missing, "
+        "0 empty, 0 corrupt:   6%|▋ [E ProcessGroupNCCL.cpp:414] Some NCCL operations have "
+        "failed or timed out.\n"
+        "[E ProcessGroupNCCL.cpp:737] [Rank 6] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=2, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1806610 "
+        "milliseconds before timing out.\n"
+        "[E ProcessGroupNCCL.cpp:737] [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=2, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1806649 "
+        "milliseconds before timing out.\n"
+    )
+    diagnosis = analyze(load_paths([log]), calibrate=False)
+    assert diagnosis.primary is not None and diagnosis.primary.rule == "HD039"
+    assert "Scanning" in diagnosis.primary.title and "6%" in diagnosis.primary.title
+    # the same bar not cut (its counts and times after it) and printed before the
+    # timeouts, seconds into the work: it shows the work only starting (the ranks parted)
+    whole = tmp_path / "whole.txt"
+    whole.write_text(
+        "train: Scanning '/data/o365/labels/train' images and labels...1131 found, 0 missing, "
+        "0 empty, 0 corrupt:   6%|▋         | 1131/18000 [00:04<01:02, 270.1it/s]\n"
+        + log.read_text().split("\n", 1)[1]
+    )
+    diagnosis = analyze(load_paths([whole]), calibrate=False)
+    assert diagnosis.primary is not None
+    assert diagnosis.primary.category is Category.RANK_DIVERGENCE

@@ -26,11 +26,25 @@ _BAR = re.compile(
     r"/(?P<total>[\d.]+[kKMG]?)"
     r"\s*\[(?P<elapsed>[\d:]+)<(?P<remain>[\d:?]+)"
 )
+# A meter cut after its bar by the next write, before its counts ("{desc}:   6%|▋ " then
+# another process's line): a terminal's overwrite or a console that interleaves writes
+# leaves tqdm's l_bar and a piece of its bar (tqdm/std.py format_meter; its bar characters,
+# Unicode blocks, or " 123456789#" with ascii=True), at the end of what was split off.
+_CUT_METER = re.compile(
+    r"(?P<label>[^|\r\n]{0,80}?):?\s*(?P<pct>\d{1,3})%\|[ \u2588-\u258f#1-9]{0,80}$"
+)
+# Where a bar's own description (its last 80 characters) names no phase, the words before it
+# on its line do, up to this many characters (yolov5's "train: Scanning '<a long path>' images
+# and labels... 113162 found, 0 missing, 0 empty, 0 corrupt:  6%|…").
+_WIDER_LABEL = 240
 _LABELS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
     (
         Phase.PREPROCESS,
         re.compile(
             r"token|(?-i:\b[Mm]ap\b)|Filter|filter|Preprocess|preprocess|Grouping|Packing|packing|"
+            # the datasets' label scans of yolov5 (utils/dataloaders.py cache_labels:
+            # "{prefix}Scanning {path}...") and ultralytics (data/dataset.py cache_labels)
+            r"Scanning|"
             r"Creating|"
             r"Generating|"
             r"Download|download|Convert|Extract|Resolving|Formatting|Shuffl|Concatenat|Processing|"
@@ -229,7 +243,7 @@ _HAS_COUNT_KEY = any_of(_COUNT_KEYS)
 # What every line match_phase and match_count make an event of holds (literals.Need, the
 # scanner's prefilter): the needs of the patterns that make a hit (an init line, a bar, a
 # marker; a count, read without Markdown emphasis: a line with emphasis may hold any).
-PHASE_NEED = Need.patterns(_INIT, _BAR, *(pattern for _, pattern in _MARKERS))
+PHASE_NEED = Need.patterns(_INIT, _BAR, _CUT_METER, *(pattern for _, pattern in _MARKERS))
 COUNT_NEED = Need.patterns(_COUNT) | Need.words(EMPHASIS_MARKERS)
 # A rank's name right before a number: the number names the rank, it counts nothing.
 _RANK_BEFORE = re.compile(r"rank(?:_id)?\s*[:=#]?\s*$", re.IGNORECASE)
@@ -292,13 +306,22 @@ def match_phase(text: str) -> Hit | None:
             world_size=as_int(i.group("world") or i.group("world3")),
         )
         return Hit(EventKind.PHASE, payload=marker, rank=rank, key=("phase", "init"))
-    if ("%|" in text or "<" in text) and (b := _BAR.search(text)) is not None:
+    if ("%|" in text or "<" in text) and (
+        (b := _BAR.search(text)) is not None
+        or ("%|" in text and (b := _CUT_METER.search(text)) is not None)
+    ):
         label = b.group("label").strip().strip("'\"")[-60:]
-        phase = next((p for p, pat in _LABELS if pat.search(label)), Phase.TRAIN)
+        wider = text[max(0, b.start("pct") - _WIDER_LABEL) : b.start("pct")]
+        phase = next((p for p, pat in _LABELS if pat.search(label)), None)
+        if phase is None:
+            found = next(((p, m) for p, pat in _LABELS[:-1] if (m := pat.search(wider))), None)
+            phase = Phase.TRAIN if found is None else found[0]
+            if found is not None:  # the description from the word that names its phase
+                label = wider[found[1].start() :].strip().rstrip(":").strip()[:60]
         bar = PhaseMarker(
             phase=phase,
             label=label or "progress",
-            progress=_progress(b, text),
+            progress=_progress(b, text) if b.re is _BAR else _cut_progress(b),
             described=bool(label),
         )
         return Hit(EventKind.PHASE, payload=bar, rank=content_rank, key=("bar", label))
@@ -355,6 +378,13 @@ def _seconds(value: str) -> int | None:
             return None
         total = total * 60 + int(part)
     return total
+
+
+def _cut_progress(b: re.Match[str]) -> Progress:
+    """A meter cut before its counts: its percentage only (no count, no elapsed time)."""
+    return Progress(
+        pct=int(b.group("pct")), n=None, total=None, elapsed_s=None, meter="", elapsed=""
+    )
 
 
 def _progress(b: re.Match[str], text: str) -> Progress:

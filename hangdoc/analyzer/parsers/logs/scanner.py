@@ -96,6 +96,12 @@ _SPLICE = re.compile(
 # such a prefix, so a message that mentions "[rank3]:" in its middle is left whole.
 _SPLICE_SPACED = re.compile(r"(?<=\S) (?=\[rank\d+\]:|\[default\d+\]:)")
 _LINE_PREFIXED = re.compile(r"(?:\x1b\[[\d;]*m)*\[(?:rank|default)\d+\]:")
+# A tqdm meter cut after its bar by the record written over it ("… 6%|▋ [E ProcessGroup…"):
+# the bar's padding is a space, which _SPLICE's lookbehind does not split after.
+_METER_SPLICE = re.compile(
+    r"\d%\|[ \u2588-\u258f#1-9]{0,80}?(?=\[rank\d+\]:|\[default\d+\]:"
+    r"|\[[IWEF]\d{3,4} \d\d:\d\d:\d\d|\[[IWEF] ProcessGroup\w*\.cpp:)"
+)
 # tqdm redraws ("\r"-separated) of one or several ranks in one physical line: the rank
 # prefix a segment starts with (torchrun tees the prefix before the first segment only),
 # and the "n/total" of a bar, so that bars of different lengths are all kept.
@@ -1032,7 +1038,15 @@ def _split_records(segment: str) -> list[str]:
     pieces = _SPLICE.split(segment)
     if _LINE_PREFIXED.match(segment):
         pieces = [p for piece in pieces for p in _SPLICE_SPACED.split(piece)]
+    if "%|" in segment:
+        pieces = [p for piece in pieces for p in _after_meter(piece)]
     return pieces
+
+
+def _after_meter(piece: str) -> list[str]:
+    """The piece split where a record was written over a bar (_METER_SPLICE)."""
+    m = _METER_SPLICE.search(piece) if "%|" in piece else None
+    return [piece] if m is None else [piece[: m.end()], piece[m.end() :]]
 
 
 def _group_rank(hit: Hit) -> int | None:
