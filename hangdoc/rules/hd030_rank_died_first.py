@@ -85,7 +85,7 @@ class RankDiedFirst(Rule):
     id = "HD030"
     name = "rank-died-first"
     summary = "a rank crashed or was killed before the others timed out"
-    categories = (Category.RANK_DEAD,)
+    categories = (Category.RANK_DEAD, Category.NCCL_INIT)
     severity = Severity.CRITICAL
     requires = frozenset({Need.LOGS})
 
@@ -126,6 +126,8 @@ class RankDiedFirst(Rule):
         wave_events: list[Placed],
     ) -> Finding:
         who = ranks_text(culprits) if culprits else "a process (rank unknown)"
+        if first.in_setup:
+            return self._setup_finding(first, chosen, culprits, waiting, who)
         if len(culprits) > 1:
             title = f"{who} failed first ({first.summary})"
         else:
@@ -173,6 +175,11 @@ class RankDiedFirst(Rule):
             # One line that may be the end of the story or an excerpt's cut: a bare
             # exception line ending the paste, an abort with no exception named.
             severity, strength = Severity.ERROR, shifted(strength, Shift.MAY_BE_CUT)
+        if not first.read:
+            # An exception nothing reads a meaning or a stage of: a crash, most likely, but
+            # its message may name a more specific cause (first-sight reports: a library
+            # not found, a file-system race, a DNS lookup) or be a consequence.
+            strength = shifted(strength, Shift.CAUSE_UNREAD)
         if not certain and culprits and (ordered is True or not wave_events):
             # A launcher's "exited with code 1" for a named rank, before any timeout (or
             # with none at all): the rank ended first, though the logs do not say why.
@@ -188,6 +195,46 @@ class RankDiedFirst(Rule):
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
             strength=strength,
+        )
+
+    def _setup_finding(
+        self,
+        first: Death,
+        chosen: list[Death],
+        culprits: list[int],
+        waiting: list[int],
+        who: str,
+    ) -> Finding:
+        """A rank whose exception was raised while the ranks set up communication: the
+        set-up failed there (its traceback shows init_process_group, a rendezvous, a store
+        or DDP's construction), the others wait for it in their own set-up."""
+        title = f"{who} failed while setting up distributed communication: {first.summary}"
+        lines = [
+            f"{who} raised an exception while the ranks set up distributed communication "
+            f"(its traceback shows the set-up: init_process_group, a rendezvous, a store, "
+            f"or DDP's construction): {first.summary}.",
+            "The job cannot start its steps until every rank finishes the set-up; the "
+            "others wait in theirs until its timeout.",
+        ]
+        return Finding(
+            rule=self.id,
+            category=Category.NCCL_INIT,
+            severity=Severity.CRITICAL,
+            title=title,
+            explanation=" ".join(lines),
+            fix=(
+                "Fix what the set-up's exception names on that rank: the address and port "
+                "of the store (MASTER_ADDR/MASTER_PORT, resolvable and reachable from every "
+                "node), a file store's path (shared, writable, not left over from an earlier "
+                "run), the world size and ranks each process is given, the device each rank "
+                "selects."
+            ),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(waiting),
+            evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
+            strength=shifted(Strength.SIGNAL, Shift.MAY_BE_CUT)
+            if _weak(first)
+            else Strength.SIGNAL,
         )
 
 
