@@ -1,0 +1,162 @@
+"""Where an exception was raised, read from its traceback for every exception: the stage
+its frames show (tb_stage.frame_stage, ExceptionRaised.stage) and whether a collective of
+torch.distributed raised it, in its wait for the others or refusing its own arguments
+(ExceptionRaised.in_collective, in_wait). The deaths view and HD030 decide on them: a
+set-up's exception names the set-up's failure, a teardown's and a wait's are no death of
+their own, an exception of no sign and no stage is stated weaker.
+
+Inputs: the recorded scenarios of fixtures/logs/record.py (setup_crash, teardown_error,
+collective_arg_error, rank_crash: torch 2.13's own tracebacks), and single frame lines
+in CPython's documented traceback format ('File "…", line N, in func', then the source
+line) with the function names of the libraries' sources cited in tb_stage.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hangdoc.analyzer.engine import analyze
+from hangdoc.analyzer.loading.loader import load_paths
+from hangdoc.analyzer.model import Category, Strength
+from hangdoc.analyzer.parsers.logs.tb_stage import (
+    collective_frame,
+    frame_stage,
+    waiting_frame,
+    waiting_line,
+)
+from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised
+from hangdoc.analyzer.views.deaths import DeathHow, first_deaths
+from hangdoc.analyzer.views.timeline import Timeline
+from hangdoc.paste_mangling import COMBINED, MANGLINGS, Mangling
+from tests.unit.logs.helpers import RECORDED, events, parse
+
+_C10D = "/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
+
+
+@pytest.mark.parametrize(
+    ("line", "stage"),
+    [
+        (f'  File "{_C10D}", line 5863, in new_group', CodeStage.SETUP),
+        (f'  File "{_C10D}", line 1, in init_process_group', CodeStage.SETUP),
+        (
+            '  File "/t/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", '
+            "line 156, in _create_tcp_store",
+            CodeStage.SETUP,
+        ),
+        ('  File "/t/torch/nn/parallel/distributed.py", line 150, in __init__', CodeStage.SETUP),
+        ('  File "/t/torch/nn/parallel/distributed.py", line 900, in forward', None),
+        ("    model = DistributedDataParallel(model, device_ids=[rank])", CodeStage.SETUP),
+        ("    torch.cuda.set_device(local_rank)", CodeStage.SETUP),
+        (f'  File "{_C10D}", line 2382, in destroy_process_group', CodeStage.TEARDOWN),
+        ('  File "/job/engine.py", line 9, in __del__', CodeStage.TEARDOWN),
+        ('  File "/job/loop.py", line 9, in save_checkpoint', CodeStage.CHECKPOINT_SAVE),
+        ("    torch.save(state, path)", CodeStage.CHECKPOINT_SAVE),
+        ("    model.load_state_dict(sd)", CodeStage.CHECKPOINT_LOAD),
+        ("    trainer.train(resume_from_checkpoint=ckpt)", CodeStage.TRAIN),
+        (
+            '  File "/t/torch/utils/data/dataloader.py", line 1, in _next_data',
+            CodeStage.DATA,
+        ),
+        ('  File "/job/data.py", line 9, in __getitem__', CodeStage.DATA),
+        ('  File "/t/transformers/trainer.py", line 1, in evaluation_loop', CodeStage.EVAL),
+        ('  File "/job/loop.py", line 1, in validation_step', CodeStage.EVAL),
+        ('  File "/job/run.py", line 1, in main', None),
+        ("    model.eval()", None),  # switching a module's mode is not evaluating
+        ("    cfg = json.load(fh)", None),  # a bare load is no checkpoint's
+        ('  File "/job/args.py", line 1, in validate_args', None),
+    ],
+)
+def test_frame_stage(line: str, stage: CodeStage | None) -> None:
+    assert frame_stage(line) == stage
+
+
+def test_collective_frames() -> None:
+    assert collective_frame(f'  File "{_C10D}", line 3252, in all_reduce')
+    assert collective_frame(
+        '  File "/v/torch/distributed/c10d_logger.py", line 83, in wrapper'
+    )
+    assert collective_frame(f'  File "{_C10D}", line 1, in barrier')
+    assert waiting_frame(f'  File "{_C10D}", line 1, in barrier')
+    assert not collective_frame(f'  File "{_C10D}", line 5863, in new_group')
+    assert not collective_frame('  File "/job/comm.py", line 1, in all_reduce')
+    assert waiting_line("    work.wait()")
+    assert not waiting_line("    work = group.broadcast([tensor], opts)")
+
+
+def _raised(scenario: str) -> dict[int | None, ExceptionRaised]:
+    found = {}
+    for rank, event in events(parse(RECORDED / f"{scenario}.log"), "exception"):
+        assert isinstance(event.payload, ExceptionRaised)
+        found[rank] = event.payload
+    return found
+
+
+def test_recorded_tracebacks_read() -> None:
+    setup = _raised("setup_crash")[1]
+    assert setup.stage is CodeStage.SETUP and not setup.in_collective
+    teardown = _raised("teardown_error")[1]
+    assert teardown.stage is CodeStage.TEARDOWN
+    refused = _raised("collective_arg_error")
+    assert refused[1].in_collective and not refused[1].in_wait  # its own argument
+    assert refused[0].in_collective and refused[0].in_wait  # waiting for rank 1
+    crash = _raised("rank_crash")
+    assert crash[1].stage is None and not crash[1].in_collective
+    assert crash[0].in_wait
+
+
+def _deaths(scenario: str) -> list[tuple[DeathHow, int | None, bool]]:
+    evidence = load_paths([RECORDED / f"{scenario}.log"])
+    return [(d.how, d.rank, d.read) for d in first_deaths(Timeline(evidence))]
+
+
+def test_deaths_by_stage() -> None:
+    # Teardown's exception is no death, nor the exit torchrun reports for it.
+    assert _deaths("teardown_error") == []
+    # A collective refusing rank 1's argument is rank 1's own failure, its place read;
+    # rank 0's wait reporting the closed peer is none.
+    assert _deaths("collective_arg_error") == [(DeathHow.EXCEPTION, 1, True)]
+    # The job's own exception in its own function: a death, nothing read of its place.
+    assert _deaths("rank_crash") == [(DeathHow.EXCEPTION, 1, False)]
+
+
+def _hd030(paths: list[Path]) -> tuple[Category, tuple[int, ...], Strength] | None:
+    for finding in analyze(load_paths(paths)).findings:
+        if finding.rule == "HD030":
+            return finding.category, finding.culprit_ranks, finding.strength
+    return None
+
+
+def test_hd030_by_stage() -> None:
+    assert _hd030([RECORDED / "setup_crash.log"]) == (
+        Category.NCCL_INIT,
+        (1,),
+        Strength.SIGNAL,
+    )
+    assert _hd030([RECORDED / "teardown_error.log"]) is None
+    # Same job, same death, stated one step apart: a collective's refusal says where it
+    # failed (signal), an exception of the job's own with no stage does not (hint).
+    assert _hd030([RECORDED / "collective_arg_error.log"]) == (
+        Category.RANK_DEAD,
+        (1,),
+        Strength.SIGNAL,
+    )
+    assert _hd030([RECORDED / "rank_crash.log"]) == (Category.RANK_DEAD, (1,), Strength.HINT)
+
+
+_SCENARIOS = ("setup_crash", "teardown_error", "collective_arg_error")
+
+
+@pytest.mark.parametrize("mangling", [*MANGLINGS, *COMBINED], ids=lambda m: m.name)
+def test_stage_survives_manglings(tmp_path: Path, mangling: Mangling) -> None:
+    """Metamorphic: a paste's layers (quote, indent, wrap, shippers, cut first line…) leave
+    what HD030 reads of where the exception was raised as it was: the same answer at the
+    same strength, or none where there was none (each of these survives every layer
+    whole; the issue asks for the same answer or a less specific one, never another)."""
+    for scenario in _SCENARIOS:
+        original = _hd030([RECORDED / f"{scenario}.log"])
+        text = (RECORDED / f"{scenario}.log").read_text(encoding="utf-8")
+        path = tmp_path / f"{scenario}.txt"
+        path.write_text(mangling.apply(text), encoding="utf-8", newline="")
+        assert _hd030([path]) == original, scenario
