@@ -123,6 +123,9 @@ class ExceptionRaised(EventPayload):
     # barrier), which it reports for them as often as for its own rank.
     in_collective: bool = False
     in_wait: bool = False
+    # Its words are a row of the message catalog with a meaning: a library printed them,
+    # and what they mean is written down (parsers/logs/errors.py catalog_meaning).
+    known: bool = False
     bare: bool = False  # a paste's last line, no traceback above it: weak on its own
     saving: str | None = None  # a line of the traceback that shows a save (torch.save…)
     # The traceback's innermost source line, when it is a call that writes a file

@@ -131,17 +131,19 @@ class Death:
     @property
     def read(self) -> bool:
         """What failed is known beyond "an exception": its words carry a sign the parser
-        read (a consequence, an interrupt, memory, the GPU, storage) or its traceback
-        shows the stage it was raised in. An exception of neither may be the cause, or
-        have a more specific one its message does not give away (HD030 states it
-        weaker)."""
+        read (a consequence, an interrupt, memory, the GPU, storage) or are a catalog row's
+        with a meaning, or its traceback shows the stage it was raised in. An exception
+        of neither may be the cause, or have a more specific one its message does not
+        give away (HD030 states it weaker)."""
         payload = self.payload
         if payload.signs or payload.hardware or payload.storage:
             return True
+        raised = self.placed.event.payload_as(ExceptionRaised)
+        if raised is not None and raised.known:
+            return True  # the message catalog knows its words and what they mean
         if self.how is not DeathHow.EXCEPTION or self.stage not in (None, CodeStage.UNKNOWN):
             return True
         # a collective of its own refusing its arguments (not waiting: those are not deaths)
-        raised = self.placed.event.payload_as(ExceptionRaised)
         return raised is not None and raised.in_collective
 
     @property

@@ -20,6 +20,7 @@ import pytest
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Category, Strength
+from hangdoc.analyzer.parsers.logs.errors import catalog_meaning
 from hangdoc.analyzer.parsers.logs.tb_stage import (
     collective_frame,
     frame_stage,
@@ -49,6 +50,11 @@ _C10D = "/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
         ('  File "/t/torch/nn/parallel/distributed.py", line 900, in forward', None),
         ("    model = DistributedDataParallel(model, device_ids=[rank])", CodeStage.SETUP),
         ("    torch.cuda.set_device(local_rank)", CodeStage.SETUP),
+        ("    _init_dist_connection(self.cluster_environment, backend)", CodeStage.SETUP),
+        (
+            '  File "/w/composer/trainer/checkpoint.py", line 198, in _download_checkpoint',
+            CodeStage.CHECKPOINT_LOAD,
+        ),
         (f'  File "{_C10D}", line 2382, in destroy_process_group', CodeStage.TEARDOWN),
         ('  File "/job/engine.py", line 9, in __del__', CodeStage.TEARDOWN),
         ('  File "/job/loop.py", line 9, in save_checkpoint', CodeStage.CHECKPOINT_SAVE),
@@ -74,9 +80,7 @@ def test_frame_stage(line: str, stage: CodeStage | None) -> None:
 
 def test_collective_frames() -> None:
     assert collective_frame(f'  File "{_C10D}", line 3252, in all_reduce')
-    assert collective_frame(
-        '  File "/v/torch/distributed/c10d_logger.py", line 83, in wrapper'
-    )
+    assert collective_frame('  File "/v/torch/distributed/c10d_logger.py", line 83, in wrapper')
     assert collective_frame(f'  File "{_C10D}", line 1, in barrier')
     assert waiting_frame(f'  File "{_C10D}", line 1, in barrier')
     assert not collective_frame(f'  File "{_C10D}", line 5863, in new_group')
@@ -160,3 +164,20 @@ def test_stage_survives_manglings(tmp_path: Path, mangling: Mangling) -> None:
         path = tmp_path / f"{scenario}.txt"
         path.write_text(mangling.apply(text), encoding="utf-8", newline="")
         assert _hd030([path]) == original, scenario
+
+
+@pytest.mark.parametrize(
+    ("said", "category"),
+    [
+        # CUDA's error strings (the catalog's cuda rows, cudaGetErrorString of libcudart)
+        (
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+            Category.RANK_DEAD,
+        ),
+        ("RuntimeError: CUDA error: uncorrectable ECC error encountered", Category.GPU_HARDWARE),
+        # the job's own words: no library prints them
+        ("ValueError: bad batch shape at step 2: expected 8 got 7", None),
+    ],
+)
+def test_catalog_meaning_of_an_exception(said: str, category: Category | None) -> None:
+    assert catalog_meaning(said) == category

@@ -15,6 +15,7 @@ import re
 from hangdoc.analyzer.model import Category
 from hangdoc.analyzer.parsers.catalog import default_matcher
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
+from hangdoc.analyzer.payloads.launch import ExceptionRaised
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
 from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT, save_storage_error, storage_error
@@ -84,6 +85,22 @@ def cuda_gpu_sign(error: str | None) -> Sign | None:
     if meaning.category != Category.GPU_HARDWARE:
         return None
     return _GPU_SIGNS.get(meaning.strength)
+
+
+def catalog_meaning(said: str) -> Category | None:
+    """The category the message catalog gives an exception's words ("<type>: <message>",
+    else the message alone): a row of the library that prints them, with a meaning (its
+    strength above "none"). None when no row knows them, or its row means nothing."""
+    matcher = default_matcher()
+    message = said.split(": ", 1)[-1]
+    for text in (said, message):
+        found = matcher.match(text)
+        if found is None or found.row.meaning is None:
+            continue
+        meaning = found.row.meaning.for_text(found.text)
+        if meaning.strength != "none" and meaning.category is not None:
+            return Category(meaning.category)
+    return None
 
 
 def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
@@ -168,6 +185,8 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         # not exist" of torch.save's "Parent directory <dir> does not exist.").
         saved = save_storage_error(f"{said}\n{text}", saving)
         changes.setdefault("storage", storage_error(said) or saved)
+        if isinstance(payload, ExceptionRaised):
+            changes["known"] = catalog_meaning(said) is not None
         if payload.tried is None and (m := _TRIED.search(message)):
             changes["tried"] = m.group(1)
     if gpu_sign is not None and gpu_sign not in signs:

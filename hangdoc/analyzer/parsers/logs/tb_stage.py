@@ -74,6 +74,11 @@ _SETUP_MORE = re.compile(
     # the stores the rendezvous creates (elastic's c10d_rendezvous_backend.py
     # _create_tcp_store, rendezvous.py _create_c10d_store) and their constructors
     r"|_?create_\w*store|TCPStore|FileStore"
+    # Lightning's (lightning_fabric/utilities/distributed.py _init_dist_connection), FSDP's
+    # (torch/distributed/fsdp/_init_utils.py _init_process_group_state,
+    # _sync_module_params_and_buffers) and vLLM's (ensure_model_parallel_initialized)
+    r"|_?init_dist_connection|_init_process_group_state\w*|_sync_module_params_and_buffers"
+    r"|ensure_model_parallel_initialized"
 )
 # Frames whose file says set-up whatever the function: torch.distributed's rendezvous
 # (torch/distributed/rendezvous.py, torch/distributed/elastic/rendezvous/) and DDP's
@@ -92,10 +97,11 @@ _TEARDOWN_NAME = re.compile(
 #   save_pretrained, Lightning's _save, DCP's save_state_dict …
 _SAVE_NAME = re.compile(r"_*(?:\w+_)?save(?:_\w+)?")
 # * A checkpoint loaded or resumed: load_checkpoint, load_state_dict, from_pretrained,
-#   resume_from_checkpoint … (not a bare ``load``: json's, pickle's and yaml's too).
+#   resume_from_checkpoint, composer's _download_checkpoint, restore_checkpoint … (not a
+#   bare ``load``: json's, pickle's and yaml's too).
 _LOAD_NAME = re.compile(
-    r"_*(?:\w+_)?load_checkpoint\w*|_*(?:\w+_)?load_state_dict\w*|from_pretrained"
-    r"|_*(?:\w+_)?resume\w*|_*load_model\w*"
+    r"_*(?:\w+_)?(?:load|download|restore)_(?:checkpoint|ckpt)\w*"
+    r"|_*(?:\w+_)?load_state_dict\w*|from_pretrained|_*(?:\w+_)?resume\w*|_*load_model\w*"
 )
 # * A batch fetched: torch/utils/data/dataloader.py's _next_data, _try_get_data,
 #   _process_data (the worker's exception re-raised in the main process), the dataset's
