@@ -48,7 +48,12 @@ device's set-up), it is that set-up failing: the finding names
 (destroy_process_group, a destructor, an exit handler), or by a collective's wait for the
 other ranks (`work.wait()`, a barrier: it reports what failed, a peer's failure as often
 as its own), it is no death of its own, nor is the bare exit code the launcher reports
-for that rank. A collective refusing its own rank's arguments is that rank's failure. An
+for that rank. A collective refusing its own rank's arguments is that rank's failure.
+An exception whose words the message catalog means as another failure, with a strength
+of the message's own (moderate or above: a store's, a transport's, a lock's message
+raised as an exception), is that failure reported, not a crash, and a CUDA error
+documented as the GPU's, its driver's or the platform's (the fabric manager not ready,
+exclusive-process mode, an NVLink error) is HD301's. An
 exception whose words carry no sign the parser reads and whose traceback shows no stage
 is stated one step weaker (`CAUSE_UNREAD`): on four batches of reports scored at first
 sight (fixtures/first_sight), 14 of the 26 wrong answers were this rule's, crashes whose
@@ -112,6 +117,9 @@ class RankDiedFirst(Rule):
             and not d.hardware  # HD301's
             and d.gpu_suspect is None  # a CUDA error documented as the GPU's or driver's: HD301's
             and not d.storage  # a storage failure: HD110's
+            # words the message catalog means as another failure (a store's, a
+            # transport's, a driver's), raised as an exception: that failure, no crash
+            and d.known_as is None
         ]
         if not deaths:
             return

@@ -126,6 +126,11 @@ class ExceptionRaised(EventPayload):
     # Its words are a row of the message catalog with a meaning: a library printed them,
     # and what they mean is written down (parsers/logs/errors.py catalog_meaning).
     known: bool = False
+    # That meaning's category when it is another than a crash, at a strength the row's
+    # words give (moderate or above; a value of DESIGN's vocabulary, model.Category:
+    # "nccl_network_or_transport_error", …): the exception reports that failure, it is
+    # not a crash of the program of its own.
+    known_as: str | None = None
     bare: bool = False  # a paste's last line, no traceback above it: weak on its own
     saving: str | None = None  # a line of the traceback that shows a save (torch.save…)
     # The traceback's innermost source line, when it is a call that writes a file

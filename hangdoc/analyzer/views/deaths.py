@@ -12,6 +12,7 @@ import enum
 import weakref
 from dataclasses import dataclass
 
+from hangdoc.analyzer.model import Category
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.launch import (
     RAY_MEMORY_MONITOR,
@@ -28,7 +29,7 @@ from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
 from hangdoc.analyzer.views.nccl_setup import setup_error_lines
 from hangdoc.analyzer.views.nccl_setup import setup_lines as nccl_setup_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.analyzer.vocabulary import EventKind, parse_enum
 
 CONSEQUENCE_KINDS = frozenset(
     k.value
@@ -127,6 +128,17 @@ class Death:
         rendezvous, a store, DDP's construction): that set-up failed, which is a more
         specific cause than a crash (HD030 says so)."""
         return self.stage is CodeStage.SETUP
+
+    @property
+    def known_as(self) -> Category | None:
+        """The category the message catalog gives the exception's words when it is
+        another than a crash (a store's, a transport's, a driver's message raised as an
+        exception): that failure, reported by the rank that met it."""
+        raised = self.placed.event.payload_as(ExceptionRaised)
+        if raised is None or raised.known_as is None:
+            return None
+        meant = parse_enum(Category, raised.known_as)
+        return None if meant in (Category.UNKNOWN, Category.RANK_DEAD) else meant
 
     @property
     def read(self) -> bool:

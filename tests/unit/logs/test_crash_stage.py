@@ -13,13 +13,16 @@ line) with the function names of the libraries' sources cited in tb_stage.py.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.model import Category, Strength
+from hangdoc.analyzer.model import Category, Evidence, Strength
+from hangdoc.analyzer.parsers.catalog.loader import CatalogRow, default_catalog
+from hangdoc.analyzer.parsers.catalog.template import sample
 from hangdoc.analyzer.parsers.logs.errors import catalog_meaning
 from hangdoc.analyzer.parsers.logs.tb_stage import (
     collective_frame,
@@ -180,4 +183,72 @@ def test_stage_survives_manglings(tmp_path: Path, mangling: Mangling) -> None:
     ],
 )
 def test_catalog_meaning_of_an_exception(said: str, category: Category | None) -> None:
-    assert catalog_meaning(said) == category
+    meant = catalog_meaning(said)
+    assert (meant[0] if meant is not None else None) == category
+
+
+def _raised_text(message: str) -> str:
+    """An uncaught exception with ``message`` as CPython prints it under torch ≥ 2.3's
+    rank prefix (the form of fixtures/logs/recorded/rank_crash.log)."""
+    return (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/job/train.py", line 10, in <module>\n'
+        "[rank1]:     main()\n"
+        f"[rank1]: RuntimeError: {message}\n"
+    )
+
+
+def _evidence_of(text: str) -> Evidence:
+    """``text`` as a loose file handed to the loader (a paste)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "console.log"
+        path.write_text(text, encoding="utf-8")
+        return load_paths([path])
+
+
+def _catalog_rows(projects: set[str]) -> list[CatalogRow]:
+    return [row for row in default_catalog().rows if row.project in projects and row.meaning]
+
+
+def test_cuda_errors_documented_as_the_gpu_are_hd301s(tmp_path: Path) -> None:
+    """Every CUDA runtime error string the catalog means as the GPU, its driver or the
+    platform, stated (libcudart's cudaGetErrorString rows at strength strong or decisive),
+    raised as torch raises it ("CUDA error: <string>"), is HD301's reading, not a crash;
+    peer access refused excepted (HD302's)."""
+    path = tmp_path / "console.log"
+    checked = 0
+    for row in _catalog_rows({"cuda"}):
+        text = sample(row.parts)
+        meaning = row.meaning.for_text(text) if row.meaning else None
+        if meaning is None or meaning.category != Category.GPU_HARDWARE.value:
+            continue
+        if meaning.strength not in ("strong", "decisive") or "peer access" in text:
+            continue
+        path.write_text(_raised_text(text), encoding="utf-8")
+        findings = analyze(load_paths([path])).findings
+        assert (findings[0].rule, findings[0].category) == ("HD301", Category.GPU_HARDWARE), text
+        assert not any(f.rule == "HD030" for f in findings), text
+        checked += 1
+    assert checked >= 5
+
+
+def test_exceptions_the_catalog_means_as_another_failure_are_no_crash() -> None:
+    """A torch or gloo message the catalog means as another failure than a crash, with a
+    strength of its own (moderate or above: a store's, a transport's, a lock's), raised as
+    an exception, is that failure reported: the deaths view keeps it, HD030 leaves it."""
+    checked = 0
+    for row in _catalog_rows({"torch", "gloo"}):
+        text = sample(row.parts)
+        meant = catalog_meaning(f"RuntimeError: {text}")
+        if meant is None or meant[0] in (Category.RANK_DEAD, Category.UNKNOWN):
+            continue
+        evidence = _evidence_of(_raised_text(text))
+        deaths = first_deaths(Timeline(evidence))
+        others = [d for d in deaths if d.known_as is not None]
+        if meant[1] in ("moderate", "strong", "decisive"):
+            assert all(d.known_as == meant[0] for d in others), text
+            assert not any(f.rule == "HD030" for f in analyze(evidence).findings), text
+            checked += 1
+        else:  # a source file's meaning ("weak"): the crash stays HD030's
+            assert not others, text
+    assert checked >= 100
