@@ -49,8 +49,9 @@ class Shift(enum.Enum):
     SEVERAL_SILENT = (-1, "several ranks are silent: which of them is the one is a guess")
     CAUSE_UNREAD = (
         -1,
-        "an exception whose words carry no sign the catalog reads and whose traceback shows "
-        "no stage: it may have a more specific cause, or be a consequence",
+        "an exception whose words neither the parser's signs nor the message catalog read, "
+        "and whose traceback shows no stage: it may have a more specific cause, or be a "
+        "consequence",
     )
     CONTRADICTED = (-2, "an independent source says otherwise")
 
