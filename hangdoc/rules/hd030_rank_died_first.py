@@ -197,10 +197,12 @@ class RankDiedFirst(Rule):
             # One line that may be the end of the story or an excerpt's cut: a bare
             # exception line ending the paste, an abort with no exception named.
             severity, strength = Severity.ERROR, shifted(strength, Shift.MAY_BE_CUT)
-        if not first.read:
+        if not first.read and not first.bare:
             # An exception nothing reads a meaning or a stage of: a crash, most likely, but
             # its message may name a more specific cause (first-sight reports: a library
-            # not found, a file-system race, a DNS lookup) or be a consequence.
+            # not found, a file-system race, a DNS lookup) or be a consequence. A bare
+            # line (no traceback above it) has stepped down for that already (MAY_BE_CUT):
+            # its frames are what is missing, one reason, one step.
             strength = shifted(strength, Shift.CAUSE_UNREAD)
         if not certain and culprits and (ordered is True or not wave_events):
             # A launcher's "exited with code 1" for a named rank, before any timeout (or
