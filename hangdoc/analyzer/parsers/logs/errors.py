@@ -10,6 +10,7 @@ producer of log events finishes its payloads here (parsers/logs/hit.py ``log_eve
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 from hangdoc.analyzer.model import Category
@@ -94,6 +95,9 @@ def cuda_gpu_sign(error: str | None) -> Sign | None:
 _OWN_MEANING = frozenset({"moderate", "strong", "decisive"})
 
 
+# An error repeated through a long log (every rank's copy of one CUDA error, of one
+# exception) is looked up in the catalog once.
+@functools.lru_cache(maxsize=4096)
 def cuda_gpu_hardware(error: str | None) -> str | None:
     """A CUDA runtime error string whose documented meaning is the GPU, its driver or the
     platform, stated (the catalog's cuda row at strength strong or decisive: the fabric
@@ -111,6 +115,7 @@ def cuda_gpu_hardware(error: str | None) -> str | None:
     return what if meaning.category == Category.GPU_HARDWARE and stated else None
 
 
+@functools.lru_cache(maxsize=4096)
 def catalog_meaning(said: str) -> tuple[Category, str] | None:
     """The category and strength the message catalog gives an exception's words
     ("<type>: <message>", else the message alone): a row of the library that prints them,
