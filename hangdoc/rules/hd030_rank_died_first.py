@@ -48,7 +48,9 @@ device's set-up), it is that set-up failing: the finding names
 (destroy_process_group, a destructor, an exit handler), or by a collective's wait for the
 other ranks (`work.wait()`, a barrier: it reports what failed, a peer's failure as often
 as its own), it is no death of its own, nor is the bare exit code the launcher reports
-for that rank. A collective refusing its own rank's arguments is that rank's failure.
+for that rank. Nor is an exception raised by a check that compares the ranks (DDP's
+parameter shapes, FSDP's forward order): the ranks differ, which it reports. A collective
+refusing its own rank's arguments is that rank's failure.
 An exception whose words the message catalog means as another failure, with a strength
 of the message's own (moderate or above: a store's, a transport's, a lock's message
 raised as an exception), is that failure reported, not a crash, and a CUDA error

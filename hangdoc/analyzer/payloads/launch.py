@@ -107,6 +107,9 @@ class CodeStage(enum.StrEnum):
     EVAL = "eval"
     TRAIN = "train"
     TEARDOWN = "teardown"  # destroy_process_group, a destructor, interpreter exit
+    # A check that compares the ranks (DDP's parameter shapes, FSDP's forward order): what
+    # it raises is the ranks found to differ, reported, not a crash of the rank.
+    RANK_CHECK = "rank_check"
     UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 

@@ -191,6 +191,10 @@ def death_of(p: Placed) -> Death | None:
             # Raised while the process tore down (destroy_process_group, a destructor,
             # an exit handler): the work had ended, by a failure told elsewhere or none.
             return None
+        if raised is not None and raised.stage is CodeStage.RANK_CHECK:
+            # Raised by a check that compares the ranks (DDP's parameter shapes, FSDP's
+            # forward order): the ranks differ, which the check reports; not a crash.
+            return None
         if raised is not None and raised.in_wait:
             # Raised by a collective's wait for the other ranks (work.wait(), a barrier):
             # what the wait reports is a failure it saw, a peer's as often as its own

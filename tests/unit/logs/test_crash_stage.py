@@ -71,6 +71,16 @@ _C10D = "/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
         ('  File "/job/data.py", line 9, in __getitem__', CodeStage.DATA),
         ('  File "/t/transformers/trainer.py", line 1, in evaluation_loop', CodeStage.EVAL),
         ('  File "/job/loop.py", line 1, in validation_step', CodeStage.EVAL),
+        (
+            '  File "/t/torch/distributed/utils.py", line 286, in '
+            "_verify_param_shape_across_processes",
+            CodeStage.RANK_CHECK,
+        ),
+        ("    return dist._verify_params_across_processes(pg, tensors)", CodeStage.RANK_CHECK),
+        (
+            '  File "/t/torch/distributed/fsdp/_exec_order_utils.py", line 1, in _check_order',
+            CodeStage.RANK_CHECK,
+        ),
         ('  File "/job/run.py", line 1, in main', None),
         ("    model.eval()", None),  # switching a module's mode is not evaluating
         ("    cfg = json.load(fh)", None),  # a bare load is no checkpoint's
@@ -108,6 +118,9 @@ def test_recorded_tracebacks_read() -> None:
     refused = _raised("collective_arg_error")
     assert refused[1].in_collective and not refused[1].in_wait  # its own argument
     assert refused[0].in_collective and refused[0].in_wait  # waiting for rank 1
+    checked = _raised("ddp_model_mismatch")
+    assert checked[1].stage is CodeStage.RANK_CHECK  # DDP's shape check found it differs
+    assert checked[0].stage is CodeStage.SETUP  # rank 0's broadcast then lost its peer
     crash = _raised("rank_crash")
     assert crash[1].stage is None and not crash[1].in_collective
     assert crash[0].in_wait
@@ -121,6 +134,8 @@ def _deaths(scenario: str) -> list[tuple[DeathHow, int | None, bool]]:
 def test_deaths_by_stage() -> None:
     # Teardown's exception is no death, nor the exit torchrun reports for it.
     assert _deaths("teardown_error") == []
+    # A check across ranks reports that they differ; the peer's lost connection follows.
+    assert _deaths("ddp_model_mismatch") == []
     # A collective refusing rank 1's argument is rank 1's own failure, its place read;
     # rank 0's wait reporting the closed peer is none.
     assert _deaths("collective_arg_error") == [(DeathHow.EXCEPTION, 1, True)]
@@ -152,7 +167,7 @@ def test_hd030_by_stage() -> None:
     assert _hd030([RECORDED / "rank_crash.log"]) == (Category.RANK_DEAD, (1,), Strength.HINT)
 
 
-_SCENARIOS = ("setup_crash", "teardown_error", "collective_arg_error")
+_SCENARIOS = ("setup_crash", "teardown_error", "collective_arg_error", "ddp_model_mismatch")
 
 
 @pytest.mark.parametrize("mangling", [*MANGLINGS, *COMBINED], ids=lambda m: m.name)

@@ -65,11 +65,11 @@ def line_stage(text: str) -> Phase | None:
 # names the libraries give the calls of each stage.
 # * Set-up also: DDP's constructor and the helpers it runs to broadcast the parameters
 #   before any step (torch/nn/parallel/distributed.py: DistributedDataParallel.__init__
-#   calls _verify_param_shape_across_processes and _sync_module_states,
-#   torch/distributed/utils.py; _sync_params_and_buffers before torch 1.12), and the
+#   calls _sync_module_states, torch/distributed/utils.py; _sync_params_and_buffers
+#   before torch 1.12; its shape check is a check across ranks, below), and the
 #   CUDA device's own set-up (torch/cuda/__init__.py: _lazy_init, set_device).
 _SETUP_MORE = re.compile(
-    r"DistributedDataParallel|_verify_param_shape_across_processes|_sync_module_states"
+    r"DistributedDataParallel|_sync_module_states"
     r"|_sync_params_and_buffers|_lazy_init|set_device"
     # the stores the rendezvous creates (elastic's c10d_rendezvous_backend.py
     # _create_tcp_store, rendezvous.py _create_c10d_store) and their constructors
@@ -115,7 +115,20 @@ _EVAL_NAME = re.compile(
 )
 
 
+# * A check across the ranks: DDP's construction compares every parameter's shape with
+#   rank 0's (torch/distributed/utils.py _verify_param_shape_across_processes, the C++
+#   dist._verify_params_across_processes: "params[i] in this process with sizes … appears
+#   not to match sizes of the same param in process 0"), FSDP compares the order of its
+#   all-gathers (torch/distributed/fsdp/_exec_order_utils.py _check_order: "Forward order
+#   differs across ranks"). What they raise is the ranks found to differ.
+_RANK_CHECK_NAME = re.compile(
+    r"_verify_param_shape_across_processes|_verify_params_across_processes|_check_order"
+)
+
+
 def _code_stage_of_name(name: str) -> CodeStage | None:
+    if _RANK_CHECK_NAME.fullmatch(name):
+        return CodeStage.RANK_CHECK
     if _TEARDOWN_NAME.fullmatch(name):
         return CodeStage.TEARDOWN
     if _SETUP_NAME.fullmatch(name) or _SETUP_MORE.fullmatch(name):
