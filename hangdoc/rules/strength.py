@@ -47,6 +47,12 @@ class Shift(enum.Enum):
         "the text ends",
     )
     SEVERAL_SILENT = (-1, "several ranks are silent: which of them is the one is a guess")
+    CAUSE_UNREAD = (
+        -1,
+        "an exception whose words neither the parser's signs nor the message catalog read, "
+        "and whose traceback shows no stage: it may have a more specific cause, or be a "
+        "consequence",
+    )
     CONTRADICTED = (-2, "an independent source says otherwise")
 
     def __init__(self, step: int, why: str) -> None:

@@ -93,11 +93,47 @@ class LauncherReport(EventPayload):
     error_file: str | None = None
 
 
+class CodeStage(enum.StrEnum):
+    """The stage of the job a traceback's frames show it was raised in (the innermost
+    frame or call that names one: parsers/logs/tb_stage.py). It decides whether a crash
+    is a failure of its own or has a more specific cause: an exception raised while the
+    ranks set up communication is that set-up failing, one raised while the process
+    exits is the end of a failure already told."""
+
+    SETUP = "setup"  # init_process_group, a rendezvous, a store, new_group, DDP's construction
+    CHECKPOINT_SAVE = "checkpoint_save"
+    CHECKPOINT_LOAD = "checkpoint_load"
+    DATA = "data"  # a DataLoader fetching a batch (its __getitem__, collate)
+    EVAL = "eval"
+    TRAIN = "train"
+    TEARDOWN = "teardown"  # destroy_process_group, a destructor, interpreter exit
+    # A check that compares the ranks (DDP's parameter shapes, FSDP's forward order): what
+    # it raises is the ranks found to differ, reported, not a crash of the rank.
+    RANK_CHECK = "rank_check"
+    UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
+
+
 @dataclass(frozen=True, slots=True)
 class ExceptionRaised(EventPayload):
     """EXCEPTION: an uncaught Python exception (the line that ends a traceback)."""
 
     where: str | None = None  # the traceback's last frame: 'File "x.py", line 3, in f'
+    # The stage its frames show (the innermost frame or call naming one), when they do.
+    stage: CodeStage | None = None
+    # Raised by torch.distributed's collective API itself (its innermost frame is one of
+    # distributed_c10d.py's collectives): the call refused its arguments, or
+    # (``in_wait``) the wait for the other ranks reported a failure (``work.wait()``, a
+    # barrier), which it reports for them as often as for its own rank.
+    in_collective: bool = False
+    in_wait: bool = False
+    # Its words are a row of the message catalog with a meaning: a library printed them,
+    # and what they mean is written down (parsers/logs/errors.py catalog_meaning).
+    known: bool = False
+    # That meaning's category when it is another than a crash, at a strength the row's
+    # words give (moderate or above; a value of DESIGN's vocabulary, model.Category:
+    # "nccl_network_or_transport_error", …): the exception reports that failure, it is
+    # not a crash of the program of its own.
+    known_as: str | None = None
     bare: bool = False  # a paste's last line, no traceback above it: weak on its own
     saving: str | None = None  # a line of the traceback that shows a save (torch.save…)
     # The traceback's innermost source line, when it is a call that writes a file

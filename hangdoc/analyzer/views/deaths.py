@@ -12,9 +12,11 @@ import enum
 import weakref
 from dataclasses import dataclass
 
+from hangdoc.analyzer.model import Category
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.launch import (
     RAY_MEMORY_MONITOR,
+    CodeStage,
     ExceptionRaised,
     FatalReport,
     FatalSignal,
@@ -27,7 +29,7 @@ from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
 from hangdoc.analyzer.views.nccl_setup import setup_error_lines
 from hangdoc.analyzer.views.nccl_setup import setup_lines as nccl_setup_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline
-from hangdoc.analyzer.vocabulary import EventKind
+from hangdoc.analyzer.vocabulary import EventKind, parse_enum
 
 CONSEQUENCE_KINDS = frozenset(
     k.value
@@ -114,6 +116,49 @@ class Death:
         return self.payload.storage is not None
 
     @property
+    def stage(self) -> CodeStage | None:
+        """The stage of the job its traceback shows it was raised in (None when the
+        death is no exception, or its frames name none)."""
+        raised = self.placed.event.payload_as(ExceptionRaised)
+        return raised.stage if raised is not None else None
+
+    @property
+    def in_setup(self) -> bool:
+        """Raised while the ranks set up communication (init_process_group, a
+        rendezvous, a store, DDP's construction): that set-up failed, which is a more
+        specific cause than a crash (HD030 says so)."""
+        return self.stage is CodeStage.SETUP
+
+    @property
+    def known_as(self) -> Category | None:
+        """The category the message catalog gives the exception's words when it is
+        another than a crash (a store's, a transport's, a driver's message raised as an
+        exception): that failure, reported by the rank that met it."""
+        raised = self.placed.event.payload_as(ExceptionRaised)
+        if raised is None or raised.known_as is None:
+            return None
+        meant = parse_enum(Category, raised.known_as)
+        return None if meant in (Category.UNKNOWN, Category.RANK_DEAD) else meant
+
+    @property
+    def read(self) -> bool:
+        """What failed is known beyond "an exception": its words carry a sign the parser
+        read (a consequence, an interrupt, memory, the GPU, storage) or are a catalog row's
+        with a meaning, or its traceback shows the stage it was raised in. An exception
+        of neither may be the cause, or have a more specific one its message does not
+        give away (HD030 states it weaker)."""
+        payload = self.payload
+        if payload.signs or payload.hardware or payload.storage:
+            return True
+        raised = self.placed.event.payload_as(ExceptionRaised)
+        if raised is not None and raised.known:
+            return True  # the message catalog knows its words and what they mean
+        if self.how is not DeathHow.EXCEPTION or self.stage not in (None, CodeStage.UNKNOWN):
+            return True
+        # a collective of its own refusing its arguments (not waiting: those are not deaths)
+        return raised is not None and raised.in_collective
+
+    @property
     def bare(self) -> bool:
         """An exception line with no traceback above it, ending a paste."""
         raised = self.placed.event.payload_as(ExceptionRaised)
@@ -140,6 +185,22 @@ def death_of(p: Placed) -> Death | None:
         if Sign.OUT_OF_MEMORY in signs:
             return Death(p.rank, DeathHow.CUDA_OOM, said[:200], p, True)
         if Sign.CONSEQUENCE in signs or Sign.EMPTY_COLLECTIVE in signs:
+            return None
+        raised = p.event.payload_as(ExceptionRaised)
+        if raised is not None and raised.stage is CodeStage.TEARDOWN:
+            # Raised while the process tore down (destroy_process_group, a destructor,
+            # an exit handler): the work had ended, by a failure told elsewhere or none.
+            return None
+        if raised is not None and raised.stage is CodeStage.RANK_CHECK:
+            # Raised by a check that compares the ranks (DDP's parameter shapes, FSDP's
+            # forward order): the ranks differ, which the check reports; not a crash.
+            return None
+        if raised is not None and raised.in_wait:
+            # Raised by a collective's wait for the other ranks (work.wait(), a barrier):
+            # what the wait reports is a failure it saw, a peer's as often as its own
+            # (gloo's pair errors of a closed peer; ProcessGroupNCCL's WorkNCCL::wait
+            # rethrows the exception its watchdog set). A CUDA error among its words is
+            # an event of its own (CUDA_ERROR), read as a death where it is one.
             return None
         return Death(p.rank, DeathHow.EXCEPTION, said.strip(": ")[:160], p, True)
     if kind == EventKind.CUDA_ERROR:
@@ -325,6 +386,14 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     wave_events = [p for p in tl.events if is_wave(p)]
     timed_out = {p.rank for p in wave_events if p.rank is not None}
     reported = _reporting_processes(wave_events)
+    # Ranks that raised an exception which is no death of its own (a consequence, a
+    # wait's report, an error while tearing down): a bare exit of theirs is that
+    # exception's, wherever the paste puts the launcher's line.
+    ended_by_exception = {
+        p.rank
+        for p in tl.of(EventKind.EXCEPTION)
+        if p.rank is not None and p.event.payload.exc_type and death_of(p) is None
+    }
     # where the failures an abort may be the teardown of were reported (mismatches too:
     # COLLECTIVE_MISMATCH is a wave kind)
     explained = [(p.event.source, p.event.line or 0) for p in wave_events]
@@ -359,7 +428,8 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         if death.how in (DeathHow.SIGNAL, DeathHow.EXIT) and p.event.pid in terminated_pids:
             continue  # the launcher killed a survivor
         if _unexplained(death) and (
-            (p.rank is not None and p.rank in timed_out) or _reported_itself(p, reported)
+            (p.rank is not None and (p.rank in timed_out or p.rank in ended_by_exception))
+            or _reported_itself(p, reported)
         ):
             continue  # the end of a process that timed out itself: its teardown
         if _at_exit(death) and _after_own_exception(p, raised):

@@ -10,11 +10,13 @@ producer of log events finishes its payloads here (parsers/logs/hit.py ``log_eve
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 from hangdoc.analyzer.model import Category
 from hangdoc.analyzer.parsers.catalog import default_matcher
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
+from hangdoc.analyzer.payloads.launch import ExceptionRaised
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
 from hangdoc.analyzer.vocabulary import CONSEQUENCE_TEXT, save_storage_error, storage_error
@@ -86,6 +88,59 @@ def cuda_gpu_sign(error: str | None) -> Sign | None:
     return _GPU_SIGNS.get(meaning.strength)
 
 
+# The catalog's strengths of a meaning that is the message's own, written for its words or
+# for a family of like messages; "weak" is most often a whole source file's meaning (every
+# error of torch's pipelining module read as a pipeline's, of DCP as a save's), which says
+# where a message comes from rather than what failed.
+_OWN_MEANING = frozenset({"moderate", "strong", "decisive"})
+
+
+# An error repeated through a long log (every rank's copy of one CUDA error, of one
+# exception) is looked up in the catalog once.
+@functools.lru_cache(maxsize=4096)
+def cuda_gpu_hardware(error: str | None) -> str | None:
+    """A CUDA runtime error string whose documented meaning is the GPU, its driver or the
+    platform, stated (the catalog's cuda row at strength strong or decisive: the fabric
+    manager not ready, exclusive-process mode, an NVLink error, the MPS server's limits),
+    as the hardware failure it names; None for any other, and for peer access refused
+    (the platform's topology: HD302 reads Sign.PEER_ACCESS_UNSUPPORTED)."""
+    if not error or PEER_ACCESS_UNSUPPORTED in error:
+        return None
+    what = _cuda_error_only(error)
+    found = default_matcher().match(f"CUDA error: {what}")
+    if found is None or found.row.project != "cuda" or found.row.meaning is None:
+        return None
+    meaning = found.row.meaning.for_text(found.text)
+    stated = meaning.strength in ("strong", "decisive")
+    return what if meaning.category == Category.GPU_HARDWARE and stated else None
+
+
+@functools.lru_cache(maxsize=4096)
+def catalog_meaning(said: str) -> tuple[Category, str] | None:
+    """The category and strength the message catalog gives an exception's words
+    ("<type>: <message>", else the message alone): a row of the library that prints them,
+    with a meaning (its strength above "none"). None when no row knows them, or its row
+    means nothing."""
+    matcher = default_matcher()
+    message = said.split(": ", 1)[-1]
+    for text in (said, message):
+        found = matcher.match(text)
+        if found is None or found.row.meaning is None:
+            continue
+        meaning = found.row.meaning.for_text(found.text)
+        if meaning.strength != "none" and meaning.category is not None:
+            return Category(meaning.category), meaning.strength
+    return None
+
+
+def _known_as(meant: tuple[Category, str] | None) -> str | None:
+    """The other failure than a crash that the catalog's meaning of an exception's words
+    names with a strength of its own (moderate or above), as its category's value."""
+    if meant is None or meant[0] in (Category.RANK_DEAD, Category.UNKNOWN):
+        return None
+    return meant[0].value if meant[1] in _OWN_MEANING else None
+
+
 def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
     """What an exception type and message say about the rank that printed them."""
     found: list[Sign] = []
@@ -144,18 +199,22 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         gpu_sign = cuda_gpu_sign(m.group("what")) if m is not None else None
         if m is not None and (gpu_sign is not None or not CONSEQUENCE_TEXT.search(m.group("what"))):
             changes["cuda_error"] = _cuda_error_only(m.group("what"))
-        changes["hardware"] = _hardware(text)
+        changes["hardware"] = _hardware(text) or cuda_gpu_hardware(m.group("what") if m else None)
     elif isinstance(payload, NcclError):
         changes["hardware"] = _hardware(payload.last_error)
         detail = " ".join(filter(None, (payload.last_error, payload.message))).lower()
         changes["out_of_memory"] = "out of memory" in detail
     elif isinstance(payload, CudaFailure):
-        changes["hardware"] = _hardware(payload.error, message, exc_type)
+        changes["hardware"] = _hardware(payload.error, message, exc_type) or cuda_gpu_hardware(
+            payload.error
+        )
         changes["storage"] = storage_error(f"CUDA error: {payload.error or ''}")
         gpu_sign = cuda_gpu_sign(payload.error)
     elif exc_type or message:
-        changes["hardware"] = _hardware(message, exc_type)
         at = _CUDA_ERROR_AT.search(message)
+        changes["hardware"] = _hardware(message, exc_type) or cuda_gpu_hardware(
+            at.group("what") if at is not None else None
+        )
         gpu_sign = cuda_gpu_sign(at.group("what")) if at is not None else None
     signs = payload.signs
     if exc_type or message:
@@ -168,6 +227,10 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         # not exist" of torch.save's "Parent directory <dir> does not exist.").
         saved = save_storage_error(f"{said}\n{text}", saving)
         changes.setdefault("storage", storage_error(said) or saved)
+        if isinstance(payload, ExceptionRaised):
+            meant = catalog_meaning(said)
+            changes["known"] = meant is not None
+            changes["known_as"] = _known_as(meant)
         if payload.tried is None and (m := _TRIED.search(message)):
             changes["tried"] = m.group(1)
     if gpu_sign is not None and gpu_sign not in signs:

@@ -16,6 +16,7 @@ from hangdoc.analyzer.parsers.logs.literals import Need, any_of
 from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.analyzer.payloads.launch import (
     RAY_MEMORY_MONITOR,
+    CodeStage,
     ExceptionRaised,
     FatalReport,
     FatalSignal,
@@ -213,10 +214,15 @@ def exception_hit(
     bare: bool = False,
     saving: str | None = None,
     writing: str | None = None,
+    stage: CodeStage | None = None,
+    in_collective: bool = False,
+    in_wait: bool = False,
 ) -> Hit:
     """An uncaught exception: the line that ends a traceback (``where``: its last frame;
     ``saving``: a line of it that shows a save; ``writing``: its innermost source line, a
-    file write), or a paste's last line with no traceback above it (``bare``)."""
+    file write; ``stage``: the stage its frames show; ``in_collective``: its innermost
+    frame is a collective of torch.distributed, ``in_wait``: waiting for the others), or
+    a paste's last line with no traceback above it (``bare``)."""
     payload = ExceptionRaised(
         exc_type=exc_type,
         message=message[:400],
@@ -224,6 +230,9 @@ def exception_hit(
         bare=bare,
         saving=saving,
         writing=writing,
+        stage=stage,
+        in_collective=in_collective,
+        in_wait=in_wait,
     )
     return Hit(EventKind.EXCEPTION, payload=payload, key=("exc", exc_type, message[:120]))
 

@@ -59,7 +59,13 @@ from hangdoc.analyzer.parsers.logs.process import (
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.sglang import match_sglang
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
-from hangdoc.analyzer.parsers.logs.tb_stage import line_stage
+from hangdoc.analyzer.parsers.logs.tb_stage import (
+    collective_frame,
+    frame_stage,
+    line_stage,
+    waiting_frame,
+    waiting_line,
+)
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
 from hangdoc.analyzer.parsers.logs.wrap_shape import (
@@ -72,6 +78,7 @@ from hangdoc.analyzer.parsers.logs.wrap_shape import NCCL_HEAD as _NCCL_HEAD
 from hangdoc.analyzer.parsers.logs.wrap_shape import headerless as _headerless
 from hangdoc.analyzer.parsers.prefixes import local_rank_tag
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
+from hangdoc.analyzer.payloads.launch import CodeStage
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
     NcclColl,
@@ -216,6 +223,22 @@ class _Traceback:
     # The store error logged right before the traceback began (c10d warns, then Python
     # raises): the traceback's frames give it its stage (tb_stage, StoreTimeout.stage).
     store: RawEvent | None = None
+    # The stage its innermost line naming one shows (tb_stage.frame_stage), and whether
+    # its innermost frame yet is one of torch.distributed's collectives.
+    stage: CodeStage | None = None
+    in_collective: bool = False
+    in_wait: bool = False
+
+    def read(self, text: str) -> None:
+        """What a frame or source line of it says of where it was raised."""
+        stage = frame_stage(text)
+        if stage is not None:
+            self.stage = stage
+        if text.lstrip().startswith("File "):
+            self.in_collective = collective_frame(text)
+            self.in_wait = self.in_collective and waiting_frame(text)
+        elif self.in_collective and waiting_line(text):
+            self.in_wait = True
 
 
 @dataclass(slots=True)
@@ -540,6 +563,7 @@ class Scanner:
                 store=self._store_before(lineno),
             )
             self._tracebacks[stream] = tb
+            tb.read(text)
             _stage_store(tb, frame)
             return
         if tag.rank is not None and (exc := match_exception_line(text)) is not None:
@@ -563,6 +587,7 @@ class Scanner:
                 tb.last_frame = text.strip()
             elif text[:1] in " \t" and not _MARKS.match(text):
                 tb.source = text
+            tb.read(text)
             if not tb.saving and SAVE_FRAME.search(text):
                 tb.saving = text.strip()[:200]
             if tb.store is not None:
@@ -578,6 +603,9 @@ class Scanner:
             where=tb.last_frame or None,
             saving=tb.saving or None,
             writing=writing_line(tb.source),
+            stage=tb.stage,
+            in_collective=tb.in_collective,
+            in_wait=tb.in_wait,
         )
         if self._spawn_index is not None and hit.named_local_rank is None:
             hit.named_local_rank = self._spawn_index

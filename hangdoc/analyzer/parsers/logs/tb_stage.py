@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from hangdoc.analyzer.payloads.launch import CodeStage
 from hangdoc.analyzer.vocabulary import Phase
 
 # A traceback frame line ('File "…", line N, in func'): the function's name.
@@ -58,3 +59,144 @@ def line_stage(text: str) -> Phase | None:
         if stage is not None:
             found = stage
     return found
+
+
+# The stages of any exception's traceback (frame_stage), beyond the store's two: the
+# names the libraries give the calls of each stage.
+# * Set-up also: DDP's constructor and the helpers it runs to broadcast the parameters
+#   before any step (torch/nn/parallel/distributed.py: DistributedDataParallel.__init__
+#   calls _sync_module_states, torch/distributed/utils.py; _sync_params_and_buffers
+#   before torch 1.12; its shape check is a check across ranks, below), and the
+#   CUDA device's own set-up (torch/cuda/__init__.py: _lazy_init, set_device).
+_SETUP_MORE = re.compile(
+    r"DistributedDataParallel|_sync_module_states"
+    r"|_sync_params_and_buffers|_lazy_init|set_device"
+    # the stores the rendezvous creates (elastic's c10d_rendezvous_backend.py
+    # _create_tcp_store, rendezvous.py _create_c10d_store) and their constructors
+    r"|_?create_\w*store|TCPStore|FileStore"
+    # Lightning's (lightning_fabric/utilities/distributed.py _init_dist_connection), FSDP's
+    # (torch/distributed/fsdp/_init_utils.py _init_process_group_state,
+    # _sync_module_params_and_buffers) and vLLM's (ensure_model_parallel_initialized)
+    r"|_?init_dist_connection|_init_process_group_state\w*|_sync_module_params_and_buffers"
+    r"|ensure_model_parallel_initialized"
+)
+# Frames whose file says set-up whatever the function: torch.distributed's rendezvous
+# (torch/distributed/rendezvous.py, torch/distributed/elastic/rendezvous/) and DDP's
+# constructor (torch/nn/parallel/distributed.py, in __init__: it broadcasts the
+# parameters from rank 0 before any step, _dist_broadcast_coalesced before torch 1.1).
+_SETUP_FRAME = re.compile(
+    r'^\s*File "[^"]*torch/(?:distributed/(?:rendezvous\.py|elastic/rendezvous/)[^"]*"'
+    r'|nn/parallel/distributed\.py", line \d+, in __init__\s*$)'
+)
+# * Teardown: torch.distributed's destroy_process_group, a destructor, the interpreter's
+#   exit handlers (atexit's _exitfunc, concurrent.futures' _python_exit), a shutdown.
+_TEARDOWN_NAME = re.compile(
+    r"destroy_process_group|__del__|_?shutdown\w*|_exitfunc|_python_exit|_atexit\w*"
+)
+# * A checkpoint saved: torch.save, save_checkpoint, _save_checkpoint, save_model,
+#   save_pretrained, Lightning's _save, DCP's save_state_dict …
+_SAVE_NAME = re.compile(r"_*(?:\w+_)?save(?:_\w+)?")
+# * A checkpoint loaded or resumed: load_checkpoint, load_state_dict, from_pretrained,
+#   resume_from_checkpoint, composer's _download_checkpoint, restore_checkpoint … (not a
+#   bare ``load``: json's, pickle's and yaml's too).
+_LOAD_NAME = re.compile(
+    r"_*(?:\w+_)?(?:load|download|restore)_(?:checkpoint|ckpt)\w*"
+    r"|_*(?:\w+_)?load_state_dict\w*|from_pretrained|_*(?:\w+_)?resume\w*|_*load_model\w*"
+)
+# * A batch fetched: torch/utils/data/dataloader.py's _next_data, _try_get_data,
+#   _process_data (the worker's exception re-raised in the main process), the dataset's
+#   __getitem__/__getitems__ (_utils/fetch.py), the collate function.
+_DATA_NAME = re.compile(r"_next_data|_try_get_data|_process_data|__getitems?__|\w*collate\w*")
+# * Evaluation: evaluate, evaluation_loop, validation_step, run_validation, eval_step,
+#   test_step, prediction_step …
+_EVAL_NAME = re.compile(
+    r"_*(?:\w+_)?evaluat\w*|_*(?:\w+_)?validation\w*|_*validate_epoch|_*(?:do|run)_eval\w*"
+    r"|_*eval_(?:step|loop|epoch|model|one_epoch)\w*|test_step|prediction_step|val_step"
+)
+
+
+# * A check across the ranks: DDP's construction compares every parameter's shape with
+#   rank 0's (torch/distributed/utils.py _verify_param_shape_across_processes, the C++
+#   dist._verify_params_across_processes: "params[i] in this process with sizes … appears
+#   not to match sizes of the same param in process 0"), FSDP compares the order of its
+#   all-gathers (torch/distributed/fsdp/_exec_order_utils.py _check_order: "Forward order
+#   differs across ranks"). What they raise is the ranks found to differ.
+_RANK_CHECK_NAME = re.compile(
+    r"_verify_param_shape_across_processes|_verify_params_across_processes|_check_order"
+)
+
+
+def _code_stage_of_name(name: str) -> CodeStage | None:
+    if _RANK_CHECK_NAME.fullmatch(name):
+        return CodeStage.RANK_CHECK
+    if _TEARDOWN_NAME.fullmatch(name):
+        return CodeStage.TEARDOWN
+    if _SETUP_NAME.fullmatch(name) or _SETUP_MORE.fullmatch(name):
+        return CodeStage.SETUP
+    if _SAVE_NAME.fullmatch(name):
+        return CodeStage.CHECKPOINT_SAVE
+    if _LOAD_NAME.fullmatch(name):
+        return CodeStage.CHECKPOINT_LOAD
+    if _DATA_NAME.fullmatch(name):
+        return CodeStage.DATA
+    if _EVAL_NAME.fullmatch(name):
+        return CodeStage.EVAL
+    if _TRAIN_NAME.fullmatch(name):
+        return CodeStage.TRAIN
+    return None
+
+
+def frame_stage(text: str) -> CodeStage | None:
+    """The stage one line of any traceback names: its frame's function, else the
+    innermost call of its source line that names one. Read for every line of a
+    traceback, outermost first, the last one that names a stage is the stage it was
+    raised in."""
+    frame = _FRAME_FUNC.match(text)
+    if frame is not None:
+        if _SETUP_FRAME.match(text):
+            return CodeStage.SETUP
+        return _code_stage_of_name(frame.group("func").rsplit(".", 1)[-1])
+    found: CodeStage | None = None
+    for m in _CALLED.finditer(text):
+        stage = _code_stage_of_name(m.group("name"))
+        if stage is not None:
+            found = stage
+    return found
+
+
+# A frame of torch.distributed's collective API (torch/distributed/distributed_c10d.py:
+# all_reduce, broadcast, barrier, all_gather*, reduce_scatter*, gather, scatter, send,
+# recv, the object collectives, monitored_barrier …), or the exception logger that wraps
+# each of them since torch 2.1 (torch/distributed/c10d_logger.py: _exception_logger's
+# ``wrapper``). An exception whose innermost frame is one was raised by the call that
+# waited for the other ranks (a timeout, a peer's abort, an asynchronous CUDA error of an
+# earlier kernel surfacing at the collective's synchronisation).
+_COLLECTIVE_FRAME = re.compile(
+    r'^\s*File "[^"]*torch/distributed/(?:distributed_c10d|c10d_logger)\.py", line \d+, '
+    r"in (?:wrapper|all_reduce\w*|all_gather\w*|_all_gather_base|broadcast\w*|reduce"
+    r"|reduce_scatter\w*|_reduce_scatter_base|gather\w*|scatter\w*|all_to_all\w*|barrier"
+    r"|monitored_barrier|send\w*|recv\w*|isend|irecv|batch_isend_irecv|_object_to_tensor"
+    r"|_tensor_to_object)\s*$"
+)
+
+
+def collective_frame(text: str) -> bool:
+    """Whether a traceback's frame line is one of torch.distributed's collectives."""
+    return _COLLECTIVE_FRAME.match(text) is not None
+
+
+# In a collective, the wait for the other ranks: the frame of a call whose work is the
+# waiting (barrier, monitored_barrier), or the source line under a collective's frame that
+# waits on its work (distributed_c10d.py: ``work.wait()`` in every synchronous collective).
+_WAITING_FRAME = re.compile(r", in (?:barrier|monitored_barrier)\s*$")
+_WAITING_LINE = re.compile(r"^\s*\w*\.wait\(")
+
+
+def waiting_frame(text: str) -> bool:
+    """Whether a collective's frame line is one whose work is waiting (a barrier)."""
+    return _WAITING_FRAME.search(text) is not None
+
+
+def waiting_line(text: str) -> bool:
+    """Whether a source line under a collective's frame waits on its work."""
+    return _WAITING_LINE.match(text) is not None
