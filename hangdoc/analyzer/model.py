@@ -653,6 +653,11 @@ class LogWindow(MutableSequence[LogLine]):
         """Its lines with a benign mark, in order."""
         return (line for line in self.lines() if line.benign is not None)
 
+    def numbers(self, index: int) -> tuple[str, ...]:
+        """The numbers of one line (``LINE_NUMBER.findall`` of its text), which a digest
+        gives without building the line."""
+        return tuple(LINE_NUMBER.findall(self[index].text))
+
     def lines(self) -> list[LogLine]:
         """Every line, built (once)."""
         if self._built is None:
@@ -715,18 +720,20 @@ LogLines = list[LogLine] | LogWindow
 @dataclass(frozen=True, slots=True, eq=False)
 class LogTemplates:
     """Which template each line of a rank's log window is, as a node summary said
-    (summaries/log_window.py): ``masked[ids[i]]`` is line i with its numbers masked
+    (summaries/log_window.py): ``runs`` are (template, lines) pairs in the window's order,
+    and ``masked[template]`` is each of those lines with its numbers masked
     (``LINE_NUMBER`` → "#"), what the log comparison would compute from the line. It
     describes the window ``lines`` (that very list, at that length) and nothing else: a
     window changed after reading is compared from its lines. ``masked`` is shared by the
-    ranks of a node."""
+    ranks of a node. Runs, because a window is a few long runs of one template, and ranks
+    with the same runs are compared once (views/log_compare.py)."""
 
     masked: tuple[str, ...]
-    ids: list[int]
+    runs: tuple[tuple[int, int], ...]
     lines: LogLines
 
     def describes(self, lines: LogLines) -> bool:
-        return lines is self.lines and len(lines) == len(self.ids)
+        return lines is self.lines and len(lines) == sum(count for _, count in self.runs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.model import Evidence, LogLine, LogWindow
+from hangdoc.analyzer.model import LINE_NUMBER, Evidence, LogLine, LogWindow
 from hangdoc.analyzer.summaries.log_window import (
     DigestWindow,
     TemplateFormats,
@@ -87,6 +87,23 @@ def test_every_line_read_alone_is_the_line_built_with_all(seed: int) -> None:
     assert window.lines() == lines and _fresh(window) == lines
     assert all(window.lines()[i] is alone[i] for i in order)
     assert len(window) == len(lines)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_lines_numbers_are_read_from_the_digest_as_its_text_gives_them(seed: int) -> None:
+    """``numbers`` (what the log comparison reads of most lines) is the line's numbers as
+    ``LINE_NUMBER`` finds them in its text, without building the line: for every line,
+    in any order (a run's first and last lines, lines inside a run, 0 to 70 numbers)."""
+    lines = _lines(300, seed)
+    window = _window(lines)
+    order = list(range(len(lines)))
+    random.Random(seed).shuffle(order)
+    for index in order:
+        assert window.numbers(index) == tuple(LINE_NUMBER.findall(lines[index].text))
+    assert window.numbers(-1) == tuple(LINE_NUMBER.findall(lines[-1].text))
+    assert window._built is None and not window._some  # (no line was built)
+    window[5]  # (read, then its numbers are the built line's)
+    assert window.numbers(5) == tuple(LINE_NUMBER.findall(lines[5].text))
 
 
 def test_a_window_reads_as_the_list_of_its_lines() -> None:
