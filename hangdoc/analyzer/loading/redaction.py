@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import types
+import typing
 from typing import Any, TypeVar, cast
 
 from hangdoc.analyzer.model import (
@@ -45,6 +47,7 @@ from hangdoc.common.redact import (
     redact_cmdline,
     redact_env,
     redact_text,
+    shape_is_clean,
 )
 
 
@@ -78,11 +81,17 @@ class _Memo:
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
         self.values: dict[str, str] = {}
+        # shapes of texts (digits made 0) that hold no trigger (common/redact.py): the
+        # ranks' events say the same things with other numbers
+        self.shapes: dict[str, bool] = {}
+
+    def text(self, text: str) -> str:
+        return text if shape_is_clean(text, self.shapes) else redact_text(text)
 
     def value(self, value: str) -> str:
         cleaned = self.values.get(value)
         if cleaned is None:
-            cleaned = self.values[value] = redact_text(value)
+            cleaned = self.values[value] = self.text(value)
         return cleaned
 
     def name(self, name: str) -> str:
@@ -150,7 +159,7 @@ def _thread(thread: ThreadStack, memo: _Memo) -> ThreadStack:
 
 
 def _event(event: LogEvent, memo: _Memo) -> LogEvent:
-    text = redact_text(event.text)
+    text = memo.text(event.text)
     host = memo.value(event.host) if event.host else event.host
     payload = cast(EventPayload, _record(event.payload, memo))
     if text == event.text and host == event.host and payload is event.payload:
@@ -158,17 +167,51 @@ def _event(event: LogEvent, memo: _Memo) -> LogEvent:
     return dataclasses.replace(event, text=text, host=host, payload=payload)
 
 
-# Each record class's fields, with whether the field's name says its value is a secret
-# (decided once per class: the name is all that decides it).
-_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+class _Kind(enum.Enum):
+    """How a record's field is redacted, by its declared type."""
+
+    TEXT = 1  # a str (or None)
+    TEXTS = 2  # a tuple of str
+    RECORD = 3  # a dataclass: its own fields
+    ANY = 4  # a type not told apart here: by the value, as it comes
 
 
-def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
+# Each record class's fields that can hold text, with whether the field's name says its
+# value is a secret and how it is redacted (decided once per class: the name and the
+# declared type are all that decide it). Enums, numbers and flags are not text.
+_FIELDS: dict[type, tuple[tuple[str, bool, _Kind], ...]] = {}
+_NOT_TEXT = frozenset({int, float, bool, type(None)})
+
+
+def _kind(tp: object) -> _Kind | None:
+    """How a field of type ``tp`` is redacted; None: it holds no text."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+        tp = args[0]  # X | None: as X (None is left as it is)
+    if tp is str:
+        return _Kind.TEXT
+    if tp in _NOT_TEXT or (isinstance(tp, type) and issubclass(tp, enum.Enum)):
+        return None
+    if typing.get_origin(tp) is tuple and typing.get_args(tp) in ((str, ...),):
+        return _Kind.TEXTS
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _Kind.RECORD
+    return _Kind.ANY
+
+
+def _fields(cls: type) -> tuple[tuple[str, bool, _Kind], ...]:
     fields = _FIELDS.get(cls)
     if fields is None:
-        fields = _FIELDS[cls] = tuple(
-            (f.name, is_secret_name(f.name)) for f in dataclasses.fields(cls)
-        )
+        try:
+            hints = typing.get_type_hints(cls)
+        except (NameError, TypeError):  # (a type this module cannot resolve: by value)
+            hints = {}
+        planned = []
+        for f in dataclasses.fields(cls):
+            kind = _kind(hints[f.name]) if f.name in hints else _Kind.ANY
+            if kind is not None:
+                planned.append((f.name, is_secret_name(f.name), kind))
+        fields = _FIELDS[cls] = tuple(planned)
     return fields
 
 
@@ -176,12 +219,20 @@ def _record(record: Any, memo: _Memo) -> object:
     """A payload (or a record nested in one) with its text redacted: every string field,
     hidden whole when its name looks secret; enums and numbers are not text."""
     changes: dict[str, object] = {}
-    for name, secret in _fields(type(record)):
+    for name, secret, kind in _fields(type(record)):
         value = getattr(record, name)
-        if isinstance(value, enum.Enum) or value is None:
+        if value is None:
             continue
-        if isinstance(value, str):
+        if kind is _Kind.TEXT and type(value) is str:
             new: object = REDACTED if value and secret else memo.value(value)
+        elif kind is _Kind.TEXTS and type(value) is tuple:
+            if not value:
+                continue
+            new = tuple(memo.value(v) if isinstance(v, str) else v for v in value)
+        elif isinstance(value, enum.Enum):
+            continue
+        elif isinstance(value, str):
+            new = REDACTED if value and secret else memo.value(value)
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             new = _record(value, memo)
         elif isinstance(value, tuple) and value and isinstance(value[0], str):
