@@ -17,12 +17,15 @@ of 1, or of 0 for a tail that is not numbered); sources as runs (a rank's window
 file, mostly).
 
 ``hangdoc.summary/5`` writes the template numbers and the line-number differences as runs
-(``"tr"``, ``"lr"``: [[value, count], ...]) in place of their lists (``"t"``, ``"l"``): a
-window is a few long runs of one template (a node of the benchmark: 17 runs for 1,567
-lines), and reading two lists of 1,567 small numbers was half the JSON of a summary.
-A window of either kind is read; inside, a window is its runs (``DigestWindow``), and the
-log comparison reads a rank's templates as runs (``LogTemplates.runs``), so ranks whose
-windows give the same runs are compared once.
+(``"tr"``, ``"lr"``: [[value, count], ...]) in place of their lists (``"t"``, ``"l"``), and
+the numbers one string per run of templates (``"n"``: a list): a window is a few long runs
+of one template (a node of the benchmark: 17 runs for 1,567 lines), reading two lists of
+1,567 small numbers was half the JSON of a summary, and the lines read most (a template's
+first and last, by the log comparison) are then at an end of their run's string, their
+numbers split off it, where one string for the window had them found by counting spaces
+through it. A window of either kind is read; inside, a window is its runs
+(``DigestWindow``), and the log comparison reads a rank's templates as runs
+(``LogTemplates.runs``), so ranks whose windows give the same runs are compared once.
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ from hangdoc.analyzer.vocabulary import BenignWarning
 # A window's text is a log's head and tail lines (a few hundred KB); a digest that would
 # build more is damaged (or built to make the reader build gigabytes from a few bytes).
 MAX_WINDOW_CHARS = 64 * 1024 * 1024
-# A window: {"tr": [[template, lines]], "n": "numbers", "lr": [[line delta, lines]],
-# "s": [[source, lines]], "b": [[index, benign mark]] (only when a line has one)}; /3 and
-# /4 wrote "t": [template] and "l": [line delta], a value a line.
+# A window: {"tr": [[template, lines]], "n": ["numbers of a run"], "lr": [[line delta,
+# lines]], "s": [[source, lines]], "b": [[index, benign mark]] (only when a line has
+# one)}; /3 and /4 wrote "t": [template] and "l": [line delta], a value a line, and
+# "n": "numbers" for the whole window.
 Window = dict[str, Any]
 
 
@@ -77,7 +81,7 @@ def encode_window(lines: Sequence[LogLine], table: TemplateTable) -> Window:
     with the summary's token for its path). A window with a line that holds a newline
     (none that the line reader cuts does) cannot be a digest: ValueError."""
     template_runs: list[list[int]] = []
-    numbers: list[str] = []
+    numbers: list[list[str]] = []  # a run's numbers
     delta_runs: list[list[int]] = []
     runs: list[list[Any]] = []
     marks: list[list[Any]] = []
@@ -90,8 +94,11 @@ def encode_window(lines: Sequence[LogLine], table: TemplateTable) -> Window:
         # numbers are what lies between them in the text
         pieces = split(line.text)
         found = LINE_NUMBER.findall(line.text)
+        runs_before = len(template_runs)
         _add_to_runs(template_runs, table.add(pieces))
-        numbers.extend(found)
+        if len(template_runs) > runs_before:
+            numbers.append([])
+        numbers[-1].extend(found)
         _add_to_runs(delta_runs, line.line - previous)
         previous = line.line
         source = line.source
@@ -101,7 +108,8 @@ def encode_window(lines: Sequence[LogLine], table: TemplateTable) -> Window:
             runs.append([source, 1])
         if line.benign is not None:
             marks.append([index, line.benign.value])
-    window: Window = {"tr": template_runs, "n": " ".join(numbers), "lr": delta_runs, "s": runs}
+    texts = [" ".join(run) for run in numbers]
+    window: Window = {"tr": template_runs, "n": texts, "lr": delta_runs, "s": runs}
     if marks:
         window["b"] = marks
     return window
@@ -197,28 +205,28 @@ def decode_window(
 
     The checks run over the runs of templates (a window has tens), not over its lines."""
     ids, id_counts = _runs(raw, "tr", "t")
-    text: str = raw["n"]
-    if not isinstance(text, str):
-        raise TypeError("a log window's numbers are not a string")
+    numbers = raw["n"]
+    if not isinstance(numbers, str | list):
+        raise TypeError("a log window's numbers are neither a string nor a list of them")
     deltas, delta_counts = _runs(raw, "lr", "l")
     if not ids:
-        if text or deltas or raw["s"]:
+        if numbers or deltas or raw["s"]:
             raise ValueError("a log window without lines holds numbers")
         return []
     if min(ids) < 0:  # (a negative index would pick a template from the end)
         raise IndexError("a log window names a template that is not there")
     lengths, arity = formats.lengths, formats.arity
     count = sum(id_counts)
+    wanted = list(map(operator.mul, map(arity.__getitem__, ids), id_counts))  # a run's numbers
+    size = sum(map(len, numbers)) if isinstance(numbers, list) else len(numbers)
     # (each line but the last ends in a newline when the window is built whole)
-    if sum(map(operator.mul, map(lengths.__getitem__, ids), id_counts)) + len(text) + count > (
+    if sum(map(operator.mul, map(lengths.__getitem__, ids), id_counts)) + size + count > (
         MAX_WINDOW_CHARS
     ):
         raise ValueError("a log window longer than any window a log gives")
-    wanted = sum(map(operator.mul, map(arity.__getitem__, ids), id_counts))
-    if (text.count(" ") + 1 if text else 0) != wanted or "\n" in text:
-        raise ValueError("a log window's lines do not match its templates")
     if formats.broken and not formats.broken.isdisjoint(ids):
         raise ValueError("a log window's lines do not match its templates")
+    texts = _run_texts(numbers, wanted)
     if sum(delta_counts) != count:
         raise ValueError("a log window's line numbers do not match its lines")
     runs: list[tuple[str, int]] = []
@@ -242,13 +250,41 @@ def decode_window(
     return DigestWindow(
         formats,
         _Column(ids, id_counts),
-        text,
-        wanted,
+        texts,
         _Column(deltas, delta_counts),
         tuple(runs),
         tuple(ends),
         marks,
     )
+
+
+def _run_texts(numbers: str | list[Any], wanted: list[int]) -> list[str]:
+    """Each run's numbers as one string, checked against what its templates take: /5
+    gives them so; the one string of /3 and /4 is cut at the runs' ends, in one pass."""
+    if isinstance(numbers, list):
+        if len(numbers) != len(wanted):
+            raise ValueError("a log window's numbers do not match its runs")
+        for text, count in zip(numbers, wanted, strict=True):
+            if type(text) is not str:
+                raise TypeError("a log window's numbers are not a string")
+            if (text.count(" ") + 1 if text else 0) != count or "\n" in text:
+                raise ValueError("a log window's lines do not match its templates")
+        return numbers
+    text, total = numbers, sum(wanted)
+    if (text.count(" ") + 1 if text else 0) != total or "\n" in text:
+        raise ValueError("a log window's lines do not match its templates")
+    mean = len(text) / total if total else 1.0
+    out: list[str] = []
+    start, seen = 0, 0
+    for count in wanted:
+        if not count:
+            out.append("")
+            continue
+        seen += count
+        end = len(text) + 1 if seen == total else _after_space(text, count, mean, start)
+        out.append(text[start : end - 1])
+        start = end
+    return out
 
 
 class _Column:
@@ -312,33 +348,29 @@ def _after_space(text: str, count: int, mean: float, start: int = 0) -> int:
 
 class DigestWindow(LogWindow):
     """A rank's window as its digest holds it (checked by ``decode_window``): a line is
-    built when it is read (its template filled with its numbers, found by counting from
-    the nearer end of the window, so that reading the last lines costs little and keeps
-    nothing), every line at once, in C, when the window is iterated. Its templates and
-    line numbers are runs (``_Column``): where a line's numbers start and what its line
-    number is are sums over the runs before it."""
+    built when it is read (its template filled with its numbers, split off the nearer end
+    of its run's numbers, so that reading a template's first or last line costs little
+    and keeps nothing), every line at once, in C, when the window is iterated. Its
+    templates and line numbers are runs (``_Column``): a line's line number is a sum over
+    the runs before it."""
 
     __slots__ = (
         "_deltas",
         "_ends",
-        "_firsts",
         "_formats",
         "_marks",
-        "_numbers",
-        "_offsets",
         "_runs",
         "_some",
         "_starts",
         "_templates",
-        "_text",
+        "_texts",
     )  # fmt: skip
 
     def __init__(
         self,
         formats: TemplateFormats,
         templates: _Column,
-        text: str,
-        numbers: int,
+        texts: list[str],
         deltas: _Column,
         runs: tuple[tuple[str, int], ...],
         ends: tuple[int, ...],
@@ -346,16 +378,11 @@ class DigestWindow(LogWindow):
     ) -> None:
         super().__init__()
         self._formats, self._templates, self._deltas = formats, templates, deltas
-        self._text, self._numbers = text, numbers
+        self._texts = texts  # each run's numbers
         self._runs, self._ends, self._marks = runs, ends, marks
         self._some: dict[int, LogLine] = {}  # lines built one by one (the same when read again)
-        # (made when a first line is read: the number before each run of templates, and
-        # the line number before each run of differences)
-        self._firsts: list[int] | None = None
+        # (made when a first line is read: the line number before each run of differences)
         self._starts: list[int] | None = None
-        # (made when a first line's numbers are read: where each run's numbers start in
-        # the text, found in one pass; the lines read are mostly a run's first or last)
-        self._offsets: list[int] | None = None
 
     def _count(self) -> int:
         return self._templates.ends[-1]
@@ -364,32 +391,29 @@ class DigestWindow(LogWindow):
         """Its templates (numbers into the node's table) as (template, lines) runs."""
         return self._templates.pairs()
 
-    def _place(self, index: int) -> tuple[int, int, int]:
-        """(its run of templates, its place in the run, line number) of a line."""
-        if self._firsts is None:
-            self._firsts = self._templates.totals(self._formats.arity)
-            self._starts = self._deltas.totals()
-        assert self._starts is not None
-        templates, deltas = self._templates, self._deltas
+    def _place(self, index: int) -> tuple[int, int]:
+        """(its run of templates, its place in the run) of a line."""
+        templates = self._templates
         run = templates.run_of(index)
-        place = index - templates.start(run)
-        delta_run = deltas.run_of(index)
-        number = (
-            self._starts[delta_run]
-            + (index - deltas.start(delta_run) + 1) * (deltas.values[delta_run])
-        )
-        return run, place, number
+        return run, index - templates.start(run)
+
+    def _line_number(self, index: int) -> int:
+        if self._starts is None:
+            self._starts = self._deltas.totals()
+        deltas = self._deltas
+        run = deltas.run_of(index)
+        return self._starts[run] + (index - deltas.start(run) + 1) * deltas.values[run]
 
     def _line(self, index: int) -> LogLine:
         line = self._some.get(index)
         if line is not None:
             return line
-        run, place, number = self._place(index)
+        run, place = self._place(index)
         template = self._templates.values[run]
         numbers = self._numbers_at(run, place, self._formats.arity[template])
         source = self._runs[bisect.bisect_right(self._ends, index)][0]
         text = self._formats.formats[template] % tuple(numbers)
-        line = LogLine(text, source, number, self._marks.get(index))
+        line = LogLine(text, source, self._line_number(index), self._marks.get(index))
         self._some[index] = line
         return line
 
@@ -401,47 +425,26 @@ class DigestWindow(LogWindow):
         count = self._count()
         if not -count <= index < count:
             raise IndexError("log window index out of range")
-        run, place, _ = self._place(index % count)
+        run, place = self._place(index % count)
         return tuple(self._numbers_at(run, place, self._formats.arity[self._templates.values[run]]))
 
-    def _run_offsets(self) -> list[int]:
-        """Where each run's first number starts in the text, and one past the text's end
-        (as if a space followed it) last: one pass over the text, counting in C."""
-        if self._offsets is None:
-            assert self._firsts is not None
-            text, total, firsts = self._text, self._numbers, self._firsts
-            mean = len(text) / total if total else 1.0
-            offsets, position = [0], 0
-            for run in range(len(firsts) - 1):
-                numbers = firsts[run + 1] - firsts[run]
-                if firsts[run + 1] >= total:
-                    position = len(text) + 1
-                elif numbers:
-                    position = _after_space(text, numbers, mean, position)
-                offsets.append(position)
-            self._offsets = offsets
-        return self._offsets
-
     def _numbers_at(self, run: int, place: int, wanted: int) -> list[str]:
-        """The ``wanted`` numbers of the line at ``place`` in a run: from the run's start
-        or end, where the lines read most are (a template's first and last lines), a few
-        spaces found one by one; further inside a run, found by counting."""
+        """The ``wanted`` numbers of the line at ``place`` in a run, from the run's string:
+        split off its nearer end when they are close to it (a template's first and last
+        lines, the lines read most), else found by counting spaces (in C, from where the
+        run's mean number length puts them)."""
         if not wanted:
             return []
-        text, offsets = self._text, self._run_offsets()
-        if place == self._templates.counts[run] - 1:  # a run's last line: back from its end
-            position = offsets[run + 1] - 1
-            for _ in range(wanted):
-                position = text.rfind(" ", 0, position)
-            return text[position + 1 : offsets[run + 1] - 1].split(" ")
-        start = offsets[run]
-        if place:
-            skip = place * wanted
-            if skip <= _NEAR:
-                for _ in range(skip):
-                    start = text.index(" ", start) + 1
-            else:
-                start = _after_space(text, skip, len(text) / self._numbers, start)
+        text, lines = self._texts[run], self._templates.counts[run]
+        before, after = place * wanted, (lines - place - 1) * wanted  # numbers around it
+        if before and after <= min(before, _NEAR):  # (numbers before it: rsplit leaves them)
+            return text.rsplit(" ", after + wanted)[1 : 1 + wanted]
+        if before <= _NEAR:
+            start = 0
+            for _ in range(before):
+                start = text.index(" ", start) + 1
+        else:
+            start = _after_space(text, before, len(text) / (before + wanted + after))
         end = start - 1
         for _ in range(wanted):
             end = text.find(" ", end + 1)
@@ -451,7 +454,8 @@ class DigestWindow(LogWindow):
         return text[start:end].split(" ")
 
     def _all(self) -> list[LogLine]:
-        numbers = tuple(self._text.split(" ")) if self._text else ()
+        joined = " ".join(text for text in self._texts if text)
+        numbers = tuple(joined.split(" ")) if joined else ()
         formats = self._formats.formats
         lines = map(itertools.repeat, map(formats.__getitem__, self._templates.values),
                     self._templates.counts)  # fmt: skip

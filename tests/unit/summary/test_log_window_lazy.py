@@ -106,6 +106,50 @@ def test_a_lines_numbers_are_read_from_the_digest_as_its_text_gives_them(seed: i
     assert window.numbers(5) == tuple(LINE_NUMBER.findall(lines[5].text))
 
 
+def _long_runs(count: int) -> list[LogLine]:
+    """A window of a few long runs of one template (as a job's logs are: step after
+    step), 1 to 8 numbers a line, of unequal lengths."""
+    rng = random.Random(count)
+    out = []
+    for index in range(count):
+        if index % 97 == 50:
+            out.append(LogLine(f"validation at step {index} loss {rng.random():.4f}", "/a", index))
+            continue
+        numbers = " ".join(str(rng.choice([0, 7, 123456, 3.25])) for _ in range(index // 97 % 8))
+        out.append(LogLine(f"epoch {index // 97} step {index} | {numbers}", "/a", index + 1))
+    return out
+
+
+@pytest.mark.parametrize("count", [1, 2, 300, 1000])
+def test_numbers_of_lines_in_long_runs_at_any_place(count: int) -> None:
+    lines = _long_runs(count)
+    window = _window(lines)
+    for index in range(count):
+        assert window.numbers(index) == tuple(LINE_NUMBER.findall(lines[index].text))
+    assert window._built is None and not window._some
+    assert all(window[i] == lines[i] for i in range(count))
+
+
+def test_a_window_as_format_4_wrote_it_reads_the_same() -> None:
+    """/3 and /4 wrote the numbers of a window as one string and its templates and line
+    numbers a value a line: cut into runs when read, they give the same lines."""
+    lines = _long_runs(700)
+    table = TemplateTable()
+    raw = encode_window(lines, table)
+    old = {
+        "t": [v for v, n in raw["tr"] for _ in range(n)],
+        "n": " ".join(t for t in raw["n"] if t),
+        "l": [v for v, n in raw["lr"] for _ in range(n)],
+        "s": raw["s"],
+    }
+    window = decode_window(old, TemplateFormats(table.rows), lambda path: path)
+    assert isinstance(window, DigestWindow)
+    assert [window.numbers(i) for i in range(700)] == [
+        tuple(LINE_NUMBER.findall(x.text)) for x in lines
+    ]
+    assert window == lines
+
+
 def test_a_window_reads_as_the_list_of_its_lines() -> None:
     lines = _lines(50, 7)
     window = _window(lines)
