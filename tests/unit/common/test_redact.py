@@ -251,7 +251,7 @@ def test_a_shape_is_clean_only_where_redaction_changes_nothing(case: tuple[str, 
     ("ya29."): every secret of the table, its digits changed, and a clean line after it."""
     from hangdoc.common.redact import shape_is_clean
 
-    shapes: dict[str, bool] = {}
+    shapes: dict[bytes, bool] = {}
     _, text, _ = case
     for variant in (text, text.translate(str.maketrans("0123456789", "9876543210"))):
         for probe in (f"rank 3 step 12 {variant}", "rank 3 step 12 all good"):
