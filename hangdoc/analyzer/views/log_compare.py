@@ -378,18 +378,36 @@ def _words(text: str) -> set[str]:
     return set(tokens(text))
 
 
+# A line's shape for ``_starts_an_action``: its digits made one. Its words (``tokens``)
+# are split where its letters and digits are, not by the digits' values, so its words
+# that are words (start and end words have no digit) are the same as the line's.
+_DIGITS_AS_ONE = bytes.maketrans(b"0123456789", b"1" * 10)
+
+
+def _starts_an_action(text: str, seen: dict[bytes, bool]) -> bool:
+    """The line starts an action ("saving shard 3 …") and does not say it ended; decided
+    once per shape (``seen``): the ranks' last lines are mostly one line with other
+    numbers."""
+    shape = text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ONE)
+    found = seen.get(shape)
+    if found is None:
+        words = _words(text)
+        found = seen[shape] = bool(
+            (words & _START_WORDS or text.rstrip().endswith(("...", "…")))
+            and not words & _END_WORDS
+        )
+    return found
+
+
 def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
     """Ranks whose last line starts an action that no later line of theirs finishes,
     while the other ranks' last lines are something else."""
     last = {r.rank: r.templates[-1] for r in ranks}
     odd: dict[int, list[_RankLog]] = {}
+    starts: dict[bytes, bool] = {}
     for r in ranks:
-        words = _words(r.lines[-1].text)
-        if not (words & _START_WORDS or r.lines[-1].text.rstrip().endswith(("...", "…"))):
-            continue
-        if words & _END_WORDS:
-            continue
-        odd.setdefault(r.templates[-1], []).append(r)
+        if _starts_an_action(r.lines[-1].text, starts):
+            odd.setdefault(r.templates[-1], []).append(r)
     out = []
     for template, culprits in odd.items():
         others = [r for r in ranks if last[r.rank] != template]
