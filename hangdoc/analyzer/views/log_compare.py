@@ -384,16 +384,16 @@ def _words(text: str) -> set[str]:
 _DIGITS_AS_ONE = bytes.maketrans(b"0123456789", b"1" * 10)
 
 
-def _starts_an_action(text: str, seen: dict[bytes, bool]) -> bool:
+def _starts_an_action(line: LogLine, seen: dict[bytes, bool]) -> bool:
     """The line starts an action ("saving shard 3 …") and does not say it ended; decided
     once per shape (``seen``): the ranks' last lines are mostly one line with other
     numbers."""
-    shape = text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ONE)
+    shape = line.text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ONE)
     found = seen.get(shape)
     if found is None:
-        words = _words(text)
+        words = _words(line.text)
         found = seen[shape] = bool(
-            (words & _START_WORDS or text.rstrip().endswith(("...", "…")))
+            (words & _START_WORDS or line.text.rstrip().endswith(("...", "…")))
             and not words & _END_WORDS
         )
     return found
@@ -406,7 +406,7 @@ def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
     odd: dict[int, list[_RankLog]] = {}
     starts: dict[bytes, bool] = {}
     for r in ranks:
-        if _starts_an_action(r.lines[-1].text, starts):
+        if _starts_an_action(r.lines[-1], starts):
             odd.setdefault(r.templates[-1], []).append(r)
     out = []
     for template, culprits in odd.items():
