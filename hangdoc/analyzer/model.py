@@ -606,7 +606,9 @@ class LogEvent:
 # these masked (views/log_compare.py), and a node summary cuts each line into a template
 # and its numbers at them (summaries/log_window.py): one pattern, so that the two agree.
 # Written to start with its one digit (the "0" of "0x" checked behind): re then skips the
-# positions without a digit in C (tests/unit/views/test_log_number_mask.py).
+# positions without a digit in C (tests/unit/views/test_log_number_mask.py). A summary's
+# digests are cut at it and their numbers read back as the lines' own (LogWindow.numbers):
+# changing it is a new summary format (collectors/jobformat.py).
 LINE_NUMBER = re.compile(r"\d(?:(?<=0)x[0-9a-fA-F]+|\d*(?::\d\d)+(?:\.\d+)?|\d*(?:\.\d+)?)")
 
 
