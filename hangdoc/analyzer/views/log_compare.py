@@ -155,7 +155,7 @@ class _Sequence:
     the same ones (most ranks of a job: 4 sequences for 16,384 ranks of the benchmark),
     with what the checks ask of them worked out once for all those ranks."""
 
-    __slots__ = ("_firsts", "_last_and_count", "_order", "_tails", "distinct", "templates")
+    __slots__ = ("_firsts", "_last_and_count", "_order", "_tails", "templates")
 
     def __init__(self, templates: list[int]) -> None:
         self.templates = templates
