@@ -606,7 +606,9 @@ class LogEvent:
 # these masked (views/log_compare.py), and a node summary cuts each line into a template
 # and its numbers at them (summaries/log_window.py): one pattern, so that the two agree.
 # Written to start with its one digit (the "0" of "0x" checked behind): re then skips the
-# positions without a digit in C (tests/unit/views/test_log_number_mask.py).
+# positions without a digit in C (tests/unit/views/test_log_number_mask.py). A summary's
+# digests are cut at it and their numbers read back as the lines' own (LogWindow.numbers):
+# changing it is a new summary format (collectors/jobformat.py).
 LINE_NUMBER = re.compile(r"\d(?:(?<=0)x[0-9a-fA-F]+|\d*(?::\d\d)+(?:\.\d+)?|\d*(?:\.\d+)?)")
 
 
@@ -652,6 +654,11 @@ class LogWindow(MutableSequence[LogLine]):
     def benign_marks(self) -> Iterator[LogLine]:
         """Its lines with a benign mark, in order."""
         return (line for line in self.lines() if line.benign is not None)
+
+    def numbers(self, index: int) -> tuple[str, ...]:
+        """The numbers of one line (``LINE_NUMBER.findall`` of its text), which a digest
+        gives without building the line."""
+        return tuple(LINE_NUMBER.findall(self[index].text))
 
     def lines(self) -> list[LogLine]:
         """Every line, built (once)."""
@@ -715,18 +722,20 @@ LogLines = list[LogLine] | LogWindow
 @dataclass(frozen=True, slots=True, eq=False)
 class LogTemplates:
     """Which template each line of a rank's log window is, as a node summary said
-    (summaries/log_window.py): ``masked[ids[i]]`` is line i with its numbers masked
+    (summaries/log_window.py): ``runs`` are (template, lines) pairs in the window's order,
+    and ``masked[template]`` is each of those lines with its numbers masked
     (``LINE_NUMBER`` → "#"), what the log comparison would compute from the line. It
     describes the window ``lines`` (that very list, at that length) and nothing else: a
     window changed after reading is compared from its lines. ``masked`` is shared by the
-    ranks of a node."""
+    ranks of a node. Runs, because a window is a few long runs of one template, and ranks
+    with the same runs are compared once (views/log_compare.py)."""
 
     masked: tuple[str, ...]
-    ids: list[int]
+    runs: tuple[tuple[int, int], ...]
     lines: LogLines
 
     def describes(self, lines: LogLines) -> bool:
-        return lines is self.lines and len(lines) == len(self.ids)
+        return lines is self.lines and len(lines) == sum(count for _, count in self.runs)
 
 
 @dataclass(frozen=True, slots=True)

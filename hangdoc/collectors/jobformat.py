@@ -36,8 +36,12 @@ SUMMARY_NAME = "summary.json"
 # instead of its lines under ``extra``; a /2 summary still loads.
 # /4: a process group's ranks may be runs (``rank_runs``: [[first, count, step], ...];
 # analyzer/summaries/rank_runs.py) instead of its ``ranks``; /2 and /3 summaries still load.
-SUMMARY_FORMAT = "hangdoc.summary/4"
-SUMMARY_FORMATS_READ = frozenset({"hangdoc.summary/2", "hangdoc.summary/3", SUMMARY_FORMAT})
+# /5: a log window's templates and line-number differences are runs (``tr``, ``lr``:
+# [[value, lines], ...]) instead of a value a line (``t``, ``l``); /2 to /4 still load.
+SUMMARY_FORMAT = "hangdoc.summary/5"
+SUMMARY_FORMATS_READ = frozenset(
+    {"hangdoc.summary/2", "hangdoc.summary/3", "hangdoc.summary/4", SUMMARY_FORMAT}
+)
 SUMMARY_FORMAT_PREFIX = "hangdoc.summary/"
 JOB_MANIFEST_NAME = "job.json"
 JOB_FORMAT = "hangdoc.job/1"

@@ -265,12 +265,19 @@ _LINE_RULES: tuple[_Rule, ...] = (
     (_NEXT_LINE_ASSIGNMENT, _redact_assignment, _NAME_TRIGGERS),
 )
 _ALL_LINE_TRIGGERS: tuple[str, ...] = tuple(sorted({t for _, _, ts in _LINE_RULES for t in ts}))
+_ALL_TRIGGERS: tuple[str, ...] = tuple(
+    sorted({*_ALL_LINE_TRIGGERS, *(t for r in _MULTILINE_RULES for t in r[2])})
+)
 # One regex over every trigger: most short texts (a frame, a thread name) hold none.
-_ANY_TRIGGER = re.compile(
-    "|".join(
-        re.escape(t)
-        for t in sorted({*_ALL_LINE_TRIGGERS, *(t for r in _MULTILINE_RULES for t in r[2])})
-    )
+_ANY_TRIGGER = re.compile("|".join(re.escape(t) for t in _ALL_TRIGGERS))
+# A text's shape: its ASCII digits made "0" (the ranks of a job print the same lines
+# with other numbers, a host's or an address's among them). The triggers' shapes: a
+# text that holds a trigger has a shape that holds the trigger's shape (a digit of
+# "ya29." is a "0" in both), so a shape without any holds texts without a trigger.
+_ZERO_DIGITS = str.maketrans("123456789", "000000000")
+_ZERO_DIGIT_BYTES = bytes.maketrans(b"123456789", b"000000000")
+_ANY_SHAPE_TRIGGER = re.compile(
+    "|".join(re.escape(t) for t in sorted({t.translate(_ZERO_DIGITS) for t in _ALL_TRIGGERS}))
 )
 # Below this many characters a text is redacted in one go; above, only the lines that
 # hold a trigger are (a log of millions of lines has a few that matter).
@@ -338,6 +345,23 @@ def redact_text(text: str) -> str:
         marked = _COLOUR.sub(lambda m: m.group(0) + _MARK, text)
         return _redact_plain(marked).replace(_MARK, "")
     return _redact_plain(text)
+
+
+def shape_is_clean(text: str, shapes: dict[bytes, bool]) -> bool:
+    """True when ``text`` holds no trigger literal, so that ``redact_text`` gives it back
+    as it is; decided once per shape (``shapes``: shape → clean, kept by the caller) for
+    texts that differ only in their digits, tens of thousands in a job's log events.
+    False says nothing: redact the text. (The shape is looked up as UTF-8 bytes, made
+    in C 5 times faster than by ``str.translate``; the bytes of an ASCII digit are that
+    digit's only, so the two shapes say the same. The triggers are searched for in the
+    text's lowercase, as ``redact_text`` searches: a letter outside ASCII may have an
+    ASCII one as its lowercase.)"""
+    shape = text.encode("utf-8", "surrogatepass").translate(_ZERO_DIGIT_BYTES)
+    clean = shapes.get(shape)
+    if clean is None:
+        found = _ANY_SHAPE_TRIGGER.search(text.translate(_ZERO_DIGITS).lower())
+        clean = shapes[shape] = found is None
+    return clean
 
 
 def _redact_plain(text: str) -> str:

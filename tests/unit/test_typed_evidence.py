@@ -55,16 +55,14 @@ ALLOWED: dict[tuple[str, str], str] = {
         "TrainingArguments): a setting's name is not an activity"
     ),
     ("analyzer/views/meaning.py", "tokens(last.text)"): _JOB_WORDS,
-    ("analyzer/views/log_compare.py", "_words(r.lines[-1].text)"): _COMPARE,
+    ("analyzer/views/log_compare.py", "_words(line.text)"): _COMPARE,  # _starts_an_action
     ("analyzer/views/log_compare.py", "_words(r.lines[j].text)"): (
         _COMPARE + "; whether a line every rank prints has a word at all (a rule of dashes "
         "says nothing of where the ranks are)"
     ),
-    ("analyzer/views/log_compare.py", "_NUMBER.findall(self.lines[index].text)"): _COMPARE,
+    ("analyzer/views/log_compare.py", "_NUMBER.findall(lines[index].text)"): _COMPARE,
     ("analyzer/views/log_compare.py", "_NUMBER.findall(line.text)"): _COMPARE,  # same_progress
-    ("analyzer/views/log_compare.py", 'r.lines[-1].text.rstrip().endswith(("...", "…"))'): (
-        _COMPARE
-    ),
+    ("analyzer/views/log_compare.py", 'line.text.rstrip().endswith(("...", "…"))'): (_COMPARE),
 }
 
 

@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
+import types
+import typing
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from hangdoc.analyzer.model import (
@@ -45,6 +49,7 @@ from hangdoc.common.redact import (
     redact_cmdline,
     redact_env,
     redact_text,
+    shape_is_clean,
 )
 
 
@@ -77,18 +82,34 @@ class _Memo:
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
-        self.values: dict[str, str] = {}
+        # shapes of texts (digits made 0) that hold no trigger (common/redact.py): the
+        # ranks' events say the same things with other numbers
+        self.shapes: dict[bytes, bool] = {}
+        self.values = _Values(self)
+
+    def text(self, text: str) -> str:
+        return text if shape_is_clean(text, self.shapes) else redact_text(text)
 
     def value(self, value: str) -> str:
-        cleaned = self.values.get(value)
-        if cleaned is None:
-            cleaned = self.values[value] = redact_text(value)
-        return cleaned
+        return self.values[value] or value
 
     def name(self, name: str) -> str:
         cleaned = self.names.get(name)
         if cleaned is None:
             cleaned = self.names[name] = redact_text(name)
+        return cleaned
+
+
+class _Values(dict[str | None, str | None]):
+    """Record values → redacted, each computed when first asked for (None stays None):
+    looked up in C, a record's text fields at once (``_record``)."""
+
+    def __init__(self, memo: _Memo) -> None:
+        super().__init__({None: None})
+        self.memo = memo
+
+    def __missing__(self, value: str | None) -> str | None:
+        cleaned = self[value] = self.memo.text(value) if isinstance(value, str) else value
         return cleaned
 
 
@@ -150,7 +171,7 @@ def _thread(thread: ThreadStack, memo: _Memo) -> ThreadStack:
 
 
 def _event(event: LogEvent, memo: _Memo) -> LogEvent:
-    text = redact_text(event.text)
+    text = memo.text(event.text)
     host = memo.value(event.host) if event.host else event.host
     payload = cast(EventPayload, _record(event.payload, memo))
     if text == event.text and host == event.host and payload is event.payload:
@@ -158,30 +179,94 @@ def _event(event: LogEvent, memo: _Memo) -> LogEvent:
     return dataclasses.replace(event, text=text, host=host, payload=payload)
 
 
-# Each record class's fields, with whether the field's name says its value is a secret
-# (decided once per class: the name is all that decides it).
-_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+class _Kind(enum.Enum):
+    """How a record's field is redacted, by its declared type."""
+
+    TEXT = 1  # a str (or None)
+    TEXTS = 2  # a tuple: of str, redacted each (of anything else: left as it is)
+    ANY = 3  # a dataclass, or a type not told apart here: by the value, as it comes
 
 
-def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = tuple(
-            (f.name, is_secret_name(f.name)) for f in dataclasses.fields(cls)
-        )
-    return fields
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """How one record class is redacted: its text fields whose names are not secret,
+    read at once (``plain``: their names; ``read``: a getter of their values, as a
+    tuple), and the other fields that can hold text, one by one (name, secret, kind)."""
+
+    plain: tuple[str, ...]
+    read: Callable[[Any], tuple[Any, ...]]
+    others: tuple[tuple[str, bool, _Kind], ...]
+
+
+# Each record class's plan, decided once per class: a field's name and declared type are
+# all that decide it. Enums, numbers and flags are not text.
+_PLANS: dict[type, _Plan] = {}
+_NOT_TEXT = frozenset({int, float, bool, type(None)})
+
+
+def _kind(tp: object) -> _Kind | None:
+    """How a field of type ``tp`` is redacted; None: it holds no text."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+        tp = args[0]  # X | None: as X (None is left as it is)
+    if tp is str:
+        return _Kind.TEXT
+    if tp in _NOT_TEXT or (isinstance(tp, type) and issubclass(tp, enum.Enum)):
+        return None
+    if typing.get_origin(tp) is tuple:
+        return _Kind.TEXTS
+    return _Kind.ANY
+
+
+def _plan(cls: type) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        try:
+            hints = typing.get_type_hints(cls)
+        except (NameError, TypeError):  # (a type this module cannot resolve: by value)
+            hints = {}
+        plain: list[str] = []
+        others: list[tuple[str, bool, _Kind]] = []
+        for f in dataclasses.fields(cls):
+            kind = _kind(hints[f.name]) if f.name in hints else _Kind.ANY
+            secret = is_secret_name(f.name)
+            if kind is _Kind.TEXT and not secret:
+                plain.append(f.name)
+            elif kind is not None:
+                others.append((f.name, secret, kind))
+        getter = operator.attrgetter(*plain, "__class__")  # (a tuple, whatever the count)
+        plan = _PLANS[cls] = _Plan(tuple(plain), getter, tuple(others))
+    return plan
 
 
 def _record(record: Any, memo: _Memo) -> object:
     """A payload (or a record nested in one) with its text redacted: every string field,
-    hidden whole when its name looks secret; enums and numbers are not text."""
+    hidden whole when its name looks secret; enums and numbers are not text. The text
+    fields whose names are not secret are looked up together, in C (a job's events are
+    hundreds of thousands, and their texts repeat or differ only in their digits)."""
+    plan = _plan(type(record))
     changes: dict[str, object] = {}
-    for name, secret in _fields(type(record)):
+    values = plan.read(record)[:-1]
+    try:
+        cleaned = tuple(map(memo.values.__getitem__, values))
+    except TypeError:  # (a value that is not text where the class says text: one by one)
+        cleaned = tuple(memo.value(v) if isinstance(v, str) else v for v in values)
+    if cleaned != values:
+        for name, value, text in zip(plan.plain, values, cleaned, strict=True):
+            if text != value:
+                changes[name] = text
+    for name, secret, kind in plan.others:
         value = getattr(record, name)
-        if isinstance(value, enum.Enum) or value is None:
+        if value is None:
             continue
-        if isinstance(value, str):
-            new: object = REDACTED if value and secret else memo.value(value)
+        if kind is _Kind.TEXTS and type(value) is tuple:
+            if not value or not isinstance(value[0], str):
+                continue
+            new: object = tuple(memo.value(v) for v in value)
+        elif isinstance(value, enum.Enum):
+            continue
+        elif isinstance(value, str):
+            new = REDACTED if value and secret else memo.value(value)
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             new = _record(value, memo)
         elif isinstance(value, tuple) and value and isinstance(value[0], str):

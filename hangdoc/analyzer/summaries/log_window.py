@@ -15,6 +15,17 @@ holds a space, so the numbers of a window are one space-joined string. Line numb
 written as differences from the line before (a window is mostly consecutive lines: runs
 of 1, or of 0 for a tail that is not numbered); sources as runs (a rank's window is one
 file, mostly).
+
+``hangdoc.summary/5`` writes the template numbers and the line-number differences as runs
+(``"tr"``, ``"lr"``: [[value, count], ...]) in place of their lists (``"t"``, ``"l"``), and
+the numbers one string per run of templates (``"n"``: a list): a window is a few long runs
+of one template (a node of the benchmark: 17 runs for 1,567 lines), reading two lists of
+1,567 small numbers was half the JSON of a summary, and the lines read most (a template's
+first and last, by the log comparison) are then at an end of their run's string, their
+numbers split off it, where one string for the window had them found by counting spaces
+through it. A window of either kind is read; inside, a window is its runs
+(``DigestWindow``), and the log comparison reads a rank's templates as runs
+(``LogTemplates.runs``), so ranks whose windows give the same runs are compared once.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import bisect
 import collections
 import dataclasses
 import itertools
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,8 +45,10 @@ from hangdoc.analyzer.vocabulary import BenignWarning
 # A window's text is a log's head and tail lines (a few hundred KB); a digest that would
 # build more is damaged (or built to make the reader build gigabytes from a few bytes).
 MAX_WINDOW_CHARS = 64 * 1024 * 1024
-# A window: {"t": [template], "n": "numbers", "l": [line deltas], "s": [[source, lines]],
-# "b": [[index, benign mark]] (only when a line has one)}.
+# A window: {"tr": [[template, lines]], "n": ["numbers of a run"], "lr": [[line delta,
+# lines]], "s": [[source, lines]], "b": [[index, benign mark]] (only when a line has
+# one)}; /3 and /4 wrote "t": [template] and "l": [line delta], a value a line, and
+# "n": "numbers" for the whole window.
 Window = dict[str, Any]
 
 
@@ -55,13 +69,20 @@ class TemplateTable:
         return found
 
 
+def _add_to_runs(runs: list[list[int]], value: int) -> None:
+    if runs and runs[-1][0] == value:
+        runs[-1][1] += 1
+    else:
+        runs.append([value, 1])
+
+
 def encode_window(lines: Sequence[LogLine], table: TemplateTable) -> Window:
     """One rank's window → its digest (sources as they are: the writer loaded the dump
     with the summary's token for its path). A window with a line that holds a newline
     (none that the line reader cuts does) cannot be a digest: ValueError."""
-    ids: list[int] = []
-    numbers: list[str] = []
-    deltas: list[int] = []
+    template_runs: list[list[int]] = []
+    numbers: list[list[str]] = []  # a run's numbers
+    delta_runs: list[list[int]] = []
     runs: list[list[Any]] = []
     marks: list[list[Any]] = []
     previous = 0
@@ -73,9 +94,12 @@ def encode_window(lines: Sequence[LogLine], table: TemplateTable) -> Window:
         # numbers are what lies between them in the text
         pieces = split(line.text)
         found = LINE_NUMBER.findall(line.text)
-        ids.append(table.add(pieces))
-        numbers.extend(found)
-        deltas.append(line.line - previous)
+        runs_before = len(template_runs)
+        _add_to_runs(template_runs, table.add(pieces))
+        if len(template_runs) > runs_before:
+            numbers.append([])
+        numbers[-1].extend(found)
+        _add_to_runs(delta_runs, line.line - previous)
         previous = line.line
         source = line.source
         if runs and runs[-1][0] == source:
@@ -84,7 +108,8 @@ def encode_window(lines: Sequence[LogLine], table: TemplateTable) -> Window:
             runs.append([source, 1])
         if line.benign is not None:
             marks.append([index, line.benign.value])
-    window: Window = {"t": ids, "n": " ".join(numbers), "l": deltas, "s": runs}
+    texts = [" ".join(run) for run in numbers]
+    window: Window = {"tr": template_runs, "n": texts, "lr": delta_runs, "s": runs}
     if marks:
         window["b"] = marks
     return window
@@ -145,6 +170,32 @@ class TemplateFormats:
         self.broken = frozenset(broken)
 
 
+def _runs(raw: Window, runs_key: str, list_key: str) -> tuple[list[int], list[int]]:
+    """A column of a window as (values, counts): its runs as /5 writes them, or its list of
+    one value a line as /3 and /4 wrote it, made runs. Whole numbers only; TypeError or
+    ValueError on a damaged one."""
+    values: list[int] = []
+    counts: list[int] = []
+    if runs_key in raw:
+        for value, count in raw[runs_key]:
+            if type(value) is not int or type(count) is not int:
+                raise TypeError("a log window's runs are not whole numbers")
+            if count < 1:
+                raise ValueError("a log window's run has no lines")
+            values.append(value)
+            counts.append(count)
+        return values, counts
+    listed = raw[list_key]
+    if not isinstance(listed, list):
+        raise TypeError("a log window's column is not a list")
+    for value, group in itertools.groupby(listed):
+        if type(value) is not int:
+            raise TypeError("a log window's column holds what is not a whole number")
+        values.append(value)
+        counts.append(sum(1 for _ in group))
+    return values, counts
+
+
 def decode_window(
     raw: Window, formats: TemplateFormats, relocate: Any
 ) -> LogWindow | list[LogLine]:
@@ -152,62 +203,131 @@ def decode_window(
     (KeyError, TypeError, ValueError, IndexError) on a damaged one, as the rest of the
     summary's decoding does: every check is made here, none when a line is built.
 
-    The checks run in C, over the template numbers once each: a job's windows are
-    millions of lines, and a Python step per line was most of decoding a summary."""
-    ids: list[int] = raw["t"]
-    text: str = raw["n"]
-    if not isinstance(text, str):
-        raise TypeError("a log window's numbers are not a string")
+    The checks run over the runs of templates (a window has tens), not over its lines."""
+    ids, id_counts = _runs(raw, "tr", "t")
+    numbers = raw["n"]
+    if not isinstance(numbers, str | list):
+        raise TypeError("a log window's numbers are neither a string nor a list of them")
+    deltas, delta_counts = _runs(raw, "lr", "l")
     if not ids:
-        if text or raw["l"] or raw["s"]:
+        if numbers or deltas or raw["s"]:
             raise ValueError("a log window without lines holds numbers")
         return []
     if min(ids) < 0:  # (a negative index would pick a template from the end)
         raise IndexError("a log window names a template that is not there")
-    if sum(map(formats.lengths.__getitem__, ids)) + len(text) > MAX_WINDOW_CHARS:
+    lengths, arity = formats.lengths, formats.arity
+    count = sum(id_counts)
+    wanted = list(map(operator.mul, map(arity.__getitem__, ids), id_counts))  # a run's numbers
+    size = sum(map(len, numbers)) if isinstance(numbers, list) else len(numbers)
+    # (each line but the last ends in a newline when the window is built whole)
+    if sum(map(operator.mul, map(lengths.__getitem__, ids), id_counts)) + size + count > (
+        MAX_WINDOW_CHARS
+    ):
         raise ValueError("a log window longer than any window a log gives")
-    wanted = sum(map(formats.arity.__getitem__, ids))
-    if (text.count(" ") + 1 if text else 0) != wanted or "\n" in text:
-        raise ValueError("a log window's lines do not match its templates")
     if formats.broken and not formats.broken.isdisjoint(ids):
         raise ValueError("a log window's lines do not match its templates")
-    deltas: list[int] = raw["l"]
-    if len(deltas) != len(ids):
+    texts = _run_texts(numbers, wanted)
+    if sum(delta_counts) != count:
         raise ValueError("a log window's line numbers do not match its lines")
     runs: list[tuple[str, int]] = []
     ends: list[int] = []
     total = 0
-    for source, count in raw["s"]:
-        if not isinstance(count, int) or not 0 < count <= len(ids) - total:
+    for source, lines in raw["s"]:
+        if not isinstance(lines, int) or not 0 < lines <= count - total:
             raise ValueError("a log window's sources do not match its lines")
-        total += count
-        runs.append((relocate(source), count))
+        total += lines
+        runs.append((relocate(source), lines))
         ends.append(total)
-    if total != len(ids):
+    if total != count:
         raise ValueError("a log window's sources do not match its lines")
     marks: dict[int, BenignWarning] = {}
     for index, mark in raw.get("b", ()):
         if not isinstance(index, int):
             raise TypeError("a benign mark's line is not a number")
-        if not -len(ids) <= index < len(ids):
+        if not -count <= index < count:
             raise IndexError("a benign mark names a line that is not there")
-        marks[index % len(ids)] = BenignWarning(mark)
-    # (a line number that is not one raises in DigestWindow, as adding them up would)
-    return DigestWindow(formats, ids, text, wanted, deltas, tuple(runs), tuple(ends), marks)
+        marks[index % count] = BenignWarning(mark)
+    return DigestWindow(
+        formats,
+        _Column(ids, id_counts),
+        texts,
+        _Column(deltas, delta_counts),
+        tuple(runs),
+        tuple(ends),
+        marks,
+    )
 
 
-# Numbers this close to an end of a window's text are split off it; further in, they
-# are found by counting (``_after_space``).
+def _run_texts(numbers: str | list[Any], wanted: list[int]) -> list[str]:
+    """Each run's numbers as one string, checked against what its templates take: /5
+    gives them so; the one string of /3 and /4 is cut at the runs' ends, in one pass."""
+    if isinstance(numbers, list):
+        if len(numbers) != len(wanted):
+            raise ValueError("a log window's numbers do not match its runs")
+        for text, count in zip(numbers, wanted, strict=True):
+            if type(text) is not str:
+                raise TypeError("a log window's numbers are not a string")
+            if (text.count(" ") + 1 if text else 0) != count or "\n" in text:
+                raise ValueError("a log window's lines do not match its templates")
+        return numbers
+    text, total = numbers, sum(wanted)
+    if (text.count(" ") + 1 if text else 0) != total or "\n" in text:
+        raise ValueError("a log window's lines do not match its templates")
+    mean = len(text) / total if total else 1.0
+    out: list[str] = []
+    start, seen = 0, 0
+    for count in wanted:
+        if not count:
+            out.append("")
+            continue
+        seen += count
+        end = len(text) + 1 if seen == total else _after_space(text, count, mean, start)
+        out.append(text[start : end - 1])
+        start = end
+    return out
+
+
+class _Column:
+    """A column of a window as runs: each run's value, where it ends (the index of the
+    line after it), and the values' total before it (``weights``: each value counted
+    as ``weight(value)``, e.g. a template's numbers)."""
+
+    __slots__ = ("counts", "ends", "values")
+
+    def __init__(self, values: list[int], counts: list[int]) -> None:
+        self.values, self.counts = values, counts
+        self.ends = list(itertools.accumulate(counts))
+
+    def run_of(self, index: int) -> int:
+        return bisect.bisect_right(self.ends, index)
+
+    def start(self, run: int) -> int:
+        return self.ends[run - 1] if run else 0
+
+    def totals(self, weights: Sequence[int] | None = None) -> list[int]:
+        """Before each run, the sum of the values of its lines (each value mapped by
+        ``weights``), and the whole sum last."""
+        values = map(weights.__getitem__, self.values) if weights is not None else self.values
+        return [0, *itertools.accumulate(map(operator.mul, values, self.counts))]
+
+    def expanded(self) -> Iterator[int]:
+        return itertools.chain.from_iterable(map(itertools.repeat, self.values, self.counts))
+
+    def pairs(self) -> tuple[tuple[int, int], ...]:
+        return tuple(zip(self.values, self.counts, strict=True))
+
+
+# Spaces closer than this are found one by one; further, by counting (``_after_space``).
 _NEAR = 64
 
 
-def _after_space(text: str, count: int, mean: float) -> int:
-    """Where the text after its ``count``-th space starts (``count`` ≥ 1 and at most its
-    spaces): guessed from the mean length of a number and a space, then corrected by
-    counting the spaces in between, all in C."""
-    low, seen = 0, 0  # text[:low] holds ``seen`` spaces, fewer than ``count``
-    high = len(text)  # text[:high] holds ``count`` or more
-    guess, tries = int(count * mean), 0
+def _after_space(text: str, count: int, mean: float, start: int = 0) -> int:
+    """Where the text after its ``count``-th space from ``start`` starts (``count`` ≥ 1
+    and at most its spaces from there): guessed from the mean length of a number and a
+    space, then corrected by counting the spaces in between, all in C."""
+    low, seen = start, 0  # text[start:low] holds ``seen`` spaces, fewer than ``count``
+    high = len(text)  # text[start:high] holds ``count`` or more
+    guess, tries = start + int(count * mean), 0
     while high - low > _NEAR:
         guess = min(max(guess, low + 1), high - 1)
         found = seen + text.count(" ", low, guess)
@@ -228,84 +348,122 @@ def _after_space(text: str, count: int, mean: float) -> int:
 
 class DigestWindow(LogWindow):
     """A rank's window as its digest holds it (checked by ``decode_window``): a line is
-    built when it is read (its template filled with its numbers, found by counting from
-    the nearer end of the window, so that reading the last lines costs little and keeps
-    nothing), every line at once, in C, when the window is iterated."""
+    built when it is read (its template filled with its numbers, split off the nearer end
+    of its run's numbers, so that reading a template's first or last line costs little
+    and keeps nothing), every line at once, in C, when the window is iterated. Its
+    templates and line numbers are runs (``_Column``): a line's line number is a sum over
+    the runs before it."""
 
     __slots__ = (
         "_deltas",
         "_ends",
         "_formats",
-        "_ids",
-        "_last_line",
         "_marks",
-        "_numbers",
         "_runs",
         "_some",
-        "_text",
+        "_starts",
+        "_templates",
+        "_texts",
     )  # fmt: skip
 
     def __init__(
         self,
         formats: TemplateFormats,
-        ids: list[int],
-        text: str,
-        numbers: int,
-        deltas: list[int],
+        templates: _Column,
+        texts: list[str],
+        deltas: _Column,
         runs: tuple[tuple[str, int], ...],
         ends: tuple[int, ...],
         marks: dict[int, BenignWarning],
     ) -> None:
         super().__init__()
-        self._formats, self._ids, self._text, self._numbers = formats, ids, text, numbers
-        self._deltas, self._last_line = deltas, sum(deltas)
+        self._formats, self._templates, self._deltas = formats, templates, deltas
+        self._texts = texts  # each run's numbers
         self._runs, self._ends, self._marks = runs, ends, marks
         self._some: dict[int, LogLine] = {}  # lines built one by one (the same when read again)
+        # (made when a first line is read: the line number before each run of differences)
+        self._starts: list[int] | None = None
 
     def _count(self) -> int:
-        return len(self._ids)
+        return self._templates.ends[-1]
+
+    def template_runs(self) -> tuple[tuple[int, int], ...]:
+        """Its templates (numbers into the node's table) as (template, lines) runs."""
+        return self._templates.pairs()
+
+    def _place(self, index: int) -> tuple[int, int]:
+        """(its run of templates, its place in the run) of a line."""
+        templates = self._templates
+        run = templates.run_of(index)
+        return run, index - templates.start(run)
+
+    def _line_number(self, index: int) -> int:
+        if self._starts is None:
+            self._starts = self._deltas.totals()
+        deltas = self._deltas
+        run = deltas.run_of(index)
+        return self._starts[run] + (index - deltas.start(run) + 1) * deltas.values[run]
 
     def _line(self, index: int) -> LogLine:
         line = self._some.get(index)
         if line is not None:
             return line
-        ids, arity, text = self._ids, self._formats.arity, self._text
-        template = ids[index]
-        wanted = arity[template]
-        if 2 * index < len(ids):  # nearer the head: count from there
-            first = sum(map(arity.__getitem__, itertools.islice(ids, index)))
-            number = sum(itertools.islice(self._deltas, index + 1))
-        else:  # nearer the tail (where the lines read most are)
-            first = self._numbers - sum(map(arity.__getitem__, ids[index:]))
-            number = self._last_line - sum(self._deltas[index + 1 :])
-        numbers = self._numbers_from(first, wanted) if wanted else []
+        run, place = self._place(index)
+        template = self._templates.values[run]
+        numbers = self._numbers_at(run, place, self._formats.arity[template])
         source = self._runs[bisect.bisect_right(self._ends, index)][0]
         text = self._formats.formats[template] % tuple(numbers)
-        line = LogLine(text, source, number, self._marks.get(index))
+        line = LogLine(text, source, self._line_number(index), self._marks.get(index))
         self._some[index] = line
         return line
 
-    def _numbers_from(self, first: int, wanted: int) -> list[str]:
-        """Numbers ``first`` to ``first + wanted`` of the window, from its text: split
-        off the nearer end when they are close to it, else found by counting spaces (in
-        C, from where the window's mean number length puts it), since splitting a
-        thousand numbers off to read one line costs four times as much."""
-        text, total = self._text, self._numbers
-        if first + wanted <= _NEAR:
-            return text.split(" ", first + wanted)[first : first + wanted]
-        if total - first <= _NEAR:
-            return text.rsplit(" ", total - first)[1 : 1 + wanted]
-        start = _after_space(text, first, len(text) / total)
-        return text[start:].split(" ", wanted)[:wanted]
+    def numbers(self, index: int) -> tuple[str, ...]:
+        """The numbers of a line, read from the digest without building the line: they
+        are ``LINE_NUMBER.findall`` of its text, which is where ``encode_window`` cut it."""
+        if self._built is not None or index in self._some:
+            return super().numbers(index)
+        count = self._count()
+        if not -count <= index < count:
+            raise IndexError("log window index out of range")
+        run, place = self._place(index % count)
+        return tuple(self._numbers_at(run, place, self._formats.arity[self._templates.values[run]]))
+
+    def _numbers_at(self, run: int, place: int, wanted: int) -> list[str]:
+        """The ``wanted`` numbers of the line at ``place`` in a run, from the run's string:
+        split off its nearer end when they are close to it (a template's first and last
+        lines, the lines read most), else found by counting spaces (in C, from where the
+        run's mean number length puts them)."""
+        if not wanted:
+            return []
+        text, lines = self._texts[run], self._templates.counts[run]
+        before, after = place * wanted, (lines - place - 1) * wanted  # numbers around it
+        if before and after <= min(before, _NEAR):  # (numbers before it: rsplit leaves them)
+            return text.rsplit(" ", after + wanted)[1 : 1 + wanted]
+        if before <= _NEAR:
+            start = 0
+            for _ in range(before):
+                start = text.index(" ", start) + 1
+        else:
+            start = _after_space(text, before, len(text) / (before + wanted + after))
+        end = start - 1
+        for _ in range(wanted):
+            end = text.find(" ", end + 1)
+            if end == -1:
+                end = len(text)
+                break
+        return text[start:end].split(" ")
 
     def _all(self) -> list[LogLine]:
-        ids = self._ids
-        numbers = tuple(self._text.split(" ")) if self._text else ()
-        texts = ("\n".join(map(self._formats.formats.__getitem__, ids)) % numbers).split("\n")
+        joined = " ".join(text for text in self._texts if text)
+        numbers = tuple(joined.split(" ")) if joined else ()
+        formats = self._formats.formats
+        lines = map(itertools.repeat, map(formats.__getitem__, self._templates.values),
+                    self._templates.counts)  # fmt: skip
+        texts = ("\n".join(itertools.chain.from_iterable(lines)) % numbers).split("\n")
         sources: list[str] = []
         for source, count in self._runs:
             sources.extend(itertools.repeat(source, count))
-        out = _lines(texts, sources, list(itertools.accumulate(self._deltas)))
+        out = _lines(texts, sources, list(itertools.accumulate(self._deltas.expanded())))
         for index, mark in self._marks.items():
             line = out[index]
             out[index] = LogLine(line.text, line.source, line.line, mark)

@@ -43,7 +43,7 @@ from hangdoc.analyzer.model import (
     ThreadStack,
 )
 from hangdoc.analyzer.summaries.codec import DecodeContext, decode_frames, decoder
-from hangdoc.analyzer.summaries.log_window import TemplateFormats, decode_window
+from hangdoc.analyzer.summaries.log_window import DigestWindow, TemplateFormats, decode_window
 from hangdoc.analyzer.summaries.rank_runs import ranks_of_runs
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
 from hangdoc.collectors.jobformat import (
@@ -242,8 +242,10 @@ def _process(
     if window is not None:
         if templates is None:
             raise ValueError("a rank's log window without the node's log templates")
-        proc.log_lines = decode_window(window, templates, ctx.relocate)
-        proc.log_templates = LogTemplates(templates.masked, window["t"], proc.log_lines)
+        lines = decode_window(window, templates, ctx.relocate)
+        proc.log_lines = lines
+        runs = lines.template_runs() if isinstance(lines, DigestWindow) else ()
+        proc.log_templates = LogTemplates(templates.masked, runs, lines)
     for name, value in extra.items():
         if name != "env_absent" and hasattr(proc, name):
             setattr(proc, name, _extra_decoder(name)(value, ctx))

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import itertools
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hangdoc.analyzer.model import LINE_NUMBER, Evidence, LogLine, LogTemplates
+from hangdoc.analyzer.model import LINE_NUMBER, Evidence, LogLine, LogTemplates, LogWindow
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.meaning import meaning_of, tokens
 
@@ -149,33 +150,87 @@ class _Templates:
         return int(result["cluster_id"])
 
 
-@dataclass(slots=True)
-class _RankLog:
-    rank: int
-    lines: Sequence[LogLine]
-    templates: list[int]
+class _Sequence:
+    """The templates of a rank's window in order, shared by every rank whose window gives
+    the same ones (most ranks of a job: 4 sequences for 16,384 ranks of the benchmark),
+    with what the checks ask of them worked out once for all those ranks."""
+
+    __slots__ = ("_firsts", "_last_and_count", "_order", "_tails", "templates")
+
+    def __init__(self, templates: list[int]) -> None:
+        self.templates = templates
+        self._order: dict[int, None] | None = None
+        self._last_and_count: dict[int, tuple[int, int]] | None = None
+        self._firsts: dict[tuple[int, int], list[int]] = {}
+        self._tails: dict[int, list[int]] = {}
+
+    def order(self) -> dict[int, None]:
+        """Its templates in the order it first shows them."""
+        if self._order is None:
+            self._order = dict.fromkeys(self.templates)
+        return self._order
 
     def last_and_count(self) -> dict[int, tuple[int, int]]:
         """template → (index of its last line, how many lines): counted in C, and the
         last index found by one search from the end per template (a rank has tens of
         templates and thousands of lines)."""
-        counts = Counter(self.templates)
-        backwards, end = self.templates[::-1], len(self.templates) - 1
-        return {template: (end - backwards.index(template), n) for template, n in counts.items()}
+        if self._last_and_count is None:
+            counts = Counter(self.templates)
+            backwards, end = self.templates[::-1], len(self.templates) - 1
+            self._last_and_count = {
+                template: (end - backwards.index(template), n) for template, n in counts.items()
+            }
+        return self._last_and_count
 
     def first_indices(self, template: int, limit: int) -> list[int]:
         """The indices of a template's first ``limit`` lines (searched in C)."""
-        out: list[int] = []
-        find, start = self.templates.index, 0
-        with contextlib.suppress(ValueError):
-            while len(out) < limit:
-                start = find(template, start) + 1
-                out.append(start - 1)
-        return out
+        found = self._firsts.get((template, limit))
+        if found is None:
+            found = self._firsts[(template, limit)] = []
+            find, start = self.templates.index, 0
+            with contextlib.suppress(ValueError):
+                while len(found) < limit:
+                    start = find(template, start) + 1
+                    found.append(start - 1)
+        return found
+
+    def new_in_tail(self, tail: int) -> list[int]:
+        """The indices of its last ``tail`` lines whose template no earlier line has."""
+        found = self._tails.get(tail)
+        if found is None:
+            start = max(0, len(self.templates) - tail)
+            earlier = set(self.templates[:start])
+            found = self._tails[tail] = [
+                index
+                for index in range(start, len(self.templates))
+                if self.templates[index] not in earlier
+            ]
+        return found
+
+
+@dataclass(slots=True)
+class _RankLog:
+    rank: int
+    lines: Sequence[LogLine]
+    sequence: _Sequence
+
+    @property
+    def templates(self) -> list[int]:
+        return self.sequence.templates
+
+    def last_and_count(self) -> dict[int, tuple[int, int]]:
+        return self.sequence.last_and_count()
+
+    def first_indices(self, template: int, limit: int) -> list[int]:
+        return self.sequence.first_indices(template, limit)
 
     def params(self, index: int) -> tuple[str, ...]:
-        """The numbers of one line, read when a check needs them (few lines do)."""
-        return tuple(_NUMBER.findall(self.lines[index].text)[:_MAX_PARAMS])
+        """The numbers of one line, read when a check needs them (few lines do); a
+        window from a node summary gives them without building the line."""
+        lines = self.lines
+        if isinstance(lines, LogWindow):
+            return lines.numbers(index)[:_MAX_PARAMS]
+        return tuple(_NUMBER.findall(lines[index].text)[:_MAX_PARAMS])
 
     def roles(self, index: int) -> tuple[DivergenceKind | None, ...]:
         """What each number of one line counts, by the words next to it (``_role``)."""
@@ -222,12 +277,23 @@ def compare_logs(evidence: Evidence) -> LogComparison:
     ranks: list[_RankLog] = []
     shapes: dict[bytes, int] = {}
     tables: dict[int, tuple[tuple[str, ...], list[int | None]]] = {}
+    # one _Sequence per distinct sequence of templates: by its runs where a summary gave
+    # them, by the whole list where the lines were masked
+    by_runs: dict[tuple[tuple[int, int], ...], _Sequence] = {}
+    by_list: dict[tuple[int, ...], _Sequence] = {}
     for rank, lines, given in sorted(logs, key=lambda item: item[0]):
         if given is not None and given.describes(lines):
-            ids = given_template_ids(given, miner, tables)
+            runs = given_template_runs(given, miner, tables)
+            sequence = by_runs.get(runs)
+            if sequence is None:
+                sequence = by_runs[runs] = _Sequence(_expanded(runs))
         else:
             ids = template_ids(lines, miner, shapes)
-        ranks.append(_RankLog(rank, lines, ids))
+            key = tuple(ids)
+            sequence = by_list.get(key)
+            if sequence is None:
+                sequence = by_list[key] = _Sequence(ids)
+        ranks.append(_RankLog(rank, lines, sequence))
     found: list[Divergence] = []
     found.extend(_unfinished(ranks, miner))
     found.extend(_only_some(ranks, miner, found))
@@ -271,30 +337,66 @@ def template_ids(
     return out
 
 
-def given_template_ids(
+def given_template_runs(
     given: LogTemplates,
     miner: _Templates,
     tables: dict[int, tuple[tuple[str, ...], list[int | None]]],
-) -> list[int]:
-    """``template_ids`` of a window whose templates a node summary gave: each of the
-    node's masked templates goes to ``miner.of`` once, in the order the rank's lines
-    first show it (the order ``template_ids`` would ask, on which the miner's clusters
-    depend), and the lines are mapped in C. ``tables``: per node table, its templates'
-    ids so far (the table kept with them, so that its id() stays its own)."""
+) -> tuple[tuple[int, int], ...]:
+    """The runs of ``template_ids`` of a window whose templates a node summary gave: each
+    of the node's masked templates goes to ``miner.of`` once, in the order the rank's
+    lines first show it (the order ``template_ids`` would ask, on which the miner's
+    clusters depend), and the runs are mapped, not the lines (runs that become alike are
+    joined). ``tables``: per node table, its templates' ids so far (the table kept with
+    them, so that its id() stays its own)."""
     masked = given.masked
     known = tables.get(id(masked))
     if known is None:
         known = tables[id(masked)] = (masked, [None] * len(masked))
     ids = known[1]
-    if None in ids:  # (once every template of the node has its id, no line asks the miner)
-        for node_id in dict.fromkeys(given.ids):
-            if ids[node_id] is None:
-                ids[node_id] = miner.of(masked[node_id])
-    return list(map(ids.__getitem__, given.ids))  # type: ignore[arg-type]
+    for node_id, _ in given.runs:
+        if ids[node_id] is None:
+            ids[node_id] = miner.of(masked[node_id])
+    out: list[tuple[int, int]] = []
+    for node_id, count in given.runs:
+        template = ids[node_id]
+        assert template is not None
+        if out and out[-1][0] == template:
+            out[-1] = (template, out[-1][1] + count)
+        else:
+            out.append((template, count))
+    return tuple(out)
+
+
+def _expanded(runs: tuple[tuple[int, int], ...]) -> list[int]:
+    out: list[int] = []
+    for template, count in runs:
+        out.extend(itertools.repeat(template, count))
+    return out
 
 
 def _words(text: str) -> set[str]:
     return set(tokens(text))
+
+
+# A line's shape for ``_starts_an_action``: its digits made one. Its words (``tokens``)
+# are split where its letters and digits are, not by the digits' values, so its words
+# that are words (start and end words have no digit) are the same as the line's.
+_DIGITS_AS_ONE = bytes.maketrans(b"0123456789", b"1" * 10)
+
+
+def _starts_an_action(line: LogLine, seen: dict[bytes, bool]) -> bool:
+    """The line starts an action ("saving shard 3 …") and does not say it ended; decided
+    once per shape (``seen``): the ranks' last lines are mostly one line with other
+    numbers."""
+    shape = line.text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ONE)
+    found = seen.get(shape)
+    if found is None:
+        words = _words(line.text)
+        found = seen[shape] = bool(
+            (words & _START_WORDS or line.text.rstrip().endswith(("...", "…")))
+            and not words & _END_WORDS
+        )
+    return found
 
 
 def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
@@ -302,13 +404,10 @@ def _unfinished(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
     while the other ranks' last lines are something else."""
     last = {r.rank: r.templates[-1] for r in ranks}
     odd: dict[int, list[_RankLog]] = {}
+    starts: dict[bytes, bool] = {}
     for r in ranks:
-        words = _words(r.lines[-1].text)
-        if not (words & _START_WORDS or r.lines[-1].text.rstrip().endswith(("...", "…"))):
-            continue
-        if words & _END_WORDS:
-            continue
-        odd.setdefault(r.templates[-1], []).append(r)
+        if _starts_an_action(r.lines[-1], starts):
+            odd.setdefault(r.templates[-1], []).append(r)
     out = []
     for template, culprits in odd.items():
         others = [r for r in ranks if last[r.rank] != template]
@@ -375,21 +474,14 @@ def _only_some(
     the end of its log, for the first time there, and that no other rank ever prints
     ("running validation on rank 0 only"). A template a rank prints all along (rank 0's
     routine logging) is not new in its tail, so it does not count."""
-    seen_by: dict[int, set[int]] = {}
-    for r in ranks:
-        for template in set(r.templates):
-            seen_by.setdefault(template, set()).add(r.rank)
+    seen_by = _seen_by(ranks)
     named = {rank for d in found for rank in d.ranks}
     candidates: dict[int, list[tuple[_RankLog, int, bool]]] = {}
     for r in ranks:
         if r.rank in named:
             continue  # already named by an unfinished action
-        start = max(0, len(r.templates) - _TAIL)
-        earlier = set(r.templates[:start])
-        for index in range(start, len(r.templates)):
+        for index in r.sequence.new_in_tail(_TAIL):
             template = r.templates[index]
-            if template in earlier:
-                continue
             holders = seen_by[template]
             if len(holders) * 2 < len(ranks):  # a minority prints it, the rest never do
                 if _done_alone(r.lines[index].text):
@@ -417,6 +509,19 @@ def _only_some(
             )
         )
     return out[:2]
+
+
+def _seen_by(ranks: list[_RankLog]) -> dict[int, set[int]]:
+    """template → the ranks that print it (each sequence's templates listed once)."""
+    holders: dict[int, list[int]] = {}
+    for r in ranks:
+        holders.setdefault(id(r.sequence), []).append(r.rank)
+    sequences = {id(r.sequence): r.sequence for r in ranks}
+    seen_by: dict[int, set[int]] = {}
+    for key, sequence in sequences.items():
+        for template in sequence.order():
+            seen_by.setdefault(template, set()).update(holders[key])
+    return seen_by
 
 
 # Work one rank may do alone while the others wait: reported done, it is over.
@@ -449,7 +554,7 @@ def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
     template's) says which divergence it is: an amount of data, a size, or progress."""
     # Each rank's templates in the order it first prints them; all of them in the order
     # they first appear, rank after rank (the order the checks below are tried in).
-    first_seen = [dict.fromkeys(r.templates) for r in ranks]
+    first_seen = [r.sequence.order() for r in ranks]
     order: dict[int, None] = {}
     for seen in first_seen:
         order.update(seen)

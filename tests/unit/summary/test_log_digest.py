@@ -139,6 +139,31 @@ def test_a_summary_of_the_previous_format_still_loads(tmp_path: Path) -> None:
     assert all(p.log_lines == by_rank[p.rank].log_lines for p in contents.processes)
 
 
+def test_a_summary_of_format_4_still_loads(tmp_path: Path) -> None:
+    """A /4 summary (each window's templates and line-number differences a value a line,
+    ``t`` and ``l``, where /5 writes runs) reads back the same lines and templates."""
+    copy = _copy(FIXTURES / "dumps" / "own-data-count", tmp_path)
+    write_node_summary(copy)
+    path = copy / SUMMARY_NAME
+    summary = json.loads(path.read_text())
+    windows = [r["log_window"] for r in summary["ranks"] if "log_window" in r]
+    assert windows and all("tr" in w and "lr" in w and "t" not in w for w in windows)
+    assert any(count > 1 for w in windows for _, count in w["tr"])  # (runs, not a line each)
+    now, _ = read_summary(copy, "X")
+    summary["format"] = "hangdoc.summary/4"
+    for window in windows:
+        window["t"] = [v for v, n in window.pop("tr") for _ in range(n)]
+        window["l"] = [v for v, n in window.pop("lr") for _ in range(n)]
+    path.write_text(json.dumps(summary))
+    before, why = read_summary(copy, "X")
+    assert why is None and before is not None and now is not None
+    for old, new in zip(before.processes, now.processes, strict=True):
+        assert old.log_lines == new.log_lines
+        assert (old.log_templates is None) == (new.log_templates is None)
+        if old.log_templates is not None and new.log_templates is not None:
+            assert old.log_templates.runs == new.log_templates.runs
+
+
 def test_a_summary_of_an_unknown_format_is_named_in_one_line(tmp_path: Path) -> None:
     copy = _copy(FIXTURES / "dumps" / "own-data-count", tmp_path)
     write_node_summary(copy)
@@ -214,7 +239,7 @@ def test_the_log_comparison_of_given_templates_is_the_comparison_of_the_lines(
 
 def test_templates_of_a_window_changed_after_reading_are_not_used() -> None:
     lines = [LogLine("step 1", "/a", 1), LogLine("step 2", "/a", 2)]
-    given = LogTemplates(("step #",), [0, 0], lines)
+    given = LogTemplates(("step #",), ((0, 2),), lines)
     assert given.describes(lines)
     assert not given.describes(list(lines))
     lines.append(LogLine("done", "/a", 3))

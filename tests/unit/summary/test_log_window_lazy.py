@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.model import Evidence, LogLine, LogWindow
+from hangdoc.analyzer.model import LINE_NUMBER, Evidence, LogLine, LogWindow
 from hangdoc.analyzer.summaries.log_window import (
     DigestWindow,
     TemplateFormats,
@@ -87,6 +87,67 @@ def test_every_line_read_alone_is_the_line_built_with_all(seed: int) -> None:
     assert window.lines() == lines and _fresh(window) == lines
     assert all(window.lines()[i] is alone[i] for i in order)
     assert len(window) == len(lines)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_lines_numbers_are_read_from_the_digest_as_its_text_gives_them(seed: int) -> None:
+    """``numbers`` (what the log comparison reads of most lines) is the line's numbers as
+    ``LINE_NUMBER`` finds them in its text, without building the line: for every line,
+    in any order (a run's first and last lines, lines inside a run, 0 to 70 numbers)."""
+    lines = _lines(300, seed)
+    window = _window(lines)
+    order = list(range(len(lines)))
+    random.Random(seed).shuffle(order)
+    for index in order:
+        assert window.numbers(index) == tuple(LINE_NUMBER.findall(lines[index].text))
+    assert window.numbers(-1) == tuple(LINE_NUMBER.findall(lines[-1].text))
+    assert window._built is None and not window._some  # (no line was built)
+    window[5]  # (read, then its numbers are the built line's)
+    assert window.numbers(5) == tuple(LINE_NUMBER.findall(lines[5].text))
+
+
+def _long_runs(count: int) -> list[LogLine]:
+    """A window of a few long runs of one template (as a job's logs are: step after
+    step), 1 to 8 numbers a line, of unequal lengths."""
+    rng = random.Random(count)
+    out = []
+    for index in range(count):
+        if index % 97 == 50:
+            out.append(LogLine(f"validation at step {index} loss {rng.random():.4f}", "/a", index))
+            continue
+        numbers = " ".join(str(rng.choice([0, 7, 123456, 3.25])) for _ in range(index // 97 % 8))
+        out.append(LogLine(f"epoch {index // 97} step {index} | {numbers}", "/a", index + 1))
+    return out
+
+
+@pytest.mark.parametrize("count", [1, 2, 300, 1000])
+def test_numbers_of_lines_in_long_runs_at_any_place(count: int) -> None:
+    lines = _long_runs(count)
+    window = _window(lines)
+    for index in range(count):
+        assert window.numbers(index) == tuple(LINE_NUMBER.findall(lines[index].text))
+    assert window._built is None and not window._some
+    assert all(window[i] == lines[i] for i in range(count))
+
+
+def test_a_window_as_format_4_wrote_it_reads_the_same() -> None:
+    """/3 and /4 wrote the numbers of a window as one string and its templates and line
+    numbers a value a line: cut into runs when read, they give the same lines."""
+    lines = _long_runs(700)
+    table = TemplateTable()
+    raw = encode_window(lines, table)
+    old = {
+        "t": [v for v, n in raw["tr"] for _ in range(n)],
+        "n": " ".join(t for t in raw["n"] if t),
+        "l": [v for v, n in raw["lr"] for _ in range(n)],
+        "s": raw["s"],
+    }
+    window = decode_window(old, TemplateFormats(table.rows), lambda path: path)
+    assert isinstance(window, DigestWindow)
+    assert [window.numbers(i) for i in range(700)] == [
+        tuple(LINE_NUMBER.findall(x.text)) for x in lines
+    ]
+    assert window == lines
 
 
 def test_a_window_reads_as_the_list_of_its_lines() -> None:
