@@ -72,6 +72,8 @@ class FatalReport(enum.StrEnum):
     SHELL = "shell"  # bash's "line 3: 1234 Killed", a bare "Segmentation fault"
     TORCHELASTIC = "torchelastic"  # "Signal 9 (SIGKILL) received by PID 812"
     FAULTHANDLER = "faulthandler"  # a faulthandler dump's own header
+    UCX = "ucx"  # UCX's error signal handler: "[host:pid:tid] Caught signal 7 (Bus error: …)"
+    TVM_FFI = "tvm_ffi"  # apache/tvm-ffi's SIGSEGV handler: "!!!!!!! Segfault encountered !!!!!!!"
     UNKNOWN = "unknown"
 
 
