@@ -246,6 +246,20 @@ def _strings(path: Path) -> list[str]:
     return out.stdout.splitlines()
 
 
+# The caching allocator's out-of-memory message is built from pieces (c10/cuda/
+# CUDACachingAllocator.cpp, the OutOfMemoryError of DeviceCachingAllocator::malloc:
+# "CUDA out of memory. Tried to allocate " <size> ". GPU " <n> " has a total capacity of " …
+# "Of the allocated memory " <n> " is allocated by PyTorch, " "and " <n> " is reserved by
+# PyTorch but unallocated." " If reserved but unallocated memory is large try setting
+# PYTORCH_CUDA_ALLOC_CONF=…"), each its own literal in the binary. Its later pieces are read
+# too, by the words that only that message says: a paste whose first line is cut inside the
+# message keeps them (parsers/catalog/cut_body.py), and they say the same as its start.
+_OOM_PIECE = re.compile(
+    r"(?:allocated|reserved) by PyTorch|Including non-PyTorch memory|"
+    r"^ If reserved but unallocated memory is large"
+)
+
+
 def do_cuda(cudart: Path, c10_cuda: Path | None) -> list[Site]:
     """The CUDA runtime's error strings (``cudaGetErrorString``'s table in libcudart),
     as torch prints them (``CUDA error: <string>``, c10/cuda's check), and the CUDA
@@ -273,14 +287,21 @@ def do_cuda(cudart: Path, c10_cuda: Path | None) -> list[Site]:
     ]
     if c10_cuda is not None:
         for text in _strings(c10_cuda):
-            if text.startswith(("CUDA out of memory.", "CUDA kernel errors might be")):
+            if text.startswith(("CUDA out of memory.", "CUDA kernel errors might be")) or (
+                _OOM_PIECE.search(text) and len(text) < 400
+            ):
                 sites.append(
                     Site("cuda", "c10 CUDA", (text.rstrip(),), c10_cuda.name, "", 0, version)
                 )
     source = {
         "repository": "libcudart (pip nvidia-cuda-runtime-cu12) and torch's libc10_cuda",
         "read": f"strings of {cudart.name}: the error-string table after 'cudaSuccess'; "
-        + (f"strings of {c10_cuda.name}: 'CUDA out of memory.' literals" if c10_cuda else ""),
+        + (
+            f"strings of {c10_cuda.name}: 'CUDA out of memory.' literals and the later pieces of "
+            "that message"
+            if c10_cuda
+            else ""
+        ),
         "versions": [version],
     }
     write("cuda", source, rows_json(group(sites), [version]))
