@@ -79,9 +79,7 @@ def _events(text: str) -> list[tuple[EventKind, int | None, object]]:
 
 
 def test_ucxs_caught_signal_is_a_fatal_signal_named_by_its_strsignal_text() -> None:
-    line = (
-        "[node-7:2121 :0:7025] Caught signal 7 (Bus error: nonexistent physical address)"
-    )
+    line = "[node-7:2121 :0:7025] Caught signal 7 (Bus error: nonexistent physical address)"
     fatal = [p for k, _, p in _events(line) if k is EventKind.FATAL_SIGNAL]
     assert len(fatal) == 1 and isinstance(fatal[0], FatalSignal)
     assert fatal[0].signal is SignalName.SIGBUS
@@ -89,10 +87,7 @@ def test_ucxs_caught_signal_is_a_fatal_signal_named_by_its_strsignal_text() -> N
 
 
 def test_tvm_ffis_banner_under_a_rank_label_is_that_ranks_segfault() -> None:
-    text = (
-        " 5: !!!!!!! Segfault encountered !!!!!!!\n"
-        ' 5:   File "<unknown>", line 0, in mz_crc32\n'
-    )
+    text = ' 5: !!!!!!! Segfault encountered !!!!!!!\n 5:   File "<unknown>", line 0, in mz_crc32\n'
     fatal = [(r, p) for k, r, p in _events(text) if k is EventKind.FATAL_SIGNAL]
     assert len(fatal) == 1
     rank, payload = fatal[0]
