@@ -105,6 +105,10 @@ class ExceptionRaised(EventPayload):
     # The traceback's innermost source line, when it is a call that writes a file
     # (process.WRITE_CALL): an OSError raised there is the storage failing the write.
     writing: str | None = None
+    # ``where`` read: the file and the function of the traceback's last frame (the
+    # innermost call, where the exception was raised or entered the library).
+    where_file: str | None = None
+    where_function: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

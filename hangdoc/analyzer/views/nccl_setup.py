@@ -38,7 +38,6 @@ which must not call the same failure a crash):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.payloads.launch import ExceptionRaised
@@ -141,7 +140,6 @@ FIRST_COLLECTIVES: tuple[tuple[str, frozenset[str], str], ...] = (
         "FullyShardedDataParallel()",
     ),
 )
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w.<>]+)')
 
 
 def first_collective_of(tl: Timeline, p: Placed, running_from: int) -> str | None:
@@ -156,11 +154,10 @@ def first_collective_of(tl: Timeline, p: Placed, running_from: int) -> str | Non
         if other.event.source != p.event.source or other.event.line != p.event.line:
             continue
         raised = other.event.payload_as(ExceptionRaised)
-        frame = _FRAME.search(raised.where or "") if raised is not None else None
-        if frame is None:
+        if raised is None or raised.where_file is None:
             continue
         for suffix, functions, wrapper in FIRST_COLLECTIVES:
-            if frame.group("file").endswith(suffix) and frame.group("func") in functions:
+            if raised.where_file.endswith(suffix) and raised.where_function in functions:
                 return wrapper
     return None
 
