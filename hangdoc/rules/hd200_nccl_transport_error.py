@@ -44,6 +44,13 @@ So is a socket NCCL cannot even create (`Net : Socket creation failed`: misc/soc
 creates sockets only to listen or connect) before any collective, and a WARN of the
 intra-node transports (`transport/p2p.cc`, `transport/shm.cc`: opening a peer's CUDA IPC
 handle, a shared-memory segment), whose code only sets connections up.
+So is any transport error raised from a wrapper's first collective (DDP's
+`_verify_param_shape_across_processes` or `_sync_module_states`, DeepSpeed's `_broadcast_model`,
+FSDP's `_sync_module_params_and_buffers`: the innermost frame of the traceback of torch's
+synchronous `NCCL error in: …`) before any collective or training step: torch creates the
+communicator on its first collective and NCCL connects the peers then, so whatever layer
+failed (a network plugin's completion error, `NET/OFI … completed with error`), the
+communicator never came up (views/nccl_setup.py `first_collective_of`).
 With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
@@ -80,7 +87,7 @@ from hangdoc.analyzer.payloads.nccl import (
 from hangdoc.analyzer.payloads.nccl import NcclTransportError as TransportWarn
 from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.deaths import first_deaths
-from hangdoc.analyzer.views.nccl_setup import first_running
+from hangdoc.analyzer.views.nccl_setup import first_collective_of, first_running
 from hangdoc.analyzer.views.timeline import Placed, Timeline, before
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -301,7 +308,26 @@ class NcclTransportError(Rule):
                 "connection belonged to the out-of-band setup every rank must finish before "
                 "the communicator exists, so init stalls or fails on every rank."
             )
-        if all(_remote_error(p) for p in primary):
+        wrappers = {first_collective_of(tl, p, running_from) for p in primary}
+        at_first_collective = category is Category.NCCL_NETWORK and None not in wrappers
+        if at_first_collective:
+            category = Category.NCCL_INIT
+            wrapper = sorted(w for w in wrappers if w is not None)[0]
+            what = f" ({kinds[0][0]})" if kinds[0][0] != "error" else ""
+            title = (
+                f"NCCL failed{what} in the first collective of {wrapper}, which sets the "
+                "communicator up"
+            )
+            explanation += (
+                f" The error was raised from {wrapper}'s construction, the job's first "
+                "collective on the communicator (torch creates an NCCL communicator on its "
+                "first collective, and NCCL connects the peers then), and nothing shows a "
+                "collective before it: the communicator never came up. Which layer failed "
+                "the error says; that it failed while setting up points at the set-up's "
+                "configuration (interfaces, routes, the fabric's provider) before a link "
+                "that was running."
+            )
+        if all(_remote_error(p) for p in primary) and not at_first_collective:
             who = f" on {ranks_text(reporters_ranks)}" if reporters_ranks else ""
             said = first.event.payload_as(NcclError) or NcclError()
             title = f"NCCL failed in a collective{who}: {said.call or 'an NCCL call'} "

@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import nccl, report
+from catalog.native import NATIVE, do_native
 from catalog.others import (
     FRAMEWORKS,
     do_cuda,
@@ -92,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--transformer-engine", type=Path, help="git dir of an NVIDIA/TransformerEngine mirror"
     )
+    parser.add_argument(
+        "--native",
+        action="append",
+        default=[],
+        metavar="PROJECT=GITDIR",
+        help=f"a mirror of one of {sorted(NATIVE)} (native libraries' C/C++ messages)",
+    )
     parser.add_argument("--rocr", type=Path, help="git dir of a ROCm/ROCR-Runtime mirror")
     parser.add_argument("--cudart", type=Path, help="libcudart.so.* (error strings)")
     parser.add_argument("--c10-cuda", type=Path, help="a torch release's libc10_cuda.so")
@@ -118,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         stats["transformer_engine"] = do_transformer_engine(args.transformer_engine)
     if args.rocr and args.only in (None, "rocr"):
         stats["rocr"] = do_rocr(args.rocr)
+    for spec in args.native:
+        project, gitdir = spec.split("=", 1)
+        if args.only in (None, project):
+            stats[project] = do_native(project, Path(gitdir))
     for spec in args.framework:
         project, gitdir = spec.split("=", 1)
         if args.only in (None, project):

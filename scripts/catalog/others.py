@@ -76,7 +76,18 @@ FRAMEWORKS = {
         "github.com/facebookresearch/detectron2",
         ("detectron2/engine/launch.py", "detectron2/utils/comm.py"),
     ),
+    # fairseq's distributed helpers: all_gather_list (its "Unable to unpickle data from
+    # other workers" when the ranks' buffers do not hold each other's data), the
+    # init/launch of its workers, and its legacy DDP.
+    "fairseq": (
+        "github.com/facebookresearch/fairseq",
+        ("fairseq/distributed", "fairseq/distributed_utils.py"),
+    ),
 }
+# Frameworks read at every release tag too (the tag's version is the pattern's group), not
+# only at HEAD: their messages changed (fairseq's all_gather_list message gained a last
+# sentence, and its file moved, in 0.10), and the releases people run are old.
+RELEASE_TAGS = {"fairseq": r"v(\d+\.\d+\.\d+)"}
 
 
 def do_framework(project: str, repo: Path) -> list[Site]:
@@ -85,28 +96,51 @@ def do_framework(project: str, repo: Path) -> list[Site]:
     date = git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
     tags = git(repo, "tag", "--points-at", "HEAD").split()
     version = f"{date} {head[:10]}" + (f" ({tags[0]})" if tags else "")
+    refs = [*_release_tags(repo, RELEASE_TAGS.get(project)), (version, "HEAD")]
     reader = BlobReader(repo)
+    cache: dict[tuple[str, str], list[Site]] = {}
     sites: list[Site] = []
     try:
-        for folder in folders:
-            for path, sha in tree(repo, "HEAD", folder, (".py", ".cc", ".cpp", ".h")):
-                if "/test" in path or "/tests/" in path:
-                    continue
-                code = reader.read(sha)
-                if path.endswith(".py"):
-                    sites.extend(pysource.sites_of(code, project, path, version))
-                else:
-                    sites.extend(cppstream.sites_of(code, project, path, version))
+        for at, ref in refs:
+            for folder in folders:
+                for path, sha in tree(repo, ref, folder, (".py", ".cc", ".cpp", ".h")):
+                    if "/test" in path or "/tests/" in path:
+                        continue
+                    if (sha, path) not in cache:
+                        code = reader.read(sha)
+                        if path.endswith(".py"):
+                            cache[(sha, path)] = pysource.sites_of(code, project, path, "")
+                        else:
+                            cache[(sha, path)] = cppstream.sites_of(code, project, path, "")
+                    sites.extend(
+                        Site(s.project, s.level, s.parts, s.file, s.function, s.line, at)
+                        for s in cache[(sha, path)]
+                    )
     finally:
         reader.close()
+    versions = [at for at, _ in refs]
+    read = "HEAD" if len(refs) == 1 else "release tags and HEAD"
     source = {
         "repository": repository,
-        "read": "HEAD: " + ", ".join(folders) + " (tests left out)",
-        "versions": [version],
+        "read": f"{read}: " + ", ".join(folders) + " (tests left out)",
+        "versions": versions,
         "calls": "raise, logger.<level>, warnings.warn, rank_zero_*/log_dist; C++ LOG() <<",
     }
-    write(project, source, rows_json(group(sites), [version]), unheld(sites, [version]))
+    write(project, source, rows_json(group(sites), versions), unheld(sites, versions))
     return sites
+
+
+def _release_tags(repo: Path, pattern: str | None) -> list[tuple[str, str]]:
+    """(version, tag) of each release tag matching ``pattern``, oldest first; none without
+    a pattern."""
+    if pattern is None:
+        return []
+    found: dict[str, str] = {}
+    for tag in git(repo, "tag").split():
+        m = re.fullmatch(pattern, tag)
+        if m is not None:
+            found.setdefault(m.group(1), tag)
+    return sorted(found.items(), key=lambda kv: [int(n) for n in kv[0].split(".")])
 
 
 # TransformerEngine's userbuffers (the comm+GEMM overlap's own communicators) print their
@@ -212,6 +246,20 @@ def _strings(path: Path) -> list[str]:
     return out.stdout.splitlines()
 
 
+# The caching allocator's out-of-memory message is built from pieces (c10/cuda/
+# CUDACachingAllocator.cpp, the OutOfMemoryError of DeviceCachingAllocator::malloc:
+# "CUDA out of memory. Tried to allocate " <size> ". GPU " <n> " has a total capacity of " …
+# "Of the allocated memory " <n> " is allocated by PyTorch, " "and " <n> " is reserved by
+# PyTorch but unallocated." " If reserved but unallocated memory is large try setting
+# PYTORCH_CUDA_ALLOC_CONF=…"), each its own literal in the binary. Its later pieces are read
+# too, by the words that only that message says: a paste whose first line is cut inside the
+# message keeps them (parsers/catalog/cut_body.py), and they say the same as its start.
+_OOM_PIECE = re.compile(
+    r"(?:allocated|reserved) by PyTorch|Including non-PyTorch memory|"
+    r"^ If reserved but unallocated memory is large"
+)
+
+
 def do_cuda(cudart: Path, c10_cuda: Path | None) -> list[Site]:
     """The CUDA runtime's error strings (``cudaGetErrorString``'s table in libcudart),
     as torch prints them (``CUDA error: <string>``, c10/cuda's check), and the CUDA
@@ -239,14 +287,21 @@ def do_cuda(cudart: Path, c10_cuda: Path | None) -> list[Site]:
     ]
     if c10_cuda is not None:
         for text in _strings(c10_cuda):
-            if text.startswith(("CUDA out of memory.", "CUDA kernel errors might be")):
+            if text.startswith(("CUDA out of memory.", "CUDA kernel errors might be")) or (
+                _OOM_PIECE.search(text) and len(text) < 400
+            ):
                 sites.append(
                     Site("cuda", "c10 CUDA", (text.rstrip(),), c10_cuda.name, "", 0, version)
                 )
     source = {
         "repository": "libcudart (pip nvidia-cuda-runtime-cu12) and torch's libc10_cuda",
         "read": f"strings of {cudart.name}: the error-string table after 'cudaSuccess'; "
-        + (f"strings of {c10_cuda.name}: 'CUDA out of memory.' literals" if c10_cuda else ""),
+        + (
+            f"strings of {c10_cuda.name}: 'CUDA out of memory.' literals and the later pieces of "
+            "that message"
+            if c10_cuda
+            else ""
+        ),
         "versions": [version],
     }
     write("cuda", source, rows_json(group(sites), [version]))

@@ -29,19 +29,15 @@ CASES = Path(__file__).resolve().parents[2] / "fixtures" / "cases"
 # instead of M. If you believe …" cut inside its advice keeps no sizes; the row is found,
 # but what remains is init.cc's "Attempt to use communicator before the previous operation
 # returned ncclSuccess", which ncclCommEnsureReady prints for a communicator still in
-# progress, i.e. a setup), and a CUDA out-of-memory message that is the paste's first line
-# (flagembedding-709: the half left holds only the allocator's advice, "… is reserved by
-# PyTorch but unallocated. If reserved but unallocated memory is large try setting
-# PYTORCH_CUDA_ALLOC_CONF …", a literal the catalog does not hold: its rows of the allocator
-# are the strings of libc10_cuda that start "CUDA out of memory."; the crash the rest shows
-# is then read as a rank's death, the OOM's generalisation). Their answers may change; no
-# other.
+# progress, i.e. a setup). Their answers may change; no other. (A CUDA out-of-memory
+# message cut so, flagembedding-709's first line, keeps the allocator's later pieces, "… is
+# reserved by PyTorch but unallocated. If reserved …", which the catalog holds: scripts/
+# catalog/others.py _OOM_PIECE.)
 MIDDLE_CUT = "cut first line (middle)"
 MIDDLE_CUT_CHANGES = frozenset(
     {
         "axolotl-2684-tokenization-socket-timeout",
         "zerobubble-60-p2p-message-truncated-multinode",
-        "flagembedding-709-rank0-oom-first-step",
     }
 )
 # Of the answers hangdoc gets right, the share that must stay the same under every

@@ -72,6 +72,8 @@ class FatalReport(enum.StrEnum):
     SHELL = "shell"  # bash's "line 3: 1234 Killed", a bare "Segmentation fault"
     TORCHELASTIC = "torchelastic"  # "Signal 9 (SIGKILL) received by PID 812"
     FAULTHANDLER = "faulthandler"  # a faulthandler dump's own header
+    UCX = "ucx"  # UCX's error signal handler: "[host:pid:tid] Caught signal 7 (Bus error: …)"
+    TVM_FFI = "tvm_ffi"  # apache/tvm-ffi's SIGSEGV handler: "!!!!!!! Segfault encountered !!!!!!!"
     UNKNOWN = "unknown"
 
 
@@ -139,6 +141,10 @@ class ExceptionRaised(EventPayload):
     # The traceback's innermost source line, when it is a call that writes a file
     # (process.WRITE_CALL): an OSError raised there is the storage failing the write.
     writing: str | None = None
+    # ``where`` read: the file and the function of the traceback's last frame (the
+    # innermost call, where the exception was raised or entered the library).
+    where_file: str | None = None
+    where_function: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hangdoc.analyzer.payloads.launch import ExceptionRaised
 from hangdoc.analyzer.payloads.nccl import NcclError, NcclTransportError, NcclWarn
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import NcclResult
@@ -119,6 +120,46 @@ def first_running(tl: Timeline) -> int:
         if marker is not None and marker.phase in _TRAINING_PHASES:
             return p.index
     return len(tl.events)
+
+
+# The wrappers whose construction runs the job's first collectives on a new communicator
+# (torch creates an NCCL communicator lazily, on its first collective, and NCCL connects
+# its peers then): (file suffix, functions, what the job called). An error raised from
+# these frames with nothing running before it is raised while the communicator and its
+# connections are set up.
+FIRST_COLLECTIVES: tuple[tuple[str, frozenset[str], str], ...] = (
+    (
+        "torch/distributed/utils.py",
+        frozenset({"_verify_param_shape_across_processes", "_sync_module_states"}),
+        "DistributedDataParallel()",
+    ),
+    ("deepspeed/runtime/engine.py", frozenset({"_broadcast_model"}), "deepspeed.initialize()"),
+    (
+        "torch/distributed/fsdp/_init_utils.py",
+        frozenset({"_sync_module_params_and_buffers", "_sync_module_states"}),
+        "FullyShardedDataParallel()",
+    ),
+)
+
+
+def first_collective_of(tl: Timeline, p: Placed, running_from: int) -> str | None:
+    """The wrapper whose first collective raised the exception that ``p`` is part of
+    (``DistributedDataParallel()``), when nothing shows collectives running before it;
+    else None. The exception is the one raised on ``p``'s line of the same file (torch's
+    ``DistBackendError: NCCL error in: …`` and the "Last error:" lines under it), its
+    innermost frame one of :data:`FIRST_COLLECTIVES`."""
+    if p.index >= running_from or p.event.line is None:
+        return None
+    for other in tl.of(EventKind.EXCEPTION):
+        if other.event.source != p.event.source or other.event.line != p.event.line:
+            continue
+        raised = other.event.payload_as(ExceptionRaised)
+        if raised is None or raised.where_file is None:
+            continue
+        for suffix, functions, wrapper in FIRST_COLLECTIVES:
+            if raised.where_file.endswith(suffix) and raised.where_function in functions:
+                return wrapper
+    return None
 
 
 def is_setup_error(p: Placed, running_from: int) -> bool:

@@ -57,6 +57,8 @@ _RAY_HOST_OOM = re.compile(r"killed due to the node running low on memory")
 _RAY_OOM_SUMMARY = re.compile(
     r"(?:(?P<n>\d+) Workers \(tasks / )?actors\) killed due to memory pressure \(OOM\)"
 )
+# A traceback frame as Python prints it: 'File "/x/y.py", line 3, in f'.
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w.<>]+)')
 _OOM_SIZE = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTP]i?B)")
 _OOM_GPU = re.compile(r"\(GPU (\d+);|GPU (\d+) has a total capac")
 _CUDA_ERROR = re.compile(
@@ -223,6 +225,7 @@ def exception_hit(
     file write; ``stage``: the stage its frames show; ``in_collective``: its innermost
     frame is a collective of torch.distributed, ``in_wait``: waiting for the others), or
     a paste's last line with no traceback above it (``bare``)."""
+    frame = _FRAME.search(where) if where else None
     payload = ExceptionRaised(
         exc_type=exc_type,
         message=message[:400],
@@ -233,6 +236,8 @@ def exception_hit(
         stage=stage,
         in_collective=in_collective,
         in_wait=in_wait,
+        where_file=frame.group("file") if frame is not None else None,
+        where_function=frame.group("func") if frame is not None else None,
     )
     return Hit(EventKind.EXCEPTION, payload=payload, key=("exc", exc_type, message[:120]))
 
