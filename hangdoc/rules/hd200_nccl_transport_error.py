@@ -76,6 +76,8 @@ from hangdoc.analyzer.payloads.nccl import (
     NcclInit,
     NcclInitState,
     NcclNetwork,
+    NcclWarn,
+    SourceStage,
 )
 from hangdoc.analyzer.payloads.nccl import NcclTransportError as TransportWarn
 from hangdoc.analyzer.payloads.torch_pg import NcclResult
@@ -293,6 +295,21 @@ class NcclTransportError(Rule):
                 "mappings, shared-memory segments), and nothing shows a collective before it: "
                 "communicator setup failed on this node, not a network link."
             )
+        if category is Category.NCCL_NETWORK and all(
+            _source_setup(p, running_from) for p in primary
+        ):
+            category = Category.NCCL_INIT
+            title = (
+                f"NCCL failed while setting up its connections ({kinds[0][0]}) before any "
+                "collective ran"
+            )
+            explanation += (
+                " The WARN and its return-code chain sit in NCCL's set-up code (a transport's "
+                "connection set-up, the communicator's creation) in every NCCL release those "
+                "source lines can come from, and nothing shows a collective completing or a "
+                "training step before it: the connections never came up, whatever layer "
+                "failed beneath (the interfaces, the HCAs, memory registration, versions)."
+            )
         if category is Category.NCCL_NETWORK and all(_in_bootstrap(p) for p in primary):
             category = Category.NCCL_INIT
             title = f"NCCL's bootstrap lost a connection ({kinds[0][0]}) during communicator init"
@@ -461,6 +478,14 @@ def _ib_completion(p: Placed) -> bool:
     error = p.event.payload_as(TransportWarn)
     link = error.error if error is not None else None
     return link is not None and link.failure == LinkFailure.IB_COMPLETION
+
+
+def _source_setup(p: Placed, running_from: int) -> bool:
+    """A transport error whose own source lines (its WARN's place and "-> rc" chain) show
+    communicator or connection set-up in every NCCL release they can come from
+    (parsers/catalog/stages.py), before anything shows collectives or training running."""
+    warn = p.event.payload_as(NcclWarn)
+    return p.index < running_from and warn is not None and warn.stage is SourceStage.SETUP
 
 
 def _in_bootstrap(p: Placed) -> bool:

@@ -259,6 +259,11 @@ def warn_at_setup(where: str | None, message: str) -> bool:
     )
 
 
+def harmless_warn(message: str) -> bool:
+    """One of the set-up files' WARNs that stop nothing, or of teardown (``_HARMLESS``)."""
+    return bool(_HARMLESS.search(message))
+
+
 def setup_site(where: str | None) -> bool:
     """A source location (``init.cc:1523``) in NCCL's communicator-setup code."""
     where = (where or "").strip()

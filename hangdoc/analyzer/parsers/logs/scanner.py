@@ -41,6 +41,7 @@ from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.parsers.logs.nccl import warn_at_setup
+from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages
 from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
@@ -432,6 +433,7 @@ class Scanner:
             # uncaught exception ends the process. Weak on its own (field "bare").
             tag, lineno, (exc_type, message), writing = self._tail_exc
             self._emit(exception_hit(exc_type, message, bare=True, writing=writing), tag, lineno)
+        mark_stages(self.events)
         self.events.sort(key=lambda e: e.line)
         return self.events
 
