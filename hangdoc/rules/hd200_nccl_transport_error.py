@@ -44,6 +44,14 @@ So is a socket NCCL cannot even create (`Net : Socket creation failed`: misc/soc
 creates sockets only to listen or connect) before any collective, and a WARN of the
 intra-node transports (`transport/p2p.cc`, `transport/shm.cc`: opening a peer's CUDA IPC
 handle, a shared-memory segment), whose code only sets connections up.
+So, last, is any transport error whose own source lines show set-up: its WARN's place and
+its `-> rc` chain looked up in the table generated from every NCCL release
+(`scripts/catalog/stages.py`, `parsers/catalog/data/stages/nccl.json`: the function each
+such line sits in, per release), where the innermost line with a stage sits in set-up code
+(a transport's connect or setup, communicator creation, the bootstrap) in every release
+that has calls at all the chain's lines (and is the version the log prints): a memory
+registration failing under `sendProxyConnect` is set-up, one failing under the proxy's
+progress is not.
 With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the

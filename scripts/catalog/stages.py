@@ -102,7 +102,8 @@ def stage_of(file: str, function: str) -> str:
         return SETUP
     if _DATA_NAME.search(name):
         return DATA
-    if _NOT_SETUP.search(name) or _NEUTRAL_FILES.match(file) and not file.startswith("misc/socket"):
+    helper_file = _NEUTRAL_FILES.match(file) and not file.startswith("misc/socket")
+    if _NOT_SETUP.search(name) or helper_file:
         return ""
     if file == "proxy.cc":
         return SETUP if re.match(r"ncclProxyConnect|ncclProxyNewConnection|proxyConn", name) else ""
@@ -140,8 +141,10 @@ def runs(versions: list[str], present: set[str]) -> str:
     """'12-20,23': the releases as runs of indexes into ``versions`` (compact)."""
     return ",".join(
         part.replace("–", "-")
-        for part in ranges([str(i) for i in range(len(versions))],
-                           {str(i) for i, v in enumerate(versions) if v in present}).split(", ")
+        for part in ranges(
+            [str(i) for i in range(len(versions))],
+            {str(i) for i, v in enumerate(versions) if v in present},
+        ).split(", ")
     )
 
 
@@ -166,9 +169,9 @@ def extract(repo: Path) -> dict[str, object]:
                 for line, function in cache[sha]:
                     if function.startswith("#define") or not function:
                         continue
-                    where.setdefault(file, {}).setdefault(line, {}).setdefault(
-                        function, set()
-                    ).add(version)
+                    where.setdefault(file, {}).setdefault(line, {}).setdefault(function, set()).add(
+                        version
+                    )
     finally:
         reader.close()
     files: dict[str, object] = {}

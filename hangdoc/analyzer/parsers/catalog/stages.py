@@ -80,8 +80,7 @@ def table(path: Path = TABLE_FILE) -> StageTable:
         files[file] = {
             int(line): Site(
                 tuple(
-                    (functions[i][0], functions[i][1], _runs(releases))
-                    for i, releases in entries
+                    (functions[i][0], functions[i][1], _runs(releases)) for i, releases in entries
                 )
             )
             for line, entries in held["lines"].items()

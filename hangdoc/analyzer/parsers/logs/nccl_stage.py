@@ -12,7 +12,7 @@ show set-up is marked ``setup`` as one printed from a set-up file is (views/nccl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -45,7 +45,7 @@ def printed_version(events: Iterable[_Event]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def mark_stages(events: list[_Event]) -> None:
+def mark_stages(events: Sequence[_Event]) -> None:
     """Each NCCL WARN's and chain's ``stage``, from its lines and the printed version."""
     version: str | None = None
     versioned = False
@@ -68,4 +68,3 @@ def mark_stages(events: list[_Event]) -> None:
         ):
             changes["setup"] = True
         event.payload = replace(warn, **changes)  # type: ignore[arg-type]
-
