@@ -6,8 +6,10 @@ A WARN's place and the "file:line -> rc" lines under it are looked up in the tab
 generated from every NCCL release (``parsers/catalog/stages.py``): where they sit in
 communicator or connection set-up in every release they can come from, the WARN is a
 set-up failure whatever layer failed (fixtures/cases/README.md, "NCCL set-up or
-network"); where they sit in the data path, it is not. A WARN of no transport whose lines
-show set-up is marked ``setup`` as one printed from a set-up file is (views/nccl_setup.py).
+network"); where they sit in the data path, it is not. A WARN of no transport, or a chain
+whose WARN the paste lost, whose lines show set-up is marked ``setup`` as one printed from
+a set-up file is (views/nccl_setup.py); a transport error keeps its kind (HD200 reads its
+stage).
 """
 
 from __future__ import annotations
@@ -62,7 +64,6 @@ def mark_stages(events: Sequence[_Event]) -> None:
         if (
             stage is SourceStage.SETUP
             and type(warn) in (NcclWarn, CudaFailure)
-            and bool(warn.message)
             and not warn.setup
             and not harmless_warn(warn.message or "")
         ):

@@ -99,6 +99,12 @@ def test_the_scanner_marks_a_warn_with_its_chain_stage() -> None:
     # path is not marked set-up.
     assert not events[0].payload.setup  # type: ignore[attr-defined]
     assert not events[1].payload.setup  # type: ignore[attr-defined]
+    # A chain whose WARN the paste lost (its first "-> rc" line stands for it) is set-up's
+    # when its lines show set-up, as one from a set-up file is.
+    headless = [Event(NcclWarn(where=IBV_REG_MR[1], rc_chain=IBV_REG_MR[2:]))]
+    mark_stages(headless)  # type: ignore[arg-type]
+    assert headless[0].payload.stage is SourceStage.SETUP  # type: ignore[attr-defined]
+    assert headless[0].payload.setup  # type: ignore[attr-defined]
     # Two jobs' versions in one text narrow nothing.
     assert printed_version([Event(NcclVersion(version="2.27.3"))]) == "2.27.3"  # type: ignore[list-item]
     two = [Event(NcclVersion(version="2.27.3")), Event(NcclVersion(version="2.18.3"))]
