@@ -1020,6 +1020,13 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
     joins, widths = _rejoin_all(lines)
     if joins:
         current = "\n".join(lines.texts)
+        # A quoted paste wrapped by a terminal has its markers on each line's first piece
+        # only: runs of quoted lines show once the pieces are joined.
+        if _SIGN_QUOTE.search(current) and (count := _quote_runs(lines)):
+            if "a block quote's '>' markers" not in undone:
+                undone.append("a block quote's '>' markers")
+            changed += count
+            current = "\n".join(lines.texts)
     for signed, step, what in (_TWICE, _EMPHASIS, _CUT_BODY, _CUT_SOURCE):
         if (
             whole_only

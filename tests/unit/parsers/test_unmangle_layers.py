@@ -9,6 +9,7 @@ The lines are NCCL's documented formats (FORMATS.md §1: WARN and the "-> rc" ch
 from __future__ import annotations
 
 from hangdoc.analyzer.parsers.unmangle import unmangle
+from hangdoc.paste_mangling import hard_wrap, quote
 
 LOG = (
     "host-a:101:202 [0] misc/ibvwrap.cc:182 NCCL WARN Call to ibv_reg_mr_iova2 failed with "
@@ -31,3 +32,13 @@ def test_a_code_block_inside_a_quote_is_undone_whole() -> None:
     fixed = unmangle(mangled)
     assert fixed is not None
     assert fixed.text == LOG
+
+
+def test_a_quoted_paste_hard_wrapped_is_unquoted_once_rejoined() -> None:
+    # A terminal wraps the quoted lines: the markers are on each line's first piece only,
+    # so no run of quoted lines shows until the pieces are joined.
+    mangled = hard_wrap(quote(LOG * 3), 40)
+    fixed = unmangle(mangled)
+    assert fixed is not None
+    assert not [line for line in fixed.text.splitlines() if line.startswith(">")]
+    assert "host-a:101:202 [0] NCCL INFO transport/net.cc:853 -> 2" in fixed.text.splitlines()

@@ -228,6 +228,8 @@ class Scanner:
     _nvrm_pci: list[str] = field(default_factory=list)
     # NCCL WARN → "-> N" return-code chains per process: (first WARN, code seen yet).
     _chains: dict[ChainKey, tuple[RawEvent, bool]] = field(default_factory=dict)
+    # The chains WARNs started, by process, thread and rank (see _chain_of_cut_host).
+    _warn_hosts: dict[tuple[int | None, ...], set[ChainKey]] = field(default_factory=dict)
     _pending: tuple[LineTag, int, int] | None = None
     # The line whose record being read has another record spliced after it in the same
     # physical line (a tqdm bar, which ends no state with a newline; see Progress.glued).
@@ -771,6 +773,7 @@ class Scanner:
             chain = self._chains.get(chain_key)
             if chain is None or chain[1]:
                 self._chains[chain_key] = (event, False)
+                self._warn_hosts.setdefault(chain_key[1:], set()).add(chain_key)
         if hit.kind is EventKind.NCCL_ERROR and event is not None:
             self._last_nccl_error = event
             if "Last error:" in text:
@@ -788,6 +791,8 @@ class Scanner:
         pid = hit.pid if hit.pid is not None else tag.pid
         chain_key = (hit.host or tag.host, pid, hit.tid, tag.rank)
         chain = self._chains.get(chain_key)
+        if chain is None and (cut := self._chain_of_cut_host(chain_key)) is not None:
+            chain_key, chain = cut
         headless, self._headless = self._headless, None
         if chain is None and headless is not None and headless.line == lineno - 1:
             # The WARN just before lost its whole header to the paste (a cut first line):
@@ -818,6 +823,24 @@ class Scanner:
         event = self._emit(hit, tag, lineno)
         if event is not None:
             self._chains[chain_key] = (event, True)
+
+    def _chain_of_cut_host(self, key: ChainKey) -> tuple[ChainKey, tuple[RawEvent, bool]] | None:
+        """The chain of the same process and thread whose WARN's host a cut shortened (a
+        hard wrap or a selection that took the start of its header): NCCL prints every
+        line of a thread with one header, so a host that is the other's tail is that host."""
+        host, pid, tid, _ = key
+        if not host or pid is None or tid is None:
+            return None
+        for other in sorted(self._warn_hosts.get(key[1:], ()), key=str):
+            other_host = other[0]
+            if (
+                other_host
+                and other_host != host
+                and (host.endswith(other_host) or other_host.endswith(host))
+                and (chain := self._chains.get(other)) is not None
+            ):
+                return other, chain
+        return None
 
     def _known(self, lineno: int, kind: EventKind) -> None:
         """Note that the line being read holds an event of ``kind`` (see _recognise)."""
