@@ -58,3 +58,15 @@ def test_another_thread_or_host_keeps_its_own_chain(tmp_path: Path) -> None:
     assert warn.rc_chain == ()
     (warn,) = _warns(tmp_path, "b2c3:4100:4188 " + WARN + CHAIN)
     assert warn.rc_chain == ()
+
+
+def test_a_chain_follows_its_warn_under_a_stamp_and_a_quote(tmp_path: Path) -> None:
+    # A shipper's stamp before a reporter's quote before NCCL's own line: no paste layer is
+    # undone around the quote, and the WARN is read by its body. The chain on the next
+    # lines, of the WARN's process and thread, is still its chain.
+    stamp = "2024-05-01T10:00:00.271828123Z > "
+    text = stamp + "[2025-10-13 10:12:54] node-a1b2c3:4100:4177 " + WARN
+    text += "".join(stamp + line + "\n" for line in CHAIN.splitlines())
+    (warn,) = _warns(tmp_path, text)
+    assert len(warn.rc_chain) == 3
+    assert warn.stage is SourceStage.SETUP

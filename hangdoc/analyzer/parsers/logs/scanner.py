@@ -793,6 +793,10 @@ class Scanner:
         chain = self._chains.get(chain_key)
         if chain is None and (cut := self._chain_of_cut_host(chain_key)) is not None:
             chain_key, chain = cut
+        if chain is None and (warn_above := self._warn_above(lineno, chain_key)) is not None:
+            # NCCL prints the chain right after its WARN, on the WARN's thread: a WARN the
+            # line above, of this process and thread, read however its header was mangled.
+            chain = self._chains[chain_key] = (warn_above, False)
         headless, self._headless = self._headless, None
         if chain is None and headless is not None and headless.line == lineno - 1:
             # The WARN just before lost its whole header to the paste (a cut first line):
@@ -823,6 +827,28 @@ class Scanner:
         event = self._emit(hit, tag, lineno)
         if event is not None:
             self._chains[chain_key] = (event, True)
+
+    def _warn_above(self, lineno: int, key: ChainKey) -> RawEvent | None:
+        """The NCCL WARN read on the line above, of this host (or of one its header names
+        cut, or of none), process and thread, that no return code followed yet."""
+        host, pid, tid, _ = key
+        if not self.events or pid is None or tid is None:
+            return None
+        last = self.events[-1]
+        warn = last.payload
+        if (
+            last.line != lineno - 1
+            or not isinstance(warn, NcclWarn)
+            or not (warn.message and warn.where)
+            or warn.rc_chain
+            or last.pid not in (None, pid)
+            or last.tid not in (None, tid)
+        ):
+            return None
+        above = last.host
+        if above and host and not (above.endswith(host) or host.endswith(above)):
+            return None
+        return last
 
     def _chain_of_cut_host(self, key: ChainKey) -> tuple[ChainKey, tuple[RawEvent, bool]] | None:
         """The chain of the same process and thread whose WARN's host a cut shortened (a
