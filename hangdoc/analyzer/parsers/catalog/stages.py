@@ -18,8 +18,9 @@ import functools
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hangdoc.analyzer.payloads.nccl import SourceStage
 
@@ -43,8 +44,10 @@ class Site:
 @dataclass(frozen=True, slots=True)
 class StageTable:
     versions: tuple[str, ...]
-    files: dict[str, dict[int, Site]]
+    raw: dict[str, Any]  # file -> its functions and lines, as the data file holds them
     by_name: dict[str, str]  # a file's base name -> its path, where only one has it
+    # A file's lines read on first use: most runs look up a few files, if any.
+    _read: dict[str, dict[int, Site]] = field(default_factory=dict)
 
     def resolve(self, place: str) -> Site | None:
         """The table's line for a printed place (``transport/net.cc:853``, a build's
@@ -56,10 +59,28 @@ class StageTable:
         if "src/" in path:
             path = path.rsplit("src/", 1)[1]
         path = path.lstrip("./")
-        lines = self.files.get(path)
-        if lines is None and "/" not in path and path in self.by_name:
-            lines = self.files.get(self.by_name[path])
+        if path not in self.raw and "/" not in path:
+            path = self.by_name.get(path, path)
+        lines = self._lines(path)
         return None if lines is None else lines.get(int(m.group("line")))
+
+    def _lines(self, file: str) -> dict[int, Site] | None:
+        if file in self._read:
+            return self._read[file]
+        held = self.raw.get(file)
+        if held is None:
+            return None
+        functions = [(name, _STAGE_OF.get(stage)) for name, stage in held["functions"]]
+        lines = {
+            int(line): Site(
+                tuple(
+                    (functions[i][0], functions[i][1], _runs(releases)) for i, releases in entries
+                )
+            )
+            for line, entries in held["lines"].items()
+        }
+        self._read[file] = lines
+        return lines
 
 
 def _runs(text: str) -> frozenset[int]:
@@ -74,22 +95,12 @@ def _runs(text: str) -> frozenset[int]:
 def table(path: Path = TABLE_FILE) -> StageTable:
     """The generated table, read once."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    files: dict[str, dict[int, Site]] = {}
-    for file, held in data["files"].items():
-        functions = [(name, _STAGE_OF.get(stage)) for name, stage in held["functions"]]
-        files[file] = {
-            int(line): Site(
-                tuple(
-                    (functions[i][0], functions[i][1], _runs(releases)) for i, releases in entries
-                )
-            )
-            for line, entries in held["lines"].items()
-        }
+    raw: dict[str, Any] = data["files"]
     names: dict[str, list[str]] = {}
-    for file in files:
+    for file in raw:
         names.setdefault(file.rsplit("/", 1)[-1], []).append(file)
     by_name = {name: paths[0] for name, paths in names.items() if len(paths) == 1}
-    return StageTable(tuple(data["versions"]), files, by_name)
+    return StageTable(tuple(data["versions"]), raw, by_name)
 
 
 def chain_stage(places: Sequence[str | None], version: str | None = None) -> SourceStage | None:
