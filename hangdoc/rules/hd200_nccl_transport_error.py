@@ -51,6 +51,14 @@ synchronous `NCCL error in: …`) before any collective or training step: torch 
 communicator on its first collective and NCCL connects the peers then, so whatever layer
 failed (a network plugin's completion error, `NET/OFI … completed with error`), the
 communicator never came up (views/nccl_setup.py `first_collective_of`).
+So, last, is any transport error whose own source lines show set-up: its WARN's place and
+its `-> rc` chain looked up in the table generated from every NCCL release
+(`scripts/catalog/stages.py`, `parsers/catalog/data/stages/nccl.json`: the function each
+such line sits in, per release), where the innermost line with a stage sits in set-up code
+(a transport's connect or setup, communicator creation, the bootstrap) in every release
+that has calls at all the chain's lines (and is the version the log prints): a memory
+registration failing under `sendProxyConnect` is set-up, one failing under the proxy's
+progress is not.
 With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
@@ -83,6 +91,8 @@ from hangdoc.analyzer.payloads.nccl import (
     NcclInit,
     NcclInitState,
     NcclNetwork,
+    NcclWarn,
+    SourceStage,
 )
 from hangdoc.analyzer.payloads.nccl import NcclTransportError as TransportWarn
 from hangdoc.analyzer.payloads.torch_pg import NcclResult
@@ -300,6 +310,21 @@ class NcclTransportError(Rule):
                 "mappings, shared-memory segments), and nothing shows a collective before it: "
                 "communicator setup failed on this node, not a network link."
             )
+        if category is Category.NCCL_NETWORK and all(
+            _source_setup(p, running_from) for p in primary
+        ):
+            category = Category.NCCL_INIT
+            title = (
+                f"NCCL failed while setting up its connections ({kinds[0][0]}) before any "
+                "collective ran"
+            )
+            explanation += (
+                " The WARN and its return-code chain sit in NCCL's set-up code (a transport's "
+                "connection set-up, the communicator's creation) in every NCCL release those "
+                "source lines can come from, and nothing shows a collective completing or a "
+                "training step before it: the connections never came up, whatever layer "
+                "failed beneath (the interfaces, the HCAs, memory registration, versions)."
+            )
         if category is Category.NCCL_NETWORK and all(_in_bootstrap(p) for p in primary):
             category = Category.NCCL_INIT
             title = f"NCCL's bootstrap lost a connection ({kinds[0][0]}) during communicator init"
@@ -487,6 +512,14 @@ def _ib_completion(p: Placed) -> bool:
     error = p.event.payload_as(TransportWarn)
     link = error.error if error is not None else None
     return link is not None and link.failure == LinkFailure.IB_COMPLETION
+
+
+def _source_setup(p: Placed, running_from: int) -> bool:
+    """A transport error whose own source lines (its WARN's place and "-> rc" chain) show
+    communicator or connection set-up in every NCCL release they can come from
+    (parsers/catalog/stages.py), before anything shows collectives or training running."""
+    warn = p.event.payload_as(NcclWarn)
+    return p.index < running_from and warn is not None and warn.stage is SourceStage.SETUP
 
 
 def _in_bootstrap(p: Placed) -> bool:

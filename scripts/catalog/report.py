@@ -273,6 +273,20 @@ def render() -> str:
         "meaning in `meanings.toml` (a family or a `[[row]]` by id) and check it with a line",
         "in `tests/unit/parsers/catalog/test_matcher.py`. Never a branch in a parser.",
         "",
+        "## The stage NCCL's source lines show",
+        "",
+        "`python scripts/catalog/stages.py --nccl <nccl mirror>` writes",
+        "`analyzer/parsers/catalog/data/stages/nccl.json`: for each line of NCCL's `src/` where a",
+        "release calls WARN or a check that logs `file:line -> rc` (include/checks.h), the",
+        "enclosing function and the releases in which that line is that call, and each",
+        "function's stage (set-up, data path, or either: `stage_of` in the script, by family;",
+        "a file with no function of either stage is left out).",
+        "`parsers/catalog/stages.py` looks a WARN's place and its chain up: the releases are",
+        "those with calls at all its lines (and the version the log prints); the stage is that",
+        "of the innermost line whose function has one stage in all of them, else none.",
+        "torch's `NCCL error in: ProcessGroupNCCL.cpp:LINE` sites are not in it yet: it needs",
+        "`ProcessGroupNCCL.cpp` of each torch release, which no source here holds.",
+        "",
     ]
     kinds: Counter[str] = Counter()
     for row in catalog.rows:

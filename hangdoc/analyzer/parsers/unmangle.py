@@ -905,6 +905,8 @@ _STEPS: tuple[_Step, ...] = (
     (lambda t: "```" in t or "~~~" in t, _fences, "Markdown fences"),
     (lambda t: bool(_SIGN_QUOTE.search(t)), _quote_runs, "a block quote's '>' markers"),
     (_indented, _indent_blocks, "a code block's indentation"),
+    # A quoted paste inside a code block ("    > …"): its markers show once the margin is gone.
+    (lambda t: bool(_SIGN_QUOTE.search(t)), _quote_runs, "a block quote's '>' markers"),
     (lambda t: bool(_SIGN_TABLE.search(t)), _table_rows, "a log viewer's table around the lines"),
     (lambda t: bool(_SIGN_TAG.search(t)), _shipper_tag, "a log shipper's tag on every line"),
     (lambda t: bool(_SIGN_STREAM.search(t)), _stream_column, "a log stream's name on every line"),
@@ -1011,12 +1013,20 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
     for signed, step, what in _STEPS:
         count = step(lines) if signed(current) else 0
         if count:
-            undone.append(what)
+            if what not in undone:
+                undone.append(what)
             changed += count
             current = "\n".join(lines.texts)
     joins, widths = _rejoin_all(lines)
     if joins:
         current = "\n".join(lines.texts)
+        # A quoted paste wrapped by a terminal has its markers on each line's first piece
+        # only: runs of quoted lines show once the pieces are joined.
+        if _SIGN_QUOTE.search(current) and (count := _quote_runs(lines)):
+            if "a block quote's '>' markers" not in undone:
+                undone.append("a block quote's '>' markers")
+            changed += count
+            current = "\n".join(lines.texts)
     for signed, step, what in (_TWICE, _EMPHASIS, _CUT_BODY, _CUT_SOURCE):
         if (
             whole_only

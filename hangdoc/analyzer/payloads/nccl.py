@@ -58,6 +58,15 @@ class LinkFailure(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+class SourceStage(enum.StrEnum):
+    """The stage NCCL's own source lines show for a failure: the functions its WARN and
+    its "file:line -> rc" chain sit in, per release (parsers/catalog/stages.py)."""
+
+    SETUP = "setup"  # a communicator or one of its connections being set up
+    DATA = "data"  # the data path: proxy progress, send/recv/test, a collective's launch
+    UNKNOWN = "unknown"
+
+
 class ConfigProblem(enum.StrEnum):
     DUPLICATE_GPU = "duplicate_gpu"  # two ranks on one CUDA device
     DUPLICATE_RANK = "duplicate_rank"  # two processes with one rank checked in
@@ -254,6 +263,9 @@ class NcclWarn(EventPayload):
     rc_where: str | None = None
     rc_chain: tuple[str, ...] = ()
     in_bootstrap: bool = False  # the WARN or its chain is in bootstrap.c(c|u)
+    # The stage the WARN's place and its chain show, by the functions those lines sit in
+    # in every NCCL release they can come from (None: the lines show none).
+    stage: SourceStage | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,9 @@ _LOOSE_HEAD = re.compile(
     r"(?:(?P<where>[\w./\-]+:\d+)(?: \((?P<func>\w+)\))? ?)?"
 )
 _LOOSE_WORDS = ("NCCL WARN ", "NCCL INFO ")
+# A block quote's markers left before the header where no layer of the paste was undone
+# around them (a stamp added before the quote: "2024-05-01T10:00:00Z > host:1:2 [0] …").
+_LEFT_QUOTE = re.compile(r"^(?:> ?)+")
 # NCCL ≤ 2.3 printed no "NCCL" word ("host:pid:tid [dev] include/socket.h:194 WARN …"); with
 # its header cut, what is left is the source location and WARN ("include/socket.h:344 WARN
 # Socket creation failed : …", nccl issue 210). Taken only with an NCCL source file's path.
@@ -259,6 +262,11 @@ def warn_at_setup(where: str | None, message: str) -> bool:
     )
 
 
+def harmless_warn(message: str) -> bool:
+    """One of the set-up files' WARNs that stop nothing, or of teardown (``_HARMLESS``)."""
+    return bool(_HARMLESS.search(message))
+
+
 def setup_site(where: str | None) -> bool:
     """A source location (``init.cc:1523``) in NCCL's communicator-setup code."""
     where = (where or "").strip()
@@ -408,7 +416,7 @@ def match_nccl_loose(text: str) -> Hit | None:
         if bare is not None:
             bare.partial_header = True
         return bare
-    head = text[:pos].rstrip()
+    head = _LEFT_QUOTE.sub("", text[:pos].rstrip(), count=1)
     m = _LOOSE_HEAD.fullmatch(head)
     if m is None:
         return None

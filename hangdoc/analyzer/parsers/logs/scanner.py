@@ -41,6 +41,7 @@ from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.parsers.logs.nccl import warn_at_setup
+from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages
 from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
@@ -262,6 +263,8 @@ class Scanner:
     _nvrm_pci: list[str] = field(default_factory=list)
     # NCCL WARN → "-> N" return-code chains per process: (first WARN, code seen yet).
     _chains: dict[ChainKey, tuple[RawEvent, bool]] = field(default_factory=dict)
+    # The chains WARNs started, by process, thread and rank (see _chain_of_cut_host).
+    _warn_hosts: dict[tuple[int | None, ...], set[ChainKey]] = field(default_factory=dict)
     _pending: tuple[LineTag, int, int] | None = None
     # The line whose record being read has another record spliced after it in the same
     # physical line (a tqdm bar, which ends no state with a newline; see Progress.glued).
@@ -469,6 +472,7 @@ class Scanner:
             # uncaught exception ends the process. Weak on its own (field "bare").
             tag, lineno, (exc_type, message), writing = self._tail_exc
             self._emit(exception_hit(exc_type, message, bare=True, writing=writing), tag, lineno)
+        mark_stages(self.events)
         self.events.sort(key=lambda e: e.line)
         return self.events
 
@@ -824,6 +828,7 @@ class Scanner:
             chain = self._chains.get(chain_key)
             if chain is None or chain[1]:
                 self._chains[chain_key] = (event, False)
+                self._warn_hosts.setdefault(chain_key[1:], set()).add(chain_key)
         if hit.kind is EventKind.NCCL_ERROR and event is not None:
             self._last_nccl_error = event
             if "Last error:" in text:
@@ -841,6 +846,12 @@ class Scanner:
         pid = hit.pid if hit.pid is not None else tag.pid
         chain_key = (hit.host or tag.host, pid, hit.tid, tag.rank)
         chain = self._chains.get(chain_key)
+        if chain is None and (cut := self._chain_of_cut_host(chain_key)) is not None:
+            chain_key, chain = cut
+        if chain is None and (warn_above := self._warn_above(lineno, chain_key)) is not None:
+            # NCCL prints the chain right after its WARN, on the WARN's thread: a WARN the
+            # line above, of this process and thread, read however its header was mangled.
+            chain = self._chains[chain_key] = (warn_above, False)
         headless, self._headless = self._headless, None
         if chain is None and headless is not None and headless.line == lineno - 1:
             # The WARN just before lost its whole header to the paste (a cut first line):
@@ -871,6 +882,46 @@ class Scanner:
         event = self._emit(hit, tag, lineno)
         if event is not None:
             self._chains[chain_key] = (event, True)
+
+    def _warn_above(self, lineno: int, key: ChainKey) -> RawEvent | None:
+        """The NCCL WARN read on the line above, of this host (or of one its header names
+        cut, or of none), process and thread, that no return code followed yet."""
+        host, pid, tid, _ = key
+        if not self.events or pid is None or tid is None:
+            return None
+        last = self.events[-1]
+        warn = last.payload
+        if (
+            last.line != lineno - 1
+            or not isinstance(warn, NcclWarn)
+            or not (warn.message and warn.where)
+            or warn.rc_chain
+            or last.pid not in (None, pid)
+            or last.tid not in (None, tid)
+        ):
+            return None
+        above = last.host
+        if above and host and not (above.endswith(host) or host.endswith(above)):
+            return None
+        return last
+
+    def _chain_of_cut_host(self, key: ChainKey) -> tuple[ChainKey, tuple[RawEvent, bool]] | None:
+        """The chain of the same process and thread whose WARN's host a cut shortened (a
+        hard wrap or a selection that took the start of its header): NCCL prints every
+        line of a thread with one header, so a host that is the other's tail is that host."""
+        host, pid, tid, _ = key
+        if not host or pid is None or tid is None:
+            return None
+        for other in sorted(self._warn_hosts.get(key[1:], ()), key=str):
+            other_host = other[0]
+            if (
+                other_host
+                and other_host != host
+                and (host.endswith(other_host) or other_host.endswith(host))
+                and (chain := self._chains.get(other)) is not None
+            ):
+                return other, chain
+        return None
 
     def _known(self, lineno: int, kind: EventKind) -> None:
         """Note that the line being read holds an event of ``kind`` (see _recognise)."""

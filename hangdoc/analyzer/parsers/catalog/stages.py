@@ -1,0 +1,130 @@
+"""The stage a failure's own source lines show: NCCL's WARN place and its return-code
+chain (``transport/net.cc:853 -> 2``) looked up in the table that
+``scripts/catalog/stages.py`` generates from every NCCL release (``data/stages/nccl.json``).
+
+Each line NCCL prints with its place is a call (a WARN, a check of include/checks.h) at
+that line of that file in the release that printed it, so the releases a log can come
+from are those with such a call at every line it shows (and the version it prints, when
+it prints one). A line shows a stage only where its function has the same stage in every
+one of those releases; the chain's stage is that of its innermost line that shows one
+(the function that failed; its callers only pass the code up, a collective's launch that
+connects its channels on first use among them). Where the releases disagree on a line
+before any line showed a stage, nothing is shown.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hangdoc.analyzer.payloads.nccl import SourceStage
+
+TABLE_FILE = Path(__file__).resolve().parent / "data" / "stages" / "nccl.json"
+
+_VERSION = re.compile(r"(\d+\.\d+\.\d+)")
+_PLACE = re.compile(r"^(?P<path>.*?[\w.\-]+\.(?:cc|cu|h|hpp|c|cpp|cuh)):(?P<line>\d+)$")
+_STAGE_OF = {"setup": SourceStage.SETUP, "data": SourceStage.DATA}
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """One line of one file: the function and its stage, in each set of releases."""
+
+    entries: tuple[tuple[str, SourceStage | None, frozenset[int]], ...]
+
+    def releases(self) -> frozenset[int]:
+        return frozenset().union(*(releases for _, _, releases in self.entries))
+
+
+@dataclass(frozen=True, slots=True)
+class StageTable:
+    versions: tuple[str, ...]
+    raw: dict[str, Any]  # file -> its functions and lines, as the data file holds them
+    by_name: dict[str, str]  # a file's base name -> its path, where only one has it
+    # A file's lines read on first use: most runs look up a few files, if any.
+    _read: dict[str, dict[int, Site]] = field(default_factory=dict)
+
+    def resolve(self, place: str) -> Site | None:
+        """The table's line for a printed place (``transport/net.cc:853``, a build's
+        absolute path, ``net.cc:853``), or None."""
+        m = _PLACE.match(place.strip())
+        if m is None:
+            return None
+        path = m.group("path").replace("\\", "/")
+        if "src/" in path:
+            path = path.rsplit("src/", 1)[1]
+        path = path.lstrip("./")
+        if path not in self.raw and "/" not in path:
+            path = self.by_name.get(path, path)
+        lines = self._lines(path)
+        return None if lines is None else lines.get(int(m.group("line")))
+
+    def _lines(self, file: str) -> dict[int, Site] | None:
+        if file in self._read:
+            return self._read[file]
+        held = self.raw.get(file)
+        if held is None:
+            return None
+        functions = [(name, _STAGE_OF.get(stage)) for name, stage in held["functions"]]
+        lines = {
+            int(line): Site(
+                tuple(
+                    (functions[i][0], functions[i][1], _runs(releases)) for i, releases in entries
+                )
+            )
+            for line, entries in held["lines"].items()
+        }
+        self._read[file] = lines
+        return lines
+
+
+def _runs(text: str) -> frozenset[int]:
+    out: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        out.update(range(int(first), int(last or first) + 1))
+    return frozenset(out)
+
+
+@functools.cache
+def table(path: Path = TABLE_FILE) -> StageTable:
+    """The generated table, read once."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    raw: dict[str, Any] = data["files"]
+    names: dict[str, list[str]] = {}
+    for file in raw:
+        names.setdefault(file.rsplit("/", 1)[-1], []).append(file)
+    by_name = {name: paths[0] for name, paths in names.items() if len(paths) == 1}
+    return StageTable(tuple(data["versions"]), raw, by_name)
+
+
+def chain_stage(places: Sequence[str | None], version: str | None = None) -> SourceStage | None:
+    """The stage the lines of one failure show, innermost first (the WARN's place, then
+    each "-> rc" line up the chain), given the NCCL version the log printed, if any."""
+    held = table()
+    sites = [site for place in places if place and (site := held.resolve(place)) is not None]
+    if not sites:
+        return None
+    releases = frozenset(range(len(held.versions)))
+    if version:
+        m = _VERSION.search(version)
+        if m is None or m.group(1) not in held.versions:
+            return None  # a release the table does not hold: its lines are not known
+        releases = frozenset({held.versions.index(m.group(1))})
+    for site in sites:
+        releases &= site.releases()
+    if not releases:
+        return None  # no release has calls at all these lines (a patched build, a mix)
+    for site in sites:
+        stages = {stage for _, stage, at in site.entries if at & releases}
+        if stages == {None}:
+            continue  # a helper both stages call (registration, socket I/O)
+        if len(stages) == 1:
+            return stages.pop()
+        return None  # the releases disagree on this line's stage
+    return None

@@ -1,0 +1,71 @@
+"""The stage NCCL's own source lines show, read into each WARN and return-code chain once
+the whole text is scanned (the version NCCL prints may come after the failure, and a
+chain's callers after its WARN).
+
+A WARN's place and the "file:line -> rc" lines under it are looked up in the table
+generated from every NCCL release (``parsers/catalog/stages.py``): where they sit in
+communicator or connection set-up in every release they can come from, the WARN is a
+set-up failure whatever layer failed (fixtures/cases/README.md, "NCCL set-up or
+network"); where they sit in the data path, it is not. A WARN of no transport, or a chain
+whose WARN the paste lost, whose lines show set-up is marked ``setup`` as one printed from
+a set-up file is (views/nccl_setup.py); a transport error keeps its kind (HD200 reads its
+stage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from hangdoc.analyzer.parsers.catalog.stages import chain_stage
+from hangdoc.analyzer.parsers.logs.nccl import harmless_warn
+from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.nccl import (
+    CudaFailure,
+    NcclError,
+    NcclVersion,
+    NcclWarn,
+    SourceStage,
+)
+
+
+class _Event(Protocol):
+    payload: EventPayload
+
+
+def printed_version(events: Iterable[_Event]) -> str | None:
+    """The one NCCL version the text prints (its "NCCL version 2.21.5+cuda12.4" lines,
+    torch's "…, NCCL version 2.14.3"), or None: none, or several (several jobs)."""
+    found: set[str] = set()
+    for event in events:
+        payload = event.payload
+        if isinstance(payload, NcclVersion) and payload.version:
+            found.add(payload.version)
+        elif isinstance(payload, NcclError) and payload.nccl_version:
+            found.add(payload.nccl_version)
+    return found.pop() if len(found) == 1 else None
+
+
+def mark_stages(events: Sequence[_Event]) -> None:
+    """Each NCCL WARN's and chain's ``stage``, from its lines and the printed version."""
+    version: str | None = None
+    versioned = False
+    for event in events:
+        warn = event.payload
+        if not isinstance(warn, NcclWarn) or not (warn.where or warn.rc_chain):
+            continue
+        if not versioned:
+            version, versioned = printed_version(events), True
+        stage = chain_stage((warn.where, *warn.rc_chain), version)
+        if stage is None:
+            continue
+        changes: dict[str, object] = {"stage": stage}
+        if (
+            stage is SourceStage.SETUP
+            and type(warn) in (NcclWarn, CudaFailure)
+            and not warn.setup
+            and not harmless_warn(warn.message or "")
+        ):
+            changes["setup"] = True
+        event.payload = replace(warn, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,127 @@
+"""The stage NCCL's own source lines show (parsers/catalog/stages.py over the table that
+scripts/catalog/stages.py generates from every NCCL release).
+
+The places below are real: each chain is copied from a casebook artifact (named on each
+test), and the functions named in the comments are those of the NVIDIA/nccl release tags
+the table was read from.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hangdoc.analyzer.parsers.catalog.stages import chain_stage, table
+from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages, printed_version
+from hangdoc.analyzer.payloads.nccl import NcclTransportError, NcclVersion, NcclWarn, SourceStage
+
+SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
+
+# fixtures/cases/msswift-6107-megatron-ibv-reg-mr-invalid/console.txt
+IBV_REG_MR = (
+    "misc/ibvwrap.cc:182",
+    "transport/net_ib.cc:1872",
+    "transport/net_ib.cc:1920",
+    "transport/net.cc:853",
+)
+# fixtures/cases/nccl-928-h100-ib-error4-acs-gdr: a work completion with an error status
+# found while the proxy progressed a collective.
+IB_COMPLETION = (
+    "transport/net_ib.cc:1295",
+    "transport/net.cc:1008",
+    "proxy.cc:679",
+    "proxy.cc:858",
+)
+
+
+def test_a_chain_narrows_the_releases_to_those_with_calls_at_all_its_lines() -> None:
+    # net.cc:853 alone: recvProxyFree in 2.17.1, sendProxyFree in 2.18, sendProxyConnect in
+    # 2.27: the releases disagree, so the line shows nothing.
+    assert chain_stage(("transport/net.cc:853",)) is None
+    # With the IB lines under it only 2.27.3 has calls at all four (ncclIbRegMrDmaBufInternal,
+    # ncclIbRegMrDmaBuf: registration, either stage), and there 853 is sendProxyConnect.
+    assert chain_stage(IBV_REG_MR) is SourceStage.SETUP
+
+
+def test_the_data_path_is_shown_where_every_release_agrees() -> None:
+    assert chain_stage(IB_COMPLETION) is SourceStage.DATA
+
+
+def test_the_innermost_line_with_a_stage_decides() -> None:
+    # fixtures/cases/llamafactory-8036-wsl2-nccl-shm-cuda-oom: the shared-memory transport's
+    # set-up, reached from a group's launch (group.cc) on a first collective.
+    chain = ("transport/shm.cc:153", "transport.cc:35", "transport.cc:147", "group.cc:148")
+    assert chain_stage(chain) is SourceStage.SETUP
+
+
+def test_a_printed_version_narrows_and_an_unknown_one_shows_nothing() -> None:
+    assert chain_stage(IBV_REG_MR, "2.27.3") is SourceStage.SETUP
+    # 2.18.x has no calls at the IB lines: no release is left.
+    assert chain_stage(IBV_REG_MR, "2.18.3") is None
+    # A version the table does not hold: its lines are not known.
+    assert chain_stage(("init.cc:1350",), "9.9.9") is None
+    # "NCCL version 2.21.5+cuda12.4": the build suffix is not the release.
+    assert chain_stage(IBV_REG_MR, "2.27.3+cuda12.9") is SourceStage.SETUP
+
+
+def test_places_are_read_as_nccl_and_builds_print_them() -> None:
+    held = table()
+    site = held.resolve("transport/net.cc:853")
+    assert site is not None
+    assert held.resolve("/tmp/build/nccl/src/transport/net.cc:853") == site
+    assert held.resolve("not a place") is None
+    assert held.resolve("transport/net.cc:999999") is None
+
+
+def test_lines_outside_the_table_show_nothing() -> None:
+    assert chain_stage(("ib_plugin.c:1615",)) is None  # a network plugin's own source
+    assert chain_stage(()) is None
+
+
+def test_the_scanner_marks_a_warn_with_its_chain_stage() -> None:
+    class Event:
+        def __init__(self, payload: object) -> None:
+            self.payload = payload
+
+    warn = NcclTransportError(
+        message="Call to ibv_reg_mr_iova2 failed with error Invalid argument",
+        where=IBV_REG_MR[0],
+        rc_chain=IBV_REG_MR[1:],
+    )
+    other = NcclWarn(
+        message="NET/IB : Got completion", where=IB_COMPLETION[0], rc_chain=IB_COMPLETION[1:]
+    )
+    events = [Event(warn), Event(other)]
+    mark_stages(events)  # type: ignore[arg-type]
+    assert events[0].payload.stage is SourceStage.SETUP  # type: ignore[attr-defined]
+    assert events[1].payload.stage is SourceStage.DATA  # type: ignore[attr-defined]
+    # A transport error keeps its kind: HD200 reads the stage; a plain WARN in the data
+    # path is not marked set-up.
+    assert not events[0].payload.setup  # type: ignore[attr-defined]
+    assert not events[1].payload.setup  # type: ignore[attr-defined]
+    # A chain whose WARN the paste lost (its first "-> rc" line stands for it) is set-up's
+    # when its lines show set-up, as one from a set-up file is.
+    headless = [Event(NcclWarn(where=IBV_REG_MR[1], rc_chain=IBV_REG_MR[2:]))]
+    mark_stages(headless)  # type: ignore[arg-type]
+    assert headless[0].payload.stage is SourceStage.SETUP  # type: ignore[attr-defined]
+    assert headless[0].payload.setup  # type: ignore[attr-defined]
+    # Two jobs' versions in one text narrow nothing.
+    assert printed_version([Event(NcclVersion(version="2.27.3"))]) == "2.27.3"  # type: ignore[list-item]
+    two = [Event(NcclVersion(version="2.27.3")), Event(NcclVersion(version="2.18.3"))]
+    assert printed_version(two) is None  # type: ignore[arg-type]
+
+
+def test_the_generator_gives_functions_their_stage_by_family() -> None:
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from catalog.stages import stage_of
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    assert stage_of("transport/net.cc", "sendProxyConnect") == "setup"
+    assert stage_of("transport/net.cc", "recvProxyProgress") == "data"
+    assert stage_of("transport/net_ib.cc", "ncclIbRegMrDmaBuf") == ""  # both stages register
+    assert stage_of("init.cc", "ncclCommInitRankFunc") == "setup"
+    assert stage_of("init.cc", "commFree") == ""  # teardown
+    assert stage_of("group.cc", "ncclCollPreconnectFunc") == "setup"  # a first collective connects
+    assert stage_of("enqueue.cc", "ncclEnqueueCheck") == "data"
+    assert stage_of("misc/socket.cc", "socketProgress") == ""  # the bootstrap's I/O too
