@@ -148,7 +148,8 @@ _RECORD_PREFIX = re.compile(
     r"\[?[\w.-]+\.py:\d+\] "
 )
 _SIGN_RECORD_PREFIX = re.compile(
-    r"^.{0,60}?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]{8,15} \[?[\w.-]+\.py:\d+\]"
+    r"^(?:\([\w.:-]+ pid=\d+[^)\n]{0,40}\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d "
+    r"[\d:.]{8,15} \[?[\w.-]+\.py:\d+\]"
     r" +(?:Traceback \(most recent call last\):|File \")",
     re.MULTILINE,
 )
