@@ -49,6 +49,7 @@ from hangdoc.analyzer.loading.redaction import redact_evidence
 from hangdoc.analyzer.loading.text_workers import TextReadAhead, Windows
 from hangdoc.analyzer.loading.ticket_format import INPUTS as TICKET_INPUTS
 from hangdoc.analyzer.loading.ticket_format import MARKER as TICKET_MARKER
+from hangdoc.analyzer.loading.window_digest import JobTemplates, digest_windows
 from hangdoc.analyzer.model import (
     NO_REDACT_NOTE,
     Evidence,
@@ -60,7 +61,7 @@ from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, Parser
 from hangdoc.analyzer.parsers.hangdoc_json import load_json_object
 from hangdoc.analyzer.parsers.jsonio import as_dict, get_bool, get_list, get_str
-from hangdoc.analyzer.parsers.logs.window import UNATTRIBUTED, read_line_window
+from hangdoc.analyzer.parsers.logs.window import UNATTRIBUTED, read_window_columns
 from hangdoc.analyzer.parsers.text import TEXT_KINDS, TextParser, tail_copy
 from hangdoc.analyzer.parsers.unmangle import Unmangled
 from hangdoc.analyzer.summaries.read import absorb_summary, read_summary
@@ -122,7 +123,9 @@ class _Loader:
         self.from_summaries: dict[int, str] = {}  # id(process) -> its dump's display
         self.jobs: list[JobInfo] = []
         self.evidence = Evidence()
-        self.index = ProcessIndex()
+        # The ranks' log windows are kept as digests of templates numbered job-wide.
+        self.templates = JobTemplates()
+        self.index = ProcessIndex(self.templates.add_lines)
         self.seen_files: set[tuple[int, int]] = set()  # (st_dev, st_ino)
         self.seen_dumps: set[str] = set()
         self.archive_depth = 0
@@ -363,7 +366,7 @@ class _Loader:
                 return
         if note:
             parsed.notes.append(f"{display}: {note}")
-        windows = ahead.windows() if ahead is not None else None
+        windows = ahead.windows(self.templates) if ahead is not None else None
         self._absorb(parsed, path, display, context, size, windows=windows)
 
     def _unmangled(self, path: Path, head: bytes, size: int, display: str) -> Unmangled | None:
@@ -534,10 +537,10 @@ class _Loader:
                 if context is not None:
                     proc.host, proc.pid = context.host, context.pid
                 parsed.processes.append(proc)
-            proc.log_lines.extend(lines)
+            self.templates.add_lines(proc, lines)
 
-    @staticmethod
     def _line_windows(
+        self,
         parsed: ParsedFile,
         path: Path,
         display: str,
@@ -556,11 +559,13 @@ class _Loader:
                 default_rank = named
         try:
             if parsed.tail_bytes is None:
-                return read_line_window(readable, display, default_rank)
-            with tail_copy(readable, parsed.tail_bytes) as tail:  # the lines the parsers read
-                return read_line_window(tail, display, default_rank)
+                columns = read_window_columns(readable, default_rank)
+            else:
+                with tail_copy(readable, parsed.tail_bytes) as tail:  # the lines the parsers read
+                    columns = read_window_columns(tail, default_rank)
         except OSError:
             return None
+        return self.templates.windows(digest_windows(columns), display)
 
     def _load_archive(self, path: Path, display: str) -> None:
         if self.archive_depth >= _MAX_ARCHIVE_DEPTH:
@@ -622,6 +627,7 @@ class _Loader:
                 "read one by one"
             )
         ev.processes = self.index.finish()
+        self.templates.attach(ev.processes)
         ev.notes.extend(self.index.notes)
         ev.notes.extend(host_notes(ev, self.jobs))
         ev.notes = list(dict.fromkeys(ev.notes))

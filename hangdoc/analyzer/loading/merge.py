@@ -15,9 +15,10 @@ names both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from hangdoc.analyzer.model import ProcessEvidence, ProcSample, StackSample
+from hangdoc.analyzer.model import LogLines, ProcessEvidence, ProcSample, StackSample
 
 _SCALARS = (
     "host",
@@ -56,10 +57,18 @@ def _compatible(a: ProcessEvidence, b: ProcessEvidence) -> bool:
     return ha is None or hb is None or ha == hb
 
 
+def _extend_lines(proc: ProcessEvidence, lines: LogLines) -> None:
+    proc.log_lines.extend(lines)
+
+
 class ProcessIndex:
     """Accumulates fragments; ``finish`` returns the merged processes."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, add_lines: Callable[[ProcessEvidence, LogLines], None] | None = None
+    ) -> None:
+        # how a fragment's log lines join the process's (the loader's joins its windows)
+        self._add_lines = add_lines if add_lines is not None else _extend_lines
         self._processes: list[ProcessEvidence] = []
         self._by_rank: dict[int, ProcessEvidence] = {}
         self._by_host_pid: dict[tuple[str | None, int], ProcessEvidence] = {}
@@ -155,7 +164,7 @@ class ProcessIndex:
         target.proc_samples.extend(frag.proc_samples)
         target.collectives.extend(frag.collectives)
         target.log_events.extend(frag.log_events)
-        target.log_lines.extend(frag.log_lines)
+        self._add_lines(target, frag.log_lines)
         target.gpu.extend(frag.gpu)
         target.sources.extend(frag.sources)
         target.exited = target.exited or frag.exited

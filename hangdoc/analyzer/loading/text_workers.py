@@ -30,10 +30,15 @@ from pathlib import Path
 
 from hangdoc.analyzer.loading.dump_reader import FileContext
 from hangdoc.analyzer.loading.huge_files import bounded_view
-from hangdoc.analyzer.model import LogLine
+from hangdoc.analyzer.loading.window_digest import (
+    JobTemplates,
+    RankWindow,
+    digest_windows,
+)
+from hangdoc.analyzer.model import LogLines
 from hangdoc.analyzer.parsers import PARSERS
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile
-from hangdoc.analyzer.parsers.logs.window import WindowColumns, read_window_columns
+from hangdoc.analyzer.parsers.logs.window import read_window_columns
 from hangdoc.analyzer.parsers.text import TEXT_KINDS, TextParser, tail_copy
 from hangdoc.common.archive import archive_kind
 from hangdoc.common.text import looks_binary
@@ -42,27 +47,29 @@ from hangdoc.common.text import looks_binary
 # dump's few kilobytes cost less to parse than to send to a worker and back.
 MIN_BATCH_BYTES = 2 * 1024 * 1024
 
-Windows = dict[int, list[LogLine]]
+Windows = dict[int, LogLines]
 
 
 @dataclass(frozen=True, slots=True)
 class ReadAhead:
     """What a worker made of one file: the parser's result and the note of a bounded
     view, or the parser's failure; the rank's line windows when they could be cut, as
-    columns (the records they become are built in the loader's process: pickled, they
-    were most of what a worker sent back, and cost 2 ms a rank log each way)."""
+    digests (loading/window_digest.py; the unattributed lines as columns): pickled
+    records were most of what a worker sent back, and cost 2 ms a rank log each way,
+    and the loader keeps the digests."""
 
     parsed: ParsedFile | None
     note: str | None
     failure: str | None  # "could not parse: …", as the loader words it
-    columns: dict[int, WindowColumns] | None  # None: the loader cuts them itself
+    columns: dict[int, RankWindow] | None  # None: the loader cuts them itself
     source: str = ""  # the file's display path, every window line's source
 
-    def windows(self) -> Windows | None:
-        """The rank's line windows (``read_line_window``'s), None: the loader cuts them."""
+    def windows(self, templates: JobTemplates) -> Windows | None:
+        """The rank's line windows (``read_line_window``'s lines, digests held as
+        ``DigestWindow``s of ``templates``), None: the loader cuts them."""
         if self.columns is None:
             return None
-        return {rank: columns.lines(self.source) for rank, columns in self.columns.items()}
+        return templates.windows(self.columns, self.source)
 
 
 def read_ahead(path: str, display: str, size: int, rank: int) -> ReadAhead | None:
@@ -86,14 +93,14 @@ def read_ahead(path: str, display: str, size: int, rank: int) -> ReadAhead | Non
             parsed = TextParser().parse(readable, display)
     except Exception as exc:  # the loader's words for a parser bug
         return ReadAhead(None, None, f"could not parse: {type(exc).__name__}: {exc}", None)
-    columns: dict[int, WindowColumns] | None = None
+    columns: dict[int, RankWindow] | None = None
     if parsed.kind in TEXT_KINDS:
         try:
             if parsed.tail_bytes is None:
-                columns = read_window_columns(file, rank)
+                columns = digest_windows(read_window_columns(file, rank))
             else:
                 with tail_copy(file, parsed.tail_bytes) as tail:
-                    columns = read_window_columns(tail, rank)
+                    columns = digest_windows(read_window_columns(tail, rank))
         except Exception:  # the loader cuts them again and meets the same problem
             columns = None
     return ReadAhead(parsed, note, None, columns, display)

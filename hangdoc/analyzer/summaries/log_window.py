@@ -249,9 +249,9 @@ def decode_window(
         marks[index % count] = BenignWarning(mark)
     return DigestWindow(
         formats,
-        _Column(ids, id_counts),
+        RunColumn(ids, id_counts),
         texts,
-        _Column(deltas, delta_counts),
+        RunColumn(deltas, delta_counts),
         tuple(runs),
         tuple(ends),
         marks,
@@ -287,7 +287,7 @@ def _run_texts(numbers: str | list[Any], wanted: list[int]) -> list[str]:
     return out
 
 
-class _Column:
+class RunColumn:
     """A column of a window as runs: each run's value, where it ends (the index of the
     line after it), and the values' total before it (``weights``: each value counted
     as ``weight(value)``, e.g. a template's numbers)."""
@@ -351,7 +351,7 @@ class DigestWindow(LogWindow):
     built when it is read (its template filled with its numbers, split off the nearer end
     of its run's numbers, so that reading a template's first or last line costs little
     and keeps nothing), every line at once, in C, when the window is iterated. Its
-    templates and line numbers are runs (``_Column``): a line's line number is a sum over
+    templates and line numbers are runs (``RunColumn``): a line's line number is a sum over
     the runs before it."""
 
     __slots__ = (
@@ -369,9 +369,9 @@ class DigestWindow(LogWindow):
     def __init__(
         self,
         formats: TemplateFormats,
-        templates: _Column,
+        templates: RunColumn,
         texts: list[str],
-        deltas: _Column,
+        deltas: RunColumn,
         runs: tuple[tuple[str, int], ...],
         ends: tuple[int, ...],
         marks: dict[int, BenignWarning],
