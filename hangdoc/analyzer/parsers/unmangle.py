@@ -574,12 +574,11 @@ def _fences(lines: _Lines) -> int:
     return found
 
 
-def _on_most_lines(
-    lines: _Lines, pattern: re.Pattern[str], group: int, every: bool = False
-) -> str | None:
-    """The ``group`` of ``pattern`` that starts most non-blank lines, where it starts enough
-    of them to be a shipper's (a tag on a few lines is the lines' own text), or, with
-    ``every``, every one of a text shorter than that (a one-line paste from a shipper)."""
+def _group_counts(
+    lines: _Lines, pattern: re.Pattern[str], group: int
+) -> tuple[dict[str, int], int]:
+    """How many non-blank lines ``pattern`` starts, by its ``group``; and how many
+    non-blank lines there are."""
     counts: dict[str, int] = {}
     meaningful = 0
     for text in lines.texts:
@@ -588,6 +587,16 @@ def _on_most_lines(
         meaningful += 1
         if (m := pattern.match(text)) is not None:
             counts[m.group(group)] = counts.get(m.group(group), 0) + 1
+    return counts, meaningful
+
+
+def _on_most_lines(
+    lines: _Lines, pattern: re.Pattern[str], group: int, every: bool = False
+) -> str | None:
+    """The ``group`` of ``pattern`` that starts most non-blank lines, where it starts enough
+    of them to be a shipper's (a tag on a few lines is the lines' own text), or, with
+    ``every``, every one of a text shorter than that (a one-line paste from a shipper)."""
+    counts, meaningful = _group_counts(lines, pattern, group)
     if not counts:
         return None
     found, seen = max(counts.items(), key=lambda item: item[1])
@@ -666,14 +675,7 @@ def _source_column(lines: _Lines) -> int:
     """Remove the source column (a host, a pod, a stream) that a log viewer or shipper
     printed between its stamp and each line, before a separator: on most lines, with a
     few sources at most (several hosts' lines interleaved), none of them a level word."""
-    counts: dict[str, int] = {}
-    meaningful = 0
-    for text in lines.texts:
-        if not text.strip():
-            continue
-        meaningful += 1
-        if (m := _SOURCE_COLUMN.match(text)) is not None:
-            counts[m.group(2)] = counts.get(m.group(2), 0) + 1
+    counts, meaningful = _group_counts(lines, _SOURCE_COLUMN, 2)
     seen = sum(counts.values())
     if (
         not counts
