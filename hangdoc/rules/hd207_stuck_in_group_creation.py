@@ -48,6 +48,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity, classify_process
 from hangdoc.analyzer.views.activity_table import Activity
+from hangdoc.analyzer.views.nccl_setup import FIRST_COLLECTIVES
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
 
@@ -187,20 +188,11 @@ class StuckInGroupCreation(Rule):
         )
 
 
-# Wrapper construction that runs the job's first collectives (file suffix, functions).
+# Wrapper construction that runs the job's first collectives (file suffix, functions): the
+# wrappers' first collectives, and DDP's constructor that calls them (a live stack shows it).
 _BUILDERS: tuple[tuple[str, frozenset[str], str], ...] = (
     ("torch/nn/parallel/distributed.py", frozenset({"__init__"}), "DistributedDataParallel()"),
-    (
-        "torch/distributed/utils.py",
-        frozenset({"_verify_param_shape_across_processes", "_sync_module_states"}),
-        "DistributedDataParallel()",
-    ),
-    ("deepspeed/runtime/engine.py", frozenset({"_broadcast_model"}), "deepspeed.initialize()"),
-    (
-        "torch/distributed/fsdp/_init_utils.py",
-        frozenset({"_sync_module_params_and_buffers", "_sync_module_states"}),
-        "FullyShardedDataParallel()",
-    ),
+    *FIRST_COLLECTIVES,
 )
 
 
