@@ -206,7 +206,13 @@ def extract(torch_repo: Path, gloo_repo: Path | None) -> dict[str, object]:
         if gloo_reader is not None:
             gloo_reader.close()
     # Releases before c10d (0.x) hold none of these files: left out.
-    held = {v for lines in where.values() for by_fn in lines.values() for vs in by_fn.values() for v in vs}
+    held = {
+        v
+        for lines in where.values()
+        for by_fn in lines.values()
+        for vs in by_fn.values()
+        for v in vs
+    }
     versions = [v for v, _ in tags if v in held]
     provenance = {v: provenance[v] for v in versions}
     files: dict[str, object] = {}
