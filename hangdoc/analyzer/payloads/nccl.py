@@ -158,6 +158,9 @@ class NcclError(Work):
     rc_where: str | None = None
     rc_chain: tuple[str, ...] = ()
     in_bootstrap: bool = False
+    # The stage of the torch function that holds ``where``, per the releases that have a
+    # check at that line (parsers/catalog/torch_stages.py); None where unknown.
+    stage: SourceStage | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hangdoc.analyzer.payloads.launch import ExceptionRaised
-from hangdoc.analyzer.payloads.nccl import NcclError, NcclTransportError, NcclWarn
+from hangdoc.analyzer.payloads.nccl import (
+    NcclError,
+    NcclTransportError,
+    NcclWarn,
+    SourceStage,
+)
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.timeline import Placed, Timeline
@@ -164,7 +169,8 @@ def first_collective_of(tl: Timeline, p: Placed, running_from: int) -> str | Non
 
 def is_setup_error(p: Placed, running_from: int) -> bool:
     """torch's synchronous NCCL error of a setup class, before any collective traffic,
-    that is neither an out-of-memory (HD031) nor a lost connection (HD200)."""
+    (or one whose c10d check sits in communicator set-up) that is neither an
+    out-of-memory (HD031) nor a lost connection (HD200)."""
     error = p.event.payload_as(NcclError)
     if error is None or not (error.where or "").strip() or error.in_watchdog:
         return False
@@ -172,7 +178,10 @@ def is_setup_error(p: Placed, running_from: int) -> bool:
         return False
     if error.out_of_memory or error.last_error_peer or error.last_error_link:
         return False
-    return p.index < running_from
+    # A check in torch's communicator set-up (getNCCLComm in every release with a check at
+    # the printed line: parsers/catalog/torch_stages.py) is set-up wherever it falls: a
+    # communicator created after others already ran (a new group's first collective).
+    return p.index < running_from or error.stage is SourceStage.SETUP
 
 
 def _lost_connections(tl: Timeline) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from hangdoc.analyzer.parsers.catalog.stages import chain_stage
+from hangdoc.analyzer.parsers.catalog.torch_stages import site_stage
 from hangdoc.analyzer.parsers.logs.nccl import harmless_warn
 from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.analyzer.payloads.nccl import (
@@ -48,11 +49,17 @@ def printed_version(events: Iterable[_Event]) -> str | None:
 
 
 def mark_stages(events: Sequence[_Event]) -> None:
-    """Each NCCL WARN's and chain's ``stage``, from its lines and the printed version."""
+    """Each NCCL WARN's and chain's ``stage``, from its lines and the printed version; and
+    each torch NCCL error's, from the c10d check its "NCCL error in: <file>:<line>" names."""
     version: str | None = None
     versioned = False
     for event in events:
         warn = event.payload
+        if isinstance(warn, NcclError) and warn.where and warn.stage is None:
+            torch_stage = site_stage(warn.where)
+            if torch_stage is not None:
+                event.payload = replace(warn, stage=torch_stage)
+            continue
         if not isinstance(warn, NcclWarn) or not (warn.where or warn.rc_chain):
             continue
         if not versioned:
