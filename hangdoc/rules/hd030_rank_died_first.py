@@ -78,6 +78,7 @@ so the error file names the exception.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.launch import SignalName
@@ -132,12 +133,29 @@ class RankDiedFirst(Rule):
         if not leading:
             return  # every failure came after the timeouts: consequences
         certain = [d for d in leading if d.certain]
-        chosen = certain or leading
+        chosen = certain or _not_aborts(leading)
         first = chosen[0]
         ordered = precedes_wave(first.placed, wave_events)
         culprits = sorted({d.rank for d in chosen if d.rank is not None})
+        if _one_failure(certain) and not culprits and (exited := _one_exit(leading)) is not None:
+            # The failure's own lines name no rank; the launcher names the one worker
+            # that exited with an error of its own: the failure is that worker's (one
+            # failure: two, each a process's, may be those of two workers).
+            chosen = [*chosen, exited]
+            culprits = [exited.rank] if exited.rank is not None else []
         waiting = sorted(victims(tl) - set(culprits))
-        yield self._finding(first, chosen, culprits, waiting, ordered, bool(certain), wave_events)
+        finding = self._finding(
+            first, chosen, culprits, waiting, ordered, bool(certain), wave_events
+        )
+        if first.rank is None and culprits:
+            finding = replace(
+                finding,
+                explanation=f"{finding.explanation} The failure's own lines name no rank; the "
+                f"launcher reports {ranks_text(culprits)} as the one worker that exited with an "
+                f"error of its own ({chosen[-1].placed.event.text.strip()[:120]}), and the others "
+                "as stopped after it: the failure is taken to be that worker's.",
+            )
+        yield finding
 
     def _finding(
         self,
@@ -284,6 +302,43 @@ def _killed_outside_wave(deaths: list[Death], waited: set[int]) -> list[Death]:
         and d.rank not in waited
         and d.placed.kind in _LAUNCHER_REPORTS
     ]
+
+
+def _not_aborts(leading: list[Death]) -> list[Death]:
+    """Of deaths that give no reason (exit codes, launcher-reported signals), the one
+    rank that did not abort, when the others did: torchrun's ChildFailedError lists every
+    worker it saw end, and an abort (SIGABRT, exit code -6) is most often the NCCL
+    watchdog tearing its own process down after the failure (ProcessGroupNCCL: "To avoid
+    data inconsistency, we are taking the entire process down"), while a worker that
+    exited with code 1 raised an exception of its own. Several ranks that did not abort
+    leave the list as it is: which of them began it, nothing says."""
+    aborted = [d for d in leading if d.signal == SignalName.SIGABRT]
+    rest = [d for d in leading if d.signal != SignalName.SIGABRT]
+    if not aborted or not rest or len({d.rank for d in rest}) != 1 or rest[0].rank is None:
+        return leading
+    return rest
+
+
+def _one_failure(certain: list[Death]) -> bool:
+    """The deaths are one line printed once (an exception and the CUDA error its
+    message names are two readings of one line): one process's failure. The same
+    exception printed by two workers is folded into one event that counts the repeat."""
+    lines = {(d.placed.event.source, d.placed.event.line) for d in certain}
+    return len(lines) == 1 and all(d.placed.event.repeats == 0 for d in certain)
+
+
+def _one_exit(leading: list[Death]) -> Death | None:
+    """The one rank a launcher reports exiting with an error code of its own (Slurm's
+    ``srun: error: node: task 3: Exited with exit code 1``, torchrun's ``failed
+    (exitcode: 1) local_rank: 3``, torch.multiprocessing's ``process 3 terminated with
+    exit code 1``), None when it reports none or several. The workers it stopped
+    afterwards end by its signal (``tasks 0-2: Terminated``), which is no death here."""
+    exits = [
+        d
+        for d in leading
+        if d.how == DeathHow.EXIT and d.rank is not None and d.placed.kind in _LAUNCHER_REPORTS
+    ]
+    return exits[0] if len({d.rank for d in exits}) == 1 else None
 
 
 def _weak(death: Death) -> bool:
