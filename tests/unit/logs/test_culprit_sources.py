@@ -1,0 +1,166 @@
+"""Where a culprit's rank comes from when the failure's own lines do not say it: a process's
+own lines joined to the reports naming its pid, the launcher's report of the one worker that
+exited with an error of its own, and the one rank that did not abort.
+
+Hand-written lines of documented formats: Ray's log prefix ``(RayTrainWorker pid=N,
+ip=A)`` (python/ray/_private/log_monitor.py), Ray Train's ``Setting up process group for:
+env://… [rank=R, world_size=W]`` (python/ray/train/torch/config.py) and the raylet's ``A
+worker died or was killed while executing a task … Worker PID: N Worker exit type:
+SYSTEM_ERROR`` (src/ray/raylet/node_manager.cc, as parsers/logs/process.py reads it);
+Slurm's ``srun: error: NODE: task N: Exited with exit code C`` and ``tasks 0-2:
+Terminated`` (src/srun/, read by parsers/logs/process.py); torchelastic's ChildFailedError
+table (torch/distributed/elastic/multiprocessing/errors/__init__.py ``format_msg``); a
+Python traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangdoc.analyzer.vocabulary import EventKind, RankFrom
+from hangdoc.api import diagnose
+from tests.unit.logs.helpers import events, parse
+
+_RAY_DIED = (
+    "2023-01-17 17:21:35,472\tWARNING worker.py:1829 -- A worker died or was killed while "
+    "executing a task by an unexpected system error. To troubleshoot the problem, check the "
+    "logs for the dead worker. RayTask ID: ffffffffffffffff686c4586a18aa58bf9747eb504000000 "
+    "Worker ID: 0c62b78d30f3642bc1fc9a6f3cb257202e1230b03d988031722bc993 Node ID: "
+    "38300cefdc3b42caebdba478cc1da1adbba154304cecb24fd8ba1a7e Worker IP address: 10.0.0.2 "
+    "Worker port: 10016 Worker PID: {pid} Worker exit type: SYSTEM_ERROR Worker exit detail: "
+    "Worker unexpectedly exits with a connection error code 2. End of file.\n"
+)
+
+
+def _setup(pid: int, ip: str, rank: int) -> str:
+    return (
+        f"(RayTrainWorker pid={pid}, ip={ip}) 2023-01-17 17:01:19,000\tINFO config.py:86 -- "
+        f"Setting up process group for: env://10.0.0.1:29500 [rank={rank}, world_size=2]\n"
+    )
+
+
+def test_a_ray_workers_death_is_the_rank_its_own_lines_name(tmp_path: Path) -> None:
+    # GIVEN two Ray Train workers whose set-up lines name their ranks, and the raylet's
+    # report that the worker of pid 1942 died
+    console = tmp_path / "console.txt"
+    console.write_text(
+        _setup(1941, "10.0.0.1", 1)
+        + _setup(1942, "10.0.0.2", 0)
+        + "(RayTrainWorker pid=1942, ip=10.0.0.2) Returning from train func!!\n"
+        + _RAY_DIED.format(pid=1942),
+        encoding="utf-8",
+    )
+    # WHEN it is read
+    died = events(parse(console), EventKind.ACTOR_DIED)
+    # THEN the death is rank 0's, by its pid
+    assert [(rank, e.rank_from) for rank, e in died] == [(0, RankFrom.PID)]
+    found = diagnose([console]).findings[0]
+    assert (found.rule, found.culprit_ranks) == ("HD030", (0,))
+
+
+def test_a_pid_whose_lines_name_two_ranks_gives_none(tmp_path: Path) -> None:
+    # GIVEN one pid whose lines name rank 0 and rank 1 (two jobs' lines, or a peer's)
+    console = tmp_path / "console.txt"
+    console.write_text(
+        _setup(1942, "10.0.0.2", 0) + _setup(1942, "10.0.0.2", 1) + _RAY_DIED.format(pid=1942),
+        encoding="utf-8",
+    )
+    died = events(parse(console), EventKind.ACTOR_DIED)
+    # THEN the death stays the job's: no rank is guessed
+    assert [rank for rank, _ in died] == [None]
+
+
+_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 50, in <module>\n'
+    "    main()\n"
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+)
+_SRUN = (
+    "srun: error: gpu07: task 3: Exited with exit code 1\n"
+    "srun: launch/slurm: _step_signal: Terminating StepId=1.0\n"
+    "srun: error: gpu07: tasks 0-2: Terminated\n"
+)
+
+
+def test_an_unranked_failure_is_the_one_worker_the_launcher_saw_exit(tmp_path: Path) -> None:
+    # GIVEN a traceback with no rank on its lines, and srun's report that task 3 exited
+    # with an error while it terminated tasks 0-2 after it
+    console = tmp_path / "console.txt"
+    console.write_text(_TRACEBACK + _SRUN, encoding="utf-8")
+    # WHEN it is diagnosed
+    found = diagnose([console]).findings[0]
+    # THEN the failure is rank 3's, and the finding says how that was read
+    assert (found.rule, found.category, found.culprit_ranks) == (
+        "HD030",
+        "rank_dead_or_crashed",
+        (3,),
+    )
+    assert "the launcher reports rank 3" in found.explanation
+
+
+def test_the_same_failure_printed_twice_is_no_one_workers(tmp_path: Path) -> None:
+    # GIVEN the same traceback printed by two workers (folded into one event that counts
+    # the repeat): two processes failed, and the launcher names only the first to exit
+    console = tmp_path / "console.txt"
+    console.write_text(_TRACEBACK + _TRACEBACK + _SRUN, encoding="utf-8")
+    found = diagnose([console]).findings[0]
+    # THEN no rank is named
+    assert (found.rule, found.culprit_ranks) == ("HD030", ())
+
+
+def _entry(index: int, rank: int, code: int, when: str) -> str:
+    signal = "  traceback : Signal 6 (SIGABRT) received by PID 200{rank}\n"
+    plain = "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+    return (
+        f"[{index}]:\n"
+        f"  time      : 2024-11-05_{when}\n"
+        "  host      : node1\n"
+        f"  rank      : {rank} (local_rank: {rank})\n"
+        f"  exitcode  : {code} (pid: 200{rank})\n"
+        "  error_file: <N/A>\n" + (signal.format(rank=rank) if code == -6 else plain)
+    )
+
+
+def _table(failures: list[str], root: str) -> str:
+    return (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        + "=" * 60
+        + "\ntrain.py FAILED\n"
+        + "-" * 60
+        + "\nFailures:\n"
+        + "".join(failures)
+        + "-" * 60
+        + "\nRoot Cause (first observed failure):\n"
+        + root
+        + "=" * 60
+        + "\n"
+    )
+
+
+def test_of_workers_ended_for_no_stated_reason_the_one_that_did_not_abort(
+    tmp_path: Path,
+) -> None:
+    # GIVEN torchrun's table: ranks 0 and 1 aborted (SIGABRT, the watchdog's teardown),
+    # rank 2 exited with code 1
+    table = tmp_path / "console.txt"
+    table.write_text(
+        _table(
+            [_entry(1, 0, -6, "10:12:31"), _entry(2, 1, -6, "10:12:31")],
+            _entry(0, 2, 1, "10:02:31"),
+        ),
+        encoding="utf-8",
+    )
+    found = diagnose([table]).findings[0]
+    # THEN rank 2 is the culprit
+    assert (found.rule, found.culprit_ranks) == ("HD030", (2,))
+    # GIVEN two ranks that exited with code 1 beside the abort: which began it, nothing says
+    table.write_text(
+        _table(
+            [_entry(1, 0, -6, "10:12:31"), _entry(2, 1, 1, "10:12:31")],
+            _entry(0, 2, 1, "10:12:31"),
+        ),
+        encoding="utf-8",
+    )
+    found = diagnose([table]).findings[0]
+    assert found.rule == "HD030" and found.culprit_ranks == (0, 1, 2)
