@@ -7,6 +7,8 @@ ip=A)`` (python/ray/_private/log_monitor.py), Ray Train's ``Setting up process g
 env://… [rank=R, world_size=W]`` (python/ray/train/torch/config.py) and the raylet's ``A
 worker died or was killed while executing a task … Worker PID: N Worker exit type:
 SYSTEM_ERROR`` (src/ray/raylet/node_manager.cc, as parsers/logs/process.py reads it);
+vLLM V1's worker prefix ``(Worker_TP1 pid=N)`` (vllm/v1/executor/multiproc_executor.py
+``setup_proc_title_and_log_prefix`` and vllm's ``decorate_logs``);
 Slurm's ``srun: error: NODE: task N: Exited with exit code C`` and ``tasks 0-2:
 Terminated`` (src/srun/, read by parsers/logs/process.py); torchelastic's ChildFailedError
 table (torch/distributed/elastic/multiprocessing/errors/__init__.py ``format_msg``); a
@@ -17,6 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from hangdoc.analyzer.parsers.prefixes import peel
 from hangdoc.analyzer.vocabulary import EventKind, RankFrom
 from hangdoc.api import diagnose
 from tests.unit.logs.helpers import events, parse
@@ -164,3 +169,34 @@ def test_of_workers_ended_for_no_stated_reason_the_one_that_did_not_abort(
     )
     found = diagnose([table]).findings[0]
     assert found.rule == "HD030" and found.culprit_ranks == (0, 1, 2)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "rank"),
+    [
+        ("(Worker_TP1 pid=2004) ", 1),  # tensor parallel only: the TP rank is the rank
+        ("(Worker_PP3 pid=2004) ", 3),  # one rank per stage
+        ("(Worker_TP1_EP1 pid=2004) ", 1),  # the expert rank is another numbering
+        ("(Worker_PP1_TP0 pid=2004) ", None),  # stage * tp_size + tp: the size is not given
+        ("(Worker_DP1_TP0 pid=2004) ", None),  # a replica's world of its own
+        ("(RayWorkerWrapper pid=2004, ip=10.0.0.2) ", None),  # Ray's prefix names no rank
+    ],
+)
+def test_a_vllm_workers_prefix_names_its_rank_where_one_coordinate_places_it(
+    prefix: str, rank: int | None
+) -> None:
+    """vLLM V1's worker prefix (vllm/v1/executor/multiproc_executor.py
+    setup_proc_title_and_log_prefix, vllm's decorate_logs)."""
+    tagged = peel(prefix + "ERROR 01-01 10:01:00 [multiproc_executor.py:470] WorkerProc hit")
+    assert (tagged.rank, tagged.pid) == (rank, 2004)
+
+
+def test_a_vllm_workers_crash_is_its_rank(tmp_path: Path) -> None:
+    console = tmp_path / "console.txt"
+    console.write_text(
+        "(Worker_TP0 pid=2003) INFO 01-01 10:00:00 [parallel_state.py:1004] started\n"
+        + "".join("(Worker_TP1 pid=2004) " + line + "\n" for line in _TRACEBACK.splitlines()),
+        encoding="utf-8",
+    )
+    found = diagnose([console]).findings[0]
+    assert (found.rule, found.culprit_ranks) == ("HD030", (1,))
