@@ -200,3 +200,26 @@ def test_a_vllm_workers_crash_is_its_rank(tmp_path: Path) -> None:
     )
     found = diagnose([console]).findings[0]
     assert (found.rule, found.culprit_ranks) == ("HD030", (1,))
+
+
+def test_the_process_the_kernel_killed_is_the_rank_nccl_placed_at_its_pid(tmp_path: Path) -> None:
+    """NCCL's init line (init.cc: "host:pid:tid [dev] NCCL INFO comm %p rank %d nranks %d
+    … Init COMPLETE") gives each pid its rank; the kernel's OOM killer (mm/oom_kill.c
+    ``__oom_kill_process``: "Out of memory: Killed process %d (%s) total-vm:…") names the
+    pid it killed: that rank died."""
+    console = tmp_path / "console.txt"
+    console.write_text(
+        "".join(
+            f"node1:200{r}:200{r} [{r}] NCCL INFO comm 0x558{r} rank {r} nranks 4 cudaDev {r} "
+            f"nvmlDev {r} busId {r}000 commId 0xabc - Init COMPLETE\n"
+            for r in range(4)
+        )
+        + "[Tue Jan  2 10:00:00 2024] Out of memory: Killed process 2002 (python) "
+        "total-vm:123456789kB, anon-rss:98765432kB, file-rss:0kB, shmem-rss:0kB, UID:1000 "
+        "pgtables:200000kB oom_score_adj:0\n",
+        encoding="utf-8",
+    )
+    killed = events(parse(console), EventKind.HOST_OOM_KILL)
+    assert [(rank, e.rank_from) for rank, e in killed] == [(2, RankFrom.PID)]
+    found = diagnose([console]).findings[0]
+    assert (found.rule, found.culprit_ranks) == ("HD030", (2,))

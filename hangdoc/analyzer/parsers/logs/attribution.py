@@ -12,8 +12,8 @@ Evidence, strongest first:
    vLLM's ``(VllmWorker rank=3 pid=2004)``) name one global rank and no other, as
    step 7 reads them (Ray Train's ``Setting up process group for: env://… [rank=0,
    world_size=2]``); a report naming that pid (Ray's ``Worker PID: 1942 Worker exit
-   type: SYSTEM_ERROR``, torchrun's ``failed (exitcode: -9) … (pid: 1942)``) is then
-   about that rank;
+   type: SYSTEM_ERROR``, torchrun's ``failed (exitcode: -9) … (pid: 1942)``, the
+   kernel's ``Out of memory: Killed process 1942 (python)``) is then about that rank;
 4. torchrun's ``[defaultN]:`` local rank, mapped to a global rank where lines carry both
    prefixes, else taken as the global rank when nothing shows more than one node;
 5. the watchdog's ``[Rank N]`` when its process group is the default one (group ranks
@@ -148,6 +148,10 @@ def build_maps(
 def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom | None]:
     """The event's global rank and how it was found (None when unknown)."""
     if event.kind in JOB_LEVEL:
+        if event.kind is EventKind.HOST_OOM_KILL and event.named_pid in maps.pid_rank:
+            # The kernel's line is the host's, but the process it killed is a rank's
+            # when its pid is known ("Out of memory: Killed process 2003 (python)").
+            return maps.pid_rank[event.named_pid], RankFrom.PID
         return None, None
     if event.prefix_rank is not None:
         return event.prefix_rank, RankFrom.PREFIX
