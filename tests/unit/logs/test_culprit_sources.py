@@ -223,3 +223,26 @@ def test_the_process_the_kernel_killed_is_the_rank_nccl_placed_at_its_pid(tmp_pa
     assert [(rank, e.rank_from) for rank, e in killed] == [(2, RankFrom.PID)]
     found = diagnose([console]).findings[0]
     assert (found.rule, found.culprit_ranks) == ("HD030", (2,))
+
+
+@pytest.mark.parametrize("stamp", ["", "2024-05-01T10:00:00.271828123Z "])
+def test_the_spawned_process_that_raised_keeps_its_index_under_a_stamp(
+    tmp_path: Path, stamp: str
+) -> None:
+    """torch.multiprocessing's ProcessRaisedException (torch/multiprocessing/spawn.py:
+    "\\n\\n-- Process %d terminated with the following error:\\n" and the child's trace),
+    each line under a shipper's stamp (``kubectl logs --timestamps``' RFC 3339 time): the
+    stamp's separator is not the message's first dash."""
+    lines = [
+        "torch.multiprocessing.spawn.ProcessRaisedException: ",
+        "",
+        "-- Process 1 terminated with the following error:",
+        "Traceback (most recent call last):",
+        '  File "/opt/fairseq/distributed_utils.py", line 177, in all_gather_list',
+        "    result.append(pickle.loads(bytes(buffer)))",
+        "_pickle.UnpicklingError: invalid load key, '\\xc3'.",
+    ]
+    console = tmp_path / "console.txt"
+    console.write_text("".join(stamp + line + "\n" for line in lines), encoding="utf-8")
+    found = diagnose([console]).findings[0]
+    assert (found.rule, found.culprit_ranks) == ("HD030", (1,))
