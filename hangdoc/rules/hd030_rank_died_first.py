@@ -40,6 +40,14 @@ itself, by rank or by pid, is that timeout's teardown wherever the paste puts it
 process is that exception's exit (a destructor throwing as the interpreter shuts down,
 "driver shutting down"), not a second failure.
 
+When the failure's own lines name no rank (one traceback, printed once) and the launcher
+reports one worker that exited with an error code of its own (srun's "task 3: Exited with
+exit code 1" beside "tasks 0-2: Terminated", torchrun's "failed (exitcode: 1) local_rank:
+3"), the failure is taken to be that worker's, and the finding says so. Of deaths that
+give no reason (exit codes, launcher-reported signals: a ChildFailedError table), the one
+rank that did not abort is named when the others aborted (SIGABRT: most often the NCCL
+watchdog tearing its process down after the failure).
+
 Where an exception was raised is read from its traceback (its innermost frame or call
 naming a stage, parsers/logs/tb_stage.py). Raised while the ranks set up communication
 (init_process_group, new_group, a rendezvous or its store, DDP's construction, the CUDA
