@@ -246,3 +246,38 @@ def test_the_spawned_process_that_raised_keeps_its_index_under_a_stamp(
     console.write_text("".join(stamp + line + "\n" for line in lines), encoding="utf-8")
     found = diagnose([console]).findings[0]
     assert (found.rule, found.culprit_ranks) == ("HD030", (1,))
+
+
+@pytest.mark.parametrize(
+    ("launcher", "rank"),
+    [
+        # DeepSpeed's launcher (deepspeed/launcher/launch.py sigkill_handler): the command
+        # of the worker that ended, with its --local_rank, "exits with return code = 1"
+        (
+            "[2024-01-01 10:05:00,000] [INFO] [launch.py:315:sigkill_handler] Killing "
+            "subprocess 1001\n"
+            "[2024-01-01 10:05:00,000] [ERROR] [launch.py:321:sigkill_handler] "
+            "['/usr/bin/python', '-u', 'train.py', '--local_rank=2'] exits with return code = 1\n",
+            2,
+        ),
+        # torch.multiprocessing (torch/multiprocessing/spawn.py ProcessExitedException)
+        (
+            "torch.multiprocessing.spawn.ProcessExitedException: process 3 terminated with "
+            "exit code 1\n",
+            3,
+        ),
+    ],
+)
+def test_each_launchers_report_of_the_worker_that_exited(
+    tmp_path: Path, launcher: str, rank: int
+) -> None:
+    console = tmp_path / "console.txt"
+    console.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 50, in worker\n'
+        "    loss = step(batch)\n"
+        "ValueError: Expected input batch_size (16) to match target batch_size (12).\n" + launcher,
+        encoding="utf-8",
+    )
+    found = diagnose([console]).findings[0]
+    assert (found.rule, found.culprit_ranks) == ("HD030", (rank,))
