@@ -90,7 +90,7 @@ from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.launch import SignalName
-from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths
+from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths, one_exit, one_failure
 from hangdoc.analyzer.views.timeline import Placed, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -145,7 +145,7 @@ class RankDiedFirst(Rule):
         first = chosen[0]
         ordered = precedes_wave(first.placed, wave_events)
         culprits = sorted({d.rank for d in chosen if d.rank is not None})
-        if _one_failure(certain) and not culprits and (exited := _one_exit(leading)) is not None:
+        if one_failure(certain) and not culprits and (exited := one_exit(leading)) is not None:
             # The failure's own lines name no rank; the launcher names the one worker
             # that exited with an error of its own: the failure is that worker's (one
             # failure: two, each a process's, may be those of two workers).
@@ -325,28 +325,6 @@ def _not_aborts(leading: list[Death]) -> list[Death]:
     if not aborted or not rest or len({d.rank for d in rest}) != 1 or rest[0].rank is None:
         return leading
     return rest
-
-
-def _one_failure(certain: list[Death]) -> bool:
-    """The deaths are one line printed once (an exception and the CUDA error its
-    message names are two readings of one line): one process's failure. The same
-    exception printed by two workers is folded into one event that counts the repeat."""
-    lines = {(d.placed.event.source, d.placed.event.line) for d in certain}
-    return len(lines) == 1 and all(d.placed.event.repeats == 0 for d in certain)
-
-
-def _one_exit(leading: list[Death]) -> Death | None:
-    """The one rank a launcher reports exiting with an error code of its own (Slurm's
-    ``srun: error: node: task 3: Exited with exit code 1``, torchrun's ``failed
-    (exitcode: 1) local_rank: 3``, torch.multiprocessing's ``process 3 terminated with
-    exit code 1``), None when it reports none or several. The workers it stopped
-    afterwards end by its signal (``tasks 0-2: Terminated``), which is no death here."""
-    exits = [
-        d
-        for d in leading
-        if d.how == DeathHow.EXIT and d.rank is not None and d.placed.kind in _LAUNCHER_REPORTS
-    ]
-    return exits[0] if len({d.rank for d in exits}) == 1 else None
 
 
 def _weak(death: Death) -> bool:

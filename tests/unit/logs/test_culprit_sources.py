@@ -281,3 +281,50 @@ def test_each_launchers_report_of_the_worker_that_exited(
     )
     found = diagnose([console]).findings[0]
     assert (found.rule, found.culprit_ranks) == ("HD030", (rank,))
+
+
+_LIGHTNING = (
+    "[rank: 3] Child process with PID 11479 terminated with code 1. Forcefully terminating "
+    "all other processes to avoid zombies \U0001f9df\n"
+)
+
+
+def test_lightnings_report_of_its_child_names_a_local_rank(tmp_path: Path) -> None:
+    """Lightning's _ChildProcessObserver (lightning/fabric/strategies/launchers/
+    subprocess_script.py): rank_prefixed_message("Child process with PID {pid} terminated
+    with code {code}. Forcefully terminating all other processes to avoid zombies 🧟",
+    rank=i + 1), the child's local rank."""
+    console = tmp_path / "console.txt"
+    console.write_text(_LIGHTNING, encoding="utf-8")
+    [(rank, report)] = events(parse(console), EventKind.WORKER_FAILED)
+    # the local rank the report names (mapped as a [default3]: prefix is, then its pid),
+    # not the "[rank: 3]" tag read as a global rank
+    assert rank == 3 and report.rank_from in (RankFrom.LOCAL_RANK_SINGLE_NODE, RankFrom.PID)
+
+
+def test_an_unranked_oom_is_the_worker_lightning_saw_exit(tmp_path: Path) -> None:
+    console = tmp_path / "console.txt"
+    console.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 450, in main\n'
+        "    trainer.fit(model)\n"
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 128.00 GiB. GPU 3 "
+        "has a total capacity of 79.22 GiB of which 24.22 GiB is free.\n" + _LIGHTNING,
+        encoding="utf-8",
+    )
+    found = diagnose([console]).findings[0]
+    assert (found.rule, found.category, found.culprit_ranks) == ("HD031", "cuda_oom", (3,))
+    assert "the launcher reports rank 3" in found.explanation
+
+
+def test_a_shells_killed_is_the_launchers_end_not_a_workers(tmp_path: Path) -> None:
+    # bash's "line 1: 2504 Killed  python train.py" is about the command it ran (the
+    # launcher Lightning killed after its child), not a worker's own failure
+    console = tmp_path / "console.txt"
+    console.write_text(
+        _LIGHTNING + "/tmp/run.sh: line 1:  2504 Killed                  python train.py\n",
+        encoding="utf-8",
+    )
+    found = diagnose([console]).findings[0]
+    assert found.rule == "HD030" and found.culprit_ranks in ((), (3,))
+    assert "the launcher reports rank 3 as the one worker" not in found.explanation

@@ -218,8 +218,8 @@ def _read_mentions(events: list[RawEvent], maps: RankMaps) -> None:
     tensors: list[int] = []
     replicas: set[int | None] = set()
     for event in events:
-        if event.kind in JOB_LEVEL:
-            continue
+        if event.kind in JOB_LEVEL or event.named_local_rank is not None:
+            continue  # (a launcher's report read the local rank its words name)
         mention = find_mention(event.text)
         if mention is None:
             continue
