@@ -497,13 +497,13 @@ def match_process(text: str) -> Hit | None:
             exit_code=code,
             signal=signal_name(-code) if code < 0 else None,
         )
-        local = lc.group("local")
+        child = lc.group("local")
         return _report(
             EventKind.WORKER_FAILED,
             lightning,
             ("lightning", lc.group("pid"), code),
             named_pid=int(lc.group("pid")),
-            named_local_rank=int(local) if local is not None else None,
+            named_local_rank=int(child) if child is not None else None,
         )
     if "received by PID" in text and (es := _ELASTIC_SIGNAL.search(text)) is not None:
         pid = int(es.group("pid"))
