@@ -40,6 +40,14 @@ itself, by rank or by pid, is that timeout's teardown wherever the paste puts it
 process is that exception's exit (a destructor throwing as the interpreter shuts down,
 "driver shutting down"), not a second failure.
 
+When the failure's own lines name no rank (one traceback, printed once) and the launcher
+reports one worker that exited with an error code of its own (srun's "task 3: Exited with
+exit code 1" beside "tasks 0-2: Terminated", torchrun's "failed (exitcode: 1) local_rank:
+3"), the failure is taken to be that worker's, and the finding says so. Of deaths that
+give no reason (exit codes, launcher-reported signals: a ChildFailedError table), the one
+rank that did not abort is named when the others aborted (SIGABRT: most often the NCCL
+watchdog tearing its process down after the failure).
+
 Where an exception was raised is read from its traceback (its innermost frame or call
 naming a stage, parsers/logs/tb_stage.py). Raised while the ranks set up communication
 (init_process_group, new_group, a rendezvous or its store, DDP's construction, the CUDA
@@ -78,10 +86,11 @@ so the error file names the exception.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.launch import SignalName
-from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths
+from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths, one_exit, one_failure
 from hangdoc.analyzer.views.timeline import Placed, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -132,12 +141,29 @@ class RankDiedFirst(Rule):
         if not leading:
             return  # every failure came after the timeouts: consequences
         certain = [d for d in leading if d.certain]
-        chosen = certain or leading
+        chosen = certain or _not_aborts(leading)
         first = chosen[0]
         ordered = precedes_wave(first.placed, wave_events)
         culprits = sorted({d.rank for d in chosen if d.rank is not None})
+        if one_failure(certain) and not culprits and (exited := one_exit(leading)) is not None:
+            # The failure's own lines name no rank; the launcher names the one worker
+            # that exited with an error of its own: the failure is that worker's (one
+            # failure: two, each a process's, may be those of two workers).
+            chosen = [*chosen, exited]
+            culprits = [exited.rank] if exited.rank is not None else []
         waiting = sorted(victims(tl) - set(culprits))
-        yield self._finding(first, chosen, culprits, waiting, ordered, bool(certain), wave_events)
+        finding = self._finding(
+            first, chosen, culprits, waiting, ordered, bool(certain), wave_events
+        )
+        if first.rank is None and culprits:
+            finding = replace(
+                finding,
+                explanation=f"{finding.explanation} The failure's own lines name no rank; the "
+                f"launcher reports {ranks_text(culprits)} as the one worker that exited with an "
+                f"error of its own ({chosen[-1].placed.event.text.strip()[:120]}), and the others "
+                "as stopped after it: the failure is taken to be that worker's.",
+            )
+        yield finding
 
     def _finding(
         self,
@@ -284,6 +310,21 @@ def _killed_outside_wave(deaths: list[Death], waited: set[int]) -> list[Death]:
         and d.rank not in waited
         and d.placed.kind in _LAUNCHER_REPORTS
     ]
+
+
+def _not_aborts(leading: list[Death]) -> list[Death]:
+    """Of deaths that give no reason (exit codes, launcher-reported signals), the one
+    rank that did not abort, when the others did: torchrun's ChildFailedError lists every
+    worker it saw end, and an abort (SIGABRT, exit code -6) is most often the NCCL
+    watchdog tearing its own process down after the failure (ProcessGroupNCCL: "To avoid
+    data inconsistency, we are taking the entire process down"), while a worker that
+    exited with code 1 raised an exception of its own. Several ranks that did not abort
+    leave the list as it is: which of them began it, nothing says."""
+    aborted = [d for d in leading if d.signal == SignalName.SIGABRT]
+    rest = [d for d in leading if d.signal != SignalName.SIGABRT]
+    if not aborted or not rest or len({d.rank for d in rest}) != 1 or rest[0].rank is None:
+        return leading
+    return rest
 
 
 def _weak(death: Death) -> bool:

@@ -14,7 +14,11 @@ collective for the full process-group timeout.
 CUDA out-of-memory messages in tracebacks, `torchrun` error files and NCCL WARN lines,
 ordered in time against the timeout wave (analyzer/views/timeline.py). An OOM printed *after*
 the timeouts is a consequence of the teardown (gh:NVIDIA/nccl/issues/1284) and is not
-reported.
+reported. An OOM whose own lines name no rank (one traceback, printed once) is the rank's
+that the launcher reports as the one worker that exited with an error code of its own
+(views/deaths.py ``one_exit``: srun's "task 3: Exited with exit code 1", Lightning's
+"[rank: 3] Child process with PID … terminated with code 1", torchrun's, DeepSpeed's,
+torch.multiprocessing's).
 
 ## How to confirm
 The cited line shows the allocation that failed and how much memory was in use.
@@ -33,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
-from hangdoc.analyzer.views.deaths import DeathHow, first_deaths
+from hangdoc.analyzer.views.deaths import DeathHow, first_deaths, one_exit, one_failure
 from hangdoc.analyzer.views.timeline import precedes_wave, victims, wave
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -70,6 +74,21 @@ class CudaOomFirst(Rule):
         if earlier_crash:
             return  # another rank died first: HD030 names it
         culprits = sorted({d.rank for d in leading if d.rank is not None})
+        joined = ""
+        if not culprits and one_failure(leading):
+            # The OOM's own lines name no rank; the launcher names the one worker that
+            # exited with an error of its own: the OOM is that worker's.
+            exits = [d for d in deaths if precedes_wave(d.placed, wave_events) is not False]
+            exited = one_exit(exits)
+            if exited is not None and exited.rank is not None:
+                culprits = [exited.rank]
+                joined = (
+                    f" The out-of-memory error's own lines name no rank; the launcher reports "
+                    f"rank {exited.rank} as the one worker that exited with an error of its "
+                    f"own ({exited.placed.event.text.strip()[:120]}): the error is taken to be "
+                    "that worker's."
+                )
+                leading = [*leading, exited]
         waiting = sorted(victims(tl) - set(culprits))
         who = ranks_text(culprits) if culprits else "a rank (rank unknown)"
         first = leading[0]
@@ -82,7 +101,7 @@ class CudaOomFirst(Rule):
             "any timeout; the others then waited for it in a collective."
             if wave_events
             else f"{who} hit CUDA out-of-memory ({first.summary}); no other failure precedes it."
-        )
+        ) + joined
         yield Finding(
             rule=self.id,
             category=Category.CUDA_OOM,

@@ -20,7 +20,9 @@ One stall report (horovod/common/operations.cc, later stall_inspector.cc): the o
 one-line form "Stalled ops: <op> [ready ranks: …], …", the per-op lines "<op> [missing
 ranks: …]" after "Stalled ops:", or the per-rank lines "R: [<op>, …]" after "Stalled
 ranks:"/"Missing ranks:" (views/stall_report.py). Ops of two different reports are not
-compared.
+compared. The culprits are the smaller side, the ranks that went the other way (a
+"missing" report leaves out the ranks that submitted every op, which are on neither
+side); with as many ranks on each side, every rank the report names.
 
 ## How to confirm
 Run with `HOROVOD_TIMELINE=timeline.json` and look at which ops each rank submits at the

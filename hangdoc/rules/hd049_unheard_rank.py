@@ -9,6 +9,11 @@ The others timed out in a collective. The rank that cannot report is often the o
 look at: a rank that never entered the collective has nothing to time out in, and a rank
 that died or hangs below Python prints nothing.
 
+A rank of which nothing came but NCCL's lines of its communicator coming up (`Init
+COMPLETE`, its channels and transports: an `NCCL_DEBUG=INFO` console prints every rank's
+set-up, then the timeouts) counts the same: those lines are printed once, at the start,
+and place it nowhere when the others timed out.
+
 This is the weakest of the silences: the rank's output may simply be missing from what
 was pasted. hangdoc names it only when nothing else explains the timeouts (no death, no
 mismatch, no rank behind in the watchdog's numbers), and only where the gap is small
@@ -91,7 +96,7 @@ def unheard_suspects(view: Silence) -> Suspects | None:
     job's size) or few of many (a paste that lacks more is partial, and its gaps say
     nothing about who was elsewhere)."""
     timed_out = view.timed_out
-    unheard = view.unheard
+    unheard = tuple(sorted({*view.unheard, *view.setup_only}))
     if len(timed_out) < 2 or not unheard:
         return None
     world_known = view.job.world is not None
@@ -136,6 +141,7 @@ class UnheardRank(Rule):
     def _finding(self, view: Silence, found: Suspects) -> Finding:
         waiting = view.timed_out
         unheard = found.ranks
+        set_up = [r for r in unheard if r in view.setup_only]
         firsts = [v.timeouts[0] for r in waiting if (v := view.voices.get(r)) is not None]
         works = [w for p in firsts if (w := p.event.payload_as(Work)) is not None and w.op]
         ops = Counter(f"{w.op} #{w.seq}" if w.seq is not None else w.op for w in works)
@@ -147,9 +153,15 @@ class UnheardRank(Rule):
             size = f"{'one' if one else 'some'} of the job's {view.job.world} ranks ({sources})"
         else:
             size = f"the one gap below rank {max(waiting)} among the ranks that reported"
+        left = (
+            "nothing after NCCL's lines of its communicator coming up (printed once, at the "
+            f"start: {ranks_text(set_up)})"
+            if set_up
+            else "nothing at all"
+        )
         explanation = (
             f"{ranks_text(waiting).capitalize()} timed out in {what}; {them}, {size}, left "
-            "nothing at all: no log line, no stack, no flight recorder dump, and no other "
+            f"{left}: no other log line, no stack, no flight recorder dump, and no other "
             "process reported on " + ("it" if one else "them") + ". A rank that never "
             "entered the collective cannot time out in it, and a rank that died or hangs "
             f"elsewhere cannot report: {them} {'is' if one else 'are'} the one"

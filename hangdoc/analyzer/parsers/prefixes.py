@@ -92,6 +92,30 @@ _JOURNALD = re.compile(
 )
 _NUMERIC_TAG = re.compile(r"\[\d+\] ")
 _RAY = re.compile(r"\([\w.:-]+ pid=(\d+)(?:, ip=([0-9A-Fa-f.:]+))?\) ")
+# vLLM's workers (V1) prefix their lines with a process name made of their parallel
+# coordinates (vllm/v1/executor/multiproc_executor.py ``setup_proc_title_and_log_prefix``:
+# "Worker", then "_DP{r}" when dp_size > 1, "_PP{r}" when pp_size > 1, "_PCP{r}", "_TP{r}"
+# when tp_size > 1, "_DCP{r}", "_EP{r}"; vllm's ``decorate_logs``: "(Worker_TP1 pid=2004) "),
+# the form of the Ray-style prefix above. A tensor-parallel rank of one stage and replica
+# is the rank in the workers' world, as a stage is when each stage is one rank; other
+# combinations need sizes the prefix does not give.
+_VLLM_WORKER = re.compile(r"\(Worker((?:_(?:DP|PP|PCP|TP|DCP|EP)\d{1,4})+) pid=")
+_VLLM_COORDINATE = re.compile(r"_([A-Z]+)(\d+)")
+
+
+def vllm_worker_rank(prefix: str) -> int | None:
+    """The rank a vLLM worker's prefix places its process at, or None."""
+    m = _VLLM_WORKER.match(prefix)
+    if m is None:
+        return None
+    coordinates = dict(_VLLM_COORDINATE.findall(m.group(1)))
+    coordinates.pop("EP", None)  # the expert-parallel rank is another numbering
+    if len(coordinates) != 1:
+        return None
+    ((axis, value),) = coordinates.items()
+    return int(value) if axis in ("TP", "PP") else None
+
+
 _DETERMINED = re.compile(r"\[[^\]\n]{1,64}\] [0-9a-f]{8} \|\| ")
 _STREAM_NAME = re.compile(r"(?:stderr|stdout): ")
 _RANK = re.compile(r"\[rank(\d+)\]: ?")
@@ -150,6 +174,7 @@ def peel(line: str) -> Tagged:
         elif m := _RAY.match(text):
             pid = int(m.group(1))
             host = m.group(2) or host
+            rank = vllm_worker_rank(text) if rank is None else rank
         else:
             # Prefixes that say nothing about who wrote the line: times, tags.
             m = _ANY_SILENT.match(text)

@@ -60,6 +60,7 @@ class Launcher(enum.StrEnum):
     DEEPSPEED = "deepspeed"
     HOROVOD = "horovod"
     TORCH_MULTIPROCESSING = "torch.multiprocessing"
+    LIGHTNING = "lightning"  # its launcher of a node's other local ranks
     UNKNOWN = "unknown"
 
 

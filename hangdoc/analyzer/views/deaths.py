@@ -447,3 +447,44 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         ):
             found[p.rank] = death
     return sorted([*found.values(), *unranked], key=lambda d: d.placed.index)
+
+
+# The launchers whose report names the worker that ended (torchrun's "failed (exitcode: …)",
+# its ChildFailedError table, Slurm's, DeepSpeed's, torch.multiprocessing's, Lightning's).
+_REPORT_KINDS = frozenset({EventKind.WORKER_FAILED.value, EventKind.CHILD_FAILURE.value})
+
+
+def one_failure(failures: list[Death]) -> bool:
+    """The failures are one line printed once (an exception and the CUDA error its
+    message names are two readings of one line) by the process that failed: one worker's
+    failure. The same exception printed by two workers is folded into one event that
+    counts the repeat; a shell's "Killed" is about the command it ran (the launcher), not
+    a worker."""
+    lines = {(d.placed.event.source, d.placed.event.line) for d in failures}
+    return (
+        len(lines) == 1
+        and all(d.placed.event.repeats == 0 for d in failures)
+        and not any(_by_shell(d) for d in failures)
+    )
+
+
+def _by_shell(death: Death) -> bool:
+    fatal = death.placed.event.payload_as(FatalSignal)
+    return fatal is not None and fatal.reported_by == FatalReport.SHELL
+
+
+def one_exit(deaths: list[Death]) -> Death | None:
+    """The one rank a launcher reports exiting with an error code of its own (Slurm's
+    ``srun: error: node: task 3: Exited with exit code 1``, torchrun's ``failed
+    (exitcode: 1) local_rank: 3``, torch.multiprocessing's ``process 3 terminated with
+    exit code 1``, DeepSpeed's ``… '--local_rank=3'] exits with return code = 1``,
+    Lightning's ``[rank: 3] Child process with PID … terminated with code 1``), None when
+    it reports none or several. The workers it stopped afterwards end by its signal
+    (``tasks 0-2: Terminated``), which is no death here. A failure whose own lines name
+    no rank (``one_failure``) beside it is that worker's."""
+    exits = [
+        d
+        for d in deaths
+        if d.how == DeathHow.EXIT and d.rank is not None and d.placed.kind in _REPORT_KINDS
+    ]
+    return exits[0] if len({d.rank for d in exits}) == 1 else None

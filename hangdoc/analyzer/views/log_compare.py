@@ -677,6 +677,10 @@ def _behind(ranks: list[_RankLog], miner: _Templates) -> tuple[list[Divergence],
     lookup = {r.rank: r for r in ranks}
     shared = set.intersection(*(set(s) for s in stats.values()))
     best: tuple[int, int, dict[int, tuple[str, ...]]] | None = None  # repeats, template, last
+    # A rank that printed the line fewer times than the others, its last count behind
+    # theirs: it stopped while they went on (a console where ranks 0, 1, 3 print "iter
+    # 1010" and "iter 1020" after the "iter 1000" that all four printed).
+    stopped: tuple[int, int, dict[int, tuple[str, ...]]] | None = None
     agrees = False
     for template in sorted(shared):
         if not _words(miner.texts[template]) & _COUNT_WORDS:
@@ -692,6 +696,11 @@ def _behind(ranks: list[_RankLog], miner: _Templates) -> tuple[list[Divergence],
             agrees = True
         if fewest >= 3 and not same_last and (best is None or fewest > best[0]):
             best = (fewest, template, lastval)
+        elif not same_last and stopped is None:
+            count = {rank: st[template][1] for rank, st in stats.items()}
+            if _stopped_early(lastval, count):
+                stopped = (fewest, template, lastval)
+    best = best or stopped
     if best is None:
         return [], agrees
     _, template, lastval = best
@@ -715,6 +724,24 @@ def _behind(ranks: list[_RankLog], miner: _Templates) -> tuple[list[Divergence],
             lines=tuple(last_line(rank) for rank in (*behind[:3], ahead[0])),
         )
     ], False
+
+
+# How many times the ranks that went on must have printed a progress line, to say that one
+# which printed it fewer times stopped.
+_WENT_ON = 3
+
+
+def _stopped_early(lastval: dict[int, tuple[str, ...]], count: dict[int, int]) -> bool:
+    """The ranks whose last count is behind printed the line fewer times than every rank
+    at the top count, each of which printed it at least ``_WENT_ON`` times: a minority that
+    stopped where the others went on."""
+    top = max(lastval.values(), key=_numeric)
+    ahead = [r for r, v in lastval.items() if v == top]
+    behind = [r for r, v in lastval.items() if _numeric(v) < _numeric(top)]
+    if not behind or len(behind) >= len(ahead):
+        return False
+    fewest_ahead = min(count[r] for r in ahead)
+    return fewest_ahead >= _WENT_ON and all(count[r] < fewest_ahead for r in behind)
 
 
 def _numeric(values: tuple[str, ...]) -> tuple[int, ...]:

@@ -35,7 +35,11 @@ cannot report is often the one to look at. This view reads, for every rank of th
   timeout (log_compare.same_progress): the last thing seen of it puts it where the others
   were, not behind;
 * **unheard ranks**: ranks the job's size says exist from which nothing at all came: no
-  dump, no stack, no log line, and no other process's report of them;
+  dump, no stack, no log line, and no other process's report of them; and ranks **heard
+  only at set-up**: all that came of them is NCCL's lines of a communicator coming up
+  (``Init COMPLETE``, channels, transports), printed once at the start, so nothing places
+  them anywhere when the others timed out (an ``NCCL_DEBUG=INFO`` console shows every
+  rank's init, then the timeouts of all but one);
 * **the one gap** (``Gap``): the one rank, heard or not, that neither timed out nor was
   notified while every other rank of the job (or, its size unknown, below the highest
   that timed out) did: the rank the others were waiting for. Seen in the casebook:
@@ -174,6 +178,16 @@ class Voice:
         """Anything at all came from this rank or about it."""
         return bool(self.stacks or self.flight_recorder or self.lines or self.reported)
 
+    @property
+    def setup_only(self) -> bool:
+        """All that came of this rank is NCCL's lines of a communicator coming up."""
+        return bool(
+            self.lines
+            and self.lines == self.setup_lines
+            and not (self.stacks or self.flight_recorder or self.reported)
+            and not (self.timeouts or self.notices or self.death)
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Silence:
@@ -196,6 +210,9 @@ class Silence:
     # in the ranks that reported; ranks above the highest are never guessed).
     unheard: tuple[int, ...]
     unheard_below: int | None
+    # Ranks (below ``unheard_below`` too) of which nothing came but NCCL's lines of a
+    # communicator's set-up: no timeout, notice, death, stack, dump or report of them.
+    setup_only: tuple[int, ...]
     dead: frozenset[int]  # ranks whose death (a certain one) the logs show
     gap: Gap | None  # the one rank that neither timed out nor was notified
 
@@ -612,6 +629,7 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
     covered: dict[int, Cover] = {}
     abreast: tuple[int, ...] = ()
     unheard: tuple[int, ...] = ()
+    setup_only: tuple[int, ...] = ()
     bound: int | None = None
     if timed_out:
         quiet = tuple(
@@ -637,6 +655,7 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
         bound = job.world if job.world is not None else (max(heard) + 1 if heard else None)
         if bound is not None:
             unheard = tuple(r for r in range(bound) if r not in voices or not voices[r].heard)
+            setup_only = tuple(r for r in range(bound) if r in voices and voices[r].setup_only)
     return Silence(
         job=job,
         voices=voices,
@@ -648,6 +667,7 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
         abreast=abreast,
         unheard=unheard,
         unheard_below=bound,
+        setup_only=setup_only,
         dead=dead,
         gap=one_gap(job, voices),
     )

@@ -20,8 +20,8 @@ from hangdoc.analyzer.payloads.torch_pg import MissingRanks, StalledOp
 class Crossing:
     """Ranks of one stall report that wait in different ops."""
 
-    culprits: tuple[int, ...]  # the smaller side (every listed rank, for "missing" reports)
-    others: tuple[int, ...]  # the other side ("missing" reports do not name it: empty)
+    culprits: tuple[int, ...]  # the smaller side (every listed rank when the sides are even)
+    others: tuple[int, ...]  # the other side (empty when the sides are even)
     culprit_op: str  # an op the culprits submitted and the others did not
     other_op: str  # an op the others submitted and the culprits did not
 
@@ -53,11 +53,16 @@ def crossing(report: MissingRanks) -> Crossing | None:
             in_y_only = sorted(r for r, s in submitted.items() if y in s and x not in s)
             if not in_x_only or not in_y_only:
                 continue
-            if all(e.ready for e in stalled):
+            if all(e.ready for e in stalled) or len(in_x_only) != len(in_y_only):
+                # The side that went the other way is the smaller one. A "missing" report
+                # (horovod/common/stall_inspector.cc: "Missing ranks:" then "3: [op, …]"
+                # per rank that has not submitted them) leaves out the ranks that
+                # submitted every op, which are on neither side: its two sides are read
+                # as a "ready" report's are.
                 small, large = sorted((in_x_only, in_y_only), key=len)
                 cul_op, oth_op = (x, y) if small is in_x_only else (y, x)
                 return Crossing(tuple(small), tuple(large), cul_op, oth_op)
-            # "Missing" reports name only the ranks that lag in some op, each a culprit;
-            # the ranks that submitted every op are not named.
+            # As many ranks on each side of a "missing" report: each lags in some op, and
+            # which side went the other way, the report does not say.
             return Crossing(tuple(sorted(universe)), (), x, y)
     return None

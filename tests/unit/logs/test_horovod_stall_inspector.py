@@ -72,6 +72,21 @@ def test_ranks_missing_different_ops_cross(tmp_path: Path) -> None:
     assert found is not None and found.culprits == (0, 3)
 
 
+def test_the_smaller_side_of_a_missing_report_is_the_one_that_went_the_other_way(
+    tmp_path: Path,
+) -> None:
+    # Ranks 0-2 have not submitted the loss op rank 3 submitted; rank 3 has not submitted
+    # the gradients ranks 0-2 did: rank 3 went the other way, as a "ready" report says it.
+    report = _report(
+        tmp_path,
+        f"{WARNING}\nMissing ranks:\n0: [loss_mean]\n1: [loss_mean]\n2: [loss_mean]\n"
+        "3: [grad_a, grad_b]\nEpoch 2/90\n",
+    )
+    found = crossing(report)
+    assert found is not None
+    assert (found.culprits, found.others, found.culprit_op) == ((3,), (0, 1, 2), "loss_mean")
+
+
 def test_one_rank_missing_every_op_does_not_cross(tmp_path: Path) -> None:
     report = _report(tmp_path, f"{WARNING}\nMissing ranks:\n6: [grad_a, grad_b]\n")
     assert crossing(report) is None

@@ -158,3 +158,21 @@ def test_same_progress_is_one_template_at_the_same_counts() -> None:
     done = [(r, LogLine(f"rank {r} ready", "console.txt", 1)) for r in (0, 1)]
     assert not same_progress(done)
     assert not same_progress([line(1, 120, 0.51)])
+
+
+def test_a_rank_that_printed_the_progress_line_fewer_times_stopped_behind() -> None:
+    # Ranks 0, 1, 3 print "iter 1000", "iter 1010", "iter 1020"; rank 2 only "iter 1000".
+    logs = {r: [f"iter {i} loss 2.{r}{i % 7}" for i in (1000, 1010, 1020)] for r in (0, 1, 3)}
+    logs[2] = ["iter 1000 loss 2.30"]
+    found = compare_logs(_evidence(logs)).divergences
+    assert [(d.kind, d.ranks, d.others) for d in found if d.kind == "behind"] == [
+        ("behind", (2,), (0, 1, 3))
+    ]
+    # The others printed it twice only: too few to say that they went on and it stopped.
+    logs = {r: [f"iter {i} loss 2.{r}" for i in (1000, 1010)] for r in (0, 1, 3)}
+    logs[2] = ["iter 1000 loss 2.30"]
+    assert not [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "behind"]
+    # Half the ranks behind: which half stopped, the counts do not say.
+    logs = {r: [f"iter {i} loss 2.{r}" for i in (1000, 1010, 1020)] for r in (0, 1)}
+    logs |= {r: ["iter 1000 loss 2.30"] for r in (2, 3)}
+    assert not [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "behind"]

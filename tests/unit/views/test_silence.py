@@ -329,3 +329,49 @@ def test_nccl_setup_lines_alone_do_not_make_a_rank_quiet() -> None:
     step = _event(EventKind.PHASE, PhaseMarker(), 2)
     evidence = Evidence(processes=[_proc(2, init, step), _timeout(4, 5653)])
     assert _view(evidence).quiet == (2,)
+
+
+def test_a_rank_heard_only_at_nccl_set_up_is_one_of_the_unheard() -> None:
+    """An NCCL_DEBUG=INFO console prints every rank's "… Init COMPLETE" (init.cc) when its
+    communicator comes up, then the watchdog's timeouts: a rank of which nothing else came
+    is as silent as one of which nothing came at all (HD049 names it). A line of its own
+    after its set-up makes it quiet instead, HD032's."""
+    inits = [_event(EventKind.NCCL_INIT, NcclInit(rank=r, nranks=4), r + 1) for r in range(4)]
+    procs = [_timeout(r, 7) for r in (0, 1, 3)]
+    for proc in procs:
+        proc.log_events.insert(0, inits[proc.rank or 0])
+    evidence = Evidence(processes=[*procs, _proc(2, inits[2])])
+    view = _view(evidence)
+    assert view.unheard == () and view.quiet == () and view.setup_only == (2,)
+    found = unheard_suspects(view)
+    assert found is not None and found.ranks == (2,) and found.strength is Strength.HINT
+    step = _event(EventKind.PHASE, PhaseMarker(), 9)
+    evidence = Evidence(processes=[*procs, _proc(2, inits[2], step)])
+    view = _view(evidence)
+    assert view.setup_only == () and view.quiet == (2,)
+    # A rank whose own timeout is there is not silent, set-up lines or not.
+    evidence = Evidence(processes=[*procs, _timeout(2, 7)])
+    assert _view(evidence).setup_only == ()
+
+
+def test_hd049_names_the_rank_an_nccl_console_shows_only_coming_up(tmp_path: Path) -> None:
+    """NCCL's init line (init.cc: "%s comm %p rank %d nranks %d cudaDev %d … Init
+    COMPLETE") of every rank, then torch < 2.3's watchdog timeout ("[Rank N] Watchdog caught
+    collective operation timeout: WorkNCCL(SeqNum=…)", ProcessGroupNCCL.cpp) of all but
+    rank 3."""
+    lines = [
+        f"node1:10{r}:10{r} [{r}] NCCL INFO comm 0x55 rank {r} nranks 8 cudaDev {r} busId "
+        f"{r}000 - Init COMPLETE"
+        for r in range(8)
+    ] + [
+        f"[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=1201, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800561 "
+        "milliseconds before timing out."
+        for r in (0, 1, 2, 4, 5, 6, 7)
+    ]
+    console = tmp_path / "console.txt"
+    console.write_text("\n".join(lines) + "\n")
+    diagnosis = analyze(load_paths([console]))
+    found = [f for f in diagnosis.findings if f.rule == "HD049"]
+    assert found and found[0].culprit_ranks == (3,)
+    assert "coming up" in found[0].explanation

@@ -7,7 +7,13 @@ Evidence, strongest first:
    ``[Rank N]``, Lightning ``GLOBAL_RANK``);
 3. NCCL host:pid mapped through the process's init line of the *largest* communicator
    (the default group, whose comm ranks are global ranks), or a pid named with a rank
-   elsewhere in the file (ChildFailedError ``exitcode : -9 (pid: 812)``);
+   elsewhere in the file (ChildFailedError ``exitcode : -9 (pid: 812)``), or a process
+   whose own lines (a pid in their prefix: Ray's ``(RayTrainWorker pid=1942, ip=…)``,
+   vLLM's ``(VllmWorker rank=3 pid=2004)``) name one global rank and no other, as
+   step 7 reads them (Ray Train's ``Setting up process group for: env://… [rank=0,
+   world_size=2]``); a report naming that pid (Ray's ``Worker PID: 1942 Worker exit
+   type: SYSTEM_ERROR``, torchrun's ``failed (exitcode: -9) … (pid: 1942)``, the
+   kernel's ``Out of memory: Killed process 1942 (python)``) is then about that rank;
 4. torchrun's ``[defaultN]:`` local rank, mapped to a global rank where lines carry both
    prefixes, else taken as the global rank when nothing shows more than one node;
 5. the watchdog's ``[Rank N]`` when its process group is the default one (group ranks
@@ -25,6 +31,7 @@ Anything else stays unattributed (a job-level event) rather than guessed.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.parsers.logs.mentions import Mention, coordinate_rank, find_mention
@@ -58,6 +65,11 @@ JOB_LEVEL = frozenset(
     }
 )
 _DEFAULT_PGS = frozenset({"0", "default_pg"})
+# Reports whose named pid is the process they are about (a launcher's, a driver's): the
+# rank of that pid is theirs.
+_NAMES_ITS_PROCESS = frozenset(
+    {EventKind.WORKER_FAILED, EventKind.AGENT_TERMINATING, EventKind.ACTOR_DIED}
+)
 # Messages whose ranks are their payload's: torch.distributed's (c10d's ``[Rank N]`` is the
 # rank in the message's process group; a monitored barrier's or Horovod's list names the
 # ranks that failed; a lost connection names its peer) and an NCCL communicator's init
@@ -123,6 +135,7 @@ def build_maps(
         if event.kind is EventKind.PHASE and said_world:
             maps.world_size = max(maps.world_size or 0, said_world)
     _read_mentions(events, maps)
+    _pid_mentions(events, maps)
     hosts = {h for h, _ in maps.hostpid_rank} | {
         e.named_host for e in events if e.kind is EventKind.CHILD_FAILURE
     }
@@ -135,6 +148,10 @@ def build_maps(
 def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom | None]:
     """The event's global rank and how it was found (None when unknown)."""
     if event.kind in JOB_LEVEL:
+        if event.kind is EventKind.HOST_OOM_KILL and event.named_pid in maps.pid_rank:
+            # The kernel's line is the host's, but the process it killed is a rank's
+            # when its pid is known ("Out of memory: Killed process 2003 (python)").
+            return maps.pid_rank[event.named_pid], RankFrom.PID
         return None, None
     if event.prefix_rank is not None:
         return event.prefix_rank, RankFrom.PREFIX
@@ -147,11 +164,7 @@ def resolve_rank(event: RawEvent, maps: RankMaps) -> tuple[int | None, RankFrom 
     if event.pid is not None and event.pid in maps.pid_rank:
         return maps.pid_rank[event.pid], RankFrom.PID
     named = event.named_pid
-    if (
-        event.kind in (EventKind.WORKER_FAILED, EventKind.AGENT_TERMINATING)
-        and named is not None
-        and named >= 0
-    ):
+    if event.kind in _NAMES_ITS_PROCESS and named is not None and named >= 0:
         rank = maps.pid_rank.get(named)
         if rank is not None:
             return rank, RankFrom.PID
@@ -205,8 +218,8 @@ def _read_mentions(events: list[RawEvent], maps: RankMaps) -> None:
     tensors: list[int] = []
     replicas: set[int | None] = set()
     for event in events:
-        if event.kind in JOB_LEVEL:
-            continue
+        if event.kind in JOB_LEVEL or event.named_local_rank is not None:
+            continue  # (a launcher's report read the local rank its words name)
         mention = find_mention(event.text)
         if mention is None:
             continue
@@ -224,6 +237,36 @@ def _read_mentions(events: list[RawEvent], maps: RankMaps) -> None:
     if tensors and max(tensors) >= 1 and set(tensors) == set(range(max(tensors) + 1)):
         maps.tensor_size = max(tensors) + 1
     maps.one_replica = len(replicas) <= 1
+
+
+def _pid_mentions(events: list[RawEvent], maps: RankMaps) -> None:
+    """A pid whose lines name one global rank as their own (a rank prefix, a rank the
+    content names globally, or step 7's mention, of the events that carry the pid in
+    their prefix), none another, and no other pid that rank:
+    that process's rank, for its other lines and the reports naming its pid. A pid two
+    hosts' lines share, or one the maps already know, is left alone."""
+    said: dict[int, set[int]] = {}
+    hosts: dict[int, set[str | None]] = {}
+    for event in events:
+        if event.pid is None or event.kind in JOB_LEVEL:
+            continue
+        rank = event.prefix_rank if event.prefix_rank is not None else event.content_rank
+        if rank is None:
+            mention = maps.mentions.get(id(event))
+            if mention is None or mention.how is not RankFrom.MENTION:
+                continue
+            rank = mention.rank
+        if rank is None:
+            continue
+        said.setdefault(event.pid, set()).add(rank)
+        hosts.setdefault(event.pid, set()).add(event.host)
+    claimed = Counter(next(iter(ranks)) for ranks in said.values() if len(ranks) == 1)
+    for pid, ranks in said.items():
+        if len(ranks) != 1 or len(hosts[pid]) != 1 or pid in maps.pid_rank:
+            continue
+        rank = next(iter(ranks))
+        if claimed[rank] == 1 and rank not in maps.pid_rank.values():
+            maps.pid_rank[pid] = rank
 
 
 def _header_names_writer(event: RawEvent) -> bool:

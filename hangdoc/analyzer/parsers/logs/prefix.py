@@ -43,8 +43,11 @@ class LineTag:
 
 _ISO = re.compile(
     r"\[?(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2}(?:[.,]\d+)?)"
-    r"(?P<zone>Z|[+-]\d{2}:?\d{2})?\]?(?P<sep> *(?:\||-) *| +)"
+    r"(?P<zone>Z|[+-]\d{2}:?\d{2})?\]?(?P<sep> *(?:\||-(?!-)) *| +)"
 )
+# (A dash after the stamp separates it from the message, as Python logging's " - " does;
+# two dashes begin the message: torch.multiprocessing's "-- Process 1 terminated with
+# the following error:" under a shipper's stamp keeps both.)
 # mmengine's MMFormatter (mmengine/logging/logger.py): "%(asctime)s - %(name)s -
 # %(levelname)s - %(message)s" with datefmt "%m/%d %H:%M:%S", no year ("06/27 08:41:09 -
 # mmengine - INFO - …"): the logs of mmengine, mmdet, mmseg, xtuner and their kin.

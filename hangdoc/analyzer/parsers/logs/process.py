@@ -117,6 +117,16 @@ _MP_SPAWN = re.compile(
     r"\b[Pp]rocess (?P<idx>\d+) terminated with (?:signal (?P<sig>SIG[A-Z0-9]+)|exit code "
     r"(?P<code>-?\d+))"
 )
+# Lightning's launcher of a node's other local ranks (lightning/fabric/strategies/launchers/
+# subprocess_script.py, _ChildProcessObserver._run): when a child ends with a non-zero
+# code, rank_prefixed_message(f"Child process with PID {pid} terminated with code {code}.
+# Forcefully terminating all other processes to avoid zombies 🧟", rank=i + 1): the
+# child's local rank (the launcher is local rank 0, its children 1, 2, …) in Lightning's
+# "[rank: N] " tag.
+_LIGHTNING_CHILD = re.compile(
+    r"(?:\[rank: (?P<local>\d+)\] )?Child process with PID (?P<pid>\d+) terminated with code "
+    r"(?P<code>-?\d+)"
+)
 _DS_PID = re.compile(r"(?:[Pp]rocess|subprocess) (\d+)")
 _DS_KILL = re.compile(r"Killing subprocess (?P<pid>\d+)")
 # The raylet's own report (src/ray/raylet/node_manager.cc): "A worker died or was killed
@@ -173,6 +183,7 @@ _HIT_PATTERNS = (
     _HOROVOD_EXIT,
     _DS_EXIT,
     _MP_SPAWN,
+    _LIGHTNING_CHILD,
     _ELASTIC_SIGNAL,
     _DS_KILL,
     _FATAL,
@@ -478,6 +489,21 @@ def match_process(text: str) -> Hit | None:
             spawn,
             ("mpspawn", sp.group("idx")),
             named_local_rank=int(sp.group("idx")),
+        )
+    if "Child process" in text and (lc := _LIGHTNING_CHILD.search(text)) is not None:
+        code = int(lc.group("code"))
+        lightning = LauncherReport(
+            launcher=Launcher.LIGHTNING,
+            exit_code=code,
+            signal=signal_name(-code) if code < 0 else None,
+        )
+        child = lc.group("local")
+        return _report(
+            EventKind.WORKER_FAILED,
+            lightning,
+            ("lightning", lc.group("pid"), code),
+            named_pid=int(lc.group("pid")),
+            named_local_rank=int(child) if child is not None else None,
         )
     if "received by PID" in text and (es := _ELASTIC_SIGNAL.search(text)) is not None:
         pid = int(es.group("pid"))
