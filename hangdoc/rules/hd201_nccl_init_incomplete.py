@@ -386,14 +386,16 @@ def _before_training(tl: Timeline, stores: list[Placed]) -> list[Placed]:
     collectives or logged training (views/nccl_setup.first_running) or whose traceback
     shows the training loop (StoreTimeout.stage), and less addresses that could not be
     reached when the job ran at all: the connect then went on to an address that
-    answered. A generic store error whose traceback shows set-up (init_process_group,
-    new_group, a rendezvous) is set-up wherever it comes."""
+    answered. A store timeout of no known class (a catalog row's, ``error`` None) names no
+    use of the store either: it is generic too. A generic store error whose traceback
+    shows set-up (init_process_group, new_group, a rendezvous) is set-up wherever it
+    comes."""
     running_from = first_running(tl)
     ran = running_from < len(tl.events)
     return [
         p
         for p in stores
-        if (error := _store_of(p).error) not in _GENERIC_STORE
+        if ((error := _store_of(p).error) is not None and error not in _GENERIC_STORE)
         or (
             _store_of(p).stage != Phase.TRAIN
             and (
