@@ -34,9 +34,11 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 # (ncclNet_t.name, e.g. nccl-rdma-sharp-plugins' "IBext", vendor forks' "IBP"), sometimes
 # with the blank after the colon dropped ("NET/IBP:Got completion …"). A row that opens with
 # such a tag matches it as any transport's tag, where the body alone is specific enough
-# (TAGGED_BODY_MIN): the body is what the message says; the tag only who said it.
-_NET_TAG = re.compile(r"NET/[A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z0-9_]+)*[ \t]*:[ \t]*")
+# (TAGGED_BODY_MIN): the body is what the message says; the tag only who said it. (A row
+# whose prefilter keyword is its tag's word, "NET/MLX5: Call to %s failed", still needs
+# that word in the line: its tag is loose only in form.)
 _ANY_NET_TAG = r"NET/[A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z0-9_]+)*[ \t]*:[ \t]*"
+_NET_TAG = re.compile(_ANY_NET_TAG)
 # Letters or digits of literal text a tagged row's body needs for its tag to be loose (the
 # matcher's floor for a row, scripts/catalog/rows.py MIN_LITERAL): "NET/Socket : Using%s"
 # says too little without its own tag.
