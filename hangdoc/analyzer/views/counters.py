@@ -31,9 +31,6 @@ _CLOCK = re.compile(
     r"(?i)\b(taken|took|elapsed|time|spent)\W{0,3}(\d+(?:\.\d+)?)\s*(s|secs?|seconds)\b"
 )
 _LOSS = re.compile(r"(?i)\bloss")
-# Libraries' own lines whose numbers grow without counting the job's work (NCCL's channel
-# and ring lines, torch's per-rank watchdog lines).
-_LIBRARY = re.compile(r"NCCL (?:INFO|WARN)|ProcessGroup\w*\.cpp:\d+|\bWorkNCCL\(")
 # How close to the timeout line the counter must be: its last line before it (lines
 # between: other ranks' or threads' words) and the line that shows it going on after it.
 # A counter that stopped long before the timeout, or that a restart printed again later,
@@ -84,8 +81,11 @@ def _grows(run: Sequence[LogLine]) -> bool:
     )
 
 
-def _runs(lines: Sequence[LogLine]) -> Iterable[list[LogLine]]:
-    """Maximal runs of consecutive lines of one file and one shape with numbers in it."""
+def _runs(lines: Sequence[LogLine], typed: set[tuple[str, int]]) -> Iterable[list[LogLine]]:
+    """Maximal runs of consecutive lines of one file and one shape with numbers in it.
+    A line a parser made an event of (``typed``: NCCL's channel lines, torch's watchdog
+    lines of each rank) is a library's, whose numbers grow without counting the job's
+    work."""
     run: list[LogLine] = []
     for line in lines:
         shape = _shape(line.text)
@@ -99,7 +99,7 @@ def _runs(lines: Sequence[LogLine]) -> Iterable[list[LogLine]]:
             continue
         if len(run) >= _MIN_RUN:
             yield run
-        own = "#" in shape and not _LOSS.search(line.text) and not _LIBRARY.search(line.text)
+        own = "#" in shape and (line.source, line.line) not in typed and not _LOSS.search(line.text)
         run = [line] if own else []
     if len(run) >= _MIN_RUN:
         yield run
@@ -137,12 +137,20 @@ def counters_past(evidence: Evidence, first_timeout: dict[str, int]) -> list[Cou
     timeout) that begin before that line and go on after it (``Counter.after``)."""
     owned: list[tuple[int | None, Sequence[LogLine]]] = [(None, evidence.job_log_lines)]
     owned += [(p.rank, p.log_lines) for p in evidence.processes]
+    typed = {
+        (event.source, event.line)
+        for event in (
+            *evidence.job_log_events,
+            *(e for p in evidence.processes for e in p.log_events),
+        )
+        if event.line and event.source in first_timeout
+    }
     found: list[Counter] = []
     for rank, lines in owned:
         if isinstance(lines, LogWindow) and all(s not in first_timeout for s in lines.sources()):
             continue  # a node summary's window with no timeout in it: not built
         mine = [line for line in lines if line.source in first_timeout and line.line > 0]
-        for run in _runs(mine):
+        for run in _runs(mine, typed):
             if run[0].line >= first_timeout[run[0].source] or not _grows(run):
                 continue
             limit = first_timeout[run[0].source]
