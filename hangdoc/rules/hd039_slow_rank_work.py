@@ -28,7 +28,11 @@ not itself time out;
 collective or store timeouts at an early sequence number on the other ranks, or later
 ones whose `Timeout(ms)` the bar's elapsed time covers (the rank did that work for the
 whole time the others waited); and no crash, network error or mismatch that would
-explain the timeout otherwise.
+explain the timeout otherwise. Where no framework's bar or marker is shown, a counter of
+the job's own (consecutive lines of one shape, a number growing from line to line, such as
+`finish 885000, taken 20619.9 seconds`; views/counters.py) that goes on after the first
+timeout line of its file, its time taken (where it prints one) at least the timeout, shows
+the work advancing too.
 
 ## How to confirm
 The busy rank's progress bar shows its rate and remaining time: compare the time it

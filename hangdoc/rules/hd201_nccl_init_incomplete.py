@@ -38,7 +38,8 @@ Connection refused` from `gloo/transport/tcp/pair.cc`, or newer gloo's `timed ou
 connecting: SO_ERROR: Connection refused, remote=[addr]:port`) and elastic
 `RendezvousTimeoutError` / `RendezvousClosedError`. When a rank is known to have died
 first, HD030 names it instead: these are then its echo. A store wait, read timeout or
-broken store connection that comes after collectives ran or training logged progress, or
+broken store connection (or a store timeout of no known kind) that comes after collectives
+ran or training logged progress, or
 whose traceback (the one Python prints right after c10d's warning, its frames kept when the
 paste cuts it) shows the training loop, is not read here: the store then served something
 else (an object collective, a barrier, the job's own data exchange), and the logs do not
