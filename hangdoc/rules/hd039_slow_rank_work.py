@@ -28,7 +28,11 @@ not itself time out;
 collective or store timeouts at an early sequence number on the other ranks, or later
 ones whose `Timeout(ms)` the bar's elapsed time covers (the rank did that work for the
 whole time the others waited); and no crash, network error or mismatch that would
-explain the timeout otherwise.
+explain the timeout otherwise. Where no framework's bar or marker is shown, a counter of
+the job's own (consecutive lines of one shape, a number growing from line to line, such as
+`finish 885000, taken 20619.9 seconds`; views/counters.py) that goes on after the first
+timeout line of its file, its time taken (where it prints one) at least the timeout, shows
+the work advancing too.
 
 ## How to confirm
 The busy rank's progress bar shows its rate and remaining time: compare the time it
@@ -46,10 +50,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import StoreTimeout, Work
 from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
+from hangdoc.analyzer.views.counters import Counter, counters_past
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.vocabulary import EventKind
@@ -210,7 +215,11 @@ class SlowRankWork(Rule):
         seqs = [w.seq for p in timeouts if (w := p.event.payload_as(Work)) and w.seq is not None]
         timed_out = {p.rank for p in timeouts if p.rank is not None}
         busy = busy_owners(tl, timed_out)
-        if not busy or _blocking_evidence(tl):
+        if not busy:
+            if not _blocking_evidence(tl):
+                yield from self._counted(ctx, timeouts, timed_out)
+            return
+        if _blocking_evidence(tl):
             return
         if seqs and min(seqs) > _EARLY_SEQ and not _bar_covers_timeout(busy, timeouts):
             return
@@ -263,6 +272,74 @@ class SlowRankWork(Rule):
             waiting_ranks=tuple(sorted(timed_out)),
             evidence=(bar.ref(), *(p.ref() for p in timeouts[:3])),
             strength=Strength.SIGNAL,  # work still progressing when the others timed out
+            says_not_hung=True,
+        )
+
+    def _counted(
+        self, ctx: RuleContext, timeouts: list[Placed], timed_out: set[int]
+    ) -> Iterable[Finding]:
+        """No framework's bar or marker, but a counter of the job's own work
+        (views/counters.py) that goes on after the first timeout line of its file, its
+        clock (where it prints one) at least the timeout: the work was advancing when the
+        others gave up (fixtures/cases/README.md: slow work is shown advancing)."""
+        first: dict[str, int] = {}
+        for p in timeouts:
+            if p.event.line:
+                first[p.event.source] = min(p.event.line, first.get(p.event.source, p.event.line))
+        limits = [ms for p in timeouts if (ms := _timeout_ms(p)) is not None]
+        for counter in counters_past(ctx.evidence, first):
+            clock = counter.after_elapsed_s or counter.elapsed_s
+            if limits and clock is not None and clock * 1000 < 0.9 * min(limits):
+                continue  # its work had not yet run as long as the others waited
+            yield self._counter_finding(counter, timeouts, timed_out, limits)
+            return
+
+    def _counter_finding(
+        self,
+        counter: Counter,
+        timeouts: list[Placed],
+        timed_out: set[int],
+        limits: list[int],
+    ) -> Finding:
+        last, after = counter.lines[-1], counter.after
+        assert after is not None
+        who = (
+            f"rank {counter.rank}"
+            if counter.rank is not None
+            else "the process printing the counter"
+        )
+        waited = ranks_text(sorted(timed_out)) if timed_out else "the others"
+        limit = f"{min(limits) / 1000:.0f} s" if limits else "the collective timeout"
+        clock = counter.after_elapsed_s or counter.elapsed_s
+        ran = f", {clock:.0f} s into the work," if clock is not None else ""
+        return Finding(
+            rule=self.id,
+            category=Category.NOT_A_HANG,
+            severity=Severity.ERROR,
+            title=f"not a hang: {who} was still counting its work ('{last.text.strip()[:60]}') "
+            f"when {waited} timed out",
+            explanation=(
+                f"{who} printed a count of its own work that grew line after line "
+                f"({len(counter.lines)} lines up to '{last.text.strip()[:80]}') and went on "
+                f"after the timeout line ('{after.text.strip()[:80]}'){ran} while {waited} "
+                f"waited in a collective past the timeout ({limit}). Nothing was stuck: the "
+                "work took longer than the timeout allows."
+            ),
+            fix=(
+                "Raise the process-group timeout for this phase (init_process_group("
+                "timeout=timedelta(hours=2)), HF --ddp_timeout, Accelerate "
+                "InitProcessGroupKwargs), or make the work shorter or do it ahead of the job "
+                "(skip a resume's data fast-forward with a sampler that starts at the saved "
+                "position)."
+            ),
+            culprit_ranks=(counter.rank,) if counter.rank is not None else (),
+            waiting_ranks=tuple(sorted(timed_out)),
+            evidence=(
+                EvidenceRef(last.source, last.text.strip()[:300], counter.rank, last.line),
+                EvidenceRef(after.source, after.text.strip()[:300], counter.rank, after.line),
+                *(p.ref() for p in timeouts[:2]),
+            ),
+            strength=Strength.SIGNAL,  # its work still advancing after the timeout line
             says_not_hung=True,
         )
 

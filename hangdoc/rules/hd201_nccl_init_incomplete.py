@@ -38,7 +38,8 @@ Connection refused` from `gloo/transport/tcp/pair.cc`, or newer gloo's `timed ou
 connecting: SO_ERROR: Connection refused, remote=[addr]:port`) and elastic
 `RendezvousTimeoutError` / `RendezvousClosedError`. When a rank is known to have died
 first, HD030 names it instead: these are then its echo. A store wait, read timeout or
-broken store connection that comes after collectives ran or training logged progress, or
+broken store connection (or a store timeout of no known kind) that comes after collectives
+ran or training logged progress, or
 whose traceback (the one Python prints right after c10d's warning, its frames kept when the
 paste cuts it) shows the training loop, is not read here: the store then served something
 else (an object collective, a barrier, the job's own data exchange), and the logs do not
@@ -386,14 +387,16 @@ def _before_training(tl: Timeline, stores: list[Placed]) -> list[Placed]:
     collectives or logged training (views/nccl_setup.first_running) or whose traceback
     shows the training loop (StoreTimeout.stage), and less addresses that could not be
     reached when the job ran at all: the connect then went on to an address that
-    answered. A generic store error whose traceback shows set-up (init_process_group,
-    new_group, a rendezvous) is set-up wherever it comes."""
+    answered. A store timeout of no known class (a catalog row's, ``error`` None) names no
+    use of the store either: it is generic too. A generic store error whose traceback
+    shows set-up (init_process_group, new_group, a rendezvous) is set-up wherever it
+    comes."""
     running_from = first_running(tl)
     ran = running_from < len(tl.events)
     return [
         p
         for p in stores
-        if (error := _store_of(p).error) not in _GENERIC_STORE
+        if ((error := _store_of(p).error) is not None and error not in _GENERIC_STORE)
         or (
             _store_of(p).stage != Phase.TRAIN
             and (

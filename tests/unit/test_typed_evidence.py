@@ -54,6 +54,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a configuration dump among the job's own lines (mmengine config, HF "
         "TrainingArguments): a setting's name is not an activity"
     ),
+    ("analyzer/views/counters.py", "_LOSS.search(line.text)"): (
+        _JOB_WORDS + "; a line that reports a loss is a training step's, not a count of "
+        "single-rank work (last_words.py's _TRAINING)"
+    ),
     ("analyzer/views/meaning.py", "tokens(last.text)"): _JOB_WORDS,
     ("analyzer/views/log_compare.py", "_words(line.text)"): _COMPARE,  # _starts_an_action
     ("analyzer/views/log_compare.py", "_words(r.lines[j].text)"): (

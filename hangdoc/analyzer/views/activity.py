@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import (
@@ -23,6 +23,7 @@ from hangdoc.analyzer.model import (
 )
 from hangdoc.analyzer.views.activity_table import Activity, Kind, of_kind, phrase
 from hangdoc.analyzer.views.catalog import (
+    HOST_LOOP_FRAMES,
     IDLE_COLLECTIVE_FRAMES,
     LIBRARY_MARKERS,
     LIBRARY_PACKAGES,
@@ -324,6 +325,37 @@ def _idle_collective(thread: ThreadStack) -> CollectiveCall | None:
     return None
 
 
+def _hosting(thread: ThreadStack) -> bool:
+    """The thread's innermost Python frame is a runtime's loop that hosts the job's code
+    in other threads (catalog.HOST_LOOP_FRAMES: a Ray worker's main_loop)."""
+    frame = next((f for f in thread.frames if not f.native), None)
+    return frame is not None and any(
+        frame.function_leaf == function and _file_matches(frame.file, file)
+        for file, function in HOST_LOOP_FRAMES
+    )
+
+
+def _hosted_work(host: ThreadActivity, threads: tuple[ThreadActivity, ...]) -> ThreadActivity:
+    """The thread that does the job's work in a process whose main thread only hosts it:
+    the one in a collective, else the one the catalog says most about (an activity that
+    is not only a way of waiting), else the one in the job's own code; the host where no
+    other thread shows any of these."""
+    others = [a for a in threads if a is not host]
+    tests: tuple[Callable[[ThreadActivity], bool], ...] = (
+        lambda a: a.collective is not None,
+        lambda a: any(t not in GENERIC_TAGS for t in a.tags),
+        lambda a: a.user_frame is not None,
+    )
+    for wanted in tests:
+        found = [a for a in others if wanted(a)]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            # several: the deepest stack is the one running the job's call chain
+            return max(found, key=lambda a: len(a.thread.frames))
+    return host
+
+
 def classify_process(rank: int, process: ProcessEvidence) -> RankActivity | None:
     sample = process.latest_stacks()
     if sample is None:
@@ -338,6 +370,8 @@ def classify_process(rank: int, process: ProcessEvidence) -> RankActivity | None
         # No thread is marked main (a faulthandler dump without "Current thread"):
         # prefer the one in a collective, else the first.
         main = next((a for a in threads if a.collective is not None), threads[0])
+    if main is not None and _hosting(main.thread):
+        main = _hosted_work(main, threads)
     if main is not None and main.collective is None and _sleeping(main.thread, process):
         # Idle in backward is DDP's gradient all_reduce — unless another thread holds the
         # GIL, in which case the main thread may merely be waiting for it.

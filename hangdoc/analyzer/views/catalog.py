@@ -313,6 +313,18 @@ IDLE_COLLECTIVE_FRAMES: tuple[tuple[str, str, str, str], ...] = (
     ("torch/autograd/__init__.py", "backward", "all_reduce", "DDP backward"),
 )  # fmt: skip
 
+# A main thread whose innermost Python frame is one of these hosts the job's code, and runs
+# none of it now: Ray's worker processes (actors such as Ray Train's RayTrainWorker) run
+# ``Worker.main_loop`` (ray/_private/worker.py, called from
+# ray/_private/workers/default_worker.py's module body, every Ray 1.x/2.x), which hands the
+# thread to the core worker's task loop; an actor's training function runs in a thread of
+# its own (Ray Train's RunnerThread / "TrainingThread(train_fn_per_worker)" in
+# ray/train/v2/_internal/execution/worker_group/thread_runner.py), so what the process is
+# doing is that thread's stack. (file, function)
+HOST_LOOP_FRAMES: tuple[tuple[str, str], ...] = (
+    ("ray/_private/worker.py", "main_loop"),
+)  # fmt: skip
+
 # User functions that synchronise gradients by hand: their all_reduce is the training
 # step's gradient sync.
 GRADIENT_SYNC_HINT = re.compile(

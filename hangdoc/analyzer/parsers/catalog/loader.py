@@ -22,6 +22,7 @@ from hangdoc.analyzer.parsers.catalog.template import (
     parts_from_json,
     regex_source,
     safe_words,
+    untagged,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -134,8 +135,10 @@ class Catalog:
             matchable=bool(raw.get("matchable")),
             versions=str(raw.get("versions", "")),
             sources=row_sources,
-            specificity=literal_length(parts),
-            words=frozenset(safe_words(parts)),
+            # a transport tag any transport's may stand for says who printed the line,
+            # not what it says: neither counted nor required (template.net_tag)
+            specificity=literal_length(untagged(parts)),
+            words=frozenset(safe_words(untagged(parts))),
         )
         files = [(s.file, s.function) for s in row_sources]
         meanings = self.meanings

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.catalog.loader import Catalog, CatalogRow, default_catalog
+from hangdoc.analyzer.parsers.catalog.template import net_tag
 
 # The same words as template.keywords_of: a letter, then letters, digits, underscores.
 _WORDS = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
@@ -122,7 +123,9 @@ class Matcher:
 
 def _better(row: CatalogRow, m: re.Match[str], best: tuple[CatalogRow, re.Match[str]]) -> bool:
     """A whole message wins over a row that is a part of messages (``WorkNCCL(…)``);
-    then more literal text; then a row with a meaning; then the longer match."""
+    then more literal text; then the row whose own transport tag the line prints (the
+    same body under NCCL's "NET/IB : " and "NET/Socket : "); then a row with a meaning;
+    then the longer match."""
     other, om = best
     row_part = row.meaning is not None and row.meaning.component
     other_part = other.meaning is not None and other.meaning.component
@@ -130,12 +133,22 @@ def _better(row: CatalogRow, m: re.Match[str], best: tuple[CatalogRow, re.Match[
         return other_part  # a part of a message loses to the message
     if row.specificity != other.specificity:
         return row.specificity > other.specificity
+    own_tag = _own_tag(row, m) - _own_tag(other, om)
+    if own_tag:
+        return own_tag > 0
     meaningful = (row.meaning is not None and row.meaning.strength != "none") - (
         other.meaning is not None and other.meaning.strength != "none"
     )
     if meaningful:
         return meaningful > 0
     return (m.end() - m.start()) > (om.end() - om.start())
+
+
+def _own_tag(row: CatalogRow, m: re.Match[str]) -> int:
+    """1 where the matched text opens with the row's own transport tag (or the row has
+    none to stand in for), else 0."""
+    tag = net_tag(row.parts)
+    return int(not tag or m.group(0).startswith(tag))
 
 
 @functools.cache

@@ -27,6 +27,22 @@ _SLOT_PATTERN = {
 SLOT_TYPES = frozenset({*_SLOT_PATTERN, "text"})
 # A literal run worth a keyword: letters first, then word characters.
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
+# NCCL's network transports tag their messages with the transport's name and a colon
+# (src/transport/net_ib.cc "NET/IB : " ≤ 2.21 and "NET/IB: " from 2.22, "NET/IB/GIN: " in
+# 2.28; net_socket.cc "NET/Socket : "; the plugin loader "NET/Plugin: "). A network plugin
+# is built from that code and prints the same bodies under the name it gives itself
+# (ncclNet_t.name, e.g. nccl-rdma-sharp-plugins' "IBext", vendor forks' "IBP"), sometimes
+# with the blank after the colon dropped ("NET/IBP:Got completion …"). A row that opens with
+# such a tag matches it as any transport's tag, where the body alone is specific enough
+# (TAGGED_BODY_MIN): the body is what the message says; the tag only who said it. (A row
+# whose prefilter keyword is its tag's word, "NET/MLX5: Call to %s failed", still needs
+# that word in the line: its tag is loose only in form.)
+_ANY_NET_TAG = r"NET/[A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z0-9_]+)*[ \t]*:[ \t]*"
+_NET_TAG = re.compile(_ANY_NET_TAG)
+# Letters or digits of literal text a tagged row's body needs for its tag to be loose (the
+# matcher's floor for a row, scripts/catalog/rows.py MIN_LITERAL): "NET/Socket : Using%s"
+# says too little without its own tag.
+TAGGED_BODY_MIN = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +106,32 @@ def normalise(parts: list[Part] | tuple[Part, ...]) -> tuple[Part, ...]:
     return tuple(p for p in out if p != "")
 
 
+def net_tag(parts: tuple[Part, ...]) -> str:
+    """The transport tag the row's message opens with ("NET/IB : "), where any
+    transport's tag may stand for it (see _NET_TAG); "" where the row has none, or where
+    its body without the tag is too short to say what the message is."""
+    if not parts or not isinstance(parts[0], str):
+        return ""
+    m = _NET_TAG.match(parts[0])
+    if m is None:
+        return ""
+    body = (parts[0][m.end() :], *parts[1:])
+    if literal_length(body) < TAGGED_BODY_MIN or not keywords_of(body):
+        return ""
+    return m.group(0)
+
+
+def untagged(parts: tuple[Part, ...]) -> tuple[Part, ...]:
+    """The row's parts without its loose transport tag (net_tag): what is specific to it."""
+    tag = net_tag(parts)
+    if not tag:
+        return parts
+    first = parts[0]
+    assert isinstance(first, str)
+    rest = first[len(tag) :]
+    return ((rest,) if rest else ()) + parts[1:]
+
+
 def literal_length(parts: list[Part] | tuple[Part, ...]) -> int:
     """Characters of literal text other than blanks and punctuation: what makes a row
     specific. Rows under a floor are kept in the catalog but not matched (a bare
@@ -109,8 +151,12 @@ def regex_source(parts: tuple[Part, ...]) -> str:
     (the header before it is not the value), a trailing one the rest of the line."""
     out: list[str] = []
     last = len(parts) - 1
+    tag = net_tag(parts)
     for index, part in enumerate(parts):
         if isinstance(part, str):
+            if index == 0 and tag:
+                out.append(_ANY_NET_TAG)  # any transport's tag (see _NET_TAG)
+                part = part[len(tag) :]
             pieces = re.split(r"(\s+)", part)
             out.append("".join(r"\s+" if p[:1].isspace() else _literal(p) for p in pieces))
             continue

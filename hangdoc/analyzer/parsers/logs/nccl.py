@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hangdoc.analyzer.parsers.catalog import default_matcher
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
 from hangdoc.analyzer.payloads.nccl import (
     CollectiveMismatch,
@@ -258,8 +259,18 @@ def warn_at_setup(where: str | None, message: str) -> bool:
     """A WARN of no known kind that stops a communicator's setup: printed from the setup
     code, or saying so, and none of the harmless ones."""
     return not _HARMLESS.search(message) and (
-        setup_site(where) or bool(_SETUP_WORDS.search(message))
+        setup_site(where) or bool(_SETUP_WORDS.search(message)) or _row_says_setup(message)
     )
+
+
+def _row_says_setup(message: str) -> bool:
+    """The catalog row of the message says it stops a communicator's setup where it comes
+    (meanings.toml ``fields = { setup = true }``: enqueue.cc's "no algorithm/protocol
+    available", a configuration no collective can run under); the stage guard of
+    views/nccl_setup.py then keeps it only before anything ran."""
+    found = default_matcher().match(message)
+    meaning = found.row.meaning if found is not None else None
+    return meaning is not None and ("setup", True) in meaning.fields
 
 
 def harmless_warn(message: str) -> bool:

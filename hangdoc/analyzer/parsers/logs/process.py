@@ -36,6 +36,17 @@ EXCEPTION_LINE = re.compile(
     r"(?:\([\w.]+\))?)"
     r"(?:\[[^\]]*\])?(?::\s?(?P<msg>.*))?$"
 )
+# The CUDA driver API's out-of-memory result (cuda.h: CUDA_ERROR_OUT_OF_MEMORY = 2, whose
+# cuGetErrorString is "out of memory") as the libraries that call cuMemCreate/cuMemAlloc
+# print it: its name (cuGetErrorName; CuPy's CUDADriverError "CUDA_ERROR_OUT_OF_MEMORY: out of
+# memory"), torch's c10/cuda/driver_api.h (C10_CUDA_DRIVER_CHECK, 2.1 on) "CUDA driver error:
+# out of memory" and SGLang's "CUDA Driver Error: out of memory", and the number with its
+# string after a CUresult (torch_memory_saver csrc/utils.h CURESULT_CHECK: "CUresult error: 2
+# (out of memory)").
+_DRIVER_OOM = (
+    r"|CUDA_ERROR_OUT_OF_MEMORY|CUDA [Dd]river [Ee]rror: out of memory"
+    r"|CUresult\b[^\n]{0,40}?\b2 \(out of memory\)"
+)
 # The caching allocator's message is known by its body too, so a paste whose header was cut
 # or wrapped away ("CUDA out o" / "f memory. Tried to allocate …") keeps it: torch ≤ 1.13's
 # CUDACachingAllocator.cpp "Tried to allocate <size> (GPU <n>; <size> total capacity; …" and
@@ -43,7 +54,8 @@ EXCEPTION_LINE = re.compile(
 # "capacty").
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA [Ee]rror: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
-    r"|Tried to allocate \d+(?:\.\d+)? ?[KMGTP]i?B(?: \(GPU \d+; \d+(?:\.\d+)? ?[KMGTP]i?B total "
+    + _DRIVER_OOM
+    + r"|Tried to allocate \d+(?:\.\d+)? ?[KMGTP]i?B(?: \(GPU \d+; \d+(?:\.\d+)? ?[KMGTP]i?B total "
     r"capacity|\. GPU \d+ has a total capac)"
 )
 # Ray's memory monitor (host RAM), whose exception is also named OutOfMemoryError.
