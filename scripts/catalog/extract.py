@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import nccl, report
+from catalog.launchers import INDEXED, do_cupy, do_indexed, do_ompi, do_slurm
 from catalog.native import NATIVE, do_native
 from catalog.others import (
     FRAMEWORKS,
@@ -101,6 +102,16 @@ def main(argv: list[str] | None = None) -> int:
         help=f"a mirror of one of {sorted(NATIVE)} (native libraries' C/C++ messages)",
     )
     parser.add_argument("--rocr", type=Path, help="git dir of a ROCm/ROCR-Runtime mirror")
+    parser.add_argument("--slurm", type=Path, help="git dir of a SchedMD/slurm mirror")
+    parser.add_argument("--ompi", type=Path, help="git dir of an open-mpi/ompi mirror")
+    parser.add_argument("--cupy", type=Path, help="git dir of a cupy/cupy mirror")
+    parser.add_argument(
+        "--indexed",
+        action="append",
+        default=[],
+        metavar="PROJECT=FOLDER",
+        help=f"files of one of {sorted(INDEXED)} read through the code index",
+    )
     parser.add_argument("--cudart", type=Path, help="libcudart.so.* (error strings)")
     parser.add_argument("--c10-cuda", type=Path, help="a torch release's libc10_cuda.so")
     parser.add_argument("--kernel", type=Path, help="kernel/driver C sources (see do_kernel)")
@@ -126,6 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         stats["transformer_engine"] = do_transformer_engine(args.transformer_engine)
     if args.rocr and args.only in (None, "rocr"):
         stats["rocr"] = do_rocr(args.rocr)
+    if args.slurm and args.only in (None, "slurm"):
+        stats["slurm"] = do_slurm(args.slurm)
+    if args.ompi and args.only in (None, "ompi"):
+        stats["ompi"] = do_ompi(args.ompi)
+    if args.cupy and args.only in (None, "cupy"):
+        stats["cupy"] = do_cupy(args.cupy, ROOT / "analyzer/parsers/catalog/data/cuda.json")
+    for spec in args.indexed:
+        project, folder = spec.split("=", 1)
+        if args.only in (None, project):
+            stats[project] = do_indexed(project, Path(folder))
     for spec in args.native:
         project, gitdir = spec.split("=", 1)
         if args.only in (None, project):

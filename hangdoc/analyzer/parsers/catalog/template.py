@@ -148,15 +148,26 @@ def regex_source(parts: tuple[Part, ...]) -> str:
     """The row's pattern: literals escaped (runs of blanks loose, since pastes re-flow
     them; a backtick or a bold's ``**`` optional, since a paste's Markdown loses them
     when undone), slots as named-less groups in order. A leading text slot takes one token
-    (the header before it is not the value), a trailing one the rest of the line."""
+    (the header before it is not the value), a trailing one the rest of the line. A leading
+    text slot followed by a blank may be cut away with the header before it ("mpirun
+    noticed that process rank …" pasted from "noticed"): the token is then optional."""
     out: list[str] = []
     last = len(parts) - 1
     tag = net_tag(parts)
+    optional_lead = (
+        len(parts) > 1
+        and isinstance(parts[0], Slot)
+        and parts[0].type == "text"
+        and isinstance(parts[1], str)
+        and parts[1][:1].isspace()
+    )
     for index, part in enumerate(parts):
         if isinstance(part, str):
             if index == 0 and tag:
                 out.append(_ANY_NET_TAG)  # any transport's tag (see _NET_TAG)
                 part = part[len(tag) :]
+            if index == 1 and optional_lead:
+                part = part.lstrip()
             pieces = re.split(r"(\s+)", part)
             out.append("".join(r"\s+" if p[:1].isspace() else _literal(p) for p in pieces))
             continue
@@ -167,6 +178,8 @@ def regex_source(parts: tuple[Part, ...]) -> str:
             out.append("()")
         elif part.type != "text":
             out.append(f"({_SLOT_PATTERN[part.type]})")
+        elif index == 0 and optional_lead:
+            out.append(r"(?:(\S+)\s+|(?<!\S))")
         elif index == 0:
             out.append(r"(\S+)")
         elif index == last:

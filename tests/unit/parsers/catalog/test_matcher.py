@@ -22,8 +22,10 @@ from hangdoc.analyzer.vocabulary import EventKind
 # no keyword of theirs survives printing. Counted, kept as rows, not matched by keyword.
 # Two more are ROCR's GPU memory fault (runtime.cpp VMFaultHandler, "on address %p%s.
 # Reason: %s."): its %s is a ternary of literals, "" or "(may not be exact address)", which
-# the sample fills with words glued to the address; the real lines match.
-_MAX_UNRECOGNISABLE = 17
+# the sample fills with words glued to the address; the real lines match. One more is
+# slurmstepd's "task %d (%d) exited. Killed by signal %d%s." (mgr.c), whose last argument is
+# an #ifdef WCOREDUMP inside the call: the sample glues a word to the signal number.
+_MAX_UNRECOGNISABLE = 18
 
 
 def _matchable() -> list[CatalogRow]:
