@@ -121,23 +121,20 @@ class RankDiedFirst(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        deaths = [
-            d
-            for d in first_deaths(tl)
-            if d.how != DeathHow.CUDA_OOM
-            and not d.hardware  # HD301's
-            and d.gpu_suspect is None  # a CUDA error documented as the GPU's or driver's: HD301's
-            and not d.storage  # a storage failure: HD110's
-            # words the message catalog means as another failure (a store's, a
-            # transport's, a driver's), raised as an exception: that failure, no crash
-            and d.known_as is None
-        ]
+        # A CUDA OOM (HD031's), the GPU's hardware or a CUDA error documented as the
+        # GPU's or driver's (HD301's), a storage failure (HD110's), words the message
+        # catalog means as another failure (a store's, a transport's, a driver's) raised
+        # as an exception: that failure, no crash (Death.specific).
+        found = first_deaths(tl)
+        deaths = [d for d in found if not d.specific]
         if not deaths:
             return
         wave_events = wave(tl)
         leading = [d for d in deaths if precedes_wave(d.placed, wave_events) is not False]
         if not leading:
             leading = _killed_outside_wave(deaths, victims(tl))
+        # after a more specific failure: its consequences; that failure's rule answers
+        leading = _not_after_specific(leading, found, wave_events)
         if not leading:
             return  # every failure came after the timeouts: consequences
         certain = [d for d in leading if d.certain]
@@ -288,6 +285,30 @@ class RankDiedFirst(Rule):
             if _weak(first)
             else Strength.SIGNAL,
         )
+
+
+def _not_after_specific(
+    leading: list[Death], found: list[Death], wave_events: list[Placed]
+) -> list[Death]:
+    """The deaths that do not follow a more specific failure (Death.specific: an OOM, the
+    GPU's hardware, storage, a failure the catalog names) which itself came before the
+    timeouts. The failure that came first is the cause (fixtures/cases/README.md: the
+    culprit is the rank that died first); a crash, a kill or an exit reported after it —
+    the OOMing rank's own exit, the launcher stopping the others ("Forcefully terminating
+    all other processes"), a rank that lost its peer — is most often its consequence, and
+    the rule that names the specific failure (HD031, HD301, HD110 …) answers. A death
+    whose times show it before that failure stays (HD031 then yields to HD030 in turn)."""
+    specific = [
+        d for d in found if d.specific and precedes_wave(d.placed, wave_events) is not False
+    ]
+    if not specific:
+        return leading
+    cause = specific[0]
+    return [
+        d
+        for d in leading
+        if d.placed.index < cause.placed.index or precedes_wave(d.placed, [cause.placed]) is True
+    ]
 
 
 def _killed_outside_wave(deaths: list[Death], waited: set[int]) -> list[Death]:
