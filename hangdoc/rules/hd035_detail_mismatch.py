@@ -425,7 +425,11 @@ class DetailMismatch(Rule):
                     if named
                     else "The reporting rank's parameter does not match rank 0's."
                 )
-                + (" Several ranks are named as often: which one is wrong is a guess." if tie else "")
+                + (
+                    " Several ranks are named as often: which one is wrong is a guess."
+                    if tie
+                    else ""
+                )
             ),
             fix=(
                 "Build the same model on every rank before wrapping it in DDP: the same "

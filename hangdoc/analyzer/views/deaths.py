@@ -141,19 +141,28 @@ class Death:
         return None if meant in (Category.UNKNOWN, Category.RANK_DEAD) else meant
 
     @property
+    def worker_start(self) -> bool:
+        """Raised while the rank started a child process (its traceback's innermost
+        frames are multiprocessing's start path, not torch.multiprocessing starting the
+        ranks nor a Pool's workers): a worker that could not start, HD109's."""
+        return self.stage is CodeStage.WORKER_START
+
+    @property
     def specific(self) -> bool:
         """What ended the rank is known as a more specific failure than a crash, which
         another rule names: a CUDA out-of-memory (HD031), the GPU's hardware or a CUDA
         error documented as the GPU's or its driver's (HD301), storage (HD110), words the
         message catalog means as another failure (a store's, a transport's, a check across
-        the ranks). A crash reported after it is most often its consequence (the rank's
-        exit, the launcher stopping the others), so HD030 yields to it."""
+        the ranks), a worker process the rank could not start (HD109). A crash reported
+        after it is most often its consequence (the rank's exit, the launcher stopping the
+        others), so HD030 yields to it."""
         return (
             self.how == DeathHow.CUDA_OOM
             or self.hardware
             or self.gpu_suspect is not None
             or self.storage
             or self.known_as is not None
+            or self.worker_start
         )
 
     @property
