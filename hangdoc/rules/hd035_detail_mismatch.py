@@ -48,6 +48,19 @@ all-gathered, at a module's pre-forward hook, which parameters each is about to
 all-gather, and they differ: the ranks run different modules at the same point of the
 forward (rank divergence; the pair of ranks it names is not told apart).
 
+DDP's check at construction that every rank holds the same parameters (torch/csrc/
+distributed/c10d/reducer.cpp ``verify_params_across_processes``, from
+``_verify_param_shape_across_processes`` in ``DistributedDataParallel.__init__``): "DDP
+expects same model across all ranks, but Rank R has N params, while rank I has
+inconsistent M params." (each rank all-gathers the counts and names the first rank whose
+count differs from its own) and "[R]: params[p] in this process with sizes S appears not to
+match sizes of the same param in process 0." (each rank compares its sizes and strides
+with rank 0's). The ranks' models differ: collective_size_or_dtype_mismatch, stated by
+torch's own check. The culprit is the rank the count messages name most often (one line:
+the rank it calls inconsistent), or the ranks that raised the shape check (rank 0 when
+every other rank raised it). A count of 0 or a nonsensical one can also mean that rank was
+not in the same call; the finding says so.
+
 ## How to confirm
 The message quotes the culprit's fingerprint; its traceback points at the call site.
 Compare the call sites of the two sides.

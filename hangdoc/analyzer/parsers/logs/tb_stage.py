@@ -152,15 +152,16 @@ class Starter(enum.Enum):
     """Who starts the child processes a traceback's frames show being started."""
 
     DATALOADER = "dataloader"  # torch/utils/data/dataloader.py: its workers
-    # the ranks themselves (torch/multiprocessing/spawn.py start_processes, spawn), a
-    # Pool's or an executor's workers (multiprocessing/pool.py, concurrent/futures)
+    # the ranks themselves (torch/multiprocessing/spawn.py start_processes, its
+    # start_process, spawn), a Pool's or an executor's workers (multiprocessing/pool.py,
+    # concurrent/futures/process.py)
     OTHER = "other"
 
 
 _DATALOADER_FRAME = re.compile(r'^\s*File "[^"]*torch/utils/data/dataloader\.py", line \d+')
 _OTHER_STARTER_FRAME = re.compile(
     r'^\s*File "[^"]*(?:torch/multiprocessing/spawn\.py", line \d+, in '
-    r"(?:start_processes|spawn)\s*$"
+    r"(?:start_processes|start_process|spawn)\s*$"
     r'|multiprocessing/pool\.py"|concurrent/futures/process\.py")'
 )
 
