@@ -14,7 +14,7 @@ Three readings and one ordering, each from the source that prints what is read:
 * HD030 yields to a more specific failure (Death.specific) that came before its death.
 
 Inputs: the recorded scenarios of fixtures/logs/record.py (ddp_param_count,
-ddp_model_mismatch, worker_unpicklable, spawn_unpicklable: torch 2.13's own output) and
+ddp_model_mismatch, worker_unpicklable, pool_unpicklable: torch 2.13's own output) and
 lines in the formats the sources above print.
 """
 
@@ -150,8 +150,8 @@ def _raised(scenario: str) -> dict[int | None, ExceptionRaised]:
 def test_recorded_worker_start_read() -> None:
     worker = _raised("worker_unpicklable")[1]
     assert worker.stage is CodeStage.WORKER_START and worker.by_dataloader
-    (launcher,) = _raised("spawn_unpicklable").values()
-    assert launcher.stage is None  # torch.multiprocessing starting the ranks: no worker
+    pool = _raised("pool_unpicklable")[1]
+    assert pool.stage is None and not pool.by_dataloader  # a Pool's workers: no DataLoader's
 
 
 def test_worker_start_is_hd109s_not_a_crash() -> None:
@@ -159,9 +159,9 @@ def test_worker_start_is_hd109s_not_a_crash() -> None:
     top = diagnosis.findings[0]
     assert top.rule == "HD109" and top.culprit_ranks == (1,)
     assert not findings_of(diagnosis, "HD030")
-    spawned = diagnose(RECORDED / "spawn_unpicklable.log")
-    assert spawned.findings[0].rule == "HD030"
-    assert not findings_of(spawned, "HD109")
+    pooled = diagnose(RECORDED / "pool_unpicklable.log")
+    assert pooled.findings[0].rule == "HD030" and pooled.findings[0].culprit_ranks == (1,)
+    assert not findings_of(pooled, "HD109")
 
 
 def _console(tmp_path: Path, text: str) -> Timeline:
