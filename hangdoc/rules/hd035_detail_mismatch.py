@@ -401,8 +401,15 @@ class DetailMismatch(Rule):
             if other is not None and other.rank is not None:
                 named[other.rank] = named.get(other.rank, 0) + 1
         reporters = sorted({r for p in events if (r := _reporter(p)) is not None})
+        # A line the catalog's row alone read (a wrapped or cut message) says neither
+        # which check raised it nor which ranks it compared: it names no culprit.
         shape_reporters = sorted(
-            {r for p in events if p not in counts and (r := _reporter(p)) is not None}
+            {
+                r
+                for p in events
+                if _mismatch(p).error == MismatchError.PARAM_SHAPE
+                and (r := _reporter(p)) is not None
+            }
         )
         if named:
             most = max(named.values())
@@ -414,8 +421,10 @@ class DetailMismatch(Rule):
             and set(shape_reporters) == set(range(1, world))
         ):
             culprits, what = [0], "parameter shapes"
-        else:
+        elif shape_reporters:
             culprits, what = shape_reporters, "parameter shapes"
+        else:
+            culprits, what = [], "parameters"
         first = _mismatch(events[0])
         said = (first.message or events[0].event.text).strip()[:200]
         tie = len(culprits) > 1 and bool(named)
@@ -423,10 +432,8 @@ class DetailMismatch(Rule):
             rule=self.id,
             category=Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
             severity=Severity.CRITICAL,
-            title=(
-                f"DDP found the ranks' models differ ({what}): "
-                f"{ranks_text(culprits) or 'a rank'} differs from the others"
-            ),
+            title=f"DDP found the ranks' models differ ({what})"
+            + (f": {ranks_text(culprits)} differs from the others" if culprits else ""),
             explanation=(
                 "DistributedDataParallel checks, as it is constructed, that every rank holds "
                 f"the same parameters before it broadcasts rank 0's, and found the {what} "

@@ -104,6 +104,20 @@ def test_ddp_count_check_recorded_culprit_is_the_rank_most_name() -> None:
     assert not findings_of(diagnosis, "HD030")
 
 
+def test_ddp_check_cut_is_read_by_the_catalog_row(tmp_path: Path) -> None:
+    # the count message cut before its second rank: the catalog's row for the check's
+    # literal (meanings.toml family torch-ddp-param-check) still reads it as the check's
+    log = tmp_path / "console.log"
+    log.write_text(
+        "RuntimeError: DDP expects same model across all ranks, but Rank 5 has 128 "
+        "params, while rank 0 has inconsi\n"
+    )
+    found = diagnose(log).findings[0]
+    assert found.rule == "HD035" and found.category.value == "collective_size_or_dtype_mismatch"
+    assert found.culprit_ranks == ()  # the cut took the rank it names
+    assert found.title == "DDP found the ranks' models differ (parameters)"
+
+
 @pytest.mark.parametrize(
     ("line", "stage"),
     [
