@@ -21,8 +21,10 @@ cause when its message is itself a consequence (a timeout, an NCCL error, a lost
 SIGTERM); a storage error (EIO, a stale handle, a full disk) or a save's failed
 file-system call is HD110's, a CUDA error whose documented meaning points at the GPU or
 its driver (the message catalog's cuda rows: a kernel cut by the device's run-time limit,
-an unknown internal error) is HD301's, and a CUDA failure NCCL WARNed about while it set up
-a communicator is HD206's. torchrun's
+an unknown internal error) is HD301's, and a CUDA failure NCCL WARNed about from its set-up
+code before anything ran is the communicator's set-up failing (HD206's, or HD200's where
+a proxy's failed Connect sits beside it); a worker process the rank could not start (its
+traceback ends in multiprocessing's start path) is HD109's. torchrun's
 "Root Cause (first observed failure)" is *not* trusted: it is only the first rank to exit
 on that node, often a victim. Also read: torch.multiprocessing's "process N terminated
 with signal SIGKILL / exit code N" (N is the spawn index), mpirun's "The first process to
@@ -68,6 +70,14 @@ exception whose words carry no sign the parser reads and whose traceback shows n
 is stated one step weaker (`CAUSE_UNREAD`): on four batches of reports scored at first
 sight (fixtures/first_sight), 14 of the 26 wrong answers were this rule's, crashes whose
 message named a more specific cause or that were a consequence.
+
+A death that comes after such a more specific failure (a CUDA OOM, the GPU's hardware,
+storage, a message the catalog means as another failure, a worker that could not start),
+itself before the timeouts, is most often its consequence: the failing rank's own exit
+code, the launcher stopping the others ("Forcefully terminating all other processes", a
+shell's "Killed"), a rank that lost its peer. The failure that came first is the cause, and
+the rule that names it answers (HD031, HD301, HD110, HD109, HD035 …); this rule yields,
+unless the death's times show it first (HD031 then yields to this one in turn).
 
 ## How to confirm
 Read the culprit's log around the cited line: its traceback or signal is the failure.
@@ -121,23 +131,20 @@ class RankDiedFirst(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        deaths = [
-            d
-            for d in first_deaths(tl)
-            if d.how != DeathHow.CUDA_OOM
-            and not d.hardware  # HD301's
-            and d.gpu_suspect is None  # a CUDA error documented as the GPU's or driver's: HD301's
-            and not d.storage  # a storage failure: HD110's
-            # words the message catalog means as another failure (a store's, a
-            # transport's, a driver's), raised as an exception: that failure, no crash
-            and d.known_as is None
-        ]
+        # A CUDA OOM (HD031's), the GPU's hardware or a CUDA error documented as the
+        # GPU's or driver's (HD301's), a storage failure (HD110's), words the message
+        # catalog means as another failure (a store's, a transport's, a driver's) raised
+        # as an exception: that failure, no crash (Death.specific).
+        found = first_deaths(tl)
+        deaths = [d for d in found if not d.specific]
         if not deaths:
             return
         wave_events = wave(tl)
         leading = [d for d in deaths if precedes_wave(d.placed, wave_events) is not False]
         if not leading:
             leading = _killed_outside_wave(deaths, victims(tl))
+        # after a more specific failure: its consequences; that failure's rule answers
+        leading = _not_after_specific(leading, found, wave_events)
         if not leading:
             return  # every failure came after the timeouts: consequences
         certain = [d for d in leading if d.certain]
@@ -288,6 +295,30 @@ class RankDiedFirst(Rule):
             if _weak(first)
             else Strength.SIGNAL,
         )
+
+
+def _not_after_specific(
+    leading: list[Death], found: list[Death], wave_events: list[Placed]
+) -> list[Death]:
+    """The deaths that do not follow a more specific failure (Death.specific: an OOM, the
+    GPU's hardware, storage, a failure the catalog names) which itself came before the
+    timeouts. The failure that came first is the cause (fixtures/cases/README.md: the
+    culprit is the rank that died first); a crash, a kill or an exit reported after it —
+    the OOMing rank's own exit, the launcher stopping the others ("Forcefully terminating
+    all other processes"), a rank that lost its peer — is most often its consequence, and
+    the rule that names the specific failure (HD031, HD301, HD110 …) answers. A death
+    whose times show it before that failure stays (HD031 then yields to HD030 in turn)."""
+    specific = [
+        d for d in found if d.specific and precedes_wave(d.placed, wave_events) is not False
+    ]
+    if not specific:
+        return leading
+    cause = specific[0]
+    return [
+        d
+        for d in leading
+        if d.placed.index < cause.placed.index or precedes_wave(d.placed, [cause.placed]) is True
+    ]
 
 
 def _killed_outside_wave(deaths: list[Death], waited: set[int]) -> list[Death]:

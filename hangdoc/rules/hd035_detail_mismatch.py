@@ -48,6 +48,19 @@ all-gathered, at a module's pre-forward hook, which parameters each is about to
 all-gather, and they differ: the ranks run different modules at the same point of the
 forward (rank divergence; the pair of ranks it names is not told apart).
 
+DDP's check at construction that every rank holds the same parameters (torch/csrc/
+distributed/c10d/reducer.cpp ``verify_params_across_processes``, from
+``_verify_param_shape_across_processes`` in ``DistributedDataParallel.__init__``): "DDP
+expects same model across all ranks, but Rank R has N params, while rank I has
+inconsistent M params." (each rank all-gathers the counts and names the first rank whose
+count differs from its own) and "[R]: params[p] in this process with sizes S appears not to
+match sizes of the same param in process 0." (each rank compares its sizes and strides
+with rank 0's). The ranks' models differ: collective_size_or_dtype_mismatch, stated by
+torch's own check. The culprit is the rank the count messages name most often (one line:
+the rank it calls inconsistent), or the ranks that raised the shape check (rank 0 when
+every other rank raised it). A count of 0 or a nonsensical one can also mean that rank was
+not in the same call; the finding says so.
+
 ## How to confirm
 The message quotes the culprit's fingerprint; its traceback points at the call site.
 Compare the call sites of the two sides.
@@ -72,6 +85,10 @@ from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import Shift, shifted
 
 _KEYS = ("op", "shape", "dtype", "seq")
+# The sources this rule reads each in a branch of its own; the rest are NCCL's checks.
+_OWN_SOURCES = frozenset(
+    {MismatchSource.DETAIL, MismatchSource.FSDP_ORDER, MismatchSource.DDP_PARAMS}
+)
 
 
 def _said(fingerprint: Fingerprint | None, keys: tuple[str, ...] = _KEYS) -> dict[str, object]:
@@ -126,11 +143,10 @@ class DetailMismatch(Rule):
         order = [p for p in events if _mismatch(p).source == MismatchSource.FSDP_ORDER]
         if order:
             yield self._fsdp_order(order)
-        nccl = [
-            p
-            for p in events
-            if _mismatch(p).source not in (MismatchSource.DETAIL, MismatchSource.FSDP_ORDER)
-        ]
+        ddp = [p for p in events if _mismatch(p).source == MismatchSource.DDP_PARAMS]
+        if ddp:
+            yield self._ddp_params(ddp, ctx.evidence.expected_world_size())
+        nccl = [p for p in events if _mismatch(p).source not in _OWN_SOURCES]
         sizes = [p for p in nccl if _mismatch(p).error == MismatchError.SIZE_MISMATCH]
         if sizes:
             yield self._nccl_size(sizes)
@@ -369,6 +385,86 @@ class DetailMismatch(Rule):
             strength=Strength.SIGNAL,  # FSDP's own check says so; the culprit is not named
         )
 
+    def _ddp_params(self, events: list[Placed], world: int | None) -> Finding:
+        """DDP's check at construction that every rank holds the same parameters
+        (torch/csrc/distributed/c10d/reducer.cpp ``verify_params_across_processes``,
+        parsers/logs/size_checks.py). The count check raises on each rank that finds
+        another rank's count differing from its own, naming the first such rank: the
+        rank the reporters name is the odd one (the one most of them name). The shape
+        check compares every rank's sizes with rank 0's and raises on a rank whose
+        parameter differs: the reporting ranks are the odd ones, unless every rank but 0
+        reports (then rank 0 is)."""
+        counts = [p for p in events if _mismatch(p).error == MismatchError.PARAM_COUNT]
+        named: dict[int, int] = {}
+        for p in counts:
+            other = _mismatch(p).side_b
+            if other is not None and other.rank is not None:
+                named[other.rank] = named.get(other.rank, 0) + 1
+        reporters = sorted({r for p in events if (r := _reporter(p)) is not None})
+        # A line the catalog's row alone read (a wrapped or cut message) says neither
+        # which check raised it nor which ranks it compared: it names no culprit.
+        shape_reporters = sorted(
+            {
+                r
+                for p in events
+                if _mismatch(p).error == MismatchError.PARAM_SHAPE
+                and (r := _reporter(p)) is not None
+            }
+        )
+        if named:
+            most = max(named.values())
+            culprits = sorted(r for r, n in named.items() if n == most)
+            what = "number of parameters"
+        elif (
+            world is not None
+            and len(shape_reporters) >= 2
+            and set(shape_reporters) == set(range(1, world))
+        ):
+            culprits, what = [0], "parameter shapes"
+        elif shape_reporters:
+            culprits, what = shape_reporters, "parameter shapes"
+        else:
+            culprits, what = [], "parameters"
+        first = _mismatch(events[0])
+        said = (first.message or events[0].event.text).strip()[:200]
+        tie = len(culprits) > 1 and bool(named)
+        return Finding(
+            rule=self.id,
+            category=Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
+            severity=Severity.CRITICAL,
+            title=f"DDP found the ranks' models differ ({what})"
+            + (f": {ranks_text(culprits)} differs from the others" if culprits else ""),
+            explanation=(
+                "DistributedDataParallel checks, as it is constructed, that every rank holds "
+                f"the same parameters before it broadcasts rank 0's, and found the {what} "
+                f"differing: {said!r}. "
+                + (
+                    "The rank the check names holds a count the others do not; a count of 0 or "
+                    "a nonsensical one can also mean that rank was not in the same call (a rank "
+                    "late or elsewhere: the gathered value is then not its model's)."
+                    if named
+                    else "The reporting rank's parameter does not match rank 0's."
+                )
+                + (
+                    " Several ranks are named as often: which one is wrong is a guess."
+                    if tie
+                    else ""
+                )
+            ),
+            fix=(
+                "Build the same model on every rank before wrapping it in DDP: the same "
+                "architecture and config, no rank-dependent layers or parameters, the same "
+                "checkpoint loaded everywhere (or loaded after wrapping); a rank whose count is "
+                "0 or absurd may not have reached DDP's construction with the others (look at "
+                "what it was doing)."
+            ),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(sorted((set(reporters) | set(named)) - set(culprits))),
+            evidence=tuple(limited_refs(events, limit=6)),
+            # DDP's own check states the ranks differ; which one is odd is read from it.
+            strength=shifted(Strength.STATED, Shift.TIE) if tie else Strength.STATED,
+        )
+
     def _nccl(self, events: list[Placed]) -> Finding:
         around = sorted({v for p in events if (v := _mismatch(p).peer_rank) is not None})
         # NCCL ≤ 2.5's device check (collectives/device/primitives.h, checkMismatch): a
@@ -391,6 +487,12 @@ class DetailMismatch(Rule):
             evidence=tuple(limited_refs(events, limit=6)),
             strength=Strength.SIGNAL,  # a mismatch NCCL saw; the rank it names is a guess
         )
+
+
+def _reporter(p: Placed) -> int | None:
+    """The rank that raised a DDP check: the rank its words name, else the line's."""
+    side = _mismatch(p).side_a
+    return side.rank if side is not None and side.rank is not None else p.rank
 
 
 def _category(differ: list[str]) -> tuple[Category, str]:

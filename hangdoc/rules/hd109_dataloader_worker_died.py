@@ -23,14 +23,30 @@ workers' batches reach the main process (torch.multiprocessing shares tensors th
 outside DataLoaders too, in other data-loading workers).
 The lines are read wherever they are: in a log, or printed above a faulthandler dump.
 
+A worker that could not be started counts too: a rank's exception raised in Python's
+multiprocessing start path (its traceback's innermost frames: process.py ``start``,
+popen_fork.py / popen_spawn_posix.py ``_launch``, util.py ``spawnv_passfds``; fork failing
+with ``OSError: [Errno 12] Cannot allocate memory``, a dataset that cannot be pickled for
+a spawned worker), before the others' timeouts (parsers/logs/tb_stage.py). torch's
+DataLoader starts its workers there (``_MultiProcessingDataLoaderIter.__init__``:
+``w.daemon = True; w.start()``); frames of torch.multiprocessing starting the ranks, or of
+a Pool or an executor, make it no worker's. A traceback that shows the DataLoader's own
+frames is one direct signal; one cut above the start path, a rank's child process that
+failed to start, is stated one step weaker (the ranks' children are most often their
+DataLoader workers, not always).
+
 ## How to confirm
 `dmesg -T | grep -i -E 'killed process|oom'` on the node for a Killed worker; `df -h
 /dev/shm` for a bus error (a container's default 64 MB shm is too small for the workers'
 batches); run with `num_workers=0` to see the error in the main process.
 
 ## How to fix
-Killed: lower the workers' memory (fewer workers, smaller prefetch_factor, no copy of a
-large dataset per worker), or give the node more memory. Bus error: give the container
+Could not start (fork/spawn failed with ENOMEM): the rank's memory (or the node's
+overcommit limit) does not allow another process: fewer workers, `persistent_workers=True`
+so they are not forked again each epoch, less memory held by the rank before its
+DataLoader starts, or the `spawn`/`forkserver` start method. Killed: lower the workers'
+memory (fewer workers, smaller prefetch_factor, no copy of a large dataset per worker), or
+give the node more memory. Bus error: give the container
 more shared memory (`--shm-size`, `--ipc=host`) or use `file_system` sharing
 (`torch.multiprocessing.set_sharing_strategy('file_system')`). Segfault: find the native
 library that crashes in the worker (decoding, augmentations), and set
@@ -42,9 +58,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
-from hangdoc.analyzer.payloads.launch import LoaderWorkerDied
+from hangdoc.analyzer.payloads.launch import ExceptionRaised, LoaderWorkerDied
+from hangdoc.analyzer.views.deaths import Death, first_deaths
+from hangdoc.analyzer.views.timeline import precedes_wave, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.refs import limited_refs, ranks_text
+from hangdoc.rules.strength import Shift, shifted
 
 
 class DataloaderWorkerDied(Rule):
@@ -59,6 +79,9 @@ class DataloaderWorkerDied(Rule):
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         events = ctx.timeline.of(EventKind.DATALOADER_WORKER_DIED)
         if not events:
+            starts = _failed_starts(ctx)
+            if starts:
+                yield self._not_started(starts)
             return
         first = events[0]
         died = first.event.payload_as(LoaderWorkerDied) or LoaderWorkerDied()
@@ -102,6 +125,63 @@ class DataloaderWorkerDied(Rule):
             evidence=tuple(p.ref() for p in events[:3]),
             strength=Strength.STATED,  # torch's own message for the worker
         )
+
+    def _not_started(self, starts: list[Death]) -> Finding:
+        """A rank could not start a worker process (the docstring's last paragraph of
+        "Evidence used")."""
+        first = starts[0]
+        ranks = sorted({d.rank for d in starts if d.rank is not None})
+        who = ranks_text(ranks) if ranks else "a rank (rank unknown)"
+        shown = any(_by_dataloader(d) for d in starts)
+        worker = "a DataLoader worker" if shown else "a worker process"
+        return Finding(
+            rule=self.id,
+            category=Category.DATALOADER,
+            severity=Severity.CRITICAL if shown else Severity.ERROR,
+            title=f"{who} could not start {worker}: {first.summary}",
+            explanation=(
+                f"{who} raised {first.summary!r} while starting {worker} (its traceback "
+                "ends in Python's multiprocessing start path: fork or spawn of the child "
+                "failed). The rank's DataLoader never got its batches, so the rank left the "
+                "training loop and the other ranks waited for it in their next collective."
+                + (
+                    ""
+                    if shown
+                    else " The traceback does not show what started the child; in a "
+                    "training rank that is most often its DataLoader (it starts num_workers "
+                    "daemon processes, again each epoch unless persistent_workers)."
+                )
+            ),
+            fix=(
+                "Fork/spawn failing with 'Cannot allocate memory' is the rank's memory (or "
+                "the node's overcommit limit, vm.overcommit_memory) refusing another process: "
+                "fewer DataLoader workers, persistent_workers=True, less host memory held by "
+                "the rank before the DataLoader starts, or the spawn/forkserver start method; "
+                "an object that cannot be pickled for a spawned worker: make the dataset and "
+                "collate function picklable."
+            ),
+            culprit_ranks=tuple(ranks),
+            evidence=tuple(limited_refs([d.placed for d in starts], limit=4)),
+            # The rank's traceback shows the start failing; a DataLoader's frames say
+            # whose worker it was, without them it is the likeliest owner only.
+            strength=Strength.SIGNAL if shown else shifted(Strength.SIGNAL, Shift.OTHER_READINGS),
+        )
+
+
+def _by_dataloader(death: Death) -> bool:
+    raised = death.placed.event.payload_as(ExceptionRaised)
+    return raised is not None and raised.by_dataloader
+
+
+def _failed_starts(ctx: RuleContext) -> list[Death]:
+    """The ranks' failures to start a worker process that came before the others'
+    timeouts (after them, a failure is the teardown's)."""
+    tl = ctx.timeline
+    starts = [d for d in first_deaths(tl) if d.worker_start]
+    if not starts:
+        return []
+    wave_events = wave(tl)
+    return [d for d in starts if precedes_wave(d.placed, wave_events) is not False]
 
 
 RULE = DataloaderWorkerDied

@@ -113,6 +113,11 @@ class CodeStage(enum.StrEnum):
     # A check that compares the ranks (DDP's parameter shapes, FSDP's forward order): what
     # it raises is the ranks found to differ, reported, not a crash of the rank.
     RANK_CHECK = "rank_check"
+    # Starting a child process (Python's multiprocessing: fork, spawn, forkserver), in the
+    # process that starts it: what it raises is the child failing to start (fork's ENOMEM,
+    # a process object that cannot be pickled for spawn). Not read where the frames show
+    # the ranks themselves, a Pool's or an executor's workers being started.
+    WORKER_START = "worker_start"
     UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 
@@ -146,6 +151,9 @@ class ExceptionRaised(EventPayload):
     # innermost call, where the exception was raised or entered the library).
     where_file: str | None = None
     where_function: str | None = None
+    # Its frames show torch's DataLoader (torch/utils/data/dataloader.py): with
+    # ``stage`` WORKER_START, the child that could not start is a DataLoader worker.
+    by_dataloader: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,12 +82,21 @@ class MismatchSource(enum.StrEnum):
     # pre-forward hook (torch/distributed/fsdp/_exec_order_utils.py): "Forward order
     # differs across ranks: rank 0 is all-gathering 1 parameters while rank 1 is …"
     FSDP_ORDER = "fsdp_order"
+    # DDP's check at construction that every rank holds the same parameters (torch/csrc/
+    # distributed/c10d/reducer.cpp verify_params_across_processes, called by
+    # torch/distributed/utils.py _verify_param_shape_across_processes): "DDP expects same
+    # model across all ranks, but Rank R has N params, while rank I has inconsistent M
+    # params." / "[R]: params[p] in this process with sizes S appears not to match sizes of
+    # the same param in process 0."
+    DDP_PARAMS = "ddp_params"
     UNKNOWN = "unknown"
 
 
 class MismatchError(enum.StrEnum):
     SIZE_MISMATCH = "size_mismatch"  # a transfer larger than the posted buffer
     MISMATCHED_COLLECTIVE = "mismatched_collective"  # NCCL's own check, around rank N
+    PARAM_COUNT = "param_count"  # DDP: another rank holds a different number of parameters
+    PARAM_SHAPE = "param_shape"  # DDP: a parameter's sizes or strides differ from rank 0's
     UNKNOWN = "unknown"
 
 
@@ -319,8 +328,8 @@ class CollectiveMismatch(NcclWarn):
 
     source: MismatchSource | None = None
     error: MismatchError | None = None
-    side_a: Fingerprint | None = None  # DETAIL: the reporting rank's fingerprint
-    side_b: Fingerprint | None = None  # DETAIL: the other rank's
+    side_a: Fingerprint | None = None  # DETAIL, DDP: the reporting rank's fingerprint
+    side_b: Fingerprint | None = None  # DETAIL, DDP: the other rank's (DDP: the one it names)
     differ: str | None = None  # DETAIL: "Collectives differ in the following aspects: …"
     peer: str | None = None
     peer_rank: int | None = None  # NCCL: "around rank N"

@@ -26,7 +26,7 @@ from hangdoc.analyzer.payloads.launch import (
 )
 from hangdoc.analyzer.payloads.nccl import CudaFailure
 from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
-from hangdoc.analyzer.views.nccl_setup import setup_error_lines
+from hangdoc.analyzer.views.nccl_setup import first_running, is_setup_warn, setup_error_lines
 from hangdoc.analyzer.views.nccl_setup import setup_lines as nccl_setup_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.vocabulary import EventKind, parse_enum
@@ -139,6 +139,31 @@ class Death:
             return None
         meant = parse_enum(Category, raised.known_as)
         return None if meant in (Category.UNKNOWN, Category.RANK_DEAD) else meant
+
+    @property
+    def worker_start(self) -> bool:
+        """Raised while the rank started a child process (its traceback's innermost
+        frames are multiprocessing's start path, not torch.multiprocessing starting the
+        ranks nor a Pool's workers): a worker that could not start, HD109's."""
+        return self.stage is CodeStage.WORKER_START
+
+    @property
+    def specific(self) -> bool:
+        """What ended the rank is known as a more specific failure than a crash, which
+        another rule names: a CUDA out-of-memory (HD031), the GPU's hardware or a CUDA
+        error documented as the GPU's or its driver's (HD301), storage (HD110), words the
+        message catalog means as another failure (a store's, a transport's, a check across
+        the ranks), a worker process the rank could not start (HD109). A crash reported
+        after it is most often its consequence (the rank's exit, the launcher stopping the
+        others), so HD030 yields to it."""
+        return (
+            self.how == DeathHow.CUDA_OOM
+            or self.hardware
+            or self.gpu_suspect is not None
+            or self.storage
+            or self.known_as is not None
+            or self.worker_start
+        )
 
     @property
     def read(self) -> bool:
@@ -380,6 +405,11 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     # detail (views/nccl_setup.py, HD206), not a crash of its own.
     # So is a CUDA failure NCCL WARNed about from its setup code (the same view).
     setup_lines = setup_error_lines(tl) | nccl_setup_lines(tl)
+    # A CUDA failure NCCL WARNed about from its set-up code (transport.cc, init.cc …: the
+    # parser marks it) before anything shows collectives running is that set-up failing,
+    # whatever else the set-up's failure printed: a proxy's failed Connect beside it
+    # (HD200 names the set-up stage then) takes it out of setup_lines, not out of set-up.
+    running_from = first_running(tl)
     found: dict[int | None, Death] = {}
     unranked: list[Death] = []
     any_wave = False
@@ -421,7 +451,10 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         death = death_of(p)
         if death is None:
             continue
-        if death.how == DeathHow.CUDA_ERROR and (p.event.source, p.event.line) in setup_lines:
+        if death.how == DeathHow.CUDA_ERROR and (
+            (p.event.source, p.event.line) in setup_lines
+            or (p.index < running_from and is_setup_warn(p))
+        ):
             continue
         if death.how == DeathHow.EXCEPTION and (p.event.source, p.event.line) in mismatched:
             continue

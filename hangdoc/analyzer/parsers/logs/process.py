@@ -242,12 +242,14 @@ def exception_hit(
     stage: CodeStage | None = None,
     in_collective: bool = False,
     in_wait: bool = False,
+    by_dataloader: bool = False,
 ) -> Hit:
     """An uncaught exception: the line that ends a traceback (``where``: its last frame;
     ``saving``: a line of it that shows a save; ``writing``: its innermost source line, a
     file write; ``stage``: the stage its frames show; ``in_collective``: its innermost
-    frame is a collective of torch.distributed, ``in_wait``: waiting for the others), or
-    a paste's last line with no traceback above it (``bare``)."""
+    frame is a collective of torch.distributed, ``in_wait``: waiting for the others;
+    ``by_dataloader``: its frames show torch's DataLoader), or a paste's last line with no
+    traceback above it (``bare``)."""
     frame = _FRAME.search(where) if where else None
     payload = ExceptionRaised(
         exc_type=exc_type,
@@ -259,6 +261,7 @@ def exception_hit(
         stage=stage,
         in_collective=in_collective,
         in_wait=in_wait,
+        by_dataloader=by_dataloader,
         where_file=frame.group("file") if frame is not None else None,
         where_function=frame.group("func") if frame is not None else None,
     )

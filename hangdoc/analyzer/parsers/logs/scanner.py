@@ -61,8 +61,10 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.sglang import match_sglang
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.tb_stage import (
+    Starter,
     collective_frame,
     frame_stage,
+    frame_starter,
     line_stage,
     waiting_frame,
     waiting_line,
@@ -229,12 +231,25 @@ class _Traceback:
     stage: CodeStage | None = None
     in_collective: bool = False
     in_wait: bool = False
+    # Who its innermost frame that starts child processes is (tb_stage.frame_starter).
+    starter: Starter | None = None
+
+    def worker_stage(self) -> CodeStage | None:
+        """Its stage, but no worker's start where its frames show the ranks themselves
+        (torch.multiprocessing's start_processes), a Pool's or an executor's workers
+        being started: that failure is of what started them."""
+        if self.stage is CodeStage.WORKER_START and self.starter is Starter.OTHER:
+            return None
+        return self.stage
 
     def read(self, text: str) -> None:
         """What a frame or source line of it says of where it was raised."""
         stage = frame_stage(text)
         if stage is not None:
             self.stage = stage
+        starter = frame_starter(text)
+        if starter is not None:
+            self.starter = starter
         if text.lstrip().startswith("File "):
             self.in_collective = collective_frame(text)
             self.in_wait = self.in_collective and waiting_frame(text)
@@ -607,9 +622,10 @@ class Scanner:
             where=tb.last_frame or None,
             saving=tb.saving or None,
             writing=writing_line(tb.source),
-            stage=tb.stage,
+            stage=tb.worker_stage(),
             in_collective=tb.in_collective,
             in_wait=tb.in_wait,
+            by_dataloader=tb.starter is Starter.DATALOADER,
         )
         if self._spawn_index is not None and hit.named_local_rank is None:
             hit.named_local_rank = self._spawn_index

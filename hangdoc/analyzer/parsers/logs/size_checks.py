@@ -13,6 +13,26 @@ sender's message is larger than the receiver's buffer: the ranks run the same co
 with different sizes, or different collectives of different widths. Read into a
 COLLECTIVE_MISMATCH event with ``error=size_mismatch`` (as NCCL's "message truncated",
 analyzer/parsers/logs/nccl.py), for rules/hd035_detail_mismatch.py.
+
+DDP checks at construction that every rank holds the same parameters before it
+broadcasts rank 0's values (torch/csrc/distributed/c10d/reducer.cpp,
+``verify_params_across_processes``, called from torch/distributed/utils.py
+``_verify_param_shape_across_processes`` in ``DistributedDataParallel.__init__``). It
+all-gathers each rank's number of parameters and raises, on every rank that finds one
+that differs from its own (the first such rank ``i`` in rank order)::
+
+    "DDP expects same model across all ranks, but Rank ", getRank(), " has ", params.size(),
+    " params, while rank ", i, " has inconsistent ", param_size_for_rank, " params."
+
+then broadcasts rank 0's sizes and strides and raises on a rank whose parameter differs::
+
+    "[", getRank(), "]: params[", p, "] in this process with sizes ", t.sizes(),
+    " appears not to match sizes of the same param in process 0."
+
+(``params[p]`` … ``strides of the same param`` for strides; before torch 1.11
+``replicas[0][p] in this process with sizes …``, no rank). Both are read into a
+COLLECTIVE_MISMATCH event with ``source=ddp_params``: the reporting rank is ``side_a``,
+the rank it compares itself with ``side_b``.
 """
 
 from __future__ import annotations
@@ -22,7 +42,7 @@ import re
 from hangdoc.analyzer.parsers.logs.hit import Hit
 from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.payloads.nccl import CollectiveMismatch, MismatchError, MismatchSource
-from hangdoc.analyzer.payloads.torch_pg import Backend
+from hangdoc.analyzer.payloads.torch_pg import Backend, Fingerprint
 from hangdoc.analyzer.vocabulary import EventKind
 
 _GLOO_LENGTH = re.compile(
@@ -31,9 +51,20 @@ _GLOO_LENGTH = re.compile(
 )
 
 
-# Every line the recogniser below makes an event of holds one of these (literals.Need;
+_DDP_COUNT = re.compile(
+    r"DDP expects same model across all ranks, but Rank (?P<rank>\d+) has (?P<mine>\d+) "
+    r"params, while rank (?P<other>\d+) has inconsistent (?P<theirs>-?\d+) params"
+)
+_DDP_SHAPE = re.compile(
+    r"(?:\[(?P<rank>\d+)\]: )?(?:params|replicas\[0\])\[(?P<param>\d+)\] in this process "
+    r"with (?:sizes|strides) (?P<sizes>\[[^\]]*\]) appears not to match "
+    r"(?P<what>sizes|strides) of the same param in process 0"
+)
+_DDP_WORDS = ("DDP expects same model across all ranks", "of the same param in process 0")
+
+# Every line the recognisers below make an event of holds one of these (literals.Need;
 # the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
-NEED = Need.words(("op.preamble.length",))
+NEED = Need.words(("op.preamble.length", *_DDP_WORDS))
 
 
 def match_size_check(text: str) -> Hit | None:
@@ -42,7 +73,7 @@ def match_size_check(text: str) -> Hit | None:
         return None
     m = _GLOO_LENGTH.search(text)
     if m is None:
-        return None
+        return match_ddp_check(text)
     payload = CollectiveMismatch(
         source=MismatchSource.GLOO,
         error=MismatchError.SIZE_MISMATCH,
@@ -57,4 +88,41 @@ def match_size_check(text: str) -> Hit | None:
         EventKind.COLLECTIVE_MISMATCH,
         payload=payload,
         key=("gloosize", m.group("got"), m.group("want")),
+    )
+
+
+def match_ddp_check(text: str) -> Hit | None:
+    """DDP's check of the parameters across ranks at construction (the module's
+    docstring), else None."""
+    m = _DDP_COUNT.search(text)
+    if m is not None:
+        mine, theirs = m.group("mine"), m.group("theirs")
+        payload = CollectiveMismatch(
+            source=MismatchSource.DDP_PARAMS,
+            error=MismatchError.PARAM_COUNT,
+            side_a=Fingerprint(rank=int(m.group("rank")), shape=f"{mine} params"),
+            side_b=Fingerprint(rank=int(m.group("other")), shape=f"{theirs} params"),
+            message=text[m.start() :].strip()[:300],
+        )
+        return Hit(
+            EventKind.COLLECTIVE_MISMATCH,
+            payload=payload,
+            key=("ddpcount", m.group("rank"), m.group("other"), mine, theirs),
+        )
+    m = _DDP_SHAPE.search(text)
+    if m is None:
+        return None
+    reporter = int(m.group("rank")) if m.group("rank") else None
+    payload = CollectiveMismatch(
+        source=MismatchSource.DDP_PARAMS,
+        error=MismatchError.PARAM_SHAPE,
+        side_a=Fingerprint(rank=reporter, shape=m.group("sizes")),
+        side_b=Fingerprint(rank=0),
+        differ=f"params[{m.group('param')}] {m.group('what')}",
+        message=text[m.start() :].strip()[:300],
+    )
+    return Hit(
+        EventKind.COLLECTIVE_MISMATCH,
+        payload=payload,
+        key=("ddpshape", m.group("rank"), m.group("param"), m.group("sizes")),
     )

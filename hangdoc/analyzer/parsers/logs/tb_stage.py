@@ -12,6 +12,7 @@ data wrapper called from ``train_one_step`` is training.
 
 from __future__ import annotations
 
+import enum
 import re
 
 from hangdoc.analyzer.payloads.launch import CodeStage
@@ -126,6 +127,55 @@ _RANK_CHECK_NAME = re.compile(
 )
 
 
+# * A child process being started, in the process that starts it: CPython's
+#   multiprocessing start path (multiprocessing/process.py BaseProcess.start →
+#   context.py _Popen → popen_fork.py / popen_spawn_posix.py / popen_forkserver.py /
+#   popen_spawn_win32.py Popen.__init__ → _launch: os.fork(), util.spawnv_passfds →
+#   _posixsubprocess.fork_exec, the process object pickled for the child). torch's
+#   DataLoader starts its workers so (torch/utils/data/dataloader.py
+#   _MultiProcessingDataLoaderIter.__init__: ``w.daemon = True; w.start()``). Only the
+#   starting side: a spawned child failing in its own start-up (multiprocessing/spawn.py
+#   spawn_main → _main, unpickling what its parent sent) may be a rank that
+#   torch.multiprocessing started, or a child whose parent died while it started.
+_WORKER_START_FRAME = re.compile(
+    r'^\s*File "[^"]*multiprocessing/(?:'
+    r'(?:popen_fork|popen_spawn_posix|popen_forkserver|popen_spawn_win32)\.py", line \d+, '
+    r"in (?:__init__|_launch)"
+    r'|util\.py", line \d+, in spawnv_passfds'
+    r'|process\.py", line \d+, in start'
+    r'|context\.py", line \d+, in _Popen'
+    r")\s*$"
+)
+
+
+class Starter(enum.Enum):
+    """Who starts the child processes a traceback's frames show being started."""
+
+    DATALOADER = "dataloader"  # torch/utils/data/dataloader.py: its workers
+    # the ranks themselves (torch/multiprocessing/spawn.py start_processes, its
+    # start_process, spawn), a Pool's or an executor's workers (multiprocessing/pool.py,
+    # concurrent/futures/process.py)
+    OTHER = "other"
+
+
+_DATALOADER_FRAME = re.compile(r'^\s*File "[^"]*torch/utils/data/dataloader\.py", line \d+')
+_OTHER_STARTER_FRAME = re.compile(
+    r'^\s*File "[^"]*(?:torch/multiprocessing/spawn\.py", line \d+, in '
+    r"(?:start_processes|start_process|spawn)\s*$"
+    r'|multiprocessing/pool\.py"|concurrent/futures/process\.py")'
+)
+
+
+def frame_starter(text: str) -> Starter | None:
+    """Who a traceback's frame line shows starting child processes (None: no one). The
+    innermost such frame of a traceback is the one that started the child."""
+    if _DATALOADER_FRAME.match(text):
+        return Starter.DATALOADER
+    if _OTHER_STARTER_FRAME.match(text):
+        return Starter.OTHER
+    return None
+
+
 def _code_stage_of_name(name: str) -> CodeStage | None:
     if _RANK_CHECK_NAME.fullmatch(name):
         return CodeStage.RANK_CHECK
@@ -155,6 +205,8 @@ def frame_stage(text: str) -> CodeStage | None:
     if frame is not None:
         if _SETUP_FRAME.match(text):
             return CodeStage.SETUP
+        if _WORKER_START_FRAME.match(text):
+            return CodeStage.WORKER_START
         return _code_stage_of_name(frame.group("func").rsplit(".", 1)[-1])
     found: CodeStage | None = None
     for m in _CALLED.finditer(text):
