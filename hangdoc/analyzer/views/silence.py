@@ -87,7 +87,12 @@ from hangdoc.analyzer.payloads.torch_pg import (
 from hangdoc.analyzer.views.deaths import Death, first_deaths
 from hangdoc.analyzer.views.log_compare import masked, same_progress
 from hangdoc.analyzer.views.timeline import SKEW_S, Placed, Timeline
-from hangdoc.analyzer.views.watchdog import WatchRecord, unnamed_timeouts, watch_records
+from hangdoc.analyzer.views.watchdog import (
+    NEAR_SEQ,
+    WatchRecord,
+    unnamed_timeouts,
+    watch_records,
+)
 from hangdoc.analyzer.vocabulary import Clock, EventKind
 
 
@@ -577,8 +582,12 @@ def behind_in(
             rec.seq is not None
             and rec.seq < seq
             and not (rec.last_enqueued is not None and rec.last_enqueued >= seq)
+            and (rec.pg_known or seq - rec.seq <= NEAR_SEQ)
         ):
-            behind[rank] = rec.seq - 1  # its own failure at an earlier work: stopped before
+            # Its own failure at an earlier work: stopped before. Without a group named
+            # (torch < 2.3 prints none), SeqNums far apart may be two groups' (or two
+            # runs') counters, as watchdog.apart reads them: not compared.
+            behind[rank] = rec.seq - 1
     if not behind or len(behind) >= len(records) + len(unnamed):
         return None
     waiting = tuple(sorted(set(records) - set(behind) - dead))

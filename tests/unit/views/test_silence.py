@@ -375,3 +375,19 @@ def test_hd049_names_the_rank_an_nccl_console_shows_only_coming_up(tmp_path: Pat
     found = [f for f in diagnosis.findings if f.rule == "HD049"]
     assert found and found[0].culprit_ranks == (3,)
     assert "coming up" in found[0].explanation
+
+
+def test_unnamed_groups_counters_far_apart_are_not_compared() -> None:
+    """torch < 2.3 names no group on its timeout line: one rank's timeout at SeqNum 20,518
+    and another's at 369,526 may be two groups' counters (or two runs'), as
+    watchdog.apart reads them; a few apart they are one group's, and the rank at the
+    earlier one stopped before the collective the other waits in."""
+
+    def bare(rank: int, seq: int) -> ProcessEvidence:
+        payload = CollectiveTimeout(seq=seq, op="ALLREDUCE")
+        return _proc(rank, _event(EventKind.COLLECTIVE_TIMEOUT, payload, rank + 1))
+
+    far = _view(Evidence(processes=[bare(4, 20518), bare(1, 369526)]))
+    assert far.behind == ()
+    near = _view(Evidence(processes=[bare(4, 369523), bare(1, 369526), bare(2, 369526)]))
+    assert [b.ranks for b in near.behind] == [(4,)]
