@@ -46,7 +46,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-
 from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised
 from hangdoc.analyzer.payloads.nccl import (
     NcclError,

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (tables of log lines read better unwrapped)
 """Three layers of vLLM-over-Ray logs, each from the code that writes it, and the set-up
 failure they hide.
 
@@ -32,9 +33,21 @@ _PYNCCL = "/usr/lib/python3/dist-packages/vllm/distributed/device_communicators/
 @pytest.mark.parametrize(
     ("line", "text", "origin"),
     [
-        ("INFO 05-02 10:11:12 [worker_base.py:620] Loading weights", "Loading weights", "worker_base.py:620"),
-        ("ERROR 05-02 10:11:12 llm_engine.py:229]   File \"/x.py\", line 2, in f", '  File "/x.py", line 2, in f', "llm_engine.py:229"),
-        ("WARNING 13-02 10:11:12 [a.py:1] month 13 is no date", "WARNING 13-02 10:11:12 [a.py:1] month 13 is no date", None),
+        (
+            "INFO 05-02 10:11:12 [worker_base.py:620] Loading weights",
+            "Loading weights",
+            "worker_base.py:620",
+        ),
+        (
+            'ERROR 05-02 10:11:12 llm_engine.py:229]   File "/x.py", line 2, in f',
+            '  File "/x.py", line 2, in f',
+            "llm_engine.py:229",
+        ),
+        (
+            "WARNING 13-02 10:11:12 [a.py:1] month 13 is no date",
+            "WARNING 13-02 10:11:12 [a.py:1] month 13 is no date",
+            None,
+        ),
     ],
 )
 def test_vllm_logger_header_is_peeled(line: str, text: str, origin: str | None) -> None:
