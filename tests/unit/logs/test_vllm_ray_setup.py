@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (tables of log lines read better unwrapped)
 """Three layers of vLLM-over-Ray logs, each from the code that writes it, and the set-up
 failure they hide.
 
