@@ -101,3 +101,21 @@ def test_the_same_error_raised_from_a_collective_is_no_setup_failure(tmp_path: P
     ]
     diagnosis = analyze(load_paths([_console(tmp_path, frames)]))
     assert diagnosis.primary.rule != "HD206"
+
+
+def test_a_segfault_whose_native_backtrace_shows_communicator_creation_is_set_up(
+    tmp_path: Path,
+) -> None:
+    """apache/tvm-ffi's SIGSEGV handler (src/ffi/backtrace.cc, loaded with xgrammar and
+    flashinfer) prints the native backtrace as traceback frames, innermost first: a crash
+    inside ncclCommInitRank is the communicator's set-up failing (HD030's set-up reading)."""
+    path = tmp_path / "worker.log"
+    path.write_text(
+        "!!!!!!! Segfault encountered !!!!!!!\n"
+        '  File "/opt/shim/src/cuda/memory.c", line 582, in cuMemCreate\n'
+        '  File "misc/cudawrap.cc", line 92, in ncclCuMemHostEnable()\n'
+        '  File "/build/nccl/src/init.cc", line 1852, in ncclCommInitRank\n'
+        '  File "<unknown>", line 0, in _PyEval_EvalFrameDefault\n'
+    )
+    primary = analyze(load_paths([path])).primary
+    assert (primary.rule, primary.category.value) == ("HD030", "nccl_init_or_bootstrap_hang")
