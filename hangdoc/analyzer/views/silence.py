@@ -71,7 +71,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.model import Evidence, LogLine
-from hangdoc.analyzer.payloads.launch import LauncherReport
+from hangdoc.analyzer.payloads.launch import LauncherReport, SignalName
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import (
@@ -452,8 +452,15 @@ def _cover(voice: Voice, lines: list[LogLine], own: list[Placed], firsts: _First
     if voice.live_stacks or voice.flight_recorder:
         return Cover.LIVE
     said = [p for p in own if p.event.payload_as(LauncherReport) is None]
+    # The launcher's report of its end, unless the end is an abort: torch's watchdog aborts
+    # the process whose own collective timed out (SIGABRT, exit code -6), so such an end
+    # says as much that the rank timed out too, its line not in the text, as that it was
+    # elsewhere.
     launcher = [
-        p for p in (*own, *voice.reported) if p.event.payload_as(LauncherReport) is not None
+        p
+        for p in (*own, *voice.reported)
+        if (report := p.event.payload_as(LauncherReport)) is not None
+        and report.signal != SignalName.SIGABRT
     ]
     earlier: set[str] = set()
     placed: set[str] = set()  # after the timeouts by their place in the same text

@@ -391,3 +391,21 @@ def test_unnamed_groups_counters_far_apart_are_not_compared() -> None:
     assert far.behind == ()
     near = _view(Evidence(processes=[bare(4, 369523), bare(1, 369526), bare(2, 369526)]))
     assert [b.ranks for b in near.behind] == [(4,)]
+
+
+def test_an_abort_reported_by_the_launcher_covers_no_silence(tmp_path: Path) -> None:
+    """torch's watchdog aborts the process whose collective timed out (SIGABRT, exit code
+    -6): the launcher's report of such an end says the rank may well have timed out too,
+    its own line not in the text, so it shows no silence lasting. Any other end does (the
+    recording's SIGTERM, above)."""
+    lines = (RECORDED / "missing_rank.log").read_text().splitlines(keepends=True)
+    aborted = [
+        line.replace("-15 (pid: 17747)  (SIGTERM)", "-6 (pid: 17747)  (SIGABRT)").replace(
+            "Signal 15 (SIGTERM) received by PID 17747", "Signal 6 (SIGABRT) received by PID 17747"
+        )
+        for line in lines
+        if "Sending process 17747 closing signal" not in line
+    ]
+    log = tmp_path / "missing_rank.log"
+    log.write_text("".join(aborted))
+    assert 2 not in _view(load_paths([log])).covered
