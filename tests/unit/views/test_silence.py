@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Evidence, LogEvent, LogLine, ProcessEvidence, Strength
@@ -393,19 +395,25 @@ def test_unnamed_groups_counters_far_apart_are_not_compared() -> None:
     assert [b.ranks for b in near.behind] == [(4,)]
 
 
-def test_an_abort_reported_by_the_launcher_covers_no_silence(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("exit_code", "covered"), [("-6", False), ("-15", True), ("1", True)])
+def test_an_abort_reported_by_the_launcher_covers_no_silence(
+    tmp_path: Path, exit_code: str, covered: bool
+) -> None:
     """torch's watchdog aborts the process whose collective timed out (SIGABRT, exit code
-    -6): the launcher's report of such an end says the rank may well have timed out too,
-    its own line not in the text, so it shows no silence lasting. Any other end does (the
-    recording's SIGTERM, above)."""
-    lines = (RECORDED / "missing_rank.log").read_text().splitlines(keepends=True)
-    aborted = [
-        line.replace("-15 (pid: 17747)  (SIGTERM)", "-6 (pid: 17747)  (SIGABRT)").replace(
-            "Signal 15 (SIGTERM) received by PID 17747", "Signal 6 (SIGABRT) received by PID 17747"
-        )
-        for line in lines
-        if "Sending process 17747 closing signal" not in line
-    ]
-    log = tmp_path / "missing_rank.log"
-    log.write_text("".join(aborted))
-    assert 2 not in _view(load_paths([log])).covered
+    -6): torchrun's report of such an end (elastic/multiprocessing/api.py "failed (exitcode:
+    …) local_rank: …") says the rank may well have timed out too, its own line not in the
+    text, so it shows no silence lasting. A SIGTERM or an error exit does."""
+    log = tmp_path / "console.txt"
+    log.write_text(
+        "[rank1]: step 100 loss 0.5\n"
+        "[rank0]: step 100 loss 0.5\n"
+        "[rank0]: RuntimeError: NCCL communicator was aborted on rank 0.  Original reason for "
+        "failure was: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum="
+        "35582, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800070 milliseconds before "
+        "timing out.\n"
+        f"ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: {exit_code}) "
+        "local_rank: 1 (pid: 886322) of binary: /usr/bin/python\n"
+    )
+    view = _view(load_paths([log]))
+    assert view.quiet == (1,)
+    assert (view.covered.get(1) is Cover.LAUNCHER) is covered
