@@ -169,6 +169,10 @@ STORAGE_ERROR_TEXT = re.compile(
     # std::system_error's "<call>: <strerror>": "flock: Transport endpoint is not connected".
     r"|\b(?:flock|fcntl|open|read|write|fsync|lseek|ftruncate|stat|mkdir|rename|unlink): "
     r"Transport endpoint is not connected"
+    # Hugging Face datasets' check before it downloads and prepares a dataset into its
+    # cache (datasets/builder.py, download_and_prepare: raise OSError(f"Not enough disk
+    # space. Needed: {size_str(…)} (download: …, generated: …, post-processed: …)")).
+    r"|Not enough disk space\. Needed: "
 )
 # Shared memory (/dev/shm) full or too small is not storage: the DataLoader's "unable to write
 # to file </torch_…>: No space left on device" and NCCL's "Error while creating shared memory

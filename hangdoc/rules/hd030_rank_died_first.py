@@ -269,9 +269,9 @@ class RankDiedFirst(Rule):
         or DDP's construction), the others wait for it in their own set-up."""
         title = f"{who} failed while setting up distributed communication: {first.summary}"
         lines = [
-            f"{who} raised an exception while the ranks set up distributed communication "
-            f"(its traceback shows the set-up: init_process_group, a rendezvous, a store, "
-            f"or DDP's construction): {first.summary}.",
+            f"{who} {_HOW.get(first.how, 'failed')} while the ranks set up distributed "
+            f"communication (its traceback shows the set-up: init_process_group, a rendezvous, "
+            f"a store, DDP's construction or NCCL's communicator creation): {first.summary}.",
             "The job cannot start its steps until every rank finishes the set-up; the "
             "others wait in theirs until its timeout.",
         ]

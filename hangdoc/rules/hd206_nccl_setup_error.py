@@ -26,7 +26,10 @@ then `graph/xml.cc:N -> 2`, `init.cc:N -> 2`), a CUDA failure NCCL WARNed about 
 (`transport.cc:N NCCL WARN Cuda failure '…'`: not a crash, HD030 leaves it), NCCL
 return-code chains, and
 torch's `NCCL error in: <file>:<line>` messages of class ncclSystemError,
-ncclInternalError, ncclUnhandledCudaError or ncclInvalidUsage (analyzer/views/nccl_setup.py).
+ncclInternalError, ncclUnhandledCudaError or ncclInvalidUsage, and an exception carrying
+one of those errors' words (`NCCL error: unhandled system error`, raised by vLLM's and
+SGLang's own NCCL bindings) whose traceback shows it raised while a communicator was
+created (`ncclCommInitRank`, `init_process_group`) (analyzer/views/nccl_setup.py).
 Not used when collectives or training had already been logged before the error, when
 NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memory (HD031).
 
@@ -86,7 +89,7 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
         site = said_warn.where
         what = f"{said[:160]}" + (f" (from {site})" if site else "")
     else:
-        placed_error = failure.errors[0] if failure.errors else first
+        placed_error = (failure.errors or failure.raised or (first,))[0]
         error = placed_error.event.payload
         cls = error.error_class if isinstance(error, NcclError) else None
         last = error.last_error if isinstance(error, NcclError) else None
@@ -100,6 +103,7 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
             ("a setup WARN", failure.warns),
             ("a return chain through setup code", failure.returns),
             ("a synchronous NCCL error in torch", failure.errors),
+            ("an NCCL error raised from communicator set-up code", failure.raised),
         )
         if items
     ]

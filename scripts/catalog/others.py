@@ -78,10 +78,12 @@ FRAMEWORKS = {
     ),
     # fairseq's distributed helpers: all_gather_list (its "Unable to unpickle data from
     # other workers" when the ranks' buffers do not hold each other's data), the
-    # init/launch of its workers, and its legacy DDP.
+    # init/launch of its workers, and its legacy DDP; its trainer, which catches a CUDA
+    # out-of-memory and tries to go on ("attempting to recover from OOM in forward/backward
+    # pass", "OOM: Ran out of memory with exception: …").
     "fairseq": (
         "github.com/facebookresearch/fairseq",
-        ("fairseq/distributed", "fairseq/distributed_utils.py"),
+        ("fairseq/distributed", "fairseq/distributed_utils.py", "fairseq/trainer.py"),
     ),
 }
 # Frameworks read at every release tag too (the tag's version is the pattern's group), not

@@ -20,7 +20,9 @@ here, by mechanism, outermost first:
    ``svc-1  |``) and the log stream's name ``aws logs tail`` prints after its stamp are
    removed; time stamps stay, they are the lines' times (the line readers peel them);
 5. colours (ANSI escape sequences, and their remains without ESC) are removed, then
-   Markdown emphasis around a line or a word (``**…**``, `` `…` ``) outside code;
+   Markdown emphasis around a line or a word (``**…**``, `` `…` ``) outside code; the
+   count Ray's driver appends to a line its log deduplication stands for
+   (`` [repeated 6x across cluster]``) is removed;
 6. a first line whose header the selection cut is restored from a later line of the
    same process (``_restored_head``);
 7. lines a terminal hard-wrapped are joined: the wrap width is the length several lines
@@ -108,6 +110,15 @@ _SIGN_BLOCK = re.compile(r"\n[ \t]*\n[ \t]+\S")  # an indented block after a bla
 _SIGN_TAG = re.compile(r"^(?:\[pod/|[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| )", re.MULTILINE)
 _SIGN_STREAM = re.compile(r"^\d{4}-\d\d-\d\dT\S+ [A-Za-z0-9][\w.-]*/", re.MULTILINE)
 _SIGN_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+# Ray's driver prints one line for the same line of several workers with the count of the
+# others after it, and the first time a note on how to turn that off
+# (ray/_private/ray_logging/__init__.py, DedupState.formatted:
+# f" [repeated {count}x across cluster]" + _warn_once()).
+_RAY_DEDUP = re.compile(
+    r" ?\[repeated \d+x across cluster\](?: \(Ray deduplicates logs by default\.[^)\n]*\))?"
+    r"[ \t]*$"
+)
+_SIGN_RAY_DEDUP = " across cluster]"
 # kubectl's "--prefix" (logs.go addPrefixIfNeeded) and docker compose's service column.
 _SHIPPER_TAG = re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| ")
 _STREAM_SHARE = 0.8
@@ -561,6 +572,17 @@ def _colours(lines: _Lines) -> int:
     return changed
 
 
+def _ray_dedup(lines: _Lines) -> int:
+    changed = 0
+    for k, text in enumerate(lines.texts):
+        if _SIGN_RAY_DEDUP in text:
+            new = _RAY_DEDUP.sub("", text)
+            if new != text:
+                lines.texts[k] = new
+                changed += 1
+    return changed
+
+
 def _fences(lines: _Lines) -> int:
     inside = False
     found = 0
@@ -915,6 +937,7 @@ _STEPS: tuple[_Step, ...] = (
     (lambda t: bool(_SIGN_STREAM.search(t)), _stream_column, "a log stream's name on every line"),
     (lambda t: bool(_SIGN_SOURCE.search(t)), _source_column, "a log viewer's source column"),
     (lambda t: "\x1b" in t or bool(_SIGN_SGR.search(t)), _colours, "colour codes"),
+    (lambda t: _SIGN_RAY_DEDUP in t, _ray_dedup, "Ray's count of the lines it deduplicated"),
     (
         lambda t: bool(_SIGN_RECORD_PREFIX.search(t)),
         _record_prefix,
@@ -979,6 +1002,7 @@ def might_be_mangled(text: str) -> bool:
         or text.startswith((" ", "\t"))
         or "**" in text
         or "`" in text
+        or _SIGN_RAY_DEDUP in text
         or _STAMPED_STREAM.match(text) is not None
         or _SIGN_TABLE.search(text) is not None
         or _SIGN_RECORD_PREFIX.search(text) is not None

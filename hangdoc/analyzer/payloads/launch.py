@@ -171,6 +171,9 @@ class FatalSignal(EventPayload):
 
     signal: SignalName | None = None
     reported_by: FatalReport | None = None
+    # The stage the native backtrace printed under the signal shows (tvm-ffi's handler
+    # prints it as traceback frames: parsers/logs/tb_stage.py), None when none is shown.
+    stage: CodeStage | None = None
 
 
 # HostOomKill.name when Ray's memory monitor, not the kernel, killed the worker.

@@ -120,7 +120,10 @@ class Death:
         """The stage of the job its traceback shows it was raised in (None when the
         death is no exception, or its frames name none)."""
         raised = self.placed.event.payload_as(ExceptionRaised)
-        return raised.stage if raised is not None else None
+        if raised is not None:
+            return raised.stage
+        signal = self.placed.event.payload_as(FatalSignal)
+        return signal.stage if signal is not None else None
 
     @property
     def in_setup(self) -> bool:

@@ -34,13 +34,19 @@ which must not call the same failure a crash):
   out-of-memory during ``deepspeed.initialize``'s first broadcast, which HD031 names.
   A remote error, or one whose detail names a lost connection, is a transport failure
   (HD200), and an out-of-memory is HD031's.
+* **An NCCL error raised from set-up code**, by a framework's own NCCL binding (vLLM's
+  and SGLang's pynccl wrappers raise ``RuntimeError(f"NCCL error: {error_str}")`` with
+  ncclGetErrorString's words), whose traceback shows it raised while a communicator was
+  created (``ncclCommInitRank``, ``init_model_parallel_group``, ``init_process_group``:
+  parsers/logs/tb_stage.py), with nothing running before it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from hangdoc.analyzer.payloads.launch import ExceptionRaised
+from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised
 from hangdoc.analyzer.payloads.nccl import (
     NcclError,
     NcclTransportError,
@@ -67,6 +73,14 @@ _SETUP_CLASSES = frozenset(
         NcclResult.INVALID_USAGE,
         NcclResult.IN_PROGRESS,
     }
+)
+# ncclGetErrorString's words for the setup classes (NCCL src/init.cc, every 2.x release:
+# "unhandled cuda error", "unhandled system error", "internal error", "invalid usage",
+# each followed by "(run with NCCL_DEBUG=… for details)" since 2.9), in an exception's
+# message that names NCCL.
+_SETUP_ERROR_WORDS = re.compile(
+    r"\bnccl\b.*?\b(?:unhandled cuda error|unhandled system error|internal error|invalid usage)\b",
+    re.IGNORECASE,
 )
 # An NCCL WARN, and a CUDA failure NCCL WARNed about ("transport.cc:154 NCCL WARN Cuda
 # failure 'invalid argument'", a driver library or NVML call failing under NCCL), which the
@@ -96,10 +110,14 @@ class SetupFailure:
     warns: tuple[Placed, ...]  # NCCL WARN lines from setup code or with setup words
     returns: tuple[Placed, ...]  # "init.cc:N -> rc" chains
     errors: tuple[Placed, ...]  # torch's synchronous "NCCL error in: …" of a setup class
+    # an NCCL error of a setup class raised from set-up code (its traceback shows it)
+    raised: tuple[Placed, ...] = ()
 
     @property
     def placed(self) -> tuple[Placed, ...]:
-        return tuple(sorted((*self.warns, *self.returns, *self.errors), key=lambda p: p.index))
+        return tuple(
+            sorted((*self.warns, *self.returns, *self.errors, *self.raised), key=lambda p: p.index)
+        )
 
 
 def is_setup_warn(p: Placed) -> bool:
@@ -184,6 +202,15 @@ def is_setup_error(p: Placed, running_from: int) -> bool:
     return p.index < running_from or error.stage is SourceStage.SETUP
 
 
+def is_setup_exception(p: Placed, running_from: int) -> bool:
+    """An exception whose message is an NCCL error of a setup class, raised where its
+    traceback shows a communicator being created, before any collective traffic."""
+    raised = p.event.payload_as(ExceptionRaised)
+    if raised is None or raised.stage is not CodeStage.SETUP or p.index >= running_from:
+        return False
+    return _SETUP_ERROR_WORDS.search(f"{raised.exc_type or ''}: {raised.message or ''}") is not None
+
+
 def _lost_connections(tl: Timeline) -> bool:
     """NCCL transport errors other than the connect retries every start-up logs."""
     return any(
@@ -209,9 +236,10 @@ def setup_failure(tl: Timeline) -> SetupFailure | None:
         if p.index < running_from and (code := p.event.payload_as(NcclWarn)) and code.setup
     )
     errors = tuple(p for p in tl.of(EventKind.NCCL_ERROR) if is_setup_error(p, running_from))
-    if not (warns or returns or errors):
+    raised = tuple(p for p in tl.of(EventKind.EXCEPTION) if is_setup_exception(p, running_from))
+    if not (warns or returns or errors or raised):
         return None
-    return SetupFailure(warns, returns, errors)
+    return SetupFailure(warns, returns, errors, raised)
 
 
 def setup_lines(tl: Timeline) -> frozenset[tuple[str, int | None]]:

@@ -71,7 +71,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.model import Evidence, LogLine
-from hangdoc.analyzer.payloads.launch import LauncherReport
+from hangdoc.analyzer.payloads.launch import LauncherReport, SignalName
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import (
@@ -87,7 +87,12 @@ from hangdoc.analyzer.payloads.torch_pg import (
 from hangdoc.analyzer.views.deaths import Death, first_deaths
 from hangdoc.analyzer.views.log_compare import masked, same_progress
 from hangdoc.analyzer.views.timeline import SKEW_S, Placed, Timeline
-from hangdoc.analyzer.views.watchdog import WatchRecord, unnamed_timeouts, watch_records
+from hangdoc.analyzer.views.watchdog import (
+    NEAR_SEQ,
+    WatchRecord,
+    unnamed_timeouts,
+    watch_records,
+)
 from hangdoc.analyzer.vocabulary import Clock, EventKind
 
 
@@ -447,8 +452,15 @@ def _cover(voice: Voice, lines: list[LogLine], own: list[Placed], firsts: _First
     if voice.live_stacks or voice.flight_recorder:
         return Cover.LIVE
     said = [p for p in own if p.event.payload_as(LauncherReport) is None]
+    # The launcher's report of its end, unless the end is an abort: torch's watchdog aborts
+    # the process whose own collective timed out (SIGABRT, exit code -6), so such an end
+    # says as much that the rank timed out too, its line not in the text, as that it was
+    # elsewhere.
     launcher = [
-        p for p in (*own, *voice.reported) if p.event.payload_as(LauncherReport) is not None
+        p
+        for p in (*own, *voice.reported)
+        if (report := p.event.payload_as(LauncherReport)) is not None
+        and report.signal != SignalName.SIGABRT
     ]
     earlier: set[str] = set()
     placed: set[str] = set()  # after the timeouts by their place in the same text
@@ -577,8 +589,12 @@ def behind_in(
             rec.seq is not None
             and rec.seq < seq
             and not (rec.last_enqueued is not None and rec.last_enqueued >= seq)
+            and (rec.pg_known or seq - rec.seq <= NEAR_SEQ)
         ):
-            behind[rank] = rec.seq - 1  # its own failure at an earlier work: stopped before
+            # Its own failure at an earlier work: stopped before. Without a group named
+            # (torch < 2.3 prints none), SeqNums far apart may be two groups' (or two
+            # runs') counters, as watchdog.apart reads them: not compared.
+            behind[rank] = rec.seq - 1
     if not behind or len(behind) >= len(records) + len(unnamed):
         return None
     waiting = tuple(sorted(set(records) - set(behind) - dead))

@@ -19,7 +19,7 @@ from hangdoc.analyzer.parsers.logs.process import SAVE_FRAME
 from hangdoc.analyzer.payloads.launch import ExceptionRaised
 from hangdoc.analyzer.payloads.nccl import NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import StoreError, StoreTimeout
-from hangdoc.analyzer.vocabulary import EventKind, save_storage_error
+from hangdoc.analyzer.vocabulary import EventKind, save_storage_error, storage_error
 from tests.unit.logs.helpers import events, parse
 
 
@@ -158,3 +158,21 @@ def test_an_exception_raised_in_a_save_carries_its_storage_error() -> None:
 )
 def test_save_frames(frame: str, saving: bool) -> None:
     assert bool(SAVE_FRAME.search(frame)) is saving
+
+
+@pytest.mark.parametrize(
+    ("said", "storage"),
+    [
+        # datasets/builder.py download_and_prepare's own check of its cache's free space
+        (
+            "OSError: Not enough disk space. Needed: 3.93 GiB (download: 1.01 GiB, generated: "
+            "2.92 GiB, post-processed: Unknown size)",
+            True,
+        ),
+        ("OSError: [Errno 28] No space left on device: '/ckpt/model.pt'", True),
+        # the DataLoader's shared memory is the container's --shm-size, not storage
+        ("RuntimeError: unable to write to file </torch_31_1>: No space left on device", False),
+    ],
+)
+def test_storage_words(said: str, storage: bool) -> None:
+    assert (storage_error(said) is not None) is storage

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Evidence, LogEvent, LogLine, ProcessEvidence, Strength
@@ -375,3 +377,43 @@ def test_hd049_names_the_rank_an_nccl_console_shows_only_coming_up(tmp_path: Pat
     found = [f for f in diagnosis.findings if f.rule == "HD049"]
     assert found and found[0].culprit_ranks == (3,)
     assert "coming up" in found[0].explanation
+
+
+def test_unnamed_groups_counters_far_apart_are_not_compared() -> None:
+    """torch < 2.3 names no group on its timeout line: one rank's timeout at SeqNum 20,518
+    and another's at 369,526 may be two groups' counters (or two runs'), as
+    watchdog.apart reads them; a few apart they are one group's, and the rank at the
+    earlier one stopped before the collective the other waits in."""
+
+    def bare(rank: int, seq: int) -> ProcessEvidence:
+        payload = CollectiveTimeout(seq=seq, op="ALLREDUCE")
+        return _proc(rank, _event(EventKind.COLLECTIVE_TIMEOUT, payload, rank + 1))
+
+    far = _view(Evidence(processes=[bare(4, 20518), bare(1, 369526)]))
+    assert far.behind == ()
+    near = _view(Evidence(processes=[bare(4, 369523), bare(1, 369526), bare(2, 369526)]))
+    assert [b.ranks for b in near.behind] == [(4,)]
+
+
+@pytest.mark.parametrize(("exit_code", "covered"), [("-6", False), ("-15", True), ("1", True)])
+def test_an_abort_reported_by_the_launcher_covers_no_silence(
+    tmp_path: Path, exit_code: str, covered: bool
+) -> None:
+    """torch's watchdog aborts the process whose collective timed out (SIGABRT, exit code
+    -6): torchrun's report of such an end (elastic/multiprocessing/api.py "failed (exitcode:
+    …) local_rank: …") says the rank may well have timed out too, its own line not in the
+    text, so it shows no silence lasting. A SIGTERM or an error exit does."""
+    log = tmp_path / "console.txt"
+    log.write_text(
+        "[rank1]: step 100 loss 0.5\n"
+        "[rank0]: step 100 loss 0.5\n"
+        "[rank0]: RuntimeError: NCCL communicator was aborted on rank 0.  Original reason for "
+        "failure was: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum="
+        "35582, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800070 milliseconds before "
+        "timing out.\n"
+        f"ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: {exit_code}) "
+        "local_rank: 1 (pid: 886322) of binary: /usr/bin/python\n"
+    )
+    view = _view(load_paths([log]))
+    assert view.quiet == (1,)
+    assert (view.covered.get(1) is Cover.LAUNCHER) is covered

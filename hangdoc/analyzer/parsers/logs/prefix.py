@@ -79,6 +79,14 @@ _DS_LOGGER = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \[([\w.-]+\.py
 # torchtitan's logger: "[titan] %(asctime)s - %(name)s - %(levelname)s - %(message)s"; the
 # stamp is the ISO layer, then "root - ERROR - " (Python logging's " - "-joined format).
 _TITAN = re.compile(r"\[titan\] ?")
+# vLLM's logger (vllm/logger.py: _FORMAT "%(levelname)s %(asctime)s %(filename)s:%(lineno)d]
+# %(message)s", later "… [%(filename)s:%(lineno)d] …", _DATE_FORMAT "%m-%d %H:%M:%S"): one
+# space after the bracket, then the message, whose own indentation ("  File …" of a
+# traceback the logger printed) is kept.
+_VLLM_LOGGER = re.compile(
+    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}(?:\.\d+)?) "
+    r"\[?([\w.-]+\.py:\d+)\] "
+)
 # Metaflow's task log (metaflow/runtime.py, the task's log(): "[%s (pid %s)] " % (run/step/
 # task path, pid), after the runtime logger's time stamp), and for a step run on AWS Batch
 # the Batch job id before what the job printed (metaflow/plugins/aws/batch/batch_cli.py
@@ -138,6 +146,7 @@ _ROUND_LAYERS: tuple[re.Pattern[str], ...] = (
     _DETERMINED_RANK,
     _DS_LOGGER,
     _TITAN,
+    _VLLM_LOGGER,
     _METAFLOW,
     _GLOG,
     _C10_NO_TIME,
@@ -218,6 +227,13 @@ def _own_layer(text: str, tag: LineTag, reads: list[int] | None = None) -> int:
             tag.stamp = Stamp(seconds_of_day(m.group(3), m.group(4), m.group(5)), mm, dd)
             return m.end()
     if first.isupper():
+        if m := _VLLM_LOGGER.match(text):
+            _note_reads(reads, text, m, 2, 3)
+            mm, dd = int(m.group(2)), int(m.group(3))
+            if 1 <= mm <= 12 and 1 <= dd <= 31:
+                tag.level, tag.origin = m.group(1)[0], m.group(7)
+                tag.stamp = Stamp(seconds_of_day(m.group(4), m.group(5), m.group(6)), mm, dd)
+                return m.end()
         if m := _PYLOG_OLD.match(text):
             tag.level, tag.origin = m.group(1)[0], m.group(2)
             return m.end()

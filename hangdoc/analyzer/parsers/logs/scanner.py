@@ -81,7 +81,7 @@ from hangdoc.analyzer.parsers.logs.wrap_shape import NCCL_HEAD as _NCCL_HEAD
 from hangdoc.analyzer.parsers.logs.wrap_shape import headerless as _headerless
 from hangdoc.analyzer.parsers.prefixes import local_rank_tag
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
-from hangdoc.analyzer.payloads.launch import CodeStage
+from hangdoc.analyzer.payloads.launch import CodeStage, FatalSignal
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
     NcclColl,
@@ -481,6 +481,8 @@ class Scanner:
             self._pending = None
             self._logical(tag, lineno)
         self._close_block()
+        for tb in self._tracebacks.values():
+            self._signal_stage(tb)  # a backtrace the file ends with
         if self._tail_exc is not None:
             # A paste that ends with a bare exception line ("FileNotFoundError: [Errno 2]
             # …", the traceback cut off above it): the line Python prints last when an
@@ -614,6 +616,8 @@ class Scanner:
             return True
         del self._tracebacks[stream]
         exc = match_exception_line(text)
+        if exc is None:
+            self._signal_stage(tb)
         if exc is None or exc[0].endswith("ChildFailedError"):
             return False
         hit = exception_hit(
@@ -632,6 +636,18 @@ class Scanner:
         self._emit(hit, tag, lineno)
         self._recognise(tag, lineno)
         return True
+
+    def _signal_stage(self, tb: _Traceback) -> None:
+        """Frames that end with no exception line, right under a fatal signal's report
+        (tvm-ffi's "Segfault encountered" prints the native backtrace so): the stage they
+        show is where the process died."""
+        if tb.stage is None:
+            return
+        for event in reversed(self.events[-3:]):
+            if event.kind == EventKind.FATAL_SIGNAL and 0 < tb.start - event.line <= 1:
+                if isinstance(event.payload, FatalSignal) and event.payload.stage is None:
+                    event.payload = replace(event.payload, stage=tb.stage)
+                return
 
     def _store_before(self, lineno: int) -> RawEvent | None:
         """The store error of the last few lines before a traceback's first line: the

@@ -80,6 +80,12 @@ _SETUP_MORE = re.compile(
     # _sync_module_params_and_buffers) and vLLM's (ensure_model_parallel_initialized)
     r"|_?init_dist_connection|_init_process_group_state\w*|_sync_module_params_and_buffers"
     r"|ensure_model_parallel_initialized"
+    # NCCL's own API that creates a communicator (nccl.h: ncclGetUniqueId,
+    # ncclCommInitRank, ncclCommInitRankConfig, ncclCommInitRankScalable, ncclCommInitAll,
+    # ncclCommSplit), called through ctypes by vLLM's and SGLang's pynccl wrappers, and
+    # vLLM's builder of its parallel groups (vllm/distributed/parallel_state.py:
+    # init_model_parallel_group, whose GroupCoordinator creates the communicators)
+    r"|ncclGetUniqueId|ncclCommInit\w*|ncclCommSplit|init_model_parallel_group"
 )
 # Frames whose file says set-up whatever the function: torch.distributed's rendezvous
 # (torch/distributed/rendezvous.py, torch/distributed/elastic/rendezvous/) and DDP's

@@ -246,3 +246,17 @@ _UNKNOWN = [
 def test_an_unknown_line_becomes_nothing(line: str) -> None:
     assert catalog_hit(line) is None
     assert _scan(line) == []
+
+
+def test_an_info_line_takes_no_warning_rows_meaning() -> None:
+    """NCCL prints a message at the level of its call: mlx5dvsymbols.cc says "dlvsym
+    failed on …" at INFO where ibvsymbols.cc says the same words at WARN (NCCL 2.27's
+    src/misc). The INFO line is informational; the WARN line is the transport's error."""
+    body = (
+        "dlvsym failed on mlx5dv_reg_dmabuf_mr - /lib/x86_64-linux-gnu/libmlx5.so.1: "
+        "undefined symbol: mlx5dv_reg_dmabuf_mr, version MLX5_1.25 version MLX5_1.25"
+    )
+    info = catalog_hit(f"{_NCCL_HOST}NCCL INFO {body}")
+    assert info is None or info.kind not in _CATCH_ALL | {EventKind.NCCL_TRANSPORT_ERROR}
+    warn = catalog_hit(f"{_NCCL_HOST}misc/ibvsymbols.cc:95 NCCL WARN {body}")
+    assert warn is not None and warn.kind is EventKind.NCCL_TRANSPORT_ERROR

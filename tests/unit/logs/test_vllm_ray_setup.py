@@ -1,0 +1,121 @@
+"""Three layers of vLLM-over-Ray logs, each from the code that writes it, and the set-up
+failure they hide.
+
+* vLLM's logger (vllm/logger.py: ``"%(levelname)s %(asctime)s %(filename)s:%(lineno)d]
+  %(message)s"``, later with the file in brackets, dates ``%m-%d %H:%M:%S``) is peeled as a
+  header, keeping a traceback line's own indentation;
+* Ray's driver appends the count of lines its log deduplication stands for
+  (ray/_private/ray_logging/__init__.py: ``f" [repeated {count}x across cluster]"`` and, the
+  first time, a note in parentheses), removed as a paste layer;
+* vLLM's NCCL binding raises ``RuntimeError(f"NCCL error: {error_str}")`` with
+  ncclGetErrorString's words (vllm/distributed/device_communicators/pynccl_wrapper.py,
+  NCCL_CHECK): raised from ``ncclCommInitRank`` it is a communicator's set-up failing
+  (HD206), not a crash and not nothing.
+
+Hosts, pids, paths and times are made up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hangdoc.analyzer.engine import analyze
+from hangdoc.analyzer.loading.loader import load_paths
+from hangdoc.analyzer.parsers.logs.prefix import peel_line
+from hangdoc.analyzer.parsers.unmangle import unmangle
+
+_PYNCCL = "/usr/lib/python3/dist-packages/vllm/distributed/device_communicators/pynccl_wrapper.py"
+
+
+@pytest.mark.parametrize(
+    ("line", "text", "origin"),
+    [
+        (
+            "INFO 05-02 10:11:12 [worker_base.py:620] Loading weights",
+            "Loading weights",
+            "worker_base.py:620",
+        ),
+        (
+            'ERROR 05-02 10:11:12 llm_engine.py:229]   File "/x.py", line 2, in f',
+            '  File "/x.py", line 2, in f',
+            "llm_engine.py:229",
+        ),
+        (
+            "WARNING 13-02 10:11:12 [a.py:1] month 13 is no date",
+            "WARNING 13-02 10:11:12 [a.py:1] month 13 is no date",
+            None,
+        ),
+    ],
+)
+def test_vllm_logger_header_is_peeled(line: str, text: str, origin: str | None) -> None:
+    tag = peel_line(line)
+    assert tag.text == text
+    assert tag.origin == origin
+
+
+def test_ray_dedup_count_is_a_paste_layer() -> None:
+    pasted = (
+        "(Worker pid=7) RuntimeError: boom [repeated 3x across cluster] (Ray deduplicates logs "
+        "by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see "
+        "https://docs.ray.io/en/master/ray-observability/user-guides/configure-logging.html"
+        "#log-deduplication for more options.)\n"
+        "(Worker pid=7) ValueError: again [repeated 2x across cluster]\n"
+    )
+    fixed = unmangle(pasted)
+    assert fixed is not None
+    assert fixed.text == "(Worker pid=7) RuntimeError: boom\n(Worker pid=7) ValueError: again\n"
+
+
+def _console(tmp_path: Path, frames: list[str]) -> Path:
+    head = "(RayWorkerWrapper pid=880) ERROR 05-02 10:11:12 [worker_base.py:620] "
+    lines = [
+        *frames,
+        '    raise RuntimeError(f"NCCL error: {error_str}")',
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+    ]
+    path = tmp_path / "ray.log"
+    path.write_text("".join(f"{head}{line} [repeated 6x across cluster]\n" for line in lines))
+    return path
+
+
+def test_an_nccl_error_raised_from_communicator_creation_is_a_setup_failure(tmp_path: Path) -> None:
+    frames = [
+        "Traceback (most recent call last):",
+        f'  File "{_PYNCCL}", line 277, in ncclCommInitRank',
+        '    self.NCCL_CHECK(self._funcs["ncclCommInitRank"](ctypes.byref(comm),',
+        f'  File "{_PYNCCL}", line 256, in NCCL_CHECK',
+    ]
+    diagnosis = analyze(load_paths([_console(tmp_path, frames)]))
+    assert diagnosis.primary.rule == "HD206"
+    assert diagnosis.primary.category.value == "nccl_init_or_bootstrap_hang"
+
+
+def test_the_same_error_raised_from_a_collective_is_no_setup_failure(tmp_path: Path) -> None:
+    frames = [
+        "Traceback (most recent call last):",
+        f'  File "{_PYNCCL}", line 301, in ncclAllReduce',
+        '    self.NCCL_CHECK(self._funcs["ncclAllReduce"](sendbuff, recvbuff, count,',
+        f'  File "{_PYNCCL}", line 256, in NCCL_CHECK',
+    ]
+    diagnosis = analyze(load_paths([_console(tmp_path, frames)]))
+    assert diagnosis.primary.rule != "HD206"
+
+
+def test_a_segfault_whose_native_backtrace_shows_communicator_creation_is_set_up(
+    tmp_path: Path,
+) -> None:
+    """apache/tvm-ffi's SIGSEGV handler (src/ffi/backtrace.cc, loaded with xgrammar and
+    flashinfer) prints the native backtrace as traceback frames, innermost first: a crash
+    inside ncclCommInitRank is the communicator's set-up failing (HD030's set-up reading)."""
+    path = tmp_path / "worker.log"
+    path.write_text(
+        "!!!!!!! Segfault encountered !!!!!!!\n"
+        '  File "/opt/shim/src/cuda/memory.c", line 582, in cuMemCreate\n'
+        '  File "misc/cudawrap.cc", line 92, in ncclCuMemHostEnable()\n'
+        '  File "/build/nccl/src/init.cc", line 1852, in ncclCommInitRank\n'
+        '  File "<unknown>", line 0, in _PyEval_EvalFrameDefault\n'
+    )
+    primary = analyze(load_paths([path])).primary
+    assert (primary.rule, primary.category.value) == ("HD030", "nccl_init_or_bootstrap_hang")
