@@ -101,7 +101,8 @@ from dataclasses import replace
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.launch import SignalName
 from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths, one_exit, one_failure
-from hangdoc.analyzer.views.timeline import Placed, precedes_wave, victims, wave
+from hangdoc.analyzer.views.nccl_setup import setup_failure
+from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -145,6 +146,9 @@ class RankDiedFirst(Rule):
             leading = _killed_outside_wave(deaths, victims(tl))
         # after a more specific failure: its consequences; that failure's rule answers
         leading = _not_after_specific(leading, found, wave_events)
+        # after NCCL's set-up failing (HD206's lines): the workers that then fail to start
+        # report its consequence
+        leading = _not_after_setup(leading, tl, wave_events)
         if not leading:
             return  # every failure came after the timeouts: consequences
         certain = [d for d in leading if d.certain]
@@ -318,6 +322,25 @@ def _not_after_specific(
         d
         for d in leading
         if d.placed.index < cause.placed.index or precedes_wave(d.placed, [cause.placed]) is True
+    ]
+
+
+def _not_after_setup(leading: list[Death], tl: Timeline, wave_events: list[Placed]) -> list[Death]:
+    """The deaths that do not follow NCCL's failing to set a communicator up
+    (views/nccl_setup.py, HD206's evidence) before the timeouts: a worker that then fails
+    to start, or raises because its peer's communicator never came up, reports that
+    failure, whose rule (HD206) answers. A death whose times show it before the set-up
+    failure stays, as for _not_after_specific."""
+    failure = setup_failure(tl)
+    if failure is None:
+        return leading
+    first = failure.placed[0]
+    if precedes_wave(first, wave_events) is False:
+        return leading
+    return [
+        d
+        for d in leading
+        if d.placed.index < first.index or precedes_wave(d.placed, [first]) is True
     ]
 
 

@@ -91,7 +91,9 @@ _JOURNALD = re.compile(
     r"[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? ([\w.-]{1,64}) [\w.@/-]{1,64}\[(\d+)\]: "
 )
 _NUMERIC_TAG = re.compile(r"\[\d+\] ")
-_RAY = re.compile(r"\([\w.:-]+ pid=(\d+)(?:, ip=([0-9A-Fa-f.:]+))?\) ")
+# (vLLM's V1 workers before their parallel coordinates named them: "VllmWorker rank={rank}",
+# vllm/v1/executor/multiproc_executor.py WorkerProc's _add_prefix, the rank in its world.)
+_RAY = re.compile(r"\([\w.:-]+(?: rank=\d{1,6})? pid=(\d+)(?:, ip=([0-9A-Fa-f.:]+))?\) ")
 # vLLM's workers (V1) prefix their lines with a process name made of their parallel
 # coordinates (vllm/v1/executor/multiproc_executor.py ``setup_proc_title_and_log_prefix``:
 # "Worker", then "_DP{r}" when dp_size > 1, "_PP{r}" when pp_size > 1, "_PCP{r}", "_TP{r}"
@@ -101,10 +103,13 @@ _RAY = re.compile(r"\([\w.:-]+ pid=(\d+)(?:, ip=([0-9A-Fa-f.:]+))?\) ")
 # combinations need sizes the prefix does not give.
 _VLLM_WORKER = re.compile(r"\(Worker((?:_(?:DP|PP|PCP|TP|DCP|EP)\d{1,4})+) pid=")
 _VLLM_COORDINATE = re.compile(r"_([A-Z]+)(\d+)")
+_VLLM_WORKER_RANK = re.compile(r"\(VllmWorker rank=(\d{1,6}) pid=")
 
 
 def vllm_worker_rank(prefix: str) -> int | None:
     """The rank a vLLM worker's prefix places its process at, or None."""
+    if (named := _VLLM_WORKER_RANK.match(prefix)) is not None:
+        return int(named.group(1))
     m = _VLLM_WORKER.match(prefix)
     if m is None:
         return None

@@ -119,3 +119,32 @@ def test_a_segfault_whose_native_backtrace_shows_communicator_creation_is_set_up
     )
     primary = analyze(load_paths([path])).primary
     assert (primary.rule, primary.category.value) == ("HD030", "nccl_init_or_bootstrap_hang")
+
+
+def test_a_worker_failing_to_start_after_the_set_up_error_is_its_consequence(
+    tmp_path: Path,
+) -> None:
+    """vLLM's V1 workers prefix their lines "(VllmWorker rank={rank} pid={pid}) "
+    (multiproc_executor.py WorkerProc, _add_prefix): the rank is read from it. Rank 3's
+    pynccl call, cut above its first frame to the source line that makes it (the call
+    looked up by name, 'self._funcs["ncclCommInitRank"](…'), fails set-up; rank 2 then
+    logs "WorkerProc failed to start." (its logger.exception header): HD206 answers, HD030
+    does not call rank 2's report the cause."""
+    head = "ERROR 08-05 14:13:44 [multiproc_executor.py:487] "
+    lines = [
+        ("3", '    self.NCCL_CHECK(self._funcs["ncclCommInitRank"](ctypes.byref(comm),'),
+        ("3", f'  File "{_PYNCCL}", line 257, in NCCL_CHECK'),
+        ("3", '    raise RuntimeError(f"NCCL error: {error_str}")'),
+        (
+            "3",
+            "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for "
+            "details)",
+        ),
+        ("2", "WorkerProc failed to start."),
+        ("2", "Traceback (most recent call last):"),
+    ]
+    path = tmp_path / "workers.log"
+    path.write_text("".join(f"(VllmWorker rank={r} pid=46{r}) {head}{line}\n" for r, line in lines))
+    findings = analyze(load_paths([path])).findings
+    assert (findings[0].rule, findings[0].culprit_ranks) == ("HD206", (3,))
+    assert all(f.rule != "HD030" for f in findings)

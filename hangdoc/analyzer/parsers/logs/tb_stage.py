@@ -21,7 +21,11 @@ from hangdoc.analyzer.vocabulary import Phase
 # A traceback frame line ('File "…", line N, in func'): the function's name.
 _FRAME_FUNC = re.compile(r'^\s*File "[^"]*", line \d+, in (?P<func>[\w<>.]+)\s*$')
 # A source line under a frame: the names it calls ("trainer.train(", "train_one_step(").
-_CALLED = re.compile(r"(?:^|[\s.=(,])(?P<name>[A-Za-z_]\w*)\s*\(")
+# Also a function looked up by its name and called at once, as ctypes bindings do
+# (vLLM's and SGLang's pynccl_wrapper: 'self._funcs["ncclCommInitRank"](…').
+_CALLED = re.compile(
+    r"(?:^|[\s.=(,])(?P<name>[A-Za-z_]\w*)\s*\(|\[[\"'](?P<looked_up>[A-Za-z_]\w*)[\"']\]\("
+)
 
 # torch.distributed's set-up entry points (distributed_c10d.py: init_process_group,
 # new_group, new_subgroups, _new_process_group_helper, _store_based_barrier;
@@ -56,7 +60,7 @@ def line_stage(text: str) -> Phase | None:
         return _stage_of_name(frame.group("func"))
     found: Phase | None = None
     for m in _CALLED.finditer(text):
-        stage = _stage_of_name(m.group("name"))
+        stage = _stage_of_name(m.group("name") or m.group("looked_up"))
         if stage is not None:
             found = stage
     return found
@@ -216,7 +220,7 @@ def frame_stage(text: str) -> CodeStage | None:
         return _code_stage_of_name(frame.group("func").rsplit(".", 1)[-1])
     found: CodeStage | None = None
     for m in _CALLED.finditer(text):
-        stage = _code_stage_of_name(m.group("name"))
+        stage = _code_stage_of_name(m.group("name") or m.group("looked_up"))
         if stage is not None:
             found = stage
     return found
