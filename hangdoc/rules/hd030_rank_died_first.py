@@ -77,7 +77,10 @@ itself before the timeouts, is most often its consequence: the failing rank's ow
 code, the launcher stopping the others ("Forcefully terminating all other processes", a
 shell's "Killed"), a rank that lost its peer. The failure that came first is the cause, and
 the rule that names it answers (HD031, HD301, HD110, HD109, HD035 …); this rule yields,
-unless the death's times show it first (HD031 then yields to this one in turn).
+unless the death's times show it first (HD031 then yields to this one in turn). So does a
+death after NCCL's failing to set a communicator up (HD206's lines: a setup WARN, its
+return chain, a synchronous NCCL error of a setup class): vLLM's workers that then log
+"WorkerProc failed to start." report that failure.
 
 ## How to confirm
 Read the culprit's log around the cited line: its traceback or signal is the failure.
