@@ -84,6 +84,13 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
         if found is None:
             return None
         head = text[: found.start]
+    level = _printed_level(head)
+    if found.row.project == "nccl" and level is not None and found.row.level != level:
+        # the same words at the other level: NCCL prints some messages both ways, and the
+        # level is the meaning (ibvwrap.cc's optional verbs calls say "Call to %s failed
+        # with error %s errno %d" at INFO and go on, at WARN and fail)
+        found = _at_level(found, text, level) or found
+        head = text[: found.start]
     draft = to_event(found, default_matcher())
     says_nothing = draft.kind is None or draft.strength == "none"
     if found.row.project == "nccl":
@@ -108,6 +115,27 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
                 setup = warn_at_setup(header.where, hit.payload.message or "")
                 hit.payload = dataclasses.replace(hit.payload, setup=setup)
     return hit
+
+
+def _printed_level(head: str) -> str | None:
+    """``INFO`` or ``WARN`` where the text before the body ends with NCCL's level word
+    (``… [0] NCCL INFO ``, ``… misc/ibvwrap.cc:206 NCCL WARN ``), else None."""
+    left = head.rstrip()
+    for word in _LEVEL_WORDS:
+        if left.endswith(word):
+            return word.rsplit(" ", 1)[1]
+    return None
+
+
+def _at_level(found: CatalogMatch, text: str, level: str) -> CatalogMatch | None:
+    """The most specific of the other NCCL rows that matched the line and are printed at
+    ``level``, or None."""
+    for row in sorted(found.others, key=lambda r: -r.specificity):
+        if row.project == found.row.project and row.level == level:
+            m = row.pattern.search(text)
+            if m is not None:
+                return CatalogMatch(row, m.groups(), m.start(), m.end(), m.group(0))
+    return None
 
 
 def _level_end(head: str) -> bool:
