@@ -48,6 +48,15 @@ all-gathered, at a module's pre-forward hook, which parameters each is about to
 all-gather, and they differ: the ranks run different modules at the same point of the
 forward (rank divergence; the pair of ranks it names is not told apart).
 
+DDP's check, as it is constructed, that every rank holds the same parameters
+(torch/csrc/distributed/c10d/reducer.cpp `verify_params_across_processes`: "DDP expects
+same model across all ranks, but Rank 1 has 212 params, while rank 0 has inconsistent 0
+params.", "params[0] in this process with sizes [96, 32] appears not to match sizes of the
+same param in process 0."): the ranks hold different models, so the all-reduces DDP runs
+would differ in size (collective_size_or_dtype_mismatch); the culprit is the rank the count
+check names (the first found to differ from the reporter's), or, for the shape check, which
+compares with rank 0's shapes, the ranks that fail it.
+
 ## How to confirm
 The message quotes the culprit's fingerprint; its traceback points at the call site.
 Compare the call sites of the two sides.
@@ -72,6 +81,10 @@ from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import Shift, shifted
 
 _KEYS = ("op", "shape", "dtype", "seq")
+# Checks of torch's own that compare the ranks (each has its finding above NCCL's).
+_CHECKS_OF_TORCH = frozenset(
+    {MismatchSource.DETAIL, MismatchSource.FSDP_ORDER, MismatchSource.DDP_PARAMS}
+)
 
 
 def _said(fingerprint: Fingerprint | None, keys: tuple[str, ...] = _KEYS) -> dict[str, object]:
@@ -126,11 +139,10 @@ class DetailMismatch(Rule):
         order = [p for p in events if _mismatch(p).source == MismatchSource.FSDP_ORDER]
         if order:
             yield self._fsdp_order(order)
-        nccl = [
-            p
-            for p in events
-            if _mismatch(p).source not in (MismatchSource.DETAIL, MismatchSource.FSDP_ORDER)
-        ]
+        params = [p for p in events if _mismatch(p).source == MismatchSource.DDP_PARAMS]
+        if params:
+            yield self._ddp_params(params)
+        nccl = [p for p in events if _mismatch(p).source not in _CHECKS_OF_TORCH]
         sizes = [p for p in nccl if _mismatch(p).error == MismatchError.SIZE_MISMATCH]
         if sizes:
             yield self._nccl_size(sizes)
@@ -367,6 +379,58 @@ class DetailMismatch(Rule):
             ),
             evidence=tuple(limited_refs(events, limit=4)),
             strength=Strength.SIGNAL,  # FSDP's own check says so; the culprit is not named
+        )
+
+    def _ddp_params(self, events: list[Placed]) -> Finding:
+        """DDP's check, as it is constructed, that every rank holds the same parameters
+        (torch/csrc/distributed/c10d/reducer.cpp verify_params_across_processes): the
+        ranks' parameter counts (all-gathered) or rank 0's shapes (broadcast) differ from
+        this rank's. The ranks built or loaded different models, so the gradient
+        all-reduces DDP would run differ in size. The count check names the first rank
+        in order whose count differs from the reporter's; with several reporters the rank
+        they all name is the odd one out. The shape check compares with rank 0's shapes:
+        the ranks that fail it differ from rank 0."""
+        named: dict[int, int] = {}
+        for p in events:
+            other = _mismatch(p).peer_rank
+            if other is not None:
+                named[other] = named.get(other, 0) + 1
+        reporters = sorted(
+            {r for p in events if (r := _mismatch(p).reporter_rank or p.rank) is not None}
+        )
+        culprits = sorted(r for r, n in named.items() if n == max(named.values(), default=0))
+        culprits = [r for r in culprits if r not in reporters] or culprits
+        if not named:
+            # the shape check compares each rank's shapes with rank 0's (the broadcast's
+            # source): the ranks that fail it are the ones found to differ
+            culprits = reporters
+        return Finding(
+            rule=self.id,
+            category=Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
+            severity=Severity.ERROR,
+            title=(
+                "DDP: the ranks hold different models"
+                + (f" ({ranks_text(culprits)} differs)" if culprits else "")
+            ),
+            explanation=(
+                "DistributedDataParallel checks when it is constructed that every rank holds "
+                "the same parameters (their number, then rank 0's shapes and strides), and "
+                "the check failed: the ranks built or loaded different models, so the "
+                "gradient all-reduces DDP runs would differ in size. The rank it names is the "
+                "first found to differ from the reporting rank, not necessarily the wrong one "
+                "(a count of 0 or an absurd one is a rank whose model was never built or "
+                "whose gather was cut short)."
+            ),
+            fix=(
+                "Build the model identically on every rank before wrapping it in DDP: the same "
+                "configuration, checkpoint and code path (no rank-dependent construction or "
+                "loading, no parameters added on one rank only); print each rank's parameter "
+                "count and shapes just before DistributedDataParallel(...)."
+            ),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(r for r in reporters if r not in culprits),
+            evidence=tuple(limited_refs(events, limit=4)),
+            strength=Strength.STATED,  # torch's own check says the ranks differ
         )
 
     def _nccl(self, events: list[Placed]) -> Finding:

@@ -82,6 +82,12 @@ class MismatchSource(enum.StrEnum):
     # pre-forward hook (torch/distributed/fsdp/_exec_order_utils.py): "Forward order
     # differs across ranks: rank 0 is all-gathering 1 parameters while rank 1 is …"
     FSDP_ORDER = "fsdp_order"
+    # DDP's construction-time check that every rank holds the same parameters
+    # (torch/csrc/distributed/c10d/reducer.cpp verify_params_across_processes): "DDP
+    # expects same model across all ranks, but Rank 1 has 212 params, while rank 0 has
+    # inconsistent 0 params." / "[1]: params[0] in this process with sizes [96, 32]
+    # appears not to match sizes of the same param in process 0."
+    DDP_PARAMS = "ddp_params"
     UNKNOWN = "unknown"
 
 
@@ -323,7 +329,8 @@ class CollectiveMismatch(NcclWarn):
     side_b: Fingerprint | None = None  # DETAIL: the other rank's
     differ: str | None = None  # DETAIL: "Collectives differ in the following aspects: …"
     peer: str | None = None
-    peer_rank: int | None = None  # NCCL: "around rank N"
+    peer_rank: int | None = None  # NCCL: "around rank N"; DDP: the rank found to differ
+    reporter_rank: int | None = None  # DDP: the rank whose check failed ("but Rank N has")
     bytes_received: int | None = None
     bytes_expected: int | None = None
     backend: Backend | None = None

@@ -84,12 +84,12 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
         if found is None:
             return None
         head = text[: found.start]
-    level = _printed_level(head)
+    level = printed_level(head)
     if found.row.project == "nccl" and level is not None and found.row.level != level:
         # the same words at the other level: NCCL prints some messages both ways, and the
         # level is the meaning (ibvwrap.cc's optional verbs calls say "Call to %s failed
         # with error %s errno %d" at INFO and go on, at WARN and fail)
-        found = _at_level(found, text, level) or found
+        found = at_level(found, text, level) or found
         head = text[: found.start]
     draft = to_event(found, default_matcher())
     says_nothing = draft.kind is None or draft.strength == "none"
@@ -117,7 +117,7 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
     return hit
 
 
-def _printed_level(head: str) -> str | None:
+def printed_level(head: str) -> str | None:
     """``INFO`` or ``WARN`` where the text before the body ends with NCCL's level word
     (``… [0] NCCL INFO ``, ``… misc/ibvwrap.cc:206 NCCL WARN ``), else None."""
     left = head.rstrip()
@@ -127,7 +127,7 @@ def _printed_level(head: str) -> str | None:
     return None
 
 
-def _at_level(found: CatalogMatch, text: str, level: str) -> CatalogMatch | None:
+def at_level(found: CatalogMatch, text: str, level: str) -> CatalogMatch | None:
     """The most specific of the other NCCL rows that matched the line and are printed at
     ``level``, or None."""
     for row in sorted(found.others, key=lambda r: -r.specificity):
