@@ -112,6 +112,15 @@ _NATIVE_P2P = (
     "ProcessGroupGloo::RecvWork::",
 )
 _NATIVE_COALESCE = ("ProcessGroupNCCL::endCoalescing",)
+# Communicator creation under a send/recv: ProcessGroupNCCL creates a communicator lazily on
+# its first use (pointToPoint/collective -> getNCCLComm -> initNCCLComm), and
+# broadcastUniqueNCCLID waits in the store for the ncclUniqueId (ProcessGroupNCCL.cpp). A
+# thread there has not begun a transfer: it waits for the communicator to exist.
+_NATIVE_CREATING = (
+    "ProcessGroupNCCL::initNCCLComm",
+    "ProcessGroupNCCL::broadcastUniqueNCCLID",
+    "ProcessGroupNCCL::getNCCLComm",
+)
 # Collectives: the innermost one decides that the rank is not in a transfer.
 _COLLECTIVES = frozenset(
     {
@@ -167,9 +176,12 @@ def _is_distributed(frame: Frame) -> bool:
 
 def _classify(frame: Frame) -> bool | None:
     """True: a send/recv or pipeline frame; False: a coalesced batch (weak); None: a
-    collective (the rank is not in a transfer). Raises LookupError for other frames."""
+    collective or communicator creation (the rank is not in a transfer). Raises
+    LookupError for other frames."""
     path = frame.file.replace("\\", "/")
     if frame.native:
+        if any(n in frame.function for n in _NATIVE_CREATING):
+            return None  # creating the communicator, not transferring (HD207's)
         if any(n in frame.function for n in _NATIVE_P2P):
             return True
         if any(n in frame.function for n in _NATIVE_COALESCE):

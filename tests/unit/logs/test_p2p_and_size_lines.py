@@ -251,3 +251,20 @@ def test_cuda_refusing_peer_access_is_a_typed_sign_in_each_form(tmp_path: Path) 
     found = [e for _, e in events(parse(log), EventKind.CUDA_ERROR.value)]
     refused = [e for e in found if Sign.PEER_ACCESS_UNSUPPORTED in e.payload.signs]
     assert len(refused) == 2 and len(found) == 3
+
+
+# torch/csrc/distributed/c10d/reducer.cpp verify_params_across_processes, DDP's check at
+# construction that every rank holds the same parameters: the count (all-gathered; the
+# first rank i in order whose count differs from the reporter's is named) and the shapes
+# (rank 0's, broadcast). Lines written from its c10::str calls; the casebook holds the
+# count message twice (streamofsearch-5, transformers-30702).
+def test_other_parameter_words_are_not_the_ddp_check() -> None:
+    assert match_size_check("Rank 1 has 212 params in its optimizer state") is None
+    assert match_size_check("the shapes appear not to match any checkpoint key") is None
+
+
+def test_ddp_param_check_is_a_size_mismatch_with_the_named_rank() -> None:
+    diagnosis = diagnose(_case("streamofsearch-5-ddp-rank0-zero-params", "console.txt"))
+    found = findings_of(diagnosis, "HD035")
+    assert [f.category.value for f in found] == ["collective_size_or_dtype_mismatch"]
+    assert found[0].culprit_ranks == (0,)

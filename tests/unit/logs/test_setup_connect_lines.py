@@ -58,6 +58,20 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
         "nccl_transport_error",
         {"error.connect": True, "error.failure": "unreachable", "where": "misc/socket.cc:533"},
     ),
+    # NCCL 2.22 on, the same function's poll() of the connecting socket (misc/socket.cc:
+    # WARN("socketPollConnect poll() returned %d%s", ret, … ", no POLLOUT events"), and
+    # WARN("socketPollConnect poll() failed with error %s", …)): socketPollConnect polls
+    # only a connect in progress, so these are connects that failed too.
+    (
+        "gpu-a:1201:1201 [3] misc/socket.cc:583 NCCL WARN socketPollConnect poll() returned 1, no POLLOUT events",
+        "nccl_transport_error",
+        {"error.connect": True, "where": "misc/socket.cc:583"},
+    ),
+    (
+        "gpu-a:1201:1201 [3] misc/socket.cc:580 NCCL WARN socketPollConnect poll() failed with error Interrupted system call",
+        "nccl_transport_error",
+        {"error.connect": True},
+    ),
     # NVIDIA/nccl src/proxy.cc: a rank's own request to a proxy thread failed, i.e. setup
     # work (ncclProxyCallBlocking, 2.12-2.17: WARN("Proxy Call to rank %d failed (%s)", …,
     # ncclProxyMsgTypeStr[type]); ncclPollProxyResponse, 2.18 on: WARN("Socket recv failed

@@ -84,19 +84,20 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
         if found is None:
             return None
         head = text[: found.start]
-    printed = _printed_level(head)
-    if printed is not None and found.row.project == "nccl" and found.row.level != printed:
-        # NCCL prints a message at the level of its call: the same words at another
-        # level are another call's (ibvsymbols.cc's WARN "dlvsym failed on …" and
-        # mlx5dvsymbols.cc's INFO one). An INFO line whose words fit no INFO row is an
-        # informational line of a release the catalog does not hold: no error's meaning.
-        instead = _at_level(found, text, printed)
-        if instead is None and printed == "INFO":
+    level = printed_level(head)
+    if found.row.project == "nccl" and level is not None and found.row.level != level:
+        # NCCL prints a message at the level of its call: the same words at the other level
+        # are another call's, and the level is the meaning (ibvwrap.cc's optional verbs
+        # calls say "Call to %s failed with error %s errno %d" at INFO and go on, at WARN
+        # and fail; mlx5dvsymbols.cc's "dlvsym failed on …" is INFO where ibvsymbols.cc's is
+        # a WARN). An INFO line whose words fit no INFO row is an informational line of a
+        # release the catalog does not hold: no error's meaning.
+        instead = at_level(found, text, level)
+        if instead is None and level == "INFO":
             typed = _nccl_body(found, text, header)
             return typed if typed is not None and typed.kind in _PLACES else None
-        if instead is not None:
-            found = instead
-            head = text[: found.start]
+        found = instead or found
+        head = text[: found.start]
     draft = to_event(found, default_matcher())
     says_nothing = draft.kind is None or draft.strength == "none"
     if found.row.project == "nccl":
@@ -123,20 +124,19 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
     return hit
 
 
-def _printed_level(head: str) -> str | None:
-    """The level NCCL printed the line at (``INFO``, ``WARN``), from the last of its level
-    words before the body, or None when the text before the body shows none."""
-    pos, level = -1, None
+def printed_level(head: str) -> str | None:
+    """``INFO`` or ``WARN`` where the text before the body ends with NCCL's level word
+    (``… [0] NCCL INFO ``, ``… misc/ibvwrap.cc:206 NCCL WARN ``), else None."""
+    left = head.rstrip()
     for word in _LEVEL_WORDS:
-        at = head.rfind(word)
-        if at > pos:
-            pos, level = at, word.split()[1]
-    return level
+        if left.endswith(word):
+            return word.rsplit(" ", 1)[1]
+    return None
 
 
-def _at_level(found: CatalogMatch, text: str, level: str) -> CatalogMatch | None:
-    """The most specific of the other rows that matched the line whose message NCCL
-    prints at ``level``, or None."""
+def at_level(found: CatalogMatch, text: str, level: str) -> CatalogMatch | None:
+    """The most specific of the other NCCL rows that matched the line and are printed at
+    ``level``, or None."""
     for row in sorted(found.others, key=lambda r: -r.specificity):
         if row.project == found.row.project and row.level == level:
             m = row.pattern.search(text)

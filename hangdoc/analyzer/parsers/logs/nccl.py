@@ -144,10 +144,14 @@ _SOCKET_PROGRESS = re.compile(r"NET/Socket ?: ?socket progress error")
 # NCCL 2.19–2.21 misc/socket.cc socketPollConnect, for a connect error other than refused or
 # timed out (which it retries): WARN("socketPollConnect: Connect to %s returned %d(%s) errno
 # %d(%s)", …) and ncclSystemError, e.g. "… returned 113(No route to host) errno 115(…)".
+# 2.22 on, the same function's poll() of the connecting socket: WARN("socketPollConnect
+# poll() returned %d%s", ret, … ", no POLLOUT events") with ncclSystemError, and "poll()
+# failed with error %s": socketPollConnect only ever polls a connect in progress, so
+# every WARN of it is a connection that could not be made.
 _CONNECT = re.compile(
     r"(?:socketPollConnect|Call to connect|connect to|socketStartConnect|socketFinalizeConnect)"
     r".*?(?:(\S+?)<(\d+)>)?.*?(exceeded error retry count.*|timeout.*|failed.*|Connection "
-    r"refused.*|returned \d+\(.*)",
+    r"refused.*|returned \d+\(.*|(?<=poll\(\) )returned \d+.*)",
     re.IGNORECASE,
 )
 _IBV = re.compile(r"(?:Call to )?(ibv_\w+|mlx5\w*) failed(?: with error)? ?(.*)")

@@ -25,7 +25,7 @@ from hangdoc.analyzer.parsers.catalog import (
 )
 from hangdoc.analyzer.parsers.catalog.loader import CatalogRow
 from hangdoc.analyzer.parsers.catalog.template import sample
-from hangdoc.analyzer.parsers.logs.catalog_lines import catalog_hit
+from hangdoc.analyzer.parsers.logs.catalog_lines import at_level, catalog_hit, printed_level
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.logs.scanner import RawEvent, Scanner, match_any
 from hangdoc.analyzer.parsers.unmangle import unmangle
@@ -96,6 +96,11 @@ def _expected(row: CatalogRow, line: str) -> frozenset[EventKind]:
     by_hand = match_any(text, [])
     if by_hand is not None and by_hand.kind not in _CATCH_ALL:
         return frozenset({by_hand.kind})
+    level = printed_level(text[: found.start]) if found.row.project == "nccl" else None
+    if level is not None and found.row.level != level:
+        # NCCL prints some messages at INFO in one place (and goes on) and at WARN in
+        # another: the level the line prints picks the row
+        found = at_level(found, text, level) or found
     matches = [found]
     if row.project == "nccl" and row.level == "WARN" and found.row is not row:
         own = row.pattern.search(text)
@@ -171,6 +176,20 @@ def test_a_line_the_hand_written_recognisers_type_keeps_their_event_alone() -> N
     kinds = [event.kind for event in _scan(line)]
     # THEN the typed event stands alone
     assert kinds == [EventKind.STORE_TIMEOUT]
+
+
+def test_the_level_nccl_prints_picks_the_row_of_the_same_words() -> None:
+    # GIVEN NCCL's "Call to %s failed with error %s errno %d": ibvwrap.cc prints it at
+    # INFO for an optional verbs call that is not supported (IBV_INT_CHECK_RET_ERRNO_OPTIONAL,
+    # 2.19-2.23, which returns ncclSuccess) and at WARN for a call that failed
+    # (IBV_INT_CHECK_RET_ERRNO, ncclSystemError)
+    body = "Call to ibv_set_ece failed with error Operation not supported errno 95"
+    info = f"{_NCCL_HOST}NCCL INFO {body}"
+    warn = f"{_NCCL_HOST}misc/ibvwrap.cc:206 NCCL WARN {body}"
+    # WHEN scanned
+    # THEN the INFO line is no error, the WARN line a transport error
+    assert _kinds(info) == set()
+    assert EventKind.NCCL_TRANSPORT_ERROR in _kinds(warn)
 
 
 def test_a_setup_warn_no_branch_knows_becomes_the_rows_typed_event() -> None:
