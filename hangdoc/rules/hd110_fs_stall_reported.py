@@ -53,7 +53,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import HungTask, IoSource, IoStall, ServerState
-from hangdoc.analyzer.views.deaths import death_of, first_deaths
+from hangdoc.analyzer.views.deaths import death_of, first_deaths, one_exit, one_failure
 from hangdoc.analyzer.views.save_errors import FailedSaveCall, failed_save_calls
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind, storage_error
@@ -266,6 +266,10 @@ def _storage_failure(tl: Timeline) -> Finding | None:
     if deaths:
         first = deaths[0]
         culprits = sorted({d.rank for d in deaths if d.rank is not None})
+        if not culprits and one_failure(deaths) and (exited := one_exit(first_deaths(tl))):
+            # The failure's own lines name no rank; the launcher names the one worker that
+            # exited with an error of its own (HD030 reads it so too): the failure is its.
+            culprits = [exited.rank] if exited.rank is not None else []
         ordered = precedes_wave(first.placed, wave_events)
         who = ranks_text(culprits) if culprits else "a process (rank unknown)"
         what = first.summary

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from hangdoc.analyzer.engine import analyze
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.parsers.logs import recognise_line
 from hangdoc.analyzer.parsers.logs.errors import finish_payload
 from hangdoc.analyzer.parsers.logs.process import SAVE_FRAME
@@ -176,3 +178,22 @@ def test_save_frames(frame: str, saving: bool) -> None:
 )
 def test_storage_words(said: str, storage: bool) -> None:
     assert (storage_error(said) is not None) is storage
+
+
+def test_a_storage_failure_without_a_rank_is_the_one_worker_the_launcher_names(
+    tmp_path: Path,
+) -> None:
+    """The traceback names no rank; torchrun's elastic agent reports the one worker that
+    exited with an error of its own (elastic/multiprocessing/api.py "failed (exitcode: 1)
+    local_rank: 0"): the storage failure is that worker's, as HD030 reads a crash."""
+    log = tmp_path / "console.txt"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/opt/datasets/builder.py", line 810, in download_and_prepare\n'
+        "    raise OSError(\n"
+        "OSError: [Errno 28] No space left on device: '/cache/ds/tmp.arrow'\n"
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 "
+        "(pid: 28466) of binary: /usr/bin/python\n"
+    )
+    primary = analyze(load_paths([log])).primary
+    assert (primary.rule, primary.culprit_ranks) == ("HD110", (0,))
