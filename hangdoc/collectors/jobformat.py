@@ -38,9 +38,18 @@ SUMMARY_NAME = "summary.json"
 # analyzer/summaries/rank_runs.py) instead of its ``ranks``; /2 and /3 summaries still load.
 # /5: a log window's templates and line-number differences are runs (``tr``, ``lr``:
 # [[value, lines], ...]) instead of a value a line (``t``, ``l``); /2 to /4 still load.
-SUMMARY_FORMAT = "hangdoc.summary/5"
+# /6: the ranks' ``proc``, ``collectives``, ``log_events`` and ``gpu`` records are
+# ``NodeSummary.tables``, one table per kind for the node, a column per field
+# (analyzer/summaries/columns.py), not in each ``RankSummary``; /2 to /5 still load.
+SUMMARY_FORMAT = "hangdoc.summary/6"
 SUMMARY_FORMATS_READ = frozenset(
-    {"hangdoc.summary/2", "hangdoc.summary/3", "hangdoc.summary/4", SUMMARY_FORMAT}
+    {
+        "hangdoc.summary/2",
+        "hangdoc.summary/3",
+        "hangdoc.summary/4",
+        "hangdoc.summary/5",
+        SUMMARY_FORMAT,
+    }
 )
 SUMMARY_FORMAT_PREFIX = "hangdoc.summary/"
 JOB_MANIFEST_NAME = "job.json"
@@ -105,10 +114,11 @@ class RankSummary(TypedDict):
     # exception a traceback ended it with); a summary written before they were told apart
     # may hold them here.
     stacks: list[StackSampleRecord]
-    proc: list[dict[str, object]]
-    collectives: list[dict[str, object]]
-    log_events: list[dict[str, object]]
-    gpu: list[dict[str, object]]
+    # /2 to /5 (/6: in ``NodeSummary.tables``)
+    proc: NotRequired[list[dict[str, object]]]
+    collectives: NotRequired[list[dict[str, object]]]
+    log_events: NotRequired[list[dict[str, object]]]
+    gpu: NotRequired[list[dict[str, object]]]
     activity: str  # the main thread at the last sample, in plain words
     reduced: dict[str, int]  # fr_records / log_events / proc_threads left out
     # /3: the model's ``log_lines`` as a digest (analyzer/summaries/log_window.py).
@@ -172,6 +182,9 @@ class NodeSummary(TypedDict):
     fr_groups: list[GroupState]
     log_highlights: list[LogHighlight]
     ranks: list[RankSummary]
+    # /6: the ranks' proc, collectives, log_events and gpu records, one table each, a
+    # column per field, rows in the order of ``ranks`` (analyzer/summaries/columns.py)
+    tables: NotRequired[dict[str, dict[str, object]]]
     # /3: the templates of the ranks' log windows, each a line's pieces between its numbers.
     log_templates: NotRequired[list[list[str]]]
     # Evidence-level records (model dataclasses, as above).

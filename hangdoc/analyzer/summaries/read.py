@@ -43,6 +43,7 @@ from hangdoc.analyzer.model import (
     ThreadStack,
 )
 from hangdoc.analyzer.summaries.codec import DecodeContext, decode_frames, decoder
+from hangdoc.analyzer.summaries.columns import TABLES, decode_table
 from hangdoc.analyzer.summaries.log_window import DigestWindow, TemplateFormats, decode_window
 from hangdoc.analyzer.summaries.rank_runs import ranks_of_runs
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
@@ -214,7 +215,10 @@ def _process(
     env: dict[str, str],
     ctx: DecodeContext,
     templates: TemplateFormats | None,
+    records: dict[str, list[Any]] | None,
 ) -> ProcessEvidence:
+    """One rank; ``records``: its records from the summary's tables (/6), else None (they
+    are in its own record, one object each)."""
     extra: dict[str, Any] = rec.get("extra") or {}
     rank_env = {**env, **rec.get("env", {})}
     for key in extra.get("env_absent", ()):
@@ -231,10 +235,20 @@ def _process(
         start_time=rec.get("start_time"),
         env=rank_env,
         stack_samples=_samples(rec.get("stacks", []), shapes, ctx),
-        proc_samples=[_PROC(s, ctx) for s in rec.get("proc", ())],
-        collectives=[_COLLECTIVE(c, ctx) for c in rec.get("collectives", ())],
-        log_events=[_EVENT(e, ctx) for e in rec.get("log_events", ())],
-        gpu=[_GPU(g, ctx) for g in rec.get("gpu", ())],
+        proc_samples=(
+            records["proc"] if records is not None else [_PROC(s, ctx) for s in rec.get("proc", ())]
+        ),
+        collectives=(
+            records["collectives"]
+            if records is not None
+            else [_COLLECTIVE(c, ctx) for c in rec.get("collectives", ())]
+        ),
+        log_events=(
+            records["log_events"]
+            if records is not None
+            else [_EVENT(e, ctx) for e in rec.get("log_events", ())]
+        ),
+        gpu=records["gpu"] if records is not None else [_GPU(g, ctx) for g in rec.get("gpu", ())],
         sources=[ctx.relocate(s) for s in rec.get("sources", ())],
         exited=bool(rec.get("exited")),
     )
@@ -273,6 +287,23 @@ def _group(raw: dict[str, Any], ctx: DecodeContext) -> ProcessGroupInfo:
     return dataclasses.replace(group, ranks=ranks_of_runs(raw["rank_runs"]))
 
 
+def _tables(raw: Any, ranks: int, ctx: DecodeContext) -> list[dict[str, list[Any]]] | None:
+    """Each rank's records by table (/6: ``tables``, summaries/columns.py); None when the
+    summary writes them in each rank's record (/2 to /5)."""
+    if raw is None:
+        return None
+    if type(raw) is not dict:
+        raise TypeError("a summary's tables are not an object")
+    out: list[dict[str, list[Any]]] = [{} for _ in range(ranks)]
+    for name, cls in TABLES.items():
+        per_rank = decode_table(cls, raw[name], ctx)
+        if len(per_rank) != ranks:
+            raise ValueError(f"the summary's table of {name} is not one a rank")
+        for rank, records in zip(out, per_rank, strict=True):
+            rank[name] = records
+    return out
+
+
 def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
     ctx = DecodeContext(frames=decode_frames(obj["frames"]), display=display)
     shapes = _Shapes(obj["threads"], ctx.frames)
@@ -282,7 +313,12 @@ def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
     out = SummaryContents(host=host)
     raw_templates = obj.get("log_templates")
     templates = TemplateFormats(raw_templates) if raw_templates is not None else None
-    out.processes = [_process(r, shapes, env, ctx, templates) for r in obj["ranks"]]
+    ranks: list[Any] = obj["ranks"]
+    tables = _tables(obj.get("tables"), len(ranks), ctx)
+    out.processes = [
+        _process(r, shapes, env, ctx, templates, tables[n] if tables is not None else None)
+        for n, r in enumerate(ranks)
+    ]
     out.whole_logs = frozenset(
         r["rank"]
         for r in obj["ranks"]
@@ -291,8 +327,8 @@ def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
     out.process_groups = [_group(g, ctx) for g in obj.get("process_groups", ())]
     out.job_log_events = [_EVENT(e, ctx) for e in obj.get("job_log_events", ())]
     out.inputs = [decoder(InputFile)(i, ctx) for i in obj.get("inputs", ())]
-    ranks = tuple(sorted({p.rank for p in out.processes if p.rank is not None}))
-    out.inputs.insert(0, InputFile(f"{display}/{SUMMARY_NAME}", InputKind.SUMMARY, ranks))
+    seen = tuple(sorted({p.rank for p in out.processes if p.rank is not None}))
+    out.inputs.insert(0, InputFile(f"{display}/{SUMMARY_NAME}", InputKind.SUMMARY, seen))
     out.log_files = tuple((i.path, i.ranks) for i in out.inputs if i.kind is InputKind.LOG)
     out.steps = [decoder(CollectStep)(s, ctx) for s in obj.get("steps", ())]
     out.notes = [ctx.relocate_text(n) for n in obj.get("notes", ())]

@@ -25,15 +25,14 @@ import functools
 import json
 import time
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 
 from hangdoc.analyzer.loading.loader import load_dump
 from hangdoc.analyzer.loading.redaction import redact_evidence
 from hangdoc.analyzer.model import (
-    CollectiveRecord,
     CollectStep,
     Evidence,
-    GpuState,
     HostInfo,
     InputFile,
     InputKind,
@@ -41,12 +40,12 @@ from hangdoc.analyzer.model import (
     LogLine,
     ProcessEvidence,
     ProcessGroupInfo,
-    ProcSample,
     StackSample,
     StepStatus,
     ThreadStack,
 )
 from hangdoc.analyzer.summaries.codec import DUMP_TOKEN, FrameTable, encoder
+from hangdoc.analyzer.summaries.columns import TABLES, encode_table
 from hangdoc.analyzer.summaries.log_window import TemplateTable, encode_window
 from hangdoc.analyzer.summaries.rank_runs import rank_runs
 from hangdoc.analyzer.summaries.read import read_manifest_head
@@ -105,6 +104,8 @@ class _Writer:
         self.templates = TemplateTable()
         self.shapes: list[ThreadShape] = []
         self.shape_index: dict[tuple[object, ...], int] = {}
+        # each rank's records of each table (``tables``), in the order of the ranks
+        self.table_rows: dict[str, list[Sequence[object]]] = {name: [] for name in TABLES}
 
     def encode(self, cls: type, value: object) -> dict[str, object]:
         out: dict[str, object] = encoder(cls)(value, self.frames)
@@ -155,6 +156,9 @@ class _Writer:
         proc_samples, dropped_threads = reduce_proc(proc)
         collectives = fr_window(proc.collectives)
         events = cap_events(proc.log_events, LOG_EVENTS_PER_RANK)
+        for name, records in (("proc", proc_samples), ("collectives", collectives),
+                              ("log_events", events), ("gpu", proc.gpu)):  # fmt: skip
+            self.table_rows[name].append(records)
         activity = classify_process(proc.rank if proc.rank is not None else -1, proc)
         record: RankSummary = {
             "rank": proc.rank,
@@ -170,10 +174,6 @@ class _Writer:
             "env": {k: v for k, v in proc.env.items() if base_env.get(k) != v},
             "sources": list(proc.sources),
             "stacks": [self.sample(s) for s in proc.stack_samples],
-            "proc": [self.encode(ProcSample, s) for s in proc_samples],
-            "collectives": [self.encode(CollectiveRecord, c) for c in collectives],
-            "log_events": [self.encode(LogEvent, e) for e in events],
-            "gpu": [self.encode(GpuState, g) for g in proc.gpu],
             "activity": activity.description() if activity is not None else "no Python stack",
             "reduced": {
                 "fr_records": len(proc.collectives) - len(collectives),
@@ -254,6 +254,10 @@ def build_node_summary(
         "fr_groups": fr_groups(processes),
         "log_highlights": log_highlights(processes, evidence.job_log_events),
         "ranks": ranks,
+        "tables": {
+            name: encode_table(cls, writer.table_rows[name], writer.frames)
+            for name, cls in TABLES.items()
+        },
         "log_templates": writer.templates.rows,
         "host_info": writer.encode(HostInfo, host) if host is not None else None,
         "process_groups": [_group(writer, g) for g in evidence.process_groups.values()],
