@@ -33,17 +33,21 @@ import functools
 import itertools
 import json
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from hangdoc.analyzer.model import CollectiveRecord, GpuState, LogEvent, ProcSample
+from hangdoc.analyzer.payloads import payload_class
+from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.summaries.codec import (
     _MISSING,
     _PATH_FIELDS,
+    _SCALARS,
     DecodeContext,
     FrameTable,
     _defaults,
     _ident,
+    _optional_inner,
     _path_decoder,
     decoder,
     encoder,
@@ -83,6 +87,11 @@ def encode_table(cls: type, groups: Sequence[Sequence[Any]], frames: FrameTable)
         default = defaults[f.name]
         if not values or (default is not _MISSING and all(v == default for v in values)):
             continue
+        if cls is LogEvent and f.name == "payload":
+            by_kind = _payloads_by_kind(records, frames)
+            if by_kind is not None:
+                columns[f.name] = by_kind
+                continue
         encode = encoder(hints[f.name])
         encoded = [encode(v, frames) for v in values]
         index: dict[object, int] = {}
@@ -99,6 +108,25 @@ def encode_table(cls: type, groups: Sequence[Sequence[Any]], frames: FrameTable)
     return {"rows": [len(group) for group in groups], "c": columns}
 
 
+def _payloads_by_kind(events: Sequence[LogEvent], frames: FrameTable) -> dict[str, Any] | None:
+    """A table's payloads as a table per kind (``{"t": {kind: table of that kind's
+    payloads}, "e": [rows without one]}``): a kind's payloads are its class's records,
+    read column by column like the events. None when a payload is not of its kind's class
+    (the column is then written a payload a row, which reads it as the kind's class)."""
+    groups: dict[str, list[EventPayload]] = {}
+    empty: list[int] = []
+    for row, event in enumerate(events):
+        payload = event.payload
+        if payload == NO_PAYLOAD:
+            empty.append(row)
+        elif type(payload) is payload_class(event.kind):
+            groups.setdefault(event.kind.value, []).append(payload)
+        else:
+            return None
+    tables = {kind: encode_table(type(group[0]), [group], frames) for kind, group in groups.items()}
+    return {"t": {kind: table["c"] for kind, table in tables.items()}, "e": empty}
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Field:
     name: str
@@ -107,6 +135,9 @@ class _Field:
     default: object  # _MISSING: none
     factory: Callable[[], Any] | None
     shared: bool  # its values may be shared by rows (not a list, dict or set)
+    # a scalar's types, exact as JSON gives them (None: not a scalar): a value read back
+    # as another type would break the rules that compare it (codec's ``_checked``)
+    types: frozenset[type] | None
 
 
 @functools.cache
@@ -123,10 +154,15 @@ def _plan(cls: type) -> tuple[_Field, ...]:
             dec = _path_decoder(tp, dec)
         factory = None if f.default_factory is dataclasses.MISSING else f.default_factory
         origin = typing.get_origin(tp) or tp
+        inner = _optional_inner(tp)
+        allowed = _SCALARS.get(inner if inner is not None else tp)
+        types = None
+        if allowed is not None:
+            types = frozenset((*allowed, type(None)) if inner is not None else allowed)
         out.append(
             _Field(f.name, getattr(cls, f.name).__set__, dec,
                    f.default if f.default is not dataclasses.MISSING else _MISSING,
-                   factory, origin not in (list, dict, set))
+                   factory, origin not in (list, dict, set), types)
         )  # fmt: skip
     return tuple(out)
 
@@ -137,13 +173,17 @@ def _values(column: Any, count: int, field: _Field, ctx: DecodeContext) -> Seque
     if type(column) is list:
         if len(column) != count:
             raise ValueError(f"a column of {field.name} does not have a value a row")
-        return column if decode is _ident else [decode(v, ctx) for v in column]
+        values = column if decode is _ident else [decode(v, ctx) for v in column]
+        _check(field, values)
+        return values
     if type(column) is not dict:
         raise TypeError(f"a column of {field.name} is not a list or a dict")
     if "k" in column:
         if not field.shared:
             return [decode(column["k"], ctx) for _ in range(count)]
-        return [decode(column["k"], ctx)] * count
+        one = decode(column["k"], ctx)
+        _check(field, (one,))
+        return [one] * count
     distinct, rows = column["v"], column["i"]
     if type(distinct) is not list or type(rows) is not list:
         raise TypeError(f"a column of {field.name} is not values and indices")
@@ -154,7 +194,22 @@ def _values(column: Any, count: int, field: _Field, ctx: DecodeContext) -> Seque
     if not field.shared:
         return [decode(distinct[row], ctx) for row in rows]
     values = [decode(v, ctx) for v in distinct]
+    _check(field, values)
     return list(map(values.__getitem__, rows))
+
+
+def _raw(column: Any, count: int) -> Sequence[Any]:
+    """A column's values as written, one a row (a column ``_values`` has read: checked)."""
+    if type(column) is list:
+        return column
+    if "k" in column:
+        return [column["k"]] * count
+    return list(map(column["v"].__getitem__, column["i"]))
+
+
+def _check(field: _Field, values: Sequence[Any]) -> None:
+    if field.types is not None and not all(map(field.types.__contains__, map(type, values))):
+        raise TypeError(f"a column of {field.name} holds a value that is not a {field.types}")
 
 
 def _payloads(columns: dict[str, Any], kinds: Sequence[Any], ctx: DecodeContext) -> list[Any]:
@@ -165,6 +220,8 @@ def _payloads(columns: dict[str, Any], kinds: Sequence[Any], ctx: DecodeContext)
     if column is _MISSING:
         return [_plan(LogEvent)[_PAYLOAD].default] * count
     read = payload_decoder()
+    if type(column) is dict and "t" in column:
+        return _payloads_of_kinds(column, _raw(columns["kind"], count), ctx)
     if type(column) is list:
         if len(column) != count:
             raise ValueError("a column of payload does not have a value a row")
@@ -187,6 +244,38 @@ def _payloads(columns: dict[str, Any], kinds: Sequence[Any], ctx: DecodeContext)
             payload = seen[(row, kind)] = read(kind, distinct[row], ctx)
         out.append(payload)
     return out
+
+
+def _payloads_of_kinds(
+    column: dict[str, Any], written: Sequence[Any], ctx: DecodeContext
+) -> list[Any]:
+    """The payload column as a table per kind (``_payloads_by_kind``): each kind's table
+    read as its class's records, then dealt to that kind's rows in order (``written``:
+    each row's kind as written, so two kinds this version does not know stay apart)."""
+    tables, empty = column["t"], column["e"]
+    if type(tables) is not dict or type(empty) is not list:
+        raise TypeError("a column of payload is not tables by kind")
+    count = len(written)
+    if not all(type(row) is int and 0 <= row < count for row in empty):
+        raise IndexError("a column of payload names a row that is not there")
+    missing = frozenset(empty)
+    wanted: dict[Any, int] = {}
+    for row, kind in enumerate(written):
+        if row not in missing:
+            wanted[kind] = wanted.get(kind, 0) + 1
+    if set(tables) != set(wanted):
+        raise ValueError("a column of payload does not have a table of each row's kind")
+    kind_of = _kind_decoder()
+    dealt: dict[Any, Iterator[Any]] = {}
+    for kind, columns in tables.items():
+        table = {"rows": [wanted[kind]], "c": columns}
+        dealt[kind] = iter(decode_table(payload_class(kind_of(kind, ctx)), table, ctx)[0])
+    return [NO_PAYLOAD if row in missing else next(dealt[kind]) for row, kind in enumerate(written)]
+
+
+@functools.cache
+def _kind_decoder() -> Callable[[Any, DecodeContext], Any]:
+    return decoder(typing.get_type_hints(LogEvent)["kind"])
 
 
 _PAYLOAD = next(n for n, f in enumerate(dataclasses.fields(LogEvent)) if f.name == "payload")
