@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,9 @@ from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_NAME
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+sys.path.insert(0, str(FIXTURES.parent / "scripts"))
+import bench_all  # noqa: E402  (the all-inputs benchmark's tree)
+
 DUMPS = sorted(p.parent for p in FIXTURES.rglob("manifest.json"))
 IDS = [str(p.relative_to(FIXTURES)) for p in DUMPS]
 # (ProcessEvidence field, table name)
@@ -161,11 +165,6 @@ def test_a_damaged_table_makes_the_summary_untrusted(tmp_path: Path, damage: str
 def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A job of the all-inputs benchmark (scripts/bench_all.py), 16 ranks on 2 nodes:
     every rank with its NCCL init lines, flight recorder, /proc and py-spy samples."""
-    import sys
-
-    sys.path.insert(0, str(FIXTURES.parent / "scripts"))
-    import bench_all
-
     tree, _ = bench_all.build(tmp_path_factory.mktemp("job"), 16, 0.05, 1)
     for node in sorted(p for p in tree.iterdir() if p.is_dir()):
         write_node_summary(node)
