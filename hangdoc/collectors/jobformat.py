@@ -40,7 +40,10 @@ SUMMARY_NAME = "summary.json"
 # [[value, lines], ...]) instead of a value a line (``t``, ``l``); /2 to /4 still load.
 # /6: the ranks' ``proc``, ``collectives``, ``log_events`` and ``gpu`` records are
 # ``NodeSummary.tables``, one table per kind for the node, a column per field
-# (analyzer/summaries/columns.py), not in each ``RankSummary``; /2 to /5 still load.
+# (analyzer/summaries/columns.py), not in each ``RankSummary``; and a log window's
+# numbers are the lengths (``nl``) of its runs' numbers in ``NodeSummary.window_numbers``
+# (one string for the node, its last key: the reader does not parse it with the JSON)
+# instead of the strings (``n``); /2 to /5 still load.
 SUMMARY_FORMAT = "hangdoc.summary/6"
 SUMMARY_FORMATS_READ = frozenset(
     {
@@ -195,6 +198,8 @@ class NodeSummary(TypedDict):
     steps: list[dict[str, object]]  # collector steps that did not succeed
     notes: list[str]
     counts: dict[str, int]  # inputs / steps / raw files not carried here
+    # /6: every log window's runs' numbers, in turn (the last key: analyzer/summaries/read.py)
+    window_numbers: NotRequired[str]
 
 
 class NodeRecord(TypedDict):

@@ -44,7 +44,12 @@ from hangdoc.analyzer.model import (
 )
 from hangdoc.analyzer.summaries.codec import DecodeContext, decode_frames, decoder
 from hangdoc.analyzer.summaries.columns import TABLES, decode_table
-from hangdoc.analyzer.summaries.log_window import DigestWindow, TemplateFormats, decode_window
+from hangdoc.analyzer.summaries.log_window import (
+    DigestWindow,
+    NodeNumbers,
+    TemplateFormats,
+    decode_window,
+)
 from hangdoc.analyzer.summaries.rank_runs import ranks_of_runs
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
 from hangdoc.collectors.jobformat import (
@@ -128,7 +133,7 @@ def read_summary(dump_dir: Path, display: str) -> tuple[SummaryContents | None, 
         size = path.stat().st_size
         if size > MAX_SUMMARY_BYTES:
             return None, f"{SUMMARY_NAME} is {size} bytes, over the {MAX_SUMMARY_BYTES} cap"
-        obj = json.loads(path.read_bytes())
+        obj, numbers = _parse(path.read_bytes())
     except (OSError, ValueError, RecursionError) as exc:
         return None, f"{SUMMARY_NAME} is unreadable ({type(exc).__name__}: {exc})"
     if not isinstance(obj, dict):
@@ -142,9 +147,34 @@ def read_summary(dump_dir: Path, display: str) -> tuple[SummaryContents | None, 
     if head.found and head.finished_at != obj.get("manifest_finished_at"):
         return None, f"{SUMMARY_NAME} does not match {MANIFEST_NAME} (written for another run)"
     try:
-        return _decode(obj, display), None
+        return _decode(obj, display, numbers), None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         return None, f"{SUMMARY_NAME} is damaged ({type(exc).__name__}: {exc})"
+
+
+_NUMBERS_KEY = b',"window_numbers":"'
+
+
+def _parse(data: bytes) -> tuple[Any, str | None]:
+    """The summary's JSON, and its windows' numbers (/6: ``window_numbers``, the last key)
+    found at the end of the file and not scanned by ``json.loads`` (they are most of a
+    summary, and most are never read). A string holds no unescaped quote, so the key
+    found last, after a comma, its value running to the file's last ``"}`` without a
+    quote or a backslash, is the object's last key; a file written otherwise (by hand,
+    re-indented) is parsed whole."""
+    at = data.rfind(_NUMBERS_KEY)
+    if at >= 0 and data.endswith(b'"}'):
+        tail = data[at + len(_NUMBERS_KEY) : -2]
+        if b'"' not in tail and b"\\" not in tail:
+            try:
+                head = json.loads(data[:at] + b"}")
+            except ValueError:
+                head = None
+            if isinstance(head, dict):
+                return head, tail.decode("utf-8")
+    obj = json.loads(data)
+    numbers = obj.get("window_numbers") if isinstance(obj, dict) else None
+    return obj, numbers if isinstance(numbers, str) else None
 
 
 class _Shapes:
@@ -216,6 +246,7 @@ def _process(
     ctx: DecodeContext,
     templates: TemplateFormats | None,
     records: dict[str, list[Any]] | None,
+    numbers: NodeNumbers | None,
 ) -> ProcessEvidence:
     """One rank; ``records``: its records from the summary's tables (/6), else None (they
     are in its own record, one object each)."""
@@ -256,7 +287,7 @@ def _process(
     if window is not None:
         if templates is None:
             raise ValueError("a rank's log window without the node's log templates")
-        lines = decode_window(window, templates, ctx.relocate)
+        lines = decode_window(window, templates, ctx.relocate, numbers)
         proc.log_lines = lines
         runs = lines.template_runs() if isinstance(lines, DigestWindow) else ()
         proc.log_templates = LogTemplates(templates.masked, runs, lines)
@@ -304,7 +335,7 @@ def _tables(raw: Any, ranks: int, ctx: DecodeContext) -> list[dict[str, list[Any
     return out
 
 
-def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
+def _decode(obj: dict[str, Any], display: str, numbers: str | None = None) -> SummaryContents:
     ctx = DecodeContext(frames=decode_frames(obj["frames"]), display=display)
     shapes = _Shapes(obj["threads"], ctx.frames)
     env: dict[str, str] = obj.get("env") or {}
@@ -315,10 +346,13 @@ def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
     templates = TemplateFormats(raw_templates) if raw_templates is not None else None
     ranks: list[Any] = obj["ranks"]
     tables = _tables(obj.get("tables"), len(ranks), ctx)
+    cut = NodeNumbers(numbers) if numbers is not None else None
     out.processes = [
-        _process(r, shapes, env, ctx, templates, tables[n] if tables is not None else None)
+        _process(r, shapes, env, ctx, templates, tables[n] if tables is not None else None, cut)
         for n, r in enumerate(ranks)
     ]
+    if cut is not None:
+        cut.check_all_taken()
     out.whole_logs = frozenset(
         r["rank"]
         for r in obj["ranks"]

@@ -102,6 +102,7 @@ class _Writer:
     def __init__(self) -> None:
         self.frames = FrameTable()
         self.templates = TemplateTable()
+        self.numbers: list[str] = []  # the windows' runs' numbers, in turn
         self.shapes: list[ThreadShape] = []
         self.shape_index: dict[tuple[object, ...], int] = {}
         # each rank's records of each table (``tables``), in the order of the ranks
@@ -186,7 +187,7 @@ class _Writer:
         }
         try:
             if proc.log_lines:
-                record["log_window"] = encode_window(proc.log_lines, self.templates)
+                record["log_window"] = encode_window(proc.log_lines, self.templates, self.numbers)
         except ValueError:  # a line with a newline in it: written as the lines themselves
             extra["log_lines"] = encoder(list[LogLine])(proc.log_lines, self.frames)
         absent = sorted(k for k in base_env if k not in proc.env)
@@ -271,6 +272,8 @@ def build_node_summary(
             "steps": len(evidence.collect_steps),
             "job_log_events_dropped": len(evidence.job_log_events) - len(job_events),
         },
+        # last: the reader finds it at the end of the file, unparsed (summaries/read.py)
+        "window_numbers": "".join(writer.numbers),
     }
 
 

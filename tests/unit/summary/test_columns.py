@@ -30,6 +30,7 @@ from hangdoc.analyzer.summaries.read import read_summary
 from hangdoc.analyzer.summarize.write import write_node_summary
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_NAME
+from tests.unit.summary.older_formats import as_format_5
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 sys.path.insert(0, str(FIXTURES.parent / "scripts"))
@@ -109,31 +110,18 @@ def _summary(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def test_a_summary_of_format_5_still_loads_the_same(tmp_path: Path) -> None:
-    """/5 wrote each rank's records in its own record, one object each."""
+    """/5 wrote each rank's records in its own record, one object each, and each
+    window's numbers in the window."""
     copy, summary = _summary(tmp_path)
     now, _ = read_summary(copy, "X")
-    ctx = DecodeContext(frames=decode_frames(summary["frames"]), display="@")
-    tables = summary.pop("tables")
-    for name, cls in TABLES.items():
-        per_rank = decode_table(cls, tables[name], ctx)
-        for rank, records in zip(summary["ranks"], per_rank, strict=True):
-            rank[name] = [encoder(cls)(r, _Reuse(ctx)) for r in records]
-    summary["format"] = "hangdoc.summary/5"
-    (copy / SUMMARY_NAME).write_text(json.dumps(summary))
+    (copy / SUMMARY_NAME).write_text(json.dumps(as_format_5(summary)))
     before, why = read_summary(copy, "X")
     assert why is None and before is not None and now is not None
     for old, new in zip(before.processes, now.processes, strict=True):
         for field in FIELDS.values():
             assert getattr(old, field) == getattr(new, field)
-
-
-class _Reuse(FrameTable):
-    """A frame table that numbers frames as the summary's own table does."""
-
-    def __init__(self, ctx: DecodeContext) -> None:
-        super().__init__()
-        for frame in ctx.frames:
-            self.add(frame)
+        assert list(old.log_lines) == list(new.log_lines)
+    assert any(p.log_lines for p in now.processes)
 
 
 DAMAGES = ["rows", "column too short", "negative index", "wrong scalar", "payload kinds"]
@@ -198,3 +186,42 @@ def test_a_jobs_tables_read_back_the_records_of_its_raw_files(job: Path) -> None
         assert proc.collectives == fr_window(raw[proc.rank].collectives)
         assert proc.log_events == cap_events(raw[proc.rank].log_events, LOG_EVENTS_PER_RANK)
         assert proc.log_events and proc.collectives
+
+
+def test_window_numbers_are_found_at_the_end_or_in_a_file_written_otherwise(
+    tmp_path: Path,
+) -> None:
+    # GIVEN a /6 summary, its windows' numbers the last key, read without parsing them
+    copy, summary = _summary(tmp_path)
+    assert list(summary)[-1] == "window_numbers" and summary["window_numbers"]
+    now, _ = read_summary(copy, "X")
+    # WHEN the same summary is re-indented by hand (the key is no longer found at the end)
+    (copy / SUMMARY_NAME).write_text(json.dumps(summary, indent=2))
+    again, why = read_summary(copy, "X")
+    # THEN it reads the same lines
+    assert why is None and again is not None and now is not None
+    assert [list(p.log_lines) for p in again.processes] == [
+        list(p.log_lines) for p in now.processes
+    ]
+
+
+@pytest.mark.parametrize("damage", ["short", "long", "space", "newline", "lengths"])
+def test_damaged_window_numbers_make_the_summary_untrusted(tmp_path: Path, damage: str) -> None:
+    copy, summary = _summary(tmp_path)
+    numbers: str = summary["window_numbers"]
+    window = next(r["log_window"] for r in summary["ranks"] if "log_window" in r)
+    if damage == "short":
+        summary["window_numbers"] = numbers[:-1]
+    elif damage == "long":
+        summary["window_numbers"] = numbers + "7"
+    elif damage == "space":  # one number more in a run, the lengths as they were
+        at = numbers.index(" ")
+        summary["window_numbers"] = numbers[:at] + " " + numbers[at + 2 :]
+    elif damage == "newline":
+        at = numbers.index(" ")
+        summary["window_numbers"] = numbers[:at] + "\n" + numbers[at + 1 :]
+    elif damage == "lengths":
+        window["nl"] = [-1, *window["nl"][1:]]
+    (copy / SUMMARY_NAME).write_text(json.dumps(summary, separators=(",", ":")))
+    contents, why = read_summary(copy, "X")
+    assert contents is None and why is not None and "damaged" in why
