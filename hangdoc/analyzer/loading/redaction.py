@@ -255,6 +255,7 @@ def _plan(cls: type) -> _Plan:
             elif kind is not None:
                 others.append((f.name, secret, kind))
         getter = operator.attrgetter(*plain, "__class__")  # (a tuple, whatever the count)
+        # (with no other field this getter gives the class alone: not called then)
         read_others = operator.attrgetter(*(name for name, _, _ in others), "__class__")
         plan = _PLANS[cls] = _Plan(tuple(plain), getter, tuple(others), read_others)
     return plan
@@ -276,7 +277,7 @@ def _record(record: Any, memo: _Memo) -> object:
         for name, value, text in zip(plan.plain, values, cleaned, strict=True):
             if text != value:
                 changes[name] = text
-    others = plan.others if any(plan.read_others(record)[:-1]) else ()
+    others = plan.others if plan.others and any(plan.read_others(record)[:-1]) else ()
     for name, secret, kind in others:
         value = getattr(record, name)
         if value is None:

@@ -148,3 +148,35 @@ def test_first_deaths_once_per_timeline_is_what_each_call_found(dump: Path) -> N
     # THEN each answer is the fresh one
     assert first_deaths(timeline) == fresh
     assert first_deaths(Timeline(evidence)) == fresh
+
+
+def _with_secrets(cls: type, token: str) -> object:
+    """A record of ``cls`` whose every text field holds ``token`` (others at default)."""
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    values: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if tp in (str, str | None):
+            values[f.name] = f"said {token}"
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            return None  # (a field this test cannot fill)
+    return cls(**values)
+
+
+def test_every_payload_class_is_redacted_whether_or_not_it_has_other_fields() -> None:
+    # GIVEN an event of every payload class, every text field of its payload holding a
+    # token (classes with only text fields, and classes with tuples, records, enums too)
+    from hangdoc.analyzer.payloads import PAYLOAD_OF
+
+    token = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    events = []
+    for kind, cls in PAYLOAD_OF.items():
+        payload = _with_secrets(cls, token)
+        if payload is not None:
+            events.append(LogEvent(kind, "line", "s", payload=payload))  # type: ignore[arg-type]
+    assert len(events) > 20
+    # WHEN redacted THEN no payload keeps it
+    evidence = redact_evidence(Evidence(processes=[ProcessEvidence(rank=0, log_events=events)]))
+    assert all(token not in repr(e.payload) for e in evidence.processes[0].log_events)
