@@ -1,7 +1,7 @@
 """A node's per-rank records as columns (``hangdoc.summary/6``): one table per record
 kind for the whole node, one column per field, instead of one JSON object per record.
 
-Why: reading the summaries of 16,384 ranks built about 650,000 such records (26 flight
+Why: reading the summaries of 16,384 ranks built about 670,000 such records (26 flight
 recorder records, 13 log events, 2 /proc samples a rank), each a dict of a dozen keys in
 ``json.loads`` and then a record by a generated constructor call that read its keys one
 by one: that was most of reading a summary. A column is read by a few bulk operations

@@ -1,4 +1,5 @@
-"""Node-local reduction: one dump directory → ``summary.json`` (``hangdoc.summary/2``).
+"""Node-local reduction: one dump directory → ``summary.json`` (its format:
+collectors/jobformat.py ``SUMMARY_FORMAT``).
 
 The node that collected a dump is idle while the launcher waits for the slowest node, so
 it does the expensive part of loading once, for its own ranks: it reads its dump with
