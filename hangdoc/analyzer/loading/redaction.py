@@ -47,7 +47,6 @@ from hangdoc.common.redact import (
     REDACTED,
     is_secret_name,
     redact_cmdline,
-    redact_env,
     redact_text,
     shape_is_clean,
 )
@@ -87,7 +86,8 @@ class _Memo:
         self.shapes: dict[bytes, bool] = {}
         self.values = _Values(self)
         # environments and command lines: a node's ranks share most of theirs
-        self.envs: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self.secret_names: dict[str, bool] = {}
+        self.env_values: dict[str, str] = {}
         self.cmdlines: dict[str, str] = {}
 
     def text(self, text: str) -> str:
@@ -97,12 +97,21 @@ class _Memo:
         return self.values[value] or value
 
     def env(self, env: dict[str, str]) -> dict[str, str]:
-        """``redact_env`` of it (a dict of its own: a rank's environment is its own)."""
-        key = tuple(env.items())
-        cleaned = self.envs.get(key)
-        if cleaned is None:
-            cleaned = self.envs[key] = redact_env(env)
-        return dict(cleaned)
+        """``redact_env`` of it, each name's secrecy and each value's redaction decided
+        once (a node's ranks share most of their variables, and differ in a few)."""
+        out: dict[str, str] = {}
+        for name, value in env.items():
+            secret = self.secret_names.get(name)
+            if secret is None:
+                secret = self.secret_names[name] = is_secret_name(name)
+            if secret:
+                out[name] = REDACTED
+            else:
+                cleaned = self.env_values.get(value)
+                if cleaned is None:
+                    cleaned = self.env_values[value] = redact_text(value)
+                out[name] = cleaned
+        return out
 
     def cmdline(self, cmdline: str) -> str:
         cleaned = self.cmdlines.get(cmdline)

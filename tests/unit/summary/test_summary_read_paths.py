@@ -180,3 +180,22 @@ def test_every_payload_class_is_redacted_whether_or_not_it_has_other_fields() ->
     # WHEN redacted THEN no payload keeps it
     evidence = redact_evidence(Evidence(processes=[ProcessEvidence(rank=0, log_events=events)]))
     assert all(token not in repr(e.payload) for e in evidence.processes[0].log_events)
+
+
+def test_environments_redacted_with_the_memo_are_what_redact_env_gives() -> None:
+    # GIVEN environments that share names and values, with secret names and tokens in values
+    from hangdoc.analyzer.loading.redaction import _Memo
+    from hangdoc.common.redact import redact_env
+
+    token = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    envs = [
+        {"RANK": str(rank), "HF_TOKEN": token, "NCCL_DEBUG": "INFO", "URL": f"x?key={token}"}
+        for rank in range(4)
+    ]
+    envs += [load_dump(dump, "D").processes[0].env for dump in LOGGED]
+    memo = _Memo()
+    # WHEN redacted through one memo THEN each is redact_env's, and a dict of its own
+    for env in envs + envs:
+        got = memo.env(env)
+        assert got == redact_env(env) and got is not env
+    assert token not in repr([memo.env(e) for e in envs])
