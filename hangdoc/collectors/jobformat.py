@@ -17,11 +17,12 @@ file per node and opens raw per-rank files only for the few ranks a finding is a
 Versioning: bump SUMMARY_FORMAT / JOB_FORMAT when a key changes meaning; adding keys is
 allowed and readers ignore keys they do not know.
 
-The per-rank records of a summary (``RankSummary``'s ``proc``, ``collectives``,
-``log_events``, ``gpu`` and the scalar fields) are the analyzer model's dataclasses
-(analyzer/model.py: ProcSample, CollectiveRecord, LogEvent, GpuState) written field by
-field under their own names, defaults left out, with every Frame replaced by its index
-in ``frames``. The model only appends fields, so old summaries stay readable.
+The per-rank records of a summary (``proc``, ``collectives``, ``log_events``, ``gpu``:
+``NodeSummary.tables`` from /6, each ``RankSummary``'s own lists before) are the
+analyzer model's dataclasses (analyzer/model.py: ProcSample, CollectiveRecord, LogEvent,
+GpuState) written field by field under their own names (/6: a column per field,
+analyzer/summaries/columns.py), defaults left out, with every Frame replaced by its
+index in ``frames``. The model only appends fields, so old summaries stay readable.
 """
 
 from __future__ import annotations
