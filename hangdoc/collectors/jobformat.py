@@ -17,11 +17,12 @@ file per node and opens raw per-rank files only for the few ranks a finding is a
 Versioning: bump SUMMARY_FORMAT / JOB_FORMAT when a key changes meaning; adding keys is
 allowed and readers ignore keys they do not know.
 
-The per-rank records of a summary (``RankSummary``'s ``proc``, ``collectives``,
-``log_events``, ``gpu`` and the scalar fields) are the analyzer model's dataclasses
-(analyzer/model.py: ProcSample, CollectiveRecord, LogEvent, GpuState) written field by
-field under their own names, defaults left out, with every Frame replaced by its index
-in ``frames``. The model only appends fields, so old summaries stay readable.
+The per-rank records of a summary (``proc``, ``collectives``, ``log_events``, ``gpu``:
+``NodeSummary.tables`` from /6, each ``RankSummary``'s own lists before) are the
+analyzer model's dataclasses (analyzer/model.py: ProcSample, CollectiveRecord, LogEvent,
+GpuState) written field by field under their own names (/6: a column per field,
+analyzer/summaries/columns.py), defaults left out, with every Frame replaced by its
+index in ``frames``. The model only appends fields, so old summaries stay readable.
 """
 
 from __future__ import annotations
@@ -38,9 +39,21 @@ SUMMARY_NAME = "summary.json"
 # analyzer/summaries/rank_runs.py) instead of its ``ranks``; /2 and /3 summaries still load.
 # /5: a log window's templates and line-number differences are runs (``tr``, ``lr``:
 # [[value, lines], ...]) instead of a value a line (``t``, ``l``); /2 to /4 still load.
-SUMMARY_FORMAT = "hangdoc.summary/5"
+# /6: the ranks' ``proc``, ``collectives``, ``log_events`` and ``gpu`` records are
+# ``NodeSummary.tables``, one table per kind for the node, a column per field
+# (analyzer/summaries/columns.py), not in each ``RankSummary``; and a log window's
+# numbers are the lengths (``nl``) of its runs' numbers in ``NodeSummary.window_numbers``
+# (one string for the node, its last key: the reader does not parse it with the JSON)
+# instead of the strings (``n``); /2 to /5 still load.
+SUMMARY_FORMAT = "hangdoc.summary/6"
 SUMMARY_FORMATS_READ = frozenset(
-    {"hangdoc.summary/2", "hangdoc.summary/3", "hangdoc.summary/4", SUMMARY_FORMAT}
+    {
+        "hangdoc.summary/2",
+        "hangdoc.summary/3",
+        "hangdoc.summary/4",
+        "hangdoc.summary/5",
+        SUMMARY_FORMAT,
+    }
 )
 SUMMARY_FORMAT_PREFIX = "hangdoc.summary/"
 JOB_MANIFEST_NAME = "job.json"
@@ -105,10 +118,11 @@ class RankSummary(TypedDict):
     # exception a traceback ended it with); a summary written before they were told apart
     # may hold them here.
     stacks: list[StackSampleRecord]
-    proc: list[dict[str, object]]
-    collectives: list[dict[str, object]]
-    log_events: list[dict[str, object]]
-    gpu: list[dict[str, object]]
+    # /2 to /5 (/6: in ``NodeSummary.tables``)
+    proc: NotRequired[list[dict[str, object]]]
+    collectives: NotRequired[list[dict[str, object]]]
+    log_events: NotRequired[list[dict[str, object]]]
+    gpu: NotRequired[list[dict[str, object]]]
     activity: str  # the main thread at the last sample, in plain words
     reduced: dict[str, int]  # fr_records / log_events / proc_threads left out
     # /3: the model's ``log_lines`` as a digest (analyzer/summaries/log_window.py).
@@ -172,6 +186,9 @@ class NodeSummary(TypedDict):
     fr_groups: list[GroupState]
     log_highlights: list[LogHighlight]
     ranks: list[RankSummary]
+    # /6: the ranks' proc, collectives, log_events and gpu records, one table each, a
+    # column per field, rows in the order of ``ranks`` (analyzer/summaries/columns.py)
+    tables: NotRequired[dict[str, dict[str, object]]]
     # /3: the templates of the ranks' log windows, each a line's pieces between its numbers.
     log_templates: NotRequired[list[list[str]]]
     # Evidence-level records (model dataclasses, as above).
@@ -182,6 +199,8 @@ class NodeSummary(TypedDict):
     steps: list[dict[str, object]]  # collector steps that did not succeed
     notes: list[str]
     counts: dict[str, int]  # inputs / steps / raw files not carried here
+    # /6: every log window's runs' numbers, in turn (the last key: analyzer/summaries/read.py)
+    window_numbers: NotRequired[str]
 
 
 class NodeRecord(TypedDict):

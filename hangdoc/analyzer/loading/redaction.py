@@ -47,7 +47,6 @@ from hangdoc.common.redact import (
     REDACTED,
     is_secret_name,
     redact_cmdline,
-    redact_env,
     redact_text,
     shape_is_clean,
 )
@@ -64,7 +63,7 @@ def redact_evidence(evidence: Evidence) -> Evidence:
         _redact_process(proc, memo)
     evidence.job_log_events = [_event(e, memo) for e in evidence.job_log_events]
     evidence.notes = [redact_text(n) for n in evidence.notes]
-    evidence.inputs = [_input(i) for i in evidence.inputs]
+    evidence.inputs = [_input(i, memo) for i in evidence.inputs]
     evidence.collect_steps = [
         dataclasses.replace(s, reason=redact_text(s.reason)) if s.reason else s
         for s in evidence.collect_steps
@@ -86,12 +85,39 @@ class _Memo:
         # ranks' events say the same things with other numbers
         self.shapes: dict[bytes, bool] = {}
         self.values = _Values(self)
+        # environments and command lines: a node's ranks share most of theirs
+        self.secret_names: dict[str, bool] = {}
+        self.env_values: dict[str, str] = {}
+        self.cmdlines: dict[str, str] = {}
 
     def text(self, text: str) -> str:
         return text if shape_is_clean(text, self.shapes) else redact_text(text)
 
     def value(self, value: str) -> str:
         return self.values[value] or value
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        """``redact_env`` of it, each name's secrecy and each value's redaction decided
+        once (a node's ranks share most of their variables, and differ in a few)."""
+        out: dict[str, str] = {}
+        for name, value in env.items():
+            secret = self.secret_names.get(name)
+            if secret is None:
+                secret = self.secret_names[name] = is_secret_name(name)
+            if secret:
+                out[name] = REDACTED
+            else:
+                cleaned = self.env_values.get(value)
+                if cleaned is None:
+                    cleaned = self.env_values[value] = redact_text(value)
+                out[name] = cleaned
+        return out
+
+    def cmdline(self, cmdline: str) -> str:
+        cleaned = self.cmdlines.get(cmdline)
+        if cleaned is None:
+            cleaned = self.cmdlines[cmdline] = redact_cmdline(cmdline)
+        return cleaned
 
     def name(self, name: str) -> str:
         cleaned = self.names.get(name)
@@ -115,9 +141,9 @@ class _Values(dict[str | None, str | None]):
 
 def _redact_process(proc: ProcessEvidence, memo: _Memo) -> None:
     if proc.env:
-        proc.env = redact_env(proc.env)
+        proc.env = memo.env(proc.env)
     if proc.cmdline:
-        proc.cmdline = redact_cmdline(proc.cmdline)
+        proc.cmdline = memo.cmdline(proc.cmdline)
     proc.stack_samples = [_sample(s, memo) for s in proc.stack_samples]
     proc.proc_samples = [_proc_sample(s) for s in proc.proc_samples]
     proc.text_stacks = [_sample(s, memo) for s in proc.text_stacks]
@@ -196,6 +222,9 @@ class _Plan:
     plain: tuple[str, ...]
     read: Callable[[Any], tuple[Any, ...]]
     others: tuple[tuple[str, bool, _Kind], ...]
+    # the others' values at once (and the class last): when none is set (None, an empty
+    # tuple), as in most of a job's payloads, there is nothing to look at one by one
+    read_others: Callable[[Any], tuple[Any, ...]]
 
 
 # Each record class's plan, decided once per class: a field's name and declared type are
@@ -235,7 +264,9 @@ def _plan(cls: type) -> _Plan:
             elif kind is not None:
                 others.append((f.name, secret, kind))
         getter = operator.attrgetter(*plain, "__class__")  # (a tuple, whatever the count)
-        plan = _PLANS[cls] = _Plan(tuple(plain), getter, tuple(others))
+        # (with no other field this getter gives the class alone: not called then)
+        read_others = operator.attrgetter(*(name for name, _, _ in others), "__class__")
+        plan = _PLANS[cls] = _Plan(tuple(plain), getter, tuple(others), read_others)
     return plan
 
 
@@ -255,7 +286,8 @@ def _record(record: Any, memo: _Memo) -> object:
         for name, value, text in zip(plan.plain, values, cleaned, strict=True):
             if text != value:
                 changes[name] = text
-    for name, secret, kind in plan.others:
+    others = plan.others if plan.others and any(plan.read_others(record)[:-1]) else ()
+    for name, secret, kind in others:
         value = getattr(record, name)
         if value is None:
             continue
@@ -278,8 +310,8 @@ def _record(record: Any, memo: _Memo) -> object:
     return dataclasses.replace(record, **changes) if changes else record
 
 
-def _input(item: InputFile) -> InputFile:
-    path = redact_text(item.path)
+def _input(item: InputFile, memo: _Memo) -> InputFile:
+    path = memo.text(item.path)  # (a job's paths differ in their digits: one shape)
     error = redact_text(item.error) if item.error else item.error
     if path == item.path and error == item.error:
         return item

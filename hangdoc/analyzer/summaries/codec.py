@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import operator
 import types
 import typing
@@ -277,22 +278,37 @@ def _event_decoder() -> Decoder:
     tens of thousands: reading the payload as the base class first and then replacing
     it built each event twice and its payload twice)."""
     kind_of = decoder(typing.get_type_hints(LogEvent)["kind"])
-    base = decoder(EventPayload)
-    payloads: dict[type, Decoder] = {}
+    read = payload_decoder()
 
     def payload(value: Any, ctx: DecodeContext) -> object:
         if "payload" not in value:
             return NO_PAYLOAD
-        raw = value["payload"]
-        if not raw:
-            return base(raw, ctx)  # (as the event's own field decoder reads it)
-        cls = payload_class(kind_of(value["kind"], ctx))
-        read = payloads.get(cls)
-        if read is None:
-            read = payloads[cls] = _checked(cls, decoder(cls))
-        return read(raw, ctx)
+        return read(kind_of(value["kind"], ctx), value["payload"], ctx)
 
     return _dataclass_decoder(LogEvent, computed={"payload": payload})
+
+
+PayloadDecoder = Callable[[Any, Any, "DecodeContext"], EventPayload]
+
+
+@functools.cache
+def payload_decoder() -> PayloadDecoder:
+    """(a decoded event kind, a payload's JSON) → the payload, read as the kind's class and
+    its scalars checked (an empty one as the base class, as the event's field reads it):
+    the one reading of a payload, for events written whole and written as columns."""
+    base = decoder(EventPayload)
+    payloads: dict[type, Decoder] = {}
+
+    def read(kind: Any, raw: Any, ctx: DecodeContext) -> EventPayload:
+        if not raw:
+            return base(raw, ctx)  # type: ignore[no-any-return]
+        cls = payload_class(kind)
+        found = payloads.get(cls)
+        if found is None:
+            found = payloads[cls] = _checked(cls, decoder(cls))
+        return found(raw, ctx)  # type: ignore[no-any-return]
+
+    return read
 
 
 _SCALARS: dict[object, tuple[type, ...]] = {

@@ -35,6 +35,7 @@ import collections
 import dataclasses
 import itertools
 import operator
+import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,10 +77,14 @@ def _add_to_runs(runs: list[list[int]], value: int) -> None:
         runs.append([value, 1])
 
 
-def encode_window(lines: Sequence[LogLine], table: TemplateTable) -> Window:
+def encode_window(
+    lines: Sequence[LogLine], table: TemplateTable, numbers_out: list[str] | None = None
+) -> Window:
     """One rank's window → its digest (sources as they are: the writer loaded the dump
     with the summary's token for its path). A window with a line that holds a newline
-    (none that the line reader cuts does) cannot be a digest: ValueError."""
+    (none that the line reader cuts does) cannot be a digest: ValueError. ``numbers_out``
+    (/6): each run's numbers go there, for the node's one string of numbers, and the
+    window gives their lengths (``"nl"``) in place of the strings (``"n"``)."""
     template_runs: list[list[int]] = []
     numbers: list[list[str]] = []  # a run's numbers
     delta_runs: list[list[int]] = []
@@ -110,6 +115,10 @@ def encode_window(lines: Sequence[LogLine], table: TemplateTable) -> Window:
             marks.append([index, line.benign.value])
     texts = [" ".join(run) for run in numbers]
     window: Window = {"tr": template_runs, "n": texts, "lr": delta_runs, "s": runs}
+    if numbers_out is not None:
+        del window["n"]
+        window["nl"] = [len(text) for text in texts]
+        numbers_out.extend(texts)
     if marks:
         window["b"] = marks
     return window
@@ -197,7 +206,7 @@ def _runs(raw: Window, runs_key: str, list_key: str) -> tuple[list[int], list[in
 
 
 def decode_window(
-    raw: Window, formats: TemplateFormats, relocate: Any
+    raw: Window, formats: TemplateFormats, relocate: Any, numbers: NodeNumbers | None = None
 ) -> LogWindow | list[LogLine]:
     """A digest → the window, its lines built when read (``DigestWindow``). Raises
     (KeyError, TypeError, ValueError, IndexError) on a damaged one, as the rest of the
@@ -205,12 +214,17 @@ def decode_window(
 
     The checks run over the runs of templates (a window has tens), not over its lines."""
     ids, id_counts = _runs(raw, "tr", "t")
-    numbers = raw["n"]
-    if not isinstance(numbers, str | list):
-        raise TypeError("a log window's numbers are neither a string nor a list of them")
+    if "nl" in raw:  # (/6: in the node's string of numbers)
+        if numbers is None:
+            raise ValueError("a log window's numbers are not in the summary")
+        texts_of: str | list[Any] | RunTexts = numbers.take(raw["nl"])
+    else:
+        texts_of = raw["n"]
+        if not isinstance(texts_of, str | list):
+            raise TypeError("a log window's numbers are neither a string nor a list of them")
     deltas, delta_counts = _runs(raw, "lr", "l")
     if not ids:
-        if numbers or deltas or raw["s"]:
+        if len(texts_of) or deltas or raw["s"]:
             raise ValueError("a log window without lines holds numbers")
         return []
     if min(ids) < 0:  # (a negative index would pick a template from the end)
@@ -218,7 +232,10 @@ def decode_window(
     lengths, arity = formats.lengths, formats.arity
     count = sum(id_counts)
     wanted = list(map(operator.mul, map(arity.__getitem__, ids), id_counts))  # a run's numbers
-    size = sum(map(len, numbers)) if isinstance(numbers, list) else len(numbers)
+    if isinstance(texts_of, RunTexts):
+        size = texts_of.size()
+    else:
+        size = len(texts_of) if isinstance(texts_of, str) else sum(map(len, texts_of))
     # (each line but the last ends in a newline when the window is built whole)
     if sum(map(operator.mul, map(lengths.__getitem__, ids), id_counts)) + size + count > (
         MAX_WINDOW_CHARS
@@ -226,7 +243,7 @@ def decode_window(
         raise ValueError("a log window longer than any window a log gives")
     if formats.broken and not formats.broken.isdisjoint(ids):
         raise ValueError("a log window's lines do not match its templates")
-    texts = _run_texts(numbers, wanted)
+    texts = _run_texts(texts_of, wanted)
     if sum(delta_counts) != count:
         raise ValueError("a log window's line numbers do not match its lines")
     runs: list[tuple[str, int]] = []
@@ -258,9 +275,13 @@ def decode_window(
     )
 
 
-def _run_texts(numbers: str | list[Any], wanted: list[int]) -> list[str]:
+def _run_texts(numbers: str | list[Any] | RunTexts, wanted: list[int]) -> Sequence[str]:
     """Each run's numbers as one string, checked against what its templates take: /5
-    gives them so; the one string of /3 and /4 is cut at the runs' ends, in one pass."""
+    gives them so; /6 as places in the node's string (cut when read); the one string of
+    /3 and /4 is cut at the runs' ends, in one pass."""
+    if isinstance(numbers, RunTexts):
+        numbers.check(wanted)
+        return numbers
     if isinstance(numbers, list):
         if len(numbers) != len(wanted):
             raise ValueError("a log window's numbers do not match its runs")
@@ -285,6 +306,80 @@ def _run_texts(numbers: str | list[Any], wanted: list[int]) -> list[str]:
         out.append(text[start : end - 1])
         start = end
     return out
+
+
+class NodeNumbers:
+    """A /6 summary's numbers of every window (``NodeSummary.window_numbers``), each
+    window's runs taken in turn (``take``). The reader finds the string in the file
+    without ``json.loads`` scanning it (summaries/read.py), and a run's numbers are cut
+    from it when a line of the run is read: a node's windows are 80 % numbers, most never
+    read. Its newlines are looked for once (a number holds none)."""
+
+    __slots__ = ("taken", "text")
+
+    def __init__(self, text: str) -> None:
+        if "\n" in text:
+            raise ValueError("a summary's window numbers hold a newline")
+        self.text, self.taken = text, 0
+
+    def take(self, lengths: Any) -> RunTexts:
+        if type(lengths) is not list:
+            raise TypeError("a log window's numbers' lengths are not a list")
+        start = self.taken
+        ends = list(itertools.accumulate(lengths, initial=start))
+        if not all(type(n) is int and n >= 0 for n in lengths) or ends[-1] > len(self.text):
+            raise ValueError("a log window's numbers are not in the summary's numbers")
+        self.taken = ends[-1]
+        return RunTexts(self.text, ends)
+
+    def check_all_taken(self) -> None:
+        if self.taken != len(self.text):
+            raise ValueError("a summary's window numbers are not its windows'")
+
+
+class RunTexts(Sequence[str]):
+    """Each run's numbers of one window, cut from the node's string when first read."""
+
+    __slots__ = ("_cut", "_ends", "_text")
+
+    def __init__(self, text: str, ends: list[int]) -> None:
+        self._text, self._ends = text, ends  # ends[0]: where the first run starts
+        self._cut: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._ends) - 1
+
+    @typing.overload
+    def __getitem__(self, index: int) -> str: ...
+    @typing.overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        text = self._cut.get(index)
+        if text is None:
+            if not 0 <= index < len(self):
+                raise IndexError("run out of range")
+            text = self._cut[index] = self._text[self._ends[index] : self._ends[index + 1]]
+        return text
+
+    def size(self) -> int:
+        return self._ends[-1] - self._ends[0]
+
+    def check(self, wanted: list[int]) -> None:
+        """Each run holds the numbers its templates take (counted in place, in C)."""
+        text, ends = self._text, self._ends
+        if len(wanted) != len(ends) - 1:
+            raise ValueError("a log window's numbers do not match its runs")
+        for run, count in enumerate(wanted):
+            start, end = ends[run], ends[run + 1]
+            if (text.count(" ", start, end) + 1 if end > start else 0) != count:
+                raise ValueError("a log window's lines do not match its templates")
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[i] for i in range(len(self)))
 
 
 class RunColumn:
@@ -370,7 +465,7 @@ class DigestWindow(LogWindow):
         self,
         formats: TemplateFormats,
         templates: RunColumn,
-        texts: list[str],
+        texts: Sequence[str],
         deltas: RunColumn,
         runs: tuple[tuple[str, int], ...],
         ends: tuple[int, ...],

@@ -43,7 +43,13 @@ from hangdoc.analyzer.model import (
     ThreadStack,
 )
 from hangdoc.analyzer.summaries.codec import DecodeContext, decode_frames, decoder
-from hangdoc.analyzer.summaries.log_window import DigestWindow, TemplateFormats, decode_window
+from hangdoc.analyzer.summaries.columns import TABLES, decode_table
+from hangdoc.analyzer.summaries.log_window import (
+    DigestWindow,
+    NodeNumbers,
+    TemplateFormats,
+    decode_window,
+)
 from hangdoc.analyzer.summaries.rank_runs import ranks_of_runs
 from hangdoc.collectors.dumpformat import MANIFEST_NAME
 from hangdoc.collectors.jobformat import (
@@ -127,7 +133,7 @@ def read_summary(dump_dir: Path, display: str) -> tuple[SummaryContents | None, 
         size = path.stat().st_size
         if size > MAX_SUMMARY_BYTES:
             return None, f"{SUMMARY_NAME} is {size} bytes, over the {MAX_SUMMARY_BYTES} cap"
-        obj = json.loads(path.read_bytes())
+        obj, numbers = _parse(path.read_bytes())
     except (OSError, ValueError, RecursionError) as exc:
         return None, f"{SUMMARY_NAME} is unreadable ({type(exc).__name__}: {exc})"
     if not isinstance(obj, dict):
@@ -141,9 +147,34 @@ def read_summary(dump_dir: Path, display: str) -> tuple[SummaryContents | None, 
     if head.found and head.finished_at != obj.get("manifest_finished_at"):
         return None, f"{SUMMARY_NAME} does not match {MANIFEST_NAME} (written for another run)"
     try:
-        return _decode(obj, display), None
+        return _decode(obj, display, numbers), None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         return None, f"{SUMMARY_NAME} is damaged ({type(exc).__name__}: {exc})"
+
+
+_NUMBERS_KEY = b',"window_numbers":"'
+
+
+def _parse(data: bytes) -> tuple[Any, str | None]:
+    """The summary's JSON, and its windows' numbers (/6: ``window_numbers``, the last key)
+    found at the end of the file and not scanned by ``json.loads`` (they are most of a
+    summary, and most are never read). A string holds no unescaped quote, so the key
+    found last, after a comma, its value running to the file's last ``"}`` without a
+    quote or a backslash, is the object's last key; a file written otherwise (by hand,
+    re-indented) is parsed whole."""
+    at = data.rfind(_NUMBERS_KEY)
+    if at >= 0 and data.endswith(b'"}'):
+        tail = data[at + len(_NUMBERS_KEY) : -2]
+        if b'"' not in tail and b"\\" not in tail:
+            try:
+                head = json.loads(data[:at] + b"}")
+            except ValueError:
+                head = None
+            if isinstance(head, dict):
+                return head, tail.decode("utf-8")
+    obj = json.loads(data)
+    numbers = obj.get("window_numbers") if isinstance(obj, dict) else None
+    return obj, numbers if isinstance(numbers, str) else None
 
 
 class _Shapes:
@@ -214,7 +245,11 @@ def _process(
     env: dict[str, str],
     ctx: DecodeContext,
     templates: TemplateFormats | None,
+    records: dict[str, list[Any]] | None,
+    numbers: NodeNumbers | None,
 ) -> ProcessEvidence:
+    """One rank; ``records``: its records from the summary's tables (/6), else None (they
+    are in its own record, one object each)."""
     extra: dict[str, Any] = rec.get("extra") or {}
     rank_env = {**env, **rec.get("env", {})}
     for key in extra.get("env_absent", ()):
@@ -231,10 +266,20 @@ def _process(
         start_time=rec.get("start_time"),
         env=rank_env,
         stack_samples=_samples(rec.get("stacks", []), shapes, ctx),
-        proc_samples=[_PROC(s, ctx) for s in rec.get("proc", ())],
-        collectives=[_COLLECTIVE(c, ctx) for c in rec.get("collectives", ())],
-        log_events=[_EVENT(e, ctx) for e in rec.get("log_events", ())],
-        gpu=[_GPU(g, ctx) for g in rec.get("gpu", ())],
+        proc_samples=(
+            records["proc"] if records is not None else [_PROC(s, ctx) for s in rec.get("proc", ())]
+        ),
+        collectives=(
+            records["collectives"]
+            if records is not None
+            else [_COLLECTIVE(c, ctx) for c in rec.get("collectives", ())]
+        ),
+        log_events=(
+            records["log_events"]
+            if records is not None
+            else [_EVENT(e, ctx) for e in rec.get("log_events", ())]
+        ),
+        gpu=records["gpu"] if records is not None else [_GPU(g, ctx) for g in rec.get("gpu", ())],
         sources=[ctx.relocate(s) for s in rec.get("sources", ())],
         exited=bool(rec.get("exited")),
     )
@@ -242,7 +287,7 @@ def _process(
     if window is not None:
         if templates is None:
             raise ValueError("a rank's log window without the node's log templates")
-        lines = decode_window(window, templates, ctx.relocate)
+        lines = decode_window(window, templates, ctx.relocate, numbers)
         proc.log_lines = lines
         runs = lines.template_runs() if isinstance(lines, DigestWindow) else ()
         proc.log_templates = LogTemplates(templates.masked, runs, lines)
@@ -273,7 +318,24 @@ def _group(raw: dict[str, Any], ctx: DecodeContext) -> ProcessGroupInfo:
     return dataclasses.replace(group, ranks=ranks_of_runs(raw["rank_runs"]))
 
 
-def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
+def _tables(raw: Any, ranks: int, ctx: DecodeContext) -> list[dict[str, list[Any]]] | None:
+    """Each rank's records by table (/6: ``tables``, summaries/columns.py); None when the
+    summary writes them in each rank's record (/2 to /5)."""
+    if raw is None:
+        return None
+    if type(raw) is not dict:
+        raise TypeError("a summary's tables are not an object")
+    out: list[dict[str, list[Any]]] = [{} for _ in range(ranks)]
+    for name, cls in TABLES.items():
+        per_rank = decode_table(cls, raw[name], ctx)
+        if len(per_rank) != ranks:
+            raise ValueError(f"the summary's table of {name} is not one a rank")
+        for rank, records in zip(out, per_rank, strict=True):
+            rank[name] = records
+    return out
+
+
+def _decode(obj: dict[str, Any], display: str, numbers: str | None = None) -> SummaryContents:
     ctx = DecodeContext(frames=decode_frames(obj["frames"]), display=display)
     shapes = _Shapes(obj["threads"], ctx.frames)
     env: dict[str, str] = obj.get("env") or {}
@@ -282,7 +344,15 @@ def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
     out = SummaryContents(host=host)
     raw_templates = obj.get("log_templates")
     templates = TemplateFormats(raw_templates) if raw_templates is not None else None
-    out.processes = [_process(r, shapes, env, ctx, templates) for r in obj["ranks"]]
+    ranks: list[Any] = obj["ranks"]
+    tables = _tables(obj.get("tables"), len(ranks), ctx)
+    cut = NodeNumbers(numbers) if numbers is not None else None
+    out.processes = [
+        _process(r, shapes, env, ctx, templates, tables[n] if tables is not None else None, cut)
+        for n, r in enumerate(ranks)
+    ]
+    if cut is not None:
+        cut.check_all_taken()
     out.whole_logs = frozenset(
         r["rank"]
         for r in obj["ranks"]
@@ -291,8 +361,8 @@ def _decode(obj: dict[str, Any], display: str) -> SummaryContents:
     out.process_groups = [_group(g, ctx) for g in obj.get("process_groups", ())]
     out.job_log_events = [_EVENT(e, ctx) for e in obj.get("job_log_events", ())]
     out.inputs = [decoder(InputFile)(i, ctx) for i in obj.get("inputs", ())]
-    ranks = tuple(sorted({p.rank for p in out.processes if p.rank is not None}))
-    out.inputs.insert(0, InputFile(f"{display}/{SUMMARY_NAME}", InputKind.SUMMARY, ranks))
+    seen = tuple(sorted({p.rank for p in out.processes if p.rank is not None}))
+    out.inputs.insert(0, InputFile(f"{display}/{SUMMARY_NAME}", InputKind.SUMMARY, seen))
     out.log_files = tuple((i.path, i.ranks) for i in out.inputs if i.kind is InputKind.LOG)
     out.steps = [decoder(CollectStep)(s, ctx) for s in obj.get("steps", ())]
     out.notes = [ctx.relocate_text(n) for n in obj.get("notes", ())]

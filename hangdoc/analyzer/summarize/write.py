@@ -1,4 +1,5 @@
-"""Node-local reduction: one dump directory → ``summary.json`` (``hangdoc.summary/2``).
+"""Node-local reduction: one dump directory → ``summary.json`` (its format:
+collectors/jobformat.py ``SUMMARY_FORMAT``).
 
 The node that collected a dump is idle while the launcher waits for the slowest node, so
 it does the expensive part of loading once, for its own ranks: it reads its dump with
@@ -25,15 +26,14 @@ import functools
 import json
 import time
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 
 from hangdoc.analyzer.loading.loader import load_dump
 from hangdoc.analyzer.loading.redaction import redact_evidence
 from hangdoc.analyzer.model import (
-    CollectiveRecord,
     CollectStep,
     Evidence,
-    GpuState,
     HostInfo,
     InputFile,
     InputKind,
@@ -41,12 +41,12 @@ from hangdoc.analyzer.model import (
     LogLine,
     ProcessEvidence,
     ProcessGroupInfo,
-    ProcSample,
     StackSample,
     StepStatus,
     ThreadStack,
 )
 from hangdoc.analyzer.summaries.codec import DUMP_TOKEN, FrameTable, encoder
+from hangdoc.analyzer.summaries.columns import TABLES, encode_table
 from hangdoc.analyzer.summaries.log_window import TemplateTable, encode_window
 from hangdoc.analyzer.summaries.rank_runs import rank_runs
 from hangdoc.analyzer.summaries.read import read_manifest_head
@@ -103,8 +103,11 @@ class _Writer:
     def __init__(self) -> None:
         self.frames = FrameTable()
         self.templates = TemplateTable()
+        self.numbers: list[str] = []  # the windows' runs' numbers, in turn
         self.shapes: list[ThreadShape] = []
         self.shape_index: dict[tuple[object, ...], int] = {}
+        # each rank's records of each table (``tables``), in the order of the ranks
+        self.table_rows: dict[str, list[Sequence[object]]] = {name: [] for name in TABLES}
 
     def encode(self, cls: type, value: object) -> dict[str, object]:
         out: dict[str, object] = encoder(cls)(value, self.frames)
@@ -155,6 +158,9 @@ class _Writer:
         proc_samples, dropped_threads = reduce_proc(proc)
         collectives = fr_window(proc.collectives)
         events = cap_events(proc.log_events, LOG_EVENTS_PER_RANK)
+        for name, records in (("proc", proc_samples), ("collectives", collectives),
+                              ("log_events", events), ("gpu", proc.gpu)):  # fmt: skip
+            self.table_rows[name].append(records)
         activity = classify_process(proc.rank if proc.rank is not None else -1, proc)
         record: RankSummary = {
             "rank": proc.rank,
@@ -170,10 +176,6 @@ class _Writer:
             "env": {k: v for k, v in proc.env.items() if base_env.get(k) != v},
             "sources": list(proc.sources),
             "stacks": [self.sample(s) for s in proc.stack_samples],
-            "proc": [self.encode(ProcSample, s) for s in proc_samples],
-            "collectives": [self.encode(CollectiveRecord, c) for c in collectives],
-            "log_events": [self.encode(LogEvent, e) for e in events],
-            "gpu": [self.encode(GpuState, g) for g in proc.gpu],
             "activity": activity.description() if activity is not None else "no Python stack",
             "reduced": {
                 "fr_records": len(proc.collectives) - len(collectives),
@@ -186,7 +188,7 @@ class _Writer:
         }
         try:
             if proc.log_lines:
-                record["log_window"] = encode_window(proc.log_lines, self.templates)
+                record["log_window"] = encode_window(proc.log_lines, self.templates, self.numbers)
         except ValueError:  # a line with a newline in it: written as the lines themselves
             extra["log_lines"] = encoder(list[LogLine])(proc.log_lines, self.frames)
         absent = sorted(k for k in base_env if k not in proc.env)
@@ -254,6 +256,10 @@ def build_node_summary(
         "fr_groups": fr_groups(processes),
         "log_highlights": log_highlights(processes, evidence.job_log_events),
         "ranks": ranks,
+        "tables": {
+            name: encode_table(cls, writer.table_rows[name], writer.frames)
+            for name, cls in TABLES.items()
+        },
         "log_templates": writer.templates.rows,
         "host_info": writer.encode(HostInfo, host) if host is not None else None,
         "process_groups": [_group(writer, g) for g in evidence.process_groups.values()],
@@ -267,6 +273,8 @@ def build_node_summary(
             "steps": len(evidence.collect_steps),
             "job_log_events_dropped": len(evidence.job_log_events) - len(job_events),
         },
+        # last: the reader finds it at the end of the file, unparsed (summaries/read.py)
+        "window_numbers": "".join(writer.numbers),
     }
 
 

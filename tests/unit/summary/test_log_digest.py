@@ -24,6 +24,7 @@ from hangdoc.analyzer.summarize.write import write_node_summary
 from hangdoc.analyzer.views.log_compare import compare_logs
 from hangdoc.analyzer.vocabulary import BenignWarning
 from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_NAME
+from tests.unit.summary.older_formats import as_format_5
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 # Recorded dumps whose ranks have logs (the windows a digest carries).
@@ -121,7 +122,7 @@ def test_a_summary_of_the_previous_format_still_loads(tmp_path: Path) -> None:
     redact_evidence(raw)
     write_node_summary(copy)
     path = copy / SUMMARY_NAME
-    summary = json.loads(path.read_text())
+    summary = as_format_5(json.loads(path.read_text()))
     # the /2 form of the same node: the lines as model records, no template table
     summary["format"] = "hangdoc.summary/2"
     templates = TemplateFormats(summary.pop("log_templates"))
@@ -145,7 +146,8 @@ def test_a_summary_of_format_4_still_loads(tmp_path: Path) -> None:
     copy = _copy(FIXTURES / "dumps" / "own-data-count", tmp_path)
     write_node_summary(copy)
     path = copy / SUMMARY_NAME
-    summary = json.loads(path.read_text())
+    summary = as_format_5(json.loads(path.read_text()))
+    path.write_text(json.dumps(summary))
     windows = [r["log_window"] for r in summary["ranks"] if "log_window" in r]
     assert windows and all("tr" in w and "lr" in w and "t" not in w for w in windows)
     assert any(count > 1 for w in windows for _, count in w["tr"])  # (runs, not a line each)

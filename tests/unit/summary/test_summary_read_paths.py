@@ -148,3 +148,54 @@ def test_first_deaths_once_per_timeline_is_what_each_call_found(dump: Path) -> N
     # THEN each answer is the fresh one
     assert first_deaths(timeline) == fresh
     assert first_deaths(Timeline(evidence)) == fresh
+
+
+def _with_secrets(cls: type, token: str) -> object:
+    """A record of ``cls`` whose every text field holds ``token`` (others at default)."""
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    values: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if tp in (str, str | None):
+            values[f.name] = f"said {token}"
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            return None  # (a field this test cannot fill)
+    return cls(**values)
+
+
+def test_every_payload_class_is_redacted_whether_or_not_it_has_other_fields() -> None:
+    # GIVEN an event of every payload class, every text field of its payload holding a
+    # token (classes with only text fields, and classes with tuples, records, enums too)
+    from hangdoc.analyzer.payloads import PAYLOAD_OF
+
+    token = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    events = []
+    for kind, cls in PAYLOAD_OF.items():
+        payload = _with_secrets(cls, token)
+        if payload is not None:
+            events.append(LogEvent(kind, "line", "s", payload=payload))  # type: ignore[arg-type]
+    assert len(events) > 20
+    # WHEN redacted THEN no payload keeps it
+    evidence = redact_evidence(Evidence(processes=[ProcessEvidence(rank=0, log_events=events)]))
+    assert all(token not in repr(e.payload) for e in evidence.processes[0].log_events)
+
+
+def test_environments_redacted_with_the_memo_are_what_redact_env_gives() -> None:
+    # GIVEN environments that share names and values, with secret names and tokens in values
+    from hangdoc.analyzer.loading.redaction import _Memo
+    from hangdoc.common.redact import redact_env
+
+    token = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    envs = [
+        {"RANK": str(rank), "HF_TOKEN": token, "NCCL_DEBUG": "INFO", "URL": f"x?key={token}"}
+        for rank in range(4)
+    ]
+    envs += [load_dump(dump, "D").processes[0].env for dump in LOGGED]
+    memo = _Memo()
+    # WHEN redacted through one memo THEN each is redact_env's, and a dict of its own
+    for env in envs + envs:
+        got = memo.env(env)
+        assert got == redact_env(env) and got is not env
+    assert token not in repr([memo.env(e) for e in envs])
