@@ -28,8 +28,12 @@ here, by mechanism, outermost first:
    that width is joined to the next unless the next starts like a record of its own (a
    time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line,
    the next row of one template); a line wrapped once (no spike) only where the
-   boundary shows a column's cut (``_cut_at_edge``); until no wrap is left; then a
-   second copy of the whole paste is dropped (``_second_copy``, on whole lines);
+   boundary shows a column's cut (``_cut_at_edge``: a frame line only where its
+   function's name goes on, an NCCL header where its level does); where no spike shows,
+   a wrap at word boundaries (a soft wrap copied as line breaks: lines that end short of
+   the edge because the next word would not fit, ``_word_width``) is joined with the
+   space it broke at; until no wrap is left; then a second copy of the whole paste is
+   dropped (``_second_copy``, on whole lines);
 8. a first line that a selection cut inside a library message's body (`` to recv from …``)
    gets the cut-away start of the message back from the message catalog, whose row's
    body the line ends (``_restored_body``, parsers/catalog/cut_body.py).
@@ -548,14 +552,22 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
         not piece.strip()
         or not rest[:1].strip()
         or _FRAME_LINE.match(piece)
-        or _NAMED_LINE.match(rest)
+        or _NAMED_LINE.match(_unemphasised(rest))
     ):
         return None
-    kept = piece.endswith(" ")  # ``fold -s`` keeps the space on the piece
-    room = width - len(piece) - (0 if kept else 1)
+    # the next word needs a space before it; ``fold -s`` keeps the space on the piece, and
+    # breaks where the space after the next word would pass the edge: the same count
+    room = width - len(piece) - 1
     if _first_word_length(rest) > room:
         return True
     return False if room < _WORD_NEAR_EDGE else None
+
+
+def _unemphasised(rest: str) -> str:
+    """A line's start without the Markdown emphasis a reporter put around it ("**", "`"):
+    words are joined before emphasis is undone (a wrap is measured as it was copied), and
+    a bolded line that starts a record of its own still starts one."""
+    return rest.lstrip("*`")
 
 
 def _word_width(texts: list[str]) -> int | None:
@@ -576,7 +588,7 @@ def _word_width(texts: list[str]) -> int | None:
     breaks = short = fits = 0
     for k in range(len(texts) - 1):
         found = _word_break(texts[k], texts[k + 1], width)
-        if found is None or not _continues(texts[k + 1], texts[k]):
+        if found is None or not _continues(_unemphasised(texts[k + 1]), texts[k]):
             continue
         if found:
             breaks += 1
@@ -588,7 +600,7 @@ def _word_width(texts: list[str]) -> int | None:
 
 
 def _word_joins(piece: str, rest: str, record: str, width: int) -> bool:
-    return bool(_word_break(piece, rest, width)) and _continues(rest, record)
+    return bool(_word_break(piece, rest, width)) and _continues(_unemphasised(rest), record)
 
 
 def _word_glue(piece: str, width: int) -> str:
@@ -628,13 +640,18 @@ def _rejoin_words(lines: _Lines, width: int) -> int:
     return joins
 
 
-def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, str | None]:
+def _rejoin(
+    lines: _Lines, nested: bool = False, words: bool = True, spike_only: bool = False
+) -> tuple[int, str | None]:
     """Join the pieces of hard-wrapped lines; (joins made, width in words). Where the
     lengths show no wrap width (a spike at the edge), a wrap at word boundaries is looked
     for (``_word_width``); where none shows either, a line at the text's longest length is
     joined to the next only where their boundary shows a column's cut. In a ``nested``
     pass (a wrap inside a wrap already joined) the lines of a spike must differ: a message
-    printed twice and joined twice is no width."""
+    printed twice and joined twice is no width. ``words``: a wrap at word boundaries may
+    still be found (one per round: its joined lines are no second wrap's pieces).
+    ``spike_only``: only a wrap whose width shows as a spike is joined (the others are
+    measured once Markdown's emphasis is gone)."""
     width = wrap_width(lines.texts)
     old = lines.texts
     evidence_needed = False
@@ -643,9 +660,11 @@ def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, str | None]:
         joinable = [old[k] for k in at_width if _continues(old[k + 1], old[k])]
         if len(set(joinable) if nested else joinable) < _MIN_JOINS:
             width = None  # rows of one template at one width, not a wrap
-    if width is None and not nested and (words := _word_width(old)) is not None:
-        joins = _rejoin_words(lines, words)
-        return joins, f"a wrap at word boundaries at {words} columns"
+    if width is None and spike_only:
+        return 0, None
+    if width is None and words and (soft := _word_width(old)) is not None:
+        joins = _rejoin_words(lines, soft)
+        return joins, f"a wrap at word boundaries at {soft} columns"
     starts = _LineStarts(old)
     if width is None:
         width = _lone_width(old)
@@ -681,17 +700,23 @@ def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, str | None]:
     return joins, f"a hard wrap at {width} columns"
 
 
-def _rejoin_all(lines: _Lines, nested: bool = False) -> tuple[int, list[str]]:
+def _rejoin_all(
+    lines: _Lines, nested: bool = False, spike_only: bool = False
+) -> tuple[int, list[str]]:
     """Join wraps until none is left: a paste copied from a wide terminal, then from a
     narrow one, holds a wrap inside a wrap (once the narrow one's pieces are joined, the
     wide one's lines are at their own edge)."""
     total, widths = 0, list[str]()
+    words = True
     while True:
-        joins, width = _rejoin(lines, nested=nested or bool(widths))
+        joins, width = _rejoin(
+            lines, nested=nested or bool(widths), words=words, spike_only=spike_only
+        )
         if not joins or width is None:
             return total, widths
         total += joins
         widths.append(width)
+        words = words and "word" not in width
 
 
 def _colours(lines: _Lines) -> int:
@@ -1168,7 +1193,12 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
                 undone.append(what)
             changed += count
             current = "\n".join(lines.texts)
-    joins, widths = _rejoin_all(lines)
+    # A wrap that shows no spike (a lone wrap, a wrap at word boundaries) is measured
+    # without Markdown's emphasis markers, which a reporter adds to the lines as copied
+    # (they widen the lines they mark, and hide where a line starts): where the text holds
+    # any, it is looked for once they are gone.
+    words_later = _EMPHASIS[0](current)
+    joins, widths = _rejoin_all(lines, spike_only=words_later)
     if joins:
         current = "\n".join(lines.texts)
         # A quoted paste wrapped by a terminal has its markers on each line's first piece
@@ -1190,10 +1220,12 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
             undone.append(what)
             changed += count
             current = "\n".join(lines.texts)
-            if step is _emphasis:
-                # emphasis added to a wrapped paste hides the wrap's width until it is gone
-                more, also = _rejoin_all(lines, nested=True)
-                joins, widths = joins + more, widths + also
+        if step is _emphasis and (count or words_later):
+            # emphasis added to a wrapped paste hides the wrap's width until it is gone
+            more, also = _rejoin_all(lines, nested=True)
+            joins, widths = joins + more, widths + also
+            if more:
+                current = "\n".join(lines.texts)
     if joins:
         undone.append(f"{' and '.join(widths)} ({joins} lines joined)")
     if not undone:
