@@ -548,19 +548,17 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
     (a greedy wrap breaks a line only then). None where the pair says nothing: a blank
     line, a rest that starts indented (the wrap drops the space it breaks at) or far from
     the edge, where the next word would have fit with room to spare."""
-    if (
-        not piece.strip()
-        or not rest[:1].strip()
-        or _FRAME_LINE.match(piece)
-        or _NAMED_LINE.match(_unemphasised(rest))
-    ):
-        return None
     # the next word needs a space before it; ``fold -s`` keeps the space on the piece, and
     # breaks where the space after the next word would pass the edge: the same count
     room = width - len(piece) - 1
-    if _first_word_length(rest) > room:
-        return True
-    return False if room < _WORD_NEAR_EDGE else None
+    if not rest[:1].strip() or not piece.strip():
+        return None
+    broke = _first_word_length(rest) > room
+    if (not broke and room >= _WORD_NEAR_EDGE) or (
+        _FRAME_LINE.match(piece) or _NAMED_LINE.match(_unemphasised(rest))
+    ):
+        return None  # lengths first: most pairs of a long text say nothing
+    return broke
 
 
 def _unemphasised(rest: str) -> str:
