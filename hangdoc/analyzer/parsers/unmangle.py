@@ -562,9 +562,9 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
 
 
 def _unemphasised(rest: str) -> str:
-    """A line's start without the Markdown emphasis a reporter put around it ("**", "`"):
-    words are joined before emphasis is undone (a wrap is measured as it was copied), and
-    a bolded line that starts a record of its own still starts one."""
+    """A line's start without the Markdown emphasis markers left on it ("**", "`": where no
+    span pairs them, or inside a fence, which keeps them): a bolded line that starts a
+    record of its own still starts one."""
     return rest.lstrip("*`")
 
 
