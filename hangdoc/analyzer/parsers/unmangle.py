@@ -83,6 +83,8 @@ _WORD_NEAR_EDGE = 12
 # Soft wraps are set for prose: a mail client's 72 or 78 columns, an editor's 80, a page's
 # wider; lines all shorter than this are a short log's own, each about as long as the next.
 _MIN_WORD_WIDTH = 60
+# A row of a drawn table (nvidia-smi's "| … |", a rule "+---+"): closed by its border, whole.
+_TABLE_ROW_DRAWN = re.compile(r"\s*[|+].*[|+]\s*$")
 # A piece that ends in a word, a path or a key, where the next piece goes on with it: a
 # word cut in two ("subproc" / "ess 9439"), a path or a value cut after its separator
 # ("'output/" / "checkpoint_2.pt'"), a space kept at the column before a lower-case word
@@ -547,7 +549,8 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
     word boundaries (``width`` columns) broke a line: the next word would not have fit
     (a greedy wrap breaks a line only then). None where the pair says nothing: a blank
     line, a rest that starts indented (the wrap drops the space it breaks at) or far from
-    the edge, where the next word would have fit with room to spare."""
+    the edge, where the next word would have fit with room to spare; a frame line, a row
+    of a drawn table, and a rest that starts with a name and ": " are whole lines."""
     # the next word needs a space before it; ``fold -s`` keeps the space on the piece, and
     # breaks where the space after the next word would pass the edge: the same count
     room = width - len(piece) - 1
@@ -555,7 +558,9 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
         return None
     broke = _first_word_length(rest) > room
     if (not broke and room >= _WORD_NEAR_EDGE) or (
-        _FRAME_LINE.match(piece) or _NAMED_LINE.match(_unemphasised(rest))
+        _FRAME_LINE.match(piece)
+        or _TABLE_ROW_DRAWN.match(piece)
+        or _NAMED_LINE.match(_unemphasised(rest))
     ):
         return None  # lengths first: most pairs of a long text say nothing
     return broke

@@ -431,6 +431,14 @@ def test_lines_of_their_own_are_no_wrap_at_word_boundaries() -> None:
     # a short log's lines, each about as long as the next, none broken
     short = "".join(f"LOCAL_RANK: {r} - CUDA_VISIBLE_DEVICES: [0,1,2,3]\n" for r in range(4))
     assert unmangle(short) is None
+    # nvidia-smi's drawn table: rows as long as one another, each closed by its border
+    table = "".join(
+        f"|   {g}  NVIDIA A100-SXM4-80GB          On  |   00000000:0{g}:00.0 Off |"
+        f"                    0 |\n| N/A   33C    P0             64W /  400W |"
+        f"   61322MiB /  81920MiB |      0%      Default |\n"
+        for g in range(4)
+    )
+    assert unmangle("+" + "-" * 90 + "+\n" + table) is None
     # a traceback that lost its indentation: frame lines are long, their source is no rest
     bare = "\n".join(line.strip() for line in TRACEBACK.splitlines() * 3) + "\n"
     assert unmangle(bare) is None
