@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from hangdoc.casebook import read_casebook
-from hangdoc.paste_mangling import COMBINED, MANGLINGS
+from hangdoc.paste_mangling import COMBINED, MANGLINGS, WORD_WRAPS
 from hangdoc.paste_survival import survey, survival_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     cases, problems = read_casebook(args.cases)
     for problem in problems:
         print(problem, file=sys.stderr)
-    manglings = [m for m in (*MANGLINGS, *COMBINED) if args.only in m.name]
+    manglings = [m for m in (*MANGLINGS, *WORD_WRAPS, *COMBINED) if args.only in m.name]
     began = time.perf_counter()
     rows = survey(cases, manglings)
     print(survival_table(rows))

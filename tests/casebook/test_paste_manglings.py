@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hangdoc.casebook import read_casebook
-from hangdoc.paste_mangling import COMBINED, MANGLINGS, Mangling
+from hangdoc.paste_mangling import COMBINED, MANGLINGS, WORD_WRAPS, Mangling
 from hangdoc.paste_survival import Row, survey, survival_table
 
 CASES = Path(__file__).resolve().parents[2] / "fixtures" / "cases"
@@ -34,9 +34,14 @@ CASES = Path(__file__).resolve().parents[2] / "fixtures" / "cases"
 # reserved by PyTorch but unallocated. If reserved …", which the catalog holds: scripts/
 # catalog/others.py _OOM_PIECE.)
 MIDDLE_CUT = "cut first line (middle)"
+# (nccl-957: the cut takes "Fri Aug 11 12:31:45 2023[1,0]<stdout>:tomte401:1850301:1881341"
+# off rank 0's "… [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'", all that
+# names its process; " [0]" is a CUDA device, which every node of the 2x8 job has, so the
+# line is rank 0's or rank 8's, and rank 0's failure is no longer its own: rank 3's stays.)
 MIDDLE_CUT_CHANGES = frozenset(
     {
         "axolotl-2684-tokenization-socket-timeout",
+        "nccl-957-cuda-invalid-argument-proxy-connect",
         "zerobubble-60-p2p-message-truncated-multinode",
     }
 )
@@ -45,13 +50,21 @@ MIDDLE_CUT_CHANGES = frozenset(
 SURVIVAL_FLOOR = 0.98
 NAMED_SURVIVAL_FLOOR = 0.97
 ALL: tuple[Mangling, ...] = (*MANGLINGS, *COMBINED)
+# Soft wraps at word boundaries (a line broken at the last space before the width, the
+# space gone): the unmangler joins them where the lines show the wrap (parsers/unmangle.py
+# ``_word_width``), but a piece that starts like a record of its own (a level word, a
+# name and ": ", a frame), or a paste with fewer than two breaks short of the edge, stays
+# broken. Floors on what survives and a ceiling on the other answers, both tightened as
+# the join improves (docs/pastes.md).
+WORD_WRAP_SURVIVAL_FLOOR = 0.85
+WORD_WRAP_MOST_OTHER = 16
 
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, Row]:
     cases, problems = read_casebook(CASES)
     assert problems == []
-    return {row.mangling: row for row in survey(cases, ALL)}
+    return {row.mangling: row for row in survey(cases, (*ALL, *WORD_WRAPS))}
 
 
 @pytest.mark.parametrize("mangling", [m.name for m in ALL if m.name != MIDDLE_CUT])
@@ -66,11 +79,22 @@ def test_a_first_line_cut_in_half_changes_no_other_answer(rows: dict[str, Row]) 
     assert changed <= MIDDLE_CUT_CHANGES, sorted(changed - MIDDLE_CUT_CHANGES)
 
 
+def test_right_answers_mostly_survive_a_wrap_at_word_boundaries(rows: dict[str, Row]) -> None:
+    soft = [rows[m.name] for m in WORD_WRAPS]
+    table = survival_table(soft)
+    for row in soft:
+        assert row.outcomes, row.mangling
+        assert row.kept >= WORD_WRAP_SURVIVAL_FLOOR * len(row.right), table
+    others = [o.describe() for row in soft for o in row.violations]
+    assert len(others) <= WORD_WRAP_MOST_OTHER, "\n".join(others)
+
+
 def test_right_answers_survive_every_mangling(rows: dict[str, Row]) -> None:
-    table = survival_table(list(rows.values()))
-    right = sum(len(r.right) for r in rows.values())
-    kept = sum(r.kept for r in rows.values())
-    named = sum(len(r.right_named) for r in rows.values())
-    named_kept = sum(r.kept_named for r in rows.values())
+    table = survival_table([rows[m.name] for m in ALL])
+    hard = [rows[m.name] for m in ALL]
+    right = sum(len(r.right) for r in hard)
+    kept = sum(r.kept for r in hard)
+    named = sum(len(r.right_named) for r in hard)
+    named_kept = sum(r.kept_named for r in hard)
     assert kept >= SURVIVAL_FLOOR * right, table
     assert named_kept >= NAMED_SURVIVAL_FLOOR * named, table

@@ -6,12 +6,14 @@ from __future__ import annotations
 from hangdoc.paste_mangling import (
     COMBINED,
     MANGLINGS,
+    WORD_WRAPS,
     cut_first_line,
     hard_wrap,
     interleave,
     journald,
     quote,
     twice,
+    word_wrap,
 )
 
 TEXT = "[rank0]: a\n[rank1]: b\n    under b\n[rank0]: c\n\n[rank1]: d\n"
@@ -20,7 +22,7 @@ TEXT = "[rank0]: a\n[rank1]: b\n    under b\n[rank0]: c\n\n[rank1]: d\n"
 def test_every_mangling_is_deterministic_and_changes_a_paste() -> None:
     # two ranks' records one after the other, an error line longer than any wrap width
     text = "[rank0]: start\n[rank0]: RuntimeError: " + "x" * 220 + "\n[rank1]: start\n"
-    for mangling in (*MANGLINGS, *COMBINED):
+    for mangling in (*MANGLINGS, *WORD_WRAPS, *COMBINED):
         once = mangling.apply(text)
         assert once == mangling.apply(text), mangling.name
         assert once != text, mangling.name
@@ -33,6 +35,13 @@ def test_quote_marks_blank_lines_too() -> None:
 
 def test_a_hard_wrap_cuts_at_the_column_whatever_it_cuts() -> None:
     assert hard_wrap("abcdefgh\nxy\n", 3) == "abc\ndef\ngh\nxy\n"
+
+
+def test_a_word_wrap_breaks_at_the_last_space_before_the_width_and_drops_it() -> None:
+    assert word_wrap("aaa bbb ccc\nxy\n", 7) == "aaa bbb\nccc\nxy\n"
+    # a word longer than the line is cut at the column; a margin is no place to break
+    assert word_wrap("aaa bbbbbbbbbb c\n", 7) == "aaa\nbbbbbbb\nbbb c\n"
+    assert word_wrap("    xxxxxxxx yy\n", 8) == "    xxxx\nxxxx yy\n"
 
 
 def test_a_cut_starts_inside_the_first_line_and_drops_leading_blanks() -> None:

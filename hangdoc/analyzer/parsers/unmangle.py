@@ -30,8 +30,12 @@ here, by mechanism, outermost first:
    that width is joined to the next unless the next starts like a record of its own (a
    time stamp, a log, glog or NCCL header, a launcher prefix, a frame, a traceback line,
    the next row of one template); a line wrapped once (no spike) only where the
-   boundary shows a column's cut (``_cut_at_edge``); until no wrap is left; then a
-   second copy of the whole paste is dropped (``_second_copy``, on whole lines);
+   boundary shows a column's cut (``_cut_at_edge``: a frame line only where its
+   function's name goes on, an NCCL header where its level does); where no spike shows,
+   a wrap at word boundaries (a soft wrap copied as line breaks: lines that end short of
+   the edge because the next word would not fit, ``_word_width``) is joined with the
+   space it broke at; until no wrap is left; then a second copy of the whole paste is
+   dropped (``_second_copy``, on whole lines);
 8. a first line that a selection cut inside a library message's body (`` to recv from …``)
    gets the cut-away start of the message back from the message catalog, whose row's
    body the line ends (``_restored_body``, parsers/catalog/cut_body.py).
@@ -75,6 +79,14 @@ _MIN_WRAP_WIDTH = 30
 # at the text's longest length ends as a column cuts, not as a line ends. Terminals wider
 # than this are rare; a longer line is a log's own (a JSON record, a command line).
 _MAX_LONE_WIDTH = 320
+# A wrap at word boundaries leaves each piece within a word of the edge; a line this close
+# to it that ends although the next line's first word would have fit ended on its own.
+_WORD_NEAR_EDGE = 12
+# Soft wraps are set for prose: a mail client's 72 or 78 columns, an editor's 80, a page's
+# wider; lines all shorter than this are a short log's own, each about as long as the next.
+_MIN_WORD_WIDTH = 60
+# A row of a drawn table (nvidia-smi's "| … |", a rule "+---+"): closed by its border, whole.
+_TABLE_ROW_DRAWN = re.compile(r"\s*[|+].*[|+]\s*$")
 # A piece that ends in a word, a path or a key, where the next piece goes on with it: a
 # word cut in two ("subproc" / "ess 9439"), a path or a value cut after its separator
 # ("'output/" / "checkpoint_2.pt'"), a space kept at the column before a lower-case word
@@ -88,6 +100,16 @@ _PATH_MARKS = frozenset("/=-")
 # A traceback's frame line ends with its function; its source line follows (a paste that
 # lost the source line's indentation starts it at the margin).
 _FRAME_LINE = re.compile(r'\s*File ".*", line \d+, in \S+$')
+# ... unless the column cut the function's name: the rest is the name's end alone, and the
+# frame's source line follows the rest, indented under the frame ("  File …, line 118, in
+# _verify_param_shape_acro" / "ss_processes" / "    return dist._verify_params_…"). A
+# source line that lost its indentation starts at the margin, like the rest: left as it is.
+_NAME_REST = re.compile(r"[\w<>]+$")
+# NCCL's debug.cc writes its header's "NCCL" and the level together ("… [0] NCCL INFO …",
+# "… [0] transport.cc:154 NCCL WARN …"): a piece that ends with the header's "NCCL " is
+# continued by its level, which elsewhere starts a record of its own (Python logging's).
+_LEVEL_PENDING = re.compile(r"(?:\[\d+\]|\w:\d+) NCCL $")
+_PENDING_LEVEL = re.compile(r"(?:WARN|INFO|TRACE) ")
 # A name, a colon and a space start a line of its own: an exception's or a library's
 # message ("ncclInvalidUsage: This usually reflects …" under torch's NCCL error line); a
 # lower-case word before a colon is a key cut ("(err" / "no: 110 - Connection timed out").
@@ -434,6 +456,8 @@ def _continues(text: str, record: str) -> bool:
     leaves open (``_OPEN_BAR``)."""
     if _OPEN_BAR.search(record) and _BAR_REST.match(text):
         return True
+    if _LEVEL_PENDING.search(record) and _PENDING_LEVEL.match(text):
+        return True
     return (
         not _NEW_RECORD.match(text)
         and not _same_shape(text, record)
@@ -441,12 +465,20 @@ def _continues(text: str, record: str) -> bool:
     )
 
 
-def _cut_at_edge(piece: str, rest: str) -> bool:
+def _cut_at_edge(piece: str, rest: str, after: str | None = None) -> bool:
     """The boundary between a piece at the edge and the next line is a column's cut: the
     piece ends inside a word, a path or a key, or the next line goes on with a lower-case
     word after the space the column fell on (kept on either side of the cut), or with
-    closing punctuation."""
-    if not piece or not rest or _FRAME_LINE.match(piece) or _NAMED_LINE.match(rest):
+    closing punctuation, or with the level an NCCL header leaves pending. A traceback's
+    frame line is whole unless its function's name goes on in ``rest`` with the frame's
+    source line ``after`` it (``_frame_name_cut``)."""
+    if not piece or not rest:
+        return False
+    if _FRAME_LINE.match(piece):
+        return _frame_name_cut(piece, rest, after)
+    if _LEVEL_PENDING.search(piece) and _PENDING_LEVEL.match(rest):
+        return True
+    if _NAMED_LINE.match(rest):
         return False
     last = piece[-1]
     if last.isalnum() or last == "_":
@@ -461,6 +493,17 @@ def _cut_at_edge(piece: str, rest: str) -> bool:
         # a lower-case word goes on with the sentence
         return rest[0].islower()
     return bool(_CUT_CLOSE.match(rest))
+
+
+def _frame_name_cut(piece: str, rest: str, after: str | None) -> bool:
+    """A frame line at the edge whose function's name the column cut: ``rest`` is a name's
+    end and nothing else, and ``after`` it comes the frame's source line, indented deeper
+    than the frame (CPython's traceback prints it four spaces in, the frame two), so the
+    rest is no source line of its own."""
+    if after is None or not _NAME_REST.match(rest) or not after.strip():
+        return False
+    margin = len(piece) - len(piece.lstrip())
+    return len(after) - len(after.lstrip()) > margin and not _FRAME_LINE.match(after)
 
 
 def _first_word(text: str) -> str:
@@ -492,21 +535,137 @@ def _lone_width(texts: list[str]) -> int | None:
         return None
     starts = _LineStarts(texts)
     for k, text in enumerate(texts[:-1]):
-        if len(text) == width and _lone_joins(text, texts[k + 1], text, starts):
+        if len(text) == width and _lone_joins(text, texts[k + 1], text, starts, _at(texts, k + 2)):
             return width
     return None
 
 
-def _lone_joins(piece: str, rest: str, record: str, starts: _LineStarts) -> bool:
-    return _continues(rest, record) and _cut_at_edge(piece, rest) and not starts.shared(rest)
+def _at(texts: list[str], k: int) -> str | None:
+    return texts[k] if k < len(texts) else None
 
 
-def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, int | None]:
-    """Join the pieces of hard-wrapped lines; (joins made, width). Where the lengths show
-    no wrap width (a spike at the edge), a line at the text's longest length is joined to
-    the next only where their boundary shows a column's cut. In a ``nested`` pass (a wrap
-    inside a wrap already joined) the lines of a spike must differ: a message printed
-    twice and joined twice is no width."""
+def _lone_joins(piece: str, rest: str, record: str, starts: _LineStarts, after: str | None) -> bool:
+    """``rest`` is the wrapped rest of ``piece`` (the last piece of ``record``), in a text
+    that shows no wrap width; ``after`` is the line after ``rest``."""
+    return _continues(rest, record) and _cut_at_edge(piece, rest, after) and not starts.shared(rest)
+
+
+def _first_word_length(text: str) -> int:
+    at = text.find(" ")
+    return len(text) if at < 0 else at
+
+
+def _word_break(piece: str, rest: str, width: int) -> bool | None:
+    """Whether the boundary between ``piece`` and the next line ``rest`` is where a wrap at
+    word boundaries (``width`` columns) broke a line: the next word would not have fit
+    (a greedy wrap breaks a line only then). None where the pair says nothing: a blank
+    line, a rest that starts indented (the wrap drops the space it breaks at) or far from
+    the edge, where the next word would have fit with room to spare; a frame line, a row
+    of a drawn table, and a rest that starts with a name and ": " are whole lines."""
+    # the next word needs a space before it; ``fold -s`` keeps the space on the piece, and
+    # breaks where the space after the next word would pass the edge: the same count
+    room = width - len(piece) - 1
+    if not rest[:1].strip() or not piece.strip():
+        return None
+    broke = _first_word_length(rest) > room
+    if (not broke and room >= _WORD_NEAR_EDGE) or (
+        _FRAME_LINE.match(piece)
+        or _TABLE_ROW_DRAWN.match(piece)
+        or _NAMED_LINE.match(_unemphasised(rest))
+    ):
+        return None  # lengths first: most pairs of a long text say nothing
+    return broke
+
+
+def _unemphasised(rest: str) -> str:
+    """A line's start without the Markdown emphasis markers left on it ("**", "`": where no
+    span pairs them, or inside a fence, which keeps them): a bolded line that starts a
+    record of its own still starts one."""
+    return rest.lstrip("*`")
+
+
+def _word_width(texts: list[str]) -> int | None:
+    """The width a wrap at word boundaries broke these lines at, when they show one (a soft
+    wrap an issue tracker, a mail client or an editor turned into line breaks): the lines
+    break at spaces, so no length piles up at the edge as a terminal's does. What shows it
+    is where the lines end: at least two lines, each followed by the rest of its record,
+    end short of that length because the next word would not fit (a terminal's wrap cuts
+    at the edge, never short of it), more of them than end at the edge itself (where a
+    terminal's wrap, wrapped again, puts most of its pieces; a word wrap only the pieces
+    whose next space fell on the column), and fewer lines near that edge end although it would
+    (a text's own lines end where their sentence or record ends, whatever room is left).
+    A frame line ends with its function, and a rest that starts with a name and ": " is
+    an exception's or a library's message: neither is a break."""
+    width = max(map(len, texts), default=0)
+    if not _MIN_WORD_WIDTH <= width <= _MAX_LONE_WIDTH:
+        return None
+    breaks = short = fits = 0
+    for k in range(len(texts) - 1):
+        found = _word_break(texts[k], texts[k + 1], width)
+        if found is None or not _continues(_unemphasised(texts[k + 1]), texts[k]):
+            continue
+        if found:
+            breaks += 1
+            short += len(texts[k]) < width
+        else:
+            fits += 1
+    edge = breaks - short
+    return width if short >= _MIN_JOINS and short > edge and breaks > fits else None
+
+
+def _word_joins(piece: str, rest: str, record: str, width: int) -> bool:
+    return bool(_word_break(piece, rest, width)) and _continues(_unemphasised(rest), record)
+
+
+def _word_glue(piece: str, width: int) -> str:
+    """What the wrap took out between ``piece`` and its rest: the space it broke at, none
+    where the piece kept it, or where a word longer than the line was cut at the column
+    (a piece at the width with no space after its margin)."""
+    if piece.endswith(" "):
+        return ""
+    if len(piece) == width and " " not in piece.lstrip(" "):
+        return ""
+    return " "
+
+
+def _rejoin_words(lines: _Lines, width: int) -> int:
+    """Join the pieces of lines a wrap at word boundaries broke at ``width``: the space it
+    broke at goes back between them."""
+    old = lines.texts
+    texts, origin, code = [], [], []
+    joins = 0
+    i = 0
+    while i < len(old):
+        text = old[i]
+        pieces = 1
+        while (
+            i + pieces < len(old)
+            and pieces < _MAX_WRAP_PIECES
+            and _word_joins(old[i + pieces - 1], old[i + pieces], text, width)
+        ):
+            text += _word_glue(old[i + pieces - 1], width) + old[i + pieces]
+            pieces += 1
+        texts.append(text)
+        origin.append(lines.origin[i])
+        code.append(lines.code[i])
+        joins += pieces - 1
+        i += pieces
+    lines.texts, lines.origin, lines.code = texts, origin, code
+    return joins
+
+
+def _rejoin(
+    lines: _Lines, nested: bool = False, words: bool = True, spike_only: bool = False
+) -> tuple[int, str | None]:
+    """Join the pieces of hard-wrapped lines; (joins made, width in words). Where the
+    lengths show no wrap width (a spike at the edge), a wrap at word boundaries is looked
+    for (``_word_width``); where none shows either, a line at the text's longest length is
+    joined to the next only where their boundary shows a column's cut. In a ``nested``
+    pass (a wrap inside a wrap already joined) the lines of a spike must differ: a message
+    printed twice and joined twice is no width. ``words``: a wrap at word boundaries may
+    still be found (one per round: its joined lines are no second wrap's pieces).
+    ``spike_only``: only a wrap whose width shows as a spike is joined (the others are
+    measured once Markdown's emphasis is gone)."""
     width = wrap_width(lines.texts)
     old = lines.texts
     evidence_needed = False
@@ -515,6 +674,11 @@ def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, int | None]:
         joinable = [old[k] for k in at_width if _continues(old[k + 1], old[k])]
         if len(set(joinable) if nested else joinable) < _MIN_JOINS:
             width = None  # rows of one template at one width, not a wrap
+    if width is None and spike_only:
+        return 0, None
+    if width is None and words and (soft := _word_width(old)) is not None:
+        joins = _rejoin_words(lines, soft)
+        return joins, f"a wrap at word boundaries at {soft} columns"
     starts = _LineStarts(old)
     if width is None:
         width = _lone_width(old)
@@ -532,7 +696,9 @@ def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, int | None]:
             and i + pieces < len(old)
             and pieces < _MAX_WRAP_PIECES
             and (
-                _lone_joins(old[i + pieces - 1], old[i + pieces], text, starts)
+                _lone_joins(
+                    old[i + pieces - 1], old[i + pieces], text, starts, _at(old, i + pieces + 1)
+                )
                 if evidence_needed
                 else _continues(old[i + pieces], text)
             )
@@ -545,20 +711,26 @@ def _rejoin(lines: _Lines, nested: bool = False) -> tuple[int, int | None]:
         joins += pieces - 1
         i += pieces
     lines.texts, lines.origin, lines.code = texts, origin, code
-    return joins, width
+    return joins, f"a hard wrap at {width} columns"
 
 
-def _rejoin_all(lines: _Lines, nested: bool = False) -> tuple[int, list[int]]:
+def _rejoin_all(
+    lines: _Lines, nested: bool = False, spike_only: bool = False
+) -> tuple[int, list[str]]:
     """Join wraps until none is left: a paste copied from a wide terminal, then from a
     narrow one, holds a wrap inside a wrap (once the narrow one's pieces are joined, the
     wide one's lines are at their own edge)."""
-    total, widths = 0, list[int]()
+    total, widths = 0, list[str]()
+    words = True
     while True:
-        joins, width = _rejoin(lines, nested=nested or bool(widths))
+        joins, width = _rejoin(
+            lines, nested=nested or bool(widths), words=words, spike_only=spike_only
+        )
         if not joins or width is None:
             return total, widths
         total += joins
         widths.append(width)
+        words = words and "word" not in width
 
 
 def _colours(lines: _Lines) -> int:
@@ -987,7 +1159,11 @@ def _doubled(text: str) -> bool:
 
 
 def _wrap_shown(texts: list[str]) -> bool:
-    return wrap_width(texts) is not None or _lone_width(texts) is not None
+    return (
+        wrap_width(texts) is not None
+        or _lone_width(texts) is not None
+        or _word_width(texts) is not None
+    )
 
 
 def might_be_mangled(text: str) -> bool:
@@ -1044,7 +1220,12 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
                 undone.append(what)
             changed += count
             current = "\n".join(lines.texts)
-    joins, widths = _rejoin_all(lines)
+    # A wrap that shows no spike (a lone wrap, a wrap at word boundaries) is measured
+    # without Markdown's emphasis markers, which a reporter adds to the lines as copied
+    # (they widen the lines they mark, and hide where a line starts): where the text holds
+    # any, it is looked for once they are gone.
+    words_later = _EMPHASIS[0](current)
+    joins, widths = _rejoin_all(lines, spike_only=words_later)
     if joins:
         current = "\n".join(lines.texts)
         # A quoted paste wrapped by a terminal has its markers on each line's first piece
@@ -1066,13 +1247,14 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
             undone.append(what)
             changed += count
             current = "\n".join(lines.texts)
-            if step is _emphasis:
-                # emphasis added to a wrapped paste hides the wrap's width until it is gone
-                more, also = _rejoin_all(lines, nested=True)
-                joins, widths = joins + more, widths + also
+        if step is _emphasis and (count or words_later):
+            # emphasis added to a wrapped paste hides the wrap's width until it is gone
+            more, also = _rejoin_all(lines, nested=True)
+            joins, widths = joins + more, widths + also
+            if more:
+                current = "\n".join(lines.texts)
     if joins:
-        at = " and ".join(str(w) for w in widths)
-        undone.append(f"a hard wrap at {at} columns ({joins} lines joined)")
+        undone.append(f"{' and '.join(widths)} ({joins} lines joined)")
     if not undone:
         return None
     body = "\n".join(lines.texts) + ("\n" if ends else "")

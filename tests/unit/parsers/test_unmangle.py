@@ -18,6 +18,7 @@ from hangdoc.paste_mangling import (
     kubectl,
     quote,
     timestamps,
+    word_wrap,
 )
 
 PYSPY = """\
@@ -381,3 +382,69 @@ def test_a_loggers_header_repeated_on_each_line_of_a_record_is_removed() -> None
     # two lines of one header without a traceback are two records: left alone
     plain = "INFO 04-15 00:31:11 [engine.py:300] started\nINFO 04-15 00:31:11 [engine.py:300] ok\n"
     assert _undone(plain) == plain
+
+
+def test_a_frame_line_cut_inside_its_function_name_is_joined() -> None:
+    # CPython's frame line, wrapped once inside the function's name; its source line, four
+    # spaces in, follows the name's end
+    frame = (
+        '  File "/opt/venv/lib/python3.10/site-packages/torch/distributed/utils.py", '
+        "line 118, in _verify_param_shape_across_processes\n"
+    )
+    text = TRACEBACK.replace("  File", frame + "    return dist._verify(pg)\n  File", 1)
+    at = frame.index("_acro") + len("_acro")
+    wrapped = text.replace(frame, frame[:at] + "\n" + frame[at:])
+    assert _undone(wrapped) == text
+    # a frame whose source line lost its indentation: the next line may be that line
+    bare = 'File "train.py", line 12, in main_loop_with_a_long_name_here\nraise\nRuntimeError: x\n'
+    assert unmangle(bare) is None
+
+
+def test_an_nccl_header_wrapped_before_its_level_is_joined() -> None:
+    # debug.cc prints "NCCL WARN" / "NCCL INFO" together: the column fell between them
+    stamped = timestamps(NCCL)
+    for width in (len(stamped.splitlines()[0].split("NCCL ")[0]) + len("NCCL "),):
+        wrapped = hard_wrap(stamped, width)
+        assert "\nWARN " in wrapped
+        assert _undone(wrapped) == stamped
+
+
+# Prose and messages a wrap at word boundaries breaks (an exception's message, NCCL lines).
+SOFT = (
+    "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running "
+    "collective: CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[4096], "
+    "TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float, device=cuda)), but Rank 0 "
+    "is running collective: CollectiveFingerPrint(SequenceNumber=12, OpType=ALLGATHER).\n" + NCCL
+)
+
+
+def test_a_wrap_at_word_boundaries_is_joined_with_its_spaces() -> None:
+    for width in (72, 80, 120):
+        wrapped = word_wrap(SOFT, width)
+        assert wrapped != SOFT
+        fixed = unmangle(wrapped)
+        assert fixed is not None and fixed.text == SOFT, width
+        assert any("word boundaries" in note for note in fixed.undone)
+
+
+def test_lines_of_their_own_are_no_wrap_at_word_boundaries() -> None:
+    # a short log's lines, each about as long as the next, none broken
+    short = "".join(f"LOCAL_RANK: {r} - CUDA_VISIBLE_DEVICES: [0,1,2,3]\n" for r in range(4))
+    assert unmangle(short) is None
+    # nvidia-smi's drawn table: rows as long as one another, each closed by its border
+    table = "".join(
+        f"|   {g}  NVIDIA A100-SXM4-80GB          On  |   00000000:0{g}:00.0 Off |"
+        f"                    0 |\n| N/A   33C    P0             64W /  400W |"
+        f"   61322MiB /  81920MiB |      0%      Default |\n"
+        for g in range(4)
+    )
+    assert unmangle("+" + "-" * 90 + "+\n" + table) is None
+    # a traceback that lost its indentation: frame lines are long, their source is no rest
+    bare = "\n".join(line.strip() for line in TRACEBACK.splitlines() * 3) + "\n"
+    assert unmangle(bare) is None
+    # a terminal's wrap, wrapped again by a narrower one: most pieces at the edge, the
+    # cuts kept as they were (no space put into a word)
+    rows = "".join(f"x{r}=" + "abcdefgh " * 17 + "\n" for r in range(3))
+    again = hard_wrap(hard_wrap(rows, 150), 80)
+    fixed = unmangle(again)
+    assert fixed is None or not any("word boundaries" in note for note in fixed.undone)
