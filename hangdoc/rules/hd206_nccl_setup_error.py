@@ -23,8 +23,9 @@ NCCL WARN lines by their source file (also those of the NVML and libcuda wrapper
 `misc/nvmlwrap.cc`, `misc/cudawrap.cc`, which only setup calls) and setup messages, a WARN
 of any file whose return-code chain unwinds through setup code (`NCCL WARN … failed: …`
 then `graph/xml.cc:N -> 2`, `init.cc:N -> 2`), a CUDA failure NCCL WARNed about so
-(`transport.cc:N NCCL WARN Cuda failure '…'`: not a crash, HD030 leaves it), NCCL
-return-code chains, and
+(`transport.cc:N NCCL WARN Cuda failure '…'`: not a crash, HD030 leaves it), also from a
+header's helper when the same thread had just printed a connection it sets up (`Ring 00 :
+4[4] -> 3[3] via direct shared memory`), NCCL return-code chains, and
 torch's `NCCL error in: <file>:<line>` messages of class ncclSystemError,
 ncclInternalError, ncclUnhandledCudaError or ncclInvalidUsage, and an exception carrying
 one of those errors' words (`NCCL error: unhandled system error`, raised by vLLM's and

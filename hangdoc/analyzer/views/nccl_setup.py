@@ -134,6 +134,31 @@ def is_setup_warn(p: Placed) -> bool:
     )
 
 
+def _after_connecting(tl: Timeline, running_from: int) -> tuple[Placed, ...]:
+    """CUDA failures NCCL WARNed about from no setup file, printed by a thread while it
+    connects a communicator's transports: NCCL prints "Ring/Channel
+    NN : a -> b via P2P/IPC | shared memory | NET/…" as it sets each connection up
+    (transport.cc ncclTransportP2pSetup, init.cc before 2.7), so a failure that thread
+    reports next, before anything shows collectives running, fails that set-up (a header's
+    helper such as NCCL 2.4's include/shm.h, whose shmOpen registers the segment with
+    cudaHostRegister, names no setup file of its own). Not the GPU's hardware (HD301's)."""
+    connecting: set[tuple[str | None, int | None, int | None]] = set()
+    found: list[Placed] = []
+    for p in tl.events:
+        if p.index >= running_from:
+            break
+        thread = (p.event.host, p.event.pid, p.event.tid)
+        if p.event.pid is None or p.event.tid is None:
+            continue
+        if p.kind == EventKind.NCCL_TRANSPORT:
+            connecting.add(thread)
+        elif p.kind == EventKind.CUDA_ERROR and thread in connecting and not is_setup_warn(p):
+            warn = p.event.payload_as(NcclWarn)
+            if warn is not None and warn.hardware is None:
+                found.append(p)
+    return tuple(found)
+
+
 def first_running(tl: Timeline) -> int:
     """Index of the first event that shows collectives or training running (else the end)."""
     for p in tl.events:
@@ -230,6 +255,7 @@ def setup_failure(tl: Timeline) -> SetupFailure | None:
         for p in tl.events
         if p.kind in _WARN_KINDS and p.index < running_from and is_setup_warn(p)
     )
+    warns = tuple(sorted((*warns, *_after_connecting(tl, running_from)), key=lambda p: p.index))
     returns = tuple(
         p
         for p in tl.of(EventKind.NCCL_RETURN)

@@ -197,3 +197,20 @@ def test_a_storage_failure_without_a_rank_is_the_one_worker_the_launcher_names(
     )
     primary = analyze(load_paths([log])).primary
     assert (primary.rule, primary.culprit_ranks) == ("HD110", (0,))
+
+
+@pytest.mark.parametrize(("connecting_thread", "setup"), [("1288", True), ("1203", False)])
+def test_a_cuda_failure_right_after_its_thread_connects_is_set_up(
+    tmp_path: Path, connecting_thread: str, setup: bool
+) -> None:
+    """NCCL prints "Ring NN : a -> b via <transport>" while it connects a communicator's
+    transports (init.cc in 2.4); a CUDA failure the same thread WARNs about next, from a
+    header's helper (2.4's include/shm.h, shmOpen's cudaHostRegister), fails that set-up
+    (HD206), not the rank on its own (HD030). Another thread's failure is not placed so."""
+    log = tmp_path / "nccl.log"
+    log.write_text(
+        f"node-a:1203:{connecting_thread} [4] NCCL INFO Ring 00 : 4[4] -> 5[5] via P2P/IPC\n"
+        "node-a:1203:1288 [4] include/shm.h:42 NCCL WARN Cuda failure 'invalid argument'\n"
+    )
+    primary = analyze(load_paths([log])).primary
+    assert (primary.rule == "HD206") is setup
