@@ -106,6 +106,8 @@ _MODULES: tuple[RuleRow, ...] = (
     # Ranks out of step in different collectives (issue 21).
     RuleRow("hd041_timeouts_apart", "0.1.0 (issue 21)"),
     RuleRow("hd042_horovod_ops_crossed", "0.1.0 (issue 21)"),
+    # Ranks held at a main-process-first gate (issue 21, first-sight batch g's family).
+    RuleRow("hd043_rank_zero_first_gate", "0.1.0 (issue 21)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.

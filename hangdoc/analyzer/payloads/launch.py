@@ -118,6 +118,11 @@ class CodeStage(enum.StrEnum):
     # a process object that cannot be pickled for spawn). Not read where the frames show
     # the ranks themselves, a Pool's or an executor's workers being started.
     WORKER_START = "worker_start"
+    # Waiting at a "rank 0 first" gate: a context manager that holds the other ranks in a
+    # barrier while the main process does the work inside it first (transformers'
+    # TrainingArguments.main_process_first, accelerate's main_process_first, ultralytics'
+    # and YOLOv5's torch_distributed_zero_first): what it raises is the wait for that work.
+    RANK_ZERO_FIRST = "rank_zero_first"
     UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 

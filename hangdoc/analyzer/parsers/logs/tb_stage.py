@@ -186,7 +186,20 @@ def frame_starter(text: str) -> Starter | None:
     return None
 
 
+# * A "rank 0 first" gate, entered (the `with` line of the caller, or the gate's own frame
+#   over its barrier): transformers' training_args.py TrainingArguments.main_process_first
+#   and local_main_process_first ("if not is_main_process: dist.barrier()" before it
+#   yields), accelerate's state.py PartialState.main_process_first /
+#   local_main_process_first (wait_for_everyone), ultralytics' utils/torch_utils.py and
+#   YOLOv5's utils/torch_utils.py torch_distributed_zero_first ("if local_rank not in {-1,
+#   0}: dist.barrier(device_ids=[local_rank])"). A rank raising there was held while the
+#   main process did the gated work (a dataset's preparation, a cache).
+_ZERO_FIRST_NAME = re.compile(r"(?:local_)?main_process_first|torch_distributed_zero_first")
+
+
 def _code_stage_of_name(name: str) -> CodeStage | None:
+    if _ZERO_FIRST_NAME.fullmatch(name):
+        return CodeStage.RANK_ZERO_FIRST
     if _RANK_CHECK_NAME.fullmatch(name):
         return CodeStage.RANK_CHECK
     if _TEARDOWN_NAME.fullmatch(name):
