@@ -37,11 +37,16 @@ MIDDLE_CUT = "cut first line (middle)"
 # (nccl-957: the cut takes "Fri Aug 11 12:31:45 2023[1,0]<stdout>:tomte401:1850301:1881341"
 # off rank 0's "… [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'", all that
 # names its process; " [0]" is a CUDA device, which every node of the 2x8 job has, so the
-# line is rank 0's or rank 8's, and rank 0's failure is no longer its own: rank 3's stays.)
+# line is rank 0's or rank 8's, and rank 0's failure is no longer its own: rank 3's stays.
+# vllm-3688: the cut takes "torch.distributed.DistBackendError: NCCL error in:
+# ../torch/cs…", the words of torch's synchronous NCCL error that place the failure in
+# set-up; what is left, NCCL's "Last error: Cuda failure 'invalid argument'" with no call
+# site, names no stage, and a CUDA error of a process is then its crash.)
 MIDDLE_CUT_CHANGES = frozenset(
     {
         "axolotl-2684-tokenization-socket-timeout",
         "nccl-957-cuda-invalid-argument-proxy-connect",
+        "vllm-3688-custom-allreduce-nccl-invalid-argument",
         "zerobubble-60-p2p-message-truncated-multinode",
     }
 )
@@ -54,10 +59,10 @@ ALL: tuple[Mangling, ...] = (*MANGLINGS, *COMBINED)
 # space gone): the unmangler joins them where the lines show the wrap (parsers/unmangle.py
 # ``_word_width``), but a piece that starts like a record of its own (a level word, a
 # name and ": ", a frame), or a paste with fewer than two breaks short of the edge, stays
-# broken. Floors on what survives and a ceiling on the other answers, both tightened as
-# the join improves (docs/pastes.md).
+# broken. Floors on what survives and a ceiling on the other answers (a share of the
+# cases, 16 of 667 when it was set), both tightened as the join improves (docs/pastes.md).
 WORD_WRAP_SURVIVAL_FLOOR = 0.85
-WORD_WRAP_MOST_OTHER = 16
+WORD_WRAP_MOST_OTHER_SHARE = 0.025
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +91,8 @@ def test_right_answers_mostly_survive_a_wrap_at_word_boundaries(rows: dict[str, 
         assert row.outcomes, row.mangling
         assert row.kept >= WORD_WRAP_SURVIVAL_FLOOR * len(row.right), table
     others = [o.describe() for row in soft for o in row.violations]
-    assert len(others) <= WORD_WRAP_MOST_OTHER, "\n".join(others)
+    cases = len(read_casebook(CASES)[0])
+    assert len(others) <= WORD_WRAP_MOST_OTHER_SHARE * cases, "\n".join(others)
 
 
 def test_right_answers_survive_every_mangling(rows: dict[str, Row]) -> None:

@@ -24,7 +24,9 @@ import pytest
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
+from hangdoc.analyzer.parsers.logs.tb_stage import frame_stage
 from hangdoc.analyzer.parsers.unmangle import unmangle
+from hangdoc.analyzer.payloads.launch import CodeStage
 
 _PYNCCL = "/usr/lib/python3/dist-packages/vllm/distributed/device_communicators/pynccl_wrapper.py"
 
@@ -126,12 +128,12 @@ def test_a_worker_failing_to_start_after_the_set_up_error_is_its_consequence(
 ) -> None:
     """vLLM's V1 workers prefix their lines "(VllmWorker rank={rank} pid={pid}) "
     (multiproc_executor.py WorkerProc, _add_prefix): the rank is read from it. Rank 3's
-    pynccl call, cut above its first frame to the source line that makes it (the call
-    looked up by name, 'self._funcs["ncclCommInitRank"](…'), fails set-up; rank 2 then
+    pynccl call (its traceback cut above ncclCommInitRank's frame) fails set-up; rank 2 then
     logs "WorkerProc failed to start." (its logger.exception header): HD206 answers, HD030
     does not call rank 2's report the cause."""
     head = "ERROR 08-05 14:13:44 [multiproc_executor.py:487] "
     lines = [
+        ("3", f'  File "{_PYNCCL}", line 277, in ncclCommInitRank'),
         ("3", '    self.NCCL_CHECK(self._funcs["ncclCommInitRank"](ctypes.byref(comm),'),
         ("3", f'  File "{_PYNCCL}", line 257, in NCCL_CHECK'),
         ("3", '    raise RuntimeError(f"NCCL error: {error_str}")'),
@@ -148,3 +150,11 @@ def test_a_worker_failing_to_start_after_the_set_up_error_is_its_consequence(
     findings = analyze(load_paths([path])).findings
     assert (findings[0].rule, findings[0].culprit_ranks) == ("HD206", (3,))
     assert all(f.rule != "HD030" for f in findings)
+
+
+def test_a_call_looked_up_by_name_names_its_stage() -> None:
+    """ctypes bindings call NCCL's API through a table of functions by name
+    (pynccl_wrapper.py: 'self._funcs["ncclCommInitRank"](…)'): the name is the call's."""
+    line = '    self.NCCL_CHECK(self._funcs["ncclCommInitRank"](ctypes.byref(comm),'
+    assert frame_stage(line) is CodeStage.SETUP
+    assert frame_stage('    self.NCCL_CHECK(self._funcs["ncclAllReduce"](sendbuff,') is None

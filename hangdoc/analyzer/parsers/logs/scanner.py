@@ -584,10 +584,6 @@ class Scanner:
                 store=self._store_before(lineno),
             )
             self._tracebacks[stream] = tb
-            if above[:1] in " \t" and not above.lstrip().startswith("File "):
-                # the source line the cut left above the first frame: the call it shows
-                # is the frame's caller's ('self._funcs["ncclCommInitRank"](…')
-                tb.read(above)
             tb.read(text)
             _stage_store(tb, frame)
             return
