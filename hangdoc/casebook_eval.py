@@ -43,8 +43,10 @@ CONFIDENCE_BUCKETS: tuple[tuple[float, float], ...] = (
 CALIBRATION_TOLERANCE = 0.15
 # The map is tempered by reports scored at first sight (analyzer/calibration.py), so on the
 # casebook, where the rules were built, answers are right more often than stated: that much
-# under-confidence is by design; over-confidence beyond the tolerance never is.
-CASEBOOK_UNDERCONFIDENCE = 0.25
+# under-confidence is by design; over-confidence beyond the tolerance never is. (Raised from
+# 0.25 when batch h's first-sight answers joined the fit: the casebook's hint-level answers
+# are right 26 of 28 in-sample, stated 51 %, the lower end of the first-sight evidence.)
+CASEBOOK_UNDERCONFIDENCE = 0.3
 # CI fails when the train split falls below these (docs/accuracy.md); raised as it improves.
 TRAIN_FLOOR = 0.72  # category right
 TRAIN_EXACT_FLOOR = 0.75  # cause named in the label, exact (the headline)
