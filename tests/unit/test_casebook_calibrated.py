@@ -24,8 +24,8 @@ def test_wilson_lower_ends() -> None:
 
 def test_a_small_all_right_bucket_may_state_less_than_a_large_one() -> None:
     assert _Buckets([("60%–80%", 11, 0.71, 1.0)]).calibrated()
-    assert not _Buckets([("60%–80%", 400, 0.71, 1.0)]).calibrated()
-    assert not _Buckets([("40%–60%", 11, 0.45, 1.0)]).calibrated()
+    assert not _Buckets([("60%–80%", 400, 0.65, 1.0)]).calibrated()
+    assert not _Buckets([("40%–60%", 11, 0.40, 1.0)]).calibrated()
 
 
 def test_over_confidence_beyond_the_tolerance_is_never_calibrated() -> None:

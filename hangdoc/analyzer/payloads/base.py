@@ -39,6 +39,12 @@ class Sign(enum.StrEnum):
     # the documentation gives no cause for).
     GPU_DRIVER_LIKELY = "gpu_driver_likely"
     GPU_DRIVER_POSSIBLE = "gpu_driver_possible"
+    # An NCCL error string of a class a failed communicator set-up returns, in the message
+    # of an exception that names NCCL (ncclGetErrorString's "unhandled cuda error",
+    # "unhandled system error", "internal error", "invalid usage": NCCL src/init.cc), as a
+    # framework's own binding raises it (vLLM's pynccl: "NCCL error: {error_str}"): with a
+    # traceback through communicator creation, that set-up failed (views/nccl_setup.py).
+    NCCL_SETUP_CLASS = "nccl_setup_class"
     UNKNOWN = "unknown"
 
 

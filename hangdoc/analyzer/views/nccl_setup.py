@@ -43,9 +43,9 @@ which must not call the same failure a crash):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised
 from hangdoc.analyzer.payloads.nccl import (
     NcclError,
@@ -73,14 +73,6 @@ _SETUP_CLASSES = frozenset(
         NcclResult.INVALID_USAGE,
         NcclResult.IN_PROGRESS,
     }
-)
-# ncclGetErrorString's words for the setup classes (NCCL src/init.cc, every 2.x release:
-# "unhandled cuda error", "unhandled system error", "internal error", "invalid usage",
-# each followed by "(run with NCCL_DEBUG=… for details)" since 2.9), in an exception's
-# message that names NCCL.
-_SETUP_ERROR_WORDS = re.compile(
-    r"\bnccl\b.*?\b(?:unhandled cuda error|unhandled system error|internal error|invalid usage)\b",
-    re.IGNORECASE,
 )
 # An NCCL WARN, and a CUDA failure NCCL WARNed about ("transport.cc:154 NCCL WARN Cuda
 # failure 'invalid argument'", a driver library or NVML call failing under NCCL), which the
@@ -233,7 +225,7 @@ def is_setup_exception(p: Placed, running_from: int) -> bool:
     raised = p.event.payload_as(ExceptionRaised)
     if raised is None or raised.stage is not CodeStage.SETUP or p.index >= running_from:
         return False
-    return _SETUP_ERROR_WORDS.search(f"{raised.exc_type or ''}: {raised.message or ''}") is not None
+    return Sign.NCCL_SETUP_CLASS in raised.signs
 
 
 def _lost_connections(tl: Timeline) -> bool:

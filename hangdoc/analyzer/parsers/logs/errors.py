@@ -141,6 +141,14 @@ def _known_as(meant: tuple[Category, str] | None) -> str | None:
     return meant[0].value if meant[1] in _OWN_MEANING else None
 
 
+# ncclGetErrorString's words for the classes a failed set-up returns (NCCL src/init.cc,
+# every 2.x release), in a message that names NCCL (Sign.NCCL_SETUP_CLASS).
+_NCCL_SETUP_CLASS = re.compile(
+    r"\bnccl\b.*?\b(?:unhandled cuda error|unhandled system error|internal error|invalid usage)\b",
+    re.IGNORECASE,
+)
+
+
 def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
     """What an exception type and message say about the rank that printed them."""
     found: list[Sign] = []
@@ -168,6 +176,8 @@ def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
         found.append(Sign.EMPTY_COLLECTIVE)
     if "KeyboardInterrupt" in exc_type or "KeyboardInterrupt" in message:
         found.append(Sign.INTERRUPT)
+    if _NCCL_SETUP_CLASS.search(f"{exc_type}: {message}"):
+        found.append(Sign.NCCL_SETUP_CLASS)
     return tuple(found)
 
 
