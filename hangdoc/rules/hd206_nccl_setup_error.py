@@ -30,7 +30,12 @@ torch's `NCCL error in: <file>:<line>` messages of class ncclSystemError,
 ncclInternalError, ncclUnhandledCudaError or ncclInvalidUsage, and an exception carrying
 one of those errors' words (`NCCL error: unhandled system error`, raised by vLLM's and
 SGLang's own NCCL bindings) whose traceback shows it raised while a communicator was
-created (`ncclCommInitRank`, `init_process_group`) (analyzer/views/nccl_setup.py).
+created (`ncclCommInitRank`, `init_process_group`; a paste cut between a frame and its
+source line keeps that call on the line above the first frame shown), or logged by its
+caller after the call's name (`ncclCommInitRank failed with error: NCCL error: internal
+error`), and NCCL's WARN that it could not create a shared-memory segment (`Error while
+creating shared memory segment /dev/shm/nccl-… (size N)`, header or not: NCCL opens them
+only while it connects a communicator) (analyzer/views/nccl_setup.py).
 Not used when collectives or training had already been logged before the error, when
 NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memory (HD031).
 

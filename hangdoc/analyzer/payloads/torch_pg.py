@@ -77,6 +77,9 @@ class Foreign(enum.StrEnum):
     HOROVOD = "horovod"
     XLA = "xla"
     CUPY = "cupy"
+    # a framework's own ctypes binding of libnccl (vLLM's and SGLang's pynccl_wrapper:
+    # "NCCL error: <ncclGetErrorString>"), after the call its caller names
+    BINDING = "binding"
     UNKNOWN = "unknown"
 
 

@@ -38,7 +38,12 @@ which must not call the same failure a crash):
   and SGLang's pynccl wrappers raise ``RuntimeError(f"NCCL error: {error_str}")`` with
   ncclGetErrorString's words), whose traceback shows it raised while a communicator was
   created (``ncclCommInitRank``, ``init_model_parallel_group``, ``init_process_group``:
-  parsers/logs/tb_stage.py), with nothing running before it.
+  parsers/logs/tb_stage.py), with nothing running before it; also as its caller logs it
+  after the call's name ("ncclCommInitRank failed with error: NCCL error: internal error",
+  parsers/logs/torch_pg.py), which places it at the call.
+* **A host resource NCCL could not have** (NCCL_RESOURCE_ERROR: "Error while creating
+  shared memory segment /dev/shm/nccl-… (size N)"), with or without its WARN header: NCCL
+  opens its shared-memory segments only while it connects a communicator.
 """
 
 from __future__ import annotations
@@ -151,6 +156,17 @@ def _after_connecting(tl: Timeline, running_from: int) -> tuple[Placed, ...]:
     return tuple(found)
 
 
+def _host_resources(tl: Timeline, running_from: int) -> tuple[Placed, ...]:
+    """NCCL's WARN that a resource of the host could not be had (the parser's
+    NCCL_RESOURCE_ERROR: "Error while creating shared memory segment /dev/shm/nccl-…
+    (size N)", the catalog's nccl-shm family), before anything shows collectives running,
+    whether or not its header survived the paste. NCCL opens those segments only while it
+    connects a communicator (NVIDIA/nccl src/transport/shm.cc's send/recv proxy set-up and
+    ncclShmAllocateShareableBuffer, proxy.cc's proxy pools, transport/nvls.cc), so the
+    failure is that set-up's: a container's small /dev/shm fails the first collective."""
+    return tuple(p for p in tl.of(EventKind.NCCL_RESOURCE_ERROR) if p.index < running_from)
+
+
 def first_running(tl: Timeline) -> int:
     """Index of the first event that shows collectives or training running (else the end)."""
     for p in tl.events:
@@ -247,7 +263,12 @@ def setup_failure(tl: Timeline) -> SetupFailure | None:
         for p in tl.events
         if p.kind in _WARN_KINDS and p.index < running_from and is_setup_warn(p)
     )
-    warns = tuple(sorted((*warns, *_after_connecting(tl, running_from)), key=lambda p: p.index))
+    warns = tuple(
+        sorted(
+            (*warns, *_after_connecting(tl, running_from), *_host_resources(tl, running_from)),
+            key=lambda p: p.index,
+        )
+    )
     returns = tuple(
         p
         for p in tl.of(EventKind.NCCL_RETURN)

@@ -214,3 +214,34 @@ def test_a_cuda_failure_right_after_its_thread_connects_is_set_up(
     )
     primary = analyze(load_paths([log])).primary
     assert (primary.rule == "HD206") is setup
+
+
+# NVIDIA/nccl src/misc/shmutils.cc (src/os/linux.cc of 2.28): WARN("Error while %s shared
+# memory segment %s (size %zi)", create ? "creating" : "attaching to", …), printed as a
+# paste keeps it: without its NCCL header, then the traceback of the first collective.
+_SHM_WARN = "Error while creating shared memory segment /dev/shm/nccl-Ab12Cd (size 9637888)"
+
+
+def test_a_shared_memory_segment_nccl_cannot_create_fails_set_up(tmp_path: Path) -> None:
+    """NCCL opens /dev/shm segments only while it connects a communicator (the shm
+    transport's proxy set-up, its proxy pools, NVLS): before any collective ran, the
+    failure is the set-up's (HD206), whichever first collective the traceback shows."""
+    path = tmp_path / "console.txt"
+    path.write_text(
+        f"{_SHM_WARN}\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1077, in _broadcast_model\n'
+    )
+    primary = analyze(load_paths([path])).primary
+    assert (primary.rule, primary.category.value) == ("HD206", "nccl_init_or_bootstrap_hang")
+
+
+def test_a_shared_memory_warn_after_collectives_ran_is_no_set_up_failure(tmp_path: Path) -> None:
+    """The same WARN after NCCL logged collectives running is not read as set-up."""
+    path = tmp_path / "nccl.log"
+    path.write_text(
+        "node1:8120:8131 [0] NCCL INFO AllReduce: opCount 3 sendbuff 0x7f00 recvbuff 0x7f00 count 1024 datatype 7 op 0 root 0 comm 0x55aa [nranks=2] stream 0x55bb\n"
+        f"node1:8120:8131 [0] misc/shmutils.cc:80 NCCL WARN {_SHM_WARN}\n"
+    )
+    diagnosis = analyze(load_paths([path]))
+    assert all(f.rule != "HD206" for f in diagnosis.findings)

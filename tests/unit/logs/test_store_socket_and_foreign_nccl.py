@@ -89,6 +89,21 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
         "nccl_error",
         {"error_class": "ncclSystemError", "call": "ncclGroupEnd", "foreign": "xla"},
     ),
+    # vLLM's ctypes binding (vllm/distributed/device_communicators/pynccl_wrapper.py
+    # NCCL_CHECK) raises RuntimeError(f"NCCL error: {error_str}"); a caller logging the call
+    # it made puts the call's name before it (vllm#18997, a worker's log).
+    (
+        "ERROR 05-30 22:22:26 [pynccl.py:153] ncclCommInitRank failed with error: NCCL error: internal error - please report this issue to the NCCL developers",
+        "nccl_error",
+        {"error_class": "ncclInternalError", "where": "ncclCommInitRank", "foreign": "binding"},
+    ),
+    (
+        "ncclAllReduce failed with error: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        "nccl_error",
+        {"error_class": "ncclSystemError", "call": "ncclAllReduce", "foreign": "binding"},
+    ),
+    # A bare number is no NCCL error string: nothing to read (no class, no words).
+    ("RuntimeError: ncclCommInitRank failed with error code 2", None, {}),
     # Not NCCL: a CUDA runtime call's error through Horovod's GPU context (cudaGetErrorString).
     (
         "horovod.common.exceptions.HorovodInternalError: cudaEventRecord failed: an illegal memory access was encountered",

@@ -158,3 +158,50 @@ def test_a_call_looked_up_by_name_names_its_stage() -> None:
     line = '    self.NCCL_CHECK(self._funcs["ncclCommInitRank"](ctypes.byref(comm),'
     assert frame_stage(line) is CodeStage.SETUP
     assert frame_stage('    self.NCCL_CHECK(self._funcs["ncclAllReduce"](sendbuff,') is None
+
+
+def _cut_workers(tmp_path: Path, source_above: str) -> Path:
+    """Rank 3's traceback as a paste cut between a frame and its source line: the first
+    line shown is the source line of the frame cut away (gpustack#2680's shape)."""
+    head = "ERROR 08-05 14:13:44 [multiproc_executor.py:487] "
+    lines = [
+        ("3", source_above),
+        ("3", f'  File "{_PYNCCL}", line 257, in NCCL_CHECK'),
+        ("3", '    raise RuntimeError(f"NCCL error: {error_str}")'),
+        ("3", "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO)"),
+        ("2", "WorkerProc failed to start."),
+        ("2", "Traceback (most recent call last):"),
+    ]
+    path = tmp_path / "workers.log"
+    path.write_text("".join(f"(VllmWorker rank={r} pid=46{r}) {head}{line}\n" for r, line in lines))
+    return path
+
+
+def test_the_source_line_above_a_cut_traceback_names_its_stage(tmp_path: Path) -> None:
+    """The line right above the first frame a paste kept, when it is a source line, is
+    the call of the frame the paste cut: its stage is the traceback's outermost shown."""
+    path = _cut_workers(
+        tmp_path, '    self.NCCL_CHECK(self._funcs["ncclCommInitRank"](ctypes.byref(comm),'
+    )
+    findings = analyze(load_paths([path])).findings
+    assert (findings[0].rule, findings[0].culprit_ranks) == ("HD206", (3,))
+    assert all(f.rule != "HD030" for f in findings)
+
+
+def test_a_collective_call_above_a_cut_traceback_is_no_set_up(tmp_path: Path) -> None:
+    path = _cut_workers(tmp_path, '    self.NCCL_CHECK(self._funcs["ncclAllReduce"](sendbuff,')
+    assert analyze(load_paths([path])).primary.rule != "HD206"
+
+
+def test_a_source_line_of_another_rank_above_is_not_read(tmp_path: Path) -> None:
+    """Only a line of the same stream, right above the frame, is its cut source line."""
+    head = "ERROR 08-05 14:13:44 [multiproc_executor.py:487] "
+    lines = [
+        ("2", '    self.NCCL_CHECK(self._funcs["ncclCommInitRank"](ctypes.byref(comm),'),
+        ("3", f'  File "{_PYNCCL}", line 257, in NCCL_CHECK'),
+        ("3", '    raise RuntimeError(f"NCCL error: {error_str}")'),
+        ("3", "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO)"),
+    ]
+    path = tmp_path / "workers.log"
+    path.write_text("".join(f"(VllmWorker rank={r} pid=46{r}) {head}{line}\n" for r, line in lines))
+    assert analyze(load_paths([path])).primary.rule != "HD206"

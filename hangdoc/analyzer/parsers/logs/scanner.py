@@ -293,6 +293,8 @@ class Scanner:
     # The last logical line read: the source line above a bare exception line, when the
     # paste cut the traceback's frames (a source line that writes a file, WRITE_CALL).
     _above: str = ""
+    # Where that line was read: its line number and stream (rank, local rank).
+    _above_at: tuple[int, tuple[int | None, int | None]] | None = None
     # The last event read that is an NCCL WARN whose header the paste cut away whole: the
     # return-code chain on the next line gives it its thread (see _return_code).
     _headless: RawEvent | None = None
@@ -539,10 +541,11 @@ class Scanner:
     def _logical(self, tag: LineTag, lineno: int) -> None:
         text = tag.text
         self._line = -1  # a new record: the kinds of its events start over (see _emit)
-        above = self._above
+        above, above_at = self._above, self._above_at
         if text.strip():
             self._tail_exc = None
             self._above = text
+            self._above_at = (lineno, (tag.rank, tag.local_rank))
         if tag.rank is not None and tag.local_rank is not None:
             self.local_to_global.setdefault(tag.local_rank, set()).add(tag.rank)
         if self._block is not None:
@@ -584,6 +587,11 @@ class Scanner:
                 store=self._store_before(lineno),
             )
             self._tracebacks[stream] = tb
+            if above_at == (lineno - 1, stream) and _cut_source(above):
+                # The paste was cut between a frame and its source line: that line, right
+                # above the first frame shown, is the outermost call shown (vLLM's workers'
+                # 'self.NCCL_CHECK(self._funcs["ncclCommInitRank"](…' above NCCL_CHECK).
+                tb.read(above)
             tb.read(text)
             _stage_store(tb, frame)
             return
@@ -1056,6 +1064,18 @@ class Scanner:
         current.stamp = tag.stamp or current.stamp
         current.folded = n
         return current
+
+
+def _cut_source(text: str) -> bool:
+    """Whether a line is a traceback's source line (indented code under a frame), not a
+    frame, a caret line or an exception line."""
+    return (
+        text[:1] in " \t"
+        and bool(text.strip())
+        and not text.lstrip().startswith("File ")
+        and not _MARKS.match(text)
+        and match_exception_line(text.strip()) is None
+    )
 
 
 def _stage_store(tb: _Traceback, text: str) -> None:

@@ -100,14 +100,18 @@ _NCCL_CLASS = re.compile(
 # and TensorFlow's NCCL wrappers (xla/service/gpu/nccl_utils.cc ToStatus,
 # tensorflow/core/nccl/nccl_manager.cc TranslateStatus) say "<file>:<line>: NCCL operation
 # <expr> failed: <string>[. Last NCCL warning(error) log entry …]", the expr being the call
-# with its arguments ("ncclCommInitRank(&comm, nranks, id, rank)").
+# with its arguments ("ncclCommInitRank(&comm, nranks, id, rank)"). vLLM's and SGLang's
+# ctypes bindings (vllm/distributed/device_communicators/pynccl_wrapper.py NCCL_CHECK)
+# raise RuntimeError(f"NCCL error: {error_str}") with the same string, which a caller that
+# logs the call it made prints after it: "ncclCommInitRank failed with error: NCCL error:
+# internal error - please report this issue to the NCCL developers" (vllm#18997).
 _NCCL_STRINGS = (
     r"(?:unhandled )?(?:cuda|system) error|internal error|invalid argument|invalid usage"
     r"|remote process exited or there was a network error|NCCL operation in progress"
 )
 _FOREIGN_NCCL = re.compile(
-    r"(?P<xla>NCCL operation )?\b(?P<call>nccl[A-Z]\w*)(?:\(.*?\))? failed: "
-    r"(?P<what>(?:" + _NCCL_STRINGS + r").*)"
+    r"(?P<xla>NCCL operation )?\b(?P<call>nccl[A-Z]\w*)(?:\(.*?\))? failed(?: with error)?: "
+    r"(?P<binding>NCCL error: )?(?P<what>(?:" + _NCCL_STRINGS + r").*)"
     r"|\bNcclError: NCCL_ERROR_(?P<code>[A-Z_]+)(?::\s*(?P<what2>.*))?"
 )
 # ncclResult_t names of cupy's NCCL_ERROR_* codes.
@@ -538,7 +542,11 @@ def _foreign_nccl(m: re.Match[str], text: str) -> Hit:
     call = m.group("call")
     if call is not None:
         found: dict[str, object] = {
-            "foreign": Foreign.XLA if m.group("xla") else Foreign.HOROVOD,
+            "foreign": Foreign.XLA
+            if m.group("xla")
+            else Foreign.BINDING
+            if m.group("binding")
+            else Foreign.HOROVOD,
             "call": call,
         }
         if _NCCL_INIT_CALLS.fullmatch(call):
