@@ -35,7 +35,10 @@ host name that does not resolve: `The network addresses of (host, port) cannot b
 retrieved (gai error: …)`, older torch's `ValueError: host not found: Name or service not
 known` from c10d's tcputil::connect), gloo failing to build its mesh (`connect [addr]:port:
 Connection refused` from `gloo/transport/tcp/pair.cc`, or newer gloo's `timed out
-connecting: SO_ERROR: Connection refused, remote=[addr]:port`) and elastic
+connecting: SO_ERROR: Connection refused, remote=[addr]:port`), torch.distributed.rpc's
+TensorPipe agent failing to connect to a peer (`connect: Resource temporarily unavailable
+(this error originated at tensorpipe/common/socket.cc:114)`, read as the store errors
+that do not say their use are: before anything ran, or with set-up in its traceback) and elastic
 `RendezvousTimeoutError` / `RendezvousClosedError`. When a rank is known to have died
 first, HD030 names it instead: these are then its echo. A store wait, read timeout or
 broken store connection (or a store timeout of no known kind) that comes after collectives
@@ -259,6 +262,11 @@ class NcclInitIncomplete(Rule):
                 f"gloo could not connect to its peer{peer} ({first.message}) while building "
                 "the process group"
             )
+        elif error == StoreError.RPC_CONNECT:
+            what = (
+                f"torch.distributed.rpc's TensorPipe agent could not connect to a peer "
+                f"({first.message}) while its workers set up"
+            )
         elif error == StoreError.NCCL_UNIQUE_ID:
             what = (f"ranks waited for the NCCL unique id that rank {first.root} publishes "
                     f"through the store and got '{first.message}'")  # fmt: skip
@@ -378,6 +386,9 @@ _GENERIC_STORE = frozenset(
         StoreError.STORE_READ_TIMEOUT,
         StoreError.STORE_UNREACHABLE,
         StoreError.STORE_FILE,
+        # TensorPipe connects to a peer on the first message to it, during init_rpc or
+        # later: set-up only before anything ran, or where its traceback shows it.
+        StoreError.RPC_CONNECT,
     }
 )
 

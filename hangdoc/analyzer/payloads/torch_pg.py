@@ -15,6 +15,7 @@ class Backend(enum.StrEnum):
     NCCL = "nccl"
     GLOO = "gloo"
     HOROVOD = "horovod"
+    TENSORPIPE = "tensorpipe"  # torch.distributed.rpc's agent
     UNKNOWN = "unknown"
 
 
@@ -96,6 +97,9 @@ class StoreError(enum.StrEnum):
     STORE_RESOLVE = "store_resolve"  # the store's host name did not resolve
     STORE_UNREACHABLE = "store_unreachable"  # one of the store's addresses timed out / no route
     GLOO_CONNECT = "gloo_connect"  # gloo's full mesh could not connect a pair
+    # torch.distributed.rpc's TensorPipe agent could not connect to a peer (it connects
+    # on its first message to each, the first of them init_rpc's gather of worker names)
+    RPC_CONNECT = "rpc_connect"
     STORE_READ_TIMEOUT = "store_read_timeout"  # a connected store socket stopped answering
     STORE_CONNECTION = "store_connection"  # the store's connection was lost
     STORE_FILE = "store_file"  # a FileStore could not open its file ("open(<path>): …")

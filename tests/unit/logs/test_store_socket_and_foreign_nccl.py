@@ -7,9 +7,15 @@ format string of the function that prints it (named next to it).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from hangdoc.analyzer.engine import analyze
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.parsers.logs import recognise_line
+from hangdoc.analyzer.parsers.logs.tb_stage import frame_stage
+from hangdoc.analyzer.payloads.launch import CodeStage
 from tests.unit.logs.helpers import fields
 
 CASES: list[tuple[str, str | None, dict[str, object]]] = [
@@ -104,6 +110,20 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
     ),
     # A bare number is no NCCL error string: nothing to read (no class, no words).
     ("RuntimeError: ncclCommInitRank failed with error code 2", None, {}),
+    # tensorpipe/common/socket.cc Socket::connect: TP_CREATE_ERROR(SystemError, "connect",
+    # errno); SystemError::what() "<syscall>: <strerror>", Error::what() appends
+    # " (this error originated at <file>:<line>)" (tensorpipe/common/error.cc).
+    (
+        "RuntimeError: connect: Connection refused (this error originated at tensorpipe/common/socket.cc:114)",
+        "store_timeout",
+        {"error": "rpc_connect", "backend": "tensorpipe"},
+    ),
+    # Another syscall's error is no connect failure.
+    (
+        "RuntimeError: accept: Too many open files (this error originated at tensorpipe/common/socket.cc:62)",
+        None,
+        {},
+    ),
     # Not NCCL: a CUDA runtime call's error through Horovod's GPU context (cudaGetErrorString).
     (
         "horovod.common.exceptions.HorovodInternalError: cudaEventRecord failed: an illegal memory access was encountered",
@@ -129,3 +149,46 @@ def test_line(line: str, kind: str | None, expected: dict[str, object]) -> None:
 def test_collective_error_is_not_placed_at_setup() -> None:
     hit = recognise_line("RuntimeError: ncclAllReduce failed: unhandled system error")
     assert hit is not None and "where" not in fields(hit)
+
+
+_TP = "connect: Resource temporarily unavailable (this error originated at tensorpipe/common/socket.cc:114)"
+_RPC = "/opt/venv/lib/python3.10/site-packages/torch/distributed/rpc"
+
+
+def test_a_tensorpipe_connect_failure_while_rpc_sets_up_is_set_up(tmp_path: Path) -> None:
+    """init_rpc gathers the workers' names over RPC (rpc/api.py _all_gather, called from
+    backend_registry.init_backend): a connect that fails then fails the set-up."""
+    path = tmp_path / "worker.log"
+    path.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/work/train.py", line 40, in <module>\n'
+        "    rpc.init_rpc(f'worker{rank}', rank=rank, world_size=world_size)\n"
+        f'  File "{_RPC}/__init__.py", line 196, in init_rpc\n'
+        f'  File "{_RPC}/backend_registry.py", line 101, in init_backend\n'
+        f'  File "{_RPC}/api.py", line 222, in _all_gather\n'
+        f"RuntimeError: {_TP}\n"
+    )
+    primary = analyze(load_paths([path])).primary
+    assert primary.category.value == "nccl_init_or_bootstrap_hang"
+
+
+def test_a_tensorpipe_connect_failure_after_collectives_ran_is_not_set_up(tmp_path: Path) -> None:
+    """TensorPipe connects to a peer on its first message to it: once NCCL logged
+    collectives running, a connect failure is not read as the set-up's."""
+    path = tmp_path / "worker.log"
+    path.write_text(
+        "node1:8120:8131 [0] NCCL INFO AllReduce: opCount 3 sendbuff 0x7f00 recvbuff 0x7f00 count 1024 datatype 7 op 0 root 0 comm 0x55aa [nranks=2] stream 0x55bb\n"
+        f"[W tensorpipe_agent.cpp:726] RPC agent for worker3 encountered an error: {_TP}\n"
+    )
+    findings = analyze(load_paths([path])).findings
+    assert all(f.rule != "HD201" for f in findings)
+
+
+def test_rpc_set_up_frames_name_the_set_up_stage() -> None:
+    """torch.distributed.rpc's init_rpc (rpc/__init__.py, and _init_rpc_backend under it)
+    sets up the agent; an exception raised under it is raised in set-up."""
+    assert frame_stage(f'  File "{_RPC}/__init__.py", line 196, in init_rpc') is CodeStage.SETUP
+    assert frame_stage(f'  File "{_RPC}/__init__.py", line 231, in _init_rpc_backend') is (
+        CodeStage.SETUP
+    )
+    assert frame_stage(f'  File "{_RPC}/api.py", line 800, in rpc_sync') is None

@@ -30,14 +30,16 @@ _CALLED = re.compile(
 # torch.distributed's set-up entry points (distributed_c10d.py: init_process_group,
 # new_group, new_subgroups, _new_process_group_helper, _store_based_barrier;
 # rendezvous.py: rendezvous, _create_c10d_store; device_mesh.py: init_device_mesh;
-# elastic's next_rendezvous) and the frameworks' wrappers named after them
-# (init_distributed, init_torch_distributed, initialize_model_parallel,
+# elastic's next_rendezvous; rpc/__init__.py: init_rpc) and the frameworks' wrappers
+# named after them (init_distributed, init_torch_distributed, initialize_model_parallel,
 # setup_distributed …).
 _SETUP_NAME = re.compile(
     r"_?(?:init_process_group|new_group|new_subgroups\w*|_?new_process_group_helper"
     r"|_?store_based_barrier|_?create_c10d_store|\w*rendezvous\w*|init_device_mesh"
     r"|\w*init\w*_distributed\w*|init_dist|initialize_model_parallel|setup_distributed"
-    r"|init_distributed_environment)"
+    r"|init_distributed_environment"
+    # torch.distributed.rpc's (rpc/__init__.py init_rpc, _init_rpc_backend)
+    r"|init_rpc|_init_rpc_backend)"
 )
 # The training loop: a function named after training (train, _inner_training_loop,
 # train_one_step, training_step, train_epoch …) or Lightning's fit.

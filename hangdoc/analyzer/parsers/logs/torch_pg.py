@@ -223,6 +223,17 @@ _GLOO_CONNECT = re.compile(
     r"|timed out connecting: SO_ERROR: (?P<why2>[^,]+?),?(?: remote=\[?(?P<addr2>[^\]\s]+?)"
     r"\]?:(?P<port2>\d+)|\s*$)"
 )
+# torch.distributed.rpc's TensorPipe agent (tensorpipe/common/socket.cc Socket::connect:
+# TP_CREATE_ERROR(SystemError, "connect", errno), the shm transport's socket.cc the same)
+# says what a connect to a peer's listener got: SystemError::what() is "<syscall>:
+# <strerror>" and Error::what() appends " (this error originated at <file>:<line>)"
+# (tensorpipe/common/error.cc), raised through the agent as a RuntimeError
+# (pytorch#85607: "connect: Resource temporarily unavailable (this error originated at
+# tensorpipe/common/socket.cc:114)" while init_rpc's workers gathered their names).
+_TENSORPIPE_CONNECT = re.compile(
+    r"\bconnect: (?P<why>[^()]{1,120}?) \(this error originated at "
+    r"(?P<where>tensorpipe/[\w/.]+:\d+)\)"
+)
 # torch < 2.1 init_process_group: every rank increments a store counter and waits for
 # world_size of them; "rank" is the global rank of the waiter, worker_count how many came.
 _STORE_BARRIER = re.compile(
@@ -327,6 +338,7 @@ _KEYWORDS = (
     "pair closure",
     "got 0 bytes",
     ": open(",
+    "originated at tensorpipe/",
 )
 # Every line the recogniser below makes an event of holds one of these (literals.Need;
 # the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
@@ -716,6 +728,12 @@ def _store(text: str) -> Hit | None:
             port=as_int(m.group("port") or m.group("port2")),
             message=(m.group("why") or m.group("why2") or "").strip(),
             backend=Backend.GLOO,
+        )
+    elif (m := _TENSORPIPE_CONNECT.search(text)) is not None:
+        payload = StoreTimeout(
+            error=StoreError.RPC_CONNECT,
+            message=f"connect: {m.group('why').strip()} ({m.group('where')})",
+            backend=Backend.TENSORPIPE,
         )
     elif (m := _SOCKET_READ_TIMEOUT.search(text)) is not None:
         peer, port = _remote(m.group("sock") or "")
