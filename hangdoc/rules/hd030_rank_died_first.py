@@ -102,6 +102,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.launch import SignalName
 from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths, one_exit, one_failure
 from hangdoc.analyzer.views.nccl_setup import setup_failure
@@ -152,6 +153,9 @@ class RankDiedFirst(Rule):
         # after NCCL's set-up failing (HD206's lines): the workers that then fail to start
         # report its consequence
         leading = _not_after_setup(leading, tl, wave_events)
+        # after another rank's NCCL call failed with a set-up class's error, wherever it
+        # was called: that rank failed first, by NCCL, not by a crash
+        leading = _not_after_nccl_failure(leading, tl, wave_events)
         if not leading:
             return  # every failure came after the timeouts: consequences
         certain = [d for d in leading if d.certain]
@@ -344,6 +348,33 @@ def _not_after_setup(leading: list[Death], tl: Timeline, wave_events: list[Place
         d
         for d in leading
         if d.placed.index < first.index or precedes_wave(d.placed, [first]) is True
+    ]
+
+
+def _not_after_nccl_failure(
+    leading: list[Death], tl: Timeline, wave_events: list[Placed]
+) -> list[Death]:
+    """The deaths that do not follow another rank's exception carrying an NCCL error of a
+    class a failed set-up returns (Sign.NCCL_SETUP_CLASS: ncclGetErrorString's "unhandled
+    system error", "internal error", "unhandled cuda error", "invalid usage", raised by
+    torch or by a framework's binding) before the timeouts. That rank's NCCL failed first;
+    its error is no crash (the parser reads it as a consequence, since it may be one), so
+    a crash reported after it is not the first failure either, and this rule yields (the
+    set-up's rule answers where the traceback shows set-up, else no cause is named)."""
+    failures = [
+        p
+        for p in tl.of(EventKind.EXCEPTION)
+        if Sign.NCCL_SETUP_CLASS in p.event.payload.signs
+        and precedes_wave(p, wave_events) is not False
+    ]
+    if not failures:
+        return leading
+    return [
+        d
+        for d in leading
+        if not any(
+            f.index < d.placed.index and (f.rank is None or f.rank != d.rank) for f in failures
+        )
     ]
 
 

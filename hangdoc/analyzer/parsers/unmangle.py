@@ -57,6 +57,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.catalog.cut_body import cut_body
 from hangdoc.analyzer.parsers.catalog.matcher import default_matcher
+from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.prefixes import strip_colours
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME as PYSPY_FRAME
 
@@ -450,11 +451,32 @@ def _same_shape(text: str, record: str) -> bool:
     )
 
 
+# An exception's type cut by the edge: what is left of its name starts lower-case with no
+# module path before it ("Ru" / "ntimeError: …"), which no class name does (PEP 8's
+# CapWords; a qualified name starts with its module, "torch.distributed.DistBackendError").
+_CUT_EXCEPTION_NAME = re.compile(r"[a-z][A-Za-z0-9_]*(?:Error|Exception|Warning|Interrupt):")
+
+
+def _header_only(record: str) -> bool:
+    """``record`` is a line's header and nothing of its body (a logger's, a launcher's
+    prefix, the body's own indentation): no line is printed so, so a piece that ends
+    there was cut by the edge, and the next line is its body whatever it starts like
+    (vLLM's V1 worker prefix and logger header are 80 columns wide before a traceback
+    line's indentation: a terminal 80 wide cuts each such line right after them)."""
+    # (a wrap at word boundaries drops the space it broke at, which ends a header)
+    tag = peel_line(record if record.endswith(" ") else f"{record} ")
+    return tag.tagged and not tag.text.strip()
+
+
 def _continues(text: str, record: str) -> bool:
     """``text`` may be the wrapped rest of ``record``: it starts no record of its own
     (a py-spy frame is one, indented or not), or it goes on with a tqdm bar ``record``
-    leaves open (``_OPEN_BAR``)."""
+    leaves open (``_OPEN_BAR``), or ``record`` is a header alone (``_header_only``)."""
     if _OPEN_BAR.search(record) and _BAR_REST.match(text):
+        return True
+    if text and record.strip() and _header_only(record):
+        return True
+    if record[-1:].isalpha() and _CUT_EXCEPTION_NAME.match(text):
         return True
     if _LEVEL_PENDING.search(record) and _PENDING_LEVEL.match(text):
         return True
@@ -614,6 +636,13 @@ def _word_width(texts: list[str]) -> int | None:
 
 
 def _word_joins(piece: str, rest: str, record: str, width: int) -> bool:
+    if (
+        rest.strip()
+        and piece.strip()
+        and (len(piece) >= width - 1 or _first_word_length(rest.lstrip()) > width - len(piece) - 1)
+        and _header_only(record)
+    ):
+        return True  # a header alone at the edge: its body went on (``_header_only``)
     return bool(_word_break(piece, rest, width)) and _continues(_unemphasised(rest), record)
 
 

@@ -205,3 +205,35 @@ def test_a_source_line_of_another_rank_above_is_not_read(tmp_path: Path) -> None
     path = tmp_path / "workers.log"
     path.write_text("".join(f"(VllmWorker rank={r} pid=46{r}) {head}{line}\n" for r, line in lines))
     assert analyze(load_paths([path])).primary.rule != "HD206"
+
+
+def test_a_crash_after_another_ranks_nccl_failure_is_not_the_first_failure(
+    tmp_path: Path,
+) -> None:
+    """Rank 3's NCCL call failed with a set-up class's error (no frame shows where it was
+    called); rank 2's "WorkerProc failed to start." after it is no crash that came first:
+    HD030 yields (no stage shown, so HD206 does not answer either)."""
+    head = "ERROR 08-05 14:13:44 [multiproc_executor.py:487] "
+    lines = [
+        ("3", f'  File "{_PYNCCL}", line 257, in NCCL_CHECK'),
+        ("3", '    raise RuntimeError(f"NCCL error: {error_str}")'),
+        ("3", "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO)"),
+        ("2", "WorkerProc failed to start."),
+    ]
+    path = tmp_path / "workers.log"
+    path.write_text("".join(f"(VllmWorker rank={r} pid=46{r}) {head}{line}\n" for r, line in lines))
+    assert all(f.rule != "HD030" for f in analyze(load_paths([path])).findings)
+
+
+def test_a_crash_before_another_ranks_nccl_failure_stays_the_first(tmp_path: Path) -> None:
+    head = "ERROR 08-05 14:13:44 [multiproc_executor.py:487] "
+    lines = [
+        ("2", "Traceback (most recent call last):"),
+        ("2", '  File "/srv/model.py", line 12, in load'),
+        ("2", "ValueError: bad shape in layer 3"),
+        ("3", "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO)"),
+    ]
+    path = tmp_path / "workers.log"
+    path.write_text("".join(f"(VllmWorker rank={r} pid=46{r}) {head}{line}\n" for r, line in lines))
+    primary = analyze(load_paths([path])).primary
+    assert (primary.rule, primary.culprit_ranks) == ("HD030", (2,))

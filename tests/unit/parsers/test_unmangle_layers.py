@@ -9,7 +9,7 @@ The lines are NCCL's documented formats (FORMATS.md §1: WARN and the "-> rc" ch
 from __future__ import annotations
 
 from hangdoc.analyzer.parsers.unmangle import unmangle
-from hangdoc.paste_mangling import hard_wrap, quote
+from hangdoc.paste_mangling import hard_wrap, quote, word_wrap
 
 LOG = (
     "host-a:101:202 [0] misc/ibvwrap.cc:182 NCCL WARN Call to ibv_reg_mr_iova2 failed with "
@@ -42,3 +42,52 @@ def test_a_quoted_paste_hard_wrapped_is_unquoted_once_rejoined() -> None:
     assert fixed is not None
     assert not [line for line in fixed.text.splitlines() if line.startswith(">")]
     assert "host-a:101:202 [0] NCCL INFO transport/net.cc:853 -> 2" in fixed.text.splitlines()
+
+
+# vLLM V1's worker prefix and logger header (multiproc_executor.py's _add_prefix, vllm/
+# logger.py's _FORMAT): 77 columns before the message, so a terminal 80 wide cuts a
+# traceback line right after the header and the line's indentation.
+_VLLM = "(VllmWorker rank=3 pid=4665) ERROR 08-05 14:13:44 [multiproc_executor.py:487] "
+_WORKER_LOG = "".join(
+    f"{_VLLM}{line}\n"
+    for line in (
+        '    self.NCCL_CHECK(self._funcs["ncclCommInitRank"](ctypes.byref(comm),',
+        '  File "/usr/lib/python3/dist-packages/vllm/distributed/device_communicators/'
+        'pynccl_wrapper.py", line 257, in NCCL_CHECK',
+        '    raise RuntimeError(f"NCCL error: {error_str}")',
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        "WorkerProc failed to start.",
+    )
+)
+
+
+def test_a_header_alone_at_the_edge_is_joined_to_its_body() -> None:
+    """A piece that is a line's header alone (and its body's indentation) is no line of
+    its own: the next piece is its body, though it starts like a record (a frame, an
+    indented source line), and an exception's type cut inside its name goes on too."""
+    fixed = unmangle(hard_wrap(_WORKER_LOG, 80))
+    assert fixed is not None
+    assert fixed.text == _WORKER_LOG
+
+
+def test_a_header_alone_at_a_word_wrap_is_joined_to_its_body() -> None:
+    fixed = unmangle(word_wrap(_WORKER_LOG, 80))
+    assert fixed is not None
+    lines = fixed.text.splitlines()
+    assert lines[-2] == (
+        f"{_VLLM}RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO "
+        "for details)"
+    )
+    assert lines[-1] == f"{_VLLM}WorkerProc failed to start."
+
+
+def test_a_type_name_that_starts_upper_case_after_the_edge_starts_a_record() -> None:
+    """Only what is left of a name cut inside (lower-case, no module path) goes on: after
+    a line at the edge, "ValueError: …" is an exception line of its own."""
+    text = "".join(f"{'w' * 39}x\nValueError: bad input {k}\n" for k in range(3))
+    fixed = unmangle(text)
+    assert fixed is None or "ValueError" in fixed.text.splitlines()[1]
+    cut = "".join(f"{'w' * 39}x\nntimeError: bad input {k}\n" for k in range(3))
+    rejoined = unmangle(cut)
+    assert rejoined is not None
+    assert rejoined.text.splitlines()[0].endswith("xntimeError: bad input 0")

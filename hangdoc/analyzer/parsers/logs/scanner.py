@@ -587,10 +587,16 @@ class Scanner:
                 store=self._store_before(lineno),
             )
             self._tracebacks[stream] = tb
-            if above_at == (lineno - 1, stream) and _cut_source(above):
+            if (
+                above_at is not None
+                and above_at[0] == lineno - 1
+                and above_at[1] in (stream, (None, None))
+                and _cut_source(above)
+            ):
                 # The paste was cut between a frame and its source line: that line, right
                 # above the first frame shown, is the outermost call shown (vLLM's workers'
-                # 'self.NCCL_CHECK(self._funcs["ncclCommInitRank"](…' above NCCL_CHECK).
+                # 'self.NCCL_CHECK(self._funcs["ncclCommInitRank"](…' above NCCL_CHECK),
+                # of the same stream, or with no header left where the cut took it.
                 tb.read(above)
             tb.read(text)
             _stage_store(tb, frame)
