@@ -80,7 +80,11 @@ the rule that names it answers (HD031, HD301, HD110, HD109, HD035 …); this rul
 unless the death's times show it first (HD031 then yields to this one in turn). So does a
 death after NCCL's failing to set a communicator up (HD206's lines: a setup WARN, its
 return chain, a synchronous NCCL error of a setup class): vLLM's workers that then log
-"WorkerProc failed to start." report that failure.
+"WorkerProc failed to start." report that failure. And so does a death after another
+rank's (or an unranked line's) exception carrying an NCCL error of a set-up class
+(`NCCL error: unhandled system error`, `internal error`, …) wherever that NCCL call was
+made: that rank's NCCL failed first, which is no crash; HD206 names it where the
+traceback shows set-up, else no cause is named.
 
 ## How to confirm
 Read the culprit's log around the cited line: its traceback or signal is the failure.
@@ -354,7 +358,8 @@ def _not_after_setup(leading: list[Death], tl: Timeline, wave_events: list[Place
 def _not_after_nccl_failure(
     leading: list[Death], tl: Timeline, wave_events: list[Placed]
 ) -> list[Death]:
-    """The deaths that do not follow another rank's exception carrying an NCCL error of a
+    """The deaths that do not follow another rank's (or an unranked line's: which process
+    printed it is not known) exception carrying an NCCL error of a
     class a failed set-up returns (Sign.NCCL_SETUP_CLASS: ncclGetErrorString's "unhandled
     system error", "internal error", "unhandled cuda error", "invalid usage", raised by
     torch or by a framework's binding) before the timeouts. That rank's NCCL failed first;
