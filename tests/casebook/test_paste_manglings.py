@@ -48,14 +48,15 @@ MIDDLE_CUT_CHANGES = frozenset(
         "nccl-957-cuda-invalid-argument-proxy-connect",
         "vllm-3688-custom-allreduce-nccl-invalid-argument",
         # Batch h (joined at session 30's end), a debt, not a reading: the whole paste is
-        # answered `unknown`, the cut one by its label. The watchdog's "Process group
-        # watchdog thread terminated with exception: CUDA error: …" (moss-275's timeout
-        # beside rank 0's save, sglang-8296's illegal memory access) is read as the
-        # consequence of a failure elsewhere; cut, its words no longer are.
+        # answered `unknown`, the cut one by its label. moss-275's first line is rank 0's
+        # watchdog timeout ("Watchdog caught collective operation timeout", no CUDA
+        # error), pasted above the save marker it came after: whole, the save is not
+        # before the first timeout (HD061's look-back); cut, the timeout is gone. (The
+        # watchdog's "terminated with exception: CUDA error: …" is now its rank's first
+        # failure, sglang-8296's debt paid.)
         "moss-275-rank0-only-save-allreduce",
         # (and metaseq-90, cut inside torch's "NCCL error in:": FIRST_12_CUT_CHANGES below)
         "metaseq-90-baseline-ncclcommabort-unhandled-cuda",
-        "sglang-8296-tp-rank1-illegal-memory-access",
         "zerobubble-60-p2p-message-truncated-multinode",
     }
 )

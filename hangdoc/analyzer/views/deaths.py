@@ -292,9 +292,11 @@ def _tried(payload: EventPayload) -> str:
 
 
 def watchdog_cuda_error(p: Placed) -> Death | None:
-    """A watchdog teardown that names a CUDA error of its own rank's GPU, as a death."""
+    """A watchdog teardown that names a CUDA error of its own rank's GPU, as a death: of
+    its rank, or of a process no rank is known for (a non-default group's prefix, "[PG ID
+    2 PG GUID 3 Rank 1]", names its rank in that group only; sglang #8296's what())."""
     teardown = p.event.payload_as(WatchdogTeardown)
-    if teardown is None or teardown.cuda_error is None or p.rank is None:
+    if teardown is None or teardown.cuda_error is None:
         return None
     return Death(p.rank, DeathHow.CUDA_ERROR, "CUDA error: " + teardown.cuda_error, p, True)
 
@@ -440,7 +442,14 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         if p.kind == EventKind.COLLECTIVE_MISMATCH and p.event.line
     }
     for p in tl.events:
-        if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank not in wave_seen:
+        if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank is None:
+            # The process's own abort, as an unranked death is read (below): a cause
+            # unless timeouts came before it, whose teardown it may be for all we know.
+            if not any_wave:
+                unranked.append(gpu_fault)
+            any_wave = True
+            continue
+        if gpu_fault is not None and p.rank not in wave_seen:
             found.setdefault(p.rank, gpu_fault)
             wave_seen.add(p.rank)
             continue

@@ -56,6 +56,54 @@ _TRIED = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTPE]i?B)")
 _WATCHDOG_CUDA_ERROR = re.compile(
     r"watchdog thread terminated with exception: CUDA error: (?P<what>[^\n]{1,200})"
 )
+# The same message's exception, to the end of its line: what a wrap may have cut.
+_WATCHDOG_WHAT = re.compile(r"watchdog thread terminated with exception: ?(?P<what>[^\n]{0,200})$")
+# What c10_cuda_check_implementation (c10/cuda/CUDAException.cpp) starts every CUDA error's
+# what() with; the watchdog's exception is that what() when a kernel of its GPU faulted.
+_CUDA_ERROR_WORDS = "CUDA error: "
+
+
+def known_cuda_error(error: str) -> bool:
+    """The whole of a CUDA runtime error string the catalog holds (a cuda row that prints
+    "CUDA error: <cudaGetErrorString>", libcudart's table): not a piece of one."""
+    what = _cuda_error_only(error)
+    found = default_matcher().match(_CUDA_ERROR_WORDS + what) if what else None
+    return (
+        found is not None
+        and found.row.project == "cuda"
+        and found.text.strip() == _CUDA_ERROR_WORDS + what
+    )
+
+
+def watchdog_cuda_error_cut(text: str) -> bool:
+    """A line of the watchdog's abort ("… watchdog thread terminated with exception: …")
+    that ends where its exception could still be a CUDA error the line does not hold
+    whole: the line stops inside "CUDA error: " or inside the error string after it (a
+    terminal's hard wrap at its width: atmorep #55's "… exception: CUDA erro" over
+    "r: unspecified launch failure"). Its next line may be the rest (the scanner's
+    ``_rest_of_watchdog``)."""
+    m = _WATCHDOG_WHAT.search(text.rstrip())
+    if m is None:
+        return False
+    what = m.group("what")
+    if len(what) < len(_CUDA_ERROR_WORDS):
+        return _CUDA_ERROR_WORDS.startswith(what)
+    return what.startswith(_CUDA_ERROR_WORDS) and not known_cuda_error(
+        what[len(_CUDA_ERROR_WORDS) :]
+    )
+
+
+def watchdog_cuda_error_joined(text: str, rest: str) -> str | None:
+    """The watchdog's abort line ``text`` with the line after it, ``rest``, as one line,
+    when together they hold a CUDA error the catalog knows whole: read as a hard wrap
+    (the pieces meet as they are) or, failing that, a soft wrap at a space (the space
+    gone). None when neither join does: the next line is not the rest of the message."""
+    head, tail = text.rstrip(), rest.strip()
+    for joined in (head + tail, f"{head} {tail}"):
+        m = _WATCHDOG_CUDA_ERROR.search(joined)
+        if m is not None and known_cuda_error(m.group("what")):
+            return joined
+    return None
 
 
 # The catalog's strengths of a GPU/driver meaning below "strong", as the sign each gives

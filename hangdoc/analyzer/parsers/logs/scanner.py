@@ -34,6 +34,10 @@ from hangdoc.analyzer.parsers.logs import (
 from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
 from hangdoc.analyzer.parsers.logs.catalog_lines import catalog_hit
 from hangdoc.analyzer.parsers.logs.elastic import CUT_START_WORDS, ChildFailedBlock, match_agent
+from hangdoc.analyzer.parsers.logs.errors import (
+    watchdog_cuda_error_cut,
+    watchdog_cuda_error_joined,
+)
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TableBlock, TopoBlock, match_xid
 from hangdoc.analyzer.parsers.logs.hit import Hit, Origin
 from hangdoc.analyzer.parsers.logs.horovod import HorovodStallBlock, match_horovod
@@ -275,6 +279,9 @@ class Scanner:
     _stack_event: RawEvent | None = None
     # An NCCL WARN whose body stops at NCCL's " : " separator, and its line (see _rest_of_warn).
     _open_warn: tuple[RawEvent, int] | None = None
+    # A watchdog abort whose line stops inside its CUDA error, and its line (see
+    # _rest_of_watchdog).
+    _open_watchdog: tuple[RawEvent, int] | None = None
     _nvrm_pci: list[str] = field(default_factory=list)
     # NCCL WARN → "-> N" return-code chains per process: (first WARN, code seen yet).
     _chains: dict[ChainKey, tuple[RawEvent, bool]] = field(default_factory=dict)
@@ -445,6 +452,7 @@ class Scanner:
             and self._stack_event is None
             and self._last_error_for is None
             and self._tail_exc is None
+            and self._open_watchdog is None
         )
 
     def _pass_over(self, raw: str, shape: bytes | None) -> None:
@@ -682,6 +690,9 @@ class Scanner:
         self._stack_event = None
         open_warn, self._open_warn = self._open_warn, None
         if open_warn is not None and self._rest_of_warn(*open_warn, text, lineno):
+            return True
+        open_watchdog, self._open_watchdog = self._open_watchdog, None
+        if open_watchdog is not None and _rest_of_watchdog(*open_watchdog, tag, lineno):
             return True
         if text.strip() == _LAST_ERROR:
             self._last_error_for = self._last_nccl_error
@@ -989,6 +1000,13 @@ class Scanner:
             self._headless = event
         if event is not None and hit.kind is EventKind.NCCL_WARN and event.text.endswith(" :"):
             self._open_warn = (event, lineno)
+        if (
+            event is not None
+            and hit.kind is EventKind.WATCHDOG_TEARDOWN
+            and event.line == lineno
+            and watchdog_cuda_error_cut(event.text)
+        ):
+            self._open_watchdog = (event, lineno)
         return event
 
     def _place(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
@@ -1203,6 +1221,34 @@ def _setup_by_chain(head: NcclWarn, code: NcclWarn) -> bool:
         and code.setup
         and warn_at_setup(code.where, head.message or "")
     )
+
+
+def _rest_of_watchdog(abort: RawEvent, line: int, tag: LineTag, lineno: int) -> bool:
+    """The line after a watchdog abort that stopped inside its CUDA error, as the rest of
+    that error (errors.watchdog_cuda_error_cut). ProcessGroupNCCL's watchdog prints
+    "<PG prefix> Process group watchdog thread terminated with exception: " + e.what()
+    (torch ≥ 2.2 ``ncclCommWatchdog``/``Watchdog::run``; "NCCL watchdog thread" in 2.0-2.1,
+    "[Rank N] NCCL watchdog thread" before), and a kernel fault's what() is c10's "CUDA
+    error: <cudaGetErrorString>" (c10/cuda/CUDAException.cpp). A terminal that wrapped
+    the line at its width leaves the error's rest on the next line, with no header of its
+    own (the scanner gives it the wrapped line's identity, _inherit); read
+    together, the abort names its CUDA error as an unwrapped line does. Taken only where
+    the join holds an error string the catalog knows whole (errors.
+    watchdog_cuda_error_joined), else the next line is read as usual."""
+    text = tag.text
+    if (
+        lineno != line + 1
+        or not text.strip()
+        or tag.level is not None
+        or _NCCL_HEAD.match(text)
+        or tag.rank not in (None, abort.prefix_rank)  # (a wrapped line takes its rank)
+    ):
+        return False
+    joined = watchdog_cuda_error_joined(abort.text, text)
+    if joined is None:
+        return False
+    abort.text = joined[:500]
+    return True
 
 
 def _starts_chain(hit: Hit) -> bool:
