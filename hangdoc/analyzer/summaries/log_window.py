@@ -526,11 +526,15 @@ class DigestWindow(LogWindow):
         are ``LINE_NUMBER.findall`` of its text, which is where ``encode_window`` cut it."""
         if self._built is not None or index in self._some:
             return super().numbers(index)
-        count = self._count()
+        templates = self._templates  # (``_place``, inline: a check asks it of every rank)
+        ends = templates.ends
+        count = ends[-1]
         if not -count <= index < count:
             raise IndexError("log window index out of range")
-        run, place = self._place(index % count)
-        return tuple(self._numbers_at(run, place, self._formats.arity[self._templates.values[run]]))
+        index %= count
+        run = bisect.bisect_right(ends, index)
+        place = index - ends[run - 1] if run else index
+        return tuple(self._numbers_at(run, place, self._formats.arity[templates.values[run]]))
 
     def _numbers_at(self, run: int, place: int, wanted: int) -> list[str]:
         """The ``wanted`` numbers of the line at ``place`` in a run, from the run's string:
