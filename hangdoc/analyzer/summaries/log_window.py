@@ -368,6 +368,12 @@ class RunTexts(Sequence[str]):
     def size(self) -> int:
         return self._ends[-1] - self._ends[0]
 
+    def span(self, index: int) -> tuple[str, int, int]:
+        """(the node's string, where a run's numbers start in it, where they end): a
+        line's numbers are found in place, without cutting the run's (a run of a
+        template's lines is kilobytes, and a check reads one line of it on every rank)."""
+        return self._text, self._ends[index], self._ends[index + 1]
+
     def check(self, wanted: list[int]) -> None:
         """Each run holds the numbers its templates take (counted in place, in C)."""
         text, ends = self._text, self._ends
@@ -416,12 +422,15 @@ class RunColumn:
 _NEAR = 64
 
 
-def _after_space(text: str, count: int, mean: float, start: int = 0) -> int:
+def _after_space(
+    text: str, count: int, mean: float, start: int = 0, stop: int | None = None
+) -> int:
     """Where the text after its ``count``-th space from ``start`` starts (``count`` ≥ 1
-    and at most its spaces from there): guessed from the mean length of a number and a
+    and at most its spaces from there to ``stop``, the end of the part looked in: a run's
+    numbers inside its node's string): guessed from the mean length of a number and a
     space, then corrected by counting the spaces in between, all in C."""
     low, seen = start, 0  # text[start:low] holds ``seen`` spaces, fewer than ``count``
-    high = len(text)  # text[start:high] holds ``count`` or more
+    high = len(text) if stop is None else stop  # text[start:high] holds ``count`` or more
     guess, tries = start + int(count * mean), 0
     while high - low > _NEAR:
         guess = min(max(guess, low + 1), high - 1)
@@ -517,11 +526,15 @@ class DigestWindow(LogWindow):
         are ``LINE_NUMBER.findall`` of its text, which is where ``encode_window`` cut it."""
         if self._built is not None or index in self._some:
             return super().numbers(index)
-        count = self._count()
+        templates = self._templates  # (``_place``, inline: a check asks it of every rank)
+        ends = templates.ends
+        count = ends[-1]
         if not -count <= index < count:
             raise IndexError("log window index out of range")
-        run, place = self._place(index % count)
-        return tuple(self._numbers_at(run, place, self._formats.arity[self._templates.values[run]]))
+        index %= count
+        run = bisect.bisect_right(ends, index)
+        place = index - ends[run - 1] if run else index
+        return tuple(self._numbers_at(run, place, self._formats.arity[templates.values[run]]))
 
     def _numbers_at(self, run: int, place: int, wanted: int) -> list[str]:
         """The ``wanted`` numbers of the line at ``place`` in a run, from the run's string:
@@ -530,21 +543,31 @@ class DigestWindow(LogWindow):
         run's mean number length puts them)."""
         if not wanted:
             return []
-        text, lines = self._texts[run], self._templates.counts[run]
-        before, after = place * wanted, (lines - place - 1) * wanted  # numbers around it
-        if before and after <= min(before, _NEAR):  # (numbers before it: rsplit leaves them)
-            return text.rsplit(" ", after + wanted)[1 : 1 + wanted]
-        if before <= _NEAR:
-            start = 0
-            for _ in range(before):
-                start = text.index(" ", start) + 1
+        texts = self._texts
+        if type(texts) is RunTexts:  # (/6: the run is a part of the node's string)
+            text, low, high = texts.span(run)
         else:
-            start = _after_space(text, before, len(text) / (before + wanted + after))
+            text = texts[run]
+            low, high = 0, len(text)
+        lines = self._templates.counts[run]
+        before, after = place * wanted, (lines - place - 1) * wanted  # numbers around it
+        if before and after <= min(before, _NEAR):  # (numbers before it: from the end)
+            start = high
+            for _ in range(after + wanted):
+                start = text.rfind(" ", low, start)
+            start += 1
+        elif before <= _NEAR:
+            start = low
+            for _ in range(before):
+                start = text.index(" ", start, high) + 1
+        else:
+            mean = (high - low) / (before + wanted + after)
+            start = _after_space(text, before, mean, low, high)
         end = start - 1
         for _ in range(wanted):
-            end = text.find(" ", end + 1)
+            end = text.find(" ", end + 1, high)
             if end == -1:
-                end = len(text)
+                end = high
                 break
         return text[start:end].split(" ")
 

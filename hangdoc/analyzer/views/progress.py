@@ -67,11 +67,17 @@ def _main_thread_path(stacks: list[StackSample]) -> list[ThreadStack] | None:
     return path
 
 
+def _same_path(a: ThreadStack, b: ThreadStack) -> bool:
+    """Equal call paths (``signature``); one frames tuple is one path, without building
+    the two (a node summary's threads of one shape share theirs: every rank's samples)."""
+    return a.frames is b.frames or a.signature() == b.signature()
+
+
 def _same_known_wait(stacks: list[StackSample]) -> bool:
     mains = _main_thread_path(stacks)
     if mains is None or len(mains) < 2:
         return False
-    if len({m.signature() for m in mains}) != 1:
+    if not all(_same_path(mains[0], m) for m in mains[1:]):
         return False
     return any(tag in _WAITS for tag in classify_thread(mains[0]).tags)
 
@@ -137,7 +143,7 @@ def rank_progress(process: ProcessEvidence) -> RankProgress:
     stack_moved = False
     first = stacks[0].main_thread() if len(stacks) >= 2 else None
     last = _same_thread(stacks[-1], first) if first is not None else None
-    if first is not None and last is not None and first.signature() != last.signature():
+    if first is not None and last is not None and not _same_path(first, last):
         stack_moved = True
         reasons.append("main-thread stack changed between samples")
     output_grew = io_moved = main_ran = False

@@ -16,6 +16,7 @@ from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import LINE_NUMBER, Evidence, LogLine, LogWindow
 from hangdoc.analyzer.summaries.log_window import (
     DigestWindow,
+    NodeNumbers,
     TemplateFormats,
     TemplateTable,
     _after_space,
@@ -38,6 +39,24 @@ def _window(lines: list[LogLine]) -> DigestWindow:
     table = TemplateTable()
     raw = json.loads(json.dumps(encode_window(lines, table)))
     window = decode_window(raw, TemplateFormats(table.rows), lambda path: path)
+    assert isinstance(window, DigestWindow)
+    return window
+
+
+def _window_in_node(lines: list[LogLine]) -> DigestWindow:
+    """The window as /6 writes it: its runs' numbers inside the node's one string, between
+    other windows' numbers (a line's numbers are found in place there: none may be read
+    from beyond its run's ends)."""
+    table = TemplateTable()
+    raw = json.loads(json.dumps(encode_window(lines, table)))
+    texts = raw.pop("n")
+    raw["nl"] = [len(t) for t in texts]
+    before, after = "1 22 333 4444", "55555 6 77"
+    numbers = NodeNumbers(before + "".join(texts) + after)
+    numbers.take([len(before)])
+    window = decode_window(raw, TemplateFormats(table.rows), lambda path: path, numbers)
+    numbers.take([len(after)])
+    numbers.check_all_taken()
     assert isinstance(window, DigestWindow)
     return window
 
@@ -89,13 +108,17 @@ def test_every_line_read_alone_is_the_line_built_with_all(seed: int) -> None:
     assert len(window) == len(lines)
 
 
+@pytest.mark.parametrize("in_node", [False, True])
 @pytest.mark.parametrize("seed", range(4))
-def test_a_lines_numbers_are_read_from_the_digest_as_its_text_gives_them(seed: int) -> None:
+def test_a_lines_numbers_are_read_from_the_digest_as_its_text_gives_them(
+    seed: int, in_node: bool
+) -> None:
     """``numbers`` (what the log comparison reads of most lines) is the line's numbers as
     ``LINE_NUMBER`` finds them in its text, without building the line: for every line,
-    in any order (a run's first and last lines, lines inside a run, 0 to 70 numbers)."""
+    in any order (a run's first and last lines, lines inside a run, 0 to 70 numbers), the
+    window's numbers its own (/5) or in the node's string (/6)."""
     lines = _lines(300, seed)
-    window = _window(lines)
+    window = _window_in_node(lines) if in_node else _window(lines)
     order = list(range(len(lines)))
     random.Random(seed).shuffle(order)
     for index in order:
@@ -120,10 +143,11 @@ def _long_runs(count: int) -> list[LogLine]:
     return out
 
 
+@pytest.mark.parametrize("in_node", [False, True])
 @pytest.mark.parametrize("count", [1, 2, 300, 1000])
-def test_numbers_of_lines_in_long_runs_at_any_place(count: int) -> None:
+def test_numbers_of_lines_in_long_runs_at_any_place(count: int, in_node: bool) -> None:
     lines = _long_runs(count)
-    window = _window(lines)
+    window = _window_in_node(lines) if in_node else _window(lines)
     for index in range(count):
         assert window.numbers(index) == tuple(LINE_NUMBER.findall(lines[index].text))
     assert window._built is None and not window._some
