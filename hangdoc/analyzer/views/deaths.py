@@ -439,6 +439,17 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         for p in wave_events
         if p.kind == EventKind.COLLECTIVE_MISMATCH and p.event.line
     }
+    # Each event's reading as a death, once (the loop below and the what() lines read it).
+    deaths = {p.index: death_of(p) for p in tl.events}
+    # Where a failure more specific than a crash was read (a CUDA OOM, the GPU's hardware,
+    # storage …: Death.specific): an abort whose what() below it is one of these is that
+    # failure ending the process (c10's "terminate called after throwing an instance of
+    # 'c10::Error'" then "what():  CUDA error: out of memory"), read from its own line.
+    specific_whats = [
+        (p.event.source, p.event.line)
+        for p in tl.events
+        if p.event.line and (d := deaths[p.index]) is not None and d.specific
+    ]
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank not in wave_seen:
             found.setdefault(p.rank, gpu_fault)
@@ -451,9 +462,11 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             continue
         if p.kind == EventKind.EXCEPTION:
             raised.append(p)
-        death = death_of(p)
+        death = deaths[p.index]
         if death is None:
             continue
+        if death.signal == SignalName.SIGABRT and _what_is_explained(p, specific_whats):
+            continue  # the abort of a specific failure, which its what() line names
         if death.how == DeathHow.CUDA_ERROR and (
             (p.event.source, p.event.line) in setup_lines
             or (p.index < running_from and is_setup_warn(p))
