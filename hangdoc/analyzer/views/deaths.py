@@ -21,6 +21,7 @@ from hangdoc.analyzer.payloads.launch import (
     FatalReport,
     FatalSignal,
     HostOomKill,
+    Launcher,
     LauncherReport,
     SignalName,
 )
@@ -495,7 +496,44 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             p.rank in found and not found[p.rank].certain and death.certain
         ):
             found[p.rank] = death
+    if not found and not unranked and not any_wave:
+        stopped = _stopped_after_an_exit(tl)
+        if stopped is not None:
+            unranked.append(stopped)
     return sorted([*found.values(), *unranked], key=lambda d: d.placed.index)
+
+
+def _stopped_after_an_exit(tl: Timeline) -> Death | None:
+    """DeepSpeed's launcher killing its workers when nothing says it was interrupted: a
+    worker had exited with a non-zero code (its line may be cut away), as a death that
+    gives no reason.
+
+    deepspeed/launcher/launch.py runs ``sigkill_handler`` ("Killing subprocess <pid>" for
+    every worker) in two cases only: its poll loop saw a worker end with a non-zero return
+    code, or the launcher got SIGINT or SIGTERM, which it then reports ("Main process
+    received SIGINT, exiting"; a terminal's "^C" echo before the first kill, or a
+    KeyboardInterrupt, says the same). With neither shown, and no timeout before (a
+    timed-out worker's abort would have set it off), a worker's exit set it off."""
+    kills = [p for p in tl.of(EventKind.AGENT_TERMINATING) if _by_deepspeed(p)]
+    if not kills:
+        return None
+    if any(Sign.INTERRUPT in p.event.payload.signs for p in tl.events):
+        return None  # a person stopped it: Ctrl-C echoed, a KeyboardInterrupt
+    if any(_by_deepspeed(p) for p in tl.of(EventKind.AGENT_SIGNAL)):
+        return None  # the launcher itself was signalled (SIGINT, SIGTERM)
+    return Death(
+        None,
+        DeathHow.EXIT,
+        "a worker exited with an error (DeepSpeed's launcher then killed the others: "
+        "sigkill_handler)",
+        kills[0],
+        False,
+    )
+
+
+def _by_deepspeed(p: Placed) -> bool:
+    report = p.event.payload_as(LauncherReport)
+    return report is not None and report.launcher is Launcher.DEEPSPEED
 
 
 # The launchers whose report names the worker that ended (torchrun's "failed (exitcode: …)",

@@ -189,6 +189,12 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
      "code = -9", "worker_failed", {"exit_code": -9, "signal": "SIGKILL", "launcher": "deepspeed"}),
     ("[2024-01-01 10:00:00,123] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 4567",
      "agent_terminating", {"pid": 4567}),
+    # the terminal's echo of the Ctrl-C that set DeepSpeed's handler off, glued before its first line
+    ("^C[2024-05-26 15:06:40,046] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 22523",
+     "agent_terminating", {"pid": 22523, "signs": ("interrupt",)}),
+    # DeepSpeed's launcher reporting the signal it got itself (deepspeed/launcher/launch.py sigkill_handler)
+    ("[2024-01-01 10:00:05,000] [INFO] [launch.py:326:sigkill_handler] Main process received SIGTERM, exiting",
+     "agent_signal", {"signal": "SIGTERM", "launcher": "deepspeed"}),
     # --- how a process dies ------------------------------------------------------------
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.35 GiB. GPU 3 has a total capacity of 63.42 GiB",
      "cuda_oom", {"tried": "4.35 GiB", "gpu": 3}),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
 from hangdoc.analyzer.parsers.logs.literals import Need, any_of
-from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.launch import (
     RAY_MEMORY_MONITOR,
     CodeStage,
@@ -141,6 +141,14 @@ _LIGHTNING_CHILD = re.compile(
 )
 _DS_PID = re.compile(r"(?:[Pp]rocess|subprocess) (\d+)")
 _DS_KILL = re.compile(r"Killing subprocess (?P<pid>\d+)")
+# DeepSpeed's launcher (deepspeed/launcher/launch.py, main.sigkill_handler) kills every
+# worker ("Killing subprocess <pid>") when one of them exited with a non-zero code (then
+# "<cmd> exits with return code = N") or when the launcher itself got SIGINT or SIGTERM
+# (its handler for both): then "Main process received <SIGINT|SIGTERM>, exiting".
+_DS_RECEIVED = re.compile(r"Main process received (?P<sig>SIG(?:INT|TERM)), exiting")
+# A terminal echoes the interrupt key it turned into SIGINT as "^C" (termios ECHOCTL) at
+# the cursor: glued before the next line the job prints, a person pressed Ctrl-C there.
+_TTY_INTERRUPT = "^C"
 # The raylet's own report (src/ray/raylet/node_manager.cc): "A worker died or was killed
 # while executing a task by an unexpected system error. To troubleshoot the problem, check
 # the logs for the dead worker."
@@ -179,6 +187,7 @@ _KEYS = (
     "exit with status",
     "terminated with",
     "Tried to allocate",
+    "Main process received",
 )
 _HAS_KEY = any_of(_KEYS)  # one search, not a test per word (literals.any_of)
 # Every line match_process makes an event of is a match of one of these (its branches'
@@ -198,6 +207,7 @@ _HIT_PATTERNS = (
     _LIGHTNING_CHILD,
     _ELASTIC_SIGNAL,
     _DS_KILL,
+    _DS_RECEIVED,
     _FATAL,
     _CUDA_ERROR,
     _RAY_DIED,
@@ -534,13 +544,19 @@ def match_process(text: str) -> Hit | None:
             named_pid=pid,
         )
     if (k := _DS_KILL.search(text)) is not None:
-        kill = LauncherReport(launcher=Launcher.DEEPSPEED, signal=SignalName.SIGKILL)
+        # the user's Ctrl-C echoed just before the handler's first line: it ran on SIGINT
+        typed = (Sign.INTERRUPT,) if _TTY_INTERRUPT in text[: k.start()] else ()
+        kill = LauncherReport(launcher=Launcher.DEEPSPEED, signal=SignalName.SIGKILL, signs=typed)
         return _report(
             EventKind.AGENT_TERMINATING,
             kill,
             ("dskill", k.group("pid")),
             named_pid=int(k.group("pid")),
         )
+    if "Main process received" in text and (dr := _DS_RECEIVED.search(text)) is not None:
+        got = SignalName.parse(dr.group("sig"))
+        told = LauncherReport(launcher=Launcher.DEEPSPEED, signal=got)
+        return _report(EventKind.AGENT_SIGNAL, told, ("dsreceived", dr.group("sig")))
     if (f := _FATAL.search(text)) is not None:
         return _fatal(f)
     if (ce := _CUDA_ERROR.search(text)) is not None:
