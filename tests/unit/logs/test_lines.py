@@ -200,6 +200,11 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
      "cuda_oom", {"tried": "4.35 GiB", "gpu": 3}),
     ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; 4.36 GiB already "
      "allocated)", "cuda_oom", {"gpu": 0, "tried": "20.00 MiB"}),
+    # torch.cuda.memory_summary()'s header row (torch/cuda/memory.py): the device's count of OOMs
+    ("|            CUDA OOMs: 1            |        cudaMalloc retries: 1         |",
+     "cuda_oom", {"message": "torch.cuda.memory_summary() counts 1 CUDA out-of-memory error(s)"}),
+    ("|                  CUDA OOMs: 3         |",  # the row cut after its first column
+     "cuda_oom", {"message": "torch.cuda.memory_summary() counts 3 CUDA out-of-memory error(s)"}),
     # the allocator's message by its body (torch CUDACachingAllocator.cpp), its header cut or
     # wrapped onto the line before
     ("f memory. Tried to allocate 354.00 MiB (GPU 0; 10.91 GiB total capacity; 9.27 GiB already allocated;",
@@ -269,6 +274,8 @@ NOT_EVENTS = [
     "UserWarning: TypedStorage is deprecated",
     "the run printed Cuda failure 'invalid argument' and stopped",  # not NCCL's line alone
     "Aborted training due to NaN loss at step 5",
+    # torch.cuda.memory_summary()'s header row with no OOM counted (torch/cuda/memory.py)
+    "|                  CUDA OOMs: 0         |        cudaMalloc retries: 0         |",
     # "Rank 2 successfully reached monitoredBarrier, but received errors … from rank 0" is
     # an event now (it names rank 0): tests/unit/logs/test_job_activity_lines.py.
     "",

@@ -71,6 +71,15 @@ _RAY_OOM_SUMMARY = re.compile(
 )
 # A traceback frame as Python prints it: 'File "/x/y.py", line 3, in f'.
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w.<>]+)')
+# torch.cuda.memory_summary() (torch/cuda/memory.py; fairseq's trainer, Lightning and users
+# print it after an OOM): its header row "|  {_:9} CUDA OOMs: {num_ooms:<12d} | {_:6}
+# cudaMalloc retries: {num_alloc_retries:<8d}  |" ("Torch CUDA memory summary" and
+# cuda_malloc_retries before torch 1.5). num_ooms counts the out-of-memory errors the
+# caching allocator raised on that device since its counters were last reset: a count
+# above zero is the device's own record of a CUDA OOM, whatever else the paste kept.
+_MEMORY_SUMMARY_OOMS = re.compile(
+    r"\bCUDA OOMs: (?P<n>\d+)\s*(?:\|\s*cudaMalloc retries: (?P<retries>\d+)|\||$)"
+)
 _OOM_SIZE = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTP]i?B)")
 _OOM_GPU = re.compile(r"\(GPU (\d+);|GPU (\d+) has a total capac")
 _CUDA_ERROR = re.compile(
@@ -208,6 +217,7 @@ _HIT_PATTERNS = (
     _ELASTIC_SIGNAL,
     _DS_KILL,
     _DS_RECEIVED,
+    _MEMORY_SUMMARY_OOMS,
     _FATAL,
     _CUDA_ERROR,
     _RAY_DIED,
@@ -428,6 +438,11 @@ def match_process(text: str) -> Hit | None:
             message=text.strip()[:300],
         )
         return Hit(EventKind.CUDA_OOM, payload=oom, key=("oom",))
+    if "CUDA OOMs" in text and (ms := _MEMORY_SUMMARY_OOMS.search(text)) and int(ms["n"]) > 0:
+        counted = CudaFailure(
+            message=f"torch.cuda.memory_summary() counts {ms['n']} CUDA out-of-memory error(s)"
+        )
+        return Hit(EventKind.CUDA_OOM, payload=counted, key=("oomsummary",))
     if (h := _HOST_OOM.search(text)) is not None:
         pid = as_int(h.group("pid") or h.group("pid2"))
         killed = HostOomKill(name=h.group("name") or h.group("name2"), events=as_int(h.group("n")))
