@@ -200,6 +200,11 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
      "cuda_oom", {"tried": "4.35 GiB", "gpu": 3}),
     ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; 4.36 GiB already "
      "allocated)", "cuda_oom", {"gpu": 0, "tried": "20.00 MiB"}),
+    # the allocator's older message cut inside its fields (a first line cut in its middle)
+    ("ty; 21.49 GiB already allocated; 62.56 MiB free; 21.69 GiB reserved in total by ",
+     "cuda_oom", {}),
+    ("932.41 MiB already allocated; 0 bytes free; 1.04 GiB reserved in total by PyTorch)",
+     "cuda_oom", {}),
     # torch.cuda.memory_summary()'s header row (torch/cuda/memory.py): the device's count of OOMs
     ("|            CUDA OOMs: 1            |        cudaMalloc retries: 1         |",
      "cuda_oom", {"message": "torch.cuda.memory_summary() counts 1 CUDA out-of-memory error(s)"}),

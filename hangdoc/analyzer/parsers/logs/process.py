@@ -51,12 +51,16 @@ _DRIVER_OOM = (
 # or wrapped away ("CUDA out o" / "f memory. Tried to allocate …") keeps it: torch ≤ 1.13's
 # CUDACachingAllocator.cpp "Tried to allocate <size> (GPU <n>; <size> total capacity; …" and
 # torch ≥ 2.1's "Tried to allocate <size>. GPU <n> has a total capacity of …" (2.1 wrote
-# "capacty").
+# "capacty"). Cut further in (a paste's first line cut in its middle), the older message's
+# next fields still say it: "…; <size> already allocated; <size> free; [<size> allowed; ]
+# <size> reserved in total by PyTorch)" (format_size writes "0 bytes" for nothing free).
+_SIZE = r"\d+(?:\.\d+)? ?(?:bytes|[KMGTP]i?B)"
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA [Ee]rror: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
     + _DRIVER_OOM
     + r"|Tried to allocate \d+(?:\.\d+)? ?[KMGTP]i?B(?: \(GPU \d+; \d+(?:\.\d+)? ?[KMGTP]i?B total "
     r"capacity|\. GPU \d+ has a total capac)"
+    + rf"|{_SIZE} already allocated; {_SIZE} free; "
 )
 # Ray's memory monitor (host RAM), whose exception is also named OutOfMemoryError.
 _RAY_HOST_OOM = re.compile(r"killed due to the node running low on memory")
@@ -196,6 +200,7 @@ _KEYS = (
     "exit with status",
     "terminated with",
     "Tried to allocate",
+    "already allocated",
     "Main process received",
 )
 _HAS_KEY = any_of(_KEYS)  # one search, not a test per word (literals.any_of)
