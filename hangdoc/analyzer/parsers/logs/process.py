@@ -59,8 +59,7 @@ _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA [Ee]rror: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
     + _DRIVER_OOM
     + r"|Tried to allocate \d+(?:\.\d+)? ?[KMGTP]i?B(?: \(GPU \d+; \d+(?:\.\d+)? ?[KMGTP]i?B total "
-    r"capacity|\. GPU \d+ has a total capac)"
-    + rf"|{_SIZE} already allocated; {_SIZE} free; "
+    r"capacity|\. GPU \d+ has a total capac)" + rf"|{_SIZE} already allocated; {_SIZE} free; "
 )
 # Ray's memory monitor (host RAM), whose exception is also named OutOfMemoryError.
 _RAY_HOST_OOM = re.compile(r"killed due to the node running low on memory")
