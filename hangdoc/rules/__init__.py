@@ -108,6 +108,10 @@ _MODULES: tuple[RuleRow, ...] = (
     RuleRow("hd042_horovod_ops_crossed", "0.1.0 (issue 21)"),
     # Ranks held at a main-process-first gate (issue 21, first-sight batch g's family).
     RuleRow("hd043_rank_zero_first_gate", "0.1.0 (issue 21)"),
+    # How a rank died and what it means: the launcher's terminal hung up (issue 21).
+    RuleRow("hd050_launcher_hung_up", "0.1.0 (issue 21)"),
+    # ... and the DataLoader's pin-memory thread erring as the process exits (issue 21).
+    RuleRow("hd112_pin_memory_at_exit", "0.1.0 (issue 21)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.

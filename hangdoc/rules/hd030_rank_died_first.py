@@ -258,6 +258,11 @@ class RankDiedFirst(Rule):
             # A launcher's "exited with code 1" for a named rank, before any timeout (or
             # with none at all): the rank ended first, though the logs do not say why.
             severity = Severity.ERROR
+        if not certain and not culprits and not wave_events:
+            # The same with no rank named, where nothing else happened: a launcher's report
+            # that a worker exited (DeepSpeed killing the others after one did) is all the
+            # story there is, though it names neither the worker nor why.
+            severity = Severity.ERROR
         return Finding(
             rule=self.id,
             category=Category.RANK_DEAD,

@@ -21,6 +21,7 @@ from hangdoc.analyzer.payloads.launch import (
     FatalReport,
     FatalSignal,
     HostOomKill,
+    Launcher,
     LauncherReport,
     SignalName,
 )
@@ -441,6 +442,17 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         for p in wave_events
         if p.kind == EventKind.COLLECTIVE_MISMATCH and p.event.line
     }
+    # Each event's reading as a death, once (the loop below and the what() lines read it).
+    deaths = {p.index: death_of(p) for p in tl.events}
+    # Where a failure more specific than a crash was read (a CUDA OOM, the GPU's hardware,
+    # storage …: Death.specific): an abort whose what() below it is one of these is that
+    # failure ending the process (c10's "terminate called after throwing an instance of
+    # 'c10::Error'" then "what():  CUDA error: out of memory"), read from its own line.
+    specific_whats = [
+        (p.event.source, p.event.line)
+        for p in tl.events
+        if p.event.line and (d := deaths[p.index]) is not None and d.specific
+    ]
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank is None:
             # The process's own abort, as an unranked death is read (below): a cause
@@ -460,9 +472,11 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             continue
         if p.kind == EventKind.EXCEPTION:
             raised.append(p)
-        death = death_of(p)
+        death = deaths[p.index]
         if death is None:
             continue
+        if death.signal == SignalName.SIGABRT and _what_is_explained(p, specific_whats):
+            continue  # the abort of a specific failure, which its what() line names
         if death.how == DeathHow.CUDA_ERROR and (
             (p.event.source, p.event.line) in setup_lines
             or (p.index < running_from and is_setup_warn(p))
@@ -491,7 +505,44 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             p.rank in found and not found[p.rank].certain and death.certain
         ):
             found[p.rank] = death
+    if not found and not unranked and not any_wave:
+        stopped = _stopped_after_an_exit(tl)
+        if stopped is not None:
+            unranked.append(stopped)
     return sorted([*found.values(), *unranked], key=lambda d: d.placed.index)
+
+
+def _stopped_after_an_exit(tl: Timeline) -> Death | None:
+    """DeepSpeed's launcher killing its workers when nothing says it was interrupted: a
+    worker had exited with a non-zero code (its line may be cut away), as a death that
+    gives no reason.
+
+    deepspeed/launcher/launch.py runs ``sigkill_handler`` ("Killing subprocess <pid>" for
+    every worker) in two cases only: its poll loop saw a worker end with a non-zero return
+    code, or the launcher got SIGINT or SIGTERM, which it then reports ("Main process
+    received SIGINT, exiting"; a terminal's "^C" echo before the first kill, or a
+    KeyboardInterrupt, says the same). With neither shown, and no timeout before (a
+    timed-out worker's abort would have set it off), a worker's exit set it off."""
+    kills = [p for p in tl.of(EventKind.AGENT_TERMINATING) if _by_deepspeed(p)]
+    if not kills:
+        return None
+    if any(Sign.INTERRUPT in p.event.payload.signs for p in tl.events):
+        return None  # a person stopped it: Ctrl-C echoed, a KeyboardInterrupt
+    if any(_by_deepspeed(p) for p in tl.of(EventKind.AGENT_SIGNAL)):
+        return None  # the launcher itself was signalled (SIGINT, SIGTERM)
+    return Death(
+        None,
+        DeathHow.EXIT,
+        "a worker exited with an error (DeepSpeed's launcher then killed the others: "
+        "sigkill_handler)",
+        kills[0],
+        False,
+    )
+
+
+def _by_deepspeed(p: Placed) -> bool:
+    report = p.event.payload_as(LauncherReport)
+    return report is not None and report.launcher is Launcher.DEEPSPEED
 
 
 # The launchers whose report names the worker that ended (torchrun's "failed (exitcode: …)",

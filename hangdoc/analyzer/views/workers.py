@@ -194,3 +194,48 @@ def blocking_workers(process: ProcessEvidence) -> list[WorkerView]:
     order = {status: i for i, status in enumerate(BLOCKING)}
     found = [w for w in dataloader_workers(process) if w.status() in order]
     return sorted(found, key=lambda w: (order[w.status()], w.pid))
+
+
+# The DataLoader's pin-memory thread receiving a batch a worker shared through a file
+# descriptor (parsers/stacks/pin_memory.py says why; a test holds the two the same):
+# (file suffix, function leaf names).
+PIN_MEMORY_LOOP = ("torch/utils/data/_utils/pin_memory.py", frozenset({"_pin_memory_loop"}))
+SHARED_RECEIPT = (
+    "torch/multiprocessing/reductions.py",
+    frozenset({"rebuild_storage_fd", "rebuild_storage_filename"}),
+)
+
+
+def _frame_is(frame: Frame, where: tuple[str, frozenset[str]]) -> bool:
+    if frame.native:
+        return False
+    path = frame.file.replace("\\", "/")
+    suffix, functions = where
+    return frame.function_leaf in functions and (path == suffix or path.endswith("/" + suffix))
+
+
+@dataclass(frozen=True, slots=True)
+class PinMemoryFailure:
+    """A traceback of the pin-memory thread that failed to receive a shared batch."""
+
+    process: ProcessEvidence
+    thread: ThreadStack
+    source: str
+    line: int | None
+
+
+def pin_memory_receipt_failures(processes: list[ProcessEvidence]) -> list[PinMemoryFailure]:
+    """The tracebacks (read from text: a thread's uncaught exception, "Exception in thread
+    …") of a rank's DataLoader pin-memory thread that raised receiving a batch a worker had
+    shared: the worker that held its descriptor was gone (parsers/stacks/pin_memory.py)."""
+    found: list[PinMemoryFailure] = []
+    for process in processes:
+        for text in process.text_stacks:
+            for thread in text.threads:
+                if thread.is_main:
+                    continue
+                if any(_frame_is(f, PIN_MEMORY_LOOP) for f in thread.frames) and any(
+                    _frame_is(f, SHARED_RECEIPT) for f in thread.frames
+                ):
+                    found.append(PinMemoryFailure(process, thread, text.source, text.line))
+    return found

@@ -189,11 +189,27 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
      "code = -9", "worker_failed", {"exit_code": -9, "signal": "SIGKILL", "launcher": "deepspeed"}),
     ("[2024-01-01 10:00:00,123] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 4567",
      "agent_terminating", {"pid": 4567}),
+    # the terminal's echo of the Ctrl-C that set DeepSpeed's handler off, glued before its first line
+    ("^C[2024-05-26 15:06:40,046] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 22523",
+     "agent_terminating", {"pid": 22523, "signs": ("interrupt",)}),
+    # DeepSpeed's launcher reporting the signal it got itself (deepspeed/launcher/launch.py sigkill_handler)
+    ("[2024-01-01 10:00:05,000] [INFO] [launch.py:326:sigkill_handler] Main process received SIGTERM, exiting",
+     "agent_signal", {"signal": "SIGTERM", "launcher": "deepspeed"}),
     # --- how a process dies ------------------------------------------------------------
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.35 GiB. GPU 3 has a total capacity of 63.42 GiB",
      "cuda_oom", {"tried": "4.35 GiB", "gpu": 3}),
     ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; 4.36 GiB already "
      "allocated)", "cuda_oom", {"gpu": 0, "tried": "20.00 MiB"}),
+    # the allocator's older message cut inside its fields (a first line cut in its middle)
+    ("ty; 21.49 GiB already allocated; 62.56 MiB free; 21.69 GiB reserved in total by ",
+     "cuda_oom", {}),
+    ("932.41 MiB already allocated; 0 bytes free; 1.04 GiB reserved in total by PyTorch)",
+     "cuda_oom", {}),
+    # torch.cuda.memory_summary()'s header row (torch/cuda/memory.py): the device's count of OOMs
+    ("|            CUDA OOMs: 1            |        cudaMalloc retries: 1         |",
+     "cuda_oom", {"message": "torch.cuda.memory_summary() counts 1 CUDA out-of-memory error(s)"}),
+    ("|                  CUDA OOMs: 3         |",  # the row cut after its first column
+     "cuda_oom", {"message": "torch.cuda.memory_summary() counts 3 CUDA out-of-memory error(s)"}),
     # the allocator's message by its body (torch CUDACachingAllocator.cpp), its header cut or
     # wrapped onto the line before
     ("f memory. Tried to allocate 354.00 MiB (GPU 0; 10.91 GiB total capacity; 9.27 GiB already allocated;",
@@ -263,6 +279,8 @@ NOT_EVENTS = [
     "UserWarning: TypedStorage is deprecated",
     "the run printed Cuda failure 'invalid argument' and stopped",  # not NCCL's line alone
     "Aborted training due to NaN loss at step 5",
+    # torch.cuda.memory_summary()'s header row with no OOM counted (torch/cuda/memory.py)
+    "|                  CUDA OOMs: 0         |        cudaMalloc retries: 0         |",
     # "Rank 2 successfully reached monitoredBarrier, but received errors … from rank 0" is
     # an event now (it names rank 0): tests/unit/logs/test_job_activity_lines.py.
     "",

@@ -106,3 +106,43 @@ def test_the_parsers_checkpoint_writers_are_the_frame_catalogs() -> None:
         (sig.files, sig.functions) for sig in SIGNATURES if sig.activity is Activity.CHECKPOINT_SAVE
     }
     assert set(SAVE_CALLS) == catalog
+
+
+def test_a_pin_memory_thread_cut_while_receiving_a_shared_batch_is_kept() -> None:
+    # DeepSpeed issue 887: "Exception in thread Thread-1:" through _pin_memory_loop and
+    # rebuild_storage_fd, the paste ends inside multiprocessing's resource_sharer
+    text = _case("deepspeed-887-pin-memory-reset-at-exit", "console.txt")
+    [thread] = threads(only_process(text))
+    assert thread.name == "Thread-1"
+    assert not thread.is_main
+    assert [f.function for f in thread.frames[:4]] == [
+        "detach",
+        "rebuild_storage_fd",
+        "get",
+        "_pin_memory_loop",
+    ]
+    assert thread.exception is None
+
+
+def test_a_pin_memory_thread_cut_before_any_receipt_is_dropped() -> None:
+    # the loop's frame alone: where the thread was below it, nothing says
+    text = (
+        "Exception in thread Thread-1:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.6/threading.py", line 864, in run\n'
+        "    self._target(*self._args, **self._kwargs)\n"
+        '  File "/x/torch/utils/data/_utils/pin_memory.py", line 21, in _pin_memory_loop\n'
+        "    r = in_queue.get(timeout=MP_STATUS_CHECK_INTERVAL)\n"
+    )
+    assert not scan(text).processes
+
+
+def test_the_parsers_pin_memory_frames_are_the_views() -> None:
+    # GIVEN the parser's frames of a pin-memory thread receiving a shared batch, which
+    # keep a cut traceback, and the view's, which HD112 reads
+    from hangdoc.analyzer.parsers.stacks import pin_memory
+    from hangdoc.analyzer.views import workers
+
+    # THEN they are the same frames
+    assert pin_memory.PIN_MEMORY_LOOP == workers.PIN_MEMORY_LOOP
+    assert pin_memory.SHARED_RECEIPT == workers.SHARED_RECEIPT

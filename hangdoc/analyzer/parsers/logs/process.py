@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
 from hangdoc.analyzer.parsers.logs.literals import Need, any_of
-from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.launch import (
     RAY_MEMORY_MONITOR,
     CodeStage,
@@ -51,12 +51,15 @@ _DRIVER_OOM = (
 # or wrapped away ("CUDA out o" / "f memory. Tried to allocate …") keeps it: torch ≤ 1.13's
 # CUDACachingAllocator.cpp "Tried to allocate <size> (GPU <n>; <size> total capacity; …" and
 # torch ≥ 2.1's "Tried to allocate <size>. GPU <n> has a total capacity of …" (2.1 wrote
-# "capacty").
+# "capacty"). Cut further in (a paste's first line cut in its middle), the older message's
+# next fields still say it: "…; <size> already allocated; <size> free; [<size> allowed; ]
+# <size> reserved in total by PyTorch)" (format_size writes "0 bytes" for nothing free).
+_SIZE = r"\d+(?:\.\d+)? ?(?:bytes|[KMGTP]i?B)"
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA [Ee]rror: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
     + _DRIVER_OOM
     + r"|Tried to allocate \d+(?:\.\d+)? ?[KMGTP]i?B(?: \(GPU \d+; \d+(?:\.\d+)? ?[KMGTP]i?B total "
-    r"capacity|\. GPU \d+ has a total capac)"
+    r"capacity|\. GPU \d+ has a total capac)" + rf"|{_SIZE} already allocated; {_SIZE} free; "
 )
 # Ray's memory monitor (host RAM), whose exception is also named OutOfMemoryError.
 _RAY_HOST_OOM = re.compile(r"killed due to the node running low on memory")
@@ -71,6 +74,15 @@ _RAY_OOM_SUMMARY = re.compile(
 )
 # A traceback frame as Python prints it: 'File "/x/y.py", line 3, in f'.
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w.<>]+)')
+# torch.cuda.memory_summary() (torch/cuda/memory.py; fairseq's trainer, Lightning and users
+# print it after an OOM): its header row "|  {_:9} CUDA OOMs: {num_ooms:<12d} | {_:6}
+# cudaMalloc retries: {num_alloc_retries:<8d}  |" ("Torch CUDA memory summary" and
+# cuda_malloc_retries before torch 1.5). num_ooms counts the out-of-memory errors the
+# caching allocator raised on that device since its counters were last reset: a count
+# above zero is the device's own record of a CUDA OOM, whatever else the paste kept.
+_MEMORY_SUMMARY_OOMS = re.compile(
+    r"\bCUDA OOMs: (?P<n>\d+)\s*(?:\|\s*cudaMalloc retries: (?P<retries>\d+)|\||$)"
+)
 _OOM_SIZE = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTP]i?B)")
 _OOM_GPU = re.compile(r"\(GPU (\d+);|GPU (\d+) has a total capac")
 _CUDA_ERROR = re.compile(
@@ -141,6 +153,14 @@ _LIGHTNING_CHILD = re.compile(
 )
 _DS_PID = re.compile(r"(?:[Pp]rocess|subprocess) (\d+)")
 _DS_KILL = re.compile(r"Killing subprocess (?P<pid>\d+)")
+# DeepSpeed's launcher (deepspeed/launcher/launch.py, main.sigkill_handler) kills every
+# worker ("Killing subprocess <pid>") when one of them exited with a non-zero code (then
+# "<cmd> exits with return code = N") or when the launcher itself got SIGINT or SIGTERM
+# (its handler for both): then "Main process received <SIGINT|SIGTERM>, exiting".
+_DS_RECEIVED = re.compile(r"Main process received (?P<sig>SIG(?:INT|TERM)), exiting")
+# A terminal echoes the interrupt key it turned into SIGINT as "^C" (termios ECHOCTL) at
+# the cursor: glued before the next line the job prints, a person pressed Ctrl-C there.
+_TTY_INTERRUPT = "^C"
 # The raylet's own report (src/ray/raylet/node_manager.cc): "A worker died or was killed
 # while executing a task by an unexpected system error. To troubleshoot the problem, check
 # the logs for the dead worker."
@@ -179,6 +199,8 @@ _KEYS = (
     "exit with status",
     "terminated with",
     "Tried to allocate",
+    "already allocated",
+    "Main process received",
 )
 _HAS_KEY = any_of(_KEYS)  # one search, not a test per word (literals.any_of)
 # Every line match_process makes an event of is a match of one of these (its branches'
@@ -198,6 +220,8 @@ _HIT_PATTERNS = (
     _LIGHTNING_CHILD,
     _ELASTIC_SIGNAL,
     _DS_KILL,
+    _DS_RECEIVED,
+    _MEMORY_SUMMARY_OOMS,
     _FATAL,
     _CUDA_ERROR,
     _RAY_DIED,
@@ -418,6 +442,11 @@ def match_process(text: str) -> Hit | None:
             message=text.strip()[:300],
         )
         return Hit(EventKind.CUDA_OOM, payload=oom, key=("oom",))
+    if "CUDA OOMs" in text and (ms := _MEMORY_SUMMARY_OOMS.search(text)) and int(ms["n"]) > 0:
+        counted = CudaFailure(
+            message=f"torch.cuda.memory_summary() counts {ms['n']} CUDA out-of-memory error(s)"
+        )
+        return Hit(EventKind.CUDA_OOM, payload=counted, key=("oomsummary",))
     if (h := _HOST_OOM.search(text)) is not None:
         pid = as_int(h.group("pid") or h.group("pid2"))
         killed = HostOomKill(name=h.group("name") or h.group("name2"), events=as_int(h.group("n")))
@@ -534,13 +563,19 @@ def match_process(text: str) -> Hit | None:
             named_pid=pid,
         )
     if (k := _DS_KILL.search(text)) is not None:
-        kill = LauncherReport(launcher=Launcher.DEEPSPEED, signal=SignalName.SIGKILL)
+        # the user's Ctrl-C echoed just before the handler's first line: it ran on SIGINT
+        typed = (Sign.INTERRUPT,) if _TTY_INTERRUPT in text[: k.start()] else ()
+        kill = LauncherReport(launcher=Launcher.DEEPSPEED, signal=SignalName.SIGKILL, signs=typed)
         return _report(
             EventKind.AGENT_TERMINATING,
             kill,
             ("dskill", k.group("pid")),
             named_pid=int(k.group("pid")),
         )
+    if "Main process received" in text and (dr := _DS_RECEIVED.search(text)) is not None:
+        got = SignalName.parse(dr.group("sig"))
+        told = LauncherReport(launcher=Launcher.DEEPSPEED, signal=got)
+        return _report(EventKind.AGENT_SIGNAL, told, ("dsreceived", dr.group("sig")))
     if (f := _FATAL.search(text)) is not None:
         return _fatal(f)
     if (ce := _CUDA_ERROR.search(text)) is not None:

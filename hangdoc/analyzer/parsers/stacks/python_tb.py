@@ -17,6 +17,7 @@ import re
 from hangdoc.analyzer.model import Frame, ThreadStack
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
 from hangdoc.analyzer.parsers.stacks.native import CPP_START, parse_cpp
+from hangdoc.analyzer.parsers.stacks.pin_memory import receiving_shared_batch
 from hangdoc.analyzer.parsers.stacks.saves import is_save_call
 from hangdoc.analyzer.parsers.stacks.segments import FH_HEADER, FH_THREAD
 
@@ -170,11 +171,16 @@ def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
         cpp, i = parse_cpp(lines, i)
         if cpp is not None and cpp.threads:
             native = list(cpp.threads[0].frames)
-    if exc is None and not cut_in_group_creation(frames) and not cut_in_save(frames):
+    if (
+        exc is None
+        and not cut_in_group_creation(frames)
+        and not cut_in_save(frames)
+        and not receiving_shared_batch(frames)
+    ):
         # Python prints the exception right under the innermost frame: without it the
         # paste was cut, and the frames left would pass an outer call for where the
-        # thread was. Not a stack the rules can trust (but see cut_in_group_creation
-        # and saves.py).
+        # thread was. Not a stack the rules can trust (but see cut_in_group_creation,
+        # saves.py and pin_memory.py).
         return None, i
     summary = _exception_text(exc) if exc else None
     if summary and causes:
