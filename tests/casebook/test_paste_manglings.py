@@ -49,10 +49,10 @@ MIDDLE_CUT_CHANGES = frozenset(
         "vllm-3688-custom-allreduce-nccl-invalid-argument",
         # Batch h (joined at session 30's end), a debt, not a reading: the whole paste is
         # answered `unknown`, the cut one by its label. The watchdog's "Process group
-        # watchdog thread terminated with exception: CUDA error: …" (moss-275's timeout
-        # beside rank 0's save, sglang-8296's illegal memory access) is read as the
-        # consequence of a failure elsewhere; cut, its words no longer are.
-        "moss-275-rank0-only-save-allreduce",
+        # watchdog thread terminated with exception: CUDA error: …" (sglang-8296's illegal
+        # memory access) is read as the consequence of a failure elsewhere; cut, its words
+        # no longer are. (moss-275 left: rank 0's traceback cut inside DeepSpeed's
+        # all_reduce under its save is read as a stack, whole or cut: parsers/stacks/cut.py.)
         # (and metaseq-90, cut inside torch's "NCCL error in:": FIRST_12_CUT_CHANGES below)
         "metaseq-90-baseline-ncclcommabort-unhandled-cuda",
         "sglang-8296-tp-rank1-illegal-memory-access",
