@@ -572,7 +572,9 @@ class Scanner:
         if self._start_block(tag, lineno):
             return
         if text.startswith(_TRACEBACK):
-            self._tracebacks[stream] = _Traceback(lineno, store=self._store_before(lineno))
+            self._tracebacks[stream] = _Traceback(
+                lineno, store=self._store_before(lineno, tag.rank)
+            )
             return
         if text[:1] in " \t" and _CUT_FRAME.match(text):
             # A traceback pasted without its header: its frames, then its exception line.
@@ -581,7 +583,7 @@ class Scanner:
                 lineno,
                 frame,
                 frame if SAVE_FRAME.search(frame) else "",
-                store=self._store_before(lineno),
+                store=self._store_before(lineno, tag.rank),
             )
             self._tracebacks[stream] = tb
             tb.read(text)
@@ -649,12 +651,18 @@ class Scanner:
                     event.payload = replace(event.payload, stage=tb.stage)
                 return
 
-    def _store_before(self, lineno: int) -> RawEvent | None:
+    def _store_before(self, lineno: int, rank: int | None) -> RawEvent | None:
         """The store error of the last few lines before a traceback's first line: the
-        one it was raised for (c10d's socket layer warns, then the store call raises)."""
+        one it was raised for (c10d's socket layer warns, then the store call raises).
+        Of the traceback's own rank where both name one: ranks prefixed by torch ≥2.3
+        ("[rank3]:") print their warnings interleaved, and another rank's warning right
+        above is not the one this traceback raised for."""
         for event in reversed(self.events[-3:]):
-            if event.kind == EventKind.STORE_TIMEOUT and 0 < lineno - event.line <= 3:
-                return event
+            if event.kind != EventKind.STORE_TIMEOUT or not 0 < lineno - event.line <= 3:
+                continue
+            if rank is not None and event.prefix_rank is not None and event.prefix_rank != rank:
+                continue
+            return event
         return None
 
     def _continuation(self, tag: LineTag, lineno: int) -> bool:
@@ -1068,6 +1076,9 @@ def _stage_store(tb: _Traceback, text: str) -> None:
     stage = line_stage(text)
     if stage is not None:
         store.payload = replace(store.payload, stage=stage)
+    code_stage = tb.worker_stage()  # tb.read(text) came first: the innermost yet
+    if code_stage is not None and store.payload.code_stage is not code_stage:
+        store.payload = replace(store.payload, code_stage=code_stage)
 
 
 def _continues(tag: LineTag, prev_len: int) -> bool:
