@@ -21,6 +21,7 @@ from hangdoc.analyzer.parsers.logs import (
     gpu,
     horovod,
     iostate,
+    listing,
     nic,
     pg_wrapper,
     phases,
@@ -39,6 +40,7 @@ from hangdoc.analyzer.parsers.logs.hit import Hit, Origin
 from hangdoc.analyzer.parsers.logs.horovod import HorovodStallBlock, match_horovod
 from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
+from hangdoc.analyzer.parsers.logs.listing import match_listed_file
 from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.parsers.logs.nccl import warn_at_setup
 from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages
@@ -1284,6 +1286,7 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_phase(text)
         or match_count(text)
         or match_io_state(text)
+        or match_listed_file(text)
         or match_nic_counter(text)
         or match_nic_event(text)
         or match_horovod(text)
@@ -1315,6 +1318,7 @@ RECOGNISER_NEEDS: tuple[Need, ...] = (
     phases.PHASE_NEED,
     phases.COUNT_NEED,
     iostate.NEED,
+    listing.NEED,
     nic.COUNTER_NEED,
     nic.EVENT_NEED,
     horovod.NEED,
