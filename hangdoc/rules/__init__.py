@@ -109,7 +109,7 @@ _MODULES: tuple[RuleRow, ...] = (
     # Ranks held at a main-process-first gate (issue 21, first-sight batch g's family).
     RuleRow("hd043_rank_zero_first_gate", "0.1.0 (issue 21)"),
     # A checkpoint file left empty beside its siblings, in a directory listing (issue 21).
-    RuleRow("hd112_empty_checkpoint_file", "0.1.0 (issue 21)"),
+    RuleRow("hd113_empty_checkpoint_file", "0.1.0 (issue 21)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.

@@ -56,7 +56,7 @@ def _listed(p: Placed) -> ListedFile:
 
 class EmptyCheckpointFile(Rule):
     __doc__ = __doc__
-    id = "HD112"
+    id = "HD113"
     name = "empty-checkpoint-file"
     summary = "a checkpoint file was left empty beside its siblings of full size"
     categories = (Category.CHECKPOINT_SAVE,)
