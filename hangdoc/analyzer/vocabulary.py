@@ -84,6 +84,8 @@ class EventKind(enum.StrEnum):
     IO_STALL = "io_stall"  # a D-state process row, a file-system kernel frame, NFS not responding
     NIC_COUNTER = "nic_counter"  # a non-zero InfiniBand/RoCE port error counter (sysfs, perfquery)
     NIC_LINK = "nic_link"  # kernel: a NIC's link down/up, cable module event, transmit timeout
+    # A checkpoint file as a directory listing shows it (``ls -l``): its name and size.
+    FILE_LISTED = "file_listed"
     # GPU (FORMATS.md §6)
     GPU_XID = "gpu_xid"
     GPU_STATUS = "gpu_status"  # one GPU row of nvidia-smi

@@ -112,6 +112,8 @@ _MODULES: tuple[RuleRow, ...] = (
     RuleRow("hd050_launcher_hung_up", "0.1.0 (issue 21)"),
     # ... and the DataLoader's pin-memory thread erring as the process exits (issue 21).
     RuleRow("hd112_pin_memory_at_exit", "0.1.0 (issue 21)"),
+    # A checkpoint file left empty beside its siblings, in a directory listing (issue 21).
+    RuleRow("hd113_empty_checkpoint_file", "0.1.0 (issue 21)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.

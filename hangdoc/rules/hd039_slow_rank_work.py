@@ -32,7 +32,9 @@ explain the timeout otherwise. Where no framework's bar or marker is shown, a co
 the job's own (consecutive lines of one shape, a number growing from line to line, such as
 `finish 885000, taken 20619.9 seconds`; views/counters.py) that goes on after the first
 timeout line of its file, its time taken (where it prints one) at least the timeout, shows
-the work advancing too.
+the work advancing too. A bar that names no rank is the main process's where the waiting
+ranks' tracebacks show them held at a "rank 0 first" gate (views/gates.py: the gate waits
+for rank 0's work).
 
 ## How to confirm
 The busy rank's progress bar shows its rate and remaining time: compare the time it
@@ -56,6 +58,7 @@ from hangdoc.analyzer.payloads.torch_pg import StoreTimeout, Work
 from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.counters import Counter, counters_past
 from hangdoc.analyzer.views.deaths import first_deaths
+from hangdoc.analyzer.views.gates import MAIN_RANK, gate_waits
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -224,6 +227,10 @@ class SlowRankWork(Rule):
         if seqs and min(seqs) > _EARLY_SEQ and not _bar_covers_timeout(busy, timeouts):
             return
         culprits = sorted(r for r in busy if r is not None)
+        if not culprits and gate_waits(tl):
+            # A bar no rank is named on, while ranks waited at a rank-0-first gate: the
+            # gated work is the main process's (views/gates.py).
+            culprits = [MAIN_RANK]
         bar, label = next(iter(busy.values()))
         marker = _marker(bar)
         meter = marker.progress

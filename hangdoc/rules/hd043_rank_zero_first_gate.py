@@ -24,7 +24,9 @@ entering such a gate: the caller's `with …main_process_first(…)` /
 the gate's own frame over its barrier (parsers/logs/tb_stage.py, `RANK_ZERO_FIRST`).
 The main process is named as the rank the others waited for (rank 0; with
 `local_main_process_first` and `torch_distributed_zero_first(local_rank)`, local rank 0
-of each node). One traceback at the gate is one signal. Not when NCCL's set-up failed
+of each node). A store's warning right above such a traceback counts the same when the paste cut
+the traceback before its exception line (the store's wait at the gate giving out:
+views/gates.py). One traceback at the gate is one signal. Not when NCCL's set-up failed
 (HD206): the gate's barrier is often the job's first collective, and what it raised is
 then that set-up's failure. Where the main process's own
 progress is shown advancing at the timeout, the job was slow rather than stuck: HD039
@@ -47,14 +49,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
-from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised
+from hangdoc.analyzer.payloads.launch import ExceptionRaised
+from hangdoc.analyzer.views.gates import MAIN_RANK, gate_waits
 from hangdoc.analyzer.views.nccl_setup import setup_failure
-from hangdoc.analyzer.views.timeline import Placed
-from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
-
-_MAIN_RANK = 0
 
 
 class RankZeroFirstGate(Rule):
@@ -67,13 +66,14 @@ class RankZeroFirstGate(Rule):
     requires = frozenset({Need.LOGS})
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        held = [p for p in ctx.timeline.of(EventKind.EXCEPTION) if _at_gate(p)]
+        held = gate_waits(ctx.timeline)
         if not held or setup_failure(ctx.timeline) is not None:
             return  # the gate's barrier is often the first collective: its set-up failed
         waiting = sorted({p.rank for p in held if p.rank is not None})
         who = ranks_text(waiting) if waiting else "a rank (not named)"
         said = held[0].event.payload_as(ExceptionRaised)
-        what = f"{said.exc_type or 'an error'}" if said is not None else "an error"
+        # (no exception: a store's warning over a traceback cut before its exception line)
+        what = (said.exc_type or "an error") if said is not None else "the store's wait giving out"
         yield Finding(
             rule=self.id,
             category=Category.RANK_DIVERGENCE,
@@ -93,18 +93,11 @@ class RankZeroFirstGate(Rule):
                 "once, in its own step), or raise the process group's timeout above the time "
                 "it takes (init_process_group(timeout=…), ddp_timeout)."
             ),
-            culprit_ranks=(_MAIN_RANK,),
+            culprit_ranks=(MAIN_RANK,),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(held, limit=4)),
             strength=Strength.SIGNAL,
         )
-
-
-def _at_gate(p: Placed) -> bool:
-    """An exception raised where its traceback entered a rank-0-first gate, by a rank
-    other than the main one."""
-    raised = p.event.payload_as(ExceptionRaised)
-    return raised is not None and raised.stage is CodeStage.RANK_ZERO_FIRST and p.rank != _MAIN_RANK
 
 
 RULE = RankZeroFirstGate

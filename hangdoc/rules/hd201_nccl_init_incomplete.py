@@ -286,8 +286,9 @@ class NcclInitIncomplete(Rule):
             )
         elif error == StoreError.STORE_READ_TIMEOUT:
             where = f" {first.peer}:{first.port}" if first.peer else ""
+            within = f" within {first.timeout_ms} ms" if first.timeout_ms is not None else ""
             what = (
-                f"a read from the store{where} got no answer within {first.timeout_ms} ms "
+                f"a read from the store{where} got no answer{within} "
                 "(the store exchange of the setup never completed)"
             )
         elif error == StoreError.STORE_CONNECTION:

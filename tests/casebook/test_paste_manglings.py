@@ -45,16 +45,17 @@ MIDDLE_CUT = "cut first line (middle)"
 MIDDLE_CUT_CHANGES = frozenset(
     {
         "axolotl-2684-tokenization-socket-timeout",
+        # (medicalgpt-425 likewise: the tokenizer's bar at 29:46 lies wholly in the half cut
+        # away; what is left, rank 3 held at main_process_first while rank 0 works, reads as
+        # the ranks parted, the label's alternative, not as slow work.)
+        "medicalgpt-425-tokenize-main-process-first-timeout",
         "nccl-957-cuda-invalid-argument-proxy-connect",
         "vllm-3688-custom-allreduce-nccl-invalid-argument",
         # Batch h (joined at session 30's end), a debt, not a reading: the whole paste is
-        # answered `unknown`, the cut one by its label. moss-275's first line is rank 0's
-        # watchdog timeout ("Watchdog caught collective operation timeout", no CUDA
-        # error), pasted above the save marker it came after: whole, the save is not
-        # before the first timeout (HD061's look-back); cut, the timeout is gone. (The
-        # watchdog's "terminated with exception: CUDA error: …" is now its rank's first
-        # failure, sglang-8296's debt paid.)
-        "moss-275-rank0-only-save-allreduce",
+        # answered `unknown`, the cut one by its label. (moss-275 left: rank 0's traceback
+        # cut inside DeepSpeed's all_reduce under its save is read as a stack, whole or cut:
+        # parsers/stacks/cut.py; sglang-8296 left: the watchdog's "terminated with
+        # exception: CUDA error: …" is now its rank's first failure.)
         # (and metaseq-90, cut inside torch's "NCCL error in:": FIRST_12_CUT_CHANGES below)
         "metaseq-90-baseline-ncclcommabort-unhandled-cuda",
         "zerobubble-60-p2p-message-truncated-multinode",

@@ -31,6 +31,7 @@ from hangdoc.analyzer.payloads.host import (
     GpuXid,
     HungTask,
     IoStall,
+    ListedFile,
     NicCounter,
     NicLink,
 )
@@ -119,6 +120,7 @@ PAYLOAD_OF: dict[EventKind, type[EventPayload]] = {
     EventKind.HOST_OOM_KILL: HostOomKill,
     EventKind.KERNEL_HUNG_TASK: HungTask,
     EventKind.IO_STALL: IoStall,
+    EventKind.FILE_LISTED: ListedFile,
     EventKind.NIC_COUNTER: NicCounter,
     EventKind.NIC_LINK: NicLink,
     EventKind.GPU_XID: GpuXid,

@@ -100,6 +100,17 @@ class IoStall(EventPayload):
 
 
 @dataclass(frozen=True, slots=True)
+class ListedFile(EventPayload):
+    """FILE_LISTED: a checkpoint file in a directory listing (``ls -l``)."""
+
+    name: str | None = None  # as listed, without its directory
+    size: int | None = None  # bytes; None where printed human-readable (``ls -lh``) and not 0
+    # The name with its numbers made one placeholder ("mp_rank_#_model_states.pt"): the
+    # files one save writes per rank or shard share it.
+    family: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NicCounter(EventPayload):
     """NIC_COUNTER: a non-zero InfiniBand/RoCE port error counter."""
 

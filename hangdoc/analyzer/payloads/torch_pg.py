@@ -8,6 +8,7 @@ import enum
 from dataclasses import dataclass
 
 from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.launch import CodeStage
 from hangdoc.analyzer.vocabulary import Phase
 
 
@@ -214,6 +215,11 @@ class StoreTimeout(InGroup):
     # that names one): Phase.INIT (init_process_group, new_group, a rendezvous) or
     # Phase.TRAIN (the training loop); None where no traceback follows or none is named.
     stage: Phase | None = None
+    # The stage that traceback's frames show as any exception's are read
+    # (ExceptionRaised.stage, parsers/logs/tb_stage.py frame_stage), also when the paste
+    # cut it before its exception line: a store wait at a "rank 0 first" gate
+    # (CodeStage.RANK_ZERO_FIRST) was the wait for the main process's gated work.
+    code_stage: CodeStage | None = None
 
 
 @dataclass(frozen=True, slots=True)

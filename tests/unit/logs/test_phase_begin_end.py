@@ -75,3 +75,23 @@ def test_deepspeeds_begin_line_alone_is_a_save_marker() -> None:
     ):
         hit = match_phase(line)
         assert hit is not None and fields(hit)["phase"] == "checkpoint_save" and hit.rank == 0
+
+
+# HF datasets' bars of its dataset operations (arrow_dataset.py ``hf_tqdm(unit=" examples",
+# …)``) as tqdm prints their rate (format_meter: "{rate} examples/s", inverted "{s}s/
+# examples"): the dataset being prepared whatever the description, also one a paste cut.
+BARS = (
+    ("nizer on dataset (num_proc=10): 100%|█████▉| 1368806/1370895 [29:46<01:07, 30.89 examples/s]",
+     Phase.PREPROCESS),
+    ("Filter (num_proc=8):  45%|████     | 450/1000 [00:10<00:12, 1.23s/ examples]",
+     Phase.PREPROCESS),
+    # a bar in tqdm's default unit is no dataset's
+    ("Epoch 1:  45%|████     | 450/1000 [00:10<00:12, 45.02it/s]", Phase.TRAIN),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "phase"), BARS)
+def test_a_datasets_bar_is_preprocessing_by_its_unit(text: str, phase: Phase) -> None:
+    hit = match_phase(text)
+    assert hit is not None
+    assert fields(hit)["phase"] == phase

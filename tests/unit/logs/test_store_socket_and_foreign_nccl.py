@@ -33,6 +33,21 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
         "store_timeout",
         {"error": "store_read_timeout", "timeout_ms": 300000},
     ),
+    # torch 2.3-2.5's socket.cpp SocketImpl::waitForInput: poll() returning 0 fell through
+    # to the errno check, C10D_WARNING("While waitForInput, poolFD failed with {}.", err)
+    # with errno 0 (later releases warn "poll for socket … returned 0, likely a timeout"):
+    # the store's reply did not come within the timeout. MedicalGPT #425's line.
+    (
+        "[rank3]:[W1001 13:40:02.778279096 socket.cpp:428] [c10d] While waitForInput, poolFD failed with (errno: 0 - Success).",
+        "store_timeout",
+        {"error": "store_read_timeout"},
+    ),
+    # Any other errno is poll() itself failing on the store's socket; documented format.
+    (
+        "[W socket.cpp:428] [c10d] While waitForInput, poolFD failed with (errno: 9 - Bad file descriptor).",
+        "store_timeout",
+        {"error": "store_connection", "message": "poll failed: Bad file descriptor"},
+    ),
     # The warning before it is retried and not read.
     (
         "[rank7]:[W410 21:36:52.176066491 socket.cpp:460] [c10d] waitForInput: poll for socket SocketImpl(fd=5, addr=[localhost]:39284, remote=[localhost]:47115) returned 0, likely a timeout",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hangdoc.analyzer.parsers.logs.tb_stage import line_stage
-from hangdoc.analyzer.payloads.launch import ExceptionRaised
+from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised
 from hangdoc.analyzer.payloads.torch_pg import StoreTimeout
 from hangdoc.analyzer.vocabulary import Phase
 from tests.unit.logs.helpers import events, parse
@@ -85,6 +85,49 @@ def test_store_stage_innermost_wins(tmp_path: Path) -> None:
         ]
     )
     assert _store_stage(tmp_path, text) == Phase.INIT
+
+
+def _store_code_stages(tmp_path: Path, text: str) -> dict[int | None, CodeStage | None]:
+    path = tmp_path / "console.log"
+    path.write_text(text, encoding="utf-8")
+    out: dict[int | None, CodeStage | None] = {}
+    for rank, event in events(parse(path), "store_timeout"):
+        assert isinstance(event.payload, StoreTimeout)
+        out[rank] = event.payload.code_stage
+    return out
+
+
+# MedicalGPT #425's shape (torch 2.4): two ranks' store warnings, interleaved, then rank 3's
+# traceback through transformers' main_process_first, cut before its exception line.
+_GATE = [
+    "[rank3]:[W1001 13:40:02.778279096 socket.cpp:428] [c10d] While waitForInput, poolFD "
+    "failed with (errno: 0 - Success).",
+    "[rank1]:[W1001 13:40:02.817983009 socket.cpp:428] [c10d] While waitForInput, poolFD "
+    "failed with (errno: 0 - Success).",
+    "[rank3]: Traceback (most recent call last):",
+    '[rank3]:   File "/job/pretraining.py", line 541, in main',
+    '[rank3]:     with training_args.main_process_first(desc="Dataset tokenization"):',
+    '[rank3]:   File "/env/lib/python3.11/contextlib.py", line 137, in __enter__',
+    "[rank3]:     return next(self.gen)",
+    '[rank3]:   File "/env/lib/python3.11/site-packages/transformers/training_args.py", '
+    "line 2410, in main_process_first",
+    "[rank3]:     dist.barrier()",
+    "",
+]
+
+
+def test_a_store_wait_takes_the_code_stage_of_its_own_ranks_cut_traceback(
+    tmp_path: Path,
+) -> None:
+    # rank 1's warning sits right above rank 3's traceback, but is not the one it raised for
+    stages = _store_code_stages(tmp_path, "\n".join(_GATE))
+    assert stages == {3: CodeStage.RANK_ZERO_FIRST, 1: None}
+
+
+def test_a_store_wait_without_a_rank_takes_the_traceback_below(tmp_path: Path) -> None:
+    lines = [line.removeprefix("[rank3]:").removeprefix("[rank1]:") for line in _GATE]
+    stages = _store_code_stages(tmp_path, "\n".join([lines[0], *lines[2:]]))
+    assert list(stages.values()) == [CodeStage.RANK_ZERO_FIRST]
 
 
 def test_store_without_traceback_has_no_stage(tmp_path: Path) -> None:

@@ -146,3 +146,59 @@ def test_the_parsers_pin_memory_frames_are_the_views() -> None:
     # THEN they are the same frames
     assert pin_memory.PIN_MEMORY_LOOP == workers.PIN_MEMORY_LOOP
     assert pin_memory.SHARED_RECEIPT == workers.SHARED_RECEIPT
+
+
+# Cut inside a framework's collective API (cut.py): every deeper frame is inside it.
+def test_a_headed_traceback_cut_inside_deepspeeds_all_reduce_is_kept() -> None:
+    # MOSS #275: rank 0's save_checkpoint all-reduces the tag (_checkpoint_tag_validation);
+    # the stored copy stops at deepspeed/comm/comm.py's all_reduce.
+    text = _case("moss-275-rank0-only-save-allreduce", "rank0_console.txt")
+    [thread] = threads(only_process(text))
+    assert [f.function for f in thread.frames[:4]] == [
+        "all_reduce",
+        "log_wrapper",
+        "_checkpoint_tag_validation",
+        "save_checkpoint",
+    ]
+    assert thread.exception is None
+
+
+def test_a_headed_traceback_cut_inside_accelerates_wait_for_everyone_is_kept() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/train.py", line 50, in <module>\n'
+        "    accelerator.wait_for_everyone()\n"
+        '  File "/env/lib/python3.10/site-packages/accelerate/accelerator.py", line 2366, '
+        "in wait_for_everyone\n"
+        "    wait_for_everyone()\n"
+    )
+    [thread] = threads(only_process(text))
+    assert [f.function for f in thread.frames] == ["wait_for_everyone", "<module>"]
+
+
+def test_a_headed_traceback_cut_in_a_framework_function_that_is_no_collective_is_dropped() -> None:
+    # deepspeed/comm/comm.py also holds get_rank, init_distributed …: not collectives
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/train.py", line 12, in <module>\n'
+        "    deepspeed.init_distributed()\n"
+        '  File "/env/lib/python3.10/site-packages/deepspeed/comm/comm.py", line 670, '
+        "in get_world_size\n"
+        "    return cdb.get_world_size(group)\n"
+    )
+    assert not scan(text).processes
+
+
+def test_the_parsers_collective_wrappers_are_the_frame_catalogs() -> None:
+    # cut.py mirrors views/catalog.py's collective signatures that name files (the parser
+    # layer may not import the views): the two must name the same frames.
+    from hangdoc.analyzer.parsers.stacks.cut import COLLECTIVE_CALLS
+    from hangdoc.analyzer.views.activity_table import Activity
+    from hangdoc.analyzer.views.catalog import SIGNATURES
+
+    catalog = {
+        (sig.files, sig.functions)
+        for sig in SIGNATURES
+        if sig.activity is Activity.COLLECTIVE and sig.files
+    }
+    assert set(COLLECTIVE_CALLS) == catalog

@@ -245,6 +245,13 @@ _HAS_COUNT_KEY = any_of(_COUNT_KEYS)
 # marker; a count, read without Markdown emphasis: a line with emphasis may hold any).
 PHASE_NEED = Need.patterns(_INIT, _BAR, _CUT_METER, *(pattern for _, pattern in _MARKERS))
 COUNT_NEED = Need.patterns(_COUNT) | Need.words(EMPHASIS_MARKERS)
+# The rate after a meter's remaining time, in the unit HF datasets gives the bars of its
+# dataset operations (arrow_dataset.py: map, filter, save_to_disk … ``hf_tqdm(unit="
+# examples", …)``; tensorflow-datasets' preparation bars likewise): tqdm prints it "30.89
+# examples/s", or inverted "1.23s/ examples" when slow (tqdm/std.py format_meter). Such a
+# bar is the dataset being prepared whatever its description says, or where a paste cut
+# the description ("…nizer on dataset (num_proc=10): 100%|…").
+_DATASET_RATE = re.compile(r"[^\],\r\n]{0,20},\s*[\d.]+(?: examples/s|s/ examples)\]")
 # A rank's name right before a number: the number names the rank, it counts nothing.
 _RANK_BEFORE = re.compile(r"rank(?:_id)?\s*[:=#]?\s*$", re.IGNORECASE)
 
@@ -318,6 +325,8 @@ def match_phase(text: str) -> Hit | None:
             phase = Phase.TRAIN if found is None else found[0]
             if found is not None:  # the description from the word that names its phase
                 label = wider[found[1].start() :].strip().rstrip(":").strip()[:60]
+            elif _DATASET_RATE.match(text, b.end()) is not None:
+                phase = Phase.PREPROCESS  # HF datasets' own bar, its description not read
         bar = PhaseMarker(
             phase=phase,
             label=label or "progress",

@@ -21,6 +21,7 @@ from hangdoc.analyzer.parsers.logs import (
     gpu,
     horovod,
     iostate,
+    listing,
     nic,
     pg_wrapper,
     phases,
@@ -43,6 +44,7 @@ from hangdoc.analyzer.parsers.logs.hit import Hit, Origin
 from hangdoc.analyzer.parsers.logs.horovod import HorovodStallBlock, match_horovod
 from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
+from hangdoc.analyzer.parsers.logs.listing import match_listed_file
 from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.parsers.logs.nccl import warn_at_setup
 from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages
@@ -583,7 +585,9 @@ class Scanner:
         if self._start_block(tag, lineno):
             return
         if text.startswith(_TRACEBACK):
-            self._tracebacks[stream] = _Traceback(lineno, store=self._store_before(lineno))
+            self._tracebacks[stream] = _Traceback(
+                lineno, store=self._store_before(lineno, tag.rank)
+            )
             return
         if text[:1] in " \t" and _CUT_FRAME.match(text):
             # A traceback pasted without its header: its frames, then its exception line.
@@ -592,7 +596,7 @@ class Scanner:
                 lineno,
                 frame,
                 frame if SAVE_FRAME.search(frame) else "",
-                store=self._store_before(lineno),
+                store=self._store_before(lineno, tag.rank),
             )
             self._tracebacks[stream] = tb
             if (
@@ -671,12 +675,18 @@ class Scanner:
                     event.payload = replace(event.payload, stage=tb.stage)
                 return
 
-    def _store_before(self, lineno: int) -> RawEvent | None:
+    def _store_before(self, lineno: int, rank: int | None) -> RawEvent | None:
         """The store error of the last few lines before a traceback's first line: the
-        one it was raised for (c10d's socket layer warns, then the store call raises)."""
+        one it was raised for (c10d's socket layer warns, then the store call raises).
+        Of the traceback's own rank where both name one: ranks prefixed by torch ≥2.3
+        ("[rank3]:") print their warnings interleaved, and another rank's warning right
+        above is not the one this traceback raised for."""
         for event in reversed(self.events[-3:]):
-            if event.kind == EventKind.STORE_TIMEOUT and 0 < lineno - event.line <= 3:
-                return event
+            if event.kind != EventKind.STORE_TIMEOUT or not 0 < lineno - event.line <= 3:
+                continue
+            if rank is not None and event.prefix_rank is not None and event.prefix_rank != rank:
+                continue
+            return event
         return None
 
     def _continuation(self, tag: LineTag, lineno: int) -> bool:
@@ -1112,6 +1122,9 @@ def _stage_store(tb: _Traceback, text: str) -> None:
     stage = line_stage(text)
     if stage is not None:
         store.payload = replace(store.payload, stage=stage)
+    code_stage = tb.worker_stage()  # tb.read(text) came first: the innermost yet
+    if code_stage is not None and store.payload.code_stage is not code_stage:
+        store.payload = replace(store.payload, code_stage=code_stage)
 
 
 def _continues(tag: LineTag, prev_len: int) -> bool:
@@ -1345,6 +1358,7 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_phase(text)
         or match_count(text)
         or match_io_state(text)
+        or match_listed_file(text)
         or match_nic_counter(text)
         or match_nic_event(text)
         or match_horovod(text)
@@ -1376,6 +1390,7 @@ RECOGNISER_NEEDS: tuple[Need, ...] = (
     phases.PHASE_NEED,
     phases.COUNT_NEED,
     iostate.NEED,
+    listing.NEED,
     nic.COUNTER_NEED,
     nic.EVENT_NEED,
     horovod.NEED,

@@ -273,6 +273,17 @@ _STORE_SOCKET = re.compile(
 _SOCKET_READ_TIMEOUT = re.compile(
     r"waitForInput: socket (?:SocketImpl\((?P<sock>[^)]{0,300})\) )?timed out after (?P<ms>\d+) ?ms"
 )
+# The same wait as torch 2.3-2.5 printed it (socket.cpp, SocketImpl::waitForInput, "[W
+# socket.cpp:428] [c10d] While waitForInput, poolFD failed with (errno: 0 - Success)."):
+# there, poll() returning 0 (no answer within the timeout) fell through to the errno check
+# and was warned as a failure with errno 0; later releases split that case out as "poll
+# for socket … returned 0, likely a timeout" (socket.cpp at 056b6f3, the commit the
+# catalog read). So errno 0 is the store's reply not coming within the timeout (a read
+# timeout: the client gives up, DistStoreError "wait timeout after …" follows); any other
+# errno is poll() itself failing on the store's socket.
+_POLL_FD_FAILED = re.compile(
+    r"While waitForInput, poolFD failed with \(errno: (?P<errno>\d+)(?: - (?P<why>[^)]{0,120}))?\)"
+)
 _RECV_ZERO = re.compile(r"[Ff]ailed to recv, got 0 bytes")
 _REMOTE = re.compile(r"remote=\[?(?P<host>[^\]\s,)]+)\]?:(?P<port>\d+)")
 _UNIQUE_ID = re.compile(
@@ -339,6 +350,7 @@ _KEYWORDS = (
     "got 0 bytes",
     ": open(",
     "originated at tensorpipe/",
+    "poolFD failed",
 )
 # Every line the recogniser below makes an event of holds one of these (literals.Need;
 # the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
@@ -746,6 +758,15 @@ def _store(text: str) -> Hit | None:
         return Hit(
             EventKind.STORE_TIMEOUT, payload=payload, key=("store", "read_timeout", payload.peer)
         )
+    elif (m := _POLL_FD_FAILED.search(text)) is not None:
+        if m.group("errno") == "0":  # poll() returned 0: no answer within the timeout
+            payload = StoreTimeout(error=StoreError.STORE_READ_TIMEOUT)
+            return Hit(
+                EventKind.STORE_TIMEOUT, payload=payload, key=("store", "read_timeout", None)
+            )
+        why = (m.group("why") or f"errno {m.group('errno')}").strip()
+        payload = StoreTimeout(error=StoreError.STORE_CONNECTION, message=f"poll failed: {why}")
+        return Hit(EventKind.STORE_TIMEOUT, payload=payload, key=("store", "socket", why))
     elif _RECV_ZERO.search(text) and "Rendezvous" not in text:
         peer, port = _remote(text)
         payload = StoreTimeout(

@@ -15,8 +15,9 @@ line (DeepSpeed #797). The frames are exact, in the two formats CPython prints:
 Two frames at least make a stack (one ``File`` line is a SyntaxError or a warning). A
 headless traceback is read when its exception line follows (as python_tb requires of a
 headed one: without it the paste was cut and the innermost frames are missing), or when
-its innermost frame shown is torch.distributed's own API (``distributed_c10d.py``,
-``c10d_logger.py``): deeper frames can only be inside that collective, so where the thread
+its innermost frame shown is a call whose deeper frames can only be inside it
+(torch.distributed's own API and c10d_logger's wrapper of it, a framework's collective
+wrapper, a file-system call, a checkpoint writer's entry: cut.py), so where the thread
 waited is known. A faulthandler dump prints the innermost frame first, so its frames are
 read as they are. Frames under a ``Traceback`` header never come here (parse_traceback
 takes or drops them), nor frames under a thread line (stack_print.py reads those).
@@ -28,8 +29,8 @@ import re
 
 from hangdoc.analyzer.model import Frame, ThreadStack
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
+from hangdoc.analyzer.parsers.stacks.cut import WRAPPED_FILE, leaf_call
 from hangdoc.analyzer.parsers.stacks.python_tb import exception_line
-from hangdoc.analyzer.parsers.stacks.saves import is_save_call
 
 # The first line of a headless stack (the scanner tests it on the stripped line).
 FRAME_LINE = re.compile(r'File "[^"]+", line (?:\d+|\?)(?:, in | in )\S')
@@ -37,23 +38,7 @@ _TB_FRAME = re.compile(
     r'(?P<indent>\s*)File "(?P<file>[^"]+)", line (?P<line>\d+|\?), in (?P<fn>.+?)\s*$'
 )
 _FH_FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+|\?) in (?P<fn>.+?)\s*$')
-_COLLECTIVE_FILES = ("torch/distributed/distributed_c10d.py", "torch/distributed/c10d_logger.py")
 _MIN_FRAMES = 2
-# The standard library's file-system calls (os.makedirs, os.mkdir, os.replace, shutil.*):
-# below them there is only the system call, so a cut traceback that stops there still says
-# where the thread was (automodel PR 3686: "[rank8]: File "<frozen os>", line 225, in
-# makedirs" under a checkpoint save, its FileExistsError line cut).
-_FS_FILES = ("<frozen os>", "/os.py", "/shutil.py", "<frozen shutil>")
-
-
-def _leaf_call(frame: Frame) -> bool:
-    """The innermost frame shown is a call whose deeper frames can only be inside it (a
-    checkpoint writer's too: saves.py)."""
-    return (
-        frame.file.endswith(_COLLECTIVE_FILES)
-        or frame.file.endswith(_FS_FILES)
-        or is_save_call(frame)
-    )
 
 
 def _frame(m: re.Match[str]) -> Frame:
@@ -101,7 +86,7 @@ def _traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
     if len(frames) < _MIN_FRAMES:
         return None, max(i, begin + 1)
     exc = exception_line(lines[i][1]) if i < len(lines) and lines[i][1].strip() else None
-    if exc is None and not _leaf_call(frames[-1]):
+    if exc is None and not (leaf_call(frames[-1]) or frames[-1].file.endswith(WRAPPED_FILE)):
         return None, i  # cut: the frames shown are not where the thread was
     summary = None
     if exc is not None:

@@ -16,9 +16,9 @@ import re
 
 from hangdoc.analyzer.model import Frame, ThreadStack
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
+from hangdoc.analyzer.parsers.stacks.cut import leaf_call
 from hangdoc.analyzer.parsers.stacks.native import CPP_START, parse_cpp
 from hangdoc.analyzer.parsers.stacks.pin_memory import receiving_shared_batch
-from hangdoc.analyzer.parsers.stacks.saves import is_save_call
 from hangdoc.analyzer.parsers.stacks.segments import FH_HEADER, FH_THREAD
 
 TB_START = re.compile(r"Traceback \(most recent call last\):\s*$")
@@ -64,10 +64,11 @@ def cut_in_group_creation(frames: list[Frame]) -> bool:
     return any(f.function in _GROUP_CREATION for f in frames)
 
 
-def cut_in_save(frames: list[Frame]) -> bool:
-    """Frames (outermost first) of a cut traceback whose innermost frame shown is a
-    checkpoint writer's entry (saves.py)."""
-    return len(frames) >= 2 and is_save_call(frames[-1])
+def cut_in_leaf_call(frames: list[Frame]) -> bool:
+    """Frames (outermost first) of a cut traceback whose innermost frame shown is a call
+    whose deeper frames can only be inside it (cut.py: a collective, a file-system call, a
+    checkpoint writer's entry), as headless.py reads a traceback without its header."""
+    return len(frames) >= 2 and leaf_call(frames[-1])
 
 
 def _indent(text: str) -> int:
@@ -174,13 +175,13 @@ def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
     if (
         exc is None
         and not cut_in_group_creation(frames)
-        and not cut_in_save(frames)
+        and not cut_in_leaf_call(frames)
         and not receiving_shared_batch(frames)
     ):
         # Python prints the exception right under the innermost frame: without it the
         # paste was cut, and the frames left would pass an outer call for where the
         # thread was. Not a stack the rules can trust (but see cut_in_group_creation,
-        # saves.py and pin_memory.py).
+        # cut.py and pin_memory.py).
         return None, i
     summary = _exception_text(exc) if exc else None
     if summary and causes:
