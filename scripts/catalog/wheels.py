@@ -54,6 +54,8 @@ FILES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "vllm/executor/ray_gpu_executor.py",
             "vllm/executor/multiproc_worker_utils.py",
             "vllm/worker/worker.py",
+            "vllm/worker/worker_base.py",
+            "vllm/v1/worker/worker_base.py",
             "vllm/distributed/parallel_state.py",
             "vllm/distributed/device_communicators/shm_broadcast.py",
             "vllm/distributed/device_communicators/pynccl.py",
