@@ -325,7 +325,26 @@ _C_ERROR_STRING = re.compile(r"\b(cuGetErrorString|hipGetErrorString|cudaGetErro
 
 def do_indexed(project: str, root: Path) -> list[Site]:
     repository, under, note = INDEXED[project]
-    base = root / under
+    sites, versions = indexed_sites(project, root / under)
+    released = all(re.fullmatch(r"\d+(?:\.\d+)*(?:\.?post\d+)?", v) for v in versions)
+    source: dict[str, object] = {
+        "repository": repository,
+        "read": (
+            f"files taken out of {note}"
+            if released
+            else f"files read through the code index at the commits named: {note}"
+        ),
+        "versions": versions,
+        "calls": "raise, logger.<level>; messages assembled in __str__ and *_msg/*MESSAGE; "
+        "C: PyErr_SetString and gpuAssert's prefix",
+    }
+    write(project, source, rows_json(group(sites), versions), unheld(sites, versions))
+    return sites
+
+
+def indexed_sites(project: str, base: Path) -> tuple[list[Site], list[str]]:
+    """The message sites of the files under ``base`` and the versions they were read at
+    (releases in their order, else commits as found), each from the file's first line."""
     sites: list[Site] = []
     versions: list[str] = []
     for path in sorted(p for p in base.rglob("*") if p.is_file()):
@@ -352,15 +371,7 @@ def do_indexed(project: str, root: Path) -> list[Site]:
         )
     if all(re.fullmatch(r"\d+(?:\.\d+)*(?:\.?post\d+)?", v) for v in versions):
         versions.sort(key=lambda v: tuple(int(n) for n in re.findall(r"\d+", v)))
-    source = {
-        "repository": repository,
-        "read": f"files read through the code index at the commits named: {note}",
-        "versions": versions,
-        "calls": "raise, logger.<level>; messages assembled in __str__ and *_msg/*MESSAGE; "
-        "C: PyErr_SetString and gpuAssert's prefix",
-    }
-    write(project, source, rows_json(group(sites), versions), unheld(sites, versions))
-    return sites
+    return sites, versions
 
 
 def assembled_sites(code: str, project: str, path: str, version: str) -> list[Site]:
@@ -385,6 +396,7 @@ def assembled_sites(code: str, project: str, path: str, version: str) -> list[Si
         for node in nodes:
             value: ast.expr | None = None
             level = ""
+            line = getattr(node, "lineno", 0)
             if isinstance(node, ast.Return) and name_of == "__str__" and node.value:
                 value, level = node.value, "__str__"
             elif isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -397,9 +409,7 @@ def assembled_sites(code: str, project: str, path: str, version: str) -> list[Si
             for piece in _pieces(value):
                 parts = pysource.message_parts(piece)
                 if parts and any(isinstance(p, str) and p.strip() for p in parts):
-                    sites.append(
-                        Site(project, level, tuple(parts), path, name_of, node.lineno, version)
-                    )
+                    sites.append(Site(project, level, tuple(parts), path, name_of, line, version))
     return sites
 
 
