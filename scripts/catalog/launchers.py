@@ -9,10 +9,13 @@ from ``help-*.txt`` files, one ``[topic]`` each, whose lines are printed as they
 with ``%`` conversions filled in (no argument names: a slot is named by the word before
 it, "rank %lu" is a rank).
 
-vLLM, Ray and Triton are too large to mirror here (the fetch refuses over 500 MB): their
-message files are read one by one through the code index at the commits named and kept
-outside the repository as ``<root>/<owner>/<name>/<path>``, each file's first line naming
-its commit ("# read from github.com/<owner>/<name> at commit <sha>"); see INDEXED.
+vLLM, SGLang, Ray and Triton are too large to mirror here (the fetch refuses over 500 MB):
+their message files are kept outside the repository as ``<root>/<owner>/<name>/<path>``,
+each file's first line naming where it was read ("# read from github.com/<owner>/<name> at
+commit <sha>", or "at release <version> (commit <sha>)"); see INDEXED. Triton's was read
+through the code index; vLLM's, SGLang's and Ray's are taken out of their released wheels
+by ``scripts/catalog/wheels.py`` (its docstring says how to regenerate them), so a row's
+versions are the releases a bug report names.
 """
 
 from __future__ import annotations
@@ -267,27 +270,40 @@ def do_cupy(repo: Path, cuda_json: Path) -> list[Site]:
 INDEXED = {
     # SGLang's launcher (srt/entrypoints/engine.py): the parent's SIGCHLD and SIGQUIT
     # handlers (a child process failed) and its wait for the schedulers ("Rank N scheduler
-    # is dead" when a scheduler process exits before it is ready, then its exit code).
+    # is dead" when a scheduler process exits before it is ready, then its exit code); the
+    # scheduler's and TP worker's start-up and watchdog, the model runner's memory checks
+    # (the KV-cache pool's size), the process groups' set-up, and srt/utils' helpers
+    # (the available GPU memory, the process-tree kill).
     "sglang": (
         "github.com/sgl-project/sglang",
         "sgl-project/sglang",
-        "python/sglang/srt/entrypoints/engine.py, python/sglang/srt/managers/scheduler.py",
+        "the releases' wheels (scripts/catalog/wheels.py FILES): srt/entrypoints/engine.py, "
+        "srt/managers/scheduler.py, tp_worker.py, srt/model_executor/model_runner.py, "
+        "srt/distributed/parallel_state.py, srt/utils(.py|/common.py)",
     ),
     # The V1 engine's process monitors (MultiprocExecutor's worker monitor, MPClient's
     # engine-core monitor), the RPC to the workers and its timeout, the engine's death
     # (EngineDeadError), its start-up, and the shared-memory broadcast queue that
     # carries every step to the workers (it warns when a reader falls behind: a worker
-    # hung or busy).
+    # hung or busy); the GPU worker's memory profile and the KV cache's size check, the
+    # process groups and their communicators (PyNccl, the custom all-reduce), the Ray
+    # executor's placement groups.
     "vllm": (
         "github.com/vllm-project/vllm",
         "vllm-project/vllm",
-        "vllm/v1/executor/multiproc_executor.py, vllm/v1/engine/core_client.py, "
-        "vllm/v1/engine/exceptions.py, "
-        "vllm/distributed/device_communicators/shm_broadcast.py (two versions)",
+        "the releases' wheels (scripts/catalog/wheels.py FILES): vllm/v1/executor, "
+        "vllm/v1/engine core/core_client/exceptions, vllm/v1/worker/gpu_worker.py, "
+        "vllm/v1/core/kv_cache_utils.py, vllm/executor/ray_*, vllm/distributed/"
+        "parallel_state.py, device_communicators/ shm_broadcast, pynccl(_wrapper), "
+        "custom_all_reduce, cuda_communicator",
     ),
     # ray.exceptions: what a task's caller raises when an actor, a worker, a raylet or an
     # object is lost (their __str__ and the messages they assemble).
-    "ray": ("github.com/ray-project/ray", "ray-project/ray", "python/ray/exceptions.py"),
+    "ray": (
+        "github.com/ray-project/ray",
+        "ray-project/ray",
+        "the releases' wheels (scripts/catalog/wheels.py FILES): python/ray/exceptions.py",
+    ),
     # The NVIDIA backend's driver.c: every CUDA driver call of Triton's launcher goes
     # through gpuAssert, which raises RuntimeError("Triton Error [CUDA]: " +
     # cuGetErrorString(code)).
@@ -298,6 +314,7 @@ INDEXED = {
     ),
 }
 _COMMIT = re.compile(r"at commit ([0-9a-f]{40})")
+_RELEASE = re.compile(r"at release (\S+?)[ :]")
 # A message a Python class assembles rather than raises: the string its __str__ returns,
 # or a variable or attribute named as a message ("base_error_msg", "ENGINE_DEAD_MESSAGE").
 _MESSAGE_NAME = re.compile(r"(?i)(?:^|_)(?:error_)?(?:msg|message)$")
@@ -308,34 +325,53 @@ _C_ERROR_STRING = re.compile(r"\b(cuGetErrorString|hipGetErrorString|cudaGetErro
 
 def do_indexed(project: str, root: Path) -> list[Site]:
     repository, under, note = INDEXED[project]
-    base = root / under
-    sites: list[Site] = []
-    versions: list[str] = []
-    for path in sorted(p for p in base.rglob("*") if p.is_file()):
-        code = path.read_text("utf-8", "replace")
-        m = _COMMIT.search(code[:400])
-        if m is None:
-            raise SystemExit(f"{path}: its first line does not name the commit it was read at")
-        version = m.group(1)[:10]
-        if version not in versions:
-            versions.append(version)
-        # a second version of one file sits beside it as <path>@<commit>
-        rel = path.relative_to(base).as_posix().split("@", 1)[0]
-        if rel.endswith(".py"):
-            found = pysource.sites_of(code, project, rel, version)
-            found += assembled_sites(code, project, rel, version)
-        else:
-            found = _c_sites(code, project, rel, version)
-        sites.extend(found)
-    source = {
+    sites, versions = indexed_sites(project, root / under)
+    released = all(re.fullmatch(r"\d+(?:\.\d+)*(?:\.?post\d+)?", v) for v in versions)
+    source: dict[str, object] = {
         "repository": repository,
-        "read": f"files read through the code index at the commits named: {note}",
+        "read": (
+            f"files taken out of {note}"
+            if released
+            else f"files read through the code index at the commits named: {note}"
+        ),
         "versions": versions,
         "calls": "raise, logger.<level>; messages assembled in __str__ and *_msg/*MESSAGE; "
         "C: PyErr_SetString and gpuAssert's prefix",
     }
     write(project, source, rows_json(group(sites), versions), unheld(sites, versions))
     return sites
+
+
+def indexed_sites(project: str, base: Path) -> tuple[list[Site], list[str]]:
+    """The message sites of the files under ``base`` and the versions they were read at
+    (releases in their order, else commits as found), each from the file's first line."""
+    sites: list[Site] = []
+    versions: list[str] = []
+    for path in sorted(p for p in base.rglob("*") if p.is_file()):
+        code = path.read_text("utf-8", "replace")
+        first = code.split("\n", 1)[0]
+        release = _RELEASE.search(first)
+        m = _COMMIT.search(code[:400])
+        if release is None and m is None:
+            raise SystemExit(f"{path}: its first line does not name the commit it was read at")
+        version = release.group(1) if release else m.group(1)[:10] if m else ""
+        if version not in versions:
+            versions.append(version)
+        # a second version of one file sits beside it as <path>@<version>
+        rel = path.relative_to(base).as_posix().split("@", 1)[0]
+        if rel.endswith(".py"):
+            found = pysource.sites_of(code, project, rel, version)
+            found += assembled_sites(code, project, rel, version)
+        else:
+            found = _c_sites(code, project, rel, version)
+        # the header is not the file's: a line number counts from the line after it
+        sites.extend(
+            Site(s.project, s.level, s.parts, s.file, s.function, s.line - 1, s.version, s.literal)
+            for s in found
+        )
+    if all(re.fullmatch(r"\d+(?:\.\d+)*(?:\.?post\d+)?", v) for v in versions):
+        versions.sort(key=lambda v: tuple(int(n) for n in re.findall(r"\d+", v)))
+    return sites, versions
 
 
 def assembled_sites(code: str, project: str, path: str, version: str) -> list[Site]:
@@ -347,12 +383,21 @@ def assembled_sites(code: str, project: str, path: str, version: str) -> list[Si
         return []
     sites: list[Site] = []
     for scope in ast.walk(module):
-        if not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+            nodes: list[ast.AST] = list(ast.walk(scope))
+        elif isinstance(scope, ast.ClassDef):
+            # a class's own statements: ``BASE_ERROR_MSG = "The actor died …"`` (ray's
+            # ActorDiedError). A module's constants are formats its log calls name: the
+            # call is the row (pysource.module_strings).
+            nodes = list(scope.body)
+        else:
             continue
-        for node in ast.walk(scope):
+        name_of = scope.name
+        for node in nodes:
             value: ast.expr | None = None
             level = ""
-            if isinstance(node, ast.Return) and scope.name == "__str__" and node.value:
+            line = getattr(node, "lineno", 0)
+            if isinstance(node, ast.Return) and name_of == "__str__" and node.value:
                 value, level = node.value, "__str__"
             elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target = node.targets[0]
@@ -364,9 +409,7 @@ def assembled_sites(code: str, project: str, path: str, version: str) -> list[Si
             for piece in _pieces(value):
                 parts = pysource.message_parts(piece)
                 if parts and any(isinstance(p, str) and p.strip() for p in parts):
-                    sites.append(
-                        Site(project, level, tuple(parts), path, scope.name, node.lineno, version)
-                    )
+                    sites.append(Site(project, level, tuple(parts), path, name_of, line, version))
     return sites
 
 

@@ -149,10 +149,21 @@ def _call_name(node: ast.expr) -> str:
 
 
 class _Visitor(ast.NodeVisitor):
-    def __init__(self, project: str, path: str, version: str) -> None:
+    def __init__(
+        self, project: str, path: str, version: str, constants: dict[str, str] | None = None
+    ) -> None:
         self.project, self.path, self.version = project, path, version
         self.sites: list[Site] = []
         self._functions: list[str] = []
+        self._constants = constants or {}
+
+    def _format_of(self, node: ast.expr) -> ast.expr:
+        """A module constant named as a log call's format is that string: vLLM keeps
+        ``LONG_WAIT_TIME_LOG_MSG = "No available … in %d seconds. …"`` and logs
+        ``logger.info(LONG_WAIT_TIME_LOG_MSG, interval)``."""
+        if isinstance(node, ast.Name) and node.id in self._constants:
+            return ast.Constant(self._constants[node.id])
+        return node
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self._functions.append(node.name)
@@ -188,7 +199,8 @@ class _Visitor(ast.NodeVisitor):
             owner = _call_name(func.value)
             if func.attr in _LOG_METHODS and _LOGGERS.search(owner):
                 level = "logger." + ("warning" if func.attr == "warn" else func.attr)
-                self._add(level, message_parts(node.args[0], node.args[1:]), node.lineno)
+                fmt = self._format_of(node.args[0])
+                self._add(level, message_parts(fmt, node.args[1:]), node.lineno)
             elif func.attr == "warn" and owner == "warnings":
                 self._add("warnings.warn", message_parts(node.args[0]), node.lineno)
         elif isinstance(func, ast.Name) and node.args and func.id in _LOG_FUNCTIONS:
@@ -201,9 +213,24 @@ def sites_of(source: str, project: str, path: str, version: str) -> list[Site]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    visitor = _Visitor(project, path, version)
+    visitor = _Visitor(project, path, version, module_strings(tree))
     visitor.visit(tree)
     return visitor.sites
+
+
+def module_strings(tree: ast.Module) -> dict[str, str]:
+    """The module's ``NAME = "literal"`` assignments (adjacent literals are one constant)."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            found[node.targets[0].id] = node.value.value
+    return found
 
 
 def extract_tree(root: Path, under: str, project: str, version: str) -> list[Site]:

@@ -70,6 +70,9 @@ _STOP = {
     "loss",
     "step",
     "epoch",
+    # throughput lines ("11932 tokens/s"); a serving stack's KV-cache rows count tokens
+    "tokens",
+    "token",
     "value",
     "true",
     "false",

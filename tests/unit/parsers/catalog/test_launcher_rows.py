@@ -21,6 +21,8 @@ in those files' forms.
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -28,10 +30,12 @@ from types import ModuleType
 import pytest
 
 from hangdoc.analyzer.parsers.catalog import default_matcher, to_event
+from hangdoc.analyzer.parsers.catalog.loader import default_catalog
 from hangdoc.analyzer.parsers.catalog.template import display
 from hangdoc.analyzer.vocabulary import EventKind
 
 SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
+DATA = Path(__file__).resolve().parents[4] / "hangdoc" / "analyzer" / "parsers" / "catalog" / "data"
 
 
 def _launchers() -> ModuleType:
@@ -190,6 +194,187 @@ _LINES = [
         "strong",
         {},
     ),
+    # ---- vLLM, SGLang and Ray read from their released wheels (scripts/catalog/wheels.py)
+    # v1/executor/multiproc_executor.py 0.33: f"Worker proc {proc.name} died unexpectedly
+    # (exit code: {proc.exitcode}), shutting down executor."
+    (
+        "(EngineCore_DP0 pid=4100) ERROR 11-01 10:00:00 [multiproc_executor.py:301] Worker proc "
+        "VllmWorker-1 died unexpectedly (exit code: -9), shutting down executor.",
+        "vllm",
+        EventKind.WORKER_FAILED,
+        "rank_dead_or_crashed",
+        "strong",
+        {},
+    ),
+    # v1/engine/core.py run_engine_core: logger.exception("EngineCore failed to start.")
+    (
+        "(EngineCore_DP0 pid=3144) ERROR 09-18 10:00:00 [core.py:708] EngineCore failed to start.",
+        "vllm",
+        EventKind.EXCEPTION,
+        "rank_dead_or_crashed",
+        "moderate",
+        {},
+    ),
+    # executor/multiproc_worker_utils.py (V0): "Exception in worker %s while processing
+    # method %s."
+    (
+        "(VllmWorkerProcess pid=4242) ERROR 12-27 10:00:00 multiproc_worker_utils.py:236] "
+        "Exception in worker VllmWorkerProcess while processing method load_model.",
+        "vllm",
+        EventKind.EXCEPTION,
+        "rank_dead_or_crashed",
+        "moderate",
+        {},
+    ),
+    # worker/worker_base.py execute_method: f"Error executing method {method!r}. This might
+    # cause deadlock in distributed execution." (init_device: the set-up)
+    (
+        "ERROR 05-30 22:22:26 [worker_base.py:620] Error executing method 'execute_model'. "
+        "This might cause deadlock in distributed execution.",
+        "vllm",
+        EventKind.EXCEPTION,
+        "rank_dead_or_crashed",
+        "moderate",
+        {},
+    ),
+    (
+        "ERROR 05-30 22:22:26 [worker_base.py:620] Error executing method 'init_device'. "
+        "This might cause deadlock in distributed execution.",
+        "vllm",
+        EventKind.EXCEPTION,
+        "nccl_init_or_bootstrap_hang",
+        "moderate",
+        {},
+    ),
+    # v1/core/kv_cache_utils.py check_enough_kv_cache_memory (0.6.6-0.11)
+    (
+        "ValueError: No available memory for the cache blocks. Try increasing "
+        "`gpu_memory_utilization` when initializing the engine.",
+        "vllm",
+        EventKind.CUDA_OOM,
+        "cuda_oom",
+        "moderate",
+        {},
+    ),
+    (
+        "ValueError: To serve at least one request with the models's max seq len (131072), "
+        "(16.00 GiB KV cache is needed, which is larger than the available KV cache memory "
+        "(9.53 GiB). Based on the available memory, the estimated maximum model length is "
+        "78000. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+        "initializing the engine.",
+        "vllm",
+        EventKind.CUDA_OOM,
+        "cuda_oom",
+        "moderate",
+        {},
+    ),
+    # distributed/device_communicators/pynccl_wrapper.py find_nccl_library/NCCLLibrary
+    (
+        "ERROR 04-28 10:00:00 [pynccl_wrapper.py:250] Failed to load NCCL library from "
+        "libnccl.so.2. It is expected if you are not running on NVIDIA/AMD GPUs.Otherwise, the "
+        "nccl library might not exist, be corrupted or it does not support the current platform "
+        "Linux-5.15.0-x86_64-with-glibc2.35. If you already have the library, please set the "
+        "environment variable VLLM_NCCL_SO_PATH to point to the correct nccl library path.",
+        "vllm",
+        EventKind.EXCEPTION,
+        "nccl_init_or_bootstrap_hang",
+        "moderate",
+        {},
+    ),
+    # executor/ray_utils.py _wait_until_pg_ready
+    (
+        "ValueError: Cannot provide a placement group of placement_group_specs=[{'GPU': 1.0, "
+        "'node:10.0.0.4': 0.001}, {'GPU': 1.0}] within 1800 seconds. See `ray status` and "
+        "`ray list nodes` to make sure the cluster has enough resources.",
+        "vllm",
+        EventKind.STORE_TIMEOUT,
+        "nccl_init_or_bootstrap_hang",
+        "weak",
+        {},
+    ),
+    # v1/engine/core_client.py 0.33 (the engine's start-up wait)
+    (
+        "TimeoutError: Timed out waiting for engine core processes to start. This is often "
+        "caused by slow weight loading for large models. Waited 600s (configured by "
+        "VLLM_ENGINE_READY_TIMEOUT_S). To increase the timeout, set the environment variable: "
+        "VLLM_ENGINE_READY_TIMEOUT_S=<seconds>",
+        "vllm",
+        EventKind.COLLECTIVE_TIMEOUT,
+        "unknown",
+        "weak",
+        {},
+    ),
+    # shm_broadcast.py 0.33: logger.info(LONG_WAIT_TIME_LOG_MSG, VLLM_RINGBUFFER_WARNING_INTERVAL)
+    (
+        "(EngineCore_DP0 pid=4100) INFO 11-01 10:00:00 [shm_broadcast.py:763] No available "
+        "shared memory broadcast block found in 60 seconds. This typically happens when some "
+        "processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv "
+        "cache quantization).",
+        "vllm",
+        EventKind.STALL_WATCHDOG,
+        "unknown",
+        "weak",
+        {},
+    ),
+    # SGLang srt/managers/scheduler.py Scheduler.watchdog_thread
+    (
+        "[2025-05-01 10:00:00 TP3] Watchdog timeout (self.watchdog_timeout=300)",
+        "sglang",
+        EventKind.STALL_WATCHDOG,
+        "unknown",
+        "weak",
+        {},
+    ),
+    # srt/model_executor/model_runner.py init_memory_pool
+    (
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        "sglang",
+        EventKind.CUDA_OOM,
+        "cuda_oom",
+        "strong",
+        {},
+    ),
+    # model_runner.py load_model: the TP group's monitored_barrier after loading failed
+    (
+        "ValueError: TP rank 1 could finish the model loading, but there are other ranks that "
+        "didn't finish loading. It is likely due to unexpected failures (e.g., OOM) or a slow "
+        "node.",
+        "sglang",
+        EventKind.EXCEPTION,
+        "rank_dead_or_crashed",
+        "moderate",
+        {},
+    ),
+    # srt/distributed/parallel_state.py GroupCoordinator.__init__
+    (
+        "[2025-05-01 10:00:00 TP0] Setup Custom allreduce failed with CUDA error: peer access "
+        "is not supported between these two devices. To silence this warning, specify "
+        "--disable-custom-all-reduce explicitly.",
+        "sglang",
+        EventKind.NCCL_INIT,
+        "nccl_init_or_bootstrap_hang",
+        "weak",
+        {},
+    ),
+    # ray/exceptions.py ActorUnavailableError
+    (
+        "ray.exceptions.ActorUnavailableError: The actor 7f2c9e1d is unavailable: The actor is "
+        "temporarily unavailable: RpcError: Socket closed. The task may or may not have been "
+        "executed on the actor.",
+        "ray",
+        EventKind.ACTOR_DIED,
+        "rank_dead_or_crashed",
+        "weak",
+        {},
+    ),
+]
+
+# Rows of these projects that say nothing about a hang by themselves: set-up notes, and the
+# header of a traceback whose exception (after it) is what failed.
+_SILENT = [
+    "(VllmWorker rank=0 pid=100) WARNING 05-01 10:00:00 [custom_all_reduce.py:85] Custom "
+    "allreduce is disabled because this process group spans across nodes.",
+    "[2025-02-24 14:09:34 TP14] Scheduler hit an exception: Traceback (most recent call last):",
 ]
 
 
@@ -228,6 +413,35 @@ def test_a_line_of_the_source_means_what_its_family_says(
         ), text
         for key, value in values.items():
             assert event.values.get(key) == value, (text, event.values)
+
+
+@pytest.mark.parametrize("line", _SILENT)
+def test_a_note_of_the_serving_stacks_is_recognised_and_means_nothing(line: str) -> None:
+    matcher = default_matcher()
+    for text in _mangled(line):
+        match = matcher.match(text)
+        assert match is not None, text
+        event = to_event(match, matcher)
+        assert event.project in {"vllm", "sglang"}, text
+        assert (event.kind, event.strength) == (None, "none"), text
+
+
+def test_the_serving_stacks_rows_load_with_their_releases() -> None:
+    """vLLM's, SGLang's and Ray's rows are read from released wheels: they load, each names
+    the releases it is in, and every one of those is a release the data file read."""
+    rows = [r for r in default_catalog().rows if r.project in {"vllm", "sglang", "ray"}]
+    counts = {p: sum(r.project == p for r in rows) for p in ("vllm", "sglang", "ray")}
+    assert counts["vllm"] > 200 and counts["sglang"] > 200 and counts["ray"] > 20, counts
+    for project in counts:
+        data = json.loads((DATA / f"{project}.json").read_text(encoding="utf-8"))
+        releases = set(data["source"]["versions"])
+        assert all(re.fullmatch(r"\d+(?:\.\d+)+(?:\.post\d+)?", v) for v in releases)
+        for row in (r for r in rows if r.project == project):
+            named = {v for v in re.split(r"[–,\s]+", row.versions) if v}
+            assert named and named <= releases, (row.id, row.versions)
+    # two wordings of one message across releases are two rows (shm_broadcast's stall)
+    stalls = {r.template for r in rows if r.template.startswith("No available")}
+    assert len(stalls) >= 3, stalls
 
 
 def test_slurm_formats_read_its_own_conversions_and_host_lists_as_words() -> None:
@@ -305,3 +519,73 @@ def test_mpiruns_report_keeps_its_rank_when_the_paste_starts_at_noticed() -> Non
         EventKind.WORKER_FAILED,
         7,
     )
+
+
+def _script(name: str) -> ModuleType:
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        module = __import__(f"catalog.{name}", fromlist=[name])
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    return module
+
+
+def test_a_module_constant_a_log_call_names_is_that_calls_format() -> None:
+    """vLLM 0.33's shm_broadcast keeps its stall message in LONG_WAIT_TIME_LOG_MSG and logs
+    ``logger.info(LONG_WAIT_TIME_LOG_MSG, VLLM_RINGBUFFER_WARNING_INTERVAL)``."""
+    pysource = _script("pysource")
+    code = (
+        'LONG_WAIT_TIME_LOG_MSG = (\n    "No available block found "\n    "in %d seconds."\n)\n'
+        "def acquire_write(self):\n"
+        "    logger.info(LONG_WAIT_TIME_LOG_MSG, VLLM_RINGBUFFER_WARNING_INTERVAL)\n"
+        "    logger.info(not_a_constant)\n"
+    )
+    sites = pysource.sites_of(code, "vllm", "shm_broadcast.py", "0.33.0")
+    assert [display(s.parts) for s in sites if s.literal] == [
+        "No available block found in <VLLM_RINGBUFFER_WARNING_INTERVAL> seconds."
+    ]
+    assert [s.literal for s in sites] == [True, False]
+
+
+def test_a_message_kept_in_a_class_body_is_read() -> None:
+    """ray 2.46's ActorDiedError: ``BASE_ERROR_MSG = "The actor died …"`` in its class body."""
+    launchers = _launchers()
+    code = (
+        "class ActorDiedError(RayActorError):\n"
+        '    BASE_ERROR_MSG = "The actor died unexpectedly before finishing this task."\n'
+        "    def __init__(self, cause=None):\n"
+        "        error_msg = self.BASE_ERROR_MSG\n"
+    )
+    sites = launchers.assembled_sites(code, "ray", "python/ray/exceptions.py", "2.46.0")
+    assert [(display(s.parts), s.function) for s in sites] == [
+        ("The actor died unexpectedly before finishing this task.", "ActorDiedError")
+    ]
+
+
+def test_the_wheels_files_are_laid_out_by_release_with_a_header(tmp_path: Path) -> None:
+    """scripts/catalog/wheels.py: the oldest release of a file gets its path, a later one
+    ``<path>@<version>``; the first line names the release (and the commit the wheel
+    records); do_indexed reads versions from it and counts lines after it."""
+    import zipfile
+
+    wheels = _script("wheels")
+    launchers = _launchers()
+    for version, text in (("0.8.5", "old wording"), ("0.11.0", "new wording")):
+        with zipfile.ZipFile(tmp_path / f"vllm-{version}-cp38-abi3-any.whl", "w") as archive:
+            archive.writestr("vllm/_version.py", f"__commit_id__ = commit_id = 'g{'ab' * 5}'\n")
+            archive.writestr(
+                "vllm/v1/executor/multiproc_executor.py",
+                f'def f():\n    raise RuntimeError("Worker failed with {text}")\n',
+            )
+    root = tmp_path / "indexed"
+    written = wheels.lay_out(sorted(tmp_path.glob("*.whl")), root)
+    names = sorted(p.name for p in written)
+    assert names == ["multiproc_executor.py", "multiproc_executor.py@0.11.0"]
+    first = written[0].read_text(encoding="utf-8").split("\n", 1)[0]
+    assert "at release 0.8.5 (commit ababababab)" in first
+    sites, versions = launchers.indexed_sites("vllm", root / "vllm-project" / "vllm")
+    assert versions == ["0.8.5", "0.11.0"]
+    assert sorted((display(s.parts), s.version, s.file, s.line) for s in sites) == [
+        ("Worker failed with new wording", "0.11.0", "vllm/v1/executor/multiproc_executor.py", 2),
+        ("Worker failed with old wording", "0.8.5", "vllm/v1/executor/multiproc_executor.py", 2),
+    ]
