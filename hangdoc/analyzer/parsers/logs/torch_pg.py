@@ -495,17 +495,26 @@ def match_torch(text: str) -> Hit | None:
         (gc := _GLOO_CLOSED.search(text)) is not None and "gloo" in text
     ) or _GLOO_APP_TIMEOUT.search(text):
         if gc is not None:
-            reset = "reset" in gc.group("rest")
             lost = ConnectionLost(
                 backend=Backend.GLOO,
                 peer=gc.group("peer"),
                 port=int(gc.group("port")),
-                failure=PeerLoss.CONNECTION_RESET if reset else PeerLoss.CONNECTION_CLOSED,
+                failure=_gloo_loss(gc),
             )
         else:
             lost = ConnectionLost(backend=Backend.GLOO, failure=PeerLoss.APP_TIMEOUT_PAIR_CLOSURE)
         return Hit(EventKind.CONNECTION_LOST, payload=lost, key=("gloo_closed", lost.peer))
     return None
+
+
+def _gloo_loss(m: re.Match[str]) -> PeerLoss:
+    """How gloo lost the pair (gloo/transport/tcp/pair.cc Pair::read): "Connection closed
+    by peer" is recv(2) returning 0, the peer's orderly close of its end (its process
+    ended, or it closed the pair); "Read error <peer>: <strerror>" is recv failing, a
+    reset (ECONNRESET) or another errno, which says less about the peer."""
+    if m.group(0).startswith("Connection closed by peer"):
+        return PeerLoss.CONNECTION_CLOSED
+    return PeerLoss.CONNECTION_RESET if "reset" in m.group("rest") else PeerLoss.UNKNOWN
 
 
 _CLASS_WORDS = (
