@@ -236,6 +236,11 @@ _STORE_BARRIER_WAIT = re.compile(
 _STORE_BARRIER_DONE = re.compile(
     r"Rank (?P<rank>\d+): Completed store-based barrier for key:(?P<key>\S+) with (?P<n>\d+) nodes"
 )
+# The same barrier's first line (distributed_c10d._store_based_barrier: store.add(key, 1),
+# then logger.info("Added key: {} to store for rank: {}")): the rank entered the barrier.
+# Every release that prints it then logs "Waiting in store based barrier …" at the same
+# level every 10 s while it waits.
+_STORE_BARRIER_ADDED = re.compile(r"Added key: (?P<key>\S+) to store for rank: (?P<rank>\d+)")
 # The store's TCP connection failed after it was set up: the server side (rank 0's
 # process, or the agent) went away, or the network dropped it. DistNetworkError is the
 # store's own error class (torch ≥ 2.2); older releases raise RuntimeError with the bare
@@ -306,6 +311,7 @@ _KEYWORDS = (
     "DistNetworkError",
     "store based barrier",
     "store-based barrier",
+    "Added key: ",
     "Socket Timeout",
     "SocketImpl",
     "socket has failed",
@@ -666,6 +672,16 @@ def _store(text: str) -> Hit | None:
             payload=marker,
             rank=int(m.group("rank")),
             key=("barrier_done", m.group("key")),
+        )
+    elif "Added key: " in text and (m := _STORE_BARRIER_ADDED.search(text)) is not None:
+        marker = PhaseMarker(
+            phase=Phase.INIT, label="store barrier entered", store_key_added=m.group("key")
+        )
+        return Hit(
+            EventKind.PHASE,
+            payload=marker,
+            rank=int(m.group("rank")),
+            key=("barrier_added", m.group("key")),
         )
     elif (m := _STORE_WAIT.search(text)) is not None:
         keys = m.group("keys") or m.group("key2") or ""
