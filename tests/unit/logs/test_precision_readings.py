@@ -53,9 +53,7 @@ def test_an_nccl_error_of_the_abort_at_teardown_is_no_set_up_failure(tmp_path: P
     errors = [e.payload for _, e in events(parsed, "nccl_error")]
     assert len(errors) == 1 and isinstance(errors[0], NcclError) and errors[0].destroying
     # the reason itself is read as the teardown it reports, not as a rank's failed check
-    assert [e.kind for _, e in events(parsed, "watchdog_teardown")] == [
-        EventKind.WATCHDOG_TEARDOWN
-    ]
+    assert [e.kind for _, e in events(parsed, "watchdog_teardown")] == [EventKind.WATCHDOG_TEARDOWN]
     assert _primary(tmp_path, _CHECK + _DESTROYED + _ABORT_FRAME) == (None, Category.UNKNOWN)
 
 
@@ -79,9 +77,18 @@ def test_the_teardown_reason_alone_names_no_crash(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "loss"),
     [
-        ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.7]:30872", PeerLoss.CONNECTION_CLOSED),
-        ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:525] Read error [10.0.0.7]:42417: Connection reset by peer", PeerLoss.CONNECTION_RESET),
-        ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:525] Read error [10.0.0.7]:42417: No route to host", PeerLoss.UNKNOWN),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.7]:30872",
+            PeerLoss.CONNECTION_CLOSED,
+        ),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:525] Read error [10.0.0.7]:42417: Connection reset by peer",
+            PeerLoss.CONNECTION_RESET,
+        ),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:525] Read error [10.0.0.7]:42417: No route to host",
+            PeerLoss.UNKNOWN,
+        ),
     ],
 )
 def test_gloo_tells_the_peers_close_from_a_read_error(line: str, loss: PeerLoss) -> None:
@@ -103,9 +110,15 @@ _RECV_TRACEBACK = (
     ("error", "p2p"),
     [
         # the peer closed its end (its process ended): no transfer left waiting
-        ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.7]:30872\n", False),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.7]:30872\n",
+            False,
+        ),
         # a reset says less about the peer: the stack in recv still counts
-        ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:525] Read error [10.0.0.7]:42417: Connection reset by peer\n", True),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:525] Read error [10.0.0.7]:42417: Connection reset by peer\n",
+            True,
+        ),
     ],
 )
 def test_a_recv_that_met_its_peers_close_is_no_p2p_deadlock(
@@ -122,7 +135,10 @@ def test_a_recv_that_met_its_peers_close_is_no_p2p_deadlock(
     ("line", "meaning"),
     [
         # vLLM / SGLang weight_utils.safetensors_weights_iterator's tqdm desc
-        ("Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]", Activity.CHECKPOINT_LOAD),
+        (
+            "Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]",
+            Activity.CHECKPOINT_LOAD,
+        ),
         # transformers modeling_utils (from_pretrained)
         ("Loading checkpoint shards: 100%|##########| 2/2", Activity.CHECKPOINT_LOAD),
         ("resume_from_checkpoint", Activity.CHECKPOINT_LOAD),
