@@ -32,7 +32,10 @@ one of those errors' words (`NCCL error: unhandled system error`, raised by vLLM
 SGLang's own NCCL bindings) whose traceback shows it raised while a communicator was
 created (`ncclCommInitRank`, `init_process_group`) (analyzer/views/nccl_setup.py).
 Not used when collectives or training had already been logged before the error, when
-NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memory (HD031).
+NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memory (HD031),
+nor for torch's error of aborting a communicator as its process group was destroyed (the
+failure reason C10D_NCCL_CHECK prints under it, "Process Group destroyed on rank N",
+which ~ProcessGroupNCCL passes to ncclCommAbort): that is teardown, not set-up.
 
 ## How to confirm
 Rerun with `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH` (or `NCCL_DEBUG=WARN` at
