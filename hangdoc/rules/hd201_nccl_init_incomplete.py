@@ -372,9 +372,10 @@ def _barrier_not_waited(tl: Timeline) -> bool:
         return False
     seen = {key for p in tl.of(EventKind.PHASE) if (key := _marker(p).store_key) is not None}
     seen |= {
-        _store_of(p).keys
+        key
         for p in tl.of(EventKind.STORE_TIMEOUT)
         if _store_of(p).error in (StoreError.STORE_BARRIER_WAIT, StoreError.STORE_BARRIER)
+        and (key := _store_of(p).keys) is not None
     }
     return bool(entered - seen)
 

@@ -548,14 +548,14 @@ def match_process(text: str) -> Hit | None:
         if not what:
             return None
         return Hit(EventKind.CUDA_ERROR, payload=CudaFailure(error=what), key=("cudaerr", what))
-    if (ray := _RAY_DIED.search(text)) is not None:
+    if (ray_died := _RAY_DIED.search(text)) is not None:
         pid_said = _RAY_PID.search(text)
         ip = _RAY_IP.search(text)
         pid = int(pid_said.group(1) or pid_said.group(2)) if pid_said else None
         # The raylet's own words, not a caller's error (a caller that met the dead actor
         # raises RayActorError / ActorDiedError, whose words come first when both are in
         # the line): a worker process of the cluster ended.
-        lost = (Sign.RAYLET_WORKER_LOST,) if ray.group("raylet") else ()
+        lost = (Sign.RAYLET_WORKER_LOST,) if ray_died.group("raylet") else ()
         died = EventPayload(message=text.strip()[:200], signs=lost)
         return Hit(
             EventKind.ACTOR_DIED,
