@@ -234,11 +234,15 @@ def _peer_closed(tl: Timeline, stacks: TextStack) -> bool:
     )
 
 
-def _stack_hit(process: ProcessEvidence, tl: Timeline) -> _StackHit | None:
+def _met_peer_close(process: ProcessEvidence, tl: Timeline) -> bool:
+    """The process's stack is a traceback that ended in the peer's close (_peer_closed)."""
+    latest = process.latest_stacks()
+    return isinstance(latest, TextStack) and _peer_closed(tl, latest)
+
+
+def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
     latest = process.latest_stacks()
     if latest is None:
-        return None
-    if isinstance(latest, TextStack) and _peer_closed(tl, latest):
         return None
     threads = latest.threads
     main = next((t for t in threads if t.is_main), threads[0] if threads else None)
@@ -305,7 +309,11 @@ class P2PWaitEvidence(Rule):
         stacks: list[_StackHit] = []
         if sum(1 for p in stacked if p.rank is not None) < 2:
             # Stacks of several ranks are HD105's, which pairs their sends and receives.
-            stacks = [h for p in stacked if (h := _stack_hit(p, ctx.timeline)) is not None]
+            stacks = [
+                h
+                for p in stacked
+                if (h := _stack_hit(p)) is not None and not _met_peer_close(p, ctx.timeline)
+            ]
         if p2p:
             p2p = p2p + coalesced
         kinds = sum(1 for found in (p2p, stages, stacks) if found)
