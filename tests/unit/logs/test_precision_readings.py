@@ -220,3 +220,25 @@ def test_the_raylets_report_is_signed_as_its_own() -> None:
 def test_a_lost_worker_alone_names_no_crash(tmp_path: Path, text: str, dead: bool) -> None:
     _, category = _primary(tmp_path, text)
     assert (category is Category.RANK_DEAD) is dead
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        # a paste wrapped at a word boundary (80, 120 columns): the key, or "rank: R", on
+        # the next line, which the unmangler leaves apart ("rank: 1" reads as a record)
+        _ADDED.replace(" store_based_barrier_key:1", "\nstore_based_barrier_key:1"),
+        _ADDED.replace(" rank: 1", "\nrank: 1"),
+    ],
+)
+def test_a_wrapped_barrier_entry_still_stops_the_silence_reading(
+    tmp_path: Path, wrapped: str
+) -> None:
+    _, category = _primary(tmp_path, _INIT + wrapped)
+    assert category is not Category.NCCL_INIT
+
+
+def test_the_teardown_reason_joined_onto_the_error_is_read(tmp_path: Path) -> None:
+    """A word wrap undone joins the reason onto the check's line: still teardown."""
+    joined = _CHECK.rstrip("\n") + " " + _DESTROYED
+    assert _primary(tmp_path, joined + _ABORT_FRAME) == (None, Category.UNKNOWN)

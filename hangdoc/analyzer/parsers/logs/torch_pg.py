@@ -240,7 +240,11 @@ _STORE_BARRIER_DONE = re.compile(
 # then logger.info("Added key: {} to store for rank: {}")): the rank entered the barrier.
 # Every release that prints it then logs "Waiting in store based barrier …" at the same
 # level every 10 s while it waits.
-_STORE_BARRIER_ADDED = re.compile(r"Added key: (?P<key>\S+) to store for rank: (?P<rank>\d+)")
+# A paste wrapped at a word boundary may leave the key, or "rank: R", on the next line:
+# the line's own part still says the rank entered the barrier (key "" when cut off).
+_STORE_BARRIER_ADDED = re.compile(
+    r"Added key:(?: (?P<key>\S+) to store(?: for(?: rank: (?P<rank>\d+))?)?|\s*$)"
+)
 # The store's TCP connection failed after it was set up: the server side (rank 0's
 # process, or the agent) went away, or the network dropped it. DistNetworkError is the
 # store's own error class (torch ≥ 2.2); older releases raise RuntimeError with the bare
@@ -311,7 +315,7 @@ _KEYWORDS = (
     "DistNetworkError",
     "store based barrier",
     "store-based barrier",
-    "Added key: ",
+    "Added key:",
     "Socket Timeout",
     "SocketImpl",
     "socket has failed",
@@ -513,6 +517,12 @@ def match_torch(text: str) -> Hit | None:
     return None
 
 
+# The failure reason ~ProcessGroupNCCL passes to ncclCommAbort, which C10D_NCCL_CHECK prints
+# on the line after its "NCCL error in: …" (scanner.py reads it there); a paste whose lines
+# were joined (a word-wrap undone) carries it at the end of the error's own message.
+_DESTROYED_REASON = re.compile(r"\bProcess Group destroyed on rank \d+\s*$")
+
+
 def _gloo_loss(m: re.Match[str]) -> PeerLoss:
     """How gloo lost the pair (gloo/transport/tcp/pair.cc Pair::read): "Connection closed
     by peer" is recv(2) returning 0, the peer's orderly close of its end (its process
@@ -542,6 +552,8 @@ def _nccl_error(what: str, found: dict[str, object], text: str) -> Hit:
         low = what.lower()
         cls = next((name for needle, name in _CLASS_WORDS if needle in low), None)
     found = {**found, "error_class": cls, "in_watchdog": "watchdog" in text.lower()}
+    if _DESTROYED_REASON.search(what):
+        found["destroying"] = True  # the abort reason joined onto the check's own line
     payload = NcclError(message=what.strip()[:300], **found)  # type: ignore[arg-type]
     return Hit(EventKind.NCCL_ERROR, payload=payload, key=("ncclerr", cls, payload.seq))
 
@@ -673,15 +685,14 @@ def _store(text: str) -> Hit | None:
             rank=int(m.group("rank")),
             key=("barrier_done", m.group("key")),
         )
-    elif "Added key: " in text and (m := _STORE_BARRIER_ADDED.search(text)) is not None:
-        marker = PhaseMarker(
-            phase=Phase.INIT, label="store barrier entered", store_key_added=m.group("key")
-        )
+    elif "Added key:" in text and (m := _STORE_BARRIER_ADDED.search(text)) is not None:
+        key = m.group("key") or ""
+        marker = PhaseMarker(phase=Phase.INIT, label="store barrier entered", store_key_added=key)
         return Hit(
             EventKind.PHASE,
             payload=marker,
-            rank=int(m.group("rank")),
-            key=("barrier_added", m.group("key")),
+            rank=int(m.group("rank")) if m.group("rank") else None,
+            key=("barrier_added", key, m.group("rank")),
         )
     elif (m := _STORE_WAIT.search(text)) is not None:
         keys = m.group("keys") or m.group("key2") or ""
