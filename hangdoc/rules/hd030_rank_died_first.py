@@ -29,8 +29,11 @@ traceback ends in multiprocessing's start path) is HD109's. torchrun's
 on that node, often a victim. Also read: torch.multiprocessing's "process N terminated
 with signal SIGKILL / exit code N" (N is the spawn index), mpirun's "The first process to
 do so was: Process name: [[j,1],N] Exit code: C", Ray's "A worker died or was killed while
-executing a task". A bare non-zero exit code with no reason is a low-confidence error when
-it comes before the timeouts (or there are none), else a warning only; torchrun's
+executing a task" (not when the raylet's reports of lost workers, none of them a rank's
+by the job's own lines, are all the text holds besides progress: the raylet reports any
+worker of the cluster, and nothing then shows it was a rank the job waited on). A bare
+non-zero exit code with no reason is a low-confidence error when it comes before the
+timeouts (or there are none), else a warning only; torchrun's
 "failed (exitcode: -9) local_rank: N" printed after the others' timeouts still names the
 culprit when rank N reported no timeout of its own (the agent names the first worker it saw
 end, and a timed-out rank aborts itself with SIGABRT, not SIGKILL); a paste that *ends*
@@ -129,6 +132,26 @@ _HOW = {
 }
 
 
+# Progress and counts: what a job prints while nothing goes wrong.
+_QUIET = frozenset({EventKind.PHASE, EventKind.DATA_COUNT})
+
+
+def _only_lost_workers(tl: Timeline) -> bool:
+    """Nothing but the raylet's reports that worker processes ended (and progress), none
+    of them a rank's: the raylet reports any worker of the cluster, a task's or an
+    actor's, and says neither that it was a rank of the job nor that the job waited on
+    it. The job's own lines naming the worker's pid as a rank's (Ray Train's "(RayTrainWorker
+    pid=N) … [rank=R, …]"), a caller's RayActorError, a rank's failure or a timeout
+    beside it would."""
+    lost = False
+    for p in tl.events:
+        if Sign.RAYLET_WORKER_LOST in p.event.payload.signs and p.rank is None:
+            lost = True
+        elif p.kind not in _QUIET:
+            return False
+    return lost
+
+
 class RankDiedFirst(Rule):
     __doc__ = __doc__
     id = "HD030"
@@ -146,7 +169,7 @@ class RankDiedFirst(Rule):
         # as an exception: that failure, no crash (Death.specific).
         found = first_deaths(tl)
         deaths = [d for d in found if not d.specific]
-        if not deaths:
+        if not deaths or _only_lost_workers(tl):
             return
         wave_events = wave(tl)
         leading = [d for d in deaths if precedes_wave(d.placed, wave_events) is not False]

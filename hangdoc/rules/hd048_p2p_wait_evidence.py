@@ -30,7 +30,9 @@ in its receive until the watchdog's timeout.
   launched (``_coalescing_manager``, ``ProcessGroupNCCL::endCoalescing`` →
   ``ncclGroupEnd``) — the last is also how a coalesced collective looks, so it counts as
   weak evidence. Only when fewer than two ranks' stacks are at hand: with more, HD105
-  pairs the sends and receives itself.
+  pairs the sends and receives itself. Not a traceback that ended in gloo's "Connection
+  closed by peer" (recv read the end of the stream: the peer closed its end, as its
+  process does when it ends): that transfer failed because the peer was gone.
 
 Each kind of signal alone is a hint; two or three kinds that agree are one signal
 (docs/confidence.md). Full stacks of every rank, where the peers are known, are HD105's;
@@ -62,12 +64,13 @@ from hangdoc.analyzer.model import (
     ProcessEvidence,
     Severity,
     Strength,
+    TextStack,
 )
 from hangdoc.analyzer.payloads.progress import PhaseMarker
-from hangdoc.analyzer.payloads.torch_pg import Direction, Work
+from hangdoc.analyzer.payloads.torch_pg import ConnectionLost, Direction, PeerLoss, Work
 from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.catalog import P2P_DIRECTION_HINTS
-from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
@@ -205,6 +208,38 @@ def _classify(frame: Frame) -> bool | None:
     raise LookupError
 
 
+def _peer_closed(tl: Timeline, stacks: TextStack) -> bool:
+    """The traceback ended in gloo's "Connection closed by peer": recv(2) read the end
+    of the stream, the peer's orderly close of its end of the pair (gloo/transport/tcp/
+    pair.cc Pair::read), which its process does when it ends. The transfer did not wait
+    on the peer: it failed because the peer had gone, which is no unmatched schedule.
+    The exception is the first one of the same text at or after the traceback's start."""
+    raised = [
+        p.event.line
+        for p in tl.of(EventKind.EXCEPTION)
+        if p.event.source == stacks.source
+        and p.event.line is not None
+        and stacks.line is not None
+        and p.event.line >= stacks.line
+    ]
+    if not raised:
+        return False
+    line = min(raised)
+    return any(
+        (lost := p.event.payload_as(ConnectionLost)) is not None
+        and lost.failure is PeerLoss.CONNECTION_CLOSED
+        and p.event.source == stacks.source
+        and p.event.line == line
+        for p in tl.of(EventKind.CONNECTION_LOST)
+    )
+
+
+def _met_peer_close(process: ProcessEvidence, tl: Timeline) -> bool:
+    """The process's stack is a traceback that ended in the peer's close (_peer_closed)."""
+    latest = process.latest_stacks()
+    return isinstance(latest, TextStack) and _peer_closed(tl, latest)
+
+
 def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
     latest = process.latest_stacks()
     if latest is None:
@@ -274,7 +309,11 @@ class P2PWaitEvidence(Rule):
         stacks: list[_StackHit] = []
         if sum(1 for p in stacked if p.rank is not None) < 2:
             # Stacks of several ranks are HD105's, which pairs their sends and receives.
-            stacks = [h for p in stacked if (h := _stack_hit(p)) is not None]
+            stacks = [
+                h
+                for p in stacked
+                if (h := _stack_hit(p)) is not None and not _met_peer_close(p, ctx.timeline)
+            ]
         if p2p:
             p2p = p2p + coalesced
         kinds = sum(1 for found in (p2p, stages, stacks) if found)

@@ -51,7 +51,10 @@ rendezvous) is set-up wherever it comes. Last, with low confidence: a log
 whose last words are the framework's distributed-init markers (Lightning `Initializing
 distributed: GLOBAL_RANK: …`, Ray Train `Setting up process group for: …`, DeepSpeed
 `Initializing TorchBackend in DeepSpeed …`, Megatron `> initializing torch distributed`)
-with nothing but NCCL setup lines around them.
+with nothing but NCCL setup lines around them; not when a rank's entry into torch's
+store-based barrier (`Added key: … to store for rank: R`) is followed by none of the
+"Waiting in store based barrier" lines that torch logs every 10 s while a rank waits there:
+the text ends before a stuck set-up could show.
 
 ## How to confirm
 List which ranks logged Init START and COMPLETE for the communicator; look at the
@@ -352,7 +355,7 @@ def _ends_in_init(tl: Timeline) -> list[Placed]:
     TorchBackend …", Megatron "> initializing torch distributed"), when they are the last
     phase the log reached and nothing but NCCL setup lines follows or surrounds them."""
     markers = [p for p in tl.of(EventKind.PHASE) if _marker(p).phase == Phase.INIT]
-    if not markers:
+    if not markers or _barrier_not_waited(tl):
         return []
     for p in tl.events:
         if p.kind not in _SETUP_KINDS:
@@ -362,6 +365,30 @@ def _ends_in_init(tl: Timeline) -> list[Placed]:
         if p.kind == EventKind.NCCL_INIT and _init(p).state == NcclInitState.COMPLETE:
             return []
     return markers
+
+
+def _barrier_not_waited(tl: Timeline) -> bool:
+    """A rank entered torch's store-based barrier ("Added key: K to store for rank: R")
+    and the text shows neither its wait nor its end for that key. The release that prints
+    the entry logs "Waiting in store based barrier …" at the same level every 10 s while it
+    waits (distributed_c10d._store_based_barrier), so the text stops within seconds of
+    the entry, before a rank held there could show it: the silence after it is where the
+    text ends, not a set-up that stays stuck."""
+    entered = {
+        key for p in tl.of(EventKind.PHASE) if (key := _marker(p).store_key_added) is not None
+    }
+    if not entered:
+        return False
+    seen = {key for p in tl.of(EventKind.PHASE) if (key := _marker(p).store_key) is not None}
+    seen |= {
+        key
+        for p in tl.of(EventKind.STORE_TIMEOUT)
+        if _store_of(p).error in (StoreError.STORE_BARRIER_WAIT, StoreError.STORE_BARRIER)
+        and (key := _store_of(p).keys) is not None
+    }
+    if "" in entered:
+        return not seen  # a key a wrap cut off: any wait or end the text shows may be its
+    return bool(entered - seen)
 
 
 def _unfinished(tl: Timeline, stores: list[Placed]) -> list[Placed]:

@@ -37,7 +37,10 @@ error`), and NCCL's WARN that it could not create a shared-memory segment (`Erro
 creating shared memory segment /dev/shm/nccl-… (size N)`, header or not: NCCL opens them
 only while it connects a communicator) (analyzer/views/nccl_setup.py).
 Not used when collectives or training had already been logged before the error, when
-NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memory (HD031).
+NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memory (HD031),
+nor for torch's error of aborting a communicator as its process group was destroyed (the
+failure reason C10D_NCCL_CHECK prints under it, "Process Group destroyed on rank N",
+which ~ProcessGroupNCCL passes to ncclCommAbort): that is teardown, not set-up.
 
 ## How to confirm
 Rerun with `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH` (or `NCCL_DEBUG=WARN` at

@@ -51,22 +51,14 @@ MIDDLE_CUT_CHANGES = frozenset(
         "medicalgpt-425-tokenize-main-process-first-timeout",
         "nccl-957-cuda-invalid-argument-proxy-connect",
         "vllm-3688-custom-allreduce-nccl-invalid-argument",
-        # Batch h (joined at session 30's end), a debt, not a reading: the whole paste is
-        # answered `unknown`, the cut one by its label. (moss-275 left: rank 0's traceback
-        # cut inside DeepSpeed's all_reduce under its save is read as a stack, whole or cut:
-        # parsers/stacks/cut.py; sglang-8296 left: the watchdog's "terminated with
-        # exception: CUDA error: …" is now its rank's first failure.)
-        # (and metaseq-90, cut inside torch's "NCCL error in:": FIRST_12_CUT_CHANGES below)
-        "metaseq-90-baseline-ncclcommabort-unhandled-cuda",
         "zerobubble-60-p2p-message-truncated-multinode",
     }
 )
-# The first line's first 12 characters cut (a debt of batch h, joined at session 30's end):
-# metaseq-90's "  what():  NCCL error in: …NCCLUtils.hpp:181, unhandled cuda error" loses the
-# "N" of torch's C10D_NCCL_CHECK message, which the catalog cannot hold whole (its start is
-# composed from __FILE__), and with it what places the failure in set-up. Its label is
-# `unknown`: neither answer is right.
-FIRST_12_CUT_CHANGES = frozenset({"metaseq-90-baseline-ncclcommabort-unhandled-cuda"})
+# The first line's first 12 characters cut: no case's answer may change. (metaseq-90, cut
+# inside torch's "NCCL error in:", was a debt of batch h: the error's own line is read as
+# the abort at the group's teardown by the failure reason under it, "Process Group
+# destroyed on rank 0", which the catalog reads as teardown when the error above is cut.)
+FIRST_12_CUT_CHANGES: frozenset[str] = frozenset()
 # Of the answers hangdoc gets right, the share that must stay the same under every
 # mangling together (docs/pastes.md); raised as it improves.
 SURVIVAL_FLOOR = 0.98

@@ -45,6 +45,12 @@ class Sign(enum.StrEnum):
     # framework's own binding raises it (vLLM's pynccl: "NCCL error: {error_str}"): with a
     # traceback through communicator creation, that set-up failed (views/nccl_setup.py).
     NCCL_SETUP_CLASS = "nccl_setup_class"
+    # The raylet's report that one of its worker processes ended ("A worker died or was
+    # killed while executing a task by an unexpected system error", Ray's
+    # src/ray/raylet/node_manager.cc): a process of the cluster, any task's or actor's;
+    # it does not say that the process was a rank of the job, nor that anything waited on
+    # it (a caller's RayActorError / ActorDiedError does).
+    RAYLET_WORKER_LOST = "raylet_worker_lost"
     UNKNOWN = "unknown"
 
 

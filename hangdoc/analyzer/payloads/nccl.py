@@ -155,6 +155,10 @@ class NcclError(Work):
     foreign: Foreign | None = None
     call: str | None = None  # the NCCL call another framework named (ncclCommInitRank)
     aborted: bool = False  # "NCCL communicator was aborted on rank R"
+    # The check failed while ~ProcessGroupNCCL aborted the communicators: torch printed the
+    # reason it passed to ncclCommAbort, "Process Group destroyed on rank N", on the line
+    # after the error (C10D_NCCL_CHECK appends the failure reason): teardown, not set-up.
+    destroying: bool = False
     in_watchdog: bool = False  # the watchdog thread reported it
     # NCCL's "Last error:" detail, and what the NCCL parser read from it.
     last_error: str | None = None

@@ -52,6 +52,10 @@ class PhaseMarker(EventPayload):
     world_size: int | None = None  # a distributed-init line's world size
     exhausted: Exhausted | None = None  # DATA_EXHAUSTED: which trainer's words
     store_key: str | None = None  # "Completed store-based barrier for key: K"
+    # "Added key: K to store for rank: R": the rank entered the store-based barrier of K
+    # (it waits there until every rank added its key; not a completion). "" where a wrap
+    # cut the key off the line.
+    store_key_added: str | None = None
     # Pipeline-parallel shape inference (torch.distributed.pipelining): this stage, the
     # stage it receives from or sends to, and which.
     p2p: Direction | None = None

@@ -61,6 +61,15 @@ _WEAK: dict[Activity, frozenset[str]] = {
 # "Activation checkpointing" (DeepSpeed's banner, gpt-neox #985), "gradient checkpointing"
 # (torch.utils.checkpoint): trading memory for recomputation in the forward pass.
 _RECOMPUTE = frozenset({"activation", "activations", "gradient", "recompute", "recomputation"})
+# Reading a checkpoint back ("Loading safetensors checkpoint shards", vLLM's and SGLang's
+# weight iterators; "Loading checkpoint shards", transformers' from_pretrained;
+# load_checkpoint, resume_from_checkpoint): the checkpoint words name what is read, and the
+# activity is a load, which no save's writing follows.
+# A save's own words beside them keep it a save ("saving the checkpoint loaded …").
+_LOADING = frozenset(
+    {"load", "loading", "loaded", "restore", "restoring", "restored", "resume", "resuming"}
+)
+_SAVING = frozenset({"save", "saving", "saved", "saver", "write", "writing", "writer"})
 
 # A function named for preprocessing (``preprocess_dataset``: tokenizing, mapping the
 # dataset) runs the rank's own work before training, not a batch fetched from a DataLoader,
@@ -93,6 +102,13 @@ def meaning_of(words: Iterable[str], *, strong_only: bool = False) -> Activity |
     for meaning, strong in _STRONG.items():
         if meaning is Activity.CHECKPOINT_SAVE and seen & _RECOMPUTE:
             continue  # activation/gradient checkpointing: recomputation, not a save
+        if (
+            meaning is Activity.CHECKPOINT_SAVE
+            and seen & strong
+            and seen & _LOADING
+            and not seen & _SAVING
+        ):
+            return Activity.CHECKPOINT_LOAD  # a checkpoint read back, not written
         if seen & strong:
             return meaning
     if strong_only:

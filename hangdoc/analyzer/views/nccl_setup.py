@@ -229,6 +229,8 @@ def is_setup_error(p: Placed, running_from: int) -> bool:
         return False
     if error.out_of_memory or error.last_error_peer or error.last_error_link:
         return False
+    if error.destroying:
+        return False  # the abort of a communicator as its group was destroyed: teardown
     # A check in torch's communicator set-up (getNCCLComm in every release with a check at
     # the printed line: parsers/catalog/torch_stages.py) is set-up wherever it falls: a
     # communicator created after others already ran (a new group's first collective).

@@ -277,7 +277,10 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
     signs = payload.signs
     if exc_type or message:
         where = str(getattr(payload, "where", None) or "")
-        signs = changes["signs"] = signs_of(exc_type, message, where)
+        # (with the signs the recogniser itself gave the line: its own reading of whose
+        # report it is, RAYLET_WORKER_LOST, which no words of the message repeat)
+        read = signs_of(exc_type, message, where)
+        signs = changes["signs"] = tuple(dict.fromkeys((*payload.signs, *read)))
         said = f"{exc_type}: {message}"
         # A save shown in the traceback, else its innermost line writing a file.
         saving = str(getattr(payload, "saving", None) or getattr(payload, "writing", None) or "")

@@ -166,7 +166,7 @@ _TTY_INTERRUPT = "^C"
 # the logs for the dead worker."
 _RAY_DIED = re.compile(
     r"(?:RayActorError|ActorDiedError|The actor died unexpectedly|actor is dead because"
-    r"|A worker died or was killed while executing)"
+    r"|(?P<raylet>A worker died or was killed while executing))"
 )
 # The worker it names: its own fields (node_manager.cc streams "… Worker IP address: <ip>
 # Worker port: <port> Worker PID: <pid> Worker exit type: <type> …"), or an actor's
@@ -583,11 +583,15 @@ def match_process(text: str) -> Hit | None:
         if not what:
             return None
         return Hit(EventKind.CUDA_ERROR, payload=CudaFailure(error=what), key=("cudaerr", what))
-    if _RAY_DIED.search(text):
+    if (ray_died := _RAY_DIED.search(text)) is not None:
         pid_said = _RAY_PID.search(text)
         ip = _RAY_IP.search(text)
         pid = int(pid_said.group(1) or pid_said.group(2)) if pid_said else None
-        died = EventPayload(message=text.strip()[:200])
+        # The raylet's own words, not a caller's error (a caller that met the dead actor
+        # raises RayActorError / ActorDiedError, whose words come first when both are in
+        # the line): a worker process of the cluster ended.
+        lost = (Sign.RAYLET_WORKER_LOST,) if ray_died.group("raylet") else ()
+        died = EventPayload(message=text.strip()[:200], signs=lost)
         return Hit(
             EventKind.ACTOR_DIED,
             payload=died,

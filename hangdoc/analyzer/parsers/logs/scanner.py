@@ -142,6 +142,11 @@ _SPAWN_RAISED = re.compile(r"^-- Process (\d+) terminated with the following err
 _SPAWN_RAISED_WORDS = "terminated with the following error"
 _FAILED_STACK = "Stack trace of the failed collective:"
 _LAST_ERROR = "Last error:"
+# The failure reason ~ProcessGroupNCCL passes to ncclCommAbort (ProcessGroupNCCL.cpp:
+# c10::str("Process Group destroyed on rank ", rank_)), which torch's C10D_NCCL_CHECK puts
+# on the line after its "NCCL error in: <file>:<line>, <error>" (NCCLUtils.hpp
+# getNcclErrorDetailStr) when aborting a communicator at the group's destruction fails.
+_PG_DESTROYED = re.compile(r"^\s*Process Group destroyed on rank \d+\s*$")
 # A frame of a Python traceback (traceback.format_list: '  File "%s", line %d, in %s').
 _CUT_FRAME = re.compile(r'^\s+File "[^"]+", line \d+, in \S')
 # The marks under a source line (Python ≥ 3.11's carets and tildes).
@@ -704,6 +709,7 @@ class Scanner:
         open_watchdog, self._open_watchdog = self._open_watchdog, None
         if open_watchdog is not None and _rest_of_watchdog(*open_watchdog, tag, lineno):
             return True
+        self._abort_reason(text, lineno)
         if text.strip() == _LAST_ERROR:
             self._last_error_for = self._last_nccl_error
             return True
@@ -714,6 +720,21 @@ class Scanner:
                 self._last_error(target, text, tag, lineno)
                 return True
         return False
+
+    def _abort_reason(self, text: str, lineno: int) -> None:
+        """The failure reason torch printed under the NCCL error of the line before: where
+        it says the process group was being destroyed, the error is one of the abort at
+        teardown (the line itself goes on to be read as the teardown it reports)."""
+        last = self.events[-1] if self.events else None
+        if (
+            last is None
+            or last.kind is not EventKind.NCCL_ERROR
+            or last.line != lineno - 1
+            or not isinstance(last.payload, NcclError)
+            or _PG_DESTROYED.match(text) is None
+        ):
+            return
+        last.payload = replace(last.payload, destroying=True)
 
     def _rest_of_warn(self, warn: RawEvent, line: int, text: str, lineno: int) -> bool:
         """The line after an NCCL WARN that stopped at a " :" as the rest of its body.

@@ -251,6 +251,15 @@ _STORE_BARRIER_WAIT = re.compile(
 _STORE_BARRIER_DONE = re.compile(
     r"Rank (?P<rank>\d+): Completed store-based barrier for key:(?P<key>\S+) with (?P<n>\d+) nodes"
 )
+# The same barrier's first line (distributed_c10d._store_based_barrier: store.add(key, 1),
+# then logger.info("Added key: {} to store for rank: {}")): the rank entered the barrier.
+# Every release that prints it then logs "Waiting in store based barrier …" at the same
+# level every 10 s while it waits.
+# A paste wrapped at a word boundary may leave the key, or "rank: R", on the next line:
+# the line's own part still says the rank entered the barrier (key "" when cut off).
+_STORE_BARRIER_ADDED = re.compile(
+    r"Added key:(?: (?P<key>\S+) to store(?: for(?: rank: (?P<rank>\d+))?)?|\s*$)"
+)
 # The store's TCP connection failed after it was set up: the server side (rank 0's
 # process, or the agent) went away, or the network dropped it. DistNetworkError is the
 # store's own error class (torch ≥ 2.2); older releases raise RuntimeError with the bare
@@ -332,6 +341,7 @@ _KEYWORDS = (
     "DistNetworkError",
     "store based barrier",
     "store-based barrier",
+    "Added key:",
     "Socket Timeout",
     "SocketImpl",
     "socket has failed",
@@ -523,17 +533,32 @@ def match_torch(text: str) -> Hit | None:
         (gc := _GLOO_CLOSED.search(text)) is not None and "gloo" in text
     ) or _GLOO_APP_TIMEOUT.search(text):
         if gc is not None:
-            reset = "reset" in gc.group("rest")
             lost = ConnectionLost(
                 backend=Backend.GLOO,
                 peer=gc.group("peer"),
                 port=int(gc.group("port")),
-                failure=PeerLoss.CONNECTION_RESET if reset else PeerLoss.CONNECTION_CLOSED,
+                failure=_gloo_loss(gc),
             )
         else:
             lost = ConnectionLost(backend=Backend.GLOO, failure=PeerLoss.APP_TIMEOUT_PAIR_CLOSURE)
         return Hit(EventKind.CONNECTION_LOST, payload=lost, key=("gloo_closed", lost.peer))
     return None
+
+
+# The failure reason ~ProcessGroupNCCL passes to ncclCommAbort, which C10D_NCCL_CHECK prints
+# on the line after its "NCCL error in: …" (scanner.py reads it there); a paste whose lines
+# were joined (a word-wrap undone) carries it at the end of the error's own message.
+_DESTROYED_REASON = re.compile(r"\bProcess Group destroyed on rank \d+\s*$")
+
+
+def _gloo_loss(m: re.Match[str]) -> PeerLoss:
+    """How gloo lost the pair (gloo/transport/tcp/pair.cc Pair::read): "Connection closed
+    by peer" is recv(2) returning 0, the peer's orderly close of its end (its process
+    ended, or it closed the pair); "Read error <peer>: <strerror>" is recv failing, a
+    reset (ECONNRESET) or another errno, which says less about the peer."""
+    if m.group(0).startswith("Connection closed by peer"):
+        return PeerLoss.CONNECTION_CLOSED
+    return PeerLoss.CONNECTION_RESET if "reset" in m.group("rest") else PeerLoss.UNKNOWN
 
 
 _CLASS_WORDS = (
@@ -555,6 +580,8 @@ def _nccl_error(what: str, found: dict[str, object], text: str) -> Hit:
         low = what.lower()
         cls = next((name for needle, name in _CLASS_WORDS if needle in low), None)
     found = {**found, "error_class": cls, "in_watchdog": "watchdog" in text.lower()}
+    if _DESTROYED_REASON.search(what):
+        found["destroying"] = True  # the abort reason joined onto the check's own line
     payload = NcclError(message=what.strip()[:300], **found)  # type: ignore[arg-type]
     return Hit(EventKind.NCCL_ERROR, payload=payload, key=("ncclerr", cls, payload.seq))
 
@@ -689,6 +716,15 @@ def _store(text: str) -> Hit | None:
             payload=marker,
             rank=int(m.group("rank")),
             key=("barrier_done", m.group("key")),
+        )
+    elif "Added key:" in text and (m := _STORE_BARRIER_ADDED.search(text)) is not None:
+        key = m.group("key") or ""
+        marker = PhaseMarker(phase=Phase.INIT, label="store barrier entered", store_key_added=key)
+        return Hit(
+            EventKind.PHASE,
+            payload=marker,
+            rank=int(m.group("rank")) if m.group("rank") else None,
+            key=("barrier_added", key, m.group("rank")),
         )
     elif (m := _STORE_WAIT.search(text)) is not None:
         keys = m.group("keys") or m.group("key2") or ""
