@@ -71,6 +71,9 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
      "nccl_config_error", {"problem": "rank_count_mismatch", "count_a": 8, "count_b": 16}),
     ("h:1:2 [0] enqueue.cc:1 NCCL WARN Cuda failure 'out of memory'", "cuda_oom", {"where": "enqueue.cc:1", "error": "out of memory"}),
     ("h:1:2 [0] enqueue.cc:1 NCCL WARN Cuda failure 'invalid argument'", "cuda_error", {"error": "invalid argument"}),
+    # a paste's first line cut inside the WARN's source location ("… include/alloc.h:114"):
+    # its line number alone is left before the level word (NCCL's header, misc/debug.cc)
+    ("114 NCCL WARN Cuda failure 2 'out of memory'", "cuda_oom", {"error": "out of memory"}),
     # the same body alone on its line, as torch prints NCCL's last WARN after "Last error:"
     # (cudawrap.h CUCHECK "Cuda failure %d '%s'", 2.19 on; checks.h CUDACHECK "Cuda failure '%s'")
     ("Cuda failure 217 'peer access is not supported between these two devices'", "cuda_error",

@@ -85,8 +85,9 @@ _COLL = re.compile(
 _RETURN = re.compile(r"(?P<where>[\w./\-]+:\d+) -> (?P<rc>\d{1,2})(?:\s|$)")
 # A header that a paste cut or mangled: the host, the pid or the device may be missing
 # (":1234:5678 [0] NCCL INFO …", "-232:1234:5678 [0] …" (a host cut inside: no host),
-# "[0] NCCL WARN …", "NCCL WARN …"). Only what precedes the "NCCL INFO|WARN" word is
-# parsed here, and it must be nothing but those pieces.
+# "[0] NCCL WARN …", "NCCL WARN …", "114 NCCL WARN …": a cut inside the source location
+# keeps its line number alone). Only what precedes the "NCCL INFO|WARN" word is parsed
+# here, and it must be nothing but those pieces.
 # Forks of NCCL (Alibaba's ACCL) bracket every piece: "[host][pid:tid][dev][init.cc:1815]".
 _LOOSE_HEAD = re.compile(
     r"(?:(?:(?P<host>[A-Za-z0-9][\w.\-]{0,80}?)|[.\-][\w.\-]{0,80}?)? ?:?"
@@ -94,7 +95,7 @@ _LOOSE_HEAD = re.compile(
     r"|(?P<host2>[A-Za-z0-9][\w.\-]{0,80}) (?=\[\d+\])"
     r"|(?:\[(?P<host3>[A-Za-z0-9][\w.\-]{0,80})\])?\[(?P<pid3>\d+):(?P<tid3>\d+)\])?"
     r"(?:\[(?P<dev>\d+)\] ?)?(?:\[(?P<where3>[\w./\-]+:\d+)\] ?)?"
-    r"(?:(?P<where>[\w./\-]+:\d+)(?: \((?P<func>\w+)\))? ?)?"
+    r"(?:(?P<where>[\w./\-]+:\d+)(?: \((?P<func>\w+)\))? ?|\d{1,6} ?)?"
 )
 _LOOSE_WORDS = ("NCCL WARN ", "NCCL INFO ")
 # A block quote's markers left before the header where no layer of the paste was undone
