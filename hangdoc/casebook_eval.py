@@ -45,8 +45,10 @@ CALIBRATION_TOLERANCE = 0.15
 # casebook, where the rules were built, answers are right more often than stated: that much
 # under-confidence is by design; over-confidence beyond the tolerance never is. (Raised from
 # 0.25 when batch h's first-sight answers joined the fit: the casebook's hint-level answers
-# are right 26 of 28 in-sample, stated 51 %, the lower end of the first-sight evidence.)
-CASEBOOK_UNDERCONFIDENCE = 0.3
+# are right 26 of 28 in-sample, stated 51 %, the lower end of the first-sight evidence; and
+# to 0.35 when batch i joined: hints right 33 of 35 in-sample, stated 51 %, while the hints
+# of the twelve batches scored at first sight were right 11 of 26, 42 %.)
+CASEBOOK_UNDERCONFIDENCE = 0.35
 # CI fails when the train split falls below these (docs/accuracy.md); raised as it improves.
 TRAIN_FLOOR = 0.72  # category right
 TRAIN_EXACT_FLOOR = 0.75  # cause named in the label, exact (the headline)
