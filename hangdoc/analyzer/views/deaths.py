@@ -403,7 +403,29 @@ def first_deaths(tl: Timeline) -> list[Death]:
     return list(found)
 
 
+# death_of of every event of each timeline, by the event's index: first_deaths reads it
+# for every event, and HD110 for the lines that are deaths (kept as _FIRST_DEATHS is).
+_DEATHS_AT: weakref.WeakKeyDictionary[Timeline, tuple[Death | None, ...]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def deaths_at(tl: Timeline) -> tuple[Death | None, ...]:
+    """``death_of`` of each event of the timeline, at the event's index, read once."""
+    found = _DEATHS_AT.get(tl)
+    if found is None:
+        found = _DEATHS_AT[tl] = tuple(death_of(p) for p in tl.events)
+    return found
+
+
+def death_lines(tl: Timeline) -> frozenset[tuple[str, int | None]]:
+    """(file, line) of every event that is a cause candidate (``death_of``)."""
+    at = deaths_at(tl)
+    return frozenset((p.event.source, p.event.line) for p in tl.events if at[p.index] is not None)
+
+
 def _first_deaths(tl: Timeline) -> list[Death]:
+    at = deaths_at(tl)
     wave_seen: set[int | None] = set()
     terminated_pids = {p.event.pid for p in tl.of(EventKind.AGENT_TERMINATING)}
     # NCCL's "Last error: Cuda failure …" of a communicator-setup error is that error's
@@ -427,7 +449,7 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     ended_by_exception = {
         p.rank
         for p in tl.of(EventKind.EXCEPTION)
-        if p.rank is not None and p.event.payload.exc_type and death_of(p) is None
+        if p.rank is not None and p.event.payload.exc_type and at[p.index] is None
     }
     # where the failures an abort may be the teardown of were reported (mismatches too:
     # COLLECTIVE_MISMATCH is a wave kind)
@@ -460,7 +482,7 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             continue
         if p.kind == EventKind.EXCEPTION:
             raised.append(p)
-        death = death_of(p)
+        death = at[p.index]
         if death is None:
             continue
         if death.how == DeathHow.CUDA_ERROR and (
