@@ -27,6 +27,7 @@ from hangdoc.analyzer.model import (
 )
 from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.analyzer.views.fr_matching import MatchResult, match
+from hangdoc.analyzer.views.gpu_state import GpuView, gpu_views
 from hangdoc.analyzer.views.log_compare import LogComparison, compare_logs
 from hangdoc.analyzer.views.progress import RankProgress, rank_progress
 from hangdoc.analyzer.views.silence import Silence, silence
@@ -100,6 +101,15 @@ class RuleContext:
         found = self._views.get("waits")
         if not isinstance(found, JobWaits):
             found = self._views["waits"] = JobWaits(self.evidence)
+        return found
+
+    @property
+    def gpu_views(self) -> Mapping[int, GpuView]:
+        """Each live rank's main GPU (analyzer/views/gpu_state.py); HD350 and HD351 read
+        it, and it reads every process's log events."""
+        found = self._views.get("gpu_views")
+        if not isinstance(found, dict):
+            found = self._views["gpu_views"] = gpu_views(self.evidence)
         return found
 
     def progress(self, process: ProcessEvidence) -> RankProgress:

@@ -53,7 +53,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import HungTask, IoSource, IoStall, ServerState
-from hangdoc.analyzer.views.deaths import death_of, first_deaths, one_exit, one_failure
+from hangdoc.analyzer.views.deaths import death_lines, first_deaths, one_exit, one_failure
 from hangdoc.analyzer.views.save_errors import FailedSaveCall, failed_save_calls
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind, storage_error
@@ -253,13 +253,13 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         for d in first_deaths(tl)
         if d.storage and precedes_wave(d.placed, wave_events) is not False
     ]
-    death_lines = {(p.event.source, p.event.line) for p in tl.events if death_of(p) is not None}
+    deaths_read = death_lines(tl)
     lines = [
         p
         for p in tl.of(EventKind.IO_STALL)
         if (stall := p.event.payload_as(IoStall)) is not None
         and stall.source == IoSource.IO_ERROR
-        and (p.event.source, p.event.line) not in death_lines
+        and (p.event.source, p.event.line) not in deaths_read
     ]
     if not deaths and not lines:
         return None

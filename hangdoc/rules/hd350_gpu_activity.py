@@ -32,7 +32,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.analyzer.views.gpu_state import GpuView, gpu_views
+from hangdoc.analyzer.views.gpu_state import GpuView
 from hangdoc.rules.base import Rule, RuleContext
 
 IDLE_PCT = 5.0
@@ -57,7 +57,7 @@ class GpuActivity(Rule):
     requires = frozenset()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        views = {r: v for r, v in gpu_views(ctx.evidence).items() if v.util_pct is not None}
+        views = {r: v for r, v in ctx.gpu_views.items() if v.util_pct is not None}
         if not views:
             return
         idle = sorted(r for r, v in views.items() if (v.util_pct or 0.0) <= IDLE_PCT)

@@ -37,7 +37,6 @@ from statistics import median
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.analyzer.views.gpu_state import gpu_views
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
 from hangdoc.rules.strength import Shift, shifted
@@ -56,7 +55,7 @@ class GpuMemoryLimit(Rule):
     requires = frozenset()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
-        views = {r: v for r, v in gpu_views(ctx.evidence).items() if v.used_fraction is not None}
+        views = {r: v for r, v in ctx.gpu_views.items() if v.used_fraction is not None}
         if len(views) < 2:
             return
         full = sorted(r for r, v in views.items() if (v.used_fraction or 0.0) >= FULL)

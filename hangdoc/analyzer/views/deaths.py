@@ -404,7 +404,29 @@ def first_deaths(tl: Timeline) -> list[Death]:
     return list(found)
 
 
+# death_of of every event of each timeline, by the event's index: first_deaths reads it
+# for every event, and HD110 for the lines that are deaths (kept as _FIRST_DEATHS is).
+_DEATHS_AT: weakref.WeakKeyDictionary[Timeline, tuple[Death | None, ...]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def deaths_at(tl: Timeline) -> tuple[Death | None, ...]:
+    """``death_of`` of each event of the timeline, at the event's index, read once."""
+    found = _DEATHS_AT.get(tl)
+    if found is None:
+        found = _DEATHS_AT[tl] = tuple(death_of(p) for p in tl.events)
+    return found
+
+
+def death_lines(tl: Timeline) -> frozenset[tuple[str, int | None]]:
+    """(file, line) of every event that is a cause candidate (``death_of``)."""
+    at = deaths_at(tl)
+    return frozenset((p.event.source, p.event.line) for p in tl.events if at[p.index] is not None)
+
+
 def _first_deaths(tl: Timeline) -> list[Death]:
+    at = deaths_at(tl)
     wave_seen: set[int | None] = set()
     terminated_pids = {p.event.pid for p in tl.of(EventKind.AGENT_TERMINATING)}
     # NCCL's "Last error: Cuda failure …" of a communicator-setup error is that error's
@@ -428,7 +450,7 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     ended_by_exception = {
         p.rank
         for p in tl.of(EventKind.EXCEPTION)
-        if p.rank is not None and p.event.payload.exc_type and death_of(p) is None
+        if p.rank is not None and p.event.payload.exc_type and at[p.index] is None
     }
     # where the failures an abort may be the teardown of were reported (mismatches too:
     # COLLECTIVE_MISMATCH is a wave kind)
@@ -442,8 +464,6 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         for p in wave_events
         if p.kind == EventKind.COLLECTIVE_MISMATCH and p.event.line
     }
-    # Each event's reading as a death, once (the loop below and the what() lines read it).
-    deaths = {p.index: death_of(p) for p in tl.events}
     # Where a failure more specific than a crash was read (a CUDA OOM, the GPU's hardware,
     # storage …: Death.specific): an abort whose what() below it is one of these is that
     # failure ending the process (c10's "terminate called after throwing an instance of
@@ -451,7 +471,7 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     specific_whats = [
         (p.event.source, p.event.line)
         for p in tl.events
-        if p.event.line and (d := deaths[p.index]) is not None and d.specific
+        if p.event.line and (d := at[p.index]) is not None and d.specific
     ]
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank is None:
@@ -472,7 +492,7 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             continue
         if p.kind == EventKind.EXCEPTION:
             raised.append(p)
-        death = deaths[p.index]
+        death = at[p.index]
         if death is None:
             continue
         if death.signal == SignalName.SIGABRT and _what_is_explained(p, specific_whats):

@@ -109,7 +109,8 @@ def _from_events(evidence: Evidence) -> dict[int, list[GpuView]]:
 def gpu_views(evidence: Evidence) -> dict[int, GpuView]:
     """One view per rank that has GPU facts: its main GPU."""
     views = _from_events(evidence)
-    for rank, proc in evidence.ranked().items():
+    ranked = evidence.ranked()  # (once: it walks every process)
+    for rank, proc in ranked.items():
         for state in proc.gpu:
             views.setdefault(rank, []).append(
                 GpuView(
@@ -125,5 +126,5 @@ def gpu_views(evidence: Evidence) -> dict[int, GpuView]:
     return {
         rank: max(items, key=lambda v: (v.process_mib or 0.0, v.used_mib or 0.0))
         for rank, items in views.items()
-        if rank in evidence.ranked() and not evidence.ranked()[rank].exited
+        if rank in ranked and not ranked[rank].exited
     }

@@ -48,6 +48,7 @@ which must not call the same failure a crash):
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from hangdoc.analyzer.payloads.base import Sign
@@ -167,8 +168,24 @@ def _host_resources(tl: Timeline, running_from: int) -> tuple[Placed, ...]:
     return tuple(p for p in tl.of(EventKind.NCCL_RESOURCE_ERROR) if p.index < running_from)
 
 
+# first_running and setup_failure of each timeline, kept as deaths.first_deaths is: the
+# deaths view, HD200, HD201 and HD206 ask for them, and each reads the whole job's events
+# (a timeline is never changed once built; the entry goes with it).
+_FIRST_RUNNING: weakref.WeakKeyDictionary[Timeline, int] = weakref.WeakKeyDictionary()
+_SETUP_FAILURE: weakref.WeakKeyDictionary[Timeline, tuple[SetupFailure | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def first_running(tl: Timeline) -> int:
     """Index of the first event that shows collectives or training running (else the end)."""
+    found = _FIRST_RUNNING.get(tl)
+    if found is None:
+        found = _FIRST_RUNNING[tl] = _first_running(tl)
+    return found
+
+
+def _first_running(tl: Timeline) -> int:
     for p in tl.events:
         if p.kind in _RUNNING:
             return p.index
@@ -257,6 +274,13 @@ def _lost_connections(tl: Timeline) -> bool:
 def setup_failure(tl: Timeline) -> SetupFailure | None:
     """What says a communicator's setup failed, or None. Transport errors (HD200's) and
     a completed run of collectives before the lines make it something else."""
+    found = _SETUP_FAILURE.get(tl)
+    if found is None:
+        found = _SETUP_FAILURE[tl] = (_setup_failure(tl),)  # (a box: None is an answer)
+    return found[0]
+
+
+def _setup_failure(tl: Timeline) -> SetupFailure | None:
     if _lost_connections(tl):
         return None
     running_from = first_running(tl)
