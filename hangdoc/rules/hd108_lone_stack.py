@@ -46,6 +46,7 @@ from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity, classify_process
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.save_errors import failed_save_calls
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.causes import Cause, cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
@@ -117,7 +118,11 @@ class LoneStack(Rule):
         main = activity.main
         in_call = main.collective is not None
         who = process.label if process.rank is not None else "the process"
-        culprits = (process.rank,) if process.rank is not None else ()
+        # A process whose own log says its collective timed out was waiting in it (the
+        # stack is the one the flight recorder kept of the failed collective): the rank
+        # it waited for is the one still busy, not this one.
+        waited = in_call and any(e.kind == EventKind.COLLECTIVE_TIMEOUT for e in process.log_events)
+        culprits = (process.rank,) if process.rank is not None and not waited else ()
         where = key_frame_text(activity)
         title = f"{who} {cause.doing}" + (
             f", waiting in {main.collective.op} inside it" if main.collective else ""
@@ -134,6 +139,11 @@ class LoneStack(Rule):
             + ". With no other rank's stack to compare, this activity is the likely cause: "
             "the other ranks presumably wait for this one in a collective."
         )
+        if waited:
+            explanation += (
+                f" {who[0].upper() + who[1:]} itself timed out in that collective: it waited"
+                " there for a rank still busy in the save, the one to look at."
+            )
         if culprits:
             explanation += f" Collect the other ranks' stacks to confirm ({plural_ranks(culprits)} "
             explanation += "is the one to compare with)."

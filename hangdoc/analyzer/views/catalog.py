@@ -160,6 +160,18 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(Activity.CHECKPOINT_SAVE, "Megatron", ("megatron/checkpointing.py",
                                                 "megatron/training/checkpointing.py"),
               _f("save_checkpoint")),
+    # Megatron-Core's dist_checkpointing (megatron/core/dist_checkpointing): serialization's
+    # save, the async save's caller and queue (strategies/async_utils.py: every rank
+    # all-reduces its writer's "is alive" in sync_all_async_calls, then the call index in
+    # maybe_finalize_async_calls), and the torch-DCP plan/finalize it runs
+    # (strategies/state_dict_saver.py).
+    Signature(Activity.CHECKPOINT_SAVE, "Megatron", (
+        "megatron/core/dist_checkpointing/serialization.py",
+        "megatron/core/dist_checkpointing/strategies/async_utils.py",
+        "megatron/core/dist_checkpointing/strategies/state_dict_saver.py",
+    ), _f("save", "sync_all_async_calls", "is_current_async_call_done", "schedule_async_call",
+          "schedule_async_request", "maybe_finalize_async_calls", "execute_sync", "async_loop",
+          "save_state_dict_async_plan", "save_state_dict_async_finalize")),
     # --- checkpoint load ----------------------------------------------------------------
     Signature(Activity.CHECKPOINT_LOAD, "torch.load", ("torch/serialization.py",),
               _f("load", "_load", "_legacy_load")),
