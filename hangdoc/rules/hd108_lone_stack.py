@@ -43,10 +43,13 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
-from hangdoc.analyzer.views.activity import RankActivity, classify_process
+from hangdoc.analyzer.views.activity import (
+    RankActivity,
+    classify_process,
+    waits_for_every_writer,
+)
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.save_errors import failed_save_calls
-from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.causes import Cause, cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
@@ -118,10 +121,10 @@ class LoneStack(Rule):
         main = activity.main
         in_call = main.collective is not None
         who = process.label if process.rank is not None else "the process"
-        # A process whose own log says its collective timed out was waiting in it (the
-        # stack is the one the flight recorder kept of the failed collective): the rank
-        # it waited for is the one still busy, not this one.
-        waited = in_call and any(e.kind == EventKind.COLLECTIVE_TIMEOUT for e in process.log_events)
+        # A rank blocked in a collective inside a save's wait for every rank's writer
+        # (Megatron's async-save completion check) asked whether the others are done: the
+        # rank it waits for is still writing; this one is no culprit.
+        waited = in_call and any(waits_for_every_writer(f) for f in main.thread.frames)
         culprits = (process.rank,) if process.rank is not None and not waited else ()
         where = key_frame_text(activity)
         title = f"{who} {cause.doing}" + (
@@ -141,8 +144,8 @@ class LoneStack(Rule):
         )
         if waited:
             explanation += (
-                f" {who[0].upper() + who[1:]} itself timed out in that collective: it waited"
-                " there for a rank still busy in the save, the one to look at."
+                f" {who[0].upper() + who[1:]} is in the save's wait for every rank's writer"
+                " to finish: it waits there for a rank still writing, the one to look at."
             )
         if culprits:
             explanation += f" Collect the other ranks' stacks to confirm ({plural_ranks(culprits)} "

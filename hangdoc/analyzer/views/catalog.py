@@ -416,3 +416,15 @@ WCHAN_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("signal", ("sigsuspend", "do_sigtimedwait")),
     )
 )  # fmt: skip
+
+# A save's frames that wait for every rank's writer to finish (issue 21), each with the
+# checkpoint-save signature above that it is part of: Megatron-Core's async save
+# (megatron/core/dist_checkpointing/strategies/async_utils.py) asks every rank whether its
+# background writer is still alive with a one-element all_reduce (sync_all_async_calls,
+# from is_current_async_call_done, from AsyncCallsQueue.maybe_finalize_async_calls, which
+# "must be called on all ranks"). A rank waiting in that collective has asked; the rank it
+# waits for is one whose writer is still writing, not this one.
+SAVE_COMPLETION_WAITS: tuple[tuple[tuple[str, ...], frozenset[str]], ...] = (
+    (("megatron/core/dist_checkpointing/strategies/async_utils.py",),
+     _f("sync_all_async_calls", "is_current_async_call_done", "maybe_finalize_async_calls")),
+)  # fmt: skip
