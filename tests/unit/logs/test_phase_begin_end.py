@@ -152,3 +152,25 @@ def test_a_metric_step_that_reported_its_metrics_had_ended(tmp_path: Path) -> No
     )
     diagnosis = analyze(load_paths([log]), calibrate=False)
     assert all(f.category is not Category.EVAL_SOME_RANKS for f in diagnosis.findings)
+
+
+def test_a_save_whose_log_ends_in_a_cut_traceback_is_still_open(tmp_path: Path) -> None:
+    # A rank's log that begins a save and then shows only the killed job's traceback,
+    # cut before its exception line (CPython 3.13: multi-line statements, "~~^^" anchors):
+    # nothing of the job's own came after the save began.
+    log = tmp_path / "console.txt"
+    log.write_text(
+        "[rank2]:[INFO] [logging.py:107:log_dist] [Rank 2] [Torch] Saving /ckpt/step9/x.pt...\n"
+        "[rank2]:Traceback (most recent call last):\n"
+        '[rank2]:  File "/srv/job/train.py", line 40, in <module>\n'
+        "[rank2]:    loop()\n"
+        "[rank2]:    ~~~~^^\n"
+        '[rank2]:  File "/srv/job/train.py", line 31, in loop\n'
+        "[rank2]:    engine.save_checkpoint(\n"
+        "[rank2]:    ~~~~~~~~~~~~~~~~~~~~~~^\n"
+        "[rank2]:        args.out, tag=f'step{step}'\n"
+        "[rank2]:        ^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    )
+    primary = analyze(load_paths([log]), calibrate=False).primary
+    assert primary is not None and primary.category is Category.CHECKPOINT_SAVE
+    assert primary.culprit_ranks == (2,)
