@@ -43,7 +43,11 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
-from hangdoc.analyzer.views.activity import RankActivity, classify_process
+from hangdoc.analyzer.views.activity import (
+    RankActivity,
+    classify_process,
+    waits_for_every_writer,
+)
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.save_errors import failed_save_calls
 from hangdoc.rules.base import Rule, RuleContext
@@ -117,7 +121,11 @@ class LoneStack(Rule):
         main = activity.main
         in_call = main.collective is not None
         who = process.label if process.rank is not None else "the process"
-        culprits = (process.rank,) if process.rank is not None else ()
+        # A rank blocked in a collective inside a save's wait for every rank's writer
+        # (Megatron's async-save completion check) asked whether the others are done: the
+        # rank it waits for is still writing; this one is no culprit.
+        waited = in_call and any(waits_for_every_writer(f) for f in main.thread.frames)
+        culprits = (process.rank,) if process.rank is not None and not waited else ()
         where = key_frame_text(activity)
         title = f"{who} {cause.doing}" + (
             f", waiting in {main.collective.op} inside it" if main.collective else ""
@@ -134,6 +142,11 @@ class LoneStack(Rule):
             + ". With no other rank's stack to compare, this activity is the likely cause: "
             "the other ranks presumably wait for this one in a collective."
         )
+        if waited:
+            explanation += (
+                f" {who[0].upper() + who[1:]} is in the save's wait for every rank's writer"
+                " to finish: it waits there for a rank still writing, the one to look at."
+            )
         if culprits:
             explanation += f" Collect the other ranks' stacks to confirm ({plural_ranks(culprits)} "
             explanation += "is the one to compare with)."

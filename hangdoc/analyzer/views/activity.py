@@ -30,6 +30,7 @@ from hangdoc.analyzer.views.catalog import (
     LIBRARY_SHORT_FILES,
     NAME_HINTS,
     OP_FAMILIES,
+    SAVE_COMPLETION_WAITS,
     SIGNATURES,
     Signature,
 )
@@ -172,6 +173,18 @@ def _name_hint(function_leaf: str) -> Activity | None:
         if pattern.search(function_leaf):
             return tag
     return None
+
+
+def waits_for_every_writer(frame: Frame) -> bool:
+    """The frame is a save's wait for every rank's writer to finish (the catalog's
+    SAVE_COMPLETION_WAITS): a rank blocked in a collective under it has asked whether the
+    others are done; the one still writing is another rank."""
+    if frame.native:
+        return False
+    return any(
+        frame.function_leaf in functions and any(_file_matches(frame.file, p) for p in files)
+        for files, functions in SAVE_COMPLETION_WAITS
+    )
 
 
 def frame_tag(frame: Frame) -> tuple[Activity, Signature | None] | None:

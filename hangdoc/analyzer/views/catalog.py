@@ -160,6 +160,18 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(Activity.CHECKPOINT_SAVE, "Megatron", ("megatron/checkpointing.py",
                                                 "megatron/training/checkpointing.py"),
               _f("save_checkpoint")),
+    # Megatron-Core's dist_checkpointing (megatron/core/dist_checkpointing): serialization's
+    # save, the async save's caller and queue (strategies/async_utils.py: every rank
+    # all-reduces its writer's "is alive" in sync_all_async_calls, then the call index in
+    # maybe_finalize_async_calls), and the torch-DCP plan/finalize it runs
+    # (strategies/state_dict_saver.py).
+    Signature(Activity.CHECKPOINT_SAVE, "Megatron", (
+        "megatron/core/dist_checkpointing/serialization.py",
+        "megatron/core/dist_checkpointing/strategies/async_utils.py",
+        "megatron/core/dist_checkpointing/strategies/state_dict_saver.py",
+    ), _f("save", "sync_all_async_calls", "is_current_async_call_done", "schedule_async_call",
+          "schedule_async_request", "maybe_finalize_async_calls", "execute_sync", "async_loop",
+          "save_state_dict_async_plan", "save_state_dict_async_finalize")),
     # --- checkpoint load ----------------------------------------------------------------
     Signature(Activity.CHECKPOINT_LOAD, "torch.load", ("torch/serialization.py",),
               _f("load", "_load", "_legacy_load")),
@@ -403,4 +415,16 @@ WCHAN_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("child", ("do_wait", "kernel_wait4", "wait_for_vfork")),
         ("signal", ("sigsuspend", "do_sigtimedwait")),
     )
+)  # fmt: skip
+
+# A save's frames that wait for every rank's writer to finish (issue 21), each with the
+# checkpoint-save signature above that it is part of: Megatron-Core's async save
+# (megatron/core/dist_checkpointing/strategies/async_utils.py) asks every rank whether its
+# background writer is still alive with a one-element all_reduce (sync_all_async_calls,
+# from is_current_async_call_done, from AsyncCallsQueue.maybe_finalize_async_calls, which
+# "must be called on all ranks"). A rank waiting in that collective has asked; the rank it
+# waits for is one whose writer is still writing, not this one.
+SAVE_COMPLETION_WAITS: tuple[tuple[tuple[str, ...], frozenset[str]], ...] = (
+    (("megatron/core/dist_checkpointing/strategies/async_utils.py",),
+     _f("sync_all_async_calls", "is_current_async_call_done", "maybe_finalize_async_calls")),
 )  # fmt: skip

@@ -28,3 +28,34 @@ def test_the_jobs_logger_lines_are_kept_and_the_librarys_are_not(tmp_path: Path)
     kept = [line.text for line in read_line_window(log, "train.log", None)[UNATTRIBUTED]]
     # THEN the job's two logger lines stay (without their headers), torch's go
     assert kept == ["Saving latest checkpoint to /ckpt/step_9", "step 900 took 31.2 s"]
+
+
+def test_a_python_313_tracebacks_statement_lines_and_anchors_are_not_the_jobs(
+    tmp_path: Path,
+) -> None:
+    # GIVEN a rank's console where CPython ≥3.13 prints a traceback under torch's "[rank1]:"
+    # prefix: a statement spanning several lines, and the "~~~^^" anchors under each
+    log = tmp_path / "console.txt"
+    log.write_text(
+        "[rank1]:[job] 2025-03-02 08:00:00,001 - root - INFO - evaluating at step 400\n"
+        "[rank1]:Traceback (most recent call last):\n"
+        '[rank1]:  File "/srv/job/run.py", line 12, in <module>\n'
+        "[rank1]:    main()\n"
+        "[rank1]:    ~~~~^^\n"
+        '[rank1]:  File "/srv/job/run.py", line 9, in main\n'
+        "[rank1]:    run_eval(\n"
+        "[rank1]:    ~~~~~~~~^\n"
+        "[rank1]:        model, loader, steps=(cfg.eval.steps or 100)\n"
+        "[rank1]:        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "[rank1]:    )\n"
+        "[rank1]:    ^\n"
+        "[rank1]:RuntimeError: boom\n"
+        "[rank1]:[job] 2025-03-02 08:00:05,000 - root - INFO - shutting down\n",
+        encoding="utf-8",
+    )
+    # WHEN its line window is read
+    kept = [line.text for line in read_line_window(log, "console.txt", None)[1]]
+    # THEN only the job's own lines (and the exception's) stay
+    assert "evaluating at step 400" in kept[0]
+    assert not any("~" in t or "steps=" in t or t in ("^", ")") for t in kept)
+    assert "shutting down" in kept[-1]

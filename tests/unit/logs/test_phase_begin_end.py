@@ -7,8 +7,13 @@ a begin without its end is what HD061 reads as an unfinished save or evaluation
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from hangdoc.analyzer.engine import analyze
+from hangdoc.analyzer.loading.loader import load_paths
+from hangdoc.analyzer.model import Category
 from hangdoc.analyzer.parsers.logs.phases import match_phase
 from hangdoc.analyzer.vocabulary import Phase
 from tests.unit.logs.helpers import fields
@@ -33,6 +38,9 @@ LINES = (
     # iteration, the metrics, no eta)
     ("Epoch(val)  [1][ 50/500]    eta: 0:00:30  time: 0.1012  data_time: 0.0021", Phase.EVAL),
     ("Epoch(val) [1][500/500]    accuracy/top1: 76.5000  data_time: 0.0020", Phase.EVAL_DONE),
+    # ... and after_test_epoch: no epoch in test mode
+    ("Epoch(test) [6019/6019]    NuScenes metric/pred_instances_3d_NuScenes/mAP: 0.6410",
+     Phase.EVAL_DONE),
 )  # fmt: skip
 
 
@@ -95,3 +103,74 @@ def test_a_datasets_bar_is_preprocessing_by_its_unit(text: str, phase: Phase) ->
     hit = match_phase(text)
     assert hit is not None
     assert fields(hit)["phase"] == phase
+
+
+# mmdetection3d's nuScenes and Lyft metrics' prints (nuscenes_metric.py / lyft_metric.py
+# format_results, _format_bbox, compute_metrics): the metric step mmengine runs on the main
+# process alone, so each is rank 0's, and an evaluation's begin.
+MMDET3D_METRIC_LINES = (
+    "Formating bboxes of img_bbox",
+    "Start to convert detection format...",
+    "Results writes to /work/out/results/img_bbox/results_lyft.json",
+    "Evaluating bboxes of pts_bbox",
+)
+
+
+@pytest.mark.parametrize("text", MMDET3D_METRIC_LINES)
+def test_mmdet3d_metric_lines_begin_rank_zeros_evaluation(text: str) -> None:
+    hit = match_phase(text)
+    assert hit is not None and fields(hit)["phase"] == Phase.EVAL
+    assert hit.rank == 0
+
+
+def test_a_rank_named_by_the_line_is_kept() -> None:
+    hit = match_phase("[Rank 2] Evaluating bboxes of pts_bbox")
+    assert hit is not None and hit.rank == 2
+
+
+def test_a_log_stopping_in_the_main_processs_metric_step_names_rank_0(tmp_path: Path) -> None:
+    # A distributed test's log that ends while the main process evaluates the predictions
+    # (the other ranks wait in mmengine's broadcast of the metrics): rank 0 is evaluating.
+    log = tmp_path / "test.log"
+    log.write_text(
+        "Formating bboxes of pts_bbox\n"
+        "Start to convert detection format...\n"
+        "[>>>>>>>>>>>>>>>>>>>>>>>>>>>>] 3012/3012, 12.0 task/s, elapsed: 251s, ETA:     0s\n"
+        "Results writes to /work/out/results/pts_bbox/results_lyft.json\n"
+        "Evaluating bboxes of pts_bbox\n"
+    )
+    primary = analyze(load_paths([log]), calibrate=False).primary
+    assert primary is not None and primary.category is Category.EVAL_SOME_RANKS
+    assert primary.culprit_ranks == (0,)
+
+
+def test_a_metric_step_that_reported_its_metrics_had_ended(tmp_path: Path) -> None:
+    log = tmp_path / "test.log"
+    log.write_text(
+        "Evaluating bboxes of pts_bbox\n"
+        "Epoch(test) [3012/3012]    NuScenes metric/pred_instances_3d_NuScenes/mAP: 0.6410\n"
+    )
+    diagnosis = analyze(load_paths([log]), calibrate=False)
+    assert all(f.category is not Category.EVAL_SOME_RANKS for f in diagnosis.findings)
+
+
+def test_a_save_whose_log_ends_in_a_cut_traceback_is_still_open(tmp_path: Path) -> None:
+    # A rank's log that begins a save and then shows only the killed job's traceback,
+    # cut before its exception line (CPython 3.13: multi-line statements, "~~^^" anchors):
+    # nothing of the job's own came after the save began.
+    log = tmp_path / "console.txt"
+    log.write_text(
+        "[rank2]:[INFO] [logging.py:107:log_dist] [Rank 2] [Torch] Saving /ckpt/step9/x.pt...\n"
+        "[rank2]:Traceback (most recent call last):\n"
+        '[rank2]:  File "/srv/job/train.py", line 40, in <module>\n'
+        "[rank2]:    loop()\n"
+        "[rank2]:    ~~~~^^\n"
+        '[rank2]:  File "/srv/job/train.py", line 31, in loop\n'
+        "[rank2]:    engine.save_checkpoint(\n"
+        "[rank2]:    ~~~~~~~~~~~~~~~~~~~~~~^\n"
+        "[rank2]:        args.out, tag=f'step{step}'\n"
+        "[rank2]:        ^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    )
+    primary = analyze(load_paths([log]), calibrate=False).primary
+    assert primary is not None and primary.category is Category.CHECKPOINT_SAVE
+    assert primary.culprit_ranks == (2,)

@@ -62,6 +62,12 @@ _LABELS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
     ),
     (Phase.TRAIN, re.compile(r"Epoch|epoch|Train|train|Iteration|Step|step|^\s*$")),
 )
+# Markers that only the main process (rank 0) prints: the evaluation step a framework
+# runs on it alone (the mmdetection3d metrics' lines: see their entry in _MARKERS).
+_MAIN_ONLY = re.compile(
+    r"Formating bboxes of \S|Start to convert detection format|Results writes to \S|"
+    r"Evaluating bboxes of \S"
+)
 _MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
     # A rank that ran out of data before the others, as the trainers that detect it say:
     # torch's Join ("Rank 3 exhausted all inputs.", "Detected at least one rank that
@@ -92,7 +98,10 @@ _MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
         re.compile(
             r"\{'eval_[\w/]+': |\*{5} eval metrics \*{5}|"
             r"Epoch\(val\) *\[\d+\]\[ *(\d+)/\1\](?!.*\beta: )|"
-            r"Evaluation results for \S+ in csv format"
+            r"Evaluation results for \S+ in csv format|"
+            # mmengine's LoggerHook.after_test_epoch (get_log_after_epoch in test mode: no
+            # epoch, the last iteration, the metrics): "Epoch(test) [6019/6019]  NuScenes …"
+            r"Epoch\(test\) *\[ *(?P<tested>\d+)/(?P=tested)\](?!.*\beta: )"
         ),
     ),
     (
@@ -144,6 +153,17 @@ _MARKERS: tuple[tuple[Phase, re.Pattern[str]], ...] = (
             # batches"; mmengine's LoggerHook.after_val_iter: "Epoch(val)  [1][ 50/500]  eta: …"
             r"Start inference on \d+ (?:batches|images)|Epoch\(val\) *\[\d+\]\[ *\d+/\d+\]"
         ),
+    ),
+    # mmdetection3d's nuScenes and Lyft metrics (mmdet3d/evaluation/metrics/nuscenes_metric.py,
+    # lyft_metric.py; the datasets' format_results/evaluate before 1.x): "Formating bboxes of
+    # {name}", "Start to convert detection format..." over an mmengine/mmcv progress bar,
+    # "Results writes to {path}", then "Evaluating bboxes of {name}". They run inside the
+    # metric's compute_metrics, which mmengine's BaseMetric.evaluate calls on the main
+    # process only while the other ranks wait in broadcast_object_list (tools/test.py's
+    # "if rank == 0: dataset.evaluate(…)" before mmengine): _MAIN_ONLY.
+    (
+        Phase.EVAL,
+        _MAIN_ONLY,
     ),
     (
         Phase.TRAIN,
@@ -203,9 +223,13 @@ _KEYS = (
     "Finished",
     "eval",
     "Epoch(val)",
+    "Epoch(test)",
     "inference",
     "Evaluation results",
     "Nebula",
+    "bboxes of",
+    "detection format",
+    "Results writes",
     # DeepSpeed's "Checkpoint {tag} is begin to save!" / "is about to be saved!" (the
     # CHECKPOINT_SAVE marker) has none of the words above: without these the line never
     # reached its pattern.
@@ -345,6 +369,8 @@ def match_phase(text: str) -> Hit | None:
                     named = m.group("rank") or m.group("worker")
                     content_rank = int(named) if named else None
                 exhausted = _exhausted(m.group(0))
+            if content_rank is None and phase is Phase.EVAL and _MAIN_ONLY.search(text):
+                content_rank = 0  # printed by the main process alone
             marker = PhaseMarker(
                 phase=phase, label=m.group(0).strip()[:60], marker=True, exhausted=exhausted
             )

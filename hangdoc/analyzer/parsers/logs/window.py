@@ -49,6 +49,10 @@ UNATTRIBUTED = -1  # the key of lines no rank claims
 _LIBRARY_LINE = re.compile(
     r"NCCL (?:INFO|WARN|ERROR)|ProcessGroup|[Ww]atchdog|^Traceback |^File \"|^frame #\d"
     r"|^Exception raised from|^torch\.distributed|WorkNCCL|c10d|^\s*\^+\s*$"
+    # CPython ≥3.11's anchors under a traceback's source line (traceback.py
+    # _extract_caret_anchors_from_line_segment: "~" under the expression, "^" under the
+    # operation that failed): "~~~~~~~~~~~~~^^"
+    r"|^\s*~+\^+~*\s*$"
     # a py-spy dump's own lines, pasted into a log (its frames: _STACK_FRAME)
     r"|^Process \d+: |^Python v\d|^Thread (?:0x[0-9a-fA-F]+|\d+) \("
     # a faulthandler dump's thread line (faulthandler.c: "Current thread 0x… (most
@@ -235,6 +239,10 @@ def read_window_columns(path: Path, default_rank: int | None) -> dict[int, Windo
     # prints a source line under every frame whose file it can read; a paste that drops
     # the indent drops it from both).
     after_frame: dict[int | None, bool] = {}
+    # Whose last line was a traceback frame's source line: CPython ≥3.13 prints every line
+    # of a statement that spans several (traceback.py FrameSummary's all_lines), each
+    # indented under the frame like its first; they are the stack's too.
+    in_source: set[int | None] = set()
     numbered = list(_raw_lines(path))
     raws = [raw for _, raw in numbered]
     # every line's shape (prefilter.line_shape) in one C-level pass: no line holds a "\n"
@@ -289,9 +297,14 @@ def read_window_columns(path: Path, default_rank: int | None) -> dict[int, Windo
         if said is None and len(text) < _MAX_LABEL and (label := label_rank(text)) is not None:
             section = label
             continue
+        if said in in_source:
+            if indented:
+                continue  # a further line of the statement, or its anchors
+            in_source.discard(said)
         if said in after_frame:
             needs_indent = after_frame.pop(said)
             if indented or not (needs_indent or text.startswith('File "')):
+                in_source.add(said)
                 continue  # the source line under a traceback frame
         if not text or _LIBRARY_LINE_SEARCH(text):
             if text.startswith('File "'):

@@ -27,6 +27,11 @@ GDB_FRAME = re.compile(r"#(\d+)\s+(.*)$")
 _ADDR_IN = re.compile(r"(0x[0-9a-fA-F]+) in ")
 _FROM = re.compile(r"\s+from (\S+)\s*$")
 _AT = re.compile(r"\s+at (\S+?):(\d+)\s*$")
+# torch's flight recorder symbolizes a collective's captured Python stack as
+# "#N <function> from <file.py>:<line>" (FlightRecorder's Entry::getTraceback, printed by
+# ProcessGroupNCCL under "Stack trace of the failed collective:"): a Python frame, not a
+# gdb frame "from" a shared library.
+_PY_FROM = re.compile(r"(.+\.py):(\d+)$")
 _NOISE = (
     "[Switching to",
     "[New Thread",
@@ -80,6 +85,10 @@ def gdb_frame(body: str) -> Frame:
     line: int | None = None
     if m := _FROM.search(text):
         library, text = m.group(1), text[: m.start()]
+        if (py := _PY_FROM.match(library)) is not None and " " not in text.strip():
+            return Frame(
+                function=text.strip() or "??", file=py.group(1), line=int(py.group(2)), native=False
+            )
     if m := _AT.search(text):
         file, line, text = m.group(1), int(m.group(2)), text[: m.start()]
     if m := _ADDR_IN.match(text):

@@ -49,6 +49,13 @@ SAVE_CALLS: tuple[tuple[tuple[str, ...], frozenset[str]], ...] = (
                 "_save_last_checkpoint"})),
     (("megatron/checkpointing.py", "megatron/training/checkpointing.py"),
      frozenset({"save_checkpoint"})),
+    (("megatron/core/dist_checkpointing/serialization.py",
+      "megatron/core/dist_checkpointing/strategies/async_utils.py",
+      "megatron/core/dist_checkpointing/strategies/state_dict_saver.py"),
+     frozenset({"save", "sync_all_async_calls", "is_current_async_call_done",
+                "schedule_async_call", "schedule_async_request", "maybe_finalize_async_calls",
+                "execute_sync", "async_loop", "save_state_dict_async_plan",
+                "save_state_dict_async_finalize"})),
 )
 # fmt: on
 
