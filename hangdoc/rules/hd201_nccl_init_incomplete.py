@@ -47,7 +47,11 @@ whose traceback (the one Python prints right after c10d's warning, its frames ke
 paste cuts it) shows the training loop, is not read here: the store then served something
 else (an object collective, a barrier, the job's own data exchange), and the logs do not
 show why it timed out. One whose traceback shows set-up (init_process_group, new_group, a
-rendezvous) is set-up wherever it comes. Last, with low confidence: a log
+rendezvous) is set-up wherever it comes. Nor is a store failure that ProcessGroupNCCL's
+heartbeat monitor reports (`Failed to check the "should dump" flag on TCPStore, (maybe
+TCPStore server has shut down too early), with error: …`): only a group already
+constructed runs that thread, so its set-up had completed and the store's host went away
+later. Last, with low confidence: a log
 whose last words are the framework's distributed-init markers (Lightning `Initializing
 distributed: GLOBAL_RANK: …`, Ray Train `Setting up process group for: …`, DeepSpeed
 `Initializing TorchBackend in DeepSpeed …`, Megatron `> initializing torch distributed`)
@@ -438,6 +442,8 @@ def _before_training(tl: Timeline, stores: list[Placed]) -> list[Placed]:
         if ((error := _store_of(p).error) is not None and error not in _GENERIC_STORE)
         or (
             _store_of(p).stage != Phase.TRAIN
+            # the heartbeat monitor of a group already constructed lost the store: no set-up
+            and not _store_of(p).by_monitor
             and (
                 _store_of(p).stage == Phase.INIT
                 or (p.index < running_from and not (ran and error == StoreError.STORE_UNREACHABLE))
