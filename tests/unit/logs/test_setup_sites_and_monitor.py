@@ -112,3 +112,15 @@ def test_the_heartbeat_monitor_store_failure_is_no_incomplete_set_up(tmp_path: P
         "SocketImpl(fd=67, addr=[h]:36214, remote=[h]:43145): Broken pipe\n",
     )
     assert rule == "HD201"
+
+
+def test_the_same_processs_later_store_failure_goes_with_the_monitor(tmp_path: Path) -> None:
+    # the monitor's line with its rank prefix cut, then c10d's own line of the same lost
+    # connection: both after the group was constructed
+    text = (
+        _MONITOR.format(why="Broken pipe").split("] ", 1)[1]
+        + "\n[rank1]:[W1229 22:06:38.558655037 TCPStore.cpp:106] [c10d] sendBytes failed on "
+        "SocketImpl(fd=67, addr=[h]:36214, remote=[h]:43145): Broken pipe\n"
+    )
+    rule, _ = _primary(tmp_path, text)
+    assert rule != "HD201"

@@ -277,7 +277,7 @@ _STORE_SOCKET = re.compile(
 # "Failed to check the \"should dump\" flag on TCPStore, (maybe TCPStore server has shut
 # down too early), with error: " << e.what(), whatever the store raised): the thread of a
 # group already constructed, so the store failure it reports came after set-up.
-_MONITOR_POLL = re.compile(r"flag on TCPStore, \(maybe TCPStore server has shut down too early\)")
+_MONITOR_POLL = re.compile(r"maybe TCPStore server has shut down too early")
 # c10d's socket layer once a connected store socket stops answering
 # (torch/csrc/distributed/c10d/socket.cpp, SocketImpl::waitForInput: "waitForInput: socket
 # {} timed out after {}ms", the socket printed as "SocketImpl(fd=…, addr=[h]:p,
