@@ -47,7 +47,12 @@ whose traceback (the one Python prints right after c10d's warning, its frames ke
 paste cuts it) shows the training loop, is not read here: the store then served something
 else (an object collective, a barrier, the job's own data exchange), and the logs do not
 show why it timed out. One whose traceback shows set-up (init_process_group, new_group, a
-rendezvous) is set-up wherever it comes. Last, with low confidence: a log
+rendezvous) is set-up wherever it comes. Nor is a store failure that ProcessGroupNCCL's
+heartbeat monitor reports (`Failed to check the "should dump" flag on TCPStore, (maybe
+TCPStore server has shut down too early), with error: …`), nor the same process's store
+failures from that report on (c10d's `sendBytes failed on SocketImpl(…)` of the same lost
+connection): only a group already constructed runs that thread, so its set-up had
+completed and the store's host went away later. Last, with low confidence: a log
 whose last words are the framework's distributed-init markers (Lightning `Initializing
 distributed: GLOBAL_RANK: …`, Ray Train `Setting up process group for: …`, DeepSpeed
 `Initializing TorchBackend in DeepSpeed …`, Megatron `> initializing torch distributed`)
@@ -432,18 +437,43 @@ def _before_training(tl: Timeline, stores: list[Placed]) -> list[Placed]:
     comes."""
     running_from = first_running(tl)
     ran = running_from < len(tl.events)
+    monitored = _monitored_from(stores)
     return [
         p
         for p in stores
         if ((error := _store_of(p).error) is not None and error not in _GENERIC_STORE)
         or (
             _store_of(p).stage != Phase.TRAIN
+            and not _after_monitor(p, monitored)
             and (
                 _store_of(p).stage == Phase.INIT
                 or (p.index < running_from and not (ran and error == StoreError.STORE_UNREACHABLE))
             )
         )
     ]
+
+
+def _monitored_from(stores: list[Placed]) -> dict[int | None, int]:
+    """The index of each rank's first store failure that ProcessGroupNCCL's heartbeat
+    monitor reported (StoreTimeout.by_monitor; None: a line that names no rank)."""
+    first: dict[int | None, int] = {}
+    for p in stores:
+        if _store_of(p).by_monitor:
+            first.setdefault(p.rank, p.index)
+    return first
+
+
+def _after_monitor(p: Placed, monitored: dict[int | None, int]) -> bool:
+    """A store failure the heartbeat monitor reported, or one of the same process from
+    that report on (c10d's own "sendBytes failed on SocketImpl(…)" of the same lost
+    connection): only a constructed group runs the monitor, so its set-up had completed
+    and the store's host went away later. A line that names no rank goes with any."""
+    if _store_of(p).by_monitor:
+        return True
+    starts = [monitored.get(p.rank), monitored.get(None)]
+    if p.rank is None:
+        starts.extend(monitored.values())
+    return any(start is not None and p.index >= start for start in starts)
 
 
 def _roots(stores: list[Placed]) -> tuple[int, ...]:

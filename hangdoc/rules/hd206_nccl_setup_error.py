@@ -35,7 +35,11 @@ source line keeps that call on the line above the first frame shown), or logged 
 caller after the call's name (`ncclCommInitRank failed with error: NCCL error: internal
 error`), and NCCL's WARN that it could not create a shared-memory segment (`Error while
 creating shared memory segment /dev/shm/nccl-… (size N)`, header or not: NCCL opens them
-only while it connects a communicator) (analyzer/views/nccl_setup.py).
+only while it connects a communicator), and the set-up failures of a framework's own
+communicator that the message catalog names (TransformerEngine's userbuffers exchanging
+its IPC handles; vLLM's custom all-reduce, whose CUDACHECK in `custom_all_reduce.cuh`
+wraps the calls that share its buffers between the GPUs: `Failed: Cuda error
+…/custom_all_reduce.cuh:336 'invalid argument'`) (analyzer/views/nccl_setup.py).
 Not used when collectives or training had already been logged before the error, when
 NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memory (HD031),
 nor for torch's error of aborting a communicator as its process group was destroyed (the
@@ -65,6 +69,7 @@ from hangdoc.analyzer.payloads.nccl import NcclError, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import NcclResult
 from hangdoc.analyzer.views.nccl_setup import SetupFailure, setup_failure
 from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import Shift, shifted
@@ -96,6 +101,10 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
         said_warn = warn.event.payload_as(NcclWarn) or NcclWarn()
         said = f"NCCL WARN {said_warn.message or warn.event.text}"
         site = said_warn.where
+        if warn.kind != EventKind.NCCL_WARN and site is None:
+            # a CUDA failure no NCCL header printed: a framework's own communicator set-up
+            # (TransformerEngine's userbuffers, vLLM's custom all-reduce) checked it
+            said = warn.event.text.strip()
         what = f"{said[:160]}" + (f" (from {site})" if site else "")
     else:
         placed_error = (failure.errors or failure.raised or (first,))[0]

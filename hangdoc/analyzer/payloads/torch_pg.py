@@ -220,6 +220,12 @@ class StoreTimeout(InGroup):
     # cut it before its exception line: a store wait at a "rank 0 first" gate
     # (CodeStage.RANK_ZERO_FIRST) was the wait for the main process's gated work.
     code_stage: CodeStage | None = None
+    # Read by ProcessGroupNCCL's heartbeat monitor ("Failed to check the \"should dump\"
+    # flag on TCPStore, (maybe TCPStore server has shut down too early)": heartbeatMonitor,
+    # HeartbeatMonitor::runLoop in ProcessGroupNCCL.cpp), a thread only a constructed
+    # process group runs, which polls the store once no work was queued for a while: the
+    # group's set-up had completed, and the store's host went away afterwards.
+    by_monitor: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -242,7 +242,7 @@ def is_setup_error(p: Placed, running_from: int) -> bool:
     error = p.event.payload_as(NcclError)
     if error is None or not (error.where or "").strip() or error.in_watchdog:
         return False
-    if error.error_class not in _SETUP_CLASSES:
+    if error.error_class not in _SETUP_CLASSES and not _invalid_at_creation(error):
         return False
     if error.out_of_memory or error.last_error_peer or error.last_error_link:
         return False
@@ -252,6 +252,17 @@ def is_setup_error(p: Placed, running_from: int) -> bool:
     # the printed line: parsers/catalog/torch_stages.py) is set-up wherever it falls: a
     # communicator created after others already ran (a new group's first collective).
     return p.index < running_from or error.stage is SourceStage.SETUP
+
+
+def _invalid_at_creation(error: NcclError) -> bool:
+    """ncclInvalidArgument from a c10d check that sits in communicator creation in every
+    release with a check at the printed line (NCCLComm::create's C10D_NCCL_CHECK around
+    ncclCommInitRank, parsers/catalog/torch_stages.py): not a collective's bad buffer, which
+    is what the class means at a collective's launch, but an argument of the
+    communicator's creation refused (ncclCommInitRank returns it for a rank outside the
+    number of ranks, "Invalid rank requested", and a null argument, PtrCheck: NVIDIA/nccl
+    src/init.cc), so the creation failed."""
+    return error.error_class is NcclResult.INVALID_ARGUMENT and error.stage is SourceStage.SETUP
 
 
 def is_setup_exception(p: Placed, running_from: int) -> bool:

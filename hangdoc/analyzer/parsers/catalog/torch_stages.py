@@ -15,6 +15,7 @@ only where every held release with a check there has it in a function of that on
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 from pathlib import Path
 
@@ -39,7 +40,10 @@ def site_stage(place: str | None) -> SourceStage | None:
     line holds no check in them, or they disagree."""
     if not place:
         return None
-    m = _HELD_PLACE.search(place.strip().replace("\\", "/"))
+    # A header included by a relative path prints it as __FILE__ with its "..": torch 1.x
+    # includes c10d's headers as "../c10d/NCCLUtils.hpp", so a check in NCCLUtils.hpp
+    # prints ".../torch/lib/c10d/../c10d/NCCLUtils.hpp:82": the same file.
+    m = _HELD_PLACE.search(posixpath.normpath(place.strip().replace("\\", "/")))
     if m is None:
         return None
     site = _table().resolve(f"{m.group('file')}:{m.group('line')}")

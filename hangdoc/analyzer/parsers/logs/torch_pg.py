@@ -11,6 +11,7 @@ consoles splice lines together.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
 from hangdoc.analyzer.parsers.logs.literals import Need
@@ -271,6 +272,12 @@ _STORE_SOCKET = re.compile(
     r":? (?P<why>Connection reset by peer|Broken pipe|Connection refused|Socket Timeout"
     r"|Connection timed out)"
 )
+# ProcessGroupNCCL's heartbeat monitor, polling the store for another rank's dump signal
+# (ProcessGroupNCCL.cpp heartbeatMonitor, later HeartbeatMonitor::runLoop: LOG(WARNING)
+# "Failed to check the \"should dump\" flag on TCPStore, (maybe TCPStore server has shut
+# down too early), with error: " << e.what(), whatever the store raised): the thread of a
+# group already constructed, so the store failure it reports came after set-up.
+_MONITOR_POLL = re.compile(r"maybe TCPStore server has shut down too early")
 # c10d's socket layer once a connected store socket stops answering
 # (torch/csrc/distributed/c10d/socket.cpp, SocketImpl::waitForInput: "waitForInput: socket
 # {} timed out after {}ms", the socket printed as "SocketImpl(fd=…, addr=[h]:p,
@@ -520,6 +527,8 @@ def match_torch(text: str) -> Hit | None:
         )
     store = _store(text)
     if store is not None:
+        if isinstance(store.payload, StoreTimeout) and _MONITOR_POLL.search(text):
+            store.payload = replace(store.payload, by_monitor=True)
         return store
     if (g := _GLOO_TIMEOUT.search(text)) is not None:
         gloo = CollectiveTimeout(
