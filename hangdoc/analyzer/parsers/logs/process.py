@@ -96,6 +96,7 @@ _CUDA_ERROR = re.compile(
 _FATAL = re.compile(
     r"Fatal Python error: (?P<py>Segmentation fault|Aborted|Bus error|Floating point exception|"
     r"Illegal instruction)"
+    r"|Fatal Python error: (?P<pyabort>\S.*)"
     r"|\*\*\* (?P<glog>SIG[A-Z]+)(?: \(@0x[0-9a-f]+\))? received by PID (?P<gpid>\d+)"
     r"|terminate called after throwing an instance of '(?P<cxx>[^']+)'"
     r"|^.*line \d+: +(?P<shpid>\d+) +(?P<sh>Segmentation fault|Aborted|Bus error|Killed)\b.*$"
@@ -613,6 +614,12 @@ def _fatal(f: re.Match[str]) -> Hit:
     exc_type: str | None = None
     if f.group("py"):
         signal, by = _SIGNALS[f.group("py")], FatalReport.PYTHON
+    elif f.group("pyabort"):
+        # CPython's own fatal error (Python/pylifecycle.c fatal_error: Py_FatalError, a
+        # failed Py_ExitStatusException): it prints "Fatal Python error: [func: ]msg" and
+        # the threads' tracebacks, then fatal_error_exit(-1) calls abort(): the process dies
+        # of SIGABRT whatever the message (a C extension's refcount bug, a GIL misuse).
+        signal, by = SignalName.SIGABRT, FatalReport.PYTHON_FATAL_ERROR
     elif f.group("glog"):
         signal, by = SignalName.parse(f.group("glog")), FatalReport.GLOG
         pid = int(f.group("gpid"))
