@@ -453,6 +453,15 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         for p in tl.events
         if p.event.line and (d := deaths[p.index]) is not None and d.specific
     ]
+    # An abort whose what() below it is a transport's data-path failure (gloo's ibverbs
+    # pair enforcing a work completion's status: "terminate called after throwing an
+    # instance of 'gloo::EnforceNotMet'" then "what(): … IBV_WC_SUCCESS. 12 vs 0 …") is
+    # that failure ending the process, which HD200 names, as for specific_whats.
+    specific_whats += [
+        (p.event.source, p.event.line)
+        for p in tl.of(EventKind.NCCL_TRANSPORT_ERROR)
+        if p.event.line
+    ]
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank is None:
             # The process's own abort, as an unranked death is read (below): a cause
