@@ -190,3 +190,36 @@ def test_rank_0s_own_report_still_names_the_ranks_that_did_not_arrive(tmp_path: 
     )
     category, rule, culprits = _answer(tmp_path, text)
     assert (category, rule, culprits) == (Category.RANK_DIVERGENCE, "HD037", (2,))
+
+
+# ---- 5. CUDA's initialization error as an abort's what(): a forked child's CUDA ----------
+# c10/cuda/CUDAException.cpp c10_cuda_check_implementation throws c10::Error "CUDA error:
+# <cudaGetErrorString>"; uncaught in C++ (a destructor, a deleter, a thread), libstdc++
+# prints "terminate called after throwing an instance of 'c10::Error'" then "  what():  …".
+# cudaErrorInitializationError's string is "initialization error"; torch's notes on
+# multiprocessing: the CUDA runtime does not support the fork start method.
+_FORKED_ABORT = (
+    "terminate called after throwing an instance of 'c10::Error'\n"
+    "  what():  CUDA error: initialization error\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+)
+
+
+def test_cudas_initialization_error_as_an_aborts_what_is_a_forked_childs(
+    tmp_path: Path,
+) -> None:
+    category, rule, _ = _answer(tmp_path, _FORKED_ABORT)
+    assert (category, rule) == (Category.DATALOADER, "HD109")
+    assert all(f.rule != "HD301" for f in diagnose([tmp_path / "console.txt"]).findings)
+
+
+def test_cudas_initialization_error_raised_in_python_stays_the_drivers(tmp_path: Path) -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/x/train.py", line 3, in <module>\n'
+        "    torch.zeros(1).cuda()\n"
+        "RuntimeError: CUDA error: initialization error\n"
+    )
+    path = tmp_path / "console.txt"
+    path.write_text(text, encoding="utf-8")
+    assert all(f.rule != "HD109" for f in diagnose([path]).findings)

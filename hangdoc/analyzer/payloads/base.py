@@ -39,6 +39,16 @@ class Sign(enum.StrEnum):
     # the documentation gives no cause for).
     GPU_DRIVER_LIKELY = "gpu_driver_likely"
     GPU_DRIVER_POSSIBLE = "gpu_driver_possible"
+    # The CUDA runtime's initialization error (cudaErrorInitializationError) as the what()
+    # of an uncaught C++ exception ("terminate called after throwing an instance of
+    # 'c10::Error'" then "what():  CUDA error: initialization error"): thrown by C++ code
+    # outside any Python call (a destructor, a deleter, a thread), so on CUDA state that
+    # existed before the failing call, in a process where CUDA cannot initialise: a child
+    # forked after its parent initialised CUDA (torch: "The CUDA runtime does not support
+    # the fork start method"; a first use from Python raises "Cannot re-initialize CUDA in
+    # forked subprocess" instead). A rank's forked children are most often its DataLoader
+    # workers: not the GPU's or its driver's failure.
+    CUDA_AFTER_FORK = "cuda_after_fork"
     # An NCCL error string of a class a failed communicator set-up returns, in the message
     # of an exception that names NCCL (ncclGetErrorString's "unhandled cuda error",
     # "unhandled system error", "internal error", "invalid usage": NCCL src/init.cc), as a

@@ -86,8 +86,8 @@ from hangdoc.analyzer.parsers.logs.wrap_shape import (
 from hangdoc.analyzer.parsers.logs.wrap_shape import NCCL_HEAD as _NCCL_HEAD
 from hangdoc.analyzer.parsers.logs.wrap_shape import headerless as _headerless
 from hangdoc.analyzer.parsers.prefixes import local_rank_tag
-from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
-from hangdoc.analyzer.payloads.launch import CodeStage, FatalSignal
+from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload, Sign
+from hangdoc.analyzer.payloads.launch import CodeStage, FatalReport, FatalSignal
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
     NcclColl,
@@ -911,6 +911,14 @@ class Scanner:
             # "terminate called after throwing …" then "  what():  <the check that failed>"
             # (gloo's size check, size_checks.py): the abort is the check's consequence.
             self._before(event, self.events[-2])
+        if (
+            event is not None
+            and hit.kind is EventKind.CUDA_ERROR
+            and len(self.events) >= 2
+            and self.events[-2].kind is EventKind.FATAL_SIGNAL
+            and self.events[-2].line == lineno - 1
+        ):
+            _after_fork(event, self.events[-2])
         if event is not None and _starts_chain(hit):
             chain_key = (event.host, event.pid, hit.tid, tag.rank)  # a WARN
             chain = self._chains.get(chain_key)
@@ -1283,6 +1291,27 @@ def _rest_of_watchdog(abort: RawEvent, line: int, tag: LineTag, lineno: int) -> 
         return False
     abort.text = joined[:500]
     return True
+
+
+# cudaGetErrorString(cudaErrorInitializationError), as c10's C10_CUDA_CHECK prints it after
+# "CUDA error: " (the catalog's cuda rows, from CUDA's cudaError_t documentation).
+_CUDA_INIT_ERROR = "initialization error"
+
+
+def _after_fork(event: RawEvent, abort: RawEvent) -> None:
+    """``terminate called after throwing …`` then ``what():  CUDA error: initialization
+    error``: the runtime could not initialise where C++ code outside any Python call (a
+    destructor, a deleter, a thread) used CUDA state made before, which is a child forked
+    after its parent initialised CUDA (Sign.CUDA_AFTER_FORK), not the GPU's or its
+    driver's failure: the signs the catalog gave the error for the driver are dropped."""
+    fatal, cuda = abort.payload, event.payload
+    if not isinstance(fatal, FatalSignal) or fatal.reported_by is not FatalReport.TERMINATE:
+        return
+    if not isinstance(cuda, CudaFailure) or cuda.error != _CUDA_INIT_ERROR:
+        return
+    driver = (Sign.GPU_DRIVER_LIKELY, Sign.GPU_DRIVER_POSSIBLE)
+    kept = tuple(sign for sign in cuda.signs if sign not in driver)
+    event.payload = replace(cuda, signs=(*kept, Sign.CUDA_AFTER_FORK))
 
 
 def _starts_chain(hit: Hit) -> bool:
