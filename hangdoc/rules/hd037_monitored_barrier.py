@@ -21,7 +21,9 @@ barrier's timeout, so their errors come from rank 0's side failing (its process 
 torn down after it raised), not from a rank 0 still busy. When only that side is in the
 paste (rank 0's report, which would name another rank, is not), rank 0 is named as a rank
 that died or crashed; a trainer's join check around it (a rank out of data) stays a
-divergence.
+divergence, and so does a report whose original exception (printed below it, "Original
+exception:") is gloo's timeout of that recv: rank 0 was alive and elsewhere past the
+group's timeout.
 
 Horovod's coordinator does the same for any op: its stall check lists each op some ranks
 submitted and others did not, "HorovodBroadcast_global_step_0 [missing ranks: 1]"
@@ -50,13 +52,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
-from hangdoc.analyzer.payloads.torch_pg import MissingRanks, Reporter
+from hangdoc.analyzer.payloads.torch_pg import Backend, CollectiveTimeout, MissingRanks, Reporter
 from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier as BarrierReport
 from hangdoc.analyzer.views.stall_report import crossing
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+
+# The lines between a peer's report and its original exception: " Original exception: "
+# then the exception's what() (ProcessGroupGloo's logAndThrow: error + "\n Original
+# exception: \n" + e.what()).
+_ORIGINAL_WITHIN = 3
+
+
+def _timed_out_below(events: list[Placed], timeouts: list[Placed]) -> bool:
+    """A peer's report whose original exception, printed just below it in the same file,
+    is gloo's timeout of the recv ("Timed out waiting <ms>ms for recv operation to
+    complete"): rank 0 was alive past the group's timeout, not gone."""
+    return any(
+        t.event.source == p.event.source
+        and p.event.line is not None
+        and t.event.line is not None
+        and 0 < t.event.line - p.event.line <= _ORIGINAL_WITHIN
+        for p in events
+        for t in timeouts
+    )
 
 
 def _barrier(p: Placed) -> BarrierReport:
@@ -97,7 +118,13 @@ class MonitoredBarrier(Rule):
             return  # its ranks cut off (a wrap, a cut selection): it names nobody
         reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
         if not direct:
-            yield self._from_peers(events, culprits, reporters)
+            timeouts = [
+                p
+                for p in tl.of(EventKind.COLLECTIVE_TIMEOUT)
+                if (t := p.event.payload_as(CollectiveTimeout)) is not None
+                and t.backend is Backend.GLOO
+            ]
+            yield self._from_peers(events, culprits, reporters, timeouts)
             return
         yield Finding(
             rule=self.id,
@@ -119,7 +146,11 @@ class MonitoredBarrier(Rule):
         )
 
     def _from_peers(
-        self, events: list[Placed], culprits: list[int], reporters: list[int]
+        self,
+        events: list[Placed],
+        culprits: list[int],
+        reporters: list[int],
+        timeouts: list[Placed],
     ) -> Finding:
         """Only the other ranks' side: they heard nothing back from rank 0. Their wait has
         no timeout of its own (the barrier enforces it on rank 0 only), so rank 0's side
@@ -127,9 +158,10 @@ class MonitoredBarrier(Rule):
         who = ranks_text(culprits)
         arrived = ranks_text(reporters).capitalize() if reporters else "A rank"
         joined = any(_barrier(p).join for p in events)
+        alive = _timed_out_below(events, timeouts)
         return Finding(
             rule=self.id,
-            category=Category.RANK_DIVERGENCE if joined else Category.RANK_DEAD,
+            category=Category.RANK_DIVERGENCE if joined or alive else Category.RANK_DEAD,
             severity=Severity.ERROR,
             title=f"{ranks_text(reporters) if reporters else 'a rank'} reached the monitored "
             f"barrier but heard nothing back from {who}",

@@ -223,3 +223,29 @@ def test_cudas_initialization_error_raised_in_python_stays_the_drivers(tmp_path:
     path = tmp_path / "console.txt"
     path.write_text(text, encoding="utf-8")
     assert all(f.rule != "HD109" for f in diagnose([path]).findings)
+
+
+# ProcessGroupGloo's logAndThrow: error + "\n Original exception: \n" + e.what(); gloo's
+# tcp/unbound_buffer.cc waitRecv: "Timed out waiting <ms>ms for recv operation to complete"
+# (rank 0 alive and elsewhere past the group's timeout), tcp/pair.cc: "Connection closed by
+# peer [<addr>]:<port>" (rank 0's process gone).
+@pytest.mark.parametrize(
+    ("original", "category"),
+    [
+        (
+            "[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting "
+            "1800000ms for recv operation to complete",
+            Category.RANK_DIVERGENCE,
+        ),
+        (
+            "[../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+            "[10.0.0.1]:4523",
+            Category.RANK_DEAD,
+        ),
+    ],
+)
+def test_the_peers_original_exception_says_whether_rank_0_was_alive(
+    tmp_path: Path, original: str, category: Category
+) -> None:
+    text = _PEER.format(me=1) + " Original exception: \n" + original + "\n"
+    assert _answer(tmp_path, text)[:2] == (category, "HD037")
