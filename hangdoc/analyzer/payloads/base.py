@@ -49,6 +49,10 @@ class Sign(enum.StrEnum):
     # forked subprocess" instead). A rank's forked children are most often its DataLoader
     # workers: not the GPU's or its driver's failure.
     CUDA_AFTER_FORK = "cuda_after_fork"
+    # An abort ("terminate called after throwing …") whose what() on the next line is a
+    # transport's data-path failure (gloo's ibverbs pair enforcing a work completion's
+    # status: "what(): … IBV_WC_SUCCESS. 12 vs 0 …"): that failure ending the process.
+    ABORTED_BY_TRANSPORT = "aborted_by_transport"
     # An NCCL error string of a class a failed communicator set-up returns, in the message
     # of an exception that names NCCL (ncclGetErrorString's "unhandled cuda error",
     # "unhandled system error", "internal error", "invalid usage": NCCL src/init.cc), as a

@@ -462,15 +462,6 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         for p in tl.events
         if p.event.line and (d := deaths[p.index]) is not None and d.specific
     ]
-    # An abort whose what() below it is a transport's data-path failure (gloo's ibverbs
-    # pair enforcing a work completion's status: "terminate called after throwing an
-    # instance of 'gloo::EnforceNotMet'" then "what(): … IBV_WC_SUCCESS. 12 vs 0 …") is
-    # that failure ending the process, which HD200 names, as for specific_whats.
-    specific_whats += [
-        (p.event.source, p.event.line)
-        for p in tl.of(EventKind.NCCL_TRANSPORT_ERROR)
-        if p.event.line
-    ]
     for p in tl.events:
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank is None:
             # The process's own abort, as an unranked death is read (below): a cause
@@ -495,6 +486,8 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             continue
         if death.signal == SignalName.SIGABRT and _what_is_explained(p, specific_whats):
             continue  # the abort of a specific failure, which its what() line names
+        if death.signal == SignalName.SIGABRT and Sign.ABORTED_BY_TRANSPORT in death.payload.signs:
+            continue  # the abort of a transport's failure (its what(): HD200's)
         if death.how == DeathHow.CUDA_ERROR and (
             (p.event.source, p.event.line) in setup_lines
             or (p.index < running_from and is_setup_warn(p))

@@ -868,6 +868,8 @@ class Scanner:
         if said is not None and hit.rank is None and _group_rank(hit) is None:
             hit.rank = said[0]
         self._emit(hit, tag, lineno)
+        if hit.kind is EventKind.NCCL_TRANSPORT_ERROR:
+            self._aborted_by_transport(lineno)  # a catalog row's (gloo's ibverbs pair)
 
     def _recognise_by_hand(self, tag: LineTag, lineno: int) -> None:
         text = tag.text
@@ -919,6 +921,10 @@ class Scanner:
             and self.events[-2].line == lineno - 1
         ):
             _after_fork(event, self.events[-2])
+        if hit.kind is EventKind.NCCL_TRANSPORT_ERROR:
+            # (read whether or not the line was a new event: the what() of a second
+            # process's abort repeats the first one's words, one event for both)
+            self._aborted_by_transport(lineno)
         if event is not None and _starts_chain(hit):
             chain_key = (event.host, event.pid, hit.tid, tag.rank)  # a WARN
             chain = self._chains.get(chain_key)
@@ -933,6 +939,21 @@ class Scanner:
                     self._last_error(event, tail, tag, lineno)
                 else:
                     self._last_error_for = event
+
+    def _aborted_by_transport(self, lineno: int) -> None:
+        """The abort on the line above a transport's failure ("terminate called after
+        throwing an instance of 'gloo::EnforceNotMet'" then its what()) is that failure
+        ending the process (Sign.ABORTED_BY_TRANSPORT), not a crash of its own."""
+        for fatal in self.events[-2:]:
+            payload = fatal.payload
+            if (
+                fatal.kind is EventKind.FATAL_SIGNAL
+                and fatal.line == lineno - 1
+                and isinstance(payload, FatalSignal)
+                and payload.reported_by is FatalReport.TERMINATE
+                and Sign.ABORTED_BY_TRANSPORT not in payload.signs
+            ):
+                fatal.payload = replace(payload, signs=(*payload.signs, Sign.ABORTED_BY_TRANSPORT))
 
     def _return_code(self, hit: Hit, tag: LineTag, lineno: int) -> None:
         """``file.cc:47 -> 3``: NCCL logs the failing call's return code at every level of
