@@ -15,6 +15,15 @@ raises "Rank 2 successfully reached monitoredBarrier, but received errors while 
 for send/recv from rank 0. Please check rank 0 logs for faulty rank." (ProcessGroupGloo's
 monitoredBarrier; seen in xtuner #944 and CosyVoice #1727). Rank 0 then either had not
 reached the barrier itself (busy, stuck or dead) or was reporting another rank.
+The source says which is likelier: "only enforce timeout on rank 0. This is so that other
+ranks aren't timed out first" — the other ranks' send/recv to rank 0 waits without the
+barrier's timeout, so their errors come from rank 0's side failing (its process gone or
+torn down after it raised), not from a rank 0 still busy. When only that side is in the
+paste (rank 0's report, which would name another rank, is not), rank 0 is named as a rank
+that died or crashed; a trainer's join check around it (a rank out of data) stays a
+divergence, and so does a report whose original exception (printed below it, "Original
+exception:") is gloo's timeout of that recv: rank 0 was alive and elsewhere past the
+group's timeout.
 
 Horovod's coordinator does the same for any op: its stall check lists each op some ranks
 submitted and others did not, "HorovodBroadcast_global_step_0 [missing ranks: 1]"
@@ -43,13 +52,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
-from hangdoc.analyzer.payloads.torch_pg import MissingRanks, Reporter
+from hangdoc.analyzer.payloads.torch_pg import Backend, CollectiveTimeout, MissingRanks, Reporter
 from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier as BarrierReport
 from hangdoc.analyzer.views.stall_report import crossing
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
+
+# The lines between a peer's report and its original exception: " Original exception: "
+# then the exception's what() (ProcessGroupGloo's logAndThrow: error + "\n Original
+# exception: \n" + e.what()).
+_ORIGINAL_WITHIN = 3
+
+
+def _timed_out_below(events: list[Placed], timeouts: list[Placed]) -> bool:
+    """A peer's report whose original exception, printed just below it in the same file,
+    is gloo's timeout of the recv ("Timed out waiting <ms>ms for recv operation to
+    complete"): rank 0 was alive past the group's timeout, not gone."""
+    return any(
+        t.event.source == p.event.source
+        and p.event.line is not None
+        and t.event.line is not None
+        and 0 < t.event.line - p.event.line <= _ORIGINAL_WITHIN
+        for p in events
+        for t in timeouts
+    )
 
 
 def _barrier(p: Placed) -> BarrierReport:
@@ -67,7 +95,7 @@ class MonitoredBarrier(Rule):
     id = "HD037"
     name = "monitored-barrier-failure"
     summary = "a monitored barrier (or Horovod's stall check) named the ranks that did not arrive"
-    categories = (Category.RANK_DIVERGENCE,)
+    categories = (Category.RANK_DIVERGENCE, Category.RANK_DEAD)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -90,7 +118,13 @@ class MonitoredBarrier(Rule):
             return  # its ranks cut off (a wrap, a cut selection): it names nobody
         reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
         if not direct:
-            yield self._from_peers(events, culprits, reporters)
+            timeouts = [
+                p
+                for p in tl.of(EventKind.COLLECTIVE_TIMEOUT)
+                if (t := p.event.payload_as(CollectiveTimeout)) is not None
+                and t.backend is Backend.GLOO
+            ]
+            yield self._from_peers(events, culprits, reporters, timeouts)
             return
         yield Finding(
             rule=self.id,
@@ -112,22 +146,31 @@ class MonitoredBarrier(Rule):
         )
 
     def _from_peers(
-        self, events: list[Placed], culprits: list[int], reporters: list[int]
+        self,
+        events: list[Placed],
+        culprits: list[int],
+        reporters: list[int],
+        timeouts: list[Placed],
     ) -> Finding:
-        """Only the other ranks' side: they heard nothing back from rank 0."""
+        """Only the other ranks' side: they heard nothing back from rank 0. Their wait has
+        no timeout of its own (the barrier enforces it on rank 0 only), so rank 0's side
+        failed: its process ended (the module doc); a join check's is a rank out of data."""
         who = ranks_text(culprits)
         arrived = ranks_text(reporters).capitalize() if reporters else "A rank"
+        joined = any(_barrier(p).join for p in events)
+        alive = _timed_out_below(events, timeouts)
         return Finding(
             rule=self.id,
-            category=Category.RANK_DIVERGENCE,
+            category=Category.RANK_DIVERGENCE if joined or alive else Category.RANK_DEAD,
             severity=Severity.ERROR,
             title=f"{ranks_text(reporters) if reporters else 'a rank'} reached the monitored "
             f"barrier but heard nothing back from {who}",
             explanation=(
                 f"In torch's monitored barrier every rank reports to {who}, which answers "
                 f"once all have arrived. {arrived} "
-                f"arrived and got no answer: {who} had not reached the barrier (still busy "
-                "elsewhere, stuck or dead), or it was reporting another rank that never came."
+                f"arrived and got errors instead of an answer; their wait has no timeout of "
+                f"its own, so {who}'s side failed: its process ended or was torn down after "
+                "it raised (it may have been reporting another rank that never came)."
             ),
             fix=(
                 f"Read the log of {who}: what it was doing instead of the barrier (or which "

@@ -35,6 +35,15 @@ frames is one direct signal; one cut above the start path, a rank's child proces
 failed to start, is stated one step weaker (the ranks' children are most often their
 DataLoader workers, not always).
 
+A forked child using CUDA its parent initialised counts too, one step weaker still: an
+abort ("terminate called after throwing an instance of 'c10::Error'") whose what() is
+the CUDA runtime's "initialization error" (Sign.CUDA_AFTER_FORK, parsers/logs/scanner.py):
+C++ code outside any Python call used CUDA state made before, in a process where CUDA
+cannot initialise, which is a child forked after CUDA was initialised (torch's notes on
+multiprocessing: the CUDA runtime does not support the fork start method; from Python the
+child gets "Cannot re-initialize CUDA in forked subprocess"). A rank's forked children are
+most often its DataLoader workers; the GPU and its driver are not in question.
+
 ## How to confirm
 `dmesg -T | grep -i -E 'killed process|oom'` on the node for a Killed worker; `df -h
 /dev/shm` for a bus error (a container's default 64 MB shm is too small for the workers'
@@ -82,6 +91,10 @@ class DataloaderWorkerDied(Rule):
             starts = _failed_starts(ctx)
             if starts:
                 yield self._not_started(starts)
+                return
+            forked = _forked_cuda(ctx)
+            if forked:
+                yield self._forked_cuda(forked)
             return
         first = events[0]
         died = first.event.payload_as(LoaderWorkerDied) or LoaderWorkerDied()
@@ -166,6 +179,47 @@ class DataloaderWorkerDied(Rule):
             # whose worker it was, without them it is the likeliest owner only.
             strength=Strength.SIGNAL if shown else shifted(Strength.SIGNAL, Shift.OTHER_READINGS),
         )
+
+    def _forked_cuda(self, forked: list[Death]) -> Finding:
+        """A forked child aborted on CUDA state its parent made (the docstring's
+        paragraph on CUDA_AFTER_FORK)."""
+        ranks = sorted({d.rank for d in forked if d.rank is not None})
+        who = ranks_text(ranks) if ranks else "a rank (rank unknown)"
+        return Finding(
+            rule=self.id,
+            category=Category.DATALOADER,
+            severity=Severity.ERROR,
+            title=f"a process forked by {who} aborted using CUDA: {forked[0].summary}",
+            explanation=(
+                "A process aborted on an uncaught C++ exception whose message is the CUDA "
+                "runtime's initialization error: C++ code outside any Python call used CUDA "
+                "state made before, in a process where CUDA cannot initialise. That is a "
+                "child forked after its parent initialised CUDA, in a training rank most "
+                "often a DataLoader worker (CUDA tensors in the dataset or the collate "
+                "function, or a CUDA call in a worker); the worker's batch never comes and "
+                "the rank stops, while the other ranks wait for it."
+            ),
+            fix=(
+                "Keep CUDA out of DataLoader workers: return CPU tensors from the dataset "
+                "and collate_fn and move them to the GPU in the training loop; or start the "
+                "workers with multiprocessing_context='spawn' (or 'forkserver'). Check with "
+                "num_workers=0, where the same code runs in the rank itself."
+            ),
+            culprit_ranks=tuple(ranks),
+            evidence=tuple(limited_refs([d.placed for d in forked], limit=4)),
+            # The abort's what() shows CUDA in a forked child; whose child, is not shown.
+            strength=shifted(Strength.SIGNAL, Shift.OTHER_READINGS),
+        )
+
+
+def _forked_cuda(ctx: RuleContext) -> list[Death]:
+    """The forked children's CUDA aborts (Death.after_fork) before the others' timeouts."""
+    tl = ctx.timeline
+    forked = [d for d in first_deaths(tl) if d.after_fork]
+    if not forked:
+        return []
+    wave_events = wave(tl)
+    return [d for d in forked if precedes_wave(d.placed, wave_events) is not False]
 
 
 def _by_dataloader(death: Death) -> bool:

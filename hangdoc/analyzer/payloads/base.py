@@ -39,6 +39,20 @@ class Sign(enum.StrEnum):
     # the documentation gives no cause for).
     GPU_DRIVER_LIKELY = "gpu_driver_likely"
     GPU_DRIVER_POSSIBLE = "gpu_driver_possible"
+    # The CUDA runtime's initialization error (cudaErrorInitializationError) as the what()
+    # of an uncaught C++ exception ("terminate called after throwing an instance of
+    # 'c10::Error'" then "what():  CUDA error: initialization error"): thrown by C++ code
+    # outside any Python call (a destructor, a deleter, a thread), so on CUDA state that
+    # existed before the failing call, in a process where CUDA cannot initialise: a child
+    # forked after its parent initialised CUDA (torch: "The CUDA runtime does not support
+    # the fork start method"; a first use from Python raises "Cannot re-initialize CUDA in
+    # forked subprocess" instead). A rank's forked children are most often its DataLoader
+    # workers: not the GPU's or its driver's failure.
+    CUDA_AFTER_FORK = "cuda_after_fork"
+    # An abort ("terminate called after throwing …") whose what() on the next line is a
+    # transport's data-path failure (gloo's ibverbs pair enforcing a work completion's
+    # status: "what(): … IBV_WC_SUCCESS. 12 vs 0 …"): that failure ending the process.
+    ABORTED_BY_TRANSPORT = "aborted_by_transport"
     # An NCCL error string of a class a failed communicator set-up returns, in the message
     # of an exception that names NCCL (ncclGetErrorString's "unhandled cuda error",
     # "unhandled system error", "internal error", "invalid usage": NCCL src/init.cc), as a

@@ -75,6 +75,8 @@ class FatalReport(enum.StrEnum):
     FAULTHANDLER = "faulthandler"  # a faulthandler dump's own header
     UCX = "ucx"  # UCX's error signal handler: "[host:pid:tid] Caught signal 7 (Bus error: …)"
     TVM_FFI = "tvm_ffi"  # apache/tvm-ffi's SIGSEGV handler: "!!!!!!! Segfault encountered !!!!!!!"
+    # CPython's fatal_error ("Fatal Python error: none_dealloc: deallocating None"): abort()
+    PYTHON_FATAL_ERROR = "python_fatal_error"
     UNKNOWN = "unknown"
 
 

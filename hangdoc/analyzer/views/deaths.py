@@ -112,6 +112,13 @@ class Death:
         return None
 
     @property
+    def after_fork(self) -> bool:
+        """The failure is CUDA unable to initialise under state made before it, the what()
+        of an abort (Sign.CUDA_AFTER_FORK): a child forked after its parent initialised
+        CUDA, most often a DataLoader worker: HD109's weaker reading, not the GPU's."""
+        return Sign.CUDA_AFTER_FORK in self.payload.signs
+
+    @property
     def storage(self) -> bool:
         """The failure is a storage error (EIO, a stale handle, a full disk): HD110's."""
         return self.payload.storage is not None
@@ -157,7 +164,8 @@ class Death:
         another rule names: a CUDA out-of-memory (HD031), the GPU's hardware or a CUDA
         error documented as the GPU's or its driver's (HD301), storage (HD110), words the
         message catalog means as another failure (a store's, a transport's, a check across
-        the ranks), a worker process the rank could not start (HD109). A crash reported
+        the ranks), a worker process the rank could not start or a forked child's CUDA
+        (HD109). A crash reported
         after it is most often its consequence (the rank's exit, the launcher stopping the
         others), so HD030 yields to it."""
         return (
@@ -167,6 +175,7 @@ class Death:
             or self.storage
             or self.known_as is not None
             or self.worker_start
+            or self.after_fork
         )
 
     @property
@@ -497,6 +506,8 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             continue
         if death.signal == SignalName.SIGABRT and _what_is_explained(p, specific_whats):
             continue  # the abort of a specific failure, which its what() line names
+        if death.signal == SignalName.SIGABRT and Sign.ABORTED_BY_TRANSPORT in death.payload.signs:
+            continue  # the abort of a transport's failure (its what(): HD200's)
         if death.how == DeathHow.CUDA_ERROR and (
             (p.event.source, p.event.line) in setup_lines
             or (p.index < running_from and is_setup_warn(p))

@@ -294,7 +294,9 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
             changes["known_as"] = _known_as(meant)
         if payload.tried is None and (m := _TRIED.search(message)):
             changes["tried"] = m.group(1)
-    if gpu_sign is not None and gpu_sign not in signs:
+    # (not for CUDA state a forked child inherited: Sign.CUDA_AFTER_FORK, the scanner's
+    # reading of the abort the error is the what() of; the driver is not in question)
+    if gpu_sign is not None and gpu_sign not in signs and Sign.CUDA_AFTER_FORK not in signs:
         signs = changes["signs"] = (*signs, gpu_sign)
     texts = (message, getattr(payload, "error", None), getattr(payload, "last_error", None))
     if (

@@ -42,10 +42,14 @@ EXCEPTION_LINE = re.compile(
 # memory"), torch's c10/cuda/driver_api.h (C10_CUDA_DRIVER_CHECK, 2.1 on) "CUDA driver error:
 # out of memory" and SGLang's "CUDA Driver Error: out of memory", and the number with its
 # string after a CUresult (torch_memory_saver csrc/utils.h CURESULT_CHECK: "CUresult error: 2
-# (out of memory)").
+# (out of memory)"), or the bare number as the first CURESULT_CHECK (torch_memory_saver
+# 5c99b42, Dec 2024, shipped in the wheels SGLang/verl pinned in 2025) streamed the CUresult:
+# "[torch_memory_saver.cpp] CUresult error  result=2 file=… func=cu_mem_create line=…",
+# after which it calls exit(1). Only the code 2 is an OOM: cuda.h numbers the others apart.
 _DRIVER_OOM = (
     r"|CUDA_ERROR_OUT_OF_MEMORY|CUDA [Dd]river [Ee]rror: out of memory"
     r"|CUresult\b[^\n]{0,40}?\b2 \(out of memory\)"
+    r"|CUresult error\s+result=2(?!\d)"
 )
 # The caching allocator's message is known by its body too, so a paste whose header was cut
 # or wrapped away ("CUDA out o" / "f memory. Tried to allocate …") keeps it: torch ≤ 1.13's
@@ -92,6 +96,7 @@ _CUDA_ERROR = re.compile(
 _FATAL = re.compile(
     r"Fatal Python error: (?P<py>Segmentation fault|Aborted|Bus error|Floating point exception|"
     r"Illegal instruction)"
+    r"|Fatal Python error: (?P<pyabort>\S.*)"
     r"|\*\*\* (?P<glog>SIG[A-Z]+)(?: \(@0x[0-9a-f]+\))? received by PID (?P<gpid>\d+)"
     r"|terminate called after throwing an instance of '(?P<cxx>[^']+)'"
     r"|^.*line \d+: +(?P<shpid>\d+) +(?P<sh>Segmentation fault|Aborted|Bus error|Killed)\b.*$"
@@ -609,6 +614,12 @@ def _fatal(f: re.Match[str]) -> Hit:
     exc_type: str | None = None
     if f.group("py"):
         signal, by = _SIGNALS[f.group("py")], FatalReport.PYTHON
+    elif f.group("pyabort"):
+        # CPython's own fatal error (Python/pylifecycle.c fatal_error: Py_FatalError, a
+        # failed Py_ExitStatusException): it prints "Fatal Python error: [func: ]msg" and
+        # the threads' tracebacks, then fatal_error_exit(-1) calls abort(): the process dies
+        # of SIGABRT whatever the message (a C extension's refcount bug, a GIL misuse).
+        signal, by = SignalName.SIGABRT, FatalReport.PYTHON_FATAL_ERROR
     elif f.group("glog"):
         signal, by = SignalName.parse(f.group("glog")), FatalReport.GLOG
         pid = int(f.group("gpid"))

@@ -86,8 +86,8 @@ from hangdoc.analyzer.parsers.logs.wrap_shape import (
 from hangdoc.analyzer.parsers.logs.wrap_shape import NCCL_HEAD as _NCCL_HEAD
 from hangdoc.analyzer.parsers.logs.wrap_shape import headerless as _headerless
 from hangdoc.analyzer.parsers.prefixes import local_rank_tag
-from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
-from hangdoc.analyzer.payloads.launch import CodeStage, FatalSignal
+from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload, Sign
+from hangdoc.analyzer.payloads.launch import CodeStage, FatalReport, FatalSignal
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
     NcclColl,
@@ -868,6 +868,8 @@ class Scanner:
         if said is not None and hit.rank is None and _group_rank(hit) is None:
             hit.rank = said[0]
         self._emit(hit, tag, lineno)
+        if hit.kind is EventKind.NCCL_TRANSPORT_ERROR:
+            self._aborted_by_transport(lineno)  # a catalog row's (gloo's ibverbs pair)
 
     def _recognise_by_hand(self, tag: LineTag, lineno: int) -> None:
         text = tag.text
@@ -911,6 +913,18 @@ class Scanner:
             # "terminate called after throwing …" then "  what():  <the check that failed>"
             # (gloo's size check, size_checks.py): the abort is the check's consequence.
             self._before(event, self.events[-2])
+        if (
+            event is not None
+            and hit.kind is EventKind.CUDA_ERROR
+            and len(self.events) >= 2
+            and self.events[-2].kind is EventKind.FATAL_SIGNAL
+            and self.events[-2].line == lineno - 1
+        ):
+            _after_fork(event, self.events[-2])
+        if hit.kind is EventKind.NCCL_TRANSPORT_ERROR:
+            # (read whether or not the line was a new event: the what() of a second
+            # process's abort repeats the first one's words, one event for both)
+            self._aborted_by_transport(lineno)
         if event is not None and _starts_chain(hit):
             chain_key = (event.host, event.pid, hit.tid, tag.rank)  # a WARN
             chain = self._chains.get(chain_key)
@@ -925,6 +939,21 @@ class Scanner:
                     self._last_error(event, tail, tag, lineno)
                 else:
                     self._last_error_for = event
+
+    def _aborted_by_transport(self, lineno: int) -> None:
+        """The abort on the line above a transport's failure ("terminate called after
+        throwing an instance of 'gloo::EnforceNotMet'" then its what()) is that failure
+        ending the process (Sign.ABORTED_BY_TRANSPORT), not a crash of its own."""
+        for fatal in self.events[-2:]:
+            payload = fatal.payload
+            if (
+                fatal.kind is EventKind.FATAL_SIGNAL
+                and fatal.line == lineno - 1
+                and isinstance(payload, FatalSignal)
+                and payload.reported_by is FatalReport.TERMINATE
+                and Sign.ABORTED_BY_TRANSPORT not in payload.signs
+            ):
+                fatal.payload = replace(payload, signs=(*payload.signs, Sign.ABORTED_BY_TRANSPORT))
 
     def _return_code(self, hit: Hit, tag: LineTag, lineno: int) -> None:
         """``file.cc:47 -> 3``: NCCL logs the failing call's return code at every level of
@@ -1283,6 +1312,27 @@ def _rest_of_watchdog(abort: RawEvent, line: int, tag: LineTag, lineno: int) -> 
         return False
     abort.text = joined[:500]
     return True
+
+
+# cudaGetErrorString(cudaErrorInitializationError), as c10's C10_CUDA_CHECK prints it after
+# "CUDA error: " (the catalog's cuda rows, from CUDA's cudaError_t documentation).
+_CUDA_INIT_ERROR = "initialization error"
+
+
+def _after_fork(event: RawEvent, abort: RawEvent) -> None:
+    """``terminate called after throwing …`` then ``what():  CUDA error: initialization
+    error``: the runtime could not initialise where C++ code outside any Python call (a
+    destructor, a deleter, a thread) used CUDA state made before, which is a child forked
+    after its parent initialised CUDA (Sign.CUDA_AFTER_FORK), not the GPU's or its
+    driver's failure: the signs the catalog gave the error for the driver are dropped."""
+    fatal, cuda = abort.payload, event.payload
+    if not isinstance(fatal, FatalSignal) or fatal.reported_by is not FatalReport.TERMINATE:
+        return
+    if not isinstance(cuda, CudaFailure) or cuda.error != _CUDA_INIT_ERROR:
+        return
+    driver = (Sign.GPU_DRIVER_LIKELY, Sign.GPU_DRIVER_POSSIBLE)
+    kept = tuple(sign for sign in cuda.signs if sign not in driver)
+    event.payload = replace(cuda, signs=(*kept, Sign.CUDA_AFTER_FORK))
 
 
 def _starts_chain(hit: Hit) -> bool:
