@@ -66,7 +66,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.nccl import NcclError, NcclWarn
-from hangdoc.analyzer.payloads.torch_pg import NcclResult
+from hangdoc.analyzer.payloads.torch_pg import Foreign, NcclResult
 from hangdoc.analyzer.views.nccl_setup import SetupFailure, setup_failure
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
@@ -120,7 +120,7 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
         for name, items in (
             ("a setup WARN", failure.warns),
             ("a return chain through setup code", failure.returns),
-            ("a synchronous NCCL error in torch", failure.errors),
+            (_raised_by(failure.errors), failure.errors),
             ("an NCCL error raised from communicator set-up code", failure.raised),
         )
         if items
@@ -158,3 +158,25 @@ def _unwound(p: Placed) -> bool:
 
 
 RULE = NcclSetupError
+
+
+# Who raised the NCCL error string (NcclError.foreign): torch's own check, or another
+# framework's exception that carried NCCL's error string.
+_RAISED_BY = {
+    Foreign.HOROVOD: "an NCCL error raised by Horovod",
+    Foreign.XLA: "an NCCL error raised by XLA",
+    Foreign.CUPY: "an NCCL error raised by CuPy",
+    Foreign.BINDING: "an NCCL error raised by a framework's NCCL binding",
+    Foreign.UNKNOWN: "an NCCL error raised by another framework",
+}
+
+
+def _raised_by(errors: tuple[Placed, ...]) -> str:
+    """How the explanation names the synchronous errors: torch's, unless every one was
+    raised by another framework (one name when they agree)."""
+    foreign = {
+        e.event.payload.foreign if isinstance(e.event.payload, NcclError) else None for e in errors
+    }
+    if len(foreign) == 1 and (only := foreign.pop()) is not None:
+        return _RAISED_BY[only]
+    return "a synchronous NCCL error in torch"

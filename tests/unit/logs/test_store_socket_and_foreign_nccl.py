@@ -207,3 +207,18 @@ def test_rpc_set_up_frames_name_the_set_up_stage() -> None:
         CodeStage.SETUP
     )
     assert frame_stage(f'  File "{_RPC}/api.py", line 800, in rpc_sync') is None
+
+
+def test_a_bindings_set_up_error_is_explained_as_the_bindings_not_torchs(tmp_path: Path) -> None:
+    """HD206 names who raised the NCCL error string: vLLM's ctypes binding
+    (pynccl_wrapper.py NCCL_CHECK), not torch's synchronous check, whose explanation it
+    used to borrow."""
+    path = tmp_path / "worker.log"
+    path.write_text(
+        "ERROR 05-30 22:22:26 [pynccl.py:153] ncclCommInitRank failed with error: NCCL error: "
+        "internal error - please report this issue to the NCCL developers\n"
+    )
+    primary = analyze(load_paths([path])).primary
+    assert primary.rule == "HD206"
+    assert "raised by a framework's NCCL binding" in primary.explanation
+    assert "in torch" not in primary.explanation
