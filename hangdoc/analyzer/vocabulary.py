@@ -80,6 +80,13 @@ class EventKind(enum.StrEnum):
     # A framework's own watchdog saw no progress for its timeout and takes the process down
     # (SGLang's scheduler: its forward batch did not advance); the job was stuck, not why.
     STALL_WATCHDOG = "stall_watchdog"
+    # An inference server's health check that timed out waiting for the model's output
+    # (SGLang's /health_generate: no answer from the detokenizer for HEALTH_CHECK_TIMEOUT
+    # seconds): the model answered nothing for that long, busy or stuck, not which.
+    HEALTH_CHECK_FAILED = "health_check_failed"
+    # An HTTP request an ASGI server (uvicorn) answered: its access-log line, printed when
+    # the response starts (parsers/logs/serving.py).
+    HTTP_REQUEST = "http_request"
     KERNEL_HUNG_TASK = "kernel_hung_task"  # a task in D state and its kernel call trace
     IO_STALL = "io_stall"  # a D-state process row, a file-system kernel frame, NFS not responding
     NIC_COUNTER = "nic_counter"  # a non-zero InfiniBand/RoCE port error counter (sysfs, perfquery)

@@ -114,6 +114,8 @@ _MODULES: tuple[RuleRow, ...] = (
     RuleRow("hd112_pin_memory_at_exit", "0.1.0 (issue 21)"),
     # A checkpoint file left empty beside its siblings, in a directory listing (issue 21).
     RuleRow("hd113_empty_checkpoint_file", "0.1.0 (issue 21)"),
+    # An inference server that answered requests after its health check failed (issue 21).
+    RuleRow("hd047_served_after_health_check", "0.1.0 (issue 21)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.

@@ -60,6 +60,7 @@ from hangdoc.analyzer.payloads.nccl import (
     RasReport,
 )
 from hangdoc.analyzer.payloads.progress import DataCount, PhaseMarker
+from hangdoc.analyzer.payloads.serving import HealthCheckFailed, HttpRequest
 from hangdoc.analyzer.payloads.torch_pg import (
     CollectiveIssued,
     CollectiveTimeout,
@@ -130,6 +131,8 @@ PAYLOAD_OF: dict[EventKind, type[EventPayload]] = {
     EventKind.FR_MISMATCH: FrReport,
     EventKind.PHASE: PhaseMarker,
     EventKind.DATA_COUNT: DataCount,
+    EventKind.HEALTH_CHECK_FAILED: HealthCheckFailed,
+    EventKind.HTTP_REQUEST: HttpRequest,
 }
 
 

@@ -28,6 +28,7 @@ from hangdoc.analyzer.parsers.logs import (
     pipelining,
     process,
     reports,
+    serving,
     sglang,
     size_checks,
     torch_pg,
@@ -64,6 +65,7 @@ from hangdoc.analyzer.parsers.logs.process import (
     writing_line,
 )
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
+from hangdoc.analyzer.parsers.logs.serving import match_serving
 from hangdoc.analyzer.parsers.logs.sglang import match_sglang
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
 from hangdoc.analyzer.parsers.logs.tb_stage import (
@@ -1434,6 +1436,7 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_nic_event(text)
         or match_horovod(text)
         or match_sglang(text)
+        or match_serving(text)
     )
 
 
@@ -1466,6 +1469,7 @@ RECOGNISER_NEEDS: tuple[Need, ...] = (
     nic.EVENT_NEED,
     horovod.NEED,
     sglang.NEED,
+    serving.NEED,
 )
 # What the scanner itself reads in a line besides the recognisers: the records it follows
 # (a traceback, its frames cut from their header, an exception line, the reports of
