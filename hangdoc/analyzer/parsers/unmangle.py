@@ -927,7 +927,9 @@ def _record_prefix(lines: _Lines) -> int:
     """Remove a logger's header that a multi-line record repeats on each of its lines
     (vLLM's NewLineFormatter): in each run of three or more lines under one same header
     that holds a traceback, the header is kept on the run's first line only when the
-    line is a message of its own (not the traceback's first line)."""
+    line is a message of its own (not the traceback's first line), and on a line right
+    above a traceback's first line (a logger.exception record's message: the run holds
+    several records of one logging call)."""
     texts = lines.texts
     changed = 0
     i = 0
@@ -946,6 +948,11 @@ def _record_prefix(lines: _Lines) -> int:
         ):
             first = 0 if run[0].startswith("Traceback (most recent call last):") else 1
             for k in range(i + first, j):
+                if k + 1 < j and run[k + 1 - i].startswith("Traceback (most recent call last):"):
+                    # a record's own message (logger.exception's, over its traceback) in
+                    # a run of several records: it keeps its header, and the place of
+                    # the logging call the header names
+                    continue
                 texts[k] = texts[k][len(head) :]
                 changed += 1
         i = j
