@@ -687,7 +687,12 @@ class Scanner:
         )
         if self._spawn_index is not None and hit.named_local_rank is None:
             hit.named_local_rank = self._spawn_index
-        self._emit(hit, tag, lineno)
+        event = self._emit(hit, tag, lineno)
+        if tb.message is not None:
+            # The exception a logged message's traceback ends with is what that message
+            # reports (logger.exception: the message, then the traceback): placed at the
+            # message's line, before it, as the cause of the record.
+            self._before(event, tb.message)
         self._recognise(tag, lineno)
         return True
 
