@@ -175,16 +175,18 @@ _MAX_SOURCES = 16
 # vLLM's logger (vllm/logger.py ``_FORMAT`` "%(levelname)s %(asctime)s %(filename)s:%(lineno)d]
 # %(message)s", later "[%(filename)s:%(lineno)d]"; its NewLineFormatter, "Adds logging prefix to
 # newlines to align multi-line messages") writes a record's header again on each of its lines:
-# a traceback logged so has "ERROR 04-15 00:31:11 worker_base.py:574] " before every frame
-# (at VLLM_LOGGING_LEVEL=DEBUG the file's shrunk path: "[v1/executor/multiproc_executor.py:597]").
+# a traceback logged so has "ERROR 04-15 00:31:11 worker_base.py:574] " before every frame.
+# (The DEBUG header's path, "[v1/executor/multiproc_executor.py:597]", is left to the line
+# readers, which peel it on each line: removed here before a hard wrap is rejoined, it
+# broke the rejoin of the wrapped frames.)
 _RECORD_PREFIX = re.compile(
     r"(?:\([\w.:-]+ pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\) )?"
     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
-    r"\[?[\w./-]+\.py:\d+\] "
+    r"\[?[\w.-]+\.py:\d+\] "
 )
 _SIGN_RECORD_PREFIX = re.compile(
     r"^(?:\([\w.:-]+ pid=\d+[^)\n]{0,40}\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d "
-    r"[\d:.]{8,15} \[?[\w./-]+\.py:\d+\]"
+    r"[\d:.]{8,15} \[?[\w.-]+\.py:\d+\]"
     r" +(?:Traceback \(most recent call last\):|File \")",
     re.MULTILINE,
 )
