@@ -41,10 +41,15 @@ MIDDLE_CUT = "cut first line (middle)"
 # vllm-3688: the cut takes "torch.distributed.DistBackendError: NCCL error in:
 # ../torch/cs…", the words of torch's synchronous NCCL error that place the failure in
 # set-up; what is left, NCCL's "Last error: Cuda failure 'invalid argument'" with no call
-# site, names no stage, and a CUDA error of a process is then its crash.)
+# site, names no stage, and a CUDA error of a process is then its crash.
+# llm-d-352: its first line, the bare "RuntimeError: NCCL error: unhandled system error"
+# that ends an earlier worker's record, is the only line that names NCCL; cut in half it is
+# no exception line, and what is left, "WorkerProc failed to start." over a traceback cut
+# inside init_device, names no cause of its own: the worker's failure is then its crash.)
 MIDDLE_CUT_CHANGES = frozenset(
     {
         "axolotl-2684-tokenization-socket-timeout",
+        "llm-d-352-dev-shm-exhausted-worker-init",
         # (medicalgpt-425 likewise: the tokenizer's bar at 29:46 lies wholly in the half cut
         # away; what is left, rank 3 held at main_process_first while rank 0 works, reads as
         # the ranks parted, the label's alternative, not as slow work.)

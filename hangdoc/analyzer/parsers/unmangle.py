@@ -176,6 +176,9 @@ _MAX_SOURCES = 16
 # %(message)s", later "[%(filename)s:%(lineno)d]"; its NewLineFormatter, "Adds logging prefix to
 # newlines to align multi-line messages") writes a record's header again on each of its lines:
 # a traceback logged so has "ERROR 04-15 00:31:11 worker_base.py:574] " before every frame.
+# (The DEBUG header's path, "[v1/executor/multiproc_executor.py:597]", is left to the line
+# readers, which peel it on each line: removed here before a hard wrap is rejoined, it
+# broke the rejoin of the wrapped frames.)
 _RECORD_PREFIX = re.compile(
     r"(?:\([\w.:-]+ pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\) )?"
     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
@@ -926,7 +929,9 @@ def _record_prefix(lines: _Lines) -> int:
     """Remove a logger's header that a multi-line record repeats on each of its lines
     (vLLM's NewLineFormatter): in each run of three or more lines under one same header
     that holds a traceback, the header is kept on the run's first line only when the
-    line is a message of its own (not the traceback's first line)."""
+    line is a message of its own (not the traceback's first line), and on a line right
+    above a traceback's first line (a logger.exception record's message: the run holds
+    several records of one logging call)."""
     texts = lines.texts
     changed = 0
     i = 0
@@ -945,6 +950,11 @@ def _record_prefix(lines: _Lines) -> int:
         ):
             first = 0 if run[0].startswith("Traceback (most recent call last):") else 1
             for k in range(i + first, j):
+                if k + 1 < j and run[k + 1 - i].startswith("Traceback (most recent call last):"):
+                    # a record's own message (logger.exception's, over its traceback) in
+                    # a run of several records: it keeps its header, and the place of
+                    # the logging call the header names
+                    continue
                 texts[k] = texts[k][len(head) :]
                 changed += 1
         i = j

@@ -125,6 +125,13 @@ class CodeStage(enum.StrEnum):
     # TrainingArguments.main_process_first, accelerate's main_process_first, ultralytics'
     # and YOLOv5's torch_distributed_zero_first): what it raises is the wait for that work.
     RANK_ZERO_FIRST = "rank_zero_first"
+    # A serving worker setting its device up (vLLM's Worker.init_device, and the
+    # WorkerWrapperBase.init_device that calls it): the device, a dtype check, a memory
+    # snapshot, then the distributed environment (init_worker_distributed_environment:
+    # the process groups and their NCCL communicators). Not set-up as a whole: only an
+    # NCCL error raised there is the communicators' creation failing (its only NCCL calls);
+    # its dtype and memory checks are failures of their own.
+    DEVICE_INIT = "device_init"
     UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 

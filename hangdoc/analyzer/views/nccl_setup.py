@@ -269,9 +269,15 @@ def is_setup_exception(p: Placed, running_from: int) -> bool:
     """An exception whose message is an NCCL error of a setup class, raised where its
     traceback shows a communicator being created, before any collective traffic."""
     raised = p.event.payload_as(ExceptionRaised)
-    if raised is None or raised.stage is not CodeStage.SETUP or p.index >= running_from:
+    if raised is None or raised.stage not in _NCCL_SETUP_STAGES or p.index >= running_from:
         return False
     return Sign.NCCL_SETUP_CLASS in raised.signs
+
+
+# Where an NCCL error of a set-up class is a communicator's creation failing: set-up, and
+# a serving worker's device set-up, whose only NCCL calls are its distributed
+# environment's (vLLM's Worker.init_device → init_worker_distributed_environment).
+_NCCL_SETUP_STAGES = frozenset({CodeStage.SETUP, CodeStage.DEVICE_INIT})
 
 
 def _lost_connections(tl: Timeline) -> bool:

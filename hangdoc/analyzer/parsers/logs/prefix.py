@@ -80,12 +80,15 @@ _DS_LOGGER = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \[([\w.-]+\.py
 # stamp is the ISO layer, then "root - ERROR - " (Python logging's " - "-joined format).
 _TITAN = re.compile(r"\[titan\] ?")
 # vLLM's logger (vllm/logger.py: _FORMAT "%(levelname)s %(asctime)s %(filename)s:%(lineno)d]
-# %(message)s", later "… [%(filename)s:%(lineno)d] …", _DATE_FORMAT "%m-%d %H:%M:%S"): one
+# %(message)s", later "… [%(fileinfo)s:%(lineno)d] …", _DATE_FORMAT "%m-%d %H:%M:%S"): one
 # space after the bracket, then the message, whose own indentation ("  File …" of a
-# traceback the logger printed) is kept.
+# traceback the logger printed) is kept. The file info is the file's name, or at
+# VLLM_LOGGING_LEVEL=DEBUG its path under the package shrunk to a few levels
+# (vllm/logging_utils/formatter.py NewLineFormatter's shrink_path:
+# "v1/executor/multiproc_executor.py", "model_executor/.../quantization/utils/fp8_utils.py").
 _VLLM_LOGGER = re.compile(
     r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}(?:\.\d+)?) "
-    r"\[?([\w.-]+\.py:\d+)\] "
+    r"\[?([\w./-]+\.py:\d+)\] "
 )
 # Metaflow's task log (metaflow/runtime.py, the task's log(): "[%s (pid %s)] " % (run/step/
 # task path, pid), after the runtime logger's time stamp), and for a step run on AWS Batch

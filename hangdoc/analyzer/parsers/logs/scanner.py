@@ -89,7 +89,7 @@ from hangdoc.analyzer.parsers.logs.wrap_shape import NCCL_HEAD as _NCCL_HEAD
 from hangdoc.analyzer.parsers.logs.wrap_shape import headerless as _headerless
 from hangdoc.analyzer.parsers.prefixes import local_rank_tag
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload, Sign
-from hangdoc.analyzer.payloads.launch import CodeStage, FatalReport, FatalSignal
+from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised, FatalReport, FatalSignal
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
     NcclColl,
@@ -246,6 +246,11 @@ class _Traceback:
     in_wait: bool = False
     # Who its innermost frame that starts child processes is (tb_stage.frame_starter).
     starter: Starter | None = None
+    # The message logged right above its header (a logger.exception record: vLLM's
+    # "WorkerProc failed to start.", then the traceback), and the logging call's place
+    # the header's line names (LineTag.origin: every line of such a record repeats it).
+    message: RawEvent | None = None
+    origin: str | None = None
 
     def worker_stage(self) -> CodeStage | None:
         """Its stage, but no worker's start where its frames show the ranks themselves
@@ -322,6 +327,12 @@ class Scanner:
     # not peeled until one comes (_previous_tag).
     _passing: bool = False
     _root: str | None = None
+    # Whether a line with text was read yet, and the file's first line when it is an
+    # exception line a logging call printed (its origin known) with the traceback above it
+    # cut away: the end of an earlier record of that call (see _cut_stage).
+    _read_text: bool = False
+    _origin_above: str | None = None  # the origin (LineTag.origin) of the last line read
+    _head_exc: tuple[LineTag, int, tuple[str, str]] | None = None
 
     # ---- input ------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
@@ -502,6 +513,7 @@ class Scanner:
         self._close_block()
         for tb in self._tracebacks.values():
             self._signal_stage(tb)  # a backtrace the file ends with
+            self._cut_stage(tb)
         if self._tail_exc is not None:
             # A paste that ends with a bare exception line ("FileNotFoundError: [Errno 2]
             # …", the traceback cut off above it): the line Python prints last when an
@@ -559,7 +571,11 @@ class Scanner:
         text = tag.text
         self._line = -1  # a new record: the kinds of its events start over (see _emit)
         above, above_at = self._above, self._above_at
+        first_text = not self._read_text
+        origin_above = self._origin_above
         if text.strip():
+            self._read_text = True
+            self._origin_above = tag.origin
             self._tail_exc = None
             self._above = text
             self._above_at = (lineno, (tag.rank, tag.local_rank))
@@ -593,7 +609,11 @@ class Scanner:
             return
         if text.startswith(_TRACEBACK):
             self._tracebacks[stream] = _Traceback(
-                lineno, store=self._store_before(lineno, tag.rank)
+                lineno,
+                store=self._store_before(lineno, tag.rank),
+                message=self._message_above(lineno),
+                # the header's, else that of the message logged right above it
+                origin=tag.origin or (origin_above if above_at == (lineno - 1, stream) else None),
             )
             return
         if text[:1] in " \t" and _CUT_FRAME.match(text):
@@ -631,6 +651,8 @@ class Scanner:
             self._tail_exc = (
                 (tag, lineno, exc_line, writing_line(above)) if exc_line is not None else None
             )
+            if first_text and exc_line is not None and tag.origin is not None:
+                self._head_exc = (tag, lineno, exc_line)
 
     def _traceback_line(
         self, tb: _Traceback, tag: LineTag, lineno: int, stream: tuple[int | None, int | None]
@@ -651,6 +673,7 @@ class Scanner:
         exc = match_exception_line(text)
         if exc is None:
             self._signal_stage(tb)
+            self._cut_stage(tb)
         if exc is None or exc[0].endswith("ChildFailedError"):
             return False
         hit = exception_hit(
@@ -666,7 +689,12 @@ class Scanner:
         )
         if self._spawn_index is not None and hit.named_local_rank is None:
             hit.named_local_rank = self._spawn_index
-        self._emit(hit, tag, lineno)
+        event = self._emit(hit, tag, lineno)
+        if tb.message is not None:
+            # The exception a logged message's traceback ends with is what that message
+            # reports (logger.exception: the message, then the traceback): placed at the
+            # message's line, before it, as the cause of the record.
+            self._before(event, tb.message)
         self._recognise(tag, lineno)
         return True
 
@@ -681,6 +709,41 @@ class Scanner:
                 if isinstance(event.payload, FatalSignal) and event.payload.stage is None:
                     event.payload = replace(event.payload, stage=tb.stage)
                 return
+
+    def _message_above(self, lineno: int) -> RawEvent | None:
+        """The logged message of the line right above a traceback's header, read as an
+        exception with no type or stage (a catalog row of a logger.exception call: vLLM's
+        "WorkerProc failed to start."), or None."""
+        for event in reversed(self.events[-3:]):
+            if event.line != lineno - 1 or event.kind is not EventKind.EXCEPTION:
+                continue
+            payload = event.payload
+            if isinstance(payload, ExceptionRaised) and payload.exc_type is None:
+                return event
+        return None
+
+    def _cut_stage(self, tb: _Traceback) -> None:
+        """A logged message's traceback cut before its exception line (the paste ends,
+        or the next record starts): the stage its frames show is the message's stage,
+        the failure it logged was raised there (vLLM's "WorkerProc failed to start."
+        over frames cut inside Worker.init_device).
+
+        And a file whose first line is a bare exception line printed by the same logging
+        call (the same origin in its header) had an earlier record of that call cut above
+        it: the same message, over the same start-up path. That exception is what the
+        call logged, raised where this traceback shows (weak: ``bare``). Only where the
+        stage is one a failure's meaning depends on and no earlier line says otherwise."""
+        stage = tb.worker_stage()
+        if stage is None or tb.message is None:
+            return
+        payload = tb.message.payload
+        if isinstance(payload, ExceptionRaised) and payload.stage is None:
+            tb.message.payload = replace(payload, stage=stage)
+        head, self._head_exc = self._head_exc, None
+        if head is None or tb.origin is None or head[0].origin != tb.origin:
+            return
+        tag, lineno, (exc_type, message) = head
+        self._emit(exception_hit(exc_type, message, bare=True, stage=stage), tag, lineno)
 
     def _store_before(self, lineno: int, rank: int | None) -> RawEvent | None:
         """The store error of the last few lines before a traceback's first line: the

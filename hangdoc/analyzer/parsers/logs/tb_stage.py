@@ -199,7 +199,19 @@ def frame_starter(text: str) -> Starter | None:
 _ZERO_FIRST_NAME = re.compile(r"(?:local_)?main_process_first|torch_distributed_zero_first")
 
 
+# * A serving worker's device set-up (vllm/v1/worker/gpu_worker.py and V0's
+#   vllm/worker/worker.py Worker.init_device, called through worker_base.py's
+#   WorkerWrapperBase.init_device by the executors: torch.cuda.set_device, the bf16 check
+#   _check_if_gpu_supports_dtype, the free-memory snapshot, then
+#   init_worker_distributed_environment → init_distributed_environment and
+#   ensure_model_parallel_initialized, which create the NCCL communicators). Its own
+#   stage, not set-up: a frame under it that names the distributed set-up says SETUP.
+_DEVICE_INIT_NAME = re.compile(r"init_device")
+
+
 def _code_stage_of_name(name: str) -> CodeStage | None:
+    if _DEVICE_INIT_NAME.fullmatch(name):
+        return CodeStage.DEVICE_INIT
     if _ZERO_FIRST_NAME.fullmatch(name):
         return CodeStage.RANK_ZERO_FIRST
     if _RANK_CHECK_NAME.fullmatch(name):
