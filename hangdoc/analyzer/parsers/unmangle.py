@@ -663,6 +663,22 @@ def _word_glue(piece: str, width: int) -> str:
 def _rejoin_words(lines: _Lines, width: int) -> int:
     """Join the pieces of lines a wrap at word boundaries broke at ``width``: the space it
     broke at goes back between them."""
+    return _join_pieces(
+        lines,
+        lambda k, text: _word_joins(lines.texts[k - 1], lines.texts[k], text, width),
+        lambda piece: _word_glue(piece, width),
+    )
+
+
+def _join_pieces(
+    lines: _Lines,
+    joins_next: Callable[[int, str], bool],
+    glue: Callable[[str], str] = lambda _piece: "",
+) -> int:
+    """Join each line with the pieces after it while ``joins_next(k, joined so far)`` says
+    line ``k`` goes on the line before it (at most ``_MAX_WRAP_PIECES`` pieces), with
+    ``glue(piece before)`` between them; the joined line keeps its first piece's origin.
+    Both wraps, at a column and at word boundaries, join this way."""
     old = lines.texts
     texts, origin, code = [], [], []
     joins = 0
@@ -670,12 +686,8 @@ def _rejoin_words(lines: _Lines, width: int) -> int:
     while i < len(old):
         text = old[i]
         pieces = 1
-        while (
-            i + pieces < len(old)
-            and pieces < _MAX_WRAP_PIECES
-            and _word_joins(old[i + pieces - 1], old[i + pieces], text, width)
-        ):
-            text += _word_glue(old[i + pieces - 1], width) + old[i + pieces]
+        while i + pieces < len(old) and pieces < _MAX_WRAP_PIECES and joins_next(i + pieces, text):
+            text += glue(old[i + pieces - 1]) + old[i + pieces]
             pieces += 1
         texts.append(text)
         origin.append(lines.origin[i])
@@ -717,32 +729,16 @@ def _rejoin(
         evidence_needed = True
     if width is None:
         return 0, None
-    texts, origin, code = [], [], []
-    joins = 0
-    i = 0
-    while i < len(old):
-        text = old[i]
-        pieces = 1
-        while (
-            len(old[i + pieces - 1]) == width
-            and i + pieces < len(old)
-            and pieces < _MAX_WRAP_PIECES
-            and (
-                _lone_joins(
-                    old[i + pieces - 1], old[i + pieces], text, starts, _at(old, i + pieces + 1)
-                )
-                if evidence_needed
-                else _continues(old[i + pieces], text)
-            )
-        ):
-            text += old[i + pieces]
-            pieces += 1
-        texts.append(text)
-        origin.append(lines.origin[i])
-        code.append(lines.code[i])
-        joins += pieces - 1
-        i += pieces
-    lines.texts, lines.origin, lines.code = texts, origin, code
+    at_edge = width
+
+    def joins_next(k: int, text: str) -> bool:
+        if len(old[k - 1]) != at_edge:
+            return False
+        if evidence_needed:
+            return _lone_joins(old[k - 1], old[k], text, starts, _at(old, k + 1))
+        return _continues(old[k], text)
+
+    joins = _join_pieces(lines, joins_next)
     return joins, f"a hard wrap at {width} columns"
 
 
