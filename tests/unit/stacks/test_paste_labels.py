@@ -1,0 +1,80 @@
+"""What a paste of several ranks' stacks says about which rank each is, and what the frames
+of a pasted stack say of two threads stopped in one object (issue 21, text agrees with
+live): head's and tail's file headers, and a name-based reading that the frames outrank."""
+
+from __future__ import annotations
+
+from hangdoc.analyzer.model import Frame, ThreadStack
+from hangdoc.analyzer.parsers.stacks import markers
+from hangdoc.analyzer.views.locks import shared_object_wait
+from tests.unit.stacks.helpers import scan
+
+_FRAMES = """\
+    all_reduce (torch/distributed/distributed_c10d.py:3252)
+    step (train.py:159)
+"""
+# The job's own log lines under each rank's stack: "[rank2]" just above rank 3's header.
+_TAIL = "[rank{r}] epoch 0 step 4\n"
+
+
+def test_head_and_tail_file_headers_name_the_rank_of_the_file() -> None:
+    # GIVEN `tail -n 40 rank*.txt` pasted whole (coreutils: "==> NAME <==" over each file)
+    assert markers.label_rank("==> rank3.txt <==") == 3
+    assert markers.label_rank("==> logs/rank_0.log <==") == 0
+    assert markers.label_rank("==> /tmp/dump-r12-sample1.txt <==") == 12
+    # a file whose name says no rank names none, and is still a file's header
+    assert markers.label_rank("==> node-1.txt <==") is None
+    assert markers.file_header("==> node-1.txt <==")
+    assert not markers.file_header("==> rank3.txt")
+
+
+def test_a_file_header_outranks_the_log_line_of_the_file_above() -> None:
+    # GIVEN each rank's frames and log tail under tail's header, the previous file's last
+    # line ("[rank2] …") right above the next header
+    text = "".join(f"==> rank{r}.txt <==\n{_FRAMES}\n{_TAIL.format(r=r)}" for r in range(4))
+    # WHEN scanned THEN each stack is its header's rank, not the log line's above it
+    assert sorted(p.rank for p in scan(text).processes if p.text_stacks) == [0, 1, 2, 3]
+
+
+def _thread(*frames: tuple[str, str], main: bool = False, name: str = "t") -> ThreadStack:
+    return ThreadStack(
+        frames=tuple(Frame(function, file, 10) for function, file in frames),
+        name=name,
+        is_main=main,
+    )
+
+
+def test_two_threads_stopped_in_one_objects_methods() -> None:
+    # GIVEN the main thread stopped in MetricsLogger.log, no frame below it, and a thread
+    # stopped in MetricsLogger.flush_forever (both waiting on the logger's lock)
+    main = _thread(("MetricsLogger.log", "train.py"), ("main", "train.py"), main=True)
+    flusher = _thread(
+        ("MetricsLogger.flush_forever", "train.py"),
+        ("Thread.run", "/usr/lib/python3.11/threading.py"),
+        name="metrics-flusher",
+    )
+    # THEN the frames show two threads inside one object
+    found = shared_object_wait(main, (main, flusher))
+    assert found is not None and found.other is flusher
+    assert found.main.function == "MetricsLogger.log"
+
+
+def test_not_one_object_when_a_frame_is_below_or_the_class_differs() -> None:
+    # a library call below the main thread's own frame says what it does (a queue's get)
+    waiting = _thread(
+        ("Queue.get", "/usr/lib/python3.11/queue.py"),
+        ("MetricsLogger.log", "train.py"),
+        main=True,
+    )
+    flusher = _thread(("MetricsLogger.flush_forever", "train.py"))
+    assert shared_object_wait(waiting, (waiting, flusher)) is None
+    # another class's thread, a module function, or a closure: no object shared
+    main = _thread(("ShardWriter.persist", "train.py"), main=True)
+    for other in (
+        _thread(("Heartbeat.run", "train.py")),
+        _thread(("flush_forever", "train.py")),
+        _thread(("outer.<locals>.ShardWriter.loop", "train.py")),
+    ):
+        assert shared_object_wait(main, (main, other)) is None
+    # the same class in another file is another class
+    assert shared_object_wait(main, (main, _thread(("ShardWriter.loop", "io.py")))) is None
