@@ -162,6 +162,16 @@ def _own_words_cause(activity: RankActivity) -> Cause | None:
     frames: list[Frame] = []
     if activity.main is not None:
         frames = [f for f in activity.main.thread.frames if is_user_frame(f)]
+        inner = activity.main.tag_frames[0] if activity.main.tag_frames else None
+        if inner is not None and inner[0] is Activity.NETWORK_IO:
+            # Innermost, a network client's call, not known to sleep (no idle mark, no
+            # /proc: _network_cause did not take it): blocked on a server or transferring,
+            # the frames cannot say, and the names of the code that called it do not either.
+            return _detailed(
+                Activity.OUTSIDE_COLLECTIVES,
+                f"in a network call, {inner[1].label()}; whether it is blocked on the server "
+                "or still transferring, frames without py-spy's idle mark cannot say",
+            )
         shared = shared_object_wait(activity.main.thread, _threads(activity))
         if shared is not None:
             # The frames show where it is, two threads inside one object: what it waits

@@ -38,7 +38,11 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.analyzer.views.activity import RankActivity, live_activities
+from hangdoc.analyzer.views.activity import (
+    RankActivity,
+    live_activities,
+    may_wait_in_gradient_sync,
+)
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.causes import cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
@@ -71,6 +75,9 @@ class RankOutsideCollective(Rule):
         # A rank the kernel shows blocked on a file lock with a known holder is HD111's:
         # the holder, not the rank, says who is to blame.
         outside = [a for a in live if not a.in_collective and not ctx.waits.on_held_lock(a.process)]
+        # A rank in backward() whose frames do not say whether it computes or waits in
+        # DDP's gradient all-reduce (no idle mark) is not known to be outside.
+        outside = [a for a in outside if not may_wait_in_gradient_sync(a)]
         if not waiting or not outside:
             return
         by_category: dict[Category, list[RankActivity]] = {}

@@ -42,11 +42,11 @@ _NEEDS_WORLD = (
     "the paste shows every rank in process-group creation, which the live diagnosis reads "
     "too (HD207, behind HD003's dead rank)"
 )
-_NEEDS_IDLE = "frames alone do not say a thread in backward() is idle, waiting for DDP"
 _NEEDS_SOCKET = "a bare sock.sendall() has no frame of its own: only /proc shows the socket"
 _NEEDS_ASLEEP = (
     "frames alone do not say the thread in http.client is asleep on the socket (py-spy's "
-    "idle mark or /proc do), so the job's own words (an upload) decide"
+    "idle mark or /proc do): blocked on the server or still transferring, the frames in "
+    "a network call cannot say, and the job's own words (an upload) do not either"
 )
 _NEEDS_HOLDER = (
     "who holds the file lock the blocked ranks wait on is the kernel's to show (/proc/locks): "
@@ -61,25 +61,24 @@ KNOWN_GAPS: dict[str, tuple[str, tuple[str, ...] | None, tuple[Category, tuple[i
     "flock-rank": (_NEEDS_HOLDER, None, (Category.RANK_DIVERGENCE, (0, 1, 2))),
     "slow-save": (_NEEDS_TWO_SAMPLES, None, (Category.CHECKPOINT_SAVE, (3,))),
     "io-stall": (_NEEDS_PROC, None, (Category.CHECKPOINT_SAVE, (3,))),
-    "uneven-after-eval": (_NEEDS_IDLE, _FRAMES_ONLY, (Category.EVAL_SOME_RANKS, (0, 1, 2))),
-    "uneven-ddp": (_NEEDS_IDLE, _FRAMES_ONLY, (Category.RANK_DIVERGENCE, (0, 1, 2))),
-    "upload": (_NEEDS_ASLEEP, _FRAMES_ONLY, (Category.CHECKPOINT_SAVE, (3,))),
 }
 
 # Hangs whose cause is what the rank's own code waits on in the kernel (issue 21, item 5),
 # or what only two samples show: the frames show only where the rank is, so a paste names
 # the right rank under the generic divergence category (DESIGN.md: the category when
-# nothing more specific is shown), a less specific answer. Strict: the paste must give
-# exactly that, never the live answer (then the entry goes) nor another one.
+# nothing more specific is shown), or abstains (frames only: a rank in backward() may be
+# computing or waiting in DDP's all-reduce), a less specific answer. Strict: the paste
+# must give exactly one of those, never the live answer (then the entry goes) nor another.
 _KERNEL_WAIT = (
     "what the rank's own code waits on (a file lock, a pipe to its child) is /proc's to show"
 )
-GENERIC_ONLY: dict[str, str] = {
-    "flock-stale": _KERNEL_WAIT,
-    "child-pipe": _KERNEL_WAIT,
-    "gil-held": _NEEDS_TWO_SAMPLES,
-    "lock-deadlock": _NEEDS_LOCK,
-    "upload-socket": _NEEDS_SOCKET,
+GENERIC_ONLY: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "flock-stale": (_KERNEL_WAIT, None),
+    "child-pipe": (_KERNEL_WAIT, None),
+    "gil-held": (_NEEDS_TWO_SAMPLES, None),
+    "lock-deadlock": (_NEEDS_LOCK, None),
+    "upload-socket": (_NEEDS_SOCKET, None),
+    "upload": (_NEEDS_ASLEEP, _FRAMES_ONLY),
 }
 
 # Hangs whose paste gives, without culprits, a reading the live diagnosis also makes of
@@ -186,6 +185,10 @@ def _agreement_cases() -> list[object]:
     return [pytest.param(name, form, id=f"{name}-{form}") for name in NAMES for form in _FORMS]
 
 
+def _applies(forms: tuple[str, ...] | None, form: str) -> bool:
+    return forms is None or form in forms
+
+
 def _live_readings(diagnosis: Diagnosis) -> set[Category]:
     return {f.category for f in diagnosis.findings if f.category is not Category.UNKNOWN}
 
@@ -196,12 +199,13 @@ def test_pasted_answer_agrees_with_live(name: str, form: str, tmp_path: Path) ->
     live = _answer(live_diagnosis)
     got = _answer(analyze(_pasted(name, _FORMS[form], tmp_path)))
     gap = KNOWN_GAPS.get(name)
-    if gap is not None and (gap[1] is None or form in gap[1]):
+    if gap is not None and _applies(gap[1], form):
         # An open defect, pinned: it must not drift to a third answer unnoticed.
         assert got == gap[2] != live, f"live {live}, pasted {got}"
-    elif name in GENERIC_ONLY:
+    elif name in GENERIC_ONLY and _applies(GENERIC_ONLY[name][1], form):
         assert live[0] is not Category.RANK_DIVERGENCE
-        assert got == (Category.RANK_DIVERGENCE, live[1]), f"live {live}, pasted {got}"
+        generic = (Category.RANK_DIVERGENCE, live[1])
+        assert got in (generic, (Category.UNKNOWN, ())), f"live {live}, pasted {got}"
     elif name in COARSER:
         assert got != live and not got[1], f"live {live}, pasted {got}"
         assert got[0] in _live_readings(live_diagnosis), f"live {live}, pasted {got}"

@@ -1,12 +1,20 @@
 """What a paste of several ranks' stacks says about which rank each is, and what the frames
 of a pasted stack say of two threads stopped in one object (issue 21, text agrees with
-live): head's and tail's file headers, and a name-based reading that the frames outrank."""
+live): head's and tail's file headers; what frames without py-spy's idle mark cannot say
+(whether a backward() waits in DDP's all-reduce, whether a network call is blocked); a
+name-based reading that the frames outrank (two threads stopped in one object)."""
 
 from __future__ import annotations
 
-from hangdoc.analyzer.model import Frame, ThreadStack
+from hangdoc.analyzer.model import Category, Frame, ThreadStack
 from hangdoc.analyzer.parsers.stacks import markers
+from hangdoc.analyzer.views.activity import (
+    RankActivity,
+    classify_process,
+    may_wait_in_gradient_sync,
+)
 from hangdoc.analyzer.views.locks import shared_object_wait
+from hangdoc.rules.causes import cause_of
 from tests.unit.stacks.helpers import scan
 
 _FRAMES = """\
@@ -33,7 +41,8 @@ def test_a_file_header_outranks_the_log_line_of_the_file_above() -> None:
     # line ("[rank2] …") right above the next header
     text = "".join(f"==> rank{r}.txt <==\n{_FRAMES}\n{_TAIL.format(r=r)}" for r in range(4))
     # WHEN scanned THEN each stack is its header's rank, not the log line's above it
-    assert sorted(p.rank for p in scan(text).processes if p.text_stacks) == [0, 1, 2, 3]
+    ranks = [p.rank for p in scan(text).processes if p.text_stacks]
+    assert ranks == [0, 1, 2, 3]
 
 
 def _thread(*frames: tuple[str, str], main: bool = False, name: str = "t") -> ThreadStack:
@@ -78,3 +87,49 @@ def test_not_one_object_when_a_frame_is_below_or_the_class_differs() -> None:
         assert shared_object_wait(main, (main, other)) is None
     # the same class in another file is another class
     assert shared_object_wait(main, (main, _thread(("ShardWriter.loop", "io.py")))) is None
+
+
+_BACKWARD = """\
+    _engine_run_backward (torch/autograd/graph.py:979)
+    backward (torch/autograd/__init__.py:395)
+    Tensor.backward (torch/_tensor.py:623)
+    train_one_epoch (train.py:482)
+"""
+_UPLOAD = """\
+    HTTPConnection.send (http/client.py:1009)
+    HTTPConnection.request (http/client.py:1294)
+    CheckpointUploader.upload (train.py:709)
+    main (train.py:790)
+"""
+
+
+def _activity(text: str) -> RankActivity:
+    [proc] = scan(text).processes
+    activity = classify_process(3, proc)
+    assert activity is not None
+    return activity
+
+
+def test_backward_without_an_idle_mark_may_wait_in_ddps_all_reduce() -> None:
+    # GIVEN a rank's frames pasted without py-spy's thread line: in backward(), idle or not
+    frames_only = _activity(f"rank 3:\n{_BACKWARD}")
+    # THEN it may be computing or waiting for DDP's all-reduce: neither known
+    assert may_wait_in_gradient_sync(frames_only) and not frames_only.in_collective
+    # WHEN py-spy's thread line says idle THEN it waits in DDP's all-reduce
+    idle = _activity(f'rank 3:\nThread 857 (idle): "MainThread"\n{_BACKWARD}')
+    assert idle.in_collective and not may_wait_in_gradient_sync(idle)
+    # WHEN it says active THEN it computes
+    active = _activity(f'rank 3:\nThread 857 (active): "MainThread"\n{_BACKWARD}')
+    assert not active.in_collective and not may_wait_in_gradient_sync(active)
+
+
+def test_a_network_call_outranks_the_callers_names() -> None:
+    # GIVEN an upload in http.client's send, its frames without an idle mark
+    cause = cause_of(_activity(f"rank 3:\n{_UPLOAD}"))
+    # THEN the caller's name ("CheckpointUploader") does not make it a checkpoint save:
+    # blocked or transferring, the frames cannot say; the generic category
+    assert cause.category is Category.RANK_DIVERGENCE
+    assert "HTTPConnection.send" in cause.doing
+    # WHEN py-spy says the thread is idle THEN it waits on the network
+    idle = cause_of(_activity(f'rank 3:\nThread 9 (idle): "MainThread"\n{_UPLOAD}'))
+    assert idle.category is Category.IO_STALL
