@@ -54,6 +54,21 @@ def _ops_text(waiting: list[RankActivity]) -> str:
     return " / ".join(ops) if ops else "a collective"
 
 
+def _stopped_together(culprits: list[RankActivity], waiting: list[RankActivity]) -> bool:
+    """More ranks stopped at one and the same line of their own code, which names nothing
+    (the generic cause), than wait in the collective: they wait together on something the
+    frames do not show (a file lock, a shared file: a C call has no frame), and what holds
+    them may as well be the few in the collective (a rank that took the lock and went on).
+    Which side is odd the frames cannot say, so neither is named."""
+    if len(culprits) < 2 or len(culprits) <= len(waiting):
+        return False
+    stacks = {
+        tuple((f.file, f.function, f.line) for f in a.main.thread.frames) if a.main else ()
+        for a in culprits
+    }
+    return len(stacks) == 1 and () not in stacks
+
+
 class RankOutsideCollective(Rule):
     __doc__ = __doc__
     id = "HD001"
@@ -86,6 +101,8 @@ class RankOutsideCollective(Rule):
         waiting_ranks = tuple(a.rank for a in waiting)
         ops = _ops_text(waiting)
         for category, culprits in sorted(by_category.items(), key=lambda kv: kv[1][0].rank):
+            if category is Category.RANK_DIVERGENCE and _stopped_together(culprits, waiting):
+                continue
             yield self._finding(ctx, category, culprits, waiting, waiting_ranks, ops)
 
     def _finding(

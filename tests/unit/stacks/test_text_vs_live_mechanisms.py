@@ -1,11 +1,15 @@
-"""What a paste of several ranks' stacks says about which rank each is, and what the frames
-of a pasted stack say of two threads stopped in one object (issue 21, text agrees with
-live): head's and tail's file headers; what frames without py-spy's idle mark cannot say
-(whether a backward() waits in DDP's all-reduce, whether a network call is blocked); a
-name-based reading that the frames outrank (two threads stopped in one object)."""
+"""What the frames of a pasted stack say, and what they cannot (issue 21, text agrees with
+live): head's and tail's file headers name a rank; more ranks stopped together than wait
+name no side; frames without py-spy's idle mark do not say whether a backward() waits in
+DDP's all-reduce or a network call is blocked; two threads stopped in one object's methods
+outrank the object's names."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from hangdoc.analyzer.engine import analyze
+from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Category, Frame, ThreadStack
 from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.views.activity import (
@@ -133,3 +137,33 @@ def test_a_network_call_outranks_the_callers_names() -> None:
     # WHEN py-spy says the thread is idle THEN it waits on the network
     idle = cause_of(_activity(f'rank 3:\nThread 9 (idle): "MainThread"\n{_UPLOAD}'))
     assert idle.category is Category.IO_STALL
+
+
+_LOCKED = """\
+    cache_lock (train.py:882)
+    _GeneratorContextManager.__enter__ (contextlib.py:137)
+    prepare_cache (train.py:891)
+"""
+_BARRIER = """\
+    barrier (torch/distributed/distributed_c10d.py:5356)
+    prepare_cache (train.py:928)
+"""
+
+
+def _answer(text: str, tmp_path: Path) -> tuple[str | None, tuple[int, ...]]:
+    path = tmp_path / "pasted.txt"
+    path.write_text(text)
+    primary = analyze(load_paths([path])).primary
+    return (primary.rule, primary.culprit_ranks) if primary is not None else (None, ())
+
+
+def test_more_ranks_stopped_together_than_wait_name_no_side(tmp_path: Path) -> None:
+    # GIVEN three ranks stopped at one line of their own code (a file lock's flock: a C
+    # call, no frame) and one rank in a barrier
+    text = "".join(f"rank {r}:\n{_LOCKED}\n" for r in range(3)) + f"rank 3:\n{_BARRIER}"
+    # THEN the three are not named as culprits outside the collective: the one in the
+    # barrier may hold what they wait on
+    assert _answer(text, tmp_path)[0] != "HD001"
+    # WHEN one rank only stands there THEN it is the one outside the collective
+    text = f"rank 0:\n{_LOCKED}\n" + "".join(f"rank {r}:\n{_BARRIER}\n" for r in (1, 2, 3))
+    assert _answer(text, tmp_path) == ("HD001", (0,))
