@@ -2,7 +2,8 @@
 
 ``hangdoc collect`` reads py-spy's JSON; a person on a ticket runs ``py-spy dump --pid P``
 on each rank and pastes its text, each under a label they type ("rank 3:", "[rank3]",
-"=== Rank 3 ===", "Rank 3 py-spy dump", or a file per rank named ``rank3.txt``), often
+"=== Rank 3 ===", "Rank 3 py-spy dump", tail's "==> rank3.txt <==", the host and pid with
+the rank, the py-spy command run, or a file per rank named ``rank3.txt``), often
 without py-spy's ``Process``/``Python``/``Thread`` lines (frames only, a blank line
 between threads), and the tail of the rank's log under it. The evidence is the same as the
 live dump's last sample, so the diagnosis must be too, or less specific (one sample cannot
@@ -172,12 +173,18 @@ def _frames(trace: Mapping[str, object]) -> list[Mapping[str, object]]:
     return [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
 
 
-Label = Callable[[int], str]
+Label = Callable[[RankPaste], str]
 LABELS: dict[str, Label] = {
-    "rank N:": lambda r: f"rank {r}:",
-    "[rankN]": lambda r: f"[rank{r}]",
-    "=== Rank N ===": lambda r: f"=== Rank {r} ===",
-    "Rank N py-spy dump": lambda r: f"Rank {r} py-spy dump",
+    "rank N:": lambda r: f"rank {r.rank}:",
+    "[rankN]": lambda r: f"[rank{r.rank}]",
+    "=== Rank N ===": lambda r: f"=== Rank {r.rank} ===",
+    "Rank N py-spy dump": lambda r: f"Rank {r.rank} py-spy dump",
+    # GNU head/tail over several files (``tail -n 40 rank*.txt``): "==> NAME <==".
+    "==> rankN.txt <==": lambda r: f"==> rank{r.rank}.txt <==",
+    # The host and pid a person copied from ``ps`` or the launcher, and the rank.
+    "host:pid (rank N)": lambda r: f"node-1:{r.pid} (rank {r.rank})",
+    # The command run, the rank in a shell comment.
+    "$ py-spy dump --pid P  # rank N": lambda r: f"$ py-spy dump --pid {r.pid}  # rank {r.rank}",
 }
 
 
@@ -205,7 +212,7 @@ def _one_file(label: Label, headers: bool) -> Callable[[Sequence[RankPaste]], di
     def build(ranks: Sequence[RankPaste]) -> dict[str, str]:
         parts: list[str] = []
         for rank in ranks:
-            parts.append(label(rank.rank))
+            parts.append(label(rank))
             parts.append(pyspy_text(rank, headers=headers))
             if rank.log_tail:
                 parts.append("\n".join(rank.log_tail) + "\n")

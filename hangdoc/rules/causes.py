@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hangdoc.analyzer.model import Category, Frame, PeerRole, WaitKind
+from hangdoc.analyzer.model import Category, Frame, PeerRole, ThreadStack, WaitKind
 from hangdoc.analyzer.views.activity import GENERIC_TAGS, RankActivity, is_user_frame
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.iofacts import fs_stall
-from hangdoc.analyzer.views.locks import LockWaitKind, gil_holder, lock_waits
+from hangdoc.analyzer.views.locks import LockWaitKind, gil_holder, lock_waits, shared_object_wait
 from hangdoc.analyzer.views.meaning import Signal, job_meaning
 from hangdoc.analyzer.views.netwait import network_wait
 from hangdoc.analyzer.views.waits import BEFORE_JOB_S, Holder, JobWaits, ThreadWait, WaitSource
@@ -162,6 +162,27 @@ def _own_words_cause(activity: RankActivity) -> Cause | None:
     frames: list[Frame] = []
     if activity.main is not None:
         frames = [f for f in activity.main.thread.frames if is_user_frame(f)]
+        inner = activity.main.tag_frames[0] if activity.main.tag_frames else None
+        if inner is not None and inner[0] is Activity.NETWORK_IO:
+            # Innermost, a network client's call, not known to sleep (no idle mark, no
+            # /proc: _network_cause did not take it): blocked on a server or transferring,
+            # the frames cannot say, and the names of the code that called it do not either.
+            return _detailed(
+                Activity.OUTSIDE_COLLECTIVES,
+                f"in a network call, {inner[1].label()}; whether it is blocked on the server "
+                "or still transferring, frames without py-spy's idle mark cannot say",
+            )
+        shared = shared_object_wait(activity.main.thread, _threads(activity))
+        if shared is not None:
+            # The frames show where it is, two threads inside one object: what it waits
+            # on (that object's lock?) they cannot say, and its names do not either.
+            other = shared.other.name or "another thread"
+            return _detailed(
+                Activity.OUTSIDE_COLLECTIVES,
+                f"stopped in {shared.main.label()} while its thread {other} is stopped in "
+                f"{shared.other_frame.label()}, of the same object: the two may wait on "
+                "one lock, which the kernel's view (hangdoc collect) would show",
+            )
     found = job_meaning(frames, activity.process)
     if found is None:
         return None
@@ -169,6 +190,11 @@ def _own_words_cause(activity: RankActivity) -> Cause | None:
     said = "; ".join(f"{s.kind}: {s.text}" for s in signals)
     cause = _cause(meaning, signals)
     return replace(cause, doing=f"{cause.doing}, by its own names ({said})")
+
+
+def _threads(activity: RankActivity) -> tuple[ThreadStack, ...]:
+    latest = activity.process.latest_stacks()
+    return tuple(latest.threads) if latest is not None else ()
 
 
 def key_frame_text(activity: RankActivity) -> str:

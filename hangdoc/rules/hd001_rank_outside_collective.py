@@ -38,7 +38,11 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.analyzer.views.activity import RankActivity, live_activities
+from hangdoc.analyzer.views.activity import (
+    RankActivity,
+    live_activities,
+    may_wait_in_gradient_sync,
+)
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.causes import cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
@@ -48,6 +52,21 @@ from hangdoc.rules.strength import Shift, agreeing, shifted
 def _ops_text(waiting: list[RankActivity]) -> str:
     ops = sorted({a.waiting_call.op for a in waiting if a.waiting_call is not None})
     return " / ".join(ops) if ops else "a collective"
+
+
+def _stopped_together(culprits: list[RankActivity], waiting: list[RankActivity]) -> bool:
+    """More ranks stopped at one and the same line of their own code, which names nothing
+    (the generic cause), than wait in the collective: they wait together on something the
+    frames do not show (a file lock, a shared file: a C call has no frame), and what holds
+    them may as well be the few in the collective (a rank that took the lock and went on).
+    Which side is odd the frames cannot say, so neither is named."""
+    if len(culprits) < 2 or len(culprits) <= len(waiting):
+        return False
+    stacks = {
+        tuple((f.file, f.function, f.line) for f in a.main.thread.frames) if a.main else ()
+        for a in culprits
+    }
+    return len(stacks) == 1 and () not in stacks
 
 
 class RankOutsideCollective(Rule):
@@ -71,6 +90,9 @@ class RankOutsideCollective(Rule):
         # A rank the kernel shows blocked on a file lock with a known holder is HD111's:
         # the holder, not the rank, says who is to blame.
         outside = [a for a in live if not a.in_collective and not ctx.waits.on_held_lock(a.process)]
+        # A rank in backward() whose frames do not say whether it computes or waits in
+        # DDP's gradient all-reduce (no idle mark) is not known to be outside.
+        outside = [a for a in outside if not may_wait_in_gradient_sync(a)]
         if not waiting or not outside:
             return
         by_category: dict[Category, list[RankActivity]] = {}
@@ -79,6 +101,8 @@ class RankOutsideCollective(Rule):
         waiting_ranks = tuple(a.rank for a in waiting)
         ops = _ops_text(waiting)
         for category, culprits in sorted(by_category.items(), key=lambda kv: kv[1][0].rank):
+            if category is Category.RANK_DIVERGENCE and _stopped_together(culprits, waiting):
+                continue
             yield self._finding(ctx, category, culprits, waiting, waiting_ranks, ops)
 
     def _finding(

@@ -414,6 +414,22 @@ def classify_ranks(evidence: Evidence) -> dict[int, RankActivity]:
     return out
 
 
+# Appended for issue 21 (text agrees with live): a thread in backward() whose stack says
+# nothing of whether it sleeps (frames pasted without py-spy's thread lines, no /proc).
+def may_wait_in_gradient_sync(activity: RankActivity) -> bool:
+    """The main thread is in a frame DDP's gradient all-reduce waits from
+    (catalog.IDLE_COLLECTIVE_FRAMES) and nothing says whether it is idle there: no py-spy
+    idle mark (frames only, faulthandler) and no CPU time from /proc. It may be computing
+    its backward, or waiting for peers in the all-reduce: neither a culprit outside the
+    collectives nor a rank known to wait in one."""
+    main = activity.main
+    if main is None or main.collective is not None or main.thread.active is not None:
+        return False
+    if activity.process.proc_samples:
+        return False
+    return _idle_collective(main.thread) is not None
+
+
 def live_activities(activities: Mapping[int, RankActivity]) -> list[RankActivity]:
     """Ranks whose process was alive at collection, by rank: what cross-rank rules compare."""
     return sorted((a for a in activities.values() if not a.process.exited), key=lambda a: a.rank)

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Frame, ProcessEvidence, ProcState, ThreadStack
-from hangdoc.analyzer.views.activity import classify_thread, frame_tag
+from hangdoc.analyzer.views.activity import classify_thread, frame_tag, is_user_frame
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks
 
@@ -201,3 +201,52 @@ def lock_waits(process: ProcessEvidence) -> list[LockWait]:
     samples = len(process.stack_series())
     waits = [lock_wait(t, samples=samples) for t in thread_tracks(process)]
     return [w for w in waits if w is not None]
+
+
+# Appended for issue 21 (text agrees with live): what the frames of a pasted stack show of a
+# lock between the rank's own threads, where no kernel and no second sample says more.
+@dataclass(frozen=True, slots=True)
+class SharedObjectWait:
+    """The main thread and another thread of the rank, each stopped at its innermost frame
+    in a method of one of the job's own classes."""
+
+    main: Frame
+    other: ThreadStack
+    other_frame: Frame
+
+
+def _owner(frame: Frame) -> str | None:
+    """The class a method's qualified name says it belongs to (``MetricsLogger.log`` →
+    ``MetricsLogger``); None for a module-level function or a closure."""
+    owner, dot, _ = frame.function.rpartition(".")
+    return owner if dot and owner and "<locals>" not in owner else None
+
+
+def shared_object_wait(
+    main: ThreadStack, threads: tuple[ThreadStack, ...]
+) -> SharedObjectWait | None:
+    """The main thread stopped at a line of its own code with no frame below it (a C call:
+    py-spy's default output does not show ``lock.acquire``, a sleep or a read), and another
+    thread of the same process stopped the same way in another method of the same object's
+    class (same file). Two threads inside one object, neither in a library call, is the
+    shape of contention on that object: both may wait on its lock. The frames cannot say
+    whether they do (the kernel's futex, the lock's owner in --native frames would), but
+    they do say that the main thread's own names (``MetricsLogger.log``) describe where it
+    is, not what it is doing: a name-based reading must not be taken for it."""
+    if not main.frames or not is_user_frame(main.frames[0]):
+        return None
+    owner = _owner(main.frames[0])
+    if owner is None:
+        return None
+    for thread in threads:
+        if thread is main or thread.is_main or not thread.frames:
+            continue
+        inner = thread.frames[0]
+        if (
+            is_user_frame(inner)
+            and _owner(inner) == owner
+            and inner.file == main.frames[0].file
+            and inner.function != main.frames[0].function
+        ):
+            return SharedObjectWait(main.frames[0], thread, inner)
+    return None

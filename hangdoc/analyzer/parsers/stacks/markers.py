@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.parsers.logs.literals import gate
+from hangdoc.common.rank_names import rank_from_name
 
 NEAR_LINES = 3
 
@@ -53,11 +54,28 @@ _LABEL = re.compile(
 )
 
 
+# The header GNU head and tail print over each of several files (coreutils' tail.c and
+# head.c: ``"==> %s <==\n"``): ``tail -n 50 rank*.txt`` pasted whole. The file's name says
+# the rank as it would for the file itself (common/rank_names.py), or nothing.
+_FILE_HEADER = re.compile(r"^==> (.+) <==$")
+
+
+def file_header(text: str) -> bool:
+    """Whether the line is head's or tail's header over a file: what is above it belongs to
+    another file, whatever rank it names."""
+    return _FILE_HEADER.match(text.strip()) is not None
+
+
 def label_rank(text: str) -> int | None:
-    """The rank of a line that is nothing but a rank header or a typed label."""
+    """The rank of a line that is nothing but a rank header, a typed label, or head's and
+    tail's header over a file whose name says its rank."""
     stripped = text.strip()
     m = _RANK_HEADER.match(stripped) or _LABEL.match(stripped)
-    return int(m.group(1)) if m else None
+    if m:
+        return int(m.group(1))
+    if (f := _FILE_HEADER.match(stripped)) is not None:
+        return rank_from_name(f.group(1).strip()).rank
+    return None
 
 
 def header_local_rank(text: str) -> int | None:

@@ -275,8 +275,11 @@ class _Scanner:
             prefix_rank, text = entry
             if seen == 0 and prefix_rank is not None:
                 return prefix_rank
-            if (r := markers.any_rank(text)) is not None:
+            r = markers.label_rank(text)
+            if r is not None or (r := markers.any_rank(text)) is not None:
                 return r
+            if markers.file_header(text):
+                return None  # the header of a file whose name says no rank: above is another
             seen += 1
             if seen >= markers.NEAR_LINES:
                 break
