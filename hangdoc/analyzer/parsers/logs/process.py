@@ -307,23 +307,10 @@ def match_exception_line(text: str) -> tuple[str, str] | None:
     return m.group("type"), (m.group("msg") or "").strip()
 
 
-_SIGNAL_NUMBERS = {
-    1: SignalName.SIGHUP,
-    2: SignalName.SIGINT,
-    4: SignalName.SIGILL,
-    6: SignalName.SIGABRT,
-    7: SignalName.SIGBUS,
-    8: SignalName.SIGFPE,
-    9: SignalName.SIGKILL,
-    11: SignalName.SIGSEGV,
-    13: SignalName.SIGPIPE,
-    15: SignalName.SIGTERM,
-}
-
-
 def signal_name(code: int) -> SignalName | None:
-    """The signal a launcher's number means (an exit code of -N, 128 + N)."""
-    return _SIGNAL_NUMBERS.get(code)
+    """The signal a launcher's number means (an exit code of -N, 128 + N): Linux's
+    numbering (SignalName.of_number)."""
+    return SignalName.of_number(code)
 
 
 # torch's own messages when a DataLoader worker dies (torch/utils/data/dataloader.py,
