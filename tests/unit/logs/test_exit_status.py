@@ -37,6 +37,7 @@ from hangdoc.analyzer.payloads.launch import (
 )
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.api import diagnose
+from tests.unit.logs.helpers import events, parse
 
 
 @pytest.mark.parametrize(
@@ -184,3 +185,54 @@ def test_an_abort_with_no_watchdog_is_no_sure_cause(tmp_path: Path) -> None:
     # THEN the process died first, stated weaker than a death with its reason
     assert (found.rule, found.category) == ("HD030", "rank_dead_or_crashed")
     assert found.severity != "critical"
+
+
+# CPython's CalledProcessError (Lib/subprocess.py CalledProcessError.__str__), raised by
+# accelerate's simple_launcher (accelerate/commands/launch.py: ``raise
+# subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)``) and by
+# torch.distributed.launch before torchrun (its command line carries ``--local_rank=N``).
+_LAUNCHER_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/bin/accelerate", line 8, in <module>\n'
+    "    sys.exit(main())\n"
+    '  File "/usr/lib/python3/dist-packages/accelerate/commands/launch.py", line 704, in '
+    "simple_launcher\n"
+    "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)\n"
+    "subprocess.CalledProcessError: Command {end}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("end", "exit_code", "signal", "local_rank"),
+    [
+        ("'['/usr/bin/python', 'train.py']' died with <Signals.SIGKILL: 9>.", -9,
+         SignalName.SIGKILL, None),
+        ("'['/usr/bin/python', '-u', 'train.py', '--local_rank=3']' died with <Signals.SIGSEGV: "
+         "11>.", -11, SignalName.SIGSEGV, 3),
+        ("'['/usr/bin/python', 'train.py']' returned non-zero exit status 1.", 1, None, None),
+        ("'['/usr/bin/python', 'train.py']' died with unknown signal 40.", -40, None, None),
+    ],
+)  # fmt: skip
+def test_a_called_process_error_is_the_launchers_report_of_its_worker(
+    tmp_path: Path, end: str, exit_code: int, signal: SignalName | None, local_rank: int | None
+) -> None:
+    console = tmp_path / "console.txt"
+    console.write_text(_LAUNCHER_TRACEBACK.format(end=end), "utf-8")
+    parsed = parse(console)
+    # THEN the line is the launcher's report of a worker's end, not an exception of a rank
+    assert events(parsed, EventKind.EXCEPTION) == []
+    [(_, event)] = events(parsed, EventKind.WORKER_FAILED)
+    report = event.payload
+    assert isinstance(report, LauncherReport)
+    assert (report.exit_code, report.signal, event.local_rank) == (exit_code, signal, local_rank)
+
+
+def test_a_worker_killed_under_accelerate_is_a_kill(tmp_path: Path) -> None:
+    console = tmp_path / "console.txt"
+    console.write_text(
+        _LAUNCHER_TRACEBACK.format(end="'['python', 'train.py']' died with <Signals.SIGKILL: 9>."),
+        "utf-8",
+    )
+    found = diagnose([console]).findings[0]
+    assert (found.rule, found.category) == ("HD030", "rank_dead_or_crashed")
+    assert "SIGKILL" in found.title and "raised an exception" not in found.title
