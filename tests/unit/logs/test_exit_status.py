@@ -236,3 +236,23 @@ def test_a_worker_killed_under_accelerate_is_a_kill(tmp_path: Path) -> None:
     found = diagnose([console]).findings[0]
     assert (found.rule, found.category) == ("HD030", "rank_dead_or_crashed")
     assert "SIGKILL" in found.title and "raised an exception" not in found.title
+
+
+def test_a_v1_worker_is_named_by_the_rank_its_process_name_carries(tmp_path: Path) -> None:
+    # GIVEN vLLM V1's report that worker process VllmWorker-2 ended with -9: V1 names each
+    # worker process f"VllmWorker-{rank}" (vllm/v1/executor/multiproc_executor.py,
+    # WorkerProc.make_worker_process)
+    line = "Worker proc VllmWorker-2 died unexpectedly (exit code: -9), shutting down executor."
+    hit = catalog_hit(line)
+    assert hit is not None and hit.rank == 2
+    console = tmp_path / "console.txt"
+    console.write_text(f"ERROR 05-01 10:00:00 [multiproc_executor.py:380] {line}\n", "utf-8")
+    found = diagnose([console]).findings[0]
+    # THEN rank 2 was killed first (its dash is a separator, not a minus)
+    assert (found.rule, found.culprit_ranks) == ("HD030", (2,))
+
+
+def test_an_engine_cores_name_is_no_workers_rank() -> None:
+    # "EngineCore_DP1" is a data-parallel index (vllm/v1/engine/core_client.py:564)
+    hit = catalog_hit("Engine core proc EngineCore_DP1 died unexpectedly, shutting down client.")
+    assert hit is not None and hit.rank is None

@@ -132,7 +132,8 @@ def _read_report(hit: Hit, report: LauncherReport, values: Mapping[str, object])
     """A launcher's report of a worker that ended, as its printer means it: the number it
     printed read by the row's convention (meanings.toml ``exit_convention``: vLLM's
     ``Process.exitcode`` -6 is SIGABRT, SGLang's waitpid status 256 is exit status 1), and
-    the worker it names by its pid or local rank (the line's own words, never a guess)."""
+    the worker it names by its rank, pid or local rank (the line's own words, never a
+    guess)."""
     if report.exit_code is not None and report.signal is None and report.exit_convention:
         status = read_exit(report.exit_code, report.exit_convention)
         hit.payload = dataclasses.replace(
@@ -141,6 +142,8 @@ def _read_report(hit: Hit, report: LauncherReport, values: Mapping[str, object])
             signal=status.signal,
             core_dumped=status.core_dumped,
         )
+    if report.rank is not None and report.rank >= 0 and hit.rank is None:
+        hit.rank = report.rank  # the worker's rank, as its name carries it (VllmWorker-2)
     pid, local_rank = values.get("pid"), values.get("local_rank")
     if isinstance(pid, int) and pid > 0:
         hit.named_pid = pid
