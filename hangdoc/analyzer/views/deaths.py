@@ -4,6 +4,13 @@ A rank that dies (an exception, a CUDA OOM, a fatal signal, the OOM killer) make
 others time out; this view names, per rank, the earliest cause-like event that is not
 itself part of that wave (timeouts, teardown, lost peers). HD030, HD031, HD032, HD039 and
 HD200 read it.
+
+A launcher's report of a worker that ended is read by the signal or exit status its number
+means (the parsers read it by the printer's convention: payloads.launch.read_exit), not by
+its words: SIGKILL is a kill from outside the process, SIGSEGV/SIGBUS/SIGILL/SIGFPE a crash
+of its own, SIGABRT an abort that, where a watchdog fired and the report names no rank, is
+that watchdog ending its process (the timeout's cause is the cause), and an exit status
+with no reason a death that gives none (its traceback, where one is shown, is the reason).
 """
 
 from __future__ import annotations
