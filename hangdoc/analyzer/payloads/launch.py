@@ -120,6 +120,7 @@ class ExitConvention(enum.StrEnum):
     # prints it as it is ("Child process unexpectedly failed with an exit code 256": exit
     # status 1; 9: killed by SIGKILL; 134: SIGABRT and a core dump).
     WAIT_STATUS = "wait_status"
+    UNKNOWN = "unknown"  # read from a summary of a newer hangdoc: the number is left as printed
 
 
 @dataclass(frozen=True, slots=True)
