@@ -53,6 +53,15 @@ give no reason (exit codes, launcher-reported signals: a ChildFailedError table)
 rank that did not abort is named when the others aborted (SIGABRT: most often the NCCL
 watchdog tearing its process down after the failure).
 
+The number a launcher prints for a worker that ended is read by its printer's convention
+(payloads/launch.py read_exit: Python's exitcode -N and a shell's 128 + N are signal N,
+os.waitpid's raw status holds the signal in its low bits): vLLM's "Worker … pid 198 died,
+exit code: -6" is an abort, SGLang's "Child process unexpectedly failed with an exit code
+256" an exit status of 1. An abort a launcher reports without naming a rank, in a job
+where torch's watchdog or heartbeat monitor fired, is that watchdog ending its process,
+not a first fault: the timeout's cause is the cause. SIGKILL is named a kill from outside,
+the OOM killer only where the logs hold its line.
+
 Where an exception was raised is read from its traceback (its innermost frame or call
 naming a stage, parsers/logs/tb_stage.py). Raised while the ranks set up communication
 (init_process_group, new_group, a rendezvous or its store, DDP's construction, the CUDA
@@ -198,7 +207,14 @@ class RankDiedFirst(Rule):
             culprits = [exited.rank] if exited.rank is not None else []
         waiting = sorted(victims(tl) - set(culprits))
         finding = self._finding(
-            first, chosen, culprits, waiting, ordered, bool(certain), wave_events
+            first,
+            chosen,
+            culprits,
+            waiting,
+            ordered,
+            bool(certain),
+            wave_events,
+            oom_seen=bool(tl.of(EventKind.HOST_OOM_KILL)),
         )
         if first.rank is None and culprits:
             finding = replace(
@@ -219,6 +235,8 @@ class RankDiedFirst(Rule):
         ordered: bool | None,
         certain: bool,
         wave_events: list[Placed],
+        *,
+        oom_seen: bool = False,
     ) -> Finding:
         who = ranks_text(culprits) if culprits else "a process (rank unknown)"
         if first.in_setup:
@@ -250,11 +268,8 @@ class RankDiedFirst(Rule):
                 "The logs carry no times that order this failure against the timeouts; "
                 "it is taken as the cause because it is not itself a timeout."
             )
-        if first.how == DeathHow.SIGNAL and first.signal == SignalName.SIGKILL:
-            lines.append(
-                "SIGKILL is usually the kernel OOM killer (host memory) or the "
-                "scheduler (time/memory limit); check dmesg and the scheduler log."
-            )
+        if first.how == DeathHow.SIGNAL and first.signal is not None:
+            lines.append(_signal_reading(first.signal, oom_seen))
         if not certain:
             lines.append(
                 "The logs give no reason for the exit: collect the rank's stderr or "
@@ -455,6 +470,32 @@ def _weak(death: Death) -> bool:
     if death.bare:
         return True
     return death.signal == SignalName.SIGABRT and not death.payload.exc_type
+
+
+def _signal_reading(signal: SignalName, oom_seen: bool) -> str:
+    """What the signal that ended the rank says of why (POSIX signal(7)). SIGKILL cannot be
+    caught: something outside the process sent it, and the OOM killer is named only where
+    the logs hold its line (dmesg's "Killed process", a cgroup's oom_kill)."""
+    if signal == SignalName.SIGKILL:
+        if oom_seen:
+            return (
+                "SIGKILL comes from outside the process; the kernel's OOM killer reports "
+                "killing a process in these logs, most likely this one (host memory)."
+            )
+        return (
+            "SIGKILL comes from outside the process (it cannot be caught): the kernel's "
+            "OOM killer, the scheduler's time or memory limit, or a person; these logs hold "
+            "no OOM-killer line, so check dmesg and the scheduler's log."
+        )
+    if signal in (SignalName.SIGSEGV, SignalName.SIGBUS, SignalName.SIGILL, SignalName.SIGFPE):
+        return f"{signal} is a native crash of that rank's own process (its code or a library's)."
+    if signal == SignalName.SIGABRT:
+        return (
+            "SIGABRT is the process aborting itself: a C++ exception nobody caught, a failed "
+            "check, or torch's NCCL watchdog after a timeout (then the timeout's cause is "
+            "the cause)."
+        )
+    return f"It ended by {signal}."
 
 
 def _fix(death: Death) -> str:

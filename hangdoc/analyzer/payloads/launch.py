@@ -52,6 +52,107 @@ class SignalName(enum.StrEnum):
         does not hold (a real-time signal)."""
         return parse_enum(cls, name)
 
+    @classmethod
+    def of_number(cls, number: int) -> SignalName | None:
+        """The signal Linux numbers ``number`` (x86-64 and arm64 share these: the
+        kernel's uapi asm-generic/signal.h, glibc's bits/signum-generic.h); None for 0,
+        a real-time signal or a number no signal has."""
+        return _LINUX_NUMBERS.get(number)
+
+
+# Linux's signal numbers (include/uapi/asm-generic/signal.h: SIGHUP 1 … SIGSYS 31).
+_LINUX_NUMBERS: dict[int, SignalName] = dict(
+    enumerate(
+        (
+            SignalName.SIGHUP,
+            SignalName.SIGINT,
+            SignalName.SIGQUIT,
+            SignalName.SIGILL,
+            SignalName.SIGTRAP,
+            SignalName.SIGABRT,
+            SignalName.SIGBUS,
+            SignalName.SIGFPE,
+            SignalName.SIGKILL,
+            SignalName.SIGUSR1,
+            SignalName.SIGSEGV,
+            SignalName.SIGUSR2,
+            SignalName.SIGPIPE,
+            SignalName.SIGALRM,
+            SignalName.SIGTERM,
+            SignalName.SIGSTKFLT,
+            SignalName.SIGCHLD,
+            SignalName.SIGCONT,
+            SignalName.SIGSTOP,
+            SignalName.SIGTSTP,
+            SignalName.SIGTTIN,
+            SignalName.SIGTTOU,
+            SignalName.SIGURG,
+            SignalName.SIGXCPU,
+            SignalName.SIGXFSZ,
+            SignalName.SIGVTALRM,
+            SignalName.SIGPROF,
+            SignalName.SIGWINCH,
+            SignalName.SIGIO,
+            SignalName.SIGPWR,
+            SignalName.SIGSYS,
+        ),
+        start=1,
+    )
+)
+
+
+class ExitConvention(enum.StrEnum):
+    """How the number a launcher prints for a process that ended encodes its end: an exit
+    status, or the signal that killed it. Each printer's convention is read from the code
+    that prints the number (meanings.toml gives it per catalog family)."""
+
+    # Python's multiprocessing ``Process.exitcode`` and subprocess's ``Popen.returncode``
+    # (CPython Lib/multiprocessing/popen_fork.py: ``-os.WTERMSIG(sts)`` when signalled,
+    # ``os.WEXITSTATUS(sts)`` otherwise; Lib/subprocess.py _handle_exitstatus alike):
+    # -N is "killed by signal N", 0..255 an exit status. torchrun's "exitcode", vLLM's
+    # "exit code", DeepSpeed's "return code", torch.multiprocessing's "exit code".
+    POPEN = "popen"
+    # A shell's ``$?`` (bash: 128 + N for a command killed by signal N), and launchers that
+    # report it (horovodrun's "exit with status code 137", a container's exit code).
+    SHELL = "shell"
+    # The raw status ``os.waitpid`` returns (POSIX wait(2): the signal in the low 7 bits,
+    # 0x80 for a core dump, the exit status in the next byte): SGLang's SIGCHLD handler
+    # prints it as it is ("Child process unexpectedly failed with an exit code 256": exit
+    # status 1; 9: killed by SIGKILL; 134: SIGABRT and a core dump).
+    WAIT_STATUS = "wait_status"
+    UNKNOWN = "unknown"  # read from a summary of a newer hangdoc: the number is left as printed
+
+
+@dataclass(frozen=True, slots=True)
+class ExitStatus:
+    """A printed number read by its printer's convention: the process exited with
+    ``exit_code``, or was killed by ``signal`` (``core_dumped`` where the status says so)."""
+
+    exit_code: int | None = None
+    signal: SignalName | None = None
+    core_dumped: bool = False
+
+
+def read_exit(number: int, convention: ExitConvention) -> ExitStatus:
+    """What ``number``, printed by a launcher of ``convention``, says of the process's end.
+
+    A number that is no exit status of the convention (a signal number no signal has) is
+    kept as an exit code: what the line printed, unread."""
+    if convention is ExitConvention.WAIT_STATUS:
+        low = number & 0x7F
+        if low == 0:
+            return ExitStatus(exit_code=(number >> 8) & 0xFF)
+        signal = SignalName.of_number(low)
+        if signal is not None and low != 0x7F:  # 0x7f: stopped, not ended (WIFSTOPPED)
+            return ExitStatus(signal=signal, core_dumped=bool(number & 0x80))
+        return ExitStatus(exit_code=number)
+    if convention is ExitConvention.POPEN and number < 0:
+        signal = SignalName.of_number(-number)
+        return ExitStatus(exit_code=number, signal=signal)
+    if convention is ExitConvention.SHELL and number > 128:
+        return ExitStatus(exit_code=number, signal=SignalName.of_number(number - 128))
+    return ExitStatus(exit_code=number)
+
 
 class Launcher(enum.StrEnum):
     TORCHRUN = "torchrun"
@@ -61,6 +162,8 @@ class Launcher(enum.StrEnum):
     HOROVOD = "horovod"
     TORCH_MULTIPROCESSING = "torch.multiprocessing"
     LIGHTNING = "lightning"  # its launcher of a node's other local ranks
+    VLLM = "vllm"  # its executors' worker monitors (multiproc_worker_utils, multiproc_executor)
+    SGLANG = "sglang"  # its engine's launcher of scheduler processes (entrypoints/engine.py)
     UNKNOWN = "unknown"
 
 
@@ -96,6 +199,10 @@ class LauncherReport(EventPayload):
     rank: int | None = None
     root_cause: bool = False  # the "Root Cause" entry: only the first to exit on its node
     error_file: str | None = None
+    # How ``exit_code`` encodes the end (a catalog row's printer: meanings.toml), where
+    # the recogniser did not read it into ``signal`` itself.
+    exit_convention: ExitConvention | None = None
+    core_dumped: bool = False
 
 
 class CodeStage(enum.StrEnum):

@@ -4,6 +4,13 @@ A rank that dies (an exception, a CUDA OOM, a fatal signal, the OOM killer) make
 others time out; this view names, per rank, the earliest cause-like event that is not
 itself part of that wave (timeouts, teardown, lost peers). HD030, HD031, HD032, HD039 and
 HD200 read it.
+
+A launcher's report of a worker that ended is read by the signal or exit status its number
+means (the parsers read it by the printer's convention: payloads.launch.read_exit), not by
+its words: SIGKILL is a kill from outside the process, SIGSEGV/SIGBUS/SIGILL/SIGFPE a crash
+of its own, SIGABRT an abort that, where a watchdog fired and the report names no rank, is
+that watchdog ending its process (the timeout's cause is the cause), and an exit status
+with no reason a death that gives none (its traceback, where one is shown, is the reason).
 """
 
 from __future__ import annotations
@@ -271,6 +278,16 @@ def death_of(p: Placed) -> Death | None:
 def _reported(p: Placed, report: LauncherReport) -> Death | None:
     """A launcher's report of a worker that ended (torchrun, Slurm, mpirun, DeepSpeed…)."""
     exc_type, message, code = report.exc_type or "", report.message or "", report.exit_code
+    if (
+        p.kind == EventKind.WORKER_FAILED
+        and not exc_type
+        and (code is not None or report.signal is not None)
+    ):
+        # A launcher's line that prints how the worker ended (a catalog row's: vLLM's
+        # "Worker … pid 198 died, exit code: -6", SGLang's waitpid status): its words are
+        # the launcher's, not the worker's error; the number, read by its printer's
+        # convention (payloads.launch.read_exit), says how it ended.
+        message = ""
     if exc_type or message:
         said = f"{exc_type}: {message}"
         if Sign.CUDA_OOM in report.signs or Sign.OUT_OF_MEMORY in report.signs:
@@ -345,6 +362,28 @@ def _unexplained(death: Death) -> bool:
     return (
         death.how in (DeathHow.ACTOR, DeathHow.EXIT) or death.signal == SignalName.SIGABRT
     ) and not (death.payload.exc_type or death.payload.hardware or death.payload.storage)
+
+
+# The wave kinds of torch's ProcessGroupNCCL watchdog and its heartbeat monitor, which end
+# their process with std::abort (SIGABRT) after a collective timed out or the watchdog
+# hung (ProcessGroupNCCL.cpp: "To avoid data inconsistency, we are taking the entire
+# process down", the heartbeat monitor's "Process will be terminated").
+_WATCHDOG_ABORTS = frozenset(
+    {EventKind.COLLECTIVE_TIMEOUT, EventKind.WATCHDOG_TEARDOWN, EventKind.HEARTBEAT_TIMEOUT}
+)
+
+
+def _launcher_abort(death: Death) -> bool:
+    """A launcher's report that a worker ended by SIGABRT (vLLM's "exit code: -6", a
+    waitpid status of 6 or 134), with no error of its own: where a watchdog fired in the
+    job, wherever the paste puts its lines, that watchdog's abort of its process, not a
+    first fault (the timeout's cause is the cause). Printed by the launcher, which names
+    no rank: which worker aborted, and when against the timeouts, the line cannot say."""
+    return (
+        death.signal == SignalName.SIGABRT
+        and death.placed.kind == EventKind.WORKER_FAILED
+        and not death.payload.exc_type
+    )
 
 
 def _reporting_processes(wave_events: list[Placed]) -> set[tuple[str | None, int]]:
@@ -464,6 +503,7 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     # where the failures an abort may be the teardown of were reported (mismatches too:
     # COLLECTIVE_MISMATCH is a wave kind)
     explained = [(p.event.source, p.event.line or 0) for p in wave_events]
+    watchdog_fired = any(p.kind in _WATCHDOG_ABORTS for p in wave_events)
     raised: list[Placed] = []  # the exceptions so far, consequences too
     # The lines a check across ranks reported a mismatch on: an exception read from the
     # same line is that check raising its report (DETAIL's fingerprints, FSDP's forward
@@ -526,6 +566,8 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             continue  # the exit of an uncaught exception already read (its destructors)
         if any_wave and p.rank is None:
             continue  # unranked after timeouts: unprovable
+        if p.rank is None and watchdog_fired and _launcher_abort(death):
+            continue  # a worker's abort, no rank named, where a watchdog fired: its own
         if death.signal == SignalName.SIGABRT and (
             any_wave or p.rank in timed_out or _what_is_explained(p, explained)
         ):

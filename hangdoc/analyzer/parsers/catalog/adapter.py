@@ -22,7 +22,9 @@ from hangdoc.analyzer.payloads import payload_class
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
 from hangdoc.analyzer.vocabulary import EventKind
 
-_INT = re.compile(r"[-+]?\d+")
+# A sign only where it starts the number: in a name ("VllmWorker-2") the dash is a
+# separator, not a minus.
+_INT = re.compile(r"(?<!\w)[-+]?\d+|\d+")
 _FLOAT = re.compile(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 # An address as NCCL prints it ("10.0.0.1<41234>", "[fe80::1%ib0]:41234"): the port apart.
 _PEER = re.compile(r"^\[?(?P<host>[^\s<>\[\]]+?)\]?(?:<(?P<port>\d+)>|:(?P<port2>\d{2,5}))?$")

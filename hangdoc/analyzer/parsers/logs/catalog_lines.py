@@ -21,6 +21,7 @@ catalog only about lines its hand-written recognisers left without a typed event
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from hangdoc.analyzer.parsers.catalog import CatalogMatch, default_matcher, to_event
 from hangdoc.analyzer.parsers.catalog.loader import CatalogRow
@@ -29,6 +30,7 @@ from hangdoc.analyzer.parsers.logs.nccl import NcclHeader, nccl_header, read_bod
 from hangdoc.analyzer.parsers.logs.process import match_exception_line
 from hangdoc.analyzer.parsers.logs.torch_pg import pg_prefix
 from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.launch import LauncherReport, read_exit
 from hangdoc.analyzer.payloads.nccl import NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import InGroup
 from hangdoc.analyzer.vocabulary import EventKind
@@ -114,6 +116,8 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
         payload = dataclasses.replace(payload, exc_type=exc[0], message=exc[1][:400])
     values = tuple(sorted((k, str(v)) for k, v in draft.values.items()))
     hit = Hit(draft.kind, payload=payload, key=("row", draft.row_id, values))
+    if isinstance(payload, LauncherReport):
+        _read_report(hit, payload, draft.values)
     if header is not None:
         _from_header(hit, header)
         if isinstance(hit.payload, NcclWarn) and hit.payload.where is None and header.where:
@@ -122,6 +126,29 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
                 setup = warn_at_setup(header.where, hit.payload.message or "")
                 hit.payload = dataclasses.replace(hit.payload, setup=setup)
     return hit
+
+
+def _read_report(hit: Hit, report: LauncherReport, values: Mapping[str, object]) -> None:
+    """A launcher's report of a worker that ended, as its printer means it: the number it
+    printed read by the row's convention (meanings.toml ``exit_convention``: vLLM's
+    ``Process.exitcode`` -6 is SIGABRT, SGLang's waitpid status 256 is exit status 1), and
+    the worker it names by its rank, pid or local rank (the line's own words, never a
+    guess)."""
+    if report.exit_code is not None and report.signal is None and report.exit_convention:
+        status = read_exit(report.exit_code, report.exit_convention)
+        hit.payload = dataclasses.replace(
+            report,
+            exit_code=status.exit_code,
+            signal=status.signal,
+            core_dumped=status.core_dumped,
+        )
+    if report.rank is not None and report.rank >= 0 and hit.rank is None:
+        hit.rank = report.rank  # the worker's rank, as its name carries it (VllmWorker-2)
+    pid, local_rank = values.get("pid"), values.get("local_rank")
+    if isinstance(pid, int) and pid > 0:
+        hit.named_pid = pid
+    if isinstance(local_rank, int) and local_rank >= 0:
+        hit.named_local_rank = local_rank
 
 
 def printed_level(head: str) -> str | None:

@@ -18,6 +18,7 @@ from hangdoc.analyzer.payloads.launch import (
     RAY_MEMORY_MONITOR,
     CodeStage,
     ExceptionRaised,
+    ExitConvention,
     FatalReport,
     FatalSignal,
     HostOomKill,
@@ -25,6 +26,7 @@ from hangdoc.analyzer.payloads.launch import (
     LauncherReport,
     LoaderWorkerDied,
     SignalName,
+    read_exit,
 )
 from hangdoc.analyzer.payloads.nccl import CudaFailure
 from hangdoc.analyzer.vocabulary import EventKind
@@ -156,6 +158,18 @@ _LIGHTNING_CHILD = re.compile(
     r"(?:\[rank: (?P<local>\d+)\] )?Child process with PID (?P<pid>\d+) terminated with code "
     r"(?P<code>-?\d+)"
 )
+# CPython's subprocess.CalledProcessError, which launchers that run the workers as
+# subprocesses raise when one ends badly (accelerate's simple_launcher and
+# multi_gpu_launcher, torch.distributed.launch before torchrun, DeepSpeed's runner): its
+# __str__ (Lib/subprocess.py CalledProcessError.__str__) is "Command '<cmd>' died with
+# <Signals.SIGKILL: 9>." for a returncode of -N (Popen's: killed by signal N), "died with
+# unknown signal N." where the number names no signal, else "returned non-zero exit status
+# N.". The line is the launcher's report of its child's end, not an error of that child.
+CALLED_PROCESS = re.compile(
+    r"CalledProcessError: Command (?P<cmd>.*?) (?:died with <Signals\.(?P<sig>SIG[A-Z0-9]+): "
+    r"(?P<num>\d+)>|died with unknown signal (?P<unknown>\d+)|returned non-zero exit status "
+    r"(?P<code>-?\d+))\."
+)
 _DS_PID = re.compile(r"(?:[Pp]rocess|subprocess) (\d+)")
 _DS_KILL = re.compile(r"Killing subprocess (?P<pid>\d+)")
 # DeepSpeed's launcher (deepspeed/launcher/launch.py, main.sigkill_handler) kills every
@@ -206,6 +220,7 @@ _KEYS = (
     "Tried to allocate",
     "already allocated",
     "Main process received",
+    "CalledProcessError",
 )
 _HAS_KEY = any_of(_KEYS)  # one search, not a test per word (literals.any_of)
 # Every line match_process makes an event of is a match of one of these (its branches'
@@ -226,6 +241,7 @@ _HIT_PATTERNS = (
     _ELASTIC_SIGNAL,
     _DS_KILL,
     _DS_RECEIVED,
+    CALLED_PROCESS,
     _MEMORY_SUMMARY_OOMS,
     _FATAL,
     _CUDA_ERROR,
@@ -307,23 +323,10 @@ def match_exception_line(text: str) -> tuple[str, str] | None:
     return m.group("type"), (m.group("msg") or "").strip()
 
 
-_SIGNAL_NUMBERS = {
-    1: SignalName.SIGHUP,
-    2: SignalName.SIGINT,
-    4: SignalName.SIGILL,
-    6: SignalName.SIGABRT,
-    7: SignalName.SIGBUS,
-    8: SignalName.SIGFPE,
-    9: SignalName.SIGKILL,
-    11: SignalName.SIGSEGV,
-    13: SignalName.SIGPIPE,
-    15: SignalName.SIGTERM,
-}
-
-
 def signal_name(code: int) -> SignalName | None:
-    """The signal a launcher's number means (an exit code of -N, 128 + N)."""
-    return _SIGNAL_NUMBERS.get(code)
+    """The signal a launcher's number means (an exit code of -N, 128 + N): Linux's
+    numbering (SignalName.of_number)."""
+    return SignalName.of_number(code)
 
 
 # torch's own messages when a DataLoader worker dies (torch/utils/data/dataloader.py,
@@ -427,6 +430,27 @@ def _report(kind: EventKind, report: LauncherReport, key: tuple[object, ...], **
     return Hit(kind, payload=report, key=key, **who)  # type: ignore[arg-type]
 
 
+def _called_process(cp: re.Match[str]) -> Hit:
+    """CalledProcessError's report of a worker run as a subprocess that ended: the signal
+    it names, or its exit status (a returncode: ExitConvention.POPEN), and the local rank
+    its command line passes (torch.distributed.launch's ``--local_rank=N``)."""
+    number = cp.group("num") or cp.group("unknown")
+    if cp.group("sig"):
+        signal: SignalName | None = SignalName.parse(cp.group("sig"))
+        code: int | None = -int(number) if number else None
+    else:
+        status = read_exit(-int(number) if number else int(cp.group("code")), ExitConvention.POPEN)
+        signal, code = status.signal, status.exit_code
+    local = _DS_LOCAL_RANK.search(cp.group("cmd"))
+    report = LauncherReport(exit_code=code, signal=signal)
+    return _report(
+        EventKind.WORKER_FAILED,
+        report,
+        ("calledprocess", cp.group("cmd")[:80], code),
+        named_local_rank=int(local.group(1)) if local else None,
+    )
+
+
 def match_process(text: str) -> Hit | None:
     """CUDA OOM / errors, fatal signals, OOM killer, launcher exit reports, Ray deaths."""
     if not _HAS_KEY(text) or not NEED.admits(text):
@@ -521,6 +545,8 @@ def match_process(text: str) -> Hit | None:
             named_pid=pid,
             named_local_rank=local_rank,
         )
+    if "CalledProcessError" in text and (cp := CALLED_PROCESS.search(text)) is not None:
+        return _called_process(cp)
     if "terminated with" in text and (sp := _MP_SPAWN.search(text)) is not None:
         if sp.group("sig"):
             spawn = LauncherReport(

@@ -56,6 +56,7 @@ from hangdoc.analyzer.parsers.logs.pipelining import match_pipelining
 from hangdoc.analyzer.parsers.logs.prefilter import Prefilter
 from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line
 from hangdoc.analyzer.parsers.logs.process import (
+    CALLED_PROCESS,
     SAVE_FRAME,
     MpiExitBlock,
     exception_hit,
@@ -674,7 +675,9 @@ class Scanner:
         if exc is None:
             self._signal_stage(tb)
             self._cut_stage(tb)
-        if exc is None or exc[0].endswith("ChildFailedError"):
+        if exc is None or exc[0].endswith("ChildFailedError") or CALLED_PROCESS.search(text):
+            # the launcher's report of a worker's end (its ChildFailedError table,
+            # CalledProcessError's signal or exit status): match_process reads it
             return False
         hit = exception_hit(
             exc[0],
