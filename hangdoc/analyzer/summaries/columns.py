@@ -124,10 +124,10 @@ def encode_table(
     records = [record for group in groups for record in group]
     table: Table = {"rows": [len(group) for group in groups]}
     if share and len(records) > 1 and cls in _TABLE_CLASSES and _shareable(cls):
-        distinct, rows = _distinct(cls, records, frames)
-        if len(distinct) <= _SHARED_ROWS * len(records):
-            records = distinct
-            table["d"], table["u"] = len(distinct), rows
+        unique, at = _distinct(cls, records, frames)
+        if len(unique) <= _SHARED_ROWS * len(records):
+            records = unique
+            table["d"], table["u"] = len(unique), at
     columns: dict[str, object] = {}
     for f in dataclasses.fields(cls):
         values = [getattr(record, f.name) for record in records]

@@ -1,7 +1,8 @@
-"""A /7 node summary written back as /6 wrote it (``as_format_6``), and as /5 wrote it, for the tests that /5 (and, from it,
-the formats before) still load: each rank's records in its own record, one object each,
-and each log window's numbers as strings in the window (``n``), not lengths (``nl``) in
-the node's ``window_numbers``."""
+"""A node summary written back as an older format wrote it, for the tests that the older
+formats still load: as /6 (``as_format_6``), every row's record written, equal ones too;
+as /5 (and, from it, the formats before), each rank's records in its own record, one
+object each, and each log window's numbers as strings in the window (``n``), not lengths
+(``nl``) in the node's ``window_numbers``."""
 
 from __future__ import annotations
 
