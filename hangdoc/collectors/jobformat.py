@@ -45,13 +45,18 @@ SUMMARY_NAME = "summary.json"
 # numbers are the lengths (``nl``) of its runs' numbers in ``NodeSummary.window_numbers``
 # (one string for the node, its last key: the reader does not parse it with the JSON)
 # instead of the strings (``n``); /2 to /5 still load.
-SUMMARY_FORMAT = "hangdoc.summary/6"
+# /7: a table may write the node's equal records once (``d``: how many distinct, ``u``:
+# each row's index into them; the columns are then the distinct records'), found by the
+# node when it writes the summary; /2 to /6 still load (a /6 reader would read the
+# distinct records as the rows, so the version changes).
+SUMMARY_FORMAT = "hangdoc.summary/7"
 SUMMARY_FORMATS_READ = frozenset(
     {
         "hangdoc.summary/2",
         "hangdoc.summary/3",
         "hangdoc.summary/4",
         "hangdoc.summary/5",
+        "hangdoc.summary/6",
         SUMMARY_FORMAT,
     }
 )

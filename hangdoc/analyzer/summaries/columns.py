@@ -1,5 +1,6 @@
-"""A node's per-rank records as columns (``hangdoc.summary/6``): one table per record
-kind for the whole node, one column per field, instead of one JSON object per record.
+"""A node's per-rank records as columns (``hangdoc.summary/6``; /7: the node's equal
+records written once): one table per record kind for the whole node, one column per
+field, instead of one JSON object per record.
 
 Why: reading the summaries of 16,384 ranks built about 670,000 such records (26 flight
 recorder records, 13 log events, 2 /proc samples a rank), each a dict of a dozen keys in
@@ -12,7 +13,14 @@ values once and an index a row, so each distinct value is decoded once and the r
 it (the records are frozen: sharing one is what interning does).
 
 A table: ``{"rows": [records of each rank, in the order of the summary's ranks], "c":
-{field: column}}``. A column is one of
+{field: column}}``; from /7 also, where the node's ranks hold equal records (their flight
+recorders' shared history: about half a node's records in the all-inputs benchmark),
+``"d": the number of distinct records, "u": [each row's index into them]``, and the
+columns are of the distinct records. The node finds which are equal once, when it writes
+its summary; the reader builds each distinct record once and the rows share it, as the raw
+path's flight recorder workers intern the records of many ranks (the records are frozen,
+and the analysis compares them by identity first: ``views/fr_mismatch._new_records``).
+A column is one of
 
 * absent: every row has the field's default;
 * ``{"k": value}``: every row has this one value;
@@ -63,6 +71,7 @@ TABLES: dict[str, type] = {
     "log_events": LogEvent,
     "gpu": GpuState,
 }
+_TABLE_CLASSES = frozenset(TABLES.values())  # (a payload's table is read by its event's)
 _drain = collections.deque[object](maxlen=0).extend
 # A column of a few values repeated is written as the values and an index a row when it
 # has at most this share of distinct values (a kind, a state, an op, a group).
@@ -76,11 +85,49 @@ def _key(value: Any) -> object:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def encode_table(cls: type, groups: Sequence[Sequence[Any]], frames: FrameTable) -> Table:
-    """The records of each rank (``groups``, in the summary's order of ranks) as one table."""
+# Equal records are written once (``"u"``) when the distinct ones are at most this share
+# of the rows: an index a row costs a few bytes, a record tens.
+_SHARED_ROWS = 0.9
+
+
+def _shareable(cls: type) -> bool:
+    """Records of ``cls`` may be one object for several rows: frozen, and no field holds a
+    list, dict or set (a row could change what another reads)."""
+    params = getattr(cls, "__dataclass_params__", None)
+    return bool(params is not None and params.frozen) and all(f.shared for f in _plan(cls))
+
+
+def _distinct(cls: type, records: list[Any], frames: FrameTable) -> tuple[list[Any], list[int]]:
+    """The distinct records (equal as written: 1, 1.0 and True apart) and each row's
+    index into them."""
+    encode = encoder(cls)
+    index: dict[str, int] = {}
+    distinct: list[Any] = []
+    rows: list[int] = []
+    for record in records:
+        key = json.dumps(encode(record, frames), sort_keys=True, separators=(",", ":"))
+        at = index.get(key)
+        if at is None:
+            at = index[key] = len(distinct)
+            distinct.append(record)
+        rows.append(at)
+    return distinct, rows
+
+
+def encode_table(
+    cls: type, groups: Sequence[Sequence[Any]], frames: FrameTable, *, share: bool = True
+) -> Table:
+    """The records of each rank (``groups``, in the summary's order of ranks) as one table;
+    equal records once where that pays, unless not ``share`` (a /6 table)."""
     hints = typing.get_type_hints(cls)
     defaults = _defaults(cls)
     records = [record for group in groups for record in group]
+    table: Table = {"rows": [len(group) for group in groups]}
+    if share and len(records) > 1 and cls in _TABLE_CLASSES and _shareable(cls):
+        unique, at = _distinct(cls, records, frames)
+        if len(unique) <= _SHARED_ROWS * len(records):
+            records = unique
+            table["d"], table["u"] = len(unique), at
     columns: dict[str, object] = {}
     for f in dataclasses.fields(cls):
         values = [getattr(record, f.name) for record in records]
@@ -105,7 +152,8 @@ def encode_table(cls: type, groups: Sequence[Sequence[Any]], frames: FrameTable)
             columns[f.name] = {"v": distinct, "i": rows}
         else:
             columns[f.name] = encoded
-    return {"rows": [len(group) for group in groups], "c": columns}
+    table["c"] = columns
+    return table
 
 
 def _payloads_by_kind(events: Sequence[LogEvent], frames: FrameTable) -> dict[str, Any] | None:
@@ -273,6 +321,22 @@ def _payloads_of_kinds(
     return [NO_PAYLOAD if row in missing else next(dealt[kind]) for row, kind in enumerate(written)]
 
 
+def _shared_rows(cls: type, table: dict[str, Any], rows: int) -> tuple[list[int], int]:
+    """(each row's index into the distinct records, how many distinct records) of a table
+    that writes equal records once; checked: an index a row, each to a record there, and
+    only for records that may be shared."""
+    shared, count = table["u"], table["d"]
+    if type(shared) is not list or type(count) is not int or count < 0:
+        raise TypeError(f"a table of {cls.__name__} has shared rows that are not indices")
+    if not _shareable(cls):
+        raise ValueError(f"a table of {cls.__name__} shares records that may not be shared")
+    if len(shared) != rows:
+        raise ValueError(f"a table of {cls.__name__} does not have an index a row")
+    if shared and (set(map(type, shared)) != {int} or min(shared) < 0 or max(shared) >= count):
+        raise IndexError(f"a table of {cls.__name__} names a record that is not there")
+    return shared, count
+
+
 @functools.cache
 def _kind_decoder() -> Callable[[Any, DecodeContext], Any]:
     return decoder(typing.get_type_hints(LogEvent)["kind"])
@@ -293,6 +357,9 @@ def decode_table(cls: type, table: Any, ctx: DecodeContext) -> list[list[Any]]:
     if not all(type(c) is int and c >= 0 for c in counts):
         raise ValueError(f"a table of {cls.__name__} has a count that is not a number of rows")
     count = sum(counts)
+    shared = table.get("u")
+    if shared is not None:  # (/7: the columns are of the distinct records)
+        shared, count = _shared_rows(cls, table, count)
     plan = _plan(cls)
     filled: list[Sequence[Any] | None] = []
     for field in plan:
@@ -317,6 +384,8 @@ def decode_table(cls: type, table: Any, ctx: DecodeContext) -> list[list[Any]]:
     records: list[Any] = list(map(object.__new__, itertools.repeat(cls, count)))
     for field, values in zip(plan, filled, strict=True):
         _drain(map(field.set, records, values))  # type: ignore[arg-type]
+    if shared is not None:
+        records = list(map(records.__getitem__, shared))
     out = []
     start = 0
     for size in counts:

@@ -1,14 +1,15 @@
-"""A /6 node summary written back as /5 wrote it, for the tests that /5 (and, from it,
-the formats before) still load: each rank's records in its own record, one object each,
-and each log window's numbers as strings in the window (``n``), not lengths (``nl``) in
-the node's ``window_numbers``."""
+"""A node summary written back as an older format wrote it, for the tests that the older
+formats still load: as /6 (``as_format_6``), every row's record written, equal ones too;
+as /5 (and, from it, the formats before), each rank's records in its own record, one
+object each, and each log window's numbers as strings in the window (``n``), not lengths
+(``nl``) in the node's ``window_numbers``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from hangdoc.analyzer.summaries.codec import DecodeContext, FrameTable, decode_frames, encoder
-from hangdoc.analyzer.summaries.columns import TABLES, decode_table
+from hangdoc.analyzer.summaries.columns import TABLES, decode_table, encode_table
 
 
 class _SameFrames(FrameTable):
@@ -18,6 +19,18 @@ class _SameFrames(FrameTable):
         super().__init__()
         for frame in decode_frames(rows):
             self.add(frame)
+
+
+def as_format_6(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` (a /7 one, as JSON) in /6's form, in place; returned: each table's
+    rows written whole, equal records too (no ``d``, ``u``)."""
+    ctx = DecodeContext(frames=decode_frames(summary["frames"]), display="@")
+    frames = _SameFrames(summary["frames"])
+    for name, cls in TABLES.items():
+        per_rank = decode_table(cls, summary["tables"][name], ctx)
+        summary["tables"][name] = encode_table(cls, per_rank, frames, share=False)
+    summary["format"] = "hangdoc.summary/6"
+    return summary
 
 
 def as_format_5(summary: dict[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from hangdoc.analyzer.summaries.read import read_summary
 from hangdoc.analyzer.summarize.write import write_node_summary
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.collectors.jobformat import SUMMARY_FORMAT, SUMMARY_NAME
-from tests.unit.summary.older_formats import as_format_5
+from tests.unit.summary.older_formats import as_format_5, as_format_6
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 sys.path.insert(0, str(FIXTURES.parent / "scripts"))
@@ -77,16 +77,32 @@ def test_repeated_values_are_written_once_and_payloads_by_kind() -> None:
     ]  # fmt: skip
     table = encode_table(LogEvent, events, FrameTable())
     columns = table["c"]
-    # THEN one kind, one source; lines a few values; payloads a table of their kind
+    # THEN one kind, one source; lines a few values; payloads a table of their kind; the
+    # four equal bare events one record (/7), the rows its index
     assert table["rows"] == [2, 2, 2, 2]
+    assert table["d"] == 5 and table["u"] == [0, 1, 2, 1, 3, 1, 4, 1]
     assert columns["kind"] == {"k": "nccl_init"} and columns["source"] == {"k": "@/log"}
     assert set(columns["payload"]["t"]) == {"nccl_init"}
-    assert columns["payload"]["e"] == [1, 3, 5, 7]
+    assert columns["payload"]["e"] == [1]
     back = decode_table(LogEvent, json.loads(json.dumps(table)), DecodeContext([], "D"))
     assert [[e.payload for e in g] for g in back] == [
         [NcclInit(rank=r), NO_PAYLOAD] for r in range(4)
     ]
     assert [[e.source for e in g] for g in back] == [["D/log", "D/log"]] * 4
+    assert all(g[1] is back[0][1] for g in back)  # (one record, shared: it is frozen)
+
+
+def test_equal_records_are_written_once_only_where_it_pays() -> None:
+    # GIVEN ranks whose records are all different (their own line each)
+    events = [[LogEvent(EventKind.NCCL_INIT, f"init {r}", "@/log", r)] for r in range(4)]
+    table = encode_table(LogEvent, events, FrameTable())
+    # THEN no indices are written: the rows are the records
+    assert "u" not in table and "d" not in table
+    # AND a table of one equal record is written once however many ranks hold it
+    same = encode_table(LogEvent, [[LogEvent(EventKind.NCCL_INIT, "x", "@/log")]] * 3, FrameTable())
+    assert same["d"] == 1 and same["u"] == [0, 0, 0]
+    back = decode_table(LogEvent, same, DecodeContext([], "D"))
+    assert back == [[LogEvent(EventKind.NCCL_INIT, "x", "D/log")]] * 3
 
 
 def test_a_payload_not_of_its_kinds_class_is_written_a_payload_a_row() -> None:
@@ -223,5 +239,45 @@ def test_damaged_window_numbers_make_the_summary_untrusted(tmp_path: Path, damag
     elif damage == "lengths":
         window["nl"] = [-1, *window["nl"][1:]]
     (copy / SUMMARY_NAME).write_text(json.dumps(summary, separators=(",", ":")))
+    contents, why = read_summary(copy, "X")
+    assert contents is None and why is not None and "damaged" in why
+
+
+def _node_of(job: Path, tmp_path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """A copy of the benchmark job's first node, its summary, and the summary's table
+    that writes equal records once (/7: the ranks' flight recorders share history)."""
+    copy = tmp_path / "node00000"
+    shutil.copytree(job / "node00000", copy)
+    summary = json.loads((copy / SUMMARY_NAME).read_text())
+    return copy, summary, next(t for t in summary["tables"].values() if "u" in t)
+
+
+def test_a_summary_of_format_6_still_loads_the_same(job: Path, tmp_path: Path) -> None:
+    """/6 wrote every row's record, equal ones too."""
+    copy, summary, table = _node_of(job, tmp_path)
+    assert table["d"] < len(table["u"])
+    now, _ = read_summary(copy, "X")
+    (copy / SUMMARY_NAME).write_text(json.dumps(as_format_6(summary)))
+    assert not any("u" in t for t in summary["tables"].values())
+    before, why = read_summary(copy, "X")
+    assert why is None and before is not None and now is not None
+    for old, new in zip(before.processes, now.processes, strict=True):
+        for field in FIELDS.values():
+            assert getattr(old, field) == getattr(new, field)
+    assert any(p.collectives for p in now.processes)
+
+
+@pytest.mark.parametrize("damage", ["index past the records", "too few", "not indices"])
+def test_damaged_shared_rows_make_the_summary_untrusted(
+    job: Path, tmp_path: Path, damage: str
+) -> None:
+    copy, summary, table = _node_of(job, tmp_path)
+    if damage == "index past the records":
+        table["u"][-1] = table["d"]
+    elif damage == "too few":
+        table["u"].pop()
+    else:
+        table["u"][0] = str(table["u"][0])
+    (copy / SUMMARY_NAME).write_text(json.dumps(summary))
     contents, why = read_summary(copy, "X")
     assert contents is None and why is not None and "damaged" in why
