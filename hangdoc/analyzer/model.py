@@ -46,8 +46,12 @@ from __future__ import annotations
 
 import enum
 import re
+from array import array
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterable, Iterator, MutableSequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TypeVar, overload
 
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload
@@ -570,6 +574,121 @@ class CollectiveRecord:
     frames: tuple[Frame, ...] = ()  # where the job issued it, innermost first (FR pickles)
 
 
+class RecordRows(MutableSequence[CollectiveRecord]):
+    """A rank's flight recorder records as row numbers into a table that many ranks share
+    (flight_recorder/bulk.py): at 16,384 ranks × 2,000 entries a list per rank is 16 KB of
+    pointers (262 MB in all), where the ranks of a tensor-parallel group record the same
+    interned rows, their ring buffers cut at other points, but for their frontier records
+    and the ops of the other groups each is in (data-parallel: a quarter of a bench rank's
+    entries). So a rank keeps the row numbers of a rank before it, from ``start`` on, and
+    where its own differ (``own``: the indices, ascending, and its rows there, also past
+    the shared numbers' end), else its own array. Reading costs what a list's does where
+    it counts: iterating (forward or back) is one C-level ``map`` over the numbers, after
+    a pass that puts its own in; an index is a look-up or a bisection. Changing it makes
+    it a list, once, as ``LogWindow`` does."""
+
+    __slots__ = ("_built", "_count", "_ids", "_own", "_rows", "_start")
+
+    def __init__(
+        self,
+        rows: list[CollectiveRecord],
+        ids: array[int],
+        own: tuple[array[int], array[int]] | None = None,
+        start: int = 0,
+        count: int | None = None,
+    ) -> None:
+        self._built: list[CollectiveRecord] | None = None
+        self._rows = rows  # the shared table (it only grows: a row number stays valid)
+        self._ids = ids  # row numbers, maybe shared with other ranks
+        self._own = own  # where this rank's rows differ from ``ids[start:]``
+        self._start = start
+        self._count = len(ids) - start if count is None else count
+
+    def row_numbers(self) -> array[int]:
+        """This rank's row numbers (a copy where it differs from the shared ones)."""
+        start, count = self._start, self._count
+        if not self._own and start == 0 and count == len(self._ids):
+            return self._ids
+        ids = self._ids[start : start + count]
+        if len(ids) < count:
+            ids.extend(repeat(0, count - len(ids)))  # (each one of ``own``)
+        if self._own is not None:
+            deque(map(ids.__setitem__, *self._own), maxlen=0)  # its own rows put in, in C
+        return ids
+
+    def records(self) -> list[CollectiveRecord]:
+        """Every record, as a list (kept: the sequence is that list from then on)."""
+        if self._built is None:
+            self._built = list(map(self._rows.__getitem__, self.row_numbers()))
+        return self._built
+
+    def __len__(self) -> int:
+        return len(self._built) if self._built is not None else self._count
+
+    @overload
+    def __getitem__(self, index: int) -> CollectiveRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[CollectiveRecord]: ...
+    def __getitem__(self, index: int | slice) -> CollectiveRecord | list[CollectiveRecord]:
+        if self._built is not None:
+            return self._built[index]
+        if isinstance(index, slice):
+            return list(map(self._rows.__getitem__, self.row_numbers()[index]))
+        count = self._count
+        if not -count <= index < count:
+            raise IndexError("flight recorder record index out of range")
+        index %= count
+        own = self._own
+        if own is not None:
+            at = bisect_left(own[0], index)
+            if at < len(own[0]) and own[0][at] == index:
+                return self._rows[own[1][at]]
+        return self._rows[self._ids[self._start + index]]
+
+    def __iter__(self) -> Iterator[CollectiveRecord]:
+        if self._built is not None:
+            return iter(self._built)
+        return map(self._rows.__getitem__, self.row_numbers())
+
+    def __reversed__(self) -> Iterator[CollectiveRecord]:
+        if self._built is not None:
+            return reversed(self._built)
+        return map(self._rows.__getitem__, reversed(self.row_numbers()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RecordRows):
+            return list(self) == list(other)
+        return list(self) == other if isinstance(other, list) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (a list's)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    @overload
+    def __setitem__(self, index: int, value: CollectiveRecord) -> None: ...
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[CollectiveRecord]) -> None: ...
+    def __setitem__(
+        self, index: int | slice, value: CollectiveRecord | Iterable[CollectiveRecord]
+    ) -> None:
+        self.records()[index] = value  # type: ignore[index,assignment]
+
+    def __delitem__(self, index: int | slice) -> None:
+        del self.records()[index]
+
+    def insert(self, index: int, value: CollectiveRecord) -> None:
+        self.records().insert(index, value)
+
+    def extend(self, values: Iterable[CollectiveRecord]) -> None:
+        self.records().extend(values)
+
+
+# A rank's flight recorder records: a list where they were read one file at a time, a
+# RecordRows where the bulk reader shares a table of rows between ranks.
+Records = list[CollectiveRecord] | RecordRows
+
+
 @dataclass(frozen=True, slots=True)
 class LogEvent:
     """A log line that matters (watchdog timeout, NCCL WARN, exit code...): its kind, the
@@ -765,7 +884,7 @@ class ProcessEvidence:
     env: dict[str, str] = field(default_factory=dict)
     stack_samples: list[StackSample] = field(default_factory=list)  # live samples only
     proc_samples: list[ProcSample] = field(default_factory=list)
-    collectives: list[CollectiveRecord] = field(default_factory=list)
+    collectives: Records = field(default_factory=list)
     log_events: list[LogEvent] = field(default_factory=list)
     gpu: list[GpuState] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)

@@ -22,11 +22,17 @@ import threading
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import compress, islice, repeat
 from pathlib import Path
 from typing import cast
 
-from hangdoc.analyzer.model import CollectiveRecord, InputKind, ProcessEvidence, ProcessGroupInfo
+from hangdoc.analyzer.model import (
+    CollectiveRecord,
+    InputKind,
+    ProcessEvidence,
+    ProcessGroupInfo,
+    RecordRows,
+)
 from hangdoc.analyzer.parsers.base import ParsedFile
 from hangdoc.analyzer.parsers.flight_recorder import FlightRecorderParser
 from hangdoc.analyzer.parsers.fr_record_build import (
@@ -37,6 +43,12 @@ from hangdoc.analyzer.parsers.fr_record_build import (
 
 _CHUNK = 8
 _WORKER_CAP = 100_000  # interned records a worker keeps before it starts afresh
+# A rank whose row numbers differ from its worker's last shared ones in at most this share
+# of places keeps only those (its frontier records, the ops of its other groups): 6 bytes
+# each where its own numbers would take 4 a record, and a pass to put them in when read.
+_OWN_SHARE = 0.4
+_LOOK_AHEAD = 16  # of a rank's first rows, how many are looked for in the shared ones
+_NO_ROWS = array("i")
 _FIELDS = operator.attrgetter(*FIELD_NAMES)
 
 
@@ -163,12 +175,20 @@ def _work(chunk: list[tuple[str, str]]) -> list[_Reply]:
 
 
 class _Tables:
-    """The parent's copy of each worker's rows, by worker pid and epoch."""
+    """The parent's copy of each worker's rows, by worker pid and epoch.
+
+    A rank's records are its row numbers into its worker's rows (``RecordRows``), sharing
+    the numbers of the worker's rank before where most are the same (a tensor-parallel
+    group's ranks: the same interned history, their own frontier records and
+    data-parallel ops): the parent then keeps about 3 KB a rank where a list of 2,000
+    records was 16 KB (the bench job's ranks: a quarter of their entries their own)."""
 
     def __init__(self) -> None:
         self.rows: dict[int, tuple[int, list[CollectiveRecord]]] = {}
+        # worker pid -> (epoch, the row numbers the last rank's were compared with)
+        self.last: dict[int, tuple[int, array[int]]] = {}
 
-    def records(self, reply: _Reply) -> list[CollectiveRecord]:
+    def records(self, reply: _Reply) -> RecordRows:
         epoch, rows = self.rows.get(reply.worker, (reply.epoch, []))
         if epoch != reply.epoch:
             rows = []
@@ -180,7 +200,52 @@ class _Tables:
         self.rows[reply.worker] = (reply.epoch, rows)
         numbers = array("i")
         numbers.frombytes(reply.ids)
-        return list(map(rows.__getitem__, numbers))
+        last_epoch, base = self.last.get(reply.worker, (-1, _NO_ROWS))
+        shared = _shared(numbers, base) if last_epoch == reply.epoch else None
+        if shared is not None:
+            start, own = shared
+            return RecordRows(rows, base, own, start, len(numbers))
+        self.last[reply.worker] = (reply.epoch, numbers)
+        return RecordRows(rows, numbers)
+
+
+def _start_in(numbers: array[int], base: array[int]) -> int | None:
+    """Where in ``base`` this rank's numbers would start: found by its first rows that
+    ``base`` holds (its very first may be an op of a group the base's rank is not in)."""
+    for ahead in range(min(_LOOK_AHEAD, len(numbers))):
+        try:
+            start = base.index(numbers[ahead]) - ahead
+        except ValueError:
+            continue
+        return start if start >= 0 else None
+    return None
+
+
+def _shared(
+    numbers: array[int], base: array[int]
+) -> tuple[int, tuple[array[int], array[int]] | None] | None:
+    """Where ``numbers`` are ``base`` from some start on but for at most a fraction
+    ``_OWN_SHARE`` of places: (start, (the indices where they differ, the rows there)),
+    else None. The start is where the
+    base holds this rank's first row (ring buffers of one group's ranks are cut at other
+    points of the same history); the comparison is one C-level pass."""
+    start = _start_in(numbers, base)
+    if start is None:
+        return None
+    overlap = min(len(numbers), len(base) - start)
+    most = int(len(numbers) * _OWN_SHARE)
+    if len(numbers) - overlap > most:
+        return None
+    differ = list(
+        compress(range(overlap), map(operator.ne, numbers, islice(base, start, start + overlap)))
+    )
+    differ.extend(range(overlap, len(numbers)))  # past the base's end: all its own
+    if len(differ) > most:
+        return None
+    if not differ:
+        return start, None
+    at = array("H" if len(numbers) <= 0xFFFF else "i", differ)
+    return start, (at, array("i", map(numbers.__getitem__, differ)))
 
 
 def _to_parsed(reply: _Reply, tables: _Tables) -> ParsedFile:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from hangdoc.analyzer.model import LogLines, ProcessEvidence, ProcSample, StackSample
+from hangdoc.analyzer.model import LogLines, ProcessEvidence, ProcSample, RecordRows, StackSample
 
 _SCALARS = (
     "host",
@@ -162,7 +162,10 @@ class ProcessIndex:
         target.stack_samples.extend(frag.stack_samples)
         target.text_stacks.extend(frag.text_stacks)
         target.proc_samples.extend(frag.proc_samples)
-        target.collectives.extend(frag.collectives)
+        if not target.collectives and isinstance(frag.collectives, RecordRows):
+            target.collectives = frag.collectives  # kept compact (a list would be 16 KB)
+        else:
+            target.collectives.extend(frag.collectives)
         target.log_events.extend(frag.log_events)
         self._add_lines(target, frag.log_lines)
         target.gpu.extend(frag.gpu)

@@ -184,18 +184,35 @@ def _read(path: Path, display_path: str, kind: InputKind) -> ParsedFile:
             compose_stacks(parsed, found, truncated, display_path)
         return _composed(parsed, truncated, window, display_path, labels)
     router = _LineRouter()
-    parsed = LogParser(line_filter=router).parse(path, display_path)
+    log_parser = LogParser(line_filter=router)
+    parsed = log_parser.parse(path, display_path)
     parsed.kind = kind
     if parsed.error is not None:
         return parsed
+    whole = log_parser.whole if early is None else None
+    shapes: list[bytes] | None = None
     try:
         if isinstance(early, OSError):
             raise early
-        text, truncated = early if early is not None else read_text_capped(path, window)
+        if whole is not None and whole.size <= window and not whole.text.startswith("\ufeff"):
+            # what read_text_capped would give (the whole file, UTF-8 without a
+            # replacement), read once by the log side: its lines' shapes come with it
+            text, truncated, shapes = whole.text, False, whole.shapes
+        else:
+            text, truncated = early if early is not None else read_text_capped(path, window)
     except OSError as exc:
         parsed.notes.append(f"{display_path}: stacks not read ({exc})")
         return parsed
-    attach_stacks(parsed, text, truncated, display_path, in_log=in_log, max_blocks=max_blocks)
+    del whole, log_parser
+    attach_stacks(
+        parsed,
+        text,
+        truncated,
+        display_path,
+        in_log=in_log,
+        max_blocks=max_blocks,
+        shapes=shapes,
+    )
     return _composed(parsed, truncated, window, display_path, router.labels)
 
 

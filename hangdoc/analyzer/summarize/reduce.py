@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 
 from hangdoc.analyzer.model import (
     CollectiveRecord,
@@ -64,7 +65,7 @@ def reduce_proc(proc: ProcessEvidence) -> tuple[list[ProcSample], int]:
     return reduced, len(every - keep)
 
 
-def fr_window(records: list[CollectiveRecord]) -> list[CollectiveRecord]:
+def fr_window(records: Sequence[CollectiveRecord]) -> list[CollectiveRecord]:
     """The flight recorder frontier of one rank, in buffer order.
 
     Per (group, p2p): the last FR_COMPLETED_TAIL completed records and the unfinished ones

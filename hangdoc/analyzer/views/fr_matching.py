@@ -33,7 +33,7 @@ from __future__ import annotations
 import gc
 import operator
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import compress
 
 from hangdoc.analyzer.model import CollectiveRecord, Evidence, InputKind, OpState
@@ -79,7 +79,7 @@ def is_done(record: CollectiveRecord) -> bool:
     return record.state == OpState.COMPLETED
 
 
-def latest_dump(records: list[CollectiveRecord]) -> list[CollectiveRecord]:
+def latest_dump(records: Sequence[CollectiveRecord]) -> Sequence[CollectiveRecord]:
     """The records of the newest dump when a rank's records hold several.
 
     Two dumps of one rank (a file the job wrote and a live dump, or a re-dump) are
@@ -107,14 +107,17 @@ def latest_dump(records: list[CollectiveRecord]) -> list[CollectiveRecord]:
     return max(segments, key=lambda seg: (seg[-1].record_id or 0, len(seg)))
 
 
-def scan_rank(rank: int, records: list[CollectiveRecord]) -> RankFR:
+def scan_rank(rank: int, records: Sequence[CollectiveRecord]) -> RankFR:
     """A rank's positions per group and its unfinished ops, in C-speed passes.
 
     ``records`` are in buffer order (increasing record_id, so increasing sequence
     numbers per group): the last record per (group, kind) is its position; the first
     sequence number of a group is found only when needed (``first_seq``).
     """
-    records = latest_dump(records)
+    kept = latest_dump(records)
+    # read once as a list for the passes below (a RecordRows is row numbers: each pass
+    # would read them again); RankFR keeps the compact sequence, not this list
+    records = list(kept)
     # C-level passes: at 16,384 ranks this touches 32 M (shared) records
     pending = list(compress(records, map(_NOT_COMPLETED, map(_STATE, records))))
     # the last record per group (keyed by the name alone: no tuple per record); where
@@ -138,12 +141,14 @@ def scan_rank(rank: int, records: list[CollectiveRecord]) -> RankFR:
     first_id = records[0].record_id if records else None
     wrapped = first_id is not None and first_id > 0
     stuck = pending[0] if pending else None
-    return RankFR(rank, source, wrapped, groups, p2p, stuck, records)
+    return RankFR(rank, source, wrapped, groups, p2p, stuck, kept)
 
 
-def fr_ranks(evidence: Evidence) -> dict[int, list[CollectiveRecord]]:
+def fr_ranks(evidence: Evidence) -> dict[int, Sequence[CollectiveRecord]]:
     """Ranks with a flight recorder: records, or a readable (maybe empty) FR input."""
-    out = {r: p.collectives for r, p in evidence.ranked().items() if p.collectives}
+    out: dict[int, Sequence[CollectiveRecord]] = {
+        r: p.collectives for r, p in evidence.ranked().items() if p.collectives
+    }
     for item in evidence.inputs:
         if item.kind is InputKind.FLIGHT_RECORDER and item.error is None:
             for rank in item.ranks:

@@ -9,7 +9,7 @@ group size, reduce_scatter the reverse; all_to_all totals must add up.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import chain, compress, filterfalse, islice
 
 from hangdoc.analyzer.model import CollectiveRecord
@@ -57,14 +57,14 @@ def _new_records(per_rank: dict[int, RankFR]) -> Iterator[tuple[int, list[Collec
     ``seen`` (millions of ids: a cache miss each).
     """
     seen: set[int] = set()
-    before: list[CollectiveRecord] = []  # the records of the rank before (all in ``seen``)
+    before: Sequence[CollectiveRecord] = []  # the records of the rank before (all in ``seen``)
     for rank, fr in per_rank.items():
         frontier = [*fr.p2p_pending]
         for pos in fr.groups.values():
             frontier.extend(pos.pending)
             frontier.append(pos.last)
         seen.update(map(id, frontier))
-        records = fr.records
+        records = list(fr.records)  # one C-level pass (a RecordRows' row numbers read once)
         count, span = len(records), min(len(records), len(before))
         differs = map(
             operator.is_not,

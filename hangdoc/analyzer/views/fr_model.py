@@ -8,6 +8,7 @@ small accessors.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hangdoc.analyzer.model import CollectiveRecord
@@ -49,7 +50,7 @@ class RankFR:
     groups: dict[str, GroupPos]
     p2p_pending: list[CollectiveRecord]
     stuck: CollectiveRecord | None  # earliest unfinished op: where this rank is blocked
-    records: list[CollectiveRecord]
+    records: Sequence[CollectiveRecord]
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress
 
@@ -44,12 +45,13 @@ def positions(evidence: Evidence) -> Positions:
     for rank, fr in ranks.items():
         for name, pos in fr.groups.items():
             groups.setdefault(name, {})[rank] = pos
-        completed[rank] = _completed(fr.records)
-        p2p.update(map(_GROUP, compress(fr.records, map(_IS_P2P, fr.records))))
+        records = list(fr.records)  # read once (a RecordRows is row numbers)
+        completed[rank] = _completed(records)
+        p2p.update(map(_GROUP, compress(records, map(_IS_P2P, records))))
     return Positions(ranks, groups, completed, p2p)
 
 
-def _completed(records: list[CollectiveRecord]) -> dict[str, int]:
+def _completed(records: Sequence[CollectiveRecord]) -> dict[str, int]:
     """Per group, the highest sequence number of a completed collective.
 
     Records are in buffer order, so a group's sequence numbers increase along them and

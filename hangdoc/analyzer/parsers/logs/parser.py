@@ -132,6 +132,9 @@ class LogParser:
         # Shown every line read (number, text) before the scanner; a line it returns True
         # for is another recogniser's alone (a dump's frame) and reaches the scanner blank.
         self.line_filter = line_filter
+        # The last log this parser read whole and split at once (None for any other):
+        # the stack side reads that text rather than the file again (parsers/text.py).
+        self.whole: WholeLog | None = None
 
     def sniff(self, head: bytes) -> bool:
         if not _looks_textual(head):
@@ -155,6 +158,7 @@ class LogParser:
         return any(word in low for word in _SNIFF_WORDS)
 
     def parse(self, path: Path, display_path: str) -> ParsedFile:
+        self.whole = None
         try:
             return self._parse(path, display_path)
         except OSError as exc:
@@ -171,9 +175,10 @@ class LogParser:
                 if hit is not None:
                     return _error_file_result(hit, display_path)
         scanner = Scanner()
-        split = _whole_split(path, size)
-        if split is not None:
-            scanner.feed_split(*split, self.line_filter)
+        whole = _whole_read(path, size)
+        self.whole = whole
+        if whole is not None:
+            scanner.feed_split(whole.lines, whole.shapes, self.line_filter)
         else:
             scanner.feed_lines(_iter_shaped_lines(path, size, notes), self.line_filter)
         events = scanner.finish()
@@ -198,12 +203,33 @@ def _whole_lines(path: Path, size: int) -> Iterable[tuple[int, str, bytes | None
 
 def _whole_split(path: Path, size: int) -> tuple[list[str], list[bytes]] | None:
     """_whole_lines' lines and their shapes, as two lists (Scanner.feed_split)."""
+    whole = _whole_read(path, size)
+    return None if whole is None else (whole.lines, whole.shapes)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WholeLog:
+    """A log read whole and split at once (_whole_lines' case): its text, decoded as
+    UTF-8 without a replacement or a carriage return, its lines and their shapes, and
+    its size in bytes. The stack side of the same file reads this text and its lines'
+    distinct shapes instead of reading and decoding the file again and searching the
+    whole text for a stack's words (parsers/text.py, stacks/parser.any_stack)."""
+
+    text: str
+    lines: list[str]
+    shapes: list[bytes]
+    size: int
+
+
+def _whole_read(path: Path, size: int) -> WholeLog | None:
+    """_whole_split's reading, with the text it decoded (WholeLog)."""
     if size > min(_WHOLE_BYTES, HEAD_BYTES + TAIL_BYTES):
         return None
     data = path.read_bytes()
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return None
-    return _split_shaped(data)
+    found = _split_shaped_text(data)
+    return None if found is None else WholeLog(*found, len(data))
 
 
 def _iter_shaped_lines(
@@ -285,6 +311,12 @@ def _lines_one_by_one(
 def _split_shaped(data: bytes) -> tuple[list[str], list[bytes]] | None:
     """The lines of ``data`` (whole lines; the last may lack its newline) with their
     shapes, where _capped_lines and a line's decode give the same; else None."""
+    found = _split_shaped_text(data)
+    return None if found is None else (found[1], found[2])
+
+
+def _split_shaped_text(data: bytes) -> tuple[str, list[str], list[bytes]] | None:
+    """_split_shaped's lines and shapes, after the text they were split from."""
     if b"\r" in data:
         return None
     text = data.decode("utf-8", errors="replace")
@@ -296,7 +328,7 @@ def _split_shaped(data: bytes) -> tuple[list[str], list[bytes]] | None:
         shapes.pop()
     if shapes and max(map(len, shapes)) >= MAX_LINE_BYTES:
         return None
-    return lines, shapes
+    return text, lines, shapes
 
 
 def _iter_lines(path: Path, size: int, notes: list[str]) -> Iterator[tuple[int, str]]:
