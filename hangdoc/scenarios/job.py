@@ -1140,12 +1140,64 @@ def scenario_early_stop() -> None:
     dist.barrier()
 
 
+def tracker_service() -> None:
+    """A helper process: an experiment tracker's local service. It says on which port it
+    listens, takes one connection, reads the request, and then never answers (wedged)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    print(server.getsockname()[1], flush=True)
+    conn, _ = server.accept()
+    conn.recv(1 << 16)
+    _FOREVER.wait()
+
+
+class MetricsPublisher:
+    """Logs metrics through the tracker's local service, as wandb.log does: the payload goes
+    to a publishing thread that talks to the service over a socket, and ``log`` waits on
+    the thread's future with no timeout.
+    Story: https://github.com/allenai/open-instruct/pull/1841 (the main thread stuck in
+    wandb.log, waiting on a future's result, while the tracker's service was wedged)."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        cmd = [sys.executable, sys.argv[0], "tracker-service"]
+        self.service = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+        assert self.service.stdout is not None
+        port = int(self.service.stdout.readline())
+        self.conn = socket.create_connection(("127.0.0.1", port))
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="publisher")
+
+    def _publish(self, payload: bytes) -> bytes:
+        self.conn.sendall(payload)
+        return self.conn.recv(16)
+
+    def log(self, metrics: dict[str, float]) -> None:
+        payload = repr(sorted(metrics.items())).encode()
+        self.pool.submit(self._publish, payload).result()
+
+
+def scenario_tracker_wedged() -> None:
+    """The culprit logs its step's metrics through a tracker whose local service stopped
+    answering; the others logged nothing this step and wait in the next all_reduce."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    loss = train_step(model)
+    if rank() == culprit():
+        publisher = MetricsPublisher()
+        ready("metrics log")
+        publisher.log({"loss": float(loss), "step": 1.0})
+    else:
+        ready("all_reduce")
+    dist.all_reduce(torch.ones(4))
+
+
 SCENARIOS.update(
     {
         "login-prompt": scenario_login_prompt,
         "http-shards": scenario_http_shards,
         "producer-killed": scenario_producer_killed,
         "early-stop": scenario_early_stop,
+        "tracker-wedged": scenario_tracker_wedged,
     }
 )
 
@@ -1155,6 +1207,7 @@ SCENARIOS.update(
 HELPERS: dict[str, Callable[[], None]] = {
     "leftover-cache-builder": leftover_cache_builder,
     "tokenizer-service": tokenizer_service,
+    "tracker-service": tracker_service,
 }
 
 

@@ -59,6 +59,11 @@ KNOWN_GAPS: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "upload-socket": (_NEEDS_SOCKET, None),
 }
 
+# tracker-wedged (2026-11-28): the thread the main thread waits for is in socket.recv, a C
+# call with no frame of its own, so only /proc shows the socket; pasted, the job's own
+# names (MetricsPublisher.log) decide, and say metrics.
+KNOWN_GAPS["tracker-wedged"] = (_NEEDS_SOCKET, None)
+
 
 # Hangs whose cause is what the rank's own code waits on in the kernel (issue 21, item 5):
 # the frames show only the job's function, so a paste names the right rank under the
@@ -68,6 +73,15 @@ _KERNEL_WAIT = (
     "what the rank's own code waits on (a file lock, a pipe to its child) is /proc's to show"
 )
 GENERIC_ONLY: dict[str, str] = {"flock-stale": _KERNEL_WAIT, "child-pipe": _KERNEL_WAIT}
+# Live hangs of 2026-11-28 (fixtures/first_sight/live-2026-11-28.json): a pipe that only the
+# rank holds open while its producer child is a zombie is /proc's to show (py-spy does not
+# dump a dead child); frames alone (no py-spy thread line, no /proc) do not say the thread in
+# http.client is asleep rather than receiving, so a paste of frames only stays generic.
+GENERIC_ONLY["producer-killed"] = _KERNEL_WAIT
+GENERIC_ONLY["http-shards"] = (
+    "frames alone do not say the thread in http.client is asleep on the socket (py-spy's "
+    "idle mark or /proc do)"
+)
 
 
 def _answer(diagnosis: Diagnosis) -> tuple[Category, tuple[int, ...]]:
