@@ -407,6 +407,7 @@ class WaitKind(enum.StrEnum):
     FILE = "file"  # a read, write or fsync of a file: the storage
     POLL = "poll"  # poll/select/epoll on other descriptors
     UNKNOWN = "unknown"
+    TERMINAL = "terminal"  # a read of a terminal (tty, pseudo-terminal): a prompt
 
 
 class PeerRole(enum.StrEnum):

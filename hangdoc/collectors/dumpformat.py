@@ -134,7 +134,9 @@ class WaitPeerRecord(TypedDict):
 class WaitRecord(TypedDict):
     """What one sleeping thread waits on (collectors/waits.py)."""
 
-    kind: str  # lock_file | pipe | socket | futex | child | sleep | file | poll | unknown
+    kind: (
+        str  # lock_file | pipe | socket | futex | child | sleep | file | poll | terminal | unknown
+    )
     syscall: str  # "flock", "read", "wait4", "futex"...; "syscall N" if not known
     fd: NotRequired[int]  # the descriptor it waits on
     target: NotRequired[str]  # "/srv/cache.lock", "pipe:[81]", "socket tcp A -> B established"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import struct
 from pathlib import Path
 
@@ -219,6 +220,8 @@ def _fd_wait(
     link = _link(pid, fd)
     kind = _kind_of(link)
     fifo = fifo and kind == "file"  # a path whose reads sleep in the pipe code: a FIFO
+    if kind == "file" and not fifo and _is_terminal(pid, fd):
+        kind = "terminal"
     record: WaitRecord = {"kind": "pipe" if fifo else kind, "syscall": call.name, "fd": fd}
     if link is None:
         return record
@@ -329,6 +332,23 @@ def _kind_of(link: str | None) -> str:
     if link.startswith("socket:["):
         return "socket"
     return "file" if link.startswith("/") else "unknown"
+
+
+# Character devices that are terminals, by major number (the kernel's
+# Documentation/admin-guide/devices.txt): 4 the virtual consoles and serial ttys, 5
+# /dev/tty, /dev/console and /dev/ptmx, 136-143 the Unix98 pseudo-terminal slaves
+# (/dev/pts/N: a terminal emulator, ssh, tmux, a container's tty).
+_TTY_MAJORS = frozenset({4, 5, *range(136, 144)})
+
+
+def _is_terminal(pid: int, fd: int) -> bool:
+    """The descriptor is a terminal: a read on it waits until someone types (a prompt that
+    nobody sees), which no storage or peer process will ever end."""
+    try:
+        info = os.stat(PROC / str(pid) / "fd" / str(fd))
+    except OSError:
+        return False
+    return stat.S_ISCHR(info.st_mode) and os.major(info.st_rdev) in _TTY_MAJORS
 
 
 def _target(pid: int, link: str, scope: Scope) -> str:

@@ -12,13 +12,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hangdoc.analyzer.model import Category, Frame, PeerRole, ThreadStack, WaitKind
+from hangdoc.analyzer.model import (
+    Category,
+    Frame,
+    PeerRole,
+    ProcessEvidence,
+    ProcState,
+    ThreadStack,
+    WaitKind,
+)
 from hangdoc.analyzer.views.activity import GENERIC_TAGS, RankActivity, is_user_frame
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.iofacts import fs_stall
 from hangdoc.analyzer.views.locks import LockWaitKind, gil_holder, lock_waits, shared_object_wait
 from hangdoc.analyzer.views.meaning import Signal, job_meaning
-from hangdoc.analyzer.views.netwait import network_wait
+from hangdoc.analyzer.views.netwait import helper_network_wait, network_wait
 from hangdoc.analyzer.views.waits import BEFORE_JOB_S, Holder, JobWaits, ThreadWait, WaitSource
 
 
@@ -41,11 +49,23 @@ def _cause(activity: Activity, signals: tuple[Signal, ...] = ()) -> Cause:
 # outside the job (views/netwait.py), whatever the job's own names say it was doing.
 def _network_cause(activity: RankActivity) -> Cause | None:
     wait = network_wait(activity.process)
+    row = TABLE[Activity.NETWORK_IO]
     if wait is None:
         return None
-    row = TABLE[Activity.NETWORK_IO]
     where = f"in {wait.where()} (a server outside the job does not answer)"
     return Cause(row.category, f"is {row.phrase} {where}", row.fix)
+
+
+def _helper_network_cause(activity: RankActivity) -> Cause | None:
+    """The main thread waits for a thread of its own that is blocked on the network."""
+    found = helper_network_wait(activity.process)
+    if found is None:
+        return None
+    frame, wait = found
+    row = TABLE[Activity.NETWORK_IO]
+    waits_in = f" (its main thread waits for it in {frame.label()})" if frame is not None else ""
+    where = f"in its thread {wait.track.label}: {wait.where()}{waits_in}"
+    return Cause(row.category, f"is {row.phrase} {where}; the server does not answer", row.fix)
 
 
 # Appended for issue 21: what the kernel says a blocked main thread waits on, and who holds
@@ -103,6 +123,37 @@ def _child_cause(wait: ThreadWait | None) -> Cause | None:
     return None
 
 
+# Appended for issue 21 (live hangs at first sight): what the kernel says about a wait no
+# other process can end.
+_DEAD = (ProcState.ZOMBIE, ProcState.DEAD, ProcState.DEAD_OLD)
+
+
+def _dead_child_cause(process: ProcessEvidence, wait: ThreadWait | None) -> Cause | None:
+    """A pipe whose every open end the rank's own process holds, while a child of the rank
+    is dead: the child that wrote to it (a data producer fed through a multiprocessing
+    Queue or Pipe, whose reader holds both ends) died, and nothing can ever write again."""
+    if wait is None or wait.source is not WaitSource.KERNEL or wait.kind is not WaitKind.PIPE:
+        return None
+    if not wait.holders or any(h.pid != process.pid for h in wait.holders):
+        return None
+    last = next((p for p in reversed(process.proc_samples) if p.alive), None)
+    dead = [c for c in last.children if c.state in _DEAD] if last is not None else []
+    if not dead:
+        return None
+    children = ", ".join(f"pid {c.pid}" + (f" ({c.name})" if c.name else "") for c in dead)
+    target = f" on {wait.target}" if wait.target else ""
+    detail = f"in {wait.syscall}{target}, open only in the rank; dead child: {children}"
+    return _detailed(Activity.CHILD_DIED, f"{detail}{_at(wait)}")
+
+
+def _terminal_cause(wait: ThreadWait | None) -> Cause | None:
+    """A read of a terminal (collectors/waits.py: the descriptor is a tty or pty)."""
+    if wait is None or wait.source is not WaitSource.KERNEL or wait.kind is not WaitKind.TERMINAL:
+        return None
+    target = f" on {wait.target}" if wait.target else ""
+    return _detailed(Activity.TERMINAL_INPUT, f"in {wait.syscall}{target}{_at(wait)}")
+
+
 def _on_peer(wait: ThreadWait, holder: Holder) -> str:
     """ "in read on pipe:[81] from pid 812 (…)", "in wait4 for pid 812 (…)" """
     text = f"in {wait.syscall}" + (f" on {wait.target}" if wait.target else "")
@@ -148,9 +199,16 @@ def cause_of(activity: RankActivity, waits: JobWaits | None = None) -> Cause:
         for tag in activity.main.tags:
             if TABLE[tag].names_cause:
                 return _cause(tag)
-    child = _child_cause((waits or JobWaits.alone(activity.process)).of(activity.process))
+    helper = _helper_network_cause(activity)
+    if helper is not None:
+        return helper
+    wait = (waits or JobWaits.alone(activity.process)).of(activity.process)
+    child = _child_cause(wait) or _dead_child_cause(activity.process, wait)
     if child is not None:
         return child
+    terminal = _terminal_cause(wait)
+    if terminal is not None:
+        return terminal
     own = _own_words_cause(activity)
     if own is not None:
         return own

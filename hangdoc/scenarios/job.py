@@ -979,11 +979,235 @@ SCENARIOS.update(
         "child-pipe": scenario_child_pipe,
     }
 )
+# Live hangs scored at first sight (issue 21, 2026-11-28): each story from a public report.
+
+
+def tracker_login() -> None:
+    """An experiment tracker's first-run login, as wandb's was: with no API key on this
+    node it prints a menu and waits for a choice on the terminal that started the job.
+    Story: https://github.com/wandb/wandb/issues/592 (distributed workers hanging at the
+    login prompt). A terminal nobody types on: the rank's stdin is a pseudo-terminal."""
+    controller, terminal = os.openpty()
+    _KEEP_FDS.append(controller)
+    os.dup2(terminal, 0)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the rank's stdin, kept open
+    print("tracker: (1) Create an account", flush=True)
+    print("tracker: (2) Use an existing account", flush=True)
+    print("tracker: (3) Don't visualize my results", flush=True)
+    ready("login prompt")
+    input("tracker: Enter your choice: ")
+
+
+_KEEP_FDS: list[int] = []
+
+
+def scenario_login_prompt() -> None:
+    """The culprit's node has no tracker credentials: its logger prompts for a login on
+    stdin, which nobody sees; the others have logged in and wait in the first step's
+    all_reduce."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    if rank() == culprit():
+        tracker_login()
+    else:
+        ready("all_reduce")
+    train_step(model)
+    dist.all_reduce(torch.ones(4))
+
+
+def _server_that_never_answers() -> tuple[str, int]:
+    """A listening socket nobody accepts on: connections complete in the backlog, the
+    request is taken into the socket buffer, and no answer ever comes."""
+    server = socket.create_server(("127.0.0.1", 0), backlog=8)
+    _KEEP.append(server)
+    host, port = server.getsockname()[:2]
+    return str(host), int(port)
+
+
+def fetch_shard_with_retries(url: str, timeout_s: float = 4.0, backoff_s: float = 0.5) -> bytes:
+    """Streams a training shard over HTTP; a read that times out is retried, forever, as
+    data loaders that 'retry on transient network errors' do.
+    Story: https://github.com/wenet-e2e/wenet/issues/2552 (shards read over HTTP; the other
+    ranks time out waiting for the one still reading)."""
+    import urllib.request
+
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+                return bytes(answer.read())
+        except OSError as exc:
+            print(f"shard fetch attempt {attempt} failed ({exc}); retrying", flush=True)
+            time.sleep(backoff_s)
+
+
+def scenario_http_shards() -> None:
+    """The culprit streams its next data shard from a shard server that accepts and never
+    answers, retrying each timed-out read; the others wait in the step's all_reduce."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        host, port = _server_that_never_answers()
+        ready("shard download")
+        fetch_shard_with_retries(f"http://{host}:{port}/shards/train-{rank():05d}.tar")
+    else:
+        ready("all_reduce")
+    dist.all_reduce(torch.ones(4))
+
+
+def produce_batches(batches: Any) -> None:
+    """A data producer process: puts batches for the rank, forever."""
+    step = 0
+    while True:
+        batches.put([float(step)] * 128)
+        step += 1
+
+
+def scenario_producer_killed() -> None:
+    """The culprit's data producer (a multiprocessing.Process feeding a Queue) is killed
+    by SIGKILL, as by the OOM killer: no traceback, and ``Queue.get()`` without a timeout
+    waits forever for a batch nobody will put. The others wait in the step's all_reduce.
+    Story: https://github.com/python/cpython/issues/87971 (multiprocessing.Queue hangs when
+    the process on the other side dies)."""
+    import multiprocessing as mp
+
+    init()
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    if rank() == culprit():
+        context = mp.get_context("fork")
+        batches = context.Queue(maxsize=4)
+        producer = context.Process(target=produce_batches, args=(batches,), daemon=True)
+        producer.start()
+        batches.get()
+        batches.get()
+        os.kill(cast(int, producer.pid), signal.SIGKILL)
+        time.sleep(0.5)
+        while True:  # drain what it put before it died
+            try:
+                batches.get(timeout=0.5)
+            except queue.Empty:
+                break
+        ready("next batch from the producer")
+        batches.get()
+    else:
+        ready("all_reduce")
+    dist.all_reduce(torch.ones(4))
+
+
+class EarlyStopping:
+    """Patience on this rank's own validation loss, never reduced across ranks.
+    Story: https://github.com/Lightning-AI/pytorch-lightning/issues/379 (early stopping met
+    on some ranks and not others: the stopped ones leave, the others hang)."""
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+        self.best = float("inf")
+        self.bad = 0
+
+    def should_stop(self, val_loss: float) -> bool:
+        if val_loss < self.best:
+            self.best, self.bad = val_loss, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+def local_val_loss(epoch: int) -> float:
+    """This rank's validation loss: the culprit's shard stops improving after epoch 0."""
+    return 1.0 if rank() == culprit() else 1.0 / (epoch + 1)
+
+
+def scenario_early_stop() -> None:
+    """Each rank decides to stop on its own validation loss: the culprit's patience runs
+    out, it leaves the epoch loop and waits in the barrier before the final save; the
+    others start the next epoch and wait in its first gradient all_reduce."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    stopper = EarlyStopping(patience=2)
+    for epoch in range(100):
+        for _ in range(2):
+            train_step(model)
+            if epoch >= 3:
+                ready("all_reduce")
+            dist.all_reduce(torch.ones(4))
+        if stopper.should_stop(local_val_loss(epoch)):
+            print(f"rank {rank()}: early stopping at epoch {epoch}", flush=True)
+            break
+    ready("barrier before the final save")
+    dist.barrier()
+
+
+def tracker_service() -> None:
+    """A helper process: an experiment tracker's local service. It says on which port it
+    listens, takes one connection, reads the request, and then never answers (wedged)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    print(server.getsockname()[1], flush=True)
+    conn, _ = server.accept()
+    conn.recv(1 << 16)
+    _FOREVER.wait()
+
+
+class MetricsPublisher:
+    """Logs metrics through the tracker's local service, as wandb.log does: the payload goes
+    to a publishing thread that talks to the service over a socket, and ``log`` waits on
+    the thread's future with no timeout.
+    Story: https://github.com/allenai/open-instruct/pull/1841 (the main thread stuck in
+    wandb.log, waiting on a future's result, while the tracker's service was wedged)."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        cmd = [sys.executable, sys.argv[0], "tracker-service"]
+        self.service = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+        assert self.service.stdout is not None
+        port = int(self.service.stdout.readline())
+        self.conn = socket.create_connection(("127.0.0.1", port))
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="publisher")
+
+    def _publish(self, payload: bytes) -> bytes:
+        self.conn.sendall(payload)
+        return self.conn.recv(16)
+
+    def log(self, metrics: dict[str, float]) -> None:
+        payload = repr(sorted(metrics.items())).encode()
+        self.pool.submit(self._publish, payload).result()
+
+
+def scenario_tracker_wedged() -> None:
+    """The culprit logs its step's metrics through a tracker whose local service stopped
+    answering; the others logged nothing this step and wait in the next all_reduce."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    loss = train_step(model)
+    if rank() == culprit():
+        publisher = MetricsPublisher()
+        ready("metrics log")
+        publisher.log({"loss": float(loss), "step": 1.0})
+    else:
+        ready("all_reduce")
+    dist.all_reduce(torch.ones(4))
+
+
+SCENARIOS.update(
+    {
+        "login-prompt": scenario_login_prompt,
+        "http-shards": scenario_http_shards,
+        "producer-killed": scenario_producer_killed,
+        "early-stop": scenario_early_stop,
+        "tracker-wedged": scenario_tracker_wedged,
+    }
+)
+
+
 # Processes a scenario runs that are no ranks: started by launch.py (a leftover before the
 # job), or by a rank (a helper subprocess).
 HELPERS: dict[str, Callable[[], None]] = {
     "leftover-cache-builder": leftover_cache_builder,
     "tokenizer-service": tokenizer_service,
+    "tracker-service": tracker_service,
 }
 
 

@@ -58,6 +58,8 @@ class Activity(enum.StrEnum):
     RANK_LOCK = "rank_lock"
     CHILD_CYCLE = "child_cycle"
     CHILD_STUCK = "child_stuck"
+    CHILD_DIED = "child_died"  # a pipe only the rank holds open; a child of its own dead
+    TERMINAL_INPUT = "terminal_input"  # a read of a terminal: a prompt nobody sees
     # Nothing more telling: the user's own code, or only "not in a collective".
     OWN_CODE = "own_code"
     OUTSIDE_COLLECTIVES = "outside_collectives"
@@ -288,6 +290,24 @@ _ROWS: dict[Activity, ActivityRow] = {
         "Look at the child the culprit waits for (`py-spy dump --pid CHILD`, its state and "
         "wait channel in the report): fix what it waits on, and give the wait a timeout "
         "(Popen.wait(timeout=...), communicate(timeout=...)).",
+        _K.WORK, True),
+    _A.CHILD_DIED: ActivityRow(
+        "waiting on a pipe that a worker process of its own fed, and that worker is dead",
+        _C.DATALOADER,
+        "A process the rank started to produce its data died (killed by the OOM killer or a "
+        "signal: check `dmesg` and the job's memory) and the rank still waits for what it "
+        "would have sent. Give the read a timeout (Queue.get(timeout=...), "
+        "Connection.poll(timeout)) and check the producer's exitcode when it fires; restart "
+        "or fail instead of waiting.",
+        _K.WORK, True),
+    _A.TERMINAL_INPUT: ActivityRow(
+        "waiting for input on a terminal (an interactive prompt nobody sees)",
+        _C.RANK_DIVERGENCE,
+        "The rank reads its terminal: a prompt (a tracker's login, a confirmation, "
+        "input(), breakpoint()) that only a person at that terminal could answer. Make it "
+        "non-interactive on every node (credentials or a mode that never prompts in the "
+        "environment), and start ranks with stdin closed (< /dev/null) so that a prompt "
+        "fails at once instead of waiting.",
         _K.WORK, True),
     _A.OWN_CODE: ActivityRow("running its own code", _C.RANK_DIVERGENCE, _GENERIC_FIX, _K.WORK,
                              False),

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Frame, ProcessEvidence
+from hangdoc.analyzer.model import Frame, ProcessEvidence, WaitKind
 from hangdoc.analyzer.views.activity import classify_thread
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks
+from hangdoc.analyzer.views.wait_frames import INNERMOST, frames_wait
 
 _JOB_WAITS = frozenset({Activity.COLLECTIVE, Activity.RENDEZVOUS})
 
@@ -56,30 +57,73 @@ class NetworkWait:
 
 def network_wait(process: ProcessEvidence) -> NetworkWait | None:
     """The main thread of ``process`` blocked on a socket outside the job; see the module doc."""
-    samples = len(process.stack_samples)
     main = next((t for t in thread_tracks(process) if t.is_main), None)
-    if main is None or main.latest is None or len(main.stacks) < samples:
+    return _track_network_wait(process, main) if main is not None else None
+
+
+def _track_network_wait(process: ProcessEvidence, track: ThreadTrack) -> NetworkWait | None:
+    """``track`` blocked on a socket outside the job (the module doc's two signs)."""
+    samples = len(process.stack_samples)
+    if track.latest is None or len(track.stacks) < samples:
         return None
-    if samples >= 2 and not main.unmoved():
+    if samples >= 2 and not track.unmoved():
         return None
-    activity = classify_thread(main.latest)
+    activity = classify_thread(track.latest)
     if activity.collective is not None or _JOB_WAITS & set(activity.tags):
         return None
-    if not main.asleep():
+    if not track.asleep():
         return None
-    sockets = [s.waits_on for s in main.states if s.waits_on]
-    in_socket = bool(main.states) and len(sockets) == len(main.states)
+    sockets = [s.waits_on for s in track.states if s.waits_on]
+    in_socket = bool(track.states) and len(sockets) == len(track.states)
     in_socket = in_socket and all(w.startswith("socket") for w in sockets)
-    latest = main.states[-1] if main.states else None
+    latest = track.states[-1] if track.states else None
     syscall = latest.syscall if latest is not None and in_socket else None
     socket = sockets[-1] if in_socket else None
-    wait = NetworkWait(main, None, main.user_frame(), syscall, socket)
+    wait = NetworkWait(track, None, track.user_frame(), syscall, socket)
     if in_socket and _to_the_jobs_store(wait, process):
         return None
     first_tag = activity.tag_frames[0] if activity.tag_frames else None
     if first_tag is not None and first_tag[0] is Activity.NETWORK_IO:
-        return NetworkWait(main, first_tag[1], main.user_frame(), syscall, socket)
+        return NetworkWait(track, first_tag[1], track.user_frame(), syscall, socket)
     return wait if in_socket else None
+
+
+# Appended for issue 21 (live hangs at first sight): a main thread that waits on a Python
+# primitive (a future's result, a queue, an event) for a thread of its own that is blocked
+# on the network: telemetry SDKs (wandb.log) and prefetchers hand their I/O to a thread.
+def helper_network_wait(process: ProcessEvidence) -> tuple[Frame | None, NetworkWait] | None:
+    """(the frame the main thread waits in, the one other Python thread of the process
+    blocked on a socket outside the job) when the main thread, asleep at the same place at
+    every sample, waits on a threading or queue primitive (wait_frames.py: a futex) and
+    exactly one of its Python threads is blocked on the network; else None."""
+    tracks = thread_tracks(process)
+    main = next((t for t in tracks if t.is_main), None)
+    if main is None or main.latest is None or not main.asleep():
+        return None
+    if len(process.stack_samples) >= 2 and not main.unmoved():
+        return None
+    activity = classify_thread(main.latest)
+    if activity.collective is not None or _JOB_WAITS & set(activity.tags):
+        return None
+    waits = frames_wait(main.latest)
+    if waits is None or waits[0] is not WaitKind.FUTEX:
+        return None
+    helpers = [
+        wait
+        for t in tracks
+        if not t.is_main and t.latest is not None and t.latest.frames
+        and (wait := _track_network_wait(process, t)) is not None and not _serves(wait)
+    ]  # fmt: skip
+    return (waits[1], helpers[0]) if len(helpers) == 1 else None
+
+
+def _serves(wait: NetworkWait) -> bool:
+    """A thread in ``accept`` waits for clients of a server of its own (a metrics or debug
+    endpoint, a hook): nobody it waits for fails to answer."""
+    if wait.syscall is not None and wait.syscall.startswith("accept"):
+        return True
+    frames = wait.track.latest.frames if wait.track.latest is not None else ()
+    return any(f.function_leaf in ("accept", "accept4") for f in frames[:INNERMOST])
 
 
 def _to_the_jobs_store(wait: NetworkWait, process: ProcessEvidence) -> bool:

@@ -34,11 +34,11 @@ from hangdoc.analyzer.views.activity_table import Activity
 
 _WAITS = frozenset({Activity.COLLECTIVE, Activity.RENDEZVOUS, Activity.LOCK_WAIT})
 # Kernel waits that block until another process acts (issue 21): a thread found in the
-# same one at every sample waits in place. Not a file (storage may be moving), a sleep
-# (a polling loop) or a call this version does not know.
+# same one at every sample waits in place (a terminal: until someone types). Not a file
+# (storage may be moving), a sleep (a polling loop) or a call this version does not know.
 _BLOCKING_WAITS = frozenset({
     WaitKind.LOCK_FILE, WaitKind.PIPE, WaitKind.SOCKET, WaitKind.CHILD, WaitKind.FUTEX,
-    WaitKind.POLL,
+    WaitKind.POLL, WaitKind.TERMINAL,
 })  # fmt: skip
 
 

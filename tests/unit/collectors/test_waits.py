@@ -100,6 +100,16 @@ source = open(sys.argv[1])
 print("ready", flush=True)
 source.readline()
 """
+# A prompt on a terminal nobody types on: stdin is a pseudo-terminal's slave end, its
+# master held open and never written (an interactive login, input()). Beside it, the same
+# read on a pipe, which is no terminal.
+PROMPT = """
+import os, sys
+controller, terminal = os.openpty()
+os.dup2(terminal if sys.argv[1] == "tty" else os.pipe()[0], 0)
+print("ready", flush=True)
+os.read(0, 1)
+"""
 TWO_ON_A_LOCK = """
 import threading
 lock = threading.Lock()
@@ -318,3 +328,29 @@ def test_the_syscall_file_is_read_per_architecture() -> None:
     unknown = parse_syscall("999 0x0 0x0 0x0 0x0 0x0 0x0 0x1 0x2", "x86_64")
     assert unknown is not None and unknown.name == "syscall 999"
     assert parse_syscall("0 0x0 0x0 0x0 0x0 0x0 0x0 0x1 0x2", "riscv64") is None
+
+
+@_LIVE
+def test_a_read_of_a_terminal_is_a_terminal_wait_and_a_pipe_is_not(start: Start) -> None:
+    # GIVEN two processes blocked reading fd 0: a pseudo-terminal, and a pipe
+    tty, pipe = start(PROMPT, "tty"), start(PROMPT, "pipe")
+    # THEN the terminal is told by its device (a character device of a tty major), the
+    # pipe stays a pipe
+    on_tty = _main_wait(tty.pid, lambda w: w["syscall"] == "read")
+    assert on_tty["kind"] == "terminal" and on_tty.get("target", "").startswith("/dev/pts/")
+    assert _main_wait(pipe.pid, lambda w: w["syscall"] == "read")["kind"] == "pipe"
+
+
+def test_only_terminal_devices_are_terminals(tmp_path: Path) -> None:
+    # GIVEN this process's own descriptors: a pty slave, a regular file, /dev/null
+    controller, terminal = os.openpty()
+    regular = os.open(tmp_path / "f", os.O_CREAT | os.O_RDONLY)
+    null = os.open("/dev/null", os.O_RDONLY)
+    try:
+        pid = os.getpid()
+        # THEN only the pty is a terminal (/dev/null is a character device too: major 1)
+        assert waits._is_terminal(pid, terminal)
+        assert not waits._is_terminal(pid, regular) and not waits._is_terminal(pid, null)
+    finally:
+        for fd in (controller, terminal, regular, null):
+            os.close(fd)

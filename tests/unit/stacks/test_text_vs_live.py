@@ -85,6 +85,25 @@ GENERIC_ONLY: dict[str, tuple[str, tuple[str, ...] | None]] = {
 # in every form, never the live answer (then the entry goes).
 COARSER: dict[str, str] = {"killed": _NEEDS_WORLD, "slow-save": _NEEDS_TWO_SAMPLES}
 
+# Live hangs of 2026-11-28 (fixtures/first_sight/live-2026-11-28.json). tracker-wedged: the
+# thread the main thread waits for is in socket.recv, a C call with no frame of its own, so
+# only /proc shows the socket; pasted, the job's own names (MetricsPublisher.log) decide.
+KNOWN_GAPS["tracker-wedged"] = (_NEEDS_SOCKET, None, (Category.EVAL_SOME_RANKS, (3,)))
+# producer-killed: a pipe that only the rank holds open while its producer child is a
+# zombie is /proc's to show (py-spy does not dump a dead child). http-shards: frames alone
+# (no py-spy thread line, no /proc) do not say the thread in http.client is asleep rather
+# than receiving.
+GENERIC_ONLY["producer-killed"] = (_KERNEL_WAIT, None)
+GENERIC_ONLY["http-shards"] = (_NEEDS_ASLEEP, _FRAMES_ONLY)
+# early-stop under a label that carries the pid: the pid ties the rank's own log line ("rank
+# 3: early stopping …") to its stacks, so the log comparison's divergence (HD060, the same
+# culprit, corroborated by the stacks) ranks above the stacks' barrier-vs-all_reduce
+# mismatch (HD002, stated): the generic category, the live culprit.
+GENERIC_ONLY["early-stop"] = (
+    "a label with a pid ties the job's own line to the stacks: HD060 ranks first",
+    tuple(f.name for f in FORMS if "pid" in f.name),
+)
+
 
 def _answer(diagnosis: Diagnosis) -> tuple[Category, tuple[int, ...]]:
     primary = diagnosis.primary

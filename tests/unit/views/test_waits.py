@@ -123,3 +123,19 @@ def test_waiting_for_the_gil_is_pystacks_word_not_py_spys() -> None:
     said = frames_wait(thread, (StackTextKind.PYSTACK,))
     assert said is not None and said[0] is WaitKind.FUTEX and said[2] == "the GIL"
     assert frames_wait(thread, (StackTextKind.PYSPY,)) is None
+
+
+def test_a_pipe_only_the_rank_holds_open_is_read_with_its_dead_producer() -> None:
+    # GIVEN producer-killed: rank 3 reads a multiprocessing Queue's pipe after its
+    # producer process was killed (a zombie, not reaped)
+    wait = _waits("producer-killed").by_rank()[3]
+    # THEN the kernel shows the pipe with the rank itself as its only other end
+    assert (wait.kind, wait.source, wait.syscall) == (WaitKind.PIPE, WaitSource.KERNEL, "read")
+    assert wait.holders and {h.rank for h in wait.holders} == {3}
+    assert not wait.cycle()
+
+
+def test_a_read_of_the_terminal_is_a_terminal_wait() -> None:
+    wait = _waits("login-prompt").by_rank()[3]
+    assert (wait.kind, wait.source, wait.syscall) == (WaitKind.TERMINAL, WaitSource.KERNEL, "read")
+    assert wait.target is not None and wait.target.startswith("/dev/pts/")
