@@ -620,12 +620,17 @@ def _word_width(texts: list[str]) -> int | None:
     whose next space fell on the column), and fewer lines near that edge end although it would
     (a text's own lines end where their sentence or record ends, whatever room is left).
     A frame line ends with its function, and a rest that starts with a name and ": " is
-    an exception's or a library's message: neither is a break."""
+    an exception's or a library's message: neither is a break. Nor is a piece at the edge
+    with no space after its margin: a word longer than the line (a path, a URL), which
+    either wrap cuts at the column, says nothing of which wrap it was; so a word wrap of
+    long paths, whose cut pieces pile up at the edge as a terminal's do, is still one."""
     width = max(map(len, texts), default=0)
     if not _MIN_WORD_WIDTH <= width <= _MAX_LONE_WIDTH:
         return None
     breaks = short = fits = 0
     for k in range(len(texts) - 1):
+        if _long_word_cut(texts[k], width):
+            continue
         found = _word_break(texts[k], texts[k + 1], width)
         if found is None or not _continues(_unemphasised(texts[k + 1]), texts[k]):
             continue
@@ -649,13 +654,17 @@ def _word_joins(piece: str, rest: str, record: str, width: int) -> bool:
     return bool(_word_break(piece, rest, width)) and _continues(_unemphasised(rest), record)
 
 
+def _long_word_cut(piece: str, width: int) -> bool:
+    """``piece`` is a word longer than the line, cut at the column (at the width, no space
+    after its margin): a wrap at word boundaries cuts it so, as a terminal does."""
+    return len(piece) == width and " " not in piece.lstrip(" ")
+
+
 def _word_glue(piece: str, width: int) -> str:
     """What the wrap took out between ``piece`` and its rest: the space it broke at, none
     where the piece kept it, or where a word longer than the line was cut at the column
-    (a piece at the width with no space after its margin)."""
-    if piece.endswith(" "):
-        return ""
-    if len(piece) == width and " " not in piece.lstrip(" "):
+    (``_long_word_cut``)."""
+    if piece.endswith(" ") or _long_word_cut(piece, width):
         return ""
     return " "
 
@@ -720,7 +729,10 @@ def _rejoin(
             width = None  # rows of one template at one width, not a wrap
     if width is None and spike_only:
         return 0, None
-    if width is None and words and (soft := _word_width(old)) is not None:
+    # A spike may be a word wrap's too, where long words cut at the column pile up at the
+    # edge; lines that end short of it because the next word would not fit are no
+    # terminal's (``_word_width``), and its pieces are joined with the spaces it dropped.
+    if words and (soft := _word_width(old)) is not None and width in (None, soft):
         joins = _rejoin_words(lines, soft)
         return joins, f"a wrap at word boundaries at {soft} columns"
     starts = _LineStarts(old)
