@@ -155,6 +155,10 @@ _TABLE_RULE = re.compile(r"[ \t]{0,3}\|?(?:[ \t]*:?-{3,}:?[ \t]*\|)+[ \t]*(?::?-
 _LEADING_CELL = re.compile(r"[ \t]*\d{0,7}[ \t]*\|")
 _DATE_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 _STAMP_FIRST = re.compile(_DATE_TIME)
+# A time stamp and nothing after it but its colon: a header a line was cut after (a
+# collector's "TIME: " before mpirun's "[1,12]<stdout>:" and NCCL's header), no line of
+# its own.
+_STAMP_ALONE = re.compile(r"\[?" + _DATE_TIME + r"\]?:?")
 _SIGN_TABLE = re.compile(r"^[ \t]{0,3}\|[ \t\d|]*" + _DATE_TIME, re.MULTILINE)
 _MIN_TABLE_ROWS = 2
 # A source column a viewer or shipper prints between its stamp and the line: the host,
@@ -466,6 +470,8 @@ def _header_only(record: str) -> bool:
     there was cut by the edge, and the next line is its body whatever it starts like
     (vLLM's V1 worker prefix and logger header are 80 columns wide before a traceback
     line's indentation: a terminal 80 wide cuts each such line right after them)."""
+    if _STAMP_ALONE.fullmatch(record.strip()):
+        return True
     # (a wrap at word boundaries drops the space it broke at, which ends a header)
     tag = peel_line(record if record.endswith(" ") else f"{record} ")
     return tag.tagged and not tag.text.strip()
@@ -640,7 +646,10 @@ def _word_width(texts: list[str]) -> int | None:
         else:
             fits += 1
     edge = breaks - short
-    return width if short >= _MIN_JOINS and short > edge and breaks > fits else None
+    # (as many short as at the edge: three lines or more that a terminal would not have
+    # broken short of the edge outweigh as many at it, which either wrap puts there)
+    more = short > edge or (short == edge and short > _MIN_JOINS)
+    return width if short >= _MIN_JOINS and more and breaks > fits else None
 
 
 def _word_joins(piece: str, rest: str, record: str, width: int) -> bool:
@@ -675,18 +684,35 @@ def _rejoin_words(lines: _Lines, width: int) -> int:
     return _join_pieces(
         lines,
         lambda k, text: _word_joins(lines.texts[k - 1], lines.texts[k], text, width),
-        lambda piece: _word_glue(piece, width),
+        lambda k, _text: _word_glue(lines.texts[k - 1], width),
     )
+
+
+def _column_glue(text: str, rest: str) -> str:
+    """What goes between a piece a column cut and its rest: nothing (a terminal's wrap
+    cuts at the column whatever it cuts, the space kept on one side where it fell on
+    one), or the space a wrap at word boundaries dropped, where the lengths showed no wrap
+    of either kind for sure and neither side of the boundary holds a space: a library's
+    message then decides, the catalog row that the line joined with a space is (and
+    joined without one is not, or only a less specific row: "… is all-gathering 1" /
+    "parameters while …", "… pair.cc:534] Connection" / "closed by peer …")."""
+    if not text or not rest or text[-1].isspace() or rest[0].isspace():
+        return ""
+    spaced = default_matcher().match(f"{text} {rest}")
+    if spaced is None:
+        return ""
+    glued = default_matcher().match(text + rest)
+    return " " if glued is None or glued.row.specificity < spaced.row.specificity else ""
 
 
 def _join_pieces(
     lines: _Lines,
     joins_next: Callable[[int, str], bool],
-    glue: Callable[[str], str] = lambda _piece: "",
+    glue: Callable[[int, str], str] = lambda _k, _text: "",
 ) -> int:
     """Join each line with the pieces after it while ``joins_next(k, joined so far)`` says
     line ``k`` goes on the line before it (at most ``_MAX_WRAP_PIECES`` pieces), with
-    ``glue(piece before)`` between them; the joined line keeps its first piece's origin.
+    ``glue(k, joined so far)`` between them; the joined line keeps its first piece's origin.
     Both wraps, at a column and at word boundaries, join this way."""
     old = lines.texts
     texts, origin, code = [], [], []
@@ -696,7 +722,7 @@ def _join_pieces(
         text = old[i]
         pieces = 1
         while i + pieces < len(old) and pieces < _MAX_WRAP_PIECES and joins_next(i + pieces, text):
-            text += glue(old[i + pieces - 1]) + old[i + pieces]
+            text += glue(i + pieces, text) + old[i + pieces]
             pieces += 1
         texts.append(text)
         origin.append(lines.origin[i])
@@ -750,7 +776,7 @@ def _rejoin(
             return _lone_joins(old[k - 1], old[k], text, starts, _at(old, k + 1))
         return _continues(old[k], text)
 
-    joins = _join_pieces(lines, joins_next)
+    joins = _join_pieces(lines, joins_next, lambda k, text: _column_glue(text, old[k]))
     return joins, f"a hard wrap at {width} columns"
 
 
