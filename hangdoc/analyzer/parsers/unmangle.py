@@ -244,6 +244,10 @@ _CLASSES = str.maketrans("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqr
 _BAR_CHARS = " \u2588-\u258f#1-9"
 _OPEN_BAR = re.compile(rf"\d%\|[{_BAR_CHARS}]*$")
 _BAR_REST = re.compile(rf"[{_BAR_CHARS}]+$|[{_BAR_CHARS}]*\| ?(?:[\d.]+[kKMG]?/|$)")
+# A tqdm bar's line closed by its counts ("| 0/23 [00:00<?, ?it/s]": tqdm's format_meter
+# ends "{n}/{total} [{elapsed}<{remaining}, {rate}{postfix}]"): a whole line, printed so
+# at each update where the output is no terminal, whatever room is left after it.
+_BAR_CLOSED = re.compile(r"\| ?[\d.]+[kKMG]?/[\d.?]+[kKMG]? \[[\d:]+<[^\]]*\]$")
 # What a record of its own starts with, so a line that starts so is no wrapped rest.
 _NEW_RECORD = re.compile(
     r"""(?x)
@@ -596,12 +600,15 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
     # the next word needs a space before it; ``fold -s`` keeps the space on the piece, and
     # breaks where the space after the next word would pass the edge: the same count
     room = width - len(piece) - 1
+    if room < 0 and piece.endswith(" ") and rest.startswith(" ") and piece.strip():
+        return True  # a run of spaces across the edge (a tqdm bar's padding), cut there
     if not rest[:1].strip() or not piece.strip():
         return None
     broke = _first_word_length(rest) > room
     if (not broke and room >= _WORD_NEAR_EDGE) or (
         _FRAME_LINE.match(piece)
         or _TABLE_ROW_DRAWN.match(piece)
+        or _BAR_CLOSED.search(piece)
         or _NAMED_LINE.match(_unemphasised(rest))
     ):
         return None  # lengths first: most pairs of a long text say nothing
