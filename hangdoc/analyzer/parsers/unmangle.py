@@ -34,7 +34,11 @@ here, by mechanism, outermost first:
    function's name goes on, an NCCL header where its level does); where no spike shows,
    a wrap at word boundaries (a soft wrap copied as line breaks: lines that end short of
    the edge because the next word would not fit, ``_word_width``) is joined with the
-   space it broke at; until no wrap is left; then a second copy of the whole paste is
+   space it broke at, and so is a spike that such lines show to be a word wrap's (long
+   words cut at the column pile up at its edge too); at a column wrap's boundary with no
+   space on either side, the space a word wrap would have dropped goes back where a
+   library's message joined so is the catalog's and joined without is not
+   (``_column_glue``); until no wrap is left; then a second copy of the whole paste is
    dropped (``_second_copy``, on whole lines);
 8. a first line that a selection cut inside a library message's body (`` to recv from …``)
    gets the cut-away start of the message back from the message catalog, whose row's
