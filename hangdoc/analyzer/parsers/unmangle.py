@@ -645,6 +645,9 @@ def _word_width(texts: list[str]) -> int | None:
     if not _MIN_WORD_WIDTH <= width <= _MAX_LONE_WIDTH:
         return None
     breaks = short = fits = 0
+    # a piece at the edge counts once: one message printed thrice and broken alike there
+    # is one place a wrap fell, and a terminal's shows at many
+    at_edge: set[str] = set()
     for k in range(len(texts) - 1):
         if _long_word_cut(texts[k], width):
             continue
@@ -653,14 +656,14 @@ def _word_width(texts: list[str]) -> int | None:
             continue
         if found:
             breaks += 1
-            short += len(texts[k]) < width
+            if len(texts[k]) < width:
+                short += 1
+            else:
+                at_edge.add(texts[k])
         else:
             fits += 1
-    edge = breaks - short
-    # (as many short as at the edge: three lines or more that a terminal would not have
-    # broken short of the edge outweigh as many at it, which either wrap puts there)
-    more = short > edge or (short == edge and short > _MIN_JOINS)
-    return width if short >= _MIN_JOINS and more and breaks > fits else None
+    edge = len(at_edge)
+    return width if short >= _MIN_JOINS and short > edge and breaks > fits else None
 
 
 def _word_joins(piece: str, rest: str, record: str, width: int) -> bool:
