@@ -644,10 +644,11 @@ def _word_width(texts: list[str]) -> int | None:
     width = max(map(len, texts), default=0)
     if not _MIN_WORD_WIDTH <= width <= _MAX_LONE_WIDTH:
         return None
-    breaks = short = fits = 0
-    # a piece at the edge counts once: one message printed thrice and broken alike there
-    # is one place a wrap fell, and a terminal's shows at many
+    breaks = fits = 0
+    # a piece counts once, at the edge or short of it: one message printed thrice and
+    # broken alike is one place a wrap fell
     at_edge: set[str] = set()
+    short_of_edge: set[str] = set()
     for k in range(len(texts) - 1):
         if _long_word_cut(texts[k], width):
             continue
@@ -656,13 +657,10 @@ def _word_width(texts: list[str]) -> int | None:
             continue
         if found:
             breaks += 1
-            if len(texts[k]) < width:
-                short += 1
-            else:
-                at_edge.add(texts[k])
+            (short_of_edge if len(texts[k]) < width else at_edge).add(texts[k])
         else:
             fits += 1
-    edge = len(at_edge)
+    short, edge = len(short_of_edge), len(at_edge)
     return width if short >= _MIN_JOINS and short > edge and breaks > fits else None
 
 
