@@ -89,7 +89,7 @@ def test_tqdm_lines_closed_by_their_counts_are_whole() -> None:
         f"out waiting 180000{k}ms for recv operation to complete on the group of the rollout "
         "workers\n"
         for k in range(3)
-    ) + ("Traceback (most recent call last): see the rollout worker's log for its frames\n")
+    ) + ("Traceback (most recent call last): see the rollout worker's log for its frames:\n")
     fixed = unmangle(word_wrap(bars + wrapped, 80))
     assert fixed is not None
     assert fixed.text.splitlines() == (bars + wrapped).splitlines()
