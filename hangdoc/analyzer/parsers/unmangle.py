@@ -710,9 +710,11 @@ def _column_glue(text: str, rest: str) -> str:
     "parameters while …", "… pair.cc:534] Connection" / "closed by peer …")."""
     if not text or not rest or text[-1].isspace() or rest[0].isspace():
         return ""
+    if text[-1].isdigit() and rest[0].isdigit():
+        return ""  # a number the column cut
     spaced = default_matcher().match(f"{text} {rest}")
-    if spaced is None:
-        return ""
+    if spaced is None or not spaced.start < len(text) < spaced.end - 1:
+        return ""  # no message, or none that the boundary falls inside
     glued = default_matcher().match(text + rest)
     return " " if glued is None or glued.row.specificity < spaced.row.specificity else ""
 
