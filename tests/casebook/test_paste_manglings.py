@@ -34,11 +34,7 @@ CASES = Path(__file__).resolve().parents[2] / "fixtures" / "cases"
 # reserved by PyTorch but unallocated. If reserved …", which the catalog holds: scripts/
 # catalog/others.py _OOM_PIECE.)
 MIDDLE_CUT = "cut first line (middle)"
-# (nccl-957: the cut takes "Fri Aug 11 12:31:45 2023[1,0]<stdout>:tomte401:1850301:1881341"
-# off rank 0's "… [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'", all that
-# names its process; " [0]" is a CUDA device, which every node of the 2x8 job has, so the
-# line is rank 0's or rank 8's, and rank 0's failure is no longer its own: rank 3's stays.
-# vllm-3688: the cut takes "torch.distributed.DistBackendError: NCCL error in:
+# (vllm-3688: the cut takes "torch.distributed.DistBackendError: NCCL error in:
 # ../torch/cs…", the words of torch's synchronous NCCL error that place the failure in
 # set-up; what is left, NCCL's "Last error: Cuda failure 'invalid argument'" with no call
 # site, names no stage, and a CUDA error of a process is then its crash.
@@ -54,7 +50,6 @@ MIDDLE_CUT_CHANGES = frozenset(
         # away; what is left, rank 3 held at main_process_first while rank 0 works, reads as
         # the ranks parted, the label's alternative, not as slow work.)
         "medicalgpt-425-tokenize-main-process-first-timeout",
-        "nccl-957-cuda-invalid-argument-proxy-connect",
         "vllm-3688-custom-allreduce-nccl-invalid-argument",
         "zerobubble-60-p2p-message-truncated-multinode",
     }
@@ -74,10 +69,16 @@ ALL: tuple[Mangling, ...] = (*MANGLINGS, *COMBINED)
 # ``_word_width``), but a piece that starts like a record of its own (a level word, a
 # name and ": ", a frame), or a paste with fewer than two breaks short of the edge, stays
 # broken. Floors on what survives and a ceiling on the other answers (a share of the
-# cases: 16 of 667 when it was set, 21 of 766 once batch h joined), both tightened as the
-# join improves (docs/pastes.md).
-WORD_WRAP_SURVIVAL_FLOOR = 0.85
-WORD_WRAP_MOST_OTHER_SHARE = 0.028
+# cases: 16 of 667 when it was set, 21 of 766 once batch h joined, 4 of 831 once a spike
+# of long words cut at the column was told from a terminal's and a library's message
+# decided the space at a lone break), both tightened as the join improves
+# (docs/pastes.md). Left: a message a lone break cut between two words that no catalog
+# row holds (a path's "does not exist", Ray's "running low on memory"), read without the
+# space or as two lines; a paste hard-wrapped before it was word-wrapped; a message printed
+# thrice and broken alike, which shows one break short of the edge, not the two a word
+# wrap needs (gloo's "what():  [enforce fail at" before its path).
+WORD_WRAP_SURVIVAL_FLOOR = 0.93
+WORD_WRAP_MOST_OTHER_SHARE = 0.005
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +100,7 @@ def test_a_mangled_paste_never_gets_another_answer(rows: dict[str, Row], manglin
 def test_a_first_line_cut_in_half_changes_no_other_answer(rows: dict[str, Row]) -> None:
     changed = {o.case_id for o in rows[MIDDLE_CUT].violations}
     assert changed <= MIDDLE_CUT_CHANGES, sorted(changed - MIDDLE_CUT_CHANGES)
+    assert changed == MIDDLE_CUT_CHANGES, f"paid debts: {sorted(MIDDLE_CUT_CHANGES - changed)}"
 
 
 def test_right_answers_mostly_survive_a_wrap_at_word_boundaries(rows: dict[str, Row]) -> None:

@@ -34,7 +34,11 @@ here, by mechanism, outermost first:
    function's name goes on, an NCCL header where its level does); where no spike shows,
    a wrap at word boundaries (a soft wrap copied as line breaks: lines that end short of
    the edge because the next word would not fit, ``_word_width``) is joined with the
-   space it broke at; until no wrap is left; then a second copy of the whole paste is
+   space it broke at, and so is a spike that such lines show to be a word wrap's (long
+   words cut at the column pile up at its edge too); at a column wrap's boundary with no
+   space on either side, the space a word wrap would have dropped goes back where a
+   library's message joined so is the catalog's and joined without is not
+   (``_column_glue``); until no wrap is left; then a second copy of the whole paste is
    dropped (``_second_copy``, on whole lines);
 8. a first line that a selection cut inside a library message's body (`` to recv from …``)
    gets the cut-away start of the message back from the message catalog, whose row's
@@ -155,6 +159,10 @@ _TABLE_RULE = re.compile(r"[ \t]{0,3}\|?(?:[ \t]*:?-{3,}:?[ \t]*\|)+[ \t]*(?::?-
 _LEADING_CELL = re.compile(r"[ \t]*\d{0,7}[ \t]*\|")
 _DATE_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 _STAMP_FIRST = re.compile(_DATE_TIME)
+# A time stamp and nothing after it but its colon: a header a line was cut after (a
+# collector's "TIME: " before mpirun's "[1,12]<stdout>:" and NCCL's header), no line of
+# its own.
+_STAMP_ALONE = re.compile(r"\[?" + _DATE_TIME + r"\]?:?")
 _SIGN_TABLE = re.compile(r"^[ \t]{0,3}\|[ \t\d|]*" + _DATE_TIME, re.MULTILINE)
 _MIN_TABLE_ROWS = 2
 # A source column a viewer or shipper prints between its stamp and the line: the host,
@@ -240,6 +248,10 @@ _CLASSES = str.maketrans("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqr
 _BAR_CHARS = " \u2588-\u258f#1-9"
 _OPEN_BAR = re.compile(rf"\d%\|[{_BAR_CHARS}]*$")
 _BAR_REST = re.compile(rf"[{_BAR_CHARS}]+$|[{_BAR_CHARS}]*\| ?(?:[\d.]+[kKMG]?/|$)")
+# A tqdm bar's line closed by its counts ("| 0/23 [00:00<?, ?it/s]": tqdm's format_meter
+# ends "{n}/{total} [{elapsed}<{remaining}, {rate}{postfix}]"): a whole line, printed so
+# at each update where the output is no terminal, whatever room is left after it.
+_BAR_CLOSED = re.compile(r"\| ?[\d.]+[kKMG]?/[\d.?]+[kKMG]? \[[\d:]+<[^\]]*\]$")
 # What a record of its own starts with, so a line that starts so is no wrapped rest.
 _NEW_RECORD = re.compile(
     r"""(?x)
@@ -466,6 +478,8 @@ def _header_only(record: str) -> bool:
     there was cut by the edge, and the next line is its body whatever it starts like
     (vLLM's V1 worker prefix and logger header are 80 columns wide before a traceback
     line's indentation: a terminal 80 wide cuts each such line right after them)."""
+    if _STAMP_ALONE.fullmatch(record.strip()):
+        return True
     # (a wrap at word boundaries drops the space it broke at, which ends a header)
     tag = peel_line(record if record.endswith(" ") else f"{record} ")
     return tag.tagged and not tag.text.strip()
@@ -590,12 +604,15 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
     # the next word needs a space before it; ``fold -s`` keeps the space on the piece, and
     # breaks where the space after the next word would pass the edge: the same count
     room = width - len(piece) - 1
+    if room < 0 and piece.endswith(" ") and rest.startswith(" ") and piece.strip():
+        return True  # a run of spaces across the edge (a tqdm bar's padding), cut there
     if not rest[:1].strip() or not piece.strip():
         return None
     broke = _first_word_length(rest) > room
     if (not broke and room >= _WORD_NEAR_EDGE) or (
         _FRAME_LINE.match(piece)
         or _TABLE_ROW_DRAWN.match(piece)
+        or _BAR_CLOSED.search(piece)
         or _NAMED_LINE.match(_unemphasised(rest))
     ):
         return None  # lengths first: most pairs of a long text say nothing
@@ -620,21 +637,30 @@ def _word_width(texts: list[str]) -> int | None:
     whose next space fell on the column), and fewer lines near that edge end although it would
     (a text's own lines end where their sentence or record ends, whatever room is left).
     A frame line ends with its function, and a rest that starts with a name and ": " is
-    an exception's or a library's message: neither is a break."""
+    an exception's or a library's message: neither is a break. Nor is a piece at the edge
+    with no space after its margin: a word longer than the line (a path, a URL), which
+    either wrap cuts at the column, says nothing of which wrap it was; so a word wrap of
+    long paths, whose cut pieces pile up at the edge as a terminal's do, is still one."""
     width = max(map(len, texts), default=0)
     if not _MIN_WORD_WIDTH <= width <= _MAX_LONE_WIDTH:
         return None
-    breaks = short = fits = 0
+    breaks = fits = 0
+    # a piece counts once, at the edge or short of it: one message printed thrice and
+    # broken alike is one place a wrap fell
+    at_edge: set[str] = set()
+    short_of_edge: set[str] = set()
     for k in range(len(texts) - 1):
+        if _long_word_cut(texts[k], width):
+            continue
         found = _word_break(texts[k], texts[k + 1], width)
         if found is None or not _continues(_unemphasised(texts[k + 1]), texts[k]):
             continue
         if found:
             breaks += 1
-            short += len(texts[k]) < width
+            (short_of_edge if len(texts[k]) < width else at_edge).add(texts[k])
         else:
             fits += 1
-    edge = breaks - short
+    short, edge = len(short_of_edge), len(at_edge)
     return width if short >= _MIN_JOINS and short > edge and breaks > fits else None
 
 
@@ -649,13 +675,17 @@ def _word_joins(piece: str, rest: str, record: str, width: int) -> bool:
     return bool(_word_break(piece, rest, width)) and _continues(_unemphasised(rest), record)
 
 
+def _long_word_cut(piece: str, width: int) -> bool:
+    """``piece`` is a word longer than the line, cut at the column (at the width, no space
+    after its margin): a wrap at word boundaries cuts it so, as a terminal does."""
+    return len(piece) == width and " " not in piece.lstrip(" ")
+
+
 def _word_glue(piece: str, width: int) -> str:
     """What the wrap took out between ``piece`` and its rest: the space it broke at, none
     where the piece kept it, or where a word longer than the line was cut at the column
-    (a piece at the width with no space after its margin)."""
-    if piece.endswith(" "):
-        return ""
-    if len(piece) == width and " " not in piece.lstrip(" "):
+    (``_long_word_cut``)."""
+    if piece.endswith(" ") or _long_word_cut(piece, width):
         return ""
     return " "
 
@@ -666,18 +696,37 @@ def _rejoin_words(lines: _Lines, width: int) -> int:
     return _join_pieces(
         lines,
         lambda k, text: _word_joins(lines.texts[k - 1], lines.texts[k], text, width),
-        lambda piece: _word_glue(piece, width),
+        lambda k, _text: _word_glue(lines.texts[k - 1], width),
     )
+
+
+def _column_glue(text: str, rest: str) -> str:
+    """What goes between a piece a column cut and its rest: nothing (a terminal's wrap
+    cuts at the column whatever it cuts, the space kept on one side where it fell on
+    one), or the space a wrap at word boundaries dropped, where the lengths showed no wrap
+    of either kind for sure and neither side of the boundary holds a space: a library's
+    message then decides, the catalog row that the line joined with a space is (and
+    joined without one is not, or only a less specific row: "… is all-gathering 1" /
+    "parameters while …", "… pair.cc:534] Connection" / "closed by peer …")."""
+    if not text or not rest or text[-1].isspace() or rest[0].isspace():
+        return ""
+    if text[-1].isdigit() and rest[0].isdigit():
+        return ""  # a number the column cut
+    spaced = default_matcher().match(f"{text} {rest}")
+    if spaced is None or not spaced.start < len(text) < spaced.end - 1:
+        return ""  # no message, or none that the boundary falls inside
+    glued = default_matcher().match(text + rest)
+    return " " if glued is None or glued.row.specificity < spaced.row.specificity else ""
 
 
 def _join_pieces(
     lines: _Lines,
     joins_next: Callable[[int, str], bool],
-    glue: Callable[[str], str] = lambda _piece: "",
+    glue: Callable[[int, str], str] = lambda _k, _text: "",
 ) -> int:
     """Join each line with the pieces after it while ``joins_next(k, joined so far)`` says
     line ``k`` goes on the line before it (at most ``_MAX_WRAP_PIECES`` pieces), with
-    ``glue(piece before)`` between them; the joined line keeps its first piece's origin.
+    ``glue(k, joined so far)`` between them; the joined line keeps its first piece's origin.
     Both wraps, at a column and at word boundaries, join this way."""
     old = lines.texts
     texts, origin, code = [], [], []
@@ -687,7 +736,7 @@ def _join_pieces(
         text = old[i]
         pieces = 1
         while i + pieces < len(old) and pieces < _MAX_WRAP_PIECES and joins_next(i + pieces, text):
-            text += glue(old[i + pieces - 1]) + old[i + pieces]
+            text += glue(i + pieces, text) + old[i + pieces]
             pieces += 1
         texts.append(text)
         origin.append(lines.origin[i])
@@ -720,7 +769,10 @@ def _rejoin(
             width = None  # rows of one template at one width, not a wrap
     if width is None and spike_only:
         return 0, None
-    if width is None and words and (soft := _word_width(old)) is not None:
+    # A spike may be a word wrap's too, where long words cut at the column pile up at the
+    # edge; lines that end short of it because the next word would not fit are no
+    # terminal's (``_word_width``), and its pieces are joined with the spaces it dropped.
+    if words and (soft := _word_width(old)) is not None and width in (None, soft):
         joins = _rejoin_words(lines, soft)
         return joins, f"a wrap at word boundaries at {soft} columns"
     starts = _LineStarts(old)
@@ -738,7 +790,7 @@ def _rejoin(
             return _lone_joins(old[k - 1], old[k], text, starts, _at(old, k + 1))
         return _continues(old[k], text)
 
-    joins = _join_pieces(lines, joins_next)
+    joins = _join_pieces(lines, joins_next, lambda k, text: _column_glue(text, old[k]))
     return joins, f"a hard wrap at {width} columns"
 
 
