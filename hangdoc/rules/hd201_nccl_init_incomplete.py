@@ -328,7 +328,7 @@ class NcclInitIncomplete(Rule):
                 "MASTER_ADDR/MASTER_PORT, that the port is open from every node, and that no "
                 "rank is stuck before init_process_group."
             ),
-            culprit_ranks=_roots(stores),
+            culprit_ranks=_roots(stores) or _gloo_unconnected(stores),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs(stores, limit=4)),
             # A failed name lookup is retried until the connect timeout, and an address
@@ -479,6 +479,21 @@ def _after_monitor(p: Placed, monitored: dict[int | None, int]) -> bool:
 def _roots(stores: list[Placed]) -> tuple[int, ...]:
     """The rank that never published the NCCL unique id (it was late, stuck or gone)."""
     return tuple(sorted({r for p in stores if (r := _store_of(p).root) is not None}))
+
+
+def _gloo_unconnected(stores: list[Placed]) -> tuple[int, ...]:
+    """The ranks whose Gloo process group could not connect its full mesh: the
+    ProcessGroupGloo constructor raised on them ("Gloo connectFullMesh failed with …"),
+    so their set-up failed and the other ranks wait for them in theirs."""
+    return tuple(
+        sorted(
+            {
+                p.rank
+                for p in stores
+                if p.rank is not None and _store_of(p).error == StoreError.GLOO_CONNECT
+            }
+        )
+    )
 
 
 RULE = NcclInitIncomplete

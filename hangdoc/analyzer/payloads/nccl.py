@@ -164,6 +164,10 @@ class NcclError(Work):
     last_error: str | None = None
     last_error_peer: str | None = None
     last_error_link: LinkError | None = None
+    # The stage of the NCCL code that prints the last error's message, by the functions
+    # the catalog holds it from (parsers/logs/nccl_stage.py message_stage): "Attribute arch
+    # of node cpu not found" only prints while NCCL reads the topology. None where unknown.
+    last_error_stage: SourceStage | None = None
     out_of_memory: bool = False  # "out of memory" in the message or its last error
     # The return codes NCCL logged as the failure unwound (NcclWarn's).
     rc: int | None = None
@@ -172,7 +176,8 @@ class NcclError(Work):
     rc_chain: tuple[str, ...] = ()
     in_bootstrap: bool = False
     # The stage of the torch function that holds ``where``, per the releases that have a
-    # check at that line (parsers/catalog/torch_stages.py); None where unknown.
+    # check at that line (parsers/catalog/torch_stages.py), or set-up where ``where`` or
+    # ``call`` is a call that creates a communicator (ncclCommInitRank); None where unknown.
     stage: SourceStage | None = None
 
 

@@ -235,23 +235,104 @@ def first_collective_of(tl: Timeline, p: Placed, running_from: int) -> str | Non
     return None
 
 
-def is_setup_error(p: Placed, running_from: int) -> bool:
+def is_setup_error(tl: Timeline, p: Placed, running_from: int) -> bool:
     """torch's synchronous NCCL error of a setup class, before any collective traffic,
     (or one whose c10d check sits in communicator set-up) that is neither an
-    out-of-memory (HD031) nor a lost connection (HD200)."""
-    error = p.event.payload_as(NcclError)
-    if error is None or not (error.where or "").strip() or error.in_watchdog:
+    out-of-memory (HD031) nor a lost connection (HD200), where something shows the stage
+    (:func:`_setup_shown`)."""
+    error = _setup_class_error(p)
+    if error is None:
         return False
-    if error.error_class not in _SETUP_CLASSES and not _invalid_at_creation(error):
-        return False
-    if error.out_of_memory or error.last_error_peer or error.last_error_link:
-        return False
-    if error.destroying:
-        return False  # the abort of a communicator as its group was destroyed: teardown
     # A check in torch's communicator set-up (getNCCLComm in every release with a check at
     # the printed line: parsers/catalog/torch_stages.py) is set-up wherever it falls: a
     # communicator created after others already ran (a new group's first collective).
-    return p.index < running_from or error.stage is SourceStage.SETUP
+    if error.stage is SourceStage.SETUP:
+        return True
+    return p.index < running_from and _setup_shown(tl, p, running_from)
+
+
+# What NCCL prints (with NCCL_DEBUG=INFO) only while it creates and connects a
+# communicator: its "Init START/COMPLETE" and timing lines, the bootstrap and network
+# interfaces it chose, the rings' connections (parsers/logs/nccl.py).
+_NCCL_SETUP_OUTPUT = frozenset(
+    {EventKind.NCCL_INIT, EventKind.NCCL_NETWORK, EventKind.NCCL_TRANSPORT}
+)
+# NCCL's reports that only its set-up makes, on either side of the error in a paste (NCCL
+# prints them from its own threads, torch raises from the caller's): a configuration it
+# refused (a GPU used twice, a topology attribute missing), a shared-memory segment it
+# could not create (only opened while it connects: _host_resources), a WARN or return
+# chain whose place is set-up code (parsers/logs/nccl_stage.py), harmless or not.
+_NCCL_SETUP_REPORTS = frozenset(
+    {
+        EventKind.NCCL_CONFIG_ERROR,
+        EventKind.NCCL_RESOURCE_ERROR,
+        EventKind.NCCL_WARN,
+        EventKind.NCCL_RETURN,
+        EventKind.CUDA_ERROR,
+    }
+)
+
+
+def _setup_shown(tl: Timeline, p: Placed, running_from: int) -> bool:
+    """Whether anything but the error's class shows it raised while a communicator was set
+    up. torch's C10D_NCCL_CHECK wraps every NCCL call made on the caller's thread, the
+    launch of a collective (ncclAllReduce, ncclGroupEnd) as well as the creation
+    (NCCLComm::create): ncclUnhandledCudaError is a failed CUDA call in either, so a bare
+    "NCCL error in: <file>:<line>, unhandled cuda error" whose place no held release maps
+    (parsers/catalog/torch_stages.py) says where torch checked, not what NCCL was doing,
+    and a paste of that error alone, with no collective logged, shows nothing ran only
+    because it shows nothing at all. The stage is shown by the message NCCL left as its
+    last error, where only set-up prints it (NcclError.last_error_stage); by the traceback
+    of the exception the error was raised as (init_process_group, new_group, a serving
+    worker's distributed set-up: parsers/logs/tb_stage.py; or the first collective of a
+    wrapper that creates the communicator, DDP's construction: :data:`FIRST_COLLECTIVES`);
+    or by NCCL's own set-up output of the same process: its init and connection lines
+    before the error, and its set-up reports (a refused configuration, a WARN or return
+    chain from set-up code) around it."""
+    error = p.event.payload_as(NcclError)
+    if error is not None and error.last_error_stage is SourceStage.SETUP:
+        return True
+    if first_collective_of(tl, p, running_from) is not None:
+        return True
+    if p.event.line is not None:
+        for other in tl.of(EventKind.EXCEPTION):
+            if other.event.source != p.event.source or other.event.line != p.event.line:
+                continue
+            raised = other.event.payload_as(ExceptionRaised)
+            if raised is not None and raised.stage in _NCCL_SETUP_STAGES:
+                return True
+    for q in tl.of(*_NCCL_SETUP_OUTPUT, *_NCCL_SETUP_REPORTS):
+        if q.index >= running_from or not (p.rank is None or q.rank is None or q.rank == p.rank):
+            continue
+        if q.kind in _NCCL_SETUP_OUTPUT:
+            if q.index < p.index:
+                return True
+        elif q.kind in (EventKind.NCCL_CONFIG_ERROR, EventKind.NCCL_RESOURCE_ERROR) or (
+            _set_up_code(q)
+        ):
+            return True
+    return False
+
+
+def _set_up_code(q: Placed) -> bool:
+    """An NCCL WARN or return chain whose place (or chain) is set-up code."""
+    warn = q.event.payload_as(NcclWarn)
+    return warn is not None and (warn.setup or warn.stage is SourceStage.SETUP)
+
+
+def _setup_class_error(p: Placed) -> NcclError | None:
+    """torch's synchronous NCCL error of a class a failed set-up returns, that is neither
+    an out-of-memory (HD031), a lost connection (HD200) nor a teardown's; else None."""
+    error = p.event.payload_as(NcclError)
+    if error is None or not (error.where or "").strip() or error.in_watchdog:
+        return None
+    if error.error_class not in _SETUP_CLASSES and not _invalid_at_creation(error):
+        return None
+    if error.out_of_memory or error.last_error_peer or error.last_error_link:
+        return None
+    if error.destroying:
+        return None  # the abort of a communicator as its group was destroyed: teardown
+    return error
 
 
 def _invalid_at_creation(error: NcclError) -> bool:
@@ -317,7 +398,7 @@ def _setup_failure(tl: Timeline) -> SetupFailure | None:
         for p in tl.of(EventKind.NCCL_RETURN)
         if p.index < running_from and (code := p.event.payload_as(NcclWarn)) and code.setup
     )
-    errors = tuple(p for p in tl.of(EventKind.NCCL_ERROR) if is_setup_error(p, running_from))
+    errors = tuple(p for p in tl.of(EventKind.NCCL_ERROR) if is_setup_error(tl, p, running_from))
     raised = tuple(p for p in tl.of(EventKind.EXCEPTION) if is_setup_exception(p, running_from))
     if not (warns or returns or errors or raised):
         return None
@@ -334,13 +415,17 @@ def setup_lines(tl: Timeline) -> frozenset[tuple[str, int | None]]:
 
 
 def setup_error_lines(tl: Timeline) -> frozenset[tuple[str, int | None]]:
-    """(file, line) of each synchronous setup error: the CUDA failure NCCL attached to
-    it ("Last error: Cuda failure 'invalid argument'") sits on the same line, and is
-    that setup failure's detail, not a crash of its own."""
+    """(file, line) of each synchronous NCCL error of a set-up class before anything ran,
+    whether or not anything shows its stage: the CUDA failure NCCL attached to it ("Last
+    error: Cuda failure 'invalid argument'") sits on the same line, and is that error's
+    detail, not a crash of its own."""
     errors = tl.of(EventKind.NCCL_ERROR)
     if not errors or _lost_connections(tl):
         return frozenset()
     running_from = first_running(tl)
     return frozenset(
-        (p.event.source, p.event.line) for p in errors if is_setup_error(p, running_from)
+        (p.event.source, p.event.line)
+        for p in errors
+        if is_setup_error(tl, p, running_from)
+        or (p.index < running_from and _setup_class_error(p) is not None)
     )

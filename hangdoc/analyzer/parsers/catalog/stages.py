@@ -128,3 +128,17 @@ def chain_stage(places: Sequence[str | None], version: str | None = None) -> Sou
             return stages.pop()
         return None  # the releases disagree on this line's stage
     return None
+
+
+def function_stage(file: str, function: str) -> SourceStage | None:
+    """The stage the table gives an NCCL function (``graph/xml.h``, ``xmlGetAttrStr``) in
+    every release that has it, or None: a file or function the table does not hold (it
+    holds the files with a WARN or a check at a line), or a helper of both stages."""
+    path = file.replace("\\", "/")
+    if "src/" in path:
+        path = path.rsplit("src/", 1)[1]
+    held = table().raw.get(path)
+    if held is None:
+        return None
+    stages = {stage for name, stage in held["functions"] if name == function}
+    return _STAGE_OF.get(stages.pop()) if len(stages) == 1 else None

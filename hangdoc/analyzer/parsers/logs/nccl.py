@@ -216,7 +216,8 @@ _BENIGN_WARN = re.compile(
 # NCCL source files that run only while a communicator is created or connected
 # (NVIDIA/nccl src/): a WARN or a return code from them is a setup failure
 # (views/nccl_setup.py explains the three kinds of setup lines). The WARNs of the two
-# library wrappers are setup's too: misc/nvmlwrap.cc's (loading NVML, and the NVML calls
+# library wrappers are setup's too: misc/nvmlwrap.cc's (misc/nvmlwrap.cu before 2.8: loading
+# NVML, and the NVML calls
 # that only graph/xml.cc, graph/paths.cc and init.cc make, 2.18 to 2.30) and
 # misc/cudawrap.cc's own (loading libcuda and its symbols in initOnceFunc, run once by
 # ncclCudaLibraryInit from ncclCommInitRank* in init.cc; the CUCHECK macros print the
@@ -231,7 +232,7 @@ _BENIGN_WARN = re.compile(
 # first: a known limit, not seen in the casebook.
 _SETUP_SITE = re.compile(
     r"(?:^|/)(?:init\.cc|bootstrap\.cc|transport\.cc|channel\.cc|graph/\w+\.(?:cc|h)"
-    r"|misc/(?:nvml|cuda)wrap\.cc|transport/nvls\.cc)(?::\d+)?$"
+    r"|misc/(?:nvml|cuda)wrap\.(?:cc|cu)|transport/nvls\.cc)(?::\d+)?$"
 )
 # Setup messages recognised by their words (bootstrap.cc, transport/net_socket.cc,
 # misc/socket.cc, init.cc, transport.cc of NCCL 2.x).

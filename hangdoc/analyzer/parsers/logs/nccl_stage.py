@@ -18,9 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from hangdoc.analyzer.parsers.catalog.stages import chain_stage
+from hangdoc.analyzer.parsers.catalog import default_matcher
+from hangdoc.analyzer.parsers.catalog.stages import chain_stage, function_stage
 from hangdoc.analyzer.parsers.catalog.torch_stages import site_stage
-from hangdoc.analyzer.parsers.logs.nccl import harmless_warn
+from hangdoc.analyzer.parsers.logs.nccl import harmless_warn, setup_site
 from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
@@ -48,6 +49,41 @@ def printed_version(events: Iterable[_Event]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+def message_stage(text: str) -> SourceStage | None:
+    """The stage of the NCCL code that prints a message with no place of its own (torch's
+    "Last error:" detail: ncclGetLastError, the text of NCCL's last WARN without its
+    header): set-up where the catalog holds it from NCCL functions only, and every one of
+    them is set-up's in the stage table (``graph/xml.h`` xmlGetAttrStr: "Attribute arch of
+    node cpu not found") or sits in a file that only set-up runs (``misc/nvmlwrap.cc``:
+    "Failed to open libnvidia-ml.so.1"; parsers/logs/nccl.py setup_site); else None (a
+    message several stages print, "Cuda failure 'invalid argument'" of any CUDACHECK)."""
+    found = default_matcher().match(text.strip())
+    if found is None or found.row.project != "nccl" or not found.row.sources:
+        return None
+    for source in found.row.sources:
+        stage = function_stage(source.file, source.function)
+        if stage is None and setup_site(source.file.removeprefix("src/")):
+            stage = SourceStage.SETUP
+        if stage is not SourceStage.SETUP:
+            return None
+    return SourceStage.SETUP
+
+
+# The NCCL calls that create a communicator (nccl.h): a framework that names the call its
+# NCCL error came from ("ncclCommInitRank failed: unhandled system error", Horovod; vLLM's
+# pynccl "ncclCommInitRank failed with error: …") says the error is that creation's.
+_CREATION_CALLS = frozenset(
+    {
+        "ncclCommInitRank",
+        "ncclCommInitRankConfig",
+        "ncclCommInitRankScalable",
+        "ncclCommInitAll",
+        "ncclCommSplit",
+        "ncclGetUniqueId",
+    }
+)
+
+
 def mark_stages(events: Sequence[_Event]) -> None:
     """Each NCCL WARN's and chain's ``stage``, from its lines and the printed version; and
     each torch NCCL error's, from the c10d check its "NCCL error in: <file>:<line>" names."""
@@ -56,6 +92,9 @@ def mark_stages(events: Sequence[_Event]) -> None:
     for event in events:
         warn = event.payload
         if isinstance(warn, NcclError) and warn.where and warn.stage is None:
+            if warn.where in _CREATION_CALLS or warn.call in _CREATION_CALLS:
+                event.payload = replace(warn, stage=SourceStage.SETUP)
+                continue
             torch_stage = site_stage(warn.where)
             if torch_stage is not None:
                 event.payload = replace(warn, stage=torch_stage)

@@ -105,6 +105,11 @@ _LEADING_TAG = re.compile(
     r"(?![\w.]*(?:Error|Exception|Warning|Exit):? )[^\s\[][^\s]{0,63} "
     r"(?=\[(?:rank|default|[A-Za-z_]+)\d+\]:)"
 )
+# pdsh/clush "<host>: " before an NCCL line's own "host:pid:tid [dev]" header
+# ("worker-1: worker-1:2914:4490 [0] transport/nvls.cc:245 NCCL WARN …", nccl#1029):
+# the header's shape makes the tag a launcher's, line by line, even where too few lines
+# of the file carry it for parsers/prefixes.py detect_pdsh_hosts.
+_PDSH_BEFORE_NCCL = re.compile(r"[A-Za-z0-9][\w.-]{0,62}: (?=[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] )")
 # Open MPI's ``--tag-output`` ("[1,3]<stdout>:") and Horovod's own launcher (horovodrun with
 # gloo: horovod/runner/common/util/safe_shell_exec.py forward_stream writes
 # "{time}[{rank}]<{prefix}>:{line}", time being time.asctime() with --timestamp-output).
@@ -161,6 +166,7 @@ _ROUND_LAYERS: tuple[re.Pattern[str], ...] = (
     _PYLOG_DASH,
     _TORCH_LOGGER,
     _LEADING_TAG,
+    _PDSH_BEFORE_NCCL,
     _MPI_RANK_TAG,
     *prefixes.PEEL_LAYERS,
 )
@@ -305,7 +311,7 @@ def _peel(raw: str, reads: list[int] | None) -> LineTag:
             if consumed:
                 text = text[consumed:]
                 continue
-            if not tag.tagged and (m := _LEADING_TAG.match(text)):
+            if not tag.tagged and (m := _LEADING_TAG.match(text) or _PDSH_BEFORE_NCCL.match(text)):
                 text = text[m.end() :]
                 continue
             if m := _MPI_RANK_TAG.match(text):

@@ -48,7 +48,7 @@ from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.listing import match_listed_file
 from hangdoc.analyzer.parsers.logs.literals import Need
 from hangdoc.analyzer.parsers.logs.nccl import warn_at_setup
-from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages
+from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages, message_stage
 from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
 from hangdoc.analyzer.parsers.logs.pg_wrapper import match_wrapper
 from hangdoc.analyzer.parsers.logs.phases import match_count, match_phase
@@ -843,6 +843,7 @@ class Scanner:
             target.payload = replace(
                 target.payload,
                 last_error=text.strip()[:300],
+                last_error_stage=message_stage(text),
                 last_error_peer=(link.peer if isinstance(link, NcclTransportError) else None),
                 last_error_link=(link.error if isinstance(link, NcclTransportError) else None),
             )

@@ -185,16 +185,34 @@ _SOCKET_GAVE_UP = re.compile(
     r"(?P<inuse>Address already in use)"
 )
 # The address of the store's host could not be resolved (getaddrinfo failed). The IPv6-only
-# variant is the harmless one (a host without IPv6 addresses), so it is not read. Before
+# variant is the harmless one (a host without IPv6 addresses: SocketConnectOp::run tries
+# AF_INET6, then AF_INET), so it is not read, unless the host it names cannot be a host
+# name at all (a file path, an unexpanded "$MASTER_ADDR", a URL: see
+# _cannot_resolve): then no family resolves it and the IPv4 try fails the same way. Before
 # c10d/socket.cpp, torch's tcputil::connect (torch/lib/c10d/Utils.cpp, which only the
 # TCPStore client, also the c10d rendezvous's store, calls) threw std::invalid_argument("host not
 # found: " + gai_strerror(err)) without the address, which pybind11 raises as ValueError;
 # the words are read only with a glibc gai_strerror text after them.
 _STORE_RESOLVE = re.compile(
-    r"The (?:IPv4 )?network addresses of \((?P<addr>[^,)]+), (?P<port>\d+)\) cannot be "
-    r"retrieved \(gai error: (?P<why>[^)]*)\)"
+    r"The (?:IPv4 |(?P<v6>IPv6 ))?network addresses of \((?P<addr>[^,)]+), (?P<port>\d+)\) "
+    r"cannot be retrieved \(gai error: (?P<why>[^)]*)\)"
     rf"|\bhost not found: (?P<why2>{GAI_NAME_ERROR})"
 )
+# What getaddrinfo can resolve: a DNS name (letters, digits, hyphens, underscores and dots:
+# RFC 1123 §2.1, with the underscores resolvers let through), an IPv4 address, an IPv6
+# address (hex digits and colons, a "%zone" suffix, brackets). A host with any other
+# character (a "/" of a path, "$" or braces of an unexpanded variable, a URL's "://") is
+# no address of any family: no name service holds such a name (glibc's DNS resolver
+# checks a name with res_hnok before it asks), so every family's lookup fails.
+_HOST_NAME = re.compile(r"\[?[A-Za-z0-9._:%-]+\]?")
+
+
+def _cannot_resolve(m: re.Match[str]) -> bool:
+    """A resolve failure that says the store's address is unreachable: every family's, and
+    the IPv6 try's only where the host is no host name (then IPv4 fails the same way)."""
+    return m.group("v6") is None or _HOST_NAME.fullmatch(m.group("addr").strip()) is None
+
+
 # One address of the store that c10d's client could not reach: SocketConnectOp::tryConnect
 # (torch/csrc/distributed/c10d/socket.cpp, torch 1.12 to today) retries a refused, reset or
 # aborted connect ("not yet listening", the server has not started) and records every other
@@ -216,14 +234,25 @@ _STORE_UNREACHABLE = re.compile(
 # run out, fails with TimeoutError("timed out connecting: " + SystemError("SO_ERROR", …)
 # .what()), which reads "timed out connecting: SO_ERROR: Connection refused,
 # remote=[127.0.0.1]:14215" (gloo/transport/tcp/error.cc SystemError::what); a paste
-# hard-wrapped before ", remote=" keeps the error without the address.
+# hard-wrapped before ", remote=" keeps the error without the address. Between those
+# (facebookincubator/gloo 31b1f02, 2023-05, to 5ca057d "gloo: fix error what", 2025-02)
+# the connect callback took its error by value (Pair::connectCallback(…, Error error)),
+# which sliced the SystemError/TimeoutError to the base class, whose what() is "no error"
+# (gloo/transport/tcp/error.cc): a pair's connect that failed during connectFullMesh then
+# prints "[…/gloo/transport/tcp/pair.cc:144] no error", its reason lost (torch 2.1–2.6
+# pin gloo commits of that span). Ray's log deduplication may append "[repeated 12x
+# across cluster]" to a line other workers printed too.
 _GLOO_CONNECT = re.compile(
     r"(?:Gloo connectFullMesh failed with|gloo/transport/tcp/pair\.cc:\d+\]) ?.*?"
     r"connect \[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+): (?P<why>Connection refused|Connection "
     r"timed out|No route to host|Network is unreachable|Connection reset by peer)"
     r"|timed out connecting: SO_ERROR: (?P<why2>[^,]+?),?(?: remote=\[?(?P<addr2>[^\]\s]+?)"
     r"\]?:(?P<port2>\d+)|\s*$)"
+    r"|\[[^\]\s]*gloo/transport/tcp/pair\.cc:\d+\] (?P<sliced>no error)"
+    r"(?: \[repeated \d+x across cluster\])?\s*$"
 )
+# What gloo's sliced connect error stands for (above): the connect failed, its errno lost.
+GLOO_SLICED_CONNECT = "the connect failed; gloo printed its reason as 'no error'"
 # torch.distributed.rpc's TensorPipe agent (tensorpipe/common/socket.cc Socket::connect:
 # TP_CREATE_ERROR(SystemError, "connect", errno), the shm transport's socket.cc the same)
 # says what a connect to a peer's listener got: SystemError::what() is "<syscall>:
@@ -764,7 +793,7 @@ def _store(text: str) -> Hit | None:
             payload = StoreTimeout(
                 error=StoreError.STORE_LISTEN, bind=m.group("bind"), message=why[:200] or None
             )
-    elif (m := _STORE_RESOLVE.search(text)) is not None:
+    elif (m := _STORE_RESOLVE.search(text)) is not None and _cannot_resolve(m):
         payload = StoreTimeout(
             error=StoreError.STORE_RESOLVE,
             peer=m.group("addr"),
@@ -783,7 +812,11 @@ def _store(text: str) -> Hit | None:
             error=StoreError.GLOO_CONNECT,
             peer=m.group("addr") or m.group("addr2"),
             port=as_int(m.group("port") or m.group("port2")),
-            message=(m.group("why") or m.group("why2") or "").strip(),
+            message=(
+                GLOO_SLICED_CONNECT
+                if m.group("sliced")
+                else (m.group("why") or m.group("why2") or "")
+            ).strip(),
             backend=Backend.GLOO,
         )
     elif (m := _TENSORPIPE_CONNECT.search(text)) is not None:
