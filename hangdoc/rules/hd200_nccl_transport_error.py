@@ -40,8 +40,11 @@ The same holds for any failed proxy operation that creates connections (`Init`,
 rank N failed (Connect)` or `[Proxy Service N] Failed to execute operation Connect from
 rank M`) when nothing shows a collective before it: the stage is setup, whatever socket
 error lies beneath (`Start`, which moves a running collective's data, is not setup).
-So is a socket NCCL cannot even create (`Net : Socket creation failed`: misc/socket.cc
-creates sockets only to listen or connect) before any collective, and a WARN of the
+So is a verbs call that only NCCL's IB connection set-up makes failing (`Call to
+ibv_create_qp failed`, `ibv_modify_qp`, `ibv_create_cq` from misc/ibvwrap.cc: net_ib.cc
+calls them for a queue pair of ncclIbConnect or ncclIbAccept). So is a socket NCCL
+cannot even create (`Net : Socket creation failed`: misc/socket.cc creates sockets only
+to listen or connect) before any collective, and a WARN of the
 intra-node transports (`transport/p2p.cc`, `transport/shm.cc`: opening a peer's CUDA IPC
 handle, a shared-memory segment), whose code only sets connections up.
 So is any transport error raised from a wrapper's first collective (DDP's

@@ -32,10 +32,14 @@ file or directory`, FileStore.cpp's error after it retried until the store's tim
 `The server socket
 has failed to listen on any local network address` / `Address already in use`, a store
 host name that does not resolve: `The network addresses of (host, port) cannot be
-retrieved (gai error: …)`, older torch's `ValueError: host not found: Name or service not
+retrieved (gai error: …)`, and the IPv6 try's warning too where the host is no host name
+at all (a file path, an unexpanded `${MASTER_ADDR}`, a URL: no family resolves it), older
+torch's `ValueError: host not found: Name or service not
 known` from c10d's tcputil::connect), gloo failing to build its mesh (`connect [addr]:port:
 Connection refused` from `gloo/transport/tcp/pair.cc`, or newer gloo's `timed out
-connecting: SO_ERROR: Connection refused, remote=[addr]:port`), torch.distributed.rpc's
+connecting: SO_ERROR: Connection refused, remote=[addr]:port`, or gloo 2023–2025's
+`[…/pair.cc:144] no error`, a failed connect whose error its callback sliced; the ranks
+that report it are named, their ProcessGroupGloo's construction failed), torch.distributed.rpc's
 TensorPipe agent failing to connect to a peer (`connect: Resource temporarily unavailable
 (this error originated at tensorpipe/common/socket.cc:114)`, read as the store errors
 that do not say their use are: before anything ran, or with set-up in its traceback) and elastic

@@ -9,8 +9,9 @@ collective had run: a WARN line from its setup code (`init.cc`, `bootstrap.cc`,
 chain unwinding through those files (`init.cc:1523 -> 2`), or torch's synchronous
 `NCCL error in: …ProcessGroupNCCL.cpp:1333, unhandled cuda error … Last error: Cuda
 failure 'invalid argument'` raised by `init_process_group`, `new_group` or the first
-collective, which is when torch creates the NCCL communicator, or its `NCCL timeout in:
-…NCCLUtils.hpp:N` when a non-blocking communicator init never finished.
+collective, which is when torch creates the NCCL communicator, where the paste shows that
+stage, or its `NCCL timeout in: …NCCLUtils.hpp:N` when a non-blocking communicator init
+never finished.
 
 ## Why it hangs
 Communicator creation is collective: when one rank fails it, the ranks that did not fail
@@ -27,7 +28,18 @@ then `graph/xml.cc:N -> 2`, `init.cc:N -> 2`), a CUDA failure NCCL WARNed about 
 header's helper when the same thread had just printed a connection it sets up (`Ring 00 :
 4[4] -> 3[3] via direct shared memory`), NCCL return-code chains, and
 torch's `NCCL error in: <file>:<line>` messages of class ncclSystemError,
-ncclInternalError, ncclUnhandledCudaError or ncclInvalidUsage, and an exception carrying
+ncclInternalError, ncclUnhandledCudaError or ncclInvalidUsage where something shows the
+set-up stage: the printed place a check of torch's communicator set-up in every held
+release (`…/torch/lib/c10d/ProcessGroupNCCL.cpp:N`, 1.x), the creation call the caller
+named (`ncclCommInitRank failed: unhandled system error`), a last error that only NCCL's
+set-up prints (`Last error: Attribute arch of node cpu not found`, graph/xml.h; `Failed to
+open libnvidia-ml.so.1`, misc/nvmlwrap.cc), a traceback through set-up (init_process_group,
+new_group, DDP's construction), or NCCL's own set-up output of the process (its init and
+interface lines before the error, a set-up WARN, a refused configuration or a
+shared-memory segment around it). A bare `NCCL error in: …NCCLUtils.hpp:275, unhandled
+cuda error` with nothing else shows no stage: torch's C10D_NCCL_CHECK wraps a
+collective's launch as well as the creation, so such a paste is not read here. And an
+exception carrying
 one of those errors' words (`NCCL error: unhandled system error`, raised by vLLM's and
 SGLang's own NCCL bindings) whose traceback shows it raised while a communicator was
 created (`ncclCommInitRank`, `init_process_group`; a paste cut between a frame and its

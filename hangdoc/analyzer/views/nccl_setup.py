@@ -25,15 +25,16 @@ which must not call the same failure a crash):
   the launch of a collective. Errors of a collective that already runs reach torch
   asynchronously instead, through the watchdog (``NCCL error: …`` without ``in:``,
   "Process group watchdog thread terminated with exception"). A synchronous system,
-  internal, CUDA or usage error with no sign of earlier collective traffic is therefore
-  a setup failure. In the casebook's train split three of the four such errors are
-  exactly that: xtuner#314 (``ProcessGroupNCCL.cpp:1333, unhandled cuda error``),
-  pytorch#131781 (``ProcessGroupNCCL.cpp:1970, unhandled system error`` while the
-  unique id was exchanged) and ray-project/ray#40758 (``ProcessGroupNCCL.cpp:1275,
-  internal error`` when DDP first talked over NCCL); the fourth, peft#1703, is a CUDA
-  out-of-memory during ``deepspeed.initialize``'s first broadcast, which HD031 names.
-  A remote error, or one whose detail names a lost connection, is a transport failure
-  (HD200), and an out-of-memory is HD031's.
+  internal, CUDA or usage error is a set-up failure where something shows the stage
+  (``_setup_shown``): its check site in a set-up function of every held release
+  (parsers/catalog/torch_stages.py), the creation call its caller named
+  (``ncclCommInitRank failed: …``), a last error only set-up prints (``Attribute arch of
+  node cpu not found``, graph/xml.h), a traceback through set-up, or NCCL's own set-up
+  output of the process. The class alone shows nothing: ``unhandled cuda error`` at a
+  torch 2.x place is a failed CUDA call under either kind of check, and a paste of that
+  error alone shows no collective ran only because it shows nothing at all (nccl#1410,
+  pytorch#47832's kind of paste, batch 2026-11-28j). A remote error, or one whose detail
+  names a lost connection, is a transport failure (HD200), and an out-of-memory is HD031's.
 * **An NCCL error raised from set-up code**, by a framework's own NCCL binding (vLLM's
   and SGLang's pynccl wrappers raise ``RuntimeError(f"NCCL error: {error_str}")`` with
   ncclGetErrorString's words), whose traceback shows it raised while a communicator was
@@ -292,6 +293,8 @@ def _setup_shown(tl: Timeline, p: Placed, running_from: int) -> bool:
     error = p.event.payload_as(NcclError)
     if error is not None and error.last_error_stage is SourceStage.SETUP:
         return True
+    if error is not None and error.error_class is NcclResult.IN_PROGRESS:
+        return True  # "NCCL timeout in: …": a non-blocking creation never left ncclInProgress
     if first_collective_of(tl, p, running_from) is not None:
         return True
     if p.event.line is not None:

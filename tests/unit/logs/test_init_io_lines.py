@@ -62,6 +62,46 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
         None,
         {},
     ),
+    # The IPv6 try of a host that is no host name (c10d socket.cpp tryConnect's
+    # recordError, AF_INET6 first): a path, an unexpanded variable, a URL fail every family.
+    (
+        "[W socket.cpp:601] [c10d] The IPv6 network addresses of (/root/env.sh, 45458) cannot be retrieved (gai error: -3 - Temporary failure in name resolution).",
+        "store_timeout",
+        {"error": "store_resolve", "peer": "/root/env.sh"},
+    ),
+    (
+        "[W socket.cpp:663] [c10d] The IPv6 network addresses of (${MASTER_ADDR}, 29500) cannot be retrieved (gai error: -2 - Name or service not known).",
+        "store_timeout",
+        {"error": "store_resolve", "peer": "${MASTER_ADDR}"},
+    ),
+    (
+        "[W socket.cpp:663] [c10d] The IPv6 network addresses of (http://master-0, 29500) cannot be retrieved (gai error: -2 - Name or service not known).",
+        "store_timeout",
+        {"error": "store_resolve"},
+    ),
+    # A host name, an IPv4 or IPv6 literal: the IPv6 try's failure is the harmless one.
+    (
+        "[W socket.cpp:663] [c10d] The IPv6 network addresses of (node-3.cluster_a, 29500) cannot be retrieved (gai error: -5 - No address associated with hostname).",
+        None,
+        {},
+    ),
+    (
+        "[W socket.cpp:663] [c10d] The IPv6 network addresses of (fe80::1%eth0, 29500) cannot be retrieved (gai error: -9 - Address family for hostname not supported).",
+        None,
+        {},
+    ),
+    # gloo/transport/tcp/pair.cc connectCallback's Error taken by value (gloo 31b1f02 to
+    # 5ca057d): a failed connect sliced to the base Error, whose what() is "no error".
+    (
+        "[rank2]:[E212 02:14:01.179080356 ProcessGroupGloo.cpp:143] Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+        "store_timeout",
+        {"error": "gloo_connect", "peer": None},
+    ),
+    (
+        "RuntimeError: [/opt/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:148] no error",
+        "store_timeout",
+        {"error": "gloo_connect"},
+    ),
     # gloo/transport/tcp/pair.cc while ProcessGroupGloo connects its full mesh.
     (
         "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect [127.0.1.1]:35807: Connection refused",
@@ -153,6 +193,24 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
     ),
     (
         "h:1:2 [0] transport/net_ib/common.cc:123 NCCL WARN NET/IB : mlx5_0:1 async fatal event: local catastrophic error",
+        "nccl_transport_error",
+        {"error.tag": "ib_verbs"},
+    ),
+    # NCCL's verbs wrappers (misc/ibvwrap.cc) for the calls only net_ib.cc's connection
+    # set-up makes (ncclIbCreateQp, ncclIbRtrQp/RtsQp: ncclIbConnect, ncclIbAccept).
+    (
+        "h:1:2 [0] misc/ibvwrap.cc:280 NCCL WARN Call to ibv_create_qp failed",
+        "nccl_transport_error",
+        {"error.tag": "connect_ib_verbs"},
+    ),
+    (
+        "h:1:2 [0] misc/ibvwrap.cc:294 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument",
+        "nccl_transport_error",
+        {"error.tag": "connect_ib_verbs"},
+    ),
+    # A verbs call of the data path is no connection set-up.
+    (
+        "h:1:2 [0] misc/ibvwrap.cc:310 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory",
         "nccl_transport_error",
         {"error.tag": "ib_verbs"},
     ),

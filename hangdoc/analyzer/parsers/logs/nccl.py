@@ -156,6 +156,15 @@ _CONNECT = re.compile(
     re.IGNORECASE,
 )
 _IBV = re.compile(r"(?:Call to )?(ibv_\w+|mlx5\w*) failed(?: with error)? ?(.*)")
+# The verbs NCCL's IB transport calls only while it sets a connection up: its wrappers
+# (misc/ibvwrap.cc, "Call to ibv_create_qp failed") are called for them from
+# transport/net_ib.cc ncclIbCreateQp (a queue pair), ncclIbRtrQp/ncclIbRtsQp (moving it to
+# ready-to-receive/send) and the completion queue of a new connection (ncclIbInitVerbs,
+# 2.7; ncclIbInitCommDevBase, 2.21), whose only callers are ncclIbConnect and ncclIbAccept
+# (NVIDIA/nccl v2.7.8-1 and v2.21.5-1 src/transport/net_ib.cc). A failure of one of them
+# is a connection that could not be set up, not a link that failed under traffic (a work
+# completion's error, ibv_post_send, ibv_poll_cq).
+_IBV_CONNECT_CALLS = frozenset({"ibv_create_qp", "ibv_modify_qp", "ibv_create_cq"})
 # "NET/IB : Got async event : port error" (≤ 2.2x); "NET/IB : mlx5_0:1 async fatal event: local
 # catastrophic error" and "… async fatal event on QP (…)" (current net_ib common.cc).
 _IB_ASYNC = re.compile(r"NET/IB ?: (?:Got async event ?: ?(.*)|\S+ async fatal event\b(.*))")
@@ -730,8 +739,10 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
         setup = kind is EventKind.CUDA_ERROR and warn_at_setup(where, msg.strip())
         failure = CudaFailure(**base, error=what, setup=setup)  # type: ignore[arg-type]
         return Hit(kind, payload=failure, key=("cuda", what))
-    if _IBV.search(msg) is not None or _IB_ASYNC.search(msg) is not None:
-        verbs = NcclTransportError(**base, error=LinkError(LinkFailure.IB_VERBS))  # type: ignore[arg-type]
+    if (ibv := _IBV.search(msg)) is not None or _IB_ASYNC.search(msg) is not None:
+        connecting = ibv is not None and ibv.group(1) in _IBV_CONNECT_CALLS
+        link = LinkError(LinkFailure.IB_VERBS, connect=connecting)
+        verbs = NcclTransportError(**base, error=link)  # type: ignore[arg-type]
         return Hit(EventKind.NCCL_TRANSPORT_ERROR, payload=verbs, key=("ibv", msg[:60]))
     if (p := _PROXY.search(msg)) is not None:
         proxy = NcclTransportError(

@@ -240,16 +240,14 @@ _STORE_UNREACHABLE = re.compile(
 # which sliced the SystemError/TimeoutError to the base class, whose what() is "no error"
 # (gloo/transport/tcp/error.cc): a pair's connect that failed during connectFullMesh then
 # prints "[…/gloo/transport/tcp/pair.cc:144] no error", its reason lost (torch 2.1–2.6
-# pin gloo commits of that span). Ray's log deduplication may append "[repeated 12x
-# across cluster]" to a line other workers printed too.
+# pin gloo commits of that span).
 _GLOO_CONNECT = re.compile(
     r"(?:Gloo connectFullMesh failed with|gloo/transport/tcp/pair\.cc:\d+\]) ?.*?"
     r"connect \[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+): (?P<why>Connection refused|Connection "
     r"timed out|No route to host|Network is unreachable|Connection reset by peer)"
     r"|timed out connecting: SO_ERROR: (?P<why2>[^,]+?),?(?: remote=\[?(?P<addr2>[^\]\s]+?)"
     r"\]?:(?P<port2>\d+)|\s*$)"
-    r"|\[[^\]\s]*gloo/transport/tcp/pair\.cc:\d+\] (?P<sliced>no error)"
-    r"(?: \[repeated \d+x across cluster\])?\s*$"
+    r"|\[[^\]\s]*gloo/transport/tcp/pair\.cc:\d+\] (?P<sliced>no error)\s*$"
 )
 # What gloo's sliced connect error stands for (above): the connect failed, its errno lost.
 GLOO_SLICED_CONNECT = "the connect failed; gloo printed its reason as 'no error'"

@@ -125,3 +125,46 @@ def test_the_generator_gives_functions_their_stage_by_family() -> None:
     assert stage_of("group.cc", "ncclCollPreconnectFunc") == "setup"  # a first collective connects
     assert stage_of("enqueue.cc", "ncclEnqueueCheck") == "data"
     assert stage_of("misc/socket.cc", "socketProgress") == ""  # the bootstrap's I/O too
+
+
+def test_function_stage_reads_the_table_by_function() -> None:
+    # src/graph/xml.h xmlGetAttrStr (WARN "Attribute %s of node %s not found"): the
+    # topology reader, set-up in every release that has it.
+    from hangdoc.analyzer.parsers.catalog.stages import function_stage
+
+    assert function_stage("src/graph/xml.h", "xmlGetAttrStr") is SourceStage.SETUP
+    assert function_stage("graph/xml.h", "xmlGetAttrStr") is SourceStage.SETUP
+    # A file the table does not hold, or a function it does not know: nothing shown.
+    assert function_stage("src/misc/nvmlwrap.cc", "ncclNvmlEnsureInitialized") is None
+    assert function_stage("graph/xml.h", "noSuchFunction") is None
+
+
+def test_message_stage_of_a_last_error_without_a_place() -> None:
+    # torch's "Last error:" is NCCL's last WARN without its header: its stage is that of
+    # the functions the catalog holds the message from.
+    from hangdoc.analyzer.parsers.logs.nccl_stage import message_stage
+
+    # graph/xml.h xmlGetAttrStr: topology detection.
+    assert message_stage("Attribute busid of node nic not found") is SourceStage.SETUP
+    # misc/nvmlwrap.cc (.cu before 2.8): loading NVML, which only set-up does.
+    assert message_stage("Failed to open libnvidia-ml.so.1") is SourceStage.SETUP
+    # A CUDA failure any CUDACHECK prints, in any stage; no NCCL message at all.
+    assert message_stage("Cuda failure 1 'invalid argument'") is None
+    assert message_stage("Segmentation fault") is None
+
+
+def test_a_creation_call_named_by_the_error_is_set_up() -> None:
+    # Horovod's nccl_operations.cc: op_name + " failed: " + ncclGetErrorString.
+    from hangdoc.analyzer.parsers.logs import recognise_line
+    from hangdoc.analyzer.payloads.nccl import NcclError
+
+    class _Ev:
+        def __init__(self, payload: object) -> None:
+            self.payload = payload
+
+    hit = recognise_line("UnknownError:  ncclCommInitRank failed: unhandled system error")
+    assert hit is not None and isinstance(hit.payload, NcclError)
+    events = [_Ev(hit.payload)]
+    mark_stages(events)  # type: ignore[arg-type]
+    assert isinstance(events[0].payload, NcclError)
+    assert events[0].payload.stage is SourceStage.SETUP
