@@ -63,8 +63,10 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
      "nccl_transport_error", {"error.tag": "connect_retry_exceeded"}),
     ("host:22337:22453 [6] proxy.cc:1097 NCCL WARN [Proxy Service 14] Failed to execute operation Connect from rank 14, retcode 2",
      "nccl_transport_error", {"error.tag": "proxy", "peer_rank": 14}),
+    # ibv_modify_qp: NCCL moves a queue pair to RTR/RTS only in ncclIbConnect/ncclIbAccept
+    # (transport/net_ib.cc ncclIbRtrQp, ncclIbRtsQp): a connection being set up.
     ("h:1:2 [0] misc/ibvwrap.cc:1 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out",
-     "nccl_transport_error", {"error.tag": "ib_verbs"}),
+     "nccl_transport_error", {"error.tag": "connect_ib_verbs"}),
     ("box:2002:2051 [0] init.cc:871 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000",
      "nccl_config_error", {"problem": "duplicate_gpu", "rank_a": 1, "rank_b": 0}),
     ("h:1:2 [0] bootstrap.cc:1 NCCL WARN Bootstrap Root : mismatch in rank count from procs 8 : 16",
