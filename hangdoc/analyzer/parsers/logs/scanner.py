@@ -31,6 +31,7 @@ from hangdoc.analyzer.parsers.logs import (
     serving,
     sglang,
     size_checks,
+    tgi,
     torch_pg,
 )
 from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
@@ -69,6 +70,7 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.serving import match_serving
 from hangdoc.analyzer.parsers.logs.sglang import match_sglang
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
+from hangdoc.analyzer.parsers.logs.tgi import match_tgi
 from hangdoc.analyzer.parsers.logs.tb_stage import (
     Starter,
     collective_frame,
@@ -1503,6 +1505,7 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_horovod(text)
         or match_sglang(text)
         or match_serving(text)
+        or match_tgi(text)
     )
 
 
@@ -1536,6 +1539,7 @@ RECOGNISER_NEEDS: tuple[Need, ...] = (
     horovod.NEED,
     sglang.NEED,
     serving.NEED,
+    tgi.NEED,
 )
 # What the scanner itself reads in a line besides the recognisers: the records it follows
 # (a traceback, its frames cut from their header, an exception line, the reports of
