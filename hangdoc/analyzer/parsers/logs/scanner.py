@@ -70,7 +70,6 @@ from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.serving import match_serving
 from hangdoc.analyzer.parsers.logs.sglang import match_sglang
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
-from hangdoc.analyzer.parsers.logs.tgi import match_tgi
 from hangdoc.analyzer.parsers.logs.tb_stage import (
     Starter,
     collective_frame,
@@ -80,6 +79,7 @@ from hangdoc.analyzer.parsers.logs.tb_stage import (
     waiting_frame,
     waiting_line,
 )
+from hangdoc.analyzer.parsers.logs.tgi import match_tgi
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
 from hangdoc.analyzer.parsers.logs.wrap_shape import (
