@@ -60,7 +60,12 @@ exit code: -6" is an abort, SGLang's "Child process unexpectedly failed with an 
 256" an exit status of 1. An abort a launcher reports without naming a rank, in a job
 where torch's watchdog or heartbeat monitor fired, is that watchdog ending its process,
 not a first fault: the timeout's cause is the cause. SIGKILL is named a kill from outside,
-the OOM killer only where the logs hold its line.
+the OOM killer only where the logs hold its line. torchrun's "failed (exitcode: -6)
+local_rank: N" where no watchdog fired and rank N reported nothing itself is rank N's own
+abort, the first fault, though the survivors' teardown (NCCL's "[Service thread] Connection
+closed by localRank M") is printed above it: the agent stops the survivors before it logs
+the first failure it collected. TGI's launcher names the shard whose process ended ("Shard
+N failed to start", "Shard N crashed"; the shard's RANK is its index) without its exit code.
 
 Where an exception was raised is read from its traceback (its innermost frame or call
 naming a stage, parsers/logs/tb_stage.py). Raised while the ranks set up communication

@@ -311,7 +311,15 @@ def _reported(p: Placed, report: LauncherReport) -> Death | None:
         )
     if code is not None and code > 0:
         return Death(p.rank, DeathHow.EXIT, f"exited with code {code}", p, False)
+    if code is None and signal is None and report.launcher in _ENDS_WITHOUT_CODE:
+        return Death(p.rank, DeathHow.EXIT, "ended (its launcher prints no exit code)", p, False)
     return None
+
+
+# Launchers whose report of a worker that ended prints no exit code: TGI's "Shard {rank}
+# failed to start" / "Shard {rank} crashed" (launcher/src/main.rs: sent when the shard's
+# process exited, whatever its status; parsers/logs/tgi.py), a death that gives no reason.
+_ENDS_WITHOUT_CODE = frozenset({Launcher.TGI})
 
 
 def _tried(payload: EventPayload) -> str:
@@ -383,6 +391,41 @@ def _launcher_abort(death: Death) -> bool:
         death.signal == SignalName.SIGABRT
         and death.placed.kind == EventKind.WORKER_FAILED
         and not death.payload.exc_type
+    )
+
+
+def _agent_first_abort(
+    death: Death,
+    watchdog_fired: bool,
+    timed_out: set[int],
+    reported: set[tuple[str | None, int]],
+) -> bool:
+    """torchrun's first failure, a worker that aborted (exit code -6), where no watchdog
+    fired in the job and the worker reported nothing of the wave itself: its own abort (a
+    C++ exception nobody caught, glibc's "double free or corruption", a failed check), the
+    first fault, though the survivors' teardown is printed above it.
+
+    torch's elastic agent (``SubprocessContext._poll`` in
+    torch/distributed/elastic/multiprocessing/api.py) collects the workers that had ended
+    with a non-zero code, then ``self.close()``s the survivors (SIGTERM, waiting for them
+    to exit), and only then logs ``failed (exitcode: …) local_rank: N`` for the earliest of
+    the failures it collected: what the survivors print as they go (NCCL's "[Service
+    thread] Connection closed by localRank M", an INFO of src/proxy.cc ncclProxyService
+    when a local peer's socket closes) comes before the line, and is that teardown. An
+    abort is the watchdog's only where a watchdog or its heartbeat monitor fired
+    (ProcessGroupNCCL ends its process with std::abort after a timeout) or where the
+    worker itself reported a timeout or a lost peer; with neither, nothing else in the
+    job aborts a process that had not failed."""
+    p = death.placed
+    report = p.event.payload_as(LauncherReport)
+    return (
+        report is not None
+        and report.launcher is Launcher.TORCHRUN
+        and p.kind == EventKind.WORKER_FAILED
+        and p.rank is not None
+        and not watchdog_fired
+        and p.rank not in timed_out
+        and not _reported_itself(p, reported)
     )
 
 
@@ -569,7 +612,9 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         if p.rank is None and watchdog_fired and _launcher_abort(death):
             continue  # a worker's abort, no rank named, where a watchdog fired: its own
         if death.signal == SignalName.SIGABRT and (
-            any_wave or p.rank in timed_out or _what_is_explained(p, explained)
+            (any_wave and not _agent_first_abort(death, watchdog_fired, timed_out, reported))
+            or p.rank in timed_out
+            or _what_is_explained(p, explained)
         ):
             continue  # the teardown of a reported failure (the cases above _WHAT_WINDOW)
         if p.rank is None:

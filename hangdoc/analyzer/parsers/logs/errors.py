@@ -197,6 +197,25 @@ _NCCL_SETUP_CLASS = re.compile(
 )
 
 
+# A URL's server the process could not reach: urllib's URLError as ``do_open`` raises it
+# (CPython Lib/urllib/request.py: ``except OSError as err: raise URLError(err)`` around
+# ``h.request(…)``, the connect and the request's send; the response is read outside that
+# ``try``), printed "<urlopen error [Errno 110] Connection timed out>" (URLError.__str__),
+# and requests' ConnectTimeout (requests/adapters.py: urllib3's ConnectTimeoutError while
+# connecting). A download's or an upload's connection to a host outside the job, not a
+# wait on a peer rank: its "timed out" / "reset by peer" are that host's, the process's
+# own failure, not a consequence of another rank's.
+_URLOPEN_ERROR = re.compile(r"^<urlopen error\b")
+
+
+def _server_unreachable(exc_type: str, message: str) -> bool:
+    """The exception is a client's failure to connect to a URL's server (above)."""
+    name = exc_type.rsplit(".", 1)[-1]
+    if name == "URLError":
+        return bool(_URLOPEN_ERROR.match(message.strip()))
+    return name == "ConnectTimeout" and exc_type.startswith("requests.")
+
+
 def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
     """What an exception type and message say about the rank that printed them."""
     found: list[Sign] = []
@@ -214,7 +233,7 @@ def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
         CONSEQUENCE_TEXT.search(exc_type)
         or CONSEQUENCE_TEXT.search(message)
         or _NCCL_CALL_FAILED.search(message)
-    ):
+    ) and not _server_unreachable(exc_type, message):
         found.append(Sign.CONSEQUENCE)
     if (
         "_tensor_to_object" in where
