@@ -11,6 +11,8 @@ import shutil
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.summarize.write import write_node_summary
 from hangdoc.cli import main
@@ -99,3 +101,72 @@ def test_read_job_manifest_reports_deep_nesting_itself(tmp_path: Path) -> None:
     path.write_bytes(b'{"format": "hangdoc.job/1", "a":' + b"[" * 100_000)
     info, item, _ = read_job_manifest(path, "job.json")
     assert info is None and item.error
+
+
+def _spoil_runs(summary: Path, rank: int, how: str) -> None:
+    """Every run of ``rank``'s window numbers spoiled in place (the file's length and the
+    windows' lengths kept): a quote at each run's start, or each space made a digit."""
+    data = summary.read_bytes()
+    key = b',"window_numbers":"'
+    at = data.index(key) + len(key)
+    head = json.loads(data[: data.index(key)] + b"}")
+    start = at
+    spoiled = bytearray(data)
+    for record in head["ranks"]:
+        lengths = record.get("log_window", {}).get("nl", [])
+        if record.get("rank") == rank:
+            for length in lengths:
+                if how == "quote" and length:
+                    spoiled[start] = ord('"')
+                elif how == "count":
+                    spoiled[start : start + length] = data[start : start + length].replace(
+                        b" ", b"7"
+                    )
+                start += length
+        else:
+            start += sum(lengths)
+    assert bytes(spoiled) != data
+    summary.write_bytes(bytes(spoiled))
+
+
+def _answer(diagnosis: object) -> object:
+    """What an analysis answers, but for its notes (the warning is the difference)."""
+    out = diagnosis.to_json()  # type: ignore[attr-defined]
+    out.pop("notes", None)
+    out.get("evidence", {}).pop("notes", None)
+    return out
+
+
+@pytest.mark.parametrize("how", ["quote", "count"])
+def test_a_damaged_run_of_window_numbers_drops_that_ranks_window_only(
+    tmp_path: Path, how: str
+) -> None:
+    from hangdoc.analyzer.engine import analyze
+
+    # GIVEN a dump whose summary has rank 2's window numbers damaged, found only when a
+    # line of them is read (the numbers are checked a run at a time, when first read)
+    dump = tmp_path / "dump"
+    shutil.copytree(ROOT / "fixtures" / "dumps" / "own-validation", dump)
+    summary = write_node_summary(dump)
+    evidence = load_paths([dump])
+    for proc in evidence.processes:
+        if proc.rank == 2:
+            proc.log_lines, proc.log_templates = [], None
+    expected = _answer(analyze(evidence))
+    _spoil_runs(summary, 2, how)
+    # WHEN analyzed
+    evidence = load_paths([dump])
+    assert not any("raw files are read instead" in n for n in evidence.notes)
+    diagnosis = analyze(evidence)
+    count("faults: hostile node summaries")
+    # THEN a warning names the summary file and the rank, no rule failed, and every
+    # answer is the one the analysis gives without that rank's window
+    warnings = [n for n in evidence.notes if "log window is damaged" in n]
+    assert len(warnings) == 1, evidence.notes
+    assert "dump/summary.json: rank 2's log window" in warnings[0]
+    assert "left out" in warnings[0]
+    assert not any("failed on these inputs" in n for n in evidence.notes), evidence.notes
+    assert not [n for n in diagnosis.not_evaluated if "failed" in n.reason]
+    assert _answer(diagnosis) == expected
+    assert [p.log_lines for p in evidence.processes if p.rank == 2] == [[]]
+    assert all(len(p.log_lines) for p in evidence.processes if p.rank != 2)

@@ -350,16 +350,16 @@ class NodeNumbers:
             raise ValueError("a summary's window numbers are not its windows'")
 
 
-# What a run's numbers never hold (a number is a match of LINE_NUMBER; the string is a
-# JSON string's contents read unescaped, so a quote or a backslash means it is not ours)
-_NOT_IN_NUMBERS = ("\n", '"', "\\")
-
-
 class RunTexts(Sequence[str]):
     """Each run's numbers of one window, cut from the node's string when first read, and
-    checked then (``_checked``): the run holds the numbers its templates take and nothing
-    a number never holds. A damaged run raises ``DamagedWindow`` whenever it is read, and
-    the window says so (``damage``), so that the analysis can leave the window out."""
+    checked then. A run read whole, or at a line inside it, is checked whole
+    (``check_run``: it holds the numbers its templates take, its spaces counted in place,
+    in C, and nothing a number never holds); a line at a run's start or end is found from
+    that end, and checked alone (``DigestWindow._numbers_at``: its numbers are there, each
+    a number), since its place does not depend on the run's middle. The analysis reads
+    mostly such lines (a template's first and last), in runs that are 70 % of a job's
+    numbers. A damaged run raises ``DamagedWindow`` whenever it is read, and the window
+    says so (``damage``), so that the analysis can leave the window out."""
 
     __slots__ = ("_cut", "_ends", "_ok", "_text", "_wanted", "damage", "what")
 
@@ -367,7 +367,7 @@ class RunTexts(Sequence[str]):
         self._text, self._ends = text, ends  # ends[0]: where the first run starts
         self._cut: dict[int, str] = {}
         self._wanted: list[int] | None = None  # each run's count of numbers (``check``)
-        self._ok: set[int] = set()  # runs checked
+        self._ok: set[int] | None = None  # runs checked whole
         self.what = what
         self.damage: str | None = None
 
@@ -387,7 +387,7 @@ class RunTexts(Sequence[str]):
         if text is None:
             if not 0 <= index < len(self):
                 raise IndexError("run out of range")
-            self._checked(index)
+            self.check_run(index)
             text = self._cut[index] = self._text[self._ends[index] : self._ends[index + 1]]
         return text
 
@@ -397,40 +397,51 @@ class RunTexts(Sequence[str]):
     def span(self, index: int) -> tuple[str, int, int]:
         """(the node's string, where a run's numbers start in it, where they end): a
         line's numbers are found in place, without cutting the run's (a run of a
-        template's lines is kilobytes, and a check reads one line of it on every rank)."""
-        self._checked(index)
+        template's lines is kilobytes, and a check reads one line of it on every rank).
+        Its reader checks what it reads (``DigestWindow._numbers_at``)."""
+        if self.damage is not None:
+            raise DamagedWindow(self.damage)
         return self._text, self._ends[index], self._ends[index + 1]
 
     def check(self, wanted: list[int]) -> None:
         """What each run must hold (the numbers its templates take), checked when the run
-        is first read; here only that there is a run of numbers for each."""
+        is read; here only that there is a run of numbers for each."""
         if len(wanted) != len(self._ends) - 1:
             raise ValueError("a log window's numbers do not match its runs")
         self._wanted = wanted
 
-    def _checked(self, run: int) -> None:
+    def check_run(self, run: int) -> None:
         """The run holds its templates' numbers (its spaces counted in place, in C) and no
-        newline, quote or backslash; else DamagedWindow, and the window is damaged."""
-        if run in self._ok:
+        newline, quote or backslash; else DamagedWindow."""
+        if self._ok is not None and run in self._ok:
             return
         if self.damage is not None:
             raise DamagedWindow(self.damage)
         text, start, end = self._text, self._ends[run], self._ends[run + 1]
         wanted = self._wanted[run] if self._wanted is not None else None
-        why = None
         if wanted is not None and (text.count(" ", start, end) + 1 if end > start else 0) != (
             wanted
         ):
-            why = "its numbers do not match its templates"
-        elif any(text.find(c, start, end) >= 0 for c in _NOT_IN_NUMBERS):
-            why = "its numbers hold a newline, quote or backslash"
-        if why is not None:
-            self.damage = f"{self.what} is damaged (run {run}: {why})"
-            raise DamagedWindow(self.damage)
+            raise self.damaged(run, "its numbers do not match its templates")
+        if any(text.find(c, start, end) >= 0 for c in _NOT_IN_NUMBERS):
+            raise self.damaged(run, "its numbers hold a newline, quote or backslash")
+        if self._ok is None:
+            self._ok = set()
         self._ok.add(run)
+
+    def damaged(self, run: int, why: str) -> DamagedWindow:
+        """The window is damaged from now on: the error to raise."""
+        self.damage = f"{self.what} is damaged (its run {run}: {why})"
+        return DamagedWindow(self.damage)
 
     def __iter__(self) -> Iterator[str]:
         return (self[i] for i in range(len(self)))
+
+
+# What a run's numbers never hold (a number is a match of LINE_NUMBER; the string is a
+# JSON string's contents read unescaped, so a quote or a backslash means it is not ours)
+_NOT_IN_NUMBERS = ("\n", '"', "\\")
+_A_NUMBER = LINE_NUMBER.fullmatch
 
 
 class RunColumn:
@@ -593,32 +604,50 @@ class DigestWindow(LogWindow):
         if not wanted:
             return []
         texts = self._texts
-        if type(texts) is RunTexts:  # (/6: the run is a part of the node's string)
-            text, low, high = texts.span(run)
+        # (/6: the run is a part of the node's string, checked as it is read)
+        lazy = texts if isinstance(texts, RunTexts) else None
+        if lazy is not None:
+            text, low, high = lazy.span(run)
         else:
             text = texts[run]
             low, high = 0, len(text)
         lines = self._templates.counts[run]
         before, after = place * wanted, (lines - place - 1) * wanted  # numbers around it
-        if before and after <= min(before, _NEAR):  # (numbers before it: from the end)
-            start = high
-            for _ in range(after + wanted):
-                start = text.rfind(" ", low, start)
-            start += 1
-        elif before <= _NEAR:
-            start = low
-            for _ in range(before):
-                start = text.index(" ", start, high) + 1
-        else:
-            mean = (high - low) / (before + wanted + after)
-            start = _after_space(text, before, mean, low, high)
+        try:
+            if before and after <= min(before, _NEAR):  # (numbers before it: from the end)
+                start = high
+                for _ in range(after + wanted):
+                    start = text.rfind(" ", low, start)
+                    if start < 0:
+                        raise ValueError("fewer numbers than its lines take")
+                start += 1
+            elif before <= _NEAR:
+                start = low
+                for _ in range(before):
+                    start = text.index(" ", start, high) + 1
+            else:
+                if lazy is not None:  # (a line inside a run: counted through the run)
+                    lazy.check_run(run)
+                mean = (high - low) / (before + wanted + after)
+                start = _after_space(text, before, mean, low, high)
+        except ValueError as exc:
+            if lazy is not None and not isinstance(exc, DamagedWindow):
+                raise lazy.damaged(run, str(exc)) from None
+            raise
         end = start - 1
         for _ in range(wanted):
             end = text.find(" ", end + 1, high)
             if end == -1:
                 end = high
                 break
-        return text[start:end].split(" ")
+        numbers = text[start:end].split(" ")
+        if lazy is not None and (
+            len(numbers) != wanted
+            or (not after and end != high)
+            or not all(map(_A_NUMBER, numbers))
+        ):
+            raise lazy.damaged(run, "a line's numbers are not numbers")
+        return numbers
 
     def _all(self) -> list[LogLine]:
         joined = " ".join(text for text in self._texts if text)
