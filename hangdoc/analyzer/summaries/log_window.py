@@ -355,8 +355,9 @@ class RunTexts(Sequence[str]):
     checked then. A run read whole, or at a line inside it, is checked whole
     (``check_run``: it holds the numbers its templates take, its spaces counted in place,
     in C, and nothing a number never holds); a line at a run's start or end is found from
-    that end, and checked alone (``DigestWindow._numbers_at``: its numbers are there, each
-    a number), since its place does not depend on the run's middle. The analysis reads
+    that end, and checked alone (``DigestWindow._numbers_at``: as many numbers as its
+    template takes, none empty, none holding what a number never holds, the last line's
+    ending where the run ends), since its place does not depend on the run's middle. The analysis reads
     mostly such lines (a template's first and last), in runs that are 70 % of a job's
     numbers. A damaged run raises ``DamagedWindow`` whenever it is read, and the window
     says so (``damage``), so that the analysis can leave the window out."""
@@ -441,7 +442,6 @@ class RunTexts(Sequence[str]):
 # What a run's numbers never hold (a number is a match of LINE_NUMBER; the string is a
 # JSON string's contents read unescaped, so a quote or a backslash means it is not ours)
 _NOT_IN_NUMBERS = ("\n", '"', "\\")
-_A_NUMBER = LINE_NUMBER.fullmatch
 
 
 class RunColumn:
@@ -640,13 +640,17 @@ class DigestWindow(LogWindow):
             if end == -1:
                 end = high
                 break
-        numbers = text[start:end].split(" ")
+        found = text[start:end]
+        numbers = found.split(" ")
         if lazy is not None and (
             len(numbers) != wanted
             or (not after and end != high)
-            or not all(map(_A_NUMBER, numbers))
+            or "" in numbers
+            or "\n" in found
+            or '"' in found
+            or "\\" in found
         ):
-            raise lazy.damaged(run, "a line's numbers are not numbers")
+            raise lazy.damaged(run, "a line's numbers are not its template's")
         return numbers
 
     def _all(self) -> list[LogLine]:
