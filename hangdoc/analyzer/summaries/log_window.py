@@ -357,10 +357,10 @@ class RunTexts(Sequence[str]):
     in C, and nothing a number never holds); a line at a run's start or end is found from
     that end, and checked alone (``DigestWindow._numbers_at``: as many numbers as its
     template takes, none empty, none holding what a number never holds, the last line's
-    ending where the run ends), since its place does not depend on the run's middle. The analysis reads
-    mostly such lines (a template's first and last), in runs that are 70 % of a job's
-    numbers. A damaged run raises ``DamagedWindow`` whenever it is read, and the window
-    says so (``damage``), so that the analysis can leave the window out."""
+    ending where the run ends), since its place does not depend on the run's middle.
+    The analysis reads mostly such lines (a template's first and last), in runs that are
+    70 % of a job's numbers. A damaged run raises ``DamagedWindow`` whenever it is read,
+    and the window says so (``damage``), so that the analysis can leave it out."""
 
     __slots__ = ("_cut", "_ends", "_ok", "_text", "_wanted", "damage", "what")
 
