@@ -170,3 +170,25 @@ def test_a_damaged_run_of_window_numbers_drops_that_ranks_window_only(
     assert _answer(diagnosis) == expected
     assert [p.log_lines for p in evidence.processes if p.rank == 2] == [[]]
     assert all(len(p.log_lines) for p in evidence.processes if p.rank != 2)
+
+
+def test_a_damaged_window_joined_to_another_of_its_rank_is_left_out_at_load(
+    tmp_path: Path,
+) -> None:
+    # GIVEN two dumps of the same node and ranks, the second's summary with rank 2's
+    # window numbers damaged (its windows are joined to the first's when loaded)
+    first, second = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(ROOT / "fixtures" / "dumps" / "own-validation", first)
+    write_node_summary(first)
+    shutil.copytree(first, second)
+    _spoil_runs(second / "summary.json", 2, "quote")
+    # WHEN loaded THEN rank 2 keeps the first dump's lines, and a warning names the
+    # damaged summary and rank
+    evidence = load_paths([first, second])
+    count("faults: hostile node summaries")
+    warnings = [n for n in evidence.notes if "log window is damaged" in n]
+    assert len(warnings) == 1 and "b/summary.json: rank 2's log window" in warnings[0]
+    by_rank = {p.rank: p for p in evidence.processes}
+    alone = {p.rank: p for p in load_paths([first]).processes}
+    assert list(by_rank[2].log_lines) == list(alone[2].log_lines)
+    assert len(by_rank[1].log_lines) == 2 * len(alone[1].log_lines)
