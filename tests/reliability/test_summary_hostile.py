@@ -105,7 +105,7 @@ def test_read_job_manifest_reports_deep_nesting_itself(tmp_path: Path) -> None:
 
 def _spoil_runs(summary: Path, rank: int, how: str) -> None:
     """Every run of ``rank``'s window numbers spoiled in place (the file's length and the
-    windows' lengths kept): a quote at each run's start, or each space made a digit."""
+    windows' lengths kept): a backslash at each run's start, or each space made a digit."""
     data = summary.read_bytes()
     key = b',"window_numbers":"'
     at = data.index(key) + len(key)
@@ -116,8 +116,8 @@ def _spoil_runs(summary: Path, rank: int, how: str) -> None:
         lengths = record.get("log_window", {}).get("nl", [])
         if record.get("rank") == rank:
             for length in lengths:
-                if how == "quote" and length:
-                    spoiled[start] = ord('"')
+                if how == "backslash" and length:
+                    spoiled[start] = ord("\\")
                 elif how == "count":
                     spoiled[start : start + length] = data[start : start + length].replace(
                         b" ", b"7"
@@ -137,7 +137,7 @@ def _answer(diagnosis: object) -> object:
     return out
 
 
-@pytest.mark.parametrize("how", ["quote", "count"])
+@pytest.mark.parametrize("how", ["backslash", "count"])
 def test_a_damaged_run_of_window_numbers_drops_that_ranks_window_only(
     tmp_path: Path, how: str
 ) -> None:
@@ -181,7 +181,7 @@ def test_a_damaged_window_joined_to_another_of_its_rank_is_left_out_at_load(
     shutil.copytree(ROOT / "fixtures" / "dumps" / "own-validation", first)
     write_node_summary(first)
     shutil.copytree(first, second)
-    _spoil_runs(second / "summary.json", 2, "quote")
+    _spoil_runs(second / "summary.json", 2, "backslash")
     # WHEN loaded THEN rank 2 keeps the first dump's lines, and a warning names the
     # damaged summary and rank
     evidence = load_paths([first, second])
@@ -192,3 +192,23 @@ def test_a_damaged_window_joined_to_another_of_its_rank_is_left_out_at_load(
     alone = {p.rank: p for p in load_paths([first]).processes}
     assert list(by_rank[2].log_lines) == list(alone[2].log_lines)
     assert len(by_rank[1].log_lines) == 2 * len(alone[1].log_lines)
+
+
+def test_a_summary_with_a_key_after_its_window_numbers_is_read_whole(tmp_path: Path) -> None:
+    from hangdoc.analyzer.summaries.read import read_summary
+
+    # GIVEN a summary whose window numbers are not its last key (written by another writer)
+    dump = tmp_path / "dump"
+    shutil.copytree(ROOT / "fixtures" / "dumps" / "own-validation", dump)
+    summary = write_node_summary(dump)
+    before, _ = read_summary(dump, "dump")
+    obj = json.loads(summary.read_bytes())
+    obj["notes"] = obj.pop("notes")  # (now after the numbers)
+    summary.write_text(json.dumps(obj, separators=(",", ":")))
+    assert summary.read_bytes().index(b'"window_numbers"') < summary.read_bytes().index(b'"notes"')
+    # WHEN read THEN its windows are the same lines
+    after, why = read_summary(dump, "dump")
+    assert why is None and before is not None and after is not None
+    assert [list(p.log_lines) for p in after.processes] == [
+        list(p.log_lines) for p in before.processes
+    ]

@@ -161,20 +161,21 @@ def _parse(data: bytes) -> tuple[Any, str | None]:
     found after the rest and not scanned by ``json.loads`` (they are most of a summary,
     and most are never read). The key is looked for from the start: a string holds no
     unescaped quote, so where the part before it parses as an object, that is the
-    object's key; its value runs to the file's last ``"}``, decoded from the file's bytes
-    in place and checked a run at a time when the run is first read (log_window.RunTexts:
-    a quote or a backslash in it is a damaged run there; the windows' lengths must add
-    up to it). A file written otherwise (by hand, re-indented) is parsed whole."""
+    object's key; its value runs to the file's last ``"}`` without a quote (one memchr),
+    decoded from the file's bytes in place and checked a run at a time when the run is
+    first read (log_window.RunTexts: a backslash or a newline in it is a damaged run
+    there; the windows' lengths must add up to it). A file written otherwise (by hand,
+    re-indented, its keys in another order) is parsed whole."""
     at = data.find(_NUMBERS_KEY)
-    if at >= 0 and data.endswith(b'"}'):
+    start = at + len(_NUMBERS_KEY)
+    # (a quote after it: keys after it, written by another writer; one memchr)
+    if at >= 0 and data.endswith(b'"}') and data.find(b'"', start, len(data) - 2) < 0:
         try:
             head = json.loads(data[:at] + b"}")
         except ValueError:
             head = None
         if isinstance(head, dict) and "window_numbers" not in head:
-            return head, codecs.utf_8_decode(
-                memoryview(data)[at + len(_NUMBERS_KEY) : -2], "strict", True
-            )[0]
+            return head, codecs.utf_8_decode(memoryview(data)[start:-2], "strict", True)[0]
     obj = json.loads(data)
     numbers = obj.get("window_numbers") if isinstance(obj, dict) else None
     return obj, numbers if isinstance(numbers, str) else None
