@@ -263,8 +263,13 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         detail = " ".join(filter(None, (payload.last_error, payload.message))).lower()
         changes["out_of_memory"] = "out of memory" in detail
     elif isinstance(payload, CudaFailure):
-        changes["hardware"] = _hardware(payload.error, message, exc_type) or cuda_gpu_hardware(
-            payload.error
+        # (a multicast call of NCCL's NVLS transport failing names the fabric's state
+        # whatever its error says: nccl_stage.py read it from the WARN's place and kept it)
+        nvls = payload.hardware if Sign.NVLS_MULTICAST in payload.signs else None
+        changes["hardware"] = (
+            _hardware(payload.error, message, exc_type)
+            or cuda_gpu_hardware(payload.error)
+            or nvls
         )
         changes["storage"] = storage_error(f"CUDA error: {payload.error or ''}")
         gpu_sign = cuda_gpu_sign(payload.error)
