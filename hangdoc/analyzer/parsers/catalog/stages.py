@@ -103,9 +103,7 @@ def table(path: Path = TABLE_FILE) -> StageTable:
     return StageTable(tuple(data["versions"]), raw, by_name)
 
 
-def _chain_releases(
-    held: StageTable, sites: Sequence[Site], version: str | None
-) -> frozenset[int]:
+def _chain_releases(held: StageTable, sites: Sequence[Site], version: str | None) -> frozenset[int]:
     """The releases (indexes into the table's versions) a failure's lines can come from:
     those with a call at every line, and the printed version's, if any. Empty when none
     (a release the table does not hold, a patched build, a mix)."""
@@ -144,7 +142,9 @@ MULTICAST_FILE = TABLE_FILE.parent / "nccl_multicast.json"
 
 
 @functools.cache
-def _multicast(path: Path = MULTICAST_FILE) -> tuple[str, dict[int, tuple[tuple[str, frozenset[int]], ...]]]:
+def _multicast(
+    path: Path = MULTICAST_FILE,
+) -> tuple[str, dict[int, tuple[tuple[str, frozenset[int]], ...]]]:
     """The generated table of transport/nvls.cc's multicast checks (scripts/catalog/
     nvls_multicast.py): its file, and line -> (call, releases), read once."""
     data = json.loads(path.read_text(encoding="utf-8"))

@@ -267,9 +267,7 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         # whatever its error says: nccl_stage.py read it from the WARN's place and kept it)
         nvls = payload.hardware if Sign.NVLS_MULTICAST in payload.signs else None
         changes["hardware"] = (
-            _hardware(payload.error, message, exc_type)
-            or cuda_gpu_hardware(payload.error)
-            or nvls
+            _hardware(payload.error, message, exc_type) or cuda_gpu_hardware(payload.error) or nvls
         )
         changes["storage"] = storage_error(f"CUDA error: {payload.error or ''}")
         gpu_sign = cuda_gpu_sign(payload.error)
