@@ -17,7 +17,9 @@ manager restarted without resetting the GPUs, not running, or at another driver 
 and NCCL 2.27 says so itself when the bind fails ("This is usually caused by a system or
 configuration error in the Fabric Manager or NVSwitches"). The other CUDA failures of NVLS
 set-up (its context query `cuCtxGetDevice` failing with `initialization error`, a
-`cudaMemset`) stay HD206's, the communicator's set-up.
+`cudaMemset`) stay HD206's, the communicator's set-up. CUDA's error 802, `system not yet
+initialized` (cudaErrorSystemNotReady: "verify … all required driver daemons are actively
+running"), names the same state and gets the same explanation and fix.
 
 ## Why it hangs
 The rank whose GPU failed cannot run kernels any more; it crashes or blocks, and its
@@ -42,13 +44,13 @@ run-time limit the driver imposes where kernel timeouts are enabled; a signal) o
 ## How to confirm
 `nvidia-smi -q -d ECC,ROW_REMAPPER` and `dmesg -T | grep -i xid` on that node.
 
-For an NVLS multicast failure: `systemctl status nvidia-fabricmanager` and its log
+For an NVLS multicast failure or error 802: `systemctl status nvidia-fabricmanager` and its log
 (`/var/log/fabricmanager.log`), `nvidia-smi -q | grep -i -A2 fabric` (the GPUs' fabric
 state), and whether the fabric manager's version matches the driver's.
 
 ## How to fix
 Drain the node and have the GPU reset or replaced; resume from the last checkpoint.
-For an NVLS multicast failure: start the fabric manager (at the driver's version), and
+For an NVLS multicast failure or error 802: start the fabric manager (at the driver's version), and
 after it was restarted reset the GPUs (`nvidia-smi -r`) or reboot the node; meanwhile
 `NCCL_NVLS_ENABLE=0` runs NCCL without NVLS.
 """
@@ -99,9 +101,9 @@ class GpuEccOrLost(Rule):
             for p in tl.of(EventKind.GPU_STATUS)
             if (gpu := p.event.payload_as(GpuStatus)) is not None and (gpu.ecc_uncorrected or 0) > 0
         ]
-        nvls = [p for p in hard if Sign.NVLS_MULTICAST in p.event.payload.signs]
-        if nvls and len(nvls) == len(hard):
-            yield _nvls_multicast(nvls)
+        fabric = [p for p in hard if _FABRIC_SIGNS & set(p.event.payload.signs)]
+        if fabric and len(fabric) == len(hard):
+            yield _fabric(fabric)
         elif hard:
             ranks = sorted({p.rank for p in hard if p.rank is not None})
             what = sorted({_what(p)[:80] for p in hard})
@@ -176,30 +178,50 @@ class GpuEccOrLost(Rule):
         )
 
 
-def _nvls_multicast(failed: list[Placed]) -> Finding:
-    """NCCL's NVLS set-up failed in a CUDA multicast call: the NVSwitch fabric's state
-    (the fabric manager, the GPUs' fabric registration), not the GPU's silicon."""
+# The failures that name the NVSwitch fabric's state rather than a GPU's silicon: a CUDA
+# multicast call of NCCL's NVLS set-up failing, CUDA's 802 "system not yet initialized".
+_FABRIC_SIGNS = frozenset({Sign.NVLS_MULTICAST, Sign.FABRIC_NOT_READY})
+
+
+def _fabric(failed: list[Placed]) -> Finding:
+    """The GPUs' fabric is not usable: NCCL's NVLS set-up failed in a CUDA multicast call,
+    or CUDA said the system is not ready (802): the fabric manager's or the GPUs' fabric
+    state, not the GPU's silicon, and not the job's configuration."""
     ranks = sorted({p.rank for p in failed if p.rank is not None})
     who = ranks_text(ranks) if ranks else "a rank"
-    what = sorted(
-        {(p.event.payload.hardware or "").removesuffix(" (NVLS multicast set-up)") for p in failed}
+    what = sorted({p.event.payload.hardware or "" for p in failed})
+    multicast = any(Sign.NVLS_MULTICAST in p.event.payload.signs for p in failed)
+    said = (
+        "NCCL's NVLink SHARP (NVLS) transport failed a CUDA multicast call while it set the "
+        "communicator up"
+        if multicast
+        else "CUDA reported that the system is not ready for CUDA work (error 802: a driver "
+        "daemon the system needs is not running)"
     )
     return Finding(
         rule=GpuEccOrLost.id,
         category=Category.GPU_HARDWARE,
         severity=Severity.CRITICAL,
-        title=f"NCCL's NVLS multicast set-up failed on {who}: {what[0][:80]}",
+        title=(
+            f"NCCL's NVLS multicast set-up failed on {who}: {what[0][:80]}"
+            if multicast
+            else f"the GPUs' fabric is not ready on {who}: {what[0][:80]}"
+        ),
         explanation=(
-            "NCCL's NVLink SHARP (NVLS) transport failed a CUDA multicast call while it set "
-            "the communicator up (" + "; ".join(what[:3]) + "). On NVSwitch systems the "
-            "multicast object is the fabric's, set up by the fabric manager: this failure "
-            "is usually the fabric manager not running, restarted without a GPU reset, or at "
-            "another version than the driver, not the job's configuration."
+            f"{said} ({'; '.join(what[:3])}). On NVSwitch systems the GPUs' NVLink fabric and "
+            "its multicast objects are set up by the fabric manager: this is usually the "
+            "fabric manager not running, restarted without a GPU reset, or at another version "
+            "than the driver, not the job's configuration."
         ),
         fix=(
             "Check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -i -A2 "
             "fabric`; after a fabric-manager restart reset the GPUs (`nvidia-smi -r`) or "
-            "reboot the node; run with NCCL_NVLS_ENABLE=0 to go on without NVLS meanwhile."
+            "reboot the node"
+            + (
+                "; run with NCCL_NVLS_ENABLE=0 to go on without NVLS meanwhile."
+                if multicast
+                else "."
+            )
         ),
         culprit_ranks=tuple(ranks),
         evidence=tuple(limited_refs(failed, limit=5)),

@@ -71,6 +71,9 @@ class Sign(enum.StrEnum):
     # multicast_call). The multicast object is the NVSwitch fabric's, set up by the fabric
     # manager: the GPUs' and the fabric's state, not the communicator's configuration.
     NVLS_MULTICAST = "nvls_multicast"
+    # CUDA's error 802, "system not yet initialized" (cudaErrorSystemNotReady): a driver
+    # daemon the system needs is not running — on NVSwitch systems the fabric manager.
+    FABRIC_NOT_READY = "fabric_not_ready"
     UNKNOWN = "unknown"
 
 

@@ -94,6 +94,6 @@ def _multicast_failure(failure: CudaFailure, version: str | None) -> CudaFailure
         return failure
     return replace(
         failure,
-        hardware=f"{call}: {failure.error} (NVLS multicast set-up)",
+        hardware=f"{call}: {failure.error}",
         signs=(*failure.signs, Sign.NVLS_MULTICAST),
     )
