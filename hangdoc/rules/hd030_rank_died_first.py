@@ -43,7 +43,11 @@ Python error: Aborted") are low-confidence errors. A death that gives no reason 
 itself, by rank or by pid, is that timeout's teardown wherever the paste puts it; an abort
 ("terminate called after throwing …") a few lines after an uncaught exception of the same
 process is that exception's exit (a destructor throwing as the interpreter shuts down,
-"driver shutting down"), not a second failure.
+"driver shutting down"), not a second failure. Nor is an abort just below the same
+process's NCCL WARN whose result is ncclInvalidArgument or ncclInvalidUsage (argcheck's
+"invalid root", a destroyed communicator: "enqueue.cc:447 -> 4"): the process's own NCCL
+call was made wrongly and it threw (torch's "NCCL Error 4: invalid argument"), the
+caller's bug, whatever waited (nccl #276: single-process DataParallel under NCCL 2.5).
 
 When the failure's own lines name no rank (one traceback, printed once) and the launcher
 reports one worker that exited with an error code of its own (srun's "task 3: Exited with

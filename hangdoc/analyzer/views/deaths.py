@@ -32,8 +32,8 @@ from hangdoc.analyzer.payloads.launch import (
     LauncherReport,
     SignalName,
 )
-from hangdoc.analyzer.payloads.nccl import CudaFailure
-from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
+from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclWarn
+from hangdoc.analyzer.payloads.torch_pg import NcclResult, WatchdogTeardown
 from hangdoc.analyzer.views.nccl_setup import first_running, is_setup_warn, setup_error_lines
 from hangdoc.analyzer.views.nccl_setup import setup_lines as nccl_setup_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline
@@ -361,6 +361,42 @@ def _what_is_explained(p: Placed, explained: list[tuple[str, int]]) -> bool:
     )
 
 
+# NCCL's own results for a call made wrongly (nccl.h): ncclInvalidArgument (4: argcheck's
+# "invalid root", "invalid type", "argument is NULL"; a destroyed communicator) and
+# ncclInvalidUsage (5: group semantics). NCCL returns them to the caller, which throws:
+# torch's NCCL_CHECK "NCCL Error 4: invalid argument", then libstdc++'s "terminate called
+# after throwing …" when nothing catches it (nccl #276: DataParallel's Reduce under NCCL
+# 2.5). The abort is that call's failure ending its own process, whose meaning the WARN
+# carries (the catalog's nccl-usage family: the caller's bug, cause unknown), not a
+# process dying of its own that others then waited for.
+_CALLER_ERRORS = frozenset({NcclResult.INVALID_ARGUMENT, NcclResult.INVALID_USAGE})
+
+
+def _usage_error_lines(tl: Timeline) -> list[tuple[str, int, int | None]]:
+    """(source, line, pid) of each NCCL WARN whose result is the caller's error."""
+    out: list[tuple[str, int, int | None]] = []
+    for p in tl.of(EventKind.NCCL_WARN):
+        warn = p.event.payload_as(NcclWarn)
+        if warn is not None and warn.rc_name in _CALLER_ERRORS and p.event.line:
+            out.append((p.event.source, p.event.line, p.event.pid))
+    return out
+
+
+def _after_usage_error(p: Placed, usage: list[tuple[str, int, int | None]]) -> bool:
+    """An abort ("terminate called after throwing …") just below an NCCL call's
+    invalid-argument or invalid-usage WARN of the same process: that call's exit."""
+    fatal = p.event.payload_as(FatalSignal)
+    if fatal is None or fatal.reported_by != FatalReport.TERMINATE or not p.event.line:
+        return False
+    line, pid = p.event.line, p.event.pid
+    return any(
+        source == p.event.source
+        and line - _WHAT_WINDOW <= at < line
+        and (pid is None or warn_pid is None or pid == warn_pid)
+        for source, at, warn_pid in usage
+    )
+
+
 # Deaths that say nothing of why the process ended: a Ray worker lost by its raylet
 # ("Worker exit type: SYSTEM_ERROR … connection error code 2. End of file": the worker's
 # socket closed), an exit code with no reason, an abort (SIGABRT: the watchdog ends its
@@ -546,6 +582,7 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     # where the failures an abort may be the teardown of were reported (mismatches too:
     # COLLECTIVE_MISMATCH is a wave kind)
     explained = [(p.event.source, p.event.line or 0) for p in wave_events]
+    usage_lines = _usage_error_lines(tl)
     watchdog_fired = any(p.kind in _WATCHDOG_ABORTS for p in wave_events)
     raised: list[Placed] = []  # the exceptions so far, consequences too
     # The lines a check across ranks reported a mismatch on: an exception read from the
@@ -591,6 +628,8 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             continue  # the abort of a specific failure, which its what() line names
         if death.signal == SignalName.SIGABRT and Sign.ABORTED_BY_TRANSPORT in death.payload.signs:
             continue  # the abort of a transport's failure (its what(): HD200's)
+        if death.signal == SignalName.SIGABRT and _after_usage_error(p, usage_lines):
+            continue  # an NCCL call made wrongly, thrown by its own process
         if death.how == DeathHow.CUDA_ERROR and (
             (p.event.source, p.event.line) in setup_lines
             or (p.index < running_from and is_setup_warn(p))
