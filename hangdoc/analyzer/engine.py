@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from hangdoc.analyzer.calibration import CalibrationTable, calibrated
 from hangdoc.analyzer.diagnosis import Diagnosis, NotEvaluated
-from hangdoc.analyzer.model import Evidence, Finding, Severity, Verdict
+from hangdoc.analyzer.model import Evidence, Finding, LogWindow, Severity, Verdict
 from hangdoc.analyzer.views.activity import classify_ranks, forget_shapes
 from hangdoc.common.redact import redact_text
 from hangdoc.rules import all_rules
@@ -35,11 +35,41 @@ def analyze(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _analyze(evidence, rules, table if calibrate else None, calibrate)
+        notes = len(evidence.notes)
+        while True:
+            diagnosis = _analyze(evidence, rules, table if calibrate else None, calibrate)
+            kept = _drop_damaged_windows(evidence, notes)
+            if kept is None:
+                return diagnosis
+            forget_shapes()
+            notes = kept
     finally:
         forget_shapes()  # nothing of this Evidence outlives the analysis
         if gc_was_enabled:
             gc.enable()
+
+
+def _drop_damaged_windows(evidence: Evidence, notes: int) -> int | None:
+    """After an analysis: were ranks' log windows found damaged as they were read (a node
+    summary's numbers are checked a run at a time, when first read: LogWindow.damage)?
+    Then each is left out, with a warning naming its summary file and rank, the notes of
+    that analysis are undone (a rule that stopped on the damaged run noted a failure),
+    and True: the analysis is run again without them, so that what the other ranks'
+    windows say is read as if the damaged window had never been there (the notes kept
+    then: their count; None when nothing was damaged)."""
+    damaged = [
+        (proc, why)
+        for proc in evidence.processes
+        if isinstance(proc.log_lines, LogWindow) and (why := proc.log_lines.damage()) is not None
+    ]
+    if not damaged:
+        return None
+    del evidence.notes[notes:]
+    for proc, why in damaged:
+        proc.log_lines = []
+        proc.log_templates = None
+        evidence.notes.append(f"{why}; that rank's log window is left out, the rest is read")
+    return len(evidence.notes)
 
 
 def _analyze(

@@ -780,6 +780,11 @@ class LogWindow(MutableSequence[LogLine]):
         gives without building the line."""
         return tuple(LINE_NUMBER.findall(self[index].text))
 
+    def damage(self) -> str | None:
+        """Why it cannot be read, found when a line of it was first read (a node
+        summary's damaged numbers: summaries/log_window.py), naming where; else None."""
+        return None
+
     def lines(self) -> list[LogLine]:
         """Every line, built (once)."""
         if self._built is None:

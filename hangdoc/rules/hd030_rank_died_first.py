@@ -43,7 +43,11 @@ Python error: Aborted") are low-confidence errors. A death that gives no reason 
 itself, by rank or by pid, is that timeout's teardown wherever the paste puts it; an abort
 ("terminate called after throwing …") a few lines after an uncaught exception of the same
 process is that exception's exit (a destructor throwing as the interpreter shuts down,
-"driver shutting down"), not a second failure.
+"driver shutting down"), not a second failure. Nor is an abort just below the same
+process's NCCL WARN whose result is ncclInvalidArgument or ncclInvalidUsage (argcheck's
+"invalid root", a destroyed communicator: "enqueue.cc:447 -> 4"): the process's own NCCL
+call was made wrongly and it threw (torch's "NCCL Error 4: invalid argument"), the
+caller's bug, whatever waited (nccl #276: single-process DataParallel under NCCL 2.5).
 
 When the failure's own lines name no rank (one traceback, printed once) and the launcher
 reports one worker that exited with an error code of its own (srun's "task 3: Exited with
@@ -60,7 +64,12 @@ exit code: -6" is an abort, SGLang's "Child process unexpectedly failed with an 
 256" an exit status of 1. An abort a launcher reports without naming a rank, in a job
 where torch's watchdog or heartbeat monitor fired, is that watchdog ending its process,
 not a first fault: the timeout's cause is the cause. SIGKILL is named a kill from outside,
-the OOM killer only where the logs hold its line.
+the OOM killer only where the logs hold its line. torchrun's "failed (exitcode: -6)
+local_rank: N" where no watchdog fired and rank N reported nothing itself is rank N's own
+abort, the first fault, though the survivors' teardown (NCCL's "[Service thread] Connection
+closed by localRank M") is printed above it: the agent stops the survivors before it logs
+the first failure it collected. TGI's launcher names the shard whose process ended ("Shard
+N failed to start", "Shard N crashed"; the shard's RANK is its index) without its exit code.
 
 Where an exception was raised is read from its traceback (its innermost frame or call
 naming a stage, parsers/logs/tb_stage.py). Raised while the ranks set up communication

@@ -26,19 +26,21 @@ does, they block until the timeout.
 blocking wait`, `Exception (either an error or timeout) detected by watchdog at work: N,
 last enqueued NCCL work: M, last completed NCCL work: K`, `failure detected by watchdog
 at work sequence id: N PG status: last enqueued work: M, last completed work: K`, dump
-signals, and gloo's `Timed out waiting … for recv/send`, grouped by process group
-(`PG GUID`, else the PG index). A rank that died first is left to HD030; ranks whose own
+signals, and gloo's `Timed out waiting … for recv/send`, grouped by process group (`PG
+GUID`, else the PG index). A rank that died first is left to HD030; ranks whose own
 timeouts put them in different collectives at different SeqNums (another OpType, or
 another size) are not behind but out of step, and left to HD041; so is a rank whose own
 status shows work in flight at a SeqNum another rank has completed (it is in a collective
 the others paired with another one; which, its status does not say): no finding. Lines
-without a PG prefix (torch < 2.3) where one rank names several SeqNums come from
-several process groups and are not compared; a rank whose last enqueued work reaches
-the stuck SeqNum issued it and is no laggard. Without a SeqNum of the group, the stuck
-work is the others' first uncompleted one (last completed + 1), and the finding is a
-signal, not a statement (views/silence.py, ``Behind``). A dump signal "from this local
-rank" with nothing in flight in its printing group means that rank's watchdog fired in
-another group: it is not behind in this one.
+without a PG prefix (torch < 2.3) where one rank names several SeqNums come from several
+process groups and are not compared; a rank whose last enqueued work reaches the stuck
+SeqNum issued it and is no laggard; nor is a rank whose own timeout is in a rooted
+collective (a broadcast, reduce, gather, scatter) one SeqNum below the others': it is
+inside the collective they finished as its root or senders, not elsewhere. Without a
+SeqNum of the group, the stuck work is the others' first uncompleted one (last completed
++ 1), and the finding is a signal, not a statement (views/silence.py, ``Behind``). A dump
+signal "from this local rank" with nothing in flight in its printing group means that
+rank's watchdog fired in another group: it is not behind in this one.
 
 When the ranks' own logs print the same count of data (batches, samples) with other values
 on some ranks (views/log_compare.py), that is why they parted: the finding is uneven data.

@@ -36,7 +36,9 @@ look at (weaker: with more than two ranks, rank 0 may have been reporting anothe
 The ranks that print it are reporters, never culprits. Horovod's stall warnings name the
 missing ranks outright; its oldest ones (before mid-2018) name only the ranks that were
 ready, which states no missing rank without the job's size, and are not read as such. A
-report whose ranks wait in different ops is HD042's.
+report whose ranks wait in different ops is HD042's. A barrier that is a trainer's per-step
+join check (its failure printed inside "Detected uneven workload distribution: …") names
+the rank out of data: HD040 says so, and this finding follows it as a hint.
 
 ## How to confirm
 Look at the last lines the named ranks printed and take their stacks; they are stuck or
@@ -110,6 +112,10 @@ class MonitoredBarrier(Rule):
             if stalled:
                 yield self._stalled(stalled)
             return
+        # A trainer's per-step join check around the barrier (wenet's and CosyVoice's
+        # "Detected uneven workload distribution: …"): the rank that did not arrive left
+        # the loop, out of batches; HD040 names that, this finding only follows it.
+        joined = any(_barrier(p).join for p in events)
         direct = [p for p in events if _barrier(p).reporter != Reporter.PEER]
         if direct:
             events = direct  # rank 0's own report names the missing ranks
@@ -134,6 +140,12 @@ class MonitoredBarrier(Rule):
             explanation=(
                 f"The monitored barrier reported that {ranks_text(culprits)} did not arrive "
                 "within its timeout while the other ranks did."
+                + (
+                    " The barrier is the trainer's per-step join check, which reads a rank "
+                    "missing from it as a rank out of data (HD040)."
+                    if joined
+                    else ""
+                )
             ),
             fix=(
                 "Find what the named ranks were doing instead (their last log lines, their "
@@ -142,7 +154,9 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            strength=Strength.STATED,  # rank 0's report names the missing ranks
+            # rank 0's report names the missing ranks; inside a join check, what kept them
+            # away is the trainer's reading (uneven data, HD040), not this one's
+            strength=Strength.HINT if joined else Strength.STATED,
         )
 
     def _from_peers(

@@ -23,12 +23,14 @@ exited early: Rank 1 … received errors while waiting for send/recv from rank 0
 
 ## Evidence used
 The trainers' exhaustion and join messages (phase markers `data_exhausted`, monitored
-barrier errors printed inside a join message); progress-bar events of training and
-evaluation loops (the largest total each rank showed for a bar label) and per-rank count
-lines (`data_count` events), attributed to ranks by their prefixes (`[rankN]:`,
-`[defaultN]:`, srun `N: `) or by the line (`rank N: …`).
-Counts compared are only those of the same label or the same word, on at least two
-ranks; the smaller group of ranks is named as the odd one.
+barrier errors printed inside a join message; the rank out of data is the one rank 0's
+own report of the barrier names, "Rank 2 failed to pass monitoredBarrier", where the text
+holds it: the others only hear from rank 0, the barrier's coordinator); progress-bar
+events of training and evaluation loops (the largest total each rank showed for a bar
+label) and per-rank count lines (`data_count` events), attributed to ranks by their
+prefixes (`[rankN]:`, `[defaultN]:`, srun `N: `) or by the line (`rank N: …`). Counts
+compared are only those of the same label or the same word, on at least two ranks; the
+smaller group of ranks is named as the odd one.
 
 ## How to confirm
 Print `len(dataloader)` and the steps per epoch on every rank at the start of an epoch;
@@ -48,7 +50,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.progress import DataCount, Exhausted, PhaseMarker
-from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier
+from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier, Reporter
 from hangdoc.analyzer.ranges import verb
 from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
 from hangdoc.analyzer.views.timeline import Placed, Timeline
@@ -166,8 +168,13 @@ class UnevenDataCounts(Rule):
             return None  # every rank said it: an epoch that ended evenly
         if markers and not joins and not _last_phase(tl, markers[-1]):
             return None  # training went on after it: not where the job stopped
-        culprits = named or sorted({r for p in joins if (j := _join(p)) for r in j.ranks})
-        waiting = sorted({p.rank for p in joins if p.rank is not None} - set(culprits))
+        reports = _rank0_reports(tl) if joins and not named else []
+        by_rank0 = sorted({r for p in reports for r in _barrier_ranks(p)})
+        culprits = (
+            named or by_rank0 or sorted({r for p in joins if (j := _join(p)) for r in j.ranks})
+        )
+        heard = {p.rank for p in joins if p.rank is not None} | ({0} if by_rank0 else set())
+        waiting = sorted(heard - set(culprits))
         said = {_marker(p).exhausted for p in markers}
         if Exhausted.JOIN in said:
             strength, how = (
@@ -194,7 +201,7 @@ class UnevenDataCounts(Rule):
                 "other ranks still had batches and wait in a training step's collective",
             )
         who = ranks_text(culprits) if culprits else "a rank"
-        refs = list(markers[:3]) + list(joins[:3])
+        refs = list(markers[:3]) + list(reports[:2]) + list(joins[:3])
         quote = refs[0].event.text.strip()[:90]
         return Finding(
             rule=self.id,
@@ -209,7 +216,7 @@ class UnevenDataCounts(Rule):
                 + (
                     " The join check names the rank it did not hear from; with more than two "
                     "ranks that rank may instead have reported another one: read its log."
-                    if joins and not named
+                    if joins and not named and not by_rank0
                     else ""
                 )
             ),
@@ -223,6 +230,27 @@ class UnevenDataCounts(Rule):
             evidence=tuple(limited_refs(refs, limit=6)),
             strength=strength,
         )
+
+
+def _barrier_ranks(p: Placed) -> tuple[int, ...]:
+    barrier = p.event.payload_as(MonitoredBarrier)
+    return barrier.ranks if barrier is not None else ()
+
+
+def _rank0_reports(tl: Timeline) -> list[Placed]:
+    """Rank 0's own reports of a monitored barrier, which name the ranks that did not
+    arrive ("[Rank 0]: Rank 2 failed to pass monitoredBarrier in 30000 ms",
+    ProcessGroupGloo's monitoredBarrier). In a join check the other ranks only hear from
+    rank 0 ("received errors while waiting for send/recv from rank 0"): rank 0 is the
+    barrier's coordinator, and the rank its report names is the one that left the loop.
+    Without the report, the peers' rank 0 is named (its side failed)."""
+    return [
+        p
+        for p in tl.of(EventKind.MONITORED_BARRIER)
+        if (b := p.event.payload_as(MonitoredBarrier)) is not None
+        and b.reporter != Reporter.PEER
+        and b.ranks
+    ]
 
 
 def _last_phase(tl: Timeline, marker: Placed) -> bool:

@@ -23,11 +23,14 @@ of at least two ranks of one process group (the group from the line's prefix or 
 rank's status line), at different SeqNums, with different OpTypes or, for operations
 whose sizes must agree, different `NumelIn`. Not: point-to-point operations (a pipeline's
 SEND and RECV are apart by design), the same collective at different SeqNums (HD032), a
-rank that died first (HD030), and, when the lines name no group, SeqNums more than a few
-apart (they may count different groups). A timeout that names no group, of a rank the one
-group named in the text does not hold, at a SeqNum near that group's, is read as that
-group's (torch ≥ 2.3 names the group in the status line after the timeout, which a paste
-may cut). With the group unknown the finding is weaker.
+rank that died first (HD030), ranks one SeqNum past a rooted collective (BROADCAST,
+REDUCE, GATHER, SCATTER) that the others are still inside (its root or senders finish it
+without the receivers, then wait in the program's next collective, whatever it is: one
+sequence, accelerate #934's BROADCAST #1 and ALLGATHER #2), and, when the lines name no
+group, SeqNums more than a few apart (they may count different groups). A timeout that
+names no group, of a rank the one group named in the text does not hold, at a SeqNum near
+that group's, is read as that group's (torch ≥ 2.3 names the group in the status line
+after the timeout, which a paste may cut). With the group unknown the finding is weaker.
 
 ## How to confirm
 Run once with `TORCH_DISTRIBUTED_DEBUG=DETAIL`: the first mismatched collective raises

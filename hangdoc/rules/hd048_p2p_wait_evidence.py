@@ -29,7 +29,16 @@ in its receive until the watchdog's timeout.
   ``send_forward``/``recv_backward``/``_exec_recv_grads``…), or a coalesced batch being
   launched (``_coalescing_manager``, ``ProcessGroupNCCL::endCoalescing`` →
   ``ncclGroupEnd``) — the last is also how a coalesced collective looks, so it counts as
-  weak evidence. Only when fewer than two ranks' stacks are at hand: with more, HD105
+  weak evidence. A host wait for the device (``torch.cuda.synchronize``, a stream's or
+  event's synchronize) is read by its caller: Megatron's ``_communicate_shapes`` and its
+  copies (xDiT's pipeline coordinator) synchronize after their ``batch_isend_irecv``, so
+  the host waits there for the receive. A ``broadcast`` counts when its caller is a
+  pipeline frame or named for a send or receive: pipelines whose backend lacks send/recv
+  move a stage's tensors by a broadcast on a two-rank group (PipeDream's
+  ``recv_helper_thread`` → ``_recv``, DeepSpeed's ``runtime/pipe/p2p.py``); a traceback
+  there that ended in gloo's "Timed out waiting <ms>ms for recv operation to complete"
+  (``UnboundBuffer::waitRecv``) is that transfer timing out. Only when fewer than two
+  ranks' stacks are at hand: with more, HD105
   pairs the sends and receives itself. Not a traceback that ended in gloo's "Connection
   closed by peer" (recv read the end of the stream: the peer closed its end, as its
   process does when it ends): that transfer failed because the peer was gone.
@@ -67,9 +76,21 @@ from hangdoc.analyzer.model import (
     TextStack,
 )
 from hangdoc.analyzer.payloads.progress import PhaseMarker
-from hangdoc.analyzer.payloads.torch_pg import ConnectionLost, Direction, PeerLoss, Work
+from hangdoc.analyzer.payloads.torch_pg import (
+    CollectiveTimeout,
+    ConnectionLost,
+    Direction,
+    PeerLoss,
+    TimeoutSource,
+    Work,
+)
 from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
-from hangdoc.analyzer.views.catalog import P2P_DIRECTION_HINTS
+from hangdoc.analyzer.views.catalog import (
+    DEVICE_SYNC_FRAMES,
+    P2P_DIRECTION_HINTS,
+    PIPELINE_P2P_HELPERS,
+    TRANSFER_NAMED,
+)
 from hangdoc.analyzer.views.timeline import Placed, Timeline
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Rule, RuleContext
@@ -152,6 +173,11 @@ _COLLECTIVES = frozenset(
     }
 )
 _MAX_DEPTH = 40  # frames looked at from the innermost one
+# Communication libraries that wrap torch.distributed's collectives under the same names:
+# DeepSpeed's deepspeed.comm (comm/comm.py broadcast under its timed_op log_wrapper,
+# comm/torch.py TorchBackend.broadcast), which DeepSpeed's runtime/pipe/p2p.py calls as
+# ``dist``. A broadcast's caller is looked for outside them.
+_COMM_WRAPPERS = ("deepspeed/comm/",)
 # Pipeline p2p code of torch.distributed.pipelining (schedules.py, stage.py), Megatron
 # (core/pipeline_parallel/p2p_communication.py) and DeepSpeed (runtime/pipe/p2p.py).
 _PIPELINE_DIRS = (
@@ -196,6 +222,8 @@ def _classify(frame: Frame) -> bool | None:
         return True
     if any(pattern.match(_leaf(frame.function)) for pattern, _, _ in P2P_DIRECTION_HINTS):
         return True  # send_forward, recv_backward, _exec_send_activations …
+    if any(pattern.match(_leaf(frame.function)) for pattern in PIPELINE_P2P_HELPERS):
+        return True  # _communicate_shapes, pipeline_recv, recv_next … (catalog)
     if not _is_distributed(frame):
         raise LookupError
     leaf = _leaf(frame.function)
@@ -214,17 +242,9 @@ def _peer_closed(tl: Timeline, stacks: TextStack) -> bool:
     pair.cc Pair::read), which its process does when it ends. The transfer did not wait
     on the peer: it failed because the peer had gone, which is no unmatched schedule.
     The exception is the first one of the same text at or after the traceback's start."""
-    raised = [
-        p.event.line
-        for p in tl.of(EventKind.EXCEPTION)
-        if p.event.source == stacks.source
-        and p.event.line is not None
-        and stacks.line is not None
-        and p.event.line >= stacks.line
-    ]
-    if not raised:
+    line = _raised_at(tl, stacks)
+    if line is None:
         return False
-    line = min(raised)
     return any(
         (lost := p.event.payload_as(ConnectionLost)) is not None
         and lost.failure is PeerLoss.CONNECTION_CLOSED
@@ -234,10 +254,79 @@ def _peer_closed(tl: Timeline, stacks: TextStack) -> bool:
     )
 
 
+def _raised_at(tl: Timeline, stacks: TextStack) -> int | None:
+    """The line of the traceback's exception: the first exception of the same text at or
+    after the traceback's start (None when none is read)."""
+    raised = [
+        p.event.line
+        for p in tl.of(EventKind.EXCEPTION)
+        if p.event.source == stacks.source
+        and p.event.line is not None
+        and stacks.line is not None
+        and p.event.line >= stacks.line
+    ]
+    return min(raised) if raised else None
+
+
+def _gloo_timed_out(process: ProcessEvidence, tl: Timeline) -> Placed | None:
+    """gloo's timeout of the transfer the stack waits in: the traceback ended in "Timed out
+    waiting <ms>ms for recv|send operation to complete" (gloo/transport/{tcp,ibverbs,uv}/
+    unbound_buffer.cc UnboundBuffer::waitRecv/waitSend). gloo's collectives wait on
+    unbound buffers too, so the message alone is no p2p wait; under a stack that stops in
+    a transfer it says the transfer itself ran out of time (the peer never sent or
+    received), not that the rank was computing when the paste was taken."""
+    latest = process.latest_stacks()
+    if not isinstance(latest, TextStack):
+        return None
+    line = _raised_at(tl, latest)
+    if line is None:
+        return None
+    return next(
+        (
+            p
+            for p in tl.of(EventKind.COLLECTIVE_TIMEOUT)
+            if (t := p.event.payload_as(CollectiveTimeout)) is not None
+            and t.detector is TimeoutSource.GLOO
+            and p.event.source == latest.source
+            and p.event.line == line
+        ),
+        None,
+    )
+
+
 def _met_peer_close(process: ProcessEvidence, tl: Timeline) -> bool:
     """The process's stack is a traceback that ended in the peer's close (_peer_closed)."""
     latest = process.latest_stacks()
     return isinstance(latest, TextStack) and _peer_closed(tl, latest)
+
+
+def _device_sync(frame: Frame) -> bool:
+    """A host wait for the device's queued work (torch.cuda.synchronize, a stream's or
+    event's synchronize): what it waits for is its caller's, so the caller decides."""
+    if frame.native:
+        return False
+    path = frame.file.replace("\\", "/")
+    leaf = _leaf(frame.function)
+    return any(path.endswith(f) and leaf in names for f, names in DEVICE_SYNC_FRAMES)
+
+
+def _pair_broadcast_caller(outer: Iterable[Frame]) -> Frame | None:
+    """The caller of a broadcast, when it is a transfer between two stages: the first
+    frame out of torch.distributed is a pipeline p2p frame or named for a send or receive
+    (catalog TRANSFER_NAMED: PipeDream's _recv, DeepSpeed's p2p recv, which broadcast on a
+    two-rank group where the backend has no send/recv of its own). None otherwise: a
+    broadcast called by anything else is a collective."""
+    for frame in outer:
+        path = frame.file.replace("\\", "/")
+        if frame.native or _is_distributed(frame) or any(w in path for w in _COMM_WRAPPERS):
+            continue
+        try:
+            if _classify(frame):
+                return frame
+        except LookupError:
+            pass
+        return frame if TRANSFER_NAMED.search(_leaf(frame.function)) else None
+    return None
 
 
 def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
@@ -248,7 +337,10 @@ def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
     main = next((t for t in threads if t.is_main), threads[0] if threads else None)
     if main is None:
         return None
-    for frame in main.frames[:_MAX_DEPTH]:
+    frames = main.frames[:_MAX_DEPTH]
+    for i, frame in enumerate(frames):
+        if _device_sync(frame):
+            continue  # a wait for the device: the caller says what the device runs
         try:
             kind = _classify(frame)
         except LookupError:
@@ -256,6 +348,9 @@ def _stack_hit(process: ProcessEvidence) -> _StackHit | None:
                 continue  # libc, NCCL internals, c10d wrappers: look further out
             return None  # Python code of the job or torch.nn runs inside it: computing
         if kind is None:
+            if not frame.native and _leaf(frame.function) == "broadcast":
+                caller = _pair_broadcast_caller(frames[i + 1 :])
+                return _StackHit(process, caller, True) if caller is not None else None
             return None
         return _StackHit(process, frame, kind)
     return None
@@ -353,11 +448,22 @@ class P2PWaitEvidence(Rule):
                 for h in stacks[:3]
             )
             weak = not any(h.strong for h in stacks)
+            timed = [
+                t
+                for h in stacks
+                if h.strong and (t := _gloo_timed_out(h.process, ctx.timeline)) is not None
+            ]
             parts.append(
                 "the stacks stop in "
                 + ("a coalesced batch being launched" if weak else "a pipeline send/recv")
                 + f" ({where})"
                 + (" — a batch of sends/receives, or of coalesced collectives" if weak else "")
+                + "".join(
+                    f", where gloo timed out the {g.direction or 'transfer'} after "
+                    f"{g.timeout_ms} ms (its peer never matched it)"
+                    for w in timed[:1]
+                    if (g := w.event.payload_as(CollectiveTimeout)) is not None
+                )
             )
             refs.extend(
                 EvidenceRef(
@@ -367,6 +473,7 @@ class P2PWaitEvidence(Rule):
                 )
                 for h in stacks[:4]
             )
+            refs.extend(limited_refs(timed, limit=2))
         title = (
             f"{ranks_text(waiting)} {'is' if len(waiting) == 1 else 'are'} stuck in "
             "point-to-point transfers"

@@ -3,7 +3,7 @@
 ## What it means
 NCCL reported an error from the code that creates or connects a communicator, before any
 collective had run: a WARN line from its setup code (`init.cc`, `bootstrap.cc`,
-`transport.cc`, the NVLS multicast set-up in `transport/nvls.cc`, `graph/…`:
+`transport.cc`, the NVLS set-up in `transport/nvls.cc`, `graph/…`:
 `graph/topo.h:230 NCCL WARN Could not find NET with id 0`,
 `Bootstrap : no socket interface found`, `NET/Socket : no interface found`), the error
 chain unwinding through those files (`init.cc:1523 -> 2`), or torch's synchronous
@@ -52,6 +52,9 @@ communicator that the message catalog names (TransformerEngine's userbuffers exc
 its IPC handles; vLLM's custom all-reduce, whose CUDACHECK in `custom_all_reduce.cuh`
 wraps the calls that share its buffers between the GPUs: `Failed: Cuda error
 …/custom_all_reduce.cuh:336 'invalid argument'`) (analyzer/views/nccl_setup.py).
+A CUDA failure of a multicast call in the NVLS set-up (`cuMulticastBindMem`…, found by
+the WARN's place in NCCL's sources) is HD301's, the NVSwitch fabric's state; HD206 keeps
+only its return-code chain.
 Not used when collectives or training had already been logged before the error, when
 NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memory (HD031),
 nor for torch's error of aborting a communicator as its process group was destroyed (the

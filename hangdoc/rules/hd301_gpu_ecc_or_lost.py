@@ -7,6 +7,20 @@ has fallen off the bus`, `cudaErrorECCUncorrectable`, nvidia-smi rows with non-z
 volatile uncorrected ECC counts, or NCCL's `ncclUnhandledCudaError` with such a
 reason.
 
+Also a CUDA multicast call failing in NCCL's NVLS (NVLink SHARP) set-up:
+`transport/nvls.cc:158 NCCL WARN Cuda failure 1 'invalid argument'` where that line is a
+`CUCHECK(cuMulticastBindMem(…))` (or cuMulticastCreate, cuMulticastAddDevice…) in every
+NCCL release the WARN's return-code chain and the printed version allow. On NVSwitch
+systems the multicast object is the fabric's, set up by the fabric manager: NCCL's
+maintainers read such a failure as the fabric manager's or the GPUs' state (a fabric
+manager restarted without resetting the GPUs, not running, or at another driver version),
+and NCCL 2.27 says so itself when the bind fails ("This is usually caused by a system or
+configuration error in the Fabric Manager or NVSwitches"). The other CUDA failures of NVLS
+set-up (its context query `cuCtxGetDevice` failing with `initialization error`, a
+`cudaMemset`) stay HD206's, the communicator's set-up. CUDA's error 802, `system not yet
+initialized` (cudaErrorSystemNotReady: "verify … all required driver daemons are actively
+running"), names the same state and gets the same explanation and fix.
+
 ## Why it hangs
 The rank whose GPU failed cannot run kernels any more; it crashes or blocks, and its
 peers wait in their next collective until the timeout.
@@ -14,7 +28,11 @@ peers wait in their next collective until the timeout.
 ## Evidence used
 CUDA error messages in tracebacks and NCCL WARN lines (`Cuda failure '…'`), NCCL error
 classes surfaced by torch, the watchdog's teardown line when the exception it names is such
-a CUDA error (it names the rank), and the ECC column of nvidia-smi (table or CSV).
+a CUDA error (it names the rank), and the ECC column of nvidia-smi (table or CSV). For
+NVLS, the WARN's place looked up in the table generated from every NCCL release's
+`src/transport/nvls.cc` (scripts/catalog/nvls_multicast.py: the lines whose CUDA check
+wraps a `cuMulticast*` call), narrowed by its "-> rc" chain (the stage table of
+scripts/catalog/stages.py) and the NCCL version the log prints.
 
 A weaker reading, from the message catalog's meaning of a CUDA error (meanings.toml, its
 cuda families, from CUDA's cudaError_t documentation): a rank that died first of an error
@@ -26,8 +44,15 @@ run-time limit the driver imposes where kernel timeouts are enabled; a signal) o
 ## How to confirm
 `nvidia-smi -q -d ECC,ROW_REMAPPER` and `dmesg -T | grep -i xid` on that node.
 
+For an NVLS multicast failure or error 802: `systemctl status nvidia-fabricmanager` and its log
+(`/var/log/fabricmanager.log`), `nvidia-smi -q | grep -i -A2 fabric` (the GPUs' fabric
+state), and whether the fabric manager's version matches the driver's.
+
 ## How to fix
 Drain the node and have the GPU reset or replaced; resume from the last checkpoint.
+For an NVLS multicast failure or error 802: start the fabric manager (at the driver's version), and
+after it was restarted reset the GPUs (`nvidia-smi -r`) or reboot the node; meanwhile
+`NCCL_NVLS_ENABLE=0` runs NCCL without NVLS.
 """
 
 from __future__ import annotations
@@ -76,7 +101,10 @@ class GpuEccOrLost(Rule):
             for p in tl.of(EventKind.GPU_STATUS)
             if (gpu := p.event.payload_as(GpuStatus)) is not None and (gpu.ecc_uncorrected or 0) > 0
         ]
-        if hard:
+        fabric = [p for p in hard if _FABRIC_SIGNS & set(p.event.payload.signs)]
+        if fabric and len(fabric) == len(hard):
+            yield _fabric(fabric)
+        elif hard:
             ranks = sorted({p.rank for p in hard if p.rank is not None})
             what = sorted({_what(p)[:80] for p in hard})
             yield Finding(
@@ -148,6 +176,57 @@ class GpuEccOrLost(Rule):
             # The catalog's strength: moderate (signal) or weak (hint).
             strength=Strength.SIGNAL if likely else Strength.HINT,
         )
+
+
+# The failures that name the NVSwitch fabric's state rather than a GPU's silicon: a CUDA
+# multicast call of NCCL's NVLS set-up failing, CUDA's 802 "system not yet initialized".
+_FABRIC_SIGNS = frozenset({Sign.NVLS_MULTICAST, Sign.FABRIC_NOT_READY})
+
+
+def _fabric(failed: list[Placed]) -> Finding:
+    """The GPUs' fabric is not usable: NCCL's NVLS set-up failed in a CUDA multicast call,
+    or CUDA said the system is not ready (802): the fabric manager's or the GPUs' fabric
+    state, not the GPU's silicon, and not the job's configuration."""
+    ranks = sorted({p.rank for p in failed if p.rank is not None})
+    who = ranks_text(ranks) if ranks else "a rank"
+    what = sorted({p.event.payload.hardware or "" for p in failed})
+    multicast = any(Sign.NVLS_MULTICAST in p.event.payload.signs for p in failed)
+    said = (
+        "NCCL's NVLink SHARP (NVLS) transport failed a CUDA multicast call while it set the "
+        "communicator up"
+        if multicast
+        else "CUDA reported that the system is not ready for CUDA work (error 802: a driver "
+        "daemon the system needs is not running)"
+    )
+    return Finding(
+        rule=GpuEccOrLost.id,
+        category=Category.GPU_HARDWARE,
+        severity=Severity.CRITICAL,
+        title=(
+            f"NCCL's NVLS multicast set-up failed on {who}: {what[0][:80]}"
+            if multicast
+            else f"the GPUs' fabric is not ready on {who}: {what[0][:80]}"
+        ),
+        explanation=(
+            f"{said} ({'; '.join(what[:3])}). On NVSwitch systems the GPUs' NVLink fabric and "
+            "its multicast objects are set up by the fabric manager: this is usually the "
+            "fabric manager not running, restarted without a GPU reset, or at another version "
+            "than the driver, not the job's configuration."
+        ),
+        fix=(
+            "Check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -i -A2 "
+            "fabric`; after a fabric-manager restart reset the GPUs (`nvidia-smi -r`) or "
+            "reboot the node"
+            + (
+                "; run with NCCL_NVLS_ENABLE=0 to go on without NVLS meanwhile."
+                if multicast
+                else "."
+            )
+        ),
+        culprit_ranks=tuple(ranks),
+        evidence=tuple(limited_refs(failed, limit=5)),
+        strength=Strength.STATED,
+    )
 
 
 def _gpu_suspects(tl: Timeline) -> list[Death]:

@@ -628,6 +628,7 @@ class _Loader:
             )
         ev.processes = self.index.finish()
         self.templates.attach(ev.processes)
+        ev.notes.extend(self.templates.notes)
         ev.notes.extend(self.index.notes)
         ev.notes.extend(host_notes(ev, self.jobs))
         ev.notes = list(dict.fromkeys(ev.notes))

@@ -41,7 +41,12 @@ from hangdoc.analyzer.model import (
     ProcessEvidence,
 )
 from hangdoc.analyzer.parsers.logs.window import UNATTRIBUTED, WindowColumns
-from hangdoc.analyzer.summaries.log_window import DigestWindow, RunColumn, TemplateFormats
+from hangdoc.analyzer.summaries.log_window import (
+    DamagedWindow,
+    DigestWindow,
+    RunColumn,
+    TemplateFormats,
+)
 from hangdoc.analyzer.vocabulary import BenignWarning
 
 # Where a line's numbers were, in its template (a line holding one is not digested).
@@ -304,6 +309,8 @@ class JobTemplates:
         self._formats = _JobFormats()
         self._index: dict[str, int] = {}
         self._made: dict[int, _Made] = {}
+        # windows found damaged when joined (a node summary's, read when first joined)
+        self.notes: list[str] = []
 
     def _global(self, template: str) -> int:
         found = self._index.get(template)
@@ -363,10 +370,25 @@ class JobTemplates:
             return
         first, second = self._unbuilt(proc.log_lines), self._unbuilt(lines)
         if first is None or second is None:
-            proc.log_lines.extend(lines)
+            readable = self._readable(proc.log_lines)
+            if readable is not proc.log_lines:
+                proc.log_lines, proc.log_templates = readable, None
+            proc.log_lines.extend(self._readable(lines))
             return
         del self._made[id(proc.log_lines)], self._made[id(lines)]
         proc.log_lines = self._window(_joined(first, second))
+
+    def _readable(self, lines: LogLines) -> LogLines:
+        """The lines, built, or none when they are a window found damaged as it is built
+        (a node summary's numbers are checked when read: summaries/log_window.RunTexts),
+        with a warning naming the summary, as the analysis leaves one out."""
+        if isinstance(lines, LogWindow):
+            try:
+                lines.lines()
+            except DamagedWindow as exc:
+                self.notes.append(f"{exc}; that rank's log window is left out, the rest is read")
+                return []
+        return lines
 
     def attach(self, processes: list[ProcessEvidence]) -> None:
         """Give each process whose log window is one made here its templates' runs (the

@@ -65,6 +65,15 @@ class Sign(enum.StrEnum):
     # it does not say that the process was a rank of the job, nor that anything waited on
     # it (a caller's RayActorError / ActorDiedError does).
     RAYLET_WORKER_LOST = "raylet_worker_lost"
+    # A CUDA multicast call (cuMulticastCreate, cuMulticastAddDevice, cuMulticastBindMem…)
+    # failed in NCCL's NVLS (NVLink SHARP) transport: its WARN's place is such a check in
+    # every NCCL release its lines can come from (parsers/catalog/stages.py
+    # multicast_call). The multicast object is the NVSwitch fabric's, set up by the fabric
+    # manager: the GPUs' and the fabric's state, not the communicator's configuration.
+    NVLS_MULTICAST = "nvls_multicast"
+    # CUDA's error 802, "system not yet initialized" (cudaErrorSystemNotReady): a driver
+    # daemon the system needs is not running — on NVSwitch systems the fabric manager.
+    FABRIC_NOT_READY = "fabric_not_ready"
     UNKNOWN = "unknown"
 
 

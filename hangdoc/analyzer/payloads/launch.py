@@ -164,6 +164,7 @@ class Launcher(enum.StrEnum):
     LIGHTNING = "lightning"  # its launcher of a node's other local ranks
     VLLM = "vllm"  # its executors' worker monitors (multiproc_worker_utils, multiproc_executor)
     SGLANG = "sglang"  # its engine's launcher of scheduler processes (entrypoints/engine.py)
+    TGI = "tgi"  # Text Generation Inference's launcher of shards (launcher/src/main.rs)
     UNKNOWN = "unknown"
 
 

@@ -206,18 +206,24 @@ def _runs(raw: Window, runs_key: str, list_key: str) -> tuple[list[int], list[in
 
 
 def decode_window(
-    raw: Window, formats: TemplateFormats, relocate: Any, numbers: NodeNumbers | None = None
+    raw: Window,
+    formats: TemplateFormats,
+    relocate: Any,
+    numbers: NodeNumbers | None = None,
+    rank: object = None,
 ) -> LogWindow | list[LogLine]:
     """A digest → the window, its lines built when read (``DigestWindow``). Raises
     (KeyError, TypeError, ValueError, IndexError) on a damaged one, as the rest of the
-    summary's decoding does: every check is made here, none when a line is built.
+    summary's decoding does: every check is made here, none when a line is built, but
+    for the numbers of a /6 window's runs, checked when a run is first read (RunTexts;
+    ``rank`` names the window then).
 
     The checks run over the runs of templates (a window has tens), not over its lines."""
     ids, id_counts = _runs(raw, "tr", "t")
     if "nl" in raw:  # (/6: in the node's string of numbers)
         if numbers is None:
             raise ValueError("a log window's numbers are not in the summary")
-        texts_of: str | list[Any] | RunTexts = numbers.take(raw["nl"])
+        texts_of: str | list[Any] | RunTexts = numbers.take(raw["nl"], rank)
     else:
         texts_of = raw["n"]
         if not isinstance(texts_of, str | list):
@@ -308,21 +314,28 @@ def _run_texts(numbers: str | list[Any] | RunTexts, wanted: list[int]) -> Sequen
     return out
 
 
+class DamagedWindow(ValueError):
+    """A run of a rank's window numbers found damaged when a line of it is first read
+    (``RunTexts``): the analysis leaves that rank's window out (engine.analyze) and says
+    so in ``message``, which names the summary file and the rank."""
+
+
 class NodeNumbers:
     """A /6 summary's numbers of every window (``NodeSummary.window_numbers``), each
     window's runs taken in turn (``take``). The reader finds the string in the file
     without ``json.loads`` scanning it (summaries/read.py), and a run's numbers are cut
-    from it when a line of the run is read: a node's windows are 80 % numbers, most never
-    read. Its newlines are looked for once (a number holds none)."""
+    from it, and checked, when a line of the run is first read (``RunTexts``): a node's
+    windows are 80 % numbers, most never read, and any check of every byte at load was a
+    second of CPU at 16,384 ranks. Only what costs nothing a byte is checked here: that
+    the windows' lengths add up to the string. ``where``: the summary file, named by a
+    damaged run's message."""
 
-    __slots__ = ("taken", "text")
+    __slots__ = ("taken", "text", "where")
 
-    def __init__(self, text: str) -> None:
-        if "\n" in text:
-            raise ValueError("a summary's window numbers hold a newline")
-        self.text, self.taken = text, 0
+    def __init__(self, text: str, where: str = "the summary") -> None:
+        self.text, self.taken, self.where = text, 0, where
 
-    def take(self, lengths: Any) -> RunTexts:
+    def take(self, lengths: Any, rank: object = None) -> RunTexts:
         if type(lengths) is not list:
             raise TypeError("a log window's numbers' lengths are not a list")
         start = self.taken
@@ -330,7 +343,7 @@ class NodeNumbers:
         if not all(type(n) is int and n >= 0 for n in lengths) or ends[-1] > len(self.text):
             raise ValueError("a log window's numbers are not in the summary's numbers")
         self.taken = ends[-1]
-        return RunTexts(self.text, ends)
+        return RunTexts(self.text, ends, f"{self.where}: rank {rank}'s log window")
 
     def check_all_taken(self) -> None:
         if self.taken != len(self.text):
@@ -338,13 +351,26 @@ class NodeNumbers:
 
 
 class RunTexts(Sequence[str]):
-    """Each run's numbers of one window, cut from the node's string when first read."""
+    """Each run's numbers of one window, cut from the node's string when first read, and
+    checked then. A run read whole, or at a line inside it, is checked whole
+    (``check_run``: it holds the numbers its templates take, its spaces counted in place,
+    in C, and nothing a number never holds); a line at a run's start or end is found from
+    that end, and checked alone (``DigestWindow._numbers_at``: as many numbers as its
+    template takes, none empty, none holding what a number never holds, the last line's
+    ending where the run ends), since its place does not depend on the run's middle.
+    The analysis reads mostly such lines (a template's first and last), in runs that are
+    70 % of a job's numbers. A damaged run raises ``DamagedWindow`` whenever it is read,
+    and the window says so (``damage``), so that the analysis can leave it out."""
 
-    __slots__ = ("_cut", "_ends", "_text")
+    __slots__ = ("_cut", "_ends", "_ok", "_text", "_wanted", "damage", "what")
 
-    def __init__(self, text: str, ends: list[int]) -> None:
+    def __init__(self, text: str, ends: list[int], what: str = "a log window") -> None:
         self._text, self._ends = text, ends  # ends[0]: where the first run starts
         self._cut: dict[int, str] = {}
+        self._wanted: list[int] | None = None  # each run's count of numbers (``check``)
+        self._ok: set[int] | None = None  # runs checked whole
+        self.what = what
+        self.damage: str | None = None
 
     def __len__(self) -> int:
         return len(self._ends) - 1
@@ -362,6 +388,7 @@ class RunTexts(Sequence[str]):
         if text is None:
             if not 0 <= index < len(self):
                 raise IndexError("run out of range")
+            self.check_run(index)
             text = self._cut[index] = self._text[self._ends[index] : self._ends[index + 1]]
         return text
 
@@ -371,21 +398,50 @@ class RunTexts(Sequence[str]):
     def span(self, index: int) -> tuple[str, int, int]:
         """(the node's string, where a run's numbers start in it, where they end): a
         line's numbers are found in place, without cutting the run's (a run of a
-        template's lines is kilobytes, and a check reads one line of it on every rank)."""
+        template's lines is kilobytes, and a check reads one line of it on every rank).
+        Its reader checks what it reads (``DigestWindow._numbers_at``)."""
+        if self.damage is not None:
+            raise DamagedWindow(self.damage)
         return self._text, self._ends[index], self._ends[index + 1]
 
     def check(self, wanted: list[int]) -> None:
-        """Each run holds the numbers its templates take (counted in place, in C)."""
-        text, ends = self._text, self._ends
-        if len(wanted) != len(ends) - 1:
+        """What each run must hold (the numbers its templates take), checked when the run
+        is read; here only that there is a run of numbers for each."""
+        if len(wanted) != len(self._ends) - 1:
             raise ValueError("a log window's numbers do not match its runs")
-        for run, count in enumerate(wanted):
-            start, end = ends[run], ends[run + 1]
-            if (text.count(" ", start, end) + 1 if end > start else 0) != count:
-                raise ValueError("a log window's lines do not match its templates")
+        self._wanted = wanted
+
+    def check_run(self, run: int) -> None:
+        """The run holds its templates' numbers (its spaces counted in place, in C) and no
+        newline, quote or backslash; else DamagedWindow."""
+        if self._ok is not None and run in self._ok:
+            return
+        if self.damage is not None:
+            raise DamagedWindow(self.damage)
+        text, start, end = self._text, self._ends[run], self._ends[run + 1]
+        wanted = self._wanted[run] if self._wanted is not None else None
+        if wanted is not None and (text.count(" ", start, end) + 1 if end > start else 0) != (
+            wanted
+        ):
+            raise self.damaged(run, "its numbers do not match its templates")
+        if any(text.find(c, start, end) >= 0 for c in _NOT_IN_NUMBERS):
+            raise self.damaged(run, "its numbers hold a newline, quote or backslash")
+        if self._ok is None:
+            self._ok = set()
+        self._ok.add(run)
+
+    def damaged(self, run: int, why: str) -> DamagedWindow:
+        """The window is damaged from now on: the error to raise."""
+        self.damage = f"{self.what} is damaged (its run {run}: {why})"
+        return DamagedWindow(self.damage)
 
     def __iter__(self) -> Iterator[str]:
         return (self[i] for i in range(len(self)))
+
+
+# What a run's numbers never hold (a number is a match of LINE_NUMBER; the string is a
+# JSON string's contents read unescaped, so a quote or a backslash means it is not ours)
+_NOT_IN_NUMBERS = ("\n", '"', "\\")
 
 
 class RunColumn:
@@ -491,6 +547,10 @@ class DigestWindow(LogWindow):
     def _count(self) -> int:
         return self._templates.ends[-1]
 
+    def damage(self) -> str | None:
+        texts = self._texts
+        return texts.damage if type(texts) is RunTexts else None
+
     def template_runs(self) -> tuple[tuple[int, int], ...]:
         """Its templates (numbers into the node's table) as (template, lines) runs."""
         return self._templates.pairs()
@@ -544,32 +604,54 @@ class DigestWindow(LogWindow):
         if not wanted:
             return []
         texts = self._texts
-        if type(texts) is RunTexts:  # (/6: the run is a part of the node's string)
-            text, low, high = texts.span(run)
+        # (/6: the run is a part of the node's string, checked as it is read)
+        lazy = texts if isinstance(texts, RunTexts) else None
+        if lazy is not None:
+            text, low, high = lazy.span(run)
         else:
             text = texts[run]
             low, high = 0, len(text)
         lines = self._templates.counts[run]
         before, after = place * wanted, (lines - place - 1) * wanted  # numbers around it
-        if before and after <= min(before, _NEAR):  # (numbers before it: from the end)
-            start = high
-            for _ in range(after + wanted):
-                start = text.rfind(" ", low, start)
-            start += 1
-        elif before <= _NEAR:
-            start = low
-            for _ in range(before):
-                start = text.index(" ", start, high) + 1
-        else:
-            mean = (high - low) / (before + wanted + after)
-            start = _after_space(text, before, mean, low, high)
+        try:
+            if before and after <= min(before, _NEAR):  # (numbers before it: from the end)
+                start = high
+                for _ in range(after + wanted):
+                    start = text.rfind(" ", low, start)
+                    if start < 0:
+                        raise ValueError("fewer numbers than its lines take")
+                start += 1
+            elif before <= _NEAR:
+                start = low
+                for _ in range(before):
+                    start = text.index(" ", start, high) + 1
+            else:
+                if lazy is not None:  # (a line inside a run: counted through the run)
+                    lazy.check_run(run)
+                mean = (high - low) / (before + wanted + after)
+                start = _after_space(text, before, mean, low, high)
+        except ValueError as exc:
+            if lazy is not None and not isinstance(exc, DamagedWindow):
+                raise lazy.damaged(run, str(exc)) from None
+            raise
         end = start - 1
         for _ in range(wanted):
             end = text.find(" ", end + 1, high)
             if end == -1:
                 end = high
                 break
-        return text[start:end].split(" ")
+        found = text[start:end]
+        numbers = found.split(" ")
+        if lazy is not None and (
+            len(numbers) != wanted
+            or (not after and end != high)
+            or "" in numbers
+            or "\n" in found
+            or '"' in found
+            or "\\" in found
+        ):
+            raise lazy.damaged(run, "a line's numbers are not its template's")
+        return numbers
 
     def _all(self) -> list[LogLine]:
         joined = " ".join(text for text in self._texts if text)

@@ -13,6 +13,7 @@ per-thread work is done once per shape, not once per rank.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import functools
 import json
@@ -157,21 +158,24 @@ _NUMBERS_KEY = b',"window_numbers":"'
 
 def _parse(data: bytes) -> tuple[Any, str | None]:
     """The summary's JSON, and its windows' numbers (/6: ``window_numbers``, the last key)
-    found at the end of the file and not scanned by ``json.loads`` (they are most of a
-    summary, and most are never read). A string holds no unescaped quote, so the key
-    found last, after a comma, its value running to the file's last ``"}`` without a
-    quote or a backslash, is the object's last key; a file written otherwise (by hand,
-    re-indented) is parsed whole."""
-    at = data.rfind(_NUMBERS_KEY)
-    if at >= 0 and data.endswith(b'"}'):
-        tail = data[at + len(_NUMBERS_KEY) : -2]
-        if b'"' not in tail and b"\\" not in tail:
-            try:
-                head = json.loads(data[:at] + b"}")
-            except ValueError:
-                head = None
-            if isinstance(head, dict):
-                return head, tail.decode("utf-8")
+    found after the rest and not scanned by ``json.loads`` (they are most of a summary,
+    and most are never read). The key is looked for from the start: a string holds no
+    unescaped quote, so where the part before it parses as an object, that is the
+    object's key; its value runs to the file's last ``"}`` without a quote (one memchr),
+    decoded from the file's bytes in place and checked a run at a time when the run is
+    first read (log_window.RunTexts: a backslash or a newline in it is a damaged run
+    there; the windows' lengths must add up to it). A file written otherwise (by hand,
+    re-indented, its keys in another order) is parsed whole."""
+    at = data.find(_NUMBERS_KEY)
+    start = at + len(_NUMBERS_KEY)
+    # (a quote after it: keys after it, written by another writer; one memchr)
+    if at >= 0 and data.endswith(b'"}') and data.find(b'"', start, len(data) - 2) < 0:
+        try:
+            head = json.loads(data[:at] + b"}")
+        except ValueError:
+            head = None
+        if isinstance(head, dict) and "window_numbers" not in head:
+            return head, codecs.utf_8_decode(memoryview(data)[start:-2], "strict", True)[0]
     obj = json.loads(data)
     numbers = obj.get("window_numbers") if isinstance(obj, dict) else None
     return obj, numbers if isinstance(numbers, str) else None
@@ -287,7 +291,7 @@ def _process(
     if window is not None:
         if templates is None:
             raise ValueError("a rank's log window without the node's log templates")
-        lines = decode_window(window, templates, ctx.relocate, numbers)
+        lines = decode_window(window, templates, ctx.relocate, numbers, rec.get("rank"))
         proc.log_lines = lines
         runs = lines.template_runs() if isinstance(lines, DigestWindow) else ()
         proc.log_templates = LogTemplates(templates.masked, runs, lines)
@@ -346,7 +350,7 @@ def _decode(obj: dict[str, Any], display: str, numbers: str | None = None) -> Su
     templates = TemplateFormats(raw_templates) if raw_templates is not None else None
     ranks: list[Any] = obj["ranks"]
     tables = _tables(obj.get("tables"), len(ranks), ctx)
-    cut = NodeNumbers(numbers) if numbers is not None else None
+    cut = NodeNumbers(numbers, f"{display}/{SUMMARY_NAME}") if numbers is not None else None
     out.processes = [
         _process(r, shapes, env, ctx, templates, tables[n] if tables is not None else None, cut)
         for n, r in enumerate(ranks)

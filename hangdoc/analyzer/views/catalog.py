@@ -372,6 +372,45 @@ P2P_DIRECTION_HINTS: tuple[tuple[re.Pattern[str], P2PKind, PipeDirection], ...] 
      PipeDirection.BACKWARD),
 )  # fmt: skip
 
+# Pipeline p2p helpers named for a transfer but not for its direction, kept where the
+# framework's own path is not known to _PIPELINE_DIRS of HD048 (issue 21):
+# * Megatron's shape exchange before a transfer, core/pipeline_parallel/p2p_communication.py
+#   ``_communicate_shapes`` (batch_isend_irecv of the dims, then of the shape), and its
+#   batched/unbatched launchers ``_batched_p2p_ops``/``_p2p_ops``, copied with their names
+#   into other pipelines (xDiT's xfuser/core/distributed/group_coordinator.py
+#   PipelineGroupCoordinator._communicate_shapes);
+# * xDiT's PipelineGroupCoordinator (group_coordinator.py): ``pipeline_send``,
+#   ``pipeline_isend``, ``pipeline_recv``, ``_pipeline_irecv``/``_pipeline_isend`` (and the
+#   ``_skip`` variants), ``recv_next``/``recv_skip_next`` (posts the irecv from the previous
+#   rank), ``get_pipeline_recv_data`` (waits on it).
+PIPELINE_P2P_HELPERS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"^_(communicate_shapes|batched_p2p_ops|p2p_ops)$"),
+    re.compile(r"^_?pipeline_i?(send|recv)(_skip)?$"),
+    re.compile(r"^(recv|send)(_skip)?_(next|prev)$"),
+    re.compile(r"^get_pipeline_recv(_skip)?_data$"),
+)
+
+# A function whose name says it sends or receives (a word of it is send/recv/isend/irecv/
+# receive): the caller of a broadcast that is a transfer between two stages. Pipelines
+# without send/recv of their own backend emulate a transfer by a broadcast on a two-rank
+# group: PipeDream's runtime/communication.py (_send/_recv -> dist.broadcast on the
+# pair's sub_process_group, run by send_helper_thread/recv_helper_thread), DeepSpeed's
+# runtime/pipe/p2p.py (send/recv -> dist.broadcast on the pair's group when not
+# can_send_recv()). Read only for a broadcast's caller: alone, a name such as
+# multiprocessing's ``_recv`` says nothing about torch.distributed.
+TRANSFER_NAMED = re.compile(r"(?i)(^|_)(i?send|i?recv|receive)(_|$)")
+
+# Host waits for the device's queued work (torch/cuda/__init__.py synchronize,
+# torch/cuda/streams.py Stream/Event.synchronize): what the wait is for is the caller's.
+# Megatron's _communicate_shapes (and its copies) calls torch.cuda.synchronize() right
+# after batch_isend_irecv's works were waited on ("To protect against race condition when
+# using batch_isend_irecv()"): a NCCL work's wait only makes the stream wait, so the host
+# blocks in the synchronize until the receive's kernel completes. (file, functions)
+DEVICE_SYNC_FRAMES: tuple[tuple[str, frozenset[str]], ...] = (
+    ("torch/cuda/__init__.py", frozenset({"synchronize"})),
+    ("torch/cuda/streams.py", frozenset({"synchronize", "wait_event", "wait_stream"})),
+)
+
 # A file lock's acquire (issue 21): its holder is the kernel's to say (views/waits.py).
 # Python frames only: glibc's flock is told apart from stdio's _IO_flockfile by a
 # pattern (views/wait_frames.py), which a substring cannot do.

@@ -32,8 +32,8 @@ from hangdoc.analyzer.payloads.launch import (
     LauncherReport,
     SignalName,
 )
-from hangdoc.analyzer.payloads.nccl import CudaFailure
-from hangdoc.analyzer.payloads.torch_pg import WatchdogTeardown
+from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclWarn
+from hangdoc.analyzer.payloads.torch_pg import NcclResult, WatchdogTeardown
 from hangdoc.analyzer.views.nccl_setup import first_running, is_setup_warn, setup_error_lines
 from hangdoc.analyzer.views.nccl_setup import setup_lines as nccl_setup_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline
@@ -311,7 +311,15 @@ def _reported(p: Placed, report: LauncherReport) -> Death | None:
         )
     if code is not None and code > 0:
         return Death(p.rank, DeathHow.EXIT, f"exited with code {code}", p, False)
+    if code is None and signal is None and report.launcher in _ENDS_WITHOUT_CODE:
+        return Death(p.rank, DeathHow.EXIT, "ended (its launcher prints no exit code)", p, False)
     return None
+
+
+# Launchers whose report of a worker that ended prints no exit code: TGI's "Shard {rank}
+# failed to start" / "Shard {rank} crashed" (launcher/src/main.rs: sent when the shard's
+# process exited, whatever its status; parsers/logs/tgi.py), a death that gives no reason.
+_ENDS_WITHOUT_CODE = frozenset({Launcher.TGI})
 
 
 def _tried(payload: EventPayload) -> str:
@@ -353,6 +361,42 @@ def _what_is_explained(p: Placed, explained: list[tuple[str, int]]) -> bool:
     )
 
 
+# NCCL's own results for a call made wrongly (nccl.h): ncclInvalidArgument (4: argcheck's
+# "invalid root", "invalid type", "argument is NULL"; a destroyed communicator) and
+# ncclInvalidUsage (5: group semantics). NCCL returns them to the caller, which throws:
+# torch's NCCL_CHECK "NCCL Error 4: invalid argument", then libstdc++'s "terminate called
+# after throwing …" when nothing catches it (nccl #276: DataParallel's Reduce under NCCL
+# 2.5). The abort is that call's failure ending its own process, whose meaning the WARN
+# carries (the catalog's nccl-usage family: the caller's bug, cause unknown), not a
+# process dying of its own that others then waited for.
+_CALLER_ERRORS = frozenset({NcclResult.INVALID_ARGUMENT, NcclResult.INVALID_USAGE})
+
+
+def _usage_error_lines(tl: Timeline) -> list[tuple[str, int, int | None]]:
+    """(source, line, pid) of each NCCL WARN whose result is the caller's error."""
+    out: list[tuple[str, int, int | None]] = []
+    for p in tl.of(EventKind.NCCL_WARN):
+        warn = p.event.payload_as(NcclWarn)
+        if warn is not None and warn.rc_name in _CALLER_ERRORS and p.event.line:
+            out.append((p.event.source, p.event.line, p.event.pid))
+    return out
+
+
+def _after_usage_error(p: Placed, usage: list[tuple[str, int, int | None]]) -> bool:
+    """An abort ("terminate called after throwing …") just below an NCCL call's
+    invalid-argument or invalid-usage WARN of the same process: that call's exit."""
+    fatal = p.event.payload_as(FatalSignal)
+    if fatal is None or fatal.reported_by != FatalReport.TERMINATE or not p.event.line:
+        return False
+    line, pid = p.event.line, p.event.pid
+    return any(
+        source == p.event.source
+        and line - _WHAT_WINDOW <= at < line
+        and (pid is None or warn_pid is None or pid == warn_pid)
+        for source, at, warn_pid in usage
+    )
+
+
 # Deaths that say nothing of why the process ended: a Ray worker lost by its raylet
 # ("Worker exit type: SYSTEM_ERROR … connection error code 2. End of file": the worker's
 # socket closed), an exit code with no reason, an abort (SIGABRT: the watchdog ends its
@@ -383,6 +427,41 @@ def _launcher_abort(death: Death) -> bool:
         death.signal == SignalName.SIGABRT
         and death.placed.kind == EventKind.WORKER_FAILED
         and not death.payload.exc_type
+    )
+
+
+def _agent_first_abort(
+    death: Death,
+    watchdog_fired: bool,
+    timed_out: set[int],
+    reported: set[tuple[str | None, int]],
+) -> bool:
+    """torchrun's first failure, a worker that aborted (exit code -6), where no watchdog
+    fired in the job and the worker reported nothing of the wave itself: its own abort (a
+    C++ exception nobody caught, glibc's "double free or corruption", a failed check), the
+    first fault, though the survivors' teardown is printed above it.
+
+    torch's elastic agent (``SubprocessContext._poll`` in
+    torch/distributed/elastic/multiprocessing/api.py) collects the workers that had ended
+    with a non-zero code, then ``self.close()``s the survivors (SIGTERM, waiting for them
+    to exit), and only then logs ``failed (exitcode: …) local_rank: N`` for the earliest of
+    the failures it collected: what the survivors print as they go (NCCL's "[Service
+    thread] Connection closed by localRank M", an INFO of src/proxy.cc ncclProxyService
+    when a local peer's socket closes) comes before the line, and is that teardown. An
+    abort is the watchdog's only where a watchdog or its heartbeat monitor fired
+    (ProcessGroupNCCL ends its process with std::abort after a timeout) or where the
+    worker itself reported a timeout or a lost peer; with neither, nothing else in the
+    job aborts a process that had not failed."""
+    p = death.placed
+    report = p.event.payload_as(LauncherReport)
+    return (
+        report is not None
+        and report.launcher is Launcher.TORCHRUN
+        and p.kind == EventKind.WORKER_FAILED
+        and p.rank is not None
+        and not watchdog_fired
+        and p.rank not in timed_out
+        and not _reported_itself(p, reported)
     )
 
 
@@ -503,6 +582,7 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     # where the failures an abort may be the teardown of were reported (mismatches too:
     # COLLECTIVE_MISMATCH is a wave kind)
     explained = [(p.event.source, p.event.line or 0) for p in wave_events]
+    usage_lines = _usage_error_lines(tl)
     watchdog_fired = any(p.kind in _WATCHDOG_ABORTS for p in wave_events)
     raised: list[Placed] = []  # the exceptions so far, consequences too
     # The lines a check across ranks reported a mismatch on: an exception read from the
@@ -548,6 +628,8 @@ def _first_deaths(tl: Timeline) -> list[Death]:
             continue  # the abort of a specific failure, which its what() line names
         if death.signal == SignalName.SIGABRT and Sign.ABORTED_BY_TRANSPORT in death.payload.signs:
             continue  # the abort of a transport's failure (its what(): HD200's)
+        if death.signal == SignalName.SIGABRT and _after_usage_error(p, usage_lines):
+            continue  # an NCCL call made wrongly, thrown by its own process
         if death.how == DeathHow.CUDA_ERROR and (
             (p.event.source, p.event.line) in setup_lines
             or (p.index < running_from and is_setup_warn(p))
@@ -569,7 +651,9 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         if p.rank is None and watchdog_fired and _launcher_abort(death):
             continue  # a worker's abort, no rank named, where a watchdog fired: its own
         if death.signal == SignalName.SIGABRT and (
-            any_wave or p.rank in timed_out or _what_is_explained(p, explained)
+            (any_wave and not _agent_first_abort(death, watchdog_fired, timed_out, reported))
+            or p.rank in timed_out
+            or _what_is_explained(p, explained)
         ):
             continue  # the teardown of a reported failure (the cases above _WHAT_WINDOW)
         if p.rank is None:

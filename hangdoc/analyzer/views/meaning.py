@@ -65,7 +65,8 @@ _RECOMPUTE = frozenset({"activation", "activations", "gradient", "recompute", "r
 # weight iterators; "Loading checkpoint shards", transformers' from_pretrained;
 # load_checkpoint, resume_from_checkpoint): the checkpoint words name what is read, and the
 # activity is a load, which no save's writing follows.
-# A save's own words beside them keep it a save ("saving the checkpoint loaded …").
+# A save's own words beside them keep it a save ("saving the checkpoint loaded …"). The
+# same holds of the weak words ("Loading model weights took 7.5 GiB").
 _LOADING = frozenset(
     {"load", "loading", "loaded", "restore", "restoring", "restored", "resume", "resuming"}
 )
@@ -117,6 +118,10 @@ def meaning_of(words: Iterable[str], *, strong_only: bool = False) -> Activity |
         if meaning is Activity.CALLBACK:
             continue  # "on", "end" are too common to mean a callback by themselves
         if len(seen & weak) >= 2:
+            if meaning is Activity.CHECKPOINT_SAVE and seen & _LOADING and not seen & _SAVING:
+                # "Loading model weights took 7.5 GiB" (vLLM's model runner): the weak
+                # words name what is read, as the strong ones do above.
+                return Activity.CHECKPOINT_LOAD
             return meaning
     return None
 

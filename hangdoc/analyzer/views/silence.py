@@ -90,6 +90,7 @@ from hangdoc.analyzer.views.timeline import SKEW_S, Placed, Timeline
 from hangdoc.analyzer.views.watchdog import (
     NEAR_SEQ,
     WatchRecord,
+    inside_rooted,
     unnamed_timeouts,
     watch_records,
 )
@@ -590,10 +591,13 @@ def behind_in(
             and rec.seq < seq
             and not (rec.last_enqueued is not None and rec.last_enqueued >= seq)
             and (rec.pg_known or seq - rec.seq <= NEAR_SEQ)
+            and not inside_rooted(rec, seq)
         ):
             # Its own failure at an earlier work: stopped before. Without a group named
             # (torch < 2.3 prints none), SeqNums far apart may be two groups' (or two
-            # runs') counters, as watchdog.apart reads them: not compared.
+            # runs') counters, as watchdog.apart reads them: not compared. Inside a rooted
+            # collective the others finished as its senders (a broadcast's receiver one
+            # SeqNum behind its root): in it, not behind it (watchdog.inside_rooted).
             behind[rank] = rec.seq - 1
     if not behind or len(behind) >= len(records) + len(unnamed):
         return None

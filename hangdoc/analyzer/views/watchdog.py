@@ -165,6 +165,11 @@ P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE", "COALESCED"})
 UNEVEN_OK = frozenset(
     {"ALLTOALL", "ALLTOALL_BASE", "SEND", "RECV", "GATHER", "SCATTER", "RECVANYSOURCE", "UNKNOWN"}
 )
+# Collectives with a root (c10d opTypeToString): one side of them can complete without the
+# other — a broadcast's root once its data is sent (NCCL's ring pushes it into the next
+# rank's buffers), a reduce's or a gather's senders, a scatter's root — so a rank may be
+# one SeqNum past one of these while another is still inside it, in one sequence.
+ROOTED_OPS = frozenset({"BROADCAST", "REDUCE", "GATHER", "SCATTER"})
 # Without the process group in the lines, two ranks' SeqNums far apart may count two
 # different groups (megatron and other multi-group jobs: hundreds or thousands apart); ranks
 # of one group out of step by a few collectives are near. Beyond this gap, with the group
@@ -202,6 +207,31 @@ def _timeout_seqs(rec: WatchRecord) -> set[int]:
     }
 
 
+def _one_past_rooted(stuck: dict[int, WatchRecord]) -> bool:
+    """The ranks behind are inside a rooted collective (ROOTED_OPS) and every other rank
+    is exactly one SeqNum further: those may have finished that very collective as its
+    sender (a broadcast's root) and issued the program's next one, which is all their
+    different OpType says. One sequence, one side lagging inside the rooted collective
+    (its data never arrived, or it has not finished receiving): nothing shows the ranks
+    issued different collectives (accelerate #934, ultralytics #1439: BROADCAST #1 on
+    rank 1, ALLGATHER #2 on rank 0, the root)."""
+    high = max(rec.seq for rec in stuck.values() if rec.seq is not None)
+    return all(rec.seq == high or inside_rooted(rec, high) for rec in stuck.values())
+
+
+def inside_rooted(rec: WatchRecord, seq: int) -> bool:
+    """``rec``'s own timeout is in a rooted collective (ROOTED_OPS) one SeqNum below
+    ``seq``, where other ranks of its group wait: it is inside the collective they
+    completed (a broadcast's root done sending, its receiver never done), not behind in
+    code of its own, and not in another collective than theirs."""
+    return (
+        rec.seq is not None
+        and rec.seq == seq - 1
+        and str(rec.op).upper() in ROOTED_OPS
+        and (rec.last_enqueued is None or rec.last_enqueued < seq)
+    )
+
+
 def apart(pg: str, records: dict[int, WatchRecord], unnamed: Iterable[int] = ()) -> Apart | None:
     """The ranks of one group whose own watchdog timeouts name different SeqNums *and*
     different collectives (another OpType, or the same one with another NumelIn).
@@ -211,7 +241,9 @@ def apart(pg: str, records: dict[int, WatchRecord], unnamed: Iterable[int] = ())
     differ: each side's collective was paired with another one on the other side. Where
     the stuck collectives themselves differ, the ranks issued different collectives (or
     sizes) at the point they met. Same OpType and size at different SeqNums (a broadcast
-    root one ahead) says nothing of that kind and is left to HD032.
+    root one ahead) says nothing of that kind and is left to HD032; nor does a rank one
+    SeqNum past a rooted collective that the others are still inside, whatever its next
+    collective is (``_one_past_rooted``).
 
     ``unnamed``: the SeqNums of this group's timeouts whose rank a cut took
     (``unnamed_timeouts``); each still is a rank on the side at its SeqNum, so a paste cut
@@ -231,6 +263,8 @@ def apart(pg: str, records: dict[int, WatchRecord], unnamed: Iterable[int] = ())
         return None
     ops = {str(rec.op).upper() for rec in stuck.values()}
     if ops & P2P_OPS:
+        return None
+    if _one_past_rooted(stuck):
         return None
     if len(ops) > 1:
         by = ApartBy.OP

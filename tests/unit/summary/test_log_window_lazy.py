@@ -255,3 +255,58 @@ def test_views_that_pass_lines_over_answer_as_on_the_built_lines(
     left = [last_words_view.unfinished(e, hd061._FAILURES, hd061._STOPS) for e in (lazy, built)]
     assert left[0] == left[1]
     assert benign_lines(lazy) == benign_lines(built)
+
+
+def _damaged_in_node(lines: list[LogLine], at: int, to: str) -> DigestWindow:
+    """The window as /6 writes it, the character ``at`` of its first run's numbers made
+    ``to`` (the lengths kept: found damaged only when read)."""
+    table = TemplateTable()
+    raw = json.loads(json.dumps(encode_window(lines, table)))
+    texts = raw.pop("n")
+    raw["nl"] = [len(t) for t in texts]
+    first = texts[0]
+    at %= len(first)
+    texts[0] = first[:at] + to + first[at + 1 :]
+    numbers = NodeNumbers("".join(texts), "node/summary.json")
+    window = decode_window(raw, TemplateFormats(table.rows), lambda path: path, numbers, 5)
+    numbers.check_all_taken()
+    assert isinstance(window, DigestWindow)
+    return window
+
+
+def test_a_damaged_run_is_found_when_a_line_inside_it_is_read() -> None:
+    from hangdoc.analyzer.summaries.log_window import DamagedWindow
+
+    # GIVEN a run of 200 lines of 3 numbers, a number in its middle merged with the next
+    # (a space made a digit: the run holds one number fewer than its lines take)
+    lines = [LogLine(f"step {i} loss {i % 7}.5 lr 0.{i}", "/a", i + 1) for i in range(200)]
+    numbers = " ".join(" ".join(LINE_NUMBER.findall(line.text)) for line in lines)
+    window = _damaged_in_node(lines, [i for i, c in enumerate(numbers) if c == " "][300], "7")
+    # WHEN its first and last lines are read THEN they are the lines written (their
+    # places are counted from their own end of the run), and nothing is damaged yet
+    for index in (0, 1, 198, 199):
+        assert window.numbers(index) == tuple(LINE_NUMBER.findall(lines[index].text))
+        assert window[index] == lines[index]
+    assert window.damage() is None
+    # WHEN a line inside it is read THEN the run is checked whole: DamagedWindow, naming
+    # the summary and the rank, and every later read of the window raises it
+    with pytest.raises(DamagedWindow, match=r"node/summary.json: rank 5's log window"):
+        window.numbers(100)
+    assert window.damage() is not None and "rank 5" in window.damage()  # type: ignore[operator]
+    with pytest.raises(DamagedWindow):
+        window.numbers(2)  # (a line not read before)
+    with pytest.raises(DamagedWindow):
+        window.lines()
+
+
+def test_a_damaged_line_at_a_runs_end_is_found_when_it_is_read() -> None:
+    from hangdoc.analyzer.summaries.log_window import DamagedWindow
+
+    # GIVEN a run whose last line's last number is cut short (a space in place of its
+    # last digit) or holds a quote
+    lines = [LogLine(f"step {i} loss {i % 7}.5 lr 0.{i}", "/a", i + 1) for i in range(200)]
+    for at, to in ((-1, " "), (-2, '"'), (0, '"')):
+        window = _damaged_in_node(lines, at, to)
+        # WHEN the line is read THEN DamagedWindow (its numbers are checked alone)
+        with pytest.raises(DamagedWindow, match="damaged"):
+            window.numbers(199 if at < 0 else 0)

@@ -103,6 +103,21 @@ def table(path: Path = TABLE_FILE) -> StageTable:
     return StageTable(tuple(data["versions"]), raw, by_name)
 
 
+def _chain_releases(held: StageTable, sites: Sequence[Site], version: str | None) -> frozenset[int]:
+    """The releases (indexes into the table's versions) a failure's lines can come from:
+    those with a call at every line, and the printed version's, if any. Empty when none
+    (a release the table does not hold, a patched build, a mix)."""
+    releases = frozenset(range(len(held.versions)))
+    if version:
+        m = _VERSION.search(version)
+        if m is None or m.group(1) not in held.versions:
+            return frozenset()  # a release the table does not hold: its lines are not known
+        releases = frozenset({held.versions.index(m.group(1))})
+    for site in sites:
+        releases &= site.releases()
+    return releases
+
+
 def chain_stage(places: Sequence[str | None], version: str | None = None) -> SourceStage | None:
     """The stage the lines of one failure show, innermost first (the WARN's place, then
     each "-> rc" line up the chain), given the NCCL version the log printed, if any."""
@@ -110,14 +125,7 @@ def chain_stage(places: Sequence[str | None], version: str | None = None) -> Sou
     sites = [site for place in places if place and (site := held.resolve(place)) is not None]
     if not sites:
         return None
-    releases = frozenset(range(len(held.versions)))
-    if version:
-        m = _VERSION.search(version)
-        if m is None or m.group(1) not in held.versions:
-            return None  # a release the table does not hold: its lines are not known
-        releases = frozenset({held.versions.index(m.group(1))})
-    for site in sites:
-        releases &= site.releases()
+    releases = _chain_releases(held, sites, version)
     if not releases:
         return None  # no release has calls at all these lines (a patched build, a mix)
     for site in sites:
@@ -142,3 +150,46 @@ def function_stage(file: str, function: str) -> SourceStage | None:
         return None
     stages = {stage for name, stage in held["functions"] if name == function}
     return _STAGE_OF.get(stages.pop()) if len(stages) == 1 else None
+
+
+MULTICAST_FILE = TABLE_FILE.parent / "nccl_multicast.json"
+
+
+@functools.cache
+def _multicast(
+    path: Path = MULTICAST_FILE,
+) -> tuple[str, dict[int, tuple[tuple[str, frozenset[int]], ...]]]:
+    """The generated table of transport/nvls.cc's multicast checks (scripts/catalog/
+    nvls_multicast.py): its file, and line -> (call, releases), read once."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data["versions"] != list(table().versions):
+        raise ValueError(f"{path}: its versions are not the stage table's; regenerate it")
+    lines = {
+        int(line): tuple((call, _runs(releases)) for call, releases in entries)
+        for line, entries in data["lines"].items()
+    }
+    return data["file"], lines
+
+
+def multicast_call(places: Sequence[str | None], version: str | None = None) -> str | None:
+    """The CUDA multicast call (``cuMulticastBindMem``…) that NCCL's NVLS transport checks
+    at a failure's WARN place (``places[0]``, ``transport/nvls.cc:158``), in every release
+    the failure's lines (its "-> rc" chain) and the printed version allow; None where the
+    place is not such a check in all of them (another CUDA call there in some release,
+    or no release known)."""
+    if not places or not places[0]:
+        return None
+    m = _PLACE.match(places[0].strip())
+    file, lines = _multicast()
+    if m is None or not m.group("path").replace("\\", "/").endswith(file.rsplit("/", 1)[-1]):
+        return None
+    held = table()
+    sites = [site for place in places if place and (site := held.resolve(place)) is not None]
+    if not sites or held.resolve(places[0]) is None:
+        return None
+    releases = _chain_releases(held, sites, version)
+    calls = {call for call, at in lines.get(int(m.group("line")), ()) if at & releases}
+    covered = frozenset().union(*(at for _, at in lines.get(int(m.group("line")), ())))
+    if not releases or not releases <= covered or len(calls) != 1:
+        return None
+    return calls.pop()

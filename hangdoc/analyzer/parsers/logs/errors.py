@@ -46,6 +46,11 @@ _NCCL_CALL_FAILED = re.compile(
 # prints it after the number (p2p.cc "failed to open CUDA IPC handle : %d %s", cudawrap.h
 # "Cuda failure %d '%s'") and torch after "CUDA error: ".
 PEER_ACCESS_UNSUPPORTED = "peer access is not supported between these two devices"
+# cudaGetErrorString(cudaErrorSystemNotReady) / cuGetErrorString(CUDA_ERROR_SYSTEM_NOT_READY),
+# error 802: CUDA's documentation says "the system is not yet ready to start any CUDA work
+# … verify the system configuration is in a valid state and all required driver daemons
+# are actively running" (on NVSwitch systems the fabric manager).
+SYSTEM_NOT_READY = "system not yet initialized"
 _TRIED = re.compile(r"Tried to allocate (\d+(?:\.\d+)? ?[KMGTPE]i?B)")
 # ProcessGroupNCCL's watchdog rethrows what ended it: "[PG ID 2 PG GUID 3 Rank 4] Process
 # group watchdog thread terminated with exception: CUDA error: an illegal memory access was
@@ -197,6 +202,25 @@ _NCCL_SETUP_CLASS = re.compile(
 )
 
 
+# A URL's server the process could not reach: urllib's URLError as ``do_open`` raises it
+# (CPython Lib/urllib/request.py: ``except OSError as err: raise URLError(err)`` around
+# ``h.request(…)``, the connect and the request's send; the response is read outside that
+# ``try``), printed "<urlopen error [Errno 110] Connection timed out>" (URLError.__str__),
+# and requests' ConnectTimeout (requests/adapters.py: urllib3's ConnectTimeoutError while
+# connecting). A download's or an upload's connection to a host outside the job, not a
+# wait on a peer rank: its "timed out" / "reset by peer" are that host's, the process's
+# own failure, not a consequence of another rank's.
+_URLOPEN_ERROR = re.compile(r"^<urlopen error\b")
+
+
+def _server_unreachable(exc_type: str, message: str) -> bool:
+    """The exception is a client's failure to connect to a URL's server (above)."""
+    name = exc_type.rsplit(".", 1)[-1]
+    if name == "URLError":
+        return bool(_URLOPEN_ERROR.match(message.strip()))
+    return name == "ConnectTimeout" and exc_type.startswith("requests.")
+
+
 def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
     """What an exception type and message say about the rank that printed them."""
     found: list[Sign] = []
@@ -214,7 +238,7 @@ def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
         CONSEQUENCE_TEXT.search(exc_type)
         or CONSEQUENCE_TEXT.search(message)
         or _NCCL_CALL_FAILED.search(message)
-    ):
+    ) and not _server_unreachable(exc_type, message):
         found.append(Sign.CONSEQUENCE)
     if (
         "_tensor_to_object" in where
@@ -263,8 +287,11 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         detail = " ".join(filter(None, (payload.last_error, payload.message))).lower()
         changes["out_of_memory"] = "out of memory" in detail
     elif isinstance(payload, CudaFailure):
-        changes["hardware"] = _hardware(payload.error, message, exc_type) or cuda_gpu_hardware(
-            payload.error
+        # (a multicast call of NCCL's NVLS transport failing names the fabric's state
+        # whatever its error says: nccl_stage.py read it from the WARN's place and kept it)
+        nvls = payload.hardware if Sign.NVLS_MULTICAST in payload.signs else None
+        changes["hardware"] = (
+            _hardware(payload.error, message, exc_type) or cuda_gpu_hardware(payload.error) or nvls
         )
         changes["storage"] = storage_error(f"CUDA error: {payload.error or ''}")
         gpu_sign = cuda_gpu_sign(payload.error)
@@ -303,6 +330,13 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         any(isinstance(t, str) and PEER_ACCESS_UNSUPPORTED in t for t in texts)
         and Sign.PEER_ACCESS_UNSUPPORTED not in signs
     ):
-        changes["signs"] = (*signs, Sign.PEER_ACCESS_UNSUPPORTED)
+        signs = changes["signs"] = (*signs, Sign.PEER_ACCESS_UNSUPPORTED)
+    hardware = changes.get("hardware", payload.hardware)
+    if (
+        isinstance(hardware, str)
+        and SYSTEM_NOT_READY in hardware
+        and Sign.FABRIC_NOT_READY not in signs
+    ):
+        changes["signs"] = (*signs, Sign.FABRIC_NOT_READY)
     changes = {k: v for k, v in changes.items() if getattr(payload, k) != v}
     return dataclasses.replace(payload, **changes) if changes else payload  # type: ignore[arg-type]

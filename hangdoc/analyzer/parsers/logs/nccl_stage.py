@@ -19,10 +19,10 @@ from dataclasses import replace
 from typing import Protocol
 
 from hangdoc.analyzer.parsers.catalog import default_matcher
-from hangdoc.analyzer.parsers.catalog.stages import chain_stage, function_stage
+from hangdoc.analyzer.parsers.catalog.stages import chain_stage, function_stage, multicast_call
 from hangdoc.analyzer.parsers.catalog.torch_stages import site_stage
 from hangdoc.analyzer.parsers.logs.nccl import harmless_warn, setup_site
-from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
     NcclError,
@@ -103,6 +103,8 @@ def mark_stages(events: Sequence[_Event]) -> None:
             continue
         if not versioned:
             version, versioned = printed_version(events), True
+        if isinstance(warn, CudaFailure):
+            warn = event.payload = _multicast_failure(warn, version)
         stage = chain_stage((warn.where, *warn.rc_chain), version)
         if stage is None:
             continue
@@ -115,3 +117,22 @@ def mark_stages(events: Sequence[_Event]) -> None:
         ):
             changes["setup"] = True
         event.payload = replace(warn, **changes)  # type: ignore[arg-type]
+
+
+def _multicast_failure(failure: CudaFailure, version: str | None) -> CudaFailure:
+    """A CUDA failure of a multicast call in NCCL's NVLS transport (its WARN's place is
+    such a check in every release its lines allow: ``transport/nvls.cc:158 NCCL WARN Cuda
+    failure 1 'invalid argument'`` of 2.21.5's cuMulticastBindMem) names the NVSwitch
+    fabric's state: ``hardware`` says so (HD301 reads it; views/nccl_setup.py leaves a
+    CUDA failure that names the hardware to it) and Sign.NVLS_MULTICAST marks it. Not an
+    out-of-memory (HD031's), nor a failure already read as the hardware's."""
+    if failure.hardware is not None or not failure.error or "out of memory" in failure.error:
+        return failure
+    call = multicast_call((failure.where, *failure.rc_chain), version)
+    if call is None:
+        return failure
+    return replace(
+        failure,
+        hardware=f"{call}: {failure.error}",
+        signs=(*failure.signs, Sign.NVLS_MULTICAST),
+    )

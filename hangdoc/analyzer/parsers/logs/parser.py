@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from hangdoc.analyzer.model import GpuState, InputKind, LogEvent, ProcessEvidence
 from hangdoc.analyzer.parsers.base import SNIFF_BYTES, ParsedFile, decode_bytes
+from hangdoc.analyzer.parsers.catalog.matcher import default_matcher
 from hangdoc.analyzer.parsers.logs.attribution import build_maps, mentioned_rank, resolve_rank
 from hangdoc.analyzer.parsers.logs.elastic import error_json_stamp, parse_error_json
 from hangdoc.analyzer.parsers.logs.gpu import CsvBlock, TopoBlock
@@ -152,6 +153,11 @@ class LogParser:
                 return True
             if "ChildFailedError" in line or "NVIDIA-SMI" in line or _starts_block(line):
                 return True
+        # A message the catalog holds (a framework's own line read from its source, vLLM's
+        # worker monitor…) is a log line too, though no hand-written recogniser knows it.
+        matcher = default_matcher()
+        if any(matcher.match(line) is not None for line in lines[:3000]):
+            return True
         if len(head) < SNIFF_BYTES:
             return False  # the whole file was seen and nothing in it is a log line we know
         low = text.lower()  # a big file: what matters may be in its tail

@@ -255,9 +255,11 @@ NEED = Need.patterns(*_HIT_PATTERNS)
 # save_on_global_ranks, Megatron's dist_checkpointing save), torch's distributed
 # checkpoint's saver (torch/distributed/checkpoint/state_dict_saver.py), or a call of
 # torch.save. Not a module alone: torch/serialization.py and the checkpoint packages load
-# too, and a load's missing file is not a save's.
+# too, and a load's missing file is not a save's. The frame's line may end in spaces a
+# paste padded it with (a block copied from a terminal's fixed-width window): the function's
+# name still ends the frame.
 SAVE_FRAME = re.compile(
-    r", in _*\w*save\w*$|torch/distributed/checkpoint/state_dict_saver\.py|\btorch\.save\("
+    r", in _*\w*save\w*\s*$|torch/distributed/checkpoint/state_dict_saver\.py|\btorch\.save\("
 )
 
 

@@ -31,6 +31,7 @@ from hangdoc.analyzer.parsers.logs import (
     serving,
     sglang,
     size_checks,
+    tgi,
     torch_pg,
 )
 from hangdoc.analyzer.parsers.logs import nccl as nccl_lines
@@ -78,6 +79,7 @@ from hangdoc.analyzer.parsers.logs.tb_stage import (
     waiting_frame,
     waiting_line,
 )
+from hangdoc.analyzer.parsers.logs.tgi import match_tgi
 from hangdoc.analyzer.parsers.logs.timefmt import Stamp
 from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
 from hangdoc.analyzer.parsers.logs.wrap_shape import (
@@ -1504,6 +1506,7 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_horovod(text)
         or match_sglang(text)
         or match_serving(text)
+        or match_tgi(text)
     )
 
 
@@ -1537,6 +1540,7 @@ RECOGNISER_NEEDS: tuple[Need, ...] = (
     horovod.NEED,
     sglang.NEED,
     serving.NEED,
+    tgi.NEED,
 )
 # What the scanner itself reads in a line besides the recognisers: the records it follows
 # (a traceback, its frames cut from their header, an exception line, the reports of

@@ -1,0 +1,82 @@
+"""The CUDA multicast call a failure's NVLS place is (parsers/catalog/stages.py
+``multicast_call`` over the table scripts/catalog/nvls_multicast.py generates from every
+NCCL release's src/transport/nvls.cc), and the scanner's reading of it.
+
+The lines below are NCCL's own: each comment names the call at that line in the release
+tags of NVIDIA/nccl the table was read from.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hangdoc.analyzer.parsers.catalog.stages import multicast_call
+from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages
+from hangdoc.analyzer.payloads.base import Sign
+from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclVersion
+
+SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
+
+
+def test_a_line_that_is_a_multicast_check_in_every_allowed_release() -> None:
+    # 2.21.5: nvls.cc:158 CUCHECK(cuMulticastBindMem); 2.18.x: CUDACHECK(cudaMemset).
+    assert multicast_call(("transport/nvls.cc:158",), "2.21.5+cuda12.4") == "cuMulticastBindMem"
+    assert multicast_call(("transport/nvls.cc:158",), "2.18.3+cuda12.2") is None
+    # No version: both releases possible, the line is not a multicast call in all of them.
+    assert multicast_call(("transport/nvls.cc:158",)) is None
+    # The chain narrows: nvls.cc:324 (ncclNvlsSetup's NCCLCHECKGOTO(nvlsGroupBindMem)) and
+    # init.cc:1093 leave 2.18.x, where nvls.cc:165 is the bind (2.23.4: cuDeviceGetAttribute).
+    chain = ("transport/nvls.cc:165", "transport/nvls.cc:324", "init.cc:1093")
+    assert multicast_call(chain) == "cuMulticastBindMem"
+    assert multicast_call(("transport/nvls.cc:165",)) is None
+
+
+def test_other_cuda_checks_of_nvls_are_not_multicast_calls() -> None:
+    # 2.18.3 ncclNvlsInit: CUCHECK(cuCtxGetDevice(&dev)), the context query.
+    assert multicast_call(("transport/nvls.cc:245", "init.cc:872"), "2.18.3") is None
+    # Another file, a release the table does not hold, nothing at all.
+    assert multicast_call(("transport/p2p.cc:158",), "2.21.5") is None
+    assert multicast_call(("transport/nvls.cc:158",), "2.99.1") is None
+    assert multicast_call(()) is None
+
+
+def test_the_scanner_marks_a_multicast_failure_as_the_fabrics() -> None:
+    class Event:
+        def __init__(self, payload: object) -> None:
+            self.payload = payload
+
+    bind = CudaFailure(error="invalid argument", where="transport/nvls.cc:158")
+    oom = CudaFailure(error="out of memory", where="transport/nvls.cc:158")
+    events = [Event(NcclVersion(version="2.21.5+cuda12.4")), Event(bind), Event(oom)]
+    mark_stages(events)  # type: ignore[arg-type]
+    marked = events[1].payload
+    assert isinstance(marked, CudaFailure)
+    assert Sign.NVLS_MULTICAST in marked.signs
+    assert marked.hardware is not None and "cuMulticastBindMem" in marked.hardware
+    # An out-of-memory stays HD031's.
+    assert events[2].payload.hardware is None  # type: ignore[attr-defined]
+    same_line_old = [Event(NcclVersion(version="2.18.3")), Event(bind)]
+    mark_stages(same_line_old)  # type: ignore[arg-type]
+    assert same_line_old[1].payload.hardware is None  # type: ignore[attr-defined]
+
+
+def test_the_generator_finds_checks_of_multicast_calls_only() -> None:
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from catalog.nvls_multicast import multicast_lines
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    code = (
+        "static ncclResult_t f() {\n"
+        "  CUCHECK(cuMulticastCreate(&h, prop));\n"
+        "  CUCHECK(cuMemCreate(&u, size, &p, 0));\n"
+        "  CUCHECKGOTO(cuMulticastBindMem(h, 0, u, 0,\n"
+        "      size, 0), ret, fail);\n"
+        "  CUDACHECK(cudaMemset(ptr, 0, size));\n"
+        "}\n"
+    )
+    lines = multicast_lines(code)
+    assert lines[2] == "cuMulticastCreate"
+    assert lines[4] == lines[5] == "cuMulticastBindMem"
+    assert 3 not in lines and 6 not in lines
