@@ -58,10 +58,14 @@ def test_an_nccl_error_of_the_abort_at_teardown_is_no_set_up_failure(tmp_path: P
 
 
 def test_the_same_error_with_no_teardown_reason_is_still_set_up(tmp_path: Path) -> None:
-    """The sibling: torch's synchronous check with nothing before it and no reason of
-    destruction stays HD206's (communicator creation is where such a check fails)."""
+    """The sibling: torch's synchronous check after NCCL's own set-up lines of the same
+    process (bootstrap.cc's interface line, printed while ncclCommInitRank runs) and with
+    no reason of destruction stays HD206's. Alone, torch 2.x's check shows no stage (its
+    C10D_NCCL_CHECK wraps a collective's launch as well as the communicator's creation)."""
     check = "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, unhandled cuda error, NCCL version 2.10.3\n"
-    assert _primary(tmp_path, check) == ("HD206", Category.NCCL_INIT)
+    init = "node2:2231:2231 [1] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>\n"
+    assert _primary(tmp_path, init + check) == ("HD206", Category.NCCL_INIT)
+    assert _primary(tmp_path, check) == (None, Category.UNKNOWN)
 
 
 def test_the_teardown_reason_alone_names_no_crash(tmp_path: Path) -> None:
