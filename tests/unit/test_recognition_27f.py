@@ -8,7 +8,6 @@ driver API's error as libraries print it, torch's ProcessGroupNCCL watchdog line
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,15 +18,7 @@ from hangdoc.analyzer.parsers.catalog.template import net_tag, regex_source, sam
 from hangdoc.analyzer.parsers.logs.process import match_process
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.api import diagnose
-from hangdoc.paste_mangling import cut_first_line, indent, quote
-
-Mangle = Callable[[str], str]
-MANGLINGS: tuple[tuple[str, Mangle], ...] = (
-    ("as is", lambda text: text),
-    ("indented", indent),
-    ("quoted", quote),
-    ("first line cut", cut_first_line),
-)
+from tests.unit.recognition_kit import MANGLINGS, Mangle
 
 
 def _answer(tmp_path: Path, text: str, name: str = "console.txt") -> tuple[Category, str]:

@@ -10,7 +10,6 @@ ProcessGroupGloo::monitoredBarrier.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,24 +20,8 @@ from hangdoc.analyzer.parsers.logs.process import match_process
 from hangdoc.analyzer.payloads.launch import FatalReport, FatalSignal, SignalName
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.api import diagnose
-from hangdoc.paste_mangling import cut_first_line, indent, quote
-
-Mangle = Callable[[str], str]
-MANGLINGS: tuple[tuple[str, Mangle], ...] = (
-    ("as is", lambda text: text),
-    ("indented", indent),
-    ("quoted", quote),
-    ("first line cut", cut_first_line),
-)
-
-
-def _answer(tmp_path: Path, text: str) -> tuple[Category, str, tuple[int, ...]]:
-    path = tmp_path / "console.txt"
-    path.write_text(text, encoding="utf-8")
-    primary = diagnose([path]).primary
-    assert primary is not None
-    return primary.category, primary.rule, primary.culprit_ranks
-
+from tests.unit.recognition_kit import MANGLINGS, Mangle
+from tests.unit.recognition_kit import answer as _answer
 
 # ---- 1. torch_memory_saver's first CURESULT_CHECK: the bare CUresult ----------------------
 # torch_memory_saver 5c99b42 (Dec 2024) csrc/torch_memory_saver.cpp: std::cerr <<

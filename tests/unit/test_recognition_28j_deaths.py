@@ -11,7 +11,6 @@ shutil.rmtree and urllib.request.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,24 +22,8 @@ from hangdoc.analyzer.parsers.logs.tgi import match_tgi
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.launch import Launcher, LauncherReport
 from hangdoc.analyzer.vocabulary import EventKind
-from hangdoc.api import diagnose
-from hangdoc.paste_mangling import cut_first_line, indent, quote
-
-Mangle = Callable[[str], str]
-MANGLINGS: tuple[tuple[str, Mangle], ...] = (
-    ("as is", lambda text: text),
-    ("indented", indent),
-    ("quoted", quote),
-    ("first line cut", cut_first_line),
-)
-
-
-def _answer(tmp_path: Path, text: str) -> tuple[Category, str, tuple[int, ...]]:
-    path = tmp_path / "console.txt"
-    path.write_text(text, encoding="utf-8")
-    primary = diagnose([path]).primary
-    assert primary is not None
-    return primary.category, primary.rule, primary.culprit_ranks
+from tests.unit.recognition_kit import MANGLINGS, Mangle
+from tests.unit.recognition_kit import answer as _answer
 
 
 # ---- 1. torchrun's first failure: an abort, printed after the survivors' teardown ---------
