@@ -52,6 +52,8 @@ ALLOWED = {
     ("hangdoc.cli_exits", "importlib.import_module"): "imports click's exception modules "
     "by constant names (typer._click or click)",
     ("hangdoc.analyzer.summaries.codec", "exec"): "compiles decoders from dataclass field names",
+    ("hangdoc.scenarios.job", "input"): "the login-prompt scenario's rank waits at a terminal "
+    "prompt, as a tracker's login does: a recorded test job, it reads no user data",
 }
 FIXTURE_DUMP = ROOT / "fixtures" / "dumps" / "checkpoint"
 
