@@ -37,7 +37,9 @@ WRITER = textwrap.dedent(
 BLOCKER = 'import threading\nprint("ready", flush=True)\nthreading.Event().wait()\n'
 
 # Computes for good at a varying depth of recursion (its main thread is somewhere else
-# at almost every sample, as a training step's Python is).
+# at almost every sample, as a training step's Python is). 400 depths, not 60: on a loaded
+# machine a stall period may hold only two samples, and two at one depth by chance (1 in
+# 60 per period) read as nothing moved.
 COMPUTE = textwrap.dedent(
     """
     import random
@@ -49,7 +51,7 @@ COMPUTE = textwrap.dedent(
 
     print("ready", flush=True)
     while True:
-        walk(random.randrange(60))
+        walk(random.randrange(400))
     """
 )
 
