@@ -286,17 +286,20 @@ class Watcher:
             f"no progress for {now - self.last_move:.0f} s on {len(self.ranks)} rank(s); "
             "confirming with stack samples (py-spy --nonblocking, no rank paused)"
         )
-        shots = [self._shots()]
+        second = self._shots()
+        readable = {pid: shot for pid, shot in second.items() if not shot.error}
         for _ in range(CONFIRM_SHOTS - 1):
             if self._wait(self.opts.confirm / (CONFIRM_SHOTS - 1)):
                 return
-            shots.append(self._shots())
-            moved = _first_change(shots[-2], shots[-1], self.ranks)
+            second = self._shots()
+            # each rank's new shot against its last readable one: a dump that failed in
+            # between is no evidence that nothing moved
+            moved = _first_change(readable, second, self.ranks)
             if moved is not None:
                 self.say(f"not stuck: {moved} (working without output)")
                 self._moved(time.monotonic(), [moved])
                 return
-        second = shots[-1]
+            readable.update((pid, shot) for pid, shot in second.items() if not shot.error)
         notes = [f"stacks of {pid} not read: {s.error}" for pid, s in second.items() if s.error]
         notes.extend(self._busy_notes(time.monotonic() - self.last_move))
         stall = Stall(

@@ -11,6 +11,11 @@ in either sample count, so an idle helper thread that woke between samples (a ti
 heartbeat) does not make a stuck job look alive. A failed dump (py-spy missing, ptrace
 denied) cannot confirm anything: the comparison then says nothing changed, and the
 collection that follows records the failure with its remedy.
+
+A nonblocking read races the process it reads: when frames are freed while py-spy copies
+them it fails with "Failed to copy PyFrameObject … Bad address". That failure is itself a
+sign the stack is changing, and a blocked thread's frames hold still, so such a dump is
+taken again (``READ_TRIES``) rather than reported as unreadable.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hangdoc.collectors import pyspy
+
+READ_TRIES = 4  # a dump that failed while the frames moved under it is taken again
 
 Frames = tuple[tuple[str, str, int], ...]  # (function, file, line), innermost first
 
@@ -43,9 +50,12 @@ class StackShot:
 
 def take(pid: int, exe: Path | None, timeout_s: float) -> StackShot:
     """A nonblocking py-spy dump of ``pid`` (its subprocesses are not needed here)."""
-    result = pyspy.dump_stacks(
-        pid, exe=exe, native=False, subprocesses=False, nonblocking=True, timeout_s=timeout_s
-    )
+    for _ in range(READ_TRIES):
+        result = pyspy.dump_stacks(
+            pid, exe=exe, native=False, subprocesses=False, nonblocking=True, timeout_s=timeout_s
+        )
+        if result.failure is not pyspy.Failure.OTHER:  # read, or a failure a retry won't fix
+            break
     if result.output is None:
         return StackShot(pid, {}, result.reason or "py-spy failed")
     return StackShot(pid, parse(result.output))

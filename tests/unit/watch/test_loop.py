@@ -10,6 +10,9 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from hangdoc.collectors.watch import stacks
 from hangdoc.collectors.watch.loop import LoopOptions, Scope, Watcher, WatchResult
 from hangdoc.collectors.watch.stall import Outcome, Stall
 from tests.unit.watch.conftest import COMPUTE, WRITER, Start
@@ -86,6 +89,30 @@ def test_a_process_that_computes_without_output_is_not_a_stall(start: Start) -> 
     _watch([proc.pid], handler, stop, stall_after=1.0, timeout=8.0)
     assert handler.stalls == [], handler.lines
     assert any("not stuck" in line and "moved" in line for line in handler.lines), handler.lines
+
+
+def test_an_unreadable_sample_between_two_that_differ_is_not_a_stall(
+    start: Start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a rank quiet on every cheap signal whose middle sample of each check is
+    # unreadable (py-spy raced the moving frames), the others read at different frames
+    proc = start(WRITER, str(tmp_path / "c.log"), "0.3")
+    count = [0]
+
+    def take(pid: int, exe: object, timeout_s: float) -> stacks.StackShot:
+        count[0] += 1
+        if count[0] % 3 == 2:
+            return stacks.StackShot(pid, {}, "py-spy exited with status 1: Bad address")
+        where = (("walk", "job.py", count[0]),)
+        return stacks.StackShot(pid, {1: stacks.ThreadShot("MainThread", True, True, where)})
+
+    monkeypatch.setattr(stacks, "take", take)
+    stop = threading.Event()
+    handler = Recorder(stop, Outcome.REPORTED)
+    # WHEN watched THEN each read sample is compared with the last read one: it moved
+    _watch([proc.pid], handler, stop, stall_after=1.0, timeout=6.0)
+    assert handler.stalls == [], handler.lines
+    assert any("not stuck" in line and "moved" in line for line in handler.lines)
 
 
 def test_a_stall_the_handler_rechecks_comes_back_and_a_reported_one_does_not(

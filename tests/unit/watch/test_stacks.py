@@ -60,3 +60,38 @@ def test_a_process_that_computes_moves_between_samples(start: Start) -> None:
     read = [s for s in shots if s.error is None and s.threads]
     assert len(read) >= 3, shots
     assert any(stacks.change(a, b) for a, b in itertools.pairwise(read))
+
+
+def test_a_dump_that_failed_while_frames_moved_is_taken_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # py-spy's own message when a nonblocking read races a running process (the CI run of
+    # 2026-11-27 printed it for a process that computes)
+    raced = pyspy.PySpyResult(
+        None, 0.01, pyspy.Failure.OTHER,
+        "py-spy exited with status 1: Error: Failed to get stack traces Caused by: 0: Failed "
+        "to copy PyFrameObject 2: Bad address (os error 14)",
+    )  # fmt: skip
+    read = pyspy.PySpyResult((HUNG / "pyspy.0.json").read_bytes(), 0.01)
+    answers = iter([raced, raced, read])
+    calls: list[int] = []
+
+    def dump(pid: int, **_: object) -> pyspy.PySpyResult:
+        calls.append(pid)
+        return next(answers)
+
+    monkeypatch.setattr(pyspy, "dump_stacks", dump)
+    shot = stacks.take(7, None, timeout_s=1)
+    assert shot.error is None and shot.threads and calls == [7, 7, 7]
+
+
+def test_a_failure_a_retry_cannot_fix_is_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    denied = pyspy.PySpyResult(None, 0.01, pyspy.Failure.PTRACE_DENIED, "denied")
+    calls: list[int] = []
+
+    def dump(pid: int, **_: object) -> pyspy.PySpyResult:
+        calls.append(pid)
+        return denied
+
+    monkeypatch.setattr(pyspy, "dump_stacks", dump)
+    assert stacks.take(7, None, timeout_s=1).error == "denied" and calls == [7]
