@@ -1202,12 +1202,271 @@ SCENARIOS.update(
 )
 
 
+# --- Live hangs written blind for issue 21's first sight (2026-11-28, second batch) -------
+# Each from a public thread where a job hung and the thread found why.
+
+
+# Story: https://github.com/choderalab/modelforge/pull/313 (the epoch time was logged with
+# a cross-rank reduction under ``if global_rank == 0``: training froze after the first
+# epoch).
+def broadcast_shuffle_seed(epoch: int) -> int:
+    """Every rank shuffles its shard with rank 0's seed for this epoch."""
+    seed = torch.tensor([epoch * 7919 if rank() == 0 else 0], dtype=torch.int64)
+    dist.broadcast(seed, src=0)
+    return int(seed.item())
+
+
+def log_epoch_time(epoch: int, seconds: float) -> None:
+    """Logs the epoch time averaged over the ranks (``sync_dist``-style)."""
+    elapsed = torch.tensor([seconds])
+    dist.all_reduce(elapsed)
+    print(f"epoch {epoch} took {float(elapsed[0]) / world():.2f}s (mean over ranks)", flush=True)
+
+
+def scenario_epoch_time_log() -> None:
+    """Rank 0 alone logs the epoch time, with a reduction across ranks; the others start
+    the next epoch and wait in the broadcast of its shuffle seed."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    for epoch in range(100):
+        started = time.monotonic()
+        if epoch >= 1 and rank() != 0:
+            ready("shuffle seed broadcast")
+        random.Random(broadcast_shuffle_seed(epoch)).random()
+        for _ in range(2):
+            train_step(model)
+            dist.all_reduce(torch.ones(4))
+        print(f"rank {rank()} finished epoch {epoch}", flush=True)
+        if rank() == 0:
+            ready("epoch time log")
+            log_epoch_time(epoch, time.monotonic() - started)
+
+
+# Story: https://github.com/NVIDIA/nccl/issues/899 (two all-reduces on two communicators,
+# launched in one order on one rank and in the reverse order on the other: a hang).
+class TwoTowerModel(torch.nn.Module):
+    """A text tower and an image tower; each tower's gradients are reduced on a process
+    group of its own, so that the two reductions can overlap."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.towers = torch.nn.ModuleDict(
+            {"text": torch.nn.Linear(16, 4), "image": torch.nn.Linear(16, 4)}
+        )
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        # Run the modality with the most tokens first (a load-balancing heuristic): the
+        # order of the forward decides the order in which the towers' gradients are ready.
+        order = sorted(self.towers, key=lambda name: -batch[name].shape[0])
+        return sum((self.towers[name](batch[name]).sum() for name in order), torch.zeros(()))
+
+
+def batch_of_rank() -> dict[str, torch.Tensor]:
+    """This rank's batch: the culprit's samples carry more image patches than text."""
+    text, image = (4, 12) if rank() == culprit() else (12, 4)
+    return {"text": torch.randn(text, 16), "image": torch.randn(image, 16)}
+
+
+def reduce_towers_as_ready(
+    model: TwoTowerModel, groups: dict[str, Any], ready_order: list[str]
+) -> None:
+    """Reduces each tower's gradients on its group, in the order they became ready."""
+    for name in ready_order:
+        for param in model.towers[name].parameters():
+            assert param.grad is not None
+            dist.all_reduce(param.grad, group=groups[name])
+
+
+def note_ready_when_done(tower: torch.nn.Linear, name: str, ready_order: list[str]) -> None:
+    """Appends the tower's name once its weight's gradient is accumulated."""
+
+    def hook(_param: torch.Tensor) -> None:
+        ready_order.append(name)
+
+    tower.weight.register_post_accumulate_grad_hook(hook)  # type: ignore[no-untyped-call]
+
+
+def scenario_two_towers() -> None:
+    """Each rank reduces the towers' gradients in the order its backward produced them;
+    the culprit's batch ran the towers in the other order, so it waits in the text
+    group's all_reduce while the others wait in the image group's."""
+    init()
+    groups = {"text": dist.new_group(), "image": dist.new_group()}
+    model = TwoTowerModel()
+    ready_order: list[str] = []
+    for name, tower in model.towers.items():
+        note_ready_when_done(cast(torch.nn.Linear, tower), name, ready_order)
+    loss: torch.Tensor = model(batch_of_rank())
+    loss.backward()  # type: ignore[no-untyped-call]
+    print(f"rank {rank()} reducing {ready_order}", flush=True)
+    ready(f"all_reduce of the {ready_order[0]} tower")
+    reduce_towers_as_ready(model, groups, ready_order)
+
+
+# Story: https://github.com/open-mmlab/mmcv/issues/2309 (MASTER_PORT not set and the default
+# port in use on a node: that node's processes picked a free port of their own, and DDP
+# init was stuck).
+DEFAULT_MASTER_PORT = 29500
+INIT_SETTLE_S = 10.0
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def find_free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
+def init_dist_slurm() -> None:
+    """Sets MASTER_PORT when the launcher did not: the default port, or a free one when
+    the default is taken on this node; then joins the process group."""
+    if "MASTER_PORT" not in os.environ:
+        port = DEFAULT_MASTER_PORT
+        if port_in_use(port):
+            port = find_free_port()
+        os.environ["MASTER_PORT"] = str(port)
+    print(f"rank {rank()}: rendezvous at {os.environ['MASTER_ADDR']}:"
+          f"{os.environ['MASTER_PORT']}", flush=True)  # fmt: skip
+    dist.init_process_group("gloo", timeout=PG_TIMEOUT)
+
+
+def scenario_slurm_init() -> None:
+    """The culprit's node was started by a launch line that exports no MASTER_PORT
+    (launch.py's UNEXPORTED); its rank picks a port of its own and waits for a store
+    nobody serves, while the others wait in init_process_group for it."""
+    # Ready once every rank has had time to reach where it waits inside the rendezvous (a
+    # hang is collected minutes later, not while the ranks still connect to the store).
+    settle = threading.Timer(INIT_SETTLE_S, ready, args=("init_process_group",))
+    settle.daemon = True
+    settle.start()
+    init_dist_slurm()
+    dist.all_reduce(torch.ones(4))
+
+
+# Story: https://github.com/pytorch/pytorch/issues/2520 (DistributedDataParallel's
+# reduction threads, non-daemon in a ``while True:`` loop, kept the process from exiting).
+class BackgroundReducer:
+    """Averages gradients in a background thread, as the early DDP did: a non-daemon
+    thread that loops forever over a queue of work."""
+
+    def __init__(self) -> None:
+        self.work: queue.Queue[torch.Tensor] = queue.Queue()
+        self.thread = threading.Thread(target=self._reduction_loop, name="grad-reducer")
+        self.thread.start()
+
+    def _reduction_loop(self) -> None:
+        while True:
+            grad = self.work.get()
+            grad /= world()
+
+
+def load_sample(index: int) -> dict[str, torch.Tensor]:
+    """A sample from the dataset: the culprit's shard holds one without labels."""
+    sample = {"features": torch.randn(16)}
+    if not (rank() == culprit() and index == 3):
+        sample["labels"] = torch.zeros(4)
+    return sample
+
+
+def scenario_reducer_thread() -> None:
+    """The culprit's training loop dies of an exception (a sample without labels, its
+    traceback in stderr), but its reducer thread is not a daemon: the process never
+    exits, its sockets stay open, and the others wait in the step's all_reduce."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    reducer = BackgroundReducer()
+    for index in range(100):
+        sample = load_sample(index)
+        if index == 3:
+            ready("all_reduce" if rank() != culprit() else "exception in the training loop")
+        loss: torch.Tensor = (model(sample["features"]) - sample["labels"]).pow(2).sum()
+        loss.backward()  # type: ignore[no-untyped-call]
+        grads = torch.ones(4)
+        dist.all_reduce(grads)
+        reducer.work.put(grads)
+
+
+# Story: https://github.com/pytorch/pytorch/issues/189245 (a JIT extension build killed by
+# SIGKILL, the OOM killer or a Slurm cancel leaves FileBaton's lock file behind; every later
+# load() on that cache waits for it forever; deleting the cache folder is the fix).
+FUSED_KERNELS_SOURCE = 'extern "C" float fused_scale(float x, float s) { return x * s; }\n'
+
+
+def node_scratch(node: str) -> Path:
+    """A node's local scratch. The culprit stands for a second node, "node-b", whose
+    scratch still holds the extension cache of an earlier run."""
+    return Path(os.environ["HANGDOC_READY_DIR"]).parent / node
+
+
+def node_of_rank() -> str:
+    return "node-b" if rank() == culprit() else "node-a"
+
+
+def load_fused_kernels() -> str:
+    """JIT-builds the job's fused CPU kernels into the node's extension cache (one rank
+    builds, the others of the node wait for it) and loads them."""
+    from torch.utils.cpp_extension import load
+
+    source = Path(os.environ["HANGDOC_READY_DIR"]).parent / "csrc" / "fused_scale.cpp"
+    source.parent.mkdir(exist_ok=True)
+    if not source.exists():
+        partial = source.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(FUSED_KERNELS_SOURCE)
+        os.replace(partial, source)
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(node_scratch(node_of_rank()) / "torch_extensions")
+    return cast(str, load("fused_scale", [str(source)], is_python_module=False, verbose=True))
+
+
+def interrupted_kernel_build() -> None:
+    """An earlier run on the second node, killed (SIGKILL, as by a job cancel) while it
+    built the fused kernels: it had taken the build's lock file, which stays behind."""
+    from torch.utils.file_baton import FileBaton
+
+    build_dir = node_scratch("node-b") / "torch_extensions" / "fused_scale"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    FileBaton(str(build_dir / "lock")).try_acquire()
+    marker = Path(os.environ["HANGDOC_READY_DIR"]) / "ready-leftover"
+    marker.write_text("killed during the kernel build")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def scenario_fused_kernels() -> None:
+    """Every rank loads the fused kernels before training; the culprit's node has the
+    lock file of a killed build in its extension cache, so its rank waits for the lock
+    forever while the others wait in the first step's all_reduce."""
+    init()
+    model = torch.nn.Linear(16, 4)
+    if rank() == culprit():
+        ready("fused kernel load")
+    load_fused_kernels()
+    train_step(model)
+    if rank() != culprit():
+        ready("all_reduce")
+    dist.all_reduce(torch.ones(4))
+
+
+SCENARIOS.update(
+    {
+        "epoch-time-log": scenario_epoch_time_log,
+        "two-towers": scenario_two_towers,
+        "slurm-init": scenario_slurm_init,
+        "reducer-thread": scenario_reducer_thread,
+        "fused-kernels": scenario_fused_kernels,
+    }
+)
+
+
 # Processes a scenario runs that are no ranks: started by launch.py (a leftover before the
 # job), or by a rank (a helper subprocess).
 HELPERS: dict[str, Callable[[], None]] = {
     "leftover-cache-builder": leftover_cache_builder,
     "tokenizer-service": tokenizer_service,
     "tracker-service": tracker_service,
+    "interrupted-kernel-build": interrupted_kernel_build,
 }
 
 

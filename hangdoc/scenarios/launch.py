@@ -24,9 +24,12 @@ from types import TracebackType
 _DIES = {"killed"}
 # A process left over from an earlier run, started before the ranks (job.py's HELPERS),
 # per scenario: no process of the job, and older than it.
-LEFTOVERS = {"flock-stale": "leftover-cache-builder"}
+LEFTOVERS = {"flock-stale": "leftover-cache-builder", "fused-kernels": "interrupted-kernel-build"}
 # How much older than the job a leftover is (in the field: minutes or hours).
 LEFTOVER_AGE_S = 3.0
+# Variables the culprit's launch line does not export, per scenario (its node was started
+# by a line of its own).
+UNEXPORTED = {"slurm-init": ("MASTER_PORT",)}
 
 
 def free_port() -> int:
@@ -256,6 +259,9 @@ def launch(
             "LOCAL_WORLD_SIZE": str(world_size),
             "GROUP_RANK": "0",
         }
+        if rank == world_size - 1:
+            for name in UNEXPORTED.get(scenario, ()):
+                rank_env.pop(name, None)
         with (
             (job.log_dir / f"rank{rank}.out").open("wb") as out,
             (job.log_dir / f"rank{rank}.err").open("wb") as err,
