@@ -62,6 +62,23 @@ _FILLS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Fields that hold what a failure says in words ("invalid argument", "Connection reset by
+# peer"): a slot that printed a bare number (NCCL 2.27's "CUDA error %d '%s'" prints the
+# CUresult's number beside its words; a return value, a count) is a code, and a code read as
+# the error makes "1" a CUDA error that no error table knows. The words, where the line has
+# them, fill the field instead.
+_WORDS_FIELDS = frozenset({"error", "last_error", "message", "cuda_error"})
+_NUMBER = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|\d+)")
+
+
+def _bare_number(value: Value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    return _NUMBER.fullmatch(value.strip()) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class EventDraft:
     """What a catalog row says a line is. ``kind`` is None for rows that say nothing
@@ -150,6 +167,8 @@ def payload_of(
         for candidate in (*_FILLS.get(name, ()), name):
             if candidate in filled or candidate not in types_of:
                 continue
+            if candidate in _WORDS_FIELDS and _bare_number(value):
+                continue  # a code or a count, not the error's words (see _WORDS_FIELDS)
             typed = _as_field(value, types_of[candidate])
             if typed is not None:
                 filled[candidate] = typed

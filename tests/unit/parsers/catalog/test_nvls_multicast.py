@@ -80,3 +80,62 @@ def test_the_generator_finds_checks_of_multicast_calls_only() -> None:
     assert lines[2] == "cuMulticastCreate"
     assert lines[4] == lines[5] == "cuMulticastBindMem"
     assert 3 not in lines and 6 not in lines
+
+
+def test_the_generator_finds_a_warn_that_prints_a_multicast_calls_kept_result() -> None:
+    # NCCL 2.27's nvlsAllocateMem: the bind's CUresult kept in ``err`` and WARNed by hand.
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from catalog.nvls_multicast import multicast_lines
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    code = (
+        "static ncclResult_t f() {\n"
+        "  CUresult err = CUPFN(cuMulticastBindMem(h, 0, u, 0, size, 0));\n"
+        "  if (err != CUDA_SUCCESS) {\n"
+        '    WARN("Failed to bind NVLink SHARP (NVLS) Multicast memory of size %ld : '
+        "CUDA error %d '%s'.\", size, err, errStr);\n"
+        "  }\n"
+        '  WARN("unrelated %d", size);\n'
+        "  err = CUPFN(cuMemCreate(&u, size, &p, 0));\n"
+        '  WARN("later %d", err);\n'
+        "}\n"
+    )
+    lines = multicast_lines(code)
+    assert lines[4] == "cuMulticastBindMem"
+    assert 6 not in lines and 8 not in lines
+
+
+def test_nccl_227s_own_nvls_warn_is_the_multicast_calls_failure() -> None:
+    # v2.27.3-1 … v2.27.7-1 src/transport/nvls.cc:284, the WARN after cuMulticastBindMem.
+    assert multicast_call(("transport/nvls.cc:284",), "2.27.3+cuda12.9") == "cuMulticastBindMem"
+
+
+def test_nccl_227s_nvls_warn_read_from_a_log(tmp_path: Path) -> None:
+    # The WARN as 2.27 prints it (its three lines), then its "-> rc" chain: the multicast
+    # failure is the fabric's (HD301's sign), its error the CUDA error's words, not the
+    # CUresult's number NCCL prints beside them.
+    from hangdoc.analyzer.vocabulary import EventKind
+    from hangdoc.api import load
+
+    log = tmp_path / "job.log"
+    log.write_text(
+        "node01:12345:12400 [0] NCCL INFO NCCL version 2.27.3+cuda12.9\n"
+        "node01:12345:12400 [0] transport/nvls.cc:284 NCCL WARN Failed to bind NVLink SHARP "
+        "(NVLS) Multicast memory of size 1610612736 : CUDA error 1 'invalid argument'.\n"
+        "This is usually caused by a system or configuration error in the Fabric Manager or "
+        "NVSwitches.\n"
+        "Do not force-enable NVLS (NCCL_NVLS_ENABLE=1) if you wish to avoid this error in the "
+        "future.\n"
+        "node01:12345:12400 [0] NCCL INFO transport/nvls.cc:382 -> 6\n"
+        "node01:12345:12400 [0] NCCL INFO init.cc:1560 -> 6\n",
+        encoding="utf-8",
+    )
+    evidence = load([log])
+    events = [*evidence.job_log_events, *(e for p in evidence.processes for e in p.log_events)]
+    failures = [e.payload for e in events if e.kind is EventKind.CUDA_ERROR]
+    assert failures, "the WARN is a CUDA failure"
+    for failure in failures:
+        assert isinstance(failure, CudaFailure)
+        assert failure.error == "invalid argument"
+        assert Sign.NVLS_MULTICAST in failure.signs
