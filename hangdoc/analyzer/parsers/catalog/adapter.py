@@ -176,10 +176,30 @@ def payload_of(
     for name, constant in fields:
         if name in types_of and (typed := _as_field(constant, types_of[name])) is not None:
             filled[name] = typed
+        elif (member := _member_of(cls, name, constant)) is not None:
+            filled[name] = (*filled.get(name, ()), member)  # type: ignore[misc]
     return cls(**filled)  # type: ignore[arg-type]  # checked against the field types
 
 
 _FIELD_TYPES: dict[type, dict[str, object]] = {}
+
+
+def _member_of(cls: type[EventPayload], name: str, constant: object) -> enum.Enum | None:
+    """A constant for a field that holds several members of an enum (``signs``: what the
+    message says, ``signs = "nvls_multicast"`` in meanings.toml): that member, or None."""
+    if name not in {f.name for f in dataclasses.fields(cls)} or not isinstance(constant, str):
+        return None
+    hint = typing.get_type_hints(cls)[name]
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is not tuple or len(args) != 2 or args[1] is not Ellipsis:
+        return None
+    member_type = args[0]
+    if not (isinstance(member_type, type) and issubclass(member_type, enum.Enum)):
+        return None
+    try:
+        return member_type(constant)
+    except ValueError:
+        return None
 
 
 def _field_types(cls: type[EventPayload]) -> dict[str, object]:

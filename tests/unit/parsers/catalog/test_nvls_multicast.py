@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from hangdoc.analyzer.parsers.catalog.stages import multicast_call
 from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages
 from hangdoc.analyzer.payloads.base import Sign
@@ -111,31 +113,57 @@ def test_nccl_227s_own_nvls_warn_is_the_multicast_calls_failure() -> None:
     assert multicast_call(("transport/nvls.cc:284",), "2.27.3+cuda12.9") == "cuMulticastBindMem"
 
 
-def test_nccl_227s_nvls_warn_read_from_a_log(tmp_path: Path) -> None:
-    # The WARN as 2.27 prints it (its three lines), then its "-> rc" chain: the multicast
-    # failure is the fabric's (HD301's sign), its error the CUDA error's words, not the
-    # CUresult's number NCCL prints beside them.
+_WARN_227 = (
+    "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 1610612736 : CUDA error 1 "
+    "'invalid argument'.\n"
+    "This is usually caused by a system or configuration error in the Fabric Manager or "
+    "NVSwitches.\n"
+    "Do not force-enable NVLS (NCCL_NVLS_ENABLE=1) if you wish to avoid this error in the "
+    "future.\n"
+)
+_HEADER = "node01:12345:12400 [0] "
+
+
+def _cuda_failures(tmp_path: Path, text: str) -> list[object]:
     from hangdoc.analyzer.vocabulary import EventKind
     from hangdoc.api import load
 
     log = tmp_path / "job.log"
-    log.write_text(
-        "node01:12345:12400 [0] NCCL INFO NCCL version 2.27.3+cuda12.9\n"
-        "node01:12345:12400 [0] transport/nvls.cc:284 NCCL WARN Failed to bind NVLink SHARP "
-        "(NVLS) Multicast memory of size 1610612736 : CUDA error 1 'invalid argument'.\n"
-        "This is usually caused by a system or configuration error in the Fabric Manager or "
-        "NVSwitches.\n"
-        "Do not force-enable NVLS (NCCL_NVLS_ENABLE=1) if you wish to avoid this error in the "
-        "future.\n"
-        "node01:12345:12400 [0] NCCL INFO transport/nvls.cc:382 -> 6\n"
-        "node01:12345:12400 [0] NCCL INFO init.cc:1560 -> 6\n",
-        encoding="utf-8",
-    )
+    log.write_text(text, encoding="utf-8")
     evidence = load([log])
     events = [*evidence.job_log_events, *(e for p in evidence.processes for e in p.log_events)]
-    failures = [e.payload for e in events if e.kind is EventKind.CUDA_ERROR]
+    return [e.payload for e in events if e.kind is EventKind.CUDA_ERROR]
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_nccl_227s_nvls_warn_read_from_a_log(tmp_path: Path, cut: bool) -> None:
+    # The WARN as 2.27 prints it (its three lines), then its "-> rc" chain; or pasted from
+    # its body on. The multicast failure is the fabric's (HD301's sign) by its place or by
+    # its own words, its error the CUDA error's words, not the CUresult's number NCCL
+    # prints beside them.
+    text = (
+        _WARN_227
+        if cut
+        else f"{_HEADER}NCCL INFO NCCL version 2.27.3+cuda12.9\n"
+        f"{_HEADER}transport/nvls.cc:284 NCCL WARN {_WARN_227}"
+        f"{_HEADER}NCCL INFO transport/nvls.cc:382 -> 6\n"
+        f"{_HEADER}NCCL INFO init.cc:1560 -> 6\n"
+    )
+    failures = _cuda_failures(tmp_path, text)
     assert failures, "the WARN is a CUDA failure"
     for failure in failures:
         assert isinstance(failure, CudaFailure)
         assert failure.error == "invalid argument"
         assert Sign.NVLS_MULTICAST in failure.signs
+        assert failure.hardware is not None and "invalid argument" in failure.hardware
+        assert list(failure.signs).count(Sign.NVLS_MULTICAST) == 1
+
+
+def test_the_same_failure_at_info_goes_on_without_nvls(tmp_path: Path) -> None:
+    # Without NCCL_NVLS_ENABLE=1 the same failure is an INFO ("Proceeding without NVLS
+    # support"): NCCL goes on, nothing failed.
+    text = (
+        f"{_HEADER}NCCL INFO Failed to bind NVLink SHARP (NVLS) Multicast memory of size "
+        "1610612736 : CUDA error 1 'invalid argument'. Proceeding without NVLS support.\n"
+    )
+    assert _cuda_failures(tmp_path, text) == []
