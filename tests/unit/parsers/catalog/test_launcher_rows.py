@@ -367,6 +367,45 @@ _LINES = [
         "weak",
         {},
     ),
+    # ray/dashboard/modules/job/job_supervisor.py: the job's entrypoint exited non-zero, as
+    # `ray job submit` / `ray job status` print it. Horovod's runner/util/lsf.py prints the
+    # same words after a command ("<lscpu_cmd> failed with exit code <exit_code>"): the line
+    # is Ray's, its own row holding more of it.
+    (
+        "Job entrypoint command failed with exit code 1, last available logs (truncated to "
+        "20,000 chars):",
+        "ray",
+        EventKind.WORKER_FAILED,
+        "rank_dead_or_crashed",
+        "moderate",
+        {"exitcode": 1},
+    ),
+    (
+        "Job entrypoint command failed with exit code 137. No logs available.",
+        "ray",
+        EventKind.WORKER_FAILED,
+        "rank_dead_or_crashed",
+        "moderate",
+        {"exitcode": 137},
+    ),
+    (
+        "2025-06-01 10:00:00,123\tINFO job_supervisor.py:321 -- Job raysubmit_Xk2 entrypoint "
+        "command exited with code 1",
+        "ray",
+        EventKind.WORKER_FAILED,
+        "rank_dead_or_crashed",
+        "moderate",
+        {"exitcode": 1},
+    ),
+    # and Horovod's own line stays Horovod's
+    (
+        "RuntimeError: lscpu failed with exit code 1",
+        "horovod",
+        EventKind.WORKER_FAILED,
+        "rank_dead_or_crashed",
+        "moderate",
+        {"exitcode": 1},
+    ),
 ]
 
 # Rows of these projects that say nothing about a hang by themselves: set-up notes, and the
