@@ -23,7 +23,6 @@ one, and the call's name. Not copied: the sources; names and numbers only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -36,7 +35,7 @@ from catalog import csource
 from catalog.nccl import release_tags
 from catalog.sources import git
 from catalog.stages import OUT as STAGES
-from catalog.stages import placed_lines, runs
+from catalog.stages import placed_lines, runs, write_table
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = STAGES.parent / "nccl_multicast.json"
@@ -115,15 +114,7 @@ def extract(repo: Path) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nccl", type=Path, required=True, help="a git mirror of NVIDIA/nccl")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
-    table = extract(args.nccl)
-    text = json.dumps(table, ensure_ascii=False, separators=(",", ":"))
-    args.out.write_text(text + "\n", encoding="utf-8")
-    print(f"{args.out}: {len(table['lines'])} lines", file=sys.stderr)  # type: ignore[arg-type]
-    return 0
+    return write_table(__doc__, OUT, extract, "lines")
 
 
 if __name__ == "__main__":
