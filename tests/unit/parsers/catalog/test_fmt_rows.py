@@ -11,16 +11,11 @@ the lines are c10d's warnings as torch prints them (``[W <date> socket.cpp:<line
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
 from hangdoc.analyzer.parsers.catalog import default_catalog, default_matcher, to_event
 from hangdoc.analyzer.parsers.catalog.template import Slot, display, normalise
-
-SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
+from tests.unit.parsers.catalog.scripts_import import catalog_script
 
 _SOCKET_CPP = """
 class SocketListenOp {
@@ -58,17 +53,8 @@ bool SocketListenOp::tryListen(int family) {
 """
 
 
-def _module(name: str) -> ModuleType:
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        module = __import__(f"catalog.{name}", fromlist=[name])
-    finally:
-        sys.path.remove(str(SCRIPTS))
-    return module
-
-
 def test_a_function_that_takes_a_fmt_format_is_a_fmt_call() -> None:
-    cppstream = _module("cppstream")
+    cppstream = catalog_script("cppstream")
     assert cppstream.fmt_wrappers(_SOCKET_CPP) == {"recordError"}
     sites = cppstream.sites_of(_SOCKET_CPP, "torch", "torch/csrc/distributed/c10d/socket.cpp", "x")
     shown = {display(site.parts) for site in sites if site.level == "recordError"}
@@ -80,7 +66,7 @@ def test_a_function_that_takes_a_fmt_format_is_a_fmt_call() -> None:
 
 
 def test_a_format_spec_types_its_slot() -> None:
-    cppstream = _module("cppstream")
+    cppstream = catalog_script("cppstream")
     parts = cppstream.fmt_parts("waited {:d} ms for {}, {:.2f} s {{literal}}", ["a", "b", "c"])
     assert parts[1] == Slot("a", "int") and parts[3] == Slot("b") and parts[5] == Slot("c", "float")
     assert "".join(p for p in parts if isinstance(p, str)).endswith("{literal}")
@@ -88,8 +74,8 @@ def test_a_format_spec_types_its_slot() -> None:
 
 def test_a_row_held_as_a_stream_gets_the_parts_a_reread_gives() -> None:
     # The shape the rows had: the format one literal, the values slots after it.
-    refmt = _module("refmt_rows").refmt
-    cppstream = _module("cppstream")
+    refmt = catalog_script("refmt_rows").refmt
+    cppstream = catalog_script("cppstream")
     held = (
         "The server could not be initialized on any address for port={}, family={}",
         Slot("port_"),

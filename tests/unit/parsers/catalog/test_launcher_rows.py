@@ -33,6 +33,7 @@ from hangdoc.analyzer.parsers.catalog import default_matcher, to_event
 from hangdoc.analyzer.parsers.catalog.loader import default_catalog
 from hangdoc.analyzer.parsers.catalog.template import display
 from hangdoc.analyzer.vocabulary import EventKind
+from tests.unit.parsers.catalog.scripts_import import catalog_script
 
 SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
 DATA = Path(__file__).resolve().parents[4] / "hangdoc" / "analyzer" / "parsers" / "catalog" / "data"
@@ -561,12 +562,7 @@ def test_mpiruns_report_keeps_its_rank_when_the_paste_starts_at_noticed() -> Non
 
 
 def _script(name: str) -> ModuleType:
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        module = __import__(f"catalog.{name}", fromlist=[name])
-    finally:
-        sys.path.remove(str(SCRIPTS))
-    return module
+    return catalog_script(name)
 
 
 def test_a_module_constant_a_log_call_names_is_that_calls_format() -> None:

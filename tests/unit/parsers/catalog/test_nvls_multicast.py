@@ -8,7 +8,6 @@ tags of NVIDIA/nccl the table was read from.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,8 @@ from hangdoc.analyzer.parsers.catalog.stages import multicast_call
 from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclVersion
+from tests.unit.logs.helpers import events, parse
+from tests.unit.parsers.catalog.scripts_import import catalog_script
 
 SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
 
@@ -64,11 +65,7 @@ def test_the_scanner_marks_a_multicast_failure_as_the_fabrics() -> None:
 
 
 def test_the_generator_finds_checks_of_multicast_calls_only() -> None:
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        from catalog.nvls_multicast import multicast_lines
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    multicast_lines = catalog_script("nvls_multicast").multicast_lines
     code = (
         "static ncclResult_t f() {\n"
         "  CUCHECK(cuMulticastCreate(&h, prop));\n"
@@ -86,11 +83,7 @@ def test_the_generator_finds_checks_of_multicast_calls_only() -> None:
 
 def test_the_generator_finds_a_warn_that_prints_a_multicast_calls_kept_result() -> None:
     # NCCL 2.27's nvlsAllocateMem: the bind's CUresult kept in ``err`` and WARNed by hand.
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        from catalog.nvls_multicast import multicast_lines
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    multicast_lines = catalog_script("nvls_multicast").multicast_lines
     code = (
         "static ncclResult_t f() {\n"
         "  CUresult err = CUPFN(cuMulticastBindMem(h, 0, u, 0, size, 0));\n"
@@ -125,14 +118,9 @@ _HEADER = "node01:12345:12400 [0] "
 
 
 def _cuda_failures(tmp_path: Path, text: str) -> list[object]:
-    from hangdoc.analyzer.vocabulary import EventKind
-    from hangdoc.api import load
-
     log = tmp_path / "job.log"
     log.write_text(text, encoding="utf-8")
-    evidence = load([log])
-    events = [*evidence.job_log_events, *(e for p in evidence.processes for e in p.log_events)]
-    return [e.payload for e in events if e.kind is EventKind.CUDA_ERROR]
+    return [e.payload for _, e in events(parse(log), "cuda_error")]
 
 
 @pytest.mark.parametrize("cut", [False, True])
