@@ -72,6 +72,20 @@ _ASSIGN = re.compile(
     r"(\w*(?:[Mm]sg|[Ee]rr|[Ee]rror|interpret|[Rr]eason|[Mm]essage)\w*)\s*\+?=\s*(?=\")"
 )
 _FMT_FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+# A function of the file that formats its first argument with fmt: its first parameter is a
+# fmt format (``fmt::string_view format``, ``fmt::format_string<Args...> fmt``) and the rest
+# are the values (c10d's socket.cpp ``recordError(fmt::string_view format, Args&&... args)``
+# builds "The client socket has failed to connect to {} {}." with ``fmt::vformat``). Calls
+# of it are fmt templates: ``{}`` a value, not literal text.
+_FMT_WRAPPER = re.compile(
+    r"\b(\w+)\s*\(\s*(?:const\s+)?(?:fmt|std)::(?:string_view|format_string\s*<[^>]*>)"
+    r"\s*&?\s*\w+\s*,\s*(?:const\s+)?\w+\s*&{0,2}\s*\.\.\."
+)
+
+
+def fmt_wrappers(code: str) -> frozenset[str]:
+    """The names of the file's functions that take a fmt format and its values."""
+    return frozenset(m.group(1) for m in _FMT_WRAPPER.finditer(code))
 
 
 def fmt_parts(fmt: str, args: list[str]) -> list[Part]:
@@ -113,7 +127,9 @@ def _gloo_parts(name: str, args: list[str]) -> tuple[str, list[Part] | None]:
     return level, csource.stream_parts(args)
 
 
-def _torch_parts(name: str, args: list[str]) -> tuple[str, list[Part] | None]:
+def _torch_parts(
+    name: str, args: list[str], fmt_names: frozenset[str] = frozenset()
+) -> tuple[str, list[Part] | None]:
     if name in {"TORCH_CHECK", "TORCH_CHECK_VALUE", "TORCH_CHECK_TYPE", "TORCH_INTERNAL_ASSERT"}:
         return name, csource.stream_parts(args[1:]) if len(args) > 1 else None
     if name == "TORCH_CHECK_WITH":
@@ -122,8 +138,10 @@ def _torch_parts(name: str, args: list[str]) -> tuple[str, list[Part] | None]:
         ) > 2 else None
     if name == "C10_THROW_ERROR" or name == "C10D_THROW_ERROR":
         return f"throw {args[0]}", csource.stream_parts(args[1:]) if len(args) > 1 else None
-    if name == "fmt::format" or (
-        name.startswith("C10D_") and name[5:] in {"ERROR", "WARNING", "INFO", "DEBUG"}
+    if (
+        name == "fmt::format"
+        or name in fmt_names
+        or (name.startswith("C10D_") and name[5:] in {"ERROR", "WARNING", "INFO", "DEBUG"})
     ):
         lit = csource.literal(args[0]) if args else None
         if lit is None or lit.markers:
@@ -140,7 +158,9 @@ def sites_of(code: str, project: str, path: str, version: str) -> list[Site]:
     lines = csource.LineIndex(clean)
     sites: list[Site] = []
     names = _GLOO_CALLS if project == "gloo" else _TORCH_CALLS
+    fmt_names = fmt_wrappers(clean)
     taken: list[tuple[int, int]] = []
+    names = (*names, *sorted(fmt_names.difference(names)))
     for call in csource.find_calls(clean, tuple(n for n in names if n not in {"LOG", "VLOG"})):
         if any(a <= call.offset < b for a, b in taken):
             continue  # a c10::str inside a TORCH_CHECK already read
@@ -154,7 +174,7 @@ def sites_of(code: str, project: str, path: str, version: str) -> list[Site]:
         if project == "gloo":
             level, parts = _gloo_parts(call.name, call.args)
         else:
-            level, parts = _torch_parts(call.name, call.args)
+            level, parts = _torch_parts(call.name, call.args, fmt_names)
         if parts is None:
             continue
         taken.append((call.offset, call.end))

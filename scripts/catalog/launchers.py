@@ -298,11 +298,14 @@ INDEXED = {
         "custom_all_reduce, cuda_communicator",
     ),
     # ray.exceptions: what a task's caller raises when an actor, a worker, a raylet or an
-    # object is lost (their __str__ and the messages they assemble).
+    # object is lost (their __str__ and the messages they assemble); the job API's
+    # supervisor and manager: what `ray job submit` / `ray job status` print when the job's
+    # entrypoint exits or its supervisor dies.
     "ray": (
         "github.com/ray-project/ray",
         "ray-project/ray",
-        "the releases' wheels (scripts/catalog/wheels.py FILES): python/ray/exceptions.py",
+        "the releases' wheels (scripts/catalog/wheels.py FILES): python/ray/exceptions.py, "
+        "python/ray/dashboard/modules/job/job_supervisor.py and job_manager.py",
     ),
     # The NVIDIA backend's driver.c: every CUDA driver call of Triton's launcher goes
     # through gpuAssert, which raises RuntimeError("Triton Error [CUDA]: " +

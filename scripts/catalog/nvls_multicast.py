@@ -23,7 +23,6 @@ one, and the call's name. Not copied: the sources; names and numbers only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -36,7 +35,7 @@ from catalog import csource
 from catalog.nccl import release_tags
 from catalog.sources import git
 from catalog.stages import OUT as STAGES
-from catalog.stages import placed_lines, runs
+from catalog.stages import placed_lines, runs, write_table
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = STAGES.parent / "nccl_multicast.json"
@@ -45,13 +44,40 @@ FILE = "transport/nvls.cc"
 # A check macro of cudawrap.h (CUCHECK, CUCHECKGOTO, …) whose command is a multicast call:
 # the macro pastes ``pfn_`` before the command, so the call's name opens its argument.
 _MULTICAST_CHECK = re.compile(r"\bCUCHECK\w*\s*\(\s*(?P<call>cuMulticast\w+)\s*\(")
+# A multicast call's result kept to be reported by hand: 2.27's nvlsAllocateMem holds
+# ``CUresult err = CUPFN(cuMulticastBindMem(…));`` and, where it is not CUDA_SUCCESS, WARNs
+# "Failed to bind NVLink SHARP (NVLS) Multicast memory … CUDA error %d '%s'" with ``err``
+# among its arguments: that WARN's place is the multicast call's failure too.
+_MULTICAST_RESULT = re.compile(
+    r"\b(?P<var>\w+)\s*=\s*(?:CUPFN\s*\(\s*|pfn_)(?P<call>cuMulticast\w+)\s*\("
+)
+_WARN_CALL = re.compile(r"\bWARN\s*\(")
+# How far after the call its result is reported (the if-block that follows it).
+_REPORT_SPAN = 1200
 
 
 def multicast_lines(clean: str) -> dict[int, str]:
     """line -> the multicast call a check on that line (or on a line its arguments run
     on: ``__LINE__`` of a call spread over lines is one of them) wraps."""
     calls = {m.start(): m.group("call") for m in _MULTICAST_CHECK.finditer(clean)}
+    calls.update(reported_results(clean))
     return {line: calls[offset] for line, offset in placed_lines(clean) if offset in calls}
+
+
+def reported_results(clean: str) -> dict[int, str]:
+    """offset of a WARN -> the multicast call whose kept result (``err``) it prints: the
+    WARNs that follow the call, before the variable is assigned again, and name it."""
+    out: dict[int, str] = {}
+    for m in _MULTICAST_RESULT.finditer(clean):
+        var = re.compile(rf"\b{re.escape(m.group('var'))}\b")
+        span = clean[m.end() : m.end() + _REPORT_SPAN]
+        again = re.search(rf"\b{re.escape(m.group('var'))}\s*=[^=]", span)
+        span = span[: again.start()] if again else span
+        for warn in _WARN_CALL.finditer(span):
+            end = span.find(";", warn.end())
+            if var.search(span[warn.end() : end if end >= 0 else None]):
+                out[m.end() + warn.start()] = m.group("call")
+    return out
 
 
 def extract(repo: Path) -> dict[str, object]:
@@ -73,7 +99,8 @@ def extract(repo: Path) -> dict[str, object]:
         "source": {
             "repository": "github.com/NVIDIA/nccl",
             "read": f"every release tag of the stage table (data/stages/nccl.json), src/{FILE}: "
-            "the lines of CUCHECK* checks whose command is a cuMulticast* call",
+            "the lines of CUCHECK* checks whose command is a cuMulticast* call, and of "
+            "the WARNs that print a cuMulticast* call's kept result",
             "mirror_head": git(repo, "rev-parse", "HEAD").strip(),
             "generator": "scripts/catalog/nvls_multicast.py",
         },
@@ -87,15 +114,7 @@ def extract(repo: Path) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nccl", type=Path, required=True, help="a git mirror of NVIDIA/nccl")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
-    table = extract(args.nccl)
-    text = json.dumps(table, ensure_ascii=False, separators=(",", ":"))
-    args.out.write_text(text + "\n", encoding="utf-8")
-    print(f"{args.out}: {len(table['lines'])} lines", file=sys.stderr)  # type: ignore[arg-type]
-    return 0
+    return write_table(__doc__, OUT, extract, "lines")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -205,17 +206,30 @@ def extract(repo: Path) -> dict[str, object]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def write_table(
+    doc: str, default: Path, extract: Callable[[Path], dict[str, object]], counted: str
+) -> int:
+    """The command line of a table generated from an NCCL mirror (this module's, and
+    nvls_multicast.py's): ``--nccl`` and ``--out``, the table written as one JSON line, how
+    many of ``counted`` it holds said on stderr."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--nccl", type=Path, required=True, help="a git mirror of NVIDIA/nccl")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, default=default)
     args = parser.parse_args()
     table = extract(args.nccl)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(table, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    text = json.dumps(table, ensure_ascii=False, separators=(",", ":"))
     args.out.write_text(text + "\n", encoding="utf-8")
-    print(f"{args.out}: {len(table['files'])} files", file=sys.stderr)  # type: ignore[arg-type]
+    held = table[counted]
+    print(
+        f"{args.out}: {len(held) if isinstance(held, dict | list) else 0} {counted}",
+        file=sys.stderr,
+    )
     return 0
+
+
+def main() -> int:
+    return write_table(__doc__, OUT, extract, "files")
 
 
 if __name__ == "__main__":

@@ -103,6 +103,9 @@ def literal_sites(specs: list[str], known: list[Site]) -> list[Site]:
     sources were not read; a literal already inside a source row is left out."""
     texts = [p for site in known for p in site.parts if isinstance(p, str) and len(p) >= 16]
     joined = "\n".join(texts)
+    # A fmt format a source row holds with its fields made slots ("The client socket has
+    # failed to connect to {} {}." of recordError): the binary's literal is that format.
+    formats = {_literal_text(site.parts) for site in known}
     sites: list[Site] = []
     for spec in specs:
         version, file = spec.split("=", 1)
@@ -113,7 +116,15 @@ def literal_sites(specs: list[str], known: list[Site]) -> list[Site]:
                 continue
             if "{}" in text:
                 parts: tuple[Part, ...] = tuple(cppstream.fmt_parts(text, []))
+                if _literal_text(parts) in formats:
+                    continue
             else:
                 parts = (text,) if text.endswith((".", "!")) else (text, Slot("value"))
             sites.append(Site("torch", "literal", parts, Path(file).name, "", 0, version))
     return sites
+
+
+def _literal_text(parts: tuple[Part, ...] | list[Part]) -> tuple[str, ...]:
+    """A template's literal pieces, blanks at their edges aside: what a format and a row
+    made of it share whatever the slots are called."""
+    return tuple(p.strip() for p in parts if isinstance(p, str) and p.strip())

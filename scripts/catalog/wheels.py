@@ -77,7 +77,17 @@ FILES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "sglang/srt/utils/common.py",
         ),
     ),
-    "ray": ("ray-project/ray", "python/", ("ray/exceptions.py",)),
+    "ray": (
+        "ray-project/ray",
+        "python/",
+        (
+            "ray/exceptions.py",
+            # the job API: what `ray job submit` / `ray job status` print when the job's
+            # entrypoint (the training driver) exits or its supervisor dies
+            "ray/dashboard/modules/job/job_supervisor.py",
+            "ray/dashboard/modules/job/job_manager.py",
+        ),
+    ),
 }
 _WHEEL = re.compile(r"^(?P<name>[A-Za-z0-9_]+)-(?P<version>[^-]+)-")
 # Where a wheel records the commit it was built from: Ray's ray/_version.py

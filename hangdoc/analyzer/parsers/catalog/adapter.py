@@ -62,6 +62,23 @@ _FILLS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Fields that hold what a failure says in words ("invalid argument", "Connection reset by
+# peer"): a slot that printed a bare number (NCCL 2.27's "CUDA error %d '%s'" prints the
+# CUresult's number beside its words; a return value, a count) is a code, and a code read as
+# the error makes "1" a CUDA error that no error table knows. The words, where the line has
+# them, fill the field instead.
+_WORDS_FIELDS = frozenset({"error", "last_error", "message", "cuda_error"})
+_NUMBER = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|\d+)")
+
+
+def _bare_number(value: Value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    return _NUMBER.fullmatch(value.strip()) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class EventDraft:
     """What a catalog row says a line is. ``kind`` is None for rows that say nothing
@@ -150,6 +167,8 @@ def payload_of(
         for candidate in (*_FILLS.get(name, ()), name):
             if candidate in filled or candidate not in types_of:
                 continue
+            if candidate in _WORDS_FIELDS and _bare_number(value):
+                continue  # a code or a count, not the error's words (see _WORDS_FIELDS)
             typed = _as_field(value, types_of[candidate])
             if typed is not None:
                 filled[candidate] = typed
@@ -157,10 +176,30 @@ def payload_of(
     for name, constant in fields:
         if name in types_of and (typed := _as_field(constant, types_of[name])) is not None:
             filled[name] = typed
+        elif (member := _member_of(cls, name, constant)) is not None:
+            filled[name] = (*filled.get(name, ()), member)  # type: ignore[misc]
     return cls(**filled)  # type: ignore[arg-type]  # checked against the field types
 
 
 _FIELD_TYPES: dict[type, dict[str, object]] = {}
+
+
+def _member_of(cls: type[EventPayload], name: str, constant: object) -> enum.Enum | None:
+    """A constant for a field that holds several members of an enum (``signs``: what the
+    message says, ``signs = "nvls_multicast"`` in meanings.toml): that member, or None."""
+    if name not in {f.name for f in dataclasses.fields(cls)} or not isinstance(constant, str):
+        return None
+    hint = typing.get_type_hints(cls)[name]
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is not tuple or len(args) != 2 or args[1] is not Ellipsis:
+        return None
+    member_type = args[0]
+    if not (isinstance(member_type, type) and issubclass(member_type, enum.Enum)):
+        return None
+    try:
+        return member_type(constant)
+    except ValueError:
+        return None
 
 
 def _field_types(cls: type[EventPayload]) -> dict[str, object]:

@@ -289,7 +289,13 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
     elif isinstance(payload, CudaFailure):
         # (a multicast call of NCCL's NVLS transport failing names the fabric's state
         # whatever its error says: nccl_stage.py read it from the WARN's place and kept it)
-        nvls = payload.hardware if Sign.NVLS_MULTICAST in payload.signs else None
+        # (a message that says so itself, NCCL 2.27's "Failed to bind NVLink SHARP (NVLS)
+        # Multicast memory", names it by its words where no check place named the call)
+        nvls = (
+            payload.hardware or f"NVLS multicast: {payload.error or payload.message or ''}"
+            if Sign.NVLS_MULTICAST in payload.signs
+            else None
+        )
         changes["hardware"] = (
             _hardware(payload.error, message, exc_type) or cuda_gpu_hardware(payload.error) or nvls
         )

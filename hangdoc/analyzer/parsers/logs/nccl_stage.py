@@ -134,5 +134,5 @@ def _multicast_failure(failure: CudaFailure, version: str | None) -> CudaFailure
     return replace(
         failure,
         hardware=f"{call}: {failure.error}",
-        signs=(*failure.signs, Sign.NVLS_MULTICAST),
+        signs=tuple(dict.fromkeys((*failure.signs, Sign.NVLS_MULTICAST))),
     )

@@ -33,6 +33,7 @@ from hangdoc.analyzer.parsers.catalog import default_matcher, to_event
 from hangdoc.analyzer.parsers.catalog.loader import default_catalog
 from hangdoc.analyzer.parsers.catalog.template import display
 from hangdoc.analyzer.vocabulary import EventKind
+from tests.unit.parsers.catalog.scripts_import import catalog_script
 
 SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
 DATA = Path(__file__).resolve().parents[4] / "hangdoc" / "analyzer" / "parsers" / "catalog" / "data"
@@ -367,6 +368,45 @@ _LINES = [
         "weak",
         {},
     ),
+    # ray/dashboard/modules/job/job_supervisor.py: the job's entrypoint exited non-zero, as
+    # `ray job submit` / `ray job status` print it. Horovod's runner/util/lsf.py prints the
+    # same words after a command ("<lscpu_cmd> failed with exit code <exit_code>"): the line
+    # is Ray's, its own row holding more of it.
+    (
+        "Job entrypoint command failed with exit code 1, last available logs (truncated to "
+        "20,000 chars):",
+        "ray",
+        EventKind.WORKER_FAILED,
+        "rank_dead_or_crashed",
+        "moderate",
+        {"exitcode": 1},
+    ),
+    (
+        "Job entrypoint command failed with exit code 137. No logs available.",
+        "ray",
+        EventKind.WORKER_FAILED,
+        "rank_dead_or_crashed",
+        "moderate",
+        {"exitcode": 137},
+    ),
+    (
+        "2025-06-01 10:00:00,123\tINFO job_supervisor.py:321 -- Job raysubmit_Xk2 entrypoint "
+        "command exited with code 1",
+        "ray",
+        EventKind.WORKER_FAILED,
+        "rank_dead_or_crashed",
+        "moderate",
+        {"exitcode": 1},
+    ),
+    # and Horovod's own line stays Horovod's
+    (
+        "RuntimeError: lscpu failed with exit code 1",
+        "horovod",
+        EventKind.WORKER_FAILED,
+        "rank_dead_or_crashed",
+        "moderate",
+        {"exitcode": 1},
+    ),
 ]
 
 # Rows of these projects that say nothing about a hang by themselves: set-up notes, and the
@@ -522,12 +562,7 @@ def test_mpiruns_report_keeps_its_rank_when_the_paste_starts_at_noticed() -> Non
 
 
 def _script(name: str) -> ModuleType:
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        module = __import__(f"catalog.{name}", fromlist=[name])
-    finally:
-        sys.path.remove(str(SCRIPTS))
-    return module
+    return catalog_script(name)
 
 
 def test_a_module_constant_a_log_call_names_is_that_calls_format() -> None:

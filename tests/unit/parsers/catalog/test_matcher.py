@@ -13,7 +13,7 @@ from hangdoc.analyzer.payloads import PAYLOAD_OF
 from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.analyzer.payloads.host import GpuXid, HungTask
 from hangdoc.analyzer.payloads.launch import LauncherReport
-from hangdoc.analyzer.payloads.nccl import NcclInit, NcclTransportError
+from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclInit, NcclTransportError
 from hangdoc.analyzer.payloads.torch_pg import CollectiveTimeout
 from hangdoc.analyzer.vocabulary import EventKind
 
@@ -201,3 +201,14 @@ def test_a_value_fills_a_field_only_when_it_has_the_fields_type() -> None:
     # THEN the bus id takes what is no device number, and no enum gets a word it lacks
     assert isinstance(init, NcclInit) and init.device is None and init.bus_id == "1b000"
     assert isinstance(report, LauncherReport) and report.rank == 3 and report.signal is None
+
+
+def test_a_bare_number_is_not_an_errors_words() -> None:
+    # NCCL 2.27's "CUDA error %d '%s'" prints the CUresult's number and its words: the
+    # number is a code (as is a count or a return value), the words are the error.
+    payload = payload_of(EventKind.CUDA_ERROR, {"error": 1, "errno_text": "invalid argument"})
+    assert isinstance(payload, CudaFailure) and payload.error == "invalid argument"
+    coded = payload_of(EventKind.CUDA_ERROR, {"error": "801"})
+    assert isinstance(coded, CudaFailure) and coded.error is None
+    worded = payload_of(EventKind.CUDA_ERROR, {"error": "operation not supported"})
+    assert isinstance(worded, CudaFailure) and worded.error == "operation not supported"
