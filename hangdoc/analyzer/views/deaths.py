@@ -210,12 +210,35 @@ class Death:
         return raised is not None and raised.bare
 
 
+# The kinds of event that can be a death by their kind (the branches of ``death_of``
+# below); any other kind is one only by a sign of memory running out. A job's events
+# are mostly of other kinds (NCCL's set-up lines: 13 a rank of the benchmark's), decided
+# by this test alone (``deaths_at`` asks it of every event of the job).
+_DEATH_KINDS = frozenset(
+    {
+        EventKind.EXCEPTION,
+        EventKind.ERROR_FILE,
+        EventKind.CUDA_OOM,
+        EventKind.CUDA_ERROR,
+        EventKind.FATAL_SIGNAL,
+        EventKind.HOST_OOM_KILL,
+        EventKind.ACTOR_DIED,
+        EventKind.WORKER_FAILED,
+        EventKind.CHILD_FAILURE,
+    }
+)
+
+
 def death_of(p: Placed) -> Death | None:
     """The event as a cause candidate, or None when it is a consequence or context. The
     parser read the event's error once (payloads.base.Sign); this decides on those signs."""
-    kind = p.kind
+    kind = p.event.kind
     payload = p.event.payload
     signs = payload.signs
+    if kind not in _DEATH_KINDS and (
+        not signs or (Sign.HOST_OOM not in signs and Sign.CUDA_OOM not in signs)
+    ):
+        return None
     exc_type, message = payload.exc_type or "", payload.message or ""
     said = f"{exc_type}: {message}"
     if kind != EventKind.HOST_OOM_KILL and Sign.HOST_OOM in signs:

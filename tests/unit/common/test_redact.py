@@ -261,3 +261,38 @@ def test_a_shape_is_clean_only_where_redaction_changes_nothing(case: tuple[str, 
     # a line that differs only in digits from one known clean is clean, read from the cache
     assert shape_is_clean("rank 4 step 99 all good", shapes)
     assert redact_text("rank 4 step 99 all good") == "rank 4 step 99 all good"
+
+
+def test_any_of_finds_a_word_where_the_plain_alternation_does() -> None:
+    """The triggers' merged pattern finds a trigger at the same place as the alternation
+    of them, in texts made of the triggers' own characters and pieces (prefixes, a word
+    cut short, two words run together) where a merge that dropped or misplaced a branch
+    would differ; and in the shapes' pattern likewise."""
+    import random
+    import re
+
+    from hangdoc.common import redact
+
+    shapes = {t.translate(redact._ZERO_DIGITS) for t in redact._ALL_TRIGGERS}
+    nested = ("pass", "passwd", "password", "passphrase", "pa")
+    for words, merged in (
+        (redact._ALL_TRIGGERS, redact._ANY_TRIGGER),
+        (shapes, redact._ANY_SHAPE_TRIGGER),
+        (nested, redact.any_of(nested)),
+    ):
+        plain = re.compile("|".join(re.escape(w) for w in words))
+        pieces = [w[:cut] for w in words for cut in range(1, len(w) + 1)]
+        chars = [*sorted({c for w in words for c in w}), " ", "0", "\n"]
+        rng = random.Random(20)
+        texts = [*words, "", "nothing here", "PASSWORD".lower()]
+        for _ in range(4000):
+            parts = rng.choices(pieces, k=rng.randint(1, 4)) + rng.choices(
+                chars, k=rng.randint(0, 5)
+            )
+            rng.shuffle(parts)
+            texts.append("".join(parts))
+        for text in texts:
+            found, expected = merged.search(text), plain.search(text)
+            assert (found and found.start()) == (expected and expected.start()), text
+        assert any(plain.search(t) is None for t in texts)  # (both answers were asked)
+    assert redact.any_of([]).search("anything") is None
