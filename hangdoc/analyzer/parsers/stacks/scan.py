@@ -95,6 +95,35 @@ class ScanResult:
     marker_ranked: int = 0  # blocks whose rank came from a marker line, not a prefix
 
 
+# Dumps that show the Python frames of a process's threads: two of them in one sample are two
+# moments (py-spy's text and, after it, the job's own faulthandler dump of the same threads),
+# where a native view and a Python view (gdb's ``bt`` then ``py-bt``) are one.
+_PYTHON_VIEWS = frozenset({"pyspy", "faulthandler", "pystack"})
+
+
+def _new_moment(block: Block, dump_kinds: set[str]) -> bool:
+    """Does this snapshot start a new sample after one whose snapshots are ``dump_kinds``?
+    A second snapshot of a kind, or a second Python view of the threads, does."""
+    if not block.dump:
+        return False
+    if block.kind in dump_kinds:
+        return True
+    return block.kind in _PYTHON_VIEWS and not dump_kinds.isdisjoint(_PYTHON_VIEWS)
+
+
+def _where(thread: ThreadStack) -> tuple[tuple[str, int | None, str], ...]:
+    """A thread's Python frames as (file name, line, leaf function): what py-spy's text and
+    faulthandler print alike of the same thread."""
+    return tuple((f.short_file, f.line, f.function_leaf) for f in thread.python_frames())
+
+
+def _same_threads(block: Block, sample: _Sample) -> bool:
+    """Another view of the sample's threads: a thread of the block has the Python frames of
+    one of the sample's (the job's faulthandler dump after py-spy's text of one rank)."""
+    seen = {_where(t) for t in sample.threads if t.frames}
+    return any(_where(t) in seen for t in block.threads if t.frames)
+
+
 @dataclass(slots=True)
 class _Sample:
     """Blocks read as one moment of a process: a dump and the records printed near it."""
@@ -119,10 +148,10 @@ class _Proc:
 
     def add(self, block: Block) -> None:
         """A snapshot starts a new sample unless the current one has no snapshot of
-        this kind yet (``bt`` then ``py-bt`` of one process is one moment); a
-        post-mortem record joins the current sample."""
+        this kind or view yet (``bt`` then ``py-bt`` of one process is one moment;
+        ``_new_moment``); a post-mortem record joins the current sample."""
         last = self.samples[-1] if self.samples else None
-        if last is None or (block.dump and block.kind in last.dump_kinds):
+        if last is None or _new_moment(block, last.dump_kinds):
             last = _Sample()
             self.samples.append(last)
         if block.dump:
@@ -298,9 +327,9 @@ class _Scanner:
         if proc is None and rank is None and pid is None:
             last = self.current.get(key)
             fresh = last is None or (
-                block.dump and last.samples and block.kind in last.samples[-1].dump_kinds
+                bool(last.samples) and _new_moment(block, last.samples[-1].dump_kinds)
             )
-            if not fresh and last is not None:
+            if last is not None and (not fresh or self._another_view(block, last)):
                 return last
         if proc is None:
             proc = _Proc(rank, pid, host)
@@ -315,6 +344,13 @@ class _Scanner:
             self.by_pid.setdefault((host, proc.pid), proc)
         self.current[key] = proc
         return proc
+
+    @staticmethod
+    def _another_view(block: Block, proc: _Proc) -> bool:
+        """A dump naming no rank and no pid after another kind of dump of the same threads
+        (py-spy's text, then the job's faulthandler dump): the same process, a new sample."""
+        last = proc.samples[-1]
+        return block.kind not in last.dump_kinds and _same_threads(block, last)
 
     def _place(
         self,
