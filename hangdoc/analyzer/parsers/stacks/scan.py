@@ -27,6 +27,7 @@ from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines, strip_pager
 from hangdoc.analyzer.parsers.stacks.headless import FRAME_LINE as HEADLESS_FRAME
 from hangdoc.analyzer.parsers.stacks.headless import parse_headless
+from hangdoc.analyzer.parsers.stacks.interleave import split_interleaved
 from hangdoc.analyzer.parsers.stacks.native import (
     CPP_FRAME_START,
     CPP_START,
@@ -174,6 +175,11 @@ def _died_of(block: Block) -> bool:
     return bool(block.exc_type) and not CONSEQUENCE_TEXT.search(text)
 
 
+def _identity(stream: Stream) -> tuple[str | None, int | None, int | None]:
+    """What a stream's prefix says of its process besides a rank: host, local rank, pid."""
+    return (stream.host, stream.local_rank, stream.pid)
+
+
 def logged_elsewhere(block: Block) -> bool:
     """In a log, a record the log parser already turns into an event and that would
     only add a misleading stack: the watchdog's own C++ stack, and a traceback of a
@@ -198,6 +204,14 @@ class _Scanner:
         self.by_number: dict[int, tuple[int | None, str]] = {
             number: (stream.rank, text) for stream in streams for number, text in stream.lines
         }
+        # The stream each line is in, for the streams a prefix names a process of (a local
+        # rank, a pid): their blocks take no rank from another stream's lines.
+        self.stream_of: dict[int, tuple[str | None, int | None, int | None]] = {
+            number: _identity(stream)
+            for stream in streams
+            if _identity(stream) != (None, None, None)
+            for number, _ in stream.lines
+        }
         self.source = source
         self.notes = notes
         self.result = ScanResult()
@@ -210,6 +224,9 @@ class _Scanner:
         # The process each stream last added to: a block that names no rank and no pid
         # continues it (gdb's ``bt`` then ``py-bt`` of the same process).
         self.current: dict[tuple[str | None, int | None, int | None], _Proc] = {}
+        # The last lines of the tracebacks read so far: a rank their exception names
+        # ("rank 0: bad shard index") is not the next traceback's.
+        self.ended: set[int] = set()
 
     def _recognise(self, lines: Lines, i: int) -> tuple[list[Block], int] | None:
         text = strip_pager(lines[i][1]).strip()
@@ -256,6 +273,7 @@ class _Scanner:
                 )
 
     def _section(self, lines: Lines, stream: Stream, base: int | None) -> None:
+        lines = split_interleaved(lines)  # several ranks' tracebacks, line by line
         sticky: int | None = None
         sticky_local: int | None = None
         pid_hint: int | None = None
@@ -282,7 +300,7 @@ class _Scanner:
             blocks, j = found
             rank = base
             if rank is None:
-                close = self._near_rank(lines[i][0])
+                close = self._near_rank(lines[i][0], _identity(stream))
                 rank = close if close is not None else sticky
                 self.result.marker_ranked += rank is not None
             for block in blocks:
@@ -290,17 +308,26 @@ class _Scanner:
                     continue
                 self._place(block, rank, stream, sticky_local, pid_hint)
                 self.result.stack_lines += max(1, block.end - block.start + 1)
+                if block.kind == "traceback":
+                    self.ended.add(block.end)
             pid_hint = None
             i = j
 
-    def _near_rank(self, number: int) -> int | None:
+    def _near_rank(self, number: int, own: tuple[str | None, int | None, int | None]) -> int | None:
         """The rank named just above line ``number``: by the prefix of the line right
-        above it, or by the text of one of the NEAR_LINES non-blank lines above it."""
+        above it, or by the text of one of the NEAR_LINES non-blank lines above it. A
+        block in a stream whose prefix names its process (``[default3]:``, a pid) reads
+        only its own stream's lines: the line's own prefix wins over a rank another
+        process's line mentions (its traceback's source line, its exception)."""
         seen = 0
         for above in range(number - 1, max(0, number - 4 * markers.NEAR_LINES), -1):
             entry = self.by_number.get(above)
             if entry is None or not entry[1].strip():
                 continue
+            if own != (None, None, None) and self.stream_of.get(above) != own:
+                continue
+            if above in self.ended:
+                return None  # another traceback's exception: a rank it names is its own
             prefix_rank, text = entry
             if seen == 0 and prefix_rank is not None:
                 return prefix_rank
