@@ -146,6 +146,28 @@ _RAY_DEDUP = re.compile(
     r"[ \t]*$"
 )
 _SIGN_RAY_DEDUP = " across cluster]"
+# A launcher's rank tag inside a line, after text of another process's (a line cut by
+# another rank's prefixed line): "Epoch 1:  45%|####[rank1]: Traceback (most recent …".
+# Looked for by counting (a search for a tag after any character tries every position
+# of a 50 MB log: 0.6 s): more tags than lines that start with one, or stack it on
+# another (torch's excepthook's "[rankN]:", torchrun's "[defaultN]:" for its default
+# role; the step itself takes any role's).
+_TAG_STARTS = ("[rank", "[default")
+
+
+def _sign_cut_by_tag(text: str) -> bool:
+    return any(
+        text.count(tag) > text.count(f"\n{tag}") + text.count(f"]:{tag}") + text.startswith(tag)
+        and _SIGN_CUT_BY_TAG.search(text) is not None
+        for tag in _TAG_STARTS
+    )
+
+
+_SIGN_CUT_BY_TAG = re.compile(r"[^:\]\n]\[(?:rank\d+|[A-Za-z_][\w-]*?\d+)\]:")
+# The tags themselves, at a line's start (``prefixes._RANK``, ``prefixes._ROLE``): the
+# family a text's lines carry is the one a cut line's inserted line carries.
+_LINE_TAG = re.compile(r"\[(rank|[A-Za-z_][\w-]*?)(\d+)\]: ?")
+_MIN_TAGGED = 2
 # kubectl's "--prefix" (logs.go addPrefixIfNeeded) and docker compose's service column.
 _SHIPPER_TAG = re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| ")
 _STREAM_SHARE = 0.8
@@ -813,6 +835,65 @@ def _rejoin_all(
         words = words and "word" not in width
 
 
+def _tag_family(texts: list[str]) -> frozenset[str]:
+    """The tags (``rank``, torchrun's role ``default`` …) that start several lines."""
+    counts = Counter(m.group(1) for t in texts if (m := _LINE_TAG.match(t)) is not None)
+    return frozenset(name for name, n in counts.items() if n >= _MIN_TAGGED)
+
+
+def _tags_end(text: str) -> int:
+    """Where the stacked tags that start ``text`` end ("[default1]:[rank1]:")."""
+    end = 0
+    while (m := _LINE_TAG.match(text, end)) is not None:
+        end = m.end()
+    return end
+
+
+def _cut_by_tag(lines: _Lines) -> int:
+    """Take apart a line that another rank's tagged line was written into: the text before
+    the tag is one process's line, cut; the tag starts the other's. The cut line's rest,
+    the next line where it starts no record of its own and carries no tag (``_continues``),
+    is joined back to it. Only tags of the family that starts the text's other lines."""
+    family = _tag_family(lines.texts)
+    if not family:
+        return 0
+    texts, origin, code = [], [], []
+    changed = 0
+    k = 0
+    old = lines.texts
+    while k < len(old):
+        queue = [old[k]]
+        where, fenced = lines.origin[k], lines.code[k]
+        k += 1
+        while queue:
+            text = queue.pop(0)
+            cut = next(
+                (
+                    m
+                    for m in _LINE_TAG.finditer(text, _tags_end(text) + 1)
+                    if m.group(1) in family and text[m.end() :].strip()
+                ),
+                None,
+            )
+            if cut is None or not text[_tags_end(text) : cut.start()].strip():
+                texts.append(text)
+                origin.append(where)
+                code.append(fenced)
+                continue
+            piece, inserted = text[: cut.start()], text[cut.start() :]
+            rest = old[k] if k < len(old) else ""
+            if rest.strip() and not _LINE_TAG.match(rest) and _continues(rest, piece):
+                piece += rest
+                k += 1
+            texts.append(piece)
+            origin.append(where)
+            code.append(fenced)
+            queue.insert(0, inserted)
+            changed += 1
+    lines.texts, lines.origin, lines.code = texts, origin, code
+    return changed
+
+
 def _colours(lines: _Lines) -> int:
     changed = 0
     for k, text in enumerate(lines.texts):
@@ -1198,6 +1279,11 @@ _STEPS: tuple[_Step, ...] = (
     (lambda t: "\x1b" in t or bool(_SIGN_SGR.search(t)), _colours, "colour codes"),
     (lambda t: _SIGN_RAY_DEDUP in t, _ray_dedup, "Ray's count of the lines it deduplicated"),
     (
+        _sign_cut_by_tag,
+        _cut_by_tag,
+        "a line cut by another rank's tagged line (taken apart, its rest joined back)",
+    ),
+    (
         lambda t: bool(_SIGN_RECORD_PREFIX.search(t)),
         _record_prefix,
         "a logger's header repeated on each line of a record",
@@ -1266,6 +1352,7 @@ def might_be_mangled(text: str) -> bool:
         or "**" in text
         or "`" in text
         or _SIGN_RAY_DEDUP in text
+        or _sign_cut_by_tag(text)
         or _STAMPED_STREAM.match(text) is not None
         or _SIGN_TABLE.search(text) is not None
         or _SIGN_RECORD_PREFIX.search(text) is not None
