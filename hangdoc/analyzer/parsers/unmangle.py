@@ -163,11 +163,14 @@ def _sign_cut_by_tag(text: str) -> bool:
     )
 
 
-_SIGN_CUT_BY_TAG = re.compile(r"[^:\]\n]\[(?:rank\d+|[A-Za-z_][\w-]*?\d+)\]:")
+_SIGN_CUT_BY_TAG = re.compile(r"[^:\n]\[(?:rank\d+|[A-Za-z_][\w-]*?\d+)\]:")
 # The tags themselves, at a line's start (``prefixes._RANK``, ``prefixes._ROLE``): the
 # family a text's lines carry is the one a cut line's inserted line carries.
 _LINE_TAG = re.compile(r"\[(rank|[A-Za-z_][\w-]*?)(\d+)\]: ?")
 _MIN_TAGGED = 2
+_WORD = re.compile(r"\w")
+# A line that starts with a tag, behind any markup ("**[rank1]: …", "> [rank1]: …").
+_MARKED_TAG = re.compile(r"[^\w\[]*\[(rank|[A-Za-z_][\w-]*?)(\d+)\]:")
 # kubectl's "--prefix" (logs.go addPrefixIfNeeded) and docker compose's service column.
 _SHIPPER_TAG = re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| ")
 _STREAM_SHARE = 0.8
@@ -836,8 +839,9 @@ def _rejoin_all(
 
 
 def _tag_family(texts: list[str]) -> frozenset[str]:
-    """The tags (``rank``, torchrun's role ``default`` …) that start several lines."""
-    counts = Counter(m.group(1) for t in texts if (m := _LINE_TAG.match(t)) is not None)
+    """The tags (``rank``, torchrun's role ``default`` …) the text's lines carry, at their
+    starts or written into another's, several times."""
+    counts = Counter(m.group(1) for t in texts if "]:" in t for m in _LINE_TAG.finditer(t))
     return frozenset(name for name, n in counts.items() if n >= _MIN_TAGGED)
 
 
@@ -850,10 +854,11 @@ def _tags_end(text: str) -> int:
 
 
 def _cut_by_tag(lines: _Lines) -> int:
-    """Take apart a line that another rank's tagged line was written into: the text before
-    the tag is one process's line, cut; the tag starts the other's. The cut line's rest,
-    the next line where it starts no record of its own and carries no tag (``_continues``),
-    is joined back to it. Only tags of the family that starts the text's other lines."""
+    """Take apart a line that another rank's tagged line was written into, where the cut
+    line's rest follows: the text before the tag is one process's line, cut; the tag starts
+    the other's; the next line, where it starts no record of its own and carries no tag
+    (``_continues``), is the cut line's rest, joined back to it. Only tags of a family the
+    text's lines carry several times."""
     family = _tag_family(lines.texts)
     if not family:
         return 0
@@ -875,17 +880,33 @@ def _cut_by_tag(lines: _Lines) -> int:
                 ),
                 None,
             )
-            if cut is None or not text[_tags_end(text) : cut.start()].strip():
+            # (a piece of markup only, "**" or "> ", is a decoration of the tagged line, a
+            # time stamp or a shipper's tag alone its header)
+            if (
+                cut is None
+                or not _WORD.search(text, _tags_end(text), cut.start())
+                or _header_only(text[: cut.start()])
+            ):
                 texts.append(text)
                 origin.append(where)
                 code.append(fenced)
                 continue
             piece, inserted = text[: cut.start()], text[cut.start() :]
             rest = old[k] if k < len(old) else ""
-            if rest.strip() and not _LINE_TAG.match(rest) and _continues(rest, piece):
-                piece += rest
-                k += 1
-            texts.append(piece)
+            tagged = _MARKED_TAG.match(rest)
+            if (
+                not rest.strip()
+                or (tagged is not None and tagged.group(1) in family)
+                or not _continues(rest, piece)
+            ):
+                # No rest: the log scanner reads the records spliced in the line as they
+                # are (scanner._split_records), a bar glued to the line after it included.
+                texts.append(text)
+                origin.append(where)
+                code.append(fenced)
+                continue
+            k += 1
+            texts.append(piece + rest)
             origin.append(where)
             code.append(fenced)
             queue.insert(0, inserted)
@@ -1279,16 +1300,18 @@ _STEPS: tuple[_Step, ...] = (
     (lambda t: "\x1b" in t or bool(_SIGN_SGR.search(t)), _colours, "colour codes"),
     (lambda t: _SIGN_RAY_DEDUP in t, _ray_dedup, "Ray's count of the lines it deduplicated"),
     (
-        _sign_cut_by_tag,
-        _cut_by_tag,
-        "a line cut by another rank's tagged line (taken apart, its rest joined back)",
-    ),
-    (
         lambda t: bool(_SIGN_RECORD_PREFIX.search(t)),
         _record_prefix,
         "a logger's header repeated on each line of a record",
     ),
     (lambda _: True, _cut_head, "a cut in the first line's header (restored from a later line)"),
+)
+# Undone once the wrap is rejoined (the line after a cut one is then the cut line's rest,
+# not the wrapped rest of the line written into it), before the copies are compared.
+_CUT_BY_TAG: _Step = (
+    _sign_cut_by_tag,
+    _cut_by_tag,
+    "a line cut by another rank's tagged line (taken apart, its rest joined back)",
 )
 # Undone on whole lines, once the wrap is rejoined: two copies of one line are the log's own
 # (a warning printed twice), and a wrap cuts that line into two different pieces.
@@ -1409,7 +1432,7 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
                 undone.append("a block quote's '>' markers")
             changed += count
             current = "\n".join(lines.texts)
-    for signed, step, what in (_TWICE, _EMPHASIS, _CUT_BODY, _CUT_SOURCE):
+    for signed, step, what in (_CUT_BY_TAG, _TWICE, _EMPHASIS, _CUT_BODY, _CUT_SOURCE):
         if (
             whole_only
             and step is _cut_body
