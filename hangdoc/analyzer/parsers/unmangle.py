@@ -169,8 +169,11 @@ _SIGN_CUT_BY_TAG = re.compile(r"[^:\n]\[(?:rank\d+|[A-Za-z_][\w-]*?\d+)\]:")
 _LINE_TAG = re.compile(r"\[(rank|[A-Za-z_][\w-]*?)(\d+)\]: ?")
 _MIN_TAGGED = 2
 _WORD = re.compile(r"\w")
-# A line that starts with a tag, behind any markup ("**[rank1]: …", "> [rank1]: …").
-_MARKED_TAG = re.compile(r"[^\w\[]*\[(rank|[A-Za-z_][\w-]*?)(\d+)\]:")
+# What may stand before a line's tag without being a line of its own: markup ("**",
+# "> "), a launcher's label of the node or task (srun's "11: ", pdsh's "host: ").
+_BEFORE_TAG = re.compile(r"[^\w\[]*(?:[\w.-]{1,64}: ?)?[^\w\[]*")
+# A line that starts with a tag behind those ("**[rank1]: …", "11: [rank11]: …").
+_MARKED_TAG = re.compile(_BEFORE_TAG.pattern + r"\[(rank|[A-Za-z_][\w-]*?)(\d+)\]:")
 # kubectl's "--prefix" (logs.go addPrefixIfNeeded) and docker compose's service column.
 _SHIPPER_TAG = re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| ")
 _STREAM_SHARE = 0.8
@@ -853,12 +856,24 @@ def _tags_end(text: str) -> int:
     return end
 
 
+def _belongs(piece: str, rest: str) -> bool:
+    """The grammar says ``rest`` finishes ``piece``: joined, they make a traceback's frame
+    line that the piece alone is not, or a library message (the catalog's row) that the
+    boundary falls inside. A line that merely starts no record (a wrapped rest of the line
+    written in, a job's own line) is not enough."""
+    joined = piece + rest
+    if _FRAME_LINE.match(joined) and not _FRAME_LINE.match(piece):
+        return True
+    row = default_matcher().match(joined)
+    return row is not None and row.start < len(piece) < row.end
+
+
 def _cut_by_tag(lines: _Lines) -> int:
     """Take apart a line that another rank's tagged line was written into, where the cut
     line's rest follows: the text before the tag is one process's line, cut; the tag starts
-    the other's; the next line, where it starts no record of its own and carries no tag
-    (``_continues``), is the cut line's rest, joined back to it. Only tags of a family the
-    text's lines carry several times."""
+    the other's; the next line, where it starts no record of its own, carries no tag
+    (``_continues``) and finishes the cut line's record (``_belongs``), is its rest,
+    joined back to it. Only tags of a family the text's lines carry several times."""
     family = _tag_family(lines.texts)
     if not family:
         return 0
@@ -881,10 +896,11 @@ def _cut_by_tag(lines: _Lines) -> int:
                 None,
             )
             # (a piece of markup only, "**" or "> ", is a decoration of the tagged line, a
-            # time stamp or a shipper's tag alone its header)
+            # launcher's label, a time stamp or a shipper's tag alone its header)
             if (
                 cut is None
                 or not _WORD.search(text, _tags_end(text), cut.start())
+                or _BEFORE_TAG.fullmatch(text, _tags_end(text), cut.start()) is not None
                 or _header_only(text[: cut.start()])
             ):
                 texts.append(text)
@@ -898,6 +914,7 @@ def _cut_by_tag(lines: _Lines) -> int:
                 not rest.strip()
                 or (tagged is not None and tagged.group(1) in family)
                 or not _continues(rest, piece)
+                or not _belongs(piece, rest)
             ):
                 # No rest: the log scanner reads the records spliced in the line as they
                 # are (scanner._split_records), a bar glued to the line after it included.
