@@ -146,6 +146,34 @@ _RAY_DEDUP = re.compile(
     r"[ \t]*$"
 )
 _SIGN_RAY_DEDUP = " across cluster]"
+# A launcher's rank tag inside a line, after text of another process's (a line cut by
+# another rank's prefixed line): "Epoch 1:  45%|####[rank1]: Traceback (most recent …".
+# Looked for by counting (a search for a tag after any character tries every position
+# of a 50 MB log: 0.6 s): more tags than lines that start with one, or stack it on
+# another (torch's excepthook's "[rankN]:", torchrun's "[defaultN]:" for its default
+# role; the step itself takes any role's).
+_TAG_STARTS = ("[rank", "[default")
+
+
+def _sign_cut_by_tag(text: str) -> bool:
+    return any(
+        text.count(tag) > text.count(f"\n{tag}") + text.count(f"]:{tag}") + text.startswith(tag)
+        and _SIGN_CUT_BY_TAG.search(text) is not None
+        for tag in _TAG_STARTS
+    )
+
+
+_SIGN_CUT_BY_TAG = re.compile(r"[^:\n]\[(?:rank\d+|[A-Za-z_][\w-]*?\d+)\]:")
+# The tags themselves, at a line's start (``prefixes._RANK``, ``prefixes._ROLE``): the
+# family a text's lines carry is the one a cut line's inserted line carries.
+_LINE_TAG = re.compile(r"\[(rank|[A-Za-z_][\w-]*?)(\d+)\]: ?")
+_MIN_TAGGED = 2
+_WORD = re.compile(r"\w")
+# What may stand before a line's tag without being a line of its own: markup ("**",
+# "> "), a launcher's label of the node or task (srun's "11: ", pdsh's "host: ").
+_BEFORE_TAG = re.compile(r"[^\w\[]*(?:[\w.-]{1,64}: ?)?[^\w\[]*")
+# A line that starts with a tag behind those ("**[rank1]: …", "11: [rank11]: …").
+_MARKED_TAG = re.compile(_BEFORE_TAG.pattern + r"\[(rank|[A-Za-z_][\w-]*?)(\d+)\]:")
 # kubectl's "--prefix" (logs.go addPrefixIfNeeded) and docker compose's service column.
 _SHIPPER_TAG = re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4} +\| ")
 _STREAM_SHARE = 0.8
@@ -813,6 +841,97 @@ def _rejoin_all(
         words = words and "word" not in width
 
 
+def _tag_family(texts: list[str]) -> frozenset[str]:
+    """The tags (``rank``, torchrun's role ``default`` …) the text's lines carry, at their
+    starts or written into another's, several times."""
+    counts = Counter(m.group(1) for t in texts if "]:" in t for m in _LINE_TAG.finditer(t))
+    return frozenset(name for name, n in counts.items() if n >= _MIN_TAGGED)
+
+
+def _tags_end(text: str) -> int:
+    """Where the stacked tags that start ``text`` end ("[default1]:[rank1]:")."""
+    end = 0
+    while (m := _LINE_TAG.match(text, end)) is not None:
+        end = m.end()
+    return end
+
+
+def _belongs(piece: str, rest: str) -> bool:
+    """The grammar says ``rest`` finishes ``piece``: joined, they make a traceback's frame
+    line that the piece alone is not, or a library message (the catalog's row) that the
+    boundary falls inside. A line that merely starts no record (a wrapped rest of the line
+    written in, a job's own line) is not enough."""
+    joined = piece + rest
+    if _FRAME_LINE.match(joined) and not _FRAME_LINE.match(piece):
+        return True
+    row = default_matcher().match(joined)
+    return row is not None and row.start < len(piece) < row.end
+
+
+def _cut_by_tag(lines: _Lines) -> int:
+    """Take apart a line that another rank's tagged line was written into, where the cut
+    line's rest follows: the text before the tag is one process's line, cut; the tag starts
+    the other's; the next line, where it starts no record of its own, carries no tag
+    (``_continues``) and finishes the cut line's record (``_belongs``), is its rest,
+    joined back to it. Only tags of a family the text's lines carry several times."""
+    family = _tag_family(lines.texts)
+    if not family:
+        return 0
+    texts, origin, code = [], [], []
+    changed = 0
+    k = 0
+    old = lines.texts
+    while k < len(old):
+        queue = [old[k]]
+        where, fenced = lines.origin[k], lines.code[k]
+        k += 1
+        while queue:
+            text = queue.pop(0)
+            cut = next(
+                (
+                    m
+                    for m in _LINE_TAG.finditer(text, _tags_end(text) + 1)
+                    if m.group(1) in family and text[m.end() :].strip()
+                ),
+                None,
+            )
+            # (a piece of markup only, "**" or "> ", is a decoration of the tagged line, a
+            # launcher's label, a time stamp or a shipper's tag alone its header)
+            if (
+                cut is None
+                or not _WORD.search(text, _tags_end(text), cut.start())
+                or _BEFORE_TAG.fullmatch(text, _tags_end(text), cut.start()) is not None
+                or _header_only(text[: cut.start()])
+            ):
+                texts.append(text)
+                origin.append(where)
+                code.append(fenced)
+                continue
+            piece, inserted = text[: cut.start()], text[cut.start() :]
+            rest = old[k] if k < len(old) else ""
+            tagged = _MARKED_TAG.match(rest)
+            if (
+                not rest.strip()
+                or (tagged is not None and tagged.group(1) in family)
+                or not _continues(rest, piece)
+                or not _belongs(piece, rest)
+            ):
+                # No rest: the log scanner reads the records spliced in the line as they
+                # are (scanner._split_records), a bar glued to the line after it included.
+                texts.append(text)
+                origin.append(where)
+                code.append(fenced)
+                continue
+            k += 1
+            texts.append(piece + rest)
+            origin.append(where)
+            code.append(fenced)
+            queue.insert(0, inserted)
+            changed += 1
+    lines.texts, lines.origin, lines.code = texts, origin, code
+    return changed
+
+
 def _colours(lines: _Lines) -> int:
     changed = 0
     for k, text in enumerate(lines.texts):
@@ -1204,6 +1323,13 @@ _STEPS: tuple[_Step, ...] = (
     ),
     (lambda _: True, _cut_head, "a cut in the first line's header (restored from a later line)"),
 )
+# Undone once the wrap is rejoined (the line after a cut one is then the cut line's rest,
+# not the wrapped rest of the line written into it), before the copies are compared.
+_CUT_BY_TAG: _Step = (
+    _sign_cut_by_tag,
+    _cut_by_tag,
+    "a line cut by another rank's tagged line (taken apart, its rest joined back)",
+)
 # Undone on whole lines, once the wrap is rejoined: two copies of one line are the log's own
 # (a warning printed twice), and a wrap cuts that line into two different pieces.
 _TWICE: _Step = (lambda t: _doubled(t), _twice, "a second copy of the whole paste")
@@ -1266,6 +1392,7 @@ def might_be_mangled(text: str) -> bool:
         or "**" in text
         or "`" in text
         or _SIGN_RAY_DEDUP in text
+        or _sign_cut_by_tag(text)
         or _STAMPED_STREAM.match(text) is not None
         or _SIGN_TABLE.search(text) is not None
         or _SIGN_RECORD_PREFIX.search(text) is not None
@@ -1322,7 +1449,7 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
                 undone.append("a block quote's '>' markers")
             changed += count
             current = "\n".join(lines.texts)
-    for signed, step, what in (_TWICE, _EMPHASIS, _CUT_BODY, _CUT_SOURCE):
+    for signed, step, what in (_CUT_BY_TAG, _TWICE, _EMPHASIS, _CUT_BODY, _CUT_SOURCE):
         if (
             whole_only
             and step is _cut_body

@@ -91,3 +91,40 @@ def test_a_type_name_that_starts_upper_case_after_the_edge_starts_a_record() -> 
     rejoined = unmangle(cut)
     assert rejoined is not None
     assert rejoined.text.splitlines()[0].endswith("xntimeError: bad input 0")
+
+
+def test_a_line_cut_by_another_ranks_tagged_line_is_put_back_together() -> None:
+    # GIVEN rank 0's line cut by rank 1's whole "[rank1]:" line written into it, rank 0's
+    # rest on the next line (untagged: the tag came with the start of the line)
+    zero = (
+        "[rank0]: RuntimeError: NCCL communicator was aborted on rank 0. Original reason "
+        "for failure was: [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600001 milliseconds before timing out."
+    )
+    one = (
+        "[rank1]:[E1128 10:00:00.000000 123 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for "
+        "600005 milliseconds before timing out."
+    )
+    at = zero.index("operation timeout")
+    pasted = "[rank0]: Traceback (most recent call last):\n" + zero[:at] + one + "\n"
+    pasted += zero[at:] + "\n[rank1]: Traceback (most recent call last):\n"
+    # WHEN the paste is unmangled
+    fixed = unmangle(pasted)
+    # THEN each rank's line is whole again, on a line of its own, each citing the line
+    # the cut started on
+    assert fixed is not None
+    assert fixed.text.splitlines() == [
+        "[rank0]: Traceback (most recent call last):",
+        zero,
+        one,
+        "[rank1]: Traceback (most recent call last):",
+    ]
+    assert fixed.line_map == (1, 2, 2, 4)
+
+
+def test_a_tag_inside_a_message_of_a_text_without_such_tags_is_left_alone() -> None:
+    # GIVEN one "[rank1]:" inside a line of a log whose lines carry no such tag
+    text = "INFO step 3: waiting on peers [rank1]: not ready\nINFO step 4: done\n"
+    # THEN nothing is taken apart
+    assert unmangle(text) is None

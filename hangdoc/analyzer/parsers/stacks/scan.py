@@ -27,6 +27,7 @@ from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines, strip_pager
 from hangdoc.analyzer.parsers.stacks.headless import FRAME_LINE as HEADLESS_FRAME
 from hangdoc.analyzer.parsers.stacks.headless import parse_headless
+from hangdoc.analyzer.parsers.stacks.interleave import split_interleaved
 from hangdoc.analyzer.parsers.stacks.native import (
     CPP_FRAME_START,
     CPP_START,
@@ -95,6 +96,35 @@ class ScanResult:
     marker_ranked: int = 0  # blocks whose rank came from a marker line, not a prefix
 
 
+# Dumps that show the Python frames of a process's threads: two of them in one sample are two
+# moments (py-spy's text and, after it, the job's own faulthandler dump of the same threads),
+# where a native view and a Python view (gdb's ``bt`` then ``py-bt``) are one.
+_PYTHON_VIEWS = frozenset({"pyspy", "faulthandler", "pystack"})
+
+
+def _new_moment(block: Block, dump_kinds: set[str]) -> bool:
+    """Does this snapshot start a new sample after one whose snapshots are ``dump_kinds``?
+    A second snapshot of a kind, or a second Python view of the threads, does."""
+    if not block.dump:
+        return False
+    if block.kind in dump_kinds:
+        return True
+    return block.kind in _PYTHON_VIEWS and not dump_kinds.isdisjoint(_PYTHON_VIEWS)
+
+
+def _where(thread: ThreadStack) -> tuple[tuple[str, int | None, str], ...]:
+    """A thread's Python frames as (file name, line, leaf function): what py-spy's text and
+    faulthandler print alike of the same thread."""
+    return tuple((f.short_file, f.line, f.function_leaf) for f in thread.python_frames())
+
+
+def _same_threads(block: Block, sample: _Sample) -> bool:
+    """Another view of the sample's threads: a thread of the block has the Python frames of
+    one of the sample's (the job's faulthandler dump after py-spy's text of one rank)."""
+    seen = {_where(t) for t in sample.threads if t.frames}
+    return any(_where(t) in seen for t in block.threads if t.frames)
+
+
 @dataclass(slots=True)
 class _Sample:
     """Blocks read as one moment of a process: a dump and the records printed near it."""
@@ -119,10 +149,10 @@ class _Proc:
 
     def add(self, block: Block) -> None:
         """A snapshot starts a new sample unless the current one has no snapshot of
-        this kind yet (``bt`` then ``py-bt`` of one process is one moment); a
-        post-mortem record joins the current sample."""
+        this kind or view yet (``bt`` then ``py-bt`` of one process is one moment;
+        ``_new_moment``); a post-mortem record joins the current sample."""
         last = self.samples[-1] if self.samples else None
-        if last is None or (block.dump and block.kind in last.dump_kinds):
+        if last is None or _new_moment(block, last.dump_kinds):
             last = _Sample()
             self.samples.append(last)
         if block.dump:
@@ -143,6 +173,11 @@ def _died_of(block: Block) -> bool:
         return False
     text = f"{block.exc_type or ''} {block.exc_message or ''}"
     return bool(block.exc_type) and not CONSEQUENCE_TEXT.search(text)
+
+
+def _identity(stream: Stream) -> tuple[str | None, int | None, int | None]:
+    """What a stream's prefix says of its process besides a rank: host, local rank, pid."""
+    return (stream.host, stream.local_rank, stream.pid)
 
 
 def logged_elsewhere(block: Block) -> bool:
@@ -169,6 +204,14 @@ class _Scanner:
         self.by_number: dict[int, tuple[int | None, str]] = {
             number: (stream.rank, text) for stream in streams for number, text in stream.lines
         }
+        # The stream each line is in, for the streams a prefix names a process of (a local
+        # rank, a pid): their blocks take no rank from another stream's lines.
+        self.stream_of: dict[int, tuple[str | None, int | None, int | None]] = {
+            number: _identity(stream)
+            for stream in streams
+            if _identity(stream) != (None, None, None)
+            for number, _ in stream.lines
+        }
         self.source = source
         self.notes = notes
         self.result = ScanResult()
@@ -181,6 +224,9 @@ class _Scanner:
         # The process each stream last added to: a block that names no rank and no pid
         # continues it (gdb's ``bt`` then ``py-bt`` of the same process).
         self.current: dict[tuple[str | None, int | None, int | None], _Proc] = {}
+        # The last lines of the tracebacks read so far: a rank their exception names
+        # ("rank 0: bad shard index") is not the next traceback's.
+        self.ended: set[int] = set()
 
     def _recognise(self, lines: Lines, i: int) -> tuple[list[Block], int] | None:
         text = strip_pager(lines[i][1]).strip()
@@ -227,6 +273,7 @@ class _Scanner:
                 )
 
     def _section(self, lines: Lines, stream: Stream, base: int | None) -> None:
+        lines = split_interleaved(lines)  # several ranks' tracebacks, line by line
         sticky: int | None = None
         sticky_local: int | None = None
         pid_hint: int | None = None
@@ -253,7 +300,7 @@ class _Scanner:
             blocks, j = found
             rank = base
             if rank is None:
-                close = self._near_rank(lines[i][0])
+                close = self._near_rank(lines[i][0], _identity(stream))
                 rank = close if close is not None else sticky
                 self.result.marker_ranked += rank is not None
             for block in blocks:
@@ -261,17 +308,26 @@ class _Scanner:
                     continue
                 self._place(block, rank, stream, sticky_local, pid_hint)
                 self.result.stack_lines += max(1, block.end - block.start + 1)
+                if block.kind == "traceback":
+                    self.ended.add(block.end)
             pid_hint = None
             i = j
 
-    def _near_rank(self, number: int) -> int | None:
+    def _near_rank(self, number: int, own: tuple[str | None, int | None, int | None]) -> int | None:
         """The rank named just above line ``number``: by the prefix of the line right
-        above it, or by the text of one of the NEAR_LINES non-blank lines above it."""
+        above it, or by the text of one of the NEAR_LINES non-blank lines above it. A
+        block in a stream whose prefix names its process (``[default3]:``, a pid) reads
+        only its own stream's lines: the line's own prefix wins over a rank another
+        process's line mentions (its traceback's source line, its exception)."""
         seen = 0
         for above in range(number - 1, max(0, number - 4 * markers.NEAR_LINES), -1):
             entry = self.by_number.get(above)
             if entry is None or not entry[1].strip():
                 continue
+            if own != (None, None, None) and self.stream_of.get(above) != own:
+                continue
+            if above in self.ended:
+                return None  # another traceback's exception: a rank it names is its own
             prefix_rank, text = entry
             if seen == 0 and prefix_rank is not None:
                 return prefix_rank
@@ -298,9 +354,9 @@ class _Scanner:
         if proc is None and rank is None and pid is None:
             last = self.current.get(key)
             fresh = last is None or (
-                block.dump and last.samples and block.kind in last.samples[-1].dump_kinds
+                bool(last.samples) and _new_moment(block, last.samples[-1].dump_kinds)
             )
-            if not fresh and last is not None:
+            if last is not None and (not fresh or self._another_view(block, last)):
                 return last
         if proc is None:
             proc = _Proc(rank, pid, host)
@@ -315,6 +371,13 @@ class _Scanner:
             self.by_pid.setdefault((host, proc.pid), proc)
         self.current[key] = proc
         return proc
+
+    @staticmethod
+    def _another_view(block: Block, proc: _Proc) -> bool:
+        """A dump naming no rank and no pid after another kind of dump of the same threads
+        (py-spy's text, then the job's faulthandler dump): the same process, a new sample."""
+        last = proc.samples[-1]
+        return block.kind not in last.dump_kinds and _same_threads(block, last)
 
     def _place(
         self,
