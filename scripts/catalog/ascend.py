@@ -18,7 +18,8 @@ format is the message body, so a row is the format and the header stays the read
   first ``text`` block, a newer wording); the code is the row's function.
 * ``torch_npu``: ``torch_npu/csrc/distributed`` (ProcessGroupHCCL, HCCLUtils: the
   ``HCCL_CHECK_ERROR`` macro's ``oss << " HCCL function error: " << …`` chain, its
-  ``TORCH_CHECK``s, ``ASCEND_LOGE/LOGW``) of github.com/Ascend/pytorch at HEAD.
+  ``TORCH_CHECK``s, ``ASCEND_LOGE/LOGW``) of github.com/Ascend/pytorch at every release
+  and HEAD.
 
 Meanings are given by family in ``analyzer/parsers/catalog/meanings.toml`` (the
 ``hccl-*`` and ``torch-npu-*`` families).
@@ -47,12 +48,13 @@ HCOMM = NativeSource(
 
 TORCH_NPU = NativeSource(
     "github.com/Ascend/pytorch",
-    r"v(\d+\.\d+\.\d+)-pytorch\d",
+    r"v(\d+\.\d+\.\d+)-pytorch[\d.]+",
     ("torch_npu/csrc/distributed",),
     printf=(("ASCEND_LOGE", 0), ("ASCEND_LOGW", 0)),
     streams=("oss",),
     levels=(("ASCEND_LOGE", "ERROR"), ("ASCEND_LOGW", "WARNING")),
-    note="HEAD: torch_npu/csrc/distributed/** (TORCH_CHECK, TORCH_NPU_WARN, ASCEND_LOGE/W, "
+    note="release tags vX.Y.Z-pytorchA.B (one per X.Y.Z) and HEAD: "
+    "torch_npu/csrc/distributed/** (TORCH_CHECK, TORCH_NPU_WARN, ASCEND_LOGE/W, "
     "the HCCL_CHECK_ERROR macro's oss << chain)",
 )
 
@@ -61,6 +63,7 @@ _TABLE_ENTRY = re.compile(
     r'"ErrCode":\s*"(E[A-Z]\d{4})",\s*"ErrMessage":\s*"((?:[^"\\]|\\.)*)"'
     r'(?:,\s*"Arglist":\s*"([^"]*)")?'
 )
+_CONTINUATION = re.compile(r"\\\n")
 _CODE_PAGE = re.compile(r"(E[A-Z]\d{4})-[^/]*\.md$")
 _FIRST_TEXT_BLOCK = re.compile(r"```text\n(.*?)\n```", re.S)
 
@@ -85,9 +88,7 @@ def error_code_sites(page: str, text: str, version: str) -> list[Site]:
     if code is None or block is None:
         return []
     fmt = block.group(1).strip()
-    lit = csource.literal(
-        '"' + fmt.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    )
+    lit = csource.literal('"' + fmt.replace("\\", "\\\\").replace('"', '\\"') + '"')
     if lit is None or not lit.text.strip():
         return []
     slots = [f"arg{i}" for i in range(fmt.count("%s"))]
@@ -126,7 +127,10 @@ def _read(
                     if "/test" in path or "/tests/" in path or "/ut/" in path or "/st/" in path:
                         continue
                     if (sha, path) not in cache:
-                        code = reader.read(sha)
+                        # a macro's line continuations are not part of its expressions
+                        # (HCCL_CHECK_ERROR's "… + std::string(__FILE__) + \\"): blanked,
+                        # the line numbers kept
+                        code = _CONTINUATION.sub(" \n", reader.read(sha))
                         found = sites_of(code, project, spec, path, "")
                         if project == "torch_npu":
                             found += cppstream.sites_of(code, project, path, "")
@@ -160,11 +164,12 @@ def do_hccl(repo: Path) -> list[Site]:
 
 
 def do_torch_npu(repo: Path) -> list[Site]:
-    head = git(repo, "rev-parse", "HEAD").strip()
-    date = git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
-    refs = [(f"{date} {head[:10]}", "HEAD")]
+    # one tag per torch_npu release (v5.0.0-pytorch2.1.0 …: the same sources built for
+    # several torch releases), then HEAD: the messages changed (HCCL_CHECK_ERROR's
+    # "[ERROR] HCCL error in: <file>:<line>" of 5.x/6.x became "HCCL function error: …")
+    refs = _release_refs(repo, TORCH_NPU.tag)
     sites = _read(repo, TORCH_NPU, "torch_npu", refs, docs=False)
-    versions = [v for v, _ in refs]
+    versions = [v for v, _ in refs if any(s.version == v for s in sites)]
     source = {
         "repository": TORCH_NPU.repository,
         "read": TORCH_NPU.note,
