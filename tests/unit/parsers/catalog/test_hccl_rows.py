@@ -142,3 +142,22 @@ def test_hd206_names_hccl_when_the_set_up_lines_are_hccls() -> None:
     assert top.rule == "HD206"
     assert top.title.startswith("HCCL failed while setting up a communicator")
     assert "HCCL_CONNECT_TIMEOUT" in top.fix
+
+
+def test_an_error_code_in_another_releases_wording_is_read_by_its_code() -> None:
+    # EI0009 as an older CANN printed it: the form hicann/hccl's fault-diagnosis guide
+    # shows (docs/zh/user_guide/fault_diagnosis/param_link_stage.md, "Transport init error.
+    # Reason: …"); the error manager's table of the held releases words it "Device %s
+    # transport init error. Reason: %s."
+    from hangdoc.analyzer.parsers.logs.catalog_lines import coded_match
+
+    line = (
+        "EI0009: [PID: 4242] 2025-01-01-00:00:00.000.000 Transport init error. Reason: "
+        "[Create][DestLink]Create Dest error!"
+    )
+    found = coded_match(line)
+    assert found is not None and found.row.sources[0].function == "EI0009"
+    warns = [p for k, p in _events(line) if k is EventKind.NCCL_WARN]
+    assert len(warns) == 1 and isinstance(warns[0], NcclWarn) and warns[0].setup
+    # a code the catalog does not hold (the runtime's EE codes) is not read
+    assert coded_match("EE1002: 2025-01-01-00:00:00.000.000 Stream synchronize timeout.") is None
