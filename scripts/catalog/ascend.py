@@ -16,10 +16,10 @@ format is the message body, so a row is the format and the header stays the read
   error_code.cc``: each code's ErrMessage, the format printed after ``EIxxxx: [PID: n]
   <date>``, at every tag) with its reference pages (``docs/en/error_codes/EIxxxx-*.md``: the
   first ``text`` block, a newer wording); the code is the row's function.
-* ``torch_npu``: ``torch_npu/csrc/distributed`` (ProcessGroupHCCL, HCCLUtils: the
-  ``HCCL_CHECK_ERROR`` macro's ``oss << " HCCL function error: " << …`` chain, its
-  ``TORCH_CHECK``s, ``ASCEND_LOGE/LOGW``) of github.com/Ascend/pytorch at every release
-  and HEAD.
+* ``torch_npu``: its own files of ``torch_npu/csrc/distributed`` (ProcessGroupHCCL,
+  HCCLUtils: the ``HCCL_CHECK_ERROR`` macro's ``oss << " HCCL function error: " << …``
+  chain, its ``TORCH_CHECK``s, ``ASCEND_LOGE/LOGW``) and NPUException of
+  github.com/Ascend/pytorch at every release and HEAD.
 
 Meanings are given by family in ``analyzer/parsers/catalog/meanings.toml`` (the
 ``hccl-*`` and ``torch-npu-*`` families).
@@ -49,12 +49,30 @@ HCOMM = NativeSource(
 TORCH_NPU = NativeSource(
     "github.com/Ascend/pytorch",
     r"v(\d+\.\d+\.\d+)-pytorch[\d.]+",
-    ("torch_npu/csrc/distributed",),
+    # torch_npu's own files: ProcessGroupHCCL and its helpers, its parallel TCP store, and
+    # NPUException (NPU_CHECK_ERROR's "OPS function error: <call>"); not its copies of
+    # torch's files (reducer.cpp, rpc/, TraceUtils.h), whose messages are torch's rows
+    paths=(
+        "torch_npu/csrc/distributed/ProcessGroupHCCL.cpp",
+        "torch_npu/csrc/distributed/ProcessGroupHCCL.hpp",
+        "torch_npu/csrc/distributed/HCCLUtils.cpp",
+        "torch_npu/csrc/distributed/HCCLUtils.hpp",
+        "torch_npu/csrc/distributed/HcclCompile.h",
+        "torch_npu/csrc/distributed/ProcessGroupLCCL.cpp",
+        "torch_npu/csrc/distributed/LCCLUtils.cpp",
+        "torch_npu/csrc/distributed/ParallelTcpServer.cpp",
+        "torch_npu/csrc/distributed/ParallelTcpStore.cpp",
+        "torch_npu/csrc/distributed/ParallelStoreProxy.cpp",
+        "torch_npu/csrc/distributed/StoreClient.cpp",
+        "torch_npu/csrc/core/npu/NPUException.cpp",
+        "torch_npu/csrc/core/npu/NPUException.h",
+    ),
     printf=(("ASCEND_LOGE", 0), ("ASCEND_LOGW", 0)),
     streams=("oss",),
     levels=(("ASCEND_LOGE", "ERROR"), ("ASCEND_LOGW", "WARNING")),
     note="release tags vX.Y.Z-pytorchA.B (one per X.Y.Z) and HEAD: "
-    "torch_npu/csrc/distributed/** (TORCH_CHECK, TORCH_NPU_WARN, ASCEND_LOGE/W, "
+    "ProcessGroupHCCL, HCCLUtils, HcclCompile, ProcessGroupLCCL, LCCLUtils, the parallel "
+    "TCP store and NPUException (TORCH_CHECK, TORCH_NPU_WARN, ASCEND_LOGE/W, "
     "the HCCL_CHECK_ERROR macro's oss << chain)",
 )
 
