@@ -52,6 +52,11 @@ communicator that the message catalog names (TransformerEngine's userbuffers exc
 its IPC handles; vLLM's custom all-reduce, whose CUDACHECK in `custom_all_reduce.cuh`
 wraps the calls that share its buffers between the GPUs: `Failed: Cuda error
 …/custom_all_reduce.cuh:336 'invalid argument'`) (analyzer/views/nccl_setup.py).
+HCCL's set-up failures on an Ascend NPU job count the same way, read from the catalog's
+rows of HCCL's own sources (hicann/hcomm: `[Wait][LinkEstablish]wait socket establish
+timeout`, the error manager's `EI0006: … Getting socket times out`, `EJ0001: … Failed to
+initialize the HCCP process`) and of torch_npu's ProcessGroupHCCL (`HCCL function error:
+HcclCommInitRootInfo(…)`); the finding then names HCCL.
 A CUDA failure of a multicast call in the NVLS set-up (`cuMulticastBindMem`…, found by
 the WARN's place in NCCL's sources) is HD301's, the NVSwitch fabric's state; HD206 keeps
 only its return-code chain.
@@ -115,6 +120,9 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
         warn = next((w for w in failure.warns if _unwound(w)), failure.warns[0])
         said_warn = warn.event.payload_as(NcclWarn) or NcclWarn()
         said = f"NCCL WARN {said_warn.message or warn.event.text}"
+        if said_warn.library is not None:
+            # another collective library's own line (HCCL's plog, its error manager)
+            said = f"{said_warn.library}: {(said_warn.message or warn.event.text).strip()}"
         site = said_warn.where
         if warn.kind != EventKind.NCCL_WARN and site is None:
             # a CUDA failure no NCCL header printed: a framework's own communicator set-up
@@ -130,10 +138,11 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
         what = f"{cls or 'an NCCL error'} at {where or 'setup'}" + (f": {last}" if last else "")
         if cls == NcclResult.IN_PROGRESS:
             what = f"a non-blocking communicator setup never finished (NCCL timeout in: {where})"
+    library = _library(placed)
     kinds = [
         name
         for name, items in (
-            ("a setup WARN", failure.warns),
+            ("a setup WARN" if library == "NCCL" else "a set-up error", failure.warns),
             ("a return chain through setup code", failure.returns),
             (_raised_by(failure.errors), failure.errors),
             ("an NCCL error raised from communicator set-up code", failure.raised),
@@ -148,23 +157,46 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
         rule=rule_id,
         category=Category.NCCL_INIT,
         severity=Severity.ERROR,
-        title=f"NCCL failed while setting up a communicator{who}: {what}",
+        title=f"{library} failed while setting up a communicator{who}: {what}",
         explanation=(
-            f"NCCL reported {', '.join(kinds)} before any collective had run: {what}. "
+            f"{library} reported {', '.join(kinds)} before any collective had run: {what}. "
             "Communicator creation (init_process_group, new_group or the first collective) "
             "failed; the ranks that did not fail wait for this one in their own setup."
         ),
-        fix=(
-            "Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH and read the WARN "
-            "before the error; run nccl-tests on the same nodes and container; pin the "
-            "interfaces (NCCL_SOCKET_IFNAME, NCCL_IB_HCA), give containers host networking, "
-            "--ipc=host and enough shared memory, isolate peer access with NCCL_P2P_DISABLE=1, "
-            "and try a newer NCCL for topology detection errors."
-        ),
+        fix=_FIXES.get(library, _FIXES["NCCL"]),
         culprit_ranks=tuple(ranks),
         evidence=tuple(limited_refs(placed, limit=6)),
         strength=strength,
     )
+
+
+_FIXES = {
+    "NCCL": (
+        "Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH and read the WARN "
+        "before the error; run nccl-tests on the same nodes and container; pin the "
+        "interfaces (NCCL_SOCKET_IFNAME, NCCL_IB_HCA), give containers host networking, "
+        "--ipc=host and enough shared memory, isolate peer access with NCCL_P2P_DISABLE=1, "
+        "and try a newer NCCL for topology detection errors."
+    ),
+    # HCCL's fault-diagnosis guide (hicann/hccl docs/zh/user_guide/fault_diagnosis,
+    # param_link_stage.md: link set-up timeouts, EI0006) and its error-code pages
+    "HCCL": (
+        "Read the plog of both ends of the link that failed (the LINK_ERROR_INFO table names "
+        "their device IPs and ranks) for the first error; check the NPU network between them "
+        "(hccn_tool link and IP state), that no earlier training process still holds the "
+        "devices, and that every rank reaches communicator creation within "
+        "HCCL_CONNECT_TIMEOUT (raise it when ranks start far apart)."
+    ),
+}
+
+
+def _library(placed: tuple[Placed, ...]) -> str:
+    """The library the set-up lines are from: NCCL unless every line that names one names
+    another (HCCL's own lines on an Ascend NPU job)."""
+    named = {w.library for p in placed if (w := p.event.payload_as(NcclWarn)) is not None}
+    if len(named) == 1 and (only := next(iter(named))) is not None:
+        return only
+    return "NCCL"
 
 
 def _unwound(p: Placed) -> bool:

@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog import nccl, report
+from catalog.ascend import do_hccl, do_torch_npu
 from catalog.launchers import INDEXED, do_cupy, do_indexed, do_ompi, do_slurm
 from catalog.native import NATIVE, do_native
 from catalog.others import (
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         metavar="VERSION=STRINGS",
         help="strings -n 6 of a release's libtorch_cpu/cuda.so: c10d's literals become rows",
     )
+    parser.add_argument("--hccl", type=Path, help="git dir of a hicann/hcomm mirror (HCCL)")
+    parser.add_argument("--torch-npu", type=Path, help="git dir of an Ascend/pytorch mirror")
     parser.add_argument("--only", help="regenerate one project's data only")
     args = parser.parse_args(argv)
     stats: dict[str, object] = {}
@@ -143,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         stats["ompi"] = do_ompi(args.ompi)
     if args.cupy and args.only in (None, "cupy"):
         stats["cupy"] = do_cupy(args.cupy, ROOT / "analyzer/parsers/catalog/data/cuda.json")
+    if args.hccl and args.only in (None, "hccl"):
+        stats["hccl"] = do_hccl(args.hccl)
+    if args.torch_npu and args.only in (None, "torch_npu"):
+        stats["torch_npu"] = do_torch_npu(args.torch_npu)
     for spec in args.indexed:
         project, folder = spec.split("=", 1)
         if args.only in (None, project):

@@ -277,6 +277,10 @@ class NcclWarn(EventPayload):
     # A WARN from code that runs only while a communicator is set up, or with the words
     # of a setup failure (and none of a harmless one): views/nccl_setup.py.
     setup: bool = False
+    # The collective library that printed it where not NCCL: HCCL (Ascend NPUs), whose
+    # set-up and transport failures the catalog's hccl rows read as NCCL's of the same
+    # family (parsers/catalog/meanings.toml)
+    library: str | None = None
     # The first return code after the WARN on the same thread (``file.cc:47 -> 3``): its
     # error class; and every caller up the chain that logged it.
     rc: int | None = None

@@ -21,6 +21,8 @@ catalog only about lines its hand-written recognisers left without a typed event
 from __future__ import annotations
 
 import dataclasses
+import functools
+import re
 from collections.abc import Mapping
 
 from hangdoc.analyzer.parsers.catalog import CatalogMatch, default_matcher, to_event
@@ -59,8 +61,46 @@ _PLACES = frozenset(
 
 def catalog_match(text: str) -> CatalogMatch | None:
     """The most specific catalog row that recognises the line (the matcher's prefilter
-    first: most lines hold no keyword of any row)."""
-    return default_matcher().match(text)
+    first: most lines hold no keyword of any row); else, for an error manager's line, the
+    rows of its code (``coded_match``)."""
+    return default_matcher().match(text) or coded_match(text)
+
+
+# CANN's error manager prints each error code's message as "<code>: [PID: n] <date>
+# <message>" (HCCL's codes and their messages: hicann/hcomm src/common/error_code/
+# error_code.cc, the catalog's hccl rows of level "errcode", whose function is the code).
+# The wording of a code's message changed between CANN releases ("Transport init error.
+# Reason: %s" became "Device %s transport init error. Reason: %s") while the code stayed,
+# and CANN releases before the library's sources were published are not held: a line whose
+# words no row holds is recognised by its code, and means what that code's rows mean.
+_ERROR_CODE_LINE = re.compile(
+    r"(?:^|[\s\]:])(?P<code>E[A-Z]\d{4}): (?:\[PID: ?\d+\] )?"
+    r"\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d[.\d]* (?P<body>\S.*)"
+)
+
+
+@functools.cache
+def _rows_by_code() -> dict[str, CatalogRow]:
+    """The first catalog row of each error code (rows of level ``errcode``)."""
+    found: dict[str, CatalogRow] = {}
+    for row in default_matcher().catalog.rows:
+        if row.level == "errcode" and row.sources and row.meaning is not None:
+            found.setdefault(row.sources[0].function, row)
+    return found
+
+
+def coded_match(text: str) -> CatalogMatch | None:
+    """An error manager's line whose code the catalog holds, as a match of that code's row
+    (its slots uncaptured: the wording is another release's)."""
+    if "E" not in text:
+        return None
+    m = _ERROR_CODE_LINE.search(text[: _MESSAGE_LIMIT * 4])
+    if m is None:
+        return None
+    row = _rows_by_code().get(m.group("code"))
+    if row is None:
+        return None
+    return CatalogMatch(row, (), m.start("body"), len(text), text[m.start("body") :])
 
 
 def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:

@@ -31,6 +31,15 @@ HARDWARE = re.compile(
     # or "GPU Hang"), as the catalog's row rocr-hw-exception gives it.
     r"|^(?:ECC|GPU Hang)$"
 )
+# An HCCL call that failed under torch_npu (github.com/Ascend/pytorch): HCCLUtils.hpp's
+# HCCL_CHECK_ERROR ("HCCL function error: <call>, error code is N"; 5.x/6.x "HCCL error in:
+# <file>:<line>"), NPUException.h's NPU_CHECK_ERROR around an HCCL call ("OPS function
+# error: HcclAllreduce, error code is N", OpParamMaker.cpp's ops) and ErrCode::HCCL's text
+# (NPUException.cpp: "call hccl api failed"): the collective library's failure, which its
+# own lines (the catalog's hccl rows: HD206, HD200) name; not a crash of the rank.
+_HCCL_CALL_FAILED = re.compile(
+    r"HCCL function error|HCCL error in: |OPS function error: Hccl\w*|call hccl api failed"
+)
 # An NCCL call's error string in another framework's exception (Horovod's NCCL_CHECK in
 # horovod/common/ops/nccl_operations.cc: "<op_name> failed: " + ncclGetErrorString(…);
 # XLA's xla/service/gpu/nccl_utils.cc: "NCCL operation <expr(args)> failed: <string>";
@@ -238,6 +247,7 @@ def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
         CONSEQUENCE_TEXT.search(exc_type)
         or CONSEQUENCE_TEXT.search(message)
         or _NCCL_CALL_FAILED.search(message)
+        or _HCCL_CALL_FAILED.search(message)
     ) and not _server_unreachable(exc_type, message):
         found.append(Sign.CONSEQUENCE)
     if (

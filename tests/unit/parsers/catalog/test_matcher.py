@@ -25,7 +25,10 @@ from hangdoc.analyzer.vocabulary import EventKind
 # the sample fills with words glued to the address; the real lines match. One more is
 # slurmstepd's "task %d (%d) exited. Killed by signal %d%s." (mgr.c), whose last argument is
 # an #ifdef WCOREDUMP inside the call: the sample glues a word to the signal number.
-_MAX_UNRECOGNISABLE = 18
+# Two more are torch_npu's ("<logPrefix()>dumpPythonTraceback error: %s" and "Invalid
+# ranks" << ranks in ProcessGroupHCCL.cpp): a word glued to a slot, each the row's only
+# keyword; neither says anything about a hang.
+_MAX_UNRECOGNISABLE = 20
 
 
 def _matchable() -> list[CatalogRow]:
