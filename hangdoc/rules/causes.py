@@ -21,7 +21,12 @@ from hangdoc.analyzer.model import (
     ThreadStack,
     WaitKind,
 )
-from hangdoc.analyzer.views.activity import GENERIC_TAGS, RankActivity, is_user_frame
+from hangdoc.analyzer.views.activity import (
+    GENERIC_TAGS,
+    RankActivity,
+    frame_tag,
+    is_user_frame,
+)
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.iofacts import fs_stall
 from hangdoc.analyzer.views.locks import LockWaitKind, gil_holder, lock_waits, shared_object_wait
@@ -95,7 +100,22 @@ def lock_cause(wait: ThreadWait) -> Cause | None:
         held = "; ".join(f"rank {h.rank}: {h.label()}" for h in others)
         return _detailed(Activity.RANK_LOCK, f"{target}, held by {held}")
     held = "; ".join(h.label() for h in wait.holders)
+    if not held and wait.syscall is not None and frame_kind_is_polled(wait):
+        # A lock file polled for its existence (FileBaton): asleep between tries at every
+        # sample, no kernel lock to name a holder, and the file outlives a killed one.
+        named = wait.target or "not open in the rank, so not named here"
+        detail = f"asleep in {wait.syscall} between tries; lock file: {named}"
+        return _detailed(Activity.LOCK_FILE_POLL, detail + _at(wait))
     return _detailed(Activity.FILE_LOCK, target + (f", held by {held}" if held else ""))
+
+
+def frame_kind_is_polled(wait: ThreadWait) -> bool:
+    """The wait's frame is a lock file whose existence is the lock (the catalog's
+    LOCK_FILE_POLL signatures: torch's FileBaton), not a kernel lock."""
+    if wait.frame is None:
+        return False
+    tag = frame_tag(wait.frame)
+    return tag is not None and tag[0] is Activity.LOCK_FILE_POLL
 
 
 def _child_cause(wait: ThreadWait | None) -> Cause | None:

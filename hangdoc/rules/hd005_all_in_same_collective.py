@@ -11,9 +11,21 @@ collected is elsewhere or dead; the network or transport fails (NCCL over IB/RoC
 sockets); a GPU is wedged (Xid errors) so a kernel never finishes; the ranks disagree
 on the size or dtype of the same op, or one communicator was never initialised.
 
+One rank's own words may say which (issue 21, item 4): its last log line is the line every
+other rank printed last, with another value where they all agree. The same names in
+another order (`reducing ['text', 'image']` where every other rank printed
+`['image', 'text']`) say the ranks take the same steps in another order: each rank's
+collectives of those steps then pair with different ones on the others, which is a
+collective mismatch (a hint: the order is the job's, the stacks only show where they
+wait). Another value alone names the rank that differs, but not why the collective does
+not complete: the category stays unknown.
+
 ## Evidence used
 The main-thread stacks of every rank (same collective family on all), the absence of
 ranks outside collectives, and — with two or more samples — no movement between them.
+The ranks' last log lines, numbers masked (losses and timings differ on every rank),
+compared word for word: only a value on which every other rank agrees exactly counts,
+and only on a minority of ranks (views/log_compare.py ``last_line_values``).
 
 ## How to confirm
 Collect every node (`hangdoc collect --all` on each), enable the flight recorder
@@ -29,8 +41,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity, Strength
-from hangdoc.analyzer.ranges import plural_ranks
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
+from hangdoc.analyzer.ranges import plural_ranks, verb
+from hangdoc.analyzer.views.log_compare import LastValue, ValueKind, last_line_values
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import stack_refs
 
@@ -40,7 +53,7 @@ class AllInSameCollective(Rule):
     id = "HD005"
     name = "all-in-same-collective"
     summary = "every rank waits in the same collective; the cause is below Python"
-    categories = (Category.UNKNOWN,)
+    categories = (Category.UNKNOWN, Category.COLLECTIVE_TYPE_MISMATCH)
     severity = Severity.WARNING
     requires = frozenset({Need.STACKS})
 
@@ -75,11 +88,46 @@ class AllInSameCollective(Rule):
                 " The stacks cannot say why the collective does not complete: look below "
                 "Python (transport, GPU) or at sizes and sequence numbers (flight recorder)."
             )
+        odd = None if not_collected > 0 else last_line_values(ctx.evidence)
+        category, strength = Category.UNKNOWN, Strength.ABSENCE  # where they wait, not why
+        title = f"every collected rank waits in {op}; the stacks do not show why"
+        culprits: tuple[int, ...] = ()
+        if odd is not None:
+            culprits = odd.ranks
+            explanation += (
+                f" {plural_ranks(odd.ranks).capitalize()} "
+                f"{verb(odd.ranks, 'differs', 'differ')} in what "
+                f"{verb(odd.ranks, 'it', 'they')} printed last: {odd.detail}"
+            )
+            if odd.kind is ValueKind.ORDER:
+                # The same names in another order: the ranks take the same steps in
+                # another order, so the collectives of those steps pair up wrongly.
+                category, strength = Category.COLLECTIVE_TYPE_MISMATCH, Strength.HINT
+                title = (
+                    f"every collected rank waits in {op}; {plural_ranks(odd.ranks)} printed "
+                    "the others' names in another order: collectives issued in another order"
+                )
+                explanation += (
+                    " (the same names in another order, where every other rank agrees): "
+                    "if those names decide the order of the collectives, "
+                    f"{plural_ranks(odd.ranks)} {verb(odd.ranks, 'issues', 'issue')} them in "
+                    "another order than the others, and each waits in a collective the "
+                    "others are not in."
+                )
+            else:
+                title = (
+                    f"every collected rank waits in {op}; {plural_ranks(odd.ranks)} printed "
+                    "another value than the others"
+                )
+                explanation += (
+                    " (a value every other rank agrees on): what differs may be why, which "
+                    "the stacks cannot confirm."
+                )
         yield Finding(
             rule=self.id,
-            category=Category.UNKNOWN,
+            category=category,
             severity=Severity.ERROR if stuck_for_sure else Severity.WARNING,
-            title=f"every collected rank waits in {op}; the stacks do not show why",
+            title=title,
             explanation=explanation,
             fix=(
                 "Collect the rest of the evidence: every node (`hangdoc collect --all` on "
@@ -87,11 +135,26 @@ class AllInSameCollective(Rule):
                 "hangdoc.hook`), NCCL_DEBUG=INFO logs, and `dmesg` for GPU Xid errors; then "
                 "analyze them together."
             ),
-            culprit_ranks=(),
-            waiting_ranks=ranks,
-            evidence=tuple(stack_refs(live, limit=3)),
-            strength=Strength.ABSENCE,  # where every rank waits, not why
+            culprit_ranks=culprits,
+            waiting_ranks=tuple(r for r in ranks if r not in culprits),
+            evidence=tuple(stack_refs(live, limit=3)) + tuple(_line_refs(ctx, odd)),
+            strength=strength,
         )
+
+
+def _line_refs(ctx: RuleContext, odd: LastValue | None) -> list[EvidenceRef]:
+    """The odd ranks' last lines and one of the others'."""
+    if odd is None:
+        return []
+    return [
+        EvidenceRef(
+            source=c.line.source,
+            line=c.line.line or None,
+            detail=f"rank {c.rank} last line: {c.line.text.strip()}",
+            rank=c.rank,
+        )
+        for c in odd.lines
+    ]
 
 
 RULE = AllInSameCollective

@@ -29,6 +29,10 @@ innermost torch frame is a store read (`c10d::TCPStore::doGet`/`doWait`/`get`/`w
 torch/csrc/distributed/c10d/TCPStore.cpp and PrefixStore.cpp) is in the rendezvous. A
 single pasted stack of a process of unknown rank in such a frame gives a weak finding
 (a hint), as does one collected rank alone (docs/confidence.md).
+Where the collector read the ranks' environment (process.json), their rendezvous settings
+(MASTER_ADDR, MASTER_PORT, WORLD_SIZE: what the env:// rendezvous reads) are compared: a
+rank whose value, or lack of one, differs from a value every other rank shares meets at
+another store, and is named as the one the others wait for, with both values.
 
 ## How to confirm
 Collect the ranks that are missing; check the launcher's world size and MASTER_ADDR /
@@ -44,12 +48,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity, classify_process
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.nccl_setup import FIRST_COLLECTIVES
+from hangdoc.analyzer.views.rendezvous_settings import OddSetting, odd_rendezvous
 from hangdoc.rules.base import Rule, RuleContext
+from hangdoc.rules.culprit import proc_source
 from hangdoc.rules.refs import stack_refs
 
 
@@ -101,25 +107,40 @@ class StuckInGroupCreation(Rule):
                 " A member that never arrived, a different world size, or a store that some "
                 "ranks cannot reach keeps the group from completing."
             )
+        # Which rank is at another store: its rendezvous settings differ from the value
+        # every other rank shares (views/rendezvous_settings.py).
+        odd = [] if missing else odd_rendezvous(ctx.evidence, ranks)
+        odd_ranks = tuple(sorted({r for s in odd for r in s.ranks}))
+        if odd_ranks:
+            one = len(odd_ranks) == 1
+            explanation += (
+                " Their rendezvous settings differ: "
+                + "; ".join(s.text() for s in odd)
+                + f". {plural_ranks(odd_ranks).capitalize()} "
+                + ("meets" if one else "meet")
+                + " at another store (or none), and the others wait for "
+                + ("it." if one else "them.")
+            )
         yield Finding(
             rule=self.id,
             category=Category.NCCL_INIT,
             severity=Severity.ERROR,
             title=f"every collected rank waits in {what}"
-            + (f"; {plural_ranks(missing)} never arrived" if missing else ""),
+            + (f"; {plural_ranks(missing)} never arrived" if missing else "")
+            + (f"; {odd[0].text()}" if odd_ranks else ""),
             explanation=explanation,
             fix=(
                 "Collect or check the missing ranks; start the same world size everywhere, "
                 "make MASTER_ADDR:MASTER_PORT reachable from every node, and call "
                 "init_process_group before rank-specific long work."
             ),
-            culprit_ranks=tuple(missing),
-            waiting_ranks=ranks,
-            evidence=tuple(stack_refs(live, limit=3)),
+            culprit_ranks=tuple(missing) or odd_ranks,
+            waiting_ranks=tuple(r for r in ranks if r not in odd_ranks),
+            evidence=tuple(stack_refs(live, limit=3)) + tuple(_env_refs(ctx, odd)),
             # The category is what the stacks show; which member is late they do not, but
             # for ranks never collected. One stack alone is weak: one process caught in a
             # store read may be passing through.
-            strength=Strength.SIGNAL if missing and len(live) > 1 else Strength.HINT,
+            strength=Strength.SIGNAL if (missing or odd_ranks) and len(live) > 1 else Strength.HINT,
         )
 
     def _lone(self, ctx: RuleContext) -> Finding | None:
@@ -194,6 +215,27 @@ _BUILDERS: tuple[tuple[str, frozenset[str], str], ...] = (
     ("torch/nn/parallel/distributed.py", frozenset({"__init__"}), "DistributedDataParallel()"),
     *FIRST_COLLECTIVES,
 )
+
+
+def _env_refs(ctx: RuleContext, odd: list[OddSetting]) -> list[EvidenceRef]:
+    """The environments that differ, and one that agrees, cited by their process.json."""
+    procs = ctx.evidence.ranked()
+    refs: list[EvidenceRef] = []
+    for setting in odd:
+        values = dict(zip(setting.ranks, setting.values, strict=True))
+        for rank in (*setting.ranks[:3], *setting.others[:1]):
+            if rank not in procs:
+                continue
+            value = values.get(rank, setting.agreed)
+            said = f"{setting.key}={value}" if value is not None else f"no {setting.key}"
+            refs.append(
+                EvidenceRef(
+                    source=proc_source(procs[rank]),
+                    detail=f"rank {rank} environment: {said}",
+                    rank=rank,
+                )
+            )
+    return refs
 
 
 def _builder(activity: RankActivity) -> str | None:

@@ -67,6 +67,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("analyzer/views/log_compare.py", "_NUMBER.findall(lines[index].text)"): _COMPARE,
     ("analyzer/views/log_compare.py", "_NUMBER.findall(line.text)"): _COMPARE,  # same_progress
     ("analyzer/views/log_compare.py", 'line.text.rstrip().endswith(("...", "…"))'): (_COMPARE),
+    ("analyzer/views/log_compare.py", 'tokens(_NUMBER.sub("#", line.text))'): (
+        _COMPARE + "; the ranks' last lines, numbers masked, word for word (last_line_values)"
+    ),
+    ("analyzer/views/log_compare.py", '_NUMBER.sub("#", line.text)'): _COMPARE,
 }
 
 

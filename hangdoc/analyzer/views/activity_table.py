@@ -44,6 +44,9 @@ class Activity(enum.StrEnum):
     TRAIN_LOOP = "train_loop"
     GIL_WAIT = "gil_wait"
     FILE_LOCK = "file_lock"  # a file lock's acquire (filelock, flock); its holder unknown
+    # A loop that sleeps while a lock file exists (torch's FileBaton): the file, not a
+    # kernel lock, is the lock, and it outlives a killed holder (wait_frames.POLLED_LOCKS).
+    LOCK_FILE_POLL = "lock_file_poll"
     # Read only from the job's own words (meaning.py) or phase markers (PHASES).
     DATA = "data"
     METRICS = "metrics"
@@ -138,6 +141,14 @@ _FILE_LOCK_FIX = (
     "pid,lstart,args`) and why it does not let go. Acquire file locks with a timeout "
     "(filelock's FileLock(path, timeout=...), fcntl.flock with LOCK_NB in a bounded retry "
     "loop) so a stuck holder raises instead of hanging the rank."
+)
+_LOCK_FILE_POLL_FIX = (
+    "The rank sleeps in a loop until a lock file disappears; only its holder's release "
+    "removes it, and a holder killed mid-way (SIGKILL, the OOM killer, a job cancel) never "
+    "does. Check whether any process still works under the lock (a build, a download); if "
+    "none does, delete the lock file (for torch.utils.cpp_extension.load: the extension's "
+    "folder under TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and restart. "
+    "Build once before the job starts, or give each job its own cache folder."
 )
 _STALE_LOCK_FIX = (
     "The holder is no process of this job: most often a leftover of an earlier run (a "
@@ -276,6 +287,13 @@ _ROWS: dict[Activity, ActivityRow] = {
     # A file lock's holder is the kernel's word (/proc/locks), not a guess: the rank is
     # blocked on a lock that is never released. The file system answers (the call sits in
     # the kernel's lock queue, no I/O is pending), so the lock category, not the storage's.
+    # A lock file whose existence is the lock (torch's FileBaton): no kernel lock, no
+    # holder on record, no timeout; a rank that polls it while the others wait in a
+    # collective waits on a file nobody in the job holds (a holder of the job would be
+    # shown working under it, not waiting with the others).
+    _A.LOCK_FILE_POLL: ActivityRow(
+        "waiting for a lock file to be removed (a polling loop: the file outlives a killed "
+        "holder)", _C.PYTHON_DEADLOCK, _LOCK_FILE_POLL_FIX, _K.WORK, True),
     _A.STALE_LOCK: ActivityRow(
         "waiting on a file lock held by a process outside the job", _C.PYTHON_DEADLOCK,
         _STALE_LOCK_FIX, _K.WORK, True),

@@ -427,6 +427,16 @@ SIGNATURES = (
               _f("acquire", "_do_open", "__enter__")),
 )  # fmt: skip
 LIBRARY_PACKAGES = LIBRARY_PACKAGES | frozenset({"filelock", "portalocker", "fasteners"})
+# Lock files polled for their existence (views/wait_frames.py POLLED_LOCKS, read from the
+# libraries' sources): torch.utils.file_baton.FileBaton.wait, `while
+# os.path.exists(self.lock_file_path): time.sleep(...)`, which cpp_extension.load (and the
+# fused-kernel builds of Megatron, DeepSpeed, Apex... on top of it) waits in while another
+# process builds. The file is the lock: a holder killed mid-build leaves it for good.
+SIGNATURES = (
+    *SIGNATURES,
+    Signature(Activity.LOCK_FILE_POLL, "torch FileBaton", ("torch/utils/file_baton.py",),
+              _f("wait")),
+)  # fmt: skip
 
 # Argument names of torch.distributed.send/recv (and wrappers) that hold the peer.
 P2P_PEER_LOCALS: tuple[str, ...] = ("dst", "src", "peer", "group_dst", "group_src", "dest")

@@ -746,3 +746,67 @@ def _stopped_early(lastval: dict[int, tuple[str, ...]], count: dict[int, int]) -
 
 def _numeric(values: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
+
+
+# Appended for issue 21, item 4 (the job's own values compared across ranks): the last line
+# of every rank, with its numbers masked (losses, timings, the rank's own number differ on
+# every rank and say nothing), compared word for word. Only a value on which every other
+# rank agrees exactly counts, and only when a minority differs (``MIN_AGREEING`` ranks at
+# least agree).
+MIN_AGREEING = 2
+
+
+class ValueKind(enum.StrEnum):
+    ORDER = "order"  # the same words in another order: the same names, ordered otherwise
+    VALUE = "value"  # other words
+
+
+@dataclass(frozen=True, slots=True)
+class LastValue:
+    """The ranks whose last line prints the others' template with another value."""
+
+    kind: ValueKind
+    ranks: tuple[int, ...]
+    others: tuple[int, ...]
+    lines: tuple[CitedLine, ...]  # the odd ranks' last lines, then one of the others'
+
+    @property
+    def detail(self) -> str:
+        odd, agreed = self.lines[0], self.lines[-1]
+        return (
+            f"{odd.line.text.strip()!r} on rank {odd.rank} against "
+            f"{agreed.line.text.strip()!r} on rank {agreed.rank}"
+        )
+
+
+def last_line_values(evidence: Evidence) -> LastValue | None:
+    """A minority of ranks whose last log line differs, numbers aside, from the last line
+    every other rank prints alike, in words the majority's line also holds (the same
+    template: the same words, but for one value)."""
+    last: dict[int, LogLine] = {}
+    for proc in evidence.processes:
+        if proc.rank is not None and proc.rank not in last and proc.log_lines:
+            last[proc.rank] = proc.log_lines[-1]
+    if len(last) < MIN_AGREEING + 1:
+        return None
+    masked = {rank: tuple(tokens(_NUMBER.sub("#", line.text))) for rank, line in last.items()}
+    counts = Counter(masked.values())
+    agreed, n = counts.most_common(1)[0]
+    odd = tuple(sorted(r for r, words in masked.items() if words != agreed))
+    if not odd or n < MIN_AGREEING or len(odd) >= n or not agreed:
+        return None
+    kinds = set()
+    for rank in odd:
+        words = masked[rank]
+        if len(words) != len(agreed) or words[:1] != agreed[:1]:
+            return None  # another line, not the same one with another value
+        if sorted(words) == sorted(agreed):
+            kinds.add(ValueKind.ORDER)
+        elif sum(a != b for a, b in zip(words, agreed, strict=True)) <= max(1, len(agreed) // 3):
+            kinds.add(ValueKind.VALUE)
+        else:
+            return None
+    kind = ValueKind.ORDER if kinds == {ValueKind.ORDER} else ValueKind.VALUE
+    others = tuple(sorted(r for r in masked if r not in odd))
+    lines = tuple(CitedLine(r, last[r]) for r in (*odd, others[0]))
+    return LastValue(kind, odd, others, lines)

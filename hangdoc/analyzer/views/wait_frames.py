@@ -31,16 +31,20 @@ def _f(*names: str) -> frozenset[str]:
 
 
 # fmt: off
+_FILELOCK = WaitFrame(WaitKind.LOCK_FILE, ("filelock/_api.py", "filelock/_unix.py",
+                                           "filelock/_core/_lock.py", "filelock/_native/_unix.py"),
+                      _f("acquire", "_acquire", "__enter__", "_poll_acquire"))
+_FILE_BATON = WaitFrame(WaitKind.LOCK_FILE, ("torch/utils/file_baton.py",), _f("wait"))
 WAIT_FRAMES: tuple[WaitFrame, ...] = (
     # File locks: filelock (tox-dev/filelock: FileLock.acquire polls flock(LOCK_NB) and
     # sleeps), portalocker, fasteners; glibc's flock, lockf and fcntl (F_SETLKW).
-    WaitFrame(WaitKind.LOCK_FILE, ("filelock/_api.py", "filelock/_unix.py",
-                                   "filelock/_core/_lock.py", "filelock/_native/_unix.py"),
-              _f("acquire", "_acquire", "__enter__", "_poll_acquire")),
+    _FILELOCK,
     WaitFrame(WaitKind.LOCK_FILE, ("portalocker/portalocker.py", "portalocker/utils.py"),
               _f("lock", "acquire", "_get_lock", "__enter__")),
     WaitFrame(WaitKind.LOCK_FILE, ("fasteners/process_lock.py",), _f("acquire", "_do_open",
                                                                       "__enter__")),
+    # A lock file polled for its existence (POLLED_LOCKS): torch's FileBaton.
+    _FILE_BATON,
     WaitFrame(WaitKind.LOCK_FILE, native=re.compile(
         r"^(?:__GI___)?(?:flock|lockf64|lockf|__libc_fcntl64|fcntl64|__fcntl64_nocancel)\b")),
     # A child process: subprocess's waits, multiprocessing's, and glibc's.
@@ -72,6 +76,15 @@ WAIT_FRAMES: tuple[WaitFrame, ...] = (
     WaitFrame(WaitKind.SLEEP, native=re.compile(r"^(?:__GI___)?(?:clock_)?nanosleep\b|^pause\b")),
 )
 # fmt: on
+# Lock-file waits that poll: a loop that sleeps and tries again, so the kernel shows a
+# sleep (nanosleep, select with a timeout), not a wait in flock, and /proc/locks shows no
+# waiter. Read from the libraries' sources: torch/utils/file_baton.py FileBaton.wait
+# (`while os.path.exists(self.lock_file_path): time.sleep(self.wait_seconds)`: the file's
+# existence is the lock, a killed holder's file stays), filelock's acquire (tox-dev/filelock
+# _api.py BaseFileLock.acquire: `_acquire()` with LOCK_NB, then `time.sleep(poll_interval)`;
+# the flock of UnixFileLock dies with its holder, SoftFileLock's file does not), as used by
+# huggingface_hub, datasets and transformers for their caches.
+POLLED_LOCKS: tuple[WaitFrame, ...] = (_FILE_BATON, _FILELOCK)
 # How deep a wait may sit: past the few innermost frames, a frame is a caller.
 INNERMOST = 4
 # Text kinds whose "owns_gil=False" means "waiting for the GIL" (pystack's and gdb's
@@ -86,6 +99,12 @@ def _matches(row: WaitFrame, frame: Frame) -> bool:
         return False
     path = frame.file.replace("\\", "/")
     return any(path == f or path.endswith("/" + f) for f in row.files)
+
+
+def polls_a_lock_file(frame: Frame | None) -> bool:
+    """The frame is a lock-file wait that sleeps between tries (POLLED_LOCKS): the kernel
+    shows it asleep, not in flock."""
+    return frame is not None and any(_matches(row, frame) for row in POLLED_LOCKS)
 
 
 def frame_kind(frame: Frame) -> WaitKind | None:

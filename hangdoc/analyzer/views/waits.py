@@ -37,7 +37,7 @@ from hangdoc.analyzer.model import (
     WaitPeer,
 )
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks
-from hangdoc.analyzer.views.wait_frames import frames_wait
+from hangdoc.analyzer.views.wait_frames import frames_wait, polls_a_lock_file
 
 # A holder that started this long before the job's first rank predates the job.
 BEFORE_JOB_S = 1.0
@@ -239,10 +239,34 @@ def _kernel_wait(process: ProcessEvidence, main: ThreadTrack, job: _Job) -> Thre
     if target is None and latest.watched:
         target = ", ".join(t for _, t in latest.watched)
     frame = main.innermost_python()
+    kind = latest.kind
+    if kind is WaitKind.SLEEP and polls_a_lock_file(frame):
+        # A lock-file wait that sleeps between tries: the kernel sees only the sleep (and
+        # /proc/locks no waiter); the frame says what for. The file is named where the
+        # rank holds it open (filelock opens it to try flock; FileBaton does not).
+        kind, target = WaitKind.LOCK_FILE, open_lock_file(process)
     return ThreadWait(
-        process.rank, main, latest.kind, WaitSource.KERNEL, latest.syscall, target, holders,
+        process.rank, main, kind, WaitSource.KERNEL, latest.syscall, target, holders,
         frame, main.user_frame(),
     )  # fmt: skip
+
+
+# How lock files are named: "lock" (torch's extension builds), "*.lock" (filelock's,
+# huggingface_hub's), "*.lck", "*.lk".
+_LOCK_NAMES = ("lock",)
+_LOCK_SUFFIXES = (".lock", ".lck", ".lk")
+
+
+def open_lock_file(process: ProcessEvidence) -> str | None:
+    """A lock file the process holds open at its last sample, by its name."""
+    for sample in reversed(process.proc_samples):
+        for file in sample.open_files:
+            name = file.path.rsplit("/", 1)[-1].lower()
+            if name in _LOCK_NAMES or name.endswith(_LOCK_SUFFIXES):
+                return file.path
+        if sample.open_files:
+            return None
+    return None
 
 
 def _key(wait: KernelWait) -> tuple[object, ...]:
