@@ -43,7 +43,10 @@ exception carrying
 one of those errors' words (`NCCL error: unhandled system error`, raised by vLLM's and
 SGLang's own NCCL bindings) whose traceback shows it raised while a communicator was
 created (`ncclCommInitRank`, `init_process_group`; a paste cut between a frame and its
-source line keeps that call on the line above the first frame shown), or logged by its
+source line keeps that call on the line above the first frame shown) or in the worker
+method its logged record names (vLLM's "Error executing method init_device", whose
+device set-up creates the distributed environment's communicators; a paste that starts
+inside an earlier record of the same logging call takes that record's method), or logged by its
 caller after the call's name (`ncclCommInitRank failed with error: NCCL error: internal
 error`), and NCCL's WARN that it could not create a shared-memory segment (`Error while
 creating shared memory segment /dev/shm/nccl-… (size N)`, header or not: NCCL opens them

@@ -233,6 +233,18 @@ def _code_stage_of_name(name: str) -> CodeStage | None:
     return None
 
 
+def called_stage(name: str) -> CodeStage | None:
+    """The stage a call named by a framework's own report shows, read as a frame's
+    function is: vLLM's WorkerWrapperBase.execute_method logs the worker method the driver
+    called by its name ("Error executing method init_device. …", V0's "Exception in worker
+    … while processing method init_device."), the call the exception of that record was
+    raised in, though its traceback (often cut) may show no frame under it."""
+    name = name.strip().strip("'\"`")
+    if not name.isidentifier() and not all(part.isidentifier() for part in name.split(".")):
+        return None  # not a name (a callable's repr, a pickled function)
+    return _code_stage_of_name(name.rsplit(".", 1)[-1])
+
+
 def frame_stage(text: str) -> CodeStage | None:
     """The stage one line of any traceback names: its frame's function, else the
     innermost call of its source line that names one. Read for every line of a
