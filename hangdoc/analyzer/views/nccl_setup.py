@@ -360,8 +360,10 @@ def is_setup_exception(p: Placed, running_from: int) -> bool:
 
 # Where an NCCL error of a set-up class is a communicator's creation failing: set-up, and
 # a serving worker's device set-up, whose only NCCL calls are its distributed
-# environment's (vLLM's Worker.init_device → init_worker_distributed_environment).
-_NCCL_SETUP_STAGES = frozenset({CodeStage.SETUP, CodeStage.DEVICE_INIT})
+# environment's (vLLM's Worker.init_device → init_worker_distributed_environment), and an
+# RL framework's worker building its model, where its process group's first collectives
+# run and torch creates the communicator (verl's, SkyRL's init_model: tb_stage.py).
+_NCCL_SETUP_STAGES = frozenset({CodeStage.SETUP, CodeStage.DEVICE_INIT, CodeStage.WORKER_INIT})
 
 
 def _lost_connections(tl: Timeline) -> bool:

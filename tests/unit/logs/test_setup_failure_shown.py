@@ -182,3 +182,66 @@ def test_a_retried_connect_is_no_set_up_failure(tmp_path: Path) -> None:
     )
     diagnosis = analyze(load_paths([_write(tmp_path, _openrlhf(warn=retry))]))
     assert any(f.rule == "HD030" for f in diagnosis.findings)
+
+
+# ---- an RL framework's worker building its model -------------------------------------------
+# verl/workers/fsdp_workers.py (HEAD): ActorRolloutRefWorker.init_model builds the model in
+# _build_model_optimizer, whose torch.distributed.barrier() is the first collective on the
+# process group its __init__ created without a device: torch creates the NCCL communicator
+# there. The c10d frames and the error are torch 2.6's (distributed_c10d.py barrier,
+# NCCLUtils.hpp's C10D_NCCL_CHECK); the line numbers are made up.
+def _verl(init: str = "init_model", error: str = "") -> str:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/opt/verl/verl/single_controller/ray/base.py", line 663, in func',
+        "    return getattr(self.worker_dict[key], name)(*args, **kwargs)",
+        '  File "/opt/verl/verl/single_controller/base/decorator.py", line 540, in inner',
+        "    return func(*args, **kwargs)",
+        f'  File "/opt/verl/verl/workers/fsdp_workers.py", line 775, in {init}',
+        "    ) = self._build_model_optimizer(",
+        '  File "/opt/verl/verl/workers/fsdp_workers.py", line 485, in _build_model_optimizer',
+        "    torch.distributed.barrier()",
+        '  File "/usr/lib/python3.10/site-packages/torch/distributed/c10d_logger.py", line 83, '
+        "in wrapper",
+        "    return func(*args, **kwargs)",
+        '  File "/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", '
+        "line 4635, in barrier",
+        "    work = group.barrier(opts=opts)",
+        error
+        or "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/"
+        "c10d/NCCLUtils.hpp:317, unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.21.5",
+        "ncclUnhandledCudaError: Call to CUDA function failed.",
+        "Last error:",
+        "Cuda failure 2 'out of memory'" if error else "Cuda failure 101 'invalid device ordinal'",
+    ]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def test_the_rl_frameworks_model_init_methods_are_a_workers_init() -> None:
+    # verl's and SkyRL's init_model, OpenRLHF's init_model_from_pretrained
+    assert called_stage("init_model") is CodeStage.WORKER_INIT
+    assert called_stage("init_model_from_pretrained") is CodeStage.WORKER_INIT
+    assert called_stage("FSDPRefRayActorBase.init_model") is CodeStage.WORKER_INIT
+
+
+@pytest.mark.parametrize(("how", "mangle"), MANGLINGS)
+def test_an_nccl_error_of_a_workers_first_collective_in_its_model_init_is_set_up(
+    tmp_path: Path, how: str, mangle: Mangle
+) -> None:
+    category, rule, _ = _answer(tmp_path, mangle(_verl()))
+    assert (category, rule) == (Category.NCCL_INIT, "HD206"), how
+
+
+def test_the_same_error_outside_a_workers_init_shows_no_stage(tmp_path: Path) -> None:
+    # the barrier of a method the controller calls every step: a collective's launch as
+    # much as the communicator's creation (C10D_NCCL_CHECK wraps both)
+    diagnosis = analyze(load_paths([_write(tmp_path, _verl(init="update_actor"))]))
+    assert all(f.rule != "HD206" for f in diagnosis.findings)
+
+
+def test_a_model_that_cannot_load_in_a_workers_init_is_no_nccl_failure(tmp_path: Path) -> None:
+    error = "OSError: /models/qwen does not appear to have a file named config.json."
+    text = _verl(error=error).split("ncclUnhandledCudaError")[0]
+    diagnosis = analyze(load_paths([_write(tmp_path, text)]))
+    assert all(f.rule != "HD206" for f in diagnosis.findings)
