@@ -101,7 +101,14 @@ the rule that names it answers (HD031, HD301, HD110, HD109, HD035 …); this rul
 unless the death's times show it first (HD031 then yields to this one in turn). So does a
 death after NCCL's failing to set a communicator up (HD206's lines: a setup WARN, its
 return chain, a synchronous NCCL error of a setup class): vLLM's workers that then log
-"WorkerProc failed to start." report that failure. And so does a death after another
+"WorkerProc failed to start." report that failure. So does a death after its own
+process's NCCL failed to set a connection up before anything ran (HD200's: a connect
+that failed for good, `Call to ibv_modify_qp failed`, which only brings a queue pair of
+the IB transport's connection up, a WARN whose source lines are set-up): NCCL returned the
+failure to the call that created or first used the communicator, and the process raised
+it (OpenRLHF's "Error executing method update_weight" on a weight-sync group's first
+broadcast). Another process's connect failure does not count: it may be this death's
+consequence. And so does a death after another
 rank's (or an unranked line's) exception carrying an NCCL error of a set-up class
 (`NCCL error: unhandled system error`, `internal error`, …) wherever that NCCL call was
 made: that rank's NCCL failed first, which is no crash; HD206 names it where the
@@ -130,7 +137,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.launch import SignalName
 from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths, one_exit, one_failure
-from hangdoc.analyzer.views.nccl_setup import setup_failure
+from hangdoc.analyzer.views.nccl_setup import connect_failures, setup_failure
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -198,6 +205,9 @@ class RankDiedFirst(Rule):
         # after NCCL's set-up failing (HD206's lines): the workers that then fail to start
         # report its consequence
         leading = _not_after_setup(leading, tl, wave_events)
+        # after its own process's NCCL failed to set a connection up (HD200's connect
+        # failures): the call that created or first used the communicator raised it
+        leading = _not_after_own_connect_failure(leading, tl)
         # after another rank's NCCL call failed with a set-up class's error, wherever it
         # was called: that rank failed first, by NCCL, not by a crash
         leading = _not_after_nccl_failure(leading, tl, wave_events)
@@ -405,6 +415,45 @@ def _not_after_setup(leading: list[Death], tl: Timeline, wave_events: list[Place
         for d in leading
         if d.placed.index < first.index or precedes_wave(d.placed, [first]) is True
     ]
+
+
+def _not_after_own_connect_failure(leading: list[Death], tl: Timeline) -> list[Death]:
+    """The deaths that do not follow, in the same process, NCCL's failing to set a
+    connection up before anything ran (views/nccl_setup.connect_failures: a connect that
+    failed for good, a queue pair of the IB transport that could not be brought up, a
+    WARN whose source lines are set-up). NCCL returns that failure to the call that
+    created or first used the communicator (init, a group's first broadcast), and the
+    process raises it: its exception or exit is the failure's consequence, which HD200
+    names. Only the same process (the rank, else the pid both lines print): another
+    process's connect failure may be the consequence of this one's death, whatever order
+    a paste shows them in."""
+    failures = connect_failures(tl)
+    if not failures:
+        return leading
+    return [
+        d
+        for d in leading
+        if not any(f.index < d.placed.index and _same_process(f, d.placed) for f in failures)
+    ]
+
+
+def _same_process(a: Placed, b: Placed) -> bool:
+    """Both lines name the same process: the same rank, else the same pid on hosts that do
+    not differ by name (NCCL's header prints the host's name, Ray's prefix its address)."""
+    if a.rank is not None and b.rank is not None:
+        return a.rank == b.rank
+    pid_a, pid_b = a.event.pid, b.event.pid
+    if pid_a is None or pid_a != pid_b:
+        return False
+    host_a, host_b = a.event.host, b.event.host
+    if not host_a or not host_b or _address(host_a) or _address(host_b):
+        return True
+    return host_a.split(".", 1)[0].lower() == host_b.split(".", 1)[0].lower()
+
+
+def _address(host: str) -> bool:
+    """An IP address, not a host's name (Ray's prefix "(Actor pid=N, ip=10.0.0.7)")."""
+    return host.replace(".", "").isdigit() or ":" in host
 
 
 def _not_after_nccl_failure(

@@ -34,7 +34,9 @@ release (`…/torch/lib/c10d/ProcessGroupNCCL.cpp:N`, 1.x), the creation call th
 named (`ncclCommInitRank failed: unhandled system error`), a last error that only NCCL's
 set-up prints (`Last error: Attribute arch of node cpu not found`, graph/xml.h; `Failed to
 open libnvidia-ml.so.1`, misc/nvmlwrap.cc), a traceback through set-up (init_process_group,
-new_group, DDP's construction), or NCCL's own set-up output of the process (its init and
+new_group, DDP's construction, an RL framework's worker building its model: verl's and
+SkyRL's `init_model`, OpenRLHF's `init_model_from_pretrained`, where the process group's
+first collectives create the communicator), or NCCL's own set-up output of the process (its init and
 interface lines before the error, a set-up WARN, a refused configuration or a
 shared-memory segment around it). A bare `NCCL error in: …NCCLUtils.hpp:275, unhandled
 cuda error` with nothing else shows no stage: torch's C10D_NCCL_CHECK wraps a
@@ -43,7 +45,10 @@ exception carrying
 one of those errors' words (`NCCL error: unhandled system error`, raised by vLLM's and
 SGLang's own NCCL bindings) whose traceback shows it raised while a communicator was
 created (`ncclCommInitRank`, `init_process_group`; a paste cut between a frame and its
-source line keeps that call on the line above the first frame shown), or logged by its
+source line keeps that call on the line above the first frame shown) or in the worker
+method its logged record names (vLLM's "Error executing method init_device", whose
+device set-up creates the distributed environment's communicators; a paste that starts
+inside an earlier record of the same logging call takes that record's method), or logged by its
 caller after the call's name (`ncclCommInitRank failed with error: NCCL error: internal
 error`), and NCCL's WARN that it could not create a shared-memory segment (`Error while
 creating shared memory segment /dev/shm/nccl-… (size N)`, header or not: NCCL opens them

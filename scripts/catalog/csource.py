@@ -368,9 +368,11 @@ def function_spans(code: str) -> list[tuple[int, int, str]]:
         spans.append((m.start(), m.end(), "#define " + m.group(1)))
     stack: list[tuple[int, str | None]] = []
     i, n = 0, len(code)
-    masked = re.sub(
-        r"^[ \t]*#[^\n]*(?:\\\n[^\n]*)*", lambda m: " " * len(m.group(0)), code, flags=re.M
-    )
+    # A preprocessor line with its continuations ("\\" at a line's end): a macro's body
+    # may open and close braces across its lines (NCCL 2.8's group.cc NCCLCHECKTHREAD, "do {
+    # … } while(0)"), which must not count as the file's. (A greedy "[^\n]*" before the
+    # continuation took the backslash and masked the first line only.)
+    masked = re.sub(r"^[ \t]*#(?:\\\n|[^\n])*", lambda m: " " * len(m.group(0)), code, flags=re.M)
     while i < n:
         c = masked[i]
         if c in "\"'":

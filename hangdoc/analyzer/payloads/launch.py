@@ -240,6 +240,14 @@ class CodeStage(enum.StrEnum):
     # NCCL error raised there is the communicators' creation failing (its only NCCL calls);
     # its dtype and memory checks are failures of their own.
     DEVICE_INIT = "device_init"
+    # An RL framework's worker building its model, the one method the controller calls on
+    # each worker of a group before any step (verl's init_model of every worker class,
+    # SkyRL's init_model, OpenRLHF's init_model_from_pretrained): the process group is
+    # created there or just before it, and its first collectives (FSDP's or DeepSpeed's
+    # wrapping broadcasts, a barrier) run there, which is when torch creates the NCCL
+    # communicator. As DEVICE_INIT, only an NCCL error of a set-up class raised there is
+    # the communicators' creation failing; a model that cannot load is a failure of its own.
+    WORKER_INIT = "worker_init"
     UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 

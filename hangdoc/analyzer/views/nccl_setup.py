@@ -360,8 +360,10 @@ def is_setup_exception(p: Placed, running_from: int) -> bool:
 
 # Where an NCCL error of a set-up class is a communicator's creation failing: set-up, and
 # a serving worker's device set-up, whose only NCCL calls are its distributed
-# environment's (vLLM's Worker.init_device → init_worker_distributed_environment).
-_NCCL_SETUP_STAGES = frozenset({CodeStage.SETUP, CodeStage.DEVICE_INIT})
+# environment's (vLLM's Worker.init_device → init_worker_distributed_environment), and an
+# RL framework's worker building its model, where its process group's first collectives
+# run and torch creates the communicator (verl's, SkyRL's init_model: tb_stage.py).
+_NCCL_SETUP_STAGES = frozenset({CodeStage.SETUP, CodeStage.DEVICE_INIT, CodeStage.WORKER_INIT})
 
 
 def _lost_connections(tl: Timeline) -> bool:
@@ -432,3 +434,24 @@ def setup_error_lines(tl: Timeline) -> frozenset[tuple[str, int | None]]:
         if is_setup_error(tl, p, running_from)
         or (p.index < running_from and _setup_class_error(p) is not None)
     )
+
+
+def connect_failures(tl: Timeline) -> tuple[Placed, ...]:
+    """NCCL's transport errors that say a connection could not be set up, before anything
+    shows collectives running: a connect that failed for good (not the retries every
+    start-up logs), a verbs call only the IB transport's connection set-up makes
+    (``Call to ibv_modify_qp failed``: wrap_ibv_modify_qp is called only to bring a queue
+    pair of ncclIbConnect/ncclIbAccept up, INIT→RTR→RTS, in every release before 2.30's
+    port recovery; the parser marks it ``connect``), or a WARN whose own source lines
+    show set-up (parsers/logs/nccl_stage.py). NCCL returns the failure to the call that
+    created or first used the communicator, which raises it: what that process reports
+    next is this failure, not one of its own (HD030 yields to it; HD200 names it)."""
+    running_from = first_running(tl)
+    found: list[Placed] = []
+    for p in tl.of(EventKind.NCCL_TRANSPORT_ERROR):
+        error = p.event.payload_as(NcclTransportError)
+        if p.index >= running_from or error is None or error.retrying:
+            continue
+        if (error.error is not None and error.error.connect) or error.stage is SourceStage.SETUP:
+            found.append(p)
+    return tuple(found)

@@ -30,9 +30,10 @@ from hangdoc.analyzer.parsers.catalog.loader import CatalogRow
 from hangdoc.analyzer.parsers.logs.hit import Hit
 from hangdoc.analyzer.parsers.logs.nccl import NcclHeader, nccl_header, read_body, warn_at_setup
 from hangdoc.analyzer.parsers.logs.process import match_exception_line
+from hangdoc.analyzer.parsers.logs.tb_stage import called_stage
 from hangdoc.analyzer.parsers.logs.torch_pg import pg_prefix
 from hangdoc.analyzer.payloads.base import EventPayload
-from hangdoc.analyzer.payloads.launch import LauncherReport, read_exit
+from hangdoc.analyzer.payloads.launch import ExceptionRaised, LauncherReport, read_exit
 from hangdoc.analyzer.payloads.nccl import NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import InGroup
 from hangdoc.analyzer.vocabulary import EventKind
@@ -154,6 +155,11 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
     payload = _with_place(draft.payload, head, found.text)
     if draft.kind is EventKind.EXCEPTION and (exc := match_exception_line(text)) is not None:
         payload = dataclasses.replace(payload, exc_type=exc[0], message=exc[1][:400])
+    method = draft.values.get("method")
+    if isinstance(payload, ExceptionRaised) and payload.stage is None and isinstance(method, str):
+        # A worker method the framework names as the one that raised (vLLM's "Error
+        # executing method init_device"): the stage that call shows, as its frame would.
+        payload = dataclasses.replace(payload, stage=called_stage(method))
     values = tuple(sorted((k, str(v)) for k, v in draft.values.items()))
     hit = Hit(draft.kind, payload=payload, key=("row", draft.row_id, values))
     if isinstance(payload, LauncherReport):

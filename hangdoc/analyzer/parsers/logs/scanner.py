@@ -254,6 +254,9 @@ class _Traceback:
     # the header's line names (LineTag.origin: every line of such a record repeats it).
     message: RawEvent | None = None
     origin: str | None = None
+    # Pasted without its header from the file's first line on (its record's start cut
+    # above the paste): see Scanner._head_record.
+    head: bool = False
 
     def worker_stage(self) -> CodeStage | None:
         """Its stage, but no worker's start where its frames show the ranks themselves
@@ -336,6 +339,11 @@ class Scanner:
     _read_text: bool = False
     _origin_above: str | None = None  # the origin (LineTag.origin) of the last line read
     _head_exc: tuple[LineTag, int, tuple[str, str]] | None = None
+    # The exception ending a traceback whose frames the file begins with, its header and
+    # its record's message cut above the paste, printed by a logging call (its origin) and
+    # raised where no frame shown names a stage: the end of an earlier record of that call
+    # (see _head_stage).
+    _head_record: tuple[RawEvent, str] | None = None
 
     # ---- input ------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
@@ -627,6 +635,8 @@ class Scanner:
                 frame,
                 frame if SAVE_FRAME.search(frame) else "",
                 store=self._store_before(lineno, tag.rank),
+                origin=tag.origin,
+                head=first_text,
             )
             self._tracebacks[stream] = tb
             if (
@@ -681,13 +691,16 @@ class Scanner:
             # the launcher's report of a worker's end (its ChildFailedError table,
             # CalledProcessError's signal or exit status): match_process reads it
             return False
+        # Where its frames name no stage, the call its record's message names (vLLM's
+        # "Error executing method init_device", the logger.exception above the header).
+        stage = tb.worker_stage() or _stage_of(tb.message)
         hit = exception_hit(
             exc[0],
             exc[1],
             where=tb.last_frame or None,
             saving=tb.saving or None,
             writing=writing_line(tb.source),
-            stage=tb.worker_stage(),
+            stage=stage,
             in_collective=tb.in_collective,
             in_wait=tb.in_wait,
             by_dataloader=tb.starter is Starter.DATALOADER,
@@ -695,6 +708,12 @@ class Scanner:
         if self._spawn_index is not None and hit.named_local_rank is None:
             hit.named_local_rank = self._spawn_index
         event = self._emit(hit, tag, lineno)
+        if tb.head and stage is None and event is not None and tb.origin is not None:
+            # (the origin of its first line: a record's lines after the first may have lost
+            # the header they repeated, unmangle.py's record prefix)
+            self._head_record = (event, tb.origin)
+        elif tb.message is not None and stage is not None:
+            self._head_stage(tb, stage)
         if tb.message is not None:
             # The exception a logged message's traceback ends with is what that message
             # reports (logger.exception: the message, then the traceback): placed at the
@@ -738,12 +757,28 @@ class Scanner:
         it: the same message, over the same start-up path. That exception is what the
         call logged, raised where this traceback shows (weak: ``bare``). Only where the
         stage is one a failure's meaning depends on and no earlier line says otherwise."""
-        stage = tb.worker_stage()
+        stage = tb.worker_stage() or _stage_of(tb.message)
         if stage is None or tb.message is None:
             return
         payload = tb.message.payload
         if isinstance(payload, ExceptionRaised) and payload.stage is None:
             tb.message.payload = replace(payload, stage=stage)
+        self._head_stage(tb, stage)
+
+    def _head_stage(self, tb: _Traceback, stage: CodeStage) -> None:
+        """A record of a logging call whose message or frames show ``stage``, after the
+        end of an earlier record of the same call (the same origin in its header) that
+        the paste cut above its first line: that record's exception, a bare line
+        (``_head_exc``) or the end of a traceback cut above its header
+        (``_head_record``: vLLM's execute_method logging "Error executing method
+        init_device." for each worker, a paste that starts inside the first one's
+        traceback), is what the same call logged for the same call of the worker, raised
+        there too."""
+        record, self._head_record = self._head_record, None
+        if record is not None and tb.origin is not None and record[1] == tb.origin:
+            raised = record[0].payload
+            if isinstance(raised, ExceptionRaised) and raised.stage is None:
+                record[0].payload = replace(raised, stage=stage)
         head, self._head_exc = self._head_exc, None
         if head is None or tb.origin is None or head[0].origin != tb.origin:
             return
@@ -1341,6 +1376,13 @@ def _after_meter(piece: str) -> list[str]:
 def _group_rank(hit: Hit) -> int | None:
     """The process-group rank a torch message names ("[PG 0 Rank 3]", "[Rank 3]")."""
     return hit.payload.group_rank if isinstance(hit.payload, InGroup) else None
+
+
+def _stage_of(message: RawEvent | None) -> CodeStage | None:
+    """The stage a logged message (the line above a traceback's header) names itself: the
+    call it says raised (parsers/logs/catalog_lines.py, tb_stage.called_stage)."""
+    payload = message.payload if message is not None else None
+    return payload.stage if isinstance(payload, ExceptionRaised) else None
 
 
 def _setup_by_chain(head: NcclWarn, code: NcclWarn) -> bool:

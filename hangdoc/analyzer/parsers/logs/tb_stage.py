@@ -207,11 +207,22 @@ _ZERO_FIRST_NAME = re.compile(r"(?:local_)?main_process_first|torch_distributed_
 #   ensure_model_parallel_initialized, which create the NCCL communicators). Its own
 #   stage, not set-up: a frame under it that names the distributed set-up says SETUP.
 _DEVICE_INIT_NAME = re.compile(r"init_device")
+# * An RL framework's worker building its model (CodeStage.WORKER_INIT), the method its
+#   controller calls once on each worker before any step: verl's init_model
+#   (verl/workers/fsdp_workers.py and megatron_workers.py, every worker class; the process
+#   group is created in the worker's __init__ without a device, so its first collective,
+#   _build_model_optimizer's barrier or FSDP's sync, creates the NCCL communicator),
+#   SkyRL's init_model (skyrl_train/workers: strategy.setup_distributed(), then the
+#   model's FSDP wrapping), OpenRLHF's init_model_from_pretrained (trainer/ray:
+#   _setup_distributed, then DeepSpeed's initialize, which broadcasts the model).
+_WORKER_INIT_NAME = re.compile(r"init_model(?:_from_pretrained)?")
 
 
 def _code_stage_of_name(name: str) -> CodeStage | None:
     if _DEVICE_INIT_NAME.fullmatch(name):
         return CodeStage.DEVICE_INIT
+    if _WORKER_INIT_NAME.fullmatch(name):
+        return CodeStage.WORKER_INIT
     if _ZERO_FIRST_NAME.fullmatch(name):
         return CodeStage.RANK_ZERO_FIRST
     if _RANK_CHECK_NAME.fullmatch(name):
@@ -231,6 +242,18 @@ def _code_stage_of_name(name: str) -> CodeStage | None:
     if _TRAIN_NAME.fullmatch(name):
         return CodeStage.TRAIN
     return None
+
+
+def called_stage(name: str) -> CodeStage | None:
+    """The stage a call named by a framework's own report shows, read as a frame's
+    function is: vLLM's WorkerWrapperBase.execute_method logs the worker method the driver
+    called by its name ("Error executing method init_device. …", V0's "Exception in worker
+    … while processing method init_device."), the call the exception of that record was
+    raised in, though its traceback (often cut) may show no frame under it."""
+    name = name.strip().strip("'\"`")
+    if not name.isidentifier() and not all(part.isidentifier() for part in name.split(".")):
+        return None  # not a name (a callable's repr, a pickled function)
+    return _code_stage_of_name(name.rsplit(".", 1)[-1])
 
 
 def frame_stage(text: str) -> CodeStage | None:

@@ -168,3 +168,52 @@ def test_a_creation_call_named_by_the_error_is_set_up() -> None:
     mark_stages(events)  # type: ignore[arg-type]
     assert isinstance(events[0].payload, NcclError)
     assert events[0].payload.stage is SourceStage.SETUP
+
+
+# fixtures/cases/cpm2-finetune-2-nccl-shm-transport-setup: the shared-memory transport's
+# set-up failing inside communicator creation, unwound up to NCCL 2.8's async init thread
+# (group.cc ncclAsyncThreadMain's NCCLCHECKTHREAD, "-> 2 [Async thread]").
+SHM_SETUP_ASYNC = (
+    "transport/shm.cc:101",
+    "transport.cc:30",
+    "transport.cc:76",
+    "init.cc:813",
+    "init.cc:878",
+    "group.cc:72",
+)
+
+
+def test_a_chain_through_the_async_init_thread_keeps_its_set_up_stage() -> None:
+    # group.cc:72 is ncclAsyncThreadMain's check in 2.8.3 and 2.8.4, the only releases with
+    # calls at every line of the chain: shm.cc:101 (shmRecvSetup) decides.
+    assert chain_stage(SHM_SETUP_ASYNC) is SourceStage.SETUP
+    assert chain_stage(SHM_SETUP_ASYNC, "2.8.4") is SourceStage.SETUP
+
+
+def test_a_multi_line_macro_does_not_hide_the_function_after_it() -> None:
+    # NCCL 2.8's src/group.cc: NCCLCHECKTHREAD and CUDACHECKTHREAD are "do { … } while(0)"
+    # macros continued over lines with "\", then ncclAsyncThreadMain, a function returning
+    # a pointer, calls NCCLCHECKTHREAD.
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from catalog import csource
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    code = (
+        "#define NCCLCHECKTHREAD(a) do { \\\n"
+        "  if ((args->ret = (a)) != ncclSuccess) { \\\n"
+        '    INFO(NCCL_INIT,"%s:%d -> %d [Async thread]", __FILE__, __LINE__, args->ret); \\\n'
+        "    return args; \\\n"
+        "  } \\\n"
+        "} while(0)\n"
+        "\n"
+        "void* ncclAsyncThreadMain(void* args_) {\n"
+        "  struct ncclAsyncArgs* args = (struct ncclAsyncArgs*)args_;\n"
+        "  NCCLCHECKTHREAD(args->init.func(args->init.newcomm));\n"
+        "  return args;\n"
+        "}\n"
+    )
+    spans = csource.function_spans(code)
+    at = code.index("NCCLCHECKTHREAD(args->init")
+    assert csource.enclosing(spans, at) == "ncclAsyncThreadMain"
+    assert csource.enclosing(spans, code.index("INFO(")) == "#define NCCLCHECKTHREAD"
