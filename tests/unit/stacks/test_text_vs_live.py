@@ -170,15 +170,38 @@ def _pasted(name: str, form: PasteForm, tmp_path: Path) -> Evidence:
 # Stack shapes a paste cannot give back yet, with why (strict: fixed means remove it).
 # (thread-died, whose ranks' log tails hold their own faulthandler dumps of the same threads
 # after the py-spy text, was one: a second Python view of the threads is a second sample.)
-_SHAPE_GAPS: dict[str, str] = {}
+# Each gap: (the forms it holds for, why).
+_ONE_FILE = "one file"
+_FRAMES_ONLY = "frames only"
+_SHAPE_GAPS: dict[str, tuple[tuple[str, str], ...]] = {
+    # reducer-thread (live-2026-11-28b): rank 3's main thread died of a KeyError (its
+    # traceback in the rank's log) and sits in threading's _shutdown, one frame.
+    "reducer-thread": (
+        (
+            _ONE_FILE,
+            "the rank's log traceback follows its py-spy text in one section and joins that "
+            "sample as a second main thread (a record printed after a dump is not yet a "
+            "moment of its own)",
+        ),
+        (
+            _FRAMES_ONLY,
+            "a one-frame thread without py-spy's thread line is not read as a stack (one "
+            "'func (file:line)' line alone could be any log line)",
+        ),
+    ),
+}
+
+
+def _shape_gap(name: str, form: str) -> str | None:
+    return next((why for where, why in _SHAPE_GAPS.get(name, ()) if where in form), None)
 
 
 def _shape_cases() -> list[object]:
     cases: list[object] = []
     for name in NAMES:
         for form in _FORMS:
-            gap = name in _SHAPE_GAPS and form.startswith("one file")
-            marks = [pytest.mark.xfail(reason=_SHAPE_GAPS[name], strict=True)] if gap else []
+            gap = _shape_gap(name, form)
+            marks = [pytest.mark.xfail(reason=gap, strict=True)] if gap else []
             cases.append(pytest.param(name, form, marks=marks, id=f"{name}-{form}"))
     return cases
 
