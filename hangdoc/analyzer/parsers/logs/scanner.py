@@ -182,6 +182,16 @@ _RECORD_START = re.compile(r"(?:[A-Za-z_][\w.]*(?:Error|Exception): |Traceback \
 # CollectiveFingerPrint(...) pretty-printed on the lines after it.
 _FP_FOLLOWS = re.compile(r"is running (?:inconsistent )?collective:\s*$")
 _WRAP_LEN = 100
+# DeepSpeed's launcher reports a worker's end with the worker's whole command line
+# (deepspeed/launcher/launch.py, main.sigkill_handler: logger.error(f"{cmd} exits with
+# return code = {last_return_code}"), cmd the list it ran, "--local_rank=N" in it): a line
+# of a thousand characters or more, which a terminal, an editor or a paste hard-wraps, and
+# whose local rank is then on one physical line and its exit code on a later one. Its
+# lines are joined until the report's end, at most this many (a 100-column wrap of a long
+# command).
+_DS_REPORT = "sigkill_handler"
+_DS_REPORT_END = "exits with return code"
+_MAX_JOIN_COMMAND = 40
 
 Block = (
     ChildFailedBlock
@@ -556,7 +566,9 @@ class Scanner:
             ptag, pline, joins = self._pending
             if headerless and text.strip() and not _RECORD_START.match(text):
                 ptag.text = ptag.text.rstrip() + text
-                if _balanced(ptag.text) or joins + 1 >= _MAX_JOIN:
+                command = _open_launcher_command(ptag)
+                most = _MAX_JOIN_COMMAND if command else _MAX_JOIN
+                if (_balanced(ptag.text) and not command) or joins + 1 >= most:
                     self._pending = None
                     self._logical(ptag, pline)
                 else:
@@ -564,7 +576,7 @@ class Scanner:
                 return
             self._pending = None
             self._logical(ptag, pline)
-        if not _balanced(text):
+        if not _balanced(text) or _open_launcher_command(tag):
             self._pending = (tag, lineno, 0)
             return
         self._logical(tag, lineno)
@@ -1601,3 +1613,14 @@ def _balanced(text: str) -> bool:
     if start < 0:
         start = text.find("FingerPrint(")
     return start < 0 or text.count("(", start) <= text.count(")", start)
+
+
+def _open_launcher_command(tag: LineTag) -> bool:
+    """A line of DeepSpeed's launcher's sigkill_handler (its header's origin, or its
+    text where no header was peeled) that holds the start of the command it reports
+    ("['/usr/bin/python', '-u', …") but not the report's end: the rest of the report is
+    on the lines after it (_DS_REPORT)."""
+    text = tag.text
+    if "['" not in text or _DS_REPORT_END in text:
+        return False
+    return _DS_REPORT in text or (tag.origin is not None and tag.origin.endswith(_DS_REPORT))

@@ -1,0 +1,136 @@
+"""A rank's death named with its culprit, as the first-sight batch 2026-11-28k showed it
+named without one or unread (issue 21: ranks from anywhere), each read from the source
+that prints it, and kept when the paste is mangled.
+
+Every input here is hand-written in a documented format, cited at each test: DeepSpeed's
+launcher (deepspeed/launcher/launch.py ``main.sigkill_handler``), torch's elastic agent
+(torch/distributed/elastic/multiprocessing/errors/__init__.py ``ChildFailedError.format_msg``
+and ``_FAILURE_FORMAT_TEMPLATE``; api.py's "Signal %d (%s) received by PID %d"), Open MPI's
+mpirun (orte/tools/orterun/help-orterun.txt "orterun:proc-aborted-strsignal").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hangdoc.analyzer.model import Category
+from hangdoc.paste_mangling import hard_wrap
+from tests.unit.recognition_kit import MANGLINGS, Mangle
+from tests.unit.recognition_kit import answer as _answer
+
+# ---- 1. DeepSpeed's launcher: the worker's command, hard-wrapped -----------------------------
+# launch.py main.sigkill_handler: logger.error(f"{cmd} exits with return code =
+# {last_return_code}"), cmd the list it ran, "--local_rank=N" in it. A long command is
+# hard-wrapped by the terminal or the paste: the local rank lands on one physical line and
+# the exit code on a later one.
+_ARGS = ", ".join(f"'--option_{i}', '{i * 7}'" for i in range(40))
+_DS_EXIT = (
+    "[2024-02-06 06:23:39,510] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', "
+    "'-u', 'train.py', '--local_rank={local}', '--deepspeed', 'zero2.json', " + _ARGS + "] "
+    "exits with return code = -9\n"
+)
+
+
+@pytest.mark.parametrize("width", [0, 80, 100, 120, 400, 1000])
+@pytest.mark.parametrize("local", [3, 7])
+def test_a_hard_wrapped_deepspeed_exit_names_the_local_rank_it_ran(
+    tmp_path: Path, width: int, local: int
+) -> None:
+    text = _DS_EXIT.format(local=local)
+    if width:
+        text = hard_wrap(text, width)
+        assert text.count("\n") > 1  # (the report is wrapped)
+    category, rule, culprits = _answer(tmp_path, text)
+    assert (category, rule, culprits) == (Category.RANK_DEAD, "HD030", (local,))
+
+
+def test_a_wrapped_deepspeed_report_joins_no_line_after_its_end(tmp_path: Path) -> None:
+    """The rejoin stops at the report's end: the job's next line is read for itself."""
+    text = hard_wrap(_DS_EXIT.format(local=2), 100) + "Traceback (most recent call last):\n"
+    _, rule, culprits = _answer(tmp_path, text)
+    assert (rule, culprits) == ("HD030", (2,))
+
+
+# ---- 2. torchrun's failure table, its layout lost ------------------------------------------
+# _FAILURE_FORMAT_TEMPLATE: "[${idx}]:\n  time      : ${time}\n  host      : ${hostname}\n
+#   rank      : ${rank} (local_rank: ${local_rank})\n  exitcode  : ${exitcode} (pid: ${pid})\n
+#   error_file: ${error_file}\n  traceback : ${message}"; api.py's message for a signal:
+# "Signal 9 (SIGKILL) received by PID 36071". Retyped from a screenshot or copied from a
+# rendered page, a field's name runs into its value and fields share a line.
+_TABLE_HEAD = (
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+    "train.py FAILED\n"
+    "Failures:\n"
+    "<NO_OTHER_FAILURES>\n"
+    "Root Cause (first observed failure):\n"
+    "[0]:\n"
+)
+_FIELDS = {
+    "as printed": (
+        "  time      : 2023-09-14_01:45:50\n"
+        "  host      : node-1\n"
+        "  rank      : {rank} (local_rank: {local})\n"
+        "  exitcode  : -9 (pid: 36071)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : Signal 9 (SIGKILL) received by PID 36071\n"
+    ),
+    "fields run together": (
+        "time\nhost\n2023-09-14 01:45:50\nnode-1\n"
+        "rank{rank} (local rank: {local})exitcode: -9 (pid: 36071)error file: <N/A>\n"
+        "traceback : signal 9 (SIGKILL) received by PID 36071\n"
+    ),
+    "one line": (
+        "  time : 2023-09-14_01:45:50 host : node-1 rank : {rank} (local_rank: {local}) "
+        "exitcode : -9 (pid: 36071) error_file: <N/A>\n"
+        "  traceback : Signal 9 (SIGKILL) received by PID 36071\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(_FIELDS))
+@pytest.mark.parametrize(("how", "mangle"), MANGLINGS[:3])
+def test_a_failure_tables_rank_is_read_whatever_its_layout(
+    tmp_path: Path, layout: str, how: str, mangle: Mangle
+) -> None:
+    text = _TABLE_HEAD + _FIELDS[layout].format(rank=2, local=2)
+    category, rule, culprits = _answer(tmp_path, mangle(text))
+    assert (category, rule, culprits) == (Category.RANK_DEAD, "HD030", (2,)), how
+
+
+def test_a_run_together_rank_field_is_the_global_rank_not_the_local_one(
+    tmp_path: Path,
+) -> None:
+    text = _TABLE_HEAD + _FIELDS["fields run together"].format(rank=10, local=2)
+    assert _answer(tmp_path, text)[2] == (10,)
+
+
+# ---- 3. mpirun's report of a rank killed, the machine's names blanked ------------------------
+# help-orterun.txt "orterun:proc-aborted-strsignal": "%s noticed that process rank %lu with
+# PID %lu on node %s exited on signal %d (%s)."; people blank the PID and the node out.
+_MPI_KILLED = (
+    "Primary job  terminated normally, but 1 process returned\n"
+    "a non-zero exit code. Per user-direction, the job has been aborted.\n"
+    "mpirun noticed that process rank {rank} with PID {pid} on node {node} exited on signal 9 "
+    "(Killed).\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("pid", "node"),
+    [("81234", "gpu-node-3"), ("xxxxxx", "xxxxxxxx"), ("XXXX", "gpu-node-3"), ("<pid>", "***")],
+)
+@pytest.mark.parametrize(("how", "mangle"), MANGLINGS)
+def test_mpiruns_killed_rank_is_named_with_its_pid_blanked(
+    tmp_path: Path, pid: str, node: str, how: str, mangle: Mangle
+) -> None:
+    text = _MPI_KILLED.format(rank=1, pid=pid, node=node)
+    category, rule, culprits = _answer(tmp_path, mangle(text))
+    assert (category, rule, culprits) == (Category.RANK_DEAD, "HD030", (1,)), how
+
+
+def test_an_mpirun_line_with_a_word_for_its_pid_is_not_read(tmp_path: Path) -> None:
+    """Only a placeholder stands for a blanked PID, not any word."""
+    text = _MPI_KILLED.format(rank=1, pid="unknown", node="n1")
+    assert _answer(tmp_path, text)[2] != (1,)
