@@ -134,3 +134,58 @@ def test_an_mpirun_line_with_a_word_for_its_pid_is_not_read(tmp_path: Path) -> N
     """Only a placeholder stands for a blanked PID, not any word."""
     text = _MPI_KILLED.format(rank=1, pid="unknown", node="n1")
     assert _answer(tmp_path, text)[2] != (1,)
+
+
+# ---- 4. gloo's pair reset by its peer --------------------------------------------------------
+# gloo/transport/tcp/pair.cc Pair::read: GLOO_ERROR_MSG("Read error ", peer_.str(), ": ",
+# strerror(errno)) when recv(2) fails (ECONNRESET: "Connection reset by peer"), and
+# GLOO_ERROR_MSG("Connection closed by peer ", peer_.str()) at end-of-stream (the peer's
+# orderly close: its process ended). torch raises the what() as a RuntimeError.
+_GLOO_RESET = (
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
+    "[10.1.2.3]:25266: Connection reset by peer\n"
+)
+_GLOO_CLOSED = (
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by "
+    "peer [10.1.2.3]:25266\n"
+)
+_STEP = "2024-04-10 05:0{m}:07 | INFO | logs | Total loss at epoch 5, step at 58{m}00, loss=33.7\n"
+
+
+@pytest.mark.parametrize(("how", "mangle"), MANGLINGS[:3])
+def test_a_gloo_reset_with_nothing_before_it_is_the_transports_failure(
+    tmp_path: Path, how: str, mangle: Mangle
+) -> None:
+    text = "".join(_STEP.format(m=m) for m in range(3)) + _GLOO_RESET
+    category, rule, culprits = _answer(tmp_path, mangle(text))
+    assert (category, rule, culprits) == (Category.NCCL_NETWORK, "HD200", ()), how
+
+
+def test_a_gloo_close_is_no_transport_failure(tmp_path: Path) -> None:
+    """An orderly close is the peer's end, not the network's."""
+    assert _answer(tmp_path, _GLOO_CLOSED)[0] is not Category.NCCL_NETWORK
+
+
+def test_a_gloo_reset_after_a_rank_was_killed_is_its_echo(tmp_path: Path) -> None:
+    killed = _MPI_KILLED.format(rank=1, pid="812", node="n1")
+    category, rule, culprits = _answer(tmp_path, killed + _GLOO_RESET)
+    assert (category, rule, culprits) == (Category.RANK_DEAD, "HD030", (1,))
+
+
+def test_a_gloo_reset_after_a_gloo_timeout_is_its_echo(tmp_path: Path) -> None:
+    timeout = (
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
+        "waiting 1800000ms for recv operation to complete\n"
+    )
+    assert _answer(tmp_path, timeout + _GLOO_RESET)[1] != "HD200"
+
+
+def test_a_gloo_reset_before_the_launchers_report_of_a_kill_is_its_echo(tmp_path: Path) -> None:
+    """A peer killed mid-transfer resets its pairs; torchrun reports the kill after them
+    (api.py: "failed (exitcode: -9) local_rank: 1 (pid: 18960) of binary: …")."""
+    agent = (
+        "E1121 20:40:40.942000 18899 torch/distributed/elastic/multiprocessing/api.py:1002] "
+        "failed (exitcode: -9) local_rank: 1 (pid: 18960) of binary: /usr/bin/python3\n"
+    )
+    category, rule, culprits = _answer(tmp_path, "[rank0]: " + _GLOO_RESET + agent)
+    assert (category, rule, culprits) == (Category.RANK_DEAD, "HD030", (1,))
