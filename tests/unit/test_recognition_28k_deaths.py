@@ -189,3 +189,71 @@ def test_a_gloo_reset_before_the_launchers_report_of_a_kill_is_its_echo(tmp_path
     )
     category, rule, culprits = _answer(tmp_path, "[rank0]: " + _GLOO_RESET + agent)
     assert (category, rule, culprits) == (Category.RANK_DEAD, "HD030", (1,))
+
+
+# ---- 5. a rank's host memory climbing until it stops ---------------------------------------
+# psutil's numbers as jobs print them: the process's resident set
+# (psutil.Process().memory_info().rss, "RSS MEM USE: 5.11G" in a step line), DeepSpeed's
+# see_memory_usage (deepspeed/runtime/utils.py: f'CPU Virtual Memory:  used = {used_GB}
+# GB, percent = {vm_stats.percent}%'). A series that climbs steeply to its last reading,
+# and nothing after it, is a process the OOM killer or the scheduler ends.
+_RSS = (
+    "2022-03-23 23:5{i}:28,855 DEBUG TRAIN Batch 0/18{i}100 loss 4.577 lr 0.00065741 "
+    "rank {rank} RSS MEM USE: {gib}G\n"
+)
+_CLIMB = (5.1, 5.1, 5.1, 46.5, 105.6, 161.1, 212.0)
+_STEADY = (5.1, 5.1, 5.2, 5.2, 5.3, 5.3, 5.4)
+
+
+def _series(rank: int, values: tuple[float, ...]) -> list[str]:
+    return [_RSS.format(i=i, rank=rank, gib=v) for i, v in enumerate(values)]
+
+
+@pytest.mark.parametrize(("how", "mangle"), MANGLINGS)
+def test_a_ranks_host_memory_climbing_to_its_last_reading_is_its_death(
+    tmp_path: Path, how: str, mangle: Mangle
+) -> None:
+    category, rule, culprits = _answer(tmp_path, mangle("".join(_series(0, _CLIMB))))
+    assert (category, rule, culprits) == (Category.RANK_DEAD, "HD030", (0,)), how
+
+
+@pytest.mark.parametrize(
+    "values",
+    [_STEADY, (*_CLIMB, 150.0), (5.1, 21.0), (0.05, 0.1, 0.2, 0.4)],
+    ids=["steady", "down after its peak", "two readings", "under a GiB"],
+)
+def test_host_memory_that_does_not_climb_to_its_end_is_no_death(
+    tmp_path: Path, values: tuple[float, ...]
+) -> None:
+    assert _answer(tmp_path, "".join(_series(0, values)))[1] != "HD030"
+
+
+def test_the_rank_whose_memory_climbs_is_named_among_others_in_one_file(tmp_path: Path) -> None:
+    steady, climb = _series(0, _STEADY), _series(1, _CLIMB)
+    text = "".join(line for pair in zip(steady, climb, strict=True) for line in pair)
+    assert _answer(tmp_path, text)[1:] == ("HD030", (1,))
+
+
+def test_a_prefixed_ranks_memory_climb_names_that_rank(tmp_path: Path) -> None:
+    lines = [f"[rank3]:step {i} RSS: {v} GB\n" for i, v in enumerate(_CLIMB)]
+    assert _answer(tmp_path, "".join(lines))[1:] == ("HD030", (3,))
+
+
+def test_the_hosts_memory_nearly_all_in_use_is_a_climb(tmp_path: Path) -> None:
+    lines = [
+        f"[rank2]:CPU Virtual Memory:  used = {gib} GB, percent = {pct}%\n"
+        for gib, pct in ((400.1, 80.2), (450.3, 90.1), (490.8, 98.4))
+    ]
+    assert _answer(tmp_path, "".join(lines))[1:] == ("HD030", (2,))
+
+
+def test_the_gpus_memory_is_not_the_hosts(tmp_path: Path) -> None:
+    lines = [f"[rank1]:step {i} GPU memory used: {v} GB\n" for i, v in enumerate(_CLIMB)]
+    lines += [f"[rank1]:iter {i} max_mem: {int(v * 1024)}M\n" for i, v in enumerate(_CLIMB)]
+    assert _answer(tmp_path, "".join(lines))[1] != "HD030"
+
+
+def test_a_kill_shown_wins_over_a_memory_climb(tmp_path: Path) -> None:
+    """The climb is where memory was going; a launcher's report of the kill is the death."""
+    killed = _MPI_KILLED.format(rank=2, pid="812", node="n1")
+    assert _answer(tmp_path, "".join(_series(0, _CLIMB)) + killed)[1:] == ("HD030", (2,))

@@ -22,6 +22,7 @@ from hangdoc.analyzer.parsers.logs import (
     horovod,
     iostate,
     listing,
+    memory,
     nic,
     pg_wrapper,
     phases,
@@ -48,6 +49,7 @@ from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.listing import match_listed_file
 from hangdoc.analyzer.parsers.logs.literals import Need
+from hangdoc.analyzer.parsers.logs.memory import match_memory
 from hangdoc.analyzer.parsers.logs.nccl import warn_at_setup
 from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages, message_stage
 from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
@@ -92,7 +94,13 @@ from hangdoc.analyzer.parsers.logs.wrap_shape import NCCL_HEAD as _NCCL_HEAD
 from hangdoc.analyzer.parsers.logs.wrap_shape import headerless as _headerless
 from hangdoc.analyzer.parsers.prefixes import local_rank_tag
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload, Sign
-from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised, FatalReport, FatalSignal
+from hangdoc.analyzer.payloads.launch import (
+    CodeStage,
+    ExceptionRaised,
+    FatalReport,
+    FatalSignal,
+    HostMemory,
+)
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
     NcclColl,
@@ -1221,6 +1229,8 @@ class Scanner:
             current.payload = replace(current.payload, via=tuple(vias))
             current.folded = n
             return current
+        if isinstance(current.payload, HostMemory) and isinstance(hit.payload, HostMemory):
+            hit.payload = current.payload.then(hit.payload)  # the series, this reading last
         if hit.kind is EventKind.PHASE and self._aggregate.get((*key, "first")) is current:
             event = _raw(hit, text, lineno, tag, owner)
             self.events.append(event)
@@ -1515,6 +1525,7 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_listed_file(text)
         or match_nic_counter(text)
         or match_nic_event(text)
+        or match_memory(text)
         or match_horovod(text)
         or match_sglang(text)
         or match_serving(text)
@@ -1549,6 +1560,7 @@ RECOGNISER_NEEDS: tuple[Need, ...] = (
     listing.NEED,
     nic.COUNTER_NEED,
     nic.EVENT_NEED,
+    memory.NEED,
     horovod.NEED,
     sglang.NEED,
     serving.NEED,
@@ -1600,6 +1612,8 @@ def _aggregate_key(hit: Hit, owner: Owner) -> tuple[object, ...] | None:
         return ("via", owner)
     if hit.kind is EventKind.PHASE and hit.key is not None and hit.key[0] == "bar":
         return ("bar", owner, hit.key[1])
+    if hit.kind is EventKind.HOST_MEMORY:
+        return ("hostmem", owner, hit.key)  # a process's readings: one series
     return None
 
 
