@@ -66,8 +66,10 @@ With no NCCL error at all, gloo's pair reset by its peer (`gloo/transport/tcp/pa
 `Read error [addr]:port: Connection reset by peer`, ECONNRESET) is the transport's failure
 at low confidence when nothing else is shown: no rank that died, timed out or was taken
 down, and no peer's orderly close (`Connection closed by peer`, its process ended) beside
-it; a peer killed mid-transfer resets its connections too, and a launcher reports the kill
-after them, so any such line anywhere makes the reset its echo.
+it, and a peer on another host (a loopback address, 127.0.0.0/8 or ::1, is a process of the
+same host: no network lies between them); a peer killed mid-transfer resets its connections
+too, and a launcher reports the kill after them, so any such line anywhere makes the reset
+its echo.
 With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
@@ -87,6 +89,7 @@ for RoCE, and raise `NCCL_IB_TIMEOUT`/`NCCL_IB_RETRY_CNT` only for lossy fabrics
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -436,6 +439,11 @@ class NcclTransportError(Rule):
         resets = [p for p, lost in gloo if lost.failure is PeerLoss.CONNECTION_RESET]
         if not resets or len(resets) != len(gloo):
             return None  # none, or beside a peer's orderly close: a process that ended
+        if all(_loopback(lost.peer) for _, lost in gloo):
+            # The peer is a process of the same host (127.0.0.0/8, ::1): no network lies
+            # between them, so the reset is that process's doing (it ended, or dropped the
+            # pair with data unread), not the transport's.
+            return None
         if first_deaths(tl) or any(tl.of(kind) for kind in _ECHOED):
             # A rank that died, timed out or was taken down anywhere in these logs: the
             # reset is its echo, whichever line comes first (a launcher reports a worker
@@ -475,6 +483,14 @@ class NcclTransportError(Rule):
             evidence=tuple(limited_refs(resets, limit=4)),
             strength=Strength.HINT,
         )
+
+
+def _loopback(address: str | None) -> bool:
+    """Whether a peer address (gloo's "[addr]" of the pair) is the host's own loopback."""
+    try:
+        return address is not None and ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return address == "localhost"
 
 
 # What a connection reset echoes: a timeout, a process taken down.

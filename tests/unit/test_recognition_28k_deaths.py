@@ -257,3 +257,12 @@ def test_a_kill_shown_wins_over_a_memory_climb(tmp_path: Path) -> None:
     """The climb is where memory was going; a launcher's report of the kill is the death."""
     killed = _MPI_KILLED.format(rank=2, pid="812", node="n1")
     assert _answer(tmp_path, "".join(_series(0, _CLIMB)) + killed)[1:] == ("HD030", (2,))
+
+
+@pytest.mark.parametrize("peer", ["127.0.1.1", "127.0.0.1", "::1"])
+def test_a_gloo_reset_by_a_process_of_the_same_host_is_no_network_failure(
+    tmp_path: Path, peer: str
+) -> None:
+    """No network lies between two processes of one host (the loopback address)."""
+    text = _GLOO_RESET.replace("10.1.2.3", peer)
+    assert _answer(tmp_path, text)[0] is not Category.NCCL_NETWORK
