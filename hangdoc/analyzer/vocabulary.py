@@ -76,6 +76,9 @@ class EventKind(enum.StrEnum):
     CUDA_ERROR = "cuda_error"  # other CUDA errors (illegal access, ECC, assert)
     FATAL_SIGNAL = "fatal_signal"  # segfault, abort, bus error, "Killed"
     HOST_OOM_KILL = "host_oom_kill"  # kernel OOM killer
+    # A process's host memory as the job prints it (RSS, psutil's used): its readings
+    # folded into one event per process (parsers/logs/memory.py).
+    HOST_MEMORY = "host_memory"
     FAULTHANDLER_TIMEOUT = "faulthandler_timeout"  # faulthandler.dump_traceback_later fired
     # A framework's own watchdog saw no progress for its timeout and takes the process down
     # (SGLang's scheduler: its forward batch did not advance); the job was stuck, not why.

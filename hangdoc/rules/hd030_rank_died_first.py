@@ -152,6 +152,7 @@ _HOW = {
     DeathHow.SIGNAL: "was killed by a signal",
     DeathHow.HOST_OOM: "was killed for host memory",
     DeathHow.EXIT: "exited with an error",
+    DeathHow.MEMORY_CLIMB: "ran out of host memory",
     DeathHow.ACTOR: "died (Ray actor)",
     DeathHow.CUDA_ERROR: "hit a CUDA error",
 }
@@ -289,7 +290,13 @@ class RankDiedFirst(Rule):
             )
         if first.how == DeathHow.SIGNAL and first.signal is not None:
             lines.append(_signal_reading(first.signal, oom_seen))
-        if not certain:
+        if first.how == DeathHow.MEMORY_CLIMB and not certain:
+            lines.append(
+                "No kill is shown, only where its memory was going: a process whose host "
+                "memory climbs so is what the kernel's OOM killer (the largest process) or "
+                "the scheduler's memory limit ends; check dmesg and the scheduler's log."
+            )
+        elif not certain:
             lines.append(
                 "The logs give no reason for the exit: collect the rank's stderr or "
                 "its TORCHELASTIC_ERROR_FILE (decorate main with @record)."
@@ -557,7 +564,9 @@ def _signal_reading(signal: SignalName, oom_seen: bool) -> str:
 
 
 def _fix(death: Death) -> str:
-    if death.how == DeathHow.HOST_OOM or death.signal == SignalName.SIGKILL:
+    if death.how in (DeathHow.HOST_OOM, DeathHow.MEMORY_CLIMB) or (
+        death.signal == SignalName.SIGKILL
+    ):
         return (
             "Reduce host memory use on that rank (dataloader workers and prefetch, "
             "pinned memory, loading whole checkpoints into RAM), or raise the job's memory "

@@ -62,6 +62,14 @@ such line sits in, per release), where the innermost line with a stage sits in s
 that has calls at all the chain's lines (and is the version the log prints): a memory
 registration failing under `sendProxyConnect` is set-up, one failing under the proxy's
 progress is not.
+With no NCCL error at all, gloo's pair reset by its peer (`gloo/transport/tcp/pair.cc`
+`Read error [addr]:port: Connection reset by peer`, ECONNRESET) is the transport's failure
+at low confidence when nothing else is shown: no rank that died, timed out or was taken
+down, and no peer's orderly close (`Connection closed by peer`, its process ended) beside
+it, and a peer on another host (a loopback address, 127.0.0.0/8 or ::1, is a process of the
+same host: no network lies between them); a peer killed mid-transfer resets its connections
+too, and a launcher reports the kill after them, so any such line anywhere makes the reset
+its echo.
 With no NCCL error at all, non-zero InfiniBand/RoCE port error counters
 (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters/local_ack_timeout_err:91316`,
 `perfquery`'s `SymbolErrorCounter`) give a low-confidence finding: they count since the
@@ -81,6 +89,7 @@ for RoCE, and raise `NCCL_IB_TIMEOUT`/`NCCL_IB_RETRY_CNT` only for lossy fabrics
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -98,7 +107,7 @@ from hangdoc.analyzer.payloads.nccl import (
     SourceStage,
 )
 from hangdoc.analyzer.payloads.nccl import NcclTransportError as TransportWarn
-from hangdoc.analyzer.payloads.torch_pg import NcclResult
+from hangdoc.analyzer.payloads.torch_pg import Backend, ConnectionLost, NcclResult, PeerLoss
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.nccl_setup import first_collective_of, first_running
 from hangdoc.analyzer.views.timeline import Placed, Timeline, before
@@ -204,6 +213,10 @@ class NcclTransportError(Rule):
             and (nccl.last_error_peer or nccl.last_error_link or _remote_error(p))
         ]
         if not errors:
+            reset = self._gloo_reset(tl)
+            if reset is not None:
+                yield reset
+                return
             counters = _counters(tl)
             if counters is not None:
                 yield counters
@@ -405,6 +418,89 @@ class NcclTransportError(Rule):
             if all(_remote_error(p) for p in primary)
             else Strength.SIGNAL,
         )
+
+    def _gloo_reset(self, tl: Timeline) -> Finding | None:
+        """gloo's pair reset by its peer, with nothing before it that it would echo.
+
+        gloo/transport/tcp/pair.cc Pair::read throws "Read error <peer>: <strerror>" when
+        recv(2) fails with an errno other than EAGAIN/EINTR, and "Connection closed by peer
+        <peer>" when it reads end-of-stream. The close is the peer's orderly end (its
+        process exited: a death, which other rules read); ECONNRESET is a reset of the
+        connection (the peer's host or a middlebox dropped it, or the peer's socket went
+        with unread data in it), which is the transport's failure unless a death, a
+        timeout or a teardown is shown. Weak (HINT): it names the address, not the
+        cause, and a peer killed mid-transfer can look the same."""
+        gloo = [
+            (p, lost)
+            for p in tl.of(EventKind.CONNECTION_LOST)
+            if (lost := p.event.payload_as(ConnectionLost)) is not None
+            and lost.backend is Backend.GLOO
+        ]
+        resets = [p for p, lost in gloo if lost.failure is PeerLoss.CONNECTION_RESET]
+        if not resets or len(resets) != len(gloo):
+            return None  # none, or beside a peer's orderly close: a process that ended
+        if all(_loopback(lost.peer) for _, lost in gloo):
+            # The peer is a process of the same host (127.0.0.0/8, ::1): no network lies
+            # between them, so the reset is that process's doing (it ended, or dropped the
+            # pair with data unread), not the transport's.
+            return None
+        if first_deaths(tl) or any(tl.of(kind) for kind in _ECHOED):
+            # A rank that died, timed out or was taken down anywhere in these logs: the
+            # reset is its echo, whichever line comes first (a launcher reports a worker
+            # killed after its peers' pairs were reset: recorded, fixtures/logs/recorded/
+            # sigkill.log).
+            return None
+        first = resets[0]
+        ip_host, host_ranks = host_maps(tl)
+        lost = first.event.payload_as(ConnectionLost) or ConnectionLost()
+        peer = lost.peer or "an unknown peer"
+        host = ip_host.get(peer) if lost.peer else None
+        culprits = tuple(sorted(host_ranks.get(host, set()))) if host else ()
+        reporters = sorted({p.rank for p in resets if p.rank is not None} - set(culprits))
+        where = f"[{peer}]:{lost.port}" if lost.port is not None else peer
+        return Finding(
+            rule=self.id,
+            category=Category.NCCL_NETWORK,
+            severity=Severity.ERROR,
+            title=f"gloo's connection to {where} was reset by the peer",
+            explanation=(
+                "gloo failed reading from its peer with ECONNRESET "
+                "(gloo/transport/tcp/pair.cc Pair::read: 'Read error <peer>: Connection reset "
+                "by peer'), and nothing before shows a rank that died, timed out or was taken "
+                "down: the TCP connection between the ranks was reset, a failure of the "
+                "transport (the peer's host, a firewall or NAT dropping the connection). A "
+                "peer process that exits closes its connections in order ('Connection closed "
+                "by peer'); one killed mid-transfer can reset them too, so check the peer's "
+                "log for its end."
+            ),
+            fix=(
+                "Check the network path between the hosts (dmesg -T for link flaps, firewall "
+                "and NAT/conntrack timeouts on long-lived connections); pin gloo to the right "
+                "interface (GLOO_SOCKET_IFNAME); check the peer's own log for its exit."
+            ),
+            culprit_ranks=culprits,
+            waiting_ranks=tuple(reporters),
+            evidence=tuple(limited_refs(resets, limit=4)),
+            strength=Strength.HINT,
+        )
+
+
+def _loopback(address: str | None) -> bool:
+    """Whether a peer address (gloo's "[addr]" of the pair) is the host's own loopback."""
+    try:
+        return address is not None and ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return address == "localhost"
+
+
+# What a connection reset echoes: a timeout, a process taken down.
+_ECHOED = (
+    EventKind.COLLECTIVE_TIMEOUT,
+    EventKind.HEARTBEAT_TIMEOUT,
+    EventKind.WATCHDOG_TEARDOWN,
+    EventKind.STORE_TIMEOUT,
+    EventKind.AGENT_TERMINATING,
+)
 
 
 # A peer that went away: NCCL's socket layer read end-of-stream or a reset (misc/socket.cc

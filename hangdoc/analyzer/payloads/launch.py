@@ -319,6 +319,56 @@ class HostOomKill(EventPayload):
 
 
 @dataclass(frozen=True, slots=True)
+class HostMemory(EventPayload):
+    """HOST_MEMORY: a process's host-memory readings, folded into one event per process
+    (parsers/logs/memory.py): how many, the lowest, the last and the one before it (GiB),
+    and the last share of the host's memory in use where the line prints one (%)."""
+
+    readings: int = 1
+    low_gib: float = 0.0
+    last_gib: float = 0.0
+    previous_gib: float | None = None
+    peak_gib: float = 0.0
+    percent: float | None = None
+
+    @classmethod
+    def first(cls, gib: float, percent: float | None = None) -> HostMemory:
+        """One reading."""
+        return cls(low_gib=gib, last_gib=gib, peak_gib=gib, percent=percent)
+
+    def then(self, later: HostMemory) -> HostMemory:
+        """The series with ``later``'s reading after its own."""
+        return HostMemory(
+            readings=self.readings + later.readings,
+            low_gib=min(self.low_gib, later.low_gib),
+            last_gib=later.last_gib,
+            previous_gib=self.last_gib,
+            peak_gib=max(self.peak_gib, later.peak_gib),
+            percent=later.percent,
+        )
+
+    @property
+    def climbed(self) -> bool:
+        """The series ends climbing to its peak: three readings or more, the last the
+        highest and above the one before, and either four times the lowest (and a GiB or
+        more: a process's memory does not grow so in steady work, and the kernel's OOM
+        killer takes the largest process) or the host's memory nearly all in use
+        (MEMORY_FULL_PERCENT)."""
+        if self.readings < _CLIMB_READINGS or self.previous_gib is None:
+            return False
+        if self.last_gib < self.peak_gib or self.last_gib <= self.previous_gib:
+            return False
+        full = self.percent is not None and self.percent >= MEMORY_FULL_PERCENT
+        steep = self.last_gib >= _CLIMB_FACTOR * self.low_gib and self.last_gib >= 1.0
+        return full or steep
+
+
+_CLIMB_READINGS = 3
+_CLIMB_FACTOR = 4.0
+MEMORY_FULL_PERCENT = 95.0
+
+
+@dataclass(frozen=True, slots=True)
 class LoaderWorkerDied(EventPayload):
     """DATALOADER_WORKER_DIED: torch's messages when a DataLoader worker dies."""
 

@@ -27,6 +27,7 @@ from hangdoc.analyzer.payloads.launch import (
     ExceptionRaised,
     FatalReport,
     FatalSignal,
+    HostMemory,
     HostOomKill,
     Launcher,
     LauncherReport,
@@ -83,6 +84,8 @@ class DeathHow(enum.StrEnum):
     SIGNAL = "signal"
     HOST_OOM = "host_oom"
     EXIT = "exit"  # an exit code, no reason given
+    # its host memory climbed steeply to its last reading, and nothing after: no kill shown
+    MEMORY_CLIMB = "memory_climb"
     ACTOR = "actor"  # a Ray actor died
 
 
@@ -292,6 +295,17 @@ def death_of(p: Placed) -> Death | None:
         )
     if kind == EventKind.ACTOR_DIED:
         return Death(p.rank, DeathHow.ACTOR, "Ray actor died", p, True)
+    memory = p.event.payload_as(HostMemory) if kind == EventKind.HOST_MEMORY else None
+    if memory is not None and memory.climbed:
+        # The process's own readings climb steeply to their last (memory.py): the kernel's
+        # OOM killer or the scheduler's memory limit ends such a process, and it printed
+        # nothing after. Not certain: no kill is shown, only where it was going.
+        used = f", {memory.percent:g}% of the host's" if memory.percent is not None else ""
+        said = (
+            f"its host memory climbed from {memory.low_gib:.3g} GiB to {memory.last_gib:.3g} "
+            f"GiB{used} in its last readings, and it printed none after"
+        )
+        return Death(p.rank, DeathHow.MEMORY_CLIMB, said, p, False)
     report = p.event.payload_as(LauncherReport)
     if kind in (EventKind.WORKER_FAILED, EventKind.CHILD_FAILURE) and report is not None:
         return _reported(p, report)

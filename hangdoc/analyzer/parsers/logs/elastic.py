@@ -33,7 +33,14 @@ _KV = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$
 _RANK_VAL = re.compile(r"(\d+) \(local_rank: (\d+)\)")
 _EXIT_VAL = re.compile(r"(-?\d+) \(pid: (\d+)\)(?:\s*\((SIG\w+)\))?")
 _TIME_VAL = re.compile(r"(\d{4})-(\d{2})-(\d{2})_(\d{2}:\d{2}:\d{2})")
-_SIGNAL_TB = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
+_SIGNAL_TB = re.compile(r"[Ss]ignal (\d+) \((SIG\w+)\) received by PID (\d+)")
+# An entry's fields where the paste lost the table's layout (retyped from a screenshot,
+# copied from a rendered page): a field's name run into its value or into the field
+# before ("rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>"), several
+# fields on one line. The "rank" and "exitcode" fields are told by their values' shapes
+# (format_msg's "R (local_rank: L)" and "C (pid: P)"), which no other text has.
+_RANK_LOOSE = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[_ ]rank:\s*(\d+)\)")
+_EXIT_LOOSE = re.compile(r"\bexitcode\s*:?\s*(-?\d+)\s*\(pid:\s*(\d+)\)")
 # A table whose header a selection cut away (torch/distributed/elastic/multiprocessing/
 # errors/__init__.py ChildFailedError.format_msg: "Root Cause (first observed failure):",
 # then per entry "[k]:" and the fields "  time      : …", "  host      : …",
@@ -155,12 +162,23 @@ class ChildFailedBlock:
         if kv is not None and not (self.in_traceback and text.startswith("    ")):
             self.in_traceback = False
             self._field(kv.group(1), kv.group(2).strip())
+            if kv.group(1) in ("time", "host", "error_file"):
+                self._loose_fields(kv.group(2))  # the fields after it, their newlines lost
             return True
         if self.in_traceback and stripped:
             if not text.startswith("    "):
                 self.traceback_last = stripped
             return True
+        self._loose_fields(stripped)
         return not stripped or self.current is not None
+
+    def _loose_fields(self, text: str) -> None:
+        """The rank and exitcode fields of a line that is no field as format_msg writes
+        it (_RANK_LOOSE): read by their values' shapes wherever they are in it."""
+        if "rank" in text and (r := _RANK_LOOSE.search(text)) is not None:
+            self._field("rank", f"{r.group(1)} (local_rank: {r.group(2)})")
+        if "exitcode" in text and (e := _EXIT_LOOSE.search(text)) is not None:
+            self._field("exitcode", f"{e.group(1)} (pid: {e.group(2)})")
 
     def _field(self, key: str, value: str) -> None:
         cur = self.current

@@ -126,11 +126,16 @@ _SLURM_TASK = re.compile(
 _SLURM_CANCEL = re.compile(
     r"\*\*\* (?:STEP|JOB) (?P<id>\S+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)(?P<why>.*?)\*\*\*"
 )
+# Open MPI's "orterun:proc-aborted-strsignal" (orte/tools/orterun/help-orterun.txt): "%s
+# noticed that process rank %lu with PID %lu on node %s exited on signal %d (%s).". The
+# rank and the signal are what it says of the death; the PID and node identify a machine,
+# which people blank out before they paste ("with PID xxxxxx on node xxxxxxxx"): a
+# placeholder there (letters x, stars, "<pid>") is read as the field left out.
 _MPIRUN = re.compile(
-    r"noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) exited "
-    r"on "
-    r"signal (?P<sig>\d+)(?: \((?P<name>[^)]+)\))?"
+    r"noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+|[xX*#]+|<\w*>) on node "
+    r"(?P<host>\S+) exited on signal (?P<sig>\d+)(?: \((?P<name>[^)]+)\))?"
 )
+_REDACTED = re.compile(r"[xX*#]+|<\w*>")
 _DS_EXIT = re.compile(r"exits with return code = (?P<code>-?\d+)")
 # horovodrun's gloo launcher: "Process 0 exit with status code 137." (128 + signal number).
 _HOROVOD_EXIT = re.compile(r"^Process (?P<rank>\d+) exit with status code (?P<code>-?\d+)\.?\s*$")
@@ -138,7 +143,7 @@ _DS_LOCAL_RANK = re.compile(r"--local_rank[= ](\d+)")
 # torchelastic's report of a worker killed by a signal ("traceback : Signal 9 (SIGKILL)
 # received by PID 812" in a ChildFailedError table, or alone when only that line is pasted).
 _ELASTIC_SIGNAL = re.compile(
-    r"Signal (?P<num>\d+) \((?P<sig>SIG\w+)\) received by PID (?P<pid>\d+)"
+    r"[Ss]ignal (?P<num>\d+) \((?P<sig>SIG\w+)\) received by PID (?P<pid>\d+)"
 )
 # torch.multiprocessing.spawn (ProcessContext.join) when a child died without an error on
 # its queue: "process %d terminated with signal %s" / "process %d terminated with exit code
@@ -513,8 +518,8 @@ def match_process(text: str) -> Hit | None:
             exited,
             ("mpirun", mp.group("rank")),
             rank=int(mp.group("rank")),
-            named_host=mp.group("host"),
-            named_pid=int(mp.group("pid")),
+            named_host=None if _REDACTED.fullmatch(mp.group("host")) else mp.group("host"),
+            named_pid=as_int(mp.group("pid")),
         )
     if text.startswith("Process ") and (hv := _HOROVOD_EXIT.match(text)) is not None:
         code = int(hv.group("code"))

@@ -22,6 +22,7 @@ from hangdoc.analyzer.parsers.logs import (
     horovod,
     iostate,
     listing,
+    memory,
     nic,
     pg_wrapper,
     phases,
@@ -48,6 +49,7 @@ from hangdoc.analyzer.parsers.logs.iostate import match_io_state
 from hangdoc.analyzer.parsers.logs.kernel import HungTaskBlock
 from hangdoc.analyzer.parsers.logs.listing import match_listed_file
 from hangdoc.analyzer.parsers.logs.literals import Need
+from hangdoc.analyzer.parsers.logs.memory import match_memory
 from hangdoc.analyzer.parsers.logs.nccl import warn_at_setup
 from hangdoc.analyzer.parsers.logs.nccl_stage import mark_stages, message_stage
 from hangdoc.analyzer.parsers.logs.nic import match_nic_counter, match_nic_event
@@ -92,7 +94,13 @@ from hangdoc.analyzer.parsers.logs.wrap_shape import NCCL_HEAD as _NCCL_HEAD
 from hangdoc.analyzer.parsers.logs.wrap_shape import headerless as _headerless
 from hangdoc.analyzer.parsers.prefixes import local_rank_tag
 from hangdoc.analyzer.payloads.base import NO_PAYLOAD, EventPayload, Sign
-from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised, FatalReport, FatalSignal
+from hangdoc.analyzer.payloads.launch import (
+    CodeStage,
+    ExceptionRaised,
+    FatalReport,
+    FatalSignal,
+    HostMemory,
+)
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
     NcclColl,
@@ -182,6 +190,16 @@ _RECORD_START = re.compile(r"(?:[A-Za-z_][\w.]*(?:Error|Exception): |Traceback \
 # CollectiveFingerPrint(...) pretty-printed on the lines after it.
 _FP_FOLLOWS = re.compile(r"is running (?:inconsistent )?collective:\s*$")
 _WRAP_LEN = 100
+# DeepSpeed's launcher reports a worker's end with the worker's whole command line
+# (deepspeed/launcher/launch.py, main.sigkill_handler: logger.error(f"{cmd} exits with
+# return code = {last_return_code}"), cmd the list it ran, "--local_rank=N" in it): a line
+# of a thousand characters or more, which a terminal, an editor or a paste hard-wraps, and
+# whose local rank is then on one physical line and its exit code on a later one. Its
+# lines are joined until the report's end, at most this many (a 100-column wrap of a long
+# command).
+_DS_REPORT = "sigkill_handler"
+_DS_REPORT_END = "exits with return code"
+_MAX_JOIN_COMMAND = 40
 
 Block = (
     ChildFailedBlock
@@ -564,7 +582,9 @@ class Scanner:
             ptag, pline, joins = self._pending
             if headerless and text.strip() and not _RECORD_START.match(text):
                 ptag.text = ptag.text.rstrip() + text
-                if _balanced(ptag.text) or joins + 1 >= _MAX_JOIN:
+                command = _open_launcher_command(ptag)
+                most = _MAX_JOIN_COMMAND if command else _MAX_JOIN
+                if (_balanced(ptag.text) and not command) or joins + 1 >= most:
                     self._pending = None
                     self._logical(ptag, pline)
                 else:
@@ -572,7 +592,7 @@ class Scanner:
                 return
             self._pending = None
             self._logical(ptag, pline)
-        if not _balanced(text):
+        if not _balanced(text) or _open_launcher_command(tag):
             self._pending = (tag, lineno, 0)
             return
         self._logical(tag, lineno)
@@ -1244,6 +1264,8 @@ class Scanner:
             current.payload = replace(current.payload, via=tuple(vias))
             current.folded = n
             return current
+        if isinstance(current.payload, HostMemory) and isinstance(hit.payload, HostMemory):
+            hit.payload = current.payload.then(hit.payload)  # the series, this reading last
         if hit.kind is EventKind.PHASE and self._aggregate.get((*key, "first")) is current:
             event = _raw(hit, text, lineno, tag, owner)
             self.events.append(event)
@@ -1545,6 +1567,7 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_listed_file(text)
         or match_nic_counter(text)
         or match_nic_event(text)
+        or match_memory(text)
         or match_horovod(text)
         or match_sglang(text)
         or match_serving(text)
@@ -1579,6 +1602,7 @@ RECOGNISER_NEEDS: tuple[Need, ...] = (
     listing.NEED,
     nic.COUNTER_NEED,
     nic.EVENT_NEED,
+    memory.NEED,
     horovod.NEED,
     sglang.NEED,
     serving.NEED,
@@ -1630,6 +1654,8 @@ def _aggregate_key(hit: Hit, owner: Owner) -> tuple[object, ...] | None:
         return ("via", owner)
     if hit.kind is EventKind.PHASE and hit.key is not None and hit.key[0] == "bar":
         return ("bar", owner, hit.key[1])
+    if hit.kind is EventKind.HOST_MEMORY:
+        return ("hostmem", owner, hit.key)  # a process's readings: one series
     return None
 
 
@@ -1643,3 +1669,14 @@ def _balanced(text: str) -> bool:
     if start < 0:
         start = text.find("FingerPrint(")
     return start < 0 or text.count("(", start) <= text.count(")", start)
+
+
+def _open_launcher_command(tag: LineTag) -> bool:
+    """A line of DeepSpeed's launcher's sigkill_handler (its header's origin, or its
+    text where no header was peeled) that holds the start of the command it reports
+    ("['/usr/bin/python', '-u', …") but not the report's end: the rest of the report is
+    on the lines after it (_DS_REPORT)."""
+    text = tag.text
+    if "['" not in text or _DS_REPORT_END in text:
+        return False
+    return _DS_REPORT in text or (tag.origin is not None and tag.origin.endswith(_DS_REPORT))
