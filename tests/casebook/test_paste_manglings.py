@@ -62,6 +62,17 @@ MIDDLE_CUT_CHANGES = frozenset(
         # failure, HD030. The setup3 branch, not merged, makes the whole paste unknown.)
         "nccl-1410-h100-unhandled-cuda-invalid-argument",
         "nccl-1488-h100-nvls-fabricmanager-restart",
+        # (batch k, the same two shapes: nccl-1672's first line is NCCL's WARN
+        # "transport/nvls.cc:598 … Cuda failure 1 'invalid argument'", read by the multicast
+        # table as cuMulticastBindAddr (HD301, the label's alternative); cut in half its
+        # place is gone and the CUDA failure reads as the rank's own, HD030. skyrl-84's is
+        # torch's "DistBackendError: NCCL error in: …NCCLUtils.hpp:268, unhandled cuda
+        # error" behind Ray's "(skyrl_entrypoint pid=N)" tag; cut inside the tag and the
+        # error's name, what is left is NCCL's CUDA failure of that process, HD030, where
+        # the whole paste shows no stage: unknown. Both: a CUDA failure NCCL reports is read
+        # as its process's death when nothing above it survives the cut.)
+        "nccl-1672-nvls-invalid-argument",
+        "skyrl-84-ref-init-cuda-invalid-argument",
         "pytorch-150852-nvls-invalid-argument-driver-122",
     }
 )

@@ -286,6 +286,7 @@ _NEW_RECORD = re.compile(
     $ | \s{2} | \t                                  # blank; the format's own indentation
     | \[(?:rank|default|RANK|Rank)\s?\d+\]          # torch / torchrun prefixes
     | \[\d+,\d+\]<std | \(\w+\ pid=\d+ | \[\d+\]\    # mpirun, Ray, a numeric tag
+    | \[\d+\]:\s*$                                  # an entry of torchrun's failure table
     | \[?\d{4}-\d\d-\d\d[T\ ]\d\d:\d\d              # ISO stamps
     | \[?[IWEF]\d{4}\ \d\d:\d\d:\d\d                # glog
     | \[[IWEF]\ [\w.]+:\d+\]                        # c10 without a time
@@ -527,9 +528,23 @@ def _continues(text: str, record: str) -> bool:
         return True
     return (
         not _NEW_RECORD.match(text)
+        and not _same_lead(text, record)
         and not _same_shape(text, record)
         and not (text.endswith(")") and PYSPY_FRAME.match(text))
     )
+
+
+# A line's leading name and colon, as a launcher or a shell tags each line of a stream
+# ("worker-1: ", pdsh's "node3: ", "11: "): a wrapped piece does not repeat its line's tag.
+_LEADING_NAME = re.compile(r"[A-Za-z0-9][\w.@-]{0,63}:(?= )")
+
+
+def _same_lead(text: str, record: str) -> bool:
+    """``text`` starts with the tag ``record`` starts with: the stream's next line, not a
+    piece of ``record`` (a paste that prints one long line thrice shows a spike of lengths
+    at its edge, which is no terminal's width)."""
+    lead = _LEADING_NAME.match(_unemphasised(text))
+    return lead is not None and _unemphasised(record).startswith(lead.group())
 
 
 def _cut_at_edge(piece: str, rest: str, after: str | None = None) -> bool:
