@@ -364,7 +364,13 @@ class TextStack:
     dump of its threads, or a dump with the tracebacks printed next to it (gdb's ``bt``
     then ``py-bt`` of one process is one moment). Not a sample: it has no time, and the
     text may be from long before the hang. ``line`` is the first line of it in
-    ``source``; ``index`` its place among the process's text stacks, in reading order."""
+    ``source``; ``index`` its place among the process's text stacks, in reading order.
+    ``cut``: a traceback of it stops before its exception line (a paste that ends mid-way,
+    another rank's output that took its end) at a frame that is not known to hold every
+    frame cut: its frames say where the thread was, as far as they go (its innermost frame
+    shown may be an outer call of where it was), and nothing of how it ended (no
+    exception, no death). A traceback cut inside a call every deeper frame can only be in
+    (a collective, a file-system call, group creation) is not marked: there it was."""
 
     index: int
     threads: tuple[ThreadStack, ...]
@@ -372,6 +378,7 @@ class TextStack:
     source: str = ""
     line: int | None = None
     children: tuple[ChildStacks, ...] = ()
+    cut: bool = False
 
     def main_thread(self) -> ThreadStack | None:
         """The thread the text marks as main, else the first one (as for a sample: what
@@ -386,7 +393,9 @@ class TextStack:
         the file's name only)."""
         source = self.source.rsplit("/", 1)[-1] if short else self.source
         where = source + (f":{self.line}" if source and self.line is not None else "")
-        parts = [", ".join(k.value for k in self.kinds), where]
+        kinds = ", ".join(k.value for k in self.kinds)
+        kinds += " (cut before its end)" if self.cut else ""
+        parts = [kinds, where]
         return "read from text: " + ", ".join(p for p in parts if p)
 
 
@@ -912,21 +921,35 @@ class ProcessEvidence:
             return f"pid {self.pid}" + (f" on {self.host}" if self.host else "")
         return "unknown process"
 
+    def whole_text_stacks(self) -> list[TextStack]:
+        """The text stacks whose frames go to where the thread was (none cut before its
+        exception line at a frame that may be an outer call: ``TextStack.cut``)."""
+        return [s for s in self.text_stacks if not s.cut]
+
+    def cut_text_stacks(self) -> list[TextStack]:
+        """The tracebacks cut before their exception line (``TextStack.cut``): positions
+        as far as their frames go, in reading order; never a death, an exception, or a
+        sample to compare with a live one for progress."""
+        return [s for s in self.text_stacks if s.cut]
+
     def latest_stacks(self) -> Stacks | None:
         """What the process was last seen doing: its latest live sample; the last stack
         read from text where no live sample exists, or where the process exited (the
-        text then holds what it died in, after the samples)."""
-        if self.stack_samples and not (self.exited and self.text_stacks):
+        text then holds what it died in, after the samples). A traceback cut before its
+        exception line is not one: its innermost frame shown may be an outer call of
+        where the thread was (``cut_text_stacks``)."""
+        whole = self.whole_text_stacks() if self.text_stacks else self.text_stacks
+        if self.stack_samples and not (self.exited and whole):
             return self.stack_samples[-1]
-        return self.text_stacks[-1] if self.text_stacks else None
+        return whole[-1] if whole else None
 
     def stack_series(self) -> list[StackSample] | list[TextStack]:
         """The stacks a thread is followed through (locks, GIL, kernel waits): the live
-        samples, or where none was taken, the text stacks in reading order."""
-        return self.stack_samples if self.stack_samples else self.text_stacks
+        samples, or where none was taken, the whole text stacks in reading order."""
+        return self.stack_samples if self.stack_samples else self.whole_text_stacks()
 
     def has_stacks(self) -> bool:
-        return bool(self.stack_samples or self.text_stacks)
+        return bool(self.stack_samples or self.whole_text_stacks())
 
     def primary_source(self) -> str:
         latest = self.latest_stacks()

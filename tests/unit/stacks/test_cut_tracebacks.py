@@ -1,11 +1,14 @@
-"""Tracebacks cut before their exception line (python_tb.py, headless.py): kept only when
-the innermost frame shown is a call whose deeper frames can only be inside it."""
+"""Tracebacks cut before their exception line (python_tb.py, headless.py): a position of
+their thread where the innermost frame shown is a call whose deeper frames can only be
+inside it; else read, marked cut (TextStack.cut), as far as the frames go: never the
+process's latest stack (its innermost frame shown may be an outer call), its exception or
+its death."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.stacks.helpers import only_process, scan, threads
+from tests.unit.stacks.helpers import only_process, threads
 
 CASES = Path(__file__).resolve().parents[3] / "fixtures" / "cases"
 
@@ -14,15 +17,30 @@ def _case(case: str, name: str) -> str:
     return (CASES / case / name).read_text()
 
 
+def _only_a_cut_position(text: str) -> None:
+    """The text's one traceback is read marked cut: no exception, no death, and not what
+    its process was last seen doing."""
+    proc = only_process(text)
+    [stack] = proc.text_stacks
+    assert stack.cut
+    assert all(t.exception is None for t in stack.threads)
+    assert not proc.exited
+    assert proc.latest_stacks() is None and not proc.has_stacks()
+    assert proc.cut_text_stacks() == [stack]
+
+
 def test_a_headed_traceback_cut_inside_new_group_is_kept() -> None:
     # colossalai issue 2500: new_group → _new_process_group_helper → ProcessGroupGloo(...)
     text = _case("colossalai-2500-64gpu-gloo-new-group-timeout", "traceback.txt")
-    [thread] = threads(only_process(text))
+    proc = only_process(text)
+    [thread] = threads(proc)
     assert [f.function for f in thread.frames[:2]] == ["_new_process_group_helper", "new_group"]
     assert thread.exception is None
+    # where it was (every frame cut is inside group creation): its latest stack, not cut
+    assert proc.latest_stacks() is proc.text_stacks[0] and not proc.text_stacks[0].cut
 
 
-def test_a_headed_traceback_cut_in_a_collective_wrapper_is_dropped() -> None:
+def test_a_headed_traceback_cut_in_a_collective_wrapper_is_only_a_cut_position() -> None:
     text = (
         "Traceback (most recent call last):\n"
         '  File "/home/u/test.py", line 9, in run\n'
@@ -30,10 +48,10 @@ def test_a_headed_traceback_cut_in_a_collective_wrapper_is_dropped() -> None:
         '  File "/x/torch/distributed/c10d_logger.py", line 75, in wrapper\n'
         "    return func(*args, **kwargs)\n"
     )
-    assert not scan(text).processes
+    _only_a_cut_position(text)
 
 
-def test_a_headed_traceback_cut_in_user_code_is_dropped() -> None:
+def test_a_headed_traceback_cut_in_user_code_is_only_a_cut_position() -> None:
     text = (
         "Traceback (most recent call last):\n"
         '  File "train.py", line 209, in <module>\n'
@@ -41,7 +59,7 @@ def test_a_headed_traceback_cut_in_user_code_is_dropped() -> None:
         '  File "train.py", line 169, in main\n'
         "    build()\n"
     )
-    assert not scan(text).processes
+    _only_a_cut_position(text)
 
 
 def test_a_headless_traceback_cut_in_os_makedirs_is_kept() -> None:
@@ -83,7 +101,7 @@ def test_a_headless_traceback_cut_inside_torch_save_is_kept() -> None:
     assert [f.function for f in thread.frames] == ["save", "checkpoint"]
 
 
-def test_a_traceback_cut_in_the_jobs_own_save_function_is_dropped() -> None:
+def test_a_traceback_cut_in_the_jobs_own_save_function_is_only_a_cut_position() -> None:
     # a name is not a writer's entry: the job's save_model may call a collective first
     text = (
         "Traceback (most recent call last):\n"
@@ -92,7 +110,7 @@ def test_a_traceback_cut_in_the_jobs_own_save_function_is_dropped() -> None:
         '  File "train.py", line 169, in save_model\n'
         "    dist.barrier()\n"
     )
-    assert not scan(text).processes
+    _only_a_cut_position(text)
 
 
 def test_the_parsers_checkpoint_writers_are_the_frame_catalogs() -> None:
@@ -124,7 +142,7 @@ def test_a_pin_memory_thread_cut_while_receiving_a_shared_batch_is_kept() -> Non
     assert thread.exception is None
 
 
-def test_a_pin_memory_thread_cut_before_any_receipt_is_dropped() -> None:
+def test_a_pin_memory_thread_cut_before_any_receipt_is_only_a_cut_position() -> None:
     # the loop's frame alone: where the thread was below it, nothing says
     text = (
         "Exception in thread Thread-1:\n"
@@ -134,7 +152,7 @@ def test_a_pin_memory_thread_cut_before_any_receipt_is_dropped() -> None:
         '  File "/x/torch/utils/data/_utils/pin_memory.py", line 21, in _pin_memory_loop\n'
         "    r = in_queue.get(timeout=MP_STATUS_CHECK_INTERVAL)\n"
     )
-    assert not scan(text).processes
+    _only_a_cut_position(text)
 
 
 def test_the_parsers_pin_memory_frames_are_the_views() -> None:
@@ -176,7 +194,7 @@ def test_a_headed_traceback_cut_inside_accelerates_wait_for_everyone_is_kept() -
     assert [f.function for f in thread.frames] == ["wait_for_everyone", "<module>"]
 
 
-def test_a_headed_traceback_cut_in_a_framework_function_that_is_no_collective_is_dropped() -> None:
+def test_a_traceback_cut_in_a_framework_function_that_is_no_collective_is_only_cut() -> None:
     # deepspeed/comm/comm.py also holds get_rank, init_distributed …: not collectives
     text = (
         "Traceback (most recent call last):\n"
@@ -186,7 +204,7 @@ def test_a_headed_traceback_cut_in_a_framework_function_that_is_no_collective_is
         "in get_world_size\n"
         "    return cdb.get_world_size(group)\n"
     )
-    assert not scan(text).processes
+    _only_a_cut_position(text)
 
 
 def test_the_parsers_collective_wrappers_are_the_frame_catalogs() -> None:

@@ -194,9 +194,13 @@ def test_garbage_never_raises() -> None:
 
 def test_traceback_cut_before_its_exception_is_not_a_stack() -> None:
     # the innermost frames of a cut traceback are missing: its last frame left (here
-    # c10d_logger's wrapper) would pass for where the rank was
+    # c10d_logger's wrapper) would pass for where the rank was, so it is kept marked cut,
+    # a position as far as it goes, never the rank's latest stack or its exception
     cut = "\n".join(VLLM.splitlines()[:13])
-    assert scan(cut).processes == []
+    [proc] = scan(cut).processes
+    assert proc.latest_stacks() is None and not proc.has_stacks()
+    assert [s.cut for s in proc.text_stacks] == [True]
+    assert proc.text_stacks[0].threads[0].exception is None and not proc.exited
     # the same lines with their exception are a stack
     assert len(scan(VLLM).processes) == 1
 

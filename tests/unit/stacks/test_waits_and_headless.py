@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.model import Category, ProcessEvidence
+from hangdoc.analyzer.model import Category, ProcessEvidence, StackTextKind
 from hangdoc.analyzer.parsers.faulthandler import parse_faulthandler_text
 from hangdoc.analyzer.parsers.stacks.native import gdb_frame
 from hangdoc.analyzer.payloads.launch import LoaderWorkerDied
@@ -59,10 +59,13 @@ def test_logging_stack_info_is_a_stack_print_of_the_calling_thread() -> None:
     assert [f.function for f in thread.frames] == ["main", "<module>"] and thread.is_main
 
 
-def test_a_traceback_without_its_exception_line_stays_unread() -> None:
+def test_a_traceback_without_its_exception_line_is_only_a_cut_position() -> None:
     # The header is there but the paste stops at the innermost frame: parse_traceback
-    # leaves it, and the frames under its header are not taken as a stack print.
-    assert scan(paste("traceback/pytorch_26072_cut.txt")).processes == []
+    # reads it marked cut (a position as far as its frames go, never the process's latest
+    # stack), and the frames under its header are not taken as a stack print.
+    [proc] = scan(paste("traceback/pytorch_26072_cut.txt")).processes
+    assert [(s.cut, s.kinds) for s in proc.text_stacks] == [(True, (StackTextKind.TRACEBACK,))]
+    assert proc.latest_stacks() is None and not proc.exited
 
 
 def test_frames_with_neither_a_thread_line_nor_an_exception_are_left_alone() -> None:

@@ -294,9 +294,8 @@ def read_window_columns(path: Path, default_rank: int | None) -> dict[int, Windo
                 continue  # a glog/c10/torch logger line: the library's words, not the job's
             text, said = tag.text.strip(), tag.rank
             indented = tag.text[:1] in (" ", "\t")
-        if said is None and len(text) < _MAX_LABEL and (label := label_rank(text)) is not None:
-            section = label
-            continue
+        # A traceback's source line is code, not output: read before any label, so that
+        # "    rank = 0" under a frame opens no section of rank 0.
         if said in in_source:
             if indented:
                 continue  # a further line of the statement, or its anchors
@@ -306,6 +305,9 @@ def read_window_columns(path: Path, default_rank: int | None) -> dict[int, Windo
             if indented or not (needs_indent or text.startswith('File "')):
                 in_source.add(said)
                 continue  # the source line under a traceback frame
+        if said is None and len(text) < _MAX_LABEL and (label := label_rank(text)) is not None:
+            section = label
+            continue
         if not text or _LIBRARY_LINE_SEARCH(text):
             if text.startswith('File "'):
                 after_frame[said] = indented or _TRACEBACK_FRAME.match(text) is None

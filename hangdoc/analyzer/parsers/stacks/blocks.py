@@ -37,6 +37,8 @@ class Block:
     exited: bool = False  # the record says the process ended (fatal signal...)
     timeout: str | None = None  # faulthandler's "Timeout (0:00:05)!": the job's timer fired
     end: int = 0  # line number of its last line
+    # A traceback cut before its exception line: a position of its thread, never its end.
+    cut: bool = False
 
 
 def strip_pager(text: str) -> str:

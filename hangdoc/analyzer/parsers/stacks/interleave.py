@@ -210,3 +210,25 @@ class _Dealer:
             if re.search(rf"\b{re.escape(name)}\b", tb.source):
                 score += 1  # the raise statement names it
         return score
+
+
+def traceback_body(lines: Lines) -> set[int]:
+    """The numbers of the lines that are a traceback's code or end by CPython's printing
+    grammar: a source line under a frame line (with 3.11's carets and a statement's
+    further lines), the exception line right under a source line or a frame. What such a
+    line says is the program's code or its raise, never a marker over the next block."""
+    out: set[int] = set()
+    last: str | None = None
+    for number, text in lines:
+        kind = _kind(text)
+        if kind == "frame":
+            last = "frame"
+        elif kind in ("source", "after-source") and last in ("frame", "source"):
+            out.add(number)
+            last = "source"
+        elif kind == "exception" and last in ("frame", "source"):
+            out.add(number)
+            last = None
+        elif text.strip():
+            last = None
+    return out

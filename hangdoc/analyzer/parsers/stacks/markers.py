@@ -16,8 +16,10 @@ from hangdoc.common.rank_names import rank_from_name
 
 NEAR_LINES = 3
 
+# Not a number glued to a word (``{rank:05d}``, a format spec in a traceback's source line:
+# code, not output).
 _RANK_ANY = re.compile(
-    r"(?<![\w.-])(?:global[_ ]?)?rank(?:\s*[:=#]\s*|\s+|(?=\d))(\d{1,6})(?![\d.])", re.IGNORECASE
+    r"(?<![\w.-])(?:global[_ ]?)?rank(?:\s*[:=#]\s*|\s+|(?=\d))(\d{1,6})(?![\w.])", re.IGNORECASE
 )
 # A line that is only a marker: punctuation, the word, the number, punctuation.
 _RANK_HEADER = re.compile(

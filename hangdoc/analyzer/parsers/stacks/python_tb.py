@@ -172,17 +172,14 @@ def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
         cpp, i = parse_cpp(lines, i)
         if cpp is not None and cpp.threads:
             native = list(cpp.threads[0].frames)
-    if (
-        exc is None
-        and not cut_in_group_creation(frames)
-        and not cut_in_leaf_call(frames)
-        and not receiving_shared_batch(frames)
-    ):
-        # Python prints the exception right under the innermost frame: without it the
-        # paste was cut, and the frames left would pass an outer call for where the
-        # thread was. Not a stack the rules can trust (but see cut_in_group_creation,
-        # cut.py and pin_memory.py).
+    if exc is None and not frames:
         return None, i
+    # Python prints the exception right under the innermost frame: without it the paste
+    # was cut (it ends mid-traceback, or another rank's output took its end). The frames
+    # left still say where the thread was, as far as they go: a position, marked cut, so
+    # that nothing reads it as the thread's end (no exception, no death) nor its innermost
+    # frame shown as its innermost (views/activity.py; but see cut_in_group_creation,
+    # cut.py and pin_memory.py, where every frame cut can only be inside the last shown).
     summary = _exception_text(exc) if exc else None
     if summary and causes:
         summary += " (while handling " + "; ".join(causes) + ")"
@@ -195,7 +192,38 @@ def parse_traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
     block = Block(kind="traceback", start=start, threads=[thread], end=lines[i - 1][0])
     if exc is not None:
         block.exc_type, block.exc_message = exc
+    else:
+        # cut where the call shown holds every frame cut: its innermost frame shown is
+        # where it was, as the readers of those calls have long taken it
+        block.cut = not cut_at_known_call(frames)
     return block, i
+
+
+# torchrun's agent (torch/distributed/run.py → launcher/api.py launch_agent, which raises
+# ChildFailedError when a worker fails): its traceback is the launcher process's own.
+_LAUNCHER_FILES = ("torch/distributed/run.py", "torch/distributed/launcher/api.py")
+
+
+def launcher_traceback(block: Block) -> bool:
+    """A traceback of torchrun's own process: its ChildFailedError, or frames of the agent
+    (run.py, launcher/api.py). It names the failed worker in its table (parsers/logs/
+    elastic.py reads it); the traceback itself is no worker's."""
+    if block.kind != "traceback":
+        return False
+    if (block.exc_type or "").endswith("ChildFailedError"):
+        return True
+    return any(
+        f.file.replace("\\", "/").endswith(_LAUNCHER_FILES) for t in block.threads for f in t.frames
+    )
+
+
+def cut_at_known_call(frames: list[Frame]) -> bool:
+    """Frames (outermost first) of a cut traceback whose innermost frame shown is a call
+    every deeper frame can only be inside (group creation, a collective, a file-system
+    call, a checkpoint writer's entry, a pinned batch's receipt): there the thread was."""
+    return (
+        cut_in_group_creation(frames) or cut_in_leaf_call(frames) or receiving_shared_batch(frames)
+    )
 
 
 def parse_pybt_frames(lines: Lines, i: int) -> tuple[list[Frame], bool | None, int]:

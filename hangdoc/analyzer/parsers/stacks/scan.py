@@ -27,7 +27,7 @@ from hangdoc.analyzer.parsers.stacks import markers
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines, strip_pager
 from hangdoc.analyzer.parsers.stacks.headless import FRAME_LINE as HEADLESS_FRAME
 from hangdoc.analyzer.parsers.stacks.headless import parse_headless
-from hangdoc.analyzer.parsers.stacks.interleave import split_interleaved
+from hangdoc.analyzer.parsers.stacks.interleave import split_interleaved, traceback_body
 from hangdoc.analyzer.parsers.stacks.native import (
     CPP_FRAME_START,
     CPP_START,
@@ -47,6 +47,7 @@ from hangdoc.analyzer.parsers.stacks.python_tb import (
     PYBT_OLD_START,
     PYBT_START,
     TB_START,
+    launcher_traceback,
     parse_pybt,
     parse_traceback,
 )
@@ -134,6 +135,7 @@ class _Sample:
     dump_kinds: set[str] = field(default_factory=set)
     kinds: list[str] = field(default_factory=list)  # every block's kind, in order
     line: int | None = None  # the first block's first line
+    cut: bool = False  # a traceback cut before its exception line (Block.cut)
 
 
 @dataclass(slots=True)
@@ -152,9 +154,10 @@ class _Proc:
         this kind or view yet (``bt`` then ``py-bt`` of one process is one moment;
         ``_new_moment``); a post-mortem record joins the current sample."""
         last = self.samples[-1] if self.samples else None
-        if last is None or _new_moment(block, last.dump_kinds):
+        if last is None or _new_moment(block, last.dump_kinds) or _cut_apart(block, last):
             last = _Sample()
             self.samples.append(last)
+        last.cut = last.cut or block.cut
         if block.dump:
             last.dump_kinds.add(block.kind)
         if block.kind not in last.kinds:
@@ -163,6 +166,21 @@ class _Proc:
             last.line = block.start
         last.threads.extend(block.threads)
         last.children.extend(block.children)
+
+
+def _main_traceback(threads: list[ThreadStack]) -> bool:
+    return any(t.is_main and t.name is None for t in threads)
+
+
+def _cut_apart(block: Block, sample: _Sample) -> bool:
+    """A traceback cut before its exception line after a sample that already holds a
+    main thread's traceback or a dump: another moment of the process (a main thread
+    raises once), kept apart so that its frames are never read as the sample's."""
+    if not block.cut:
+        return False
+    if sample.dump_kinds:
+        return True
+    return "traceback" in sample.kinds and _main_traceback(sample.threads)
 
 
 def _died_of(block: Block) -> bool:
@@ -227,6 +245,13 @@ class _Scanner:
         # The last lines of the tracebacks read so far: a rank their exception names
         # ("rank 0: bad shard index") is not the next traceback's.
         self.ended: set[int] = set()
+        # Every stream's traceback lines by CPython's printing grammar (a source line under
+        # a frame, the exception line under a source line), read before any block: code
+        # and another traceback's end, whatever stream is read first (an unprefixed
+        # launcher's traceback under a [default2]: stream's exception).
+        self.tb_lines: set[int] = {
+            number for stream in streams for number in traceback_body(stream.lines)
+        }
 
     def _recognise(self, lines: Lines, i: int) -> tuple[list[Block], int] | None:
         text = strip_pager(lines[i][1]).strip()
@@ -299,6 +324,18 @@ class _Scanner:
                 continue
             blocks, j = found
             rank = base
+            if rank is None and any(launcher_traceback(b) for b in blocks):
+                # torchrun's own traceback (its ChildFailedError): the launcher's, no rank's,
+                # whatever its report above names (the failure table names the rank)
+                for block in blocks:
+                    if self.in_log and logged_elsewhere(block):
+                        continue
+                    self._place(block, None, stream, None, None, launcher=True)
+                    self.result.stack_lines += max(1, block.end - block.start + 1)
+                    self.ended.add(block.end)
+                pid_hint = None
+                i = j
+                continue
             if rank is None:
                 close = self._near_rank(lines[i][0], _identity(stream))
                 rank = close if close is not None else sticky
@@ -326,8 +363,10 @@ class _Scanner:
                 continue
             if own != (None, None, None) and self.stream_of.get(above) != own:
                 continue
-            if above in self.ended:
-                return None  # another traceback's exception: a rank it names is its own
+            if above in self.ended or above in self.tb_lines:
+                # another traceback's source line (code, not output: "{rank:05d}") or its
+                # exception ("rank 0: bad shard index"): a rank it names is not this block's
+                return None
             prefix_rank, text = entry
             if seen == 0 and prefix_rank is not None:
                 return prefix_rank
@@ -356,7 +395,13 @@ class _Scanner:
             fresh = last is None or (
                 bool(last.samples) and _new_moment(block, last.samples[-1].dump_kinds)
             )
-            if last is not None and (not fresh or self._another_view(block, last)):
+            # (a cut traceback naming no process after another's whole one: whose it is
+            # nothing says, and a main thread raises once: another process)
+            if (
+                last is not None
+                and (not fresh or self._another_view(block, last))
+                and not (block.cut and last.samples and _cut_apart(block, last.samples[-1]))
+            ):
                 return last
         if proc is None:
             proc = _Proc(rank, pid, host)
@@ -386,11 +431,17 @@ class _Scanner:
         stream: Stream,
         local: int | None,
         pid_hint: int | None,
+        *,
+        launcher: bool = False,
     ) -> None:
         self.result.blocks += 1
         self.result.kinds.add(block.kind)
         pid = block.pid or stream.pid or (pid_hint if block.dump else None)
-        proc = self._find(rank, pid, stream, block)
+        if launcher:
+            proc = _Proc(None, None, stream.host)
+            self.procs.append(proc)
+        else:
+            proc = self._find(rank, pid, stream, block)
         proc.local_rank = (
             proc.local_rank
             if proc.local_rank is not None
@@ -459,6 +510,7 @@ class _Scanner:
                         source=self.source,
                         line=sample.line,
                         children=tuple(sample.children),
+                        cut=sample.cut,
                     )
                 )
             self.result.processes.append(evidence)
