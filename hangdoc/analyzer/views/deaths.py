@@ -228,6 +228,7 @@ _DEATH_KINDS = frozenset(
         EventKind.ACTOR_DIED,
         EventKind.WORKER_FAILED,
         EventKind.CHILD_FAILURE,
+        EventKind.HOST_MEMORY,
     }
 )
 
