@@ -23,8 +23,12 @@ file-system call is HD110's, a CUDA error whose documented meaning points at the
 its driver (the message catalog's cuda rows: a kernel cut by the device's run-time limit,
 an unknown internal error) is HD301's, and a CUDA failure NCCL WARNed about from its set-up
 code before anything ran is the communicator's set-up failing (HD206's, or HD200's where
-a proxy's failed Connect sits beside it); a worker process the rank could not start (its
-traceback ends in multiprocessing's start path) is HD109's. torchrun's
+a proxy's failed Connect sits beside it). NCCL's report of a CUDA call it made, "Cuda
+failure 1 'invalid argument'" (a WARN, or a "Last error:"), is no crash at all: its
+CUDACHECK returns the error to the caller and the process goes on; only an error that ends
+the process wherever it is reported (a kernel fault, the GPU's own) is a death there. A
+worker process the rank could not start (its traceback ends in multiprocessing's start
+path) is HD109's. torchrun's
 "Root Cause (first observed failure)" is *not* trusted: it is only the first rank to exit
 on that node, often a victim. Also read: torch.multiprocessing's "process N terminated
 with signal SIGKILL / exit code N" (N is the spawn index), mpirun's "The first process to

@@ -34,11 +34,7 @@ CASES = Path(__file__).resolve().parents[2] / "fixtures" / "cases"
 # reserved by PyTorch but unallocated. If reserved …", which the catalog holds: scripts/
 # catalog/others.py _OOM_PIECE.)
 MIDDLE_CUT = "cut first line (middle)"
-# (vllm-3688: the cut takes "torch.distributed.DistBackendError: NCCL error in:
-# ../torch/cs…", the words of torch's synchronous NCCL error that place the failure in
-# set-up; what is left, NCCL's "Last error: Cuda failure 'invalid argument'" with no call
-# site, names no stage, and a CUDA error of a process is then its crash.
-# llm-d-352: its first line, the bare "RuntimeError: NCCL error: unhandled system error"
+# (llm-d-352: its first line, the bare "RuntimeError: NCCL error: unhandled system error"
 # that ends an earlier worker's record, is the only line that names NCCL; cut in half it is
 # no exception line, and what is left, "WorkerProc failed to start." over a traceback cut
 # inside init_device, names no cause of its own: the worker's failure is then its crash.)
@@ -50,32 +46,20 @@ MIDDLE_CUT_CHANGES = frozenset(
         # away; what is left, rank 3 held at main_process_first while rank 0 works, reads as
         # the ranks parted, the label's alternative, not as slow work.)
         "medicalgpt-425-tokenize-main-process-first-timeout",
-        "vllm-3688-custom-allreduce-nccl-invalid-argument",
         "zerobubble-60-p2p-message-truncated-multinode",
         # (nccl-1488 and pytorch-150852, batch j: NCCL's WARN "…/nvls.cc:244 …
         # cuMulticastBindMem … 'invalid argument'" on the first line; cut in half, its
         # nvls.cc place is gone, so no release's table names the multicast call and the
-        # CUDA failure at set-up reads as set-up, HD206: the label's alternative.
-        # nccl-1410: its first line is torch's "NCCL error in: …NCCLUtils.hpp:275, unhandled
-        # cuda error", read as set-up (HD206; its label is unknown); cut in half, what is
-        # left, NCCL's "Last error: Cuda failure 'invalid argument'", is rank 7's CUDA
-        # failure, HD030. The setup3 branch, not merged, makes the whole paste unknown.)
-        "nccl-1410-h100-unhandled-cuda-invalid-argument",
+        # CUDA failure at set-up reads as set-up, HD206: the label's alternative.)
         "nccl-1488-h100-nvls-fabricmanager-restart",
-        # (batch k, the same two shapes: nccl-1672's first line is NCCL's WARN
-        # "transport/nvls.cc:598 … Cuda failure 1 'invalid argument'", read by the multicast
-        # table as cuMulticastBindAddr (HD301, the label's alternative); cut in half its
-        # place is gone and the CUDA failure reads as the rank's own, HD030. skyrl-84's is
-        # torch's "DistBackendError: NCCL error in: …NCCLUtils.hpp:268, unhandled cuda
-        # error" behind Ray's "(skyrl_entrypoint pid=N)" tag; cut inside the tag and the
-        # error's name, what is left is NCCL's CUDA failure of that process, HD030, where
-        # the whole paste shows no stage: unknown. Both: a CUDA failure NCCL reports is read
-        # as its process's death when nothing above it survives the cut.)
-        "nccl-1672-nvls-invalid-argument",
-        "skyrl-84-ref-init-cuda-invalid-argument",
         "pytorch-150852-nvls-invalid-argument-driver-122",
     }
 )
+# (vllm-3688, nccl-1410, nccl-1672 and skyrl-84 were debts of this cut, and nccl-1410 of the
+# 12-character one: what the cut left, NCCL's own "Cuda failure 1 'invalid argument'" (a
+# WARN, or "Last error:"), read as its process's crash. NCCL's CUDACHECK returns such an
+# error to its caller; only an error that ends the process (a kernel fault, the GPU's) is
+# a death where NCCL reports it (views/deaths.py).)
 # The first line's first 12 characters cut: no case's answer may change. (metaseq-90, cut
 # inside torch's "NCCL error in:", was a debt of batch h: the error's own line is read as
 # the abort at the group's teardown by the failure reason under it, "Process Group
@@ -84,14 +68,7 @@ MIDDLE_CUT_CHANGES = frozenset(
 # "”host:pid:tid [0] NCCL WARN …"; the first 12 characters cut take the quote and the WARN
 # is read, HD200 on ibv_create_qp, the label's alternative, where the whole paste says
 # unknown: a debt of the quote, not of the cut.)
-# (nccl-1410, batch j: the cut takes the "[rank7]: " prefix of torch's "NCCL error in: …
-# unhandled cuda error" line, which alone shows no stage (unknown); unranked, it no longer
-# holds rank 7's NCCL "Last error: Cuda failure 1 'invalid argument'" lines under it, and
-# they read as rank 7's own CUDA failure, HD030: a debt of tying an unranked line to the
-# ranked lines under it.)
-FIRST_12_CUT_CHANGES: frozenset[str] = frozenset(
-    {"nccl-1129-docker-ibv-create-qp-failed", "nccl-1410-h100-unhandled-cuda-invalid-argument"}
-)
+FIRST_12_CUT_CHANGES: frozenset[str] = frozenset({"nccl-1129-docker-ibv-create-qp-failed"})
 # A time stamp on every line (timestamps, journald, CloudWatch): colossalai-4418, batch j,
 # is torchrun's ChildFailedError table of six ranks killed in the same second (exitcode
 # -9 each, the label names no culprit); with every line stamped, the table's entries no

@@ -358,6 +358,16 @@ class CudaFailure(NcclWarn):
 
     error: str | None = None  # the CUDA error's words: "out of memory", "invalid argument"
     gpu: int | None = None  # the GPU an out-of-memory message names
+    # NCCL's own report of a CUDA call it made ("Cuda failure 1 'invalid argument'", a WARN
+    # or an error's "Last error:"): its CUDACHECK/CUCHECK (src/include/checks.h) print it and
+    # return ncclUnhandledCudaError to the caller, which goes on (torch raises it as a
+    # DistBackendError where the call was made); the process does not die there.
+    by_nccl: bool = False
+    # The error's documented meaning ends the process or names the GPU (the catalog's cuda
+    # rows: a kernel fault, whose CUDA context is dead, "an illegal memory access was
+    # encountered"; the GPU's or driver's failure; out of memory), not a call's bad argument
+    # or state that its caller gets back ("invalid argument", the cuda-other family).
+    fatal: bool = False
 
 
 @dataclass(frozen=True, slots=True)

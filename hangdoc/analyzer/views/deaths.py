@@ -277,6 +277,13 @@ def death_of(p: Placed) -> Death | None:
         return Death(p.rank, DeathHow.EXCEPTION, said.strip(": ")[:160], p, True)
     if kind == EventKind.CUDA_ERROR:
         failure = p.event.payload_as(CudaFailure)
+        if failure is not None and failure.by_nccl and not failure.fatal:
+            # NCCL's report of a CUDA call it made that failed with an error which leaves
+            # the process running ("Cuda failure 1 'invalid argument'"): its CUDACHECK
+            # returns ncclUnhandledCudaError to the caller, and what that means (a set-up
+            # failing, a collective's) is the caller's error's, HD206's and HD301's to
+            # read; a kernel fault NCCL reports (the context dead) stays a death.
+            return None
         error = failure.error if failure is not None else None
         return Death(p.rank, DeathHow.CUDA_ERROR, f"CUDA error: {error}", p, True)
     fatal = p.event.payload_as(FatalSignal) if kind == EventKind.FATAL_SIGNAL else None

@@ -34,7 +34,7 @@ from hangdoc.analyzer.parsers.logs.tb_stage import called_stage
 from hangdoc.analyzer.parsers.logs.torch_pg import pg_prefix
 from hangdoc.analyzer.payloads.base import EventPayload
 from hangdoc.analyzer.payloads.launch import ExceptionRaised, LauncherReport, read_exit
-from hangdoc.analyzer.payloads.nccl import NcclWarn
+from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import InGroup
 from hangdoc.analyzer.vocabulary import EventKind
 
@@ -153,6 +153,8 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
     if says_nothing or draft.kind is None:
         return None
     payload = _with_place(draft.payload, head, found.text)
+    if found.row.project == "nccl" and isinstance(payload, CudaFailure):
+        payload = dataclasses.replace(payload, by_nccl=True)  # its CUDACHECK's, as nccl.py's
     if draft.kind is EventKind.EXCEPTION and (exc := match_exception_line(text)) is not None:
         payload = dataclasses.replace(payload, exc_type=exc[0], message=exc[1][:400])
     method = draft.values.get("method")

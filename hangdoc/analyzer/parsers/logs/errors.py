@@ -177,6 +177,28 @@ def cuda_gpu_hardware(error: str | None) -> str | None:
     return what if meaning.category == Category.GPU_HARDWARE and stated else None
 
 
+# The meanings of a CUDA error that end the process or name its GPU, whoever reports it: a
+# kernel fault's (the catalog's cuda-kernel-fault family: the context is dead, every later
+# call fails alike), the GPU's or its driver's, out of memory (HD031's). The cuda-other
+# family's weak "ends the rank" is a guess for an error torch raised, not a meaning.
+_FATAL_CUDA = frozenset({Category.GPU_HARDWARE, Category.CUDA_OOM})
+
+
+def cuda_error_fatal(error: str | None) -> bool:
+    """Whether a CUDA error string's documented meaning (the catalog's cuda rows, as
+    "CUDA error: <string>"; else the line's own row, NCCL's "Cuda failure …") ends the
+    process that got it or names its GPU: not a call's bad argument ("invalid argument"),
+    which NCCL's CUDACHECK returns to its caller as ncclUnhandledCudaError."""
+    if not error:
+        return False
+    what = _cuda_error_only(error)
+    meant = catalog_meaning(f"CUDA error: {what}") or catalog_meaning(what)
+    if meant is None:
+        return False
+    category, strength = meant
+    return category in _FATAL_CUDA or (category == Category.RANK_DEAD and strength in _OWN_MEANING)
+
+
 @functools.lru_cache(maxsize=4096)
 def catalog_meaning(said: str) -> tuple[Category, str] | None:
     """The category and strength the message catalog gives an exception's words
@@ -311,6 +333,7 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         )
         changes["storage"] = storage_error(f"CUDA error: {payload.error or ''}")
         gpu_sign = cuda_gpu_sign(payload.error)
+        changes["fatal"] = cuda_error_fatal(payload.error or payload.message)
     elif exc_type or message:
         at = _CUDA_ERROR_AT.search(message)
         changes["hardware"] = _hardware(message, exc_type) or cuda_gpu_hardware(

@@ -737,7 +737,7 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
         # A CUDA call that failed in setup code (transport.cc's CUDACHECK while the SHM or
         # P2P buffers are set up) is that setup's failure (views/nccl_setup.py).
         setup = kind is EventKind.CUDA_ERROR and warn_at_setup(where, msg.strip())
-        failure = CudaFailure(**base, error=what, setup=setup)  # type: ignore[arg-type]
+        failure = CudaFailure(**base, error=what, setup=setup, by_nccl=True)  # type: ignore[arg-type]
         return Hit(kind, payload=failure, key=("cuda", what))
     if (ibv := _IBV.search(msg)) is not None or _IB_ASYNC.search(msg) is not None:
         connecting = ibv is not None and ibv.group(1) in _IBV_CONNECT_CALLS
