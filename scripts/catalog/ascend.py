@@ -31,9 +31,9 @@ import re
 from pathlib import Path
 
 from catalog import cppstream, csource
-from catalog.native import NativeSource, sites_of
+from catalog.native import NativeSource, release_refs, sites_of
 from catalog.rows import rows_json, unheld, write
-from catalog.sources import BlobReader, Site, git, group, tree
+from catalog.sources import BlobReader, Site, group, tree
 
 HCOMM = NativeSource(
     "github.com/hicann/hcomm",
@@ -84,19 +84,6 @@ _TABLE_ENTRY = re.compile(
 _CONTINUATION = re.compile(r"\\\n")
 _CODE_PAGE = re.compile(r"(E[A-Z]\d{4})-[^/]*\.md$")
 _FIRST_TEXT_BLOCK = re.compile(r"```text\n(.*?)\n```", re.S)
-
-
-def _release_refs(repo: Path, pattern: str) -> list[tuple[str, str]]:
-    """(version, ref) of each release tag, oldest first, then HEAD."""
-    found: dict[str, str] = {}
-    for tag in git(repo, "tag").split():
-        m = re.fullmatch(pattern, tag)
-        if m is not None:
-            found.setdefault(m.group(1), tag)
-    head = git(repo, "rev-parse", "HEAD").strip()
-    date = git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
-    tags = sorted(found.items(), key=lambda kv: [int(n) for n in kv[0].split(".")])
-    return [*tags, (f"{date} {head[:10]}", "HEAD")]
 
 
 def error_code_sites(page: str, text: str, version: str) -> list[Site]:
@@ -168,7 +155,7 @@ def _read(
 
 
 def do_hccl(repo: Path) -> list[Site]:
-    refs = _release_refs(repo, HCOMM.tag)
+    refs = release_refs(repo, HCOMM.tag)
     sites = _read(repo, HCOMM, "hccl", refs, docs=True)
     versions = [v for v, _ in refs if any(s.version == v for s in sites)]
     source = {
@@ -185,7 +172,7 @@ def do_torch_npu(repo: Path) -> list[Site]:
     # one tag per torch_npu release (v5.0.0-pytorch2.1.0 …: the same sources built for
     # several torch releases), then HEAD: the messages changed (HCCL_CHECK_ERROR's
     # "[ERROR] HCCL error in: <file>:<line>" of 5.x/6.x became "HCCL function error: …")
-    refs = _release_refs(repo, TORCH_NPU.tag)
+    refs = release_refs(repo, TORCH_NPU.tag)
     sites = _read(repo, TORCH_NPU, "torch_npu", refs, docs=False)
     versions = [v for v, _ in refs if any(s.version == v for s in sites)]
     source = {

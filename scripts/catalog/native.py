@@ -95,6 +95,14 @@ def _releases(repo: Path, pattern: str) -> list[tuple[str, str]]:
     return sorted(found.items(), key=lambda kv: [int(n) for n in kv[0].split(".")])
 
 
+def release_refs(repo: Path, pattern: str) -> list[tuple[str, str]]:
+    """(version, ref) of each release tag, oldest first, then HEAD (named by its date and
+    commit, as the rows' version ranges name it)."""
+    head = git(repo, "rev-parse", "HEAD").strip()
+    date = git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
+    return [*_releases(repo, pattern), (f"{date} {head[:10]}", "HEAD")]
+
+
 def sites_of(code: str, project: str, spec: NativeSource, path: str, version: str) -> list[Site]:
     clean = csource.blank_comments(code)
     spans = csource.function_spans(clean)
@@ -139,9 +147,7 @@ def sites_of(code: str, project: str, spec: NativeSource, path: str, version: st
 
 def do_native(project: str, repo: Path) -> list[Site]:
     spec = NATIVE[project]
-    head = git(repo, "rev-parse", "HEAD").strip()
-    date = git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
-    refs = [*_releases(repo, spec.tag), (f"{date} {head[:10]}", "HEAD")]
+    refs = release_refs(repo, spec.tag)
     reader = BlobReader(repo)
     cache: dict[tuple[str, str], list[Site]] = {}
     sites: list[Site] = []
