@@ -154,32 +154,29 @@ def _read(
     return sites
 
 
-def do_hccl(repo: Path) -> list[Site]:
-    refs = release_refs(repo, HCOMM.tag)
-    sites = _read(repo, HCOMM, "hccl", refs, docs=True)
+def _generate(repo: Path, spec: NativeSource, project: str, calls: str, docs: bool) -> list[Site]:
+    """Read ``project`` at each release and HEAD and write its catalog rows."""
+    refs = release_refs(repo, spec.tag)
+    sites = _read(repo, spec, project, refs, docs=docs)
     versions = [v for v, _ in refs if any(s.version == v for s in sites)]
     source = {
-        "repository": HCOMM.repository,
-        "read": HCOMM.note,
+        "repository": spec.repository,
+        "read": spec.note,
         "versions": versions,
-        "calls": "HCCL_ERROR, HCCL_WARNING, HCCL_RUN_WARNING; EIxxxx error-code formats",
+        "calls": calls,
     }
-    write("hccl", source, rows_json(group(sites), versions), unheld(sites, versions))
+    write(project, source, rows_json(group(sites), versions), unheld(sites, versions))
     return sites
+
+
+def do_hccl(repo: Path) -> list[Site]:
+    calls = "HCCL_ERROR, HCCL_WARNING, HCCL_RUN_WARNING; EIxxxx error-code formats"
+    return _generate(repo, HCOMM, "hccl", calls, docs=True)
 
 
 def do_torch_npu(repo: Path) -> list[Site]:
     # one tag per torch_npu release (v5.0.0-pytorch2.1.0 …: the same sources built for
     # several torch releases), then HEAD: the messages changed (HCCL_CHECK_ERROR's
     # "[ERROR] HCCL error in: <file>:<line>" of 5.x/6.x became "HCCL function error: …")
-    refs = release_refs(repo, TORCH_NPU.tag)
-    sites = _read(repo, TORCH_NPU, "torch_npu", refs, docs=False)
-    versions = [v for v, _ in refs if any(s.version == v for s in sites)]
-    source = {
-        "repository": TORCH_NPU.repository,
-        "read": TORCH_NPU.note,
-        "versions": versions,
-        "calls": "TORCH_CHECK, TORCH_NPU_WARN, ASCEND_LOGE/W, oss <<",
-    }
-    write("torch_npu", source, rows_json(group(sites), versions), unheld(sites, versions))
-    return sites
+    calls = "TORCH_CHECK, TORCH_NPU_WARN, ASCEND_LOGE/W, oss <<"
+    return _generate(repo, TORCH_NPU, "torch_npu", calls, docs=False)
