@@ -6,7 +6,9 @@ ranks that started or ended (a launcher's new workers, ``--all``'s new ranks). A
 that moved resets the clock. When nothing moved for ``stall_after_s``:
 
 1. three nonblocking stack samples of every rank across ``confirm_s``, the cheap signals
-   polled in between (they end the check if they move);
+   polled in between (they end the check if they move); a rank with fewer than two read
+   samples whose dumps failed only as reads race a running process gets more, up to
+   ``MAX_SHOTS`` (a failure that says nothing of the rank cannot confirm that it stopped);
 2. a thread that counts (stacks.py) at another place in two samples in a row is a job
    that works without output: not stuck. A blocked process does not change while
    py-spy reads it, so a nonblocking read of it is exact; only running ones can tear;
@@ -45,6 +47,7 @@ CLOCK_TICKS = 100  # USER_HZ: /proc reports CPU time in 1/100 s on every Linux
 # Stack samples across the confirmation window: a loop that spends most of its time in one
 # hot function is caught elsewhere by one of them more often than by two.
 CONFIRM_SHOTS = 3
+MAX_SHOTS = 2 * CONFIRM_SHOTS  # while a rank's dumps only raced it (stacks.RACES)
 
 
 @dataclass(frozen=True)
@@ -288,10 +291,13 @@ class Watcher:
         )
         second = self._shots()
         readable = {pid: shot for pid, shot in second.items() if not shot.error}
-        for _ in range(CONFIRM_SHOTS - 1):
+        reads = {pid: 1 for pid in readable}
+        taken = 1
+        while taken < CONFIRM_SHOTS or (taken < MAX_SHOTS and _unsettled(second, reads)):
             if self._wait(self.opts.confirm / (CONFIRM_SHOTS - 1)):
                 return
             second = self._shots()
+            taken += 1
             # each rank's new shot against its last readable one: a dump that failed in
             # between is no evidence that nothing moved
             moved = _first_change(readable, second, self.ranks)
@@ -299,7 +305,10 @@ class Watcher:
                 self.say(f"not stuck: {moved} (working without output)")
                 self._moved(time.monotonic(), [moved])
                 return
-            readable.update((pid, shot) for pid, shot in second.items() if not shot.error)
+            for pid, shot in second.items():
+                if not shot.error:
+                    readable[pid] = shot
+                    reads[pid] = reads.get(pid, 0) + 1
         notes = [f"stacks of {pid} not read: {s.error}" for pid, s in second.items() if s.error]
         notes.extend(self._busy_notes(time.monotonic() - self.last_move))
         stall = Stall(
@@ -355,6 +364,13 @@ class Watcher:
                     "(a thread spinning: a busy-wait, a GIL holder, a CUDA/NCCL wait)"
                 )
         return notes
+
+
+def _unsettled(latest: dict[int, stacks.StackShot], reads: dict[int, int]) -> bool:
+    """Whether a rank has not been read twice yet only because its dumps raced it."""
+    return any(
+        reads.get(pid, 0) < 2 and (shot.raced or not shot.error) for pid, shot in latest.items()
+    )
 
 
 def _first_change(

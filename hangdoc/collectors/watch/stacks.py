@@ -15,7 +15,12 @@ collection that follows records the failure with its remedy.
 A nonblocking read races the process it reads: when frames are freed while py-spy copies
 them it fails with "Failed to copy PyFrameObject … Bad address". That failure is itself a
 sign the stack is changing, and a blocked thread's frames hold still, so such a dump is
-taken again (``READ_TRIES``) rather than reported as unreadable.
+taken again (``READ_TRIES``) rather than reported as unreadable. py-spy's search for the
+interpreter reads the same moving memory and can miss it too ("Failed to find a python
+interpreter in the .data section": 1 in 200 dumps of a computing process here, against 50
+"Bad address"; the CI run of 2026-11-28 met it), so that failure is retried as well. A shot
+that still failed in one of these ways is ``raced``: the loop takes another rather than
+decide from it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from pathlib import Path
 from hangdoc.collectors import pyspy
 
 READ_TRIES = 4  # a dump that failed while the frames moved under it is taken again
+# py-spy's failures that a nonblocking read of a running process can cause by itself
+RACES = frozenset({pyspy.Failure.OTHER, pyspy.Failure.NOT_PYTHON})
 
 Frames = tuple[tuple[str, str, int], ...]  # (function, file, line), innermost first
 
@@ -41,11 +48,13 @@ class ThreadShot:
 
 @dataclass(frozen=True, slots=True)
 class StackShot:
-    """One nonblocking dump of one process; ``threads`` empty when it failed (``error``)."""
+    """One nonblocking dump of one process; ``threads`` empty when it failed (``error``),
+    ``raced`` when it failed in a way the process's own running can cause."""
 
     pid: int
     threads: dict[int, ThreadShot]
     error: str | None = None
+    raced: bool = False
 
 
 def take(pid: int, exe: Path | None, timeout_s: float) -> StackShot:
@@ -54,10 +63,10 @@ def take(pid: int, exe: Path | None, timeout_s: float) -> StackShot:
         result = pyspy.dump_stacks(
             pid, exe=exe, native=False, subprocesses=False, nonblocking=True, timeout_s=timeout_s
         )
-        if result.failure is not pyspy.Failure.OTHER:  # read, or a failure a retry won't fix
+        if result.failure not in RACES:  # read, or a failure a retry won't fix
             break
     if result.output is None:
-        return StackShot(pid, {}, result.reason or "py-spy failed")
+        return StackShot(pid, {}, result.reason or "py-spy failed", result.failure in RACES)
     return StackShot(pid, parse(result.output))
 
 

@@ -138,3 +138,54 @@ def test_watch_ends_by_itself_when_the_job_ends(start: Start, tmp_path: Path) ->
     assert result.why_ended.startswith("the job ended"), result
     assert [e.pid for e in result.exited] == [proc.pid]
     assert handler.stalls == []
+
+
+def _scripted_take(
+    monkeypatch: pytest.MonkeyPatch, script: list[stacks.StackShot | None]
+) -> list[int]:
+    """stacks.take answering from ``script`` (None: read at a new line each time)."""
+    calls: list[int] = []
+
+    def take(pid: int, exe: object, timeout_s: float) -> stacks.StackShot:
+        calls.append(pid)
+        shot = script[len(calls) - 1] if len(calls) <= len(script) else None
+        if shot is not None:
+            return shot
+        where = (("walk", "job.py", len(calls)),)
+        return stacks.StackShot(pid, {1: stacks.ThreadShot("MainThread", True, True, where)})
+
+    monkeypatch.setattr(stacks, "take", take)
+    return calls
+
+
+def test_a_rank_whose_samples_all_raced_it_is_sampled_again(
+    start: Start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a rank quiet on every cheap signal whose first three dumps failed as reads race
+    # a running process (py-spy found no interpreter in the memory it was changing)
+    proc = start(WRITER, str(tmp_path / "c.log"), "0.3")
+    raced = stacks.StackShot(proc.pid, {}, "no interpreter", raced=True)
+    calls = _scripted_take(monkeypatch, [raced, raced, raced])
+    stop = threading.Event()
+    handler = Recorder(stop, Outcome.REPORTED)
+    # WHEN watched THEN more samples are taken, and the two read ones show it moved
+    _watch([proc.pid], handler, stop, stall_after=1.0, timeout=6.0)
+    assert handler.stalls == [], handler.lines
+    assert len(calls) >= 5
+    assert any("not stuck" in line and "moved" in line for line in handler.lines)
+
+
+def test_a_rank_py_spy_cannot_read_is_confirmed_after_three_samples(
+    start: Start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a quiet rank py-spy may not read at all (a failure no retry can fix)
+    proc = start(WRITER, str(tmp_path / "c.log"), "0.3")
+    denied = stacks.StackShot(proc.pid, {}, "ptrace denied")
+    calls = _scripted_take(monkeypatch, [denied] * 10)
+    stop = threading.Event()
+    handler = Recorder(stop, Outcome.REPORTED)
+    # WHEN watched THEN its stall is handed over after the usual three samples, saying why
+    _watch([proc.pid], handler, stop, stall_after=1.0, timeout=8.0)
+    (_, stall), *_ = handler.stalls
+    assert len(calls) == 3
+    assert any("ptrace denied" in note for note in stall.notes)

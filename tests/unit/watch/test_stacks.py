@@ -95,3 +95,28 @@ def test_a_failure_a_retry_cannot_fix_is_not_retried(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(pyspy, "dump_stacks", dump)
     assert stacks.take(7, None, timeout_s=1).error == "denied" and calls == [7]
+
+
+def test_an_interpreter_search_that_raced_the_process_is_taken_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # py-spy's message when its search for the interpreter read memory the running process
+    # was writing (the CI run of 2026-11-28, and 1 in 200 dumps of COMPUTE here)
+    missed = pyspy.PySpyResult(
+        None, 0.01, pyspy.Failure.NOT_PYTHON,
+        "not a Python process (py-spy found no interpreter in it)",
+    )  # fmt: skip
+    stderr = "Error: Failed to find a python interpreter in the .data section"
+    assert pyspy.classify_failure(1, stderr, alive=True)[0] is pyspy.Failure.NOT_PYTHON
+    read = pyspy.PySpyResult((HUNG / "pyspy.0.json").read_bytes(), 0.01)
+    answers = iter([missed, read])
+    monkeypatch.setattr(pyspy, "dump_stacks", lambda pid, **_: next(answers))
+    shot = stacks.take(7, None, timeout_s=1)
+    assert shot.error is None and shot.threads and not shot.raced
+
+
+def test_a_shot_that_kept_racing_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    missed = pyspy.PySpyResult(None, 0.01, pyspy.Failure.NOT_PYTHON, "no interpreter")
+    monkeypatch.setattr(pyspy, "dump_stacks", lambda pid, **_: missed)
+    shot = stacks.take(7, None, timeout_s=1)
+    assert shot.error == "no interpreter" and shot.raced
