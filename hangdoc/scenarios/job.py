@@ -1460,6 +1460,252 @@ SCENARIOS.update(
 )
 
 
+# --- Live hangs written blind (2026-11-28, third batch) -----------------------------------
+# Each from a public thread where a distributed job hung and the thread found why.
+
+
+# Story: https://github.com/pytorch/pytorch/issues/97783 (the first epoch very slow with
+# torch.compile: the model was being compiled, and recompiled, in the first steps; the speed
+# came back once that was done).
+class TokenMixer(torch.nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(width)
+        self.mix = torch.nn.Linear(width, width)
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + torch.tanh(self.mix(self.norm(x)))
+        return cast(torch.Tensor, x + self.mlp(self.norm(x)))
+
+
+def scenario_compile_warmup() -> None:
+    """Every rank compiles the model with torch.compile before its first step (each on a
+    node with a fresh compile cache): for a while no rank prints anything or reaches a
+    collective, then the steps run, each with an all_reduce of the gradients."""
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    cache = Path(os.environ["HANGDOC_READY_DIR"]).parent / f"inductor-cache-{rank()}"
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+    init()
+    model = torch.nn.Sequential(*[TokenMixer(48) for _ in range(3)], torch.nn.Linear(48, 8))
+    compiled = torch.compile(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    if rank() == 0:
+        print("compiling the model... (takes a ~minute)", flush=True)
+    ready("compiling")
+    step = 0
+    while True:
+        started = time.monotonic()
+        seq = 16 + 8 * (step % 3)  # batches of different lengths: recompiles at first
+        loss: torch.Tensor = compiled(torch.randn(4, seq, 48)).pow(2).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        for param in model.parameters():
+            if param.grad is not None:
+                dist.all_reduce(param.grad)
+        optimizer.step()
+        optimizer.zero_grad()
+        step += 1
+        if rank() == 0:
+            print(f"iter {step}: loss {loss.item():.4f}, "
+                  f"time {1000 * (time.monotonic() - started):.2f}ms", flush=True)  # fmt: skip
+
+
+# Story: https://github.com/declare-lab/nora/issues/8 (the training state was saved under
+# ``if accelerator.is_main_process``; the save is collective, so the main process waited in
+# it while the others went on, until the collective timeout; saving on every process fixed
+# it).
+def save_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                        output_dir: Path) -> None:  # fmt: skip
+    """Saves model and optimizer state as a sharded distributed checkpoint."""
+    import torch.distributed.checkpoint as dcp
+
+    state = {"model": model.state_dict(), "optim": optimizer.state_dict()}
+    dcp.save(state, checkpoint_id=str(output_dir))  # type: ignore[attr-defined]
+
+
+SAVE_SETTLE_S = 4.0
+
+
+def scenario_save_main_process() -> None:
+    """Rank 0 alone saves the training state every 4 steps, with a checkpoint API that is
+    a collective; the others go on to the barrier after the checkpointing block."""
+    init()
+    output_dir = Path(os.environ["HANGDOC_READY_DIR"]).parent / "output"
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    total_loss = 0.0
+    for completed_steps in range(1, 100):
+        loss = train_step(model)
+        for param in model.parameters():
+            if param.grad is not None:
+                dist.all_reduce(param.grad)
+        optimizer.step()
+        optimizer.zero_grad()
+        total_loss += loss.item()
+        print(f"rank {rank()} step {completed_steps} loss {loss.item():.4f}", flush=True)
+        if completed_steps % 4 == 0:
+            if rank() == 0:
+                # Ready once rank 0 has planned its part of the save and waits for the
+                # others (a hang is collected minutes later, not while it still plans).
+                settle = threading.Timer(SAVE_SETTLE_S, ready, args=("save training state",))
+                settle.daemon = True
+                settle.start()
+                save_training_state(model, optimizer, output_dir / f"steps_{completed_steps}")
+                print(f"Checkpoint saved at step {completed_steps}, "
+                      f"train_loss {total_loss / 4:.4f}", flush=True)  # fmt: skip
+                total_loss = 0.0
+            else:
+                ready("barrier")
+            dist.barrier()
+
+
+# Story: https://github.com/pytorch/pytorch/issues/41665 (a node failed at startup; the
+# process on the other node waited in init_process_group and never terminated, whatever
+# the timeout).
+def node_data_root() -> Path:
+    """The node's local copy of the dataset. The culprit stands for a second node whose
+    copy was never staged."""
+    node = "node-b" if rank() == culprit() else "node-a"
+    return Path(os.environ["HANGDOC_READY_DIR"]).parent / node / "data"
+
+
+def stage_dataset() -> None:
+    """The copy staged on the first node (by the job's prolog, before the ranks start)."""
+    root = Path(os.environ["HANGDOC_READY_DIR"]).parent / "node-a" / "data"
+    root.mkdir(parents=True, exist_ok=True)
+    index = root / "train_index.json"
+    if not index.exists():
+        partial = index.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text('{"shards": ["train-00000.bin", "train-00001.bin"], "samples": 512}')
+        os.replace(partial, index)
+
+
+def load_dataset_index() -> dict[str, Any]:
+    import json
+
+    path = node_data_root() / "train_index.json"
+    print(f"rank {rank()}: loading dataset index {path}", flush=True)
+    with open(path) as handle:
+        return cast(dict[str, Any], json.load(handle))
+
+
+def scenario_crash_at_startup() -> None:
+    """Each rank reads its node's dataset index before it joins the process group; the
+    culprit's node has none, so it dies of FileNotFoundError at startup, and the others
+    wait in init_process_group for it."""
+    if rank() != culprit():
+        stage_dataset()
+    index = load_dataset_index()
+    print(f"rank {rank()}: {index['samples']} samples in {len(index['shards'])} shards",
+          flush=True)  # fmt: skip
+    ready("init_process_group")
+    dist.init_process_group("gloo", timeout=PG_TIMEOUT)
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    dist.all_reduce(torch.ones(4))
+
+
+# Story: https://github.com/pytorch/pytorch/issues/52848 (init_process_group hung on every
+# machine; the world size the job was told did not match the processes that ran: told 8
+# workers, it could only find 4).
+JOB_ARGS = {"nodes": 2, "gpus": 4, "nr": 0}  # the script's defaults: a 2-node job
+
+
+def scenario_world_size_nodes() -> None:
+    """The job computes its world size as nodes x processes per node from its arguments
+    (default: 2 nodes); it was started on one node without overriding them, so every rank
+    waits in init_process_group for the 4 ranks of a node that never starts."""
+    args = dict(JOB_ARGS)
+    args["world_size"] = args["gpus"] * args["nodes"]
+    local_rank = int(os.environ["LOCAL_RANK"])
+    global_rank = args["nr"] * args["gpus"] + local_rank
+    init_method = f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    print(f"Initializing process group: rank {global_rank} of {args['world_size']} "
+          f"({init_method})", flush=True)  # fmt: skip
+    # Ready once every rank has had time to reach where it waits inside the rendezvous (a
+    # hang is collected minutes later, not while the ranks still connect to the store).
+    settle = threading.Timer(INIT_SETTLE_S, ready, args=("init_process_group",))
+    settle.daemon = True
+    settle.start()
+    dist.init_process_group(
+        "gloo", init_method=init_method, rank=global_rank, world_size=args["world_size"],
+        timeout=PG_TIMEOUT,
+    )  # fmt: skip
+    model = torch.nn.Linear(16, 4)
+    train_step(model)
+    dist.all_reduce(torch.ones(4))
+
+
+# Story: https://github.com/pytorch/pytorch/issues/125079 (tagged send/recv between two
+# ranks in different orders: NCCL ignores the tags, and with a backend that honours them
+# blocking sends and receives taken in different orders wait for each other: a hang).
+TENSOR_TAGS = {"hidden_states": 0, "attention_mask": 1}
+MICROBATCHES = 4
+
+
+def send_tensor_dict(tensors: dict[str, torch.Tensor], dst: int) -> None:
+    for key, tensor in tensors.items():
+        dist.send(tensor, dst, tag=TENSOR_TAGS[key])
+
+
+def recv_tensor_dict(src: int) -> dict[str, torch.Tensor]:
+    tensors = {"hidden_states": torch.empty(4, 16), "attention_mask": torch.empty(4)}
+    for key, tensor in tensors.items():
+        dist.recv(tensor, src, tag=TENSOR_TAGS[key])
+    return tensors
+
+
+def recv_for_loss(src: int) -> dict[str, torch.Tensor]:
+    """The last stage takes the mask first, to build the loss weights while the hidden
+    states arrive."""
+    mask = torch.empty(4)
+    dist.recv(mask, src, tag=TENSOR_TAGS["attention_mask"])
+    hidden = torch.empty(4, 16)
+    dist.recv(hidden, src, tag=TENSOR_TAGS["hidden_states"])
+    return {"hidden_states": hidden, "attention_mask": mask}
+
+
+def scenario_p2p_tags() -> None:
+    """A 4-stage pipeline passes each micro-batch's hidden states and attention mask with
+    tagged send/recv; the last stage receives the two in the other order, so stage 2 waits
+    in the send of the hidden states and stage 3 in the receive of the mask; the earlier
+    stages fill up behind them, each waiting in its send of the next micro-batch."""
+    init()
+    stage = torch.nn.Linear(16, 16)
+    print(f"pipeline stage {rank()} of {world()}: {MICROBATCHES} micro-batches per step",
+          flush=True)  # fmt: skip
+    for step in range(100):
+        for mb in range(MICROBATCHES):
+            if rank() == 0:
+                tensors = {"hidden_states": stage(torch.randn(4, 16)).detach(),
+                           "attention_mask": torch.ones(4)}  # fmt: skip
+            elif rank() == culprit():
+                if mb == 0:
+                    ready("recv attention_mask")
+                tensors = recv_for_loss(rank() - 1)
+                loss = (stage(tensors["hidden_states"]).mean(1) * tensors["attention_mask"]).sum()
+                print(f"step {step} microbatch {mb} loss {loss.item():.4f}", flush=True)
+                continue
+            else:
+                tensors = recv_tensor_dict(rank() - 1)
+                tensors["hidden_states"] = stage(tensors["hidden_states"]).detach()
+            if step == 0 and mb == world() - 2 - rank():
+                ready("send hidden_states")
+            send_tensor_dict(tensors, rank() + 1)
+
+
+SCENARIOS.update(
+    {
+        "compile-warmup": scenario_compile_warmup,
+        "save-main-process": scenario_save_main_process,
+        "crash-at-startup": scenario_crash_at_startup,
+        "world-size-nodes": scenario_world_size_nodes,
+        "p2p-tags": scenario_p2p_tags,
+    }
+)
+
 # Processes a scenario runs that are no ranks: started by launch.py (a leftover before the
 # job), or by a rank (a helper subprocess).
 HELPERS: dict[str, Callable[[], None]] = {
