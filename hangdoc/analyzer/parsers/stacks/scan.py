@@ -154,7 +154,12 @@ class _Proc:
         this kind or view yet (``bt`` then ``py-bt`` of one process is one moment;
         ``_new_moment``); a post-mortem record joins the current sample."""
         last = self.samples[-1] if self.samples else None
-        if last is None or _new_moment(block, last.dump_kinds) or _cut_apart(block, last):
+        if (
+            last is None
+            or _new_moment(block, last.dump_kinds)
+            or _cut_apart(block, last)
+            or _record_after_view(block, last)
+        ):
             last = _Sample()
             self.samples.append(last)
         last.cut = last.cut or block.cut
@@ -181,6 +186,18 @@ def _cut_apart(block: Block, sample: _Sample) -> bool:
     if sample.dump_kinds:
         return True
     return "traceback" in sample.kinds and _main_traceback(sample.threads)
+
+
+def _record_after_view(block: Block, sample: _Sample) -> bool:
+    """A traceback after a Python view of the process's threads (py-spy's text, a
+    faulthandler or pystack dump): a record of its own, never one more thread of that
+    sample. Such a view prints every live thread once (py-spy one ``Thread`` line per
+    thread), so a thread whose traceback is printed is not among them: it ended before
+    the view was taken (a dead thread's last moment) or after it (the rank's log tail
+    pasted under its dump), another moment either way, as a live dump keeps its log's
+    tracebacks apart from its samples. (A native view, gdb's ``bt``, has no Python
+    frames to clash with; a C++ exception stack joins the traceback it sits under.)"""
+    return block.kind == "traceback" and not sample.dump_kinds.isdisjoint(_PYTHON_VIEWS)
 
 
 def _died_of(block: Block) -> bool:
