@@ -14,7 +14,8 @@ frames around it say what it is, where one such line alone could be any log line
 
 Which thread is the main one is what its frames say: its outermost frame is the script's
 ``<module>``, where every other thread's is ``Thread._bootstrap`` (or the thread pool's
-worker); failing that, the first thread shown (py-spy prints the main thread first).
+worker); failing that, the first thread threading did not start (a main thread in
+``_shutdown``), else the first thread shown (py-spy prints the main thread first).
 What py-spy's thread line said (idle, active, the GIL) is unknown here and left unknown.
 """
 
@@ -37,6 +38,7 @@ _MIN_FRAMES = 2
 _LOOK_FOR_LINE = 8
 _MAX_BLANKS = 2  # blank lines a reporter leaves between two threads of one rank
 _MAIN_BOTTOM = "<module>"
+_THREAD_BOTTOM = "_bootstrap"  # threading's Thread._bootstrap (older py-spy: _bootstrap)
 _SPACE = re.compile(r"\s")
 
 
@@ -97,6 +99,17 @@ def _frame(m: re.Match[str]) -> Frame:
     )
 
 
+def _main_run(runs: list[list[Frame]]) -> int:
+    """The main thread's run: the one whose outermost frame is the script's ``<module>``;
+    failing that (a main thread whose script has ended, left in threading's
+    ``_shutdown``), the first one not started by ``threading`` (``Thread._bootstrap``);
+    failing that, the first (py-spy prints the main thread first)."""
+    bottoms = [run[-1].function for run in runs]
+    if _MAIN_BOTTOM in bottoms:
+        return bottoms.index(_MAIN_BOTTOM)
+    return next((k for k, b in enumerate(bottoms) if not b.endswith(_THREAD_BOTTOM)), 0)
+
+
 def parse_pyspy_frames(lines: Lines, i: int) -> tuple[Block | None, int]:
     """The threads of one headless py-spy dump from ``i``: frame runs parted by at most
     ``_MAX_BLANKS`` blank lines."""
@@ -118,7 +131,7 @@ def parse_pyspy_frames(lines: Lines, i: int) -> tuple[Block | None, int]:
             break
     if not runs:
         return None, max(i, end + 1)
-    main = next((k for k, run in enumerate(runs) if run[-1].function == _MAIN_BOTTOM), 0)
+    main = _main_run(runs)
     threads = [ThreadStack(frames=tuple(run), is_main=k == main) for k, run in enumerate(runs)]
     block = Block(kind="pyspy", start=start, threads=threads, dump=True)
     block.end = lines[end - 1][0]

@@ -158,7 +158,7 @@ class _Proc:
             last is None
             or _new_moment(block, last.dump_kinds)
             or _cut_apart(block, last)
-            or _record_after_view(block, last)
+            or _record_apart_from_view(block, last)
         ):
             last = _Sample()
             self.samples.append(last)
@@ -188,16 +188,23 @@ def _cut_apart(block: Block, sample: _Sample) -> bool:
     return "traceback" in sample.kinds and _main_traceback(sample.threads)
 
 
-def _record_after_view(block: Block, sample: _Sample) -> bool:
-    """A traceback after a Python view of the process's threads (py-spy's text, a
-    faulthandler or pystack dump): a record of its own, never one more thread of that
-    sample. Such a view prints every live thread once (py-spy one ``Thread`` line per
-    thread), so a thread whose traceback is printed is not among them: it ended before
-    the view was taken (a dead thread's last moment) or after it (the rank's log tail
-    pasted under its dump), another moment either way, as a live dump keeps its log's
-    tracebacks apart from its samples. (A native view, gdb's ``bt``, has no Python
-    frames to clash with; a C++ exception stack joins the traceback it sits under.)"""
-    return block.kind == "traceback" and not sample.dump_kinds.isdisjoint(_PYTHON_VIEWS)
+def _record_apart_from_view(block: Block, sample: _Sample) -> bool:
+    """A traceback and a Python view of the process's threads (py-spy's text, a
+    faulthandler or pystack dump) that cannot be one moment. Such a view prints every
+    live thread once (py-spy one ``Thread`` line per thread), so a traceback printed
+    after it is no thread of it: a dead thread's last moment (before the view was taken)
+    or a log record (the rank's log tail pasted under its dump), another moment either
+    way, as a live dump keeps its log's tracebacks apart from its samples. Before a
+    view, a dead thread's traceback joins it (records near a snapshot: thread-died's
+    excepthook output over its faulthandler dump), but not the main thread's: a moment
+    has one main thread, and the view shows where it is now. (A native view, gdb's
+    ``bt``, has no Python frames to clash with; a C++ exception stack joins the
+    traceback it sits under.)"""
+    if block.kind == "traceback":
+        return not sample.dump_kinds.isdisjoint(_PYTHON_VIEWS)
+    if not (block.dump and block.kind in _PYTHON_VIEWS) or sample.dump_kinds:
+        return False
+    return "traceback" in sample.kinds and _main_traceback(sample.threads)
 
 
 def _died_of(block: Block) -> bool:
