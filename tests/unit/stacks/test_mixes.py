@@ -222,3 +222,56 @@ def test_thread_apply_all_py_bt_gives_python_frames_per_thread() -> None:
     assert [t.is_main for t in stacks] == [False, False, True]
     for thread in stacks:
         assert thread.frames[1].function == "wait" and not thread.frames[1].native
+
+
+# A real rank's py-spy text and the tail of its log (fixtures/dumps/reducer-thread, rank
+# 3): its main thread died of a KeyError and sits in threading's _shutdown.
+_PYSPY_RANK3 = """\
+Process 487: /usr/bin/python train.py reducer-thread
+Python v3.11 (/usr/bin/python)
+
+Thread 487 (idle): "MainThread"
+    _shutdown (threading.py:1590)
+Thread 516 (idle): "grad-reducer"
+    Condition.wait (threading.py:327)
+    Queue.get (queue.py:171)
+    BackgroundReducer._reduction_loop (train.py:1363)
+    Thread.run (threading.py:982)
+    Thread._bootstrap_inner (threading.py:1045)
+    Thread._bootstrap (threading.py:1002)
+"""
+_TRACEBACK_RANK3 = """\
+[rank3]: Traceback (most recent call last):
+[rank3]:   File "/tmp/train.py", line 1487, in <module>
+[rank3]:     raise SystemExit(main(sys.argv[1:]))
+[rank3]:   File "/tmp/train.py", line 1482, in main
+[rank3]:     known[argv[0]]()
+[rank3]:   File "/tmp/train.py", line 1386, in scenario_reducer_thread
+[rank3]:     loss = (model(sample["features"]) - sample["labels"]).pow(2).sum()
+[rank3]: KeyError: 'labels'
+"""
+
+
+def test_a_traceback_after_a_pyspy_dump_is_a_record_of_its_own() -> None:
+    # GIVEN a rank's py-spy text under its label, and its log's traceback under it
+    proc = only_process("rank 3:\n" + _PYSPY_RANK3 + "\n" + _TRACEBACK_RANK3)
+    # THEN two moments: the dump's two threads (one main), then the traceback, the last
+    # thing the process did (it died of it)
+    dump, record = proc.text_stacks
+    assert [k.value for k in dump.kinds] == ["pyspy"] and len(dump.threads) == 2
+    assert [t.name for t in dump.threads if t.is_main] == ["MainThread"]
+    assert [k.value for k in record.kinds] == ["traceback"]
+    [raised] = record.threads
+    assert raised.exception is not None and raised.exception.startswith("KeyError")
+    assert proc.rank == 3 and proc.exited and proc.latest_stacks() is record
+
+
+def test_a_main_threads_traceback_before_a_pyspy_dump_is_another_moment() -> None:
+    # GIVEN the same records the other way round, in one stream (no launcher prefix): a
+    # moment has one main thread
+    traceback = _unprefixed(_TRACEBACK_RANK3, "[rank3]: ")
+    proc = only_process("rank 3:\n" + traceback + "\n" + _PYSPY_RANK3)
+    record, dump = proc.text_stacks
+    assert [k.value for k in record.kinds] == ["traceback"]
+    assert [k.value for k in dump.kinds] == ["pyspy"]
+    assert sum(t.is_main for t in dump.threads) == 1 and len(dump.threads) == 2

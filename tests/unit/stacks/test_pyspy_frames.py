@@ -53,3 +53,45 @@ def test_native_frames_and_line_zero_are_read() -> None:
     [thread] = threads(scan(text).processes[0])
     assert thread.frames[0].native and thread.frames[0].file == "libc.so.6"
     assert thread.frames[2].line is None and thread.frames[3].line == 9
+
+
+# A real rank's last sample (fixtures/dumps/reducer-thread, rank 3) as frames only: its
+# main thread's script has ended (a KeyError) and it sits in threading's _shutdown, one
+# frame; the reducer thread it never joined waits on its queue.
+_SHUTDOWN = "    _shutdown (threading.py:1590)\n"
+_REDUCER = """\
+    Condition.wait (threading.py:327)
+    Queue.get (queue.py:171)
+    BackgroundReducer._reduction_loop (train.py:1363)
+    Thread.run (threading.py:982)
+    Thread._bootstrap_inner (threading.py:1045)
+    Thread._bootstrap (threading.py:1002)
+"""
+
+
+def test_a_one_frame_thread_beside_a_run_of_frames_is_a_thread_of_the_dump() -> None:
+    # GIVEN a one-frame thread, a thread gap and a run of frames, under a rank label
+    [proc] = scan("rank 3:\n" + _SHUTDOWN + "\n" + _REDUCER).processes
+    # THEN one sample of two threads, the one-frame thread the main one
+    [sample] = proc.text_stacks
+    main, reducer = sample.threads
+    assert proc.rank == 3 and [f.function for f in main.frames] == ["_shutdown"]
+    assert main.is_main and main.frames[0].line == 1590 and not reducer.is_main
+
+
+def test_a_one_frame_thread_after_the_runs_is_read_too_and_is_the_main_one() -> None:
+    # GIVEN the same threads in the other order (no <module> frame: the thread threading
+    # did not start is the main one)
+    [proc] = scan(_REDUCER + "\n" + _SHUTDOWN).processes
+    reducer, main = threads(proc)
+    assert [f.function for f in main.frames] == ["_shutdown"]
+    assert main.is_main and not reducer.is_main
+
+
+def test_a_log_line_shaped_like_a_frame_is_no_thread() -> None:
+    # GIVEN a log message that ends in a file and line (words: not a code name), a gap, and
+    # a dump's frames; and a lone frame with nothing of its shape around it
+    [proc] = scan("Loading weights from disk (loader.py:88)\n\n" + _REDUCER).processes
+    [reducer] = threads(proc)
+    assert reducer.frames[0].function == "Condition.wait"
+    assert scan(_SHUTDOWN + "\nstep 4 loss 0.1\n" + _SHUTDOWN).processes == []

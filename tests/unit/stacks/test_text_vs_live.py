@@ -169,27 +169,13 @@ def _pasted(name: str, form: PasteForm, tmp_path: Path) -> Evidence:
 
 # Stack shapes a paste cannot give back yet, with why (strict: fixed means remove it).
 # (thread-died, whose ranks' log tails hold their own faulthandler dumps of the same threads
-# after the py-spy text, was one: a second Python view of the threads is a second sample.)
+# after the py-spy text, was one: a second Python view of the threads is a second sample.
+# reducer-thread was one: rank 3's main thread died of a KeyError and sits in threading's
+# _shutdown, one frame; pasted in one file, the traceback of its log tail after its py-spy
+# text is a record of its own, not a second main thread of that sample; frames only, the
+# one-frame thread is read as a thread of the dump by the runs of frames after it.)
 # Each gap: (the forms it holds for, why).
-_ONE_FILE = "one file"
-_FRAMES_ONLY = "frames only"
-_SHAPE_GAPS: dict[str, tuple[tuple[str, str], ...]] = {
-    # reducer-thread (live-2026-11-28b): rank 3's main thread died of a KeyError (its
-    # traceback in the rank's log) and sits in threading's _shutdown, one frame.
-    "reducer-thread": (
-        (
-            _ONE_FILE,
-            "the rank's log traceback follows its py-spy text in one section and joins that "
-            "sample as a second main thread (a record printed after a dump is not yet a "
-            "moment of its own)",
-        ),
-        (
-            _FRAMES_ONLY,
-            "a one-frame thread without py-spy's thread line is not read as a stack (one "
-            "'func (file:line)' line alone could be any log line)",
-        ),
-    ),
-}
+_SHAPE_GAPS: dict[str, tuple[tuple[str, str], ...]] = {}
 
 
 def _shape_gap(name: str, form: str) -> str | None:

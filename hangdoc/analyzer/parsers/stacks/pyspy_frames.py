@@ -7,11 +7,15 @@ they typed, threads apart by a blank line if at all. The frames are py-spy's own
 innermost first, four spaces in), so they are known by their shape: a run of such lines,
 at least two, one naming a Python file and line. A blank line between two runs parts two
 threads of the same dump (py-spy prints none between threads, so a reporter's blank line
-is the only boundary left); anything else ends the dump.
+is the only boundary left); anything else ends the dump. A thread of one frame (a main
+thread whose script has ended, left in threading's ``_shutdown``) is one of the dump when
+a thread gap parts it from another run of the dump and its function is a code name: the
+frames around it say what it is, where one such line alone could be any log line.
 
 Which thread is the main one is what its frames say: its outermost frame is the script's
 ``<module>``, where every other thread's is ``Thread._bootstrap`` (or the thread pool's
-worker); failing that, the first thread shown (py-spy prints the main thread first).
+worker); failing that, the first thread threading did not start (a main thread in
+``_shutdown``), else the first thread shown (py-spy prints the main thread first).
 What py-spy's thread line said (idle, active, the GIL) is unknown here and left unknown.
 """
 
@@ -34,9 +38,11 @@ _MIN_FRAMES = 2
 _LOOK_FOR_LINE = 8
 _MAX_BLANKS = 2  # blank lines a reporter leaves between two threads of one rank
 _MAIN_BOTTOM = "<module>"
+_THREAD_BOTTOM = "_bootstrap"  # threading's Thread._bootstrap (older py-spy: _bootstrap)
+_SPACE = re.compile(r"\s")
 
 
-def starts_frames(lines: Lines, i: int) -> bool:
+def _starts_run(lines: Lines, i: int) -> bool:
     """Two frame lines in a row at ``i``, and a Python file with its line among the run's
     first few (native frames and built-ins name none)."""
     run = []
@@ -46,6 +52,38 @@ def starts_frames(lines: Lines, i: int) -> bool:
             break
         run.append(m)
     return len(run) >= _MIN_FRAMES and any(m.group("line") is not None for m in run)
+
+
+def _blanks_after(lines: Lines, i: int) -> int:
+    """How many blank lines (at most ``_MAX_BLANKS``, the gap between two threads) start
+    at ``i``."""
+    blanks = 0
+    while i + blanks < len(lines) and blanks < _MAX_BLANKS and not lines[i + blanks][1].strip():
+        blanks += 1
+    return blanks
+
+
+def _one_frame(lines: Lines, i: int) -> bool:
+    """A frame line at ``i`` whose function is a code name (no spaces: a log message
+    that ends in a file and line has words) and that names a Python file and line."""
+    if i >= len(lines):
+        return False
+    m = FRAME.match(lines[i][1])
+    return m is not None and m.group("line") is not None and not _SPACE.search(m.group("fn"))
+
+
+def starts_frames(lines: Lines, i: int) -> bool:
+    """A run of frames at ``i`` (``_starts_run``), or a thread of one frame (a main
+    thread left in threading's ``_shutdown``) that a thread gap parts from such a run:
+    the frames after it say the paste is a dump, where one frame line alone could be any
+    log line. (Not by indent: a paste's undone code-block indentation may have taken the
+    run's and left the lone line's.)"""
+    if _starts_run(lines, i):
+        return True
+    if not _one_frame(lines, i) or (i + 1 < len(lines) and FRAME.match(lines[i + 1][1])):
+        return False
+    after = i + 1 + _blanks_after(lines, i + 1)
+    return after > i + 1 and _starts_run(lines, after)
 
 
 def _frame(m: re.Match[str]) -> Frame:
@@ -61,6 +99,17 @@ def _frame(m: re.Match[str]) -> Frame:
     )
 
 
+def _main_run(runs: list[list[Frame]]) -> int:
+    """The main thread's run: the one whose outermost frame is the script's ``<module>``;
+    failing that (a main thread whose script has ended, left in threading's
+    ``_shutdown``), the first one not started by ``threading`` (``Thread._bootstrap``);
+    failing that, the first (py-spy prints the main thread first)."""
+    bottoms = [run[-1].function for run in runs]
+    if _MAIN_BOTTOM in bottoms:
+        return bottoms.index(_MAIN_BOTTOM)
+    return next((k for k, b in enumerate(bottoms) if not b.endswith(_THREAD_BOTTOM)), 0)
+
+
 def parse_pyspy_frames(lines: Lines, i: int) -> tuple[Block | None, int]:
     """The threads of one headless py-spy dump from ``i``: frame runs parted by at most
     ``_MAX_BLANKS`` blank lines."""
@@ -72,19 +121,17 @@ def parse_pyspy_frames(lines: Lines, i: int) -> tuple[Block | None, int]:
         while i < len(lines) and (m := FRAME.match(lines[i][1])) is not None:
             run.append(_frame(m))
             i += 1
-        if len(run) < _MIN_FRAMES:
-            break
+        if len(run) < (1 if runs or starts_frames(lines, i - len(run)) else _MIN_FRAMES):
+            break  # (a thread of one frame is one when the frames around it say so)
         runs.append(run)
         end = i
-        blanks = 0
-        while i < len(lines) and not lines[i][1].strip() and blanks < _MAX_BLANKS:
-            i += 1
-            blanks += 1
-        if not blanks or not starts_frames(lines, i):
+        blanks = _blanks_after(lines, i)
+        i += blanks
+        if not blanks or not (starts_frames(lines, i) or _one_frame(lines, i)):
             break
     if not runs:
         return None, max(i, end + 1)
-    main = next((k for k, run in enumerate(runs) if run[-1].function == _MAIN_BOTTOM), 0)
+    main = _main_run(runs)
     threads = [ThreadStack(frames=tuple(run), is_main=k == main) for k, run in enumerate(runs)]
     block = Block(kind="pyspy", start=start, threads=threads, dump=True)
     block.end = lines[end - 1][0]

@@ -154,7 +154,12 @@ class _Proc:
         this kind or view yet (``bt`` then ``py-bt`` of one process is one moment;
         ``_new_moment``); a post-mortem record joins the current sample."""
         last = self.samples[-1] if self.samples else None
-        if last is None or _new_moment(block, last.dump_kinds) or _cut_apart(block, last):
+        if (
+            last is None
+            or _new_moment(block, last.dump_kinds)
+            or _cut_apart(block, last)
+            or _record_apart_from_view(block, last)
+        ):
             last = _Sample()
             self.samples.append(last)
         last.cut = last.cut or block.cut
@@ -180,6 +185,25 @@ def _cut_apart(block: Block, sample: _Sample) -> bool:
         return False
     if sample.dump_kinds:
         return True
+    return "traceback" in sample.kinds and _main_traceback(sample.threads)
+
+
+def _record_apart_from_view(block: Block, sample: _Sample) -> bool:
+    """A traceback and a Python view of the process's threads (py-spy's text, a
+    faulthandler or pystack dump) that cannot be one moment. Such a view prints every
+    live thread once (py-spy one ``Thread`` line per thread), so a traceback printed
+    after it is no thread of it: a dead thread's last moment (before the view was taken)
+    or a log record (the rank's log tail pasted under its dump), another moment either
+    way, as a live dump keeps its log's tracebacks apart from its samples. Before a
+    view, a dead thread's traceback joins it (records near a snapshot: thread-died's
+    excepthook output over its faulthandler dump), but not the main thread's: a moment
+    has one main thread, and the view shows where it is now. (A native view, gdb's
+    ``bt``, has no Python frames to clash with; a C++ exception stack joins the
+    traceback it sits under.)"""
+    if block.kind == "traceback":
+        return not sample.dump_kinds.isdisjoint(_PYTHON_VIEWS)
+    if not (block.dump and block.kind in _PYTHON_VIEWS) or sample.dump_kinds:
+        return False
     return "traceback" in sample.kinds and _main_traceback(sample.threads)
 
 
