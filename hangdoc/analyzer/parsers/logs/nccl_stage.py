@@ -26,6 +26,7 @@ from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
     NcclError,
+    NcclTransportError,
     NcclVersion,
     NcclWarn,
     SourceStage,
@@ -99,7 +100,10 @@ def mark_stages(events: Sequence[_Event]) -> None:
             if torch_stage is not None:
                 event.payload = replace(warn, stage=torch_stage)
             continue
-        if not isinstance(warn, NcclWarn) or not (warn.where or warn.rc_chain):
+        if not isinstance(warn, NcclWarn):
+            continue
+        if not (warn.where or warn.rc_chain):
+            _mark_placeless(event, warn)
             continue
         if not versioned:
             version, versioned = printed_version(events), True
@@ -117,6 +121,23 @@ def mark_stages(events: Sequence[_Event]) -> None:
         ):
             changes["setup"] = True
         event.payload = replace(warn, **changes)  # type: ignore[arg-type]
+
+
+def _mark_placeless(event: _Event, warn: NcclWarn) -> None:
+    """A transport WARN that lost its place (the paste cut or re-prefixed its header, or a
+    framework printed ncclGetLastError's text on its own line after "Last error:") keeps
+    the stage of the NCCL functions that print its words: set-up where every source row
+    of the message is set-up's in the stage table (:func:`message_stage`; misc/socket.cc's
+    ncclSocketInit refusing an address of neither family, called only by the bootstrap,
+    the socket and IB transports' connect/listen/accept and the proxies' connect, in every
+    release that prints it), so HD200 reads it as the connections' set-up failing, as it
+    does a placed WARN of the same function. Only NCCL's transport WARNs: a CUDA failure
+    or a bare WARN without a place is read as the parser typed it (their words are
+    printed by many call sites)."""
+    if type(warn) is not NcclTransportError or warn.stage is not None or not warn.message:
+        return
+    if message_stage(warn.message) is SourceStage.SETUP:
+        event.payload = replace(warn, stage=SourceStage.SETUP)
 
 
 def _multicast_failure(failure: CudaFailure, version: str | None) -> CudaFailure:
