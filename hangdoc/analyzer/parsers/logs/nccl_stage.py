@@ -19,7 +19,12 @@ from dataclasses import replace
 from typing import Protocol
 
 from hangdoc.analyzer.parsers.catalog import default_matcher
-from hangdoc.analyzer.parsers.catalog.stages import chain_stage, function_stage, multicast_call
+from hangdoc.analyzer.parsers.catalog.stages import (
+    chain_stage,
+    function_stage,
+    host_memory_call,
+    multicast_call,
+)
 from hangdoc.analyzer.parsers.catalog.torch_stages import site_stage
 from hangdoc.analyzer.parsers.logs.nccl import harmless_warn, setup_site
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
@@ -109,6 +114,7 @@ def mark_stages(events: Sequence[_Event]) -> None:
             version, versioned = printed_version(events), True
         if isinstance(warn, CudaFailure):
             warn = event.payload = _multicast_failure(warn, version)
+            warn = event.payload = _host_memory_failure(warn, version)
         stage = chain_stage((warn.where, *warn.rc_chain), version)
         if stage is None:
             continue
@@ -157,3 +163,21 @@ def _multicast_failure(failure: CudaFailure, version: str | None) -> CudaFailure
         hardware=f"{call}: {failure.error}",
         signs=tuple(dict.fromkeys((*failure.signs, Sign.NVLS_MULTICAST))),
     )
+
+
+def _host_memory_failure(failure: CudaFailure, version: str | None) -> CudaFailure:
+    """An out-of-memory NCCL reported from a CUDA call that allocates or pins host memory
+    (its WARN's place is such a check in every release its lines allow:
+    ``include/alloc.h:65 NCCL WARN Cuda failure 2 'out of memory'`` of 2.26's
+    ncclCuMemHostAlloc, the SHM transport's pinned buffer; ``cudaHostRegister`` of a
+    /dev/shm segment) is marked Sign.PINNED_HOST_MEMORY: the host could not pin the
+    memory NCCL sets its connections up with, which the deaths view does not read as the
+    GPU's out-of-memory (HD031) and the set-up view reads as NCCL's set-up failing."""
+    if not failure.error or "out of memory" not in failure.error:
+        return failure
+    if Sign.PINNED_HOST_MEMORY in failure.signs:
+        return failure
+    call = host_memory_call((failure.where, *failure.rc_chain), version)
+    if call is None:
+        return failure
+    return replace(failure, signs=tuple(dict.fromkeys((*failure.signs, Sign.PINNED_HOST_MEMORY))))
