@@ -240,7 +240,9 @@ def host_memory_call(places: Sequence[str | None], version: str | None = None) -
     path = path.lstrip("./")
     held_files = _host_memory()
     if path not in held_files:
-        named = [f for f in held_files if f.rsplit("/", 1)[-1] == path]
+        # A base name (``alloc.h:65``), or a place whose start a paste cut (``lloc.h:65``,
+        # a first line cut in half): the one file of the table whose path ends so.
+        named = [f for f in held_files if f.endswith(path)]
         if len(named) != 1:
             return None
         path = named[0]

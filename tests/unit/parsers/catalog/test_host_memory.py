@@ -36,6 +36,10 @@ def test_a_host_allocation_check_in_every_allowed_release() -> None:
     assert host_memory_call(("include/alloc.h:228",), "2.26.2") is None
     # misc/shmutils.cc (2.19-2.28): cudaHostRegister of a /dev/shm segment.
     assert host_memory_call(("misc/shmutils.cc:117",), "2.26.2") == "cudaHostRegister"
+    # A base name, and a place whose start a paste cut, are the one file that ends so.
+    assert host_memory_call(("alloc.h:28",), "2.18.3") == "cudaHostAlloc"
+    assert host_memory_call(("lloc.h:28",), "2.18.3") == "cudaHostAlloc"
+    assert host_memory_call(("h:28",), "2.18.3") is None  # several files end so
     # No place, another file, a release the table does not hold.
     assert host_memory_call(()) is None
     assert host_memory_call(("transport/p2p.cc:300",), "2.26.2") is None
