@@ -14,7 +14,9 @@ collective for the full process-group timeout.
 CUDA out-of-memory messages in tracebacks, `torchrun` error files and NCCL WARN lines,
 ordered in time against the timeout wave (analyzer/views/timeline.py). An OOM printed *after*
 the timeouts is a consequence of the teardown (gh:NVIDIA/nccl/issues/1284) and is not
-reported. An OOM whose own lines name no rank (one traceback, printed once) is the rank's
+reported, nor is NCCL's "Cuda failure 'out of memory'" of a call that allocates or pins
+*host* memory (its WARN's place, looked up in every NCCL release: HD206's set-up failure).
+An OOM whose own lines name no rank (one traceback, printed once) is the rank's
 that the launcher reports as the one worker that exited with an error code of its own
 (views/deaths.py ``one_exit``: srun's "task 3: Exited with exit code 1", Lightning's
 "[rank: 3] Child process with PID … terminated with code 1", torchrun's, DeepSpeed's,

@@ -61,7 +61,11 @@ such line sits in, per release), where the innermost line with a stage sits in s
 (a transport's connect or setup, communicator creation, the bootstrap) in every release
 that has calls at all the chain's lines (and is the version the log prints): a memory
 registration failing under `sendProxyConnect` is set-up, one failing under the proxy's
-progress is not.
+progress is not. A transport WARN that lost its place (torch's `Last error:` detail, a
+header cut or re-prefixed by a launcher) is read by the functions that print its words in
+the message catalog, set-up where every one of them is (`ncclSocketInit: connecting to
+address … with family N is neither AF_INET nor AF_INET6`: misc/socket.cc's ncclSocketInit,
+called only to bootstrap, listen, accept or connect).
 With no NCCL error at all, gloo's pair reset by its peer (`gloo/transport/tcp/pair.cc`
 `Read error [addr]:port: Connection reset by peer`, ECONNRESET) is the transport's failure
 at low confidence when nothing else is shown: no rank that died, timed out or was taken

@@ -62,6 +62,14 @@ rows of HCCL's own sources (hicann/hcomm: `[Wait][LinkEstablish]wait socket esta
 timeout`, the error manager's `EI0006: … Getting socket times out`, `EJ0001: … Failed to
 initialize the HCCP process`) and of torch_npu's ProcessGroupHCCL (`HCCL function error:
 HcclCommInitRootInfo(…)`); the finding then names HCCL.
+An NCCL CUDA failure "out of memory" whose WARN's place is a check of a call that
+allocates or pins *host* memory in every release its lines can come from
+(`include/alloc.h:65 NCCL WARN Cuda failure 2 'out of memory'` under
+`transport/shm.cc:534 -> 1`: 2.26's ncclCuMemHostAlloc for the SHM transport;
+cudaHostAlloc, cudaHostRegister of a /dev/shm segment; the table scripts/catalog/
+host_memory.py generates from every release) counts here as a set-up WARN, not as
+HD031's out-of-memory: the host could not pin the memory (its locked-memory limit, a
+container's or WSL2's), the GPU's memory did not run out.
 A CUDA failure of a multicast call in the NVLS set-up (`cuMulticastBindMem`…, found by
 the WARN's place in NCCL's sources) is HD301's, the NVSwitch fabric's state; HD206 keeps
 only its return-code chain.
@@ -90,6 +98,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.nccl import NcclError, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import Foreign, NcclResult
 from hangdoc.analyzer.views.nccl_setup import SetupFailure, setup_failure
@@ -134,6 +143,11 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
             # (TransformerEngine's userbuffers, vLLM's custom all-reduce) checked it
             said = warn.event.text.strip()
         what = f"{said[:160]}" + (f" (from {site})" if site else "")
+        if Sign.PINNED_HOST_MEMORY in said_warn.signs:
+            what += (
+                ", a pinned host-memory allocation: the host could not pin it, the GPU's "
+                "memory did not run out"
+            )
     else:
         placed_error = (failure.errors or failure.raised or (first,))[0]
         error = placed_error.event.payload
@@ -158,6 +172,9 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
     # only probably setup); two kinds that agree name the failure outright.
     strength = shifted(Strength.SIGNAL, Shift.AGREES) if len(kinds) >= 2 else Strength.SIGNAL
     who = f" on {ranks_text(ranks)}" if ranks else ""
+    fix = _FIXES.get(library, _FIXES["NCCL"])
+    if any(Sign.PINNED_HOST_MEMORY in p.event.payload.signs for p in failure.warns):
+        fix = _PINNED_FIX
     return Finding(
         rule=rule_id,
         category=Category.NCCL_INIT,
@@ -168,7 +185,7 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
             "Communicator creation (init_process_group, new_group or the first collective) "
             "failed; the ranks that did not fail wait for this one in their own setup."
         ),
-        fix=_FIXES.get(library, _FIXES["NCCL"]),
+        fix=fix,
         culprit_ranks=tuple(ranks),
         evidence=tuple(limited_refs(placed, limit=6)),
         strength=strength,
@@ -193,6 +210,19 @@ _FIXES = {
         "HCCL_CONNECT_TIMEOUT (raise it when ranks start far apart)."
     ),
 }
+
+
+# NCCL pins host memory for its proxies' and the SHM transport's buffers (cudaHostAlloc,
+# cudaHostRegister of /dev/shm segments, and from 2.19 cuMem host allocations, which
+# NCCL_CUMEM_HOST_ENABLE=0 turns off: src/misc/cudawrap.cc); CUDA reports the host's
+# refusal to pin as out of memory.
+_PINNED_FIX = (
+    "The host refused to pin memory for NCCL's buffers: raise the locked-memory limit "
+    "(ulimit -l unlimited, the container's memlock ulimit), give the container or WSL2 VM "
+    "more memory, and on NCCL 2.19+ try NCCL_CUMEM_HOST_ENABLE=0 (NCCL then pins with "
+    "cudaHostAlloc instead of cuMem host allocations) or NCCL_SHM_DISABLE=1 to take the SHM "
+    "transport's buffers out; lowering the batch size does not help."
+)
 
 
 def _library(placed: tuple[Placed, ...]) -> str:

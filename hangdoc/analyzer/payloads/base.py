@@ -74,6 +74,13 @@ class Sign(enum.StrEnum):
     # CUDA's error 802, "system not yet initialized" (cudaErrorSystemNotReady): a driver
     # daemon the system needs is not running — on NVSwitch systems the fabric manager.
     FABRIC_NOT_READY = "fabric_not_ready"
+    # NCCL's "Cuda failure 2 'out of memory'" of a call that allocates or pins *host*
+    # memory (cudaHostAlloc, cudaHostRegister, a host-located cuMem allocation: its WARN's
+    # place is such a check in every NCCL release its lines can come from,
+    # parsers/catalog/stages.py host_memory_call): the host could not pin or map the
+    # memory for NCCL's buffers, not the GPU running out: NCCL's set-up failing, not a
+    # rank's CUDA out-of-memory.
+    PINNED_HOST_MEMORY = "pinned_host_memory"
     UNKNOWN = "unknown"
 
 

@@ -247,6 +247,11 @@ def death_of(p: Placed) -> Death | None:
     said = f"{exc_type}: {message}"
     if kind != EventKind.HOST_OOM_KILL and Sign.HOST_OOM in signs:
         return Death(p.rank, DeathHow.HOST_OOM, _RAY_KILLED, p, True)
+    if Sign.PINNED_HOST_MEMORY in signs:
+        # NCCL could not pin host memory for its buffers (a host allocation's "out of
+        # memory", parsers/logs/nccl_stage.py): its set-up failed (HD206), the GPU's
+        # memory did not run out and the process was not ended by it.
+        return None
     if kind == EventKind.CUDA_OOM or Sign.CUDA_OOM in signs:
         return Death(p.rank, DeathHow.CUDA_OOM, "CUDA out of memory" + _tried(payload), p, True)
     if kind in (EventKind.EXCEPTION, EventKind.ERROR_FILE):

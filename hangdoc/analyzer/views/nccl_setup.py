@@ -84,7 +84,9 @@ _SETUP_CLASSES = frozenset(
 # An NCCL WARN, and a CUDA failure NCCL WARNed about ("transport.cc:154 NCCL WARN Cuda
 # failure 'invalid argument'", a driver library or NVML call failing under NCCL), which the
 # parser types as a CUDA error.
-_WARN_KINDS = frozenset({EventKind.NCCL_WARN, EventKind.CUDA_ERROR})
+# An out-of-memory of a host allocation NCCL pins its buffers with (Sign.PINNED_HOST_MEMORY,
+# parsers/logs/nccl_stage.py) is typed CUDA_OOM by its words and counts as such a failure.
+_WARN_KINDS = frozenset({EventKind.NCCL_WARN, EventKind.CUDA_ERROR, EventKind.CUDA_OOM})
 # Events that show collectives had already been running before the error.
 _RUNNING = frozenset(
     {
@@ -128,6 +130,8 @@ def is_setup_warn(p: Placed) -> bool:
         return False
     # (Only NCCL's readers mark a CUDA failure setup's: by the file that printed it or by
     # the chain under its WARN, which a paste that cut the WARN's header still shows.)
+    if p.kind == EventKind.CUDA_OOM:
+        return Sign.PINNED_HOST_MEMORY in warn.signs
     return p.kind == EventKind.NCCL_WARN or (
         p.kind == EventKind.CUDA_ERROR and warn.hardware is None
     )

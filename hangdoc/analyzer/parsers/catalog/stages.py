@@ -193,3 +193,67 @@ def multicast_call(places: Sequence[str | None], version: str | None = None) -> 
     if not releases or not releases <= covered or len(calls) != 1:
         return None
     return calls.pop()
+
+
+HOST_MEMORY_FILE = TABLE_FILE.parent / "nccl_host_memory.json"
+
+
+@functools.cache
+def _host_memory(
+    path: Path = HOST_MEMORY_FILE,
+) -> dict[str, tuple[dict[int, tuple[tuple[str, frozenset[int]], ...]], dict[int, frozenset[int]]]]:
+    """The generated table of NCCL's CUDA checks that allocate or pin host memory
+    (scripts/catalog/host_memory.py): file -> (line -> (call, releases), line -> the
+    releases with any CUDA check there), read once."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data["versions"] != list(table().versions):
+        raise ValueError(f"{path}: its versions are not the stage table's; regenerate it")
+    return {
+        file: (
+            {
+                int(line): tuple((call, _runs(releases)) for call, releases in entries)
+                for line, entries in held["host"].items()
+            },
+            {int(line): _runs(releases) for line, releases in held["checks"].items()},
+        )
+        for file, held in data["files"].items()
+    }
+
+
+def host_memory_call(places: Sequence[str | None], version: str | None = None) -> str | None:
+    """The CUDA call that allocates or pins *host* memory (``cudaHostAlloc``,
+        ``cudaHostRegister``, a cuMem call of a host-located allocation: ``cuMemSetAccess`` in
+        include/alloc.h's ncclCuMemHostAlloc) that NCCL checks at a "Cuda failure" WARN's
+        place (``places[0]``), in every release the failure's lines (its "-> rc" chain, read
+        in the stage table) and the printed version allow among those with a CUDA check at
+        that line (their names joined by "/" where those releases differ, each a check of the
+    same host allocation); None where some such release checks another call there, or none is
+    known."""
+    if not places or not places[0]:
+        return None
+    m = _PLACE.match(places[0].strip())
+    if m is None:
+        return None
+    path = m.group("path").replace("\\", "/")
+    if "src/" in path:
+        path = path.rsplit("src/", 1)[1]
+    path = path.lstrip("./")
+    held_files = _host_memory()
+    if path not in held_files:
+        # A base name (``alloc.h:65``), or a place whose start a paste cut (``lloc.h:65``,
+        # a first line cut in half): the one file of the table whose path ends so.
+        named = [f for f in held_files if f.endswith(path)]
+        if len(named) != 1:
+            return None
+        path = named[0]
+    host, checks = held_files[path]
+    line = int(m.group("line"))
+    held = table()
+    sites = [site for place in places[1:] if place and (site := held.resolve(place)) is not None]
+    releases = _chain_releases(held, sites, version) & checks.get(line, frozenset())
+    at = host.get(line, ())
+    calls = {call for call, runs in at if runs & releases}
+    covered = frozenset().union(*(runs for _, runs in at))
+    if not releases or not releases <= covered:
+        return None
+    return "/".join(sorted(calls))  # several where releases differ (all host allocation)

@@ -19,13 +19,19 @@ from dataclasses import replace
 from typing import Protocol
 
 from hangdoc.analyzer.parsers.catalog import default_matcher
-from hangdoc.analyzer.parsers.catalog.stages import chain_stage, function_stage, multicast_call
+from hangdoc.analyzer.parsers.catalog.stages import (
+    chain_stage,
+    function_stage,
+    host_memory_call,
+    multicast_call,
+)
 from hangdoc.analyzer.parsers.catalog.torch_stages import site_stage
 from hangdoc.analyzer.parsers.logs.nccl import harmless_warn, setup_site
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.nccl import (
     CudaFailure,
     NcclError,
+    NcclTransportError,
     NcclVersion,
     NcclWarn,
     SourceStage,
@@ -99,12 +105,16 @@ def mark_stages(events: Sequence[_Event]) -> None:
             if torch_stage is not None:
                 event.payload = replace(warn, stage=torch_stage)
             continue
-        if not isinstance(warn, NcclWarn) or not (warn.where or warn.rc_chain):
+        if not isinstance(warn, NcclWarn):
+            continue
+        if not (warn.where or warn.rc_chain):
+            _mark_placeless(event, warn)
             continue
         if not versioned:
             version, versioned = printed_version(events), True
         if isinstance(warn, CudaFailure):
             warn = event.payload = _multicast_failure(warn, version)
+            warn = event.payload = _host_memory_failure(warn, version)
         stage = chain_stage((warn.where, *warn.rc_chain), version)
         if stage is None:
             continue
@@ -117,6 +127,23 @@ def mark_stages(events: Sequence[_Event]) -> None:
         ):
             changes["setup"] = True
         event.payload = replace(warn, **changes)  # type: ignore[arg-type]
+
+
+def _mark_placeless(event: _Event, warn: NcclWarn) -> None:
+    """A transport WARN that lost its place (the paste cut or re-prefixed its header, or a
+    framework printed ncclGetLastError's text on its own line after "Last error:") keeps
+    the stage of the NCCL functions that print its words: set-up where every source row
+    of the message is set-up's in the stage table (:func:`message_stage`; misc/socket.cc's
+    ncclSocketInit refusing an address of neither family, called only by the bootstrap,
+    the socket and IB transports' connect/listen/accept and the proxies' connect, in every
+    release that prints it), so HD200 reads it as the connections' set-up failing, as it
+    does a placed WARN of the same function. Only NCCL's transport WARNs: a CUDA failure
+    or a bare WARN without a place is read as the parser typed it (their words are
+    printed by many call sites)."""
+    if type(warn) is not NcclTransportError or warn.stage is not None or not warn.message:
+        return
+    if message_stage(warn.message) is SourceStage.SETUP:
+        event.payload = replace(warn, stage=SourceStage.SETUP)
 
 
 def _multicast_failure(failure: CudaFailure, version: str | None) -> CudaFailure:
@@ -136,3 +163,21 @@ def _multicast_failure(failure: CudaFailure, version: str | None) -> CudaFailure
         hardware=f"{call}: {failure.error}",
         signs=tuple(dict.fromkeys((*failure.signs, Sign.NVLS_MULTICAST))),
     )
+
+
+def _host_memory_failure(failure: CudaFailure, version: str | None) -> CudaFailure:
+    """An out-of-memory NCCL reported from a CUDA call that allocates or pins host memory
+    (its WARN's place is such a check in every release its lines allow:
+    ``include/alloc.h:65 NCCL WARN Cuda failure 2 'out of memory'`` of 2.26's
+    ncclCuMemHostAlloc, the SHM transport's pinned buffer; ``cudaHostRegister`` of a
+    /dev/shm segment) is marked Sign.PINNED_HOST_MEMORY: the host could not pin the
+    memory NCCL sets its connections up with, which the deaths view does not read as the
+    GPU's out-of-memory (HD031) and the set-up view reads as NCCL's set-up failing."""
+    if not failure.error or "out of memory" not in failure.error:
+        return failure
+    if Sign.PINNED_HOST_MEMORY in failure.signs:
+        return failure
+    call = host_memory_call((failure.where, *failure.rc_chain), version)
+    if call is None:
+        return failure
+    return replace(failure, signs=tuple(dict.fromkeys((*failure.signs, Sign.PINNED_HOST_MEMORY))))

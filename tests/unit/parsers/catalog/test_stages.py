@@ -153,6 +153,33 @@ def test_message_stage_of_a_last_error_without_a_place() -> None:
     assert message_stage("Segmentation fault") is None
 
 
+def test_a_transport_warn_without_a_place_takes_its_message_stage() -> None:
+    class Event:
+        def __init__(self, payload: object) -> None:
+            self.payload = payload
+
+    # src/misc/socket.cc ncclSocketInit (2.16.2-2.30.7): its callers are the bootstrap,
+    # the transports' connect/listen/accept and the proxies' connect: set-up.
+    init = NcclTransportError(
+        message="ncclSocketInit: connecting to address  with family 0 is neither AF_INET(2) "
+        "nor AF_INET6(10)",
+        from_last_error=True,
+    )
+    # socketProgress: the socket I/O of every stage (no stage in the table).
+    closed = NcclTransportError(
+        message="socketProgress: Connection closed by remote peer node-b<51234>",
+        from_last_error=True,
+    )
+    # A plain WARN without a place is left as the parser typed it.
+    plain = NcclWarn(message="Attribute busid of node nic not found")
+    events = [Event(init), Event(closed), Event(plain)]
+    mark_stages(events)  # type: ignore[arg-type]
+    assert events[0].payload.stage is SourceStage.SETUP  # type: ignore[attr-defined]
+    assert not events[0].payload.setup  # type: ignore[attr-defined]  # HD200 reads the stage
+    assert events[1].payload.stage is None  # type: ignore[attr-defined]
+    assert events[2].payload is plain
+
+
 def test_a_creation_call_named_by_the_error_is_set_up() -> None:
     # Horovod's nccl_operations.cc: op_name + " failed: " + ncclGetErrorString.
     from hangdoc.analyzer.parsers.logs import recognise_line
