@@ -38,9 +38,10 @@ missing ranks outright; its oldest ones (before mid-2018) name only the ranks th
 ready, which states no missing rank without the job's size, and are not read as such. A
 report whose ranks wait in different ops is HD042's; one whose ranks wait in ops Horovod
 named itself, of one kind at different counts ("broadcast.noname.3765" and
-"broadcast.noname.3873"), is this one's: out of step, not in different ops. A barrier that is a trainer's per-step
-join check (its failure printed inside "Detected uneven workload distribution: …") names
-the rank out of data: HD040 says so, and this finding follows it as a hint.
+"broadcast.noname.3873"), is this one's: out of step, not in different ops. A barrier
+that is a trainer's per-step join check (its failure printed inside "Detected uneven
+workload distribution: …") names the rank out of data: HD040 says so, and this finding
+follows it as a hint.
 
 ## How to confirm
 Look at the last lines the named ranks printed and take their stacks; they are stuck or

@@ -155,9 +155,7 @@ class HorovodStallBlock:
         for rank, ops in self.ops_of.items():
             for op in ops:
                 missing_from.setdefault(op, set()).add(rank)
-        stalled = tuple(
-            _stalled_op(op, tuple(sorted(who))) for op, who in missing_from.items()
-        )
+        stalled = tuple(_stalled_op(op, tuple(sorted(who))) for op, who in missing_from.items())
         missing = MissingRanks(
             ranks=ranks, op=self.ops[0][-_OP_LIMIT:], library=Backend.HOROVOD, stalled=stalled
         )
