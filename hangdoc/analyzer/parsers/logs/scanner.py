@@ -1336,16 +1336,22 @@ def _stage_store(tb: _Traceback, text: str) -> None:
 # A line held back as a message maybe broken in two is at least this long: a paste's break
 # inside a message leaves a long first piece (the message's words and values).
 _BROKEN_MIN = 60
+# The ends a message broken inside it shows: a separator its next value or clause follows
+# (", " between list items or arguments, ": " before a value, an opened bracket). A line
+# that ends in a word or a full stop is read as it is, at no cost: most lines are
+# recognised before the catalog is asked (the held-back test would ask it for each).
+_OPEN_ENDS = (",", ":", ";", "(", "[", "{", "=")
 
 
 def _may_be_broken(text: str) -> bool:
     """Whether a line may be the first piece of a library's message that a paste broke
-    in two: it holds a catalog row's keyword (the matcher's prefilter) and no row
-    matches it."""
-    if len(text) < _BROKEN_MIN:
+    in two: long, ending in a separator, holding a catalog row's keyword (the matcher's
+    prefilter), and matched by no row."""
+    if len(text) < _BROKEN_MIN or not text.rstrip().endswith(_OPEN_ENDS):
         return False
     matcher = default_matcher()
-    return bool(matcher.candidates(text)) and matcher.match(text) is None
+    # (the match is kept: the line's catalog_hit asks for it again, Matcher.match's memo)
+    return matcher.holds_keyword(text) and matcher.match(text) is None
 
 
 def _message_rejoined(piece: str, rest: str) -> str | None:
