@@ -61,6 +61,14 @@ the rank it calls inconsistent), or the ranks that raised the shape check (rank 
 every other rank raised it). A count of 0 or a nonsensical one can also mean that rank was
 not in the same call; the finding says so.
 
+DeepSpeed ZeRO's cross-rank check (deepspeed/runtime/zero/utils.py
+``assert_ints_same_as_other_ranks``, called before ZeRO-3's parameter all-gathers, its
+gradient bucket's reduce-scatter and when it records the module trace): "disagreement
+between rank0 and rank<N>: rank0: […], rank<N>: […]" (0.6-0.17; "Detected a disagreement
+on list contents|length between rank0 and rank<N>:" from 0.18). The ranks are about to run
+collectives over different parameters, of different sizes: collective_size_or_dtype_mismatch,
+stated by DeepSpeed's own check; no culprit (the pair is not told apart).
+
 ## How to confirm
 The message quotes the culprit's fingerprint; its traceback points at the call site.
 Compare the call sites of the two sides.
@@ -87,7 +95,12 @@ from hangdoc.rules.strength import Shift, shifted
 _KEYS = ("op", "shape", "dtype", "seq")
 # The sources this rule reads each in a branch of its own; the rest are NCCL's checks.
 _OWN_SOURCES = frozenset(
-    {MismatchSource.DETAIL, MismatchSource.FSDP_ORDER, MismatchSource.DDP_PARAMS}
+    {
+        MismatchSource.DETAIL,
+        MismatchSource.FSDP_ORDER,
+        MismatchSource.DDP_PARAMS,
+        MismatchSource.ZERO_IDS,
+    }
 )
 
 
@@ -146,6 +159,9 @@ class DetailMismatch(Rule):
         ddp = [p for p in events if _mismatch(p).source == MismatchSource.DDP_PARAMS]
         if ddp:
             yield self._ddp_params(ddp, ctx.evidence.expected_world_size())
+        zero = [p for p in events if _mismatch(p).source == MismatchSource.ZERO_IDS]
+        if zero:
+            yield self._zero_ids(zero)
         nccl = [p for p in events if _mismatch(p).source not in _OWN_SOURCES]
         sizes = [p for p in nccl if _mismatch(p).error == MismatchError.SIZE_MISMATCH]
         if sizes:
@@ -383,6 +399,40 @@ class DetailMismatch(Rule):
             ),
             evidence=tuple(limited_refs(events, limit=4)),
             strength=Strength.SIGNAL,  # FSDP's own check says so; the culprit is not named
+        )
+
+    def _zero_ids(self, events: list[Placed]) -> Finding:
+        """DeepSpeed ZeRO's cross-rank check (deepspeed/runtime/zero/utils.py
+        ``assert_ints_same_as_other_ranks``): rank 0 broadcasts its list (the ids or sizes
+        of the parameters about to be all-gathered or reduce-scattered, or the recorded
+        module trace) and a rank whose own list differs raises. The ranks are about to run
+        collectives over different parameters, of different sizes ("otherwise could mix
+        data between tensors", the source says). Before 0.18 a list of another length was
+        broadcast into a buffer of the rank's own length, so rank 0's list printed as
+        unrelated large numbers is that size mismatch itself. Which of the two ranks holds
+        the odd list, the message does not say."""
+        return Finding(
+            rule=self.id,
+            category=Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH,
+            severity=Severity.CRITICAL,
+            title="DeepSpeed ZeRO: a rank disagrees with rank 0 on the parameters it is "
+            "about to gather or reduce",
+            explanation=(
+                "DeepSpeed ZeRO checks, before its parameter all-gathers and gradient "
+                "reduce-scatters (and when it records the module trace), that every rank "
+                "holds the same list of parameter ids or sizes as rank 0, and one rank's "
+                "differs: the ranks would run these collectives over different parameters, "
+                "of different sizes, and mix or wait for data that never matches. Which of "
+                "the two ranks is the odd one the message does not say."
+            ),
+            fix=(
+                "Make every rank build and run the same model: the same parameters in the "
+                "same order (no rank- or data-dependent modules, the same frozen "
+                "parameters everywhere), and the same forward path before the backward "
+                "(ZeRO-3 records the module order of the first step)."
+            ),
+            evidence=tuple(limited_refs(events, limit=4)),
+            strength=Strength.SIGNAL,  # DeepSpeed's own check says so; no culprit named
         )
 
     def _ddp_params(self, events: list[Placed], world: int | None) -> Finding:

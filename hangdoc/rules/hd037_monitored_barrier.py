@@ -36,9 +36,12 @@ look at (weaker: with more than two ranks, rank 0 may have been reporting anothe
 The ranks that print it are reporters, never culprits. Horovod's stall warnings name the
 missing ranks outright; its oldest ones (before mid-2018) name only the ranks that were
 ready, which states no missing rank without the job's size, and are not read as such. A
-report whose ranks wait in different ops is HD042's. A barrier that is a trainer's per-step
-join check (its failure printed inside "Detected uneven workload distribution: …") names
-the rank out of data: HD040 says so, and this finding follows it as a hint.
+report whose ranks wait in different ops is HD042's; one whose ranks wait in ops Horovod
+named itself, of one kind at different counts ("broadcast.noname.3765" and
+"broadcast.noname.3873"), is this one's: out of step, not in different ops. A barrier
+that is a trainer's per-step join check (its failure printed inside "Detected uneven
+workload distribution: …") names the rank out of data: HD040 says so, and this finding
+follows it as a hint.
 
 ## How to confirm
 Look at the last lines the named ranks printed and take their stacks; they are stuck or
@@ -56,7 +59,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.torch_pg import Backend, CollectiveTimeout, MissingRanks, Reporter
 from hangdoc.analyzer.payloads.torch_pg import MonitoredBarrier as BarrierReport
-from hangdoc.analyzer.views.stall_report import crossing
+from hangdoc.analyzer.views.stall_report import Crossing, crossing
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -106,10 +109,13 @@ class MonitoredBarrier(Rule):
         events = tl.of(EventKind.MONITORED_BARRIER)
         if not events:
             reports = tl.of(EventKind.MISSING_RANKS)
-            if any(crossing(_missing(p)) is not None for p in reports):
+            crossed = [c for p in reports if (c := crossing(_missing(p))) is not None]
+            if any(not c.out_of_step for c in crossed):
                 return  # ranks waiting in different ops: HD042
             stalled = [p for p in reports if _missing(p).ranks]
-            if stalled:
+            if crossed:
+                yield self._out_of_step(stalled or reports, crossed[0])
+            elif stalled:
                 yield self._stalled(stalled)
             return
         # A trainer's per-step join check around the barrier (wenet's and CosyVoice's
@@ -195,6 +201,41 @@ class MonitoredBarrier(Rule):
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
             strength=Strength.HINT,  # rank 0 may have been reporting another rank
+        )
+
+    def _out_of_step(self, events: list[Placed], found: Crossing) -> Finding:
+        """Horovod's stall check with the ranks in one auto-named kind of op at different
+        counts: out of step by the number of ops each issued before."""
+        culprits = found.culprits
+        others = found.others
+        who = ranks_text(culprits)
+        versus = ranks_text(others) if others else "the other ranks"
+        return Finding(
+            rule=self.id,
+            category=Category.RANK_DIVERGENCE,
+            severity=Severity.ERROR,
+            title=(
+                f"{who} and {versus} are out of step: {found.culprit_op[:60]} against "
+                f"{found.other_op[:60]} (Horovod's stall check)"
+            ),
+            explanation=(
+                f"Horovod's coordinator reported {who} waiting with {found.culprit_op} "
+                f"submitted and {versus} with {found.other_op}. Horovod names an op its "
+                "caller left unnamed by its kind and the process's own running count of "
+                "ops, so the ranks are in the same kind of op at different counts: they "
+                "issued different numbers of ops before (an op under a rank- or "
+                "data-dependent branch, a rank that left the loop early or joined), and "
+                "Horovod, which matches ops by name, never pairs them."
+            ),
+            fix=(
+                "Take the stacks of the ranks (py-spy dump) to see where each is; make every "
+                "rank submit the same ops in the same order, or name the ops so that a "
+                "skipped one shows."
+            ),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(others),
+            evidence=tuple(limited_refs(events, limit=4)),
+            strength=Strength.SIGNAL,  # a stall warning: the ops may yet come
         )
 
     def _stalled(self, events: list[Placed]) -> Finding:

@@ -25,9 +25,14 @@ timeout of a log file, read with the vocabulary of the job's own names
 a tqdm bar that the timeout message interrupted on the same line (a validation bar named
 by its mAP columns, a dataset-preprocessing bar: then the rank was busy outside any
 collective). A training step's report (a line with a loss) ends the look-back: the job
-was training. The rank is the one that printed the line when a prefix says so, else the
-one rank that did not report the timeout while the others did (views/silence.py, its gap:
-yolov5 #4409, Ultra-Fast-Lane-Detection-v2 #119). The heartbeat monitor's "watchdog got
+was training. So does a bar whose own clock says its work was due to end long before the
+timeout fired (elapsed plus tqdm's estimate of the time left under half the watchdog's
+`Timeout(ms)`, no later state printed): the work had ended or stopped advancing by then,
+and the bar shows neither what the ranks waited for nor work outlasting the timeout
+(lightning #5646: "5/6 [00:14<00:03, 3.19s/it]", then 30-minute timeouts). The rank is the
+one that printed the line when a prefix says so, else the one rank that did not report the
+timeout while the others did (views/silence.py, its gap: yolov5 #4409,
+Ultra-Fast-Lane-Detection-v2 #119). The heartbeat monitor's "watchdog got
 stuck" is not counted: it is the watchdog thread blocked in a CUDA/NCCL call, not ranks
 waiting for a busy peer. Crashes, OOMs and network errors, when present, outrank this
 finding.

@@ -89,7 +89,11 @@ FRAMEWORKS = {
 # Frameworks read at every release tag too (the tag's version is the pattern's group), not
 # only at HEAD: their messages changed (fairseq's all_gather_list message gained a last
 # sentence, and its file moved, in 0.10), and the releases people run are old.
-RELEASE_TAGS = {"fairseq": r"v(\d+\.\d+\.\d+)"}
+# DeepSpeed at the first release of each minor version: ZeRO's cross-rank check
+# (deepspeed/runtime/zero/utils.py assert_ints_same_as_other_ranks) said "disagreement
+# between rank0 and rank<N>: rank0: […], rank<N>: […]" from 0.5.10 (#1453, 2022-01) until
+# #7525 (2025-08) reworded it, and the releases people run are old.
+RELEASE_TAGS = {"fairseq": r"v(\d+\.\d+\.\d+)", "deepspeed": r"v(\d+\.\d+)\.\d+"}
 
 
 def do_framework(project: str, repo: Path) -> list[Site]:

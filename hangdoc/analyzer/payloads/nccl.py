@@ -89,6 +89,13 @@ class MismatchSource(enum.StrEnum):
     # params." / "[R]: params[p] in this process with sizes S appears not to match sizes of
     # the same param in process 0."
     DDP_PARAMS = "ddp_params"
+    # Appended (precision6): DeepSpeed ZeRO's cross-rank check (deepspeed/runtime/zero/
+    # utils.py assert_ints_same_as_other_ranks, assert_lst_len_same_as_other_ranks): rank 0
+    # broadcasts its list (the ids or sizes of the parameters about to be all-gathered or
+    # reduced, or the module trace) and a rank whose own differs raises "disagreement
+    # between rank0 and rank<N>: rank0: […], rank<N>: […]" (0.6-0.17), "Detected a
+    # disagreement on list contents|length between rank0 and rank<N>:" (0.18 on).
+    ZERO_IDS = "zero_ids"
     UNKNOWN = "unknown"
 
 

@@ -37,6 +37,9 @@ class Progress:
     # a "\r" and never a newline (tqdm/std.py, tqdm.display/fp_write), so text there is the
     # next write, glued to the bar while it was the live last state (another rank's line).
     glued: bool = False
+    # Appended (precision6): the meter's own estimate of the time left ("<00:03"), None
+    # where tqdm printed "?" (no rate yet) or the meter was cut.
+    remaining_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -260,6 +260,12 @@ class StalledOp:
     op: str = ""
     ranks: tuple[int, ...] = ()
     ready: bool = False
+    # Appended (precision6): an op the caller left unnamed is named by Horovod after its
+    # kind and the process's own running count of ops, "<kind>.noname.<handle>"
+    # (horovod/torch/mpi_ops_v2.cc and horovod/mxnet/mpi_ops.cc, GetOpName): the kind
+    # ("broadcast", "allreduce") and that count, None for a name the caller gave.
+    kind: str | None = None
+    handle: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from hangdoc.analyzer.model import Evidence, LogEvent, LogLine, LogWindow
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.progress import PhaseMarker
+from hangdoc.analyzer.payloads.torch_pg import CollectiveTimeout
 from hangdoc.analyzer.views.activity_table import PHASES, Activity
 from hangdoc.analyzer.views.meaning import meaning_of, tokens
 from hangdoc.analyzer.vocabulary import EventKind, Phase
@@ -103,6 +104,29 @@ def _phase(event: LogEvent) -> Phase | None:
     return marker.phase if marker is not None else None
 
 
+# A bar whose own estimate (elapsed plus remaining) is under this share of the collective
+# timeout is not what the ranks waited for (``_outrun``).
+_WITHIN_TIMEOUT = 0.5
+
+
+def _outrun(event: LogEvent, failure: LogEvent) -> bool:
+    """Whether a progress bar's own numbers say its work was due to end long before the
+    timeout fired: tqdm's meter states the time the work has run and its estimate of the
+    time left ("5/6 [00:14<00:03, 3.19s/it]"). The ranks that timed out waited the whole
+    timeout (``Timeout(ms)=1800000``); work that, by its own clock, takes a small part of
+    that and printed no later state was not running when the timeout fired: it had ended
+    or stopped advancing, neither of which the bar shows (a job whose work outlasts the
+    timeout prints a bar whose elapsed time nears it: the README's slow-or-stuck rule)."""
+    marker = event.payload_as(PhaseMarker)
+    bar = marker.progress if marker is not None else None
+    timeout = failure.payload_as(CollectiveTimeout)
+    if bar is None or bar.elapsed_s is None or bar.remaining_s is None:
+        return False
+    if timeout is None or not timeout.timeout_ms:
+        return False
+    return bar.elapsed_s + bar.remaining_s < _WITHIN_TIMEOUT * timeout.timeout_ms / 1000
+
+
 def last_words(
     evidence: Evidence,
     failure_kinds: frozenset[EventKind],
@@ -151,9 +175,10 @@ def last_words(
                     and phase is not None
                     and phase in phases
                 ):
-                    said.append(
-                        (e.line, rank, LogLine(e.text, e.source, e.line), phases[phase] or True)
-                    )
+                    # A bar that by its own clock ended long before the timeout says
+                    # nothing of what ran then: it stops the look-back, as an end does.
+                    known = True if _outrun(e, failure) else phases[phase] or True
+                    said.append((e.line, rank, LogLine(e.text, e.source, e.line), known))
         said.sort(key=lambda item: item[0])
         for _, rank, line, known in reversed(said[-_LOOK_BACK:]):
             if known is True:
@@ -307,8 +332,15 @@ def unfinished(
             if line.source in with_begin and _LETTER.search(line.text):
                 said.setdefault(line.source, []).append((line.line, None, None, line.text, owner))
         for e in events:
-            if e.line and e.kind == EventKind.PHASE:
-                said.setdefault(e.source, []).append((e.line, False, _phase(e), e.text, owner))
+            if not e.line or e.kind != EventKind.PHASE:
+                continue
+            failure = failures.get(e.source)
+            if failure is not None and _outrun(e, failure):
+                # A bar that by its own clock ended long before the timeout: what it began
+                # is not shown running then; it closes what is open, as a training line.
+                said.setdefault(e.source, []).append((e.line, True, None, e.text, owner))
+                continue
+            said.setdefault(e.source, []).append((e.line, False, _phase(e), e.text, owner))
     found: list[Unfinished] = []
     for source in sorted(said):
         if not any(item[2] in _BEGINS for item in said[source]):

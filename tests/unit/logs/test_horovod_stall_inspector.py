@@ -118,3 +118,55 @@ def test_old_report_with_every_op_ready_on_the_same_ranks_does_not_cross(
         tmp_path, f"WARNING: {WARNING}Stalled ops: a [ready ranks: 1, 0], b [ready ranks: 0, 1]\n"
     )
     assert crossing(report) is None
+
+
+# Appended (precision6): ops Horovod named itself, "<kind>.noname.<handle>" (GetOpName in
+# horovod/torch/mpi_ops_v2.cc: the kind and the process's running count of ops).
+
+
+def test_an_auto_named_op_keeps_its_kind_and_count(tmp_path: Path) -> None:
+    report = _report(
+        tmp_path,
+        f"{WARNING}\nMissing ranks:\n0: [allreduce.noname.12, allreduce.loss]\n"
+        "1: [allreduce.noname.3.4]\n",
+    )
+    by_op = {s.op: (s.kind, s.handle) for s in report.stalled}
+    assert by_op == {
+        "allreduce.noname.12": ("allreduce", 12),
+        "allreduce.loss": (None, None),  # a name the caller gave
+        "allreduce.noname.3.4": (None, None),  # the optimizer's parameter index, not a count
+    }
+
+
+def test_one_auto_named_kind_at_different_counts_is_out_of_step(tmp_path: Path) -> None:
+    # Rank 1 submitted its 3765th op, ranks 2 and 3 their 3873rd: one kind, out of step.
+    report = _report(
+        tmp_path,
+        f"{WARNING}\nMissing ranks:\n0: [broadcast.noname.3765, broadcast.noname.3873]\n"
+        "1: [broadcast.noname.3873]\n2: [broadcast.noname.3765]\n3: [broadcast.noname.3765]\n",
+    )
+    found = crossing(report)
+    assert found is not None and found.out_of_step
+    assert (found.culprits, found.others) == ((1,), (2, 3))
+
+
+def test_auto_named_ops_of_different_kinds_are_different_ops(tmp_path: Path) -> None:
+    report = _report(
+        tmp_path,
+        f"{WARNING}\nMissing ranks:\n0: [allreduce.noname.7]\n1: [broadcast.noname.9]\n"
+        "2: [broadcast.noname.9]\n",
+    )
+    found = crossing(report)
+    assert found is not None and not found.out_of_step
+
+
+def test_a_named_crossing_is_preferred_to_an_out_of_step_one(tmp_path: Path) -> None:
+    # Ranks 0-1 lag in the auto-named gradients, rank 2 waits in a named loss op as well:
+    # the named pair says the ranks are in different ops.
+    report = _report(
+        tmp_path,
+        f"{WARNING}\nMissing ranks:\n0: [allreduce.noname.5, loss_mean]\n"
+        "1: [allreduce.noname.5, loss_mean]\n2: [allreduce.noname.6]\n",
+    )
+    found = crossing(report)
+    assert found is not None and not found.out_of_step

@@ -130,3 +130,19 @@ def test_a_faiss_kmeans_is_single_rank_preprocessing() -> None:
         "Clustering 111099511 points in 128D to 524288 clusters, redo 1 times, 4 iterations"
     )
     assert hit is not None and fields(hit)["phase"] == Phase.PREPROCESS
+
+
+# Appended (precision6): the meter's estimate of the time left, read like its elapsed time.
+
+
+def test_a_bar_keeps_its_estimate_of_the_time_left() -> None:
+    hit = match_phase("Validating:  83%|########3 | 5/6 [00:14<00:03,  3.19s/it]")
+    assert hit is not None
+    assert (fields(hit)["progress.elapsed_s"], fields(hit)["progress.remaining_s"]) == (14, 3)
+
+
+def test_a_bar_without_a_rate_has_no_estimate() -> None:
+    hit = match_phase("Validating:   0%|          | 0/6 [00:00<?, ?it/s]")
+    assert hit is not None
+    read = fields(hit)  # (fields leaves out what is None)
+    assert read["progress.elapsed_s"] == 0 and read.get("progress.remaining_s") is None

@@ -56,10 +56,17 @@ class Matcher:
                 self._by_keyword.setdefault(keyword, []).append(index)
         self._keywords = frozenset(self._by_keyword)
         self._sorted: set[str] = set()
+        # The last line matched and its match: the log scanner asks again for the line it
+        # held back as maybe broken in two (scanner._may_be_broken), then reads it.
+        self._last: tuple[str, CatalogMatch | None] = ("", None)
 
     @property
     def keywords(self) -> frozenset[str]:
         return self._keywords
+
+    def holds_keyword(self, line: str) -> bool:
+        """Whether the line holds any row's keyword (the prefilter alone, rows unbuilt)."""
+        return not self._keywords.isdisjoint(_WORDS.findall(line[:_MAX_LINE]))
 
     def candidates(self, line: str) -> list[CatalogRow]:
         """The rows whose keyword occurs in the line (the prefilter alone)."""
@@ -88,6 +95,14 @@ class Matcher:
     def match(self, line: str) -> CatalogMatch | None:
         """The most specific row that matches the line, or None."""
         text = line[:_MAX_LINE]
+        last = self._last  # one read: another thread may replace it
+        if last[0] == text and text:
+            return last[1]
+        found = self._match(text)
+        self._last = (text, found)
+        return found
+
+    def _match(self, text: str) -> CatalogMatch | None:
         words = _WORDS.findall(text)
         if self._keywords.isdisjoint(words):
             return None  # the prefilter: most lines hold no row's keyword

@@ -31,6 +31,20 @@ _MISSING = re.compile(r"(?P<op>[\w./:\-]{1,200}) \[missing ranks: ?(?P<ranks>\d+
 # One op of the old one-line report; the last one may be cut (no closing bracket).
 _READY = re.compile(r"(?P<op>[\w./:\-]{1,200}) \[ready ranks: ?(?P<ranks>\d+(?:, ?\d+)*)")
 _OP_LIMIT = 120  # characters of an op's name kept (TensorFlow's names run long)
+# The name Horovod gives an op its caller left unnamed: its kind and the process's own
+# running count of ops (horovod/torch/mpi_ops_v2.cc GetOpName: prefix + ".noname." + handle;
+# horovod/mxnet/mpi_ops.cc the same with its op count). Two ranks' auto-named ops of one
+# kind differ only in how many ops each process had issued before.
+_AUTO_NAMED = re.compile(r"(?:^|[./])(?P<kind>[a-z_]+)\.noname\.(?P<handle>\d+)$")
+
+
+def _stalled_op(op: str, ranks: tuple[int, ...], *, ready: bool = False) -> StalledOp:
+    """One op of a stall report, with the kind and count of an auto-named op."""
+    m = _AUTO_NAMED.search(op)
+    if m is None:
+        return StalledOp(op=op, ranks=ranks, ready=ready)
+    kind, handle = m.group("kind"), int(m.group("handle"))
+    return StalledOp(op=op, ranks=ranks, ready=ready, kind=kind, handle=handle)
 
 
 # horovod/common/operations.cc SHUT_DOWN_ERROR, raised on every rank whose background thread
@@ -69,7 +83,7 @@ def match_horovod(text: str) -> Hit | None:
         ranks=ranks,
         op=op,
         library=Backend.HOROVOD,
-        stalled=(StalledOp(op=op, ranks=ranks),),
+        stalled=(_stalled_op(op, ranks),),
     )
     # One event per set of missing ranks: a stall lists every stalled tensor.
     return Hit(EventKind.MISSING_RANKS, payload=missing, key=("missing_ranks", ranks))
@@ -78,9 +92,9 @@ def match_horovod(text: str) -> Hit | None:
 def _ready_report(text: str) -> Hit | None:
     """The old one-line report: every op with the ranks that had submitted it."""
     stalled = tuple(
-        StalledOp(
-            op=m.group("op")[-_OP_LIMIT:],
-            ranks=tuple(int(r) for r in m.group("ranks").split(",")),
+        _stalled_op(
+            m.group("op")[-_OP_LIMIT:],
+            tuple(int(r) for r in m.group("ranks").split(",")),
             ready=True,
         )
         for m in _READY.finditer(text)
@@ -141,9 +155,7 @@ class HorovodStallBlock:
         for rank, ops in self.ops_of.items():
             for op in ops:
                 missing_from.setdefault(op, set()).add(rank)
-        stalled = tuple(
-            StalledOp(op=op, ranks=tuple(sorted(who))) for op, who in missing_from.items()
-        )
+        stalled = tuple(_stalled_op(op, tuple(sorted(who))) for op, who in missing_from.items())
         missing = MissingRanks(
             ranks=ranks, op=self.ops[0][-_OP_LIMIT:], library=Backend.HOROVOD, stalled=stalled
         )

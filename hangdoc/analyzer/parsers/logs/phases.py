@@ -432,4 +432,5 @@ def _progress(b: re.Match[str], text: str) -> Progress:
         meter=f"{b.group('n')}/{b.group('total')}",
         elapsed=b.group("elapsed"),
         glued=closed >= 0 and bool(text[closed + 1 :].strip()),
+        remaining_s=_seconds(b.group("remain")),
     )

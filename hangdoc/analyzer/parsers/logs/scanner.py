@@ -326,6 +326,10 @@ class Scanner:
     # The chains WARNs started, by process, thread and rank (see _chain_of_cut_host).
     _warn_hosts: dict[tuple[int | None, ...], set[ChainKey]] = field(default_factory=dict)
     _pending: tuple[LineTag, int, int] | None = None
+    # Appended (precision6): a line that holds a catalog row's keyword and matches no row,
+    # held back one line: a paste may have broken a library's message in two
+    # (_message_rejoined).
+    _broken: tuple[LineTag, int] | None = None
     # The line whose record being read has another record spliced after it in the same
     # physical line (a tqdm bar, which ends no state with a newline; see Progress.glued).
     _glued_at: int | None = None
@@ -496,6 +500,7 @@ class Scanner:
         nothing but what it says (and what its identity passes on to a wrapped line)."""
         return (
             self._pending is None
+            and self._broken is None
             and self._block is None
             and not self._tracebacks
             and self._stack_event is None
@@ -535,6 +540,7 @@ class Scanner:
         return self._prev_tag
 
     def finish(self) -> list[RawEvent]:
+        self._flush_broken()
         if self._pending is not None:
             tag, lineno, _ = self._pending
             self._pending = None
@@ -562,16 +568,35 @@ class Scanner:
         tag = LineTag("")
         self._prev_len, self._prev_tag = 0, tag
         self._passing, self._root = False, None
+        self._flush_broken()
         if self._pending is not None:
             ptag, pline, _ = self._pending
             self._pending = None
             self._logical(ptag, pline)
         self._logical(tag, lineno)
 
+    def _flush_broken(self) -> None:
+        """Read the line held back as a message maybe broken in two, as it is."""
+        if self._broken is not None:
+            btag, bline = self._broken
+            self._broken = None
+            self._logical(btag, bline)
+
     def _physical(self, lineno: int, raw: str, raw_len: int) -> None:
         tag = peel_line(raw)
         text = tag.text
         headerless = _headerless(tag)
+        if self._broken is not None:
+            btag, bline = self._broken
+            joined = _message_rejoined(btag.text, text) if headerless else None
+            if joined is not None:
+                self._broken = None
+                btag.text = joined
+                self._prev_len, self._prev_tag = raw_len, tag
+                self._passing, self._root = False, None
+                self._logical(btag, bline)
+                return
+            self._flush_broken()
         if _continues(tag, self._prev_len):
             prev = self._previous_tag()
             if prev is not None and prev.tagged:
@@ -594,6 +619,9 @@ class Scanner:
             self._logical(ptag, pline)
         if not _balanced(text) or _open_launcher_command(tag):
             self._pending = (tag, lineno, 0)
+            return
+        if _may_be_broken(text):
+            self._broken = (tag, lineno)
             return
         self._logical(tag, lineno)
 
@@ -1303,6 +1331,45 @@ def _stage_store(tb: _Traceback, text: str) -> None:
     code_stage = tb.worker_stage()  # tb.read(text) came first: the innermost yet
     if code_stage is not None and store.payload.code_stage is not code_stage:
         store.payload = replace(store.payload, code_stage=code_stage)
+
+
+# A line held back as a message maybe broken in two is at least this long: a paste's break
+# inside a message leaves a long first piece (the message's words and values).
+_BROKEN_MIN = 60
+# The ends a message broken inside it shows: a separator its next value or clause follows
+# (", " between list items or arguments, ": " before a value, an opened bracket). A line
+# that ends in a word or a full stop is read as it is, at no cost: most lines are
+# recognised before the catalog is asked (the held-back test would ask it for each).
+_OPEN_ENDS = (",", ":", ";", "(", "[", "{", "=")
+
+
+def _may_be_broken(text: str) -> bool:
+    """Whether a line may be the first piece of a library's message that a paste broke
+    in two: long, ending in a separator, holding a catalog row's keyword (the matcher's
+    prefilter), and matched by no row."""
+    if len(text) < _BROKEN_MIN or not text.rstrip().endswith(_OPEN_ENDS):
+        return False
+    matcher = default_matcher()
+    # (the match is kept: the line's catalog_hit asks for it again, Matcher.match's memo)
+    return matcher.holds_keyword(text) and matcher.match(text) is None
+
+
+def _message_rejoined(piece: str, rest: str) -> str | None:
+    """``piece`` and the next line joined where a paste broke one library message in two
+    (a line break typed or rendered inside it: DeepSpeed's "disagreement between rank0
+    and rank2: rank0: […], " then "rank2: […]"): the joined text, as printed (without or
+    with the space the break replaced), is a catalog row's message that the break falls
+    inside, and the rest alone is no row's and starts no record. Else None."""
+    if not rest.strip() or _RECORD_START.match(rest):
+        return None
+    matcher = default_matcher()
+    if matcher.match(rest) is not None:
+        return None
+    for joined in (piece + rest, f"{piece.rstrip()} {rest.lstrip()}"):
+        found = matcher.match(joined)
+        if found is not None and found.start < len(piece.rstrip()) < found.end:
+            return joined
+    return None
 
 
 def _continues(tag: LineTag, prev_len: int) -> bool:
