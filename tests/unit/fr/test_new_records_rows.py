@@ -82,6 +82,11 @@ def test_a_changed_rank_sends_every_rank_the_ids_way(
     assert changed.table is None
     per_rank = _per_rank(ev)
     called: list[str] = []
-    monkeypatch.setattr(fr_mismatch, "_new_by_rows", lambda p: called.append("rows") or iter(()))
+
+    def rows(per_rank: dict[int, RankFR]) -> object:
+        called.append("rows")
+        return iter(())
+
+    monkeypatch.setattr(fr_mismatch, "_new_by_rows", rows)
     assert _found(fr_mismatch._new_records(per_rank)) == _found(fr_mismatch._new_by_ids(per_rank))
     assert called == []
