@@ -626,6 +626,16 @@ class RecordRows(MutableSequence[CollectiveRecord]):
             deque(map(ids.__setitem__, *self._own), maxlen=0)  # its own rows put in, in C
         return ids
 
+    @property
+    def table(self) -> list[CollectiveRecord] | None:
+        """The shared table ``row_numbers`` index, None once the sequence is a list
+        (``records``: it may have been changed since). A row stands for a record's
+        identity: each row of a table is a record of its own, in no other row nor table
+        (flight_recorder/bulk.py makes one per row), so a reader can mark the records it
+        has seen with a byte per row where a set of their ids takes about 90 bytes each
+        (views/fr_mismatch.py)."""
+        return self._rows if self._built is None else None
+
     def records(self) -> list[CollectiveRecord]:
         """Every record, as a list (kept: the sequence is that list from then on)."""
         if self._built is None:

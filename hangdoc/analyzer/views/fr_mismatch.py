@@ -9,10 +9,13 @@ group size, reduce_scatter the reverse; all_to_all totals must add up.
 from __future__ import annotations
 
 import operator
+from array import array
+from collections import deque
 from collections.abc import Iterator, Sequence
-from itertools import chain, compress, filterfalse, islice
+from itertools import chain, compress, filterfalse, islice, repeat
+from typing import cast
 
-from hangdoc.analyzer.model import CollectiveRecord
+from hangdoc.analyzer.model import CollectiveRecord, RecordRows
 from hangdoc.analyzer.views.fr_model import (
     GroupView,
     Kind,
@@ -42,6 +45,72 @@ _ALL_TO_ALL = frozenset({"all_to_all", "all_to_all_single", "alltoall", "alltoal
 
 
 def _new_records(per_rank: dict[int, RankFR]) -> Iterator[tuple[int, list[CollectiveRecord]]]:
+    """Per rank, the records no earlier rank held (``_new_by_rows`` where every rank's
+    records are rows of the bulk reader's tables, else ``_new_by_ids``: the same
+    records, in the same order)."""
+    if per_rank and all(
+        isinstance(fr.records, RecordRows) and fr.records.table is not None
+        for fr in per_rank.values()
+    ):
+        return _new_by_rows(per_rank)
+    return _new_by_ids(per_rank)
+
+
+def _frontier(fr: RankFR) -> list[CollectiveRecord]:
+    frontier = [*fr.p2p_pending]
+    for pos in fr.groups.values():
+        frontier.extend(pos.pending)
+        frontier.append(pos.last)
+    return frontier
+
+
+def _new_by_rows(per_rank: dict[int, RankFR]) -> Iterator[tuple[int, list[CollectiveRecord]]]:
+    """``_new_by_ids`` with a record's row in its table for its identity
+    (``RecordRows.table``): the records seen are a byte per row of each table, where a
+    set of every distinct record's id was about 90 bytes a record (about 300 MB at
+    16,384 ranks, held at the analysis' peak with all the Evidence), and the rank
+    before's records are compared by row number. Only the frontier records (a few a
+    rank, which may be any record) are still remembered by id."""
+    marks: dict[int, bytearray] = {}  # id(table) -> a byte per row: 1 once seen
+    frontier_seen: set[int] = set()
+    before_table: list[CollectiveRecord] | None = None
+    before: array[int] = array("i")
+    for rank, fr in per_rank.items():
+        frontier = _frontier(fr)
+        frontier_seen.update(map(id, frontier))
+        rows = cast(RecordRows, fr.records)
+        table = cast(list[CollectiveRecord], rows.table)
+        numbers = rows.row_numbers()
+        mark = marks.get(id(table))
+        if mark is None:
+            mark = marks[id(table)] = bytearray(len(table))
+        elif len(mark) < len(table):  # (a table only grows: the rows marked stay valid)
+            mark.extend(bytes(len(table) - len(mark)))
+        count = len(numbers)
+        span = min(count, len(before)) if table is before_table else 0
+        differs = map(
+            operator.ne,
+            islice(numbers, count - span, None),
+            islice(before, len(before) - span, None),
+        )
+        at = chain(range(count - span), compress(range(count - span, count), differs))
+        candidates = list(map(numbers.__getitem__, at))
+        before, before_table = numbers, table
+        unmarked = list(compress(candidates, map(operator.not_, map(mark.__getitem__, candidates))))
+        held = map(frontier_seen.__contains__, map(id, map(table.__getitem__, unmarked)))
+        fresh = list(compress(unmarked, map(operator.not_, held)))
+        if not fresh:  # the common case: nothing new
+            yield rank, frontier
+            continue
+        new = set(fresh)
+        deque(map(mark.__setitem__, new, repeat(1)), maxlen=0)
+        found = list(
+            map(table.__getitem__, compress(candidates, map(new.__contains__, candidates)))
+        )
+        yield rank, found + frontier
+
+
+def _new_by_ids(per_rank: dict[int, RankFR]) -> Iterator[tuple[int, list[CollectiveRecord]]]:
     """Per rank, the records no earlier rank held, found with C-level set operations.
 
     Interned history records are shared, so after the first rank of a group only its
@@ -59,10 +128,7 @@ def _new_records(per_rank: dict[int, RankFR]) -> Iterator[tuple[int, list[Collec
     seen: set[int] = set()
     before: Sequence[CollectiveRecord] = []  # the records of the rank before (all in ``seen``)
     for rank, fr in per_rank.items():
-        frontier = [*fr.p2p_pending]
-        for pos in fr.groups.values():
-            frontier.extend(pos.pending)
-            frontier.append(pos.last)
+        frontier = _frontier(fr)
         seen.update(map(id, frontier))
         records = list(fr.records)  # one C-level pass (a RecordRows' row numbers read once)
         count, span = len(records), min(len(records), len(before))
