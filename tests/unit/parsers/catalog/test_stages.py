@@ -217,3 +217,47 @@ def test_a_multi_line_macro_does_not_hide_the_function_after_it() -> None:
     at = code.index("NCCLCHECKTHREAD(args->init")
     assert csource.enclosing(spans, at) == "ncclAsyncThreadMain"
     assert csource.enclosing(spans, code.index("INFO(")) == "#define NCCLCHECKTHREAD"
+
+
+def test_a_function_only_set_up_calls_is_set_up_though_it_sits_in_enqueue() -> None:
+    # src/enqueue.cc ncclInitKernelsForDevice reads every kernel's attributes
+    # (CUDACHECKGOTO around cudaFuncGetAttributes: enqueue.cc:42 in 2.27.5, "Cuda failure
+    # 'named symbol not found'" where the build has no kernel the GPU can load); init.cc's
+    # ncclCommInitRankFunc is its only caller in every release, so the line is set-up's.
+    assert chain_stage(("enqueue.cc:42",), "2.27.5") is SourceStage.SETUP
+    assert chain_stage(("src/enqueue.cc:42",)) is SourceStage.SETUP
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from catalog.stages import stage_of
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    # By name alone the enqueue files' "Init" functions are neither stage (a work element's
+    # registration, initCollWorkElemReg, runs as a collective is enqueued): only the
+    # callers found in the sources make one set-up.
+    assert stage_of("enqueue.cc", "ncclInitKernelsForDevice") == ""
+    callees = frozenset({"ncclInitKernelsForDevice"})
+    assert stage_of("enqueue.cc", "ncclInitKernelsForDevice", callees) == "setup"
+    assert stage_of("enqueue.cc", "initCollWorkElemReg", callees) == ""
+    assert stage_of("enqueue.cc", "ncclEnqueueCheck", callees) == "data"
+
+
+MIRROR = Path("/work/.mirror/NVIDIA+nccl/repo")
+
+
+def test_the_callers_found_in_the_sources_decide() -> None:
+    import pytest
+
+    if not MIRROR.is_dir():
+        pytest.skip("no NVIDIA/nccl mirror here")
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from catalog.nccl import release_tags
+        from catalog.stages import setup_only_callees
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    tags = [t for t in release_tags(MIRROR) if t[0] in ("2.19.3", "2.21.5", "2.27.5")]
+    found = setup_only_callees(
+        MIRROR, tags, {"ncclInitKernelsForDevice", "initCollWorkElemReg"}
+    )
+    # initCollWorkElemReg is called while a collective is enqueued (2.21's enqueue.cc)
+    assert found == frozenset({"ncclInitKernelsForDevice"})
