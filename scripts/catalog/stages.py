@@ -89,9 +89,8 @@ _ENQUEUE_CONNECT = re.compile(r"[Pp]reconnect|[Cc]onnect")
 
 def _enqueue_family(file: str) -> bool:
     """The files of a collective's enqueue and launch (and the collectives' entry points)."""
-    return file in {"enqueue.cc", "enqueue.cu", "misc/enqueue.cu", "collectives.cc", "ce_coll.cc"} or (
-        file.startswith(("collectives/", "rma/"))
-    )
+    enqueue = {"enqueue.cc", "enqueue.cu", "misc/enqueue.cu", "collectives.cc", "ce_coll.cc"}
+    return file in enqueue or file.startswith(("collectives/", "rma/"))
 
 
 def stage_of(file: str, function: str, setup_callees: frozenset[str] = frozenset()) -> str:

@@ -3,7 +3,8 @@
 ``kubectl logs --timestamps`` / ``docker logs --timestamps`` (an RFC 3339 stamp with
 nanoseconds and one space), CloudWatch (milliseconds), ``kubectl logs --prefix``
 ("[pod/<pod>/<container>] ", kubectl's logs.go addPrefixIfNeeded), docker compose
-("<service>-1  | "), Akash Console's log view ("[<service>]: "), journald's short format ("Feb 18 10:28:25 host python[1234]: "),
+("<service>-1  | "), Akash Console's log view ("[<service>]: "), journald's short
+format ("Feb 18 10:28:25 host python[1234]: "),
 Ray's actor tag and SageMaker's MPI tag ("[1,mpirank:3,algo-1]<stdout>:",
 aws-samples/sagemaker-distributed-training-workshop#6) wrap each line of a real paste
 (fixtures/pastes/logs, sources in its README); the events the log parser reads must not

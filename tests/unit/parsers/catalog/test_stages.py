@@ -256,8 +256,6 @@ def test_the_callers_found_in_the_sources_decide() -> None:
     finally:
         sys.path.remove(str(SCRIPTS))
     tags = [t for t in release_tags(MIRROR) if t[0] in ("2.19.3", "2.21.5", "2.27.5")]
-    found = setup_only_callees(
-        MIRROR, tags, {"ncclInitKernelsForDevice", "initCollWorkElemReg"}
-    )
+    found = setup_only_callees(MIRROR, tags, {"ncclInitKernelsForDevice", "initCollWorkElemReg"})
     # initCollWorkElemReg is called while a collective is enqueued (2.21's enqueue.cc)
     assert found == frozenset({"ncclInitKernelsForDevice"})
