@@ -15,7 +15,10 @@ there, so the lines of one chain narrow the releases it came from).
 
 Which stage a function belongs to is a meaning given by people, by family (``stage_of``
 below): the set-up of a communicator and its connections, the data path, or neither (a
-helper both call: socket I/O, memory registration, the library wrappers). Not copied:
+helper both call: socket I/O, memory registration, the library wrappers); a function of
+the enqueue files that its name leaves to neither is set-up where the sources show only
+set-up functions calling it, in every release (``setup_only_callees``: the kernels'
+set-up, ncclInitKernelsForDevice, called by init.cc alone). Not copied:
 the sources themselves; the table holds names and numbers only.
 """
 
