@@ -41,14 +41,17 @@ connecting: SO_ERROR: Connection refused, remote=[addr]:port`, or gloo 2023–20
 `[…/pair.cc:144] no error`, a failed connect whose error its callback sliced; the ranks
 that report it are named, their ProcessGroupGloo's construction failed), torch.distributed.rpc's
 TensorPipe agent failing to connect to a peer (`connect: Resource temporarily unavailable
-(this error originated at tensorpipe/common/socket.cc:114)`, read as the store errors
-that do not say their use are: before anything ran, or with set-up in its traceback) and elastic
-`RendezvousTimeoutError` / `RendezvousClosedError`. When a rank is known to have died
-first, HD030 names it instead: these are then its echo. A store wait, read timeout or
-broken store connection (or a store timeout of no known kind) that comes after collectives
-ran or training logged progress, or
-whose traceback (the one Python prints right after c10d's warning, its frames kept when the
-paste cuts it) shows the training loop, is not read here: the store then served something
+(this error originated at tensorpipe/common/socket.cc:114)`, or the agent's warning that a
+request could not be sent because the uv transport's connect was refused or found no
+route: `RPC agent for worker0 encountered error when sending outgoing request #0 to
+worker1: ECONNREFUSED: connection refused`, a pipe connecting on its first message),
+read as the store errors that do not say their use are: before anything ran, or with
+set-up in its traceback) and elastic `RendezvousTimeoutError` / `RendezvousClosedError`.
+When a rank is known to have died first, HD030 names it instead: these are then its echo.
+A store wait, read timeout or broken store connection (or a store timeout of no known
+kind) that comes after collectives ran or training logged progress, or whose traceback
+(the one Python prints right after c10d's warning, its frames kept when the paste cuts it)
+shows the training loop, is not read here: the store then served something
 else (an object collective, a barrier, the job's own data exchange), and the logs do not
 show why it timed out. One whose traceback shows set-up (init_process_group, new_group, a
 rendezvous) is set-up wherever it comes. Nor is a store failure that ProcessGroupNCCL's

@@ -15,7 +15,10 @@ there, so the lines of one chain narrow the releases it came from).
 
 Which stage a function belongs to is a meaning given by people, by family (``stage_of``
 below): the set-up of a communicator and its connections, the data path, or neither (a
-helper both call: socket I/O, memory registration, the library wrappers). Not copied:
+helper both call: socket I/O, memory registration, the library wrappers); a function of
+the enqueue files that its name leaves to neither is set-up where the sources show only
+set-up functions calling it, in every release (``setup_only_callees``: the kernels'
+set-up, ncclInitKernelsForDevice, called by init.cc alone). Not copied:
 the sources themselves; the table holds names and numbers only.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -86,17 +90,23 @@ _NEUTRAL_FILES = re.compile(r"^misc/|^include/|^os/|^plugin/|^ras/|^register/")
 _ENQUEUE_CONNECT = re.compile(r"[Pp]reconnect|[Cc]onnect")
 
 
-def stage_of(file: str, function: str) -> str:
-    """The stage a function of NCCL's ``src/`` runs in: set-up, data, or "" (either)."""
+def _enqueue_family(file: str) -> bool:
+    """The files of a collective's enqueue and launch (and the collectives' entry points)."""
+    enqueue = {"enqueue.cc", "enqueue.cu", "misc/enqueue.cu", "collectives.cc", "ce_coll.cc"}
+    return file in enqueue or file.startswith(("collectives/", "rma/"))
+
+
+def stage_of(file: str, function: str, setup_callees: frozenset[str] = frozenset()) -> str:
+    """The stage a function of NCCL's ``src/`` runs in: set-up, data, or "" (either).
+    ``setup_callees``: the enqueue files' functions that only set-up calls (see
+    :func:`setup_only_callees`)."""
     name = function.split("::")[-1]
     if not name or name.startswith("#define") or _NEUTRAL_NAME.search(name):
         return ""
     if _SETUP_FILES.match(file):
         return "" if _NOT_SETUP.search(name) else SETUP
-    if file in {"enqueue.cc", "enqueue.cu", "misc/enqueue.cu", "collectives.cc", "ce_coll.cc"} or (
-        file.startswith(("collectives/", "rma/"))
-    ):
-        if _ENQUEUE_CONNECT.search(name):
+    if _enqueue_family(file):
+        if _ENQUEUE_CONNECT.search(name) or name in setup_callees:
             return SETUP
         return "" if (_NOT_SETUP.search(name) or "Reg" in name or "Init" in name) else DATA
     if file == "group.cc" and _ENQUEUE_CONNECT.search(name):
@@ -111,6 +121,58 @@ def stage_of(file: str, function: str) -> str:
     if _SETUP_NAME.search(name) and file.startswith(("transport/", "misc/socket")):
         return SETUP
     return ""
+
+
+def _left_to_neither(file: str, function: str) -> bool:
+    """A function of the enqueue files that stage_of leaves to neither stage by its name
+    alone ("Init" or "Reg" in it: a work element's registration, or the kernels' set-up)."""
+    name = function.split("::")[-1]
+    return (
+        _enqueue_family(file)
+        and bool(name)
+        and not name.startswith("#define")
+        and not _NEUTRAL_NAME.search(name)
+        and not _NOT_SETUP.search(name)
+        and stage_of(file, function) == ""
+    )
+
+
+def setup_only_callees(
+    repo: Path, tags: list[tuple[str, str]], candidates: set[str]
+) -> frozenset[str]:
+    """Of ``candidates`` (functions of the enqueue files left to neither stage by name),
+    those called, in every release that has them, only from set-up functions (stage_of):
+    ncclInitKernelsForDevice, defined in enqueue.cc but called only by init.cc's
+    communicator creation (ncclCommInitRankFunc, initTransportsRank…), which reads every
+    kernel's attributes (cudaFuncGetAttributes, "Cuda failure 'named symbol not found'"
+    where the build has no kernel for the GPU) before any collective. A function with no
+    call found, or any call from a function of another stage or of none, is left as it was.
+    """
+    callers: dict[str, set[tuple[str, str]]] = {name: set() for name in candidates}
+    spans_of: dict[tuple[str, str], tuple[str, list[tuple[int, int, str]]]] = {}
+    for _version, tag in tags:
+        for name in sorted(candidates):
+            try:
+                hits = git(repo, "grep", "-n", "-w", "-e", name, tag, "--", "src")
+            except subprocess.CalledProcessError:
+                continue  # (git grep exits 1 when nothing matches)
+            for hit in hits.splitlines():
+                _tag, path, _line, _text = hit.split(":", 3)
+                if not path.endswith(_SUFFIXES):
+                    continue
+                if (tag, path) not in spans_of:
+                    clean = csource.blank_comments(git(repo, "show", f"{tag}:{path}"))
+                    spans_of[(tag, path)] = (clean, csource.function_spans(clean))
+                clean, spans = spans_of[(tag, path)]
+                for m in re.finditer(rf"\b{re.escape(name)}\s*\(", clean):
+                    caller = csource.enclosing(spans, m.start())
+                    if caller and caller.split("::")[-1] != name:
+                        callers[name].add((path.removeprefix("src/"), caller))
+    return frozenset(
+        name
+        for name, found in callers.items()
+        if found and all(stage_of(file, caller) == SETUP for file, caller in found)
+    )
 
 
 def placed_lines(clean: str) -> list[tuple[int, int]]:
@@ -175,17 +237,25 @@ def extract(repo: Path) -> dict[str, object]:
                     )
     finally:
         reader.close()
+    candidates = {
+        f.split("::")[-1]
+        for file, lines in where.items()
+        for by_fn in lines.values()
+        for f in by_fn
+        if _left_to_neither(file, f)
+    }
+    setup_callees = setup_only_callees(repo, tags, candidates)
     files: dict[str, object] = {}
     for file in sorted(where):
         # A file none of whose functions has a stage shows nothing: left out (its lines
         # would only narrow the releases; the lookup then narrows by the lines it holds).
         lines = where[file]
-        if not any(stage_of(file, f) for by_fn in lines.values() for f in by_fn):
+        if not any(stage_of(file, f, setup_callees) for by_fn in lines.values() for f in by_fn):
             continue
         functions = sorted({f for by_fn in lines.values() for f in by_fn})
         index = {f: i for i, f in enumerate(functions)}
         files[file] = {
-            "functions": [[f, stage_of(file, f)] for f in functions],
+            "functions": [[f, stage_of(file, f, setup_callees)] for f in functions],
             "lines": {
                 str(line): [[index[f], runs(versions, vs)] for f, vs in sorted(by_fn.items())]
                 for line, by_fn in sorted(lines.items())

@@ -86,6 +86,12 @@ _MPIRUN = re.compile(
 # how the log parser attributes ranks (parsers/logs/attribution.py) from what it reads
 # without the shipper.
 _KUBECTL = re.compile(r"\[pod/([\w.-]{1,253})/[\w.-]{1,63}\] ")
+# Akash Console's deployment log view (akash-network/console, apps/deploy-web
+# services/provider-proxy/logFormatters.ts formatLogMessage: "[${serviceName}]: ${message}",
+# the service name being the pod name's part before its first "-"): a lower-case SDL
+# service name, no dash, in brackets, then ": ". (torchrun's "[default3]:" and the
+# excepthook's "[rank3]:" are tried first, and this one is only taken with a letter first.)
+_AKASH = re.compile(r"\[[a-z][a-z0-9]{0,62}\]: ")
 _COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]{0,80}?[-_]\d{1,4}) +\| ")
 _JOURNALD = re.compile(
     r"[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)? ([\w.-]{1,64}) [\w.@/-]{1,64}\[(\d+)\]: "
@@ -134,6 +140,7 @@ _SILENT = (
     _KUBECTL,
     _JOURNALD,
     _COMPOSE,
+    _AKASH,
 )
 # The silent prefixes as one anchored alternation, tried in the same order: its match is
 # the first of them that matches, and so ends where that one's does (no pattern refers to

@@ -3,7 +3,8 @@
 ``kubectl logs --timestamps`` / ``docker logs --timestamps`` (an RFC 3339 stamp with
 nanoseconds and one space), CloudWatch (milliseconds), ``kubectl logs --prefix``
 ("[pod/<pod>/<container>] ", kubectl's logs.go addPrefixIfNeeded), docker compose
-("<service>-1  | "), journald's short format ("Feb 18 10:28:25 host python[1234]: "),
+("<service>-1  | "), Akash Console's log view ("[<service>]: "), journald's short
+format ("Feb 18 10:28:25 host python[1234]: "),
 Ray's actor tag and SageMaker's MPI tag ("[1,mpirank:3,algo-1]<stdout>:",
 aws-samples/sagemaker-distributed-training-workshop#6) wrap each line of a real paste
 (fixtures/pastes/logs, sources in its README); the events the log parser reads must not
@@ -38,6 +39,8 @@ SHIPPERS = {
     "kubectl-prefix": "[pod/trainer-worker-0/pytorch] ",
     "compose": "trainer-1  | ",
     "compose-v1": "algo-1-8gd7b_1  | ",
+    # Akash Console's log view (akash-network/console logFormatters.ts formatLogMessage)
+    "akash-console": "[vllm]: ",
 }
 # Ray's tag names the worker's pid and ip, syslog/journald's the host (kernel lines need it
 # for their Xids): they may change attribution, on purpose; the line behind them may not.
@@ -133,3 +136,18 @@ def test_ordinary_lines_are_not_shipper_layers() -> None:
     for text in ("0 | model | GPT | 124 M", "epoch | 3 | loss 1.2", "layer | shape"):
         assert peel(text).text == text
         assert peel_line(text).text == text
+
+
+def test_akash_console_layer_keeps_the_worker_tag_behind_it() -> None:
+    # Akash Console's "[<service>]: " (logFormatters.ts formatLogMessage) over vLLM's worker
+    # tag (multiproc_worker_utils.py's "(VllmWorkerProcess pid=N) " prefix) and its logger.
+    line = (
+        "[vllm]: (VllmWorkerProcess pid=91) ERROR 07-28 23:29:37 multiproc_worker_utils.py:226] "
+        "RuntimeError: NCCL error: unhandled system error"
+    )
+    tag = peel_line(line)
+    assert tag.pid == 91 and tag.text == "RuntimeError: NCCL error: unhandled system error"
+    # only a lower-case service name with a letter first: not a bracketed number, not a
+    # capitalised word a program prints itself
+    for text in ("[1]: x", "[Warning]: x"):
+        assert peel(text).text == text

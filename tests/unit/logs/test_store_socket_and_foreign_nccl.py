@@ -133,6 +133,32 @@ CASES: list[tuple[str, str | None, dict[str, object]]] = [
         "store_timeout",
         {"error": "rpc_connect", "backend": "tensorpipe"},
     ),
+    # torch/csrc/distributed/rpc/tensorpipe_agent.cpp's pipeWrite callback: "RPC agent for
+    # <name> encountered error when sending outgoing request #<id> to <remote>: " and
+    # error.what(), the uv transport's UVError::what() "<uv_err_name>: <uv_strerror>"
+    # (tensorpipe/transport/uv/error.cc): a connect refused or unreachable is the pipe's
+    # connection failing, whether or not the "originated at" place follows.
+    (
+        "[W tensorpipe_agent.cpp:641] RPC agent for worker0 encountered error when sending outgoing request #0 to worker1: ECONNREFUSED: connection refused",
+        "store_timeout",
+        {"error": "rpc_connect", "backend": "tensorpipe"},
+    ),
+    (
+        "[W tensorpipe_agent.cpp:687] RPC agent for trainer3 encountered error when sending outgoing request #12 to ps0: EHOSTUNREACH: host is unreachable (this error originated at tensorpipe/transport/uv/connection_impl.cc:132)",
+        "store_timeout",
+        {"error": "rpc_connect", "backend": "tensorpipe"},
+    ),
+    # A connection that was reset or closed later is no connect failure.
+    (
+        "[W tensorpipe_agent.cpp:641] RPC agent for worker0 encountered error when sending outgoing request #7 to worker1: ECONNRESET: connection reset by peer",
+        None,
+        {},
+    ),
+    (
+        "[W tensorpipe_agent.cpp:641] RPC agent for worker0 encountered error when sending outgoing request #7 to worker1: EOF: end of file",
+        None,
+        {},
+    ),
     # Another syscall's error is no connect failure.
     (
         "RuntimeError: accept: Too many open files (this error originated at tensorpipe/common/socket.cc:62)",

@@ -262,6 +262,21 @@ _TENSORPIPE_CONNECT = re.compile(
     r"\bconnect: (?P<why>[^()]{1,120}?) \(this error originated at "
     r"(?P<where>tensorpipe/[\w/.]+:\d+)\)"
 )
+# The TensorPipe agent's warning that a request could not be sent (torch/csrc/distributed/
+# rpc/tensorpipe_agent.cpp, the pipeWrite callback: "RPC agent for <name> encountered error
+# when sending outgoing request #<id> to <remote>: " << error.what()), where what() is the
+# uv transport's failed connect: UVError::what() is uv_err_name ": " uv_strerror
+# (tensorpipe/transport/uv/error.cc), "ECONNREFUSED: connection refused"; a connect's
+# refusals and unreachable addresses only (libuv's names of ECONNREFUSED, EHOSTUNREACH,
+# ENETUNREACH), not a connection that was reset or closed later (ECONNRESET, EOF). The
+# pipe to a peer connects on the agent's first message to it, so the failure is that
+# connection's set-up (read as the other TensorPipe connect failures are: set-up before
+# anything ran).
+_TENSORPIPE_SEND = re.compile(
+    r"RPC agent for (?P<me>\S+) encountered error when sending outgoing request #\d+ to "
+    r"(?P<to>\S+): (?P<why>(?:ECONNREFUSED|EHOSTUNREACH|ENETUNREACH): [\w ]{1,60}?)"
+    r"(?: \(this error originated at (?P<where>tensorpipe/[\w/.]+:\d+)\)|\s*$)"
+)
 # torch < 2.1 init_process_group: every rank increments a store counter and waits for
 # world_size of them; "rank" is the global rank of the waiter, worker_count how many came.
 _STORE_BARRIER = re.compile(
@@ -394,6 +409,7 @@ _KEYWORDS = (
     "got 0 bytes",
     ": open(",
     "originated at tensorpipe/",
+    "encountered error when sending outgoing request",
     "poolFD failed",
 )
 # Every line the recogniser below makes an event of holds one of these (literals.Need;
@@ -821,6 +837,13 @@ def _store(text: str) -> Hit | None:
         payload = StoreTimeout(
             error=StoreError.RPC_CONNECT,
             message=f"connect: {m.group('why').strip()} ({m.group('where')})",
+            backend=Backend.TENSORPIPE,
+        )
+    elif (m := _TENSORPIPE_SEND.search(text)) is not None:
+        where = f" ({m.group('where')})" if m.group("where") else ""
+        payload = StoreTimeout(  # (the peer is a worker's name, not a host: in the words)
+            error=StoreError.RPC_CONNECT,
+            message=f"request to {m.group('to')}: {m.group('why').strip()}{where}",
             backend=Backend.TENSORPIPE,
         )
     elif (m := _SOCKET_READ_TIMEOUT.search(text)) is not None:

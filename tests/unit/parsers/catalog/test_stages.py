@@ -244,3 +244,84 @@ def test_a_multi_line_macro_does_not_hide_the_function_after_it() -> None:
     at = code.index("NCCLCHECKTHREAD(args->init")
     assert csource.enclosing(spans, at) == "ncclAsyncThreadMain"
     assert csource.enclosing(spans, code.index("INFO(")) == "#define NCCLCHECKTHREAD"
+
+
+def test_a_function_only_set_up_calls_is_set_up_though_it_sits_in_enqueue() -> None:
+    # src/enqueue.cc ncclInitKernelsForDevice reads every kernel's attributes
+    # (CUDACHECKGOTO around cudaFuncGetAttributes: enqueue.cc:42 in 2.27.5, "Cuda failure
+    # 'named symbol not found'" where the build has no kernel the GPU can load); init.cc's
+    # ncclCommInitRankFunc is its only caller in every release, so the line is set-up's.
+    assert chain_stage(("enqueue.cc:42",), "2.27.5") is SourceStage.SETUP
+    assert chain_stage(("src/enqueue.cc:42",)) is SourceStage.SETUP
+    # 2.18.1's enqueue.cc:115, the same check (a "no kernel image is available" there); in
+    # 2.3's and 2.4's releases the line is ncclCpuBarrierIn's, a collective's: without the
+    # printed version the line shows nothing.
+    assert chain_stage(("enqueue.cc:115",), "2.18.1") is SourceStage.SETUP
+    assert chain_stage(("enqueue.cc:115",)) is None
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from catalog.stages import stage_of
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    # By name alone the enqueue files' "Init" functions are neither stage (a work element's
+    # registration, initCollWorkElemReg, runs as a collective is enqueued): only the
+    # callers found in the sources make one set-up.
+    assert stage_of("enqueue.cc", "ncclInitKernelsForDevice") == ""
+    callees = frozenset({"ncclInitKernelsForDevice"})
+    assert stage_of("enqueue.cc", "ncclInitKernelsForDevice", callees) == "setup"
+    assert stage_of("enqueue.cc", "initCollWorkElemReg", callees) == ""
+    assert stage_of("enqueue.cc", "ncclEnqueueCheck", callees) == "data"
+
+
+MIRROR = Path("/work/.mirror/NVIDIA+nccl/repo")
+
+
+def test_the_callers_found_in_the_sources_decide() -> None:
+    import pytest
+
+    if not MIRROR.is_dir():
+        pytest.skip("no NVIDIA/nccl mirror here")
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from catalog.nccl import release_tags
+        from catalog.stages import setup_only_callees
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    tags = [t for t in release_tags(MIRROR) if t[0] in ("2.19.3", "2.21.5", "2.27.5")]
+    found = setup_only_callees(MIRROR, tags, {"ncclInitKernelsForDevice", "initCollWorkElemReg"})
+    # initCollWorkElemReg is called while a collective is enqueued (2.21's enqueue.cc)
+    assert found == frozenset({"ncclInitKernelsForDevice"})
+
+
+_KERNELS_WARN = "node7:2866:3081 [1] enqueue.cc:42 NCCL WARN Cuda failure 'named symbol not found'"
+
+
+def test_a_kernel_lookup_failing_as_the_communicator_comes_up_is_set_up(tmp_path: Path) -> None:
+    """NCCL's own lines (debug.c's "host:pid:tid [dev] file:line NCCL WARN …" header, its
+    INFO version line): the kernels' attributes read while the communicator is created."""
+    from hangdoc.analyzer.engine import analyze
+    from hangdoc.analyzer.loading.loader import load_paths
+
+    path = tmp_path / "worker.log"
+    path.write_text(
+        "node7:2866:2866 [1] NCCL INFO NCCL version 2.27.5+cuda12.9\n"
+        "node7:2866:2866 [1] NCCL INFO Comm config Blocking set to 1\n"
+        f"{_KERNELS_WARN}\n"
+    )
+    primary = analyze(load_paths([path])).primary
+    assert primary.rule == "HD206"
+    assert primary.category.value == "nccl_init_or_bootstrap_hang"
+
+
+def test_the_same_warn_after_collectives_ran_is_not_read_as_set_up(tmp_path: Path) -> None:
+    from hangdoc.analyzer.engine import analyze
+    from hangdoc.analyzer.loading.loader import load_paths
+
+    path = tmp_path / "worker.log"
+    path.write_text(
+        "node7:2866:2866 [1] NCCL INFO NCCL version 2.27.5+cuda12.9\n"
+        "node7:2866:2866 [1] NCCL INFO AllReduce: opCount 3 sendbuff 0x7f00 recvbuff 0x7f00 "
+        "count 1024 datatype 7 op 0 root 0 comm 0x55aa [nranks=2] stream 0x55bb\n"
+        f"{_KERNELS_WARN}\n"
+    )
+    assert all(f.rule != "HD206" for f in analyze(load_paths([path])).findings)
