@@ -16,7 +16,12 @@ timeout messages that hide the original failure.
 ## Evidence used
 Log events of every rank in time order (analyzer/views/timeline.py): Python tracebacks, fatal
 signals, `torchrun` exit codes and ChildFailedError entries, TORCHELASTIC error files,
-Slurm/mpirun/DeepSpeed launcher reports, kernel OOM-killer lines. An exception is not a
+Slurm/mpirun/DeepSpeed launcher reports, kernel OOM-killer lines, gdb's report of the
+signal that ended a program ("Program terminated with signal SIGSEGV, Segmentation fault."
+on opening its core), a kernel's device-side assert (CUDA's "block: [22,0,0], thread:
+[64,0,0] Assertion `…` failed.", which leaves the process's context with "device-side
+assert triggered"). A Ray wrapper ("RayTaskError(RuntimeError): ray::…") whose remote
+exception's own line follows it is that exception, read on its line. An exception is not a
 cause when its message is itself a consequence (a timeout, an NCCL error, a lost peer,
 SIGTERM); a storage error (EIO, a stale handle, a full disk) or a save's failed
 file-system call is HD110's, a CUDA error whose documented meaning points at the GPU or

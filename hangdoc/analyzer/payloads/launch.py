@@ -178,6 +178,8 @@ class FatalReport(enum.StrEnum):
     TORCHELASTIC = "torchelastic"  # "Signal 9 (SIGKILL) received by PID 812"
     FAULTHANDLER = "faulthandler"  # a faulthandler dump's own header
     UCX = "ucx"  # UCX's error signal handler: "[host:pid:tid] Caught signal 7 (Bus error: …)"
+    # gdb on a core file or a run: "Program terminated with signal SIGSEGV, Segmentation fault."
+    GDB = "gdb"
     TVM_FFI = "tvm_ffi"  # apache/tvm-ffi's SIGSEGV handler: "!!!!!!! Segfault encountered !!!!!!!"
     # CPython's fatal_error ("Fatal Python error: none_dealloc: deallocating None"): abort()
     PYTHON_FATAL_ERROR = "python_fatal_error"
@@ -284,6 +286,11 @@ class ExceptionRaised(EventPayload):
     # Its frames show torch's DataLoader (torch/utils/data/dataloader.py): with
     # ``stage`` WORKER_START, the child that could not start is a DataLoader worker.
     by_dataloader: bool = False
+    # A Ray wrapper ("RayTaskError(RuntimeError): ray::Actor.method() (pid=…)") whose
+    # remote exception's own line follows it in the same output (Ray's str() of the
+    # wrapper is the remote traceback): that line is the failure, read on its own; the
+    # wrapper is the caller's report of it, not a second failure.
+    cause_shown: bool = False
 
 
 @dataclass(frozen=True, slots=True)

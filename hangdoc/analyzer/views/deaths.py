@@ -264,6 +264,10 @@ def death_of(p: Placed) -> Death | None:
         if Sign.CONSEQUENCE in signs or Sign.EMPTY_COLLECTIVE in signs:
             return None
         raised = p.event.payload_as(ExceptionRaised)
+        if raised is not None and raised.cause_shown:
+            # A Ray wrapper whose remote exception's own line follows it: that line is the
+            # failure (its words, its signs), read as a death or a consequence on its own.
+            return None
         if raised is not None and raised.stage is CodeStage.TEARDOWN:
             # Raised while the process tore down (destroy_process_group, a destructor,
             # an exit handler): the work had ended, by a failure told elsewhere or none.

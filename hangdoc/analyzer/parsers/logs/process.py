@@ -38,6 +38,26 @@ EXCEPTION_LINE = re.compile(
     r"(?:\([\w.]+\))?)"
     r"(?:\[[^\]]*\])?(?::\s?(?P<msg>.*))?$"
 )
+# The cause a Ray wrapper names in its class name ("RayTaskError(RuntimeError)"; ray/
+# exceptions.py: as_instanceof_cause makes a class of that name, whose str() is the remote
+# task's traceback, its "Traceback" header replaced by "ray::<Actor.method>() (pid=…,
+# ip=…)", ending in the remote exception's own line "RuntimeError: …").
+_RAY_WRAPPER = re.compile(r"\bRayTaskError\((?:[\w]+\.)*(?P<cause>\w+)\)$")
+
+
+def ray_task_cause(exc_type: str) -> str | None:
+    """The class name of the remote exception a Ray wrapper re-raises ("RuntimeError" of
+    "ray.exceptions.RayTaskError(RuntimeError)"), or None for any other exception."""
+    m = _RAY_WRAPPER.search(exc_type)
+    return m.group("cause") if m is not None else None
+
+
+def exception_class(exc_type: str) -> str:
+    """The class name of an exception line's type, without its module ("OSError" of
+    "builtins.OSError")."""
+    return exc_type.rsplit(".", 1)[-1]
+
+
 # The CUDA driver API's out-of-memory result (cuda.h: CUDA_ERROR_OUT_OF_MEMORY = 2, whose
 # cuGetErrorString is "out of memory") as the libraries that call cuMemCreate/cuMemAlloc
 # print it: its name (cuGetErrorName; CuPy's CUDADriverError "CUDA_ERROR_OUT_OF_MEMORY: out of
@@ -95,6 +115,20 @@ _CUDA_ERROR = re.compile(
     r"CUDA (?:driver )?error: (?P<what>[^.\n]*?(?:\.|$))|(?P<code>cudaError\w+)|"
     r"(?P<ecc>uncorrectable ECC error|uncorrectable NVLink error|GPU has fallen off the bus)"
 )
+# A device-side assert as CUDA's device runtime prints it from the kernel (__assertfail:
+# "<file>:<line>: <function>: block: [x,y,z], thread: [x,y,z] Assertion `<expr>` failed.",
+# the output LLVM's MLIR CUDA integration tests check, mlir/test/Integration/GPU/CUDA/
+# assert.mlir), and Triton's interpreter the same without the thread ("block: [x, y, z]
+# Assertion `…` failed.", then abort()). The assert traps the kernel: the context is left
+# with cudaErrorAssert, whose string is "device-side assert triggered", and every later
+# CUDA call of the process fails with it; the process dies of it (torch raises it where
+# it is next checked). The words after the coordinates may be cut or wrapped away, and
+# the backquotes read as Markdown's code span.
+_DEVICE_ASSERT = re.compile(
+    r"\bblock: \[\d+, ?\d+, ?\d+\](?:, thread: \[\d+, ?\d+, ?\d+\])? Assertion\b"
+)
+# cudaGetErrorString(cudaErrorAssert): what the process's CUDA calls fail with after it.
+DEVICE_ASSERT_ERROR = "device-side assert triggered"
 _FATAL = re.compile(
     r"Fatal Python error: (?P<py>Segmentation fault|Aborted|Bus error|Floating point exception|"
     r"Illegal instruction)"
@@ -103,6 +137,12 @@ _FATAL = re.compile(
     r"|terminate called after throwing an instance of '(?P<cxx>[^']+)'"
     r"|^.*line \d+: +(?P<shpid>\d+) +(?P<sh>Segmentation fault|Aborted|Bus error|Killed)\b.*$"
     r"|^(?P<sh2>Segmentation fault|Aborted|Bus error|Killed)(?: +\(core dumped\))?\s*$"
+    # gdb's report of the signal that ended the program it debugs or whose core it opened
+    # (gdb/corelow.c core_target_open and infrun.c print_signal_exited_reason: "Program
+    # terminated with signal %s, %s.", gdb_signal_to_name then gdb_signal_to_string:
+    # "Program terminated with signal SIGSEGV, Segmentation fault."). Not its "Program
+    # received signal": a live program stopped at a signal, which gdb may pass on or not.
+    r"|[Pp]rogram terminated with signal (?P<gdb>SIG[A-Z0-9]+)\b"
 )
 _SIGNALS = {
     "Segmentation fault": SignalName.SIGSEGV,
@@ -202,6 +242,7 @@ _KEYS = (
     "CUDA",
     "cuda",
     "Fatal",
+    "] Assertion",
     "***",
     "terminate",
     "fault",
@@ -249,6 +290,7 @@ _HIT_PATTERNS = (
     CALLED_PROCESS,
     _MEMORY_SUMMARY_OOMS,
     _FATAL,
+    _DEVICE_ASSERT,
     _CUDA_ERROR,
     _RAY_DIED,
 )
@@ -616,6 +658,10 @@ def match_process(text: str) -> Hit | None:
         return _report(EventKind.AGENT_SIGNAL, told, ("dsreceived", dr.group("sig")))
     if (f := _FATAL.search(text)) is not None:
         return _fatal(f)
+    if _DEVICE_ASSERT.search(text) is not None:
+        # a kernel's own assert failing: the error its process's CUDA calls then return
+        failed = CudaFailure(error=DEVICE_ASSERT_ERROR, message=text.strip()[:200])
+        return Hit(EventKind.CUDA_ERROR, payload=failed, key=("cudaerr", DEVICE_ASSERT_ERROR))
     if (ce := _CUDA_ERROR.search(text)) is not None:
         what = (ce.group("what") or ce.group("code") or ce.group("ecc") or "").strip().rstrip(".")
         if not what:
@@ -656,6 +702,8 @@ def _fatal(f: re.Match[str]) -> Hit:
     elif f.group("glog"):
         signal, by = SignalName.parse(f.group("glog")), FatalReport.GLOG
         pid = int(f.group("gpid"))
+    elif f.group("gdb"):
+        signal, by = SignalName.parse(f.group("gdb")), FatalReport.GDB
     elif f.group("cxx"):
         signal, by, exc_type = SignalName.SIGABRT, FatalReport.TERMINATE, f.group("cxx")
     else:

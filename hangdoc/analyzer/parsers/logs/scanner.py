@@ -62,10 +62,12 @@ from hangdoc.analyzer.parsers.logs.process import (
     CALLED_PROCESS,
     SAVE_FRAME,
     MpiExitBlock,
+    exception_class,
     exception_hit,
     match_dataloader_worker,
     match_exception_line,
     match_process,
+    ray_task_cause,
     writing_line,
 )
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
@@ -366,6 +368,10 @@ class Scanner:
     # raised where no frame shown names a stage: the end of an earlier record of that call
     # (see _head_stage).
     _head_record: tuple[RawEvent, str] | None = None
+    # The last exception read, when it is a Ray wrapper ("RayTaskError(RuntimeError): …"):
+    # the event, the class of the remote exception it names, and its stream (see
+    # _remote_cause).
+    _ray_wrapper: tuple[RawEvent, str, tuple[int | None, int | None, int | None]] | None = None
 
     # ---- input ------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
@@ -1210,6 +1216,8 @@ class Scanner:
             glued = replace(hit.payload.progress, glued=True)
             hit.payload = replace(hit.payload, progress=glued)
         event = self._place(hit, tag, lineno)
+        if event is not None and isinstance(event.payload, ExceptionRaised):
+            self._remote_cause(event, tag)
         if event is not None and isinstance(event.payload, NcclWarn) and event.pid is None:
             self._headless = event
         if event is not None and hit.kind is EventKind.NCCL_WARN and event.text.endswith(" :"):
@@ -1222,6 +1230,29 @@ class Scanner:
         ):
             self._open_watchdog = (event, lineno)
         return event
+
+    def _remote_cause(self, event: RawEvent, tag: LineTag) -> None:
+        """A Ray wrapper and the remote exception it re-raises, both read: Ray prints the
+        wrapper's line ("ray.exceptions.RayTaskError(RuntimeError): ray::…") and then the
+        remote traceback, which ends in that exception's own line ("RuntimeError: …").
+        When the next exception of the same stream is of the class the wrapper names, the
+        two are one failure: the wrapper is marked (``cause_shown``) and the remote line,
+        which holds the words, is read as the failure."""
+        exc_type = event.payload.exc_type or ""
+        stream = (tag.rank, tag.local_rank, event.pid)
+        wrapper, self._ray_wrapper = self._ray_wrapper, None
+        if (
+            wrapper is not None
+            and wrapper[2] == stream
+            and wrapper[0].line < event.line
+            and exception_class(exc_type) == wrapper[1]
+            and isinstance(wrapper[0].payload, ExceptionRaised)
+        ):
+            wrapper[0].payload = replace(wrapper[0].payload, cause_shown=True)
+            return
+        cause = ray_task_cause(exc_type)
+        if cause is not None:
+            self._ray_wrapper = (event, cause, stream)
 
     def _place(self, hit: Hit, tag: LineTag, lineno: int) -> RawEvent | None:
         host = hit.host or tag.host
