@@ -26,7 +26,9 @@ its ``dst``/``src`` arguments when py-spy ran with ``--locals``, otherwise the d
 named by the pipeline helper that called it together with the rank order, otherwise
 (a bare ``dist.send``/``dist.recv``) the rank order alone: where the sending and the
 receiving stages meet at neighbouring ranks one way only, that is the direction data
-flows (assumptions the finding states); whether any rank moved between samples.
+flows (assumptions the finding states); whether any rank moved between samples; for a
+send and the recv it feeds, the processes' I/O counters (/proc/PID/io) read twice: no
+byte moved through either, so the transfer is not in flight.
 
 ## How to confirm
 `py-spy dump --locals --pid PID` on the named ranks: the ``dst``/``src`` of each blocked
@@ -53,6 +55,7 @@ from hangdoc.analyzer.views.p2p_stacks import (
     P2PDeadlock,
     P2POp,
     assign_rank_order_peers,
+    bytes_still,
     find_deadlock,
     p2p_op,
 )
@@ -102,7 +105,8 @@ class P2PPipelineDeadlock(Rule):
         moved = nobody_moved(ctx, live)
         if moved is False:
             return  # a pipeline that moves is a pipeline at work
-        found = find_deadlock(ops, set(live))
+        still = {r for r in ops if bytes_still(live[r].process)}
+        found = find_deadlock(ops, set(live), still if moved is True else set())
         if found is not None:
             yield self._finding(ctx, found, stuck=moved is True)
         elif len(ops) == len(live) and len(ops) >= 2:

@@ -19,19 +19,21 @@ first, from:
 The waits form a graph with at most one edge out of each rank; a cycle of waits that do
 not match each other (send/send, recv/recv) is a deadlock, and a chain that ends at a
 rank that is not in a point-to-point op ends at the culprit. A send and the recv it
-feeds that are both posted and both stay blocked while nothing moves are a deadlock of
-their own: they do not describe the same transfer (gloo pairs a send with a recv by its
-``tag``, so a receiver that posts the second tensor's recv first waits forever while its
-sender waits in the first tensor's send; NCCL pairs them by order and size), and the
-pair is the culprit while the stages behind the sender queue in their own sends.
+feeds that are both posted and both stay blocked while not a byte moves through either
+process are a deadlock of their own: they do not describe the same transfer (gloo pairs
+a send with a recv by its ``tag``, so a receiver that posts the second tensor's recv
+first waits forever while its sender waits in the first tensor's send; NCCL pairs them
+by order and size), and the pair is the culprit while the stages behind the sender queue
+in their own sends. A pair whose I/O counters were not read twice (a paste) may be a
+large transfer in flight and is not named (``bytes_still``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Frame
+from hangdoc.analyzer.model import Frame, ProcessEvidence
 from hangdoc.analyzer.views.activity import RankActivity, is_user_frame
 from hangdoc.analyzer.views.catalog import (
     P2P_DIRECTION_HINTS,
@@ -171,20 +173,42 @@ def _unmatched(op: P2POp, ops: Mapping[int, P2POp]) -> bool:
     return other is None or not op.matches(other)
 
 
-def _blocked_pairs(ops: Mapping[int, P2POp]) -> tuple[tuple[int, int], ...]:
-    """(sender, receiver) of each send whose peer is blocked in the recv aimed back at it."""
+def bytes_still(process: ProcessEvidence) -> bool:
+    """No byte read or written by the process (/proc/PID/io, every thread's: gloo's and
+    NCCL's socket threads included) between its first and last live /proc sample, read at
+    least twice. A send and its recv moving a large tensor over a socket move these."""
+    procs = [p for p in process.proc_samples if p.alive]
+    if len(procs) < 2:
+        return False
+    first, last = procs[0].io, procs[-1].io
+    counters = (
+        (first.rchar, last.rchar),
+        (first.wchar, last.wchar),
+        (first.syscr, last.syscr),
+        (first.syscw, last.syscw),
+    )
+    return all(a is not None and a == b for a, b in counters)
+
+
+def _blocked_pairs(ops: Mapping[int, P2POp], still: Set[int]) -> tuple[tuple[int, int], ...]:
+    """(sender, receiver) of each send whose peer is blocked in the recv aimed back at it,
+    where no byte moved through either (``still``)."""
     pairs = []
     for rank, op in sorted(ops.items()):
         other = ops.get(op.peer) if op.peer is not None else None
-        if op.kind == P2PKind.SEND and other is not None and op.matches(other):
+        sent = op.kind == P2PKind.SEND and other is not None and op.matches(other)
+        if sent and other is not None and rank in still and other.rank in still:
             pairs.append((rank, other.rank))
     return tuple(pairs)
 
 
-def find_deadlock(ops: Mapping[int, P2POp], ranks: set[int]) -> P2PDeadlock | None:
+def find_deadlock(
+    ops: Mapping[int, P2POp], ranks: set[int], still: Set[int] = frozenset()
+) -> P2PDeadlock | None:
     """A cycle of unmatched waits, else the longest chain of waits ending at a rank that
-    is collected but elsewhere, else a send and its recv blocked on each other (the
-    caller knows whether they stayed so). ``ranks`` are the live collected ranks."""
+    is collected but elsewhere, else a send and its recv blocked on each other with no
+    byte moving through either. ``ranks`` are the live collected ranks, ``still`` those
+    whose I/O stood still (``bytes_still``)."""
     edges = {r: op.peer for r, op in ops.items() if op.peer is not None and _unmatched(op, ops)}
     for start in sorted(edges):
         path: list[int] = []
@@ -208,7 +232,7 @@ def find_deadlock(ops: Mapping[int, P2POp], ranks: set[int]) -> P2PDeadlock | No
             best, end = tuple(path), node
     if end is not None:
         return P2PDeadlock(ops, (), end, best)
-    pairs = _blocked_pairs(ops)
+    pairs = _blocked_pairs(ops, still)
     if pairs:
         paired = {r for pair in pairs for r in pair}
         behind = tuple(r for r in sorted(edges) if r not in paired)
