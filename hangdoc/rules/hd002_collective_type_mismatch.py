@@ -17,6 +17,8 @@ The main thread's stack of every rank at the last sample, classified with the fr
 catalog; the collective op (the innermost torch.distributed frame, normalised to its
 family: all_gather_object counts as all_gather) and the user frame that called it.
 The largest group of ranks is taken as the expected op; the others are the culprits.
+Point-to-point ``send``/``recv`` are not collectives: ranks in send facing a rank in recv
+is the shape of a pipeline (HD105 reads it), so ranks in them are left out here.
 
 ## How to confirm
 Compare the user frames that called the collective on each side (shown in the finding
@@ -38,6 +40,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.analyzer.views.activity_table import Activity
+from hangdoc.analyzer.views.p2p_stacks import P2P_FAMILIES
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved
 from hangdoc.rules.refs import stack_refs
@@ -57,7 +60,7 @@ class CollectiveTypeMismatch(Rule):
         groups: dict[str, list[RankActivity]] = {}
         for activity in sorted(ctx.activities.values(), key=lambda a: a.rank):
             call = activity.waiting_call
-            if call is not None and not activity.process.exited:
+            if call is not None and not activity.process.exited and call.family not in P2P_FAMILIES:
                 groups.setdefault(call.family, []).append(activity)
         if len(groups) < 2:
             return

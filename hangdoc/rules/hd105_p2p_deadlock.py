@@ -4,8 +4,10 @@
 Ranks are blocked in point-to-point transfers (``send``/``recv``, pipeline helpers such
 as ``send_forward``/``recv_backward``) that can never complete: two stages both send to
 each other (or both receive), so each waits for a ``recv`` the other never posts — a
-cycle — or a chain of stages waits on a rank that is not in any transfer at all. Nothing
-moved between samples. A pipeline whose stages sit in different ops but keep moving is
+cycle —, a chain of stages waits on a rank that is not in any transfer at all, or a
+stage sends to the next one while that one is blocked receiving from it, yet neither
+transfer completes: they do not describe the same transfer. Nothing moved between
+samples. A pipeline whose stages sit in different ops but keep moving is
 healthy, and this rule stays silent on it (HD004 says "not hung").
 
 ## Why it hangs
@@ -13,24 +15,34 @@ A blocking send finishes only when the peer posts the matching receive. When the
 schedules of two stages disagree (one runs 1F1B, the other all-forward-then-backward;
 an extra or missing microbatch; a warm-up count computed differently) each stage blocks
 in its own transfer forever, and every stage before or after it blocks behind it.
+A send and a recv aimed at each other also hang when they disagree on which tensor
+comes first: gloo pairs a send with a recv by its ``tag`` (a stage that sends the hidden
+states with tag 0 and then the mask with tag 1, to a receiver that posts the mask's recv
+first, waits in the first send forever), and NCCL pairs them by order and size.
 
 ## Evidence used
 The main thread's stack of every rank at each sample: the c10d ``send``/``recv`` frame,
 its ``dst``/``src`` arguments when py-spy ran with ``--locals``, otherwise the direction
-named by the pipeline helper that called it together with the rank order (an
-assumption the finding states); whether any rank moved between samples.
+named by the pipeline helper that called it together with the rank order, otherwise
+(a bare ``dist.send``/``dist.recv``) the rank order alone: where the sending and the
+receiving stages meet at neighbouring ranks one way only, that is the direction data
+flows (assumptions the finding states); whether any rank moved between samples; for a
+send and the recv it feeds, the processes' I/O counters (/proc/PID/io) read twice: no
+byte moved through either, so the transfer is not in flight.
 
 ## How to confirm
 `py-spy dump --locals --pid PID` on the named ranks: the ``dst``/``src`` of each blocked
-``send``/``recv`` point at each other. Log the schedule (microbatch, op, peer) of each
-stage for one step and compare neighbours.
+``send``/``recv`` point at each other (and, for a send and a recv, their ``tag`` and
+tensor sizes differ). Log the schedule (microbatch, op, peer, tag) of each stage for
+one step and compare neighbours.
 
 ## How to fix
 Make neighbouring stages run the same schedule (same number of warm-up microbatches,
-same order of forward/backward transfers). Use ``batch_isend_irecv`` (or
-``send_forward_recv_backward``-style combined ops) where two stages exchange in both
-directions at once, so neither blocks on its send; use the framework's schedule
-(torch.distributed.pipelining, Megatron, DeepSpeed) rather than hand-written ones.
+same order of forward/backward transfers, the same tags in the same order). Use
+``batch_isend_irecv`` (or ``send_forward_recv_backward``-style combined ops) where two
+stages exchange in both directions at once, so neither blocks on its send; use the
+framework's schedule (torch.distributed.pipelining, Megatron, DeepSpeed) rather than
+hand-written ones.
 """
 
 from __future__ import annotations
@@ -39,7 +51,14 @@ from collections.abc import Iterable, Mapping
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.analyzer.views.p2p_stacks import P2PDeadlock, P2POp, find_deadlock, p2p_op
+from hangdoc.analyzer.views.p2p_stacks import (
+    P2PDeadlock,
+    P2POp,
+    assign_rank_order_peers,
+    bytes_still,
+    find_deadlock,
+    p2p_op,
+)
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved, span_text
 from hangdoc.rules.refs import stack_refs
@@ -48,6 +67,22 @@ from hangdoc.rules.strength import Shift, shifted
 _ASSUMED = (
     " Peers were inferred from the direction of the pipeline helpers and the rank order "
     "(consecutive ranks as consecutive stages); collect with py-spy --locals to confirm."
+)
+_ASSUMED_ORDER = (
+    " Peers were inferred from the rank order alone (consecutive ranks as consecutive "
+    "stages, data flowing from the sending stages to the receiving ones where they meet); "
+    "collect with py-spy --locals to confirm."
+)
+_FIX = (
+    "Make neighbouring pipeline stages run the same schedule (same warm-up "
+    "microbatches, same order of forward and backward transfers). Where two "
+    "stages exchange in both directions, use batch_isend_irecv or a combined "
+    "send/recv so that neither blocks on its send."
+)
+_PAIR_FIX = (
+    "Make the receiver post its recvs in the order the sender sends, with the same "
+    "tags (or send the tensors of one step together with batch_isend_irecv and "
+    "matching tags, or as one packed tensor), so each send meets the recv it feeds."
 )
 
 
@@ -64,12 +99,14 @@ class P2PPipelineDeadlock(Rule):
         live = {r: a for r, a in ctx.activities.items() if not a.process.exited}
         world = ctx.evidence.expected_world_size()
         ops = {r: op for r, a in live.items() if (op := p2p_op(a, world)) is not None}
+        ops = assign_rank_order_peers(ops, world)
         if not ops:
             return
         moved = nobody_moved(ctx, live)
         if moved is False:
             return  # a pipeline that moves is a pipeline at work
-        found = find_deadlock(ops, set(live))
+        still = {r for r in ops if bytes_still(live[r].process)}
+        found = find_deadlock(ops, set(live), still if moved is True else set())
         if found is not None:
             yield self._finding(ctx, found, stuck=moved is True)
         elif len(ops) == len(live) and len(ops) >= 2:
@@ -80,7 +117,9 @@ class P2PPipelineDeadlock(Rule):
         ops = found.ops
         waiting = tuple(sorted(set(ops) - set(culprits)))
         span = span_text(ctx, ops)
-        if found.cycle:
+        if found.pairs:
+            title, explanation = self._pair_text(found)
+        elif found.cycle:
             members = "; ".join(f"rank {r}: {ops[r].text()}" for r in found.cycle)
             kinds = {ops[r].kind for r in found.cycle}
             kind = next(iter(kinds))
@@ -115,7 +154,8 @@ class P2PPipelineDeadlock(Rule):
             )
         explanation += f" Nothing moved{span}." if stuck else " Only one sample was taken."
         if found.assumed:
-            explanation += _ASSUMED
+            helpers = all(op.direction is not None for op in ops.values() if op.assumed)
+            explanation += _ASSUMED if helpers else _ASSUMED_ORDER
         strength = Strength.CONCLUSIVE  # each rank's transfer and its peer's, on record
         if not stuck:
             strength = shifted(strength, Shift.ONE_SAMPLE)
@@ -127,17 +167,30 @@ class P2PPipelineDeadlock(Rule):
             severity=self.severity if stuck else Severity.ERROR,
             title=title,
             explanation=explanation,
-            fix=(
-                "Make neighbouring pipeline stages run the same schedule (same warm-up "
-                "microbatches, same order of forward and backward transfers). Where two "
-                "stages exchange in both directions, use batch_isend_irecv or a combined "
-                "send/recv so that neither blocks on its send."
-            ),
+            fix=_PAIR_FIX if found.pairs else _FIX,
             culprit_ranks=culprits,
             waiting_ranks=waiting,
             evidence=tuple(self._refs(ctx, ops, culprits)),
             strength=strength,
         )
+
+    @staticmethod
+    def _pair_text(found: P2PDeadlock) -> tuple[str, str]:
+        ops = found.ops
+        said = "; ".join(
+            f"rank {s}: {ops[s].text()}; rank {r}: {ops[r].text()}" for s, r in found.pairs
+        )
+        heads = ", ".join(f"rank {s} sends to rank {r}" for s, r in found.pairs)
+        title = f"{heads}, which waits to receive from it, yet neither transfer completes"
+        explanation = (
+            f"{said}. A send and the recv aimed back at it are both posted and both stay "
+            "blocked, so they are not the same transfer: gloo pairs a send with a recv by "
+            "its tag (and NCCL by order and size), and the receiver waits for a tensor the "
+            "sender has not reached while the sender waits for a recv the receiver has not "
+            "posted yet, i.e. the two stages send and receive their tensors in a different "
+            "order."
+        )
+        return title, explanation
 
     def _all_blocked(self, ctx: RuleContext, ops: Mapping[int, P2POp], *, stuck: bool) -> Finding:
         ranks = tuple(sorted(ops))

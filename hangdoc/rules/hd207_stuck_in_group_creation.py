@@ -33,6 +33,11 @@ Where the collector read the ranks' environment (process.json), their rendezvous
 (MASTER_ADDR, MASTER_PORT, WORLD_SIZE: what the env:// rendezvous reads) are compared: a
 rank whose value, or lack of one, differs from a value every other rank shares meets at
 another store, and is named as the one the others wait for, with both values.
+The ranks' own lines before the group is created that state the world size they pass
+(Lightning's "MEMBER: 1/8", Ray Train's "world_size=8", a job's own "Initializing process
+group: rank 0 of 8": parsers/logs/phases.py) are compared with the ranks that exist: a
+group of 8 that the launcher started 4 ranks of (WORLD_SIZE=4, all of them collected)
+waits for members that never started (a node counted that was not launched).
 
 ## How to confirm
 Collect the ranks that are missing; check the launcher's world size and MASTER_ADDR /
@@ -48,12 +53,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, LogEvent, Severity, Strength
+from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import RankActivity, classify_process
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.nccl_setup import FIRST_COLLECTIVES
 from hangdoc.analyzer.views.rendezvous_settings import OddSetting, odd_rendezvous
+from hangdoc.analyzer.vocabulary import Phase
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.culprit import proc_source
 from hangdoc.rules.refs import stack_refs
@@ -102,15 +109,27 @@ class StuckInGroupCreation(Rule):
                 "collected: they are the ones the group waits for (not started, crashed, "
                 "late, or unable to reach the store)."
             )
-        else:
-            explanation += (
-                " A member that never arrived, a different world size, or a store that some "
-                "ranks cannot reach keeps the group from completing."
-            )
         # Which rank is at another store: its rendezvous settings differ from the value
         # every other rank shares (views/rendezvous_settings.py).
         odd = [] if missing else odd_rendezvous(ctx.evidence, ranks)
         odd_ranks = tuple(sorted({r for s in odd for r in s.ranks}))
+        # A group larger than the job: the ranks say they create a group of more members
+        # than the launcher started, all of which are here (views: the init markers).
+        stated = None if missing or odd_ranks else _stated_world(live, world)
+        if stated is not None:
+            size, said_rank, said = stated
+            explanation += (
+                f" The ranks' own lines say they create a group of {size} (rank "
+                f"{said_rank}: {said.text!r}), but the job started {world} "
+                f"(WORLD_SIZE={world}, all collected): ranks {world}-{size - 1} never "
+                "started, and the group waits for them (a world size that counts nodes or "
+                "processes that were not launched)."
+            )
+        elif not missing:
+            explanation += (
+                " A member that never arrived, a different world size, or a store that some "
+                "ranks cannot reach keeps the group from completing."
+            )
         if odd_ranks:
             one = len(odd_ranks) == 1
             explanation += (
@@ -127,7 +146,12 @@ class StuckInGroupCreation(Rule):
             severity=Severity.ERROR,
             title=f"every collected rank waits in {what}"
             + (f"; {plural_ranks(missing)} never arrived" if missing else "")
-            + (f"; {odd[0].text()}" if odd_ranks else ""),
+            + (f"; {odd[0].text()}" if odd_ranks else "")
+            + (
+                f" for a group of {stated[0]}, but the job started {world} ranks"
+                if stated is not None
+                else ""
+            ),
             explanation=explanation,
             fix=(
                 "Collect or check the missing ranks; start the same world size everywhere, "
@@ -136,11 +160,15 @@ class StuckInGroupCreation(Rule):
             ),
             culprit_ranks=tuple(missing) or odd_ranks,
             waiting_ranks=tuple(r for r in ranks if r not in odd_ranks),
-            evidence=tuple(stack_refs(live, limit=3)) + tuple(_env_refs(ctx, odd)),
+            evidence=tuple(stack_refs(live, limit=3))
+            + tuple(_env_refs(ctx, odd))
+            + ((_line_ref(stated[1], stated[2]),) if stated is not None else ()),
             # The category is what the stacks show; which member is late they do not, but
             # for ranks never collected. One stack alone is weak: one process caught in a
             # store read may be passing through.
-            strength=Strength.SIGNAL if (missing or odd_ranks) and len(live) > 1 else Strength.HINT,
+            strength=Strength.SIGNAL
+            if (missing or odd_ranks or stated) and len(live) > 1
+            else Strength.HINT,
         )
 
     def _lone(self, ctx: RuleContext) -> Finding | None:
@@ -236,6 +264,36 @@ def _env_refs(ctx: RuleContext, odd: list[OddSetting]) -> list[EvidenceRef]:
                 )
             )
     return refs
+
+
+def _stated_world(live: list[RankActivity], world: int) -> tuple[int, int, LogEvent] | None:
+    """The world size every live rank's own init line states, where it exceeds the job's
+    (``world``: WORLD_SIZE, every rank of which is live), with one such line."""
+    if not world or len(live) != world:
+        return None
+    sizes: set[int] = set()
+    first: tuple[int, LogEvent] | None = None
+    for activity in live:
+        said = [
+            (m.world_size, e)
+            for e in activity.process.log_events
+            if (m := e.payload_as(PhaseMarker)) is not None
+            and m.phase is Phase.INIT
+            and m.world_size
+        ]
+        if not said:
+            return None
+        sizes.update(size for size, _ in said)
+        first = first or (activity.rank, said[-1][1])
+    if len(sizes) != 1 or first is None or (size := next(iter(sizes))) <= world:
+        return None
+    return size, *first
+
+
+def _line_ref(rank: int, event: LogEvent) -> EvidenceRef:
+    return EvidenceRef(
+        source=event.source, detail=f"rank {rank}: {event.text}", rank=rank, line=event.line
+    )
 
 
 def _builder(activity: RankActivity) -> str | None:

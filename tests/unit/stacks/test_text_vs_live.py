@@ -84,6 +84,19 @@ GENERIC_ONLY: dict[str, tuple[str, tuple[str, ...] | None]] = {
 # collected is dead), two samples (the save moved: slow, not hung). Strict: exactly that,
 # in every form, never the live answer (then the entry goes).
 COARSER: dict[str, str] = {"killed": _NEEDS_WORLD, "slow-save": _NEEDS_TWO_SAMPLES}
+# world-size-nodes (live-2026-11-28c): every rank says "rank r of 8" and waits in
+# init_process_group; live, WORLD_SIZE=4 in each rank's environment with all four collected
+# says ranks 4-7 were never launched (HD207, no culprit); pasted, the world of 8 is all the
+# ranks' lines say, and ranks 4-7 not pasted are read as the members that never arrived.
+KNOWN_GAPS["world-size-nodes"] = (
+    "which ranks the launcher started is the environment's to show (WORLD_SIZE), not a paste's",
+    None,
+    (Category.NCCL_INIT, (4, 5, 6, 7)),
+)
+# crash-at-startup (live-2026-11-28c): rank 3 died before it joined the group and left no
+# process to collect; live, WORLD_SIZE=4 with three ranks on the node makes it dead (HD003),
+# pasted, ranks 0-2 in init_process_group is all there is (HD207, a live finding too).
+COARSER["crash-at-startup"] = _NEEDS_WORLD
 
 # Live hangs of 2026-11-28 (fixtures/first_sight/live-2026-11-28.json). tracker-wedged: the
 # thread the main thread waits for is in socket.recv, a C call with no frame of its own, so

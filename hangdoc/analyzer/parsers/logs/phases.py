@@ -184,12 +184,25 @@ _INIT = re.compile(
     # "> initializing torch distributed ...".
     r"|Setting up process group for: \S+ \[rank=(?P<rank3>\d+), world_size=(?P<world3>\d+)\]"
     r"|Initializing TorchBackend in DeepSpeed with backend \w+|> initializing torch distributed"
+    # A job's own line before init_process_group that states the rank and the world size it
+    # passes: "Initializing process group: rank 3 of 8", "initializing distributed, rank 3
+    # of 8" (the rank of the world the group is created with, which the store waits for).
+    r"|[Ii]nitiali[sz]ing (?:the )?(?:process group|distributed|torch\.distributed)\b"
+    r"[^\n]{0,60}?\b[Rr]ank (?P<rank4>\d+) of (?P<world4>\d+)\b"
 )
 # DeepSpeed's log_dist "[Rank 0] …", after its logger header or with the header peeled
 # (parsers/logs/prefix.py _DS_LOGGER).
 _DS_RANK = re.compile(r"(?:^|\[[\w.]+\.py:\d+:\w+\] )\[Rank (\d+)\] ")
 _KEYS = (
     "process group for",
+    "nitializing process group",
+    "nitialising process group",
+    "nitializing distributed",
+    "nitialising distributed",
+    "nitializing the",
+    "nitialising the",
+    "nitializing torch.distributed",
+    "nitialising torch.distributed",
     "TorchBackend",
     "initializing torch distributed",
     "exhausted",
@@ -329,12 +342,12 @@ def match_phase(text: str) -> Hit | None:
     if (d := _DS_RANK_SEARCH(text)) is not None:
         content_rank = int(d.group(1))
     if (i := _INIT_SEARCH(text)) is not None:
-        said = i.group("rank") or i.group("rank2") or i.group("rank3")
+        said = i.group("rank") or i.group("rank2") or i.group("rank3") or i.group("rank4")
         rank = int(said) if said is not None else content_rank
         marker = PhaseMarker(
             phase=Phase.INIT,
             label="distributed init",
-            world_size=as_int(i.group("world") or i.group("world3")),
+            world_size=as_int(i.group("world") or i.group("world3") or i.group("world4")),
         )
         return Hit(EventKind.PHASE, payload=marker, rank=rank, key=("phase", "init"))
     if ("%|" in text or "<" in text) and (
