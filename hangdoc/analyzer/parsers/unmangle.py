@@ -54,6 +54,7 @@ the user's file.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -61,6 +62,8 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.catalog.cut_body import cut_body
 from hangdoc.analyzer.parsers.catalog.matcher import default_matcher
+from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.parser import recognise_line
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.prefixes import strip_colours
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME as PYSPY_FRAME
@@ -91,6 +94,8 @@ _WORD_NEAR_EDGE = 12
 # wider; lines all shorter than this are a short log's own, each about as long as the next.
 _MIN_WORD_WIDTH = 60
 # A row of a drawn table (nvidia-smi's "| … |", a rule "+---+"): closed by its border, whole.
+# A rule of one character ("*****", "-----"): a line of its own, whatever follows it.
+_RULE = re.compile(r"\s*([=\-*#+_~])\1{2,}\s*")
 _TABLE_ROW_DRAWN = re.compile(r"\s*[|+].*[|+]\s*$")
 # A piece that ends in a word, a path or a key, where the next piece goes on with it: a
 # word cut in two ("subproc" / "ess 9439"), a path or a value cut after its separator
@@ -113,7 +118,8 @@ _NAME_REST = re.compile(r"[\w<>]+$")
 # NCCL's debug.cc writes its header's "NCCL" and the level together ("… [0] NCCL INFO …",
 # "… [0] transport.cc:154 NCCL WARN …"): a piece that ends with the header's "NCCL " is
 # continued by its level, which elsewhere starts a record of its own (Python logging's).
-_LEVEL_PENDING = re.compile(r"(?:\[\d+\]|\w:\d+) NCCL $")
+# (a wrap at word boundaries drops the space after "NCCL": the level went on all the same)
+_LEVEL_PENDING = re.compile(r"(?:\[\d+\]|\w:\d+) NCCL ?$")
 _PENDING_LEVEL = re.compile(r"(?:WARN|INFO|TRACE) ")
 # A name, a colon and a space start a line of its own: an exception's or a library's
 # message ("ncclInvalidUsage: This usually reflects …" under torch's NCCL error line); a
@@ -654,6 +660,7 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
     broke = _first_word_length(rest) > room
     if (not broke and room >= _WORD_NEAR_EDGE) or (
         _FRAME_LINE.match(piece)
+        or _RULE.fullmatch(piece)
         or _TABLE_ROW_DRAWN.match(piece)
         or _BAR_CLOSED.search(piece)
         or _NAMED_LINE.match(_unemphasised(rest))
@@ -724,12 +731,17 @@ def _long_word_cut(piece: str, width: int) -> bool:
     return len(piece) == width and " " not in piece.lstrip(" ")
 
 
-def _word_glue(piece: str, width: int) -> str:
+def _word_glue(piece: str, width: int, rest: str = "", record: str = "") -> str:
     """What the wrap took out between ``piece`` and its rest: the space it broke at, none
     where the piece kept it, or where a word longer than the line was cut at the column
-    (``_long_word_cut``)."""
-    if piece.endswith(" ") or _long_word_cut(piece, width):
+    (``_long_word_cut``), unless the rest goes on after a space all the same: a whole
+    word as long as the longest line (the width may be wider than any line) followed by
+    the next, shown as ``_column_glue`` shows it (a frame line, a seam of two words)."""
+    if piece.endswith(" "):
         return ""
+    if _long_word_cut(piece, width):
+        spaced = _spaced_shape(record, rest) or _word_seam(piece, rest, None)
+        return " " if spaced else ""
     return " "
 
 
@@ -739,27 +751,258 @@ def _rejoin_words(lines: _Lines, width: int) -> int:
     return _join_pieces(
         lines,
         lambda k, text: _word_joins(lines.texts[k - 1], lines.texts[k], text, width),
-        lambda k, _text: _word_glue(lines.texts[k - 1], width),
+        lambda k, text: _word_glue(lines.texts[k - 1], width, lines.texts[k], text),
     )
 
 
-def _column_glue(text: str, rest: str) -> str:
+def _column_glue(text: str, rest: str, known: _KnownWords | None = None) -> str:
     """What goes between a piece a column cut and its rest: nothing (a terminal's wrap
     cuts at the column whatever it cuts, the space kept on one side where it fell on
     one), or the space a wrap at word boundaries dropped, where the lengths showed no wrap
     of either kind for sure and neither side of the boundary holds a space: a library's
     message then decides, the catalog row that the line joined with a space is (and
     joined without one is not, or only a less specific row: "… is all-gathering 1" /
-    "parameters while …", "… pair.cc:534] Connection" / "closed by peer …")."""
+    "parameters while …", "… pair.cc:534] Connection" / "closed by peer …"). Before the
+    catalog, two things show a space was dropped: the line joined with it is a record of
+    a known shape that joined without it is not (``_spaced_shape``: a traceback's frame,
+    an NCCL header and its level), or the boundary is a seam between two words, not a cut
+    inside one (``_word_seam``: "barrier on" / "rank: 0", "invalid" / "usage")."""
     if not text or not rest or text[-1].isspace() or rest[0].isspace():
         return ""
     if text[-1].isdigit() and rest[0].isdigit():
         return ""  # a number the column cut
+    if _spaced_shape(text, rest) or _word_seam(text, rest, known):
+        return " "
     spaced = default_matcher().match(f"{text} {rest}")
     if spaced is None or not spaced.start < len(text) < spaced.end - 1:
         return ""  # no message, or none that the boundary falls inside
     glued = default_matcher().match(text + rest)
     return " " if glued is None or glued.row.specificity < spaced.row.specificity else ""
+
+
+# A traceback's frame line, where a prefix may stand before it ("[rank1]:   File …") and
+# faulthandler's form ("line 4 in f") as well as CPython's ("line 4, in f").
+_FRAME_ANYWHERE = re.compile(r'(?:^|[\s:])File "[^"]+", line \d+,? in \S')
+_LETTERS_END = re.compile(r"(?<![A-Za-z0-9_])(?:[A-Za-z]{2,}|\d+)$")
+_LETTERS_START = re.compile(r"[A-Za-z]{2,}(?![A-Za-z0-9_])")
+_MIN_SEAM_WORD = 3  # after a number, a word at least this long ("128" / "params")
+
+
+@functools.cache
+def _catalog_words() -> frozenset[str]:
+    """Every word the catalog's messages print as a word of its own (lower-case, two
+    letters or more; a word glued to a slot, "%sms", prints as part of another)."""
+    words: set[str] = set()
+    for row in default_matcher().catalog.rows:
+        parts = row.parts
+        for index, part in enumerate(parts):
+            if not isinstance(part, str):
+                continue
+            for m in re.finditer(r"[A-Za-z]{2,}", part):
+                glued_left = m.start() == 0 and index > 0 and not isinstance(parts[index - 1], str)
+                glued_right = (
+                    m.end() == len(part)
+                    and index + 1 < len(parts)
+                    and not isinstance(parts[index + 1], str)
+                )
+                if not glued_left and not glued_right:
+                    words.add(m.group().lower())
+    return frozenset(words)
+
+
+class _KnownWords:
+    """The words a text may hold: the catalog's, and each word of the text itself (a word
+    a column cut in two is printed whole elsewhere as often as not). Counted on first use."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self._own: frozenset[str] | None = None
+
+    def whole(self, word: str) -> bool:
+        """``word`` is a word of the catalog or of the text."""
+        if self._own is None:
+            self._own = frozenset(
+                w.lower() for t in self.texts for w in re.findall(r"[A-Za-z]{2,}", t)
+            )
+        return word in self._own or word in _catalog_words()
+
+
+def _word_seam(text: str, rest: str, known: _KnownWords | None) -> bool:
+    """The boundary between ``text`` and ``rest`` (no space on either side) lies between
+    two words, where a wrap at word boundaries dropped a space, not inside one word that a
+    column cut: the word ``text`` ends with and the one ``rest`` starts with are each a
+    word the catalog prints, and the two run together are no word of the catalog's or the
+    text's ("barrier on" / "rank: 0"; "subproc" / "ess" is a word cut, and so is "time" /
+    "out"). A number before a word is a seam too ("128" / "params"); a capital after a
+    lower-case letter may be a CamelCase name's hump, which a column cuts: no seam."""
+    end = _LETTERS_END.search(text)
+    start = _LETTERS_START.match(rest)
+    if end is None or start is None:
+        return False
+    left, right = end.group(), start.group()
+    if left[-1].islower() and right[0].isupper():
+        return False
+    vocabulary = _catalog_words()
+    if right.lower() not in vocabulary:
+        return False
+    if left.isdigit():
+        return len(right) >= _MIN_SEAM_WORD and right.islower()
+    if left.lower() not in vocabulary:
+        return False
+    glued = (left + right).lower()
+    return not (glued in vocabulary or (known is not None and known.whole(glued)))
+
+
+def _spaced_shape(text: str, rest: str) -> bool:
+    """Joined with a space, ``text`` and ``rest`` make a record of a known shape that
+    neither is alone, nor the two joined without it: a traceback's frame line (a path
+    too long for the line broke it after ``File``, or the number after ``line``), or an
+    NCCL header whose level went on (``NCCL`` / ``WARN …``)."""
+    if text.endswith(" ") or rest.startswith(" "):
+        return False
+    if _LEVEL_PENDING.search(text) and _PENDING_LEVEL.match(rest):
+        return True
+    return bool(
+        _FRAME_ANYWHERE.search(f"{text} {rest}")
+        and not _FRAME_ANYWHERE.search(text)
+        and not _FRAME_ANYWHERE.search(text + rest)
+    )
+
+
+def _catalog_spans(record: str, rest: str) -> bool:
+    """Joined with a space, ``record`` and ``rest`` hold a library's message that neither
+    holds alone: the catalog's most specific row for the joined line has literal words
+    on both sides of the boundary, matches neither side by itself, and is more specific
+    than any row the record matches alone (a message printed on one line is printed so
+    whole; broken, its pieces are each short of the row)."""
+    joined = f"{record} {rest}"
+    found = default_matcher().match(joined)
+    boundary = len(record)
+    if found is None or not found.start < boundary < found.end - 1:
+        return False
+    row = found.row
+    if row.pattern.search(record) or row.pattern.search(rest):
+        return False
+    left = set(_WORD_RUNS.findall(joined[found.start : boundary]))
+    right = set(_WORD_RUNS.findall(joined[boundary + 1 : found.end]))
+    if not (left & row.words and right & row.words):
+        return False
+    alone = default_matcher().match(record)
+    return alone is None or alone.row.specificity < row.specificity
+
+
+_WORD_RUNS = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
+_OPENERS = {"[": "]", "(": ")", "{": "}"}
+_CLOSERS = frozenset(_OPENERS.values())
+
+
+def _brackets_span(piece: str, rest: str) -> bool:
+    """A bracket ``piece`` leaves open is the first one ``rest`` closes ("[PG ID 2 PG GUID
+    3" / "Rank 14] Process group …"): one bracketed field across the boundary, which a
+    record prints on one line (a call's arguments that go on under it are indented, and
+    no rest of a wrap at word boundaries is)."""
+    left: list[str] = []
+    for char in piece:
+        if char in _OPENERS:
+            left.append(char)
+        elif char in _CLOSERS and left and _OPENERS[left[-1]] == char:
+            left.pop()
+    if not left:
+        return False
+    depth = 0
+    for char in rest:
+        if char in _OPENERS:
+            depth += 1
+        elif char in _CLOSERS:
+            if depth == 0:
+                return char == _OPENERS[left[-1]]
+            depth -= 1
+    return False
+
+
+def _hit_facts(hit: Hit) -> tuple[object, ...]:
+    return (
+        hit.kind, hit.rank, hit.pid, hit.host, hit.named_local_rank, hit.named_pid,
+        hit.named_host, hit.payload,
+    )  # fmt: skip
+
+
+def _recognised_join(record: str, rest: str) -> bool:
+    """Joined with a space, ``record`` and ``rest`` make a line the log readers recognise
+    (parsers/logs: a launcher's report of a worker's death, torch's store barrier), and
+    ``rest`` alone is none, and ``record`` alone is none or says less (a worker's exit
+    code without the local rank the rest names)."""
+    joined = recognise_line(f"{record} {rest}")
+    if joined is None or recognise_line(rest) is not None:
+        return False
+    alone = recognise_line(record)
+    return alone is None or _hit_facts(alone) != _hit_facts(joined)
+
+
+def _shape_joins_next(
+    piece: str, rest: str, record: str, longest: int, after: str | None = None
+) -> bool:
+    """``rest`` is the rest of ``record`` (whose last piece is ``piece``), broken where a
+    wrap at word boundaries broke it, shown by what the joined line is rather than by the
+    lengths (a one-line paste broken once or twice shows no width; a message printed
+    thrice and broken alike shows one break): the next word would not have fit on a line
+    as long as the text's longest, ``rest`` starts no record of its own, and joined with
+    the space the wrap dropped the two make a record of a known shape that ``record``
+    alone is not (``_spaced_shape``, ``_catalog_spans``)."""
+    if not _may_break(piece, rest, record, longest):
+        return False
+    if (
+        _spaced_shape(record, rest)
+        or _brackets_span(piece, rest)
+        or _catalog_spans(record, rest)
+        or _recognised_join(record, rest)
+    ):
+        return True
+    # a record broken twice: the shape shows once its third piece is on too
+    return (
+        after is not None
+        and _may_break(rest, after, f"{record} {rest}", longest)
+        and (
+            _catalog_spans(record, f"{rest} {after}")
+            or _recognised_join(record, f"{rest} {after}")
+        )
+    )
+
+
+def _may_break(piece: str, rest: str, record: str, longest: int) -> bool:
+    """The boundary between ``piece`` and ``rest`` may be a wrap's at word boundaries: no
+    space on either side (the wrap dropped it), the next word would not have fit on a
+    line as long as the text's longest, and ``rest`` starts no record of its own."""
+    if not piece.strip() or not rest[:1].strip() or piece.endswith(" ") or _RULE.fullmatch(piece):
+        return False
+    if len(piece) + 1 + _first_word_length(rest) <= longest:
+        return False  # the next word would have fit: the line ended there
+    return _continues(_unemphasised(rest), record)
+
+
+def _shape_joins(lines: _Lines, longest: int) -> int:
+    """Join the breaks of a wrap at word boundaries that the lengths do not show, each
+    where the joined line is a record of a known shape (``_shape_joins_next``), with the
+    space the wrap dropped."""
+    if longest < _MIN_WORD_WIDTH:
+        return 0
+    old = lines.texts
+    return _join_pieces(
+        lines,
+        lambda k, text: _shape_joins_next(old[k - 1], old[k], text, longest, _at(old, k + 1)),
+        lambda _k, _text: " ",
+    )
+
+
+def _shape_breaks(texts: list[str]) -> bool:
+    """Cheap: a break ``_shape_joins`` would join."""
+    longest = max(map(len, texts), default=0)
+    if longest < _MIN_WORD_WIDTH:
+        return False
+    return any(
+        _shape_joins_next(texts[k], texts[k + 1], texts[k], longest, _at(texts, k + 2))
+        for k in range(len(texts) - 1)
+    )
 
 
 def _join_pieces(
@@ -833,23 +1076,31 @@ def _rejoin(
             return _lone_joins(old[k - 1], old[k], text, starts, _at(old, k + 1))
         return _continues(old[k], text)
 
-    joins = _join_pieces(lines, joins_next, lambda k, text: _column_glue(text, old[k]))
+    known = _KnownWords(old)
+    joins = _join_pieces(lines, joins_next, lambda k, text: _column_glue(text, old[k], known))
     return joins, f"a hard wrap at {width} columns"
 
 
 def _rejoin_all(
-    lines: _Lines, nested: bool = False, spike_only: bool = False
+    lines: _Lines, nested: bool = False, spike_only: bool = False, longest: int | None = None
 ) -> tuple[int, list[str]]:
     """Join wraps until none is left: a paste copied from a wide terminal, then from a
     narrow one, holds a wrap inside a wrap (once the narrow one's pieces are joined, the
-    wide one's lines are at their own edge)."""
+    wide one's lines are at their own edge); then the breaks of a wrap at word boundaries
+    that only the records they break show (``_shape_joins``), measured against
+    ``longest``, the longest line as pasted (before any join)."""
     total, widths = 0, list[str]()
     words = True
+    if longest is None:
+        longest = max(map(len, lines.texts), default=0)
     while True:
         joins, width = _rejoin(
             lines, nested=nested or bool(widths), words=words, spike_only=spike_only
         )
         if not joins or width is None:
+            if not spike_only and (shaped := _shape_joins(lines, longest)):
+                total += shaped
+                widths.append("breaks at word boundaries inside a record of a known shape")
             return total, widths
         total += joins
         widths.append(width)
@@ -1391,6 +1642,7 @@ def _wrap_shown(texts: list[str]) -> bool:
         wrap_width(texts) is not None
         or _lone_width(texts) is not None
         or _word_width(texts) is not None
+        or _shape_breaks(texts)
     )
 
 
@@ -1454,7 +1706,8 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
     # (they widen the lines they mark, and hide where a line starts): where the text holds
     # any, it is looked for once they are gone.
     words_later = _EMPHASIS[0](current)
-    joins, widths = _rejoin_all(lines, spike_only=words_later)
+    longest = max(map(len, lines.texts), default=0)
+    joins, widths = _rejoin_all(lines, spike_only=words_later, longest=longest)
     if joins:
         current = "\n".join(lines.texts)
         # A quoted paste wrapped by a terminal has its markers on each line's first piece
@@ -1478,7 +1731,7 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
             current = "\n".join(lines.texts)
         if step is _emphasis and (count or words_later):
             # emphasis added to a wrapped paste hides the wrap's width until it is gone
-            more, also = _rejoin_all(lines, nested=True)
+            more, also = _rejoin_all(lines, nested=True, longest=longest)
             joins, widths = joins + more, widths + also
             if more:
                 current = "\n".join(lines.texts)
