@@ -783,6 +783,10 @@ def _column_glue(text: str, rest: str, known: _KnownWords | None = None) -> str:
 # A traceback's frame line, where a prefix may stand before it ("[rank1]:   File …") and
 # faulthandler's form ("line 4 in f") as well as CPython's ("line 4, in f").
 _FRAME_ANYWHERE = re.compile(r'(?:^|[\s:])File "[^"]+", line \d+,? in \S')
+# CPython's OSError.__str__ (Objects/exceptions.c OSError_str) with its file names:
+# "[Errno %S] %S: %R" and "[Errno %S] %S: %R -> %R"; without them it is "[Errno %S] %S",
+# so a piece that ends before a file name is a whole message of another form.
+_OS_ERROR_FILES = re.compile(r"\[Errno -?\d+\] [^'\"]*?: '[^']*'(?: -> '[^']*')?$")
 _LETTERS_END = re.compile(r"(?<![A-Za-z0-9_])(?:[A-Za-z]{2,}|\d+)$")
 _LETTERS_START = re.compile(r"[A-Za-z]{2,}(?![A-Za-z0-9_])")
 _MIN_SEAM_WORD = 3  # after a number, a word at least this long ("128" / "params")
@@ -856,25 +860,27 @@ def _word_seam(text: str, rest: str, known: _KnownWords | None) -> bool:
 def _spaced_shape(text: str, rest: str) -> bool:
     """Joined with a space, ``text`` and ``rest`` make a record of a known shape that
     neither is alone, nor the two joined without it: a traceback's frame line (a path
-    too long for the line broke it after ``File``, or the number after ``line``), or an
-    NCCL header whose level went on (``NCCL`` / ``WARN …``)."""
+    too long for the line broke it after ``File``, or the number after ``line``), an
+    OSError's message with its file names (``_OS_ERROR_FILES``), or an NCCL header whose
+    level went on (``NCCL`` / ``WARN …``)."""
     if text.endswith(" ") or rest.startswith(" "):
         return False
     if _LEVEL_PENDING.search(text) and _PENDING_LEVEL.match(rest):
         return True
-    return bool(
-        _FRAME_ANYWHERE.search(f"{text} {rest}")
-        and not _FRAME_ANYWHERE.search(text)
-        and not _FRAME_ANYWHERE.search(text + rest)
+    spaced, glued = f"{text} {rest}", text + rest
+    return any(
+        shape.search(spaced) and not shape.search(text) and not shape.search(glued)
+        for shape in (_FRAME_ANYWHERE, _OS_ERROR_FILES)
     )
 
 
 def _catalog_spans(record: str, rest: str) -> bool:
     """Joined with a space, ``record`` and ``rest`` hold a library's message that neither
-    holds alone: the catalog's most specific row for the joined line has literal words
-    on both sides of the boundary, matches neither side by itself, and is more specific
-    than any row the record matches alone (a message printed on one line is printed so
-    whole; broken, its pieces are each short of the row)."""
+    holds alone: the catalog's most specific row for the joined line goes on across the
+    boundary, has literal words before it, matches neither side by itself, and is more
+    specific than any row the record matches alone (a message printed on one line is
+    printed so whole; broken, its pieces are each short of the row: "Failed: Cuda error
+    FILE:LINE" / "'peer access is not supported …'")."""
     joined = f"{record} {rest}"
     found = default_matcher().match(joined)
     boundary = len(record)
@@ -883,10 +889,8 @@ def _catalog_spans(record: str, rest: str) -> bool:
     row = found.row
     if row.pattern.search(record) or row.pattern.search(rest):
         return False
-    left = set(_WORD_RUNS.findall(joined[found.start : boundary]))
-    right = set(_WORD_RUNS.findall(joined[boundary + 1 : found.end]))
-    if not (left & row.words and right & row.words):
-        return False
+    if not set(_WORD_RUNS.findall(joined[found.start : boundary])) & row.words:
+        return False  # the message starts in the record, not in a slot's text
     alone = default_matcher().match(record)
     return alone is None or alone.row.specificity < row.specificity
 
@@ -963,7 +967,8 @@ def _shape_joins_next(
         after is not None
         and _may_break(rest, after, f"{record} {rest}", longest)
         and (
-            _catalog_spans(record, f"{rest} {after}")
+            _spaced_shape(record, f"{rest} {after}")
+            or _catalog_spans(record, f"{rest} {after}")
             or _recognised_join(record, f"{rest} {after}")
         )
     )
@@ -975,8 +980,13 @@ def _may_break(piece: str, rest: str, record: str, longest: int) -> bool:
     line as long as the text's longest, and ``rest`` starts no record of its own."""
     if not piece.strip() or not rest[:1].strip() or piece.endswith(" ") or _RULE.fullmatch(piece):
         return False
-    if len(piece) + 1 + _first_word_length(rest) <= longest:
-        return False  # the next word would have fit: the line ended there
+    if len(piece) > longest or len(piece) + 1 + _first_word_length(rest) <= max(
+        longest, _MIN_WORD_WIDTH
+    ):
+        # longer than any line pasted: pieces a wrap joined, which ended where they ended;
+        # or the next word would have fit (on the longest line, or on a line as wide as a
+        # wrap at word boundaries ever is): the line ended there
+        return False
     return _continues(_unemphasised(rest), record)
 
 
@@ -984,8 +994,6 @@ def _shape_joins(lines: _Lines, longest: int) -> int:
     """Join the breaks of a wrap at word boundaries that the lengths do not show, each
     where the joined line is a record of a known shape (``_shape_joins_next``), with the
     space the wrap dropped."""
-    if longest < _MIN_WORD_WIDTH:
-        return 0
     old = lines.texts
     return _join_pieces(
         lines,
@@ -997,8 +1005,6 @@ def _shape_joins(lines: _Lines, longest: int) -> int:
 def _shape_breaks(texts: list[str]) -> bool:
     """Cheap: a break ``_shape_joins`` would join."""
     longest = max(map(len, texts), default=0)
-    if longest < _MIN_WORD_WIDTH:
-        return False
     return any(
         _shape_joins_next(texts[k], texts[k + 1], texts[k], longest, _at(texts, k + 2))
         for k in range(len(texts) - 1)
