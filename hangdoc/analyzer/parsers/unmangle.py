@@ -94,8 +94,9 @@ _WORD_NEAR_EDGE = 12
 # wider; lines all shorter than this are a short log's own, each about as long as the next.
 _MIN_WORD_WIDTH = 60
 # A row of a drawn table (nvidia-smi's "| … |", a rule "+---+"): closed by its border, whole.
-# A rule of one character ("*****", "-----"): a line of its own, whatever follows it.
-_RULE = re.compile(r"\s*([=\-*#+_~])\1{2,}\s*")
+# A rule of one character ("*****", "-----"), or the carets CPython 3.11 draws under the
+# failing expression of a frame: a line of its own, whatever follows it.
+_RULE = re.compile(r"\s*([=\-*#+_~^])\1{2,}\s*")
 _TABLE_ROW_DRAWN = re.compile(r"\s*[|+].*[|+]\s*$")
 # A piece that ends in a word, a path or a key, where the next piece goes on with it: a
 # word cut in two ("subproc" / "ess 9439"), a path or a value cut after its separator
@@ -340,6 +341,9 @@ class _Lines:
     texts: list[str]
     origin: list[int]  # 1-based line of the given text
     code: list[bool]  # inside a fence: no Markdown emphasis there
+    # while wraps are joined (``_rejoin_all``): each line's last piece as pasted, whose
+    # length says where its line was broken (a joined line is longer than any pasted)
+    tails: list[str] | None = None
 
 
 def _quote_runs(lines: _Lines) -> int:
@@ -568,6 +572,8 @@ def _cut_at_edge(piece: str, rest: str, after: str | None = None) -> bool:
         return True
     if _NAMED_LINE.match(rest):
         return False
+    if " " not in piece.strip() and rest[:1].strip():
+        return True  # a word longer than the line (a path), which any wrap cuts at the column
     last = piece[-1]
     if last.isalnum() or last == "_":
         return bool(_CUT_WORD.match(rest) or _CUT_SPACE.match(rest) or _CUT_CLOSE.match(rest))
@@ -773,6 +779,8 @@ def _column_glue(text: str, rest: str, known: _KnownWords | None = None) -> str:
         return ""  # a number the column cut
     if _spaced_shape(text, rest) or _word_seam(text, rest, known):
         return " "
+    if _recognised_only_spaced(text, rest):
+        return " "
     spaced = default_matcher().match(f"{text} {rest}")
     if spaced is None or not spaced.start < len(text) < spaced.end - 1:
         return ""  # no message, or none that the boundary falls inside
@@ -793,9 +801,11 @@ _MIN_SEAM_WORD = 3  # after a number, a word at least this long ("128" / "params
 
 
 @functools.cache
-def _catalog_words() -> frozenset[str]:
-    """Every word the catalog's messages print as a word of its own (lower-case, two
-    letters or more; a word glued to a slot, "%sms", prints as part of another)."""
+def _catalog_words() -> tuple[frozenset[str], frozenset[str]]:
+    """Every word the catalog's messages print as a word of its own (two letters or more;
+    a word glued to a slot, "%sms", prints as part of another), in lower case; and those
+    with no capital inside them, in lower case ("ProcessGroup" is a name, and says
+    nothing of whether "process" / "group" is one word)."""
     words: set[str] = set()
     for row in default_matcher().catalog.rows:
         parts = row.parts
@@ -810,25 +820,24 @@ def _catalog_words() -> frozenset[str]:
                     and not isinstance(parts[index + 1], str)
                 )
                 if not glued_left and not glued_right:
-                    words.add(m.group().lower())
-    return frozenset(words)
+                    words.add(m.group())
+    plain = frozenset(w.lower() for w in words if not any(c.isupper() for c in w[1:]))
+    return frozenset(w.lower() for w in words), plain
 
 
 class _KnownWords:
-    """The words a text may hold: the catalog's, and each word of the text itself (a word
-    a column cut in two is printed whole elsewhere as often as not). Counted on first use."""
+    """The words of a text, as printed (a word a column cut in two is printed whole
+    elsewhere as often as not). Counted on first use."""
 
     def __init__(self, texts: list[str]) -> None:
         self.texts = texts
         self._own: frozenset[str] | None = None
 
     def whole(self, word: str) -> bool:
-        """``word`` is a word of the catalog or of the text."""
+        """``word`` is printed so elsewhere in the text."""
         if self._own is None:
-            self._own = frozenset(
-                w.lower() for t in self.texts for w in re.findall(r"[A-Za-z]{2,}", t)
-            )
-        return word in self._own or word in _catalog_words()
+            self._own = frozenset(w for t in self.texts for w in re.findall(r"[A-Za-z]{2,}", t))
+        return word in self._own
 
 
 def _word_seam(text: str, rest: str, known: _KnownWords | None) -> bool:
@@ -846,15 +855,15 @@ def _word_seam(text: str, rest: str, known: _KnownWords | None) -> bool:
     left, right = end.group(), start.group()
     if left[-1].islower() and right[0].isupper():
         return False
-    vocabulary = _catalog_words()
+    vocabulary, plain = _catalog_words()
     if right.lower() not in vocabulary:
         return False
     if left.isdigit():
         return len(right) >= _MIN_SEAM_WORD and right.islower()
     if left.lower() not in vocabulary:
         return False
-    glued = (left + right).lower()
-    return not (glued in vocabulary or (known is not None and known.whole(glued)))
+    glued = left + right
+    return not (glued.lower() in plain or (known is not None and known.whole(glued)))
 
 
 def _spaced_shape(text: str, rest: str) -> bool:
@@ -922,6 +931,14 @@ def _brackets_span(piece: str, rest: str) -> bool:
                 return char == _OPENERS[left[-1]]
             depth -= 1
     return False
+
+
+def _recognised_only_spaced(text: str, rest: str) -> bool:
+    """The log readers recognise the line joined with a space and not joined without one
+    ("… key: store_based_barrier_key:1" / "(world_size=8, …"; "… has inconsistent" /
+    "399 params."): the space was a wrap's at word boundaries, which the lengths did not
+    show (one message printed many times, broken alike, piles its pieces at one edge)."""
+    return recognise_line(f"{text} {rest}") is not None and recognise_line(text + rest) is None
 
 
 def _hit_facts(hit: Hit) -> tuple[object, ...]:
@@ -995,9 +1012,10 @@ def _shape_joins(lines: _Lines, longest: int) -> int:
     where the joined line is a record of a known shape (``_shape_joins_next``), with the
     space the wrap dropped."""
     old = lines.texts
+    tails = lines.tails if lines.tails is not None else old
     return _join_pieces(
         lines,
-        lambda k, text: _shape_joins_next(old[k - 1], old[k], text, longest, _at(old, k + 1)),
+        lambda k, text: _shape_joins_next(tails[k - 1], old[k], text, longest, _at(old, k + 1)),
         lambda _k, _text: " ",
     )
 
@@ -1021,7 +1039,8 @@ def _join_pieces(
     ``glue(k, joined so far)`` between them; the joined line keeps its first piece's origin.
     Both wraps, at a column and at word boundaries, join this way."""
     old = lines.texts
-    texts, origin, code = [], [], []
+    old_tails = lines.tails
+    texts, origin, code, tails = [], [], [], []
     joins = 0
     i = 0
     while i < len(old):
@@ -1033,9 +1052,12 @@ def _join_pieces(
         texts.append(text)
         origin.append(lines.origin[i])
         code.append(lines.code[i])
+        if old_tails is not None:
+            tails.append(old_tails[i + pieces - 1])
         joins += pieces - 1
         i += pieces
     lines.texts, lines.origin, lines.code = texts, origin, code
+    lines.tails = tails if old_tails is not None else None
     return joins
 
 
@@ -1099,6 +1121,7 @@ def _rejoin_all(
     words = True
     if longest is None:
         longest = max(map(len, lines.texts), default=0)
+    lines.tails = list(lines.texts)
     while True:
         joins, width = _rejoin(
             lines, nested=nested or bool(widths), words=words, spike_only=spike_only
@@ -1107,6 +1130,7 @@ def _rejoin_all(
             if not spike_only and (shaped := _shape_joins(lines, longest)):
                 total += shaped
                 widths.append("breaks at word boundaries inside a record of a known shape")
+            lines.tails = None
             return total, widths
         total += joins
         widths.append(width)
