@@ -572,8 +572,6 @@ def _cut_at_edge(piece: str, rest: str, after: str | None = None) -> bool:
         return True
     if _NAMED_LINE.match(rest):
         return False
-    if " " not in piece.strip() and rest[:1].strip():
-        return True  # a word longer than the line (a path), which any wrap cuts at the column
     last = piece[-1]
     if last.isalnum() or last == "_":
         return bool(_CUT_WORD.match(rest) or _CUT_SPACE.match(rest) or _CUT_CLOSE.match(rest))
@@ -666,7 +664,7 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
     broke = _first_word_length(rest) > room
     if (not broke and room >= _WORD_NEAR_EDGE) or (
         _FRAME_LINE.match(piece)
-        or _RULE.fullmatch(piece)
+        or (_RULE.fullmatch(piece) and not rest.startswith(piece.strip()[:1]))
         or _TABLE_ROW_DRAWN.match(piece)
         or _BAR_CLOSED.search(piece)
         or _NAMED_LINE.match(_unemphasised(rest))
@@ -859,7 +857,7 @@ def _word_seam(text: str, rest: str, known: _KnownWords | None) -> bool:
     if right.lower() not in vocabulary:
         return False
     if left.isdigit():
-        return len(right) >= _MIN_SEAM_WORD and right.islower()
+        return len(right) >= _MIN_SEAM_WORD and right[1:].islower()
     if left.lower() not in vocabulary:
         return False
     glued = left + right
@@ -909,6 +907,12 @@ _OPENERS = {"[": "]", "(": ")", "{": "}"}
 _CLOSERS = frozenset(_OPENERS.values())
 
 
+def _spaced_seam(piece: str, rest: str) -> bool:
+    """Not inside a run of letters and digits, or at a seam of two words there
+    (``_word_seam``): where a word wrap may have broken, not only a column."""
+    return not (piece[-1:].isalnum() and rest[:1].isalnum()) or _word_seam(piece, rest, None)
+
+
 def _brackets_span(piece: str, rest: str) -> bool:
     """A bracket ``piece`` leaves open is the first one ``rest`` closes ("[PG ID 2 PG GUID
     3" / "Rank 14] Process group …"): one bracketed field across the boundary, which a
@@ -942,22 +946,28 @@ def _recognised_only_spaced(text: str, rest: str) -> bool:
 
 
 def _hit_facts(hit: Hit) -> tuple[object, ...]:
+    """Who a recognised line is of or about: its rank, process, host, and those it names."""
     return (
-        hit.kind, hit.rank, hit.pid, hit.host, hit.named_local_rank, hit.named_pid,
-        hit.named_host, hit.payload,
+        hit.rank, hit.pid, hit.host, hit.named_local_rank, hit.named_pid, hit.named_host,
     )  # fmt: skip
 
 
 def _recognised_join(record: str, rest: str) -> bool:
     """Joined with a space, ``record`` and ``rest`` make a line the log readers recognise
     (parsers/logs: a launcher's report of a worker's death, torch's store barrier), and
-    ``rest`` alone is none, and ``record`` alone is none or says less (a worker's exit
-    code without the local rank the rest names)."""
+    ``rest`` alone is none, and ``record`` alone is none or the same message naming fewer
+    processes (a worker's exit code without the local rank the rest names)."""
     joined = recognise_line(f"{record} {rest}")
     if joined is None or recognise_line(rest) is not None:
         return False
     alone = recognise_line(record)
-    return alone is None or _hit_facts(alone) != _hit_facts(joined)
+    if alone is None:
+        return True
+    # the same message, which the rest gives a process it names that the record lacks
+    before, after = _hit_facts(alone), _hit_facts(joined)
+    return alone.kind is joined.kind and all(
+        old == new or old is None for old, new in zip(before, after, strict=True)
+    ) and before != after
 
 
 def _shape_joins_next(
@@ -974,7 +984,7 @@ def _shape_joins_next(
         return False
     if (
         _spaced_shape(record, rest)
-        or _brackets_span(piece, rest)
+        or (_brackets_span(piece, rest) and _spaced_seam(piece, rest))
         or _catalog_spans(record, rest)
         or _recognised_join(record, rest)
     ):
@@ -1011,19 +1021,36 @@ def _shape_joins(lines: _Lines, longest: int) -> int:
     """Join the breaks of a wrap at word boundaries that the lengths do not show, each
     where the joined line is a record of a known shape (``_shape_joins_next``), with the
     space the wrap dropped."""
+    if longest > _MAX_LONE_WIDTH:
+        return 0  # no wrap at word boundaries leaves a line this long
     old = lines.texts
     tails = lines.tails if lines.tails is not None else old
     return _join_pieces(
         lines,
         lambda k, text: _shape_joins_next(tails[k - 1], old[k], text, longest, _at(old, k + 1)),
-        lambda _k, _text: " ",
+        lambda k, text: _shape_glue(tails[k - 1], old[k], text, longest),
     )
+
+
+def _shape_glue(piece: str, rest: str, record: str, longest: int) -> str:
+    """The space a wrap at word boundaries dropped; but a piece as long as the longest
+    line that ends inside a run of letters and digits the rest goes on with, where no
+    shape or seam of two words shows a space, is a column's cut ("…/lib/python" /
+    "3.10/site-packages/…"): nothing goes between."""
+    if (
+        len(piece) == longest
+        and piece[-1:].isalnum()
+        and rest[:1].isalnum()
+        and _column_glue(record, rest) == ""
+    ):
+        return ""
+    return " "
 
 
 def _shape_breaks(texts: list[str]) -> bool:
     """Cheap: a break ``_shape_joins`` would join."""
     longest = max(map(len, texts), default=0)
-    return any(
+    return longest <= _MAX_LONE_WIDTH and any(
         _shape_joins_next(texts[k], texts[k + 1], texts[k], longest, _at(texts, k + 2))
         for k in range(len(texts) - 1)
     )
