@@ -54,6 +54,7 @@ the user's file.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections import Counter
@@ -795,7 +796,7 @@ _FRAME_ANYWHERE = re.compile(r'(?:^|[\s:])File "[^"]+", line \d+,? in \S')
 _OS_ERROR_FILES = re.compile(r"\[Errno -?\d+\] [^'\"]*?: '[^']*'(?: -> '[^']*')?$")
 _LETTERS_END = re.compile(r"(?<![A-Za-z0-9_])(?:[A-Za-z]{2,}|\d+)$")
 _LETTERS_START = re.compile(r"[A-Za-z]{2,}(?![A-Za-z0-9_])")
-_MIN_SEAM_WORD = 3  # after a number, a word at least this long ("128" / "params")
+_MIN_SEAM_WORD = 4  # after a number, a word at least this long ("128" / "params")
 
 
 @functools.cache
@@ -857,7 +858,7 @@ def _word_seam(text: str, rest: str, known: _KnownWords | None) -> bool:
     if right.lower() not in vocabulary:
         return False
     if left.isdigit():
-        return len(right) >= _MIN_SEAM_WORD and right[1:].islower()
+        return len(right) >= _MIN_SEAM_WORD  # a unit glued to its number is shorter
     if left.lower() not in vocabulary:
         return False
     glued = left + right
@@ -946,28 +947,48 @@ def _recognised_only_spaced(text: str, rest: str) -> bool:
 
 
 def _hit_facts(hit: Hit) -> tuple[object, ...]:
-    """Who a recognised line is of or about: its rank, process, host, and those it names."""
+    """What a recognised line says: who it is of or about (its rank, process, host, and
+    those it names), then each field its payload read."""
+    payload = hit.payload
+    fields = (
+        tuple(getattr(payload, f.name) for f in dataclasses.fields(payload))
+        if dataclasses.is_dataclass(payload)
+        else ()
+    )
     return (
         hit.rank, hit.pid, hit.host, hit.named_local_rank, hit.named_pid, hit.named_host,
+        type(payload), *fields,
     )  # fmt: skip
+
+
+def _says_more(alone: tuple[object, ...], joined: tuple[object, ...]) -> bool:
+    """``joined`` keeps every fact ``alone`` read and reads at least one it lacked (a
+    worker's local rank, a collective's op type): not the same facts with other text."""
+    if len(alone) != len(joined):
+        return False
+    gained = False
+    for old, new in zip(alone, joined, strict=True):
+        if old in (None, "", ()) or isinstance(old, (list, dict)) and not old:
+            gained = gained or new not in (None, "", ())
+        elif old != new:
+            return False
+    return gained
 
 
 def _recognised_join(record: str, rest: str) -> bool:
     """Joined with a space, ``record`` and ``rest`` make a line the log readers recognise
     (parsers/logs: a launcher's report of a worker's death, torch's store barrier), and
-    ``rest`` alone is none, and ``record`` alone is none or the same message naming fewer
-    processes (a worker's exit code without the local rank the rest names)."""
+    ``rest`` alone is none, and ``record`` alone is none or the same message reading less
+    (a worker's exit code without the local rank the rest names, a collectives' mismatch
+    without the op type), never other text in a fact it read."""
     joined = recognise_line(f"{record} {rest}")
     if joined is None or recognise_line(rest) is not None:
         return False
     alone = recognise_line(record)
     if alone is None:
         return True
-    # the same message, which the rest gives a process it names that the record lacks
-    before, after = _hit_facts(alone), _hit_facts(joined)
-    return alone.kind is joined.kind and all(
-        old == new or old is None for old, new in zip(before, after, strict=True)
-    ) and before != after
+    # the same message, to which the rest adds what the record lacks
+    return alone.kind is joined.kind and _says_more(_hit_facts(alone), _hit_facts(joined))
 
 
 def _shape_joins_next(
