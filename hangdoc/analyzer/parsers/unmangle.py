@@ -797,16 +797,22 @@ _OS_ERROR_FILES = re.compile(r"\[Errno -?\d+\] [^'\"]*?: '[^']*'(?: -> '[^']*')?
 _LETTERS_END = re.compile(r"(?<![A-Za-z0-9_])(?:[A-Za-z]{2,}|\d+)$")
 _LETTERS_START = re.compile(r"[A-Za-z]{2,}(?![A-Za-z0-9_])")
 _MIN_SEAM_WORD = 4  # after a number, a word at least this long ("128" / "params")
+_SHORT_WORD = 3  # a word this short is a word of a seam where many messages print it
+_SHORT_WORD_ROWS = 100
 
 
 @functools.cache
 def _catalog_words() -> tuple[frozenset[str], frozenset[str]]:
     """Every word the catalog's messages print as a word of its own (two letters or more;
-    a word glued to a slot, "%sms", prints as part of another), in lower case; and those
-    with no capital inside them, in lower case ("ProcessGroup" is a name, and says
+    a word glued to a slot, "%sms", prints as part of another), in lower case, but a
+    short one only where it is a word of many messages (a function word, "on", "an",
+    "in"; a prefix a column cut off, "de" / "tokenizer", "re" / "try", is in a few); and
+    those with no capital inside them, in lower case ("ProcessGroup" is a name, and says
     nothing of whether "process" / "group" is one word)."""
     words: set[str] = set()
+    rows: Counter[str] = Counter()
     for row in default_matcher().catalog.rows:
+        printed: set[str] = set()
         parts = row.parts
         for index, part in enumerate(parts):
             if not isinstance(part, str):
@@ -820,8 +826,13 @@ def _catalog_words() -> tuple[frozenset[str], frozenset[str]]:
                 )
                 if not glued_left and not glued_right:
                     words.add(m.group())
+                    printed.add(m.group().lower())
+        rows.update(printed)
+    common = frozenset(
+        w for w, n in rows.items() if len(w) > _SHORT_WORD or n >= _SHORT_WORD_ROWS
+    )
     plain = frozenset(w.lower() for w in words if not any(c.isupper() for c in w[1:]))
-    return frozenset(w.lower() for w in words), plain
+    return common, plain
 
 
 class _KnownWords:
