@@ -122,6 +122,7 @@ _NAME_REST = re.compile(r"[\w<>]+$")
 # continued by its level, which elsewhere starts a record of its own (Python logging's).
 # (a wrap at word boundaries drops the space after "NCCL": the level went on all the same)
 _LEVEL_PENDING = re.compile(r"(?:\[\d+\]|\w:\d+) NCCL ?$")
+_LEVEL_ALONE = re.compile(r"(?:\[\d+\]|\w:\d+) NCCL (?:WARN|INFO|TRACE)$")
 _PENDING_LEVEL = re.compile(r"(?:WARN|INFO|TRACE) ")
 # A name, a colon and a space start a line of its own: an exception's or a library's
 # message ("ncclInvalidUsage: This usually reflects …" under torch's NCCL error line); a
@@ -794,6 +795,7 @@ _FRAME_ANYWHERE = re.compile(r'(?:^|[\s:])File "[^"]+", line \d+,? in \S')
 # "[Errno %S] %S: %R" and "[Errno %S] %S: %R -> %R"; without them it is "[Errno %S] %S",
 # so a piece that ends before a file name is a whole message of another form.
 _OS_ERROR_FILES = re.compile(r"\[Errno -?\d+\] [^'\"]*?: '[^']*'(?: -> '[^']*')?$")
+_SHAPES = (_FRAME_ANYWHERE, _OS_ERROR_FILES)
 _LETTERS_END = re.compile(r"(?<![A-Za-z0-9_])(?:[A-Za-z]{2,}|\d+)$")
 _LETTERS_START = re.compile(r"[A-Za-z]{2,}(?![A-Za-z0-9_])")
 _MIN_SEAM_WORD = 4  # after a number, a word at least this long ("128" / "params")
@@ -881,15 +883,17 @@ def _spaced_shape(text: str, rest: str) -> bool:
     neither is alone, nor the two joined without it: a traceback's frame line (a path
     too long for the line broke it after ``File``, or the number after ``line``), an
     OSError's message with its file names (``_OS_ERROR_FILES``), or an NCCL header whose
-    level went on (``NCCL`` / ``WARN …``)."""
+    level (``NCCL`` / ``WARN …``) or message (``NCCL WARN`` / ``Cuda failure …``) went on."""
     if text.endswith(" ") or rest.startswith(" "):
         return False
     if _LEVEL_PENDING.search(text) and _PENDING_LEVEL.match(rest):
         return True
+    if _LEVEL_ALONE.search(text):
+        return True  # NCCL prints no level without its message (debug.cc)
     spaced, glued = f"{text} {rest}", text + rest
     return any(
         shape.search(spaced) and not shape.search(text) and not shape.search(glued)
-        for shape in (_FRAME_ANYWHERE, _OS_ERROR_FILES)
+        for shape in _SHAPES
     )
 
 
@@ -1014,8 +1018,13 @@ def _shape_joins_next(
     alone is not (``_spaced_shape``, ``_catalog_spans``)."""
     if not _may_break(piece, rest, record, longest):
         return False
+    if _long_word_cut(piece, longest):
+        # a word longer than the line, cut at the column: the rest goes on without a space
+        glued = record + rest
+        return any(s.search(glued) and not s.search(record) for s in _SHAPES)
     if (
         _spaced_shape(record, rest)
+        or _header_only(record)
         or (_brackets_span(piece, rest) and _spaced_seam(piece, rest))
         or _catalog_spans(record, rest)
         or _recognised_join(record, rest)
@@ -1069,6 +1078,8 @@ def _shape_glue(piece: str, rest: str, record: str, longest: int) -> str:
     line that ends inside a run of letters and digits the rest goes on with, where no
     shape or seam of two words shows a space, is a column's cut ("…/lib/python" /
     "3.10/site-packages/…"): nothing goes between."""
+    if _long_word_cut(piece, longest):
+        return ""
     if (
         len(piece) == longest
         and piece[-1:].isalnum()
