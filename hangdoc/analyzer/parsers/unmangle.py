@@ -38,8 +38,12 @@ here, by mechanism, outermost first:
    words cut at the column pile up at its edge too); at a column wrap's boundary with no
    space on either side, the space a word wrap would have dropped goes back where a
    library's message joined so is the catalog's and joined without is not
-   (``_column_glue``); until no wrap is left; then a second copy of the whole paste is
-   dropped (``_second_copy``, on whole lines);
+   (``_column_glue``), or where the boundary is a seam between two words
+   (``_word_seam``); until no wrap is left; then the breaks of a wrap at word boundaries
+   that the lengths do not show (a one-line paste broken once, one message printed many
+   times and broken alike) are joined where the joined line is a record of a known shape
+   that the piece alone is not (``_shape_joins``); then a second copy of the whole paste
+   is dropped (``_second_copy``, on whole lines);
 8. a first line that a selection cut inside a library message's body (`` to recv from …``)
    gets the cut-away start of the message back from the message catalog, whose row's
    body the line ends (``_restored_body``, parsers/catalog/cut_body.py).
@@ -830,9 +834,7 @@ def _catalog_words() -> tuple[frozenset[str], frozenset[str]]:
                     words.add(m.group())
                     printed.add(m.group().lower())
         rows.update(printed)
-    common = frozenset(
-        w for w, n in rows.items() if len(w) > _SHORT_WORD or n >= _SHORT_WORD_ROWS
-    )
+    common = frozenset(w for w, n in rows.items() if len(w) > _SHORT_WORD or n >= _SHORT_WORD_ROWS)
     plain = frozenset(w.lower() for w in words if not any(c.isupper() for c in w[1:]))
     return common, plain
 
@@ -983,7 +985,7 @@ def _says_more(alone: tuple[object, ...], joined: tuple[object, ...]) -> bool:
         return False
     gained = False
     for old, new in zip(alone, joined, strict=True):
-        if old in (None, "", ()) or isinstance(old, (list, dict)) and not old:
+        if old in (None, "", ()) or (isinstance(old, (list, dict)) and not old):
             gained = gained or new not in (None, "", ())
         elif old != new:
             return False
