@@ -81,23 +81,21 @@ NAMED_SURVIVAL_FLOOR = 0.97
 ALL: tuple[Mangling, ...] = (*MANGLINGS, *COMBINED)
 # Soft wraps at word boundaries (a line broken at the last space before the width, the
 # space gone): the unmangler joins them where the lines show the wrap (parsers/unmangle.py
-# ``_word_width``), but a piece that starts like a record of its own (a level word, a
-# name and ": ", a frame), or a paste with fewer than two breaks short of the edge, stays
-# broken. Floors on what survives and a ceiling on the other answers (a share of the
-# cases: 16 of 667 when it was set, 21 of 766 once batch h joined, 4 of 831 once a spike
-# of long words cut at the column was told from a terminal's and a library's message
-# decided the space at a lone break), both tightened as the join improves
-# (docs/pastes.md). Left: a message a lone break cut between two words that no catalog
-# row holds (a path's "does not exist", Ray's "running low on memory"), read without the
-# space or as two lines; a paste hard-wrapped before it was word-wrapped; a message printed
-# thrice and broken alike, which shows one break short of the edge, not the two a word
-# wrap needs (gloo's "what():  [enforce fail at" before its path); NCCL's NVLS WARN broken
-# before its "nvls.cc:N" place, which then names no multicast call (pytorch-150852: the
-# label's alternative, set-up).
-WORD_WRAP_SURVIVAL_FLOOR = 0.93
-# 6 of 893 once batch j joined (pytorch-150852: above; vllm-6775: its HD030 line broken,
-# the gloo connect failure's HD201 leads with the rank it names, 7, same category)
-WORD_WRAP_MOST_OTHER_SHARE = 0.007
+# ``_word_width``), and where they do not (a one-line paste broken once or twice, a
+# message printed many times and broken alike) where the joined line is a record of a
+# known shape that the piece alone is not (``_shape_joins``: a frame, an NCCL header and
+# its level, an OSError's file names, a message the catalog or the log readers know); a
+# column wrap's boundary between two words gets its space back (``_word_seam``). Floors on
+# what survives and a ceiling on the other answers (a share of the cases: 16 of 667 when
+# it was set, 21 of 766 once batch h joined, 4 of 831 once a spike of long words cut at
+# the column was told from a terminal's, 2 of 1010 once the shapes joined), both
+# tightened as the join improves (docs/pastes.md). Left: a paste hard-wrapped before it
+# was word-wrapped ("TensorShape" / "=[41, …": the word wrap's space goes between,
+# jotr-4); a message no catalog row or reader knows broken before its path
+# ("RuntimeError: Parent directory" / "/data/… does not exist.", nanochat-336).
+WORD_WRAP_SURVIVAL_FLOOR = 0.97
+# 2 of 1010 once the shapes joined (jotr-4, nanochat-336: above)
+WORD_WRAP_MOST_OTHER_SHARE = 0.004
 
 
 @pytest.fixture(scope="module")

@@ -38,8 +38,12 @@ here, by mechanism, outermost first:
    words cut at the column pile up at its edge too); at a column wrap's boundary with no
    space on either side, the space a word wrap would have dropped goes back where a
    library's message joined so is the catalog's and joined without is not
-   (``_column_glue``); until no wrap is left; then a second copy of the whole paste is
-   dropped (``_second_copy``, on whole lines);
+   (``_column_glue``), or where the boundary is a seam between two words
+   (``_word_seam``); until no wrap is left; then the breaks of a wrap at word boundaries
+   that the lengths do not show (a one-line paste broken once, one message printed many
+   times and broken alike) are joined where the joined line is a record of a known shape
+   that the piece alone is not (``_shape_joins``); then a second copy of the whole paste
+   is dropped (``_second_copy``, on whole lines);
 8. a first line that a selection cut inside a library message's body (`` to recv from …``)
    gets the cut-away start of the message back from the message catalog, whose row's
    body the line ends (``_restored_body``, parsers/catalog/cut_body.py).
@@ -54,6 +58,8 @@ the user's file.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -61,6 +67,8 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.catalog.cut_body import cut_body
 from hangdoc.analyzer.parsers.catalog.matcher import default_matcher
+from hangdoc.analyzer.parsers.logs.hit import Hit
+from hangdoc.analyzer.parsers.logs.parser import recognise_line
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
 from hangdoc.analyzer.parsers.prefixes import strip_colours
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME as PYSPY_FRAME
@@ -91,6 +99,9 @@ _WORD_NEAR_EDGE = 12
 # wider; lines all shorter than this are a short log's own, each about as long as the next.
 _MIN_WORD_WIDTH = 60
 # A row of a drawn table (nvidia-smi's "| … |", a rule "+---+"): closed by its border, whole.
+# A rule of one character ("*****", "-----"), or the carets CPython 3.11 draws under the
+# failing expression of a frame: a line of its own, whatever follows it.
+_RULE = re.compile(r"\s*([=\-*#+_~^])\1{2,}\s*")
 _TABLE_ROW_DRAWN = re.compile(r"\s*[|+].*[|+]\s*$")
 # A piece that ends in a word, a path or a key, where the next piece goes on with it: a
 # word cut in two ("subproc" / "ess 9439"), a path or a value cut after its separator
@@ -113,7 +124,9 @@ _NAME_REST = re.compile(r"[\w<>]+$")
 # NCCL's debug.cc writes its header's "NCCL" and the level together ("… [0] NCCL INFO …",
 # "… [0] transport.cc:154 NCCL WARN …"): a piece that ends with the header's "NCCL " is
 # continued by its level, which elsewhere starts a record of its own (Python logging's).
-_LEVEL_PENDING = re.compile(r"(?:\[\d+\]|\w:\d+) NCCL $")
+# (a wrap at word boundaries drops the space after "NCCL": the level went on all the same)
+_LEVEL_PENDING = re.compile(r"(?:\[\d+\]|\w:\d+) NCCL ?$")
+_LEVEL_ALONE = re.compile(r"(?:\[\d+\]|\w:\d+) NCCL (?:WARN|INFO|TRACE)$")
 _PENDING_LEVEL = re.compile(r"(?:WARN|INFO|TRACE) ")
 # A name, a colon and a space start a line of its own: an exception's or a library's
 # message ("ncclInvalidUsage: This usually reflects …" under torch's NCCL error line); a
@@ -334,6 +347,9 @@ class _Lines:
     texts: list[str]
     origin: list[int]  # 1-based line of the given text
     code: list[bool]  # inside a fence: no Markdown emphasis there
+    # while wraps are joined (``_rejoin_all``): each line's last piece as pasted, whose
+    # length says where its line was broken (a joined line is longer than any pasted)
+    tails: list[str] | None = None
 
 
 def _quote_runs(lines: _Lines) -> int:
@@ -654,6 +670,7 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
     broke = _first_word_length(rest) > room
     if (not broke and room >= _WORD_NEAR_EDGE) or (
         _FRAME_LINE.match(piece)
+        or (_RULE.fullmatch(piece) and not rest.startswith(piece.strip()[:1]))
         or _TABLE_ROW_DRAWN.match(piece)
         or _BAR_CLOSED.search(piece)
         or _NAMED_LINE.match(_unemphasised(rest))
@@ -724,12 +741,17 @@ def _long_word_cut(piece: str, width: int) -> bool:
     return len(piece) == width and " " not in piece.lstrip(" ")
 
 
-def _word_glue(piece: str, width: int) -> str:
+def _word_glue(piece: str, width: int, rest: str = "", record: str = "") -> str:
     """What the wrap took out between ``piece`` and its rest: the space it broke at, none
     where the piece kept it, or where a word longer than the line was cut at the column
-    (``_long_word_cut``)."""
-    if piece.endswith(" ") or _long_word_cut(piece, width):
+    (``_long_word_cut``), unless the rest goes on after a space all the same: a whole
+    word as long as the longest line (the width may be wider than any line) followed by
+    the next, shown as ``_column_glue`` shows it (a frame line, a seam of two words)."""
+    if piece.endswith(" "):
         return ""
+    if _long_word_cut(piece, width):
+        spaced = _spaced_shape(record, rest) or _word_seam(piece, rest, None)
+        return " " if spaced else ""
     return " "
 
 
@@ -739,27 +761,344 @@ def _rejoin_words(lines: _Lines, width: int) -> int:
     return _join_pieces(
         lines,
         lambda k, text: _word_joins(lines.texts[k - 1], lines.texts[k], text, width),
-        lambda k, _text: _word_glue(lines.texts[k - 1], width),
+        lambda k, text: _word_glue(lines.texts[k - 1], width, lines.texts[k], text),
     )
 
 
-def _column_glue(text: str, rest: str) -> str:
+def _column_glue(text: str, rest: str, known: _KnownWords | None = None) -> str:
     """What goes between a piece a column cut and its rest: nothing (a terminal's wrap
     cuts at the column whatever it cuts, the space kept on one side where it fell on
     one), or the space a wrap at word boundaries dropped, where the lengths showed no wrap
     of either kind for sure and neither side of the boundary holds a space: a library's
     message then decides, the catalog row that the line joined with a space is (and
     joined without one is not, or only a less specific row: "… is all-gathering 1" /
-    "parameters while …", "… pair.cc:534] Connection" / "closed by peer …")."""
+    "parameters while …", "… pair.cc:534] Connection" / "closed by peer …"). Before the
+    catalog, two things show a space was dropped: the line joined with it is a record of
+    a known shape that joined without it is not (``_spaced_shape``: a traceback's frame,
+    an NCCL header and its level), or the boundary is a seam between two words, not a cut
+    inside one (``_word_seam``: "barrier on" / "rank: 0", "invalid" / "usage")."""
     if not text or not rest or text[-1].isspace() or rest[0].isspace():
         return ""
     if text[-1].isdigit() and rest[0].isdigit():
         return ""  # a number the column cut
+    if _spaced_shape(text, rest) or _word_seam(text, rest, known):
+        return " "
+    if _recognised_only_spaced(text, rest):
+        return " "
     spaced = default_matcher().match(f"{text} {rest}")
     if spaced is None or not spaced.start < len(text) < spaced.end - 1:
         return ""  # no message, or none that the boundary falls inside
     glued = default_matcher().match(text + rest)
     return " " if glued is None or glued.row.specificity < spaced.row.specificity else ""
+
+
+# A traceback's frame line, where a prefix may stand before it ("[rank1]:   File …") and
+# faulthandler's form ("line 4 in f") as well as CPython's ("line 4, in f").
+_FRAME_ANYWHERE = re.compile(r'(?:^|[\s:])File "[^"]+", line \d+,? in \S')
+# CPython's OSError.__str__ (Objects/exceptions.c OSError_str) with its file names:
+# "[Errno %S] %S: %R" and "[Errno %S] %S: %R -> %R"; without them it is "[Errno %S] %S",
+# so a piece that ends before a file name is a whole message of another form.
+_OS_ERROR_FILES = re.compile(r"\[Errno -?\d+\] [^'\"]*?: '[^']*'(?: -> '[^']*')?$")
+_SHAPES = (_FRAME_ANYWHERE, _OS_ERROR_FILES)
+_LETTERS_END = re.compile(r"(?<![A-Za-z0-9_])(?:[A-Za-z]{2,}|\d+)$")
+_LETTERS_START = re.compile(r"[A-Za-z]{2,}(?![A-Za-z0-9_])")
+_MIN_SEAM_WORD = 4  # after a number, a word at least this long ("128" / "params")
+_SHORT_WORD = 3  # a word this short is a word of a seam where many messages print it
+_SHORT_WORD_ROWS = 100
+
+
+@functools.cache
+def _catalog_words() -> tuple[frozenset[str], frozenset[str]]:
+    """Every word the catalog's messages print as a word of its own (two letters or more;
+    a word glued to a slot, "%sms", prints as part of another), in lower case, but a
+    short one only where it is a word of many messages (a function word, "on", "an",
+    "in"; a prefix a column cut off, "de" / "tokenizer", "re" / "try", is in a few); and
+    those with no capital inside them, in lower case ("ProcessGroup" is a name, and says
+    nothing of whether "process" / "group" is one word)."""
+    words: set[str] = set()
+    rows: Counter[str] = Counter()
+    for row in default_matcher().catalog.rows:
+        printed: set[str] = set()
+        parts = row.parts
+        for index, part in enumerate(parts):
+            if not isinstance(part, str):
+                continue
+            for m in re.finditer(r"[A-Za-z]{2,}", part):
+                glued_left = m.start() == 0 and index > 0 and not isinstance(parts[index - 1], str)
+                glued_right = (
+                    m.end() == len(part)
+                    and index + 1 < len(parts)
+                    and not isinstance(parts[index + 1], str)
+                )
+                if not glued_left and not glued_right:
+                    words.add(m.group())
+                    printed.add(m.group().lower())
+        rows.update(printed)
+    common = frozenset(w for w, n in rows.items() if len(w) > _SHORT_WORD or n >= _SHORT_WORD_ROWS)
+    plain = frozenset(w.lower() for w in words if not any(c.isupper() for c in w[1:]))
+    return common, plain
+
+
+class _KnownWords:
+    """The words of a text, as printed (a word a column cut in two is printed whole
+    elsewhere as often as not). Counted on first use."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self._own: frozenset[str] | None = None
+
+    def whole(self, word: str) -> bool:
+        """``word`` is printed so elsewhere in the text."""
+        if self._own is None:
+            self._own = frozenset(w for t in self.texts for w in re.findall(r"[A-Za-z]{2,}", t))
+        return word in self._own
+
+
+def _word_seam(text: str, rest: str, known: _KnownWords | None) -> bool:
+    """The boundary between ``text`` and ``rest`` (no space on either side) lies between
+    two words, where a wrap at word boundaries dropped a space, not inside one word that a
+    column cut: the word ``text`` ends with and the one ``rest`` starts with are each a
+    word the catalog prints, and the two run together are no word of the catalog's or the
+    text's ("barrier on" / "rank: 0"; "subproc" / "ess" is a word cut, and so is "time" /
+    "out"). A number before a word is a seam too ("128" / "params"); a capital after a
+    lower-case letter may be a CamelCase name's hump, which a column cuts: no seam."""
+    end = _LETTERS_END.search(text)
+    start = _LETTERS_START.match(rest)
+    if end is None or start is None:
+        return False
+    left, right = end.group(), start.group()
+    if left[-1].islower() and right[0].isupper():
+        return False
+    vocabulary, plain = _catalog_words()
+    if right.lower() not in vocabulary:
+        return False
+    if left.isdigit():
+        return len(right) >= _MIN_SEAM_WORD  # a unit glued to its number is shorter
+    if left.lower() not in vocabulary:
+        return False
+    glued = left + right
+    return not (glued.lower() in plain or (known is not None and known.whole(glued)))
+
+
+def _spaced_shape(text: str, rest: str) -> bool:
+    """Joined with a space, ``text`` and ``rest`` make a record of a known shape that
+    neither is alone, nor the two joined without it: a traceback's frame line (a path
+    too long for the line broke it after ``File``, or the number after ``line``), an
+    OSError's message with its file names (``_OS_ERROR_FILES``), or an NCCL header whose
+    level (``NCCL`` / ``WARN …``) or message (``NCCL WARN`` / ``Cuda failure …``) went on."""
+    if text.endswith(" ") or rest.startswith(" "):
+        return False
+    if _LEVEL_PENDING.search(text) and _PENDING_LEVEL.match(rest):
+        return True
+    if _LEVEL_ALONE.search(text):
+        return True  # NCCL prints no level without its message (debug.cc)
+    spaced, glued = f"{text} {rest}", text + rest
+    return any(
+        shape.search(spaced) and not shape.search(text) and not shape.search(glued)
+        for shape in _SHAPES
+    )
+
+
+def _catalog_spans(record: str, rest: str) -> bool:
+    """Joined with a space, ``record`` and ``rest`` hold a library's message that neither
+    holds alone: the catalog's most specific row for the joined line goes on across the
+    boundary, has literal words before it, matches neither side by itself, and is more
+    specific than any row the record matches alone (a message printed on one line is
+    printed so whole; broken, its pieces are each short of the row: "Failed: Cuda error
+    FILE:LINE" / "'peer access is not supported …'")."""
+    joined = f"{record} {rest}"
+    found = default_matcher().match(joined)
+    boundary = len(record)
+    if found is None or not found.start < boundary < found.end - 1:
+        return False
+    row = found.row
+    if row.pattern.search(record) or row.pattern.search(rest):
+        return False
+    if not set(_WORD_RUNS.findall(joined[found.start : boundary])) & row.words:
+        return False  # the message starts in the record, not in a slot's text
+    alone = default_matcher().match(record)
+    return alone is None or alone.row.specificity < row.specificity
+
+
+_WORD_RUNS = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
+_OPENERS = {"[": "]", "(": ")", "{": "}"}
+_CLOSERS = frozenset(_OPENERS.values())
+
+
+def _spaced_seam(piece: str, rest: str) -> bool:
+    """Not inside a run of letters and digits, or at a seam of two words there
+    (``_word_seam``): where a word wrap may have broken, not only a column."""
+    return not (piece[-1:].isalnum() and rest[:1].isalnum()) or _word_seam(piece, rest, None)
+
+
+def _brackets_span(piece: str, rest: str) -> bool:
+    """A bracket ``piece`` leaves open is the first one ``rest`` closes ("[PG ID 2 PG GUID
+    3" / "Rank 14] Process group …"): one bracketed field across the boundary, which a
+    record prints on one line (a call's arguments that go on under it are indented, and
+    no rest of a wrap at word boundaries is)."""
+    left: list[str] = []
+    for char in piece:
+        if char in _OPENERS:
+            left.append(char)
+        elif char in _CLOSERS and left and _OPENERS[left[-1]] == char:
+            left.pop()
+    if not left:
+        return False
+    depth = 0
+    for char in rest:
+        if char in _OPENERS:
+            depth += 1
+        elif char in _CLOSERS:
+            if depth == 0:
+                return char == _OPENERS[left[-1]]
+            depth -= 1
+    return False
+
+
+def _recognised_only_spaced(text: str, rest: str) -> bool:
+    """The log readers recognise the line joined with a space and not joined without one
+    ("… key: store_based_barrier_key:1" / "(world_size=8, …"; "… has inconsistent" /
+    "399 params."): the space was a wrap's at word boundaries, which the lengths did not
+    show (one message printed many times, broken alike, piles its pieces at one edge)."""
+    return recognise_line(f"{text} {rest}") is not None and recognise_line(text + rest) is None
+
+
+def _hit_facts(hit: Hit) -> tuple[object, ...]:
+    """What a recognised line says: who it is of or about (its rank, process, host, and
+    those it names), then each field its payload read."""
+    payload = hit.payload
+    fields = (
+        tuple(getattr(payload, f.name) for f in dataclasses.fields(payload))
+        if dataclasses.is_dataclass(payload)
+        else ()
+    )
+    return (
+        hit.rank, hit.pid, hit.host, hit.named_local_rank, hit.named_pid, hit.named_host,
+        type(payload), *fields,
+    )  # fmt: skip
+
+
+def _says_more(alone: tuple[object, ...], joined: tuple[object, ...]) -> bool:
+    """``joined`` keeps every fact ``alone`` read and reads at least one it lacked (a
+    worker's local rank, a collective's op type): not the same facts with other text."""
+    if len(alone) != len(joined):
+        return False
+    gained = False
+    for old, new in zip(alone, joined, strict=True):
+        if old in (None, "", ()) or (isinstance(old, (list, dict)) and not old):
+            gained = gained or new not in (None, "", ())
+        elif old != new:
+            return False
+    return gained
+
+
+def _recognised_join(record: str, rest: str) -> bool:
+    """Joined with a space, ``record`` and ``rest`` make a line the log readers recognise
+    (parsers/logs: a launcher's report of a worker's death, torch's store barrier), and
+    ``rest`` alone is none, and ``record`` alone is none or the same message reading less
+    (a worker's exit code without the local rank the rest names, a collectives' mismatch
+    without the op type), never other text in a fact it read."""
+    joined = recognise_line(f"{record} {rest}")
+    if joined is None or recognise_line(rest) is not None:
+        return False
+    alone = recognise_line(record)
+    if alone is None:
+        return True
+    # the same message, to which the rest adds what the record lacks
+    return alone.kind is joined.kind and _says_more(_hit_facts(alone), _hit_facts(joined))
+
+
+def _shape_joins_next(
+    piece: str, rest: str, record: str, longest: int, after: str | None = None
+) -> bool:
+    """``rest`` is the rest of ``record`` (whose last piece is ``piece``), broken where a
+    wrap at word boundaries broke it, shown by what the joined line is rather than by the
+    lengths (a one-line paste broken once or twice shows no width; a message printed
+    thrice and broken alike shows one break): the next word would not have fit on a line
+    as long as the text's longest, ``rest`` starts no record of its own, and joined with
+    the space the wrap dropped the two make a record of a known shape that ``record``
+    alone is not (``_spaced_shape``, ``_catalog_spans``)."""
+    if not _may_break(piece, rest, record, longest):
+        return False
+    if _long_word_cut(piece, longest):
+        # a word longer than the line, cut at the column: the rest goes on without a space
+        glued = record + rest
+        return any(s.search(glued) and not s.search(record) for s in _SHAPES)
+    if (
+        _spaced_shape(record, rest)
+        or _header_only(record)
+        or (_brackets_span(piece, rest) and _spaced_seam(piece, rest))
+        or _catalog_spans(record, rest)
+        or _recognised_join(record, rest)
+    ):
+        return True
+    # a record broken twice: the shape shows once its third piece is on too
+    return (
+        after is not None
+        and _may_break(rest, after, f"{record} {rest}", longest)
+        and (
+            _spaced_shape(record, f"{rest} {after}")
+            or _catalog_spans(record, f"{rest} {after}")
+            or _recognised_join(record, f"{rest} {after}")
+        )
+    )
+
+
+def _may_break(piece: str, rest: str, record: str, longest: int) -> bool:
+    """The boundary between ``piece`` and ``rest`` may be a wrap's at word boundaries: no
+    space on either side (the wrap dropped it), the next word would not have fit on a
+    line as long as the text's longest, and ``rest`` starts no record of its own."""
+    if not piece.strip() or not rest[:1].strip() or piece.endswith(" ") or _RULE.fullmatch(piece):
+        return False
+    if len(piece) > longest or len(piece) + 1 + _first_word_length(rest) <= max(
+        longest, _MIN_WORD_WIDTH
+    ):
+        # longer than any line pasted: pieces a wrap joined, which ended where they ended;
+        # or the next word would have fit (on the longest line, or on a line as wide as a
+        # wrap at word boundaries ever is): the line ended there
+        return False
+    return _continues(_unemphasised(rest), record)
+
+
+def _shape_joins(lines: _Lines, longest: int) -> int:
+    """Join the breaks of a wrap at word boundaries that the lengths do not show, each
+    where the joined line is a record of a known shape (``_shape_joins_next``), with the
+    space the wrap dropped."""
+    if longest > _MAX_LONE_WIDTH:
+        return 0  # no wrap at word boundaries leaves a line this long
+    old = lines.texts
+    tails = lines.tails if lines.tails is not None else old
+    return _join_pieces(
+        lines,
+        lambda k, text: _shape_joins_next(tails[k - 1], old[k], text, longest, _at(old, k + 1)),
+        lambda k, text: _shape_glue(tails[k - 1], old[k], text, longest),
+    )
+
+
+def _shape_glue(piece: str, rest: str, record: str, longest: int) -> str:
+    """The space a wrap at word boundaries dropped; but a piece as long as the longest
+    line that ends inside a run of letters and digits the rest goes on with, where no
+    shape or seam of two words shows a space, is a column's cut ("…/lib/python" /
+    "3.10/site-packages/…"): nothing goes between."""
+    if _long_word_cut(piece, longest):
+        return ""
+    if (
+        len(piece) == longest
+        and piece[-1:].isalnum()
+        and rest[:1].isalnum()
+        and _column_glue(record, rest) == ""
+    ):
+        return ""
+    return " "
+
+
+def _shape_breaks(texts: list[str]) -> bool:
+    """Cheap: a break ``_shape_joins`` would join."""
+    longest = max(map(len, texts), default=0)
+    return longest <= _MAX_LONE_WIDTH and any(
+        _shape_joins_next(texts[k], texts[k + 1], texts[k], longest, _at(texts, k + 2))
+        for k in range(len(texts) - 1)
+    )
 
 
 def _join_pieces(
@@ -772,7 +1111,8 @@ def _join_pieces(
     ``glue(k, joined so far)`` between them; the joined line keeps its first piece's origin.
     Both wraps, at a column and at word boundaries, join this way."""
     old = lines.texts
-    texts, origin, code = [], [], []
+    old_tails = lines.tails
+    texts, origin, code, tails = [], [], [], []
     joins = 0
     i = 0
     while i < len(old):
@@ -784,9 +1124,12 @@ def _join_pieces(
         texts.append(text)
         origin.append(lines.origin[i])
         code.append(lines.code[i])
+        if old_tails is not None:
+            tails.append(old_tails[i + pieces - 1])
         joins += pieces - 1
         i += pieces
     lines.texts, lines.origin, lines.code = texts, origin, code
+    lines.tails = tails if old_tails is not None else None
     return joins
 
 
@@ -833,23 +1176,33 @@ def _rejoin(
             return _lone_joins(old[k - 1], old[k], text, starts, _at(old, k + 1))
         return _continues(old[k], text)
 
-    joins = _join_pieces(lines, joins_next, lambda k, text: _column_glue(text, old[k]))
+    known = _KnownWords(old)
+    joins = _join_pieces(lines, joins_next, lambda k, text: _column_glue(text, old[k], known))
     return joins, f"a hard wrap at {width} columns"
 
 
 def _rejoin_all(
-    lines: _Lines, nested: bool = False, spike_only: bool = False
+    lines: _Lines, nested: bool = False, spike_only: bool = False, longest: int | None = None
 ) -> tuple[int, list[str]]:
     """Join wraps until none is left: a paste copied from a wide terminal, then from a
     narrow one, holds a wrap inside a wrap (once the narrow one's pieces are joined, the
-    wide one's lines are at their own edge)."""
+    wide one's lines are at their own edge); then the breaks of a wrap at word boundaries
+    that only the records they break show (``_shape_joins``), measured against
+    ``longest``, the longest line as pasted (before any join)."""
     total, widths = 0, list[str]()
     words = True
+    if longest is None:
+        longest = max(map(len, lines.texts), default=0)
+    lines.tails = list(lines.texts)
     while True:
         joins, width = _rejoin(
             lines, nested=nested or bool(widths), words=words, spike_only=spike_only
         )
         if not joins or width is None:
+            if not spike_only and (shaped := _shape_joins(lines, longest)):
+                total += shaped
+                widths.append("breaks at word boundaries inside a record of a known shape")
+            lines.tails = None
             return total, widths
         total += joins
         widths.append(width)
@@ -1391,6 +1744,7 @@ def _wrap_shown(texts: list[str]) -> bool:
         wrap_width(texts) is not None
         or _lone_width(texts) is not None
         or _word_width(texts) is not None
+        or _shape_breaks(texts)
     )
 
 
@@ -1454,7 +1808,8 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
     # (they widen the lines they mark, and hide where a line starts): where the text holds
     # any, it is looked for once they are gone.
     words_later = _EMPHASIS[0](current)
-    joins, widths = _rejoin_all(lines, spike_only=words_later)
+    longest = max(map(len, lines.texts), default=0)
+    joins, widths = _rejoin_all(lines, spike_only=words_later, longest=longest)
     if joins:
         current = "\n".join(lines.texts)
         # A quoted paste wrapped by a terminal has its markers on each line's first piece
@@ -1478,7 +1833,7 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
             current = "\n".join(lines.texts)
         if step is _emphasis and (count or words_later):
             # emphasis added to a wrapped paste hides the wrap's width until it is gone
-            more, also = _rejoin_all(lines, nested=True)
+            more, also = _rejoin_all(lines, nested=True, longest=longest)
             joins, widths = joins + more, widths + also
             if more:
                 current = "\n".join(lines.texts)
