@@ -1120,16 +1120,20 @@ def _join_pieces(
     while i < len(old):
         text = old[i]
         pieces = 1
+        # the joined line ends with a piece bolded whole ("**…NCC**" / "L version …"): the
+        # reporter bolded the line as the wrap showed it, so its marks close the joined line
+        bolded = not lines.code[i] and _WHOLE_BOLD.fullmatch(text) is not None
         while i + pieces < len(old) and pieces < _MAX_WRAP_PIECES and joins_next(i + pieces, text):
-            bold = None if lines.code[i] else _WHOLE_BOLD.fullmatch(text)
-            if bold is not None:
-                # a piece bolded whole ("**…NCC**" / "L version …"): the reporter bolded
-                # the line as the wrap showed it, so the joined line is bold whole
-                inner = bold.group(2) + glue(i + pieces, text) + old[i + pieces]
+            piece = old[i + pieces]
+            if bolded:
+                core = text.rstrip()
+                base = core[:-2] + text[len(core) :]  # without the closing marks
+                inner = base + glue(i + pieces, base) + piece
                 body = inner.rstrip()
-                text = f"{bold.group(1)}**{body}**{inner[len(body) :]}"
+                text = f"{body}**{inner[len(body) :]}"
             else:
-                text += glue(i + pieces, text) + old[i + pieces]
+                text += glue(i + pieces, text) + piece
+                bolded = not lines.code[i] and _WHOLE_BOLD.fullmatch(piece) is not None
             pieces += 1
         texts.append(text)
         origin.append(lines.origin[i])
