@@ -1894,8 +1894,10 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
     words_later = _EMPHASIS[0](current)
     longest = max(map(len, lines.texts), default=0)
     joins, widths = _rejoin_all(lines, spike_only=words_later, longest=longest)
-    if not joins:
-        joins, widths = _rejoin_under_stamps(lines, spike_only=words_later)
+    # (a wrap under the stamps is looked for after one over them: a stamped paste may be
+    # wrapped again by the terminal it was copied from, whose pieces carry no stamp)
+    more, also = _rejoin_under_stamps(lines, nested=bool(joins), spike_only=words_later)
+    joins, widths = joins + more, widths + also
     if joins:
         current = "\n".join(lines.texts)
         # A quoted paste wrapped by a terminal has its markers on each line's first piece
