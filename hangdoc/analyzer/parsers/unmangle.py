@@ -86,6 +86,8 @@ _CODE_MARGIN = 4  # columns of a Markdown code block
 # Emphasis as Markdown writes it: the markers flank text (no space inside them, no word
 # character outside), so "a**2 + b**2" and "f(*args, **kwargs)" are left alone.
 _BOLD = re.compile(r"(?<![\w*\\])\*\*(?=\S)(.+?)(?<=\S)\*\*(?![\w*])")
+# A line bolded whole, trailing spaces aside.
+_WHOLE_BOLD = re.compile(r"(\s*)\*\*(?=\S)((?:(?!\*\*).)*?)(?<=\S)\*\*\s*")
 _CODE_SPAN = re.compile(r"(?<![\w`\\])`(?=[^`\s])([^`\n]*?[^`\s])`(?![\w`])")
 _MIN_WRAP_WIDTH = 30
 # A line wrapped once shows no width (one piece at the edge): joined only where the piece
@@ -1118,8 +1120,20 @@ def _join_pieces(
     while i < len(old):
         text = old[i]
         pieces = 1
+        # the joined line ends with a piece bolded whole ("**…NCC**" / "L version …"): the
+        # reporter bolded the line as the wrap showed it, so its marks close the joined line
+        bolded = not lines.code[i] and _WHOLE_BOLD.fullmatch(text) is not None
         while i + pieces < len(old) and pieces < _MAX_WRAP_PIECES and joins_next(i + pieces, text):
-            text += glue(i + pieces, text) + old[i + pieces]
+            piece = old[i + pieces]
+            if bolded:
+                core = text.rstrip()
+                base = core[:-2] + text[len(core) :]  # without the closing marks
+                inner = base + glue(i + pieces, base) + piece
+                body = inner.rstrip()
+                text = f"{body}**{inner[len(body) :]}"
+            else:
+                text += glue(i + pieces, text) + piece
+                bolded = not lines.code[i] and _WHOLE_BOLD.fullmatch(piece) is not None
             pieces += 1
         texts.append(text)
         origin.append(lines.origin[i])
@@ -1131,6 +1145,29 @@ def _join_pieces(
     lines.texts, lines.origin, lines.code = texts, origin, code
     lines.tails = tails if old_tails is not None else None
     return joins
+
+
+def _plain(text: str) -> str:
+    """A line without the Markdown emphasis around its words (as ``_emphasis`` takes it off)."""
+    if "**" not in text and "`" not in text:
+        return text
+    return _CODE_SPAN.sub(r"\1", _BOLD.sub(r"\1", text))
+
+
+def _spike(texts: list[str], lengths: list[int], nested: bool) -> tuple[int | None, int]:
+    """The width a spike of ``lengths`` (those of ``texts``, or of the lines they stand for)
+    shows, and how many lines at it go on on the next line; None where fewer than
+    ``_MIN_JOINS`` do (rows of one template at one width, not a wrap)."""
+    width = wrap_width(texts)
+    if width is None:
+        return None, 0
+    joinable = [
+        texts[k]
+        for k in range(len(texts) - 1)
+        if lengths[k] == width and _continues(texts[k + 1], texts[k])
+    ]
+    count = len(set(joinable) if nested else joinable)
+    return (width, count) if count >= _MIN_JOINS else (None, 0)
 
 
 def _rejoin(
@@ -1145,14 +1182,22 @@ def _rejoin(
     still be found (one per round: its joined lines are no second wrap's pieces).
     ``spike_only``: only a wrap whose width shows as a spike is joined (the others are
     measured once Markdown's emphasis is gone)."""
-    width = wrap_width(lines.texts)
     old = lines.texts
+    lengths = [len(text) for text in old]
+    width, joinable_count = _spike(old, lengths, nested)
+    if spike_only:
+        # Before Markdown's emphasis is taken off: the marks a reporter added widen the
+        # lines they mark ("**…**" around a whole line, backticks around a name), so the
+        # width may show only on the lines without them; the job's own backticks ("use
+        # `--gpu_ids`") were wrapped with its text, so the lines as they are stand where
+        # they show as many pieces.
+        plain = [text if lines.code[k] else _plain(text) for k, text in enumerate(old)]
+        plain_lengths = [len(text) for text in plain]
+        if plain_lengths != lengths:
+            plain_width, plain_count = _spike(plain, plain_lengths, nested)
+            if plain_width is not None and plain_count > joinable_count:
+                width, lengths = plain_width, plain_lengths
     evidence_needed = False
-    if width is not None:
-        at_width = [k for k, text in enumerate(old[:-1]) if len(text) == width]
-        joinable = [old[k] for k in at_width if _continues(old[k + 1], old[k])]
-        if len(set(joinable) if nested else joinable) < _MIN_JOINS:
-            width = None  # rows of one template at one width, not a wrap
     if width is None and spike_only:
         return 0, None
     # A spike may be a word wrap's too, where long words cut at the column pile up at the
@@ -1170,7 +1215,7 @@ def _rejoin(
     at_edge = width
 
     def joins_next(k: int, text: str) -> bool:
-        if len(old[k - 1]) != at_edge:
+        if lengths[k - 1] != at_edge:
             return False
         if evidence_needed:
             return _lone_joins(old[k - 1], old[k], text, starts, _at(old, k + 1))
@@ -1207,6 +1252,45 @@ def _rejoin_all(
         total += joins
         widths.append(width)
         words = words and "word" not in width
+
+
+# A log shipper's stamp on a line (kubectl's and docker's ``--timestamps``, RFC 3339 with
+# "Z"; CloudWatch's once its stream name is gone, with "+00:00"; journald's short format,
+# "May 01 10:00:00 HOST IDENT[PID]: "), and the one space after it: what the job printed
+# starts there, its own indentation included.
+_SHIPPER_STAMP = re.compile(
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d) "
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]{1,64} [\w.@/-]{1,64}\[\d+\]: "
+)
+
+
+def _rejoin_under_stamps(
+    lines: _Lines, nested: bool = False, spike_only: bool = False
+) -> tuple[int, list[str]]:
+    """Join the pieces of a wrap that lies under a shipper's stamps: a paste wrapped (by a
+    terminal, an editor) before a log shipper stamped each of its lines, pieces included.
+    Each piece's rest then starts with a stamp, a record of its own to ``_continues``, and
+    stamps of varying length (journald's host and pid) blur the width's spike; so where a
+    stamp starts most non-blank lines, the wrap is looked for on the lines without their
+    stamps, as the job printed them, and a joined line keeps its first piece's stamp (its
+    rests' are dropped: the shipper stamped one line's pieces alike)."""
+    heads = [m.group() if (m := _SHIPPER_STAMP.match(t)) else "" for t in lines.texts]
+    meaningful = sum(1 for t in lines.texts if t.strip())
+    stamped = sum(1 for h in heads if h)
+    if stamped < _MIN_STREAM_LINES or stamped < _STREAM_SHARE * meaningful:
+        return 0, []
+    rests = _Lines(
+        [t[len(h) :] for t, h in zip(lines.texts, heads, strict=True)],
+        list(lines.origin),
+        list(lines.code),
+    )
+    head_of = dict(zip(lines.origin, heads, strict=True))
+    joins, widths = _rejoin_all(rests, nested=nested, spike_only=spike_only)
+    if not joins:
+        return 0, []
+    lines.texts = [head_of.get(o, "") + t for o, t in zip(rests.origin, rests.texts, strict=True)]
+    lines.origin, lines.code = rests.origin, rests.code
+    return joins, [f"{w} under the log shipper's stamps" for w in widths]
 
 
 def _tag_family(texts: list[str]) -> frozenset[str]:
@@ -1810,6 +1894,10 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
     words_later = _EMPHASIS[0](current)
     longest = max(map(len, lines.texts), default=0)
     joins, widths = _rejoin_all(lines, spike_only=words_later, longest=longest)
+    # (a wrap under the stamps is looked for after one over them: a stamped paste may be
+    # wrapped again by the terminal it was copied from, whose pieces carry no stamp)
+    more, also = _rejoin_under_stamps(lines, nested=bool(joins), spike_only=words_later)
+    joins, widths = joins + more, widths + also
     if joins:
         current = "\n".join(lines.texts)
         # A quoted paste wrapped by a terminal has its markers on each line's first piece
