@@ -160,3 +160,14 @@ def load_synth() -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# Over the 64 files past which the loader reads flight recorder files in worker processes.
+WORKER_RANKS = 72
+
+
+def write_worker_job(folder: Path, entries: int = 60) -> Path:
+    """A synthetic job of ``WORKER_RANKS`` ranks' flight recorder files in ``folder``: enough
+    files that the loader reads them through its workers."""
+    load_synth().Job(ranks=WORKER_RANKS, entries=entries).write(folder)
+    return folder

@@ -12,18 +12,13 @@ from hangdoc.analyzer.flight_recorder import bulk as fr_bulk
 from hangdoc.analyzer.loading import loader
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Evidence, InputKind
-from tests.unit.fr.frdata import load_synth
-
-Job = load_synth().Job
-
-RANKS = 72  # over the 64 files past which the loader starts workers
+from tests.unit.fr.frdata import WORKER_RANKS as RANKS
+from tests.unit.fr.frdata import write_worker_job
 
 
 @pytest.fixture(scope="module")
 def fr_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("fr")
-    Job(ranks=RANKS, entries=60).write(folder)
-    return folder
+    return write_worker_job(tmp_path_factory.mktemp("fr"))
 
 
 def _by_rank(ev: Evidence) -> dict[int | None, list[object]]:

@@ -14,7 +14,7 @@ import pytest
 from hangdoc.analyzer.flight_recorder import bulk as fr_bulk
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import CollectiveRecord, OpState, RecordRows
-from tests.unit.fr.frdata import load_synth
+from tests.unit.fr.frdata import write_worker_job
 
 
 def _table(count: int) -> list[CollectiveRecord]:
@@ -100,9 +100,7 @@ def test_shared_numbers_change_no_record_of_another_rank() -> None:
 
 @pytest.fixture(scope="module")
 def fr_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("fr")
-    load_synth().Job(ranks=72, entries=300).write(folder)
-    return folder
+    return write_worker_job(tmp_path_factory.mktemp("fr"), entries=300)
 
 
 def test_the_bulk_reader_shares_a_peer_s_numbers_and_reads_as_one_by_one(
