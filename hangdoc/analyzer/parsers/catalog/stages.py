@@ -52,17 +52,14 @@ class StageTable:
     def resolve(self, place: str) -> Site | None:
         """The table's line for a printed place (``transport/net.cc:853``, a build's
         absolute path, ``net.cc:853``), or None."""
-        m = _PLACE.match(place.strip())
-        if m is None:
+        parsed = _source_place(place)
+        if parsed is None:
             return None
-        path = m.group("path").replace("\\", "/")
-        if "src/" in path:
-            path = path.rsplit("src/", 1)[1]
-        path = path.lstrip("./")
+        path, line = parsed
         if path not in self.raw and "/" not in path:
             path = self.by_name.get(path, path)
         lines = self._lines(path)
-        return None if lines is None else lines.get(int(m.group("line")))
+        return None if lines is None else lines.get(line)
 
     def _lines(self, file: str) -> dict[int, Site] | None:
         if file in self._read:
@@ -220,24 +217,31 @@ def _host_memory(
     }
 
 
-def host_memory_call(places: Sequence[str | None], version: str | None = None) -> str | None:
-    """The CUDA call that allocates or pins *host* memory (``cudaHostAlloc``,
-        ``cudaHostRegister``, a cuMem call of a host-located allocation: ``cuMemSetAccess`` in
-        include/alloc.h's ncclCuMemHostAlloc) that NCCL checks at a "Cuda failure" WARN's
-        place (``places[0]``), in every release the failure's lines (its "-> rc" chain, read
-        in the stage table) and the printed version allow among those with a CUDA check at
-        that line (their names joined by "/" where those releases differ, each a check of the
-    same host allocation); None where some such release checks another call there, or none is
-    known."""
-    if not places or not places[0]:
-        return None
-    m = _PLACE.match(places[0].strip())
+def _source_place(place: str) -> tuple[str, int] | None:
+    """A printed place as (its path under NCCL's src/, its line): a build's absolute path
+    and a leading ``./`` taken off; None where it is no ``file:line``."""
+    m = _PLACE.match(place.strip())
     if m is None:
         return None
     path = m.group("path").replace("\\", "/")
     if "src/" in path:
         path = path.rsplit("src/", 1)[1]
-    path = path.lstrip("./")
+    return path.lstrip("./"), int(m.group("line"))
+
+
+def host_memory_call(places: Sequence[str | None], version: str | None = None) -> str | None:
+    """The CUDA call that allocates or pins *host* memory (``cudaHostAlloc``,
+    ``cudaHostRegister``, a cuMem call of a host-located allocation: ``cuMemSetAccess`` in
+    include/alloc.h's ncclCuMemHostAlloc) that NCCL checks at a "Cuda failure" WARN's
+    place (``places[0]``), in every release the failure's lines (its "-> rc" chain, read
+    in the stage table) and the printed version allow among those with a CUDA check at
+    that line (their names joined by "/" where those releases differ, each a check of the
+    same host allocation); None where some such release checks another call there, or none is
+    known."""
+    parsed = _source_place(places[0]) if places and places[0] else None
+    if parsed is None:
+        return None
+    path, line = parsed
     held_files = _host_memory()
     if path not in held_files:
         # A base name (``alloc.h:65``), or a place whose start a paste cut (``lloc.h:65``,
@@ -247,7 +251,6 @@ def host_memory_call(places: Sequence[str | None], version: str | None = None) -
             return None
         path = named[0]
     host, checks = held_files[path]
-    line = int(m.group("line"))
     held = table()
     sites = [site for place in places[1:] if place and (site := held.resolve(place)) is not None]
     releases = _chain_releases(held, sites, version) & checks.get(line, frozenset())
