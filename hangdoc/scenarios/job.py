@@ -1706,6 +1706,299 @@ SCENARIOS.update(
     }
 )
 
+# --- Live hangs written blind (2026-11-28, fourth batch) ----------------------------------
+# Each from a public thread where a distributed job hung (or looked hung) and the thread
+# found why.
+
+
+# Story: https://github.com/NVIDIA/nccl/issues/479 (two ranks each send to the other and
+# then receive, with blocking send and recv: stuck; grouping the send and the receive into
+# one operation was the fix).
+def exchange_halo(boundary: torch.Tensor) -> torch.Tensor:
+    """Passes this rank's boundary rows to the next rank of the ring and takes the previous
+    rank's, with a blocking send and then a blocking receive (every rank sends first)."""
+    halo = torch.empty_like(boundary)
+    dist.send(boundary, (rank() + 1) % world())
+    dist.recv(halo, (rank() - 1) % world())
+    return halo
+
+
+def scenario_ring_exchange() -> None:
+    """A 2-D grid split over the ranks in a ring: each step every rank sends its last rows
+    to its right neighbour before it receives its left neighbour's. The transport does not
+    buffer a send that nobody receives yet, so every rank waits in its send and none
+    reaches its receive: a cycle, with no rank behind the others.
+    Story: https://github.com/NVIDIA/nccl/issues/479"""
+    init()
+    slab = torch.randn(64, 32)
+    print(f"rank {rank()}: slab {tuple(slab.shape)}, halo from rank {(rank() - 1) % world()}, "
+          f"to rank {(rank() + 1) % world()}", flush=True)  # fmt: skip
+    for step in range(100):
+        if step == 0:
+            ready("send halo")
+        halo = exchange_halo(slab[-4:].contiguous())
+        slab = 0.5 * slab + 0.5 * torch.cat([halo, slab[:-4]]).roll(1, dims=1)
+        dist.all_reduce(torch.tensor([float(slab.abs().mean())]))
+
+
+# Story: https://github.com/huggingface/trl/issues/1519 (the dataset was tokenized on the
+# main process only, the others waiting in a barrier; on a big dataset the barrier's
+# 30-minute timeout ended the job while the tokenization was still running).
+@contextlib.contextmanager
+def main_process_first(desc: str) -> Iterator[None]:
+    """The main process runs the block first (and writes its cache); the others wait in a
+    barrier, then run it from the cache."""
+    if rank() != 0:
+        print(f"rank {rank()}: waiting for the main process to perform {desc}", flush=True)
+        ready("barrier: main process first")
+        dist.barrier()
+    try:
+        yield
+    finally:
+        if rank() == 0:
+            dist.barrier()
+
+
+def tokenize(text: str, vocab: dict[str, int]) -> list[int]:
+    """Whitespace and sub-word split of one example (a toy BPE: pairs of characters)."""
+    ids: list[int] = []
+    for word in text.split():
+        for start in range(0, len(word), 2):
+            ids.append(vocab.setdefault(word[start : start + 2], len(vocab)))
+    return ids
+
+
+def example_text(index: int) -> str:
+    rng = random.Random(index)
+    words = ("".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9)))
+             for _ in range(rng.randint(40, 120)))  # fmt: skip
+    return " ".join(words)
+
+
+TOKENIZE_EXAMPLES = 3_000_000
+
+
+def map_with_progress(examples: int, desc: str) -> int:
+    """Tokenizes every example, with a progress bar on stderr as datasets' map draws it."""
+    vocab: dict[str, int] = {}
+    started = time.monotonic()
+    last = 0.0
+    tokens = 0
+    announced = False
+    for index in range(examples):
+        tokens += len(tokenize(example_text(index), vocab))
+        now = time.monotonic()
+        if now - last >= 0.5:
+            last = now
+            rate = (index + 1) / max(now - started, 1e-6)
+            left = (examples - index - 1) / rate
+            print(f"\r{desc}: {100 * (index + 1) // examples:3d}%| {index + 1}/{examples} "
+                  f"[{int(now - started):d}s<{int(left):d}s, {rate:.2f} examples/s]",
+                  end="", file=sys.stderr, flush=True)  # fmt: skip
+            if not announced and index > 0:
+                announced = True
+                ready("tokenizing")
+    return tokens
+
+
+def scenario_tokenize_main_first() -> None:
+    """Rank 0 tokenizes a large dataset under ``main_process_first`` (slowly, a progress
+    bar on stderr moving all the time); the other ranks wait for it in the barrier. Slow,
+    not hung: the job goes on once rank 0 is done (unless the barrier times out first).
+    Story: https://github.com/huggingface/trl/issues/1519"""
+    init()
+    with main_process_first("dataset map tokenization"):
+        if rank() == 0:
+            tokens = map_with_progress(TOKENIZE_EXAMPLES, "Running tokenizer on dataset")
+        else:
+            tokens = 0
+    print(f"rank {rank()}: {tokens} tokens", flush=True)
+    dist.all_reduce(torch.ones(4))
+
+
+# Story: https://github.com/facebookresearch/fairseq/pull/3989 (a worker that ran out of
+# memory recovered with try/except and skipped the batch; the other workers kept waiting
+# for it and the workers got out of sync: the job hung).
+class LongContextModel(torch.nn.Module):
+    """A single self-attention layer and a head: memory grows with the square of the
+    sequence length."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        scores = torch.softmax(h @ h.transpose(-1, -2) / 4.0, dim=-1)
+        return cast(torch.Tensor, self.head(scores @ h))
+
+
+OOM_SKIP_STEPS = 8
+
+
+def batch_for_step(step: int) -> torch.Tensor:
+    """This rank's batch: the culprit's fifth holds one very long document."""
+    length = 1 << 20 if (rank() == culprit() and step == 4) else 64
+    return torch.randn(1, length, 16)
+
+
+def all_reduce_flat_grads(model: torch.nn.Module) -> None:
+    """Sums the gradients across ranks in one flat buffer (legacy DDP)."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    offset = 0
+    for grad in grads:
+        grad.copy_(flat[offset : offset + grad.numel()].view_as(grad) / world())
+        offset += grad.numel()
+
+
+def train_step_skipping_oom(model: torch.nn.Module, batch: torch.Tensor) -> bool:
+    """One step; a batch that runs out of memory is skipped, as the trainer's OOM recovery
+    does, and training goes on."""
+    try:
+        loss: torch.Tensor = model(batch).pow(2).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+    except RuntimeError as error:
+        if "out of memory" not in str(error) and "can't allocate memory" not in str(error):
+            raise
+        print(f"| WARNING: ran out of memory with exception: {error}", file=sys.stderr,
+              flush=True)  # fmt: skip
+        print("| WARNING: attempting to recover from OOM in forward/backward pass",
+              file=sys.stderr, flush=True)  # fmt: skip
+        model.zero_grad()
+        return False
+    all_reduce_flat_grads(model)
+    return True
+
+
+def scenario_oom_skip() -> None:
+    """Each rank trains OOM_SKIP_STEPS steps, one all_reduce of its gradients each, then
+    syncs in a barrier before validation. The culprit runs out of memory on a long
+    document, skips that batch and so its all_reduce: it is one collective ahead of the
+    others and waits in the barrier while they wait in the last step's all_reduce.
+    Story: https://github.com/facebookresearch/fairseq/pull/3989"""
+    init()
+    model = LongContextModel()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    oom = 0
+    for step in range(OOM_SKIP_STEPS):
+        if step == OOM_SKIP_STEPS - 1 and rank() != culprit():
+            ready("all_reduce of the last step")
+        if train_step_skipping_oom(model, batch_for_step(step)):
+            optimizer.step()
+        else:
+            oom += 1
+        optimizer.zero_grad()
+        print(f"| epoch 001 | step {step + 1}/{OOM_SKIP_STEPS} | oom={oom}", flush=True)
+    print(f"rank {rank()}: end of epoch 1, validating", flush=True)
+    if rank() == culprit():
+        ready("barrier before validation")
+    dist.barrier()
+
+
+# Story: https://github.com/mapillary/OpenSfM/issues/190 (a multiprocessing.Pool worker
+# killed by the out-of-memory killer: the pool starts a new worker, and the parent waits
+# forever for the lost task's result).
+IMAGE_MEMORY_LIMIT = 64 * 1024 * 1024
+
+
+def decode_image(item: tuple[str, int]) -> list[float]:
+    """Decodes one image in a pool worker. A decode that needs more memory than the node
+    has left is killed by the kernel (SIGKILL: no exception, no traceback)."""
+    name, pixels = item
+    if pixels * 3 > IMAGE_MEMORY_LIMIT:
+        os.kill(os.getpid(), signal.SIGKILL)
+    rng = random.Random(name)
+    return [rng.random() for _ in range(16)]
+
+
+def images_of_step(step: int) -> list[tuple[str, int]]:
+    """This rank's images for a step: the culprit's second batch holds a huge panorama."""
+    images = [(f"img_{rank()}_{step}_{i}.jpg", 512 * 512) for i in range(8)]
+    if rank() == culprit() and step == 1:
+        images[5] = (f"pano_{rank()}_{step}.jpg", 30000 * 15000)
+    return images
+
+
+def scenario_pool_worker_killed() -> None:
+    """Every rank decodes its images with a multiprocessing.Pool of 2 workers; on the
+    culprit a worker is killed by the OOM killer while decoding a huge image, and
+    ``Pool.map`` waits forever for the lost result; the others wait in the step's
+    all_reduce.
+    Story: https://github.com/mapillary/OpenSfM/issues/190"""
+    import multiprocessing as mp
+
+    pool = mp.get_context("fork").Pool(2)
+    init()
+    model = torch.nn.Linear(16, 4)
+    for step in range(100):
+        if step == 1:
+            ready("decode images" if rank() == culprit() else "all_reduce")
+        pixels = pool.map(decode_image, images_of_step(step))
+        batch = torch.tensor(pixels)
+        loss: torch.Tensor = model(batch).sum()
+        loss.backward()  # type: ignore[no-untyped-call]
+        for param in model.parameters():
+            assert param.grad is not None
+            dist.all_reduce(param.grad)
+        print(f"rank {rank()} step {step}: {len(pixels)} images", flush=True)
+
+
+# Story: https://github.com/mosaicml/composer/pull/2069 (the signal file with which local
+# rank zero tells the other ranks of its node that its checkpoint download is done was
+# written into a folder that is not where the others look for it; the PR moves it next
+# to the local temporary folder).
+def download_checkpoint(target: Path) -> None:
+    """Fetches the checkpoint to resume from (here a local copy)."""
+    state = {"step": torch.tensor(1000), "model": torch.nn.Linear(16, 4).state_dict()}
+    torch.save(state, target)
+
+
+def local_rank_zero_download_and_wait(signal_file: Path) -> None:
+    """The node's other ranks wait (busy, no timeout) until local rank zero wrote the
+    signal file, so that they do not time out in the collective after a long download."""
+    if int(os.environ["LOCAL_RANK"]) != 0:
+        print(f"rank {rank()}: waiting for local rank 0's download ({signal_file})", flush=True)
+        ready("waiting for the signal file")
+        while not signal_file.exists():
+            time.sleep(0.1)
+
+
+def scenario_signal_file() -> None:
+    """Resuming: local rank zero downloads the checkpoint into its own temporary folder
+    (tempfile.mkdtemp, a new folder per process) and writes the signal file there; the
+    other ranks look for the signal file in the folder they made themselves, so they wait
+    forever, while rank 0 waits in the barrier that follows the download.
+    Story: https://github.com/mosaicml/composer/pull/2069"""
+    import tempfile
+
+    init()
+    scratch = Path(os.environ["HANGDOC_READY_DIR"]).parent  # the node's local scratch
+    node_checkpoint_folder = Path(tempfile.mkdtemp(prefix="resume-", dir=scratch))
+    signal_file = node_checkpoint_folder / ".local_rank0_completed"
+    if int(os.environ["LOCAL_RANK"]) == 0:
+        download_checkpoint(node_checkpoint_folder / "latest-rank0.pt")
+        signal_file.write_bytes(b"local_rank0_completed")
+        print(f"rank {rank()}: checkpoint downloaded to {node_checkpoint_folder}", flush=True)
+        ready("barrier after the download")
+    local_rank_zero_download_and_wait(signal_file)
+    dist.barrier()
+    state = torch.load(node_checkpoint_folder / "latest-rank0.pt", weights_only=True)
+    print(f"rank {rank()}: resumed at step {int(state['step'])}", flush=True)
+
+
+SCENARIOS.update(
+    {
+        "ring-exchange": scenario_ring_exchange,
+        "tokenize-main-first": scenario_tokenize_main_first,
+        "oom-skip": scenario_oom_skip,
+        "pool-worker-killed": scenario_pool_worker_killed,
+        "signal-file": scenario_signal_file,
+    }
+)
+
 # Processes a scenario runs that are no ranks: started by launch.py (a leftover before the
 # job), or by a rank (a helper subprocess).
 HELPERS: dict[str, Callable[[], None]] = {
