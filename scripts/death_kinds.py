@@ -2,9 +2,10 @@
 wrongly at first sight: for each such case of fixtures/first_sight, the dying event (the
 first death the deaths view reads, else the first exception, CUDA error or fatal signal
 the logs hold, before HD030's later filters), the table's row and category, and whether
-that category is the case's label. A label of ``unknown`` is "caught" when the table
-gives the death a category (HD030 then yields; whether another rule then names a cause
-is the rest of the engine's business).
+that category is the case's label (or, for a label of rank_dead_or_crashed, that it
+names none: HD030 keeps the crash). A label of ``unknown`` is never caught: the table
+names categories, and whether HD030's yielding leaves the answer unknown is the rest of
+the engine's business.
 
     python scripts/death_kinds.py            # the table
     python scripts/death_kinds.py --json     # one JSON object per case
@@ -97,7 +98,9 @@ def main() -> int:
         kind = found[2] if found is not None else None
         label = case.category
         got = kind.category if kind is not None else None
-        ok = got == label or (label is Category.UNKNOWN and got is not None)
+        # right: the table's category is the label, or it names none where the label is a
+        # crash (HD030 keeps it); a label of unknown is never the table's to give
+        ok = got == label or (label is Category.RANK_DEAD and got is None)
         caught += ok
         row = {
             "case": name,
