@@ -14,8 +14,13 @@ crash; one whose row names set-up is HD030's own set-up finding; any other is th
 its row names, which that category's rule reports (HD031, HD301, HD110, HD109 …) — or,
 where none does, nobody: an honest ``unknown`` rather than a crash named for it.
 
-On the 36 deaths HD030 named wrongly at first sight (fixtures/first_sight, 2026-11-27b to
-28l), measured with scripts/death_kinds.py.
+On the 36 cases HD030 named wrongly at first sight (fixtures/first_sight, 2026-11-27b to
+28l), the table alone reads the failure that ended the job as the case's label in 23
+(18 of 26 train, 5 of 10 test; scripts/death_kinds.py): of the 13 others, 6 are labelled
+``unknown`` (the table names categories, never that), 2 are checks across ranks that
+report a mismatch (not exceptions of a death), and 5 need more than a death's own facts
+(an abort whose what() is the next line, a transport's connect failure, NCCL's "Cuda
+failure" with no source place, a child's MemoryError in spawn's start-up).
 """
 
 from __future__ import annotations
