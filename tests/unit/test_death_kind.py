@@ -198,3 +198,69 @@ def test_the_table_names_the_labelled_failure_of_hd030s_first_sight_misses() -> 
         if r["category"] is not None and not r["caught"] and r["label"] != "unknown"
     ]
     assert wrong == []
+
+
+# --- end to end: a pasted traceback, parsed, read by the deaths view ----------------------
+
+
+def _first_death_kind(tmp_path: Path, text: str) -> tuple[bool, bool, Category | None]:
+    """(specific, in_setup, the table's category) of the first death in ``text``."""
+    from hangdoc.analyzer.loading.loader import load_paths
+    from hangdoc.analyzer.views.deaths import first_deaths
+    from hangdoc.analyzer.views.timeline import Timeline
+
+    path = tmp_path / "rank0.log"
+    path.write_text(text)
+    deaths = first_deaths(Timeline(load_paths([path])))
+    assert deaths, "no death read"
+    found = deaths[0].kind
+    return deaths[0].specific, deaths[0].in_setup, found.category if found else None
+
+
+_TRACEBACK = """Traceback (most recent call last):
+  File "train.py", line 40, in <module>
+    main()
+  File "train.py", line 31, in main
+    {call}
+  File "/opt/lib/{lib}.py", line 12, in {func}
+    {inner}
+{exc}
+"""
+
+
+def test_a_race_on_a_path_while_saving_is_the_file_systems(tmp_path: Path) -> None:
+    text = _TRACEBACK.format(
+        call="write_state(model, step)",
+        lib="ckpt",
+        func="save_state",
+        inner="os.makedirs(where)",
+        exc="FileExistsError: [Errno 17] File exists: '/shared/run/step_100'",
+    )
+    specific, in_setup, category = _first_death_kind(tmp_path, text)
+    assert specific and not in_setup
+    assert category is Category.IO_STALL
+
+
+def test_host_memory_in_set_up_is_the_set_up(tmp_path: Path) -> None:
+    text = _TRACEBACK.format(
+        call="init_process_group(backend='nccl')",
+        lib="dist",
+        func="init_process_group",
+        inner="store = make_store()",
+        exc="MemoryError",
+    )
+    specific, in_setup, category = _first_death_kind(tmp_path, text)
+    assert in_setup and not specific
+    assert category is Category.NCCL_INIT
+
+
+def test_an_error_of_the_jobs_own_code_stays_a_crash(tmp_path: Path) -> None:
+    text = _TRACEBACK.format(
+        call="loss = step(batch)",
+        lib="model",
+        func="forward",
+        inner="x = x.view(b, -1)",
+        exc="ValueError: cannot reshape tensor of 0 elements",
+    )
+    specific, in_setup, category = _first_death_kind(tmp_path, text)
+    assert not specific and not in_setup and category is None
