@@ -67,6 +67,9 @@ def test_families() -> None:
     assert os_failure_of("PermissionError", "") is OsFailure.FILE_STATE  # EACCES or EPERM
     assert os_failure_of("MemoryError", "") is OsFailure.HOST_MEMORY  # the hierarchy
     assert os_failure_of("OSError", "[Errno 12] Cannot allocate memory") is OsFailure.HOST_MEMORY
+    # /dev/shm full is the host's memory (a tmpfs), not the storage
+    shm = "unable to write to file </torch_123_456>: No space left on device (28)"
+    assert os_failure_of("RuntimeError", shm) is OsFailure.HOST_MEMORY
     assert os_failure_of("BlockingIOError", "") is None  # EAGAIN, EALREADY, EINPROGRESS
     assert os_failure_of("ValueError", "bad shape") is None
 

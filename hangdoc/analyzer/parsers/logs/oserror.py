@@ -21,6 +21,7 @@ import os
 import re
 
 from hangdoc.analyzer.payloads.launch import OsFailure
+from hangdoc.analyzer.vocabulary import about_shared_memory
 
 _F = OsFailure
 # Each errno's family, by POSIX's name (errno(3)); an errno not named here gives no family.
@@ -129,7 +130,12 @@ def os_failure_of(exc_type: str, message: str) -> OsFailure | None:
     builtin whose class is MemoryError or derives from it: the host's memory)."""
     name = errno_of(exc_type, message)
     if name is not None:
-        return _FAMILY.get(name)
+        family = _FAMILY.get(name)
+        if family is OsFailure.STORAGE and about_shared_memory(message):
+            # /dev/shm is a tmpfs: full, it is the host's memory (a container's
+            # --shm-size), not the storage (vocabulary.storage_error says the same)
+            return OsFailure.HOST_MEMORY
+        return family
     families = {_FAMILY.get(e) for e in _SUBCLASS_ERRNOS.get(_type_name(exc_type), ())}
     if len(families) == 1 and None not in families:
         return families.pop()
