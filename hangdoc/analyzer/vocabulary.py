@@ -192,6 +192,12 @@ STORAGE_ERROR_TEXT = re.compile(
 _SHARED_MEMORY_TEXT = re.compile(r"/dev/shm|shared memory|</torch_|\btorch_shm_", re.IGNORECASE)
 
 
+def about_shared_memory(text: str) -> bool:
+    """Whether ``text`` is about shared memory (/dev/shm, a tmpfs: the host's memory, not
+    storage; _SHARED_MEMORY_TEXT)."""
+    return _SHARED_MEMORY_TEXT.search(text) is not None
+
+
 def storage_error(text: str) -> str | None:
     """The storage-failure words in ``text`` (STORAGE_ERROR_TEXT), unless it is about
     shared memory."""

@@ -95,7 +95,20 @@ An exception whose words the message catalog means as another failure, with a st
 of the message's own (moderate or above: a store's, a transport's, a lock's message
 raised as an exception), is that failure reported, not a crash, and a CUDA error
 documented as the GPU's, its driver's or the platform's (the fabric manager not ready,
-exclusive-process mode, an NVLink error) is HD301's. An
+exclusive-process mode, an NVLink error) is HD301's.
+
+Whether a death's own exception names such a failure is decided by one table
+(analyzer/views/death_kind.py), its first row that holds: a CUDA out-of-memory; the GPU's
+words or a CUDA error the catalog means as the GPU's or its driver's; a forked child's
+CUDA; the catalog's meaning of its words; the storage's words, or an errno of the
+storage's family (EIO, ENOSPC, EDQUOT, EROFS, ESTALE …, read from Python's own errno
+tables and OSError subclasses: parsers/logs/oserror.py); a child process it could not
+start; a path's errno (ENOENT, EEXIST, EXDEV, EACCES …) raised while a checkpoint was
+saved (writers racing on a directory, one not shared between nodes; not a load's: a
+checkpoint that is not there is the job's path, not the storage); a CUDA call a
+collective library reported failing from code that only sets a communicator up; NCCL's
+set-up classes raised where communicators are created; last, any exception raised in
+set-up, which this rule names as set-up. A death no row holds for is a crash. An
 exception whose words carry no sign the parser reads and whose traceback shows no stage
 is stated one step weaker (`CAUSE_UNREAD`): on four batches of reports scored at first
 sight (fixtures/first_sight), 14 of the 26 wrong answers were this rule's, crashes whose

@@ -253,6 +253,29 @@ class CodeStage(enum.StrEnum):
     UNKNOWN = "unknown"  # read from a summary of a newer hangdoc
 
 
+class OsFailure(enum.StrEnum):
+    """What kind of operating-system failure an exception reports, by its errno (POSIX's
+    name, read from "[Errno N]", from the OSError subclass Python raises for it, PEP 3151,
+    or from its strerror words) or by its Python type (MemoryError): the family decides
+    with the stage it was raised in what failed (views/death_kind.py). Families are
+    written per errno in parsers/logs/oserror.py."""
+
+    # the storage or the device under it failed or is full (EIO, ENOSPC, EDQUOT, EROFS,
+    # ESTALE, EREMOTEIO)
+    STORAGE = "storage"
+    # a path is not what the call expected (ENOENT, EEXIST, ENOTDIR, EISDIR, ENOTEMPTY,
+    # EXDEV, EBUSY, EACCES/EPERM, EFAULT, ENAMETOOLONG …): a race between writers, a
+    # directory not shared, a permission
+    FILE_STATE = "file_state"
+    HOST_MEMORY = "host_memory"  # ENOMEM, MemoryError: the host's memory
+    # a per-process or per-user limit (EAGAIN of fork, EMFILE, ENFILE): a process or file
+    # could not be made
+    PROCESS_LIMIT = "process_limit"
+    # the network (ECONNREFUSED, ECONNRESET, ETIMEDOUT, EHOSTUNREACH, EADDRINUSE …)
+    NETWORK = "network"
+    UNKNOWN = "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class ExceptionRaised(EventPayload):
     """EXCEPTION: an uncaught Python exception (the line that ends a traceback)."""
@@ -291,6 +314,11 @@ class ExceptionRaised(EventPayload):
     # wrapper is the remote traceback): that line is the failure, read on its own; the
     # wrapper is the caller's report of it, not a second failure.
     cause_shown: bool = False
+    # The errno it reports, by POSIX's name ("ENOSPC"), and that errno's family (or
+    # MemoryError's): read once by the parser (parsers/logs/oserror.py) from the stdlib's
+    # tables, decided on by views/death_kind.py with the stage.
+    errno: str | None = None
+    os_failure: OsFailure | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from hangdoc.analyzer.payloads.launch import (
 )
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import NcclResult, WatchdogTeardown
+from hangdoc.analyzer.views.death_kind import SET_UP, DeathKind, facts_of, kind_of
 from hangdoc.analyzer.views.nccl_setup import first_running, is_setup_warn, setup_error_lines
 from hangdoc.analyzer.views.nccl_setup import setup_lines as nccl_setup_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline
@@ -130,8 +131,13 @@ class Death:
 
     @property
     def storage(self) -> bool:
-        """The failure is a storage error (EIO, a stale handle, a full disk): HD110's."""
-        return self.payload.storage is not None
+        """The failure is a storage error (EIO, a stale handle, a full disk), or the table
+        reads it as the file system's (a path writers raced on while a checkpoint was
+        saved): HD110's."""
+        if self.payload.storage is not None:
+            return True
+        found = self.kind
+        return found is not None and found.category is Category.IO_STALL
 
     @property
     def stage(self) -> CodeStage | None:
@@ -144,11 +150,21 @@ class Death:
         return signal.stage if signal is not None else None
 
     @property
+    def kind(self) -> DeathKind | None:
+        """What its own exception says failed, by the one table of views/death_kind.py
+        (its errno's family, its stage, the catalog's meaning of its words, its signs):
+        None when nothing there names more than a crash."""
+        facts = facts_of(self.payload, self.stage, cuda_oom=self.how == DeathHow.CUDA_OOM)
+        return kind_of(facts)
+
+    @property
     def in_setup(self) -> bool:
         """Raised while the ranks set up communication (init_process_group, a
-        rendezvous, a store, DDP's construction): that set-up failed, which is a more
-        specific cause than a crash (HD030 says so)."""
-        return self.stage is CodeStage.SETUP
+        rendezvous, a store, DDP's construction), and its words name nothing more
+        specific: that set-up failed, which is a more specific cause than a crash (HD030
+        says so)."""
+        found = self.kind
+        return found is not None and found.row is SET_UP
 
     @property
     def known_as(self) -> Category | None:
@@ -171,22 +187,15 @@ class Death:
     @property
     def specific(self) -> bool:
         """What ended the rank is known as a more specific failure than a crash, which
-        another rule names: a CUDA out-of-memory (HD031), the GPU's hardware or a CUDA
-        error documented as the GPU's or its driver's (HD301), storage (HD110), words the
-        message catalog means as another failure (a store's, a transport's, a check across
-        the ranks), a worker process the rank could not start or a forked child's CUDA
-        (HD109). A crash reported
-        after it is most often its consequence (the rank's exit, the launcher stopping the
+        another rule names (views/death_kind.py's table: a CUDA out-of-memory, HD031; the
+        GPU's hardware or a CUDA error documented as the GPU's or its driver's, HD301;
+        storage or a checkpoint's file-system race, HD110; words the message catalog
+        means as another failure; a worker process the rank could not start or a forked
+        child's CUDA, HD109), set-up aside (HD030 names it). A crash reported after it
+        is most often its consequence (the rank's exit, the launcher stopping the
         others), so HD030 yields to it."""
-        return (
-            self.how == DeathHow.CUDA_OOM
-            or self.hardware
-            or self.gpu_suspect is not None
-            or self.storage
-            or self.known_as is not None
-            or self.worker_start
-            or self.after_fork
-        )
+        found = self.kind
+        return found is not None and found.row is not SET_UP
 
     @property
     def read(self) -> bool:
