@@ -320,8 +320,9 @@ def _drop_summaries(tree: Path) -> None:
 # --- measuring ------------------------------------------------------------------------------
 
 
-def _tree_memory_kb(pid: int) -> tuple[int, int]:
-    """Summed RSS and summed PSS of ``pid`` and its descendants, from /proc (0 once gone).
+def _tree_memory_kb(pid: int) -> tuple[int, int, frozenset[int]]:
+    """Summed RSS and summed PSS of ``pid`` and its descendants, from /proc (0 once gone),
+    and the pids of its children (which workers are running: the phase of the run).
 
     Summed RSS counts a forked worker's inherited pages again in every worker (a worker
     forked from a 700 MB analysis "uses" 700 MB it shares with it); PSS counts a page
@@ -349,7 +350,39 @@ def _tree_memory_kb(pid: int) -> tuple[int, int]:
         except (OSError, ValueError):
             pass
         todo.extend(children.get(current, ()))
-    return total, pss
+    return total, pss, frozenset(children.get(pid, ()))
+
+
+class _Phases:
+    """The peak summed PSS of each phase of a raw run, told apart by its worker processes:
+    the rank logs' text workers, then the flight recorder workers (a new set of children),
+    then the analysis (the command alone after its last workers ended).
+
+    A straight line through the whole run's peaks at two sizes mixes phases: at 1,024
+    ranks the peak is the text phase's (two text workers of about 100 MB each, a constant),
+    at 4,096 another phase's, so its slope is not any phase's growth; each phase's own
+    line is (docs/performance.md, the speed7 runs)."""
+
+    def __init__(self) -> None:
+        self.peaks: list[int] = []  # peak PSS (KB) of each set of workers met, in order
+        self.current: frozenset[int] = frozenset()
+        self.alone = 0  # peak PSS (KB) while no worker ran, since the last workers ended
+
+    def sample(self, pss_kb: int, children: frozenset[int]) -> None:
+        if children:
+            if not children & self.current:  # another set of workers: the next phase
+                self.peaks.append(0)
+                self.alone = 0
+            self.current = children
+            self.peaks[-1] = max(self.peaks[-1], pss_kb)
+        else:
+            self.alone = max(self.alone, pss_kb)
+
+    def as_mb(self) -> dict[str, int]:
+        names = ["text_phase_pss_mb", "fr_phase_pss_mb"]
+        out = {name: round(kb / 1024) for name, kb in zip(names, self.peaks, strict=False)}
+        out["analysis_phase_pss_mb"] = round(self.alone / 1024)
+        return out
 
 
 def analyze(tree: Path, raw: bool, code: Path) -> dict[str, Any]:
@@ -368,9 +401,11 @@ def analyze(tree: Path, raw: bool, code: Path) -> dict[str, Any]:
         reader = threading.Thread(target=lambda: chunks.append(stdout.read()))
         reader.start()
         peak_kb = peak_pss_kb = 0
+        phases = _Phases()
         while proc.poll() is None:
-            rss_kb, pss_kb = _tree_memory_kb(proc.pid)
+            rss_kb, pss_kb, children = _tree_memory_kb(proc.pid)
             peak_kb, peak_pss_kb = max(peak_kb, rss_kb), max(peak_pss_kb, pss_kb)
+            phases.sample(pss_kb, children)
             time.sleep(0.05)
         wall = time.perf_counter() - began
         proc.wait()
@@ -395,6 +430,7 @@ def analyze(tree: Path, raw: bool, code: Path) -> dict[str, Any]:
         "cpu_s": round(cpu, 2),
         "peak_mb": round(peak_kb / 1024),
         "peak_pss_mb": round(peak_pss_kb / 1024),
+        **phases.as_mb(),
         "verdict": doc["verdict"],
         "primary": f"{first.get('rule')} {first.get('category')} {first.get('culprit_ranks')}",
         "planted_found": planted <= culprits,
