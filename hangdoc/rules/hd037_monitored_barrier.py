@@ -27,7 +27,14 @@ group's timeout.
 
 Horovod's coordinator does the same for any op: its stall check lists each op some ranks
 submitted and others did not, "HorovodBroadcast_global_step_0 [missing ranks: 1]"
-(horovod/common/operations.cc; horovod issue 1012).
+(horovod/common/operations.cc; horovod issue 1012). That names who is missing, not why:
+the check fires for a rank that is slow (a long epoch, a validation pass), stuck in its
+own code, dead, or on another path alike, its own text says so ("This may indicate that
+different ranks are trying to submit different tensors or that only subset of ranks is
+submitting tensors"), and it is a warning the op may yet answer. Alone, it names the
+missing ranks and the cause `unknown`; a divergence is named only where the report shows
+one, ranks waiting in the same kind of op at different counts (below), or in different
+ops (HD042).
 
 ## Evidence used
 The monitored-barrier failure messages: the rank-0 report names the missing ranks
@@ -100,7 +107,7 @@ class MonitoredBarrier(Rule):
     id = "HD037"
     name = "monitored-barrier-failure"
     summary = "a monitored barrier (or Horovod's stall check) named the ranks that did not arrive"
-    categories = (Category.RANK_DIVERGENCE, Category.RANK_DEAD)
+    categories = (Category.RANK_DIVERGENCE, Category.RANK_DEAD, Category.UNKNOWN)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -239,7 +246,9 @@ class MonitoredBarrier(Rule):
         )
 
     def _stalled(self, events: list[Placed]) -> Finding:
-        """Horovod's stall check: ops some ranks submitted and the named ranks did not."""
+        """Horovod's stall check: ops some ranks submitted and the named ranks did not.
+        Who is missing, not why (a slow, stuck, dead or diverged rank all read so: the
+        module doc): the named ranks are the ones to look at, and the cause is unknown."""
         culprits = sorted({r for p in events for r in _missing(p).ranks})
         reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
         ops = sorted({_missing(p).op or "?" for p in events})
@@ -247,14 +256,16 @@ class MonitoredBarrier(Rule):
         who = ranks_text(culprits)
         return Finding(
             rule=self.id,
-            category=Category.RANK_DIVERGENCE,
-            severity=Severity.ERROR,
-            title=f"{who} never submitted {shown} (Horovod's stall check)",
+            category=Category.UNKNOWN,
+            severity=Severity.WARNING,
+            title=f"{who} never submitted {shown} (Horovod's stall check); why is not shown",
             explanation=(
                 f"Horovod's coordinator reported ops that the other ranks submitted and {who} "
                 f"did not, for longer than its stall-check time: {shown}. {who.capitalize()} "
-                "was elsewhere (another op, its own code, stuck, or gone) while the others "
-                "waited for it."
+                "was elsewhere while the others waited for it: slow (a long epoch or "
+                "validation), stuck in its own code, gone, or on another path. The report "
+                "names who, not which: the cause is unknown until the stacks or the logs "
+                f"of {who} show it."
             ),
             fix=(
                 f"Take the stack of {who} (py-spy dump) to see where it is; make every rank "
@@ -264,7 +275,8 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            strength=Strength.SIGNAL,  # a stall warning: the op may yet come
+            # who is missing is stated; why is not (the module doc): no cause named
+            strength=Strength.SIGNAL,
         )
 
 
