@@ -38,17 +38,22 @@ ops (HD042).
 
 ## Evidence used
 The monitored-barrier failure messages: the rank-0 report names the missing ranks
-outright; the other ranks' "received errors … from rank 0" names rank 0 as the one to
-look at (weaker: with more than two ranks, rank 0 may have been reporting another one).
-The ranks that print it are reporters, never culprits. Horovod's stall warnings name the
-missing ranks outright; its oldest ones (before mid-2018) name only the ranks that were
-ready, which states no missing rank without the job's size, and are not read as such. A
-report whose ranks wait in different ops is HD042's; one whose ranks wait in ops Horovod
-named itself, of one kind at different counts ("broadcast.noname.3765" and
-"broadcast.noname.3873"), is this one's: out of step, not in different ops. A barrier
-that is a trainer's per-step join check (its failure printed inside "Detected uneven
-workload distribution: …") names the rank out of data: HD040 says so, and this finding
-follows it as a hint.
+outright; without `wait_all_ranks` only the first of them: ProcessGroupGloo's
+monitoredBarrier throws at the first rank, in rank order, whose answer did not come
+("Rank 3 failed to pass monitoredBarrier"), and never checks the ranks after it, so a
+singular report names one missing rank of possibly several and the finding says so, a
+signal rather than a statement of every culprit (the plural "Ranks 1, 3 failed …" is
+`wait_all_ranks`' full list); the other ranks' "received errors … from rank 0" names
+rank 0 as the one to look at (weaker: with more than two ranks, rank 0 may have been
+reporting another one). The ranks that print it are reporters, never culprits. Horovod's
+stall warnings name the missing ranks outright; its oldest ones (before mid-2018) name
+only the ranks that were ready, which states no missing rank without the job's size, and
+are not read as such. A report whose ranks wait in different ops is HD042's; one whose
+ranks wait in ops Horovod named itself, of one kind at different counts
+("broadcast.noname.3765" and "broadcast.noname.3873"), is this one's: out of step, not
+in different ops. A barrier that is a trainer's per-step join check (its failure printed
+inside "Detected uneven workload distribution: …") names the rank out of data: HD040
+says so, and this finding follows it as a hint.
 
 ## How to confirm
 Look at the last lines the named ranks printed and take their stacks; they are stuck or
@@ -136,6 +141,9 @@ class MonitoredBarrier(Rule):
         if direct and not culprits:
             return  # its ranks cut off (a wrap, a cut selection): it names nobody
         reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
+        # Only singular reports (no wait_all_ranks list): the first missing rank in rank
+        # order; the ranks after it were never checked (the module doc).
+        first_only = bool(direct) and all(_barrier(p).first_only for p in events)
         if not direct:
             timeouts = [
                 p
@@ -159,6 +167,13 @@ class MonitoredBarrier(Rule):
                     if joined
                     else ""
                 )
+                + (
+                    f" Without wait_all_ranks the barrier stops at the first rank that did "
+                    f"not arrive, in rank order: ranks above {culprits[-1]} were never "
+                    "checked and may be missing too."
+                    if first_only
+                    else ""
+                )
             ),
             fix=(
                 "Find what the named ranks were doing instead (their last log lines, their "
@@ -167,9 +182,14 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            # rank 0's report names the missing ranks; inside a join check, what kept them
-            # away is the trainer's reading (uneven data, HD040), not this one's
-            strength=Strength.HINT if joined else Strength.STATED,
+            # rank 0's report names the missing ranks (a singular one only the first of
+            # them); inside a join check, what kept them away is the trainer's reading
+            # (uneven data, HD040), not this one's
+            strength=Strength.HINT
+            if joined
+            else Strength.SIGNAL
+            if first_only
+            else Strength.STATED,
         )
 
     def _from_peers(
