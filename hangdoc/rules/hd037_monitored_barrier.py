@@ -27,21 +27,33 @@ group's timeout.
 
 Horovod's coordinator does the same for any op: its stall check lists each op some ranks
 submitted and others did not, "HorovodBroadcast_global_step_0 [missing ranks: 1]"
-(horovod/common/operations.cc; horovod issue 1012).
+(horovod/common/operations.cc; horovod issue 1012). That names who is missing, not why:
+the check fires for a rank that is slow (a long epoch, a validation pass), stuck in its
+own code, dead, or on another path alike, its own text says so ("This may indicate that
+different ranks are trying to submit different tensors or that only subset of ranks is
+submitting tensors"), and it is a warning the op may yet answer. Alone, it names the
+missing ranks and the cause `unknown`; a divergence is named only where the report shows
+one, ranks waiting in the same kind of op at different counts (below), or in different
+ops (HD042).
 
 ## Evidence used
 The monitored-barrier failure messages: the rank-0 report names the missing ranks
-outright; the other ranks' "received errors … from rank 0" names rank 0 as the one to
-look at (weaker: with more than two ranks, rank 0 may have been reporting another one).
-The ranks that print it are reporters, never culprits. Horovod's stall warnings name the
-missing ranks outright; its oldest ones (before mid-2018) name only the ranks that were
-ready, which states no missing rank without the job's size, and are not read as such. A
-report whose ranks wait in different ops is HD042's; one whose ranks wait in ops Horovod
-named itself, of one kind at different counts ("broadcast.noname.3765" and
-"broadcast.noname.3873"), is this one's: out of step, not in different ops. A barrier
-that is a trainer's per-step join check (its failure printed inside "Detected uneven
-workload distribution: …") names the rank out of data: HD040 says so, and this finding
-follows it as a hint.
+outright; without `wait_all_ranks` only the first of them: ProcessGroupGloo's
+monitoredBarrier throws at the first rank, in rank order, whose answer did not come
+("Rank 3 failed to pass monitoredBarrier"), and never checks the ranks after it, so a
+singular report names one missing rank of possibly several and the finding says so, a
+signal rather than a statement of every culprit (the plural "Ranks 1, 3 failed …" is
+`wait_all_ranks`' full list); the other ranks' "received errors … from rank 0" names
+rank 0 as the one to look at (weaker: with more than two ranks, rank 0 may have been
+reporting another one). The ranks that print it are reporters, never culprits. Horovod's
+stall warnings name the missing ranks outright; its oldest ones (before mid-2018) name
+only the ranks that were ready, which states no missing rank without the job's size, and
+are not read as such. A report whose ranks wait in different ops is HD042's; one whose
+ranks wait in ops Horovod named itself, of one kind at different counts
+("broadcast.noname.3765" and "broadcast.noname.3873"), is this one's: out of step, not
+in different ops. A barrier that is a trainer's per-step join check (its failure printed
+inside "Detected uneven workload distribution: …") names the rank out of data: HD040
+says so, and this finding follows it as a hint.
 
 ## How to confirm
 Look at the last lines the named ranks printed and take their stacks; they are stuck or
@@ -100,7 +112,7 @@ class MonitoredBarrier(Rule):
     id = "HD037"
     name = "monitored-barrier-failure"
     summary = "a monitored barrier (or Horovod's stall check) named the ranks that did not arrive"
-    categories = (Category.RANK_DIVERGENCE, Category.RANK_DEAD)
+    categories = (Category.RANK_DIVERGENCE, Category.RANK_DEAD, Category.UNKNOWN)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -129,6 +141,9 @@ class MonitoredBarrier(Rule):
         if direct and not culprits:
             return  # its ranks cut off (a wrap, a cut selection): it names nobody
         reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
+        # Only singular reports (no wait_all_ranks list): the first missing rank in rank
+        # order; the ranks after it were never checked (the module doc).
+        first_only = bool(direct) and all(_barrier(p).first_only for p in events)
         if not direct:
             timeouts = [
                 p
@@ -152,6 +167,13 @@ class MonitoredBarrier(Rule):
                     if joined
                     else ""
                 )
+                + (
+                    f" Without wait_all_ranks the barrier stops at the first rank that did "
+                    f"not arrive, in rank order: ranks above {culprits[-1]} were never "
+                    "checked and may be missing too."
+                    if first_only
+                    else ""
+                )
             ),
             fix=(
                 "Find what the named ranks were doing instead (their last log lines, their "
@@ -160,9 +182,14 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            # rank 0's report names the missing ranks; inside a join check, what kept them
-            # away is the trainer's reading (uneven data, HD040), not this one's
-            strength=Strength.HINT if joined else Strength.STATED,
+            # rank 0's report names the missing ranks (a singular one only the first of
+            # them); inside a join check, what kept them away is the trainer's reading
+            # (uneven data, HD040), not this one's
+            strength=Strength.HINT
+            if joined
+            else Strength.SIGNAL
+            if first_only
+            else Strength.STATED,
         )
 
     def _from_peers(
@@ -239,7 +266,9 @@ class MonitoredBarrier(Rule):
         )
 
     def _stalled(self, events: list[Placed]) -> Finding:
-        """Horovod's stall check: ops some ranks submitted and the named ranks did not."""
+        """Horovod's stall check: ops some ranks submitted and the named ranks did not.
+        Who is missing, not why (a slow, stuck, dead or diverged rank all read so: the
+        module doc): the named ranks are the ones to look at, and the cause is unknown."""
         culprits = sorted({r for p in events for r in _missing(p).ranks})
         reporters = sorted({p.rank for p in events if p.rank is not None} - set(culprits))
         ops = sorted({_missing(p).op or "?" for p in events})
@@ -247,14 +276,16 @@ class MonitoredBarrier(Rule):
         who = ranks_text(culprits)
         return Finding(
             rule=self.id,
-            category=Category.RANK_DIVERGENCE,
-            severity=Severity.ERROR,
-            title=f"{who} never submitted {shown} (Horovod's stall check)",
+            category=Category.UNKNOWN,
+            severity=Severity.WARNING,
+            title=f"{who} never submitted {shown} (Horovod's stall check); why is not shown",
             explanation=(
                 f"Horovod's coordinator reported ops that the other ranks submitted and {who} "
                 f"did not, for longer than its stall-check time: {shown}. {who.capitalize()} "
-                "was elsewhere (another op, its own code, stuck, or gone) while the others "
-                "waited for it."
+                "was elsewhere while the others waited for it: slow (a long epoch or "
+                "validation), stuck in its own code, gone, or on another path. The report "
+                "names who, not which: the cause is unknown until the stacks or the logs "
+                f"of {who} show it."
             ),
             fix=(
                 f"Take the stack of {who} (py-spy dump) to see where it is; make every rank "
@@ -264,7 +295,8 @@ class MonitoredBarrier(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters),
             evidence=tuple(limited_refs(events, limit=4)),
-            strength=Strength.SIGNAL,  # a stall warning: the op may yet come
+            # who is missing is stated; why is not (the module doc): no cause named
+            strength=Strength.SIGNAL,
         )
 
 

@@ -32,7 +32,14 @@ and the bar shows neither what the ranks waited for nor work outlasting the time
 (lightning #5646: "5/6 [00:14<00:03, 3.19s/it]", then 30-minute timeouts). The rank is the
 one that printed the line when a prefix says so, else the one rank that did not report the
 timeout while the others did (views/silence.py, its gap: yolov5 #4409,
-Ultra-Fast-Lane-Detection-v2 #119). The heartbeat monitor's "watchdog got
+Ultra-Fast-Lane-Detection-v2 #119). An evaluation is named only where
+something shows a rank evaluating apart from the ranks that waited: the line's own rank
+not among those that timed out, or that one silent rank. When the line names no rank and
+one rank alone reported the timeout, the paste is that rank's log: the rank that printed
+the evaluation is the one that waited in the collective, so nothing shows evaluation on
+some ranks only (its own collective may as well have waited for any rank, for any reason:
+llm-foundry #423, "[Eval batch=1/90]" then rank 0's all-gather timeout), and the finding
+is not made. The heartbeat monitor's "watchdog got
 stuck" is not counted: it is the watchdog thread blocked in a CUDA/NCCL call, not ranks
 waiting for a busy peer. Crashes, OOMs and network errors, when present, outrank this
 finding.
@@ -109,6 +116,20 @@ _PHASES: dict[Phase, Activity | None] = {
 }
 
 
+def _printer_waited(
+    meaning: Activity, rank: int | None, gap: bool, timed_out: set[int | None]
+) -> bool:
+    """An evaluation whose printer cannot be told apart from the one rank that timed out:
+    the line names no rank, no rank stayed silent, and a single rank reported the timeout
+    (the paste is that rank's log). Evaluation *on some ranks* claims a rank evaluating
+    while others waited; here the rank that evaluated is the one that waited, so the
+    claim has no evidence. A save is not held to this: a save that hangs is the cause
+    whichever ranks run it."""
+    if TABLE[meaning].category is not Category.EVAL_SOME_RANKS or rank is not None or gap:
+        return False
+    return len(timed_out - {None}) == 1
+
+
 class ActivityBeforeTimeout(Rule):
     __doc__ = __doc__
     id = "HD061"
@@ -138,6 +159,8 @@ class ActivityBeforeTimeout(Rule):
         quiet = ctx.silence.gap if said.rank is None else None
         if quiet is not None:
             rank = quiet.rank  # the one rank that did not time out was doing it
+        if _printer_waited(said.meaning, said.rank, quiet is not None, timed_out):
+            return
         who = f"rank {rank}" if rank is not None else "the job"
         doing = phrase(said.meaning)
         text = said.line.text.strip()
@@ -203,6 +226,8 @@ class ActivityBeforeTimeout(Rule):
         quiet = ctx.silence.gap if found.rank is None else None
         if quiet is not None:
             rank = quiet.rank
+        if _printer_waited(found.meaning, found.rank, quiet is not None, timed_out):
+            return []
         who = f"rank {rank}" if rank is not None else "the job"
         doing = phrase(found.meaning)
         text = found.begin.text.strip()

@@ -23,7 +23,15 @@ before its exception line counts when its innermost frame shown is a checkpoint 
 entry: every frame cut is inside the save. A process waiting in a collective inside the
 job's own dataset preprocessing (``preprocess_dataset`` → ``main_process_first`` →
 ``barrier``) shows the ranks parted around work one rank does alone:
-`rank_divergence_collective_vs_noncollective`, not a DataLoader. A save next to a storage
+`rank_divergence_collective_vs_noncollective`, not a DataLoader, unless the work is shown
+advancing when the waiter gave up (fixtures/cases/README.md: slow work is shown
+advancing): the preprocessing's progress bar was live when the waiting rank's traceback
+was written (tqdm ends no state of a bar with a newline, so the traceback is glued to its
+last state, or follows it on the next line), not finished, with tqdm's estimate of time
+left, and its elapsed time covers the shortest collective timeout torch sets by default
+(10 minutes: NCCL's since torch 2.2). The work was then still running when the other rank
+timed out waiting for it: slow, not hung, `not_a_hang_slow_or_benign` (a hint: one bar
+and one traceback, nothing of the timeout's own value). A save next to a storage
 error (EIO, ENOSPC), or whose traceback ends in a file-system call (os.makedirs) that
 raised, is left to HD110: the storage's error decides.
 
@@ -41,15 +49,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.model import Category, Finding, ProcessEvidence, Severity, Strength
+from hangdoc.analyzer.payloads.progress import PhaseMarker, Progress
 from hangdoc.analyzer.ranges import plural_ranks
 from hangdoc.analyzer.views.activity import (
     RankActivity,
     classify_process,
     waits_for_every_writer,
 )
-from hangdoc.analyzer.views.activity_table import TABLE, Activity
+from hangdoc.analyzer.views.activity_table import TABLE, Activity, phases_beginning
 from hangdoc.analyzer.views.save_errors import failed_save_calls
+from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.causes import Cause, cause_of, key_frame_text
 from hangdoc.rules.refs import stack_refs
@@ -85,7 +96,7 @@ class LoneStack(Rule):
     id = "HD108"
     name = "lone-stack-activity"
     summary = "the only stack in the inputs shows a save, a data fetch or an evaluation"
-    categories = tuple(sorted(_TELLING | {Category.RANK_DIVERGENCE}))
+    categories = tuple(sorted(_TELLING | {Category.RANK_DIVERGENCE, Category.NOT_A_HANG}))
     severity = Severity.ERROR
     requires = frozenset()
 
@@ -121,6 +132,11 @@ class LoneStack(Rule):
         main = activity.main
         in_call = main.collective is not None
         who = process.label if process.rank is not None else "the process"
+        if in_call and _preprocessing(activity, cause):
+            bar = _advancing_bar(ctx, process)
+            if bar is not None:
+                yield self._slow(process, activity, bar)
+                return
         # A rank blocked in a collective inside a save's wait for every rank's writer
         # (Megatron's async-save completion check) asked whether the others are done: the
         # rank it waits for is still writing; this one is no culprit.
@@ -171,6 +187,74 @@ class LoneStack(Rule):
             evidence=tuple(stack_refs([activity])),
             strength=strength,
         )
+
+    def _slow(self, process: ProcessEvidence, activity: RankActivity, bar: Placed) -> Finding:
+        """The waiter's traceback followed a live, advancing preprocessing bar that had
+        run past the shortest default timeout: the work was slow, not stuck."""
+        meter = _meter(bar)
+        assert meter is not None
+        who = process.label if process.rank is not None else "the process"
+        return Finding(
+            rule=self.id,
+            category=Category.NOT_A_HANG,
+            severity=self.severity,
+            title=f"not a hang: the dataset preprocessing was still advancing ({meter.meter} "
+            f"after {meter.elapsed}) when {who} gave up waiting for it",
+            explanation=(
+                f"The inputs hold the stack of one process only ({who}), waiting in a "
+                f"collective inside the job's dataset preprocessing ({key_frame_text(activity)})."
+                f" Its traceback was written right after the preprocessing's progress bar "
+                f"({bar.event.source}:{bar.event.line}: {meter.meter} after {meter.elapsed}, "
+                "with time still left by tqdm's estimate): the rank doing the work was "
+                "still advancing when this one's wait ran out. Nothing was stuck; the work "
+                "took longer than the collective timeout."
+            ),
+            fix=(
+                "Raise the process-group timeout for this phase (init_process_group("
+                "timeout=timedelta(hours=2)), HF --ddp_timeout), or preprocess and cache the "
+                "dataset ahead of the job (more num_proc)."
+            ),
+            culprit_ranks=(),
+            evidence=(bar.ref(), *stack_refs([activity])),
+            strength=Strength.HINT,  # one bar and one traceback; the timeout is not printed
+            says_not_hung=True,
+        )
+
+
+# The shortest collective timeout torch sets by default: NCCL's 10 minutes since torch 2.2
+# (gloo's and older NCCL's are 30): a bar that ran this long ran as long as a waiter can
+# have waited with no timeout of its own set.
+_DEFAULT_TIMEOUT_S = 600
+_PREPROCESS_PHASES = phases_beginning(Activity.PREPROCESS)
+
+
+def _meter(p: Placed) -> Progress | None:
+    marker = p.event.payload_as(PhaseMarker)
+    return marker.progress if marker is not None else None
+
+
+def _advancing_bar(ctx: RuleContext, process: ProcessEvidence) -> Placed | None:
+    """A preprocessing bar live when one of the process's tracebacks was written (glued to
+    it, or on the line just before it, in the same text), unfinished, with time left by
+    its own estimate, and run for at least the shortest default collective timeout."""
+    starts = {(t.source, t.line) for t in process.text_stacks if t.line is not None}
+    for p in ctx.timeline.of(EventKind.PHASE):
+        marker = p.event.payload_as(PhaseMarker)
+        meter = marker.progress if marker is not None else None
+        if marker is None or meter is None or marker.phase not in _PREPROCESS_PHASES:
+            continue
+        line = p.event.line
+        if line is None or not (
+            (p.event.source, line) in starts or (p.event.source, line + 1) in starts
+        ):
+            continue
+        if meter.remaining_s is None or meter.remaining_s <= 0 or meter.elapsed_s is None:
+            continue
+        if meter.n is not None and meter.total is not None and meter.n >= meter.total:
+            continue
+        if meter.elapsed_s >= _DEFAULT_TIMEOUT_S:
+            return p
+    return None
 
 
 def _storage_error(ctx: RuleContext) -> bool:

@@ -188,7 +188,7 @@ class NcclTransportError(Rule):
     id = "HD200"
     name = "nccl-transport-error"
     summary = "NCCL lost a network connection (IB completion error, socket closed/reset)"
-    categories = (Category.NCCL_NETWORK, Category.NCCL_INIT)
+    categories = (Category.NCCL_NETWORK, Category.NCCL_INIT, Category.UNKNOWN)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -381,6 +381,20 @@ class NcclTransportError(Rule):
                 " NCCL's remote or system error in a running collective means a connection "
                 "to a peer broke: the peer process exited or the network between them "
                 "failed; the error names neither."
+            )
+        unstaged = category is Category.NCCL_NETWORK and _stage_unshown(tl, primary, running_from)
+        if unstaged:
+            # A working link that broke is what the category claims; a peer that closed
+            # or reset its connection, with nothing running before it, shows neither the
+            # link failing (a peer that exited does the same) nor the stage.
+            category = Category.UNKNOWN
+            title += ": at set-up or on a running link, not shown"
+            explanation += (
+                " Every error is a peer closing or resetting its connection, which a peer "
+                "process that exited does as well as a failing network, and nothing before "
+                "it shows the communicator working (no collective, no training step, no "
+                "NCCL line on the data path): set-up and a running link read the same here. "
+                "The peers are named; the stage, and with it the cause, is not shown."
             )
         if crashes:
             severity = Severity.WARNING
@@ -633,6 +647,33 @@ def _in_bootstrap(p: Placed) -> bool:
     The parser marks it (parsers/logs/errors.py)."""
     payload = p.event.payload
     return isinstance(payload, (TransportWarn, NcclError)) and payload.in_bootstrap
+
+
+# How a connection fails when the process at its other end closes it: an orderly close
+# (its sockets closed as it exited), a reset (it exited with data unread, or was killed),
+# a write to it after that. A peer process that ended reads exactly so, at set-up or on a
+# running link: the words say the peer went, not that a link failed.
+_PEER_ENDED = frozenset(
+    {LinkFailure.SOCKET_CLOSED, LinkFailure.CONNECTION_RESET, LinkFailure.BROKEN_PIPE}
+)
+
+
+def _stage_unshown(tl: Timeline, primary: list[Placed], running_from: int) -> bool:
+    """Whether the errors show neither a link that failed nor a stage: every one is a
+    peer that closed or reset its connection (``_PEER_ENDED``: a peer process that exited
+    does the same), before anything shows collectives or training running (views/
+    nccl_setup.py ``first_running``), and no NCCL line places a failure on the data path
+    (a WARN or return chain whose source lines are proxy progress or a collective's
+    launch: ``SourceStage.DATA``). Then the artifacts show no stage
+    (fixtures/cases/README.md: a bare transport error supports neither reading)."""
+    if not all((link := _link(p)) is not None and link.failure in _PEER_ENDED for p in primary):
+        return False
+    if any(p.index >= running_from for p in primary):
+        return False
+    return not any(
+        (warn := q.event.payload_as(NcclWarn)) is not None and warn.stage is SourceStage.DATA
+        for q in tl.of(EventKind.NCCL_WARN, EventKind.NCCL_RETURN, EventKind.NCCL_TRANSPORT_ERROR)
+    )
 
 
 def _remote_error(p: Placed) -> bool:

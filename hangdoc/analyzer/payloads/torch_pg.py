@@ -249,6 +249,11 @@ class MonitoredBarrier(EventPayload):
     reporter: Reporter | None = None  # RANK0: the root's list; SELF; PEER: "from rank 0"
     backend: Backend | None = None
     join: bool = False  # a trainer's per-step join check: a rank ran out of data
+    # Appended (precision7): rank 0's singular report, "Rank N failed to pass
+    # monitoredBarrier": without wait_all_ranks, ProcessGroupGloo::monitoredBarrier throws
+    # at the first rank (in rank order) whose recv failed, and the ranks after it are never
+    # checked; the plural "Ranks a, b failed …" is wait_all_ranks' full list.
+    first_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,7 +140,8 @@ _FP_KEYS = {
 }
 _DIFFER = re.compile(r"Collectives differ in the following aspects:\s*(.*)")
 _MONITORED = re.compile(
-    r"Ranks? (?P<ranks>\d+(?:\s*,\s*\d+)*) failed to pass monitoredBarrier in (?P<ms>\d+) ms"
+    r"Rank(?P<all>s)? (?P<ranks>\d+(?:\s*,\s*\d+)*) failed to pass monitoredBarrier in "
+    r"(?P<ms>\d+) ms"
     r"|Rank (?P<self>\d+) timed out in monitoredBarrier"
 )
 # ProcessGroupGloo::monitoredBarrier on a rank other than 0: it sent to rank 0 and never
@@ -551,6 +552,7 @@ def match_torch(text: str) -> Hit | None:
             ranks=ranks,
             timeout_ms=as_int(mb.group("ms")),
             reporter=Reporter.SELF if mb.group("self") else Reporter.RANK0,
+            first_only=mb.group("ranks") is not None and mb.group("all") is None,
         )
         return Hit(EventKind.MONITORED_BARRIER, payload=barrier, key=("mb", ranks))
     if (peer := _MONITORED_PEER.search(text)) is not None:
