@@ -108,7 +108,22 @@ class LogsDiverge(Rule):
                 # their stacks, set apart, say they parted there.
                 continue
             finding = self._finding(divergence)
-            if agree:
+            if (
+                agree
+                and finding.category is Category.RANK_DIVERGENCE
+                and _in_other_collective(ctx, divergence)
+            ):
+                # The log says where the ranks part but names no cause, and the stacks say
+                # more: the odd ranks wait in another collective (HD002's reading). The
+                # stacks agree on who; the finding stays below theirs.
+                finding = replace(
+                    finding,
+                    strength=shifted(finding.strength, Shift.STACKS_AGREE),
+                    explanation=finding.explanation
+                    + " The stacks agree: these ranks wait in another collective than the "
+                    "others.",
+                )
+            elif agree:
                 # Two independent sources name the same ranks: the stacks say where they
                 # stand apart, the logs say why. The log's cause is the root one.
                 finding = replace(
@@ -221,6 +236,12 @@ def _stacks_agree(ctx: RuleContext, d: Divergence) -> bool:
     if len(rest_calls) != 1 or any(a.waiting_call is None for a in rest):
         return False
     return all(a.waiting_call is None or a.waiting_call.family not in rest_calls for a in odd)
+
+
+def _in_other_collective(ctx: RuleContext, d: Divergence) -> bool:
+    """Every odd rank waits in a collective (another than the others': ``_stacks_agree``)."""
+    live = {a.rank: a for a in live_activities(ctx.activities)}
+    return all(r in live and live[r].waiting_call is not None for r in d.ranks)
 
 
 RULE = LogsDiverge
