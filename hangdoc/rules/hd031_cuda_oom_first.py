@@ -20,9 +20,9 @@ An OOM the rank lived through (its stacks show it alive, blocked in a collective
 a handler caught it and went on) is reported weaker: the collectives that no longer match
 are what the others wait for (HD002). An OOM whose own lines name no rank (one
 traceback, printed once) is the rank's that the launcher reports as the one worker that
-exited with an error code of its own (views/deaths.py ``one_exit``: srun's "task 3: Exited with exit code 1", Lightning's
-"[rank: 3] Child process with PID … terminated with code 1", torchrun's, DeepSpeed's,
-torch.multiprocessing's).
+exited with an error code of its own (views/deaths.py ``one_exit``: srun's "task 3: Exited
+with exit code 1", Lightning's "[rank: 3] Child process with PID … terminated with code
+1", torchrun's, DeepSpeed's, torch.multiprocessing's).
 
 ## How to confirm
 The cited line shows the allocation that failed and how much memory was in use.
