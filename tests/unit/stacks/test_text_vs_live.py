@@ -109,14 +109,10 @@ KNOWN_GAPS["tracker-wedged"] = (_NEEDS_SOCKET, None, (Category.EVAL_SOME_RANKS, 
 # (no py-spy thread line, no /proc) do not say the thread in http.client is asleep rather
 # than receiving.
 GENERIC_ONLY["http-shards"] = (_NEEDS_ASLEEP, _FRAMES_ONLY)
-# early-stop under a label that carries the pid: the pid ties the rank's own log line ("rank
-# 3: early stopping …") to its stacks, so the log comparison's divergence (HD060, the same
-# culprit, corroborated by the stacks) ranks above the stacks' barrier-vs-all_reduce
-# mismatch (HD002, stated): the generic category, the live culprit.
-GENERIC_ONLY["early-stop"] = (
-    "a label with a pid ties the job's own line to the stacks: HD060 ranks first",
-    tuple(f.name for f in FORMS if "pid" in f.name),
-)
+# early-stop under a label that carries the pid (the pid ties rank 3's own line "early
+# stopping …" to its stacks) read as HD060's generic divergence above the stacks'
+# barrier-vs-all_reduce mismatch; since a log divergence that names no cause stays below
+# the stacks' reading of another collective (HD060), every form gets the live answer.
 
 
 # Live hangs of 2026-11-28d (fixtures/first_sight/live-2026-11-28d.json).
