@@ -166,6 +166,49 @@ def _dead_child_cause(process: ProcessEvidence, wait: ThreadWait | None) -> Caus
     return _detailed(Activity.CHILD_DIED, f"{detail}{_at(wait)}")
 
 
+# The stdlib's files a wait for a worker's result blocks in, below the call (CPython's
+# multiprocessing and concurrent.futures, and the threading, selectors and queue modules
+# they wait with).
+_STDLIB_WAIT_FILES = frozenset({
+    "pool.py", "queues.py", "connection.py", "synchronize.py", "managers.py", "threading.py",
+    "selectors.py", "queue.py", "_base.py", "process.py",
+})  # fmt: skip
+
+
+def _stdlib_wait(frame: Frame) -> bool:
+    return frame.native or frame.file.replace("\\", "/").rsplit("/", 1)[-1] in _STDLIB_WAIT_FILES
+
+
+def _worker_result_cause(activity: RankActivity) -> Cause | None:
+    """The main thread waits in multiprocessing for what the rank's own workers return (a
+    Pool's result, a Queue, a Pipe: the catalog's WORKER_RESULT frames), with the worker
+    processes the last sample shows (hangdoc collect lists the rank's children)."""
+    main = activity.main
+    if main is None or main.thread.exception is not None:
+        return None  # a traceback: the call raised, it does not wait
+    thread = main.thread.frames
+    at = [
+        i
+        for i, f in enumerate(thread)
+        if (found := frame_tag(f)) is not None and found[0] is Activity.WORKER_RESULT
+    ]
+    if not at or not all(_stdlib_wait(f) for f in thread[: at[0]]):
+        # inside the call, code of its own runs (torch's unpickling of a received
+        # tensor, a signal handler that raised): it is not waiting for the result
+        return None
+    # the outermost: the call the job made (Pool.map), not where the stdlib waits in it
+    frame = thread[at[-1]]
+    detail = f"in {frame.label()}"
+    last = next((p for p in reversed(activity.process.proc_samples) if p.alive), None)
+    if last is not None and last.children:
+        shown = ", ".join(
+            f"pid {c.pid}" + (f" ({c.state})" if c.state else "") for c in last.children[:4]
+        )
+        more = f" and {len(last.children) - 4} more" if len(last.children) > 4 else ""
+        detail += f"; its worker processes: {shown}{more}"
+    return _detailed(Activity.WORKER_RESULT, detail)
+
+
 def _terminal_cause(wait: ThreadWait | None) -> Cause | None:
     """A read of a terminal (collectors/waits.py: the descriptor is a tty or pty)."""
     if wait is None or wait.source is not WaitSource.KERNEL or wait.kind is not WaitKind.TERMINAL:
@@ -226,13 +269,42 @@ def cause_of(activity: RankActivity, waits: JobWaits | None = None) -> Cause:
     child = _child_cause(wait) or _dead_child_cause(activity.process, wait)
     if child is not None:
         return child
+    workers = _worker_result_cause(activity)
+    if workers is not None:
+        return workers
     terminal = _terminal_cause(wait)
     if terminal is not None:
         return terminal
     own = _own_words_cause(activity)
     if own is not None:
         return own
+    polling = _polling_cause(wait)
+    if polling is not None:
+        return polling
     return _cause(Activity.OUTSIDE_COLLECTIVES)
+
+
+def polls(wait: ThreadWait | None) -> bool:
+    """The kernel shows the main thread asleep in a sleep call (time.sleep's
+    clock_nanosleep: a C call with no frame of its own) in the job's own code: a loop that
+    checks for a condition (a file, a flag, a value) between sleeps, and waits on no lock,
+    pipe or socket that another process could hold."""
+    return (
+        wait is not None
+        and wait.source is WaitSource.KERNEL
+        and wait.kind is WaitKind.SLEEP
+        and wait.frame is not None
+        and is_user_frame(wait.frame)
+    )
+
+
+def _polling_cause(wait: ThreadWait | None) -> Cause | None:
+    """A polling loop of the job's own code (``polls``): it waits for a condition that no
+    collective brings, with no timeout of the collectives' own."""
+    if wait is None or not polls(wait):
+        return None
+    detail = f"asleep in {wait.syscall} between checks: a loop of its own that polls{_at(wait)}"
+    return _detailed(Activity.SLEEP, detail)
 
 
 def _own_words_cause(activity: RankActivity) -> Cause | None:

@@ -43,8 +43,9 @@ from hangdoc.analyzer.views.activity import (
     live_activities,
     may_wait_in_gradient_sync,
 )
+from hangdoc.analyzer.views.waits import JobWaits
 from hangdoc.rules.base import Need, Rule, RuleContext
-from hangdoc.rules.causes import cause_of, key_frame_text
+from hangdoc.rules.causes import cause_of, key_frame_text, polls
 from hangdoc.rules.refs import stack_refs
 from hangdoc.rules.strength import Shift, agreeing, shifted
 
@@ -54,13 +55,20 @@ def _ops_text(waiting: list[RankActivity]) -> str:
     return " / ".join(ops) if ops else "a collective"
 
 
-def _stopped_together(culprits: list[RankActivity], waiting: list[RankActivity]) -> bool:
+def _stopped_together(
+    culprits: list[RankActivity], waiting: list[RankActivity], waits: JobWaits
+) -> bool:
     """More ranks stopped at one and the same line of their own code, which names nothing
     (the generic cause), than wait in the collective: they wait together on something the
     frames do not show (a file lock, a shared file: a C call has no frame), and what holds
     them may as well be the few in the collective (a rank that took the lock and went on).
-    Which side is odd the frames cannot say, so neither is named."""
+    Which side is odd the frames cannot say, so neither is named. Unless the kernel shows
+    each of them asleep in a sleep call (``polls``): a loop that checks a condition
+    between sleeps holds and waits on nothing another rank could hold, and the ranks in
+    it are the ones outside the collective."""
     if len(culprits) < 2 or len(culprits) <= len(waiting):
+        return False
+    if all(polls(waits.of(a.process)) for a in culprits):
         return False
     stacks = {
         tuple((f.file, f.function, f.line) for f in a.main.thread.frames) if a.main else ()
@@ -101,7 +109,9 @@ class RankOutsideCollective(Rule):
         waiting_ranks = tuple(a.rank for a in waiting)
         ops = _ops_text(waiting)
         for category, culprits in sorted(by_category.items(), key=lambda kv: kv[1][0].rank):
-            if category is Category.RANK_DIVERGENCE and _stopped_together(culprits, waiting):
+            if category is Category.RANK_DIVERGENCE and _stopped_together(
+                culprits, waiting, ctx.waits
+            ):
                 continue
             yield self._finding(ctx, category, culprits, waiting, waiting_ranks, ops)
 

@@ -17,6 +17,9 @@ The main thread's stack of every rank at the last sample, classified with the fr
 catalog; the collective op (the innermost torch.distributed frame, normalised to its
 family: all_gather_object counts as all_gather) and the user frame that called it.
 The largest group of ranks is taken as the expected op; the others are the culprits.
+When the culprits' own logs hold an error of a step that they lived through (alive, in a
+collective after it) and the others never met, a handler that caught it skipped that
+step's collectives: the error says why the ops differ, and strengthens the finding.
 Point-to-point ``send``/``recv`` are not collectives: ranks in send facing a rank in recv
 is the shape of a pipeline (HD105 reads it), so ranks in them are left out here.
 
@@ -35,12 +38,14 @@ branch that depends on the rank or on per-rank data.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.p2p_stacks import P2P_FAMILIES
+from hangdoc.analyzer.views.training import survived_errors
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved
 from hangdoc.rules.refs import stack_refs
@@ -75,9 +80,10 @@ class CollectiveTypeMismatch(Rule):
         # outrank them by staying sure.
         one_sample = nobody_moved(ctx, (a.rank for group in groups.values() for a in group))
         for family, culprits in ordered[1:]:
-            yield self._finding(
+            finding = self._finding(
                 family, culprits, expected_op, majority, majority_ranks, tie, one_sample is None
             )
+            yield _with_survived_error(finding, culprits, majority)
 
     def _finding(
         self,
@@ -140,6 +146,28 @@ class CollectiveTypeMismatch(Rule):
 
 
 RULE = CollectiveTypeMismatch
+
+
+def _with_survived_error(
+    finding: Finding, culprits: list[RankActivity], majority: list[RankActivity]
+) -> Finding:
+    """The finding, stronger where every culprit lived through an error of a step that no
+    rank of the majority met: a handler that caught it (fairseq's "attempting to recover
+    from OOM", a try/except around the step) skipped the step's collectives, which is why
+    the culprits are in another op."""
+    survived = survived_errors(culprits)
+    if len(survived) != len(culprits) or survived_errors(majority):
+        return finding
+    rank = culprits[0].rank
+    said = survived[rank].text.strip()[:160]
+    return replace(
+        finding,
+        strength=shifted(finding.strength, Shift.AGREES),
+        explanation=finding.explanation
+        + f" Rank {rank} lived through an error the others never met ({said!r}) and went "
+        "on: the handler that caught it skipped the rest of that step and its collectives, "
+        "so the ranks no longer issue the same ones.",
+    )
 
 
 def _strength(*, tie: bool, one_sample: bool) -> Strength:

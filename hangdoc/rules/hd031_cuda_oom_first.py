@@ -16,11 +16,13 @@ ordered in time against the timeout wave (analyzer/views/timeline.py). An OOM pr
 the timeouts is a consequence of the teardown (gh:NVIDIA/nccl/issues/1284) and is not
 reported, nor is NCCL's "Cuda failure 'out of memory'" of a call that allocates or pins
 *host* memory (its WARN's place, looked up in every NCCL release: HD206's set-up failure).
-An OOM whose own lines name no rank (one traceback, printed once) is the rank's
-that the launcher reports as the one worker that exited with an error code of its own
-(views/deaths.py ``one_exit``: srun's "task 3: Exited with exit code 1", Lightning's
-"[rank: 3] Child process with PID … terminated with code 1", torchrun's, DeepSpeed's,
-torch.multiprocessing's).
+An OOM the rank lived through (its stacks show it alive, blocked in a collective after it:
+a handler caught it and went on) is reported weaker: the collectives that no longer match
+are what the others wait for (HD002). An OOM whose own lines name no rank (one
+traceback, printed once) is the rank's that the launcher reports as the one worker that
+exited with an error code of its own (views/deaths.py ``one_exit``: srun's "task 3: Exited
+with exit code 1", Lightning's "[rank: 3] Child process with PID … terminated with code
+1", torchrun's, DeepSpeed's, torch.multiprocessing's).
 
 ## How to confirm
 The cited line shows the allocation that failed and how much memory was in use.
@@ -41,6 +43,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.views.deaths import DeathHow, first_deaths, one_exit, one_failure
 from hangdoc.analyzer.views.timeline import precedes_wave, victims, wave
+from hangdoc.analyzer.views.training import survived_errors
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import Shift, shifted
@@ -104,10 +107,25 @@ class CudaOomFirst(Rule):
             if wave_events
             else f"{who} hit CUDA out-of-memory ({first.summary}); no other failure precedes it."
         ) + joined
+        # The OOM is one direct signal; its time before the timeouts states the cause.
+        strength = shifted(Strength.SIGNAL, Shift.ORDER_SHOWN) if ordered else Strength.SIGNAL
+        severity = Severity.CRITICAL
+        acts = [ctx.activities[r] for r in culprits if r in ctx.activities]
+        if acts and len(survived_errors(acts)) == len(culprits):
+            # The culprits' stacks show them alive, blocked in a collective after the OOM: a
+            # handler caught it and they went on. It is why they parted from the others,
+            # not what the others wait for: the stack rules say where they wait (HD002).
+            strength, severity = shifted(strength, Shift.CONTRADICTED), Severity.ERROR
+            explanation += (
+                f" But the stacks show {who} alive after it, blocked in a collective: it lived "
+                "through the error (a handler caught it and went on, skipping what the step "
+                "had left to do), so the ranks now wait in collectives that do not match; "
+                "the stack findings say which."
+            )
         yield Finding(
             rule=self.id,
             category=Category.CUDA_OOM,
-            severity=Severity.CRITICAL,
+            severity=severity,
             title=title,
             explanation=explanation,
             fix=(
@@ -118,8 +136,7 @@ class CudaOomFirst(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs([d.placed for d in leading], limit=6)),
-            # The OOM is one direct signal; its time before the timeouts states the cause.
-            strength=shifted(Strength.SIGNAL, Shift.ORDER_SHOWN) if ordered else Strength.SIGNAL,
+            strength=strength,
         )
 
 

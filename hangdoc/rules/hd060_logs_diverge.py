@@ -9,7 +9,9 @@ a rank whose last line starts an action that nothing after it finishes ("saving 
 prints with a number that differs on some ranks, read by the words next to the number: an
 amount of data ("1248 batches" against "1250": uneven data), a size ("bins: 9" against
 "bins: 10"), or progress ("reached step 97" against "step 100": the ranks went different
-ways); a progress counter that stopped behind the others' ("step 97" while they print
+ways), or the value of a field whose own key says none of these ("oom=1" against
+"oom=0": something the rank met that the others did not, where they may part); a
+progress counter that stopped behind the others' ("step 97" while they print
 "step 100"). Lines of one console are each rank's by their prefix, or by the rank their
 own words name (`Rank 3, world_size 8: …`, `[rank: 3] …`). A line only some ranks print, after which
 they print a line every rank prints (rank 0 logs its validation metrics, then every rank
@@ -106,7 +108,22 @@ class LogsDiverge(Rule):
                 # their stacks, set apart, say they parted there.
                 continue
             finding = self._finding(divergence)
-            if agree:
+            if (
+                agree
+                and finding.category is Category.RANK_DIVERGENCE
+                and _in_other_collective(ctx, divergence)
+            ):
+                # The log says where the ranks part but names no cause, and the stacks say
+                # more: the odd ranks wait in another collective (HD002's reading). The
+                # stacks agree on who; the finding stays below theirs.
+                finding = replace(
+                    finding,
+                    strength=shifted(finding.strength, Shift.STACKS_AGREE),
+                    explanation=finding.explanation
+                    + " The stacks agree: these ranks wait in another collective than the "
+                    "others.",
+                )
+            elif agree:
                 # Two independent sources name the same ranks: the stacks say where they
                 # stand apart, the logs say why. The log's cause is the root one.
                 finding = replace(
@@ -160,6 +177,16 @@ class LogsDiverge(Rule):
                 "Every rank prints this line, and the count of steps in it differs on some "
                 "ranks: they did not go the same way. "
             )
+        elif d.kind == DivergenceKind.FIELD:
+            category, fix, strength = Category.RANK_DIVERGENCE, _UNFINISHED_FIX, Strength.HINT
+            severity = Severity.WARNING  # where the ranks part, not yet why
+            title = f"{culprits} printed another value than {others} in a field of the same line"
+            why = (
+                "Every rank prints this line, and a field in it whose key names neither an "
+                "amount of data, a size nor progress differs on some ranks: they met "
+                "something the others did not (an error they counted, a retry) and may "
+                "have gone another way there. "
+            )
         elif d.kind == DivergenceKind.SIZE:
             category, fix = Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, _SIZE_FIX
             strength = Strength.SIGNAL
@@ -209,6 +236,12 @@ def _stacks_agree(ctx: RuleContext, d: Divergence) -> bool:
     if len(rest_calls) != 1 or any(a.waiting_call is None for a in rest):
         return False
     return all(a.waiting_call is None or a.waiting_call.family not in rest_calls for a in odd)
+
+
+def _in_other_collective(ctx: RuleContext, d: Divergence) -> bool:
+    """Every odd rank waits in a collective (another than the others': ``_stacks_agree``)."""
+    live = {a.rank: a for a in live_activities(ctx.activities)}
+    return all(r in live and live[r].waiting_call is not None for r in d.ranks)
 
 
 RULE = LogsDiverge

@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping
 
 from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
+from hangdoc.analyzer.views.catalog import P2PKind
 from hangdoc.analyzer.views.p2p_stacks import (
     P2PDeadlock,
     P2POp,
@@ -194,23 +195,51 @@ class P2PPipelineDeadlock(Rule):
 
     def _all_blocked(self, ctx: RuleContext, ops: Mapping[int, P2POp], *, stuck: bool) -> Finding:
         ranks = tuple(sorted(ops))
+        kinds = {op.kind for op in ops.values()}
+        title = f"{plural_ranks(ranks)} are all blocked in send/recv; the peers are unknown"
+        moved = " and nothing moved" if stuck else ""
+        said = (
+            f"Every collected rank waits in a point-to-point transfer{moved}, which is a "
+            "pipeline deadlock, but the stacks do not say which peer each waits for, so the "
+            "culprit is unknown."
+        )
+        fix = (
+            "Collect again with py-spy --locals (the dst/src of each send/recv), or log "
+            "each stage's schedule, and look for two stages that send (or receive) to "
+            "each other at the same time."
+        )
+        world = ctx.evidence.expected_world_size()
+        if len(kinds) == 1 and world is not None and set(ranks) == set(range(world)):
+            # Every rank of the job is on the same side of a transfer: whichever rank each
+            # aims at, that rank waits on the same side too, so none can pair up.
+            kind = next(iter(kinds))
+            other = P2PKind.RECV if kind is P2PKind.SEND else P2PKind.SEND
+            title = (
+                f"{plural_ranks(ranks)} all wait in {kind} and none in {other}: every "
+                f"transfer waits for a {other} that no rank can post (a cycle of {kind}s; "
+                "the peers are not shown)"
+            )
+            said = (
+                f"Every collected rank waits in {kind}, none in {other}: a point-to-point "
+                f"transfer completes only when its peer posts the matching {other}, and each "
+                f"rank's peer is one of these ranks, also waiting in {kind}, so no transfer "
+                f"can complete: the ranks {kind} to each other in a cycle (a ring or halo "
+                f"exchange written {kind}-then-{other} on every rank). Which rank each aims "
+                "at the stacks do not say (no locals), and no rank is the culprit: the order "
+                "is." + (" Nothing moved." if stuck else "")
+            )
+            fix = (
+                f"Do not {kind} first on every rank: post both sides at once "
+                "(dist.batch_isend_irecv, or isend/irecv and wait on both), or order them by "
+                "rank parity (even ranks send then receive, odd ranks receive then send)."
+            )
         return Finding(
             rule=self.id,
             category=Category.P2P_DEADLOCK,
             severity=Severity.ERROR,
-            title=f"{plural_ranks(ranks)} are all blocked in send/recv; the peers are unknown",
-            explanation=(
-                "; ".join(f"rank {r}: {ops[r].text()}" for r in ranks[:6])
-                + ". Every collected rank waits in a point-to-point transfer"
-                + (" and nothing moved" if stuck else "")
-                + ", which is a pipeline deadlock, but the stacks do not say which peer "
-                "each waits for, so the culprit is unknown."
-            ),
-            fix=(
-                "Collect again with py-spy --locals (the dst/src of each send/recv), or log "
-                "each stage's schedule, and look for two stages that send (or receive) to "
-                "each other at the same time."
-            ),
+            title=title,
+            explanation="; ".join(f"rank {r}: {ops[r].text()}" for r in ranks[:6]) + ". " + said,
+            fix=fix,
             culprit_ranks=(),
             waiting_ranks=ranks,
             evidence=tuple(self._refs(ctx, ops, ())),

@@ -23,7 +23,10 @@ called from a training step (catalog: autograd ``backward``, trainer and loop fr
 gradient-sync helpers) or from somewhere past the loop; integer counters in the user
 frames' locals (``step``, ``batch_idx``, ``steps_per_epoch``...) when the dump has
 ``--locals``; whether anything moved between samples. The smaller group is named as the
-odd one.
+odd one. Where the odd ranks' own logs hold an error of a step that they lived through
+(still alive, in a collective) and the others never met (an out-of-memory error caught and
+the batch skipped), the counts differ by the skipped step, not by the data: the finding is
+weakened, and HD002 names the collectives that no longer match.
 
 ## How to confirm
 Print ``len(dataloader)`` (and the steps per epoch) on every rank at the start of the
@@ -45,7 +48,12 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity, live_activities
-from hangdoc.analyzer.views.training import counter_differences, in_gradient_sync, past_the_loop
+from hangdoc.analyzer.views.training import (
+    counter_differences,
+    in_gradient_sync,
+    past_the_loop,
+    survived_errors,
+)
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved, span_text
 from hangdoc.rules.refs import stack_refs
@@ -155,6 +163,19 @@ class UnevenData(Rule):
             )
         culprit_acts = [a for a in training + left if a.rank in culprits]
         others = [a for a in training + left if a.rank not in culprits]
+        survived = survived_errors(culprit_acts)
+        if len(survived) == len(culprit_acts) and not survived_errors(others):
+            # The odd ranks lived through an error of a step that the others never met (an
+            # out-of-memory error caught and the batch skipped): they ran another number of
+            # collectives because a handler skipped a step's, not because of their data.
+            strength = shifted(strength, Shift.CONTRADICTED)
+            first = survived[culprits[0]]
+            explanation += (
+                f" But {plural_ranks(culprits)} lived through an error the others never met "
+                f"(rank {culprits[0]}: {first.text.strip()[:160]!r}) and went on: a handler "
+                "that caught it skipped the rest of that step, its collectives with it, so "
+                "the counts differ by the skipped step, not by the data."
+            )
         return Finding(
             rule=self.id,
             category=Category.UNEVEN_DATA,

@@ -10,7 +10,11 @@ a killed build left. And the third (live-2026-11-28c.json): a sharded save enter
 main process only; a first step slowed by compilation, not hung; a rank that crashed
 before init_process_group; a world size that counts a node never started; a pipeline
 whose last stage receives its tensors in another order than they are sent (gloo matches
-send and recv by tag). Each gets its verdict, category and culprit."""
+send and recv by tag). And the fourth (live-2026-11-28d.json): a ring exchange in which
+every rank sends before it receives; a tokenizer run on rank 0 first while the others wait
+(slow, not hung); an out-of-memory error caught on one rank and its batch skipped, with its
+all_reduce; a Pool worker killed under Pool.map; ranks polling for a signal file written
+elsewhere. Each gets its verdict, category and culprit."""
 
 from __future__ import annotations
 
@@ -47,6 +51,11 @@ CASES = [
     ("crash-at-startup", "rank_dead_or_crashed", "HD003", [3], "dead"),
     ("world-size-nodes", "nccl_init_or_bootstrap_hang", "HD207", [], "init_process_group"),
     ("p2p-tags", "p2p_pipeline_deadlock", "HD105", [2, 3], "neither transfer completes"),
+    ("ring-exchange", "p2p_pipeline_deadlock", "HD105", [], "none in recv"),
+    ("tokenize-main-first", "not_a_hang_slow_or_benign", "HD004", [0], "slow, not hung"),
+    ("oom-skip", "collective_type_mismatch", "HD002", [3], "barrier"),
+    ("pool-worker-killed", "dataloader_deadlock_or_worker_hang", "HD001", [3], "worker processes"),
+    ("signal-file", "rank_divergence_collective_vs_noncollective", "HD001", [1, 2, 3], "polls"),
 ]  # fmt: skip
 # The one category that is not a hang: a job that moved between the samples.
 _NOT_HUNG = "not_a_hang_slow_or_benign"

@@ -63,6 +63,9 @@ class Activity(enum.StrEnum):
     CHILD_STUCK = "child_stuck"
     CHILD_DIED = "child_died"  # a pipe only the rank holds open; a child of its own dead
     TERMINAL_INPUT = "terminal_input"  # a read of a terminal: a prompt nobody sees
+    # Waiting for what its own workers return through multiprocessing (a Pool's result, a
+    # Queue, a Pipe, a Manager's reply): the stdlib's frames (views/catalog.py).
+    WORKER_RESULT = "worker_result"
     # Nothing more telling: the user's own code, or only "not in a collective".
     OWN_CODE = "own_code"
     OUTSIDE_COLLECTIVES = "outside_collectives"
@@ -318,6 +321,22 @@ _ROWS: dict[Activity, ActivityRow] = {
         "Connection.poll(timeout)) and check the producer's exitcode when it fires; restart "
         "or fail instead of waiting.",
         _K.WORK, True),
+    # How it waits (the kernel's view of a dead child, CHILD_DIED, says more where it has
+    # one): the rank's own worker processes owe it a result that does not come. A Pool
+    # replaces a worker killed mid-task (by the OOM killer, a signal) and the task is lost:
+    # its ApplyResult is never set (CPython's multiprocessing.pool), so get() without a
+    # timeout waits for ever; a Queue or Pipe whose producer died never delivers.
+    _A.WORKER_RESULT: ActivityRow(
+        "waiting for a result from its own worker processes (multiprocessing)",
+        _C.DATALOADER,
+        "A worker process the rank feeds work to died or hangs, and the rank waits for its "
+        "result without a timeout (a Pool replaces a killed worker but never returns the "
+        "task it held). Look at the workers (their stacks: hangdoc collect takes them; "
+        "`dmesg` for the OOM killer), give the wait a timeout (AsyncResult.get(timeout=...), "
+        "Queue.get(timeout=...)) and fail or retry when it fires, or use "
+        "concurrent.futures.ProcessPoolExecutor, which raises BrokenProcessPool when a "
+        "worker dies.",
+        _K.WAIT, False),
     _A.TERMINAL_INPUT: ActivityRow(
         "waiting for input on a terminal (an interactive prompt nobody sees)",
         _C.RANK_DIVERGENCE,

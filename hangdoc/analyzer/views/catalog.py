@@ -477,3 +477,31 @@ SAVE_COMPLETION_WAITS: tuple[tuple[tuple[str, ...], frozenset[str]], ...] = (
     (("megatron/core/dist_checkpointing/strategies/async_utils.py",),
      _f("sync_all_async_calls", "is_current_async_call_done", "maybe_finalize_async_calls")),
 )  # fmt: skip
+
+
+# Appended for issue 21 (live-2026-11-28d, pool-worker-killed): the stdlib's calls that
+# wait for a result a rank's own worker processes return (CPython 3.8-3.13,
+# Lib/multiprocessing and Lib/concurrent/futures): a Pool's results (pool.py: Pool.apply,
+# map and starmap call ApplyResult.get, which waits on an Event that the result-handler
+# thread sets; IMapIterator.next for imap), a Queue's get (queues.py: Queue.get,
+# SimpleQueue.get), a Connection's recv (connection.py), a Manager proxy's call to its
+# server process (managers.py BaseProxy._callmethod), and the iterator
+# ProcessPoolExecutor.map returns (concurrent/futures/process.py
+# _chain_from_iterable_of_lists, above _base.py's Future.result). Not the waits for
+# processes to end (Pool.join, connection.wait on their sentinels: a launcher such as
+# torch.multiprocessing.spawn waits there for its ranks). Listed after the DataLoader's own
+# frames: a DataLoader's Queue.get is its fetch (DATALOADER_FETCH, which names the cause
+# first in rules/causes.py).
+SIGNATURES = (
+    *SIGNATURES,
+    Signature(Activity.WORKER_RESULT, "multiprocessing", ("multiprocessing/pool.py",),
+              _f("get", "wait", "next", "__next__", "apply", "map", "starmap")),
+    Signature(Activity.WORKER_RESULT, "multiprocessing", ("multiprocessing/queues.py",),
+              _f("get")),
+    Signature(Activity.WORKER_RESULT, "multiprocessing", ("multiprocessing/connection.py",),
+              _f("recv", "recv_bytes", "recv_bytes_into")),
+    Signature(Activity.WORKER_RESULT, "multiprocessing", ("multiprocessing/managers.py",),
+              _f("_callmethod")),
+    Signature(Activity.WORKER_RESULT, "concurrent.futures", ("concurrent/futures/process.py",),
+              _f("_chain_from_iterable_of_lists")),
+)  # fmt: skip

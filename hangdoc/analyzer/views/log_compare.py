@@ -88,6 +88,10 @@ class DivergenceKind(enum.StrEnum):
     COUNTER = "counter"  # the same line with a different amount of data (a length)
     SIZE = "size"  # the same line with a different size
     PROGRESS = "progress"  # the same line with a different count of steps done
+    # the same line with a different value of a field its own key names, a key that says
+    # neither data, size nor progress ("oom=1" against "oom=0": a count of something the
+    # rank met that the others did not)
+    FIELD = "field"
     BEHIND = "behind"  # a progress counter stopped behind the others'
 
 
@@ -244,11 +248,21 @@ class _RankLog:
         return tuple(out)
 
 
+# A number that is the value of a named field: "oom=1", "retries: 3" (the key, then = or :).
+_FIELD_KEY = re.compile(r"([A-Za-z_][\w.-]*)\s*[=:]\s*$")
+_KNOWN_WORDS = _COUNT_WORDS | _LENGTH_WORDS | _PROGRESS_WORDS | _TOTAL_WORDS | _SIZE_WORDS
+
+
 def _role(before: str, after: str) -> DivergenceKind | None:
     """What a number counts, by its own words: the word right after it ("1248 batches",
     "35batch"), else the words of its clause before it ("len(loader) = 1248", "bins: 9",
-    "step 97"); "steps per epoch: 1250" is a length."""
+    "step 97"); "steps per epoch: 1250" is a length. The value of a field whose key says
+    none of these and that has no unit after it ("oom=1") counts something else, whatever
+    the line's other words say."""
     following = tokens(_CLAUSE.split(after, 1)[0])[:1]
+    key = _FIELD_KEY.search(before)
+    if not following and key is not None and not set(tokens(key.group(1))) & _KNOWN_WORDS:
+        return DivergenceKind.FIELD  # no unit of its own after it ("ready: 20 samples")
     clause = _CLAUSE.split(before)
     preceding = tokens(clause[-1] if clause[-1].strip() else before[-40:])[-3:]
     for words in (following, preceding):

@@ -32,7 +32,9 @@ from hangdoc.analyzer.model import (
 from hangdoc.analyzer.views.activity import classify_thread
 from hangdoc.analyzer.views.activity_table import Activity
 
-_WAITS = frozenset({Activity.COLLECTIVE, Activity.RENDEZVOUS, Activity.LOCK_WAIT})
+_WAITS = frozenset({
+    Activity.COLLECTIVE, Activity.RENDEZVOUS, Activity.LOCK_WAIT, Activity.WORKER_RESULT,
+})  # fmt: skip
 # Kernel waits that block until another process acts (issue 21): a thread found in the
 # same one at every sample waits in place (a terminal: until someone types). Not a file
 # (storage may be moving), a sleep (a polling loop) or a call this version does not know.

@@ -11,12 +11,14 @@ epoch loop — in evaluation, an end-of-epoch barrier, a save, the next epoch. C
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Frame
+from hangdoc.analyzer.model import Frame, LogEvent
 from hangdoc.analyzer.views.activity import RankActivity, is_user_frame
 from hangdoc.analyzer.views.activity_table import Activity, phrase
 from hangdoc.analyzer.views.catalog import GRADIENT_SYNC_HINT
+from hangdoc.analyzer.vocabulary import EventKind
 
 _SYNC_FAMILIES = frozenset({"all_reduce", "reduce_scatter"})
 # Locals that count the loop's progress, by name.
@@ -95,4 +97,27 @@ def counter_differences(
         b_vals = {v for r, v in by_rank.items() if r not in a_ranks}
         if a_vals and b_vals and a_vals != b_vals:
             out.append((name, by_rank))
+    return out
+
+
+# Appended for issue 21 (live-2026-11-28d, oom-skip): an error a rank lived through.
+# Errors a training step raises and a handler may catch and go on from (fairseq's
+# trainer catches an out-of-memory RuntimeError, logs "attempting to recover from OOM"
+# and skips the batch; a user's try/except around the step does the same with any
+# exception): not the collective failures and timeouts that come after a hang.
+_SURVIVABLE = frozenset({EventKind.CUDA_OOM, EventKind.EXCEPTION, EventKind.HOST_MEMORY})
+
+
+def survived_errors(activities: Sequence[RankActivity]) -> dict[int, LogEvent]:
+    """Each rank of ``activities`` whose log holds an error of a step (out of memory, an
+    exception) while its stacks show it alive and blocked in a collective after it: the
+    error did not end the rank, so a handler caught it and the rank went on, past what
+    the step would have done (its collectives). The first such error of each rank."""
+    out: dict[int, LogEvent] = {}
+    for activity in activities:
+        if activity.process.exited or not activity.in_collective:
+            continue
+        found = next((e for e in activity.process.log_events if e.kind in _SURVIVABLE), None)
+        if found is not None:
+            out[activity.rank] = found
     return out
