@@ -115,6 +115,7 @@ from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import FailedCollectiveStack, InGroup, StoreTimeout
 from hangdoc.analyzer.vocabulary import (
     EventKind,
+    os_error_with_files,
 )
 
 # Where a second record starts inside one physical line (interleaved consoles, tqdm).
@@ -715,6 +716,13 @@ class Scanner:
         self._recognise(tag, lineno)
         if tag.rank is None and len(self.events) == before:
             exc_line = match_exception_line(text)
+            if first_text and exc_line is not None and os_error_with_files(exc_line[1]):
+                # A paste that starts with an OSError naming its files (CPython's "[Errno
+                # N] <strerror>: 'a' -> 'b'"): the end of a traceback the paste cut above
+                # it, whatever follows (another rank's interleaved frames): a file-system
+                # call failed there. Weak on its own (``bare``), as at the paste's end.
+                self._emit(exception_hit(*exc_line, bare=True), tag, lineno)
+                return
             self._tail_exc = (
                 (tag, lineno, exc_line, writing_line(above)) if exc_line is not None else None
             )
