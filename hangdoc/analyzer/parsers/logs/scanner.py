@@ -62,6 +62,7 @@ from hangdoc.analyzer.parsers.logs.process import (
     CALLED_PROCESS,
     SAVE_FRAME,
     MpiExitBlock,
+    UcxBacktraceBlock,
     exception_class,
     exception_hit,
     match_dataloader_worker,
@@ -214,6 +215,7 @@ Block = (
     | HungTaskBlock
     | MpiExitBlock
     | HorovodStallBlock
+    | UcxBacktraceBlock
 )
 ChainKey = tuple[str | None, int | None, int | None, int | None]  # host, pid, tid, rank
 Owner = tuple[int | None, int | None, int | None, str | None, int | None, int | None]
@@ -784,6 +786,16 @@ class Scanner:
         self._recognise(tag, lineno)
         return True
 
+    def _signal_sign(self, lineno: int, sign: Sign) -> None:
+        """``sign`` on the fatal signal reported right above ``lineno`` (its backtrace's
+        header): what the backtrace shows of where the process died."""
+        for event in reversed(self.events[-3:]):
+            if event.kind == EventKind.FATAL_SIGNAL and 0 < lineno - event.line <= 1:
+                payload = event.payload
+                if isinstance(payload, FatalSignal) and sign not in payload.signs:
+                    event.payload = replace(payload, signs=(*payload.signs, sign))
+                return
+
     def _signal_stage(self, tb: _Traceback) -> None:
         """Frames that end with no exception line, right under a fatal signal's report
         (tvm-ffi's "Segfault encountered" prints the native backtrace so): the stage they
@@ -993,6 +1005,8 @@ class Scanner:
             block = mpi  # mpirun's "The first process to do so was" (process.py)
         elif "ranks:" in text and (stall := HorovodStallBlock.start(text)) is not None:
             block = stall  # Horovod's stall inspector list (horovod.py)
+        elif "==== backtrace" in text and (ucx := UcxBacktraceBlock.start(text)) is not None:
+            block = ucx  # UCX's backtrace under its "Caught signal" (process.py)
         if block is None:
             return False
         self._block, self._block_line = block, lineno
@@ -1011,6 +1025,9 @@ class Scanner:
                 if hit.rank is not None and hit.named_pid is not None:
                     self.pid_rank[hit.named_pid] = hit.rank
                 none = LineTag("")
+        elif isinstance(block, UcxBacktraceBlock):
+            if block.in_nccl:
+                self._signal_sign(line, Sign.NATIVE_IN_NCCL)
         elif isinstance(block, (RasBlock, TableBlock, CsvBlock)):
             for hit in block.finish() if isinstance(block, RasBlock) else block.hits:
                 self._emit(hit, none, line)
@@ -1729,6 +1746,7 @@ RECORD_NEED = Need.words(
         "NVIDIA-SMI",
         *HungTaskBlock.NEED,
         process.MPI_NONZERO,
+        "backtrace",
         "Work",
         "FingerPrint",
         *gpu.GPU_COLUMNS,
