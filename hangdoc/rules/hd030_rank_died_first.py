@@ -34,9 +34,10 @@ CUDACHECK returns the error to the caller and the process goes on; only an error
 the process wherever it is reported (a kernel fault, the GPU's own) is a death there. A
 worker process the rank could not start (its traceback ends in multiprocessing's start
 path) is HD109's. A SIGBUS whose native backtrace (UCX's, under its "Caught signal 7
-(Bus error: …)") runs through libnccl is NCCL's shared memory on a /dev/shm too small to
-back it (a container's 64 MB default): named as the communicator's set-up failing, with
-the fix of --shm-size / --ipc=host. torchrun's
+(Bus error: …)") runs through libnccl, before anything shows collectives or steps
+running, is NCCL's shared memory on a /dev/shm too small to back it (a container's 64 MB
+default): named as the communicator's set-up failing, with the fix of --shm-size /
+--ipc=host (after hours of steps, the same signature is a death of its own). torchrun's
 "Root Cause (first observed failure)" is *not* trusted: it is only the first rank to exit
 on that node, often a victim. Also read: torch.multiprocessing's "process N terminated
 with signal SIGKILL / exit code N" (N is the spawn index), mpirun's "The first process to
@@ -149,7 +150,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.launch import SignalName
 from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths, one_exit, one_failure
-from hangdoc.analyzer.views.nccl_setup import connect_failures, setup_failure
+from hangdoc.analyzer.views.nccl_setup import connect_failures, first_running, setup_failure
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -247,6 +248,8 @@ class RankDiedFirst(Rule):
             bool(certain),
             wave_events,
             oom_seen=bool(tl.of(EventKind.HOST_OOM_KILL)),
+            # nothing shows collectives or steps running before it: NCCL was setting up
+            before_running=first.placed.index < first_running(tl),
         )
         if first.rank is None and culprits:
             finding = replace(
@@ -269,9 +272,14 @@ class RankDiedFirst(Rule):
         wave_events: list[Placed],
         *,
         oom_seen: bool = False,
+        before_running: bool = False,
     ) -> Finding:
         who = ranks_text(culprits) if culprits else "a process (rank unknown)"
-        if first.signal == SignalName.SIGBUS and Sign.NATIVE_IN_NCCL in first.payload.signs:
+        if (
+            before_running
+            and first.signal == SignalName.SIGBUS
+            and Sign.NATIVE_IN_NCCL in first.payload.signs
+        ):
             return self._nccl_shm_finding(first, chosen, culprits, waiting, who)
         if first.in_setup:
             return self._setup_finding(first, chosen, culprits, waiting, who)
