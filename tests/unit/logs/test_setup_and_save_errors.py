@@ -279,5 +279,5 @@ def test_a_paste_that_starts_with_an_os_error_naming_its_files_is_its_failure(
     assert diagnosis.primary.category.value == "io_or_filesystem_stall"
     # a first line that is another exception, followed by more lines, is not read so
     other = tmp_path / "other.txt"
-    other.write_text("ValueError: bad value\n  File \"/opt/x.py\", line 3, in f\n")
+    other.write_text('ValueError: bad value\n  File "/opt/x.py", line 3, in f\n')
     assert not [e for _, e in events(parse(other), EventKind.EXCEPTION) if e.line == 1]
