@@ -237,6 +237,25 @@ _CHECKPOINT_MOVED = re.compile(
 )
 
 
+# CPython's OSError_str (Objects/exceptions.c) where the error names its files: "[Errno %S]
+# %S: %R" and "[Errno %S] %S: %R -> %R" (os.rename, os.replace, os.link, shutil's copies,
+# os.makedirs, shutil.rmtree's calls…). Only an OSError prints a message so.
+_OS_ERROR_FILES = re.compile(r"^\[Errno -?\d+\] [^'\n]{1,120}?: '")
+
+
+def os_error_with_files(message: str) -> bool:
+    """``message`` is an OSError's that names the file(s) its call failed on."""
+    return _OS_ERROR_FILES.match(message) is not None
+
+
+# Errnos only a call that makes, moves or removes an entry raises (EBUSY, EEXIST, EXDEV,
+# ENOTEMPTY: os.makedirs without exist_ok, os.rename across devices, os.rmdir and
+# shutil.rmtree of a directory another rank still fills): with one checkpoint path named,
+# a save's (or its rotation's) failure, where ENOENT with one name may be a load's.
+_MAKING_OR_REMOVING = frozenset({16, 17, 18, 39})
+_CHECKPOINT_NAMED = re.compile(_CHECKPOINT_FILE, re.IGNORECASE)
+
+
 def save_storage_error(said: str, saving: str = "") -> str | None:
     """The file-system error a save failed with (``said``: "<type>: <message>"; ``saving``:
     a line of its traceback that shows a save), or None."""
@@ -250,6 +269,8 @@ def save_storage_error(said: str, saving: str = "") -> str | None:
         return None
     if saving or _CHECKPOINT_MOVED.search(said):
         return errno.group(0)
+    if int(errno.group("n")) in _MAKING_OR_REMOVING and _CHECKPOINT_NAMED.search(said):
+        return errno.group(0)  # a checkpoint's directory made or removed, never a load
     return None
 
 

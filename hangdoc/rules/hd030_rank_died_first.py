@@ -33,7 +33,11 @@ failure 1 'invalid argument'" (a WARN, or a "Last error:"), is no crash at all: 
 CUDACHECK returns the error to the caller and the process goes on; only an error that ends
 the process wherever it is reported (a kernel fault, the GPU's own) is a death there. A
 worker process the rank could not start (its traceback ends in multiprocessing's start
-path) is HD109's. torchrun's
+path) is HD109's. A SIGBUS whose native backtrace (UCX's, under its "Caught signal 7
+(Bus error: …)") runs through libnccl, before anything shows collectives or steps
+running, is NCCL's shared memory on a /dev/shm too small to back it (a container's 64 MB
+default): named as the communicator's set-up failing, with the fix of --shm-size /
+--ipc=host (after hours of steps, the same signature is a death of its own). torchrun's
 "Root Cause (first observed failure)" is *not* trusted: it is only the first rank to exit
 on that node, often a victim. Also read: torch.multiprocessing's "process N terminated
 with signal SIGKILL / exit code N" (N is the spawn index), mpirun's "The first process to
@@ -159,7 +163,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.launch import SignalName
 from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths, one_exit, one_failure
-from hangdoc.analyzer.views.nccl_setup import connect_failures, setup_failure
+from hangdoc.analyzer.views.nccl_setup import connect_failures, first_running, setup_failure
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -257,6 +261,8 @@ class RankDiedFirst(Rule):
             bool(certain),
             wave_events,
             oom_seen=bool(tl.of(EventKind.HOST_OOM_KILL)),
+            # nothing shows collectives or steps running before it: NCCL was setting up
+            before_running=first.placed.index < first_running(tl),
         )
         if first.rank is None and culprits:
             finding = replace(
@@ -279,8 +285,15 @@ class RankDiedFirst(Rule):
         wave_events: list[Placed],
         *,
         oom_seen: bool = False,
+        before_running: bool = False,
     ) -> Finding:
         who = ranks_text(culprits) if culprits else "a process (rank unknown)"
+        if (
+            before_running
+            and first.signal == SignalName.SIGBUS
+            and Sign.NATIVE_IN_NCCL in first.payload.signs
+        ):
+            return self._nccl_shm_finding(first, chosen, culprits, waiting, who)
         if first.in_setup:
             return self._setup_finding(first, chosen, culprits, waiting, who)
         if len(culprits) > 1:
@@ -360,6 +373,43 @@ class RankDiedFirst(Rule):
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
             strength=strength,
+        )
+
+    def _nccl_shm_finding(
+        self,
+        first: Death,
+        chosen: list[Death],
+        culprits: list[int],
+        waiting: list[int],
+        who: str,
+    ) -> Finding:
+        """A SIGBUS whose native backtrace runs through NCCL (Sign.NATIVE_IN_NCCL): a touch
+        of a /dev/shm mapping NCCL made (its SHM transport's segments, the proxy's
+        buffers) past what the file system could back. A set-up resource, not a crash."""
+        return Finding(
+            rule=self.id,
+            category=Category.NCCL_INIT,
+            severity=Severity.CRITICAL,
+            title=f"{who} died of SIGBUS inside NCCL (shared memory it mapped could not be "
+            f"backed: /dev/shm too small): {first.summary}",
+            explanation=(
+                f"{who} was killed by SIGBUS in NCCL's own code (its backtrace runs through "
+                "libnccl): NCCL maps segments of /dev/shm for the ranks of a node (the SHM "
+                "transport, the proxy's buffers), and a touch of a page the file system "
+                "cannot back raises SIGBUS, not an error. A container's /dev/shm (docker's "
+                "64 MB default) is too small for them. The other ranks wait in their "
+                "communicator's set-up for the one that died."
+            ),
+            fix=(
+                "Give the container enough shared memory: docker run --shm-size=<several GB> "
+                "or --ipc=host (Kubernetes: an emptyDir with medium: Memory on /dev/shm); "
+                "check `df -h /dev/shm` inside it. NCCL_SHM_DISABLE=1 avoids the SHM "
+                "transport at a cost in speed."
+            ),
+            culprit_ranks=tuple(culprits),
+            waiting_ranks=tuple(waiting),
+            evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
+            strength=Strength.SIGNAL,
         )
 
     def _setup_finding(

@@ -297,7 +297,7 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         title=f"{who} failed on the file system: {what}"[:240]
         + (f"; {ranks_text(waiting)} then waited" if waiting else ""),
         explanation=(
-            f"{who[0].upper()}{who[1:]} got a storage error: {what}. "
+            f"{who[0].upper()}{who[1:]} got a storage error: {what.rstrip('.')}. "
             + (
                 "Input/output errors, stale handles, a transport endpoint gone and a full or "
                 "read-only file system come from the storage (a network file system, a FUSE "

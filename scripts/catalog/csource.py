@@ -112,6 +112,19 @@ def _skip_string(code: str, i: int) -> int:
     return j + 1
 
 
+def statement_end(code: str, i: int) -> int:
+    """Where the statement at ``i`` ends: its ``;`` outside string literals ("; capacity: "
+    is text of a message, not its end), or -1."""
+    while i < len(code):
+        if code[i] in "\"'":
+            i = _skip_string(code, i)
+            continue
+        if code[i] == ";":
+            return i
+        i += 1
+    return -1
+
+
 def balanced_args(code: str, open_at: int) -> tuple[list[str], int] | None:
     """The top-level comma-separated arguments of the parenthesis at ``open_at``."""
     depth, i, start = 0, open_at, open_at + 1

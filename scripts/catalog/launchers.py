@@ -307,6 +307,16 @@ INDEXED = {
         "the releases' wheels (scripts/catalog/wheels.py FILES): python/ray/exceptions.py, "
         "python/ray/dashboard/modules/job/job_supervisor.py and job_manager.py",
     ),
+    # Ray's C++ core (the raylet and its object store): the file-system monitor of the
+    # object store's spill directory and session folder ("… is over 95% full, available
+    # space: 0 GB; … Object creation will fail if spilling is required."). Not in the
+    # wheels (a compiled binary), so read through the code index at the commit its file
+    # names; its rows are project "raylet", beside ray.exceptions' "ray".
+    "raylet": (
+        "github.com/ray-project/ray",
+        "ray-project/ray/src",
+        "src/ray/common/file_system_monitor.cc (RAY_LOG / RAY_EVENT streams)",
+    ),
     # The NVIDIA backend's driver.c: every CUDA driver call of Triton's launcher goes
     # through gpuAssert, which raises RuntimeError("Triton Error [CUDA]: " +
     # cuGetErrorString(code)).
@@ -328,7 +338,17 @@ _C_ERROR_STRING = re.compile(r"\b(cuGetErrorString|hipGetErrorString|cudaGetErro
 
 def do_indexed(project: str, root: Path) -> list[Site]:
     repository, under, note = INDEXED[project]
-    sites, versions = indexed_sites(project, root / under)
+    # a folder another project is read from inside this one's (Ray's C++ src/ beside the
+    # wheels' python/) is not this one's
+    skip = tuple(
+        root / other
+        for name, (_, other, _) in INDEXED.items()
+        if name != project and Path(other).is_relative_to(under) and other != under
+    )
+    # the repository path of a file: its path under <owner>/<name>, where ``under`` may
+    # name a folder deeper in it
+    prefix = "/".join(Path(under).parts[2:])
+    sites, versions = indexed_sites(project, root / under, skip, prefix)
     released = all(re.fullmatch(r"\d+(?:\.\d+)*(?:\.?post\d+)?", v) for v in versions)
     source: dict[str, object] = {
         "repository": repository,
@@ -339,18 +359,24 @@ def do_indexed(project: str, root: Path) -> list[Site]:
         ),
         "versions": versions,
         "calls": "raise, logger.<level>; messages assembled in __str__ and *_msg/*MESSAGE; "
-        "C: PyErr_SetString and gpuAssert's prefix",
+        "C: PyErr_SetString and gpuAssert's prefix; C++: RAY_LOG / RAY_EVENT / RAY_CHECK "
+        "streams and the string streams they print",
     }
     write(project, source, rows_json(group(sites), versions), unheld(sites, versions))
     return sites
 
 
-def indexed_sites(project: str, base: Path) -> tuple[list[Site], list[str]]:
-    """The message sites of the files under ``base`` and the versions they were read at
-    (releases in their order, else commits as found), each from the file's first line."""
+def indexed_sites(
+    project: str, base: Path, skip: tuple[Path, ...] = (), prefix: str = ""
+) -> tuple[list[Site], list[str]]:
+    """The message sites of the files under ``base`` (but those under ``skip``) and the
+    versions they were read at (releases in their order, else commits as found), each from
+    the file's first line."""
     sites: list[Site] = []
     versions: list[str] = []
     for path in sorted(p for p in base.rglob("*") if p.is_file()):
+        if any(path.is_relative_to(folder) for folder in skip):
+            continue  # another project's files, read from a folder inside this one's
         code = path.read_text("utf-8", "replace")
         first = code.split("\n", 1)[0]
         release = _RELEASE.search(first)
@@ -362,6 +388,7 @@ def indexed_sites(project: str, base: Path) -> tuple[list[Site], list[str]]:
             versions.append(version)
         # a second version of one file sits beside it as <path>@<version>
         rel = path.relative_to(base).as_posix().split("@", 1)[0]
+        rel = f"{prefix}/{rel}" if prefix else rel
         if rel.endswith(".py"):
             found = pysource.sites_of(code, project, rel, version)
             found += assembled_sites(code, project, rel, version)
@@ -441,11 +468,81 @@ def _is_break(node: ast.expr) -> bool:
     )
 
 
+# Ray's C++ logging (src/ray/util/logging.h): ``RAY_LOG(LEVEL) << a << b;`` and its
+# variants (RAY_LOG_EVERY_MS(LEVEL, ms), RAY_LOG_EVERY_N), the events it records beside
+# them (RAY_EVENT_EVERY_MS(LEVEL, label, ms)), and ``RAY_CHECK(cond) << …`` (a failed
+# check's message, printed before the abort).
+_RAY_LOG = re.compile(r"\b(RAY_LOG\w*|RAY_EVENT\w*|RAY_CHECK\w*)\s*\(")
+_RAY_LEVEL = re.compile(r"\s*(DEBUG|INFO|WARNING|ERROR|FATAL)\b")
+# A message built in a string stream first (``std::ostringstream ostr; ostr << …;``) and
+# then logged whole (``RAY_LOG_EVERY_MS(ERROR, …) << ostr.str();``): the chain is the
+# message, at the level of the log call that prints it.
+_STRING_STREAM = re.compile(r"\bstd::(?:o?stringstream)\s+(\w+)\s*;")
+
+
+def _ray_stream_sites(
+    clean: str, project: str, path: str, version: str, spans: list[tuple[int, int, str]]
+) -> list[Site]:
+    """The messages of Ray's logging streams in ``clean`` (comment-free C++)."""
+    lines = csource.LineIndex(clean)
+    sites: list[Site] = []
+    printed_by: dict[tuple[str, str], str] = {}  # (function, stream name) -> level
+    for m in _RAY_LOG.finditer(clean):
+        found = csource.balanced_args(clean, m.end() - 1)
+        if found is None:
+            continue
+        args, close = found
+        level = _RAY_LEVEL.match(args[0]) if args else None
+        name = m.group(1)
+        level_name = level.group(1) if level else ("FATAL" if "CHECK" in name else "")
+        after = clean[close:]
+        chain = re.match(r"\s*<<", after)
+        if chain is None:
+            continue
+        end = csource.statement_end(clean, close)
+        operands = csource.split_stream(clean[close + chain.end() : end])
+        function = csource.enclosing(spans, m.start())
+        streamed = re.fullmatch(r"(\w+)\.str\(\)", operands[0]) if len(operands) == 1 else None
+        if streamed is not None:
+            printed_by.setdefault((function, streamed.group(1)), level_name)
+            continue
+        parts = csource.stream_parts(operands)
+        if parts is None:
+            continue
+        level_text = f"{name} {level_name}".strip()
+        sites.append(
+            Site(project, level_text, tuple(parts), path, function, lines.line(m.start()), version)
+        )
+    for m in _STRING_STREAM.finditer(clean):
+        function = csource.enclosing(spans, m.start())
+        chain = re.compile(rf"\b{m.group(1)}\s*<<")
+        for c in chain.finditer(clean, m.end()):
+            if csource.enclosing(spans, c.start()) != function:
+                break
+            end = csource.statement_end(clean, c.end())
+            parts = csource.stream_parts(csource.split_stream(clean[c.end() : end]))
+            if parts is None:
+                continue
+            level = printed_by.get((function, m.group(1)), "")
+            sites.append(
+                Site(
+                    project,
+                    f"stream {level}".strip(),
+                    tuple(parts),
+                    path,
+                    function,
+                    lines.line(c.start()),
+                    version,
+                )
+            )
+    return sites
+
+
 def _c_sites(code: str, project: str, path: str, version: str) -> list[Site]:
     clean = csource.blank_comments(code)
     spans = csource.function_spans(clean)
     lines = csource.LineIndex(clean)
-    sites: list[Site] = []
+    sites: list[Site] = _ray_stream_sites(clean, project, path, version, spans)
     for m in _C_PREFIX.finditer(clean):
         function = csource.enclosing(spans, m.start())
         body = next((s for s in spans if s[2] == function and s[0] <= m.start() <= s[1]), None)

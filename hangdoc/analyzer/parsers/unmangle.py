@@ -258,8 +258,14 @@ _CUT_NCCL_SOURCE = re.compile(
     r"(?P<left>(?:[\w./-]*:)?(?P<line>\d+)) (?P<level>(?:NCCL )?(?:WARN|INFO) )"
 )
 # Python's OSError as printed ("FileNotFoundError: [Errno 2] No such file or directory: …"),
-# its class name cut by the selection ("Error: [Errno 2] …").
-_CUT_OS_ERROR = re.compile(r"(?P<left>[A-Za-z]*Error): \[Errno (?P<errno>\d{1,4})\] ")
+# its class name cut by the selection ("Error: [Errno 2] …", "rror: [Errno 2] …"), or the
+# whole name cut, with or without its ": " (": [Errno 2] …", "[Errno 2] …"): CPython's
+# OSError_str (Objects/exceptions.c) prints "[Errno %S] %S: %R" (and "… %R -> %R") where
+# the error names files, and only an OSError prints that, so a line that starts with it is
+# an OSError's message whatever its class name was (the class is restored from the errno).
+_CUT_OS_ERROR = re.compile(
+    r"(?P<left>[A-Za-z]*(?:: )?)\[Errno (?P<errno>\d{1,4})\] (?P<files>[^'\n]*?: ')?"
+)
 # NCCL prints __FILE__ as compiled from its src/ folder ("graph/xml.h").
 _NCCL_SOURCE_ROOT = "src/"
 # A day is every line's of that day: no process's identity (a time with its fraction is).
@@ -1726,9 +1732,16 @@ def _restored_os_error(texts: list[str]) -> tuple[int, str] | None:
         return None
     name = type(OSError(int(m.group("errno")), "")).__name__
     left = m.group("left")
-    if name == left or not name.endswith(left):
+    if not left.endswith(": "):
+        # no separator left: only the file-name form is surely an OSError's own message
+        # (a bare "[Errno 5] …" may be a program's words)
+        if left or m.group("files") is None:
+            return None
+        return first, f"{name}: {texts[first]}"
+    word = left.removesuffix(": ")
+    if name == word or not name.endswith(word):
         return None
-    return first, name + texts[first][len(left) :]
+    return first, name + texts[first][len(word) :]
 
 
 def _cut_source(lines: _Lines) -> int:

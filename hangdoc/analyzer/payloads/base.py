@@ -18,6 +18,12 @@ class Sign(enum.StrEnum):
     exception type, the message and the frame that raised it: parsers/logs/errors.py)."""
 
     CUDA_OOM = "cuda_oom"  # out of GPU memory: OutOfMemoryError, "CUDA out of memory"
+    # A fatal signal whose native backtrace (UCX's, under its "Caught signal") runs through
+    # NCCL: a frame in libnccl.so, or a function of NCCL's API (parsers/logs/process.py
+    # UcxBacktraceBlock). The fault was in NCCL's own threads or memory; a SIGBUS there is a
+    # touch past the end of a /dev/shm segment NCCL mapped (its SHM transport, the proxy's
+    # buffers) that the file system could not back: a /dev/shm too small (docker's 64 MB).
+    NATIVE_IN_NCCL = "native_in_nccl"
     OUT_OF_MEMORY = "out_of_memory"  # "out of memory" in other words
     HOST_OOM = "host_oom"  # killed for host memory (Ray's memory monitor)
     DATALOADER_WORKER = "dataloader_worker"  # a DataLoader worker died, not the rank itself

@@ -97,6 +97,13 @@ def test_filestore_open_failure_is_a_store_failure() -> None:
             'File "train.py", line 9, in save_model',
             True,
         ),
+        # a checkpoint's directory made or removed (os.makedirs without exist_ok, rmtree of
+        # a directory another rank still fills, a rename across devices): never a load's
+        ("FileExistsError: [Errno 17] File exists: 'out/checkpoint-2000'", "", True),
+        ("OSError: [Errno 39] Directory not empty: 'out/checkpoint-1500'", "", True),
+        ("OSError: [Errno 18] Invalid cross-device link: 'x/checkpoint-3' -> 'y/c'", "", True),
+        # the same errno on a file that is no checkpoint's says nothing of a save
+        ("FileExistsError: [Errno 17] File exists: 'logs/run1'", "", False),
         # one file name alone may be a load's; no save shown
         (
             "FileNotFoundError: [Errno 2] No such file or directory: '/ckpts/checkpoint-500/config.json'",
@@ -245,3 +252,32 @@ def test_a_shared_memory_warn_after_collectives_ran_is_no_set_up_failure(tmp_pat
     )
     diagnosis = analyze(load_paths([path]))
     assert all(f.rule != "HD206" for f in diagnosis.findings)
+
+
+def test_a_paste_that_starts_with_an_os_error_naming_its_files_is_its_failure(
+    tmp_path: Path,
+) -> None:
+    """The first line is the end of a traceback the paste cut above it (its class cut
+    away too), and another rank's interleaved frames follow: a rename of a checkpoint's
+    staging directory failed, a save's failure on the file system (HD110)."""
+    log = tmp_path / "tb.txt"
+    log.write_text(
+        ": [Errno 2] No such file or directory: 'runs/a/tmp-checkpoint-40' -> "
+        "'runs/a/checkpoint-40'\n"
+        '  File "/opt/lib/trainer.py", line 2300, in _save_checkpoint\n'
+        "    self._rotate_checkpoints(use_mtime=False, output_dir=run_dir)\n"
+        '  File "/opt/lib/trainer.py", line 1900, in _inner_training_loop\n'
+    )
+    evidence = load_paths([log])
+    raised = [e for e in evidence.job_log_events if e.kind == EventKind.EXCEPTION]
+    assert [e.line for e in raised] == [1]
+    payload = raised[0].payload
+    assert isinstance(payload, ExceptionRaised)
+    assert payload.exc_type == "FileNotFoundError" and payload.bare
+    diagnosis = analyze(evidence)
+    assert diagnosis.primary is not None
+    assert diagnosis.primary.category.value == "io_or_filesystem_stall"
+    # a first line that is another exception, followed by more lines, is not read so
+    other = tmp_path / "other.txt"
+    other.write_text('ValueError: bad value\n  File "/opt/x.py", line 3, in f\n')
+    assert not [e for _, e in events(parse(other), EventKind.EXCEPTION) if e.line == 1]

@@ -198,6 +198,21 @@ def test_an_os_error_class_cut_by_the_selection_is_restored_from_its_errno() -> 
     assert unmangle("KeyError: [Errno 2] No such file or directory: 'a.pt'\n") is None
 
 
+def test_an_os_error_whose_whole_class_was_cut_is_restored_from_its_errno() -> None:
+    # the name cut away with or without its ": " (OSError_str's "%R -> %R" of a rename)
+    assert _undone(": [Errno 39] Directory not empty: 'out/checkpoint-9'\n") == (
+        "OSError: [Errno 39] Directory not empty: 'out/checkpoint-9'\n"
+    )
+    assert _undone("[Errno 18] Invalid cross-device link: 'a/tmp-ckpt' -> 'b/ckpt'\n") == (
+        "OSError: [Errno 18] Invalid cross-device link: 'a/tmp-ckpt' -> 'b/ckpt'\n"
+    )
+    assert _undone("rror: [Errno 17] File exists: 'out/ckpt'\n") == (
+        "FileExistsError: [Errno 17] File exists: 'out/ckpt'\n"
+    )
+    # with no separator, only the file-name form is surely an OSError's own message
+    assert unmangle("[Errno 5] Input/output error\n") is None
+
+
 def test_a_paste_pasted_twice_is_read_once() -> None:
     assert _undone(PYSPY + PYSPY) == PYSPY
     assert _undone(NCCL + "\n" + NCCL) == NCCL

@@ -764,3 +764,33 @@ class MpiExitBlock:
             rank=self.rank,
             key=("mpirun_exit", str(self.rank)),
         )
+
+
+# UCX's backtrace under its "Caught signal N (…)" line (src/ucs/debug/debug.c,
+# ucs_debug_print_backtrace): "==== backtrace (tid:%7d) ====", one line per frame
+# (UCS_DEBUG_BACKTRACE_LINE_FMT: "%2d 0x%016lx %s()  %s:%u", the function, then the source
+# file or the shared object), then a line of "=". The catalog reads the signal line; this
+# reads whose code the frames are in.
+UCX_BACKTRACE_HEAD = re.compile(r"^==== backtrace \(tid:\s*\d+\) ====")
+_UCX_FRAME = re.compile(r"^\s*\d+\s+0x[0-9a-fA-F]+ (?P<func>\S*?)\(\)\s+(?P<file>\S+?):\d+")
+# NCCL's shared object, or a function of its API (ncclGroupEnd, ncclCommInitRank: the
+# nearest exported symbol where the library is stripped).
+_NCCL_FRAME = re.compile(r"(?:^|/)libnccl[\w.-]*\.so|^nccl[A-Z]")
+
+
+class UcxBacktraceBlock:
+    """The frames of UCX's backtrace; ``in_nccl`` when one is NCCL's."""
+
+    def __init__(self) -> None:
+        self.in_nccl = False
+
+    @staticmethod
+    def start(text: str) -> UcxBacktraceBlock | None:
+        return UcxBacktraceBlock() if UCX_BACKTRACE_HEAD.match(text) else None
+
+    def feed(self, text: str) -> bool:
+        if (m := _UCX_FRAME.match(text)) is not None:
+            if _NCCL_FRAME.search(m.group("file")) or _NCCL_FRAME.search(m.group("func")):
+                self.in_nccl = True
+            return True
+        return text.startswith("=====")

@@ -62,6 +62,7 @@ from hangdoc.analyzer.parsers.logs.process import (
     CALLED_PROCESS,
     SAVE_FRAME,
     MpiExitBlock,
+    UcxBacktraceBlock,
     exception_class,
     exception_hit,
     match_dataloader_worker,
@@ -115,6 +116,7 @@ from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import FailedCollectiveStack, InGroup, StoreTimeout
 from hangdoc.analyzer.vocabulary import (
     EventKind,
+    os_error_with_files,
 )
 
 # Where a second record starts inside one physical line (interleaved consoles, tqdm).
@@ -213,6 +215,7 @@ Block = (
     | HungTaskBlock
     | MpiExitBlock
     | HorovodStallBlock
+    | UcxBacktraceBlock
 )
 ChainKey = tuple[str | None, int | None, int | None, int | None]  # host, pid, tid, rank
 Owner = tuple[int | None, int | None, int | None, str | None, int | None, int | None]
@@ -715,6 +718,13 @@ class Scanner:
         self._recognise(tag, lineno)
         if tag.rank is None and len(self.events) == before:
             exc_line = match_exception_line(text)
+            if first_text and exc_line is not None and os_error_with_files(exc_line[1]):
+                # A paste that starts with an OSError naming its files (CPython's "[Errno
+                # N] <strerror>: 'a' -> 'b'"): the end of a traceback the paste cut above
+                # it, whatever follows (another rank's interleaved frames): a file-system
+                # call failed there. Weak on its own (``bare``), as at the paste's end.
+                self._emit(exception_hit(*exc_line, bare=True), tag, lineno)
+                return
             self._tail_exc = (
                 (tag, lineno, exc_line, writing_line(above)) if exc_line is not None else None
             )
@@ -775,6 +785,16 @@ class Scanner:
             self._before(event, tb.message)
         self._recognise(tag, lineno)
         return True
+
+    def _signal_sign(self, lineno: int, sign: Sign) -> None:
+        """``sign`` on the fatal signal reported right above ``lineno`` (its backtrace's
+        header): what the backtrace shows of where the process died."""
+        for event in reversed(self.events[-3:]):
+            if event.kind == EventKind.FATAL_SIGNAL and 0 < lineno - event.line <= 1:
+                payload = event.payload
+                if isinstance(payload, FatalSignal) and sign not in payload.signs:
+                    event.payload = replace(payload, signs=(*payload.signs, sign))
+                return
 
     def _signal_stage(self, tb: _Traceback) -> None:
         """Frames that end with no exception line, right under a fatal signal's report
@@ -985,6 +1005,8 @@ class Scanner:
             block = mpi  # mpirun's "The first process to do so was" (process.py)
         elif "ranks:" in text and (stall := HorovodStallBlock.start(text)) is not None:
             block = stall  # Horovod's stall inspector list (horovod.py)
+        elif "==== backtrace" in text and (ucx := UcxBacktraceBlock.start(text)) is not None:
+            block = ucx  # UCX's backtrace under its "Caught signal" (process.py)
         if block is None:
             return False
         self._block, self._block_line = block, lineno
@@ -1003,6 +1025,9 @@ class Scanner:
                 if hit.rank is not None and hit.named_pid is not None:
                     self.pid_rank[hit.named_pid] = hit.rank
                 none = LineTag("")
+        elif isinstance(block, UcxBacktraceBlock):
+            if block.in_nccl:
+                self._signal_sign(line, Sign.NATIVE_IN_NCCL)
         elif isinstance(block, (RasBlock, TableBlock, CsvBlock)):
             for hit in block.finish() if isinstance(block, RasBlock) else block.hits:
                 self._emit(hit, none, line)
@@ -1721,6 +1746,7 @@ RECORD_NEED = Need.words(
         "NVIDIA-SMI",
         *HungTaskBlock.NEED,
         process.MPI_NONZERO,
+        "backtrace",
         "Work",
         "FingerPrint",
         *gpu.GPU_COLUMNS,

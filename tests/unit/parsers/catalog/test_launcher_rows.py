@@ -398,6 +398,27 @@ _LINES = [
         "moderate",
         {"exitcode": 1},
     ),
+    # Ray's raylet (src/ray/common/file_system_monitor.cc): a node's spill directory or
+    # session folder over the capacity threshold, as the driver prints the raylet's log
+    (
+        "(raylet, ip=10.2.0.7) [2025-03-02 11:00:01,004 E 4411 4420] (raylet) "
+        "file_system_monitor.cc:116: /mnt/spill/ray is over 97% full, available space: 1.5 "
+        "GB; capacity: 1024 GB. Object creation will fail if spilling is required.",
+        "raylet",
+        EventKind.IO_STALL,
+        "io_or_filesystem_stall",
+        "strong",
+        {},
+    ),
+    (
+        "[2025-03-02 11:00:01,004 E 4411 4420] file_system_monitor.cc:101: /tmp/ray/session_x "
+        "has no capacity, object creation will fail if spilling is required.",
+        "raylet",
+        EventKind.IO_STALL,
+        "io_or_filesystem_stall",
+        "strong",
+        {},
+    ),
     # and Horovod's own line stays Horovod's
     (
         "RuntimeError: lscpu failed with exit code 1",
@@ -542,6 +563,29 @@ def test_tritons_prefix_is_joined_to_the_drivers_error_string() -> None:
     )
     sites = launchers._c_sites(code, "triton", "third_party/nvidia/backend/driver.c", "abc")
     assert [display(s.parts) for s in sites] == ["Triton Error [CUDA]: <cuGetErrorString>"]
+
+
+def test_rays_log_streams_and_the_string_stream_they_print_are_read() -> None:
+    """RAY_LOG(LEVEL) << …; and a message built in an ostringstream and logged whole (the
+    raylet's file-system monitor): its ";" inside a literal does not end it."""
+    launchers = _launchers()
+    code = (
+        "// read from github.com/ray-project/ray at commit abc\n"
+        "bool Monitor::Over(const std::string &path) const {\n"
+        '  RAY_LOG(WARNING) << "Failed to read " << path;\n'
+        "  std::ostringstream ostr;\n"
+        '  ostr << path << " is over " << pct << "% full, available: " << gb << " GB"\n'
+        '       << "; capacity: " << cap << " GB.";\n'
+        "  RAY_LOG_EVERY_MS(ERROR, 10 * 1000) << ostr.str();\n"
+        '  RAY_CHECK(ok) << "Cannot free " << path;\n'
+        "  return true;\n}\n"
+    )
+    sites = launchers._c_sites(code, "raylet", "src/ray/common/m.cc", "abc")
+    assert sorted((s.level, display(s.parts)) for s in sites) == [
+        ("RAY_CHECK FATAL", "Cannot free <path>"),
+        ("RAY_LOG WARNING", "Failed to read <path>"),
+        ("stream ERROR", "<path> is over <pct>% full, available: <gb> GB; capacity: <cap> GB."),
+    ]
 
 
 def test_mpiruns_report_keeps_its_rank_when_the_paste_starts_at_noticed() -> None:
