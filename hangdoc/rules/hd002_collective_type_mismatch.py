@@ -188,12 +188,12 @@ class CollectiveTypeMismatch(Rule):
         )
         if category is Category.EVAL_SOME_RANKS:
             explanation += " The processes of one side are inside evaluation code."
-        moved = _all_still(ctx, [a for side in ordered for a in side])
-        shifts = [Shift.RANKS_UNKNOWN] + ([Shift.ONE_SAMPLE] if moved is None else [])
+        still = _all_still(ctx, [a for side in ordered for a in side])
+        shifts = [Shift.RANKS_UNKNOWN] + ([Shift.ONE_SAMPLE] if still is None else [])
         yield Finding(
             rule=self.id,
             category=category,
-            severity=Severity.ERROR if moved is None else self.severity,
+            severity=Severity.ERROR if still is None else self.severity,
             title="processes whose ranks are unknown wait in different collectives: "
             + " vs ".join(ops),
             explanation=explanation,
