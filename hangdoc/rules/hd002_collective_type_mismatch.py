@@ -23,6 +23,15 @@ step's collectives: the error says why the ops differ, and strengthens the findi
 Point-to-point ``send``/``recv`` are not collectives: ranks in send facing a rank in recv
 is the shape of a pipeline (HD105 reads it), so ranks in them are left out here.
 
+Stacks whose rank no input names count too: a paste of several processes' stacks, frames
+only or under py-spy's thread lines, told apart by the paste's own structure (a dump of
+each, a main thread of each), or a file of each. Where the ranks' stacks alone agree and
+such a process waits in another collective, the processes are read as parted, but which
+ranks they are, and how many ranks share each stack (a paste often shows one stack for
+several), is unknown: no side is odd for sure, no rank is named, and the finding is
+weaker (``RANKS_UNKNOWN``). A process that a traceback alone shows (where it raised,
+perhaps long before) is not compared.
+
 ## How to confirm
 Compare the user frames that called the collective on each side (shown in the finding
 and the merged stack tree). With the flight recorder enabled (TORCH_FR_BUFFER_SIZE),
@@ -40,13 +49,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import plural_ranks, verb
-from hangdoc.analyzer.views.activity import RankActivity
+from hangdoc.analyzer.views.activity import UNRANKED, RankActivity, unranked_activities
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.p2p_stacks import P2P_FAMILIES
 from hangdoc.analyzer.views.training import survived_errors
-from hangdoc.rules.base import Need, Rule, RuleContext
+from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved
 from hangdoc.rules.refs import stack_refs
 from hangdoc.rules.strength import Shift, shifted
@@ -59,7 +68,8 @@ class CollectiveTypeMismatch(Rule):
     summary = "ranks are blocked in different collectives"
     categories = (Category.COLLECTIVE_TYPE_MISMATCH, Category.EVAL_SOME_RANKS)
     severity = Severity.CRITICAL
-    requires = frozenset({Need.STACKS})
+    # Stacks of ranks, or of processes whose rank is unknown (``_unranked``).
+    requires = frozenset()
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         groups: dict[str, list[RankActivity]] = {}
@@ -68,6 +78,7 @@ class CollectiveTypeMismatch(Rule):
             if call is not None and not activity.process.exited and call.family not in P2P_FAMILIES:
                 groups.setdefault(call.family, []).append(activity)
         if len(groups) < 2:
+            yield from self._unranked(ctx, groups)
             return
         # The biggest group is what the job expected; ties go to the group with rank 0 side.
         ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0].rank))
@@ -144,6 +155,64 @@ class CollectiveTypeMismatch(Rule):
             strength=_strength(tie=tie, one_sample=one_sample),
         )
 
+    def _unranked(
+        self, ctx: RuleContext, groups: dict[str, list[RankActivity]]
+    ) -> Iterable[Finding]:
+        """Processes whose rank is unknown waiting in another collective than the rest:
+        parted, but with no side known to be odd and no rank to name."""
+        sides: dict[str, list[RankActivity]] = {k: list(v) for k, v in groups.items()}
+        unranked = False
+        for activity in unranked_activities(ctx.evidence):
+            call = activity.waiting_call
+            if call is not None and call.family not in P2P_FAMILIES:
+                sides.setdefault(call.family, []).append(activity)
+                unranked = True
+        if len(sides) < 2 or not unranked:
+            return
+        ordered = sorted(sides.values(), key=lambda side: (-len(side), _first_rank(side)))
+        in_eval = [
+            all(a.main is not None and a.main.has(Activity.EVAL) for a in side) for side in ordered
+        ]
+        category = (
+            Category.EVAL_SOME_RANKS
+            if in_eval.count(True) == 1
+            else Category.COLLECTIVE_TYPE_MISMATCH
+        )
+        ops = [_op(side) for side in ordered]
+        described = "; ".join(
+            f"{_who(side)} in {op}" for side, op in zip(ordered, ops, strict=True)
+        )
+        explanation = (
+            f"The stacks wait in {len(ordered)} different collectives: {described} (e.g. "
+            + "; ".join(f"{side[0].process.label}: {side[0].description()}" for side in ordered)
+            + "). Collectives of one process group are matched in the order each rank "
+            "issues them, so ranks of one group that wait in different ones wait for each "
+            "other until the timeout. No input says which ranks these processes are, nor how "
+            "many ranks share each stack (a paste often shows one stack for several), so "
+            "which side is odd is unknown and no rank is named; that they are in one "
+            "process group is assumed."
+        )
+        if category is Category.EVAL_SOME_RANKS:
+            explanation += " The processes of one side are inside evaluation code."
+        still = _all_still(ctx, [a for side in ordered for a in side])
+        shifts = [Shift.RANKS_UNKNOWN] + ([Shift.ONE_SAMPLE] if still is None else [])
+        yield Finding(
+            rule=self.id,
+            category=category,
+            severity=Severity.ERROR if still is None else self.severity,
+            title="processes whose ranks are unknown wait in different collectives: "
+            + " vs ".join(ops),
+            explanation=explanation,
+            fix=(
+                "Find out which ranks these stacks are (py-spy dump of each rank under its "
+                "rank, or `hangdoc collect --all`), then make every rank issue the same "
+                f"collectives in the same order: compare the call sites of {' and '.join(ops)} "
+                "and remove the rank- or data-dependent branch between them."
+            ),
+            evidence=tuple(_ref(side[0]) for side in ordered),
+            strength=shifted(Strength.STATED, *shifts),
+        )
+
 
 RULE = CollectiveTypeMismatch
 
@@ -168,6 +237,46 @@ def _with_survived_error(
         "on: the handler that caught it skipped the rest of that step and its collectives, "
         "so the ranks no longer issue the same ones.",
     )
+
+
+def _first_rank(side: list[RankActivity]) -> int:
+    """The side's lowest known rank; sides of unknown ranks only come after the others."""
+    known = [a.rank for a in side if a.rank != UNRANKED]
+    return min(known) if known else 1 << 30
+
+
+def _op(side: list[RankActivity]) -> str:
+    call = side[0].waiting_call
+    return call.op if call is not None else "a collective"
+
+
+def _who(side: list[RankActivity]) -> str:
+    """``ranks 0-2 and 1 process of unknown rank``."""
+    known = [a.rank for a in side if a.rank != UNRANKED]
+    unknown = len(side) - len(known)
+    parts = [plural_ranks(known)] if known else []
+    if unknown:
+        parts.append(f"{unknown} process{'es' if unknown > 1 else ''} of unknown rank")
+    return " and ".join(parts)
+
+
+def _ref(activity: RankActivity) -> EvidenceRef:
+    rank = None if activity.rank == UNRANKED else activity.rank
+    return EvidenceRef(
+        source=activity.process.primary_source(),
+        detail=f"{activity.process.label}: {activity.description()}",
+        rank=rank,
+    )
+
+
+def _all_still(ctx: RuleContext, activities: list[RankActivity]) -> bool | None:
+    """``nobody_moved`` for activities of known and unknown ranks alike."""
+    progress = [ctx.progress(a.process) for a in activities]
+    if any(p.progressed for p in progress):
+        return False
+    if progress and all(p.comparable for p in progress):
+        return True
+    return None
 
 
 def _strength(*, tie: bool, one_sample: bool) -> Strength:

@@ -54,6 +54,11 @@ class Shift(enum.Enum):
         "consequence",
     )
     CONTRADICTED = (-2, "an independent source says otherwise")
+    RANKS_UNKNOWN = (
+        -1,
+        "the stacks name no rank: how many ranks each side holds, and which side is odd, "
+        "is unknown",
+    )
 
     def __init__(self, step: int, why: str) -> None:
         self.step = step

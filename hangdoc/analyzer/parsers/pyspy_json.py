@@ -62,6 +62,27 @@ def is_main_thread(pid: int | None, os_thread_id: int | None, name: str | None) 
     return (pid is not None and os_thread_id == pid) or name == "MainThread"
 
 
+# torch.distributed's collective API (and c10d_logger's wrapper of it, beside it).
+_COLLECTIVE_API = ("distributed/distributed_c10d.py", "distributed/c10d_logger.py")
+
+
+def looks_main(frames: Sequence[Frame]) -> bool:
+    """Frames (innermost first) that are a main thread's by themselves, where no header
+    names the thread: the outermost is the script's ``<module>``, or they wait inside
+    torch.distributed's collective API and the outermost is no ``threading`` start
+    (``Thread._bootstrap``). Pasted ranks' stacks are cut below the collective more often
+    than not, and the thread a job issues its collectives from is its main one. Two runs
+    of frames that both look so are two processes' (parsers/stacks/pyspy_frames.py)."""
+    if not frames:
+        return False
+    bottom = frames[-1].function
+    if bottom == "<module>":
+        return True
+    if bottom.endswith("_bootstrap"):
+        return False
+    return any(f.file.endswith(_COLLECTIVE_API) for f in frames)
+
+
 @functools.lru_cache(maxsize=1 << 18)
 def _shared_frame(function: str, file: str, line: int | None) -> Frame:
     # Thousands of ranks repeat the same frames: share one immutable Frame for each,

@@ -11,6 +11,10 @@ Grammar, after launcher prefixes, ANSI and CR are gone (``prefixes``)::
         clock_nanosleep (libc.so.6)          (--native) native frames interleaved
 
 A file may hold several dumps (of one process over time, or of several processes),
+dumps pasted without their ``Process`` line (a run of ``Thread`` blocks: a process has one
+main thread, so a second thread named ``MainThread`` starts another dump, and the decimal
+id py-spy prints of a main thread is its OS thread id, which is the process's pid: it
+keeps a process's dumps together and two processes' dumps apart),
 interleaved prefixed output of several ranks, and torch.distributed.debug sections
 (``=== Rank <i>: <addr> ===``, one rank each). Each dump becomes one TextStack (text,
 not a live sample: a paste carries no time); dumps of the same pid in the same stream
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hangdoc.analyzer.model import (
@@ -46,7 +50,7 @@ from hangdoc.analyzer.parsers.prefixes import (
     split_sections,
     split_streams,
 )
-from hangdoc.analyzer.parsers.pyspy_json import is_main_thread, is_native
+from hangdoc.analyzer.parsers.pyspy_json import is_main_thread, is_native, looks_main
 from hangdoc.common.redact import redact_local
 
 _PROCESS = re.compile(r"Process (\d+):\s?(.*)$")
@@ -69,6 +73,7 @@ class _ThreadBuilder:
     locals: list[tuple[str, str]] = field(default_factory=list)
     frame_indent: int | None = None
     in_locals: bool = False
+    headerless: bool = False  # frames a blank line parted from a thread, with no Thread line
 
     def flush_locals(self) -> None:
         if self.locals and self.frames:
@@ -105,6 +110,28 @@ class TextDump:
     parent_pid: int | None = None
     threads: list[ThreadStack] = field(default_factory=list)
     children: list[TextDump] = field(default_factory=list)
+    headless: bool = False  # no ``Process`` line: its threads' own lines say whose it is
+
+
+_MAIN_NAME = "MainThread"  # the name Python's threading gives the main thread
+
+
+def _has_main(dump: TextDump) -> bool:
+    return any(t.name == _MAIN_NAME for t in dump.threads)
+
+
+def _place_run(thread: ThreadStack, dump: TextDump, dumps: list[TextDump]) -> TextDump:
+    """Where a run of frames with no Thread line over it goes (``parse_dump_lines``): a
+    main thread's run (``looks_main``) after the dump's own main thread is another
+    process's, which starts a dump of its own; any other run is a thread of the dump.
+    Returns the dump read on."""
+    main = looks_main(thread.frames)
+    if main and any(t.is_main or looks_main(t.frames) for t in dump.threads):
+        dump = TextDump(pid=None, cmdline=None, line=dump.line, headless=True)
+        dumps.append(dump)
+    is_main = main and not any(t.is_main for t in dump.threads)
+    dump.threads.append(replace(thread, is_main=is_main))
+    return dump
 
 
 def _indent(text: str) -> int:
@@ -131,17 +158,30 @@ def parse_dump_lines(lines: list[tuple[int, str]], source: str, notes: list[str]
     dump: TextDump | None = None
     thread: _ThreadBuilder | None = None
 
+    gap = False  # blank lines since the current thread's last frame
+
     def close_thread() -> None:
-        nonlocal thread
+        nonlocal thread, dump
         if thread is not None and dump is not None:
-            dump.threads.append(thread.build(dump.pid, source))
+            built = thread.build(dump.pid, source)
+            if thread.headerless:
+                dump = _place_run(built, dump, dumps)
+            else:
+                dump.threads.append(built)
         thread = None
 
     for number, raw in lines:
         text = raw.rstrip()
         stripped = text.strip()
         if not stripped:
+            gap = gap or (thread is not None and bool(thread.frames))
             continue
+        if gap and _indent(text) > 0 and thread is not None and _frame(stripped) is not None:
+            # Frames after a blank line, with no Thread line over them: py-spy prints no
+            # blank line inside a dump, so a reporter parted these from the thread above.
+            close_thread()
+            thread = _ThreadBuilder(None, None, None, None, headerless=True)
+        gap = False
         if _indent(text) == 0:
             if m := _PROCESS.match(text):
                 close_thread()
@@ -153,11 +193,14 @@ def parse_dump_lines(lines: list[tuple[int, str]], source: str, notes: list[str]
                 dump.parent_pid = int(m.group(1))
             elif m := _THREAD.match(text):
                 close_thread()
-                if dump is None:
-                    dump = TextDump(pid=None, cmdline=None, line=number)
-                    dumps.append(dump)
                 tid = m.group(1)
                 is_hex = tid.lower().startswith("0x")
+                main = m.group(3) == _MAIN_NAME
+                if dump is None or (dump.headless and main and _has_main(dump)):
+                    dump = TextDump(pid=None, cmdline=None, line=number, headless=True)
+                    dumps.append(dump)
+                if dump.headless and main and not is_hex and dump.pid is None:
+                    dump.pid = int(tid)  # a main thread's OS thread id is the pid
                 thread = _ThreadBuilder(
                     os_thread_id=None if is_hex else int(tid),
                     thread_id=int(tid, 16) if is_hex else None,
@@ -236,15 +279,18 @@ def _to_stack(dump: TextDump, index: int, source: str) -> TextStack:
 
 def processes_from_stream(stream: Stream, source: str, notes: list[str]) -> list[ProcessEvidence]:
     """All processes of one prefix stream (each torch.debug section its own rank)."""
-    out: dict[tuple[int | None, int | None], ProcessEvidence] = {}
+    out: dict[tuple[int | None, int | None, int], ProcessEvidence] = {}
     for section in split_sections(stream.lines):
         dumps = _attach_children(parse_dump_lines(section.lines, source, notes), source, notes)
         rank = section.rank if section.rank is not None else stream.rank
-        for dump in dumps:
+        for number, dump in enumerate(dumps):
             if not dump.threads:
                 notes.append(f"{source}:{dump.line}: a dump header without any thread; skipped")
                 continue
-            key = (rank, dump.pid)
+            # A dump that names no process (no Process line, no decimal main thread id)
+            # is another process than the dump before it, as the stack scan reads it.
+            apart = number if dump.headless and dump.pid is None and rank is None else 0
+            key = (rank, dump.pid, apart)
             proc = out.get(key)
             if proc is None:
                 proc = out[key] = ProcessEvidence(

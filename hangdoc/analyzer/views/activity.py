@@ -18,6 +18,7 @@ from hangdoc.analyzer.model import (
     Frame,
     ProcessEvidence,
     StackSample,
+    StackTextKind,
     TextStack,
     ThreadStack,
 )
@@ -443,3 +444,42 @@ def group_by_call(activities: Iterable[RankActivity]) -> Mapping[str, list[int]]
         if call is not None:
             groups.setdefault(call.family, []).append(activity.rank)
     return groups
+
+
+# Appended for issue 21 (stacks known by their frames, with or without their headers):
+# the stacks of processes no rank is known for. A paste of several ranks' stacks often
+# names none of them (frames only, or py-spy's thread lines without a rank label), yet
+# where each process waits is read the same way as a rank's.
+UNRANKED = -1  # the rank of a RankActivity whose process's rank is unknown
+# Text that is a snapshot of a process's threads where it was (a dump), not a post-mortem
+# record of where one raised (a traceback, a C++ exception stack).
+_SNAPSHOT_KINDS = frozenset(
+    {
+        StackTextKind.PYSPY,
+        StackTextKind.FAULTHANDLER,
+        StackTextKind.PYSTACK,
+        StackTextKind.GDB,
+        StackTextKind.PY_BT,
+    }
+)
+
+
+def unranked_activities(evidence: Evidence) -> list[RankActivity]:
+    """What each live process whose rank is unknown was doing at its latest snapshot (a
+    live sample, or a dump read from text: not a traceback, which says where a thread
+    raised, perhaps long before), with ``UNRANKED`` as its rank. The loader keeps
+    processes apart by what the inputs say (a file, a pid, a dump of its own in a
+    paste), so each is another process than the others, whose rank nobody wrote."""
+    out: list[RankActivity] = []
+    for process in evidence.processes:
+        if process.rank is not None or process.exited:
+            continue
+        latest = process.latest_stacks()
+        if latest is None or (
+            isinstance(latest, TextStack) and _SNAPSHOT_KINDS.isdisjoint(latest.kinds)
+        ):
+            continue
+        activity = classify_process(UNRANKED, process)
+        if activity is not None:
+            out.append(activity)
+    return out

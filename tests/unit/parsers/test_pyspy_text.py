@@ -205,3 +205,44 @@ def test_sniff_rejects_python_traceback_and_logs(write: Writer) -> None:
 def test_sniff_tolerates_a_shell_prompt_first(write: Writer) -> None:
     path = write("paste.txt", "$ sudo py-spy dump --pid 9106\n" + DUMP_TXT)
     assert kind_of(path) is InputKind.PYSPY_TEXT
+
+
+# Hand-made from py-spy's dump.rs: "Thread {tid} ({status}): \"{name}\"" with the OS thread
+# id in decimal (Linux), pasted without the "Process" and "Python" lines, one per rank.
+_HEADLESS = """\
+Thread 33550 (active): "MainThread"
+    all_reduce (torch/distributed/distributed_c10d.py:2924)
+    step (deepspeed/runtime/zero/stage3.py:2120)
+Thread 33551 (idle): "Thread-1"
+    wait (threading.py:327)
+    _bootstrap (threading.py:1002)
+Thread 33549 (active): "MainThread"
+    reduce_scatter_tensor (torch/distributed/distributed_c10d.py:4450)
+    reduce_scatter_coalesced (deepspeed/runtime/comm/coalesced_collectives.py:205)
+"""
+
+
+def test_a_second_main_thread_without_process_lines_is_another_process() -> None:
+    procs = parse_pyspy_text(_HEADLESS, "t").processes
+    # THEN two processes, each named by its main thread's OS id (the pid on Linux)
+    assert [p.pid for p in procs] == [33550, 33549]
+    assert [[t.name for s in p.text_stacks for t in s.threads] for p in procs] == [
+        ["MainThread", "Thread-1"],
+        ["MainThread"],
+    ]
+
+
+def test_frames_a_gap_parts_from_a_thread_are_a_thread_or_another_process() -> None:
+    # GIVEN one rank's dump with its header, a blank line, then a worker's frames and
+    # another rank's frames, each without a Thread line
+    worker = "    wait (threading.py:327)\n    _bootstrap (threading.py:1002)\n"
+    other = _HEADLESS.split('"MainThread"\n')[2]
+    text = _HEADLESS.split("Thread 33551")[0] + "\n" + worker + "\n" + other
+    first, second = parse_pyspy_text(text, "t").processes
+    # THEN the worker is a thread of the dump above, the other rank's main thread its own
+    assert [(t.name, t.is_main) for s in first.text_stacks for t in s.threads] == [
+        ("MainThread", True),
+        (None, False),
+    ]
+    [[main]] = [s.threads for s in second.text_stacks]
+    assert main.is_main and main.frames[0].function == "reduce_scatter_tensor"

@@ -95,3 +95,51 @@ def test_a_log_line_shaped_like_a_frame_is_no_thread() -> None:
     [reducer] = threads(proc)
     assert reducer.frames[0].function == "Condition.wait"
     assert scan(_SHUTDOWN + "\nstep 4 loss 0.1\n" + _SHUTDOWN).processes == []
+
+
+# Hand-made after DeepSpeed #7461's paste: ZeRO-3 ranks cut below the collective, some in
+# the optimizer step's all_reduce, others still in the backward's reduce_scatter.
+ALL_REDUCE = """\
+    all_reduce (torch/distributed/distributed_c10d.py:2924)
+    wrapper (torch/distributed/c10d_logger.py:81)
+    all_reduce (deepspeed/comm/comm.py:654)
+    step (deepspeed/runtime/zero/stage3.py:2120)
+"""
+REDUCE_SCATTER = """\
+    reduce_scatter_tensor (torch/distributed/distributed_c10d.py:4450)
+    wrapper (torch/distributed/c10d_logger.py:81)
+    reduce_scatter_coalesced (deepspeed/runtime/comm/coalesced_collectives.py:205)
+    decorate_context (torch/utils/_contextlib.py:120)
+"""
+FLUSHER = """\
+    MetricsLogger.flush_forever (train.py:292)
+    Thread.run (threading.py:982)
+    Thread._bootstrap (threading.py:1002)
+"""
+
+
+def test_two_runs_in_collectives_parted_by_a_gap_are_two_processes() -> None:
+    # GIVEN two ranks' frames, no header, a blank line between them
+    procs = scan(ALL_REDUCE + "\n" + REDUCE_SCATTER).processes
+    # THEN each is a process of its own whose main thread waits in its collective
+    assert [[t.frames[0].function for t in threads(p)] for p in procs] == [
+        ["all_reduce"],
+        ["reduce_scatter_tensor"],
+    ]
+    assert all(threads(p)[0].is_main and p.rank is None for p in procs)
+
+
+def test_a_thread_started_by_threading_stays_a_thread_of_the_dump_above() -> None:
+    # GIVEN a rank's main thread in a collective, then a worker thread, then another rank
+    procs = scan(ALL_REDUCE + "\n" + FLUSHER + "\n" + REDUCE_SCATTER).processes
+    first, second = procs
+    assert [t.is_main for t in threads(first)] == [True, False]
+    assert threads(first)[1].frames[-1].function == "Thread._bootstrap"
+    assert [t.frames[0].function for t in threads(second)] == ["reduce_scatter_tensor"]
+
+
+def test_two_runs_that_end_in_module_are_two_processes() -> None:
+    main = RANK3.split("\n", 1)[1].split("\n\n")[0] + "\n"
+    other = main.replace("all_gather (", "broadcast (")
+    procs = scan(main + "\n" + other).processes
+    assert [threads(p)[0].frames[0].function for p in procs] == ["all_gather", "broadcast"]

@@ -17,6 +17,14 @@ Which thread is the main one is what its frames say: its outermost frame is the 
 worker); failing that, the first thread threading did not start (a main thread in
 ``_shutdown``), else the first thread shown (py-spy prints the main thread first).
 What py-spy's thread line said (idle, active, the GIL) is unknown here and left unknown.
+
+A paste of several processes' frames keeps no header between them either, only the
+reporter's gap, so the gap alone cannot part processes from threads; the frames can. A
+process has one main thread: a run that is a main thread's after another run that is one
+starts the next process's dump (the scan gives it a process of its own). A run is a main
+thread's when its outermost frame is the script's ``<module>``, or when it waits inside
+torch.distributed's collective API and was not started by ``threading``
+(``pyspy_json.looks_main``).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from __future__ import annotations
 import re
 
 from hangdoc.analyzer.model import Frame, ThreadStack
-from hangdoc.analyzer.parsers.pyspy_json import is_native
+from hangdoc.analyzer.parsers.pyspy_json import is_native, looks_main
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
 
 # One frame line: a function name (no parentheses of its own but "<locals>"-style
@@ -112,7 +120,7 @@ def _main_run(runs: list[list[Frame]]) -> int:
 
 def parse_pyspy_frames(lines: Lines, i: int) -> tuple[Block | None, int]:
     """The threads of one headless py-spy dump from ``i``: frame runs parted by at most
-    ``_MAX_BLANKS`` blank lines."""
+    ``_MAX_BLANKS`` blank lines, up to a second main thread's run (another process)."""
     start = lines[i][0]
     runs: list[list[Frame]] = []
     end = i
@@ -123,6 +131,8 @@ def parse_pyspy_frames(lines: Lines, i: int) -> tuple[Block | None, int]:
             i += 1
         if len(run) < (1 if runs or starts_frames(lines, i - len(run)) else _MIN_FRAMES):
             break  # (a thread of one frame is one when the frames around it say so)
+        if runs and looks_main(run) and any(looks_main(r) for r in runs):
+            break  # another process's main thread: the scan reads its dump next
         runs.append(run)
         end = i
         blanks = _blanks_after(lines, i)
