@@ -58,10 +58,17 @@ process's NCCL WARN whose result is ncclInvalidArgument or ncclInvalidUsage (arg
 call was made wrongly and it threw (torch's "NCCL Error 4: invalid argument"), the
 caller's bug, whatever waited (nccl #276: single-process DataParallel under NCCL 2.5).
 
-When the failure's own lines name no rank (one traceback, printed once) and the launcher
-reports one worker that exited with an error code of its own (srun's "task 3: Exited with
-exit code 1" beside "tasks 0-2: Terminated", torchrun's "failed (exitcode: 1) local_rank:
-3"), the failure is taken to be that worker's, and the finding says so. Of deaths that
+When the failure's own lines name no rank (one traceback, printed once; an abort with the
+what() below it; a kernel's device-side assertion with the exception that raises it) and the
+launcher reports one worker that exited with an error code of its own (srun's "task 3:
+Exited with exit code 1" beside "tasks 0-2: Terminated", torchrun's "failed (exitcode: 1)
+local_rank: 3") or ended by the signal the failure shows (torch.multiprocessing's "process 3
+terminated with signal SIGABRT" beside an abort), the failure is taken to be that worker's,
+and the finding says so. So it is when what its process printed as it went down, just below
+it, names its rank (~ProcessGroupNCCL's "Process Group destroyed on rank 0" under a failed
+abort's "NCCL error in: …"). A GPU Xid that NVIDIA's Xid catalog lays at the program's door
+(13, a graphics engine exception; 31, a memory page fault: payloads/xid.py) is the death of
+the process on that GPU: the driver killed its CUDA context. Of deaths that
 give no reason (exit codes, launcher-reported signals: a ChildFailedError table), the one
 rank that did not abort is named when the others aborted (SIGABRT: most often the NCCL
 watchdog tearing its process down after the failure).
@@ -145,7 +152,14 @@ from dataclasses import replace
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.launch import SignalName
-from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths, one_exit, one_failure
+from hangdoc.analyzer.views.deaths import (
+    Death,
+    DeathHow,
+    first_deaths,
+    one_ended,
+    one_failure,
+    own_rank_named,
+)
 from hangdoc.analyzer.views.nccl_setup import connect_failures, setup_failure
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind
@@ -228,12 +242,19 @@ class RankDiedFirst(Rule):
         first = chosen[0]
         ordered = precedes_wave(first.placed, wave_events)
         culprits = sorted({d.rank for d in chosen if d.rank is not None})
-        if one_failure(certain) and not culprits and (exited := one_exit(leading)) is not None:
+        if one_failure(certain) and not culprits and (exited := one_ended(leading, certain)):
             # The failure's own lines name no rank; the launcher names the one worker
-            # that exited with an error of its own: the failure is that worker's (one
-            # failure: two, each a process's, may be those of two workers).
+            # that exited with an error of its own, or ended by the signal the failure
+            # shows (an abort): the failure is that worker's (one failure: two, each a
+            # process's, may be those of two workers).
             chosen = [*chosen, exited]
             culprits = [exited.rank] if exited.rank is not None else []
+        elif one_failure(certain) and not culprits and (named := own_rank_named(tl, certain)):
+            # The failure's own lines name no rank; the lines its process printed as it
+            # went down, just below them, do (~ProcessGroupNCCL's "Process Group destroyed
+            # on rank N"): the failure is that rank's.
+            chosen = [*chosen, named]
+            culprits = [named.rank] if named.rank is not None else []
         waiting = sorted(victims(tl) - set(culprits))
         finding = self._finding(
             first,
@@ -245,13 +266,21 @@ class RankDiedFirst(Rule):
             wave_events,
             oom_seen=bool(tl.of(EventKind.HOST_OOM_KILL)),
         )
-        if first.rank is None and culprits:
+        if first.rank is None and culprits and chosen[-1].placed.kind in _LAUNCHER_REPORTS:
             finding = replace(
                 finding,
                 explanation=f"{finding.explanation} The failure's own lines name no rank; the "
-                f"launcher reports {ranks_text(culprits)} as the one worker that exited with an "
+                f"launcher reports {ranks_text(culprits)} as the one worker that ended with an "
                 f"error of its own ({chosen[-1].placed.event.text.strip()[:120]}), and the others "
                 "as stopped after it: the failure is taken to be that worker's.",
+            )
+        elif first.rank is None and culprits:
+            finding = replace(
+                finding,
+                explanation=f"{finding.explanation} The failure's own lines name no rank; what "
+                "its process printed as it went down, just below them, names "
+                f"{ranks_text(culprits)} ({chosen[-1].placed.event.text.strip()[:120]}): the "
+                "failure is taken to be that rank's.",
             )
         yield finding
 

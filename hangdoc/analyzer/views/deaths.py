@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Category
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
+from hangdoc.analyzer.payloads.host import GpuXid
 from hangdoc.analyzer.payloads.launch import (
     RAY_MEMORY_MONITOR,
     CodeStage,
@@ -229,6 +230,7 @@ _DEATH_KINDS = frozenset(
         EventKind.WORKER_FAILED,
         EventKind.CHILD_FAILURE,
         EventKind.HOST_MEMORY,
+        EventKind.GPU_XID,
     }
 )
 
@@ -295,6 +297,15 @@ def death_of(p: Placed) -> Death | None:
             return None
         error = failure.error if failure is not None else None
         return Death(p.rank, DeathHow.CUDA_ERROR, f"CUDA error: {error}", p, True)
+    xid = p.event.payload_as(GpuXid) if kind == EventKind.GPU_XID else None
+    if xid is not None and xid.program_fault and (meaning := xid.meaning) is not None:
+        # The program's own kernel faulted on the GPU (Xid 13, 31: NVIDIA's Xid catalog,
+        # payloads/xid.py): the driver killed the channel and with it the CUDA context of
+        # the process on that GPU, which dies of it. A crash of that process, read from the
+        # driver's line; the GPU's and the driver's own Xids are HD300's and HD301's.
+        named = f"; process {xid.name}" if xid.name else ""
+        said = f"its kernel faulted on the GPU (Xid {xid.xid}: {meaning.description}{named})"
+        return Death(p.rank, DeathHow.CUDA_ERROR, said, p, True)
     fatal = p.event.payload_as(FatalSignal) if kind == EventKind.FATAL_SIGNAL else None
     if fatal is not None and fatal.signal in _CAUSE_SIGNALS:
         if fatal.signal == SignalName.SIGABRT and Sign.CONSEQUENCE in signs:
@@ -766,13 +777,67 @@ def one_failure(failures: list[Death]) -> bool:
     message names are two readings of one line) by the process that failed: one worker's
     failure. The same exception printed by two workers is folded into one event that
     counts the repeat; a shell's "Killed" is about the command it ran (the launcher), not
-    a worker."""
+    a worker. An abort's what() below it, and a kernel's device-side assertion that an
+    exception below it raises, are more lines of the same failure (the assertion is
+    printed once per failing GPU thread, so its repeats are that kernel's)."""
     lines = {(d.placed.event.source, d.placed.event.line) for d in failures}
+    raised = _raised_later(failures)
     return (
-        len(lines) == 1
-        and all(d.placed.event.repeats == 0 for d in failures)
+        len(lines - _whats_of_aborts(failures) - raised) == 1
+        and all(
+            d.placed.event.repeats == 0
+            for d in failures
+            if (d.placed.event.source, d.placed.event.line) not in raised
+        )
         and not any(_by_shell(d) for d in failures)
     )
+
+
+def _whats_of_aborts(failures: list[Death]) -> set[tuple[str, int | None]]:
+    """The lines of failures that are the what() of an abort among them: libstdc++'s
+    "terminate called after throwing an instance of 'c10::Error'" is followed by "what():
+    CUDA error: an illegal memory access …" (its exception's message), one process's one
+    failure read twice: the abort, and the error its what() names."""
+    aborts = [
+        (d.placed.event.source, d.placed.event.line)
+        for d in failures
+        if (fatal := d.placed.event.payload_as(FatalSignal)) is not None
+        and fatal.reported_by == FatalReport.TERMINATE
+        and d.placed.event.line
+    ]
+    return {
+        (d.placed.event.source, line)
+        for d in failures
+        if (line := d.placed.event.line)
+        and any(
+            source == d.placed.event.source and at is not None and at < line <= at + _WHAT_WINDOW
+            for source, at in aborts
+        )
+    }
+
+
+def _raised_later(failures: list[Death]) -> set[tuple[str, int | None]]:
+    """The lines of CUDA errors that an exception among the failures, below them in the
+    same file, raises: a kernel's device-side assertion ("block: [0,0,0], thread: [28,0,0]
+    Assertion `…` failed.") leaves its process's context with "device-side assert
+    triggered", which the next CUDA call of that process raises ("RuntimeError: CUDA
+    error: device-side assert triggered"): one failure, printed by the kernel and then by
+    the exception. Only where no other failure's line comes between them."""
+    ordered = sorted(failures, key=lambda d: d.placed.index)
+    out: set[tuple[str, int | None]] = set()
+    for k, d in enumerate(ordered):
+        failure = d.placed.event.payload_as(CudaFailure)
+        if d.how is not DeathHow.CUDA_ERROR or failure is None or not failure.error:
+            continue
+        later = ordered[k + 1] if k + 1 < len(ordered) else None
+        if (
+            later is not None
+            and later.how is DeathHow.EXCEPTION
+            and later.placed.event.source == d.placed.event.source
+            and failure.error in (later.payload.message or "")
+        ):
+            out.add((d.placed.event.source, d.placed.event.line))
+    return out
 
 
 def _by_shell(death: Death) -> bool:
@@ -795,3 +860,73 @@ def one_exit(deaths: list[Death]) -> Death | None:
         if d.how == DeathHow.EXIT and d.rank is not None and d.placed.kind in _REPORT_KINDS
     ]
     return exits[0] if len({d.rank for d in exits}) == 1 else None
+
+
+def one_ended(deaths: list[Death], failure: list[Death]) -> Death | None:
+    """The one rank a launcher reports ending, by an exit code (``one_exit``) or by the
+    signal the failure's own lines show its process ending by, None when it reports none,
+    several, or a signal the failure does not show. torch.multiprocessing's
+    ``ProcessExitedException: process 3 terminated with signal SIGABRT`` (spawn.py
+    ProcessContext.join: "process %d terminated with signal %s", the index spawn started
+    the process at, which it passes to the function as its rank) beside an unranked
+    "terminate called after throwing …" (an abort: SIGABRT) is that abort's process; a
+    launcher's SIGKILL beside a Python traceback is not (the traceback's process exits
+    with code 1), and a second worker reported ending leaves it open."""
+    exited = one_exit(deaths)
+    if exited is not None:
+        return exited
+    ended = [
+        d
+        for d in deaths
+        if d.rank is not None and d.placed.kind in _REPORT_KINDS and d.how is not DeathHow.ACTOR
+    ]
+    if len({d.rank for d in ended}) != 1 or ended[0].how is not DeathHow.SIGNAL:
+        return None
+    shown = {
+        fatal.signal
+        for d in failure
+        if (fatal := d.placed.event.payload_as(FatalSignal)) is not None
+    }
+    return ended[0] if ended[0].signal in shown else None
+
+
+# What a process prints about its own rank as it goes down: ~ProcessGroupNCCL's reason
+# for aborting its communicators, "Process Group destroyed on rank N" (ProcessGroupNCCL.cpp:
+# abortReason = c10::str("Process Group destroyed on rank ", rank_), which C10D_NCCL_CHECK
+# prints under a failed ncclCommAbort's "NCCL error in: …"), the watchdog's own teardown
+# under its "[Rank N]" prefix: WATCHDOG_TEARDOWN events, each the process's own group's.
+_OWN_RANK_KINDS = frozenset({EventKind.WATCHDOG_TEARDOWN})
+
+
+def own_rank_named(tl: Timeline, failure: list[Death]) -> Death | None:
+    """The failure as the rank that the lines its process printed as it went down name,
+    None when they name none or several. A failure whose own lines name no rank (one
+    traceback, its abort and what()) is followed, within an abort's what() window in the
+    same file and by the same process where both lines give a pid, by the teardown of its
+    own process group: an uncaught exception ends the interpreter, the group's destructor
+    aborts its communicators and prints its rank (timm: a device-side assert, then
+    "terminate called …", "what(): NCCL error …", "Process Group destroyed on rank 0").
+    Any other rank named in that window leaves it open: lines of several processes."""
+    last = max(failure, key=lambda d: d.placed.index).placed
+    source, line = last.event.source, last.event.line
+    if line is None:
+        return None
+    window = [
+        p
+        for p in tl.events
+        if p.event.source == source
+        and p.event.line is not None
+        and line < p.event.line <= line + _WHAT_WINDOW
+        and p.rank is not None
+    ]
+    ranks = {p.rank for p in window}
+    own = [
+        p
+        for p in window
+        if p.kind in _OWN_RANK_KINDS
+        and (p.event.pid is None or last.event.pid is None or p.event.pid == last.event.pid)
+    ]
+    if len(ranks) != 1 or not own:
+        return None
+    first = failure[0]
+    return Death(own[0].rank, first.how, first.summary, own[0], True, first.signal)

@@ -374,13 +374,18 @@ CASES = [
         Verdict.HANG,
         "gpu_hardware_or_driver",
     ),
+    # Application-class Xids (13, 31: NVIDIA's Xid catalog) name no GPU cause; the program's
+    # kernel faulted and the driver killed its CUDA context: the process died of it.
     Case(
         "xid-app-only",
         (P / "dmesg_xid_app_only.txt",),
-        (Expect("HD300", "gpu_hardware_or_driver", Severity.INFO),),
+        (
+            Expect("HD300", "gpu_hardware_or_driver", Severity.INFO),
+            Expect("HD030", "rank_dead_or_crashed", Severity.CRITICAL),
+        ),
         (),
-        Verdict.INCONCLUSIVE,
-        "unknown",
+        Verdict.HANG,
+        "rank_dead_or_crashed",
     ),
     Case("no-xid", (R / "sigkill.log",), (), ("HD300", "HD301")),
     # HD301 ECC / lost
