@@ -156,9 +156,8 @@ from hangdoc.analyzer.views.deaths import (
     Death,
     DeathHow,
     first_deaths,
-    one_ended,
     one_failure,
-    own_rank_named,
+    rank_of_failure,
 )
 from hangdoc.analyzer.views.nccl_setup import connect_failures, setup_failure
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
@@ -242,19 +241,15 @@ class RankDiedFirst(Rule):
         first = chosen[0]
         ordered = precedes_wave(first.placed, wave_events)
         culprits = sorted({d.rank for d in chosen if d.rank is not None})
-        if one_failure(certain) and not culprits and (exited := one_ended(leading, certain)):
-            # The failure's own lines name no rank; the launcher names the one worker
-            # that exited with an error of its own, or ended by the signal the failure
-            # shows (an abort): the failure is that worker's (one failure: two, each a
-            # process's, may be those of two workers).
-            chosen = [*chosen, exited]
-            culprits = [exited.rank] if exited.rank is not None else []
-        elif one_failure(certain) and not culprits and (named := own_rank_named(tl, certain)):
-            # The failure's own lines name no rank; the lines its process printed as it
-            # went down, just below them, do (~ProcessGroupNCCL's "Process Group destroyed
-            # on rank N"): the failure is that rank's.
-            chosen = [*chosen, named]
-            culprits = [named.rank] if named.rank is not None else []
+        named = None
+        if one_failure(certain) and not culprits:
+            # The failure's own lines name no rank: the launcher's report of the one worker
+            # that ended so, the lines its process printed as it went down, or its group's
+            # prefix may (views/deaths.py rank_of_failure).
+            named = rank_of_failure(tl, leading, certain)
+        if named is not None:
+            chosen = [*chosen, named.death]
+            culprits = [named.rank]
         waiting = sorted(victims(tl) - set(culprits))
         finding = self._finding(
             first,
@@ -266,22 +261,8 @@ class RankDiedFirst(Rule):
             wave_events,
             oom_seen=bool(tl.of(EventKind.HOST_OOM_KILL)),
         )
-        if first.rank is None and culprits and chosen[-1].placed.kind in _LAUNCHER_REPORTS:
-            finding = replace(
-                finding,
-                explanation=f"{finding.explanation} The failure's own lines name no rank; the "
-                f"launcher reports {ranks_text(culprits)} as the one worker that ended with an "
-                f"error of its own ({chosen[-1].placed.event.text.strip()[:120]}), and the others "
-                "as stopped after it: the failure is taken to be that worker's.",
-            )
-        elif first.rank is None and culprits:
-            finding = replace(
-                finding,
-                explanation=f"{finding.explanation} The failure's own lines name no rank; what "
-                "its process printed as it went down, just below them, names "
-                f"{ranks_text(culprits)} ({chosen[-1].placed.event.text.strip()[:120]}): the "
-                "failure is taken to be that rank's.",
-            )
+        if named is not None:
+            finding = replace(finding, explanation=f"{finding.explanation} {named.reading}")
         yield finding
 
     def _finding(

@@ -35,7 +35,7 @@ from hangdoc.analyzer.payloads.launch import (
     SignalName,
 )
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclWarn
-from hangdoc.analyzer.payloads.torch_pg import NcclResult, WatchdogTeardown
+from hangdoc.analyzer.payloads.torch_pg import InGroup, NcclResult, WatchdogTeardown
 from hangdoc.analyzer.views.nccl_setup import first_running, is_setup_warn, setup_error_lines
 from hangdoc.analyzer.views.nccl_setup import setup_lines as nccl_setup_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline
@@ -930,3 +930,72 @@ def own_rank_named(tl: Timeline, failure: list[Death]) -> Death | None:
         return None
     first = failure[0]
     return Death(own[0].rank, first.how, first.summary, own[0], True, first.signal)
+
+
+def group_rank_named(tl: Timeline, failure: list[Death]) -> Death | None:
+    """The failure as the rank its own process group's prefix names, where nothing in the
+    job names a global rank: torch's watchdog prints "[PG ID 2 PG GUID 3 Rank 1] Process
+    group watchdog thread terminated with exception: CUDA error: …" (ProcessGroupNCCL's
+    logPrefix: the group's rank of the process whose watchdog saw its own GPU fail), the
+    rank within that group, global only in the default group (parsers/logs/attribution.py
+    gives only that one as the line's rank). With no other numbering of the processes in
+    the paste (a serving engine's tensor-parallel group, most often the whole world), the
+    group's rank is the name the artifacts give the process that died; beside global
+    ranks, a second numbering is not mixed in. One group rank only: several name none."""
+    if tl.ranks():
+        return None
+    named = [
+        d for d in failure if isinstance(d.payload, InGroup) and d.payload.group_rank is not None
+    ]
+    if len({d.payload.group_rank for d in named if isinstance(d.payload, InGroup)}) != 1:
+        return None
+    first, payload = named[0], named[0].payload
+    assert isinstance(payload, InGroup)
+    return Death(
+        payload.group_rank, first.how, first.summary, first.placed, first.certain, first.signal
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NamedRank:
+    """The rank a failure whose own lines name none is taken to be, and the line that
+    names it (``death``: the failure as that line's), with the reading for people."""
+
+    rank: int
+    death: Death
+    reading: str
+
+
+def rank_of_failure(tl: Timeline, deaths: list[Death], failure: list[Death]) -> NamedRank | None:
+    """The rank of one process's failure (``one_failure``) whose own lines name none, from
+    the other messages that name the dying process: the launcher's report of the one worker
+    that ended so (``one_ended``), what its process printed as it went down
+    (``own_rank_named``), its own process group's prefix where nothing names a global rank
+    (``group_rank_named``). None when none of them names one rank."""
+    if (ended := one_ended(deaths, failure)) is not None and ended.rank is not None:
+        said = ended.placed.event.text.strip()[:120]
+        return NamedRank(
+            ended.rank,
+            ended,
+            f"The failure's own lines name no rank; the launcher reports rank {ended.rank} as "
+            f"the one worker that ended with an error of its own ({said}), and the others as "
+            "stopped after it: the failure is taken to be that worker's.",
+        )
+    if (own := own_rank_named(tl, failure)) is not None and own.rank is not None:
+        said = own.placed.event.text.strip()[:120]
+        return NamedRank(
+            own.rank,
+            own,
+            "The failure's own lines name no rank; what its process printed as it went "
+            f"down, just below them, names rank {own.rank} ({said}): the failure is taken "
+            "to be that rank's.",
+        )
+    if (grouped := group_rank_named(tl, failure)) is not None and grouped.rank is not None:
+        return NamedRank(
+            grouped.rank,
+            grouped,
+            "Nothing in these logs names a global rank; the failure's own process-group "
+            f"prefix names the process rank {grouped.rank} of its group, the only numbering "
+            "the logs give it.",
+        )
+    return None
