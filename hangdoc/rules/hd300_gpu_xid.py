@@ -6,7 +6,9 @@ NVIDIA driver's error reports. Some Xids mean the GPU or its links failed: 48/94
 (ECC errors), 63/64 (memory row remapping), 74 and 144-150 (NVLink), 79 ("GPU has fallen
 off the bus"), 119/120 (GSP firmware), 61/62 (micro-controller). Others are usually the
 application's own fault or a consequence (13 graphics exception, 31 memory page fault,
-43 GPU stopped processing, 45 preemptive cleanup).
+43 GPU stopped processing, 45 preemptive cleanup). The classes are one table, from NVIDIA's
+published Xid catalog (payloads/xid.py); an application fault (13, 31) is also the death
+of the process on that GPU, which HD030 names.
 
 ## Why it hangs
 A GPU that faults stops executing the rank's kernels, including NCCL's: the rank's
