@@ -62,10 +62,17 @@ process's NCCL WARN whose result is ncclInvalidArgument or ncclInvalidUsage (arg
 call was made wrongly and it threw (torch's "NCCL Error 4: invalid argument"), the
 caller's bug, whatever waited (nccl #276: single-process DataParallel under NCCL 2.5).
 
-When the failure's own lines name no rank (one traceback, printed once) and the launcher
-reports one worker that exited with an error code of its own (srun's "task 3: Exited with
-exit code 1" beside "tasks 0-2: Terminated", torchrun's "failed (exitcode: 1) local_rank:
-3"), the failure is taken to be that worker's, and the finding says so. Of deaths that
+When the failure's own lines name no rank (one traceback, printed once; an abort with the
+what() below it; a kernel's device-side assertion with the exception that raises it) and the
+launcher reports one worker that exited with an error code of its own (srun's "task 3:
+Exited with exit code 1" beside "tasks 0-2: Terminated", torchrun's "failed (exitcode: 1)
+local_rank: 3") or ended by the signal the failure shows (torch.multiprocessing's "process 3
+terminated with signal SIGABRT" beside an abort), the failure is taken to be that worker's,
+and the finding says so. So it is when what its process printed as it went down, just below
+it, names its rank (~ProcessGroupNCCL's "Process Group destroyed on rank 0" under a failed
+abort's "NCCL error in: …"). A GPU Xid that NVIDIA's Xid catalog lays at the program's door
+(13, a graphics engine exception; 31, a memory page fault: payloads/xid.py) is the death of
+the process on that GPU: the driver killed its CUDA context. Of deaths that
 give no reason (exit codes, launcher-reported signals: a ChildFailedError table), the one
 rank that did not abort is named when the others aborted (SIGABRT: most often the NCCL
 watchdog tearing its process down after the failure).
@@ -162,7 +169,13 @@ from dataclasses import replace
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.launch import SignalName
-from hangdoc.analyzer.views.deaths import Death, DeathHow, first_deaths, one_exit, one_failure
+from hangdoc.analyzer.views.deaths import (
+    Death,
+    DeathHow,
+    first_deaths,
+    one_failure,
+    rank_of_failure,
+)
 from hangdoc.analyzer.views.nccl_setup import connect_failures, first_running, setup_failure
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
 from hangdoc.analyzer.vocabulary import EventKind
@@ -245,12 +258,15 @@ class RankDiedFirst(Rule):
         first = chosen[0]
         ordered = precedes_wave(first.placed, wave_events)
         culprits = sorted({d.rank for d in chosen if d.rank is not None})
-        if one_failure(certain) and not culprits and (exited := one_exit(leading)) is not None:
-            # The failure's own lines name no rank; the launcher names the one worker
-            # that exited with an error of its own: the failure is that worker's (one
-            # failure: two, each a process's, may be those of two workers).
-            chosen = [*chosen, exited]
-            culprits = [exited.rank] if exited.rank is not None else []
+        named = None
+        if one_failure(certain) and not culprits:
+            # The failure's own lines name no rank: the launcher's report of the one worker
+            # that ended so, the lines its process printed as it went down, or its group's
+            # prefix may (views/deaths.py rank_of_failure).
+            named = rank_of_failure(tl, leading, certain)
+        if named is not None:
+            chosen = [*chosen, named.death]
+            culprits = [named.rank]
         waiting = sorted(victims(tl) - set(culprits))
         finding = self._finding(
             first,
@@ -264,14 +280,8 @@ class RankDiedFirst(Rule):
             # nothing shows collectives or steps running before it: NCCL was setting up
             before_running=first.placed.index < first_running(tl),
         )
-        if first.rank is None and culprits:
-            finding = replace(
-                finding,
-                explanation=f"{finding.explanation} The failure's own lines name no rank; the "
-                f"launcher reports {ranks_text(culprits)} as the one worker that exited with an "
-                f"error of its own ({chosen[-1].placed.event.text.strip()[:120]}), and the others "
-                "as stopped after it: the failure is taken to be that worker's.",
-            )
+        if named is not None:
+            finding = replace(finding, explanation=f"{finding.explanation} {named.reading}")
         yield finding
 
     def _finding(

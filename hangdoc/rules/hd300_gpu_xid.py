@@ -6,7 +6,9 @@ NVIDIA driver's error reports. Some Xids mean the GPU or its links failed: 48/94
 (ECC errors), 63/64 (memory row remapping), 74 and 144-150 (NVLink), 79 ("GPU has fallen
 off the bus"), 119/120 (GSP firmware), 61/62 (micro-controller). Others are usually the
 application's own fault or a consequence (13 graphics exception, 31 memory page fault,
-43 GPU stopped processing, 45 preemptive cleanup).
+43 GPU stopped processing, 45 preemptive cleanup). The classes are one table, from NVIDIA's
+published Xid catalog (payloads/xid.py); an application fault (13, 31) is also the death
+of the process on that GPU, which HD030 names.
 
 ## Why it hangs
 A GPU that faults stops executing the rank's kernels, including NCCL's: the rank's
@@ -36,6 +38,7 @@ from collections.abc import Iterable
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.host import GpuXid as GpuXidPayload
+from hangdoc.analyzer.payloads.xid import XID_CATALOG, XidFault
 from hangdoc.analyzer.views.gpu_faults import ranks_for
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
@@ -43,41 +46,22 @@ from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 
 LOST = None  # GpuXid.xid of a GPU the driver or NVML lost: no Xid number
+
+
+def _table(*faults: XidFault) -> dict[int | None, str]:
+    """The Xid codes of these classes in NVIDIA's Xid catalog (payloads/xid.py), with what
+    each is for people."""
+    return {code: m.description for code, m in XID_CATALOG.items() if m.fault in faults}
+
+
+# The GPU or its driver failed (a fatal Xid), a hardware event it survived (a warning), the
+# program's own fault or the driver's clean-up after one (an application Xid).
 XID_FATAL: dict[int | None, str] = {
-    48: "double-bit ECC error",
-    61: "GPU micro-controller breakpoint",
-    62: "GPU micro-controller halt",
-    64: "ECC page retirement / row remapper failure",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-    121: "C2C link error",
-    140: "unrecovered ECC error",
-    144: "NVLink error",
-    145: "NVLink error",
-    146: "NVLink error",
-    147: "NVLink error",
-    148: "NVLink error",
-    149: "NVLink error",
-    150: "NVLink error",
-    # "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)" (R550+)
-    154: "GPU recovery action required (reset or reboot)",
+    **_table(XidFault.HARDWARE, XidFault.DRIVER),
     LOST: "GPU lost (driver cannot reach it)",
 }
-XID_WARN: dict[int | None, str] = {
-    63: "ECC page retirement / row remapping event",
-    92: "high single-bit ECC error rate",
-    109: "context switch timeout",
-}
-XID_APP: dict[int | None, str] = {
-    13: "graphics engine exception (usually the application)",
-    31: "GPU memory page fault (usually an illegal address in the application)",
-    43: "GPU stopped processing (the process was killed or reset)",
-    45: "preemptive cleanup (follows a killed process)",
-}
+XID_WARN: dict[int | None, str] = _table(XidFault.WARNING)
+XID_APP: dict[int | None, str] = _table(XidFault.APPLICATION, XidFault.AFTER_EFFECT)
 
 
 def _xid(p: Placed) -> GpuXidPayload:

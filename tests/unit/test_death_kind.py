@@ -191,7 +191,7 @@ def test_the_table_names_the_labelled_failure_of_hd030s_first_sight_misses() -> 
     ).stdout
     rows = [json.loads(line) for line in out.splitlines()]
     train = [r for r in rows if r["split"] == "train"]
-    assert len(rows) == 36
+    assert len(rows) >= 36  # every later first-sight batch adds its own misses
     caught = [r["case"] for r in train if r["caught"]]
     assert len(caught) >= 18, caught
     # no train case the table reads as another category than its label, unless unknown

@@ -1744,6 +1744,32 @@ def _restored_os_error(texts: list[str]) -> tuple[int, str] | None:
     return first, name + texts[first][len(word) :]
 
 
+# torchrun's and torch's own line tags ("[default3]:", "[rank3]:": torchrun's --tee prefix,
+# the "[rank{N}]:" torch.distributed puts before what its processes print) with the
+# opening bracket cut by the selection: the word and the whole number are left, so the
+# tag is restored by its bracket alone.
+_CUT_TAG = re.compile(r"(?:rank|default)\d{1,6}\]:(?=\S)")
+
+
+def _restored_tag(texts: list[str]) -> tuple[int, str] | None:
+    """Restore the bracket of a first line's rank tag that the selection cut ("rank0]:[E811
+    01:10:50… ProcessGroupNCCL.cpp:1515] …" of "[rank0]:[E811 …"): the tag's word and its
+    number are whole (the number follows the word), so the rank it names is the line's.
+    A tag cut inside its word ("k3]:") is left as cut: "rank" or "default" is not known."""
+    first = next((k for k, t in enumerate(texts) if t.strip()), None)
+    if first is None or _CUT_TAG.match(texts[first]) is None:
+        return None
+    return first, "[" + texts[first]
+
+
+def _cut_tag(lines: _Lines) -> int:
+    restored = _restored_tag(lines.texts)
+    if restored is None:
+        return 0
+    lines.texts[restored[0]] = restored[1]
+    return 1
+
+
 def _cut_source(lines: _Lines) -> int:
     restored = _restored_source(lines.texts) or _restored_os_error(lines.texts)
     if restored is None:
@@ -1808,6 +1834,11 @@ _CUT_BODY: _Step = (
     _cut_body,
     "a cut in the first line's message (its start restored from the message catalog)",
 )
+_CUT_TAG_STEP: _Step = (
+    lambda t: "]:" in t,
+    _cut_tag,
+    "a cut in the first line's rank tag (its opening bracket restored)",
+)
 _CUT_SOURCE: _Step = (
     lambda t: "WARN " in t or "INFO " in t or "[Errno " in t,
     _cut_source,
@@ -1870,6 +1901,7 @@ def might_be_mangled(text: str) -> bool:
         or _restored_source([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
         or _doubled(text)
         or _restored_os_error([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
+        or _restored_tag([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
     )
 
 
@@ -1920,7 +1952,14 @@ def unmangle(text: str, *, whole_only: bool = False) -> Unmangled | None:
                 undone.append("a block quote's '>' markers")
             changed += count
             current = "\n".join(lines.texts)
-    for signed, step, what in (_CUT_BY_TAG, _TWICE, _EMPHASIS, _CUT_BODY, _CUT_SOURCE):
+    for signed, step, what in (
+        _CUT_BY_TAG,
+        _TWICE,
+        _EMPHASIS,
+        _CUT_TAG_STEP,
+        _CUT_BODY,
+        _CUT_SOURCE,
+    ):
         if (
             whole_only
             and step is _cut_body

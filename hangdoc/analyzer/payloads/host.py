@@ -8,6 +8,7 @@ import enum
 from dataclasses import dataclass
 
 from hangdoc.analyzer.payloads.base import EventPayload
+from hangdoc.analyzer.payloads.xid import XidFault, XidMeaning, xid_meaning
 
 
 class IoSource(enum.StrEnum):
@@ -139,6 +140,23 @@ class GpuXid(EventPayload):
     pci: str | None = None  # "0000:3b:00"
     name: str | None = None  # the process's name
     caused_by_xid: int | None = None  # a derived Xid's cause ("caused by previous Xid 149")
+
+    @property
+    def meaning(self) -> XidMeaning | None:
+        """What the Xid's own code means (NVIDIA's Xid catalog, payloads/xid.py)."""
+        return xid_meaning(self.xid)
+
+    @property
+    def program_fault(self) -> bool:
+        """The program's own kernel faulted on the GPU (Xid 13, 31: XidFault.APPLICATION),
+        reported by the Xid itself, not a derived Xid naming an earlier one: the driver
+        killed the channel and with it the process's CUDA context."""
+        meaning = self.meaning
+        return (
+            meaning is not None
+            and meaning.fault is XidFault.APPLICATION
+            and self.caused_by_xid is None
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Category
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
+from hangdoc.analyzer.payloads.host import GpuXid
 from hangdoc.analyzer.payloads.launch import (
     RAY_MEMORY_MONITOR,
     CodeStage,
@@ -34,7 +35,7 @@ from hangdoc.analyzer.payloads.launch import (
     SignalName,
 )
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclWarn
-from hangdoc.analyzer.payloads.torch_pg import NcclResult, WatchdogTeardown
+from hangdoc.analyzer.payloads.torch_pg import InGroup, NcclResult, WatchdogTeardown
 from hangdoc.analyzer.views.death_kind import SET_UP, DeathKind, facts_of, kind_of
 from hangdoc.analyzer.views.nccl_setup import first_running, is_setup_warn, setup_error_lines
 from hangdoc.analyzer.views.nccl_setup import setup_lines as nccl_setup_lines
@@ -238,6 +239,7 @@ _DEATH_KINDS = frozenset(
         EventKind.WORKER_FAILED,
         EventKind.CHILD_FAILURE,
         EventKind.HOST_MEMORY,
+        EventKind.GPU_XID,
     }
 )
 
@@ -304,6 +306,15 @@ def death_of(p: Placed) -> Death | None:
             return None
         error = failure.error if failure is not None else None
         return Death(p.rank, DeathHow.CUDA_ERROR, f"CUDA error: {error}", p, True)
+    xid = p.event.payload_as(GpuXid) if kind == EventKind.GPU_XID else None
+    if xid is not None and xid.program_fault and (meaning := xid.meaning) is not None:
+        # The program's own kernel faulted on the GPU (Xid 13, 31: NVIDIA's Xid catalog,
+        # payloads/xid.py): the driver killed the channel and with it the CUDA context of
+        # the process on that GPU, which dies of it. A crash of that process, read from the
+        # driver's line; the GPU's and the driver's own Xids are HD300's and HD301's.
+        named = f"; process {xid.name}" if xid.name else ""
+        said = f"its kernel faulted on the GPU (Xid {xid.xid}: {meaning.description}{named})"
+        return Death(p.rank, DeathHow.CUDA_ERROR, said, p, True)
     fatal = p.event.payload_as(FatalSignal) if kind == EventKind.FATAL_SIGNAL else None
     if fatal is not None and fatal.signal in _CAUSE_SIGNALS:
         if fatal.signal == SignalName.SIGABRT and Sign.CONSEQUENCE in signs:
@@ -775,13 +786,67 @@ def one_failure(failures: list[Death]) -> bool:
     message names are two readings of one line) by the process that failed: one worker's
     failure. The same exception printed by two workers is folded into one event that
     counts the repeat; a shell's "Killed" is about the command it ran (the launcher), not
-    a worker."""
+    a worker. An abort's what() below it, and a kernel's device-side assertion that an
+    exception below it raises, are more lines of the same failure (the assertion is
+    printed once per failing GPU thread, so its repeats are that kernel's)."""
     lines = {(d.placed.event.source, d.placed.event.line) for d in failures}
+    raised = _raised_later(failures)
     return (
-        len(lines) == 1
-        and all(d.placed.event.repeats == 0 for d in failures)
+        len(lines - _whats_of_aborts(failures) - raised) == 1
+        and all(
+            d.placed.event.repeats == 0
+            for d in failures
+            if (d.placed.event.source, d.placed.event.line) not in raised
+        )
         and not any(_by_shell(d) for d in failures)
     )
+
+
+def _whats_of_aborts(failures: list[Death]) -> set[tuple[str, int | None]]:
+    """The lines of failures that are the what() of an abort among them: libstdc++'s
+    "terminate called after throwing an instance of 'c10::Error'" is followed by "what():
+    CUDA error: an illegal memory access …" (its exception's message), one process's one
+    failure read twice: the abort, and the error its what() names."""
+    aborts = [
+        (d.placed.event.source, d.placed.event.line)
+        for d in failures
+        if (fatal := d.placed.event.payload_as(FatalSignal)) is not None
+        and fatal.reported_by == FatalReport.TERMINATE
+        and d.placed.event.line
+    ]
+    return {
+        (d.placed.event.source, line)
+        for d in failures
+        if (line := d.placed.event.line)
+        and any(
+            source == d.placed.event.source and at is not None and at < line <= at + _WHAT_WINDOW
+            for source, at in aborts
+        )
+    }
+
+
+def _raised_later(failures: list[Death]) -> set[tuple[str, int | None]]:
+    """The lines of CUDA errors that an exception among the failures, below them in the
+    same file, raises: a kernel's device-side assertion ("block: [0,0,0], thread: [28,0,0]
+    Assertion `…` failed.") leaves its process's context with "device-side assert
+    triggered", which the next CUDA call of that process raises ("RuntimeError: CUDA
+    error: device-side assert triggered"): one failure, printed by the kernel and then by
+    the exception. Only where no other failure's line comes between them."""
+    ordered = sorted(failures, key=lambda d: d.placed.index)
+    out: set[tuple[str, int | None]] = set()
+    for k, d in enumerate(ordered):
+        failure = d.placed.event.payload_as(CudaFailure)
+        if d.how is not DeathHow.CUDA_ERROR or failure is None or not failure.error:
+            continue
+        later = ordered[k + 1] if k + 1 < len(ordered) else None
+        if (
+            later is not None
+            and later.how is DeathHow.EXCEPTION
+            and later.placed.event.source == d.placed.event.source
+            and failure.error in (later.payload.message or "")
+        ):
+            out.add((d.placed.event.source, d.placed.event.line))
+    return out
 
 
 def _by_shell(death: Death) -> bool:
@@ -804,3 +869,142 @@ def one_exit(deaths: list[Death]) -> Death | None:
         if d.how == DeathHow.EXIT and d.rank is not None and d.placed.kind in _REPORT_KINDS
     ]
     return exits[0] if len({d.rank for d in exits}) == 1 else None
+
+
+def one_ended(deaths: list[Death], failure: list[Death]) -> Death | None:
+    """The one rank a launcher reports ending, by an exit code (``one_exit``) or by the
+    signal the failure's own lines show its process ending by, None when it reports none,
+    several, or a signal the failure does not show. torch.multiprocessing's
+    ``ProcessExitedException: process 3 terminated with signal SIGABRT`` (spawn.py
+    ProcessContext.join: "process %d terminated with signal %s", the index spawn started
+    the process at, which it passes to the function as its rank) beside an unranked
+    "terminate called after throwing …" (an abort: SIGABRT) is that abort's process; a
+    launcher's SIGKILL beside a Python traceback is not (the traceback's process exits
+    with code 1), and a second worker reported ending leaves it open."""
+    exited = one_exit(deaths)
+    if exited is not None:
+        return exited
+    ended = [
+        d
+        for d in deaths
+        if d.rank is not None and d.placed.kind in _REPORT_KINDS and d.how is not DeathHow.ACTOR
+    ]
+    if len({d.rank for d in ended}) != 1 or ended[0].how is not DeathHow.SIGNAL:
+        return None
+    shown = {
+        fatal.signal
+        for d in failure
+        if (fatal := d.placed.event.payload_as(FatalSignal)) is not None
+    }
+    return ended[0] if ended[0].signal in shown else None
+
+
+# What a process prints about its own rank as it goes down: ~ProcessGroupNCCL's reason
+# for aborting its communicators, "Process Group destroyed on rank N" (ProcessGroupNCCL.cpp:
+# abortReason = c10::str("Process Group destroyed on rank ", rank_), which C10D_NCCL_CHECK
+# prints under a failed ncclCommAbort's "NCCL error in: …"), the watchdog's own teardown
+# under its "[Rank N]" prefix: WATCHDOG_TEARDOWN events, each the process's own group's.
+_OWN_RANK_KINDS = frozenset({EventKind.WATCHDOG_TEARDOWN})
+
+
+def own_rank_named(tl: Timeline, failure: list[Death]) -> Death | None:
+    """The failure as the rank that the lines its process printed as it went down name,
+    None when they name none or several. A failure whose own lines name no rank (one
+    traceback, its abort and what()) is followed, within an abort's what() window in the
+    same file and by the same process where both lines give a pid, by the teardown of its
+    own process group: an uncaught exception ends the interpreter, the group's destructor
+    aborts its communicators and prints its rank (timm: a device-side assert, then
+    "terminate called …", "what(): NCCL error …", "Process Group destroyed on rank 0").
+    Any other rank named in that window leaves it open: lines of several processes."""
+    last = max(failure, key=lambda d: d.placed.index).placed
+    source, line = last.event.source, last.event.line
+    if line is None:
+        return None
+    window = [
+        p
+        for p in tl.events
+        if p.event.source == source
+        and p.event.line is not None
+        and line < p.event.line <= line + _WHAT_WINDOW
+        and p.rank is not None
+    ]
+    ranks = {p.rank for p in window}
+    own = [
+        p
+        for p in window
+        if p.kind in _OWN_RANK_KINDS
+        and (p.event.pid is None or last.event.pid is None or p.event.pid == last.event.pid)
+    ]
+    if len(ranks) != 1 or not own:
+        return None
+    first = failure[0]
+    return Death(own[0].rank, first.how, first.summary, own[0], True, first.signal)
+
+
+def group_rank_named(tl: Timeline, failure: list[Death]) -> Death | None:
+    """The failure as the rank its own process group's prefix names, where nothing in the
+    job names a global rank: torch's watchdog prints "[PG ID 2 PG GUID 3 Rank 1] Process
+    group watchdog thread terminated with exception: CUDA error: …" (ProcessGroupNCCL's
+    logPrefix: the group's rank of the process whose watchdog saw its own GPU fail), the
+    rank within that group, global only in the default group (parsers/logs/attribution.py
+    gives only that one as the line's rank). With no other numbering of the processes in
+    the paste (a serving engine's tensor-parallel group, most often the whole world), the
+    group's rank is the name the artifacts give the process that died; beside global
+    ranks, a second numbering is not mixed in. One group rank only: several name none."""
+    if tl.ranks():
+        return None
+    named = [
+        d for d in failure if isinstance(d.payload, InGroup) and d.payload.group_rank is not None
+    ]
+    if len({d.payload.group_rank for d in named if isinstance(d.payload, InGroup)}) != 1:
+        return None
+    first, payload = named[0], named[0].payload
+    assert isinstance(payload, InGroup)
+    return Death(
+        payload.group_rank, first.how, first.summary, first.placed, first.certain, first.signal
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NamedRank:
+    """The rank a failure whose own lines name none is taken to be, and the line that
+    names it (``death``: the failure as that line's), with the reading for people."""
+
+    rank: int
+    death: Death
+    reading: str
+
+
+def rank_of_failure(tl: Timeline, deaths: list[Death], failure: list[Death]) -> NamedRank | None:
+    """The rank of one process's failure (``one_failure``) whose own lines name none, from
+    the other messages that name the dying process: the launcher's report of the one worker
+    that ended so (``one_ended``), what its process printed as it went down
+    (``own_rank_named``), its own process group's prefix where nothing names a global rank
+    (``group_rank_named``). None when none of them names one rank."""
+    if (ended := one_ended(deaths, failure)) is not None and ended.rank is not None:
+        said = ended.placed.event.text.strip()[:120]
+        return NamedRank(
+            ended.rank,
+            ended,
+            f"The failure's own lines name no rank; the launcher reports rank {ended.rank} as "
+            f"the one worker that ended with an error of its own ({said}), and the others as "
+            "stopped after it: the failure is taken to be that worker's.",
+        )
+    if (own := own_rank_named(tl, failure)) is not None and own.rank is not None:
+        said = own.placed.event.text.strip()[:120]
+        return NamedRank(
+            own.rank,
+            own,
+            "The failure's own lines name no rank; what its process printed as it went "
+            f"down, just below them, names rank {own.rank} ({said}): the failure is taken "
+            "to be that rank's.",
+        )
+    if (grouped := group_rank_named(tl, failure)) is not None and grouped.rank is not None:
+        return NamedRank(
+            grouped.rank,
+            grouped,
+            "Nothing in these logs names a global rank; the failure's own process-group "
+            f"prefix names the process rank {grouped.rank} of its group, the only numbering "
+            "the logs give it.",
+        )
+    return None

@@ -288,7 +288,9 @@ CASES = [
     Case(
         "remote-error-last-error",
         (P / "torch-2.2_remote_error_last_error.log",),
-        (Expect("HD200", "nccl_network_or_transport_error", Severity.ERROR),),
+        # a bare "closed by peer" with nothing running before it: the peer named, the
+        # cause unknown (precision7; the rule case HD200 remote-error-last-error says why)
+        (Expect("HD200", "unknown", Severity.ERROR),),
     ),
     Case(
         "connect-failure-is-init",
@@ -374,13 +376,18 @@ CASES = [
         Verdict.HANG,
         "gpu_hardware_or_driver",
     ),
+    # Application-class Xids (13, 31: NVIDIA's Xid catalog) name no GPU cause; the program's
+    # kernel faulted and the driver killed its CUDA context: the process died of it.
     Case(
         "xid-app-only",
         (P / "dmesg_xid_app_only.txt",),
-        (Expect("HD300", "gpu_hardware_or_driver", Severity.INFO),),
+        (
+            Expect("HD300", "gpu_hardware_or_driver", Severity.INFO),
+            Expect("HD030", "rank_dead_or_crashed", Severity.CRITICAL),
+        ),
         (),
-        Verdict.INCONCLUSIVE,
-        "unknown",
+        Verdict.HANG,
+        "rank_dead_or_crashed",
     ),
     Case("no-xid", (R / "sigkill.log",), (), ("HD300", "HD301")),
     # HD301 ECC / lost

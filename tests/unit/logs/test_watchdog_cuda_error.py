@@ -142,17 +142,20 @@ def test_a_line_that_does_not_complete_the_error_is_read_as_itself(tmp_path: Pat
     assert _cuda_errors(tmp_path, text) == [None, None]
 
 
-def test_the_abort_of_a_group_rank_only_is_a_death_of_a_process_no_rank_is_known_for(
+def test_the_abort_of_a_group_rank_only_is_a_death_of_that_rank_of_its_group(
     tmp_path: Path,
 ) -> None:
-    """A non-default group's prefix names the rank in that group: the death is read, its
-    rank is not guessed (sglang #8296's TP group)."""
+    """A non-default group's prefix names the rank in that group, not a global one: the
+    death is read as a process's no global rank is known for, and where nothing in the
+    job names a global rank, the group's rank is the name the logs give it (sglang #8296's
+    TP group; views/deaths.py group_rank_named). Beside global ranks it is not mixed in
+    (tests/unit/logs/test_dying_process_named.py)."""
     text = (
         "terminate called after throwing an instance of 'c10::DistBackendError'\n"
         "  what():  [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated "
         f"with exception: CUDA error: an illegal memory access was encountered\n{_ADVICE}"
     )
-    assert _first(tmp_path, text) == ("HD030", Category.RANK_DEAD, ())
+    assert _first(tmp_path, text) == ("HD030", Category.RANK_DEAD, (1,))
 
 
 def test_a_timeout_before_the_abort_on_the_same_rank_is_no_kernel_fault_first(
