@@ -66,7 +66,7 @@ branch) and make all ranks reach it; raise the barrier timeout if they are only 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.torch_pg import Backend, CollectiveTimeout, MissingRanks, Reporter
@@ -83,15 +83,24 @@ from hangdoc.rules.refs import limited_refs, ranks_text
 _ORIGINAL_WITHIN = 3
 
 
-def _timed_out_below(events: list[Placed], timeouts: list[Placed]) -> bool:
+def _timed_out_below(events: list[Placed], timeouts: list[Placed], every: Sequence[Placed]) -> bool:
     """A peer's report whose original exception, printed just below it in the same file,
     is gloo's timeout of the recv ("Timed out waiting <ms>ms for recv operation to
-    complete"): rank 0 was alive past the group's timeout, not gone."""
+    complete"): rank 0 was alive past the group's timeout, not gone. "Just below" is the
+    next event of that file within the report's own lines: a paste hard-wrapped at a
+    narrow width (20 columns or more) spreads the report over up to a line per 20 of its
+    characters, and the original exception still comes next."""
     return any(
         t.event.source == p.event.source
         and p.event.line is not None
         and t.event.line is not None
-        and 0 < t.event.line - p.event.line <= _ORIGINAL_WITHIN
+        and 0 < t.event.line - p.event.line <= _ORIGINAL_WITHIN + len(p.event.text) // 20
+        and not any(
+            o.event.source == p.event.source
+            and o.event.line is not None
+            and p.event.line < o.event.line < t.event.line
+            for o in every
+        )
         for p in events
         for t in timeouts
     )
@@ -151,7 +160,7 @@ class MonitoredBarrier(Rule):
                 if (t := p.event.payload_as(CollectiveTimeout)) is not None
                 and t.backend is Backend.GLOO
             ]
-            yield self._from_peers(events, culprits, reporters, timeouts)
+            yield self._from_peers(events, culprits, reporters, timeouts, tl.events)
             return
         yield Finding(
             rule=self.id,
@@ -198,6 +207,7 @@ class MonitoredBarrier(Rule):
         culprits: list[int],
         reporters: list[int],
         timeouts: list[Placed],
+        every: Sequence[Placed],
     ) -> Finding:
         """Only the other ranks' side: they heard nothing back from rank 0. Their wait has
         no timeout of its own (the barrier enforces it on rank 0 only), so rank 0's side
@@ -205,7 +215,7 @@ class MonitoredBarrier(Rule):
         who = ranks_text(culprits)
         arrived = ranks_text(reporters).capitalize() if reporters else "A rank"
         joined = any(_barrier(p).join for p in events)
-        alive = _timed_out_below(events, timeouts)
+        alive = _timed_out_below(events, timeouts, every)
         return Finding(
             rule=self.id,
             category=Category.RANK_DIVERGENCE if joined or alive else Category.RANK_DEAD,
