@@ -53,6 +53,19 @@ MIDDLE_CUT_CHANGES = frozenset(
         # CUDA failure at set-up reads as set-up, HD206: the label's alternative.)
         "nccl-1488-h100-nvls-fabricmanager-restart",
         "pytorch-150852-nvls-invalid-argument-driver-122",
+        # (batch m: hipattention-59's and ms-swift-5409's first lines are the only lines of
+        # rank 4's connectFullMesh failure and of rank 2's watchdog timeout; cut in half,
+        # their "[rankN]:" tags go with the header and the category stays, the culprit moves.
+        # pseco-15's first line is torch's store-based barrier timeout, the only set-up line;
+        # its second half, "… on rank: 0, for key: store_based_barrier_key:1 (world_size=4,
+        # worker_count=16 …", names no message a row anchors on, and the launcher's exit
+        # that follows reads as the death. nccl-865's first line is the tokenizer's bar with
+        # the traceback glued on; the cut takes its description and percentage, the rest
+        # of tqdm's meter names no phase, so the bar is not read as preprocessing still live.)
+        "hipattention-59-sglang-gloo-fullmesh-init",
+        "ms-swift-5409-allgather-137429-vs-allreduce-137430",
+        "pseco-15-store-barrier-worker-count-16",
+        "nccl-865-tokenizer-barrier-timeout",
     }
 )
 # (vllm-3688, nccl-1410, nccl-1672 and skyrl-84 were debts of this cut, and nccl-1410 of the
@@ -68,7 +81,11 @@ MIDDLE_CUT_CHANGES = frozenset(
 # "”host:pid:tid [0] NCCL WARN …"; the first 12 characters cut take the quote and the WARN
 # is read, HD200 on ibv_create_qp, the label's alternative, where the whole paste says
 # unknown: a debt of the quote, not of the cut.)
-FIRST_12_CUT_CHANGES: frozenset[str] = frozenset({"nccl-1129-docker-ibv-create-qp-failed"})
+# (hipattention-59, batch m: its first line's first 12 characters are "[rank4]:[E42", the
+# only place rank 4 is named; the category stays, the culprits lose rank 4.)
+FIRST_12_CUT_CHANGES: frozenset[str] = frozenset(
+    {"nccl-1129-docker-ibv-create-qp-failed", "hipattention-59-sglang-gloo-fullmesh-init"}
+)
 # A time stamp on every line (timestamps, journald, CloudWatch): no case's answer may change.
 # (colossalai-4418, batch j, was a debt: torchrun's ChildFailedError table of six ranks
 # killed in one second named the last one bare and all six stamped; its "[N]:" entries
