@@ -47,8 +47,11 @@ CALIBRATION_TOLERANCE = 0.15
 # 0.25 when batch h's first-sight answers joined the fit: the casebook's hint-level answers
 # are right 26 of 28 in-sample, stated 51 %, the lower end of the first-sight evidence; and
 # to 0.35 when batch i joined: hints right 33 of 35 in-sample, stated 51 %, while the hints
-# of the twelve batches scored at first sight were right 11 of 26, 42 %.)
-CASEBOOK_UNDERCONFIDENCE = 0.35
+# of the twelve batches scored at first sight were right 11 of 26, 42 %; to 0.40 when batch m
+# joined: hints right 49 of 52 in-sample, stated 49 %, while the hints of the sixteen batches
+# scored at first sight were right 19 of 40, 48 %: the stated number is what unseen reports
+# bear out, 0.003 under the old margin's floor.)
+CASEBOOK_UNDERCONFIDENCE = 0.40
 # CI fails when the train split falls below these (docs/accuracy.md); raised as it improves.
 TRAIN_FLOOR = 0.72  # category right
 TRAIN_EXACT_FLOOR = 0.75  # cause named in the label, exact (the headline)
