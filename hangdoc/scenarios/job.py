@@ -1985,8 +1985,8 @@ def scenario_signal_file() -> None:
         ready("barrier after the download")
     local_rank_zero_download_and_wait(signal_file)
     dist.barrier()
-    state = torch.load(node_checkpoint_folder / "latest-rank0.pt", weights_only=True)
-    print(f"rank {rank()}: resumed at step {int(state['step'])}", flush=True)
+    size = (node_checkpoint_folder / "latest-rank0.pt").stat().st_size  # nothing unpickled
+    print(f"rank {rank()}: resumed from a {size}-byte checkpoint", flush=True)
 
 
 SCENARIOS.update(
