@@ -4,7 +4,7 @@ plausible (a small bucket of all-right answers does not prove it is always right
 
 from __future__ import annotations
 
-from hangdoc.casebook_eval import SplitScore, _wilson_low
+from hangdoc.casebook_eval import CASEBOOK_UNDERCONFIDENCE, SplitScore, _wilson_low
 
 
 class _Buckets(SplitScore):
@@ -24,10 +24,13 @@ def test_wilson_lower_ends() -> None:
 
 def test_a_small_all_right_bucket_may_state_less_than_a_large_one() -> None:
     assert _Buckets([("60%–80%", 11, 0.71, 1.0)]).calibrated()
-    # 400 right of 400 make at least 99 % plausible: 0.6 is more than the allowance under
-    # it (CASEBOOK_UNDERCONFIDENCE, 0.35)
-    assert not _Buckets([("60%–80%", 400, 0.6, 1.0)]).calibrated()
-    assert not _Buckets([("40%–60%", 11, 0.35, 1.0)]).calibrated()  # 0.74 - 0.35 = 0.39
+    # 400 right of 400 make at least 99 % plausible: a stated share further below that than
+    # the allowance (CASEBOOK_UNDERCONFIDENCE) is not calibrated, one within it is
+    floor_400 = _wilson_low(1.0, 400) - CASEBOOK_UNDERCONFIDENCE
+    assert not _Buckets([("60%–80%", 400, floor_400 - 0.01, 1.0)]).calibrated()
+    assert _Buckets([("60%–80%", 400, floor_400 + 0.01, 1.0)]).calibrated()
+    floor_11 = _wilson_low(1.0, 11) - CASEBOOK_UNDERCONFIDENCE  # 0.74 - the allowance
+    assert not _Buckets([("40%–60%", 11, floor_11 - 0.01, 1.0)]).calibrated()
 
 
 def test_over_confidence_beyond_the_tolerance_is_never_calibrated() -> None:
