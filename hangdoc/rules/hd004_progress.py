@@ -75,7 +75,12 @@ class Progress(Rule):
         if not moved:
             return
         stuck = sorted(r for r, p in comparable.items() if not p.progressed)
-        if len(ranked) < len(all_ranked) or len(comparable) < len(ranked):
+        # A rank the job expects but nobody collected died before the collection or sits on
+        # a node not collected: while some collected ranks wait, a busy one may only be
+        # late to the wait the missing rank never joins.
+        world = ctx.evidence.expected_world_size() or 0
+        never_seen = world > len(all_ranked) and len(moved) < len(comparable)
+        if len(ranked) < len(all_ranked) or len(comparable) < len(ranked) or never_seen:
             # A rank died or could not be sampled twice: movement of the others proves
             # nothing about the job as a whole.
             yield self._partial(moved, sorted(set(all_ranked) - set(moved)), comparable)

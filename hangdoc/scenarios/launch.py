@@ -91,6 +91,12 @@ class ScenarioJob:
                 pids.append(child)
         return sorted(pids)
 
+    def live_rank_pids(self) -> set[int]:
+        """Pids of the rank processes still running now."""
+        if self.agent is None:
+            return {p.pid for p in self.procs if p.poll() is None}
+        return {pid for pid in self.rank_pids() if Path(f"/proc/{pid}").exists()}
+
     def expected_ready(self) -> list[int]:
         culprit = self.world_size - 1
         if self.scenario in _DIES:

@@ -36,7 +36,7 @@ def test_one_rank_elsewhere(
     assert primary["culprit_ranks"] == culprits, primary
     assert waiting_op in primary["title"], primary
     assert doc["ranks"] == {"expected": 4, "seen": [0, 1, 2, 3], "missing": []}
-    assert (tmp_path / "report.html").stat().st_size > 0
+    assert result.report.stat().st_size > 0
 
 
 def test_killed_rank(tmp_path: Path) -> None:
