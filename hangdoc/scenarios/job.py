@@ -1999,6 +1999,336 @@ SCENARIOS.update(
     }
 )
 
+# --- Live hangs written blind (2026-11-28, fifth batch) -----------------------------------
+# Each from a public thread where a distributed job hung and the thread found why.
+
+
+# Story: https://github.com/allenai/allennlp/pull/3781 (a sharded dataset reader handed whole
+# shard files to the workers; with a number of shards that the number of workers does not
+# divide, some workers had more data than others and the job hung at the end of the epoch).
+CORPUS_SHARDS = 10
+LINES_PER_SHARD = 12
+SHARD_BATCH = 4
+
+
+class ShardedCorpusReader(torch.utils.data.IterableDataset[torch.Tensor]):
+    """Reads this rank's shard files (round robin: shard ``i`` to rank ``i % world``) and
+    yields one feature vector per line."""
+
+    def __init__(self, shards: list[str]) -> None:
+        self.shards = shards
+
+    def my_shards(self) -> list[str]:
+        return [s for i, s in enumerate(self.shards) if i % world() == rank()]
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        for shard in self.my_shards():
+            print(f"rank {rank()}: reading {shard}", flush=True)
+            rng = random.Random(shard)
+            for _ in range(LINES_PER_SHARD):
+                yield torch.tensor([rng.random() for _ in range(16)])
+
+
+def allreduce_gradients(model: torch.nn.Module) -> None:
+    """Averages the gradients over the ranks, one all_reduce per parameter."""
+    for param in model.parameters():
+        assert param.grad is not None
+        dist.all_reduce(param.grad)
+        param.grad /= world()
+
+
+def scenario_sharded_reader() -> None:
+    """Ten corpus shards over four ranks: ranks 0 and 1 read three shards, ranks 2 and 3
+    only two. Ranks 2 and 3 run out of batches first, end their epoch and wait in the
+    barrier before validation; ranks 0 and 1 wait in the gradient all_reduce of a step the
+    others never take.
+    Story: https://github.com/allenai/allennlp/pull/3781"""
+    init()
+    shards = [f"corpus/train-{i:05d}-of-{CORPUS_SHARDS:05d}.jsonl" for i in range(CORPUS_SHARDS)]
+    reader = ShardedCorpusReader(shards)
+    mine = reader.my_shards()
+    print(f"rank {rank()}: {len(mine)} of {len(shards)} shards", flush=True)
+    loader = DataLoader(reader, batch_size=SHARD_BATCH)
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    fewest = (CORPUS_SHARDS // world()) * LINES_PER_SHARD // SHARD_BATCH
+    for step, batch in enumerate(loader):
+        if step == fewest:
+            ready("gradient all_reduce of a step the others never take")
+        loss: torch.Tensor = model(batch).pow(2).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        allreduce_gradients(model)
+        optimizer.step()
+        optimizer.zero_grad()
+        print(f"rank {rank()} epoch 0 batch {step + 1}: loss {float(loss):.4f}", flush=True)
+    print(f"rank {rank()}: epoch 0 done, waiting for the others before validation", flush=True)
+    ready("barrier before validation")
+    dist.barrier()
+
+
+# Story: https://github.com/pytorch/pytorch/issues/54059 (validation ran on rank 0 only,
+# through the DistributedDataParallel model, while the other ranks waited in a barrier:
+# the whole job hung; the fix was to validate with model.module or under no_grad, so that
+# the DDP forward does not communicate).
+class TinyConvNet(torch.nn.Module):
+    """A small classifier with batch norm (its running statistics are DDP buffers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Linear(32, 64), torch.nn.BatchNorm1d(64), torch.nn.ReLU()
+        )
+        self.classifier = torch.nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return cast(torch.Tensor, self.classifier(self.features(x)))
+
+
+def validate(model: torch.nn.Module, batches: int) -> float:
+    """Validation accuracy on held-out batches (the model as passed: here the DDP one)."""
+    model.eval()
+    correct = 0
+    seen = 0
+    for index in range(batches):
+        gen = torch.Generator().manual_seed(index)
+        x = torch.randn(16, 32, generator=gen)
+        y = torch.randint(0, 10, (16,), generator=gen)
+        correct += int((model(x).argmax(dim=1) == y).sum())
+        seen += len(y)
+    model.train()
+    return correct / seen
+
+
+def scenario_rank0_validation() -> None:
+    """Every rank trains a DDP model for a few steps; at the end of the epoch rank 0 alone
+    validates, calling the DDP-wrapped model with gradients enabled, so the DDP forward
+    broadcasts the batch-norm buffers: rank 0 waits in that broadcast, the others wait in
+    the barrier that follows validation.
+    Story: https://github.com/pytorch/pytorch/issues/54059"""
+    from torch.nn.parallel import DistributedDataParallel
+
+    init()
+    model = DistributedDataParallel(TinyConvNet())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for step in range(4):
+        x = torch.randn(16, 32)
+        y = torch.randint(0, 10, (16,))
+        loss: torch.Tensor = loss_fn(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()  # type: ignore[no-untyped-call]
+        optimizer.step()
+        print(f"rank {rank()} epoch 0 step {step}: loss {float(loss):.4f}", flush=True)
+    if rank() == 0:
+        print("rank 0: validating", flush=True)
+        ready("validation forward of the DDP model")
+        accuracy = validate(model, batches=8)
+        print(f"rank 0: validation accuracy {accuracy:.3f}", flush=True)
+    else:
+        ready("barrier after rank 0's validation")
+    dist.barrier()
+
+
+# Story: https://github.com/KempnerInstitute/KempnerForge/issues/104 (an asynchronous
+# checkpoint save plans the save with collectives on a background thread while the main
+# thread runs the save's closing barrier on the same process group: two threads issue
+# collectives on one group in no agreed order, and the run deadlocked).
+class AsyncCheckpointer:
+    """Stages the state dict in the caller, then plans and writes it on a background thread;
+    ``save`` ends with a barrier so that no rank goes on before every rank dispatched."""
+
+    def __init__(self, folder: Path) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.folder = folder
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="AsyncCheckpointExecutor")
+
+    def _plan_local(self, state: dict[str, torch.Tensor]) -> list[dict[str, object]]:
+        """Chunks each tensor into write items (a checksum per chunk, as a planner does)."""
+        items: list[dict[str, object]] = []
+        for name, tensor in state.items():
+            flat = tensor.reshape(-1)
+            for offset in range(0, flat.numel(), 64):
+                chunk = flat[offset : offset + 64]
+                items.append({"fqn": name, "offset": offset, "crc": float(chunk.sum())})
+        return items
+
+    def _save_state_dict(self, state: dict[str, torch.Tensor], step: int) -> None:
+        plan = self._plan_local(state)
+        plans: list[object] = [None] * world()
+        dist.all_gather_object(plans, plan)  # the coordinator needs every rank's plan
+        target = self.folder / f"step-{step}" / f"__{rank()}_0.distcp"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(state, target)
+
+    def prune_old(self, keep: int) -> None:
+        """Rank 0 removes old checkpoints beyond ``keep`` (a slow listing and delete on the
+        shared checkpoint store)."""
+        old = sorted(self.folder.glob("step-*"))[:-keep] if keep else []
+        print(f"rank 0: pruning {len(old)} old checkpoints, keeping {keep}", flush=True)
+        time.sleep(8.0)  # the store's list and delete round trips
+
+    def save(self, model: torch.nn.Module, step: int) -> None:
+        staged = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        self.executor.submit(self._save_state_dict, staged, step)
+        print(f"rank {rank()}: checkpoint step {step} dispatched", flush=True)
+        if rank() == 0:
+            self.prune_old(keep=2)
+        ready("barrier closing the checkpoint save")
+        dist.barrier()
+
+
+def scenario_async_checkpoint() -> None:
+    """Every rank trains, then saves an asynchronous checkpoint: the background thread
+    plans (local work, then an all_gather of the plans); the main thread goes straight to
+    the save's barrier, except on rank 0, which first prunes old checkpoints. So rank 0
+    issues the plan's all_gather first and the barrier second, the other ranks the
+    barrier first: on every rank both threads wait in collectives that do not match.
+    Story: https://github.com/KempnerInstitute/KempnerForge/issues/104"""
+    init()
+    scratch = Path(os.environ["HANGDOC_READY_DIR"]).parent
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Linear(1024, 1024))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    checkpointer = AsyncCheckpointer(scratch / "checkpoints")
+    for step in range(1, 4):
+        loss: torch.Tensor = model(torch.randn(8, 1024)).pow(2).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        allreduce_gradients(model)
+        optimizer.step()
+        optimizer.zero_grad()
+        print(f"rank {rank()} step {step}: loss {float(loss):.4f}", flush=True)
+    checkpointer.save(model, step=3)
+    print(f"rank {rank()}: checkpoint step 3 saved", flush=True)
+
+
+# Story: https://github.com/pytorch/pytorch/issues/119845 (in a distributed run a DataLoader
+# worker died of a segmentation fault; the rank's main process raised "DataLoader worker
+# ... is killed by signal: Segmentation fault" and left the job, the other ranks waited).
+def decode_native(blob: bytes) -> list[float]:
+    """Decodes a sample with a native routine (ctypes); a corrupt header makes it read
+    through a null pointer, as the native decoder does."""
+    import ctypes
+
+    if blob[:4] != b"SMP1":
+        ctypes.string_at(0)  # segmentation fault
+    rng = random.Random(blob)
+    return [rng.random() for _ in range(16)]
+
+
+class PackedSamples(Dataset[torch.Tensor]):
+    """Samples from this node's packed file; on the culprit's node one record's header is
+    corrupt."""
+
+    def __len__(self) -> int:
+        return 256
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        blob = b"SMP1" + index.to_bytes(4, "little")
+        if rank() == culprit() and index == 37:
+            blob = b"\x00\x00" + blob[2:]
+        return torch.tensor(decode_native(blob))
+
+
+def feature_statistics(loader: DataLoader[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and standard deviation of every feature, one pass over the data."""
+    total = torch.zeros(16)
+    squares = torch.zeros(16)
+    count = 0
+    for batch in loader:
+        total += batch.sum(dim=0)
+        squares += batch.pow(2).sum(dim=0)
+        count += len(batch)
+    mean = total / count
+    return mean, (squares / count - mean.pow(2)).clamp_min(0).sqrt()
+
+
+def scenario_worker_segfault() -> None:
+    """Every rank computes its features' normalisation statistics with a DataLoader of two
+    workers before it joins the process group; on the culprit a worker dies of a
+    segmentation fault in the native decoder, its main process raises and exits, and the
+    other ranks wait for it in init_process_group.
+    Story: https://github.com/pytorch/pytorch/issues/119845"""
+    loader = DataLoader(PackedSamples(), batch_size=8, num_workers=2)
+    mean, std = feature_statistics(loader)
+    print(f"rank {rank()}: feature mean {float(mean.mean()):.3f} std {float(std.mean()):.3f}",
+          flush=True)  # fmt: skip
+    ready("init_process_group")
+    dist.init_process_group("gloo", timeout=PG_TIMEOUT)
+    model = torch.nn.Linear(16, 4)
+    for step, batch in enumerate(loader):
+        loss: torch.Tensor = model((batch - mean) / (std + 1e-6)).sum()
+        loss.backward()  # type: ignore[no-untyped-call]
+        allreduce_gradients(model)
+        print(f"rank {rank()} step {step}: loss {float(loss):.4f}", flush=True)
+
+
+# Story: https://github.com/huggingface/trl/issues/5415 (GRPO training with tool calls hung
+# for good: a completion cut off at the length limit in the middle of a tool call sent the
+# tool-call parsing regex into catastrophic backtracking; py-spy showed the rank in
+# re.search).
+TOOL_CALL_BLOCKS = re.compile(
+    r"^(?P<content>.*?)(?P<calls>(?:\s*<tool_call>(?:\s*\S+)+\s*</tool_call>)+)\s*$", re.DOTALL
+)
+
+
+def sample_completion(step: int, index: int) -> str:
+    """The policy's completion for one prompt (here a canned one). On rank 1 at step 3 the
+    model degenerates into repeated numbers and is cut off at max_completion_length inside
+    a tool call."""
+    call = '<tool_call>\n{"name":"sum","arguments":{"numbers":[3,4]}}\n</tool_call>\n'
+    if rank() == 1 and step == 3 and index == 5:
+        return "<think>\n\n</think>\n\n" + call * 3 + '<tool_call>\n{"name":"sum","arguments"' \
+            ':{"numbers":[' + ",".join(["13"] * 120)  # fmt: skip
+    return f"<think>\nprompt {index}\n</think>\n\n" + call
+
+
+def parse_response(text: str) -> dict[str, object]:
+    """Splits a completion into its content and its tool calls (the chat template's
+    response schema)."""
+    match = TOOL_CALL_BLOCKS.search(text)
+    if match is None:
+        return {"content": text, "tool_calls": []}
+    calls = re.findall(r"<tool_call>\s*(.*?)\s*</tool_call>", match.group("calls"), re.DOTALL)
+    return {"content": match.group("content"), "tool_calls": calls}
+
+
+def scenario_grpo_tool_parse() -> None:
+    """A GRPO loop: every rank samples 8 completions a step, parses their tool calls,
+    scores them and all-gathers the rewards to compute group advantages. At step 3 one of
+    rank 1's completions is truncated inside a tool call: parsing it never ends (the rank
+    busy in re.search), and the other ranks wait in the rewards' all_gather.
+    Story: https://github.com/huggingface/trl/issues/5415"""
+    init()
+    policy = torch.nn.Linear(16, 1)
+    optimizer = torch.optim.SGD(policy.parameters(), lr=1e-3)
+    for step in range(10):
+        if step == 3:
+            ready("parsing completions" if rank() == 1 else "all_gather of the rewards")
+        completions = [sample_completion(step, i) for i in range(8)]
+        parsed = [parse_response(c) for c in completions]
+        rewards = torch.tensor([float(len(p["tool_calls"])) for p in parsed])  # type: ignore[arg-type]
+        gathered = [torch.zeros(8) for _ in range(world())]
+        dist.all_gather(gathered, rewards)
+        everyone = torch.stack(gathered)
+        advantages = (rewards - everyone.mean()) / (everyone.std() + 1e-4)
+        loss: torch.Tensor = -(policy(torch.randn(8, 16)).squeeze(1) * advantages).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        allreduce_gradients(policy)
+        optimizer.step()
+        optimizer.zero_grad()
+        print(f"rank {rank()} step {step}: reward {float(rewards.mean()):.2f}", flush=True)
+
+
+SCENARIOS.update(
+    {
+        "sharded-reader": scenario_sharded_reader,
+        "rank0-validation": scenario_rank0_validation,
+        "async-checkpoint": scenario_async_checkpoint,
+        "worker-segfault": scenario_worker_segfault,
+        "grpo-tool-parse": scenario_grpo_tool_parse,
+    }
+)
+
 # Processes a scenario runs that are no ranks: started by launch.py (a leftover before the
 # job), or by a rank (a helper subprocess).
 HELPERS: dict[str, Callable[[], None]] = {

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 # Ranks that never become ready, per scenario: the culprit of "killed" dies instead.
-_DIES = {"killed", "crash-at-startup"}
+_DIES = {"killed", "crash-at-startup", "worker-segfault"}
 # A process left over from an earlier run, started before the ranks (job.py's HELPERS),
 # per scenario: no process of the job, and older than it.
 LEFTOVERS = {"flock-stale": "leftover-cache-builder", "fused-kernels": "interrupted-kernel-build"}
