@@ -6,6 +6,7 @@ ranks, another phase at 4,096), so each phase's peak must be its own."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -34,3 +35,17 @@ def test_a_run_without_workers_has_only_the_analysis() -> None:
     phases = _Phases()
     phases.sample(10_240, frozenset())
     assert phases.as_mb() == {"analysis_phase_pss_mb": 10}
+
+
+def test_the_resource_tracker_is_no_phase() -> None:
+    """A fork server's pool starts multiprocessing's resource tracker, which stays until the
+    command ends: counted as workers it would hide the analysis phase behind the last."""
+    from multiprocessing import resource_tracker
+
+    from bench_all import _helper
+
+    resource_tracker.ensure_running()
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
+    assert tracker is not None
+    assert _helper(tracker)
+    assert not _helper(os.getpid())
