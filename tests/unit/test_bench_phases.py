@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -47,5 +48,9 @@ def test_the_resource_tracker_is_no_phase() -> None:
     resource_tracker.ensure_running()
     tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
     assert tracker is not None
+    # (until it has exec'd, the new process's command line is still this one's)
+    deadline = time.monotonic() + 10
+    while not _helper(tracker) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _helper(tracker)
     assert not _helper(os.getpid())
