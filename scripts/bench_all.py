@@ -350,7 +350,17 @@ def _tree_memory_kb(pid: int) -> tuple[int, int, frozenset[int]]:
         except (OSError, ValueError):
             pass
         todo.extend(children.get(current, ()))
-    return total, pss, frozenset(children.get(pid, ()))
+    return total, pss, frozenset(c for c in children.get(pid, ()) if not _helper(c))
+
+
+def _helper(pid: int) -> bool:
+    """Whether a child is multiprocessing's resource tracker: started with a fork server's
+    first pool, it stays until the command ends, so it tells no phase (its memory counts)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b"multiprocessing.resource_tracker" in handle.read()
+    except OSError:
+        return False
 
 
 class _Phases:

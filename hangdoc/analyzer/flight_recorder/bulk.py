@@ -14,15 +14,17 @@ bytes per entry and the parent's memory at one pointer per entry.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
+import multiprocessing.context
 import operator
 import os
-import threading
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import cast
 
@@ -71,7 +73,8 @@ class _Reply:
 class _WorkerState:
     """A worker's parser and its numbering of the interned records it has sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, cap: int = _WORKER_CAP) -> None:
+        self.cap = cap  # interned records kept before starting afresh
         self.parser = FlightRecorderParser()
         self.parser.reducer.track_copies = True
         self.numbers: dict[int, int] = {}  # id(record) -> row number
@@ -83,7 +86,7 @@ class _WorkerState:
 
     def reply(self, path: str, display: str) -> _Reply:
         reducer = self.parser.reducer
-        if reducer.size() > _WORKER_CAP:
+        if reducer.size() > self.cap:
             # Records of groups whose ranks are done (tp groups) are never met again:
             # forget them all, so a worker's memory stays bounded at any scale. Records
             # that ranks still share (dp, default group) are re-created once per epoch.
@@ -166,11 +169,18 @@ def _parse_one(parser: FlightRecorderParser, path: Path, display: str) -> Parsed
 _STATE: _WorkerState | None = None
 
 
-def _work(chunk: list[tuple[str, str]]) -> list[_Reply]:
+def _start_worker(cap: int) -> None:
+    """A worker's state; the cap is passed, not inherited (the workers are not forks of
+    the caller, so a value set there after import would not reach them)."""
     global _STATE
-    if _STATE is None:
-        _STATE = _WorkerState()
-        gc.disable()  # a worker only reads FR data, which has no cycles (see no_gc)
+    _STATE = _WorkerState(cap)
+    gc.disable()  # a worker only reads FR data, which has no cycles (see no_gc)
+
+
+def _work(chunk: list[tuple[str, str]]) -> list[_Reply]:
+    if _STATE is None:  # not started by the pool's initializer (a direct call)
+        _start_worker(_WORKER_CAP)
+    assert _STATE is not None
     return [_STATE.reply(path, display) for path, display in chunk]
 
 
@@ -270,18 +280,42 @@ def read_flight_recorders(
             yield _parse_one(parser, path, display)
         return
     chunks = [[(str(p), d) for p, d in files[i : i + _CHUNK]] for i in range(0, len(files), _CHUNK)]
-    # fork is cheapest and needs no importable __main__; with other threads running a
-    # fork could inherit a held lock, so then start clean workers from a fork server.
-    method = "fork" if threading.active_count() == 1 else "forkserver"
-    context = multiprocessing.get_context(method)
     tables = _Tables()
     enabled = gc.isenabled()
     gc.disable()  # millions of records arrive; collections would walk them all (no_gc)
     try:
-        with context.Pool(jobs) as pool:
+        with _clean_workers() as context, context.Pool(jobs, _start_worker, (_WORKER_CAP,)) as pool:
             for replies in pool.imap(_work, chunks):
                 for reply in replies:
                     yield _to_parsed(reply, tables)
     finally:
         if enabled:
             gc.enable()
+
+
+@contextlib.contextmanager
+def _clean_workers() -> Iterator[multiprocessing.context.BaseContext]:
+    """A context whose workers share no page with this process's heap.
+
+    Forked from the loader, the workers would hold its whole heap as it was (the text
+    phase's Evidence, at 16,384 ranks over a gigabyte); every page of it that the loader
+    then writes (a reference count, a freed block reused for a record) is copied for
+    the loader while the workers keep the old one: about 19 KB a rank counted twice,
+    measured (docs/performance.md, the speed7 and speed8 runs). A fork server started
+    for this pool holds only this module's imports, and its workers share those; it is
+    stopped with the pool, so the analysis that follows does not carry it. Where a
+    fork server is already running (another pool started it) it is used, not stopped.
+    Without fork servers (not POSIX), workers are spawned."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        yield multiprocessing.get_context("spawn")
+        return
+    server = forkserver._forkserver  # the stdlib's one server of this process
+    ours = getattr(server, "_forkserver_pid", None) is None
+    if ours:
+        forkserver.set_forkserver_preload([__name__])
+    try:
+        yield multiprocessing.get_context("forkserver")
+    finally:
+        stop = getattr(server, "_stop", None)  # the stdlib's own tests stop it so
+        if ours and callable(stop):
+            stop()

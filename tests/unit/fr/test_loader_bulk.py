@@ -3,7 +3,9 @@ order, and gets the same Evidence as reading them one by one."""
 
 from __future__ import annotations
 
+import multiprocessing
 import tarfile
+from multiprocessing import forkserver
 from pathlib import Path
 
 import pytest
@@ -95,7 +97,7 @@ def test_workers_that_start_afresh_mid_run_send_the_same_records(
 ) -> None:
     """A tiny cap makes each worker drop its tables every few files (the 16,384-rank case):
     sibling copies sent as (row, group) must still resolve to the right records."""
-    monkeypatch.setattr(fr_bulk, "_WORKER_CAP", 150)  # inherited by the forked workers
+    monkeypatch.setattr(fr_bulk, "_WORKER_CAP", 150)  # passed to the workers as they start
     files = sorted(((p, p.name) for p in fr_dir.iterdir()), key=lambda f: f[1])
     serial = [p.processes[0].collectives for p in fr_bulk.read_flight_recorders(files, jobs=1)]
     parallel = [p.processes[0].collectives for p in fr_bulk.read_flight_recorders(files, jobs=2)]
@@ -108,3 +110,24 @@ def test_sibling_copies_cross_as_row_and_group(fr_dir: Path) -> None:
     replies = [state.reply(str(p), p.name) for p in files[:16]]
     compact = [row for reply in replies for row in reply.new_rows if len(row) == 2]
     assert len(compact) > 20  # tp group 2 (ranks 8-15) copied tp group 1's records
+
+
+def test_the_workers_hold_none_of_the_callers_heap(
+    fr_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forked from the loader the workers would hold its heap (the text phase's Evidence),
+    and each page the loader writes meanwhile would be counted twice: they start from a
+    fork server instead. A change made here after import therefore does not reach them
+    (a forked worker would parse nothing), and no server or worker outlives the read."""
+    files = sorted(((p, p.name) for p in fr_dir.iterdir()), key=lambda f: f[1])
+
+    def broken(*args: object) -> object:
+        raise AssertionError("the caller's heap reached a worker")
+
+    monkeypatch.setattr(fr_bulk, "_parse_one", broken)
+    server = getattr(forkserver._forkserver, "_forkserver_pid", None)  # another pool's, if any
+    parsed = list(fr_bulk.read_flight_recorders(files, jobs=2))
+    assert len(parsed) == len(files) and all(p.error is None for p in parsed)
+    assert all(p.processes[0].collectives for p in parsed)
+    assert not multiprocessing.active_children()
+    assert getattr(forkserver._forkserver, "_forkserver_pid", None) == server
