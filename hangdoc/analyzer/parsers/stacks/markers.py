@@ -90,6 +90,9 @@ _PID_WORD = re.compile(r"(?<![\w.-])pid\s*[:=#]?\s*(\d{2,9})(?![\w.])", re.IGNOR
 # What is left of a label once its pid is taken out: punctuation (a prompt's "$", the
 # brackets) and spaces only.
 _NOTHING_ELSE = re.compile(r"^[\W_]*$")
+# A label is a short line: the text path's and the line window's rank labels are under 60
+# characters; a pid and a command take a little more.
+_MAX_PID_LABEL = 100
 
 
 def may_name_process(text: str) -> bool:
@@ -110,7 +113,13 @@ def process_label(text: str) -> tuple[int | None, int | None] | None:
     stripped = text.strip()
     if (rank := label_rank(stripped)) is not None:
         return rank, None
-    if not may_name_process(stripped):
+    return pid_label(stripped)
+
+
+def pid_label(text: str) -> tuple[int | None, int] | None:
+    """(rank or None, pid) of a label that names the process by its pid (``process_label``
+    less the rank labels)."""
+    if not may_name_process(text) or len(stripped := text.strip()) >= _MAX_PID_LABEL:
         return None
     for pattern, bare in ((_PID, True), (_PID_WORD, True), (_HOST_PID, False)):
         for m in pattern.finditer(stripped):

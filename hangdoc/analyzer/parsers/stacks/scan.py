@@ -344,7 +344,7 @@ class _Scanner:
                     sticky_local = r
                 if (p := markers.pid_marker(text)) is not None:
                     pid_hint = p
-                elif (label := markers.process_label(text)) is not None and label[1]:
+                elif (label := markers.pid_label(text)) is not None:
                     # a label that names the process by its pid (``node-1:24036 (rank
                     # 3)``): the pid of the dump under it, when py-spy's header is not
                     # pasted; the text's log lines under the label are tied to it by it
