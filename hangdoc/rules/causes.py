@@ -29,7 +29,13 @@ from hangdoc.analyzer.views.activity import (
 )
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.iofacts import fs_stall
-from hangdoc.analyzer.views.locks import LockWaitKind, gil_holder, lock_waits, shared_object_wait
+from hangdoc.analyzer.views.locks import (
+    LockWaitKind,
+    gil_holder,
+    idle_helper_wait,
+    lock_waits,
+    shared_object_wait,
+)
 from hangdoc.analyzer.views.meaning import Signal, job_meaning
 from hangdoc.analyzer.views.netwait import helper_network_wait, network_wait
 from hangdoc.analyzer.views.waits import BEFORE_JOB_S, Holder, JobWaits, ThreadWait, WaitSource
@@ -332,6 +338,19 @@ def _own_words_cause(activity: RankActivity) -> Cause | None:
                 f"stopped in {shared.main.label()} while its thread {other} is stopped in "
                 f"{shared.other_frame.label()}, of the same object: the two may wait on "
                 "one lock, which the kernel's view (hangdoc collect) would show",
+            )
+        helper = idle_helper_wait(activity.main.thread, _threads(activity))
+        if helper is not None:
+            # It waits for a thread of its own, idle in a C call of the job's code: what
+            # that thread waits on (a socket, a lock, a pipe) the frames cannot say, and
+            # the main thread's names say where it waits, not what it does.
+            other = helper.other.name or "another thread"
+            waits_in = f" in {helper.waits_in.label()}" if helper.waits_in is not None else ""
+            return _detailed(
+                Activity.OUTSIDE_COLLECTIVES,
+                f"waiting{waits_in} for its thread {other}, idle in "
+                f"{helper.other_frame.label()} with no frame below it: a C call (a socket, "
+                "a lock, a pipe) that the kernel's view (hangdoc collect) would name",
             )
     found = job_meaning(frames, activity.process)
     if found is None:

@@ -557,12 +557,19 @@ class _Loader:
             named = rank_from_name(path, Trailing.ONE_PROCESS).rank
             if named is not None and (not ranks or named in ranks):
                 default_rank = named
+        # The pids of the processes whose stacks the text holds: a label that names one
+        # (``node-1:24036 (rank 3)``) opens that process's section of the text.
+        pids: dict[int, list[int | None]] = {}
+        for proc in parsed.processes:
+            if proc.text_stacks and proc.pid is not None:
+                pids.setdefault(proc.pid, []).append(proc.rank)
+        pid_ranks = {pid: owners[0] for pid, owners in pids.items() if len(owners) == 1}
         try:
             if parsed.tail_bytes is None:
-                columns = read_window_columns(readable, default_rank)
+                columns = read_window_columns(readable, default_rank, pid_ranks)
             else:
                 with tail_copy(readable, parsed.tail_bytes) as tail:  # the lines the parsers read
-                    columns = read_window_columns(tail, default_rank)
+                    columns = read_window_columns(tail, default_rank, pid_ranks)
         except OSError:
             return None
         return self.templates.windows(digest_windows(columns), display)

@@ -23,7 +23,9 @@ same lines, and what both sides found is composed for the same ranks:
   header) given to that process;
 * rank labels typed over a rank's paste (``rank 3:``, ``=== Rank 3 ===``, ``Rank 3
   py-spy dump``) open a section for both sides: the stacks under one are that rank's
-  (``scan``), and so are the log events under it that nothing else gave a rank.
+  (``scan``), and so are the log events under it that nothing else gave a rank; a label
+  that names the process by its pid (``node-1:24036 (rank 3)``, ``$ py-spy dump --pid
+  24036``) opens the section of the process whose stacks carry that pid.
 
 What the text mostly is (``text_kind``) names the input (a py-spy text, a faulthandler
 dump, a paste of stacks, a log) and decides how it is read, never what is read: a paste
@@ -74,7 +76,7 @@ from hangdoc.analyzer.parsers.stacks import (
     moved_event,
     scan_stacks,
 )
-from hangdoc.analyzer.parsers.stacks.markers import label_rank
+from hangdoc.analyzer.parsers.stacks.markers import may_name_process, process_label
 from hangdoc.analyzer.parsers.stacks.scan import MAX_BLOCKS
 from hangdoc.analyzer.vocabulary import RankFrom
 from hangdoc.common.text import looks_binary
@@ -84,9 +86,12 @@ TEXT_KINDS = frozenset(
     {InputKind.LOG, InputKind.STACK_TEXT, InputKind.PYSPY_TEXT, InputKind.FAULTHANDLER}
 )
 _NO_LOG_LINES = "no recognised log lines"
-# A rank label is a short line of its own (markers.label_rank, as the stack scanner and
-# the log-line window read it): the word is looked for first, and a line a launcher
-# prefixed is that rank's own, no label.
+# A label line the router noted: its number, the rank and the pid it names (either may be
+# None: markers.process_label).
+Label = tuple[int, int | None, int | None]
+# A rank label is a short line of its own (markers.process_label, as the stack scanner
+# and the log-line window read it): its words are looked for first (may_name_process),
+# and a line a launcher prefixed is that rank's own, no label.
 _MAX_LABEL = 60
 _REMEMBERED_FRAMES = 1 << 14
 _LAUNCHER_PREFIX = re.compile(r"\s*\[(?:rank|default)\d+\]:")
@@ -234,7 +239,7 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def _log_side(path: str, display_path: str) -> tuple[ParsedFile, list[tuple[int, int]]]:
+def _log_side(path: str, display_path: str) -> tuple[ParsedFile, list[Label]]:
     """The log side of a file and the rank labels its router noted (in a worker)."""
     router = _LineRouter()
     return LogParser(line_filter=router).parse(Path(path), display_path), router.labels
@@ -255,7 +260,7 @@ class _LogSideAside:
     def __init__(self, path: Path, display_path: str) -> None:
         self._path, self._display = path, display_path
         self._pool: ProcessPoolExecutor | None = None
-        self._future: Future[tuple[ParsedFile, list[tuple[int, int]]]] | None = None
+        self._future: Future[tuple[ParsedFile, list[Label]]] | None = None
         try:
             context = multiprocessing.get_context("fork")
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
@@ -276,7 +281,7 @@ class _LogSideAside:
     def worth_it(text: str) -> bool:
         return any_stack(text)
 
-    def result(self) -> tuple[ParsedFile, list[tuple[int, int]]]:
+    def result(self) -> tuple[ParsedFile, list[Label]]:
         if self._future is not None:
             try:
                 return self._future.result()
@@ -297,7 +302,7 @@ def _composed(
     truncated: bool,
     window: int,
     display_path: str,
-    labels: list[tuple[int, int]],
+    labels: list[Label],
 ) -> ParsedFile:
     """The log side's events given to the processes the stack side found."""
     if truncated and any(p.text_stacks for p in parsed.processes):
@@ -329,7 +334,7 @@ class _LineRouter:
     typed over one rank's paste is noted, numbered as the log side numbers lines."""
 
     def __init__(self) -> None:
-        self.labels: list[tuple[int, int]] = []
+        self.labels: list[Label] = []
         # The frame lines seen: a paste of a big job's stacks repeats the same few (every
         # rank's "    all_reduce (torch/distributed/distributed_c10d.py:2501)"); a look-up
         # is a tenth of the test of the line's shape.
@@ -343,7 +348,7 @@ class _LineRouter:
                 if len(self._frames) < _REMEMBERED_FRAMES:
                     self._frames.add(line)
                 return True
-        if len(line) < 2 * _MAX_LABEL and ("ank" in line or "ANK" in line):
+        if len(line) < 2 * _MAX_LABEL and may_name_process(line):
             self._label(number, line)
         return False
 
@@ -354,16 +359,16 @@ class _LineRouter:
         none a frame starts with, and it is too long for a label or holds no "ank"; a
         digit is neither. The log scanner asks it once a shape (Scanner.feed_lines)."""
         return line[:1] not in FRAME_FIRSTS and not (
-            len(line) < 2 * _MAX_LABEL and ("ank" in line or "ANK" in line)
+            len(line) < 2 * _MAX_LABEL and may_name_process(line)
         )
 
     def _label(self, number: int, line: str) -> None:
         stripped = line.strip()
         if len(stripped) >= _MAX_LABEL or _LAUNCHER_PREFIX.match(line):
             return  # no label: too long, or a launcher's prefix names the line's own rank
-        rank = label_rank(stripped)
-        if rank is not None:
-            self.labels.append((number, rank))
+        label = process_label(stripped)
+        if label is not None:
+            self.labels.append((number, *label))
 
 
 def _same_processes(parsed: ParsedFile) -> None:
@@ -392,15 +397,23 @@ def _same_processes(parsed: ParsedFile) -> None:
     parsed.job_log_events = keep
 
 
-def _labelled_sections(parsed: ParsedFile, labels: list[tuple[int, int]]) -> None:
-    """The log events nothing gave a rank, under a rank label: that rank's. The stack
-    side reads the same labels (scan's sections); a process's own events only
-    (``JOB_KINDS`` describe the job, as for a rank in a file's name). Lines that name
-    their process (NCCL's host:pid header) take a section's rank only while the section
-    names one process: a shared console pasted under one label is several processes'."""
+def _labelled_sections(parsed: ParsedFile, labels: list[Label]) -> None:
+    """The log events nothing gave a rank, under a label over one process's paste: that
+    process's. The stack side reads the same labels (scan's sections); a process's own
+    events only (``JOB_KINDS`` describe the job, as for a rank in a file's name). Lines
+    that name their process (NCCL's host:pid header) take a section's process only while
+    the section names one process: a shared console pasted under one label is several
+    processes'.
+
+    A label that names a pid (``node-1:24036 (rank 3)``, ``$ py-spy dump --pid 24036``)
+    is the section of the process whose stacks carry that pid (py-spy's ``Process
+    24036:`` header under it, or the label itself for frames pasted without it), as a
+    person reading the paste ties them; one whose pid no dumped process has is no label
+    (``step:100 rank:3`` is a line of the job's)."""
     if not parsed.job_log_events or not labels:
         return
-    starts = [number for number, _ in labels]
+    owned = _label_owners(parsed, labels)
+    starts = [number for number, _ in owned]
     sections: dict[int, list[LogEvent]] = {}
     keep: list[LogEvent] = []
     for event in parsed.job_log_events:
@@ -411,18 +424,40 @@ def _labelled_sections(parsed: ParsedFile, labels: list[tuple[int, int]]) -> Non
             sections.setdefault(at, []).append(event)
     by_rank = {p.rank: p for p in parsed.processes if p.rank is not None}
     for at, events in sections.items():
-        rank = labels[at][1]
+        owner = owned[at][1]
         processes = {_process_named(e) for e in events} - {None}
         for event in events:
             if len(processes) > 1 and _process_named(event) is not None:
                 keep.append(event)
                 continue
-            proc = by_rank.get(rank)
-            if proc is None:
-                proc = by_rank[rank] = ProcessEvidence(rank=rank, sources=[event.source])
-                parsed.processes.append(proc)
-            proc.log_events.append(moved_event(event, RankFrom.LABEL))
+            if isinstance(owner, int):  # a rank label: its rank's process, made if none
+                proc = by_rank.get(owner)
+                if proc is None:
+                    proc = by_rank[owner] = ProcessEvidence(rank=owner, sources=[event.source])
+                    parsed.processes.append(proc)
+                owner = proc
+            owner.log_events.append(moved_event(event, RankFrom.LABEL))
     parsed.job_log_events = sorted(keep, key=lambda e: e.line or 0)
+
+
+def _label_owners(
+    parsed: ParsedFile, labels: list[Label]
+) -> list[tuple[int, ProcessEvidence | int]]:
+    """Each label's line and whose its section is: the one dumped process whose pid the
+    label names, else the rank it names; a label whose pid names no dumped process (or
+    two) is dropped."""
+    dumped: dict[int, list[ProcessEvidence]] = {}
+    for proc in parsed.processes:
+        if proc.text_stacks and proc.pid is not None:
+            dumped.setdefault(proc.pid, []).append(proc)
+    owned: list[tuple[int, ProcessEvidence | int]] = []
+    for number, rank, pid in labels:
+        if pid is None:
+            if rank is not None:
+                owned.append((number, rank))
+        elif len(procs := dumped.get(pid, [])) == 1:
+            owned.append((number, procs[0]))
+    return owned
 
 
 def _process_named(event: LogEvent) -> tuple[str | None, str] | None:

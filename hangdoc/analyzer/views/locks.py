@@ -33,10 +33,11 @@ import enum
 import re
 from dataclasses import dataclass
 
-from hangdoc.analyzer.model import Frame, ProcessEvidence, ProcState, ThreadStack
+from hangdoc.analyzer.model import Frame, ProcessEvidence, ProcState, ThreadStack, WaitKind
 from hangdoc.analyzer.views.activity import classify_thread, frame_tag, is_user_frame
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks
+from hangdoc.analyzer.views.wait_frames import frames_wait
 
 _LOCK_REPR = re.compile(r"(?i)\b(_thread\.)?(r?lock|condition|semaphore|boundedsemaphore)\b")
 # Native frames of a thread taking a C mutex (see the module doc), matched on the
@@ -250,3 +251,38 @@ def shared_object_wait(
         ):
             return SharedObjectWait(main.frames[0], thread, inner)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class HelperWait:
+    """The main thread waiting on a threading or queue primitive, and the one other thread
+    of the rank that py-spy shows idle at a line of the job's own code."""
+
+    waits_in: Frame | None  # the primitive's frame (Condition.wait under Future.result)
+    other: ThreadStack
+    other_frame: Frame
+
+
+def idle_helper_wait(main: ThreadStack, threads: tuple[ThreadStack, ...]) -> HelperWait | None:
+    """The main thread waits on a threading or queue primitive (wait_frames: a futex; a
+    Future's result, a join, an Event, a Queue's get) for another thread of the rank, and
+    exactly one other thread is idle (py-spy's mark) at a line of the job's own code with
+    no frame below it: a C call that py-spy's default output does not show (a socket's
+    recv, a lock's acquire, a pipe's read). The main thread waits for that thread, and
+    what that thread waits on is the kernel's to show (/proc), not its frames; the main
+    thread's own names (``MetricsPublisher.log``) say where it waits, not what it does."""
+    waits = frames_wait(main)
+    if waits is None or waits[0] is not WaitKind.FUTEX:
+        return None
+    helpers = [
+        t
+        for t in threads
+        if t is not main
+        and not t.is_main
+        and t.frames
+        and t.active is False
+        and is_user_frame(t.frames[0])
+    ]
+    if len(helpers) != 1:
+        return None
+    return HelperWait(waits[1], helpers[0], helpers[0].frames[0])

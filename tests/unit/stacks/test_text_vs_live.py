@@ -100,8 +100,19 @@ COARSER["crash-at-startup"] = _NEEDS_WORLD
 
 # Live hangs of 2026-11-28 (fixtures/first_sight/live-2026-11-28.json). tracker-wedged: the
 # thread the main thread waits for is in socket.recv, a C call with no frame of its own, so
-# only /proc shows the socket; pasted, the job's own names (MetricsPublisher.log) decide.
-KNOWN_GAPS["tracker-wedged"] = (_NEEDS_SOCKET, None, (Category.EVAL_SOME_RANKS, (3,)))
+# only /proc shows the socket. Pasted with py-spy's thread lines, the main thread waits in
+# Future.result for the one thread py-spy shows idle in the job's own code, no frame below
+# it (locks.idle_helper_wait): the generic divergence, rank 3. Frames only, nothing says
+# that thread is idle rather than computing, and the job's own names (MetricsPublisher.log)
+# decide.
+_HEADER_FORMS = tuple(f.name for f in FORMS if f.name not in _FRAMES_ONLY)
+GENERIC_ONLY["tracker-wedged"] = (_NEEDS_SOCKET, _HEADER_FORMS)
+KNOWN_GAPS["tracker-wedged"] = (
+    "frames alone do not say the thread the main thread waits for is idle (py-spy's idle "
+    "mark or /proc do): computing metrics, or blocked on a socket",
+    _FRAMES_ONLY,
+    (Category.EVAL_SOME_RANKS, (3,)),
+)
 # producer-killed (a pipe that only the rank holds open while its producer child is a
 # zombie is /proc's to show: py-spy does not dump a dead child) left this list when the
 # frames of multiprocessing's Queue.get came to name a wait for a worker's result
@@ -129,14 +140,11 @@ COARSER["signal-file"] = (
 # moving (slow, not hung, HD004); pasted, one sample shows rank 0 reading data (HD060 and
 # HD001, live's readings too).
 COARSER["tokenize-main-first"] = _NEEDS_TWO_SAMPLES
-# Under a label that carries the pid (host:pid, py-spy dump --pid), the rank's log tail
-# pasted after its py-spy text, in lines that name no rank of their own, is not bound to
-# the rank: the job's own lines (the OOM rank 3 lived through, rank 0's tokenizer
-# progress) stay the job's, and the answer falls back on what they say without a rank.
-_PID_FORMS = tuple(f.name for f in FORMS if "host:pid" in f.name or "--pid" in f.name)
-_PID_LOG = "the log tail under a pid label is not bound to the label's rank"
-KNOWN_GAPS["oom-skip"] = (_PID_LOG, _PID_FORMS, (Category.CUDA_OOM, ()))
-KNOWN_GAPS["tokenize-main-first"] = (_PID_LOG, _PID_FORMS, (Category.RANK_DIVERGENCE, (0,)))
+# oom-skip and tokenize-main-first under a label that carries the pid (host:pid, py-spy
+# dump --pid) left KNOWN_GAPS when such a label came to open the section of the process
+# whose stacks carry its pid (markers.process_label; py-spy's "Process N:" header, or the
+# label itself for frames only): the rank's log tail under it (the OOM rank 3 lived
+# through, rank 0's tokenizer progress) is the rank's, as under a rank label.
 
 
 def _answer(diagnosis: Diagnosis) -> tuple[Category, tuple[int, ...]]:

@@ -2,10 +2,13 @@
 live): head's and tail's file headers name a rank; more ranks stopped together than wait
 name no side; frames without py-spy's idle mark do not say whether a backward() waits in
 DDP's all-reduce or a network call is blocked; two threads stopped in one object's methods
-outrank the object's names."""
+outrank the object's names; a main thread that waits for its one idle thread in a C call
+is waiting, not doing what its names say; a label that names a pid ties the log tail under
+it to the stacks of that pid."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from hangdoc.analyzer.engine import analyze
@@ -17,7 +20,7 @@ from hangdoc.analyzer.views.activity import (
     classify_process,
     may_wait_in_gradient_sync,
 )
-from hangdoc.analyzer.views.locks import shared_object_wait
+from hangdoc.analyzer.views.locks import idle_helper_wait, shared_object_wait
 from hangdoc.rules.causes import cause_of
 from tests.unit.stacks.helpers import scan
 
@@ -167,3 +170,110 @@ def test_more_ranks_stopped_together_than_wait_name_no_side(tmp_path: Path) -> N
     # WHEN one rank only stands there THEN it is the one outside the collective
     text = f"rank 0:\n{_LOCKED}\n" + "".join(f"rank {r}:\n{_BARRIER}\n" for r in (1, 2, 3))
     assert _answer(text, tmp_path) == ("HD001", (0,))
+
+
+def test_a_label_that_names_the_process_by_its_pid() -> None:
+    # GIVEN labels a person types over a rank's py-spy text: the host and pid from ps or
+    # the launcher, the command run, each with a rank beside it or not
+    label = markers.process_label
+    assert label("node-1:24036 (rank 3)") == (3, 24036)
+    assert label("$ py-spy dump --pid 24036  # rank 3") == (3, 24036)
+    assert label("Rank 3 (pid 24036) py-spy dump") == (3, 24036)
+    assert label("PID=24036") == (None, 24036)
+    assert label("=== Rank 3 ===") == (3, None)
+    # a host and a number alone is how an address and its port are written: no label
+    assert label("node-1:29500") is None
+    # a log line that names a rank or a pid among other words is no label
+    assert label("rank 3: end of epoch 1, validating") is None
+    assert label("Connecting to node-1:29500 (rank 3)") is None
+    assert label("worker pid 24036 exited with code 1") is None
+
+
+_OOM = "| WARNING: attempting to recover from OOM in forward/backward pass\n"
+
+
+def _pid_paste(label: str, headers: bool, pids: tuple[int, ...] = (501, 502)) -> str:
+    """Two ranks' py-spy text under a label with each pid, each with its log tail (lines
+    that name no rank), rank 1 having run out of memory."""
+    parts = []
+    for rank, pid in enumerate(pids):
+        head = (
+            f"Process {pid}: python train.py\nPython v3.11 (python)\n\n"
+            f'Thread {pid} (idle): "MainThread"\n'
+        )
+        parts.append(label.format(rank=rank, pid=pid) + "\n" + (head if headers else ""))
+        parts.append(_BARRIER if rank else _FRAMES)
+        parts.append("\n| epoch 001 | step 7/8\n")
+        if rank:
+            parts.append(_OOM)
+    return "".join(parts)
+
+
+def _by_rank(text: str, tmp_path: Path) -> dict[int | None, tuple[int, int]]:
+    """Each process's (log events, log lines) of a pasted text."""
+    path = tmp_path / "pasted.txt"
+    path.write_text(text)
+    evidence = load_paths([path])
+    out = {p.rank: (len(p.log_events), len(p.log_lines)) for p in evidence.processes}
+    out[None] = (len(evidence.job_log_events), len(evidence.job_log_lines))
+    return out
+
+
+def test_the_log_tail_under_a_pid_label_is_the_process_of_that_pid(tmp_path: Path) -> None:
+    for label in ("node-1:{pid} (rank {rank})", "$ py-spy dump --pid {pid}  # rank {rank}"):
+        for headers in (True, False):
+            # GIVEN each rank's stacks and log tail under a label that names its pid
+            got = _by_rank(_pid_paste(label, headers), tmp_path)
+            # THEN the log tail is the rank's whose stacks carry the pid: rank 1 holds
+            # the OOM event and both its lines, and nothing is left to the job
+            assert got[1] == (1, 2) and got[0] == (0, 1), (label, headers, got)
+            assert got[None] == (0, 0), (label, headers, got)
+
+
+def test_a_pid_label_of_no_dumped_process_is_a_line_of_the_job(tmp_path: Path) -> None:
+    # GIVEN the job's log under a rank label, holding a line shaped like a pid label
+    # whose pid no stack of the paste carries
+    text = f"rank 1:\n{_BARRIER}\n| epoch 001 | step 7/8\nstep:100 rank:3\n{_OOM}"
+    got = _by_rank(text, tmp_path)
+    # THEN it opens no section: the OOM under it stays rank 1's
+    assert got[1][0] == 1 and got[None][0] == 0, got
+
+
+def _idle(thread: ThreadStack, active: bool | None = False) -> ThreadStack:
+    return replace(thread, active=active)
+
+
+def test_the_main_thread_waits_for_its_one_idle_thread_in_a_c_call() -> None:
+    # GIVEN the main thread in a Future's result, and a pool worker thread that py-spy
+    # shows idle at a line of the job's own code, no frame below it (a recv, an acquire)
+    main = _idle(
+        _thread(
+            ("Condition.wait", "threading.py"),
+            ("Future.result", "concurrent/futures/_base.py"),
+            ("Exporter.push", "train.py"),
+            main=True,
+        )
+    )
+    worker = _idle(
+        _thread(
+            ("Exporter._send", "train.py"),
+            ("_WorkItem.run", "concurrent/futures/thread.py"),
+            name="exporter_0",
+        )
+    )
+    # THEN the main thread waits for it, in the primitive, whatever the names say
+    found = idle_helper_wait(main, (main, worker))
+    assert found is not None and found.other is worker
+    assert found.waits_in is not None and found.waits_in.function == "Condition.wait"
+    assert found.other_frame.function == "Exporter._send"
+    # WHEN nothing says the thread is idle (frames only) THEN it may be computing
+    assert idle_helper_wait(main, (main, _idle(worker, None))) is None
+    # WHEN two threads stand so THEN which one it waits for, nothing says
+    other = _idle(_thread(("Heartbeat.beat", "train.py"), name="hb"))
+    assert idle_helper_wait(main, (main, worker, other)) is None
+    # WHEN the thread waits in the stdlib (a queue's get) THEN its frames say on what
+    queued = _idle(_thread(("Queue.get", "queue.py"), ("Exporter._send", "train.py")))
+    assert idle_helper_wait(main, (main, queued)) is None
+    # WHEN the main thread itself stands in the job's own code THEN it waits on no thread
+    own = _idle(_thread(("Exporter.push", "train.py"), main=True))
+    assert idle_helper_wait(own, (own, worker)) is None

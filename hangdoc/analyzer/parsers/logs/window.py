@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from hangdoc.analyzer.parsers.logs.wrap_shape import (
     known_facts,
     wrap_facts,
 )
-from hangdoc.analyzer.parsers.stacks.markers import label_rank
+from hangdoc.analyzer.parsers.stacks.markers import process_label
 from hangdoc.analyzer.parsers.stacks.pyspy_frames import FRAME
 from hangdoc.analyzer.vocabulary import BenignWarning, RankFrom
 
@@ -218,15 +218,19 @@ def read_line_window(
     }
 
 
-def read_window_columns(path: Path, default_rank: int | None) -> dict[int, WindowColumns]:
+def read_window_columns(
+    path: Path, default_rank: int | None, pid_ranks: Mapping[int, int | None] | None = None
+) -> dict[int, WindowColumns]:
     """The lines of each rank in the file's head and tail, launcher prefixes peeled.
 
     A line's rank is the one its prefix names (``[rank3]:``, ``[default3]:``, ``3:``),
     else, in a file no rank owns, the global rank its words name as its own (``Rank 3,
     world_size 8: …``, ``[rank: 3]``: parsers/logs/mentions.py), else the one of the
     section it is in (a paste of several ranks, each under a line
-    that is nothing but a label: ``rank 3:``, ``=== Rank 3 ===``, ``Rank 3 py-spy dump``),
-    else ``default_rank`` (the rank whose own file this is), else it is kept under
+    that is nothing but a label: ``rank 3:``, ``=== Rank 3 ===``, ``Rank 3 py-spy dump``,
+    or one that names the process by a pid of ``pid_ranks``, the dumped processes' pids
+    with their ranks: ``node-1:24036 (rank 3)``, ``$ py-spy dump --pid 24036``), else
+    ``default_rank`` (the rank whose own file this is), else it is kept under
     ``UNATTRIBUTED``: it cannot be compared across ranks, but says what the job did.
     Stack frames and a traceback's source lines are the stacks' to read, not the job's.
     """
@@ -305,9 +309,15 @@ def read_window_columns(path: Path, default_rank: int | None) -> dict[int, Windo
             if indented or not (needs_indent or text.startswith('File "')):
                 in_source.add(said)
                 continue  # the source line under a traceback frame
-        if said is None and len(text) < _MAX_LABEL and (label := label_rank(text)) is not None:
-            section = label
-            continue
+        if said is None and len(text) < _MAX_LABEL and (label := process_label(text)) is not None:
+            named, pid = label
+            if pid is None:
+                section = named
+                continue
+            if pid_ranks is not None and pid in pid_ranks:
+                section = pid_ranks[pid]  # the dumped process's (None: it has no rank)
+                continue
+            # (a pid no dumped process has: no label, a line of the job's)
         if not text or _LIBRARY_LINE_SEARCH(text):
             if text.startswith('File "'):
                 after_frame[said] = indented or _TRACEBACK_FRAME.match(text) is None

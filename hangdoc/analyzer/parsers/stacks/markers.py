@@ -80,6 +80,58 @@ def label_rank(text: str) -> int | None:
     return None
 
 
+# A label that names the process by its pid, as people copy it from ``ps``, ``top`` or
+# the launcher (``node-1:24036``, ``pid 24036``, ``PID=24036``), or the command they ran on
+# it (_PID: ``$ py-spy dump --pid 24036``), with at most a rank beside it (``(rank 3)``,
+# ``# rank 3``). A bare ``host:number`` is also how an address and its port are written
+# (``MASTER_ADDR:29500``): it is a label only with a rank beside it.
+_HOST_PID = re.compile(r"(?<![\w.:/@-])[A-Za-z][\w.-]*:(\d{2,9})(?![\w.:/])")
+_PID_WORD = re.compile(r"(?<![\w.-])pid\s*[:=#]?\s*(\d{2,9})(?![\w.])", re.IGNORECASE)
+# What is left of a label once its pid is taken out: punctuation (a prompt's "$", the
+# brackets) and spaces only.
+_NOTHING_ELSE = re.compile(r"^[\W_]*$")
+# A label is a short line: the text path's and the line window's rank labels are under 60
+# characters; a pid and a command take a little more.
+_MAX_PID_LABEL = 100
+
+
+def may_name_process(text: str) -> bool:
+    """Whether a line may be a label that names a process by its pid (``process_label``):
+    one with a rank beside the pid holds "rank" ("ank" or "ANK"), one without holds "pid"
+    (a command with ``-p`` and no rank beside it is no label; ``pid_marker`` still reads
+    it for the stack right below it)."""
+    return "ank" in text or "ANK" in text or "pid" in text or "PID" in text
+
+
+def process_label(text: str) -> tuple[int | None, int | None] | None:
+    """(rank, pid) of a line that is nothing but a label over one process's paste: a
+    rank label (``label_rank``: ``rank 3:``, ``=== Rank 3 ===``), or one that names the
+    process by its pid (a ``host:pid`` pair, ``pid N``, the command run on it), with
+    nothing beside the pid but a rank (``node-1:24036 (rank 3)``, ``$ py-spy dump --pid
+    24036  # rank 3``). The pid is what py-spy's ``Process N:`` header of the dump under
+    it says, which ties the label, and so the log lines under it, to those stacks."""
+    stripped = text.strip()
+    if (rank := label_rank(stripped)) is not None:
+        return rank, None
+    return pid_label(stripped)
+
+
+def pid_label(text: str) -> tuple[int | None, int] | None:
+    """(rank or None, pid) of a label that names the process by its pid (``process_label``
+    less the rank labels)."""
+    if not may_name_process(text) or len(stripped := text.strip()) >= _MAX_PID_LABEL:
+        return None
+    for pattern, bare in ((_PID, True), (_PID_WORD, True), (_HOST_PID, False)):
+        for m in pattern.finditer(stripped):
+            rest = stripped[: m.start()] + " " + stripped[m.end() :]
+            if bare and _NOTHING_ELSE.match(rest):
+                return None, int(m.group(1))
+            said = _RANK_HEADER.match(rest.strip()) or _LABEL.match(rest.strip())
+            if said is not None:
+                return int(said.group(1)), int(m.group(1))
+    return None
+
+
 def header_local_rank(text: str) -> int | None:
     m = _LOCAL_HEADER.match(text.strip())
     return int(m.group(1)) if m else None

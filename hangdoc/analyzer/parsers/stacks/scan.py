@@ -344,6 +344,11 @@ class _Scanner:
                     sticky_local = r
                 if (p := markers.pid_marker(text)) is not None:
                     pid_hint = p
+                elif (label := markers.pid_label(text)) is not None:
+                    # a label that names the process by its pid (``node-1:24036 (rank
+                    # 3)``): the pid of the dump under it, when py-spy's header is not
+                    # pasted; the text's log lines under the label are tied to it by it
+                    pid_hint = label[1]
                 i = found[1] if found is not None else i + 1
                 continue
             blocks, j = found
