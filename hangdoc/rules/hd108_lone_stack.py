@@ -31,7 +31,11 @@ last state, or follows it on the next line), not finished, with tqdm's estimate 
 left, and its elapsed time covers the shortest collective timeout torch sets by default
 (10 minutes: NCCL's since torch 2.2). The work was then still running when the other rank
 timed out waiting for it: slow, not hung, `not_a_hang_slow_or_benign` (a hint: one bar
-and one traceback, nothing of the timeout's own value). A save next to a storage
+and one traceback, nothing of the timeout's own value). Where the waiting process's
+frames pass through a rank-0-first gate (transformers' or accelerate's
+`main_process_first`, `torch_distributed_zero_first`: views/gates.py), it is one the gate
+holds, and the rank named is the main process (rank 0), which does the gated work, not
+the waiter. A save next to a storage
 error (EIO, ENOSPC), or whose traceback ends in a file-system call (os.makedirs) that
 raised, is left to HD110: the storage's error decides.
 
@@ -58,6 +62,7 @@ from hangdoc.analyzer.views.activity import (
     waits_for_every_writer,
 )
 from hangdoc.analyzer.views.activity_table import TABLE, Activity, phases_beginning
+from hangdoc.analyzer.views.gates import MAIN_RANK, stack_at_gate
 from hangdoc.analyzer.views.save_errors import failed_save_calls
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
@@ -132,16 +137,21 @@ class LoneStack(Rule):
         main = activity.main
         in_call = main.collective is not None
         who = process.label if process.rank is not None else "the process"
+        # A process held at a rank-0-first gate (main_process_first: views/gates.py) waits
+        # for the main process, which does the gated work: that one is the rank to name.
+        gated = in_call and process.rank != MAIN_RANK and stack_at_gate(main.thread.frames)
         if in_call and _preprocessing(activity, cause):
             bar = _advancing_bar(ctx, process)
             if bar is not None:
-                yield self._slow(process, activity, bar)
+                yield self._slow(process, activity, bar, gated=gated)
                 return
         # A rank blocked in a collective inside a save's wait for every rank's writer
         # (Megatron's async-save completion check) asked whether the others are done: the
         # rank it waits for is still writing; this one is no culprit.
         waited = in_call and any(waits_for_every_writer(f) for f in main.thread.frames)
         culprits = (process.rank,) if process.rank is not None and not waited else ()
+        if gated:
+            culprits = (MAIN_RANK,)
         where = key_frame_text(activity)
         title = f"{who} {cause.doing}" + (
             f", waiting in {main.collective.op} inside it" if main.collective else ""
@@ -188,7 +198,9 @@ class LoneStack(Rule):
             strength=strength,
         )
 
-    def _slow(self, process: ProcessEvidence, activity: RankActivity, bar: Placed) -> Finding:
+    def _slow(
+        self, process: ProcessEvidence, activity: RankActivity, bar: Placed, *, gated: bool
+    ) -> Finding:
         """The waiter's traceback followed a live, advancing preprocessing bar that had
         run past the shortest default timeout: the work was slow, not stuck."""
         meter = _meter(bar)
@@ -208,13 +220,19 @@ class LoneStack(Rule):
                 "with time still left by tqdm's estimate): the rank doing the work was "
                 "still advancing when this one's wait ran out. Nothing was stuck; the work "
                 "took longer than the collective timeout."
+                + (
+                    f" It waits at a main-process-first gate: rank {MAIN_RANK}, the main "
+                    "process, is the one doing the work."
+                    if gated
+                    else ""
+                )
             ),
             fix=(
                 "Raise the process-group timeout for this phase (init_process_group("
                 "timeout=timedelta(hours=2)), HF --ddp_timeout), or preprocess and cache the "
                 "dataset ahead of the job (more num_proc)."
             ),
-            culprit_ranks=(),
+            culprit_ranks=(MAIN_RANK,) if gated else (),
             evidence=(bar.ref(), *stack_refs([activity])),
             strength=Strength.HINT,  # one bar and one traceback; the timeout is not printed
             says_not_hung=True,

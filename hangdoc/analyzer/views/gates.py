@@ -18,6 +18,10 @@ the main process as the busy one when the gate says who it was.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+
+from hangdoc.analyzer.model import Frame
 from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised
 from hangdoc.analyzer.payloads.torch_pg import StoreTimeout
 from hangdoc.analyzer.views.timeline import Placed, Timeline
@@ -43,3 +47,22 @@ def gate_waits(tl: Timeline) -> list[Placed]:
     """Exceptions and store warnings, in timeline order, that show ranks waiting at a
     rank-0-first gate."""
     return [p for p in tl.of(EventKind.EXCEPTION, EventKind.STORE_TIMEOUT) if at_gate(p)]
+
+
+# The gates' own functions, as a stack's frames name them (the same sources as
+# parsers/logs/tb_stage.py's RANK_ZERO_FIRST, for stacks rather than an exception's stage).
+_GATE_FUNCTIONS = frozenset(
+    {"main_process_first", "local_main_process_first", "torch_distributed_zero_first"}
+)
+
+
+def stack_at_gate(frames: Sequence[Frame]) -> bool:
+    """Whether a stack (innermost frame first) waits at a rank-0-first gate's entrance:
+    the gate's frame entered from contextlib's ``__enter__``, where only the ranks the gate
+    holds wait (before its ``yield``), so it waits for the main one. The main process's own
+    barrier is on the way out (``__exit__``, after the gated work, waiting for the others):
+    not this."""
+    return any(
+        inner.function_leaf in _GATE_FUNCTIONS and outer.function_leaf == "__enter__"
+        for inner, outer in itertools.pairwise(frames)
+    )

@@ -70,6 +70,9 @@ _DEFAULT_PGS = frozenset({"0", "default_pg"})
 _NAMES_ITS_PROCESS = frozenset(
     {EventKind.WORKER_FAILED, EventKind.AGENT_TERMINATING, EventKind.ACTOR_DIED}
 )
+# Ray's reports of an actor it killed or lost: the rank the actor's name pins is that of
+# the pid they name.
+_NAMES_ITS_ACTOR = frozenset({EventKind.ACTOR_DIED, EventKind.HOST_OOM_KILL})
 # Messages whose ranks are their payload's: torch.distributed's (c10d's ``[Rank N]`` is the
 # rank in the message's process group; a monitored barrier's or Horovod's list names the
 # ranks that failed; a lost connection names its peer) and an NCCL communicator's init
@@ -127,6 +130,14 @@ def build_maps(
         if len(ranks) == 1:
             maps.local_to_global[local] = next(iter(ranks))
     for event in events:
+        if (
+            event.kind in _NAMES_ITS_ACTOR
+            and event.content_rank is not None
+            and event.named_pid is not None
+        ):
+            # a Ray actor's report whose actor name pins its rank (parsers/logs/
+            # ray_actors.py): that pid is the rank's, for the reports naming it
+            maps.pid_rank.setdefault(event.named_pid, event.content_rank)
         if event.kind is EventKind.CHILD_FAILURE and event.content_rank is not None:
             named_local = event.named_local_rank
             if named_local is not None and named_local >= 0:

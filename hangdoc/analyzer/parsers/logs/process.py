@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
 from hangdoc.analyzer.parsers.logs.literals import Need, any_of
+from hangdoc.analyzer.parsers.logs.ray_actors import killed_task
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.launch import (
     RAY_MEMORY_MONITOR,
@@ -87,8 +88,14 @@ _OOM = re.compile(
     + r"|Tried to allocate \d+(?:\.\d+)? ?[KMGTP]i?B(?: \(GPU \d+; \d+(?:\.\d+)? ?[KMGTP]i?B total "
     r"capacity|\. GPU \d+ has a total capac)" + rf"|{_SIZE} already allocated; {_SIZE} free; "
 )
-# Ray's memory monitor (host RAM), whose exception is also named OutOfMemoryError.
-_RAY_HOST_OOM = re.compile(r"killed due to the node running low on memory")
+# Ray's memory monitor (host RAM), whose exception is also named OutOfMemoryError; its
+# message's second line, the raylet's details (src/ray/raylet: "Memory on the node (IP: …)
+# where the task (task ID: …, name=…, pid=N, …) was running was …, which exceeds the memory
+# usage threshold of 0.95. Ray killed this worker (ID: …) because …"), said alone when a
+# paste or a log shipper put it on its own line.
+_RAY_HOST_OOM = re.compile(
+    r"killed due to the node running low on memory|(?P<detail>Ray killed this worker \(ID: )"
+)
 # The raylet's periodic summary of its memory monitor's kills (src/ray/raylet/
 # node_manager.cc; quoted in Ray's docs, ray-core/scheduling/ray-oom-prevention): "2 Workers
 # (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other
@@ -504,9 +511,19 @@ def match_process(text: str) -> Hit | None:
     """CUDA OOM / errors, fatal signals, OOM killer, launcher exit reports, Ray deaths."""
     if not _HAS_KEY(text) or not NEED.admits(text):
         return None
-    if "low on memory" in text and _RAY_HOST_OOM.search(text):
+    if ("low on memory" in text or "Ray killed" in text) and (
+        rk := _RAY_HOST_OOM.search(text)
+    ) is not None:
         ray = HostOomKill(name=RAY_MEMORY_MONITOR, message=text.strip()[:300])
-        return Hit(EventKind.HOST_OOM_KILL, payload=ray, key=("rayhostoom",))
+        # the killed task's pid, and the rank its actor's name pins (verl's WorkerDict_0:N)
+        pid, rank = killed_task(text)
+        return Hit(
+            EventKind.HOST_OOM_KILL,
+            payload=ray,
+            key=("rayhostoom", pid) if rk.group("detail") else ("rayhostoom",),
+            rank=rank,
+            named_pid=pid,
+        )
     if "memory pressure" in text and (r := _RAY_OOM_SUMMARY.search(text)) and r["n"] != "0":
         workers = int(r["n"]) if r["n"] else None
         summary = HostOomKill(name=RAY_MEMORY_MONITOR, events=workers, message=text.strip()[:300])

@@ -71,6 +71,7 @@ from hangdoc.analyzer.parsers.logs.process import (
     ray_task_cause,
     writing_line,
 )
+from hangdoc.analyzer.parsers.logs.ray_actors import RayActorFields
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
 from hangdoc.analyzer.parsers.logs.serving import match_serving
 from hangdoc.analyzer.parsers.logs.sglang import match_sglang
@@ -216,6 +217,7 @@ Block = (
     | MpiExitBlock
     | HorovodStallBlock
     | UcxBacktraceBlock
+    | RayActorFields
 )
 ChainKey = tuple[str | None, int | None, int | None, int | None]  # host, pid, tid, rank
 Owner = tuple[int | None, int | None, int | None, str | None, int | None, int | None]
@@ -1007,6 +1009,8 @@ class Scanner:
             block = stall  # Horovod's stall inspector list (horovod.py)
         elif "==== backtrace" in text and (ucx := UcxBacktraceBlock.start(text)) is not None:
             block = ucx  # UCX's backtrace under its "Caught signal" (process.py)
+        elif "class_name:" in text and (actor := RayActorFields.start(text)) is not None:
+            block = actor  # the dead actor's fields under Ray's ActorDiedError (ray_actors.py)
         if block is None:
             return False
         self._block, self._block_line = block, lineno
@@ -1035,6 +1039,8 @@ class Scanner:
             done = block.finish()
             if done is not None:
                 self._emit(done, none, line)
+                if done.rank is not None and done.named_pid is not None:
+                    self.pid_rank.setdefault(done.named_pid, done.rank)
 
     # ---- single lines ---------------------------------------------------------------
     def _recognise(self, tag: LineTag, lineno: int) -> None:
