@@ -20,7 +20,13 @@ that stopped at a random step with no error.
 
 ## Evidence used
 The agent's death-signal line with the signal it names (SIGHUP, by number or by name),
-read by the torchrun recogniser (analyzer/parsers/logs/elastic.py), and the absence of
+read by the torchrun recogniser (analyzer/parsers/logs/elastic.py), or, where the text
+does not hold that line, the agent's `Sending process P closing signal SIGHUP` lines
+alone: the agent closes its workers with the signal it received only on a death signal
+(`SimpleElasticAgent.run`: `self._shutdown(e.sigval)`); a worker's failure, a restart or
+the end of the run closes them with the default SIGTERM (`_shutdown()`, death_sig
+SIGTERM in multiprocessing/api.py `PContext.close`), so a closing SIGHUP is the agent's
+own SIGHUP forwarded. And the absence of
 anything that stopped before it: no timeout, no death of a rank (views/deaths.py), no
 other rule's error. One line that names the signal, not its sender: a hint
 (docs/confidence.md).
@@ -72,7 +78,10 @@ class LauncherHungUp(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        signals = [p for p in tl.of(EventKind.AGENT_SIGNAL) if _hung_up(p)]
+        forwarding = [p for p in tl.of(EventKind.AGENT_TERMINATING) if _hung_up(p)]
+        # The agent's own report of the signal, else its forwarding alone: it closes the
+        # workers with SIGHUP only when it received SIGHUP (module docstring).
+        signals = [p for p in tl.of(EventKind.AGENT_SIGNAL) if _hung_up(p)] or forwarding[:1]
         if not signals:
             return
         if any(f.severity in (Severity.CRITICAL, Severity.ERROR) for f in ctx.prior):
@@ -84,11 +93,7 @@ class LauncherHungUp(Rule):
         died = [d.placed for d in first_deaths(tl)]
         if any(before(first, p) is not True for p in (*stopped, *died)):
             return
-        forwarded = [
-            p
-            for p in tl.of(EventKind.AGENT_TERMINATING)
-            if _hung_up(p) and before(first, p) is not False
-        ]
+        forwarded = [p for p in forwarding if before(first, p) is not False]
         told = f"; it sent SIGHUP to {len(forwarded)} worker(s)" if forwarded else ""
         yield Finding(
             rule=self.id,
@@ -99,8 +104,15 @@ class LauncherHungUp(Rule):
                 f"down{told}: stopped from outside, not a hang"
             ),
             explanation=(
-                "The torchrun agent reports a death signal, SIGHUP, and then forwards it to "
-                "its workers: the launcher itself was signalled. SIGHUP is what a session "
+                (
+                    "The torchrun agent reports a death signal, SIGHUP, and then forwards it "
+                    "to its workers: the launcher itself was signalled. "
+                    if first.kind == EventKind.AGENT_SIGNAL
+                    else "The torchrun agent sends SIGHUP to its workers, which it does only "
+                    "with a death signal it received itself (a worker's failure or a restart "
+                    "closes them with SIGTERM): the launcher itself was signalled. "
+                )
+                + "SIGHUP is what a session "
                 "receives when its controlling terminal closes (an ssh connection dropped, a "
                 "terminal closed). Nothing before it shows a timeout or a rank that died: the "
                 "job was running, and stopped because the shell that owned the launcher went "

@@ -66,6 +66,14 @@ header cut or re-prefixed by a launcher) is read by the functions that print its
 the message catalog, set-up where every one of them is (`ncclSocketInit: connecting to
 address … with family N is neither AF_INET nor AF_INET6`: misc/socket.cc's ncclSocketInit,
 called only to bootstrap, listen, accept or connect).
+Where every error is NCCL's socket layer finding the peer's end closed (`socketProgress:
+Connection closed by remote peer <host><port>`, as a WARN or as the `Last error:` of a
+running communicator's error: misc/socket.cc, recv(2) returned 0, and from NCCL 2.24 also
+a reset or a broken pipe) and nothing places it in set-up, the finding is the peer's
+process ending (`rank_dead_or_crashed`, a hint naming the peer's host and ranks): a
+process that exits or is killed has its sockets closed by its kernel, while a link or a
+switch that fails leaves the connection to time out or be unreachable, and does not close
+it in order.
 With no NCCL error at all, gloo's pair reset by its peer (`gloo/transport/tcp/pair.cc`
 `Read error [addr]:port: Connection reset by peer`, ECONNRESET) is the transport's failure
 at low confidence when nothing else is shown: no rank that died, timed out or was taken
@@ -188,7 +196,7 @@ class NcclTransportError(Rule):
     id = "HD200"
     name = "nccl-transport-error"
     summary = "NCCL lost a network connection (IB completion error, socket closed/reset)"
-    categories = (Category.NCCL_NETWORK, Category.NCCL_INIT, Category.UNKNOWN)
+    categories = (Category.NCCL_NETWORK, Category.NCCL_INIT, Category.RANK_DEAD, Category.UNKNOWN)
     severity = Severity.ERROR
     requires = frozenset({Need.LOGS})
 
@@ -396,6 +404,26 @@ class NcclTransportError(Rule):
                 "NCCL line on the data path): set-up and a running link read the same here. "
                 "The peers are named; the stage, and with it the cause, is not shown."
             )
+        peer_ended = category is Category.NCCL_NETWORK and all(_peer_closed(p) for p in primary)
+        if peer_ended:
+            # A running connection the peer closed in order: its process ended, not a link.
+            category = Category.RANK_DEAD
+            title = (
+                f"a peer process of NCCL's ended: {involved} closed its connection"
+                + (f" ({ranks_text(culprits)})" if culprits else "")
+                + " while collectives ran"
+            )
+            explanation += (
+                " Every error is NCCL's socket layer finding the peer's end closed "
+                "('Connection closed by remote peer': recv(2) returned 0, an orderly close, "
+                "or from NCCL 2.24 a reset; misc/socket.cc socketProgress), on a communicator "
+                "that was running. "
+                "A peer closes its end so when its process exits or is killed (the kernel "
+                "closes a dead process's sockets); a failing link or switch does not close "
+                "a connection in order, it times out or is unreachable. Look at what ended "
+                "the peer's process (its own log, the launcher, the OOM killer, a node "
+                "taken away)."
+            )
         if crashes:
             severity = Severity.WARNING
             explanation += (
@@ -419,17 +447,24 @@ class NcclTransportError(Rule):
             title=title,
             explanation=explanation,
             fix=(
-                "Check the links of the named host(s): ibstat/ibv_devinfo, dmesg -T for link "
-                "flaps, switch port counters; drain the node if a port is bad. Pin NCCL to the "
-                "right interfaces (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX for RoCE)."
+                "Find what ended the peer's process: its own log and exit status, the "
+                "launcher's report, `dmesg -T | grep -i -E 'killed process|oom'` on its node."
+                if peer_ended
+                else "Check the links of the named host(s): ibstat/ibv_devinfo, dmesg -T for "
+                "link flaps, switch port counters; drain the node if a port is bad. Pin NCCL "
+                "to the right interfaces (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX "
+                "for RoCE)."
             ),
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(reporters_ranks),
             evidence=tuple(limited_refs(primary, limit=6)),
             # NCCL's own error names the transport failure; a remote error names no peer
-            # and a peer that exited looks the same.
+            # and a peer that exited looks the same. A peer's orderly close names the
+            # peer's end, not why it ended: a hint.
             strength=Strength.ABSENCE
             if echoes
+            else Strength.HINT
+            if peer_ended
             else Strength.STATED
             if any(_ib_completion(p) for p in primary)
             else Strength.HINT
@@ -637,6 +672,17 @@ def _source_setup(p: Placed, running_from: int) -> bool:
     (parsers/catalog/stages.py), before anything shows collectives or training running."""
     warn = p.event.payload_as(NcclWarn)
     return p.index < running_from and warn is not None and warn.stage is SourceStage.SETUP
+
+
+def _peer_closed(p: Placed) -> bool:
+    """NCCL's socket layer found the peer's end closed ("socketProgress: Connection closed
+    by remote peer <host><port>": misc/socket.cc socketProgress, when socketProgressOpt's
+    recv(2) returned 0, and from NCCL 2.24 also a recv that got ECONNRESET or a send that
+    got EPIPE), as a WARN or as an NCCL error's last error: the peer's host closed or reset
+    the connection, which it does when the peer's process exits or is killed; a link that
+    fails does not, it times out or is unreachable."""
+    link = _link(p)
+    return link is not None and link.failure is LinkFailure.SOCKET_CLOSED
 
 
 def _in_bootstrap(p: Placed) -> bool:

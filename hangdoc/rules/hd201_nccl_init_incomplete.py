@@ -59,7 +59,16 @@ heartbeat monitor reports (`Failed to check the "should dump" flag on TCPStore, 
 TCPStore server has shut down too early), with error: …`), nor the same process's store
 failures from that report on (c10d's `sendBytes failed on SocketImpl(…)` of the same lost
 connection): only a group already constructed runs that thread, so its set-up had
-completed and the store's host went away later. Last, with low confidence: a log
+completed and the store's host went away later. Nor is the elastic agent's failed
+keep-alive (`The node '…' has failed to send a keep-alive heartbeat to the rendezvous '…'
+due to an error of type RendezvousConnectionError`): torch's DynamicRendezvousHandler
+starts its heartbeats only after the node's join completed (next_rendezvous), so the
+rendezvous had completed and its store became unreachable afterwards. And a store
+connection lost at the server's end (`recvValue failed on SocketImpl(…): Connection reset
+by peer`, a broken pipe, 0 bytes read) says the client had connected: the store was up
+and its host went away. That is set-up only where its traceback shows set-up (its own
+frames under init_process_group, the line right after c10d's warning), not merely because
+nothing ran before it. Last, with low confidence: a log
 whose last words are the framework's distributed-init markers (Lightning `Initializing
 distributed: GLOBAL_RANK: …`, Ray Train `Setting up process group for: …`, DeepSpeed
 `Initializing TorchBackend in DeepSpeed …`, Megatron `> initializing torch distributed`)
@@ -441,20 +450,34 @@ def _before_training(tl: Timeline, stores: list[Placed]) -> list[Placed]:
     answered. A store timeout of no known class (a catalog row's, ``error`` None) names no
     use of the store either: it is generic too. A generic store error whose traceback
     shows set-up (init_process_group, new_group, a rendezvous) is set-up wherever it
-    comes."""
+    comes.
+
+    Never the elastic agent's keep-alive heartbeat (StoreTimeout.keep_alive): torch sends
+    it only after the node joined the rendezvous. A store connection lost at the server's
+    end (StoreTimeout.lost: reset by peer, a broken pipe, 0 bytes) is set-up only where its
+    traceback shows set-up: the client had connected, so the store was up and its host
+    went away, which a text with nothing run yet does not place in set-up."""
     running_from = first_running(tl)
     ran = running_from < len(tl.events)
     monitored = _monitored_from(stores)
     return [
         p
         for p in stores
-        if ((error := _store_of(p).error) is not None and error not in _GENERIC_STORE)
-        or (
-            _store_of(p).stage != Phase.TRAIN
-            and not _after_monitor(p, monitored)
-            and (
-                _store_of(p).stage == Phase.INIT
-                or (p.index < running_from and not (ran and error == StoreError.STORE_UNREACHABLE))
+        if not _store_of(p).keep_alive  # sent only after the node joined: not set-up
+        and (
+            ((error := _store_of(p).error) is not None and error not in _GENERIC_STORE)
+            or (
+                _store_of(p).stage != Phase.TRAIN
+                and not _after_monitor(p, monitored)
+                # a lost connection says the store was up: set-up only where shown so
+                and (not _store_of(p).lost or _store_of(p).stage == Phase.INIT)
+                and (
+                    _store_of(p).stage == Phase.INIT
+                    or (
+                        p.index < running_from
+                        and not (ran and error == StoreError.STORE_UNREACHABLE)
+                    )
+                )
             )
         )
     ]

@@ -4,6 +4,7 @@ stdlib's own tables, and the table on the deaths HD030 named wrongly at first si
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -111,6 +112,11 @@ def test_every_row_is_reachable(row: object) -> None:
         catalog=Category.NCCL_NETWORK if Fact.CATALOG in row.facts else None,
     )
     found = kind_of(facts)
+    if row.category is Category.RANK_DEAD:
+        # a crash row answers "a crash" (None), also where the stage alone would be set-up
+        assert found is None
+        assert kind_of(dataclasses.replace(facts, stage=CodeStage.SETUP)) is None
+        return
     assert found is not None
     assert found.row is row
 
@@ -165,6 +171,32 @@ def test_set_up_rows() -> None:
     assert found is not None and found.category is Category.NCCL_INIT
     running = facts_of(CudaFailure(error="invalid argument"), None, cuda_oom=False)
     assert kind_of(running) is None
+
+
+def test_a_cuda_error_of_the_callers_request_in_set_up_is_a_crash() -> None:
+    """cudaErrorInvalidDevice raised by torch.cuda.set_device(local_rank) (the device's
+    set-up): the rank asked for a GPU index the node does not have, its own configuration,
+    not communication failing to set up, nor the GPU's or driver's failure."""
+    raised = finish_payload(
+        ExceptionRaised(exc_type="RuntimeError", message="CUDA error: invalid device ordinal"),
+        "RuntimeError: CUDA error: invalid device ordinal",
+    )
+    assert Sign.CUDA_CALLER_REQUEST in raised.signs
+    assert kind_of(facts_of(raised, CodeStage.SETUP, cuda_oom=False)) is None
+    # the driver's own failure in the same place stays the driver's
+    driver = finish_payload(
+        ExceptionRaised(exc_type="RuntimeError", message="CUDA error: initialization error"),
+        "RuntimeError: CUDA error: initialization error",
+    )
+    found = kind_of(facts_of(driver, CodeStage.SETUP, cuda_oom=False))
+    assert found is not None and found.category is Category.GPU_HARDWARE
+    # another exception raised in the device's set-up is still the set-up
+    other = finish_payload(
+        ExceptionRaised(exc_type="RuntimeError", message="Address already in use"),
+        "RuntimeError: Address already in use",
+    )
+    found = kind_of(facts_of(other, CodeStage.SETUP, cuda_oom=False))
+    assert found is not None and found.row is SET_UP
 
 
 def test_catalog_row_takes_the_catalogs_category() -> None:

@@ -87,6 +87,14 @@ class Sign(enum.StrEnum):
     # memory for NCCL's buffers, not the GPU running out: NCCL's set-up failing, not a
     # rank's CUDA out-of-memory.
     PINNED_HOST_MEMORY = "pinned_host_memory"
+    # A CUDA error whose documented meaning is the caller's own request, not the device's
+    # or the driver's failure (the catalog's cuda-caller-request family, from CUDA's
+    # cudaError_t documentation: cudaErrorInvalidDevice, "the device ordinal supplied by
+    # the user does not correspond to a valid CUDA device"; a kernel image the job's build
+    # lacks; a limit or mode the device does not support): the process's own configuration
+    # or code. Raised in the device's set-up (set_device), it is the rank dying of its own
+    # error, not communication failing to set up.
+    CUDA_CALLER_REQUEST = "cuda_caller_request"
     UNKNOWN = "unknown"
 
 

@@ -226,6 +226,20 @@ class StoreTimeout(InGroup):
     # process group runs, which polls the store once no work was queued for a while: the
     # group's set-up had completed, and the store's host went away afterwards.
     by_monitor: bool = False
+    # The elastic agent's keep-alive heartbeat to the rendezvous failed ("The node '…' has
+    # failed to send a keep-alive heartbeat to the rendezvous '…' due to an error of type
+    # RendezvousConnectionError": DynamicRendezvousHandler._keep_alive in
+    # torch/distributed/elastic/rendezvous/dynamic_rendezvous.py). Its timer is started by
+    # next_rendezvous only after this node's join op completed (_start_heartbeats after
+    # the exit and join ops): the rendezvous had completed, and the rendezvous store's
+    # host became unreachable afterwards. Not set-up.
+    keep_alive: bool = False
+    # The store's established connection was lost at the server's end: a connected
+    # SocketImpl's recv/send failed with "Connection reset by peer" (ECONNRESET) or
+    # "Broken pipe" (EPIPE), or its recv got 0 bytes (the peer closed it). The client had
+    # connected, so the store was up; its host (rank 0's process, the agent) went away.
+    # That is no set-up that could not complete unless the traceback places it there.
+    lost: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,16 @@ KIND_TABLE: tuple[KindRow, ...] = (
         signs=frozenset({Sign.NCCL_SETUP_CLASS}),
         stages=frozenset({CodeStage.SETUP, CodeStage.DEVICE_INIT, CodeStage.WORKER_INIT}),
     ),
+    # (before set-up: a CUDA error CUDA documents as the caller's own request, raised in
+    # the device's set-up — torch.cuda.set_device(local_rank) with an index the node does
+    # not have — is the rank's own configuration failing, not communication's set-up)
+    KindRow(
+        "cuda-caller-request",
+        Category.RANK_DEAD,  # a crash: kind_of answers None
+        "the catalog's cuda-caller-request family (CUDA's cudaError_t documentation: "
+        "cudaErrorInvalidDevice, a kernel image the build lacks, an unsupported limit)",
+        signs=frozenset({Sign.CUDA_CALLER_REQUEST}),
+    ),
     SET_UP,
 )
 
@@ -214,9 +224,12 @@ class DeathKind:
 
 def kind_of(facts: DeathFacts) -> DeathKind | None:
     """The first row of KIND_TABLE that holds, with its category (a CATALOG row's: the
-    catalog's); None when none does: a crash, as far as its own exception says."""
+    catalog's); None when none does, or the first that does names a crash (the rank's own
+    error): a crash, as far as its own exception says."""
     for row in KIND_TABLE:
         if holds(row, facts):
+            if row.category is Category.RANK_DEAD:
+                return None  # the row says: a crash, its own error, whatever its stage
             category = facts.catalog if Fact.CATALOG in row.facts else row.category
             return DeathKind(row, category or Category.UNKNOWN)
     return None

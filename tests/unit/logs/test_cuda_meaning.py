@@ -25,6 +25,20 @@ from hangdoc.analyzer.payloads.base import Sign
         ("device-side assert triggered", None),
         # cudaErrorCudartUnloading: the process exiting, says nothing
         ("driver shutting down", None),
+        # the caller's own request (cuda-caller-request: cudaErrorInvalidDevice, a build
+        # without the device's kernels, a limit the device lacks), not the GPU or driver
+        ("invalid device ordinal", Sign.CUDA_CALLER_REQUEST),
+        ("no kernel image is available for execution on the device", Sign.CUDA_CALLER_REQUEST),
+        ("limit is not supported on this architecture", Sign.CUDA_CALLER_REQUEST),
+        ("incompatible driver context", Sign.CUDA_CALLER_REQUEST),
+        # the installed driver or the platform (cuda-driver-setup): still the driver's
+        ("CUDA driver version is insufficient for CUDA runtime version", Sign.GPU_DRIVER_LIKELY),
+        ("no CUDA-capable device is detected", Sign.GPU_DRIVER_LIKELY),
+        ("initialization error", Sign.GPU_DRIVER_LIKELY),
+        ("CUDA driver is a stub library", Sign.GPU_DRIVER_LIKELY),
+        ("API call is not supported in the installed CUDA driver", Sign.GPU_DRIVER_LIKELY),
+        # cudaErrorInvalidAddressSpace: a kernel's fault, not the platform's "not supported"
+        ("operation not supported on global/shared address space", None),
         # not a CUDA error string
         ("something unknown error happened", None),
         ("", None),
@@ -41,3 +55,20 @@ def test_c10_advice_glued_by_a_rejoined_wrap() -> None:
         "CUDA kernel errors might be asynchronously reported at some other API call"
     )
     assert cuda_gpu_sign(glued) == Sign.GPU_DRIVER_LIKELY
+
+
+def test_every_cuda_error_the_catalog_holds_has_one_reading() -> None:
+    """Each of libcudart's strings (the catalog's cuda rows) is read as the GPU's or
+    driver's, as the caller's own request, or neither: never both, and the caller's
+    family never takes the GPU category (it would send a job's own error to HD301)."""
+    from hangdoc.analyzer.parsers.catalog import default_matcher
+
+    rows = [r for r in default_matcher().catalog.rows if r.project == "cuda"]
+    assert len(rows) > 100
+    for row in rows:
+        if row.meaning is None or not row.template.startswith("CUDA error: "):
+            continue
+        caller = ("signs", Sign.CUDA_CALLER_REQUEST.value) in row.meaning.fields
+        assert not (caller and row.meaning.category == "gpu_hardware_or_driver"), row.template
+        if caller:
+            assert cuda_gpu_sign(row.template[len("CUDA error: ") :]) is Sign.CUDA_CALLER_REQUEST

@@ -97,11 +97,12 @@ def test_peer_closed_alone_is_no_network_finding(tmp_path: Path) -> None:
     assert finding.category is Category.UNKNOWN
 
 
-def test_peer_closed_after_training_ran_is_the_network(tmp_path: Path) -> None:
-    # HF Trainer's step report before it: the communicator had worked.
+def test_peer_closed_after_training_ran_is_the_peers_end(tmp_path: Path) -> None:
+    # HF Trainer's step report before it: the communicator had worked, and the peer closed
+    # its end of a running connection (recv(2) returned 0): its process ended, not a link.
     steps = "{'loss': 1.2345, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.5}\n" * 2
     finding = next(f for f in _diagnose(tmp_path, steps + _REMOTE).findings if f.rule == "HD200")
-    assert finding.category is Category.NCCL_NETWORK
+    assert finding.category is Category.RANK_DEAD
 
 
 def test_ib_completion_error_alone_stays_the_network(tmp_path: Path) -> None:

@@ -136,16 +136,24 @@ def _cuda_error_only(what: str) -> str:
     return what.split(_C10_ADVICE, 1)[0].strip()
 
 
+# The catalog's payload field a family's sign is given by (meanings.toml ``fields``).
+_SIGNS_FIELD = "signs"
+
+
 def cuda_gpu_sign(error: str | None) -> Sign | None:
     """The sign a CUDA runtime error string gives by its documented meaning: the catalog's
     cuda row that prints it ("CUDA error: <cudaGetErrorString>"), when its meaning names
-    the GPU or its driver at a strength below strong (meanings.toml, the cuda families)."""
+    the GPU or its driver at a strength below strong (meanings.toml, the cuda families),
+    or the caller's own request (Sign.CUDA_CALLER_REQUEST, the family's field: a device
+    index the node does not have, a build without the device's kernels)."""
     if not error:
         return None
     found = default_matcher().match(f"CUDA error: {_cuda_error_only(error)}")
     if found is None or found.row.project != "cuda" or found.row.meaning is None:
         return None
     meaning = found.row.meaning.for_text(found.text)
+    if (_SIGNS_FIELD, Sign.CUDA_CALLER_REQUEST.value) in meaning.fields:
+        return Sign.CUDA_CALLER_REQUEST  # the caller's own request (cuda-caller-request)
     if meaning.category != Category.GPU_HARDWARE:
         return None
     return _GPU_SIGNS.get(meaning.strength)

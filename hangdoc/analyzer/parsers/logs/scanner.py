@@ -117,6 +117,7 @@ from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import FailedCollectiveStack, InGroup, StoreTimeout
 from hangdoc.analyzer.vocabulary import (
     EventKind,
+    Phase,
     os_error_with_files,
 )
 
@@ -270,6 +271,9 @@ class _Traceback:
     # The stage its innermost line naming one shows (tb_stage.frame_stage), and whether
     # its innermost frame yet is one of torch.distributed's collectives.
     stage: CodeStage | None = None
+    # The store's stage its innermost line naming one shows (tb_stage.line_stage: set-up
+    # or the training loop), for a store error that is its own exception line.
+    phase: Phase | None = None
     in_collective: bool = False
     in_wait: bool = False
     # Who its innermost frame that starts child processes is (tb_stage.frame_starter).
@@ -296,6 +300,9 @@ class _Traceback:
         stage = frame_stage(text)
         if stage is not None:
             self.stage = stage
+        phase = line_stage(text)
+        if phase is not None:
+            self.phase = phase
         starter = frame_starter(text)
         if starter is not None:
             self.starter = starter
@@ -785,8 +792,22 @@ class Scanner:
             # reports (logger.exception: the message, then the traceback): placed at the
             # message's line, before it, as the cause of the record.
             self._before(event, tb.message)
+        emitted = len(self.events)
         self._recognise(tag, lineno)
+        self._stage_own_store(tb, emitted)
         return True
+
+    def _stage_own_store(self, tb: _Traceback, emitted: int) -> None:
+        """A store error that is the traceback's own exception line ("RuntimeError:
+        Connection reset by peer" under init_process_group's frames, the line read again
+        as a store event): the stage its frames show is the store error's, as for one
+        logged right above the traceback (``_stage_store``)."""
+        if tb.phase is None:
+            return
+        for event in self.events[emitted:]:
+            payload = event.payload
+            if isinstance(payload, StoreTimeout) and payload.stage is None:
+                event.payload = replace(payload, stage=tb.phase)
 
     def _signal_sign(self, lineno: int, sign: Sign) -> None:
         """``sign`` on the fatal signal reported right above ``lineno`` (its backtrace's

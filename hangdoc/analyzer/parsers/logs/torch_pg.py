@@ -344,6 +344,9 @@ _POLL_FD_FAILED = re.compile(
     r"While waitForInput, poolFD failed with \(errno: (?P<errno>\d+)(?: - (?P<why>[^)]{0,120}))?\)"
 )
 _RECV_ZERO = re.compile(r"[Ff]ailed to recv, got 0 bytes")
+# strerror(ECONNRESET) and strerror(EPIPE): an established connection's other end went
+# away (StoreTimeout.lost); a refused connect or a timeout is not a loss.
+_LOST_CONNECTION = frozenset({"Connection reset by peer", "Broken pipe"})
 _REMOTE = re.compile(r"remote=\[?(?P<host>[^\]\s,)]+)\]?:(?P<port>\d+)")
 _UNIQUE_ID = re.compile(
     r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from "
@@ -355,6 +358,10 @@ _RENDEZVOUS = re.compile(
     r"|DistStoreError: "
     r"(?P<store>.*)"
 )
+# The elastic agent's keep-alive heartbeat failing (dynamic_rendezvous.py
+# DynamicRendezvousHandler._keep_alive's warning, every release since torch 1.9): sent only
+# once this node joined the rendezvous (StoreTimeout.keep_alive).
+_KEEP_ALIVE_FAILED = "has failed to send a keep-alive heartbeat to the rendezvous"
 # c10d's FileStore (the file:// init method, and the store NCCL's unique id goes through)
 # could not open its file: FileStore.cpp's File constructor retries open(2) on ENOENT until
 # the store's timeout, then throws ``std::system_error(errno, …, "open(" + path + ")")``,
@@ -875,11 +882,14 @@ def _store(text: str) -> Hit | None:
             message="connection closed by the peer",
             peer=peer,
             port=port,
+            lost=True,
         )
         return Hit(EventKind.STORE_TIMEOUT, payload=payload, key=("store", "socket", "closed"))
     elif (m := _STORE_SOCKET.search(text)) is not None:
         why = m.group("why")
-        payload = StoreTimeout(error=StoreError.STORE_CONNECTION, message=why)
+        payload = StoreTimeout(
+            error=StoreError.STORE_CONNECTION, message=why, lost=why in _LOST_CONNECTION
+        )
         return Hit(EventKind.STORE_TIMEOUT, payload=payload, key=("store", "socket", why))
     elif "open(" in text and (m := _FILE_STORE_OPEN.search(text)) is not None:
         payload = StoreTimeout(error=StoreError.STORE_FILE, message=m.group("why").strip())
@@ -890,7 +900,11 @@ def _store(text: str) -> Hit | None:
             error = StoreError.RENDEZVOUS_CONNECTION  # the c10d rendezvous store unreachable
         else:
             error = StoreError.RENDEZVOUS
-        payload = StoreTimeout(error=error, message=m.group("store") or None)
+        payload = StoreTimeout(
+            error=error,
+            message=m.group("store") or None,
+            keep_alive=_KEEP_ALIVE_FAILED in text,
+        )
     else:
         return None
     assert payload.error is not None
