@@ -92,6 +92,12 @@ _SETUP_MORE = re.compile(
     # vLLM's builder of its parallel groups (vllm/distributed/parallel_state.py:
     # init_model_parallel_group, whose GroupCoordinator creates the communicators)
     r"|ncclGetUniqueId|ncclCommInit\w*|ncclCommSplit|init_model_parallel_group"
+    # vLLM's picker of a free port for its workers' rendezvous (vllm/utils.py
+    # get_open_port, 0.5–0.11; vllm/utils/network_utils.py get_open_ports_list in 0.33):
+    # its callers build the distributed_init_method the workers' init_process_group
+    # dials (executor/multiproc_executor.py, ray_executor.py: get_distributed_init_method(
+    # ip, get_open_port())) and the data-parallel master ports (v1/engine/core_client.py)
+    r"|get_open_ports?(?:_list)?"
 )
 # Frames whose file says set-up whatever the function: torch.distributed's rendezvous
 # (torch/distributed/rendezvous.py, torch/distributed/elastic/rendezvous/) and DDP's
