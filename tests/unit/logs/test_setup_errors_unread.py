@@ -216,3 +216,38 @@ def test_vllm_054_worker_record_of_a_step_is_not_set_up(tmp_path: Path) -> None:
     assert _record(tmp_path, "execute_model").stage is not CodeStage.DEVICE_INIT
     found = _diagnose(tmp_path, "w.txt", [_V054.format(method="execute_model")])
     assert ("HD206", Category.NCCL_INIT) not in found
+
+
+# --- NeMo 0.x's factory ------------------------------------------------------------------
+
+_FACTORY = '  File "/workspace/NeMo/nemo/core/neural_factory.py", line 193, in {function}'
+_FIRST_ALL_REDUCE = [
+    "Traceback (most recent call last):",
+    '  File "bert_pretraining.py", line 246, in <module>',
+    "    add_time_to_log_dir=False,",
+    _FACTORY.format(function="__init__"),
+    "    torch.distributed.all_reduce(cuda_set_t, op=torch.distributed.ReduceOp.MIN)",
+    '  File "/opt/conda/lib/python3.6/site-packages/torch/distributed/distributed_c10d.py", '
+    "line 938, in all_reduce",
+    "    work = _default_pg.allreduce([tensor], opts)",
+    "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:535, unhandled system "
+    "error, NCCL version 2.7.5",
+]
+
+
+def test_nemo_factorys_constructor_is_set_up() -> None:
+    assert frame_stage(_FACTORY.format(function="__init__")) is CodeStage.SETUP
+    assert frame_stage(_FACTORY.format(function="train")) is CodeStage.TRAIN
+
+
+def test_a_system_error_of_the_factorys_first_all_reduce_is_set_up(tmp_path: Path) -> None:
+    found = _diagnose(tmp_path, "console.txt", _FIRST_ALL_REDUCE)
+    assert found[0] == ("HD206", Category.NCCL_INIT)
+
+
+def test_the_same_error_from_the_factorys_training_is_not_set_up(tmp_path: Path) -> None:
+    lines = [
+        line.replace("in __init__", "in train").replace("cuda_set_t", "loss")
+        for line in _FIRST_ALL_REDUCE
+    ]
+    assert ("HD206", Category.NCCL_INIT) not in _diagnose(tmp_path, "console.txt", lines)

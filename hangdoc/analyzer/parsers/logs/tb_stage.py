@@ -103,9 +103,14 @@ _SETUP_MORE = re.compile(
 # (torch/distributed/rendezvous.py, torch/distributed/elastic/rendezvous/) and DDP's
 # constructor (torch/nn/parallel/distributed.py, in __init__: it broadcasts the
 # parameters from rank 0 before any step, _dist_broadcast_coalesced before torch 1.1).
+# NeMo 0.x's NeuralModuleFactory constructor (nemo/core/neural_factory.py __init__, NVIDIA/NeMo
+# at 069dd10: every NeMo 0.x script builds one first) calls init_process_group, then an
+# all_reduce of whether each rank got its GPU, the default group's first collective, where
+# torch creates the NCCL communicator, then broadcasts the experiment's directory.
 _SETUP_FRAME = re.compile(
-    r'^\s*File "[^"]*torch/(?:distributed/(?:rendezvous\.py|elastic/rendezvous/)[^"]*"'
+    r'^\s*File "[^"]*(?:torch/(?:distributed/(?:rendezvous\.py|elastic/rendezvous/)[^"]*"'
     r'|nn/parallel/distributed\.py", line \d+, in __init__\s*$)'
+    r'|nemo/core/neural_factory\.py", line \d+, in __init__\s*$)'
 )
 # * Teardown: torch.distributed's destroy_process_group, a destructor, the interpreter's
 #   exit handlers (atexit's _exitfunc, concurrent.futures' _python_exit), a shutdown.
