@@ -22,7 +22,8 @@ torch < 2.1's store based barrier (`Timed out initializing process group in stor
 barrier on rank: R … (world_size=N, worker_count=M …)`), a store connection that failed
 (`DistNetworkError`, `recvValue failed on SocketImpl(…): Connection reset by peer`,
 `Socket Timeout`, `failed to recv, got 0 bytes`, torch 1.x's bare `RuntimeError: Broken
-pipe` of its socket layer, whose traceback gives it its stage), a store read that got no answer (c10d
+pipe` of its socket layer, whose traceback gives it its stage), a store read that got no
+answer (c10d
 socket.cpp `waitForInput: socket SocketImpl(…, remote=[host]:port) timed out after Nms`),
 c10d's socket layer giving up (`The client socket has failed to
 connect to any network address of (host, port)`, one of the store's addresses that
