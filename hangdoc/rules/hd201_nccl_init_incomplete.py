@@ -21,7 +21,9 @@ timeout messages: clients missing, store waits (`wait timeout after …ms, keys:
 torch < 2.1's store based barrier (`Timed out initializing process group in store based
 barrier on rank: R … (world_size=N, worker_count=M …)`), a store connection that failed
 (`DistNetworkError`, `recvValue failed on SocketImpl(…): Connection reset by peer`,
-`Socket Timeout`, `failed to recv, got 0 bytes`), a store read that got no answer (c10d
+`Socket Timeout`, `failed to recv, got 0 bytes`, torch 1.x's bare `RuntimeError: Broken
+pipe` of its socket layer, whose traceback gives it its stage), a store read that got no
+answer (c10d
 socket.cpp `waitForInput: socket SocketImpl(…, remote=[host]:port) timed out after Nms`),
 c10d's socket layer giving up (`The client socket has failed to
 connect to any network address of (host, port)`, one of the store's addresses that

@@ -34,7 +34,8 @@ release (`…/torch/lib/c10d/ProcessGroupNCCL.cpp:N`, 1.x), the creation call th
 named (`ncclCommInitRank failed: unhandled system error`), a last error that only NCCL's
 set-up prints (`Last error: Attribute arch of node cpu not found`, graph/xml.h; `Failed to
 open libnvidia-ml.so.1`, misc/nvmlwrap.cc), a traceback through set-up (init_process_group,
-new_group, DDP's construction, an RL framework's worker building its model: verl's and
+new_group, DDP's construction, NeMo 0.x's NeuralModuleFactory whose constructor runs the
+default group's first all_reduce, an RL framework's worker building its model: verl's and
 SkyRL's `init_model`, OpenRLHF's `init_model_from_pretrained`, where the process group's
 first collectives create the communicator), or NCCL's own set-up output of the process (its init and
 interface lines before the error, a set-up WARN, a refused configuration or a

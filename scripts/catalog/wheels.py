@@ -10,8 +10,8 @@ catalog reads those: the wheels are downloaded with pip and only the files named
 
     pip download --no-deps --only-binary :all: --python-version 3.12 \\
         --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any \\
-        vllm==0.6.6.post1 vllm==0.8.5 vllm==0.11.0 vllm==0.33.0 sglang==0.4.6.post5 sglang==0.5.3 \\
-        sglang==0.5.23 ray==2.46.0 ray==2.60.0 -d /tmp/wheels
+        vllm==0.5.4 vllm==0.6.6.post1 vllm==0.8.5 vllm==0.11.0 vllm==0.33.0 \\
+        sglang==0.4.6.post5 sglang==0.5.3 sglang==0.5.23 ray==2.46.0 ray==2.60.0 -d /tmp/wheels
     python scripts/catalog/wheels.py /tmp/wheels/*.whl --root /work/indexed
     python scripts/catalog/extract.py --indexed vllm=/work/indexed --indexed sglang=/work/indexed \\
         --indexed ray=/work/indexed

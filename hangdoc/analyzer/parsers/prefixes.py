@@ -69,7 +69,11 @@ def clean_lines(text: str) -> list[str]:
 # Each pattern is anchored at the start of what is left of the line. They are tried
 # repeatedly because launchers stack: "[default1]:[rank1]:[E… ProcessGroupNCCL…]".
 _K8S_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2}) ")
-_COLLECTOR_TIME = re.compile(r"\d{2}:\d{2}:\d{2}\.\d{3,9} ")
+# A time of day alone, with or without its fraction: a collector's ("10:28:25.123 "), and
+# Jenkins' Timestamper plugin's default "HH:mm:ss " before every line of a console log
+# (jenkinsci/timestamper-plugin: the system clock format "'<b>'HH:mm:ss'</b> '"; PyTorch's
+# CI logs as pasted into its issues, pytorch#11364's "02:21:53 RuntimeError: Broken pipe").
+_COLLECTOR_TIME = re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d{3,9})? ")
 # Open MPI's --tag-output "[1,3]<stdout>:"; SageMaker's MPI launcher writes the rank and
 # the host into it: "[1,mpirank:3,algo-1]<stdout>:" (aws-samples/sagemaker-distributed-
 # training-workshop#6).

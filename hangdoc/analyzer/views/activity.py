@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -198,9 +199,25 @@ def frame_tag(frame: Frame) -> tuple[Activity, Signature | None] | None:
         return Activity.GIL_WAIT, None  # a wait on the GIL's own cond/mutex (gil_native.py)
     if is_user_frame(frame):
         hint = _name_hint(frame.function_leaf)
+        if hint is Activity.EVAL and _unit_test(frame):
+            return None  # a test runner's test case, not the job's evaluation
         if hint is not None:
             return hint, None
     return None
+
+
+# A test case that pytest or unittest collects: a ``test_…`` function in a module named as
+# both collect them by default (pytest's python_files "test_*.py *_test.py",
+# python_functions "test"; unittest's discover pattern "test*.py" and its "test" method
+# prefix). Its name says it is a test of the code, not the job evaluating a model: a
+# distributed test suite's worker (torch's test_distributed.py test_get_rank_size_group)
+# sets process groups up and runs collectives under such names.
+_TEST_MODULE = re.compile(r"(?:^|/)(?:test_\w*|\w+_test)\.py$")
+_TEST_CASE = re.compile(r"test_\w+")
+
+
+def _unit_test(frame: Frame) -> bool:
+    return bool(_TEST_CASE.fullmatch(frame.function_leaf) and _TEST_MODULE.search(frame.file))
 
 
 def classify_thread(thread: ThreadStack) -> ThreadActivity:

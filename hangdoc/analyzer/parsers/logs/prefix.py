@@ -108,8 +108,13 @@ _LEADING_TAG = re.compile(
 # pdsh/clush "<host>: " before an NCCL line's own "host:pid:tid [dev]" header
 # ("worker-1: worker-1:2914:4490 [0] transport/nvls.cc:245 NCCL WARN …", nccl#1029):
 # the header's shape makes the tag a launcher's, line by line, even where too few lines
-# of the file carry it for parsers/prefixes.py detect_pdsh_hosts.
-_PDSH_BEFORE_NCCL = re.compile(r"[A-Za-z0-9][\w.-]{0,62}: (?=[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] )")
+# of the file carry it for parsers/prefixes.py detect_pdsh_hosts. The tag may be doubled
+# ("10.0.87.143: 10.0.87.143: ip-10-0-87-143:149:298 [5] …", nccl#563): a launcher run
+# through pdsh that prefixes each line with the host again (DeepSpeed's PDSHRunner
+# starts its per-node launcher through pdsh, which adds its own "<host>: ").
+_PDSH_BEFORE_NCCL = re.compile(
+    r"(?:[A-Za-z0-9][\w.-]{0,62}: ){1,3}(?=[A-Za-z0-9][\w.\-]*:\d+:\d+ \[\d+\] )"
+)
 # Open MPI's ``--tag-output`` ("[1,3]<stdout>:") and Horovod's own launcher (horovodrun with
 # gloo: horovod/runner/common/util/safe_shell_exec.py forward_stream writes
 # "{time}[{rank}]<{prefix}>:{line}", time being time.asctime() with --timestamp-output).

@@ -792,22 +792,28 @@ class Scanner:
             # reports (logger.exception: the message, then the traceback): placed at the
             # message's line, before it, as the cause of the record.
             self._before(event, tb.message)
-        emitted = len(self.events)
+        before = len(self.events)
         self._recognise(tag, lineno)
-        self._stage_own_store(tb, emitted)
+        self._stage_raised_store(tb, before)
         return True
 
-    def _stage_own_store(self, tb: _Traceback, emitted: int) -> None:
+    def _stage_raised_store(self, tb: _Traceback, since: int) -> None:
         """A store error that is the traceback's own exception line ("RuntimeError:
-        Connection reset by peer" under init_process_group's frames, the line read again
-        as a store event): the stage its frames show is the store error's, as for one
-        logged right above the traceback (``_stage_store``)."""
-        if tb.phase is None:
+        Connection reset by peer" under init_process_group's frames; torch ≤ 1.x's c10d
+        raised its socket errors as a bare "RuntimeError: Broken pipe", SYSCHECK's
+        std::system_error) takes the stage the traceback's frames show, as one c10d warned
+        about before its traceback does (_stage_store): the stage a frame's line names
+        first, else the code stage (new_group's construction is set-up, the training
+        loop's all_reduce is not)."""
+        stage = tb.phase
+        if stage is None and tb.stage is not None:
+            stage = _RAISED_STORE_PHASE.get(tb.stage)
+        if stage is None:
             return
-        for event in self.events[emitted:]:
-            payload = event.payload
-            if isinstance(payload, StoreTimeout) and payload.stage is None:
-                event.payload = replace(payload, stage=tb.phase)
+        for event in self.events[since:]:
+            store = event.payload
+            if isinstance(store, StoreTimeout) and store.stage is None:
+                event.payload = replace(store, stage=stage, code_stage=tb.worker_stage())
 
     def _signal_sign(self, lineno: int, sign: Sign) -> None:
         """``sign`` on the fatal signal reported right above ``lineno`` (its backtrace's
@@ -1399,6 +1405,18 @@ def _cut_source(text: str) -> bool:
         and not _MARKS.match(text)
         and match_exception_line(text.strip()) is None
     )
+
+
+# The phase of a store error raised at a traceback's end, in tb_stage.line_stage's two
+# values, by the stage its frames show: set-up, or the training loop's stages, which run
+# once set-up is done (the store then served something else: HD201 reads no init failure).
+_RAISED_STORE_PHASE = {
+    CodeStage.SETUP: Phase.INIT,
+    CodeStage.TRAIN: Phase.TRAIN,
+    CodeStage.EVAL: Phase.TRAIN,
+    CodeStage.DATA: Phase.TRAIN,
+    CodeStage.CHECKPOINT_SAVE: Phase.TRAIN,
+}
 
 
 def _stage_store(tb: _Traceback, text: str) -> None:

@@ -92,14 +92,25 @@ _SETUP_MORE = re.compile(
     # vLLM's builder of its parallel groups (vllm/distributed/parallel_state.py:
     # init_model_parallel_group, whose GroupCoordinator creates the communicators)
     r"|ncclGetUniqueId|ncclCommInit\w*|ncclCommSplit|init_model_parallel_group"
+    # vLLM's picker of a free port for its workers' rendezvous (vllm/utils.py
+    # get_open_port, 0.5–0.11; vllm/utils/network_utils.py get_open_ports_list in 0.33):
+    # its callers build the distributed_init_method the workers' init_process_group
+    # dials (executor/multiproc_executor.py, ray_executor.py: get_distributed_init_method(
+    # ip, get_open_port())) and the data-parallel master ports (v1/engine/core_client.py)
+    r"|get_open_ports?(?:_list)?"
 )
 # Frames whose file says set-up whatever the function: torch.distributed's rendezvous
 # (torch/distributed/rendezvous.py, torch/distributed/elastic/rendezvous/) and DDP's
 # constructor (torch/nn/parallel/distributed.py, in __init__: it broadcasts the
 # parameters from rank 0 before any step, _dist_broadcast_coalesced before torch 1.1).
+# NeMo 0.x's NeuralModuleFactory constructor (nemo/core/neural_factory.py __init__, NVIDIA/NeMo
+# at 069dd10: every NeMo 0.x script builds one first) calls init_process_group, then an
+# all_reduce of whether each rank got its GPU, the default group's first collective, where
+# torch creates the NCCL communicator, then broadcasts the experiment's directory.
 _SETUP_FRAME = re.compile(
-    r'^\s*File "[^"]*torch/(?:distributed/(?:rendezvous\.py|elastic/rendezvous/)[^"]*"'
+    r'^\s*File "[^"]*(?:torch/(?:distributed/(?:rendezvous\.py|elastic/rendezvous/)[^"]*"'
     r'|nn/parallel/distributed\.py", line \d+, in __init__\s*$)'
+    r'|nemo/core/neural_factory\.py", line \d+, in __init__\s*$)'
 )
 # * Teardown: torch.distributed's destroy_process_group, a destructor, the interpreter's
 #   exit handlers (atexit's _exitfunc, concurrent.futures' _python_exit), a shutdown.

@@ -409,6 +409,12 @@ _KEYWORDS = (
     "Gloo connectFullMesh",
     "gloo/transport/tcp/pair",
     "Connection reset by peer",
+    # the other reasons _STORE_SOCKET takes after c10d's bare RuntimeError (torch ≤ 1.x's
+    # SYSCHECK threw std::system_error, whose what() is strerror: "RuntimeError: Broken
+    # pipe" from TCPStore's tcputil send/recv), which this gate must admit to be read
+    "Broken pipe",
+    "Connection refused",
+    "Connection timed out",
     "Timeout waiting for key",
     "Connection closed",
     "Read error",
