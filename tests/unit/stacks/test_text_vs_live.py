@@ -138,6 +138,13 @@ _PID_LOG = "the log tail under a pid label is not bound to the label's rank"
 KNOWN_GAPS["oom-skip"] = (_PID_LOG, _PID_FORMS, (Category.CUDA_OOM, ()))
 KNOWN_GAPS["tokenize-main-first"] = (_PID_LOG, _PID_FORMS, (Category.RANK_DIVERGENCE, (0,)))
 
+# Live hangs of 2026-11-28e (fixtures/first_sight/live-2026-11-28e.json). worker-segfault:
+# rank 3's DataLoader worker died of a segmentation fault before the rank joined the group,
+# and rank 3 left no process to collect (as crash-at-startup); live, WORLD_SIZE=4 with three
+# ranks collected makes it dead (HD003); pasted, ranks 0-2 in init_process_group is all
+# there is (HD207, a live finding too), and no line of the job's says how many ranks it has.
+COARSER["worker-segfault"] = _NEEDS_WORLD
+
 
 def _answer(diagnosis: Diagnosis) -> tuple[Category, tuple[int, ...]]:
     primary = diagnosis.primary
