@@ -848,6 +848,9 @@ def last_line_values(evidence: Evidence) -> LastValue | None:
 # print, compared whatever the size of each group. A reader that hands whole shard files
 # round robin gives half of the ranks 3 shards and half 2: no minority, but two lengths.
 _MAX_LENGTH_SPLITS = 3
+# A job states its amounts of data near the start, in a few lines: the templates that name
+# a length are tried up to this many (each one reads a number of every rank).
+_MAX_LENGTH_TEMPLATES = 16
 
 
 def length_splits(ranks: list[_RankLog], miner: _Templates) -> list[LengthSplit]:
@@ -858,16 +861,22 @@ def length_splits(ranks: list[_RankLog], miner: _Templates) -> list[LengthSplit]
     and a number that differs on every rank (a file index, a seed) splits nothing."""
     if len(ranks) < 2:
         return []
-    shared = set.intersection(*(set(r.sequence.order()) for r in ranks))
+    # most ranks share a sequence (``_Sequence``): each distinct one is asked once
+    sequences = {id(r.sequence): r.sequence for r in ranks}.values()
+    shared = set.intersection(*(set(s.order()) for s in sequences))
+    lookup = {r.rank: r for r in ranks}
     out: list[LengthSplit] = []
+    tried = 0
     for template in ranks[0].sequence.order():
         if template not in shared:
             continue
         words = _words(miner.texts[template])
         if not words & _LENGTH_WORDS:
             continue
+        tried += 1
+        if tried > _MAX_LENGTH_TEMPLATES:
+            break
         first = {r.rank: r.first_indices(template, 1)[0] for r in ranks}
-        lookup = {r.rank: r for r in ranks}
         raw = {rank: lookup[rank].params(index) for rank, index in first.items()}
         keep = _whole_positions(raw)
         differing = [i for i in keep if len({v[i] for v in raw.values()}) > 1]
