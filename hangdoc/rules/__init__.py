@@ -116,6 +116,8 @@ _MODULES: tuple[RuleRow, ...] = (
     RuleRow("hd113_empty_checkpoint_file", "0.1.0 (issue 21)"),
     # An inference server that answered requests after its health check failed (issue 21).
     RuleRow("hd047_served_after_health_check", "0.1.0 (issue 21)"),
+    # Two threads of each rank inside a collective at once: no order across ranks (issue 21).
+    RuleRow("hd114_threads_in_collectives", "0.1.0 (issue 21)"),
 )
 
 # Ids of rules that were removed, with why and when: never to be given to another rule.

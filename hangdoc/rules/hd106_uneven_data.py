@@ -23,10 +23,16 @@ called from a training step (catalog: autograd ``backward``, trainer and loop fr
 gradient-sync helpers) or from somewhere past the loop; integer counters in the user
 frames' locals (``step``, ``batch_idx``, ``steps_per_epoch``...) when the dump has
 ``--locals``; whether anything moved between samples. The smaller group is named as the
-odd one. Where the odd ranks' own logs hold an error of a step that they lived through
-(still alive, in a collective) and the others never met (an out-of-memory error caught and
-the batch skipped), the counts differ by the skipped step, not by the data: the finding is
-weakened, and HD002 names the collectives that no longer match.
+odd one. The ranks' own logs: a line in which every rank printed how much data it got
+("rank 2: 2 of 10 shards", views/log_compare.py ``length_splits``) whose count parts the
+ranks as their stacks do, the ranks that left the loop holding less, says the data was
+uneven (a source of its own agrees); progress lines that end on the same step on every
+rank then say nothing against it (a step that prints after its collective: the ranks with
+more data finished as many steps and wait inside the next one), where otherwise they
+weaken the finding. Where the odd ranks' own logs hold an error of a step that they lived
+through (still alive, in a collective) and the others never met (an out-of-memory error
+caught and the batch skipped), the counts differ by the skipped step, not by the data: the
+finding is weakened, and HD002 names the collectives that no longer match.
 
 ## How to confirm
 Print ``len(dataloader)`` (and the steps per epoch) on every rank at the start of the
@@ -48,6 +54,7 @@ from collections.abc import Iterable
 from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity, live_activities
+from hangdoc.analyzer.views.log_compare import LengthSplit
 from hangdoc.analyzer.views.training import (
     counter_differences,
     in_gradient_sync,
@@ -152,7 +159,24 @@ class UnevenData(Rule):
             strength = shifted(strength, Shift.TIE)
         if diffs:  # the loop counters in the locals agree
             strength = shifted(strength, Shift.AGREES)
-        if ctx.log_comparison.progress_agrees:
+        printed = _lengths_split_alike(ctx, t_ranks, l_ranks)
+        if printed is not None:
+            # The ranks' own count of their data parts them as their stacks do, the ranks
+            # still training holding more: a source of its own says the data was uneven.
+            strength = shifted(strength, Shift.AGREES)
+            few, more = printed.lines[0], printed.lines[-1]
+            explanation += (
+                f" The ranks' logs say so: each printed how much data it got, and the counts "
+                f"part them as their stacks do ({few.line.text.strip()!r} on rank {few.rank} "
+                f"against {more.line.text.strip()!r} on rank {more.rank})."
+            )
+            if ctx.log_comparison.progress_agrees:
+                explanation += (
+                    " That every rank's progress lines end on the same step is what uneven "
+                    "data shows where a step prints after its collective: the ranks with "
+                    "more data finished as many steps and wait inside the next one."
+                )
+        elif ctx.log_comparison.progress_agrees:
             # The ranks' own progress lines end on the same step, as often on every rank:
             # they ran the same number of batches, and something else split them.
             strength = shifted(strength, Shift.CONTRADICTED)
@@ -191,3 +215,19 @@ class UnevenData(Rule):
 
 
 RULE = UnevenData
+
+
+def _lengths_split_alike(
+    ctx: RuleContext, training: tuple[int, ...], left: tuple[int, ...]
+) -> LengthSplit | None:
+    """A line of the job's own in which every rank printed an amount of data (``lengths``
+    of the log comparison) whose count parts the ranks into exactly the two groups of the
+    stacks, the ranks that left the loop printing the smaller count: they were given less
+    data and ran out of batches first."""
+    for split in ctx.log_comparison.lengths:
+        if len(split.groups) == 2 and split.groups == (
+            tuple(sorted(left)),
+            tuple(sorted(training)),
+        ):
+            return split
+    return None

@@ -14,7 +14,11 @@ send and recv by tag). And the fourth (live-2026-11-28d.json): a ring exchange i
 every rank sends before it receives; a tokenizer run on rank 0 first while the others wait
 (slow, not hung); an out-of-memory error caught on one rank and its batch skipped, with its
 all_reduce; a Pool worker killed under Pool.map; ranks polling for a signal file written
-elsewhere. Each gets its verdict, category and culprit."""
+elsewhere. And the fifth (live-2026-11-28e.json): shard files handed round robin, two
+ranks with fewer batches; validation on rank 0 only; a checkpoint executor's gather and the
+main thread's barrier issued in another order on one rank; a DataLoader worker's
+segmentation fault before init_process_group; a tool-call regex backtracking on one rank.
+Each gets its verdict, category and culprit."""
 
 from __future__ import annotations
 
@@ -56,6 +60,11 @@ CASES = [
     ("oom-skip", "collective_type_mismatch", "HD002", [3], "barrier"),
     ("pool-worker-killed", "dataloader_deadlock_or_worker_hang", "HD001", [3], "worker processes"),
     ("signal-file", "rank_divergence_collective_vs_noncollective", "HD001", [1, 2, 3], "polls"),
+    ("sharded-reader", "uneven_data_drop_last", "HD106", [2, 3], "different numbers of batches"),
+    ("rank0-validation", "eval_loop_only_some_ranks", "HD060", [0], "validating"),
+    ("async-checkpoint", "checkpoint_save_hang", "HD114", [0], "two threads"),
+    ("worker-segfault", "rank_dead_or_crashed", "HD003", [3], "dead"),
+    ("grpo-tool-parse", "rank_divergence_collective_vs_noncollective", "HD001", [1], "outside"),
 ]  # fmt: skip
 # The one category that is not a hang: a job that moved between the samples.
 _NOT_HUNG = "not_a_hang_slow_or_benign"

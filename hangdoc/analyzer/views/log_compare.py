@@ -120,6 +120,23 @@ class LogComparison:
     # A progress line every rank repeats ("epoch 1 step 7 …") ends on the same count,
     # printed as often, on every rank: the ranks ran the same number of steps.
     progress_agrees: bool = False
+    # Lines every rank prints once with an amount of data ("rank 2: 2 of 10 shards",
+    # "len(loader)=37") whose count parts the ranks into groups, however many each holds
+    # (``length_splits``): the ranks were given different amounts of data.
+    lengths: list[LengthSplit] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class LengthSplit:
+    """The first line of one template, printed by every rank, whose amount of data differs
+    between the ranks: the ranks grouped by the count they print, fewest first. No group
+    need be a minority (the counters above need one, for a count that differs on a tie may
+    be a loss or a time): a length is a count of its own words (``_role``), so two halves
+    of a job that print two lengths were given two amounts of data."""
+
+    groups: tuple[tuple[int, ...], ...]  # ranks by the count they print, fewest first
+    template: str
+    lines: tuple[CitedLine, ...]  # one line of each group, in the same order
 
 
 @dataclass(slots=True)
@@ -319,6 +336,7 @@ def compare_logs(evidence: Evidence) -> LogComparison:
         templates=len(miner.texts),
         divergences=found,
         progress_agrees=agrees,
+        lengths=length_splits(ranks, miner),
     )
 
 
@@ -824,3 +842,70 @@ def last_line_values(evidence: Evidence) -> LastValue | None:
     others = tuple(sorted(r for r in masked if r not in odd))
     lines = tuple(CitedLine(r, last[r]) for r in (*odd, others[0]))
     return LastValue(kind, odd, others, lines)
+
+
+# Appended for issue 21 (live-2026-11-28e, sharded-reader): the amounts of data the ranks
+# print, compared whatever the size of each group. A reader that hands whole shard files
+# round robin gives half of the ranks 3 shards and half 2: no minority, but two lengths.
+_MAX_LENGTH_SPLITS = 3
+# A job states its amounts of data near the start, in a few lines: the templates that name
+# a length are tried up to this many (each one reads a number of every rank).
+_MAX_LENGTH_TEMPLATES = 16
+
+
+def length_splits(ranks: list[_RankLog], miner: _Templates) -> list[LengthSplit]:
+    """Templates every rank prints whose first line holds an amount of data (a number
+    that ``_role`` reads as a length, or one of a line whose words name only a length:
+    "3 of 10 shards") that differs between the ranks, in at most a few groups: each rank's
+    count, the ranks grouped by it. The rank's own id is not a count (``_whole_positions``),
+    and a number that differs on every rank (a file index, a seed) splits nothing."""
+    if len(ranks) < 2:
+        return []
+    # most ranks share a sequence (``_Sequence``): each distinct one is asked once
+    sequences = {id(r.sequence): r.sequence for r in ranks}.values()
+    shared = set.intersection(*(set(s.order()) for s in sequences))
+    lookup = {r.rank: r for r in ranks}
+    out: list[LengthSplit] = []
+    tried = 0
+    for template in ranks[0].sequence.order():
+        if template not in shared:
+            continue
+        words = _words(miner.texts[template])
+        if not words & _LENGTH_WORDS:
+            continue
+        tried += 1
+        if tried > _MAX_LENGTH_TEMPLATES:
+            break
+        first = {r.rank: r.first_indices(template, 1)[0] for r in ranks}
+        raw = {rank: lookup[rank].params(index) for rank, index in first.items()}
+        keep = _whole_positions(raw)
+        differing = [i for i in keep if len({v[i] for v in raw.values()}) > 1]
+        if not differing:
+            continue
+        position = differing[0]
+        groups: dict[int, list[int]] = {}
+        for rank, values in raw.items():
+            groups.setdefault(int(values[position]), []).append(rank)
+        if len(groups) > len(ranks) // 2:
+            continue  # a number of each rank's own (a file index, a seed): not a length
+        odd = lookup[next(iter(groups[min(groups)]))]
+        roles = odd.roles(first[odd.rank])
+        role = roles[position] if position < len(roles) else None
+        if role is None and words & (_PROGRESS_WORDS | _SIZE_WORDS):
+            continue  # the line names a length and progress or a size: which is unsure
+        if role not in (None, DivergenceKind.COUNTER):
+            continue
+        ordered = [tuple(sorted(groups[count])) for count in sorted(groups)]
+        out.append(
+            LengthSplit(
+                groups=tuple(ordered),
+                template=miner.texts[template],
+                lines=tuple(
+                    CitedLine(group[0], lookup[group[0]].lines[first[group[0]]])
+                    for group in ordered
+                ),
+            )
+        )
+        if len(out) >= _MAX_LENGTH_SPLITS:
+            break
+    return out

@@ -146,6 +146,13 @@ COARSER["tokenize-main-first"] = _NEEDS_TWO_SAMPLES
 # label itself for frames only): the rank's log tail under it (the OOM rank 3 lived
 # through, rank 0's tokenizer progress) is the rank's, as under a rank label.
 
+# Live hangs of 2026-11-28e (fixtures/first_sight/live-2026-11-28e.json). worker-segfault:
+# rank 3's DataLoader worker died of a segmentation fault before the rank joined the group,
+# and rank 3 left no process to collect (as crash-at-startup); live, WORLD_SIZE=4 with three
+# ranks collected makes it dead (HD003); pasted, ranks 0-2 in init_process_group is all
+# there is (HD207, a live finding too), and no line of the job's says how many ranks it has.
+COARSER["worker-segfault"] = _NEEDS_WORLD
+
 
 def _answer(diagnosis: Diagnosis) -> tuple[Category, tuple[int, ...]]:
     primary = diagnosis.primary

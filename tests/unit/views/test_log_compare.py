@@ -176,3 +176,31 @@ def test_a_rank_that_printed_the_progress_line_fewer_times_stopped_behind() -> N
     logs = {r: [f"iter {i} loss 2.{r}" for i in (1000, 1010, 1020)] for r in (0, 1)}
     logs |= {r: ["iter 1000 loss 2.30"] for r in (2, 3)}
     assert not [d for d in compare_logs(_evidence(logs)).divergences if d.kind == "behind"]
+
+
+# Appended for issue 21 (live-2026-11-28e, sharded-reader): amounts of data that part the
+# ranks into halves, no minority among them.
+def test_a_length_that_parts_the_ranks_in_halves_is_a_length_split() -> None:
+    shards = {0: 3, 1: 3, 2: 2, 3: 2}
+    logs = {r: [f"rank {r}: {n} of 10 shards", *_steps(r, 4)] for r, n in shards.items()}
+    comparison = compare_logs(_evidence(logs))
+    assert [(s.groups, [c.rank for c in s.lines]) for s in comparison.lengths] == [
+        (((2, 3), (0, 1)), [2, 0])
+    ]
+    # a tie is no minority: the counters that name odd ranks stay silent
+    assert not [d for d in comparison.divergences if d.kind == "counter"]
+
+
+def test_numbers_of_each_rank_its_own_progress_and_sizes_split_nothing() -> None:
+    # a file index differs on every rank: not an amount of data
+    files = {r: [f"rank {r}: reading shard {r + 4} of the corpus files"] for r in range(4)}
+    assert compare_logs(_evidence(files)).lengths == []
+    # "step" is how far a rank got, not how much data it has
+    progress = {r: [f"rank {r}: epoch 0 step {5 if r < 2 else 4}"] for r in range(4)}
+    assert compare_logs(_evidence(progress)).lengths == []
+    # a size is no amount of data (a tensor's width), even on a line that names a loader
+    sizes = {r: [f"rank {r}: loader ready, hidden size {100 if r < 2 else 90}"] for r in range(4)}
+    assert compare_logs(_evidence(sizes)).lengths == []
+    # the same length everywhere
+    even = {r: [f"rank {r}: 24 samples"] for r in range(4)}
+    assert compare_logs(_evidence(even)).lengths == []
