@@ -81,6 +81,14 @@ def test_the_keep_alive_is_read_as_a_rendezvous_connection_sent_after_the_join()
     assert not joining.payload.keep_alive
 
 
+def test_the_keep_alive_is_read_from_its_body_when_the_line_lost_its_start() -> None:
+    # a paste's first line cut mid-way keeps the message's end, which says what it is
+    cut = _KEEP_ALIVE.strip()[_KEEP_ALIVE.index("failed to s") + 11 :]
+    hit = match_torch(cut)
+    assert hit is not None and isinstance(hit.payload, StoreTimeout)
+    assert hit.payload.keep_alive
+
+
 def test_a_failed_keep_alive_is_no_set_up(tmp_path: Path) -> None:
     text = _KEEP_ALIVE * 3 + (
         "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 3463 closing "

@@ -360,8 +360,10 @@ _RENDEZVOUS = re.compile(
 )
 # The elastic agent's keep-alive heartbeat failing (dynamic_rendezvous.py
 # DynamicRendezvousHandler._keep_alive's warning, every release since torch 1.9): sent only
-# once this node joined the rendezvous (StoreTimeout.keep_alive).
-_KEEP_ALIVE_FAILED = "has failed to send a keep-alive heartbeat to the rendezvous"
+# once this node joined the rendezvous (StoreTimeout.keep_alive). Anchored on the
+# message's body ("The node '…' has failed to send a keep-alive heartbeat to the rendezvous
+# '…' due to an error of type …"): a paste whose first line lost its start keeps it.
+_KEEP_ALIVE_FAILED = "keep-alive heartbeat to the rendezvous"
 # c10d's FileStore (the file:// init method, and the store NCCL's unique id goes through)
 # could not open its file: FileStore.cpp's File constructor retries open(2) on ENOENT until
 # the store's timeout, then throws ``std::system_error(errno, …, "open(" + path + ")")``,
