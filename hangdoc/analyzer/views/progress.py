@@ -69,10 +69,50 @@ def _main_thread_path(stacks: list[StackSample]) -> list[ThreadStack] | None:
     return path
 
 
+# The standard library's cheap checks a polling loop calls between its sleeps
+# (CPython Lib/genericpath.py, Lib/posixpath.py, Lib/pathlib): ``while os.path.exists(lock):
+# time.sleep(s)`` is sampled either asleep on the loop's line (time.sleep has no Python
+# frame) or inside one of these, a line above.
+_POLL_CHECKS = frozenset({
+    ("genericpath.py", "exists"), ("genericpath.py", "isfile"), ("genericpath.py", "isdir"),
+    ("genericpath.py", "getmtime"), ("genericpath.py", "getsize"), ("posixpath.py", "lexists"),
+    ("posixpath.py", "exists"), ("ntpath.py", "exists"), ("ntpath.py", "isfile"),
+    ("__init__.py", "exists"), ("__init__.py", "is_file"), ("__init__.py", "stat"),
+    ("_local.py", "exists"), ("_local.py", "is_file"), ("_local.py", "stat"),
+    ("pathlib.py", "exists"), ("pathlib.py", "is_file"), ("pathlib.py", "stat"),
+})  # fmt: skip
+
+
+def _polling_at(thread: ThreadStack) -> tuple[bool, tuple[str, str], tuple[object, ...]] | None:
+    """Where a thread polls: whether it is inside the check, its function (file and name,
+    not the line) and its callers' path, when it is asleep in that function or inside a
+    stdlib existence check it calls; else None (a thread running its own code)."""
+    frames = thread.python_frames()
+    inner = 0
+    while (
+        inner < len(frames)
+        and (frames[inner].short_file, frames[inner].function_leaf) in _POLL_CHECKS
+    ):
+        inner += 1
+    if inner == len(frames) or (inner == 0 and thread.active is not False):
+        return None
+    loop = frames[inner]
+    callers = tuple((f.function, f.file, f.line) for f in frames[inner + 1 :])
+    return inner > 0, (loop.file, loop.function), callers
+
+
 def _same_path(a: ThreadStack, b: ThreadStack) -> bool:
     """Equal call paths (``signature``); one frames tuple is one path, without building
-    the two (a node summary's threads of one shape share theirs: every rank's samples)."""
-    return a.frames is b.frames or a.signature() == b.signature()
+    the two (a node summary's threads of one shape share theirs: every rank's samples).
+    A polling loop sampled once asleep and once in its check is one place too: the
+    samples catch the loop's two lines, and the thread has not moved (CI: a file lock's
+    waiter read as moving)."""
+    if a.frames is b.frames or a.signature() == b.signature():
+        return True
+    first, last = _polling_at(a), _polling_at(b)
+    if first is None or last is None or not (first[0] or last[0]):
+        return False  # asleep on two lines of one function: two waits, it moved
+    return first[1:] == last[1:]
 
 
 def _same_known_wait(stacks: list[StackSample]) -> bool:
