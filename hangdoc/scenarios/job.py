@@ -2350,6 +2350,425 @@ SCENARIOS.update(
     }
 )
 
+# --- Live hangs written blind (2026-11-28, sixth batch) -----------------------------------
+# Each from a public thread where a distributed job hung and the thread found why.
+
+
+# Story: https://github.com/ray-project/ray/pull/63286 (a data-mixing benchmark all-reduced
+# per-source count histories built from each worker's own batches: tensors whose length
+# differs between workers, so the all_reduce fails on a shape mismatch or deadlocks).
+MIX_SOURCES = ("web", "books", "code")
+MIX_FILES = [
+    "web-00000", "web-00001", "web-00002", "web-00003", "books-00000", "books-00001",
+    "books-00002", "web-00004", "code-00000", "code-00001", "code-00002", "web-00005",
+]  # the manifest's order  # fmt: skip
+MIX_STEPS = 6
+MIX_BATCH = 16
+
+
+def files_of_worker() -> list[str]:
+    """The input files this worker reads (round robin over the file list)."""
+    return [f for i, f in enumerate(MIX_FILES) if i % world() == rank()]
+
+
+def iter_mixed_batches(files: list[str]) -> Iterator[tuple[torch.Tensor, dict[str, int]]]:
+    """Batches drawn from this worker's files, each with its rows per source."""
+    rng = random.Random(rank())
+    for _ in range(MIX_STEPS):
+        picks = [rng.choice(files) for _ in range(MIX_BATCH)]
+        rows: dict[str, int] = {}
+        for name in picks:
+            source = name.split("-")[0]
+            rows[source] = rows.get(source, 0) + 1
+        yield torch.randn(MIX_BATCH, 16), rows
+
+
+def compute_global_ratio_mean_stdev(
+    batch_size_history: list[int], count_history: dict[str, list[int]]
+) -> dict[str, tuple[float, float]]:
+    """Mean and standard deviation over the batches of every worker of each source's share
+    of the rows."""
+    batch_size_sums = torch.tensor(batch_size_history, dtype=torch.double)
+    dist.all_reduce(batch_size_sums, op=dist.ReduceOp.SUM)
+    stats: dict[str, tuple[float, float]] = {}
+    for source in MIX_SOURCES:
+        count_sums = torch.tensor(count_history.get(source, []), dtype=torch.double)
+        dist.all_reduce(count_sums, op=dist.ReduceOp.SUM)
+        ratios = count_sums / batch_size_sums[: len(count_sums)]
+        stats[source] = (float(ratios.mean()), float(ratios.std()))
+    return stats
+
+
+def scenario_source_mix_stats() -> None:
+    """Every worker trains MIX_STEPS steps on batches mixed from its files and records per
+    batch how many rows came from each source it reads; then the per-source histories are
+    all-reduced. Rank 3's files are all "web" files, so its "books" history is an empty
+    tensor: its all_reduce has nothing to send and returns at once, and rank 3 goes on to
+    the barrier that ends the benchmark, while the others wait in the "books" all_reduce
+    for rank 3's part.
+    Story: https://github.com/ray-project/ray/pull/63286"""
+    init()
+    files = files_of_worker()
+    sources = sorted({f.split("-")[0] for f in files})
+    print(f"rank {rank()}: {len(files)} files, sources {sources}", flush=True)
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batch_size_history: list[int] = []
+    count_history: dict[str, list[int]] = {source: [] for source in sources}
+    for step, (batch, rows) in enumerate(iter_mixed_batches(files)):
+        loss: torch.Tensor = model(batch).pow(2).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        allreduce_gradients(model)
+        optimizer.step()
+        optimizer.zero_grad()
+        batch_size_history.append(len(batch))
+        for source in sources:
+            count_history[source].append(rows.get(source, 0))
+        print(f"rank {rank()} step {step}: loss {loss.item():.4f} rows {rows}", flush=True)
+    shapes = {s: len(count_history.get(s, [])) for s in MIX_SOURCES}
+    print(f"rank {rank()}: reducing count histories {shapes}", flush=True)
+    if rank() != culprit():
+        ready("all_reduce of the books count history")
+    stats = compute_global_ratio_mean_stdev(batch_size_history, count_history)
+    if rank() == culprit():
+        ready("barrier after the mix statistics")
+    dist.barrier()
+    print(f"rank {rank()}: mix ratios {stats}", flush=True)
+
+
+# Story: https://github.com/facebookresearch/ParlAI/issues/3367 (dynamic batching with
+# distributed training hung during evaluation: batches built to a token budget from each
+# worker's own examples, so the workers did not run the same number of batches).
+EVAL_MAX_TOKENS = 200
+EVAL_EXAMPLES = 24
+
+
+def validation_lengths(worker: int) -> list[int]:
+    """Token lengths of a worker's validation examples: rank 3's chunk of the teacher's
+    data holds the long dialogues."""
+    rng = random.Random(100 + worker)
+    low, high = (28, 40) if worker == culprit() else (10, 24)
+    return [rng.randint(low, high) for _ in range(EVAL_EXAMPLES)]
+
+
+def batchify_by_tokens(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Dynamic batching: sorts by length and fills each batch up to ``max_tokens`` padded
+    tokens (batch size x longest example)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        longest = max([lengths[i] for i in current] + [lengths[index]])
+        if current and longest * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def eval_step(model: torch.nn.Module, lengths: list[int]) -> tuple[float, int]:
+    """Loss summed over the batch's tokens, and the number of tokens."""
+    longest = max(lengths)
+    tokens = torch.randn(len(lengths), longest, 16)
+    with torch.no_grad():
+        loss = model(tokens).pow(2).mean(-1).sum()
+    return float(loss), sum(lengths)
+
+
+def scenario_dynamic_batch_eval() -> None:
+    """Every worker trains a few steps, then validates its chunk of the validation set with
+    dynamic (token-budget) batching and sums loss and token counts over the workers after
+    each batch. Rank 3's examples are longer, so its chunk makes more batches: the others
+    finish validation and wait in the barrier before the best-model save, rank 3 waits in
+    the all_reduce of a batch they never run.
+    Story: https://github.com/facebookresearch/ParlAI/issues/3367"""
+    init()
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(3):
+        loss: torch.Tensor = model(torch.randn(8, 16)).pow(2).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        allreduce_gradients(model)
+        optimizer.step()
+        optimizer.zero_grad()
+        print(f"rank {rank()} train step {step}: loss {loss.item():.4f}", flush=True)
+    lengths = validation_lengths(rank())
+    batches = batchify_by_tokens(lengths, EVAL_MAX_TOKENS)
+    print(f"rank {rank()}: validating {len(lengths)} examples in {len(batches)} batches "
+          f"(max_tokens {EVAL_MAX_TOKENS})", flush=True)  # fmt: skip
+    fewest = min(len(batchify_by_tokens(validation_lengths(w), EVAL_MAX_TOKENS))
+                 for w in range(world()))  # fmt: skip
+    totals = torch.zeros(2, dtype=torch.float64)
+    for index, batch in enumerate(batches):
+        loss_sum, tokens = eval_step(model, [lengths[i] for i in batch])
+        metrics = torch.tensor([loss_sum, float(tokens)], dtype=torch.float64)
+        if index == fewest:
+            ready("all_reduce of an evaluation batch the others never run")
+        dist.all_reduce(metrics)
+        totals += metrics
+        print(f"rank {rank()} valid batch {index + 1}/{len(batches)}", flush=True)
+    print(f"rank {rank()}: valid loss {float(totals[0] / totals[1]):.4f}", flush=True)
+    ready("barrier before saving the best model")
+    dist.barrier()
+
+
+# Story: https://github.com/Lightning-AI/pytorch-lightning/issues/16421 (DDP training stuck
+# at a logging call, at a random point; Ctrl+C did not terminate the process, and no error
+# was printed: the log directory's storage had stopped answering).
+def setup_run_logger(log_dir: Path) -> Any:
+    """The run's text log: one file per rank in the experiment's log directory."""
+    import logging
+
+    logger = logging.getLogger(f"train.rank{rank()}")
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(log_dir / f"train_rank{rank()}.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    logger.addHandler(handler)
+    return logger
+
+
+def scenario_log_dir_stall() -> None:
+    """Every rank writes its training log into the experiment's log directory on shared
+    storage. On rank 3's node the mount stops answering (frozen here, as an NFS server
+    that went away): its next log line blocks in the write, uninterruptible, while the
+    others wait in the next step's gradient all_reduce.
+    Story: https://github.com/Lightning-AI/pytorch-lightning/issues/16421"""
+    init()
+    scratch = Path(os.environ["HANGDOC_READY_DIR"]).parent
+    if rank() == culprit():
+        from hangdoc.scenarios.storage import freeze, mount_stuck_storage
+
+        shared = mount_stuck_storage(PG_TIMEOUT.total_seconds(), name="shared")
+        log_dir = shared / "experiments" / "lightning_logs"
+    else:
+        log_dir = scratch / "shared" / "experiments" / "lightning_logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    logger = setup_run_logger(log_dir)
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(100):
+        loss: torch.Tensor = model(torch.randn(8, 16)).pow(2).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        if step == 4 and rank() != culprit():
+            ready("gradient all_reduce")
+        allreduce_gradients(model)
+        optimizer.step()
+        optimizer.zero_grad()
+        if step == 3 and rank() == culprit():
+            freeze(shared)
+            ready("log write")
+        logger.info("epoch 0 step %d train_loss %.4f", step, loss.item())
+        print(f"rank {rank()} step {step}: loss {loss.item():.4f}", flush=True)
+
+
+# Story: https://github.com/Lightning-AI/pytorch-lightning/issues/21406 (the SLURM
+# auto-requeue checkpoint is saved inside the SIGUSR1 handler; a handler runs between any
+# two bytecodes of the main thread, and sometimes it never completed: no error, the job
+# stuck until SLURM killed it).
+class ProgressTracker:
+    """The loop's progress (step, running loss, recent losses), updated after each batch and
+    read by the checkpoint; a lock keeps a save from reading it half-updated."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.step = 0
+        self.history: list[float] = []
+        self.running_loss = 0.0
+
+    def on_train_batch_end(self, loss: float) -> None:
+        with self.lock:
+            self.step += 1
+            self.history.append(loss)
+            window = self.history[-1_000_000:]
+            total = 0.0
+            for value in window:  # smoothed loss for the progress bar
+                total += value
+            self.running_loss = total / len(window)
+
+    def state_dict(self) -> dict[str, object]:
+        with self.lock:
+            return {"step": self.step, "running_loss": self.running_loss}
+
+
+class SignalConnector:
+    """Installs the requeue handler: on SIGUSR1 it saves an HPC checkpoint of the model and
+    the progress, then asks the scheduler to requeue the job."""
+
+    def __init__(self, model: torch.nn.Module, tracker: ProgressTracker, folder: Path) -> None:
+        self.model = model
+        self.tracker = tracker
+        self.folder = folder
+        signal.signal(signal.SIGUSR1, self.slurm_sigusr_handler_fn)
+
+    def slurm_sigusr_handler_fn(self, signum: int, _frame: Any) -> None:
+        print(f"rank {rank()}: handling SIGUSR{1 if signum == signal.SIGUSR1 else 2}: "
+              "saving the HPC checkpoint", flush=True)  # fmt: skip
+        self.hpc_save()
+        print(f"rank {rank()}: requeueing job", flush=True)
+
+    def hpc_save(self) -> None:
+        ready("HPC checkpoint save in the signal handler")
+        state = {"progress": self.tracker.state_dict(), "model": self.model.state_dict()}
+        self.folder.mkdir(parents=True, exist_ok=True)
+        torch.save(state, self.folder / f"hpc_ckpt_rank{rank()}.ckpt")
+
+
+def deliver_time_limit_notice(tracker: ProgressTracker, at_step: int) -> None:
+    """Stands for slurmstepd sending ``--signal=USR1@90`` to the tasks of rank 3's node:
+    the signal comes in while the main thread updates the progress."""
+    while not (tracker.step >= at_step and tracker.lock.locked()):
+        time.sleep(0.0005)
+    os.kill(os.getpid(), signal.SIGUSR1)
+
+
+def scenario_requeue_signal() -> None:
+    """Every rank trains with the requeue handler installed; the time-limit signal reaches
+    rank 3 while its main thread holds the progress lock in ``on_train_batch_end``. The
+    handler runs on that same thread and waits for the lock in the checkpoint save: it
+    never returns, and the others wait in the next step's gradient all_reduce.
+    Story: https://github.com/Lightning-AI/pytorch-lightning/issues/21406"""
+    init()
+    scratch = Path(os.environ["HANGDOC_READY_DIR"]).parent
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    tracker = ProgressTracker()
+    SignalConnector(model, tracker, scratch / "hpc_ckpt")
+    tracker.history.extend(1.0 for _ in range(1_000_000))  # resumed: the earlier run's losses
+    if rank() == culprit():
+        notice = threading.Thread(target=deliver_time_limit_notice, args=(tracker, 3),
+                                  daemon=True)  # fmt: skip
+        notice.start()
+    for step in range(100):
+        loss: torch.Tensor = model(torch.randn(8, 16)).pow(2).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        if step == 3 and rank() != culprit():
+            ready("gradient all_reduce")
+        allreduce_gradients(model)
+        optimizer.step()
+        optimizer.zero_grad()
+        tracker.on_train_batch_end(loss.item())
+        print(f"rank {rank()} step {step}: loss {loss.item():.4f}", flush=True)
+
+
+# Story: https://github.com/Lightning-AI/torchmetrics/issues/2684 (FrechetInceptionDistance
+# computed in an ``on_validation_end`` decorated with ``rank_zero_only`` hung with more than
+# one device: the metric's compute synchronises its states across all processes).
+def rank_zero_only(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Runs the function on global rank 0 only."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs) if rank() == 0 else None
+
+    return wrapped
+
+
+def gather_all_tensors(result: torch.Tensor) -> list[torch.Tensor]:
+    """Gathers a tensor of possibly different sizes from every process: the sizes first,
+    then the tensors padded to the largest."""
+    local_size = torch.tensor(result.shape, dtype=torch.long)
+    local_sizes = [torch.zeros_like(local_size) for _ in range(world())]
+    dist.all_gather(local_sizes, local_size)
+    max_size = torch.stack(local_sizes).max(dim=0).values
+    padded = torch.zeros(*[int(d) for d in max_size], dtype=result.dtype)
+    padded[tuple(slice(0, int(d)) for d in result.shape)] = result
+    gathered = [torch.zeros_like(padded) for _ in range(world())]
+    dist.all_gather(gathered, padded)
+    pairs = zip(gathered, local_sizes, strict=True)
+    return [g[tuple(slice(0, int(d)) for d in size)] for g, size in pairs]
+
+
+class FrechetDistance:
+    """A metric with sum states over the feature statistics of real and generated images;
+    ``compute`` syncs the states over all processes first (sync_on_compute)."""
+
+    def __init__(self, features: int) -> None:
+        self.states = {
+            "real_sum": torch.zeros(features), "real_cov_sum": torch.zeros(features, features),
+            "fake_sum": torch.zeros(features), "fake_cov_sum": torch.zeros(features, features),
+            "real_n": torch.zeros(1), "fake_n": torch.zeros(1),
+        }  # fmt: skip
+
+    def update(self, feats: torch.Tensor, real: bool) -> None:
+        kind = "real" if real else "fake"
+        self.states[f"{kind}_sum"] += feats.sum(0)
+        self.states[f"{kind}_cov_sum"] += feats.T @ feats
+        self.states[f"{kind}_n"] += feats.shape[0]
+
+    def _sync_dist(self) -> dict[str, torch.Tensor]:
+        return {k: torch.stack(gather_all_tensors(v)).sum(0) for k, v in self.states.items()}
+
+    def compute(self) -> float:
+        s = self._sync_dist()
+        mu_r, mu_f = s["real_sum"] / s["real_n"], s["fake_sum"] / s["fake_n"]
+        cov_r = s["real_cov_sum"] / s["real_n"] - torch.outer(mu_r, mu_r)
+        cov_f = s["fake_cov_sum"] / s["fake_n"] - torch.outer(mu_f, mu_f)
+        return float((mu_r - mu_f).pow(2).sum() + torch.trace(cov_r + cov_f))
+
+
+class GeneratorModule:
+    """A small generator trained with DDP-style gradient averaging; validation collects the
+    FID statistics of the last validation batch's real and generated images."""
+
+    def __init__(self) -> None:
+        self.generator = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh())
+        self.encoder = torch.nn.Linear(32, 16)  # stands for the Inception features
+        self.fid = FrechetDistance(16)
+        self.optimizer = torch.optim.Adam(self.generator.parameters(), lr=1e-3)
+
+    def training_step(self, step: int) -> float:
+        fake = self.generator(torch.randn(16, 8))
+        loss: torch.Tensor = (fake - torch.randn(16, 32)).pow(2).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        allreduce_gradients(self.generator)
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        return loss.item()
+
+    def validation_step(self, batch_idx: int) -> None:
+        with torch.no_grad():
+            self.fid.update(self.encoder(torch.randn(16, 32)), real=True)
+            self.fid.update(self.encoder(self.generator(torch.randn(16, 8))), real=False)
+
+    @rank_zero_only
+    def on_validation_end(self) -> None:
+        print("rank 0: computing FID on the validation images", flush=True)
+        ready("FID compute on rank 0")
+        print(f"rank 0: val/fid {self.fid.compute():.3f}", flush=True)
+
+
+def scenario_fid_rank_zero() -> None:
+    """Every rank trains a generator for an epoch and runs validation; the end-of-validation
+    hook, decorated to run on rank 0 only, computes the FID, whose compute all-gathers the
+    metric's states from every process: rank 0 waits in that all_gather, the others go on
+    and wait in the barrier at the start of the next epoch.
+    Story: https://github.com/Lightning-AI/torchmetrics/issues/2684"""
+    init()
+    module = GeneratorModule()
+    for epoch in range(10):
+        for step in range(4):
+            loss = module.training_step(step)
+            print(f"rank {rank()} epoch {epoch} step {step}: g_loss {loss:.4f}", flush=True)
+        for batch_idx in range(3):
+            module.validation_step(batch_idx)
+        module.on_validation_end()
+        if rank() != 0:
+            ready("barrier at the start of the next epoch")
+        dist.barrier()
+
+
+SCENARIOS.update(
+    {
+        "source-mix-stats": scenario_source_mix_stats,
+        "dynamic-batch-eval": scenario_dynamic_batch_eval,
+        "log-dir-stall": scenario_log_dir_stall,
+        "requeue-signal": scenario_requeue_signal,
+        "fid-rank-zero": scenario_fid_rank_zero,
+    }
+)
+
+
 # Processes a scenario runs that are no ranks: started by launch.py (a leftover before the
 # job), or by a rank (a helper subprocess).
 HELPERS: dict[str, Callable[[], None]] = {

@@ -36,13 +36,14 @@ def _run(cmd: list[str]) -> None:
         raise StorageUnavailable(f"{' '.join(cmd)} failed: {done.stderr.strip()}")
 
 
-def mount_stuck_storage(deadline_s: float) -> Path:
+def mount_stuck_storage(deadline_s: float, name: str = "ckpt") -> Path:
     """Mount a fresh ext4 image in a directory of its own (not the job's: that one is
-    removed while the guard may still be unmounting) and start the thaw guard."""
+    removed while the guard may still be unmounting), at ``name`` inside it, and start the
+    thaw guard."""
     if os.geteuid() != 0:
         raise StorageUnavailable("the I/O-stall scenario needs root (mount, FIFREEZE)")
     base = Path(tempfile.mkdtemp(prefix="hangdoc-stuck-storage-"))
-    image, mount = base / "storage.img", base / "ckpt"
+    image, mount = base / "storage.img", base / name
     mount.mkdir()
     with image.open("wb") as handle:
         handle.truncate(IMAGE_MB * 2**20)
