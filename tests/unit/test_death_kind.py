@@ -430,3 +430,14 @@ def test_another_error_in_a_dataloader_worker_stays_a_crash(tmp_path: Path) -> N
     text = _WORKER.format(exc="KeyError", detail=": 'label'")
     specific, _in_setup, category = _first_death_kind(tmp_path, text)
     assert not specific and category is None
+
+
+def test_c10s_cpu_allocator_in_a_worker_is_host_memory(tmp_path: Path) -> None:
+    said = (
+        "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: "
+        "you tried to allocate 911360 bytes."
+    )
+    assert os_failure_of("RuntimeError", said) is OsFailure.HOST_MEMORY
+    text = _WORKER.format(exc="RuntimeError", detail=f": {said}")
+    specific, _in_setup, category = _first_death_kind(tmp_path, text)
+    assert specific and category is Category.DATALOADER

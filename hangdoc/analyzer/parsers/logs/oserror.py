@@ -142,7 +142,17 @@ def os_failure_of(exc_type: str, message: str) -> OsFailure | None:
     cls = getattr(builtins, _type_name(exc_type), None)
     if isinstance(cls, type) and issubclass(cls, MemoryError):
         return OsFailure.HOST_MEMORY
+    if _HOST_ALLOCATOR.search(message):
+        return OsFailure.HOST_MEMORY  # c10's MemoryError: its CPU allocator's malloc failed
     return None
+
+
+# c10's CPU allocator refusing an allocation (c10/core/impl/alloc_cpu.cpp alloc_cpu:
+# "DefaultCPUAllocator: not enough memory: you tried to allocate N bytes.", older
+# "DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes. Error code
+# 12 (Cannot allocate memory)"), raised as a RuntimeError by CAFFE_ENFORCE: the host's
+# memory, as Python's MemoryError is.
+_HOST_ALLOCATOR = re.compile(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory)")
 
 
 # The calls that make, move or remove a directory entry (the Python library reference:
