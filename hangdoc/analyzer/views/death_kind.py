@@ -21,6 +21,15 @@ On the 36 cases HD030 named wrongly at first sight (fixtures/first_sight, 2026-1
 report a mismatch (not exceptions of a death), and 5 need more than a death's own facts
 (an abort whose what() is the next line, a transport's connect failure, NCCL's "Cuda
 failure" with no source place, a child's MemoryError in spawn's start-up).
+
+Whether a row reads the failure or a report's specifics is measured by the metamorphic
+check of hangdoc/death_variants.py (tests/casebook/test_death_variants.py, python
+scripts/death_variants.py): the same deaths told with other paths, other names of the
+job's own code, other words beyond the exception's type and errno. At 903980a, 4 of the 8
+named causes whose paths it changed kept their label (a rename's race read from a
+checkpoint's file extension, a rotation's from the job's function named save_checkpoint,
+a torch.OutOfMemoryError from its message's words); the entry-race and worker-memory rows
+and the parser's reading of the call that raised are what keep them.
 """
 
 from __future__ import annotations
