@@ -116,10 +116,17 @@ storage's family (EIO, ENOSPC, EDQUOT, EROFS, ESTALE …, read from Python's own
 tables and OSError subclasses: parsers/logs/oserror.py); a child process it could not
 start; a path's errno (ENOENT, EEXIST, EXDEV, EACCES …) raised while a checkpoint was
 saved (writers racing on a directory, one not shared between nodes; not a load's: a
-checkpoint that is not there is the job's path, not the storage); a CUDA call a
-collective library reported failing from code that only sets a communicator up; NCCL's
-set-up classes raised where communicators are created; last, any exception raised in
-set-up, which this rule names as set-up. A death no row holds for is a crash. An
+checkpoint that is not there is the job's path, not the storage); a host-memory error
+raised in a DataLoader worker (its loop's frame, or torch's "Caught MemoryError in
+DataLoader worker process N"), HD109's; a CUDA call a collective library reported failing
+from code that only sets a communicator up; NCCL's set-up classes raised where
+communicators are created; any exception raised in set-up, which this rule names as
+set-up; last, a directory entry another process made, moved or removed (ENOENT, EEXIST,
+ENOTEMPTY, EBUSY; EXDEV) under a call that makes, moves or removes one, whatever the job
+named its own code: the library frame that raised (shutil.rmtree, os.makedirs,
+pathlib's), the source line's call (os.rename, os.symlink, Path.mkdir), CPython's
+two-path message (only link, rename and symlink print it), HD110's. A death no row holds
+for is a crash. An
 exception whose words carry no sign the parser reads and whose traceback shows no stage
 is stated one step weaker (`CAUSE_UNREAD`): on four batches of reports scored at first
 sight (fixtures/first_sight), 14 of the 26 wrong answers were this rule's, crashes whose

@@ -44,6 +44,13 @@ multiprocessing: the CUDA runtime does not support the fork start method; from P
 child gets "Cannot re-initialize CUDA in forked subprocess"). A rank's forked children are
 most often its DataLoader workers; the GPU and its driver are not in question.
 
+A host-memory error (Python's MemoryError, ENOMEM) raised in a DataLoader worker process
+counts too: its traceback shows the worker's own loop (torch/utils/data/_utils/worker.py
+``_worker_loop``), or it is the main process's re-raise of it, torch/_utils.py's
+ExceptionWrapper "Caught MemoryError in DataLoader worker process N" (the death-kind
+table's worker-memory row, analyzer/views/death_kind.py). The worker's host memory ran
+out; any other exception a worker raised is the dataset's own error, a crash.
+
 ## How to confirm
 `dmesg -T | grep -i -E 'killed process|oom'` on the node for a Killed worker; `df -h
 /dev/shm` for a bus error (a container's default 64 MB shm is too small for the workers'
@@ -95,6 +102,10 @@ class DataloaderWorkerDied(Rule):
             forked = _forked_cuda(ctx)
             if forked:
                 yield self._forked_cuda(forked)
+                return
+            starved = _worker_memory(ctx)
+            if starved:
+                yield self._worker_memory(starved)
             return
         first = events[0]
         died = first.event.payload_as(LoaderWorkerDied) or LoaderWorkerDied()
@@ -180,6 +191,35 @@ class DataloaderWorkerDied(Rule):
             strength=Strength.SIGNAL if shown else shifted(Strength.SIGNAL, Shift.OTHER_READINGS),
         )
 
+    def _worker_memory(self, starved: list[Death]) -> Finding:
+        """A DataLoader worker ran out of host memory (the docstring's paragraph on
+        MemoryError in a worker)."""
+        ranks = sorted({d.rank for d in starved if d.rank is not None})
+        who = ranks_text(ranks) if ranks else "a rank (rank unknown)"
+        return Finding(
+            rule=self.id,
+            category=Category.DATALOADER,
+            severity=Severity.CRITICAL,
+            title=f"a DataLoader worker of {who} ran out of host memory: {starved[0].summary}",
+            explanation=(
+                f"{who} raised {starved[0].summary!r} from a DataLoader worker process (the "
+                "worker's own loop, or torch's re-raise of what a worker raised: \"Caught "
+                "MemoryError in DataLoader worker process N\"): the host's memory ran out "
+                "in the worker. The rank left the training loop, and the other ranks waited "
+                "for it in their next collective."
+            ),
+            fix=(
+                "Lower the workers' memory: fewer workers, a smaller prefetch_factor, no "
+                "per-worker copy of a large dataset (Python lists of objects are copied on "
+                "access in forked workers: keep the index in numpy arrays or on disk), or "
+                "give the node more memory; num_workers=0 shows the same code's use in the "
+                "rank itself."
+            ),
+            culprit_ranks=tuple(ranks),
+            evidence=tuple(limited_refs([d.placed for d in starved], limit=4)),
+            strength=Strength.SIGNAL,
+        )
+
     def _forked_cuda(self, forked: list[Death]) -> Finding:
         """A forked child aborted on CUDA state its parent made (the docstring's
         paragraph on CUDA_AFTER_FORK)."""
@@ -220,6 +260,21 @@ def _forked_cuda(ctx: RuleContext) -> list[Death]:
         return []
     wave_events = wave(tl)
     return [d for d in forked if precedes_wave(d.placed, wave_events) is not False]
+
+
+def _worker_memory(ctx: RuleContext) -> list[Death]:
+    """The deaths of a host-memory error raised in a DataLoader worker (the death-kind
+    table's worker-memory row) before the others' timeouts."""
+    tl = ctx.timeline
+    found = [
+        d
+        for d in first_deaths(tl)
+        if (kind := d.kind) is not None and kind.row.name == "worker-memory"
+    ]
+    if not found:
+        return []
+    wave_events = wave(tl)
+    return [d for d in found if precedes_wave(d.placed, wave_events) is not False]
 
 
 def _by_dataloader(death: Death) -> bool:

@@ -299,3 +299,145 @@ def test_an_error_of_the_jobs_own_code_stays_a_crash(tmp_path: Path) -> None:
     )
     specific, in_setup, category = _first_death_kind(tmp_path, text)
     assert not specific and not in_setup and category is None
+
+
+# --- a directory entry raced on: the call that raised, whatever the job named its code ----
+
+_RACES = {
+    # shutil.rmtree's own frame (a save rotating old checkpoints out, another rank first)
+    "rmtree": (
+        "prune(old)",
+        "/usr/lib/python3.10/shutil",
+        "rmtree",
+        "os.rmdir(path)",
+        "FileNotFoundError: [Errno 2] No such file or directory: '/out/step_5'",
+    ),
+    # the source line calls os.makedirs; the job's function says nothing of a save
+    "makedirs": (
+        "prepare(out)",
+        "/srv/app/util",
+        "prepare",
+        "os.makedirs(out)",
+        "FileExistsError: [Errno 17] File exists: '/out/run'",
+    ),
+    # pathlib's mkdir, called by a method
+    "path-mkdir": (
+        "prepare(out)",
+        "/srv/app/util",
+        "prepare",
+        "Path(out).mkdir(parents=True)",
+        "FileExistsError: [Errno 17] File exists: '/out/run'",
+    ),
+    # CPython's two-path OSError: only link, rename/replace and symlink print it
+    "two-paths": (
+        "publish(a, b)",
+        "/srv/app/util",
+        "publish",
+        "move_into_place(a, b)",
+        "OSError: [Errno 18] Invalid cross-device link: '/tmp/x' -> '/out/y'",
+    ),
+}
+
+
+@pytest.mark.parametrize("race", sorted(_RACES))
+def test_an_entry_raced_on_is_the_file_systems_whatever_the_names(
+    tmp_path: Path, race: str
+) -> None:
+    call, lib, func, inner, exc = _RACES[race]
+    text = _TRACEBACK.format(call=call, lib=lib, func=func, inner=inner, exc=exc).replace(
+        '"/opt/lib/' + lib + '.py"', '"' + lib + '.py"'
+    )
+    specific, in_setup, category = _first_death_kind(tmp_path, text)
+    assert specific and not in_setup
+    assert category is Category.IO_STALL
+
+
+@pytest.mark.parametrize(
+    ("inner", "exc"),
+    [
+        # a reader's path that is not there: the job's path, not the file system
+        ("cfg = open(path)", "FileNotFoundError: [Errno 2] No such file or directory: 'a.yaml'"),
+        # a permission: no race, nothing says the storage failed
+        ("os.makedirs(out)", "PermissionError: [Errno 13] Permission denied: '/out/run'"),
+    ],
+)
+def test_other_path_errors_stay_crashes(tmp_path: Path, inner: str, exc: str) -> None:
+    text = _TRACEBACK.format(call="run(cfg)", lib="app", func="run", inner=inner, exc=exc)
+    specific, in_setup, category = _first_death_kind(tmp_path, text)
+    assert not specific and not in_setup and category is None
+
+
+def test_an_entry_raced_on_in_set_up_is_the_set_up(tmp_path: Path) -> None:
+    text = _TRACEBACK.format(
+        call="init_process_group(backend='gloo', init_method=url)",
+        lib="dist",
+        func="init_process_group",
+        inner="os.makedirs(store_dir)",
+        exc="FileExistsError: [Errno 17] File exists: '/shared/store'",
+    )
+    specific, in_setup, category = _first_death_kind(tmp_path, text)
+    assert in_setup and not specific and category is Category.NCCL_INIT
+
+
+def test_torchs_out_of_memory_class_is_a_cuda_oom_whatever_its_words(tmp_path: Path) -> None:
+    from hangdoc.analyzer.loading.loader import load_paths
+
+    path = tmp_path / "rank0.log"
+    path.write_text("torch.OutOfMemoryError: allocation failed on device 0\n    x = f(y)\n")
+    evidence = load_paths([path])
+    kinds = {e.kind.value for e in evidence.job_log_events} | {
+        e.kind.value for p in evidence.processes for e in p.log_events
+    }
+    assert "cuda_oom" in kinds
+    path.write_text("ray.exceptions.OutOfMemoryError: task 1 was killed\n    x = f(y)\n")
+    evidence = load_paths([path])
+    kinds = {e.kind.value for e in evidence.job_log_events} | {
+        e.kind.value for p in evidence.processes for e in p.log_events
+    }
+    assert "cuda_oom" not in kinds  # Ray's class of the name is host memory
+
+
+# --- host memory in a DataLoader worker ---------------------------------------------------
+
+_WORKER = """Traceback (most recent call last):
+  File "/srv/app/run.py", line 88, in <module>
+    for batch in loader:
+  File "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py", line 1372, in _process_data
+    data.reraise()
+  File "/usr/lib/python3/dist-packages/torch/_utils.py", line 705, in reraise
+    raise exception
+{exc}: Caught {exc} in DataLoader worker process 2.
+Original Traceback (most recent call last):
+  File "/usr/lib/python3/dist-packages/torch/utils/data/_utils/worker.py", line 308, in _worker_loop
+    data = fetcher.fetch(index)
+  File "/srv/app/data.py", line 40, in __getitem__
+    img = np.load(path)
+{exc}{detail}
+"""
+
+
+def test_host_memory_in_a_dataloader_worker_is_the_workers(tmp_path: Path) -> None:
+    text = _WORKER.format(exc="MemoryError", detail="")
+    specific, _in_setup, category = _first_death_kind(tmp_path, text)
+    assert specific and category is Category.DATALOADER
+    # the worker's own traceback alone (the main process's part cut off)
+    alone = text[text.index("Original Traceback") + len("Original ") :]
+    specific, _in_setup, category = _first_death_kind(tmp_path, alone)
+    assert specific and category is Category.DATALOADER
+
+
+def test_another_error_in_a_dataloader_worker_stays_a_crash(tmp_path: Path) -> None:
+    text = _WORKER.format(exc="KeyError", detail=": 'label'")
+    specific, _in_setup, category = _first_death_kind(tmp_path, text)
+    assert not specific and category is None
+
+
+def test_c10s_cpu_allocator_in_a_worker_is_host_memory(tmp_path: Path) -> None:
+    said = (
+        "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: "
+        "you tried to allocate 911360 bytes."
+    )
+    assert os_failure_of("RuntimeError", said) is OsFailure.HOST_MEMORY
+    text = _WORKER.format(exc="RuntimeError", detail=f": {said}")
+    specific, _in_setup, category = _first_death_kind(tmp_path, text)
+    assert specific and category is Category.DATALOADER

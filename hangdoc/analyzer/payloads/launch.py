@@ -276,6 +276,19 @@ class OsFailure(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+# POSIX's errnos of the calls that make, move or remove a directory entry (the Python
+# library reference: os's "Files and Directories" — mkdir, makedirs, rename, renames,
+# replace, rmdir, removedirs, remove, unlink, link, symlink —, shutil's rmtree and move,
+# pathlib.Path's mkdir, rename, replace, rmdir, unlink, touch, symlink_to, hardlink_to)
+# that mean another process got there first. Where several processes share a directory
+# (each node's rank 0 writing one output directory, a save rotating old checkpoints
+# out), one's call finds the entry made, moved or removed by another: ENOENT, EEXIST,
+# ENOTEMPTY, EBUSY. EXDEV is a move across file systems: a directory on another mount
+# than the job thought. An open() or a read is not one of these calls: a path that is
+# not there for a reader is the job's path, not the file system.
+ENTRY_ERRNOS = frozenset({"ENOENT", "EEXIST", "ENOTEMPTY", "EBUSY", "EXDEV"})
+
+
 @dataclass(frozen=True, slots=True)
 class ExceptionRaised(EventPayload):
     """EXCEPTION: an uncaught Python exception (the line that ends a traceback)."""
@@ -319,6 +332,18 @@ class ExceptionRaised(EventPayload):
     # tables, decided on by views/death_kind.py with the stage.
     errno: str | None = None
     os_failure: OsFailure | None = None
+    # The traceback's innermost source line (the call it raised from), kept for the
+    # parser's reading of which call failed (``entry_call``); not evidence on its own.
+    source: str | None = None
+    # The call that raised makes, moves or removes a directory entry (os.makedirs,
+    # os.rename, shutil.rmtree, a two-path OSError's link or rename …), by its name:
+    # parsers/logs/oserror.py entry_call, from the library's frames and CPython's message.
+    entry_call: str | None = None
+    # Raised in a DataLoader worker process: its frames show the worker's loop
+    # (torch/utils/data/_utils/worker.py _worker_loop), or it is the main process's
+    # re-raise of a worker's exception (torch/_utils.py ExceptionWrapper: "Caught
+    # <type> in DataLoader worker process N").
+    in_loader_worker: bool = False
 
 
 @dataclass(frozen=True, slots=True)

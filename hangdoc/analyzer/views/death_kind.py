@@ -21,6 +21,15 @@ On the 36 cases HD030 named wrongly at first sight (fixtures/first_sight, 2026-1
 report a mismatch (not exceptions of a death), and 5 need more than a death's own facts
 (an abort whose what() is the next line, a transport's connect failure, NCCL's "Cuda
 failure" with no source place, a child's MemoryError in spawn's start-up).
+
+Whether a row reads the failure or a report's specifics is measured by the metamorphic
+check of hangdoc/death_variants.py (tests/casebook/test_death_variants.py, python
+scripts/death_variants.py): the same deaths told with other paths, other names of the
+job's own code, other words beyond the exception's type and errno. At 903980a, 4 of the 8
+named causes whose paths it changed kept their label (a rename's race read from a
+checkpoint's file extension, a rotation's from the job's function named save_checkpoint,
+a torch.OutOfMemoryError from its message's words); the entry-race and worker-memory rows
+and the parser's reading of the call that raised are what keep them.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from dataclasses import dataclass
 
 from hangdoc.analyzer.model import Category
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
-from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised, OsFailure
+from hangdoc.analyzer.payloads.launch import ENTRY_ERRNOS, CodeStage, ExceptionRaised, OsFailure
 from hangdoc.analyzer.payloads.nccl import NcclWarn
 from hangdoc.analyzer.vocabulary import parse_enum
 
@@ -48,6 +57,12 @@ class Fact(enum.StrEnum):
     # failing from code that runs only while a communicator is set up (NcclWarn.setup,
     # read from the WARN's source place: views/nccl_setup.py): the set-up failed there
     LIBRARY_SETUP = "library_setup"
+    # an errno of a directory entry found made, moved or removed by another (ENOENT,
+    # EEXIST, ENOTEMPTY, EBUSY, EXDEV) raised by a call that makes, moves or removes one
+    # (os.makedirs, os.rename, os.symlink, shutil.rmtree …: ExceptionRaised.entry_call)
+    ENTRY_RACE = "entry_race"
+    # raised in a DataLoader worker process (ExceptionRaised.in_loader_worker)
+    LOADER_WORKER = "loader_worker"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +139,16 @@ KIND_TABLE: tuple[KindRow, ...] = (
         stages=frozenset({CodeStage.WORKER_START}),
     ),
     KindRow(
+        "worker-memory",
+        Category.DATALOADER,
+        "Python's MemoryError and ENOMEM (the host's memory) raised in a DataLoader worker "
+        "process (torch/utils/data/_utils/worker.py's loop, or torch/_utils.py's re-raise "
+        "of it: 'Caught MemoryError in DataLoader worker process N'): the workers' copies "
+        "of the dataset ran the host out of memory",
+        facts=frozenset({Fact.LOADER_WORKER}),
+        failures=frozenset({OsFailure.HOST_MEMORY}),
+    ),
+    KindRow(
         "file-in-save",
         Category.IO_STALL,
         "errno(3) of a path (ENOENT, EEXIST, EXDEV, EACCES …) raised saving a checkpoint: "
@@ -159,6 +184,20 @@ KIND_TABLE: tuple[KindRow, ...] = (
         signs=frozenset({Sign.CUDA_CALLER_REQUEST}),
     ),
     SET_UP,
+    # (after set-up: a store's or a rendezvous' file raced on while the ranks set up is
+    # the set-up failing, which the row above names)
+    KindRow(
+        "entry-race",
+        Category.IO_STALL,
+        "the Python library reference's calls that make, move or remove a directory entry "
+        "(os.makedirs/rename/replace/symlink/rmdir/remove, shutil.rmtree/move, pathlib's), "
+        "by the library frame or source line that raised, or CPython's two-path OSError "
+        "(posixmodule.c path_error2: link, rename, symlink); with an errno of an entry "
+        "another process made, moved or removed (ENOENT, EEXIST, ENOTEMPTY, EBUSY) or a "
+        "move across file systems (EXDEV): processes racing on a shared directory, "
+        "wherever the job's own code called it",
+        facts=frozenset({Fact.ENTRY_RACE}),
+    ),
 )
 
 
@@ -185,6 +224,13 @@ def facts_of(payload: EventPayload, stage: CodeStage | None, *, cuda_oom: bool) 
             (Fact.STORAGE_WORDS, payload.storage is not None),
             (Fact.CATALOG, catalog is not None),
             (Fact.LIBRARY_SETUP, isinstance(payload, NcclWarn) and payload.setup),
+            (Fact.LOADER_WORKER, raised is not None and raised.in_loader_worker),
+            (
+                Fact.ENTRY_RACE,
+                raised is not None
+                and raised.entry_call is not None
+                and raised.errno in ENTRY_ERRNOS,
+            ),
         )
         if holds
     }

@@ -15,7 +15,7 @@ import re
 
 from hangdoc.analyzer.model import Category
 from hangdoc.analyzer.parsers.catalog import default_matcher
-from hangdoc.analyzer.parsers.logs.oserror import errno_of, os_failure_of
+from hangdoc.analyzer.parsers.logs.oserror import entry_call, errno_of, os_failure_of
 from hangdoc.analyzer.payloads.base import EventPayload, Sign
 from hangdoc.analyzer.payloads.launch import ExceptionRaised
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError, NcclWarn
@@ -370,6 +370,9 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
             # the errno it reports and its family, from the stdlib's tables (oserror.py)
             changes["errno"] = errno_of(exc_type, message)
             changes["os_failure"] = os_failure_of(exc_type, message)
+            changes["entry_call"] = entry_call(
+                message, payload.where_file, payload.where_function, payload.source
+            )
         if payload.tried is None and (m := _TRIED.search(message)):
             changes["tried"] = m.group(1)
     # (not for CUDA state a forked child inherited: Sign.CUDA_AFTER_FORK, the scanner's

@@ -142,4 +142,64 @@ def os_failure_of(exc_type: str, message: str) -> OsFailure | None:
     cls = getattr(builtins, _type_name(exc_type), None)
     if isinstance(cls, type) and issubclass(cls, MemoryError):
         return OsFailure.HOST_MEMORY
+    if _HOST_ALLOCATOR.search(message):
+        return OsFailure.HOST_MEMORY  # c10's MemoryError: its CPU allocator's malloc failed
+    return None
+
+
+# c10's CPU allocator refusing an allocation (c10/core/impl/alloc_cpu.cpp alloc_cpu:
+# "DefaultCPUAllocator: not enough memory: you tried to allocate N bytes.", older
+# "DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes. Error code
+# 12 (Cannot allocate memory)"), raised as a RuntimeError by CAFFE_ENFORCE: the host's
+# memory, as Python's MemoryError is.
+_HOST_ALLOCATOR = re.compile(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory)")
+
+
+# The calls that make, move or remove a directory entry (the Python library reference:
+# os's "Files and Directories", shutil's rmtree and move, pathlib.Path's methods): which
+# errnos of theirs mean a race is payloads/launch.py's ENTRY_ERRNOS.
+# The library frame a traceback ends in: (module file's tail, its functions that do so).
+_ENTRY_FRAMES: tuple[tuple[str, frozenset[str]], ...] = (
+    ("/os.py", frozenset({"makedirs", "renames", "removedirs"})),
+    (
+        "/shutil.py",
+        frozenset({"rmtree", "_rmtree_safe_fd", "_rmtree_unsafe", "_rmtree_safe_fd_step", "move"}),
+    ),
+    (
+        "pathlib.py",  # pathlib.py, pathlib/_local.py (3.13)
+        frozenset(
+            {"mkdir", "rename", "replace", "rmdir", "unlink", "touch", "symlink_to", "hardlink_to"}
+        ),
+    ),
+    ("pathlib/_local.py", frozenset({"mkdir", "rename", "replace", "rmdir", "unlink", "touch"})),
+)
+# The source line that made the call (the traceback's innermost one): os's and shutil's
+# functions called by their module, or imported bare; pathlib's methods whose names no
+# other common type has (not ``.rename(``/``.replace(``: str.replace, DataFrame.rename).
+_ENTRY_CALL_LINE = re.compile(
+    r"\b(?:os\.(?:mkdir|makedirs|rename|renames|replace|rmdir|removedirs|remove|unlink|link"
+    r"|symlink)|shutil\.(?:rmtree|move)|(?<![.\w])(?:makedirs|rmtree|symlink))\s*\("
+    r"|\.(?:mkdir|rmdir|unlink|symlink_to|hardlink_to)\s*\("
+)
+# CPython's OSError with two file names ("[Errno N] <strerror>: 'a' -> 'b'", Objects/
+# exceptions.c OSError_str): only the calls that take two paths set the second
+# (Modules/posixmodule.c path_error2: os.link, os.rename/os.replace, os.symlink).
+_TWO_PATHS = re.compile(r"^\[Errno -?\d+\] [^'\n]{1,120}?: '.*' -> '.*'")
+
+
+def entry_call(
+    message: str, where_file: str | None, where_function: str | None, source: str | None
+) -> str | None:
+    """The call that raised, when it makes, moves or removes a directory entry: by the
+    message's two file names, the traceback's innermost library frame, or its innermost
+    source line; None when none shows one."""
+    if _TWO_PATHS.match(message):
+        return "a rename or link (two paths)"
+    if where_file and where_function:
+        func = where_function.rsplit(".", 1)[-1]
+        for tail, functions in _ENTRY_FRAMES:
+            if where_file.endswith(tail) and func in functions:
+                return f"{tail.rsplit('/', 1)[-1].removesuffix('.py')}.{func}"
+    if source and (m := _ENTRY_CALL_LINE.search(source)) is not None:
+        return m.group(0).rstrip("( ")
     return None

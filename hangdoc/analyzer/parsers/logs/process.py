@@ -274,6 +274,9 @@ _KEYS = (
     "already allocated",
     "Main process received",
     "CalledProcessError",
+    # torch's class alone (torch.OutOfMemoryError, torch.cuda.OutOfMemoryError:
+    # c10::OutOfMemoryError), whatever words its message has
+    "OutOfMemoryError",
 )
 _HAS_KEY = any_of(_KEYS)  # one search, not a test per word (literals.any_of)
 # Every line match_process makes an event of is a match of one of these (its branches'
@@ -327,6 +330,13 @@ WRITE_CALL = re.compile(
 )
 
 
+# torch's ExceptionWrapper.reraise (torch/_utils.py: "Caught {exc_type.__name__}
+# {where}.\nOriginal {traceback}"), its ``where`` set by the DataLoader's worker loop
+# (torch/utils/data/_utils/worker.py: "in DataLoader worker process {worker_id}"): the
+# main process re-raising what a worker raised, under the worker's own exception type.
+_LOADER_WRAPPED = re.compile(r"Caught \w+ in DataLoader worker process \d+")
+
+
 def writing_line(source: str) -> str | None:
     """``source`` (a traceback's innermost source line) when it calls a file write."""
     return source.strip()[:200] if source and WRITE_CALL.search(source) else None
@@ -340,16 +350,20 @@ def exception_hit(
     bare: bool = False,
     saving: str | None = None,
     writing: str | None = None,
+    source: str | None = None,
     stage: CodeStage | None = None,
     in_collective: bool = False,
     in_wait: bool = False,
     by_dataloader: bool = False,
+    in_loader_worker: bool = False,
 ) -> Hit:
     """An uncaught exception: the line that ends a traceback (``where``: its last frame;
     ``saving``: a line of it that shows a save; ``writing``: its innermost source line, a
-    file write; ``stage``: the stage its frames show; ``in_collective``: its innermost
-    frame is a collective of torch.distributed, ``in_wait``: waiting for the others;
-    ``by_dataloader``: its frames show torch's DataLoader), or a paste's last line with no
+    file write; ``source``: that line, whatever it calls; ``stage``: the stage its frames
+    show; ``in_collective``: its innermost frame is a collective of torch.distributed,
+    ``in_wait``: waiting for the others;
+    ``by_dataloader``: its frames show torch's DataLoader; ``in_loader_worker``: its
+    frames show a DataLoader worker's own loop), or a paste's last line with no
     traceback above it (``bare``)."""
     frame = _FRAME.search(where) if where else None
     payload = ExceptionRaised(
@@ -365,6 +379,8 @@ def exception_hit(
         by_dataloader=by_dataloader,
         where_file=frame.group("file") if frame is not None else None,
         where_function=frame.group("func") if frame is not None else None,
+        source=source.strip()[:200] if source and source.strip() else None,
+        in_loader_worker=in_loader_worker or _LOADER_WRAPPED.match(message) is not None,
     )
     return Hit(EventKind.EXCEPTION, payload=payload, key=("exc", exc_type, message[:120]))
 
@@ -528,7 +544,8 @@ def match_process(text: str) -> Hit | None:
         workers = int(r["n"]) if r["n"] else None
         summary = HostOomKill(name=RAY_MEMORY_MONITOR, events=workers, message=text.strip()[:300])
         return Hit(EventKind.HOST_OOM_KILL, payload=summary, key=("rayoomsummary",))
-    if _OOM.search(text):
+    if _OOM.search(text) and "ray.exceptions.OutOfMemoryError" not in text:
+        # (Ray's class of the same name is its memory monitor's: host RAM, read above)
         size = _OOM_SIZE.search(text)
         gpu = _OOM_GPU.search(text)
         oom = CudaFailure(

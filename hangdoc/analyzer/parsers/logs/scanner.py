@@ -82,6 +82,7 @@ from hangdoc.analyzer.parsers.logs.tb_stage import (
     frame_stage,
     frame_starter,
     line_stage,
+    loader_worker_frame,
     waiting_frame,
     waiting_line,
 )
@@ -119,6 +120,7 @@ from hangdoc.analyzer.vocabulary import (
     EventKind,
     Phase,
     os_error_with_files,
+    save_storage_error,
 )
 
 # Where a second record starts inside one physical line (interleaved consoles, tqdm).
@@ -278,6 +280,9 @@ class _Traceback:
     in_wait: bool = False
     # Who its innermost frame that starts child processes is (tb_stage.frame_starter).
     starter: Starter | None = None
+    # Its frames show a DataLoader worker's own loop (tb_stage.loader_worker_frame):
+    # raised in the worker process.
+    in_loader_worker: bool = False
     # The message logged right above its header (a logger.exception record: vLLM's
     # "WorkerProc failed to start.", then the traceback), and the logging call's place
     # the header's line names (LineTag.origin: every line of such a record repeats it).
@@ -306,6 +311,8 @@ class _Traceback:
         starter = frame_starter(text)
         if starter is not None:
             self.starter = starter
+        if loader_worker_frame(text):
+            self.in_loader_worker = True
         if text.lstrip().startswith("File "):
             self.in_collective = collective_frame(text)
             self.in_wait = self.in_collective and waiting_frame(text)
@@ -727,11 +734,22 @@ class Scanner:
         self._recognise(tag, lineno)
         if tag.rank is None and len(self.events) == before:
             exc_line = match_exception_line(text)
-            if first_text and exc_line is not None and os_error_with_files(exc_line[1]):
+            if (
+                first_text
+                and exc_line is not None
+                and (
+                    os_error_with_files(exc_line[1])
+                    or save_storage_error(f"{exc_line[0]}: {exc_line[1]}") is not None
+                )
+            ):
                 # A paste that starts with an OSError naming its files (CPython's "[Errno
-                # N] <strerror>: 'a' -> 'b'"): the end of a traceback the paste cut above
-                # it, whatever follows (another rank's interleaved frames): a file-system
-                # call failed there. Weak on its own (``bare``), as at the paste's end.
+                # N] <strerror>: 'a' -> 'b'"), or with torch.save's writer failing in its
+                # own words (inline_container.cc: "Parent directory <dir> does not
+                # exist.", "PytorchStreamWriter failed writing file …"): the end of a
+                # traceback the paste cut above it, whatever follows (another rank's
+                # interleaved frames, the traceback's frames pasted after its message): a
+                # file-system call failed there. Weak on its own (``bare``), as at the
+                # paste's end.
                 self._emit(exception_hit(*exc_line, bare=True), tag, lineno)
                 return
             self._tail_exc = (
@@ -773,10 +791,12 @@ class Scanner:
             where=tb.last_frame or None,
             saving=tb.saving or None,
             writing=writing_line(tb.source),
+            source=tb.source or None,
             stage=stage,
             in_collective=tb.in_collective,
             in_wait=tb.in_wait,
             by_dataloader=tb.starter is Starter.DATALOADER,
+            in_loader_worker=tb.in_loader_worker,
         )
         if self._spawn_index is not None and hit.named_local_rank is None:
             hit.named_local_rank = self._spawn_index

@@ -189,6 +189,20 @@ _OTHER_STARTER_FRAME = re.compile(
 )
 
 
+# A DataLoader worker's own loop (torch/utils/data/_utils/worker.py _worker_loop: it
+# fetches each batch and wraps what the dataset raised in an ExceptionWrapper "in
+# DataLoader worker process N", which the main process re-raises): a traceback with this
+# frame was raised in the worker process (the "Original Traceback" torch prints).
+_LOADER_WORKER_FRAME = re.compile(
+    r'^\s*File "[^"]*torch/utils/data/_utils/worker\.py", line \d+, in _worker_loop\s*$'
+)
+
+
+def loader_worker_frame(text: str) -> bool:
+    """Whether a traceback's frame line is a DataLoader worker's own loop."""
+    return _LOADER_WORKER_FRAME.match(text) is not None
+
+
 def frame_starter(text: str) -> Starter | None:
     """Who a traceback's frame line shows starting child processes (None: no one). The
     innermost such frame of a traceback is the one that started the child."""
