@@ -457,9 +457,13 @@ class RankDiedFirst(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
-            strength=shifted(Strength.SIGNAL, Shift.MAY_BE_CUT)
-            if _weak(first)
-            else Strength.SIGNAL,
+            strength=shifted(
+                Strength.SIGNAL,
+                *((Shift.MAY_BE_CUT,) if _weak(first) else ()),
+                # only where it was raised says set-up (a framework's worker set-up, words
+                # nothing reads): most likely the set-up, not for certain
+                *((Shift.WORDS_UNREAD,) if first.setup_unread else ()),
+            ),
         )
 
 
