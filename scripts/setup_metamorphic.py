@@ -56,20 +56,25 @@ _LAST = re.compile(r"^(?P<pre>.*\bLast error:)(?P<msg>.*)$")
 def unseen_messages(text: str) -> str:
     """``text`` with each error message's own words replaced by :data:`UNSEEN`."""
     out: list[str] = []
-    after_last = False
+    after_last: str | None = None  # the prefix of a bare "Last error:" line just read
     for line in text.split("\n"):
-        if after_last and line.strip():
-            out.append(re.match(r"\s*", line).group(0) + UNSEEN)  # type: ignore[union-attr]
-            after_last = False
+        if after_last is not None and line.strip():
+            # its detail on the next line, under the same prefix (a rank's, a shipper's)
+            keep = after_last if line.startswith(after_last) else ""
+            indent = re.match(r"\s*", line[len(keep) :])
+            out.append(keep + (indent.group(0) if indent else "") + UNSEEN)
+            after_last = None
             continue
-        after_last = False
+        after_last = None
         if (m := _METHOD.match(line)) is not None:
             line = f"{m['pre']}{UNSEEN}{m['post']}"
         elif (m := _WARN.match(line)) is not None:
             line = f"{m['pre']}{UNSEEN}"
         elif (m := _LAST.match(line)) is not None:
-            line = f"{m['pre']} {UNSEEN}" if m["msg"].strip() else line
-            after_last = not m["msg"].strip()
+            if m["msg"].strip():
+                line = f"{m['pre']} {UNSEEN}"
+            else:
+                after_last = m["pre"][: -len("Last error:")]
         elif (m := _EXCEPTION.match(line)) is not None and 'File "' not in m["pre"]:
             place = _PLACE.match(m["msg"])  # torch's "NCCL error in: FILE:LINE, " kept
             line = f"{m['pre']}: {place.group(0) if place else ''}{UNSEEN}"

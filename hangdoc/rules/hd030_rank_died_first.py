@@ -118,7 +118,14 @@ start; a path's errno (ENOENT, EEXIST, EXDEV, EACCES …) raised while a checkpo
 saved (writers racing on a directory, one not shared between nodes; not a load's: a
 checkpoint that is not there is the job's path, not the storage); a CUDA call a
 collective library reported failing from code that only sets a communicator up; NCCL's
-set-up classes raised where communicators are created; last, any exception raised in
+set-up classes raised where communicators are created; an exception in words nothing
+reads (no catalog row, no sign; torch's RuntimeError or DistError family, or a
+framework's record of a worker's exception) raised in a serving or RL framework's worker
+set-up (vLLM's `init_device`, verl's `init_model`, OpenRLHF's
+`init_model_from_pretrained`: the set-up entry points' table read from their sources,
+parsers/catalog/data/stages/setup_entry_points.json), named as set-up one step weaker
+(`WORDS_UNREAD`: those methods also select the device and check the configuration,
+whose own failures have words the catalog holds); last, any exception raised in
 set-up, which this rule names as set-up. A death no row holds for is a crash. An
 exception whose words carry no sign the parser reads and whose traceback shows no stage
 is stated one step weaker (`CAUSE_UNREAD`): on four batches of reports scored at first

@@ -79,6 +79,11 @@ NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memor
 nor for torch's error of aborting a communicator as its process group was destroyed (the
 failure reason C10D_NCCL_CHECK prints under it, "Process Group destroyed on rank N",
 which ~ProcessGroupNCCL passes to ncclCommAbort): that is teardown, not set-up.
+An NCCL error in words none of ncclGetErrorString's strings (a release's, a plugin's or
+a fork's new words, `NCCL error in: …/ProcessGroupNCCL.cpp:535, <words>`, `NCCL error:
+<words>`) counts where the same things show the stage (a check in communicator creation,
+a traceback through a set-up entry point, NCCL's own set-up output before it), stated one
+step weaker (`WORDS_UNREAD`): where it failed is read, what failed is not.
 
 ## How to confirm
 Rerun with `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH` (or `NCCL_DEBUG=WARN` at

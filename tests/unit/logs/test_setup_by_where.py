@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.model import Category, Strength
+from hangdoc.analyzer.model import Category, Finding, Strength
 from hangdoc.analyzer.parsers.logs.errors import signs_of, words_unread
 from hangdoc.analyzer.parsers.logs.tb_stage import (
     ENTRY_POINTS_FILE,
@@ -33,6 +34,13 @@ from hangdoc.analyzer.parsers.logs.tb_stage import (
 )
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.launch import CodeStage
+
+
+def _primary(diagnosis: Diagnosis) -> Finding:
+    found = diagnosis.primary
+    assert found is not None
+    return found
+
 
 _TABLE = json.loads(ENTRY_POINTS_FILE.read_text(encoding="utf-8"))
 
@@ -110,13 +118,13 @@ def _worker(tmp_path: Path, error: str) -> Path:
 
 def test_new_words_raised_in_init_device_read_as_set_up_one_step_weaker(tmp_path: Path) -> None:
     new = analyze(load_paths([_worker(tmp_path, "RuntimeError: ncclFooBar: something new")]))
-    assert new.primary.category is Category.NCCL_INIT
-    assert new.primary.rule == "HD030"
+    assert _primary(new).category is Category.NCCL_INIT
+    assert _primary(new).rule == "HD030"
     known = analyze(
         load_paths([_worker(tmp_path, "RuntimeError: NCCL error: unhandled system error")])
     )
-    assert known.primary.category is Category.NCCL_INIT
-    assert new.primary.strength < known.primary.strength
+    assert _primary(known).category is Category.NCCL_INIT
+    assert _primary(new).strength < _primary(known).strength
 
 
 @pytest.mark.parametrize(
@@ -141,7 +149,7 @@ def test_known_words_or_the_jobs_own_checks_in_init_device_are_no_set_up(
 
 def test_an_oom_raised_in_init_device_stays_an_oom(tmp_path: Path) -> None:
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
-    assert analyze(load_paths([_worker(tmp_path, oom)])).primary.category is Category.CUDA_OOM
+    assert _primary(analyze(load_paths([_worker(tmp_path, oom)]))).category is Category.CUDA_OOM
 
 
 def _init_pg(tmp_path: Path, words: str) -> Path:
@@ -164,11 +172,11 @@ def test_an_nccl_error_of_new_words_raised_through_set_up_is_set_up_weaker(
     tmp_path: Path,
 ) -> None:
     new = analyze(load_paths([_init_pg(tmp_path, "ncclFooBar: something new happened")]))
-    assert new.primary.category is Category.NCCL_INIT
+    assert _primary(new).category is Category.NCCL_INIT
     known = analyze(load_paths([_init_pg(tmp_path, "unhandled system error, NCCL version 2.7")]))
-    assert known.primary.category is Category.NCCL_INIT
-    assert new.primary.strength < known.primary.strength
-    assert new.primary.strength >= Strength.HINT
+    assert _primary(known).category is Category.NCCL_INIT
+    assert _primary(new).strength < _primary(known).strength
+    assert _primary(new).strength >= Strength.HINT
 
 
 def test_the_same_new_words_raised_in_the_training_loop_are_not_set_up(tmp_path: Path) -> None:
