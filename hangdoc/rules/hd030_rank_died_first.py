@@ -120,13 +120,19 @@ checkpoint that is not there is the job's path, not the storage); a host-memory 
 raised in a DataLoader worker (its loop's frame, or torch's "Caught MemoryError in
 DataLoader worker process N"), HD109's; a CUDA call a collective library reported failing
 from code that only sets a communicator up; NCCL's set-up classes raised where
-communicators are created; any exception raised in set-up, which this rule names as
-set-up; last, a directory entry another process made, moved or removed (ENOENT, EEXIST,
-ENOTEMPTY, EBUSY; EXDEV) under a call that makes, moves or removes one, whatever the job
-named its own code: the library frame that raised (shutil.rmtree, os.makedirs,
-pathlib's), the source line's call (os.rename, os.symlink, Path.mkdir), CPython's
-two-path message (only link, rename and symlink print it), HD110's. A death no row holds
-for is a crash. An
+communicators are created; an exception in words nothing reads (no catalog row, no sign;
+torch's RuntimeError or DistError family, or a framework's record of a worker's exception)
+raised in a serving or RL framework's worker set-up (vLLM's `init_device`, verl's
+`init_model`, OpenRLHF's `init_model_from_pretrained`: the set-up entry points' table read
+from their sources, parsers/catalog/data/stages/setup_entry_points.json), named as set-up
+one step weaker (`WORDS_UNREAD`: those methods also select the device and check the
+configuration, whose own failures have words the catalog holds); any exception raised in
+set-up, which this rule names as set-up; last, a directory entry another process made,
+moved or removed (ENOENT, EEXIST, ENOTEMPTY, EBUSY; EXDEV) under a call that makes, moves
+or removes one, whatever the job named its own code: the library frame that raised
+(shutil.rmtree, os.makedirs, pathlib's), the source line's call (os.rename, os.symlink,
+Path.mkdir), CPython's two-path message (only link, rename and symlink print it), HD110's.
+A death no row holds for is a crash. An
 exception whose words carry no sign the parser reads and whose traceback shows no stage
 is stated one step weaker (`CAUSE_UNREAD`): on four batches of reports scored at first
 sight (fixtures/first_sight), 14 of the 26 wrong answers were this rule's, crashes whose
@@ -464,9 +470,13 @@ class RankDiedFirst(Rule):
             culprit_ranks=tuple(culprits),
             waiting_ranks=tuple(waiting),
             evidence=tuple(limited_refs([d.placed for d in chosen], limit=6)),
-            strength=shifted(Strength.SIGNAL, Shift.MAY_BE_CUT)
-            if _weak(first)
-            else Strength.SIGNAL,
+            strength=shifted(
+                Strength.SIGNAL,
+                *((Shift.MAY_BE_CUT,) if _weak(first) else ()),
+                # only where it was raised says set-up (a framework's worker set-up, words
+                # nothing reads): most likely the set-up, not for certain
+                *((Shift.WORDS_UNREAD,) if first.setup_unread else ()),
+            ),
         )
 
 

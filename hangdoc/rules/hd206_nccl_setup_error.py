@@ -79,6 +79,11 @@ NCCL reported a lost connection (HD200) or when the error is a CUDA out-of-memor
 nor for torch's error of aborting a communicator as its process group was destroyed (the
 failure reason C10D_NCCL_CHECK prints under it, "Process Group destroyed on rank N",
 which ~ProcessGroupNCCL passes to ncclCommAbort): that is teardown, not set-up.
+An NCCL error in words none of ncclGetErrorString's strings (a release's, a plugin's or
+a fork's new words, `NCCL error in: …/ProcessGroupNCCL.cpp:535, <words>`, `NCCL error:
+<words>`) counts where the same things show the stage (a check in communicator creation,
+a traceback through a set-up entry point, NCCL's own set-up output before it), stated one
+step weaker (`WORDS_UNREAD`): where it failed is read, what failed is not.
 
 ## How to confirm
 Rerun with `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH` (or `NCCL_DEBUG=WARN` at
@@ -102,7 +107,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.nccl import NcclError, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import Foreign, NcclResult
-from hangdoc.analyzer.views.nccl_setup import SetupFailure, setup_failure
+from hangdoc.analyzer.views.nccl_setup import SetupFailure, setup_failure, unread_class
 from hangdoc.analyzer.views.timeline import Placed
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -123,6 +128,16 @@ class NcclSetupError(Rule):
         failure = setup_failure(ctx.timeline)
         if failure is not None:
             yield _finding(self.id, failure)
+
+
+def _unread(failure: SetupFailure) -> bool:
+    """Every error of the failure is of a class hangdoc does not know."""
+    errors = [p.event.payload_as(NcclError) for p in failure.errors]
+    raised = [p.event.payload for p in failure.raised]
+    return bool(errors or raised) and (
+        all(e is not None and unread_class(e) for e in errors)
+        and all(Sign.NCCL_ERROR_UNREAD in r.signs for r in raised)
+    )
 
 
 def _finding(rule_id: str, failure: SetupFailure) -> Finding:
@@ -172,6 +187,10 @@ def _finding(rule_id: str, failure: SetupFailure) -> Finding:
     # One line of one kind is weak (a WARN NCCL may survive, an error whose call site is
     # only probably setup); two kinds that agree name the failure outright.
     strength = shifted(Strength.SIGNAL, Shift.AGREES) if len(kinds) >= 2 else Strength.SIGNAL
+    if not failure.warns and not failure.returns and _unread(failure):
+        # an error whose words name no class hangdoc knows, read as set-up only by where it
+        # was checked or raised (views/nccl_setup.unread_class)
+        strength = shifted(strength, Shift.WORDS_UNREAD)
     who = f" on {ranks_text(ranks)}" if ranks else ""
     fix = _FIXES.get(library, _FIXES["NCCL"])
     if any(Sign.PINNED_HOST_MEMORY in p.event.payload.signs for p in failure.warns):

@@ -53,6 +53,10 @@ class Shift(enum.Enum):
         "and whose traceback shows no stage: it may have a more specific cause, or be a "
         "consequence",
     )
+    WORDS_UNREAD = (
+        -1,
+        "its words are not known: only where it was raised (a set-up entry point) says what failed",
+    )
     CONTRADICTED = (-2, "an independent source says otherwise")
     RANKS_UNKNOWN = (
         -1,

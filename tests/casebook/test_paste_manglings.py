@@ -34,14 +34,9 @@ CASES = Path(__file__).resolve().parents[2] / "fixtures" / "cases"
 # reserved by PyTorch but unallocated. If reserved …", which the catalog holds: scripts/
 # catalog/others.py _OOM_PIECE.)
 MIDDLE_CUT = "cut first line (middle)"
-# (llm-d-352: its first line, the bare "RuntimeError: NCCL error: unhandled system error"
-# that ends an earlier worker's record, is the only line that names NCCL; cut in half it is
-# no exception line, and what is left, "WorkerProc failed to start." over a traceback cut
-# inside init_device, names no cause of its own: the worker's failure is then its crash.)
 MIDDLE_CUT_CHANGES = frozenset(
     {
         "axolotl-2684-tokenization-socket-timeout",
-        "llm-d-352-dev-shm-exhausted-worker-init",
         # (medicalgpt-425 likewise: the tokenizer's bar at 29:46 lies wholly in the half cut
         # away; what is left, rank 3 held at main_process_first while rank 0 works, reads as
         # the ranks parted, the label's alternative, not as slow work.)

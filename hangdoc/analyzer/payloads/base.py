@@ -65,6 +65,14 @@ class Sign(enum.StrEnum):
     # framework's own binding raises it (vLLM's pynccl: "NCCL error: {error_str}"): with a
     # traceback through communicator creation, that set-up failed (views/nccl_setup.py).
     NCCL_SETUP_CLASS = "nccl_setup_class"
+    # An NCCL error raised as an exception whose words are none of ncclGetErrorString's
+    # (NCCL src/init.cc: "unhandled cuda error", "unhandled system error", "internal
+    # error", "invalid argument", "invalid usage", "remote process exited …", "NCCL
+    # operation in progress", "timeout"), as torch's C10D_NCCL_CHECK ("NCCL error in:
+    # FILE:LINE, …") or a framework's binding ("NCCL error: …") prints it: a release's,
+    # a plugin's or a fork's words hangdoc has not seen. Its traceback alone can say what
+    # failed (views/nccl_setup.py: set-up where it shows set-up, one step weaker).
+    NCCL_ERROR_UNREAD = "nccl_error_unread"
     # The raylet's report that one of its worker processes ended ("A worker died or was
     # killed while executing a task by an unexpected system error", Ray's
     # src/ray/raylet/node_manager.cc): a process of the cluster, any task's or actor's;

@@ -310,6 +310,12 @@ class ExceptionRaised(EventPayload):
     # "nccl_network_or_transport_error", …): the exception reports that failure, it is
     # not a crash of the program of its own.
     known_as: str | None = None
+    # Its words say nothing hangdoc knows of what failed: no catalog row holds them, or
+    # only a framework's record that something raised (parsers/logs/errors.py
+    # words_unread), and its type is one torch's C++ side raises (RuntimeError,
+    # torch.distributed's DistError family) or none is printed: where it was raised is
+    # then all that can say (views/death_kind.py).
+    unread: bool = False
     bare: bool = False  # a paste's last line, no traceback above it: weak on its own
     saving: str | None = None  # a line of the traceback that shows a save (torch.save…)
     # The traceback's innermost source line, when it is a call that writes a file

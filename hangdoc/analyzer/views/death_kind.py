@@ -63,6 +63,10 @@ class Fact(enum.StrEnum):
     ENTRY_RACE = "entry_race"
     # raised in a DataLoader worker process (ExceptionRaised.in_loader_worker)
     LOADER_WORKER = "loader_worker"
+    # words nothing reads: no sign the parser read, no meaning of the message catalog, no
+    # hardware or storage words, no errno's family (an exception's message hangdoc has
+    # never seen: the next report's new variant)
+    UNREAD = "unread"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,26 @@ SET_UP = KindRow(
     "and its TCPStore/FileStore, DDP's construction, the device's set-up: tb_stage.py)",
     stages=frozenset({CodeStage.SETUP}),
 )
+# Raised, in words nothing reads, where a framework creates its workers' communicators
+# before any step (CodeStage.DEVICE_INIT: vLLM's Worker.init_device, whose distributed
+# set-up creates them; CodeStage.WORKER_INIT: verl's and SkyRL's init_model, OpenRLHF's
+# init_model_from_pretrained, whose process groups' first collectives create them: the
+# set-up entry points of parsers/catalog/data/stages/setup_entry_points.json). Those
+# methods also do other things (a device's selection, a dtype's check, a memory
+# snapshot, a model's load), whose failures have words the catalog knows and keep their
+# own meaning (the rows above); an unknown message there is most likely the set-up's,
+# and HD030 says so one step weaker than a set-up its frames show.
+INIT_UNREAD = KindRow(
+    "init-unread",
+    Category.NCCL_INIT,
+    "the set-up entry points of serving and RL frameworks (vLLM's init_device, verl's "
+    "init_model, OpenRLHF's init_model_from_pretrained: setup_entry_points.json), an "
+    "exception whose words nothing reads",
+    facts=frozenset({Fact.UNREAD}),
+    stages=frozenset({CodeStage.DEVICE_INIT, CodeStage.WORKER_INIT}),
+)
+# The rows whose category is set-up by the stage alone (HD030's own set-up finding).
+SET_UP_ROWS = frozenset({SET_UP.name, INIT_UNREAD.name})
 # The table. Its order is the order of specificity: what the error's own words say
 # (memory, the GPU, a catalog meaning, the storage) before where it was raised.
 KIND_TABLE: tuple[KindRow, ...] = (
@@ -183,6 +207,7 @@ KIND_TABLE: tuple[KindRow, ...] = (
         "cudaErrorInvalidDevice, a kernel image the build lacks, an unsupported limit)",
         signs=frozenset({Sign.CUDA_CALLER_REQUEST}),
     ),
+    INIT_UNREAD,
     SET_UP,
     # (after set-up: a store's or a rendezvous' file raced on while the ranks set up is
     # the set-up failing, which the row above names)
@@ -231,6 +256,7 @@ def facts_of(payload: EventPayload, stage: CodeStage | None, *, cuda_oom: bool) 
                 and raised.entry_call is not None
                 and raised.errno in ENTRY_ERRNOS,
             ),
+            (Fact.UNREAD, _unread(payload, raised)),
         )
         if holds
     }
@@ -240,6 +266,19 @@ def facts_of(payload: EventPayload, stage: CodeStage | None, *, cuda_oom: bool) 
         failure=raised.os_failure if raised is not None else None,
         stage=stage,
         catalog=catalog,
+    )
+
+
+def _unread(payload: EventPayload, raised: ExceptionRaised | None) -> bool:
+    """An exception whose words nothing reads (Fact.UNREAD)."""
+    return (
+        raised is not None
+        and not payload.signs
+        and payload.hardware is None
+        and payload.storage is None
+        and raised.unread
+        and raised.known_as is None
+        and raised.os_failure is None
     )
 
 

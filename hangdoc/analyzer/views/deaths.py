@@ -36,7 +36,13 @@ from hangdoc.analyzer.payloads.launch import (
 )
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclWarn
 from hangdoc.analyzer.payloads.torch_pg import InGroup, NcclResult, WatchdogTeardown
-from hangdoc.analyzer.views.death_kind import SET_UP, DeathKind, facts_of, kind_of
+from hangdoc.analyzer.views.death_kind import (
+    INIT_UNREAD,
+    SET_UP_ROWS,
+    DeathKind,
+    facts_of,
+    kind_of,
+)
 from hangdoc.analyzer.views.nccl_setup import first_running, is_setup_warn, setup_error_lines
 from hangdoc.analyzer.views.nccl_setup import setup_lines as nccl_setup_lines
 from hangdoc.analyzer.views.timeline import Placed, Timeline
@@ -165,7 +171,14 @@ class Death:
         specific: that set-up failed, which is a more specific cause than a crash (HD030
         says so)."""
         found = self.kind
-        return found is not None and found.row is SET_UP
+        return found is not None and found.row.name in SET_UP_ROWS
+
+    @property
+    def setup_unread(self) -> bool:
+        """Read as set-up by where it was raised alone (a framework's worker set-up), its
+        words unknown: the set-up most likely failed, one step weaker (HD030)."""
+        found = self.kind
+        return found is not None and found.row is INIT_UNREAD
 
     @property
     def known_as(self) -> Category | None:
@@ -196,7 +209,7 @@ class Death:
         is most often its consequence (the rank's exit, the launcher stopping the
         others), so HD030 yields to it."""
         found = self.kind
-        return found is not None and found.row is not SET_UP
+        return found is not None and found.row.name not in SET_UP_ROWS
 
     @property
     def read(self) -> bool:

@@ -333,13 +333,27 @@ def _setup_class_error(p: Placed) -> NcclError | None:
     error = p.event.payload_as(NcclError)
     if error is None or not (error.where or "").strip() or error.in_watchdog:
         return None
-    if error.error_class not in _SETUP_CLASSES and not _invalid_at_creation(error):
+    if (
+        error.error_class not in _SETUP_CLASSES
+        and not _invalid_at_creation(error)
+        and not unread_class(error)
+    ):
         return None
     if error.out_of_memory or error.last_error_peer or error.last_error_link:
         return None
     if error.destroying:
         return None  # the abort of a communicator as its group was destroyed: teardown
     return error
+
+
+def unread_class(error: NcclError) -> bool:
+    """An NCCL error whose words name no class hangdoc knows (``NCCL error in:
+    …/ProcessGroupNCCL.cpp:535, <words never seen>``): where it was checked, or the
+    traceback it was raised with, is all that says what failed. Set-up where those show
+    set-up (``is_setup_error``: a check in communicator creation, a traceback through a
+    set-up entry point, NCCL's own set-up output before it), one step weaker (HD206): a
+    release's new words for a failure are most often of the same kinds."""
+    return error.error_class in (None, NcclResult.UNKNOWN) and not error.last_error
 
 
 def _invalid_at_creation(error: NcclError) -> bool:
@@ -359,7 +373,7 @@ def is_setup_exception(p: Placed, running_from: int) -> bool:
     raised = p.event.payload_as(ExceptionRaised)
     if raised is None or raised.stage not in _NCCL_SETUP_STAGES or p.index >= running_from:
         return False
-    return Sign.NCCL_SETUP_CLASS in raised.signs
+    return Sign.NCCL_SETUP_CLASS in raised.signs or Sign.NCCL_ERROR_UNREAD in raised.signs
 
 
 # Where an NCCL error of a set-up class is a communicator's creation failing: set-up, and

@@ -226,6 +226,50 @@ def catalog_meaning(said: str) -> tuple[Category, str] | None:
     return None
 
 
+# The exception types torch's C++ side raises into Python (c10::Error and std::exception as
+# RuntimeError: torch/csrc/Exceptions.h; torch.distributed's DistError, DistBackendError,
+# DistStoreError, DistNetworkError, DistQueueEmptyError, all RuntimeError's subclasses:
+# torch/csrc/distributed/c10d/exception.h) and the frameworks' NCCL bindings raise
+# (vLLM's and SGLang's pynccl_wrapper: RuntimeError), or none (a framework's record of a
+# worker's exception, its type not printed). Not Python's own checks of arguments and
+# configuration (ValueError, TypeError, AssertionError, KeyError …): those are the job's.
+_TORCH_RAISED = frozenset(
+    {
+        "RuntimeError",
+        "DistError",
+        "DistBackendError",
+        "DistStoreError",
+        "DistNetworkError",
+        "DistQueueEmptyError",
+    }
+)
+
+
+def _torch_raised(exc_type: str) -> bool:
+    return not exc_type or exc_type.rsplit(".", 1)[-1] in _TORCH_RAISED
+
+
+@functools.lru_cache(maxsize=4096)
+def words_unread(said: str) -> bool:
+    """Whether an exception's words ("<type>: <message>", else the message alone) say
+    nothing hangdoc knows of what failed: no row of the message catalog holds them, or
+    the row that does only reports that something raised (a framework's record of a
+    worker's exception, "Exception in worker … while processing method init_device: <e>",
+    whose meaning is a crash at less than strong: the words of <e> are the failure's).
+    A row with no meaning is a library's own message, seen and held: not unread."""
+    matcher = default_matcher()
+    message = said.split(": ", 1)[-1]
+    for text in (said, message):
+        found = matcher.match(text)
+        if found is None:
+            continue
+        if found.row.meaning is None:
+            return False
+        meaning = found.row.meaning.for_text(found.text)
+        return meaning.category == Category.RANK_DEAD and meaning.strength in ("weak", "moderate")
+    return True
+
+
 def _known_as(meant: tuple[Category, str] | None) -> str | None:
     """The other failure than a crash that the catalog's meaning of an exception's words
     names with a strength of its own (moderate or above), as its category's value."""
@@ -241,6 +285,18 @@ _NCCL_SETUP_CLASS = re.compile(
     re.IGNORECASE,
 )
 
+# An NCCL error as torch's C10D_NCCL_CHECK (c10d/NCCLUtils.hpp: "NCCL error in: FILE:LINE,
+# <ncclGetErrorString>") and the frameworks' bindings (vLLM's and SGLang's pynccl_wrapper
+# NCCL_CHECK: "NCCL error: <ncclGetErrorString>") raise it, and every string
+# ncclGetErrorString returns (NVIDIA/nccl src/init.cc, 2.x to 2.28): an NCCL error whose
+# words are none of them is one hangdoc cannot read (Sign.NCCL_ERROR_UNREAD).
+_NCCL_ERROR_RAISED = re.compile(r"\bNCCL error(?: in: [^,]*:\d+,|:)\s*(?P<words>.*)", re.DOTALL)
+_NCCL_ERROR_STRINGS = re.compile(
+    r"unhandled cuda error|unhandled system error|internal error|invalid argument"
+    r"|invalid usage|remote process exited|operation in progress|timeout|no error"
+    r"|unknown result code|out of memory",
+    re.IGNORECASE,
+)
 
 # A URL's server the process could not reach: urllib's URLError as ``do_open`` raises it
 # (CPython Lib/urllib/request.py: ``except OSError as err: raise URLError(err)`` around
@@ -291,6 +347,10 @@ def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
         found.append(Sign.INTERRUPT)
     if _NCCL_SETUP_CLASS.search(f"{exc_type}: {message}"):
         found.append(Sign.NCCL_SETUP_CLASS)
+    elif (nccl := _NCCL_ERROR_RAISED.search(message)) is not None and (
+        not _NCCL_ERROR_STRINGS.search(nccl.group("words"))
+    ):
+        found.append(Sign.NCCL_ERROR_UNREAD)
     return tuple(found)
 
 
@@ -367,6 +427,7 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
             meant = catalog_meaning(said)
             changes["known"] = meant is not None
             changes["known_as"] = _known_as(meant)
+            changes["unread"] = _torch_raised(exc_type) and words_unread(said)
             # the errno it reports and its family, from the stdlib's tables (oserror.py)
             changes["errno"] = errno_of(exc_type, message)
             changes["os_failure"] = os_failure_of(exc_type, message)

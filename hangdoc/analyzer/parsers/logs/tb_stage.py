@@ -13,13 +13,18 @@ data wrapper called from ``train_one_step`` is training.
 from __future__ import annotations
 
 import enum
+import functools
+import json
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
 from hangdoc.analyzer.payloads.launch import CodeStage
 from hangdoc.analyzer.vocabulary import Phase
 
 # A traceback frame line ('File "…", line N, in func'): the function's name.
 _FRAME_FUNC = re.compile(r'^\s*File "[^"]*", line \d+, in (?P<func>[\w<>.]+)\s*$')
+_FRAME_FILE = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in ')
 # A source line under a frame: the names it calls ("trainer.train(", "train_one_step(").
 # Also a function looked up by its name and called at once, as ctypes bindings do
 # (vLLM's and SGLang's pynccl_wrapper: 'self._funcs["ncclCommInitRank"](…').
@@ -243,7 +248,53 @@ _DEVICE_INIT_NAME = re.compile(r"init_device")
 _WORKER_INIT_NAME = re.compile(r"init_model(?:_from_pretrained)?")
 
 
+# The set-up entry points read from the sources of torch.distributed and of the
+# frameworks (data/stages/setup_entry_points.json: project, file, function, stage, the
+# repository and release it was read from). A frame of one of them, in its file where the
+# table names one (a constructor, ``__init__``, is set-up only in its own file:
+# PyNcclCommunicator's, CustomAllreduce's, GroupCoordinator's, DDP's), shows its stage.
+ENTRY_POINTS_FILE = (
+    Path(__file__).resolve().parents[1] / "catalog" / "data" / "stages" / "setup_entry_points.json"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPoints:
+    """The table, by function: the stage of a name wherever it is defined, and the
+    (file suffix, stage) pairs of a name that shows a stage only in its own file."""
+
+    by_name: dict[str, CodeStage]
+    in_file: dict[str, tuple[tuple[str, CodeStage], ...]]
+
+    def stage(self, file: str | None, function: str) -> CodeStage | None:
+        """The stage of a frame of ``function`` in ``file`` (None: not an entry point)."""
+        if file is not None:
+            path = file.replace("\\", "/")
+            for suffix, stage in self.in_file.get(function, ()):
+                if path.endswith(suffix):
+                    return stage
+        return self.by_name.get(function)
+
+
+@functools.cache
+def entry_points(path: Path = ENTRY_POINTS_FILE) -> EntryPoints:
+    """The set-up entry points' table, read once."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    by_name: dict[str, CodeStage] = {}
+    in_file: dict[str, list[tuple[str, CodeStage]]] = {}
+    for entry in data["entries"]:
+        stage = CodeStage(entry["stage"])
+        if entry["file"] is None:
+            by_name[entry["function"]] = stage
+        else:
+            in_file.setdefault(entry["function"], []).append((entry["file"], stage))
+    return EntryPoints(by_name, {name: tuple(pairs) for name, pairs in in_file.items()})
+
+
 def _code_stage_of_name(name: str) -> CodeStage | None:
+    named = entry_points().by_name.get(name)
+    if named is not None:
+        return named
     if _DEVICE_INIT_NAME.fullmatch(name):
         return CodeStage.DEVICE_INIT
     if _WORKER_INIT_NAME.fullmatch(name):
@@ -292,7 +343,12 @@ def frame_stage(text: str) -> CodeStage | None:
             return CodeStage.SETUP
         if _WORKER_START_FRAME.match(text):
             return CodeStage.WORKER_START
-        return _code_stage_of_name(frame.group("func").rsplit(".", 1)[-1])
+        function = frame.group("func").rsplit(".", 1)[-1]
+        file = _FRAME_FILE.match(text)
+        in_file = entry_points().stage(file.group("file") if file else None, function)
+        if in_file is not None:
+            return in_file
+        return _code_stage_of_name(function)
     found: CodeStage | None = None
     for m in _CALLED.finditer(text):
         stage = _code_stage_of_name(m.group("name") or m.group("looked_up"))
