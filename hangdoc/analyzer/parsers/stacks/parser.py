@@ -76,12 +76,26 @@ def any_stack(text: str, shapes: Iterable[bytes] | None = None) -> bool:
     all costs several times their sum. A terminal's colours inside a header ("Thread
     \\x1b[33m9106\\x1b[0m (idle)") are looked through, as the scan does.
 
-    ``shapes``: the distinct shapes (prefilter.line_shape) of the text's lines, where the
-    log side has them (a log read whole): the words one of which any stack holds are
-    then looked for in those few dozen shapes, not in the whole text (2.5 ms a MB)."""
-    if _any_plain_stack(text, shapes):
+    ``shapes``: the shapes (prefilter.line_shape) of the text's lines, where the log side
+    has them (a log read whole): every literal looked for in the whole text here (the
+    stack words, a py-spy frame's ".py:", a colour's ESC) is then looked for in the few
+    dozen distinct shapes joined, not in the whole text (each a pass over it: 0.4 to
+    0.8 ms a MB)."""
+    seen = _distinct_shapes(shapes)
+    if _any_plain_stack(text, seen):
         return True
-    return "\x1b[" in text and _any_plain_stack(_COLOUR.sub("", text))
+    return _COLOUR_START in (text if seen is None else seen) and _any_plain_stack(
+        _COLOUR.sub("", text)
+    )
+
+
+def _distinct_shapes(shapes: Iterable[bytes] | None) -> str | None:
+    """The text's distinct line shapes joined by newlines, where they serve
+    (_SHAPES_SERVE): a line holds a literal without an ASCII digit or a newline exactly
+    where its shape does; None where there are no shapes."""
+    if shapes is None or not _SHAPES_SERVE:
+        return None
+    return b"\n".join(set(shapes)).decode("utf-8", errors="replace")
 
 
 # _ANY_STACK behind the literals each of its matches holds (parsers/logs/literals.py): a
@@ -108,27 +122,33 @@ _HOLDS_STACK_WORD = any_of(_STACK_WORDS) if _STACK_WORDS is not None else None
 # A line holds a word without an ASCII digit or a newline exactly where its shape does
 # (the shape is the line with each ASCII digit made 0): so a text's lines hold one of
 # the stack words exactly where their distinct shapes do, joined by newlines.
+# A colour's start (_COLOUR), and the literal every _PYSPY_FRAME_END match holds.
+_COLOUR_START = "\x1b["
+_FRAME_END_WORD = ".py:"
 _SHAPES_SERVE = _STACK_WORDS is not None and not any(
-    char in "0123456789\n" for word in _STACK_WORDS for char in word
+    char in "0123456789\n"
+    for word in (*_STACK_WORDS, _COLOUR_START, _FRAME_END_WORD)
+    for char in word
 )
 
 
 def _holds_stack_word(text: str, shapes: Iterable[bytes] | None) -> bool:
     assert _HOLDS_STACK_WORD is not None
-    if shapes is not None and _SHAPES_SERVE:
-        joined = b"\n".join(set(shapes)).decode("utf-8", errors="replace")
-        return _HOLDS_STACK_WORD(joined)
-    return _HOLDS_STACK_WORD(text)
+    seen = _distinct_shapes(shapes)
+    return _HOLDS_STACK_WORD(text if seen is None else seen)
 
 
-def _any_plain_stack(text: str, shapes: Iterable[bytes] | None = None) -> bool:
+def _any_plain_stack(text: str, shapes: str | None = None) -> bool:
+    """``shapes``: _distinct_shapes of the text's lines (None: look in the text)."""
     if _HOLDS_STACK_WORD is None:
         if _ANY_STACK_GATED.search(text) or _NEW_START_ANYWHERE.search(text):
             return True
-    elif _holds_stack_word(text, shapes) and (
+    elif _HOLDS_STACK_WORD(text if shapes is None else shapes) and (
         _ANY_STACK_GATED.search_held(text) or _NEW_START_ANYWHERE.search(text)
     ):
         return True
+    if shapes is not None and _FRAME_END_WORD not in shapes:
+        return False  # no line ends as a py-spy frame does (each such end holds ".py:")
     for checked, m in enumerate(_PYSPY_FRAME_END.finditer(text)):
         if checked >= _MAX_FRAME_CHECKS:
             break
