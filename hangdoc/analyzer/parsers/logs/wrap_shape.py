@@ -22,8 +22,8 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from hangdoc.analyzer.parsers.logs.prefilter import line_shape
 from hangdoc.analyzer.parsers.logs.prefix import LineTag, peel_line, peel_line_reads
