@@ -351,8 +351,24 @@ def head_lines(head: bytes, limit: int = 200) -> list[str]:
 
 def sniff_lines(head: bytes, count: int) -> list[str]:
     """The first ``count`` meaningful lines of a head: torch.debug section headers and
-    their "Error: …" lines (unreachable ranks) do not use up a sniffer's window."""
-    out = [
-        line for line in head_lines(head) if not (_SECTION.match(line) or line.startswith("Error:"))
-    ]
-    return out[:count]
+    their "Error: …" lines (unreachable ranks) do not use up a sniffer's window.
+
+    Of the head asked last, remembered: the sniffers ask of one head in turn (text_kind
+    asks the faulthandler and py-spy sniffers, each for its window), and cleaning and
+    peeling its 200 lines was a third of a rank log's sniffing."""
+    global _last_sniffed
+    last = _last_sniffed  # one read: another thread may replace it
+    if last is not None and (last[0] is head or last[0] == head):
+        lines = last[1]
+    else:
+        lines = tuple(
+            line
+            for line in head_lines(head)
+            if not (_SECTION.match(line) or line.startswith("Error:"))
+        )
+        _last_sniffed = (head, lines)
+    return list(lines[:count])
+
+
+# The head sniff_lines read last and its meaningful lines (a head is at most SNIFF_BYTES).
+_last_sniffed: tuple[bytes, tuple[str, ...]] | None = None

@@ -13,6 +13,7 @@ codes are what a bench rank log's runs take.
 
 from __future__ import annotations
 
+import operator
 import random
 import sys
 from pathlib import Path
@@ -193,3 +194,29 @@ def test_known_codes_are_each_lines_facts_for_dates_valid_or_not() -> None:
         assert wrap_shape.run_codes(lines, shapes, code_of) == each
     assert len(registry) > 1
     assert known > 30  # the known codes were asked, and answered
+
+
+def test_the_digits_read_of_a_run_of_one_date_are_each_lines() -> None:
+    # known_facts cuts each line's span once and, where every line's is the same, pairs
+    # each distinct shape with its digits: the pairs must be those each line reads, also
+    # where a line is too short to hold the places (then none is known).
+    rng = random.Random(21)
+    for _ in range(300):
+        date = rng.choice(["2026-11-21 ", "2026-03-09 ", "2026-1"])
+        lines = [
+            date + rng.choice(["x", "19:23:51 step ", "loss "]) + str(rng.randrange(10**4))
+            for _ in range(rng.randrange(1, 30))
+        ]
+        shapes = [
+            line.encode().translate(bytes.maketrans(b"123456789", b"0" * 9)) for line in lines
+        ]
+        places = tuple(sorted(rng.sample(range(12), rng.randrange(1, 4)), reverse=True))
+        distinct = dict.fromkeys(shapes, wrap_shape.WrapFacts(False, True, False, False, False, 0))
+        try:
+            each: set[tuple[bytes, object]] | None = {
+                (shape, operator.itemgetter(*places)(line))
+                for line, shape in zip(lines, shapes, strict=True)
+            }
+        except IndexError:
+            each = None
+        assert wrap_shape._read_digits(lines, shapes, distinct, places) == each

@@ -166,3 +166,28 @@ def test_a_frames_source_line_and_a_label_at_a_chunks_start_are_read_as_line_by_
     log = tmp_path / "console.log"
     log.write_text("\n".join(lines) + "\n")
     _alike(log, monkeypatch)
+
+
+def test_a_chunk_is_refused_by_its_shapes_for_every_word_that_makes_it_unsure() -> None:
+    # _plain_chunk asks each distinct shape of the chunk, once, whether it holds a word
+    # that makes the chunk unsure (a rank prefix, a benign needle, a library literal),
+    # each word as its shape has it (digits 0: "c10d", "Read -1, expected "): a chunk with
+    # one such line is refused, the same chunk without it is read at once.
+    words = {"[rank", "[default", *window.BENIGN_NEEDLES, *(window._LIBRARY_FIRST or ())}
+    assert {"c10d", "[rank"} <= words
+
+    def step(number: int, note: str) -> str:
+        return (
+            f"2026-11-21 19:23:{number % 60:02d},000 - INFO - trainer - epoch 3 step "
+            f"{number} | loss 2.0053 | note {note} | grad_norm 1.605 | 12108 tokens/s"
+        )
+
+    for word in sorted(words):
+        for at in (0, 17, 63):
+            plain = [step(n, "fine") for n in range(64)]
+            unsure = [*plain[:at], step(at, word), *plain[at + 1 :]]
+            for line in (*plain, *unsure):
+                wrap_shape.wrap_facts(line)
+            shapes = list(map(line_shape, plain))
+            assert window._plain_chunk(plain, shapes) is not None
+            assert window._plain_chunk(unsure, list(map(line_shape, unsure))) is None, word

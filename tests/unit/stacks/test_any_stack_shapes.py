@@ -25,6 +25,10 @@ _TEXTS = [
     "no stack here 123\n456 Traceback\n",
     'File "x.py", line 3\n',
     "\x1b[31mThread\x1b[0m 42 (idle)\n",
+    # py-spy frames pasted without their thread line (_PYSPY_FRAME_END, then FRAME)
+    "step 3\nwait (torch/distributed/distributed_c10d.py:3215)\ntrain (train.py:88)\n",
+    "see x.py:12) for it\n",
+    "\x1b[1mwait\x1b[0m (x.py:3)\nmain (train.py:9)\n",
     "",
 ]
 

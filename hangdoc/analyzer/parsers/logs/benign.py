@@ -41,6 +41,10 @@ def benign_warning(text: str) -> BenignWarning | None:
     return None
 
 
+# Each warning's needle, which any text that is the warning holds.
+BENIGN_NEEDLES = tuple(needle for _, needle, _ in _WARNINGS)
+
+
 def may_be_benign(text: str) -> bool:
     """False only when no part of ``text`` is a documented-harmless warning (it holds no
     warning's needle): a window's lines are asked this a chunk at once, joined."""

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from hangdoc.analyzer.model import LogLine
 from hangdoc.analyzer.parsers.base import decode_bytes
-from hangdoc.analyzer.parsers.logs.benign import benign_warning, may_be_benign
-from hangdoc.analyzer.parsers.logs.literals import gate
+from hangdoc.analyzer.parsers.logs.benign import BENIGN_NEEDLES, benign_warning
+from hangdoc.analyzer.parsers.logs.literals import any_of, gate
 from hangdoc.analyzer.parsers.logs.mentions import find_mention
 from hangdoc.analyzer.parsers.logs.prefilter import block_shapes
 from hangdoc.analyzer.parsers.logs.prefix import peel_line
@@ -170,6 +170,22 @@ _CHUNK = 64
 _SLICE_FROM = itertools.repeat(None)
 
 
+# The words that make a chunk unsure, any line holding one (_plain_chunk): a launcher's
+# rank prefix, a benign warning's needle, a library line's literals. Each is looked for
+# in the lines' shapes, as it is in its own shape (its digits 0): a line that holds a
+# word holds it in its shape, so a shape that holds none is of lines that hold none;
+# asked once a shape (a rank window's chunks are a few shapes of step lines each), not
+# in each chunk's text (17 literals, each a pass over it: a third of the window's cost).
+_STR_ZEROS = str.maketrans("123456789", "000000000")  # (prefilter.line_shape's digits)
+_UNSURE_WORDS = frozenset(
+    word.translate(_STR_ZEROS)
+    for word in ("[rank", "[default", *BENIGN_NEEDLES, *(_LIBRARY_FIRST or ()))
+)
+_HOLDS_UNSURE_WORD = any_of(_UNSURE_WORDS)
+_holding_shapes: dict[bytes, bool] = {}
+_MAX_HOLDING_SHAPES = 4096
+
+
 def _plain_chunk(raws: list[str], shapes: list[bytes]) -> list[str] | None:
     """The texts read_window_columns keeps of a chunk of lines whose every line is an
     untagged job's line (a logging header's, the bench's step lines) that is kept as it
@@ -185,15 +201,18 @@ def _plain_chunk(raws: list[str], shapes: list[bytes]) -> list[str] | None:
     for a rank label (_MAX_LABEL) or empty, and none ends with ")" (a stack frame's
     end). The caller makes sure no traceback frame of an unranked line is open and that
     the rank is known."""
-    if max(map(len, raws)) > MAX_WRAP_SHAPE_LINE:
+    if max(map(len, raws)) > MAX_WRAP_SHAPE_LINE or _LIBRARY_FIRST is None:
         return None
-    joined = "\n".join(raws)
-    if "[rank" in joined or "[default" in joined:
-        return None
-    if may_be_benign(joined) or (
-        _LIBRARY_FIRST is None or any(map(joined.__contains__, _LIBRARY_FIRST))
-    ):
-        return None
+    for shape in set(shapes):
+        holds = _holding_shapes.get(shape)
+        if holds is None:
+            if len(_holding_shapes) >= _MAX_HOLDING_SHAPES:
+                _holding_shapes.clear()
+            holds = _holding_shapes[shape] = _HOLDS_UNSURE_WORD(
+                shape.decode("utf-8", "surrogatepass")
+            )
+        if holds:
+            return None
     known = known_facts(raws, shapes)
     if known is None or not all(
         facts.text_from >= 0 and not (facts.ranked or facts.tagged or facts.library)

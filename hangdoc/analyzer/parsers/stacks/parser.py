@@ -76,12 +76,26 @@ def any_stack(text: str, shapes: Iterable[bytes] | None = None) -> bool:
     all costs several times their sum. A terminal's colours inside a header ("Thread
     \\x1b[33m9106\\x1b[0m (idle)") are looked through, as the scan does.
 
-    ``shapes``: the distinct shapes (prefilter.line_shape) of the text's lines, where the
-    log side has them (a log read whole): the words one of which any stack holds are
-    then looked for in those few dozen shapes, not in the whole text (2.5 ms a MB)."""
-    if _any_plain_stack(text, shapes):
+    ``shapes``: the shapes (prefilter.line_shape) of the text's lines, where the log side
+    has them (a log read whole): every literal looked for in the whole text here (the
+    stack words, a py-spy frame's ".py:", a colour's ESC) is then looked for in the few
+    dozen distinct shapes joined, not in the whole text (each a pass over it: 0.4 to
+    0.8 ms a MB)."""
+    seen = _distinct_shapes(shapes)
+    if _any_plain_stack(text, seen):
         return True
-    return "\x1b[" in text and _any_plain_stack(_COLOUR.sub("", text))
+    return _COLOUR_START in (text if seen is None else seen) and _any_plain_stack(
+        _COLOUR.sub("", text)
+    )
+
+
+def _distinct_shapes(shapes: Iterable[bytes] | None) -> str | None:
+    """The text's distinct line shapes joined by newlines, where they serve
+    (_SHAPES_SERVE): a line holds a literal without an ASCII digit or a newline exactly
+    where its shape does; None where there are no shapes."""
+    if shapes is None or not _SHAPES_SERVE:
+        return None
+    return b"\n".join(set(shapes)).decode("utf-8", errors="replace")
 
 
 # _ANY_STACK behind the literals each of its matches holds (parsers/logs/literals.py): a
@@ -108,27 +122,33 @@ _HOLDS_STACK_WORD = any_of(_STACK_WORDS) if _STACK_WORDS is not None else None
 # A line holds a word without an ASCII digit or a newline exactly where its shape does
 # (the shape is the line with each ASCII digit made 0): so a text's lines hold one of
 # the stack words exactly where their distinct shapes do, joined by newlines.
+# A colour's start (_COLOUR), and the literal every _PYSPY_FRAME_END match holds.
+_COLOUR_START = "\x1b["
+_FRAME_END_WORD = ".py:"
 _SHAPES_SERVE = _STACK_WORDS is not None and not any(
-    char in "0123456789\n" for word in _STACK_WORDS for char in word
+    char in "0123456789\n"
+    for word in (*_STACK_WORDS, _COLOUR_START, _FRAME_END_WORD)
+    for char in word
 )
 
 
 def _holds_stack_word(text: str, shapes: Iterable[bytes] | None) -> bool:
     assert _HOLDS_STACK_WORD is not None
-    if shapes is not None and _SHAPES_SERVE:
-        joined = b"\n".join(set(shapes)).decode("utf-8", errors="replace")
-        return _HOLDS_STACK_WORD(joined)
-    return _HOLDS_STACK_WORD(text)
+    seen = _distinct_shapes(shapes)
+    return _HOLDS_STACK_WORD(text if seen is None else seen)
 
 
-def _any_plain_stack(text: str, shapes: Iterable[bytes] | None = None) -> bool:
+def _any_plain_stack(text: str, shapes: str | None = None) -> bool:
+    """``shapes``: _distinct_shapes of the text's lines (None: look in the text)."""
     if _HOLDS_STACK_WORD is None:
         if _ANY_STACK_GATED.search(text) or _NEW_START_ANYWHERE.search(text):
             return True
-    elif _holds_stack_word(text, shapes) and (
+    elif _HOLDS_STACK_WORD(text if shapes is None else shapes) and (
         _ANY_STACK_GATED.search_held(text) or _NEW_START_ANYWHERE.search(text)
     ):
         return True
+    if shapes is not None and _FRAME_END_WORD not in shapes:
+        return False  # no line ends as a py-spy frame does (each such end holds ".py:")
     for checked, m in enumerate(_PYSPY_FRAME_END.finditer(text)):
         if checked >= _MAX_FRAME_CHECKS:
             break
@@ -252,6 +272,14 @@ def _rehome_exceptions(
     parsed.job_log_events = keep
 
 
+# _NEW_START and _DUMP_START behind the literals each of their matches holds
+# (parsers/logs/literals.py): a rank log's 64 KiB head holds none, refused in about half
+# of each search's time (_NEW_START_ANYWHERE's literals, " in " among them, are in every
+# log: searched plain).
+_NEW_START_GATED = gate(_NEW_START)
+_DUMP_START_GATED = gate(_DUMP_START)
+
+
 def mostly_stacks(head: bytes, log_sniff: Callable[[bytes], bool]) -> bool:
     """Is this head a paste of stacks rather than a log? Stacks only this package reads,
     making up most of the head (or in a text ``log_sniff``, the log recognisers' own
@@ -260,9 +288,9 @@ def mostly_stacks(head: bytes, log_sniff: Callable[[bytes], bool]) -> bool:
     A paste of stacks keeps its records of consequences (a timeout's traceback, the
     watchdog's C++ stack) as stacks; a log leaves them to its events."""
     text = decode_bytes(head[:SNIFF_BYTES])
-    if not _NEW_START.search(text) and not _NEW_START_ANYWHERE.search(text):
+    if not _NEW_START_GATED.search(text) and not _NEW_START_ANYWHERE.search(text):
         # A py-spy/faulthandler file: cheap checks first, as thousands may be sniffed.
-        if len(_DUMP_START.findall(text)) < 2:
+        if not _DUMP_START_GATED.admits(text) or len(_DUMP_START.findall(text)) < 2:
             return False
         if not any(markers.any_rank(line) is not None for line in text.splitlines()):
             return False
