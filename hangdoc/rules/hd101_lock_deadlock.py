@@ -5,7 +5,10 @@ Inside one rank, the main thread and another Python thread (a logging, metrics,
 checkpoint or data thread) are both blocked acquiring a lock, and neither moves: each
 holds a lock the other wants (a lock-order, or "ABBA", deadlock). A variant: the main
 thread waits on a lock that no running thread will release (a non-reentrant lock
-acquired twice, a lock inherited through ``fork`` in a locked state).
+acquired twice, a lock inherited through ``fork`` in a locked state); among them a Python
+signal handler (a requeue handler saving a checkpoint on SIGUSR1) that takes a lock the
+code it interrupted holds: CPython runs the handler on the main thread on top of that
+code, which cannot let go until the handler returns.
 
 ## Why it hangs
 A Python lock has no timeout unless one is given: the two threads wait for each other
@@ -19,8 +22,11 @@ py-spy ``--native`` frames (``PyThread_acquire_lock_timed``) and ``--locals`` (l
 objects in scope) when the dump has them; in gdb, pstack or py-spy ``--native`` stacks, a
 C mutex being taken (``pthread_mutex_lock`` → ``__lll_lock_wait``, ``std::mutex::lock``)
 at the innermost native frames (one such sample gives a low confidence: contention can
-be caught in passing). It stays silent when a thread holds the GIL throughout (HD102
-explains that case).
+be caught in passing). The main thread alone asleep on a futex is named only inside a
+signal handler's frame (known by its name's signal and handler words, or its ``signum,
+frame`` arguments), which interrupted its own code below it: elsewhere the same wait may
+be a C++ one (``work.wait()``). It stays silent when a thread holds the GIL throughout
+(HD102 explains that case).
 
 ## How to confirm
 `py-spy dump --native --locals --pid PID` on the culprit: both threads sit in

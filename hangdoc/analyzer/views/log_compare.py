@@ -611,7 +611,7 @@ def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
             continue
         text = miner.texts[template]
         words = _words(text)
-        is_size = bool(words & _SIZE_WORDS)
+        is_size = bool(words & _SIZE_WORDS) or _operands(words)
         if not (is_size or words & _COUNT_WORDS):
             continue
         # only the first _DEPTH occurrences are ever compared (_first_disagreement)
@@ -632,9 +632,7 @@ def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
         )
         roles = odd.roles(per_rank[minority[0]][position])
         role = next((roles[i] for i in differing if i < len(roles) and roles[i]), None)
-        kind = role or (
-            DivergenceKind.SIZE if is_size or _operands(words) else DivergenceKind.COUNTER
-        )
+        kind = role or (DivergenceKind.SIZE if is_size else DivergenceKind.COUNTER)
         cited = tuple(
             CitedLine(rank, lookup[rank].lines[per_rank[rank][position]])
             for rank in (*minority, *majority[:2])
