@@ -195,6 +195,13 @@ class LogsDiverge(Rule):
                 "Every rank prints this line, and the size in it differs on some ranks: a "
                 "tensor of that size in a collective does not match across ranks. "
             )
+            if d.empty:
+                why += (
+                    f"On {culprits} it is 0: a collective of 0 elements returns at once "
+                    "without its peers (NCCL discards an empty collective, src/enqueue.cc; "
+                    "gloo's allreduce returns when it has no elements), so "
+                    f"{culprits} went on alone while {others} wait in that collective. "
+                )
         else:
             category, fix, strength = Category.RANK_DIVERGENCE, _UNFINISHED_FIX, Strength.ABSENCE
             severity = Severity.WARNING  # where the culprit is, not yet why

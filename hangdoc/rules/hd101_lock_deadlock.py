@@ -5,7 +5,10 @@ Inside one rank, the main thread and another Python thread (a logging, metrics,
 checkpoint or data thread) are both blocked acquiring a lock, and neither moves: each
 holds a lock the other wants (a lock-order, or "ABBA", deadlock). A variant: the main
 thread waits on a lock that no running thread will release (a non-reentrant lock
-acquired twice, a lock inherited through ``fork`` in a locked state).
+acquired twice, a lock inherited through ``fork`` in a locked state); among them a Python
+signal handler (a requeue handler saving a checkpoint on SIGUSR1) that takes a lock the
+code it interrupted holds: CPython runs the handler on the main thread on top of that
+code, which cannot let go until the handler returns.
 
 ## Why it hangs
 A Python lock has no timeout unless one is given: the two threads wait for each other
@@ -19,8 +22,11 @@ py-spy ``--native`` frames (``PyThread_acquire_lock_timed``) and ``--locals`` (l
 objects in scope) when the dump has them; in gdb, pstack or py-spy ``--native`` stacks, a
 C mutex being taken (``pthread_mutex_lock`` → ``__lll_lock_wait``, ``std::mutex::lock``)
 at the innermost native frames (one such sample gives a low confidence: contention can
-be caught in passing). It stays silent when a thread holds the GIL throughout (HD102
-explains that case).
+be caught in passing). The main thread alone asleep on a futex is named only inside a
+signal handler's frame (known by its name's signal and handler words, or its ``signum,
+frame`` arguments), which interrupted its own code below it: elsewhere the same wait may
+be a C++ one (``work.wait()``). It stays silent when a thread holds the GIL throughout
+(HD102 explains that case).
 
 ## How to confirm
 `py-spy dump --native --locals --pid PID` on the culprit: both threads sit in
@@ -82,8 +88,10 @@ class LockDeadlock(Rule):
                 continue
             others = [w for w in strong if not w.track.is_main]
             # Alone, only a native lock frame proves a lock: an idle futex wait in user
-            # code can also be a C++ wait (work.wait() of an async collective).
-            if others or main.kind == LockWaitKind.NATIVE:
+            # code can also be a C++ wait (work.wait() of an async collective). Inside a
+            # signal handler that interrupted the main thread's own code, the futex is the
+            # classic self-deadlock: the handler wants what the frames under it hold.
+            if others or main.kind == LockWaitKind.NATIVE or main.handler is not None:
                 yield self._finding(ctx, rank, activity, main, others)
 
     def _finding(
@@ -109,6 +117,22 @@ class LockDeadlock(Rule):
                 f"{other.where()} ({_how(other)}); neither moved{span}. Each holds a "
                 "lock the other needs, so neither can go on"
             )
+        elif main.handler is not None:
+            handler = main.handler
+            title = (
+                f"rank {rank} is deadlocked in a signal handler: "
+                f"{handler.handler.function_leaf} waits on a lock held by the code it "
+                f"interrupted{victims_text(ctx, waiting)}"
+            )
+            explanation = (
+                f"On rank {rank} the main thread runs the signal handler "
+                f"{handler.handler.label()} on top of {handler.interrupted.label()}, the "
+                "line it interrupted (CPython runs a Python signal handler on the main "
+                "thread, between two bytecodes of whatever frame is running), and waits at "
+                f"{main.where()} ({_how(main)}); it did not move{span}, and no other thread "
+                "is running. A lock held by the interrupted frames stays held until the "
+                "handler returns, and the handler waits for it: the thread waits on itself"
+            )
         else:
             title = (
                 f"rank {rank}'s main thread waits on a lock no thread releases"
@@ -128,6 +152,19 @@ class LockDeadlock(Rule):
         explanation += f". Rank {rank} never reaches its next collective" + (
             f", so {plural_ranks(waiting)} wait for it." if waiting else "."
         )
+        fix = (
+            "Take the locks in one order everywhere (or hold one at a time: copy under "
+            "the lock, then call out); never call logging, metrics or callbacks while "
+            "holding a lock they may take; give background threads "
+            "lock.acquire(timeout=...) so a deadlock raises."
+        )
+        if main.handler is not None and not others:
+            fix = (
+                "Do no work that takes locks in a signal handler: set a flag (or "
+                "threading.Event) in the handler and act on it in the training loop at a "
+                "safe point (save the requeue checkpoint there), or make the lock an RLock "
+                "if only the same thread re-enters it."
+            )
         kinds = {main.kind, *(o.kind for o in others)}
         strength = Strength.CONCLUSIVE  # the threads' waits on the locks are on record
         python_lock = any(w.kind == LockWaitKind.NATIVE and not w.c_mutex for w in [main, *others])
@@ -161,13 +198,7 @@ class LockDeadlock(Rule):
             severity=self.severity,
             title=title,
             explanation=explanation,
-            fix=(
-                "Take the locks in one order everywhere (or hold one at a time: copy under "
-                "the lock, then call out); never call logging, metrics or callbacks while "
-                "holding a lock they may take; give background threads "
-                "lock.acquire(timeout=...) so a deadlock raises. Confirm with "
-                f"`py-spy dump --native --locals --pid {proc.pid or 'PID'}`."
-            ),
+            fix=f"{fix} Confirm with `py-spy dump --native --locals --pid {proc.pid or 'PID'}`.",
             culprit_ranks=(rank,),
             waiting_ranks=waiting,
             evidence=tuple(refs),

@@ -18,6 +18,10 @@ elsewhere. And the fifth (live-2026-11-28e.json): shard files handed round robin
 ranks with fewer batches; validation on rank 0 only; a checkpoint executor's gather and the
 main thread's barrier issued in another order on one rank; a DataLoader worker's
 segmentation fault before init_process_group; a tool-call regex backtracking on one rank.
+And the sixth (live-2026-11-28f.json): a per-source history all-reduced while one rank's is
+empty (a collective of 0 elements returns at once); token-bucketed validation batches, more
+on one rank; a log directory frozen under one rank's writes; a SIGUSR1 handler that takes
+the lock the code it interrupted holds; FID computed on rank 0 only.
 Each gets its verdict, category and culprit."""
 
 from __future__ import annotations
@@ -65,6 +69,11 @@ CASES = [
     ("async-checkpoint", "checkpoint_save_hang", "HD114", [0], "two threads"),
     ("worker-segfault", "rank_dead_or_crashed", "HD003", [3], "dead"),
     ("grpo-tool-parse", "rank_divergence_collective_vs_noncollective", "HD001", [1], "outside"),
+    ("source-mix-stats", "collective_size_or_dtype_mismatch", "HD060", [3], "other sizes"),
+    ("dynamic-batch-eval", "uneven_data_drop_last", "HD060", [3], "other counts"),
+    ("log-dir-stall", "io_or_filesystem_stall", "HD103", [3], "file system"),
+    ("requeue-signal", "python_deadlock_gil_or_lock", "HD101", [3], "signal handler"),
+    ("fid-rank-zero", "eval_loop_only_some_ranks", "HD060", [0], "evaluation"),
 ]  # fmt: skip
 # The one category that is not a hang: a job that moved between the samples.
 _NOT_HUNG = "not_a_hang_slow_or_benign"

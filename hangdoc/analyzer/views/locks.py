@@ -37,6 +37,7 @@ from hangdoc.analyzer.model import Frame, ProcessEvidence, ProcState, ThreadStac
 from hangdoc.analyzer.views.activity import classify_thread, frame_tag, is_user_frame
 from hangdoc.analyzer.views.activity_table import Activity
 from hangdoc.analyzer.views.kernel import ThreadTrack, thread_tracks
+from hangdoc.analyzer.views.signal_frames import SignalHandler, signal_handler
 from hangdoc.analyzer.views.wait_frames import frames_wait
 
 _LOCK_REPR = re.compile(r"(?i)\b(_thread\.)?(r?lock|condition|semaphore|boundedsemaphore)\b")
@@ -69,6 +70,9 @@ class LockWait:
     # The lock is a C mutex (pthread/std::mutex), not a Python lock: seen once, it may be
     # contention caught in passing.
     c_mutex: bool = False
+    # The wait is inside a Python signal handler that runs on top of the frames it
+    # interrupted (views/signal_frames.py): what they hold, the handler cannot take.
+    handler: SignalHandler | None = None
 
     def where(self) -> str:
         return self.frame.label() if self.frame is not None else "an unknown frame"
@@ -147,7 +151,9 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
     if activity.collective is not None or _at_exit(track):
         return None
     if _native_lock(track):
-        return LockWait(track, LockWaitKind.NATIVE, frame, _lock_locals(track))
+        return LockWait(
+            track, LockWaitKind.NATIVE, frame, _lock_locals(track), handler=_handler(latest)
+        )
     if (mutex := c_mutex_frame(latest)) is not None:
         return LockWait(
             track, LockWaitKind.NATIVE, frame or mutex, _lock_locals(track), c_mutex=True
@@ -161,8 +167,16 @@ def lock_wait(track: ThreadTrack, *, samples: int) -> LockWait | None:
     )
     futex = bool(track.states) and track.wait_kinds() == {"futex"}
     if untagged_user and futex and track.asleep() and samples >= 2:
-        return LockWait(track, LockWaitKind.FUTEX, frame, _lock_locals(track))
+        return LockWait(
+            track, LockWaitKind.FUTEX, frame, _lock_locals(track), handler=_handler(latest)
+        )
     return None
+
+
+def _handler(thread: ThreadStack) -> SignalHandler | None:
+    """The signal handler the main thread waits inside, if it does (CPython runs Python
+    signal handlers on the main thread only)."""
+    return signal_handler(thread.frames) if thread.is_main else None
 
 
 def gil_holder(process: ProcessEvidence) -> GilHolder | None:

@@ -60,6 +60,16 @@ _SIZE_WORDS = frozenset({
     "size", "sizes", "shape", "shapes", "numel", "bins", "bin", "dim", "dims", "elements",
     "classes", "buckets", "width", "vocab",
 })  # fmt: skip
+# Words that say a line reports what it hands to a collective ("reducing count histories
+# {'web': 6, 'books': 0}", "all_gather sizes …", "broadcasting 3 buffers"): a number of such
+# a line whose own words name neither a length nor progress is the size of a collective's
+# operand, so a rank that prints another one calls the collective with another size. The
+# names are torch.distributed's collectives split into words (``tokens``: all_reduce → all,
+# reduce) and their verbs.
+_COLLECTIVE_WORDS = frozenset({
+    "reduce", "reducing", "allreduce", "allreducing", "gather", "gathering", "allgather",
+    "broadcast", "broadcasting", "scatter", "scattering", "alltoall",
+})  # fmt: skip
 _START_WORDS = frozenset({
     "saving", "writing", "starting", "start", "begin", "beginning", "running", "evaluating",
     "validating", "loading", "uploading", "flushing", "gathering", "computing",
@@ -110,6 +120,9 @@ class Divergence:
     # back to the others' path, as far as the log's order shows): where they parted only if
     # another source (their stacks) says so.
     rejoined: bool = False
+    # COUNTER/SIZE: a number that differs is 0 on the odd ranks and more on the others (an
+    # empty operand: NCCL and gloo return from a collective of 0 elements at once).
+    empty: bool = False
 
 
 @dataclass(slots=True)
@@ -598,7 +611,7 @@ def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
             continue
         text = miner.texts[template]
         words = _words(text)
-        is_size = bool(words & _SIZE_WORDS)
+        is_size = bool(words & _SIZE_WORDS) or _operands(words)
         if not (is_size or words & _COUNT_WORDS):
             continue
         # only the first _DEPTH occurrences are ever compared (_first_disagreement)
@@ -608,6 +621,15 @@ def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
             continue
         minority, majority, position, differing = found
         odd = lookup[minority[0]]
+        odd_values = odd.params(per_rank[minority[0]][position])
+        common_values = lookup[majority[0]].params(per_rank[majority[0]][position])
+        empty = any(
+            i < min(len(odd_values), len(common_values))
+            and odd_values[i] == "0"
+            and common_values[i].isdigit()
+            and int(common_values[i]) > 0
+            for i in differing
+        )
         roles = odd.roles(per_rank[minority[0]][position])
         role = next((roles[i] for i in differing if i < len(roles) and roles[i]), None)
         kind = role or (DivergenceKind.SIZE if is_size else DivergenceKind.COUNTER)
@@ -627,11 +649,18 @@ def _counters(ranks: list[_RankLog], miner: _Templates) -> list[Divergence]:
                     f"{cited[-1].line.text!r} on rank {cited[-1].rank}"
                 ),
                 lines=cited,
+                empty=empty,
             )
         )
         if len(out) >= 3:
             break
     return out
+
+
+def _operands(words: set[str]) -> bool:
+    """The line names what a rank hands to a collective (``_COLLECTIVE_WORDS``) and no
+    amount of data or progress: its counts are the sizes of the collective's operands."""
+    return bool(words & _COLLECTIVE_WORDS) and not words & (_LENGTH_WORDS | _PROGRESS_WORDS)
 
 
 def _first_disagreement(

@@ -153,6 +153,20 @@ COARSER["tokenize-main-first"] = _NEEDS_TWO_SAMPLES
 # there is (HD207, a live finding too), and no line of the job's says how many ranks it has.
 COARSER["worker-segfault"] = _NEEDS_WORLD
 
+# Live hangs of 2026-11-28f (fixtures/first_sight/live-2026-11-28f.json). requeue-signal:
+# rank 3's SIGUSR1 handler, run on top of the frame it interrupted, waits on the lock that
+# frame holds; live, /proc shows the main thread asleep on a futex at both samples inside
+# the handler (HD101); pasted, the handler's frame stops at a line of its own code with no
+# frame below it (a lock's acquire, a write or a sleep alike), and rank 3's own words (its
+# last line, "saving the HPC checkpoint") are the reading left (HD060 and HD001, live's too).
+COARSER["requeue-signal"] = (
+    "a lock's acquire has no frame: only /proc shows the handler's thread asleep on a futex"
+)
+# log-dir-stall: rank 3 writes its log to a frozen file system; live, /proc shows it in D
+# state in the file system (HD103); pasted, a write has no frame, and rank 3 stopped at a
+# line of its own code while ranks 0-2 wait in all_reduce is the generic divergence.
+GENERIC_ONLY["log-dir-stall"] = (_NEEDS_PROC, None)
+
 
 def _answer(diagnosis: Diagnosis) -> tuple[Category, tuple[int, ...]]:
     primary = diagnosis.primary

@@ -204,3 +204,36 @@ def test_numbers_of_each_rank_its_own_progress_and_sizes_split_nothing() -> None
     # the same length everywhere
     even = {r: [f"rank {r}: 24 samples"] for r in range(4)}
     assert compare_logs(_evidence(even)).lengths == []
+
+
+def test_counts_on_a_line_that_names_a_collectives_operand_are_sizes() -> None:
+    # "reducing … {'a': 6, 'b': 0}": the numbers are the sizes handed to the reduction
+    logs = {
+        r: [f"rank {r}: all_reduce histograms {{'a': 6, 'b': {0 if r == 3 else 6}}}"]
+        for r in range(4)
+    }
+    found = compare_logs(_evidence(logs)).divergences
+    assert [(d.kind, d.ranks, d.empty) for d in found] == [("size", (3,), True)]
+    logs[3] = ["rank 3: all_reduce histograms {'a': 6, 'b': 5}"]
+    found = compare_logs(_evidence(logs)).divergences
+    assert [(d.kind, d.empty) for d in found] == [("size", False)]
+
+
+def test_a_collective_line_that_counts_batches_is_still_an_amount_of_data() -> None:
+    # the length word says what the number counts: batches the rank will run
+    logs = {r: [f"rank {r}: gathering count of {2 if r == 1 else 3} batches"] for r in range(4)}
+    found = compare_logs(_evidence(logs)).divergences
+    assert [(d.kind, d.ranks) for d in found] == [("counter", (1,))]
+
+
+def test_hd060_says_an_empty_operand_lets_the_rank_run_ahead() -> None:
+    from hangdoc.analyzer.engine import analyze
+    from hangdoc.analyzer.model import Category
+
+    logs = {r: [f"rank {r}: reducing count histories {{'a': 6, 'b': {0 if r == 2 else 6}}}"]
+            for r in range(4)}  # fmt: skip
+    hd060 = [f for f in analyze(_evidence(logs)).findings if f.rule == "HD060"]
+    assert [(f.category, f.culprit_ranks) for f in hd060] == [
+        (Category.COLLECTIVE_SIZE_OR_DTYPE_MISMATCH, (2,))
+    ]
+    assert "0 elements returns at once" in hd060[0].explanation
