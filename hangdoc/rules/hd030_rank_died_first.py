@@ -255,6 +255,8 @@ class RankDiedFirst(Rule):
             return  # every failure came after the timeouts: consequences
         certain = [d for d in leading if d.certain]
         chosen = certain or _not_aborts(leading)
+        if not certain and not wave_events and _every_rank_at_once(chosen, tl):
+            return  # the job failed on every rank alike: no rank ended before the others
         first = chosen[0]
         ordered = precedes_wave(first.placed, wave_events)
         culprits = sorted({d.rank for d in chosen if d.rank is not None})
@@ -593,6 +595,29 @@ def _killed_outside_wave(deaths: list[Death], waited: set[int]) -> list[Death]:
         and d.rank not in waited
         and d.placed.kind in _LAUNCHER_REPORTS
     ]
+
+
+# torchrun's agent stamps a worker that left no error file with the time it collected the
+# failure (ProcessFailure._set_no_reply_file: int(time.time())), to the second: workers
+# collected in one poll carry the same time, which orders nothing between them.
+_SAME_POLL_S = 1.0
+
+
+def _every_rank_at_once(chosen: list[Death], tl: Timeline) -> bool:
+    """Every rank the logs name ended with a bare exit code (no signal, no reason), at the
+    same second where the report gives times: a launcher's table of the whole job failing
+    alike (torchrun's ChildFailedError listing every worker, "exitcode: 1", error_file
+    <N/A>). No rank waited for another: the failure is one all of them met (their own
+    tracebacks, not shown, hold it), and its "Root Cause (first observed failure)" is the
+    lowest rank by the table's tie (ChildFailedError.get_first_failure takes the minimal
+    timestamp, whole seconds). Naming every rank a culprit would say nothing; a signal, an
+    exception or any death that gives its reason is not this."""
+    if len(chosen) < 2 or any(d.how is not DeathHow.EXIT or d.rank is None for d in chosen):
+        return False
+    if {d.rank for d in chosen} != tl.ranks():
+        return False
+    times = [d.placed.event.time for d in chosen if d.placed.event.time is not None]
+    return not times or max(times) - min(times) <= _SAME_POLL_S
 
 
 def _not_aborts(leading: list[Death]) -> list[Death]:

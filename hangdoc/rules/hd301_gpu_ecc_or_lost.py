@@ -59,12 +59,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.model import Category, Evidence, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.host import GpuStatus
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError
 from hangdoc.analyzer.views.deaths import Death, first_deaths
 from hangdoc.analyzer.views.gpu_faults import ranks_for
+from hangdoc.analyzer.views.kernel_limit import cut_while_waiting
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -124,7 +125,7 @@ class GpuEccOrLost(Rule):
                 evidence=tuple(limited_refs(hard, limit=5)),
                 strength=Strength.STATED,
             )
-        elif suspects := _gpu_suspects(tl):
+        elif suspects := _gpu_suspects(tl, ctx.evidence):
             yield self._suspected(suspects)
         elif ecc:
             gpus = sorted(
@@ -229,11 +230,14 @@ def _fabric(failed: list[Placed]) -> Finding:
     )
 
 
-def _gpu_suspects(tl: Timeline) -> list[Death]:
+def _gpu_suspects(tl: Timeline, evidence: Evidence) -> list[Death]:
     """The first deaths whose CUDA error's documented meaning points at the GPU or its
     driver (Death.gpu_suspect), when they came before the others' timeouts (or there are
     none): after them, a rank's error may be the teardown. Peer access refused between two
-    GPUs is HD302's (the platform's topology), not said twice."""
+    GPUs is HD302's (the platform's topology), not said twice. A kernel cut by the
+    device's run-time limit while the stack printed with it waits in a collective is that
+    collective's kernel waiting for its peers (views/kernel_limit.py): the wait outlasted
+    the limit, which names neither the GPU nor the driver failing."""
     wave_events = wave(tl)
     return [
         d
@@ -241,6 +245,7 @@ def _gpu_suspects(tl: Timeline) -> list[Death]:
         if d.gpu_suspect is not None
         and Sign.PEER_ACCESS_UNSUPPORTED not in d.payload.signs  # HD302's, the platform's
         and precedes_wave(d.placed, wave_events) is not False
+        and not cut_while_waiting(evidence, d.placed)
     ]
 
 
