@@ -46,7 +46,11 @@ executing a task" (not when the raylet's reports of lost workers, none of them a
 by the job's own lines, are all the text holds besides progress: the raylet reports any
 worker of the cluster, and nothing then shows it was a rank the job waited on). A bare
 non-zero exit code with no reason is a low-confidence error when it comes before the
-timeouts (or there are none), else a warning only; torchrun's
+timeouts (or there are none), else a warning only, and no death at all when every rank
+the logs name ended so at the same second, with no timeout (torchrun's ChildFailedError
+listing every worker with "exitcode: 1" and no error file: the agent stamps each with the
+time it collected it, so its "Root Cause" is the lowest rank by a tie; the job failed on
+every rank alike, none ended before the others); torchrun's
 "failed (exitcode: -9) local_rank: N" printed after the others' timeouts still names the
 culprit when rank N reported no timeout of its own (the agent names the first worker it saw
 end, and a timed-out rank aborts itself with SIGABRT, not SIGKILL); a paste that *ends*

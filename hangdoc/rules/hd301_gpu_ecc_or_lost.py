@@ -40,6 +40,12 @@ documented as the device's or the driver's but not only theirs —
 `the launch timed out and was terminated` (cudaErrorLaunchTimeout: a kernel ran past the
 run-time limit the driver imposes where kernel timeouts are enabled; a signal) or
 `unknown error` (cudaErrorUnknown: an internal error with no documented cause; a hint).
+Not a launch timeout whose stack, printed with it (c10::Error's `frame #N` backtrace under
+its what(), or the Python traceback it ends), waits in a collective (a barrier's
+`work.wait()`, a `WorkNCCL` synchronised or released): NCCL's kernel spins on the GPU until
+every peer arrives, so that kernel was the collective's, cut while it waited past the
+device's limit; the peers' lateness, which names neither the GPU nor its driver
+(views/kernel_limit.py).
 
 ## How to confirm
 `nvidia-smi -q -d ECC,ROW_REMAPPER` and `dmesg -T | grep -i xid` on that node.
