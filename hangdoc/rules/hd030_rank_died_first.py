@@ -259,7 +259,11 @@ class RankDiedFirst(Rule):
             return  # every failure came after the timeouts: consequences
         certain = [d for d in leading if d.certain]
         chosen = certain or _not_aborts(leading)
-        if not certain and not wave_events and _every_rank_at_once(chosen, tl):
+        if (
+            not certain
+            and not wave_events
+            and _every_rank_at_once(chosen, tl, ctx.evidence.expected_world_size())
+        ):
             return  # the job failed on every rank alike: no rank ended before the others
         first = chosen[0]
         ordered = precedes_wave(first.placed, wave_events)
@@ -607,7 +611,7 @@ def _killed_outside_wave(deaths: list[Death], waited: set[int]) -> list[Death]:
 _SAME_POLL_S = 1.0
 
 
-def _every_rank_at_once(chosen: list[Death], tl: Timeline) -> bool:
+def _every_rank_at_once(chosen: list[Death], tl: Timeline, world: int | None) -> bool:
     """Every rank the logs name ended with a bare exit code (no signal, no reason), at the
     same second where the report gives times: a launcher's table of the whole job failing
     alike (torchrun's ChildFailedError listing every worker, "exitcode: 1", error_file
@@ -615,10 +619,12 @@ def _every_rank_at_once(chosen: list[Death], tl: Timeline) -> bool:
     tracebacks, not shown, hold it), and its "Root Cause (first observed failure)" is the
     lowest rank by the table's tie (ChildFailedError.get_first_failure takes the minimal
     timestamp, whole seconds). Naming every rank a culprit would say nothing; a signal, an
-    exception or any death that gives its reason is not this."""
+    exception or any death that gives its reason is not this. ``world``: the world size
+    the ranks reported, where one did (a table of one node's workers is not every rank's)."""
     if len(chosen) < 2 or any(d.how is not DeathHow.EXIT or d.rank is None for d in chosen):
         return False
-    if {d.rank for d in chosen} != tl.ranks():
+    ended = {d.rank for d in chosen}
+    if ended != tl.ranks() or (world is not None and len(ended) < world):
         return False
     times = [d.placed.event.time for d in chosen if d.placed.event.time is not None]
     return not times or max(times) - min(times) <= _SAME_POLL_S
