@@ -46,7 +46,11 @@ executing a task" (not when the raylet's reports of lost workers, none of them a
 by the job's own lines, are all the text holds besides progress: the raylet reports any
 worker of the cluster, and nothing then shows it was a rank the job waited on). A bare
 non-zero exit code with no reason is a low-confidence error when it comes before the
-timeouts (or there are none), else a warning only; torchrun's
+timeouts (or there are none), else a warning only, and no death at all when every rank
+the logs name ended so at the same second, with no timeout (torchrun's ChildFailedError
+listing every worker with "exitcode: 1" and no error file: the agent stamps each with the
+time it collected it, so its "Root Cause" is the lowest rank by a tie; the job failed on
+every rank alike, none ended before the others); torchrun's
 "failed (exitcode: -9) local_rank: N" printed after the others' timeouts still names the
 culprit when rank N reported no timeout of its own (the agent names the first worker it saw
 end, and a timed-out rank aborts itself with SIGABRT, not SIGKILL); a paste that *ends*
@@ -268,6 +272,12 @@ class RankDiedFirst(Rule):
             return  # every failure came after the timeouts: consequences
         certain = [d for d in leading if d.certain]
         chosen = certain or _not_aborts(leading)
+        if (
+            not certain
+            and not wave_events
+            and _every_rank_at_once(chosen, tl, ctx.evidence.expected_world_size())
+        ):
+            return  # the job failed on every rank alike: no rank ended before the others
         first = chosen[0]
         ordered = precedes_wave(first.placed, wave_events)
         culprits = sorted({d.rank for d in chosen if d.rank is not None})
@@ -610,6 +620,31 @@ def _killed_outside_wave(deaths: list[Death], waited: set[int]) -> list[Death]:
         and d.rank not in waited
         and d.placed.kind in _LAUNCHER_REPORTS
     ]
+
+
+# torchrun's agent stamps a worker that left no error file with the time it collected the
+# failure (ProcessFailure._set_no_reply_file: int(time.time())), to the second: workers
+# collected in one poll carry the same time, which orders nothing between them.
+_SAME_POLL_S = 1.0
+
+
+def _every_rank_at_once(chosen: list[Death], tl: Timeline, world: int | None) -> bool:
+    """Every rank the logs name ended with a bare exit code (no signal, no reason), at the
+    same second where the report gives times: a launcher's table of the whole job failing
+    alike (torchrun's ChildFailedError listing every worker, "exitcode: 1", error_file
+    <N/A>). No rank waited for another: the failure is one all of them met (their own
+    tracebacks, not shown, hold it), and its "Root Cause (first observed failure)" is the
+    lowest rank by the table's tie (ChildFailedError.get_first_failure takes the minimal
+    timestamp, whole seconds). Naming every rank a culprit would say nothing; a signal, an
+    exception or any death that gives its reason is not this. ``world``: the world size
+    the ranks reported, where one did (a table of one node's workers is not every rank's)."""
+    if len(chosen) < 2 or any(d.how is not DeathHow.EXIT or d.rank is None for d in chosen):
+        return False
+    ended = {d.rank for d in chosen}
+    if ended != tl.ranks() or (world is not None and len(ended) < world):
+        return False
+    times = [d.placed.event.time for d in chosen if d.placed.event.time is not None]
+    return not times or max(times) - min(times) <= _SAME_POLL_S
 
 
 def _not_aborts(leading: list[Death]) -> list[Death]:

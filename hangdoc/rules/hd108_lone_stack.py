@@ -35,7 +35,14 @@ and one traceback, nothing of the timeout's own value). Where the waiting proces
 frames pass through a rank-0-first gate (transformers' or accelerate's
 `main_process_first`, `torch_distributed_zero_first`: views/gates.py), it is one the gate
 holds, and the rank named is the main process (rank 0), which does the gated work, not
-the waiter. A save next to a storage
+the waiter. Where the one traceback of the inputs is cut before its exception line (its
+innermost frame shown may be an outer call: it says nothing of where the process was) and
+no death is shown, the bar it was written after still dates the failure: a preprocessing
+bar live when it was written whose elapsed time lands just past one of torch's default
+collective timeouts (10 or 30 minutes, within the two minutes a watchdog's abort and the
+launcher's teardown take) is a waiter's timeout expiring while the work advanced, slow,
+not hung (a hint); a traceback glued after a bar's last state on the same line (tqdm
+ends no state with a newline) is read from its header on. A save next to a storage
 error (EIO, ENOSPC), or whose traceback ends in a file-system call (os.makedirs) that
 raised, is left to HD110: the storage's error decides.
 
@@ -62,6 +69,7 @@ from hangdoc.analyzer.views.activity import (
     waits_for_every_writer,
 )
 from hangdoc.analyzer.views.activity_table import TABLE, Activity, phases_beginning
+from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.gates import MAIN_RANK, stack_at_gate
 from hangdoc.analyzer.views.save_errors import failed_save_calls
 from hangdoc.analyzer.views.timeline import Placed
@@ -107,6 +115,13 @@ class LoneStack(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         stacked = [p for p in ctx.evidence.processes if p.has_stacks()]
+        if not stacked:
+            # (no stack that goes to where its thread was: a traceback cut before its
+            # exception line may still be the one written as a preprocessing bar stood)
+            cut = self._cut_at_timeout(ctx)
+            if cut is not None:
+                yield cut
+            return
         if len(stacked) != 1:
             return  # several processes: the cross-rank stack rules compare them
         process = stacked[0]
@@ -198,6 +213,53 @@ class LoneStack(Rule):
             strength=strength,
         )
 
+    def _cut_at_timeout(self, ctx: RuleContext) -> Finding | None:
+        """The one traceback of the inputs, cut before its exception line, written as a
+        preprocessing bar stood live (unfinished, time left) at an elapsed time just past
+        one of torch's default collective timeouts, with no death shown: a process gave up
+        at a waiter's timeout while the preprocessing still advanced. Its frames, cut,
+        do not say where it was; the bar's clock says when it failed."""
+        cut = [p for p in ctx.evidence.processes if p.cut_text_stacks()]
+        if len(cut) != 1 or first_deaths(ctx.timeline):
+            return None
+        bar = _advancing_bar(ctx, cut[0], cut=True)
+        meter = _meter(bar) if bar is not None else None
+        if bar is None or meter is None or meter.elapsed_s is None:
+            return None
+        timeout = next(
+            (t for t in _DEFAULT_TIMEOUTS_S if t <= meter.elapsed_s <= t + _TEARDOWN_S), None
+        )
+        if timeout is None:
+            return None
+        return Finding(
+            rule=self.id,
+            category=Category.NOT_A_HANG,
+            severity=self.severity,
+            title=f"not a hang: the dataset preprocessing was still advancing ({meter.meter} "
+            f"after {meter.elapsed}) when a traceback cut it off, at torch's default "
+            f"{timeout // 60}-minute collective timeout",
+            explanation=(
+                f"A traceback was written right after the preprocessing's progress bar "
+                f"({bar.event.source}:{bar.event.line}: {meter.meter} after {meter.elapsed}, "
+                "with time still left by tqdm's estimate): the work was advancing when a "
+                f"process failed, {meter.elapsed_s - timeout} s past torch's default "
+                f"{timeout // 60}-minute collective timeout counted from the bar's start. "
+                "The ranks that do not preprocess wait in a collective meanwhile; their wait "
+                "ran out while the work went on. Nothing was stuck; the work took longer "
+                "than the collective timeout. The traceback is cut before its exception "
+                "line, so the timeout itself is not shown."
+            ),
+            fix=(
+                "Raise the process-group timeout for this phase (init_process_group("
+                "timeout=timedelta(hours=2)), HF --ddp_timeout, and check that it reaches "
+                "every rank), or preprocess and cache the dataset ahead of the job (more "
+                "num_proc)."
+            ),
+            evidence=(bar.ref(),),
+            strength=Strength.HINT,  # one bar and a cut traceback; the timeout not printed
+            says_not_hung=True,
+        )
+
     def _slow(
         self, process: ProcessEvidence, activity: RankActivity, bar: Placed, *, gated: bool
     ) -> Finding:
@@ -243,6 +305,13 @@ class LoneStack(Rule):
 # (gloo's and older NCCL's are 30): a bar that ran this long ran as long as a waiter can
 # have waited with no timeout of its own set.
 _DEFAULT_TIMEOUT_S = 600
+# torch's default collective timeouts (NCCL's 10 minutes since torch 2.2; gloo's and older
+# NCCL's 30: torch/distributed/constants.py default_pg_timeout, default_pg_nccl_timeout),
+# and how long after one a waiter's failure may be printed: the watchdog's poll, its
+# abort and the launcher's teardown take seconds, the waiter may have reached its wait a
+# little after the bar began.
+_DEFAULT_TIMEOUTS_S = (600, 1800)
+_TEARDOWN_S = 120
 _PREPROCESS_PHASES = phases_beginning(Activity.PREPROCESS)
 
 
@@ -251,11 +320,15 @@ def _meter(p: Placed) -> Progress | None:
     return marker.progress if marker is not None else None
 
 
-def _advancing_bar(ctx: RuleContext, process: ProcessEvidence) -> Placed | None:
+def _advancing_bar(
+    ctx: RuleContext, process: ProcessEvidence, *, cut: bool = False
+) -> Placed | None:
     """A preprocessing bar live when one of the process's tracebacks was written (glued to
     it, or on the line just before it, in the same text), unfinished, with time left by
-    its own estimate, and run for at least the shortest default collective timeout."""
-    starts = {(t.source, t.line) for t in process.text_stacks if t.line is not None}
+    its own estimate, and run for at least the shortest default collective timeout.
+    ``cut``: of its tracebacks cut before their exception line only."""
+    stacks = process.cut_text_stacks() if cut else process.text_stacks
+    starts = {(t.source, t.line) for t in stacks if t.line is not None}
     for p in ctx.timeline.of(EventKind.PHASE):
         marker = p.event.payload_as(PhaseMarker)
         meter = marker.progress if marker is not None else None

@@ -40,6 +40,12 @@ documented as the device's or the driver's but not only theirs —
 `the launch timed out and was terminated` (cudaErrorLaunchTimeout: a kernel ran past the
 run-time limit the driver imposes where kernel timeouts are enabled; a signal) or
 `unknown error` (cudaErrorUnknown: an internal error with no documented cause; a hint).
+Not a launch timeout whose stack, printed with it (c10::Error's `frame #N` backtrace under
+its what(), or the Python traceback it ends), waits in a collective (a barrier's
+`work.wait()`, a `WorkNCCL` synchronised or released): NCCL's kernel spins on the GPU until
+every peer arrives, so that kernel was the collective's, cut while it waited past the
+device's limit; the peers' lateness, which names neither the GPU nor its driver
+(views/kernel_limit.py).
 
 ## How to confirm
 `nvidia-smi -q -d ECC,ROW_REMAPPER` and `dmesg -T | grep -i xid` on that node.
@@ -59,12 +65,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hangdoc.analyzer.model import Category, Finding, Severity, Strength
+from hangdoc.analyzer.model import Category, Evidence, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.host import GpuStatus
 from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError
 from hangdoc.analyzer.views.deaths import Death, first_deaths
 from hangdoc.analyzer.views.gpu_faults import ranks_for
+from hangdoc.analyzer.views.kernel_limit import cut_while_waiting
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -124,7 +131,7 @@ class GpuEccOrLost(Rule):
                 evidence=tuple(limited_refs(hard, limit=5)),
                 strength=Strength.STATED,
             )
-        elif suspects := _gpu_suspects(tl):
+        elif suspects := _gpu_suspects(tl, ctx.evidence):
             yield self._suspected(suspects)
         elif ecc:
             gpus = sorted(
@@ -229,11 +236,14 @@ def _fabric(failed: list[Placed]) -> Finding:
     )
 
 
-def _gpu_suspects(tl: Timeline) -> list[Death]:
+def _gpu_suspects(tl: Timeline, evidence: Evidence) -> list[Death]:
     """The first deaths whose CUDA error's documented meaning points at the GPU or its
     driver (Death.gpu_suspect), when they came before the others' timeouts (or there are
     none): after them, a rank's error may be the teardown. Peer access refused between two
-    GPUs is HD302's (the platform's topology), not said twice."""
+    GPUs is HD302's (the platform's topology), not said twice. A kernel cut by the
+    device's run-time limit while the stack printed with it waits in a collective is that
+    collective's kernel waiting for its peers (views/kernel_limit.py): the wait outlasted
+    the limit, which names neither the GPU nor the driver failing."""
     wave_events = wave(tl)
     return [
         d
@@ -241,6 +251,7 @@ def _gpu_suspects(tl: Timeline) -> list[Death]:
         if d.gpu_suspect is not None
         and Sign.PEER_ACCESS_UNSUPPORTED not in d.payload.signs  # HD302's, the platform's
         and precedes_wave(d.placed, wave_events) is not False
+        and not cut_while_waiting(evidence, d.placed)
     ]
 
 

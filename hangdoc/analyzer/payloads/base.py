@@ -103,6 +103,11 @@ class Sign(enum.StrEnum):
     # or code. Raised in the device's set-up (set_device), it is the rank dying of its own
     # error, not communication failing to set up.
     CUDA_CALLER_REQUEST = "cuda_caller_request"
+    # A CUDA error that says a kernel ran past the run-time limit the device's driver
+    # imposes (cudaErrorLaunchTimeout, "the launch timed out and was terminated"; the
+    # catalog's cuda-launch-timeout family's field): which kernel ran long the error does
+    # not say, the process's stack may (views/kernel_limit.py).
+    KERNEL_TIME_LIMIT = "kernel_time_limit"
     UNKNOWN = "unknown"
 
 

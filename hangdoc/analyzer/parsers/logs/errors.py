@@ -159,6 +159,19 @@ def cuda_gpu_sign(error: str | None) -> Sign | None:
     return _GPU_SIGNS.get(meaning.strength)
 
 
+def cuda_time_limit(error: str | None) -> bool:
+    """A CUDA runtime error string whose documented meaning is a kernel cut by the device's
+    run-time limit (the catalog's cuda row with the field Sign.KERNEL_TIME_LIMIT, from
+    CUDA's cudaError_t documentation of cudaErrorLaunchTimeout)."""
+    if not error:
+        return False
+    found = default_matcher().match(f"CUDA error: {_cuda_error_only(error)}")
+    if found is None or found.row.project != "cuda" or found.row.meaning is None:
+        return False
+    fields = found.row.meaning.for_text(found.text).fields
+    return (_SIGNS_FIELD, Sign.KERNEL_TIME_LIMIT.value) in fields
+
+
 # The catalog's strengths of a meaning that is the message's own, written for its words or
 # for a family of like messages; "weak" is most often a whole source file's meaning (every
 # error of torch's pipelining module read as a pipeline's, of DCP as a save's), which says
@@ -374,12 +387,14 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         places = (payload.rc_where, *payload.rc_chain, payload.where)
         changes["in_bootstrap"] = any("bootstrap.c" in (place or "") for place in places)
     gpu_sign: Sign | None = None
+    cuda_what: str | None = None  # the CUDA error string the line names, where one is read
     if isinstance(payload, WatchdogTeardown):
         m = _WATCHDOG_CUDA_ERROR.search(text)
         # A CUDA error the catalog reads as the GPU's or the driver's is this GPU's own,
         # whatever words it uses ("the launch timed out" is a kernel cut by the device's
         # run-time limit, not a collective's timeout).
         gpu_sign = cuda_gpu_sign(m.group("what")) if m is not None else None
+        cuda_what = m.group("what") if m is not None else None
         if m is not None and (gpu_sign is not None or not CONSEQUENCE_TEXT.search(m.group("what"))):
             changes["cuda_error"] = _cuda_error_only(m.group("what"))
         changes["hardware"] = _hardware(text) or cuda_gpu_hardware(m.group("what") if m else None)
@@ -402,6 +417,7 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
         )
         changes["storage"] = storage_error(f"CUDA error: {payload.error or ''}")
         gpu_sign = cuda_gpu_sign(payload.error)
+        cuda_what = payload.error
         changes["fatal"] = cuda_error_fatal(payload.error or payload.message)
     elif exc_type or message:
         at = _CUDA_ERROR_AT.search(message)
@@ -409,6 +425,7 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
             at.group("what") if at is not None else None
         )
         gpu_sign = cuda_gpu_sign(at.group("what")) if at is not None else None
+        cuda_what = at.group("what") if at is not None else None
     signs = payload.signs
     if exc_type or message:
         where = str(getattr(payload, "where", None) or "")
@@ -440,6 +457,8 @@ def finish_payload(payload: EventPayload, text: str) -> EventPayload:
     # reading of the abort the error is the what() of; the driver is not in question)
     if gpu_sign is not None and gpu_sign not in signs and Sign.CUDA_AFTER_FORK not in signs:
         signs = changes["signs"] = (*signs, gpu_sign)
+    if cuda_time_limit(cuda_what) and Sign.KERNEL_TIME_LIMIT not in signs:
+        signs = changes["signs"] = (*signs, Sign.KERNEL_TIME_LIMIT)
     texts = (message, getattr(payload, "error", None), getattr(payload, "last_error", None))
     if (
         any(isinstance(t, str) and PEER_ACCESS_UNSUPPORTED in t for t in texts)

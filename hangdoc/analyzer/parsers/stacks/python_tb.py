@@ -28,7 +28,8 @@ PYBT_OLD_START = re.compile(
     r"#\d+ (?:file '.*', in '.*'|<built-in (?:method|function) \w+|Waiting for)"
 )
 _THREAD_EXC = re.compile(r"Exception in thread (.+?)(?: \(.*\))?:\s*$")
-_FILE = re.compile(r'\s*File "(.*)", line (\d+|\?)(?:, in (.*))?\s*$')
+# (", in" with no name after it: a paste rendered as HTML or Markdown ate "<module>")
+_FILE = re.compile(r'\s*File "(.*)", line (\d+|\?)(?:, in(?: (.*))?)?\s*$')
 _OLD_PYBT = re.compile(r"\s*#\d+ file '(.*)', in '(.*)'\s*$")
 _BUILTIN = re.compile(r"\s*(?:#\d+ )?<built-in (?:method|function) (\w+)")
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
@@ -98,11 +99,15 @@ def _one_traceback(lines: Lines, i: int) -> tuple[list[Frame], int]:
 
     Lines indented deeper than the header are frames and their source lines; the first
     line at the header's indent (the exception line) ends them. An indented paste (a
-    logger's continuation lines) keeps working because indents are relative.
+    logger's continuation lines) keeps working because indents are relative. A paste
+    that lost its indentation (Markdown or HTML rendering strips leading spaces) has each
+    frame's source line at the header's indent, right under its frame line: the one line
+    after a frame that is no exception line, no frame and no header is read as its source.
     """
     base = _indent(lines[i][1])
     frames: list[Frame] = []
     i += 1
+    after_frame = False
     while i < len(lines):
         text = lines[i][1]
         m = _FILE.match(text)
@@ -110,7 +115,19 @@ def _one_traceback(lines: Lines, i: int) -> tuple[list[Frame], int]:
             line = int(m.group(2)) if m.group(2).isdigit() else None
             frames.append(Frame(function=m.group(3) or "<module>", file=m.group(1), line=line))
             i += 1
+            after_frame = True
             continue
+        if (
+            after_frame
+            and text.strip()
+            and _indent(text) <= base
+            and exception_line(text) is None
+            and not text.strip().startswith(("Traceback ", *_CHAIN))
+        ):
+            i += 1  # a frame's source line, its indentation lost
+            after_frame = False
+            continue
+        after_frame = False
         if not text.strip():
             nxt = lines[i + 1][1] if i + 1 < len(lines) else ""
             if not nxt.strip() or _indent(nxt) <= base:

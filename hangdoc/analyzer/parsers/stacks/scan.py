@@ -76,6 +76,26 @@ _MAYBE_START = re.compile(
 )
 
 
+# tqdm's meter ("{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining},
+# {rate_fmt}{postfix}]", tqdm/std.py format_meter) is redrawn in place: tqdm writes a "\r"
+# before each state and no newline after it, so what the process writes next (an uncaught
+# exception's traceback header, printed as the bar stood) is glued after the meter's
+# closing bracket on the same line.
+_METER = re.compile(r"\d%\|[^|\n]{0,200}\|[^\[\n]{0,60}\[[^\]\n]{0,120}\]")
+
+
+def glued_after_meter(text: str) -> str | None:
+    """The start of a stack written right after a tqdm meter's last state on the same
+    line (from its header on), or None when nothing that starts a stack follows a meter."""
+    end = None
+    for m in _METER.finditer(text):
+        end = m.end()
+    if end is None:
+        return None
+    rest = text[end:]
+    return rest if rest.strip() and _MAYBE_START.match(rest) else None
+
+
 @dataclass(slots=True)
 class Span:
     """Where a traceback sits and whom it was given to (for the log events of it)."""
@@ -279,6 +299,9 @@ class _Scanner:
 
     def _recognise(self, lines: Lines, i: int) -> tuple[list[Block], int] | None:
         text = strip_pager(lines[i][1]).strip()
+        if "%|" in text and (glued := glued_after_meter(text)) is not None:
+            # (the stack starts after the bar's last state: read from there on)
+            return self._recognise([*lines[:i], (lines[i][0], glued), *lines[i + 1 :]], i)
         if not _MAYBE_START.match(text):
             if text.endswith(")") and starts_frames(lines, i):
                 block, j = parse_pyspy_frames(lines, i)  # py-spy frames, no thread line
