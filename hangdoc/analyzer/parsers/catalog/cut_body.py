@@ -167,6 +167,16 @@ def _tail_at(index: _TailIndex, row: int, line: str) -> tuple[int, str] | None:
     return None
 
 
+def _holds_end_of(line: str, run: str) -> bool:
+    """The line holds the last two words of ``run`` (in any case): the message's words
+    before the slot are there (a header-less or reworded copy of the message), so the
+    line does not start inside the slot's value."""
+    words = _WORDS.findall(run)[-2:]
+    if not words:
+        return False
+    return re.search(r"\W+".join(words), line, re.IGNORECASE) is not None
+
+
 def _slot_tail_at(index: _TailIndex, row: int, line: str) -> tuple[int, str] | None:
     """(literal letters after the slot, the literal run before it) of the row's end that
     the line is when the line starts inside a text slot's value (the value's start cut,
@@ -182,6 +192,8 @@ def _slot_tail_at(index: _TailIndex, row: int, line: str) -> tuple[int, str] | N
         tail = tuple(parts[number + 1 :])
         if literal_length(tail) < _MIN_TAIL_LETTERS or len(safe_words(tail)) < _MIN_TAIL_WORDS:
             continue
+        if _holds_end_of(line, before):
+            continue  # the words before the slot are in the line: its header was cut, not this
         if index.pattern_from(row, number - 1).match(before + line) is not None:
             return literal_length(tail), before
     return None
