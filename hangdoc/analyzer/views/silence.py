@@ -383,24 +383,24 @@ WATCHDOG_POLL_S = 2.0
 
 
 def _same_timeout(a: Placed, b: Placed) -> bool:
-    """``a`` and ``b`` print one timeout: the same kind and the same work (group, sequence
-    number, operation) timed out after the same time, where each says it (a rank's watchdog
-    line printed again in the exception it raises, its rank prefix lost there)."""
+    """``a`` and ``b`` print one timeout: the same kind, and the same work (group, sequence
+    number, operation) timed out after the same time, as far as both say it, one of the
+    sequence number and the time run said by both (a rank's watchdog line printed again in
+    the exception it raises, or its rank prefix lost in one copy). A cut takes the group's
+    prefix and the start of the work's description with the rank's: what one line lacks
+    does not differ."""
     if a.kind != b.kind:
         return False
     wa, wb = a.event.payload_as(Work), b.event.payload_as(Work)
     if wa is None or wb is None:
         return a.event.text.strip() == b.event.text.strip()
-    if wa.seq != wb.seq:
-        return False
-    # A cut takes the group's prefix with the rank's: what one line lacks does not differ.
-    for x, y in ((wa.pg, wb.pg), (wa.pg_id, wb.pg_id), (wa.op, wb.op)):
-        if x is not None and y is not None and x != y:
-            return False
     ta, tb = a.event.payload_as(CollectiveTimeout), b.event.payload_as(CollectiveTimeout)
     ran_a = ta.ran_ms if ta is not None else None
     ran_b = tb.ran_ms if tb is not None else None
-    return ran_a is None or ran_b is None or ran_a == ran_b
+    pairs = ((wa.seq, wb.seq), (ran_a, ran_b), (wa.pg, wb.pg), (wa.pg_id, wb.pg_id), (wa.op, wb.op))
+    if any(x is not None and y is not None and x != y for x, y in pairs):
+        return False
+    return any(x is not None and y is not None for x, y in pairs[:2])
 
 
 def unattributed_timeouts(tl: Timeline, voices: dict[int, Voice]) -> tuple[Placed, ...]:
