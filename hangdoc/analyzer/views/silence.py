@@ -393,7 +393,7 @@ def _same_timeout(a: Placed, b: Placed) -> bool:
         return False
     wa, wb = a.event.payload_as(Work), b.event.payload_as(Work)
     if wa is None or wb is None:
-        return a.event.text.strip() == b.event.text.strip()
+        return False  # nothing typed to tell them one
     ta, tb = a.event.payload_as(CollectiveTimeout), b.event.payload_as(CollectiveTimeout)
     ran_a = ta.ran_ms if ta is not None else None
     ran_b = tb.ran_ms if tb is not None else None
