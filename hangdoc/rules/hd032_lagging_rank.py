@@ -14,7 +14,8 @@ printed other lines) but never reported a timeout in any process group, nor were
 notified of one, while the others did are suspected the same way, more weakly: more
 weakly still when nothing of them comes after the others' timeouts, and not at all when,
 besides, the last line seen of them is the others' own last progress line at the same
-counts (a paste cut just after one rank's timeout).
+counts (a paste cut just after one rank's timeout), and not at all while a timeout whose
+rank the text lost (a first line cut in half takes its "[Rank N]") could be its own.
 
 ## Why it hangs
 Every rank of a process group must issue the same collectives in the same order. The
@@ -245,6 +246,8 @@ class LaggingRank(Rule):
 
     def _silent(self, pg: str, records: dict[int, WatchRecord], view: Silence) -> Finding | None:
         timed_out = set(records)
+        if not view.silence_sure:
+            return None  # a timeout whose rank the text lost may be the silent rank's own
         # A silence the text does not cover past the timeouts, of a rank last seen at the
         # others' own point of progress, shows nothing: not behind, perhaps only cut off.
         silent = [r for r in view.quiet if r in view.covered or r not in view.abreast]

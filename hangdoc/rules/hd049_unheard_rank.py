@@ -97,8 +97,8 @@ def unheard_suspects(view: Silence) -> Suspects | None:
     nothing about who was elsewhere)."""
     timed_out = view.timed_out
     unheard = tuple(sorted({*view.unheard, *view.setup_only}))
-    if len(timed_out) < 2 or not unheard:
-        return None
+    if len(timed_out) < 2 or not unheard or not view.silence_sure:
+        return None  # (a timeout whose rank the text lost may be the unheard rank's own)
     world_known = view.job.world is not None
     if not world_known and len(unheard) != 1:
         return None

@@ -142,7 +142,7 @@ def _unread(failure: SetupFailure) -> bool:
 
 def _finding(rule_id: str, failure: SetupFailure) -> Finding:
     placed = failure.placed
-    ranks = sorted({p.rank for p in placed if p.rank is not None})
+    ranks = list(failure.ranks)
     first = placed[0]
     if failure.warns:
         # The WARN whose failure NCCL unwound (a return code logged after it) said what

@@ -49,7 +49,8 @@ here, by mechanism, outermost first:
    body the line ends (``_restored_body``, parsers/catalog/cut_body.py).
 9. a first line cut inside an NCCL header's source location gets the file back from the
    catalog row that prints its message (``_restored_source``), one cut inside an
-   OSError's class name the class of its errno (``_restored_os_error``).
+   OSError's class name the class of its errno (``_restored_os_error``), one cut inside
+   a traceback's frame line its '  File "' (``_restored_frame``).
 
 A CRLF's "\r" is dropped as the lines are split. Line numbers stay those of the file the
 user gave: ``Unmangled.line_map`` maps each line of the new text back, so evidence cites
@@ -1744,6 +1745,39 @@ def _restored_os_error(texts: list[str]) -> tuple[int, str] | None:
     return first, name + texts[first][len(word) :]
 
 
+# The end of a Python traceback's frame line, as CPython's traceback module prints it
+# ('  File "{filename}", line {lineno}, in {name}'): a selection that cut its start leaves
+# the end of the "File" keyword and the file's name, or only the end of the name.
+_FRAME_END = re.compile(r'(?P<path>[^"]*"?[^"]*)", line (?P<no>\d+), in (?P<func>[^\s"]+)[ \t]*')
+_FRAME_FILE = '  File "'
+# A frame's file: a Python source, or CPython's "<string>", "<frozen …>".
+_FRAME_PATH_END = re.compile(r"(?:\.pyx?|>)$")
+
+
+def _restored_frame(texts: list[str]) -> tuple[int, str] | None:
+    """Restore the start of a first line that a selection cut inside a traceback's frame
+    line ('le "/opt/…/distributed_c10d.py", line 2060, in all_gather', or 'rch/distributed/
+    distributed_c10d.py", line …' where the cut fell in the file's name): what is left
+    before the opening quote must be the end of CPython's '  File "', and what is left of
+    the name must end as a source file's name does. The frame is read again as a frame,
+    so the traceback it heads keeps its exception and where it was raised; the cut part of
+    the file's name stays cut."""
+    first = next((k for k, t in enumerate(texts) if t.strip()), None)
+    if first is None:
+        return None
+    m = _FRAME_END.fullmatch(texts[first])
+    if m is None:
+        return None
+    before = m.group("path")
+    quote = before.find('"')
+    left, path = (before[: quote + 1], before[quote + 1 :]) if quote >= 0 else ("", before)
+    if not path or path[:1].isspace() or _FRAME_PATH_END.search(path) is None:
+        return None
+    if left.lstrip() == _FRAME_FILE.lstrip() or not _FRAME_FILE.endswith(left):
+        return None  # a whole frame line (nothing cut), or not a frame's start
+    return first, _FRAME_FILE + path + texts[first][m.end("path") :]
+
+
 # torchrun's and torch's own line tags ("[default3]:", "[rank3]:": torchrun's --tee prefix,
 # the "[rank{N}]:" torch.distributed puts before what its processes print) with the
 # opening bracket cut by the selection: the word and the whole number are left, so the
@@ -1771,7 +1805,11 @@ def _cut_tag(lines: _Lines) -> int:
 
 
 def _cut_source(lines: _Lines) -> int:
-    restored = _restored_source(lines.texts) or _restored_os_error(lines.texts)
+    restored = (
+        _restored_source(lines.texts)
+        or _restored_os_error(lines.texts)
+        or _restored_frame(lines.texts)
+    )
     if restored is None:
         return 0
     lines.texts[restored[0]] = restored[1]
@@ -1840,10 +1878,11 @@ _CUT_TAG_STEP: _Step = (
     "a cut in the first line's rank tag (its opening bracket restored)",
 )
 _CUT_SOURCE: _Step = (
-    lambda t: "WARN " in t or "INFO " in t or "[Errno " in t,
+    lambda t: "WARN " in t or "INFO " in t or "[Errno " in t or '", line ' in t,
     _cut_source,
     "a cut in the first line's source location or exception class (restored from the "
-    "message catalog, or the OSError subclass of its errno)",
+    "message catalog, or the OSError subclass of its errno), or in a traceback's frame "
+    'line (its "File" restored)',
 )
 
 
@@ -1902,6 +1941,7 @@ def might_be_mangled(text: str) -> bool:
         or _doubled(text)
         or _restored_os_error([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
         or _restored_tag([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
+        or _restored_frame([t.rstrip("\r") for t in head[:_CUT_LOOKAHEAD]]) is not None
     )
 
 

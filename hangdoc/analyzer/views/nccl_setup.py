@@ -113,12 +113,22 @@ class SetupFailure:
     errors: tuple[Placed, ...]  # torch's synchronous "NCCL error in: …" of a setup class
     # an NCCL error of a setup class raised from set-up code (its traceback shows it)
     raised: tuple[Placed, ...] = ()
+    # Ranks whose errors only a set-up report of no known rank shows to be set-up's, where
+    # it shows so for several ranks' errors: a line whose rank a paste's cut took was
+    # printed by one process, which may be any of them (``_unranked_only``).
+    unplaced: frozenset[int] = frozenset()
 
     @property
     def placed(self) -> tuple[Placed, ...]:
         return tuple(
             sorted((*self.warns, *self.returns, *self.errors, *self.raised), key=lambda p: p.index)
         )
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The ranks the lines place the failure on: those of its lines, but not a rank
+        whose own error only a report of an unknown rank ties to set-up, among several."""
+        return tuple(sorted({p.rank for p in self.placed if p.rank is not None} - self.unplaced))
 
 
 def is_setup_warn(p: Placed) -> bool:
@@ -256,6 +266,15 @@ def is_setup_error(tl: Timeline, p: Placed, running_from: int) -> bool:
     return p.index < running_from and _setup_shown(tl, p, running_from)
 
 
+def _unranked_only(tl: Timeline, p: Placed, running_from: int) -> bool:
+    """``p``, a set-up error of a known rank, is shown set-up's only by a set-up report or
+    NCCL output of no known rank (a WARN whose "52: host:pid:tid [4]" header a cut took)."""
+    error = _setup_class_error(p)
+    if p.rank is None or error is None or error.stage is SourceStage.SETUP:
+        return False
+    return not _setup_shown(tl, p, running_from, ranked_only=True)
+
+
 # What NCCL prints (with NCCL_DEBUG=INFO) only while it creates and connects a
 # communicator: its "Init START/COMPLETE" and timing lines, the bootstrap and network
 # interfaces it chose, the rings' connections (parsers/logs/nccl.py).
@@ -278,7 +297,7 @@ _NCCL_SETUP_REPORTS = frozenset(
 )
 
 
-def _setup_shown(tl: Timeline, p: Placed, running_from: int) -> bool:
+def _setup_shown(tl: Timeline, p: Placed, running_from: int, *, ranked_only: bool = False) -> bool:
     """Whether anything but the error's class shows it raised while a communicator was set
     up. torch's C10D_NCCL_CHECK wraps every NCCL call made on the caller's thread, the
     launch of a collective (ncclAllReduce, ncclGroupEnd) as well as the creation
@@ -311,6 +330,8 @@ def _setup_shown(tl: Timeline, p: Placed, running_from: int) -> bool:
     for q in tl.of(*_NCCL_SETUP_OUTPUT, *_NCCL_SETUP_REPORTS):
         if q.index >= running_from or not (p.rank is None or q.rank is None or q.rank == p.rank):
             continue
+        if ranked_only and q.rank is None:
+            continue  # (``_unranked_only``: a line of no known rank)
         if q.kind in _NCCL_SETUP_OUTPUT:
             if q.index < p.index:
                 return True
@@ -425,7 +446,12 @@ def _setup_failure(tl: Timeline) -> SetupFailure | None:
     raised = tuple(p for p in tl.of(EventKind.EXCEPTION) if is_setup_exception(p, running_from))
     if not (warns or returns or errors or raised):
         return None
-    return SetupFailure(warns, returns, errors, raised)
+    # A report of no known rank that ties several ranks' errors to set-up says one process
+    # failed there, not which: those ranks are not placed (a paste cut through the WARN's
+    # rank prefix names every rank that raised otherwise).
+    only = {p.rank for p in errors if p.rank is not None and _unranked_only(tl, p, running_from)}
+    unplaced = frozenset(only) if len(only) > 1 else frozenset()
+    return SetupFailure(warns, returns, errors, raised, unplaced)
 
 
 def setup_lines(tl: Timeline) -> frozenset[tuple[str, int | None]]:

@@ -75,6 +75,7 @@ from hangdoc.analyzer.payloads.launch import LauncherReport, SignalName
 from hangdoc.analyzer.payloads.nccl import NcclInit
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import (
+    CollectiveTimeout,
     DumpSignal,
     FrReport,
     MissingRanks,
@@ -221,6 +222,18 @@ class Silence:
     setup_only: tuple[int, ...]
     dead: frozenset[int]  # ranks whose death (a certain one) the logs show
     gap: Gap | None  # the one rank that neither timed out nor was notified
+    # Own timeouts whose rank is not known (a paste's cut took the "[Rank N]" of the line),
+    # other than a named rank's own timeout printed again: each is some rank's timeout, and
+    # may be any silent rank's. A silence is no evidence while one of these could be its
+    # rank's own (``silence_sure``).
+    unattributed: tuple[Placed, ...] = ()
+
+    @property
+    def silence_sure(self) -> bool:
+        """No timeout of an unknown rank could be a silent rank's own: an inference from a
+        rank's silence (it never timed out, it is the one gap, nothing came of it) holds
+        only then."""
+        return not self.unattributed
 
     @property
     def timed_out(self) -> tuple[int, ...]:
@@ -367,6 +380,38 @@ def _voices(evidence: Evidence, tl: Timeline, deaths: list[Death]) -> dict[int, 
 # Two ranks' timeouts closer than this are not ordered: the watchdog polls its work every
 # second or two, so ranks that entered a collective together time out within that.
 WATCHDOG_POLL_S = 2.0
+
+
+def _same_timeout(a: Placed, b: Placed) -> bool:
+    """``a`` and ``b`` print one timeout: the same kind, and the same work (group, sequence
+    number, operation) timed out after the same time, as far as both say it, one of the
+    sequence number and the time run said by both (a rank's watchdog line printed again in
+    the exception it raises, or its rank prefix lost in one copy). A cut takes the group's
+    prefix and the start of the work's description with the rank's: what one line lacks
+    does not differ."""
+    if a.kind != b.kind:
+        return False
+    wa, wb = a.event.payload_as(Work), b.event.payload_as(Work)
+    if wa is None or wb is None:
+        return False  # nothing typed to tell them one
+    ta, tb = a.event.payload_as(CollectiveTimeout), b.event.payload_as(CollectiveTimeout)
+    ran_a = ta.ran_ms if ta is not None else None
+    ran_b = tb.ran_ms if tb is not None else None
+    pairs = ((wa.seq, wb.seq), (ran_a, ran_b), (wa.pg, wb.pg), (wa.pg_id, wb.pg_id), (wa.op, wb.op))
+    if any(x is not None and y is not None and x != y for x, y in pairs):
+        return False
+    return any(x is not None and y is not None for x, y in pairs[:2])
+
+
+def unattributed_timeouts(tl: Timeline, voices: dict[int, Voice]) -> tuple[Placed, ...]:
+    """Own timeouts of no known rank that are not a named rank's own timeout printed again
+    (``_same_timeout``): each may be the timeout of a rank the text shows silent."""
+    named = [p for v in voices.values() for p in v.timeouts]
+    return tuple(
+        p
+        for p in tl.events
+        if p.rank is None and own_timeout(p) is True and not any(_same_timeout(p, q) for q in named)
+    )
 
 
 def _earlier(a: Placed, b: Placed) -> bool:
@@ -639,6 +684,9 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
     job = job_size(evidence, tl)
     timed_out = {r for r, v in voices.items() if v.timed_out}
     notified_only = tuple(sorted(r for r, v in voices.items() if v.notices and not v.timed_out))
+    unattributed = unattributed_timeouts(tl, voices) if timed_out else ()
+    # The one rank that did not time out may be the one whose timeout lost its rank.
+    gap = one_gap(job, voices)
     unnamed = unnamed_timeouts(tl)
     behind = tuple(
         b
@@ -689,5 +737,6 @@ def silence(evidence: Evidence, tl: Timeline) -> Silence:
         unheard_below=bound,
         setup_only=setup_only,
         dead=dead,
-        gap=one_gap(job, voices),
+        gap=gap if unattributed == () else None,
+        unattributed=unattributed,
     )

@@ -21,6 +21,15 @@ a text slot, which takes any text), and enough literal text after the cut
 (``_MIN_TAIL_LETTERS`` letters in ``_MIN_TAIL_WORDS`` whole words), so that a line of its
 own cannot start like the end of a library's message by chance: on the casebook's 469
 unmangled files no first line is claimed.
+
+A cut may fall inside a value the message prints, not in its words: torch's watchdog
+prints the timed-out work's own description (``WorkNCCL(SeqNum=3, OpType=…)``) between
+"operation timeout: " and " ran for N milliseconds before timing out.", and half a line
+ends inside it (``eqNum=3, OpType=ALLREDUCE, …) ran for …``). Where no literal run claims
+the line, a row claims it from a text slot (``_slot_tail_at``): the row's literal text
+after the slot holds the same least letters and words, and the line is no whole row's.
+The literal run before the slot is put back, the slot's cut value stays as it is: the
+message is read for what it is, without the values the cut took.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.catalog.loader import Catalog, CatalogRow, default_catalog
+from hangdoc.analyzer.parsers.catalog.matcher import default_matcher
 from hangdoc.analyzer.parsers.catalog.template import (
     Part,
     Slot,
@@ -110,6 +120,19 @@ class _TailIndex:
         return ranked[:_MAX_CANDIDATES]
 
 
+def _slot_cut(index: _TailIndex, line: str) -> tuple[int, int, str] | None:
+    """The row whose end the line is from inside one of its text slots (see the module
+    docstring), unless the line is a whole row's message: (letters, row, missing)."""
+    if default_matcher().match(line) is not None:
+        return None
+    best: tuple[int, int, str] | None = None
+    for row in index.candidates(line):
+        found = _slot_tail_at(index, row, line)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = (found[0], row, found[1])
+    return best
+
+
 @functools.cache
 def _index() -> _TailIndex:
     return _TailIndex(default_catalog())
@@ -144,6 +167,38 @@ def _tail_at(index: _TailIndex, row: int, line: str) -> tuple[int, str] | None:
     return None
 
 
+def _holds_end_of(line: str, run: str) -> bool:
+    """The line holds the last two words of ``run`` (in any case): the message's words
+    before the slot are there (a header-less or reworded copy of the message), so the
+    line does not start inside the slot's value."""
+    words = _WORDS.findall(run)[-2:]
+    if not words:
+        return False
+    return re.search(r"\W+".join(words), line, re.IGNORECASE) is not None
+
+
+def _slot_tail_at(index: _TailIndex, row: int, line: str) -> tuple[int, str] | None:
+    """(literal letters after the slot, the literal run before it) of the row's end that
+    the line is when the line starts inside a text slot's value (the value's start cut,
+    its rest kept): the slot follows a literal run of words, and what comes after the
+    slot holds enough literal text to say which row it is; None when no slot fits."""
+    parts = index.parts[row]
+    for number in range(1, len(parts) - 1):
+        part, before = parts[number], parts[number - 1]
+        if not isinstance(part, Slot) or part.type != "text" or not isinstance(before, str):
+            continue
+        if not _ALNUM.search(before):
+            continue  # no words before the slot to put back
+        tail = tuple(parts[number + 1 :])
+        if literal_length(tail) < _MIN_TAIL_LETTERS or len(safe_words(tail)) < _MIN_TAIL_WORDS:
+            continue
+        if _holds_end_of(line, before):
+            continue  # the words before the slot are in the line: its header was cut, not this
+        if index.pattern_from(row, number - 1).match(before + line) is not None:
+            return literal_length(tail), before
+    return None
+
+
 def cut_body(line: str) -> CutBody | None:
     """The library row whose body's end the line is, with the cut-away start of the
     literal run the line starts in; None when no row's end fits. A line that is a row's
@@ -157,6 +212,8 @@ def cut_body(line: str) -> CutBody | None:
         found = _tail_at(index, row, head)
         if found is not None and (best is None or found[0] > best[0]):
             best = (found[0], row, found[1])
+    if best is None:
+        best = _slot_cut(index, head)
     if best is None:
         return None
     _, row, missing = best

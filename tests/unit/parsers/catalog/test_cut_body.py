@@ -154,3 +154,24 @@ def test_a_line_is_restored_whatever_the_process_string_hashing() -> None:
         "watchdog thread terminated with exception: CUDA error: the "
         "launch timed out and was terminated"
     )
+
+
+def test_a_cut_inside_the_watchdogs_work_description_is_read_from_the_end_after_it() -> None:
+    # Half of the line: the cut falls inside the WorkNCCL(…) the message prints in a slot
+    # (as torch 1.x prints it, no NumelIn: no row of its own ends so).
+    line = (
+        "[E ProcessGroupNCCL.cpp:828] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800013 "
+        "milliseconds before timing out."
+    )
+    half = line[line.index("qNum=") :]
+    found = cut_body(half)
+    assert found is not None and found.row.project == "torch"
+    assert found.restored.endswith(half)
+    assert "Watchdog caught collective operation timeout: " in found.restored
+
+
+def test_a_whole_message_without_its_header_is_not_claimed_from_a_slot() -> None:
+    line = WATCHDOG.format(r=3, seq=7, op="ALLREDUCE").rstrip("\n")
+    headless = line[line.index("Watchdog") :]
+    assert cut_body(headless) is None
