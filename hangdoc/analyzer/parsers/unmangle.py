@@ -119,6 +119,10 @@ _PATH_MARKS = frozenset("/=-")
 # A traceback's frame line ends with its function; its source line follows (a paste that
 # lost the source line's indentation starts it at the margin).
 _FRAME_LINE = re.compile(r'\s*File ".*", line \d+, in \S+$')
+# ... and a frame line's end, wherever its start went (a wrap broke its path): CPython's
+# traceback (Lib/traceback.py StackSummary.format_frame_summary) ends the line with the
+# function's name and writes the source line on a line of its own, so nothing continues it.
+_FRAME_LINE_END = re.compile(r'", line \d+, in [\w<>.]+$')
 # ... unless the column cut the function's name: the rest is the name's end alone, and the
 # frame's source line follows the rest, indented under the frame ("  File …, line 118, in
 # _verify_param_shape_acro" / "ss_processes" / "    return dist._verify_params_…"). A
@@ -679,6 +683,7 @@ def _word_break(piece: str, rest: str, width: int) -> bool | None:
     broke = _first_word_length(rest) > room
     if (not broke and room >= _WORD_NEAR_EDGE) or (
         _FRAME_LINE.match(piece)
+        or _FRAME_LINE_END.search(piece)
         or (_RULE.fullmatch(piece) and not rest.startswith(piece.strip()[:1]))
         or _TABLE_ROW_DRAWN.match(piece)
         or _BAR_CLOSED.search(piece)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from hangdoc.analyzer.parsers.unmangle import unmangle
+from hangdoc.analyzer.parsers.unmangle import _word_break, unmangle
 from hangdoc.paste_mangling import hard_wrap, word_wrap
 
 _BARRIER = (
@@ -99,3 +99,16 @@ def test_a_word_a_column_cut_stays_one_word() -> None:
 def test_whole_lines_stay_apart(text: str) -> None:
     fixed = unmangle(text)
     assert fixed is None or fixed.text == text
+
+
+def test_a_frame_lines_end_is_a_whole_lines_end_to_a_word_wrap() -> None:
+    # GIVEN the last piece of a frame line whose path a wrap broke, near the edge, and a
+    # source line pasted at the margin (a traceback that lost its indentation): CPython's
+    # traceback writes the source on a line of its own (traceback.format_frame_summary)
+    piece = 'ges/transformers/training_args.py", line 1891, in main_process_first'
+    rest = "torch.distributed.barrier()"
+    # THEN the boundary says nothing of a wrap (lengths alone would call it a break)
+    assert len(piece) + 1 + len(rest) > 80
+    assert _word_break(piece, rest, 80) is None
+    # while a piece that is not a frame line's end still reads as broken there
+    assert _word_break(piece.replace('", line', " line"), rest, 80) is True
