@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.catalog import default_matcher
+from hangdoc.analyzer.parsers.logs.errors import cuda_gpu_sign
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.nccl import (
     CollectiveMismatch,
     ConfigProblem,
@@ -286,6 +288,14 @@ def _row_says_setup(message: str) -> bool:
     found = default_matcher().match(message)
     meaning = found.row.meaning if found is not None else None
     return meaning is not None and ("setup", True) in meaning.fields
+
+
+def cuda_caller_request(error: str) -> bool:
+    """A CUDA error string CUDA's documentation gives as the caller's own request (the
+    catalog's cuda-caller-request family, read as torch prints the string: "CUDA error:
+    <cudaGetErrorString>"): what NCCL asked of the GPU its build or configuration cannot
+    have, not a failure of the GPU or its driver."""
+    return cuda_gpu_sign(error) is Sign.CUDA_CALLER_REQUEST
 
 
 def harmless_warn(message: str) -> bool:
@@ -736,7 +746,15 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
         kind = EventKind.CUDA_OOM if "out of memory" in what else EventKind.CUDA_ERROR
         # A CUDA call that failed in setup code (transport.cc's CUDACHECK while the SHM or
         # P2P buffers are set up) is that setup's failure (views/nccl_setup.py).
-        setup = kind is EventKind.CUDA_ERROR and warn_at_setup(where, msg.strip())
+        # And one whose error CUDA documents as the caller's request (a kernel image or
+        # device function the build lacks for this GPU, a device index the node does not
+        # have: the catalog's cuda-caller-request family), wherever NCCL checked it: NCCL
+        # asked for what its build or configuration cannot give on this machine, the
+        # install's failure on its first use, not the GPU's (NVIDIA/nccl#444: NCCL 2.7.8
+        # without sm_35 kernels failing its first launch, enqueue.cc, on every K40m).
+        setup = kind is EventKind.CUDA_ERROR and (
+            warn_at_setup(where, msg.strip()) or cuda_caller_request(what)
+        )
         failure = CudaFailure(**base, error=what, setup=setup, by_nccl=True)  # type: ignore[arg-type]
         return Hit(kind, payload=failure, key=("cuda", what))
     if (ibv := _IBV.search(msg)) is not None or _IB_ASYNC.search(msg) is not None:
