@@ -26,8 +26,9 @@ from hangdoc.analyzer.diagnosis import Diagnosis
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
 from hangdoc.analyzer.model import Category, Evidence, Finding, LogEvent
-from hangdoc.analyzer.parsers.logs.nccl import cuda_caller_request
+from hangdoc.analyzer.parsers.logs.errors import cuda_build_lacks_device, cuda_gpu_sign
 from hangdoc.analyzer.parsers.unmangle import unmangle
+from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.launch import CodeStage, ExceptionRaised
 from hangdoc.analyzer.payloads.nccl import CudaFailure
 from hangdoc.analyzer.vocabulary import EventKind
@@ -108,11 +109,20 @@ _K40 = [
 ]
 
 
-def test_the_caller_request_errors_are_read_from_cudas_documentation() -> None:
-    assert cuda_caller_request("invalid device function")
-    assert cuda_caller_request("no kernel image is available for execution on the device")
-    assert not cuda_caller_request("invalid argument")
-    assert not cuda_caller_request("an illegal memory access was encountered")
+def test_the_builds_errors_are_read_from_cudas_documentation() -> None:
+    for build in (
+        "invalid device function",
+        "no kernel image is available for execution on the device",
+    ):
+        assert cuda_build_lacks_device(build)
+        assert cuda_gpu_sign(build) is Sign.CUDA_CALLER_REQUEST  # the caller's, not the GPU's
+    assert cuda_gpu_sign("invalid device ordinal") is Sign.CUDA_CALLER_REQUEST
+    for other in (
+        "invalid device ordinal",
+        "invalid argument",
+        "an illegal memory access was encountered",
+    ):
+        assert not cuda_build_lacks_device(other)
 
 
 def _cuda_failures(tmp_path: Path, error: str) -> list[CudaFailure]:
@@ -136,7 +146,8 @@ def test_nccls_kernel_launch_without_the_gpus_kernels_is_set_up(tmp_path: Path) 
 
 
 def test_another_cuda_error_at_the_same_launch_is_not_set_up(tmp_path: Path) -> None:
-    assert not any(f.setup for f in _cuda_failures(tmp_path, "invalid argument"))
+    for error in ("invalid argument", "invalid device ordinal"):
+        assert not any(f.setup for f in _cuda_failures(tmp_path, error))
 
 
 # ---- a framework's logged traceback cut before its exception line ---------------------

@@ -12,9 +12,8 @@ import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.catalog import default_matcher
-from hangdoc.analyzer.parsers.logs.errors import cuda_gpu_sign
+from hangdoc.analyzer.parsers.logs.errors import cuda_build_lacks_device
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
-from hangdoc.analyzer.payloads.base import Sign
 from hangdoc.analyzer.payloads.nccl import (
     CollectiveMismatch,
     ConfigProblem,
@@ -288,14 +287,6 @@ def _row_says_setup(message: str) -> bool:
     found = default_matcher().match(message)
     meaning = found.row.meaning if found is not None else None
     return meaning is not None and ("setup", True) in meaning.fields
-
-
-def cuda_caller_request(error: str) -> bool:
-    """A CUDA error string CUDA's documentation gives as the caller's own request (the
-    catalog's cuda-caller-request family, read as torch prints the string: "CUDA error:
-    <cudaGetErrorString>"): what NCCL asked of the GPU its build or configuration cannot
-    have, not a failure of the GPU or its driver."""
-    return cuda_gpu_sign(error) is Sign.CUDA_CALLER_REQUEST
 
 
 def harmless_warn(message: str) -> bool:
@@ -746,14 +737,15 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
         kind = EventKind.CUDA_OOM if "out of memory" in what else EventKind.CUDA_ERROR
         # A CUDA call that failed in setup code (transport.cc's CUDACHECK while the SHM or
         # P2P buffers are set up) is that setup's failure (views/nccl_setup.py).
-        # And one whose error CUDA documents as the caller's request (a kernel image or
-        # device function the build lacks for this GPU, a device index the node does not
-        # have: the catalog's cuda-caller-request family), wherever NCCL checked it: NCCL
-        # asked for what its build or configuration cannot give on this machine, the
-        # install's failure on its first use, not the GPU's (NVIDIA/nccl#444: NCCL 2.7.8
-        # without sm_35 kernels failing its first launch, enqueue.cc, on every K40m).
+        # And one whose error CUDA documents as the build lacking code for this GPU (a
+        # kernel image or device function not compiled for its architecture: the
+        # catalog's cuda-build-lacks-device family), wherever NCCL checked it: NCCL's
+        # kernels cannot launch on this machine, its install failing on first use, not
+        # the GPU (NVIDIA/nccl#444: NCCL 2.7.8 without sm_35 kernels failing its first
+        # launch, enqueue.cc, on every K40m). Not a device index the node does not have
+        # (the rank's own configuration, views/death_kind.py's cuda-caller-request).
         setup = kind is EventKind.CUDA_ERROR and (
-            warn_at_setup(where, msg.strip()) or cuda_caller_request(what)
+            warn_at_setup(where, msg.strip()) or cuda_build_lacks_device(what)
         )
         failure = CudaFailure(**base, error=what, setup=setup, by_nccl=True)  # type: ignore[arg-type]
         return Hit(kind, payload=failure, key=("cuda", what))
