@@ -130,7 +130,11 @@ raised in a serving or RL framework's worker set-up (vLLM's `init_device`, verl'
 `init_model`, OpenRLHF's `init_model_from_pretrained`: the set-up entry points' table read
 from their sources, parsers/catalog/data/stages/setup_entry_points.json), named as set-up
 one step weaker (`WORDS_UNREAD`: those methods also select the device and check the
-configuration, whose own failures have words the catalog holds); any exception raised in
+configuration, whose own failures have words the catalog holds); a framework's logged
+error record of a traceback (vLLM's logger header, ERROR, on each line) that the paste cut
+before its exception line, whose innermost frames are a set-up entry point
+(`PyNcclCommunicator.__init__` calling `ncclCommInitRank`), named as set-up one step weaker
+(`WORDS_UNREAD`: where it failed is shown, what failed is lost); any exception raised in
 set-up, which this rule names as set-up; last, a directory entry another process made,
 moved or removed (ENOENT, EEXIST, ENOTEMPTY, EBUSY; EXDEV) under a call that makes, moves
 or removes one, whatever the job named its own code: the library frame that raised

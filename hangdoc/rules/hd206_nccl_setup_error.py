@@ -71,6 +71,12 @@ cudaHostAlloc, cudaHostRegister of a /dev/shm segment; the table scripts/catalog
 host_memory.py generates from every release) counts here as a set-up WARN, not as
 HD031's out-of-memory: the host could not pin the memory (its locked-memory limit, a
 container's or WSL2's), the GPU's memory did not run out.
+A CUDA failure NCCL WARNs of an error CUDA's documentation gives as the caller's request
+(the catalog's cuda-caller-request family: "invalid device function", "no kernel image is
+available for execution on the device", a build without this GPU's architecture), from
+whatever place NCCL checked it (`enqueue.cc:215 NCCL WARN Cuda failure 'invalid device
+function'` on its first kernel launch), counts as a set-up WARN: the NCCL build or its
+configuration does not fit the machine, an install's failure on first use, not the GPU's.
 A CUDA failure of a multicast call in the NVLS set-up (`cuMulticastBindMem`…, found by
 the WARN's place in NCCL's sources) is HD301's, the NVSwitch fabric's state; HD206 keeps
 only its return-code chain.

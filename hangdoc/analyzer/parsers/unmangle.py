@@ -399,6 +399,39 @@ def _quote_runs(lines: _Lines) -> int:
     return changed
 
 
+# pytest's failure lines (_pytest/_code/code.py, FormattedExcinfo.get_exconly with markall):
+# each line of the raised exception's text behind its ``fail_marker`` "E" and the failing
+# source line's indentation less one column ("E       RuntimeError: …"; a blank line of the
+# text is "E" and spaces, which an editor trims to "E"). A paste of a failed test's output
+# holds the job's traceback (a spawned process's) only so: a prefix on every line of a run,
+# like a quote's marker, not the job's own text.
+_PYTEST_FAIL = re.compile(r"E(?: {3,}|[ ]*$)")
+_SIGN_PYTEST_FAIL = re.compile(r"^E {3,}\S", re.MULTILINE)
+
+
+def _pytest_fail_runs(lines: _Lines) -> int:
+    """Remove pytest's "E" marker and the indentation common to each run of its failure
+    lines (two or more, or the whole text); how many lines."""
+    texts = lines.texts
+    changed = 0
+    i = 0
+    while i < len(texts):
+        if not _PYTEST_FAIL.match(texts[i]):
+            i += 1
+            continue
+        j = i
+        while j < len(texts) and _PYTEST_FAIL.match(texts[j]):
+            j += 1
+        content = [k for k in range(i, j) if texts[k][1:].strip()]
+        if content and (j - i >= _MIN_QUOTE_RUN or (i == 0 and j == len(texts))):
+            width = min(len(texts[k]) - len(texts[k][1:].lstrip(" ")) for k in content)
+            for k in range(i, j):
+                texts[k] = texts[k][width:] if k in content else ""
+            changed += j - i
+        i = j
+    return changed
+
+
 def _unquoted(text: str) -> str:
     while (m := _QUOTE.match(text)) is not None:
         text = text[m.end() :]
@@ -1845,6 +1878,11 @@ _STEPS: tuple[_Step, ...] = (
     # A quoted paste inside a code block ("    > …"): its markers show once the margin is gone.
     (lambda t: bool(_SIGN_QUOTE.search(t)), _quote_runs, "a block quote's '>' markers"),
     (lambda t: bool(_SIGN_TABLE.search(t)), _table_rows, "a log viewer's table around the lines"),
+    (
+        lambda t: bool(_SIGN_PYTEST_FAIL.search(t)),
+        _pytest_fail_runs,
+        "pytest's 'E' marker on a failed test's lines",
+    ),
     (lambda t: bool(_SIGN_TAG.search(t)), _shipper_tag, "a log shipper's tag on every line"),
     (lambda t: bool(_SIGN_STREAM.search(t)), _stream_column, "a log stream's name on every line"),
     (lambda t: bool(_SIGN_SOURCE.search(t)), _source_column, "a log viewer's source column"),
@@ -1936,6 +1974,7 @@ def might_be_mangled(text: str) -> bool:
         or _sign_cut_by_tag(text)
         or _STAMPED_STREAM.match(text) is not None
         or _SIGN_TABLE.search(text) is not None
+        or _SIGN_PYTEST_FAIL.search(text) is not None
         or _SIGN_RECORD_PREFIX.search(text) is not None
         or _SIGN_SOURCE.search(text) is not None
         or _SHIPPER_TAG.match(text) is not None

@@ -176,9 +176,14 @@ class Death:
     @property
     def setup_unread(self) -> bool:
         """Read as set-up by where it was raised alone (a framework's worker set-up), its
-        words unknown: the set-up most likely failed, one step weaker (HD030)."""
+        words unknown, or lost with its exception line (a logged traceback cut before
+        it, in a set-up entry point): the set-up most likely failed, one step weaker
+        (HD030)."""
         found = self.kind
-        return found is not None and found.row is INIT_UNREAD
+        return found is not None and (
+            found.row is INIT_UNREAD
+            or (found.row.name in SET_UP_ROWS and _line_lost_in_setup(self.payload))
+        )
 
     @property
     def known_as(self) -> Category | None:
@@ -279,7 +284,7 @@ def death_of(p: Placed) -> Death | None:
     if kind == EventKind.CUDA_OOM or Sign.CUDA_OOM in signs:
         return Death(p.rank, DeathHow.CUDA_OOM, "CUDA out of memory" + _tried(payload), p, True)
     if kind in (EventKind.EXCEPTION, EventKind.ERROR_FILE):
-        if not exc_type and not message:
+        if not exc_type and not message and not _line_lost_in_setup(payload):
             return None
         if Sign.DATALOADER_WORKER in signs:
             return None  # a worker died, not the rank by itself: HD109 says so
@@ -307,6 +312,8 @@ def death_of(p: Placed) -> Death | None:
             # rethrows the exception its watchdog set). A CUDA error among its words is
             # an event of its own (CUDA_ERROR), read as a death where it is one.
             return None
+        if raised is not None and _line_lost_in_setup(raised):
+            said = f"its exception line lost, raised at {_frame_call(raised)}"
         return Death(p.rank, DeathHow.EXCEPTION, said.strip(": ")[:160], p, True)
     if kind == EventKind.CUDA_ERROR:
         failure = p.event.payload_as(CudaFailure)
@@ -407,6 +414,30 @@ def _reported(p: Placed, report: LauncherReport) -> Death | None:
 # failed to start" / "Shard {rank} crashed" (launcher/src/main.rs: sent when the shard's
 # process exited, whatever its status; parsers/logs/tgi.py), a death that gives no reason.
 _ENDS_WITHOUT_CODE = frozenset({Launcher.TGI})
+
+
+# The stages of set-up (the set-up entry points' stages, setup_entry_points.json).
+_SETUP_STAGES = frozenset({CodeStage.SETUP, CodeStage.DEVICE_INIT, CodeStage.WORKER_INIT})
+
+
+def _line_lost_in_setup(payload: EventPayload) -> bool:
+    """An exception whose line the paste lost (no type, no words: a framework's logged
+    traceback cut before its exception line, parsers/logs/scanner.py _cut_setup) raised
+    in a set-up entry point: a failure of set-up, whatever its words were."""
+    return (
+        isinstance(payload, ExceptionRaised)
+        and payload.bare
+        and payload.unread
+        and not payload.exc_type
+        and not payload.message
+        and payload.stage in _SETUP_STAGES
+    )
+
+
+def _frame_call(raised: ExceptionRaised) -> str:
+    """The innermost frame's function and its source line, as a traceback shows them."""
+    where = raised.where_function or "?"
+    return f"{where}(): '{raised.source}'" if raised.source else f"{where}()"
 
 
 def _tried(payload: EventPayload) -> str:

@@ -172,6 +172,23 @@ def cuda_time_limit(error: str | None) -> bool:
     return (_SIGNS_FIELD, Sign.KERNEL_TIME_LIMIT.value) in fields
 
 
+# The catalog's family of the CUDA errors that say the build has no code for this GPU
+# (meanings.toml, cuda-build-lacks-device: cudaErrorNoKernelImageForDevice,
+# cudaErrorInvalidDeviceFunction, the PTX JIT's refusals).
+_BUILD_FAMILY = "cuda-build-lacks-device"
+
+
+def cuda_build_lacks_device(error: str | None) -> bool:
+    """Whether a CUDA runtime error string is one CUDA documents as the build lacking
+    code for this GPU (its architecture not compiled in): the install, not the call."""
+    if not error:
+        return False
+    found = default_matcher().match(f"CUDA error: {_cuda_error_only(error)}")
+    if found is None or found.row.project != "cuda" or found.row.meaning is None:
+        return False
+    return found.row.meaning.for_text(found.text).family == _BUILD_FAMILY
+
+
 # The catalog's strengths of a meaning that is the message's own, written for its words or
 # for a family of like messages; "weak" is most often a whole source file's meaning (every
 # error of torch's pipelining module read as a pipeline's, of DCP as a save's), which says

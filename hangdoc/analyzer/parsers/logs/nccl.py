@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from hangdoc.analyzer.parsers.catalog import default_matcher
+from hangdoc.analyzer.parsers.logs.errors import cuda_build_lacks_device
 from hangdoc.analyzer.parsers.logs.hit import Hit, as_int
 from hangdoc.analyzer.payloads.nccl import (
     CollectiveMismatch,
@@ -736,7 +737,16 @@ def _warn(msg: str, where: str, func: str | None) -> Hit | None:
         kind = EventKind.CUDA_OOM if "out of memory" in what else EventKind.CUDA_ERROR
         # A CUDA call that failed in setup code (transport.cc's CUDACHECK while the SHM or
         # P2P buffers are set up) is that setup's failure (views/nccl_setup.py).
-        setup = kind is EventKind.CUDA_ERROR and warn_at_setup(where, msg.strip())
+        # And one whose error CUDA documents as the build lacking code for this GPU (a
+        # kernel image or device function not compiled for its architecture: the
+        # catalog's cuda-build-lacks-device family), wherever NCCL checked it: NCCL's
+        # kernels cannot launch on this machine, its install failing on first use, not
+        # the GPU (NVIDIA/nccl#444: NCCL 2.7.8 without sm_35 kernels failing its first
+        # launch, enqueue.cc, on every K40m). Not a device index the node does not have
+        # (the rank's own configuration, views/death_kind.py's cuda-caller-request).
+        setup = kind is EventKind.CUDA_ERROR and (
+            warn_at_setup(where, msg.strip()) or cuda_build_lacks_device(what)
+        )
         failure = CudaFailure(**base, error=what, setup=setup, by_nccl=True)  # type: ignore[arg-type]
         return Hit(kind, payload=failure, key=("cuda", what))
     if (ibv := _IBV.search(msg)) is not None or _IB_ASYNC.search(msg) is not None:

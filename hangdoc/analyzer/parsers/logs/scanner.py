@@ -291,6 +291,11 @@ class _Traceback:
     # Pasted without its header from the file's first line on (its record's start cut
     # above the paste): see Scanner._head_record.
     head: bool = False
+    # Its lines are a logger's error record (a framework's record of a worker's
+    # exception, the header repeated on each line: vLLM's "ERROR 10-14 01:39:49
+    # multiproc_worker_utils.py:226] "), and the first line's tag: see Scanner._cut_stage.
+    logged_error: bool = False
+    tag: LineTag | None = None
 
     def worker_stage(self) -> CodeStage | None:
         """Its stage, but no worker's start where its frames show the ranks themselves
@@ -381,6 +386,7 @@ class Scanner:
     # cut away: the end of an earlier record of that call (see _cut_stage).
     _read_text: bool = False
     _origin_above: str | None = None  # the origin (LineTag.origin) of the last line read
+    _level_above: str | None = None  # and its level (LineTag.level: "E" for ERROR)
     _head_exc: tuple[LineTag, int, tuple[str, str]] | None = None
     # The exception ending a traceback whose frames the file begins with, its header and
     # its record's message cut above the paste, printed by a logging call (its origin) and
@@ -656,10 +662,10 @@ class Scanner:
         self._line = -1  # a new record: the kinds of its events start over (see _emit)
         above, above_at = self._above, self._above_at
         first_text = not self._read_text
-        origin_above = self._origin_above
+        origin_above, level_above = self._origin_above, self._level_above
         if text.strip():
             self._read_text = True
-            self._origin_above = tag.origin
+            self._origin_above, self._level_above = tag.origin, tag.level
             self._tail_exc = None
             self._above = text
             self._above_at = (lineno, (tag.rank, tag.local_rank))
@@ -710,6 +716,8 @@ class Scanner:
                 store=self._store_before(lineno, tag.rank),
                 origin=tag.origin,
                 head=first_text,
+                logged_error=_error_level(tag.level, tag.origin),
+                tag=tag,
             )
             self._tracebacks[stream] = tb
             if (
@@ -723,6 +731,8 @@ class Scanner:
                 # 'self.NCCL_CHECK(self._funcs["ncclCommInitRank"](…' above NCCL_CHECK),
                 # of the same stream, or with no header left where the cut took it.
                 tb.read(above)
+                tb.origin = tb.origin or origin_above
+                tb.logged_error = tb.logged_error or _error_level(level_above, origin_above)
             tb.read(text)
             _stage_store(tb, frame)
             return
@@ -881,12 +891,37 @@ class Scanner:
         call logged, raised where this traceback shows (weak: ``bare``). Only where the
         stage is one a failure's meaning depends on and no earlier line says otherwise."""
         stage = tb.worker_stage() or _stage_of(tb.message)
-        if stage is None or tb.message is None:
+        if stage is None:
+            return
+        if tb.message is None:
+            self._cut_setup(tb, stage)
             return
         payload = tb.message.payload
         if isinstance(payload, ExceptionRaised) and payload.stage is None:
             tb.message.payload = replace(payload, stage=stage)
         self._head_stage(tb, stage)
+
+    def _cut_setup(self, tb: _Traceback, stage: CodeStage) -> None:
+        """A framework's logged error record of a traceback (its logger's header on its
+        lines, at level ERROR) cut before its exception line, whose innermost frame naming
+        a stage is a set-up entry point (setup_entry_points.json: vLLM's
+        PyNcclCommunicator.__init__ creating the group's communicator): the failure it
+        logged was raised while communication was set up. Read as an exception of no type
+        and no words (``bare``: the line is lost), so that what reads it states it weaker
+        than the error line would (the unread words of views/death_kind.py's rows)."""
+        if not tb.logged_error or stage not in _SETUP_STAGES or tb.tag is None:
+            return
+        hit = exception_hit(
+            "",
+            "",
+            where=tb.last_frame or None,
+            source=tb.source or None,
+            stage=stage,
+            bare=True,
+        )
+        assert isinstance(hit.payload, ExceptionRaised)
+        hit.payload = replace(hit.payload, unread=True)
+        self._emit(hit, tb.tag, tb.start)
 
     def _head_stage(self, tb: _Traceback, stage: CodeStage) -> None:
         """A record of a logging call whose message or frames show ``stage``, after the
@@ -1586,6 +1621,16 @@ def _after_meter(piece: str) -> list[str]:
 def _group_rank(hit: Hit) -> int | None:
     """The process-group rank a torch message names ("[PG 0 Rank 3]", "[Rank 3]")."""
     return hit.payload.group_rank if isinstance(hit.payload, InGroup) else None
+
+
+# The stages of set-up (tb_stage's CodeStage values the set-up entry points name).
+_SETUP_STAGES = frozenset({CodeStage.SETUP, CodeStage.DEVICE_INIT, CodeStage.WORKER_INIT})
+
+
+def _error_level(level: str | None, origin: str | None) -> bool:
+    """A line a logger wrote at level ERROR or CRITICAL (LineTag.level's first letter,
+    with the logging call's place in its header): an error record's."""
+    return origin is not None and level is not None and level[:1] in ("E", "C")
 
 
 def _stage_of(message: RawEvent | None) -> CodeStage | None:
