@@ -468,10 +468,14 @@ class RankDiedFirst(Rule):
             "The job cannot start its steps until every rank finishes the set-up; the "
             "others wait in theirs until its timeout.",
         ]
+        # A set-up told only by where it was raised, or by a line that may be an excerpt's
+        # cut, is not as grave as one its words state: a finding that reads the failure's
+        # own words (HD206's NCCL error) comes first, as in the crash's own path above.
+        weak = _weak(first) or first.setup_unread
         return Finding(
             rule=self.id,
             category=Category.NCCL_INIT,
-            severity=Severity.CRITICAL,
+            severity=Severity.ERROR if weak else Severity.CRITICAL,
             title=title,
             explanation=" ".join(lines),
             fix=(
