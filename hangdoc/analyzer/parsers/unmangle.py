@@ -1786,7 +1786,13 @@ def _restored_os_error(texts: list[str]) -> tuple[int, str] | None:
 # The end of a Python traceback's frame line, as CPython's traceback module prints it
 # ('  File "{filename}", line {lineno}, in {name}'): a selection that cut its start leaves
 # the end of the "File" keyword and the file's name, or only the end of the name.
-_FRAME_END = re.compile(r'(?P<path>[^"]*"?[^"]*)", line (?P<no>\d+), in (?P<func>[^\s"]+)[ \t]*')
+# (one quote at most, taken where it is: "[^"]*"?[^"]*" backtracked quadratically on a long
+# line without one, which a hostile input is)
+_FRAME_END = re.compile(
+    r'(?P<path>[^"]*(?:"[^"]*)?)", line (?P<no>\d+), in (?P<func>[^\s"]+)[ \t]*'
+)
+# A frame line is short; a first line longer than this is no frame's end.
+_MAX_FRAME_LINE = 4096
 _FRAME_FILE = '  File "'
 # A frame's file: a Python source, or CPython's "<string>", "<frozen …>".
 _FRAME_PATH_END = re.compile(r"(?:\.pyx?|>)$")
@@ -1802,6 +1808,8 @@ def _restored_frame(texts: list[str]) -> tuple[int, str] | None:
     the file's name stays cut."""
     first = next((k for k, t in enumerate(texts) if t.strip()), None)
     if first is None:
+        return None
+    if len(texts[first]) > _MAX_FRAME_LINE:
         return None
     m = _FRAME_END.fullmatch(texts[first])
     if m is None:

@@ -11,13 +11,14 @@ invented values; the cuts are hangdoc/paste_mangling.py's ``cut_first_line``.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.parsers.unmangle import _restored_frame
+from hangdoc.analyzer.parsers.unmangle import _restored_frame, unmangle
 from hangdoc.paste_mangling import cut_first_line
 
 _TB = (
@@ -70,3 +71,13 @@ def test_the_frames_start_is_put_back(line: str, restored: str) -> None:
 )
 def test_no_other_line_is_taken_for_a_cut_frame(line: str) -> None:
     assert _restored_frame([line]) is None
+
+
+@pytest.mark.parametrize("line", ["x" * 200_000, 'a"' * 100_000, "x" * 3000 + '", line 3, in'])
+def test_a_long_hostile_first_line_is_read_in_linear_time(line: str) -> None:
+    # GIVEN a first line of a hostile file (the fuzz tests: a long run without the frame's
+    # end) THEN the check answers at once (its pattern once backtracked quadratically)
+    started = time.perf_counter()
+    assert _restored_frame([line]) is None
+    unmangle(line + "\nx\n")
+    assert time.perf_counter() - started < 5.0
