@@ -186,9 +186,14 @@ _TOKEN_SHAPES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
 # when the name looks secret (decided in _redact_assignment).
 # A value ending in ':' is the next key, not a value ("NET/IB : secret_token: …"); a value
 # may sit on the next line ("password:\n  value", YAML), and there it must not be the next
-# line's own name ("Locals:\n  token= '…'"). Possessive: no shorter value is tried.
+# line's own name ("Locals:\n  token= '…'"). Possessive: no shorter value is tried. A name
+# does not start right after a letter or "_": the match from that letter ends where this
+# one would (no name character starts a separator), so it answers first and alike, and a
+# long identifier with no separator is not tried from each of its letters (a hostile file's
+# run of letters made the scan quadratic: the parsers' fuzz test, 2026-11-29).
+_NAME_START = r"(?<![A-Za-z_])"
 _ASSIGNMENT = re.compile(
-    r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)"
+    _NAME_START + r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)"
     r"(?P<sep>[\"']?[ \t]*[:=][ \t]*(?P<nl>\r?\n\s*)?)"
     r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|(?(nl)[^\s\"',;&}\]]++(?<![:=])|[^\s\"',;&}\]]++(?<!:)))"
 )
@@ -196,7 +201,7 @@ _ASSIGNMENT = re.compile(
 # Second pass for the next-line form when the first pass took the key for a value
 # ("stderr: secret_token:\n  …": "secret_token:" was the value of "stderr").
 _NEXT_LINE_ASSIGNMENT = re.compile(
-    r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)"
+    _NAME_START + r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)"
     r"(?P<sep>[\"']?[ \t]*[:=][ \t]*\r?\n\s*)"
     r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&}\]]++(?<![:=]))"
 )
