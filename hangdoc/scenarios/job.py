@@ -2769,6 +2769,393 @@ SCENARIOS.update(
 )
 
 
+# Story: https://github.com/awslabs/slapo/pull/19 (the DeepSpeed pipeline runtime does not
+# support a batch of another size: the last batch of an epoch, smaller when it is not
+# dropped, makes the pipeline hang).
+PIPE_SAMPLES = 40  # the epoch: two full batches and a short one (drop_last=False)
+PIPE_BATCH = 16
+PIPE_MICRO = 4
+PIPE_CONFIG = {"micro_batches": PIPE_BATCH // PIPE_MICRO}  # every stage's configuration
+
+
+class PipelineStage(torch.nn.Module):
+    """One stage of a 4-stage MLP pipeline (rank = stage)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = torch.tanh(self.layer(x))
+        return out
+
+
+def loader_batches() -> Iterator[torch.Tensor]:
+    """The first stage's data: batches of PIPE_BATCH samples, the last one short."""
+    data = torch.randn(PIPE_SAMPLES, 16, generator=torch.Generator().manual_seed(0))
+    yield from torch.split(data, PIPE_BATCH)
+
+
+def micro_batches_of(batch: torch.Tensor | None) -> list[torch.Tensor | None]:
+    """The first stage cuts its batch into micro-batches; the others expect the configured
+    number of them."""
+    if batch is not None:
+        return list(torch.split(batch, PIPE_MICRO))
+    return [None] * PIPE_CONFIG["micro_batches"]
+
+
+def pipe_recv(src: int, what: str, step: int, index: int) -> torch.Tensor:
+    buffer = torch.zeros(PIPE_MICRO, 16)
+    if step == 2 and (what == "grad" or index == 2):
+        ready(f"recv {what} from stage {src}")
+    dist.recv(buffer, src)
+    return buffer
+
+
+def train_batch(stage: PipelineStage, batch: torch.Tensor | None, step: int) -> float | None:
+    """GPipe: every micro-batch forward, then every micro-batch backward."""
+    me, last = rank(), world() - 1
+    inputs: list[torch.Tensor] = []
+    outputs: list[torch.Tensor] = []
+    losses: list[float] = []
+    for index, micro in enumerate(micro_batches_of(batch)):
+        x = micro if micro is not None else pipe_recv(me - 1, "activation", step, index)
+        x = x.detach().requires_grad_(me > 0)
+        y = stage(x)
+        inputs.append(x)
+        outputs.append(y)
+        if me < last:
+            dist.send(y.detach(), me + 1)
+    for index in reversed(range(len(outputs))):
+        y = outputs[index]
+        if me == last:
+            loss = y.pow(2).mean()
+            losses.append(loss.item())
+            loss.backward()  # type: ignore[no-untyped-call]
+        else:
+            y.backward(pipe_recv(me + 1, "grad", step, index))  # type: ignore[no-untyped-call]
+        grad = inputs[index].grad
+        if me > 0 and grad is not None:
+            dist.send(grad, me - 1)
+    return sum(losses) / len(losses) if losses else None
+
+
+def scenario_pipeline_short_batch() -> None:
+    """A 4-stage GPipe pipeline over an epoch of 40 samples in batches of 16, not dropping
+    the last: the first stage cuts its short last batch into 2 micro-batches, the other
+    stages expect the configured 4. Stage 1 waits for a third activation, stages 2 and 3
+    for theirs, and stage 0 waits for the gradient of its second micro-batch.
+    Story: https://github.com/awslabs/slapo/pull/19"""
+    init()
+    stage = PipelineStage()
+    optimizer = torch.optim.SGD(stage.parameters(), lr=0.01)
+    batches: Iterator[torch.Tensor | None] = loader_batches() if rank() == 0 else iter(
+        [None] * 10)  # fmt: skip
+    for step, batch in enumerate(batches):
+        if batch is not None:
+            print(f"stage 0 step {step}: {batch.shape[0]} samples", flush=True)
+        loss = train_batch(stage, batch, step)
+        optimizer.step()
+        optimizer.zero_grad()
+        if loss is not None:
+            print(f"stage {rank()} step {step}: loss {loss:.4f}", flush=True)
+
+
+# Story: https://github.com/deepspeedai/DeepSpeed/issues/8262 (ZeRO-3 rollout: a rank whose
+# sequences all reach EOS leaves generate() while the others run the next decoding step,
+# whose forward all-gathers the partitioned parameters; that rank already waits in another
+# collective).
+VOCAB = 32
+EOS = 0
+
+
+class PartitionedPolicy:
+    """A policy whose weight is partitioned over the ranks (ZeRO-3): each forward gathers
+    the full weight from every rank's partition first."""
+
+    def __init__(self) -> None:
+        full = torch.randn(VOCAB, 16, generator=torch.Generator().manual_seed(1))
+        self.partition = full.chunk(world())[rank()].clone()
+        self.embed = torch.randn(VOCAB, 16, generator=torch.Generator().manual_seed(2))
+
+    def gather_params(self) -> torch.Tensor:
+        parts = [torch.zeros_like(self.partition) for _ in range(world())]
+        dist.all_gather(parts, self.partition)
+        return torch.cat(parts)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        weight = self.gather_params()
+        return self.embed[tokens[:, -1]] @ weight.T
+
+
+def eos_after(prompt_ids: torch.Tensor, rollout: int) -> list[int]:
+    """How many tokens each of this rank's prompts generates before EOS (the sampling, made
+    deterministic here): in the third rollout rank 3's prompts are short questions,
+    answered at once."""
+    lengths = [2, 3] if rank() == culprit() and rollout == 2 else [9, 12]
+    return [lengths[i % len(lengths)] for i in range(prompt_ids.shape[0])]
+
+
+def generate(
+    policy: PartitionedPolicy, prompt_ids: torch.Tensor, max_new_tokens: int, rollout: int
+) -> torch.Tensor:
+    """Greedy decoding until every sequence emitted EOS (no synced_gpus)."""
+    tokens = prompt_ids
+    finished = torch.zeros(prompt_ids.shape[0], dtype=torch.bool)
+    stop_at = eos_after(prompt_ids, rollout)
+    for step in range(max_new_tokens):
+        if bool(finished.all()):
+            break
+        logits = policy.forward(tokens)
+        next_ids = logits.argmax(-1).clamp(min=1)
+        for i, at in enumerate(stop_at):
+            if step + 1 >= at:
+                next_ids[i] = EOS
+        next_ids[finished] = EOS
+        finished |= next_ids == EOS
+        tokens = torch.cat([tokens, next_ids[:, None]], dim=1)
+    return tokens
+
+
+def scenario_rollout_eos() -> None:
+    """An RL loop: each rank generates completions for its prompts with a ZeRO-3-partitioned
+    policy, then waits for every rank's rollouts (a barrier) before the teacher scores
+    them. Rank 3's completions all end early: it leaves generate() and waits in the
+    barrier; the others run the next decoding step and wait in its parameter all_gather.
+    Story: https://github.com/deepspeedai/DeepSpeed/issues/8262"""
+    init()
+    policy = PartitionedPolicy()
+    for it in range(3):
+        prompts = torch.randint(1, VOCAB, (4, 6), generator=torch.Generator().manual_seed(it))
+        if it == 2 and rank() != culprit():
+            ready_once_in("gather_params", "train.py", "parameter all_gather of decoding step 3")
+        completions = generate(policy, prompts, max_new_tokens=16, rollout=it)
+        lengths = (completions[:, prompts.shape[1] :] != EOS).sum(1).tolist()
+        print(f"rank {rank()} rollout {it}: completion lengths {lengths}", flush=True)
+        if it == 2 and rank() == culprit():
+            ready("barrier after rollouts")
+        dist.barrier()
+        print(f"rank {rank()} rollout {it}: scoring with the teacher", flush=True)
+
+
+# Story: https://github.com/datachain-ai/datachain/pull/691 (fsspec's event loop is not
+# fork-safe: it runs in a thread of the process that first used it, and in a DataLoader
+# worker forked from that process a future submitted with run_coroutine_threadsafe hangs
+# forever on prefetch).
+class ObjectStoreClient:
+    """An async object-store client, as fsspec's: one event loop for the process, run by a
+    daemon thread started at first use; sync calls submit a coroutine to it and wait."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.loop: Any = None
+
+    def _get_loop(self) -> Any:
+        import asyncio
+
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+            threading.Thread(target=self.loop.run_forever, name="storeIO", daemon=True).start()
+        return self.loop
+
+    def sync(self, coro: Any) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self._get_loop()).result()
+
+    async def _ls(self, prefix: str) -> list[str]:
+        return sorted(p.name for p in (self.root / prefix).iterdir())
+
+    async def _cat(self, key: str) -> bytes:
+        return (self.root / key).read_bytes()
+
+    def ls(self, prefix: str) -> list[str]:
+        return cast(list[str], self.sync(self._ls(prefix)))
+
+    def cat(self, key: str) -> bytes:
+        return cast(bytes, self.sync(self._cat(key)))
+
+
+class ShardSamples(Dataset[torch.Tensor]):
+    """Samples of the training shards, 16 per shard: from the node's cache when the shard
+    is there, else from the object store."""
+
+    def __init__(self, client: ObjectStoreClient, shards: list[str], cache: Path) -> None:
+        self.client, self.shards, self.cache = client, shards, cache
+
+    def __len__(self) -> int:
+        return 16 * len(self.shards)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        shard = self.shards[index // 16]
+        cached = self.cache / shard
+        blob = cached.read_bytes() if cached.exists() else self.client.cat(f"train/{shard}")
+        row = index % 16
+        return torch.frombuffer(bytearray(blob[row * 64 : (row + 1) * 64]), dtype=torch.float32)
+
+
+def scenario_remote_shards() -> None:
+    """Every rank lists the training shards in the object store, then reads its samples
+    with a DataLoader of 2 workers, from the node's cache when a shard is there. Rank 3's
+    node has only its first shard cached: its workers fetch the others through the
+    client, whose event-loop thread exists only in the main process, and wait forever.
+    Its main process waits for the batch; the others wait in the gradient all_reduce.
+    Story: https://github.com/datachain-ai/datachain/pull/691"""
+    init()
+    scratch = Path(os.environ["HANGDOC_READY_DIR"]).parent
+    store, cache = scratch / "bucket", scratch / f"node-cache-{rank()}"
+    (store / "train").mkdir(parents=True, exist_ok=True)
+    cache.mkdir(exist_ok=True)
+    for i in range(8):
+        blob = torch.randn(16, 16, generator=torch.Generator().manual_seed(i)).numpy().tobytes()
+        shard = f"shard-{i:05d}.bin"
+        if rank() == 0:
+            (store / "train" / f"{shard}.tmp").write_bytes(blob)
+            os.replace(store / "train" / f"{shard}.tmp", store / "train" / shard)
+        if rank() != culprit() or i == rank():
+            (cache / shard).write_bytes(blob)
+    dist.barrier()
+    client = ObjectStoreClient(store)
+    shards = client.ls("train")
+    print(f"rank {rank()}: {len(shards)} shards in the bucket", flush=True)
+    indices = list(range(rank() * 16, 16 * len(shards), 16 * world()))
+    order = [i + j for i in indices for j in range(16)]
+    dataset = torch.utils.data.Subset(ShardSamples(client, shards, cache), order)
+    loader = DataLoader(dataset, batch_size=8, num_workers=2)
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    if rank() == culprit():
+        ready_once_in("_try_get_data", "dataloader.py", "waiting for batch 2")
+    for step, batch in enumerate(loader):
+        loss: torch.Tensor = model(batch).pow(2).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        if step == 2 and rank() != culprit():
+            ready("gradient all_reduce")
+        allreduce_gradients(model)
+        optimizer.step()
+        optimizer.zero_grad()
+        print(f"rank {rank()} step {step}: loss {loss.item():.4f}", flush=True)
+
+
+# Story: https://github.com/karpathy/nanochat/issues/371 (with a few parquet shards the
+# distributed data loader was not infinite: after the last file a rank's generator looped
+# for ever without yielding, and training hung at the same step every time).
+ROW_GROUPS = {"shard_00000.parquet": 8, "shard_00001.parquet": 7}
+DOCS_PER_ROW_GROUP = 24
+
+
+def read_row_group(path: str, index: int) -> list[str]:
+    rng = random.Random(f"{path}:{index}")
+    return [
+        " ".join(str(rng.randrange(1000)) for _ in range(40)) for _ in range(DOCS_PER_ROW_GROUP)
+    ]
+
+
+def document_batches(state: dict[str, int]) -> Iterator[list[str]]:
+    """This rank's documents: its row groups (round robin over the ranks) of each parquet
+    file in turn, resuming from ``state``."""
+    files = sorted(ROW_GROUPS)
+    while True:
+        while state["pq_idx"] < len(files):
+            path = files[state["pq_idx"]]
+            for rg_idx in range(state["rg_idx"], ROW_GROUPS[path], world()):
+                state["rg_idx"] = rg_idx + world()
+                yield read_row_group(path, rg_idx)
+            state["pq_idx"] += 1
+            state["rg_idx"] = rank()
+
+
+def tokenizing_data_loader(batch_size: int, seq_len: int) -> Iterator[torch.Tensor]:
+    """Token batches: documents tokenized into one stream, cut into rows of seq_len + 1."""
+    state = {"pq_idx": 0, "rg_idx": rank()}
+    needed = batch_size * (seq_len + 1)
+    buffer: list[int] = []
+    for docs in document_batches(state):
+        for doc in docs:
+            buffer.extend(int(tok) for tok in doc.split())
+        while len(buffer) >= needed:
+            batch, buffer = buffer[:needed], buffer[needed:]
+            yield torch.tensor(batch).view(batch_size, seq_len + 1)
+
+
+def scenario_token_stream() -> None:
+    """Every rank trains on token batches from its row groups of two parquet files (8 and
+    7 row groups, round robin over 4 ranks); rank 3 has one row group fewer and reaches
+    the end of the files first. Its document generator then loops for ever without
+    yielding (the file index is never reset), while the others wait in the gradient
+    all_reduce of the next step.
+    Story: https://github.com/karpathy/nanochat/issues/371"""
+    init()
+    embed = torch.nn.Embedding(1000, 16)
+    head = torch.nn.Linear(16, 1000)
+    model = torch.nn.Sequential(embed, head)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = tokenizing_data_loader(batch_size=4, seq_len=63)
+    step = 0
+    while True:
+        batch = next(loader)
+        inputs, targets = batch[:, :-1], batch[:, 1:]
+        logits = model(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 1000), targets.reshape(-1))
+        loss.backward()  # type: ignore[no-untyped-call]
+        if step == 11 and rank() != culprit():
+            ready("gradient all_reduce")
+        allreduce_gradients(model)
+        optimizer.step()
+        optimizer.zero_grad()
+        if step % 5 == 0:
+            print(f"step {step:05d} | rank {rank()} | loss: {loss.item():.6f}", flush=True)
+        if step == 10 and rank() == culprit():
+            ready("next batch from the data loader")
+        step += 1
+
+
+# Story: https://github.com/FlashML-org/FreeToken/issues/371 (every tensor-parallel rank
+# keeps torch's default intra-op thread count, so on a host with few cores the ranks'
+# weight loads oversubscribe it and crawl: 19 minutes instead of about one; slow, not
+# hung).
+def load_weight_shards(buffer: torch.Tensor, shards: int) -> None:
+    """Copies each of this rank's weight shards into its slot of the host staging buffer
+    (the placement write), logging the progress."""
+    slots = buffer.shape[0]
+    for index in range(shards):
+        shard = torch.full(buffer.shape[1:], float(index), dtype=torch.float32)
+        for part in range(4):  # the shard's four column blocks, each a strided copy
+            buffer[index % slots, :, part::4].copy_(shard[:, part::4])
+        if index % 5 == 0:
+            print(f"rank {rank()}: loaded {index}/{shards} weight shards", flush=True)
+        if index == 40:
+            ready("loading weight shards")
+
+
+def scenario_weight_load() -> None:
+    """Tensor parallelism over 4 ranks on a small host: each rank copies its slices of
+    4000 weight shards into a host buffer with torch's default thread count (every rank
+    as many threads as the host has cores). The loads advance slowly; nobody waits on a
+    collective until they are done.
+    Story: https://github.com/FlashML-org/FreeToken/issues/371"""
+    init()
+    # The engine's rank processes are spawned without OMP_NUM_THREADS: torch's default,
+    # one intra-op thread per core of the host, in every rank.
+    torch.set_num_threads(os.cpu_count() or 1)
+    print(f"rank {rank()}: intra-op threads {torch.get_num_threads()}", flush=True)
+    buffer = torch.empty(8, 640, 2560, dtype=torch.bfloat16)
+    load_weight_shards(buffer, 4000)
+    print(f"rank {rank()}: weights loaded", flush=True)
+    dist.barrier()
+
+
+SCENARIOS.update(
+    {
+        "pipeline-short-batch": scenario_pipeline_short_batch,
+        "rollout-eos": scenario_rollout_eos,
+        "remote-shards": scenario_remote_shards,
+        "token-stream": scenario_token_stream,
+        "weight-load": scenario_weight_load,
+    }
+)
+
+
 # Processes a scenario runs that are no ranks: started by launch.py (a leftover before the
 # job), or by a rank (a helper subprocess).
 HELPERS: dict[str, Callable[[], None]] = {
