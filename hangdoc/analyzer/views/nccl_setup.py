@@ -401,8 +401,16 @@ def is_setup_exception(p: Placed, running_from: int) -> bool:
 # a serving worker's device set-up, whose only NCCL calls are its distributed
 # environment's (vLLM's Worker.init_device → init_worker_distributed_environment), and an
 # RL framework's worker building its model, where its process group's first collectives
-# run and torch creates the communicator (verl's, SkyRL's init_model: tb_stage.py).
-_NCCL_SETUP_STAGES = frozenset({CodeStage.SETUP, CodeStage.DEVICE_INIT, CodeStage.WORKER_INIT})
+# run and torch creates the communicator (verl's, SkyRL's init_model: tb_stage.py), and a
+# check across the ranks that a wrapper runs before its first step (DDP's constructor:
+# _verify_model_across_ranks 1.9-1.10, _verify_params_across_processes 1.11-, through
+# _verify_param_shape_across_processes 1.13-; setup_entry_points.json): its all-gather is
+# the group's first collective, which creates the communicator. What the check itself
+# raises (the ranks differ) is no NCCL error; an NCCL error of a set-up class raised
+# there is the creation failing (is_setup_exception, with nothing running before it).
+_NCCL_SETUP_STAGES = frozenset(
+    {CodeStage.SETUP, CodeStage.DEVICE_INIT, CodeStage.WORKER_INIT, CodeStage.RANK_CHECK}
+)
 
 
 def _lost_connections(tl: Timeline) -> bool:

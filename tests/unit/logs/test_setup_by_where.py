@@ -192,3 +192,59 @@ def test_the_same_new_words_raised_in_the_training_loop_are_not_set_up(tmp_path:
     path.write_text("".join(f"{line}\n" for line in lines))
     diagnosis = analyze(load_paths([path]))
     assert all(f.category is not Category.NCCL_INIT for f in diagnosis.findings)
+
+
+# DDP's constructor's first collective in each release's words (torch/nn/parallel/
+# distributed.py __init__; setup_entry_points.json, stage rank_check): 1.9-1.10, 1.11-1.12,
+# and 1.13- through torch/distributed/utils.py.
+_DDP_CHECKS = {
+    "1.9": ["    dist._verify_model_across_ranks(self.process_group, parameters)"],
+    "1.11": ["    dist._verify_params_across_processes(self.process_group, parameters)"],
+    "1.13": [
+        "    _verify_param_shape_across_processes(self.process_group, parameters)",
+        '  File "/opt/torch/distributed/utils.py", line 286, in '
+        "_verify_param_shape_across_processes",
+        "    return dist._verify_params_across_processes(process_group, tensors, logger)",
+    ],
+}
+
+
+def _ddp_init(tmp_path: Path, check: list[str], error: str) -> Path:
+    path = tmp_path / "rank0.log"
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 217, in main',
+        "    model = nn.parallel.DistributedDataParallel(model, device_ids=[0])",
+        '  File "/opt/torch/nn/parallel/distributed.py", line 641, in __init__',
+        *check,
+        error,
+    ]
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return path
+
+
+@pytest.mark.parametrize("release", sorted(_DDP_CHECKS))
+def test_ddps_check_across_ranks_is_a_rank_check_in_every_release(release: str) -> None:
+    assert frame_stage(_DDP_CHECKS[release][-1]) is CodeStage.RANK_CHECK
+
+
+@pytest.mark.parametrize("release", sorted(_DDP_CHECKS))
+def test_an_nccl_set_up_error_from_ddps_first_collective_is_set_up(
+    tmp_path: Path, release: str
+) -> None:
+    error = (
+        "RuntimeError: NCCL error in: /opt/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:47,"
+        " unhandled cuda error, NCCL version 21.0.3"
+    )
+    diagnosis = analyze(load_paths([_ddp_init(tmp_path, _DDP_CHECKS[release], error)]))
+    assert _primary(diagnosis).category is Category.NCCL_INIT
+
+
+def test_what_ddps_check_itself_raises_is_no_set_up_failure(tmp_path: Path) -> None:
+    error = (
+        "RuntimeError: [1]: params[0] in this process with sizes [10, 4] appears not to match"
+        " sizes of the same param in process 0."
+    )
+    path = _ddp_init(tmp_path, _DDP_CHECKS["1.13"], error)
+    diagnosis = analyze(load_paths([path]))
+    assert all(f.category is not Category.NCCL_INIT for f in diagnosis.findings)

@@ -164,6 +164,11 @@ def catalog_hit(text: str, found: CatalogMatch | None = None) -> Hit | None:
         payload = dataclasses.replace(payload, stage=called_stage(method))
     values = tuple(sorted((k, str(v)) for k, v in draft.values.items()))
     hit = Hit(draft.kind, payload=payload, key=("row", draft.row_id, values))
+    own = draft.values.get("own_rank")
+    if isinstance(own, int) and not isinstance(own, bool) and own >= 0:
+        # the message names the rank that printed it (meanings.toml value own_rank: DDP's
+        # reducer, "… did not receive grad for rank R"): the line is that rank's
+        hit.rank = own
     if isinstance(payload, LauncherReport):
         _read_report(hit, payload, draft.values)
     if header is not None:

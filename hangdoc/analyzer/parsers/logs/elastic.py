@@ -21,10 +21,21 @@ from hangdoc.analyzer.parsers.logs.torch_pg import match_torch
 from hangdoc.analyzer.payloads.launch import ErrorFile, Launcher, LauncherReport, SignalName
 from hangdoc.analyzer.vocabulary import EventKind
 
+# The agent's report of the first worker that ended (torch/distributed/elastic/
+# multiprocessing/api.py, SubprocessContext._poll and MultiprocessContext._poll, one format
+# from 1.9 to 2.x): ``failed (exitcode: C) local_rank: L (pid: P) of binary: …`` (``of fn:
+# … (start_method: …)``). Its body, ``failed (exitcode: C)``, is what says a worker
+# ended and how (-N: killed by signal N); the worker's coordinates after it are read where
+# the paste kept them, as a paste cut or garbled inside them (``local_rankroot/…``) keeps
+# the death and loses only whose it was.
 _FAILED = re.compile(
-    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
+    r"failed \(exitcode: (?P<code>-?\d+)\)"
+    r"(?: local_rank: (?P<lr>\d+)(?: \(pid: (?P<pid>\d+)\))?)?"
 )
-_CLOSING = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)")
+# SubprocessContext._close: ``Sending process P closing signal SIG…`` (1.10 to 2.x). The
+# signal's name is read where it is; a line cut after ``closing`` is the same warning (the
+# agent closing the workers that are left), its signal unknown.
+_CLOSING = re.compile(r"Sending process (?P<pid>\d+) closing(?: signal (?P<sig>SIG\w+))?")
 _DEATH = re.compile(
     r"Received (?P<sig>\d+|SIG\w+|Signals\.SIG\w+) death signal, shutting down workers"
 )
@@ -55,7 +66,7 @@ CUT_START_WORDS = ("Root Cause (first observed failure)", "(local_rank: ")
 
 # Every line the recogniser below makes an event of holds one of these (literals.Need;
 # the scanner's prefilter is the union of the recognisers' needs, parsers/logs/prefilter.py).
-NEED = Need.words(("exitcode", "closing signal", "death signal"))
+NEED = Need.words(("exitcode", "Sending process", "death signal"))
 
 
 def match_agent(text: str) -> Hit | None:
@@ -69,11 +80,14 @@ def match_agent(text: str) -> Hit | None:
             exit_code=code,
             signal=signal_name(-code) if code < 0 else None,
         )
-        hit = Hit(EventKind.WORKER_FAILED, payload=failed, key=("agentfail", m.group("pid")))
-        hit.named_pid, hit.named_local_rank = int(m.group("pid")), int(m.group("lr"))
+        pid, local = m.group("pid"), m.group("lr")
+        hit = Hit(EventKind.WORKER_FAILED, payload=failed, key=("agentfail", pid, local, code))
+        hit.named_pid = int(pid) if pid else None
+        hit.named_local_rank = int(local) if local else None
         return hit
-    if "closing signal" in text and (c := _CLOSING.search(text)):
-        closing = LauncherReport(signal=SignalName.parse(c.group("sig")))
+    if "Sending process" in text and (c := _CLOSING.search(text)):
+        sig = c.group("sig")
+        closing = LauncherReport(signal=SignalName.parse(sig) if sig else None)
         hit = Hit(EventKind.AGENT_TERMINATING, payload=closing, key=("closing", c.group("pid")))
         hit.named_pid = int(c.group("pid"))
         return hit

@@ -146,13 +146,13 @@ _EVAL_NAME = re.compile(
 
 # * A check across the ranks: DDP's construction compares every parameter's shape with
 #   rank 0's (torch/distributed/utils.py _verify_param_shape_across_processes, the C++
-#   dist._verify_params_across_processes: "params[i] in this process with sizes … appears
-#   not to match sizes of the same param in process 0"), FSDP compares the order of its
-#   all-gathers (torch/distributed/fsdp/_exec_order_utils.py _check_order: "Forward order
-#   differs across ranks"). What they raise is the ranks found to differ.
-_RANK_CHECK_NAME = re.compile(
-    r"_verify_param_shape_across_processes|_verify_params_across_processes|_check_order"
-)
+#   dist._verify_params_across_processes, 1.9-1.10's dist._verify_model_across_ranks:
+#   "params[i] in this process with sizes … appears not to match sizes of the same param
+#   in process 0"; the set-up entry points' table holds them, stage rank_check, each
+#   release's names), FSDP compares the order of its all-gathers
+#   (torch/distributed/fsdp/_exec_order_utils.py _check_order: "Forward order differs
+#   across ranks"). What they raise is the ranks found to differ.
+_RANK_CHECK_NAME = re.compile(r"_check_order")
 
 
 # * A child process being started, in the process that starts it: CPython's
