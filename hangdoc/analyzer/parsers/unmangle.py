@@ -328,6 +328,8 @@ _NEW_RECORD = re.compile(
     | [A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit|Failure)(?::|$)
     | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b
     | [=\-*#+|]{3}                                  # rules, tables, separators
+    | \[>{3} | \[[>\ ]{8,}(?:\]|$)                   # mmcv's ProgressBar ('\r[{bar}] n/N, …')
+    | \d{1,3}%\|                                     # tqdm's meter with no description
     """
 )
 
