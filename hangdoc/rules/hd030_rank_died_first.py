@@ -95,6 +95,25 @@ closed by localRank M") is printed above it: the agent stops the survivors befor
 the first failure it collected. TGI's launcher names the shard whose process ended ("Shard
 N failed to start", "Shard N crashed"; the shard's RANK is its index) without its exit code.
 
+Nor is an exception whose words say it was raised after a shutdown, or that relay a
+failure told elsewhere (Sign.SHUT_DOWN, read from the sources that raise them:
+parsers/logs/errors.py): an object used after its close (asyncio's "Event loop is
+closed", multiprocessing's "Queue … is closed", concurrent.futures' "cannot schedule new
+futures after shutdown", vllm-omni's "DiffusionEngine is closed."), a framework being shut
+down (Horovod's "Horovod has been shut down. This was caused by an exception on one of the
+ranks …"), a framework's report that one of its processes failed, "see above" (vLLM's
+EngineDeadError "EngineCore encountered an issue. See stack trace (above) for the root
+cause.", its executor's "Worker failed with error '…', please check the stack trace above
+for the root cause", Horovod's "Job has been shutdown, see above error messages for
+details."), also where an HTTP client's status error carries it as the server's words
+(openai's "Error code: 500 - EngineCore encountered an issue"). Such an exception comes
+after whatever ended the job, wherever the paste puts it (a test client's output pasted
+above the server's log, nothing timing either): it is the shutdown's evidence, never the
+first failure, and the failure it follows is named by its own lines (a rank's traceback
+before the others' timeouts: this rule), or, where the paste holds only a timeout, by the
+timeout's rules or not at all (vllm-omni #5627: rank 1's watchdog timeout, then "RuntimeError:
+DiffusionExecutor is closed." and the client's 500, no cause shown).
+
 Where an exception was raised is read from its traceback (its innermost frame or call
 naming a stage, parsers/logs/tb_stage.py). Raised while the ranks set up communication
 (init_process_group, new_group, a rendezvous or its store, DDP's construction, the CUDA

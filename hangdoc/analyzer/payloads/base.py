@@ -33,6 +33,15 @@ class Sign(enum.StrEnum):
     # An object collective (broadcast_object_list…) that delivered no data, because it was
     # aborted: EOFError / UnpicklingError raised in distributed_c10d._tensor_to_object.
     EMPTY_COLLECTIVE = "empty_collective"
+    # The words an object raises once it was shut down, or a framework's report that one
+    # of its processes failed earlier, "see above" (parsers/logs/errors.py _SHUT_DOWN):
+    # asyncio's "Event loop is closed", multiprocessing's "Queue … is closed",
+    # concurrent.futures' "cannot schedule new futures after shutdown", vLLM's
+    # EngineDeadError "EngineCore encountered an issue. See stack trace (above) for the
+    # root cause.", Horovod's "Job has been shutdown, see above error messages for
+    # details.": the shutdown's evidence, raised after whatever ended the job, never
+    # the first failure itself.
+    SHUT_DOWN = "shut_down"
     INTERRUPT = "interrupt"  # KeyboardInterrupt: someone stopped the job
     # CUDA refused peer access between two GPUs (cudaErrorPeerAccessUnsupported, 217): the
     # platform cannot map one GPU's memory into another's

@@ -292,6 +292,12 @@ def death_of(p: Placed) -> Death | None:
             return Death(p.rank, DeathHow.CUDA_OOM, said[:200], p, True)
         if Sign.CONSEQUENCE in signs or Sign.EMPTY_COLLECTIVE in signs:
             return None
+        if Sign.SHUT_DOWN in signs:
+            # Raised by an object already shut down ("Event loop is closed", "DiffusionEngine
+            # is closed.") or a framework's relay of a failure told above (vLLM's
+            # EngineDeadError, also inside a client's HTTP 500): the evidence of a shutdown,
+            # which whatever ended the job began; not a death that others waited for.
+            return None
         raised = p.event.payload_as(ExceptionRaised)
         if raised is not None and raised.cause_shown:
             # A Ray wrapper whose remote exception's own line follows it: that line is the
@@ -386,7 +392,7 @@ def _reported(p: Placed, report: LauncherReport) -> Death | None:
         said = f"{exc_type}: {message}"
         if Sign.CUDA_OOM in report.signs or Sign.OUT_OF_MEMORY in report.signs:
             return Death(p.rank, DeathHow.CUDA_OOM, said[:200], p, True)
-        if Sign.CONSEQUENCE in report.signs:
+        if Sign.CONSEQUENCE in report.signs or Sign.SHUT_DOWN in report.signs:
             return None
         return Death(p.rank, DeathHow.EXCEPTION, said.strip(": ")[:160], p, True)
     if report.host_oom:

@@ -51,6 +51,36 @@ _NCCL_CALL_FAILED = re.compile(
     r"\bnccl[A-Z]\w*(?:\(.*?\))? failed: (?:(?:unhandled )?(?:cuda|system) error|internal error"
     r"|invalid argument|invalid usage|remote process exited|NCCL operation in progress)"
 )
+# What an object raises once it was shut down, and a framework's report that one of its
+# processes failed earlier, told above (Sign.SHUT_DOWN): a call made after the shutdown,
+# or the relay of a failure printed elsewhere; never the failure that began it. From the
+# sources that raise them:
+# * "<object> is closed", "has been shut down", "is shutting down": CPython's asyncio
+#   (base_events.py _check_closed: "Event loop is closed") and multiprocessing (queues.py
+#   _check_closed: f"Queue {self!r} is closed"), Horovod (runner/util/streams.py "Pipe is
+#   closed", common/basics.py "Horovod is shutting down.", its SHUT_DOWN_ERROR status
+#   "Horovod has been shut down. This was caused by an exception on one of the ranks …"),
+#   and vllm-omni's engine (diffusion_engine.py collective_rpc: ``if self._closed: raise
+#   RuntimeError("DiffusionEngine is closed.")``);
+# * concurrent.futures' executors (thread.py, process.py submit): "cannot schedule new
+#   futures after shutdown" / "… after interpreter shutdown";
+# * vLLM v1's relays of a failure told above: EngineDeadError (v1/engine/exceptions.py:
+#   "EngineCore encountered an issue. See stack trace (above) for the root cause."),
+#   MultiprocExecutor.collective_rpc's "Worker failed with error '<e>', please check the
+#   stack trace above for the root cause" and "One or more workers failed",
+#   EngineCoreProc's "Executor failed."; Horovod's elastic driver "Job has been shutdown,
+#   see above error messages for details.".
+# Searched anywhere in the message: an HTTP client's status error carries the server's
+# words after its own (openai's _make_status_error_from_response: f"Error code:
+# {status} - {body}"), so a server's EngineDeadError reaches a test's client as
+# "openai.InternalServerError: Error code: 500 - EngineCore encountered an issue".
+_SHUT_DOWN = re.compile(
+    r"\b(?:is|was|has been) (?:closed|shut ?down)\b|\bis shutting down\b"
+    r"|\bnew futures after (?:interpreter )?shutdown\b"
+    r"|\bEngineCore encountered an issue\b|\bcheck the stack trace above for the root cause\b"
+    r"|\bOne or more workers failed\b|^Executor failed\.?$"
+    r"|\bsee above error messages for details\b"
+)
 # cudaGetErrorString(cudaErrorPeerAccessUnsupported), the CUDA runtime's error 217
 # (libcudart's error-string table: the catalog's cuda.json row cuda.e6e1d7b00a), as NCCL
 # prints it after the number (p2p.cc "failed to open CUDA IPC handle : %d %s", cudawrap.h
@@ -367,6 +397,8 @@ def signs_of(exc_type: str, message: str, where: str = "") -> tuple[Sign, ...]:
         or _HCCL_CALL_FAILED.search(message)
     ) and not _server_unreachable(exc_type, message):
         found.append(Sign.CONSEQUENCE)
+    if _SHUT_DOWN.search(message.strip()):
+        found.append(Sign.SHUT_DOWN)
     if (
         "_tensor_to_object" in where
         and "distributed_c10d" in where
