@@ -94,6 +94,9 @@ class EventKind(enum.StrEnum):
     IO_STALL = "io_stall"  # a D-state process row, a file-system kernel frame, NFS not responding
     NIC_COUNTER = "nic_counter"  # a non-zero InfiniBand/RoCE port error counter (sysfs, perfquery)
     NIC_LINK = "nic_link"  # kernel: a NIC's link down/up, cable module event, transmit timeout
+    # A system service's state as ``systemctl status`` prints it: the unit its header or
+    # ``Loaded:`` line names, or its ``Active:`` state (parsers/logs/services.py).
+    SERVICE_STATUS = "service_status"
     # A checkpoint file as a directory listing shows it (``ls -l``): its name and size.
     FILE_LISTED = "file_listed"
     # GPU (FORMATS.md §6)
