@@ -1802,12 +1802,12 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_listed_file(text)
         or match_nic_counter(text)
         or match_nic_event(text)
-        or match_service_status(text)
         or match_memory(text)
         or match_horovod(text)
         or match_sglang(text)
         or match_serving(text)
         or match_tgi(text)
+        or match_service_status(text)
     )
 
 
