@@ -94,6 +94,9 @@ class EventKind(enum.StrEnum):
     IO_STALL = "io_stall"  # a D-state process row, a file-system kernel frame, NFS not responding
     NIC_COUNTER = "nic_counter"  # a non-zero InfiniBand/RoCE port error counter (sysfs, perfquery)
     NIC_LINK = "nic_link"  # kernel: a NIC's link down/up, cable module event, transmit timeout
+    # A system service's state as ``systemctl status`` prints it: the unit its header or
+    # ``Loaded:`` line names, or its ``Active:`` state (parsers/logs/services.py).
+    SERVICE_STATUS = "service_status"
     # A checkpoint file as a directory listing shows it (``ls -l``): its name and size.
     FILE_LISTED = "file_listed"
     # GPU (FORMATS.md §6)
@@ -226,9 +229,65 @@ _SAVE_WRITER_ERROR = re.compile(
 # whatever words of the message a paste kept. Its reader's are a load's, hence the save.
 _WRITER_ENFORCE = re.compile(r"\[enforce fail at inline_container\.cc:\d+\][^\n]{0,200}")
 _ERRNO = re.compile(r"\[Errno (?P<n>\d+)\] [^\n]{1,200}")
+
+
+class ErrnoKind(enum.StrEnum):
+    """What a file-system call's errno says failed (ERRNO_KINDS)."""
+
+    # The storage itself: the device or file system failed, is full or read-only, or its
+    # server went away. The fix is in the storage (fixtures/cases/README.md).
+    STORAGE = "storage"
+    # A name's state, which the storage reports faithfully: it exists, it is missing, the
+    # directory is not empty or in use, the rename crosses file systems. On a path several
+    # ranks write, another process changed the name first: the fix is in the program.
+    NAMESPACE = "namespace"
+    # The process may not do it (the directory's owner or mode, a mount's options).
+    PERMISSION = "permission"
+    # Not the file system's: an interrupted call, a would-block, host memory, the network.
+    NOT_FILE_SYSTEM = "not_file_system"
+
+
+# Linux's errno numbers (asm-generic/errno-base.h, errno.h) by what errno(3) and the
+# calls' own pages (rename(2), mkdir(2), rmdir(2), open(2), write(2)) say they mean.
+ERRNO_KINDS: dict[int, ErrnoKind] = {
+    1: ErrnoKind.PERMISSION,  # EPERM: operation not permitted (sticky directory, a mount's)
+    2: ErrnoKind.NAMESPACE,  # ENOENT: a component of the path does not exist
+    4: ErrnoKind.NOT_FILE_SYSTEM,  # EINTR
+    5: ErrnoKind.STORAGE,  # EIO: a low-level I/O error while reading or writing
+    6: ErrnoKind.STORAGE,  # ENXIO: the device is not there
+    11: ErrnoKind.NOT_FILE_SYSTEM,  # EAGAIN
+    12: ErrnoKind.NOT_FILE_SYSTEM,  # ENOMEM: the kernel's (host) memory
+    13: ErrnoKind.PERMISSION,  # EACCES: write or search permission denied
+    16: ErrnoKind.NAMESPACE,  # EBUSY: the directory is in use (a mount point, a cwd)
+    17: ErrnoKind.NAMESPACE,  # EEXIST: the name exists (mkdir(2), link(2), O_EXCL)
+    18: ErrnoKind.NAMESPACE,  # EXDEV: rename(2) across mounts
+    20: ErrnoKind.NAMESPACE,  # ENOTDIR: a component, or the new name, is not a directory
+    21: ErrnoKind.NAMESPACE,  # EISDIR: the new name is a directory, the old one not
+    28: ErrnoKind.STORAGE,  # ENOSPC: no space left on the device
+    30: ErrnoKind.STORAGE,  # EROFS: a read-only file system (a remount after errors)
+    32: ErrnoKind.NOT_FILE_SYSTEM,  # EPIPE
+    36: ErrnoKind.NAMESPACE,  # ENAMETOOLONG
+    39: ErrnoKind.NAMESPACE,  # ENOTEMPTY: rename(2)/rmdir(2) onto a non-empty directory
+    40: ErrnoKind.NAMESPACE,  # ELOOP: too many symbolic links
+    **dict.fromkeys(range(98, 114), ErrnoKind.NOT_FILE_SYSTEM),  # the network's
+    116: ErrnoKind.STORAGE,  # ESTALE: a stale file handle (NFS)
+    117: ErrnoKind.STORAGE,  # EUCLEAN: the file system's structure needs cleaning
+    121: ErrnoKind.STORAGE,  # EREMOTEIO: a remote I/O error
+    122: ErrnoKind.STORAGE,  # EDQUOT: the user's quota is exhausted
+}
+_ERRNO_NAMED = re.compile(r"\[Errno (?P<n>-?\d+)\]")
+
+
+def errno_kind(text: str) -> ErrnoKind | None:
+    """What the first ``[Errno N]`` in ``text`` says failed, None without one or for an
+    errno the table does not give a meaning."""
+    m = _ERRNO_NAMED.search(text)
+    return None if m is None else ERRNO_KINDS.get(int(m.group("n")))
+
+
 # Errnos that are not the file system's: an interrupted call, a would-block, host memory
 # (ENOMEM), and the network's (EPIPE, EADDRINUSE…EHOSTUNREACH: 98-113 on Linux).
-_NOT_FILE_SYSTEM = frozenset({4, 11, 12, 32, *range(98, 114)})
+_NOT_FILE_SYSTEM = frozenset(n for n, k in ERRNO_KINDS.items() if k == ErrnoKind.NOT_FILE_SYSTEM)
 _CHECKPOINT_FILE = (
     r"'[^']{0,300}(?:\.(?:pt|pth|ckpt|safetensors|distcp)(?:\.tar)?|checkpoint[^'/]*)'"
 )

@@ -15,6 +15,20 @@ A rank that failed with a storage error (`OSError: [Errno 5] Input/output error:
 '/ckpt/…'`, `Stale file handle`, `No space left on device`, torch.save's
 `PytorchStreamWriter failed writing file`) is reported here too, as its cause.
 
+The errno says which failed (analyzer/vocabulary.py ERRNO_KINDS, from errno(3) and the
+calls' pages, rename(2), mkdir(2), rmdir(2)): the storage (EIO, ENOSPC, EROFS, ESTALE,
+EREMOTEIO, EDQUOT), a name's state (EEXIST, ENOENT, ENOTEMPTY, EBUSY, EXDEV: on a path every
+rank saves to, another rank created, renamed or removed it first, a race in the save's own
+logic), or a permission (EACCES, EPERM). The category follows the casebook's convention (a
+file-system call raising inside a save is io_or_filesystem_stall, checkpoint_save_hang the
+other reading); the explanation and the fix follow the errno: the storage for its faults,
+one rank doing the renames for a name's state, the directory's mode for a permission.
+
+A failure line that names no rank (a paste of the error lines apart from the log) is the
+rank's whose traceback, cut before its exception line, ends in the file-system call it is
+the error of: one rank's, and a two-name call (os.rename, os.renames, os.replace, links,
+shutil's moves) for a two-name message (`'a' -> 'b'`), another call for one name.
+
 ## Why it hangs
 A process in `D` state waits in the kernel for the storage to answer and cannot even be
 killed until it does. A rank stuck so never reaches its next collective (the others time
@@ -56,7 +70,7 @@ from hangdoc.analyzer.payloads.host import HungTask, IoSource, IoStall, ServerSt
 from hangdoc.analyzer.views.deaths import death_lines, first_deaths, one_exit, one_failure
 from hangdoc.analyzer.views.save_errors import FailedSaveCall, failed_save_calls
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, victims, wave
-from hangdoc.analyzer.vocabulary import EventKind, storage_error
+from hangdoc.analyzer.vocabulary import ErrnoKind, EventKind, errno_kind, storage_error
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.refs import limited_refs, ranks_text
 from hangdoc.rules.strength import Shift, shifted
@@ -103,11 +117,11 @@ class FsStallReported(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]:
         tl = ctx.timeline
-        failed = _storage_failure(tl)
+        calls = failed_save_calls(ctx.evidence)
+        failed = _storage_failure(tl, calls)
         if failed is not None:
             yield failed
             return
-        calls = failed_save_calls(ctx.evidence)
         if calls:
             yield _failed_save_call(calls)
             return
@@ -244,9 +258,10 @@ def _failed_save_call(calls: list[FailedSaveCall]) -> Finding:
     )
 
 
-def _storage_failure(tl: Timeline) -> Finding | None:
+def _storage_failure(tl: Timeline, calls: list[FailedSaveCall]) -> Finding | None:
     """A rank (or the job's writer) that failed with a storage error: the first death whose
-    message is one (HD030 leaves those to this rule), else such a line on its own."""
+    message is one (HD030 leaves those to this rule), else such a line on its own. ``calls``:
+    the tracebacks cut in a save's file-system call, which may be the failure's own."""
     wave_events = wave(tl)
     deaths = [
         d
@@ -270,11 +285,14 @@ def _storage_failure(tl: Timeline) -> Finding | None:
             # The failure's own lines name no rank; the launcher names the one worker that
             # exited with an error of its own (HD030 reads it so too): the failure is its.
             culprits = [exited.rank] if exited.rank is not None else []
+        if not culprits and one_failure(deaths):
+            culprits = _traceback_of(first.summary, calls)
         ordered = precedes_wave(first.placed, wave_events)
         who = ranks_text(culprits) if culprits else "a process (rank unknown)"
         what = first.summary
         # the storage's own words (EIO, ENOSPC…), or a save's failed file-system call
         storage_said = storage_error(first.payload.storage or "") is not None
+        kind = errno_kind(first.payload.storage or first.summary)
         evidence = [d.placed for d in deaths]
         # The line names the failure (the kernel's errno); like a CUDA OOM (HD031), its
         # time before the timeouts states it as the cause.
@@ -287,9 +305,11 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         who = ranks_text(culprits) if culprits else "the job"
         what = lines[0].event.payload.message or lines[0].event.text
         storage_said = True
+        kind = ErrnoKind.STORAGE
         evidence = lines
         severity, strength = Severity.ERROR, Strength.SIGNAL  # a logged error, not a death
     waiting = sorted(victims(tl) - set(culprits))
+    named = not storage_said and kind in (ErrnoKind.NAMESPACE, ErrnoKind.PERMISSION)
     return Finding(
         rule=FsStallReported.id,
         category=Category.IO_STALL,
@@ -297,12 +317,17 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         title=f"{who} failed on the file system: {what}"[:240]
         + (f"; {ranks_text(waiting)} then waited" if waiting else ""),
         explanation=(
-            f"{who[0].upper()}{who[1:]} got a storage error: {what.rstrip('.')}. "
+            f"{who[0].upper()}{who[1:]} got a {'file-system' if named else 'storage'} error: "
+            f"{what.rstrip('.')}. "
             + (
                 "Input/output errors, stale handles, a transport endpoint gone and a full or "
                 "read-only file system come from the storage (a network file system, a FUSE "
                 "daemon, the disk), not from the training code"
                 if storage_said
+                else _NAMESPACE_WHY
+                if kind == ErrnoKind.NAMESPACE
+                else _PERMISSION_WHY
+                if kind == ErrnoKind.PERMISSION
                 else "A file-system call failed inside a checkpoint save (a directory that "
                 "is not there yet, a file another process created or moved first on shared "
                 "storage, a write the storage refused): the save's target on the file system "
@@ -310,7 +335,11 @@ def _storage_failure(tl: Timeline) -> Finding | None:
             )
             + "; the rank stops, and the others wait for it in their next collective."
         ),
-        fix=(
+        fix=_NAMESPACE_FIX
+        if kind == ErrnoKind.NAMESPACE and not storage_said
+        else _PERMISSION_FIX
+        if kind == ErrnoKind.PERMISSION and not storage_said
+        else (
             "Check the storage the path lives on (`dmesg -T` on the node for I/O errors or "
             "'server not responding', `df -h`/quota for space); write checkpoints and "
             "outputs to a healthy file system, and retry or tolerate transient errors when "
@@ -321,6 +350,53 @@ def _storage_failure(tl: Timeline) -> Finding | None:
         evidence=tuple(limited_refs(evidence, limit=6)),
         strength=strength,
     )
+
+
+# A name's state (EEXIST, ENOENT, ENOTEMPTY, EBUSY, EXDEV: vocabulary.ERRNO_KINDS) is what
+# rename(2), mkdir(2) and rmdir(2) report faithfully: the storage worked.
+_NAMESPACE_WHY = (
+    "That errno is a name's state, not the storage failing (errno(3), rename(2): the target "
+    "exists or is a non-empty directory, the source or a parent is missing, the name is in "
+    "use): on a path that several processes save to, another rank created, moved or removed "
+    "it first, so the ranks raced on one path in the save's own logic"
+)
+_NAMESPACE_FIX = (
+    "Let one process (global rank 0, not each node's local rank 0 on shared storage) "
+    "create, rename and remove the checkpoint's directories, with a barrier after it before "
+    "the others write or read them; or make the others tolerate the entry (exist_ok=True, "
+    "catching FileExistsError/FileNotFoundError). A framework that renames a staging "
+    "directory on every rank needs its fix or another version."
+)
+_PERMISSION_WHY = (
+    "That errno says the process may not write there (EACCES/EPERM: the directory's owner "
+    "or mode, a mount's options), not that the storage failed"
+)
+_PERMISSION_FIX = (
+    "Check the owner and mode of the checkpoint's directory and its parents "
+    "(`ls -ld`, `namei -l PATH`) for the user the job runs as, and the mount's options "
+    "(`mount | grep PATH`); write checkpoints where the job may write."
+)
+# The standard library's calls that take two names, whose OSError prints "'a' -> 'b'"
+# (CPython's OSError_str with filename2: os.rename, os.replace, os.link, os.symlink, and
+# shutil's moves and copies, os.renames).
+_TWO_NAME_CALLS = frozenset(
+    {"rename", "renames", "replace", "link", "symlink", "move", "copy", "copy2", "copyfile",
+     "copytree", "copymode", "copystat"}
+)  # fmt: skip
+
+
+def _traceback_of(said: str, calls: list[FailedSaveCall]) -> list[int]:
+    """The rank whose traceback, cut before its exception line, ends in the call that
+    ``said`` is the error of, when the failure's own line names none: one rank's save cut
+    in a file-system call, whose names agree with the message's (two names for a rename's
+    or a link's). Several ranks, or a call of the other shape: none."""
+    two_names = " -> '" in said
+    ranks = {
+        c.rank
+        for c in calls
+        if c.rank is not None and (c.call.function in _TWO_NAME_CALLS) == two_names
+    }
+    return sorted(ranks) if len(ranks) == 1 else []
 
 
 def _servers_down(events: list[tuple[Placed, IoStall]]) -> list[tuple[Placed, IoStall]]:

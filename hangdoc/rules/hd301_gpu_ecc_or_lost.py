@@ -21,6 +21,15 @@ set-up (its context query `cuCtxGetDevice` failing with `initialization error`, 
 initialized` (cudaErrorSystemNotReady: "verify … all required driver daemons are actively
 running"), names the same state and gets the same explanation and fix.
 
+Also the node's fabric manager shown down: `systemctl status nvidia-fabricmanager` with
+`Active: failed (Result: exit-code)`, `inactive (dead)` or `activating (auto-restart)`. On
+NVSwitch systems (HGX/DGX A100, H100, H200) NVIDIA's Fabric Manager guide requires the
+service running at the driver's version for CUDA and NVLink traffic; without it NCCL's
+P2P/NVLS traffic fails or hangs on the node's ranks (a driver update that left the fabric
+manager at the old version stops it at start). The node's state, not a rank's: no
+culprit rank. NVIDIA's other services (nvidia-persistenced: start-up time only; DCGM's
+nv-hostengine: monitoring) are not read as causes (analyzer/views/services.py).
+
 ## Why it hangs
 The rank whose GPU failed cannot run kernels any more; it crashes or blocks, and its
 peers wait in their next collective until the timeout.
@@ -47,6 +56,10 @@ every peer arrives, so that kernel was the collective's, cut while it waited pas
 device's limit; the peers' lateness, which names neither the GPU nor its driver
 (views/kernel_limit.py).
 
+The unit's `Active:` line of `systemctl status`, paired with the unit its header or
+`Loaded:` line named just above it (analyzer/parsers/logs/services.py; systemd's
+systemctl-show.c prints them so).
+
 ## How to confirm
 `nvidia-smi -q -d ECC,ROW_REMAPPER` and `dmesg -T | grep -i xid` on that node.
 
@@ -72,6 +85,7 @@ from hangdoc.analyzer.payloads.nccl import CudaFailure, NcclError
 from hangdoc.analyzer.views.deaths import Death, first_deaths
 from hangdoc.analyzer.views.gpu_faults import ranks_for
 from hangdoc.analyzer.views.kernel_limit import cut_while_waiting
+from hangdoc.analyzer.views.services import NvidiaService, ServiceState, service_states
 from hangdoc.analyzer.views.timeline import Placed, Timeline, precedes_wave, wave
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Need, Rule, RuleContext
@@ -131,6 +145,8 @@ class GpuEccOrLost(Rule):
                 evidence=tuple(limited_refs(hard, limit=5)),
                 strength=Strength.STATED,
             )
+        elif down := [s for s in service_states(tl) if s.down and s.nvidia == _FM]:
+            yield _fabric_manager_down(down)
         elif suspects := _gpu_suspects(tl, ctx.evidence):
             yield self._suspected(suspects)
         elif ecc:
@@ -183,6 +199,43 @@ class GpuEccOrLost(Rule):
             # The catalog's strength: moderate (signal) or weak (hint).
             strength=Strength.SIGNAL if likely else Strength.HINT,
         )
+
+
+_FM = NvidiaService.FABRIC_MANAGER
+
+
+def _fabric_manager_down(down: list[ServiceState]) -> Finding:
+    """``systemctl status`` shows the fabric manager failed or stopped: the node's NVSwitch
+    fabric is not set up, whatever rank runs there (views/services.py)."""
+    first = down[0]
+    state = first.active + (f" ({first.sub})" if first.sub else "")
+    return Finding(
+        rule=GpuEccOrLost.id,
+        category=Category.GPU_HARDWARE,
+        severity=Severity.ERROR,
+        title=f"the node's NVSwitch fabric manager is not running: {first.unit} is {state}",
+        explanation=(
+            f"systemctl shows the {first.unit} service {state}. On NVSwitch systems "
+            "(HGX/DGX A100, H100, H200) the fabric manager sets up the NVSwitches and the "
+            "GPUs' NVLink fabric; NVIDIA's Fabric Manager guide says CUDA and NVLink traffic "
+            "need it running at the driver's own version. Without it CUDA fails to start "
+            "('system not yet initialized') or peer-to-peer traffic over NVLink (NCCL's P2P "
+            "and NVLS transports) fails or hangs on every rank of this node; a fabric "
+            "manager that no longer matches an updated driver exits at start so."
+        ),
+        fix=(
+            "On the node: `journalctl -u nvidia-fabricmanager` (or /var/log/fabricmanager.log) "
+            "for why it exited; `nvidia-smi -q | grep -i -A2 fabric` (the GPUs' fabric state "
+            "should read Completed); compare the fabric manager's version "
+            "(`nv-fabricmanager --version`) with the driver's (`nvidia-smi`) and install the "
+            "matching package, then `systemctl restart nvidia-fabricmanager` (reset the GPUs "
+            "or reboot if it was restarted under running GPUs). `NCCL_P2P_DISABLE=1` only "
+            "works around it, slowly."
+        ),
+        evidence=tuple(limited_refs([p for s in down for p in s.placed], limit=4)),
+        # the service's state is shown; that this job's hang went through the fabric is not
+        strength=Strength.SIGNAL,
+    )
 
 
 # The failures that name the NVSwitch fabric's state rather than a GPU's silicon: a CUDA

@@ -34,6 +34,7 @@ from hangdoc.analyzer.payloads.host import (
     ListedFile,
     NicCounter,
     NicLink,
+    ServiceStatus,
 )
 from hangdoc.analyzer.payloads.launch import (
     ErrorFile,
@@ -126,6 +127,7 @@ PAYLOAD_OF: dict[EventKind, type[EventPayload]] = {
     EventKind.FILE_LISTED: ListedFile,
     EventKind.NIC_COUNTER: NicCounter,
     EventKind.NIC_LINK: NicLink,
+    EventKind.SERVICE_STATUS: ServiceStatus,
     EventKind.GPU_XID: GpuXid,
     EventKind.GPU_STATUS: GpuStatus,
     EventKind.GPU_TOPOLOGY: GpuTopology,

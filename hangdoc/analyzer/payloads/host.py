@@ -133,6 +133,17 @@ class NicLink(EventPayload):
 
 
 @dataclass(frozen=True, slots=True)
+class ServiceStatus(EventPayload):
+    """SERVICE_STATUS: one line of ``systemctl status``: the unit it names (the header's
+    ``● name.service - …``, ``Loaded: … (/…/name.service; …)``, ``ExecStart=/…/program``), or
+    the unit's ``Active:`` state, or both where a paste joined the lines."""
+
+    unit: str | None = None  # "nvidia-fabricmanager" (no ".service"), or the program's name
+    active: str | None = None  # systemd's ActiveState: "failed", "inactive", "active"…
+    sub: str | None = None  # the words in parentheses: "Result: exit-code", "dead", "running"
+
+
+@dataclass(frozen=True, slots=True)
 class GpuXid(EventPayload):
     """GPU_XID: an NVRM Xid, a GPU off the bus or lost (the event's pid: the process)."""
 

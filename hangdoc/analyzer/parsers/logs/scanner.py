@@ -29,6 +29,7 @@ from hangdoc.analyzer.parsers.logs import (
     pipelining,
     process,
     reports,
+    services,
     serving,
     sglang,
     size_checks,
@@ -73,6 +74,7 @@ from hangdoc.analyzer.parsers.logs.process import (
 )
 from hangdoc.analyzer.parsers.logs.ray_actors import RayActorFields
 from hangdoc.analyzer.parsers.logs.reports import FrTraceBlock, RasBlock
+from hangdoc.analyzer.parsers.logs.services import match_service_status
 from hangdoc.analyzer.parsers.logs.serving import match_serving
 from hangdoc.analyzer.parsers.logs.sglang import match_sglang
 from hangdoc.analyzer.parsers.logs.size_checks import match_size_check
@@ -1805,6 +1807,7 @@ def match_any(text: str, nvrm_pci: list[str]) -> Hit | None:
         or match_sglang(text)
         or match_serving(text)
         or match_tgi(text)
+        or match_service_status(text)
     )
 
 
@@ -1835,6 +1838,7 @@ RECOGNISER_NEEDS: tuple[Need, ...] = (
     listing.NEED,
     nic.COUNTER_NEED,
     nic.EVENT_NEED,
+    services.NEED,
     memory.NEED,
     horovod.NEED,
     sglang.NEED,
