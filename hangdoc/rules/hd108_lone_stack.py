@@ -20,7 +20,16 @@ The main thread's stack of the one process whose stack the inputs hold (any stac
 classified with the frame catalog and, where the catalog knows no frame, with what the
 job's own names, open files and last log line say (docs/own_code.md). A traceback cut
 before its exception line counts when its innermost frame shown is a checkpoint writer's
-entry: every frame cut is inside the save. A process waiting in a collective inside the
+entry: every frame cut is inside the save; likewise one whose innermost frames shown are
+the DataLoader iterator's receipt of a batch a worker shared (`_next_data` → `_get_data` →
+`_try_get_data` → `_data_queue.get` → `_ForkingPickler.loads` → torch/multiprocessing/
+reductions.py `rebuild_storage_fd`, or the resource sharer's `detach`/`get_connection`
+inside it): torch's `_try_get_data` re-raises what fails there after checking for a dead
+worker and for the file descriptors running out, so the failure is the DataLoader's
+worker-to-main transport whatever the cut exception line said (a signal: the frames, not
+the error; the fix: `torch.multiprocessing.set_sharing_strategy('file_system')`, a higher
+`ulimit -n`, fewer workers). The pin-memory thread's receipt of the same batch is HD112's.
+A process waiting in a collective inside the
 job's own dataset preprocessing (``preprocess_dataset`` → ``main_process_first`` →
 ``barrier``) shows the ranks parted around work one rank does alone:
 `rank_divergence_collective_vs_noncollective`, not a DataLoader, unless the work is shown

@@ -742,7 +742,8 @@ def _timedelta_ms(value: str) -> int | None:
 # next glued after its "]" (a logging prefix, then the message): its count, elapsed time
 # and a rate ("4.53it/s", inverted "1.23s/it"; "?it/s" before the first rate is none).
 _GLUED_METER = re.compile(
-    r"\s*(?:[^\[\]\n]{0,80}?:\s*)?(?P<n>[\d.]+[kMG]?(?:/[\d.]+[kMG]?)?)[A-Za-z]{0,12}\s*"
+    r"\s*(?:[^\[\]\n|]{0,80}?:\s*)?(?:\d{1,3}%(?:\|[^|\n]{0,200}\|)?\s*)?"
+    r"(?P<n>[\d.]+[kMG]?(?:/[\d.]+[kMG]?)?)[A-Za-z]{0,12}\s*"
     r"\[(?P<elapsed>\d{1,3}(?::\d{2}){1,2})(?:<[\d:?]+)?,\s*\d[\d.]*[kMG]?"
     r"(?:[A-Za-z ]{0,20}/s|s/[A-Za-z ]{0,20})[^\]\n]{0,120}\]"
 )
@@ -778,7 +779,9 @@ def _barrier_hit(m: re.Match[str], error: StoreError) -> Hit:
         EventKind.STORE_TIMEOUT,
         payload=payload,
         rank=int(m.group("rank")),
-        key=("store", error.value.removeprefix("store_"), m.group("key")),
+        # a wait glued to a bar is kept apart from the same key's plain waits (the first of
+        # a run of equal lines is the one kept)
+        key=("store", error.value.removeprefix("store_"), m.group("key"), bool(glued)),
     )
 
 
