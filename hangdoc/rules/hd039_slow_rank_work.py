@@ -34,7 +34,13 @@ the job's own (consecutive lines of one shape, a number growing from line to lin
 timeout line of its file, its time taken (where it prints one) at least the timeout, shows
 the work advancing too. A bar that names no rank is the main process's where the waiting
 ranks' tracebacks show them held at a "rank 0 first" gate (views/gates.py: the gate waits
-for rank 0's work).
+for rank 0's work). The store-based barrier of `init_process_group` ("Waiting in store
+based barrier to initialize process group for rank: R, key: K (world_size=N,
+worker_count=M, timeout=T)", torch/distributed/distributed_c10d.py `_store_based_barrier`)
+waiting while a progress bar of the ranks not yet counted advanced is the same: its wait
+lines glued after the bar's live state (tqdm ends no state with a newline), the bar with a
+rate and an elapsed time at least the barrier's own timeout `T` (views/barrier_work.py).
+A barrier missing a rank with no bar shown advancing stays set-up (HD201).
 
 ## How to confirm
 The busy rank's progress bar shows its rate and remaining time: compare the time it
@@ -56,6 +62,7 @@ from hangdoc.analyzer.model import Category, EvidenceRef, Finding, Severity, Str
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import StoreTimeout, Work
 from hangdoc.analyzer.views.activity_table import Activity, phases_beginning
+from hangdoc.analyzer.views.barrier_work import barrier_waits_on_work
 from hangdoc.analyzer.views.counters import Counter, counters_past
 from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.gates import MAIN_RANK, gate_waits
@@ -215,6 +222,9 @@ class SlowRankWork(Rule):
         timeouts = tl.of(EventKind.COLLECTIVE_TIMEOUT, EventKind.STORE_TIMEOUT)
         if not timeouts:
             return
+        if (waits := barrier_waits_on_work(tl)) and not _blocking_evidence(tl):
+            yield self._barrier_on_work(waits)
+            return
         seqs = [w.seq for p in timeouts if (w := p.event.payload_as(Work)) and w.seq is not None]
         timed_out = {p.rank for p in timeouts if p.rank is not None}
         busy = busy_owners(tl, timed_out)
@@ -279,6 +289,52 @@ class SlowRankWork(Rule):
             waiting_ranks=tuple(sorted(timed_out)),
             evidence=(bar.ref(), *(p.ref() for p in timeouts[:3])),
             strength=Strength.SIGNAL,  # work still progressing when the others timed out
+            says_not_hung=True,
+        )
+
+    def _barrier_on_work(self, waits: list[Placed]) -> Finding:
+        """init_process_group's store-based barrier waited, its wait lines glued after a
+        live progress bar of the ranks not yet counted, advancing past the barrier's own
+        timeout (views/barrier_work.py): their work before set-up was slow, not stuck."""
+        first = waits[0].event.payload_as(StoreTimeout)
+        assert first is not None
+        meter, elapsed = first.meter or "?", first.meter_elapsed_s or 0
+        limit = (first.barrier_timeout_ms or 0) // 1000
+        waiting = sorted({p.rank for p in waits if p.rank is not None})
+        who = ranks_text(waiting) if waiting else "a rank"
+        counted = (
+            f" ({first.joined} of {first.expected} ranks counted)"
+            if first.joined is not None and first.expected
+            else ""
+        )
+        return Finding(
+            rule=self.id,
+            category=Category.NOT_A_HANG,
+            severity=Severity.ERROR,
+            title=f"not a hang: {who} waited in init_process_group's store barrier{counted} "
+            f"while the others' work was still advancing ({meter} after "
+            f"{elapsed // 60}:{elapsed % 60:02d}, past the barrier's {limit // 60}-minute "
+            "timeout)",
+            explanation=(
+                f"{who} logged its wait in the store-based barrier of init_process_group"
+                f"{counted} glued after another process's live progress bar ({meter}, "
+                f"{elapsed // 60}:{elapsed % 60:02d} elapsed, with a rate: tqdm ends no state "
+                "of a bar with a newline, so the wait was logged as the bar stood). The ranks "
+                "not counted had not called init_process_group yet: they were doing work of "
+                f"their own, still advancing after longer than the barrier waits ({limit} s). "
+                "Nothing was stuck: the work before the process group's set-up took longer "
+                "than its timeout."
+            ),
+            fix=(
+                "Raise the process-group timeout (init_process_group(timeout=timedelta("
+                "hours=2)), or the framework's setting for it), or do the per-rank work "
+                "(preparing or caching the dataset) before the job, or after "
+                "init_process_group on every rank with a longer timeout."
+            ),
+            waiting_ranks=tuple(waiting),
+            evidence=tuple(p.ref() for p in waits[:3]),
+            # the work shown advancing at the wait, the barrier's own timeout in its line
+            strength=Strength.SIGNAL,
             says_not_hung=True,
         )
 

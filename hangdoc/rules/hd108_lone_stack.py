@@ -20,7 +20,16 @@ The main thread's stack of the one process whose stack the inputs hold (any stac
 classified with the frame catalog and, where the catalog knows no frame, with what the
 job's own names, open files and last log line say (docs/own_code.md). A traceback cut
 before its exception line counts when its innermost frame shown is a checkpoint writer's
-entry: every frame cut is inside the save. A process waiting in a collective inside the
+entry: every frame cut is inside the save; likewise one whose innermost frames shown are
+the DataLoader iterator's receipt of a batch a worker shared (`_next_data` → `_get_data` →
+`_try_get_data` → `_data_queue.get` → `_ForkingPickler.loads` → torch/multiprocessing/
+reductions.py `rebuild_storage_fd`, or the resource sharer's `detach`/`get_connection`
+inside it): torch's `_try_get_data` re-raises what fails there after checking for a dead
+worker and for the file descriptors running out, so the failure is the DataLoader's
+worker-to-main transport whatever the cut exception line said (a signal: the frames, not
+the error; the fix: `torch.multiprocessing.set_sharing_strategy('file_system')`, a higher
+`ulimit -n`, fewer workers). The pin-memory thread's receipt of the same batch is HD112's.
+A process waiting in a collective inside the
 job's own dataset preprocessing (``preprocess_dataset`` → ``main_process_first`` →
 ``barrier``) shows the ranks parted around work one rank does alone:
 `rank_divergence_collective_vs_noncollective`, not a DataLoader, unless the work is shown
@@ -73,6 +82,7 @@ from hangdoc.analyzer.views.deaths import first_deaths
 from hangdoc.analyzer.views.gates import MAIN_RANK, stack_at_gate
 from hangdoc.analyzer.views.save_errors import failed_save_calls
 from hangdoc.analyzer.views.timeline import Placed
+from hangdoc.analyzer.views.workers import receives_worker_batch
 from hangdoc.analyzer.vocabulary import EventKind
 from hangdoc.rules.base import Rule, RuleContext
 from hangdoc.rules.causes import Cause, cause_of, key_frame_text
@@ -145,6 +155,8 @@ class LoneStack(Rule):
                 + (f" ({frame.function})" if frame is not None else ""),
                 row.fix,
             )
+        if cause.category is Category.DATALOADER and receives_worker_batch(activity.main.thread):
+            cause = _RECEIPT  # a traceback in the receipt of a worker's shared batch
         if cause.category is Category.CHECKPOINT_SAVE and _storage_error(ctx):
             # A save the storage failed (EIO, ENOSPC… logged or raised): the storage's own
             # error decides, and HD110 names it (fixtures/cases/README.md, Labels).
@@ -300,6 +312,23 @@ class LoneStack(Rule):
             says_not_hung=True,
         )
 
+
+# The DataLoader iterator's receipt of a batch a worker shared (views/workers.py
+# receives_worker_batch): its traceback there is the transport's failure, a dead worker or
+# descriptors run out, which torch's _try_get_data tells apart in its exception line
+# ("DataLoader worker (pid(s) …) exited unexpectedly"; "Too many open files …"; the
+# descriptor's "received 0 items of ancdata" from multiprocessing's reduction.recvfds).
+_RECEIPT = Cause(
+    Category.DATALOADER,
+    "failed receiving a batch a DataLoader worker shared through a file descriptor "
+    "(torch.multiprocessing's rebuild_storage_fd in the iterator's _try_get_data)",
+    "The worker-to-main transport of the DataLoader failed: a worker died (look for "
+    "'DataLoader worker (pid …) exited unexpectedly' or a kill by signal above it) or the "
+    "process ran out of file descriptors for the shared tensors ('Too many open files', "
+    "'received 0 items of ancdata'). Call torch.multiprocessing.set_sharing_strategy("
+    "'file_system') at the start of the script, raise the descriptor limit (ulimit -n), "
+    "or use fewer workers (num_workers) or smaller prefetch_factor.",
+)
 
 # The shortest collective timeout torch sets by default: NCCL's 10 minutes since torch 2.2
 # (gloo's and older NCCL's are 30): a bar that ran this long ran as long as a waiter can

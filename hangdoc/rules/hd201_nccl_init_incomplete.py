@@ -77,7 +77,11 @@ distributed: GLOBAL_RANK: …`, Ray Train `Setting up process group for: …`, D
 with nothing but NCCL setup lines around them; not when a rank's entry into torch's
 store-based barrier (`Added key: … to store for rank: R`) is followed by none of the
 "Waiting in store based barrier" lines that torch logs every 10 s while a rank waits there:
-the text ends before a stuck set-up could show.
+the text ends before a stuck set-up could show. Nor when those waits were logged glued
+after another process's live progress bar (tqdm ends no state with a newline) that shows a
+rate and an elapsed time past the barrier's own timeout: the ranks not counted were busy
+with work of their own and it advanced while the barrier waited, slow, not a set-up stuck
+(HD039; views/barrier_work.py).
 
 ## How to confirm
 List which ranks logged Init START and COMPLETE for the communicator; look at the
@@ -101,6 +105,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.payloads.nccl import NcclInit, NcclInitState
 from hangdoc.analyzer.payloads.progress import PhaseMarker
 from hangdoc.analyzer.payloads.torch_pg import StoreError, StoreTimeout
+from hangdoc.analyzer.views.barrier_work import barrier_keys_on_work
 from hangdoc.analyzer.views.nccl_setup import first_running
 from hangdoc.analyzer.views.timeline import Placed, Timeline, wave
 from hangdoc.analyzer.vocabulary import EventKind, Phase
@@ -414,14 +419,22 @@ def _barrier_not_waited(tl: Timeline) -> bool:
     return bool(entered - seen)
 
 
+_BARRIERS = (StoreError.STORE_BARRIER_WAIT, StoreError.STORE_BARRIER)
+
+
 def _unfinished(tl: Timeline, stores: list[Placed]) -> list[Placed]:
     """Store events minus the barrier waits that a "Completed store-based barrier" for the
-    same key ends: waiting is normal until the last rank arrives."""
+    same key ends: waiting is normal until the last rank arrives; and minus a store-based
+    barrier (its waits and its timeout) whose waits were logged as another process's
+    progress bar advanced past the barrier's own timeout (views/barrier_work.py): the
+    ranks not counted were busy with work of their own, slow, not a set-up stuck (HD039)."""
     done = {key for p in tl.of(EventKind.PHASE) if (key := _marker(p).store_key) is not None}
+    on_work = barrier_keys_on_work(tl)
     return [
         p
         for p in stores
-        if _store_of(p).error != StoreError.STORE_BARRIER_WAIT or _store_of(p).keys not in done
+        if (_store_of(p).error != StoreError.STORE_BARRIER_WAIT or _store_of(p).keys not in done)
+        and not (_store_of(p).error in _BARRIERS and _store_of(p).keys in on_work)
     ]
 
 

@@ -240,6 +240,12 @@ class StoreTimeout(InGroup):
     # connected, so the store was up; its host (rank 0's process, the agent) went away.
     # That is no set-up that could not complete unless the traceback places it there.
     lost: bool = False
+    # A store-based barrier's wait line glued after a tqdm meter's live state (tqdm ends no
+    # state with a newline: the wait was logged as the bar stood): the meter as printed
+    # ("15247it", "549000/900000") and its elapsed time, when it shows a rate (advancing).
+    # Another process's work went on while this rank waited in the barrier.
+    meter: str | None = None
+    meter_elapsed_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

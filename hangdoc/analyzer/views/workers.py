@@ -206,6 +206,25 @@ SHARED_RECEIPT = (
 )
 
 
+# The main process's own receipt of a worker's batch (parsers/stacks/pin_memory.py says
+# why; the same test holds these the same): the DataLoader iterator's ``_try_get_data``,
+# and the resource sharer's request for a shared storage's descriptor inside it.
+MAIN_RECEIPT = ("torch/utils/data/dataloader.py", frozenset({"_try_get_data"}))
+SHARER_REQUEST = ("multiprocessing/resource_sharer.py", frozenset({"detach", "get_connection"}))
+
+
+def receives_worker_batch(thread: ThreadStack) -> bool:
+    """The thread (frames innermost first) is the DataLoader iterator in the main process
+    receiving a batch a worker shared, its innermost frame the storage's rebuild or the
+    descriptor's request: ``_try_get_data`` re-raises what fails there after checking for
+    a dead worker and for the descriptors running out (torch/utils/data/dataloader.py), so
+    a failure there is the DataLoader's worker-to-main transport."""
+    if not thread.frames or not any(_frame_is(f, MAIN_RECEIPT) for f in thread.frames):
+        return False
+    leaf = thread.frames[0]
+    return _frame_is(leaf, SHARED_RECEIPT) or _frame_is(leaf, SHARER_REQUEST)
+
+
 def _frame_is(frame: Frame, where: tuple[str, frozenset[str]]) -> bool:
     if frame.native:
         return False

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.stacks.helpers import only_process, threads
+from tests.unit.stacks.helpers import only_process, scan, threads
 
 CASES = Path(__file__).resolve().parents[3] / "fixtures" / "cases"
 
@@ -155,6 +155,34 @@ def test_a_pin_memory_thread_cut_before_any_receipt_is_only_a_cut_position() -> 
     _only_a_cut_position(text)
 
 
+def test_a_headless_rank_traceback_cut_in_the_dataloaders_receipt_is_kept() -> None:
+    # DEIMv2 issue 93: "[rank1]:" frames from the training loop down to _try_get_data's
+    # _data_queue.get → _ForkingPickler.loads → rebuild_storage_fd, no header and no
+    # exception line: every frame cut is inside the receipt of a worker's shared batch
+    text = _case("deimv2-93-rank1-dataloader-ancdata", "rank1_traceback.txt")
+    proc = only_process(text)
+    assert proc.rank == 1
+    [thread] = threads(proc)
+    assert [f.function for f in thread.frames[:3]] == ["rebuild_storage_fd", "get", "_try_get_data"]
+    assert proc.latest_stacks() is proc.text_stacks[0] and not proc.text_stacks[0].cut
+    from hangdoc.analyzer.views.workers import receives_worker_batch
+
+    assert receives_worker_batch(thread)
+
+
+def test_a_headless_traceback_cut_above_the_receipt_is_dropped() -> None:
+    # the iterator's outer frames only: where it failed below them, nothing says
+    text = (
+        '  File "/x/torch/utils/data/dataloader.py", line 701, in __next__\n'
+        "    data = self._next_data()\n"
+        '  File "/x/torch/utils/data/dataloader.py", line 1448, in _next_data\n'
+        "    idx, data = self._get_data()\n"
+        '  File "/x/torch/utils/data/dataloader.py", line 1412, in _get_data\n'
+        "    success, data = self._try_get_data()\n"
+    )
+    assert not any(p.has_stacks() for p in scan(text).processes)
+
+
 def test_the_parsers_pin_memory_frames_are_the_views() -> None:
     # GIVEN the parser's frames of a pin-memory thread receiving a shared batch, which
     # keep a cut traceback, and the view's, which HD112 reads
@@ -164,6 +192,8 @@ def test_the_parsers_pin_memory_frames_are_the_views() -> None:
     # THEN they are the same frames
     assert pin_memory.PIN_MEMORY_LOOP == workers.PIN_MEMORY_LOOP
     assert pin_memory.SHARED_RECEIPT == workers.SHARED_RECEIPT
+    assert pin_memory.MAIN_RECEIPT == workers.MAIN_RECEIPT
+    assert pin_memory.SHARER_REQUEST == workers.SHARER_REQUEST
 
 
 # Cut inside a framework's collective API (cut.py): every deeper frame is inside it.

@@ -736,21 +736,52 @@ def _timedelta_ms(value: str) -> int | None:
         return None
 
 
+# A tqdm meter's state at the start of a line (tqdm/std.py format_meter: "{desc}: {n_fmt}/
+# {total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]", with no total "{desc}: {n_fmt}
+# {unit} [{elapsed}, {rate_fmt}{postfix}]"; tqdm writes it after a "\r"), what was written
+# next glued after its "]" (a logging prefix, then the message): its count, elapsed time
+# and a rate ("4.53it/s", inverted "1.23s/it"; "?it/s" before the first rate is none).
+_GLUED_METER = re.compile(
+    r"\s*(?:[^\[\]\n|]{0,80}?:\s*)?(?:\d{1,3}%(?:\|[^|\n]{0,200}\|)?\s*)?"
+    r"(?P<n>[\d.]+[kMG]?(?:/[\d.]+[kMG]?)?)[A-Za-z]{0,12}\s*"
+    r"\[(?P<elapsed>\d{1,3}(?::\d{2}){1,2})(?:<[\d:?]+)?,\s*\d[\d.]*[kMG]?"
+    r"(?:[A-Za-z ]{0,20}/s|s/[A-Za-z ]{0,20})[^\]\n]{0,120}\]"
+)
+
+
+def _glued_meter(before: str) -> tuple[str, int] | None:
+    """The tqdm meter (its count, its elapsed seconds) whose live state begins the text
+    before a line's match, when it shows a rate."""
+    g = _GLUED_METER.match(before) if "]" in before else None
+    if g is None or len(before) - g.end() > 200:
+        return None
+    seconds = 0
+    for part in g.group("elapsed").split(":"):
+        seconds = seconds * 60 + int(part)
+    return g.group("n"), seconds
+
+
 def _barrier_hit(m: re.Match[str], error: StoreError) -> Hit:
     """A store-based barrier that timed out or still waits: torch prints both with the
-    same fields; the error tells them apart."""
+    same fields; the error tells them apart. A wait logged right after a tqdm meter's live
+    state on the same line keeps the meter (``StoreTimeout.meter``)."""
+    glued = _glued_meter(m.string[: m.start()]) if error == StoreError.STORE_BARRIER_WAIT else None
     payload = StoreTimeout(
         error=error,
         joined=int(m.group("count")),
         expected=int(m.group("world")),
         keys=m.group("key"),
         barrier_timeout_ms=_timedelta_ms(m.group("timeout")),
+        meter=glued[0] if glued else None,
+        meter_elapsed_s=glued[1] if glued else None,
     )
     return Hit(
         EventKind.STORE_TIMEOUT,
         payload=payload,
         rank=int(m.group("rank")),
-        key=("store", error.value.removeprefix("store_"), m.group("key")),
+        # a wait glued to a bar is kept apart from the same key's plain waits (the first of
+        # a run of equal lines is the one kept)
+        key=("store", error.value.removeprefix("store_"), m.group("key"), bool(glued)),
     )
 
 

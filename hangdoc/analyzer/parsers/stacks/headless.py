@@ -17,9 +17,10 @@ headless traceback is read when its exception line follows (as python_tb require
 headed one: without it the paste was cut and the innermost frames are missing), or when
 its innermost frame shown is a call whose deeper frames can only be inside it
 (torch.distributed's own API and c10d_logger's wrapper of it, a framework's collective
-wrapper, a file-system call, a checkpoint writer's entry: cut.py), so where the thread
-waited is known. A faulthandler dump prints the innermost frame first, so its frames are
-read as they are. Frames under a ``Traceback`` header never come here (parse_traceback
+wrapper, a file-system call, a checkpoint writer's entry: cut.py; the main process's
+DataLoader receiving a worker's batch: pin_memory.py), so where the thread waited is
+known. A faulthandler dump prints the innermost frame first, so its frames are read as
+they are. Frames under a ``Traceback`` header never come here (parse_traceback
 takes or drops them), nor frames under a thread line (stack_print.py reads those).
 """
 
@@ -30,6 +31,7 @@ import re
 from hangdoc.analyzer.model import Frame, ThreadStack
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
 from hangdoc.analyzer.parsers.stacks.cut import WRAPPED_FILE, leaf_call
+from hangdoc.analyzer.parsers.stacks.pin_memory import receiving_worker_batch
 from hangdoc.analyzer.parsers.stacks.python_tb import exception_line
 
 # The first line of a headless stack (the scanner tests it on the stripped line).
@@ -86,7 +88,11 @@ def _traceback(lines: Lines, i: int) -> tuple[Block | None, int]:
     if len(frames) < _MIN_FRAMES:
         return None, max(i, begin + 1)
     exc = exception_line(lines[i][1]) if i < len(lines) and lines[i][1].strip() else None
-    if exc is None and not (leaf_call(frames[-1]) or frames[-1].file.endswith(WRAPPED_FILE)):
+    if exc is None and not (
+        leaf_call(frames[-1])
+        or frames[-1].file.endswith(WRAPPED_FILE)
+        or receiving_worker_batch(frames)
+    ):
         return None, i  # cut: the frames shown are not where the thread was
     summary = None
     if exc is not None:

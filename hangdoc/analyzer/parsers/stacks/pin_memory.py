@@ -51,3 +51,30 @@ def receiving_shared_batch(frames: Iterable[Frame]) -> bool:
     return any(_is(f, PIN_MEMORY_LOOP) for f in shown) and any(
         _is(f, SHARED_RECEIPT) for f in shown
     )
+
+
+# The main process's own receipt of a worker's batch (torch/utils/data/dataloader.py,
+# _MultiProcessingDataLoaderIter without pin_memory): ``_next_data`` → ``_get_data`` →
+# ``_try_get_data``, whose ``self._data_queue.get(timeout=…)`` unpickles the batch
+# (multiprocessing/queues.py ``get`` → ``_ForkingPickler.loads``) and so rebuilds each
+# shared storage (``rebuild_storage_fd``: the descriptor asked of the worker's resource
+# sharer, multiprocessing/resource_sharer.py ``DupFd.detach`` → ``get_connection``).
+# ``_try_get_data`` catches what that raises, looks for a dead worker ("DataLoader worker
+# (pid(s) …) exited unexpectedly") and for the descriptors running out ("Too many open
+# files … set_sharing_strategy('file_system')"), and raises again: a failure under that
+# frame is the DataLoader's worker-to-main transport, whatever its exception line said.
+MAIN_RECEIPT = ("torch/utils/data/dataloader.py", frozenset({"_try_get_data"}))
+# Deeper frames of the same receipt: the resource sharer's request for the descriptor.
+SHARER_REQUEST = ("multiprocessing/resource_sharer.py", frozenset({"detach", "get_connection"}))
+
+
+def receiving_worker_batch(frames: Iterable[Frame]) -> bool:
+    """The frames (outermost first) are the main process's DataLoader receiving a batch a
+    worker shared: ``_try_get_data`` and, inside it, the innermost frame shown the
+    storage's rebuild (or the resource sharer's request for its descriptor). Every frame
+    cut is inside that receipt."""
+    shown = list(frames)
+    if not shown or not any(_is(f, MAIN_RECEIPT) for f in shown):
+        return False
+    last = shown[-1]
+    return _is(last, SHARED_RECEIPT) or _is(last, SHARER_REQUEST)

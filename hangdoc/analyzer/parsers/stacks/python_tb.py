@@ -18,7 +18,10 @@ from hangdoc.analyzer.model import Frame, ThreadStack
 from hangdoc.analyzer.parsers.stacks.blocks import Block, Lines
 from hangdoc.analyzer.parsers.stacks.cut import leaf_call
 from hangdoc.analyzer.parsers.stacks.native import CPP_START, parse_cpp
-from hangdoc.analyzer.parsers.stacks.pin_memory import receiving_shared_batch
+from hangdoc.analyzer.parsers.stacks.pin_memory import (
+    receiving_shared_batch,
+    receiving_worker_batch,
+)
 from hangdoc.analyzer.parsers.stacks.segments import FH_HEADER, FH_THREAD
 
 TB_START = re.compile(r"Traceback \(most recent call last\):\s*$")
@@ -237,9 +240,13 @@ def launcher_traceback(block: Block) -> bool:
 def cut_at_known_call(frames: list[Frame]) -> bool:
     """Frames (outermost first) of a cut traceback whose innermost frame shown is a call
     every deeper frame can only be inside (group creation, a collective, a file-system
-    call, a checkpoint writer's entry, a pinned batch's receipt): there the thread was."""
+    call, a checkpoint writer's entry, a pinned batch's receipt, the main process's receipt
+    of a worker's batch): there the thread was."""
     return (
-        cut_in_group_creation(frames) or cut_in_leaf_call(frames) or receiving_shared_batch(frames)
+        cut_in_group_creation(frames)
+        or cut_in_leaf_call(frames)
+        or receiving_shared_batch(frames)
+        or receiving_worker_batch(frames)
     )
 
 
