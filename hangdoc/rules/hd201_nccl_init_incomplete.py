@@ -129,9 +129,10 @@ def _marker(p: Placed) -> PhaseMarker:
     return found if found is not None else PhaseMarker()
 
 
-def init_groups(tl: Timeline) -> dict[str, list[Placed]]:
-    """NCCL init events per communicator: commId, else (nranks, creation order)."""
-    groups: dict[str, list[Placed]] = {}
+def init_groups(tl: Timeline) -> dict[str, list[tuple[Placed, NcclInit]]]:
+    """NCCL init events per communicator: commId, else (nranks, creation order); each
+    with its payload, read once (a job's init lines are most of its events)."""
+    groups: dict[str, list[tuple[Placed, NcclInit]]] = {}
     order: dict[tuple[str | None, int | None, str], list[str]] = {}
     for p in tl.of(EventKind.NCCL_INIT):
         init = _init(p)
@@ -145,7 +146,7 @@ def init_groups(tl: Timeline) -> dict[str, list[Placed]]:
             if comm not in seen:
                 seen.append(comm)
             key = f"nranks {nranks} #{seen.index(comm)}"
-        groups.setdefault(key, []).append(p)
+        groups.setdefault(key, []).append((p, init))
     return groups
 
 
@@ -162,7 +163,7 @@ class NcclInitIncomplete(Rule):
         tl = ctx.timeline
         symptoms = bool(wave(tl))
         groups = init_groups(tl)
-        world = max((_init(p).nranks or 0 for ev in groups.values() for p in ev), default=0)
+        world = max((i.nranks or 0 for ev in groups.values() for _, i in ev), default=0)
         found = False
         for key, events in sorted(groups.items()):
             finding = self._group(key, events, symptoms, world)
@@ -201,12 +202,13 @@ class NcclInitIncomplete(Rule):
             strength=Strength.ABSENCE,  # the log's silence alone
         )
 
-    def _group(self, key: str, events: list[Placed], symptoms: bool, world: int) -> Finding | None:
+    def _group(
+        self, key: str, events: list[tuple[Placed, NcclInit]], symptoms: bool, world: int
+    ) -> Finding | None:
         started: dict[int, Placed] = {}
         completed: set[int] = set()
-        nranks = max((_init(p).nranks or 0) for p in events)
-        for p in events:
-            init = _init(p)
+        nranks = max((init.nranks or 0) for _, init in events)
+        for p, init in events:
             comm_rank = init.rank
             if comm_rank is None:
                 continue

@@ -76,9 +76,18 @@ def _fr_key(proc: ProcessEvidence) -> object:
 def _minority_classes(
     procs: dict[int, ProcessEvidence], key: Callable[[ProcessEvidence], object]
 ) -> list[list[int]]:
-    classes: dict[object, list[int]] = {}
+    # Ranks by their key's identity first (a summary's ranks share one frames tuple per
+    # stack shape: hashing it hashes each Frame again, in Python), then the keys by value.
+    by_id: dict[int, tuple[object, list[int]]] = {}
     for rank, proc in procs.items():
-        classes.setdefault(key(proc), []).append(rank)
+        found = key(proc)
+        entry = by_id.get(id(found))
+        if entry is None:
+            entry = by_id[id(found)] = (found, [])  # (held here: its id stays its own)
+        entry[1].append(rank)
+    classes: dict[object, list[int]] = {}
+    for found, ranks in by_id.values():
+        classes.setdefault(found, []).extend(ranks)
     if len(classes) < 2:
         return []
     largest = max(len(members) for members in classes.values())

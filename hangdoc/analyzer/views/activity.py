@@ -225,8 +225,8 @@ def classify_thread(thread: ThreadStack) -> ThreadActivity:
     ranks share them (a 16k-rank job waits in one all_gather), so it is done once per
     distinct (frames, active) and the result re-labelled with this thread, its frame
     objects included (rules compare frames by identity)."""
-    shape, tag_index, user_index = _classify_shape(thread.frames, thread.active)
     frames = thread.frames
+    shape, tag_index, user_index = _shape_of(frames, thread.active)
     if frames is shape.thread.frames:
         tag_frames, user_frame = shape.tag_frames, shape.user_frame
     else:
@@ -243,11 +243,37 @@ def classify_thread(thread: ThreadStack) -> ThreadActivity:
     )
 
 
+# The shapes by the frames tuple's identity: thread shapes are interned (a summary's
+# ranks share one tuple per shape, summaries/read.py), and the lru_cache's key hashes
+# every Frame of the tuple again at each call (a dataclass __hash__ in Python: 72 a rank
+# at 4,096 ranks). The tuple is held with its entry, so its id is not reused while there.
+_BY_ID: dict[
+    tuple[int, bool | None],
+    tuple[tuple[Frame, ...], tuple[ThreadActivity, tuple[int, ...], int | None]],
+] = {}
+
+
+def _shape_of(
+    frames: tuple[Frame, ...], active: bool | None
+) -> tuple[ThreadActivity, tuple[int, ...], int | None]:
+    hit = _BY_ID.get((id(frames), active))
+    if hit is not None and hit[0] is frames:
+        return hit[1]
+    found = _classify_shape(frames, active)
+    if len(_BY_ID) >= _SHAPES_KEPT:  # (stacks not interned: one entry a thread)
+        _BY_ID.clear()
+    _BY_ID[(id(frames), active)] = (frames, found)
+    return found
+
+
 def _position(frames: tuple[Frame, ...], frame: Frame | None) -> int | None:
     return next((i for i, f in enumerate(frames) if f is frame), None)
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_SHAPES_KEPT = 1 << 16
+
+
+@functools.lru_cache(maxsize=_SHAPES_KEPT)
 def _classify_shape(
     frames: tuple[Frame, ...], active: bool | None
 ) -> tuple[ThreadActivity, tuple[int, ...], int | None]:
@@ -263,6 +289,7 @@ def forget_shapes() -> None:
     the last Evidence; the engine calls this when an analysis ends. The catalog lookups
     (_match_signature, _name_hint) are keyed on names only and stay."""
     _classify_shape.cache_clear()
+    _BY_ID.clear()
 
 
 def _classify_uncached(thread: ThreadStack) -> ThreadActivity:

@@ -692,7 +692,7 @@ def _first_deaths(tl: Timeline) -> list[Death]:
     found: dict[int | None, Death] = {}
     unranked: list[Death] = []
     any_wave = False
-    wave_events = [p for p in tl.events if is_wave(p)]
+    wave_events = [p for p in tl.events if p.kind in CONSEQUENCE_KINDS]  # (is_wave)
     timed_out = {p.rank for p in wave_events if p.rank is not None}
     reported = _reporting_processes(wave_events)
     # Ranks that raised an exception which is no death of its own (a consequence, a
@@ -727,6 +727,14 @@ def _first_deaths(tl: Timeline) -> list[Death]:
         if p.event.line and (d := at[p.index]) is not None and d.specific
     ]
     for p in tl.events:
+        kind = p.kind
+        if (
+            at[p.index] is None
+            and kind not in CONSEQUENCE_KINDS
+            and kind != EventKind.EXCEPTION
+            and not isinstance(p.event.payload, WatchdogTeardown)
+        ):
+            continue  # (none of the branches below reads it: most of a job's events)
         if (gpu_fault := watchdog_cuda_error(p)) is not None and p.rank is None:
             # The process's own abort, as an unranked death is read (below): a cause
             # unless timeouts came before it, whose teardown it may be for all we know.
