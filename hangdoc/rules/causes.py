@@ -357,8 +357,47 @@ def _own_words_cause(activity: RankActivity) -> Cause | None:
         return None
     meaning, signals = found
     said = "; ".join(f"{s.kind}: {s.text}" for s in signals)
+    if TABLE[meaning].category is Category.DATALOADER and spins_in_own_code(activity):
+        # Issue 21 (live-2026-11-29g, token-stream): its names say data, but it waits on
+        # no worker, no queue, no file: its own loop runs on and never hands a batch over.
+        row = TABLE[Activity.OWN_CODE]
+        at = frames[0].label() if frames else "its own code"
+        doing = (
+            f"is {row.phrase} on CPU at {at}, in its data code by its own names "
+            f"({said}), with no DataLoader worker process: a loop of its own that does not "
+            "return (it waits on nothing: no worker, no queue, no file)"
+        )
+        return Cause(row.category, doing, _SPIN_FIX, signals)
     cause = _cause(meaning, signals)
     return replace(cause, doing=f"{cause.doing}, by its own names ({said})")
+
+
+_SPIN_FIX = (
+    "The rank's own data code loops without handing over a batch (a generator that does "
+    "not reset its position at the end of its data, a filter that drops every item, a "
+    "retry that never ends): make it reset or stop at the end of its data (raise "
+    "StopIteration and let every rank agree on the number of steps), and compare its "
+    "loop's state with the other ranks'."
+)
+
+
+def spins_in_own_code(activity: RankActivity) -> bool:
+    """The main thread runs the job's own Python code on CPU and waits on nothing: its
+    innermost frame is the job's code (no library call below it), py-spy saw it active
+    and the kernel counted CPU time for it between the last two samples, and the process
+    has no child process (no DataLoader worker it could be waiting for)."""
+    main = activity.main
+    if main is None or not main.thread.frames or main.thread.active is not True:
+        return False
+    if not is_user_frame(main.thread.frames[0]):
+        return False
+    samples = [p for p in activity.process.proc_samples if p.alive][-2:]
+    if len(samples) < 2 or any(p.children for p in samples):
+        return False
+    tid = main.thread.os_thread_id
+    ticks = [t.cpu_ticks for p in samples for t in p.threads if t.tid == tid]
+    first, last = (ticks[0], ticks[1]) if len(ticks) == 2 else (None, None)
+    return first is not None and last is not None and last - first > 2
 
 
 def _threads(activity: RankActivity) -> tuple[ThreadStack, ...]:

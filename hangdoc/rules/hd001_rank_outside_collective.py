@@ -18,7 +18,10 @@ The main thread's Python stack of every rank at the last sample (py-spy or
 faulthandler), classified with the frame catalog (analyzer/views/catalog.py): collective frames of
 torch.distributed, DeepSpeed, Accelerate, Lightning, Composer; checkpoint, dataloader
 and evaluation frames; the innermost frame of the user's own code. With two or more
-samples, whether any rank moved between them.
+samples, whether any rank moved between them. A culprit whose own names say it reads
+data but whose main thread runs the job's own code on CPU (py-spy active, CPU time
+counted, its innermost frame the job's code) with no child process waits on no DataLoader
+worker: its own loop does not return, the job's code diverging, not a data loader hang.
 
 ## How to confirm
 Look at the culprit's stack in the report: the innermost user frame says where it is.

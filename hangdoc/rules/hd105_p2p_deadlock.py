@@ -28,7 +28,11 @@ named by the pipeline helper that called it together with the rank order, otherw
 receiving stages meet at neighbouring ranks one way only, that is the direction data
 flows (assumptions the finding states); whether any rank moved between samples; for a
 send and the recv it feeds, the processes' I/O counters (/proc/PID/io) read twice: no
-byte moved through either, so the transfer is not in flight.
+byte moved through either, so the transfer is not in flight. Where every rank waits on
+the same side and no peer is shown, the ranks' own logs: a line of a template that counts
+data ("step 2: 8 samples") whose last print on a few ranks holds less than every earlier
+print of it (views/short_last.py) names those ranks: with less data, a stage posts fewer
+transfers than its neighbours expect (a short batch cut into fewer micro-batches).
 
 ## How to confirm
 `py-spy dump --locals --pid PID` on the named ranks: the ``dst``/``src`` of each blocked
@@ -60,6 +64,7 @@ from hangdoc.analyzer.views.p2p_stacks import (
     find_deadlock,
     p2p_op,
 )
+from hangdoc.analyzer.views.short_last import short_last_lines
 from hangdoc.rules.base import Need, Rule, RuleContext
 from hangdoc.rules.culprit import nobody_moved, span_text
 from hangdoc.rules.refs import stack_refs
@@ -233,6 +238,33 @@ class P2PPipelineDeadlock(Rule):
                 "(dist.batch_isend_irecv, or isend/irecv and wait on both), or order them by "
                 "rank parity (even ranks send then receive, odd ranks receive then send)."
             )
+        culprits: tuple[int, ...] = ()
+        short = {r: s for r, s in short_last_lines(ctx.evidence).items() if r in ops}
+        if short and 2 * len(short) < len(ranks):
+            # Issue 21 (live-2026-11-29g, pipeline-short-batch): the peers are not shown,
+            # but a few ranks' own logs say their last step had less data than every step
+            # before it: they cut it into fewer transfers than their neighbours expect.
+            culprits = tuple(sorted(short))
+            first = short[culprits[0]]
+            title = (
+                f"{plural_ranks(ranks)} are all blocked in send/recv, and "
+                f"{plural_ranks(culprits)} ran short: the last step had less data "
+                f"({first.line.text.strip()!r} against {first.earlier.text.strip()!r})"
+            )
+            said = (
+                f"Every collected rank waits in a point-to-point transfer{moved}. "
+                f"The logs say why: {first.detail()}. With less data, a stage posts "
+                "fewer transfers (a "
+                "short batch cut into fewer micro-batches) than the stages it exchanges with "
+                "expect, so they wait for a transfer it never posts while it waits for one "
+                "of theirs: the odd stage is the one whose amount differs. Which rank each "
+                "transfer aims at the stacks do not say (no locals)."
+            )
+            fix = (
+                "Give every stage the same number of micro-batches in every step: drop the "
+                "short last batch (drop_last=True), pad it to the configured size, or pass "
+                "its micro-batch count to every stage before the step."
+            )
         return Finding(
             rule=self.id,
             category=Category.P2P_DEADLOCK,
@@ -240,9 +272,9 @@ class P2PPipelineDeadlock(Rule):
             title=title,
             explanation="; ".join(f"rank {r}: {ops[r].text()}" for r in ranks[:6]) + ". " + said,
             fix=fix,
-            culprit_ranks=(),
-            waiting_ranks=ranks,
-            evidence=tuple(self._refs(ctx, ops, ())),
+            culprit_ranks=culprits,
+            waiting_ranks=tuple(r for r in ranks if r not in culprits),
+            evidence=tuple(self._refs(ctx, ops, culprits)),
             strength=Strength.SIGNAL if stuck else shifted(Strength.SIGNAL, Shift.ONE_SAMPLE),
         )
 

@@ -33,6 +33,13 @@ weaken the finding. Where the odd ranks' own logs hold an error of a step that t
 through (still alive, in a collective) and the others never met (an out-of-memory error
 caught and the batch skipped), the counts differ by the skipped step, not by the data: the
 finding is weakened, and HD002 names the collectives that no longer match.
+Outside gradient syncs, a few ranks in one collective and the others in another (HD002's
+shape) are uneven data when the few ranks' logs say they finished an iteration the others
+are still in (they printed its line once more than any other rank) with less data than
+every iteration before (views/short_last.py: "rollout 2: completion lengths [1, 2]"
+after "[8, 11]"), and their stacks are past the others' call in the same function (a
+later line): they ran out of work, left the loop, and wait in the collective after it,
+while the others wait in the loop's collective of their next iteration.
 
 ## How to confirm
 Print ``len(dataloader)`` (and the steps per epoch) on every rank at the start of the
@@ -55,6 +62,7 @@ from hangdoc.analyzer.model import Category, Finding, Severity, Strength
 from hangdoc.analyzer.ranges import format_ranks, plural_ranks, verb
 from hangdoc.analyzer.views.activity import RankActivity, live_activities
 from hangdoc.analyzer.views.log_compare import LengthSplit
+from hangdoc.analyzer.views.short_last import ShortLast, short_last_lines
 from hangdoc.analyzer.views.training import (
     counter_differences,
     in_gradient_sync,
@@ -90,6 +98,7 @@ class UnevenData(Rule):
         training = [a for a in live if in_gradient_sync(a)]
         left = [a for a in live if not in_gradient_sync(a)]
         if not training or not left:
+            yield from self._ran_short(ctx, live)
             return
         moved = nobody_moved(ctx, (a.rank for a in live))
         if moved is False:
@@ -213,8 +222,102 @@ class UnevenData(Rule):
             strength=strength,
         )
 
+    def _ran_short(self, ctx: RuleContext, live: list[RankActivity]) -> Iterable[Finding]:
+        """Issue 21 (live-2026-11-29g, rollout-eos): a few ranks wait in one collective,
+        the others in another, and the few ranks' own logs say they finished an iteration
+        the others are still in (they printed its line once more than any other rank),
+        with less data than every iteration before (``short_last_lines``): they ran out
+        of work in the loop, left it, and wait in the collective after it, while the
+        others wait in the loop's own collective of the next iteration. The collectives
+        differ because the data did, not because of a branch (HD002 names the ops)."""
+        short = short_last_lines(ctx.evidence)
+        odd = [a for a in live if a.rank in short and _ahead(short[a.rank])]
+        rest = [a for a in live if a not in odd]
+        if not odd or not rest or len(odd) >= len(rest):
+            return
+        if not all(_past(a, b) for a in odd for b in rest):
+            return  # the stacks do not show the few ranks past the others' call
+        families = {a.waiting_call.family for a in odd if a.waiting_call is not None}
+        theirs = {a.waiting_call.family for a in rest if a.waiting_call is not None}
+        if len(families) != 1 or families & theirs or len(theirs) != 1:
+            return  # not two groups, each in its own collective
+        moved = nobody_moved(ctx, (a.rank for a in live))
+        if moved is False:
+            return
+        culprits = tuple(a.rank for a in odd)
+        waiting = tuple(a.rank for a in rest)
+        first = short[culprits[0]]
+        op = odd[0].waiting_call.op if odd[0].waiting_call else "a collective"
+        their_op = rest[0].waiting_call.op if rest[0].waiting_call else "a collective"
+        title = (
+            f"{plural_ranks(culprits)} ran out of work first: "
+            f"{verb(culprits, 'its', 'their')} last iteration had less data and "
+            f"{verb(culprits, 'it waits', 'they wait')} in {op} past the loop while "
+            f"{plural_ranks(waiting)} {verb(waiting, 'waits', 'wait')} in the next "
+            f"iteration's {their_op}"
+        )
+        explanation = (
+            f"{plural_ranks(waiting).capitalize()} {verb(waiting, 'is', 'are')} blocked in "
+            f"{their_op} (e.g. rank {rest[0].rank}: {rest[0].description()}), while "
+            f"{plural_ranks(culprits)} {verb(culprits, 'is', 'are')} blocked in {op} "
+            f"(e.g. rank {odd[0].rank}: {odd[0].description()}). The logs say why: "
+            f"{first.detail()}, and rank {first.rank} printed that line {first.prints} "
+            f"times, the others at most {first.others_prints}: it finished an iteration "
+            "the others are still in, with less work in it, left the loop and waits in the "
+            "collective after it, while the others wait in the loop's own collective of "
+            "their next iteration, which it will never issue. The ranks' amounts of work "
+            "differ (uneven data: fewer items, shorter sequences, an early stop on one "
+            "rank's data), not the code they run."
+        )
+        explanation += (
+            f" Nothing moved{span_text(ctx, culprits + waiting)}." if moved else " One sample only."
+        )
+        strength = Strength.CORROBORATED  # the stacks part the ranks, the logs say why
+        if not moved:
+            strength = shifted(strength, Shift.ONE_SAMPLE)
+        yield Finding(
+            rule=self.id,
+            category=Category.UNEVEN_DATA,
+            severity=self.severity if moved else Severity.ERROR,
+            title=title,
+            explanation=explanation,
+            fix=(
+                "Let every rank run the loop's collectives as often as the others: keep "
+                "the ranks that finish early in the loop until every rank is done (run "
+                "the collective with a dummy input, as generate(synced_gpus=True) does; "
+                "agree on the count with an all_reduce of a 'done' flag each iteration), "
+                "or give every rank the same amount of work."
+            ),
+            culprit_ranks=culprits,
+            waiting_ranks=waiting,
+            evidence=tuple(stack_refs(odd, limit=4) + stack_refs(rest, limit=2)),
+            strength=strength,
+        )
+
 
 RULE = UnevenData
+
+
+def _ahead(short: ShortLast) -> bool:
+    """The rank printed the line of its short iteration more often than any other rank
+    that prints it: it finished an iteration the others are still in."""
+    return short.prints > short.others_prints > 0
+
+
+def _past(ahead: RankActivity, behind: RankActivity) -> bool:
+    """Both main threads run the same outer frames, and where they first part, in one and
+    the same function, ``ahead`` is at a later line: it returned from (or never made) the
+    call that ``behind`` is still in."""
+    if ahead.main is None or behind.main is None:
+        return False
+    outer_a = list(reversed(ahead.main.thread.frames))
+    outer_b = list(reversed(behind.main.thread.frames))
+    for fa, fb in zip(outer_a, outer_b, strict=False):
+        if (fa.file, fa.function) != (fb.file, fb.function):
+            return False
+        if fa.line != fb.line:
+            return fa.line is not None and fb.line is not None and fa.line > fb.line
+    return False
 
 
 def _lengths_split_alike(

@@ -74,6 +74,11 @@ CASES = [
     ("log-dir-stall", "io_or_filesystem_stall", "HD103", [3], "file system"),
     ("requeue-signal", "python_deadlock_gil_or_lock", "HD101", [3], "signal handler"),
     ("fid-rank-zero", "eval_loop_only_some_ranks", "HD060", [0], "evaluation"),
+    ("pipeline-short-batch", "p2p_pipeline_deadlock", "HD105", [0], "ran short"),
+    ("rollout-eos", "uneven_data_drop_last", "HD106", [3], "ran out of work"),
+    ("remote-shards", "dataloader_deadlock_or_worker_hang", "HD100", [3], "DataLoader worker"),
+    ("token-stream", "rank_divergence_collective_vs_noncollective", "HD001", [3], "on CPU"),
+    ("weight-load", "not_a_hang_slow_or_benign", "HD004", [], "slow, not hung"),
 ]  # fmt: skip
 # The one category that is not a hang: a job that moved between the samples.
 _NOT_HUNG = "not_a_hang_slow_or_benign"
