@@ -12,29 +12,18 @@ import pytest
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.model import Category, Evidence, Finding, Frame, LogLine, ProcessEvidence
+from hangdoc.analyzer.model import Category, Finding, Frame
 from hangdoc.analyzer.views.activity import frame_tag
 from hangdoc.analyzer.views.activity_table import TABLE, Activity
 from hangdoc.analyzer.views.log_compare import DivergenceKind, compare_logs
+from tests.unit.views.conftest import log_evidence
 
 ROOT = Path(__file__).resolve().parents[3]
 DUMPS = ROOT / "fixtures" / "dumps"
 
 
-def _evidence(logs: dict[int, list[str]]) -> Evidence:
-    return Evidence(
-        processes=[
-            ProcessEvidence(
-                rank=rank,
-                log_lines=[LogLine(t, f"rank{rank}.log", i + 1) for i, t in enumerate(lines)],
-            )
-            for rank, lines in logs.items()
-        ]
-    )
-
-
 def _kinds(logs: dict[int, list[str]]) -> list[tuple[str, tuple[int, ...]]]:
-    return [(d.kind, d.ranks) for d in compare_logs(_evidence(logs)).divergences]
+    return [(d.kind, d.ranks) for d in compare_logs(log_evidence(logs)).divergences]
 
 
 def test_a_field_whose_key_names_no_count_is_not_uneven_data() -> None:

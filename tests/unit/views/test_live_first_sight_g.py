@@ -13,23 +13,12 @@ import pytest
 
 from hangdoc.analyzer.engine import analyze
 from hangdoc.analyzer.loading.loader import load_paths
-from hangdoc.analyzer.model import Category, Evidence, LogLine, ProcessEvidence
+from hangdoc.analyzer.model import Category
 from hangdoc.analyzer.views.short_last import amount_of, short_last_lines
+from tests.unit.views.conftest import log_evidence
 
 ROOT = Path(__file__).resolve().parents[3]
 DUMPS = ROOT / "fixtures" / "dumps"
-
-
-def _evidence(logs: dict[int, list[str]]) -> Evidence:
-    return Evidence(
-        processes=[
-            ProcessEvidence(
-                rank=rank,
-                log_lines=[LogLine(t, f"rank{rank}.log", i + 1) for i, t in enumerate(lines)],
-            )
-            for rank, lines in logs.items()
-        ]
-    )
 
 
 @pytest.mark.parametrize(
@@ -52,7 +41,7 @@ def test_the_amount_of_a_line_is_what_its_own_words_count(
 def test_a_rank_whose_last_iteration_had_less_data_is_short() -> None:
     # GIVEN the first stage's log: two full batches, then a short one
     logs = {0: [f"stage 0 step {s}: {n} samples" for s, n in enumerate((16, 16, 8))], 1: []}
-    short = short_last_lines(_evidence(logs))
+    short = short_last_lines(log_evidence(logs))
     # THEN it is short, cited against its earlier line
     assert set(short) == {0}
     assert short[0].amount == (8,) and short[0].earlier_amount == (16,)
@@ -64,14 +53,14 @@ def test_every_rank_ending_on_the_same_short_batch_is_no_one_short() -> None:
         r: [f"rank {r} step {s}: {n} samples" for s, n in enumerate((16, 16, 8))] for r in (0, 1)
     }
     # THEN nobody is short: the amount is not less than the other ranks' last one
-    assert short_last_lines(_evidence(logs)) == {}
+    assert short_last_lines(log_evidence(logs)) == {}
 
 
 def test_a_short_rank_ahead_of_the_others_counts_its_prints() -> None:
     # GIVEN three ranks that printed two rollouts, one that printed a third, shorter one
     full = [f"rollout {i}: completion lengths [8, 11]" for i in range(2)]
     logs = {r: list(full) for r in range(3)} | {3: [*full, "rollout 2: completion lengths [1, 2]"]}
-    short = short_last_lines(_evidence(logs))
+    short = short_last_lines(log_evidence(logs))
     assert set(short) == {3}
     assert (short[3].prints, short[3].others_prints) == (3, 2)
 
