@@ -114,13 +114,15 @@ def test_a_progress_bar_redrawn_at_column_zero_starts_a_line_of_its_own() -> Non
     # elapsed: …" from column 0, so a bar after a log line that ends short of the edge
     # starts a line of its own, however little room the line left for its first word;
     # the bar's own pieces still go back together.
+    iterations = "".join(
+        f"2020-08-13 15:1{k}:04,379 - mmseg - INFO - Iter [19{k}0/20000]      lr: 9.12{k}e-03, "
+        f"eta: 11:1{k}:39, time: 2.09{k}, data_time: 0.00{k}, memory: 2511{k}, "
+        f"decode.loss_seg: 0.000{k}, decode.acc_seg: 0.845{k}, aux.loss_seg: 0.000{k}, "
+        f"loss: 0.000{k}\n"
+        for k in range(3)
+    )
     log = (
-        "".join(
-            f"2020-08-13 15:1{k}:04,379 - mmseg - INFO - Iter [19{k}0/20000]      lr: 9.12{k}e-03, "
-            f"eta: 11:1{k}:39, time: 2.09{k}, data_time: 0.00{k}, memory: 2511{k}, decode.loss_seg: "
-            f"0.000{k}, decode.acc_seg: 0.845{k}, aux.loss_seg: 0.000{k}, loss: 0.000{k}\n"
-            for k in range(3)
-        )
+        iterations
         + "2020-08-13 15:20:50,742 - mmseg - INFO - Saving checkpoint at 2000 iterations\n"
     )
     bar = "[" + ">" * 11 + " " * 39 + "] 1873/7811, 1.8 task/s, elapsed: 1069s, ETA:  3313s\n"
