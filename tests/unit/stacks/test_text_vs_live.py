@@ -167,6 +167,19 @@ COARSER["requeue-signal"] = (
 # line of its own code while ranks 0-2 wait in all_reduce is the generic divergence.
 GENERIC_ONLY["log-dir-stall"] = (_NEEDS_PROC, None)
 
+# Live hangs of 2026-11-29g (fixtures/first_sight/live-2026-11-29g.json). token-stream: rank 3's
+# token generator spins forever in the main process; live, py-spy's active mark with the
+# kernel's CPU ticks between the samples and no child process make it the rank's own loop
+# (HD001: divergence); pasted, the frames show rank 3 in its own data-reading code, and
+# whether it spins or waits on a producer a paste leaves out (py-spy dumps no child without
+# --subprocesses), so its names read as a data loader's hang (HD001's other reading).
+KNOWN_GAPS["token-stream"] = (
+    "a thread spinning on CPU with no child process is /proc's and the samples' to show: the "
+    "frames of a rank's own data code say reading data, not whether anything feeds it",
+    None,
+    (Category.DATALOADER, (3,)),
+)
+
 
 def _answer(diagnosis: Diagnosis) -> tuple[Category, tuple[int, ...]]:
     primary = diagnosis.primary
